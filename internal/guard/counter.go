@@ -1,0 +1,69 @@
+package guard
+
+import (
+	"context"
+	"time"
+)
+
+// Key names one counter in the shared store. The store renders it with its
+// prefix and a hash tag around ID, so everything about one subject lives in
+// one Redis Cluster slot: Key{"otp", "+919800000000", "sends"} becomes
+// "og:otp:{+919800000000}:sends".
+type Key struct {
+	Space string // "otp", "otp:ip", "lim:api"
+	ID    string // the subject: a number, an address, a caller's key
+	Name  string // which counter of the subject: "sends", "cooldown", "tb"
+}
+
+// Take asks the store to spend Cost from one counter.
+type Take struct {
+	Key       Key
+	Algorithm Algorithm
+	Limit     int64         // fixed window: events per window; token bucket: capacity
+	Window    time.Duration // fixed window length
+	Rate      float64       // token bucket refill, tokens per second
+	Cost      int64         // 0 peeks
+}
+
+// Result is the store's answer to one Take.
+type Result struct {
+	Allowed    bool
+	Limit      int64
+	Remaining  int64
+	RetryAfter time.Duration // when denied: how long until Cost would be allowed
+	ResetAfter time.Duration // how long until the counter is back to its full budget
+	// Spent says the store changed the counter: a fixed window counts every
+	// hit (the counter that denies keeps the attempt), a token bucket spends
+	// only when it allows. Refund gives back what was spent.
+	Spent bool
+}
+
+// Counter is the shared, atomic store of limits. Every Take is one atomic
+// unit in the store, and one call travels in one round trip.
+type Counter interface {
+	Take(ctx context.Context, takes []Take) ([]Result, error)
+	// Refund gives back what Take spent, for a request that was denied by
+	// another of its checks. It never creates a counter.
+	Refund(ctx context.Context, takes []Take) error
+}
+
+// Guess is a stored code as seen by one verify attempt.
+type Guess struct {
+	MAC      []byte        // HMAC of the code; the code itself is never stored
+	Attempts int           // guesses so far, this one included
+	TTL      time.Duration // how long the code stays alive
+}
+
+// Codes stores OTP codes, as HMACs, one live code per number.
+type Codes interface {
+	// SaveCode replaces the number's code, with a fresh guess count.
+	SaveCode(ctx context.Context, phone string, mac []byte, ttl time.Duration) error
+	// GuessCode counts one guess atomically and returns the stored code;
+	// ErrNotFound when the number has no live code.
+	GuessCode(ctx context.Context, phone string) (Guess, error)
+	// ConsumeCode deletes the code if it is still mac; false when another
+	// request consumed or replaced it first.
+	ConsumeCode(ctx context.Context, phone string, mac []byte) (bool, error)
+	// DeleteCode removes the number's code, if any.
+	DeleteCode(ctx context.Context, phone string) error
+}

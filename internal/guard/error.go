@@ -1,0 +1,93 @@
+// Package guard holds otpguard's domain: OTP rules, limit policies, decisions
+// and errors. It knows nothing of HTTP, SQL or SMS providers; those reach it
+// through the small interfaces declared next to the code that uses them.
+package guard
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Code is a stable, machine-readable cause of a refusal or failure. Clients
+// switch on it; the HTTP layer maps each code to one status.
+type Code string
+
+// The codes otpguard answers with. They are part of the API: never rename one.
+const (
+	CodeInvalidRequest      Code = "invalid_request"
+	CodeInvalidPhone        Code = "invalid_phone"
+	CodeInvalidCode         Code = "invalid_code"
+	CodeInvalidKey          Code = "invalid_key"
+	CodeInvalidCost         Code = "invalid_cost"
+	CodeUnknownPolicy       Code = "unknown_policy"
+	CodeCooldown            Code = "cooldown"
+	CodePhoneRateLimited    Code = "phone_rate_limited"
+	CodeIPRateLimited       Code = "ip_rate_limited"
+	CodeRateLimited         Code = "rate_limited"
+	CodeWrongCode           Code = "wrong_code"
+	CodeNoActiveCode        Code = "no_active_code"
+	CodeTooManyAttempts     Code = "too_many_attempts"
+	CodeDenied              Code = "denied"
+	CodeInvalidDestination  Code = "invalid_destination"
+	CodeProviderUnavailable Code = "provider_unavailable"
+	CodeStoreUnavailable    Code = "store_unavailable"
+	CodeUnauthorized        Code = "unauthorized"
+	CodeForbidden           Code = "forbidden"
+	CodeNotFound            Code = "not_found"
+	CodeMethodNotAllowed    Code = "method_not_allowed"
+	CodeBodyTooLarge        Code = "body_too_large"
+	CodeInternal            Code = "internal"
+)
+
+// Error is the one error type of the domain. Message is safe to show to a
+// caller; Err (the cause) is for logs only and never leaves the process.
+type Error struct {
+	Code       Code
+	Message    string
+	RetryAfter time.Duration // > 0 when waiting helps (429, 503)
+	// AttemptsLeft is set on a wrong guess against a live code.
+	AttemptsLeft *int
+	Err          error
+}
+
+func (e *Error) Error() string {
+	if e.Err != nil {
+		return fmt.Sprintf("%s: %s: %v", e.Code, e.Message, e.Err)
+	}
+	return fmt.Sprintf("%s: %s", e.Code, e.Message)
+}
+
+func (e *Error) Unwrap() error { return e.Err }
+
+// Errorf returns an *Error with a formatted, caller-safe message.
+func Errorf(code Code, format string, args ...any) *Error {
+	return &Error{Code: code, Message: fmt.Sprintf(format, args...)}
+}
+
+// ErrorCode returns the Code of err, CodeInternal for an error that is not an
+// *Error, and "" for nil.
+func ErrorCode(err error) Code {
+	if err == nil {
+		return ""
+	}
+	var e *Error
+	if errors.As(err, &e) {
+		return e.Code
+	}
+	return CodeInternal
+}
+
+// ErrNotFound is returned by stores when the thing asked for does not exist.
+var ErrNotFound = errors.New("not found")
+
+// storeUnavailable wraps a store failure: the caller sees 503 and a retry hint,
+// the log sees the cause.
+func storeUnavailable(err error, retryAfter time.Duration) *Error {
+	return &Error{
+		Code:       CodeStoreUnavailable,
+		Message:    "the limit store is unavailable; try again shortly",
+		RetryAfter: retryAfter,
+		Err:        err,
+	}
+}

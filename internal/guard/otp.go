@@ -1,0 +1,255 @@
+package guard
+
+import (
+	"context"
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/big"
+	"strings"
+	"time"
+)
+
+// storeRetryAfter is the Retry-After of a 503 when the store is unavailable
+// and the policy fails closed: long enough not to hammer a recovering Redis.
+const storeRetryAfter = 60 * time.Second
+
+// OTPOptions are the dependencies and rules of an OTP service.
+type OTPOptions struct {
+	Policy  OTPPolicy
+	Counter Counter
+	Codes   Codes
+	Sender  Sender
+	HMACKey []byte
+	Logger  *slog.Logger
+	Random  io.Reader // crypto/rand.Reader when nil
+}
+
+// OTP sends and verifies one-time codes under exact, shared limits.
+type OTP struct {
+	policy  OTPPolicy
+	counter Counter
+	codes   Codes
+	sender  Sender
+	hmacKey []byte
+	log     *slog.Logger
+	random  io.Reader
+}
+
+// NewOTP returns an OTP service. The policy must have passed Validate.
+func NewOTP(o OTPOptions) *OTP {
+	if o.Random == nil {
+		o.Random = rand.Reader
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	return &OTP{
+		policy: o.Policy, counter: o.Counter, codes: o.Codes, sender: o.Sender,
+		hmacKey: o.HMACKey, log: o.Logger, random: o.Random,
+	}
+}
+
+// SendRequest asks for a code to be sent to Phone. ClientIP is the end user's
+// address as the calling app saw it; empty means no per-IP limit applies.
+type SendRequest struct {
+	Phone    string
+	ClientIP string
+}
+
+// SendResult says where the code went and how long it lives.
+type SendResult struct {
+	Phone     Phone
+	ExpiresIn time.Duration
+}
+
+// Send checks the limits, stores a new code's HMAC and sends the code.
+//
+// Counting rule: the limits are checked in order cooldown, per number, per
+// IP, each an atomic fixed-window hit. The counter that denies keeps the
+// attempt; the counters passed before it are refunded, so a denied request
+// spends no other budget. A send the provider then fails still counts: the
+// provider may have delivered it.
+func (s *OTP) Send(ctx context.Context, req SendRequest) (SendResult, error) {
+	phone, err := ParsePhone(req.Phone, s.policy.DefaultRegion)
+	if err != nil {
+		return SendResult{}, err
+	}
+	ip, err := IPSubject(req.ClientIP)
+	if err != nil {
+		return SendResult{}, err
+	}
+	if err := s.spend(ctx, s.sendLimits(phone.E164, ip)); err != nil {
+		return SendResult{}, err
+	}
+
+	code, err := s.newCode()
+	if err != nil {
+		return SendResult{}, fmt.Errorf("otp: new code: %w", err)
+	}
+	ttl := s.policy.CodeTTL.D()
+	if err := s.codes.SaveCode(ctx, phone.E164, s.mac(phone.E164, code), ttl); err != nil {
+		s.log.ErrorContext(ctx, "saving code failed", "phone", MaskPhone(phone.E164), "err", err)
+		return SendResult{}, storeUnavailable(err, storeRetryAfter)
+	}
+	body := strings.ReplaceAll(s.policy.Message, "{code}", code)
+	if err := s.sender.Send(ctx, Message{To: phone.E164, Body: body}); err != nil {
+		// The code was never delivered (as far as we know): do not leave it
+		// guessable. The send limits stay spent.
+		if derr := s.codes.DeleteCode(context.WithoutCancel(ctx), phone.E164); derr != nil {
+			s.log.WarnContext(ctx, "deleting undelivered code failed", "phone", MaskPhone(phone.E164), "err", derr)
+		}
+		s.log.WarnContext(ctx, "sms not sent", "phone", MaskPhone(phone.E164), "err", err)
+		var e *Error
+		if errors.As(err, &e) {
+			return SendResult{}, err
+		}
+		return SendResult{}, &Error{Code: CodeProviderUnavailable, Message: "the SMS provider failed", Err: err}
+	}
+	return SendResult{Phone: phone, ExpiresIn: ttl}, nil
+}
+
+// limitedTake is one send limit and the code that refuses it.
+type limitedTake struct {
+	take   Take
+	denial Code
+	what   string
+}
+
+func (s *OTP) sendLimits(phone, ip string) []limitedTake {
+	var ls []limitedTake
+	if cd := s.policy.Cooldown.D(); cd > 0 {
+		ls = append(ls, limitedTake{
+			take:   Take{Key: Key{"otp", phone, "cooldown"}, Algorithm: FixedWindow, Limit: 1, Window: cd, Cost: 1},
+			denial: CodeCooldown, what: "a code was sent to this number moments ago",
+		})
+	}
+	ls = append(ls, limitedTake{
+		take: Take{Key: Key{"otp", phone, "sends"}, Algorithm: FixedWindow,
+			Limit: s.policy.PerPhone.Limit, Window: s.policy.PerPhone.Window.D(), Cost: 1},
+		denial: CodePhoneRateLimited, what: "too many codes were sent to this number",
+	})
+	if ip != "" {
+		ls = append(ls, limitedTake{
+			take: Take{Key: Key{"otp:ip", ip, "sends"}, Algorithm: FixedWindow,
+				Limit: s.policy.PerIP.Limit, Window: s.policy.PerIP.Window.D(), Cost: 1},
+			denial: CodeIPRateLimited, what: "too many codes were requested from this address",
+		})
+	}
+	return ls
+}
+
+// spend takes the limits one by one; on the first denial it refunds those
+// already passed and returns the denial. One at a time because each limit
+// is its own atomic unit (and, on Redis Cluster, its own slot).
+func (s *OTP) spend(ctx context.Context, limits []limitedTake) error {
+	var passed []Take
+	for _, l := range limits {
+		res, err := s.counter.Take(ctx, []Take{l.take})
+		if err == nil && len(res) != 1 {
+			err = fmt.Errorf("otp: store answered %d results for 1 take", len(res))
+		}
+		if err != nil {
+			s.refund(ctx, passed)
+			s.log.ErrorContext(ctx, "limit store failed", "limit", l.take.Key.Name, "err", err)
+			return storeUnavailable(err, storeRetryAfter)
+		}
+		if !res[0].Allowed {
+			s.refund(ctx, passed)
+			return &Error{Code: l.denial, Message: l.what, RetryAfter: res[0].RetryAfter}
+		}
+		passed = append(passed, l.take)
+	}
+	return nil
+}
+
+func (s *OTP) refund(ctx context.Context, takes []Take) {
+	if len(takes) == 0 {
+		return
+	}
+	if err := s.counter.Refund(context.WithoutCancel(ctx), takes); err != nil {
+		// A lost refund only ever refuses more, never allows more.
+		s.log.WarnContext(ctx, "refund failed", "err", err)
+	}
+}
+
+// VerifyRequest checks Code against the code last sent to Phone.
+type VerifyRequest struct {
+	Phone string
+	Code  string
+}
+
+// Verify counts the guess, then compares it in constant time, and consumes
+// the code on a match: of two concurrent correct guesses exactly one wins.
+// After MaxVerifyAttempts wrong guesses the code is dead (even the right
+// code is refused) until a new one is sent.
+func (s *OTP) Verify(ctx context.Context, req VerifyRequest) (Phone, error) {
+	phone, err := ParsePhone(req.Phone, s.policy.DefaultRegion)
+	if err != nil {
+		return Phone{}, err
+	}
+	if err := s.checkCodeFormat(req.Code); err != nil {
+		return Phone{}, err
+	}
+	g, err := s.codes.GuessCode(ctx, phone.E164)
+	switch {
+	case errors.Is(err, ErrNotFound):
+		return Phone{}, Errorf(CodeNoActiveCode, "no code is waiting for this number (never sent, expired or already used)")
+	case err != nil:
+		s.log.ErrorContext(ctx, "reading code failed", "phone", MaskPhone(phone.E164), "err", err)
+		return Phone{}, storeUnavailable(err, storeRetryAfter)
+	}
+	if g.Attempts > s.policy.MaxVerifyAttempts {
+		return Phone{}, &Error{Code: CodeTooManyAttempts,
+			Message: "too many wrong guesses; request a new code", RetryAfter: g.TTL}
+	}
+	if !hmac.Equal(g.MAC, s.mac(phone.E164, req.Code)) {
+		left := s.policy.MaxVerifyAttempts - g.Attempts
+		return Phone{}, &Error{Code: CodeWrongCode, Message: "the code is wrong", AttemptsLeft: &left}
+	}
+	ok, err := s.codes.ConsumeCode(ctx, phone.E164, g.MAC)
+	if err != nil {
+		s.log.ErrorContext(ctx, "consuming code failed", "phone", MaskPhone(phone.E164), "err", err)
+		return Phone{}, storeUnavailable(err, storeRetryAfter)
+	}
+	if !ok {
+		return Phone{}, Errorf(CodeNoActiveCode, "the code was already used")
+	}
+	return phone, nil
+}
+
+func (s *OTP) checkCodeFormat(code string) error {
+	if len(code) != s.policy.CodeLength {
+		return Errorf(CodeInvalidCode, "code must be %d digits", s.policy.CodeLength)
+	}
+	for _, c := range code {
+		if c < '0' || c > '9' {
+			return Errorf(CodeInvalidCode, "code must be %d digits", s.policy.CodeLength)
+		}
+	}
+	return nil
+}
+
+// newCode draws a uniformly random code of CodeLength digits.
+func (s *OTP) newCode() (string, error) {
+	max := new(big.Int).Exp(big.NewInt(10), big.NewInt(int64(s.policy.CodeLength)), nil)
+	n, err := rand.Int(s.random, max)
+	if err != nil {
+		return "", err
+	}
+	return fmt.Sprintf("%0*d", s.policy.CodeLength, n), nil
+}
+
+// mac binds the code to the number, so a stored HMAC is useless for any
+// other number and reveals nothing without the key.
+func (s *OTP) mac(phone, code string) []byte {
+	m := hmac.New(sha256.New, s.hmacKey)
+	m.Write([]byte(phone))
+	m.Write([]byte{0})
+	m.Write([]byte(code))
+	return m.Sum(nil)
+}

@@ -1,0 +1,92 @@
+package guard
+
+import (
+	"net/netip"
+	"strings"
+
+	"github.com/nyaruka/phonenumbers"
+)
+
+// maxPhoneInput bounds what is handed to libphonenumber: no real number,
+// however formatted, is longer.
+const maxPhoneInput = 64
+
+// Phone is a number normalised to E.164, with the region it belongs to.
+type Phone struct {
+	E164   string // "+919800000000"
+	Region string // ISO 3166-1 alpha-2, "IN"; "" when the number has none (e.g. +800)
+}
+
+// ParsePhone normalises raw to E.164 with libphonenumber, so that every way of
+// writing one number ("+91 98000 00000", "+91-98000-00000") builds the same
+// keys. defaultRegion (ISO code or "") is used for numbers written without
+// a country calling code. It refuses what does not parse or is not a valid
+// number, with the reason in the message.
+func ParsePhone(raw, defaultRegion string) (Phone, error) {
+	raw = strings.TrimSpace(raw)
+	switch {
+	case raw == "":
+		return Phone{}, Errorf(CodeInvalidPhone, "phone is required")
+	case len(raw) > maxPhoneInput:
+		return Phone{}, Errorf(CodeInvalidPhone, "phone is longer than %d characters", maxPhoneInput)
+	}
+	region := strings.ToUpper(defaultRegion)
+	if region == "" {
+		region = "ZZ" // unknown region: only numbers with a leading + parse
+	}
+	num, err := phonenumbers.Parse(raw, region)
+	if err != nil {
+		return Phone{}, Errorf(CodeInvalidPhone, "phone does not parse as a number (write it in international format, e.g. +14155550100)")
+	}
+	if !phonenumbers.IsValidNumber(num) {
+		return Phone{}, Errorf(CodeInvalidPhone, "phone is not a valid number for its country")
+	}
+	region = phonenumbers.GetRegionCodeForNumber(num)
+	if region == "ZZ" || region == "001" {
+		region = ""
+	}
+	return Phone{E164: phonenumbers.Format(num, phonenumbers.E164), Region: region}, nil
+}
+
+// WarmPhoneMetadata makes libphonenumber load its metadata now, at start-up,
+// so the first request does not pay for it.
+func WarmPhoneMetadata() {
+	_, _ = ParsePhone("+14155550100", "")
+}
+
+// MaskPhone keeps the country code and the last two digits of an E.164 number
+// ("+91********00"): enough to tell numbers apart in logs, not enough to
+// reach anyone.
+func MaskPhone(e164 string) string {
+	if len(e164) <= 5 {
+		return strings.Repeat("*", len(e164))
+	}
+	return e164[:3] + strings.Repeat("*", len(e164)-5) + e164[len(e164)-2:]
+}
+
+// IPSubject turns the end user's address into the subject its budget is
+// counted under: an IPv4 address as is, an IPv6 address by its /64, because
+// one subscriber usually holds a whole /64 and could rotate through it.
+// An empty input gives "" (no per-IP limit applies).
+func IPSubject(raw string) (string, error) {
+	raw = strings.TrimSpace(raw)
+	if raw == "" {
+		return "", nil
+	}
+	if len(raw) > 64 {
+		return "", Errorf(CodeInvalidRequest, "client_ip is too long")
+	}
+	addr, err := netip.ParseAddr(raw)
+	if err != nil {
+		return "", Errorf(CodeInvalidRequest, "client_ip is not an IP address")
+	}
+	addr = addr.Unmap().WithZone("")
+	if addr.Is4() {
+		return addr.String(), nil
+	}
+	prefix, err := addr.Prefix(64)
+	if err != nil {
+		return "", Errorf(CodeInvalidRequest, "client_ip is not an IP address")
+	}
+	return prefix.String(), nil
+}

@@ -1,0 +1,264 @@
+package sms
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/otpguard/otpguard/internal/guard"
+	"github.com/twilio/twilio-go/client"
+	openapi "github.com/twilio/twilio-go/rest/api/v2010"
+)
+
+// Compile-time proof that both senders fit the domain's interface.
+var (
+	_ guard.Sender = (*Console)(nil)
+	_ guard.Sender = (*Twilio)(nil)
+)
+
+// defaultTwilioTimeout matches twilio-go's own default, so leaving Timeout
+// unset behaves like the library does.
+const defaultTwilioTimeout = 10 * time.Second
+
+// TwilioOptions configures a Twilio sender. Exactly one of From and
+// MessagingServiceSID is set.
+type TwilioOptions struct {
+	AccountSID          string // "AC..."
+	AuthToken           string
+	From                string // a Twilio number in E.164, or an alphanumeric sender ID
+	MessagingServiceSID string // "MG...": lets Twilio pick the sender per destination
+	StatusCallback      string // optional URL Twilio posts delivery status to, set on each message
+	// BaseURL, when set, replaces https://api.twilio.com (scheme, host and an
+	// optional path prefix), e.g. "http://127.0.0.1:4010" for a local fake.
+	// The API path is kept: <BaseURL>/2010-04-01/Accounts/{AccountSID}/Messages.json.
+	BaseURL string
+	// Timeout bounds one Send, from connecting to reading the reply.
+	// Zero means 10s.
+	Timeout time.Duration
+}
+
+// Twilio sends SMS through Twilio's Programmable Messaging API (the
+// 2010-04-01 Messages resource) with the official twilio-go client. It is
+// safe for concurrent use.
+type Twilio struct {
+	creds          *client.Credentials // read-only after NewTwilio
+	accountSID     string
+	from           string
+	serviceSID     string
+	statusCallback string
+	base           *url.URL // nil: the real Twilio API
+	timeout        time.Duration
+	transport      http.RoundTripper // shared, so connections are reused across sends
+}
+
+// NewTwilio checks o and returns a Twilio sender. It reports every problem
+// at once, so a misconfigured deployment fails at boot rather than on the
+// first code sent.
+func NewTwilio(o TwilioOptions) (*Twilio, error) {
+	var errs []error
+	bad := func(format string, args ...any) {
+		errs = append(errs, fmt.Errorf("sms: twilio: "+format, args...))
+	}
+	// twilio-go refuses credentials with other characters on every request
+	// (its error 21222/21224); checking here turns that into a boot error.
+	switch {
+	case o.AccountSID == "":
+		bad("account SID is required")
+	case !strings.HasPrefix(o.AccountSID, "AC") || !alphanumeric(o.AccountSID):
+		bad("account SID must be \"AC\" followed by letters and digits")
+	}
+	switch {
+	case o.AuthToken == "":
+		bad("auth token is required")
+	case !alphanumeric(o.AuthToken):
+		bad("auth token must be letters and digits only")
+	}
+	if (o.From == "") == (o.MessagingServiceSID == "") {
+		bad("set exactly one of From and MessagingServiceSID")
+	}
+	if o.StatusCallback != "" {
+		if _, err := parseHTTPURL(o.StatusCallback); err != nil {
+			bad("status callback: %w", err)
+		}
+	}
+	var base *url.URL
+	if o.BaseURL != "" {
+		u, err := parseHTTPURL(o.BaseURL)
+		switch {
+		case err != nil:
+			bad("base URL: %w", err)
+		case u.RawQuery != "" || u.Fragment != "":
+			// Twilio's paths are appended to it; a query would be dropped.
+			bad("base URL %q: query and fragment are not allowed", o.BaseURL)
+		}
+		base = u
+	}
+	if o.Timeout < 0 {
+		bad("timeout must not be negative, got %s", o.Timeout)
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	timeout := o.Timeout
+	if timeout == 0 {
+		timeout = defaultTwilioTimeout
+	}
+	return &Twilio{
+		creds:          client.NewCredentials(o.AccountSID, o.AuthToken),
+		accountSID:     o.AccountSID,
+		from:           o.From,
+		serviceSID:     o.MessagingServiceSID,
+		statusCallback: o.StatusCallback,
+		base:           base,
+		timeout:        timeout,
+		transport:      http.DefaultTransport,
+	}, nil
+}
+
+// Send asks Twilio to deliver m. A nil error means Twilio accepted (queued)
+// the message, not that it reached the phone; delivery is reported to
+// StatusCallback. The call ends at the earlier of ctx and the Timeout.
+func (t *Twilio) Send(ctx context.Context, m guard.Message) error {
+	if err := ctx.Err(); err != nil {
+		return unavailable(fmt.Errorf("sms: twilio: send: %w", err))
+	}
+	// twilio-go builds every request on context.Background() and takes no
+	// context. The only way to make a call end with ctx is an http.Client
+	// bound to it, so each Send gets its own; the connection pool lives in
+	// the shared transport. The timeout is a context deadline, not
+	// http.Client.Timeout: ctxTransport replaces the request's context, and
+	// with it the deadline http.Client would have put there.
+	ctx, cancel := context.WithTimeout(ctx, t.timeout)
+	// Cancelling also frees error replies: twilio-go decodes but never
+	// closes their bodies.
+	defer cancel()
+
+	c := &client.Client{
+		Credentials: t.creds,
+		HTTPClient: &http.Client{
+			Transport: ctxTransport{ctx: ctx, next: t.transport},
+			// As twilio-go's default client: a redirect is never followed,
+			// so credentials are never sent to another host.
+			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+		},
+	}
+	c.SetAccountSid(t.accountSID)
+	var bc client.BaseClient = c
+	if t.base != nil {
+		bc = rebased{Client: c, base: t.base}
+	}
+	// A RequestHandler literal rather than client.NewRequestHandler, which
+	// reads TWILIO_EDGE and TWILIO_REGION from the environment: all of this
+	// sender's configuration comes from TwilioOptions.
+	api := openapi.NewApiService(&client.RequestHandler{Client: bc})
+
+	params := &openapi.CreateMessageParams{}
+	params.SetTo(m.To).SetBody(m.Body)
+	if t.serviceSID != "" {
+		params.SetMessagingServiceSid(t.serviceSID)
+	} else {
+		params.SetFrom(t.from)
+	}
+	if t.statusCallback != "" {
+		params.SetStatusCallback(t.statusCallback)
+	}
+	if _, err := api.CreateMessage(params); err != nil {
+		return twilioError(err)
+	}
+	return nil
+}
+
+// twilioError turns a twilio-go failure into the domain's error. The
+// caller-facing Message is fixed text; err (which may quote the To number,
+// never the body: that travels in the request body, not the URL) stays in
+// Err for logs.
+func twilioError(err error) *guard.Error {
+	wrapped := fmt.Errorf("sms: twilio: create message: %w", err)
+	var rest *client.TwilioRestError
+	if errors.As(err, &rest) && refusesDestination(rest.Code) {
+		return &guard.Error{
+			Code:    guard.CodeInvalidDestination,
+			Message: "the SMS provider refused the destination number",
+			Err:     wrapped,
+		}
+	}
+	return unavailable(wrapped)
+}
+
+// refusesDestination reports whether a Twilio error code means the number
+// itself will not take our SMS, so retrying cannot help and the user must
+// give another number. Every other code (20003 bad credentials, 20429 rate
+// limit, 21606 our From cannot send SMS, 5xx...) is our side's problem and
+// reads as provider_unavailable. See https://www.twilio.com/docs/api/errors.
+func refusesDestination(code int) bool {
+	switch code {
+	case 21211, // the 'To' number is not a valid phone number
+		21408, // sending to the To number's region is not enabled on the account
+		21610, // the recipient unsubscribed (replied STOP)
+		21612, // the To number cannot be reached by SMS from this sender
+		21614: // the To number is not a mobile number
+		return true
+	}
+	return false
+}
+
+// ctxTransport binds every request of one Send to that Send's context,
+// because twilio-go gives us no other way to pass one.
+type ctxTransport struct {
+	ctx  context.Context
+	next http.RoundTripper
+}
+
+func (t ctxTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	return t.next.RoundTrip(r.WithContext(t.ctx))
+}
+
+// rebased points twilio-go at another Twilio-compatible host. twilio-go
+// hard-codes https://api.twilio.com in its services and has no option for
+// it, but every request passes through BaseClient.SendRequest with its full
+// URL (after twilio-go's edge/region rewriting), so this is the one place
+// to swap scheme and host while keeping the API path and query.
+type rebased struct {
+	*client.Client
+	base *url.URL
+}
+
+func (r rebased) SendRequest(method, rawURL string, data url.Values,
+	headers map[string]any, body ...byte) (*http.Response, error) {
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		return nil, fmt.Errorf("sms: twilio: rebase: %w", err)
+	}
+	to := r.base.JoinPath(u.Path)
+	to.RawQuery = u.RawQuery
+	return r.Client.SendRequest(method, to.String(), data, headers, body...)
+}
+
+// parseHTTPURL accepts an absolute http or https URL: Twilio calls back
+// nothing else, and a base URL without a host cannot be dialled.
+func parseHTTPURL(s string) (*url.URL, error) {
+	u, err := url.Parse(s)
+	switch {
+	case err != nil:
+		return nil, err
+	case u.Scheme != "http" && u.Scheme != "https":
+		return nil, fmt.Errorf("%q: scheme must be http or https", s)
+	case u.Host == "":
+		return nil, fmt.Errorf("%q: host is required", s)
+	}
+	return u, nil
+}
+
+// alphanumeric mirrors twilio-go's credential check (^[a-zA-Z0-9]*$).
+func alphanumeric(s string) bool {
+	for _, r := range s {
+		if !('a' <= r && r <= 'z' || 'A' <= r && r <= 'Z' || '0' <= r && r <= '9') {
+			return false
+		}
+	}
+	return true
+}

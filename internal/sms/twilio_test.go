@@ -1,0 +1,426 @@
+package sms
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/otpguard/otpguard/internal/guard"
+	"github.com/twilio/twilio-go/client"
+)
+
+const (
+	testSID     = "AC0123456789abcdef0123456789abcdef"
+	testToken   = "0123456789abcdef0123456789abcdef"
+	testFrom    = "+15005550006"
+	testService = "MG0123456789abcdef0123456789abcdef"
+	testTo      = "+14155550100"
+	testCode    = "493817"
+	testBody    = "Your otpguard code is " + testCode
+	messagesAPI = "/2010-04-01/Accounts/" + testSID + "/Messages.json"
+)
+
+// twilioRequest is what the fake saw of one call: the parts of the Messages
+// API contract a real Twilio checks.
+type twilioRequest struct {
+	Method, Path, ContentType string
+	User, Password            string
+	BasicAuth                 bool
+	Form                      url.Values
+}
+
+// fakeTwilio is an httptest server speaking the Messages API: it records
+// each request and answers with reply.
+type fakeTwilio struct {
+	*httptest.Server
+	mu       sync.Mutex
+	requests []twilioRequest
+}
+
+func newFakeTwilio(t *testing.T, reply http.HandlerFunc) *fakeTwilio {
+	t.Helper()
+	f := &fakeTwilio{}
+	f.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if err := r.ParseForm(); err != nil {
+			t.Errorf("fake twilio: parse form: %v", err)
+		}
+		user, pass, ok := r.BasicAuth()
+		f.mu.Lock()
+		f.requests = append(f.requests, twilioRequest{
+			Method: r.Method, Path: r.URL.Path, ContentType: r.Header.Get("Content-Type"),
+			User: user, Password: pass, BasicAuth: ok, Form: r.PostForm,
+		})
+		f.mu.Unlock()
+		reply(w, r)
+	}))
+	t.Cleanup(f.Close)
+	return f
+}
+
+func (f *fakeTwilio) seen() []twilioRequest {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.requests)
+}
+
+// created answers like Twilio does when it queues a message.
+func created(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusCreated, map[string]any{
+		"sid":    "SM0123456789abcdef0123456789abcdef",
+		"status": "queued",
+		"to":     r.PostForm.Get("To"),
+		"body":   r.PostForm.Get("Body"),
+	})
+}
+
+// twilioFails answers with Twilio's error body.
+func twilioFails(status, code int, message string) http.HandlerFunc {
+	return func(w http.ResponseWriter, _ *http.Request) {
+		writeJSON(w, status, map[string]any{
+			"code":      code,
+			"message":   message,
+			"more_info": fmt.Sprintf("https://www.twilio.com/docs/errors/%d", code),
+			"status":    status,
+		})
+	}
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+func newTestTwilio(t *testing.T, o TwilioOptions) *Twilio {
+	t.Helper()
+	tw, err := NewTwilio(o)
+	if err != nil {
+		t.Fatalf("NewTwilio() error = %v", err)
+	}
+	return tw
+}
+
+// checkSafeError checks what every failed Send must honour: a *guard.Error
+// with the wanted code, a cause for the logs, and no trace of the body or
+// the code anywhere in its text.
+func checkSafeError(t *testing.T, err error, want guard.Code) *guard.Error {
+	t.Helper()
+	var ge *guard.Error
+	if !errors.As(err, &ge) {
+		t.Fatalf("Send() error = %v (%T), want *guard.Error", err, err)
+	}
+	if ge.Code != want {
+		t.Errorf("Code = %q, want %q (err: %v)", ge.Code, want, err)
+	}
+	if ge.Err == nil {
+		t.Errorf("Err = nil, want the cause for the logs")
+	}
+	for _, secret := range []string{testBody, testCode} {
+		if strings.Contains(err.Error(), secret) || strings.Contains(ge.Message, secret) {
+			t.Errorf("error %q (message %q) contains %q", err, ge.Message, secret)
+		}
+	}
+	return ge
+}
+
+func TestTwilioSend(t *testing.T) {
+	form := func(kv ...string) url.Values {
+		v := url.Values{}
+		for i := 0; i < len(kv); i += 2 {
+			v.Set(kv[i], kv[i+1])
+		}
+		return v
+	}
+	tests := []struct {
+		name     string
+		opts     TwilioOptions // AccountSID, AuthToken and BaseURL are filled in
+		prefix   string        // path appended to the server URL in BaseURL
+		reply    http.HandlerFunc
+		wantForm url.Values
+		wantCode guard.Code // "" for success
+		wantRest int        // Twilio error code expected in the chain, 0 for none
+	}{
+		{
+			name:     "success with From",
+			opts:     TwilioOptions{From: testFrom},
+			reply:    created,
+			wantForm: form("To", testTo, "Body", testBody, "From", testFrom),
+		},
+		{
+			name:     "success with messaging service and status callback",
+			opts:     TwilioOptions{MessagingServiceSID: testService, StatusCallback: "https://otp.example.com/twilio/status?k=1"},
+			reply:    created,
+			wantForm: form("To", testTo, "Body", testBody, "MessagingServiceSid", testService, "StatusCallback", "https://otp.example.com/twilio/status?k=1"),
+		},
+		{
+			name:     "base URL with a path prefix",
+			opts:     TwilioOptions{From: testFrom},
+			prefix:   "/twilio/",
+			reply:    created,
+			wantForm: form("To", testTo, "Body", testBody, "From", testFrom),
+		},
+		{
+			name:     "21211 invalid To",
+			opts:     TwilioOptions{From: testFrom},
+			reply:    twilioFails(400, 21211, "The 'To' number "+testTo+" is not a valid phone number."),
+			wantForm: form("To", testTo, "Body", testBody, "From", testFrom),
+			wantCode: guard.CodeInvalidDestination,
+			wantRest: 21211,
+		},
+		{
+			name:     "21614 not a mobile number",
+			opts:     TwilioOptions{From: testFrom},
+			reply:    twilioFails(400, 21614, "'To' number is not a valid mobile number"),
+			wantForm: form("To", testTo, "Body", testBody, "From", testFrom),
+			wantCode: guard.CodeInvalidDestination,
+			wantRest: 21614,
+		},
+		{
+			name:     "21606 our From cannot send is not the destination's fault",
+			opts:     TwilioOptions{From: testFrom},
+			reply:    twilioFails(400, 21606, "The 'From' phone number provided is not a valid message-capable Twilio phone number."),
+			wantForm: form("To", testTo, "Body", testBody, "From", testFrom),
+			wantCode: guard.CodeProviderUnavailable,
+			wantRest: 21606,
+		},
+		{
+			name:     "401 20003 authentication failed",
+			opts:     TwilioOptions{From: testFrom},
+			reply:    twilioFails(401, 20003, "Authenticate"),
+			wantForm: form("To", testTo, "Body", testBody, "From", testFrom),
+			wantCode: guard.CodeProviderUnavailable,
+			wantRest: 20003,
+		},
+		{
+			name:     "429 rate limited",
+			opts:     TwilioOptions{From: testFrom},
+			reply:    twilioFails(429, 20429, "Too Many Requests"),
+			wantForm: form("To", testTo, "Body", testBody, "From", testFrom),
+			wantCode: guard.CodeProviderUnavailable,
+			wantRest: 20429,
+		},
+		{
+			name:     "500 with a Twilio error body",
+			opts:     TwilioOptions{From: testFrom},
+			reply:    twilioFails(500, 20500, "Internal Server Error"),
+			wantForm: form("To", testTo, "Body", testBody, "From", testFrom),
+			wantCode: guard.CodeProviderUnavailable,
+			wantRest: 20500,
+		},
+		{
+			name: "502 from a proxy, not JSON",
+			opts: TwilioOptions{From: testFrom},
+			reply: func(w http.ResponseWriter, _ *http.Request) {
+				http.Error(w, "<html>bad gateway</html>", http.StatusBadGateway)
+			},
+			wantForm: form("To", testTo, "Body", testBody, "From", testFrom),
+			wantCode: guard.CodeProviderUnavailable,
+		},
+		{
+			name: "201 with a body that is not JSON",
+			opts: TwilioOptions{From: testFrom},
+			reply: func(w http.ResponseWriter, _ *http.Request) {
+				w.WriteHeader(http.StatusCreated)
+				_, _ = w.Write([]byte("queued"))
+			},
+			wantForm: form("To", testTo, "Body", testBody, "From", testFrom),
+			wantCode: guard.CodeProviderUnavailable,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			fake := newFakeTwilio(t, tt.reply)
+			o := tt.opts
+			o.AccountSID, o.AuthToken, o.BaseURL = testSID, testToken, fake.URL+tt.prefix
+			tw := newTestTwilio(t, o)
+
+			err := tw.Send(context.Background(), guard.Message{To: testTo, Body: testBody})
+
+			if tt.wantCode == "" {
+				if err != nil {
+					t.Errorf("Send() error = %v, want nil", err)
+				}
+			} else {
+				ge := checkSafeError(t, err, tt.wantCode)
+				var rest *client.TwilioRestError
+				switch {
+				case tt.wantRest == 0 && errors.As(ge, &rest):
+					t.Errorf("Err holds Twilio error %d, want none", rest.Code)
+				case tt.wantRest != 0 && !errors.As(ge, &rest):
+					t.Errorf("Err = %v, want Twilio error %d in the chain", ge.Err, tt.wantRest)
+				case tt.wantRest != 0 && rest.Code != tt.wantRest:
+					t.Errorf("Twilio error code = %d, want %d", rest.Code, tt.wantRest)
+				}
+			}
+
+			want := []twilioRequest{{
+				Method:      http.MethodPost,
+				Path:        strings.TrimSuffix(tt.prefix, "/") + messagesAPI,
+				ContentType: "application/x-www-form-urlencoded",
+				User:        testSID, Password: testToken, BasicAuth: true,
+				Form: tt.wantForm,
+			}}
+			if diff := cmp.Diff(want, fake.seen()); diff != "" {
+				t.Errorf("requests to fake Twilio mismatch (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestTwilioSendUnavailable(t *testing.T) {
+	// slow never answers in time; it returns when the client gives up or
+	// the test ends, so neither the test nor the server's Close hangs.
+	slow := func(t *testing.T) *fakeTwilio {
+		done := make(chan struct{})
+		fake := newFakeTwilio(t, func(w http.ResponseWriter, r *http.Request) {
+			select {
+			case <-time.After(2 * time.Second):
+			case <-r.Context().Done():
+			case <-done:
+			}
+			created(w, r)
+		})
+		t.Cleanup(func() { close(done) }) // runs before fake.Close
+		return fake
+	}
+	tests := []struct {
+		name         string
+		fake         func(t *testing.T) *fakeTwilio
+		ctx          func(t *testing.T) context.Context // nil: Background
+		timeout      time.Duration
+		wantCause    error // in the chain when the cause is known
+		wantRequests int
+	}{
+		{
+			name:         "server slower than Timeout",
+			fake:         slow,
+			timeout:      200 * time.Millisecond,
+			wantCause:    context.DeadlineExceeded,
+			wantRequests: 1,
+		},
+		{
+			name: "context cancelled during the call",
+			fake: slow,
+			ctx: func(t *testing.T) context.Context {
+				ctx, cancel := context.WithCancel(context.Background())
+				time.AfterFunc(200*time.Millisecond, cancel)
+				t.Cleanup(cancel)
+				return ctx
+			},
+			timeout:      10 * time.Second,
+			wantCause:    context.Canceled,
+			wantRequests: 1,
+		},
+		{
+			name: "context already done: no call",
+			fake: func(t *testing.T) *fakeTwilio { return newFakeTwilio(t, created) },
+			ctx: func(t *testing.T) context.Context {
+				ctx, cancel := context.WithCancel(context.Background())
+				cancel()
+				return ctx
+			},
+			timeout:      10 * time.Second,
+			wantCause:    context.Canceled,
+			wantRequests: 0,
+		},
+		{
+			name: "connection refused",
+			fake: func(t *testing.T) *fakeTwilio {
+				fake := newFakeTwilio(t, created)
+				fake.Close() // its port now refuses connections
+				return fake
+			},
+			timeout:      10 * time.Second,
+			wantRequests: 0,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			fake := tt.fake(t)
+			ctx := context.Background()
+			if tt.ctx != nil {
+				ctx = tt.ctx(t)
+			}
+			tw := newTestTwilio(t, TwilioOptions{
+				AccountSID: testSID, AuthToken: testToken, From: testFrom,
+				BaseURL: fake.URL, Timeout: tt.timeout,
+			})
+
+			start := time.Now()
+			err := tw.Send(ctx, guard.Message{To: testTo, Body: testBody})
+			elapsed := time.Since(start)
+
+			checkSafeError(t, err, guard.CodeProviderUnavailable)
+			if tt.wantCause != nil && !errors.Is(err, tt.wantCause) {
+				t.Errorf("Send() error = %v, want %v in the chain", err, tt.wantCause)
+			}
+			if elapsed > time.Second {
+				t.Errorf("Send() took %v, want well under the server's 2s delay", elapsed)
+			}
+			if got := len(fake.seen()); got != tt.wantRequests {
+				t.Errorf("requests to fake Twilio = %d, want %d", got, tt.wantRequests)
+			}
+		})
+	}
+}
+
+func TestNewTwilio(t *testing.T) {
+	valid := TwilioOptions{AccountSID: testSID, AuthToken: testToken, From: testFrom}
+	with := func(change func(o *TwilioOptions)) TwilioOptions {
+		o := valid
+		change(&o)
+		return o
+	}
+	tests := []struct {
+		name        string
+		opts        TwilioOptions
+		wantErr     bool
+		wantTimeout time.Duration // checked when no error
+	}{
+		{name: "From", opts: valid, wantTimeout: 10 * time.Second},
+		{name: "messaging service", opts: with(func(o *TwilioOptions) { o.From, o.MessagingServiceSID = "", testService }), wantTimeout: 10 * time.Second},
+		{name: "callback, base URL and timeout", opts: with(func(o *TwilioOptions) {
+			o.StatusCallback, o.BaseURL, o.Timeout = "https://otp.example.com/status?k=1", "http://127.0.0.1:4010", 3*time.Second
+		}), wantTimeout: 3 * time.Second},
+		{name: "no account SID", opts: with(func(o *TwilioOptions) { o.AccountSID = "" }), wantErr: true},
+		{name: "account SID not AC", opts: with(func(o *TwilioOptions) { o.AccountSID = "SK0123456789abcdef" }), wantErr: true},
+		{name: "account SID with a newline", opts: with(func(o *TwilioOptions) { o.AccountSID = testSID + "\n" }), wantErr: true},
+		{name: "no auth token", opts: with(func(o *TwilioOptions) { o.AuthToken = "" }), wantErr: true},
+		{name: "auth token with a space", opts: with(func(o *TwilioOptions) { o.AuthToken = testToken + " " }), wantErr: true},
+		{name: "From and messaging service", opts: with(func(o *TwilioOptions) { o.MessagingServiceSID = testService }), wantErr: true},
+		{name: "neither From nor messaging service", opts: with(func(o *TwilioOptions) { o.From = "" }), wantErr: true},
+		{name: "callback not http", opts: with(func(o *TwilioOptions) { o.StatusCallback = "ftp://otp.example.com/status" }), wantErr: true},
+		{name: "callback relative", opts: with(func(o *TwilioOptions) { o.StatusCallback = "/status" }), wantErr: true},
+		{name: "base URL without scheme", opts: with(func(o *TwilioOptions) { o.BaseURL = "127.0.0.1:4010" }), wantErr: true},
+		{name: "base URL without host", opts: with(func(o *TwilioOptions) { o.BaseURL = "http:///twilio" }), wantErr: true},
+		{name: "base URL with query", opts: with(func(o *TwilioOptions) { o.BaseURL = "http://127.0.0.1:4010?x=1" }), wantErr: true},
+		{name: "negative timeout", opts: with(func(o *TwilioOptions) { o.Timeout = -time.Second }), wantErr: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tw, err := NewTwilio(tt.opts)
+			if gotErr := err != nil; gotErr != tt.wantErr {
+				t.Fatalf("NewTwilio() error = %v, want error: %t", err, tt.wantErr)
+			}
+			if err != nil {
+				if tw != nil {
+					t.Errorf("NewTwilio() = %+v with an error, want nil", tw)
+				}
+				return
+			}
+			if tw.timeout != tt.wantTimeout {
+				t.Errorf("timeout = %v, want %v", tw.timeout, tt.wantTimeout)
+			}
+		})
+	}
+}

@@ -1,0 +1,256 @@
+// Package store keeps otpguard's state: limits and codes in Redis, ops
+// decisions and the audit trail in SQL. It implements guard's interfaces.
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/otpguard/otpguard/internal/guard"
+)
+
+// rediser is what Redis needs of a go-redis client: a single node, a
+// Cluster or a Sentinel-backed client all satisfy it.
+type rediser interface {
+	redis.Scripter
+	TxPipeline() redis.Pipeliner
+	Del(ctx context.Context, keys ...string) *redis.IntCmd
+}
+
+// Redis keeps counters, token buckets and codes in Redis.
+type Redis struct {
+	rdb    rediser
+	prefix string
+}
+
+// NewRedis returns a store over rdb whose keys all start with prefix
+// (e.g. "og:"), so that several deployments or tests can share one server.
+func NewRedis(rdb rediser, prefix string) *Redis {
+	return &Redis{rdb: rdb, prefix: prefix}
+}
+
+// key renders k as prefix + space + ":{" + id + "}:" + name. The braces are
+// a hash tag: every counter of one subject lands in one Cluster slot.
+func (r *Redis) key(k guard.Key) string {
+	var b strings.Builder
+	b.Grow(len(r.prefix) + len(k.Space) + len(k.ID) + len(k.Name) + 4)
+	b.WriteString(r.prefix)
+	b.WriteString(k.Space)
+	b.WriteString(":{")
+	b.WriteString(k.ID)
+	b.WriteString("}:")
+	b.WriteString(k.Name)
+	return b.String()
+}
+
+func (r *Redis) codeKey(phone string) string {
+	return r.key(guard.Key{Space: "otp", ID: phone, Name: "code"})
+}
+
+// LoadScripts loads every script into the server's cache, so the first
+// request does not pay for an EVAL.
+func (r *Redis) LoadScripts(ctx context.Context) error {
+	for _, s := range allScripts {
+		if err := s.Load(ctx, r.rdb).Err(); err != nil {
+			return fmt.Errorf("store: load script: %w", err)
+		}
+	}
+	return nil
+}
+
+// Take spends from every counter of takes in one round trip: one MULTI/EXEC
+// holding, per fixed window, INCRBY + PEXPIRE NX + PTTL and, per token bucket,
+// an EVALSHA of tokenBucketScript. (On Redis Cluster, go-redis splits the
+// transaction per slot and sends the parts to their nodes concurrently.)
+//
+// The fixed window is the design's rule: INCRBY counts, PEXPIRE ... NX starts
+// the window at the first hit and lets no later hit push it back, and both
+// sit in one MULTI so that no counter ever lives without a TTL. Never
+// GET-then-SET, never INCR then a separate EXPIRE.
+func (r *Redis) Take(ctx context.Context, takes []guard.Take) ([]guard.Result, error) {
+	pipe := r.rdb.TxPipeline()
+	cmds := make([][]redis.Cmder, len(takes))
+	for i, t := range takes {
+		key := r.key(t.Key)
+		switch t.Algorithm {
+		case guard.FixedWindow:
+			cmds[i] = []redis.Cmder{
+				pipe.IncrBy(ctx, key, t.Cost),
+				pipe.Do(ctx, "pexpire", key, t.Window.Milliseconds(), "nx"),
+				pipe.PTTL(ctx, key),
+			}
+		case guard.TokenBucket:
+			cmds[i] = []redis.Cmder{tokenBucketScript.EvalSha(ctx, pipe, []string{key}, t.Limit, interval(t.Rate), t.Cost)}
+		default:
+			return nil, fmt.Errorf("store: take %s: unknown algorithm %q", key, t.Algorithm)
+		}
+	}
+	_, err := pipe.Exec(ctx)
+	if err != nil && !isNoScript(err) {
+		return nil, fmt.Errorf("store: take: %w", err)
+	}
+
+	res := make([]guard.Result, len(takes))
+	for i, t := range takes {
+		if t.Algorithm == guard.FixedWindow {
+			res[i], err = windowResult(t, cmds[i])
+		} else {
+			res[i], err = r.bucketResult(ctx, t, cmds[i][0].(*redis.Cmd))
+		}
+		if err != nil {
+			return nil, fmt.Errorf("store: take %s: %w", r.key(t.Key), err)
+		}
+	}
+	return res, nil
+}
+
+func windowResult(t guard.Take, cmds []redis.Cmder) (guard.Result, error) {
+	for _, c := range cmds {
+		if c.Err() != nil {
+			return guard.Result{}, c.Err()
+		}
+	}
+	count := cmds[0].(*redis.IntCmd).Val()
+	ttl := cmds[2].(*redis.DurationCmd).Val()
+	if ttl < 0 { // -1/-2 cannot happen inside the MULTI; be safe anyway
+		ttl = t.Window
+	}
+	res := guard.Result{
+		Allowed:    count <= t.Limit,
+		Limit:      t.Limit,
+		Remaining:  max(0, t.Limit-count),
+		ResetAfter: ttl,
+		Spent:      t.Cost > 0,
+	}
+	if !res.Allowed {
+		res.RetryAfter = ttl
+	}
+	return res, nil
+}
+
+func (r *Redis) bucketResult(ctx context.Context, t guard.Take, cmd *redis.Cmd) (guard.Result, error) {
+	if isNoScript(cmd.Err()) {
+		// The server lost its script cache (restart, SCRIPT FLUSH). The
+		// script did not run, so running it again counts once: EVAL it,
+		// which also puts it back in the cache.
+		cmd = tokenBucketScript.Run(ctx, r.rdb, []string{r.key(t.Key)}, t.Limit, interval(t.Rate), t.Cost)
+	}
+	v, err := cmd.Int64Slice()
+	if err != nil {
+		return guard.Result{}, err
+	}
+	if len(v) != 4 {
+		return guard.Result{}, fmt.Errorf("token bucket script returned %d values, want 4", len(v))
+	}
+	allowed := v[0] == 1
+	return guard.Result{
+		Allowed:    allowed,
+		Limit:      t.Limit,
+		Remaining:  v[1],
+		RetryAfter: time.Duration(v[2]) * time.Microsecond,
+		ResetAfter: time.Duration(v[3]) * time.Microsecond,
+		Spent:      allowed && t.Cost > 0,
+	}, nil
+}
+
+// Refund gives back what Take spent, one script per counter, all in one
+// round trip. The scripts never create a key.
+func (r *Redis) Refund(ctx context.Context, takes []guard.Take) error {
+	pipe := r.rdb.TxPipeline()
+	for _, t := range takes {
+		key := []string{r.key(t.Key)}
+		if t.Algorithm == guard.TokenBucket {
+			tokenRefundScript.EvalSha(ctx, pipe, key, interval(t.Rate), t.Cost)
+		} else {
+			windowRefundScript.EvalSha(ctx, pipe, key, t.Cost)
+		}
+	}
+	cmds, err := pipe.Exec(ctx)
+	if err == nil {
+		return nil
+	}
+	if !isNoScript(err) {
+		return fmt.Errorf("store: refund: %w", err)
+	}
+	for i, c := range cmds { // the NOSCRIPT ones did not run: run them now
+		if !isNoScript(c.Err()) {
+			continue
+		}
+		t, key := takes[i], []string{r.key(takes[i].Key)}
+		if t.Algorithm == guard.TokenBucket {
+			err = tokenRefundScript.Run(ctx, r.rdb, key, interval(t.Rate), t.Cost).Err()
+		} else {
+			err = windowRefundScript.Run(ctx, r.rdb, key, t.Cost).Err()
+		}
+		if err != nil {
+			return fmt.Errorf("store: refund %s: %w", key[0], err)
+		}
+	}
+	return nil
+}
+
+// interval is the microseconds one token takes to refill.
+func interval(ratePerSecond float64) float64 {
+	return math.Round(1e6/ratePerSecond*1000) / 1000
+}
+
+func isNoScript(err error) bool {
+	return err != nil && redis.HasErrorPrefix(err, "NOSCRIPT")
+}
+
+// SaveCode replaces the number's code with mac and a guess count of zero,
+// with its TTL, in one MULTI.
+func (r *Redis) SaveCode(ctx context.Context, phone string, mac []byte, ttl time.Duration) error {
+	key := r.codeKey(phone)
+	pipe := r.rdb.TxPipeline()
+	pipe.HSet(ctx, key, "m", mac, "a", 0)
+	pipe.PExpire(ctx, key, ttl)
+	if _, err := pipe.Exec(ctx); err != nil {
+		return fmt.Errorf("store: save code: %w", err)
+	}
+	return nil
+}
+
+// GuessCode counts a guess and returns the stored code (guessScript).
+func (r *Redis) GuessCode(ctx context.Context, phone string) (guard.Guess, error) {
+	v, err := guessScript.Run(ctx, r.rdb, []string{r.codeKey(phone)}).Slice()
+	if errors.Is(err, redis.Nil) {
+		return guard.Guess{}, guard.ErrNotFound
+	}
+	if err != nil {
+		return guard.Guess{}, fmt.Errorf("store: guess code: %w", err)
+	}
+	if len(v) != 3 {
+		return guard.Guess{}, fmt.Errorf("store: guess code: script returned %d values, want 3", len(v))
+	}
+	attempts, ok1 := v[0].(int64)
+	mac, ok2 := v[1].(string)
+	pttl, ok3 := v[2].(int64)
+	if !ok1 || !ok2 || !ok3 {
+		return guard.Guess{}, fmt.Errorf("store: guess code: unexpected reply %T %T %T", v[0], v[1], v[2])
+	}
+	return guard.Guess{MAC: []byte(mac), Attempts: int(attempts), TTL: time.Duration(max(pttl, 0)) * time.Millisecond}, nil
+}
+
+// ConsumeCode deletes the code if it is still mac (consumeScript).
+func (r *Redis) ConsumeCode(ctx context.Context, phone string, mac []byte) (bool, error) {
+	n, err := consumeScript.Run(ctx, r.rdb, []string{r.codeKey(phone)}, mac).Int64()
+	if err != nil {
+		return false, fmt.Errorf("store: consume code: %w", err)
+	}
+	return n == 1, nil
+}
+
+// DeleteCode removes the number's code.
+func (r *Redis) DeleteCode(ctx context.Context, phone string) error {
+	if err := r.rdb.Del(ctx, r.codeKey(phone)).Err(); err != nil {
+		return fmt.Errorf("store: delete code: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,288 @@
+package store_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/otpguard/otpguard/internal/guard"
+	"github.com/otpguard/otpguard/internal/store"
+	"github.com/otpguard/otpguard/internal/store/redistest"
+)
+
+// backend is a Redis the store tests run against.
+type backend struct {
+	rdb    *redis.Client
+	prefix string
+}
+
+// backends returns the real Redis (always) and miniredis (the embedded
+// default must run the same scripts).
+func backends(t *testing.T) map[string]func(t *testing.T) backend {
+	return map[string]func(t *testing.T) backend{
+		"redis": func(t *testing.T) backend {
+			tg := redistest.New(t)
+			return backend{rdb: redistest.Client(t, tg.URL), prefix: tg.Prefix}
+		},
+		"miniredis": func(t *testing.T) backend {
+			m := miniredis.RunT(t)
+			return backend{rdb: redistest.Client(t, "redis://"+m.Addr()), prefix: redistest.Prefix()}
+		},
+	}
+}
+
+func fw(id string, limit int64, window time.Duration, cost int64) guard.Take {
+	return guard.Take{Key: guard.Key{Space: "lim:t", ID: id, Name: "fw"}, Algorithm: guard.FixedWindow, Limit: limit, Window: window, Cost: cost}
+}
+
+func tb(id string, capacity int64, rate float64, cost int64) guard.Take {
+	return guard.Take{Key: guard.Key{Space: "lim:t", ID: id, Name: "tb"}, Algorithm: guard.TokenBucket, Limit: capacity, Rate: rate, Cost: cost}
+}
+
+func take1(t *testing.T, s *store.Redis, tk guard.Take) guard.Result {
+	t.Helper()
+	res, err := s.Take(context.Background(), []guard.Take{tk})
+	if err != nil {
+		t.Fatalf("Take(%v): %v", tk.Key, err)
+	}
+	return res[0]
+}
+
+func TestFixedWindowCountsAndExpires(t *testing.T) {
+	for name, mk := range backends(t) {
+		t.Run(name, func(t *testing.T) {
+			b := mk(t)
+			s := store.NewRedis(b.rdb, b.prefix)
+			for i := int64(1); i <= 4; i++ {
+				r := take1(t, s, fw("a", 3, time.Minute, 1))
+				if want := i <= 3; r.Allowed != want {
+					t.Fatalf("hit %d: allowed = %v, want %v", i, r.Allowed, want)
+				}
+				if want := max(0, 3-i); r.Remaining != want {
+					t.Errorf("hit %d: remaining = %d, want %d", i, r.Remaining, want)
+				}
+				if r.ResetAfter <= 0 || r.ResetAfter > time.Minute {
+					t.Errorf("hit %d: reset after = %v, want in (0, 1m]", i, r.ResetAfter)
+				}
+				if !r.Allowed && r.RetryAfter != r.ResetAfter {
+					t.Errorf("hit %d: retry after = %v, want the window's rest %v", i, r.RetryAfter, r.ResetAfter)
+				}
+			}
+			key := b.prefix + "lim:t:{a}:fw"
+			ttl, err := b.rdb.PTTL(context.Background(), key).Result()
+			if err != nil || ttl <= 0 || ttl > time.Minute {
+				t.Fatalf("PTTL %s = %v, %v; want in (0, 1m]", key, ttl, err)
+			}
+		})
+	}
+}
+
+// TestFixedWindowExactUnderConcurrency fires many concurrent hits from
+// several clients (standing in for several otpguard instances).
+func TestFixedWindowExactUnderConcurrency(t *testing.T) {
+	b := backends(t)["redis"](t)
+	const instances, hits, limit = 4, 200, 37
+	var allowed atomic.Int64
+	var wg sync.WaitGroup
+	for i := range instances {
+		c := redistest.Client(t, "redis://"+b.rdb.Options().Addr)
+		s := store.NewRedis(c, b.prefix)
+		for j := range hits / instances {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				res, err := s.Take(context.Background(), []guard.Take{fw("burst", limit, time.Minute, 1)})
+				if err != nil {
+					t.Errorf("instance %d hit %d: %v", i, j, err)
+					return
+				}
+				if res[0].Allowed {
+					allowed.Add(1)
+				}
+			}()
+		}
+	}
+	wg.Wait()
+	if got := allowed.Load(); got != limit {
+		t.Fatalf("allowed %d of %d concurrent hits, want exactly %d", got, hits, limit)
+	}
+}
+
+func TestTokenBucket(t *testing.T) {
+	for name, mk := range backends(t) {
+		t.Run(name, func(t *testing.T) {
+			b := mk(t)
+			s := store.NewRedis(b.rdb, b.prefix)
+			ctx := context.Background()
+			// A missing key is a full bucket: 5 tokens, then empty.
+			for i := int64(1); i <= 5; i++ {
+				r := take1(t, s, tb("u", 5, 1, 1))
+				if !r.Allowed || r.Remaining != 5-i {
+					t.Fatalf("take %d: allowed %v remaining %d, want true %d", i, r.Allowed, r.Remaining, 5-i)
+				}
+			}
+			r := take1(t, s, tb("u", 5, 1, 1))
+			if r.Allowed || r.Spent {
+				t.Fatalf("6th take: allowed %v spent %v, want a denial that spends nothing", r.Allowed, r.Spent)
+			}
+			if r.RetryAfter <= 0 || r.RetryAfter > time.Second {
+				t.Errorf("retry after = %v, want in (0, 1s] at 1 token/s", r.RetryAfter)
+			}
+			if r.ResetAfter < 4*time.Second || r.ResetAfter > 5*time.Second {
+				t.Errorf("reset after = %v, want about 5s", r.ResetAfter)
+			}
+			// The key lives exactly until the bucket is full again.
+			key := b.prefix + "lim:t:{u}:tb"
+			ttl, err := b.rdb.PTTL(ctx, key).Result()
+			if err != nil || ttl <= 4*time.Second || ttl > 5*time.Second {
+				t.Errorf("PTTL = %v, %v; want about 5s", ttl, err)
+			}
+			// Peeking (cost 0) spends nothing.
+			if p := take1(t, s, tb("u", 5, 1, 0)); !p.Allowed || p.Spent || p.Remaining != 0 {
+				t.Errorf("peek: %+v, want allowed, unspent, remaining 0", p)
+			}
+			// A deleted key behaves as a full bucket.
+			b.rdb.Del(ctx, key)
+			if r := take1(t, s, tb("u", 5, 1, 2)); !r.Allowed || r.Remaining != 3 {
+				t.Errorf("after DEL: %+v, want allowed with 3 left", r)
+			}
+			// Cost above what is left is denied without spending.
+			if r := take1(t, s, tb("u", 5, 1, 4)); r.Allowed {
+				t.Errorf("cost 4 with 3 left: allowed, want denied")
+			}
+		})
+	}
+}
+
+func TestTokenBucketRefills(t *testing.T) {
+	b := backends(t)["redis"](t)
+	s := store.NewRedis(b.rdb, b.prefix)
+	// 10 tokens a second: empty it, wait 300ms, expect 3 (give or take the
+	// scheduling of this test, never more than the clock allows).
+	for range 4 {
+		take1(t, s, tb("r", 4, 10, 1))
+	}
+	start := time.Now()
+	time.Sleep(300 * time.Millisecond)
+	r := take1(t, s, tb("r", 4, 10, 0))
+	elapsed := time.Since(start)
+	maxTokens := min(4, int64(elapsed/(100*time.Millisecond))+1)
+	if r.Remaining < 2 || r.Remaining > maxTokens {
+		t.Fatalf("after %v at 10/s: %d tokens, want between 2 and %d", elapsed, r.Remaining, maxTokens)
+	}
+}
+
+func TestRefund(t *testing.T) {
+	for name, mk := range backends(t) {
+		t.Run(name, func(t *testing.T) {
+			b := mk(t)
+			s := store.NewRedis(b.rdb, b.prefix)
+			ctx := context.Background()
+			w, k := fw("rf", 2, time.Minute, 1), tb("rf", 2, 0.01, 1)
+			take1(t, s, w)
+			take1(t, s, k)
+			if err := s.Refund(ctx, []guard.Take{w, k}); err != nil {
+				t.Fatal(err)
+			}
+			if r := take1(t, s, fw("rf", 2, time.Minute, 0)); r.Remaining != 2 {
+				t.Errorf("window after refund: remaining %d, want 2", r.Remaining)
+			}
+			if r := take1(t, s, tb("rf", 2, 0.01, 0)); r.Remaining != 2 {
+				t.Errorf("bucket after refund: remaining %d, want 2", r.Remaining)
+			}
+			// Refunding what does not exist creates nothing.
+			gone := fw("never", 2, time.Minute, 1)
+			if err := s.Refund(ctx, []guard.Take{gone, tb("never", 2, 1, 1)}); err != nil {
+				t.Fatal(err)
+			}
+			n, _ := b.rdb.Exists(ctx, b.prefix+"lim:t:{never}:fw", b.prefix+"lim:t:{never}:tb").Result()
+			if n != 0 {
+				t.Errorf("refund created %d keys, want 0", n)
+			}
+		})
+	}
+}
+
+func TestScriptFlushIsSurvived(t *testing.T) {
+	srv := redistest.Start(t)
+	c := redistest.Client(t, srv.URL())
+	s := store.NewRedis(c, "p:")
+	ctx := context.Background()
+	if err := s.LoadScripts(ctx); err != nil {
+		t.Fatal(err)
+	}
+	take1(t, s, tb("f", 3, 1, 1))
+	if err := c.ScriptFlush(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	// The batch holds a fixed window too: it must count once, not twice,
+	// although the transaction is sent again for the script.
+	res, err := s.Take(ctx, []guard.Take{tb("f", 3, 1, 1), fw("f", 5, time.Minute, 1)})
+	if err != nil {
+		t.Fatalf("Take after SCRIPT FLUSH: %v", err)
+	}
+	if !res[0].Allowed || res[0].Remaining != 1 {
+		t.Errorf("bucket after flush: %+v, want allowed with 1 left", res[0])
+	}
+	if res[1].Remaining != 4 {
+		t.Errorf("window after flush: remaining %d, want 4 (counted once)", res[1].Remaining)
+	}
+	c.ScriptFlush(ctx)
+	if err := s.Refund(ctx, []guard.Take{tb("f", 3, 1, 1)}); err != nil {
+		t.Fatalf("Refund after SCRIPT FLUSH: %v", err)
+	}
+	c.ScriptFlush(ctx)
+	if err := s.SaveCode(ctx, "+14155550100", []byte("mac"), time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.GuessCode(ctx, "+14155550100"); err != nil {
+		t.Fatalf("GuessCode after SCRIPT FLUSH: %v", err)
+	}
+}
+
+func TestCodes(t *testing.T) {
+	for name, mk := range backends(t) {
+		t.Run(name, func(t *testing.T) {
+			b := mk(t)
+			s := store.NewRedis(b.rdb, b.prefix)
+			ctx := context.Background()
+			const phone = "+919800000000"
+			if _, err := s.GuessCode(ctx, phone); !errors.Is(err, guard.ErrNotFound) {
+				t.Fatalf("guess without code: %v, want ErrNotFound", err)
+			}
+			if err := s.SaveCode(ctx, phone, []byte{0, 1, 2, 255}, time.Minute); err != nil {
+				t.Fatal(err)
+			}
+			for i := 1; i <= 3; i++ {
+				g, err := s.GuessCode(ctx, phone)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if g.Attempts != i || !bytes.Equal(g.MAC, []byte{0, 1, 2, 255}) || g.TTL <= 0 {
+					t.Fatalf("guess %d: %+v, want attempts %d and the stored mac", i, g, i)
+				}
+			}
+			// A new code resets the guess count.
+			s.SaveCode(ctx, phone, []byte("new"), time.Minute)
+			if g, _ := s.GuessCode(ctx, phone); g.Attempts != 1 {
+				t.Errorf("after a new code: attempts %d, want 1", g.Attempts)
+			}
+			if ok, _ := s.ConsumeCode(ctx, phone, []byte("old")); ok {
+				t.Errorf("consumed with a stale mac")
+			}
+			if ok, _ := s.ConsumeCode(ctx, phone, []byte("new")); !ok {
+				t.Errorf("consume with the live mac failed")
+			}
+			if ok, _ := s.ConsumeCode(ctx, phone, []byte("new")); ok {
+				t.Errorf("consumed twice")
+			}
+		})
+	}
+}
