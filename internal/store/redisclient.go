@@ -39,9 +39,9 @@ func applyTimeouts(opt *redis.Options, budget time.Duration) {
 	opt.ReadTimeout = budget
 	opt.WriteTimeout = budget
 	opt.PoolTimeout = budget
-	opt.MaxRetries = -1    // never retry: a timed-out INCR may have counted
-	opt.DialerRetries = 1  // one dial attempt, no 100 ms back-off loop
-	opt.MinIdleConns = 2   // keep warm connections: a dial costs a round trip
+	opt.MaxRetries = -1   // never retry: a timed-out INCR may have counted
+	opt.DialerRetries = 1 // one dial attempt, no 100 ms back-off loop
+	opt.MinIdleConns = 2  // keep warm connections: a dial costs a round trip
 	opt.DisableIdentity = true
 }
 

@@ -1,0 +1,233 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/otpguard/otpguard/internal/guard"
+)
+
+// Config is everything otpguard is told, parsed once from the environment
+// (and the policy file it names). Every field has a working default.
+type Config struct {
+	Addr         string
+	RedisURL     string // "" = embedded miniredis
+	RedisTimeout time.Duration
+	RedisPrefix  string
+	APIKeys      []string
+	OpsKeys      []string
+	HMACKey      []byte
+	SMS          string // console | twilio
+	Twilio       TwilioConfig
+	ConfigFile   string
+	LogLevel     string
+	Policies     guard.Policies
+
+	// DatabaseURL and DataDir say where the SQL store lives.
+	DatabaseURL string
+	DataDir     string
+	AutoMigrate bool
+
+	// Generated is set for secrets made up at start-up in embedded mode.
+	GeneratedAPIKey bool
+}
+
+// TwilioConfig holds the Twilio account used when SMS is "twilio".
+type TwilioConfig struct {
+	AccountSID          string
+	AuthToken           string
+	From                string
+	MessagingServiceSID string
+	BaseURL             string
+	StatusCallback      string
+}
+
+// Embedded reports whether otpguard runs on its in-process Redis.
+func (c *Config) Embedded() bool { return c.RedisURL == "" }
+
+// loadConfig reads the environment through getenv. Secrets may come from
+// files: OTPGUARD_HMAC_KEY_FILE instead of OTPGUARD_HMAC_KEY.
+func loadConfig(getenv func(string) string) (*Config, error) {
+	var errs []error
+	c := &Config{
+		Addr:        or(getenv("OTPGUARD_ADDR"), "127.0.0.1:8080"),
+		RedisURL:    getenv("OTPGUARD_REDIS_URL"),
+		RedisPrefix: or(getenv("OTPGUARD_REDIS_PREFIX"), "og:"),
+		SMS:         or(getenv("OTPGUARD_SMS"), "console"),
+		ConfigFile:  getenv("OTPGUARD_CONFIG"),
+		LogLevel:    or(getenv("OTPGUARD_LOG_LEVEL"), "info"),
+		DatabaseURL: getenv("OTPGUARD_DATABASE_URL"),
+		DataDir:     or(getenv("OTPGUARD_DATA_DIR"), "./data"),
+		APIKeys:     splitList(getenv("OTPGUARD_API_KEYS")),
+		OpsKeys:     splitList(getenv("OTPGUARD_OPS_KEYS")),
+		Twilio: TwilioConfig{
+			AccountSID:          getenv("TWILIO_ACCOUNT_SID"),
+			From:                getenv("TWILIO_FROM"),
+			MessagingServiceSID: getenv("TWILIO_MESSAGING_SERVICE_SID"),
+			BaseURL:             getenv("TWILIO_API_BASE_URL"),
+			StatusCallback:      getenv("TWILIO_STATUS_CALLBACK_URL"),
+		},
+	}
+	var err error
+	if c.RedisTimeout, err = durationEnv(getenv, "OTPGUARD_REDIS_TIMEOUT", 10*time.Millisecond); err != nil {
+		errs = append(errs, err)
+	}
+	if c.AutoMigrate, err = boolEnv(getenv, "OTPGUARD_AUTO_MIGRATE", true); err != nil {
+		errs = append(errs, err)
+	}
+	hmacKey, err := secret(getenv, "OTPGUARD_HMAC_KEY")
+	if err != nil {
+		errs = append(errs, err)
+	}
+	c.HMACKey = []byte(hmacKey)
+	if c.Twilio.AuthToken, err = secret(getenv, "TWILIO_AUTH_TOKEN"); err != nil {
+		errs = append(errs, err)
+	}
+	if c.Policies, err = loadPolicies(c.ConfigFile); err != nil {
+		errs = append(errs, err)
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// Validate checks combinations: what production mode requires, and that
+// each choice has what it needs.
+func (c *Config) Validate() error {
+	var errs []error
+	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	if c.RedisTimeout < time.Millisecond || c.RedisTimeout > 10*time.Second {
+		bad("OTPGUARD_REDIS_TIMEOUT: must be between 1ms and 10s, got %s", c.RedisTimeout)
+	}
+	if !c.Embedded() {
+		if len(c.APIKeys) == 0 {
+			bad("OTPGUARD_API_KEYS: required when OTPGUARD_REDIS_URL is set (comma-separated bearer keys)")
+		}
+		if len(c.HMACKey) == 0 {
+			bad("OTPGUARD_HMAC_KEY: required when OTPGUARD_REDIS_URL is set (every instance must hash codes alike)")
+		}
+	}
+	if len(c.HMACKey) > 0 && len(c.HMACKey) < 32 {
+		bad("OTPGUARD_HMAC_KEY: must be at least 32 bytes, got %d", len(c.HMACKey))
+	}
+	for i, k := range append(append([]string(nil), c.APIKeys...), c.OpsKeys...) {
+		if len(k) < 16 {
+			bad("OTPGUARD_API_KEYS/OTPGUARD_OPS_KEYS: key %d is shorter than 16 characters", i+1)
+		}
+	}
+	for _, k := range c.OpsKeys {
+		for _, a := range c.APIKeys {
+			if k == a {
+				bad("OTPGUARD_OPS_KEYS: an ops key must not also be an API key")
+			}
+		}
+	}
+	switch c.SMS {
+	case "console":
+	case "twilio":
+		t := c.Twilio
+		if t.AccountSID == "" || t.AuthToken == "" {
+			bad("TWILIO_ACCOUNT_SID and TWILIO_AUTH_TOKEN: required with OTPGUARD_SMS=twilio")
+		}
+		if (t.From == "") == (t.MessagingServiceSID == "") {
+			bad("TWILIO_FROM or TWILIO_MESSAGING_SERVICE_SID: set exactly one with OTPGUARD_SMS=twilio")
+		}
+	default:
+		bad("OTPGUARD_SMS: must be console or twilio, got %q", c.SMS)
+	}
+	switch c.LogLevel {
+	case "debug", "info", "warn", "error":
+	default:
+		bad("OTPGUARD_LOG_LEVEL: must be debug, info, warn or error, got %q", c.LogLevel)
+	}
+	if err := c.Policies.Validate(); err != nil {
+		errs = append(errs, fmt.Errorf("policy file %s: %w", or(c.ConfigFile, "(defaults)"), err))
+	}
+	return errors.Join(errs...)
+}
+
+// loadPolicies reads the YAML policy file over the defaults. Unknown fields
+// are errors: a misspelt limit must not silently fall back to a default.
+func loadPolicies(path string) (guard.Policies, error) {
+	p := guard.DefaultPolicies()
+	if path == "" {
+		return p, nil
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return p, fmt.Errorf("OTPGUARD_CONFIG: %w", err)
+	}
+	p.Limits = nil // a file that names limits replaces the default policy
+	dec := yaml.NewDecoder(bytes.NewReader(b))
+	dec.KnownFields(true)
+	if err := dec.Decode(&p); err != nil && !errors.Is(err, io.EOF) {
+		return p, fmt.Errorf("OTPGUARD_CONFIG %s: %w", path, err)
+	}
+	p.FillDefaults()
+	return p, nil
+}
+
+func secret(getenv func(string) string, name string) (string, error) {
+	v, file := getenv(name), getenv(name+"_FILE")
+	switch {
+	case v != "" && file != "":
+		return "", fmt.Errorf("%s and %s_FILE: set one, not both", name, name)
+	case file != "":
+		b, err := os.ReadFile(file)
+		if err != nil {
+			return "", fmt.Errorf("%s_FILE: %w", name, err)
+		}
+		return strings.TrimRight(string(b), "\r\n"), nil
+	}
+	return v, nil
+}
+
+func durationEnv(getenv func(string) string, name string, def time.Duration) (time.Duration, error) {
+	v := getenv(name)
+	if v == "" {
+		return def, nil
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil {
+		return def, fmt.Errorf("%s: %q is not a duration (e.g. 10ms, 1s)", name, v)
+	}
+	return d, nil
+}
+
+func boolEnv(getenv func(string) string, name string, def bool) (bool, error) {
+	v := getenv(name)
+	if v == "" {
+		return def, nil
+	}
+	b, err := strconv.ParseBool(v)
+	if err != nil {
+		return def, fmt.Errorf("%s: %q is not true or false", name, v)
+	}
+	return b, nil
+}
+
+func splitList(s string) []string {
+	var out []string
+	for _, p := range strings.Split(s, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+func or(v, def string) string {
+	if v == "" {
+		return def
+	}
+	return v
+}

@@ -1,0 +1,97 @@
+// Command otpguard guards SMS/OTP sending and shared rate limits for many
+// stateless app servers, keeping every limit in one shared Redis.
+//
+//	otpguard [serve]      serve the API (the default)
+//	otpguard version      print the version
+//	otpguard config check validate the configuration and print the policies
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"runtime/debug"
+	"syscall"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// version is set at build time: -ldflags "-X main.version=1.2.3".
+var version = ""
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, os.Args, os.Getenv, os.Stdout); err != nil {
+		fmt.Fprintln(os.Stderr, "otpguard:", err)
+		os.Exit(1)
+	}
+}
+
+// run is the whole program, with its outside world passed in, so that a
+// test can boot it on port 0 and stop it by cancelling ctx.
+func run(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
+	cmd := "serve"
+	if len(args) > 1 {
+		cmd = args[1]
+	}
+	switch cmd {
+	case "serve":
+		return serve(ctx, getenv, stdout)
+	case "version":
+		fmt.Fprintln(stdout, "otpguard", versionString())
+		return nil
+	case "config":
+		if len(args) < 3 || args[2] != "check" {
+			return fmt.Errorf("usage: otpguard config check")
+		}
+		return configCheck(getenv, stdout)
+	case "help", "-h", "--help":
+		fmt.Fprint(stdout, usage)
+		return nil
+	default:
+		return fmt.Errorf("unknown command %q\n%s", cmd, usage)
+	}
+}
+
+const usage = `usage:
+  otpguard [serve]        serve the API (configuration: OTPGUARD_* variables, see README)
+  otpguard version        print the version
+  otpguard config check   validate the configuration and print the effective policies
+`
+
+func versionString() string {
+	if version != "" {
+		return version
+	}
+	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" {
+		return bi.Main.Version
+	}
+	return "(devel)"
+}
+
+// configCheck validates the configuration as serve would and prints the
+// effective policies, so a change can be checked before it is deployed.
+func configCheck(getenv func(string) string, stdout io.Writer) error {
+	cfg, err := loadConfig(getenv)
+	if err != nil {
+		return err
+	}
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "# configuration is valid\n# redis: %s\n# sms: %s\n", redisLabel(cfg), cfg.SMS)
+	enc := yaml.NewEncoder(stdout)
+	enc.SetIndent(2)
+	defer enc.Close()
+	return enc.Encode(cfg.Policies)
+}
+
+func redisLabel(cfg *Config) string {
+	if cfg.Embedded() {
+		return "embedded (miniredis, not shared between instances)"
+	}
+	return redactURL(cfg.RedisURL)
+}

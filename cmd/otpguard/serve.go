@@ -1,0 +1,198 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/otpguard/otpguard/api"
+	"github.com/otpguard/otpguard/internal/guard"
+	"github.com/otpguard/otpguard/internal/httpapi"
+	"github.com/otpguard/otpguard/internal/sms"
+	"github.com/otpguard/otpguard/internal/store"
+)
+
+// startupTimeout bounds each start-up step against Redis: generous, unlike
+// the per-request budget, because a slow first dial is not an outage.
+const startupTimeout = 5 * time.Second
+
+// serve wires the configuration into a running server and blocks until
+// ctx is cancelled, then shuts down gracefully.
+func serve(ctx context.Context, getenv func(string) string, stdout io.Writer) error {
+	cfg, err := loadConfig(getenv)
+	if err != nil {
+		return err
+	}
+	log := newLogger(stdout, cfg.LogLevel)
+	if cfg.Embedded() {
+		if err := fillEmbeddedSecrets(cfg, log); err != nil {
+			return err
+		}
+	}
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
+
+	rdb, closeRedis, err := connectRedis(ctx, cfg, log)
+	if err != nil {
+		return err
+	}
+	defer closeRedis()
+	metrics := httpapi.NewMetrics()
+	rdb.AddHook(store.TimingHook(metrics.ObserveRedis))
+	redisStore := store.NewRedis(rdb, cfg.RedisPrefix)
+	sctx, cancel := context.WithTimeout(ctx, startupTimeout)
+	err = redisStore.LoadScripts(sctx)
+	cancel()
+	if err != nil {
+		return err
+	}
+	guard.WarmPhoneMetadata()
+
+	sender, err := newSender(cfg, stdout)
+	if err != nil {
+		return err
+	}
+	otp := guard.NewOTP(guard.OTPOptions{
+		Policy: cfg.Policies.OTP, Counter: redisStore, Codes: redisStore,
+		Sender: sender, HMACKey: cfg.HMACKey, Logger: log,
+	})
+	limiter := guard.NewLimiter(cfg.Policies.Limits, redisStore, log)
+	handler := httpapi.New(httpapi.Options{
+		OTP: otp, Limiter: limiter, APIKeys: cfg.APIKeys, OpsKeys: cfg.OpsKeys,
+		Logger: log, Metrics: metrics, Spec: api.OpenAPI,
+		Ready: func(ctx context.Context) error { return rdb.Ping(ctx).Err() },
+	})
+	return listenAndServe(ctx, cfg.Addr, handler, log)
+}
+
+func listenAndServe(ctx context.Context, addr string, h http.Handler, log *slog.Logger) error {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", addr, err)
+	}
+	srv := &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: 5 * time.Second,
+		ReadTimeout:       10 * time.Second,
+		WriteTimeout:      30 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		MaxHeaderBytes:    16 << 10,
+	}
+	log.Info("listening", "addr", ln.Addr().String(), "url", "http://"+ln.Addr().String())
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return fmt.Errorf("serve: %w", err)
+	case <-ctx.Done():
+	}
+	log.Info("shutting down: finishing requests in flight (at most 10s)")
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil {
+		return fmt.Errorf("shutdown: %w", err)
+	}
+	if err := <-errc; !errors.Is(err, http.ErrServerClosed) {
+		return fmt.Errorf("serve: %w", err)
+	}
+	log.Info("stopped")
+	return nil
+}
+
+// connectRedis connects to OTPGUARD_REDIS_URL, or starts the embedded
+// miniredis, and checks the server can run otpguard's commands.
+func connectRedis(ctx context.Context, cfg *Config, log *slog.Logger) (*redis.Client, func(), error) {
+	if cfg.Embedded() {
+		m := miniredis.NewMiniRedis()
+		if err := m.Start(); err != nil {
+			return nil, nil, fmt.Errorf("embedded redis: %w", err)
+		}
+		log.Warn("EMBEDDED REDIS: limits live in this process only and are NOT shared between instances; set OTPGUARD_REDIS_URL for production",
+			"redis", "miniredis")
+		rdb, err := store.NewRedisClient(store.RedisOptions{URL: "redis://" + m.Addr(), Timeout: cfg.RedisTimeout})
+		if err != nil {
+			m.Close()
+			return nil, nil, err
+		}
+		return rdb, func() { rdb.Close(); m.Close() }, nil
+	}
+	rdb, err := store.NewRedisClient(store.RedisOptions{URL: cfg.RedisURL, Timeout: cfg.RedisTimeout})
+	if err != nil {
+		return nil, nil, err
+	}
+	sctx, cancel := context.WithTimeout(ctx, startupTimeout)
+	defer cancel()
+	if err := store.CheckRedisVersion(sctx, rdb); err != nil {
+		rdb.Close()
+		return nil, nil, fmt.Errorf("redis at %s: %w", redactURL(cfg.RedisURL), err)
+	}
+	log.Info("redis connected", "redis", redactURL(cfg.RedisURL), "timeout", cfg.RedisTimeout.String())
+	return rdb, func() { rdb.Close() }, nil
+}
+
+// fillEmbeddedSecrets makes up what embedded mode may leave unset: an API
+// key (printed, so the walk-through works) and an HMAC key (random: codes
+// die with the process, as the embedded Redis does).
+func fillEmbeddedSecrets(cfg *Config, log *slog.Logger) error {
+	if len(cfg.HMACKey) == 0 {
+		cfg.HMACKey = make([]byte, 32)
+		if _, err := rand.Read(cfg.HMACKey); err != nil {
+			return err
+		}
+	}
+	if len(cfg.APIKeys) == 0 {
+		key, err := randomKey("ogk_")
+		if err != nil {
+			return err
+		}
+		cfg.APIKeys, cfg.GeneratedAPIKey = []string{key}, true
+		log.Warn("no OTPGUARD_API_KEYS set: generated an API key for this run", "api_key", key)
+	}
+	return nil
+}
+
+func randomKey(prefix string) (string, error) {
+	b := make([]byte, 24)
+	if _, err := rand.Read(b); err != nil {
+		return "", err
+	}
+	return prefix + base64.RawURLEncoding.EncodeToString(b), nil
+}
+
+func newSender(cfg *Config, stdout io.Writer) (guard.Sender, error) {
+	if cfg.SMS == "console" {
+		return sms.NewConsole(stdout), nil
+	}
+	return sms.NewTwilio(sms.TwilioOptions{
+		AccountSID: cfg.Twilio.AccountSID, AuthToken: cfg.Twilio.AuthToken,
+		From: cfg.Twilio.From, MessagingServiceSID: cfg.Twilio.MessagingServiceSID,
+		BaseURL: cfg.Twilio.BaseURL, StatusCallback: cfg.Twilio.StatusCallback,
+	})
+}
+
+func newLogger(w io.Writer, level string) *slog.Logger {
+	var l slog.Level
+	_ = l.UnmarshalText([]byte(level))
+	return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: l}))
+}
+
+// redactURL hides the password of a redis:// URL for logs.
+func redactURL(s string) string {
+	u, err := url.Parse(s)
+	if err != nil {
+		return "(unparsable URL)"
+	}
+	return u.Redacted()
+}

@@ -1,0 +1,120 @@
+package httpapi
+
+import (
+	"fmt"
+	"math"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/otpguard/otpguard/internal/guard"
+)
+
+type checkItem struct {
+	Policy string `json:"policy"`
+	Key    string `json:"key"`
+	Cost   *int64 `json:"cost"` // default 1; 0 peeks
+}
+
+// checkRequest is one check written inline, or a batch under "checks".
+type checkRequest struct {
+	checkItem
+	Checks []checkItem `json:"checks"`
+}
+
+type decisionJSON struct {
+	Policy       string `json:"policy"`
+	Key          string `json:"key"`
+	Allowed      bool   `json:"allowed"`
+	Shadow       bool   `json:"shadow,omitempty"`
+	WouldAllow   *bool  `json:"would_allow,omitempty"`
+	Limit        int64  `json:"limit"`
+	Remaining    int64  `json:"remaining"`
+	RetryAfterMs int64  `json:"retry_after_ms"`
+	ResetAfterMs int64  `json:"reset_after_ms"`
+}
+
+type checkResponse struct {
+	Allowed   bool           `json:"allowed"`
+	Decisions []decisionJSON `json:"decisions"`
+}
+
+// checkLimits: POST /limits/check. Decides one check or a batch in one
+// round trip to Redis; 200 when allowed, 429 (same body) when not.
+func (s *Server) checkLimits(c echo.Context) error {
+	var req checkRequest
+	if err := decodeJSON(c, &req); err != nil {
+		return err
+	}
+	items := req.Checks
+	inline := req.Policy != "" || req.Key != "" || req.Cost != nil
+	switch {
+	case inline && items != nil:
+		return guard.Errorf(guard.CodeInvalidRequest, "send either one check (policy, key, cost) or a batch (checks), not both")
+	case inline:
+		items = []checkItem{req.checkItem}
+	}
+	checks := make([]guard.Check, len(items))
+	for i, it := range items {
+		cost := int64(1)
+		if it.Cost != nil {
+			cost = *it.Cost
+		}
+		checks[i] = guard.Check{Policy: it.Policy, Key: it.Key, Cost: cost}
+	}
+	batch, err := s.limiter.Check(c.Request().Context(), checks)
+	if err != nil {
+		s.metrics.Decision("limits", outcome(err))
+		return err
+	}
+
+	resp := checkResponse{Allowed: batch.Allowed, Decisions: make([]decisionJSON, len(batch.Decisions))}
+	for i, d := range batch.Decisions {
+		resp.Decisions[i] = decisionJSON{
+			Policy: d.Policy, Key: d.Key, Allowed: d.Allowed, Shadow: d.Shadow,
+			Limit: d.Limit, Remaining: d.Remaining,
+			RetryAfterMs: ceilMs(d.RetryAfter), ResetAfterMs: ceilMs(d.ResetAfter),
+		}
+		if d.Shadow {
+			would := d.WouldAllow
+			resp.Decisions[i].WouldAllow = &would
+		}
+		o := "allowed"
+		if !d.WouldAllow {
+			o = string(guard.CodeRateLimited)
+		}
+		s.metrics.Decision(d.Policy, o)
+	}
+	s.rateLimitHeaders(c, batch.Denying())
+	status := http.StatusOK
+	if !batch.Allowed {
+		status = http.StatusTooManyRequests
+		c.Response().Header().Set("Retry-After", strconv.Itoa(retrySeconds(batch.Denying().RetryAfter)))
+	}
+	return c.JSON(status, resp)
+}
+
+// rateLimitHeaders sets the IETF RateLimit-Policy and RateLimit fields
+// (draft-ietf-httpapi-ratelimit-headers) for one decision: quota q per
+// window w seconds, r remaining, t seconds until the quota is whole again.
+func (s *Server) rateLimitHeaders(c echo.Context, d guard.Decision) {
+	p, ok := s.limiter.Policy(d.Policy)
+	if !ok {
+		return
+	}
+	var w time.Duration
+	if p.Algorithm == guard.TokenBucket {
+		w = time.Duration(float64(p.Capacity) / p.RefillPerSecond * float64(time.Second))
+	} else {
+		w = p.Window.D()
+	}
+	h := c.Response().Header()
+	h.Set("RateLimit-Policy", fmt.Sprintf("%q;q=%d;w=%d", d.Policy, d.Limit, max(1, int64(math.Ceil(w.Seconds())))))
+	h.Set("RateLimit", fmt.Sprintf("%q;r=%d;t=%d", d.Policy, d.Remaining, int64(math.Ceil(d.ResetAfter.Seconds()))))
+}
+
+func ceilMs(d time.Duration) int64 {
+	return (int64(d) + int64(time.Millisecond) - 1) / int64(time.Millisecond)
+}

@@ -1,0 +1,63 @@
+package httpapi
+
+import (
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+)
+
+// Metrics are otpguard's Prometheus metrics, on a registry of their own (no
+// global state: two servers in one test process do not collide).
+type Metrics struct {
+	Registry  *prometheus.Registry
+	decisions *prometheus.CounterVec
+	redis     *prometheus.HistogramVec
+	sms       *prometheus.CounterVec
+}
+
+// NewMetrics registers otpguard's metrics and the Go runtime's.
+func NewMetrics() *Metrics {
+	m := &Metrics{
+		Registry: prometheus.NewRegistry(),
+		decisions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "otpguard_decisions_total",
+			Help: "Decisions by policy (otp_send, otp_verify or a limit policy) and outcome (allowed or the refusal's code).",
+		}, []string{"policy", "outcome"}),
+		redis: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "otpguard_redis_call_duration_seconds",
+			Help:    "Latency of Redis round trips (a pipeline counts once), by result.",
+			Buckets: []float64{.0005, .001, .002, .005, .01, .02, .05, .1, .25, 1},
+		}, []string{"result"}),
+		sms: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "otpguard_sms_total",
+			Help: "SMS handed to the provider, by result (sent, failed).",
+		}, []string{"result"}),
+	}
+	m.Registry.MustRegister(m.decisions, m.redis, m.sms,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return m
+}
+
+// Decision counts one decision.
+func (m *Metrics) Decision(policy, outcome string) {
+	m.decisions.WithLabelValues(policy, outcome).Inc()
+}
+
+// SMS counts one SMS handed to the provider.
+func (m *Metrics) SMS(sent bool) {
+	if sent {
+		m.sms.WithLabelValues("sent").Inc()
+	} else {
+		m.sms.WithLabelValues("failed").Inc()
+	}
+}
+
+// ObserveRedis records one Redis round trip; it fits store.TimingHook.
+func (m *Metrics) ObserveRedis(d time.Duration, err error) {
+	result := "ok"
+	if err != nil {
+		result = "error"
+	}
+	m.redis.WithLabelValues(result).Observe(d.Seconds())
+}

@@ -1,0 +1,77 @@
+package httpapi
+
+import (
+	"errors"
+	"net/http"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/otpguard/otpguard/internal/guard"
+)
+
+type sendRequest struct {
+	Phone    string `json:"phone"`
+	ClientIP string `json:"client_ip"`
+}
+
+type sendResponse struct {
+	Status    string `json:"status"`
+	Phone     string `json:"phone"`
+	ExpiresIn int    `json:"expires_in"`
+}
+
+// sendOTP: POST /otp/send. Sends a new code to a number within its limits.
+func (s *Server) sendOTP(c echo.Context) error {
+	var req sendRequest
+	if err := decodeJSON(c, &req); err != nil {
+		return err
+	}
+	res, err := s.otp.Send(c.Request().Context(), guard.SendRequest{Phone: req.Phone, ClientIP: req.ClientIP})
+	s.metrics.Decision("otp_send", outcome(err))
+	switch code := guard.ErrorCode(err); code {
+	case "":
+		s.metrics.SMS(true)
+	case guard.CodeProviderUnavailable, guard.CodeInvalidDestination:
+		s.metrics.SMS(false)
+	}
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, sendResponse{Status: "sent", Phone: res.Phone.E164, ExpiresIn: int(res.ExpiresIn.Seconds())})
+}
+
+type verifyRequest struct {
+	Phone string `json:"phone"`
+	Code  string `json:"code"`
+}
+
+type verifyResponse struct {
+	Valid bool   `json:"valid"`
+	Phone string `json:"phone"`
+}
+
+// verifyOTP: POST /otp/verify. Checks a code and consumes it on a match.
+func (s *Server) verifyOTP(c echo.Context) error {
+	var req verifyRequest
+	if err := decodeJSON(c, &req); err != nil {
+		return err
+	}
+	phone, err := s.otp.Verify(c.Request().Context(), guard.VerifyRequest{Phone: req.Phone, Code: req.Code})
+	s.metrics.Decision("otp_verify", outcome(err))
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, verifyResponse{Valid: true, Phone: phone.E164})
+}
+
+// outcome labels a decision for metrics: "allowed" or the refusal's code.
+func outcome(err error) string {
+	if err == nil {
+		return "allowed"
+	}
+	var ge *guard.Error
+	if errors.As(err, &ge) {
+		return string(ge.Code)
+	}
+	return string(guard.CodeInternal)
+}

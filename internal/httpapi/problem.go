@@ -1,0 +1,139 @@
+package httpapi
+
+import (
+	"errors"
+	"log/slog"
+	"math"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/otpguard/otpguard/internal/guard"
+)
+
+// statusOf is the one table from error codes to HTTP statuses.
+var statusOf = map[guard.Code]int{
+	guard.CodeInvalidRequest:      http.StatusBadRequest,
+	guard.CodeInvalidPhone:        http.StatusUnprocessableEntity,
+	guard.CodeInvalidCode:         http.StatusUnprocessableEntity,
+	guard.CodeInvalidKey:          http.StatusUnprocessableEntity,
+	guard.CodeInvalidCost:         http.StatusUnprocessableEntity,
+	guard.CodeUnknownPolicy:       http.StatusNotFound,
+	guard.CodeCooldown:            http.StatusTooManyRequests,
+	guard.CodePhoneRateLimited:    http.StatusTooManyRequests,
+	guard.CodeIPRateLimited:       http.StatusTooManyRequests,
+	guard.CodeRateLimited:         http.StatusTooManyRequests,
+	guard.CodeTooManyAttempts:     http.StatusTooManyRequests,
+	guard.CodeWrongCode:           http.StatusBadRequest,
+	guard.CodeNoActiveCode:        http.StatusBadRequest,
+	guard.CodeDenied:              http.StatusForbidden,
+	guard.CodeInvalidDestination:  http.StatusUnprocessableEntity,
+	guard.CodeProviderUnavailable: http.StatusBadGateway,
+	guard.CodeStoreUnavailable:    http.StatusServiceUnavailable,
+	guard.CodeUnauthorized:        http.StatusUnauthorized,
+	guard.CodeForbidden:           http.StatusForbidden,
+	guard.CodeNotFound:            http.StatusNotFound,
+	guard.CodeMethodNotAllowed:    http.StatusMethodNotAllowed,
+	guard.CodeBodyTooLarge:        http.StatusRequestEntityTooLarge,
+	guard.CodeInternal:            http.StatusInternalServerError,
+}
+
+// codeOfStatus turns echo's own errors (unknown route, wrong method, body
+// too large) into codes, so they are problem details like every other error.
+var codeOfStatus = map[int]guard.Code{
+	http.StatusBadRequest:            guard.CodeInvalidRequest,
+	http.StatusUnauthorized:          guard.CodeUnauthorized,
+	http.StatusForbidden:             guard.CodeForbidden,
+	http.StatusNotFound:              guard.CodeNotFound,
+	http.StatusMethodNotAllowed:      guard.CodeMethodNotAllowed,
+	http.StatusRequestEntityTooLarge: guard.CodeBodyTooLarge,
+	http.StatusUnsupportedMediaType:  guard.CodeInvalidRequest,
+}
+
+// Problem is an RFC 9457 problem details body, with otpguard's stable code.
+type Problem struct {
+	Type         string `json:"type"`
+	Title        string `json:"title"`
+	Status       int    `json:"status"`
+	Detail       string `json:"detail"`
+	Code         string `json:"code"`
+	RequestID    string `json:"request_id,omitempty"`
+	RetryAfter   *int   `json:"retry_after,omitempty"`
+	AttemptsLeft *int   `json:"attempts_left,omitempty"`
+}
+
+// errorHandler writes every error as problem details. Internal error text
+// goes to the log, never to the client.
+func errorHandler(log *slog.Logger) echo.HTTPErrorHandler {
+	return func(err error, c echo.Context) {
+		if c.Response().Committed {
+			return
+		}
+		e := asGuardError(err)
+		status, ok := statusOf[e.Code]
+		if !ok {
+			status = http.StatusInternalServerError
+		}
+		if status >= 500 {
+			log.ErrorContext(c.Request().Context(), "request failed", "path", c.Path(), "code", e.Code,
+				"request_id", requestID(c), "err", err)
+		}
+		p := Problem{
+			Type:         "urn:otpguard:problem:" + string(e.Code),
+			Title:        http.StatusText(status),
+			Status:       status,
+			Detail:       e.Message,
+			Code:         string(e.Code),
+			RequestID:    requestID(c),
+			AttemptsLeft: e.AttemptsLeft,
+		}
+		if e.RetryAfter > 0 {
+			s := retrySeconds(e.RetryAfter)
+			p.RetryAfter = &s
+			c.Response().Header().Set("Retry-After", strconv.Itoa(s))
+		}
+		c.Response().Header().Set(echo.HeaderContentType, "application/problem+json")
+		c.Response().WriteHeader(status)
+		if c.Request().Method == http.MethodHead {
+			return
+		}
+		_ = writeJSON(c.Response(), p)
+	}
+}
+
+func asGuardError(err error) *guard.Error {
+	var ge *guard.Error
+	if errors.As(err, &ge) {
+		return ge
+	}
+	var he *echo.HTTPError
+	if errors.As(err, &he) {
+		code, ok := codeOfStatus[he.Code]
+		if !ok {
+			code = guard.CodeInternal
+		}
+		msg := http.StatusText(he.Code)
+		switch he.Code {
+		case http.StatusNotFound:
+			msg = "no such route"
+		case http.StatusMethodNotAllowed:
+			msg = "method not allowed on this route"
+		case http.StatusRequestEntityTooLarge:
+			msg = "request body is too large"
+		}
+		return &guard.Error{Code: code, Message: msg, Err: err}
+	}
+	return &guard.Error{Code: guard.CodeInternal, Message: "internal error", Err: err}
+}
+
+// retrySeconds rounds up: a client told "0" would retry at once and be
+// refused again.
+func retrySeconds(d time.Duration) int {
+	return max(1, int(math.Ceil(d.Seconds())))
+}
+
+func requestID(c echo.Context) string {
+	return c.Response().Header().Get(echo.HeaderXRequestID)
+}

@@ -1,0 +1,135 @@
+// Package httpapi is otpguard's HTTP interface: echo v4 handlers, auth,
+// problem details and metrics. Handlers are thin: bind, validate, call
+// guard, respond.
+package httpapi
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/labstack/echo/v4"
+	"github.com/labstack/echo/v4/middleware"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/otpguard/otpguard/internal/guard"
+)
+
+// BodyLimit bounds every request body: the largest legitimate one, a full
+// /limits/check batch, is a few kilobytes.
+const BodyLimit = 16 << 10
+
+// Options are a server's dependencies.
+type Options struct {
+	OTP     *guard.OTP
+	Limiter *guard.Limiter
+	APIKeys []string
+	OpsKeys []string
+	Logger  *slog.Logger
+	Metrics *Metrics
+	// Ready reports whether the shared store answers (GET /readyz).
+	Ready func(ctx context.Context) error
+	// Spec is api/openapi.yaml, served at GET /openapi.yaml.
+	Spec []byte
+}
+
+// Server is otpguard's HTTP handler.
+type Server struct {
+	echo    *echo.Echo
+	otp     *guard.OTP
+	limiter *guard.Limiter
+	log     *slog.Logger
+	metrics *Metrics
+	ready   func(ctx context.Context) error
+	spec    []byte
+}
+
+// New builds the server and registers every route.
+func New(o Options) *Server {
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.Metrics == nil {
+		o.Metrics = NewMetrics()
+	}
+	s := &Server{
+		echo: echo.New(), otp: o.OTP, limiter: o.Limiter, log: o.Logger,
+		metrics: o.Metrics, ready: o.Ready, spec: o.Spec,
+	}
+	s.echo.HideBanner = true
+	s.echo.HidePort = true
+	s.echo.HTTPErrorHandler = errorHandler(o.Logger)
+	s.routes(newKeyring(o.APIKeys), newKeyring(o.OpsKeys))
+	return s
+}
+
+// ServeHTTP makes Server an http.Handler.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.echo.ServeHTTP(w, r) }
+
+// Routes lists every registered method and path, for the test that holds
+// them to api/openapi.yaml.
+func (s *Server) Routes() []*echo.Route { return s.echo.Routes() }
+
+// routes registers every route: read it top to bottom to know the API.
+func (s *Server) routes(apiKeys, opsKeys keyring) {
+	e := s.echo
+	e.Use(middleware.RequestID())
+	e.Use(s.requestLog())
+	e.Use(middleware.BodyLimit(strconv.Itoa(BodyLimit/1024) + "K"))
+
+	e.GET("/healthz", s.healthz)
+	e.GET("/readyz", s.readyz)
+	e.GET("/metrics", echo.WrapHandler(promhttp.HandlerFor(s.metrics.Registry, promhttp.HandlerOpts{})))
+	e.GET("/openapi.yaml", s.openapi)
+
+	// Middleware per route, not per group: an echo group also claims its
+	// unknown paths, and a 404 must stay a 404, not a 401.
+	api := requireKey(apiKeys, opsKeys, "API key")
+	e.POST("/otp/send", s.sendOTP, api)
+	e.POST("/otp/verify", s.verifyOTP, api)
+	e.POST("/limits/check", s.checkLimits, api)
+}
+
+// requestLog writes one structured line per request: method, route,
+// status, latency and request ID. Never the body, never the query.
+func (s *Server) requestLog() echo.MiddlewareFunc {
+	return middleware.RequestLoggerWithConfig(middleware.RequestLoggerConfig{
+		LogStatus: true, LogMethod: true, LogRoutePath: true, LogLatency: true,
+		LogRequestID: true, LogError: true, HandleError: true,
+		LogValuesFunc: func(c echo.Context, v middleware.RequestLoggerValues) error {
+			level := slog.LevelInfo
+			if v.Status >= 500 {
+				level = slog.LevelError
+			}
+			s.log.LogAttrs(c.Request().Context(), level, "request",
+				slog.String("method", v.Method), slog.String("route", v.RoutePath),
+				slog.Int("status", v.Status), slog.Duration("latency", v.Latency),
+				slog.String("request_id", v.RequestID))
+			return nil
+		},
+	})
+}
+
+// healthz: GET /healthz. The process is alive.
+func (s *Server) healthz(c echo.Context) error {
+	return c.JSON(http.StatusOK, map[string]string{"status": "ok"})
+}
+
+// readyz: GET /readyz. The shared store answers within its budget.
+func (s *Server) readyz(c echo.Context) error {
+	if s.ready != nil {
+		ctx, cancel := context.WithTimeout(c.Request().Context(), time.Second)
+		defer cancel()
+		if err := s.ready(ctx); err != nil {
+			return &guard.Error{Code: guard.CodeStoreUnavailable, Message: "the limit store does not answer", Err: err, RetryAfter: 5 * time.Second}
+		}
+	}
+	return c.JSON(http.StatusOK, map[string]string{"status": "ready"})
+}
+
+// openapi: GET /openapi.yaml. The HTTP contract.
+func (s *Server) openapi(c echo.Context) error {
+	return c.Blob(http.StatusOK, "application/yaml", s.spec)
+}
