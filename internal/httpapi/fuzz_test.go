@@ -1,0 +1,29 @@
+package httpapi
+
+import (
+	"testing"
+
+	"github.com/otpguard/otpguard/internal/guard"
+)
+
+// FuzzDecode: whatever the body, decoding returns nil or a 400-class
+// *guard.Error, never a panic or an internal error.
+func FuzzDecode(f *testing.F) {
+	for _, s := range []string{`{"phone":"+919800000000","client_ip":"1.2.3.4"}`, `{"phone":1}`, `{`, ``, `null`,
+		`{"checks":[{"policy":"a","key":"b","cost":1}]}`, `{"policy":"a","cost":1e400}`, `{"x":1}`, `[]`, `{"a":1}{}`, "\xff"} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		var a sendRequest
+		var b checkRequest
+		for _, v := range []any{&a, &b} {
+			err := decodeBytes(body, v)
+			if err == nil {
+				continue
+			}
+			if code := guard.ErrorCode(err); code != guard.CodeInvalidRequest {
+				t.Fatalf("decode %q: code %s, want invalid_request", body, code)
+			}
+		}
+	})
+}

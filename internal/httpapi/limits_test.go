@@ -1,0 +1,175 @@
+package httpapi_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/otpguard/otpguard/internal/guard"
+)
+
+func limitPolicies() guard.Policies {
+	p := defaults()
+	p.Limits = map[string]guard.LimitPolicy{
+		"api":    {Algorithm: guard.TokenBucket, Capacity: 50, RefillPerSecond: 0.01},
+		"search": {Algorithm: guard.FixedWindow, Limit: 30, Window: guard.Duration(time.Minute)},
+		"fast":   {Algorithm: guard.TokenBucket, Capacity: 5, RefillPerSecond: 20},
+		"shadow": {Algorithm: guard.TokenBucket, Capacity: 1, RefillPerSecond: 0.01, Shadow: true},
+	}
+	return p
+}
+
+func TestLimitBurstIsExact(t *testing.T) {
+	const instances, requests = 4, 200
+	for _, tc := range []struct {
+		policy string
+		want   int
+	}{{"api", 50}, {"search", 30}} {
+		t.Run(tc.policy, func(t *testing.T) {
+			c := realCluster(t, instances, limitPolicies())
+			statuses := burst(t, c, requests, "/limits/check", func(int) string {
+				return fmt.Sprintf(`{"policy":%q,"key":"user:42"}`, tc.policy)
+			})
+			if statuses[200] != tc.want || statuses[429] != requests-tc.want {
+				t.Fatalf("statuses %v over %d instances, want exactly %d x 200 and the rest 429", statuses, instances, tc.want)
+			}
+		})
+	}
+}
+
+func TestBucketRefillsOverTime(t *testing.T) {
+	c := realCluster(t, 2, limitPolicies())
+	check := func(i int) response {
+		return c.do(t, i, "POST", "/limits/check", `{"policy":"fast","key":"r"}`)
+	}
+	for i := range 5 {
+		if r := check(i); r.Status != 200 {
+			t.Fatalf("take %d of a full bucket of 5: %d", i+1, r.Status)
+		}
+	}
+	r := check(0)
+	if r.Status != 429 {
+		t.Fatalf("6th take: %d, want 429", r.Status)
+	}
+	retry := time.Duration(r.json(t)["decisions"].([]any)[0].(map[string]any)["retry_after_ms"].(float64)) * time.Millisecond
+	if retry <= 0 || retry > 50*time.Millisecond {
+		t.Fatalf("retry_after_ms = %v, want in (0, 50ms] at 20 tokens/s", retry)
+	}
+	time.Sleep(retry + 10*time.Millisecond)
+	if r := check(1); r.Status != 200 {
+		t.Fatalf("take after waiting retry_after on another instance: %d %s, want 200", r.Status, r.Body)
+	}
+}
+
+func TestBatchSpendsAllOrNothing(t *testing.T) {
+	c := realCluster(t, 1, limitPolicies())
+	batch := func(searchCost int) response {
+		return c.do(t, 0, "POST", "/limits/check",
+			fmt.Sprintf(`{"checks":[{"policy":"api","key":"b","cost":10},{"policy":"search","key":"b","cost":%d}]}`, searchCost))
+	}
+	if r := batch(25); r.Status != 200 || r.json(t)["allowed"] != true {
+		t.Fatalf("first batch: %d %s", r.Status, r.Body)
+	}
+	r := batch(10) // search has 5 left: denied; api must not be spent
+	if r.Status != 429 || r.json(t)["allowed"] != false || r.Header.Get("Retry-After") == "" {
+		t.Fatalf("over-budget batch: %d %s, want 429 with Retry-After", r.Status, r.Body)
+	}
+	if !strings.Contains(r.Header.Get("RateLimit"), `"search"`) {
+		t.Errorf("RateLimit = %q, want the denying policy's figures", r.Header.Get("RateLimit"))
+	}
+	peek := c.do(t, 0, "POST", "/limits/check", `{"checks":[{"policy":"api","key":"b","cost":0},{"policy":"search","key":"b","cost":0}]}`)
+	ds := peek.json(t)["decisions"].([]any)
+	if got := ds[0].(map[string]any)["remaining"]; got != float64(40) {
+		t.Errorf("api remaining after the denied batch = %v, want 40 (not spent)", got)
+	}
+	if got := ds[1].(map[string]any)["remaining"]; got != float64(5) {
+		t.Errorf("search remaining after the denied batch = %v, want 5 (the denied hit refunded)", got)
+	}
+}
+
+// roundTrips counts what reaches Redis: a pipeline counts once.
+type roundTrips struct{ n atomic.Int64 }
+
+func (h *roundTrips) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (h *roundTrips) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error { h.n.Add(1); return next(ctx, cmd) }
+}
+func (h *roundTrips) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error { h.n.Add(1); return next(ctx, cmds) }
+}
+
+
+func TestBatchIsOneRoundTrip(t *testing.T) {
+	c := realCluster(t, 1, limitPolicies())
+	h := &roundTrips{}
+	c.instances[0].rdb.AddHook(h)
+	checks := make([]string, 0, guard.MaxBatch)
+	for i := range guard.MaxBatch {
+		pol := []string{"api", "search"}[i%2]
+		checks = append(checks, fmt.Sprintf(`{"policy":%q,"key":"k%d"}`, pol, i))
+	}
+	// Warm the connection and the script cache first.
+	c.do(t, 0, "POST", "/limits/check", `{"policy":"api","key":"warm"}`)
+	h.n.Store(0)
+	r := c.do(t, 0, "POST", "/limits/check", `{"checks":[`+strings.Join(checks, ",")+`]}`)
+	if r.Status != 200 {
+		t.Fatalf("batch: %d %s", r.Status, r.Body)
+	}
+	if got := h.n.Load(); got != 1 {
+		t.Fatalf("a batch of %d checks took %d round trips, want 1", guard.MaxBatch, got)
+	}
+}
+
+func TestShadowPolicyAllowsAndReports(t *testing.T) {
+	c := realCluster(t, 1, limitPolicies())
+	c.do(t, 0, "POST", "/limits/check", `{"policy":"shadow","key":"s"}`)
+	r := c.do(t, 0, "POST", "/limits/check", `{"policy":"shadow","key":"s"}`)
+	d := r.json(t)["decisions"].([]any)[0].(map[string]any)
+	if r.Status != 200 || d["allowed"] != true || d["shadow"] != true || d["would_allow"] != false {
+		t.Fatalf("shadow over its limit: %d %s, want 200 allowed, shadow, would_allow false", r.Status, r.Body)
+	}
+}
+
+func TestBadLimitInput(t *testing.T) {
+	c, _ := miniCluster(t, 1, limitPolicies())
+	long := strings.Repeat("k", guard.MaxKeyLength+1)
+	many := strings.TrimSuffix(strings.Repeat(`{"policy":"api","key":"k"},`, guard.MaxBatch+1), ",")
+	for _, tc := range []struct {
+		name, body string
+		status     int
+		code       string
+	}{
+		{"unknown policy", `{"policy":"nope","key":"k"}`, 404, "unknown_policy"},
+		{"empty key", `{"policy":"api","key":""}`, 422, "invalid_key"},
+		{"oversized key", `{"policy":"api","key":"` + long + `"}`, 422, "invalid_key"},
+		{"brace in key", `{"policy":"api","key":"a{b}"}`, 422, "invalid_key"},
+		{"negative cost", `{"policy":"api","key":"k","cost":-1}`, 422, "invalid_cost"},
+		{"cost above capacity", `{"policy":"api","key":"k","cost":51}`, 422, "invalid_cost"},
+		{"huge cost", `{"policy":"api","key":"k","cost":1e30}`, 400, "invalid_request"},
+		{"fractional cost", `{"policy":"api","key":"k","cost":1.5}`, 400, "invalid_request"},
+		{"cost as string", `{"policy":"api","key":"k","cost":"1"}`, 400, "invalid_request"},
+		{"oversized batch", `{"checks":[` + many + `]}`, 400, "invalid_request"},
+		{"empty batch", `{"checks":[]}`, 400, "invalid_request"},
+		{"both forms", `{"policy":"api","key":"k","checks":[{"policy":"api","key":"k"}]}`, 400, "invalid_request"},
+		{"malformed JSON", `{"policy":`, 400, "invalid_request"},
+		{"unknown field", `{"policy":"api","key":"k","burst":3}`, 400, "invalid_request"},
+		{"array body", `[1,2]`, 400, "invalid_request"},
+		{"empty body", ``, 400, "invalid_request"},
+		{"two objects", `{"policy":"api","key":"k"}{}`, 400, "invalid_request"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := c.do(t, 0, "POST", "/limits/check", tc.body)
+			if r.Status != tc.status || r.json(t)["code"] != tc.code {
+				t.Fatalf("got %d %s, want %d %s", r.Status, r.Body, tc.status, tc.code)
+			}
+			if ct := r.Header.Get("Content-Type"); ct != "application/problem+json" {
+				t.Errorf("Content-Type = %q, want application/problem+json", ct)
+			}
+		})
+	}
+}

@@ -1,0 +1,171 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	_ "github.com/jackc/pgx/v5/stdlib" // registers the "pgx" database/sql driver
+	"github.com/pressly/goose/v3"
+	_ "modernc.org/sqlite" // registers the "sqlite" database/sql driver
+
+	"github.com/otpguard/otpguard/internal/guard"
+)
+
+// The engines OpenSQL can open, as Engine reports them. They double as the
+// names of the migration directories.
+const (
+	EnginePostgres = "postgres"
+	EngineSQLite   = "sqlite"
+)
+
+// SQLiteFile is the name of the SQLite database inside the data directory.
+const SQLiteFile = "otpguard.db"
+
+// SQL keeps the ops state that must outlive Redis (deny-list, audit trail)
+// in PostgreSQL or in a SQLite file. It is safe for concurrent use.
+type SQL struct {
+	db       *sql.DB
+	engine   string
+	migrator *goose.Provider
+	now      func() time.Time
+}
+
+var (
+	_ guard.DenyList = (*SQL)(nil)
+	_ guard.AuditLog = (*SQL)(nil)
+)
+
+// OpenSQL connects to PostgreSQL when databaseURL starts with postgres:// or
+// postgresql://, and to the SQLite file <dataDir>/otpguard.db (creating
+// dataDir) when databaseURL is empty. It does not migrate: call Migrate, or
+// CheckSchema to refuse an old schema.
+func OpenSQL(ctx context.Context, databaseURL, dataDir string) (*SQL, error) {
+	var (
+		s   *SQL
+		err error
+	)
+	lower := strings.ToLower(databaseURL)
+	switch {
+	case databaseURL == "":
+		s, err = openSQLite(dataDir)
+	case strings.HasPrefix(lower, "postgres://"), strings.HasPrefix(lower, "postgresql://"):
+		s, err = openPostgres(databaseURL)
+	default:
+		// Only the scheme is quoted: the rest of a URL may hold a password.
+		scheme, _, _ := strings.Cut(databaseURL, ":")
+		return nil, fmt.Errorf("store: open database: unsupported scheme %q: want postgres:// or postgresql://, or no URL for SQLite", scheme)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if err := s.db.PingContext(ctx); err != nil {
+		s.db.Close()
+		return nil, fmt.Errorf("store: connect to %s: %w", s.engine, err)
+	}
+	if s.migrator, err = newMigrator(s.db, s.engine); err != nil {
+		s.db.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+func openPostgres(databaseURL string) (*SQL, error) {
+	db, err := sql.Open("pgx", databaseURL)
+	if err != nil {
+		return nil, fmt.Errorf("store: open postgres: %w", err)
+	}
+	// Every instance holds its own pool; keep it modest so that many
+	// instances do not exhaust the server's max_connections.
+	db.SetMaxOpenConns(10)
+	db.SetMaxIdleConns(10)
+	db.SetConnMaxIdleTime(5 * time.Minute)
+	return &SQL{db: db, engine: EnginePostgres, now: time.Now}, nil
+}
+
+func openSQLite(dataDir string) (*SQL, error) {
+	if dataDir == "" {
+		return nil, errors.New("store: open sqlite: no data directory")
+	}
+	if err := os.MkdirAll(dataDir, 0o700); err != nil {
+		return nil, fmt.Errorf("store: open sqlite: %w", err)
+	}
+	path := filepath.Join(dataDir, SQLiteFile)
+	// The driver reads everything after '?' as its own parameters.
+	if strings.Contains(path, "?") {
+		return nil, fmt.Errorf("store: open sqlite: data directory %q contains '?'", dataDir)
+	}
+	// WAL lets readers in other processes (otpguard migrate status, a
+	// backup) work while we write. busy_timeout makes a locked file a wait,
+	// not an error. _txlock=immediate takes the write lock at BEGIN, so two
+	// processes never both read under a deferred lock and then deadlock on
+	// the upgrade.
+	dsn := path + "?_pragma=busy_timeout(5000)&_pragma=journal_mode(WAL)&_pragma=foreign_keys(1)&_txlock=immediate"
+	db, err := sql.Open("sqlite", dsn)
+	if err != nil {
+		return nil, fmt.Errorf("store: open sqlite: %w", err)
+	}
+	// SQLite has one writer at a time. One connection turns concurrent
+	// writers in this process into a queue in database/sql instead of
+	// SQLITE_BUSY errors, and keeps the connection (and its pragmas) alive.
+	// Nothing here holds a connection while asking for another, so it
+	// cannot deadlock.
+	db.SetMaxOpenConns(1)
+	db.SetMaxIdleConns(1)
+	db.SetConnMaxLifetime(0)
+	db.SetConnMaxIdleTime(0)
+	return &SQL{db: db, engine: EngineSQLite, now: time.Now}, nil
+}
+
+// Engine returns EnginePostgres or EngineSQLite.
+func (s *SQL) Engine() string { return s.engine }
+
+// Ping checks that the database answers, for readiness probes.
+func (s *SQL) Ping(ctx context.Context) error {
+	if err := s.db.PingContext(ctx); err != nil {
+		return fmt.Errorf("store: ping %s: %w", s.engine, err)
+	}
+	return nil
+}
+
+// Close closes the connection pool.
+func (s *SQL) Close() error {
+	if err := s.db.Close(); err != nil {
+		return fmt.Errorf("store: close %s: %w", s.engine, err)
+	}
+	return nil
+}
+
+// rebind turns the '?' placeholders every query is written with into
+// PostgreSQL's $1, $2, ... Queries here contain no '?' in literals.
+func (s *SQL) rebind(query string) string {
+	if s.engine != EnginePostgres {
+		return query
+	}
+	var b strings.Builder
+	b.Grow(len(query) + 8)
+	n := 0
+	for i := 0; i < len(query); i++ {
+		if query[i] != '?' {
+			b.WriteByte(query[i])
+			continue
+		}
+		n++
+		b.WriteByte('$')
+		b.WriteString(strconv.Itoa(n))
+	}
+	return b.String()
+}
+
+// Times are stored as unix milliseconds (UTC) on both engines. Stores hand
+// back times already truncated that way, so that what a caller is returned
+// on write equals what it reads later.
+func fromMillis(ms int64) time.Time { return time.UnixMilli(ms).UTC() }
+
+func truncMillis(t time.Time) time.Time { return fromMillis(t.UnixMilli()) }
