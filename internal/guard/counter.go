@@ -30,6 +30,7 @@ type Result struct {
 	Allowed    bool
 	Limit      int64
 	Remaining  int64
+	Count      int64         // fixed window: the counter after this hit
 	RetryAfter time.Duration // when denied: how long until Cost would be allowed
 	ResetAfter time.Duration // how long until the counter is back to its full budget
 	// Spent says the store changed the counter: a fixed window counts every

@@ -27,6 +27,13 @@ type OTPOptions struct {
 	HMACKey []byte
 	Logger  *slog.Logger
 	Random  io.Reader // crypto/rand.Reader when nil
+	// Optional: a deny-list, an audit sink and a block index. Nil means
+	// none (nothing denied, nothing recorded).
+	Deny   DenyChecker
+	Events EventSink
+	Blocks Blocks
+	// Now is the clock for deny-list expiry and block times; time.Now when nil.
+	Now func() time.Time
 }
 
 // OTP sends and verifies one-time codes under exact, shared limits.
@@ -38,6 +45,10 @@ type OTP struct {
 	hmacKey []byte
 	log     *slog.Logger
 	random  io.Reader
+	deny    DenyChecker
+	events  EventSink
+	blocks  Blocks
+	now     func() time.Time
 }
 
 // NewOTP returns an OTP service. The policy must have passed Validate.
@@ -48,9 +59,22 @@ func NewOTP(o OTPOptions) *OTP {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
+	if o.Deny == nil {
+		o.Deny = noDeny{}
+	}
+	if o.Events == nil {
+		o.Events = noEvents{}
+	}
+	if o.Blocks == nil {
+		o.Blocks = noBlocks{}
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
 	return &OTP{
 		policy: o.Policy, counter: o.Counter, codes: o.Codes, sender: o.Sender,
 		hmacKey: o.HMACKey, log: o.Logger, random: o.Random,
+		deny: o.Deny, events: o.Events, blocks: o.Blocks, now: o.Now,
 	}
 }
 
@@ -83,7 +107,17 @@ func (s *OTP) Send(ctx context.Context, req SendRequest) (SendResult, error) {
 	if err != nil {
 		return SendResult{}, err
 	}
-	if err := s.spend(ctx, s.sendLimits(phone.E164, ip)); err != nil {
+	res, err := s.send(ctx, phone, ip)
+	s.record(ctx, "otp.send", "sent", phone, req.ClientIP, err)
+	return res, err
+}
+
+func (s *OTP) send(ctx context.Context, phone Phone, ip string) (SendResult, error) {
+	if e, ok := s.deny.Denied(phone.E164, s.now()); ok {
+		return SendResult{}, &Error{Code: CodeDenied, Message: "this number may not receive codes",
+			Err: fmt.Errorf("deny-list entry %d (%s)", e.ID, e.Pattern)}
+	}
+	if err := s.spend(ctx, phone, s.sendLimits(phone.E164, ip)); err != nil {
 		return SendResult{}, err
 	}
 
@@ -146,7 +180,7 @@ func (s *OTP) sendLimits(phone, ip string) []limitedTake {
 // spend takes the limits one by one; on the first denial it refunds those
 // already passed and returns the denial. One at a time because each limit
 // is its own atomic unit (and, on Redis Cluster, its own slot).
-func (s *OTP) spend(ctx context.Context, limits []limitedTake) error {
+func (s *OTP) spend(ctx context.Context, phone Phone, limits []limitedTake) error {
 	var passed []Take
 	for _, l := range limits {
 		res, err := s.counter.Take(ctx, []Take{l.take})
@@ -160,6 +194,10 @@ func (s *OTP) spend(ctx context.Context, limits []limitedTake) error {
 		}
 		if !res[0].Allowed {
 			s.refund(ctx, passed)
+			if l.take.Key.Space == "otp" { // the number is blocked, not just its address
+				s.noteBlock(ctx, Block{Phone: phone.E164, Country: phone.Region, Reason: l.denial,
+					Count: res[0].Count, Until: s.now().Add(res[0].RetryAfter)})
+			}
 			return &Error{Code: l.denial, Message: l.what, RetryAfter: res[0].RetryAfter}
 		}
 		passed = append(passed, l.take)
@@ -195,31 +233,44 @@ func (s *OTP) Verify(ctx context.Context, req VerifyRequest) (Phone, error) {
 	if err := s.checkCodeFormat(req.Code); err != nil {
 		return Phone{}, err
 	}
+	err = s.verify(ctx, phone, req.Code)
+	s.record(ctx, "otp.verify", "valid", phone, "", err)
+	if err != nil {
+		return Phone{}, err
+	}
+	return phone, nil
+}
+
+func (s *OTP) verify(ctx context.Context, phone Phone, code string) error {
 	g, err := s.codes.GuessCode(ctx, phone.E164)
 	switch {
 	case errors.Is(err, ErrNotFound):
-		return Phone{}, Errorf(CodeNoActiveCode, "no code is waiting for this number (never sent, expired or already used)")
+		return Errorf(CodeNoActiveCode, "no code is waiting for this number (never sent, expired or already used)")
 	case err != nil:
 		s.log.ErrorContext(ctx, "reading code failed", "phone", MaskPhone(phone.E164), "err", err)
-		return Phone{}, storeUnavailable(err, storeRetryAfter)
+		return storeUnavailable(err, storeRetryAfter)
 	}
 	if g.Attempts > s.policy.MaxVerifyAttempts {
-		return Phone{}, &Error{Code: CodeTooManyAttempts,
+		return &Error{Code: CodeTooManyAttempts,
 			Message: "too many wrong guesses; request a new code", RetryAfter: g.TTL}
 	}
-	if !hmac.Equal(g.MAC, s.mac(phone.E164, req.Code)) {
+	if !hmac.Equal(g.MAC, s.mac(phone.E164, code)) {
 		left := s.policy.MaxVerifyAttempts - g.Attempts
-		return Phone{}, &Error{Code: CodeWrongCode, Message: "the code is wrong", AttemptsLeft: &left}
+		if left == 0 { // this guess locked the code: the number is blocked until it expires
+			s.noteBlock(ctx, Block{Phone: phone.E164, Country: phone.Region, Reason: CodeTooManyAttempts,
+				Count: int64(g.Attempts), Until: s.now().Add(g.TTL)})
+		}
+		return &Error{Code: CodeWrongCode, Message: "the code is wrong", AttemptsLeft: &left}
 	}
 	ok, err := s.codes.ConsumeCode(ctx, phone.E164, g.MAC)
 	if err != nil {
 		s.log.ErrorContext(ctx, "consuming code failed", "phone", MaskPhone(phone.E164), "err", err)
-		return Phone{}, storeUnavailable(err, storeRetryAfter)
+		return storeUnavailable(err, storeRetryAfter)
 	}
 	if !ok {
-		return Phone{}, Errorf(CodeNoActiveCode, "the code was already used")
+		return Errorf(CodeNoActiveCode, "the code was already used")
 	}
-	return phone, nil
+	return nil
 }
 
 func (s *OTP) checkCodeFormat(code string) error {
@@ -252,4 +303,20 @@ func (s *OTP) mac(phone, code string) []byte {
 	m.Write([]byte{0})
 	m.Write([]byte(code))
 	return m.Sum(nil)
+}
+
+// record hands the decision to the audit sink: outcome is ok's label on
+// success and the refusal's code otherwise. Never the code itself.
+func (s *OTP) record(ctx context.Context, action, ok string, phone Phone, ip string, err error) {
+	outcome := ok
+	if err != nil {
+		outcome = string(ErrorCode(err))
+	}
+	s.events.Record(Event{At: s.now(), Action: action, Outcome: outcome, Phone: phone.E164, Country: phone.Region, IP: ip})
+}
+
+func (s *OTP) noteBlock(ctx context.Context, b Block) {
+	if err := s.blocks.NoteBlock(context.WithoutCancel(ctx), b); err != nil {
+		s.log.WarnContext(ctx, "noting a block failed", "phone", MaskPhone(b.Phone), "err", err)
+	}
 }

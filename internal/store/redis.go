@@ -124,6 +124,7 @@ func windowResult(t guard.Take, cmds []redis.Cmder) (guard.Result, error) {
 	res := guard.Result{
 		Allowed:    count <= t.Limit,
 		Limit:      t.Limit,
+		Count:      count,
 		Remaining:  max(0, t.Limit-count),
 		ResetAfter: ttl,
 		Spent:      t.Cost > 0,

@@ -1,0 +1,45 @@
+package guard
+
+import (
+	"context"
+	"time"
+)
+
+// DenyChecker answers, from memory, whether a number is deny-listed. It is
+// asked on every send, before any counter is spent.
+type DenyChecker interface {
+	Denied(e164 string, now time.Time) (DenyEntry, bool)
+}
+
+// EventSink takes audit events off the request path. Record must not block
+// and must not fail the request: a full queue drops and counts.
+type EventSink interface {
+	Record(e Event)
+}
+
+// Block is a number that is refused now, and why.
+type Block struct {
+	Phone   string // E.164
+	Country string // ISO region, may be ""
+	Reason  Code   // cooldown, phone_rate_limited, too_many_attempts, ...
+	Count   int64  // the counter's value when it refused, where there is one
+	Until   time.Time
+}
+
+// Blocks keeps an index of blocked numbers, so the ops view can list them
+// without scanning the store.
+type Blocks interface {
+	NoteBlock(ctx context.Context, b Block) error
+}
+
+type noDeny struct{}
+
+func (noDeny) Denied(string, time.Time) (DenyEntry, bool) { return DenyEntry{}, false }
+
+type noEvents struct{}
+
+func (noEvents) Record(Event) {}
+
+type noBlocks struct{}
+
+func (noBlocks) NoteBlock(context.Context, Block) error { return nil }
