@@ -103,7 +103,6 @@ func (h *roundTrips) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.P
 	return func(ctx context.Context, cmds []redis.Cmder) error { h.n.Add(1); return next(ctx, cmds) }
 }
 
-
 func TestBatchIsOneRoundTrip(t *testing.T) {
 	c := realCluster(t, 1, limitPolicies())
 	h := &roundTrips{}

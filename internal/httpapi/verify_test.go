@@ -161,4 +161,3 @@ func TestProviderFailure(t *testing.T) {
 		t.Errorf("verify after a failed send: %s, want no_active_code", r.Body)
 	}
 }
-
