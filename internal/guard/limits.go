@@ -132,6 +132,9 @@ func (l *Limiter) takes(checks []Check) ([]Take, []LimitPolicy, error) {
 	takes := make([]Take, len(checks))
 	pols := make([]LimitPolicy, len(checks))
 	for i, c := range checks {
+		if c.Policy == "" {
+			return nil, nil, Errorf(CodeInvalidRequest, "checks[%d].policy is required", i)
+		}
 		p, ok := l.policies[c.Policy]
 		if !ok {
 			return nil, nil, Errorf(CodeUnknownPolicy, "checks[%d]: no policy named %q", i, c.Policy)

@@ -1,6 +1,7 @@
 package httpapi_test
 
 import (
+	"net/http"
 	"strings"
 	"testing"
 )
@@ -74,5 +75,35 @@ func TestAuthAndRouting(t *testing.T) {
 		if r := c.doKey(t, 0, "GET", path, "", ""); r.Status != 200 {
 			t.Errorf("GET %s: %d, want 200 without a key", path, r.Status)
 		}
+	}
+}
+
+func TestRequestIDs(t *testing.T) {
+	c, _ := miniCluster(t, 1, defaults())
+	for _, tc := range []struct {
+		name, sent string
+		kept       bool
+	}{
+		{"plain id is kept", "abc-123_x.y", true},
+		{"none", "", false},
+		{"too long", strings.Repeat("a", 65), false},
+		{"log injection", "x\" injected=\"1", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			req, _ := http.NewRequest("GET", c.instances[0].srv.URL+"/healthz", nil)
+			req.Header.Set("X-Request-Id", tc.sent)
+			res, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			res.Body.Close()
+			got := res.Header.Get("X-Request-Id")
+			if tc.kept && got != tc.sent {
+				t.Errorf("X-Request-Id = %q, want the caller's %q", got, tc.sent)
+			}
+			if !tc.kept && (got == tc.sent || len(got) != 32) {
+				t.Errorf("X-Request-Id = %q, want a fresh 32-character id", got)
+			}
+		})
 	}
 }

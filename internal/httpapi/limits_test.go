@@ -144,6 +144,7 @@ func TestBadLimitInput(t *testing.T) {
 		code       string
 	}{
 		{"unknown policy", `{"policy":"nope","key":"k"}`, 404, "unknown_policy"},
+		{"missing policy", `{"key":"k"}`, 400, "invalid_request"},
 		{"empty key", `{"policy":"api","key":""}`, 422, "invalid_key"},
 		{"oversized key", `{"policy":"api","key":"` + long + `"}`, 422, "invalid_key"},
 		{"brace in key", `{"policy":"api","key":"a{b}"}`, 422, "invalid_key"},

@@ -5,6 +5,8 @@ package httpapi
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"log/slog"
 	"net/http"
 	"strconv"
@@ -75,7 +77,7 @@ func (s *Server) Routes() []*echo.Route { return s.echo.Routes() }
 // routes registers every route: read it top to bottom to know the API.
 func (s *Server) routes(apiKeys, opsKeys keyring) {
 	e := s.echo
-	e.Use(middleware.RequestID())
+	e.Use(requestIDs)
 	e.Use(s.requestLog())
 	e.Use(middleware.BodyLimit(strconv.Itoa(BodyLimit/1024) + "K"))
 
@@ -132,4 +134,35 @@ func (s *Server) readyz(c echo.Context) error {
 // openapi: GET /openapi.yaml. The HTTP contract.
 func (s *Server) openapi(c echo.Context) error {
 	return c.Blob(http.StatusOK, "application/yaml", s.spec)
+}
+
+// requestIDs gives every request an ID, in X-Request-Id and the logs. A
+// caller's own ID is kept when it is short and plain, so one request can be
+// followed across services; anything else is replaced, so no caller can
+// write what it likes into our logs.
+func requestIDs(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		id := c.Request().Header.Get(echo.HeaderXRequestID)
+		if !plainID(id) {
+			b := make([]byte, 16)
+			_, _ = rand.Read(b)
+			id = hex.EncodeToString(b)
+		}
+		c.Request().Header.Set(echo.HeaderXRequestID, id)
+		c.Response().Header().Set(echo.HeaderXRequestID, id)
+		return next(c)
+	}
+}
+
+func plainID(id string) bool {
+	if id == "" || len(id) > 64 {
+		return false
+	}
+	for i := 0; i < len(id); i++ {
+		c := id[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_' || c == '.') {
+			return false
+		}
+	}
+	return true
 }
