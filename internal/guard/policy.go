@@ -65,28 +65,28 @@ type OTPPolicy struct {
 	PerIP             Window   `yaml:"per_ip" json:"per_ip"`
 	// DefaultRegion (ISO 3166-1 alpha-2) is assumed for numbers written
 	// without a country calling code; empty requires international format.
-	DefaultRegion string `yaml:"default_region" json:"default_region"`
+	DefaultRegion string `yaml:"default_region,omitempty" json:"default_region"`
 	// Message is the SMS text; "{code}" is replaced by the code.
 	Message      string   `yaml:"message" json:"message"`
 	OnStoreError FailMode `yaml:"on_store_error" json:"on_store_error"`
 	// LocalLimit is the per-instance send limit per number and window
 	// when OnStoreError is "local".
-	LocalLimit int64 `yaml:"local_limit" json:"local_limit,omitempty"`
+	LocalLimit int64 `yaml:"local_limit,omitempty" json:"local_limit,omitempty"`
 }
 
 // LimitPolicy is one named policy of /limits/check.
 type LimitPolicy struct {
 	Algorithm Algorithm `yaml:"algorithm" json:"algorithm"`
 	// token_bucket
-	Capacity        int64   `yaml:"capacity" json:"capacity,omitempty"`
-	RefillPerSecond float64 `yaml:"refill_per_second" json:"refill_per_second,omitempty"`
+	Capacity        int64   `yaml:"capacity,omitempty" json:"capacity,omitempty"`
+	RefillPerSecond float64 `yaml:"refill_per_second,omitempty" json:"refill_per_second,omitempty"`
 	// fixed_window
-	Limit  int64    `yaml:"limit" json:"limit,omitempty"`
-	Window Duration `yaml:"window" json:"window,omitempty"`
+	Limit  int64    `yaml:"limit,omitempty" json:"limit,omitempty"`
+	Window Duration `yaml:"window,omitempty" json:"window,omitempty"`
 
 	Shadow       bool     `yaml:"shadow" json:"shadow"`
 	OnStoreError FailMode `yaml:"on_store_error" json:"on_store_error"`
-	LocalLimit   int64    `yaml:"local_limit" json:"local_limit,omitempty"`
+	LocalLimit   int64    `yaml:"local_limit,omitempty" json:"local_limit,omitempty"`
 }
 
 // Max is the most a policy lets through at once: the bucket's capacity or

@@ -1,0 +1,228 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/otpguard/otpguard/internal/store/redistest"
+)
+
+// program is otpguard's run() going in the background, its stdout read
+// line by line.
+type program struct {
+	lines chan map[string]any
+	done  chan error
+	url   string
+	key   string
+}
+
+func env(vars map[string]string) func(string) string {
+	return func(k string) string { return vars[k] }
+}
+
+// boot runs the real program on port 0 and waits until it listens.
+func boot(t *testing.T, vars map[string]string) *program {
+	t.Helper()
+	vars["OTPGUARD_ADDR"] = "127.0.0.1:0"
+	if _, ok := vars["OTPGUARD_DATA_DIR"]; !ok {
+		vars["OTPGUARD_DATA_DIR"] = t.TempDir()
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	pr, pw := io.Pipe()
+	p := &program{lines: make(chan map[string]any, 1000), done: make(chan error, 1)}
+	go func() {
+		err := run(ctx, []string{"otpguard"}, env(vars), pw)
+		pw.Close()
+		p.done <- err
+	}()
+	go func() {
+		sc := bufio.NewScanner(pr)
+		for sc.Scan() {
+			var m map[string]any
+			if json.Unmarshal(sc.Bytes(), &m) == nil {
+				p.lines <- m
+			}
+		}
+		close(p.lines)
+	}()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case err := <-p.done:
+			if err != nil {
+				t.Errorf("run returned %v after shutdown, want nil", err)
+			}
+		case <-time.After(15 * time.Second):
+			t.Errorf("run did not return within 15s of cancel")
+		}
+	})
+	p.key = vars["OTPGUARD_API_KEYS"]
+	for p.url == "" {
+		m := p.next(t)
+		if k, ok := m["api_key"].(string); ok {
+			p.key = k
+		}
+		if m["msg"] == "listening" {
+			p.url = m["url"].(string)
+		}
+	}
+	return p
+}
+
+func (p *program) next(t *testing.T) map[string]any {
+	t.Helper()
+	select {
+	case m, ok := <-p.lines:
+		if !ok {
+			t.Fatalf("program stopped: %v", <-p.done)
+		}
+		return m
+	case err := <-p.done:
+		t.Fatalf("program stopped: %v", err)
+	case <-time.After(15 * time.Second):
+		t.Fatalf("no output for 15s")
+	}
+	return nil
+}
+
+// sms waits for the console sender's line to phone and returns its code.
+func (p *program) sms(t *testing.T, phone string) string {
+	t.Helper()
+	for {
+		m := p.next(t)
+		if m["to"] == phone {
+			return regexp.MustCompile(`\d{6}`).FindString(m["body"].(string))
+		}
+	}
+}
+
+func (p *program) post(t *testing.T, path, body string) (int, map[string]any) {
+	t.Helper()
+	req, _ := http.NewRequest("POST", p.url+path, strings.NewReader(body))
+	req.Header.Set("Authorization", "Bearer "+p.key)
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	var m map[string]any
+	json.NewDecoder(res.Body).Decode(&m)
+	return res.StatusCode, m
+}
+
+func walkThrough(t *testing.T, p *program) {
+	t.Helper()
+	status, body := p.post(t, "/otp/send", `{"phone":"+91 98000 00000","client_ip":"203.0.113.7"}`)
+	if status != 200 || body["phone"] != "+919800000000" {
+		t.Fatalf("send: %d %v", status, body)
+	}
+	code := p.sms(t, "+919800000000")
+	if status, body := p.post(t, "/otp/verify", `{"phone":"+919800000000","code":"`+code+`"}`); status != 200 || body["valid"] != true {
+		t.Fatalf("verify: %d %v", status, body)
+	}
+	if status, body := p.post(t, "/otp/send", `{"phone":"+919800000000"}`); status != 429 || body["code"] != "cooldown" {
+		t.Fatalf("second send: %d %v, want 429 cooldown", status, body)
+	}
+	if status, body := p.post(t, "/limits/check", `{"policy":"default","key":"user:42"}`); status != 200 || body["allowed"] != true {
+		t.Fatalf("limits: %d %v", status, body)
+	}
+}
+
+func TestEmbeddedDefaults(t *testing.T) {
+	p := boot(t, map[string]string{})
+	if !strings.HasPrefix(p.key, "ogk_") {
+		t.Fatalf("embedded mode printed no generated API key (got %q)", p.key)
+	}
+	walkThrough(t, p)
+}
+
+func TestRealRedis(t *testing.T) {
+	tg := redistest.New(t)
+	p := boot(t, map[string]string{
+		"OTPGUARD_REDIS_URL":     tg.URL,
+		"OTPGUARD_REDIS_PREFIX":  tg.Prefix,
+		"OTPGUARD_REDIS_TIMEOUT": "2s",
+		"OTPGUARD_API_KEYS":      "e2e-key-0123456789abcdef",
+		"OTPGUARD_HMAC_KEY":      "0123456789abcdef0123456789abcdef",
+	})
+	walkThrough(t, p)
+}
+
+func TestConfigErrors(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, text string) string {
+		path := filepath.Join(dir, name)
+		if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+	for _, tc := range []struct {
+		name string
+		vars map[string]string
+		want []string // every one must appear in the error
+	}{
+		{"redis without keys", map[string]string{"OTPGUARD_REDIS_URL": "redis://127.0.0.1:1/0"},
+			[]string{"OTPGUARD_API_KEYS", "OTPGUARD_HMAC_KEY"}},
+		{"bad timeout", map[string]string{"OTPGUARD_REDIS_TIMEOUT": "fast"}, []string{"OTPGUARD_REDIS_TIMEOUT"}},
+		{"unknown sms", map[string]string{"OTPGUARD_SMS": "pigeon"}, []string{"OTPGUARD_SMS"}},
+		{"twilio without account", map[string]string{"OTPGUARD_SMS": "twilio"}, []string{"TWILIO_ACCOUNT_SID"}},
+		{"secret twice", map[string]string{"OTPGUARD_HMAC_KEY": "x", "OTPGUARD_HMAC_KEY_FILE": "/nope"}, []string{"OTPGUARD_HMAC_KEY"}},
+		{"bad policy values", map[string]string{"OTPGUARD_CONFIG": write("bad.yaml", `
+otp:
+  code_length: 4
+  code_ttl: 20m
+  per_phone: {limit: 0, window: 10m}
+limits:
+  api: {algorithm: leaky, capacity: 5}
+  search: {algorithm: fixed_window, limit: 10, window: 0s}
+`)}, []string{"otp.code_length", "otp.code_ttl", "otp.per_phone.limit", "limits.api.algorithm", "limits.search.window"}},
+		{"misspelt field", map[string]string{"OTPGUARD_CONFIG": write("typo.yaml", "otp:\n  per_phon: {limit: 3}\n")}, []string{"per_phon"}},
+		{"missing file", map[string]string{"OTPGUARD_CONFIG": filepath.Join(dir, "nope.yaml")}, []string{"OTPGUARD_CONFIG"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := run(context.Background(), []string{"otpguard", "config", "check"}, env(tc.vars), io.Discard)
+			if err == nil {
+				t.Fatalf("config check passed, want an error naming %v", tc.want)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not name %s", err, w)
+				}
+			}
+		})
+	}
+}
+
+func TestConfigCheckPrintsPolicies(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "p.yaml")
+	os.WriteFile(path, []byte("otp:\n  cooldown: 45s\nlimits:\n  search: {algorithm: fixed_window, limit: 300, window: 1m}\n"), 0o600)
+	var out strings.Builder
+	if err := run(context.Background(), []string{"otpguard", "config", "check"}, env(map[string]string{"OTPGUARD_CONFIG": path}), &out); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"cooldown: 45s", "search:", "on_store_error: open", "code_length: 6"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("config check output lacks %q:\n%s", want, out.String())
+		}
+	}
+}
+
+func TestVersionAndUsage(t *testing.T) {
+	var out strings.Builder
+	if err := run(context.Background(), []string{"otpguard", "version"}, env(nil), &out); err != nil || !strings.HasPrefix(out.String(), "otpguard ") {
+		t.Errorf("version: %q, %v", out.String(), err)
+	}
+	if err := run(context.Background(), []string{"otpguard", "frobnicate"}, env(nil), io.Discard); err == nil || !strings.Contains(err.Error(), "unknown command") {
+		t.Errorf("unknown command: %v", err)
+	}
+}
