@@ -52,18 +52,26 @@ func CheckRedisVersion(ctx context.Context, rdb *redis.Client) error {
 	if err != nil {
 		return fmt.Errorf("store: redis info: %w", err)
 	}
-	version := ""
-	for _, line := range strings.Split(info, "\n") {
-		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "redis_version:"); ok {
-			version = v
-		}
-	}
-	major, err := strconv.Atoi(strings.SplitN(version, ".", 2)[0])
+	version, major, err := RedisVersion(info)
 	if err != nil {
-		return fmt.Errorf("store: cannot read the Redis version from INFO (%q)", version)
+		return fmt.Errorf("store: %w", err)
 	}
 	if major < 7 {
 		return fmt.Errorf("store: Redis %s is too old: otpguard needs Redis 7 or newer (EXPIRE ... NX)", version)
 	}
 	return nil
+}
+
+// RedisVersion reads redis_version from the text of INFO server.
+func RedisVersion(info string) (version string, major int, err error) {
+	for _, line := range strings.Split(info, "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "redis_version:"); ok {
+			version = v
+		}
+	}
+	major, err = strconv.Atoi(strings.SplitN(version, ".", 2)[0])
+	if err != nil {
+		return version, 0, fmt.Errorf("cannot read the Redis version from INFO (%q)", version)
+	}
+	return version, major, nil
 }

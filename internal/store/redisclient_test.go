@@ -1,0 +1,43 @@
+package store_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/otpguard/otpguard/internal/store"
+	"github.com/otpguard/otpguard/internal/store/redistest"
+)
+
+func TestRedisVersion(t *testing.T) {
+	for _, tc := range []struct {
+		info    string
+		major   int
+		wantErr bool
+	}{
+		{"# Server\r\nredis_version:7.0.15\r\nredis_mode:standalone\r\n", 7, false},
+		{"# Server\r\nredis_version:6.2.14\r\n", 6, false},
+		{"# Server\r\nredis_version:10.1.0\r\n", 10, false},
+		{"# Server\r\n", 0, true},
+	} {
+		_, major, err := store.RedisVersion(tc.info)
+		if major != tc.major || (err != nil) != tc.wantErr {
+			t.Errorf("RedisVersion(%q) = %d, %v; want %d, error %v", tc.info, major, err, tc.major, tc.wantErr)
+		}
+	}
+}
+
+func TestCheckRedisVersionAcceptsTheRealServer(t *testing.T) {
+	tg := redistest.New(t)
+	rdb, err := store.NewRedisClient(store.RedisOptions{URL: tg.URL, Timeout: 2e9})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rdb.Close()
+	if err := store.CheckRedisVersion(context.Background(), rdb); err != nil {
+		t.Fatalf("CheckRedisVersion on the installed Redis: %v", err)
+	}
+	if _, err := store.NewRedisClient(store.RedisOptions{URL: "http://nope"}); err == nil || !strings.Contains(err.Error(), "redis url") {
+		t.Errorf("bad URL: %v, want a redis url error", err)
+	}
+}
