@@ -1,16 +1,13 @@
 package httpapi_test
 
 import (
-	"context"
 	"fmt"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/otpguard/otpguard/internal/guard"
+	"github.com/otpguard/otpguard/internal/store/redistest"
 )
 
 func limitPolicies() guard.Policies {
@@ -92,20 +89,9 @@ func TestBatchSpendsAllOrNothing(t *testing.T) {
 	}
 }
 
-// roundTrips counts what reaches Redis: a pipeline counts once.
-type roundTrips struct{ n atomic.Int64 }
-
-func (h *roundTrips) DialHook(next redis.DialHook) redis.DialHook { return next }
-func (h *roundTrips) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
-	return func(ctx context.Context, cmd redis.Cmder) error { h.n.Add(1); return next(ctx, cmd) }
-}
-func (h *roundTrips) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return func(ctx context.Context, cmds []redis.Cmder) error { h.n.Add(1); return next(ctx, cmds) }
-}
-
 func TestBatchIsOneRoundTrip(t *testing.T) {
 	c := realCluster(t, 1, limitPolicies())
-	h := &roundTrips{}
+	h := &redistest.RoundTrips{}
 	c.instances[0].rdb.AddHook(h)
 	checks := make([]string, 0, guard.MaxBatch)
 	for i := range guard.MaxBatch {
@@ -114,12 +100,12 @@ func TestBatchIsOneRoundTrip(t *testing.T) {
 	}
 	// Warm the connection and the script cache first.
 	c.do(t, 0, "POST", "/limits/check", `{"policy":"api","key":"warm"}`)
-	h.n.Store(0)
+	h.Reset()
 	r := c.do(t, 0, "POST", "/limits/check", `{"checks":[`+strings.Join(checks, ",")+`]}`)
 	if r.Status != 200 {
 		t.Fatalf("batch: %d %s", r.Status, r.Body)
 	}
-	if got := h.n.Load(); got != 1 {
+	if got := h.N(); got != 1 {
 		t.Fatalf("a batch of %d checks took %d round trips, want 1", guard.MaxBatch, got)
 	}
 }

@@ -7,28 +7,57 @@ import "github.com/redis/go-redis/v9"
 // SHA (EVALSHA) and fall back to EVAL when the server lost its script cache.
 //
 // Times are integer microseconds from Redis TIME: one clock for every
-// otpguard instance, so no instance's clock skew can mint tokens. Lua
+// otpguard instance, so no instance's clock skew can mint tokens (and the
+// same clock Redis expires keys by). Lua
 // numbers are doubles, exact to 2^53; microseconds since 1970 stay well
 // below that for the next two centuries.
 
+// bucketLua is what the bucket scripts share: the clock, and how a bucket
+// is kept.
+//
+// A bucket is one number: the moment it will be full again (GCRA's
+// "theoretical arrival time", TAT), in microseconds. It is kept in the
+// key's expiry, not its value: the key expires at the first millisecond at
+// or after the TAT, and its value is how many microseconds before that the
+// TAT falls (0 to 999). Redis shares the objects of integers below 10,000,
+// so a bucket is a key with a TTL and nothing else: about 117 bytes against
+// 181 for the usual {tokens, last} hash (docs/benchmarks.md). A missing key
+// is a full bucket, and the key expires exactly when the bucket is full
+// again, so an idle bucket costs nothing. (Shared integers need a
+// maxmemory-policy that is not LRU/LFU; a limits Redis runs noeviction.)
+const bucketLua = `
+local function now_us()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000000 + tonumber(t[2])
+end
+local function load_tat(key, now)
+  local r = redis.call('GET', key)
+  if not r then return now end
+  local at = redis.call('PEXPIRETIME', key)
+  if at < 0 then return now end
+  return at * 1000 - tonumber(r)
+end
+local function store_tat(key, tat, now)
+  if tat <= now then
+    redis.call('DEL', key)
+    return
+  end
+  local at = math.ceil(tat / 1000)
+  redis.call('SET', key, string.format('%.0f', at * 1000 - tat), 'PXAT', string.format('%.0f', at))
+end
+`
+
 // tokenBucketScript takes ARGV[3] tokens from a bucket of capacity ARGV[1]
-// that refills one token every ARGV[2] microseconds.
-//
-// The bucket is stored as one integer: the moment it will be full again
-// (GCRA's "theoretical arrival time", TAT). Redis keeps an integer string in
-// the key's object header with no separate allocation, which is what makes
-// a bucket cost well under half of a {tokens, last} hash. A missing key is a
-// full bucket, and the key expires exactly when the bucket is full again, so
-// an idle bucket costs nothing.
-//
-// Returns {allowed, remaining, retry_after_us, reset_after_us}.
-var tokenBucketScript = redis.NewScript(`
+// that refills one token every ARGV[2] microseconds. It spends only when
+// it allows. Returns {allowed, remaining, retry_after_us, reset_after_us}.
+var tokenBucketScript = redis.NewScript(tokenBucketSrc)
+
+const tokenBucketSrc = bucketLua + `
 local capacity = tonumber(ARGV[1])
 local interval = tonumber(ARGV[2])
 local cost = tonumber(ARGV[3])
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
-local tat = tonumber(redis.call('GET', KEYS[1]) or now)
+local now = now_us()
+local tat = load_tat(KEYS[1], now)
 if tat < now then tat = now end
 local burst = capacity * interval
 local new_tat = math.floor(tat + cost * interval + 0.5)
@@ -37,25 +66,19 @@ if new_tat - now > burst + 0.5 then
   return {0, remaining, math.ceil(new_tat - now - burst), math.ceil(tat - now)}
 end
 if cost > 0 then
-  redis.call('SET', KEYS[1], string.format('%.0f', new_tat), 'PX', math.max(1, math.ceil((new_tat - now) / 1000)))
+  store_tat(KEYS[1], new_tat, now)
 end
 local remaining = math.floor((burst - (new_tat - now)) / interval + 1e-9)
 return {1, remaining, 0, math.ceil(new_tat - now)}
-`)
+`
 
 // tokenRefundScript gives ARGV[2] tokens back to a bucket refilling one token
 // every ARGV[1] microseconds. A missing key is already full: nothing to do.
-var tokenRefundScript = redis.NewScript(`
-local tat = tonumber(redis.call('GET', KEYS[1]))
-if not tat then return 0 end
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
-tat = math.floor(tat - tonumber(ARGV[2]) * tonumber(ARGV[1]) + 0.5)
-if tat <= now then
-  redis.call('DEL', KEYS[1])
-  return 1
-end
-redis.call('SET', KEYS[1], string.format('%.0f', tat), 'PX', math.max(1, math.ceil((tat - now) / 1000)))
+var tokenRefundScript = redis.NewScript(bucketLua + `
+if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
+local now = now_us()
+local tat = load_tat(KEYS[1], now)
+store_tat(KEYS[1], math.floor(tat - tonumber(ARGV[2]) * tonumber(ARGV[1]) + 0.5), now)
 return 1
 `)
 
@@ -88,4 +111,26 @@ end
 return 0
 `)
 
-var allScripts = []*redis.Script{tokenBucketScript, tokenRefundScript, windowRefundScript, guessScript, consumeScript}
+var allScripts = []*redis.Script{tokenBucketScript, tokenRefundScript, windowRefundScript, guessScript, consumeScript, tokenSyncScript}
+
+// tokenSyncScript adds ARGV[3] tokens that an instance already spent on its
+// own (sync mode) to a bucket of capacity ARGV[1] refilling one token every
+// ARGV[2] microseconds, and returns {remaining, reset_after_us}. Unlike
+// tokenBucketScript it never refuses: the tokens are gone. A bucket
+// overspent by the instances goes below zero (remaining < 0) and pays the
+// debt back out of its refill, which is how sync mode corrects itself.
+var tokenSyncScript = redis.NewScript(bucketLua + `
+local capacity = tonumber(ARGV[1])
+local interval = tonumber(ARGV[2])
+local now = now_us()
+local tat = load_tat(KEYS[1], now)
+if tat < now then tat = now end
+tat = math.floor(tat + tonumber(ARGV[3]) * interval + 0.5)
+store_tat(KEYS[1], tat, now)
+return {math.floor((capacity * interval - (tat - now)) / interval + 1e-9), math.ceil(tat - now)}
+`)
+
+// TokenBucketScript is the token bucket script's source, for tools that
+// drive Redis with it directly (cmd/otpguard-load runs redis-benchmark on
+// it, by the SHA otpguard itself uses).
+func TokenBucketScript() (src, sha string) { return tokenBucketSrc, tokenBucketScript.Hash() }

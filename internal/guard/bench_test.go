@@ -1,0 +1,127 @@
+package guard_test
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/otpguard/otpguard/internal/guard"
+	"github.com/otpguard/otpguard/internal/store"
+	"github.com/otpguard/otpguard/internal/store/redistest"
+)
+
+// The cost of one decision of the domain on a real Redis: parsing and
+// validation, the store's round trips, and (for a send) the code's HMAC.
+// Run with
+//
+//	go test -run '^$' -bench . -benchtime 3s ./internal/guard/
+//
+// roundtrips/op counts what the client sent to Redis per decision (a
+// MULTI/EXEC is one), with a go-redis hook; connection set-up is not counted.
+
+// benchStore is a store on a real Redis, its client built as otpguard
+// builds it, with a generous budget so a slow round trip is measured, not
+// turned into an error.
+func benchStore(b *testing.B) (*store.Redis, *redistest.RoundTrips) {
+	b.Helper()
+	tg := redistest.New(b)
+	rdb, err := store.NewRedisClient(store.RedisOptions{URL: tg.URL, Timeout: 5 * time.Second})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { rdb.Close() })
+	s := store.NewRedis(rdb, tg.Prefix)
+	if err := s.LoadScripts(context.Background()); err != nil {
+		b.Fatal(err)
+	}
+	guard.WarmPhoneMetadata()
+	h := &redistest.RoundTrips{}
+	rdb.AddHook(h)
+	return s, h
+}
+
+type noSender struct{}
+
+func (noSender) Send(context.Context, guard.Message) error { return nil }
+
+// BenchmarkOTPSend is one /otp/send decision through guard.OTP.Send: parse
+// the number, one fixed-window round trip per limit (taken one after the
+// other, each its own atomic unit), a new code and its HMAC, one round trip
+// to save it; the sender does nothing. Limits are huge and every iteration
+// sends to a new number, so nothing is ever denied.
+func BenchmarkOTPSend(b *testing.B) {
+	for _, c := range []struct {
+		name     string
+		cooldown time.Duration
+		ip       string
+		want     float64 // round trips: one per limit, one to save the code
+	}{
+		{"per_phone", 0, "", 2},
+		{"per_phone+per_ip", 0, "203.0.113.7", 3},
+		{"cooldown+per_phone+per_ip", 30 * time.Second, "203.0.113.7", 4},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			s, rt := benchStore(b)
+			p := guard.DefaultPolicies()
+			p.FillDefaults()
+			p.OTP.Cooldown = guard.Duration(c.cooldown)
+			p.OTP.PerPhone = guard.Window{Limit: 1_000_000_000, Window: guard.Duration(10 * time.Minute)}
+			p.OTP.PerIP = guard.Window{Limit: 1_000_000_000, Window: guard.Duration(time.Hour)}
+			if err := p.Validate(); err != nil {
+				b.Fatal(err)
+			}
+			otp := guard.NewOTP(guard.OTPOptions{Policy: p.OTP, Counter: s, Codes: s, Sender: noSender{},
+				HMACKey: []byte("0123456789abcdef0123456789abcdef")})
+			ctx := context.Background()
+			i := 0
+			for b.Loop() {
+				if i == 0 {
+					rt.Reset()
+				}
+				req := guard.SendRequest{Phone: fmt.Sprintf("+9198%08d", i), ClientIP: c.ip}
+				if _, err := otp.Send(ctx, req); err != nil {
+					b.Fatalf("send %d (%s): %v", i, req.Phone, err)
+				}
+				i++
+			}
+			rt.Report(b, c.want)
+		})
+	}
+}
+
+// BenchmarkLimiterCheck is one /limits/check decision through
+// guard.Limiter.Check (policy lookup, key and cost validation, the store's
+// one round trip), for one check and for a batch of 10.
+func BenchmarkLimiterCheck(b *testing.B) {
+	for _, batch := range []int{1, 10} {
+		b.Run("batch="+strconv.Itoa(batch), func(b *testing.B) {
+			s, rt := benchStore(b)
+			policies := map[string]guard.LimitPolicy{
+				"api": {Algorithm: guard.TokenBucket, Capacity: 1_000_000_000, RefillPerSecond: 1_000_000, OnStoreError: guard.FailOpen},
+			}
+			l := guard.NewLimiter(policies, s, nil)
+			ctx := context.Background()
+			checks := make([]guard.Check, batch)
+			i := 0
+			for b.Loop() {
+				if i == 0 {
+					rt.Reset()
+				}
+				for j := range checks {
+					checks[j] = guard.Check{Policy: "api", Key: "user:" + strconv.Itoa((i*batch+j)%1000), Cost: 1}
+				}
+				res, err := l.Check(ctx, checks)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if !res.Allowed {
+					b.Fatalf("check %d denied: %+v", i, res)
+				}
+				i++
+			}
+			rt.Report(b, 1)
+		})
+	}
+}
