@@ -31,10 +31,18 @@ type Config struct {
 	LogLevel     string
 	Policies     guard.Policies
 
+	// Instances (OTPGUARD_INSTANCES) fixes N, the live instance count the
+	// split limits divide by; 0 learns it from heartbeats in Redis.
+	Instances int
+
 	// DatabaseURL and DataDir say where the SQL store lives.
 	DatabaseURL string
 	DataDir     string
 	AutoMigrate bool
+	// AuditRetention is how long audit events are kept; DenyListRefresh
+	// how often each instance reloads the deny-list.
+	AuditRetention  time.Duration
+	DenyListRefresh time.Duration
 
 	// Generated is set for secrets made up at start-up in embedded mode.
 	GeneratedAPIKey bool
@@ -77,10 +85,27 @@ func loadConfig(getenv func(string) string) (*Config, error) {
 		},
 	}
 	var err error
-	if c.RedisTimeout, err = durationEnv(getenv, "OTPGUARD_REDIS_TIMEOUT", 10*time.Millisecond); err != nil {
+	// The embedded Redis lives in this process: it cannot be partitioned
+	// away, and a slow call there means a starved CPU, not an outage.
+	redisTimeout := 10 * time.Millisecond
+	if c.Embedded() {
+		redisTimeout = time.Second
+	}
+	if c.RedisTimeout, err = durationEnv(getenv, "OTPGUARD_REDIS_TIMEOUT", redisTimeout); err != nil {
 		errs = append(errs, err)
 	}
+	if v := getenv("OTPGUARD_INSTANCES"); v != "" {
+		if c.Instances, err = strconv.Atoi(v); err != nil {
+			errs = append(errs, fmt.Errorf("OTPGUARD_INSTANCES: %q is not a whole number", v))
+		}
+	}
 	if c.AutoMigrate, err = boolEnv(getenv, "OTPGUARD_AUTO_MIGRATE", true); err != nil {
+		errs = append(errs, err)
+	}
+	if c.AuditRetention, err = durationEnv(getenv, "OTPGUARD_AUDIT_RETENTION", guard.DefaultAuditRetention); err != nil {
+		errs = append(errs, err)
+	}
+	if c.DenyListRefresh, err = durationEnv(getenv, "OTPGUARD_DENYLIST_REFRESH", guard.DefaultDenyRefresh); err != nil {
 		errs = append(errs, err)
 	}
 	hmacKey, err := secret(getenv, "OTPGUARD_HMAC_KEY")
@@ -108,6 +133,9 @@ func (c *Config) Validate() error {
 	if c.RedisTimeout < time.Millisecond || c.RedisTimeout > 10*time.Second {
 		bad("OTPGUARD_REDIS_TIMEOUT: must be between 1ms and 10s, got %s", c.RedisTimeout)
 	}
+	if c.Instances < 0 || c.Instances > 10_000 {
+		bad("OTPGUARD_INSTANCES: must be between 1 and 10000 (or unset: counted by heartbeat), got %d", c.Instances)
+	}
 	if !c.Embedded() {
 		if len(c.APIKeys) == 0 {
 			bad("OTPGUARD_API_KEYS: required when OTPGUARD_REDIS_URL is set (comma-separated bearer keys)")
@@ -115,6 +143,12 @@ func (c *Config) Validate() error {
 		if len(c.HMACKey) == 0 {
 			bad("OTPGUARD_HMAC_KEY: required when OTPGUARD_REDIS_URL is set (every instance must hash codes alike)")
 		}
+	}
+	if c.AuditRetention < time.Hour {
+		bad("OTPGUARD_AUDIT_RETENTION: must be at least 1h, got %s", c.AuditRetention)
+	}
+	if c.DenyListRefresh < 100*time.Millisecond || c.DenyListRefresh > time.Minute {
+		bad("OTPGUARD_DENYLIST_REFRESH: must be between 100ms and 1m, got %s", c.DenyListRefresh)
 	}
 	if len(c.HMACKey) > 0 && len(c.HMACKey) < 32 {
 		bad("OTPGUARD_HMAC_KEY: must be at least 32 bytes, got %d", len(c.HMACKey))

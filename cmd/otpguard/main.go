@@ -4,6 +4,7 @@
 //	otpguard [serve]      serve the API (the default)
 //	otpguard version      print the version
 //	otpguard config check validate the configuration and print the policies
+//	otpguard migrate up|status apply or list the SQL migrations
 package main
 
 import (
@@ -43,6 +44,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	case "version":
 		fmt.Fprintln(stdout, "otpguard", versionString())
 		return nil
+	case "migrate":
+		return migrate(ctx, args[2:], getenv, stdout)
 	case "config":
 		if len(args) < 3 || args[2] != "check" {
 			return fmt.Errorf("usage: otpguard config check")
@@ -60,6 +63,8 @@ const usage = `usage:
   otpguard [serve]        serve the API (configuration: OTPGUARD_* variables, see README)
   otpguard version        print the version
   otpguard config check   validate the configuration and print the effective policies
+  otpguard migrate up     apply pending SQL migrations (OTPGUARD_DATABASE_URL or the SQLite file)
+  otpguard migrate status list the SQL migrations and whether each is applied
 `
 
 func versionString() string {

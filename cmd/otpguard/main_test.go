@@ -23,6 +23,8 @@ type program struct {
 	done  chan error
 	url   string
 	key   string
+	// opsKey is OTPGUARD_OPS_KEYS, or the key embedded mode generated.
+	opsKey string
 }
 
 func env(vars map[string]string) func(string) string {
@@ -66,10 +68,14 @@ func boot(t *testing.T, vars map[string]string) *program {
 		}
 	})
 	p.key = vars["OTPGUARD_API_KEYS"]
+	p.opsKey = vars["OTPGUARD_OPS_KEYS"]
 	for p.url == "" {
 		m := p.next(t)
 		if k, ok := m["api_key"].(string); ok {
 			p.key = k
+		}
+		if k, ok := m["ops_key"].(string); ok {
+			p.opsKey = k
 		}
 		if m["msg"] == "listening" {
 			p.url = m["url"].(string)
@@ -224,5 +230,34 @@ func TestVersionAndUsage(t *testing.T) {
 	}
 	if err := run(context.Background(), []string{"otpguard", "frobnicate"}, env(nil), io.Discard); err == nil || !strings.Contains(err.Error(), "unknown command") {
 		t.Errorf("unknown command: %v", err)
+	}
+}
+
+func TestSyncModeThroughTheBinary(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "p.yaml")
+	os.WriteFile(path, []byte("limits:\n  partner: {algorithm: fixed_window, limit: 100, window: 1m, mode: sync, sync_interval: 50ms}\n"), 0o600)
+	p := boot(t, map[string]string{"OTPGUARD_CONFIG": path})
+	status, body := p.post(t, "/limits/check", `{"policy":"partner","key":"p1","cost":1}`)
+	if status != 200 {
+		t.Fatalf("sync-mode check: %d %v", status, body)
+	}
+	if d := body["decisions"].([]any)[0].(map[string]any); d["mode"] != "sync" {
+		t.Fatalf("decision %v, want mode sync", d)
+	}
+}
+
+// TestStartsWhileRedisIsDown: an instance restarted during an outage comes
+// up and serves each policy by its on_store_error.
+func TestStartsWhileRedisIsDown(t *testing.T) {
+	p := boot(t, map[string]string{
+		"OTPGUARD_REDIS_URL": redistest.RefusedURL(t),
+		"OTPGUARD_API_KEYS":  "e2e-key-0123456789abcdef",
+		"OTPGUARD_HMAC_KEY":  "0123456789abcdef0123456789abcdef",
+	})
+	if status, body := p.post(t, "/limits/check", `{"policy":"default","key":"k"}`); status != 200 {
+		t.Fatalf("open policy without Redis: %d %v, want 200 from the split limit", status, body)
+	}
+	if status, body := p.post(t, "/otp/send", `{"phone":"+919800000000"}`); status != 503 || body["code"] != "store_unavailable" {
+		t.Fatalf("closed OTP without Redis: %d %v, want 503 store_unavailable", status, body)
 	}
 }

@@ -39,6 +39,9 @@ func serve(ctx context.Context, getenv func(string) string, stdout io.Writer) er
 		if err := fillEmbeddedSecrets(cfg, log); err != nil {
 			return err
 		}
+		if err := fillEmbeddedOpsKey(cfg, log); err != nil {
+			return err
+		}
 	}
 	if err := cfg.Validate(); err != nil {
 		return err
@@ -56,23 +59,41 @@ func serve(ctx context.Context, getenv func(string) string, stdout io.Writer) er
 	err = redisStore.LoadScripts(sctx)
 	cancel()
 	if err != nil {
-		return err
+		// Not fatal: a script missing from the cache is sent with EVAL.
+		log.Warn("could not preload the Lua scripts; they load on first use", "err", err)
 	}
 	guard.WarmPhoneMetadata()
+	// Every decision reaches Redis through the Fallback (outage.go).
+	out := newOutage(cfg, rdb, redisStore, metrics, log)
+	stopOutage := out.start(ctx, log)
+	defer stopOutage()
+	ops, err := startOps(ctx, cfg, log, metrics, redisStore)
+	if err != nil {
+		return err
+	}
+	defer ops.Close()
 
 	sender, err := newSender(cfg, stdout)
 	if err != nil {
 		return err
 	}
 	otp := guard.NewOTP(guard.OTPOptions{
-		Policy: cfg.Policies.OTP, Counter: redisStore, Codes: redisStore,
-		Sender: sender, HMACKey: cfg.HMACKey, Logger: log,
+		Policy: cfg.Policies.OTP, Counter: out.fallback, Codes: out.fallback,
+		Sender: sender, HMACKey: cfg.HMACKey, Logger: log, StoreFailedAt: out.fallback.LastFailure,
+		Deny: ops.deny, Events: ops.audit, Blocks: redisStore,
 	})
-	limiter := guard.NewLimiter(cfg.Policies.Limits, redisStore, log)
+	limiter := guard.NewLimiter(cfg.Policies.Limits, out.fallback, log)
+	hot, stopHot := startHotKeys(ctx, cfg.Policies.Limits, redisStore, out.fallback.Instances, metrics, log)
+	defer stopHot()
+	if hot != nil {
+		limiter.WithHotKeys(hot)
+	}
 	handler := httpapi.New(httpapi.Options{
 		OTP: otp, Limiter: limiter, APIKeys: cfg.APIKeys, OpsKeys: cfg.OpsKeys,
 		Logger: log, Metrics: metrics, Spec: api.OpenAPI,
-		Ready: func(ctx context.Context) error { return rdb.Ping(ctx).Err() },
+		Ops: ops.desk, SessionKey: ops.sessionKey,
+		Ready:  func(ctx context.Context) error { return rdb.Ping(ctx).Err() },
+		Status: out.status,
 	})
 	return listenAndServe(ctx, cfg.Addr, handler, log)
 }
@@ -134,11 +155,19 @@ func connectRedis(ctx context.Context, cfg *Config, log *slog.Logger) (*redis.Cl
 	}
 	sctx, cancel := context.WithTimeout(ctx, startupTimeout)
 	defer cancel()
-	if err := store.CheckRedisVersion(sctx, rdb); err != nil {
+	switch err := store.CheckRedisVersion(sctx, rdb); {
+	case errors.Is(err, store.ErrRedisUnreachable):
+		// An instance restarted during an outage must still come up: it
+		// serves by each policy's on_store_error until Redis answers (the
+		// breaker probes it), and checks nothing it cannot reach.
+		log.Error("REDIS UNREACHABLE at start-up: serving by each policy's on_store_error until it answers",
+			"redis", redactURL(cfg.RedisURL), "err", err)
+	case err != nil:
 		rdb.Close()
 		return nil, nil, fmt.Errorf("redis at %s: %w", redactURL(cfg.RedisURL), err)
+	default:
+		log.Info("redis connected", "redis", redactURL(cfg.RedisURL), "timeout", cfg.RedisTimeout.String())
 	}
-	log.Info("redis connected", "redis", redactURL(cfg.RedisURL), "timeout", cfg.RedisTimeout.String())
 	return rdb, func() { rdb.Close() }, nil
 }
 

@@ -23,6 +23,15 @@ type Take struct {
 	Window    time.Duration // fixed window length
 	Rate      float64       // token bucket refill, tokens per second
 	Cost      int64         // 0 peeks
+
+	// What to do when the shared store cannot answer (see Fallback).
+	Policy       string   // the policy it belongs to, for status and logs
+	OnStoreError FailMode // "" is closed
+	LocalLimit   int64    // with FailLocal: this instance's own limit
+	// Fallback is set on a Take handed back to Refund when its Result says
+	// the in-memory fallback decided it: the refund goes back there, not to
+	// the shared store, which never counted it.
+	Fallback bool
 }
 
 // Result is the store's answer to one Take.
@@ -37,6 +46,9 @@ type Result struct {
 	// hit (the counter that denies keeps the attempt), a token bucket spends
 	// only when it allows. Refund gives back what was spent.
 	Spent bool
+	// Fallback says the in-memory fallback decided, not the shared store
+	// (it could not answer): Limit and Remaining are this instance's own.
+	Fallback bool
 }
 
 // Counter is the shared, atomic store of limits. Every Take is one atomic

@@ -29,6 +29,7 @@ type Decision struct {
 	Allowed    bool // what the caller must do: true for a shadow policy
 	WouldAllow bool // what the policy decided, shadow or not
 	Shadow     bool
+	Mode       Mode // sync when decided by this instance's hot-key counters
 	Limit      int64
 	Remaining  int64
 	RetryAfter time.Duration
@@ -57,6 +58,50 @@ type Limiter struct {
 	policies map[string]LimitPolicy
 	counter  Counter
 	log      *slog.Logger
+	hot      *HotKeys // decides sync-mode policies; nil: every check is exact
+}
+
+// WithHotKeys lets sync-mode policies be decided by h.
+func (l *Limiter) WithHotKeys(h *HotKeys) *Limiter {
+	l.hot = h
+	return l
+}
+
+// take decides sync-mode checks locally and sends the others to the store
+// in one round trip; local[i] says which were local.
+func (l *Limiter) take(ctx context.Context, takes []Take, pols []LimitPolicy) ([]Result, []bool, error) {
+	res := make([]Result, len(takes))
+	local := make([]bool, len(takes))
+	var exact []Take
+	var at []int
+	for i, t := range takes {
+		if l.hot != nil && pols[i].Mode == ModeSync {
+			if res[i], local[i] = l.hot.Decide(t, pols[i].SyncInterval.D()); local[i] {
+				continue
+			}
+		}
+		exact = append(exact, t)
+		at = append(at, i)
+	}
+	if len(exact) == 0 {
+		return res, local, nil
+	}
+	got, err := l.counter.Take(ctx, exact)
+	if err == nil && len(got) != len(exact) {
+		err = fmt.Errorf("limits: store answered %d results for %d takes", len(got), len(exact))
+	}
+	if err != nil {
+		for i := range takes { // the batch is refused: give back what was spent here
+			if local[i] && res[i].Spent {
+				l.hot.Refund(takes[i])
+			}
+		}
+		return nil, nil, err
+	}
+	for j, i := range at {
+		res[i] = got[j]
+	}
+	return res, local, nil
 }
 
 // NewLimiter returns a Limiter over validated policies.
@@ -82,10 +127,8 @@ func (l *Limiter) Check(ctx context.Context, checks []Check) (Batch, error) {
 	if err != nil {
 		return Batch{}, err
 	}
-	res, err := l.counter.Take(ctx, takes)
-	if err == nil && len(res) != len(takes) {
-		err = fmt.Errorf("limits: store answered %d results for %d takes", len(res), len(takes))
-	}
+	ctx = withDecision(ctx) // a dead store costs one budget per request
+	res, local, err := l.take(ctx, takes, pols)
 	if err != nil {
 		l.log.ErrorContext(ctx, "limit store failed", "err", err)
 		return Batch{}, storeUnavailable(err, storeRetryAfter)
@@ -98,6 +141,10 @@ func (l *Limiter) Check(ctx context.Context, checks []Check) (Batch, error) {
 			Policy: checks[i].Policy, Key: checks[i].Key,
 			Allowed: r.Allowed || shadow, WouldAllow: r.Allowed, Shadow: shadow,
 			Limit: r.Limit, Remaining: r.Remaining, RetryAfter: r.RetryAfter, ResetAfter: r.ResetAfter,
+			Mode: ModeExact,
+		}
+		if local[i] {
+			b.Decisions[i].Mode = ModeSync
 		}
 		if !r.Allowed && !shadow {
 			b.Allowed = false
@@ -110,7 +157,13 @@ func (l *Limiter) Check(ctx context.Context, checks []Check) (Batch, error) {
 	var refunds []Take
 	for i, r := range res {
 		if r.Spent && (!b.Allowed || !r.Allowed) {
-			refunds = append(refunds, takes[i])
+			if local[i] {
+				l.hot.Refund(takes[i])
+				continue
+			}
+			t := takes[i]
+			t.Fallback = r.Fallback // refunded where it was counted
+			refunds = append(refunds, t)
 		}
 	}
 	if len(refunds) > 0 {
@@ -151,8 +204,12 @@ func (l *Limiter) takes(checks []Check) ([]Take, []LimitPolicy, error) {
 	return takes, pols, nil
 }
 
+// takeFor is the Take of one check. When the store cannot answer, the
+// Fallback decides it by the policy's on_store_error (a batch holding a
+// closed policy is refused whole).
 func takeFor(c Check, p LimitPolicy) Take {
-	t := Take{Key: Key{Space: "lim:" + c.Policy, ID: c.Key}, Algorithm: p.Algorithm, Cost: c.Cost}
+	t := Take{Key: Key{Space: "lim:" + c.Policy, ID: c.Key}, Algorithm: p.Algorithm, Cost: c.Cost,
+		Policy: LimitPolicyName(c.Policy), OnStoreError: p.OnStoreError, LocalLimit: p.LocalLimit}
 	switch p.Algorithm {
 	case TokenBucket:
 		t.Key.Name, t.Limit, t.Rate = "tb", p.Capacity, p.RefillPerSecond

@@ -34,6 +34,10 @@ type OTPOptions struct {
 	Blocks Blocks
 	// Now is the clock for deny-list expiry and block times; time.Now when nil.
 	Now func() time.Time
+	// StoreFailedAt is when the store last failed (Fallback.LastFailure):
+	// stateless codes are accepted only within a code TTL of it. Nil: only
+	// while the store fails.
+	StoreFailedAt func() time.Time
 }
 
 // OTP sends and verifies one-time codes under exact, shared limits.
@@ -49,6 +53,8 @@ type OTP struct {
 	events  EventSink
 	blocks  Blocks
 	now     func() time.Time
+	// storeFailedAt: see OTPOptions.StoreFailedAt.
+	storeFailedAt func() time.Time
 }
 
 // NewOTP returns an OTP service. The policy must have passed Validate.
@@ -71,10 +77,14 @@ func NewOTP(o OTPOptions) *OTP {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
+	if o.StoreFailedAt == nil {
+		o.StoreFailedAt = func() time.Time { return time.Time{} }
+	}
 	return &OTP{
 		policy: o.Policy, counter: o.Counter, codes: o.Codes, sender: o.Sender,
 		hmacKey: o.HMACKey, log: o.Logger, random: o.Random,
 		deny: o.Deny, events: o.Events, blocks: o.Blocks, now: o.Now,
+		storeFailedAt: o.StoreFailedAt,
 	}
 }
 
@@ -107,7 +117,7 @@ func (s *OTP) Send(ctx context.Context, req SendRequest) (SendResult, error) {
 	if err != nil {
 		return SendResult{}, err
 	}
-	res, err := s.send(ctx, phone, ip)
+	res, err := s.send(withDecision(ctx), phone, ip)
 	s.record(ctx, "otp.send", "sent", phone, req.ClientIP, err)
 	return res, err
 }
@@ -121,21 +131,19 @@ func (s *OTP) send(ctx context.Context, phone Phone, ip string) (SendResult, err
 		return SendResult{}, err
 	}
 
-	code, err := s.newCode()
+	code, ttl, saved, err := s.issueCode(ctx, phone)
 	if err != nil {
-		return SendResult{}, fmt.Errorf("otp: new code: %w", err)
-	}
-	ttl := s.policy.CodeTTL.D()
-	if err := s.codes.SaveCode(ctx, phone.E164, s.mac(phone.E164, code), ttl); err != nil {
-		s.log.ErrorContext(ctx, "saving code failed", "phone", MaskPhone(phone.E164), "err", err)
-		return SendResult{}, storeUnavailable(err, storeRetryAfter)
+		return SendResult{}, err
 	}
 	body := strings.ReplaceAll(s.policy.Message, "{code}", code)
 	if err := s.sender.Send(ctx, Message{To: phone.E164, Body: body}); err != nil {
 		// The code was never delivered (as far as we know): do not leave it
-		// guessable. The send limits stay spent.
-		if derr := s.codes.DeleteCode(context.WithoutCancel(ctx), phone.E164); derr != nil {
-			s.log.WarnContext(ctx, "deleting undelivered code failed", "phone", MaskPhone(phone.E164), "err", derr)
+		// guessable. The send limits stay spent. (A stateless code cannot
+		// be taken back; it dies with its step.)
+		if saved {
+			if derr := s.codes.DeleteCode(context.WithoutCancel(ctx), phone.E164); derr != nil {
+				s.log.WarnContext(ctx, "deleting undelivered code failed", "phone", MaskPhone(phone.E164), "err", derr)
+			}
 		}
 		s.log.WarnContext(ctx, "sms not sent", "phone", MaskPhone(phone.E164), "err", err)
 		var e *Error
@@ -154,23 +162,40 @@ type limitedTake struct {
 	what   string
 }
 
+// sendLimits are the limits of one send. When the store cannot answer they
+// fall back by the policy's on_store_error: with local, the cooldown is one
+// send per number per cooldown and the per-number limit is local_limit, on
+// each instance, while the per-IP limit is split (per_ip.limit / N); with
+// open, all three are split; with closed, the send is refused.
 func (s *OTP) sendLimits(phone, ip string) []limitedTake {
+	mode := s.policy.OnStoreError
+	fallback := func(t Take, localLimit int64) Take {
+		t.Policy, t.OnStoreError = OTPPolicyName, mode
+		if mode == FailLocal {
+			t.LocalLimit = localLimit
+		}
+		return t
+	}
 	var ls []limitedTake
 	if cd := s.policy.Cooldown.D(); cd > 0 {
 		ls = append(ls, limitedTake{
-			take:   Take{Key: Key{"otp", phone, "cooldown"}, Algorithm: FixedWindow, Limit: 1, Window: cd, Cost: 1},
+			take:   fallback(Take{Key: Key{"otp", phone, "cooldown"}, Algorithm: FixedWindow, Limit: 1, Window: cd, Cost: 1}, 1),
 			denial: CodeCooldown, what: "a code was sent to this number moments ago",
 		})
 	}
 	ls = append(ls, limitedTake{
-		take: Take{Key: Key{"otp", phone, "sends"}, Algorithm: FixedWindow,
-			Limit: s.policy.PerPhone.Limit, Window: s.policy.PerPhone.Window.D(), Cost: 1},
+		take: fallback(Take{Key: Key{"otp", phone, "sends"}, Algorithm: FixedWindow,
+			Limit: s.policy.PerPhone.Limit, Window: s.policy.PerPhone.Window.D(), Cost: 1}, s.policy.LocalLimit),
 		denial: CodePhoneRateLimited, what: "too many codes were sent to this number",
 	})
 	if ip != "" {
+		t := fallback(Take{Key: Key{"otp:ip", ip, "sends"}, Algorithm: FixedWindow,
+			Limit: s.policy.PerIP.Limit, Window: s.policy.PerIP.Window.D(), Cost: 1}, 0)
+		if mode == FailLocal { // local_limit is per number: an address gets its share
+			t.OnStoreError, t.LocalLimit = FailOpen, 0
+		}
 		ls = append(ls, limitedTake{
-			take: Take{Key: Key{"otp:ip", ip, "sends"}, Algorithm: FixedWindow,
-				Limit: s.policy.PerIP.Limit, Window: s.policy.PerIP.Window.D(), Cost: 1},
+			take:   t,
 			denial: CodeIPRateLimited, what: "too many codes were requested from this address",
 		})
 	}
@@ -194,13 +219,17 @@ func (s *OTP) spend(ctx context.Context, phone Phone, limits []limitedTake) erro
 		}
 		if !res[0].Allowed {
 			s.refund(ctx, passed)
-			if l.take.Key.Space == "otp" { // the number is blocked, not just its address
+			// The number is blocked, not just its address. (Not noted when
+			// the fallback decided: the block index lives in the store.)
+			if l.take.Key.Space == "otp" && !res[0].Fallback {
 				s.noteBlock(ctx, Block{Phone: phone.E164, Country: phone.Region, Reason: l.denial,
 					Count: res[0].Count, Until: s.now().Add(res[0].RetryAfter)})
 			}
 			return &Error{Code: l.denial, Message: l.what, RetryAfter: res[0].RetryAfter}
 		}
-		passed = append(passed, l.take)
+		t := l.take
+		t.Fallback = res[0].Fallback // its refund goes where it was counted
+		passed = append(passed, t)
 	}
 	return nil
 }
@@ -233,7 +262,7 @@ func (s *OTP) Verify(ctx context.Context, req VerifyRequest) (Phone, error) {
 	if err := s.checkCodeFormat(req.Code); err != nil {
 		return Phone{}, err
 	}
-	err = s.verify(ctx, phone, req.Code)
+	err = s.verify(withDecision(ctx), phone, req.Code)
 	s.record(ctx, "otp.verify", "valid", phone, "", err)
 	if err != nil {
 		return Phone{}, err
@@ -244,8 +273,15 @@ func (s *OTP) Verify(ctx context.Context, req VerifyRequest) (Phone, error) {
 func (s *OTP) verify(ctx context.Context, phone Phone, code string) error {
 	g, err := s.codes.GuessCode(ctx, phone.E164)
 	switch {
+	case errors.Is(err, ErrNotFound) && s.statelessCodes() && s.recentOutage(s.now()):
+		// Redis answers again, but a stateless code sent while it did
+		// not may still be alive.
+		return s.verifyStateless(ctx, phone, code)
 	case errors.Is(err, ErrNotFound):
 		return Errorf(CodeNoActiveCode, "no code is waiting for this number (never sent, expired or already used)")
+	case err != nil && s.statelessCodes():
+		s.log.DebugContext(ctx, "reading code failed: checking stateless codes", "phone", MaskPhone(phone.E164), "err", err)
+		return s.verifyStateless(ctx, phone, code)
 	case err != nil:
 		s.log.ErrorContext(ctx, "reading code failed", "phone", MaskPhone(phone.E164), "err", err)
 		return storeUnavailable(err, storeRetryAfter)
@@ -255,6 +291,13 @@ func (s *OTP) verify(ctx context.Context, phone Phone, code string) error {
 			Message: "too many wrong guesses; request a new code", RetryAfter: g.TTL}
 	}
 	if !hmac.Equal(g.MAC, s.mac(phone.E164, code)) {
+		if s.statelessCodes() && s.recentOutage(s.now()) {
+			// The stored code may be one whose save timed out but ran,
+			// while the SMS carried a stateless code. The guess is counted.
+			if k, ok := s.matchStateless(phone.E164, code, s.now()); ok {
+				return s.useStateless(ctx, phone, k)
+			}
+		}
 		left := s.policy.MaxVerifyAttempts - g.Attempts
 		if left == 0 { // this guess locked the code: the number is blocked until it expires
 			s.noteBlock(ctx, Block{Phone: phone.E164, Country: phone.Region, Reason: CodeTooManyAttempts,

@@ -67,7 +67,9 @@ type OTPPolicy struct {
 	// without a country calling code; empty requires international format.
 	DefaultRegion string `yaml:"default_region,omitempty" json:"default_region"`
 	// Message is the SMS text; "{code}" is replaced by the code.
-	Message      string   `yaml:"message" json:"message"`
+	Message string `yaml:"message" json:"message"`
+	// Mode exists to be refused: OTP limits are always exact.
+	Mode         Mode     `yaml:"mode,omitempty" json:"mode,omitempty"`
 	OnStoreError FailMode `yaml:"on_store_error" json:"on_store_error"`
 	// LocalLimit is the per-instance send limit per number and window
 	// when OnStoreError is "local".
@@ -87,7 +89,26 @@ type LimitPolicy struct {
 	Shadow       bool     `yaml:"shadow" json:"shadow"`
 	OnStoreError FailMode `yaml:"on_store_error" json:"on_store_error"`
 	LocalLimit   int64    `yaml:"local_limit,omitempty" json:"local_limit,omitempty"`
+
+	// Mode "sync" counts locally and syncs every SyncInterval (hot keys);
+	// "exact" (the default) asks Redis on every check.
+	Mode         Mode     `yaml:"mode,omitempty" json:"mode,omitempty"`
+	SyncInterval Duration `yaml:"sync_interval,omitempty" json:"sync_interval,omitempty"`
+	// Exact forbids sync mode on this policy, as a guard against a later edit.
+	Exact bool `yaml:"exact,omitempty" json:"exact,omitempty"`
 }
+
+// Mode says where a limit policy's decisions are taken.
+type Mode string
+
+// The modes of a limit policy.
+const (
+	ModeExact Mode = "exact" // every check is one atomic step in Redis
+	ModeSync  Mode = "sync"  // local counters with periodic sync
+)
+
+// DefaultSyncInterval is a sync-mode policy's interval when it names none.
+const DefaultSyncInterval = time.Second
 
 // Max is the most a policy lets through at once: the bucket's capacity or
 // the window's limit.
@@ -172,6 +193,9 @@ func (p *Policies) Validate() error {
 		bad("otp.message", "must be at most 300 characters")
 	}
 	validateFailMode("otp", o.OnStoreError, o.LocalLimit, bad)
+	if o.Mode != "" && o.Mode != ModeExact {
+		bad("otp.mode", "OTP limits are always exact: sync mode would let codes through past the limit")
+	}
 
 	for _, name := range p.LimitNames() {
 		l := p.Limits[name]
@@ -201,6 +225,21 @@ func (p *Policies) Validate() error {
 			bad(field+".algorithm", "must be token_bucket or fixed_window, got %q", l.Algorithm)
 		}
 		validateFailMode(field, l.OnStoreError, l.LocalLimit, bad)
+		switch l.Mode {
+		case "", ModeExact:
+			if l.SyncInterval != 0 {
+				bad(field+".sync_interval", "only applies with mode: sync")
+			}
+		case ModeSync:
+			if l.Exact {
+				bad(field+".mode", "sync mode is refused on a policy marked exact: true")
+			}
+			if l.SyncInterval.D() < 10*time.Millisecond || l.SyncInterval.D() > time.Minute {
+				bad(field+".sync_interval", "must be between 10ms and 1m, got %s", l.SyncInterval.D())
+			}
+		default:
+			bad(field+".mode", "must be exact or sync, got %q", l.Mode)
+		}
 	}
 	return errors.Join(errs...)
 }
@@ -254,7 +293,10 @@ func (p *Policies) FillDefaults() {
 	for name, l := range p.Limits {
 		if l.OnStoreError == "" {
 			l.OnStoreError = FailOpen
-			p.Limits[name] = l
 		}
+		if l.Mode == ModeSync && l.SyncInterval == 0 {
+			l.SyncInterval = Duration(DefaultSyncInterval)
+		}
+		p.Limits[name] = l
 	}
 }

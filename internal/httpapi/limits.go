@@ -27,6 +27,7 @@ type checkRequest struct {
 type decisionJSON struct {
 	Policy       string `json:"policy"`
 	Key          string `json:"key"`
+	Mode         string `json:"mode"`
 	Allowed      bool   `json:"allowed"`
 	Shadow       bool   `json:"shadow,omitempty"`
 	WouldAllow   *bool  `json:"would_allow,omitempty"`
@@ -73,7 +74,7 @@ func (s *Server) checkLimits(c echo.Context) error {
 	resp := checkResponse{Allowed: batch.Allowed, Decisions: make([]decisionJSON, len(batch.Decisions))}
 	for i, d := range batch.Decisions {
 		resp.Decisions[i] = decisionJSON{
-			Policy: d.Policy, Key: d.Key, Allowed: d.Allowed, Shadow: d.Shadow,
+			Policy: d.Policy, Key: d.Key, Mode: string(d.Mode), Allowed: d.Allowed, Shadow: d.Shadow,
 			Limit: d.Limit, Remaining: d.Remaining,
 			RetryAfterMs: ceilMs(d.RetryAfter), ResetAfterMs: ceilMs(d.ResetAfter),
 		}

@@ -35,6 +35,14 @@ type Options struct {
 	Ready func(ctx context.Context) error
 	// Spec is api/openapi.yaml, served at GET /openapi.yaml.
 	Spec []byte
+	// Status reports the shared store's health (GET /readyz, GET
+	// /ops/status); nil: /readyz only pings, /ops/status is 404.
+	Status func() StoreStatus
+	// Ops is the ops desk behind /ops; nil answers /ops/* with 503.
+	Ops *guard.Ops
+	// SessionKey signs ops sessions; every instance needs the same one.
+	// Empty: a random key, so sessions work on this instance only.
+	SessionKey []byte
 }
 
 // Server is otpguard's HTTP handler.
@@ -46,6 +54,11 @@ type Server struct {
 	metrics *Metrics
 	ready   func(ctx context.Context) error
 	spec    []byte
+	status  func() StoreStatus // status.go
+
+	// The ops desk and its sign-in (ops_auth.go).
+	ops      *guard.Ops
+	sessions sessions
 }
 
 // New builds the server and registers every route.
@@ -58,7 +71,8 @@ func New(o Options) *Server {
 	}
 	s := &Server{
 		echo: echo.New(), otp: o.OTP, limiter: o.Limiter, log: o.Logger,
-		metrics: o.Metrics, ready: o.Ready, spec: o.Spec,
+		metrics: o.Metrics, ready: o.Ready, spec: o.Spec, status: o.Status,
+		ops: o.Ops, sessions: newSessions(o.SessionKey, newKeyring(o.OpsKeys)),
 	}
 	s.echo.HideBanner = true
 	s.echo.HidePort = true
@@ -92,6 +106,26 @@ func (s *Server) routes(apiKeys, opsKeys keyring) {
 	e.POST("/otp/send", s.sendOTP, api)
 	e.POST("/otp/verify", s.verifyOTP, api)
 	e.POST("/limits/check", s.checkLimits, api)
+
+	// Ops: an ops key (bearer) or an ops session; an API key is 403. The
+	// page and its forms send the signed-out to /ops/login; the JSON API
+	// answers them 401. See ops_auth.go.
+	ops, page := s.requireOps(apiKeys, opsKeys, false), s.requireOps(apiKeys, opsKeys, true)
+	e.GET("/ops/login", s.loginForm)
+	e.POST("/ops/login", s.login(apiKeys, opsKeys))
+	e.POST("/ops/logout", s.logout, page)
+	e.GET("/ops", s.opsPage, page)
+	e.POST("/ops/actions/unblock", s.formUnblock, page)
+	e.POST("/ops/actions/deny", s.formDeny, page)
+	e.POST("/ops/actions/undeny", s.formUndeny, page)
+	e.GET("/ops/blocked", s.listBlocked, ops)
+	e.DELETE("/ops/blocked/:phone", s.unblock, ops)
+	e.GET("/ops/denylist", s.listDeny, ops)
+	e.POST("/ops/denylist", s.addDeny, ops)
+	e.DELETE("/ops/denylist/:id", s.removeDeny, ops)
+	e.GET("/ops/events", s.listEvents, ops)
+	// Works without the ops desk (it reads no SQL): ops key only.
+	e.GET("/ops/status", s.opsStatus, requireKey(opsKeys, apiKeys, "ops key"))
 }
 
 // requestLog writes one structured line per request: method, route,
@@ -128,7 +162,7 @@ func (s *Server) readyz(c echo.Context) error {
 			return &guard.Error{Code: guard.CodeStoreUnavailable, Message: "the limit store does not answer", Err: err, RetryAfter: 5 * time.Second}
 		}
 	}
-	return c.JSON(http.StatusOK, map[string]string{"status": "ready"})
+	return c.JSON(http.StatusOK, s.readyBody())
 }
 
 // openapi: GET /openapi.yaml. The HTTP contract.

@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -30,7 +31,43 @@ func NewRedisClient(o RedisOptions) (*redis.Client, error) {
 	if o.PoolSize > 0 {
 		opt.PoolSize = o.PoolSize
 	}
-	return redis.NewClient(opt), nil
+	rdb := redis.NewClient(opt)
+	rdb.AddHook(budgetHook(o.Timeout))
+	return rdb, nil
+}
+
+// budgetHook gives every call whose context has no deadline one of budget,
+// for the whole call. The per-step timeouts alone do not add up to it: a
+// transaction on a fresh connection pays the dial, the handshake (HELLO)
+// and the command, each with its own ReadTimeout (measured: two budgets
+// against a black-holed Redis). With ContextTimeoutEnabled, go-redis holds
+// every step to the context's deadline. A caller that set its own deadline
+// (start-up, the heartbeat) keeps it; each step is still held to the budget.
+type budgetHook time.Duration
+
+func (h budgetHook) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h budgetHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		ctx, cancel := h.bound(ctx)
+		defer cancel()
+		return next(ctx, cmd)
+	}
+}
+
+func (h budgetHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		ctx, cancel := h.bound(ctx)
+		defer cancel()
+		return next(ctx, cmds)
+	}
+}
+
+func (h budgetHook) bound(ctx context.Context) (context.Context, context.CancelFunc) {
+	if _, ok := ctx.Deadline(); ok || h <= 0 {
+		return ctx, func() {}
+	}
+	return context.WithTimeout(ctx, time.Duration(h))
 }
 
 func applyTimeouts(opt *redis.Options, budget time.Duration) {
@@ -45,12 +82,16 @@ func applyTimeouts(opt *redis.Options, budget time.Duration) {
 	opt.DisableIdentity = true
 }
 
+// ErrRedisUnreachable marks a start-up check that could not reach Redis at
+// all, as opposed to a Redis that answered and is unfit.
+var ErrRedisUnreachable = errors.New("redis did not answer")
+
 // CheckRedisVersion refuses a server older than 7: EXPIRE ... NX, which the
 // fixed windows rely on, arrived in Redis 7.0.
 func CheckRedisVersion(ctx context.Context, rdb *redis.Client) error {
 	info, err := rdb.Info(ctx, "server").Result()
 	if err != nil {
-		return fmt.Errorf("store: redis info: %w", err)
+		return fmt.Errorf("store: redis info: %w: %w", ErrRedisUnreachable, err)
 	}
 	version, major, err := RedisVersion(info)
 	if err != nil {

@@ -1,0 +1,230 @@
+package guard
+
+import (
+	"context"
+	"log/slog"
+	"sync/atomic"
+	"time"
+)
+
+// Defaults of an AuditQueue.
+const (
+	DefaultAuditQueueSize = 10000
+	DefaultAuditBatch     = 500
+	// DefaultAuditRetention is how long events are kept: 30 days.
+	DefaultAuditRetention = 30 * 24 * time.Hour
+)
+
+// Timing of the writer. The write timeout bounds one batch so a hung
+// database turns into a retry, never a stuck writer; the back-off grows
+// from auditRetryMin to auditRetryMax while the database stays down.
+const (
+	auditWriteTimeout = 5 * time.Second
+	auditRetryMin     = 100 * time.Millisecond
+	auditRetryMax     = 5 * time.Second
+)
+
+// AuditQueueOptions tune an AuditQueue.
+type AuditQueueOptions struct {
+	Size   int // events waiting at most; DefaultAuditQueueSize when 0
+	Batch  int // events per write at most; DefaultAuditBatch when 0
+	Logger *slog.Logger
+	// OnDrop, when set, is told of every event lost to a full queue.
+	OnDrop func()
+	// OnWrite, when set, is told of every batch written.
+	OnWrite func(n int)
+}
+
+// AuditQueue takes audit events off the request path: Record puts an event
+// in a bounded queue and returns at once; Run writes batches to the
+// AuditLog. While the database is down the events wait, and the batch in
+// hand is retried with back-off until it returns. A full queue drops the
+// new event, counts it (OnDrop) and logs it once per overflow. It
+// implements EventSink.
+type AuditQueue struct {
+	log     AuditLog
+	ch      chan Event
+	batch   int
+	logger  *slog.Logger
+	onDrop  func()
+	onWrite func(int)
+
+	dropped    atomic.Int64
+	overflowed atomic.Bool // an overflow was logged and has not ended yet
+
+	// pending is the batch the writer holds (taken from ch, not yet
+	// written). Only the writer touches it and failing: Run, then Close,
+	// never both at once. inHand mirrors len(pending) for Len.
+	pending []Event
+	failing bool
+	inHand  atomic.Int64
+}
+
+var _ EventSink = (*AuditQueue)(nil)
+
+// NewAuditQueue returns a queue writing to log. Start Run in a goroutine.
+func NewAuditQueue(log AuditLog, o AuditQueueOptions) *AuditQueue {
+	if o.Size <= 0 {
+		o.Size = DefaultAuditQueueSize
+	}
+	if o.Batch <= 0 {
+		o.Batch = DefaultAuditBatch
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.OnDrop == nil {
+		o.OnDrop = func() {}
+	}
+	if o.OnWrite == nil {
+		o.OnWrite = func(int) {}
+	}
+	return &AuditQueue{
+		log: log, ch: make(chan Event, o.Size), batch: o.Batch,
+		logger: o.Logger, onDrop: o.OnDrop, onWrite: o.OnWrite,
+	}
+}
+
+// Record queues e without blocking. A zero At becomes now, so that an event
+// written late still says when it happened.
+func (q *AuditQueue) Record(e Event) {
+	if e.At.IsZero() {
+		e.At = time.Now()
+	}
+	select {
+	case q.ch <- e:
+	default:
+		q.dropped.Add(1)
+		q.onDrop()
+		if q.overflowed.CompareAndSwap(false, true) {
+			q.logger.Error("audit queue is full: dropping audit events until the database catches up",
+				"capacity", cap(q.ch), "dropped_total", q.dropped.Load())
+		}
+	}
+}
+
+// Len is the number of events waiting, the batch in hand included.
+func (q *AuditQueue) Len() int {
+	return len(q.ch) + int(q.inHand.Load())
+}
+
+// Dropped is the number of events lost to a full queue since start.
+func (q *AuditQueue) Dropped() int64 { return q.dropped.Load() }
+
+// Run writes queued events until ctx is cancelled. Call Close afterwards
+// to write what is left.
+func (q *AuditQueue) Run(ctx context.Context) {
+	backoff := auditRetryMin
+	for {
+		if len(q.pending) == 0 {
+			select {
+			case <-ctx.Done():
+				return
+			case e := <-q.ch:
+				q.pending = append(q.pending, e)
+			}
+		}
+		// A write under way at shutdown finishes (within its own timeout).
+		if err := q.writeOnce(context.WithoutCancel(ctx)); err != nil {
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(backoff):
+			}
+			backoff = min(2*backoff, auditRetryMax)
+			continue
+		}
+		backoff = auditRetryMin
+	}
+}
+
+// writeOnce tops the batch in hand up from the queue and writes it. On
+// failure the batch stays in hand for the next try. A write whose commit
+// timed out may have landed, so a retry can store an event twice: for an
+// audit trail a duplicate is better than a loss.
+func (q *AuditQueue) writeOnce(ctx context.Context) error {
+	defer func() { q.inHand.Store(int64(len(q.pending))) }()
+fill:
+	for len(q.pending) < q.batch {
+		select {
+		case e := <-q.ch:
+			q.pending = append(q.pending, e)
+		default:
+			break fill
+		}
+	}
+	if len(q.pending) == 0 {
+		return nil
+	}
+	wctx, cancel := context.WithTimeout(ctx, auditWriteTimeout)
+	defer cancel()
+	if err := q.log.WriteEvents(wctx, q.pending); err != nil {
+		if !q.failing {
+			q.failing = true
+			q.logger.Warn("writing audit events failed; they wait in the queue and are retried",
+				"waiting", len(q.ch)+len(q.pending), "err", err)
+		}
+		return err
+	}
+	n := len(q.pending)
+	q.onWrite(n)
+	q.pending = q.pending[:0]
+	if q.failing {
+		q.failing = false
+		q.logger.Info("audit events are written again", "waiting", len(q.ch))
+	}
+	if q.overflowed.Load() && len(q.ch) < cap(q.ch)/2 {
+		q.overflowed.Store(false)
+		q.logger.Info("audit queue has room again", "dropped_total", q.dropped.Load())
+	}
+	return nil
+}
+
+// Close writes every event still waiting, retrying until ctx ends; what is
+// left then is lost, and logged. Call it after Run has returned.
+func (q *AuditQueue) Close(ctx context.Context) {
+	backoff := auditRetryMin
+	for q.Len() > 0 {
+		if err := q.writeOnce(ctx); err == nil {
+			continue
+		}
+		select {
+		case <-ctx.Done():
+			q.logger.Error("audit events lost at shutdown: the database did not take them in time", "lost", q.Len())
+			return
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, auditRetryMax)
+	}
+}
+
+// RunRetention deletes events older than retention now and then every
+// interval, until ctx is cancelled.
+func RunRetention(ctx context.Context, log AuditLog, retention, interval time.Duration, logger *slog.Logger) {
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	prune := func() {
+		pctx, cancel := context.WithTimeout(ctx, time.Minute)
+		defer cancel()
+		before := time.Now().Add(-retention)
+		n, err := log.PruneEvents(pctx, before)
+		switch {
+		case err != nil:
+			logger.Warn("audit retention failed; it runs again later", "deleted", n, "err", err)
+		case n > 0:
+			logger.Info("audit retention deleted old events", "deleted", n, "before", before.UTC())
+		}
+	}
+	prune()
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			prune()
+		}
+	}
+}

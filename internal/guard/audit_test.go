@@ -1,0 +1,208 @@
+package guard_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/otpguard/otpguard/internal/guard"
+)
+
+// fakeAudit is a guard.AuditLog whose WriteEvents fails while down is set.
+type fakeAudit struct {
+	mu      sync.Mutex
+	down    bool
+	written []guard.Event
+	batches int
+	fails   int
+	pruned  []time.Time
+	list    func(f guard.EventFilter) ([]guard.Event, error)
+}
+
+func (f *fakeAudit) WriteEvents(_ context.Context, events []guard.Event) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.down {
+		f.fails++
+		return errors.New("database down")
+	}
+	f.written = append(f.written, events...)
+	f.batches++
+	return nil
+}
+
+func (f *fakeAudit) ListEvents(_ context.Context, filter guard.EventFilter) ([]guard.Event, error) {
+	return f.list(filter)
+}
+
+func (f *fakeAudit) PruneEvents(_ context.Context, before time.Time) (int64, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.pruned = append(f.pruned, before)
+	return 0, nil
+}
+
+func (f *fakeAudit) setDown(down bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.down = down
+}
+
+func (f *fakeAudit) snapshot() (written []guard.Event, fails int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]guard.Event(nil), f.written...), f.fails
+}
+
+// runQueue runs q until the test ends, then closes it.
+func runQueue(t *testing.T, q *guard.AuditQueue) (stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); q.Run(ctx) }()
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			cancel()
+			<-done
+			cctx, ccancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer ccancel()
+			q.Close(cctx)
+		})
+	}
+	t.Cleanup(stop)
+	return stop
+}
+
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func auditEvent(i int) guard.Event {
+	return guard.Event{Action: "otp.send", Outcome: "sent", Detail: fmt.Sprint(i)}
+}
+
+func TestAuditQueueWritesInBatches(t *testing.T) {
+	log := &fakeAudit{}
+	q := guard.NewAuditQueue(log, guard.AuditQueueOptions{Batch: 10})
+	for i := range 95 {
+		q.Record(auditEvent(i))
+	}
+	runQueue(t, q)
+	eventually(t, "95 events written", func() bool { w, _ := log.snapshot(); return len(w) == 95 })
+	w, _ := log.snapshot()
+	for i, e := range w {
+		if e.Detail != fmt.Sprint(i) {
+			t.Fatalf("event %d: got %q, want them in the order recorded", i, e.Detail)
+		}
+		if e.At.IsZero() {
+			t.Fatalf("event %d has no time: Record must stamp it", i)
+		}
+	}
+	if log.batches < 10 {
+		t.Errorf("95 events in %d batches of at most 10", log.batches)
+	}
+}
+
+// TestAuditQueueWaitsForDatabase: while the database is down, Record
+// returns at once and the events wait; when it returns, all are written.
+func TestAuditQueueWaitsForDatabase(t *testing.T) {
+	log := &fakeAudit{down: true}
+	q := guard.NewAuditQueue(log, guard.AuditQueueOptions{})
+	runQueue(t, q)
+	start := time.Now()
+	for i := range 1000 {
+		q.Record(auditEvent(i))
+	}
+	if d := time.Since(start); d > time.Second {
+		t.Errorf("1000 Records with the database down took %s: Record must not wait", d)
+	}
+	eventually(t, "a failed write", func() bool { _, f := log.snapshot(); return f >= 2 })
+	if w, _ := log.snapshot(); len(w) != 0 {
+		t.Fatalf("written while down: %d", len(w))
+	}
+	if got := q.Len(); got != 1000 {
+		t.Errorf("Len while down: got %d, want 1000", got)
+	}
+	log.setDown(false)
+	eventually(t, "1000 events written after the database returned", func() bool { w, _ := log.snapshot(); return len(w) == 1000 })
+	if q.Dropped() != 0 {
+		t.Errorf("Dropped: got %d, want 0", q.Dropped())
+	}
+}
+
+func TestAuditQueueOverflowIsCountedAndLoggedOnce(t *testing.T) {
+	var logs bytes.Buffer
+	logger := slog.New(slog.NewTextHandler(&logs, nil))
+	log := &fakeAudit{down: true}
+	drops := 0
+	q := guard.NewAuditQueue(log, guard.AuditQueueOptions{Size: 5, Logger: logger, OnDrop: func() { drops++ }})
+	for i := range 12 { // no writer running: the queue holds 5
+		q.Record(auditEvent(i))
+	}
+	if q.Dropped() != 7 || drops != 7 {
+		t.Errorf("dropped: got %d (OnDrop %d), want 7", q.Dropped(), drops)
+	}
+	if n := strings.Count(logs.String(), "audit queue is full"); n != 1 {
+		t.Errorf("overflow logged %d times, want once:\n%s", n, logs.String())
+	}
+	log.setDown(false)
+	runQueue(t, q)
+	eventually(t, "the 5 queued events written", func() bool { w, _ := log.snapshot(); return len(w) == 5 })
+}
+
+func TestAuditQueueCloseFlushes(t *testing.T) {
+	log := &fakeAudit{}
+	q := guard.NewAuditQueue(log, guard.AuditQueueOptions{})
+	stop := runQueue(t, q)
+	stop() // Run has returned; Close must write what is recorded next
+	for i := range 3 {
+		q.Record(auditEvent(i))
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	q.Close(ctx)
+	if w, _ := log.snapshot(); len(w) != 3 {
+		t.Errorf("after Close: %d written, want 3", len(w))
+	}
+}
+
+func TestAuditQueueCloseGivesUpInTime(t *testing.T) {
+	log := &fakeAudit{down: true}
+	q := guard.NewAuditQueue(log, guard.AuditQueueOptions{})
+	q.Record(auditEvent(1))
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	q.Close(ctx)
+	if d := time.Since(start); d > 3*time.Second {
+		t.Errorf("Close with the database down took %s, want about its 300ms deadline", d)
+	}
+}
+
+func TestRunRetention(t *testing.T) {
+	log := &fakeAudit{}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); guard.RunRetention(ctx, log, 24*time.Hour, 20*time.Millisecond, nil) }()
+	eventually(t, "3 prunes", func() bool { log.mu.Lock(); defer log.mu.Unlock(); return len(log.pruned) >= 3 })
+	cancel()
+	<-done
+	log.mu.Lock()
+	defer log.mu.Unlock()
+	if d := time.Since(log.pruned[0]); d < 24*time.Hour || d > 24*time.Hour+time.Minute {
+		t.Errorf("first prune deleted before %s ago, want 24h", d)
+	}
+}

@@ -1,0 +1,454 @@
+package guard
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/sony/gobreaker/v2"
+)
+
+// ErrStoreDown is the cause of a store call the Fallback did not make: the
+// breaker is open, or the store already failed within the same decision.
+var ErrStoreDown = errors.New("the shared store is unavailable")
+
+// BreakerOptions tune when the Fallback stops waiting on the store. The
+// zero value means the defaults in the README ("When Redis is down").
+type BreakerOptions struct {
+	// Failures in a row that open the breaker (default 5).
+	Failures int
+	// Or: at least MinRequests calls in Window of which at least
+	// FailureRatio failed (defaults 20 and 0.5): a flapping store opens it
+	// too, one slow call never does.
+	MinRequests  int
+	FailureRatio float64
+	Window       time.Duration // rolling, in one-second buckets (default 10s)
+	// OpenFor is how long the breaker stays open before one probe call may
+	// go to the store again (default 1s). The probe's success closes it.
+	OpenFor time.Duration
+}
+
+func (b BreakerOptions) withDefaults() BreakerOptions {
+	if b.Failures <= 0 {
+		b.Failures = 5
+	}
+	if b.MinRequests <= 0 {
+		b.MinRequests = 20
+	}
+	if b.FailureRatio <= 0 || b.FailureRatio > 1 {
+		b.FailureRatio = 0.5
+	}
+	if b.Window <= 0 {
+		b.Window = 10 * time.Second
+	}
+	if b.OpenFor <= 0 {
+		b.OpenFor = time.Second
+	}
+	return b
+}
+
+// FallbackOptions are the dependencies and settings of a Fallback.
+type FallbackOptions struct {
+	Counter Counter
+	Codes   Codes // may be nil when only the Counter is used
+	// Budget bounds every store call (OTPGUARD_REDIS_TIMEOUT). The store's
+	// client must hold the same bound on its own (dial, pool, read, write);
+	// this deadline covers the sum. 0 leaves it to the client.
+	Budget time.Duration
+	// Instances returns the number of live instances that share the
+	// policies' limits, for the split limit of "open"; nil means 1.
+	Instances func() int
+	Breaker   BreakerOptions
+	// LocalKeys bounds the in-memory limiter (DefaultLocalKeys when 0).
+	LocalKeys int
+	// Policies, when given, are listed by Status before their first decision.
+	Policies *Policies
+	Logger   *slog.Logger
+	Now      func() time.Time // time.Now when nil
+}
+
+// Fallback is a Counter and Codes that wraps the shared store with a time
+// budget and a breaker, and decides from memory, per each Take's policy
+// (OnStoreError), when the store cannot answer:
+//
+//   - closed (and ""): the call fails; the caller answers 503.
+//   - local: a strict limit of LocalLimit per key on this instance.
+//   - open: the split limit, the policy's limit divided by the live
+//     instances (rounded down, at least 1), on this instance.
+//
+// A call that timed out may still have counted in the store: it is never
+// retried; its decision is taken by the fallback, as unknown.
+type Fallback struct {
+	counter   Counter
+	codes     Codes
+	budget    time.Duration
+	instances func() int
+	breaker   *gobreaker.TwoStepCircuitBreaker[struct{}]
+	local     *localLimits
+	log       *slog.Logger
+	now       func() time.Time
+
+	lastFailure atomic.Int64 // unix nanoseconds of the last failed store call
+
+	mu       sync.RWMutex
+	policies map[string]*policyState
+}
+
+type policyState struct {
+	mode       FailMode
+	inFallback bool
+	since      time.Time
+	fallbacks  int64
+}
+
+// NewFallback returns a Fallback over o.Counter (and o.Codes).
+func NewFallback(o FallbackOptions) *Fallback {
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.Instances == nil {
+		o.Instances = func() int { return 1 }
+	}
+	f := &Fallback{
+		counter: o.Counter, codes: o.Codes, budget: o.Budget, instances: o.Instances,
+		local: newLocalLimits(o.LocalKeys), log: o.Logger, now: o.Now,
+		policies: map[string]*policyState{},
+	}
+	if o.Policies != nil {
+		f.policies[OTPPolicyName] = &policyState{mode: o.Policies.OTP.OnStoreError}
+		for name, p := range o.Policies.Limits {
+			f.policies[LimitPolicyName(name)] = &policyState{mode: p.OnStoreError}
+		}
+	}
+	b := o.Breaker.withDefaults()
+	f.breaker = gobreaker.NewTwoStepCircuitBreaker[struct{}](gobreaker.Settings{
+		Name:         "redis",
+		MaxRequests:  1,
+		Interval:     b.Window,
+		BucketPeriod: time.Second,
+		Timeout:      b.OpenFor,
+		ReadyToTrip: func(c gobreaker.Counts) bool {
+			return c.ConsecutiveFailures >= uint32(b.Failures) ||
+				(c.Requests >= uint32(b.MinRequests) && float64(c.TotalFailures) >= b.FailureRatio*float64(c.Requests))
+		},
+		// Called under the breaker's lock, once per change: log, nothing more.
+		OnStateChange: func(_ string, from, to gobreaker.State) {
+			switch to {
+			case gobreaker.StateOpen:
+				f.log.Warn("redis breaker open: decisions go to the fallback without waiting on Redis",
+					"from", from.String(), "probe_in", b.OpenFor.String())
+			case gobreaker.StateHalfOpen:
+				f.log.Info("redis breaker half-open: probing Redis")
+			case gobreaker.StateClosed:
+				f.log.Info("redis breaker closed: Redis answers again, limits are shared and exact")
+				f.leaveFallback()
+			}
+		},
+		IsSuccessful: func(err error) bool { return err == nil || errors.Is(err, ErrNotFound) },
+		// A caller that went away says nothing about Redis.
+		IsExcluded: func(err error) bool { return errors.Is(err, context.Canceled) },
+	})
+	return f
+}
+
+// OTPPolicyName is the name the OTP policy goes by in Take.Policy and in
+// Status.
+const OTPPolicyName = "otp"
+
+// LimitPolicyName is the name a limit policy goes by in Take.Policy and in
+// Status: "limits." and its name, as in the policy file.
+func LimitPolicyName(name string) string { return "limits." + name }
+
+// decision marks a context as one decision (a request): once the store has
+// failed within it, the rest of the decision does not wait on the store
+// again, so a decision waits at most one budget on a dead store.
+type decision struct{ failed atomic.Bool }
+
+type decisionKey struct{}
+
+func withDecision(ctx context.Context) context.Context {
+	if _, ok := ctx.Value(decisionKey{}).(*decision); ok {
+		return ctx
+	}
+	return context.WithValue(ctx, decisionKey{}, &decision{})
+}
+
+// call makes one store call through the breaker, within the budget.
+func (f *Fallback) call(ctx context.Context, fn func(ctx context.Context) error) error {
+	d, _ := ctx.Value(decisionKey{}).(*decision)
+	if d != nil && d.failed.Load() {
+		return fmt.Errorf("guard: store failed earlier in this decision: %w", ErrStoreDown)
+	}
+	done, err := f.breaker.Allow()
+	if err != nil {
+		f.failed()
+		return fmt.Errorf("guard: redis breaker %s: %w (%w)", f.breaker.State(), ErrStoreDown, err)
+	}
+	cctx, cancel := ctx, context.CancelFunc(func() {})
+	if f.budget > 0 {
+		cctx, cancel = context.WithTimeout(ctx, f.budget)
+	}
+	err = fn(cctx)
+	cancel()
+	if err != nil && errors.Is(ctx.Err(), context.Canceled) {
+		// The caller gave up: that says nothing about the store.
+		err = errors.Join(err, ctx.Err())
+		done(err)
+		return err
+	}
+	done(err)
+	if err != nil && !errors.Is(err, ErrNotFound) {
+		if d != nil {
+			d.failed.Store(true)
+		}
+		f.failed()
+	}
+	return err
+}
+
+func (f *Fallback) failed() { f.lastFailure.Store(f.now().UnixNano()) }
+
+// Observe takes the result of a call made outside the Fallback (the
+// heartbeat), so LastFailure sees an outage even with no traffic.
+func (f *Fallback) Observe(err error) {
+	if err != nil {
+		f.failed()
+	}
+}
+
+// LastFailure is when a store call last failed (zero: never).
+func (f *Fallback) LastFailure() time.Time {
+	n := f.lastFailure.Load()
+	if n == 0 {
+		return time.Time{}
+	}
+	return time.Unix(0, n)
+}
+
+// Take asks the store; when it cannot answer, it decides every take from
+// memory by its policy's mode, or fails the whole call if any take's mode
+// is closed.
+func (f *Fallback) Take(ctx context.Context, takes []Take) ([]Result, error) {
+	var res []Result
+	err := f.call(ctx, func(ctx context.Context) error {
+		var err error
+		res, err = f.counter.Take(ctx, takes)
+		if err == nil && len(res) != len(takes) {
+			err = fmt.Errorf("guard: store answered %d results for %d takes", len(res), len(takes))
+		}
+		return err
+	})
+	if err == nil {
+		f.note(takes, false)
+		return res, nil
+	}
+	f.note(takes, true)
+	if errors.Is(err, context.Canceled) && ctx.Err() != nil {
+		return nil, err
+	}
+	for _, t := range takes {
+		if mode(t) == FailClosed {
+			return nil, err
+		}
+	}
+	now := f.now()
+	res = make([]Result, len(takes))
+	for i, t := range takes {
+		limit, rate := f.localLimit(t)
+		res[i] = f.local.take(t, limit, rate, now)
+	}
+	return res, nil
+}
+
+// Refund gives back to memory what the fallback decided, and to the store
+// what the store did.
+func (f *Fallback) Refund(ctx context.Context, takes []Take) error {
+	var shared []Take
+	now := f.now()
+	for _, t := range takes {
+		if t.Fallback {
+			limit, rate := f.localLimit(t)
+			f.local.refund(t, limit, rate, now)
+		} else {
+			shared = append(shared, t)
+		}
+	}
+	if len(shared) == 0 {
+		return nil
+	}
+	return f.call(ctx, func(ctx context.Context) error { return f.counter.Refund(ctx, shared) })
+}
+
+func mode(t Take) FailMode {
+	if t.OnStoreError == "" {
+		return FailClosed
+	}
+	return t.OnStoreError
+}
+
+// localLimit is what t may spend on this instance: LocalLimit (local) or
+// the split limit (open), with a bucket's refill scaled alike, so that an
+// empty bucket takes as long to refill as the shared one.
+func (f *Fallback) localLimit(t Take) (limit int64, rate float64) {
+	switch mode(t) {
+	case FailLocal:
+		limit = max(1, t.LocalLimit)
+	default:
+		limit = max(1, t.Limit/int64(f.Instances()))
+	}
+	if t.Algorithm == TokenBucket && t.Limit > 0 {
+		rate = t.Rate * float64(limit) / float64(t.Limit)
+	}
+	return limit, rate
+}
+
+// Instances is the live instance count the split limit divides by.
+func (f *Fallback) Instances() int { return max(1, f.instances()) }
+
+// note records, per policy, whether its decisions go to the fallback, and
+// logs each change once.
+func (f *Fallback) note(takes []Take, fell bool) {
+	if !fell && !f.anyInFallback(takes) {
+		return // the common case: read-locked only
+	}
+	now := f.now()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, t := range takes {
+		if t.Policy == "" {
+			continue
+		}
+		p := f.policies[t.Policy]
+		if p == nil { // a policy not given in the options: its first take tells its mode
+			p = &policyState{mode: mode(t)}
+			f.policies[t.Policy] = p
+		}
+		if fell {
+			p.fallbacks++
+		}
+		if p.inFallback == fell {
+			continue
+		}
+		p.inFallback, p.since = fell, now
+		if fell {
+			f.log.Warn("policy in fallback: the shared store does not answer", "policy", t.Policy, "on_store_error", string(p.mode))
+		} else {
+			f.log.Info("policy back on the shared store", "policy", t.Policy)
+		}
+	}
+}
+
+// anyInFallback reports whether a policy of takes is marked in fallback
+// (or is not known yet).
+func (f *Fallback) anyInFallback(takes []Take) bool {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	for _, t := range takes {
+		if p := f.policies[t.Policy]; t.Policy != "" && (p == nil || p.inFallback) {
+			return true
+		}
+	}
+	return false
+}
+
+// leaveFallback marks every policy back on the store: the breaker closed,
+// so the next decision of each goes to Redis.
+func (f *Fallback) leaveFallback() {
+	now := f.now()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for name, p := range f.policies {
+		if p.inFallback {
+			p.inFallback, p.since = false, now
+			f.log.Info("policy back on the shared store", "policy", name)
+		}
+	}
+}
+
+// SaveCode saves through the breaker, within the budget.
+func (f *Fallback) SaveCode(ctx context.Context, phone string, mac []byte, ttl time.Duration) error {
+	return f.call(ctx, func(ctx context.Context) error { return f.codes.SaveCode(ctx, phone, mac, ttl) })
+}
+
+// GuessCode reads through the breaker, within the budget.
+func (f *Fallback) GuessCode(ctx context.Context, phone string) (Guess, error) {
+	var g Guess
+	err := f.call(ctx, func(ctx context.Context) error {
+		var err error
+		g, err = f.codes.GuessCode(ctx, phone)
+		return err
+	})
+	return g, err
+}
+
+// ConsumeCode consumes through the breaker, within the budget.
+func (f *Fallback) ConsumeCode(ctx context.Context, phone string, mac []byte) (bool, error) {
+	var ok bool
+	err := f.call(ctx, func(ctx context.Context) error {
+		var err error
+		ok, err = f.codes.ConsumeCode(ctx, phone, mac)
+		return err
+	})
+	return ok, err
+}
+
+// DeleteCode deletes through the breaker, within the budget.
+func (f *Fallback) DeleteCode(ctx context.Context, phone string) error {
+	return f.call(ctx, func(ctx context.Context) error { return f.codes.DeleteCode(ctx, phone) })
+}
+
+// FallbackStatus is what a Fallback knows of the store: its breaker, the
+// instance count it splits by, and each policy's state.
+type FallbackStatus struct {
+	Breaker     string // closed, half-open or open
+	Instances   int
+	LastFailure time.Time // zero: never
+	LocalKeys   int       // counters held by the in-memory limiter
+	Policies    []PolicyStatus
+}
+
+// PolicyStatus is one policy as the Fallback last saw it.
+type PolicyStatus struct {
+	Policy       string // "otp" or "limits.<name>"
+	OnStoreError FailMode
+	// InFallback says its last decision was taken without the store
+	// (refused, for closed), since Since.
+	InFallback bool
+	Since      time.Time
+	Fallbacks  int64 // decisions taken without the store since start
+}
+
+// Status reports the breaker and the policies, sorted by name.
+func (f *Fallback) Status() FallbackStatus {
+	s := FallbackStatus{
+		Breaker: f.breaker.State().String(), Instances: f.Instances(),
+		LastFailure: f.LastFailure(), LocalKeys: f.local.len(),
+	}
+	f.mu.RLock()
+	for name, p := range f.policies {
+		s.Policies = append(s.Policies, PolicyStatus{Policy: name, OnStoreError: p.mode,
+			InFallback: p.inFallback, Since: p.since, Fallbacks: p.fallbacks})
+	}
+	f.mu.RUnlock()
+	sort.Slice(s.Policies, func(i, j int) bool { return s.Policies[i].Policy < s.Policies[j].Policy })
+	return s
+}
+
+// InFallback lists the policies whose last decision went to the fallback.
+func (s FallbackStatus) InFallback() []string {
+	out := []string{}
+	for _, p := range s.Policies {
+		if p.InFallback {
+			out = append(out, p.Policy)
+		}
+	}
+	return out
+}

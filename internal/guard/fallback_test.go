@@ -1,0 +1,387 @@
+package guard_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/otpguard/otpguard/internal/guard"
+)
+
+var errRedisDown = errors.New("dial tcp 127.0.0.1:6379: connect: connection refused")
+
+// outageStore is a hand-written Counter and Codes: in memory while up, failing
+// (after wait, or at once) while down. It counts the calls that reach it.
+type outageStore struct {
+	mu    sync.Mutex
+	down  bool
+	wait  bool // while down, block until the context ends, as a black hole does
+	calls atomic.Int64
+	fw    map[guard.Key]int64
+	codes map[string]guard.Guess
+}
+
+func newOutageStore() *outageStore {
+	return &outageStore{fw: map[guard.Key]int64{}, codes: map[string]guard.Guess{}}
+}
+
+func (f *outageStore) setDown(down bool) {
+	f.mu.Lock()
+	f.down = down
+	f.mu.Unlock()
+}
+
+func (f *outageStore) fail(ctx context.Context) error {
+	f.calls.Add(1)
+	f.mu.Lock()
+	down, wait := f.down, f.wait
+	f.mu.Unlock()
+	if !down {
+		return nil
+	}
+	if wait {
+		<-ctx.Done()
+		return fmt.Errorf("i/o timeout: %w", ctx.Err())
+	}
+	return errRedisDown
+}
+
+func (f *outageStore) Take(ctx context.Context, takes []guard.Take) ([]guard.Result, error) {
+	if err := f.fail(ctx); err != nil {
+		return nil, err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	res := make([]guard.Result, len(takes))
+	for i, t := range takes { // fixed windows only, that never expire: enough here
+		f.fw[t.Key] += t.Cost
+		c := f.fw[t.Key]
+		res[i] = guard.Result{Allowed: c <= t.Limit, Limit: t.Limit, Count: c, Remaining: max(0, t.Limit-c), Spent: t.Cost > 0}
+	}
+	return res, nil
+}
+
+func (f *outageStore) Refund(ctx context.Context, takes []guard.Take) error {
+	if err := f.fail(ctx); err != nil {
+		return err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, t := range takes {
+		f.fw[t.Key] -= t.Cost
+	}
+	return nil
+}
+
+func (f *outageStore) SaveCode(ctx context.Context, phone string, mac []byte, ttl time.Duration) error {
+	if err := f.fail(ctx); err != nil {
+		return err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.codes[phone] = guard.Guess{MAC: mac, TTL: ttl}
+	return nil
+}
+
+func (f *outageStore) GuessCode(ctx context.Context, phone string) (guard.Guess, error) {
+	if err := f.fail(ctx); err != nil {
+		return guard.Guess{}, err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	g, ok := f.codes[phone]
+	if !ok {
+		return guard.Guess{}, guard.ErrNotFound
+	}
+	g.Attempts++
+	f.codes[phone] = g
+	return g, nil
+}
+
+func (f *outageStore) ConsumeCode(ctx context.Context, phone string, mac []byte) (bool, error) {
+	if err := f.fail(ctx); err != nil {
+		return false, err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if _, ok := f.codes[phone]; !ok {
+		return false, nil
+	}
+	delete(f.codes, phone)
+	return true, nil
+}
+
+func (f *outageStore) DeleteCode(ctx context.Context, phone string) error {
+	if err := f.fail(ctx); err != nil {
+		return err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	delete(f.codes, phone)
+	return nil
+}
+
+func outageTake(id string, limit int64, mode guard.FailMode, local int64) guard.Take {
+	return guard.Take{Key: guard.Key{Space: "lim:p", ID: id, Name: "fw"}, Algorithm: guard.FixedWindow,
+		Limit: limit, Window: time.Minute, Cost: 1, Policy: "limits.p", OnStoreError: mode, LocalLimit: local}
+}
+
+// fallbackAllowed takes t n times and counts the allowed.
+func fallbackAllowed(t *testing.T, c guard.Counter, tk guard.Take, n int) int {
+	t.Helper()
+	allowed := 0
+	for range n {
+		res, err := c.Take(context.Background(), []guard.Take{tk})
+		if err != nil {
+			t.Fatalf("Take: %v", err)
+		}
+		if !res[0].Fallback {
+			t.Fatalf("Take: decided by the store, want the fallback")
+		}
+		if res[0].Allowed {
+			allowed++
+		}
+	}
+	return allowed
+}
+
+func TestFallbackModes(t *testing.T) {
+	tests := []struct {
+		name      string
+		take      guard.Take
+		instances int
+		want      int // allowed of 100
+	}{
+		{name: "local uses local_limit", take: outageTake("a", 50, guard.FailLocal, 3), instances: 4, want: 3},
+		{name: "open splits the limit", take: outageTake("b", 50, guard.FailOpen, 0), instances: 4, want: 12},
+		{name: "open with one instance", take: outageTake("c", 50, guard.FailOpen, 0), instances: 1, want: 50},
+		{name: "open rounds down to at least 1", take: outageTake("d", 3, guard.FailOpen, 0), instances: 5, want: 1},
+		{name: "open with no instance count", take: outageTake("e", 7, guard.FailOpen, 0), instances: 0, want: 7},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			st := newOutageStore()
+			st.setDown(true)
+			f := guard.NewFallback(guard.FallbackOptions{Counter: st, Instances: func() int { return tc.instances }})
+			if got := fallbackAllowed(t, f, tc.take, 100); got != tc.want {
+				t.Errorf("allowed: got %d of 100, want %d", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestFallbackClosedFails(t *testing.T) {
+	st := newOutageStore()
+	st.setDown(true)
+	f := guard.NewFallback(guard.FallbackOptions{Counter: st})
+	for _, mode := range []guard.FailMode{guard.FailClosed, ""} {
+		_, err := f.Take(context.Background(), []guard.Take{outageTake("a", 5, guard.FailOpen, 0), outageTake("b", 5, mode, 0)})
+		if err == nil {
+			t.Errorf("mode %q: a batch holding a closed take got decisions, want an error", mode)
+		}
+	}
+}
+
+func TestFallbackTokenBucket(t *testing.T) {
+	now := time.Unix(1_700_000_000, 0)
+	st := newOutageStore()
+	st.setDown(true)
+	f := guard.NewFallback(guard.FallbackOptions{Counter: st, Instances: func() int { return 2 }, Now: func() time.Time { return now }})
+	tk := guard.Take{Key: guard.Key{Space: "lim:b", ID: "k", Name: "tb"}, Algorithm: guard.TokenBucket,
+		Limit: 10, Rate: 2, Cost: 1, OnStoreError: guard.FailOpen}
+	if got := fallbackAllowed(t, f, tk, 20); got != 5 {
+		t.Fatalf("burst: got %d, want capacity/N = 5", got)
+	}
+	now = now.Add(time.Second) // the split bucket refills at rate/N = 1/s
+	if got := fallbackAllowed(t, f, tk, 20); got != 1 {
+		t.Errorf("after 1s: got %d, want 1", got)
+	}
+	res, err := f.Take(context.Background(), []guard.Take{tk})
+	if err != nil || res[0].Allowed || res[0].RetryAfter != time.Second {
+		t.Errorf("denied take: got %+v %v, want denied with retry after 1s", res, err)
+	}
+}
+
+func TestFallbackFixedWindowExpires(t *testing.T) {
+	now := time.Unix(1_700_000_000, 0)
+	st := newOutageStore()
+	st.setDown(true)
+	f := guard.NewFallback(guard.FallbackOptions{Counter: st, Now: func() time.Time { return now }})
+	tk := outageTake("a", 10, guard.FailLocal, 2)
+	if got := fallbackAllowed(t, f, tk, 5); got != 2 {
+		t.Fatalf("got %d, want 2", got)
+	}
+	now = now.Add(time.Minute)
+	if got := fallbackAllowed(t, f, tk, 5); got != 2 {
+		t.Errorf("next window: got %d, want 2", got)
+	}
+}
+
+func TestFallbackRefundGoesWhereCounted(t *testing.T) {
+	st := newOutageStore()
+	f := guard.NewFallback(guard.FallbackOptions{Counter: st})
+	ctx := context.Background()
+	tk := outageTake("a", 10, guard.FailLocal, 1)
+
+	st.setDown(true)
+	res, err := f.Take(ctx, []guard.Take{tk})
+	if err != nil || !res[0].Allowed || !res[0].Fallback {
+		t.Fatalf("got %+v %v, want allowed by the fallback", res, err)
+	}
+	st.setDown(false)
+	before := st.calls.Load()
+	local := tk
+	local.Fallback = true
+	if err := f.Refund(ctx, []guard.Take{local}); err != nil {
+		t.Fatal(err)
+	}
+	if st.calls.Load() != before {
+		t.Error("a refund of a fallback decision reached the store")
+	}
+	st.setDown(true)
+	if got := fallbackAllowed(t, f, tk, 3); got != 1 {
+		t.Errorf("after the refund: got %d allowed, want local_limit 1 again", got)
+	}
+}
+
+func TestFallbackBreaker(t *testing.T) {
+	st := newOutageStore()
+	f := guard.NewFallback(guard.FallbackOptions{Counter: st, Breaker: guard.BreakerOptions{OpenFor: 100 * time.Millisecond}})
+	ctx := context.Background()
+	tk := outageTake("a", 1000, guard.FailOpen, 0)
+	take := func() guard.Result {
+		t.Helper()
+		res, err := f.Take(ctx, []guard.Take{tk})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res[0]
+	}
+
+	// One failure among successes does not open it.
+	st.setDown(true)
+	take()
+	st.setDown(false)
+	for range 10 {
+		if take().Fallback {
+			t.Fatal("a healthy store's answer went to the fallback")
+		}
+	}
+	if got := f.Status().Breaker; got != "closed" {
+		t.Fatalf("after one failure: breaker %s, want closed", got)
+	}
+
+	// Consistent failure opens it: then the store is not called at all.
+	st.setDown(true)
+	for range 5 {
+		take()
+	}
+	if got := f.Status().Breaker; got != "open" {
+		t.Fatalf("after 5 failures: breaker %s, want open", got)
+	}
+	calls := st.calls.Load()
+	for range 100 {
+		if !take().Fallback {
+			t.Fatal("an open breaker's decision came from the store")
+		}
+	}
+	if got := st.calls.Load() - calls; got != 0 {
+		t.Errorf("open breaker: %d calls reached the store, want 0", got)
+	}
+
+	// The store heals: after OpenFor one probe goes through and closes it.
+	st.setDown(false)
+	time.Sleep(150 * time.Millisecond)
+	if take().Fallback {
+		t.Error("the probe's decision came from the fallback")
+	}
+	if got := f.Status().Breaker; got != "closed" {
+		t.Errorf("after a good probe: breaker %s, want closed", got)
+	}
+}
+
+func TestFallbackBreakerOpensOnFailureRatio(t *testing.T) {
+	st := newOutageStore()
+	f := guard.NewFallback(guard.FallbackOptions{Counter: st})
+	tk := outageTake("a", 1000, guard.FailOpen, 0)
+	for i := range 40 { // alternate: never 5 failures in a row, half of them failing
+		st.setDown(i%2 == 0)
+		if _, err := f.Take(context.Background(), []guard.Take{tk}); err != nil {
+			t.Fatal(err)
+		}
+		if f.Status().Breaker == "open" {
+			if i+1 < 20 {
+				t.Fatalf("opened after %d calls, before the minimum of 20", i+1)
+			}
+			return
+		}
+	}
+	t.Error("a store failing every other call never opened the breaker")
+}
+
+// TestFallbackOneBudgetPerDecision: once the store failed within a decision,
+// the rest of the decision does not wait on it again.
+func TestFallbackOneBudgetPerDecision(t *testing.T) {
+	st := newOutageStore()
+	st.wait = true
+	st.setDown(true)
+	f := guard.NewFallback(guard.FallbackOptions{Counter: st, Codes: st, Budget: 20 * time.Millisecond})
+	p := guard.DefaultPolicies()
+	p.OTP.OnStoreError, p.OTP.LocalLimit = guard.FailLocal, 1
+	otp := guard.NewOTP(guard.OTPOptions{Policy: p.OTP, Counter: f, Codes: f, Sender: &smsBox{}, HMACKey: outageHMACKey})
+
+	start := time.Now()
+	if _, err := otp.Send(context.Background(), guard.SendRequest{Phone: "+14155550100", ClientIP: "203.0.113.7"}); err != nil {
+		t.Fatalf("send: %v", err)
+	}
+	if got := st.calls.Load(); got != 1 {
+		t.Errorf("store calls in one send (cooldown, number, address, save): got %d, want 1", got)
+	}
+	if el := time.Since(start); el > time.Second {
+		t.Errorf("send took %v", el)
+	}
+}
+
+func TestFallbackStatus(t *testing.T) {
+	st := newOutageStore()
+	p := guard.DefaultPolicies()
+	p.Limits["p"] = guard.LimitPolicy{Algorithm: guard.FixedWindow, Limit: 5, Window: guard.Duration(time.Minute), OnStoreError: guard.FailLocal, LocalLimit: 1}
+	f := guard.NewFallback(guard.FallbackOptions{Counter: st, Policies: &p, Instances: func() int { return 3 }})
+	if got := f.Status().InFallback(); len(got) != 0 {
+		t.Fatalf("in fallback before any failure: %v", got)
+	}
+	st.setDown(true)
+	fallbackAllowed(t, f, outageTake("a", 5, guard.FailLocal, 1), 1)
+	s := f.Status()
+	if got := s.InFallback(); len(got) != 1 || got[0] != "limits.p" {
+		t.Errorf("in fallback: got %v, want [limits.p]", got)
+	}
+	if s.Instances != 3 || s.LastFailure.IsZero() || len(s.Policies) != 3 {
+		t.Errorf("status: %+v", s)
+	}
+	st.setDown(false)
+	if _, err := f.Take(context.Background(), []guard.Take{outageTake("a", 5, guard.FailLocal, 1)}); err != nil {
+		t.Fatal(err)
+	}
+	if got := f.Status().InFallback(); len(got) != 0 {
+		t.Errorf("in fallback after recovery: %v", got)
+	}
+}
+
+func TestLocalLimiterIsBounded(t *testing.T) {
+	st := newOutageStore()
+	st.setDown(true)
+	f := guard.NewFallback(guard.FallbackOptions{Counter: st, LocalKeys: 100, Breaker: guard.BreakerOptions{Failures: 1}})
+	for i := range 10_000 {
+		if _, err := f.Take(context.Background(), []guard.Take{outageTake(fmt.Sprint("flood", i), 5, guard.FailOpen, 0)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := f.Status().LocalKeys; got != 100 {
+		t.Errorf("local counters after 10000 distinct keys: got %d, want the bound 100", got)
+	}
+}

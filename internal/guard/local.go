@@ -1,0 +1,140 @@
+package guard
+
+import (
+	"math"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/golang-lru/v2/simplelru"
+)
+
+// DefaultLocalKeys bounds the in-memory fallback limiter: at most this many
+// counters live in one instance (about 200 bytes each), the least recently
+// used evicted first, so a flood of distinct keys during an outage costs
+// memory once and no more.
+const DefaultLocalKeys = 100_000
+
+// localLimits is the in-memory limiter the Fallback decides with while the
+// shared store cannot answer: per key a fixed window or a token bucket, the
+// same arithmetic as the store's, on this instance's clock.
+//
+// Eviction forgets a counter, which can only let its key through sooner; a
+// key must go unused for DefaultLocalKeys other keys to be evicted, so an
+// attacker pays that many requests to reset one counter once.
+type localLimits struct {
+	mu   sync.Mutex
+	keys *simplelru.LRU[localKey, *localCounter]
+}
+
+type localKey struct {
+	Key
+	alg Algorithm
+}
+
+// localCounter is a fixed window (count until reset) or a token bucket
+// (tokens as of at).
+type localCounter struct {
+	count  int64
+	reset  time.Time
+	tokens float64
+	at     time.Time
+}
+
+func newLocalLimits(maxKeys int) *localLimits {
+	if maxKeys <= 0 {
+		maxKeys = DefaultLocalKeys
+	}
+	keys, err := simplelru.NewLRU[localKey, *localCounter](maxKeys, nil)
+	if err != nil { // only for a size <= 0, excluded above
+		panic(err)
+	}
+	return &localLimits{keys: keys}
+}
+
+// take spends t.Cost from t's counter under limit (a window's events or a
+// bucket's capacity) and rate (tokens per second). Unlike the store's fixed
+// window, a denied hit is not counted: locally nothing needs refunding then.
+func (l *localLimits) take(t Take, limit int64, rate float64, now time.Time) Result {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	k := localKey{t.Key, t.Algorithm}
+	c, ok := l.keys.Get(k)
+	if !ok {
+		c = &localCounter{}
+		if t.Cost > 0 { // a peek at a missing key creates nothing
+			l.keys.Add(k, c)
+		}
+	}
+	res := Result{Limit: limit, Fallback: true}
+	if t.Algorithm == TokenBucket {
+		c.refill(limit, rate, now)
+		if float64(t.Cost) <= c.tokens {
+			c.tokens -= float64(t.Cost)
+			res.Allowed, res.Spent = true, t.Cost > 0
+		} else {
+			res.RetryAfter = seconds((float64(t.Cost) - c.tokens) / rate)
+		}
+		res.Remaining = int64(math.Floor(c.tokens))
+		res.ResetAfter = seconds((float64(limit) - c.tokens) / rate)
+		return res
+	}
+	if !now.Before(c.reset) {
+		c.count, c.reset = 0, now.Add(t.Window)
+	}
+	if c.count+t.Cost <= limit {
+		c.count += t.Cost
+		res.Allowed, res.Spent = true, t.Cost > 0
+	} else {
+		res.RetryAfter = c.reset.Sub(now)
+	}
+	res.Count = c.count
+	res.Remaining = max(0, limit-c.count)
+	res.ResetAfter = c.reset.Sub(now)
+	return res
+}
+
+// refund gives back what take spent, if the counter is still there.
+func (l *localLimits) refund(t Take, limit int64, rate float64, now time.Time) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	c, ok := l.keys.Peek(localKey{t.Key, t.Algorithm})
+	if !ok {
+		return
+	}
+	if t.Algorithm == TokenBucket {
+		c.refill(limit, rate, now)
+		c.tokens = min(float64(limit), c.tokens+float64(t.Cost))
+		return
+	}
+	if now.Before(c.reset) {
+		c.count = max(0, c.count-t.Cost)
+	}
+}
+
+// len is the number of counters held.
+func (l *localLimits) len() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.keys.Len()
+}
+
+// refill brings a bucket up to now; a new one starts full. A smaller limit
+// (more instances came up) caps what it holds.
+func (c *localCounter) refill(limit int64, rate float64, now time.Time) {
+	if c.at.IsZero() {
+		c.tokens, c.at = float64(limit), now
+		return
+	}
+	if el := now.Sub(c.at); el > 0 {
+		c.tokens += el.Seconds() * rate
+		c.at = now
+	}
+	c.tokens = min(c.tokens, float64(limit))
+}
+
+func seconds(s float64) time.Duration {
+	if s <= 0 {
+		return 0
+	}
+	return time.Duration(math.Ceil(s * float64(time.Second)))
+}

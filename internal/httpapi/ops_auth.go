@@ -1,0 +1,249 @@
+package httpapi
+
+import (
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/base64"
+	"encoding/hex"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/otpguard/otpguard/internal/guard"
+)
+
+// The ops sign-in: a browser trades the ops key for a session cookie
+// holding a signed, expiring token (never the key). Every state-changing
+// request made with the cookie must also carry a CSRF token derived from
+// the session, as a form field or the X-CSRF-Token header; SameSite=Strict
+// keeps the cookie off cross-site requests besides.
+const (
+	sessionCookie = "otpguard_ops"
+	csrfField     = "csrf_token"
+	csrfHeader    = "X-CSRF-Token"
+	// SessionTTL is how long an ops sign-in lasts.
+	SessionTTL = 8 * time.Hour
+)
+
+// Context keys set by requireOps.
+const (
+	ctxActor   = "ops.actor"
+	ctxSession = "ops.session"
+)
+
+// actorOf names the holder of an ops key in the audit trail: a short,
+// stable id of the key (its digest's first 4 bytes), never the key.
+func actorOf(digest [sha256.Size]byte) string {
+	return "ops:" + hex.EncodeToString(digest[:4])
+}
+
+// actor returns the actor id of key when key is on the ring.
+func (k keyring) actor(key string) (string, bool) {
+	d := sha256.Sum256([]byte(key))
+	found := 0
+	for i := range k {
+		found |= subtle.ConstantTimeCompare(d[:], k[i][:])
+	}
+	if found != 1 {
+		return "", false
+	}
+	return actorOf(d), true
+}
+
+// hasActor reports whether actor names a key still on the ring, so that a
+// session ends when its key is removed from the configuration.
+func (k keyring) hasActor(actor string) bool {
+	for i := range k {
+		if actorOf(k[i]) == actor {
+			return true
+		}
+	}
+	return false
+}
+
+// sessions issues and checks session tokens: base64(payload) "."
+// base64(HMAC-SHA256(key, payload)), payload "actor|expiry unix|nonce".
+// The key is shared by every instance (it is derived from the HMAC key),
+// so that a session works on whichever instance the balancer picks.
+type sessions struct {
+	key []byte
+	ops keyring
+	now func() time.Time
+	ttl time.Duration
+}
+
+func (s sessions) mac(kind, msg string) []byte {
+	m := hmac.New(sha256.New, s.key)
+	m.Write([]byte(kind))
+	m.Write([]byte{0})
+	m.Write([]byte(msg))
+	return m.Sum(nil)
+}
+
+// issue returns a new token for actor and when it expires.
+func (s sessions) issue(actor string) (string, time.Time) {
+	nonce := make([]byte, 12)
+	_, _ = rand.Read(nonce) // crypto/rand.Read never fails
+	exp := s.now().Add(s.ttl).Truncate(time.Second)
+	payload := actor + "|" + strconv.FormatInt(exp.Unix(), 10) + "|" + hex.EncodeToString(nonce)
+	enc := base64.RawURLEncoding
+	return enc.EncodeToString([]byte(payload)) + "." + enc.EncodeToString(s.mac("session", payload)), exp
+}
+
+// verify returns the actor of a valid, unexpired token whose key is still
+// configured.
+func (s sessions) verify(token string) (string, bool) {
+	p64, sig64, ok := strings.Cut(token, ".")
+	if !ok || len(token) > 512 {
+		return "", false
+	}
+	enc := base64.RawURLEncoding
+	payload, err1 := enc.DecodeString(p64)
+	sig, err2 := enc.DecodeString(sig64)
+	if err1 != nil || err2 != nil || !hmac.Equal(sig, s.mac("session", string(payload))) {
+		return "", false
+	}
+	parts := strings.Split(string(payload), "|")
+	if len(parts) != 3 {
+		return "", false
+	}
+	exp, err := strconv.ParseInt(parts[1], 10, 64)
+	if err != nil || !s.now().Before(time.Unix(exp, 0)) || !s.ops.hasActor(parts[0]) {
+		return "", false
+	}
+	return parts[0], true
+}
+
+// csrf is the CSRF token of a session: only a page served to the session's
+// holder knows it.
+func (s sessions) csrf(token string) string {
+	return base64.RawURLEncoding.EncodeToString(s.mac("csrf", token))
+}
+
+func (s sessions) csrfOK(token, got string) bool {
+	return got != "" && hmac.Equal([]byte(got), []byte(s.csrf(token)))
+}
+
+func newSessions(key []byte, ops keyring) sessions {
+	if len(key) == 0 {
+		// No shared key: sessions work on this instance only.
+		key = make([]byte, 32)
+		_, _ = rand.Read(key)
+	}
+	return sessions{key: key, ops: ops, now: time.Now, ttl: SessionTTL}
+}
+
+// requireOps admits an ops key (Authorization: Bearer) or an ops session.
+// An API key is refused with 403. With a session, a state-changing request
+// needs the CSRF token (header, or form field on page routes).
+//
+// page routes (the HTML page and its forms) send a request with no
+// credentials to the sign-in form; API routes answer it with 401.
+func (s *Server) requireOps(apiKeys, opsKeys keyring, page bool) echo.MiddlewareFunc {
+	return func(next echo.HandlerFunc) echo.HandlerFunc {
+		return func(c echo.Context) error {
+			if token, ok := bearer(c); ok {
+				if actor, ok := opsKeys.actor(token); ok {
+					c.Set(ctxActor, actor)
+					return s.opsReady(next, c)
+				}
+				if apiKeys.holds(token) {
+					return guard.Errorf(guard.CodeForbidden, "this route needs an ops key, not an API key")
+				}
+				c.Response().Header().Set(echo.HeaderWWWAuthenticate, `Bearer realm="otpguard", error="invalid_token"`)
+				return guard.Errorf(guard.CodeUnauthorized, "the bearer key is not valid")
+			}
+			if ck, err := c.Cookie(sessionCookie); err == nil {
+				if actor, ok := s.sessions.verify(ck.Value); ok {
+					if unsafeMethod(c.Request().Method) {
+						got := c.Request().Header.Get(csrfHeader)
+						if got == "" && page {
+							got = c.Request().PostFormValue(csrfField)
+						}
+						if !s.sessions.csrfOK(ck.Value, got) {
+							return guard.Errorf(guard.CodeForbidden, "missing or wrong CSRF token; reload the ops page")
+						}
+					}
+					c.Set(ctxActor, actor)
+					c.Set(ctxSession, ck.Value)
+					return s.opsReady(next, c)
+				}
+			}
+			if page {
+				return c.Redirect(http.StatusSeeOther, "/ops/login")
+			}
+			c.Response().Header().Set(echo.HeaderWWWAuthenticate, `Bearer realm="otpguard"`)
+			return guard.Errorf(guard.CodeUnauthorized, "send Authorization: Bearer <ops key>, or sign in at /ops/login")
+		}
+	}
+}
+
+// opsReady refuses ops requests on a server built without the ops desk.
+func (s *Server) opsReady(next echo.HandlerFunc, c echo.Context) error {
+	if s.ops == nil {
+		return &guard.Error{Code: guard.CodeStoreUnavailable, Message: "ops is not configured on this server", RetryAfter: time.Minute}
+	}
+	return next(c)
+}
+
+func unsafeMethod(m string) bool {
+	return m != http.MethodGet && m != http.MethodHead && m != http.MethodOptions
+}
+
+func actorFrom(c echo.Context) string {
+	a, _ := c.Get(ctxActor).(string)
+	return a
+}
+
+// loginForm: GET /ops/login. The sign-in form.
+func (s *Server) loginForm(c echo.Context) error {
+	return s.render(c, http.StatusOK, "login.html", loginData{})
+}
+
+type loginData struct{ Error string }
+
+// login: POST /ops/login. Trades the ops key (form field key) for a session
+// cookie and goes to the ops page.
+func (s *Server) login(apiKeys, opsKeys keyring) echo.HandlerFunc {
+	return func(c echo.Context) error { return s.signIn(c, apiKeys, opsKeys) }
+}
+
+func (s *Server) signIn(c echo.Context, apiKeys, opsKeys keyring) error {
+	// The body only: a key in the query string would sit in proxies' logs.
+	key := strings.TrimSpace(c.Request().PostFormValue("key"))
+	actor, ok := opsKeys.actor(key)
+	if !ok {
+		if s.ops != nil {
+			s.ops.RecordLogin("", c.RealIP(), false)
+		}
+		if key != "" && apiKeys.holds(key) {
+			return s.render(c, http.StatusForbidden, "login.html", loginData{Error: "That is an API key. The ops page needs an ops key (OTPGUARD_OPS_KEYS)."})
+		}
+		return s.render(c, http.StatusUnauthorized, "login.html", loginData{Error: "That is not an ops key."})
+	}
+	token, exp := s.sessions.issue(actor)
+	c.SetCookie(&http.Cookie{
+		Name: sessionCookie, Value: token, Path: "/ops", Expires: exp, MaxAge: int(s.sessions.ttl.Seconds()),
+		HttpOnly: true, Secure: c.Scheme() == "https", SameSite: http.SameSiteStrictMode,
+	})
+	if s.ops != nil {
+		s.ops.RecordLogin(actor, c.RealIP(), true)
+	}
+	return c.Redirect(http.StatusSeeOther, "/ops")
+}
+
+// logout: POST /ops/logout. Clears the session cookie. (The token itself
+// stays valid until it expires: sessions are stateless, so that every
+// instance can check them.)
+func (s *Server) logout(c echo.Context) error {
+	c.SetCookie(&http.Cookie{
+		Name: sessionCookie, Value: "", Path: "/ops", MaxAge: -1,
+		HttpOnly: true, Secure: c.Scheme() == "https", SameSite: http.SameSiteStrictMode,
+	})
+	return c.Redirect(http.StatusSeeOther, "/ops/login")
+}

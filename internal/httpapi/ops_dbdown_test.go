@@ -1,0 +1,144 @@
+package httpapi_test
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"net/http"
+	"net/url"
+	"os"
+	"regexp"
+	"testing"
+	"time"
+
+	"github.com/otpguard/otpguard/internal/store"
+	"github.com/otpguard/otpguard/internal/store/sqltest"
+)
+
+// pgOutage takes the test's PostgreSQL database away and gives it back, on
+// the real server: down forbids new connections to it and ends those
+// open, as a failover or a crashed server would; up allows them again.
+type pgOutage struct {
+	admin *sql.DB
+	name  string
+}
+
+func newPGOutage(t *testing.T, dbURL string) *pgOutage {
+	t.Helper()
+	u, err := url.Parse(dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	name := u.Path[1:]
+	// The name comes from sqltest, never from input; still, check before
+	// splicing it into DDL.
+	if !regexp.MustCompile(`^otpguard_test_[0-9a-f]+$`).MatchString(name) {
+		t.Fatalf("unexpected test database name %q", name)
+	}
+	base := os.Getenv("OTPGUARD_TEST_POSTGRES_URL")
+	if base == "" {
+		base = sqltest.DefaultPostgresURL
+	}
+	admin, err := sql.Open("pgx", base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := &pgOutage{admin: admin, name: name}
+	// Registered after sqltest's drop, so it runs before it: the database
+	// must take connections again to be dropped cleanly.
+	t.Cleanup(func() { o.up(t); admin.Close() })
+	return o
+}
+
+func (o *pgOutage) down(t *testing.T) {
+	t.Helper()
+	ctx := context.Background()
+	if _, err := o.admin.ExecContext(ctx, "ALTER DATABASE "+o.name+" ALLOW_CONNECTIONS false"); err != nil {
+		t.Fatalf("take the database down: %v", err)
+	}
+	if _, err := o.admin.ExecContext(ctx,
+		"SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1 AND pid <> pg_backend_pid()", o.name); err != nil {
+		t.Fatalf("end its connections: %v", err)
+	}
+}
+
+func (o *pgOutage) up(t *testing.T) {
+	t.Helper()
+	if _, err := o.admin.ExecContext(context.Background(), "ALTER DATABASE "+o.name+" ALLOW_CONNECTIONS true"); err != nil {
+		t.Errorf("bring the database back: %v", err)
+	}
+}
+
+// TestOpsDatabaseDown: with PostgreSQL gone, sends and verifies still work
+// and the deny-list in force stays enforced; the audit events wait in the
+// queue and are all written once the database returns.
+func TestOpsDatabaseDown(t *testing.T) {
+	oc := newOpsCluster(t, opsConfig{instances: 2, engine: store.EnginePostgres, refresh: 50 * time.Millisecond})
+	outage := newPGOutage(t, oc.sqlURL)
+
+	if r := oc.ops(t, 0, "POST", "/ops/denylist", `{"pattern":"+4474001","reason":"before the outage"}`); r.Status != http.StatusCreated {
+		t.Fatalf("add: %d %s", r.Status, r.Body)
+	}
+	opsWait(t, "instance 1 to load the entry", func() bool {
+		_, ok := oc.nodes[1].deny.Denied("+447400123456", time.Now())
+		return ok
+	})
+
+	outage.down(t)
+	// The ops API that needs the database says so, with a 503.
+	if r := oc.ops(t, 0, "GET", "/ops/denylist", ""); r.Status != http.StatusServiceUnavailable {
+		t.Errorf("GET /ops/denylist with the database down: %d, want 503: %s", r.Status, r.Body)
+	}
+	time.Sleep(200 * time.Millisecond) // several failed deny-list refreshes
+
+	var phones []string
+	for i := range 10 {
+		phone := fmt.Sprintf("+1415555%04d", 100+i)
+		phones = append(phones, phone)
+		if status, code := oc.send(t, i, phone); status != http.StatusOK {
+			t.Fatalf("send %s with the database down: %d %s, want 200", phone, status, code)
+		}
+		r := oc.do(t, i+1, "POST", "/otp/verify", `{"phone":"`+phone+`","code":"`+oc.out.lastCode(t, phone)+`"}`)
+		if r.Status != http.StatusOK {
+			t.Fatalf("verify %s with the database down: %d %s", phone, r.Status, r.Body)
+		}
+	}
+	for i := range 2 {
+		if _, code := oc.send(t, i, "+447400123456"); code != "denied" {
+			t.Errorf("instance %d, deny-listed number with the database down: %q, want denied (the last list stays in force)", i, code)
+		}
+	}
+	if n := oc.nodes[0].audit.Len() + oc.nodes[1].audit.Len(); n < 20 {
+		t.Errorf("events waiting in the queues: %d, want at least 20", n)
+	}
+	if err := oc.nodes[0].db.Ping(context.Background()); err == nil {
+		t.Fatal("the database still answers: the outage did not happen")
+	}
+
+	outage.up(t)
+	opsWait(t, "every event written after the database returned", func() bool {
+		for _, phone := range phones {
+			if len(oc.eventsIn(t, phone)) != 2 { // its send and its verify
+				return false
+			}
+		}
+		return len(oc.eventsIn(t, "+447400123456")) == 2
+	})
+	for _, phone := range phones {
+		got := map[string]string{}
+		for _, e := range oc.eventsIn(t, phone) {
+			got[e.Action] = e.Outcome
+		}
+		if got["otp.send"] != "sent" || got["otp.verify"] != "valid" {
+			t.Errorf("%s: events %v, want otp.send sent and otp.verify valid", phone, got)
+		}
+	}
+	for i, n := range oc.nodes {
+		if n.audit.Dropped() != 0 {
+			t.Errorf("instance %d dropped %d events", i, n.audit.Dropped())
+		}
+	}
+	if r := oc.ops(t, 0, "GET", "/ops/events?action=otp.send&limit=1000", ""); r.Status != http.StatusOK {
+		t.Errorf("GET /ops/events after the database returned: %d", r.Status)
+	}
+}

@@ -1,0 +1,62 @@
+package httpapi
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// OpsMetrics are the metrics of the audit queue and the deny-list cache,
+// registered on a Metrics registry beside the rest.
+type OpsMetrics struct {
+	auditDropped  prometheus.Counter
+	auditWritten  prometheus.Counter
+	denyReloads   *prometheus.CounterVec
+	denyEntries   prometheus.Gauge
+	auditQueueLen prometheus.GaugeFunc
+}
+
+// NewOpsMetrics registers the ops metrics on m's registry. queueLen reports
+// the audit events waiting to be written.
+func NewOpsMetrics(m *Metrics, queueLen func() int) *OpsMetrics {
+	o := &OpsMetrics{
+		auditDropped: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "otpguard_audit_dropped_total",
+			Help: "Audit events lost because the audit queue was full (the database was down or too slow for too long).",
+		}),
+		auditWritten: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "otpguard_audit_written_total",
+			Help: "Audit events written to the database.",
+		}),
+		denyReloads: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "otpguard_denylist_reloads_total",
+			Help: "Deny-list reloads from the database, by result (ok, error). On error the last list stays in force.",
+		}, []string{"result"}),
+		denyEntries: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "otpguard_denylist_entries",
+			Help: "Deny-list entries in force on this instance, as last loaded.",
+		}),
+		auditQueueLen: prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "otpguard_audit_queue_length",
+			Help: "Audit events waiting to be written.",
+		}, func() float64 { return float64(queueLen()) }),
+	}
+	m.Registry.MustRegister(o.auditDropped, o.auditWritten, o.denyReloads, o.denyEntries, o.auditQueueLen)
+	return o
+}
+
+// AuditDropped counts one event lost to a full queue; it fits
+// guard.AuditQueueOptions.OnDrop.
+func (o *OpsMetrics) AuditDropped() { o.auditDropped.Inc() }
+
+// AuditWritten counts n events written; it fits AuditQueueOptions.OnWrite.
+func (o *OpsMetrics) AuditWritten(n int) { o.auditWritten.Add(float64(n)) }
+
+// DenyReloaded records one deny-list reload; it fits
+// guard.DenyCacheOptions.OnRefresh.
+func (o *OpsMetrics) DenyReloaded(entries int, err error) {
+	if err != nil {
+		o.denyReloads.WithLabelValues("error").Inc()
+		return
+	}
+	o.denyReloads.WithLabelValues("ok").Inc()
+	o.denyEntries.Set(float64(entries))
+}

@@ -1,0 +1,156 @@
+package httpapi_test
+
+import (
+	"context"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/otpguard/otpguard/api"
+	"github.com/otpguard/otpguard/internal/guard"
+	"github.com/otpguard/otpguard/internal/httpapi"
+	"github.com/otpguard/otpguard/internal/store"
+	"github.com/otpguard/otpguard/internal/store/redistest"
+)
+
+// outageOptions shape an outage cluster.
+type outageOptions struct {
+	// Budget is OTPGUARD_REDIS_TIMEOUT: the default 10ms for the tests of a
+	// dead Redis, 1s or more where exactness is checked.
+	Budget time.Duration
+	// Instances is OTPGUARD_INSTANCES; 0 learns N from heartbeats.
+	Instances int
+	// URL overrides where the instances find Redis (a refused port).
+	URL     string
+	Breaker guard.BreakerOptions
+}
+
+// outageCluster is n instances wired as cmd/otpguard wires them (Redis
+// client with the budget, heartbeat, Fallback, OTP, Limiter, status), all
+// reaching one private redis-server through a proxy the test can
+// black-hole.
+type outageCluster struct {
+	*cluster
+	redis *redistest.Server
+	proxy *redistest.Proxy
+	fbs   []*guard.Fallback
+	hbs   []*store.Heartbeat
+	lag   *redistest.LagMonitor
+}
+
+func newOutageCluster(t *testing.T, n int, policies guard.Policies, o outageOptions) *outageCluster {
+	t.Helper()
+	if o.Budget == 0 {
+		o.Budget = 10 * time.Millisecond
+	}
+	policies.FillDefaults()
+	if err := policies.Validate(); err != nil {
+		t.Fatalf("policies: %v", err)
+	}
+	srv := redistest.Start(t)
+	proxy := redistest.NewProxy(t, srv.Addr())
+	url := proxy.URL()
+	if o.URL != "" {
+		url = o.URL
+	}
+	prefix := redistest.Prefix()
+	oc := &outageCluster{cluster: &cluster{out: &outbox{}, prefix: prefix, url: url}, redis: srv, proxy: proxy,
+		lag: redistest.StartLagMonitor(t)}
+	hmacKey := []byte("0123456789abcdef0123456789abcdef")
+	ctx, stop := context.WithCancel(context.Background())
+	t.Cleanup(stop)
+	for range n {
+		rdb, err := store.NewRedisClient(store.RedisOptions{URL: url, Timeout: o.Budget})
+		if err != nil {
+			t.Fatal(err)
+		}
+		st := store.NewRedis(rdb, prefix)
+		var fb *guard.Fallback
+		hb := store.NewHeartbeat(rdb, prefix, store.HeartbeatOptions{
+			Every: 100 * time.Millisecond, StaleAfter: time.Second,
+			OnBeat: func(err error) { fb.Observe(err) },
+		})
+		instances, from := hb.Instances, "heartbeat"
+		if o.Instances > 0 {
+			instances, from = func() int { return o.Instances }, "config"
+		}
+		fb = guard.NewFallback(guard.FallbackOptions{Counter: st, Codes: st, Budget: o.Budget,
+			Instances: instances, Breaker: o.Breaker, Policies: &policies})
+		done := make(chan struct{})
+		go func() { hb.Run(ctx); close(done) }()
+		t.Cleanup(func() { stop(); <-done; rdb.Close() })
+
+		otp := guard.NewOTP(guard.OTPOptions{Policy: policies.OTP, Counter: fb, Codes: fb, Sender: oc.out,
+			HMACKey: hmacKey, StoreFailedAt: fb.LastFailure})
+		h := httpapi.New(httpapi.Options{
+			OTP: otp, Limiter: guard.NewLimiter(policies.Limits, fb, nil),
+			APIKeys: []string{apiKey}, OpsKeys: []string{opsKey}, Spec: api.OpenAPI,
+			Ready: func(ctx context.Context) error { return rdb.Ping(ctx).Err() },
+			Status: func() httpapi.StoreStatus {
+				s := hb.State()
+				return httpapi.StoreStatus{RedisUp: s.Up, RedisSince: s.Since, FallbackStatus: fb.Status(), InstancesFrom: from}
+			},
+		})
+		hs := httptest.NewServer(h)
+		t.Cleanup(hs.Close)
+		oc.instances = append(oc.instances, &instance{srv: hs, rdb: rdb})
+		oc.fbs = append(oc.fbs, fb)
+		oc.hbs = append(oc.hbs, hb)
+	}
+	return oc
+}
+
+// waitInstances waits until every instance counts n live instances.
+func (oc *outageCluster) waitInstances(t *testing.T, n int) {
+	t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for _, f := range oc.fbs {
+		for f.Instances() != n {
+			if time.Now().After(deadline) {
+				t.Fatalf("instances never counted %d live instances (got %d)", n, f.Instances())
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+}
+
+// waitBreakers waits until every instance's breaker is in state.
+func (oc *outageCluster) waitBreakers(t *testing.T, state string, poke func(i int)) {
+	t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for i, f := range oc.fbs {
+		for f.Status().Breaker != state {
+			if time.Now().After(deadline) {
+				t.Fatalf("instance %d: breaker %s, never %s", i, f.Status().Breaker, state)
+			}
+			if poke != nil {
+				poke(i)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+}
+
+// keysWithoutTTL lists the cluster's keys that would live forever.
+func (oc *outageCluster) keysWithoutTTL(t *testing.T) []string {
+	t.Helper()
+	ctx := context.Background()
+	c := redistest.Client(t, oc.redis.URL())
+	var bad []string
+	iter := c.Scan(ctx, 0, oc.prefix+"*", 1000).Iterator()
+	for iter.Next(ctx) {
+		ttl, err := c.PTTL(ctx, iter.Val()).Result()
+		if err != nil && err != redis.Nil {
+			t.Fatal(err)
+		}
+		if ttl == -1 { // go-redis: -1 for a key without TTL, -2 for one gone since the scan
+			bad = append(bad, iter.Val())
+		}
+	}
+	if err := iter.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return bad
+}

@@ -1,0 +1,97 @@
+package httpapi
+
+import (
+	"net/http"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/otpguard/otpguard/internal/guard"
+)
+
+// StoreStatus is the shared store as one instance sees it, for GET /readyz
+// and GET /ops/status.
+type StoreStatus struct {
+	RedisUp    bool
+	RedisSince time.Time // since when RedisUp has held
+	guard.FallbackStatus
+	// InstancesFrom says where Instances comes from: "heartbeat" (live
+	// instances seen in Redis, the last good count while it is away) or
+	// "config" (OTPGUARD_INSTANCES).
+	InstancesFrom string
+}
+
+type readyJSON struct {
+	Status     string   `json:"status"`
+	Redis      string   `json:"redis,omitempty"`
+	Breaker    string   `json:"breaker,omitempty"`
+	Instances  int      `json:"instances,omitempty"`
+	InFallback []string `json:"in_fallback,omitempty"`
+}
+
+// readyBody is /readyz's answer when the store answers.
+func (s *Server) readyBody() readyJSON {
+	r := readyJSON{Status: "ready"}
+	if s.status != nil {
+		st := s.status()
+		r.Redis, r.Breaker, r.Instances, r.InFallback = redisState(st.RedisUp), st.Breaker, st.Instances, st.InFallback()
+	}
+	return r
+}
+
+func redisState(up bool) string {
+	if up {
+		return "up"
+	}
+	return "down"
+}
+
+type policyStatusJSON struct {
+	Policy            string     `json:"policy"`
+	OnStoreError      string     `json:"on_store_error"`
+	InFallback        bool       `json:"in_fallback"`
+	Since             *time.Time `json:"since,omitempty"`
+	FallbackDecisions int64      `json:"fallback_decisions"`
+}
+
+type statusJSON struct {
+	Redis            string             `json:"redis"`
+	RedisSince       *time.Time         `json:"redis_since,omitempty"`
+	Breaker          string             `json:"breaker"`
+	Instances        int                `json:"instances"`
+	InstancesFrom    string             `json:"instances_from"`
+	LastStoreFailure *time.Time         `json:"last_store_failure,omitempty"`
+	LocalCounters    int                `json:"local_counters"`
+	InFallback       []string           `json:"in_fallback"`
+	Policies         []policyStatusJSON `json:"policies"`
+}
+
+// opsStatus: GET /ops/status. Redis's state, the breaker's, the instance
+// count the split limits divide by, and which policies are in fallback.
+func (s *Server) opsStatus(c echo.Context) error {
+	if s.status == nil {
+		return guard.Errorf(guard.CodeNotFound, "this server reports no store status")
+	}
+	st := s.status()
+	out := statusJSON{
+		Redis: redisState(st.RedisUp), RedisSince: timePtr(st.RedisSince),
+		Breaker: st.Breaker, Instances: st.Instances, InstancesFrom: st.InstancesFrom,
+		LastStoreFailure: timePtr(st.LastFailure), LocalCounters: st.LocalKeys,
+		InFallback: st.InFallback(), Policies: []policyStatusJSON{},
+	}
+	for _, p := range st.Policies {
+		out.Policies = append(out.Policies, policyStatusJSON{
+			Policy: p.Policy, OnStoreError: string(p.OnStoreError), InFallback: p.InFallback,
+			Since: timePtr(p.Since), FallbackDecisions: p.Fallbacks,
+		})
+	}
+	return c.JSON(http.StatusOK, out)
+}
+
+func timePtr(t time.Time) *time.Time {
+	if t.IsZero() {
+		return nil
+	}
+	t = t.UTC()
+	return &t
+}

@@ -1,0 +1,203 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/otpguard/otpguard/internal/guard"
+)
+
+// The block index lists the numbers refused now without scanning Redis:
+//
+//	<prefix>ops:{blocks}:ends     sorted set, phone -> when its block ends (unix ms)
+//	<prefix>ops:{blocks}:recent   sorted set, phone -> when its block began (unix ms)
+//	<prefix>ops:{blocks}:b:<phone> hash reason, count, until, country, since;
+//	                               it expires when the block ends
+//
+// Every key shares the hash tag {blocks}, so that one script may touch them
+// all on Redis Cluster. Blocks that have ended are pruned from the sorted
+// sets on every note and every read; the sets themselves expire with the
+// last block.
+
+// maxBlockScan bounds how many blocked numbers a filtered listing reads.
+const maxBlockScan = 50000
+
+var _ guard.BlockIndex = (*Redis)(nil)
+
+func (r *Redis) blockKeys(phone string) []string {
+	base := r.prefix + "ops:{blocks}:"
+	return []string{base + "ends", base + "recent", base + "b:" + phone}
+}
+
+// noteBlockScript records a block of ARGV[1] ending at ARGV[2] (unix ms)
+// with reason ARGV[3], count ARGV[4] and country ARGV[5]. A block already
+// noted that lasts longer stands (a cooldown must not hide an hour-long
+// limit); a block continuing keeps the time it began. One script, so that
+// two instances noting the same number cannot interleave.
+//
+// The clock is Redis TIME, as in the limit scripts. Returns 1 when noted.
+var noteBlockScript = redis.NewScript(`
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local untl = tonumber(ARGV[2])
+if untl <= now then return 0 end
+local cur = tonumber(redis.call('ZSCORE', KEYS[1], ARGV[1]))
+local since = now
+if cur and cur > now then
+  if cur > untl then return 0 end
+  since = tonumber(redis.call('HGET', KEYS[3], 'since')) or now
+end
+redis.call('HSET', KEYS[3], 'reason', ARGV[3], 'count', ARGV[4], 'until', ARGV[2], 'country', ARGV[5], 'since', since)
+redis.call('PEXPIREAT', KEYS[3], untl)
+redis.call('ZADD', KEYS[1], untl, ARGV[1])
+redis.call('ZADD', KEYS[2], since, ARGV[1])
+local gone = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'LIMIT', 0, 100)
+if #gone > 0 then
+  redis.call('ZREM', KEYS[1], unpack(gone))
+  redis.call('ZREM', KEYS[2], unpack(gone))
+end
+local last = redis.call('ZRANGE', KEYS[1], -1, -1, 'WITHSCORES')
+local ttl = tonumber(last[2]) - now
+redis.call('PEXPIRE', KEYS[1], ttl)
+redis.call('PEXPIRE', KEYS[2], ttl)
+return 1
+`)
+
+// listBlocksScript prunes ended blocks (at most 1000 per call) and returns
+// the number of live ones followed by the ARGV[1] most recently begun
+// (every one when ARGV[1] is 0 or more than there are).
+var listBlocksScript = redis.NewScript(`
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local gone = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'LIMIT', 0, 1000)
+if #gone > 0 then
+  redis.call('ZREM', KEYS[1], unpack(gone))
+  redis.call('ZREM', KEYS[2], unpack(gone))
+end
+local n = tonumber(ARGV[1])
+local phones = redis.call('ZREVRANGE', KEYS[2], 0, n - 1)
+table.insert(phones, 1, redis.call('ZCARD', KEYS[2]))
+return phones
+`)
+
+// NoteBlock adds b to the index (noteBlockScript).
+func (r *Redis) NoteBlock(ctx context.Context, b guard.Block) error {
+	err := noteBlockScript.Run(ctx, r.rdb, r.blockKeys(b.Phone),
+		b.Phone, b.Until.UnixMilli(), string(b.Reason), b.Count, b.Country).Err()
+	if err != nil {
+		return fmt.Errorf("store: note block: %w", err)
+	}
+	return nil
+}
+
+// ListBlocks returns the first n live blocks whose phone passes match,
+// most recently begun first, and how many pass in all (see
+// guard.BlockIndex). With a match it reads at most maxBlockScan numbers.
+func (r *Redis) ListBlocks(ctx context.Context, match func(phone string) bool, n int) ([]guard.BlockedNumber, int, error) {
+	want := n
+	if match != nil {
+		want = maxBlockScan
+	}
+	if want <= 0 {
+		return []guard.BlockedNumber{}, 0, nil
+	}
+	keys := r.blockKeys("")
+	v, err := listBlocksScript.Run(ctx, r.rdb, keys[:2], want).Slice()
+	if err != nil {
+		return nil, 0, fmt.Errorf("store: list blocks: %w", err)
+	}
+	if len(v) == 0 {
+		return nil, 0, fmt.Errorf("store: list blocks: empty reply")
+	}
+	total, ok := v[0].(int64)
+	if !ok {
+		return nil, 0, fmt.Errorf("store: list blocks: unexpected count %T", v[0])
+	}
+	var phones []string
+	if match != nil {
+		total = 0
+	}
+	for _, x := range v[1:] {
+		p, ok := x.(string)
+		if !ok {
+			return nil, 0, fmt.Errorf("store: list blocks: unexpected member %T", x)
+		}
+		if match == nil {
+			phones = append(phones, p)
+			continue
+		}
+		if match(p) {
+			total++
+			if len(phones) < n {
+				phones = append(phones, p)
+			}
+		}
+	}
+	blocks, err := r.readBlocks(ctx, phones)
+	if err != nil {
+		return nil, 0, err
+	}
+	// A block may end between the two reads: it is no longer blocked.
+	return blocks, int(total) - (len(phones) - len(blocks)), nil
+}
+
+// readBlocks reads the hashes of phones in one round trip, skipping those
+// that have expired.
+func (r *Redis) readBlocks(ctx context.Context, phones []string) ([]guard.BlockedNumber, error) {
+	out := make([]guard.BlockedNumber, 0, len(phones))
+	if len(phones) == 0 {
+		return out, nil
+	}
+	pipe := r.rdb.TxPipeline()
+	cmds := make([]*redis.MapStringStringCmd, len(phones))
+	for i, p := range phones {
+		cmds[i] = pipe.HGetAll(ctx, r.blockKeys(p)[2])
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		return nil, fmt.Errorf("store: read blocks: %w", err)
+	}
+	for i, c := range cmds {
+		h := c.Val()
+		if len(h) == 0 {
+			continue
+		}
+		count, err1 := strconv.ParseInt(h["count"], 10, 64)
+		until, err2 := strconv.ParseInt(h["until"], 10, 64)
+		since, err3 := strconv.ParseInt(h["since"], 10, 64)
+		if err1 != nil || err2 != nil || err3 != nil {
+			// The key names the number: mask it, this may reach a log.
+			return nil, fmt.Errorf("store: read block of %s: malformed hash", guard.MaskPhone(phones[i]))
+		}
+		out = append(out, guard.BlockedNumber{
+			Block: guard.Block{Phone: phones[i], Country: h["country"], Reason: guard.Code(h["reason"]),
+				Count: count, Until: time.UnixMilli(until).UTC()},
+			Since: time.UnixMilli(since).UTC(),
+		})
+	}
+	return out, nil
+}
+
+// Unblock deletes the number's counters and code and its index entry, in
+// one MULTI (on Redis Cluster, go-redis sends one per slot: the number's
+// keys and the index live in two).
+func (r *Redis) Unblock(ctx context.Context, phone string, counters []guard.Key) error {
+	del := make([]string, 0, len(counters)+1)
+	for _, k := range counters {
+		del = append(del, r.key(k))
+	}
+	del = append(del, r.codeKey(phone))
+	idx := r.blockKeys(phone)
+	pipe := r.rdb.TxPipeline()
+	pipe.Del(ctx, del...)
+	pipe.ZRem(ctx, idx[0], phone)
+	pipe.ZRem(ctx, idx[1], phone)
+	pipe.Del(ctx, idx[2])
+	if _, err := pipe.Exec(ctx); err != nil {
+		return fmt.Errorf("store: unblock: %w", err)
+	}
+	return nil
+}

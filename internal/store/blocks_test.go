@@ -1,0 +1,190 @@
+package store_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/otpguard/otpguard/internal/guard"
+	"github.com/otpguard/otpguard/internal/store"
+)
+
+func listPhones(t *testing.T, s *store.Redis, match func(string) bool, n int) ([]string, int) {
+	t.Helper()
+	blocks, total, err := s.ListBlocks(context.Background(), match, n)
+	if err != nil {
+		t.Fatalf("ListBlocks: %v", err)
+	}
+	var phones []string
+	for _, b := range blocks {
+		phones = append(phones, b.Phone)
+	}
+	return phones, total
+}
+
+func TestBlockIndex(t *testing.T) {
+	for name, mk := range backends(t) {
+		t.Run(name, func(t *testing.T) {
+			b := mk(t)
+			s := store.NewRedis(b.rdb, b.prefix)
+			ctx := context.Background()
+			now := time.Now()
+			note := func(phone, country string, reason guard.Code, count int64, d time.Duration) {
+				t.Helper()
+				err := s.NoteBlock(ctx, guard.Block{Phone: phone, Country: country, Reason: reason, Count: count, Until: now.Add(d)})
+				if err != nil {
+					t.Fatalf("NoteBlock(%s): %v", phone, err)
+				}
+				time.Sleep(3 * time.Millisecond) // distinct start times
+			}
+			note("+919800000001", "IN", guard.CodePhoneRateLimited, 4, time.Hour)
+			note("+14155550100", "US", guard.CodeCooldown, 2, time.Minute)
+			note("+919800000002", "IN", guard.CodeTooManyAttempts, 5, 10*time.Minute)
+
+			phones, total := listPhones(t, s, nil, 10)
+			if diff := cmp.Diff([]string{"+919800000002", "+14155550100", "+919800000001"}, phones); diff != "" || total != 3 {
+				t.Errorf("most recent first (-want +got):\n%s; total %d, want 3", diff, total)
+			}
+			phones, total = listPhones(t, s, nil, 2)
+			if len(phones) != 2 || total != 3 {
+				t.Errorf("first 2: %v of %d, want 2 of 3", phones, total)
+			}
+			inIndia := func(p string) bool { return strings.HasPrefix(p, "+91") }
+			phones, total = listPhones(t, s, inIndia, 1)
+			if diff := cmp.Diff([]string{"+919800000002"}, phones); diff != "" || total != 2 {
+				t.Errorf("filtered, first 1 (-want +got):\n%s; total %d, want 2", diff, total)
+			}
+
+			blocks, _, _ := s.ListBlocks(ctx, func(p string) bool { return p == "+919800000001" }, 1)
+			want := guard.BlockedNumber{Block: guard.Block{Phone: "+919800000001", Country: "IN", Reason: guard.CodePhoneRateLimited,
+				Count: 4, Until: now.Add(time.Hour).Truncate(time.Millisecond).UTC()}}
+			if len(blocks) != 1 {
+				t.Fatalf("got %d blocks, want 1", len(blocks))
+			}
+			got := blocks[0]
+			if time.Since(got.Since) > time.Minute || got.Since.After(time.Now().Add(time.Second)) {
+				t.Errorf("since %s, want about now", got.Since)
+			}
+			got.Since = time.Time{}
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Errorf("block (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestBlockIndexLongerBlockStands: a short block (a cooldown) noted while a
+// longer one (the hour's limit) is in force must not hide it, and a block
+// continuing keeps the time it began.
+func TestBlockIndexLongerBlockStands(t *testing.T) {
+	for name, mk := range backends(t) {
+		t.Run(name, func(t *testing.T) {
+			b := mk(t)
+			s := store.NewRedis(b.rdb, b.prefix)
+			ctx := context.Background()
+			now := time.Now()
+			const phone = "+919800000001"
+			s.NoteBlock(ctx, guard.Block{Phone: phone, Reason: guard.CodePhoneRateLimited, Count: 4, Until: now.Add(time.Hour)})
+			first, _, _ := s.ListBlocks(ctx, nil, 1)
+			time.Sleep(5 * time.Millisecond)
+			s.NoteBlock(ctx, guard.Block{Phone: phone, Reason: guard.CodeCooldown, Count: 2, Until: now.Add(30 * time.Second)})
+			s.NoteBlock(ctx, guard.Block{Phone: phone, Reason: guard.CodePhoneRateLimited, Count: 5, Until: now.Add(time.Hour + time.Second)})
+			blocks, total, err := s.ListBlocks(ctx, nil, 10)
+			if err != nil || total != 1 || len(blocks) != 1 {
+				t.Fatalf("got %v of %d (%v), want one block", blocks, total, err)
+			}
+			if blocks[0].Reason != guard.CodePhoneRateLimited || blocks[0].Count != 5 {
+				t.Errorf("block: %s count %d, want phone_rate_limited count 5", blocks[0].Reason, blocks[0].Count)
+			}
+			if !blocks[0].Since.Equal(first[0].Since) {
+				t.Errorf("since moved from %s to %s while the block went on", first[0].Since, blocks[0].Since)
+			}
+		})
+	}
+}
+
+func TestBlockIndexPrunesEndedBlocks(t *testing.T) {
+	for name, mk := range backends(t) {
+		t.Run(name, func(t *testing.T) {
+			b := mk(t)
+			s := store.NewRedis(b.rdb, b.prefix)
+			ctx := context.Background()
+			s.NoteBlock(ctx, guard.Block{Phone: "+14155550100", Reason: guard.CodeCooldown, Count: 2, Until: time.Now().Add(150 * time.Millisecond)})
+			s.NoteBlock(ctx, guard.Block{Phone: "+14155550101", Reason: guard.CodeCooldown, Count: 2, Until: time.Now().Add(time.Hour)})
+			// A block that has already ended is not noted at all.
+			s.NoteBlock(ctx, guard.Block{Phone: "+14155550102", Reason: guard.CodeCooldown, Count: 2, Until: time.Now().Add(-time.Second)})
+			if _, total := listPhones(t, s, nil, 10); total != 2 {
+				t.Fatalf("total %d, want 2", total)
+			}
+			deadline := time.Now().Add(5 * time.Second)
+			for {
+				phones, total := listPhones(t, s, nil, 10)
+				if total == 1 && len(phones) == 1 && phones[0] == "+14155550101" {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("ended block still listed: %v (total %d)", phones, total)
+				}
+				time.Sleep(50 * time.Millisecond)
+			}
+			// Every index key expires: none lives without a TTL.
+			keys, err := b.rdb.Keys(ctx, b.prefix+"ops:*").Result()
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, k := range keys {
+				if !strings.Contains(k, "ops:{blocks}:") {
+					t.Errorf("key %s lacks the {blocks} hash tag", k)
+				}
+				if ttl := b.rdb.PTTL(ctx, k).Val(); ttl <= 0 {
+					t.Errorf("key %s has no TTL (%s)", k, ttl)
+				}
+			}
+		})
+	}
+}
+
+func TestUnblock(t *testing.T) {
+	for name, mk := range backends(t) {
+		t.Run(name, func(t *testing.T) {
+			b := mk(t)
+			s := store.NewRedis(b.rdb, b.prefix)
+			ctx := context.Background()
+			const phone = "+919800000001"
+			cooldown := fw(phone, 1, time.Minute, 1)
+			cooldown.Key = guard.Key{Space: "otp", ID: phone, Name: "cooldown"}
+			sends := fw(phone, 3, time.Hour, 1)
+			sends.Key = guard.Key{Space: "otp", ID: phone, Name: "sends"}
+			ip := fw("203.0.113.7", 10, time.Hour, 1)
+			ip.Key = guard.Key{Space: "otp:ip", ID: "203.0.113.7", Name: "sends"}
+			for _, tk := range []guard.Take{cooldown, sends, ip, cooldown} {
+				take1(t, s, tk)
+			}
+			s.SaveCode(ctx, phone, []byte("mac"), time.Minute)
+			s.NoteBlock(ctx, guard.Block{Phone: phone, Reason: guard.CodeCooldown, Count: 2, Until: time.Now().Add(time.Minute)})
+			s.NoteBlock(ctx, guard.Block{Phone: "+919800000002", Reason: guard.CodeCooldown, Count: 2, Until: time.Now().Add(time.Minute)})
+
+			if err := s.Unblock(ctx, phone, []guard.Key{cooldown.Key, sends.Key}); err != nil {
+				t.Fatal(err)
+			}
+			if r := take1(t, s, cooldown); !r.Allowed || r.Count != 1 {
+				t.Errorf("cooldown after unblock: %+v, want a fresh window", r)
+			}
+			if r := take1(t, s, sends); r.Count != 1 {
+				t.Errorf("sends after unblock: count %d, want 1", r.Count)
+			}
+			if r := take1(t, s, ip); r.Count != 2 {
+				t.Errorf("per-IP counter after unblock: count %d, want 2 (not the number's)", r.Count)
+			}
+			if _, err := s.GuessCode(ctx, phone); err != guard.ErrNotFound {
+				t.Errorf("code after unblock: %v, want ErrNotFound", err)
+			}
+			if phones, total := listPhones(t, s, nil, 10); total != 1 || phones[0] != "+919800000002" {
+				t.Errorf("index after unblock: %v (total %d), want only the other number", phones, total)
+			}
+		})
+	}
+}
