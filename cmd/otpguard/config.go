@@ -35,6 +35,10 @@ type Config struct {
 	// split limits divide by; 0 learns it from heartbeats in Redis.
 	Instances int
 
+	// Redis says how to reach a Redis Cluster or Sentinel (config_redis.go);
+	// a single server is RedisURL.
+	Redis RedisConfig
+
 	// DatabaseURL and DataDir say where the SQL store lives.
 	DatabaseURL string
 	DataDir     string
@@ -59,7 +63,7 @@ type TwilioConfig struct {
 }
 
 // Embedded reports whether otpguard runs on its in-process Redis.
-func (c *Config) Embedded() bool { return c.RedisURL == "" }
+func (c *Config) Embedded() bool { return c.RedisURL == "" && c.Redis.Mode == "single" }
 
 // loadConfig reads the environment through getenv. Secrets may come from
 // files: OTPGUARD_HMAC_KEY_FILE instead of OTPGUARD_HMAC_KEY.
@@ -85,6 +89,9 @@ func loadConfig(getenv func(string) string) (*Config, error) {
 		},
 	}
 	var err error
+	if c.Redis, err = loadRedisConfig(getenv); err != nil {
+		errs = append(errs, err)
+	}
 	// The embedded Redis lives in this process: it cannot be partitioned
 	// away, and a slow call there means a starved CPU, not an outage.
 	redisTimeout := 10 * time.Millisecond
@@ -136,12 +143,13 @@ func (c *Config) Validate() error {
 	if c.Instances < 0 || c.Instances > 10_000 {
 		bad("OTPGUARD_INSTANCES: must be between 1 and 10000 (or unset: counted by heartbeat), got %d", c.Instances)
 	}
+	errs = append(errs, c.validateRedis()...)
 	if !c.Embedded() {
 		if len(c.APIKeys) == 0 {
-			bad("OTPGUARD_API_KEYS: required when OTPGUARD_REDIS_URL is set (comma-separated bearer keys)")
+			bad("OTPGUARD_API_KEYS: required with a shared Redis (OTPGUARD_REDIS_URL or OTPGUARD_REDIS_MODE; comma-separated bearer keys)")
 		}
 		if len(c.HMACKey) == 0 {
-			bad("OTPGUARD_HMAC_KEY: required when OTPGUARD_REDIS_URL is set (every instance must hash codes alike)")
+			bad("OTPGUARD_HMAC_KEY: required with a shared Redis (OTPGUARD_REDIS_URL or OTPGUARD_REDIS_MODE; every instance must hash codes alike)")
 		}
 	}
 	if c.AuditRetention < time.Hour {

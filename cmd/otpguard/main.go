@@ -98,5 +98,5 @@ func redisLabel(cfg *Config) string {
 	if cfg.Embedded() {
 		return "embedded (miniredis, not shared between instances)"
 	}
-	return redactURL(cfg.RedisURL)
+	return cfg.redisTarget()
 }

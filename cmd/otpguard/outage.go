@@ -27,7 +27,7 @@ type outage struct {
 
 // newOutage wires the heartbeat and the Fallback over the Redis store, and
 // registers their metrics.
-func newOutage(cfg *Config, rdb *redis.Client, st *store.Redis, metrics *httpapi.Metrics, log *slog.Logger) *outage {
+func newOutage(cfg *Config, rdb redis.UniversalClient, st *store.Redis, metrics *httpapi.Metrics, log *slog.Logger) *outage {
 	o := &outage{from: "heartbeat", done: make(chan struct{})}
 	host, _ := os.Hostname()
 	o.hb = store.NewHeartbeat(rdb, cfg.RedisPrefix, store.HeartbeatOptions{

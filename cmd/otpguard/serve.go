@@ -55,6 +55,9 @@ func serve(ctx context.Context, getenv func(string) string, stdout io.Writer) er
 	metrics := httpapi.NewMetrics()
 	rdb.AddHook(store.TimingHook(metrics.ObserveRedis))
 	redisStore := store.NewRedis(rdb, cfg.RedisPrefix)
+	if cfg.Redis.Mode == store.RedisCluster { // batches split per hash slot
+		redisStore = store.NewClusterRedis(rdb, cfg.RedisPrefix)
+	}
 	sctx, cancel := context.WithTimeout(ctx, startupTimeout)
 	err = redisStore.LoadScripts(sctx)
 	cancel()
@@ -77,10 +80,14 @@ func serve(ctx context.Context, getenv func(string) string, stdout io.Writer) er
 	if err != nil {
 		return err
 	}
+	abuseMetrics := httpapi.NewAbuseMetrics(metrics)
 	otp := guard.NewOTP(guard.OTPOptions{
 		Policy: cfg.Policies.OTP, Counter: out.fallback, Codes: out.fallback,
 		Sender: sender, HMACKey: cfg.HMACKey, Logger: log, StoreFailedAt: out.fallback.LastFailure,
 		Deny: ops.deny, Events: ops.audit, Blocks: redisStore,
+		// The conversion watch is advisory: straight to Redis, not through
+		// the Fallback (its failures never refuse a send).
+		Conversions: redisStore, AutoBlock: ops.desk, Abuse: abuseMetrics.Hooks(),
 	})
 	limiter := guard.NewLimiter(cfg.Policies.Limits, out.fallback, log)
 	hot, stopHot := startHotKeys(ctx, cfg.Policies.Limits, redisStore, out.fallback.Instances, metrics, log)
@@ -94,6 +101,8 @@ func serve(ctx context.Context, getenv func(string) string, stdout io.Writer) er
 		Ops: ops.desk, SessionKey: ops.sessionKey,
 		Ready:  func(ctx context.Context) error { return rdb.Ping(ctx).Err() },
 		Status: out.status,
+		// The abuse defences (docs/abuse.md).
+		AbuseMetrics: abuseMetrics, StatusCallback: statusCallback(cfg),
 	})
 	return listenAndServe(ctx, cfg.Addr, handler, log)
 }
@@ -132,9 +141,10 @@ func listenAndServe(ctx context.Context, addr string, h http.Handler, log *slog.
 	return nil
 }
 
-// connectRedis connects to OTPGUARD_REDIS_URL, or starts the embedded
+// connectRedis connects to Redis as configured (single, cluster or
+// sentinel; config_redis.go), or starts the embedded
 // miniredis, and checks the server can run otpguard's commands.
-func connectRedis(ctx context.Context, cfg *Config, log *slog.Logger) (*redis.Client, func(), error) {
+func connectRedis(ctx context.Context, cfg *Config, log *slog.Logger) (redis.UniversalClient, func(), error) {
 	if cfg.Embedded() {
 		m := miniredis.NewMiniRedis()
 		if err := m.Start(); err != nil {
@@ -149,7 +159,7 @@ func connectRedis(ctx context.Context, cfg *Config, log *slog.Logger) (*redis.Cl
 		}
 		return rdb, func() { rdb.Close(); m.Close() }, nil
 	}
-	rdb, err := store.NewRedisClient(store.RedisOptions{URL: cfg.RedisURL, Timeout: cfg.RedisTimeout})
+	rdb, err := store.NewUniversalClient(cfg.redisOptions())
 	if err != nil {
 		return nil, nil, err
 	}
@@ -161,12 +171,12 @@ func connectRedis(ctx context.Context, cfg *Config, log *slog.Logger) (*redis.Cl
 		// serves by each policy's on_store_error until Redis answers (the
 		// breaker probes it), and checks nothing it cannot reach.
 		log.Error("REDIS UNREACHABLE at start-up: serving by each policy's on_store_error until it answers",
-			"redis", redactURL(cfg.RedisURL), "err", err)
+			"redis", cfg.redisTarget(), "err", err)
 	case err != nil:
 		rdb.Close()
-		return nil, nil, fmt.Errorf("redis at %s: %w", redactURL(cfg.RedisURL), err)
+		return nil, nil, fmt.Errorf("redis at %s: %w", cfg.redisTarget(), err)
 	default:
-		log.Info("redis connected", "redis", redactURL(cfg.RedisURL), "timeout", cfg.RedisTimeout.String())
+		log.Info("redis connected", "redis", cfg.redisTarget(), "mode", cfg.Redis.Mode, "timeout", cfg.RedisTimeout.String())
 	}
 	return rdb, func() { rdb.Close() }, nil
 }
@@ -224,4 +234,13 @@ func redactURL(s string) string {
 		return "(unparsable URL)"
 	}
 	return u.Redacted()
+}
+
+// statusCallback is what POST /sms/status checks Twilio's signature with;
+// zero (the route answers 404) unless Twilio sends with a status callback.
+func statusCallback(cfg *Config) httpapi.StatusCallback {
+	if cfg.SMS != "twilio" {
+		return httpapi.StatusCallback{}
+	}
+	return httpapi.StatusCallback{URL: cfg.Twilio.StatusCallback, AuthToken: cfg.Twilio.AuthToken}
 }

@@ -38,6 +38,13 @@ const (
 	CodeMethodNotAllowed    Code = "method_not_allowed"
 	CodeBodyTooLarge        Code = "body_too_large"
 	CodeInternal            Code = "internal"
+
+	// The abuse defences (pumping.go, docs/abuse.md).
+	CodeCountryNotAllowed    Code = "country_not_allowed"
+	CodeNumberTypeNotAllowed Code = "number_type_not_allowed"
+	CodePrefixRateLimited    Code = "prefix_rate_limited"
+	CodeCountryRateLimited   Code = "country_rate_limited"
+	CodeBudgetExhausted      Code = "budget_exhausted"
 )
 
 // Error is the one error type of the domain. Message is safe to show to a

@@ -250,7 +250,9 @@ func isBlockOutcome(action string, outcome Code) bool {
 	switch action {
 	case "otp.send":
 		switch outcome {
-		case CodeCooldown, CodePhoneRateLimited, CodeIPRateLimited, CodeDenied:
+		case CodeCooldown, CodePhoneRateLimited, CodeIPRateLimited, CodeDenied,
+			CodeCountryNotAllowed, CodeNumberTypeNotAllowed, CodePrefixRateLimited,
+			CodeCountryRateLimited, CodeBudgetExhausted:
 			return true
 		}
 	case "otp.verify":

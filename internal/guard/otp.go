@@ -38,6 +38,12 @@ type OTPOptions struct {
 	// stateless codes are accepted only within a code TTL of it. Nil: only
 	// while the store fails.
 	StoreFailedAt func() time.Time
+	// The abuse defences (pumping.go, conversion.go), all optional: the
+	// conversion watch's store, the deny-list it blocks prefixes on, and
+	// metric hooks. No Conversions: no conversion watch.
+	Conversions Conversions
+	AutoBlock   AutoBlocker
+	Abuse       AbuseHooks
 }
 
 // OTP sends and verifies one-time codes under exact, shared limits.
@@ -55,6 +61,7 @@ type OTP struct {
 	now     func() time.Time
 	// storeFailedAt: see OTPOptions.StoreFailedAt.
 	storeFailedAt func() time.Time
+	abuse         *abuseState
 }
 
 // NewOTP returns an OTP service. The policy must have passed Validate.
@@ -84,7 +91,7 @@ func NewOTP(o OTPOptions) *OTP {
 		policy: o.Policy, counter: o.Counter, codes: o.Codes, sender: o.Sender,
 		hmacKey: o.HMACKey, log: o.Logger, random: o.Random,
 		deny: o.Deny, events: o.Events, blocks: o.Blocks, now: o.Now,
-		storeFailedAt: o.StoreFailedAt,
+		storeFailedAt: o.StoreFailedAt, abuse: newAbuseState(o),
 	}
 }
 
@@ -127,12 +134,17 @@ func (s *OTP) send(ctx context.Context, phone Phone, ip string) (SendResult, err
 		return SendResult{}, &Error{Code: CodeDenied, Message: "this number may not receive codes",
 			Err: fmt.Errorf("deny-list entry %d (%s)", e.ID, e.Pattern)}
 	}
-	if err := s.spend(ctx, phone, s.sendLimits(phone.E164, ip)); err != nil {
+	if err := s.checkDestination(phone); err != nil {
+		return SendResult{}, err
+	}
+	passed, err := s.spend(ctx, phone, append(s.sendLimits(phone.E164, ip), s.abuseLimits(phone, s.safe(phone.E164))...))
+	if err != nil {
 		return SendResult{}, err
 	}
 
 	code, ttl, saved, err := s.issueCode(ctx, phone)
 	if err != nil {
+		s.refund(ctx, budgetTakes(passed)) // nothing was sent
 		return SendResult{}, err
 	}
 	body := strings.ReplaceAll(s.policy.Message, "{code}", code)
@@ -148,10 +160,14 @@ func (s *OTP) send(ctx context.Context, phone Phone, ip string) (SendResult, err
 		s.log.WarnContext(ctx, "sms not sent", "phone", MaskPhone(phone.E164), "err", err)
 		var e *Error
 		if errors.As(err, &e) {
+			if e.Code == CodeInvalidDestination { // surely not sent: the budget is not spent
+				s.refund(ctx, budgetTakes(passed))
+			}
 			return SendResult{}, err
 		}
 		return SendResult{}, &Error{Code: CodeProviderUnavailable, Message: "the SMS provider failed", Err: err}
 	}
+	s.watchSend(ctx, phone)
 	return SendResult{Phone: phone, ExpiresIn: ttl}, nil
 }
 
@@ -160,6 +176,8 @@ type limitedTake struct {
 	take   Take
 	denial Code
 	what   string
+	// refundDenied: a denied hit is given back too (the budget's).
+	refundDenied bool
 }
 
 // sendLimits are the limits of one send. When the store cannot answer they
@@ -204,8 +222,9 @@ func (s *OTP) sendLimits(phone, ip string) []limitedTake {
 
 // spend takes the limits one by one; on the first denial it refunds those
 // already passed and returns the denial. One at a time because each limit
-// is its own atomic unit (and, on Redis Cluster, its own slot).
-func (s *OTP) spend(ctx context.Context, phone Phone, limits []limitedTake) error {
+// is its own atomic unit (and, on Redis Cluster, its own slot). It returns
+// the takes passed.
+func (s *OTP) spend(ctx context.Context, phone Phone, limits []limitedTake) ([]Take, error) {
 	var passed []Take
 	for _, l := range limits {
 		res, err := s.counter.Take(ctx, []Take{l.take})
@@ -215,23 +234,31 @@ func (s *OTP) spend(ctx context.Context, phone Phone, limits []limitedTake) erro
 		if err != nil {
 			s.refund(ctx, passed)
 			s.log.ErrorContext(ctx, "limit store failed", "limit", l.take.Key.Name, "err", err)
-			return storeUnavailable(err, storeRetryAfter)
+			return nil, storeUnavailable(err, storeRetryAfter)
 		}
 		if !res[0].Allowed {
+			if l.refundDenied && res[0].Spent {
+				t := l.take
+				t.Fallback = res[0].Fallback
+				passed = append(passed, t)
+			}
 			s.refund(ctx, passed)
+			if l.denial == CodeBudgetExhausted {
+				s.budgetRefused(ctx, l.take.Key, res[0])
+			}
 			// The number is blocked, not just its address. (Not noted when
 			// the fallback decided: the block index lives in the store.)
 			if l.take.Key.Space == "otp" && !res[0].Fallback {
 				s.noteBlock(ctx, Block{Phone: phone.E164, Country: phone.Region, Reason: l.denial,
 					Count: res[0].Count, Until: s.now().Add(res[0].RetryAfter)})
 			}
-			return &Error{Code: l.denial, Message: l.what, RetryAfter: res[0].RetryAfter}
+			return nil, &Error{Code: l.denial, Message: l.what, RetryAfter: res[0].RetryAfter}
 		}
 		t := l.take
 		t.Fallback = res[0].Fallback // its refund goes where it was counted
 		passed = append(passed, t)
 	}
-	return nil
+	return passed, nil
 }
 
 func (s *OTP) refund(ctx context.Context, takes []Take) {
@@ -262,11 +289,13 @@ func (s *OTP) Verify(ctx context.Context, req VerifyRequest) (Phone, error) {
 	if err := s.checkCodeFormat(req.Code); err != nil {
 		return Phone{}, err
 	}
-	err = s.verify(withDecision(ctx), phone, req.Code)
+	ctx = withDecision(ctx)
+	err = s.verify(ctx, phone, req.Code)
 	s.record(ctx, "otp.verify", "valid", phone, "", err)
 	if err != nil {
 		return Phone{}, err
 	}
+	s.watchVerify(ctx, phone)
 	return phone, nil
 }
 

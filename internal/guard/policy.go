@@ -74,6 +74,18 @@ type OTPPolicy struct {
 	// LocalLimit is the per-instance send limit per number and window
 	// when OnStoreError is "local".
 	LocalLimit int64 `yaml:"local_limit,omitempty" json:"local_limit,omitempty"`
+
+	// The abuse defences (pumping.go, conversion.go, docs/abuse.md).
+	// AllowedCountries (ISO codes) limits where codes go; empty: anywhere.
+	AllowedCountries []string `yaml:"allowed_countries" json:"allowed_countries"`
+	// AllowedNumberTypes (libphonenumber's types: mobile, fixed_line,
+	// fixed_line_or_mobile, toll_free, premium_rate, ...); empty: any.
+	AllowedNumberTypes []string          `yaml:"allowed_number_types" json:"allowed_number_types"`
+	PerPrefix          PrefixWindow      `yaml:"per_prefix" json:"per_prefix"`
+	PerCountry         map[string]Window `yaml:"per_country" json:"per_country"` // ISO code or "*" -> budget
+	Budget             Budget            `yaml:"budget" json:"budget"`
+	Conversion         ConversionPolicy  `yaml:"conversion" json:"conversion"`
+	SafeList           []string          `yaml:"safe_list" json:"safe_list"` // numbers or prefixes: no velocity or conversion rules
 }
 
 // LimitPolicy is one named policy of /limits/check.
@@ -137,6 +149,10 @@ func DefaultPolicies() Policies {
 			PerIP:             Window{Limit: 20, Window: Duration(time.Hour)},
 			Message:           "Your verification code is {code}",
 			OnStoreError:      FailClosed,
+			// The abuse defences (docs/abuse.md).
+			AllowedNumberTypes: DefaultNumberTypes(),
+			PerPrefix:          DefaultPerPrefix(),
+			Conversion:         DefaultConversion(),
 		},
 		Limits: map[string]LimitPolicy{
 			"default": {Algorithm: TokenBucket, Capacity: 50, RefillPerSecond: 5, OnStoreError: FailOpen},
@@ -196,6 +212,7 @@ func (p *Policies) Validate() error {
 	if o.Mode != "" && o.Mode != ModeExact {
 		bad("otp.mode", "OTP limits are always exact: sync mode would let codes through past the limit")
 	}
+	validateAbuse(o, bad)
 
 	for _, name := range p.LimitNames() {
 		l := p.Limits[name]
@@ -287,6 +304,7 @@ func (p *Policies) FillDefaults() {
 	if p.OTP.OnStoreError == "" {
 		p.OTP.OnStoreError = FailClosed
 	}
+	p.OTP.fillAbuseDefaults()
 	if len(p.Limits) == 0 {
 		p.Limits = DefaultPolicies().Limits
 	}

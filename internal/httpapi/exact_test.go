@@ -40,7 +40,11 @@ func burst(t *testing.T, c *cluster, n int, path string, body func(i int) string
 	return statuses
 }
 
-func TestOTPSendBurstIsExact(t *testing.T) {
+func TestOTPSendBurstIsExact(t *testing.T) { otpSendBurstIsExact(t, realCluster) }
+
+// otpSendBurstIsExact runs the exactness cases on instances that start
+// gives (one Redis here; a Redis Cluster in redis_cluster_test.go).
+func otpSendBurstIsExact(t *testing.T, start func(*testing.T, int, guard.Policies) *cluster) {
 	const instances, requests = 4, 300
 	cases := []struct {
 		name     string
@@ -82,7 +86,7 @@ func TestOTPSendBurstIsExact(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			p := defaults()
 			tc.policies(&p)
-			c := realCluster(t, instances, p)
+			c := start(t, instances, p)
 			statuses := burst(t, c, requests, "/otp/send", tc.body)
 			if got := c.out.count(); got != tc.want {
 				t.Errorf("%d requests over %d instances sent %d messages, want exactly %d", requests, instances, got, tc.want)

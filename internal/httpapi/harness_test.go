@@ -70,7 +70,7 @@ func (o *outbox) lastCode(t *testing.T, phone string) string {
 // several stateless instances behind a load balancer.
 type instance struct {
 	srv *httptest.Server
-	rdb *redis.Client
+	rdb redis.UniversalClient
 }
 
 // cluster is several instances sharing one Redis, one key prefix, one HMAC
@@ -98,6 +98,22 @@ func miniCluster(t *testing.T, n int, policies guard.Policies) (*cluster, *minir
 
 func newCluster(t *testing.T, n int, url, prefix string, policies guard.Policies) *cluster {
 	t.Helper()
+	return newClusterWith(t, n, url, prefix, policies, func(t *testing.T) (redis.UniversalClient, *store.Redis) {
+		// A generous budget: exactness tests must not confuse a CPU-starved
+		// round trip under -race with an outage.
+		rdb, err := store.NewRedisClient(store.RedisOptions{URL: url, Timeout: 5 * time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rdb, store.NewRedis(rdb, prefix)
+	})
+}
+
+// newClusterWith starts n instances, each on the client and store connect
+// returns (redis_cluster_test.go connects to a Redis Cluster).
+func newClusterWith(t *testing.T, n int, url, prefix string, policies guard.Policies,
+	connect func(t *testing.T) (redis.UniversalClient, *store.Redis)) *cluster {
+	t.Helper()
 	policies.FillDefaults()
 	if err := policies.Validate(); err != nil {
 		t.Fatalf("policies: %v", err)
@@ -105,14 +121,8 @@ func newCluster(t *testing.T, n int, url, prefix string, policies guard.Policies
 	c := &cluster{out: &outbox{}, prefix: prefix, url: url}
 	hmacKey := []byte("0123456789abcdef0123456789abcdef")
 	for range n {
-		// A generous budget: exactness tests must not confuse a CPU-starved
-		// round trip under -race with an outage.
-		rdb, err := store.NewRedisClient(store.RedisOptions{URL: url, Timeout: 5 * time.Second})
-		if err != nil {
-			t.Fatal(err)
-		}
+		rdb, st := connect(t)
 		t.Cleanup(func() { rdb.Close() })
-		st := store.NewRedis(rdb, prefix)
 		otp := guard.NewOTP(guard.OTPOptions{Policy: policies.OTP, Counter: st, Codes: st, Sender: c.out, HMACKey: hmacKey})
 		h := httpapi.New(httpapi.Options{
 			OTP: otp, Limiter: guard.NewLimiter(policies.Limits, st, nil),

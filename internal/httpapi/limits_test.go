@@ -21,14 +21,16 @@ func limitPolicies() guard.Policies {
 	return p
 }
 
-func TestLimitBurstIsExact(t *testing.T) {
+func TestLimitBurstIsExact(t *testing.T) { limitBurstIsExact(t, realCluster) }
+
+func limitBurstIsExact(t *testing.T, start func(*testing.T, int, guard.Policies) *cluster) {
 	const instances, requests = 4, 200
 	for _, tc := range []struct {
 		policy string
 		want   int
 	}{{"api", 50}, {"search", 30}} {
 		t.Run(tc.policy, func(t *testing.T) {
-			c := realCluster(t, instances, limitPolicies())
+			c := start(t, instances, limitPolicies())
 			statuses := burst(t, c, requests, "/limits/check", func(int) string {
 				return fmt.Sprintf(`{"policy":%q,"key":"user:42"}`, tc.policy)
 			})

@@ -48,6 +48,9 @@ type opsConfig struct {
 	refresh   time.Duration // deny-list refresh; 50ms when 0
 	policies  *guard.Policies
 	opsKeys   []string // {opsKey} when nil
+	// conversions wires the conversion watch (Redis tallies, the ops desk
+	// as its deny-list) and the abuse metrics (pumping_test.go).
+	conversions bool
 }
 
 // newOpsCluster starts the instances; everything stops when the test ends.
@@ -128,12 +131,18 @@ func (oc *opsCluster) start(t *testing.T, i int, policies guard.Policies, cfg op
 	})
 
 	hmacKey := []byte("0123456789abcdef0123456789abcdef")
-	otp := guard.NewOTP(guard.OTPOptions{Policy: policies.OTP, Counter: st, Codes: st, Sender: oc.out, HMACKey: hmacKey,
-		Deny: n.deny, Events: n.audit, Blocks: st})
+	oo := guard.OTPOptions{Policy: policies.OTP, Counter: st, Codes: st, Sender: oc.out, HMACKey: hmacKey,
+		Deny: n.deny, Events: n.audit, Blocks: st}
+	metrics := httpapi.NewMetrics()
+	abuse := httpapi.NewAbuseMetrics(metrics)
+	if cfg.conversions {
+		oo.Conversions, oo.AutoBlock, oo.Abuse = st, n.desk, abuse.Hooks()
+	}
+	otp := guard.NewOTP(oo)
 	h := httpapi.New(httpapi.Options{
 		OTP: otp, Limiter: guard.NewLimiter(policies.Limits, st, nil),
 		APIKeys: []string{apiKey}, OpsKeys: cfg.opsKeys, Spec: api.OpenAPI,
-		Ops: n.desk, SessionKey: opsSessionKey,
+		Ops: n.desk, SessionKey: opsSessionKey, Metrics: metrics, AbuseMetrics: abuse,
 	})
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)

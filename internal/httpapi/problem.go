@@ -38,6 +38,13 @@ var statusOf = map[guard.Code]int{
 	guard.CodeMethodNotAllowed:    http.StatusMethodNotAllowed,
 	guard.CodeBodyTooLarge:        http.StatusRequestEntityTooLarge,
 	guard.CodeInternal:            http.StatusInternalServerError,
+
+	// The abuse defences (docs/abuse.md).
+	guard.CodeCountryNotAllowed:    http.StatusForbidden,
+	guard.CodeNumberTypeNotAllowed: http.StatusForbidden,
+	guard.CodePrefixRateLimited:    http.StatusTooManyRequests,
+	guard.CodeCountryRateLimited:   http.StatusTooManyRequests,
+	guard.CodeBudgetExhausted:      http.StatusServiceUnavailable,
 }
 
 // codeOfStatus turns echo's own errors (unknown route, wrong method, body

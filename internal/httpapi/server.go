@@ -43,6 +43,11 @@ type Options struct {
 	// SessionKey signs ops sessions; every instance needs the same one.
 	// Empty: a random key, so sessions work on this instance only.
 	SessionKey []byte
+	// StatusCallback checks POST /sms/status (smsstatus.go); zero: 404.
+	StatusCallback StatusCallback
+	// AbuseMetrics, when the OTP service's AbuseHooks feed them; nil:
+	// registered here on Metrics.
+	AbuseMetrics *AbuseMetrics
 }
 
 // Server is otpguard's HTTP handler.
@@ -59,6 +64,10 @@ type Server struct {
 	// The ops desk and its sign-in (ops_auth.go).
 	ops      *guard.Ops
 	sessions sessions
+
+	// The SMS status callback (smsstatus.go).
+	statusCallback StatusCallback
+	abuseMetrics   *AbuseMetrics
 }
 
 // New builds the server and registers every route.
@@ -74,7 +83,15 @@ func New(o Options) *Server {
 		metrics: o.Metrics, ready: o.Ready, spec: o.Spec, status: o.Status,
 		ops: o.Ops, sessions: newSessions(o.SessionKey, newKeyring(o.OpsKeys)),
 	}
+	s.statusCallback, s.abuseMetrics = o.StatusCallback, o.AbuseMetrics
+	if s.abuseMetrics == nil {
+		s.abuseMetrics = NewAbuseMetrics(o.Metrics)
+	}
 	s.echo.HideBanner = true
+	// X-Forwarded-For is believed only from proxies on loopback or private
+	// networks: a caller elsewhere cannot name the address that the audit
+	// trail records for an ops sign-in.
+	s.echo.IPExtractor = echo.ExtractIPFromXFFHeader()
 	s.echo.HidePort = true
 	s.echo.HTTPErrorHandler = errorHandler(o.Logger)
 	s.routes(newKeyring(o.APIKeys), newKeyring(o.OpsKeys))
@@ -106,6 +123,8 @@ func (s *Server) routes(apiKeys, opsKeys keyring) {
 	e.POST("/otp/send", s.sendOTP, api)
 	e.POST("/otp/verify", s.verifyOTP, api)
 	e.POST("/limits/check", s.checkLimits, api)
+	// Twilio's delivery reports: its signature is the authentication.
+	e.POST("/sms/status", s.smsStatus)
 
 	// Ops: an ops key (bearer) or an ops session; an API key is 403. The
 	// page and its forms send the signed-out to /ops/login; the JSON API

@@ -182,8 +182,8 @@ func (r *Redis) readBlocks(ctx context.Context, phones []string) ([]guard.Blocke
 }
 
 // Unblock deletes the number's counters and code and its index entry, in
-// one MULTI (on Redis Cluster, go-redis sends one per slot: the number's
-// keys and the index live in two).
+// one MULTI (on Redis Cluster, one per slot, concurrently: the number's
+// keys and the index live in two or more).
 func (r *Redis) Unblock(ctx context.Context, phone string, counters []guard.Key) error {
 	del := make([]string, 0, len(counters)+1)
 	for _, k := range counters {
@@ -191,6 +191,9 @@ func (r *Redis) Unblock(ctx context.Context, phone string, counters []guard.Key)
 	}
 	del = append(del, r.codeKey(phone))
 	idx := r.blockKeys(phone)
+	if r.cluster {
+		return r.unblockBySlot(ctx, phone, del, idx)
+	}
 	pipe := r.rdb.TxPipeline()
 	pipe.Del(ctx, del...)
 	pipe.ZRem(ctx, idx[0], phone)

@@ -27,6 +27,8 @@ type rediser interface {
 type Redis struct {
 	rdb    rediser
 	prefix string
+	// cluster splits batches per hash slot (NewClusterRedis).
+	cluster bool
 }
 
 // NewRedis returns a store over rdb whose keys all start with prefix
@@ -66,14 +68,21 @@ func (r *Redis) LoadScripts(ctx context.Context) error {
 
 // Take spends from every counter of takes in one round trip: one MULTI/EXEC
 // holding, per fixed window, INCRBY + PEXPIRE NX + PTTL and, per token bucket,
-// an EVALSHA of tokenBucketScript. (On Redis Cluster, go-redis splits the
-// transaction per slot and sends the parts to their nodes concurrently.)
+// an EVALSHA of tokenBucketScript. On Redis Cluster, one MULTI/EXEC per
+// hash slot, sent concurrently (bySlot, slot.go).
 //
 // The fixed window is the design's rule: INCRBY counts, PEXPIRE ... NX starts
 // the window at the first hit and lets no later hit push it back, and both
 // sit in one MULTI so that no counter ever lives without a TTL. Never
 // GET-then-SET, never INCR then a separate EXPIRE.
 func (r *Redis) Take(ctx context.Context, takes []guard.Take) ([]guard.Result, error) {
+	if r.cluster {
+		return bySlot(ctx, takes, r.takeKey, r.take)
+	}
+	return r.take(ctx, takes)
+}
+
+func (r *Redis) take(ctx context.Context, takes []guard.Take) ([]guard.Result, error) {
 	pipe := r.rdb.TxPipeline()
 	cmds := make([][]redis.Cmder, len(takes))
 	for i, t := range takes {
@@ -161,8 +170,19 @@ func (r *Redis) bucketResult(ctx context.Context, t guard.Take, cmd *redis.Cmd) 
 }
 
 // Refund gives back what Take spent, one script per counter, all in one
-// round trip. The scripts never create a key.
+// round trip (one per hash slot on Redis Cluster). The scripts never
+// create a key.
 func (r *Redis) Refund(ctx context.Context, takes []guard.Take) error {
+	if r.cluster {
+		_, err := bySlot(ctx, takes, r.takeKey, func(ctx context.Context, part []guard.Take) ([]struct{}, error) {
+			return make([]struct{}, len(part)), r.refund(ctx, part)
+		})
+		return err
+	}
+	return r.refund(ctx, takes)
+}
+
+func (r *Redis) refund(ctx context.Context, takes []guard.Take) error {
 	pipe := r.rdb.TxPipeline()
 	for _, t := range takes {
 		key := []string{r.key(t.Key)}

@@ -16,6 +16,15 @@ type RedisOptions struct {
 	URL      string        // redis://[user:pass@]host:port/db or rediss://
 	Timeout  time.Duration // budget of one call, dial included
 	PoolSize int           // 0: go-redis's default (10 per CPU)
+
+	// Mode is RedisSingle (URL), RedisCluster or RedisSentinel (Addrs);
+	// see NewUniversalClient (redismodes.go). "" is RedisSingle.
+	Mode   string
+	Addrs  []string // cluster seed nodes, or the sentinels
+	Master string   // the Sentinel master name
+	// Username and Password, when set, replace those of URL.
+	Username, Password string
+	TLS                bool // cluster and sentinel: TLS to every node
 }
 
 // NewRedisClient builds a client whose every call returns within Timeout.
@@ -28,6 +37,12 @@ func NewRedisClient(o RedisOptions) (*redis.Client, error) {
 		return nil, fmt.Errorf("store: redis url: %w", err)
 	}
 	applyTimeouts(opt, o.Timeout)
+	if o.Username != "" {
+		opt.Username = o.Username
+	}
+	if o.Password != "" {
+		opt.Password = o.Password
+	}
 	if o.PoolSize > 0 {
 		opt.PoolSize = o.PoolSize
 	}
@@ -87,8 +102,12 @@ func applyTimeouts(opt *redis.Options, budget time.Duration) {
 var ErrRedisUnreachable = errors.New("redis did not answer")
 
 // CheckRedisVersion refuses a server older than 7: EXPIRE ... NX, which the
-// fixed windows rely on, arrived in Redis 7.0.
-func CheckRedisVersion(ctx context.Context, rdb *redis.Client) error {
+// fixed windows rely on, arrived in Redis 7.0. On Redis Cluster every
+// master is asked (checkEveryMaster, redismodes.go).
+func CheckRedisVersion(ctx context.Context, rdb redis.UniversalClient) error {
+	if c, ok := rdb.(*redis.ClusterClient); ok {
+		return checkEveryMaster(ctx, c)
+	}
 	info, err := rdb.Info(ctx, "server").Result()
 	if err != nil {
 		return fmt.Errorf("store: redis info: %w: %w", ErrRedisUnreachable, err)

@@ -15,7 +15,15 @@ import (
 // window is the same MULTI as Take (INCRBY delta, PEXPIRE NX, PTTL): the
 // delta lands in the current window, which it starts if there is none. A
 // token bucket takes the delta through tokenSyncScript.
+// On Redis Cluster, one MULTI/EXEC per hash slot, sent concurrently.
 func (r *Redis) Sync(ctx context.Context, items []guard.SyncItem) ([]guard.SyncState, error) {
+	if r.cluster {
+		return bySlot(ctx, items, func(it guard.SyncItem) string { return r.key(it.Key) }, r.sync)
+	}
+	return r.sync(ctx, items)
+}
+
+func (r *Redis) sync(ctx context.Context, items []guard.SyncItem) ([]guard.SyncState, error) {
 	pipe := r.rdb.TxPipeline()
 	cmds := make([][]redis.Cmder, len(items))
 	for i, it := range items {

@@ -1,0 +1,187 @@
+package guard
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// The conversion watch. Codes sent to real users are mostly verified;
+// codes sent to pumped numbers never are, because nobody reads them. So,
+// per number prefix and per country, the watch counts sends and successful
+// verifies over a sliding hour (ConversionWindow), and when at least
+// min_sends codes went out and fewer than min_rate of them were verified:
+//
+//   - monitor (the default): one error log, one metric and one audit event
+//     per subject and hour, across all instances;
+//   - block: the same, and the prefix goes on the deny-list for block_for,
+//     authored by ConversionActor, so that it shows in the ops view with
+//     its reason and can be lifted there. Countries are only reported:
+//     blocking a whole country is a decision for a person.
+//
+// Safe-listed numbers are not counted. The watch is advisory: when its
+// store fails, sends and verifies go on and the failure is logged.
+
+// ConversionKind is what one conversion event counts.
+type ConversionKind string
+
+// The events of the conversion watch.
+const (
+	ConversionSend   ConversionKind = "s"
+	ConversionVerify ConversionKind = "v"
+)
+
+// Tally is one subject's sends and successful verifies in the window.
+type Tally struct {
+	Sends    int64
+	Verifies int64
+}
+
+// Rate is verifies / sends (1 when nothing was sent).
+func (t Tally) Rate() float64 {
+	if t.Sends == 0 {
+		return 1
+	}
+	return float64(t.Verifies) / float64(t.Sends)
+}
+
+// Conversions keeps the sliding-hour tallies of the conversion watch.
+type Conversions interface {
+	// CountConversion adds one event of kind to each subject and returns
+	// each subject's tally over the last window, this event included.
+	CountConversion(ctx context.Context, kind ConversionKind, window time.Duration, subjects []Key) ([]Tally, error)
+	// ClaimAlert reports whether this caller is the first, across all
+	// instances, to claim subject's alert within ttl.
+	ClaimAlert(ctx context.Context, subject Key, ttl time.Duration) (bool, error)
+	// ReleaseAlert gives a claim back (its alert could not be acted on).
+	ReleaseAlert(ctx context.Context, subject Key) error
+}
+
+// AutoBlocker adds deny-list entries on the watch's behalf: the ops desk
+// (*Ops), which reloads the deny-list and audits the change.
+type AutoBlocker interface {
+	AddDeny(ctx context.Context, e DenyEntry, actor string) (DenyEntry, error)
+}
+
+// convTimeout bounds one call of the watch: it must never hold up a send.
+const convTimeout = time.Second
+
+// conversionSubjects are the prefix and country tallies of phone.
+func (s *OTP) conversionSubjects(phone Phone) []Key {
+	region := phone.Region
+	if region == "" {
+		region = "001"
+	}
+	return []Key{
+		{Space: "conv:prefix", ID: Prefix(phone.E164, s.policy.PerPrefix.DigitsDropped), Name: "m"},
+		{Space: "conv:country", ID: region, Name: "m"},
+	}
+}
+
+// watching reports whether the conversion watch applies to phone now.
+func (s *OTP) watching(ctx context.Context, phone Phone) bool {
+	m := s.policy.Conversion.Mode
+	if s.abuse.conv == nil || m == "" || m == ConversionOff || s.safe(phone.E164) {
+		return false
+	}
+	// The store already failed in this decision: do not wait on it again.
+	d, _ := ctx.Value(decisionKey{}).(*decision)
+	return d == nil || !d.failed.Load()
+}
+
+// countConversion adds one event for phone and returns the tallies.
+func (s *OTP) countConversion(ctx context.Context, phone Phone, kind ConversionKind) ([]Key, []Tally, bool) {
+	if !s.watching(ctx, phone) {
+		return nil, nil, false
+	}
+	subjects := s.conversionSubjects(phone)
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), convTimeout)
+	defer cancel()
+	tallies, err := s.abuse.conv.CountConversion(cctx, kind, ConversionWindow, subjects)
+	if err == nil && len(tallies) != len(subjects) {
+		err = fmt.Errorf("conversion: store answered %d tallies for %d subjects", len(tallies), len(subjects))
+	}
+	if err != nil {
+		s.log.WarnContext(ctx, "conversion watch: counting failed", "kind", string(kind), "err", err)
+		return nil, nil, false
+	}
+	return subjects, tallies, true
+}
+
+// watchSend counts a code that left and judges its prefix and country.
+func (s *OTP) watchSend(ctx context.Context, phone Phone) {
+	subjects, tallies, ok := s.countConversion(ctx, phone, ConversionSend)
+	if !ok {
+		return
+	}
+	c := s.policy.Conversion
+	for i, t := range tallies {
+		if t.Sends >= c.MinSends && t.Rate() < c.MinRate {
+			s.conversionAlert(ctx, phone, subjects[i], t)
+		}
+	}
+}
+
+// watchVerify counts a successful verify: it raises its prefix's and
+// country's conversion.
+func (s *OTP) watchVerify(ctx context.Context, phone Phone) {
+	s.countConversion(ctx, phone, ConversionVerify)
+}
+
+// conversionAlert reports (and in block mode blocks) a subject whose
+// conversion fell below the threshold, once per period across instances.
+func (s *OTP) conversionAlert(ctx context.Context, phone Phone, subject Key, t Tally) {
+	c := s.policy.Conversion
+	scope := subject.Space[len("conv:"):]
+	block := c.Mode == ConversionBlock && scope == "prefix"
+	period := ConversionWindow
+	if block {
+		period = c.BlockFor.D()
+	}
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), convTimeout)
+	defer cancel()
+	claim := Key{Space: subject.Space, ID: subject.ID, Name: "alert"}
+	first, err := s.abuse.conv.ClaimAlert(cctx, claim, period)
+	if err != nil {
+		s.log.WarnContext(ctx, "conversion watch: claiming an alert failed", "err", err)
+		return
+	}
+	if !first {
+		return // another request or instance reported it this period
+	}
+	reason := fmt.Sprintf("conversion watch: %d of %d codes verified in the last hour (%.1f%%), below min_rate %.1f%%",
+		t.Verifies, t.Sends, 100*t.Rate(), 100*c.MinRate)
+	action := "reported"
+	if block {
+		if s.abuse.autoBlock == nil {
+			s.log.ErrorContext(ctx, "conversion watch: block mode without a deny-list: only reporting", "prefix", subject.ID)
+		} else {
+			until := s.now().Add(c.BlockFor.D())
+			e, err := s.abuse.autoBlock.AddDeny(cctx, DenyEntry{Pattern: subject.ID, Reason: reason, ExpiresAt: &until}, ConversionActor)
+			if err != nil {
+				s.log.ErrorContext(ctx, "conversion watch: adding the block failed; the next send tries again", "prefix", subject.ID, "err", err)
+				if rerr := s.abuse.conv.ReleaseAlert(cctx, claim); rerr != nil {
+					s.log.WarnContext(ctx, "conversion watch: releasing the alert failed", "err", rerr)
+				}
+				return
+			}
+			action = "blocked"
+			reason += fmt.Sprintf("; deny-list entry %d until %s", e.ID, until.UTC().Format(time.RFC3339))
+		}
+	}
+	if h := s.abuse.hooks.ConversionAlert; h != nil {
+		h(scope, action)
+	}
+	s.log.ErrorContext(ctx, "CONVERSION ALERT: codes are sent but not verified (SMS pumping?)",
+		"scope", scope, "subject", subject.ID, "action", action, "mode", string(c.Mode),
+		"sends", t.Sends, "verifies", t.Verifies, "min_rate", c.MinRate)
+	country := phone.Region
+	if scope == "country" {
+		country = subject.ID
+	}
+	s.events.Record(Event{At: s.now(), Action: ActionConversion, Outcome: action, Country: country,
+		Actor: ConversionActor, Detail: fmt.Sprintf("%s=%s %s", scope, subject.ID, reason)})
+}
+
+// ActionConversion is the audit action of a conversion alert.
+const ActionConversion = "otp.conversion"

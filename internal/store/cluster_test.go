@@ -1,0 +1,203 @@
+package store_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/otpguard/otpguard/internal/guard"
+	"github.com/otpguard/otpguard/internal/store"
+	"github.com/otpguard/otpguard/internal/store/redistest"
+)
+
+// TestMain stops the Redis Cluster the tests share (started once, by the
+// first test that needs it).
+func TestMain(m *testing.M) {
+	code := m.Run()
+	redistest.StopShared()
+	os.Exit(code)
+}
+
+// clusterStore is a store over the shared cluster, reached as otpguard
+// reaches it (NewUniversalClient, mode cluster), with a round-trip counter.
+func clusterStore(t *testing.T) (*store.Redis, *redis.ClusterClient, *redistest.RoundTrips, string) {
+	t.Helper()
+	c := redistest.SharedCluster(t)
+	u, err := store.NewUniversalClient(store.RedisOptions{Mode: store.RedisCluster, Addrs: c.Addrs(), Timeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { u.Close() })
+	rdb := u.(*redis.ClusterClient)
+	h := &redistest.RoundTrips{}
+	rdb.AddHook(h)
+	prefix := redistest.Prefix()
+	return store.NewClusterRedis(rdb, prefix), rdb, h, prefix
+}
+
+func TestSlotMatchesRedis(t *testing.T) {
+	if got := store.Slot("123456789"); got != 0x31C3%16384 {
+		t.Errorf("Slot(123456789) = %d, want %d (CRC16/XMODEM check value)", got, 0x31C3%16384)
+	}
+	_, rdb, _, _ := clusterStore(t)
+	ctx := context.Background()
+	keys := []string{"foo", "og:otp:{+919800000000}:sends", "og:{instances}", "og:ops:{blocks}:ends",
+		"a{}b", "{}", "x{y", "x}y{z}", "og:lim:api:{user:42}:", "og:lim:api:{}{x}:", "\xff\x00{\xfe}"}
+	for i := range 50 {
+		keys = append(keys, fmt.Sprintf("t:lim:api:{k%d}:", i))
+	}
+	for _, k := range keys {
+		want, err := rdb.ClusterKeySlot(ctx, k).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := store.Slot(k); int64(got) != want {
+			t.Errorf("Slot(%q) = %d, CLUSTER KEYSLOT says %d", k, got, want)
+		}
+	}
+}
+
+// spread finds n subject IDs whose keys live on n different masters.
+func spread(t *testing.T, rdb *redis.ClusterClient, prefix string, n int) []string {
+	t.Helper()
+	seen := map[string]bool{}
+	var ids []string
+	for i := 0; len(ids) < n && i < 1000; i++ {
+		id := fmt.Sprintf("s%d", i)
+		node, err := rdb.MasterForKey(context.Background(), prefix+"lim:x:{"+id+"}:")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if addr := node.Options().Addr; !seen[addr] {
+			seen[addr] = true
+			ids = append(ids, id)
+		}
+	}
+	if len(ids) < n {
+		t.Fatalf("found keys on %d masters, want %d", len(ids), n)
+	}
+	return ids
+}
+
+func TestClusterTakeSpansSlots(t *testing.T) {
+	st, rdb, h, prefix := clusterStore(t)
+	ctx := context.Background()
+	ids := spread(t, rdb, prefix, 3)
+	var takes []guard.Take
+	for _, id := range ids {
+		takes = append(takes,
+			guard.Take{Key: guard.Key{Space: "lim:x", ID: id}, Algorithm: guard.FixedWindow, Limit: 3, Window: time.Minute, Cost: 1},
+			guard.Take{Key: guard.Key{Space: "lim:y", ID: id}, Algorithm: guard.TokenBucket, Limit: 3, Rate: 0.01, Cost: 1})
+	}
+	if err := st.LoadScripts(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for round := 1; round <= 4; round++ {
+		h.Reset()
+		res, err := st.Take(ctx, takes)
+		if err != nil {
+			t.Fatalf("round %d: %v", round, err)
+		}
+		if got := h.N(); got != int64(len(ids)) {
+			t.Errorf("round %d: a batch over %d masters (one slot each) took %d round trips, want %d", round, len(ids), got, len(ids))
+		}
+		for i, r := range res {
+			if want := round <= 3; r.Allowed != want || r.Limit != 3 {
+				t.Errorf("round %d, take %d (%s): allowed %v limit %d, want allowed %v limit 3", round, i, takes[i].Key.ID, r.Allowed, r.Limit, want)
+			}
+		}
+	}
+	h.Reset()
+	if err := st.Refund(ctx, takes); err != nil {
+		t.Fatal(err)
+	}
+	if got := h.N(); got != int64(len(ids)) {
+		t.Errorf("refund over %d masters took %d round trips, want %d", len(ids), got, len(ids))
+	}
+	for _, id := range ids {
+		n, err := rdb.Get(ctx, prefix+"lim:x:{"+id+"}:").Int64()
+		if err != nil || n != 3 {
+			t.Errorf("window of %s after 4 takes and a refund: %d, %v; want 3", id, n, err)
+		}
+	}
+}
+
+// TestClusterTakeIsExactUnderConcurrency: many clients, each its own
+// cluster client, spend one batch spanning three masters; each counter
+// ends exactly at the number of batches.
+func TestClusterTakeIsExactUnderConcurrency(t *testing.T) {
+	_, rdb, _, prefix := clusterStore(t)
+	ids := spread(t, rdb, prefix, 3)
+	const clients, batches = 4, 50
+	stores := make([]*store.Redis, clients)
+	for i := range stores {
+		u, err := store.NewUniversalClient(store.RedisOptions{Mode: store.RedisCluster, Addrs: redistest.SharedCluster(t).Addrs(), Timeout: 5 * time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { u.Close() })
+		stores[i] = store.NewClusterRedis(u, prefix)
+	}
+	var takes []guard.Take
+	for _, id := range ids {
+		takes = append(takes, guard.Take{Key: guard.Key{Space: "lim:x", ID: id}, Algorithm: guard.FixedWindow, Limit: 1000, Window: time.Minute, Cost: 1})
+	}
+	var wg sync.WaitGroup
+	for i := range batches {
+		wg.Go(func() {
+			if _, err := stores[i%clients].Take(context.Background(), takes); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	wg.Wait()
+	for _, id := range ids {
+		n, err := rdb.Get(context.Background(), prefix+"lim:x:{"+id+"}:").Int64()
+		if err != nil || n != batches {
+			t.Errorf("counter %s = %d, %v; want exactly %d", id, n, err, batches)
+		}
+	}
+}
+
+func TestCheckRedisVersionOnCluster(t *testing.T) {
+	_, rdb, _, _ := clusterStore(t)
+	if err := store.CheckRedisVersion(context.Background(), rdb); err != nil {
+		t.Fatalf("CheckRedisVersion on the cluster: %v", err)
+	}
+}
+
+// TestClusterBlocksAndUnblock: the block index lives in one slot
+// ({blocks}); unblocking touches the number's slot and the index's, one
+// MULTI each.
+func TestClusterBlocksAndUnblock(t *testing.T) {
+	st, rdb, _, prefix := clusterStore(t)
+	ctx := context.Background()
+	const phone = "+919800000077"
+	counter := guard.Key{Space: "otp", ID: phone, Name: "sends"}
+	take := guard.Take{Key: counter, Algorithm: guard.FixedWindow, Limit: 1, Window: time.Minute, Cost: 1}
+	for range 2 {
+		if _, err := st.Take(ctx, []guard.Take{take}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := st.NoteBlock(ctx, guard.Block{Phone: phone, Reason: guard.CodePhoneRateLimited, Count: 2, Until: time.Now().Add(time.Hour)}); err != nil {
+		t.Fatal(err)
+	}
+	if bs, total, err := st.ListBlocks(ctx, nil, 10); err != nil || total != 1 || len(bs) != 1 || bs[0].Phone != phone {
+		t.Fatalf("ListBlocks = %v, %d, %v; want the one number", bs, total, err)
+	}
+	if err := st.Unblock(ctx, phone, []guard.Key{counter}); err != nil {
+		t.Fatalf("Unblock on the cluster: %v", err)
+	}
+	if bs, total, err := st.ListBlocks(ctx, nil, 10); err != nil || total != 0 || len(bs) != 0 {
+		t.Errorf("ListBlocks after Unblock = %v, %d, %v; want none", bs, total, err)
+	}
+	if n := rdb.Exists(ctx, prefix+"otp:{"+phone+"}:sends").Val(); n != 0 {
+		t.Errorf("the number's counter survived Unblock")
+	}
+}

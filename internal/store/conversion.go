@@ -1,0 +1,107 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/otpguard/otpguard/internal/guard"
+)
+
+var _ guard.Conversions = (*Redis)(nil)
+
+// conversionBucket is the resolution of the conversion watch's sliding
+// window: one-minute buckets.
+const conversionBucket = 60 // seconds
+
+// conversionScript counts one event in a subject's sliding window and
+// returns the window's {sends, verifies}.
+//
+// The subject is one hash (KEYS[1]) of per-minute buckets: field
+// "<kind>:<minute>" (kind s or v, minute = Redis TIME / 60) holds the
+// events of that minute. The window is the current minute and the
+// ARGV[2]/60 - 1 before it, so "the last hour" covers between 59 and 60
+// minutes. Older fields are deleted as they are met, so the hash holds at
+// most two fields per minute of the window, and the key expires one bucket
+// after the window once the subject goes quiet. One script: the count and
+// the read are one atomic step, with one clock (Redis TIME) for every
+// instance.
+var conversionScript = redis.NewScript(`
+local now = tonumber(redis.call('TIME')[1])
+local bucket = tonumber(ARGV[3])
+local window = tonumber(ARGV[2])
+local cur = math.floor(now / bucket)
+local first = cur - math.floor(window / bucket) + 1
+redis.call('HINCRBY', KEYS[1], ARGV[1] .. ':' .. cur, 1)
+local all = redis.call('HGETALL', KEYS[1])
+local s, v = 0, 0
+local old = {}
+for i = 1, #all, 2 do
+  local kind, b = string.match(all[i], '^(%a):(%d+)$')
+  b = tonumber(b)
+  if not b or b < first then
+    old[#old + 1] = all[i]
+  elseif kind == 's' then
+    s = s + tonumber(all[i + 1])
+  elseif kind == 'v' then
+    v = v + tonumber(all[i + 1])
+  end
+end
+if #old > 0 then redis.call('HDEL', KEYS[1], unpack(old)) end
+redis.call('EXPIRE', KEYS[1], window + bucket)
+return {s, v}
+`)
+
+// CountConversion adds one event of kind to each subject and returns each
+// subject's sends and verifies over window. Subjects live in different
+// hash slots (a prefix, a country), so each is its own call, sent
+// concurrently: one round trip of latency, on a single node or a Cluster.
+func (r *Redis) CountConversion(ctx context.Context, kind guard.ConversionKind, window time.Duration, subjects []guard.Key) ([]guard.Tally, error) {
+	secs := max(conversionBucket, int64(window/time.Second))
+	out := make([]guard.Tally, len(subjects))
+	errs := make([]error, len(subjects))
+	var wg sync.WaitGroup
+	for i, k := range subjects {
+		wg.Go(func() {
+			key := r.key(k)
+			// Run: EVALSHA, and EVAL when the server lost its script cache.
+			v, err := conversionScript.Run(ctx, r.rdb, []string{key}, string(kind), secs, conversionBucket).Int64Slice()
+			switch {
+			case err != nil:
+				errs[i] = fmt.Errorf("store: count conversion %s: %w", key, err)
+			case len(v) != 2:
+				errs[i] = fmt.Errorf("store: count conversion %s: script returned %d values, want 2", key, len(v))
+			default:
+				out[i] = guard.Tally{Sends: v[0], Verifies: v[1]}
+			}
+		})
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// ClaimAlert sets the subject's alert key if it is not set (SET NX PX):
+// the first caller in ttl, on any instance, gets true.
+func (r *Redis) ClaimAlert(ctx context.Context, subject guard.Key, ttl time.Duration) (bool, error) {
+	pipe := r.rdb.TxPipeline()
+	cmd := pipe.SetNX(ctx, r.key(subject), 1, ttl)
+	if _, err := pipe.Exec(ctx); err != nil && err != redis.Nil {
+		return false, fmt.Errorf("store: claim alert %s: %w", r.key(subject), err)
+	}
+	return cmd.Val(), nil
+}
+
+// ReleaseAlert deletes the subject's alert key.
+func (r *Redis) ReleaseAlert(ctx context.Context, subject guard.Key) error {
+	if err := r.rdb.Del(ctx, r.key(subject)).Err(); err != nil {
+		return fmt.Errorf("store: release alert %s: %w", r.key(subject), err)
+	}
+	return nil
+}
