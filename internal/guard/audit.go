@@ -122,6 +122,7 @@ func (q *AuditQueue) Run(ctx context.Context) {
 				return
 			case e := <-q.ch:
 				q.pending = append(q.pending, e)
+				q.inHand.Store(1)
 			}
 		}
 		// A write under way at shutdown finishes (within its own timeout).
@@ -156,6 +157,7 @@ fill:
 	if len(q.pending) == 0 {
 		return nil
 	}
+	q.inHand.Store(int64(len(q.pending))) // Len stays true while the write waits
 	wctx, cancel := context.WithTimeout(ctx, auditWriteTimeout)
 	defer cancel()
 	if err := q.log.WriteEvents(wctx, q.pending); err != nil {
