@@ -111,10 +111,14 @@ func (p *program) sms(t *testing.T, phone string) string {
 	}
 }
 
-func (p *program) post(t *testing.T, path, body string) (int, map[string]any) {
+// call sends a request to the program with key as bearer ("" for none)
+// and decodes the JSON answer.
+func (p *program) call(t *testing.T, method, path, body, key string) (int, map[string]any) {
 	t.Helper()
-	req, _ := http.NewRequest("POST", p.url+path, strings.NewReader(body))
-	req.Header.Set("Authorization", "Bearer "+p.key)
+	req, _ := http.NewRequest(method, p.url+path, strings.NewReader(body))
+	if key != "" {
+		req.Header.Set("Authorization", "Bearer "+key)
+	}
 	res, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
@@ -123,6 +127,12 @@ func (p *program) post(t *testing.T, path, body string) (int, map[string]any) {
 	var m map[string]any
 	json.NewDecoder(res.Body).Decode(&m)
 	return res.StatusCode, m
+}
+
+// post sends body with the program's API key.
+func (p *program) post(t *testing.T, path, body string) (int, map[string]any) {
+	t.Helper()
+	return p.call(t, "POST", path, body, p.key)
 }
 
 func walkThrough(t *testing.T, p *program) {
@@ -259,5 +269,34 @@ func TestStartsWhileRedisIsDown(t *testing.T) {
 	}
 	if status, body := p.post(t, "/otp/send", `{"phone":"+919800000000"}`); status != 503 || body["code"] != "store_unavailable" {
 		t.Fatalf("closed OTP without Redis: %d %v, want 503 store_unavailable", status, body)
+	}
+}
+
+// TestEmbeddedRedisKeepsTime: the embedded Redis expires keys and refills
+// buckets in real time (miniredis does neither unless driven).
+func TestEmbeddedRedisKeepsTime(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "p.yaml")
+	os.WriteFile(path, []byte("otp:\n  cooldown: 1s\nlimits:\n  fast: {algorithm: token_bucket, capacity: 1, refill_per_second: 4}\n"), 0o600)
+	p := boot(t, map[string]string{"OTPGUARD_CONFIG": path})
+	if status, body := p.post(t, "/otp/send", `{"phone":"+919800000000"}`); status != 200 {
+		t.Fatalf("first send: %d %v", status, body)
+	}
+	if status, _ := p.post(t, "/otp/send", `{"phone":"+919800000000"}`); status != 429 {
+		t.Fatalf("send within the cooldown: %d, want 429", status)
+	}
+	time.Sleep(1200 * time.Millisecond)
+	if status, body := p.post(t, "/otp/send", `{"phone":"+919800000000"}`); status != 200 {
+		t.Fatalf("send after the 1s cooldown: %d %v, want 200 (the embedded Redis must expire keys)", status, body)
+	}
+	check := func() int {
+		status, _ := p.post(t, "/limits/check", `{"policy":"fast","key":"k"}`)
+		return status
+	}
+	if a, b := check(), check(); a != 200 || b != 429 {
+		t.Fatalf("bucket of 1: %d then %d, want 200 then 429", a, b)
+	}
+	time.Sleep(400 * time.Millisecond) // 4 tokens a second
+	if got := check(); got != 200 {
+		t.Fatalf("after 400ms at 4/s: %d, want 200 (the bucket must refill)", got)
 	}
 }

@@ -2,10 +2,8 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"io"
-	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -18,16 +16,7 @@ import (
 // opsCall sends a request to the program with its ops key.
 func (p *program) opsCall(t *testing.T, method, path, body string) (int, map[string]any) {
 	t.Helper()
-	req, _ := http.NewRequest(method, p.url+path, strings.NewReader(body))
-	req.Header.Set("Authorization", "Bearer "+p.opsKey)
-	res, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer res.Body.Close()
-	var m map[string]any
-	json.NewDecoder(res.Body).Decode(&m)
-	return res.StatusCode, m
+	return p.call(t, method, path, body, p.opsKey)
 }
 
 // TestEmbeddedOpsKey: embedded mode makes up an ops key, prints it, and it

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"io"
-	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -14,18 +13,7 @@ import (
 
 func (p *program) get(t *testing.T, path, key string) (int, map[string]any) {
 	t.Helper()
-	req, _ := http.NewRequest("GET", p.url+path, nil)
-	if key != "" {
-		req.Header.Set("Authorization", "Bearer "+key)
-	}
-	res, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer res.Body.Close()
-	var m map[string]any
-	json.NewDecoder(res.Body).Decode(&m)
-	return res.StatusCode, m
+	return p.call(t, "GET", path, "", key)
 }
 
 // TestRedisOutageEndToEnd boots the real program on a private Redis, kills

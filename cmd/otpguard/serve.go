@@ -152,12 +152,14 @@ func connectRedis(ctx context.Context, cfg *Config, log *slog.Logger) (redis.Uni
 		}
 		log.Warn("EMBEDDED REDIS: limits live in this process only and are NOT shared between instances; set OTPGUARD_REDIS_URL for production",
 			"redis", "miniredis")
+		stopClock := driveClock(m, 10*time.Millisecond)
 		rdb, err := store.NewRedisClient(store.RedisOptions{URL: "redis://" + m.Addr(), Timeout: cfg.RedisTimeout})
 		if err != nil {
+			stopClock()
 			m.Close()
 			return nil, nil, err
 		}
-		return rdb, func() { rdb.Close(); m.Close() }, nil
+		return rdb, func() { rdb.Close(); stopClock(); m.Close() }, nil
 	}
 	rdb, err := store.NewUniversalClient(cfg.redisOptions())
 	if err != nil {
@@ -179,6 +181,30 @@ func connectRedis(ctx context.Context, cfg *Config, log *slog.Logger) (redis.Uni
 		log.Info("redis connected", "redis", cfg.redisTarget(), "mode", cfg.Redis.Mode, "timeout", cfg.RedisTimeout.String())
 	}
 	return rdb, func() { rdb.Close() }, nil
+}
+
+// driveClock makes the embedded Redis keep time. miniredis neither
+// expires keys nor moves TIME on its own: told nothing, a 30 s cooldown
+// would never end. Every tick the clock is set to now (TIME, PEXPIRETIME)
+// and the TTLs are moved forward as much, so both agree to the tick.
+func driveClock(m *miniredis.Miniredis, tick time.Duration) (stop func()) {
+	last := time.Now()
+	m.SetTime(last)
+	t := time.NewTicker(tick)
+	done := make(chan struct{})
+	go func() {
+		for {
+			select {
+			case <-done:
+				return
+			case now := <-t.C:
+				m.SetTime(now)
+				m.FastForward(now.Sub(last))
+				last = now
+			}
+		}
+	}()
+	return func() { t.Stop(); close(done) }
 }
 
 // fillEmbeddedSecrets makes up what embedded mode may leave unset: an API

@@ -93,6 +93,9 @@ func realCluster(t *testing.T, n int, policies guard.Policies) *cluster {
 func miniCluster(t *testing.T, n int, policies guard.Policies) (*cluster, *miniredis.Miniredis) {
 	t.Helper()
 	m := miniredis.RunT(t)
+	// Frozen: miniredis moves TIME with the wall clock but TTLs only on
+	// FastForward, so a bucket read back drifts; tests move time themselves.
+	m.SetTime(time.Now())
 	return newCluster(t, n, "redis://"+m.Addr(), redistest.Prefix(), policies), m
 }
 

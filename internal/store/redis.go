@@ -89,11 +89,7 @@ func (r *Redis) take(ctx context.Context, takes []guard.Take) ([]guard.Result, e
 		key := r.key(t.Key)
 		switch t.Algorithm {
 		case guard.FixedWindow:
-			cmds[i] = []redis.Cmder{
-				pipe.IncrBy(ctx, key, t.Cost),
-				pipe.Do(ctx, "pexpire", key, t.Window.Milliseconds(), "nx"),
-				pipe.PTTL(ctx, key),
-			}
+			cmds[i] = hitWindow(ctx, pipe, key, t.Cost, t.Window)
 		case guard.TokenBucket:
 			cmds[i] = []redis.Cmder{tokenBucketScript.EvalSha(ctx, pipe, []string{key}, t.Limit, interval(t.Rate), t.Cost)}
 		default:
@@ -117,6 +113,17 @@ func (r *Redis) take(ctx context.Context, takes []guard.Take) ([]guard.Result, e
 		}
 	}
 	return res, nil
+}
+
+// hitWindow queues one fixed-window hit of n in a MULTI: INCRBY counts,
+// PEXPIRE ... NX starts the window at the first hit and lets no later hit
+// push it back, PTTL says how much of it is left.
+func hitWindow(ctx context.Context, pipe redis.Pipeliner, key string, n int64, window time.Duration) []redis.Cmder {
+	return []redis.Cmder{
+		pipe.IncrBy(ctx, key, n),
+		pipe.Do(ctx, "pexpire", key, window.Milliseconds(), "nx"),
+		pipe.PTTL(ctx, key),
+	}
 }
 
 func windowResult(t guard.Take, cmds []redis.Cmder) (guard.Result, error) {

@@ -30,11 +30,7 @@ func (r *Redis) sync(ctx context.Context, items []guard.SyncItem) ([]guard.SyncS
 		key := r.key(it.Key)
 		switch it.Algorithm {
 		case guard.FixedWindow:
-			cmds[i] = []redis.Cmder{
-				pipe.IncrBy(ctx, key, it.Delta),
-				pipe.Do(ctx, "pexpire", key, it.Window.Milliseconds(), "nx"),
-				pipe.PTTL(ctx, key),
-			}
+			cmds[i] = hitWindow(ctx, pipe, key, it.Delta, it.Window)
 		case guard.TokenBucket:
 			cmds[i] = []redis.Cmder{tokenSyncScript.EvalSha(ctx, pipe, []string{key}, it.Limit, interval(it.Rate), it.Delta)}
 		default:
