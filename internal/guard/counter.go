@@ -69,8 +69,9 @@ type Guess struct {
 
 // Codes stores OTP codes, as HMACs, one live code per number.
 type Codes interface {
-	// SaveCode replaces the number's code, with a fresh guess count.
-	SaveCode(ctx context.Context, phone string, mac []byte, ttl time.Duration) error
+	// SaveCode replaces the number's code, with a fresh guess count, and
+	// returns the guesses counted against the code it replaced (0 if none).
+	SaveCode(ctx context.Context, phone string, mac []byte, ttl time.Duration) (prevAttempts int, err error)
 	// GuessCode counts one guess atomically and returns the stored code;
 	// ErrNotFound when the number has no live code.
 	GuessCode(ctx context.Context, phone string) (Guess, error)

@@ -374,8 +374,13 @@ func (f *Fallback) leaveFallback() {
 }
 
 // SaveCode saves through the breaker, within the budget.
-func (f *Fallback) SaveCode(ctx context.Context, phone string, mac []byte, ttl time.Duration) error {
-	return f.call(ctx, func(ctx context.Context) error { return f.codes.SaveCode(ctx, phone, mac, ttl) })
+func (f *Fallback) SaveCode(ctx context.Context, phone string, mac []byte, ttl time.Duration) (int, error) {
+	var prev int
+	err := f.call(ctx, func(ctx context.Context) (err error) {
+		prev, err = f.codes.SaveCode(ctx, phone, mac, ttl)
+		return err
+	})
+	return prev, err
 }
 
 // GuessCode reads through the breaker, within the budget.

@@ -77,14 +77,14 @@ func (f *outageStore) Refund(ctx context.Context, takes []guard.Take) error {
 	return nil
 }
 
-func (f *outageStore) SaveCode(ctx context.Context, phone string, mac []byte, ttl time.Duration) error {
+func (f *outageStore) SaveCode(ctx context.Context, phone string, mac []byte, ttl time.Duration) (int, error) {
 	if err := f.fail(ctx); err != nil {
-		return err
+		return 0, err
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.codes[phone] = guard.Guess{MAC: mac, TTL: ttl}
-	return nil
+	return 0, nil
 }
 
 func (f *outageStore) GuessCode(ctx context.Context, phone string) (guard.Guess, error) {

@@ -30,6 +30,9 @@ type Block struct {
 // without scanning the store.
 type Blocks interface {
 	NoteBlock(ctx context.Context, b Block) error
+	// EndBlock removes the number's block if it is for reason: a new code
+	// ends a lock-out by wrong guesses.
+	EndBlock(ctx context.Context, phone string, reason Code) error
 }
 
 type noDeny struct{}
@@ -43,3 +46,5 @@ func (noEvents) Record(Event) {}
 type noBlocks struct{}
 
 func (noBlocks) NoteBlock(context.Context, Block) error { return nil }
+
+func (noBlocks) EndBlock(context.Context, string, Code) error { return nil }

@@ -22,6 +22,8 @@ type fakeBlocks struct {
 
 func (f *fakeBlocks) NoteBlock(context.Context, guard.Block) error { return nil }
 
+func (f *fakeBlocks) EndBlock(context.Context, string, guard.Code) error { return nil }
+
 func (f *fakeBlocks) ListBlocks(_ context.Context, match func(string) bool, n int) ([]guard.BlockedNumber, int, error) {
 	if f.err != nil {
 		return nil, 0, f.err

@@ -116,8 +116,13 @@ func (s *OTP) issueCode(ctx context.Context, phone Phone) (code string, ttl time
 		return "", 0, false, fmt.Errorf("otp: new code: %w", err)
 	}
 	ttl = s.policy.CodeTTL.D()
-	err = s.codes.SaveCode(ctx, phone.E164, s.mac(phone.E164, code), ttl)
+	prev, err := s.codes.SaveCode(ctx, phone.E164, s.mac(phone.E164, code), ttl)
 	if err == nil {
+		if prev >= s.policy.MaxVerifyAttempts { // it replaced a locked code: the lock-out is over
+			if err := s.blocks.EndBlock(context.WithoutCancel(ctx), phone.E164, CodeTooManyAttempts); err != nil {
+				s.log.WarnContext(ctx, "ending a lock-out block failed", "phone", MaskPhone(phone.E164), "err", err)
+			}
+		}
 		return code, ttl, true, nil
 	}
 	if !s.statelessCodes() {

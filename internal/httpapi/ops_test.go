@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -57,6 +58,34 @@ func reasons(b blockedBody) []string {
 // TestOpsBlockedAfterRealSends: real sends and guesses through the API on
 // two instances, and the blocked list of either shows who is refused, why
 // and until when.
+// TestOpsNewCodeEndsLockout: a number locked out by wrong guesses leaves
+// the blocked list when a new code is sent (the lock-out is over).
+func TestOpsNewCodeEndsLockout(t *testing.T) {
+	p := defaults()
+	p.OTP.Cooldown = 0
+	oc := newOpsCluster(t, opsConfig{instances: 2, engine: store.EngineSQLite, policies: &p})
+	const phone = "+447400123456"
+	if status, _ := oc.send(t, 0, phone); status != 200 {
+		t.Fatalf("send: %d", status)
+	}
+	wrong := "000000"
+	if oc.out.lastCode(t, phone) == wrong {
+		wrong = "111111"
+	}
+	for range p.OTP.MaxVerifyAttempts {
+		oc.do(t, 1, "POST", "/otp/verify", `{"phone":"`+phone+`","code":"`+wrong+`"}`)
+	}
+	if got := reasons(blockedList(t, oc, 0, "")); len(got) != 1 || !strings.HasPrefix(got[0], phone+" too_many_attempts") {
+		t.Fatalf("after the lock-out: blocked %v, want %s too_many_attempts", got, phone)
+	}
+	if status, _ := oc.send(t, 1, phone); status != 200 {
+		t.Fatalf("new code: %d", status)
+	}
+	if got := reasons(blockedList(t, oc, 0, "")); len(got) != 0 {
+		t.Fatalf("after a new code: blocked %v, want none", got)
+	}
+}
+
 func TestOpsBlockedAfterRealSends(t *testing.T) {
 	p := defaults()
 	p.OTP.Cooldown = guard.Duration(time.Minute)

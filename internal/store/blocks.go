@@ -94,6 +94,23 @@ func (r *Redis) NoteBlock(ctx context.Context, b guard.Block) error {
 	return nil
 }
 
+// endBlockScript removes ARGV[1]'s block if its reason is ARGV[2].
+var endBlockScript = redis.NewScript(`
+if redis.call('HGET', KEYS[3], 'reason') ~= ARGV[2] then return 0 end
+redis.call('ZREM', KEYS[1], ARGV[1])
+redis.call('ZREM', KEYS[2], ARGV[1])
+redis.call('DEL', KEYS[3])
+return 1
+`)
+
+// EndBlock removes the number's block if it is for reason (endBlockScript).
+func (r *Redis) EndBlock(ctx context.Context, phone string, reason guard.Code) error {
+	if err := endBlockScript.Run(ctx, r.rdb, r.blockKeys(phone), phone, string(reason)).Err(); err != nil {
+		return fmt.Errorf("store: end block: %w", err)
+	}
+	return nil
+}
+
 // ListBlocks returns the first n live blocks whose phone passes match,
 // most recently begun first, and how many pass in all (see
 // guard.BlockIndex). With a match it reads at most maxBlockScan numbers.

@@ -98,7 +98,7 @@ func TestRedisBudgetHolds(t *testing.T) {
 					_, err := s.GuessCode(ctx, "+14155550100")
 					return err
 				},
-				"save": func() error { return s.SaveCode(ctx, "+14155550100", []byte("mac"), time.Minute) },
+				"save": func() error { _, err := s.SaveCode(ctx, "+14155550100", []byte("mac"), time.Minute); return err },
 			}
 			lag := redistest.StartLagMonitor(t)
 			var worst time.Duration

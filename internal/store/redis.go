@@ -233,16 +233,22 @@ func isNoScript(err error) bool {
 }
 
 // SaveCode replaces the number's code with mac and a guess count of zero,
-// with its TTL, in one MULTI.
-func (r *Redis) SaveCode(ctx context.Context, phone string, mac []byte, ttl time.Duration) error {
+// with its TTL, in one MULTI that also reads the replaced code's guesses.
+func (r *Redis) SaveCode(ctx context.Context, phone string, mac []byte, ttl time.Duration) (int, error) {
 	key := r.codeKey(phone)
 	pipe := r.rdb.TxPipeline()
-	pipe.HSet(ctx, key, "m", mac, "a", 0)
-	pipe.PExpire(ctx, key, ttl)
-	if _, err := pipe.Exec(ctx); err != nil {
-		return fmt.Errorf("store: save code: %w", err)
+	prev := pipe.HGet(ctx, key, "a")
+	set := pipe.HSet(ctx, key, "m", mac, "a", 0)
+	exp := pipe.PExpire(ctx, key, ttl)
+	_, err := pipe.Exec(ctx)
+	if err == nil || errors.Is(err, redis.Nil) { // Nil: no code before; did the rest run?
+		err = errors.Join(set.Err(), exp.Err())
 	}
-	return nil
+	if err != nil {
+		return 0, fmt.Errorf("store: save code: %w", err)
+	}
+	n, _ := prev.Int() // redis.Nil: there was no code
+	return n, nil
 }
 
 // GuessCode counts a guess and returns the stored code (guessScript).

@@ -246,7 +246,7 @@ func TestScriptFlushIsSurvived(t *testing.T) {
 		t.Fatalf("Refund after SCRIPT FLUSH: %v", err)
 	}
 	c.ScriptFlush(ctx)
-	if err := s.SaveCode(ctx, "+14155550100", []byte("mac"), time.Minute); err != nil {
+	if _, err := s.SaveCode(ctx, "+14155550100", []byte("mac"), time.Minute); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := s.GuessCode(ctx, "+14155550100"); err != nil {
@@ -264,7 +264,7 @@ func TestCodes(t *testing.T) {
 			if _, err := s.GuessCode(ctx, phone); !errors.Is(err, guard.ErrNotFound) {
 				t.Fatalf("guess without code: %v, want ErrNotFound", err)
 			}
-			if err := s.SaveCode(ctx, phone, []byte{0, 1, 2, 255}, time.Minute); err != nil {
+			if _, err := s.SaveCode(ctx, phone, []byte{0, 1, 2, 255}, time.Minute); err != nil {
 				t.Fatal(err)
 			}
 			for i := 1; i <= 3; i++ {
@@ -277,7 +277,9 @@ func TestCodes(t *testing.T) {
 				}
 			}
 			// A new code resets the guess count.
-			s.SaveCode(ctx, phone, []byte("new"), time.Minute)
+			if prev, err := s.SaveCode(ctx, phone, []byte("new"), time.Minute); err != nil || prev != 3 {
+				t.Errorf("SaveCode over a code guessed 3 times: %d, %v; want 3", prev, err)
+			}
 			if g, _ := s.GuessCode(ctx, phone); g.Attempts != 1 {
 				t.Errorf("after a new code: attempts %d, want 1", g.Attempts)
 			}
