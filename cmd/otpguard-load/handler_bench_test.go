@@ -1,7 +1,7 @@
 package main
 
 import (
-	"context"
+	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -9,7 +9,6 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/otpguard/otpguard/api"
 	"github.com/otpguard/otpguard/internal/guard"
@@ -80,32 +79,17 @@ const benchKey = "bench-key-0123456789abcdef"
 
 func benchHandler(b *testing.B) (http.Handler, *redistest.RoundTrips) {
 	b.Helper()
-	tg := redistest.New(b)
-	rdb, err := store.NewRedisClient(store.RedisOptions{URL: tg.URL, Timeout: 5 * time.Second})
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { rdb.Close() })
+	st, rt, rdb := redistest.Store(b)
 	metrics := httpapi.NewMetrics()
 	rdb.AddHook(store.TimingHook(metrics.ObserveRedis))
-	st := store.NewRedis(rdb, tg.Prefix)
-	if err := st.LoadScripts(context.Background()); err != nil {
-		b.Fatal(err)
-	}
 	// A bucket that never denies: every decision writes.
 	limits := map[string]guard.LimitPolicy{
 		"api": {Algorithm: guard.TokenBucket, Capacity: 1_000_000_000, RefillPerSecond: 1_000_000, OnStoreError: guard.FailOpen},
 	}
-	log := slog.New(slog.NewJSONHandler(discard{}, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	log := slog.New(slog.NewJSONHandler(io.Discard, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	h := httpapi.New(httpapi.Options{
 		Limiter: guard.NewLimiter(limits, st, log), APIKeys: []string{benchKey},
 		Logger: log, Metrics: metrics, Spec: api.OpenAPI,
 	})
-	rt := &redistest.RoundTrips{}
-	rdb.AddHook(rt)
 	return h, rt
 }
-
-type discard struct{}
-
-func (discard) Write(p []byte) (int, error) { return len(p), nil }

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/otpguard/otpguard/internal/guard"
-	"github.com/otpguard/otpguard/internal/store"
 	"github.com/otpguard/otpguard/internal/store/redistest"
 )
 
@@ -20,27 +19,6 @@ import (
 //
 // roundtrips/op counts what the client sent to Redis per decision (a
 // MULTI/EXEC is one), with a go-redis hook; connection set-up is not counted.
-
-// benchStore is a store on a real Redis, its client built as otpguard
-// builds it, with a generous budget so a slow round trip is measured, not
-// turned into an error.
-func benchStore(b *testing.B) (*store.Redis, *redistest.RoundTrips) {
-	b.Helper()
-	tg := redistest.New(b)
-	rdb, err := store.NewRedisClient(store.RedisOptions{URL: tg.URL, Timeout: 5 * time.Second})
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { rdb.Close() })
-	s := store.NewRedis(rdb, tg.Prefix)
-	if err := s.LoadScripts(context.Background()); err != nil {
-		b.Fatal(err)
-	}
-	guard.WarmPhoneMetadata()
-	h := &redistest.RoundTrips{}
-	rdb.AddHook(h)
-	return s, h
-}
 
 type noSender struct{}
 
@@ -56,19 +34,26 @@ func BenchmarkOTPSend(b *testing.B) {
 		name     string
 		cooldown time.Duration
 		ip       string
+		prefix   bool    // the per-prefix limit (on by default)
 		want     float64 // round trips: one per limit, one to save the code
 	}{
-		{"per_phone", 0, "", 2},
-		{"per_phone+per_ip", 0, "203.0.113.7", 3},
-		{"cooldown+per_phone+per_ip", 30 * time.Second, "203.0.113.7", 4},
+		{"per_phone", 0, "", false, 2},
+		{"per_phone+per_ip", 0, "203.0.113.7", false, 3},
+		{"cooldown+per_phone+per_ip", 30 * time.Second, "203.0.113.7", false, 4},
+		{"cooldown+per_phone+per_ip+per_prefix", 30 * time.Second, "203.0.113.7", true, 5},
 	} {
 		b.Run(c.name, func(b *testing.B) {
-			s, rt := benchStore(b)
+			s, rt, _ := redistest.Store(b)
+			guard.WarmPhoneMetadata()
 			p := guard.DefaultPolicies()
 			p.FillDefaults()
 			p.OTP.Cooldown = guard.Duration(c.cooldown)
 			p.OTP.PerPhone = guard.Window{Limit: 1_000_000_000, Window: guard.Duration(10 * time.Minute)}
 			p.OTP.PerIP = guard.Window{Limit: 1_000_000_000, Window: guard.Duration(time.Hour)}
+			p.OTP.PerPrefix.Limit = 0
+			if c.prefix {
+				p.OTP.PerPrefix.Limit = 1_000_000_000
+			}
 			if err := p.Validate(); err != nil {
 				b.Fatal(err)
 			}
@@ -97,7 +82,8 @@ func BenchmarkOTPSend(b *testing.B) {
 func BenchmarkLimiterCheck(b *testing.B) {
 	for _, batch := range []int{1, 10} {
 		b.Run("batch="+strconv.Itoa(batch), func(b *testing.B) {
-			s, rt := benchStore(b)
+			s, rt, _ := redistest.Store(b)
+			guard.WarmPhoneMetadata()
 			policies := map[string]guard.LimitPolicy{
 				"api": {Algorithm: guard.TokenBucket, Capacity: 1_000_000_000, RefillPerSecond: 1_000_000, OnStoreError: guard.FailOpen},
 			}

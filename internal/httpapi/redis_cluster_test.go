@@ -1,7 +1,6 @@
 package httpapi_test
 
 import (
-	"context"
 	"fmt"
 	"os"
 	"strings"
@@ -42,30 +41,6 @@ func TestOTPSendBurstIsExactOnRedisCluster(t *testing.T) { otpSendBurstIsExact(t
 
 func TestLimitBurstIsExactOnRedisCluster(t *testing.T) { limitBurstIsExact(t, onRedisCluster) }
 
-// keysOnMasters finds n limit keys of policy whose counters live on n
-// different masters (so in n different slots).
-func keysOnMasters(t *testing.T, c *cluster, policy string, n int) []string {
-	t.Helper()
-	rdb := c.instances[0].rdb.(*redis.ClusterClient)
-	seen := map[string]bool{}
-	var keys []string
-	for i := 0; len(keys) < n && i < 1000; i++ {
-		k := fmt.Sprintf("user:%d", i)
-		node, err := rdb.MasterForKey(context.Background(), c.prefix+"lim:"+policy+":{"+k+"}:")
-		if err != nil {
-			t.Fatal(err)
-		}
-		if a := node.Options().Addr; !seen[a] {
-			seen[a] = true
-			keys = append(keys, k)
-		}
-	}
-	if len(keys) < n {
-		t.Fatalf("keys on %d masters, want %d", len(keys), n)
-	}
-	return keys
-}
-
 // TestCrossSlotBatchIsExactOnRedisCluster: concurrent batches whose three
 // checks live on three masters. Each batch is all-or-nothing: exactly the
 // 30 the fixed window allows pass, and the buckets spent by the refused
@@ -78,7 +53,7 @@ func TestCrossSlotBatchIsExactOnRedisCluster(t *testing.T) {
 		"big":    {Algorithm: guard.TokenBucket, Capacity: 1000, RefillPerSecond: 0.001},
 	}
 	c := onRedisCluster(t, instances, p)
-	k := keysOnMasters(t, c, "big", 3)
+	k := redistest.OnMasters(t, c.instances[0].rdb.(*redis.ClusterClient), 3)
 	batch := func(cost int) string {
 		return fmt.Sprintf(`{"checks":[{"policy":"big","key":%q,"cost":%d},{"policy":"search","key":%q,"cost":%d},{"policy":"big","key":%q,"cost":%d}]}`,
 			k[0], cost, k[1], cost, k[2], cost)
@@ -101,7 +76,7 @@ func TestCrossSlotBatchIsExactOnRedisCluster(t *testing.T) {
 // and a refused one spends nothing.
 func TestCrossSlotBatchRoundTripsOnRedisCluster(t *testing.T) {
 	c := onRedisCluster(t, 1, limitPolicies())
-	k := keysOnMasters(t, c, "api", 3)
+	k := redistest.OnMasters(t, c.instances[0].rdb.(*redis.ClusterClient), 3)
 	h := &redistest.RoundTrips{}
 	c.instances[0].rdb.AddHook(h)
 	var checks []string

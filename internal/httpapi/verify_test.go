@@ -3,7 +3,6 @@ package httpapi_test
 import (
 	"fmt"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -21,7 +20,12 @@ func sendTo(t *testing.T, c *cluster, i int) {
 
 func verify(t *testing.T, c *cluster, i int, code string) response {
 	t.Helper()
-	return c.do(t, i, "POST", "/otp/verify", fmt.Sprintf(`{"phone":"+91 98000-00000","code":%q}`, code))
+	return c.do(t, i, "POST", "/otp/verify", verifyBody(code))
+}
+
+// verifyBody writes the number in another format than the sends do.
+func verifyBody(code string) string {
+	return fmt.Sprintf(`{"phone":"+91 98000-00000","code":%q}`, code)
 }
 
 // wrong returns a code of the right shape that is not code.
@@ -89,21 +93,7 @@ func TestVerify(t *testing.T) {
 	t.Run("concurrent correct guesses: exactly one wins", func(t *testing.T) {
 		sendTo(t, c, 0)
 		code := c.out.lastCode(t, phone)
-		const n = 40
-		var mu sync.Mutex
-		statuses := map[int]int{}
-		var wg sync.WaitGroup
-		for i := range n {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				r := verify(t, c, i, code)
-				mu.Lock()
-				statuses[r.Status]++
-				mu.Unlock()
-			}()
-		}
-		wg.Wait()
+		statuses := burst(t, c, 40, "/otp/verify", func(int) string { return verifyBody(code) })
 		// The guess limit (3) also refuses some: what matters is one 200.
 		if statuses[200] != 1 {
 			t.Fatalf("statuses %v, want exactly one 200", statuses)
@@ -114,20 +104,7 @@ func TestVerify(t *testing.T) {
 		sendTo(t, c, 0)
 		code := c.out.lastCode(t, phone)
 		const n = 50
-		var mu sync.Mutex
-		statuses := map[int]int{}
-		var wg sync.WaitGroup
-		for i := range n {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				r := verify(t, c, i, wrong(code))
-				mu.Lock()
-				statuses[r.Status]++
-				mu.Unlock()
-			}()
-		}
-		wg.Wait()
+		statuses := burst(t, c, n, "/otp/verify", func(int) string { return verifyBody(wrong(code)) })
 		if statuses[400] != 3 || statuses[429] != n-3 {
 			t.Fatalf("statuses %v, want 3 x 400 (judged) and %d x 429", statuses, n-3)
 		}

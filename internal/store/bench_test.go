@@ -7,10 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/otpguard/otpguard/internal/guard"
-	"github.com/otpguard/otpguard/internal/store"
 	"github.com/otpguard/otpguard/internal/store/redistest"
 )
 
@@ -22,32 +19,6 @@ import (
 // Redis per decision (a MULTI/EXEC or a pipeline is one), counted by a
 // go-redis hook. Connection set-up (HELLO, CLIENT, AUTH, SELECT) is not a
 // decision's round trip and is not counted.
-
-// benchStore returns a store on a real Redis with its scripts loaded, its
-// client built as otpguard builds it (no retries, context deadlines on),
-// with a generous budget so that a slow round trip on a busy machine is
-// measured rather than turned into an error.
-func benchStore(b *testing.B) (*store.Redis, *redistest.RoundTrips) {
-	s, rt, _ := benchClient(b)
-	return s, rt
-}
-
-func benchClient(b *testing.B) (*store.Redis, *redistest.RoundTrips, *redis.Client) {
-	b.Helper()
-	tg := redistest.New(b)
-	rdb, err := store.NewRedisClient(store.RedisOptions{URL: tg.URL, Timeout: 5 * time.Second})
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { rdb.Close() })
-	s := store.NewRedis(rdb, tg.Prefix)
-	if err := s.LoadScripts(context.Background()); err != nil {
-		b.Fatal(err)
-	}
-	h := &redistest.RoundTrips{}
-	rdb.AddHook(h)
-	return s, h, rdb
-}
 
 // benchKeys are the subjects the benchmarks rotate over: many buckets, as
 // in production, not one hot key.
@@ -74,7 +45,7 @@ func bigWindow(id string) guard.Take {
 }
 
 func benchTake(b *testing.B, mk func(id string) guard.Take, batch int) {
-	s, rt := benchStore(b)
+	s, rt, _ := redistest.Store(b)
 	ctx := context.Background()
 	ids := benchIDs()
 	takes := make([]guard.Take, batch)
@@ -104,7 +75,7 @@ func benchTake(b *testing.B, mk func(id string) guard.Take, batch int) {
 // BenchmarkRoundTripPing is the floor under every decision: one PING, the
 // cheapest round trip to the same Redis through the same client.
 func BenchmarkRoundTripPing(b *testing.B) {
-	_, rt, rdb := benchClient(b)
+	_, rt, rdb := redistest.Store(b)
 	ctx := context.Background()
 	i := 0
 	for b.Loop() {
@@ -146,7 +117,7 @@ func BenchmarkTakeBatch10Mixed(b *testing.B) {
 // GOMAXPROCS goroutines (times -cpu, or b.SetParallelism) sharing one
 // client and its pool, as the HTTP handlers of one instance do.
 func BenchmarkTakeTokenBucketParallel(b *testing.B) {
-	s, rt := benchStore(b)
+	s, rt, _ := redistest.Store(b)
 	ids := benchIDs()
 	var next atomic.Int64
 	b.SetParallelism(8) // 8 goroutines per CPU: Redis round trips wait, they do not compute

@@ -62,32 +62,10 @@ func TestSlotMatchesRedis(t *testing.T) {
 	}
 }
 
-// spread finds n subject IDs whose keys live on n different masters.
-func spread(t *testing.T, rdb *redis.ClusterClient, prefix string, n int) []string {
-	t.Helper()
-	seen := map[string]bool{}
-	var ids []string
-	for i := 0; len(ids) < n && i < 1000; i++ {
-		id := fmt.Sprintf("s%d", i)
-		node, err := rdb.MasterForKey(context.Background(), prefix+"lim:x:{"+id+"}:")
-		if err != nil {
-			t.Fatal(err)
-		}
-		if addr := node.Options().Addr; !seen[addr] {
-			seen[addr] = true
-			ids = append(ids, id)
-		}
-	}
-	if len(ids) < n {
-		t.Fatalf("found keys on %d masters, want %d", len(ids), n)
-	}
-	return ids
-}
-
 func TestClusterTakeSpansSlots(t *testing.T) {
 	st, rdb, h, prefix := clusterStore(t)
 	ctx := context.Background()
-	ids := spread(t, rdb, prefix, 3)
+	ids := redistest.OnMasters(t, rdb, 3)
 	var takes []guard.Take
 	for _, id := range ids {
 		takes = append(takes,
@@ -132,7 +110,7 @@ func TestClusterTakeSpansSlots(t *testing.T) {
 // ends exactly at the number of batches.
 func TestClusterTakeIsExactUnderConcurrency(t *testing.T) {
 	_, rdb, _, prefix := clusterStore(t)
-	ids := spread(t, rdb, prefix, 3)
+	ids := redistest.OnMasters(t, rdb, 3)
 	const clients, batches = 4, 50
 	stores := make([]*store.Redis, clients)
 	for i := range stores {
