@@ -16,7 +16,7 @@ func TestTwilioThroughTheBinary(t *testing.T) {
 	fake := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		user, pass, _ := r.BasicAuth()
 		if r.URL.Path != "/2010-04-01/Accounts/AC00000000000000000000000000000001/Messages.json" || user != "AC00000000000000000000000000000001" || pass != "tok0123456789" {
-			http.Error(w, `{"code":20003,"message":"Authenticate","status":401}`, 401)
+			http.Error(w, `{"code":20003,"message":"Authenticate","status":401}`, http.StatusUnauthorized)
 			return
 		}
 		r.ParseForm()

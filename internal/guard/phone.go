@@ -15,6 +15,7 @@ const maxPhoneInput = 64
 type Phone struct {
 	E164   string // "+919800000000"
 	Region string // ISO 3166-1 alpha-2, "IN"; "" when the number has none (e.g. +800)
+	num    *phonenumbers.PhoneNumber
 }
 
 // ParsePhone normalises raw to E.164 with libphonenumber, so that every way of
@@ -45,7 +46,7 @@ func ParsePhone(raw, defaultRegion string) (Phone, error) {
 	if region == "ZZ" || region == "001" {
 		region = ""
 	}
-	return Phone{E164: phonenumbers.Format(num, phonenumbers.E164), Region: region}, nil
+	return Phone{E164: phonenumbers.Format(num, phonenumbers.E164), Region: region, num: num}, nil
 }
 
 // WarmPhoneMetadata makes libphonenumber load its metadata now, at start-up,

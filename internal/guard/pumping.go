@@ -105,11 +105,20 @@ var numberTypes = map[string]phonenumbers.PhoneNumberType{
 // NumberType is libphonenumber's type of an E.164 number, by its name in
 // otp.allowed_number_types ("mobile", "premium_rate", ...).
 func NumberType(e164 string) string {
-	num, err := phonenumbers.Parse(e164, "ZZ")
+	p, err := ParsePhone(e164, "")
 	if err != nil {
 		return "unknown"
 	}
-	t := phonenumbers.GetNumberType(num)
+	return p.Type()
+}
+
+// Type is the number's type, as NumberType names it, from the parse
+// ParsePhone already did.
+func (p Phone) Type() string {
+	if p.num == nil {
+		return NumberType(p.E164)
+	}
+	t := phonenumbers.GetNumberType(p.num)
 	for name, v := range numberTypes {
 		if v == t {
 			return name
@@ -224,8 +233,10 @@ func (s *OTP) checkDestination(phone Phone) error {
 	if c := s.policy.AllowedCountries; len(c) > 0 && !slices.Contains(c, phone.Region) {
 		return Errorf(CodeCountryNotAllowed, "codes are not sent to numbers of this country")
 	}
-	if t := s.policy.AllowedNumberTypes; len(t) > 0 && !slices.Contains(t, NumberType(phone.E164)) {
-		return Errorf(CodeNumberTypeNotAllowed, "codes are not sent to this type of number (%s)", NumberType(phone.E164))
+	if allowed := s.policy.AllowedNumberTypes; len(allowed) > 0 {
+		if t := phone.Type(); !slices.Contains(allowed, t) {
+			return Errorf(CodeNumberTypeNotAllowed, "codes are not sent to this type of number (%s)", t)
+		}
 	}
 	return nil
 }
