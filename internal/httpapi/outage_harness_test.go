@@ -133,6 +133,25 @@ func (oc *outageCluster) waitBreakers(t *testing.T, state string, poke func(i in
 	}
 }
 
+// waitRecovered waits until every instance's breaker is closed and none of
+// its policies is in fallback, poking until then. The breaker closing is
+// not enough: a decision after it may still miss a 10 ms budget on a busy
+// machine, and then its policy is rightly reported in fallback until its
+// next decision reaches Redis.
+func (oc *outageCluster) waitRecovered(t *testing.T, poke func(i int)) {
+	t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for i, f := range oc.fbs {
+		for s := f.Status(); s.Breaker != "closed" || len(s.InFallback()) > 0; s = f.Status() {
+			if time.Now().After(deadline) {
+				t.Fatalf("instance %d: never recovered: breaker %s, in fallback %v", i, s.Breaker, s.InFallback())
+			}
+			poke(i)
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+}
+
 // keysWithoutTTL lists the cluster's keys that would live forever.
 func (oc *outageCluster) keysWithoutTTL(t *testing.T) []string {
 	t.Helper()

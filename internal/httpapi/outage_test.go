@@ -382,7 +382,7 @@ func TestOutageStatus(t *testing.T) {
 	}
 
 	oc.proxy.Restore()
-	oc.waitBreakers(t, "closed", func(i int) {
+	oc.waitRecovered(t, func(i int) {
 		oc.do(t, i, "POST", "/limits/check", checkBody("open-fw", "x"))
 		oc.do(t, i, "POST", "/limits/check", checkBody("closed-fw", "x"))
 	})
