@@ -42,8 +42,9 @@ type opsStack struct {
 // startOps opens the SQL store (migrating it, or refusing an old schema),
 // loads the deny-list and starts the deny-list refresher, the audit writer
 // and the retention job. They run until Close, not until ctx ends: events
-// of requests finishing during shutdown must still be written.
-func startOps(ctx context.Context, cfg *Config, log *slog.Logger, metrics *httpapi.Metrics, blocks guard.BlockIndex) (*opsStack, error) {
+// of requests finishing during shutdown must still be written. counter
+// (the Fallback) counts failed ops sign-ins.
+func startOps(ctx context.Context, cfg *Config, log *slog.Logger, metrics *httpapi.Metrics, blocks guard.BlockIndex, counter guard.Counter) (*opsStack, error) {
 	db, err := openOpsStore(ctx, cfg, log)
 	if err != nil {
 		return nil, err
@@ -65,7 +66,7 @@ func startOps(ctx context.Context, cfg *Config, log *slog.Logger, metrics *httpa
 	}
 	o.audit = guard.NewAuditQueue(db, guard.AuditQueueOptions{Logger: log, OnDrop: om.AuditDropped, OnWrite: om.AuditWritten})
 	o.desk = guard.NewOps(guard.OpsOptions{
-		Blocks: blocks, DenyList: db, Deny: o.deny, Audit: db, Activity: db, Events: o.audit,
+		Blocks: blocks, DenyList: db, Deny: o.deny, Audit: db, Activity: db, Events: o.audit, Counter: counter,
 		DefaultRegion: cfg.Policies.OTP.DefaultRegion, Logger: log,
 	})
 

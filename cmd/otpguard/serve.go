@@ -70,7 +70,7 @@ func serve(ctx context.Context, getenv func(string) string, stdout io.Writer) er
 	out := newOutage(cfg, rdb, redisStore, metrics, log)
 	stopOutage := out.start(ctx, log)
 	defer stopOutage()
-	ops, err := startOps(ctx, cfg, log, metrics, redisStore)
+	ops, err := startOps(ctx, cfg, log, metrics, redisStore, out.fallback)
 	if err != nil {
 		return err
 	}

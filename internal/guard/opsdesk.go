@@ -64,6 +64,11 @@ type OpsOptions struct {
 	// Events takes an ops action's audit event when writing it directly
 	// fails, so that the action is recorded once the database returns.
 	Events EventSink
+	// Counter counts failed sign-ins per address (signin.go), in the shared
+	// store like every other limit; nil: sign-ins are not limited.
+	Counter Counter
+	// SignIn is the failed sign-in limit; zero: DefaultSignInLimit.
+	SignIn SignInLimit
 	// DefaultRegion is the OTP policy's: numbers are read as /otp/send reads them.
 	DefaultRegion string
 	Logger        *slog.Logger
@@ -86,6 +91,9 @@ func NewOps(o OpsOptions) *Ops {
 	}
 	if o.Now == nil {
 		o.Now = time.Now
+	}
+	if o.SignIn == (SignInLimit{}) {
+		o.SignIn = DefaultSignInLimit
 	}
 	return &Ops{o: o}
 }

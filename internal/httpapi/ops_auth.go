@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"crypto/hmac"
+	"errors"
 	"crypto/rand"
 	"crypto/sha256"
 	"crypto/subtle"
@@ -148,7 +149,13 @@ func (s *Server) requireOps(apiKeys, opsKeys keyring, page bool) echo.Middleware
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
 		return func(c echo.Context) error {
 			if token, ok := bearer(c); ok {
-				if actor, ok := opsKeys.actor(token); ok {
+				end, err := s.beginSignIn(c)
+				if err != nil {
+					return err
+				}
+				actor, ok := opsKeys.actor(token)
+				end(ok || apiKeys.holds(token)) // only a wrong key counts as a failure
+				if ok {
 					c.Set(ctxActor, actor)
 					return s.opsReady(next, c)
 				}
@@ -181,6 +188,15 @@ func (s *Server) requireOps(apiKeys, opsKeys keyring, page bool) echo.Middleware
 			return guard.Errorf(guard.CodeUnauthorized, "send Authorization: Bearer <ops key>, or sign in at /ops/login")
 		}
 	}
+}
+
+// beginSignIn counts a sign-in attempt against the caller's address
+// (guard.Ops.BeginSignIn); a server without the ops desk counts nothing.
+func (s *Server) beginSignIn(c echo.Context) (end func(ok bool), err error) {
+	if s.ops == nil {
+		return func(bool) {}, nil
+	}
+	return s.ops.BeginSignIn(c.Request().Context(), c.RealIP())
 }
 
 // opsReady refuses ops requests on a server built without the ops desk.
@@ -216,7 +232,17 @@ func (s *Server) login(apiKeys, opsKeys keyring) echo.HandlerFunc {
 func (s *Server) signIn(c echo.Context, apiKeys, opsKeys keyring) error {
 	// The body only: a key in the query string would sit in proxies' logs.
 	key := strings.TrimSpace(c.Request().PostFormValue("key"))
+	end, err := s.beginSignIn(c)
+	if err != nil {
+		var ge *guard.Error
+		if errors.As(err, &ge) && ge.Code == guard.CodeTooManyAttempts {
+			c.Response().Header().Set("Retry-After", strconv.Itoa(retrySeconds(ge.RetryAfter)))
+			return s.render(c, http.StatusTooManyRequests, "login.html", loginData{Error: ge.Message})
+		}
+		return err
+	}
 	actor, ok := opsKeys.actor(key)
+	end(ok || apiKeys.holds(key))
 	if !ok {
 		if s.ops != nil {
 			s.ops.RecordLogin("", c.RealIP(), false)

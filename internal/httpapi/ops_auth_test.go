@@ -1,15 +1,19 @@
 package httpapi_test
 
 import (
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/otpguard/otpguard/api"
+	"github.com/otpguard/otpguard/internal/guard"
 	"github.com/otpguard/otpguard/internal/httpapi"
 	"github.com/otpguard/otpguard/internal/store"
 )
@@ -18,7 +22,9 @@ import (
 // sign-in for the page and its forms), an unknown key (401), an API key
 // (403) and the ops key (2xx, or 303 back to the page for the forms).
 func TestOpsAuthMatrix(t *testing.T) {
-	oc := newOpsCluster(t, opsConfig{engine: store.EngineSQLite})
+	// Eleven routes try an unknown key: more than the default failed
+	// sign-ins of one address (TestOpsSignInLimit).
+	oc := newOpsCluster(t, opsConfig{engine: store.EngineSQLite, signIn: guard.SignInLimit{Failures: 100, Window: time.Minute}})
 	routes := []struct {
 		method, path, body string
 		page               bool
@@ -277,4 +283,79 @@ func serveOnce(h http.Handler, req *http.Request) *http.Response {
 	rec := httptest.NewRecorder()
 	h.ServeHTTP(rec, req)
 	return rec.Result()
+}
+
+// TestOpsSignInLimit guesses ops keys at once on two instances, by the
+// sign-in form and by bearer: exactly the limit of guesses from one address
+// is checked, every other one is 429 with Retry-After and is not checked
+// (the right key too); good keys spend nothing; another address is not
+// held back.
+func TestOpsSignInLimit(t *testing.T) {
+	const failures = 5
+	oc := newOpsCluster(t, opsConfig{instances: 2, engine: store.EngineSQLite,
+		signIn: guard.SignInLimit{Failures: failures, Window: time.Minute}})
+
+	// attempt signs in at instance i from address ip, by form or bearer.
+	attempt := func(i int, ip, key string, form bool) *http.Response {
+		t.Helper()
+		var req *http.Request
+		if form {
+			req, _ = http.NewRequest("POST", oc.instances[i].srv.URL+"/ops/login", strings.NewReader(url.Values{"key": {key}}.Encode()))
+			req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		} else {
+			req, _ = http.NewRequest("GET", oc.instances[i].srv.URL+"/ops/denylist", nil)
+			req.Header.Set("Authorization", "Bearer "+key)
+		}
+		req.Header.Set("X-Forwarded-For", ip) // believed from loopback
+		res, err := noRedirects.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = io.Copy(io.Discard, res.Body)
+		res.Body.Close()
+		return res
+	}
+
+	// Good keys first: they give their attempt back.
+	for i := range 3 * failures {
+		if res := attempt(i%2, "203.0.113.9", opsKey, i%2 == 0); res.StatusCode != http.StatusOK && res.StatusCode != http.StatusSeeOther {
+			t.Fatalf("good key %d: %d", i, res.StatusCode)
+		}
+	}
+
+	var mu sync.Mutex
+	statuses := map[int]int{}
+	var wg sync.WaitGroup
+	for g := range 40 {
+		wg.Go(func() {
+			res := attempt(g%2, "203.0.113.9", fmt.Sprintf("guess-%02d-0123456789abcdef", g), g%4 < 2)
+			mu.Lock()
+			defer mu.Unlock()
+			statuses[res.StatusCode]++
+			if res.StatusCode == http.StatusTooManyRequests && res.Header.Get("Retry-After") == "" {
+				t.Error("429 without Retry-After")
+			}
+		})
+	}
+	wg.Wait()
+	t.Logf("40 wrong keys over 2 instances, limit %d: %v", failures, statuses)
+	if statuses[http.StatusUnauthorized] != failures || statuses[http.StatusTooManyRequests] != 40-failures {
+		t.Errorf("statuses %v: want exactly %d checked (401) and %d refused (429)", statuses, failures, 40-failures)
+	}
+	// Held back: the right key is not even checked.
+	for _, form := range []bool{true, false} {
+		if res := attempt(1, "203.0.113.9", opsKey, form); res.StatusCode != http.StatusTooManyRequests {
+			t.Errorf("right key after the limit (form %v): %d, want 429", form, res.StatusCode)
+		}
+	}
+	// Another address, and the same /64 of IPv6 counted as one.
+	if res := attempt(0, "198.51.100.20", opsKey, true); res.StatusCode != http.StatusSeeOther {
+		t.Errorf("another address: %d, want 303 to the ops page", res.StatusCode)
+	}
+	for i := range failures {
+		attempt(0, fmt.Sprintf("2001:db8:1:2::%x", i+1), "wrong-key-0123456789abcdef", false)
+	}
+	if res := attempt(1, "2001:db8:1:2::ffff", opsKey, false); res.StatusCode != http.StatusTooManyRequests {
+		t.Errorf("same IPv6 /64 after %d failures: %d, want 429", failures, res.StatusCode)
+	}
 }

@@ -9,10 +9,12 @@ import (
 	"net/url"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/getkin/kin-openapi/openapi3filter"
 	"github.com/getkin/kin-openapi/routers/gorillamux"
 
+	"github.com/otpguard/otpguard/internal/guard"
 	"github.com/otpguard/otpguard/internal/store"
 )
 
@@ -38,7 +40,9 @@ func TestOpsContract(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	oc := newOpsCluster(t, opsConfig{engine: store.EngineSQLite})
+	// Two wrong keys from one address are allowed: the last cases spend
+	// them and meet the limit.
+	oc := newOpsCluster(t, opsConfig{engine: store.EngineSQLite, signIn: guard.SignInLimit{Failures: 2, Window: time.Minute}})
 	oc.send(t, 0, "+14155550100")
 	oc.send(t, 0, "+14155550100") // cooldown: a block to list
 	form := "application/x-www-form-urlencoded"
@@ -85,6 +89,10 @@ func TestOpsContract(t *testing.T) {
 		{name: "form undeny", method: "POST", path: "/ops/actions/undeny", contentType: form, body: "id=2", status: 303},
 		{name: "form without key", method: "POST", path: "/ops/actions/undeny", contentType: form, body: "id=2", key: noKey, status: 303, badRequest: true},
 		{name: "logout", method: "POST", path: "/ops/logout", contentType: form, body: "", status: 303},
+		// "login wrong key" spent one failure; this is the second, the last.
+		{name: "blocked with a wrong key", method: "GET", path: "/ops/blocked", key: "not-a-key-0123456789", status: 401, code: "unauthorized"},
+		{name: "blocked past the sign-in limit", method: "GET", path: "/ops/blocked", status: 429, code: "too_many_attempts"},
+		{name: "login past the sign-in limit", method: "POST", path: "/ops/login", contentType: form, body: "key=" + url.QueryEscape(opsKey), key: noKey, status: 429},
 	}
 	opts := &openapi3filter.Options{AuthenticationFunc: opsAuthentication, IncludeResponseStatus: true, MultiError: true}
 	for _, tc := range cases {

@@ -51,6 +51,8 @@ type opsConfig struct {
 	// conversions wires the conversion watch (Redis tallies, the ops desk
 	// as its deny-list) and the abuse metrics (pumping_test.go).
 	conversions bool
+	// signIn is the failed sign-in limit; guard.DefaultSignInLimit when zero.
+	signIn guard.SignInLimit
 }
 
 // newOpsCluster starts the instances; everything stops when the test ends.
@@ -115,7 +117,8 @@ func (oc *opsCluster) start(t *testing.T, i int, policies guard.Policies, cfg op
 		t.Fatalf("deny-list: %v", err)
 	}
 	n.audit = guard.NewAuditQueue(db, guard.AuditQueueOptions{})
-	n.desk = guard.NewOps(guard.OpsOptions{Blocks: st, DenyList: db, Deny: n.deny, Audit: db, Activity: db, Events: n.audit})
+	n.desk = guard.NewOps(guard.OpsOptions{Blocks: st, DenyList: db, Deny: n.deny, Audit: db, Activity: db, Events: n.audit,
+		Counter: st, SignIn: cfg.signIn})
 
 	bg, stop := context.WithCancel(ctx)
 	var wg sync.WaitGroup
