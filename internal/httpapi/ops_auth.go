@@ -2,12 +2,12 @@ package httpapi
 
 import (
 	"crypto/hmac"
-	"errors"
 	"crypto/rand"
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/base64"
 	"encoding/hex"
+	"errors"
 	"net/http"
 	"strconv"
 	"strings"
