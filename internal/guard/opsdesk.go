@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"time"
+	"unicode"
 	"unicode/utf8"
 )
 
@@ -153,6 +154,21 @@ func (o *Ops) Unblock(ctx context.Context, raw, actor string) (UnblockResult, er
 	return res, nil
 }
 
+// PlainText reports whether s is valid UTF-8 without control characters:
+// what a note typed by a person may hold, and what both SQL engines store
+// alike (PostgreSQL refuses a NUL that SQLite would keep).
+func PlainText(s string) bool {
+	if !utf8.ValidString(s) {
+		return false
+	}
+	for _, r := range s {
+		if unicode.IsControl(r) {
+			return false
+		}
+	}
+	return true
+}
+
 // phoneCounters are the keys otp.go counts a number's sends under (its
 // cooldown and per-number window), read from sendLimits itself so that
 // unblock cannot miss a counter added there. The per-IP counter is not
@@ -180,8 +196,8 @@ func (o *Ops) AddDeny(ctx context.Context, e DenyEntry, actor string) (DenyEntry
 	if err := ValidateDenyPattern(e.Pattern); err != nil {
 		return DenyEntry{}, err
 	}
-	if utf8.RuneCountInString(e.Reason) > maxDenyReason || !utf8.ValidString(e.Reason) {
-		return DenyEntry{}, Errorf(CodeInvalidRequest, "reason must be valid text of at most %d characters", maxDenyReason)
+	if utf8.RuneCountInString(e.Reason) > maxDenyReason || !PlainText(e.Reason) {
+		return DenyEntry{}, Errorf(CodeInvalidRequest, "reason must be text of at most %d characters, without control characters", maxDenyReason)
 	}
 	now := o.o.Now()
 	if e.ExpiresAt != nil && !e.ExpiresAt.After(now) {

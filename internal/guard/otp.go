@@ -125,7 +125,7 @@ func (s *OTP) Send(ctx context.Context, req SendRequest) (SendResult, error) {
 		return SendResult{}, err
 	}
 	res, err := s.send(withDecision(ctx), phone, ip)
-	s.record(ctx, "otp.send", "sent", phone, req.ClientIP, err)
+	s.record(ctx, "otp.send", "sent", phone, CleanIP(req.ClientIP), err)
 	return res, err
 }
 

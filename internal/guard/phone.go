@@ -65,6 +65,16 @@ func MaskPhone(e164 string) string {
 	return e164[:3] + strings.Repeat("*", len(e164)-5) + e164[len(e164)-2:]
 }
 
+// CleanIP is the end user's address as the audit trail records it: the
+// canonical form of an address IPSubject accepted, "" for anything else.
+func CleanIP(raw string) string {
+	addr, err := netip.ParseAddr(strings.TrimSpace(raw))
+	if err != nil || addr.Zone() != "" {
+		return ""
+	}
+	return addr.Unmap().String()
+}
+
 // IPSubject turns the end user's address into the subject its budget is
 // counted under: an IPv4 address as is, an IPv6 address by its /64, because
 // one subscriber usually holds a whole /64 and could rotate through it.
@@ -78,10 +88,10 @@ func IPSubject(raw string) (string, error) {
 		return "", Errorf(CodeInvalidRequest, "client_ip is too long")
 	}
 	addr, err := netip.ParseAddr(raw)
-	if err != nil {
+	if err != nil || addr.Zone() != "" { // a zone names a local interface, never a caller
 		return "", Errorf(CodeInvalidRequest, "client_ip is not an IP address")
 	}
-	addr = addr.Unmap().WithZone("")
+	addr = addr.Unmap()
 	if addr.Is4() {
 		return addr.String(), nil
 	}

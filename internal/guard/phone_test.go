@@ -41,15 +41,26 @@ func TestIPSubject(t *testing.T) {
 		{"::ffff:203.0.113.7", "203.0.113.7"},
 		{"2001:db8:1:2:3:4:5:6", "2001:db8:1:2::/64"},
 		{"2001:db8:1:2::ffff", "2001:db8:1:2::/64"},
-		{"fe80::1%eth0", "fe80::/64"},
 	} {
 		got, err := IPSubject(tc.raw)
 		if err != nil || got != tc.want {
 			t.Errorf("IPSubject(%q) = %q, %v; want %q", tc.raw, got, err, tc.want)
 		}
 	}
-	if _, err := IPSubject("not-an-ip"); ErrorCode(err) != CodeInvalidRequest {
-		t.Errorf("IPSubject(bad) error %v, want invalid_request", err)
+	// A zone names an interface of the caller's own host: never an end
+	// user's address, and one with a NUL in it would poison the audit trail.
+	for _, bad := range []string{"not-an-ip", "fe80::1%eth0", "fe80::1%\x00"} {
+		if _, err := IPSubject(bad); ErrorCode(err) != CodeInvalidRequest {
+			t.Errorf("IPSubject(%q) error %v, want invalid_request", bad, err)
+		}
+		if got := CleanIP(bad); got != "" {
+			t.Errorf("CleanIP(%q) = %q, want \"\"", bad, got)
+		}
+	}
+	for raw, want := range map[string]string{" 203.0.113.7 ": "203.0.113.7", "::ffff:203.0.113.7": "203.0.113.7", "2001:DB8::1": "2001:db8::1"} {
+		if got := CleanIP(raw); got != want {
+			t.Errorf("CleanIP(%q) = %q, want %q", raw, got, want)
+		}
 	}
 }
 

@@ -25,6 +25,7 @@ func TestBadOTPInput(t *testing.T) {
 		{"absurdly long", "/otp/send", `{"phone":"+` + strings.Repeat("1", 70) + `"}`, 422, "invalid_phone"},
 		{"no country code", "/otp/send", `{"phone":"98000 00000"}`, 422, "invalid_phone"},
 		{"bad client_ip", "/otp/send", `{"phone":"+919800000000","client_ip":"300.1.1.1"}`, 400, "invalid_request"},
+		{"client_ip with a zone", "/otp/send", `{"phone":"+919800000000","client_ip":"fe80::1%\u0000"}`, 400, "invalid_request"},
 		{"verify: letters in code", "/otp/verify", `{"phone":"+919800000000","code":"12a456"}`, 422, "invalid_code"},
 		{"verify: short code", "/otp/verify", `{"phone":"+919800000000","code":"123"}`, 422, "invalid_code"},
 		{"verify: code as number", "/otp/verify", `{"phone":"+919800000000","code":123456}`, 400, "invalid_request"},

@@ -234,8 +234,8 @@ func eventFilter(q url.Values) (guard.EventFilter, error) {
 		f.Phone = phone.E164
 	}
 	f.Action = q.Get("action")
-	if len(f.Action) > 64 {
-		return f, guard.Errorf(guard.CodeInvalidRequest, "action is too long")
+	if len(f.Action) > 64 || !guard.PlainText(f.Action) {
+		return f, guard.Errorf(guard.CodeInvalidRequest, "action must be an action name such as otp.send")
 	}
 	var err error
 	if f.Since, err = timeParam(q, "since"); err != nil {

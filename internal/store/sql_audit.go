@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/otpguard/otpguard/internal/guard"
 )
@@ -52,7 +53,8 @@ func (s *SQL) WriteEvents(ctx context.Context, events []guard.Event) error {
 			if at.IsZero() {
 				at = now
 			}
-			args = append(args, at.UnixMilli(), e.Action, e.Outcome, e.Phone, e.Country, e.IP, e.Actor, e.Detail)
+			args = append(args, at.UnixMilli(), storable(e.Action), storable(e.Outcome), storable(e.Phone),
+				storable(e.Country), storable(e.IP), storable(e.Actor), storable(e.Detail))
 		}
 		if _, err := tx.ExecContext(ctx, s.rebind(q.String()), args...); err != nil {
 			return fmt.Errorf("store: write events: %w", err)
@@ -62,6 +64,17 @@ func (s *SQL) WriteEvents(ctx context.Context, events []guard.Event) error {
 		return fmt.Errorf("store: write events: %w", err)
 	}
 	return nil
+}
+
+// storable makes text safe for both engines: PostgreSQL refuses a NUL or
+// invalid UTF-8 (and with it the whole batch, every retry), SQLite keeps
+// them. Inputs are validated before they get here; this keeps one odd
+// event from stopping the audit trail if a check is ever missed.
+func storable(s string) string {
+	if strings.IndexByte(s, 0) < 0 && utf8.ValidString(s) {
+		return s
+	}
+	return strings.ToValidUTF8(strings.ReplaceAll(s, "\x00", "\uFFFD"), "\uFFFD")
 }
 
 // ListEvents returns the events matching f, newest (highest ID) first, at

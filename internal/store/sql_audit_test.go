@@ -189,6 +189,25 @@ func TestSQLWriteEvents(t *testing.T) {
 	})
 }
 
+// TestSQLWriteEventsOddText: a NUL or invalid UTF-8 in an event does not
+// make PostgreSQL refuse the batch (and the audit queue retry it forever);
+// both engines store the same replacement.
+func TestSQLWriteEventsOddText(t *testing.T) {
+	forEachEngine(t, func(t *testing.T, s *store.SQL) {
+		writeEvents(t, s, []guard.Event{
+			{Action: "otp.send", Outcome: "sent", Detail: "before"},
+			{Action: "otp.send", Outcome: "sent", IP: "fe80::1%\x00", Detail: "bad \xff byte"},
+		})
+		got := listEvents(t, s, guard.EventFilter{})
+		if len(got) != 2 {
+			t.Fatalf("ListEvents returned %d events, want 2", len(got))
+		}
+		if got[0].IP != "fe80::1%\uFFFD" || got[0].Detail != "bad \uFFFD byte" {
+			t.Errorf("stored IP %q, detail %q; want the NUL and the bad byte replaced by U+FFFD", got[0].IP, got[0].Detail)
+		}
+	})
+}
+
 func TestSQLPruneEvents(t *testing.T) {
 	forEachEngine(t, func(t *testing.T, s *store.SQL) {
 		ctx := t.Context()
