@@ -110,7 +110,7 @@ func CheckRedisVersion(ctx context.Context, rdb redis.UniversalClient) error {
 	}
 	info, err := rdb.Info(ctx, "server").Result()
 	if err != nil {
-		return fmt.Errorf("store: redis info: %w: %w", ErrRedisUnreachable, err)
+		return fmt.Errorf("store: redis info: %w", classifyStartupError(err))
 	}
 	version, major, err := RedisVersion(info)
 	if err != nil {
@@ -120,6 +120,25 @@ func CheckRedisVersion(ctx context.Context, rdb redis.UniversalClient) error {
 		return fmt.Errorf("store: Redis %s is too old: otpguard needs Redis 7 or newer (EXPIRE ... NX)", version)
 	}
 	return nil
+}
+
+// classifyStartupError tells a Redis that did not answer (start anyway:
+// the breaker probes it) from one that answered no. A wrong password or a
+// user who may not run INFO is a configuration error, to be fixed before
+// serving, not an outage to ride out on the fallback forever.
+func classifyStartupError(err error) error {
+	var reply redis.Error
+	if !errors.As(err, &reply) || strings.HasPrefix(reply.Error(), "LOADING") || strings.HasPrefix(reply.Error(), "MASTERDOWN") {
+		return fmt.Errorf("%w: %w", ErrRedisUnreachable, err) // no answer, or not ready yet
+	}
+	switch msg := reply.Error(); {
+	case strings.HasPrefix(msg, "WRONGPASS"), strings.HasPrefix(msg, "NOAUTH"):
+		return fmt.Errorf("redis refused the credentials (check the username and password settings): %w", err)
+	case strings.HasPrefix(msg, "NOPERM"):
+		return fmt.Errorf("the redis user may not run INFO, which otpguard needs to check for Redis 7 (grant it +info): %w", err)
+	default:
+		return fmt.Errorf("redis answered with an error: %w", err)
+	}
 }
 
 // RedisVersion reads redis_version from the text of INFO server.

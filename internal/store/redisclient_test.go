@@ -2,6 +2,7 @@ package store_test
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 
@@ -39,5 +40,38 @@ func TestCheckRedisVersionAcceptsTheRealServer(t *testing.T) {
 	}
 	if _, err := store.NewRedisClient(store.RedisOptions{URL: "http://nope"}); err == nil || !strings.Contains(err.Error(), "redis url") {
 		t.Errorf("bad URL: %v, want a redis url error", err)
+	}
+}
+
+// TestCheckRedisVersionTellsRefusalFromSilence: a Redis that does not
+// answer lets otpguard start (on the fallback); one that answers no (a
+// wrong password, a user who may not run INFO) is a configuration error.
+func TestCheckRedisVersionTellsRefusalFromSilence(t *testing.T) {
+	srv := redistest.Start(t)
+	admin := redistest.Client(t, srv.URL())
+	if err := admin.Do(context.Background(), "acl", "setuser", "limited", "on", ">limited-pass", "~*", "+@all", "-info").Err(); err != nil {
+		t.Fatalf("ACL SETUSER on the test's own server: %v", err)
+	}
+	check := func(url string) error {
+		rdb, err := store.NewRedisClient(store.RedisOptions{URL: url, Timeout: 2e9})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rdb.Close()
+		return store.CheckRedisVersion(context.Background(), rdb)
+	}
+	addr := srv.Addr()
+	for _, tc := range []struct {
+		name, url, want string
+		unreachable     bool
+	}{
+		{"wrong password", "redis://limited:wrong@" + addr + "/0", "credentials", false},
+		{"no INFO for this user", "redis://limited:limited-pass@" + addr + "/0", "+info", false},
+		{"nobody listening", redistest.RefusedURL(t), "did not answer", true},
+	} {
+		err := check(tc.url)
+		if err == nil || !strings.Contains(err.Error(), tc.want) || errors.Is(err, store.ErrRedisUnreachable) != tc.unreachable {
+			t.Errorf("%s: %v; want an error saying %q, unreachable %v", tc.name, err, tc.want, tc.unreachable)
+		}
 	}
 }

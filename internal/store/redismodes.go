@@ -129,7 +129,7 @@ func checkEveryMaster(ctx context.Context, c *redis.ClusterClient) error {
 		return nodeErr
 	}
 	if err != nil {
-		return fmt.Errorf("store: redis cluster: %w: %w", ErrRedisUnreachable, err)
+		return fmt.Errorf("store: redis cluster: %w", classifyStartupError(err))
 	}
 	return nil
 }
