@@ -6,6 +6,7 @@ package guard
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"time"
 )
 
@@ -97,4 +98,16 @@ func storeUnavailable(err error, retryAfter time.Duration) *Error {
 		RetryAfter: retryAfter,
 		Err:        err,
 	}
+}
+
+// StoreFailureLevel is how loudly to log a decision the store failed. A
+// refusal by the open breaker (ErrStoreDown) is what every request meets
+// during an outage, which the breaker and the fallback log once when it
+// starts and ends; an error line per request would only bury those.
+// Any other store failure is an error worth its line.
+func StoreFailureLevel(err error) slog.Level {
+	if errors.Is(err, ErrStoreDown) {
+		return slog.LevelDebug
+	}
+	return slog.LevelError
 }

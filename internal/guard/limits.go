@@ -130,7 +130,7 @@ func (l *Limiter) Check(ctx context.Context, checks []Check) (Batch, error) {
 	ctx = withDecision(ctx) // a dead store costs one budget per request
 	res, local, err := l.take(ctx, takes, pols)
 	if err != nil {
-		l.log.ErrorContext(ctx, "limit store failed", "err", err)
+		l.log.Log(ctx, StoreFailureLevel(err), "limit store failed", "err", err)
 		return Batch{}, storeUnavailable(err, storeRetryAfter)
 	}
 

@@ -233,7 +233,7 @@ func (s *OTP) spend(ctx context.Context, phone Phone, limits []limitedTake) ([]T
 		}
 		if err != nil {
 			s.refund(ctx, passed)
-			s.log.ErrorContext(ctx, "limit store failed", "limit", l.take.Key.Name, "err", err)
+			s.log.Log(ctx, StoreFailureLevel(err), "limit store failed", "limit", l.take.Key.Name, "err", err)
 			return nil, storeUnavailable(err, storeRetryAfter)
 		}
 		if !res[0].Allowed {
@@ -312,7 +312,7 @@ func (s *OTP) verify(ctx context.Context, phone Phone, code string) error {
 		s.log.DebugContext(ctx, "reading code failed: checking stateless codes", "phone", MaskPhone(phone.E164), "err", err)
 		return s.verifyStateless(ctx, phone, code)
 	case err != nil:
-		s.log.ErrorContext(ctx, "reading code failed", "phone", MaskPhone(phone.E164), "err", err)
+		s.log.Log(ctx, StoreFailureLevel(err), "reading code failed", "phone", MaskPhone(phone.E164), "err", err)
 		return storeUnavailable(err, storeRetryAfter)
 	}
 	if g.Attempts > s.policy.MaxVerifyAttempts {
@@ -336,7 +336,7 @@ func (s *OTP) verify(ctx context.Context, phone Phone, code string) error {
 	}
 	ok, err := s.codes.ConsumeCode(ctx, phone.E164, g.MAC)
 	if err != nil {
-		s.log.ErrorContext(ctx, "consuming code failed", "phone", MaskPhone(phone.E164), "err", err)
+		s.log.Log(ctx, StoreFailureLevel(err), "consuming code failed", "phone", MaskPhone(phone.E164), "err", err)
 		return storeUnavailable(err, storeRetryAfter)
 	}
 	if !ok {

@@ -1,8 +1,10 @@
 package guard_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"log/slog"
 	"strings"
 	"sync"
 	"testing"
@@ -83,6 +85,36 @@ func TestOTPClosedSendsNothingWhileStoreDown(t *testing.T) {
 	wantCode(t, err, guard.CodeStoreUnavailable)
 	if n := box.count(); n != 0 {
 		t.Errorf("SMS sent while the store was down with on_store_error closed: %d, want 0", n)
+	}
+}
+
+// TestOutageLogsOncePerChange: during an outage the breaker and the
+// fallback say so once; the requests it refuses do not each add an error
+// line on top (they log at debug).
+func TestOutageLogsOncePerChange(t *testing.T) {
+	st := newOutageStore()
+	st.setDown(true)
+	var logs bytes.Buffer
+	log := slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	const failures = 3 // in a row, to open the breaker
+	f := guard.NewFallback(guard.FallbackOptions{Counter: st, Codes: st, Logger: log, Breaker: guard.BreakerOptions{Failures: failures}})
+	otp := guard.NewOTP(guard.OTPOptions{Policy: guard.DefaultPolicies().OTP, Counter: f, Codes: f, Sender: &smsBox{},
+		HMACKey: outageHMACKey, Logger: log, StoreFailedAt: f.LastFailure})
+	lim := guard.NewLimiter(map[string]guard.LimitPolicy{"api": {Algorithm: guard.FixedWindow, Limit: 5,
+		Window: guard.Duration(time.Minute), OnStoreError: guard.FailClosed}}, f, log)
+	const n = 100
+	for range n {
+		_, err := otp.Send(t.Context(), guard.SendRequest{Phone: "+14155550100"})
+		wantCode(t, err, guard.CodeStoreUnavailable)
+		_, err = lim.Check(t.Context(), []guard.Check{{Policy: "api", Key: "user:1", Cost: 1}})
+		wantCode(t, err, guard.CodeStoreUnavailable)
+	}
+	errorLines := strings.Count(logs.String(), `"level":"ERROR"`)
+	t.Logf("%d refused decisions during an outage: %d error lines", 2*n, errorLines)
+	// The failures that open the breaker are errors (each a real timeout or
+	// refusal); after it opens, nothing more at error level.
+	if errorLines > failures {
+		t.Errorf("%d error lines for %d refused decisions: want only the ones before the breaker opened\n%s", errorLines, 2*n, logs.String())
 	}
 }
 

@@ -126,7 +126,7 @@ func (s *OTP) issueCode(ctx context.Context, phone Phone) (code string, ttl time
 		return code, ttl, true, nil
 	}
 	if !s.statelessCodes() {
-		s.log.ErrorContext(ctx, "saving code failed", "phone", MaskPhone(phone.E164), "err", err)
+		s.log.Log(ctx, StoreFailureLevel(err), "saving code failed", "phone", MaskPhone(phone.E164), "err", err)
 		return "", 0, false, storeUnavailable(err, storeRetryAfter)
 	}
 	// Debug: the breaker and the policy log the outage once, not per send.
@@ -141,7 +141,7 @@ func (s *OTP) verifyStateless(ctx context.Context, phone Phone, code string) err
 	now := s.now()
 	res, err := s.counter.Take(ctx, []Take{s.statelessTake(phone.E164, "sguess", int64(s.policy.MaxVerifyAttempts))})
 	if err != nil {
-		s.log.ErrorContext(ctx, "counting a guess failed", "phone", MaskPhone(phone.E164), "err", err)
+		s.log.Log(ctx, StoreFailureLevel(err), "counting a guess failed", "phone", MaskPhone(phone.E164), "err", err)
 		return storeUnavailable(err, storeRetryAfter)
 	}
 	if !res[0].Allowed {
@@ -160,7 +160,7 @@ func (s *OTP) verifyStateless(ctx context.Context, phone Phone, code string) err
 func (s *OTP) useStateless(ctx context.Context, phone Phone, step int64) error {
 	res, err := s.counter.Take(ctx, []Take{s.statelessTake(phone.E164, "used:"+strconv.FormatInt(step, 10), 1)})
 	if err != nil {
-		s.log.ErrorContext(ctx, "marking a code used failed", "phone", MaskPhone(phone.E164), "err", err)
+		s.log.Log(ctx, StoreFailureLevel(err), "marking a code used failed", "phone", MaskPhone(phone.E164), "err", err)
 		return storeUnavailable(err, storeRetryAfter)
 	}
 	if !res[0].Allowed {

@@ -84,7 +84,7 @@ func errorHandler(log *slog.Logger) echo.HTTPErrorHandler {
 			status = http.StatusInternalServerError
 		}
 		if status >= 500 {
-			log.ErrorContext(c.Request().Context(), "request failed", "path", c.Path(), "code", e.Code,
+			log.Log(c.Request().Context(), guard.StoreFailureLevel(err), "request failed", "path", c.Path(), "code", e.Code,
 				"request_id", requestID(c), "err", err)
 		}
 		p := Problem{
