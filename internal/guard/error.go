@@ -40,7 +40,7 @@ const (
 	CodeBodyTooLarge        Code = "body_too_large"
 	CodeInternal            Code = "internal"
 
-	// The abuse defences (pumping.go, docs/abuse.md).
+	// The abuse defences (pumping.go; README.md, "Abuse defences").
 	CodeCountryNotAllowed    Code = "country_not_allowed"
 	CodeNumberTypeNotAllowed Code = "number_type_not_allowed"
 	CodePrefixRateLimited    Code = "prefix_rate_limited"

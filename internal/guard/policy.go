@@ -75,7 +75,7 @@ type OTPPolicy struct {
 	// when OnStoreError is "local".
 	LocalLimit int64 `yaml:"local_limit,omitempty" json:"local_limit,omitempty"`
 
-	// The abuse defences (pumping.go, conversion.go, docs/abuse.md).
+	// The abuse defences (pumping.go, conversion.go; README.md, "Abuse defences").
 	// AllowedCountries (ISO codes) limits where codes go; empty: anywhere.
 	AllowedCountries []string `yaml:"allowed_countries" json:"allowed_countries"`
 	// AllowedNumberTypes (libphonenumber's types: mobile, fixed_line,
@@ -149,7 +149,7 @@ func DefaultPolicies() Policies {
 			PerIP:             Window{Limit: 20, Window: Duration(time.Hour)},
 			Message:           "Your verification code is {code}",
 			OnStoreError:      FailClosed,
-			// The abuse defences (docs/abuse.md).
+			// The abuse defences (README.md, "Abuse defences").
 			AllowedNumberTypes: DefaultNumberTypes(),
 			PerPrefix:          DefaultPerPrefix(),
 			Conversion:         DefaultConversion(),

@@ -12,7 +12,7 @@ import (
 	"github.com/nyaruka/phonenumbers"
 )
 
-// SMS pumping defences (docs/abuse.md). Pumping is many different numbers
+// SMS pumping defences (README.md, "Abuse defences"). Pumping is many different numbers
 // in a premium or otherwise lucrative range, requested from rotating
 // addresses: per-number and per-IP limits never fire. These rules look at
 // what the numbers have in common instead: their country, their type,

@@ -55,9 +55,6 @@ func reasons(b blockedBody) []string {
 	return out
 }
 
-// TestOpsBlockedAfterRealSends: real sends and guesses through the API on
-// two instances, and the blocked list of either shows who is refused, why
-// and until when.
 // TestOpsNewCodeEndsLockout: a number locked out by wrong guesses leaves
 // the blocked list when a new code is sent (the lock-out is over).
 func TestOpsNewCodeEndsLockout(t *testing.T) {
@@ -86,6 +83,9 @@ func TestOpsNewCodeEndsLockout(t *testing.T) {
 	}
 }
 
+// TestOpsBlockedAfterRealSends: real sends and guesses through the API on
+// two instances, and the blocked list of either shows who is refused, why
+// and until when.
 func TestOpsBlockedAfterRealSends(t *testing.T) {
 	p := defaults()
 	p.OTP.Cooldown = guard.Duration(time.Minute)

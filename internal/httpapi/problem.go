@@ -39,7 +39,7 @@ var statusOf = map[guard.Code]int{
 	guard.CodeBodyTooLarge:        http.StatusRequestEntityTooLarge,
 	guard.CodeInternal:            http.StatusInternalServerError,
 
-	// The abuse defences (docs/abuse.md).
+	// The abuse defences (README.md, "Abuse defences").
 	guard.CodeCountryNotAllowed:    http.StatusForbidden,
 	guard.CodeNumberTypeNotAllowed: http.StatusForbidden,
 	guard.CodePrefixRateLimited:    http.StatusTooManyRequests,
