@@ -200,9 +200,10 @@ func (q *AuditQueue) Close(ctx context.Context) {
 	}
 }
 
-// RunRetention deletes events older than retention now and then every
-// interval, until ctx is cancelled.
-func RunRetention(ctx context.Context, log AuditLog, retention, interval time.Duration, logger *slog.Logger) {
+// RunRetention deletes the audit events and the expired deny-list entries
+// older than retention, now and then every interval, until ctx is
+// cancelled.
+func RunRetention(ctx context.Context, r Retention, retention, interval time.Duration, logger *slog.Logger) {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
@@ -210,12 +211,17 @@ func RunRetention(ctx context.Context, log AuditLog, retention, interval time.Du
 		pctx, cancel := context.WithTimeout(ctx, time.Minute)
 		defer cancel()
 		before := time.Now().Add(-retention)
-		n, err := log.PruneEvents(pctx, before)
-		switch {
-		case err != nil:
-			logger.Warn("audit retention failed; it runs again later", "deleted", n, "err", err)
-		case n > 0:
-			logger.Info("audit retention deleted old events", "deleted", n, "before", before.UTC())
+		for _, p := range []struct {
+			what string
+			run  func(context.Context, time.Time) (int64, error)
+		}{{"audit events", r.PruneEvents}, {"expired deny-list entries", r.PruneExpiredDeny}} {
+			n, err := p.run(pctx, before)
+			switch {
+			case err != nil:
+				logger.Warn("retention failed; it runs again later", "what", p.what, "deleted", n, "err", err)
+			case n > 0:
+				logger.Info("retention deleted old rows", "what", p.what, "deleted", n, "before", before.UTC())
+			}
 		}
 	}
 	prune()

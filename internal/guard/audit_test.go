@@ -16,13 +16,14 @@ import (
 
 // fakeAudit is a guard.AuditLog whose WriteEvents fails while down is set.
 type fakeAudit struct {
-	mu      sync.Mutex
-	down    bool
-	written []guard.Event
-	batches int
-	fails   int
-	pruned  []time.Time
-	list    func(f guard.EventFilter) ([]guard.Event, error)
+	mu         sync.Mutex
+	down       bool
+	written    []guard.Event
+	batches    int
+	fails      int
+	pruned     []time.Time
+	denyPruned []time.Time
+	list       func(f guard.EventFilter) ([]guard.Event, error)
 }
 
 func (f *fakeAudit) WriteEvents(_ context.Context, events []guard.Event) error {
@@ -45,6 +46,13 @@ func (f *fakeAudit) PruneEvents(_ context.Context, before time.Time) (int64, err
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.pruned = append(f.pruned, before)
+	return 0, nil
+}
+
+func (f *fakeAudit) PruneExpiredDeny(_ context.Context, before time.Time) (int64, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.denyPruned = append(f.denyPruned, before)
 	return 0, nil
 }
 
@@ -204,5 +212,9 @@ func TestRunRetention(t *testing.T) {
 	defer log.mu.Unlock()
 	if d := time.Since(log.pruned[0]); d < 24*time.Hour || d > 24*time.Hour+time.Minute {
 		t.Errorf("first prune deleted before %s ago, want 24h", d)
+	}
+	if len(log.denyPruned) != len(log.pruned) || !log.denyPruned[0].Equal(log.pruned[0]) {
+		t.Errorf("expired deny entries pruned %d times (first before %v), events %d times (%v): want each round to prune both alike",
+			len(log.denyPruned), log.denyPruned, len(log.pruned), log.pruned[0])
 	}
 }

@@ -124,3 +124,14 @@ type AuditLog interface {
 	// PruneEvents deletes events older than before and says how many.
 	PruneEvents(ctx context.Context, before time.Time) (int64, error)
 }
+
+// Retention is what RunRetention keeps in bounds: old audit events, and
+// deny-list entries that expired long ago. Expired entries are kept a
+// while (they say who blocked what), but the conversion watch adds them
+// all the time and every instance reads the list every few seconds.
+type Retention interface {
+	PruneEvents(ctx context.Context, before time.Time) (int64, error)
+	// PruneExpiredDeny deletes deny-list entries that expired before
+	// before and says how many.
+	PruneExpiredDeny(ctx context.Context, before time.Time) (int64, error)
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"time"
 
 	"github.com/otpguard/otpguard/internal/guard"
 )
@@ -90,4 +91,20 @@ func (s *SQL) ListDeny(ctx context.Context) ([]guard.DenyEntry, error) {
 		return nil, fmt.Errorf("store: list deny: %w", err)
 	}
 	return out, nil
+}
+
+// PruneExpiredDeny deletes the entries that expired before before (the
+// retention job: guard.RunRetention). Entries without an expiry stay until
+// removed.
+func (s *SQL) PruneExpiredDeny(ctx context.Context, before time.Time) (int64, error) {
+	res, err := s.db.ExecContext(ctx, s.rebind(
+		`DELETE FROM deny_list WHERE expires_at IS NOT NULL AND expires_at < ?`), before.UnixMilli())
+	if err != nil {
+		return 0, fmt.Errorf("store: prune expired deny entries: %w", err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return 0, fmt.Errorf("store: prune expired deny entries: %w", err)
+	}
+	return n, nil
 }

@@ -70,11 +70,28 @@ func TestSQLMigrations(t *testing.T) {
 				t.Fatalf("second Migrate on an up-to-date schema: %v", err)
 			}
 
-			if err := s.MigrateDown(ctx); err != nil {
-				t.Fatalf("MigrateDown: %v", err)
+			// Down one step at a time: the newest goes first, and the schema
+			// is outdated from the first step on.
+			st, err := s.MigrationStatus(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i := len(st) - 1; i >= 0; i-- {
+				if err := s.MigrateDown(ctx); err != nil {
+					t.Fatalf("MigrateDown from %s: %v", st[i].Name, err)
+				}
+				now, err := s.MigrationStatus(ctx)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for j, m := range now {
+					if m.Applied != (j < i) {
+						t.Errorf("after rolling back %s: %s applied = %v, want %v", st[i].Name, m.Name, m.Applied, j < i)
+					}
+				}
+				wantSchema("after down from "+st[i].Name, true)
 			}
 			wantStatus("after down", false)
-			wantSchema("after down", true)
 			wantTables("after down", false)
 
 			if err := s.Migrate(ctx); err != nil {
