@@ -13,15 +13,53 @@ import (
 )
 
 type checkItem struct {
-	Policy string `json:"policy"`
-	Key    string `json:"key"`
-	Cost   *int64 `json:"cost"` // default 1; 0 peeks
+	Policy string    `json:"policy"`
+	Key    string    `json:"key"`
+	Cost   costField `json:"cost"` // default 1; 0 peeks
 }
 
 // checkRequest is one check written inline, or a batch under "checks".
+// (Not an embedded checkItem: the decoder would name a bad field
+// "checkItem.key" to the caller.)
 type checkRequest struct {
-	checkItem
+	Policy string      `json:"policy"`
+	Key    string      `json:"key"`
+	Cost   costField   `json:"cost"`
 	Checks []checkItem `json:"checks"`
+}
+
+// costField is a check's cost as sent. Anything but a whole number (1.5,
+// "1", 1e30) is kept as bad, so that it is refused like a negative cost,
+// 422 invalid_cost, instead of as malformed JSON.
+type costField struct {
+	set bool
+	n   int64
+	bad string
+}
+
+func (c *costField) UnmarshalJSON(b []byte) error {
+	if string(b) == "null" {
+		return nil // as if absent: the default cost
+	}
+	c.set = true
+	n, err := strconv.ParseInt(string(b), 10, 64)
+	if err != nil {
+		c.bad = string(b[:min(len(b), 32)])
+		return nil
+	}
+	c.n = n
+	return nil
+}
+
+// value is the cost to spend: 1 when absent.
+func (c costField) value() (int64, error) {
+	switch {
+	case c.bad != "":
+		return 0, guard.Errorf(guard.CodeInvalidCost, "cost must be a whole number of at least 0, got %s", c.bad)
+	case !c.set:
+		return 1, nil
+	}
+	return c.n, nil
 }
 
 type decisionJSON struct {
@@ -50,18 +88,18 @@ func (s *Server) checkLimits(c echo.Context) error {
 		return err
 	}
 	items := req.Checks
-	inline := req.Policy != "" || req.Key != "" || req.Cost != nil
+	inline := req.Policy != "" || req.Key != "" || req.Cost.set
 	switch {
 	case inline && items != nil:
 		return guard.Errorf(guard.CodeInvalidRequest, "send either one check (policy, key, cost) or a batch (checks), not both")
 	case inline:
-		items = []checkItem{req.checkItem}
+		items = []checkItem{{Policy: req.Policy, Key: req.Key, Cost: req.Cost}}
 	}
 	checks := make([]guard.Check, len(items))
 	for i, it := range items {
-		cost := int64(1)
-		if it.Cost != nil {
-			cost = *it.Cost
+		cost, err := it.Cost.value()
+		if err != nil {
+			return err
 		}
 		checks[i] = guard.Check{Policy: it.Policy, Key: it.Key, Cost: cost}
 	}

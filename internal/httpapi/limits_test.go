@@ -138,9 +138,12 @@ func TestBadLimitInput(t *testing.T) {
 		{"brace in key", `{"policy":"api","key":"a{b}"}`, 422, "invalid_key"},
 		{"negative cost", `{"policy":"api","key":"k","cost":-1}`, 422, "invalid_cost"},
 		{"cost above capacity", `{"policy":"api","key":"k","cost":51}`, 422, "invalid_cost"},
-		{"huge cost", `{"policy":"api","key":"k","cost":1e30}`, 400, "invalid_request"},
-		{"fractional cost", `{"policy":"api","key":"k","cost":1.5}`, 400, "invalid_request"},
-		{"cost as string", `{"policy":"api","key":"k","cost":"1"}`, 400, "invalid_request"},
+		{"huge cost", `{"policy":"api","key":"k","cost":1e30}`, 422, "invalid_cost"},
+		{"cost beyond int64", `{"policy":"api","key":"k","cost":99999999999999999999}`, 422, "invalid_cost"},
+		{"fractional cost", `{"policy":"api","key":"k","cost":1.5}`, 422, "invalid_cost"},
+		{"cost as string", `{"policy":"api","key":"k","cost":"1"}`, 422, "invalid_cost"},
+		{"bad cost in a batch", `{"checks":[{"policy":"api","key":"k"},{"policy":"api","key":"k","cost":[1]}]}`, 422, "invalid_cost"},
+		{"key as number", `{"policy":"api","key":5}`, 400, "invalid_request"},
 		{"oversized batch", `{"checks":[` + many + `]}`, 400, "invalid_request"},
 		{"empty batch", `{"checks":[]}`, 400, "invalid_request"},
 		{"both forms", `{"policy":"api","key":"k","checks":[{"policy":"api","key":"k"}]}`, 400, "invalid_request"},
@@ -158,6 +161,14 @@ func TestBadLimitInput(t *testing.T) {
 			if ct := r.Header.Get("Content-Type"); ct != "application/problem+json" {
 				t.Errorf("Content-Type = %q, want application/problem+json", ct)
 			}
+			// The reason names the field as the caller wrote it.
+			if detail, _ := r.json(t)["detail"].(string); strings.Contains(detail, "checkItem") {
+				t.Errorf("detail %q names a Go type", detail)
+			}
 		})
+	}
+	r := c.do(t, 0, "POST", "/limits/check", `{"policy":"api","key":5}`)
+	if detail, _ := r.json(t)["detail"].(string); !strings.Contains(detail, `"key" must be a string`) {
+		t.Errorf("key as number: detail %q, want it to say \"key\" must be a string", detail)
 	}
 }

@@ -414,7 +414,7 @@ func TestOpenAPIContract(t *testing.T) {
 		{name: "limits key too long", method: "POST", path: "/limits/check", body: `{"policy":"default","key":"` + strings.Repeat("k", 129) + `"}`, status: 422, code: "invalid_key", badRequest: true},
 		{name: "limits cost above capacity", method: "POST", path: "/limits/check", body: `{"policy":"default","key":"user:1","cost":51}`, status: 422, code: "invalid_cost"},
 		{name: "limits negative cost", method: "POST", path: "/limits/check", body: `{"policy":"default","key":"user:1","cost":-1}`, status: 422, code: "invalid_cost", badRequest: true},
-		{name: "limits fractional cost", method: "POST", path: "/limits/check", body: `{"policy":"default","key":"user:1","cost":1.5}`, status: 400, code: "invalid_request", badRequest: true},
+		{name: "limits fractional cost", method: "POST", path: "/limits/check", body: `{"policy":"default","key":"user:1","cost":1.5}`, status: 422, code: "invalid_cost", badRequest: true},
 		{name: "limits inline and batch", method: "POST", path: "/limits/check", body: `{"policy":"default","key":"user:1","checks":[{"policy":"default","key":"user:1"}]}`, status: 400, code: "invalid_request", badRequest: true},
 		{name: "limits empty batch", method: "POST", path: "/limits/check", body: `{"checks":[]}`, status: 400, code: "invalid_request", badRequest: true},
 		{name: "limits batch of 21", method: "POST", path: "/limits/check", body: batch(21), status: 400, code: "invalid_request", badRequest: true},
