@@ -203,6 +203,9 @@ limits:
   search: {algorithm: fixed_window, limit: 10, window: 0s}
 `)}, []string{"otp.code_length", "otp.code_ttl", "otp.per_phone.limit", "limits.api.algorithm", "limits.search.window"}},
 		{"misspelt field", map[string]string{"OTPGUARD_CONFIG": write("typo.yaml", "otp:\n  per_phon: {limit: 3}\n")}, []string{"per_phon"}},
+		{"bad duration", map[string]string{"OTPGUARD_CONFIG": write("dur.yaml", "limits:\n  api:\n    algorithm: fixed_window\n    limit: 10\n    window: 1mm\n")},
+			[]string{"line 5", `"1mm" is not a duration`}},
+		{"bad number", map[string]string{"OTPGUARD_CONFIG": write("num.yaml", "otp:\n  per_phone: {limit: many}\n")}, []string{"line 2", "many"}},
 		{"missing file", map[string]string{"OTPGUARD_CONFIG": filepath.Join(dir, "nope.yaml")}, []string{"OTPGUARD_CONFIG"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -8,6 +8,8 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"go.yaml.in/yaml/v3"
 )
 
 // Duration is a time.Duration written as "30s" or "10m" in the policy file.
@@ -23,6 +25,19 @@ func (d *Duration) UnmarshalText(b []byte) error {
 		return fmt.Errorf("%q is not a duration (write e.g. 30s, 10m, 1h)", string(b))
 	}
 	*d = Duration(v)
+	return nil
+}
+
+// UnmarshalYAML is UnmarshalText with the line of the policy file, so
+// that a bad duration can be found (yaml.v3 adds no position to an error
+// a TextUnmarshaler returns).
+func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
+	if n.Kind != yaml.ScalarNode {
+		return fmt.Errorf("line %d: want a duration such as 30s, 10m or 1h", n.Line)
+	}
+	if err := d.UnmarshalText([]byte(n.Value)); err != nil {
+		return fmt.Errorf("line %d: %w", n.Line, err)
+	}
 	return nil
 }
 
