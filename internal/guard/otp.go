@@ -117,11 +117,12 @@ type SendResult struct {
 // provider may have delivered it.
 func (s *OTP) Send(ctx context.Context, req SendRequest) (SendResult, error) {
 	phone, err := ParsePhone(req.Phone, s.policy.DefaultRegion)
-	if err != nil {
-		return SendResult{}, err
+	var ip string
+	if err == nil {
+		ip, err = IPSubject(req.ClientIP)
 	}
-	ip, err := IPSubject(req.ClientIP)
-	if err != nil {
+	if err != nil { // audited too: a stream of bad numbers is worth seeing
+		s.record(ctx, "otp.send", "", phone, CleanIP(req.ClientIP), err)
 		return SendResult{}, err
 	}
 	res, err := s.send(withDecision(ctx), phone, ip)
@@ -283,10 +284,11 @@ type VerifyRequest struct {
 // code is refused) until a new one is sent.
 func (s *OTP) Verify(ctx context.Context, req VerifyRequest) (Phone, error) {
 	phone, err := ParsePhone(req.Phone, s.policy.DefaultRegion)
-	if err != nil {
-		return Phone{}, err
+	if err == nil {
+		err = s.checkCodeFormat(req.Code)
 	}
-	if err := s.checkCodeFormat(req.Code); err != nil {
+	if err != nil {
+		s.record(ctx, "otp.verify", "", phone, "", err)
 		return Phone{}, err
 	}
 	ctx = withDecision(ctx)

@@ -374,4 +374,23 @@ func TestOpsEvents(t *testing.T) {
 	if status, _, _ := get("?phone=12345"); status != 422 {
 		t.Errorf("invalid phone: %d, want 422", status)
 	}
+
+	// Refused input is audited too: the number when it parsed, never the code.
+	if r := oc.do(t, 0, "POST", "/otp/send", `{"phone":"12345"}`); r.Status != 422 {
+		t.Fatalf("send to an invalid number: %d", r.Status)
+	}
+	if r := oc.do(t, 0, "POST", "/otp/verify", `{"phone":"+14155550101","code":"12ab"}`); r.Status != 422 {
+		t.Fatalf("verify with a malformed code: %d", r.Status)
+	}
+	opsWait(t, "the refused send's event", func() bool {
+		_, ev, _ := get("?action=otp.send")
+		return len(ev) == 5 && ev[0]["outcome"] == "invalid_phone"
+	})
+	_, ev, _ := get("?action=otp.verify")
+	if len(ev) != 1 || ev[0]["outcome"] != "invalid_code" || ev[0]["phone"] != "+14155550101" {
+		t.Errorf("verify events: %v, want one invalid_code for +14155550101", ev)
+	}
+	if r := oc.ops(t, 0, "GET", "/ops/events?action=otp.verify", ""); strings.Contains(string(r.Body), "12ab") {
+		t.Errorf("the guessed code is in the audit trail: %s", r.Body)
+	}
 }
