@@ -377,8 +377,10 @@ func TestOutageStatus(t *testing.T) {
 	if got := inFallback(m); !slices.Contains(got, "limits.open-fw") || !slices.Contains(got, "limits.closed-fw") {
 		t.Errorf("outage in_fallback: %v, want limits.open-fw and limits.closed-fw", got)
 	}
-	if r, _ := get("/readyz", ""); r.Status != http.StatusServiceUnavailable {
-		t.Errorf("outage /readyz: %d %s, want 503", r.Status, r.Body)
+	r, m = get("/readyz", "")
+	if fb, _ := m["in_fallback"].([]any); r.Status != http.StatusServiceUnavailable || m["code"] != "store_unavailable" ||
+		m["redis"] != "down" || m["breaker"] == "closed" || m["instances"] != float64(n) || len(fb) == 0 {
+		t.Errorf("outage /readyz: %d %s, want 503 store_unavailable saying the breaker, N and the policies in fallback", r.Status, r.Body)
 	}
 
 	oc.proxy.Restore()

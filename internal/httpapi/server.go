@@ -178,7 +178,7 @@ func (s *Server) readyz(c echo.Context) error {
 		ctx, cancel := context.WithTimeout(c.Request().Context(), time.Second)
 		defer cancel()
 		if err := s.ready(ctx); err != nil {
-			return &guard.Error{Code: guard.CodeStoreUnavailable, Message: "the limit store does not answer", Err: err, RetryAfter: 5 * time.Second}
+			return s.notReady(c, err)
 		}
 	}
 	return c.JSON(http.StatusOK, s.readyBody())

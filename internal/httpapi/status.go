@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -37,6 +38,38 @@ func (s *Server) readyBody() readyJSON {
 		r.Redis, r.Breaker, r.Instances, r.InFallback = redisState(st.RedisUp), st.Breaker, st.Instances, st.InFallback()
 	}
 	return r
+}
+
+// notReadyJSON is /readyz's 503: the store_unavailable problem, with what
+// an operator paged by it wants next (the breaker, N, the policies in
+// fallback), as problem extension members.
+type notReadyJSON struct {
+	Problem
+	Redis      string   `json:"redis"`
+	Breaker    string   `json:"breaker,omitempty"`
+	Instances  int      `json:"instances,omitempty"`
+	InFallback []string `json:"in_fallback,omitempty"`
+}
+
+// readyRetryAfter is when a load balancer should ask /readyz again.
+const readyRetryAfter = 5 * time.Second
+
+func (s *Server) notReady(c echo.Context, err error) error {
+	s.log.DebugContext(c.Request().Context(), "readyz: the limit store does not answer", "err", err)
+	r := s.readyBody()
+	retry := retrySeconds(readyRetryAfter)
+	body := notReadyJSON{
+		Problem: Problem{
+			Type: "urn:otpguard:problem:" + string(guard.CodeStoreUnavailable), Title: http.StatusText(http.StatusServiceUnavailable),
+			Status: http.StatusServiceUnavailable, Detail: "the limit store does not answer",
+			Code: string(guard.CodeStoreUnavailable), RequestID: requestID(c), RetryAfter: &retry,
+		},
+		Redis: "down", Breaker: r.Breaker, Instances: r.Instances, InFallback: r.InFallback,
+	}
+	c.Response().Header().Set("Retry-After", strconv.Itoa(retry))
+	c.Response().Header().Set(echo.HeaderContentType, "application/problem+json")
+	c.Response().WriteHeader(http.StatusServiceUnavailable)
+	return writeJSON(c.Response(), body)
 }
 
 func redisState(up bool) string {
