@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -11,6 +12,7 @@ import (
 // TestTwilioThroughTheBinary points the real program at a fake Twilio
 // Messages API through TWILIO_API_BASE_URL, as a staging mock would be.
 func TestTwilioThroughTheBinary(t *testing.T) {
+	const refused = "+14155550199"
 	var mu sync.Mutex
 	var bodies []string
 	fake := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -21,9 +23,10 @@ func TestTwilioThroughTheBinary(t *testing.T) {
 		}
 		r.ParseForm()
 		w.Header().Set("Content-Type", "application/json")
-		if r.PostForm.Get("To") == "+14155550199" {
+		if to := r.PostForm.Get("To"); to == refused {
+			// As real Twilio does, the message quotes the number.
 			w.WriteHeader(400)
-			w.Write([]byte(`{"code":21211,"message":"The 'To' number is not a valid phone number.","status":400}`))
+			w.Write([]byte(`{"code":21211,"message":"The 'To' number ` + to + ` is not a valid phone number.","more_info":"https://www.twilio.com/docs/errors/21211","status":400}`))
 			return
 		}
 		mu.Lock()
@@ -52,5 +55,22 @@ func TestTwilioThroughTheBinary(t *testing.T) {
 	}
 	if status, body := p.post(t, "/otp/send", `{"phone":"+1 415 555 0199"}`); status != 422 || body["code"] != "invalid_destination" {
 		t.Fatalf("send to a number Twilio refuses: %d %v, want 422 invalid_destination", status, body)
+	}
+	// The refusal is logged with Twilio's code, but neither the log nor
+	// its "err" may hold the number Twilio's message quoted.
+	for {
+		m := p.next(t)
+		line, _ := json.Marshal(m)
+		for _, full := range []string{refused, strings.TrimPrefix(refused, "+")} {
+			if strings.Contains(string(line), full) {
+				t.Errorf("log line %s holds the full number %s", line, full)
+			}
+		}
+		if m["msg"] == "sms not sent" {
+			if err, _ := m["err"].(string); !strings.Contains(err, "21211") {
+				t.Errorf("sms not sent: err = %q, want Twilio's code 21211 in it", err)
+			}
+			break
+		}
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"regexp"
 	"strings"
 	"time"
 
@@ -173,13 +174,18 @@ func (t *Twilio) Send(ctx context.Context, m guard.Message) error {
 }
 
 // twilioError turns a twilio-go failure into the domain's error. The
-// caller-facing Message is fixed text; err (which may quote the To number,
-// never the body: that travels in the request body, not the URL) stays in
-// Err for logs.
+// caller-facing Message is fixed text; the cause stays in Err for the logs.
+// A Twilio refusal is kept as a *client.TwilioRestError (status, code,
+// more_info) but never with Twilio's text as sent: for 21211, 21408, 21612
+// and the like it quotes the To number, and no full number may reach a log.
 func twilioError(err error) *guard.Error {
-	wrapped := fmt.Errorf("sms: twilio: create message: %w", err)
 	var rest *client.TwilioRestError
-	if errors.As(err, &rest) && refusesDestination(rest.Code) {
+	if errors.As(err, &rest) {
+		rest = loggableRestError(rest)
+		err = rest // not wrapped: whatever wrapped it may quote its text
+	}
+	wrapped := fmt.Errorf("sms: twilio: create message: %w", err)
+	if rest != nil && refusesDestination(rest.Code) {
 		return &guard.Error{
 			Code:    guard.CodeInvalidDestination,
 			Message: "the SMS provider refused the destination number",
@@ -187,6 +193,39 @@ func twilioError(err error) *guard.Error {
 		}
 	}
 	return unavailable(wrapped)
+}
+
+// loggableRestError is a copy of e fit for a log: its Message with every
+// phone number masked, and without Details, free-form JSON that may hold
+// the numbers too. Other twilio-go errors need no such care: a transport
+// error names the URL (the account, never the To number, which travels in
+// the form body), a decoding error names no content, and RestErrorV1 is
+// only for APIs of Twilio's v1.0 standard, not the 2010 Messages API.
+func loggableRestError(e *client.TwilioRestError) *client.TwilioRestError {
+	return &client.TwilioRestError{
+		Code:     e.Code,
+		Message:  maskNumbers(e.Message),
+		MoreInfo: e.MoreInfo,
+		Status:   e.Status,
+	}
+}
+
+// phoneLike matches what may be a phone number in free text: 7 or more
+// digits, optionally after a '+', with up to two separators between digits
+// ("+919800000000", "(415) 555-0100"). Twilio's own codes (5 digits) are
+// left alone.
+var phoneLike = regexp.MustCompile(`\+?[0-9](?:[ ().-]{0,2}[0-9]){6,}`)
+
+// maskNumbers masks, as guard.MaskPhone does, every phone-like run of s.
+func maskNumbers(s string) string {
+	return phoneLike.ReplaceAllStringFunc(s, func(m string) string {
+		return guard.MaskPhone(strings.Map(func(r rune) rune {
+			if r == '+' || '0' <= r && r <= '9' {
+				return r
+			}
+			return -1 // MaskPhone keeps characters at the ends, not digits
+		}, m))
+	})
 }
 
 // refusesDestination reports whether a Twilio error code means the number

@@ -1,10 +1,12 @@
 package sms
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -111,8 +113,9 @@ func newTestTwilio(t *testing.T, o TwilioOptions) *Twilio {
 }
 
 // checkSafeError checks what every failed Send must honour: a *guard.Error
-// with the wanted code, a cause for the logs, and no trace of the body or
-// the code anywhere in its text.
+// with the wanted code, a cause for the logs, and no trace of the body, the
+// code or the full To number anywhere in its text, nor in a log line
+// written as guard writes one ("err", err).
 func checkSafeError(t *testing.T, err error, want guard.Code) *guard.Error {
 	t.Helper()
 	var ge *guard.Error
@@ -125,9 +128,14 @@ func checkSafeError(t *testing.T, err error, want guard.Code) *guard.Error {
 	if ge.Err == nil {
 		t.Errorf("Err = nil, want the cause for the logs")
 	}
-	for _, secret := range []string{testBody, testCode} {
+	var logged bytes.Buffer
+	slog.New(slog.NewJSONHandler(&logged, nil)).Warn("sms not sent", "phone", guard.MaskPhone(testTo), "err", err)
+	for _, secret := range []string{testBody, testCode, testTo, strings.TrimPrefix(testTo, "+")} {
 		if strings.Contains(err.Error(), secret) || strings.Contains(ge.Message, secret) {
 			t.Errorf("error %q (message %q) contains %q", err, ge.Message, secret)
+		}
+		if strings.Contains(logged.String(), secret) {
+			t.Errorf("log line %s contains %q", logged.Bytes(), secret)
 		}
 	}
 	return ge
@@ -149,6 +157,7 @@ func TestTwilioSend(t *testing.T) {
 		wantForm url.Values
 		wantCode guard.Code // "" for success
 		wantRest int        // Twilio error code expected in the chain, 0 for none
+		wantText string     // in the error text: what is left of Twilio's message
 	}{
 		{
 			name:     "success with From",
@@ -176,14 +185,34 @@ func TestTwilioSend(t *testing.T) {
 			wantForm: form("To", testTo, "Body", testBody, "From", testFrom),
 			wantCode: guard.CodeInvalidDestination,
 			wantRest: 21211,
+			wantText: guard.MaskPhone(testTo),
+		},
+		{
+			name:     "21408 region not enabled",
+			opts:     TwilioOptions{From: testFrom},
+			reply:    twilioFails(400, 21408, "Permission to send an SMS has not been enabled for the region indicated by the 'To' number: "+testTo+"."),
+			wantForm: form("To", testTo, "Body", testBody, "From", testFrom),
+			wantCode: guard.CodeInvalidDestination,
+			wantRest: 21408,
+			wantText: guard.MaskPhone(testTo),
+		},
+		{
+			name:     "21612 unreachable, quoting both numbers",
+			opts:     TwilioOptions{From: testFrom},
+			reply:    twilioFails(400, 21612, "The 'To' phone number: "+testTo+", is not currently reachable using the 'From' phone number: "+testFrom+" via SMS."),
+			wantForm: form("To", testTo, "Body", testBody, "From", testFrom),
+			wantCode: guard.CodeInvalidDestination,
+			wantRest: 21612,
+			wantText: guard.MaskPhone(testTo),
 		},
 		{
 			name:     "21614 not a mobile number",
 			opts:     TwilioOptions{From: testFrom},
-			reply:    twilioFails(400, 21614, "'To' number is not a valid mobile number"),
+			reply:    twilioFails(400, 21614, "'To' number "+testTo+" is not a valid mobile number"),
 			wantForm: form("To", testTo, "Body", testBody, "From", testFrom),
 			wantCode: guard.CodeInvalidDestination,
 			wantRest: 21614,
+			wantText: guard.MaskPhone(testTo),
 		},
 		{
 			name:     "21606 our From cannot send is not the destination's fault",
@@ -261,6 +290,9 @@ func TestTwilioSend(t *testing.T) {
 				case tt.wantRest != 0 && rest.Code != tt.wantRest:
 					t.Errorf("Twilio error code = %d, want %d", rest.Code, tt.wantRest)
 				}
+				if !strings.Contains(err.Error(), tt.wantText) {
+					t.Errorf("Send() error = %q, want it to contain %q", err, tt.wantText)
+				}
 			}
 
 			want := []twilioRequest{{
@@ -274,6 +306,22 @@ func TestTwilioSend(t *testing.T) {
 				t.Errorf("requests to fake Twilio mismatch (-want +got):\n%s", diff)
 			}
 		})
+	}
+}
+
+func TestMaskNumbers(t *testing.T) {
+	tests := []struct{ in, want string }{
+		{"The 'To' number +919800000000 is not a valid phone number.", "The 'To' number +91********00 is not a valid phone number."},
+		{"'To' number 919800000000 is not a valid mobile number", "'To' number 919*******00 is not a valid mobile number"},
+		{"To: +1 415-555-0100, From: (415) 555.0199", "To: +14*******00, From: (415*****99"},
+		{"ApiError 21211, HTTP 400", "ApiError 21211, HTTP 400"},
+		{"Authenticate", "Authenticate"},
+		{"", ""},
+	}
+	for _, tt := range tests {
+		if got := maskNumbers(tt.in); got != tt.want {
+			t.Errorf("maskNumbers(%q) = %q, want %q", tt.in, got, tt.want)
+		}
 	}
 }
 

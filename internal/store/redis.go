@@ -51,6 +51,13 @@ func (r *Redis) key(k guard.Key) string {
 	return b.String()
 }
 
+// logKey is key(k) with its ID masked (guard.MaskPhone), for error texts:
+// an ID is often a phone number, and these errors reach the logs.
+func (r *Redis) logKey(k guard.Key) string {
+	k.ID = guard.MaskPhone(k.ID)
+	return r.key(k)
+}
+
 func (r *Redis) codeKey(phone string) string {
 	return r.key(guard.Key{Space: "otp", ID: phone, Name: "code"})
 }
@@ -67,9 +74,10 @@ func (r *Redis) LoadScripts(ctx context.Context) error {
 }
 
 // Take spends from every counter of takes in one round trip: one MULTI/EXEC
-// holding, per fixed window, INCRBY + PEXPIRE NX + PTTL and, per token bucket,
-// an EVALSHA of tokenBucketScript. On Redis Cluster, one MULTI/EXEC per
-// hash slot, sent concurrently (bySlot, slot.go).
+// holding, per fixed window, INCRBY + PEXPIRE NX + PTTL (GET + PTTL for a
+// peek, cost 0) and, per token bucket, an EVALSHA of tokenBucketScript. On
+// Redis Cluster, one MULTI/EXEC per hash slot, sent concurrently (bySlot,
+// slot.go).
 //
 // The fixed window is the design's rule: INCRBY counts, PEXPIRE ... NX starts
 // the window at the first hit and lets no later hit push it back, and both
@@ -87,29 +95,37 @@ func (r *Redis) take(ctx context.Context, takes []guard.Take) ([]guard.Result, e
 	cmds := make([][]redis.Cmder, len(takes))
 	for i, t := range takes {
 		key := r.key(t.Key)
-		switch t.Algorithm {
-		case guard.FixedWindow:
+		switch {
+		case t.Algorithm == guard.FixedWindow && t.Cost == 0:
+			cmds[i] = peekWindow(ctx, pipe, key)
+		case t.Algorithm == guard.FixedWindow:
 			cmds[i] = hitWindow(ctx, pipe, key, t.Cost, t.Window)
-		case guard.TokenBucket:
+		case t.Algorithm == guard.TokenBucket:
 			cmds[i] = []redis.Cmder{tokenBucketScript.EvalSha(ctx, pipe, []string{key}, t.Limit, interval(t.Rate), t.Cost)}
 		default:
-			return nil, fmt.Errorf("store: take %s: unknown algorithm %q", key, t.Algorithm)
+			return nil, fmt.Errorf("store: take %s: unknown algorithm %q", r.logKey(t.Key), t.Algorithm)
 		}
 	}
+	// Exec reports the first command's error. A peek's GET of a missing key
+	// (redis.Nil) and a NOSCRIPT are single replies, not a failed round trip:
+	// each command's own reply is checked below.
 	_, err := pipe.Exec(ctx)
-	if err != nil && !isNoScript(err) {
+	if err != nil && !isNoScript(err) && !errors.Is(err, redis.Nil) {
 		return nil, fmt.Errorf("store: take: %w", err)
 	}
 
 	res := make([]guard.Result, len(takes))
 	for i, t := range takes {
-		if t.Algorithm == guard.FixedWindow {
-			res[i], err = windowResult(t, cmds[i])
-		} else {
+		switch {
+		case t.Algorithm == guard.TokenBucket:
 			res[i], err = r.bucketResult(ctx, t, cmds[i][0].(*redis.Cmd))
+		case t.Cost == 0:
+			res[i], err = peekResult(t, cmds[i])
+		default:
+			res[i], err = windowResult(t, cmds[i])
 		}
 		if err != nil {
-			return nil, fmt.Errorf("store: take %s: %w", r.key(t.Key), err)
+			return nil, fmt.Errorf("store: take %s: %w", r.logKey(t.Key), err)
 		}
 	}
 	return res, nil
@@ -126,6 +142,14 @@ func hitWindow(ctx context.Context, pipe redis.Pipeliner, key string, n int64, w
 	}
 }
 
+// peekWindow queues a read of a fixed window for a cost-0 take: GET and
+// PTTL, never a write. INCRBY 0 + PEXPIRE NX would create a missing key and
+// start its window at the peek, so that the first real hit would get less
+// than a full window.
+func peekWindow(ctx context.Context, pipe redis.Pipeliner, key string) []redis.Cmder {
+	return []redis.Cmder{pipe.Get(ctx, key), pipe.PTTL(ctx, key)}
+}
+
 func windowResult(t guard.Take, cmds []redis.Cmder) (guard.Result, error) {
 	for _, c := range cmds {
 		if c.Err() != nil {
@@ -133,8 +157,31 @@ func windowResult(t guard.Take, cmds []redis.Cmder) (guard.Result, error) {
 		}
 	}
 	count := cmds[0].(*redis.IntCmd).Val()
-	ttl := cmds[2].(*redis.DurationCmd).Val()
-	if ttl < 0 { // -1/-2 cannot happen inside the MULTI; be safe anyway
+	return fixedWindowResult(t, count, cmds[2].(*redis.DurationCmd).Val()), nil
+}
+
+// peekResult reads peekWindow's replies: a missing key is an untouched
+// window, count 0 with all of it ahead.
+func peekResult(t guard.Take, cmds []redis.Cmder) (guard.Result, error) {
+	count, err := cmds[0].(*redis.StringCmd).Int64()
+	switch {
+	case errors.Is(err, redis.Nil):
+		count = 0
+	case err != nil:
+		return guard.Result{}, err
+	}
+	ttl, err := cmds[1].(*redis.DurationCmd).Result()
+	if err != nil {
+		return guard.Result{}, err
+	}
+	return fixedWindowResult(t, count, ttl), nil
+}
+
+// fixedWindowResult is the Result of a window holding count with ttl to
+// run. A negative ttl (-2: no key, the peek of a fresh window; -1: no TTL,
+// which the MULTI never leaves) reads as the whole window.
+func fixedWindowResult(t guard.Take, count int64, ttl time.Duration) guard.Result {
+	if ttl < 0 {
 		ttl = t.Window
 	}
 	res := guard.Result{
@@ -148,7 +195,7 @@ func windowResult(t guard.Take, cmds []redis.Cmder) (guard.Result, error) {
 	if !res.Allowed {
 		res.RetryAfter = ttl
 	}
-	return res, nil
+	return res
 }
 
 func (r *Redis) bucketResult(ctx context.Context, t guard.Take, cmd *redis.Cmd) (guard.Result, error) {
@@ -217,7 +264,7 @@ func (r *Redis) refund(ctx context.Context, takes []guard.Take) error {
 			err = windowRefundScript.Run(ctx, r.rdb, key, t.Cost).Err()
 		}
 		if err != nil {
-			return fmt.Errorf("store: refund %s: %w", key[0], err)
+			return fmt.Errorf("store: refund %s: %w", r.logKey(t.Key), err)
 		}
 	}
 	return nil

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -293,5 +294,183 @@ func TestCodes(t *testing.T) {
 				t.Errorf("consumed twice")
 			}
 		})
+	}
+}
+
+// TestFixedWindowPeek: a cost-0 take reads a window and never writes it. A
+// peek at a fresh key creates nothing (it would start the window early),
+// and a peek after hits reports the count and the TTL and changes neither.
+func TestFixedWindowPeek(t *testing.T) {
+	for name, mk := range backends(t) {
+		t.Run(name, func(t *testing.T) {
+			b := mk(t)
+			s := store.NewRedis(b.rdb, b.prefix)
+			ctx := context.Background()
+			key := b.prefix + "lim:t:{pk}:fw"
+			peek := func() guard.Result { t.Helper(); return take1(t, s, fw("pk", 3, time.Minute, 0)) }
+			state := func() (string, time.Duration) {
+				t.Helper()
+				v, err := b.rdb.Get(ctx, key).Result()
+				if err != nil {
+					t.Fatalf("GET %s: %v", key, err)
+				}
+				return v, b.rdb.PTTL(ctx, key).Val()
+			}
+
+			want := guard.Result{Allowed: true, Limit: 3, Remaining: 3, ResetAfter: time.Minute}
+			if got := peek(); got != want {
+				t.Errorf("peek at a fresh window: %+v, want %+v", got, want)
+			}
+			if n := b.rdb.Exists(ctx, key).Val(); n != 0 {
+				t.Fatalf("peek at a fresh window created its key")
+			}
+
+			for range 3 {
+				take1(t, s, fw("pk", 3, time.Minute, 1))
+			}
+			// A TTL no hit would set, so a peek that restarted the window shows.
+			b.rdb.PExpire(ctx, key, 30*time.Second)
+			_, ttlBefore := state()
+			got := peek()
+			if !got.Allowed || got.Spent || got.Count != 3 || got.Remaining != 0 || got.RetryAfter != 0 {
+				t.Errorf("peek at a full window: %+v, want allowed (cost 0 fits), unspent, count 3, remaining 0", got)
+			}
+			if got.ResetAfter <= 0 || got.ResetAfter > ttlBefore {
+				t.Errorf("peek: reset after = %v, want the key's TTL (<= %v)", got.ResetAfter, ttlBefore)
+			}
+			if v, ttl := state(); v != "3" || ttl <= 0 || ttl > ttlBefore {
+				t.Errorf("after peek: value %s, PTTL %v; want 3 and the TTL left as it was (<= %v)", v, ttl, ttlBefore)
+			}
+
+			take1(t, s, fw("pk", 3, time.Minute, 1)) // denied, but counted
+			got = peek()
+			if got.Allowed || got.Spent || got.Count != 4 || got.RetryAfter <= 0 || got.RetryAfter != got.ResetAfter {
+				t.Errorf("peek over the limit: %+v, want denied, unspent, count 4, retry after = reset after > 0", got)
+			}
+			if v, _ := state(); v != "4" {
+				t.Errorf("after peek over the limit: value %s, want 4", v)
+			}
+		})
+	}
+}
+
+// TestPeekBatchIsOneRoundTrip: peeks travel in the batch's MULTI with the
+// hits, and a peek at a missing key (GET answers nil) fails nothing.
+func TestPeekBatchIsOneRoundTrip(t *testing.T) {
+	b := backends(t)["redis"](t)
+	s := store.NewRedis(b.rdb, b.prefix)
+	ctx := context.Background()
+	if err := s.LoadScripts(ctx); err != nil {
+		t.Fatal(err)
+	}
+	h := &redistest.RoundTrips{}
+	b.rdb.AddHook(h)
+	take1(t, s, fw("seen", 5, time.Minute, 2))
+	h.Reset()
+	res, err := s.Take(ctx, []guard.Take{
+		fw("fresh", 5, time.Minute, 0), tb("b", 5, 1, 1), fw("seen", 5, time.Minute, 0),
+		fw("hit", 5, time.Minute, 1), tb("b", 5, 1, 0),
+	})
+	if err != nil {
+		t.Fatalf("Take of a batch with peeks: %v", err)
+	}
+	if got := h.N(); got != 1 {
+		t.Errorf("a batch with peeks took %d round trips, want 1", got)
+	}
+	for i, want := range []int64{5, 4, 3, 4, 4} {
+		if !res[i].Allowed || res[i].Remaining != want {
+			t.Errorf("take %d: %+v, want allowed with %d left", i, res[i], want)
+		}
+	}
+	if n := b.rdb.Exists(ctx, b.prefix+"lim:t:{fresh}:fw").Val(); n != 0 {
+		t.Errorf("the peek in a batch created its key")
+	}
+}
+
+// TestRedisErrorsMaskTheNumber: a key names its subject, often a phone
+// number, and store errors reach the logs: an error names the key with its
+// subject masked.
+func TestRedisErrorsMaskTheNumber(t *testing.T) {
+	const phone = "+919800000000"
+	sends := guard.Take{Key: guard.Key{Space: "otp", ID: phone, Name: "sends"}, Algorithm: guard.FixedWindow, Limit: 3, Window: time.Minute, Cost: 1}
+	checkMasked := func(t *testing.T, what string, err error) {
+		t.Helper()
+		if err == nil {
+			t.Fatalf("%s: no error, want one", what)
+		}
+		if strings.Contains(err.Error(), strings.TrimPrefix(phone, "+")) {
+			t.Errorf("%s: error %q holds the full number", what, err)
+		}
+		if want := "otp:{" + guard.MaskPhone(phone) + "}:sends"; !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: error %q, want the masked key %s in it", what, err, want)
+		}
+	}
+	// The key of a wrong type fails only its own command, so the error is
+	// about that key. It must be a private server: SCRIPT FLUSH.
+	srv := redistest.Start(t)
+	c := redistest.Client(t, srv.URL())
+	s := store.NewRedis(c, "p:")
+	ctx := context.Background()
+	if err := c.HSet(ctx, "p:otp:{"+phone+"}:sends", "f", "v").Err(); err != nil {
+		t.Fatal(err)
+	}
+
+	unknown := sends
+	unknown.Algorithm = "leaky_bucket"
+	_, err := s.Take(ctx, []guard.Take{unknown})
+	checkMasked(t, "unknown algorithm", err)
+
+	// The peek of a missing key comes first: its nil reply is what Exec
+	// reports, so the failure surfaces per key.
+	_, err = s.Take(ctx, []guard.Take{fw("fresh", 3, time.Minute, 0), sends})
+	checkMasked(t, "take of a key of the wrong type", err)
+
+	// After SCRIPT FLUSH the refund is run again by EVAL, key by key.
+	if err := c.ScriptFlush(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	checkMasked(t, "refund of a key of the wrong type", s.Refund(ctx, []guard.Take{sends}))
+}
+
+// TestClusterPeekCreatesNothing: on Redis Cluster, peeks travel in each
+// slot's MULTI with the hits, one round trip per master, and create no key.
+func TestClusterPeekCreatesNothing(t *testing.T) {
+	st, rdb, h, prefix := clusterStore(t)
+	ctx := context.Background()
+	ids := redistest.OnMasters(t, rdb, 3)
+	window := func(id string, cost int64) guard.Take {
+		return guard.Take{Key: guard.Key{Space: "lim:x", ID: id}, Algorithm: guard.FixedWindow, Limit: 3, Window: time.Minute, Cost: cost}
+	}
+	fresh := func(id string) guard.Take {
+		tk := window(id, 0)
+		tk.Key.Name = "fresh"
+		return tk
+	}
+	var batch []guard.Take
+	for _, id := range ids {
+		batch = append(batch, fresh(id), window(id, 1), window(id, 0))
+	}
+	if err := st.LoadScripts(ctx); err != nil {
+		t.Fatal(err)
+	}
+	h.Reset()
+	res, err := st.Take(ctx, batch)
+	if err != nil {
+		t.Fatalf("Take of a batch with peeks over 3 masters: %v", err)
+	}
+	if got := h.N(); got != int64(len(ids)) {
+		t.Errorf("the batch took %d round trips, want %d (one per master)", got, len(ids))
+	}
+	for i, id := range ids {
+		// The peek after the hit, in the same MULTI, sees it.
+		if p, hit, after := res[3*i], res[3*i+1], res[3*i+2]; p.Count != 0 || p.Remaining != 3 || hit.Count != 1 || after.Count != 1 || after.Spent {
+			t.Errorf("%s: peek %+v, hit %+v, peek %+v; want counts 0, 1, 1", id, p, hit, after)
+		}
+		if n := rdb.Exists(ctx, prefix+"lim:x:{"+id+"}:fresh").Val(); n != 0 {
+			t.Errorf("%s: the peek created its key", id)
+		}
+		if n, err := rdb.Get(ctx, prefix+"lim:x:{"+id+"}:").Int64(); err != nil || n != 1 {
+			t.Errorf("%s: counter = %d, %v; want 1", id, n, err)
+		}
 	}
 }

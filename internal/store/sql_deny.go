@@ -35,7 +35,8 @@ func (s *SQL) AddDeny(ctx context.Context, e guard.DenyEntry) (guard.DenyEntry, 
 		e.Pattern, e.Reason, e.Author, e.CreatedAt.UnixMilli(), expires,
 	).Scan(&e.ID)
 	if err != nil {
-		return guard.DenyEntry{}, fmt.Errorf("store: add deny %s: %w", e.Pattern, err)
+		// A pattern is often a whole number, and this error reaches a log.
+		return guard.DenyEntry{}, fmt.Errorf("store: add deny %s: %w", guard.MaskPhone(e.Pattern), err)
 	}
 	return e, nil
 }

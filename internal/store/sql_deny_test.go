@@ -1,7 +1,9 @@
 package store_test
 
 import (
+	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -133,6 +135,26 @@ func TestSQLAddDenyRejects(t *testing.T) {
 		}
 		if len(got) != 0 {
 			t.Errorf("ListDeny after rejected adds = %v, want none", got)
+		}
+	})
+}
+
+// TestSQLAddDenyErrorMasksPattern: a failed add names its pattern, often a
+// whole number, and the error reaches a log: the number must be masked.
+func TestSQLAddDenyErrorMasksPattern(t *testing.T) {
+	const phone = "+919800000000"
+	forEachEngine(t, func(t *testing.T, s *store.SQL) {
+		ctx, cancel := context.WithCancel(t.Context())
+		cancel() // the insert fails before it reaches the database
+		_, err := s.AddDeny(ctx, guard.DenyEntry{Pattern: phone, Reason: "SMS pumping", Author: "alice"})
+		if !errors.Is(err, context.Canceled) {
+			t.Fatalf("AddDeny with a cancelled context: %v, want context.Canceled", err)
+		}
+		if got := err.Error(); strings.Contains(got, strings.TrimPrefix(phone, "+")) {
+			t.Errorf("AddDeny error %q holds the full number %s", got, phone)
+		}
+		if got, want := err.Error(), guard.MaskPhone(phone); !strings.Contains(got, want) {
+			t.Errorf("AddDeny error %q, want the masked pattern %s in it", got, want)
 		}
 	})
 }
