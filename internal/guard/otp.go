@@ -161,7 +161,7 @@ func (s *OTP) send(ctx context.Context, phone Phone, ip string) (SendResult, err
 		s.log.WarnContext(ctx, "sms not sent", "phone", MaskPhone(phone.E164), "err", err)
 		var e *Error
 		if errors.As(err, &e) {
-			if e.Code == CodeInvalidDestination { // surely not sent: the budget is not spent
+			if e.Code == CodeInvalidDestination || errors.Is(err, ErrNotSent) { // surely not sent: the budget is not spent
 				s.refund(ctx, budgetTakes(passed))
 			}
 			return SendResult{}, err

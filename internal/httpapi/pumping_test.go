@@ -220,8 +220,14 @@ func TestBudgetRefundAndOneLog(t *testing.T) {
 	if got := send("+919800000001"); got != guard.CodeInvalidDestination {
 		t.Fatalf("refused send: got %q, want invalid_destination", got)
 	}
+	// A provider refusal that is not about the number (bad credentials)
+	// sent nothing either.
+	out.fail = &guard.Error{Code: guard.CodeProviderUnavailable, Message: "refused", Err: fmt.Errorf("401 (%w)", guard.ErrNotSent)}
+	if got := send("+919800000002"); got != guard.CodeProviderUnavailable {
+		t.Fatalf("send the provider refused: got %q, want provider_unavailable", got)
+	}
 	out.fail = nil
-	for i := range 3 { // the refused one gave its message back: 3 still leave
+	for i := range 3 { // the refused ones gave their messages back: 3 still leave
 		if got := send(fmt.Sprintf("+91980000001%d", i)); got != "" {
 			t.Fatalf("send %d: got %q, want sent", i, got)
 		}

@@ -185,6 +185,10 @@ func twilioError(err error) *guard.Error {
 		err = rest // not wrapped: whatever wrapped it may quote its text
 	}
 	wrapped := fmt.Errorf("sms: twilio: create message: %w", err)
+	if rest != nil && rest.Status < 500 {
+		// Twilio answered and refused: no message was created.
+		wrapped = fmt.Errorf("%w (%w)", wrapped, guard.ErrNotSent)
+	}
 	if rest != nil && refusesDestination(rest.Code) {
 		return &guard.Error{
 			Code:    guard.CodeInvalidDestination,

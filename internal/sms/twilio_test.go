@@ -293,6 +293,13 @@ func TestTwilioSend(t *testing.T) {
 				if !strings.Contains(err.Error(), tt.wantText) {
 					t.Errorf("Send() error = %q, want it to contain %q", err, tt.wantText)
 				}
+				// Certainly not sent, so its budget comes back: Twilio
+				// answered with a refusal (a 4xx). A 5xx, or an answer that
+				// cannot be read, may hide a message that left.
+				wantNotSent := tt.wantRest != 0 && tt.wantRest != 20500
+				if got := errors.Is(err, guard.ErrNotSent); got != wantNotSent {
+					t.Errorf("errors.Is(err, ErrNotSent) = %v, want %v (%v)", got, wantNotSent, err)
+				}
 			}
 
 			want := []twilioRequest{{
