@@ -98,7 +98,7 @@ func serve(ctx context.Context, getenv func(string) string, stdout io.Writer) er
 	handler := httpapi.New(httpapi.Options{
 		OTP: otp, Limiter: limiter, APIKeys: cfg.APIKeys, OpsKeys: cfg.OpsKeys,
 		Logger: log, Metrics: metrics, Spec: api.OpenAPI,
-		Ops: ops.desk, SessionKey: ops.sessionKey,
+		Ops: ops.desk, SessionKey: ops.sessionKey, Sessions: redisStore,
 		Ready:  func(ctx context.Context) error { return rdb.Ping(ctx).Err() },
 		Status: out.status,
 		// The abuse defences (docs/abuse.md).

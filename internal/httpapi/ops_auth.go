@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"context"
 	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
@@ -120,6 +121,55 @@ func (s sessions) verify(token string) (string, bool) {
 	return parts[0], true
 }
 
+// id names a token in the store of signed-out sessions (never the token:
+// whoever reads Redis must not be able to sign in with it).
+func (s sessions) id(token string) string {
+	d := sha256.Sum256([]byte(token))
+	return hex.EncodeToString(d[:16])
+}
+
+// expiry is when a token verify accepted expires.
+func (s sessions) expiry(token string) time.Time {
+	p64, _, _ := strings.Cut(token, ".")
+	payload, _ := base64.RawURLEncoding.DecodeString(p64)
+	parts := strings.Split(string(payload), "|")
+	if len(parts) != 3 {
+		return s.now().Add(s.ttl)
+	}
+	exp, err := strconv.ParseInt(parts[1], 10, 64)
+	if err != nil {
+		return s.now().Add(s.ttl)
+	}
+	return time.Unix(exp, 0)
+}
+
+// SessionStore keeps the ops sessions signed out before they expire,
+// shared by every instance.
+type SessionStore interface {
+	RevokeSession(ctx context.Context, id string, until time.Time) error
+	SessionRevoked(ctx context.Context, id string) (bool, error)
+}
+
+// sessionCheckTimeout bounds the look-up of a signed-out session.
+const sessionCheckTimeout = 500 * time.Millisecond
+
+// signedOut reports whether token was signed out. When the store cannot
+// say, the session is let in (logged): the ops page is most needed during
+// a Redis outage, and the token is still signed and expires in hours.
+func (s *Server) signedOut(c echo.Context, token string) bool {
+	if s.revoked == nil {
+		return false
+	}
+	ctx, cancel := context.WithTimeout(c.Request().Context(), sessionCheckTimeout)
+	defer cancel()
+	out, err := s.revoked.SessionRevoked(ctx, s.sessions.id(token))
+	if err != nil {
+		s.log.WarnContext(ctx, "could not check whether an ops session was signed out; letting it in", "err", err)
+		return false
+	}
+	return out
+}
+
 // csrf is the CSRF token of a session: only a page served to the session's
 // holder knows it.
 func (s sessions) csrf(token string) string {
@@ -166,7 +216,7 @@ func (s *Server) requireOps(apiKeys, opsKeys keyring, page bool) echo.Middleware
 				return guard.Errorf(guard.CodeUnauthorized, "the bearer key is not valid")
 			}
 			if ck, err := c.Cookie(sessionCookie); err == nil {
-				if actor, ok := s.sessions.verify(ck.Value); ok {
+				if actor, ok := s.sessions.verify(ck.Value); ok && !s.signedOut(c, ck.Value) {
 					if unsafeMethod(c.Request().Method) {
 						got := c.Request().Header.Get(csrfHeader)
 						if got == "" && page {
@@ -263,10 +313,20 @@ func (s *Server) signIn(c echo.Context, apiKeys, opsKeys keyring) error {
 	return c.Redirect(http.StatusSeeOther, "/ops")
 }
 
-// logout: POST /ops/logout. Clears the session cookie. (The token itself
-// stays valid until it expires: sessions are stateless, so that every
-// instance can check them.)
+// logout: POST /ops/logout. Signs the session out on every instance (the
+// token is kept as revoked in Redis until it would have expired) and clears
+// the cookie.
 func (s *Server) logout(c echo.Context) error {
+	if token, ok := c.Get(ctxSession).(string); ok && s.revoked != nil {
+		ctx, cancel := context.WithTimeout(c.Request().Context(), sessionCheckTimeout)
+		defer cancel()
+		if err := s.revoked.RevokeSession(ctx, s.sessions.id(token), s.sessions.expiry(token)); err != nil {
+			// Refuse rather than pretend: the cookie would be gone here, the
+			// token still good everywhere.
+			return &guard.Error{Code: guard.CodeStoreUnavailable, Message: "could not sign the session out; try again",
+				RetryAfter: 5 * time.Second, Err: err}
+		}
+	}
 	c.SetCookie(&http.Cookie{
 		Name: sessionCookie, Value: "", Path: "/ops", MaxAge: -1,
 		HttpOnly: true, Secure: c.Scheme() == "https", SameSite: http.SameSiteStrictMode,

@@ -249,6 +249,15 @@ func TestOpsSession(t *testing.T) {
 	if res, _ := b.do("GET", "/ops", "", "", nil); res.StatusCode != 303 {
 		t.Errorf("page after logout: %d, want 303 to the sign-in", res.StatusCode)
 	}
+	// A copy of the cookie kept from before the sign-out is dead too, on
+	// every instance.
+	for i := range oc.instances {
+		req, _ := http.NewRequest("GET", oc.instances[i].srv.URL+"/ops/blocked", nil)
+		req.AddCookie(c)
+		if res, err := plain.Do(req); err != nil || res.StatusCode != 401 {
+			t.Errorf("instance %d: the signed-out session's cookie: %v %v, want 401", i, res.StatusCode, err)
+		}
+	}
 }
 
 // TestOpsSessionCookieSecureBehindTLS: behind a TLS-terminating proxy the

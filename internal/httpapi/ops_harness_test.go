@@ -145,7 +145,7 @@ func (oc *opsCluster) start(t *testing.T, i int, policies guard.Policies, cfg op
 	h := httpapi.New(httpapi.Options{
 		OTP: otp, Limiter: guard.NewLimiter(policies.Limits, st, nil),
 		APIKeys: []string{apiKey}, OpsKeys: cfg.opsKeys, Spec: api.OpenAPI,
-		Ops: n.desk, SessionKey: opsSessionKey, Metrics: metrics, AbuseMetrics: abuse,
+		Ops: n.desk, SessionKey: opsSessionKey, Sessions: st, Metrics: metrics, AbuseMetrics: abuse,
 	})
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)

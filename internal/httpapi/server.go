@@ -43,6 +43,9 @@ type Options struct {
 	// SessionKey signs ops sessions; every instance needs the same one.
 	// Empty: a random key, so sessions work on this instance only.
 	SessionKey []byte
+	// Sessions keeps the ops sessions signed out before they expire, for
+	// every instance (store.Redis); nil: signing out only clears the cookie.
+	Sessions SessionStore
 	// StatusCallback checks POST /sms/status (smsstatus.go); zero: 404.
 	StatusCallback StatusCallback
 	// AbuseMetrics, when the OTP service's AbuseHooks feed them; nil:
@@ -64,6 +67,7 @@ type Server struct {
 	// The ops desk and its sign-in (ops_auth.go).
 	ops      *guard.Ops
 	sessions sessions
+	revoked  SessionStore
 
 	// The SMS status callback (smsstatus.go).
 	statusCallback StatusCallback
@@ -83,7 +87,7 @@ func New(o Options) *Server {
 		metrics: o.Metrics, ready: o.Ready, spec: o.Spec, status: o.Status,
 		ops: o.Ops, sessions: newSessions(o.SessionKey, newKeyring(o.OpsKeys)),
 	}
-	s.statusCallback, s.abuseMetrics = o.StatusCallback, o.AbuseMetrics
+	s.statusCallback, s.abuseMetrics, s.revoked = o.StatusCallback, o.AbuseMetrics, o.Sessions
 	if s.abuseMetrics == nil {
 		s.abuseMetrics = NewAbuseMetrics(o.Metrics)
 	}
