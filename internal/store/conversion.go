@@ -72,9 +72,9 @@ func (r *Redis) CountConversion(ctx context.Context, kind guard.ConversionKind, 
 			v, err := conversionScript.Run(ctx, r.rdb, []string{key}, string(kind), secs, conversionBucket).Int64Slice()
 			switch {
 			case err != nil:
-				errs[i] = fmt.Errorf("store: count conversion %s: %w", key, err)
+				errs[i] = fmt.Errorf("store: count conversion %s: %w", r.logKey(k), err)
 			case len(v) != 2:
-				errs[i] = fmt.Errorf("store: count conversion %s: script returned %d values, want 2", key, len(v))
+				errs[i] = fmt.Errorf("store: count conversion %s: script returned %d values, want 2", r.logKey(k), len(v))
 			default:
 				out[i] = guard.Tally{Sends: v[0], Verifies: v[1]}
 			}
@@ -93,7 +93,7 @@ func (r *Redis) ClaimAlert(ctx context.Context, subject guard.Key, ttl time.Dura
 	pipe := r.rdb.TxPipeline()
 	cmd := pipe.SetNX(ctx, r.key(subject), 1, ttl)
 	if _, err := pipe.Exec(ctx); err != nil && err != redis.Nil {
-		return false, fmt.Errorf("store: claim alert %s: %w", r.key(subject), err)
+		return false, fmt.Errorf("store: claim alert %s: %w", r.logKey(subject), err)
 	}
 	return cmd.Val(), nil
 }
@@ -101,7 +101,7 @@ func (r *Redis) ClaimAlert(ctx context.Context, subject guard.Key, ttl time.Dura
 // ReleaseAlert deletes the subject's alert key.
 func (r *Redis) ReleaseAlert(ctx context.Context, subject guard.Key) error {
 	if err := r.rdb.Del(ctx, r.key(subject)).Err(); err != nil {
-		return fmt.Errorf("store: release alert %s: %w", r.key(subject), err)
+		return fmt.Errorf("store: release alert %s: %w", r.logKey(subject), err)
 	}
 	return nil
 }
