@@ -133,7 +133,7 @@ func (s *OTP) Send(ctx context.Context, req SendRequest) (SendResult, error) {
 func (s *OTP) send(ctx context.Context, phone Phone, ip string) (SendResult, error) {
 	if e, ok := s.deny.Denied(phone.E164, s.now()); ok {
 		return SendResult{}, &Error{Code: CodeDenied, Message: "this number may not receive codes",
-			Err: fmt.Errorf("deny-list entry %d (%s)", e.ID, e.Pattern)}
+			Err: fmt.Errorf("deny-list entry %d (%s)", e.ID, MaskPhone(e.Pattern))}
 	}
 	if err := s.checkDestination(phone); err != nil {
 		return SendResult{}, err
