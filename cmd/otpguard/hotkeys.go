@@ -6,33 +6,82 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/otpguard/otpguard/internal/guard"
 	"github.com/otpguard/otpguard/internal/httpapi"
 	"github.com/otpguard/otpguard/internal/store"
 )
 
+// syncTimeout bounds one hot-key sync batch. Nobody waits on a sync, so it
+// need not fit the decision budget; held to that budget, a large batch
+// times out and may be counted twice when it is sent again.
+const syncTimeout = time.Second
+
 // startHotKeys runs the local counters of sync-mode policies (nil when no
 // policy uses them) and returns stop, which ends them after a last attempt
-// to send their pending counts.
-func startHotKeys(ctx context.Context, policies map[string]guard.LimitPolicy, st *store.Redis,
-	instances func() int, metrics *httpapi.Metrics, log *slog.Logger) (*guard.HotKeys, func()) {
+// to send their pending counts. The counters do not stop with ctx: call
+// stop once the HTTP server has drained, so that the last sync sees what
+// the last requests spent.
+func startHotKeys(ctx context.Context, cfg *Config, rdb redis.UniversalClient,
+	instances func() int, metrics *httpapi.Metrics, log *slog.Logger) (*guard.HotKeys, func(), error) {
 	tick := time.Duration(0)
-	for _, p := range policies {
+	for _, p := range cfg.Policies.Limits {
 		if p.Mode == guard.ModeSync && (tick == 0 || p.SyncInterval.D()/4 < tick) {
 			tick = p.SyncInterval.D() / 4
 		}
 	}
 	if tick == 0 {
-		return nil, func() {}
+		return nil, func() {}, nil
 	}
 	tick = min(max(tick, 5*time.Millisecond), 250*time.Millisecond)
-	h := guard.NewHotKeys(guard.HotKeysOptions{Store: st, Instances: instances, Logger: log})
-	metrics.Registry.MustRegister(
+	timeout := max(syncTimeout, cfg.RedisTimeout)
+	st, closeStore, err := syncStore(cfg, rdb, timeout)
+	if err != nil {
+		return nil, nil, err
+	}
+	h := guard.NewHotKeys(guard.HotKeysOptions{Store: st, Instances: instances, Logger: log, Timeout: timeout})
+	registerHotKeys(metrics.Registry, h)
+	ctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		h.Run(ctx, tick)
+	}()
+	log.Info("hot keys: sync-mode policies count locally", "tick", tick.String())
+	return h, func() { cancel(); <-done; closeStore() }, nil
+}
+
+// syncStore is a store over a client of its own, as configured but with
+// timeout in place of the decision budget (OTPGUARD_REDIS_TIMEOUT). It has
+// no timing hook: syncs are not decisions, and would skew the latency the
+// Redis metrics report.
+func syncStore(cfg *Config, rdb redis.UniversalClient, timeout time.Duration) (*store.Redis, func(), error) {
+	o := cfg.redisOptions()
+	o.Timeout = timeout
+	if c, ok := rdb.(*redis.Client); ok && cfg.Embedded() {
+		o.URL = "redis://" + c.Options().Addr // the embedded miniredis
+	}
+	c, err := store.NewUniversalClient(o)
+	if err != nil {
+		return nil, nil, err
+	}
+	if cfg.Redis.Mode == store.RedisCluster {
+		return store.NewClusterRedis(c, cfg.RedisPrefix), func() { c.Close() }, nil
+	}
+	return store.NewRedis(c, cfg.RedisPrefix), func() { c.Close() }, nil
+}
+
+func registerHotKeys(reg *prometheus.Registry, h *guard.HotKeys) {
+	reg.MustRegister(
 		prometheus.NewCounterFunc(prometheus.CounterOpts{
 			Name: "otpguard_hotkey_deltas_discarded_total",
 			Help: "Sync-mode counts dropped because their window ended before a sync could send them.",
 		}, func() float64 { return float64(h.Discarded()) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "otpguard_hotkey_deltas_lost_total",
+			Help: "Sync-mode counts spent on this instance that the last sync at shutdown could not send.",
+		}, func() float64 { return float64(h.Lost()) }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "otpguard_hotkey_deltas_pending",
 			Help: "Sync-mode counts spent on this instance and not yet in Redis.",
@@ -42,12 +91,4 @@ func startHotKeys(ctx context.Context, policies map[string]guard.LimitPolicy, st
 			Help: "Keys in this instance's sync-mode table.",
 		}, func() float64 { return float64(h.Len()) }),
 	)
-	ctx, cancel := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		h.Run(ctx, tick)
-	}()
-	log.Info("hot keys: sync-mode policies count locally", "tick", tick.String())
-	return h, func() { cancel(); <-done }
 }

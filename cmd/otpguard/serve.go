@@ -90,7 +90,13 @@ func serve(ctx context.Context, getenv func(string) string, stdout io.Writer) er
 		Conversions: redisStore, AutoBlock: ops.desk, Abuse: abuseMetrics.Hooks(),
 	})
 	limiter := guard.NewLimiter(cfg.Policies.Limits, out.fallback, log)
-	hot, stopHot := startHotKeys(ctx, cfg.Policies.Limits, redisStore, out.fallback.Instances, metrics, log)
+	// stopHot is deferred last so that it runs first, once listenAndServe
+	// has drained the requests that spend hot-key counts: their last sync
+	// sees all of them, and Redis and the heartbeat are still there for it.
+	hot, stopHot, err := startHotKeys(ctx, cfg, rdb, out.fallback.Instances, metrics, log)
+	if err != nil {
+		return err
+	}
 	defer stopHot()
 	if hot != nil {
 		limiter.WithHotKeys(hot)

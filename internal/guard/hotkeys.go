@@ -39,55 +39,76 @@ type HotKeysOptions struct {
 	// MaxKeys bounds the local table; keys beyond it are decided exactly
 	// (in Redis) instead. Default 100,000.
 	MaxKeys int
+	// Batch bounds the keys sent in one round trip (default 500): a table
+	// of 100,000 keys in one MULTI would outlast any timeout, and a batch
+	// that failed is sent again whole.
+	Batch int
+	// Timeout bounds one batch's round trip (default 1s). It is longer than
+	// a decision's budget on purpose: no caller waits on a sync, and a
+	// batch that times out may have counted and is then counted twice.
+	Timeout time.Duration
 }
 
 // HotKeys decides sync-mode checks locally and syncs them with Redis every
 // sync_interval: "local counters with periodic sync".
 //
 // Between syncs an instance spends at most its share of what was left
-// globally at its last sync: ceil(remaining / N), plus, for a token bucket,
-// its share of what refills during one interval. At each sync it sends its
-// unsent deltas (INCRBY for a window, the sync script for a bucket) and
-// reads back the global remainder, for all its keys in one round trip.
+// globally at its last sync: floor(remaining / N), where a token bucket's
+// remaining includes what refills during one interval (less any debt).
+// Rounded down, the N shares never add up to more than what is left. At
+// each sync it sends its unsent deltas (INCRBY for a window, the sync
+// script for a bucket; a key with nothing to send is only read) and reads
+// back the global remainder, Batch keys per round trip.
+//
+// Some checks of a sync-mode policy are not decided here (Decide says so)
+// but by the Limiter's counter, in Redis or by the policy's on_store_error:
+// every check while the last sync failed, and a check that costs more than
+// this instance's share but not more than what is left for all (the last
+// units of a window or bucket, when fewer than N are left and every share
+// rounds down to 0).
 //
 // Overshoot: instances read the global total at slightly different times,
 // so each may count on what others spent but have not yet sent. Per window
 // (or per bucket refill), what all instances allow is at most
 //
-//	limit + (N - 1) + A,  A = min(limit, what they allowed together in one sync interval)
+//	limit + A,  A = min(limit, what they allowed together in one sync interval)
 //
 // and it corrects itself: a window's overshoot ends with the window, a
 // bucket's is a debt that its refill pays back first.
 //
 // A sync that fails keeps its deltas and sends them with the next one; a
 // delta whose window has ended no longer matters and is discarded (counted
-// in Discarded). A sync that timed out may still have counted: its delta is
-// sent again, so Redis may count it twice; errors are on the side of
-// refusing.
+// in Discarded). A batch that timed out may still have counted: its deltas
+// are sent again, so Redis may count them twice; errors are on the side of
+// refusing. What a failed last sync at shutdown leaves unsent is counted
+// in Lost.
 type HotKeys struct {
 	store     SyncStore
 	instances func() int
 	now       func() time.Time
 	log       *slog.Logger
 	maxKeys   int
+	batch     int
+	timeout   time.Duration
 
 	mu      sync.Mutex
 	entries map[Key]*hotEntry
-	failing bool
+	failing bool // the last sync failed: checks go to the Limiter's counter
 
 	discarded atomic.Int64
+	lost      atomic.Int64
 }
 
 type hotEntry struct {
-	take      Take // the template: key and policy, Cost 0
-	interval  time.Duration
-	remaining int64     // global remainder at the last sync (or assumed)
-	resetAt   time.Time // fixed window: when the current window ends
-	budget    int64     // what this instance may spend until the next sync
-	spent     int64     // of budget, since the last sync
-	pending   []delta   // spent here, not yet in Redis; oldest first
-	nextSync  time.Time
-	lastUsed  time.Time
+	take     Take // the template: key and policy, Cost 0
+	interval time.Duration
+	avail    int64     // what all instances may spend until the next sync, as of the last
+	resetAt  time.Time // fixed window: when the current window ends
+	budget   int64     // what this instance may spend until the next sync
+	spent    int64     // of budget, since the last sync
+	pending  []delta   // spent here, not yet in Redis; oldest first
+	nextSync time.Time
+	lastUsed time.Time
 }
 
 type delta struct {
@@ -114,30 +135,41 @@ func NewHotKeys(o HotKeysOptions) *HotKeys {
 	if h.maxKeys <= 0 {
 		h.maxKeys = 100_000
 	}
+	h.batch, h.timeout = o.Batch, o.Timeout
+	if h.batch <= 0 {
+		h.batch = 500
+	}
+	if h.timeout <= 0 {
+		h.timeout = time.Second
+	}
 	return h
 }
 
-// Decide spends t.Cost locally. ok is false when the table is full and
-// the caller must decide in Redis instead.
+// Decide spends t.Cost locally. ok is false when the caller must decide
+// the check as an exact one, through its counter:
+//   - the table is full;
+//   - the last sync failed: Redis may be down, and the policy's
+//     on_store_error must apply (refused when closed, the split limit when
+//     open), not a local share that no sync corrects;
+//   - t.Cost is more than this instance's whole share but not more than
+//     what is left for all: fewer than N units left (every share rounds
+//     down to 0), or a cost above remaining / N. Redis decides those
+//     exactly, rather than no instance ever allowing them.
 func (h *HotKeys) Decide(t Take, interval time.Duration) (res Result, ok bool) {
 	now := h.now()
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	e := h.entries[t.Key]
+	e := h.entry(t, interval, now)
 	if e == nil {
-		if len(h.entries) >= h.maxKeys {
-			return Result{}, false
-		}
-		tmpl := t
-		tmpl.Cost = 0
-		// Nothing known yet: assume a full budget, learn the truth at the
-		// next sync (due at once).
-		e = &hotEntry{take: tmpl, interval: interval, remaining: t.Limit, resetAt: now.Add(t.Window), nextSync: now}
-		e.budget = h.share(e, e.remaining)
-		h.entries[t.Key] = e
+		return Result{}, false
 	}
+	// Used keys stay in the table and keep being synced: while syncs fail,
+	// their next sync is the probe that brings sync mode back.
 	e.lastUsed = now
 	h.roll(e, now)
+	if h.failing || (t.Cost > e.budget && t.Cost <= e.avail) {
+		return Result{}, false // decided exactly, as listed above
+	}
 
 	res = Result{Limit: t.Limit, ResetAfter: e.resetAfter(now)}
 	if e.spent+t.Cost <= e.budget {
@@ -155,6 +187,24 @@ func (h *HotKeys) Decide(t Take, interval time.Duration) (res Result, ok bool) {
 	}
 	res.Remaining = max(0, e.budget-e.spent)
 	return res, true
+}
+
+// entry is t's entry, new when t.Key has none; nil when the table is full.
+func (h *HotKeys) entry(t Take, interval time.Duration, now time.Time) *hotEntry {
+	if e := h.entries[t.Key]; e != nil {
+		return e
+	}
+	if len(h.entries) >= h.maxKeys {
+		return nil
+	}
+	tmpl := t
+	tmpl.Cost = 0
+	// Nothing known yet: assume a full budget, learn the truth at the
+	// next sync (due at once).
+	e := &hotEntry{take: tmpl, interval: interval, resetAt: now.Add(t.Window), nextSync: now}
+	h.setShare(e, t.Limit)
+	h.entries[t.Key] = e
+	return e
 }
 
 // Refund gives back a local spend of a batch that was denied elsewhere.
@@ -179,19 +229,28 @@ func (h *HotKeys) roll(e *hotEntry, now time.Time) {
 	if e.take.Algorithm != FixedWindow || now.Before(e.resetAt) {
 		return
 	}
-	e.remaining, e.spent = e.take.Limit, 0
+	e.spent = 0
 	e.resetAt = now.Add(e.take.Window)
-	e.budget = h.share(e, e.remaining)
+	h.setShare(e, e.take.Limit)
 }
 
-// share is this instance's part of remaining for one sync interval.
-func (h *HotKeys) share(e *hotEntry, remaining int64) int64 {
+// setShare gives e its share, for one sync interval, of remaining, the
+// global remainder: floor(avail / N). A bucket's avail is what it holds
+// (negative when in debt) plus one interval's refill, so a debt is paid
+// back before anything is spent again.
+//
+// Rounding down means the shares never add up to more than avail; rounding
+// up would let N instances overshoot by up to N-1 at every sync. What the
+// rounding leaves (fewer than N units) is decided exactly (Decide), else a
+// limit below N would allow nothing at all.
+func (h *HotKeys) setShare(e *hotEntry, remaining int64) {
 	n := int64(max(1, h.instances()))
-	avail := max(0, remaining)
+	avail := remaining
 	if e.take.Algorithm == TokenBucket {
 		avail = min(avail, e.take.Limit) + int64(e.take.Rate*e.interval.Seconds())
 	}
-	return (avail + n - 1) / n
+	e.avail = max(0, avail)
+	e.budget = e.avail / n
 }
 
 func (e *hotEntry) add(n int64, now time.Time) {
@@ -229,13 +288,39 @@ func (h *HotKeys) live(e *hotEntry, now time.Time) {
 	e.pending = keep
 }
 
-// SyncDue syncs every key whose interval has passed, in one round trip.
+// SyncDue syncs every key whose interval has passed, Batch keys per round
+// trip. After a batch fails, the rest wait for the next interval: a Redis
+// that failed one batch would most likely fail them all, each after a
+// timeout.
 func (h *HotKeys) SyncDue(ctx context.Context) error {
-	now := h.now()
+	due := h.due(h.now())
+	if len(due) == 0 {
+		return nil // nothing sent: says nothing of Redis, failing stays as it is
+	}
+	for len(due) > 0 {
+		n := min(len(due), h.batch)
+		if err := h.syncBatch(ctx, due[:n]); err != nil {
+			h.fail(ctx, due, err)
+			return err
+		}
+		due = due[n:]
+	}
+	h.recover(ctx)
+	return nil
+}
+
+// dueKey is one key of a sync: what was sent, and the entry it came from.
+type dueKey struct {
+	e    *hotEntry
+	item SyncItem
+}
+
+// due collects the keys whose sync is due, with their unsent deltas, and
+// drops the idle ones.
+func (h *HotKeys) due(now time.Time) []dueKey {
 	h.mu.Lock()
-	var items []SyncItem
-	var due []*hotEntry
-	var sent []int64
+	defer h.mu.Unlock()
+	var due []dueKey
 	for k, e := range h.entries {
 		h.live(e, now)
 		if len(e.pending) == 0 && now.Sub(e.lastUsed) > 3*e.interval+e.take.Window {
@@ -245,57 +330,82 @@ func (h *HotKeys) SyncDue(ctx context.Context) error {
 		if now.Before(e.nextSync) {
 			continue
 		}
-		var n int64
-		for _, d := range e.pending {
-			n += d.n
-		}
-		items = append(items, SyncItem{Take: e.take, Delta: n})
-		due = append(due, e)
-		sent = append(sent, n)
+		// A zero delta is sent too: the store only reads that key (it never
+		// writes, so no window starts without a hit), for a fresh share.
+		due = append(due, dueKey{e: e, item: SyncItem{Take: e.take, Delta: e.unsent()}})
 	}
-	h.mu.Unlock()
-	if len(items) == 0 {
-		return nil
-	}
+	return due
+}
 
+// syncBatch sends one batch and, when it succeeded, gives each of its keys
+// its new share.
+func (h *HotKeys) syncBatch(ctx context.Context, batch []dueKey) error {
+	items := make([]SyncItem, len(batch))
+	for i, d := range batch {
+		items[i] = d.item
+	}
+	ctx, cancel := context.WithTimeout(ctx, h.timeout)
 	states, err := h.store.Sync(ctx, items)
+	cancel()
 	if err == nil && len(states) != len(items) {
 		err = fmt.Errorf("hot keys: store answered %d states for %d keys", len(states), len(items))
+	}
+	if err != nil {
+		return err
 	}
 
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	now = h.now()
-	if err != nil {
-		for _, e := range due {
-			e.nextSync = now.Add(e.interval) // deltas stay pending: sent with the next sync
-		}
-		if !h.failing {
-			h.failing = true
-			h.log.ErrorContext(ctx, "hot key sync failed; counting locally, deltas kept", "keys", len(items), "err", err)
-		}
-		return err
-	}
-	if h.failing {
-		h.failing = false
-		h.log.InfoContext(ctx, "hot key sync recovered", "keys", len(items))
-	}
-	for i, e := range due {
-		e.drop(sent[i])
-		var unsent int64
-		for _, d := range e.pending {
-			unsent += d.n
-		}
-		e.remaining = states[i].Remaining
+	now := h.now()
+	for i, d := range batch {
+		e := d.e
+		e.drop(d.item.Delta)
 		if e.take.Algorithm == FixedWindow {
 			e.resetAt = now.Add(states[i].ResetAfter)
 		}
+		h.setShare(e, states[i].Remaining)
 		// What was spent here while the sync was in flight is not in the
 		// global figure yet: it comes out of the new budget.
-		e.budget, e.spent = h.share(e, e.remaining), unsent
+		e.spent = e.unsent()
 		e.nextSync = now.Add(e.interval)
 	}
 	return nil
+}
+
+// fail keeps the deltas of the keys not synced (due: the failed batch and
+// those after it) for the next interval, and sends sync-mode checks to the
+// Limiter's counter until a sync succeeds.
+func (h *HotKeys) fail(ctx context.Context, due []dueKey, err error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	now := h.now()
+	for _, d := range due {
+		d.e.nextSync = now.Add(d.e.interval) // deltas stay pending: sent with the next sync
+	}
+	if !h.failing {
+		h.failing = true
+		h.log.ErrorContext(ctx, "hot key sync failed; deltas kept, sync-mode checks decided by each policy's on_store_error until a sync succeeds",
+			"keys", len(due), "err", err)
+	}
+}
+
+// recover decides sync-mode checks locally again: every batch went through.
+func (h *HotKeys) recover(ctx context.Context) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.failing {
+		h.failing = false
+		h.log.InfoContext(ctx, "hot key sync recovered: sync-mode checks decided locally again")
+	}
+}
+
+// unsent is what was spent here and is not yet in Redis.
+func (e *hotEntry) unsent() int64 {
+	var n int64
+	for _, d := range e.pending {
+		n += d.n
+	}
+	return n
 }
 
 // drop removes n from the oldest pending deltas: they reached Redis.
@@ -311,7 +421,10 @@ func (e *hotEntry) drop(n int64) {
 }
 
 // Run syncs due keys every tick until ctx ends, then makes a last attempt
-// to send what is pending.
+// to send what is pending. ctx should end only once no check can reach h
+// any more (after the HTTP server has drained), or the last attempt misses
+// what is spent after it. A sync in flight is never cut short: a MULTI cut
+// after it was sent may have counted, and would be sent again.
 func (h *HotKeys) Run(ctx context.Context, tick time.Duration) {
 	t := time.NewTicker(tick)
 	defer t.Stop()
@@ -321,25 +434,33 @@ func (h *HotKeys) Run(ctx context.Context, tick time.Duration) {
 			h.flush(context.WithoutCancel(ctx))
 			return
 		case <-t.C:
-			sctx, cancel := context.WithTimeout(ctx, max(tick, time.Second))
-			_ = h.SyncDue(sctx)
-			cancel()
+			_ = h.SyncDue(context.WithoutCancel(ctx))
 		}
 	}
 }
 
+// flush sends every pending delta now, once. What it cannot send is lost:
+// logged once and counted in Lost.
 func (h *HotKeys) flush(ctx context.Context) {
 	h.mu.Lock()
 	for _, e := range h.entries {
-		e.nextSync = time.Time{}
+		if len(e.pending) > 0 {
+			e.nextSync = time.Time{}
+		}
 	}
 	h.mu.Unlock()
-	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	if err := h.SyncDue(ctx); err != nil {
-		h.log.Warn("hot key deltas lost at shutdown", "err", err)
+	err := h.SyncDue(ctx)
+	if lost := h.Pending(); lost > 0 {
+		h.lost.Add(lost)
+		h.log.ErrorContext(ctx, "hot key counts lost at shutdown: the last sync failed", "units", lost, "err", err)
 	}
 }
+
+// Lost is the total of deltas a failed last sync at shutdown left unsent:
+// spent, and never counted in Redis.
+func (h *HotKeys) Lost() int64 { return h.lost.Load() }
 
 // Discarded is the total of deltas dropped because their window had ended
 // before a sync could send them.

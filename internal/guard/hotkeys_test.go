@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -21,20 +22,57 @@ type clock struct{ t time.Time }
 
 func (c *clock) now() time.Time { return c.t }
 
-// flaky is a SyncStore that can be switched off, as a Redis that refuses
-// connections: while down, nothing reaches Redis.
+// flaky is the shared store, as a SyncStore and a Counter, that can be
+// switched off as a Redis that refuses connections: while down, nothing
+// reaches Redis.
 type flaky struct {
-	guard.SyncStore
+	st   *store.Redis
 	down atomic.Bool
 }
 
+var errRefused = errors.New("connection refused")
+
 func (f *flaky) Sync(ctx context.Context, items []guard.SyncItem) ([]guard.SyncState, error) {
 	if f.down.Load() {
-		return nil, errors.New("connection refused")
+		return nil, errRefused
 	}
-	return f.SyncStore.Sync(ctx, items)
+	return f.st.Sync(ctx, items)
 }
 
+func (f *flaky) Take(ctx context.Context, takes []guard.Take) ([]guard.Result, error) {
+	if f.down.Load() {
+		return nil, errRefused
+	}
+	return f.st.Take(ctx, takes)
+}
+
+func (f *flaky) Refund(ctx context.Context, takes []guard.Take) error {
+	if f.down.Load() {
+		return errRefused
+	}
+	return f.st.Refund(ctx, takes)
+}
+
+// recorder is one instance's SyncStore: it keeps what the instance's last
+// successful sync read, the figure its share must come from.
+type recorder struct {
+	guard.SyncStore
+	remaining int64
+	syncs     int
+}
+
+func (r *recorder) Sync(ctx context.Context, items []guard.SyncItem) ([]guard.SyncState, error) {
+	st, err := r.SyncStore.Sync(ctx, items)
+	if err == nil {
+		r.remaining, r.syncs = st[0].Remaining, r.syncs+1
+	}
+	return st, err
+}
+
+// sim runs N instances of one sync-mode policy, each a Limiter with its
+// own hot keys, against one real Redis, on one injected clock. A check the
+// hot keys hand back goes to Redis exactly (the flaky store, as a closed
+// policy without the Fallback).
 type sim struct {
 	t      *testing.T
 	clk    *clock
@@ -43,10 +81,22 @@ type sim struct {
 	prefix string
 	flaky  *flaky
 	hot    []*guard.HotKeys
+	lims   []*guard.Limiter
+	recs   []*recorder
 	take   guard.Take
+	check  guard.Check
 	tick   time.Duration
 	phase  []time.Duration // each instance syncs at its own offset, as real ones do
 	offers []int           // requests per instance per tick
+	// localSince[i] is what instance i allowed locally since its last
+	// successful sync; exact counts what Redis decided for the hot keys.
+	localSince []int64
+	exact      int64
+	// paced keeps Redis's clock (TIME, which refills buckets) with the
+	// injected one: run sleeps so that real time since start is never
+	// behind injected time since t0.
+	paced     bool
+	start, t0 time.Time
 }
 
 func newSim(t *testing.T, n int, take guard.Take, offers []int) *sim {
@@ -54,16 +104,31 @@ func newSim(t *testing.T, n int, take guard.Take, offers []int) *sim {
 	tg := redistest.New(t)
 	rdb := redistest.Client(t, tg.URL)
 	s := &sim{t: t, clk: &clock{t: time.Unix(1_700_000_000, 0)}, store: store.NewRedis(rdb, tg.Prefix), rdb: rdb, prefix: tg.Prefix,
-		take: take, tick: 10 * time.Millisecond, offers: offers}
-	s.flaky = &flaky{SyncStore: s.store}
+		take: take, tick: 10 * time.Millisecond, offers: offers, localSince: make([]int64, n)}
+	s.flaky = &flaky{st: s.store}
+	name := strings.TrimPrefix(take.Key.Space, "lim:")
+	s.check = guard.Check{Policy: name, Key: take.Key.ID, Cost: 1}
+	pols := map[string]guard.LimitPolicy{name: simPolicy(take)}
 	for i := range n {
-		s.hot = append(s.hot, guard.NewHotKeys(guard.HotKeysOptions{
-			Store: s.flaky, Now: s.clk.now, Instances: func() int { return n },
-		}))
+		rec := &recorder{SyncStore: s.flaky, remaining: take.Limit}
+		h := guard.NewHotKeys(guard.HotKeysOptions{Store: rec, Now: s.clk.now, Instances: func() int { return n }})
+		s.recs, s.hot = append(s.recs, rec), append(s.hot, h)
+		s.lims = append(s.lims, guard.NewLimiter(pols, s.flaky, nil).WithHotKeys(h))
 		phase := time.Duration(i) * interval / time.Duration(n)
 		s.phase = append(s.phase, phase-phase%s.tick)
 	}
 	return s
+}
+
+// simPolicy is the sync-mode policy whose checks are take.
+func simPolicy(take guard.Take) guard.LimitPolicy {
+	p := guard.LimitPolicy{Algorithm: take.Algorithm, Mode: guard.ModeSync, SyncInterval: guard.Duration(interval), OnStoreError: guard.FailClosed}
+	if take.Algorithm == guard.TokenBucket {
+		p.Capacity, p.RefillPerSecond = take.Limit, take.Rate
+	} else {
+		p.Limit, p.Window = take.Limit, guard.Duration(take.Window)
+	}
+	return p
 }
 
 const interval = 100 * time.Millisecond
@@ -72,45 +137,91 @@ const interval = 100 * time.Millisecond
 // tick and syncing each instance on its own phase. It returns what was
 // allowed in all, and the most allowed in any one sync interval.
 func (s *sim) run(d time.Duration) (allowed, perInterval int64) {
-	ctx := context.Background()
 	var slot int64
 	for elapsed := time.Duration(0); elapsed < d; elapsed += s.tick {
-		for i, h := range s.hot {
-			for range s.offers[i] {
-				tk := s.take
-				tk.Cost = 1
-				r, ok := h.Decide(tk, interval)
-				if !ok {
-					s.t.Fatal("hot key table refused the key")
-				}
-				if r.Allowed {
-					allowed++
-					slot++
-				}
-			}
+		for i := range s.hot {
+			n := s.offer(i)
+			allowed += n
+			slot += n
 			if (elapsed-s.phase[i])%interval == 0 && elapsed >= s.phase[i] {
-				_ = h.SyncDue(ctx)
+				_ = s.sync(i)
 			}
 		}
 		if (elapsed+s.tick)%interval == 0 {
 			perInterval = max(perInterval, slot)
 			slot = 0
 		}
-		s.clk.t = s.clk.t.Add(s.tick)
+		s.advance(s.tick)
 	}
 	return allowed, perInterval
 }
 
+// advance moves the injected clock by d and, when paced, waits for the
+// real one to catch up.
+func (s *sim) advance(d time.Duration) {
+	s.clk.t = s.clk.t.Add(d)
+	if !s.paced {
+		return
+	}
+	if ahead := s.clk.t.Sub(s.t0) - time.Since(s.start); ahead > 0 {
+		time.Sleep(ahead)
+	}
+}
+
+// offer offers instance i its requests of one tick and returns how many
+// were allowed.
+func (s *sim) offer(i int) (allowed int64) {
+	for range s.offers[i] {
+		b, err := s.lims[i].Check(context.Background(), []guard.Check{s.check})
+		if err != nil {
+			continue // the store is down: refused, as closed
+		}
+		if d := b.Decisions[0]; d.Allowed {
+			allowed++
+			if d.Mode == guard.ModeSync {
+				s.localSince[i]++
+			} else {
+				s.exact++
+			}
+		}
+	}
+	return allowed
+}
+
+// sync syncs instance i, after checking that since its last sync it spent
+// locally no more than its share of what that sync read: remaining / N,
+// rounded down (a bucket's remaining with one interval's refill).
+func (s *sim) sync(i int) error {
+	n := int64(len(s.hot))
+	avail := s.recs[i].remaining
+	if s.take.Algorithm == guard.TokenBucket {
+		avail = min(avail, s.take.Limit) + int64(s.take.Rate*interval.Seconds())
+	}
+	if share := max(0, avail) / n; s.localSince[i] > share {
+		s.t.Fatalf("instance %d spent %d locally between syncs, above its share %d (remaining %d / N %d)",
+			i, s.localSince[i], share, s.recs[i].remaining, n)
+	}
+	before := s.recs[i].syncs
+	err := s.hot[i].SyncDue(context.Background())
+	if s.recs[i].syncs > before {
+		s.localSince[i] = 0
+	}
+	return err
+}
+
 // settle sends every pending delta.
 func (s *sim) settle() {
-	s.clk.t = s.clk.t.Add(interval)
-	for _, h := range s.hot {
-		if err := h.SyncDue(context.Background()); err != nil {
+	s.advance(interval)
+	for i := range s.hot {
+		if err := s.sync(i); err != nil {
 			s.t.Fatalf("settling sync: %v", err)
 		}
 	}
 }
 
+// TestSyncModeOvershootIsBounded: what all instances allow in a window
+// stays within limit + A, and each instance spends at most its share
+// (remaining / N, rounded down) between two syncs (sim.sync checks it).
 func TestSyncModeOvershootIsBounded(t *testing.T) {
 	const n, limit = 4, 1000
 	window := 10 * time.Second
@@ -126,11 +237,12 @@ func TestSyncModeOvershootIsBounded(t *testing.T) {
 			take := guard.Take{Key: guard.Key{Space: "lim:sim", ID: "hot", Name: "fw"}, Algorithm: guard.FixedWindow, Limit: limit, Window: window}
 			s := newSim(t, n, take, tc.offers)
 			for w := 1; w <= 2; w++ {
+				s.exact = 0
 				allowed, perInterval := s.run(window - 2*interval)
 				s.settle()
-				bound := limit + (n - 1) + min(limit, perInterval)
-				t.Logf("window %d: allowed %d of limit %d (bound %d = limit + (N-1) + A, A = %d allowed in one sync interval)",
-					w, allowed, limit, bound, perInterval)
+				bound := limit + min(limit, perInterval)
+				t.Logf("window %d: allowed %d of limit %d (%d decided exactly; bound %d = limit + A, A = %d allowed in one sync interval)",
+					w, allowed, limit, s.exact, bound, perInterval)
 				if allowed > bound {
 					t.Fatalf("window %d: allowed %d, above the bound %d", w, allowed, bound)
 				}
@@ -187,18 +299,23 @@ func TestSyncModeLosesNoCountsWhileRedisIsDown(t *testing.T) {
 	}
 }
 
+// TestSyncModeTokenBucket runs in real time: the bucket refills by Redis's
+// clock, which an injected clock cannot move.
 func TestSyncModeTokenBucket(t *testing.T) {
 	const n = 4
 	take := guard.Take{Key: guard.Key{Space: "lim:sim", ID: "tb", Name: "tb"}, Algorithm: guard.TokenBucket, Limit: 200, Rate: 100}
 	s := newSim(t, n, take, []int{9, 3, 2, 1})
 	d := 3 * time.Second
+	s.paced, s.start, s.t0 = true, time.Now(), s.clk.t
 	allowed, perInterval := s.run(d)
+	elapsed := time.Since(s.start)
 	s.settle()
-	// A bucket releases at most capacity + rate x time; sync mode may add
-	// the same overshoot as a window.
+	// A bucket releases at most capacity + rate x time (Redis's time: at
+	// least d, more when the machine was too slow to keep pace); sync mode
+	// may add the same overshoot as a window.
 	ideal := int64(200 + 100*d.Seconds())
-	bound := ideal + (n - 1) + perInterval
-	t.Logf("token bucket: allowed %d in %s, ideal %d, bound %d", allowed, d, ideal, bound)
+	bound := int64(200+100*elapsed.Seconds()) + perInterval
+	t.Logf("token bucket: allowed %d in %s (%s real), ideal %d, bound %d", allowed, d, elapsed.Round(time.Millisecond), ideal, bound)
 	if allowed > bound || allowed < ideal*8/10 {
 		t.Fatalf("allowed %d, want between %d and %d", allowed, ideal*8/10, bound)
 	}
@@ -263,6 +380,324 @@ func TestSyncModeRefused(t *testing.T) {
 	}
 	if got := p.Limits["hot"].SyncInterval.D(); got != guard.DefaultSyncInterval {
 		t.Errorf("default sync_interval = %v, want %v", got, guard.DefaultSyncInterval)
+	}
+}
+
+// syncFunc is a SyncStore that is a function.
+type syncFunc func(ctx context.Context, items []guard.SyncItem) ([]guard.SyncState, error)
+
+func (f syncFunc) Sync(ctx context.Context, items []guard.SyncItem) ([]guard.SyncState, error) {
+	return f(ctx, items)
+}
+
+// reads is a SyncStore that reports remaining for every key.
+func reads(remaining int64) syncFunc {
+	return func(_ context.Context, items []guard.SyncItem) ([]guard.SyncState, error) {
+		out := make([]guard.SyncState, len(items))
+		for i := range out {
+			out[i] = guard.SyncState{Remaining: remaining, ResetAfter: time.Minute}
+		}
+		return out, nil
+	}
+}
+
+// spendLocally decides t until a local denial or a check handed back, at
+// most 10,000 times, and returns what was allowed locally and whether a
+// check was handed back.
+func spendLocally(h *guard.HotKeys, t guard.Take) (allowed int64, handedBack bool) {
+	for range 10_000 {
+		r, ok := h.Decide(t, interval)
+		if !ok {
+			return allowed, true
+		}
+		if !r.Allowed {
+			return allowed, false
+		}
+		allowed += t.Cost
+	}
+	return allowed, false
+}
+
+// TestSyncModeShareIsRoundedDown: between syncs an instance spends at most
+// floor(remaining / N); what the rounding leaves, and a cost above the
+// share, is handed back to be decided exactly.
+func TestSyncModeShareIsRoundedDown(t *testing.T) {
+	const n = 4
+	fw := func(limit, cost int64) guard.Take {
+		return guard.Take{Key: guard.Key{Space: "lim:share", ID: "k", Name: "fw"}, Algorithm: guard.FixedWindow, Limit: limit, Window: time.Minute, Cost: cost}
+	}
+	tb := guard.Take{Key: guard.Key{Space: "lim:share", ID: "k", Name: "tb"}, Algorithm: guard.TokenBucket, Limit: 200, Rate: 100, Cost: 1}
+	for _, tc := range []struct {
+		name       string
+		take       guard.Take
+		remaining  int64 // what the sync reads
+		want       int64 // allowed locally until the sync after
+		handedBack bool
+	}{
+		{"window: remaining / N, rounded down", fw(2000, 1), 1003, 250, false},
+		{"window: nothing left", fw(2000, 1), -5, 0, false},
+		{"window: fewer than N left are decided exactly", fw(2000, 1), 3, 0, true},
+		{"window: a limit below N is decided exactly", fw(3, 1), 3, 0, true},
+		{"window: a cost above the share, within what is left", fw(2000, 300), 1000, 0, true},
+		{"window: a cost above what is left", fw(2000, 300), 200, 0, false},
+		{"bucket: what it holds and one interval's refill", tb, 13, 5, false}, // (13 + 10) / 4
+		{"bucket: a debt is paid back first", tb, -8, 0, true},                // -8 + 10 = 2, fewer than N
+		{"bucket: a debt above the refill", tb, -30, 0, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := guard.NewHotKeys(guard.HotKeysOptions{Store: reads(tc.remaining), Instances: func() int { return n }})
+			peek := tc.take
+			peek.Cost = 0
+			h.Decide(peek, interval) // enters the key; its sync is due at once
+			if err := h.SyncDue(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			got, handedBack := spendLocally(h, tc.take)
+			if got != tc.want || handedBack != tc.handedBack {
+				t.Errorf("remaining %d, N %d: allowed locally %d (handed back %v), want %d (handed back %v)",
+					tc.remaining, n, got, handedBack, tc.want, tc.handedBack)
+			}
+		})
+	}
+	t.Run("a new key starts with a full share", func(t *testing.T) {
+		h := guard.NewHotKeys(guard.HotKeysOptions{Store: reads(0), Instances: func() int { return n }})
+		if got, _ := spendLocally(h, fw(1003, 1)); got != 250 {
+			t.Errorf("allowed %d before the first sync, want 1003 / 4 = 250", got)
+		}
+	})
+}
+
+// TestSyncModeFollowsOnStoreErrorWhileSyncFails: while the hot keys'
+// syncs fail (Redis killed), a sync-mode policy is decided by its
+// on_store_error, as an exact one, not from its last local share; a
+// successful sync brings sync mode back.
+func TestSyncModeFollowsOnStoreErrorWhileSyncFails(t *testing.T) {
+	const n = 2
+	srv := redistest.Start(t)
+	rdb, err := store.NewRedisClient(store.RedisOptions{URL: srv.URL(), Timeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { rdb.Close() })
+	st := store.NewRedis(rdb, redistest.Prefix())
+	clk := &clock{t: time.Unix(1_700_000_000, 0)}
+	syncMode := func(p guard.LimitPolicy) guard.LimitPolicy {
+		p.Mode, p.SyncInterval = guard.ModeSync, guard.Duration(interval)
+		return p
+	}
+	window := guard.Duration(time.Minute)
+	pols := map[string]guard.LimitPolicy{
+		"closed": syncMode(guard.LimitPolicy{Algorithm: guard.FixedWindow, Limit: 100, Window: window, OnStoreError: guard.FailClosed}),
+		"open":   syncMode(guard.LimitPolicy{Algorithm: guard.TokenBucket, Capacity: 100, RefillPerSecond: 1, OnStoreError: guard.FailOpen}),
+		"local":  syncMode(guard.LimitPolicy{Algorithm: guard.FixedWindow, Limit: 100, Window: window, OnStoreError: guard.FailLocal, LocalLimit: 3}),
+	}
+	fb := guard.NewFallback(guard.FallbackOptions{Counter: st, Budget: time.Second, Instances: func() int { return n }, Now: clk.now})
+	hot := guard.NewHotKeys(guard.HotKeysOptions{Store: st, Instances: func() int { return n }, Now: clk.now})
+	lim := guard.NewLimiter(pols, fb, nil).WithHotKeys(hot)
+	// spend checks policy up to 200 times and returns how many were
+	// allowed, the mode of the last decision, and the last error.
+	spend := func(policy string) (allowed int, mode guard.Mode, err error) {
+		for range 200 {
+			b, err := lim.Check(context.Background(), []guard.Check{{Policy: policy, Key: "k", Cost: 1}})
+			if err != nil {
+				return allowed, "", err
+			}
+			d := b.Decisions[0]
+			if mode = d.Mode; !d.Allowed {
+				break
+			}
+			allowed++
+		}
+		return allowed, mode, nil
+	}
+
+	// Redis up: each instance spends its share locally, 100 / 2.
+	for _, p := range []string{"closed", "open", "local"} {
+		if got, mode, err := spend(p); err != nil || got != 50 || mode != guard.ModeSync {
+			t.Fatalf("%s, Redis up: allowed %d (mode %s, %v), want 50 in sync mode", p, got, mode, err)
+		}
+	}
+	if err := hot.SyncDue(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+
+	srv.Kill()
+	clk.t = clk.t.Add(interval)
+	if err := hot.SyncDue(context.Background()); err == nil {
+		t.Fatal("sync with Redis killed: no error")
+	}
+	_, _, err = spend("closed")
+	wantCode(t, err, guard.CodeStoreUnavailable)
+	for _, tc := range []struct {
+		policy string
+		want   int
+	}{
+		{"open", 100 / n}, // the split limit, not a local share spent before the outage
+		{"local", 3},      // local_limit
+	} {
+		if got, mode, err := spend(tc.policy); err != nil || got != tc.want || mode != guard.ModeExact {
+			t.Errorf("%s, Redis killed: allowed %d (mode %s, %v), want %d by the fallback", tc.policy, got, mode, err, tc.want)
+		}
+	}
+
+	srv.Restart()
+	for try := 0; ; try++ { // the client's pool may first answer with a dead connection
+		clk.t = clk.t.Add(interval)
+		if err := hot.SyncDue(context.Background()); err == nil {
+			break
+		} else if try == 10 {
+			t.Fatalf("sync after the restart: %v", err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if got, mode, err := spend("closed"); err != nil || got == 0 || mode != guard.ModeSync {
+		t.Errorf("closed, Redis back: allowed %d (mode %s, %v), want sync mode again", got, mode, err)
+	}
+}
+
+// counting is a SyncStore in memory (windows that never end) that records
+// the size of each call and fails the call numbered fail (from 1).
+type counting struct {
+	counted map[guard.Key]int64
+	sizes   []int
+	fail    int
+}
+
+func (c *counting) Sync(_ context.Context, items []guard.SyncItem) ([]guard.SyncState, error) {
+	c.sizes = append(c.sizes, len(items))
+	if len(c.sizes) == c.fail {
+		return nil, errors.New("i/o timeout")
+	}
+	out := make([]guard.SyncState, len(items))
+	for i, it := range items {
+		c.counted[it.Key] += it.Delta
+		out[i] = guard.SyncState{Remaining: it.Limit - c.counted[it.Key], ResetAfter: time.Minute}
+	}
+	return out, nil
+}
+
+// TestHotKeySyncBatches: a large table syncs in batches; after a failed
+// batch, what went through is not sent again and nothing is lost.
+func TestHotKeySyncBatches(t *testing.T) {
+	const keys = 1234
+	clk := &clock{t: time.Unix(1_700_000_000, 0)}
+	st := &counting{counted: map[guard.Key]int64{}, fail: 2}
+	h := guard.NewHotKeys(guard.HotKeysOptions{Store: st, Now: clk.now, Batch: 500})
+	take := func(i int) guard.Take {
+		return guard.Take{Key: guard.Key{Space: "lim:batch", ID: fmt.Sprint(i), Name: "fw"}, Algorithm: guard.FixedWindow, Limit: 10, Window: time.Minute, Cost: 1}
+	}
+	for i := range keys {
+		if r, ok := h.Decide(take(i), interval); !ok || !r.Allowed {
+			t.Fatalf("key %d: local %v, allowed %v", i, ok, r.Allowed)
+		}
+	}
+	if err := h.SyncDue(context.Background()); err == nil {
+		t.Fatal("second batch failed: SyncDue returned no error")
+	}
+	if fmt.Sprint(st.sizes) != "[500 500]" {
+		t.Errorf("batches %v, want [500 500]: at most 500 keys each, none after a failure", st.sizes)
+	}
+	if got := h.Pending(); got != keys-500 {
+		t.Errorf("pending %d after the first batch went through, want %d", got, keys-500)
+	}
+	if _, ok := h.Decide(take(0), interval); ok {
+		t.Error("a check decided locally while the last sync failed; want it handed back")
+	}
+	clk.t = clk.t.Add(interval)
+	if err := h.SyncDue(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	var total int64
+	for k, c := range st.counted {
+		if c != 1 {
+			t.Errorf("%v counted %d times, want once", k, c)
+		}
+		total += c
+	}
+	if total != keys || h.Pending() != 0 {
+		t.Errorf("store counted %d (%d pending), instances allowed %d", total, h.Pending(), keys)
+	}
+	if _, ok := h.Decide(take(0), interval); !ok {
+		t.Error("a check handed back after a successful sync; want sync mode again")
+	}
+}
+
+// TestHotKeyFlushCountsLost: the last sync at stop sends what is pending;
+// what it cannot send is logged once and counted.
+func TestHotKeyFlushCountsLost(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		fail     int
+		wantLost int64
+	}{
+		{"redis up", 0, 0},
+		{"redis down", 1, 12},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			st := &counting{counted: map[guard.Key]int64{}, fail: tc.fail}
+			var logs strings.Builder
+			h := guard.NewHotKeys(guard.HotKeysOptions{Store: st, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+			for i, cost := range []int64{7, 5} {
+				tk := guard.Take{Key: guard.Key{Space: "lim:flush", ID: fmt.Sprint(i), Name: "fw"}, Algorithm: guard.FixedWindow, Limit: 100, Window: time.Minute, Cost: cost}
+				h.Decide(tk, time.Hour)
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan struct{})
+			go func() { h.Run(ctx, time.Hour); close(done) }()
+			cancel()
+			<-done
+			var counted int64
+			for _, c := range st.counted {
+				counted += c
+			}
+			if h.Lost() != tc.wantLost || counted != 12-tc.wantLost {
+				t.Errorf("lost %d, counted %d; want lost %d, counted %d", h.Lost(), counted, tc.wantLost, 12-tc.wantLost)
+			}
+			want := 0
+			if tc.wantLost > 0 {
+				want = 1
+			}
+			if got := strings.Count(logs.String(), "lost at shutdown"); got != want || (want == 1 && !strings.Contains(logs.String(), "units=12")) {
+				t.Errorf("logged the loss %d times, want %d with units=12:\n%s", got, want, logs.String())
+			}
+		})
+	}
+}
+
+// TestHotKeySyncLargeTable: 20,000 hot keys sync against a real Redis
+// through a client built as otpguard builds the sync one (1s timeout).
+func TestHotKeySyncLargeTable(t *testing.T) {
+	const keys = 20_000
+	tg := redistest.New(t)
+	rdb, err := store.NewRedisClient(store.RedisOptions{URL: tg.URL, Timeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { rdb.Close() })
+	h := guard.NewHotKeys(guard.HotKeysOptions{Store: store.NewRedis(rdb, tg.Prefix)})
+	for i := range keys {
+		tk := guard.Take{Key: guard.Key{Space: "lim:large", ID: fmt.Sprint(i), Name: "fw"}, Algorithm: guard.FixedWindow, Limit: 10, Window: time.Minute, Cost: 1}
+		h.Decide(tk, time.Second)
+	}
+	start := time.Now()
+	if err := h.SyncDue(context.Background()); err != nil {
+		t.Fatalf("sync of %d keys: %v", keys, err)
+	}
+	t.Logf("synced %d keys in %s", keys, time.Since(start).Round(time.Millisecond))
+	check := redistest.Client(t, tg.URL)
+	pipe := check.Pipeline()
+	cmds := make([]*redis.StringCmd, keys)
+	for i := range cmds {
+		cmds[i] = pipe.Get(context.Background(), fmt.Sprintf("%slim:large:{%d}:fw", tg.Prefix, i))
+	}
+	_, _ = pipe.Exec(context.Background())
+	for i, c := range cmds {
+		if v, err := c.Int64(); err != nil || v != 1 {
+			t.Fatalf("key %d: %d %v, want 1", i, v, err)
+		}
+	}
+	if h.Pending() != 0 {
+		t.Errorf("pending %d after the sync, want 0", h.Pending())
 	}
 }
 

@@ -68,7 +68,11 @@ func (l *Limiter) WithHotKeys(h *HotKeys) *Limiter {
 }
 
 // take decides sync-mode checks locally and sends the others to the store
-// in one round trip; local[i] says which were local.
+// in one round trip; local[i] says which were local. A sync-mode check the
+// hot keys hand back (their last sync failed, the table is full, or the
+// cost is more than this instance's share) goes with the others, through
+// the counter: a store that cannot answer is then met by the policy's own
+// on_store_error, as for an exact check, and never by a stale local share.
 func (l *Limiter) take(ctx context.Context, takes []Take, pols []LimitPolicy) ([]Result, []bool, error) {
 	res := make([]Result, len(takes))
 	local := make([]bool, len(takes))

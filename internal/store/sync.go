@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -11,10 +12,16 @@ import (
 )
 
 // Sync adds what an instance counted on its own to each hot key and reads
-// back the global state, all keys in one round trip (sync mode). A fixed
-// window is the same MULTI as Take (INCRBY delta, PEXPIRE NX, PTTL): the
-// delta lands in the current window, which it starts if there is none. A
-// token bucket takes the delta through tokenSyncScript.
+// back the global state, all items in one round trip (sync mode; the
+// caller, guard.HotKeys, keeps batches small). A fixed window is the same
+// MULTI as Take (INCRBY delta, PEXPIRE NX, PTTL): the delta lands in the
+// current window, which it starts if there is none. A token bucket takes
+// the delta through tokenSyncScript.
+//
+// An item with a zero delta is only read (peekWindow's GET and PTTL, or
+// the bucket script at cost 0, which writes nothing): an idle key must not
+// start a window, or rewrite a bucket, that no hit started.
+//
 // On Redis Cluster, one MULTI/EXEC per hash slot, sent concurrently.
 func (r *Redis) Sync(ctx context.Context, items []guard.SyncItem) ([]guard.SyncState, error) {
 	if r.cluster {
@@ -28,45 +35,69 @@ func (r *Redis) sync(ctx context.Context, items []guard.SyncItem) ([]guard.SyncS
 	cmds := make([][]redis.Cmder, len(items))
 	for i, it := range items {
 		key := r.key(it.Key)
-		switch it.Algorithm {
-		case guard.FixedWindow:
+		switch {
+		case it.Algorithm == guard.FixedWindow && it.Delta == 0:
+			cmds[i] = peekWindow(ctx, pipe, key)
+		case it.Algorithm == guard.FixedWindow:
 			cmds[i] = hitWindow(ctx, pipe, key, it.Delta, it.Window)
-		case guard.TokenBucket:
-			cmds[i] = []redis.Cmder{tokenSyncScript.EvalSha(ctx, pipe, []string{key}, it.Limit, interval(it.Rate), it.Delta)}
+		case it.Algorithm == guard.TokenBucket:
+			cmds[i] = []redis.Cmder{bucketSyncScript(it).EvalSha(ctx, pipe, []string{key}, it.Limit, interval(it.Rate), it.Delta)}
 		default:
-			return nil, fmt.Errorf("store: sync %s: unknown algorithm %q", key, it.Algorithm)
+			return nil, fmt.Errorf("store: sync %s: unknown algorithm %q", r.logKey(it.Key), it.Algorithm)
 		}
 	}
-	if _, err := pipe.Exec(ctx); err != nil && !isNoScript(err) {
+	// As in take: a read's redis.Nil and a NOSCRIPT are single replies, not
+	// a failed round trip; each command's own reply is checked below.
+	if _, err := pipe.Exec(ctx); err != nil && !isNoScript(err) && !errors.Is(err, redis.Nil) {
 		return nil, fmt.Errorf("store: sync: %w", err)
 	}
 	out := make([]guard.SyncState, len(items))
 	for i, it := range items {
+		var res guard.Result
 		var err error
-		if it.Algorithm == guard.FixedWindow {
-			var res guard.Result
+		switch {
+		case it.Algorithm == guard.TokenBucket:
+			out[i], err = r.bucketSync(ctx, it, cmds[i][0].(*redis.Cmd))
+		case it.Delta == 0:
+			res, err = peekResult(it.Take, cmds[i])
+			out[i] = guard.SyncState{Remaining: it.Limit - res.Count, ResetAfter: res.ResetAfter}
+		default:
 			res, err = windowResult(it.Take, cmds[i])
 			out[i] = guard.SyncState{Remaining: it.Limit - res.Count, ResetAfter: res.ResetAfter}
-		} else {
-			out[i], err = r.bucketSync(ctx, it, cmds[i][0].(*redis.Cmd))
 		}
 		if err != nil {
-			return nil, fmt.Errorf("store: sync %s: %w", r.key(it.Key), err)
+			return nil, fmt.Errorf("store: sync %s: %w", r.logKey(it.Key), err)
 		}
 	}
 	return out, nil
 }
 
+// bucketSyncScript is the script that syncs it: with nothing to add, the
+// token bucket script at cost 0, which only reads (tokenSyncScript would
+// rewrite the key).
+func bucketSyncScript(it guard.SyncItem) *redis.Script {
+	if it.Delta == 0 {
+		return tokenBucketScript
+	}
+	return tokenSyncScript
+}
+
 func (r *Redis) bucketSync(ctx context.Context, it guard.SyncItem, cmd *redis.Cmd) (guard.SyncState, error) {
 	if isNoScript(cmd.Err()) { // did not run: running it now counts once
-		cmd = tokenSyncScript.Run(ctx, r.rdb, []string{r.key(it.Key)}, it.Limit, interval(it.Rate), it.Delta)
+		cmd = bucketSyncScript(it).Run(ctx, r.rdb, []string{r.key(it.Key)}, it.Limit, interval(it.Rate), it.Delta)
 	}
 	v, err := cmd.Int64Slice()
 	if err != nil {
 		return guard.SyncState{}, err
 	}
-	if len(v) != 2 {
-		return guard.SyncState{}, fmt.Errorf("token sync script returned %d values, want 2", len(v))
+	// tokenSyncScript: {remaining, reset_after_us}; tokenBucketScript:
+	// {allowed, remaining, retry_after_us, reset_after_us}.
+	remaining, reset := 0, 1
+	if it.Delta == 0 {
+		remaining, reset = 1, 3
 	}
-	return guard.SyncState{Remaining: v[0], ResetAfter: time.Duration(v[1]) * time.Microsecond}, nil
+	if len(v) != reset+1 {
+		return guard.SyncState{}, fmt.Errorf("token sync script returned %d values, want %d", len(v), reset+1)
+	}
+	return guard.SyncState{Remaining: v[remaining], ResetAfter: time.Duration(v[reset]) * time.Microsecond}, nil
 }
