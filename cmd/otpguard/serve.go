@@ -107,7 +107,7 @@ func serve(ctx context.Context, getenv func(string) string, stdout io.Writer) er
 		Ops: ops.desk, SessionKey: ops.sessionKey, Sessions: redisStore,
 		Ready:  func(ctx context.Context) error { return rdb.Ping(ctx).Err() },
 		Status: out.status,
-		// The abuse defences (docs/abuse.md).
+		// The abuse defences (README.md, "Abuse defences").
 		AbuseMetrics: abuseMetrics, StatusCallback: statusCallback(cfg),
 	})
 	return listenAndServe(ctx, cfg.Addr, handler, log)
