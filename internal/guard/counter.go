@@ -23,6 +23,12 @@ type Take struct {
 	Window    time.Duration // fixed window length
 	Rate      float64       // token bucket refill, tokens per second
 	Cost      int64         // 0 peeks
+	// SpendIfAllowed (fixed window): a denied hit writes nothing, as a
+	// token bucket's never does. Unset, the hit that denies is counted:
+	// OTP sends count every attempt ("the counter that denies keeps the
+	// attempt"); /limits/check promises that a denied check spends nothing,
+	// and this keeps that promise without a second round trip to refund.
+	SpendIfAllowed bool
 
 	// What to do when the shared store cannot answer (see Fallback).
 	Policy       string   // the policy it belongs to, for status and logs

@@ -123,9 +123,10 @@ func (l *Limiter) Policy(name string) (LimitPolicy, bool) {
 }
 
 // Check decides a batch in one round trip to the store. A batch spends all
-// or nothing: when any check denies, what the others spent is refunded (a
-// second round trip, on denials only), and a denied fixed-window hit is
-// refunded too, so a denied request costs the caller nothing.
+// or nothing: a denied check writes nothing (SpendIfAllowed), and when a
+// check denies, what the others of its batch spent is refunded (a second
+// round trip, only for a batch that is partly allowed), so a denied
+// request costs the caller nothing.
 func (l *Limiter) Check(ctx context.Context, checks []Check) (Batch, error) {
 	takes, pols, err := l.takes(checks)
 	if err != nil {
@@ -218,7 +219,7 @@ func takeFor(c Check, p LimitPolicy) Take {
 	case TokenBucket:
 		t.Key.Name, t.Limit, t.Rate = "tb", p.Capacity, p.RefillPerSecond
 	default:
-		t.Key.Name, t.Limit, t.Window = "fw", p.Limit, p.Window.D()
+		t.Key.Name, t.Limit, t.Window, t.SpendIfAllowed = "fw", p.Limit, p.Window.D(), true
 	}
 	return t
 }

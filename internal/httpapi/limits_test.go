@@ -100,8 +100,9 @@ func TestBatchIsOneRoundTrip(t *testing.T) {
 		pol := []string{"api", "search"}[i%2]
 		checks = append(checks, fmt.Sprintf(`{"policy":%q,"key":"k%d"}`, pol, i))
 	}
-	// Warm the connection and the script cache first.
-	c.do(t, 0, "POST", "/limits/check", `{"policy":"api","key":"warm"}`)
+	// Warm the connection and the script cache first (serve loads the
+	// scripts at start-up).
+	c.do(t, 0, "POST", "/limits/check", `{"checks":[{"policy":"api","key":"warm"},{"policy":"search","key":"warm"}]}`)
 	h.Reset()
 	r := c.do(t, 0, "POST", "/limits/check", `{"checks":[`+strings.Join(checks, ",")+`]}`)
 	if r.Status != 200 {
@@ -109,6 +110,27 @@ func TestBatchIsOneRoundTrip(t *testing.T) {
 	}
 	if got := h.N(); got != 1 {
 		t.Fatalf("a batch of %d checks took %d round trips, want 1", guard.MaxBatch, got)
+	}
+
+	// Denied is one round trip too, a single check or a batch denied
+	// whole: a denied check writes nothing, so nothing is refunded. Only
+	// a batch that is partly allowed refunds (a second round trip).
+	c.do(t, 0, "POST", "/limits/check", `{"policy":"search","key":"full","cost":30}`)
+	// A first refund loads its script (serve preloads it).
+	c.do(t, 0, "POST", "/limits/check", `{"checks":[{"policy":"search","key":"warm2"},{"policy":"search","key":"full"}]}`)
+	for _, tc := range []struct {
+		name, body string
+		status     int
+		rt         int64
+	}{
+		{"denied check", `{"policy":"search","key":"full"}`, 429, 1},
+		{"batch denied whole", `{"checks":[{"policy":"search","key":"full"},{"policy":"search","key":"full","cost":2}]}`, 429, 1},
+		{"batch partly allowed", `{"checks":[{"policy":"search","key":"fresh"},{"policy":"search","key":"full"}]}`, 429, 2},
+	} {
+		h.Reset()
+		if r := c.do(t, 0, "POST", "/limits/check", tc.body); r.Status != tc.status || h.N() != tc.rt {
+			t.Errorf("%s: %d in %d round trips, want %d in %d", tc.name, r.Status, h.N(), tc.status, tc.rt)
+		}
 	}
 }
 

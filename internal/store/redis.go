@@ -75,7 +75,8 @@ func (r *Redis) LoadScripts(ctx context.Context) error {
 
 // Take spends from every counter of takes in one round trip: one MULTI/EXEC
 // holding, per fixed window, INCRBY + PEXPIRE NX + PTTL (GET + PTTL for a
-// peek, cost 0) and, per token bucket, an EVALSHA of tokenBucketScript. On
+// peek, cost 0; windowTakeScript when the take spends only if allowed) and,
+// per token bucket, an EVALSHA of tokenBucketScript. On
 // Redis Cluster, one MULTI/EXEC per hash slot, sent concurrently (bySlot,
 // slot.go).
 //
@@ -98,6 +99,8 @@ func (r *Redis) take(ctx context.Context, takes []guard.Take) ([]guard.Result, e
 		switch {
 		case t.Algorithm == guard.FixedWindow && t.Cost == 0:
 			cmds[i] = peekWindow(ctx, pipe, key)
+		case t.Algorithm == guard.FixedWindow && t.SpendIfAllowed:
+			cmds[i] = []redis.Cmder{windowTakeScript.EvalSha(ctx, pipe, []string{key}, t.Cost, t.Limit, t.Window.Milliseconds())}
 		case t.Algorithm == guard.FixedWindow:
 			cmds[i] = hitWindow(ctx, pipe, key, t.Cost, t.Window)
 		case t.Algorithm == guard.TokenBucket:
@@ -121,6 +124,8 @@ func (r *Redis) take(ctx context.Context, takes []guard.Take) ([]guard.Result, e
 			res[i], err = r.bucketResult(ctx, t, cmds[i][0].(*redis.Cmd))
 		case t.Cost == 0:
 			res[i], err = peekResult(t, cmds[i])
+		case t.SpendIfAllowed:
+			res[i], err = r.windowTakeResult(ctx, t, cmds[i][0].(*redis.Cmd))
 		default:
 			res[i], err = windowResult(t, cmds[i])
 		}
@@ -196,6 +201,29 @@ func fixedWindowResult(t guard.Take, count int64, ttl time.Duration) guard.Resul
 		res.RetryAfter = ttl
 	}
 	return res
+}
+
+// windowTakeResult reads windowTakeScript's reply: Spent only when it
+// allowed.
+func (r *Redis) windowTakeResult(ctx context.Context, t guard.Take, cmd *redis.Cmd) (guard.Result, error) {
+	if isNoScript(cmd.Err()) { // as in bucketResult: it did not run, so run it
+		cmd = windowTakeScript.Run(ctx, r.rdb, []string{r.key(t.Key)}, t.Cost, t.Limit, t.Window.Milliseconds())
+	}
+	v, err := cmd.Int64Slice()
+	if err != nil {
+		return guard.Result{}, err
+	}
+	if len(v) != 3 {
+		return guard.Result{}, fmt.Errorf("window script returned %d values, want 3", len(v))
+	}
+	res := fixedWindowResult(t, v[1], time.Duration(v[2])*time.Millisecond)
+	res.Allowed, res.Spent = v[0] == 1, v[0] == 1
+	if res.Allowed {
+		res.RetryAfter = 0
+	} else {
+		res.RetryAfter = res.ResetAfter
+	}
+	return res, nil
 }
 
 func (r *Redis) bucketResult(ctx context.Context, t guard.Take, cmd *redis.Cmd) (guard.Result, error) {

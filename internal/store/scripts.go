@@ -82,6 +82,22 @@ store_tat(KEYS[1], math.floor(tat - tonumber(ARGV[2]) * tonumber(ARGV[1]) + 0.5)
 return 1
 `)
 
+// windowTakeScript is a fixed-window hit that counts only when it allows:
+// ARGV[1] more against a limit of ARGV[2], in a window of ARGV[3] ms that
+// starts at the first counted hit (PEXPIRE NX, as hitWindow). A denied hit
+// writes nothing. Returns {allowed, count, pttl}; pttl is -2 for a window
+// not started.
+var windowTakeScript = redis.NewScript(`
+local count = tonumber(redis.call('GET', KEYS[1]) or '0')
+local cost = tonumber(ARGV[1])
+if count + cost > tonumber(ARGV[2]) then
+  return {0, count, redis.call('PTTL', KEYS[1])}
+end
+count = redis.call('INCRBY', KEYS[1], cost)
+redis.call('PEXPIRE', KEYS[1], ARGV[3], 'NX')
+return {1, count, redis.call('PTTL', KEYS[1])}
+`)
+
 // windowRefundScript takes ARGV[1] back off a fixed-window counter, never
 // below zero and never creating a key: a DECRBY on a key that just expired
 // would leave a counter without a TTL. DECRBY keeps the key's TTL.
@@ -111,7 +127,7 @@ end
 return 0
 `)
 
-var allScripts = []*redis.Script{tokenBucketScript, tokenRefundScript, windowRefundScript, guessScript, consumeScript, tokenSyncScript}
+var allScripts = []*redis.Script{tokenBucketScript, tokenRefundScript, windowTakeScript, windowRefundScript, guessScript, consumeScript, tokenSyncScript}
 
 // tokenSyncScript adds ARGV[3] tokens that an instance already spent on its
 // own (sync mode) to a bucket of capacity ARGV[1] refilling one token every
