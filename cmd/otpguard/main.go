@@ -5,10 +5,14 @@
 //	otpguard version      print the version
 //	otpguard config check validate the configuration and print the policies
 //	otpguard migrate up|status apply or list the SQL migrations
+//
+// This package only reads the command line; internal/app builds and runs
+// the service.
 package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -16,7 +20,7 @@ import (
 	"runtime/debug"
 	"syscall"
 
-	"go.yaml.in/yaml/v3"
+	"github.com/otpguard/otpguard/internal/app"
 )
 
 // version is set at build time: -ldflags "-X main.version=1.2.3".
@@ -45,12 +49,26 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		fmt.Fprintln(stdout, "otpguard", versionString())
 		return nil
 	case "migrate":
-		return migrate(ctx, args[2:], getenv, stdout)
+		if len(args) != 3 || (args[2] != "up" && args[2] != "status") {
+			return errors.New("usage: otpguard migrate up|status")
+		}
+		cfg, err := app.LoadConfig(getenv)
+		if err != nil {
+			return err
+		}
+		return app.Migrate(ctx, cfg, args[2] == "up", stdout)
 	case "config":
 		if len(args) < 3 || args[2] != "check" {
 			return fmt.Errorf("usage: otpguard config check")
 		}
-		return configCheck(getenv, stdout)
+		cfg, err := app.LoadConfig(getenv)
+		if err != nil {
+			return err
+		}
+		if err := cfg.Validate(); err != nil {
+			return err
+		}
+		return cfg.Describe(stdout)
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 		return nil
@@ -67,6 +85,20 @@ const usage = `usage:
   otpguard migrate status list the SQL migrations and whether each is applied
 `
 
+// serve runs the service until ctx is cancelled, then drains it.
+func serve(ctx context.Context, getenv func(string) string, stdout io.Writer) error {
+	cfg, err := app.LoadConfig(getenv)
+	if err != nil {
+		return err
+	}
+	a, err := app.New(ctx, cfg, app.WithOutput(stdout))
+	if err != nil {
+		return err
+	}
+	defer a.Close()
+	return a.Run(ctx)
+}
+
 func versionString() string {
 	if version != "" {
 		return version
@@ -75,28 +107,4 @@ func versionString() string {
 		return bi.Main.Version
 	}
 	return "(devel)"
-}
-
-// configCheck validates the configuration as serve would and prints the
-// effective policies, so a change can be checked before it is deployed.
-func configCheck(getenv func(string) string, stdout io.Writer) error {
-	cfg, err := loadConfig(getenv)
-	if err != nil {
-		return err
-	}
-	if err := cfg.Validate(); err != nil {
-		return err
-	}
-	fmt.Fprintf(stdout, "# configuration is valid\n# redis: %s\n# sms: %s\n", redisLabel(cfg), cfg.SMS)
-	enc := yaml.NewEncoder(stdout)
-	enc.SetIndent(2)
-	defer enc.Close()
-	return enc.Encode(cfg.Policies)
-}
-
-func redisLabel(cfg *Config) string {
-	if cfg.Embedded() {
-		return "embedded (miniredis, not shared between instances)"
-	}
-	return cfg.redisTarget()
 }

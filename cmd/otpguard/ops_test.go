@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/otpguard/otpguard/internal/app"
 	"github.com/otpguard/otpguard/internal/store"
 	"github.com/otpguard/otpguard/internal/store/redistest"
 	"github.com/otpguard/otpguard/internal/store/sqltest"
@@ -156,7 +157,7 @@ func TestOpsConfigErrors(t *testing.T) {
 			}
 		})
 	}
-	cfg, err := loadConfig(env(nil))
+	cfg, err := app.LoadConfig(env(nil))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package main
+package app
 
 import (
 	"context"
@@ -7,7 +7,6 @@ import (
 	"os"
 	"strconv"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/otpguard/otpguard/internal/guard"
@@ -27,14 +26,14 @@ type outage struct {
 
 // newOutage wires the heartbeat and the Fallback over the Redis store, and
 // registers their metrics.
-func newOutage(cfg *Config, rdb redis.UniversalClient, st *store.Redis, metrics *httpapi.Metrics, log *slog.Logger) *outage {
+func newOutage(cfg *Config, rdb redis.UniversalClient, st *store.Redis, opts options, log *slog.Logger) *outage {
 	o := &outage{from: "heartbeat", done: make(chan struct{})}
 	host, _ := os.Hostname()
-	o.hb = store.NewHeartbeat(rdb, cfg.RedisPrefix, store.HeartbeatOptions{
-		ID:     fmt.Sprintf("%s/%d/%s", host, os.Getpid(), randomSuffix()),
-		OnBeat: func(err error) { o.fallback.Observe(err) },
-		Logger: log,
-	})
+	hbo := opts.heartbeat
+	hbo.ID = fmt.Sprintf("%s/%d/%s", host, os.Getpid(), randomSuffix())
+	hbo.OnBeat = func(err error) { o.fallback.Observe(err) }
+	hbo.Logger = log
+	o.hb = store.NewHeartbeat(rdb, cfg.RedisPrefix, hbo)
 	instances := o.hb.Instances
 	if cfg.Instances > 0 {
 		n := cfg.Instances
@@ -42,50 +41,9 @@ func newOutage(cfg *Config, rdb redis.UniversalClient, st *store.Redis, metrics 
 	}
 	o.fallback = guard.NewFallback(guard.FallbackOptions{
 		Counter: st, Codes: st, Budget: cfg.RedisTimeout, Instances: instances,
-		Policies: &cfg.Policies, Logger: log,
+		Breaker: opts.breaker, Policies: &cfg.Policies, Logger: log, Now: opts.now,
 	})
-	o.register(metrics.Registry)
 	return o
-}
-
-// register exports the breaker, Redis's state, N and the fallback
-// decisions per policy.
-func (o *outage) register(reg *prometheus.Registry) {
-	breaker := map[string]float64{"closed": 0, "half-open": 1, "open": 2}
-	reg.MustRegister(
-		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-			Name: "otpguard_redis_breaker_state",
-			Help: "The breaker in front of Redis: 0 closed, 1 half-open (probing), 2 open (decisions go to the fallback).",
-		}, func() float64 { return breaker[o.fallback.Status().Breaker] }),
-		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-			Name: "otpguard_redis_up",
-			Help: "1 when Redis answered this instance's last heartbeat.",
-		}, func() float64 {
-			if o.hb.State().Up {
-				return 1
-			}
-			return 0
-		}),
-		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-			Name: "otpguard_instances",
-			Help: "Live instances (N) that open policies split their limit by while Redis is down.",
-		}, func() float64 { return float64(o.fallback.Instances()) }),
-	)
-	for _, p := range o.fallback.Status().Policies {
-		name := p.Policy
-		reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
-			Name:        "otpguard_fallback_decisions_total",
-			Help:        "Decisions taken without Redis (by on_store_error; refusals for closed), by policy.",
-			ConstLabels: prometheus.Labels{"policy": name},
-		}, func() float64 {
-			for _, q := range o.fallback.Status().Policies {
-				if q.Policy == name {
-					return float64(q.Fallbacks)
-				}
-			}
-			return 0
-		}))
-	}
 }
 
 // start beats once (so N is known before the first request), then every

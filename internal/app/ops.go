@@ -1,4 +1,4 @@
-package main
+package app
 
 import (
 	"context"
@@ -44,7 +44,7 @@ type opsStack struct {
 // and the retention job. They run until Close, not until ctx ends: events
 // of requests finishing during shutdown must still be written. counter
 // (the Fallback) counts failed ops sign-ins.
-func startOps(ctx context.Context, cfg *Config, log *slog.Logger, metrics *httpapi.Metrics, blocks guard.BlockIndex, counter guard.Counter) (*opsStack, error) {
+func startOps(ctx context.Context, cfg *Config, log *slog.Logger, metrics *httpapi.Metrics, blocks guard.BlockIndex, counter guard.Counter, now func() time.Time) (*opsStack, error) {
 	db, err := openOpsStore(ctx, cfg, log)
 	if err != nil {
 		return nil, err
@@ -67,7 +67,7 @@ func startOps(ctx context.Context, cfg *Config, log *slog.Logger, metrics *httpa
 	o.audit = guard.NewAuditQueue(db, guard.AuditQueueOptions{Logger: log, OnDrop: om.AuditDropped, OnWrite: om.AuditWritten})
 	o.desk = guard.NewOps(guard.OpsOptions{
 		Blocks: blocks, DenyList: db, Deny: o.deny, Audit: db, Activity: db, Events: o.audit, Counter: counter,
-		DefaultRegion: cfg.Policies.OTP.DefaultRegion, Logger: log,
+		DefaultRegion: cfg.Policies.OTP.DefaultRegion, Logger: log, Now: now,
 	})
 
 	bg, stop := context.WithCancel(context.WithoutCancel(ctx))
@@ -164,15 +164,10 @@ func fillEmbeddedOpsKey(cfg *Config, log *slog.Logger) error {
 	return nil
 }
 
-// migrate is `otpguard migrate up|status`.
-func migrate(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
-	if len(args) != 1 || (args[0] != "up" && args[0] != "status") {
-		return errors.New("usage: otpguard migrate up|status")
-	}
-	cfg, err := loadConfig(getenv)
-	if err != nil {
-		return err
-	}
+// Migrate opens the SQL store cfg names, applies the pending migrations
+// when up is true, and writes the state of each migration to w
+// (`otpguard migrate up|status`).
+func Migrate(ctx context.Context, cfg *Config, up bool, w io.Writer) error {
 	sctx, cancel := context.WithTimeout(ctx, startupTimeout)
 	defer cancel()
 	db, err := store.OpenSQL(sctx, cfg.DatabaseURL, cfg.DataDir)
@@ -180,8 +175,8 @@ func migrate(ctx context.Context, args []string, getenv func(string) string, std
 		return err
 	}
 	defer db.Close()
-	fmt.Fprintf(stdout, "# %s database %s\n", db.Engine(), databaseLabel(cfg))
-	if args[0] == "up" {
+	fmt.Fprintf(w, "# %s database %s\n", db.Engine(), databaseLabel(cfg))
+	if up {
 		if err := db.Migrate(ctx); err != nil {
 			return err
 		}
@@ -191,7 +186,7 @@ func migrate(ctx context.Context, args []string, getenv func(string) string, std
 		return err
 	}
 	for _, st := range states {
-		fmt.Fprintln(stdout, st)
+		fmt.Fprintln(w, st)
 	}
 	return nil
 }

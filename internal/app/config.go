@@ -1,4 +1,4 @@
-package main
+package app
 
 import (
 	"bytes"
@@ -65,9 +65,9 @@ type TwilioConfig struct {
 // Embedded reports whether otpguard runs on its in-process Redis.
 func (c *Config) Embedded() bool { return c.RedisURL == "" && c.Redis.Mode == "single" }
 
-// loadConfig reads the environment through getenv. Secrets may come from
+// LoadConfig reads the environment through getenv. Secrets may come from
 // files: OTPGUARD_HMAC_KEY_FILE instead of OTPGUARD_HMAC_KEY.
-func loadConfig(getenv func(string) string) (*Config, error) {
+func LoadConfig(getenv func(string) string) (*Config, error) {
 	var errs []error
 	c := &Config{
 		Addr:        or(getenv("OTPGUARD_ADDR"), "127.0.0.1:8080"),
@@ -272,4 +272,18 @@ func or(v, def string) string {
 		return def
 	}
 	return v
+}
+
+// Describe writes what `otpguard config check` prints: where Redis and the
+// SMS go, then the effective policies as YAML.
+func (c *Config) Describe(w io.Writer) error {
+	redis := c.redisTarget()
+	if c.Embedded() {
+		redis = "embedded (miniredis, not shared between instances)"
+	}
+	fmt.Fprintf(w, "# configuration is valid\n# redis: %s\n# sms: %s\n", redis, c.SMS)
+	enc := yaml.NewEncoder(w)
+	enc.SetIndent(2)
+	defer enc.Close()
+	return enc.Encode(c.Policies)
 }

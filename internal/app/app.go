@@ -1,4 +1,4 @@
-package main
+package app
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"os"
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
@@ -27,39 +28,108 @@ import (
 // the per-request budget, because a slow first dial is not an outage.
 const startupTimeout = 5 * time.Second
 
-// serve wires the configuration into a running server and blocks until
-// ctx is cancelled, then shuts down gracefully.
-func serve(ctx context.Context, getenv func(string) string, stdout io.Writer) error {
-	cfg, err := loadConfig(getenv)
-	if err != nil {
-		return err
+// drainTimeout is how long Run waits for requests in flight at shutdown.
+const drainTimeout = 10 * time.Second
+
+// App is one running otpguard instance: the HTTP handler and everything
+// behind it (Redis, the fallback, the ops side, the hot keys), wired once,
+// here, for the binary and for every test that boots the service.
+type App struct {
+	cfg     *Config
+	log     *slog.Logger
+	rdb     redis.UniversalClient
+	store   *store.Redis
+	outage  *outage
+	ops     *opsStack
+	handler http.Handler
+	// closers run in reverse order of registration by Close.
+	closers []func()
+	closed  bool
+}
+
+// Option changes how New wires the service; tests use them to put fakes
+// where the outside world is.
+type Option func(*options)
+
+type options struct {
+	sender    guard.Sender
+	rdb       redis.UniversalClient
+	now       func() time.Time
+	output    io.Writer
+	heartbeat store.HeartbeatOptions
+	breaker   guard.BreakerOptions
+}
+
+// WithSender sends SMS through s instead of the configured sender.
+func WithSender(s guard.Sender) Option { return func(o *options) { o.sender = s } }
+
+// WithRedis uses rdb instead of connecting as cfg says. The App does not
+// close it.
+func WithRedis(rdb redis.UniversalClient) Option { return func(o *options) { o.rdb = rdb } }
+
+// WithClock gives the OTP rules, the fallback and the ops desk their time
+// from now instead of time.Now.
+func WithClock(now func() time.Time) Option { return func(o *options) { o.now = now } }
+
+// WithOutput writes the JSON log and the console sender's messages to w
+// (os.Stdout by default).
+func WithOutput(w io.Writer) Option { return func(o *options) { o.output = w } }
+
+// WithHeartbeat sets how often this instance beats and when a silent one
+// is forgotten (store.HeartbeatOptions' Every and StaleAfter).
+func WithHeartbeat(every, staleAfter time.Duration) Option {
+	return func(o *options) { o.heartbeat.Every, o.heartbeat.StaleAfter = every, staleAfter }
+}
+
+// WithBreaker tunes the breaker in front of Redis.
+func WithBreaker(b guard.BreakerOptions) Option { return func(o *options) { o.breaker = b } }
+
+// New builds the service cfg describes: it connects to Redis (or starts
+// the embedded one), opens and migrates the SQL store, and starts the
+// heartbeat, the ops jobs and the hot-key syncs. In embedded mode it fills
+// in the secrets cfg leaves unset. Close releases what New started.
+func New(ctx context.Context, cfg *Config, opts ...Option) (_ *App, err error) {
+	o := options{output: os.Stdout}
+	for _, opt := range opts {
+		opt(&o)
 	}
-	log := newLogger(stdout, cfg.LogLevel)
-	if cfg.Embedded() {
+	a := &App{cfg: cfg, log: newLogger(o.output, cfg.LogLevel)}
+	defer func() {
+		if err != nil { // undo what was started, last first
+			a.Close()
+		}
+	}()
+	log := a.log
+	if cfg.Embedded() && o.rdb == nil {
 		if err := fillEmbeddedSecrets(cfg, log); err != nil {
-			return err
+			return nil, err
 		}
 		if err := fillEmbeddedOpsKey(cfg, log); err != nil {
-			return err
+			return nil, err
 		}
 	}
 	if err := cfg.Validate(); err != nil {
-		return err
+		return nil, err
 	}
 
-	rdb, closeRedis, err := connectRedis(ctx, cfg, log)
-	if err != nil {
-		return err
+	if o.rdb != nil {
+		a.rdb = o.rdb
+	} else {
+		rdb, closeRedis, err := connectRedis(ctx, cfg, log)
+		if err != nil {
+			return nil, err
+		}
+		a.rdb = rdb
+		a.onClose(closeRedis)
 	}
-	defer closeRedis()
 	metrics := httpapi.NewMetrics()
-	rdb.AddHook(store.TimingHook(metrics.ObserveRedis))
-	redisStore := store.NewRedis(rdb, cfg.RedisPrefix)
+	a.rdb.AddHook(store.TimingHook(metrics.ObserveRedis))
+	a.store = store.NewRedis(a.rdb, cfg.RedisPrefix)
 	if cfg.Redis.Mode == store.RedisCluster { // batches split per hash slot
-		redisStore = store.NewClusterRedis(rdb, cfg.RedisPrefix)
+		a.store = store.NewClusterRedis(a.rdb, cfg.RedisPrefix)
 	}
 	sctx, cancel := context.WithTimeout(ctx, startupTimeout)
-	err = redisStore.LoadScripts(sctx)
+	err = a.store.LoadScripts(sctx)
 	cancel()
 	if err != nil {
 		// Not fatal: a script missing from the cache is sent with EVAL.
@@ -67,66 +137,96 @@ func serve(ctx context.Context, getenv func(string) string, stdout io.Writer) er
 	}
 	guard.WarmPhoneMetadata()
 	// Every decision reaches Redis through the Fallback (outage.go).
-	out := newOutage(cfg, rdb, redisStore, metrics, log)
-	stopOutage := out.start(ctx, log)
-	defer stopOutage()
-	ops, err := startOps(ctx, cfg, log, metrics, redisStore, out.fallback)
-	if err != nil {
-		return err
+	a.outage = newOutage(cfg, a.rdb, a.store, o, log)
+	registerOutage(metrics.Registry, a.outage)
+	a.onClose(a.outage.start(ctx, log))
+	if a.ops, err = startOps(ctx, cfg, log, metrics, a.store, a.outage.fallback, o.now); err != nil {
+		return nil, err
 	}
-	defer ops.Close()
+	a.onClose(a.ops.Close)
 
-	sender, err := newSender(cfg, stdout)
-	if err != nil {
-		return err
+	sender := o.sender
+	if sender == nil {
+		if sender, err = newSender(cfg, o.output); err != nil {
+			return nil, err
+		}
 	}
 	abuseMetrics := httpapi.NewAbuseMetrics(metrics)
 	otp := guard.NewOTP(guard.OTPOptions{
-		Policy: cfg.Policies.OTP, Counter: out.fallback, Codes: out.fallback,
-		Sender: sender, HMACKey: cfg.HMACKey, Logger: log, StoreFailedAt: out.fallback.LastFailure,
-		Deny: ops.deny, Events: ops.audit, Blocks: redisStore,
+		Policy: cfg.Policies.OTP, Counter: a.outage.fallback, Codes: a.outage.fallback,
+		Sender: sender, HMACKey: cfg.HMACKey, Logger: log, StoreFailedAt: a.outage.fallback.LastFailure,
+		Deny: a.ops.deny, Events: a.ops.audit, Blocks: a.store, Now: o.now,
 		// The conversion watch is advisory: straight to Redis, not through
 		// the Fallback (its failures never refuse a send).
-		Conversions: redisStore, AutoBlock: ops.desk, Abuse: abuseMetrics.Hooks(),
+		Conversions: a.store, AutoBlock: a.ops.desk, Abuse: abuseMetrics.Hooks(),
 	})
-	limiter := guard.NewLimiter(cfg.Policies.Limits, out.fallback, log)
-	// stopHot is deferred last so that it runs first, once listenAndServe
-	// has drained the requests that spend hot-key counts: their last sync
-	// sees all of them, and Redis and the heartbeat are still there for it.
-	hot, stopHot, err := startHotKeys(ctx, cfg, rdb, out.fallback.Instances, metrics, log)
+	limiter := guard.NewLimiter(cfg.Policies.Limits, a.outage.fallback, log)
+	// The hot keys stop first in Close, once Run has drained the requests
+	// that spend hot-key counts: their last sync sees all of them, and Redis
+	// and the heartbeat are still there for it.
+	hot, stopHot, err := startHotKeys(ctx, cfg, a.rdb, a.outage.fallback.Instances, log)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	defer stopHot()
+	a.onClose(stopHot)
 	if hot != nil {
+		registerHotKeys(metrics.Registry, hot)
 		limiter.WithHotKeys(hot)
 	}
-	handler := httpapi.New(httpapi.Options{
+	rdb := a.rdb
+	a.handler = httpapi.New(httpapi.Options{
 		OTP: otp, Limiter: limiter, APIKeys: cfg.APIKeys, OpsKeys: cfg.OpsKeys,
 		Logger: log, Metrics: metrics, Spec: api.OpenAPI,
-		Ops: ops.desk, SessionKey: ops.sessionKey, Sessions: redisStore,
+		Ops: a.ops.desk, SessionKey: a.ops.sessionKey, Sessions: a.store,
 		Ready:  func(ctx context.Context) error { return rdb.Ping(ctx).Err() },
-		Status: out.status,
+		Status: a.outage.status,
 		// The abuse defences (README.md, "Abuse defences").
 		AbuseMetrics: abuseMetrics, StatusCallback: statusCallback(cfg),
 	})
-	return listenAndServe(ctx, cfg.Addr, handler, log)
+	return a, nil
 }
 
-func listenAndServe(ctx context.Context, addr string, h http.Handler, log *slog.Logger) error {
-	ln, err := net.Listen("tcp", addr)
+// onClose registers f to run at Close, before what was registered earlier.
+func (a *App) onClose(f func()) { a.closers = append(a.closers, f) }
+
+// Handler is the service's HTTP handler: the API, the ops desk, /metrics
+// and the health probes.
+func (a *App) Handler() http.Handler { return a.handler }
+
+// Logger is the service's JSON logger.
+func (a *App) Logger() *slog.Logger { return a.log }
+
+// Fallback is what every decision goes through on its way to Redis.
+func (a *App) Fallback() *guard.Fallback { return a.outage.fallback }
+
+// Heartbeat is this instance's heartbeat, which counts live instances.
+func (a *App) Heartbeat() *store.Heartbeat { return a.outage.hb }
+
+// Store is the Redis store behind the Fallback.
+func (a *App) Store() *store.Redis { return a.store }
+
+// Redis is the client every decision uses.
+func (a *App) Redis() redis.UniversalClient { return a.rdb }
+
+// Ops is the ops desk: deny-list, blocks and the audit trail.
+func (a *App) Ops() *guard.Ops { return a.ops.desk }
+
+// Run serves the handler on cfg.Addr until ctx ends, then finishes the
+// requests in flight (for at most drainTimeout). Call Close after it.
+func (a *App) Run(ctx context.Context) error {
+	ln, err := net.Listen("tcp", a.cfg.Addr)
 	if err != nil {
-		return fmt.Errorf("listen on %s: %w", addr, err)
+		return fmt.Errorf("listen on %s: %w", a.cfg.Addr, err)
 	}
 	srv := &http.Server{
-		Handler:           h,
+		Handler:           a.handler,
 		ReadHeaderTimeout: 5 * time.Second,
 		ReadTimeout:       10 * time.Second,
 		WriteTimeout:      30 * time.Second,
 		IdleTimeout:       2 * time.Minute,
 		MaxHeaderBytes:    16 << 10,
 	}
-	log.Info("listening", "addr", ln.Addr().String(), "url", "http://"+ln.Addr().String())
+	a.log.Info("listening", "addr", ln.Addr().String(), "url", "http://"+ln.Addr().String())
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	select {
@@ -134,8 +234,8 @@ func listenAndServe(ctx context.Context, addr string, h http.Handler, log *slog.
 		return fmt.Errorf("serve: %w", err)
 	case <-ctx.Done():
 	}
-	log.Info("shutting down: finishing requests in flight (at most 10s)")
-	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	a.log.Info("shutting down: finishing requests in flight", "at_most", drainTimeout.String())
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), drainTimeout)
 	defer cancel()
 	if err := srv.Shutdown(sctx); err != nil {
 		return fmt.Errorf("shutdown: %w", err)
@@ -143,8 +243,21 @@ func listenAndServe(ctx context.Context, addr string, h http.Handler, log *slog.
 	if err := <-errc; !errors.Is(err, http.ErrServerClosed) {
 		return fmt.Errorf("serve: %w", err)
 	}
-	log.Info("stopped")
+	a.log.Info("stopped")
 	return nil
+}
+
+// Close stops what New started, last started first: the hot keys (a last
+// sync), the ops jobs (the audit queue is flushed), the heartbeat (a
+// leave), then Redis. It is safe to call more than once.
+func (a *App) Close() {
+	if a.closed {
+		return
+	}
+	a.closed = true
+	for i := len(a.closers) - 1; i >= 0; i-- {
+		a.closers[i]()
+	}
 }
 
 // connectRedis connects to Redis as configured (single, cluster or

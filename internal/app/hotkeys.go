@@ -1,15 +1,13 @@
-package main
+package app
 
 import (
 	"context"
 	"log/slog"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/otpguard/otpguard/internal/guard"
-	"github.com/otpguard/otpguard/internal/httpapi"
 	"github.com/otpguard/otpguard/internal/store"
 )
 
@@ -24,7 +22,7 @@ const syncTimeout = time.Second
 // stop once the HTTP server has drained, so that the last sync sees what
 // the last requests spent.
 func startHotKeys(ctx context.Context, cfg *Config, rdb redis.UniversalClient,
-	instances func() int, metrics *httpapi.Metrics, log *slog.Logger) (*guard.HotKeys, func(), error) {
+	instances func() int, log *slog.Logger) (*guard.HotKeys, func(), error) {
 	tick := time.Duration(0)
 	for _, p := range cfg.Policies.Limits {
 		if p.Mode == guard.ModeSync && (tick == 0 || p.SyncInterval.D()/4 < tick) {
@@ -41,7 +39,6 @@ func startHotKeys(ctx context.Context, cfg *Config, rdb redis.UniversalClient,
 		return nil, nil, err
 	}
 	h := guard.NewHotKeys(guard.HotKeysOptions{Store: st, Instances: instances, Logger: log, Timeout: timeout})
-	registerHotKeys(metrics.Registry, h)
 	ctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	done := make(chan struct{})
 	go func() {
@@ -70,25 +67,4 @@ func syncStore(cfg *Config, rdb redis.UniversalClient, timeout time.Duration) (*
 		return store.NewClusterRedis(c, cfg.RedisPrefix), func() { c.Close() }, nil
 	}
 	return store.NewRedis(c, cfg.RedisPrefix), func() { c.Close() }, nil
-}
-
-func registerHotKeys(reg *prometheus.Registry, h *guard.HotKeys) {
-	reg.MustRegister(
-		prometheus.NewCounterFunc(prometheus.CounterOpts{
-			Name: "otpguard_hotkey_deltas_discarded_total",
-			Help: "Sync-mode counts dropped because their window ended before a sync could send them.",
-		}, func() float64 { return float64(h.Discarded()) }),
-		prometheus.NewCounterFunc(prometheus.CounterOpts{
-			Name: "otpguard_hotkey_deltas_lost_total",
-			Help: "Sync-mode counts spent on this instance that the last sync at shutdown could not send.",
-		}, func() float64 { return float64(h.Lost()) }),
-		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-			Name: "otpguard_hotkey_deltas_pending",
-			Help: "Sync-mode counts spent on this instance and not yet in Redis.",
-		}, func() float64 { return float64(h.Pending()) }),
-		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-			Name: "otpguard_hotkey_keys",
-			Help: "Keys in this instance's sync-mode table.",
-		}, func() float64 { return float64(h.Len()) }),
-	)
 }

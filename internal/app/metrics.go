@@ -1,0 +1,74 @@
+package app
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/otpguard/otpguard/internal/guard"
+)
+
+// The gauges and counters that read the running parts' state. The metrics
+// the handlers observe are declared in httpapi (metrics.go), next to the
+// code that observes them; New registers both on one registry.
+
+// registerOutage exports the breaker, Redis's state, N and the fallback
+// decisions per policy.
+func registerOutage(reg *prometheus.Registry, o *outage) {
+	breaker := map[string]float64{"closed": 0, "half-open": 1, "open": 2}
+	reg.MustRegister(
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "otpguard_redis_breaker_state",
+			Help: "The breaker in front of Redis: 0 closed, 1 half-open (probing), 2 open (decisions go to the fallback).",
+		}, func() float64 { return breaker[o.fallback.Status().Breaker] }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "otpguard_redis_up",
+			Help: "1 when Redis answered this instance's last heartbeat.",
+		}, func() float64 {
+			if o.hb.State().Up {
+				return 1
+			}
+			return 0
+		}),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "otpguard_instances",
+			Help: "Live instances (N) that open policies split their limit by while Redis is down.",
+		}, func() float64 { return float64(o.fallback.Instances()) }),
+	)
+	for _, p := range o.fallback.Status().Policies {
+		name := p.Policy
+		reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name:        "otpguard_fallback_decisions_total",
+			Help:        "Decisions taken without Redis (by on_store_error; refusals for closed), by policy.",
+			ConstLabels: prometheus.Labels{"policy": name},
+		}, func() float64 {
+			for _, q := range o.fallback.Status().Policies {
+				if q.Policy == name {
+					return float64(q.Fallbacks)
+				}
+			}
+			return 0
+		}))
+	}
+}
+
+// registerHotKeys exports the sync-mode counters' table and what they
+// could not send.
+func registerHotKeys(reg *prometheus.Registry, h *guard.HotKeys) {
+	reg.MustRegister(
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "otpguard_hotkey_deltas_discarded_total",
+			Help: "Sync-mode counts dropped because their window ended before a sync could send them.",
+		}, func() float64 { return float64(h.Discarded()) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "otpguard_hotkey_deltas_lost_total",
+			Help: "Sync-mode counts spent on this instance that the last sync at shutdown could not send.",
+		}, func() float64 { return float64(h.Lost()) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "otpguard_hotkey_deltas_pending",
+			Help: "Sync-mode counts spent on this instance and not yet in Redis.",
+		}, func() float64 { return float64(h.Pending()) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "otpguard_hotkey_keys",
+			Help: "Keys in this instance's sync-mode table.",
+		}, func() float64 { return float64(h.Len()) }),
+	)
+}
