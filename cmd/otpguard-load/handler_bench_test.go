@@ -1,8 +1,8 @@
 package main
 
 import (
+	"context"
 	"io"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -10,17 +10,15 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"github.com/otpguard/otpguard/api"
+	"github.com/otpguard/otpguard/internal/app"
 	"github.com/otpguard/otpguard/internal/guard"
-	"github.com/otpguard/otpguard/internal/httpapi"
-	"github.com/otpguard/otpguard/internal/store"
 	"github.com/otpguard/otpguard/internal/store/redistest"
 )
 
 // BenchmarkHandlerCheck is otpguard's own cost of one POST /limits/check,
 // without the network to the caller: the echo handler (auth, body, JSON,
-// headers, metrics) with a real Redis behind it, wired as cmd/otpguard
-// wires it. Compare with the load command's latency to see what HTTP and
+// headers, metrics) with a real Redis behind it, built by app.New as the
+// binary builds it. Compare with the load command's latency to see what HTTP and
 // the load generator add.
 //
 //	go test -run '^$' -bench HandlerCheck -benchtime 3s ./cmd/otpguard-load/
@@ -79,17 +77,26 @@ const benchKey = "bench-key-0123456789abcdef"
 
 func benchHandler(b *testing.B) (http.Handler, *redistest.RoundTrips) {
 	b.Helper()
-	st, rt, rdb := redistest.Store(b)
-	metrics := httpapi.NewMetrics()
-	rdb.AddHook(store.TimingHook(metrics.ObserveRedis))
+	tg := redistest.New(b)
+	env := map[string]string{
+		"OTPGUARD_REDIS_URL": tg.URL, "OTPGUARD_REDIS_PREFIX": tg.Prefix, "OTPGUARD_API_KEYS": benchKey,
+		"OTPGUARD_HMAC_KEY": "0123456789abcdef0123456789abcdef", "OTPGUARD_DATA_DIR": b.TempDir(), "OTPGUARD_LOG_LEVEL": "warn",
+	}
+	cfg, err := app.LoadConfig(func(k string) string { return env[k] })
+	if err != nil {
+		b.Fatal(err)
+	}
 	// A bucket that never denies: every decision writes.
-	limits := map[string]guard.LimitPolicy{
+	cfg.Policies.Limits = map[string]guard.LimitPolicy{
 		"api": {Algorithm: guard.TokenBucket, Capacity: 1_000_000_000, RefillPerSecond: 1_000_000, OnStoreError: guard.FailOpen},
 	}
-	log := slog.New(slog.NewJSONHandler(io.Discard, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	h := httpapi.New(httpapi.Options{
-		Limiter: guard.NewLimiter(limits, st, log), APIKeys: []string{benchKey},
-		Logger: log, Metrics: metrics, Spec: api.OpenAPI,
-	})
-	return h, rt
+	cfg.Policies.FillDefaults()
+	a, err := app.New(context.Background(), cfg, app.WithOutput(io.Discard))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(a.Close)
+	rt := &redistest.RoundTrips{}
+	a.Redis().AddHook(rt)
+	return a.Handler(), rt
 }

@@ -3,17 +3,12 @@ package main
 import (
 	"bytes"
 	"context"
+	"io"
 	"net/http/httptest"
 	"strings"
 	"testing"
 
-	"github.com/alicebob/miniredis/v2"
-
-	"github.com/otpguard/otpguard/api"
-	"github.com/otpguard/otpguard/internal/guard"
-	"github.com/otpguard/otpguard/internal/httpapi"
-	"github.com/otpguard/otpguard/internal/store"
-	"github.com/otpguard/otpguard/internal/store/redistest"
+	"github.com/otpguard/otpguard/internal/app"
 )
 
 func TestBody(t *testing.T) {
@@ -89,23 +84,26 @@ func TestParseBenchCSV(t *testing.T) {
 }
 
 // The whole command against an in-process otpguard (on miniredis): it
-// stops by itself and prints the figures.
+// stops by itself and prints the figures. The service is built by app.New
+// on its embedded defaults.
 func TestRunShortAttack(t *testing.T) {
-	m := miniredis.RunT(t)
-	rdb := redistest.Client(t, "redis://"+m.Addr())
-	st := store.NewRedis(rdb, "og:")
-	p := guard.DefaultPolicies()
-	p.FillDefaults()
-	h := httpapi.New(httpapi.Options{
-		OTP:     guard.NewOTP(guard.OTPOptions{Policy: p.OTP, Counter: st, Codes: st, Sender: nil, HMACKey: make([]byte, 32)}),
-		Limiter: guard.NewLimiter(p.Limits, st, nil), APIKeys: []string{"load-test-key-0123456789"}, Spec: api.OpenAPI,
-	})
+	env := map[string]string{"OTPGUARD_API_KEYS": "load-test-key-0123456789", "OTPGUARD_DATA_DIR": t.TempDir(), "OTPGUARD_LOG_LEVEL": "error"}
+	cfg, err := app.LoadConfig(func(k string) string { return env[k] })
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := app.New(context.Background(), cfg, app.WithOutput(io.Discard)) // the embedded defaults
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(a.Close)
+	h := a.Handler()
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
 
 	var out bytes.Buffer
 	args := []string{"otpguard-load", "-url", srv.URL, "-rate", "200", "-duration", "500ms", "-keys", "2", "-batch", "2"}
-	env := map[string]string{"OTPGUARD_API_KEY": "load-test-key-0123456789"}
+	env = map[string]string{"OTPGUARD_API_KEY": "load-test-key-0123456789"}
 	if err := run(context.Background(), args, func(k string) string { return env[k] }, &out); err != nil {
 		t.Fatalf("run: %v\n%s", err, out.String())
 	}
@@ -118,7 +116,7 @@ func TestRunShortAttack(t *testing.T) {
 
 	// A wrong key fails at the preflight with the server's reason.
 	env["OTPGUARD_API_KEY"] = "wrong-key-0123456789abc"
-	err := run(context.Background(), args, func(k string) string { return env[k] }, &out)
+	err = run(context.Background(), args, func(k string) string { return env[k] }, &out)
 	if err == nil || !strings.Contains(err.Error(), "401") {
 		t.Errorf("run with a wrong key: err = %v, want a 401 from the preflight", err)
 	}

@@ -58,6 +58,7 @@ type options struct {
 	output    io.Writer
 	heartbeat store.HeartbeatOptions
 	breaker   guard.BreakerOptions
+	signIn    guard.SignInLimit
 }
 
 // WithSender sends SMS through s instead of the configured sender.
@@ -83,6 +84,10 @@ func WithHeartbeat(every, staleAfter time.Duration) Option {
 
 // WithBreaker tunes the breaker in front of Redis.
 func WithBreaker(b guard.BreakerOptions) Option { return func(o *options) { o.breaker = b } }
+
+// WithSignInLimit sets the limit on failed ops sign-ins per address
+// (guard.DefaultSignInLimit otherwise).
+func WithSignInLimit(l guard.SignInLimit) Option { return func(o *options) { o.signIn = l } }
 
 // New builds the service cfg describes: it connects to Redis (or starts
 // the embedded one), opens and migrates the SQL store, and starts the
@@ -140,7 +145,7 @@ func New(ctx context.Context, cfg *Config, opts ...Option) (_ *App, err error) {
 	a.outage = newOutage(cfg, a.rdb, a.store, o, log)
 	registerOutage(metrics.Registry, a.outage)
 	a.onClose(a.outage.start(ctx, log))
-	if a.ops, err = startOps(ctx, cfg, log, metrics, a.store, a.outage.fallback, o.now); err != nil {
+	if a.ops, err = startOps(ctx, cfg, log, metrics, a.store, a.outage.fallback, o); err != nil {
 		return nil, err
 	}
 	a.onClose(a.ops.Close)
@@ -210,6 +215,19 @@ func (a *App) Redis() redis.UniversalClient { return a.rdb }
 
 // Ops is the ops desk: deny-list, blocks and the audit trail.
 func (a *App) Ops() *guard.Ops { return a.ops.desk }
+
+// SQL is the ops database (deny-list, audit trail).
+func (a *App) SQL() *store.SQL { return a.ops.sql }
+
+// DenyCache is this instance's copy of the deny-list.
+func (a *App) DenyCache() *guard.DenyCache { return a.ops.deny }
+
+// AuditQueue is this instance's queue of audit events on their way to SQL.
+func (a *App) AuditQueue() *guard.AuditQueue { return a.ops.audit }
+
+// OpsSessionKey is the key that signs ops sessions, derived from the HMAC
+// key so that every instance accepts every other's sessions.
+func (a *App) OpsSessionKey() []byte { return a.ops.sessionKey }
 
 // Run serves the handler on cfg.Addr until ctx ends, then finishes the
 // requests in flight (for at most drainTimeout). Call Close after it.

@@ -44,7 +44,7 @@ type opsStack struct {
 // and the retention job. They run until Close, not until ctx ends: events
 // of requests finishing during shutdown must still be written. counter
 // (the Fallback) counts failed ops sign-ins.
-func startOps(ctx context.Context, cfg *Config, log *slog.Logger, metrics *httpapi.Metrics, blocks guard.BlockIndex, counter guard.Counter, now func() time.Time) (*opsStack, error) {
+func startOps(ctx context.Context, cfg *Config, log *slog.Logger, metrics *httpapi.Metrics, blocks guard.BlockIndex, counter guard.Counter, opts options) (*opsStack, error) {
 	db, err := openOpsStore(ctx, cfg, log)
 	if err != nil {
 		return nil, err
@@ -67,7 +67,7 @@ func startOps(ctx context.Context, cfg *Config, log *slog.Logger, metrics *httpa
 	o.audit = guard.NewAuditQueue(db, guard.AuditQueueOptions{Logger: log, OnDrop: om.AuditDropped, OnWrite: om.AuditWritten})
 	o.desk = guard.NewOps(guard.OpsOptions{
 		Blocks: blocks, DenyList: db, Deny: o.deny, Audit: db, Activity: db, Events: o.audit, Counter: counter,
-		DefaultRegion: cfg.Policies.OTP.DefaultRegion, Logger: log, Now: now,
+		DefaultRegion: cfg.Policies.OTP.DefaultRegion, Logger: log, Now: opts.now, SignIn: opts.signIn,
 	})
 
 	bg, stop := context.WithCancel(context.WithoutCancel(ctx))

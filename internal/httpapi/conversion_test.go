@@ -18,7 +18,7 @@ func conversionCluster(t *testing.T, mode guard.ConversionMode) *opsCluster {
 	t.Helper()
 	p := defaults()
 	p.OTP.Conversion = guard.ConversionPolicy{Mode: mode, MinRate: 0.5, MinSends: 5, BlockFor: guard.Duration(10 * time.Minute)}
-	return newOpsCluster(t, opsConfig{instances: 2, engine: store.EngineSQLite, policies: &p, conversions: true})
+	return newOpsCluster(t, opsConfig{instances: 2, engine: store.EngineSQLite, policies: &p})
 }
 
 // blockedPrefixes lists the deny-list rows of the ops view.

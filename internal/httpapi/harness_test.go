@@ -15,9 +15,8 @@ import (
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/otpguard/otpguard/api"
+	"github.com/otpguard/otpguard/internal/app"
 	"github.com/otpguard/otpguard/internal/guard"
-	"github.com/otpguard/otpguard/internal/httpapi"
 	"github.com/otpguard/otpguard/internal/store"
 	"github.com/otpguard/otpguard/internal/store/redistest"
 )
@@ -67,10 +66,12 @@ func (o *outbox) lastCode(t *testing.T, phone string) string {
 }
 
 // instance is one otpguard server with its own Redis client, as one of
-// several stateless instances behind a load balancer.
+// several stateless instances behind a load balancer. It is built by
+// app.New, as the binary builds it.
 type instance struct {
 	srv *httptest.Server
 	rdb redis.UniversalClient
+	app *app.App
 }
 
 // cluster is several instances sharing one Redis, one key prefix, one HMAC
@@ -80,6 +81,40 @@ type cluster struct {
 	out       *outbox
 	prefix    string
 	url       string
+}
+
+// hmacKey is the code key every test instance shares.
+var hmacKey = []byte("0123456789abcdef0123456789abcdef")
+
+// testConfig is the configuration of a test instance on the Redis at url:
+// the production defaults, with the test's keys and policies, a SQLite
+// store in dataDir and a generous Redis timeout (exactness tests must not
+// confuse a CPU-starved round trip under -race with an outage).
+func testConfig(t testing.TB, url, prefix, dataDir string, policies guard.Policies) *app.Config {
+	t.Helper()
+	cfg, err := app.LoadConfig(func(string) string { return "" })
+	if err != nil {
+		t.Fatalf("LoadConfig: %v", err)
+	}
+	cfg.RedisURL, cfg.RedisPrefix, cfg.RedisTimeout = url, prefix, 5*time.Second
+	cfg.APIKeys, cfg.OpsKeys, cfg.HMACKey = []string{apiKey}, []string{opsKey}, hmacKey
+	cfg.DataDir, cfg.LogLevel = dataDir, "error"
+	policies.FillDefaults()
+	cfg.Policies = policies
+	return cfg
+}
+
+// startInstance builds one instance with app.New and serves it.
+func startInstance(t testing.TB, cfg *app.Config, out *outbox, opts ...app.Option) *instance {
+	t.Helper()
+	opts = append([]app.Option{app.WithSender(out), app.WithOutput(io.Discard)}, opts...)
+	a, err := app.New(context.Background(), cfg, opts...)
+	if err != nil {
+		t.Fatalf("app.New: %v", err)
+	}
+	srv := httptest.NewServer(a.Handler())
+	t.Cleanup(func() { srv.Close(); a.Close() })
+	return &instance{srv: srv, rdb: a.Redis(), app: a}
 }
 
 // realCluster starts n instances on a real Redis.
@@ -96,45 +131,41 @@ func miniCluster(t *testing.T, n int, policies guard.Policies) (*cluster, *minir
 	// Frozen: miniredis moves TIME with the wall clock but TTLs only on
 	// FastForward, so a bucket read back drifts; tests move time themselves.
 	m.SetTime(time.Now())
-	return newCluster(t, n, "redis://"+m.Addr(), redistest.Prefix(), policies), m
-}
-
-func newCluster(t *testing.T, n int, url, prefix string, policies guard.Policies) *cluster {
-	t.Helper()
-	return newClusterWith(t, n, url, prefix, policies, func(t *testing.T) (redis.UniversalClient, *store.Redis) {
-		// A generous budget: exactness tests must not confuse a CPU-starved
-		// round trip under -race with an outage.
-		rdb, err := store.NewRedisClient(store.RedisOptions{URL: url, Timeout: 5 * time.Second})
+	cfg := testConfig(t, "redis://"+m.Addr(), redistest.Prefix(), t.TempDir(), policies)
+	if err := cfg.Policies.Validate(); err != nil {
+		t.Fatalf("policies: %v", err)
+	}
+	c := &cluster{out: &outbox{}, prefix: cfg.RedisPrefix, url: cfg.RedisURL}
+	for range n {
+		// Handed over: start-up's version check asks INFO server, which
+		// miniredis does not answer.
+		rdb, err := store.NewRedisClient(store.RedisOptions{URL: cfg.RedisURL, Timeout: cfg.RedisTimeout})
 		if err != nil {
 			t.Fatal(err)
 		}
-		return rdb, store.NewRedis(rdb, prefix)
-	})
+		t.Cleanup(func() { rdb.Close() })
+		c.instances = append(c.instances, startInstance(t, cfg, c.out, app.WithRedis(rdb)))
+	}
+	return c, m
 }
 
-// newClusterWith starts n instances, each on the client and store connect
-// returns (redis_cluster_test.go connects to a Redis Cluster).
-func newClusterWith(t *testing.T, n int, url, prefix string, policies guard.Policies,
-	connect func(t *testing.T) (redis.UniversalClient, *store.Redis)) *cluster {
+// newCluster starts n instances on the Redis at url, sharing one SQLite
+// store.
+func newCluster(t *testing.T, n int, url, prefix string, policies guard.Policies, opts ...app.Option) *cluster {
 	t.Helper()
-	policies.FillDefaults()
-	if err := policies.Validate(); err != nil {
+	return newClusterConfig(t, n, testConfig(t, url, prefix, t.TempDir(), policies), opts...)
+}
+
+// newClusterConfig starts n instances of cfg (redis_cluster_test.go
+// connects them to a Redis Cluster).
+func newClusterConfig(t *testing.T, n int, cfg *app.Config, opts ...app.Option) *cluster {
+	t.Helper()
+	if err := cfg.Policies.Validate(); err != nil {
 		t.Fatalf("policies: %v", err)
 	}
-	c := &cluster{out: &outbox{}, prefix: prefix, url: url}
-	hmacKey := []byte("0123456789abcdef0123456789abcdef")
+	c := &cluster{out: &outbox{}, prefix: cfg.RedisPrefix, url: cfg.RedisURL}
 	for range n {
-		rdb, st := connect(t)
-		t.Cleanup(func() { rdb.Close() })
-		otp := guard.NewOTP(guard.OTPOptions{Policy: policies.OTP, Counter: st, Codes: st, Sender: c.out, HMACKey: hmacKey})
-		h := httpapi.New(httpapi.Options{
-			OTP: otp, Limiter: guard.NewLimiter(policies.Limits, st, nil),
-			APIKeys: []string{apiKey}, OpsKeys: []string{opsKey}, Spec: api.OpenAPI,
-			Ready: func(ctx context.Context) error { return rdb.Ping(ctx).Err() },
-		})
-		srv := httptest.NewServer(h)
-		t.Cleanup(srv.Close)
-		c.instances = append(c.instances, &instance{srv: srv, rdb: rdb})
+		c.instances = append(c.instances, startInstance(t, cfg, c.out, opts...))
 	}
 	return c
 }

@@ -231,7 +231,7 @@ func TestOpsSession(t *testing.T) {
 		t.Errorf("forged session: %v %v, want 401", res.StatusCode, err)
 	}
 	// A server whose ops keys no longer include the session's key.
-	rotated := httpapi.New(httpapi.Options{OpsKeys: []string{"another-ops-key-0123456789"}, SessionKey: opsSessionKey, Spec: api.OpenAPI, Ops: oc.nodes[0].desk})
+	rotated := httpapi.New(httpapi.Options{OpsKeys: []string{"another-ops-key-0123456789"}, SessionKey: oc.instances[0].app.OpsSessionKey(), Spec: api.OpenAPI, Ops: oc.nodes[0].desk})
 	req = httptestRequest("GET", "/ops/blocked", c)
 	rec := serveOnce(rotated, req)
 	if rec.StatusCode != 401 {

@@ -73,7 +73,7 @@ func (o *pgOutage) up(t *testing.T) {
 // and the deny-list in force stays enforced; the audit events wait in the
 // queue and are all written once the database returns.
 func TestOpsDatabaseDown(t *testing.T) {
-	oc := newOpsCluster(t, opsConfig{instances: 2, engine: store.EnginePostgres, refresh: 50 * time.Millisecond})
+	oc := newOpsCluster(t, opsConfig{instances: 2, engine: store.EnginePostgres})
 	outage := newPGOutage(t, oc.sqlURL)
 
 	if r := oc.ops(t, 0, "POST", "/ops/denylist", `{"pattern":"+4474001","reason":"before the outage"}`); r.Status != http.StatusCreated {

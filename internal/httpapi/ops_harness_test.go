@@ -4,13 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
-	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/otpguard/otpguard/api"
+	"github.com/otpguard/otpguard/internal/app"
 	"github.com/otpguard/otpguard/internal/guard"
 	"github.com/otpguard/otpguard/internal/httpapi"
 	"github.com/otpguard/otpguard/internal/store"
@@ -18,11 +16,6 @@ import (
 	"github.com/otpguard/otpguard/internal/store/sqltest"
 )
 
-// opsSessionKey is the session key every instance of an opsCluster shares,
-// as every otpguard instance derives the same one from OTPGUARD_HMAC_KEY.
-var opsSessionKey = []byte("ops-session-key-0123456789abcdef")
-
-// opsNode is the ops side of one instance, wired as serve wires it.
 type opsNode struct {
 	db    *store.SQL
 	redis *store.Redis
@@ -45,12 +38,9 @@ type opsCluster struct {
 type opsConfig struct {
 	instances int
 	engine    string        // store.EnginePostgres or store.EngineSQLite
-	refresh   time.Duration // deny-list refresh; 50ms when 0
+	refresh   time.Duration // deny-list refresh; 100ms (the least allowed) when 0
 	policies  *guard.Policies
 	opsKeys   []string // {opsKey} when nil
-	// conversions wires the conversion watch (Redis tallies, the ops desk
-	// as its deny-list) and the abuse metrics (pumping_test.go).
-	conversions bool
 	// signIn is the failed sign-in limit; guard.DefaultSignInLimit when zero.
 	signIn guard.SignInLimit
 }
@@ -62,7 +52,7 @@ func newOpsCluster(t *testing.T, cfg opsConfig) *opsCluster {
 		cfg.instances = 1
 	}
 	if cfg.refresh == 0 {
-		cfg.refresh = 50 * time.Millisecond
+		cfg.refresh = 100 * time.Millisecond
 	}
 	policies := defaults()
 	if cfg.policies != nil {
@@ -85,72 +75,20 @@ func newOpsCluster(t *testing.T, cfg opsConfig) *opsCluster {
 	default:
 		t.Fatalf("unknown engine %q", cfg.engine)
 	}
-	for i := range cfg.instances {
-		oc.start(t, i, policies, cfg)
+	for range cfg.instances {
+		oc.start(t, policies, cfg)
 	}
 	return oc
 }
 
-func (oc *opsCluster) start(t *testing.T, i int, policies guard.Policies, cfg opsConfig) {
+func (oc *opsCluster) start(t *testing.T, policies guard.Policies, cfg opsConfig) {
 	t.Helper()
-	ctx := context.Background()
-	rdb, err := store.NewRedisClient(store.RedisOptions{URL: oc.url, Timeout: 5 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { rdb.Close() })
-	st := store.NewRedis(rdb, oc.prefix)
-
-	db, err := store.OpenSQL(ctx, oc.sqlURL, oc.sqlDir)
-	if err != nil {
-		t.Fatalf("OpenSQL: %v", err)
-	}
-	t.Cleanup(func() { db.Close() })
-	if i == 0 {
-		if err := db.Migrate(ctx); err != nil {
-			t.Fatalf("Migrate: %v", err)
-		}
-	}
-	n := &opsNode{db: db, redis: st}
-	n.deny = guard.NewDenyCache(db, guard.DenyCacheOptions{Refresh: cfg.refresh})
-	if err := n.deny.Reload(ctx); err != nil {
-		t.Fatalf("deny-list: %v", err)
-	}
-	n.audit = guard.NewAuditQueue(db, guard.AuditQueueOptions{})
-	n.desk = guard.NewOps(guard.OpsOptions{Blocks: st, DenyList: db, Deny: n.deny, Audit: db, Activity: db, Events: n.audit,
-		Counter: st, SignIn: cfg.signIn})
-
-	bg, stop := context.WithCancel(ctx)
-	var wg sync.WaitGroup
-	wg.Add(2)
-	go func() { defer wg.Done(); n.deny.Run(bg) }()
-	go func() { defer wg.Done(); n.audit.Run(bg) }()
-	t.Cleanup(func() {
-		stop()
-		wg.Wait()
-		cctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		n.audit.Close(cctx)
-	})
-
-	hmacKey := []byte("0123456789abcdef0123456789abcdef")
-	oo := guard.OTPOptions{Policy: policies.OTP, Counter: st, Codes: st, Sender: oc.out, HMACKey: hmacKey,
-		Deny: n.deny, Events: n.audit, Blocks: st}
-	metrics := httpapi.NewMetrics()
-	abuse := httpapi.NewAbuseMetrics(metrics)
-	if cfg.conversions {
-		oo.Conversions, oo.AutoBlock, oo.Abuse = st, n.desk, abuse.Hooks()
-	}
-	otp := guard.NewOTP(oo)
-	h := httpapi.New(httpapi.Options{
-		OTP: otp, Limiter: guard.NewLimiter(policies.Limits, st, nil),
-		APIKeys: []string{apiKey}, OpsKeys: cfg.opsKeys, Spec: api.OpenAPI,
-		Ops: n.desk, SessionKey: opsSessionKey, Sessions: st, Metrics: metrics, AbuseMetrics: abuse,
-	})
-	srv := httptest.NewServer(h)
-	t.Cleanup(srv.Close)
-	oc.instances = append(oc.instances, &instance{srv: srv, rdb: rdb})
-	oc.nodes = append(oc.nodes, n)
+	c := testConfig(t, oc.url, oc.prefix, oc.sqlDir, policies)
+	c.DatabaseURL, c.DenyListRefresh, c.OpsKeys = oc.sqlURL, cfg.refresh, cfg.opsKeys
+	in := startInstance(t, c, oc.out, app.WithSignInLimit(cfg.signIn))
+	a := in.app
+	oc.instances = append(oc.instances, in)
+	oc.nodes = append(oc.nodes, &opsNode{db: a.SQL(), redis: a.Store(), deny: a.DenyCache(), audit: a.AuditQueue(), desk: a.Ops()})
 }
 
 // ops sends a request to instance i with the ops key.

@@ -218,7 +218,7 @@ func TestOpsUnblockLetsNumberSendAgain(t *testing.T) {
 func TestOpsDenyListPropagates(t *testing.T) {
 	for _, engine := range engines {
 		t.Run(engine, func(t *testing.T) {
-			oc := newOpsCluster(t, opsConfig{instances: 2, engine: engine, refresh: 50 * time.Millisecond})
+			oc := newOpsCluster(t, opsConfig{instances: 2, engine: engine})
 			for _, tc := range []struct {
 				name, pattern, phone string
 			}{

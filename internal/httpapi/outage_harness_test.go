@@ -2,15 +2,13 @@ package httpapi_test
 
 import (
 	"context"
-	"net/http/httptest"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/otpguard/otpguard/api"
+	"github.com/otpguard/otpguard/internal/app"
 	"github.com/otpguard/otpguard/internal/guard"
-	"github.com/otpguard/otpguard/internal/httpapi"
 	"github.com/otpguard/otpguard/internal/store"
 	"github.com/otpguard/otpguard/internal/store/redistest"
 )
@@ -27,10 +25,9 @@ type outageOptions struct {
 	Breaker guard.BreakerOptions
 }
 
-// outageCluster is n instances wired as cmd/otpguard wires them (Redis
-// client with the budget, heartbeat, Fallback, OTP, Limiter, status), all
-// reaching one private redis-server through a proxy the test can
-// black-hole.
+// outageCluster is n instances built by app.New (Redis client with the
+// timeout, heartbeat, Fallback, OTP, Limiter, ops, status), all reaching
+// one private redis-server through a proxy the test can black-hole.
 type outageCluster struct {
 	*cluster
 	redis *redistest.Server
@@ -45,64 +42,28 @@ func newOutageCluster(t *testing.T, n int, policies guard.Policies, o outageOpti
 	if o.Budget == 0 {
 		o.Budget = 10 * time.Millisecond
 	}
-	policies.FillDefaults()
-	if err := policies.Validate(); err != nil {
-		t.Fatalf("policies: %v", err)
-	}
 	srv := redistest.Start(t)
 	proxy := redistest.NewProxy(t, srv.Addr())
 	url := proxy.URL()
 	if o.URL != "" {
 		url = o.URL
 	}
-	prefix := redistest.Prefix()
-	oc := &outageCluster{cluster: &cluster{out: &outbox{}, prefix: prefix, url: url}, redis: srv, proxy: proxy,
+	cfg := testConfig(t, url, redistest.Prefix(), t.TempDir(), policies)
+	cfg.RedisTimeout, cfg.Instances = o.Budget, o.Instances
+	if err := cfg.Policies.Validate(); err != nil {
+		t.Fatalf("policies: %v", err)
+	}
+	oc := &outageCluster{cluster: &cluster{out: &outbox{}, prefix: cfg.RedisPrefix, url: url}, redis: srv, proxy: proxy,
 		lag: redistest.StartLagMonitor(t)}
-	hmacKey := []byte("0123456789abcdef0123456789abcdef")
-	ctx, stop := context.WithCancel(context.Background())
-	t.Cleanup(stop)
 	for range n {
-		rdb, err := store.NewRedisClient(store.RedisOptions{URL: url, Timeout: o.Budget})
-		if err != nil {
-			t.Fatal(err)
-		}
-		st := store.NewRedis(rdb, prefix)
-		var fb *guard.Fallback
-		hb := store.NewHeartbeat(rdb, prefix, store.HeartbeatOptions{
-			Every: 100 * time.Millisecond, StaleAfter: time.Second,
-			OnBeat: func(err error) { fb.Observe(err) },
-		})
-		instances, from := hb.Instances, "heartbeat"
-		if o.Instances > 0 {
-			instances, from = func() int { return o.Instances }, "config"
-		}
-		fb = guard.NewFallback(guard.FallbackOptions{Counter: st, Codes: st, Budget: o.Budget,
-			Instances: instances, Breaker: o.Breaker, Policies: &policies})
-		done := make(chan struct{})
-		go func() { hb.Run(ctx); close(done) }()
-		t.Cleanup(func() { stop(); <-done; rdb.Close() })
-
-		otp := guard.NewOTP(guard.OTPOptions{Policy: policies.OTP, Counter: fb, Codes: fb, Sender: oc.out,
-			HMACKey: hmacKey, StoreFailedAt: fb.LastFailure})
-		h := httpapi.New(httpapi.Options{
-			OTP: otp, Limiter: guard.NewLimiter(policies.Limits, fb, nil),
-			APIKeys: []string{apiKey}, OpsKeys: []string{opsKey}, Spec: api.OpenAPI,
-			Ready: func(ctx context.Context) error { return rdb.Ping(ctx).Err() },
-			Status: func() httpapi.StoreStatus {
-				s := hb.State()
-				return httpapi.StoreStatus{RedisUp: s.Up, RedisSince: s.Since, FallbackStatus: fb.Status(), InstancesFrom: from}
-			},
-		})
-		hs := httptest.NewServer(h)
-		t.Cleanup(hs.Close)
-		oc.instances = append(oc.instances, &instance{srv: hs, rdb: rdb})
-		oc.fbs = append(oc.fbs, fb)
-		oc.hbs = append(oc.hbs, hb)
+		in := startInstance(t, cfg, oc.out, app.WithHeartbeat(100*time.Millisecond, time.Second), app.WithBreaker(o.Breaker))
+		oc.instances = append(oc.instances, in)
+		oc.fbs = append(oc.fbs, in.app.Fallback())
+		oc.hbs = append(oc.hbs, in.app.Heartbeat())
 	}
 	return oc
 }
 
-// waitInstances waits until every instance counts n live instances.
 func (oc *outageCluster) waitInstances(t *testing.T, n int) {
 	t.Helper()
 	deadline := time.Now().Add(15 * time.Second)

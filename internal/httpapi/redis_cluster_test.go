@@ -27,14 +27,9 @@ func TestMain(m *testing.M) {
 func onRedisCluster(t *testing.T, n int, policies guard.Policies) *cluster {
 	t.Helper()
 	rc := redistest.SharedCluster(t)
-	prefix := redistest.Prefix()
-	return newClusterWith(t, n, "", prefix, policies, func(t *testing.T) (redis.UniversalClient, *store.Redis) {
-		rdb, err := store.NewUniversalClient(store.RedisOptions{Mode: store.RedisCluster, Addrs: rc.Addrs(), Timeout: 5 * time.Second})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return rdb, store.NewClusterRedis(rdb, prefix)
-	})
+	cfg := testConfig(t, "", redistest.Prefix(), t.TempDir(), policies)
+	cfg.Redis.Mode, cfg.Redis.Addrs = store.RedisCluster, rc.Addrs()
+	return newClusterConfig(t, n, cfg)
 }
 
 func TestOTPSendBurstIsExactOnRedisCluster(t *testing.T) { otpSendBurstIsExact(t, onRedisCluster) }
