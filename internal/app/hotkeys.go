@@ -43,7 +43,7 @@ func startHotKeys(ctx context.Context, cfg *Config, rdb redis.UniversalClient,
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		h.Run(ctx, tick)
+		runHotKeys(ctx, h, tick)
 	}()
 	log.Info("hot keys: sync-mode policies count locally", "tick", tick.String())
 	return h, func() { cancel(); <-done; closeStore() }, nil
@@ -67,4 +67,23 @@ func syncStore(cfg *Config, rdb redis.UniversalClient, timeout time.Duration) (*
 		return store.NewClusterRedis(c, cfg.RedisPrefix), func() { c.Close() }, nil
 	}
 	return store.NewRedis(c, cfg.RedisPrefix), func() { c.Close() }, nil
+}
+
+// runHotKeys syncs due keys every tick until ctx ends, then makes a last
+// attempt to send what is pending. ctx should end only once no check can
+// reach h any more (after the HTTP server has drained), or the last attempt
+// misses what is spent after it. A sync in flight is never cut short: a
+// MULTI cut after it was sent may have counted, and would be sent again.
+func runHotKeys(ctx context.Context, h *guard.HotKeys, tick time.Duration) {
+	t := time.NewTicker(tick)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			h.Flush(context.WithoutCancel(ctx))
+			return
+		case <-t.C:
+			_ = h.SyncDue(context.WithoutCancel(ctx))
+		}
+	}
 }

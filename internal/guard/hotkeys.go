@@ -420,28 +420,10 @@ func (e *hotEntry) drop(n int64) {
 	}
 }
 
-// Run syncs due keys every tick until ctx ends, then makes a last attempt
-// to send what is pending. ctx should end only once no check can reach h
-// any more (after the HTTP server has drained), or the last attempt misses
-// what is spent after it. A sync in flight is never cut short: a MULTI cut
-// after it was sent may have counted, and would be sent again.
-func (h *HotKeys) Run(ctx context.Context, tick time.Duration) {
-	t := time.NewTicker(tick)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			h.flush(context.WithoutCancel(ctx))
-			return
-		case <-t.C:
-			_ = h.SyncDue(context.WithoutCancel(ctx))
-		}
-	}
-}
-
-// flush sends every pending delta now, once. What it cannot send is lost:
-// logged once and counted in Lost.
-func (h *HotKeys) flush(ctx context.Context) {
+// Flush sends every pending count now, for at most 5 seconds, and counts
+// what it could not send as lost (Lost). Call it once, at shutdown, after
+// the last request that spends hot-key counts has been answered.
+func (h *HotKeys) Flush(ctx context.Context) {
 	h.mu.Lock()
 	for _, e := range h.entries {
 		if len(e.pending) > 0 {

@@ -641,11 +641,7 @@ func TestHotKeyFlushCountsLost(t *testing.T) {
 				tk := guard.Take{Key: guard.Key{Space: "lim:flush", ID: fmt.Sprint(i), Name: "fw"}, Algorithm: guard.FixedWindow, Limit: 100, Window: time.Minute, Cost: cost}
 				h.Decide(tk, time.Hour)
 			}
-			ctx, cancel := context.WithCancel(context.Background())
-			done := make(chan struct{})
-			go func() { h.Run(ctx, time.Hour); close(done) }()
-			cancel()
-			<-done
+			h.Flush(context.Background())
 			var counted int64
 			for _, c := range st.counted {
 				counted += c
@@ -727,7 +723,20 @@ func BenchmarkHotKey(b *testing.B) {
 				h := guard.NewHotKeys(guard.HotKeysOptions{Store: st})
 				ctx, cancel := context.WithCancel(context.Background())
 				done := make(chan struct{})
-				go func() { h.Run(ctx, 25*time.Millisecond); close(done) }()
+				go func() { // the sync loop internal/app runs
+					defer close(done)
+					t := time.NewTicker(25 * time.Millisecond)
+					defer t.Stop()
+					for {
+						select {
+						case <-ctx.Done():
+							h.Flush(context.Background())
+							return
+						case <-t.C:
+							_ = h.SyncDue(ctx)
+						}
+					}
+				}()
 				defer func() { cancel(); <-done }()
 				lim.WithHotKeys(h)
 			}
