@@ -181,9 +181,9 @@ func (f filePolicies) policies() guard.Policies {
 	return guard.Policies{
 		OTP: guard.OTPPolicy{
 			CodeLength:         o.CodeLength,
-			CodeTTL:            guard.Duration(o.CodeTTL),
+			CodeTTL:            time.Duration(o.CodeTTL),
 			MaxVerifyAttempts:  o.MaxVerifyAttempts,
-			Cooldown:           guard.Duration(o.Cooldown),
+			Cooldown:           time.Duration(o.Cooldown),
 			PerPhone:           o.PerPhone.window(),
 			PerIP:              o.PerIP.window(),
 			DefaultRegion:      o.DefaultRegion,
@@ -193,20 +193,20 @@ func (f filePolicies) policies() guard.Policies {
 			LocalLimit:         o.LocalLimit,
 			AllowedCountries:   slices.Clone(o.AllowedCountries),
 			AllowedNumberTypes: slices.Clone(o.AllowedNumberTypes),
-			PerPrefix: guard.PrefixWindow{Limit: o.PerPrefix.Limit, Window: guard.Duration(o.PerPrefix.Window),
+			PerPrefix: guard.PrefixWindow{Limit: o.PerPrefix.Limit, Window: time.Duration(o.PerPrefix.Window),
 				DigitsDropped: o.PerPrefix.DigitsDropped},
 			PerCountry: convertMap(o.PerCountry, fileWindow.window),
 			Budget:     guard.Budget{PerHour: o.Budget.PerHour, PerDay: o.Budget.PerDay},
 			Conversion: guard.ConversionPolicy{Mode: o.Conversion.Mode, MinRate: o.Conversion.MinRate,
-				MinSends: o.Conversion.MinSends, BlockFor: guard.Duration(o.Conversion.BlockFor)},
+				MinSends: o.Conversion.MinSends, BlockFor: time.Duration(o.Conversion.BlockFor)},
 			SafeList: slices.Clone(o.SafeList),
 		},
 		Limits: convertMap(f.Limits, func(l fileLimitPolicy) guard.LimitPolicy {
 			return guard.LimitPolicy{
 				Algorithm: l.Algorithm, Capacity: l.Capacity, RefillPerSecond: l.RefillPerSecond,
-				Limit: l.Limit, Window: guard.Duration(l.Window),
+				Limit: l.Limit, Window: time.Duration(l.Window),
 				Shadow: l.Shadow, OnStoreError: l.OnStoreError, LocalLimit: l.LocalLimit,
-				Mode: l.Mode, SyncInterval: guard.Duration(l.SyncInterval), Exact: l.Exact,
+				Mode: l.Mode, SyncInterval: time.Duration(l.SyncInterval), Exact: l.Exact,
 			}
 		}),
 	}
@@ -217,7 +217,7 @@ func toFileWindow(w guard.Window) fileWindow {
 }
 
 func (w fileWindow) window() guard.Window {
-	return guard.Window{Limit: w.Limit, Window: guard.Duration(w.Window)}
+	return guard.Window{Limit: w.Limit, Window: time.Duration(w.Window)}
 }
 
 // convertMap converts every value of m; nil stays nil and empty stays

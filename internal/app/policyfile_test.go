@@ -18,11 +18,11 @@ func everyField() guard.Policies {
 	return guard.Policies{
 		OTP: guard.OTPPolicy{
 			CodeLength:         8,
-			CodeTTL:            guard.Duration(4 * time.Minute),
+			CodeTTL:            4 * time.Minute,
 			MaxVerifyAttempts:  4,
-			Cooldown:           guard.Duration(45 * time.Second),
-			PerPhone:           guard.Window{Limit: 4, Window: guard.Duration(15 * time.Minute)},
-			PerIP:              guard.Window{Limit: 25, Window: guard.Duration(2 * time.Hour)},
+			Cooldown:           45 * time.Second,
+			PerPhone:           guard.Window{Limit: 4, Window: 15 * time.Minute},
+			PerIP:              guard.Window{Limit: 25, Window: 2 * time.Hour},
 			DefaultRegion:      "IN",
 			Message:            "Code {code}",
 			Mode:               guard.ModeExact,
@@ -30,19 +30,19 @@ func everyField() guard.Policies {
 			LocalLimit:         2,
 			AllowedCountries:   []string{"IN", "GB"},
 			AllowedNumberTypes: []string{"mobile"},
-			PerPrefix:          guard.PrefixWindow{Limit: 50, Window: guard.Duration(2 * time.Hour), DigitsDropped: 3},
+			PerPrefix:          guard.PrefixWindow{Limit: 50, Window: 2 * time.Hour, DigitsDropped: 3},
 			PerCountry: map[string]guard.Window{
-				"IN": {Limit: 2000, Window: guard.Duration(time.Hour)},
-				"*":  {Limit: 200, Window: guard.Duration(time.Hour)},
+				"IN": {Limit: 2000, Window: time.Hour},
+				"*":  {Limit: 200, Window: time.Hour},
 			},
 			Budget:     guard.Budget{PerHour: 5000, PerDay: 50000},
-			Conversion: guard.ConversionPolicy{Mode: guard.ConversionBlock, MinRate: 0.3, MinSends: 40, BlockFor: guard.Duration(2 * time.Hour)},
+			Conversion: guard.ConversionPolicy{Mode: guard.ConversionBlock, MinRate: 0.3, MinSends: 40, BlockFor: 2 * time.Hour},
 			SafeList:   []string{"+14155550100", "+4474001"},
 		},
 		Limits: map[string]guard.LimitPolicy{
-			"bucket": {Algorithm: guard.TokenBucket, Capacity: 10, RefillPerSecond: 0.5, Limit: 1, Window: guard.Duration(time.Minute),
+			"bucket": {Algorithm: guard.TokenBucket, Capacity: 10, RefillPerSecond: 0.5, Limit: 1, Window: time.Minute,
 				Shadow: true, OnStoreError: guard.FailLocal, LocalLimit: 3,
-				Mode: guard.ModeSync, SyncInterval: guard.Duration(50 * time.Millisecond), Exact: true},
+				Mode: guard.ModeSync, SyncInterval: 50 * time.Millisecond, Exact: true},
 		},
 	}
 }
@@ -140,14 +140,14 @@ func TestDecodePolicies(t *testing.T) {
 			file: "limits:\n  search: {algorithm: fixed_window, limit: 300, window: 1m}\n",
 			want: func(p *guard.Policies) {
 				p.Limits = map[string]guard.LimitPolicy{"search": {Algorithm: guard.FixedWindow, Limit: 300,
-					Window: guard.Duration(time.Minute), OnStoreError: guard.FailOpen}}
+					Window: time.Minute, OnStoreError: guard.FailOpen}}
 			}},
 		{name: "empty limits keep the default policy", file: "limits: {}\n", want: func(*guard.Policies) {}},
 		{name: "sync mode gets its default interval",
 			file: "limits:\n  hot: {algorithm: token_bucket, capacity: 5, refill_per_second: 1, mode: sync}\n",
 			want: func(p *guard.Policies) {
 				p.Limits = map[string]guard.LimitPolicy{"hot": {Algorithm: guard.TokenBucket, Capacity: 5, RefillPerSecond: 1,
-					OnStoreError: guard.FailOpen, Mode: guard.ModeSync, SyncInterval: guard.Duration(guard.DefaultSyncInterval)}}
+					OnStoreError: guard.FailOpen, Mode: guard.ModeSync, SyncInterval: guard.DefaultSyncInterval}}
 			}},
 		{name: "conversion left empty is filled", file: "otp:\n  conversion: {mode: \"\"}\n", want: func(*guard.Policies) {}},
 		{name: "bad duration names its line",

@@ -136,7 +136,7 @@ func (s *OTP) conversionAlert(ctx context.Context, phone Phone, subject Key, t T
 	block := c.Mode == ConversionBlock && scope == "prefix"
 	period := ConversionWindow
 	if block {
-		period = c.BlockFor.D()
+		period = c.BlockFor
 	}
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), convTimeout)
 	defer cancel()
@@ -156,7 +156,7 @@ func (s *OTP) conversionAlert(ctx context.Context, phone Phone, subject Key, t T
 		if s.abuse.autoBlock == nil {
 			s.log.ErrorContext(ctx, "conversion watch: block mode without a deny-list: only reporting", "prefix", subject.ID)
 		} else {
-			until := s.now().Add(c.BlockFor.D())
+			until := s.now().Add(c.BlockFor)
 			e, err := s.abuse.autoBlock.AddDeny(cctx, DenyEntry{Pattern: subject.ID, Reason: reason, ExpiresAt: &until}, ConversionActor)
 			if err != nil {
 				s.log.ErrorContext(ctx, "conversion watch: adding the block failed; the next send tries again", "prefix", subject.ID, "err", err)

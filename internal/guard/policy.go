@@ -8,47 +8,19 @@ import (
 	"sort"
 	"strings"
 	"time"
-
-	"go.yaml.in/yaml/v3"
 )
 
-// Duration is a time.Duration written as "30s" or "10m" in the policy file.
-type Duration time.Duration
-
-// D returns d as a time.Duration.
-func (d Duration) D() time.Duration { return time.Duration(d) }
-
-// UnmarshalText parses a Go duration string.
-func (d *Duration) UnmarshalText(b []byte) error {
-	v, err := time.ParseDuration(string(b))
-	if err != nil {
-		return fmt.Errorf("%q is not a duration (write e.g. 30s, 10m, 1h)", string(b))
-	}
-	*d = Duration(v)
-	return nil
-}
-
-// UnmarshalYAML is UnmarshalText with the line of the policy file, so
-// that a bad duration can be found (yaml.v3 adds no position to an error
-// a TextUnmarshaler returns).
-func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
-	if n.Kind != yaml.ScalarNode {
-		return fmt.Errorf("line %d: want a duration such as 30s, 10m or 1h", n.Line)
-	}
-	if err := d.UnmarshalText([]byte(n.Value)); err != nil {
-		return fmt.Errorf("line %d: %w", n.Line, err)
-	}
-	return nil
-}
-
-// MarshalText writes d the way it is read.
-func (d Duration) MarshalText() ([]byte, error) { return []byte(time.Duration(d).String()), nil }
+// Duration is time.Duration.
+//
+// Deprecated: write time.Duration. The alias stays only while code being
+// moved out of guard (opsdesk.go) still names it.
+type Duration = time.Duration
 
 // Window is a fixed-window budget: at most Limit events per Window, the window
 // starting at the first event.
 type Window struct {
-	Limit  int64    `yaml:"limit" json:"limit"`
-	Window Duration `yaml:"window" json:"window"`
+	Limit  int64
+	Window time.Duration
 }
 
 // FailMode says what a policy does when the shared store cannot answer.
@@ -72,57 +44,57 @@ const (
 
 // OTPPolicy is the rule set of /otp/send and /otp/verify.
 type OTPPolicy struct {
-	CodeLength        int      `yaml:"code_length" json:"code_length"`
-	CodeTTL           Duration `yaml:"code_ttl" json:"code_ttl"`
-	MaxVerifyAttempts int      `yaml:"max_verify_attempts" json:"max_verify_attempts"`
-	Cooldown          Duration `yaml:"cooldown" json:"cooldown"`
-	PerPhone          Window   `yaml:"per_phone" json:"per_phone"`
-	PerIP             Window   `yaml:"per_ip" json:"per_ip"`
+	CodeLength        int
+	CodeTTL           time.Duration
+	MaxVerifyAttempts int
+	Cooldown          time.Duration
+	PerPhone          Window
+	PerIP             Window
 	// DefaultRegion (ISO 3166-1 alpha-2) is assumed for numbers written
 	// without a country calling code; empty requires international format.
-	DefaultRegion string `yaml:"default_region,omitempty" json:"default_region"`
+	DefaultRegion string
 	// Message is the SMS text; "{code}" is replaced by the code.
-	Message string `yaml:"message" json:"message"`
+	Message string
 	// Mode exists to be refused: OTP limits are always exact.
-	Mode         Mode     `yaml:"mode,omitempty" json:"mode,omitempty"`
-	OnStoreError FailMode `yaml:"on_store_error" json:"on_store_error"`
+	Mode         Mode
+	OnStoreError FailMode
 	// LocalLimit is the per-instance send limit per number and window
 	// when OnStoreError is "local".
-	LocalLimit int64 `yaml:"local_limit,omitempty" json:"local_limit,omitempty"`
+	LocalLimit int64
 
 	// The abuse defences (pumping.go, conversion.go; README.md, "Abuse defences").
 	// AllowedCountries (ISO codes) limits where codes go; empty: anywhere.
-	AllowedCountries []string `yaml:"allowed_countries" json:"allowed_countries"`
+	AllowedCountries []string
 	// AllowedNumberTypes (libphonenumber's types: mobile, fixed_line,
 	// fixed_line_or_mobile, toll_free, premium_rate, ...); empty: any.
-	AllowedNumberTypes []string          `yaml:"allowed_number_types" json:"allowed_number_types"`
-	PerPrefix          PrefixWindow      `yaml:"per_prefix" json:"per_prefix"`
-	PerCountry         map[string]Window `yaml:"per_country" json:"per_country"` // ISO code or "*" -> budget
-	Budget             Budget            `yaml:"budget" json:"budget"`
-	Conversion         ConversionPolicy  `yaml:"conversion" json:"conversion"`
-	SafeList           []string          `yaml:"safe_list" json:"safe_list"` // numbers or prefixes: no velocity or conversion rules
+	AllowedNumberTypes []string
+	PerPrefix          PrefixWindow
+	PerCountry         map[string]Window // ISO code or "*" -> budget
+	Budget             Budget
+	Conversion         ConversionPolicy
+	SafeList           []string // numbers or prefixes: no velocity or conversion rules
 }
 
 // LimitPolicy is one named policy of /limits/check.
 type LimitPolicy struct {
-	Algorithm Algorithm `yaml:"algorithm" json:"algorithm"`
+	Algorithm Algorithm
 	// token_bucket
-	Capacity        int64   `yaml:"capacity,omitempty" json:"capacity,omitempty"`
-	RefillPerSecond float64 `yaml:"refill_per_second,omitempty" json:"refill_per_second,omitempty"`
+	Capacity        int64
+	RefillPerSecond float64
 	// fixed_window
-	Limit  int64    `yaml:"limit,omitempty" json:"limit,omitempty"`
-	Window Duration `yaml:"window,omitempty" json:"window,omitempty"`
+	Limit  int64
+	Window time.Duration
 
-	Shadow       bool     `yaml:"shadow" json:"shadow"`
-	OnStoreError FailMode `yaml:"on_store_error" json:"on_store_error"`
-	LocalLimit   int64    `yaml:"local_limit,omitempty" json:"local_limit,omitempty"`
+	Shadow       bool
+	OnStoreError FailMode
+	LocalLimit   int64
 
 	// Mode "sync" counts locally and syncs every SyncInterval (hot keys);
 	// "exact" (the default) asks Redis on every check.
-	Mode         Mode     `yaml:"mode,omitempty" json:"mode,omitempty"`
-	SyncInterval Duration `yaml:"sync_interval,omitempty" json:"sync_interval,omitempty"`
+	Mode         Mode
+	SyncInterval time.Duration
 	// Exact forbids sync mode on this policy, as a guard against a later edit.
-	Exact bool `yaml:"exact,omitempty" json:"exact,omitempty"`
+	Exact bool
 }
 
 // Mode says where a limit policy's decisions are taken.
@@ -148,8 +120,8 @@ func (p LimitPolicy) Max() int64 {
 
 // Policies is everything the policy file configures.
 type Policies struct {
-	OTP    OTPPolicy              `yaml:"otp" json:"otp"`
-	Limits map[string]LimitPolicy `yaml:"limits" json:"limits"`
+	OTP    OTPPolicy
+	Limits map[string]LimitPolicy
 }
 
 // DefaultPolicies are the policies used where the file says nothing.
@@ -157,11 +129,11 @@ func DefaultPolicies() Policies {
 	return Policies{
 		OTP: OTPPolicy{
 			CodeLength:        6,
-			CodeTTL:           Duration(5 * time.Minute),
+			CodeTTL:           5 * time.Minute,
 			MaxVerifyAttempts: 5,
-			Cooldown:          Duration(30 * time.Second),
-			PerPhone:          Window{Limit: 3, Window: Duration(10 * time.Minute)},
-			PerIP:             Window{Limit: 20, Window: Duration(time.Hour)},
+			Cooldown:          30 * time.Second,
+			PerPhone:          Window{Limit: 3, Window: 10 * time.Minute},
+			PerIP:             Window{Limit: 20, Window: time.Hour},
 			Message:           "Your verification code is {code}",
 			OnStoreError:      FailClosed,
 			// The abuse defences (README.md, "Abuse defences").
@@ -201,16 +173,16 @@ func (p *Policies) Validate() error {
 	if o.CodeLength < 6 || o.CodeLength > 10 {
 		bad("otp.code_length", "must be between 6 and 10 digits, got %d", o.CodeLength)
 	}
-	if o.CodeTTL.D() < minCodeTTL || o.CodeTTL.D() > maxCodeTTL {
-		bad("otp.code_ttl", "must be between %s and %s, got %s", minCodeTTL, maxCodeTTL, o.CodeTTL.D())
+	if o.CodeTTL < minCodeTTL || o.CodeTTL > maxCodeTTL {
+		bad("otp.code_ttl", "must be between %s and %s, got %s", minCodeTTL, maxCodeTTL, o.CodeTTL)
 	}
 	if o.MaxVerifyAttempts < 1 || o.MaxVerifyAttempts > maxAttempts {
 		bad("otp.max_verify_attempts", "must be between 1 and %d, got %d", maxAttempts, o.MaxVerifyAttempts)
 	}
-	if o.Cooldown < 0 || o.Cooldown.D() > maxCooldown {
-		bad("otp.cooldown", "must be between 0 (off) and %s, got %s", maxCooldown, o.Cooldown.D())
+	if o.Cooldown < 0 || o.Cooldown > maxCooldown {
+		bad("otp.cooldown", "must be between 0 (off) and %s, got %s", maxCooldown, o.Cooldown)
 	}
-	if o.Cooldown.D()%time.Millisecond != 0 {
+	if o.Cooldown%time.Millisecond != 0 {
 		bad("otp.cooldown", "must be a whole number of milliseconds")
 	}
 	validateWindow("otp.per_phone", o.PerPhone, bad)
@@ -266,8 +238,8 @@ func (p *Policies) Validate() error {
 			if l.Exact {
 				bad(field+".mode", "sync mode is refused on a policy marked exact: true")
 			}
-			if l.SyncInterval.D() < 10*time.Millisecond || l.SyncInterval.D() > time.Minute {
-				bad(field+".sync_interval", "must be between 10ms and 1m, got %s", l.SyncInterval.D())
+			if l.SyncInterval < 10*time.Millisecond || l.SyncInterval > time.Minute {
+				bad(field+".sync_interval", "must be between 10ms and 1m, got %s", l.SyncInterval)
 			}
 		default:
 			bad(field+".mode", "must be exact or sync, got %q", l.Mode)
@@ -280,9 +252,9 @@ func validateWindow(field string, w Window, bad func(string, string, ...any)) {
 	if w.Limit < 1 || w.Limit > maxLimit {
 		bad(field+".limit", "must be between 1 and %d, got %d", maxLimit, w.Limit)
 	}
-	if w.Window.D() < time.Second || w.Window.D() > maxWindow {
-		bad(field+".window", "must be between 1s and %s, got %s", maxWindow, w.Window.D())
-	} else if w.Window.D()%time.Millisecond != 0 {
+	if w.Window < time.Second || w.Window > maxWindow {
+		bad(field+".window", "must be between 1s and %s, got %s", maxWindow, w.Window)
+	} else if w.Window%time.Millisecond != 0 {
 		bad(field+".window", "must be a whole number of milliseconds")
 	}
 }
@@ -328,7 +300,7 @@ func (p *Policies) FillDefaults() {
 			l.OnStoreError = FailOpen
 		}
 		if l.Mode == ModeSync && l.SyncInterval == 0 {
-			l.SyncInterval = Duration(DefaultSyncInterval)
+			l.SyncInterval = DefaultSyncInterval
 		}
 		p.Limits[name] = l
 	}

@@ -22,17 +22,17 @@ import (
 // PrefixWindow is the fixed-window budget of every number prefix: the
 // E.164 number minus its last DigitsDropped digits.
 type PrefixWindow struct {
-	Limit         int64    `yaml:"limit" json:"limit"` // 0: off
-	Window        Duration `yaml:"window" json:"window"`
-	DigitsDropped int      `yaml:"digits_dropped" json:"digits_dropped"`
+	Limit         int64 // 0: off
+	Window        time.Duration
+	DigitsDropped int
 }
 
 // Budget is the global budget of SMS sent, across all instances: at most
 // PerHour in any window of one hour starting at its first send, and PerDay
 // in one of 24 hours. 0 turns a window off.
 type Budget struct {
-	PerHour int64 `yaml:"per_hour" json:"per_hour"`
-	PerDay  int64 `yaml:"per_day" json:"per_day"`
+	PerHour int64
+	PerDay  int64
 }
 
 // ConversionMode says what the conversion watch does with a prefix whose
@@ -49,10 +49,10 @@ const (
 // ConversionPolicy is the conversion watch: per prefix and per country,
 // sends against successful verifies over a sliding hour.
 type ConversionPolicy struct {
-	Mode     ConversionMode `yaml:"mode" json:"mode"`
-	MinRate  float64        `yaml:"min_rate" json:"min_rate"`   // verifies / sends below this is suspicious
-	MinSends int64          `yaml:"min_sends" json:"min_sends"` // only judged from this many sends in the hour
-	BlockFor Duration       `yaml:"block_for" json:"block_for"` // how long a block-mode deny entry lasts
+	Mode     ConversionMode
+	MinRate  float64       // verifies / sends below this is suspicious
+	MinSends int64         // only judged from this many sends in the hour
+	BlockFor time.Duration // how long a block-mode deny entry lasts
 }
 
 // ConversionActor is the author of the deny-list entries the conversion
@@ -77,13 +77,13 @@ func DefaultNumberTypes() []string { return []string{"mobile", "fixed_line_or_mo
 
 // DefaultPerPrefix is the per-prefix budget when the policy file names none.
 func DefaultPerPrefix() PrefixWindow {
-	return PrefixWindow{Limit: 100, Window: Duration(time.Hour), DigitsDropped: DefaultDigitsDropped}
+	return PrefixWindow{Limit: 100, Window: time.Hour, DigitsDropped: DefaultDigitsDropped}
 }
 
 // DefaultConversion is the conversion watch when the policy file names none.
 func DefaultConversion() ConversionPolicy {
 	return ConversionPolicy{Mode: ConversionMonitor, MinRate: DefaultMinRate, MinSends: DefaultMinSends,
-		BlockFor: Duration(DefaultBlockFor)}
+		BlockFor: DefaultBlockFor}
 }
 
 // numberTypes are the names of otp.allowed_number_types.
@@ -184,8 +184,8 @@ func validateAbuse(o OTPPolicy, bad func(string, string, ...any)) {
 		if c.MinSends < 1 || c.MinSends > maxLimit {
 			bad("otp.conversion.min_sends", "must be between 1 and %d, got %d", maxLimit, c.MinSends)
 		}
-		if c.Mode == ConversionBlock && (c.BlockFor.D() < time.Minute || c.BlockFor.D() > maxWindow) {
-			bad("otp.conversion.block_for", "must be between 1m and %s with mode: block, got %s", maxWindow, c.BlockFor.D())
+		if c.Mode == ConversionBlock && (c.BlockFor < time.Minute || c.BlockFor > maxWindow) {
+			bad("otp.conversion.block_for", "must be between 1m and %s with mode: block, got %s", maxWindow, c.BlockFor)
 		}
 	default:
 		bad("otp.conversion.mode", "must be off, monitor or block, got %q", c.Mode)
@@ -263,7 +263,7 @@ func (s *OTP) abuseLimits(phone Phone, safe bool) []limitedTake {
 	var ls []limitedTake
 	if pp := s.policy.PerPrefix; !safe && pp.Limit > 0 {
 		ls = append(ls, limitedTake{
-			take:   window(Key{"otp:prefix", Prefix(phone.E164, pp.DigitsDropped), "sends"}, pp.Limit, pp.Window.D()),
+			take:   window(Key{"otp:prefix", Prefix(phone.E164, pp.DigitsDropped), "sends"}, pp.Limit, pp.Window),
 			denial: CodePrefixRateLimited, what: "too many codes were sent to numbers like this one; try again later",
 		})
 	}
@@ -278,7 +278,7 @@ func (s *OTP) abuseLimits(phone Phone, safe bool) []limitedTake {
 		}
 		if ok {
 			ls = append(ls, limitedTake{
-				take:   window(Key{"otp:country", region, "sends"}, w.Limit, w.Window.D()),
+				take:   window(Key{"otp:country", region, "sends"}, w.Limit, w.Window),
 				denial: CodeCountryRateLimited, what: "too many codes were sent to this country; try again later",
 			})
 		}

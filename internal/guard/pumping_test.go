@@ -20,10 +20,10 @@ func TestAbusePolicyValidationNamesTheField(t *testing.T) {
 		{"prefix window", func(o *guard.OTPPolicy) { o.PerPrefix.Window = 0 }, "otp.per_prefix.window"},
 		{"prefix digits", func(o *guard.OTPPolicy) { o.PerPrefix.DigitsDropped = 12 }, "otp.per_prefix.digits_dropped"},
 		{"country key", func(o *guard.OTPPolicy) {
-			o.PerCountry = map[string]guard.Window{"india": {Limit: 1, Window: guard.Duration(time.Hour)}}
+			o.PerCountry = map[string]guard.Window{"india": {Limit: 1, Window: time.Hour}}
 		}, "otp.per_country.india"},
 		{"country limit", func(o *guard.OTPPolicy) {
-			o.PerCountry = map[string]guard.Window{"IN": {Limit: 0, Window: guard.Duration(time.Hour)}}
+			o.PerCountry = map[string]guard.Window{"IN": {Limit: 0, Window: time.Hour}}
 		}, "otp.per_country.IN.limit"},
 		{"default country window", func(o *guard.OTPPolicy) {
 			o.PerCountry = map[string]guard.Window{"*": {Limit: 5}}
@@ -34,7 +34,7 @@ func TestAbusePolicyValidationNamesTheField(t *testing.T) {
 		{"conversion rate", func(o *guard.OTPPolicy) { o.Conversion.MinRate = 1.5 }, "otp.conversion.min_rate"},
 		{"conversion sends", func(o *guard.OTPPolicy) { o.Conversion.MinSends = 0 }, "otp.conversion.min_sends"},
 		{"block for", func(o *guard.OTPPolicy) {
-			o.Conversion.Mode, o.Conversion.BlockFor = guard.ConversionBlock, guard.Duration(time.Second)
+			o.Conversion.Mode, o.Conversion.BlockFor = guard.ConversionBlock, time.Second
 		}, "otp.conversion.block_for"},
 		{"safe list", func(o *guard.OTPPolicy) { o.SafeList = []string{"+9198", "9198"} }, "otp.safe_list[1]"},
 	} {
