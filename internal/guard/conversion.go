@@ -22,6 +22,13 @@ import (
 // Safe-listed numbers are not counted. The watch is advisory: when its
 // store fails, sends and verifies go on and the failure is logged.
 
+// ConversionActor is the author of the deny-list entries the conversion
+// watch adds; the ops view shows it.
+const ConversionActor = "otpguard:conversion-watch"
+
+// ConversionWindow is the sliding window of the conversion watch.
+const ConversionWindow = time.Hour
+
 // ConversionKind is what one conversion event counts.
 type ConversionKind string
 

@@ -1,12 +1,7 @@
 package guard
 
 import (
-	"errors"
-	"fmt"
-	"math"
-	"regexp"
 	"sort"
-	"strings"
 	"time"
 )
 
@@ -73,6 +68,42 @@ type OTPPolicy struct {
 	Budget             Budget
 	Conversion         ConversionPolicy
 	SafeList           []string // numbers or prefixes: no velocity or conversion rules
+}
+
+// PrefixWindow is the fixed-window budget of every number prefix: the
+// E.164 number minus its last DigitsDropped digits.
+type PrefixWindow struct {
+	Limit         int64 // 0: off
+	Window        time.Duration
+	DigitsDropped int
+}
+
+// Budget is the global budget of SMS sent, across all instances: at most
+// PerHour in any window of one hour starting at its first send, and PerDay
+// in one of 24 hours. 0 turns a window off.
+type Budget struct {
+	PerHour int64
+	PerDay  int64
+}
+
+// ConversionMode says what the conversion watch does with a prefix whose
+// codes are rarely verified.
+type ConversionMode string
+
+// The modes of the conversion watch.
+const (
+	ConversionOff     ConversionMode = "off"
+	ConversionMonitor ConversionMode = "monitor" // log, metric, audit event
+	ConversionBlock   ConversionMode = "block"   // and a deny-list entry for the prefix, for BlockFor
+)
+
+// ConversionPolicy is the conversion watch: per prefix and per country,
+// sends against successful verifies over a sliding hour.
+type ConversionPolicy struct {
+	Mode     ConversionMode
+	MinRate  float64       // verifies / sends below this is suspicious
+	MinSends int64         // only judged from this many sends in the hour
+	BlockFor time.Duration // how long a block-mode deny entry lasts
 }
 
 // LimitPolicy is one named policy of /limits/check.
@@ -147,131 +178,28 @@ func DefaultPolicies() Policies {
 	}
 }
 
-// Bounds that keep policies sane: a typo such as "window: 10h0000m" should
-// fail at start-up, not lock numbers out for a year.
+// Defaults of the abuse defences.
 const (
-	maxLimit      = 1_000_000_000
-	maxWindow     = 31 * 24 * time.Hour
-	maxRefill     = 1_000_000
-	maxCodeTTL    = 10 * time.Minute
-	minCodeTTL    = 30 * time.Second
-	maxAttempts   = 20
-	maxCooldown   = time.Hour
-	maxPolicyName = 64
+	DefaultDigitsDropped = 4
+	DefaultMinRate       = 0.2
+	DefaultMinSends      = 50
+	DefaultBlockFor      = time.Hour
 )
 
-var policyName = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]*$`)
+// DefaultNumberTypes are the number types allowed when the policy file
+// names none: mobiles, and the +1 numbers libphonenumber cannot tell from
+// them.
+func DefaultNumberTypes() []string { return []string{"mobile", "fixed_line_or_mobile"} }
 
-// Validate checks every policy and returns all problems at once, each naming
-// its field, e.g. `limits.api.capacity: must be between 1 and 1000000000`.
-func (p *Policies) Validate() error {
-	var errs []error
-	bad := func(field, format string, args ...any) {
-		errs = append(errs, fmt.Errorf("%s: %s", field, fmt.Sprintf(format, args...)))
-	}
-	o := p.OTP
-	if o.CodeLength < 6 || o.CodeLength > 10 {
-		bad("otp.code_length", "must be between 6 and 10 digits, got %d", o.CodeLength)
-	}
-	if o.CodeTTL < minCodeTTL || o.CodeTTL > maxCodeTTL {
-		bad("otp.code_ttl", "must be between %s and %s, got %s", minCodeTTL, maxCodeTTL, o.CodeTTL)
-	}
-	if o.MaxVerifyAttempts < 1 || o.MaxVerifyAttempts > maxAttempts {
-		bad("otp.max_verify_attempts", "must be between 1 and %d, got %d", maxAttempts, o.MaxVerifyAttempts)
-	}
-	if o.Cooldown < 0 || o.Cooldown > maxCooldown {
-		bad("otp.cooldown", "must be between 0 (off) and %s, got %s", maxCooldown, o.Cooldown)
-	}
-	if o.Cooldown%time.Millisecond != 0 {
-		bad("otp.cooldown", "must be a whole number of milliseconds")
-	}
-	validateWindow("otp.per_phone", o.PerPhone, bad)
-	validateWindow("otp.per_ip", o.PerIP, bad)
-	if o.DefaultRegion != "" && !regexp.MustCompile(`^[A-Za-z]{2}$`).MatchString(o.DefaultRegion) {
-		bad("otp.default_region", "must be an ISO 3166-1 alpha-2 code such as IN, got %q", o.DefaultRegion)
-	}
-	if !strings.Contains(o.Message, "{code}") {
-		bad("otp.message", "must contain {code}")
-	} else if len(o.Message) > 300 {
-		bad("otp.message", "must be at most 300 characters")
-	}
-	validateFailMode("otp", o.OnStoreError, o.LocalLimit, bad)
-	if o.Mode != "" && o.Mode != ModeExact {
-		bad("otp.mode", "OTP limits are always exact: sync mode would let codes through past the limit")
-	}
-	validateAbuse(o, bad)
-
-	for _, name := range p.LimitNames() {
-		l := p.Limits[name]
-		field := "limits." + name
-		if len(name) > maxPolicyName || !policyName.MatchString(name) {
-			bad(field, "policy names are lower-case letters, digits, _ and -, at most %d characters", maxPolicyName)
-		}
-		switch l.Algorithm {
-		case TokenBucket:
-			if l.Capacity < 1 || l.Capacity > maxLimit {
-				bad(field+".capacity", "must be between 1 and %d, got %d", maxLimit, l.Capacity)
-			}
-			if !(l.RefillPerSecond > 0) || l.RefillPerSecond > maxRefill || math.IsInf(l.RefillPerSecond, 0) {
-				bad(field+".refill_per_second", "must be above 0 and at most %d, got %v", maxRefill, l.RefillPerSecond)
-			} else if full := time.Duration(float64(l.Capacity) / l.RefillPerSecond * float64(time.Second)); full > maxWindow {
-				bad(field, "an empty bucket takes %s to refill; at most %s", full.Round(time.Second), maxWindow)
-			}
-			if l.Limit != 0 || l.Window != 0 {
-				bad(field, "limit and window belong to fixed_window; a token_bucket has capacity and refill_per_second")
-			}
-		case FixedWindow:
-			validateWindow(field, Window{Limit: l.Limit, Window: l.Window}, bad)
-			if l.Capacity != 0 || l.RefillPerSecond != 0 {
-				bad(field, "capacity and refill_per_second belong to token_bucket; a fixed_window has limit and window")
-			}
-		default:
-			bad(field+".algorithm", "must be token_bucket or fixed_window, got %q", l.Algorithm)
-		}
-		validateFailMode(field, l.OnStoreError, l.LocalLimit, bad)
-		switch l.Mode {
-		case "", ModeExact:
-			if l.SyncInterval != 0 {
-				bad(field+".sync_interval", "only applies with mode: sync")
-			}
-		case ModeSync:
-			if l.Exact {
-				bad(field+".mode", "sync mode is refused on a policy marked exact: true")
-			}
-			if l.SyncInterval < 10*time.Millisecond || l.SyncInterval > time.Minute {
-				bad(field+".sync_interval", "must be between 10ms and 1m, got %s", l.SyncInterval)
-			}
-		default:
-			bad(field+".mode", "must be exact or sync, got %q", l.Mode)
-		}
-	}
-	return errors.Join(errs...)
+// DefaultPerPrefix is the per-prefix budget when the policy file names none.
+func DefaultPerPrefix() PrefixWindow {
+	return PrefixWindow{Limit: 100, Window: time.Hour, DigitsDropped: DefaultDigitsDropped}
 }
 
-func validateWindow(field string, w Window, bad func(string, string, ...any)) {
-	if w.Limit < 1 || w.Limit > maxLimit {
-		bad(field+".limit", "must be between 1 and %d, got %d", maxLimit, w.Limit)
-	}
-	if w.Window < time.Second || w.Window > maxWindow {
-		bad(field+".window", "must be between 1s and %s, got %s", maxWindow, w.Window)
-	} else if w.Window%time.Millisecond != 0 {
-		bad(field+".window", "must be a whole number of milliseconds")
-	}
-}
-
-func validateFailMode(field string, m FailMode, localLimit int64, bad func(string, string, ...any)) {
-	switch m {
-	case FailClosed, FailOpen:
-		if localLimit != 0 {
-			bad(field+".local_limit", "only applies with on_store_error: local")
-		}
-	case FailLocal:
-		if localLimit < 1 || localLimit > maxLimit {
-			bad(field+".local_limit", "must be set (1 to %d) with on_store_error: local", maxLimit)
-		}
-	default:
-		bad(field+".on_store_error", "must be closed, local or open, got %q", m)
-	}
+// DefaultConversion is the conversion watch when the policy file names none.
+func DefaultConversion() ConversionPolicy {
+	return ConversionPolicy{Mode: ConversionMonitor, MinRate: DefaultMinRate, MinSends: DefaultMinSends,
+		BlockFor: DefaultBlockFor}
 }
 
 // LimitNames returns the names of the limit policies, sorted.
@@ -303,5 +231,15 @@ func (p *Policies) FillDefaults() {
 			l.SyncInterval = DefaultSyncInterval
 		}
 		p.Limits[name] = l
+	}
+}
+
+// fillAbuseDefaults completes a conversion watch the file left empty.
+func (o *OTPPolicy) fillAbuseDefaults() {
+	if o.Conversion.Mode == "" {
+		o.Conversion = DefaultConversion()
+	}
+	if o.PerPrefix.DigitsDropped == 0 {
+		o.PerPrefix.DigitsDropped = DefaultDigitsDropped
 	}
 }
