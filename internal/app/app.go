@@ -400,10 +400,10 @@ func redactURL(s string) string {
 }
 
 // statusCallback is what POST /sms/status checks Twilio's signature with;
-// zero (the route answers 404) unless Twilio sends with a status callback.
+// nil (the route answers 404) unless Twilio sends with a status callback.
 func statusCallback(cfg *Config) httpapi.StatusCallback {
-	if cfg.SMS != "twilio" {
-		return httpapi.StatusCallback{}
+	if cfg.SMS != "twilio" || cfg.Twilio.StatusCallback == "" || cfg.Twilio.AuthToken == "" {
+		return nil
 	}
-	return httpapi.StatusCallback{URL: cfg.Twilio.StatusCallback, AuthToken: cfg.Twilio.AuthToken}
+	return sms.TwilioCallback{URL: cfg.Twilio.StatusCallback, AuthToken: cfg.Twilio.AuthToken}
 }

@@ -1,7 +1,6 @@
 package app
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -9,8 +8,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-
-	"go.yaml.in/yaml/v3"
 
 	"github.com/otpguard/otpguard/internal/guard"
 )
@@ -197,24 +194,19 @@ func (c *Config) Validate() error {
 	return errors.Join(errs...)
 }
 
-// loadPolicies reads the YAML policy file over the defaults. Unknown fields
-// are errors: a misspelt limit must not silently fall back to a default.
+// loadPolicies reads the YAML policy file over the defaults (policyfile.go).
 func loadPolicies(path string) (guard.Policies, error) {
-	p := guard.DefaultPolicies()
 	if path == "" {
-		return p, nil
+		return guard.DefaultPolicies(), nil
 	}
 	b, err := os.ReadFile(path)
 	if err != nil {
-		return p, fmt.Errorf("OTPGUARD_CONFIG: %w", err)
+		return guard.DefaultPolicies(), fmt.Errorf("OTPGUARD_CONFIG: %w", err)
 	}
-	p.Limits = nil // a file that names limits replaces the default policy
-	dec := yaml.NewDecoder(bytes.NewReader(b))
-	dec.KnownFields(true)
-	if err := dec.Decode(&p); err != nil && !errors.Is(err, io.EOF) {
+	p, err := decodePolicies(b)
+	if err != nil {
 		return p, fmt.Errorf("OTPGUARD_CONFIG %s: %w", path, err)
 	}
-	p.FillDefaults()
 	return p, nil
 }
 
@@ -282,8 +274,5 @@ func (c *Config) Describe(w io.Writer) error {
 		redis = "embedded (miniredis, not shared between instances)"
 	}
 	fmt.Fprintf(w, "# configuration is valid\n# redis: %s\n# sms: %s\n", redis, c.SMS)
-	enc := yaml.NewEncoder(w)
-	enc.SetIndent(2)
-	defer enc.Close()
-	return enc.Encode(c.Policies)
+	return encodePolicies(w, c.Policies)
 }

@@ -25,8 +25,8 @@ func startHotKeys(ctx context.Context, cfg *Config, rdb redis.UniversalClient,
 	instances func() int, log *slog.Logger) (*guard.HotKeys, func(), error) {
 	tick := time.Duration(0)
 	for _, p := range cfg.Policies.Limits {
-		if p.Mode == guard.ModeSync && (tick == 0 || p.SyncInterval.D()/4 < tick) {
-			tick = p.SyncInterval.D() / 4
+		if p.Mode == guard.ModeSync && (tick == 0 || p.SyncInterval/4 < tick) {
+			tick = p.SyncInterval / 4
 		}
 	}
 	if tick == 0 {

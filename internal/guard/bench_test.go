@@ -47,9 +47,9 @@ func BenchmarkOTPSend(b *testing.B) {
 			guard.WarmPhoneMetadata()
 			p := guard.DefaultPolicies()
 			p.FillDefaults()
-			p.OTP.Cooldown = guard.Duration(c.cooldown)
-			p.OTP.PerPhone = guard.Window{Limit: 1_000_000_000, Window: guard.Duration(10 * time.Minute)}
-			p.OTP.PerIP = guard.Window{Limit: 1_000_000_000, Window: guard.Duration(time.Hour)}
+			p.OTP.Cooldown = c.cooldown
+			p.OTP.PerPhone = guard.Window{Limit: 1_000_000_000, Window: 10 * time.Minute}
+			p.OTP.PerIP = guard.Window{Limit: 1_000_000_000, Window: time.Hour}
 			p.OTP.PerPrefix.Limit = 0
 			if c.prefix {
 				p.OTP.PerPrefix.Limit = 1_000_000_000

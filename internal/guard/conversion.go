@@ -22,6 +22,13 @@ import (
 // Safe-listed numbers are not counted. The watch is advisory: when its
 // store fails, sends and verifies go on and the failure is logged.
 
+// ConversionActor is the author of the deny-list entries the conversion
+// watch adds; the ops view shows it.
+const ConversionActor = "otpguard:conversion-watch"
+
+// ConversionWindow is the sliding window of the conversion watch.
+const ConversionWindow = time.Hour
+
 // ConversionKind is what one conversion event counts.
 type ConversionKind string
 
@@ -136,7 +143,7 @@ func (s *OTP) conversionAlert(ctx context.Context, phone Phone, subject Key, t T
 	block := c.Mode == ConversionBlock && scope == "prefix"
 	period := ConversionWindow
 	if block {
-		period = c.BlockFor.D()
+		period = c.BlockFor
 	}
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), convTimeout)
 	defer cancel()
@@ -156,7 +163,7 @@ func (s *OTP) conversionAlert(ctx context.Context, phone Phone, subject Key, t T
 		if s.abuse.autoBlock == nil {
 			s.log.ErrorContext(ctx, "conversion watch: block mode without a deny-list: only reporting", "prefix", subject.ID)
 		} else {
-			until := s.now().Add(c.BlockFor.D())
+			until := s.now().Add(c.BlockFor)
 			e, err := s.abuse.autoBlock.AddDeny(cctx, DenyEntry{Pattern: subject.ID, Reason: reason, ExpiresAt: &until}, ConversionActor)
 			if err != nil {
 				s.log.ErrorContext(ctx, "conversion watch: adding the block failed; the next send tries again", "prefix", subject.ID, "err", err)

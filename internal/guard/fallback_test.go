@@ -349,7 +349,7 @@ func TestFallbackOneBudgetPerDecision(t *testing.T) {
 func TestFallbackStatus(t *testing.T) {
 	st := newOutageStore()
 	p := guard.DefaultPolicies()
-	p.Limits["p"] = guard.LimitPolicy{Algorithm: guard.FixedWindow, Limit: 5, Window: guard.Duration(time.Minute), OnStoreError: guard.FailLocal, LocalLimit: 1}
+	p.Limits["p"] = guard.LimitPolicy{Algorithm: guard.FixedWindow, Limit: 5, Window: time.Minute, OnStoreError: guard.FailLocal, LocalLimit: 1}
 	f := guard.NewFallback(guard.FallbackOptions{Counter: st, Policies: &p, Instances: func() int { return 3 }})
 	if got := f.Status().InFallback(); len(got) != 0 {
 		t.Fatalf("in fallback before any failure: %v", got)

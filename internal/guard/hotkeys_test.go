@@ -122,11 +122,11 @@ func newSim(t *testing.T, n int, take guard.Take, offers []int) *sim {
 
 // simPolicy is the sync-mode policy whose checks are take.
 func simPolicy(take guard.Take) guard.LimitPolicy {
-	p := guard.LimitPolicy{Algorithm: take.Algorithm, Mode: guard.ModeSync, SyncInterval: guard.Duration(interval), OnStoreError: guard.FailClosed}
+	p := guard.LimitPolicy{Algorithm: take.Algorithm, Mode: guard.ModeSync, SyncInterval: interval, OnStoreError: guard.FailClosed}
 	if take.Algorithm == guard.TokenBucket {
 		p.Capacity, p.RefillPerSecond = take.Limit, take.Rate
 	} else {
-		p.Limit, p.Window = take.Limit, guard.Duration(take.Window)
+		p.Limit, p.Window = take.Limit, take.Window
 	}
 	return p
 }
@@ -373,12 +373,12 @@ func TestSyncModeRefused(t *testing.T) {
 		})
 	}
 	p := guard.DefaultPolicies()
-	p.Limits["hot"] = guard.LimitPolicy{Algorithm: guard.FixedWindow, Limit: 5, Window: guard.Duration(time.Second), Mode: guard.ModeSync}
+	p.Limits["hot"] = guard.LimitPolicy{Algorithm: guard.FixedWindow, Limit: 5, Window: time.Second, Mode: guard.ModeSync}
 	p.FillDefaults()
 	if err := p.Validate(); err != nil {
 		t.Fatalf("a plain sync policy: %v", err)
 	}
-	if got := p.Limits["hot"].SyncInterval.D(); got != guard.DefaultSyncInterval {
+	if got := p.Limits["hot"].SyncInterval; got != guard.DefaultSyncInterval {
 		t.Errorf("default sync_interval = %v, want %v", got, guard.DefaultSyncInterval)
 	}
 }
@@ -482,10 +482,10 @@ func TestSyncModeFollowsOnStoreErrorWhileSyncFails(t *testing.T) {
 	st := store.NewRedis(rdb, redistest.Prefix())
 	clk := &clock{t: time.Unix(1_700_000_000, 0)}
 	syncMode := func(p guard.LimitPolicy) guard.LimitPolicy {
-		p.Mode, p.SyncInterval = guard.ModeSync, guard.Duration(interval)
+		p.Mode, p.SyncInterval = guard.ModeSync, interval
 		return p
 	}
-	window := guard.Duration(time.Minute)
+	window := time.Minute
 	pols := map[string]guard.LimitPolicy{
 		"closed": syncMode(guard.LimitPolicy{Algorithm: guard.FixedWindow, Limit: 100, Window: window, OnStoreError: guard.FailClosed}),
 		"open":   syncMode(guard.LimitPolicy{Algorithm: guard.TokenBucket, Capacity: 100, RefillPerSecond: 1, OnStoreError: guard.FailOpen}),
@@ -715,7 +715,7 @@ func BenchmarkHotKey(b *testing.B) {
 			pols.FillDefaults()
 			if mode == guard.ModeSync {
 				l := pols.Limits["hot"]
-				l.SyncInterval = guard.Duration(interval)
+				l.SyncInterval = interval
 				pols.Limits["hot"] = l
 			}
 			lim := guard.NewLimiter(pols.Limits, st, nil)

@@ -80,7 +80,7 @@ func (l *Limiter) take(ctx context.Context, takes []Take, pols []LimitPolicy) ([
 	var at []int
 	for i, t := range takes {
 		if l.hot != nil && pols[i].Mode == ModeSync {
-			if res[i], local[i] = l.hot.Decide(t, pols[i].SyncInterval.D()); local[i] {
+			if res[i], local[i] = l.hot.Decide(t, pols[i].SyncInterval); local[i] {
 				continue
 			}
 		}
@@ -219,7 +219,7 @@ func takeFor(c Check, p LimitPolicy) Take {
 	case TokenBucket:
 		t.Key.Name, t.Limit, t.Rate = "tb", p.Capacity, p.RefillPerSecond
 	default:
-		t.Key.Name, t.Limit, t.Window, t.SpendIfAllowed = "fw", p.Limit, p.Window.D(), true
+		t.Key.Name, t.Limit, t.Window, t.SpendIfAllowed = "fw", p.Limit, p.Window, true
 	}
 	return t
 }

@@ -196,7 +196,7 @@ func (s *OTP) sendLimits(phone, ip string) []limitedTake {
 		return t
 	}
 	var ls []limitedTake
-	if cd := s.policy.Cooldown.D(); cd > 0 {
+	if cd := s.policy.Cooldown; cd > 0 {
 		ls = append(ls, limitedTake{
 			take:   fallback(Take{Key: Key{"otp", phone, "cooldown"}, Algorithm: FixedWindow, Limit: 1, Window: cd, Cost: 1}, 1),
 			denial: CodeCooldown, what: "a code was sent to this number moments ago",
@@ -204,12 +204,12 @@ func (s *OTP) sendLimits(phone, ip string) []limitedTake {
 	}
 	ls = append(ls, limitedTake{
 		take: fallback(Take{Key: Key{"otp", phone, "sends"}, Algorithm: FixedWindow,
-			Limit: s.policy.PerPhone.Limit, Window: s.policy.PerPhone.Window.D(), Cost: 1}, s.policy.LocalLimit),
+			Limit: s.policy.PerPhone.Limit, Window: s.policy.PerPhone.Window, Cost: 1}, s.policy.LocalLimit),
 		denial: CodePhoneRateLimited, what: "too many codes were sent to this number",
 	})
 	if ip != "" {
 		t := fallback(Take{Key: Key{"otp:ip", ip, "sends"}, Algorithm: FixedWindow,
-			Limit: s.policy.PerIP.Limit, Window: s.policy.PerIP.Window.D(), Cost: 1}, 0)
+			Limit: s.policy.PerIP.Limit, Window: s.policy.PerIP.Window, Cost: 1}, 0)
 		if mode == FailLocal { // local_limit is per number: an address gets its share
 			t.OnStoreError, t.LocalLimit = FailOpen, 0
 		}

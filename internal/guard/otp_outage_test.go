@@ -101,7 +101,7 @@ func TestOutageLogsOncePerChange(t *testing.T) {
 	otp := guard.NewOTP(guard.OTPOptions{Policy: guard.DefaultPolicies().OTP, Counter: f, Codes: f, Sender: &smsBox{},
 		HMACKey: outageHMACKey, Logger: log, StoreFailedAt: f.LastFailure})
 	lim := guard.NewLimiter(map[string]guard.LimitPolicy{"api": {Algorithm: guard.FixedWindow, Limit: 5,
-		Window: guard.Duration(time.Minute), OnStoreError: guard.FailClosed}}, f, log)
+		Window: time.Minute, OnStoreError: guard.FailClosed}}, f, log)
 	const n = 100
 	for range n {
 		_, err := otp.Send(t.Context(), guard.SendRequest{Phone: "+14155550100"})
@@ -158,7 +158,7 @@ func TestOTPStatelessCodeVerifiesOnAnotherInstance(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ttl := guard.DefaultPolicies().OTP.CodeTTL.D()
+	ttl := guard.DefaultPolicies().OTP.CodeTTL
 	if res.ExpiresIn <= ttl*2/3 || res.ExpiresIn > ttl {
 		t.Errorf("expires in %v, want in (2/3 x %v, %v]", res.ExpiresIn, ttl, ttl)
 	}

@@ -1,54 +1,21 @@
 package guard
 
 import (
-	"errors"
-	"fmt"
-	"math"
-	"regexp"
 	"sort"
-	"strings"
 	"time"
-
-	"go.yaml.in/yaml/v3"
 )
 
-// Duration is a time.Duration written as "30s" or "10m" in the policy file.
-type Duration time.Duration
-
-// D returns d as a time.Duration.
-func (d Duration) D() time.Duration { return time.Duration(d) }
-
-// UnmarshalText parses a Go duration string.
-func (d *Duration) UnmarshalText(b []byte) error {
-	v, err := time.ParseDuration(string(b))
-	if err != nil {
-		return fmt.Errorf("%q is not a duration (write e.g. 30s, 10m, 1h)", string(b))
-	}
-	*d = Duration(v)
-	return nil
-}
-
-// UnmarshalYAML is UnmarshalText with the line of the policy file, so
-// that a bad duration can be found (yaml.v3 adds no position to an error
-// a TextUnmarshaler returns).
-func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
-	if n.Kind != yaml.ScalarNode {
-		return fmt.Errorf("line %d: want a duration such as 30s, 10m or 1h", n.Line)
-	}
-	if err := d.UnmarshalText([]byte(n.Value)); err != nil {
-		return fmt.Errorf("line %d: %w", n.Line, err)
-	}
-	return nil
-}
-
-// MarshalText writes d the way it is read.
-func (d Duration) MarshalText() ([]byte, error) { return []byte(time.Duration(d).String()), nil }
+// Duration is time.Duration.
+//
+// Deprecated: write time.Duration. The alias stays only while code being
+// moved out of guard (opsdesk.go) still names it.
+type Duration = time.Duration
 
 // Window is a fixed-window budget: at most Limit events per Window, the window
 // starting at the first event.
 type Window struct {
-	Limit  int64    `yaml:"limit" json:"limit"`
-	Window Duration `yaml:"window" json:"window"`
+	Limit  int64
+	Window time.Duration
 }
 
 // FailMode says what a policy does when the shared store cannot answer.
@@ -72,57 +39,93 @@ const (
 
 // OTPPolicy is the rule set of /otp/send and /otp/verify.
 type OTPPolicy struct {
-	CodeLength        int      `yaml:"code_length" json:"code_length"`
-	CodeTTL           Duration `yaml:"code_ttl" json:"code_ttl"`
-	MaxVerifyAttempts int      `yaml:"max_verify_attempts" json:"max_verify_attempts"`
-	Cooldown          Duration `yaml:"cooldown" json:"cooldown"`
-	PerPhone          Window   `yaml:"per_phone" json:"per_phone"`
-	PerIP             Window   `yaml:"per_ip" json:"per_ip"`
+	CodeLength        int
+	CodeTTL           time.Duration
+	MaxVerifyAttempts int
+	Cooldown          time.Duration
+	PerPhone          Window
+	PerIP             Window
 	// DefaultRegion (ISO 3166-1 alpha-2) is assumed for numbers written
 	// without a country calling code; empty requires international format.
-	DefaultRegion string `yaml:"default_region,omitempty" json:"default_region"`
+	DefaultRegion string
 	// Message is the SMS text; "{code}" is replaced by the code.
-	Message string `yaml:"message" json:"message"`
+	Message string
 	// Mode exists to be refused: OTP limits are always exact.
-	Mode         Mode     `yaml:"mode,omitempty" json:"mode,omitempty"`
-	OnStoreError FailMode `yaml:"on_store_error" json:"on_store_error"`
+	Mode         Mode
+	OnStoreError FailMode
 	// LocalLimit is the per-instance send limit per number and window
 	// when OnStoreError is "local".
-	LocalLimit int64 `yaml:"local_limit,omitempty" json:"local_limit,omitempty"`
+	LocalLimit int64
 
 	// The abuse defences (pumping.go, conversion.go; README.md, "Abuse defences").
 	// AllowedCountries (ISO codes) limits where codes go; empty: anywhere.
-	AllowedCountries []string `yaml:"allowed_countries" json:"allowed_countries"`
+	AllowedCountries []string
 	// AllowedNumberTypes (libphonenumber's types: mobile, fixed_line,
 	// fixed_line_or_mobile, toll_free, premium_rate, ...); empty: any.
-	AllowedNumberTypes []string          `yaml:"allowed_number_types" json:"allowed_number_types"`
-	PerPrefix          PrefixWindow      `yaml:"per_prefix" json:"per_prefix"`
-	PerCountry         map[string]Window `yaml:"per_country" json:"per_country"` // ISO code or "*" -> budget
-	Budget             Budget            `yaml:"budget" json:"budget"`
-	Conversion         ConversionPolicy  `yaml:"conversion" json:"conversion"`
-	SafeList           []string          `yaml:"safe_list" json:"safe_list"` // numbers or prefixes: no velocity or conversion rules
+	AllowedNumberTypes []string
+	PerPrefix          PrefixWindow
+	PerCountry         map[string]Window // ISO code or "*" -> budget
+	Budget             Budget
+	Conversion         ConversionPolicy
+	SafeList           []string // numbers or prefixes: no velocity or conversion rules
+}
+
+// PrefixWindow is the fixed-window budget of every number prefix: the
+// E.164 number minus its last DigitsDropped digits.
+type PrefixWindow struct {
+	Limit         int64 // 0: off
+	Window        time.Duration
+	DigitsDropped int
+}
+
+// Budget is the global budget of SMS sent, across all instances: at most
+// PerHour in any window of one hour starting at its first send, and PerDay
+// in one of 24 hours. 0 turns a window off.
+type Budget struct {
+	PerHour int64
+	PerDay  int64
+}
+
+// ConversionMode says what the conversion watch does with a prefix whose
+// codes are rarely verified.
+type ConversionMode string
+
+// The modes of the conversion watch.
+const (
+	ConversionOff     ConversionMode = "off"
+	ConversionMonitor ConversionMode = "monitor" // log, metric, audit event
+	ConversionBlock   ConversionMode = "block"   // and a deny-list entry for the prefix, for BlockFor
+)
+
+// ConversionPolicy is the conversion watch: per prefix and per country,
+// sends against successful verifies over a sliding hour.
+type ConversionPolicy struct {
+	Mode     ConversionMode
+	MinRate  float64       // verifies / sends below this is suspicious
+	MinSends int64         // only judged from this many sends in the hour
+	BlockFor time.Duration // how long a block-mode deny entry lasts
 }
 
 // LimitPolicy is one named policy of /limits/check.
 type LimitPolicy struct {
-	Algorithm Algorithm `yaml:"algorithm" json:"algorithm"`
+	Algorithm Algorithm
 	// token_bucket
-	Capacity        int64   `yaml:"capacity,omitempty" json:"capacity,omitempty"`
-	RefillPerSecond float64 `yaml:"refill_per_second,omitempty" json:"refill_per_second,omitempty"`
+	Capacity        int64
+	RefillPerSecond float64
 	// fixed_window
-	Limit  int64    `yaml:"limit,omitempty" json:"limit,omitempty"`
-	Window Duration `yaml:"window,omitempty" json:"window,omitempty"`
+	Limit  int64
+	Window time.Duration
 
-	Shadow       bool     `yaml:"shadow" json:"shadow"`
-	OnStoreError FailMode `yaml:"on_store_error" json:"on_store_error"`
-	LocalLimit   int64    `yaml:"local_limit,omitempty" json:"local_limit,omitempty"`
+	Shadow       bool
+	OnStoreError FailMode
+	LocalLimit   int64
 
 	// Mode "sync" counts locally and syncs every SyncInterval (hot keys);
 	// "exact" (the default) asks Redis on every check.
-	Mode         Mode     `yaml:"mode,omitempty" json:"mode,omitempty"`
-	SyncInterval Duration `yaml:"sync_interval,omitempty" json:"sync_interval,omitempty"`
+	Mode         Mode
+	SyncInterval time.Duration
 	// Exact forbids sync mode on this policy, as a guard against a later edit.
-	Exact bool `yaml:"exact,omitempty" json:"exact,omitempty"`
+	Exact bool
 }
 
 // Mode says where a limit policy's decisions are taken.
@@ -148,8 +151,8 @@ func (p LimitPolicy) Max() int64 {
 
 // Policies is everything the policy file configures.
 type Policies struct {
-	OTP    OTPPolicy              `yaml:"otp" json:"otp"`
-	Limits map[string]LimitPolicy `yaml:"limits" json:"limits"`
+	OTP    OTPPolicy
+	Limits map[string]LimitPolicy
 }
 
 // DefaultPolicies are the policies used where the file says nothing.
@@ -157,11 +160,11 @@ func DefaultPolicies() Policies {
 	return Policies{
 		OTP: OTPPolicy{
 			CodeLength:        6,
-			CodeTTL:           Duration(5 * time.Minute),
+			CodeTTL:           5 * time.Minute,
 			MaxVerifyAttempts: 5,
-			Cooldown:          Duration(30 * time.Second),
-			PerPhone:          Window{Limit: 3, Window: Duration(10 * time.Minute)},
-			PerIP:             Window{Limit: 20, Window: Duration(time.Hour)},
+			Cooldown:          30 * time.Second,
+			PerPhone:          Window{Limit: 3, Window: 10 * time.Minute},
+			PerIP:             Window{Limit: 20, Window: time.Hour},
 			Message:           "Your verification code is {code}",
 			OnStoreError:      FailClosed,
 			// The abuse defences (README.md, "Abuse defences").
@@ -175,131 +178,28 @@ func DefaultPolicies() Policies {
 	}
 }
 
-// Bounds that keep policies sane: a typo such as "window: 10h0000m" should
-// fail at start-up, not lock numbers out for a year.
+// Defaults of the abuse defences.
 const (
-	maxLimit      = 1_000_000_000
-	maxWindow     = 31 * 24 * time.Hour
-	maxRefill     = 1_000_000
-	maxCodeTTL    = 10 * time.Minute
-	minCodeTTL    = 30 * time.Second
-	maxAttempts   = 20
-	maxCooldown   = time.Hour
-	maxPolicyName = 64
+	DefaultDigitsDropped = 4
+	DefaultMinRate       = 0.2
+	DefaultMinSends      = 50
+	DefaultBlockFor      = time.Hour
 )
 
-var policyName = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]*$`)
+// DefaultNumberTypes are the number types allowed when the policy file
+// names none: mobiles, and the +1 numbers libphonenumber cannot tell from
+// them.
+func DefaultNumberTypes() []string { return []string{"mobile", "fixed_line_or_mobile"} }
 
-// Validate checks every policy and returns all problems at once, each naming
-// its field, e.g. `limits.api.capacity: must be between 1 and 1000000000`.
-func (p *Policies) Validate() error {
-	var errs []error
-	bad := func(field, format string, args ...any) {
-		errs = append(errs, fmt.Errorf("%s: %s", field, fmt.Sprintf(format, args...)))
-	}
-	o := p.OTP
-	if o.CodeLength < 6 || o.CodeLength > 10 {
-		bad("otp.code_length", "must be between 6 and 10 digits, got %d", o.CodeLength)
-	}
-	if o.CodeTTL.D() < minCodeTTL || o.CodeTTL.D() > maxCodeTTL {
-		bad("otp.code_ttl", "must be between %s and %s, got %s", minCodeTTL, maxCodeTTL, o.CodeTTL.D())
-	}
-	if o.MaxVerifyAttempts < 1 || o.MaxVerifyAttempts > maxAttempts {
-		bad("otp.max_verify_attempts", "must be between 1 and %d, got %d", maxAttempts, o.MaxVerifyAttempts)
-	}
-	if o.Cooldown < 0 || o.Cooldown.D() > maxCooldown {
-		bad("otp.cooldown", "must be between 0 (off) and %s, got %s", maxCooldown, o.Cooldown.D())
-	}
-	if o.Cooldown.D()%time.Millisecond != 0 {
-		bad("otp.cooldown", "must be a whole number of milliseconds")
-	}
-	validateWindow("otp.per_phone", o.PerPhone, bad)
-	validateWindow("otp.per_ip", o.PerIP, bad)
-	if o.DefaultRegion != "" && !regexp.MustCompile(`^[A-Za-z]{2}$`).MatchString(o.DefaultRegion) {
-		bad("otp.default_region", "must be an ISO 3166-1 alpha-2 code such as IN, got %q", o.DefaultRegion)
-	}
-	if !strings.Contains(o.Message, "{code}") {
-		bad("otp.message", "must contain {code}")
-	} else if len(o.Message) > 300 {
-		bad("otp.message", "must be at most 300 characters")
-	}
-	validateFailMode("otp", o.OnStoreError, o.LocalLimit, bad)
-	if o.Mode != "" && o.Mode != ModeExact {
-		bad("otp.mode", "OTP limits are always exact: sync mode would let codes through past the limit")
-	}
-	validateAbuse(o, bad)
-
-	for _, name := range p.LimitNames() {
-		l := p.Limits[name]
-		field := "limits." + name
-		if len(name) > maxPolicyName || !policyName.MatchString(name) {
-			bad(field, "policy names are lower-case letters, digits, _ and -, at most %d characters", maxPolicyName)
-		}
-		switch l.Algorithm {
-		case TokenBucket:
-			if l.Capacity < 1 || l.Capacity > maxLimit {
-				bad(field+".capacity", "must be between 1 and %d, got %d", maxLimit, l.Capacity)
-			}
-			if !(l.RefillPerSecond > 0) || l.RefillPerSecond > maxRefill || math.IsInf(l.RefillPerSecond, 0) {
-				bad(field+".refill_per_second", "must be above 0 and at most %d, got %v", maxRefill, l.RefillPerSecond)
-			} else if full := time.Duration(float64(l.Capacity) / l.RefillPerSecond * float64(time.Second)); full > maxWindow {
-				bad(field, "an empty bucket takes %s to refill; at most %s", full.Round(time.Second), maxWindow)
-			}
-			if l.Limit != 0 || l.Window != 0 {
-				bad(field, "limit and window belong to fixed_window; a token_bucket has capacity and refill_per_second")
-			}
-		case FixedWindow:
-			validateWindow(field, Window{Limit: l.Limit, Window: l.Window}, bad)
-			if l.Capacity != 0 || l.RefillPerSecond != 0 {
-				bad(field, "capacity and refill_per_second belong to token_bucket; a fixed_window has limit and window")
-			}
-		default:
-			bad(field+".algorithm", "must be token_bucket or fixed_window, got %q", l.Algorithm)
-		}
-		validateFailMode(field, l.OnStoreError, l.LocalLimit, bad)
-		switch l.Mode {
-		case "", ModeExact:
-			if l.SyncInterval != 0 {
-				bad(field+".sync_interval", "only applies with mode: sync")
-			}
-		case ModeSync:
-			if l.Exact {
-				bad(field+".mode", "sync mode is refused on a policy marked exact: true")
-			}
-			if l.SyncInterval.D() < 10*time.Millisecond || l.SyncInterval.D() > time.Minute {
-				bad(field+".sync_interval", "must be between 10ms and 1m, got %s", l.SyncInterval.D())
-			}
-		default:
-			bad(field+".mode", "must be exact or sync, got %q", l.Mode)
-		}
-	}
-	return errors.Join(errs...)
+// DefaultPerPrefix is the per-prefix budget when the policy file names none.
+func DefaultPerPrefix() PrefixWindow {
+	return PrefixWindow{Limit: 100, Window: time.Hour, DigitsDropped: DefaultDigitsDropped}
 }
 
-func validateWindow(field string, w Window, bad func(string, string, ...any)) {
-	if w.Limit < 1 || w.Limit > maxLimit {
-		bad(field+".limit", "must be between 1 and %d, got %d", maxLimit, w.Limit)
-	}
-	if w.Window.D() < time.Second || w.Window.D() > maxWindow {
-		bad(field+".window", "must be between 1s and %s, got %s", maxWindow, w.Window.D())
-	} else if w.Window.D()%time.Millisecond != 0 {
-		bad(field+".window", "must be a whole number of milliseconds")
-	}
-}
-
-func validateFailMode(field string, m FailMode, localLimit int64, bad func(string, string, ...any)) {
-	switch m {
-	case FailClosed, FailOpen:
-		if localLimit != 0 {
-			bad(field+".local_limit", "only applies with on_store_error: local")
-		}
-	case FailLocal:
-		if localLimit < 1 || localLimit > maxLimit {
-			bad(field+".local_limit", "must be set (1 to %d) with on_store_error: local", maxLimit)
-		}
-	default:
-		bad(field+".on_store_error", "must be closed, local or open, got %q", m)
-	}
+// DefaultConversion is the conversion watch when the policy file names none.
+func DefaultConversion() ConversionPolicy {
+	return ConversionPolicy{Mode: ConversionMonitor, MinRate: DefaultMinRate, MinSends: DefaultMinSends,
+		BlockFor: DefaultBlockFor}
 }
 
 // LimitNames returns the names of the limit policies, sorted.
@@ -328,8 +228,18 @@ func (p *Policies) FillDefaults() {
 			l.OnStoreError = FailOpen
 		}
 		if l.Mode == ModeSync && l.SyncInterval == 0 {
-			l.SyncInterval = Duration(DefaultSyncInterval)
+			l.SyncInterval = DefaultSyncInterval
 		}
 		p.Limits[name] = l
+	}
+}
+
+// fillAbuseDefaults completes a conversion watch the file left empty.
+func (o *OTPPolicy) fillAbuseDefaults() {
+	if o.Conversion.Mode == "" {
+		o.Conversion = DefaultConversion()
+	}
+	if o.PerPrefix.DigitsDropped == 0 {
+		o.PerPrefix.DigitsDropped = DefaultDigitsDropped
 	}
 }

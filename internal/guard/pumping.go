@@ -2,8 +2,6 @@ package guard
 
 import (
 	"context"
-	"fmt"
-	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -17,74 +15,8 @@ import (
 // addresses: per-number and per-IP limits never fire. These rules look at
 // what the numbers have in common instead: their country, their type,
 // their prefix, and how few of the codes sent to them are ever verified.
-// And a global budget bounds what a miss costs.
-
-// PrefixWindow is the fixed-window budget of every number prefix: the
-// E.164 number minus its last DigitsDropped digits.
-type PrefixWindow struct {
-	Limit         int64    `yaml:"limit" json:"limit"` // 0: off
-	Window        Duration `yaml:"window" json:"window"`
-	DigitsDropped int      `yaml:"digits_dropped" json:"digits_dropped"`
-}
-
-// Budget is the global budget of SMS sent, across all instances: at most
-// PerHour in any window of one hour starting at its first send, and PerDay
-// in one of 24 hours. 0 turns a window off.
-type Budget struct {
-	PerHour int64 `yaml:"per_hour" json:"per_hour"`
-	PerDay  int64 `yaml:"per_day" json:"per_day"`
-}
-
-// ConversionMode says what the conversion watch does with a prefix whose
-// codes are rarely verified.
-type ConversionMode string
-
-// The modes of the conversion watch.
-const (
-	ConversionOff     ConversionMode = "off"
-	ConversionMonitor ConversionMode = "monitor" // log, metric, audit event
-	ConversionBlock   ConversionMode = "block"   // and a deny-list entry for the prefix, for BlockFor
-)
-
-// ConversionPolicy is the conversion watch: per prefix and per country,
-// sends against successful verifies over a sliding hour.
-type ConversionPolicy struct {
-	Mode     ConversionMode `yaml:"mode" json:"mode"`
-	MinRate  float64        `yaml:"min_rate" json:"min_rate"`   // verifies / sends below this is suspicious
-	MinSends int64          `yaml:"min_sends" json:"min_sends"` // only judged from this many sends in the hour
-	BlockFor Duration       `yaml:"block_for" json:"block_for"` // how long a block-mode deny entry lasts
-}
-
-// ConversionActor is the author of the deny-list entries the conversion
-// watch adds; the ops view shows it.
-const ConversionActor = "otpguard:conversion-watch"
-
-// ConversionWindow is the sliding window of the conversion watch.
-const ConversionWindow = time.Hour
-
-// Defaults of the abuse defences.
-const (
-	DefaultDigitsDropped = 4
-	DefaultMinRate       = 0.2
-	DefaultMinSends      = 50
-	DefaultBlockFor      = time.Hour
-)
-
-// DefaultNumberTypes are the number types allowed when the policy file
-// names none: mobiles, and the +1 numbers libphonenumber cannot tell from
-// them.
-func DefaultNumberTypes() []string { return []string{"mobile", "fixed_line_or_mobile"} }
-
-// DefaultPerPrefix is the per-prefix budget when the policy file names none.
-func DefaultPerPrefix() PrefixWindow {
-	return PrefixWindow{Limit: 100, Window: Duration(time.Hour), DigitsDropped: DefaultDigitsDropped}
-}
-
-// DefaultConversion is the conversion watch when the policy file names none.
-func DefaultConversion() ConversionPolicy {
-	return ConversionPolicy{Mode: ConversionMonitor, MinRate: DefaultMinRate, MinSends: DefaultMinSends,
-		BlockFor: Duration(DefaultBlockFor)}
-}
+// And a global budget bounds what a miss costs. Their policy (PrefixWindow,
+// Budget, ConversionPolicy) is in policy.go with the rest.
 
 // numberTypes are the names of otp.allowed_number_types.
 var numberTypes = map[string]phonenumbers.PhoneNumberType{
@@ -134,88 +66,6 @@ func Prefix(e164 string, digitsDropped int) string {
 	return e164[:max(min(3, len(e164)), len(e164)-digitsDropped)]
 }
 
-var isoCode = regexp.MustCompile(`^[A-Z]{2}$`)
-
-// validateAbuse checks the abuse defences of the OTP policy.
-func validateAbuse(o OTPPolicy, bad func(string, string, ...any)) {
-	for i, c := range o.AllowedCountries {
-		if !isoCode.MatchString(c) {
-			bad(fmt.Sprintf("otp.allowed_countries[%d]", i), "must be an upper-case ISO 3166-1 alpha-2 code such as IN, got %q", c)
-		}
-	}
-	for i, t := range o.AllowedNumberTypes {
-		if _, ok := numberTypes[t]; !ok {
-			names := make([]string, 0, len(numberTypes))
-			for n := range numberTypes {
-				names = append(names, n)
-			}
-			slices.Sort(names)
-			bad(fmt.Sprintf("otp.allowed_number_types[%d]", i), "must be one of %s, got %q", strings.Join(names, ", "), t)
-		}
-	}
-	if o.PerPrefix.Limit != 0 {
-		validateWindow("otp.per_prefix", Window{Limit: o.PerPrefix.Limit, Window: o.PerPrefix.Window}, bad)
-	}
-	if o.PerPrefix.Limit != 0 || o.Conversion.Mode != "" && o.Conversion.Mode != ConversionOff {
-		if d := o.PerPrefix.DigitsDropped; d < 1 || d > 8 {
-			bad("otp.per_prefix.digits_dropped", "must be between 1 and 8, got %d", d)
-		}
-	}
-	for _, c := range sortedKeys(o.PerCountry) {
-		if c != "*" && !isoCode.MatchString(c) {
-			bad("otp.per_country."+c, "must be an upper-case ISO 3166-1 alpha-2 code such as IN, or * for every other country")
-			continue
-		}
-		validateWindow("otp.per_country."+c, o.PerCountry[c], bad)
-	}
-	if o.Budget.PerHour < 0 || o.Budget.PerHour > maxLimit {
-		bad("otp.budget.per_hour", "must be between 0 (off) and %d, got %d", maxLimit, o.Budget.PerHour)
-	}
-	if o.Budget.PerDay < 0 || o.Budget.PerDay > maxLimit {
-		bad("otp.budget.per_day", "must be between 0 (off) and %d, got %d", maxLimit, o.Budget.PerDay)
-	}
-	c := o.Conversion
-	switch c.Mode {
-	case "", ConversionOff:
-	case ConversionMonitor, ConversionBlock:
-		if !(c.MinRate > 0 && c.MinRate <= 1) {
-			bad("otp.conversion.min_rate", "must be above 0 and at most 1, got %v", c.MinRate)
-		}
-		if c.MinSends < 1 || c.MinSends > maxLimit {
-			bad("otp.conversion.min_sends", "must be between 1 and %d, got %d", maxLimit, c.MinSends)
-		}
-		if c.Mode == ConversionBlock && (c.BlockFor.D() < time.Minute || c.BlockFor.D() > maxWindow) {
-			bad("otp.conversion.block_for", "must be between 1m and %s with mode: block, got %s", maxWindow, c.BlockFor.D())
-		}
-	default:
-		bad("otp.conversion.mode", "must be off, monitor or block, got %q", c.Mode)
-	}
-	for i, p := range o.SafeList {
-		if !validDenyPattern(p) {
-			bad(fmt.Sprintf("otp.safe_list[%d]", i), "must be '+' followed by 1 to %d digits (a number or a prefix), got %q", maxDenyDigits, p)
-		}
-	}
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
-}
-
-// fillAbuseDefaults completes a conversion watch the file left empty.
-func (o *OTPPolicy) fillAbuseDefaults() {
-	if o.Conversion.Mode == "" {
-		o.Conversion = DefaultConversion()
-	}
-	if o.PerPrefix.DigitsDropped == 0 {
-		o.PerPrefix.DigitsDropped = DefaultDigitsDropped
-	}
-}
-
 // safe reports whether the number is on the safe list: it skips the
 // velocity and conversion rules, never the budget.
 func (s *OTP) safe(e164 string) bool {
@@ -263,7 +113,7 @@ func (s *OTP) abuseLimits(phone Phone, safe bool) []limitedTake {
 	var ls []limitedTake
 	if pp := s.policy.PerPrefix; !safe && pp.Limit > 0 {
 		ls = append(ls, limitedTake{
-			take:   window(Key{"otp:prefix", Prefix(phone.E164, pp.DigitsDropped), "sends"}, pp.Limit, pp.Window.D()),
+			take:   window(Key{"otp:prefix", Prefix(phone.E164, pp.DigitsDropped), "sends"}, pp.Limit, pp.Window),
 			denial: CodePrefixRateLimited, what: "too many codes were sent to numbers like this one; try again later",
 		})
 	}
@@ -278,7 +128,7 @@ func (s *OTP) abuseLimits(phone Phone, safe bool) []limitedTake {
 		}
 		if ok {
 			ls = append(ls, limitedTake{
-				take:   window(Key{"otp:country", region, "sends"}, w.Limit, w.Window.D()),
+				take:   window(Key{"otp:country", region, "sends"}, w.Limit, w.Window),
 				denial: CodeCountryRateLimited, what: "too many codes were sent to this country; try again later",
 			})
 		}

@@ -47,7 +47,7 @@ func (s *OTP) statelessCodes() bool {
 }
 
 func (s *OTP) stepLength() time.Duration {
-	return max(time.Second, s.policy.CodeTTL.D()/statelessSteps)
+	return max(time.Second, s.policy.CodeTTL/statelessSteps)
 }
 
 func (s *OTP) step(t time.Time) int64 { return t.UnixNano() / int64(s.stepLength()) }
@@ -59,7 +59,7 @@ func (s *OTP) statelessCode(phone string, step int64) string {
 	m.Write([]byte(phone))
 	var b [17]byte // a zero separator, the step, the TTL
 	binary.BigEndian.PutUint64(b[1:9], uint64(step))
-	binary.BigEndian.PutUint64(b[9:], uint64(s.policy.CodeTTL.D()))
+	binary.BigEndian.PutUint64(b[9:], uint64(s.policy.CodeTTL))
 	m.Write(b[:])
 	sum := m.Sum(nil)
 	mod := uint64(1)
@@ -73,7 +73,7 @@ func (s *OTP) statelessCode(phone string, step int64) string {
 func (s *OTP) statelessNow(phone string, now time.Time) (string, time.Duration) {
 	k := s.step(now)
 	start := time.Unix(0, k*int64(s.stepLength()))
-	return s.statelessCode(phone, k), start.Add(s.policy.CodeTTL.D()).Sub(now)
+	return s.statelessCode(phone, k), start.Add(s.policy.CodeTTL).Sub(now)
 }
 
 // matchStateless compares code with every live step's code, all of them
@@ -93,14 +93,14 @@ func (s *OTP) matchStateless(phone, code string, now time.Time) (int64, bool) {
 // store failed within the last code TTL.
 func (s *OTP) recentOutage(now time.Time) bool {
 	last := s.storeFailedAt()
-	return !last.IsZero() && now.Sub(last) < s.policy.CodeTTL.D()
+	return !last.IsZero() && now.Sub(last) < s.policy.CodeTTL
 }
 
 // statelessTake is a counter of the stateless scheme: the guesses at a
 // number's codes, or the mark that a step's code was used.
 func (s *OTP) statelessTake(phone, name string, limit int64) Take {
 	t := Take{Key: Key{"otp", phone, name}, Algorithm: FixedWindow, Limit: limit,
-		Window: s.policy.CodeTTL.D(), Cost: 1, Policy: OTPPolicyName, OnStoreError: s.policy.OnStoreError}
+		Window: s.policy.CodeTTL, Cost: 1, Policy: OTPPolicyName, OnStoreError: s.policy.OnStoreError}
 	if t.OnStoreError == FailLocal {
 		t.LocalLimit = limit
 	}
@@ -115,7 +115,7 @@ func (s *OTP) issueCode(ctx context.Context, phone Phone) (code string, ttl time
 	if err != nil {
 		return "", 0, false, fmt.Errorf("otp: new code: %w", err)
 	}
-	ttl = s.policy.CodeTTL.D()
+	ttl = s.policy.CodeTTL
 	prev, err := s.codes.SaveCode(ctx, phone.E164, s.mac(phone.E164, code), ttl)
 	if err == nil {
 		if prev >= s.policy.MaxVerifyAttempts { // it replaced a locked code: the lock-out is over

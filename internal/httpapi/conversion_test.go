@@ -17,7 +17,7 @@ import (
 func conversionCluster(t *testing.T, mode guard.ConversionMode) *opsCluster {
 	t.Helper()
 	p := defaults()
-	p.OTP.Conversion = guard.ConversionPolicy{Mode: mode, MinRate: 0.5, MinSends: 5, BlockFor: guard.Duration(10 * time.Minute)}
+	p.OTP.Conversion = guard.ConversionPolicy{Mode: mode, MinRate: 0.5, MinSends: 5, BlockFor: 10 * time.Minute}
 	return newOpsCluster(t, opsConfig{instances: 2, engine: store.EngineSQLite, policies: &p})
 }
 

@@ -63,7 +63,7 @@ func otpSendBurstIsExact(t *testing.T, start func(*testing.T, int, guard.Policie
 		},
 		{
 			name:     "cooldown",
-			policies: func(p *guard.Policies) { p.OTP.Cooldown = guard.Duration(time.Minute); p.OTP.PerPhone.Limit = 100 },
+			policies: func(p *guard.Policies) { p.OTP.Cooldown = time.Minute; p.OTP.PerPhone.Limit = 100 },
 			body: func(i int) string {
 				return fmt.Sprintf(`{"phone":%q}`, formats[i%len(formats)])
 			},
@@ -73,7 +73,7 @@ func otpSendBurstIsExact(t *testing.T, start func(*testing.T, int, guard.Policie
 			name: "per IP across many numbers, IPv6 counted by /64",
 			policies: func(p *guard.Policies) {
 				p.OTP.Cooldown = 0
-				p.OTP.PerIP = guard.Window{Limit: 7, Window: guard.Duration(time.Hour)}
+				p.OTP.PerIP = guard.Window{Limit: 7, Window: time.Hour}
 			},
 			body: func(i int) string {
 				// 300 numbers, one subscriber rotating through its /64
@@ -175,7 +175,7 @@ func TestEveryKeyHasTTL(t *testing.T) {
 	p := defaults()
 	p.Limits = map[string]guard.LimitPolicy{
 		"tb": {Algorithm: guard.TokenBucket, Capacity: 5, RefillPerSecond: 1},
-		"fw": {Algorithm: guard.FixedWindow, Limit: 5, Window: guard.Duration(time.Minute)},
+		"fw": {Algorithm: guard.FixedWindow, Limit: 5, Window: time.Minute},
 	}
 	c := realCluster(t, 3, p)
 	burst(t, c, 60, "/otp/send", func(i int) string {

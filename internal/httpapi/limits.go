@@ -147,7 +147,7 @@ func (s *Server) rateLimitHeaders(c echo.Context, d guard.Decision) {
 	if p.Algorithm == guard.TokenBucket {
 		w = time.Duration(float64(p.Capacity) / p.RefillPerSecond * float64(time.Second))
 	} else {
-		w = p.Window.D()
+		w = p.Window
 	}
 	h := c.Response().Header()
 	h.Set("RateLimit-Policy", fmt.Sprintf("%q;q=%d;w=%d", d.Policy, d.Limit, max(1, int64(math.Ceil(w.Seconds())))))

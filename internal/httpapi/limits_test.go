@@ -14,7 +14,7 @@ func limitPolicies() guard.Policies {
 	p := defaults()
 	p.Limits = map[string]guard.LimitPolicy{
 		"api":    {Algorithm: guard.TokenBucket, Capacity: 50, RefillPerSecond: 0.01},
-		"search": {Algorithm: guard.FixedWindow, Limit: 30, Window: guard.Duration(time.Minute)},
+		"search": {Algorithm: guard.FixedWindow, Limit: 30, Window: time.Minute},
 		"fast":   {Algorithm: guard.TokenBucket, Capacity: 5, RefillPerSecond: 20},
 		"shadow": {Algorithm: guard.TokenBucket, Capacity: 1, RefillPerSecond: 0.01, Shadow: true},
 	}

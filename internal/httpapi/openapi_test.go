@@ -240,7 +240,7 @@ func TestOpenAPIContract(t *testing.T) {
 		t.Fatal(err)
 	}
 	policies := defaults()
-	policies.Limits["login"] = guard.LimitPolicy{Algorithm: guard.FixedWindow, Limit: 2, Window: guard.Duration(time.Minute)}
+	policies.Limits["login"] = guard.LimitPolicy{Algorithm: guard.FixedWindow, Limit: 2, Window: time.Minute}
 	policies.Limits["shadowed"] = guard.LimitPolicy{Algorithm: guard.TokenBucket, Capacity: 1, RefillPerSecond: 0.01, Shadow: true}
 	c, m := miniCluster(t, 1, policies)
 	env := contractEnv{c: c, m: m}

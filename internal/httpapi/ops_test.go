@@ -88,8 +88,8 @@ func TestOpsNewCodeEndsLockout(t *testing.T) {
 // and until when.
 func TestOpsBlockedAfterRealSends(t *testing.T) {
 	p := defaults()
-	p.OTP.Cooldown = guard.Duration(time.Minute)
-	p.OTP.PerPhone = guard.Window{Limit: 2, Window: guard.Duration(time.Hour)}
+	p.OTP.Cooldown = time.Minute
+	p.OTP.PerPhone = guard.Window{Limit: 2, Window: time.Hour}
 	oc := newOpsCluster(t, opsConfig{instances: 2, engine: store.EngineSQLite, policies: &p})
 
 	// +14155550100: a second send within the cooldown.
@@ -156,7 +156,7 @@ func TestOpsBlockedAfterRealSends(t *testing.T) {
 // and the unblock is audited with the ops actor.
 func TestOpsUnblockLetsNumberSendAgain(t *testing.T) {
 	p := defaults()
-	p.OTP.PerPhone = guard.Window{Limit: 1, Window: guard.Duration(time.Hour)}
+	p.OTP.PerPhone = guard.Window{Limit: 1, Window: time.Hour}
 	oc := newOpsCluster(t, opsConfig{instances: 2, engine: store.EngineSQLite, policies: &p})
 	const phone = "+919800000000"
 

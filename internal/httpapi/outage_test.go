@@ -27,7 +27,7 @@ const decisionBound = 50 * time.Millisecond
 
 func outagePolicies() guard.Policies {
 	p := defaults()
-	minute := guard.Duration(time.Minute)
+	minute := time.Minute
 	p.Limits = map[string]guard.LimitPolicy{
 		"open-fw":   {Algorithm: guard.FixedWindow, Limit: 7, Window: minute, OnStoreError: guard.FailOpen},
 		"local-fw":  {Algorithm: guard.FixedWindow, Limit: 100, Window: minute, OnStoreError: guard.FailLocal, LocalLimit: 2},
@@ -143,7 +143,7 @@ func TestOutageEveryPolicyKeepsItsMode(t *testing.T) {
 func TestOutageSplitLimitConcurrent(t *testing.T) {
 	const n = 4
 	p := outagePolicies()
-	p.Limits["open-fw"] = guard.LimitPolicy{Algorithm: guard.FixedWindow, Limit: 10, Window: guard.Duration(time.Minute), OnStoreError: guard.FailOpen}
+	p.Limits["open-fw"] = guard.LimitPolicy{Algorithm: guard.FixedWindow, Limit: 10, Window: time.Minute, OnStoreError: guard.FailOpen}
 	oc := newOutageCluster(t, n, p, outageOptions{})
 	oc.waitInstances(t, n)
 	oc.redis.Kill()

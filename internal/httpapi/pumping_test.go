@@ -55,7 +55,7 @@ func (o *outbox) sentTo(prefix string) int {
 func TestPumpingAttackSimulation(t *testing.T) {
 	const prefixBudget = 10
 	p := defaults()
-	p.OTP.PerPrefix = guard.PrefixWindow{Limit: prefixBudget, Window: guard.Duration(time.Hour), DigitsDropped: 4}
+	p.OTP.PerPrefix = guard.PrefixWindow{Limit: prefixBudget, Window: time.Hour, DigitsDropped: 4}
 	c := realCluster(t, 3, p)
 
 	const attack = 300
@@ -296,7 +296,7 @@ func metricValue(t *testing.T, m *httpapi.Metrics, sample string) float64 {
 func TestDestinationRules(t *testing.T) {
 	p := defaults()
 	p.OTP.AllowedCountries = []string{"IN", "GB"}
-	p.OTP.PerCountry = map[string]guard.Window{"IN": {Limit: 2, Window: guard.Duration(time.Hour)}}
+	p.OTP.PerCountry = map[string]guard.Window{"IN": {Limit: 2, Window: time.Hour}}
 	p.OTP.SafeList = []string{"+919800000099"}
 	c, _ := miniCluster(t, 1, p)
 	for _, tc := range []struct {

@@ -44,7 +44,7 @@ func TestCrossSlotBatchIsExactOnRedisCluster(t *testing.T) {
 	const instances, requests = 4, 200
 	p := defaults()
 	p.Limits = map[string]guard.LimitPolicy{
-		"search": {Algorithm: guard.FixedWindow, Limit: 30, Window: guard.Duration(time.Minute)},
+		"search": {Algorithm: guard.FixedWindow, Limit: 30, Window: time.Minute},
 		"big":    {Algorithm: guard.TokenBucket, Capacity: 1000, RefillPerSecond: 0.001},
 	}
 	c := onRedisCluster(t, instances, p)

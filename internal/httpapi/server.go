@@ -46,7 +46,7 @@ type Options struct {
 	// Sessions keeps the ops sessions signed out before they expire, for
 	// every instance (store.Redis); nil: signing out only clears the cookie.
 	Sessions SessionStore
-	// StatusCallback checks POST /sms/status (smsstatus.go); zero: 404.
+	// StatusCallback checks POST /sms/status (smsstatus.go); nil: 404.
 	StatusCallback StatusCallback
 	// AbuseMetrics, when the OTP service's AbuseHooks feed them; nil:
 	// registered here on Metrics.

@@ -5,8 +5,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/otpguard/otpguard/internal/guard"
 )
 
 const phone = "+919800000000"
@@ -113,7 +111,7 @@ func TestVerify(t *testing.T) {
 
 func TestCodeExpires(t *testing.T) {
 	p := defaults()
-	p.OTP.CodeTTL = guard.Duration(time.Minute)
+	p.OTP.CodeTTL = time.Minute
 	c, m := miniCluster(t, 1, p)
 	sendTo(t, c, 0)
 	code := c.out.lastCode(t, phone)

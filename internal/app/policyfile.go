@@ -1,0 +1,234 @@
+package app
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/otpguard/otpguard/internal/guard"
+)
+
+// The policy file (OTPGUARD_CONFIG; README.md, "Policy file") is a format
+// of the composition root, not of the domain: these types mirror
+// guard.Policies field for field, carry the YAML names, and convert to and
+// from it. The file is decoded over the defaults, so each type keeps the
+// shape (struct, map, slice) of the field it mirrors: a key the file leaves
+// out keeps its default exactly as it would in guard's own types.
+
+// filePolicies is the whole policy file.
+type filePolicies struct {
+	OTP    fileOTPPolicy              `yaml:"otp"`
+	Limits map[string]fileLimitPolicy `yaml:"limits"`
+}
+
+// fileOTPPolicy is the file's otp: section (guard.OTPPolicy).
+type fileOTPPolicy struct {
+	CodeLength         int                   `yaml:"code_length"`
+	CodeTTL            fileDuration          `yaml:"code_ttl"`
+	MaxVerifyAttempts  int                   `yaml:"max_verify_attempts"`
+	Cooldown           fileDuration          `yaml:"cooldown"`
+	PerPhone           fileWindow            `yaml:"per_phone"`
+	PerIP              fileWindow            `yaml:"per_ip"`
+	DefaultRegion      string                `yaml:"default_region,omitempty"`
+	Message            string                `yaml:"message"`
+	Mode               guard.Mode            `yaml:"mode,omitempty"` // exists to be refused: OTP limits are always exact
+	OnStoreError       guard.FailMode        `yaml:"on_store_error"`
+	LocalLimit         int64                 `yaml:"local_limit,omitempty"`
+	AllowedCountries   []string              `yaml:"allowed_countries"`
+	AllowedNumberTypes []string              `yaml:"allowed_number_types"`
+	PerPrefix          filePrefixWindow      `yaml:"per_prefix"`
+	PerCountry         map[string]fileWindow `yaml:"per_country"`
+	Budget             fileBudget            `yaml:"budget"`
+	Conversion         fileConversion        `yaml:"conversion"`
+	SafeList           []string              `yaml:"safe_list"`
+}
+
+// fileLimitPolicy is one policy under limits: (guard.LimitPolicy).
+type fileLimitPolicy struct {
+	Algorithm       guard.Algorithm `yaml:"algorithm"`
+	Capacity        int64           `yaml:"capacity,omitempty"`
+	RefillPerSecond float64         `yaml:"refill_per_second,omitempty"`
+	Limit           int64           `yaml:"limit,omitempty"`
+	Window          fileDuration    `yaml:"window,omitempty"`
+	Shadow          bool            `yaml:"shadow"`
+	OnStoreError    guard.FailMode  `yaml:"on_store_error"`
+	LocalLimit      int64           `yaml:"local_limit,omitempty"`
+	Mode            guard.Mode      `yaml:"mode,omitempty"`
+	SyncInterval    fileDuration    `yaml:"sync_interval,omitempty"`
+	Exact           bool            `yaml:"exact,omitempty"`
+}
+
+// fileWindow is {limit, window} (guard.Window).
+type fileWindow struct {
+	Limit  int64        `yaml:"limit"`
+	Window fileDuration `yaml:"window"`
+}
+
+// filePrefixWindow is otp.per_prefix (guard.PrefixWindow).
+type filePrefixWindow struct {
+	Limit         int64        `yaml:"limit"`
+	Window        fileDuration `yaml:"window"`
+	DigitsDropped int          `yaml:"digits_dropped"`
+}
+
+// fileBudget is otp.budget (guard.Budget).
+type fileBudget struct {
+	PerHour int64 `yaml:"per_hour"`
+	PerDay  int64 `yaml:"per_day"`
+}
+
+// fileConversion is otp.conversion (guard.ConversionPolicy).
+type fileConversion struct {
+	Mode     guard.ConversionMode `yaml:"mode"`
+	MinRate  float64              `yaml:"min_rate"`
+	MinSends int64                `yaml:"min_sends"`
+	BlockFor fileDuration         `yaml:"block_for"`
+}
+
+// fileDuration is a duration written as "30s" or "10m" in the policy file.
+type fileDuration time.Duration
+
+// UnmarshalYAML parses a Go duration string and names the line of a bad
+// one, so that it can be found (yaml.v3 adds no position to an error a
+// TextUnmarshaler returns).
+func (d *fileDuration) UnmarshalYAML(n *yaml.Node) error {
+	if n.Kind != yaml.ScalarNode {
+		return fmt.Errorf("line %d: want a duration such as 30s, 10m or 1h", n.Line)
+	}
+	v, err := time.ParseDuration(n.Value)
+	if err != nil {
+		return fmt.Errorf("line %d: %q is not a duration (write e.g. 30s, 10m, 1h)", n.Line, n.Value)
+	}
+	*d = fileDuration(v)
+	return nil
+}
+
+// MarshalText writes d the way it is read.
+func (d fileDuration) MarshalText() ([]byte, error) { return []byte(time.Duration(d).String()), nil }
+
+// decodePolicies reads a policy file over the defaults. Unknown fields are
+// errors: a misspelt limit must not silently fall back to a default. A file
+// that names limits replaces the default limit policy; FillDefaults then
+// completes what the file left out.
+func decodePolicies(b []byte) (guard.Policies, error) {
+	p := guard.DefaultPolicies()
+	p.Limits = nil
+	f := policyFile(p)
+	dec := yaml.NewDecoder(bytes.NewReader(b))
+	dec.KnownFields(true)
+	if err := dec.Decode(&f); err != nil && !errors.Is(err, io.EOF) {
+		return p, err
+	}
+	p = f.policies()
+	p.FillDefaults()
+	return p, nil
+}
+
+// encodePolicies writes p as a policy file: what `otpguard config check`
+// prints.
+func encodePolicies(w io.Writer, p guard.Policies) error {
+	enc := yaml.NewEncoder(w)
+	enc.SetIndent(2)
+	defer enc.Close()
+	return enc.Encode(policyFile(p))
+}
+
+// policyFile is p in the file's format.
+func policyFile(p guard.Policies) filePolicies {
+	o := p.OTP
+	return filePolicies{
+		OTP: fileOTPPolicy{
+			CodeLength:         o.CodeLength,
+			CodeTTL:            fileDuration(o.CodeTTL),
+			MaxVerifyAttempts:  o.MaxVerifyAttempts,
+			Cooldown:           fileDuration(o.Cooldown),
+			PerPhone:           toFileWindow(o.PerPhone),
+			PerIP:              toFileWindow(o.PerIP),
+			DefaultRegion:      o.DefaultRegion,
+			Message:            o.Message,
+			Mode:               o.Mode,
+			OnStoreError:       o.OnStoreError,
+			LocalLimit:         o.LocalLimit,
+			AllowedCountries:   slices.Clone(o.AllowedCountries),
+			AllowedNumberTypes: slices.Clone(o.AllowedNumberTypes),
+			PerPrefix: filePrefixWindow{Limit: o.PerPrefix.Limit, Window: fileDuration(o.PerPrefix.Window),
+				DigitsDropped: o.PerPrefix.DigitsDropped},
+			PerCountry: convertMap(o.PerCountry, toFileWindow),
+			Budget:     fileBudget{PerHour: o.Budget.PerHour, PerDay: o.Budget.PerDay},
+			Conversion: fileConversion{Mode: o.Conversion.Mode, MinRate: o.Conversion.MinRate,
+				MinSends: o.Conversion.MinSends, BlockFor: fileDuration(o.Conversion.BlockFor)},
+			SafeList: slices.Clone(o.SafeList),
+		},
+		Limits: convertMap(p.Limits, func(l guard.LimitPolicy) fileLimitPolicy {
+			return fileLimitPolicy{
+				Algorithm: l.Algorithm, Capacity: l.Capacity, RefillPerSecond: l.RefillPerSecond,
+				Limit: l.Limit, Window: fileDuration(l.Window),
+				Shadow: l.Shadow, OnStoreError: l.OnStoreError, LocalLimit: l.LocalLimit,
+				Mode: l.Mode, SyncInterval: fileDuration(l.SyncInterval), Exact: l.Exact,
+			}
+		}),
+	}
+}
+
+// policies is the file as the domain's policies.
+func (f filePolicies) policies() guard.Policies {
+	o := f.OTP
+	return guard.Policies{
+		OTP: guard.OTPPolicy{
+			CodeLength:         o.CodeLength,
+			CodeTTL:            time.Duration(o.CodeTTL),
+			MaxVerifyAttempts:  o.MaxVerifyAttempts,
+			Cooldown:           time.Duration(o.Cooldown),
+			PerPhone:           o.PerPhone.window(),
+			PerIP:              o.PerIP.window(),
+			DefaultRegion:      o.DefaultRegion,
+			Message:            o.Message,
+			Mode:               o.Mode,
+			OnStoreError:       o.OnStoreError,
+			LocalLimit:         o.LocalLimit,
+			AllowedCountries:   slices.Clone(o.AllowedCountries),
+			AllowedNumberTypes: slices.Clone(o.AllowedNumberTypes),
+			PerPrefix: guard.PrefixWindow{Limit: o.PerPrefix.Limit, Window: time.Duration(o.PerPrefix.Window),
+				DigitsDropped: o.PerPrefix.DigitsDropped},
+			PerCountry: convertMap(o.PerCountry, fileWindow.window),
+			Budget:     guard.Budget{PerHour: o.Budget.PerHour, PerDay: o.Budget.PerDay},
+			Conversion: guard.ConversionPolicy{Mode: o.Conversion.Mode, MinRate: o.Conversion.MinRate,
+				MinSends: o.Conversion.MinSends, BlockFor: time.Duration(o.Conversion.BlockFor)},
+			SafeList: slices.Clone(o.SafeList),
+		},
+		Limits: convertMap(f.Limits, func(l fileLimitPolicy) guard.LimitPolicy {
+			return guard.LimitPolicy{
+				Algorithm: l.Algorithm, Capacity: l.Capacity, RefillPerSecond: l.RefillPerSecond,
+				Limit: l.Limit, Window: time.Duration(l.Window),
+				Shadow: l.Shadow, OnStoreError: l.OnStoreError, LocalLimit: l.LocalLimit,
+				Mode: l.Mode, SyncInterval: time.Duration(l.SyncInterval), Exact: l.Exact,
+			}
+		}),
+	}
+}
+
+func toFileWindow(w guard.Window) fileWindow {
+	return fileWindow{Limit: w.Limit, Window: fileDuration(w.Window)}
+}
+
+func (w fileWindow) window() guard.Window {
+	return guard.Window{Limit: w.Limit, Window: time.Duration(w.Window)}
+}
+
+// convertMap converts every value of m; nil stays nil and empty stays
+// empty, as the file said.
+func convertMap[A, B any](m map[string]A, convert func(A) B) map[string]B {
+	if m == nil {
+		return nil
+	}
+	out := make(map[string]B, len(m))
+	for k, v := range m {
+		out[k] = convert(v)
+	}
+	return out
+}

@@ -1,0 +1,186 @@
+package app
+
+import (
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+
+	"github.com/otpguard/otpguard/internal/guard"
+)
+
+// everyField is a policy set with no field left zero, so that a field
+// the file format forgets cannot pass the round trip unseen.
+func everyField() guard.Policies {
+	return guard.Policies{
+		OTP: guard.OTPPolicy{
+			CodeLength:         8,
+			CodeTTL:            4 * time.Minute,
+			MaxVerifyAttempts:  4,
+			Cooldown:           45 * time.Second,
+			PerPhone:           guard.Window{Limit: 4, Window: 15 * time.Minute},
+			PerIP:              guard.Window{Limit: 25, Window: 2 * time.Hour},
+			DefaultRegion:      "IN",
+			Message:            "Code {code}",
+			Mode:               guard.ModeExact,
+			OnStoreError:       guard.FailLocal,
+			LocalLimit:         2,
+			AllowedCountries:   []string{"IN", "GB"},
+			AllowedNumberTypes: []string{"mobile"},
+			PerPrefix:          guard.PrefixWindow{Limit: 50, Window: 2 * time.Hour, DigitsDropped: 3},
+			PerCountry: map[string]guard.Window{
+				"IN": {Limit: 2000, Window: time.Hour},
+				"*":  {Limit: 200, Window: time.Hour},
+			},
+			Budget:     guard.Budget{PerHour: 5000, PerDay: 50000},
+			Conversion: guard.ConversionPolicy{Mode: guard.ConversionBlock, MinRate: 0.3, MinSends: 40, BlockFor: 2 * time.Hour},
+			SafeList:   []string{"+14155550100", "+4474001"},
+		},
+		Limits: map[string]guard.LimitPolicy{
+			"bucket": {Algorithm: guard.TokenBucket, Capacity: 10, RefillPerSecond: 0.5, Limit: 1, Window: time.Minute,
+				Shadow: true, OnStoreError: guard.FailLocal, LocalLimit: 3,
+				Mode: guard.ModeSync, SyncInterval: 50 * time.Millisecond, Exact: true},
+		},
+	}
+}
+
+// zeroFields lists the fields of v (a struct, walked into structs and the
+// values of maps) that are zero.
+func zeroFields(v reflect.Value, path string) []string {
+	var zero []string
+	switch v.Kind() {
+	case reflect.Struct:
+		for i := range v.NumField() {
+			f := v.Field(i)
+			name := path + "." + v.Type().Field(i).Name
+			if f.IsZero() {
+				zero = append(zero, name)
+				continue
+			}
+			zero = append(zero, zeroFields(f, name)...)
+		}
+	case reflect.Map:
+		for _, k := range v.MapKeys() {
+			zero = append(zero, zeroFields(v.MapIndex(k), path+"["+k.String()+"]")...)
+		}
+	}
+	return zero
+}
+
+// TestPolicyFileRoundTrip: guard.Policies -> the file format -> back is the
+// same policies, field for field; and so is writing them as YAML (what
+// `config check` prints) and reading that over the defaults.
+func TestPolicyFileRoundTrip(t *testing.T) {
+	filled := guard.DefaultPolicies()
+	filled.FillDefaults()
+	empty := guard.DefaultPolicies()
+	empty.OTP.AllowedCountries, empty.OTP.AllowedNumberTypes, empty.OTP.SafeList = []string{}, []string{}, []string{}
+	empty.OTP.PerCountry = map[string]guard.Window{}
+
+	if zero := zeroFields(reflect.ValueOf(everyField()), "Policies"); len(zero) > 0 {
+		t.Fatalf("everyField leaves %v zero; set them, so that the round trip covers them", zero)
+	}
+	for _, tc := range []struct {
+		name string
+		p    guard.Policies
+	}{
+		{"defaults", guard.DefaultPolicies()},
+		{"defaults filled", filled},
+		{"every field set", everyField()},
+		{"empty lists and maps", empty},
+		{"zero", guard.Policies{}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if diff := cmp.Diff(tc.p, policyFile(tc.p).policies()); diff != "" {
+				t.Errorf("policies -> file format -> policies (-want +got):\n%s", diff)
+			}
+		})
+	}
+	for _, tc := range []struct {
+		name string
+		p    guard.Policies
+	}{
+		{"defaults filled", filled},
+		{"every field set", everyField()},
+	} {
+		t.Run(tc.name+" through YAML", func(t *testing.T) {
+			var b strings.Builder
+			if err := encodePolicies(&b, tc.p); err != nil {
+				t.Fatal(err)
+			}
+			got, err := decodePolicies([]byte(b.String()))
+			if err != nil {
+				t.Fatalf("reading back what config check prints: %v\n%s", err, b.String())
+			}
+			// YAML writes a nil list as [] and reads [] back as empty.
+			if diff := cmp.Diff(tc.p, got, cmpopts.EquateEmpty()); diff != "" {
+				t.Errorf("policies -> YAML -> policies (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestDecodePolicies: the file is read over the defaults, a file naming
+// limits replaces the default policy, and a bad value names its line.
+func TestDecodePolicies(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		file    string
+		want    func(p *guard.Policies) // applied to the filled defaults
+		wantErr []string                // every one must appear in the error
+	}{
+		{name: "empty file", file: "", want: func(*guard.Policies) {}},
+		{name: "only a comment", file: "# nothing\n", want: func(*guard.Policies) {}},
+		{name: "one nested field keeps its neighbours", file: "otp:\n  per_phone: {limit: 9}\n",
+			want: func(p *guard.Policies) { p.OTP.PerPhone.Limit = 9 }},
+		{name: "limits replace the default policy",
+			file: "limits:\n  search: {algorithm: fixed_window, limit: 300, window: 1m}\n",
+			want: func(p *guard.Policies) {
+				p.Limits = map[string]guard.LimitPolicy{"search": {Algorithm: guard.FixedWindow, Limit: 300,
+					Window: time.Minute, OnStoreError: guard.FailOpen}}
+			}},
+		{name: "empty limits keep the default policy", file: "limits: {}\n", want: func(*guard.Policies) {}},
+		{name: "sync mode gets its default interval",
+			file: "limits:\n  hot: {algorithm: token_bucket, capacity: 5, refill_per_second: 1, mode: sync}\n",
+			want: func(p *guard.Policies) {
+				p.Limits = map[string]guard.LimitPolicy{"hot": {Algorithm: guard.TokenBucket, Capacity: 5, RefillPerSecond: 1,
+					OnStoreError: guard.FailOpen, Mode: guard.ModeSync, SyncInterval: guard.DefaultSyncInterval}}
+			}},
+		{name: "conversion left empty is filled", file: "otp:\n  conversion: {mode: \"\"}\n", want: func(*guard.Policies) {}},
+		{name: "bad duration names its line",
+			file:    "limits:\n  api:\n    algorithm: fixed_window\n    limit: 10\n    window: 1mm\n",
+			wantErr: []string{"line 5", `"1mm" is not a duration`}},
+		{name: "a list is not a duration", file: "otp:\n  cooldown: [1s]\n",
+			wantErr: []string{"line 2", "want a duration"}},
+		{name: "bad number names its line", file: "otp:\n  per_phone: {limit: many}\n", wantErr: []string{"line 2", "many"}},
+		{name: "misspelt field", file: "otp:\n  per_phon: {limit: 3}\n", wantErr: []string{"line 2", "per_phon"}},
+		{name: "misspelt field in a limit", file: "limits:\n  x: {algorithm: fixed_window, bogus: 1}\n", wantErr: []string{"bogus"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := decodePolicies([]byte(tc.file))
+			if tc.wantErr != nil {
+				if err == nil {
+					t.Fatalf("got no error, want one naming %v", tc.wantErr)
+				}
+				for _, w := range tc.wantErr {
+					if !strings.Contains(err.Error(), w) {
+						t.Errorf("error %q does not name %s", err, w)
+					}
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := guard.DefaultPolicies()
+			want.FillDefaults()
+			tc.want(&want)
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Errorf("(-want +got):\n%s", diff)
+			}
+		})
+	}
+}

@@ -1,0 +1,210 @@
+package guard
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"regexp"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Bounds that keep policies sane: a typo such as "window: 10h0000m" should
+// fail at start-up, not lock numbers out for a year.
+const (
+	maxLimit      = 1_000_000_000
+	maxWindow     = 31 * 24 * time.Hour
+	maxRefill     = 1_000_000
+	maxCodeTTL    = 10 * time.Minute
+	minCodeTTL    = 30 * time.Second
+	maxAttempts   = 20
+	maxCooldown   = time.Hour
+	maxPolicyName = 64
+)
+
+var policyName = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]*$`)
+
+// Validate checks every policy and returns all problems at once, each naming
+// its field, e.g. `limits.api.capacity: must be between 1 and 1000000000`.
+func (p *Policies) Validate() error {
+	var errs []error
+	bad := func(field, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("%s: %s", field, fmt.Sprintf(format, args...)))
+	}
+	o := p.OTP
+	if o.CodeLength < 6 || o.CodeLength > 10 {
+		bad("otp.code_length", "must be between 6 and 10 digits, got %d", o.CodeLength)
+	}
+	if o.CodeTTL < minCodeTTL || o.CodeTTL > maxCodeTTL {
+		bad("otp.code_ttl", "must be between %s and %s, got %s", minCodeTTL, maxCodeTTL, o.CodeTTL)
+	}
+	if o.MaxVerifyAttempts < 1 || o.MaxVerifyAttempts > maxAttempts {
+		bad("otp.max_verify_attempts", "must be between 1 and %d, got %d", maxAttempts, o.MaxVerifyAttempts)
+	}
+	if o.Cooldown < 0 || o.Cooldown > maxCooldown {
+		bad("otp.cooldown", "must be between 0 (off) and %s, got %s", maxCooldown, o.Cooldown)
+	}
+	if o.Cooldown%time.Millisecond != 0 {
+		bad("otp.cooldown", "must be a whole number of milliseconds")
+	}
+	validateWindow("otp.per_phone", o.PerPhone, bad)
+	validateWindow("otp.per_ip", o.PerIP, bad)
+	if o.DefaultRegion != "" && !regexp.MustCompile(`^[A-Za-z]{2}$`).MatchString(o.DefaultRegion) {
+		bad("otp.default_region", "must be an ISO 3166-1 alpha-2 code such as IN, got %q", o.DefaultRegion)
+	}
+	if !strings.Contains(o.Message, "{code}") {
+		bad("otp.message", "must contain {code}")
+	} else if len(o.Message) > 300 {
+		bad("otp.message", "must be at most 300 characters")
+	}
+	validateFailMode("otp", o.OnStoreError, o.LocalLimit, bad)
+	if o.Mode != "" && o.Mode != ModeExact {
+		bad("otp.mode", "OTP limits are always exact: sync mode would let codes through past the limit")
+	}
+	validateAbuse(o, bad)
+
+	for _, name := range p.LimitNames() {
+		l := p.Limits[name]
+		field := "limits." + name
+		if len(name) > maxPolicyName || !policyName.MatchString(name) {
+			bad(field, "policy names are lower-case letters, digits, _ and -, at most %d characters", maxPolicyName)
+		}
+		switch l.Algorithm {
+		case TokenBucket:
+			if l.Capacity < 1 || l.Capacity > maxLimit {
+				bad(field+".capacity", "must be between 1 and %d, got %d", maxLimit, l.Capacity)
+			}
+			if !(l.RefillPerSecond > 0) || l.RefillPerSecond > maxRefill || math.IsInf(l.RefillPerSecond, 0) {
+				bad(field+".refill_per_second", "must be above 0 and at most %d, got %v", maxRefill, l.RefillPerSecond)
+			} else if full := time.Duration(float64(l.Capacity) / l.RefillPerSecond * float64(time.Second)); full > maxWindow {
+				bad(field, "an empty bucket takes %s to refill; at most %s", full.Round(time.Second), maxWindow)
+			}
+			if l.Limit != 0 || l.Window != 0 {
+				bad(field, "limit and window belong to fixed_window; a token_bucket has capacity and refill_per_second")
+			}
+		case FixedWindow:
+			validateWindow(field, Window{Limit: l.Limit, Window: l.Window}, bad)
+			if l.Capacity != 0 || l.RefillPerSecond != 0 {
+				bad(field, "capacity and refill_per_second belong to token_bucket; a fixed_window has limit and window")
+			}
+		default:
+			bad(field+".algorithm", "must be token_bucket or fixed_window, got %q", l.Algorithm)
+		}
+		validateFailMode(field, l.OnStoreError, l.LocalLimit, bad)
+		switch l.Mode {
+		case "", ModeExact:
+			if l.SyncInterval != 0 {
+				bad(field+".sync_interval", "only applies with mode: sync")
+			}
+		case ModeSync:
+			if l.Exact {
+				bad(field+".mode", "sync mode is refused on a policy marked exact: true")
+			}
+			if l.SyncInterval < 10*time.Millisecond || l.SyncInterval > time.Minute {
+				bad(field+".sync_interval", "must be between 10ms and 1m, got %s", l.SyncInterval)
+			}
+		default:
+			bad(field+".mode", "must be exact or sync, got %q", l.Mode)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func validateWindow(field string, w Window, bad func(string, string, ...any)) {
+	if w.Limit < 1 || w.Limit > maxLimit {
+		bad(field+".limit", "must be between 1 and %d, got %d", maxLimit, w.Limit)
+	}
+	if w.Window < time.Second || w.Window > maxWindow {
+		bad(field+".window", "must be between 1s and %s, got %s", maxWindow, w.Window)
+	} else if w.Window%time.Millisecond != 0 {
+		bad(field+".window", "must be a whole number of milliseconds")
+	}
+}
+
+func validateFailMode(field string, m FailMode, localLimit int64, bad func(string, string, ...any)) {
+	switch m {
+	case FailClosed, FailOpen:
+		if localLimit != 0 {
+			bad(field+".local_limit", "only applies with on_store_error: local")
+		}
+	case FailLocal:
+		if localLimit < 1 || localLimit > maxLimit {
+			bad(field+".local_limit", "must be set (1 to %d) with on_store_error: local", maxLimit)
+		}
+	default:
+		bad(field+".on_store_error", "must be closed, local or open, got %q", m)
+	}
+}
+
+var isoCode = regexp.MustCompile(`^[A-Z]{2}$`)
+
+// validateAbuse checks the abuse defences of the OTP policy.
+func validateAbuse(o OTPPolicy, bad func(string, string, ...any)) {
+	for i, c := range o.AllowedCountries {
+		if !isoCode.MatchString(c) {
+			bad(fmt.Sprintf("otp.allowed_countries[%d]", i), "must be an upper-case ISO 3166-1 alpha-2 code such as IN, got %q", c)
+		}
+	}
+	for i, t := range o.AllowedNumberTypes {
+		if _, ok := numberTypes[t]; !ok {
+			names := make([]string, 0, len(numberTypes))
+			for n := range numberTypes {
+				names = append(names, n)
+			}
+			slices.Sort(names)
+			bad(fmt.Sprintf("otp.allowed_number_types[%d]", i), "must be one of %s, got %q", strings.Join(names, ", "), t)
+		}
+	}
+	if o.PerPrefix.Limit != 0 {
+		validateWindow("otp.per_prefix", Window{Limit: o.PerPrefix.Limit, Window: o.PerPrefix.Window}, bad)
+	}
+	if o.PerPrefix.Limit != 0 || o.Conversion.Mode != "" && o.Conversion.Mode != ConversionOff {
+		if d := o.PerPrefix.DigitsDropped; d < 1 || d > 8 {
+			bad("otp.per_prefix.digits_dropped", "must be between 1 and 8, got %d", d)
+		}
+	}
+	for _, c := range sortedKeys(o.PerCountry) {
+		if c != "*" && !isoCode.MatchString(c) {
+			bad("otp.per_country."+c, "must be an upper-case ISO 3166-1 alpha-2 code such as IN, or * for every other country")
+			continue
+		}
+		validateWindow("otp.per_country."+c, o.PerCountry[c], bad)
+	}
+	if o.Budget.PerHour < 0 || o.Budget.PerHour > maxLimit {
+		bad("otp.budget.per_hour", "must be between 0 (off) and %d, got %d", maxLimit, o.Budget.PerHour)
+	}
+	if o.Budget.PerDay < 0 || o.Budget.PerDay > maxLimit {
+		bad("otp.budget.per_day", "must be between 0 (off) and %d, got %d", maxLimit, o.Budget.PerDay)
+	}
+	c := o.Conversion
+	switch c.Mode {
+	case "", ConversionOff:
+	case ConversionMonitor, ConversionBlock:
+		if !(c.MinRate > 0 && c.MinRate <= 1) {
+			bad("otp.conversion.min_rate", "must be above 0 and at most 1, got %v", c.MinRate)
+		}
+		if c.MinSends < 1 || c.MinSends > maxLimit {
+			bad("otp.conversion.min_sends", "must be between 1 and %d, got %d", maxLimit, c.MinSends)
+		}
+		if c.Mode == ConversionBlock && (c.BlockFor < time.Minute || c.BlockFor > maxWindow) {
+			bad("otp.conversion.block_for", "must be between 1m and %s with mode: block, got %s", maxWindow, c.BlockFor)
+		}
+	default:
+		bad("otp.conversion.mode", "must be off, monitor or block, got %q", c.Mode)
+	}
+	for i, p := range o.SafeList {
+		if !validDenyPattern(p) {
+			bad(fmt.Sprintf("otp.safe_list[%d]", i), "must be '+' followed by 1 to %d digits (a number or a prefix), got %q", maxDenyDigits, p)
+		}
+	}
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}
