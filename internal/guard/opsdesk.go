@@ -142,7 +142,7 @@ func (o *Ops) Unblock(ctx context.Context, raw, actor string) (UnblockResult, er
 	if err != nil {
 		return UnblockResult{}, err
 	}
-	if err := o.o.Blocks.Unblock(ctx, phone.E164, phoneCounters(phone.E164)); err != nil {
+	if err := o.o.Blocks.Unblock(ctx, phone.E164, PhoneCounterKeys(phone.E164)); err != nil {
 		o.o.Logger.ErrorContext(ctx, "unblock failed", "phone", MaskPhone(phone.E164), "err", err)
 		return UnblockResult{}, storeUnavailable(err, storeRetryAfter)
 	}
@@ -167,19 +167,6 @@ func PlainText(s string) bool {
 		}
 	}
 	return true
-}
-
-// phoneCounters are the keys otp.go counts a number's sends under (its
-// cooldown and per-number window), read from sendLimits itself so that
-// unblock cannot miss a counter added there. The per-IP counter is not
-// the number's and stays.
-func phoneCounters(e164 string) []Key {
-	probe := &OTP{policy: OTPPolicy{Cooldown: Duration(time.Second)}}
-	var keys []Key
-	for _, l := range probe.sendLimits(e164, "") {
-		keys = append(keys, l.take.Key)
-	}
-	return keys
 }
 
 // DenyEntries returns the live deny-list from the database.

@@ -198,12 +198,12 @@ func (s *OTP) sendLimits(phone, ip string) []limitedTake {
 	var ls []limitedTake
 	if cd := s.policy.Cooldown.D(); cd > 0 {
 		ls = append(ls, limitedTake{
-			take:   fallback(Take{Key: Key{"otp", phone, "cooldown"}, Algorithm: FixedWindow, Limit: 1, Window: cd, Cost: 1}, 1),
+			take:   fallback(Take{Key: cooldownKey(phone), Algorithm: FixedWindow, Limit: 1, Window: cd, Cost: 1}, 1),
 			denial: CodeCooldown, what: "a code was sent to this number moments ago",
 		})
 	}
 	ls = append(ls, limitedTake{
-		take: fallback(Take{Key: Key{"otp", phone, "sends"}, Algorithm: FixedWindow,
+		take: fallback(Take{Key: phoneSendsKey(phone), Algorithm: FixedWindow,
 			Limit: s.policy.PerPhone.Limit, Window: s.policy.PerPhone.Window.D(), Cost: 1}, s.policy.LocalLimit),
 		denial: CodePhoneRateLimited, what: "too many codes were sent to this number",
 	})
@@ -220,6 +220,19 @@ func (s *OTP) sendLimits(phone, ip string) []limitedTake {
 	}
 	return ls
 }
+
+// PhoneCounterKeys are the keys Send counts a number's own sends under:
+// its cooldown and its per-number window. The cooldown key is listed even
+// when the policy has no cooldown, as a policy in force earlier may have
+// set one. The per-IP counter is the address's, not the number's, and is
+// not listed. The ops desk deletes these keys to unblock a number.
+func PhoneCounterKeys(e164 string) []Key {
+	return []Key{cooldownKey(e164), phoneSendsKey(e164)}
+}
+
+func cooldownKey(e164 string) Key { return Key{"otp", e164, "cooldown"} }
+
+func phoneSendsKey(e164 string) Key { return Key{"otp", e164, "sends"} }
 
 // spend takes the limits one by one; on the first denial it refunds those
 // already passed and returns the denial. One at a time because each limit
