@@ -151,7 +151,7 @@ func (s *OTP) conversionAlert(ctx context.Context, phone Phone, subject Key, t T
 	}
 	reason := fmt.Sprintf("conversion watch: %d of %d codes verified in the last hour (%.1f%%), below min_rate %.1f%%",
 		t.Verifies, t.Sends, 100*t.Rate(), 100*c.MinRate)
-	action := "reported"
+	action := OutcomeReported
 	if block {
 		if s.abuse.autoBlock == nil {
 			s.log.ErrorContext(ctx, "conversion watch: block mode without a deny-list: only reporting", "prefix", subject.ID)
@@ -165,7 +165,7 @@ func (s *OTP) conversionAlert(ctx context.Context, phone Phone, subject Key, t T
 				}
 				return
 			}
-			action = "blocked"
+			action = OutcomeBlocked
 			reason += fmt.Sprintf("; deny-list entry %d until %s", e.ID, until.UTC().Format(time.RFC3339))
 		}
 	}
@@ -182,6 +182,3 @@ func (s *OTP) conversionAlert(ctx context.Context, phone Phone, subject Key, t T
 	s.events.Record(Event{At: s.now(), Action: ActionConversion, Outcome: action, Country: country,
 		Actor: ConversionActor, Detail: fmt.Sprintf("%s=%s %s", scope, subject.ID, reason)})
 }
-
-// ActionConversion is the audit action of a conversion alert.
-const ActionConversion = "otp.conversion"

@@ -78,20 +78,6 @@ type DenyList interface {
 	ListDeny(ctx context.Context) ([]DenyEntry, error)
 }
 
-// Event is one audit record: a send decision, a verify outcome or an ops
-// action. It never holds an OTP code, in any field.
-type Event struct {
-	ID      int64
-	At      time.Time
-	Action  string // "otp.send", "otp.verify", "ops.unblock", "ops.deny.add", ...
-	Outcome string // "sent", "phone_rate_limited", "valid", "wrong_code", ...
-	Phone   string // E.164, or "" when the action concerns no number
-	Country string // ISO 3166 region, may be ""
-	IP      string
-	Actor   string // API key id or ops user, may be ""
-	Detail  string
-}
-
 // Limits on one page of events: a page is what an ops screen shows, and an
 // unbounded query on a large audit table would stall the store for everyone.
 const (

@@ -10,12 +10,22 @@ import (
 	"unicode/utf8"
 )
 
-// Audit actions of the ops desk.
+// The audit actions of the ops desk (Event.Action). They are stored in the
+// audit trail and filtered on: never rename one.
 const (
 	ActionUnblock    = "ops.unblock"
 	ActionDenyAdd    = "ops.deny.add"
 	ActionDenyRemove = "ops.deny.remove"
 	ActionLogin      = "ops.login"
+)
+
+// The outcomes of the ops desk's actions (Event.Outcome).
+const (
+	OutcomeUnblocked = "unblocked" // ops.unblock
+	OutcomeAdded     = "added"     // ops.deny.add
+	OutcomeRemoved   = "removed"   // ops.deny.remove
+	OutcomeOK        = "ok"        // ops.login: signed in
+	OutcomeFailed    = "failed"    // ops.login: a wrong key or password
 )
 
 // maxDenyReason bounds a deny-list reason: a note, not a document.
@@ -146,7 +156,7 @@ func (o *Ops) Unblock(ctx context.Context, raw, actor string) (UnblockResult, er
 		o.o.Logger.ErrorContext(ctx, "unblock failed", "phone", MaskPhone(phone.E164), "err", err)
 		return UnblockResult{}, storeUnavailable(err, storeRetryAfter)
 	}
-	o.audit(ctx, Event{Action: ActionUnblock, Outcome: "unblocked", Phone: phone.E164, Country: phone.Region, Actor: actor})
+	o.audit(ctx, Event{Action: ActionUnblock, Outcome: OutcomeUnblocked, Phone: phone.E164, Country: phone.Region, Actor: actor})
 	res := UnblockResult{Phone: phone}
 	if e, ok := o.o.Deny.Denied(phone.E164, o.o.Now()); ok {
 		res.DeniedBy = &e
@@ -203,7 +213,7 @@ func (o *Ops) AddDeny(ctx context.Context, e DenyEntry, actor string) (DenyEntry
 	if added.Reason != "" {
 		detail += " reason=" + added.Reason
 	}
-	o.audit(ctx, Event{Action: ActionDenyAdd, Outcome: "added", Phone: wholeNumber(added.Pattern), Actor: actor, Detail: detail})
+	o.audit(ctx, Event{Action: ActionDenyAdd, Outcome: OutcomeAdded, Phone: wholeNumber(added.Pattern), Actor: actor, Detail: detail})
 	return added, nil
 }
 
@@ -213,7 +223,7 @@ func (o *Ops) RemoveDeny(ctx context.Context, id int64, actor string) error {
 		return dbError(err)
 	}
 	o.reload(ctx)
-	o.audit(ctx, Event{Action: ActionDenyRemove, Outcome: "removed", Actor: actor, Detail: fmt.Sprintf("id=%d", id)})
+	o.audit(ctx, Event{Action: ActionDenyRemove, Outcome: OutcomeRemoved, Actor: actor, Detail: fmt.Sprintf("id=%d", id)})
 	return nil
 }
 
@@ -248,7 +258,7 @@ func (o *Ops) Activity(ctx context.Context, minutes int) ([]MinuteActivity, erro
 			continue
 		}
 		switch {
-		case c.Action == "otp.send" && c.Outcome == "sent":
+		case c.Action == ActionOTPSend && c.Outcome == OutcomeSent:
 			out[i].Sends += c.N
 		case isBlockOutcome(c.Action, Code(c.Outcome)):
 			out[i].Blocks += c.N
@@ -259,25 +269,25 @@ func (o *Ops) Activity(ctx context.Context, minutes int) ([]MinuteActivity, erro
 
 func isBlockOutcome(action string, outcome Code) bool {
 	switch action {
-	case "otp.send":
+	case ActionOTPSend:
 		switch outcome {
 		case CodeCooldown, CodePhoneRateLimited, CodeIPRateLimited, CodeDenied,
 			CodeCountryNotAllowed, CodeNumberTypeNotAllowed, CodePrefixRateLimited,
 			CodeCountryRateLimited, CodeBudgetExhausted:
 			return true
 		}
-	case "otp.verify":
+	case ActionOTPVerify:
 		return outcome == CodeTooManyAttempts
 	}
 	return false
 }
 
-// RecordLogin audits an ops sign-in: outcome "ok" with the actor, or
-// "failed" with the address it came from.
+// RecordLogin audits an ops sign-in: outcome OutcomeOK with the actor, or
+// OutcomeFailed with the address it came from.
 func (o *Ops) RecordLogin(actor, ip string, ok bool) {
-	e := Event{At: o.o.Now(), Action: ActionLogin, Outcome: "failed", IP: ip}
+	e := Event{At: o.o.Now(), Action: ActionLogin, Outcome: OutcomeFailed, IP: ip}
 	if ok {
-		e.Outcome, e.Actor = "ok", actor
+		e.Outcome, e.Actor = OutcomeOK, actor
 	}
 	o.o.Events.Record(e)
 }

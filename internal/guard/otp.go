@@ -122,11 +122,11 @@ func (s *OTP) Send(ctx context.Context, req SendRequest) (SendResult, error) {
 		ip, err = IPSubject(req.ClientIP)
 	}
 	if err != nil { // audited too: a stream of bad numbers is worth seeing
-		s.record(ctx, "otp.send", "", phone, CleanIP(req.ClientIP), err)
+		s.record(ctx, ActionOTPSend, "", phone, CleanIP(req.ClientIP), err)
 		return SendResult{}, err
 	}
 	res, err := s.send(withDecision(ctx), phone, ip)
-	s.record(ctx, "otp.send", "sent", phone, CleanIP(req.ClientIP), err)
+	s.record(ctx, ActionOTPSend, OutcomeSent, phone, CleanIP(req.ClientIP), err)
 	return res, err
 }
 
@@ -301,12 +301,12 @@ func (s *OTP) Verify(ctx context.Context, req VerifyRequest) (Phone, error) {
 		err = s.checkCodeFormat(req.Code)
 	}
 	if err != nil {
-		s.record(ctx, "otp.verify", "", phone, "", err)
+		s.record(ctx, ActionOTPVerify, "", phone, "", err)
 		return Phone{}, err
 	}
 	ctx = withDecision(ctx)
 	err = s.verify(ctx, phone, req.Code)
-	s.record(ctx, "otp.verify", "valid", phone, "", err)
+	s.record(ctx, ActionOTPVerify, OutcomeValid, phone, "", err)
 	if err != nil {
 		return Phone{}, err
 	}
