@@ -125,7 +125,7 @@ func (o *Ops) Blocked(ctx context.Context, f BlockFilter) (BlockPage, error) {
 	}
 	blocks, total, err := o.o.Blocks.ListBlocks(ctx, match, f.Offset+f.Limit)
 	if err != nil {
-		return BlockPage{}, storeUnavailable(err, dbRetryAfter)
+		return BlockPage{}, StoreUnavailable(err, dbRetryAfter)
 	}
 	now := o.o.Now()
 	var denies []DenyEntry
@@ -154,7 +154,7 @@ func (o *Ops) Unblock(ctx context.Context, raw, actor string) (UnblockResult, er
 	}
 	if err := o.o.Blocks.Unblock(ctx, phone.E164, PhoneCounterKeys(phone.E164)); err != nil {
 		o.o.Logger.ErrorContext(ctx, "unblock failed", "phone", MaskPhone(phone.E164), "err", err)
-		return UnblockResult{}, storeUnavailable(err, storeRetryAfter)
+		return UnblockResult{}, StoreUnavailable(err, StoreRetryAfter)
 	}
 	o.audit(ctx, Event{Action: ActionUnblock, Outcome: OutcomeUnblocked, Phone: phone.E164, Country: phone.Region, Actor: actor})
 	res := UnblockResult{Phone: phone}

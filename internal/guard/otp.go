@@ -14,9 +14,10 @@ import (
 	"time"
 )
 
-// storeRetryAfter is the Retry-After of a 503 when the store is unavailable
-// and the policy fails closed: long enough not to hammer a recovering Redis.
-const storeRetryAfter = 60 * time.Second
+// StoreRetryAfter is the Retry-After of a 503 when the limit store is
+// unavailable and the policy fails closed (or an ops unblock failed): long
+// enough not to hammer a recovering Redis.
+const StoreRetryAfter = 60 * time.Second
 
 // OTPOptions are the dependencies and rules of an OTP service.
 type OTPOptions struct {
@@ -248,7 +249,7 @@ func (s *OTP) spend(ctx context.Context, phone Phone, limits []limitedTake) ([]T
 		if err != nil {
 			s.refund(ctx, passed)
 			s.log.Log(ctx, StoreFailureLevel(err), "limit store failed", "limit", l.take.Key.Name, "err", err)
-			return nil, storeUnavailable(err, storeRetryAfter)
+			return nil, StoreUnavailable(err, StoreRetryAfter)
 		}
 		if !res[0].Allowed {
 			if l.refundDenied && res[0].Spent {
@@ -328,7 +329,7 @@ func (s *OTP) verify(ctx context.Context, phone Phone, code string) error {
 		return s.verifyStateless(ctx, phone, code)
 	case err != nil:
 		s.log.Log(ctx, StoreFailureLevel(err), "reading code failed", "phone", MaskPhone(phone.E164), "err", err)
-		return storeUnavailable(err, storeRetryAfter)
+		return StoreUnavailable(err, StoreRetryAfter)
 	}
 	if g.Attempts > s.policy.MaxVerifyAttempts {
 		return &Error{Code: CodeTooManyAttempts,
@@ -352,7 +353,7 @@ func (s *OTP) verify(ctx context.Context, phone Phone, code string) error {
 	ok, err := s.codes.ConsumeCode(ctx, phone.E164, g.MAC)
 	if err != nil {
 		s.log.Log(ctx, StoreFailureLevel(err), "consuming code failed", "phone", MaskPhone(phone.E164), "err", err)
-		return storeUnavailable(err, storeRetryAfter)
+		return StoreUnavailable(err, StoreRetryAfter)
 	}
 	if !ok {
 		return Errorf(CodeNoActiveCode, "the code was already used")

@@ -45,7 +45,7 @@ func (o *Ops) BeginSignIn(ctx context.Context, ip string) (end func(ok bool), er
 	}
 	res, err := o.o.Counter.Take(ctx, []Take{take})
 	if err != nil {
-		return nil, storeUnavailable(err, dbRetryAfter)
+		return nil, StoreUnavailable(err, dbRetryAfter)
 	}
 	if !res[0].Allowed {
 		return nil, &Error{
