@@ -20,6 +20,7 @@ import (
 	"github.com/otpguard/otpguard/api"
 	"github.com/otpguard/otpguard/internal/guard"
 	"github.com/otpguard/otpguard/internal/httpapi"
+	"github.com/otpguard/otpguard/internal/ops"
 	"github.com/otpguard/otpguard/internal/sms"
 	"github.com/otpguard/otpguard/internal/store"
 )
@@ -209,7 +210,7 @@ func (a *App) Store() *store.Redis { return a.store }
 func (a *App) Redis() redis.UniversalClient { return a.rdb }
 
 // Ops is the ops desk: deny-list, blocks and the audit trail.
-func (a *App) Ops() *guard.Ops { return a.ops.desk }
+func (a *App) Ops() *ops.Desk { return a.ops.desk }
 
 // Run serves the handler on cfg.Addr until ctx ends, then finishes the
 // requests in flight (for at most drainTimeout). Call Close after it.

@@ -58,7 +58,7 @@ type Conversions interface {
 }
 
 // AutoBlocker adds deny-list entries on the watch's behalf: the ops desk
-// (*Ops), which reloads the deny-list and audits the change.
+// (ops.Desk), which reloads the deny-list and audits the change.
 type AutoBlocker interface {
 	AddDeny(ctx context.Context, e DenyEntry, actor string) (DenyEntry, error)
 }

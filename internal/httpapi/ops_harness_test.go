@@ -13,6 +13,7 @@ import (
 	"github.com/otpguard/otpguard/api"
 	"github.com/otpguard/otpguard/internal/guard"
 	"github.com/otpguard/otpguard/internal/httpapi"
+	"github.com/otpguard/otpguard/internal/ops"
 	"github.com/otpguard/otpguard/internal/store"
 	"github.com/otpguard/otpguard/internal/store/redistest"
 	"github.com/otpguard/otpguard/internal/store/sqltest"
@@ -26,9 +27,9 @@ var opsSessionKey = []byte("ops-session-key-0123456789abcdef")
 type opsNode struct {
 	db    *store.SQL
 	redis *store.Redis
-	deny  *guard.DenyCache
-	audit *guard.AuditQueue
-	desk  *guard.Ops
+	deny  *ops.DenyCache
+	audit *ops.AuditQueue
+	desk  *ops.Desk
 }
 
 // opsCluster is several instances sharing one real Redis and one SQL
@@ -51,8 +52,8 @@ type opsConfig struct {
 	// conversions wires the conversion watch (Redis tallies, the ops desk
 	// as its deny-list) and the abuse metrics (pumping_test.go).
 	conversions bool
-	// signIn is the failed sign-in limit; guard.DefaultSignInLimit when zero.
-	signIn guard.SignInLimit
+	// signIn is the failed sign-in limit; ops.DefaultSignInLimit when zero.
+	signIn ops.SignInLimit
 }
 
 // newOpsCluster starts the instances; everything stops when the test ends.
@@ -112,12 +113,12 @@ func (oc *opsCluster) start(t *testing.T, i int, policies guard.Policies, cfg op
 		}
 	}
 	n := &opsNode{db: db, redis: st}
-	n.deny = guard.NewDenyCache(db, guard.DenyCacheOptions{Refresh: cfg.refresh})
+	n.deny = ops.NewDenyCache(db, ops.DenyCacheOptions{Refresh: cfg.refresh})
 	if err := n.deny.Reload(ctx); err != nil {
 		t.Fatalf("deny-list: %v", err)
 	}
-	n.audit = guard.NewAuditQueue(db, guard.AuditQueueOptions{})
-	n.desk = guard.NewOps(guard.OpsOptions{Blocks: st, DenyList: db, Deny: n.deny, Audit: db, Activity: db, Events: n.audit,
+	n.audit = ops.NewAuditQueue(db, ops.AuditQueueOptions{})
+	n.desk = ops.NewDesk(ops.DeskOptions{Blocks: st, DenyList: db, Deny: n.deny, Audit: db, Activity: db, Events: n.audit,
 		Counter: st, SignIn: cfg.signIn})
 
 	bg, stop := context.WithCancel(ctx)
@@ -176,7 +177,7 @@ func (oc *opsCluster) send(t testing.TB, i int, phone string) (int, string) {
 // eventsIn returns the events stored for phone, read straight from SQL.
 func (oc *opsCluster) eventsIn(t testing.TB, phone string) []guard.Event {
 	t.Helper()
-	events, err := oc.nodes[0].db.ListEvents(context.Background(), guard.EventFilter{Phone: phone, Limit: guard.MaxEventLimit})
+	events, err := oc.nodes[0].db.ListEvents(context.Background(), ops.EventFilter{Phone: phone, Limit: ops.MaxEventLimit})
 	if err != nil {
 		t.Fatalf("ListEvents: %v", err)
 	}
