@@ -15,7 +15,7 @@ import (
 	"github.com/otpguard/otpguard/internal/ops"
 )
 
-// fakeAudit is a ops.AuditLog whose WriteEvents fails while down is set.
+// fakeAudit is an ops.AuditLog whose WriteEvents fails while down is set.
 type fakeAudit struct {
 	mu         sync.Mutex
 	down       bool

@@ -11,7 +11,7 @@ import (
 	"github.com/otpguard/otpguard/internal/ops"
 )
 
-// fakeDenyList is a ops.DenyList whose methods are function fields.
+// fakeDenyList is an ops.DenyList whose methods are function fields.
 type fakeDenyList struct {
 	mu     sync.Mutex
 	list   func() ([]guard.DenyEntry, error)
