@@ -20,6 +20,7 @@ import (
 	"github.com/otpguard/otpguard/api"
 	"github.com/otpguard/otpguard/internal/guard"
 	"github.com/otpguard/otpguard/internal/httpapi"
+	"github.com/otpguard/otpguard/internal/ops"
 	"github.com/otpguard/otpguard/internal/sms"
 	"github.com/otpguard/otpguard/internal/store"
 )
@@ -58,7 +59,7 @@ type options struct {
 	output    io.Writer
 	heartbeat store.HeartbeatOptions
 	breaker   guard.BreakerOptions
-	signIn    guard.SignInLimit
+	signIn    ops.SignInLimit
 }
 
 // WithSender sends SMS through s instead of the configured sender.
@@ -86,8 +87,8 @@ func WithHeartbeat(every, staleAfter time.Duration) Option {
 func WithBreaker(b guard.BreakerOptions) Option { return func(o *options) { o.breaker = b } }
 
 // WithSignInLimit sets the limit on failed ops sign-ins per address
-// (guard.DefaultSignInLimit otherwise).
-func WithSignInLimit(l guard.SignInLimit) Option { return func(o *options) { o.signIn = l } }
+// (ops.DefaultSignInLimit otherwise).
+func WithSignInLimit(l ops.SignInLimit) Option { return func(o *options) { o.signIn = l } }
 
 // New builds the service cfg describes: it connects to Redis (or starts
 // the embedded one), opens and migrates the SQL store, and starts the
@@ -214,16 +215,16 @@ func (a *App) Store() *store.Redis { return a.store }
 func (a *App) Redis() redis.UniversalClient { return a.rdb }
 
 // Ops is the ops desk: deny-list, blocks and the audit trail.
-func (a *App) Ops() *guard.Ops { return a.ops.desk }
+func (a *App) Ops() *ops.Desk { return a.ops.desk }
 
 // SQL is the ops database (deny-list, audit trail).
 func (a *App) SQL() *store.SQL { return a.ops.sql }
 
 // DenyCache is this instance's copy of the deny-list.
-func (a *App) DenyCache() *guard.DenyCache { return a.ops.deny }
+func (a *App) DenyCache() *ops.DenyCache { return a.ops.deny }
 
 // AuditQueue is this instance's queue of audit events on their way to SQL.
-func (a *App) AuditQueue() *guard.AuditQueue { return a.ops.audit }
+func (a *App) AuditQueue() *ops.AuditQueue { return a.ops.audit }
 
 // OpsSessionKey is the key that signs ops sessions, derived from the HMAC
 // key so that every instance accepts every other's sessions.

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/otpguard/otpguard/internal/guard"
+	"github.com/otpguard/otpguard/internal/ops"
 )
 
 // Config is everything otpguard is told, parsed once from the environment
@@ -106,10 +107,10 @@ func LoadConfig(getenv func(string) string) (*Config, error) {
 	if c.AutoMigrate, err = boolEnv(getenv, "OTPGUARD_AUTO_MIGRATE", true); err != nil {
 		errs = append(errs, err)
 	}
-	if c.AuditRetention, err = durationEnv(getenv, "OTPGUARD_AUDIT_RETENTION", guard.DefaultAuditRetention); err != nil {
+	if c.AuditRetention, err = durationEnv(getenv, "OTPGUARD_AUDIT_RETENTION", ops.DefaultAuditRetention); err != nil {
 		errs = append(errs, err)
 	}
-	if c.DenyListRefresh, err = durationEnv(getenv, "OTPGUARD_DENYLIST_REFRESH", guard.DefaultDenyRefresh); err != nil {
+	if c.DenyListRefresh, err = durationEnv(getenv, "OTPGUARD_DENYLIST_REFRESH", ops.DefaultDenyRefresh); err != nil {
 		errs = append(errs, err)
 	}
 	hmacKey, err := secret(getenv, "OTPGUARD_HMAC_KEY")

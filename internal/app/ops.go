@@ -14,6 +14,7 @@ import (
 
 	"github.com/otpguard/otpguard/internal/guard"
 	"github.com/otpguard/otpguard/internal/httpapi"
+	"github.com/otpguard/otpguard/internal/ops"
 	"github.com/otpguard/otpguard/internal/store"
 )
 
@@ -28,9 +29,9 @@ const (
 // deny-list cache and the audit queue, with their background jobs.
 type opsStack struct {
 	sql   *store.SQL
-	deny  *guard.DenyCache
-	audit *guard.AuditQueue
-	desk  *guard.Ops
+	deny  *ops.DenyCache
+	audit *ops.AuditQueue
+	desk  *ops.Desk
 	// sessionKey signs ops sessions (see opsSessionKey).
 	sessionKey []byte
 
@@ -44,7 +45,7 @@ type opsStack struct {
 // and the retention job. They run until Close, not until ctx ends: events
 // of requests finishing during shutdown must still be written. counter
 // (the Fallback) counts failed ops sign-ins.
-func startOps(ctx context.Context, cfg *Config, log *slog.Logger, metrics *httpapi.Metrics, blocks guard.BlockIndex, counter guard.Counter, opts options) (*opsStack, error) {
+func startOps(ctx context.Context, cfg *Config, log *slog.Logger, metrics *httpapi.Metrics, blocks ops.BlockIndex, counter guard.Counter, opts options) (*opsStack, error) {
 	db, err := openOpsStore(ctx, cfg, log)
 	if err != nil {
 		return nil, err
@@ -56,7 +57,7 @@ func startOps(ctx context.Context, cfg *Config, log *slog.Logger, metrics *httpa
 		}
 		return o.audit.Len()
 	})
-	o.deny = guard.NewDenyCache(db, guard.DenyCacheOptions{Refresh: cfg.DenyListRefresh, Logger: log, OnRefresh: om.DenyReloaded})
+	o.deny = ops.NewDenyCache(db, ops.DenyCacheOptions{Refresh: cfg.DenyListRefresh, Logger: log, OnRefresh: om.DenyReloaded})
 	sctx, cancel := context.WithTimeout(ctx, startupTimeout)
 	err = o.deny.Reload(sctx)
 	cancel()
@@ -64,8 +65,8 @@ func startOps(ctx context.Context, cfg *Config, log *slog.Logger, metrics *httpa
 		db.Close()
 		return nil, fmt.Errorf("load the deny-list: %w", err)
 	}
-	o.audit = guard.NewAuditQueue(db, guard.AuditQueueOptions{Logger: log, OnDrop: om.AuditDropped, OnWrite: om.AuditWritten})
-	o.desk = guard.NewOps(guard.OpsOptions{
+	o.audit = ops.NewAuditQueue(db, ops.AuditQueueOptions{Logger: log, OnDrop: om.AuditDropped, OnWrite: om.AuditWritten})
+	o.desk = ops.NewDesk(ops.DeskOptions{
 		Blocks: blocks, DenyList: db, Deny: o.deny, Audit: db, Activity: db, Events: o.audit, Counter: counter,
 		DefaultRegion: cfg.Policies.OTP.DefaultRegion, Logger: log, Now: opts.now, SignIn: opts.signIn,
 	})
@@ -77,7 +78,7 @@ func startOps(ctx context.Context, cfg *Config, log *slog.Logger, metrics *httpa
 	go func() { defer o.wg.Done(); o.audit.Run(bg) }()
 	go func() {
 		defer o.wg.Done()
-		guard.RunRetention(bg, db, cfg.AuditRetention, retentionInterval, log)
+		ops.RunRetention(bg, db, cfg.AuditRetention, retentionInterval, log)
 	}()
 	log.Info("ops ready", "deny_entries", len(o.deny.Entries()), "deny_refresh", cfg.DenyListRefresh.String(),
 		"audit_retention", cfg.AuditRetention.String(), "ops_keys", len(cfg.OpsKeys))

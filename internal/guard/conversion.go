@@ -65,7 +65,7 @@ type Conversions interface {
 }
 
 // AutoBlocker adds deny-list entries on the watch's behalf: the ops desk
-// (*Ops), which reloads the deny-list and audits the change.
+// (ops.Desk), which reloads the deny-list and audits the change.
 type AutoBlocker interface {
 	AddDeny(ctx context.Context, e DenyEntry, actor string) (DenyEntry, error)
 }
@@ -158,7 +158,7 @@ func (s *OTP) conversionAlert(ctx context.Context, phone Phone, subject Key, t T
 	}
 	reason := fmt.Sprintf("conversion watch: %d of %d codes verified in the last hour (%.1f%%), below min_rate %.1f%%",
 		t.Verifies, t.Sends, 100*t.Rate(), 100*c.MinRate)
-	action := "reported"
+	action := OutcomeReported
 	if block {
 		if s.abuse.autoBlock == nil {
 			s.log.ErrorContext(ctx, "conversion watch: block mode without a deny-list: only reporting", "prefix", subject.ID)
@@ -172,7 +172,7 @@ func (s *OTP) conversionAlert(ctx context.Context, phone Phone, subject Key, t T
 				}
 				return
 			}
-			action = "blocked"
+			action = OutcomeBlocked
 			reason += fmt.Sprintf("; deny-list entry %d until %s", e.ID, until.UTC().Format(time.RFC3339))
 		}
 	}
@@ -189,6 +189,3 @@ func (s *OTP) conversionAlert(ctx context.Context, phone Phone, subject Key, t T
 	s.events.Record(Event{At: s.now(), Action: ActionConversion, Outcome: action, Country: country,
 		Actor: ConversionActor, Detail: fmt.Sprintf("%s=%s %s", scope, subject.ID, reason)})
 }
-
-// ActionConversion is the audit action of a conversion alert.
-const ActionConversion = "otp.conversion"

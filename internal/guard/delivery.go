@@ -5,9 +5,6 @@ import (
 	"fmt"
 )
 
-// ActionSMSStatus is the audit action of a delivery status report.
-const ActionSMSStatus = "sms.status"
-
 // Delivery is the provider's report on one message (Twilio's status
 // callback): its id, the number, its status and the provider's error code.
 type Delivery struct {

@@ -89,9 +89,10 @@ func ErrorCode(err error) Code {
 // ErrNotFound is returned by stores when the thing asked for does not exist.
 var ErrNotFound = errors.New("not found")
 
-// storeUnavailable wraps a store failure: the caller sees 503 and a retry hint,
-// the log sees the cause.
-func storeUnavailable(err error, retryAfter time.Duration) *Error {
+// StoreUnavailable wraps a failure of the limit store: the caller sees 503
+// and a retry hint, the log sees the cause. The ops desk answers a failed
+// unblock or block listing with it too.
+func StoreUnavailable(err error, retryAfter time.Duration) *Error {
 	return &Error{
 		Code:       CodeStoreUnavailable,
 		Message:    "the limit store is unavailable; try again shortly",

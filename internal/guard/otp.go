@@ -14,9 +14,10 @@ import (
 	"time"
 )
 
-// storeRetryAfter is the Retry-After of a 503 when the store is unavailable
-// and the policy fails closed: long enough not to hammer a recovering Redis.
-const storeRetryAfter = 60 * time.Second
+// StoreRetryAfter is the Retry-After of a 503 when the limit store is
+// unavailable and the policy fails closed (or an ops unblock failed): long
+// enough not to hammer a recovering Redis.
+const StoreRetryAfter = 60 * time.Second
 
 // OTPOptions are the dependencies and rules of an OTP service.
 type OTPOptions struct {
@@ -122,11 +123,11 @@ func (s *OTP) Send(ctx context.Context, req SendRequest) (SendResult, error) {
 		ip, err = IPSubject(req.ClientIP)
 	}
 	if err != nil { // audited too: a stream of bad numbers is worth seeing
-		s.record(ctx, "otp.send", "", phone, CleanIP(req.ClientIP), err)
+		s.record(ctx, ActionOTPSend, "", phone, CleanIP(req.ClientIP), err)
 		return SendResult{}, err
 	}
 	res, err := s.send(withDecision(ctx), phone, ip)
-	s.record(ctx, "otp.send", "sent", phone, CleanIP(req.ClientIP), err)
+	s.record(ctx, ActionOTPSend, OutcomeSent, phone, CleanIP(req.ClientIP), err)
 	return res, err
 }
 
@@ -198,12 +199,12 @@ func (s *OTP) sendLimits(phone, ip string) []limitedTake {
 	var ls []limitedTake
 	if cd := s.policy.Cooldown; cd > 0 {
 		ls = append(ls, limitedTake{
-			take:   fallback(Take{Key: Key{"otp", phone, "cooldown"}, Algorithm: FixedWindow, Limit: 1, Window: cd, Cost: 1}, 1),
+			take:   fallback(Take{Key: cooldownKey(phone), Algorithm: FixedWindow, Limit: 1, Window: cd, Cost: 1}, 1),
 			denial: CodeCooldown, what: "a code was sent to this number moments ago",
 		})
 	}
 	ls = append(ls, limitedTake{
-		take: fallback(Take{Key: Key{"otp", phone, "sends"}, Algorithm: FixedWindow,
+		take: fallback(Take{Key: phoneSendsKey(phone), Algorithm: FixedWindow,
 			Limit: s.policy.PerPhone.Limit, Window: s.policy.PerPhone.Window, Cost: 1}, s.policy.LocalLimit),
 		denial: CodePhoneRateLimited, what: "too many codes were sent to this number",
 	})
@@ -221,6 +222,19 @@ func (s *OTP) sendLimits(phone, ip string) []limitedTake {
 	return ls
 }
 
+// PhoneCounterKeys are the keys Send counts a number's own sends under:
+// its cooldown and its per-number window. The cooldown key is listed even
+// when the policy has no cooldown, as a policy in force earlier may have
+// set one. The per-IP counter is the address's, not the number's, and is
+// not listed. The ops desk deletes these keys to unblock a number.
+func PhoneCounterKeys(e164 string) []Key {
+	return []Key{cooldownKey(e164), phoneSendsKey(e164)}
+}
+
+func cooldownKey(e164 string) Key { return Key{"otp", e164, "cooldown"} }
+
+func phoneSendsKey(e164 string) Key { return Key{"otp", e164, "sends"} }
+
 // spend takes the limits one by one; on the first denial it refunds those
 // already passed and returns the denial. One at a time because each limit
 // is its own atomic unit (and, on Redis Cluster, its own slot). It returns
@@ -235,7 +249,7 @@ func (s *OTP) spend(ctx context.Context, phone Phone, limits []limitedTake) ([]T
 		if err != nil {
 			s.refund(ctx, passed)
 			s.log.Log(ctx, StoreFailureLevel(err), "limit store failed", "limit", l.take.Key.Name, "err", err)
-			return nil, storeUnavailable(err, storeRetryAfter)
+			return nil, StoreUnavailable(err, StoreRetryAfter)
 		}
 		if !res[0].Allowed {
 			if l.refundDenied && res[0].Spent {
@@ -288,12 +302,12 @@ func (s *OTP) Verify(ctx context.Context, req VerifyRequest) (Phone, error) {
 		err = s.checkCodeFormat(req.Code)
 	}
 	if err != nil {
-		s.record(ctx, "otp.verify", "", phone, "", err)
+		s.record(ctx, ActionOTPVerify, "", phone, "", err)
 		return Phone{}, err
 	}
 	ctx = withDecision(ctx)
 	err = s.verify(ctx, phone, req.Code)
-	s.record(ctx, "otp.verify", "valid", phone, "", err)
+	s.record(ctx, ActionOTPVerify, OutcomeValid, phone, "", err)
 	if err != nil {
 		return Phone{}, err
 	}
@@ -315,7 +329,7 @@ func (s *OTP) verify(ctx context.Context, phone Phone, code string) error {
 		return s.verifyStateless(ctx, phone, code)
 	case err != nil:
 		s.log.Log(ctx, StoreFailureLevel(err), "reading code failed", "phone", MaskPhone(phone.E164), "err", err)
-		return storeUnavailable(err, storeRetryAfter)
+		return StoreUnavailable(err, StoreRetryAfter)
 	}
 	if g.Attempts > s.policy.MaxVerifyAttempts {
 		return &Error{Code: CodeTooManyAttempts,
@@ -339,7 +353,7 @@ func (s *OTP) verify(ctx context.Context, phone Phone, code string) error {
 	ok, err := s.codes.ConsumeCode(ctx, phone.E164, g.MAC)
 	if err != nil {
 		s.log.Log(ctx, StoreFailureLevel(err), "consuming code failed", "phone", MaskPhone(phone.E164), "err", err)
-		return storeUnavailable(err, storeRetryAfter)
+		return StoreUnavailable(err, StoreRetryAfter)
 	}
 	if !ok {
 		return Errorf(CodeNoActiveCode, "the code was already used")

@@ -5,12 +5,6 @@ import (
 	"time"
 )
 
-// Duration is time.Duration.
-//
-// Deprecated: write time.Duration. The alias stays only while code being
-// moved out of guard (opsdesk.go) still names it.
-type Duration = time.Duration
-
 // Window is a fixed-window budget: at most Limit events per Window, the window
 // starting at the first event.
 type Window struct {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/otpguard/otpguard/internal/guard"
+	"github.com/otpguard/otpguard/internal/ops"
 	"github.com/otpguard/otpguard/internal/store"
 )
 
@@ -115,7 +116,7 @@ func TestConversionWatchMonitor(t *testing.T) {
 	}
 	var reports []guard.Event
 	opsWait(t, "the conversion report in the audit trail", func() bool {
-		events, err := oc.nodes[0].db.ListEvents(t.Context(), guard.EventFilter{Action: guard.ActionConversion})
+		events, err := oc.nodes[0].db.ListEvents(t.Context(), ops.EventFilter{Action: guard.ActionConversion})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -9,6 +9,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/otpguard/otpguard/internal/guard"
+	"github.com/otpguard/otpguard/internal/ops"
 )
 
 // blockedItem is one row of GET /ops/blocked.
@@ -32,7 +33,7 @@ type blockedResponse struct {
 	Offset int           `json:"offset"`
 }
 
-func toBlockedItem(b guard.BlockedNumber, now time.Time) blockedItem {
+func toBlockedItem(b ops.BlockedNumber, now time.Time) blockedItem {
 	it := blockedItem{Phone: b.Phone, Country: b.Country, Reason: string(b.Reason), Count: b.Count, Since: b.Since}
 	if !b.Until.IsZero() {
 		until := b.Until
@@ -57,7 +58,7 @@ func (s *Server) listBlocked(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	f := guard.BlockFilter{Phone: q.Get("phone"), Country: q.Get("country"), Limit: int(limit), Offset: int(offset)}
+	f := ops.BlockFilter{Phone: q.Get("phone"), Country: q.Get("country"), Limit: int(limit), Offset: int(offset)}
 	page, err := s.ops.Blocked(c.Request().Context(), f)
 	if err != nil {
 		return err
@@ -65,7 +66,7 @@ func (s *Server) listBlocked(c echo.Context) error {
 	now := s.ops.Now()
 	res := blockedResponse{Blocks: make([]blockedItem, 0, len(page.Blocks)), Total: page.Total, Limit: f.Limit, Offset: f.Offset}
 	if res.Limit == 0 {
-		res.Limit = guard.DefaultBlockLimit
+		res.Limit = ops.DefaultBlockLimit
 	}
 	for _, b := range page.Blocks {
 		res.Blocks = append(res.Blocks, toBlockedItem(b, now))
@@ -216,7 +217,7 @@ func (s *Server) listEvents(c echo.Context) error {
 	}
 	limit := f.Limit
 	if limit == 0 {
-		limit = guard.DefaultEventLimit
+		limit = ops.DefaultEventLimit
 	}
 	if len(events) == limit {
 		res.NextBeforeID = events[len(events)-1].ID
@@ -224,8 +225,8 @@ func (s *Server) listEvents(c echo.Context) error {
 	return c.JSON(http.StatusOK, res)
 }
 
-func eventFilter(q url.Values) (guard.EventFilter, error) {
-	var f guard.EventFilter
+func eventFilter(q url.Values) (ops.EventFilter, error) {
+	var f ops.EventFilter
 	if p := q.Get("phone"); p != "" {
 		phone, err := guard.ParsePhone(p, "")
 		if err != nil {
@@ -234,7 +235,7 @@ func eventFilter(q url.Values) (guard.EventFilter, error) {
 		f.Phone = phone.E164
 	}
 	f.Action = q.Get("action")
-	if len(f.Action) > 64 || !guard.PlainText(f.Action) {
+	if len(f.Action) > 64 || !ops.PlainText(f.Action) {
 		return f, guard.Errorf(guard.CodeInvalidRequest, "action must be an action name such as otp.send")
 	}
 	var err error
@@ -248,7 +249,7 @@ func eventFilter(q url.Values) (guard.EventFilter, error) {
 	if err != nil {
 		return f, err
 	}
-	f.Limit = int(min(limit, guard.MaxEventLimit+1)) // guard refuses above the maximum
+	f.Limit = int(min(limit, ops.MaxEventLimit+1)) // the desk refuses above the maximum
 	if f.BeforeID, err = intParam(q, "before_id"); err != nil {
 		return f, err
 	}

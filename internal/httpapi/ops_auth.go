@@ -241,7 +241,7 @@ func (s *Server) requireOps(apiKeys, opsKeys keyring, page bool) echo.Middleware
 }
 
 // beginSignIn counts a sign-in attempt against the caller's address
-// (guard.Ops.BeginSignIn); a server without the ops desk counts nothing.
+// (ops.Desk.BeginSignIn); a server without the ops desk counts nothing.
 func (s *Server) beginSignIn(c echo.Context) (end func(ok bool), err error) {
 	if s.ops == nil {
 		return func(bool) {}, nil

@@ -13,8 +13,8 @@ import (
 	"time"
 
 	"github.com/otpguard/otpguard/api"
-	"github.com/otpguard/otpguard/internal/guard"
 	"github.com/otpguard/otpguard/internal/httpapi"
+	"github.com/otpguard/otpguard/internal/ops"
 	"github.com/otpguard/otpguard/internal/store"
 )
 
@@ -24,7 +24,7 @@ import (
 func TestOpsAuthMatrix(t *testing.T) {
 	// Eleven routes try an unknown key: more than the default failed
 	// sign-ins of one address (TestOpsSignInLimit).
-	oc := newOpsCluster(t, opsConfig{engine: store.EngineSQLite, signIn: guard.SignInLimit{Failures: 100, Window: time.Minute}})
+	oc := newOpsCluster(t, opsConfig{engine: store.EngineSQLite, signIn: ops.SignInLimit{Failures: 100, Window: time.Minute}})
 	routes := []struct {
 		method, path, body string
 		page               bool
@@ -302,7 +302,7 @@ func serveOnce(h http.Handler, req *http.Request) *http.Response {
 func TestOpsSignInLimit(t *testing.T) {
 	const failures = 5
 	oc := newOpsCluster(t, opsConfig{instances: 2, engine: store.EngineSQLite,
-		signIn: guard.SignInLimit{Failures: failures, Window: time.Minute}})
+		signIn: ops.SignInLimit{Failures: failures, Window: time.Minute}})
 
 	// attempt signs in at instance i from address ip, by form or bearer.
 	attempt := func(i int, ip, key string, form bool) *http.Response {

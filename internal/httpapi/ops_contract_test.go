@@ -14,7 +14,7 @@ import (
 	"github.com/getkin/kin-openapi/openapi3filter"
 	"github.com/getkin/kin-openapi/routers/gorillamux"
 
-	"github.com/otpguard/otpguard/internal/guard"
+	"github.com/otpguard/otpguard/internal/ops"
 	"github.com/otpguard/otpguard/internal/store"
 )
 
@@ -42,7 +42,7 @@ func TestOpsContract(t *testing.T) {
 	}
 	// Two wrong keys from one address are allowed: the last cases spend
 	// them and meet the limit.
-	oc := newOpsCluster(t, opsConfig{engine: store.EngineSQLite, signIn: guard.SignInLimit{Failures: 2, Window: time.Minute}})
+	oc := newOpsCluster(t, opsConfig{engine: store.EngineSQLite, signIn: ops.SignInLimit{Failures: 2, Window: time.Minute}})
 	oc.send(t, 0, "+14155550100")
 	oc.send(t, 0, "+14155550100") // cooldown: a block to list
 	form := "application/x-www-form-urlencoded"

@@ -11,6 +11,7 @@ import (
 	"github.com/otpguard/otpguard/internal/app"
 	"github.com/otpguard/otpguard/internal/guard"
 	"github.com/otpguard/otpguard/internal/httpapi"
+	"github.com/otpguard/otpguard/internal/ops"
 	"github.com/otpguard/otpguard/internal/store"
 	"github.com/otpguard/otpguard/internal/store/redistest"
 	"github.com/otpguard/otpguard/internal/store/sqltest"
@@ -19,9 +20,9 @@ import (
 type opsNode struct {
 	db    *store.SQL
 	redis *store.Redis
-	deny  *guard.DenyCache
-	audit *guard.AuditQueue
-	desk  *guard.Ops
+	deny  *ops.DenyCache
+	audit *ops.AuditQueue
+	desk  *ops.Desk
 }
 
 // opsCluster is several instances sharing one real Redis and one SQL
@@ -41,8 +42,8 @@ type opsConfig struct {
 	refresh   time.Duration // deny-list refresh; 100ms (the least allowed) when 0
 	policies  *guard.Policies
 	opsKeys   []string // {opsKey} when nil
-	// signIn is the failed sign-in limit; guard.DefaultSignInLimit when zero.
-	signIn guard.SignInLimit
+	// signIn is the failed sign-in limit; ops.DefaultSignInLimit when zero.
+	signIn ops.SignInLimit
 }
 
 // newOpsCluster starts the instances; everything stops when the test ends.
@@ -114,7 +115,7 @@ func (oc *opsCluster) send(t testing.TB, i int, phone string) (int, string) {
 // eventsIn returns the events stored for phone, read straight from SQL.
 func (oc *opsCluster) eventsIn(t testing.TB, phone string) []guard.Event {
 	t.Helper()
-	events, err := oc.nodes[0].db.ListEvents(context.Background(), guard.EventFilter{Phone: phone, Limit: guard.MaxEventLimit})
+	events, err := oc.nodes[0].db.ListEvents(context.Background(), ops.EventFilter{Phone: phone, Limit: ops.MaxEventLimit})
 	if err != nil {
 		t.Fatalf("ListEvents: %v", err)
 	}

@@ -44,14 +44,14 @@ func NewOpsMetrics(m *Metrics, queueLen func() int) *OpsMetrics {
 }
 
 // AuditDropped counts one event lost to a full queue; it fits
-// guard.AuditQueueOptions.OnDrop.
+// ops.AuditQueueOptions.OnDrop.
 func (o *OpsMetrics) AuditDropped() { o.auditDropped.Inc() }
 
 // AuditWritten counts n events written; it fits AuditQueueOptions.OnWrite.
 func (o *OpsMetrics) AuditWritten(n int) { o.auditWritten.Add(float64(n)) }
 
 // DenyReloaded records one deny-list reload; it fits
-// guard.DenyCacheOptions.OnRefresh.
+// ops.DenyCacheOptions.OnRefresh.
 func (o *OpsMetrics) DenyReloaded(entries int, err error) {
 	if err != nil {
 		o.denyReloads.WithLabelValues("error").Inc()

@@ -14,6 +14,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/otpguard/otpguard/internal/guard"
+	"github.com/otpguard/otpguard/internal/ops"
 )
 
 //go:embed ops_templates/*.html
@@ -86,7 +87,7 @@ func (s *Server) opsPage(c echo.Context) error {
 	}
 	now := s.ops.Now()
 
-	page, err := s.ops.Blocked(ctx, guard.BlockFilter{Phone: p.Phone, Country: p.Country, Limit: pageBlocks})
+	page, err := s.ops.Blocked(ctx, ops.BlockFilter{Phone: p.Phone, Country: p.Country, Limit: pageBlocks})
 	if err != nil {
 		p.BlockedErr = s.partFailed(c, "blocked numbers", err)
 	}
@@ -102,7 +103,7 @@ func (s *Server) opsPage(c echo.Context) error {
 			p.Deny = append(p.Deny, toDenyEntry(e))
 		}
 	}
-	if p.Events, err = s.ops.Events(ctx, guard.EventFilter{Limit: pageEvents}); err != nil {
+	if p.Events, err = s.ops.Events(ctx, ops.EventFilter{Limit: pageEvents}); err != nil {
 		p.EventsErr = s.partFailed(c, "events", err)
 	}
 	if act, err := s.ops.Activity(ctx, chartMins); err != nil {
@@ -228,7 +229,7 @@ type chartBar struct {
 }
 
 // newChart lays out one pair of bars per minute: sends, then blocks.
-func newChart(mins []guard.MinuteActivity) *chart {
+func newChart(mins []ops.MinuteActivity) *chart {
 	const (
 		slot   = 12.0 // px per minute
 		bar    = 5.0

@@ -12,6 +12,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/otpguard/otpguard/internal/guard"
+	"github.com/otpguard/otpguard/internal/ops"
 	"github.com/otpguard/otpguard/internal/store"
 )
 
@@ -199,7 +200,7 @@ func TestOpsUnblockLetsNumberSendAgain(t *testing.T) {
 
 	var unblocks []guard.Event
 	for _, e := range oc.eventsIn(t, phone) {
-		if e.Action == guard.ActionUnblock {
+		if e.Action == ops.ActionUnblock {
 			unblocks = append(unblocks, e)
 		}
 	}
@@ -283,7 +284,7 @@ func TestOpsDenyListPropagates(t *testing.T) {
 				t.Errorf("deny-list after removals: %v", entries)
 			}
 			var actions []string
-			events, _ := oc.nodes[1].db.ListEvents(context.Background(), guard.EventFilter{Action: guard.ActionDenyAdd})
+			events, _ := oc.nodes[1].db.ListEvents(context.Background(), ops.EventFilter{Action: ops.ActionDenyAdd})
 			for _, e := range events {
 				actions = append(actions, e.Action+" "+e.Detail)
 			}

@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/otpguard/otpguard/internal/guard"
+	"github.com/otpguard/otpguard/internal/ops"
 )
 
 // BodyLimit bounds every request body: the largest legitimate one, a full
@@ -39,7 +40,7 @@ type Options struct {
 	// /ops/status); nil: /readyz only pings, /ops/status is 404.
 	Status func() StoreStatus
 	// Ops is the ops desk behind /ops; nil answers /ops/* with 503.
-	Ops *guard.Ops
+	Ops *ops.Desk
 	// SessionKey signs ops sessions; every instance needs the same one.
 	// Empty: a random key, so sessions work on this instance only.
 	SessionKey []byte
@@ -65,7 +66,7 @@ type Server struct {
 	status  func() StoreStatus // status.go
 
 	// The ops desk and its sign-in (ops_auth.go).
-	ops      *guard.Ops
+	ops      *ops.Desk
 	sessions sessions
 	revoked  SessionStore
 

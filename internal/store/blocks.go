@@ -9,6 +9,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/otpguard/otpguard/internal/guard"
+	"github.com/otpguard/otpguard/internal/ops"
 )
 
 // The block index lists the numbers refused now without scanning Redis:
@@ -26,7 +27,7 @@ import (
 // maxBlockScan bounds how many blocked numbers a filtered listing reads.
 const maxBlockScan = 50000
 
-var _ guard.BlockIndex = (*Redis)(nil)
+var _ ops.BlockIndex = (*Redis)(nil)
 
 func (r *Redis) blockKeys(phone string) []string {
 	base := r.prefix + "ops:{blocks}:"
@@ -113,14 +114,14 @@ func (r *Redis) EndBlock(ctx context.Context, phone string, reason guard.Code) e
 
 // ListBlocks returns the first n live blocks whose phone passes match,
 // most recently begun first, and how many pass in all (see
-// guard.BlockIndex). With a match it reads at most maxBlockScan numbers.
-func (r *Redis) ListBlocks(ctx context.Context, match func(phone string) bool, n int) ([]guard.BlockedNumber, int, error) {
+// ops.BlockIndex). With a match it reads at most maxBlockScan numbers.
+func (r *Redis) ListBlocks(ctx context.Context, match func(phone string) bool, n int) ([]ops.BlockedNumber, int, error) {
 	want := n
 	if match != nil {
 		want = maxBlockScan
 	}
 	if want <= 0 {
-		return []guard.BlockedNumber{}, 0, nil
+		return []ops.BlockedNumber{}, 0, nil
 	}
 	keys := r.blockKeys("")
 	v, err := listBlocksScript.Run(ctx, r.rdb, keys[:2], want).Slice()
@@ -164,8 +165,8 @@ func (r *Redis) ListBlocks(ctx context.Context, match func(phone string) bool, n
 
 // readBlocks reads the hashes of phones in one round trip, skipping those
 // that have expired.
-func (r *Redis) readBlocks(ctx context.Context, phones []string) ([]guard.BlockedNumber, error) {
-	out := make([]guard.BlockedNumber, 0, len(phones))
+func (r *Redis) readBlocks(ctx context.Context, phones []string) ([]ops.BlockedNumber, error) {
+	out := make([]ops.BlockedNumber, 0, len(phones))
 	if len(phones) == 0 {
 		return out, nil
 	}
@@ -189,7 +190,7 @@ func (r *Redis) readBlocks(ctx context.Context, phones []string) ([]guard.Blocke
 			// The key names the number: mask it, this may reach a log.
 			return nil, fmt.Errorf("store: read block of %s: malformed hash", guard.MaskPhone(phones[i]))
 		}
-		out = append(out, guard.BlockedNumber{
+		out = append(out, ops.BlockedNumber{
 			Block: guard.Block{Phone: phones[i], Country: h["country"], Reason: guard.Code(h["reason"]),
 				Count: count, Until: time.UnixMilli(until).UTC()},
 			Since: time.UnixMilli(since).UTC(),

@@ -9,6 +9,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/otpguard/otpguard/internal/guard"
+	"github.com/otpguard/otpguard/internal/ops"
 	"github.com/otpguard/otpguard/internal/store"
 )
 
@@ -59,7 +60,7 @@ func TestBlockIndex(t *testing.T) {
 			}
 
 			blocks, _, _ := s.ListBlocks(ctx, func(p string) bool { return p == "+919800000001" }, 1)
-			want := guard.BlockedNumber{Block: guard.Block{Phone: "+919800000001", Country: "IN", Reason: guard.CodePhoneRateLimited,
+			want := ops.BlockedNumber{Block: guard.Block{Phone: "+919800000001", Country: "IN", Reason: guard.CodePhoneRateLimited,
 				Count: 4, Until: now.Add(time.Hour).Truncate(time.Millisecond).UTC()}}
 			if len(blocks) != 1 {
 				t.Fatalf("got %d blocks, want 1", len(blocks))

@@ -15,7 +15,7 @@ import (
 	"github.com/pressly/goose/v3"
 	_ "modernc.org/sqlite" // registers the "sqlite" database/sql driver
 
-	"github.com/otpguard/otpguard/internal/guard"
+	"github.com/otpguard/otpguard/internal/ops"
 )
 
 // The engines OpenSQL can open, as Engine reports them. They double as the
@@ -38,8 +38,8 @@ type SQL struct {
 }
 
 var (
-	_ guard.DenyList = (*SQL)(nil)
-	_ guard.AuditLog = (*SQL)(nil)
+	_ ops.DenyList = (*SQL)(nil)
+	_ ops.AuditLog = (*SQL)(nil)
 )
 
 // OpenSQL connects to PostgreSQL when databaseURL starts with postgres:// or

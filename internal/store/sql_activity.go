@@ -5,16 +5,16 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/otpguard/otpguard/internal/guard"
+	"github.com/otpguard/otpguard/internal/ops"
 )
 
-var _ guard.Activity = (*SQL)(nil)
+var _ ops.Activity = (*SQL)(nil)
 
 // CountActivity counts the otp.send and otp.verify events in [since, until)
 // per minute, action and outcome, for the ops page's chart. The database
 // groups them (through the index on at), so an hour of heavy traffic is a
 // few hundred rows, not a million.
-func (s *SQL) CountActivity(ctx context.Context, since, until time.Time) ([]guard.ActivityCount, error) {
+func (s *SQL) CountActivity(ctx context.Context, since, until time.Time) ([]ops.ActivityCount, error) {
 	// at / 60000 is integer division on both engines (BIGINT, INTEGER).
 	rows, err := s.db.QueryContext(ctx, s.rebind(
 		`SELECT at / 60000 AS minute, action, outcome, COUNT(*)
@@ -27,10 +27,10 @@ func (s *SQL) CountActivity(ctx context.Context, since, until time.Time) ([]guar
 		return nil, fmt.Errorf("store: count activity: %w", err)
 	}
 	defer rows.Close()
-	out := []guard.ActivityCount{}
+	out := []ops.ActivityCount{}
 	for rows.Next() {
 		var (
-			c      guard.ActivityCount
+			c      ops.ActivityCount
 			minute int64
 		)
 		if err := rows.Scan(&minute, &c.Action, &c.Outcome, &c.N); err != nil {

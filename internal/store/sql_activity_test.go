@@ -7,6 +7,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/otpguard/otpguard/internal/guard"
+	"github.com/otpguard/otpguard/internal/ops"
 	"github.com/otpguard/otpguard/internal/store"
 )
 
@@ -30,13 +31,13 @@ func TestSQLCountActivity(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		want := []guard.ActivityCount{
+		want := []ops.ActivityCount{
 			{Minute: at(0, 0), Action: "otp.send", Outcome: "cooldown", N: 1},
 			{Minute: at(0, 0), Action: "otp.send", Outcome: "sent", N: 2},
 			{Minute: at(1, 0), Action: "otp.send", Outcome: "sent", N: 1},
 			{Minute: at(1, 0), Action: "otp.verify", Outcome: "too_many_attempts", N: 1},
 		}
-		sortCounts := cmp.Transformer("sort", func(in []guard.ActivityCount) map[string]int64 {
+		sortCounts := cmp.Transformer("sort", func(in []ops.ActivityCount) map[string]int64 {
 			m := map[string]int64{}
 			for _, c := range in {
 				m[c.Minute.Format(time.RFC3339)+" "+c.Action+" "+c.Outcome] += c.N

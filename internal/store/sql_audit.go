@@ -8,6 +8,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/otpguard/otpguard/internal/guard"
+	"github.com/otpguard/otpguard/internal/ops"
 )
 
 const eventColumns = "at, action, outcome, phone, country, ip, actor, detail"
@@ -78,9 +79,9 @@ func storable(s string) string {
 }
 
 // ListEvents returns the events matching f, newest (highest ID) first, at
-// most f.Limit of them (see guard.EventFilter). Times compare at
+// most f.Limit of them (see ops.EventFilter). Times compare at
 // millisecond precision, the precision they are stored with.
-func (s *SQL) ListEvents(ctx context.Context, f guard.EventFilter) ([]guard.Event, error) {
+func (s *SQL) ListEvents(ctx context.Context, f ops.EventFilter) ([]guard.Event, error) {
 	var (
 		where []string
 		args  []any
@@ -103,9 +104,9 @@ func (s *SQL) ListEvents(ctx context.Context, f guard.EventFilter) ([]guard.Even
 	limit := f.Limit
 	switch {
 	case limit <= 0:
-		limit = guard.DefaultEventLimit
-	case limit > guard.MaxEventLimit:
-		limit = guard.MaxEventLimit
+		limit = ops.DefaultEventLimit
+	case limit > ops.MaxEventLimit:
+		limit = ops.MaxEventLimit
 	}
 
 	q := "SELECT id, " + eventColumns + " FROM audit_events"

@@ -10,6 +10,7 @@ import (
 	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"github.com/otpguard/otpguard/internal/guard"
+	"github.com/otpguard/otpguard/internal/ops"
 	"github.com/otpguard/otpguard/internal/store"
 )
 
@@ -22,7 +23,7 @@ func writeEvents(t *testing.T, s *store.SQL, events []guard.Event) {
 	}
 }
 
-func listEvents(t *testing.T, s *store.SQL, f guard.EventFilter) []guard.Event {
+func listEvents(t *testing.T, s *store.SQL, f ops.EventFilter) []guard.Event {
 	t.Helper()
 	got, err := s.ListEvents(t.Context(), f)
 	if err != nil {
@@ -63,7 +64,7 @@ func TestSQLListEventsFilters(t *testing.T) {
 	forEachEngine(t, func(t *testing.T, s *store.SQL) {
 		writeEvents(t, s, written)
 
-		all := listEvents(t, s, guard.EventFilter{})
+		all := listEvents(t, s, ops.EventFilter{})
 		wantNewestFirst(t, all)
 		want := make([]guard.Event, 0, len(written))
 		for i := len(written) - 1; i >= 0; i-- {
@@ -81,21 +82,21 @@ func TestSQLListEventsFilters(t *testing.T) {
 
 		tests := []struct {
 			name   string
-			filter guard.EventFilter
+			filter ops.EventFilter
 			want   []string
 		}{
-			{"phone", guard.EventFilter{Phone: "+919800000001"}, []string{"e3", "e2", "e1"}},
-			{"action", guard.EventFilter{Action: "otp.send"}, []string{"e4", "e2", "e1"}},
-			{"phone and action", guard.EventFilter{Phone: "+919800000001", Action: "otp.send"}, []string{"e2", "e1"}},
-			{"since is inclusive", guard.EventFilter{Since: t0.Add(2 * time.Second)}, []string{"e6", "e5", "e4", "e3"}},
-			{"until is exclusive", guard.EventFilter{Until: t0.Add(2 * time.Second)}, []string{"e2", "e1"}},
-			{"since and until", guard.EventFilter{Since: t0.Add(time.Second), Until: t0.Add(4 * time.Second)}, []string{"e4", "e3", "e2"}},
-			{"limit keeps the newest", guard.EventFilter{Limit: 2}, []string{"e6", "e5"}},
-			{"before id", guard.EventFilter{BeforeID: idOf["e4"]}, []string{"e3", "e2", "e1"}},
-			{"before id and phone", guard.EventFilter{BeforeID: idOf["e6"], Phone: "+447700900001"}, []string{"e4"}},
-			{"before the first id", guard.EventFilter{BeforeID: idOf["e1"]}, []string{}},
-			{"unknown phone", guard.EventFilter{Phone: "+10000000000"}, []string{}},
-			{"everything filtered at once", guard.EventFilter{
+			{"phone", ops.EventFilter{Phone: "+919800000001"}, []string{"e3", "e2", "e1"}},
+			{"action", ops.EventFilter{Action: "otp.send"}, []string{"e4", "e2", "e1"}},
+			{"phone and action", ops.EventFilter{Phone: "+919800000001", Action: "otp.send"}, []string{"e2", "e1"}},
+			{"since is inclusive", ops.EventFilter{Since: t0.Add(2 * time.Second)}, []string{"e6", "e5", "e4", "e3"}},
+			{"until is exclusive", ops.EventFilter{Until: t0.Add(2 * time.Second)}, []string{"e2", "e1"}},
+			{"since and until", ops.EventFilter{Since: t0.Add(time.Second), Until: t0.Add(4 * time.Second)}, []string{"e4", "e3", "e2"}},
+			{"limit keeps the newest", ops.EventFilter{Limit: 2}, []string{"e6", "e5"}},
+			{"before id", ops.EventFilter{BeforeID: idOf["e4"]}, []string{"e3", "e2", "e1"}},
+			{"before id and phone", ops.EventFilter{BeforeID: idOf["e6"], Phone: "+447700900001"}, []string{"e4"}},
+			{"before the first id", ops.EventFilter{BeforeID: idOf["e1"]}, []string{}},
+			{"unknown phone", ops.EventFilter{Phone: "+10000000000"}, []string{}},
+			{"everything filtered at once", ops.EventFilter{
 				Phone: "+919800000001", Action: "otp.send", Since: t0, Until: t0.Add(time.Hour), Limit: 1, BeforeID: idOf["e6"],
 			}, []string{"e2"}},
 		}
@@ -112,7 +113,7 @@ func TestSQLListEventsFilters(t *testing.T) {
 }
 
 func TestSQLListEventsPagination(t *testing.T) {
-	const total = 1050 // more than guard.MaxEventLimit, and several insert chunks
+	const total = 1050 // more than ops.MaxEventLimit, and several insert chunks
 	events := make([]guard.Event, total)
 	for i := range events {
 		events[i] = guard.Event{At: t0.Add(time.Duration(i) * time.Millisecond), Action: "otp.send", Outcome: "sent", Detail: fmt.Sprint(i)}
@@ -122,17 +123,17 @@ func TestSQLListEventsPagination(t *testing.T) {
 		writeEvents(t, s, events[:600])
 		writeEvents(t, s, events[600:])
 
-		if got := len(listEvents(t, s, guard.EventFilter{})); got != guard.DefaultEventLimit {
-			t.Errorf("ListEvents with Limit 0 returned %d events, want guard.DefaultEventLimit = %d", got, guard.DefaultEventLimit)
+		if got := len(listEvents(t, s, ops.EventFilter{})); got != ops.DefaultEventLimit {
+			t.Errorf("ListEvents with Limit 0 returned %d events, want ops.DefaultEventLimit = %d", got, ops.DefaultEventLimit)
 		}
-		if got := len(listEvents(t, s, guard.EventFilter{Limit: 5000})); got != guard.MaxEventLimit {
-			t.Errorf("ListEvents with Limit 5000 returned %d events, want guard.MaxEventLimit = %d", got, guard.MaxEventLimit)
+		if got := len(listEvents(t, s, ops.EventFilter{Limit: 5000})); got != ops.MaxEventLimit {
+			t.Errorf("ListEvents with Limit 5000 returned %d events, want ops.MaxEventLimit = %d", got, ops.MaxEventLimit)
 		}
 
 		var (
 			pages []int
 			seen  []string
-			f     = guard.EventFilter{Limit: 400}
+			f     = ops.EventFilter{Limit: 400}
 		)
 		for {
 			page := listEvents(t, s, f)
@@ -170,13 +171,13 @@ func TestSQLWriteEvents(t *testing.T) {
 		if err := s.WriteEvents(t.Context(), bad); err == nil {
 			t.Fatal("WriteEvents with an event without Action: nil error, want an error")
 		}
-		if got := listEvents(t, s, guard.EventFilter{}); len(got) != 0 {
+		if got := listEvents(t, s, ops.EventFilter{}); len(got) != 0 {
 			t.Fatalf("after a refused batch ListEvents = %v, want no events", details(got))
 		}
 
 		before := time.Now()
 		writeEvents(t, s, []guard.Event{{Action: "otp.send", Outcome: "sent"}})
-		got := listEvents(t, s, guard.EventFilter{})
+		got := listEvents(t, s, ops.EventFilter{})
 		if len(got) != 1 {
 			t.Fatalf("ListEvents returned %d events, want 1", len(got))
 		}
@@ -198,7 +199,7 @@ func TestSQLWriteEventsOddText(t *testing.T) {
 			{Action: "otp.send", Outcome: "sent", Detail: "before"},
 			{Action: "otp.send", Outcome: "sent", IP: "fe80::1%\x00", Detail: "bad \xff byte"},
 		})
-		got := listEvents(t, s, guard.EventFilter{})
+		got := listEvents(t, s, ops.EventFilter{})
 		if len(got) != 2 {
 			t.Fatalf("ListEvents returned %d events, want 2", len(got))
 		}
@@ -231,7 +232,7 @@ func TestSQLPruneEvents(t *testing.T) {
 		if n != int64(len(old)) {
 			t.Errorf("PruneEvents deleted %d events, want %d", n, len(old))
 		}
-		if diff := cmp.Diff([]string{"new", "at cutoff"}, details(listEvents(t, s, guard.EventFilter{}))); diff != "" {
+		if diff := cmp.Diff([]string{"new", "at cutoff"}, details(listEvents(t, s, ops.EventFilter{}))); diff != "" {
 			t.Errorf("events left after PruneEvents (-want +got):\n%s", diff)
 		}
 
@@ -278,7 +279,7 @@ func TestSQLWriteEventsConcurrently(t *testing.T) {
 			t.Errorf("concurrent WriteEvents: %v", err)
 		}
 
-		all := listEvents(t, s, guard.EventFilter{Limit: guard.MaxEventLimit})
+		all := listEvents(t, s, ops.EventFilter{Limit: ops.MaxEventLimit})
 		if len(all) != writers*batches*perBatch {
 			t.Fatalf("ListEvents returned %d events, want %d", len(all), writers*batches*perBatch)
 		}

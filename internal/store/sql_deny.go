@@ -9,7 +9,7 @@ import (
 	"github.com/otpguard/otpguard/internal/guard"
 )
 
-// AddDeny stores e (see guard.DenyList). The pattern is validated here too,
+// AddDeny stores e (see ops.DenyList). The pattern is validated here too,
 // because the ops API is not the only way entries arrive.
 func (s *SQL) AddDeny(ctx context.Context, e guard.DenyEntry) (guard.DenyEntry, error) {
 	if err := guard.ValidateDenyPattern(e.Pattern); err != nil {
@@ -95,7 +95,7 @@ func (s *SQL) ListDeny(ctx context.Context) ([]guard.DenyEntry, error) {
 }
 
 // PruneExpiredDeny deletes the entries that expired before before (the
-// retention job: guard.RunRetention). Entries without an expiry stay until
+// retention job: ops.RunRetention). Entries without an expiry stay until
 // removed.
 func (s *SQL) PruneExpiredDeny(ctx context.Context, before time.Time) (int64, error) {
 	res, err := s.db.ExecContext(ctx, s.rebind(

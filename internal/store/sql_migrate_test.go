@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/otpguard/otpguard/internal/guard"
+	"github.com/otpguard/otpguard/internal/ops"
 	"github.com/otpguard/otpguard/internal/store"
 	"github.com/otpguard/otpguard/internal/store/sqltest"
 )
@@ -49,7 +50,7 @@ func TestSQLMigrations(t *testing.T) {
 			// The tables exist exactly when the schema is up: prove it by use.
 			wantTables := func(step string, want bool) {
 				t.Helper()
-				_, err := s.ListEvents(ctx, guard.EventFilter{})
+				_, err := s.ListEvents(ctx, ops.EventFilter{})
 				if got := err == nil; got != want {
 					t.Fatalf("%s: ListEvents error = %v, want tables present = %v", step, err, want)
 				}

@@ -1,4 +1,4 @@
-package guard_test
+package ops_test
 
 import (
 	"bytes"
@@ -12,9 +12,10 @@ import (
 	"time"
 
 	"github.com/otpguard/otpguard/internal/guard"
+	"github.com/otpguard/otpguard/internal/ops"
 )
 
-// fakeAudit is a guard.AuditLog whose WriteEvents fails while down is set.
+// fakeAudit is an ops.AuditLog whose WriteEvents fails while down is set.
 type fakeAudit struct {
 	mu         sync.Mutex
 	down       bool
@@ -23,7 +24,7 @@ type fakeAudit struct {
 	fails      int
 	pruned     []time.Time
 	denyPruned []time.Time
-	list       func(f guard.EventFilter) ([]guard.Event, error)
+	list       func(f ops.EventFilter) ([]guard.Event, error)
 }
 
 func (f *fakeAudit) WriteEvents(_ context.Context, events []guard.Event) error {
@@ -38,7 +39,7 @@ func (f *fakeAudit) WriteEvents(_ context.Context, events []guard.Event) error {
 	return nil
 }
 
-func (f *fakeAudit) ListEvents(_ context.Context, filter guard.EventFilter) ([]guard.Event, error) {
+func (f *fakeAudit) ListEvents(_ context.Context, filter ops.EventFilter) ([]guard.Event, error) {
 	return f.list(filter)
 }
 
@@ -69,7 +70,7 @@ func (f *fakeAudit) snapshot() (written []guard.Event, fails int) {
 }
 
 // runQueue runs q until the test ends, then closes it.
-func runQueue(t *testing.T, q *guard.AuditQueue) (stop func()) {
+func runQueue(t *testing.T, q *ops.AuditQueue) (stop func()) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); q.Run(ctx) }()
@@ -104,7 +105,7 @@ func auditEvent(i int) guard.Event {
 
 func TestAuditQueueWritesInBatches(t *testing.T) {
 	log := &fakeAudit{}
-	q := guard.NewAuditQueue(log, guard.AuditQueueOptions{Batch: 10})
+	q := ops.NewAuditQueue(log, ops.AuditQueueOptions{Batch: 10})
 	for i := range 95 {
 		q.Record(auditEvent(i))
 	}
@@ -128,7 +129,7 @@ func TestAuditQueueWritesInBatches(t *testing.T) {
 // returns at once and the events wait; when it returns, all are written.
 func TestAuditQueueWaitsForDatabase(t *testing.T) {
 	log := &fakeAudit{down: true}
-	q := guard.NewAuditQueue(log, guard.AuditQueueOptions{})
+	q := ops.NewAuditQueue(log, ops.AuditQueueOptions{})
 	runQueue(t, q)
 	start := time.Now()
 	for i := range 1000 {
@@ -156,7 +157,7 @@ func TestAuditQueueOverflowIsCountedAndLoggedOnce(t *testing.T) {
 	logger := slog.New(slog.NewTextHandler(&logs, nil))
 	log := &fakeAudit{down: true}
 	drops := 0
-	q := guard.NewAuditQueue(log, guard.AuditQueueOptions{Size: 5, Logger: logger, OnDrop: func() { drops++ }})
+	q := ops.NewAuditQueue(log, ops.AuditQueueOptions{Size: 5, Logger: logger, OnDrop: func() { drops++ }})
 	for i := range 12 { // no writer running: the queue holds 5
 		q.Record(auditEvent(i))
 	}
@@ -173,7 +174,7 @@ func TestAuditQueueOverflowIsCountedAndLoggedOnce(t *testing.T) {
 
 func TestAuditQueueCloseFlushes(t *testing.T) {
 	log := &fakeAudit{}
-	q := guard.NewAuditQueue(log, guard.AuditQueueOptions{})
+	q := ops.NewAuditQueue(log, ops.AuditQueueOptions{})
 	stop := runQueue(t, q)
 	stop() // Run has returned; Close must write what is recorded next
 	for i := range 3 {
@@ -189,7 +190,7 @@ func TestAuditQueueCloseFlushes(t *testing.T) {
 
 func TestAuditQueueCloseGivesUpInTime(t *testing.T) {
 	log := &fakeAudit{down: true}
-	q := guard.NewAuditQueue(log, guard.AuditQueueOptions{})
+	q := ops.NewAuditQueue(log, ops.AuditQueueOptions{})
 	q.Record(auditEvent(1))
 	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 	defer cancel()
@@ -204,7 +205,7 @@ func TestRunRetention(t *testing.T) {
 	log := &fakeAudit{}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
-	go func() { defer close(done); guard.RunRetention(ctx, log, 24*time.Hour, 20*time.Millisecond, nil) }()
+	go func() { defer close(done); ops.RunRetention(ctx, log, 24*time.Hour, 20*time.Millisecond, nil) }()
 	eventually(t, "3 prunes", func() bool { log.mu.Lock(); defer log.mu.Unlock(); return len(log.pruned) >= 3 })
 	cancel()
 	<-done

@@ -1,4 +1,4 @@
-package guard_test
+package ops_test
 
 import (
 	"context"
@@ -10,11 +10,12 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/otpguard/otpguard/internal/guard"
+	"github.com/otpguard/otpguard/internal/ops"
 )
 
-// fakeBlocks is a guard.BlockIndex over a slice, most recent first.
+// fakeBlocks is an ops.BlockIndex over a slice, most recent first.
 type fakeBlocks struct {
-	blocks    []guard.BlockedNumber
+	blocks    []ops.BlockedNumber
 	err       error
 	unblocked []string
 	counters  []guard.Key
@@ -24,11 +25,11 @@ func (f *fakeBlocks) NoteBlock(context.Context, guard.Block) error { return nil 
 
 func (f *fakeBlocks) EndBlock(context.Context, string, guard.Code) error { return nil }
 
-func (f *fakeBlocks) ListBlocks(_ context.Context, match func(string) bool, n int) ([]guard.BlockedNumber, int, error) {
+func (f *fakeBlocks) ListBlocks(_ context.Context, match func(string) bool, n int) ([]ops.BlockedNumber, int, error) {
 	if f.err != nil {
 		return nil, 0, f.err
 	}
-	var out []guard.BlockedNumber
+	var out []ops.BlockedNumber
 	total := 0
 	for _, b := range f.blocks {
 		if match == nil || match(b.Phone) {
@@ -55,8 +56,8 @@ type eventRecorder struct{ events []guard.Event }
 
 func (r *eventRecorder) Record(e guard.Event) { r.events = append(r.events, e) }
 
-type opsDesk struct {
-	ops    *guard.Ops
+type deskFixture struct {
+	desk   *ops.Desk
 	blocks *fakeBlocks
 	deny   *fakeDenyList
 	audit  *fakeAudit
@@ -64,21 +65,21 @@ type opsDesk struct {
 	now    time.Time
 }
 
-func newDesk(t *testing.T, entries []guard.DenyEntry) *opsDesk {
+func newDesk(t *testing.T, entries []guard.DenyEntry) *deskFixture {
 	t.Helper()
-	d := &opsDesk{blocks: &fakeBlocks{}, deny: &fakeDenyList{}, audit: &fakeAudit{}, queued: &eventRecorder{},
+	d := &deskFixture{blocks: &fakeBlocks{}, deny: &fakeDenyList{}, audit: &fakeAudit{}, queued: &eventRecorder{},
 		now: time.Date(2026, 3, 1, 12, 30, 30, 0, time.UTC)}
 	d.deny.set(entries, nil)
-	cache := guard.NewDenyCache(d.deny, guard.DenyCacheOptions{})
+	cache := ops.NewDenyCache(d.deny, ops.DenyCacheOptions{})
 	if err := cache.Reload(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	d.ops = guard.NewOps(guard.OpsOptions{Blocks: d.blocks, DenyList: d.deny, Deny: cache, Audit: d.audit,
+	d.desk = ops.NewDesk(ops.DeskOptions{Blocks: d.blocks, DenyList: d.deny, Deny: cache, Audit: d.audit,
 		Events: d.queued, Now: func() time.Time { return d.now }})
 	return d
 }
 
-func wantOpsCode(t *testing.T, err error, want guard.Code) {
+func wantDeskCode(t *testing.T, err error, want guard.Code) {
 	t.Helper()
 	if got := guard.ErrorCode(err); got != want {
 		t.Fatalf("error code: got %q (%v), want %q", got, err, want)
@@ -89,7 +90,7 @@ func wantOpsCode(t *testing.T, err error, want guard.Code) {
 // own counters of /otp/send, and the code.
 func TestUnblockClearsTheNumbersCounters(t *testing.T) {
 	d := newDesk(t, nil)
-	res, err := d.ops.Unblock(context.Background(), "+91 98000 00000", "ops:abcd")
+	res, err := d.desk.Unblock(context.Background(), "+91 98000 00000", "ops:abcd")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -101,40 +102,40 @@ func TestUnblockClearsTheNumbersCounters(t *testing.T) {
 		t.Errorf("counters cleared (-want +got):\n%s", diff)
 	}
 	w, _ := d.audit.snapshot()
-	if len(w) != 1 || w[0].Action != guard.ActionUnblock || w[0].Actor != "ops:abcd" || w[0].Phone != "+919800000000" {
+	if len(w) != 1 || w[0].Action != ops.ActionUnblock || w[0].Actor != "ops:abcd" || w[0].Phone != "+919800000000" {
 		t.Errorf("audit: %+v", w)
 	}
 }
 
 func TestUnblockRefusals(t *testing.T) {
 	d := newDesk(t, []guard.DenyEntry{{ID: 3, Pattern: "+9198"}})
-	_, err := d.ops.Unblock(context.Background(), "12345", "ops:abcd")
-	wantOpsCode(t, err, guard.CodeInvalidPhone)
+	_, err := d.desk.Unblock(context.Background(), "12345", "ops:abcd")
+	wantDeskCode(t, err, guard.CodeInvalidPhone)
 
-	res, err := d.ops.Unblock(context.Background(), "+919800000000", "ops:abcd")
+	res, err := d.desk.Unblock(context.Background(), "+919800000000", "ops:abcd")
 	if err != nil || res.DeniedBy == nil || res.DeniedBy.ID != 3 {
 		t.Errorf("unblocking a deny-listed number: %+v, %v; want DeniedBy entry 3", res, err)
 	}
 
 	d.blocks.err = errors.New("redis down")
-	_, err = d.ops.Unblock(context.Background(), "+919800000000", "ops:abcd")
-	wantOpsCode(t, err, guard.CodeStoreUnavailable)
+	_, err = d.desk.Unblock(context.Background(), "+919800000000", "ops:abcd")
+	wantDeskCode(t, err, guard.CodeStoreUnavailable)
 }
 
-// TestOpsAuditFallsBackToQueue: an ops action is written at once, and
+// TestDeskAuditFallsBackToQueue: an ops action is written at once, and
 // queued when the database fails, never lost.
-func TestOpsAuditFallsBackToQueue(t *testing.T) {
+func TestDeskAuditFallsBackToQueue(t *testing.T) {
 	d := newDesk(t, nil)
 	d.audit.setDown(true)
-	if _, err := d.ops.Unblock(context.Background(), "+919800000000", "ops:abcd"); err != nil {
+	if _, err := d.desk.Unblock(context.Background(), "+919800000000", "ops:abcd"); err != nil {
 		t.Fatal(err)
 	}
-	if len(d.queued.events) != 1 || d.queued.events[0].Action != guard.ActionUnblock {
+	if len(d.queued.events) != 1 || d.queued.events[0].Action != ops.ActionUnblock {
 		t.Errorf("queued: %+v, want the unblock event", d.queued.events)
 	}
 }
 
-func TestOpsBlockedMergesDenyEntries(t *testing.T) {
+func TestDeskBlockedMergesDenyEntries(t *testing.T) {
 	at := func(min int) time.Time { return time.Date(2026, 3, 1, 12, min, 0, 0, time.UTC) }
 	later := at(59)
 	d := newDesk(t, []guard.DenyEntry{
@@ -142,15 +143,15 @@ func TestOpsBlockedMergesDenyEntries(t *testing.T) {
 		{ID: 2, Pattern: "+91", CreatedAt: at(25), ExpiresAt: &later},
 		{ID: 3, Pattern: "+447400123456", CreatedAt: at(15)},
 	})
-	block := func(phone, country string, min int) guard.BlockedNumber {
-		return guard.BlockedNumber{Block: guard.Block{Phone: phone, Country: country, Reason: guard.CodeCooldown, Until: at(31)}, Since: at(min)}
+	block := func(phone, country string, min int) ops.BlockedNumber {
+		return ops.BlockedNumber{Block: guard.Block{Phone: phone, Country: country, Reason: guard.CodeCooldown, Until: at(31)}, Since: at(min)}
 	}
-	d.blocks.blocks = []guard.BlockedNumber{
+	d.blocks.blocks = []ops.BlockedNumber{
 		block("+919800000001", "IN", 20),
 		block("+14155550100", "US", 10),
 		block("+919800000002", "IN", 1),
 	}
-	phones := func(p guard.BlockPage) []string {
+	phones := func(p ops.BlockPage) []string {
 		var out []string
 		for _, b := range p.Blocks {
 			out = append(out, b.Phone)
@@ -159,23 +160,23 @@ func TestOpsBlockedMergesDenyEntries(t *testing.T) {
 	}
 	for _, tc := range []struct {
 		name      string
-		f         guard.BlockFilter
+		f         ops.BlockFilter
 		want      []string
 		wantTotal int
 	}{
-		{"all, most recent first", guard.BlockFilter{},
+		{"all, most recent first", ops.BlockFilter{},
 			[]string{"+91", "+919800000001", "+447400123456", "+14155550100", "+88213", "+919800000002"}, 6},
-		{"second page", guard.BlockFilter{Limit: 2, Offset: 2}, []string{"+447400123456", "+14155550100"}, 6},
-		{"past the end", guard.BlockFilter{Offset: 10}, nil, 6},
-		{"by country: numbers and the prefixes of its calling code", guard.BlockFilter{Country: "in"},
+		{"second page", ops.BlockFilter{Limit: 2, Offset: 2}, []string{"+447400123456", "+14155550100"}, 6},
+		{"past the end", ops.BlockFilter{Offset: 10}, nil, 6},
+		{"by country: numbers and the prefixes of its calling code", ops.BlockFilter{Country: "in"},
 			[]string{"+91", "+919800000001", "+919800000002"}, 3},
-		{"by number: its block and the prefix covering it", guard.BlockFilter{Phone: "+91 98000 00002"},
+		{"by number: its block and the prefix covering it", ops.BlockFilter{Phone: "+91 98000 00002"},
 			[]string{"+91", "+919800000002"}, 2},
-		{"by prefix: numbers in it and entries inside it", guard.BlockFilter{Phone: "+44"}, []string{"+447400123456"}, 1},
-		{"whole number deny entry has a country", guard.BlockFilter{Country: "GB"}, []string{"+447400123456"}, 1},
+		{"by prefix: numbers in it and entries inside it", ops.BlockFilter{Phone: "+44"}, []string{"+447400123456"}, 1},
+		{"whole number deny entry has a country", ops.BlockFilter{Country: "GB"}, []string{"+447400123456"}, 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			p, err := d.ops.Blocked(context.Background(), tc.f)
+			p, err := d.desk.Blocked(context.Background(), tc.f)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -187,21 +188,21 @@ func TestOpsBlockedMergesDenyEntries(t *testing.T) {
 			}
 		})
 	}
-	p, _ := d.ops.Blocked(context.Background(), guard.BlockFilter{Phone: "+88213"})
+	p, _ := d.desk.Blocked(context.Background(), ops.BlockFilter{Phone: "+88213"})
 	if len(p.Blocks) != 1 || p.Blocks[0].Reason != guard.CodeDenied || p.Blocks[0].Deny == nil || p.Blocks[0].Deny.Reason != "fraud" || !p.Blocks[0].Until.IsZero() {
 		t.Errorf("deny entry row: %+v", p.Blocks)
 	}
 
-	for _, f := range []guard.BlockFilter{{Phone: "abc"}, {Country: "India"}, {Limit: guard.MaxBlockLimit + 1}, {Offset: -1}} {
-		_, err := d.ops.Blocked(context.Background(), f)
-		wantOpsCode(t, err, guard.CodeInvalidRequest)
+	for _, f := range []ops.BlockFilter{{Phone: "abc"}, {Country: "India"}, {Limit: ops.MaxBlockLimit + 1}, {Offset: -1}} {
+		_, err := d.desk.Blocked(context.Background(), f)
+		wantDeskCode(t, err, guard.CodeInvalidRequest)
 	}
 	d.blocks.err = errors.New("redis down")
-	_, err := d.ops.Blocked(context.Background(), guard.BlockFilter{})
-	wantOpsCode(t, err, guard.CodeStoreUnavailable)
+	_, err := d.desk.Blocked(context.Background(), ops.BlockFilter{})
+	wantDeskCode(t, err, guard.CodeStoreUnavailable)
 }
 
-func TestOpsAddAndRemoveDeny(t *testing.T) {
+func TestDeskAddAndRemoveDeny(t *testing.T) {
 	d := newDesk(t, nil)
 	var stored []guard.DenyEntry
 	d.deny.add = func(e guard.DenyEntry) (guard.DenyEntry, error) {
@@ -219,7 +220,7 @@ func TestOpsAddAndRemoveDeny(t *testing.T) {
 		return nil
 	}
 	expires := d.now.Add(time.Hour)
-	e, err := d.ops.AddDeny(context.Background(), guard.DenyEntry{Pattern: "+88213", Reason: "fraud", ExpiresAt: &expires, Author: "spoofed"}, "ops:abcd")
+	e, err := d.desk.AddDeny(context.Background(), guard.DenyEntry{Pattern: "+88213", Reason: "fraud", ExpiresAt: &expires, Author: "spoofed"}, "ops:abcd")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -227,13 +228,13 @@ func TestOpsAddAndRemoveDeny(t *testing.T) {
 		t.Errorf("added: %+v; want author the actor and created now", e)
 	}
 	// This instance enforces it at once, without waiting for a refresh.
-	if p, _ := d.ops.Blocked(context.Background(), guard.BlockFilter{}); len(p.Blocks) != 1 {
+	if p, _ := d.desk.Blocked(context.Background(), ops.BlockFilter{}); len(p.Blocks) != 1 {
 		t.Errorf("blocked after AddDeny: %+v, want the new entry", p.Blocks)
 	}
-	if err := d.ops.RemoveDeny(context.Background(), 2, "ops:abcd"); guard.ErrorCode(err) != guard.CodeNotFound {
+	if err := d.desk.RemoveDeny(context.Background(), 2, "ops:abcd"); guard.ErrorCode(err) != guard.CodeNotFound {
 		t.Errorf("remove unknown id: %v, want not_found", err)
 	}
-	if err := d.ops.RemoveDeny(context.Background(), 1, "ops:abcd"); err != nil {
+	if err := d.desk.RemoveDeny(context.Background(), 1, "ops:abcd"); err != nil {
 		t.Fatal(err)
 	}
 	w, _ := d.audit.snapshot()
@@ -253,22 +254,22 @@ func TestOpsAddAndRemoveDeny(t *testing.T) {
 		"long reason":   {Pattern: "+44", Reason: string(make([]byte, 501))},
 		"invalid utf-8": {Pattern: "+44", Reason: "\xff"},
 	} {
-		if _, err := d.ops.AddDeny(context.Background(), e, "ops:abcd"); guard.ErrorCode(err) != guard.CodeInvalidRequest {
+		if _, err := d.desk.AddDeny(context.Background(), e, "ops:abcd"); guard.ErrorCode(err) != guard.CodeInvalidRequest {
 			t.Errorf("%s: got %v, want invalid_request", name, err)
 		}
 	}
 	d.deny.add = func(guard.DenyEntry) (guard.DenyEntry, error) { return guard.DenyEntry{}, errors.New("db down") }
-	_, err = d.ops.AddDeny(context.Background(), guard.DenyEntry{Pattern: "+44"}, "ops:abcd")
-	wantOpsCode(t, err, guard.CodeStoreUnavailable)
+	_, err = d.desk.AddDeny(context.Background(), guard.DenyEntry{Pattern: "+44"}, "ops:abcd")
+	wantDeskCode(t, err, guard.CodeStoreUnavailable)
 }
 
-type fakeActivity []guard.ActivityCount
+type fakeActivity []ops.ActivityCount
 
-func (f fakeActivity) CountActivity(context.Context, time.Time, time.Time) ([]guard.ActivityCount, error) {
+func (f fakeActivity) CountActivity(context.Context, time.Time, time.Time) ([]ops.ActivityCount, error) {
 	return f, nil
 }
 
-func TestOpsActivity(t *testing.T) {
+func TestDeskActivity(t *testing.T) {
 	d := newDesk(t, nil)
 	minute := func(m int) time.Time { return time.Date(2026, 3, 1, 12, m, 0, 0, time.UTC) }
 	act := fakeActivity{
@@ -280,8 +281,8 @@ func TestOpsActivity(t *testing.T) {
 		{Minute: minute(29), Action: "otp.send", Outcome: "provider_unavailable", N: 9},
 		{Minute: minute(0), Action: "otp.send", Outcome: "sent", N: 100}, // outside the window
 	}
-	ops := guard.NewOps(guard.OpsOptions{Activity: act, Now: func() time.Time { return d.now }})
-	got, err := ops.Activity(context.Background(), 10)
+	desk := ops.NewDesk(ops.DeskOptions{Activity: act, Now: func() time.Time { return d.now }})
+	got, err := desk.Activity(context.Background(), 10)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package guard_test
+package ops_test
 
 import (
 	"context"
@@ -8,9 +8,10 @@ import (
 	"time"
 
 	"github.com/otpguard/otpguard/internal/guard"
+	"github.com/otpguard/otpguard/internal/ops"
 )
 
-// fakeDenyList is a guard.DenyList whose methods are function fields.
+// fakeDenyList is an ops.DenyList whose methods are function fields.
 type fakeDenyList struct {
 	mu     sync.Mutex
 	list   func() ([]guard.DenyEntry, error)
@@ -46,7 +47,7 @@ func TestDenyCacheDenied(t *testing.T) {
 		{ID: 3, Pattern: "+4477009", ExpiresAt: &past},
 		{ID: 4, Pattern: "not a pattern"},
 	}, nil)
-	c := guard.NewDenyCache(fake, guard.DenyCacheOptions{})
+	c := ops.NewDenyCache(fake, ops.DenyCacheOptions{})
 	if _, ok := c.Denied("+919800000000", now); ok {
 		t.Fatal("denied before the first reload")
 	}
@@ -80,7 +81,7 @@ func TestDenyCacheKeepsLastListWhileStoreFails(t *testing.T) {
 	fake := &fakeDenyList{}
 	fake.set([]guard.DenyEntry{{ID: 7, Pattern: "+88213"}}, nil)
 	var reloads []error
-	c := guard.NewDenyCache(fake, guard.DenyCacheOptions{OnRefresh: func(_ int, err error) { reloads = append(reloads, err) }})
+	c := ops.NewDenyCache(fake, ops.DenyCacheOptions{OnRefresh: func(_ int, err error) { reloads = append(reloads, err) }})
 	if err := c.Reload(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -109,7 +110,7 @@ func TestDenyCacheKeepsLastListWhileStoreFails(t *testing.T) {
 func TestDenyCacheRunRefreshes(t *testing.T) {
 	fake := &fakeDenyList{}
 	fake.set(nil, nil)
-	c := guard.NewDenyCache(fake, guard.DenyCacheOptions{Refresh: 10 * time.Millisecond})
+	c := ops.NewDenyCache(fake, ops.DenyCacheOptions{Refresh: 10 * time.Millisecond})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); c.Run(ctx) }()

@@ -1,9 +1,12 @@
-package guard
+package ops
 
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"time"
+
+	"github.com/otpguard/otpguard/internal/guard"
 )
 
 // SignInLimit bounds the failed ops sign-ins (login form or ops bearer key)
@@ -20,7 +23,27 @@ var DefaultSignInLimit = SignInLimit{Failures: 10, Window: 15 * time.Minute}
 // SignInPolicyName is the name the sign-in limit goes by in /ops/status.
 const SignInPolicyName = "ops.signin"
 
-// BeginSignIn counts one sign-in attempt from ip before its key is
+// SignInLimiter enforces a SignInLimit on ops sign-ins, counting failures
+// per client address in the shared store like every other limit.
+type SignInLimiter struct {
+	counter guard.Counter
+	limit   SignInLimit
+	log     *slog.Logger
+}
+
+// NewSignInLimiter returns a limiter counting in counter, which may be nil:
+// then nothing is limited. A zero limit is DefaultSignInLimit.
+func NewSignInLimiter(counter guard.Counter, limit SignInLimit, logger *slog.Logger) *SignInLimiter {
+	if limit == (SignInLimit{}) {
+		limit = DefaultSignInLimit
+	}
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	return &SignInLimiter{counter: counter, limit: limit, log: logger}
+}
+
+// Begin counts one sign-in attempt from ip before its key is
 // checked, so that guesses sent at once to every instance are counted
 // exactly (check first, count after would let them all through). Once the
 // address has spent its failures it returns too_many_attempts with when to
@@ -28,28 +51,28 @@ const SignInPolicyName = "ops.signin"
 // the key and calls end with the outcome: a good key gives its attempt back.
 //
 // While Redis is down the attempts are counted in this instance's memory,
-// with the same limit. Without a Counter (OpsOptions) nothing is limited.
-func (o *Ops) BeginSignIn(ctx context.Context, ip string) (end func(ok bool), err error) {
-	if o.o.Counter == nil {
+// with the same limit. Without a counter nothing is limited.
+func (s *SignInLimiter) Begin(ctx context.Context, ip string) (end func(ok bool), err error) {
+	if s.counter == nil {
 		return func(bool) {}, nil
 	}
-	l := o.o.SignIn
-	subject, err := IPSubject(ip)
+	l := s.limit
+	subject, err := guard.IPSubject(ip)
 	if err != nil || subject == "" {
 		subject = "unknown" // every address echo cannot read shares one budget
 	}
-	take := Take{
-		Key: Key{Space: "ops:signin", ID: subject, Name: "fails"}, Algorithm: FixedWindow,
+	take := guard.Take{
+		Key: guard.Key{Space: "ops:signin", ID: subject, Name: "fails"}, Algorithm: guard.FixedWindow,
 		Limit: l.Failures, Window: l.Window, Cost: 1,
-		Policy: SignInPolicyName, OnStoreError: FailLocal, LocalLimit: l.Failures,
+		Policy: SignInPolicyName, OnStoreError: guard.FailLocal, LocalLimit: l.Failures,
 	}
-	res, err := o.o.Counter.Take(ctx, []Take{take})
+	res, err := s.counter.Take(ctx, []guard.Take{take})
 	if err != nil {
-		return nil, storeUnavailable(err, dbRetryAfter)
+		return nil, guard.StoreUnavailable(err, dbRetryAfter)
 	}
 	if !res[0].Allowed {
-		return nil, &Error{
-			Code:       CodeTooManyAttempts,
+		return nil, &guard.Error{
+			Code:       guard.CodeTooManyAttempts,
 			Message:    fmt.Sprintf("too many failed sign-ins from this address; try again in %s", roundUp(res[0].RetryAfter)),
 			RetryAfter: res[0].RetryAfter,
 		}
@@ -59,8 +82,8 @@ func (o *Ops) BeginSignIn(ctx context.Context, ip string) (end func(ok bool), er
 		if !ok {
 			return
 		}
-		if err := o.o.Counter.Refund(context.WithoutCancel(ctx), []Take{take}); err != nil {
-			o.o.Logger.WarnContext(ctx, "giving back a good sign-in's attempt failed; it counts until the window ends", "err", err)
+		if err := s.counter.Refund(context.WithoutCancel(ctx), []guard.Take{take}); err != nil {
+			s.log.WarnContext(ctx, "giving back a good sign-in's attempt failed; it counts until the window ends", "err", err)
 		}
 	}, nil
 }

@@ -1,11 +1,75 @@
-package guard
+package ops
 
 import (
 	"context"
 	"log/slog"
 	"sync/atomic"
 	"time"
+
+	"github.com/otpguard/otpguard/internal/guard"
 )
+
+// The audit actions of the ops desk (guard.Event.Action). They are stored
+// in the audit trail and filtered on: never rename one.
+const (
+	ActionUnblock    = "ops.unblock"
+	ActionDenyAdd    = "ops.deny.add"
+	ActionDenyRemove = "ops.deny.remove"
+	ActionLogin      = "ops.login"
+)
+
+// The outcomes of the ops desk's actions (guard.Event.Outcome).
+const (
+	OutcomeUnblocked = "unblocked" // ops.unblock
+	OutcomeAdded     = "added"     // ops.deny.add
+	OutcomeRemoved   = "removed"   // ops.deny.remove
+	OutcomeOK        = "ok"        // ops.login: signed in
+	OutcomeFailed    = "failed"    // ops.login: a wrong key or password
+)
+
+// Limits on one page of events: a page is what an ops screen shows, and an
+// unbounded query on a large audit table would stall the store for everyone.
+const (
+	DefaultEventLimit = 100
+	MaxEventLimit     = 1000
+)
+
+// EventFilter selects events. Zero fields do not filter.
+type EventFilter struct {
+	Phone  string
+	Action string
+	Since  time.Time // inclusive
+	Until  time.Time // exclusive
+	// Limit is the page size: 0 means DefaultEventLimit, larger than
+	// MaxEventLimit means MaxEventLimit.
+	Limit int
+	// BeforeID pages backwards: only events with ID < BeforeID. Pass the
+	// last ID of the previous page. IDs, not times, are the cursor because
+	// many events share a millisecond.
+	BeforeID int64
+}
+
+// AuditLog records what otpguard decided and what ops people did.
+type AuditLog interface {
+	// WriteEvents stores the events all together or not at all. A zero At
+	// becomes now.
+	WriteEvents(ctx context.Context, events []guard.Event) error
+	// ListEvents returns matching events, newest (highest ID) first.
+	ListEvents(ctx context.Context, f EventFilter) ([]guard.Event, error)
+	// PruneEvents deletes events older than before and says how many.
+	PruneEvents(ctx context.Context, before time.Time) (int64, error)
+}
+
+// Retention is what RunRetention keeps in bounds: old audit events, and
+// deny-list entries that expired long ago. Expired entries are kept a
+// while (they say who blocked what), but the conversion watch adds them
+// all the time and every instance reads the list every few seconds.
+type Retention interface {
+	PruneEvents(ctx context.Context, before time.Time) (int64, error)
+	// PruneExpiredDeny deletes deny-list entries that expired before
+	// before and says how many.
+	PruneExpiredDeny(ctx context.Context, before time.Time) (int64, error)
+}
 
 // Defaults of an AuditQueue.
 const (
@@ -40,10 +104,10 @@ type AuditQueueOptions struct {
 // AuditLog. While the database is down the events wait, and the batch in
 // hand is retried with back-off until it returns. A full queue drops the
 // new event, counts it (OnDrop) and logs it once per overflow. It
-// implements EventSink.
+// implements guard.EventSink.
 type AuditQueue struct {
 	log     AuditLog
-	ch      chan Event
+	ch      chan guard.Event
 	batch   int
 	logger  *slog.Logger
 	onDrop  func()
@@ -55,12 +119,12 @@ type AuditQueue struct {
 	// pending is the batch the writer holds (taken from ch, not yet
 	// written). Only the writer touches it and failing: Run, then Close,
 	// never both at once. inHand mirrors len(pending) for Len.
-	pending []Event
+	pending []guard.Event
 	failing bool
 	inHand  atomic.Int64
 }
 
-var _ EventSink = (*AuditQueue)(nil)
+var _ guard.EventSink = (*AuditQueue)(nil)
 
 // NewAuditQueue returns a queue writing to log. Start Run in a goroutine.
 func NewAuditQueue(log AuditLog, o AuditQueueOptions) *AuditQueue {
@@ -80,14 +144,14 @@ func NewAuditQueue(log AuditLog, o AuditQueueOptions) *AuditQueue {
 		o.OnWrite = func(int) {}
 	}
 	return &AuditQueue{
-		log: log, ch: make(chan Event, o.Size), batch: o.Batch,
+		log: log, ch: make(chan guard.Event, o.Size), batch: o.Batch,
 		logger: o.Logger, onDrop: o.OnDrop, onWrite: o.OnWrite,
 	}
 }
 
 // Record queues e without blocking. A zero At becomes now, so that an event
 // written late still says when it happened.
-func (q *AuditQueue) Record(e Event) {
+func (q *AuditQueue) Record(e guard.Event) {
 	if e.At.IsZero() {
 		e.At = time.Now()
 	}

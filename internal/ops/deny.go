@@ -1,4 +1,4 @@
-package guard
+package ops
 
 import (
 	"context"
@@ -6,11 +6,28 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/otpguard/otpguard/internal/guard"
 )
+
+// DenyList stores the numbers and prefixes that may not receive an OTP.
+type DenyList interface {
+	// AddDeny stores e and returns it with ID set and times as stored
+	// (a zero CreatedAt becomes now).
+	AddDeny(ctx context.Context, e guard.DenyEntry) (guard.DenyEntry, error)
+	// RemoveDeny returns guard.ErrNotFound when no entry has that id.
+	RemoveDeny(ctx context.Context, id int64) error
+	// ListDeny returns the entries that have not expired, oldest first.
+	ListDeny(ctx context.Context) ([]guard.DenyEntry, error)
+}
 
 // DefaultDenyRefresh is how often a DenyCache reloads the deny-list: the
 // longest an ops change made on another instance goes unenforced here.
 const DefaultDenyRefresh = 2 * time.Second
+
+// maxPatternLen is the longest deny pattern there is: "+" and the 15 digits
+// of the longest E.164 number (guard.ValidateDenyPattern refuses longer).
+const maxPatternLen = 1 + 15
 
 // denyLoadTimeout bounds one reload, so that a hung database delays the
 // next attempt instead of stopping refreshes for good.
@@ -27,7 +44,7 @@ type DenyCacheOptions struct {
 // DenyCache answers Denied from memory and reloads the deny-list from the
 // store every Refresh. Sends never wait on the database: when a reload
 // fails, the last good list stays in force until one succeeds. It
-// implements DenyChecker.
+// implements guard.DenyChecker.
 type DenyCache struct {
 	list      DenyList
 	refresh   time.Duration
@@ -43,12 +60,12 @@ type DenyCache struct {
 
 // denySnapshot is one loaded list, never changed after it is published.
 type denySnapshot struct {
-	entries   []DenyEntry
-	byPattern map[string][]DenyEntry
+	entries   []guard.DenyEntry
+	byPattern map[string][]guard.DenyEntry
 	loadedAt  time.Time
 }
 
-var _ DenyChecker = (*DenyCache)(nil)
+var _ guard.DenyChecker = (*DenyCache)(nil)
 
 // NewDenyCache returns a cache over list. It is empty until the first
 // Reload: call Reload at start-up, then Run.
@@ -70,24 +87,24 @@ func NewDenyCache(list DenyList, o DenyCacheOptions) *DenyCache {
 // Denied reports the entry that blocks e164 at now, if any. It looks up
 // each prefix of the number in a map, so its cost does not grow with the
 // size of the list.
-func (c *DenyCache) Denied(e164 string, now time.Time) (DenyEntry, bool) {
+func (c *DenyCache) Denied(e164 string, now time.Time) (guard.DenyEntry, bool) {
 	s := c.snap.Load()
 	if len(s.byPattern) == 0 {
-		return DenyEntry{}, false
+		return guard.DenyEntry{}, false
 	}
-	for n := 2; n <= len(e164) && n <= 1+maxDenyDigits; n++ {
+	for n := 2; n <= len(e164) && n <= maxPatternLen; n++ {
 		for _, e := range s.byPattern[e164[:n]] {
 			if e.Matches(e164, now) {
 				return e, true
 			}
 		}
 	}
-	return DenyEntry{}, false
+	return guard.DenyEntry{}, false
 }
 
 // Entries returns the list as last loaded, oldest first (expired entries
 // may remain until the next reload; Matches ignores them).
-func (c *DenyCache) Entries() []DenyEntry {
+func (c *DenyCache) Entries() []guard.DenyEntry {
 	return c.snap.Load().entries
 }
 
@@ -116,9 +133,9 @@ func (c *DenyCache) Reload(ctx context.Context) error {
 		c.failing = false
 		c.log.InfoContext(ctx, "deny-list reloads again", "entries", len(entries))
 	}
-	s := &denySnapshot{entries: entries, byPattern: make(map[string][]DenyEntry, len(entries)), loadedAt: time.Now()}
+	s := &denySnapshot{entries: entries, byPattern: make(map[string][]guard.DenyEntry, len(entries)), loadedAt: time.Now()}
 	for _, e := range entries {
-		if validDenyPattern(e.Pattern) {
+		if guard.ValidateDenyPattern(e.Pattern) == nil {
 			s.byPattern[e.Pattern] = append(s.byPattern[e.Pattern], e)
 		}
 	}

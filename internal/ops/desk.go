@@ -1,4 +1,4 @@
-package guard
+package ops
 
 import (
 	"context"
@@ -8,14 +8,8 @@ import (
 	"time"
 	"unicode"
 	"unicode/utf8"
-)
 
-// Audit actions of the ops desk.
-const (
-	ActionUnblock    = "ops.unblock"
-	ActionDenyAdd    = "ops.deny.add"
-	ActionDenyRemove = "ops.deny.remove"
-	ActionLogin      = "ops.login"
+	"github.com/otpguard/otpguard/internal/guard"
 )
 
 // maxDenyReason bounds a deny-list reason: a note, not a document.
@@ -51,8 +45,8 @@ type MinuteActivity struct {
 	Blocks int64 // sends refused by a limit or the deny-list, and verify lock-outs
 }
 
-// OpsOptions are the dependencies of the ops desk.
-type OpsOptions struct {
+// DeskOptions are the dependencies of the ops desk.
+type DeskOptions struct {
 	Blocks   BlockIndex
 	DenyList DenyList
 	// Deny is reloaded after every change made here, so that this instance
@@ -64,10 +58,10 @@ type OpsOptions struct {
 	Activity Activity
 	// Events takes an ops action's audit event when writing it directly
 	// fails, so that the action is recorded once the database returns.
-	Events EventSink
-	// Counter counts failed sign-ins per address (signin.go), in the shared
+	Events guard.EventSink
+	// Counter counts failed sign-ins per address (SignInLimiter), in the shared
 	// store like every other limit; nil: sign-ins are not limited.
-	Counter Counter
+	Counter guard.Counter
 	// SignIn is the failed sign-in limit; zero: DefaultSignInLimit.
 	SignIn SignInLimit
 	// DefaultRegion is the OTP policy's: numbers are read as /otp/send reads them.
@@ -76,19 +70,20 @@ type OpsOptions struct {
 	Now           func() time.Time // time.Now when nil
 }
 
-// Ops is the ops desk: who is blocked and why, unblock, the deny-list and
+// Desk is the ops desk: who is blocked and why, unblock, the deny-list and
 // the audit trail. Every change it makes is audited with the actor.
-type Ops struct {
-	o OpsOptions
+type Desk struct {
+	o      DeskOptions
+	signIn *SignInLimiter
 }
 
-// NewOps returns the ops desk.
-func NewOps(o OpsOptions) *Ops {
+// NewDesk returns the ops desk.
+func NewDesk(o DeskOptions) *Desk {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
 	if o.Events == nil {
-		o.Events = noEvents{}
+		o.Events = discardEvents{}
 	}
 	if o.Now == nil {
 		o.Now = time.Now
@@ -96,15 +91,21 @@ func NewOps(o OpsOptions) *Ops {
 	if o.SignIn == (SignInLimit{}) {
 		o.SignIn = DefaultSignInLimit
 	}
-	return &Ops{o: o}
+	return &Desk{o: o, signIn: NewSignInLimiter(o.Counter, o.SignIn, o.Logger)}
+}
+
+// BeginSignIn counts one ops sign-in attempt from ip against the desk's
+// SignInLimiter (DeskOptions.Counter and SignIn); see SignInLimiter.Begin.
+func (d *Desk) BeginSignIn(ctx context.Context, ip string) (end func(ok bool), err error) {
+	return d.signIn.Begin(ctx, ip)
 }
 
 // Now is the desk's clock.
-func (o *Ops) Now() time.Time { return o.o.Now() }
+func (d *Desk) Now() time.Time { return d.o.Now() }
 
 // Blocked returns one page of the numbers refused now, most recent first:
 // the blocks of the index and the deny-list entries.
-func (o *Ops) Blocked(ctx context.Context, f BlockFilter) (BlockPage, error) {
+func (d *Desk) Blocked(ctx context.Context, f BlockFilter) (BlockPage, error) {
 	f, err := f.normalize()
 	if err != nil {
 		return BlockPage{}, err
@@ -113,13 +114,13 @@ func (o *Ops) Blocked(ctx context.Context, f BlockFilter) (BlockPage, error) {
 	if f.Phone != "" || f.Country != "" {
 		match = f.matchNumber
 	}
-	blocks, total, err := o.o.Blocks.ListBlocks(ctx, match, f.Offset+f.Limit)
+	blocks, total, err := d.o.Blocks.ListBlocks(ctx, match, f.Offset+f.Limit)
 	if err != nil {
-		return BlockPage{}, storeUnavailable(err, dbRetryAfter)
+		return BlockPage{}, guard.StoreUnavailable(err, dbRetryAfter)
 	}
-	now := o.o.Now()
-	var denies []DenyEntry
-	for _, e := range o.o.Deny.Entries() {
+	now := d.o.Now()
+	var denies []guard.DenyEntry
+	for _, e := range d.o.Deny.Entries() {
 		if !e.Expired(now) && f.matchDeny(e) {
 			denies = append(denies, e)
 		}
@@ -129,26 +130,26 @@ func (o *Ops) Blocked(ctx context.Context, f BlockFilter) (BlockPage, error) {
 
 // UnblockResult says what an unblock did.
 type UnblockResult struct {
-	Phone Phone
+	Phone guard.Phone
 	// DeniedBy is the deny-list entry that still refuses the number, if
 	// any: unblocking lifts limits, not the deny-list.
-	DeniedBy *DenyEntry
+	DeniedBy *guard.DenyEntry
 }
 
 // Unblock clears the number's send counters, cooldown and code (and with
 // it a verify lock-out), so that it may receive a code at once.
-func (o *Ops) Unblock(ctx context.Context, raw, actor string) (UnblockResult, error) {
-	phone, err := ParsePhone(raw, o.o.DefaultRegion)
+func (d *Desk) Unblock(ctx context.Context, raw, actor string) (UnblockResult, error) {
+	phone, err := guard.ParsePhone(raw, d.o.DefaultRegion)
 	if err != nil {
 		return UnblockResult{}, err
 	}
-	if err := o.o.Blocks.Unblock(ctx, phone.E164, phoneCounters(phone.E164)); err != nil {
-		o.o.Logger.ErrorContext(ctx, "unblock failed", "phone", MaskPhone(phone.E164), "err", err)
-		return UnblockResult{}, storeUnavailable(err, storeRetryAfter)
+	if err := d.o.Blocks.Unblock(ctx, phone.E164, guard.PhoneCounterKeys(phone.E164)); err != nil {
+		d.o.Logger.ErrorContext(ctx, "unblock failed", "phone", guard.MaskPhone(phone.E164), "err", err)
+		return UnblockResult{}, guard.StoreUnavailable(err, guard.StoreRetryAfter)
 	}
-	o.audit(ctx, Event{Action: ActionUnblock, Outcome: "unblocked", Phone: phone.E164, Country: phone.Region, Actor: actor})
+	d.audit(ctx, guard.Event{Action: ActionUnblock, Outcome: OutcomeUnblocked, Phone: phone.E164, Country: phone.Region, Actor: actor})
 	res := UnblockResult{Phone: phone}
-	if e, ok := o.o.Deny.Denied(phone.E164, o.o.Now()); ok {
+	if e, ok := d.o.Deny.Denied(phone.E164, d.o.Now()); ok {
 		res.DeniedBy = &e
 	}
 	return res, nil
@@ -169,22 +170,9 @@ func PlainText(s string) bool {
 	return true
 }
 
-// phoneCounters are the keys otp.go counts a number's sends under (its
-// cooldown and per-number window), read from sendLimits itself so that
-// unblock cannot miss a counter added there. The per-IP counter is not
-// the number's and stays.
-func phoneCounters(e164 string) []Key {
-	probe := &OTP{policy: OTPPolicy{Cooldown: Duration(time.Second)}}
-	var keys []Key
-	for _, l := range probe.sendLimits(e164, "") {
-		keys = append(keys, l.take.Key)
-	}
-	return keys
-}
-
 // DenyEntries returns the live deny-list from the database.
-func (o *Ops) DenyEntries(ctx context.Context) ([]DenyEntry, error) {
-	entries, err := o.o.DenyList.ListDeny(ctx)
+func (d *Desk) DenyEntries(ctx context.Context) ([]guard.DenyEntry, error) {
+	entries, err := d.o.DenyList.ListDeny(ctx)
 	if err != nil {
 		return nil, dbUnavailable(err)
 	}
@@ -192,23 +180,23 @@ func (o *Ops) DenyEntries(ctx context.Context) ([]DenyEntry, error) {
 }
 
 // AddDeny adds a number or prefix to the deny-list, authored by actor.
-func (o *Ops) AddDeny(ctx context.Context, e DenyEntry, actor string) (DenyEntry, error) {
-	if err := ValidateDenyPattern(e.Pattern); err != nil {
-		return DenyEntry{}, err
+func (d *Desk) AddDeny(ctx context.Context, e guard.DenyEntry, actor string) (guard.DenyEntry, error) {
+	if err := guard.ValidateDenyPattern(e.Pattern); err != nil {
+		return guard.DenyEntry{}, err
 	}
 	if utf8.RuneCountInString(e.Reason) > maxDenyReason || !PlainText(e.Reason) {
-		return DenyEntry{}, Errorf(CodeInvalidRequest, "reason must be text of at most %d characters, without control characters", maxDenyReason)
+		return guard.DenyEntry{}, guard.Errorf(guard.CodeInvalidRequest, "reason must be text of at most %d characters, without control characters", maxDenyReason)
 	}
-	now := o.o.Now()
+	now := d.o.Now()
 	if e.ExpiresAt != nil && !e.ExpiresAt.After(now) {
-		return DenyEntry{}, Errorf(CodeInvalidRequest, "expires_at must be in the future")
+		return guard.DenyEntry{}, guard.Errorf(guard.CodeInvalidRequest, "expires_at must be in the future")
 	}
 	e.ID, e.Author, e.CreatedAt = 0, actor, now
-	added, err := o.o.DenyList.AddDeny(ctx, e)
+	added, err := d.o.DenyList.AddDeny(ctx, e)
 	if err != nil {
-		return DenyEntry{}, dbError(err)
+		return guard.DenyEntry{}, dbError(err)
 	}
-	o.reload(ctx)
+	d.reload(ctx)
 	detail := fmt.Sprintf("id=%d pattern=%s", added.ID, added.Pattern)
 	if added.ExpiresAt != nil {
 		detail += " expires=" + added.ExpiresAt.UTC().Format(time.RFC3339)
@@ -216,26 +204,26 @@ func (o *Ops) AddDeny(ctx context.Context, e DenyEntry, actor string) (DenyEntry
 	if added.Reason != "" {
 		detail += " reason=" + added.Reason
 	}
-	o.audit(ctx, Event{Action: ActionDenyAdd, Outcome: "added", Phone: wholeNumber(added.Pattern), Actor: actor, Detail: detail})
+	d.audit(ctx, guard.Event{Action: ActionDenyAdd, Outcome: OutcomeAdded, Phone: wholeNumber(added.Pattern), Actor: actor, Detail: detail})
 	return added, nil
 }
 
 // RemoveDeny removes the deny-list entry id; NotFound when there is none.
-func (o *Ops) RemoveDeny(ctx context.Context, id int64, actor string) error {
-	if err := o.o.DenyList.RemoveDeny(ctx, id); err != nil {
+func (d *Desk) RemoveDeny(ctx context.Context, id int64, actor string) error {
+	if err := d.o.DenyList.RemoveDeny(ctx, id); err != nil {
 		return dbError(err)
 	}
-	o.reload(ctx)
-	o.audit(ctx, Event{Action: ActionDenyRemove, Outcome: "removed", Actor: actor, Detail: fmt.Sprintf("id=%d", id)})
+	d.reload(ctx)
+	d.audit(ctx, guard.Event{Action: ActionDenyRemove, Outcome: OutcomeRemoved, Actor: actor, Detail: fmt.Sprintf("id=%d", id)})
 	return nil
 }
 
 // Events returns one page of the audit trail, newest first.
-func (o *Ops) Events(ctx context.Context, f EventFilter) ([]Event, error) {
+func (d *Desk) Events(ctx context.Context, f EventFilter) ([]guard.Event, error) {
 	if f.Limit < 0 || f.Limit > MaxEventLimit {
-		return nil, Errorf(CodeInvalidRequest, "limit must be between 1 and %d", MaxEventLimit)
+		return nil, guard.Errorf(guard.CodeInvalidRequest, "limit must be between 1 and %d", MaxEventLimit)
 	}
-	events, err := o.o.Audit.ListEvents(ctx, f)
+	events, err := d.o.Audit.ListEvents(ctx, f)
 	if err != nil {
 		return nil, dbUnavailable(err)
 	}
@@ -244,10 +232,10 @@ func (o *Ops) Events(ctx context.Context, f EventFilter) ([]Event, error) {
 
 // Activity returns sends and blocks per minute over the last `minutes`
 // minutes, oldest first, the current minute last.
-func (o *Ops) Activity(ctx context.Context, minutes int) ([]MinuteActivity, error) {
-	now := o.o.Now()
+func (d *Desk) Activity(ctx context.Context, minutes int) ([]MinuteActivity, error) {
+	now := d.o.Now()
 	first := now.Truncate(time.Minute).Add(-time.Duration(minutes-1) * time.Minute)
-	counts, err := o.o.Activity.CountActivity(ctx, first, now.Add(time.Millisecond))
+	counts, err := d.o.Activity.CountActivity(ctx, first, now.Add(time.Millisecond))
 	if err != nil {
 		return nil, dbUnavailable(err)
 	}
@@ -261,81 +249,86 @@ func (o *Ops) Activity(ctx context.Context, minutes int) ([]MinuteActivity, erro
 			continue
 		}
 		switch {
-		case c.Action == "otp.send" && c.Outcome == "sent":
+		case c.Action == guard.ActionOTPSend && c.Outcome == guard.OutcomeSent:
 			out[i].Sends += c.N
-		case isBlockOutcome(c.Action, Code(c.Outcome)):
+		case isBlockOutcome(c.Action, guard.Code(c.Outcome)):
 			out[i].Blocks += c.N
 		}
 	}
 	return out, nil
 }
 
-func isBlockOutcome(action string, outcome Code) bool {
+func isBlockOutcome(action string, outcome guard.Code) bool {
 	switch action {
-	case "otp.send":
+	case guard.ActionOTPSend:
 		switch outcome {
-		case CodeCooldown, CodePhoneRateLimited, CodeIPRateLimited, CodeDenied,
-			CodeCountryNotAllowed, CodeNumberTypeNotAllowed, CodePrefixRateLimited,
-			CodeCountryRateLimited, CodeBudgetExhausted:
+		case guard.CodeCooldown, guard.CodePhoneRateLimited, guard.CodeIPRateLimited, guard.CodeDenied,
+			guard.CodeCountryNotAllowed, guard.CodeNumberTypeNotAllowed, guard.CodePrefixRateLimited,
+			guard.CodeCountryRateLimited, guard.CodeBudgetExhausted:
 			return true
 		}
-	case "otp.verify":
-		return outcome == CodeTooManyAttempts
+	case guard.ActionOTPVerify:
+		return outcome == guard.CodeTooManyAttempts
 	}
 	return false
 }
 
-// RecordLogin audits an ops sign-in: outcome "ok" with the actor, or
-// "failed" with the address it came from.
-func (o *Ops) RecordLogin(actor, ip string, ok bool) {
-	e := Event{At: o.o.Now(), Action: ActionLogin, Outcome: "failed", IP: ip}
+// RecordLogin audits an ops sign-in: outcome OutcomeOK with the actor, or
+// OutcomeFailed with the address it came from.
+func (d *Desk) RecordLogin(actor, ip string, ok bool) {
+	e := guard.Event{At: d.o.Now(), Action: ActionLogin, Outcome: OutcomeFailed, IP: ip}
 	if ok {
-		e.Outcome, e.Actor = "ok", actor
+		e.Outcome, e.Actor = OutcomeOK, actor
 	}
-	o.o.Events.Record(e)
+	d.o.Events.Record(e)
 }
 
 // audit writes an ops action's event at once, so it shows on the page the
 // action returns to; when the database fails it is queued instead.
-func (o *Ops) audit(ctx context.Context, e Event) {
-	e.At = o.o.Now()
+func (d *Desk) audit(ctx context.Context, e guard.Event) {
+	e.At = d.o.Now()
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), opsWriteTimeout)
 	defer cancel()
-	if err := o.o.Audit.WriteEvents(wctx, []Event{e}); err != nil {
-		o.o.Logger.WarnContext(ctx, "writing an ops audit event failed; queued instead", "action", e.Action, "err", err)
-		o.o.Events.Record(e)
+	if err := d.o.Audit.WriteEvents(wctx, []guard.Event{e}); err != nil {
+		d.o.Logger.WarnContext(ctx, "writing an ops audit event failed; queued instead", "action", e.Action, "err", err)
+		d.o.Events.Record(e)
 	}
 }
 
 // reload makes this instance enforce a deny-list change at once.
-func (o *Ops) reload(ctx context.Context) {
-	if err := o.o.Deny.Reload(context.WithoutCancel(ctx)); err != nil {
-		o.o.Logger.WarnContext(ctx, "deny-list reload after a change failed; the change applies at the next refresh", "err", err)
+func (d *Desk) reload(ctx context.Context) {
+	if err := d.o.Deny.Reload(context.WithoutCancel(ctx)); err != nil {
+		d.o.Logger.WarnContext(ctx, "deny-list reload after a change failed; the change applies at the next refresh", "err", err)
 	}
 }
 
 // wholeNumber returns pattern when it is a whole valid number, else "".
 func wholeNumber(pattern string) string {
-	if p, err := ParsePhone(pattern, ""); err == nil && p.E164 == pattern {
+	if p, err := guard.ParsePhone(pattern, ""); err == nil && p.E164 == pattern {
 		return pattern
 	}
 	return ""
 }
 
-// dbError passes a domain error through, turns ErrNotFound into not_found
+// dbError passes a domain error through, turns guard.ErrNotFound into not_found
 // and anything else into a 503.
 func dbError(err error) error {
-	var e *Error
+	var e *guard.Error
 	switch {
 	case errors.As(err, &e):
 		return err
-	case errors.Is(err, ErrNotFound):
-		return &Error{Code: CodeNotFound, Message: "no such entry", Err: err}
+	case errors.Is(err, guard.ErrNotFound):
+		return &guard.Error{Code: guard.CodeNotFound, Message: "no such entry", Err: err}
 	}
 	return dbUnavailable(err)
 }
 
-func dbUnavailable(err error) *Error {
-	return &Error{Code: CodeStoreUnavailable, Message: "the ops database is unavailable; try again shortly",
+func dbUnavailable(err error) *guard.Error {
+	return &guard.Error{Code: guard.CodeStoreUnavailable, Message: "the ops database is unavailable; try again shortly",
 		RetryAfter: dbRetryAfter, Err: err}
 }
+
+// discardEvents is the guard.EventSink of a desk given none.
+type discardEvents struct{}
+
+func (discardEvents) Record(guard.Event) {}

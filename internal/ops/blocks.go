@@ -1,4 +1,4 @@
-package guard
+package ops
 
 import (
 	"context"
@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/nyaruka/phonenumbers"
+
+	"github.com/otpguard/otpguard/internal/guard"
 )
 
 // Limits on one page of the blocked list. Paging deep into a list that
@@ -19,25 +21,25 @@ const (
 )
 
 // BlockedNumber is one row of the blocked list: a block from the index, or
-// a deny-list entry (Reason CodeDenied, Phone the entry's pattern, which may
+// a deny-list entry (Reason guard.CodeDenied, Phone the entry's pattern, which may
 // be a prefix, and Until zero when the entry never expires).
 type BlockedNumber struct {
-	Block
-	Since time.Time  // when the block was noted, or the entry created
-	Deny  *DenyEntry // the deny-list entry, for Reason CodeDenied
+	guard.Block
+	Since time.Time        // when the block was noted, or the entry created
+	Deny  *guard.DenyEntry // the deny-list entry, for Reason CodeDenied
 }
 
-// BlockIndex is the Blocks index as the ops desk uses it: it lists what is
+// BlockIndex is the guard.Blocks index as the ops desk uses it: it lists what is
 // blocked and lifts a block.
 type BlockIndex interface {
-	Blocks
+	guard.Blocks
 	// ListBlocks returns the live blocks whose phone passes match (all of
 	// them when match is nil), most recently noted first: the first n, and
 	// how many passed in all.
 	ListBlocks(ctx context.Context, match func(phone string) bool, n int) ([]BlockedNumber, int, error)
 	// Unblock deletes the counters of phone, its code (and with it a
 	// verify lock-out) and its index entry.
-	Unblock(ctx context.Context, phone string, counters []Key) error
+	Unblock(ctx context.Context, phone string, counters []guard.Key) error
 }
 
 // BlockFilter selects rows of the blocked list. Zero fields do not filter.
@@ -65,25 +67,25 @@ func (f BlockFilter) normalize() (BlockFilter, error) {
 			}
 			return r
 		}, f.Phone)
-		if !validDenyPattern(p) {
-			return f, Errorf(CodeInvalidRequest, "phone must be a number or its start in E.164, like +919800000000 or +9198")
+		if guard.ValidateDenyPattern(p) != nil {
+			return f, guard.Errorf(guard.CodeInvalidRequest, "phone must be a number or its start in E.164, like +919800000000 or +9198")
 		}
 		f.Phone = p
 	}
 	if f.Country != "" {
 		f.Country = strings.ToUpper(f.Country)
 		if len(f.Country) != 2 || f.Country[0] < 'A' || f.Country[0] > 'Z' || f.Country[1] < 'A' || f.Country[1] > 'Z' {
-			return f, Errorf(CodeInvalidRequest, "country must be an ISO 3166-1 alpha-2 code, like IN")
+			return f, guard.Errorf(guard.CodeInvalidRequest, "country must be an ISO 3166-1 alpha-2 code, like IN")
 		}
 	}
 	switch {
 	case f.Limit < 0 || f.Limit > MaxBlockLimit:
-		return f, Errorf(CodeInvalidRequest, "limit must be between 1 and %d", MaxBlockLimit)
+		return f, guard.Errorf(guard.CodeInvalidRequest, "limit must be between 1 and %d", MaxBlockLimit)
 	case f.Limit == 0:
 		f.Limit = DefaultBlockLimit
 	}
 	if f.Offset < 0 || f.Offset > MaxBlockOffset {
-		return f, Errorf(CodeInvalidRequest, "offset must be between 0 and %d", MaxBlockOffset)
+		return f, guard.Errorf(guard.CodeInvalidRequest, "offset must be between 0 and %d", MaxBlockOffset)
 	}
 	return f, nil
 }
@@ -102,7 +104,7 @@ func (f BlockFilter) matchNumber(phone string) bool {
 // matchDeny reports whether a deny-list entry passes f: its pattern covers
 // the phone asked for (or begins with it), and it can block numbers of the
 // country asked for.
-func (f BlockFilter) matchDeny(e DenyEntry) bool {
+func (f BlockFilter) matchDeny(e guard.DenyEntry) bool {
 	if f.Phone != "" && !strings.HasPrefix(f.Phone, e.Pattern) && !strings.HasPrefix(e.Pattern, f.Phone) {
 		return false
 	}
@@ -114,7 +116,7 @@ func (f BlockFilter) matchDeny(e DenyEntry) bool {
 
 // regionOf is the region of an E.164 number, "" when it has none.
 func regionOf(e164 string) string {
-	p, err := ParsePhone(e164, "")
+	p, err := guard.ParsePhone(e164, "")
 	if err != nil {
 		return ""
 	}
@@ -143,12 +145,12 @@ func patternRegions(pattern string) []string {
 
 // mergeBlocked puts index blocks and deny entries into one list, most
 // recent first, and cuts the page [offset, offset+limit) out of it.
-func mergeBlocked(blocks []BlockedNumber, denies []DenyEntry, offset, limit int) []BlockedNumber {
+func mergeBlocked(blocks []BlockedNumber, denies []guard.DenyEntry, offset, limit int) []BlockedNumber {
 	all := slices.Clone(blocks)
 	for i := range denies {
 		e := denies[i]
 		b := BlockedNumber{
-			Block: Block{Phone: e.Pattern, Country: regionOf(e.Pattern), Reason: CodeDenied},
+			Block: guard.Block{Phone: e.Pattern, Country: regionOf(e.Pattern), Reason: guard.CodeDenied},
 			Since: e.CreatedAt,
 			Deny:  &e,
 		}

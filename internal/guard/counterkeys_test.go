@@ -1,0 +1,26 @@
+package guard
+
+import (
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+// TestPhoneCounterKeysCoverSendLimits: every counter of a send that is the
+// number's own (space "otp", the ones a block is noted for) is among
+// PhoneCounterKeys, so that an ops unblock cannot miss one added to
+// sendLimits later.
+func TestPhoneCounterKeysCoverSendLimits(t *testing.T) {
+	const phone = "+919800000000"
+	s := &OTP{policy: OTPPolicy{Cooldown: time.Second}}
+	var own []Key
+	for _, l := range s.sendLimits(phone, "203.0.113.7") {
+		if l.take.Key.Space == "otp" {
+			own = append(own, l.take.Key)
+		}
+	}
+	if diff := cmp.Diff(own, PhoneCounterKeys(phone)); diff != "" {
+		t.Errorf("the number's own send counters (-sendLimits +PhoneCounterKeys):\n%s", diff)
+	}
+}

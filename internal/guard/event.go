@@ -1,0 +1,38 @@
+package guard
+
+import "time"
+
+// Event is one audit record: a send decision, a verify outcome or an ops
+// action. It never holds an OTP code, in any field.
+type Event struct {
+	ID      int64
+	At      time.Time
+	Action  string // ActionOTPSend, ActionOTPVerify, ... or one of the ops desk's
+	Outcome string // OutcomeSent, a refusal's Code ("phone_rate_limited"), ...
+	Phone   string // E.164, or "" when the action concerns no number
+	Country string // ISO 3166 region, may be ""
+	IP      string
+	Actor   string // API key id or ops user, may be ""
+	Detail  string
+}
+
+// The audit actions the OTP rules record (Event.Action). They are stored
+// in the audit trail and filtered on: never rename one.
+const (
+	ActionOTPSend    = "otp.send"
+	ActionOTPVerify  = "otp.verify"
+	ActionConversion = "otp.conversion" // a conversion alert
+	ActionSMSStatus  = "sms.status"     // a delivery status report
+)
+
+// The outcomes the OTP rules record (Event.Outcome) besides the Code of a
+// refusal. A delivery report's outcome is the provider's status as sent
+// ("delivered", "failed", ...). Stored like the actions: never rename one.
+const (
+	OutcomeSent  = "sent"  // otp.send: the code left
+	OutcomeValid = "valid" // otp.verify: the code was right
+	// otp.conversion: the alert was only reported, or its prefix was
+	// deny-listed.
+	OutcomeReported = "reported"
+	OutcomeBlocked  = "blocked"
+)
