@@ -88,7 +88,7 @@ func benchHandler(b *testing.B) (http.Handler, *redistest.RoundTrips) {
 	}
 	// A bucket that never denies: every decision writes.
 	cfg.Policies.Limits = map[string]guard.LimitPolicy{
-		"api": {Algorithm: guard.TokenBucket, Capacity: 1_000_000_000, RefillPerSecond: 1_000_000, OnStoreError: guard.FailOpen},
+		"api": {Algorithm: guard.TokenBucket, Capacity: 1_000_000_000, RefillPerSecond: 1_000_000, OnStoreError: guard.FallbackOpen},
 	}
 	cfg.Policies.FillDefaults()
 	a, err := app.New(context.Background(), cfg, app.WithOutput(io.Discard))

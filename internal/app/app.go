@@ -26,7 +26,7 @@ import (
 )
 
 // startupTimeout bounds each start-up step against Redis: generous, unlike
-// the per-request budget, because a slow first dial is not an outage.
+// the per-request timeout, because a slow first dial is not an outage.
 const startupTimeout = 5 * time.Second
 
 // drainTimeout is how long Run waits for requests in flight at shutdown.
@@ -160,7 +160,7 @@ func New(ctx context.Context, cfg *Config, opts ...Option) (_ *App, err error) {
 	abuseMetrics := httpapi.NewAbuseMetrics(metrics)
 	otp := guard.NewOTP(guard.OTPOptions{
 		Policy: cfg.Policies.OTP, Counter: a.outage.fallback, Codes: a.outage.fallback,
-		Sender: sender, HMACKey: cfg.HMACKey, Logger: log, StoreFailedAt: a.outage.fallback.LastFailure,
+		Sender: sender, HMACKey: cfg.HMACKey, Logger: log, LastStoreFailure: a.outage.fallback.LastFailure,
 		Deny: a.ops.deny, Events: a.ops.audit, Blocks: a.store, Now: o.now,
 		// The conversion watch is advisory: straight to Redis, not through
 		// the Fallback (its failures never refuse a send).

@@ -12,7 +12,7 @@ import (
 )
 
 // syncTimeout bounds one hot-key sync batch. Nobody waits on a sync, so it
-// need not fit the decision budget; held to that budget, a large batch
+// need not fit the decision timeout; held to that timeout, a large batch
 // times out and may be counted twice when it is sent again.
 const syncTimeout = time.Second
 

@@ -16,7 +16,7 @@ import (
 
 // outage is what keeps decisions going when Redis is slow or down (README,
 // "When Redis is down"): the heartbeat that counts live instances, and the
-// Fallback (budget, breaker, in-memory limits) every decision goes through.
+// Fallback (timeout, breaker, in-memory limiter) every decision goes through.
 type outage struct {
 	hb       *store.Heartbeat
 	fallback *guard.Fallback
@@ -40,7 +40,7 @@ func newOutage(cfg *Config, rdb redis.UniversalClient, st *store.Redis, opts opt
 		instances, o.from = func() int { return n }, "config"
 	}
 	o.fallback = guard.NewFallback(guard.FallbackOptions{
-		Counter: st, Codes: st, Budget: cfg.RedisTimeout, Instances: instances,
+		Counter: st, Codes: st, Timeout: cfg.RedisTimeout, Instances: instances,
 		Breaker: opts.breaker, Policies: &cfg.Policies, Logger: log, Now: opts.now,
 	})
 	return o

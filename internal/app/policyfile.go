@@ -37,7 +37,7 @@ type fileOTPPolicy struct {
 	DefaultRegion      string                `yaml:"default_region,omitempty"`
 	Message            string                `yaml:"message"`
 	Mode               guard.Mode            `yaml:"mode,omitempty"` // exists to be refused: OTP limits are always exact
-	OnStoreError       guard.FailMode        `yaml:"on_store_error"`
+	OnStoreError       guard.FallbackMode    `yaml:"on_store_error"`
 	LocalLimit         int64                 `yaml:"local_limit,omitempty"`
 	AllowedCountries   []string              `yaml:"allowed_countries"`
 	AllowedNumberTypes []string              `yaml:"allowed_number_types"`
@@ -50,17 +50,17 @@ type fileOTPPolicy struct {
 
 // fileLimitPolicy is one policy under limits: (guard.LimitPolicy).
 type fileLimitPolicy struct {
-	Algorithm       guard.Algorithm `yaml:"algorithm"`
-	Capacity        int64           `yaml:"capacity,omitempty"`
-	RefillPerSecond float64         `yaml:"refill_per_second,omitempty"`
-	Limit           int64           `yaml:"limit,omitempty"`
-	Window          fileDuration    `yaml:"window,omitempty"`
-	Shadow          bool            `yaml:"shadow"`
-	OnStoreError    guard.FailMode  `yaml:"on_store_error"`
-	LocalLimit      int64           `yaml:"local_limit,omitempty"`
-	Mode            guard.Mode      `yaml:"mode,omitempty"`
-	SyncInterval    fileDuration    `yaml:"sync_interval,omitempty"`
-	Exact           bool            `yaml:"exact,omitempty"`
+	Algorithm       guard.Algorithm    `yaml:"algorithm"`
+	Capacity        int64              `yaml:"capacity,omitempty"`
+	RefillPerSecond float64            `yaml:"refill_per_second,omitempty"`
+	Limit           int64              `yaml:"limit,omitempty"`
+	Window          fileDuration       `yaml:"window,omitempty"`
+	Shadow          bool               `yaml:"shadow"`
+	OnStoreError    guard.FallbackMode `yaml:"on_store_error"`
+	LocalLimit      int64              `yaml:"local_limit,omitempty"`
+	Mode            guard.Mode         `yaml:"mode,omitempty"`
+	SyncInterval    fileDuration       `yaml:"sync_interval,omitempty"`
+	Exact           bool               `yaml:"exact,omitempty"`
 }
 
 // fileWindow is {limit, window} (guard.Window).

@@ -26,7 +26,7 @@ func everyField() guard.Policies {
 			DefaultRegion:      "IN",
 			Message:            "Code {code}",
 			Mode:               guard.ModeExact,
-			OnStoreError:       guard.FailLocal,
+			OnStoreError:       guard.FallbackLocal,
 			LocalLimit:         2,
 			AllowedCountries:   []string{"IN", "GB"},
 			AllowedNumberTypes: []string{"mobile"},
@@ -41,7 +41,7 @@ func everyField() guard.Policies {
 		},
 		Limits: map[string]guard.LimitPolicy{
 			"bucket": {Algorithm: guard.TokenBucket, Capacity: 10, RefillPerSecond: 0.5, Limit: 1, Window: time.Minute,
-				Shadow: true, OnStoreError: guard.FailLocal, LocalLimit: 3,
+				Shadow: true, OnStoreError: guard.FallbackLocal, LocalLimit: 3,
 				Mode: guard.ModeSync, SyncInterval: 50 * time.Millisecond, Exact: true},
 		},
 	}
@@ -140,14 +140,14 @@ func TestDecodePolicies(t *testing.T) {
 			file: "limits:\n  search: {algorithm: fixed_window, limit: 300, window: 1m}\n",
 			want: func(p *guard.Policies) {
 				p.Limits = map[string]guard.LimitPolicy{"search": {Algorithm: guard.FixedWindow, Limit: 300,
-					Window: time.Minute, OnStoreError: guard.FailOpen}}
+					Window: time.Minute, OnStoreError: guard.FallbackOpen}}
 			}},
 		{name: "empty limits keep the default policy", file: "limits: {}\n", want: func(*guard.Policies) {}},
 		{name: "sync mode gets its default interval",
 			file: "limits:\n  hot: {algorithm: token_bucket, capacity: 5, refill_per_second: 1, mode: sync}\n",
 			want: func(p *guard.Policies) {
 				p.Limits = map[string]guard.LimitPolicy{"hot": {Algorithm: guard.TokenBucket, Capacity: 5, RefillPerSecond: 1,
-					OnStoreError: guard.FailOpen, Mode: guard.ModeSync, SyncInterval: guard.DefaultSyncInterval}}
+					OnStoreError: guard.FallbackOpen, Mode: guard.ModeSync, SyncInterval: guard.DefaultSyncInterval}}
 			}},
 		{name: "conversion left empty is filled", file: "otp:\n  conversion: {mode: \"\"}\n", want: func(*guard.Policies) {}},
 		{name: "bad duration names its line",

@@ -85,7 +85,7 @@ func BenchmarkLimiterCheck(b *testing.B) {
 			s, rt, _ := redistest.Store(b)
 			guard.WarmPhoneMetadata()
 			policies := map[string]guard.LimitPolicy{
-				"api": {Algorithm: guard.TokenBucket, Capacity: 1_000_000_000, RefillPerSecond: 1_000_000, OnStoreError: guard.FailOpen},
+				"api": {Algorithm: guard.TokenBucket, Capacity: 1_000_000_000, RefillPerSecond: 1_000_000, OnStoreError: guard.FallbackOpen},
 			}
 			l := guard.NewLimiter(policies, s, nil)
 			ctx := context.Background()

@@ -31,9 +31,9 @@ type Take struct {
 	SpendIfAllowed bool
 
 	// What to do when the shared store cannot answer (see Fallback).
-	Policy       string   // the policy it belongs to, for status and logs
-	OnStoreError FailMode // "" is closed
-	LocalLimit   int64    // with FailLocal: this instance's own limit
+	Policy       string       // the policy it belongs to, for status and logs
+	OnStoreError FallbackMode // "" is closed
+	LocalLimit   int64        // with FallbackLocal: this instance's own limit
 	// Fallback is set on a Take handed back to Refund when its Result says
 	// the in-memory fallback decided it: the refund goes back there, not to
 	// the shared store, which never counted it.

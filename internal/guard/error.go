@@ -102,12 +102,12 @@ func StoreUnavailable(err error, retryAfter time.Duration) *Error {
 }
 
 // StoreFailureLevel is how loudly to log a decision the store failed. A
-// refusal by the open breaker (ErrStoreDown) is what every request meets
+// refusal by the open breaker (ErrStoreUnavailable) is what every request meets
 // during an outage, which the breaker and the fallback log once when it
 // starts and ends; an error line per request would only bury those.
 // Any other store failure is an error worth its line.
 func StoreFailureLevel(err error) slog.Level {
-	if errors.Is(err, ErrStoreDown) {
+	if errors.Is(err, ErrStoreUnavailable) {
 		return slog.LevelDebug
 	}
 	return slog.LevelError

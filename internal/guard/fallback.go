@@ -13,9 +13,9 @@ import (
 	"github.com/sony/gobreaker/v2"
 )
 
-// ErrStoreDown is the cause of a store call the Fallback did not make: the
+// ErrStoreUnavailable is the cause of a store call the Fallback did not make: the
 // breaker is open, or the store already failed within the same decision.
-var ErrStoreDown = errors.New("the shared store is unavailable")
+var ErrStoreUnavailable = errors.New("the shared store is unavailable")
 
 // BreakerOptions tune when the Fallback stops waiting on the store. The
 // zero value means the defaults in the README ("When Redis is down").
@@ -56,24 +56,24 @@ func (b BreakerOptions) withDefaults() BreakerOptions {
 type FallbackOptions struct {
 	Counter Counter
 	Codes   Codes // may be nil when only the Counter is used
-	// Budget bounds every store call (OTPGUARD_REDIS_TIMEOUT). The store's
+	// Timeout bounds every store call (OTPGUARD_REDIS_TIMEOUT). The store's
 	// client must hold the same bound on its own (dial, pool, read, write);
 	// this deadline covers the sum. 0 leaves it to the client.
-	Budget time.Duration
+	Timeout time.Duration
 	// Instances returns the number of live instances that share the
 	// policies' limits, for the split limit of "open"; nil means 1.
 	Instances func() int
 	Breaker   BreakerOptions
-	// LocalKeys bounds the in-memory limiter (DefaultLocalKeys when 0).
-	LocalKeys int
+	// MemoryKeys bounds the in-memory limiter (DefaultMemoryKeys when 0).
+	MemoryKeys int
 	// Policies, when given, are listed by Status before their first decision.
 	Policies *Policies
 	Logger   *slog.Logger
 	Now      func() time.Time // time.Now when nil
 }
 
-// Fallback is a Counter and Codes that wraps the shared store with a time
-// budget and a breaker, and decides from memory, per each Take's policy
+// Fallback is a Counter and Codes that wraps the shared store with a
+// timeout and a breaker, and decides from memory, per each Take's policy
 // (OnStoreError), when the store cannot answer:
 //
 //   - closed (and ""): the call fails; the caller answers 503.
@@ -86,10 +86,10 @@ type FallbackOptions struct {
 type Fallback struct {
 	counter   Counter
 	codes     Codes
-	budget    time.Duration
+	timeout   time.Duration
 	instances func() int
 	breaker   *gobreaker.TwoStepCircuitBreaker[struct{}]
-	local     *localLimits
+	local     *memoryLimits
 	log       *slog.Logger
 	now       func() time.Time
 
@@ -100,7 +100,7 @@ type Fallback struct {
 }
 
 type policyState struct {
-	mode       FailMode
+	mode       FallbackMode
 	inFallback bool
 	since      time.Time
 	fallbacks  int64
@@ -118,8 +118,8 @@ func NewFallback(o FallbackOptions) *Fallback {
 		o.Instances = func() int { return 1 }
 	}
 	f := &Fallback{
-		counter: o.Counter, codes: o.Codes, budget: o.Budget, instances: o.Instances,
-		local: newLocalLimits(o.LocalKeys), log: o.Logger, now: o.Now,
+		counter: o.Counter, codes: o.Codes, timeout: o.Timeout, instances: o.Instances,
+		local: newMemoryLimits(o.MemoryKeys), log: o.Logger, now: o.Now,
 		policies: map[string]*policyState{},
 	}
 	if o.Policies != nil {
@@ -169,7 +169,7 @@ func LimitPolicyName(name string) string { return "limits." + name }
 
 // decision marks a context as one decision (a request): once the store has
 // failed within it, the rest of the decision does not wait on the store
-// again, so a decision waits at most one budget on a dead store.
+// again, so a decision waits at most one timeout on a dead store.
 type decision struct{ failed atomic.Bool }
 
 type decisionKey struct{}
@@ -181,20 +181,20 @@ func withDecision(ctx context.Context) context.Context {
 	return context.WithValue(ctx, decisionKey{}, &decision{})
 }
 
-// call makes one store call through the breaker, within the budget.
+// call makes one store call through the breaker, within the timeout.
 func (f *Fallback) call(ctx context.Context, fn func(ctx context.Context) error) error {
 	d, _ := ctx.Value(decisionKey{}).(*decision)
 	if d != nil && d.failed.Load() {
-		return fmt.Errorf("guard: store failed earlier in this decision: %w", ErrStoreDown)
+		return fmt.Errorf("guard: store failed earlier in this decision: %w", ErrStoreUnavailable)
 	}
 	done, err := f.breaker.Allow()
 	if err != nil {
 		f.failed()
-		return fmt.Errorf("guard: redis breaker %s: %w (%w)", f.breaker.State(), ErrStoreDown, err)
+		return fmt.Errorf("guard: redis breaker %s: %w (%w)", f.breaker.State(), ErrStoreUnavailable, err)
 	}
 	cctx, cancel := ctx, context.CancelFunc(func() {})
-	if f.budget > 0 {
-		cctx, cancel = context.WithTimeout(ctx, f.budget)
+	if f.timeout > 0 {
+		cctx, cancel = context.WithTimeout(ctx, f.timeout)
 	}
 	err = fn(cctx)
 	cancel()
@@ -255,7 +255,7 @@ func (f *Fallback) Take(ctx context.Context, takes []Take) ([]Result, error) {
 		return nil, err
 	}
 	for _, t := range takes {
-		if mode(t) == FailClosed {
+		if mode(t) == FallbackClosed {
 			return nil, err
 		}
 	}
@@ -287,9 +287,9 @@ func (f *Fallback) Refund(ctx context.Context, takes []Take) error {
 	return f.call(ctx, func(ctx context.Context) error { return f.counter.Refund(ctx, shared) })
 }
 
-func mode(t Take) FailMode {
+func mode(t Take) FallbackMode {
 	if t.OnStoreError == "" {
-		return FailClosed
+		return FallbackClosed
 	}
 	return t.OnStoreError
 }
@@ -299,7 +299,7 @@ func mode(t Take) FailMode {
 // empty bucket takes as long to refill as the shared one.
 func (f *Fallback) localLimit(t Take) (limit int64, rate float64) {
 	switch mode(t) {
-	case FailLocal:
+	case FallbackLocal:
 		limit = max(1, t.LocalLimit)
 	default:
 		limit = max(1, t.Limit/int64(f.Instances()))
@@ -373,7 +373,7 @@ func (f *Fallback) leaveFallback() {
 	}
 }
 
-// SaveCode saves through the breaker, within the budget.
+// SaveCode saves through the breaker, within the timeout.
 func (f *Fallback) SaveCode(ctx context.Context, phone string, mac []byte, ttl time.Duration) (int, error) {
 	var prev int
 	err := f.call(ctx, func(ctx context.Context) (err error) {
@@ -383,7 +383,7 @@ func (f *Fallback) SaveCode(ctx context.Context, phone string, mac []byte, ttl t
 	return prev, err
 }
 
-// GuessCode reads through the breaker, within the budget.
+// GuessCode reads through the breaker, within the timeout.
 func (f *Fallback) GuessCode(ctx context.Context, phone string) (Guess, error) {
 	var g Guess
 	err := f.call(ctx, func(ctx context.Context) error {
@@ -394,7 +394,7 @@ func (f *Fallback) GuessCode(ctx context.Context, phone string) (Guess, error) {
 	return g, err
 }
 
-// ConsumeCode consumes through the breaker, within the budget.
+// ConsumeCode consumes through the breaker, within the timeout.
 func (f *Fallback) ConsumeCode(ctx context.Context, phone string, mac []byte) (bool, error) {
 	var ok bool
 	err := f.call(ctx, func(ctx context.Context) error {
@@ -405,7 +405,7 @@ func (f *Fallback) ConsumeCode(ctx context.Context, phone string, mac []byte) (b
 	return ok, err
 }
 
-// DeleteCode deletes through the breaker, within the budget.
+// DeleteCode deletes through the breaker, within the timeout.
 func (f *Fallback) DeleteCode(ctx context.Context, phone string) error {
 	return f.call(ctx, func(ctx context.Context) error { return f.codes.DeleteCode(ctx, phone) })
 }
@@ -416,14 +416,14 @@ type FallbackStatus struct {
 	Breaker     string // closed, half-open or open
 	Instances   int
 	LastFailure time.Time // zero: never
-	LocalKeys   int       // counters held by the in-memory limiter
+	MemoryKeys  int       // counters held by the in-memory limiter
 	Policies    []PolicyStatus
 }
 
 // PolicyStatus is one policy as the Fallback last saw it.
 type PolicyStatus struct {
 	Policy       string // "otp" or "limits.<name>"
-	OnStoreError FailMode
+	OnStoreError FallbackMode
 	// InFallback says its last decision was taken without the store
 	// (refused, for closed), since Since.
 	InFallback bool
@@ -435,7 +435,7 @@ type PolicyStatus struct {
 func (f *Fallback) Status() FallbackStatus {
 	s := FallbackStatus{
 		Breaker: f.breaker.State().String(), Instances: f.Instances(),
-		LastFailure: f.LastFailure(), LocalKeys: f.local.len(),
+		LastFailure: f.LastFailure(), MemoryKeys: f.local.len(),
 	}
 	f.mu.RLock()
 	for name, p := range f.policies {

@@ -125,7 +125,7 @@ func (f *outageStore) DeleteCode(ctx context.Context, phone string) error {
 	return nil
 }
 
-func outageTake(id string, limit int64, mode guard.FailMode, local int64) guard.Take {
+func outageTake(id string, limit int64, mode guard.FallbackMode, local int64) guard.Take {
 	return guard.Take{Key: guard.Key{Space: "lim:p", ID: id, Name: "fw"}, Algorithm: guard.FixedWindow,
 		Limit: limit, Window: time.Minute, Cost: 1, Policy: "limits.p", OnStoreError: mode, LocalLimit: local}
 }
@@ -156,11 +156,11 @@ func TestFallbackModes(t *testing.T) {
 		instances int
 		want      int // allowed of 100
 	}{
-		{name: "local uses local_limit", take: outageTake("a", 50, guard.FailLocal, 3), instances: 4, want: 3},
-		{name: "open splits the limit", take: outageTake("b", 50, guard.FailOpen, 0), instances: 4, want: 12},
-		{name: "open with one instance", take: outageTake("c", 50, guard.FailOpen, 0), instances: 1, want: 50},
-		{name: "open rounds down to at least 1", take: outageTake("d", 3, guard.FailOpen, 0), instances: 5, want: 1},
-		{name: "open with no instance count", take: outageTake("e", 7, guard.FailOpen, 0), instances: 0, want: 7},
+		{name: "local uses local_limit", take: outageTake("a", 50, guard.FallbackLocal, 3), instances: 4, want: 3},
+		{name: "open splits the limit", take: outageTake("b", 50, guard.FallbackOpen, 0), instances: 4, want: 12},
+		{name: "open with one instance", take: outageTake("c", 50, guard.FallbackOpen, 0), instances: 1, want: 50},
+		{name: "open rounds down to at least 1", take: outageTake("d", 3, guard.FallbackOpen, 0), instances: 5, want: 1},
+		{name: "open with no instance count", take: outageTake("e", 7, guard.FallbackOpen, 0), instances: 0, want: 7},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -178,8 +178,8 @@ func TestFallbackClosedFails(t *testing.T) {
 	st := newOutageStore()
 	st.setDown(true)
 	f := guard.NewFallback(guard.FallbackOptions{Counter: st})
-	for _, mode := range []guard.FailMode{guard.FailClosed, ""} {
-		_, err := f.Take(context.Background(), []guard.Take{outageTake("a", 5, guard.FailOpen, 0), outageTake("b", 5, mode, 0)})
+	for _, mode := range []guard.FallbackMode{guard.FallbackClosed, ""} {
+		_, err := f.Take(context.Background(), []guard.Take{outageTake("a", 5, guard.FallbackOpen, 0), outageTake("b", 5, mode, 0)})
 		if err == nil {
 			t.Errorf("mode %q: a batch holding a closed take got decisions, want an error", mode)
 		}
@@ -192,7 +192,7 @@ func TestFallbackTokenBucket(t *testing.T) {
 	st.setDown(true)
 	f := guard.NewFallback(guard.FallbackOptions{Counter: st, Instances: func() int { return 2 }, Now: func() time.Time { return now }})
 	tk := guard.Take{Key: guard.Key{Space: "lim:b", ID: "k", Name: "tb"}, Algorithm: guard.TokenBucket,
-		Limit: 10, Rate: 2, Cost: 1, OnStoreError: guard.FailOpen}
+		Limit: 10, Rate: 2, Cost: 1, OnStoreError: guard.FallbackOpen}
 	if got := fallbackAllowed(t, f, tk, 20); got != 5 {
 		t.Fatalf("burst: got %d, want capacity/N = 5", got)
 	}
@@ -211,7 +211,7 @@ func TestFallbackFixedWindowExpires(t *testing.T) {
 	st := newOutageStore()
 	st.setDown(true)
 	f := guard.NewFallback(guard.FallbackOptions{Counter: st, Now: func() time.Time { return now }})
-	tk := outageTake("a", 10, guard.FailLocal, 2)
+	tk := outageTake("a", 10, guard.FallbackLocal, 2)
 	if got := fallbackAllowed(t, f, tk, 5); got != 2 {
 		t.Fatalf("got %d, want 2", got)
 	}
@@ -225,7 +225,7 @@ func TestFallbackRefundGoesWhereCounted(t *testing.T) {
 	st := newOutageStore()
 	f := guard.NewFallback(guard.FallbackOptions{Counter: st})
 	ctx := context.Background()
-	tk := outageTake("a", 10, guard.FailLocal, 1)
+	tk := outageTake("a", 10, guard.FallbackLocal, 1)
 
 	st.setDown(true)
 	res, err := f.Take(ctx, []guard.Take{tk})
@@ -252,7 +252,7 @@ func TestFallbackBreaker(t *testing.T) {
 	st := newOutageStore()
 	f := guard.NewFallback(guard.FallbackOptions{Counter: st, Breaker: guard.BreakerOptions{OpenFor: 100 * time.Millisecond}})
 	ctx := context.Background()
-	tk := outageTake("a", 1000, guard.FailOpen, 0)
+	tk := outageTake("a", 1000, guard.FallbackOpen, 0)
 	take := func() guard.Result {
 		t.Helper()
 		res, err := f.Take(ctx, []guard.Take{tk})
@@ -307,7 +307,7 @@ func TestFallbackBreaker(t *testing.T) {
 func TestFallbackBreakerOpensOnFailureRatio(t *testing.T) {
 	st := newOutageStore()
 	f := guard.NewFallback(guard.FallbackOptions{Counter: st})
-	tk := outageTake("a", 1000, guard.FailOpen, 0)
+	tk := outageTake("a", 1000, guard.FallbackOpen, 0)
 	for i := range 40 { // alternate: never 5 failures in a row, half of them failing
 		st.setDown(i%2 == 0)
 		if _, err := f.Take(context.Background(), []guard.Take{tk}); err != nil {
@@ -329,9 +329,9 @@ func TestFallbackOneBudgetPerDecision(t *testing.T) {
 	st := newOutageStore()
 	st.wait = true
 	st.setDown(true)
-	f := guard.NewFallback(guard.FallbackOptions{Counter: st, Codes: st, Budget: 20 * time.Millisecond})
+	f := guard.NewFallback(guard.FallbackOptions{Counter: st, Codes: st, Timeout: 20 * time.Millisecond})
 	p := guard.DefaultPolicies()
-	p.OTP.OnStoreError, p.OTP.LocalLimit = guard.FailLocal, 1
+	p.OTP.OnStoreError, p.OTP.LocalLimit = guard.FallbackLocal, 1
 	otp := guard.NewOTP(guard.OTPOptions{Policy: p.OTP, Counter: f, Codes: f, Sender: &smsBox{}, HMACKey: outageHMACKey})
 
 	start := time.Now()
@@ -349,13 +349,13 @@ func TestFallbackOneBudgetPerDecision(t *testing.T) {
 func TestFallbackStatus(t *testing.T) {
 	st := newOutageStore()
 	p := guard.DefaultPolicies()
-	p.Limits["p"] = guard.LimitPolicy{Algorithm: guard.FixedWindow, Limit: 5, Window: time.Minute, OnStoreError: guard.FailLocal, LocalLimit: 1}
+	p.Limits["p"] = guard.LimitPolicy{Algorithm: guard.FixedWindow, Limit: 5, Window: time.Minute, OnStoreError: guard.FallbackLocal, LocalLimit: 1}
 	f := guard.NewFallback(guard.FallbackOptions{Counter: st, Policies: &p, Instances: func() int { return 3 }})
 	if got := f.Status().InFallback(); len(got) != 0 {
 		t.Fatalf("in fallback before any failure: %v", got)
 	}
 	st.setDown(true)
-	fallbackAllowed(t, f, outageTake("a", 5, guard.FailLocal, 1), 1)
+	fallbackAllowed(t, f, outageTake("a", 5, guard.FallbackLocal, 1), 1)
 	s := f.Status()
 	if got := s.InFallback(); len(got) != 1 || got[0] != "limits.p" {
 		t.Errorf("in fallback: got %v, want [limits.p]", got)
@@ -364,7 +364,7 @@ func TestFallbackStatus(t *testing.T) {
 		t.Errorf("status: %+v", s)
 	}
 	st.setDown(false)
-	if _, err := f.Take(context.Background(), []guard.Take{outageTake("a", 5, guard.FailLocal, 1)}); err != nil {
+	if _, err := f.Take(context.Background(), []guard.Take{outageTake("a", 5, guard.FallbackLocal, 1)}); err != nil {
 		t.Fatal(err)
 	}
 	if got := f.Status().InFallback(); len(got) != 0 {
@@ -375,13 +375,13 @@ func TestFallbackStatus(t *testing.T) {
 func TestLocalLimiterIsBounded(t *testing.T) {
 	st := newOutageStore()
 	st.setDown(true)
-	f := guard.NewFallback(guard.FallbackOptions{Counter: st, LocalKeys: 100, Breaker: guard.BreakerOptions{Failures: 1}})
+	f := guard.NewFallback(guard.FallbackOptions{Counter: st, MemoryKeys: 100, Breaker: guard.BreakerOptions{Failures: 1}})
 	for i := range 10_000 {
-		if _, err := f.Take(context.Background(), []guard.Take{outageTake(fmt.Sprint("flood", i), 5, guard.FailOpen, 0)}); err != nil {
+		if _, err := f.Take(context.Background(), []guard.Take{outageTake(fmt.Sprint("flood", i), 5, guard.FallbackOpen, 0)}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if got := f.Status().LocalKeys; got != 100 {
+	if got := f.Status().MemoryKeys; got != 100 {
 		t.Errorf("local counters after 10000 distinct keys: got %d, want the bound 100", got)
 	}
 }

@@ -44,7 +44,7 @@ type HotKeysOptions struct {
 	// that failed is sent again whole.
 	Batch int
 	// Timeout bounds one batch's round trip (default 1s). It is longer than
-	// a decision's budget on purpose: no caller waits on a sync, and a
+	// a decision's timeout on purpose: no caller waits on a sync, and a
 	// batch that times out may have counted and is then counted twice.
 	Timeout time.Duration
 }
@@ -104,8 +104,8 @@ type hotEntry struct {
 	interval time.Duration
 	avail    int64     // what all instances may spend until the next sync, as of the last
 	resetAt  time.Time // fixed window: when the current window ends
-	budget   int64     // what this instance may spend until the next sync
-	spent    int64     // of budget, since the last sync
+	share    int64     // what this instance may spend until the next sync
+	spent    int64     // of share, since the last sync
 	pending  []delta   // spent here, not yet in Redis; oldest first
 	nextSync time.Time
 	lastUsed time.Time
@@ -167,12 +167,12 @@ func (h *HotKeys) Decide(t Take, interval time.Duration) (res Result, ok bool) {
 	// their next sync is the probe that brings sync mode back.
 	e.lastUsed = now
 	h.roll(e, now)
-	if h.failing || (t.Cost > e.budget && t.Cost <= e.avail) {
+	if h.failing || (t.Cost > e.share && t.Cost <= e.avail) {
 		return Result{}, false // decided exactly, as listed above
 	}
 
 	res = Result{Limit: t.Limit, ResetAfter: e.resetAfter(now)}
-	if e.spent+t.Cost <= e.budget {
+	if e.spent+t.Cost <= e.share {
 		e.spent += t.Cost
 		if t.Cost > 0 {
 			e.add(t.Cost, now)
@@ -185,7 +185,7 @@ func (h *HotKeys) Decide(t Take, interval time.Duration) (res Result, ok bool) {
 		}
 		res.RetryAfter = max(wait, time.Millisecond)
 	}
-	res.Remaining = max(0, e.budget-e.spent)
+	res.Remaining = max(0, e.share-e.spent)
 	return res, true
 }
 
@@ -199,7 +199,7 @@ func (h *HotKeys) entry(t Take, interval time.Duration, now time.Time) *hotEntry
 	}
 	tmpl := t
 	tmpl.Cost = 0
-	// Nothing known yet: assume a full budget, learn the truth at the
+	// Nothing known yet: assume a full share, learn the truth at the
 	// next sync (due at once).
 	e := &hotEntry{take: tmpl, interval: interval, resetAt: now.Add(t.Window), nextSync: now}
 	h.setShare(e, t.Limit)
@@ -250,7 +250,7 @@ func (h *HotKeys) setShare(e *hotEntry, remaining int64) {
 		avail = min(avail, e.take.Limit) + int64(e.take.Rate*e.interval.Seconds())
 	}
 	e.avail = max(0, avail)
-	e.budget = e.avail / n
+	e.share = e.avail / n
 }
 
 func (e *hotEntry) add(n int64, now time.Time) {
@@ -365,7 +365,7 @@ func (h *HotKeys) syncBatch(ctx context.Context, batch []dueKey) error {
 		}
 		h.setShare(e, states[i].Remaining)
 		// What was spent here while the sync was in flight is not in the
-		// global figure yet: it comes out of the new budget.
+		// global figure yet: it comes out of the new share.
 		e.spent = e.unsent()
 		e.nextSync = now.Add(e.interval)
 	}

@@ -122,7 +122,7 @@ func newSim(t *testing.T, n int, take guard.Take, offers []int) *sim {
 
 // simPolicy is the sync-mode policy whose checks are take.
 func simPolicy(take guard.Take) guard.LimitPolicy {
-	p := guard.LimitPolicy{Algorithm: take.Algorithm, Mode: guard.ModeSync, SyncInterval: interval, OnStoreError: guard.FailClosed}
+	p := guard.LimitPolicy{Algorithm: take.Algorithm, Mode: guard.ModeSync, SyncInterval: interval, OnStoreError: guard.FallbackClosed}
 	if take.Algorithm == guard.TokenBucket {
 		p.Capacity, p.RefillPerSecond = take.Limit, take.Rate
 	} else {
@@ -487,11 +487,11 @@ func TestSyncModeFollowsOnStoreErrorWhileSyncFails(t *testing.T) {
 	}
 	window := time.Minute
 	pols := map[string]guard.LimitPolicy{
-		"closed": syncMode(guard.LimitPolicy{Algorithm: guard.FixedWindow, Limit: 100, Window: window, OnStoreError: guard.FailClosed}),
-		"open":   syncMode(guard.LimitPolicy{Algorithm: guard.TokenBucket, Capacity: 100, RefillPerSecond: 1, OnStoreError: guard.FailOpen}),
-		"local":  syncMode(guard.LimitPolicy{Algorithm: guard.FixedWindow, Limit: 100, Window: window, OnStoreError: guard.FailLocal, LocalLimit: 3}),
+		"closed": syncMode(guard.LimitPolicy{Algorithm: guard.FixedWindow, Limit: 100, Window: window, OnStoreError: guard.FallbackClosed}),
+		"open":   syncMode(guard.LimitPolicy{Algorithm: guard.TokenBucket, Capacity: 100, RefillPerSecond: 1, OnStoreError: guard.FallbackOpen}),
+		"local":  syncMode(guard.LimitPolicy{Algorithm: guard.FixedWindow, Limit: 100, Window: window, OnStoreError: guard.FallbackLocal, LocalLimit: 3}),
 	}
-	fb := guard.NewFallback(guard.FallbackOptions{Counter: st, Budget: time.Second, Instances: func() int { return n }, Now: clk.now})
+	fb := guard.NewFallback(guard.FallbackOptions{Counter: st, Timeout: time.Second, Instances: func() int { return n }, Now: clk.now})
 	hot := guard.NewHotKeys(guard.HotKeysOptions{Store: st, Instances: func() int { return n }, Now: clk.now})
 	lim := guard.NewLimiter(pols, fb, nil).WithHotKeys(hot)
 	// spend checks policy up to 200 times and returns how many were

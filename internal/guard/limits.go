@@ -132,7 +132,7 @@ func (l *Limiter) Check(ctx context.Context, checks []Check) (Batch, error) {
 	if err != nil {
 		return Batch{}, err
 	}
-	ctx = withDecision(ctx) // a dead store costs one budget per request
+	ctx = withDecision(ctx) // a dead store costs one timeout per request
 	res, local, err := l.take(ctx, takes, pols)
 	if err != nil {
 		l.log.Log(ctx, StoreFailureLevel(err), "limit store failed", "err", err)

@@ -35,10 +35,10 @@ type OTPOptions struct {
 	Blocks Blocks
 	// Now is the clock for deny-list expiry and block times; time.Now when nil.
 	Now func() time.Time
-	// StoreFailedAt is when the store last failed (Fallback.LastFailure):
+	// LastStoreFailure is when the store last failed (Fallback.LastFailure):
 	// stateless codes are accepted only within a code TTL of it. Nil: only
 	// while the store fails.
-	StoreFailedAt func() time.Time
+	LastStoreFailure func() time.Time
 	// The abuse defences (pumping.go, conversion.go), all optional: the
 	// conversion watch's store, the deny-list it blocks prefixes on, and
 	// metric hooks. No Conversions: no conversion watch.
@@ -60,9 +60,9 @@ type OTP struct {
 	events  EventSink
 	blocks  Blocks
 	now     func() time.Time
-	// storeFailedAt: see OTPOptions.StoreFailedAt.
-	storeFailedAt func() time.Time
-	abuse         *abuseState
+	// lastStoreFailure: see OTPOptions.LastStoreFailure.
+	lastStoreFailure func() time.Time
+	abuse            *abuseState
 }
 
 // NewOTP returns an OTP service. The policy must have passed Validate.
@@ -85,14 +85,14 @@ func NewOTP(o OTPOptions) *OTP {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
-	if o.StoreFailedAt == nil {
-		o.StoreFailedAt = func() time.Time { return time.Time{} }
+	if o.LastStoreFailure == nil {
+		o.LastStoreFailure = func() time.Time { return time.Time{} }
 	}
 	return &OTP{
 		policy: o.Policy, counter: o.Counter, codes: o.Codes, sender: o.Sender,
 		hmacKey: o.HMACKey, log: o.Logger, random: o.Random,
 		deny: o.Deny, events: o.Events, blocks: o.Blocks, now: o.Now,
-		storeFailedAt: o.StoreFailedAt, abuse: newAbuseState(o),
+		lastStoreFailure: o.LastStoreFailure, abuse: newAbuseState(o),
 	}
 }
 
@@ -191,7 +191,7 @@ func (s *OTP) sendLimits(phone, ip string) []limitedTake {
 	mode := s.policy.OnStoreError
 	fallback := func(t Take, localLimit int64) Take {
 		t.Policy, t.OnStoreError = OTPPolicyName, mode
-		if mode == FailLocal {
+		if mode == FallbackLocal {
 			t.LocalLimit = localLimit
 		}
 		return t
@@ -211,8 +211,8 @@ func (s *OTP) sendLimits(phone, ip string) []limitedTake {
 	if ip != "" {
 		t := fallback(Take{Key: Key{"otp:ip", ip, "sends"}, Algorithm: FixedWindow,
 			Limit: s.policy.PerIP.Limit, Window: s.policy.PerIP.Window, Cost: 1}, 0)
-		if mode == FailLocal { // local_limit is per number: an address gets its share
-			t.OnStoreError, t.LocalLimit = FailOpen, 0
+		if mode == FallbackLocal { // local_limit is per number: an address gets its share
+			t.OnStoreError, t.LocalLimit = FallbackOpen, 0
 		}
 		ls = append(ls, limitedTake{
 			take:   t,
@@ -318,7 +318,7 @@ func (s *OTP) Verify(ctx context.Context, req VerifyRequest) (Phone, error) {
 func (s *OTP) verify(ctx context.Context, phone Phone, code string) error {
 	g, err := s.codes.GuessCode(ctx, phone.E164)
 	switch {
-	case errors.Is(err, ErrNotFound) && s.statelessCodes() && s.recentOutage(s.now()):
+	case errors.Is(err, ErrNotFound) && s.statelessCodes() && s.recentStoreFailure(s.now()):
 		// Redis answers again, but a stateless code sent while it did
 		// not may still be alive.
 		return s.verifyStateless(ctx, phone, code)
@@ -336,7 +336,7 @@ func (s *OTP) verify(ctx context.Context, phone Phone, code string) error {
 			Message: "too many wrong guesses; request a new code", RetryAfter: g.TTL}
 	}
 	if !hmac.Equal(g.MAC, s.mac(phone.E164, code)) {
-		if s.statelessCodes() && s.recentOutage(s.now()) {
+		if s.statelessCodes() && s.recentStoreFailure(s.now()) {
 			// The stored code may be one whose save timed out but ran,
 			// while the SMS carried a stateless code. The guess is counted.
 			if k, ok := s.matchStateless(phone.E164, code, s.now()); ok {

@@ -50,12 +50,12 @@ func (b *smsBox) last(t *testing.T) string {
 func otpInstance(st *outageStore, p guard.OTPPolicy, box *smsBox, now func() time.Time) *guard.OTP {
 	f := guard.NewFallback(guard.FallbackOptions{Counter: st, Codes: st, Now: now})
 	return guard.NewOTP(guard.OTPOptions{Policy: p, Counter: f, Codes: f, Sender: box, HMACKey: outageHMACKey,
-		Now: now, StoreFailedAt: f.LastFailure})
+		Now: now, LastStoreFailure: f.LastFailure})
 }
 
 func localOTP(localLimit int64) guard.OTPPolicy {
 	p := guard.DefaultPolicies().OTP
-	p.OnStoreError, p.LocalLimit = guard.FailLocal, localLimit
+	p.OnStoreError, p.LocalLimit = guard.FallbackLocal, localLimit
 	p.Cooldown = 0
 	return p
 }
@@ -99,9 +99,9 @@ func TestOutageLogsOncePerChange(t *testing.T) {
 	const failures = 3 // in a row, to open the breaker
 	f := guard.NewFallback(guard.FallbackOptions{Counter: st, Codes: st, Logger: log, Breaker: guard.BreakerOptions{Failures: failures}})
 	otp := guard.NewOTP(guard.OTPOptions{Policy: guard.DefaultPolicies().OTP, Counter: f, Codes: f, Sender: &smsBox{},
-		HMACKey: outageHMACKey, Logger: log, StoreFailedAt: f.LastFailure})
+		HMACKey: outageHMACKey, Logger: log, LastStoreFailure: f.LastFailure})
 	lim := guard.NewLimiter(map[string]guard.LimitPolicy{"api": {Algorithm: guard.FixedWindow, Limit: 5,
-		Window: time.Minute, OnStoreError: guard.FailClosed}}, f, log)
+		Window: time.Minute, OnStoreError: guard.FallbackClosed}}, f, log)
 	const n = 100
 	for range n {
 		_, err := otp.Send(t.Context(), guard.SendRequest{Phone: "+14155550100"})

@@ -15,13 +15,13 @@ import (
 
 // BenchmarkOutageDecision measures one decision (a /limits/check of an open
 // policy, and an OTP send with on_store_error local) with the default 10 ms
-// budget against a real Redis behind a proxy: healthy, black-holed with the
-// breaker kept closed (every decision waits the budget), and black-holed
+// timeout against a real Redis behind a proxy: healthy, black-holed with the
+// breaker kept closed (every decision waits the timeout), and black-holed
 // with the breaker open (no decision touches Redis). It reports p50 and p99.
 //
 //	go test -run '^$' -bench BenchmarkOutageDecision -benchtime 2s ./internal/guard/
 func BenchmarkOutageDecision(b *testing.B) {
-	const budget = 10 * time.Millisecond
+	const timeout = 10 * time.Millisecond
 	states := []struct {
 		name    string
 		holed   bool
@@ -36,7 +36,7 @@ func BenchmarkOutageDecision(b *testing.B) {
 			b.Run(st.name+"/"+what, func(b *testing.B) {
 				srv := redistest.Start(b)
 				proxy := redistest.NewProxy(b, srv.Addr())
-				rdb, err := store.NewRedisClient(store.RedisOptions{URL: proxy.URL(), Timeout: budget})
+				rdb, err := store.NewRedisClient(store.RedisOptions{URL: proxy.URL(), Timeout: timeout})
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -45,16 +45,16 @@ func BenchmarkOutageDecision(b *testing.B) {
 				if err := s.LoadScripts(context.Background()); err != nil {
 					b.Fatal(err)
 				}
-				f := guard.NewFallback(guard.FallbackOptions{Counter: s, Codes: s, Budget: budget, Breaker: st.breaker,
+				f := guard.NewFallback(guard.FallbackOptions{Counter: s, Codes: s, Timeout: timeout, Breaker: st.breaker,
 					Instances: func() int { return 1 }})
 				lim := guard.NewLimiter(map[string]guard.LimitPolicy{
-					"api": {Algorithm: guard.TokenBucket, Capacity: 1 << 30, RefillPerSecond: 1 << 19, OnStoreError: guard.FailOpen},
+					"api": {Algorithm: guard.TokenBucket, Capacity: 1 << 30, RefillPerSecond: 1 << 19, OnStoreError: guard.FallbackOpen},
 				}, f, nil)
 				p := guard.DefaultPolicies().OTP
-				p.OnStoreError, p.LocalLimit, p.Cooldown = guard.FailLocal, 1<<30, 0
+				p.OnStoreError, p.LocalLimit, p.Cooldown = guard.FallbackLocal, 1<<30, 0
 				p.PerPhone.Limit, p.PerIP.Limit = 1<<30, 1<<30
 				otp := guard.NewOTP(guard.OTPOptions{Policy: p, Counter: f, Codes: f, Sender: noSMS{},
-					HMACKey: outageHMACKey, StoreFailedAt: f.LastFailure})
+					HMACKey: outageHMACKey, LastStoreFailure: f.LastFailure})
 				ctx := context.Background()
 				i := 0
 				decide := func() error {

@@ -75,7 +75,7 @@ func CleanIP(raw string) string {
 	return addr.Unmap().String()
 }
 
-// IPSubject turns the end user's address into the subject its budget is
+// IPSubject turns the end user's address into the subject its limit is
 // counted under: an IPv4 address as is, an IPv6 address by its /64, because
 // one subscriber usually holds a whole /64 and could rotate through it.
 // An empty input gives "" (no per-IP limit applies).

@@ -12,14 +12,14 @@ type Window struct {
 	Window time.Duration
 }
 
-// FailMode says what a policy does when the shared store cannot answer.
-type FailMode string
+// FallbackMode says what a policy does when the shared store cannot answer.
+type FallbackMode string
 
-// The fail modes of a policy (see the README, "When Redis is down").
+// The fallback modes of a policy (on_store_error) (see the README, "When Redis is down").
 const (
-	FailClosed FailMode = "closed" // refuse with 503
-	FailLocal  FailMode = "local"  // a strict per-instance limit (local_limit)
-	FailOpen   FailMode = "open"   // allow through the split limit: limit / instances
+	FallbackClosed FallbackMode = "closed" // refuse with 503
+	FallbackLocal  FallbackMode = "local"  // a strict per-instance limit (local_limit)
+	FallbackOpen   FallbackMode = "open"   // allow through the split limit: limit / instances
 )
 
 // Algorithm names how a limit policy counts.
@@ -46,7 +46,7 @@ type OTPPolicy struct {
 	Message string
 	// Mode exists to be refused: OTP limits are always exact.
 	Mode         Mode
-	OnStoreError FailMode
+	OnStoreError FallbackMode
 	// LocalLimit is the per-instance send limit per number and window
 	// when OnStoreError is "local".
 	LocalLimit int64
@@ -111,7 +111,7 @@ type LimitPolicy struct {
 	Window time.Duration
 
 	Shadow       bool
-	OnStoreError FailMode
+	OnStoreError FallbackMode
 	LocalLimit   int64
 
 	// Mode "sync" counts locally and syncs every SyncInterval (hot keys);
@@ -160,14 +160,14 @@ func DefaultPolicies() Policies {
 			PerPhone:          Window{Limit: 3, Window: 10 * time.Minute},
 			PerIP:             Window{Limit: 20, Window: time.Hour},
 			Message:           "Your verification code is {code}",
-			OnStoreError:      FailClosed,
+			OnStoreError:      FallbackClosed,
 			// The abuse defences (README.md, "Abuse defences").
 			AllowedNumberTypes: DefaultNumberTypes(),
 			PerPrefix:          DefaultPerPrefix(),
 			Conversion:         DefaultConversion(),
 		},
 		Limits: map[string]LimitPolicy{
-			"default": {Algorithm: TokenBucket, Capacity: 50, RefillPerSecond: 5, OnStoreError: FailOpen},
+			"default": {Algorithm: TokenBucket, Capacity: 50, RefillPerSecond: 5, OnStoreError: FallbackOpen},
 		},
 	}
 }
@@ -206,12 +206,12 @@ func (p *Policies) LimitNames() []string {
 	return names
 }
 
-// FillDefaults completes what a policy file may leave out: the fail modes
+// FillDefaults completes what a policy file may leave out: the fallback modes
 // (closed for OTP, open for limits) and, when the file names no limit policy,
 // the "default" one.
 func (p *Policies) FillDefaults() {
 	if p.OTP.OnStoreError == "" {
-		p.OTP.OnStoreError = FailClosed
+		p.OTP.OnStoreError = FallbackClosed
 	}
 	p.OTP.fillAbuseDefaults()
 	if len(p.Limits) == 0 {
@@ -219,7 +219,7 @@ func (p *Policies) FillDefaults() {
 	}
 	for name, l := range p.Limits {
 		if l.OnStoreError == "" {
-			l.OnStoreError = FailOpen
+			l.OnStoreError = FallbackOpen
 		}
 		if l.Mode == ModeSync && l.SyncInterval == 0 {
 			l.SyncInterval = DefaultSyncInterval

@@ -58,7 +58,7 @@ func (p *Policies) Validate() error {
 	} else if len(o.Message) > 300 {
 		bad("otp.message", "must be at most 300 characters")
 	}
-	validateFailMode("otp", o.OnStoreError, o.LocalLimit, bad)
+	validateFallbackMode("otp", o.OnStoreError, o.LocalLimit, bad)
 	if o.Mode != "" && o.Mode != ModeExact {
 		bad("otp.mode", "OTP limits are always exact: sync mode would let codes through past the limit")
 	}
@@ -91,7 +91,7 @@ func (p *Policies) Validate() error {
 		default:
 			bad(field+".algorithm", "must be token_bucket or fixed_window, got %q", l.Algorithm)
 		}
-		validateFailMode(field, l.OnStoreError, l.LocalLimit, bad)
+		validateFallbackMode(field, l.OnStoreError, l.LocalLimit, bad)
 		switch l.Mode {
 		case "", ModeExact:
 			if l.SyncInterval != 0 {
@@ -122,13 +122,13 @@ func validateWindow(field string, w Window, bad func(string, string, ...any)) {
 	}
 }
 
-func validateFailMode(field string, m FailMode, localLimit int64, bad func(string, string, ...any)) {
+func validateFallbackMode(field string, m FallbackMode, localLimit int64, bad func(string, string, ...any)) {
 	switch m {
-	case FailClosed, FailOpen:
+	case FallbackClosed, FallbackOpen:
 		if localLimit != 0 {
 			bad(field+".local_limit", "only applies with on_store_error: local")
 		}
-	case FailLocal:
+	case FallbackLocal:
 		if localLimit < 1 || localLimit > maxLimit {
 			bad(field+".local_limit", "must be set (1 to %d) with on_store_error: local", maxLimit)
 		}

@@ -15,7 +15,7 @@ import (
 // addresses: per-number and per-IP limits never fire. These rules look at
 // what the numbers have in common instead: their country, their type,
 // their prefix, and how few of the codes sent to them are ever verified.
-// And a global budget bounds what a miss costs. Their policy (PrefixWindow,
+// And the spend budget bounds what a miss costs. Their policy (PrefixWindow,
 // Budget, ConversionPolicy) is in policy.go with the rest.
 
 // numberTypes are the names of otp.allowed_number_types.
@@ -60,14 +60,14 @@ func (p Phone) Type() string {
 }
 
 // Prefix is the number minus its last digitsDropped digits (never less
-// than "+" and two digits): the subject of the per-prefix budget and of
+// than "+" and two digits): the subject of the per-prefix limit and of
 // the conversion watch.
 func Prefix(e164 string, digitsDropped int) string {
 	return e164[:max(min(3, len(e164)), len(e164)-digitsDropped)]
 }
 
 // safe reports whether the number is on the safe list: it skips the
-// velocity and conversion rules, never the budget.
+// velocity and conversion rules, never the spend budget.
 func (s *OTP) safe(e164 string) bool {
 	for _, p := range s.policy.SafeList {
 		if strings.HasPrefix(e164, p) {
@@ -99,12 +99,12 @@ var (
 
 // abuseLimits are the limits of one send after the number's own:
 // per prefix and per country (not for safe-listed numbers), then the
-// global budget. When the store cannot answer they fall back like the
+// spend budget. When the store cannot answer they fall back like the
 // per-IP limit: split (limit / N) with local or open, refused with closed.
 func (s *OTP) abuseLimits(phone Phone, safe bool) []limitedTake {
 	mode := s.policy.OnStoreError
-	if mode == FailLocal { // local_limit is per number: shared limits get their share
-		mode = FailOpen
+	if mode == FallbackLocal { // local_limit is per number: shared limits get their share
+		mode = FallbackOpen
 	}
 	window := func(k Key, limit int64, w time.Duration) Take {
 		return Take{Key: k, Algorithm: FixedWindow, Limit: limit, Window: w, Cost: 1,

@@ -43,7 +43,7 @@ const statelessSteps = 3
 // statelessCodes reports whether this policy sends stateless codes when the
 // store cannot save one.
 func (s *OTP) statelessCodes() bool {
-	return s.policy.OnStoreError != FailClosed && len(s.hmacKey) > 0
+	return s.policy.OnStoreError != FallbackClosed && len(s.hmacKey) > 0
 }
 
 func (s *OTP) stepLength() time.Duration {
@@ -89,10 +89,10 @@ func (s *OTP) matchStateless(phone, code string, now time.Time) (int64, bool) {
 	return found, found >= 0
 }
 
-// recentOutage reports whether stateless codes may be in circulation: the
+// recentStoreFailure reports whether stateless codes may be in circulation: the
 // store failed within the last code TTL.
-func (s *OTP) recentOutage(now time.Time) bool {
-	last := s.storeFailedAt()
+func (s *OTP) recentStoreFailure(now time.Time) bool {
+	last := s.lastStoreFailure()
 	return !last.IsZero() && now.Sub(last) < s.policy.CodeTTL
 }
 
@@ -101,7 +101,7 @@ func (s *OTP) recentOutage(now time.Time) bool {
 func (s *OTP) statelessTake(phone, name string, limit int64) Take {
 	t := Take{Key: Key{"otp", phone, name}, Algorithm: FixedWindow, Limit: limit,
 		Window: s.policy.CodeTTL, Cost: 1, Policy: OTPPolicyName, OnStoreError: s.policy.OnStoreError}
-	if t.OnStoreError == FailLocal {
+	if t.OnStoreError == FallbackLocal {
 		t.LocalLimit = limit
 	}
 	return t

@@ -15,9 +15,9 @@ import (
 
 // outageOptions shape an outage cluster.
 type outageOptions struct {
-	// Budget is OTPGUARD_REDIS_TIMEOUT: the default 10ms for the tests of a
+	// Timeout is OTPGUARD_REDIS_TIMEOUT: the default 10ms for the tests of a
 	// dead Redis, 1s or more where exactness is checked.
-	Budget time.Duration
+	Timeout time.Duration
 	// Instances is OTPGUARD_INSTANCES; 0 learns N from heartbeats.
 	Instances int
 	// URL overrides where the instances find Redis (a refused port).
@@ -39,8 +39,8 @@ type outageCluster struct {
 
 func newOutageCluster(t *testing.T, n int, policies guard.Policies, o outageOptions) *outageCluster {
 	t.Helper()
-	if o.Budget == 0 {
-		o.Budget = 10 * time.Millisecond
+	if o.Timeout == 0 {
+		o.Timeout = 10 * time.Millisecond
 	}
 	srv := redistest.Start(t)
 	proxy := redistest.NewProxy(t, srv.Addr())
@@ -49,7 +49,7 @@ func newOutageCluster(t *testing.T, n int, policies guard.Policies, o outageOpti
 		url = o.URL
 	}
 	cfg := testConfig(t, url, redistest.Prefix(), t.TempDir(), policies)
-	cfg.RedisTimeout, cfg.Instances = o.Budget, o.Instances
+	cfg.RedisTimeout, cfg.Instances = o.Timeout, o.Instances
 	if err := cfg.Policies.Validate(); err != nil {
 		t.Fatalf("policies: %v", err)
 	}
@@ -96,7 +96,7 @@ func (oc *outageCluster) waitBreakers(t *testing.T, state string, poke func(i in
 
 // waitRecovered waits until every instance's breaker is closed and none of
 // its policies is in fallback, poking until then. The breaker closing is
-// not enough: a decision after it may still miss a 10 ms budget on a busy
+// not enough: a decision after it may still miss a 10 ms timeout on a busy
 // machine, and then its policy is rightly reported in fallback until its
 // next decision reaches Redis.
 func (oc *outageCluster) waitRecovered(t *testing.T, poke func(i int)) {

@@ -20,7 +20,7 @@ import (
 )
 
 // decisionBound is what every decision must keep while Redis is hurt, with
-// the default 10 ms budget: the budget plus a generous margin for an HTTP
+// the default 10 ms timeout: the timeout plus a generous margin for an HTTP
 // round trip on a CPU-starved -race run. The real figures are measured by
 // BenchmarkOutageDecision (docs/outage.md).
 const decisionBound = 50 * time.Millisecond
@@ -29,10 +29,10 @@ func outagePolicies() guard.Policies {
 	p := defaults()
 	minute := time.Minute
 	p.Limits = map[string]guard.LimitPolicy{
-		"open-fw":   {Algorithm: guard.FixedWindow, Limit: 7, Window: minute, OnStoreError: guard.FailOpen},
-		"local-fw":  {Algorithm: guard.FixedWindow, Limit: 100, Window: minute, OnStoreError: guard.FailLocal, LocalLimit: 2},
-		"open-tb":   {Algorithm: guard.TokenBucket, Capacity: 10, RefillPerSecond: 0.001, OnStoreError: guard.FailOpen},
-		"closed-fw": {Algorithm: guard.FixedWindow, Limit: 100, Window: minute, OnStoreError: guard.FailClosed},
+		"open-fw":   {Algorithm: guard.FixedWindow, Limit: 7, Window: minute, OnStoreError: guard.FallbackOpen},
+		"local-fw":  {Algorithm: guard.FixedWindow, Limit: 100, Window: minute, OnStoreError: guard.FallbackLocal, LocalLimit: 2},
+		"open-tb":   {Algorithm: guard.TokenBucket, Capacity: 10, RefillPerSecond: 0.001, OnStoreError: guard.FallbackOpen},
+		"closed-fw": {Algorithm: guard.FixedWindow, Limit: 100, Window: minute, OnStoreError: guard.FallbackClosed},
 	}
 	return p
 }
@@ -43,7 +43,7 @@ func checkBody(policy, key string) string {
 
 // timed sends one request and fails the test if it took longer than the
 // bound, allowing only for the lag a CPU-starved process suffered meanwhile
-// (redistest.LagMonitor): a decision that waits out the 10 ms budget is
+// (redistest.LagMonitor): a decision that waits out the 10 ms timeout is
 // woken late by as much.
 func (oc *outageCluster) timed(t *testing.T, i int, path, body string) response {
 	t.Helper()
@@ -143,7 +143,7 @@ func TestOutageEveryPolicyKeepsItsMode(t *testing.T) {
 func TestOutageSplitLimitConcurrent(t *testing.T) {
 	const n = 4
 	p := outagePolicies()
-	p.Limits["open-fw"] = guard.LimitPolicy{Algorithm: guard.FixedWindow, Limit: 10, Window: time.Minute, OnStoreError: guard.FailOpen}
+	p.Limits["open-fw"] = guard.LimitPolicy{Algorithm: guard.FixedWindow, Limit: 10, Window: time.Minute, OnStoreError: guard.FallbackOpen}
 	oc := newOutageCluster(t, n, p, outageOptions{})
 	oc.waitInstances(t, n)
 	oc.redis.Kill()
@@ -184,7 +184,7 @@ func TestOutageSplitLimitConcurrent(t *testing.T) {
 func TestOutageRedisRestartedEmpty(t *testing.T) {
 	const n = 2
 	oc := newOutageCluster(t, n, outagePolicies(), outageOptions{
-		Budget:  2 * time.Second, // exactness: a slow round trip must not count as an outage
+		Timeout: 2 * time.Second, // exactness: a slow round trip must not count as an outage
 		Breaker: guard.BreakerOptions{OpenFor: 200 * time.Millisecond},
 	})
 	oc.waitInstances(t, n)
@@ -251,7 +251,7 @@ func TestOutageRedisRestartedEmpty(t *testing.T) {
 func TestOutageOTPLocal(t *testing.T) {
 	const n = 3
 	p := outagePolicies()
-	p.OTP.OnStoreError, p.OTP.LocalLimit, p.OTP.Cooldown = guard.FailLocal, 1, 0
+	p.OTP.OnStoreError, p.OTP.LocalLimit, p.OTP.Cooldown = guard.FallbackLocal, 1, 0
 	oc := newOutageCluster(t, n, p, outageOptions{Breaker: guard.BreakerOptions{OpenFor: 200 * time.Millisecond}})
 	oc.waitInstances(t, n)
 	oc.proxy.BlackHole()

@@ -109,7 +109,7 @@ func (s *Server) opsStatus(c echo.Context) error {
 	out := statusJSON{
 		Redis: redisState(st.RedisUp), RedisSince: timePtr(st.RedisSince),
 		Breaker: st.Breaker, Instances: st.Instances, InstancesFrom: st.InstancesFrom,
-		LastStoreFailure: timePtr(st.LastFailure), LocalCounters: st.LocalKeys,
+		LastStoreFailure: timePtr(st.LastFailure), LocalCounters: st.MemoryKeys,
 		InFallback: st.InFallback(), Policies: []policyStatusJSON{},
 	}
 	for _, p := range st.Policies {

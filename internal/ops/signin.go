@@ -59,12 +59,12 @@ func (s *SignInLimiter) Begin(ctx context.Context, ip string) (end func(ok bool)
 	l := s.limit
 	subject, err := guard.IPSubject(ip)
 	if err != nil || subject == "" {
-		subject = "unknown" // every address echo cannot read shares one budget
+		subject = "unknown" // every address echo cannot read shares one limit
 	}
 	take := guard.Take{
 		Key: guard.Key{Space: "ops:signin", ID: subject, Name: "fails"}, Algorithm: guard.FixedWindow,
 		Limit: l.Failures, Window: l.Window, Cost: 1,
-		Policy: SignInPolicyName, OnStoreError: guard.FailLocal, LocalLimit: l.Failures,
+		Policy: SignInPolicyName, OnStoreError: guard.FallbackLocal, LocalLimit: l.Failures,
 	}
 	res, err := s.counter.Take(ctx, []guard.Take{take})
 	if err != nil {

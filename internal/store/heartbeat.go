@@ -43,7 +43,7 @@ type HeartbeatOptions struct {
 	ID         string        // this instance; random when ""
 	Every      time.Duration // between beats (default 1s)
 	StaleAfter time.Duration // an instance not seen for this long is gone (default 4s)
-	Timeout    time.Duration // budget of one beat (default 1s; the client's own timeouts still apply)
+	Timeout    time.Duration // of one beat (default 1s; the client's own timeouts still apply)
 	// OnBeat is told the result of every beat (nil: a success), so the
 	// breaker's owner learns of an outage even with no traffic.
 	OnBeat func(err error)

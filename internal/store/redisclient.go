@@ -14,7 +14,7 @@ import (
 // RedisOptions says where Redis is and how long otpguard may wait for it.
 type RedisOptions struct {
 	URL      string        // redis://[user:pass@]host:port/db or rediss://
-	Timeout  time.Duration // budget of one call, dial included
+	Timeout  time.Duration // of one call, dial included (OTPGUARD_REDIS_TIMEOUT)
 	PoolSize int           // 0: go-redis's default (10 per CPU)
 
 	// Mode is RedisSingle (URL), RedisCluster or RedisSentinel (Addrs);
@@ -47,22 +47,22 @@ func NewRedisClient(o RedisOptions) (*redis.Client, error) {
 		opt.PoolSize = o.PoolSize
 	}
 	rdb := redis.NewClient(opt)
-	rdb.AddHook(budgetHook(o.Timeout))
+	rdb.AddHook(timeoutHook(o.Timeout))
 	return rdb, nil
 }
 
-// budgetHook gives every call whose context has no deadline one of budget,
+// timeoutHook gives every call whose context has no deadline one of timeout,
 // for the whole call. The per-step timeouts alone do not add up to it: a
 // transaction on a fresh connection pays the dial, the handshake (HELLO)
-// and the command, each with its own ReadTimeout (measured: two budgets
+// and the command, each with its own ReadTimeout (measured: two timeouts
 // against a black-holed Redis). With ContextTimeoutEnabled, go-redis holds
 // every step to the context's deadline. A caller that set its own deadline
-// (start-up, the heartbeat) keeps it; each step is still held to the budget.
-type budgetHook time.Duration
+// (start-up, the heartbeat) keeps it; each step is still held to the timeout.
+type timeoutHook time.Duration
 
-func (h budgetHook) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (h timeoutHook) DialHook(next redis.DialHook) redis.DialHook { return next }
 
-func (h budgetHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+func (h timeoutHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
 		ctx, cancel := h.bound(ctx)
 		defer cancel()
@@ -70,7 +70,7 @@ func (h budgetHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	}
 }
 
-func (h budgetHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+func (h timeoutHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return func(ctx context.Context, cmds []redis.Cmder) error {
 		ctx, cancel := h.bound(ctx)
 		defer cancel()
@@ -78,19 +78,19 @@ func (h budgetHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Pr
 	}
 }
 
-func (h budgetHook) bound(ctx context.Context) (context.Context, context.CancelFunc) {
+func (h timeoutHook) bound(ctx context.Context) (context.Context, context.CancelFunc) {
 	if _, ok := ctx.Deadline(); ok || h <= 0 {
 		return ctx, func() {}
 	}
 	return context.WithTimeout(ctx, time.Duration(h))
 }
 
-func applyTimeouts(opt *redis.Options, budget time.Duration) {
+func applyTimeouts(opt *redis.Options, timeout time.Duration) {
 	opt.ContextTimeoutEnabled = true
-	opt.DialTimeout = budget
-	opt.ReadTimeout = budget
-	opt.WriteTimeout = budget
-	opt.PoolTimeout = budget
+	opt.DialTimeout = timeout
+	opt.ReadTimeout = timeout
+	opt.WriteTimeout = timeout
+	opt.PoolTimeout = timeout
 	opt.MaxRetries = -1   // never retry: a timed-out INCR may have counted
 	opt.DialerRetries = 1 // one dial attempt, no 100 ms back-off loop
 	opt.MinIdleConns = 2  // keep warm connections: a dial costs a round trip

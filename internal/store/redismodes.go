@@ -94,15 +94,15 @@ func NewUniversalClient(o RedisOptions) (redis.UniversalClient, error) {
 		}
 		rdb = redis.NewFailoverClient(uo.Failover())
 	}
-	rdb.AddHook(budgetHook(o.Timeout))
+	rdb.AddHook(timeoutHook(o.Timeout))
 	return rdb, nil
 }
 
 // applyUniversalTimeouts is applyTimeouts for the options of a cluster or
-// Sentinel client: the same budget on every step, no retries.
-func applyUniversalTimeouts(uo *redis.UniversalOptions, budget time.Duration) {
+// Sentinel client: the same timeout on every step, no retries.
+func applyUniversalTimeouts(uo *redis.UniversalOptions, timeout time.Duration) {
 	var opt redis.Options
-	applyTimeouts(&opt, budget)
+	applyTimeouts(&opt, timeout)
 	uo.ContextTimeoutEnabled = opt.ContextTimeoutEnabled
 	uo.DialTimeout, uo.ReadTimeout, uo.WriteTimeout, uo.PoolTimeout = opt.DialTimeout, opt.ReadTimeout, opt.WriteTimeout, opt.PoolTimeout
 	uo.MaxRetries, uo.DialerRetries, uo.MinIdleConns = opt.MaxRetries, opt.DialerRetries, opt.MinIdleConns

@@ -8,7 +8,7 @@ import (
 
 // LagMonitor measures how late this process wakes a 1 ms timer. On a
 // CPU-starved machine (2 cores, -race, other packages' tests running) every
-// goroutine runs late: a decision that waits a 10 ms budget returns late by
+// goroutine runs late: a decision that waits a 10 ms timeout returns late by
 // as much, through no fault of the code under test. Timing assertions
 // allow for that lag, and for nothing else.
 type LagMonitor struct {

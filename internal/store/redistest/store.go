@@ -13,7 +13,7 @@ import (
 
 // Store returns a store on a real Redis (New) with its scripts loaded and
 // a RoundTrips hook on its client. The client is built as otpguard builds
-// it (no retries, context deadlines on), with a generous budget so that a
+// it (no retries, context deadlines on), with a generous timeout so that a
 // slow round trip on a busy machine is measured, not turned into an error.
 func Store(tb testing.TB) (*store.Redis, *RoundTrips, *redis.Client) {
 	tb.Helper()

@@ -8,20 +8,20 @@ import (
 	"github.com/hashicorp/golang-lru/v2/simplelru"
 )
 
-// DefaultLocalKeys bounds the in-memory fallback limiter: at most this many
+// DefaultMemoryKeys bounds the in-memory fallback limiter: at most this many
 // counters live in one instance (about 200 bytes each), the least recently
 // used evicted first, so a flood of distinct keys during an outage costs
 // memory once and no more.
-const DefaultLocalKeys = 100_000
+const DefaultMemoryKeys = 100_000
 
-// localLimits is the in-memory limiter the Fallback decides with while the
+// memoryLimits is the in-memory limiter the Fallback decides with while the
 // shared store cannot answer: per key a fixed window or a token bucket, the
 // same arithmetic as the store's, on this instance's clock.
 //
 // Eviction forgets a counter, which can only let its key through sooner; a
-// key must go unused for DefaultLocalKeys other keys to be evicted, so an
+// key must go unused for DefaultMemoryKeys other keys to be evicted, so an
 // attacker pays that many requests to reset one counter once.
-type localLimits struct {
+type memoryLimits struct {
 	mu   sync.Mutex
 	keys *simplelru.LRU[localKey, *localCounter]
 }
@@ -40,21 +40,21 @@ type localCounter struct {
 	at     time.Time
 }
 
-func newLocalLimits(maxKeys int) *localLimits {
+func newMemoryLimits(maxKeys int) *memoryLimits {
 	if maxKeys <= 0 {
-		maxKeys = DefaultLocalKeys
+		maxKeys = DefaultMemoryKeys
 	}
 	keys, err := simplelru.NewLRU[localKey, *localCounter](maxKeys, nil)
 	if err != nil { // only for a size <= 0, excluded above
 		panic(err)
 	}
-	return &localLimits{keys: keys}
+	return &memoryLimits{keys: keys}
 }
 
 // take spends t.Cost from t's counter under limit (a window's events or a
 // bucket's capacity) and rate (tokens per second). Unlike the store's fixed
 // window, a denied hit is not counted: locally nothing needs refunding then.
-func (l *localLimits) take(t Take, limit int64, rate float64, now time.Time) Result {
+func (l *memoryLimits) take(t Take, limit int64, rate float64, now time.Time) Result {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	k := localKey{t.Key, t.Algorithm}
@@ -94,7 +94,7 @@ func (l *localLimits) take(t Take, limit int64, rate float64, now time.Time) Res
 }
 
 // refund gives back what take spent, if the counter is still there.
-func (l *localLimits) refund(t Take, limit int64, rate float64, now time.Time) {
+func (l *memoryLimits) refund(t Take, limit int64, rate float64, now time.Time) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	c, ok := l.keys.Peek(localKey{t.Key, t.Algorithm})
@@ -112,7 +112,7 @@ func (l *localLimits) refund(t Take, limit int64, rate float64, now time.Time) {
 }
 
 // len is the number of counters held.
-func (l *localLimits) len() int {
+func (l *memoryLimits) len() int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.keys.Len()
