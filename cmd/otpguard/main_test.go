@@ -283,6 +283,7 @@ func TestStartsWhileRedisIsDown(t *testing.T) {
 // nothing and is made again on another key; a Redis that keeps no limit
 // fails every try.
 func TestEmbeddedRedisKeepsTime(t *testing.T) {
+	t.Parallel() // its own embedded Redis and data directory
 	path := filepath.Join(t.TempDir(), "p.yaml")
 	os.WriteFile(path, []byte("otp:\n  cooldown: 1s\nlimits:\n  fast: {algorithm: token_bucket, capacity: 1, refill_per_second: 4}\n"), 0o600)
 	p := boot(t, map[string]string{"OTPGUARD_CONFIG": path})

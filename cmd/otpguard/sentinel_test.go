@@ -19,6 +19,7 @@ import (
 // client's settings (store.TestRedisClientsHoldTheBudget covers sentinel
 // mode), not a stopwatch here: the slowest answer is only logged.
 func TestSentinelFailover(t *testing.T) {
+	t.Parallel() // its own sentinels and servers; the program gets its settings, not the environment
 	s := redistest.StartSentinel(t)
 	policy := filepath.Join(t.TempDir(), "policy.yaml")
 	if err := os.WriteFile(policy, []byte("limits:\n  api: {algorithm: fixed_window, limit: 20, window: 1m}\n"), 0o600); err != nil {

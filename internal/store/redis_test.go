@@ -182,6 +182,7 @@ func TestTokenBucket(t *testing.T) {
 }
 
 func TestTokenBucketRefills(t *testing.T) {
+	t.Parallel() // its own Redis (or key prefix)
 	b := backends(t)["redis"](t)
 	s := store.NewRedis(b.rdb, b.prefix)
 	ctx := context.Background()
