@@ -354,12 +354,27 @@ func TestOutageOTPLocal(t *testing.T) {
 	oc.waitBreakers(t, "closed", func(i int) {
 		oc.do(t, i, "POST", "/limits/check", `{"policy":"open-fw","key":"poke","cost":0}`)
 	})
-	const other = "+14155550109"
-	if r := oc.do(t, 0, "POST", "/otp/send", fmt.Sprintf(`{"phone":%q}`, other)); r.Status != http.StatusOK {
-		t.Fatalf("send after recovery: %d %s", r.Status, r.Body)
-	}
-	if r := oc.do(t, 2, "POST", "/otp/verify", fmt.Sprintf(`{"phone":%q,"code":%q}`, other, oc.out.lastCode(t, other))); r.Status != http.StatusOK {
-		t.Errorf("verify after recovery on another instance: %d %s", r.Status, r.Body)
+	// A round trip that a busy machine delays past the 10 ms budget is
+	// still decided by the fallback (a code kept on one instance only), and
+	// the instance notes the store failure: such a try proves nothing and
+	// is made again with another number. One that fails with no store
+	// failure noted fails the test.
+	for try := 0; ; try++ {
+		other := fmt.Sprintf("+1415555%04d", 109+try)
+		failed0, failed2 := oc.fbs[0].LastFailure(), oc.fbs[2].LastFailure()
+		send := oc.do(t, 0, "POST", "/otp/send", fmt.Sprintf(`{"phone":%q}`, other))
+		var verify response
+		if send.Status == http.StatusOK {
+			verify = oc.do(t, 2, "POST", "/otp/verify", fmt.Sprintf(`{"phone":%q,"code":%q}`, other, oc.out.lastCode(t, other)))
+			if verify.Status == http.StatusOK {
+				break
+			}
+		}
+		fell := !oc.fbs[0].LastFailure().Equal(failed0) || !oc.fbs[2].LastFailure().Equal(failed2)
+		if !fell || try == 4 {
+			t.Fatalf("after recovery (try %d): send on instance 0 %d %s, verify on instance 2 %d %s; want both 200",
+				try, send.Status, send.Body, verify.Status, verify.Body)
+		}
 	}
 }
 
