@@ -21,6 +21,7 @@ func (p *program) get(t *testing.T, path, key string) (int, map[string]any) {
 // open, OTP closed), /ops/status and /readyz say so, and service goes back
 // to Redis without a restart.
 func TestRedisOutageEndToEnd(t *testing.T) {
+	t.Parallel() // its own redis-server
 	srv := redistest.Start(t)
 	const opsKey = "e2e-ops-key-0123456789abcdef"
 	p := boot(t, map[string]string{

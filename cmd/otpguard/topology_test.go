@@ -89,6 +89,7 @@ func (p *process) kill() {
 // exact; killing 2 processes drops the live-instance count the others see
 // from 8 to 6 within seconds.
 func TestEightProcessesOneRedis(t *testing.T) {
+	t.Parallel() // its own binary, Redis (or key prefix) and processes
 	const n = 8
 	tg := redistest.New(t)
 	bin := buildBinary(t)

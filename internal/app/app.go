@@ -283,6 +283,7 @@ func (a *App) Close() {
 // sentinel; config_redis.go), or starts the embedded
 // miniredis, and checks the server can run otpguard's commands.
 func connectRedis(ctx context.Context, cfg *Config, log *slog.Logger) (redis.UniversalClient, func(), error) {
+	redis.SetLogger(redisLog{log}) // go-redis has one logger per process: the last App's
 	if cfg.Embedded() {
 		m := miniredis.NewMiniRedis()
 		if err := m.Start(); err != nil {

@@ -40,7 +40,10 @@ func burst(t *testing.T, c *cluster, n int, path string, body func(i int) string
 	return statuses
 }
 
-func TestOTPSendBurstIsExact(t *testing.T) { otpSendBurstIsExact(t, realCluster) }
+func TestOTPSendBurstIsExact(t *testing.T) {
+	t.Parallel() // its own Redis (or key prefix) and outbox
+	otpSendBurstIsExact(t, realCluster)
+}
 
 // otpSendBurstIsExact runs the exactness cases on instances that start
 // gives (one Redis here; a Redis Cluster in redis_cluster_test.go).

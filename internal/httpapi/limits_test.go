@@ -51,9 +51,18 @@ func TestBucketRefillsOverTime(t *testing.T) {
 			t.Fatalf("take %d of a full bucket of 5: %d", i+1, r.Status)
 		}
 	}
+	// Empty it: a machine slow enough for a token to come back meanwhile
+	// (one per 50ms) just takes it too; a bucket that never empties does
+	// not pass.
 	r := check(0)
+	for takes := 6; r.Status == 200; takes++ {
+		if takes == 50 {
+			t.Fatalf("%d takes of a bucket of 5 at 20 tokens/s: all allowed, want a 429", takes)
+		}
+		r = check(takes % 2)
+	}
 	if r.Status != 429 {
-		t.Fatalf("6th take: %d, want 429", r.Status)
+		t.Fatalf("take of an empty bucket: %d, want 429", r.Status)
 	}
 	retry := time.Duration(r.json(t)["decisions"].([]any)[0].(map[string]any)["retry_after_ms"].(float64)) * time.Millisecond
 	if retry <= 0 || retry > 50*time.Millisecond {

@@ -198,12 +198,17 @@ func TestOpsUnblockLetsNumberSendAgain(t *testing.T) {
 		t.Fatalf("verify the new code: %d %s", r.Status, r.Body)
 	}
 
+	// The audit queue writes in the background: wait for both.
 	var unblocks []guard.Event
-	for _, e := range oc.eventsIn(t, phone) {
-		if e.Action == ops.ActionUnblock {
-			unblocks = append(unblocks, e)
+	opsWait(t, "the 2 unblock events written", func() bool {
+		unblocks = nil
+		for _, e := range oc.eventsIn(t, phone) {
+			if e.Action == ops.ActionUnblock {
+				unblocks = append(unblocks, e)
+			}
 		}
-	}
+		return len(unblocks) >= 2
+	})
 	if len(unblocks) != 2 || unblocks[0].Actor == "" || unblocks[0].Actor == opsKey || unblocks[0].Outcome != "unblocked" {
 		t.Errorf("unblock events: %+v; want 2 with the ops actor (never the key)", unblocks)
 	}
@@ -283,11 +288,19 @@ func TestOpsDenyListPropagates(t *testing.T) {
 			if entries := r.json(t)["entries"].([]any); len(entries) != 0 {
 				t.Errorf("deny-list after removals: %v", entries)
 			}
+			// The audit queue writes in the background: wait for both.
 			var actions []string
-			events, _ := oc.nodes[1].db.ListEvents(context.Background(), ops.EventFilter{Action: ops.ActionDenyAdd})
-			for _, e := range events {
-				actions = append(actions, e.Action+" "+e.Detail)
-			}
+			opsWait(t, "the 2 deny.add events written", func() bool {
+				actions = nil
+				events, err := oc.nodes[1].db.ListEvents(context.Background(), ops.EventFilter{Action: ops.ActionDenyAdd})
+				if err != nil {
+					t.Fatalf("ListEvents: %v", err)
+				}
+				for _, e := range events {
+					actions = append(actions, e.Action+" "+e.Detail)
+				}
+				return len(actions) >= 2
+			})
 			if len(actions) != 2 {
 				t.Errorf("deny.add events: %v, want 2", actions)
 			}
@@ -387,7 +400,13 @@ func TestOpsEvents(t *testing.T) {
 		_, ev, _ := get("?action=otp.send")
 		return len(ev) == 5 && ev[0]["outcome"] == "invalid_phone"
 	})
-	_, ev, _ := get("?action=otp.verify")
+	// Recorded after the send's, the verify's event may be written in a
+	// later batch: wait for it too.
+	var ev []map[string]any
+	opsWait(t, "the refused verify's event", func() bool {
+		_, ev, _ = get("?action=otp.verify")
+		return len(ev) >= 1
+	})
 	if len(ev) != 1 || ev[0]["outcome"] != "invalid_code" || ev[0]["phone"] != "+14155550101" {
 		t.Errorf("verify events: %v, want one invalid_code for +14155550101", ev)
 	}

@@ -9,21 +9,17 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/getkin/kin-openapi/openapi3filter"
 	"github.com/getkin/kin-openapi/routers/gorillamux"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/otpguard/otpguard/internal/guard"
 	"github.com/otpguard/otpguard/internal/store/redistest"
 )
-
-// decisionBound is what every decision must keep while Redis is hurt, with
-// the default 10 ms timeout: the timeout plus a generous margin for an HTTP
-// round trip on a CPU-starved -race run. The real figures are measured by
-// BenchmarkOutageDecision (docs/outage.md).
-const decisionBound = 50 * time.Millisecond
 
 func outagePolicies() guard.Policies {
 	p := defaults()
@@ -41,27 +37,82 @@ func checkBody(policy, key string) string {
 	return fmt.Sprintf(`{"policy":%q,"key":%q}`, policy, key)
 }
 
-// timed sends one request and fails the test if it took longer than the
-// bound, allowing only for the lag a CPU-starved process suffered meanwhile
-// (redistest.LagMonitor): a decision that waits out the 10 ms timeout is
-// woken late by as much.
-func (oc *outageCluster) timed(t *testing.T, i int, path, body string) response {
+// decisionTrips is a go-redis hook that counts the round trips an
+// instance makes to Redis for its decisions (its heartbeats, on the
+// instance set, and connection set-up are left out).
+type decisionTrips struct{ n atomic.Int64 }
+
+func (h *decisionTrips) count(cmds ...redis.Cmder) {
+	for _, c := range cmds {
+		switch c.Name() {
+		case "hello", "auth", "client", "select":
+			continue
+		}
+		for _, a := range c.Args() {
+			if k, ok := a.(string); ok && strings.HasSuffix(k, "{instances}") {
+				return
+			}
+		}
+		h.n.Add(1)
+		return
+	}
+}
+
+func (h *decisionTrips) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h *decisionTrips) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		h.count(cmd)
+		return next(ctx, cmd)
+	}
+}
+
+func (h *decisionTrips) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		h.count(cmds...)
+		return next(ctx, cmds)
+	}
+}
+
+// hurtCluster is an outage cluster whose decisions are counted.
+type hurtCluster struct {
+	*outageCluster
+	trips []*decisionTrips
+}
+
+func countTrips(oc *outageCluster) *hurtCluster {
+	hc := &hurtCluster{outageCluster: oc}
+	for _, in := range oc.instances {
+		h := &decisionTrips{}
+		in.rdb.AddHook(h)
+		hc.trips = append(hc.trips, h)
+	}
+	return hc
+}
+
+// decide sends one request to instance i while Redis is hurt and checks
+// that it waited on Redis at most once: a decision whose store call failed
+// takes the fallback without asking again, and with the breaker open asks
+// nothing. Each call is held to the budget (store.TestRedisBudgetHolds), so
+// that is one budget at most; how long it takes is measured by
+// BenchmarkOutageDecision, not asserted here: a wall-clock bound fails on a
+// busy machine, not on a broken fallback.
+func (hc *hurtCluster) decide(t *testing.T, i int, path, body string) response {
 	t.Helper()
-	start := time.Now()
-	r := oc.do(t, i, "POST", path, body)
-	el := time.Since(start)
-	if ok, lag := oc.lag.Within(start, el, decisionBound); !ok {
-		t.Errorf("instance %d %s %s: took %v, want at most %v (+ %v of scheduling lag)", i, path, body, el, decisionBound, lag)
-	} else if el > decisionBound {
-		t.Logf("instance %d %s: took %v, within %v + %v of scheduling lag", i, path, el, decisionBound, lag)
+	before := hc.trips[i].n.Load()
+	r := hc.do(t, i, "POST", path, body)
+	if n := hc.trips[i].n.Load() - before; n > 1 {
+		t.Errorf("instance %d %s %s: %d round trips to a hurt Redis, want at most 1 (one budget)", i, path, body, n)
 	}
 	return r
 }
 
 // TestOutageEveryPolicyKeepsItsMode hurts a real Redis four ways, with
 // three instances that learned N = 3 from heartbeats (or were told it), and
-// checks each policy does what its on_store_error says, within the bound.
+// checks each policy does what its on_store_error says, each decision
+// waiting on Redis at most once.
 func TestOutageEveryPolicyKeepsItsMode(t *testing.T) {
+	t.Parallel() // every outage cluster has its own redis-server and proxy
 	faults := []struct {
 		name string
 		opts func(t *testing.T) outageOptions
@@ -77,6 +128,7 @@ func TestOutageEveryPolicyKeepsItsMode(t *testing.T) {
 	}
 	for _, f := range faults {
 		t.Run(f.name, func(t *testing.T) {
+			t.Parallel()
 			var o outageOptions
 			if f.opts != nil {
 				o = f.opts(t)
@@ -86,13 +138,14 @@ func TestOutageEveryPolicyKeepsItsMode(t *testing.T) {
 			if f.hurt != nil {
 				f.hurt(oc)
 			}
+			hc := countTrips(oc)
 
-			// Sequential, so each decision's time is its own.
+			// Sequential, so each decision's round trips are its own.
 			allowed := map[string]int{}
 			for round := range 5 {
 				for i := range oc.instances {
 					for _, p := range []string{"open-fw", "local-fw", "open-tb", "closed-fw"} {
-						r := oc.timed(t, i, "/limits/check", checkBody(p, "user:1"))
+						r := hc.decide(t, i, "/limits/check", checkBody(p, "user:1"))
 						switch {
 						case p == "closed-fw":
 							if r.Status != http.StatusServiceUnavailable || r.Header.Get("Retry-After") != "60" ||
@@ -108,6 +161,11 @@ func TestOutageEveryPolicyKeepsItsMode(t *testing.T) {
 					}
 				}
 			}
+			for i, tr := range hc.trips {
+				if tr.n.Load() == 0 {
+					t.Errorf("instance %d never tried Redis: the round-trip count proves nothing", i)
+				}
+			}
 			want := map[string]int{
 				"open-fw":  3 * (7 / 3), // the split limit: 2 per instance, 6 <= 7
 				"local-fw": 3 * 2,       // N x local_limit
@@ -121,11 +179,11 @@ func TestOutageEveryPolicyKeepsItsMode(t *testing.T) {
 
 			// OTP is closed by default: refused, and no SMS leaves.
 			for i := range oc.instances {
-				r := oc.timed(t, i, "/otp/send", `{"phone":"+14155550100"}`)
+				r := hc.decide(t, i, "/otp/send", `{"phone":"+14155550100"}`)
 				if r.Status != http.StatusServiceUnavailable || r.Header.Get("Retry-After") != "60" {
 					t.Errorf("instance %d: send got %d %s, want 503 with Retry-After 60", i, r.Status, r.Body)
 				}
-				r = oc.timed(t, i, "/otp/verify", `{"phone":"+14155550100","code":"123456"}`)
+				r = hc.decide(t, i, "/otp/verify", `{"phone":"+14155550100","code":"123456"}`)
 				if r.Status != http.StatusServiceUnavailable {
 					t.Errorf("instance %d: verify got %d %s, want 503", i, r.Status, r.Body)
 				}
@@ -141,6 +199,7 @@ func TestOutageEveryPolicyKeepsItsMode(t *testing.T) {
 // every instance while Redis is down: the total allowed stays within the
 // policy's limit (open) and N x local_limit (local).
 func TestOutageSplitLimitConcurrent(t *testing.T) {
+	t.Parallel()
 	const n = 4
 	p := outagePolicies()
 	p.Limits["open-fw"] = guard.LimitPolicy{Algorithm: guard.FixedWindow, Limit: 10, Window: time.Minute, OnStoreError: guard.FallbackOpen}
@@ -182,6 +241,7 @@ func TestOutageSplitLimitConcurrent(t *testing.T) {
 // empty: exact limits resume without a restart of otpguard, counters start
 // over, callers see no error but the documented ones, no key lacks a TTL.
 func TestOutageRedisRestartedEmpty(t *testing.T) {
+	t.Parallel()
 	const n = 2
 	oc := newOutageCluster(t, n, outagePolicies(), outageOptions{
 		Timeout: 2 * time.Second, // exactness: a slow round trip must not count as an outage
@@ -249,17 +309,19 @@ func TestOutageRedisRestartedEmpty(t *testing.T) {
 // most local_limit codes per number while Redis is down, and a code sent by
 // one instance verifies on another.
 func TestOutageOTPLocal(t *testing.T) {
+	t.Parallel()
 	const n = 3
 	p := outagePolicies()
 	p.OTP.OnStoreError, p.OTP.LocalLimit, p.OTP.Cooldown = guard.FallbackLocal, 1, 0
 	oc := newOutageCluster(t, n, p, outageOptions{Breaker: guard.BreakerOptions{OpenFor: 200 * time.Millisecond}})
 	oc.waitInstances(t, n)
 	oc.proxy.BlackHole()
+	hc := countTrips(oc)
 
 	const phone = "+14155550108"
 	for round := range 3 {
 		for i := range n {
-			r := oc.timed(t, i, "/otp/send", fmt.Sprintf(`{"phone":%q,"client_ip":"203.0.113.5"}`, phone))
+			r := hc.decide(t, i, "/otp/send", fmt.Sprintf(`{"phone":%q,"client_ip":"203.0.113.5"}`, phone))
 			want := http.StatusTooManyRequests
 			if round == 0 {
 				want = http.StatusOK
@@ -277,13 +339,13 @@ func TestOutageOTPLocal(t *testing.T) {
 	if code == wrong {
 		wrong = "111111"
 	}
-	if r := oc.timed(t, 2, "/otp/verify", fmt.Sprintf(`{"phone":%q,"code":%q}`, phone, wrong)); r.Status != http.StatusBadRequest || r.json(t)["code"] != "wrong_code" {
+	if r := hc.decide(t, 2, "/otp/verify", fmt.Sprintf(`{"phone":%q,"code":%q}`, phone, wrong)); r.Status != http.StatusBadRequest || r.json(t)["code"] != "wrong_code" {
 		t.Errorf("wrong code: %d %s, want 400 wrong_code", r.Status, r.Body)
 	}
-	if r := oc.timed(t, 1, "/otp/verify", fmt.Sprintf(`{"phone":%q,"code":%q}`, phone, code)); r.Status != http.StatusOK {
+	if r := hc.decide(t, 1, "/otp/verify", fmt.Sprintf(`{"phone":%q,"code":%q}`, phone, code)); r.Status != http.StatusOK {
 		t.Fatalf("a code sent during the outage does not verify on another instance: %d %s", r.Status, r.Body)
 	}
-	if r := oc.timed(t, 1, "/otp/verify", fmt.Sprintf(`{"phone":%q,"code":%q}`, phone, code)); r.Status != http.StatusBadRequest {
+	if r := hc.decide(t, 1, "/otp/verify", fmt.Sprintf(`{"phone":%q,"code":%q}`, phone, code)); r.Status != http.StatusBadRequest {
 		t.Errorf("the same code twice on one instance: %d %s, want 400", r.Status, r.Body)
 	}
 
@@ -292,18 +354,34 @@ func TestOutageOTPLocal(t *testing.T) {
 	oc.waitBreakers(t, "closed", func(i int) {
 		oc.do(t, i, "POST", "/limits/check", `{"policy":"open-fw","key":"poke","cost":0}`)
 	})
-	const other = "+14155550109"
-	if r := oc.do(t, 0, "POST", "/otp/send", fmt.Sprintf(`{"phone":%q}`, other)); r.Status != http.StatusOK {
-		t.Fatalf("send after recovery: %d %s", r.Status, r.Body)
-	}
-	if r := oc.do(t, 2, "POST", "/otp/verify", fmt.Sprintf(`{"phone":%q,"code":%q}`, other, oc.out.lastCode(t, other))); r.Status != http.StatusOK {
-		t.Errorf("verify after recovery on another instance: %d %s", r.Status, r.Body)
+	// A round trip that a busy machine delays past the 10 ms budget is
+	// still decided by the fallback (a code kept on one instance only), and
+	// the instance notes the store failure: such a try proves nothing and
+	// is made again with another number. One that fails with no store
+	// failure noted fails the test.
+	for try := 0; ; try++ {
+		other := fmt.Sprintf("+1415555%04d", 109+try)
+		failed0, failed2 := oc.fbs[0].LastFailure(), oc.fbs[2].LastFailure()
+		send := oc.do(t, 0, "POST", "/otp/send", fmt.Sprintf(`{"phone":%q}`, other))
+		var verify response
+		if send.Status == http.StatusOK {
+			verify = oc.do(t, 2, "POST", "/otp/verify", fmt.Sprintf(`{"phone":%q,"code":%q}`, other, oc.out.lastCode(t, other)))
+			if verify.Status == http.StatusOK {
+				break
+			}
+		}
+		fell := !oc.fbs[0].LastFailure().Equal(failed0) || !oc.fbs[2].LastFailure().Equal(failed2)
+		if !fell || try == 4 {
+			t.Fatalf("after recovery (try %d): send on instance 0 %d %s, verify on instance 2 %d %s; want both 200",
+				try, send.Status, send.Body, verify.Status, verify.Body)
+		}
 	}
 }
 
 // TestOutageStatus checks GET /readyz and GET /ops/status through an
 // outage and back, and holds their answers to api/openapi.yaml.
 func TestOutageStatus(t *testing.T) {
+	t.Parallel()
 	doc := loadSpec(t)
 	router, err := gorillamux.NewRouter(doc)
 	if err != nil {
@@ -344,16 +422,40 @@ func TestOutageStatus(t *testing.T) {
 		return out
 	}
 
-	r, m := get("/ops/status", opsKey)
-	if r.Status != http.StatusOK || m["redis"] != "up" || m["breaker"] != "closed" || m["instances"] != float64(n) || m["instances_from"] != "heartbeat" {
-		t.Fatalf("healthy /ops/status: %d %s", r.Status, r.Body)
+	// settle retries a check of a healthy Redis until it passes, and fails
+	// with what its last try found after 10s: with the 10 ms budget, a ping
+	// or a heartbeat that a busy machine delays past it rightly reads as
+	// Redis down for a moment. A status that never says up fails.
+	settle := func(what string, check func() string) {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			problem := check()
+			if problem == "" {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Errorf("%s: %s", what, problem)
+				return
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
 	}
-	if len(m["policies"].([]any)) != 5 || len(inFallback(m)) != 0 {
-		t.Errorf("healthy /ops/status policies: %s", r.Body)
-	}
-	if r, m := get("/readyz", ""); r.Status != http.StatusOK || m["redis"] != "up" || m["instances"] != float64(n) {
-		t.Errorf("healthy /readyz: %d %s", r.Status, r.Body)
-	}
+
+	settle("healthy /ops/status", func() string {
+		r, m := get("/ops/status", opsKey)
+		if r.Status != http.StatusOK || m["redis"] != "up" || m["breaker"] != "closed" || m["instances"] != float64(n) || m["instances_from"] != "heartbeat" ||
+			len(m["policies"].([]any)) != 5 || len(inFallback(m)) != 0 {
+			return fmt.Sprintf("%d %s", r.Status, r.Body)
+		}
+		return ""
+	})
+	settle("healthy /readyz", func() string {
+		if r, m := get("/readyz", ""); r.Status != http.StatusOK || m["redis"] != "up" || m["instances"] != float64(n) {
+			return fmt.Sprintf("%d %s", r.Status, r.Body)
+		}
+		return ""
+	})
 	if r, _ := get("/ops/status", apiKey); r.Status != http.StatusForbidden {
 		t.Errorf("/ops/status with an API key: %d, want 403", r.Status)
 	}
@@ -370,7 +472,7 @@ func TestOutageStatus(t *testing.T) {
 	for oc.hbs[0].State().Up && time.Now().Before(deadline) {
 		time.Sleep(20 * time.Millisecond)
 	}
-	r, m = get("/ops/status", opsKey)
+	r, m := get("/ops/status", opsKey)
 	if r.Status != http.StatusOK || m["redis"] != "down" || m["breaker"] == "closed" || m["instances"] != float64(n) {
 		t.Errorf("outage /ops/status: %d %s", r.Status, r.Body)
 	}
@@ -391,14 +493,18 @@ func TestOutageStatus(t *testing.T) {
 	for !oc.hbs[0].State().Up && time.Now().Before(deadline.Add(10*time.Second)) {
 		time.Sleep(20 * time.Millisecond)
 	}
-	r, m = get("/ops/status", opsKey)
-	if r.Status != http.StatusOK || m["redis"] != "up" || m["breaker"] != "closed" || len(inFallback(m)) != 0 {
-		t.Errorf("recovered /ops/status: %d %s", r.Status, r.Body)
-	}
-	if !strings.Contains(string(r.Body), `"last_store_failure"`) {
-		t.Errorf("recovered /ops/status has no last_store_failure: %s", r.Body)
-	}
-	if r, m := get("/readyz", ""); r.Status != http.StatusOK || m["breaker"] != "closed" {
-		t.Errorf("recovered /readyz: %d %s", r.Status, r.Body)
-	}
+	settle("recovered /ops/status", func() string {
+		r, m := get("/ops/status", opsKey)
+		if r.Status != http.StatusOK || m["redis"] != "up" || m["breaker"] != "closed" || len(inFallback(m)) != 0 ||
+			!strings.Contains(string(r.Body), `"last_store_failure"`) {
+			return fmt.Sprintf("%d %s; want up, closed, nothing in fallback, and the last store failure", r.Status, r.Body)
+		}
+		return ""
+	})
+	settle("recovered /readyz", func() string {
+		if r, m := get("/readyz", ""); r.Status != http.StatusOK || m["breaker"] != "closed" {
+			return fmt.Sprintf("%d %s", r.Status, r.Body)
+		}
+		return ""
+	})
 }

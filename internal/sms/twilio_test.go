@@ -334,12 +334,14 @@ func TestMaskNumbers(t *testing.T) {
 
 func TestTwilioSendUnavailable(t *testing.T) {
 	// slow never answers in time; it returns when the client gives up or
-	// the test ends, so neither the test nor the server's Close hangs.
+	// the test ends, so neither the test nor the server's Close hangs. A
+	// Send that waited for it would get its 201 a minute later and fail the
+	// test (no error), however busy the machine: no need to time it.
 	slow := func(t *testing.T) *fakeTwilio {
 		done := make(chan struct{})
 		fake := newFakeTwilio(t, func(w http.ResponseWriter, r *http.Request) {
 			select {
-			case <-time.After(2 * time.Second):
+			case <-time.After(time.Minute):
 			case <-r.Context().Done():
 			case <-done:
 			}
@@ -411,16 +413,11 @@ func TestTwilioSendUnavailable(t *testing.T) {
 				BaseURL: fake.URL, Timeout: tt.timeout,
 			})
 
-			start := time.Now()
 			err := tw.Send(ctx, guard.Message{To: testTo, Body: testBody})
-			elapsed := time.Since(start)
 
 			checkSafeError(t, err, guard.CodeProviderUnavailable)
 			if tt.wantCause != nil && !errors.Is(err, tt.wantCause) {
 				t.Errorf("Send() error = %v, want %v in the chain", err, tt.wantCause)
-			}
-			if elapsed > time.Second {
-				t.Errorf("Send() took %v, want well under the server's 2s delay", elapsed)
 			}
 			if got := len(fake.seen()); got != tt.wantRequests {
 				t.Errorf("requests to fake Twilio = %d, want %d", got, tt.wantRequests)

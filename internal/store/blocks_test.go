@@ -66,8 +66,9 @@ func TestBlockIndex(t *testing.T) {
 				t.Fatalf("got %d blocks, want 1", len(blocks))
 			}
 			got := blocks[0]
-			if time.Since(got.Since) > time.Minute || got.Since.After(time.Now().Add(time.Second)) {
-				t.Errorf("since %s, want about now", got.Since)
+			// Since is Redis TIME, in milliseconds, taken while it was noted.
+			if got.Since.Before(now.Truncate(time.Millisecond)) || got.Since.After(time.Now()) {
+				t.Errorf("since %s, want between %s (before it was noted) and now", got.Since, now)
 			}
 			got.Since = time.Time{}
 			if diff := cmp.Diff(want, got); diff != "" {
@@ -113,11 +114,15 @@ func TestBlockIndexPrunesEndedBlocks(t *testing.T) {
 			b := mk(t)
 			s := store.NewRedis(b.rdb, b.prefix)
 			ctx := context.Background()
-			s.NoteBlock(ctx, guard.Block{Phone: "+14155550100", Reason: guard.CodeCooldown, Count: 2, Until: time.Now().Add(150 * time.Millisecond)})
+			short := time.Now().Add(150 * time.Millisecond)
+			s.NoteBlock(ctx, guard.Block{Phone: "+14155550100", Reason: guard.CodeCooldown, Count: 2, Until: short})
 			s.NoteBlock(ctx, guard.Block{Phone: "+14155550101", Reason: guard.CodeCooldown, Count: 2, Until: time.Now().Add(time.Hour)})
 			// A block that has already ended is not noted at all.
 			s.NoteBlock(ctx, guard.Block{Phone: "+14155550102", Reason: guard.CodeCooldown, Count: 2, Until: time.Now().Add(-time.Second)})
-			if _, total := listPhones(t, s, nil, 10); total != 2 {
+			// Both live blocks are listed while the short one lasts (on a
+			// machine too busy to look within its 150ms, it has rightly
+			// gone, and only the wait below tells).
+			if _, total := listPhones(t, s, nil, 10); total > 2 || (total != 2 && time.Now().Before(short)) {
 				t.Fatalf("total %d, want 2", total)
 			}
 			deadline := time.Now().Add(5 * time.Second)

@@ -5,18 +5,25 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/otpguard/otpguard/internal/store"
 	"github.com/otpguard/otpguard/internal/store/redistest"
 )
 
 func TestHeartbeatCountsLiveInstances(t *testing.T) {
+	t.Parallel() // its own redis-server
+	const staleAfter = time.Minute
 	srv := redistest.Start(t)
 	prefix := redistest.Prefix()
 	ctx := context.Background()
 	var seen []error
 	hbs := make([]*store.Heartbeat, 3)
 	for i := range hbs {
-		o := store.HeartbeatOptions{Every: 50 * time.Millisecond, StaleAfter: 400 * time.Millisecond}
+		// StaleAfter is long, so a busy machine's pauses between the beats
+		// below never age an instance out by accident; the one that must
+		// age out is made stale by hand.
+		o := store.HeartbeatOptions{Every: 50 * time.Millisecond, StaleAfter: staleAfter}
 		if i == 0 {
 			o.OnBeat = func(err error) { seen = append(seen, err) }
 		}
@@ -38,7 +45,7 @@ func TestHeartbeatCountsLiveInstances(t *testing.T) {
 	}
 	rdb := redistest.Client(t, srv.URL())
 	key := prefix + "{instances}"
-	if ttl, err := rdb.PTTL(ctx, key).Result(); err != nil || ttl <= 0 || ttl > 800*time.Millisecond {
+	if ttl, err := rdb.PTTL(ctx, key).Result(); err != nil || ttl <= 0 || ttl > 2*staleAfter {
 		t.Errorf("the instance set's TTL: %v %v, want in (0, 2 x StaleAfter]", ttl, err)
 	}
 
@@ -54,7 +61,17 @@ func TestHeartbeatCountsLiveInstances(t *testing.T) {
 	if got := hbs[0].Instances(); got != 2 {
 		t.Errorf("after one left: N = %d, want 2", got)
 	}
-	time.Sleep(450 * time.Millisecond) // hbs[2] never beats again
+	// hbs[2] never beats again: its last beat is moved back past
+	// StaleAfter, by Redis's clock (the one the beats are scored by).
+	now, err := rdb.Time(ctx).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := float64(now.Add(-staleAfter - time.Second).UnixMilli())
+	z := redis.ZAddArgs{XX: true, Ch: true, Members: []redis.Z{{Score: old, Member: hbs[2].State().ID}}}
+	if n, err := rdb.ZAddArgs(ctx, key, z).Result(); err != nil || n != 1 {
+		t.Fatalf("age hbs[2]'s last beat: %d %v", n, err)
+	}
 	if err := hbs[0].Beat(ctx); err != nil {
 		t.Fatal(err)
 	}

@@ -40,6 +40,7 @@ func memTake(id string) guard.Take {
 func memID(i int) string { return "user:" + strconv.Itoa(100000+i) }
 
 func TestBucketMemory(t *testing.T) {
+	t.Parallel() // its own redis-servers: another test's keys never count
 	if testing.Short() {
 		t.Skip("fills 2 x 200,000 keys; skipped with -short")
 	}

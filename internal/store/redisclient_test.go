@@ -5,6 +5,9 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/otpguard/otpguard/internal/store"
 	"github.com/otpguard/otpguard/internal/store/redistest"
@@ -72,6 +75,49 @@ func TestCheckRedisVersionTellsRefusalFromSilence(t *testing.T) {
 		err := check(tc.url)
 		if err == nil || !strings.Contains(err.Error(), tc.want) || errors.Is(err, store.ErrRedisUnreachable) != tc.unreachable {
 			t.Errorf("%s: %v; want an error saying %q, unreachable %v", tc.name, err, tc.want, tc.unreachable)
+		}
+	}
+}
+
+// TestRedisClientsHoldTheBudget: in every mode the client holds each step
+// of a call (pool wait, dial, read, write) to the budget and to the call's
+// context deadline, and retries nothing: no command (a retried INCR may
+// count twice), no redirect, no second dial. This, with the deadline every
+// call carries (TestRedisBudgetHolds), is what bounds a call by the budget;
+// the benchmarks measure how long it takes.
+func TestRedisClientsHoldTheBudget(t *testing.T) {
+	const budget = 10 * time.Millisecond
+	for _, o := range []store.RedisOptions{
+		{URL: "redis://127.0.0.1:1/0"},
+		{Mode: store.RedisCluster, Addrs: []string{"127.0.0.1:1"}},
+		{Mode: store.RedisSentinel, Addrs: []string{"127.0.0.1:1"}, Master: "m"},
+	} {
+		o.Timeout = budget
+		rdb, err := store.NewUniversalClient(o)
+		if err != nil {
+			t.Fatalf("%q: %v", o.Mode, err)
+		}
+		var got redis.Options
+		switch c := rdb.(type) {
+		case *redis.Client:
+			got = *c.Options()
+		case *redis.ClusterClient:
+			co := c.Options()
+			if co.MaxRedirects > 0 {
+				t.Errorf("cluster: MaxRedirects %d, want none", co.MaxRedirects)
+			}
+			got = redis.Options{ContextTimeoutEnabled: co.ContextTimeoutEnabled, DialTimeout: co.DialTimeout, ReadTimeout: co.ReadTimeout,
+				WriteTimeout: co.WriteTimeout, PoolTimeout: co.PoolTimeout, MaxRetries: co.MaxRetries, DialerRetries: co.DialerRetries}
+		default:
+			t.Fatalf("%q: a %T", o.Mode, rdb)
+		}
+		rdb.Close()
+		if !got.ContextTimeoutEnabled || got.DialTimeout != budget || got.ReadTimeout != budget || got.WriteTimeout != budget ||
+			got.PoolTimeout != budget || got.MaxRetries > 0 || got.DialerRetries != 1 {
+			t.Errorf("%q: context deadlines %v, timeouts dial %v read %v write %v pool %v, retries %d, dial attempts %d; "+
+				"want context deadlines, every timeout %v, no retry, one dial attempt",
+				o.Mode, got.ContextTimeoutEnabled, got.DialTimeout, got.ReadTimeout, got.WriteTimeout, got.PoolTimeout,
+				got.MaxRetries, got.DialerRetries, budget)
 		}
 	}
 }
