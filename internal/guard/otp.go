@@ -53,17 +53,17 @@ type OTPOptions struct {
 
 // OTP sends and verifies one-time codes under exact, shared limits.
 type OTP struct {
-	policy  OTPPolicy
-	counter Counter
-	codes   Codes
-	sender  Sender
-	hmacKey []byte
-	log     *slog.Logger
-	random  io.Reader
-	deny    DenyChecker
-	events  EventSink
-	blocks  Blocks
-	now     func() time.Time
+	policy     OTPPolicy
+	counter    Counter
+	codes      Codes
+	sender     Sender
+	hmacKey    []byte
+	log        *slog.Logger
+	random     io.Reader
+	deny       DenyChecker
+	events     EventSink
+	blocks     Blocks
+	now        func() time.Time
 	deliveries Deliveries
 	// lastStoreFailure: see OTPOptions.LastStoreFailure.
 	lastStoreFailure func() time.Time
