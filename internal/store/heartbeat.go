@@ -148,7 +148,9 @@ func (h *Heartbeat) Beat(ctx context.Context) error {
 		case up && !h.since.IsZero():
 			h.o.Logger.Info("redis answers heartbeats again", "instances", n, "down_for", now.Sub(h.since).Round(time.Millisecond).String())
 		case !up:
-			h.o.Logger.Warn("redis does not answer heartbeats: keeping the last instance count", "instances", max(1, h.n), "err", err)
+			// Info: the breaker's WARN tells the outage (the failed beat
+			// reaches it through OnBeat).
+			h.o.Logger.Info("redis does not answer heartbeats: keeping the last instance count", "instances", h.instances(), "err", err)
 		}
 		h.up, h.since = up, now
 	}

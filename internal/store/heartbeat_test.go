@@ -212,7 +212,6 @@ func TestHeartbeatHoldsNAfterEmptyRestart(t *testing.T) {
 	}
 }
 
-
 // TestHeartbeatCountsVanishedInstances: an instance that stops beating
 // without leaving (a SIGKILL: its unsynced hot-key counts are lost) is
 // counted as vanished, once, by the instance whose beat forgets it; one
