@@ -165,6 +165,8 @@ func New(ctx context.Context, cfg *Config, opts ...Option) (_ *App, err error) {
 		// The conversion watch is advisory: straight to Redis, not through
 		// the Fallback (its failures never refuse a send).
 		Conversions: a.store, AutoBlock: a.ops.desk, Abuse: abuseMetrics.Hooks(),
+		// Replayed status callbacks: advisory too (a failed check records).
+		Deliveries: a.store,
 	})
 	limiter := guard.NewLimiter(cfg.Policies.Limits, a.outage.fallback, log)
 	// The hot keys stop first in Close, once Run has drained the requests

@@ -32,6 +32,10 @@ func registerOutage(reg *prometheus.Registry, o *outage) {
 			Name: "otpguard_instances",
 			Help: "Live instances (N) that open policies split their limit by while Redis is down.",
 		}, func() float64 { return float64(o.fallback.Instances()) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "otpguard_instances_vanished_total",
+			Help: "Instances this one saw stop beating without leaving (crashed or cut off): their unsynced hot-key counts may be lost. Sum over the instances.",
+		}, func() float64 { return float64(o.hb.Vanished()) }),
 	)
 	for _, p := range o.fallback.Status().Policies {
 		name := p.Policy

@@ -33,6 +33,9 @@ func newOutage(cfg *Config, rdb redis.UniversalClient, st *store.Redis, opts opt
 	hbo.ID = fmt.Sprintf("%s/%d/%s", host, os.Getpid(), randomSuffix())
 	hbo.OnBeat = func(err error) { o.fallback.Observe(err) }
 	hbo.Logger = log
+	if hbo.Now == nil {
+		hbo.Now = opts.now
+	}
 	o.hb = store.NewHeartbeat(rdb, cfg.RedisPrefix, hbo)
 	instances := o.hb.Instances
 	if cfg.Instances > 0 {

@@ -3,6 +3,7 @@ package guard
 import (
 	"context"
 	"fmt"
+	"time"
 )
 
 // Delivery is the provider's report on one message (Twilio's status
@@ -14,10 +15,51 @@ type Delivery struct {
 	ErrorCode string
 }
 
-// RecordDelivery puts a delivery report in the audit trail. The number is
-// normalised as /otp/send does; one that does not parse is recorded
-// without it (the report is still worth keeping).
-func (s *OTP) RecordDelivery(ctx context.Context, d Delivery) {
+// Deliveries remembers which delivery reports were recorded, across
+// instances, so that a replayed report is recorded once.
+type Deliveries interface {
+	// ClaimDelivery reports whether this caller is the first, on any
+	// instance, to record status for messageID within ttl.
+	ClaimDelivery(ctx context.Context, messageID, status string, ttl time.Duration) (bool, error)
+}
+
+// DeliveryReplayWindow is how long a delivery report (message id and
+// status) is remembered: a signed callback replayed within it is not
+// recorded again. A provider reports on a message within hours (Twilio
+// gives up on a queued message after at most 10 hours).
+const DeliveryReplayWindow = 24 * time.Hour
+
+// maxMessageID bounds the message id a report may name (a Twilio SID is
+// 34 characters).
+const maxMessageID = 64
+
+// deliveryTimeout bounds the replay check: it must never hold a callback up.
+const deliveryTimeout = time.Second
+
+// RecordDelivery puts a delivery report in the audit trail and reports
+// whether it did: a report already recorded (the same message id and
+// status, on any instance, within DeliveryReplayWindow) is a replay and is
+// not recorded again. When the replay check cannot reach its store the
+// report is recorded: a report counted twice beats one lost.
+//
+// The number is normalised as /otp/send does; one that does not parse is
+// recorded without it (the report is still worth keeping).
+func (s *OTP) RecordDelivery(ctx context.Context, d Delivery) bool {
+	if len(d.MessageID) > maxMessageID {
+		d.MessageID = d.MessageID[:maxMessageID]
+	}
+	if s.deliveries != nil && d.MessageID != "" {
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), deliveryTimeout)
+		first, err := s.deliveries.ClaimDelivery(cctx, d.MessageID, d.Status, DeliveryReplayWindow)
+		cancel()
+		switch {
+		case err != nil:
+			s.log.DebugContext(ctx, "delivery report: replay check failed; recording it", "err", err)
+		case !first:
+			s.log.DebugContext(ctx, "delivery report already recorded: a replay", "status", d.Status)
+			return false
+		}
+	}
 	e := Event{At: s.now(), Action: ActionSMSStatus, Outcome: d.Status,
 		Detail: fmt.Sprintf("sid=%s", d.MessageID)}
 	if d.ErrorCode != "" {
@@ -30,4 +72,5 @@ func (s *OTP) RecordDelivery(ctx context.Context, d Delivery) {
 	if d.Status == "failed" || d.Status == "undelivered" {
 		s.log.InfoContext(ctx, "sms not delivered", "phone", MaskPhone(e.Phone), "status", d.Status, "error_code", d.ErrorCode)
 	}
+	return true
 }

@@ -4,9 +4,13 @@
 package guard
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
+	"net"
+	"syscall"
 	"time"
 )
 
@@ -101,14 +105,26 @@ func StoreUnavailable(err error, retryAfter time.Duration) *Error {
 	}
 }
 
-// StoreFailureLevel is how loudly to log a decision the store failed. A
-// refusal by the open breaker (ErrStoreUnavailable) is what every request meets
-// during an outage, which the breaker and the fallback log once when it
-// starts and ends; an error line per request would only bury those.
-// Any other store failure is an error worth its line.
+// StoreFailureLevel is how loudly to log a decision the store failed. An
+// outage is told once, by the breaker opening (one WARN line, Fallback),
+// not by every request it meets: a refusal by the open breaker
+// (ErrStoreUnavailable), and a call that timed out or lost its connection,
+// log at debug. Anything else (an error reply, a reply otpguard cannot
+// read) says something is wrong with the store's contents or with
+// otpguard, and is an error worth its line.
 func StoreFailureLevel(err error) slog.Level {
-	if errors.Is(err, ErrStoreUnavailable) {
+	if errors.Is(err, ErrStoreUnavailable) || isTransportFailure(err) {
 		return slog.LevelDebug
 	}
 	return slog.LevelError
+}
+
+// isTransportFailure reports whether err is a store call that did not get
+// an answer: its deadline passed, or the connection failed (a net.Error,
+// EOF), whatever client made it.
+func isTransportFailure(err error) bool {
+	var netErr net.Error
+	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE) ||
+		errors.As(err, &netErr)
 }

@@ -142,11 +142,17 @@ func NewFallback(o FallbackOptions) *Fallback {
 		// Called under the breaker's lock, once per change: log, nothing more.
 		OnStateChange: func(_ string, from, to gobreaker.State) {
 			switch to {
+			// One WARN line per outage: a failed probe (half-open back to
+			// open) and the probing are the same outage going on.
 			case gobreaker.StateOpen:
-				f.log.Warn("redis breaker open: decisions go to the fallback without waiting on Redis",
+				level := slog.LevelWarn
+				if from == gobreaker.StateHalfOpen {
+					level = slog.LevelDebug
+				}
+				f.log.Log(context.Background(), level, "redis breaker open: decisions go to the fallback without waiting on Redis",
 					"from", from.String(), "probe_in", b.OpenFor.String())
 			case gobreaker.StateHalfOpen:
-				f.log.Info("redis breaker half-open: probing Redis")
+				f.log.Debug("redis breaker half-open: probing Redis")
 			case gobreaker.StateClosed:
 				f.log.Info("redis breaker closed: Redis answers again, limits are shared and exact")
 				f.leaveFallback()
@@ -339,7 +345,7 @@ func (f *Fallback) note(takes []Take, fell bool) {
 		}
 		p.inFallback, p.since = fell, now
 		if fell {
-			f.log.Warn("policy in fallback: the shared store does not answer", "policy", t.Policy, "on_store_error", string(p.mode))
+			f.log.Info("policy in fallback: the shared store does not answer", "policy", t.Policy, "on_store_error", string(p.mode))
 		} else {
 			f.log.Info("policy back on the shared store", "policy", t.Policy)
 		}

@@ -45,21 +45,26 @@ type OTPOptions struct {
 	Conversions Conversions
 	AutoBlock   AutoBlocker
 	Abuse       AbuseHooks
+	// Deliveries remembers the delivery reports already recorded, so that a
+	// replayed status callback is recorded once (delivery.go). Nil: every
+	// report is recorded.
+	Deliveries Deliveries
 }
 
 // OTP sends and verifies one-time codes under exact, shared limits.
 type OTP struct {
-	policy  OTPPolicy
-	counter Counter
-	codes   Codes
-	sender  Sender
-	hmacKey []byte
-	log     *slog.Logger
-	random  io.Reader
-	deny    DenyChecker
-	events  EventSink
-	blocks  Blocks
-	now     func() time.Time
+	policy     OTPPolicy
+	counter    Counter
+	codes      Codes
+	sender     Sender
+	hmacKey    []byte
+	log        *slog.Logger
+	random     io.Reader
+	deny       DenyChecker
+	events     EventSink
+	blocks     Blocks
+	now        func() time.Time
+	deliveries Deliveries
 	// lastStoreFailure: see OTPOptions.LastStoreFailure.
 	lastStoreFailure func() time.Time
 	abuse            *abuseState
@@ -93,6 +98,7 @@ func NewOTP(o OTPOptions) *OTP {
 		hmacKey: o.HMACKey, log: o.Logger, random: o.Random,
 		deny: o.Deny, events: o.Events, blocks: o.Blocks, now: o.Now,
 		lastStoreFailure: o.LastStoreFailure, abuse: newAbuseState(o),
+		deliveries: o.Deliveries,
 	}
 }
 

@@ -2,6 +2,7 @@ package httpapi_test
 
 import (
 	"context"
+	"io"
 	"testing"
 	"time"
 
@@ -23,6 +24,10 @@ type outageOptions struct {
 	// URL overrides where the instances find Redis (a refused port).
 	URL     string
 	Breaker guard.BreakerOptions
+	// Output receives the instances' JSON log (default: discarded), at
+	// LogLevel (default "error").
+	Output   io.Writer
+	LogLevel string
 }
 
 // outageCluster is n instances built by app.New (Redis client with the
@@ -50,13 +55,19 @@ func newOutageCluster(t *testing.T, n int, policies guard.Policies, o outageOpti
 	}
 	cfg := testConfig(t, url, redistest.Prefix(), t.TempDir(), policies)
 	cfg.RedisTimeout, cfg.Instances = o.Timeout, o.Instances
+	if o.LogLevel != "" {
+		cfg.LogLevel = o.LogLevel
+	}
+	if o.Output == nil {
+		o.Output = io.Discard
+	}
 	if err := cfg.Policies.Validate(); err != nil {
 		t.Fatalf("policies: %v", err)
 	}
 	oc := &outageCluster{cluster: &cluster{out: &outbox{}, prefix: cfg.RedisPrefix, url: url}, redis: srv, proxy: proxy,
 		lag: redistest.StartLagMonitor(t)}
 	for range n {
-		in := startInstance(t, cfg, oc.out, app.WithHeartbeat(100*time.Millisecond, time.Second), app.WithBreaker(o.Breaker))
+		in := startInstance(t, cfg, oc.out, app.WithHeartbeat(100*time.Millisecond, time.Second), app.WithBreaker(o.Breaker), app.WithOutput(o.Output))
 		oc.instances = append(oc.instances, in)
 		oc.fbs = append(oc.fbs, in.app.Fallback())
 		oc.hbs = append(oc.hbs, in.app.Heartbeat())

@@ -160,7 +160,12 @@ func (s *Server) requestLog() echo.MiddlewareFunc {
 		LogRequestID: true, LogError: true, HandleError: true,
 		LogValuesFunc: func(c echo.Context, v middleware.RequestLoggerValues) error {
 			level := slog.LevelInfo
-			if v.Status >= 500 {
+			switch {
+			case v.Status >= 500 && asGuardError(v.Error).Code == guard.CodeStoreUnavailable:
+				// An outage refuses every request: the breaker tells it once
+				// (docs/outage.md); each refusal is a debug line.
+				level = guard.StoreFailureLevel(v.Error)
+			case v.Status >= 500:
 				level = slog.LevelError
 			}
 			s.log.LogAttrs(c.Request().Context(), level, "request",

@@ -54,11 +54,14 @@ func (s *Server) smsStatus(c echo.Context) error {
 	if !twilioStatuses[label] {
 		label = "other"
 	}
-	s.abuseMetrics.SMSStatus(label)
 	sid := form.Get("MessageSid")
 	if sid == "" {
 		sid = form.Get("SmsSid")
 	}
-	s.otp.RecordDelivery(r.Context(), guard.Delivery{MessageID: sid, To: form.Get("To"), Status: label, ErrorCode: form.Get("ErrorCode")})
+	// A replay (the same message and status, already recorded on any
+	// instance) is answered as the first was, and counted nowhere.
+	if s.otp.RecordDelivery(r.Context(), guard.Delivery{MessageID: sid, To: form.Get("To"), Status: label, ErrorCode: form.Get("ErrorCode")}) {
+		s.abuseMetrics.SMSStatus(label)
+	}
 	return c.NoContent(http.StatusNoContent)
 }

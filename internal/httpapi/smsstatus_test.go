@@ -10,6 +10,7 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -18,9 +19,11 @@ import (
 	"github.com/getkin/kin-openapi/routers/gorillamux"
 
 	"github.com/otpguard/otpguard/api"
+	"github.com/otpguard/otpguard/internal/app"
 	"github.com/otpguard/otpguard/internal/guard"
 	"github.com/otpguard/otpguard/internal/httpapi"
 	"github.com/otpguard/otpguard/internal/sms"
+	"github.com/otpguard/otpguard/internal/store/redistest"
 )
 
 const (
@@ -161,5 +164,76 @@ func TestSMSStatusCallback(t *testing.T) {
 		if got := metricValue(t, metrics, `otpguard_sms_status_total{status="`+status+`"}`); got != want {
 			t.Errorf("otpguard_sms_status_total{status=%s}: got %v, want %v", status, got, want)
 		}
+	}
+}
+
+// TestSMSStatusReplayCountedOnce: a signed status callback replayed, on the
+// same instance and concurrently on two instances sharing one Redis, is
+// recorded and counted once; another status of the same message is a new
+// report.
+func TestSMSStatusReplayCountedOnce(t *testing.T) {
+	tg := redistest.New(t)
+	cfg := testConfig(t, tg.URL, tg.Prefix, t.TempDir(), defaults())
+	cfg.SMS = "twilio"
+	cfg.Twilio = app.TwilioConfig{AccountSID: "AC0123", AuthToken: statusToken, From: "+15005550006", StatusCallback: statusURL}
+	c := newClusterConfig(t, 2, cfg)
+
+	post := func(i int, form url.Values) int {
+		req, _ := http.NewRequest("POST", c.instances[i].srv.URL+"/sms/status", strings.NewReader(form.Encode()))
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		req.Header.Set("X-Twilio-Signature", twilioSignature(statusToken, statusURL, form))
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Error(err)
+			return 0
+		}
+		res.Body.Close()
+		return res.StatusCode
+	}
+	counted := func(status string) float64 {
+		var sum float64
+		for i := range c.instances {
+			r := c.doKey(t, i, "GET", "/metrics", "", "")
+			for _, line := range strings.Split(string(r.Body), "\n") {
+				if strings.HasPrefix(line, `otpguard_sms_status_total{status="`+status+`"}`) {
+					v, _ := strconv.ParseFloat(strings.Fields(line)[1], 64)
+					sum += v
+				}
+			}
+		}
+		return sum
+	}
+
+	delivered := url.Values{"MessageSid": {"SM0123456789abcdef0123456789abcdef"}, "MessageStatus": {"delivered"}, "To": {"+919800000000"}}
+	for range 2 {
+		if st := post(0, delivered); st != 204 {
+			t.Fatalf("status callback: %d, want 204 (a replay too)", st)
+		}
+	}
+	if got := counted("delivered"); got != 1 {
+		t.Fatalf("the same callback twice: counted %v, want 1", got)
+	}
+
+	// Concurrently on both instances: one of them records it.
+	sent := url.Values{"MessageSid": {"SMfedcba9876543210fedcba9876543210"}, "MessageStatus": {"sent"}, "To": {"+919800000000"}}
+	var wg sync.WaitGroup
+	for i := range 20 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if st := post(i%2, sent); st != 204 {
+				t.Errorf("concurrent callback: %d, want 204", st)
+			}
+		}()
+	}
+	wg.Wait()
+	if got := counted("sent"); got != 1 {
+		t.Errorf("the same callback 20 times on 2 instances: counted %v, want 1", got)
+	}
+	// A new status of a message already reported is a new report.
+	later := url.Values{"MessageSid": {"SMfedcba9876543210fedcba9876543210"}, "MessageStatus": {"delivered"}, "To": {"+919800000000"}}
+	post(1, later)
+	if got := counted("delivered"); got != 2 {
+		t.Errorf("a later status of the same message: delivered counted %v, want 2", got)
 	}
 }

@@ -16,20 +16,29 @@ import (
 // in one atomic step on Redis's clock (one clock for every instance, so a
 // skewed host neither ages nor revives the others):
 //
-//	ZADD     the instance, scored by now (ms)
-//	ZREMRANGEBYSCORE  whoever was last seen StaleAfter ago or earlier
+//	ZRANGEBYSCORE     who was last seen StaleAfter ago or earlier: gone
+//	ZREMRANGEBYSCORE  forgets them
+//	ZADD     the instance, scored by now (ms); 1 when it was not in the set
 //	PEXPIRE  the set, so it dies with the last instance: no key without TTL
 //	ZCARD    the live count, this instance included
 //
+// An instance that stops cleanly takes itself out (ZREM, Run); one that is
+// forgotten here stopped beating without leaving (a crash, a SIGKILL, a
+// partition), and exactly one beat, the one that forgets it, names it.
+// ZADD's 1 tells an instance that had beaten before that the set lost it:
+// Redis came back empty, or it was away longer than StaleAfter.
+//
 // KEYS[1] the set; ARGV[1] instance id; ARGV[2] StaleAfter in ms.
+// Returns {live count, added (0/1), forgotten ids (at most 100)}.
 var heartbeatScript = redis.NewScript(`
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local stale = tonumber(ARGV[2])
-redis.call('ZADD', KEYS[1], now, ARGV[1])
+local gone = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now - stale, 'LIMIT', 0, 100)
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now - stale)
+local added = redis.call('ZADD', KEYS[1], now, ARGV[1])
 redis.call('PEXPIRE', KEYS[1], stale * 2)
-return redis.call('ZCARD', KEYS[1])
+return {redis.call('ZCARD', KEYS[1]), added, gone}
 `)
 
 // beater is what a Heartbeat needs of a go-redis client.
@@ -48,11 +57,21 @@ type HeartbeatOptions struct {
 	// breaker's owner learns of an outage even with no traffic.
 	OnBeat func(err error)
 	Logger *slog.Logger
+	// Now is the clock of how long N is held after Redis comes back
+	// (time.Now when nil).
+	Now func() time.Time
 }
 
 // Heartbeat announces this instance in Redis and learns how many are live
 // (N, which the split limit divides by). While Redis is away it keeps the
 // last good N and reports Redis down.
+//
+// N errs on the safe side (a larger N is a smaller share each): when Redis
+// comes back, empty or after forgetting everyone (an outage longer than
+// StaleAfter), the instances re-announce themselves one beat at a time and
+// the count climbs from 1. So for StaleAfter after Redis is seen back, N is
+// never below the last N seen before: an instance that did not come back is
+// let go only once it has been missing for a full StaleAfter.
 type Heartbeat struct {
 	rdb beater
 	key string
@@ -63,6 +82,10 @@ type Heartbeat struct {
 	up    bool      // the last beat succeeded
 	since time.Time // when up last changed
 	seen  time.Time // the last good beat
+	// hold is the N kept until holdUntil, after Redis came back.
+	hold      int
+	holdUntil time.Time
+	vanished  int64 // instances forgotten without leaving, seen by this one
 }
 
 // HeartbeatState is what the heartbeat knows.
@@ -96,6 +119,9 @@ func NewHeartbeat(rdb beater, prefix string, o HeartbeatOptions) *Heartbeat {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
 	return &Heartbeat{rdb: rdb, key: prefix + "{instances}", o: o}
 }
 
@@ -103,29 +129,79 @@ func NewHeartbeat(rdb beater, prefix string, o HeartbeatOptions) *Heartbeat {
 func (h *Heartbeat) Beat(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, h.o.Timeout)
 	defer cancel()
-	n, err := heartbeatScript.Run(ctx, h.rdb, []string{h.key}, h.o.ID, h.o.StaleAfter.Milliseconds()).Int()
-	if err != nil {
-		err = fmt.Errorf("store: heartbeat: %w", err)
-	}
+	n, added, gone, err := h.beat(ctx)
 	h.o.OnBeat(err)
 
-	now := time.Now()
+	now := h.o.Now()
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	if h.hold > 0 && h.up && !now.Before(h.holdUntil) {
+		h.hold = 0 // held for a full StaleAfter with Redis up: let it go
+	}
 	up := err == nil
+	// back: Redis answers again after failing, or answers without this
+	// instance in the set although it had beaten (it came back empty, or
+	// forgot everyone): the count starts over and climbs one beat at a time.
+	back := up && h.n > 0 && (!h.up || added)
 	if up != h.up || h.since.IsZero() {
 		switch {
 		case up && !h.since.IsZero():
 			h.o.Logger.Info("redis answers heartbeats again", "instances", n, "down_for", now.Sub(h.since).Round(time.Millisecond).String())
 		case !up:
-			h.o.Logger.Warn("redis does not answer heartbeats: keeping the last instance count", "instances", max(1, h.n), "err", err)
+			// Info: the breaker's WARN tells the outage (the failed beat
+			// reaches it through OnBeat).
+			h.o.Logger.Info("redis does not answer heartbeats: keeping the last instance count", "instances", h.instances(), "err", err)
 		}
 		h.up, h.since = up, now
 	}
-	if up {
-		h.n, h.seen = n, now
+	if !up {
+		return err
 	}
-	return err
+	if back {
+		// A hold not yet run out (Redis failed again within it) carries on.
+		h.hold, h.holdUntil = max(h.hold, h.n), now.Add(h.o.StaleAfter)
+		if n < h.hold {
+			h.o.Logger.Info("instance count lost in redis: keeping the last one until the others have had time to beat",
+				"instances", h.hold, "counted", n, "for", h.o.StaleAfter.String())
+		}
+	}
+	switch {
+	case len(gone) == 0:
+	case back:
+		// Everyone looks stale after an outage: the live ones re-announce
+		// themselves; this is not a crash.
+		h.o.Logger.Info("forgot instances not seen since before the outage", "count", len(gone))
+	default:
+		h.vanished += int64(len(gone))
+		h.o.Logger.Warn("instances stopped beating without leaving: their unsynced hot-key counts may be lost (a possible under-count, at most one sync interval of their share)",
+			"count", len(gone), "ids", gone)
+	}
+	h.n, h.seen = n, now
+	return nil
+}
+
+// beat runs heartbeatScript: the live count, whether this instance was
+// added (it was not in the set), and the other instances it forgot.
+func (h *Heartbeat) beat(ctx context.Context) (n int, added bool, gone []string, err error) {
+	v, err := heartbeatScript.Run(ctx, h.rdb, []string{h.key}, h.o.ID, h.o.StaleAfter.Milliseconds()).Slice()
+	if err != nil {
+		return 0, false, nil, fmt.Errorf("store: heartbeat: %w", err)
+	}
+	if len(v) != 3 {
+		return 0, false, nil, fmt.Errorf("store: heartbeat: script returned %d values, want 3", len(v))
+	}
+	count, ok1 := v[0].(int64)
+	add, ok2 := v[1].(int64)
+	ids, ok3 := v[2].([]any)
+	if !ok1 || !ok2 || !ok3 {
+		return 0, false, nil, fmt.Errorf("store: heartbeat: unexpected reply %T %T %T", v[0], v[1], v[2])
+	}
+	for _, id := range ids {
+		if s, ok := id.(string); ok && s != h.o.ID {
+			gone = append(gone, s)
+		}
+	}
+	return int(count), add == 1, gone, nil
 }
 
 // Run beats every Every until ctx ends, then takes this instance out of
@@ -146,16 +222,37 @@ func (h *Heartbeat) Run(ctx context.Context) {
 	}
 }
 
-// Instances is the last good count of live instances, at least 1.
+// Instances is the last good count of live instances, at least 1, and
+// for StaleAfter after Redis came back, at least the count before.
 func (h *Heartbeat) Instances() int {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	return max(1, h.n)
+	return h.instances()
+}
+
+// instances is N: the last count, or the hold while it lasts. A hold
+// lasts StaleAfter of Redis answering: while Redis is away it does not run
+// out.
+func (h *Heartbeat) instances() int {
+	n := max(1, h.n)
+	if h.hold > n && (!h.up || h.o.Now().Before(h.holdUntil)) {
+		return h.hold
+	}
+	return n
+}
+
+// Vanished is how many instances this one saw forgotten without leaving
+// (stopped beating for StaleAfter: a crash, a SIGKILL, a partition). Each
+// is counted by exactly one instance, the one whose beat forgot it.
+func (h *Heartbeat) Vanished() int64 {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.vanished
 }
 
 // State reports what the heartbeat knows.
 func (h *Heartbeat) State() HeartbeatState {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	return HeartbeatState{ID: h.o.ID, Up: h.up, Since: h.since, LastSeen: h.seen, Instances: max(1, h.n)}
+	return HeartbeatState{ID: h.o.ID, Up: h.up, Since: h.since, LastSeen: h.seen, Instances: h.instances()}
 }

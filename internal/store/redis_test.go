@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -176,6 +177,37 @@ func TestTokenBucket(t *testing.T) {
 			// Cost above what is left is denied without spending.
 			if r := take1(t, s, tb("u", 5, 1, 4)); r.Allowed {
 				t.Errorf("cost 4 with 3 left: allowed, want denied")
+			}
+		})
+	}
+}
+
+// TestTokenBucketRemainingFractionalInterval holds the reported figure to
+// the admission when a token's interval is not a whole number of
+// microseconds (3/s: 333333.33 µs; 6/s: 166666.67 µs): a full bucket less
+// what one take spent is capacity - cost, never one lower (or -1).
+func TestTokenBucketRemainingFractionalInterval(t *testing.T) {
+	for name, mk := range backends(t) {
+		t.Run(name, func(t *testing.T) {
+			b := mk(t)
+			if b.mini != nil {
+				b.mini.SetTime(time.Now())
+			}
+			s := store.NewRedis(b.rdb, b.prefix)
+			for _, rate := range []float64{3, 6, 0.3, 30, 300_000} {
+				for _, capacity := range []int64{1, 2, 3, 10} {
+					for _, cost := range []int64{1, 2} {
+						if cost > capacity {
+							continue
+						}
+						id := fmt.Sprintf("frac-%v-%d-%d", rate, capacity, cost)
+						r := take1(t, s, tb(id, capacity, rate, cost))
+						if !r.Allowed || r.Remaining != capacity-cost {
+							t.Errorf("%v/s, capacity %d, take %d of a full bucket: allowed %v remaining %d, want true %d",
+								rate, capacity, cost, r.Allowed, r.Remaining, capacity-cost)
+						}
+					}
+				}
 			}
 		})
 	}

@@ -45,6 +45,16 @@ local function store_tat(key, tat, now)
   local at = math.ceil(tat / 1000)
   redis.call('SET', key, string.format('%.0f', at * 1000 - tat), 'PXAT', string.format('%.0f', at))
 end
+-- tokens_left is what a bucket holds when it is full again in d
+-- microseconds. A TAT is kept in whole microseconds, rounded from
+-- tat + cost * interval: with an interval that is not a whole number of
+-- microseconds (3/s: 333333.33) the stored TAT can be up to half a
+-- microsecond late, and the admission test allows for it (burst + 0.5).
+-- The figure reported allows for it too, or a full bucket less one token
+-- would read as two short (or -1 for a bucket of one).
+local function tokens_left(burst, d, interval)
+  return math.floor((burst + 0.5 - d) / interval + 1e-9)
+end
 `
 
 // tokenBucketScript takes ARGV[3] tokens from a bucket of capacity ARGV[1]
@@ -62,13 +72,13 @@ if tat < now then tat = now end
 local burst = capacity * interval
 local new_tat = math.floor(tat + cost * interval + 0.5)
 if new_tat - now > burst + 0.5 then
-  local remaining = math.floor((burst - (tat - now)) / interval + 1e-9)
+  local remaining = tokens_left(burst, tat - now, interval)
   return {0, remaining, math.ceil(new_tat - now - burst), math.ceil(tat - now)}
 end
 if cost > 0 then
   store_tat(KEYS[1], new_tat, now)
 end
-local remaining = math.floor((burst - (new_tat - now)) / interval + 1e-9)
+local remaining = tokens_left(burst, new_tat - now, interval)
 return {1, remaining, 0, math.ceil(new_tat - now)}
 `
 
@@ -143,7 +153,7 @@ local tat = load_tat(KEYS[1], now)
 if tat < now then tat = now end
 tat = math.floor(tat + tonumber(ARGV[3]) * interval + 0.5)
 store_tat(KEYS[1], tat, now)
-return {math.floor((capacity * interval - (tat - now)) / interval + 1e-9), math.ceil(tat - now)}
+return {tokens_left(capacity * interval, tat - now, interval), math.ceil(tat - now)}
 `)
 
 // TokenBucketScript is the token bucket script's source, for tools that
