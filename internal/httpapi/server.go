@@ -21,7 +21,7 @@ import (
 )
 
 // BodyLimit bounds every request body: the largest legitimate one, a full
-// /limits/check batch, is a few kilobytes.
+// /limits/check batch, is a few kilobytes. 16 KiB, 16,384 bytes.
 const BodyLimit = 16 << 10
 
 // Options are a server's dependencies.
@@ -115,7 +115,8 @@ func (s *Server) routes(apiKeys, opsKeys keyring) {
 	e := s.echo
 	e.Use(requestIDs)
 	e.Use(s.requestLog())
-	e.Use(middleware.BodyLimit(strconv.Itoa(BodyLimit/1024) + "K"))
+	// "KiB": echo reads "16K" as 16,000 bytes.
+	e.Use(middleware.BodyLimit(strconv.Itoa(BodyLimit/1024) + "KiB"))
 
 	e.GET("/healthz", s.healthz)
 	e.GET("/readyz", s.readyz)
