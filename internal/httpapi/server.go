@@ -143,14 +143,24 @@ func (s *Server) routes(apiKeys, opsKeys keyring) {
 	e.POST("/ops/actions/unblock", s.formUnblock, page)
 	e.POST("/ops/actions/deny", s.formDeny, page)
 	e.POST("/ops/actions/undeny", s.formUndeny, page)
-	e.GET("/ops/blocked", s.listBlocked, ops)
-	e.DELETE("/ops/blocked/:phone", s.unblock, ops)
-	e.GET("/ops/denylist", s.listDeny, ops)
-	e.POST("/ops/denylist", s.addDeny, ops)
-	e.DELETE("/ops/denylist/:id", s.removeDeny, ops)
-	e.GET("/ops/events", s.listEvents, ops)
+	// The JSON API shows full numbers and audit rows: no cache keeps them.
+	e.GET("/ops/blocked", s.listBlocked, noStore, ops)
+	e.DELETE("/ops/blocked/:phone", s.unblock, noStore, ops)
+	e.GET("/ops/denylist", s.listDeny, noStore, ops)
+	e.POST("/ops/denylist", s.addDeny, noStore, ops)
+	e.DELETE("/ops/denylist/:id", s.removeDeny, noStore, ops)
+	e.GET("/ops/events", s.listEvents, noStore, ops)
 	// Works without the ops desk (it reads no SQL): ops key only.
-	e.GET("/ops/status", s.opsStatus, requireKey(opsKeys, apiKeys, "ops key"))
+	e.GET("/ops/status", s.opsStatus, noStore, requireKey(opsKeys, apiKeys, "ops key"))
+}
+
+// noStore marks the answer, refusals included, as not to be kept by a
+// browser or proxy cache.
+func noStore(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		c.Response().Header().Set(echo.HeaderCacheControl, "no-store")
+		return next(c)
+	}
 }
 
 // requestLog writes one structured line per request: method, route,
