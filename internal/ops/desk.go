@@ -15,6 +15,11 @@ import (
 // maxDenyReason bounds a deny-list reason: a note, not a document.
 const maxDenyReason = 500
 
+// MaxDenyFor bounds how far ahead a deny-list entry may expire: ten years,
+// far beyond any need and far below an overflow of the time left (year
+// 9999 showed as 292 years on the page).
+const MaxDenyFor = 10 * 365 * 24 * time.Hour
+
 // opsWriteTimeout bounds the direct write of an ops action's audit event
 // before it falls back to the queue.
 const opsWriteTimeout = 2 * time.Second
@@ -190,6 +195,9 @@ func (d *Desk) AddDeny(ctx context.Context, e guard.DenyEntry, actor string) (gu
 	now := d.o.Now()
 	if e.ExpiresAt != nil && !e.ExpiresAt.After(now) {
 		return guard.DenyEntry{}, guard.Errorf(guard.CodeInvalidRequest, "expires_at must be in the future")
+	}
+	if e.ExpiresAt != nil && e.ExpiresAt.After(now.Add(MaxDenyFor)) {
+		return guard.DenyEntry{}, guard.Errorf(guard.CodeInvalidRequest, "expires_at must be at most 10 years ahead (%s)", now.Add(MaxDenyFor).UTC().Format(time.RFC3339))
 	}
 	e.ID, e.Author, e.CreatedAt = 0, actor, now
 	added, err := d.o.DenyList.AddDeny(ctx, e)
