@@ -188,6 +188,7 @@ func New(ctx context.Context, cfg *Config, opts ...Option) (_ *App, err error) {
 		Status: a.outage.status,
 		// The abuse defences (README.md, "Abuse defences").
 		AbuseMetrics: abuseMetrics, StatusCallback: statusCallback(cfg),
+		TrustedProxies: cfg.TrustedProxies,
 	})
 	return a, nil
 }

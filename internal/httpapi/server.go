@@ -9,6 +9,7 @@ import (
 	"encoding/hex"
 	"log/slog"
 	"net/http"
+	"net/netip"
 	"strconv"
 	"time"
 
@@ -52,6 +53,10 @@ type Options struct {
 	// AbuseMetrics, when the OTP service's AbuseHooks feed them; nil:
 	// registered here on Metrics.
 	AbuseMetrics *AbuseMetrics
+	// TrustedProxies (OTPGUARD_TRUSTED_PROXIES) are the peers whose
+	// X-Forwarded-For or X-Real-IP names the client; none: the peer
+	// address is the client (clientip.go).
+	TrustedProxies []netip.Prefix
 }
 
 // Server is otpguard's HTTP handler.
@@ -93,10 +98,9 @@ func New(o Options) *Server {
 		s.abuseMetrics = NewAbuseMetrics(o.Metrics)
 	}
 	s.echo.HideBanner = true
-	// X-Forwarded-For is believed only from proxies on loopback or private
-	// networks: a caller elsewhere cannot name the address that the audit
-	// trail records for an ops sign-in.
-	s.echo.IPExtractor = echo.ExtractIPFromXFFHeader()
+	// Forwarding headers are believed only from the trusted proxies
+	// (clientip.go).
+	s.echo.IPExtractor = clientIP(o.TrustedProxies)
 	s.echo.HidePort = true
 	s.echo.HTTPErrorHandler = errorHandler(o.Logger)
 	s.routes(newKeyring(o.APIKeys), newKeyring(o.OpsKeys))
