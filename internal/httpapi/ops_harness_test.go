@@ -45,6 +45,8 @@ type opsConfig struct {
 	opsKeys   []string // {opsKey} when nil
 	// signIn is the failed sign-in limit; ops.DefaultSignInLimit when zero.
 	signIn ops.SignInLimit
+	// apiKeys is the wrong API key limit; ops.DefaultAPIKeyLimit when zero.
+	apiKeys ops.SignInLimit
 	// trustProxies is OTPGUARD_TRUSTED_PROXIES; loopback (where the test's
 	// requests come from) must be listed for X-Forwarded-For to count.
 	trustProxies []string
@@ -96,7 +98,7 @@ func (oc *opsCluster) start(t *testing.T, policies guard.Policies, cfg opsConfig
 	for _, p := range cfg.trustProxies {
 		c.TrustedProxies = append(c.TrustedProxies, netip.MustParsePrefix(p))
 	}
-	in := startInstance(t, c, oc.out, app.WithSignInLimit(cfg.signIn))
+	in := startInstance(t, c, oc.out, app.WithSignInLimit(cfg.signIn), app.WithAPIKeyLimit(cfg.apiKeys))
 	a := in.app
 	oc.instances = append(oc.instances, in)
 	oc.nodes = append(oc.nodes, &opsNode{db: a.SQL(), redis: a.Store(), deny: a.DenyCache(), audit: a.AuditQueue(), desk: a.Ops()})

@@ -53,6 +53,10 @@ type Options struct {
 	// AbuseMetrics, when the OTP service's AbuseHooks feed them; nil:
 	// registered here on Metrics.
 	AbuseMetrics *AbuseMetrics
+	// SignIn limits wrong ops keys (form or bearer, every route that takes
+	// one) per address; APIKeyLimit wrong API keys. Both count in the
+	// shared store; nil limits nothing.
+	SignIn, APIKeyLimit *ops.SignInLimiter
 	// TrustedProxies (OTPGUARD_TRUSTED_PROXIES) are the peers whose
 	// X-Forwarded-For or X-Real-IP names the client; none: the peer
 	// address is the client (clientip.go).
@@ -74,6 +78,8 @@ type Server struct {
 	ops      *ops.Desk
 	sessions sessions
 	revoked  SessionStore
+	// The limits on wrong ops keys and wrong API keys per address.
+	signInLimit, apiKeyLimit *ops.SignInLimiter
 
 	// The SMS status callback (smsstatus.go).
 	statusCallback StatusCallback
@@ -94,6 +100,13 @@ func New(o Options) *Server {
 		ops: o.Ops, sessions: newSessions(o.SessionKey, newKeyring(o.OpsKeys)),
 	}
 	s.statusCallback, s.abuseMetrics, s.revoked = o.StatusCallback, o.AbuseMetrics, o.Sessions
+	s.signInLimit, s.apiKeyLimit = o.SignIn, o.APIKeyLimit
+	if s.signInLimit == nil {
+		s.signInLimit = ops.NewSignInLimiter(nil, ops.SignInLimit{})
+	}
+	if s.apiKeyLimit == nil {
+		s.apiKeyLimit = ops.NewAPIKeyLimiter(nil, ops.SignInLimit{})
+	}
 	if s.abuseMetrics == nil {
 		s.abuseMetrics = NewAbuseMetrics(o.Metrics)
 	}
@@ -129,7 +142,7 @@ func (s *Server) routes(apiKeys, opsKeys keyring) {
 
 	// Middleware per route, not per group: an echo group also claims its
 	// unknown paths, and a 404 must stay a 404, not a 401.
-	api := requireKey(apiKeys, opsKeys, "API key")
+	api := s.requireAPIKey(apiKeys, opsKeys)
 	e.POST("/otp/send", s.sendOTP, api)
 	e.POST("/otp/verify", s.verifyOTP, api)
 	e.POST("/limits/check", s.checkLimits, api)
@@ -154,8 +167,9 @@ func (s *Server) routes(apiKeys, opsKeys keyring) {
 	e.POST("/ops/denylist", s.addDeny, noStore, ops)
 	e.DELETE("/ops/denylist/:id", s.removeDeny, noStore, ops)
 	e.GET("/ops/events", s.listEvents, noStore, ops)
-	// Works without the ops desk (it reads no SQL): ops key only.
-	e.GET("/ops/status", s.opsStatus, noStore, requireKey(opsKeys, apiKeys, "ops key"))
+	// Works without the ops desk (it reads no SQL): ops key only, through
+	// the sign-in limiter like every route that takes one.
+	e.GET("/ops/status", s.opsStatus, noStore, s.requireOpsKey(apiKeys, opsKeys))
 }
 
 // noStore marks the answer, refusals included, as not to be kept by a

@@ -64,11 +64,6 @@ type DeskOptions struct {
 	// Events takes an ops action's audit event when writing it directly
 	// fails, so that the action is recorded once the database returns.
 	Events guard.EventSink
-	// Counter counts failed sign-ins per address (SignInLimiter), in the shared
-	// store like every other limit; nil: sign-ins are not limited.
-	Counter guard.Counter
-	// SignIn is the failed sign-in limit; zero: DefaultSignInLimit.
-	SignIn SignInLimit
 	// DefaultRegion is the OTP policy's: numbers are read as /otp/send reads them.
 	DefaultRegion string
 	Logger        *slog.Logger
@@ -78,8 +73,7 @@ type DeskOptions struct {
 // Desk is the ops desk: who is blocked and why, unblock, the deny-list and
 // the audit trail. Every change it makes is audited with the actor.
 type Desk struct {
-	o      DeskOptions
-	signIn *SignInLimiter
+	o DeskOptions
 }
 
 // NewDesk returns the ops desk.
@@ -93,16 +87,7 @@ func NewDesk(o DeskOptions) *Desk {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
-	if o.SignIn == (SignInLimit{}) {
-		o.SignIn = DefaultSignInLimit
-	}
-	return &Desk{o: o, signIn: NewSignInLimiter(o.Counter, o.SignIn, o.Logger)}
-}
-
-// BeginSignIn counts one ops sign-in attempt from ip against the desk's
-// SignInLimiter (DeskOptions.Counter and SignIn); see SignInLimiter.Begin.
-func (d *Desk) BeginSignIn(ctx context.Context, ip string) (end func(ok bool), err error) {
-	return d.signIn.Begin(ctx, ip)
+	return &Desk{o: o}
 }
 
 // Now is the desk's clock.
@@ -289,6 +274,14 @@ func (d *Desk) RecordLogin(actor, ip string, ok bool) {
 		e.Outcome, e.Actor = OutcomeOK, actor
 	}
 	d.o.Events.Record(e)
+}
+
+// RecordKeyLockout audits, once per address and window, that ip has sent
+// the limit's wrong API keys and is refused until the window ends: a
+// summary, not one row per wrong key.
+func (d *Desk) RecordKeyLockout(ip string, l SignInLimit) {
+	d.o.Events.Record(guard.Event{At: d.o.Now(), Action: ActionAPIKeys, Outcome: OutcomeLockedOut, IP: ip,
+		Detail: fmt.Sprintf("%d wrong API keys within %s; refused until the window ends", l.Failures, l.Window)})
 }
 
 // audit writes an ops action's event at once, so it shows on the page the
