@@ -328,7 +328,10 @@ func (s *Server) signIn(c echo.Context, apiKeys, opsKeys keyring) error {
 		return err
 	}
 	if !ok {
-		if apiKey {
+		if apiKey { // the wrong kind of key: not a guess, but audited like every sign-in
+			if s.ops != nil {
+				s.ops.RecordLogin("", c.RealIP(), false)
+			}
 			return s.render(c, http.StatusForbidden, "login.html", loginData{Error: "That is an API key. The ops page needs an ops key (OTPGUARD_OPS_KEYS)."})
 		}
 		return s.render(c, http.StatusUnauthorized, "login.html", loginData{Error: "That is not an ops key."})
