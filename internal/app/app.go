@@ -60,6 +60,7 @@ type options struct {
 	heartbeat store.HeartbeatOptions
 	breaker   guard.BreakerOptions
 	signIn    ops.SignInLimit
+	apiKeys   ops.SignInLimit
 }
 
 // WithSender sends SMS through s instead of the configured sender.
@@ -89,6 +90,10 @@ func WithBreaker(b guard.BreakerOptions) Option { return func(o *options) { o.br
 // WithSignInLimit sets the limit on failed ops sign-ins per address
 // (ops.DefaultSignInLimit otherwise).
 func WithSignInLimit(l ops.SignInLimit) Option { return func(o *options) { o.signIn = l } }
+
+// WithAPIKeyLimit sets the limit on wrong API keys per address
+// (ops.DefaultAPIKeyLimit otherwise).
+func WithAPIKeyLimit(l ops.SignInLimit) Option { return func(o *options) { o.apiKeys = l } }
 
 // New builds the service cfg describes: it connects to Redis (or starts
 // the embedded one), opens and migrates the SQL store, and starts the
@@ -146,7 +151,7 @@ func New(ctx context.Context, cfg *Config, opts ...Option) (_ *App, err error) {
 	a.outage = newOutage(cfg, a.rdb, a.store, o, log)
 	registerOutage(metrics.Registry, a.outage)
 	a.onClose(a.outage.start(ctx, log))
-	if a.ops, err = startOps(ctx, cfg, log, metrics, a.store, a.outage.fallback, o); err != nil {
+	if a.ops, err = startOps(ctx, cfg, log, metrics, a.store, o); err != nil {
 		return nil, err
 	}
 	a.onClose(a.ops.Close)
@@ -190,6 +195,10 @@ func New(ctx context.Context, cfg *Config, opts ...Option) (_ *App, err error) {
 		Status: a.outage.status,
 		// The abuse defences (README.md, "Abuse defences").
 		AbuseMetrics: abuseMetrics, StatusCallback: statusCallback(cfg),
+		TrustedProxies: cfg.TrustedProxies,
+		// Wrong keys are counted per address in Redis, through the Fallback.
+		SignIn:      ops.NewSignInLimiter(a.outage.fallback, o.signIn),
+		APIKeyLimit: ops.NewAPIKeyLimiter(a.outage.fallback, o.apiKeys),
 	})
 	return a, nil
 }

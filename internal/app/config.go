@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/netip"
 	"os"
 	"strconv"
 	"strings"
@@ -45,6 +46,11 @@ type Config struct {
 	// how often each instance reloads the deny-list.
 	AuditRetention  time.Duration
 	DenyListRefresh time.Duration
+
+	// TrustedProxies (OTPGUARD_TRUSTED_PROXIES) are the proxies whose
+	// X-Forwarded-For or X-Real-IP is believed; none: the peer address is
+	// the client.
+	TrustedProxies []netip.Prefix
 
 	// Generated is set for secrets made up at start-up in embedded mode.
 	GeneratedAPIKey bool
@@ -111,6 +117,9 @@ func LoadConfig(getenv func(string) string) (*Config, error) {
 		errs = append(errs, err)
 	}
 	if c.DenyListRefresh, err = durationEnv(getenv, "OTPGUARD_DENYLIST_REFRESH", ops.DefaultDenyRefresh); err != nil {
+		errs = append(errs, err)
+	}
+	if c.TrustedProxies, err = prefixList(getenv, "OTPGUARD_TRUSTED_PROXIES"); err != nil {
 		errs = append(errs, err)
 	}
 	hmacKey, err := secret(getenv, "OTPGUARD_HMAC_KEY")
@@ -248,6 +257,24 @@ func boolEnv(getenv func(string) string, name string, def bool) (bool, error) {
 		return def, fmt.Errorf("%s: %q is not true or false", name, v)
 	}
 	return b, nil
+}
+
+// prefixList reads a comma-separated list of CIDR prefixes; a bare
+// address is a prefix of one address.
+func prefixList(getenv func(string) string, name string) ([]netip.Prefix, error) {
+	var out []netip.Prefix
+	for _, v := range splitList(getenv(name)) {
+		p, err := netip.ParsePrefix(v)
+		if err != nil {
+			a, aerr := netip.ParseAddr(v)
+			if aerr != nil || a.Zone() != "" {
+				return nil, fmt.Errorf("%s: %q is not a CIDR prefix (e.g. 10.0.0.0/8, 2001:db8::/32) or an address", name, v)
+			}
+			p = netip.PrefixFrom(a.Unmap(), a.Unmap().BitLen())
+		}
+		out = append(out, p.Masked())
+	}
+	return out, nil
 }
 
 func splitList(s string) []string {

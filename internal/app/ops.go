@@ -12,7 +12,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/otpguard/otpguard/internal/guard"
 	"github.com/otpguard/otpguard/internal/httpapi"
 	"github.com/otpguard/otpguard/internal/ops"
 	"github.com/otpguard/otpguard/internal/store"
@@ -43,9 +42,8 @@ type opsStack struct {
 // startOps opens the SQL store (migrating it, or refusing an old schema),
 // loads the deny-list and starts the deny-list refresher, the audit writer
 // and the retention job. They run until Close, not until ctx ends: events
-// of requests finishing during shutdown must still be written. counter
-// (the Fallback) counts failed ops sign-ins.
-func startOps(ctx context.Context, cfg *Config, log *slog.Logger, metrics *httpapi.Metrics, blocks ops.BlockIndex, counter guard.Counter, opts options) (*opsStack, error) {
+// of requests finishing during shutdown must still be written.
+func startOps(ctx context.Context, cfg *Config, log *slog.Logger, metrics *httpapi.Metrics, blocks ops.BlockIndex, opts options) (*opsStack, error) {
 	db, err := openOpsStore(ctx, cfg, log)
 	if err != nil {
 		return nil, err
@@ -67,8 +65,8 @@ func startOps(ctx context.Context, cfg *Config, log *slog.Logger, metrics *httpa
 	}
 	o.audit = ops.NewAuditQueue(db, ops.AuditQueueOptions{Logger: log, OnDrop: om.AuditDropped, OnWrite: om.AuditWritten})
 	o.desk = ops.NewDesk(ops.DeskOptions{
-		Blocks: blocks, DenyList: db, Deny: o.deny, Audit: db, Activity: db, Events: o.audit, Counter: counter,
-		DefaultRegion: cfg.Policies.OTP.DefaultRegion, Logger: log, Now: opts.now, SignIn: opts.signIn,
+		Blocks: blocks, DenyList: db, Deny: o.deny, Audit: db, Activity: db, Events: o.audit,
+		DefaultRegion: cfg.Policies.OTP.DefaultRegion, Logger: log, Now: opts.now,
 	})
 
 	bg, stop := context.WithCancel(context.WithoutCancel(ctx))

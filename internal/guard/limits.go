@@ -234,14 +234,17 @@ func ValidateKey(k string) error {
 	if len(k) > MaxKeyLength {
 		return Errorf(CodeInvalidKey, "must be at most %d characters, got %d", MaxKeyLength, len(k))
 	}
-	for i := 0; i < len(k); i++ {
-		c := k[i]
+	// By rune, not byte: a refused 'к' is named 'к', not the 'Ð' of its
+	// first byte, at its position in characters.
+	pos := 0
+	for _, c := range k {
 		switch {
 		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9':
 		case c == '_' || c == '.' || c == ':' || c == '@' || c == '/' || c == '+' || c == '=' || c == '-':
 		default:
-			return Errorf(CodeInvalidKey, "character %q at %d is not allowed (use letters, digits and _.:@/+=-)", c, i)
+			return Errorf(CodeInvalidKey, "character %q at %d is not allowed (use ASCII letters, digits and _.:@/+=-)", c, pos)
 		}
+		pos++
 	}
 	return nil
 }

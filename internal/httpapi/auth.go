@@ -44,22 +44,40 @@ func bearer(c echo.Context) (string, bool) {
 	return strings.TrimSpace(token), true
 }
 
-// requireKey admits requests bearing a key of allowed. A key of the other
-// ring (an API key on /ops, say) is recognised and refused with 403, so a
-// caller learns it has the wrong kind of credential; anything else is 401.
-func requireKey(allowed, other keyring, what string) echo.MiddlewareFunc {
+// requireAPIKey admits requests bearing an API key. An ops key is
+// recognised and refused with 403, so a caller learns it has the wrong kind
+// of credential; no key is 401. Every key sent is decided by the API-key
+// limiter of the caller's address (ops.SignInLimiter.Admit) before its
+// outcome is acted on: a wrong one is counted, exactly across instances,
+// and once an address has spent its wrong keys every key from it is 429
+// with Retry-After until the window ends. The key that spends the last
+// one is audited, once per address and window.
+func (s *Server) requireAPIKey(apiKeys, opsKeys keyring) echo.MiddlewareFunc {
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
 		return func(c echo.Context) error {
 			token, ok := bearer(c)
 			if !ok {
 				c.Response().Header().Set(echo.HeaderWWWAuthenticate, `Bearer realm="otpguard"`)
-				return guard.Errorf(guard.CodeUnauthorized, "send Authorization: Bearer <%s>", what)
+				return guard.Errorf(guard.CodeUnauthorized, "send Authorization: Bearer <API key>")
 			}
-			if allowed.holds(token) {
+			good, opsKey := apiKeys.holds(token), opsKeys.holds(token)
+			ip := c.RealIP()
+			last, err := s.apiKeyLimit.Admit(c.Request().Context(), ip, good || opsKey)
+			if err != nil {
+				return err
+			}
+			if last {
+				s.log.WarnContext(c.Request().Context(), "an address has sent the limit's wrong API keys; refusing it until the window ends",
+					"ip", ip, "failures", s.apiKeyLimit.Limit().Failures, "window", s.apiKeyLimit.Limit().Window.String())
+				if s.ops != nil {
+					s.ops.RecordKeyLockout(ip, s.apiKeyLimit.Limit())
+				}
+			}
+			switch {
+			case good:
 				return next(c)
-			}
-			if other.holds(token) {
-				return guard.Errorf(guard.CodeForbidden, "this route needs an %s", what)
+			case opsKey:
+				return guard.Errorf(guard.CodeForbidden, "this route needs an API key, not an ops key")
 			}
 			c.Response().Header().Set(echo.HeaderWWWAuthenticate, `Bearer realm="otpguard", error="invalid_token"`)
 			return guard.Errorf(guard.CodeUnauthorized, "the bearer key is not valid")

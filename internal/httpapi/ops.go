@@ -162,9 +162,8 @@ func (s *Server) addDeny(c echo.Context) error {
 	return c.JSON(http.StatusCreated, toDenyEntry(added))
 }
 
-// maxDenySeconds bounds expires_in: ten years, far beyond any need and
-// far below an overflow.
-const maxDenySeconds = 10 * 365 * 24 * 3600
+// maxDenySeconds bounds expires_in as the desk bounds expires_at.
+const maxDenySeconds = int64(ops.MaxDenyFor / time.Second)
 
 // removeDeny: DELETE /ops/denylist/{id}. Removes an entry; 404 when there
 // is none.

@@ -199,21 +199,10 @@ func (s *Server) requireOps(apiKeys, opsKeys keyring, page bool) echo.Middleware
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
 		return func(c echo.Context) error {
 			if token, ok := bearer(c); ok {
-				end, err := s.beginSignIn(c)
-				if err != nil {
+				if err := s.opsBearer(c, token, apiKeys, opsKeys); err != nil {
 					return err
 				}
-				actor, ok := opsKeys.actor(token)
-				end(ok || apiKeys.holds(token)) // only a wrong key counts as a failure
-				if ok {
-					c.Set(ctxActor, actor)
-					return s.opsReady(next, c)
-				}
-				if apiKeys.holds(token) {
-					return guard.Errorf(guard.CodeForbidden, "this route needs an ops key, not an API key")
-				}
-				c.Response().Header().Set(echo.HeaderWWWAuthenticate, `Bearer realm="otpguard", error="invalid_token"`)
-				return guard.Errorf(guard.CodeUnauthorized, "the bearer key is not valid")
+				return s.opsReady(next, c)
 			}
 			if ck, err := c.Cookie(sessionCookie); err == nil {
 				if actor, ok := s.sessions.verify(ck.Value); ok && !s.signedOut(c, ck.Value) {
@@ -240,13 +229,59 @@ func (s *Server) requireOps(apiKeys, opsKeys keyring, page bool) echo.Middleware
 	}
 }
 
-// beginSignIn counts a sign-in attempt against the caller's address
-// (ops.Desk.BeginSignIn); a server without the ops desk counts nothing.
-func (s *Server) beginSignIn(c echo.Context) (end func(ok bool), err error) {
-	if s.ops == nil {
-		return func(bool) {}, nil
+// requireOpsKey admits an ops key (Authorization: Bearer) only, through
+// the same sign-in limiter and audit as requireOps; it needs no ops desk
+// (GET /ops/status reads no SQL).
+func (s *Server) requireOpsKey(apiKeys, opsKeys keyring) echo.MiddlewareFunc {
+	return func(next echo.HandlerFunc) echo.HandlerFunc {
+		return func(c echo.Context) error {
+			token, ok := bearer(c)
+			if !ok {
+				c.Response().Header().Set(echo.HeaderWWWAuthenticate, `Bearer realm="otpguard"`)
+				return guard.Errorf(guard.CodeUnauthorized, "send Authorization: Bearer <ops key>")
+			}
+			if err := s.opsBearer(c, token, apiKeys, opsKeys); err != nil {
+				return err
+			}
+			return next(c)
+		}
 	}
-	return s.ops.BeginSignIn(c.Request().Context(), c.RealIP())
+}
+
+// opsBearer decides an ops key sent as a bearer: through the sign-in
+// limiter of the caller's address before its outcome is acted on, a wrong
+// one audited as a failed sign-in. An API key is 403 and not a failure.
+// On success the actor is set on c.
+func (s *Server) opsBearer(c echo.Context, token string, apiKeys, opsKeys keyring) error {
+	actor, ok := opsKeys.actor(token)
+	apiKey := apiKeys.holds(token)
+	if err := s.admitSignIn(c, ok || apiKey); err != nil {
+		return err
+	}
+	switch {
+	case ok:
+		c.Set(ctxActor, actor)
+		return nil
+	case apiKey:
+		return guard.Errorf(guard.CodeForbidden, "this route needs an ops key, not an API key")
+	}
+	c.Response().Header().Set(echo.HeaderWWWAuthenticate, `Bearer realm="otpguard", error="invalid_token"`)
+	return guard.Errorf(guard.CodeUnauthorized, "the bearer key is not valid")
+}
+
+// admitSignIn puts an ops key already compared (ok: right, or a key of
+// the other kind) to the sign-in limiter of the caller's address
+// (ops.SignInLimiter.Admit), and audits a wrong one that was let through
+// to be refused as a failed sign-in.
+func (s *Server) admitSignIn(c echo.Context, ok bool) error {
+	ip := c.RealIP()
+	if _, err := s.signInLimit.Admit(c.Request().Context(), ip, ok); err != nil {
+		return err
+	}
+	if !ok && s.ops != nil {
+		s.ops.RecordLogin("", ip, false)
+	}
+	return nil
 }
 
 // opsReady refuses ops requests on a server built without the ops desk.
@@ -282,8 +317,9 @@ func (s *Server) login(apiKeys, opsKeys keyring) echo.HandlerFunc {
 func (s *Server) signIn(c echo.Context, apiKeys, opsKeys keyring) error {
 	// The body only: a key in the query string would sit in proxies' logs.
 	key := strings.TrimSpace(c.Request().PostFormValue("key"))
-	end, err := s.beginSignIn(c)
-	if err != nil {
+	actor, ok := opsKeys.actor(key)
+	apiKey := key != "" && apiKeys.holds(key)
+	if err := s.admitSignIn(c, ok || apiKey); err != nil {
 		var ge *guard.Error
 		if errors.As(err, &ge) && ge.Code == guard.CodeTooManyAttempts {
 			c.Response().Header().Set("Retry-After", strconv.Itoa(retrySeconds(ge.RetryAfter)))
@@ -291,13 +327,11 @@ func (s *Server) signIn(c echo.Context, apiKeys, opsKeys keyring) error {
 		}
 		return err
 	}
-	actor, ok := opsKeys.actor(key)
-	end(ok || apiKeys.holds(key))
 	if !ok {
-		if s.ops != nil {
-			s.ops.RecordLogin("", c.RealIP(), false)
-		}
-		if key != "" && apiKeys.holds(key) {
+		if apiKey { // the wrong kind of key: not a guess, but audited like every sign-in
+			if s.ops != nil {
+				s.ops.RecordLogin("", c.RealIP(), false)
+			}
 			return s.render(c, http.StatusForbidden, "login.html", loginData{Error: "That is an API key. The ops page needs an ops key (OTPGUARD_OPS_KEYS)."})
 		}
 		return s.render(c, http.StatusUnauthorized, "login.html", loginData{Error: "That is not an ops key."})

@@ -302,7 +302,7 @@ func serveOnce(h http.Handler, req *http.Request) *http.Response {
 func TestOpsSignInLimit(t *testing.T) {
 	const failures = 5
 	oc := newOpsCluster(t, opsConfig{instances: 2, engine: store.EngineSQLite,
-		signIn: ops.SignInLimit{Failures: failures, Window: time.Minute}})
+		signIn: ops.SignInLimit{Failures: failures, Window: time.Minute}, trustProxies: loopback})
 
 	// attempt signs in at instance i from address ip, by form or bearer.
 	attempt := func(i int, ip, key string, form bool) *http.Response {
@@ -315,7 +315,7 @@ func TestOpsSignInLimit(t *testing.T) {
 			req, _ = http.NewRequest("GET", oc.instances[i].srv.URL+"/ops/denylist", nil)
 			req.Header.Set("Authorization", "Bearer "+key)
 		}
-		req.Header.Set("X-Forwarded-For", ip) // believed from loopback
+		req.Header.Set("X-Forwarded-For", ip) // believed from loopback, a trusted proxy here
 		res, err := noRedirects.Do(req)
 		if err != nil {
 			t.Fatal(err)

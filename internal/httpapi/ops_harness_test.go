@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"net/netip"
 	"strings"
 	"testing"
 	"time"
@@ -44,7 +45,15 @@ type opsConfig struct {
 	opsKeys   []string // {opsKey} when nil
 	// signIn is the failed sign-in limit; ops.DefaultSignInLimit when zero.
 	signIn ops.SignInLimit
+	// apiKeys is the wrong API key limit; ops.DefaultAPIKeyLimit when zero.
+	apiKeys ops.SignInLimit
+	// trustProxies is OTPGUARD_TRUSTED_PROXIES; loopback (where the test's
+	// requests come from) must be listed for X-Forwarded-For to count.
+	trustProxies []string
 }
+
+// loopback trusts the test's own requests as if they came from a proxy.
+var loopback = []string{"127.0.0.0/8", "::1/128"}
 
 // newOpsCluster starts the instances; everything stops when the test ends.
 func newOpsCluster(t *testing.T, cfg opsConfig) *opsCluster {
@@ -86,7 +95,10 @@ func (oc *opsCluster) start(t *testing.T, policies guard.Policies, cfg opsConfig
 	t.Helper()
 	c := testConfig(t, oc.url, oc.prefix, oc.sqlDir, policies)
 	c.DatabaseURL, c.DenyListRefresh, c.OpsKeys = oc.sqlURL, cfg.refresh, cfg.opsKeys
-	in := startInstance(t, c, oc.out, app.WithSignInLimit(cfg.signIn))
+	for _, p := range cfg.trustProxies {
+		c.TrustedProxies = append(c.TrustedProxies, netip.MustParsePrefix(p))
+	}
+	in := startInstance(t, c, oc.out, app.WithSignInLimit(cfg.signIn), app.WithAPIKeyLimit(cfg.apiKeys))
 	a := in.app
 	oc.instances = append(oc.instances, in)
 	oc.nodes = append(oc.nodes, &opsNode{db: a.SQL(), redis: a.Store(), deny: a.DenyCache(), audit: a.AuditQueue(), desk: a.Ops()})

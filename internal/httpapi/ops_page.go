@@ -161,8 +161,8 @@ func (s *Server) formDeny(c echo.Context) error {
 	e := guard.DenyEntry{Pattern: strings.TrimSpace(form("pattern")), Reason: strings.TrimSpace(form("reason"))}
 	if v := strings.TrimSpace(form("expires_in")); v != "" && v != "never" {
 		d, err := time.ParseDuration(v)
-		if err != nil || d <= 0 || d > maxDenySeconds*time.Second {
-			return s.backToPage(c, "", guard.Errorf(guard.CodeInvalidRequest, "expires_in is not a duration"))
+		if err != nil || d <= 0 || d > ops.MaxDenyFor {
+			return s.backToPage(c, "", guard.Errorf(guard.CodeInvalidRequest, "expires_in must be a duration such as 30m or 24h, of at most 10 years"))
 		}
 		t := s.ops.Now().Add(d)
 		e.ExpiresAt = &t

@@ -9,6 +9,7 @@ import (
 	"encoding/hex"
 	"log/slog"
 	"net/http"
+	"net/netip"
 	"strconv"
 	"time"
 
@@ -21,7 +22,7 @@ import (
 )
 
 // BodyLimit bounds every request body: the largest legitimate one, a full
-// /limits/check batch, is a few kilobytes.
+// /limits/check batch, is a few kilobytes. 16 KiB, 16,384 bytes.
 const BodyLimit = 16 << 10
 
 // Options are a server's dependencies.
@@ -52,6 +53,14 @@ type Options struct {
 	// AbuseMetrics, when the OTP service's AbuseHooks feed them; nil:
 	// registered here on Metrics.
 	AbuseMetrics *AbuseMetrics
+	// SignIn limits wrong ops keys (form or bearer, every route that takes
+	// one) per address; APIKeyLimit wrong API keys. Both count in the
+	// shared store; nil limits nothing.
+	SignIn, APIKeyLimit *ops.SignInLimiter
+	// TrustedProxies (OTPGUARD_TRUSTED_PROXIES) are the peers whose
+	// X-Forwarded-For or X-Real-IP names the client; none: the peer
+	// address is the client (clientip.go).
+	TrustedProxies []netip.Prefix
 }
 
 // Server is otpguard's HTTP handler.
@@ -69,6 +78,8 @@ type Server struct {
 	ops      *ops.Desk
 	sessions sessions
 	revoked  SessionStore
+	// The limits on wrong ops keys and wrong API keys per address.
+	signInLimit, apiKeyLimit *ops.SignInLimiter
 
 	// The SMS status callback (smsstatus.go).
 	statusCallback StatusCallback
@@ -89,14 +100,20 @@ func New(o Options) *Server {
 		ops: o.Ops, sessions: newSessions(o.SessionKey, newKeyring(o.OpsKeys)),
 	}
 	s.statusCallback, s.abuseMetrics, s.revoked = o.StatusCallback, o.AbuseMetrics, o.Sessions
+	s.signInLimit, s.apiKeyLimit = o.SignIn, o.APIKeyLimit
+	if s.signInLimit == nil {
+		s.signInLimit = ops.NewSignInLimiter(nil, ops.SignInLimit{})
+	}
+	if s.apiKeyLimit == nil {
+		s.apiKeyLimit = ops.NewAPIKeyLimiter(nil, ops.SignInLimit{})
+	}
 	if s.abuseMetrics == nil {
 		s.abuseMetrics = NewAbuseMetrics(o.Metrics)
 	}
 	s.echo.HideBanner = true
-	// X-Forwarded-For is believed only from proxies on loopback or private
-	// networks: a caller elsewhere cannot name the address that the audit
-	// trail records for an ops sign-in.
-	s.echo.IPExtractor = echo.ExtractIPFromXFFHeader()
+	// Forwarding headers are believed only from the trusted proxies
+	// (clientip.go).
+	s.echo.IPExtractor = clientIP(o.TrustedProxies)
 	s.echo.HidePort = true
 	s.echo.HTTPErrorHandler = errorHandler(o.Logger)
 	s.routes(newKeyring(o.APIKeys), newKeyring(o.OpsKeys))
@@ -115,7 +132,8 @@ func (s *Server) routes(apiKeys, opsKeys keyring) {
 	e := s.echo
 	e.Use(requestIDs)
 	e.Use(s.requestLog())
-	e.Use(middleware.BodyLimit(strconv.Itoa(BodyLimit/1024) + "K"))
+	// "KiB": echo reads "16K" as 16,000 bytes.
+	e.Use(middleware.BodyLimit(strconv.Itoa(BodyLimit/1024) + "KiB"))
 
 	e.GET("/healthz", s.healthz)
 	e.GET("/readyz", s.readyz)
@@ -124,7 +142,7 @@ func (s *Server) routes(apiKeys, opsKeys keyring) {
 
 	// Middleware per route, not per group: an echo group also claims its
 	// unknown paths, and a 404 must stay a 404, not a 401.
-	api := requireKey(apiKeys, opsKeys, "API key")
+	api := s.requireAPIKey(apiKeys, opsKeys)
 	e.POST("/otp/send", s.sendOTP, api)
 	e.POST("/otp/verify", s.verifyOTP, api)
 	e.POST("/limits/check", s.checkLimits, api)
@@ -142,14 +160,25 @@ func (s *Server) routes(apiKeys, opsKeys keyring) {
 	e.POST("/ops/actions/unblock", s.formUnblock, page)
 	e.POST("/ops/actions/deny", s.formDeny, page)
 	e.POST("/ops/actions/undeny", s.formUndeny, page)
-	e.GET("/ops/blocked", s.listBlocked, ops)
-	e.DELETE("/ops/blocked/:phone", s.unblock, ops)
-	e.GET("/ops/denylist", s.listDeny, ops)
-	e.POST("/ops/denylist", s.addDeny, ops)
-	e.DELETE("/ops/denylist/:id", s.removeDeny, ops)
-	e.GET("/ops/events", s.listEvents, ops)
-	// Works without the ops desk (it reads no SQL): ops key only.
-	e.GET("/ops/status", s.opsStatus, requireKey(opsKeys, apiKeys, "ops key"))
+	// The JSON API shows full numbers and audit rows: no cache keeps them.
+	e.GET("/ops/blocked", s.listBlocked, noStore, ops)
+	e.DELETE("/ops/blocked/:phone", s.unblock, noStore, ops)
+	e.GET("/ops/denylist", s.listDeny, noStore, ops)
+	e.POST("/ops/denylist", s.addDeny, noStore, ops)
+	e.DELETE("/ops/denylist/:id", s.removeDeny, noStore, ops)
+	e.GET("/ops/events", s.listEvents, noStore, ops)
+	// Works without the ops desk (it reads no SQL): ops key only, through
+	// the sign-in limiter like every route that takes one.
+	e.GET("/ops/status", s.opsStatus, noStore, s.requireOpsKey(apiKeys, opsKeys))
+}
+
+// noStore marks the answer, refusals included, as not to be kept by a
+// browser or proxy cache.
+func noStore(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		c.Response().Header().Set(echo.HeaderCacheControl, "no-store")
+		return next(c)
+	}
 }
 
 // requestLog writes one structured line per request: method, route,

@@ -16,15 +16,19 @@ const (
 	ActionDenyAdd    = "ops.deny.add"
 	ActionDenyRemove = "ops.deny.remove"
 	ActionLogin      = "ops.login"
+	// ActionAPIKeys summarises wrong API keys: one event when an address
+	// spends the limit's (OutcomeLockedOut).
+	ActionAPIKeys = "api.keys"
 )
 
 // The outcomes of the ops desk's actions (guard.Event.Outcome).
 const (
-	OutcomeUnblocked = "unblocked" // ops.unblock
-	OutcomeAdded     = "added"     // ops.deny.add
-	OutcomeRemoved   = "removed"   // ops.deny.remove
-	OutcomeOK        = "ok"        // ops.login: signed in
-	OutcomeFailed    = "failed"    // ops.login: a wrong key or password
+	OutcomeUnblocked = "unblocked"  // ops.unblock
+	OutcomeAdded     = "added"      // ops.deny.add
+	OutcomeRemoved   = "removed"    // ops.deny.remove
+	OutcomeOK        = "ok"         // ops.login: signed in
+	OutcomeFailed    = "failed"     // ops.login: a wrong key or password
+	OutcomeLockedOut = "locked_out" // api.keys: the address is refused until the window ends
 )
 
 // Limits on one page of events: a page is what an ops screen shows, and an

@@ -15,6 +15,11 @@ import (
 // maxDenyReason bounds a deny-list reason: a note, not a document.
 const maxDenyReason = 500
 
+// MaxDenyFor bounds how far ahead a deny-list entry may expire: ten years,
+// far beyond any need and far below an overflow of the time left (year
+// 9999 showed as 292 years on the page).
+const MaxDenyFor = 10 * 365 * 24 * time.Hour
+
 // opsWriteTimeout bounds the direct write of an ops action's audit event
 // before it falls back to the queue.
 const opsWriteTimeout = 2 * time.Second
@@ -59,11 +64,6 @@ type DeskOptions struct {
 	// Events takes an ops action's audit event when writing it directly
 	// fails, so that the action is recorded once the database returns.
 	Events guard.EventSink
-	// Counter counts failed sign-ins per address (SignInLimiter), in the shared
-	// store like every other limit; nil: sign-ins are not limited.
-	Counter guard.Counter
-	// SignIn is the failed sign-in limit; zero: DefaultSignInLimit.
-	SignIn SignInLimit
 	// DefaultRegion is the OTP policy's: numbers are read as /otp/send reads them.
 	DefaultRegion string
 	Logger        *slog.Logger
@@ -73,8 +73,7 @@ type DeskOptions struct {
 // Desk is the ops desk: who is blocked and why, unblock, the deny-list and
 // the audit trail. Every change it makes is audited with the actor.
 type Desk struct {
-	o      DeskOptions
-	signIn *SignInLimiter
+	o DeskOptions
 }
 
 // NewDesk returns the ops desk.
@@ -88,16 +87,7 @@ func NewDesk(o DeskOptions) *Desk {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
-	if o.SignIn == (SignInLimit{}) {
-		o.SignIn = DefaultSignInLimit
-	}
-	return &Desk{o: o, signIn: NewSignInLimiter(o.Counter, o.SignIn, o.Logger)}
-}
-
-// BeginSignIn counts one ops sign-in attempt from ip against the desk's
-// SignInLimiter (DeskOptions.Counter and SignIn); see SignInLimiter.Begin.
-func (d *Desk) BeginSignIn(ctx context.Context, ip string) (end func(ok bool), err error) {
-	return d.signIn.Begin(ctx, ip)
+	return &Desk{o: o}
 }
 
 // Now is the desk's clock.
@@ -191,6 +181,9 @@ func (d *Desk) AddDeny(ctx context.Context, e guard.DenyEntry, actor string) (gu
 	if e.ExpiresAt != nil && !e.ExpiresAt.After(now) {
 		return guard.DenyEntry{}, guard.Errorf(guard.CodeInvalidRequest, "expires_at must be in the future")
 	}
+	if e.ExpiresAt != nil && e.ExpiresAt.After(now.Add(MaxDenyFor)) {
+		return guard.DenyEntry{}, guard.Errorf(guard.CodeInvalidRequest, "expires_at must be at most 10 years ahead (%s)", now.Add(MaxDenyFor).UTC().Format(time.RFC3339))
+	}
 	e.ID, e.Author, e.CreatedAt = 0, actor, now
 	added, err := d.o.DenyList.AddDeny(ctx, e)
 	if err != nil {
@@ -281,6 +274,14 @@ func (d *Desk) RecordLogin(actor, ip string, ok bool) {
 		e.Outcome, e.Actor = OutcomeOK, actor
 	}
 	d.o.Events.Record(e)
+}
+
+// RecordKeyLockout audits, once per address and window, that ip has sent
+// the limit's wrong API keys and is refused until the window ends: a
+// summary, not one row per wrong key.
+func (d *Desk) RecordKeyLockout(ip string, l SignInLimit) {
+	d.o.Events.Record(guard.Event{At: d.o.Now(), Action: ActionAPIKeys, Outcome: OutcomeLockedOut, IP: ip,
+		Detail: fmt.Sprintf("%d wrong API keys within %s; refused until the window ends", l.Failures, l.Window)})
 }
 
 // audit writes an ops action's event at once, so it shows on the page the
