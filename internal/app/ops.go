@@ -89,16 +89,21 @@ func startOps(ctx context.Context, cfg *Config, log *slog.Logger, metrics *httpa
 }
 
 // Close stops the background jobs, writes the audit events still queued
-// (for at most auditFlushTimeout) and closes the database.
-func (o *opsStack) Close() {
+// (for at most auditFlushTimeout) and closes the database. It returns an
+// error when audit events were lost (counted in the metrics by the queue).
+func (o *opsStack) Close() error {
 	o.stop()
 	o.wg.Wait()
 	ctx, cancel := context.WithTimeout(context.Background(), auditFlushTimeout)
 	defer cancel()
-	o.audit.Close(ctx)
-	if err := o.sql.Close(); err != nil {
-		o.log.Warn("closing the ops database failed", "err", err)
+	var err error
+	if lost := o.audit.Close(ctx); lost > 0 {
+		err = fmt.Errorf("%d audit events lost at shutdown: the ops database did not take them within %s", lost, auditFlushTimeout)
 	}
+	if cerr := o.sql.Close(); cerr != nil {
+		o.log.Warn("closing the ops database failed", "err", cerr)
+	}
+	return err
 }
 
 // openOpsStore opens the SQL store and applies the migrations, or, with

@@ -201,6 +201,26 @@ func TestAuditQueueCloseGivesUpInTime(t *testing.T) {
 	}
 }
 
+// TestAuditQueueCloseCountsLost: what Close cannot write is counted as
+// dropped (OnDrop feeds otpguard_audit_dropped_total) and returned, so that
+// a loss at shutdown is never only a log line.
+func TestAuditQueueCloseCountsLost(t *testing.T) {
+	log := &fakeAudit{down: true}
+	var drops int
+	q := ops.NewAuditQueue(log, ops.AuditQueueOptions{OnDrop: func() { drops++ }})
+	for i := range 4 {
+		q.Record(auditEvent(i))
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	if lost := q.Close(ctx); lost != 4 {
+		t.Errorf("Close returned %d lost, want 4", lost)
+	}
+	if drops != 4 || q.Dropped() != 4 || q.Len() != 0 {
+		t.Errorf("after Close: OnDrop %d times, Dropped %d, Len %d; want 4, 4, 0", drops, q.Dropped(), q.Len())
+	}
+}
+
 func TestRunRetention(t *testing.T) {
 	log := &fakeAudit{}
 	ctx, cancel := context.WithCancel(context.Background())
