@@ -11,6 +11,7 @@ import (
 
 	"github.com/otpguard/otpguard/internal/guard"
 	"github.com/otpguard/otpguard/internal/ops"
+	"github.com/otpguard/otpguard/internal/store"
 )
 
 // Config is everything otpguard is told, parsed once from the environment
@@ -45,6 +46,8 @@ type Config struct {
 	// how often each instance reloads the deny-list.
 	AuditRetention  time.Duration
 	DenyListRefresh time.Duration
+	// DatabaseTimeout bounds every SQL call (OTPGUARD_DATABASE_TIMEOUT).
+	DatabaseTimeout time.Duration
 
 	// Generated is set for secrets made up at start-up in embedded mode.
 	GeneratedAPIKey bool
@@ -113,6 +116,9 @@ func LoadConfig(getenv func(string) string) (*Config, error) {
 	if c.DenyListRefresh, err = durationEnv(getenv, "OTPGUARD_DENYLIST_REFRESH", ops.DefaultDenyRefresh); err != nil {
 		errs = append(errs, err)
 	}
+	if c.DatabaseTimeout, err = durationEnv(getenv, "OTPGUARD_DATABASE_TIMEOUT", store.DefaultSQLTimeout); err != nil {
+		errs = append(errs, err)
+	}
 	hmacKey, err := secret(getenv, "OTPGUARD_HMAC_KEY")
 	if err != nil {
 		errs = append(errs, err)
@@ -155,6 +161,9 @@ func (c *Config) Validate() error {
 	}
 	if c.DenyListRefresh < 100*time.Millisecond || c.DenyListRefresh > time.Minute {
 		bad("OTPGUARD_DENYLIST_REFRESH: must be between 100ms and 1m, got %s", c.DenyListRefresh)
+	}
+	if c.DatabaseTimeout < 10*time.Millisecond || c.DatabaseTimeout > time.Minute {
+		bad("OTPGUARD_DATABASE_TIMEOUT: must be between 10ms and 1m, got %s", c.DatabaseTimeout)
 	}
 	if len(c.HMACKey) > 0 && len(c.HMACKey) < 32 {
 		bad("OTPGUARD_HMAC_KEY: must be at least 32 bytes, got %d", len(c.HMACKey))

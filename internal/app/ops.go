@@ -111,7 +111,7 @@ func (o *opsStack) Close() error {
 func openOpsStore(ctx context.Context, cfg *Config, log *slog.Logger) (*store.SQL, error) {
 	sctx, cancel := context.WithTimeout(ctx, startupTimeout)
 	defer cancel()
-	db, err := store.OpenSQL(sctx, cfg.DatabaseURL, cfg.DataDir)
+	db, err := store.OpenSQL(sctx, cfg.DatabaseURL, cfg.DataDir, store.SQLOptions{Timeout: cfg.DatabaseTimeout})
 	if err != nil {
 		return nil, fmt.Errorf("ops database: %w", err)
 	}
@@ -176,7 +176,7 @@ func fillEmbeddedOpsKey(cfg *Config, log *slog.Logger) error {
 func Migrate(ctx context.Context, cfg *Config, up bool, w io.Writer) error {
 	sctx, cancel := context.WithTimeout(ctx, startupTimeout)
 	defer cancel()
-	db, err := store.OpenSQL(sctx, cfg.DatabaseURL, cfg.DataDir)
+	db, err := store.OpenSQL(sctx, cfg.DatabaseURL, cfg.DataDir, store.SQLOptions{Timeout: cfg.DatabaseTimeout})
 	if err != nil {
 		return err
 	}

@@ -3,14 +3,18 @@ package httpapi_test
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"net/url"
 	"os"
 	"regexp"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/otpguard/otpguard/internal/httpapi"
 	"github.com/otpguard/otpguard/internal/store"
 	"github.com/otpguard/otpguard/internal/store/sqltest"
 )
@@ -140,5 +144,70 @@ func TestOpsDatabaseDown(t *testing.T) {
 	}
 	if r := oc.ops(t, 0, "GET", "/ops/events?action=otp.send&limit=1000", ""); r.Status != http.StatusOK {
 		t.Errorf("GET /ops/events after the database returned: %d", r.Status)
+	}
+}
+
+// TestOpsDatabaseBlackHoled: with PostgreSQL black-holed (the network drops
+// every byte; nothing is refused), every ops route that needs it answers a
+// 503 database_unavailable problem within the database timeout instead of
+// hanging, the page shows the database-unreachable banner, and sends go on.
+func TestOpsDatabaseBlackHoled(t *testing.T) {
+	oc := newOpsCluster(t, opsConfig{engine: store.EnginePostgres, dbProxy: true, dbTimeout: 300 * time.Millisecond})
+	// The client gives up long before TCP would: a hang is a failure here,
+	// not a wait.
+	client := &http.Client{Timeout: 15 * time.Second}
+	call := func(method, path, body string) response {
+		t.Helper()
+		req, err := http.NewRequest(method, oc.instances[0].srv.URL+path, strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Authorization", "Bearer "+opsKey)
+		req.Header.Set("Content-Type", "application/json")
+		res, err := client.Do(req)
+		if err != nil {
+			t.Fatalf("%s %s with the database black-holed: %v", method, path, err)
+		}
+		defer res.Body.Close()
+		b, _ := io.ReadAll(res.Body)
+		return response{Status: res.StatusCode, Header: res.Header, Body: b}
+	}
+	if r := call("GET", "/ops/denylist", ""); r.Status != http.StatusOK {
+		t.Fatalf("GET /ops/denylist before the black hole: %d %s", r.Status, r.Body)
+	}
+
+	oc.dbProxy.BlackHole()
+	for _, tc := range []struct{ method, path, body string }{
+		{"GET", "/ops/denylist", ""},
+		{"POST", "/ops/denylist", `{"pattern":"+4474001","reason":"during the black hole"}`},
+		{"DELETE", "/ops/denylist/1", ""},
+		{"GET", "/ops/events", ""},
+	} {
+		r := call(tc.method, tc.path, tc.body)
+		var p httpapi.Problem
+		_ = json.Unmarshal(r.Body, &p)
+		if r.Status != http.StatusServiceUnavailable || p.Code != "database_unavailable" || r.Header.Get("Retry-After") == "" {
+			t.Errorf("%s %s: %d %q (Retry-After %q), want 503 database_unavailable with Retry-After",
+				tc.method, tc.path, r.Status, p.Code, r.Header.Get("Retry-After"))
+		}
+		if strings.Contains(string(r.Body), "127.0.0.1") || strings.Contains(string(r.Body), "context deadline") {
+			t.Errorf("%s %s: the problem leaks internal error text: %s", tc.method, tc.path, r.Body)
+		}
+	}
+	page := call("GET", "/ops", "")
+	if page.Status != http.StatusOK || !strings.Contains(string(page.Body), `id="database-down"`) ||
+		!strings.Contains(string(page.Body), "The ops database is unreachable") {
+		t.Errorf("GET /ops with the database black-holed: %d, want 200 with the database-unreachable banner:\n%s", page.Status, page.Body)
+	}
+	if status, code := oc.send(t, 0, "+14155550123"); status != http.StatusOK {
+		t.Errorf("send with the database black-holed: %d %s, want 200", status, code)
+	}
+
+	oc.dbProxy.Restore()
+	opsWait(t, "the ops API to answer again", func() bool {
+		return call("GET", "/ops/denylist", "").Status == http.StatusOK
+	})
+	if page := call("GET", "/ops", ""); strings.Contains(string(page.Body), `id="database-down"`) {
+		t.Errorf("the banner stays after the database returned")
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -34,6 +35,8 @@ type opsCluster struct {
 	// sqlURL and sqlDir locate the shared database (a PostgreSQL URL, or
 	// the directory of the SQLite file).
 	sqlURL, sqlDir string
+	// dbProxy is between the instances and PostgreSQL (opsConfig.dbProxy).
+	dbProxy *redistest.Proxy
 }
 
 type opsConfig struct {
@@ -44,6 +47,11 @@ type opsConfig struct {
 	opsKeys   []string // {opsKey} when nil
 	// signIn is the failed sign-in limit; ops.DefaultSignInLimit when zero.
 	signIn ops.SignInLimit
+	// dbProxy puts a TCP proxy the test controls (oc.dbProxy) between the
+	// instances and PostgreSQL, to black-hole the database.
+	dbProxy bool
+	// dbTimeout is OTPGUARD_DATABASE_TIMEOUT; the default when zero.
+	dbTimeout time.Duration
 }
 
 // newOpsCluster starts the instances; everything stops when the test ends.
@@ -71,6 +79,15 @@ func newOpsCluster(t *testing.T, cfg opsConfig) *opsCluster {
 	switch cfg.engine {
 	case store.EnginePostgres:
 		oc.sqlURL = sqltest.Postgres(t)
+		if cfg.dbProxy {
+			u, err := url.Parse(oc.sqlURL)
+			if err != nil {
+				t.Fatal(err)
+			}
+			oc.dbProxy = redistest.NewProxy(t, u.Host)
+			u.Host = oc.dbProxy.Addr()
+			oc.sqlURL = u.String()
+		}
 	case store.EngineSQLite:
 		oc.sqlDir = t.TempDir()
 	default:
@@ -86,6 +103,9 @@ func (oc *opsCluster) start(t *testing.T, policies guard.Policies, cfg opsConfig
 	t.Helper()
 	c := testConfig(t, oc.url, oc.prefix, oc.sqlDir, policies)
 	c.DatabaseURL, c.DenyListRefresh, c.OpsKeys = oc.sqlURL, cfg.refresh, cfg.opsKeys
+	if cfg.dbTimeout > 0 {
+		c.DatabaseTimeout = cfg.dbTimeout
+	}
 	in := startInstance(t, c, oc.out, app.WithSignInLimit(cfg.signIn))
 	a := in.app
 	oc.instances = append(oc.instances, in)
