@@ -156,7 +156,7 @@ func New(ctx context.Context, cfg *Config, opts ...Option) (_ *App, err error) {
 	a.outage = newOutage(cfg, a.rdb, a.store, o, log)
 	registerOutage(metrics.Registry, a.outage)
 	a.onClose(a.outage.start(ctx, log))
-	if a.ops, err = startOps(ctx, cfg, log, metrics, a.store, a.outage.fallback, o); err != nil {
+	if a.ops, err = startOps(ctx, cfg, log, metrics, a.store, a.outage.fallback, a.store, o); err != nil {
 		return nil, err
 	}
 	a.onClose(func() { a.closeErr = errors.Join(a.closeErr, a.ops.Close()) })
@@ -193,9 +193,14 @@ func New(ctx context.Context, cfg *Config, opts ...Option) (_ *App, err error) {
 	a.handler = httpapi.New(httpapi.Options{
 		OTP: otp, Limiter: limiter, APIKeys: cfg.APIKeys, OpsKeys: cfg.OpsKeys,
 		Logger: log, Metrics: metrics, Spec: api.OpenAPI,
-		Ops: a.ops.desk, SessionKey: a.ops.sessionKey, Sessions: a.store,
-		Ready:  func(ctx context.Context) error { return rdb.Ping(ctx).Err() },
-		Status: a.outage.status,
+		Ops: a.ops.desk, SessionKey: a.ops.sessionKey, Sessions: a.ops.signOuts,
+		Ready: func(ctx context.Context) error { return rdb.Ping(ctx).Err() },
+		Status: func() httpapi.StoreStatus {
+			st := a.outage.status()
+			db := a.ops.status()
+			st.Database = &db
+			return st
+		},
 		// The abuse defences (README.md, "Abuse defences").
 		AbuseMetrics: abuseMetrics, StatusCallback: statusCallback(cfg),
 	})
@@ -227,8 +232,12 @@ func (a *App) Redis() redis.UniversalClient { return a.rdb }
 // Ops is the ops desk: deny-list, blocks and the audit trail.
 func (a *App) Ops() *ops.Desk { return a.ops.desk }
 
-// SQL is the ops database (deny-list, audit trail).
-func (a *App) SQL() *store.SQL { return a.ops.sql }
+// SQL is the ops database (deny-list, audit trail, sign-outs); nil until
+// this instance has connected to it.
+func (a *App) SQL() *store.SQL { return a.ops.db.sql.Load() }
+
+// SignOuts is this instance's copy of the ops sign-outs.
+func (a *App) SignOuts() *ops.SignOuts { return a.ops.signOuts }
 
 // DenyCache is this instance's copy of the deny-list.
 func (a *App) DenyCache() *ops.DenyCache { return a.ops.deny }

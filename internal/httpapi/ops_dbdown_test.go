@@ -211,3 +211,62 @@ func TestOpsDatabaseBlackHoled(t *testing.T) {
 		t.Errorf("the banner stays after the database returned")
 	}
 }
+
+// TestOpsDatabaseUnreachableAtStart: an instance starts while PostgreSQL is
+// black-holed. It serves sends, verifies and limit checks, queues their
+// audit events, says it is degraded on /ops/status, answers the ops routes
+// that need the database with 503 database_unavailable; once the database
+// answers it connects in the background, the ops side recovers and the
+// queued events are written.
+func TestOpsDatabaseUnreachableAtStart(t *testing.T) {
+	oc := newOpsCluster(t, opsConfig{engine: store.EnginePostgres, dbProxy: true, dbDownAtStart: true, dbTimeout: 300 * time.Millisecond})
+	status := func() map[string]any {
+		t.Helper()
+		r := oc.ops(t, 0, "GET", "/ops/status", "")
+		if r.Status != http.StatusOK {
+			t.Fatalf("GET /ops/status: %d %s", r.Status, r.Body)
+		}
+		return r.json(t)
+	}
+	st := status()
+	db, _ := st["database"].(map[string]any)
+	if st["status"] != "degraded" || db["state"] != "connecting" || db["deny_list_loaded"] != false {
+		t.Errorf("/ops/status with the database unreachable since start: %v, want status degraded, database connecting, deny_list_loaded false", st)
+	}
+	if r := oc.ops(t, 0, "GET", "/ops/denylist", ""); r.Status != http.StatusServiceUnavailable || r.json(t)["code"] != "database_unavailable" {
+		t.Errorf("GET /ops/denylist before the database connected: %d %s, want 503 database_unavailable", r.Status, r.Body)
+	}
+	if r := oc.ops(t, 0, "GET", "/ops", ""); r.Status != http.StatusOK || !strings.Contains(string(r.Body), `id="database-down"`) {
+		t.Errorf("GET /ops before the database connected: %d, want 200 with the database-unreachable banner", r.Status)
+	}
+	const phone = "+14155550124"
+	if status, code := oc.send(t, 0, phone); status != http.StatusOK {
+		t.Fatalf("send before the database connected: %d %s, want 200", status, code)
+	}
+	if r := oc.do(t, 0, "POST", "/otp/verify", `{"phone":"`+phone+`","code":"`+oc.out.lastCode(t, phone)+`"}`); r.Status != http.StatusOK {
+		t.Errorf("verify before the database connected: %d %s", r.Status, r.Body)
+	}
+	if r := oc.do(t, 0, "POST", "/limits/check", `{"policy":"default","key":"user:42"}`); r.Status != http.StatusOK {
+		t.Errorf("limit check before the database connected: %d %s", r.Status, r.Body)
+	}
+	if n := oc.nodes[0].audit.Len(); n < 2 {
+		t.Errorf("audit events waiting: %d, want at least 2 (the send and the verify)", n)
+	}
+
+	oc.dbProxy.Restore()
+	opsWait(t, "the ops API to answer once the database is back", func() bool {
+		return oc.ops(t, 0, "GET", "/ops/denylist", "").Status == http.StatusOK
+	})
+	opsWait(t, "/ops/status to say ok", func() bool {
+		st := status()
+		db, _ := st["database"].(map[string]any)
+		return st["status"] == "ok" && db["state"] == "up" && db["deny_list_loaded"] == true
+	})
+	opsWait(t, "the queued send and verify events written", func() bool { return len(oc.eventsIn(t, phone)) == 2 })
+	if r := oc.ops(t, 0, "POST", "/ops/denylist", `{"pattern":"+4474002","reason":"after the database came"}`); r.Status != http.StatusCreated {
+		t.Errorf("add to the deny-list once connected: %d %s", r.Status, r.Body)
+	}
+	if _, code := oc.send(t, 0, "+447400212345"); code != "denied" {
+		t.Errorf("send to a number deny-listed once connected: %q, want denied", code)
+	}
+}

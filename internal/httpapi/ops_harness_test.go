@@ -37,6 +37,10 @@ type opsCluster struct {
 	sqlURL, sqlDir string
 	// dbProxy is between the instances and PostgreSQL (opsConfig.dbProxy).
 	dbProxy *redistest.Proxy
+	// redis is the test's own Redis (opsConfig.ownRedis).
+	redis *redistest.Server
+	cfg   opsConfig
+	pol   guard.Policies
 }
 
 type opsConfig struct {
@@ -52,6 +56,11 @@ type opsConfig struct {
 	dbProxy bool
 	// dbTimeout is OTPGUARD_DATABASE_TIMEOUT; the default when zero.
 	dbTimeout time.Duration
+	// dbDownAtStart black-holes dbProxy before the instances start.
+	dbDownAtStart bool
+	// ownRedis starts a Redis server for this test alone (oc.redis), which
+	// it may kill and restart.
+	ownRedis bool
 }
 
 // newOpsCluster starts the instances; everything stops when the test ends.
@@ -74,8 +83,15 @@ func newOpsCluster(t *testing.T, cfg opsConfig) *opsCluster {
 	if cfg.opsKeys == nil {
 		cfg.opsKeys = []string{opsKey}
 	}
-	tg := redistest.New(t)
-	oc := &opsCluster{cluster: &cluster{out: &outbox{}, prefix: tg.Prefix, url: tg.URL}}
+	var tg redistest.Target
+	var own *redistest.Server
+	if cfg.ownRedis {
+		own = redistest.Start(t)
+		tg = redistest.Target{URL: own.URL(), Prefix: redistest.Prefix()}
+	} else {
+		tg = redistest.New(t)
+	}
+	oc := &opsCluster{cluster: &cluster{out: &outbox{}, prefix: tg.Prefix, url: tg.URL}, redis: own, cfg: cfg, pol: policies}
 	switch cfg.engine {
 	case store.EnginePostgres:
 		oc.sqlURL = sqltest.Postgres(t)
@@ -87,6 +103,9 @@ func newOpsCluster(t *testing.T, cfg opsConfig) *opsCluster {
 			oc.dbProxy = redistest.NewProxy(t, u.Host)
 			u.Host = oc.dbProxy.Addr()
 			oc.sqlURL = u.String()
+			if cfg.dbDownAtStart {
+				oc.dbProxy.BlackHole()
+			}
 		}
 	case store.EngineSQLite:
 		oc.sqlDir = t.TempDir()
@@ -112,6 +131,12 @@ func (oc *opsCluster) start(t *testing.T, policies guard.Policies, cfg opsConfig
 	oc.nodes = append(oc.nodes, &opsNode{db: a.SQL(), redis: a.Store(), deny: a.DenyCache(), audit: a.AuditQueue(), desk: a.Ops()})
 }
 
+// startMore starts one more instance like the others.
+func (oc *opsCluster) startMore(t *testing.T) {
+	t.Helper()
+	oc.start(t, oc.pol, oc.cfg)
+}
+
 // ops sends a request to instance i with the ops key.
 func (oc *opsCluster) ops(t testing.TB, i int, method, path, body string) response {
 	t.Helper()
@@ -135,7 +160,11 @@ func (oc *opsCluster) send(t testing.TB, i int, phone string) (int, string) {
 // eventsIn returns the events stored for phone, read straight from SQL.
 func (oc *opsCluster) eventsIn(t testing.TB, phone string) []guard.Event {
 	t.Helper()
-	events, err := oc.nodes[0].db.ListEvents(context.Background(), ops.EventFilter{Phone: phone, Limit: ops.MaxEventLimit})
+	db := oc.instances[0].app.SQL() // nil until connected
+	if db == nil {
+		return nil
+	}
+	events, err := db.ListEvents(context.Background(), ops.EventFilter{Phone: phone, Limit: ops.MaxEventLimit})
 	if err != nil {
 		t.Fatalf("ListEvents: %v", err)
 	}

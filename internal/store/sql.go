@@ -38,6 +38,10 @@ type SQL struct {
 	timeout  time.Duration // of every call; see SQLOptions
 }
 
+// ErrDatabaseUnreachable means the database did not answer (connecting, or
+// within the timeout): an outage to wait out, not a configuration to fix.
+var ErrDatabaseUnreachable = errors.New("database unreachable")
+
 // SQLOptions tune a SQL store.
 type SQLOptions struct {
 	// Timeout bounds every call (connect, query, transaction) unless its
@@ -96,7 +100,7 @@ func OpenSQL(ctx context.Context, databaseURL, dataDir string, opts ...SQLOption
 	defer cancel()
 	if err := s.db.PingContext(pctx); err != nil {
 		s.db.Close()
-		return nil, fmt.Errorf("store: connect to %s: %w", s.engine, err)
+		return nil, fmt.Errorf("store: connect to %s: %w: %w", s.engine, ErrDatabaseUnreachable, err)
 	}
 	if s.migrator, err = newMigrator(s.db, s.engine); err != nil {
 		s.db.Close()
