@@ -325,7 +325,8 @@ func (s *Server) logout(c echo.Context) error {
 		if err := s.revoked.RevokeSession(ctx, s.sessions.id(token), s.sessions.expiry(token)); err != nil {
 			// Refuse rather than pretend: the cookie would be gone here, the
 			// token still good everywhere.
-			return &guard.Error{Code: guard.CodeStoreUnavailable, Message: "could not sign the session out; try again",
+			// The sign-out must reach the SQL store to outlive Redis.
+			return &guard.Error{Code: guard.CodeDatabaseUnavailable, Message: "could not sign the session out; try again",
 				RetryAfter: 5 * time.Second, Err: err}
 		}
 	}

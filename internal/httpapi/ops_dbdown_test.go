@@ -175,8 +175,25 @@ func TestOpsDatabaseBlackHoled(t *testing.T) {
 	if r := call("GET", "/ops/denylist", ""); r.Status != http.StatusOK {
 		t.Fatalf("GET /ops/denylist before the black hole: %d %s", r.Status, r.Body)
 	}
+	b := newBrowser(t, oc.instances[0].srv.URL)
+	if res := b.form("/ops/login", url.Values{"key": {opsKey}}); res.StatusCode != http.StatusSeeOther {
+		t.Fatalf("sign in: %d", res.StatusCode)
+	}
+	_, signedIn := b.do("GET", "/ops", "", "", nil)
+	csrf := csrfInPage.FindStringSubmatch(signedIn)
+	if csrf == nil {
+		t.Fatal("no csrf_token in the page")
+	}
 
 	oc.dbProxy.BlackHole()
+	// Signing out needs the database (it must outlive Redis): refused,
+	// and the session is not pretended gone.
+	if res, body := b.do("POST", "/ops/logout", "application/x-www-form-urlencoded", "csrf_token="+url.QueryEscape(csrf[1]), nil); res.StatusCode != http.StatusServiceUnavailable || !strings.Contains(body, "database_unavailable") {
+		t.Errorf("sign out with the database black-holed: %d %s, want 503 database_unavailable", res.StatusCode, body)
+	}
+	if res, _ := b.do("GET", "/ops/blocked", "", "", nil); res.StatusCode != http.StatusOK {
+		t.Errorf("the session after a refused sign-out: %d, want 200 (still signed in)", res.StatusCode)
+	}
 	for _, tc := range []struct{ method, path, body string }{
 		{"GET", "/ops/denylist", ""},
 		{"POST", "/ops/denylist", `{"pattern":"+4474001","reason":"during the black hole"}`},
