@@ -152,3 +152,47 @@ func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// TestStartWithoutDatabase: the real program starts while PostgreSQL is
+// black-holed, serves sends, says degraded on /ops/status and 503 on the
+// ops routes that need SQL, then recovers once the database answers, and
+// stops cleanly with every audit event written.
+func TestStartWithoutDatabase(t *testing.T) {
+	dbURL := sqltest.Postgres(t)
+	u, err := url.Parse(dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy := redistest.NewProxy(t, u.Host)
+	u.Host = proxy.Addr()
+	proxy.BlackHole()
+
+	p := boot(t, map[string]string{
+		"OTPGUARD_DATABASE_URL":     u.String(),
+		"OTPGUARD_DATABASE_TIMEOUT": "300ms",
+		"OTPGUARD_REDIS_TIMEOUT":    "1s",
+	})
+	go drainLines(p)
+	if status, body := p.post(t, "/otp/send", `{"phone":"+14155550105"}`); status != http.StatusOK {
+		t.Fatalf("send with the database unreachable since start: %d %v, want 200", status, body)
+	}
+	if status, body := p.call(t, "GET", "/ops/status", "", p.opsKey); status != http.StatusOK || body["status"] != "degraded" {
+		t.Errorf("/ops/status: %d %v, want 200 degraded", status, body)
+	}
+	if status, body := p.call(t, "GET", "/ops/events", "", p.opsKey); status != http.StatusServiceUnavailable || body["code"] != "database_unavailable" {
+		t.Errorf("/ops/events: %d %v, want 503 database_unavailable", status, body)
+	}
+
+	proxy.Restore()
+	waitFor(t, 15*time.Second, "the ops side to recover", func() bool {
+		status, body := p.call(t, "GET", "/ops/events?phone=%2B14155550105", "", p.opsKey)
+		events, _ := body["events"].([]any)
+		return status == http.StatusOK && len(events) == 1
+	})
+	if status, body := p.call(t, "GET", "/ops/status", "", p.opsKey); body["status"] != "ok" {
+		t.Errorf("/ops/status once connected: %d %v, want ok", status, body)
+	}
+	if err := p.stop(t, 30*time.Second); err != nil {
+		t.Errorf("run returned %v, want nil", err)
+	}
+}
