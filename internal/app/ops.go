@@ -49,7 +49,10 @@ type opsStack struct {
 const (
 	dbRetryMin     = 500 * time.Millisecond
 	dbRetryMax     = 10 * time.Second
-	migrateTimeout = time.Minute
+	// migrateTimeout bounds applying the migrations at start: long enough
+	// for an index on a large table, short of a hang on a database that
+	// stopped answering mid-way (then the start goes on without it).
+	migrateTimeout = 5 * time.Minute
 )
 
 // startOps opens the SQL store (migrating it, or refusing an old schema),
