@@ -149,8 +149,14 @@ func (o *opsStack) connect() {
 		}
 		backoff = min(2*backoff, dbRetryMax)
 		db, err := openOpsStore(o.bg, o.cfg, o.log)
-		if err != nil {
+		switch {
+		case errors.Is(err, store.ErrDatabaseUnreachable):
 			o.log.Debug("ops database still unreachable", "err", err)
+			continue
+		case err != nil:
+			// It answers, and refuses (an old schema, a wrong password):
+			// a person must act; say so at every attempt.
+			o.log.Error("ops database answers but cannot be used; the ops side stays degraded", "err", err)
 			continue
 		}
 		if err := o.connected(o.bg, db); err != nil {
