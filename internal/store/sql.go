@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgconn"
 	_ "github.com/jackc/pgx/v5/stdlib" // registers the "pgx" database/sql driver
 	"github.com/pressly/goose/v3"
 	_ "modernc.org/sqlite" // registers the "sqlite" database/sql driver
@@ -100,6 +101,12 @@ func OpenSQL(ctx context.Context, databaseURL, dataDir string, opts ...SQLOption
 	defer cancel()
 	if err := s.db.PingContext(pctx); err != nil {
 		s.db.Close()
+		// A server that answered with an error (a wrong password, no such
+		// database) is reachable: that is for a person to fix, not to wait out.
+		var answered *pgconn.PgError
+		if errors.As(err, &answered) {
+			return nil, fmt.Errorf("store: connect to %s: %w", s.engine, err)
+		}
 		return nil, fmt.Errorf("store: connect to %s: %w: %w", s.engine, ErrDatabaseUnreachable, err)
 	}
 	if s.migrator, err = newMigrator(s.db, s.engine); err != nil {
