@@ -47,8 +47,8 @@ type opsStack struct {
 
 // Retries of a database that was unreachable at start-up.
 const (
-	dbRetryMin     = 500 * time.Millisecond
-	dbRetryMax     = 10 * time.Second
+	dbRetryMin = 500 * time.Millisecond
+	dbRetryMax = 10 * time.Second
 	// migrateTimeout bounds applying the migrations at start: long enough
 	// for an index on a large table, short of a hang on a database that
 	// stopped answering mid-way (then the start goes on without it).
