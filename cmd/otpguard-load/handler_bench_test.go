@@ -95,7 +95,7 @@ func benchHandler(b *testing.B) (http.Handler, *redistest.RoundTrips) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	b.Cleanup(a.Close)
+	b.Cleanup(func() { _ = a.Close() })
 	rt := &redistest.RoundTrips{}
 	a.Redis().AddHook(rt)
 	return a.Handler(), rt

@@ -96,7 +96,7 @@ func TestRunShortAttack(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(a.Close)
+	t.Cleanup(func() { _ = a.Close() })
 	h := a.Handler()
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)

@@ -95,8 +95,8 @@ func serve(ctx context.Context, getenv func(string) string, stdout io.Writer) er
 	if err != nil {
 		return err
 	}
-	defer a.Close()
-	return a.Run(ctx)
+	// Close's error (audit events lost at shutdown) fails the exit too.
+	return errors.Join(a.Run(ctx), a.Close())
 }
 
 func versionString() string {

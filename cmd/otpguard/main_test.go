@@ -26,6 +26,27 @@ type program struct {
 	key   string
 	// opsKey is OTPGUARD_OPS_KEYS, or the key embedded mode generated.
 	opsKey string
+	cancel context.CancelFunc
+	// stopped is set once stop has read run's result from done.
+	stopped bool
+	err     error
+}
+
+// stop cancels run's context (SIGTERM) and returns what run returned, or
+// fails the test when it has not returned within within.
+func (p *program) stop(t *testing.T, within time.Duration) error {
+	t.Helper()
+	if p.stopped {
+		return p.err
+	}
+	p.cancel()
+	select {
+	case p.err = <-p.done:
+		p.stopped = true
+	case <-time.After(within):
+		t.Fatalf("run did not return within %s of cancel", within)
+	}
+	return p.err
 }
 
 func env(vars map[string]string) func(string) string {
@@ -41,7 +62,7 @@ func boot(t *testing.T, vars map[string]string) *program {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	pr, pw := io.Pipe()
-	p := &program{lines: make(chan map[string]any, 1000), done: make(chan error, 1)}
+	p := &program{lines: make(chan map[string]any, 1000), done: make(chan error, 1), cancel: cancel}
 	go func() {
 		err := run(ctx, []string{"otpguard"}, env(vars), pw)
 		pw.Close()
@@ -58,14 +79,11 @@ func boot(t *testing.T, vars map[string]string) *program {
 		close(p.lines)
 	}()
 	t.Cleanup(func() {
-		cancel()
-		select {
-		case err := <-p.done:
-			if err != nil {
-				t.Errorf("run returned %v after shutdown, want nil", err)
-			}
-		case <-time.After(15 * time.Second):
-			t.Errorf("run did not return within 15s of cancel")
+		if p.stopped { // the test stopped it and checked the result
+			return
+		}
+		if err := p.stop(t, 20*time.Second); err != nil {
+			t.Errorf("run returned %v after shutdown, want nil", err)
 		}
 	})
 	p.key = vars["OTPGUARD_API_KEYS"]

@@ -29,8 +29,16 @@ import (
 // the per-request timeout, because a slow first dial is not an outage.
 const startupTimeout = 5 * time.Second
 
-// drainTimeout is how long Run waits for requests in flight at shutdown.
-const drainTimeout = 10 * time.Second
+// Shutdown timing. drainTimeout is how long Run waits for requests in
+// flight: longer than the SMS provider's own timeout (10 s, sms.Twilio),
+// so that a send waiting on a hung provider ends by that timeout, with its
+// outcome (provider_unavailable) recorded, before the drain gives up. What
+// is still running after the drain is cut: its context is cancelled, and
+// it gets cutGrace to record its outcome and answer.
+const (
+	drainTimeout = 15 * time.Second
+	cutGrace     = 2 * time.Second
+)
 
 // App is one running otpguard instance: the HTTP handler and everything
 // behind it (Redis, the fallback, the ops side, the hot keys), wired once,
@@ -46,6 +54,8 @@ type App struct {
 	// closers run in reverse order of registration by Close.
 	closers []func()
 	closed  bool
+	// closeErr is what Close reports: set by closers that lost something.
+	closeErr error
 }
 
 // Option changes how New wires the service; tests use them to put fakes
@@ -151,10 +161,10 @@ func New(ctx context.Context, cfg *Config, opts ...Option) (_ *App, err error) {
 	a.outage = newOutage(cfg, a.rdb, a.store, o, log)
 	registerOutage(metrics.Registry, a.outage)
 	a.onClose(a.outage.start(ctx, log))
-	if a.ops, err = startOps(ctx, cfg, log, metrics, a.store, o); err != nil {
+	if a.ops, err = startOps(ctx, cfg, log, metrics, a.store, a.store, o); err != nil {
 		return nil, err
 	}
-	a.onClose(a.ops.Close)
+	a.onClose(func() { a.closeErr = errors.Join(a.closeErr, a.ops.Close()) })
 
 	sender := o.sender
 	if sender == nil {
@@ -190,9 +200,14 @@ func New(ctx context.Context, cfg *Config, opts ...Option) (_ *App, err error) {
 	a.handler = httpapi.New(httpapi.Options{
 		OTP: otp, Limiter: limiter, APIKeys: cfg.APIKeys, OpsKeys: cfg.OpsKeys,
 		Logger: log, Metrics: metrics, Spec: api.OpenAPI,
-		Ops: a.ops.desk, SessionKey: a.ops.sessionKey, Sessions: a.store,
-		Ready:  func(ctx context.Context) error { return rdb.Ping(ctx).Err() },
-		Status: a.outage.status,
+		Ops: a.ops.desk, SessionKey: a.ops.sessionKey, Sessions: a.ops.signOuts,
+		Ready: func(ctx context.Context) error { return rdb.Ping(ctx).Err() },
+		Status: func() httpapi.StoreStatus {
+			st := a.outage.status()
+			db := a.ops.status()
+			st.Database = &db
+			return st
+		},
 		// The abuse defences (README.md, "Abuse defences").
 		AbuseMetrics: abuseMetrics, StatusCallback: statusCallback(cfg),
 		TrustedProxies: cfg.TrustedProxies,
@@ -228,8 +243,12 @@ func (a *App) Redis() redis.UniversalClient { return a.rdb }
 // Ops is the ops desk: deny-list, blocks and the audit trail.
 func (a *App) Ops() *ops.Desk { return a.ops.desk }
 
-// SQL is the ops database (deny-list, audit trail).
-func (a *App) SQL() *store.SQL { return a.ops.sql }
+// SQL is the ops database (deny-list, audit trail, sign-outs); nil until
+// this instance has connected to it.
+func (a *App) SQL() *store.SQL { return a.ops.db.sql.Load() }
+
+// SignOuts is this instance's copy of the ops sign-outs.
+func (a *App) SignOuts() *ops.SignOuts { return a.ops.signOuts }
 
 // DenyCache is this instance's copy of the deny-list.
 func (a *App) DenyCache() *ops.DenyCache { return a.ops.deny }
@@ -242,12 +261,18 @@ func (a *App) AuditQueue() *ops.AuditQueue { return a.ops.audit }
 func (a *App) OpsSessionKey() []byte { return a.ops.sessionKey }
 
 // Run serves the handler on cfg.Addr until ctx ends, then finishes the
-// requests in flight (for at most drainTimeout). Call Close after it.
+// requests in flight (for at most drainTimeout), cuts what is left (see
+// drainTimeout) and returns. Call Close after it. It returns an error only
+// when serving failed or a request would not stop even when cut.
 func (a *App) Run(ctx context.Context) error {
 	ln, err := net.Listen("tcp", a.cfg.Addr)
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", a.cfg.Addr, err)
 	}
+	// Requests run on base, not on ctx: cancelling ctx starts the drain,
+	// cancelling base cuts what the drain did not finish.
+	base, cut := context.WithCancel(context.WithoutCancel(ctx))
+	defer cut()
 	srv := &http.Server{
 		Handler:           a.handler,
 		ReadHeaderTimeout: 5 * time.Second,
@@ -255,6 +280,7 @@ func (a *App) Run(ctx context.Context) error {
 		WriteTimeout:      30 * time.Second,
 		IdleTimeout:       2 * time.Minute,
 		MaxHeaderBytes:    16 << 10,
+		BaseContext:       func(net.Listener) context.Context { return base },
 	}
 	a.log.Info("listening", "addr", ln.Addr().String(), "url", "http://"+ln.Addr().String())
 	errc := make(chan error, 1)
@@ -265,10 +291,8 @@ func (a *App) Run(ctx context.Context) error {
 	case <-ctx.Done():
 	}
 	a.log.Info("shutting down: finishing requests in flight", "at_most", drainTimeout.String())
-	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), drainTimeout)
-	defer cancel()
-	if err := srv.Shutdown(sctx); err != nil {
-		return fmt.Errorf("shutdown: %w", err)
+	if err := a.drain(srv, cut); err != nil {
+		return err
 	}
 	if err := <-errc; !errors.Is(err, http.ErrServerClosed) {
 		return fmt.Errorf("serve: %w", err)
@@ -277,17 +301,42 @@ func (a *App) Run(ctx context.Context) error {
 	return nil
 }
 
+// drain waits drainTimeout for the requests in flight, then cuts them and
+// waits cutGrace more for them to record their outcome and answer.
+func (a *App) drain(srv *http.Server, cut context.CancelFunc) error {
+	dctx, cancel := context.WithTimeout(context.Background(), drainTimeout)
+	err := srv.Shutdown(dctx)
+	cancel()
+	if err == nil {
+		return nil
+	}
+	a.log.Warn("shutdown: requests still running after the drain; cutting them", "drain", drainTimeout.String())
+	cut()
+	gctx, cancel := context.WithTimeout(context.Background(), cutGrace)
+	defer cancel()
+	// A second Shutdown may also report the listener closed by the first:
+	// only a request still running is a failure.
+	if err := srv.Shutdown(gctx); errors.Is(err, context.DeadlineExceeded) {
+		srv.Close()
+		return fmt.Errorf("shutdown: requests did not stop even when cut: %w", err)
+	}
+	return nil
+}
+
 // Close stops what New started, last started first: the hot keys (a last
 // sync), the ops jobs (the audit queue is flushed), the heartbeat (a
-// leave), then Redis. It is safe to call more than once.
-func (a *App) Close() {
+// leave), then Redis. It is safe to call more than once. It returns an
+// error when something was lost on the way: audit events the database did
+// not take in time (they are counted in otpguard_audit_dropped_total too).
+func (a *App) Close() error {
 	if a.closed {
-		return
+		return nil
 	}
 	a.closed = true
 	for i := len(a.closers) - 1; i >= 0; i-- {
 		a.closers[i]()
 	}
+	return a.closeErr
 }
 
 // connectRedis connects to Redis as configured (single, cluster or

@@ -12,6 +12,7 @@ import (
 
 	"github.com/otpguard/otpguard/internal/guard"
 	"github.com/otpguard/otpguard/internal/ops"
+	"github.com/otpguard/otpguard/internal/store"
 )
 
 // Config is everything otpguard is told, parsed once from the environment
@@ -46,6 +47,8 @@ type Config struct {
 	// how often each instance reloads the deny-list.
 	AuditRetention  time.Duration
 	DenyListRefresh time.Duration
+	// DatabaseTimeout bounds every SQL call (OTPGUARD_DATABASE_TIMEOUT).
+	DatabaseTimeout time.Duration
 
 	// TrustedProxies (OTPGUARD_TRUSTED_PROXIES) are the proxies whose
 	// X-Forwarded-For or X-Real-IP is believed; none: the peer address is
@@ -122,6 +125,9 @@ func LoadConfig(getenv func(string) string) (*Config, error) {
 	if c.TrustedProxies, err = prefixList(getenv, "OTPGUARD_TRUSTED_PROXIES"); err != nil {
 		errs = append(errs, err)
 	}
+	if c.DatabaseTimeout, err = durationEnv(getenv, "OTPGUARD_DATABASE_TIMEOUT", store.DefaultSQLTimeout); err != nil {
+		errs = append(errs, err)
+	}
 	hmacKey, err := secret(getenv, "OTPGUARD_HMAC_KEY")
 	if err != nil {
 		errs = append(errs, err)
@@ -164,6 +170,9 @@ func (c *Config) Validate() error {
 	}
 	if c.DenyListRefresh < 100*time.Millisecond || c.DenyListRefresh > time.Minute {
 		bad("OTPGUARD_DENYLIST_REFRESH: must be between 100ms and 1m, got %s", c.DenyListRefresh)
+	}
+	if c.DatabaseTimeout < 10*time.Millisecond || c.DatabaseTimeout > time.Minute {
+		bad("OTPGUARD_DATABASE_TIMEOUT: must be between 10ms and 1m, got %s", c.DatabaseTimeout)
 	}
 	if len(c.HMACKey) > 0 && len(c.HMACKey) < 32 {
 		bad("OTPGUARD_HMAC_KEY: must be at least 32 bytes, got %d", len(c.HMACKey))

@@ -25,78 +25,170 @@ const (
 )
 
 // opsStack is the ops side of a running server: the SQL store, the
-// deny-list cache and the audit queue, with their background jobs.
+// deny-list cache, the sign-outs and the audit queue, with their
+// background jobs.
 type opsStack struct {
-	sql   *store.SQL
-	deny  *ops.DenyCache
-	audit *ops.AuditQueue
-	desk  *ops.Desk
+	cfg *Config
+	// db is the SQL store, once connected (database.go).
+	db       *database
+	deny     *ops.DenyCache
+	signOuts *ops.SignOuts
+	audit    *ops.AuditQueue
+	desk     *ops.Desk
 	// sessionKey signs ops sessions (see opsSessionKey).
 	sessionKey []byte
 
+	bg   context.Context // the background jobs' context, cancelled by stop
 	stop context.CancelFunc
 	wg   sync.WaitGroup
 	log  *slog.Logger
 }
 
+// Retries of a database that was unreachable at start-up.
+const (
+	dbRetryMin = 500 * time.Millisecond
+	dbRetryMax = 10 * time.Second
+	// migrateTimeout bounds applying the migrations at start: long enough
+	// for an index on a large table, short of a hang on a database that
+	// stopped answering mid-way (then the start goes on without it).
+	migrateTimeout = 5 * time.Minute
+)
+
 // startOps opens the SQL store (migrating it, or refusing an old schema),
-// loads the deny-list and starts the deny-list refresher, the audit writer
-// and the retention job. They run until Close, not until ctx ends: events
-// of requests finishing during shutdown must still be written.
-func startOps(ctx context.Context, cfg *Config, log *slog.Logger, metrics *httpapi.Metrics, blocks ops.BlockIndex, opts options) (*opsStack, error) {
-	db, err := openOpsStore(ctx, cfg, log)
-	if err != nil {
-		return nil, err
-	}
-	o := &opsStack{sql: db, sessionKey: opsSessionKey(cfg.HMACKey), log: log}
+// loads the deny-list and the sign-outs and starts their refreshers, the
+// audit writer and the retention job. They run until Close, not until ctx
+// ends: events of requests finishing during shutdown must still be
+// written. shared (Redis) also holds every sign-out.
+//
+// A database that does not answer does not stop the start: OTP sends and
+// limit checks need no SQL. The instance serves them, queues the audit
+// events, enforces an empty deny-list, answers the ops routes that need
+// the database with 503 database_unavailable, and connects (and migrates)
+// in the background.
+func startOps(ctx context.Context, cfg *Config, log *slog.Logger, metrics *httpapi.Metrics, blocks ops.BlockIndex, shared ops.SharedSignOuts, opts options) (*opsStack, error) {
+	o := &opsStack{cfg: cfg, db: &database{}, sessionKey: opsSessionKey(cfg.HMACKey), log: log}
 	om := httpapi.NewOpsMetrics(metrics, func() int {
 		if o.audit == nil {
 			return 0
 		}
 		return o.audit.Len()
 	})
-	o.deny = ops.NewDenyCache(db, ops.DenyCacheOptions{Refresh: cfg.DenyListRefresh, Logger: log, OnRefresh: om.DenyReloaded})
-	sctx, cancel := context.WithTimeout(ctx, startupTimeout)
-	err = o.deny.Reload(sctx)
-	cancel()
-	if err != nil {
-		db.Close()
-		return nil, fmt.Errorf("load the deny-list: %w", err)
-	}
-	o.audit = ops.NewAuditQueue(db, ops.AuditQueueOptions{Logger: log, OnDrop: om.AuditDropped, OnWrite: om.AuditWritten})
+	o.deny = ops.NewDenyCache(o.db, ops.DenyCacheOptions{Refresh: cfg.DenyListRefresh, Logger: log,
+		OnRefresh: func(n int, err error) { o.db.denyReloaded(err); om.DenyReloaded(n, err) }})
+	o.signOuts = ops.NewSignOuts(o.db, ops.SignOutsOptions{Shared: shared, Refresh: cfg.DenyListRefresh, Logger: log})
+	o.audit = ops.NewAuditQueue(o.db, ops.AuditQueueOptions{Logger: log, OnDrop: om.AuditDropped, OnWrite: om.AuditWritten})
 	o.desk = ops.NewDesk(ops.DeskOptions{
-		Blocks: blocks, DenyList: db, Deny: o.deny, Audit: db, Activity: db, Events: o.audit,
+		Blocks: blocks, DenyList: o.db, Deny: o.deny, Audit: o.db, Activity: o.db, Events: o.audit,
 		DefaultRegion: cfg.Policies.OTP.DefaultRegion, Logger: log, Now: opts.now,
 	})
+	o.bg, o.stop = context.WithCancel(context.WithoutCancel(ctx))
 
-	bg, stop := context.WithCancel(context.WithoutCancel(ctx))
-	o.stop = stop
+	db, err := openOpsStore(ctx, cfg, log)
+	switch {
+	case errors.Is(err, store.ErrDatabaseUnreachable):
+		log.Error("OPS DATABASE UNREACHABLE at start-up: serving OTP sends and limit checks; the deny-list is EMPTY until it loads, "+
+			"audit events wait in the queue, and the ops routes that need the database answer 503 until it connects (retrying in the background)",
+			"database", databaseLabel(cfg), "err", err)
+		o.wg.Add(1)
+		go func() { defer o.wg.Done(); o.connect() }()
+	case err != nil:
+		o.stop()
+		return nil, err
+	default:
+		if err := o.connected(ctx, db); err != nil {
+			o.stop()
+			db.Close()
+			return nil, err
+		}
+	}
+
 	o.wg.Add(3)
-	go func() { defer o.wg.Done(); o.deny.Run(bg) }()
-	go func() { defer o.wg.Done(); o.audit.Run(bg) }()
-	go func() {
-		defer o.wg.Done()
-		ops.RunRetention(bg, db, cfg.AuditRetention, retentionInterval, log)
-	}()
-	log.Info("ops ready", "deny_entries", len(o.deny.Entries()), "deny_refresh", cfg.DenyListRefresh.String(),
-		"audit_retention", cfg.AuditRetention.String(), "ops_keys", len(cfg.OpsKeys))
+	go func() { defer o.wg.Done(); o.deny.Run(o.bg) }()
+	go func() { defer o.wg.Done(); o.signOuts.Run(o.bg) }()
+	go func() { defer o.wg.Done(); o.audit.Run(o.bg) }()
 	if len(cfg.OpsKeys) == 0 {
 		log.Warn("no OTPGUARD_OPS_KEYS set: the ops page and /ops API refuse everyone")
 	}
 	return o, nil
 }
 
+// connected puts db in service: it loads the deny-list and the sign-outs
+// and starts the retention job. At start-up a failure to load is fatal;
+// later (connect) it is retried by the refreshers.
+func (o *opsStack) connected(ctx context.Context, db *store.SQL) error {
+	o.db.sql.Store(db)
+	sctx, cancel := context.WithTimeout(ctx, startupTimeout)
+	defer cancel()
+	if err := o.deny.Reload(sctx); err != nil {
+		return fmt.Errorf("load the deny-list: %w", err)
+	}
+	if err := o.signOuts.Reload(sctx); err != nil {
+		return fmt.Errorf("load the ops sign-outs: %w", err)
+	}
+	o.wg.Add(1)
+	go func() {
+		defer o.wg.Done()
+		ops.RunRetention(o.bg, o.db, o.cfg.AuditRetention, retentionInterval, o.log)
+	}()
+	o.log.Info("ops ready", "deny_entries", len(o.deny.Entries()), "deny_refresh", o.cfg.DenyListRefresh.String(),
+		"audit_retention", o.cfg.AuditRetention.String(), "ops_keys", len(o.cfg.OpsKeys))
+	return nil
+}
+
+// connect retries the database that was unreachable at start-up, with
+// back-off, until it connects (and migrates) or the stack stops.
+func (o *opsStack) connect() {
+	backoff := dbRetryMin
+	for {
+		select {
+		case <-o.bg.Done():
+			return
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, dbRetryMax)
+		db, err := openOpsStore(o.bg, o.cfg, o.log)
+		switch {
+		case errors.Is(err, store.ErrDatabaseUnreachable):
+			o.log.Debug("ops database still unreachable", "err", err)
+			continue
+		case err != nil:
+			// It answers, and refuses (an old schema, a wrong password):
+			// a person must act; say so at every attempt.
+			o.log.Error("ops database answers but cannot be used; the ops side stays degraded", "err", err)
+			continue
+		}
+		if err := o.connected(o.bg, db); err != nil {
+			// In service already: the refreshers retry the loads.
+			o.log.Warn("ops database connected, but loading from it failed; the refreshers retry", "err", err)
+		}
+		return
+	}
+}
+
 // Close stops the background jobs, writes the audit events still queued
-// (for at most auditFlushTimeout) and closes the database.
-func (o *opsStack) Close() {
+// (for at most auditFlushTimeout) and closes the database. It returns an
+// error when audit events were lost (counted in the metrics by the queue).
+func (o *opsStack) Close() error {
 	o.stop()
 	o.wg.Wait()
 	ctx, cancel := context.WithTimeout(context.Background(), auditFlushTimeout)
 	defer cancel()
-	o.audit.Close(ctx)
-	if err := o.sql.Close(); err != nil {
-		o.log.Warn("closing the ops database failed", "err", err)
+	var err error
+	if lost := o.audit.Close(ctx); lost > 0 {
+		err = fmt.Errorf("%d audit events lost at shutdown: the ops database did not take them within %s", lost, auditFlushTimeout)
 	}
+	if db := o.db.sql.Load(); db != nil {
+		if cerr := db.Close(); cerr != nil {
+			o.log.Warn("closing the ops database failed", "err", cerr)
+		}
+	}
+	return err
+}
+
+// status is the ops database's state for /ops/status.
+func (o *opsStack) status() httpapi.DatabaseStatus {
+	state, since, loaded := o.db.state()
+	return httpapi.DatabaseStatus{State: state, Since: since, DenyListLoaded: loaded, DenyEntries: len(o.deny.Entries())}
 }
 
 // openOpsStore opens the SQL store and applies the migrations, or, with
@@ -104,23 +196,36 @@ func (o *opsStack) Close() {
 func openOpsStore(ctx context.Context, cfg *Config, log *slog.Logger) (*store.SQL, error) {
 	sctx, cancel := context.WithTimeout(ctx, startupTimeout)
 	defer cancel()
-	db, err := store.OpenSQL(sctx, cfg.DatabaseURL, cfg.DataDir)
+	db, err := store.OpenSQL(sctx, cfg.DatabaseURL, cfg.DataDir, store.SQLOptions{Timeout: cfg.DatabaseTimeout})
 	if err != nil {
 		return nil, fmt.Errorf("ops database: %w", err)
 	}
 	where := databaseLabel(cfg)
+	// unreachable tells a database that stopped answering (retried) from
+	// one that answered no (fatal).
+	unreachable := func(err error) error {
+		if db.Ping(ctx) != nil {
+			return fmt.Errorf("ops database %s: %w: %w", where, store.ErrDatabaseUnreachable, err)
+		}
+		return fmt.Errorf("ops database %s: %w", where, err)
+	}
 	if cfg.AutoMigrate {
-		// Migrations may take longer than a dial: no start-up timeout.
-		if err := db.Migrate(ctx); err != nil {
+		// Migrations may take longer than a dial: their own timeout.
+		mctx, cancel := context.WithTimeout(ctx, migrateTimeout)
+		defer cancel()
+		if err := db.Migrate(mctx); err != nil {
+			err = unreachable(err)
 			db.Close()
-			return nil, fmt.Errorf("ops database %s: %w", where, err)
+			return nil, err
 		}
 	} else if err := db.CheckSchema(sctx); err != nil {
-		db.Close()
 		if errors.Is(err, store.ErrSchemaOutdated) {
+			db.Close()
 			return nil, fmt.Errorf("refusing to serve on an old schema (OTPGUARD_AUTO_MIGRATE=false): %w", err)
 		}
-		return nil, fmt.Errorf("ops database %s: %w", where, err)
+		err = unreachable(err)
+		db.Close()
+		return nil, err
 	}
 	log.Info("ops database connected", "engine", db.Engine(), "database", where, "auto_migrate", cfg.AutoMigrate)
 	if db.Engine() == store.EngineSQLite && !cfg.Embedded() {
@@ -169,7 +274,7 @@ func fillEmbeddedOpsKey(cfg *Config, log *slog.Logger) error {
 func Migrate(ctx context.Context, cfg *Config, up bool, w io.Writer) error {
 	sctx, cancel := context.WithTimeout(ctx, startupTimeout)
 	defer cancel()
-	db, err := store.OpenSQL(sctx, cfg.DatabaseURL, cfg.DataDir)
+	db, err := store.OpenSQL(sctx, cfg.DatabaseURL, cfg.DataDir, store.SQLOptions{Timeout: cfg.DatabaseTimeout})
 	if err != nil {
 		return err
 	}

@@ -37,6 +37,9 @@ const (
 	CodeInvalidDestination  Code = "invalid_destination"
 	CodeProviderUnavailable Code = "provider_unavailable"
 	CodeStoreUnavailable    Code = "store_unavailable"
+	// CodeDatabaseUnavailable: the ops database (SQL) did not answer in
+	// time, or is not connected yet; only ops routes depend on it.
+	CodeDatabaseUnavailable Code = "database_unavailable"
 	CodeUnauthorized        Code = "unauthorized"
 	CodeForbidden           Code = "forbidden"
 	CodeNotFound            Code = "not_found"

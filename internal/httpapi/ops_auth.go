@@ -144,7 +144,8 @@ func (s sessions) expiry(token string) time.Time {
 }
 
 // SessionStore keeps the ops sessions signed out before they expire,
-// shared by every instance.
+// shared by every instance (ops.SignOuts: durably in SQL, cached in each
+// instance, and in Redis for an immediate effect).
 type SessionStore interface {
 	RevokeSession(ctx context.Context, id string, until time.Time) error
 	SessionRevoked(ctx context.Context, id string) (bool, error)
@@ -154,8 +155,9 @@ type SessionStore interface {
 const sessionCheckTimeout = 500 * time.Millisecond
 
 // signedOut reports whether token was signed out. When the store cannot
-// say, the session is let in (logged): the ops page is most needed during
-// a Redis outage, and the token is still signed and expires in hours.
+// say (a sign-out not in this instance's cache yet, and Redis down), the
+// session is let in (logged): the ops page is most needed during a Redis
+// outage, and the token is still signed and expires in hours.
 func (s *Server) signedOut(c echo.Context, token string) bool {
 	if s.revoked == nil {
 		return false
@@ -348,8 +350,8 @@ func (s *Server) signIn(c echo.Context, apiKeys, opsKeys keyring) error {
 }
 
 // logout: POST /ops/logout. Signs the session out on every instance (the
-// token is kept as revoked in Redis until it would have expired) and clears
-// the cookie.
+// token is kept as revoked in the SQL store, and in Redis, until it would
+// have expired) and clears the cookie.
 func (s *Server) logout(c echo.Context) error {
 	if token, ok := c.Get(ctxSession).(string); ok && s.revoked != nil {
 		ctx, cancel := context.WithTimeout(c.Request().Context(), sessionCheckTimeout)
@@ -357,7 +359,8 @@ func (s *Server) logout(c echo.Context) error {
 		if err := s.revoked.RevokeSession(ctx, s.sessions.id(token), s.sessions.expiry(token)); err != nil {
 			// Refuse rather than pretend: the cookie would be gone here, the
 			// token still good everywhere.
-			return &guard.Error{Code: guard.CodeStoreUnavailable, Message: "could not sign the session out; try again",
+			// The sign-out must reach the SQL store to outlive Redis.
+			return &guard.Error{Code: guard.CodeDatabaseUnavailable, Message: "could not sign the session out; try again",
 				RetryAfter: 5 * time.Second, Err: err}
 		}
 	}

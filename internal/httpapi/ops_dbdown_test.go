@@ -3,14 +3,18 @@ package httpapi_test
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"net/url"
 	"os"
 	"regexp"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/otpguard/otpguard/internal/httpapi"
 	"github.com/otpguard/otpguard/internal/store"
 	"github.com/otpguard/otpguard/internal/store/sqltest"
 )
@@ -146,5 +150,146 @@ func TestOpsDatabaseDown(t *testing.T) {
 	}
 	if r := oc.ops(t, 0, "GET", "/ops/events?action=otp.send&limit=1000", ""); r.Status != http.StatusOK {
 		t.Errorf("GET /ops/events after the database returned: %d", r.Status)
+	}
+}
+
+// TestOpsDatabaseBlackHoled: with PostgreSQL black-holed (the network drops
+// every byte; nothing is refused), every ops route that needs it answers a
+// 503 database_unavailable problem within the database timeout instead of
+// hanging, the page shows the database-unreachable banner, and sends go on.
+func TestOpsDatabaseBlackHoled(t *testing.T) {
+	oc := newOpsCluster(t, opsConfig{engine: store.EnginePostgres, dbProxy: true, dbTimeout: 300 * time.Millisecond})
+	// The client gives up long before TCP would: a hang is a failure here,
+	// not a wait.
+	client := &http.Client{Timeout: 15 * time.Second}
+	call := func(method, path, body string) response {
+		t.Helper()
+		req, err := http.NewRequest(method, oc.instances[0].srv.URL+path, strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Authorization", "Bearer "+opsKey)
+		req.Header.Set("Content-Type", "application/json")
+		res, err := client.Do(req)
+		if err != nil {
+			t.Fatalf("%s %s with the database black-holed: %v", method, path, err)
+		}
+		defer res.Body.Close()
+		b, _ := io.ReadAll(res.Body)
+		return response{Status: res.StatusCode, Header: res.Header, Body: b}
+	}
+	if r := call("GET", "/ops/denylist", ""); r.Status != http.StatusOK {
+		t.Fatalf("GET /ops/denylist before the black hole: %d %s", r.Status, r.Body)
+	}
+	b := newBrowser(t, oc.instances[0].srv.URL)
+	if res := b.form("/ops/login", url.Values{"key": {opsKey}}); res.StatusCode != http.StatusSeeOther {
+		t.Fatalf("sign in: %d", res.StatusCode)
+	}
+	_, signedIn := b.do("GET", "/ops", "", "", nil)
+	csrf := csrfInPage.FindStringSubmatch(signedIn)
+	if csrf == nil {
+		t.Fatal("no csrf_token in the page")
+	}
+
+	oc.dbProxy.BlackHole()
+	// Signing out needs the database (it must outlive Redis): refused,
+	// and the session is not pretended gone.
+	if res, body := b.do("POST", "/ops/logout", "application/x-www-form-urlencoded", "csrf_token="+url.QueryEscape(csrf[1]), nil); res.StatusCode != http.StatusServiceUnavailable || !strings.Contains(body, "database_unavailable") {
+		t.Errorf("sign out with the database black-holed: %d %s, want 503 database_unavailable", res.StatusCode, body)
+	}
+	if res, _ := b.do("GET", "/ops/blocked", "", "", nil); res.StatusCode != http.StatusOK {
+		t.Errorf("the session after a refused sign-out: %d, want 200 (still signed in)", res.StatusCode)
+	}
+	for _, tc := range []struct{ method, path, body string }{
+		{"GET", "/ops/denylist", ""},
+		{"POST", "/ops/denylist", `{"pattern":"+4474001","reason":"during the black hole"}`},
+		{"DELETE", "/ops/denylist/1", ""},
+		{"GET", "/ops/events", ""},
+	} {
+		r := call(tc.method, tc.path, tc.body)
+		var p httpapi.Problem
+		_ = json.Unmarshal(r.Body, &p)
+		if r.Status != http.StatusServiceUnavailable || p.Code != "database_unavailable" || r.Header.Get("Retry-After") == "" {
+			t.Errorf("%s %s: %d %q (Retry-After %q), want 503 database_unavailable with Retry-After",
+				tc.method, tc.path, r.Status, p.Code, r.Header.Get("Retry-After"))
+		}
+		if strings.Contains(string(r.Body), "127.0.0.1") || strings.Contains(string(r.Body), "context deadline") {
+			t.Errorf("%s %s: the problem leaks internal error text: %s", tc.method, tc.path, r.Body)
+		}
+	}
+	page := call("GET", "/ops", "")
+	if page.Status != http.StatusOK || !strings.Contains(string(page.Body), `id="database-down"`) ||
+		!strings.Contains(string(page.Body), "The ops database is unreachable") {
+		t.Errorf("GET /ops with the database black-holed: %d, want 200 with the database-unreachable banner:\n%s", page.Status, page.Body)
+	}
+	if status, code := oc.send(t, 0, "+14155550123"); status != http.StatusOK {
+		t.Errorf("send with the database black-holed: %d %s, want 200", status, code)
+	}
+
+	oc.dbProxy.Restore()
+	opsWait(t, "the ops API to answer again", func() bool {
+		return call("GET", "/ops/denylist", "").Status == http.StatusOK
+	})
+	if page := call("GET", "/ops", ""); strings.Contains(string(page.Body), `id="database-down"`) {
+		t.Errorf("the banner stays after the database returned")
+	}
+}
+
+// TestOpsDatabaseUnreachableAtStart: an instance starts while PostgreSQL is
+// black-holed. It serves sends, verifies and limit checks, queues their
+// audit events, says it is degraded on /ops/status, answers the ops routes
+// that need the database with 503 database_unavailable; once the database
+// answers it connects in the background, the ops side recovers and the
+// queued events are written.
+func TestOpsDatabaseUnreachableAtStart(t *testing.T) {
+	oc := newOpsCluster(t, opsConfig{engine: store.EnginePostgres, dbProxy: true, dbDownAtStart: true, dbTimeout: 300 * time.Millisecond})
+	status := func() map[string]any {
+		t.Helper()
+		r := oc.ops(t, 0, "GET", "/ops/status", "")
+		if r.Status != http.StatusOK {
+			t.Fatalf("GET /ops/status: %d %s", r.Status, r.Body)
+		}
+		return r.json(t)
+	}
+	st := status()
+	db, _ := st["database"].(map[string]any)
+	if st["status"] != "degraded" || db["state"] != "connecting" || db["deny_list_loaded"] != false {
+		t.Errorf("/ops/status with the database unreachable since start: %v, want status degraded, database connecting, deny_list_loaded false", st)
+	}
+	if r := oc.ops(t, 0, "GET", "/ops/denylist", ""); r.Status != http.StatusServiceUnavailable || r.json(t)["code"] != "database_unavailable" {
+		t.Errorf("GET /ops/denylist before the database connected: %d %s, want 503 database_unavailable", r.Status, r.Body)
+	}
+	if r := oc.ops(t, 0, "GET", "/ops", ""); r.Status != http.StatusOK || !strings.Contains(string(r.Body), `id="database-down"`) {
+		t.Errorf("GET /ops before the database connected: %d, want 200 with the database-unreachable banner", r.Status)
+	}
+	const phone = "+14155550124"
+	if status, code := oc.send(t, 0, phone); status != http.StatusOK {
+		t.Fatalf("send before the database connected: %d %s, want 200", status, code)
+	}
+	if r := oc.do(t, 0, "POST", "/otp/verify", `{"phone":"`+phone+`","code":"`+oc.out.lastCode(t, phone)+`"}`); r.Status != http.StatusOK {
+		t.Errorf("verify before the database connected: %d %s", r.Status, r.Body)
+	}
+	if r := oc.do(t, 0, "POST", "/limits/check", `{"policy":"default","key":"user:42"}`); r.Status != http.StatusOK {
+		t.Errorf("limit check before the database connected: %d %s", r.Status, r.Body)
+	}
+	if n := oc.nodes[0].audit.Len(); n < 2 {
+		t.Errorf("audit events waiting: %d, want at least 2 (the send and the verify)", n)
+	}
+
+	oc.dbProxy.Restore()
+	opsWait(t, "the ops API to answer once the database is back", func() bool {
+		return oc.ops(t, 0, "GET", "/ops/denylist", "").Status == http.StatusOK
+	})
+	opsWait(t, "/ops/status to say ok", func() bool {
+		st := status()
+		db, _ := st["database"].(map[string]any)
+		return st["status"] == "ok" && db["state"] == "up" && db["deny_list_loaded"] == true
+	})
+	opsWait(t, "the queued send and verify events written", func() bool { return len(oc.eventsIn(t, phone)) == 2 })
+	if r := oc.ops(t, 0, "POST", "/ops/denylist", `{"pattern":"+4474002","reason":"after the database came"}`); r.Status != http.StatusCreated {
+		t.Errorf("add to the deny-list once connected: %d %s", r.Status, r.Body)
+	}
+	if _, code := oc.send(t, 0, "+447400212345"); code != "denied" {
+		t.Errorf("send to a number deny-listed once connected: %q, want denied", code)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/netip"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -35,6 +36,12 @@ type opsCluster struct {
 	// sqlURL and sqlDir locate the shared database (a PostgreSQL URL, or
 	// the directory of the SQLite file).
 	sqlURL, sqlDir string
+	// dbProxy is between the instances and PostgreSQL (opsConfig.dbProxy).
+	dbProxy *redistest.Proxy
+	// redis is the test's own Redis (opsConfig.ownRedis).
+	redis *redistest.Server
+	cfg   opsConfig
+	pol   guard.Policies
 }
 
 type opsConfig struct {
@@ -50,6 +57,16 @@ type opsConfig struct {
 	// trustProxies is OTPGUARD_TRUSTED_PROXIES; loopback (where the test's
 	// requests come from) must be listed for X-Forwarded-For to count.
 	trustProxies []string
+	// dbProxy puts a TCP proxy the test controls (oc.dbProxy) between the
+	// instances and PostgreSQL, to black-hole the database.
+	dbProxy bool
+	// dbTimeout is OTPGUARD_DATABASE_TIMEOUT; the default when zero.
+	dbTimeout time.Duration
+	// dbDownAtStart black-holes dbProxy before the instances start.
+	dbDownAtStart bool
+	// ownRedis starts a Redis server for this test alone (oc.redis), which
+	// it may kill and restart.
+	ownRedis bool
 }
 
 // loopback trusts the test's own requests as if they came from a proxy.
@@ -75,11 +92,30 @@ func newOpsCluster(t *testing.T, cfg opsConfig) *opsCluster {
 	if cfg.opsKeys == nil {
 		cfg.opsKeys = []string{opsKey}
 	}
-	tg := redistest.New(t)
-	oc := &opsCluster{cluster: &cluster{out: &outbox{}, prefix: tg.Prefix, url: tg.URL}}
+	var tg redistest.Target
+	var own *redistest.Server
+	if cfg.ownRedis {
+		own = redistest.Start(t)
+		tg = redistest.Target{URL: own.URL(), Prefix: redistest.Prefix()}
+	} else {
+		tg = redistest.New(t)
+	}
+	oc := &opsCluster{cluster: &cluster{out: &outbox{}, prefix: tg.Prefix, url: tg.URL}, redis: own, cfg: cfg, pol: policies}
 	switch cfg.engine {
 	case store.EnginePostgres:
 		oc.sqlURL = sqltest.Postgres(t)
+		if cfg.dbProxy {
+			u, err := url.Parse(oc.sqlURL)
+			if err != nil {
+				t.Fatal(err)
+			}
+			oc.dbProxy = redistest.NewProxy(t, u.Host)
+			u.Host = oc.dbProxy.Addr()
+			oc.sqlURL = u.String()
+			if cfg.dbDownAtStart {
+				oc.dbProxy.BlackHole()
+			}
+		}
 	case store.EngineSQLite:
 		oc.sqlDir = t.TempDir()
 	default:
@@ -95,6 +131,9 @@ func (oc *opsCluster) start(t *testing.T, policies guard.Policies, cfg opsConfig
 	t.Helper()
 	c := testConfig(t, oc.url, oc.prefix, oc.sqlDir, policies)
 	c.DatabaseURL, c.DenyListRefresh, c.OpsKeys = oc.sqlURL, cfg.refresh, cfg.opsKeys
+	if cfg.dbTimeout > 0 {
+		c.DatabaseTimeout = cfg.dbTimeout
+	}
 	for _, p := range cfg.trustProxies {
 		c.TrustedProxies = append(c.TrustedProxies, netip.MustParsePrefix(p))
 	}
@@ -102,6 +141,12 @@ func (oc *opsCluster) start(t *testing.T, policies guard.Policies, cfg opsConfig
 	a := in.app
 	oc.instances = append(oc.instances, in)
 	oc.nodes = append(oc.nodes, &opsNode{db: a.SQL(), redis: a.Store(), deny: a.DenyCache(), audit: a.AuditQueue(), desk: a.Ops()})
+}
+
+// startMore starts one more instance like the others.
+func (oc *opsCluster) startMore(t *testing.T) {
+	t.Helper()
+	oc.start(t, oc.pol, oc.cfg)
 }
 
 // ops sends a request to instance i with the ops key.
@@ -127,7 +172,11 @@ func (oc *opsCluster) send(t testing.TB, i int, phone string) (int, string) {
 // eventsIn returns the events stored for phone, read straight from SQL.
 func (oc *opsCluster) eventsIn(t testing.TB, phone string) []guard.Event {
 	t.Helper()
-	events, err := oc.nodes[0].db.ListEvents(context.Background(), ops.EventFilter{Phone: phone, Limit: ops.MaxEventLimit})
+	db := oc.instances[0].app.SQL() // nil until connected
+	if db == nil {
+		return nil
+	}
+	events, err := db.ListEvents(context.Background(), ops.EventFilter{Phone: phone, Limit: ops.MaxEventLimit})
 	if err != nil {
 		t.Fatalf("ListEvents: %v", err)
 	}

@@ -20,7 +20,7 @@ func NewOpsMetrics(m *Metrics, queueLen func() int) *OpsMetrics {
 	o := &OpsMetrics{
 		auditDropped: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "otpguard_audit_dropped_total",
-			Help: "Audit events lost because the audit queue was full (the database was down or too slow for too long).",
+			Help: "Audit events lost: the audit queue was full (the database was down or too slow for too long), or the database did not take them at shutdown.",
 		}),
 		auditWritten: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "otpguard_audit_written_total",

@@ -64,6 +64,9 @@ type opsPage struct {
 	EventsErr    string
 	Chart        *chart
 	ChartErr     string
+	// DatabaseDown shows the banner: the ops database did not answer (or
+	// is not connected yet), so the parts it holds are not shown.
+	DatabaseDown bool
 }
 
 type pageBlock struct {
@@ -96,21 +99,37 @@ func (s *Server) opsPage(c echo.Context) error {
 		p.Blocked = append(p.Blocked, pageBlock{blockedItem: toBlockedItem(b, now), Left: timeLeft(b.Until, now)})
 	}
 
-	if entries, err := s.ops.DenyEntries(ctx); err != nil {
-		p.DenyErr = s.partFailed(c, "the deny-list", err)
-	} else {
+	// The parts the database holds. Once it has failed to answer, the rest
+	// are not asked: the page answers within one database timeout.
+	dbPart := func(what string, load func() error) string {
+		if p.DatabaseDown {
+			return "Could not load " + what + ": " + problemMessage(guard.CodeDatabaseUnavailable)
+		}
+		err := load()
+		if err == nil {
+			return ""
+		}
+		p.DatabaseDown = guard.ErrorCode(err) == guard.CodeDatabaseUnavailable
+		return s.partFailed(c, what, err)
+	}
+	p.DenyErr = dbPart("the deny-list", func() error {
+		entries, err := s.ops.DenyEntries(ctx)
 		for _, e := range entries {
 			p.Deny = append(p.Deny, toDenyEntry(e))
 		}
-	}
-	if p.Events, err = s.ops.Events(ctx, ops.EventFilter{Limit: pageEvents}); err != nil {
-		p.EventsErr = s.partFailed(c, "events", err)
-	}
-	if act, err := s.ops.Activity(ctx, chartMins); err != nil {
-		p.ChartErr = s.partFailed(c, "the chart", err)
-	} else {
-		p.Chart = newChart(act)
-	}
+		return err
+	})
+	p.EventsErr = dbPart("events", func() (err error) {
+		p.Events, err = s.ops.Events(ctx, ops.EventFilter{Limit: pageEvents})
+		return err
+	})
+	p.ChartErr = dbPart("the chart", func() error {
+		act, err := s.ops.Activity(ctx, chartMins)
+		if err == nil {
+			p.Chart = newChart(act)
+		}
+		return err
+	})
 	return s.render(c, http.StatusOK, "ops.html", p)
 }
 
@@ -142,6 +161,8 @@ func problemMessage(code guard.Code) string {
 		return "that entry no longer exists."
 	case guard.CodeStoreUnavailable:
 		return "the store is unavailable; try again shortly."
+	case guard.CodeDatabaseUnavailable:
+		return "the ops database is unreachable; try again shortly."
 	case guard.CodeForbidden:
 		return "the form has expired; reload the page."
 	}

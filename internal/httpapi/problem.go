@@ -32,6 +32,7 @@ var statusOf = map[guard.Code]int{
 	guard.CodeInvalidDestination:  http.StatusUnprocessableEntity,
 	guard.CodeProviderUnavailable: http.StatusBadGateway,
 	guard.CodeStoreUnavailable:    http.StatusServiceUnavailable,
+	guard.CodeDatabaseUnavailable: http.StatusServiceUnavailable,
 	guard.CodeUnauthorized:        http.StatusUnauthorized,
 	guard.CodeForbidden:           http.StatusForbidden,
 	guard.CodeNotFound:            http.StatusNotFound,

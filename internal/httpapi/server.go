@@ -46,7 +46,7 @@ type Options struct {
 	// Empty: a random key, so sessions work on this instance only.
 	SessionKey []byte
 	// Sessions keeps the ops sessions signed out before they expire, for
-	// every instance (store.Redis); nil: signing out only clears the cookie.
+	// every instance (ops.SignOuts); nil: signing out only clears the cookie.
 	Sessions SessionStore
 	// StatusCallback checks POST /sms/status (smsstatus.go); nil: 404.
 	StatusCallback StatusCallback

@@ -20,6 +20,20 @@ type StoreStatus struct {
 	// instances seen in Redis, the last good count while it is away) or
 	// "config" (OTPGUARD_INSTANCES).
 	InstancesFrom string
+	// Database is the ops database's state; nil without the ops desk.
+	Database *DatabaseStatus
+}
+
+// DatabaseStatus is the ops database as one instance sees it.
+type DatabaseStatus struct {
+	// State is "up", "down" (its last read failed) or "connecting" (it has
+	// not answered since this instance started; it keeps trying).
+	State string
+	Since time.Time // since when State has held; zero when unknown
+	// DenyListLoaded is false until the deny-list was first loaded: until
+	// then this instance enforces an empty one.
+	DenyListLoaded bool
+	DenyEntries    int
 }
 
 type readyJSON struct {
@@ -87,7 +101,17 @@ type policyStatusJSON struct {
 	FallbackDecisions int64      `json:"fallback_decisions"`
 }
 
+type databaseJSON struct {
+	State          string     `json:"state"`
+	Since          *time.Time `json:"since,omitempty"`
+	DenyListLoaded bool       `json:"deny_list_loaded"`
+	DenyEntries    int        `json:"deny_entries"`
+}
+
 type statusJSON struct {
+	// Status is "ok", or "degraded" while Redis is down, the ops database
+	// is not up or the deny-list has not been loaded.
+	Status           string             `json:"status"`
 	Redis            string             `json:"redis"`
 	RedisSince       *time.Time         `json:"redis_since,omitempty"`
 	Breaker          string             `json:"breaker"`
@@ -97,17 +121,19 @@ type statusJSON struct {
 	LocalCounters    int                `json:"local_counters"`
 	InFallback       []string           `json:"in_fallback"`
 	Policies         []policyStatusJSON `json:"policies"`
+	Database         *databaseJSON      `json:"database,omitempty"`
 }
 
 // opsStatus: GET /ops/status. Redis's state, the breaker's, the instance
-// count the split limits divide by, and which policies are in fallback.
+// count the split limits divide by, which policies are in fallback, and
+// the ops database's state (with whether the deny-list is loaded).
 func (s *Server) opsStatus(c echo.Context) error {
 	if s.status == nil {
 		return guard.Errorf(guard.CodeNotFound, "this server reports no store status")
 	}
 	st := s.status()
 	out := statusJSON{
-		Redis: redisState(st.RedisUp), RedisSince: timePtr(st.RedisSince),
+		Status: "ok", Redis: redisState(st.RedisUp), RedisSince: timePtr(st.RedisSince),
 		Breaker: st.Breaker, Instances: st.Instances, InstancesFrom: st.InstancesFrom,
 		LastStoreFailure: timePtr(st.LastFailure), LocalCounters: st.MemoryKeys,
 		InFallback: st.InFallback(), Policies: []policyStatusJSON{},
@@ -117,6 +143,15 @@ func (s *Server) opsStatus(c echo.Context) error {
 			Policy: p.Policy, OnStoreError: string(p.OnStoreError), InFallback: p.InFallback,
 			Since: timePtr(p.Since), FallbackDecisions: p.Fallbacks,
 		})
+	}
+	if d := st.Database; d != nil {
+		out.Database = &databaseJSON{State: d.State, Since: timePtr(d.Since), DenyListLoaded: d.DenyListLoaded, DenyEntries: d.DenyEntries}
+		if d.State != "up" || !d.DenyListLoaded {
+			out.Status = "degraded"
+		}
+	}
+	if !st.RedisUp {
+		out.Status = "degraded"
 	}
 	return c.JSON(http.StatusOK, out)
 }

@@ -97,7 +97,8 @@ type AuditQueueOptions struct {
 	Size   int // events waiting at most; DefaultAuditQueueSize when 0
 	Batch  int // events per write at most; DefaultAuditBatch when 0
 	Logger *slog.Logger
-	// OnDrop, when set, is told of every event lost to a full queue.
+	// OnDrop, when set, is told of every event lost: to a full queue, or
+	// left unwritten when Close gave up.
 	OnDrop func()
 	// OnWrite, when set, is told of every batch written.
 	OnWrite func(n int)
@@ -176,7 +177,8 @@ func (q *AuditQueue) Len() int {
 	return len(q.ch) + int(q.inHand.Load())
 }
 
-// Dropped is the number of events lost to a full queue since start.
+// Dropped is the number of events lost since start: to a full queue, or
+// at Close.
 func (q *AuditQueue) Dropped() int64 { return q.dropped.Load() }
 
 // Run writes queued events until ctx is cancelled. Call Close afterwards
@@ -251,21 +253,36 @@ fill:
 }
 
 // Close writes every event still waiting, retrying until ctx ends; what is
-// left then is lost, and logged. Call it after Run has returned.
-func (q *AuditQueue) Close(ctx context.Context) {
+// left then is lost: logged, counted as dropped (OnDrop, Dropped) and
+// returned. Call it after Run has returned.
+func (q *AuditQueue) Close(ctx context.Context) (lost int) {
 	backoff := auditRetryMin
 	for q.Len() > 0 {
-		if err := q.writeOnce(ctx); err == nil {
-			continue
+		if ctx.Err() == nil {
+			if err := q.writeOnce(ctx); err == nil {
+				continue
+			}
 		}
 		select {
 		case <-ctx.Done():
-			q.logger.Error("audit events lost at shutdown: the database did not take them in time", "lost", q.Len())
-			return
+			lost = q.Len()
+			q.pending = q.pending[:0]
+			q.inHand.Store(0)
+			for len(q.ch) > 0 {
+				<-q.ch
+			}
+			q.dropped.Add(int64(lost))
+			for range lost {
+				q.onDrop()
+			}
+			q.logger.Error("audit events lost at shutdown: the database did not take them in time",
+				"lost", lost, "dropped_total", q.dropped.Load())
+			return lost
 		case <-time.After(backoff):
 		}
 		backoff = min(2*backoff, auditRetryMax)
 	}
+	return 0
 }
 
 // RunRetention deletes the audit events and the expired deny-list entries

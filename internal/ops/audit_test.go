@@ -220,7 +220,7 @@ func TestAuditQueueCloseGivesUpInTime(t *testing.T) {
 			return false
 		}
 	})
-	if q.Len() != 1 || !strings.Contains(logs.String(), "audit events lost at shutdown") {
+	if !strings.Contains(logs.String(), "audit events lost at shutdown") || !strings.Contains(logs.String(), "lost=1") {
 		t.Errorf("after Close gave up: %d waiting, log %q; want the 1 event lost and logged", q.Len(), logs.String())
 	}
 }
@@ -241,6 +241,26 @@ func (b *syncBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.b.String()
+}
+
+// TestAuditQueueCloseCountsLost: what Close cannot write is counted as
+// dropped (OnDrop feeds otpguard_audit_dropped_total) and returned, so that
+// a loss at shutdown is never only a log line.
+func TestAuditQueueCloseCountsLost(t *testing.T) {
+	log := &fakeAudit{down: true}
+	var drops int
+	q := ops.NewAuditQueue(log, ops.AuditQueueOptions{OnDrop: func() { drops++ }})
+	for i := range 4 {
+		q.Record(auditEvent(i))
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	if lost := q.Close(ctx); lost != 4 {
+		t.Errorf("Close returned %d lost, want 4", lost)
+	}
+	if drops != 4 || q.Dropped() != 4 || q.Len() != 0 {
+		t.Errorf("after Close: OnDrop %d times, Dropped %d, Len %d; want 4, 4, 0", drops, q.Dropped(), q.Len())
+	}
 }
 
 func TestRunRetention(t *testing.T) {

@@ -325,7 +325,7 @@ func dbError(err error) error {
 }
 
 func dbUnavailable(err error) *guard.Error {
-	return &guard.Error{Code: guard.CodeStoreUnavailable, Message: "the ops database is unavailable; try again shortly",
+	return &guard.Error{Code: guard.CodeDatabaseUnavailable, Message: "the ops database is unreachable; try again shortly",
 		RetryAfter: dbRetryAfter, Err: err}
 }
 

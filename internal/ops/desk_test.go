@@ -260,7 +260,7 @@ func TestDeskAddAndRemoveDeny(t *testing.T) {
 	}
 	d.deny.add = func(guard.DenyEntry) (guard.DenyEntry, error) { return guard.DenyEntry{}, errors.New("db down") }
 	_, err = d.desk.AddDeny(context.Background(), guard.DenyEntry{Pattern: "+44"}, "ops:abcd")
-	wantDeskCode(t, err, guard.CodeStoreUnavailable)
+	wantDeskCode(t, err, guard.CodeDatabaseUnavailable)
 }
 
 type fakeActivity []ops.ActivityCount

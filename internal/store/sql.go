@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgconn"
 	_ "github.com/jackc/pgx/v5/stdlib" // registers the "pgx" database/sql driver
 	"github.com/pressly/goose/v3"
 	_ "modernc.org/sqlite" // registers the "sqlite" database/sql driver
@@ -35,6 +36,29 @@ type SQL struct {
 	engine   string
 	migrator *goose.Provider
 	now      func() time.Time
+	timeout  time.Duration // of every call; see SQLOptions
+}
+
+// ErrDatabaseUnreachable means the database did not answer (connecting, or
+// within the timeout): an outage to wait out, not a configuration to fix.
+var ErrDatabaseUnreachable = errors.New("database unreachable")
+
+// SQLOptions tune a SQL store.
+type SQLOptions struct {
+	// Timeout bounds every call (connect, query, transaction) unless its
+	// context ends sooner, so that a black-holed database fails a request
+	// in Timeout instead of hanging it for as long as TCP takes to give up.
+	// Migrate and the retention prunes take their caller's deadline only.
+	// Zero: DefaultSQLTimeout.
+	Timeout time.Duration
+}
+
+// DefaultSQLTimeout is SQLOptions.Timeout's default.
+const DefaultSQLTimeout = 3 * time.Second
+
+// bound gives ctx the per-call deadline, or keeps its own when sooner.
+func (s *SQL) bound(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, s.timeout)
 }
 
 var (
@@ -45,8 +69,15 @@ var (
 // OpenSQL connects to PostgreSQL when databaseURL starts with postgres:// or
 // postgresql://, and to the SQLite file <dataDir>/otpguard.db (creating
 // dataDir) when databaseURL is empty. It does not migrate: call Migrate, or
-// CheckSchema to refuse an old schema.
-func OpenSQL(ctx context.Context, databaseURL, dataDir string) (*SQL, error) {
+// CheckSchema to refuse an old schema. The first opts, if any, tune it.
+func OpenSQL(ctx context.Context, databaseURL, dataDir string, opts ...SQLOptions) (*SQL, error) {
+	var o SQLOptions
+	if len(opts) > 0 {
+		o = opts[0]
+	}
+	if o.Timeout <= 0 {
+		o.Timeout = DefaultSQLTimeout
+	}
 	var (
 		s   *SQL
 		err error
@@ -65,9 +96,18 @@ func OpenSQL(ctx context.Context, databaseURL, dataDir string) (*SQL, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := s.db.PingContext(ctx); err != nil {
+	s.timeout = o.Timeout
+	pctx, cancel := s.bound(ctx)
+	defer cancel()
+	if err := s.db.PingContext(pctx); err != nil {
 		s.db.Close()
-		return nil, fmt.Errorf("store: connect to %s: %w", s.engine, err)
+		// A server that answered with an error (a wrong password, no such
+		// database) is reachable: that is for a person to fix, not to wait out.
+		var answered *pgconn.PgError
+		if errors.As(err, &answered) {
+			return nil, fmt.Errorf("store: connect to %s: %w", s.engine, err)
+		}
+		return nil, fmt.Errorf("store: connect to %s: %w: %w", s.engine, ErrDatabaseUnreachable, err)
 	}
 	if s.migrator, err = newMigrator(s.db, s.engine); err != nil {
 		s.db.Close()
@@ -128,6 +168,8 @@ func (s *SQL) Engine() string { return s.engine }
 
 // Ping checks that the database answers, for readiness probes.
 func (s *SQL) Ping(ctx context.Context) error {
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
 	if err := s.db.PingContext(ctx); err != nil {
 		return fmt.Errorf("store: ping %s: %w", s.engine, err)
 	}

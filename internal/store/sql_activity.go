@@ -15,6 +15,8 @@ var _ ops.Activity = (*SQL)(nil)
 // groups them (through the index on at), so an hour of heavy traffic is a
 // few hundred rows, not a million.
 func (s *SQL) CountActivity(ctx context.Context, since, until time.Time) ([]ops.ActivityCount, error) {
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
 	// at / 60000 is integer division on both engines (BIGINT, INTEGER).
 	rows, err := s.db.QueryContext(ctx, s.rebind(
 		`SELECT at / 60000 AS minute, action, outcome, COUNT(*)

@@ -25,6 +25,8 @@ const pruneChunk = 5000
 
 // WriteEvents stores events in one transaction: all of them or none.
 func (s *SQL) WriteEvents(ctx context.Context, events []guard.Event) error {
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
 	if len(events) == 0 {
 		return nil
 	}
@@ -82,6 +84,8 @@ func storable(s string) string {
 // most f.Limit of them (see ops.EventFilter). Times compare at
 // millisecond precision, the precision they are stored with.
 func (s *SQL) ListEvents(ctx context.Context, f ops.EventFilter) ([]guard.Event, error) {
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
 	var (
 		where []string
 		args  []any

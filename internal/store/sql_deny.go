@@ -12,6 +12,8 @@ import (
 // AddDeny stores e (see ops.DenyList). The pattern is validated here too,
 // because the ops API is not the only way entries arrive.
 func (s *SQL) AddDeny(ctx context.Context, e guard.DenyEntry) (guard.DenyEntry, error) {
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
 	if err := guard.ValidateDenyPattern(e.Pattern); err != nil {
 		return guard.DenyEntry{}, err
 	}
@@ -44,6 +46,8 @@ func (s *SQL) AddDeny(ctx context.Context, e guard.DenyEntry) (guard.DenyEntry, 
 // RemoveDeny deletes the entry with id, expired or not; guard.ErrNotFound
 // when there is none.
 func (s *SQL) RemoveDeny(ctx context.Context, id int64) error {
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
 	res, err := s.db.ExecContext(ctx, s.rebind(`DELETE FROM deny_list WHERE id = ?`), id)
 	if err != nil {
 		return fmt.Errorf("store: remove deny %d: %w", id, err)
@@ -61,6 +65,8 @@ func (s *SQL) RemoveDeny(ctx context.Context, id int64) error {
 // ListDeny returns the entries live now, oldest first. Expired rows stay in
 // the table (they say who blocked what, and when) but are never returned.
 func (s *SQL) ListDeny(ctx context.Context) ([]guard.DenyEntry, error) {
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
 	rows, err := s.db.QueryContext(ctx, s.rebind(
 		`SELECT id, pattern, reason, author, created_at, expires_at
 		 FROM deny_list

@@ -120,6 +120,8 @@ func (s *SQL) MigrateDown(ctx context.Context) error {
 // MigrationStatus lists every migration this otpguard knows, oldest first,
 // with whether the database has it.
 func (s *SQL) MigrationStatus(ctx context.Context) ([]MigrationState, error) {
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
 	st, err := s.migrator.Status(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("store: migration status: %w", err)
@@ -140,6 +142,8 @@ func (s *SQL) MigrationStatus(ctx context.Context) ([]MigrationState, error) {
 // are pending. A database newer than this binary passes: migrations only
 // add, so an older instance keeps working during a rolling upgrade.
 func (s *SQL) CheckSchema(ctx context.Context) error {
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
 	pending, err := s.migrator.HasPending(ctx)
 	if err != nil {
 		return fmt.Errorf("store: check schema: %w", err)
