@@ -1,0 +1,128 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/otpguard/otpguard/internal/guard"
+)
+
+var _ guard.Volumes = (*Redis)(nil)
+
+// velocityScript is the country velocity rule's decision (guard/velocity.go):
+// one atomic step that reads the baseline, checks the hour under way and
+// counts the send only when it is allowed.
+//
+// A country is one hash (KEYS[1]) of hour buckets of the service's clock:
+// "s:<hour>" the sends counted, "v:<hour>" the codes verified, and
+// "b:<hour>" the baseline computed for that hour. The baseline is the
+// largest credit of the ARGV[2] hours before ARGV[1], where an hour's
+// credit is min(sends, floor(verifies / ARGV[6])). It is computed once per
+// hour (HGETALL, pruning what fell out of the lookback) and cached in
+// "b:<hour>", so the other sends of the hour read two fields. KEYS[2] set
+// means the country is quarantined: the floor is ARGV[4] instead of
+// ARGV[3]. The hour's limit is max(floor, floor(ARGV[5] x baseline)).
+// Hours are named by the caller's clock so that history can be driven by a
+// test; the key's TTL (ARGV[7] seconds, refreshed by every write) outlives
+// the lookback. Returns {allowed, count, limit, baseline, quarantined}.
+var velocityScript = redis.NewScript(`
+local h = tonumber(ARGV[1])
+local lookback = tonumber(ARGV[2])
+local floor = tonumber(ARGV[3])
+local q = redis.call('EXISTS', KEYS[2])
+if q == 1 then floor = tonumber(ARGV[4]) end
+local factor = tonumber(ARGV[5])
+local minconv = tonumber(ARGV[6])
+local vals = redis.call('HMGET', KEYS[1], 'b:' .. h, 's:' .. h)
+local base = tonumber(vals[1])
+if not base then
+  local all = redis.call('HGETALL', KEYS[1])
+  local s, v, old = {}, {}, {}
+  for i = 1, #all, 2 do
+    local kind, b = string.match(all[i], '^(%a):(%d+)$')
+    b = tonumber(b)
+    if not b or b < h - lookback or (kind == 'b' and b ~= h) then
+      old[#old + 1] = all[i]
+    elseif kind == 's' then
+      s[b] = tonumber(all[i + 1])
+    elseif kind == 'v' then
+      v[b] = tonumber(all[i + 1])
+    end
+  end
+  base = 0
+  for b, n in pairs(s) do
+    if b < h then
+      local credit = math.min(n, math.floor((v[b] or 0) / minconv + 1e-9))
+      if credit > base then base = credit end
+    end
+  end
+  if #old > 0 then redis.call('HDEL', KEYS[1], unpack(old)) end
+  redis.call('HSET', KEYS[1], 'b:' .. h, base)
+  redis.call('EXPIRE', KEYS[1], ARGV[7])
+end
+local limit = math.max(floor, math.floor(factor * base + 1e-9))
+local count = tonumber(vals[2]) or 0
+if count + 1 > limit then
+  return {0, count, limit, base, q}
+end
+count = redis.call('HINCRBY', KEYS[1], 's:' .. h, 1)
+redis.call('EXPIRE', KEYS[1], ARGV[7])
+return {1, count, limit, base, q}
+`)
+
+// velocityRefundScript takes one send back off hour ARGV[1], never below
+// zero and never creating the key.
+var velocityRefundScript = redis.NewScript(`
+local f = 's:' .. ARGV[1]
+local v = tonumber(redis.call('HGET', KEYS[1], f))
+if not v or v <= 0 then return 0 end
+return redis.call('HINCRBY', KEYS[1], f, -1)
+`)
+
+// TakeVolume runs velocityScript for one send.
+func (r *Redis) TakeVolume(ctx context.Context, t guard.VolumeTake) (guard.VolumeResult, error) {
+	ttl := int64((time.Duration(t.Lookback+2) * time.Hour) / time.Second)
+	v, err := velocityScript.Run(ctx, r.rdb, []string{r.key(t.Key), r.key(t.Quarantine)},
+		t.Hour, t.Lookback, t.Floor, t.QFloor, t.Factor, t.MinConv, ttl).Int64Slice()
+	if err != nil {
+		return guard.VolumeResult{}, fmt.Errorf("store: take volume %s: %w", r.key(t.Key), err)
+	}
+	if len(v) != 5 {
+		return guard.VolumeResult{}, fmt.Errorf("store: take volume %s: script returned %d values, want 5", r.key(t.Key), len(v))
+	}
+	return guard.VolumeResult{Allowed: v[0] == 1, Count: v[1], Limit: v[2], Baseline: v[3], Quarantined: v[4] == 1}, nil
+}
+
+// RefundVolume gives back one send of hour (velocityRefundScript).
+func (r *Redis) RefundVolume(ctx context.Context, k guard.Key, hour int64) error {
+	if err := velocityRefundScript.Run(ctx, r.rdb, []string{r.key(k)}, hour).Err(); err != nil {
+		return fmt.Errorf("store: refund volume %s: %w", r.key(k), err)
+	}
+	return nil
+}
+
+// CountVerified counts one verified code in hour: HINCRBY and EXPIRE in
+// one MULTI, so the hash never lives without a TTL.
+func (r *Redis) CountVerified(ctx context.Context, k guard.Key, hour int64, ttl time.Duration) error {
+	key := r.key(k)
+	pipe := r.rdb.TxPipeline()
+	pipe.HIncrBy(ctx, key, fmt.Sprintf("v:%d", hour), 1)
+	pipe.Expire(ctx, key, ttl)
+	if _, err := pipe.Exec(ctx); err != nil {
+		return fmt.Errorf("store: count verified %s: %w", key, err)
+	}
+	return nil
+}
+
+// Quarantine sets the country's quarantine key for ttl.
+func (r *Redis) Quarantine(ctx context.Context, k guard.Key, ttl time.Duration) error {
+	pipe := r.rdb.TxPipeline()
+	pipe.Set(ctx, r.key(k), 1, ttl)
+	if _, err := pipe.Exec(ctx); err != nil {
+		return fmt.Errorf("store: quarantine %s: %w", r.key(k), err)
+	}
+	return nil
+}
