@@ -86,6 +86,7 @@ type fileVelocity struct {
 	Lookback      fileDuration       `yaml:"lookback"`
 	MinConversion float64            `yaml:"min_conversion"`
 	Expected      map[string]int64   `yaml:"expected"`
+	QuarantineFor fileDuration       `yaml:"quarantine_for"`
 }
 
 // fileBudget is otp.budget (guard.Budget).
@@ -175,7 +176,8 @@ func policyFile(p guard.Policies) filePolicies {
 			CountryVelocity: fileVelocity{Mode: o.CountryVelocity.Mode, Floor: o.CountryVelocity.Floor,
 				Factor: o.CountryVelocity.Factor, Lookback: fileDuration(o.CountryVelocity.Lookback),
 				MinConversion: o.CountryVelocity.MinConversion,
-				Expected:      convertMap(o.CountryVelocity.Expected, func(n int64) int64 { return n })},
+				Expected:      convertMap(o.CountryVelocity.Expected, func(n int64) int64 { return n }),
+				QuarantineFor: fileDuration(o.CountryVelocity.QuarantineFor)},
 			Budget: fileBudget{PerHour: o.Budget.PerHour, PerDay: o.Budget.PerDay},
 			Conversion: fileConversion{Mode: o.Conversion.Mode, MinRate: o.Conversion.MinRate,
 				MinSends: o.Conversion.MinSends, BlockFor: fileDuration(o.Conversion.BlockFor),
@@ -217,7 +219,8 @@ func (f filePolicies) policies() guard.Policies {
 			CountryVelocity: guard.CountryVelocity{Mode: o.CountryVelocity.Mode, Floor: o.CountryVelocity.Floor,
 				Factor: o.CountryVelocity.Factor, Lookback: time.Duration(o.CountryVelocity.Lookback),
 				MinConversion: o.CountryVelocity.MinConversion,
-				Expected:      convertMap(o.CountryVelocity.Expected, func(n int64) int64 { return n })},
+				Expected:      convertMap(o.CountryVelocity.Expected, func(n int64) int64 { return n }),
+				QuarantineFor: time.Duration(o.CountryVelocity.QuarantineFor)},
 			Budget: guard.Budget{PerHour: o.Budget.PerHour, PerDay: o.Budget.PerDay},
 			Conversion: guard.ConversionPolicy{Mode: o.Conversion.Mode, MinRate: o.Conversion.MinRate,
 				MinSends: o.Conversion.MinSends, BlockFor: time.Duration(o.Conversion.BlockFor),

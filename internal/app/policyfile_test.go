@@ -33,7 +33,8 @@ func everyField() guard.Policies {
 			PerPrefix:          guard.PrefixWindow{Limit: 50, Window: 2 * time.Hour, DigitsDropped: 3},
 			PrefixDepths:       []guard.PrefixWindow{{Limit: 400, Window: time.Hour, DigitsDropped: 6}},
 			CountryVelocity: guard.CountryVelocity{Mode: guard.VelocityEnforce, Floor: 80, Factor: 4,
-				Lookback: 72 * time.Hour, MinConversion: 0.3, Expected: map[string]int64{"NG": 500}},
+				Lookback: 72 * time.Hour, MinConversion: 0.3, Expected: map[string]int64{"NG": 500},
+				QuarantineFor: 12 * time.Hour},
 			PerCountry: map[string]guard.Window{
 				"IN": {Limit: 2000, Window: time.Hour},
 				"*":  {Limit: 200, Window: time.Hour},

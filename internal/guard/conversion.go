@@ -23,7 +23,7 @@ import (
 //     for block_for, authored by ConversionActor, so that it shows in the
 //     ops view with its reason and can be lifted there. A country is not
 //     deny-listed (blocking a whole country is a decision for a person):
-//     it is quarantined for block_for, which drops its country velocity
+//     it is quarantined for country_velocity.quarantine_for, which drops its country velocity
 //     floor to a tenth and keeps whatever its verified history earned.
 //
 // The clock is the service's (Now), in one-minute buckets, like the
@@ -159,7 +159,9 @@ func (s *OTP) conversionAlert(ctx context.Context, phone Phone, subject Key, t T
 	}
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), convTimeout)
 	defer cancel()
-	claim := Key{Space: subject.Space, ID: subject.ID, Name: "alert"}
+	// One claim per period of the service's clock (not a TTL alone), so
+	// that a test driving the clock sees the periods real time would.
+	claim := Key{Space: subject.Space, ID: subject.ID, Name: fmt.Sprintf("alert:%d", s.now().Unix()/int64(period/time.Second))}
 	first, err := s.abuse.conv.ClaimAlert(cctx, claim, period)
 	if err != nil {
 		s.log.WarnContext(ctx, "conversion watch: claiming an alert failed", "err", err)
@@ -171,9 +173,9 @@ func (s *OTP) conversionAlert(ctx context.Context, phone Phone, subject Key, t T
 	reason := fmt.Sprintf("conversion watch: %d verified against %d codes sent in the last hour and older than %s (%.1f%%), below min_rate %.1f%%",
 		t.Verifies, t.Sends, c.Delay, 100*t.Rate(), 100*c.MinRate)
 	action := OutcomeReported
-	if c.Mode == ConversionBlock && scope == "country" && s.quarantine(cctx, subject.ID, c.BlockFor) {
+	if qf := s.policy.CountryVelocity.QuarantineFor; c.Mode == ConversionBlock && scope == "country" && s.quarantine(cctx, subject.ID, qf) {
 		action = OutcomeQuarantined
-		reason += fmt.Sprintf("; country velocity floor cut to a tenth for %s", c.BlockFor)
+		reason += fmt.Sprintf("; country velocity floor cut to a tenth for %s", qf)
 	}
 	if block {
 		if s.abuse.autoBlock == nil {

@@ -91,6 +91,9 @@ type CountryVelocity struct {
 	Lookback      time.Duration    // how far back the baseline looks (whole hours)
 	MinConversion float64          // verifies / sends that earns an hour full credit
 	Expected      map[string]int64 // ISO code -> expected sends per hour: that country's floor
+	// QuarantineFor is how long a country the conversion watch (block mode)
+	// finds unverified keeps a tenth of its floor.
+	QuarantineFor time.Duration
 }
 
 // VelocityMode turns the country velocity rule on or off.
@@ -212,7 +215,7 @@ func DefaultPolicies() Policies {
 const (
 	DefaultDigitsDropped = 4
 	DefaultMinRate       = 0.2
-	DefaultMinSends      = 50
+	DefaultMinSends      = 20
 	DefaultBlockFor      = time.Hour
 	DefaultConvDelay     = 2 * time.Minute
 
@@ -220,6 +223,7 @@ const (
 	DefaultVelocityFactor   = 3
 	DefaultVelocityLookback = 7 * 24 * time.Hour
 	DefaultMinConversion    = 0.2
+	DefaultQuarantineFor    = 24 * time.Hour
 )
 
 // DefaultNumberTypes are the number types allowed when the policy file
@@ -248,7 +252,7 @@ func DefaultPrefixDepths() []PrefixWindow {
 // busiest credited hour of the last 7 days for one with.
 func DefaultCountryVelocity() CountryVelocity {
 	return CountryVelocity{Mode: VelocityEnforce, Floor: DefaultVelocityFloor, Factor: DefaultVelocityFactor,
-		Lookback: DefaultVelocityLookback, MinConversion: DefaultMinConversion}
+		Lookback: DefaultVelocityLookback, MinConversion: DefaultMinConversion, QuarantineFor: DefaultQuarantineFor}
 }
 
 // DefaultConversion is the conversion watch when the policy file names none.

@@ -240,6 +240,9 @@ func validateVelocity(v CountryVelocity, bad func(string, string, ...any)) {
 	if !(v.MinConversion > 0 && v.MinConversion <= 1) {
 		bad("otp.country_velocity.min_conversion", "must be above 0 and at most 1, got %v", v.MinConversion)
 	}
+	if v.QuarantineFor < time.Minute || v.QuarantineFor > maxWindow {
+		bad("otp.country_velocity.quarantine_for", "must be between 1m and %s, got %s", maxWindow, v.QuarantineFor)
+	}
 	for _, c := range sortedKeys(v.Expected) {
 		if !isoCode.MatchString(c) && c != "001" {
 			bad("otp.country_velocity.expected."+c, "must be an upper-case ISO 3166-1 alpha-2 code such as NG")

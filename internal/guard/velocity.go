@@ -19,15 +19,16 @@ import (
 // An hour's credit is its sends, but at most its verifies / min_conversion:
 // codes nobody verifies teach the baseline nothing, so a campaign cannot
 // raise its own limit by running long. And a country the conversion watch
-// finds unverified (block mode) is quarantined for block_for: its floor
+// finds unverified (block mode) is quarantined for quarantine_for: its floor
 // drops to a tenth, while whatever its verified history earned stays.
 
 // VolumeTake asks the store to count one send to a country in an hour.
 type VolumeTake struct {
-	Key        Key   // the country's counters
-	Quarantine Key   // set while the country is quarantined; same hash tag as Key
-	Hour       int64 // the hour bucket: unix seconds / 3600 of the service's clock
-	Lookback   int64 // hours before Hour the baseline looks at
+	Key        Key       // the country's counters
+	Quarantine Key       // set while the country is quarantined; same hash tag as Key
+	Now        time.Time // the service's clock
+	Hour       int64     // the hour bucket: unix seconds / 3600 of Now
+	Lookback   int64     // hours before Hour the baseline looks at
 	Floor      int64
 	QFloor     int64 // the floor while quarantined
 	Factor     float64
@@ -52,8 +53,9 @@ type Volumes interface {
 	RefundVolume(ctx context.Context, k Key, hour int64) error
 	// CountVerified counts one verified code in hour: the credit of the hour.
 	CountVerified(ctx context.Context, k Key, hour int64, ttl time.Duration) error
-	// Quarantine sets the country's quarantine key for ttl.
-	Quarantine(ctx context.Context, k Key, ttl time.Duration) error
+	// Quarantine records that the country is quarantined until until (the
+	// service's clock); the record expires ttl after it is made.
+	Quarantine(ctx context.Context, k Key, until time.Time, ttl time.Duration) error
 }
 
 // VelocityActor is the author of the velocity rule's audit events.
@@ -105,7 +107,7 @@ func (s *OTP) takeVelocity(ctx context.Context, phone Phone) (bool, int64, error
 	now := s.now()
 	h := hour(now)
 	fl := v.floor(r)
-	t := VolumeTake{Key: velocityKey(r), Quarantine: quarantineKey(r), Hour: h,
+	t := VolumeTake{Key: velocityKey(r), Quarantine: quarantineKey(r), Now: now, Hour: h,
 		Lookback: int64(v.Lookback / time.Hour), Floor: fl, QFloor: max(1, fl/10),
 		Factor: v.Factor, MinConv: v.MinConversion}
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), convTimeout)
@@ -159,7 +161,7 @@ func (s *OTP) quarantine(ctx context.Context, region string, ttl time.Duration) 
 	if s.abuse.volumes == nil || s.policy.CountryVelocity.Mode != VelocityEnforce {
 		return false
 	}
-	if err := s.abuse.volumes.Quarantine(ctx, quarantineKey(region), ttl); err != nil {
+	if err := s.abuse.volumes.Quarantine(ctx, quarantineKey(region), s.now().Add(ttl), ttl); err != nil {
 		s.log.WarnContext(ctx, "country velocity: quarantine failed", "country", region, "err", err)
 		return false
 	}

@@ -44,6 +44,8 @@ type opsConfig struct {
 	opsKeys   []string // {opsKey} when nil
 	// signIn is the failed sign-in limit; ops.DefaultSignInLimit when zero.
 	signIn ops.SignInLimit
+	// opts are handed to every app.New (app.WithClock, ...).
+	opts []app.Option
 }
 
 // newOpsCluster starts the instances; everything stops when the test ends.
@@ -86,7 +88,7 @@ func (oc *opsCluster) start(t *testing.T, policies guard.Policies, cfg opsConfig
 	t.Helper()
 	c := testConfig(t, oc.url, oc.prefix, oc.sqlDir, policies)
 	c.DatabaseURL, c.DenyListRefresh, c.OpsKeys = oc.sqlURL, cfg.refresh, cfg.opsKeys
-	in := startInstance(t, c, oc.out, app.WithSignInLimit(cfg.signIn))
+	in := startInstance(t, c, oc.out, append([]app.Option{app.WithSignInLimit(cfg.signIn)}, cfg.opts...)...)
 	a := in.app
 	oc.instances = append(oc.instances, in)
 	oc.nodes = append(oc.nodes, &opsNode{db: a.SQL(), redis: a.Store(), deny: a.DenyCache(), audit: a.AuditQueue(), desk: a.Ops()})

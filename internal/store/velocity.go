@@ -22,9 +22,9 @@ var _ guard.Volumes = (*Redis)(nil)
 // largest credit of the ARGV[2] hours before ARGV[1], where an hour's
 // credit is min(sends, floor(verifies / ARGV[6])). It is computed once per
 // hour (HGETALL, pruning what fell out of the lookback) and cached in
-// "b:<hour>", so the other sends of the hour read two fields. KEYS[2] set
-// means the country is quarantined: the floor is ARGV[4] instead of
-// ARGV[3]. The hour's limit is max(floor, floor(ARGV[5] x baseline)).
+// "b:<hour>", so the other sends of the hour read two fields. KEYS[2]
+// holds when the country's quarantine ends (unix seconds of the service's
+// clock); until then (ARGV[8] is now) the floor is ARGV[4], not ARGV[3]. The hour's limit is max(floor, floor(ARGV[5] x baseline)).
 // Hours are named by the caller's clock so that history can be driven by a
 // test; the key's TTL (ARGV[7] seconds, refreshed by every write) outlives
 // the lookback. Returns {allowed, count, limit, baseline, quarantined}.
@@ -32,8 +32,12 @@ var velocityScript = redis.NewScript(`
 local h = tonumber(ARGV[1])
 local lookback = tonumber(ARGV[2])
 local floor = tonumber(ARGV[3])
-local q = redis.call('EXISTS', KEYS[2])
-if q == 1 then floor = tonumber(ARGV[4]) end
+local q = 0
+local qu = tonumber(redis.call('GET', KEYS[2]))
+if qu and qu > tonumber(ARGV[8]) then
+  q = 1
+  floor = tonumber(ARGV[4])
+end
 local factor = tonumber(ARGV[5])
 local minconv = tonumber(ARGV[6])
 local vals = redis.call('HMGET', KEYS[1], 'b:' .. h, 's:' .. h)
@@ -86,7 +90,7 @@ return redis.call('HINCRBY', KEYS[1], f, -1)
 func (r *Redis) TakeVolume(ctx context.Context, t guard.VolumeTake) (guard.VolumeResult, error) {
 	ttl := int64((time.Duration(t.Lookback+2) * time.Hour) / time.Second)
 	v, err := velocityScript.Run(ctx, r.rdb, []string{r.key(t.Key), r.key(t.Quarantine)},
-		t.Hour, t.Lookback, t.Floor, t.QFloor, t.Factor, t.MinConv, ttl).Int64Slice()
+		t.Hour, t.Lookback, t.Floor, t.QFloor, t.Factor, t.MinConv, ttl, t.Now.Unix()).Int64Slice()
 	if err != nil {
 		return guard.VolumeResult{}, fmt.Errorf("store: take volume %s: %w", r.key(t.Key), err)
 	}
@@ -117,10 +121,12 @@ func (r *Redis) CountVerified(ctx context.Context, k guard.Key, hour int64, ttl 
 	return nil
 }
 
-// Quarantine sets the country's quarantine key for ttl.
-func (r *Redis) Quarantine(ctx context.Context, k guard.Key, ttl time.Duration) error {
+// Quarantine records that the country's quarantine lasts until until (the
+// service's clock), in a key that expires ttl after it is set: velocityScript
+// compares the time, the TTL only cleans up.
+func (r *Redis) Quarantine(ctx context.Context, k guard.Key, until time.Time, ttl time.Duration) error {
 	pipe := r.rdb.TxPipeline()
-	pipe.Set(ctx, r.key(k), 1, ttl)
+	pipe.Set(ctx, r.key(k), until.Unix(), ttl)
 	if _, err := pipe.Exec(ctx); err != nil {
 		return fmt.Errorf("store: quarantine %s: %w", r.key(k), err)
 	}
