@@ -319,6 +319,37 @@ func TestPumpingCampaigns(t *testing.T) {
 		campaignRow(t, "(d) 50 EG mobiles x 20 spellings and addresses in 4 minutes", "cooldown 30s, per_phone 3/10m, floor 50/h", camp, numbers, leg)
 	}
 
+	// (e) Random subscribers over an established country, in its busiest
+	// hour so far plus one: what the defaults do not stop, measured. The
+	// campaign may take what IN's hour leaves, up to factor x its busiest
+	// verified hour (the 2x surge of hour 20 of day 1: 160); IN's real
+	// users are then refused until the hour ends. Not a pass/fail on the
+	// legitimate traffic: docs/abuse.md states it as a limit.
+	{
+		camp, leg := newTally(), newTally()
+		start := day1.Add(21 * time.Hour)
+		w.hour(t, start, 2, func(m int) []string {
+			if m != 0 {
+				return nil
+			}
+			var out []string
+			for range 1500 {
+				out = append(out, established[1].numbers(w.rnd))
+			}
+			return out
+		}, camp, leg, start)
+		bound := int(v.Factor) * 2 * established[1].peak
+		first := "none"
+		if camp.firstRefusal >= 0 {
+			first = fmt.Sprintf("%s (after %d SMS)", camp.firstRefusal.Round(time.Second), camp.sentBefore)
+		}
+		t.Logf("| (e) 1,500 random IN mobiles in 1 minute, in an established country | factor 3 x baseline 160 | %d of %d (bound %d) | %s | %d of %d %v |",
+			camp.sent, camp.requests, bound, first, leg.refused, leg.requests, leg.codes)
+		if camp.sent > bound {
+			t.Errorf("(e): %d SMS left, above factor x baseline %d", camp.sent, bound)
+		}
+	}
+
 	// (c) A slow drip: one Indonesian mobile every 90 seconds for a day,
 	// random subscribers over ten ranges, each number and address once:
 	// below every per-number, per-IP and per-prefix limit, and below the
