@@ -10,6 +10,7 @@ import (
 	"io"
 	"log/slog"
 	"math/big"
+	"slices"
 	"strings"
 	"time"
 )
@@ -151,7 +152,10 @@ func (s *OTP) send(ctx context.Context, phone Phone, ip string) (SendResult, err
 	// every other limit let through, so its hours hold sends, not attempts.
 	var velHour int64
 	counted := false
-	if s.velocityOn(safe) {
+	// Not when the fallback decided a limit (the breaker is open or the
+	// store failed in this decision): the rule is not judged then, and the
+	// send does not wait on the store again.
+	if s.velocityOn(safe) && !slices.ContainsFunc(passed, func(t Take) bool { return t.Fallback }) {
 		counted, velHour, err = s.takeVelocity(ctx, phone)
 		if err != nil {
 			s.refund(ctx, passed)

@@ -149,6 +149,23 @@ func TestCountryVelocityRule(t *testing.T) {
 		}
 	})
 
+	t.Run("not asked when the fallback decided the send", func(t *testing.T) {
+		st := newOutageStore()
+		st.setDown(true)
+		f := guard.NewFallback(guard.FallbackOptions{Counter: st, Codes: st, Now: func() time.Time { return now }})
+		vol := &fakeVolumes{}
+		box := &smsBox{}
+		otp := guard.NewOTP(guard.OTPOptions{Policy: policy(func(p *guard.OTPPolicy) { p.OnStoreError = guard.FallbackOpen }),
+			Counter: f, Codes: f, Sender: box, HMACKey: outageHMACKey, Now: func() time.Time { return now },
+			LastStoreFailure: f.LastFailure, Volumes: vol})
+		if _, err := otp.Send(ctx, guard.SendRequest{Phone: "+2348031234567"}); err != nil || box.count() != 1 {
+			t.Fatalf("open, store down: %v, %d SMS; want sent by the fallback", err, box.count())
+		}
+		if len(vol.takes) != 0 {
+			t.Errorf("velocity store asked %d times while the fallback decided; want 0", len(vol.takes))
+		}
+	})
+
 	t.Run("safe-listed numbers and mode off are not asked", func(t *testing.T) {
 		vol := &fakeVolumes{}
 		otp, _ := build(policy(func(p *guard.OTPPolicy) { p.SafeList = []string{"+234803"} }), vol, &smsBox{})
