@@ -430,6 +430,13 @@ func (w *campaignWorld) shownBlocked(t *testing.T, prefix, country string) {
 	if b, ok := blocked[prefix]; !ok || b["reason"] != "unusual_volume" || b["country"] != country || b["until"] == nil {
 		t.Errorf("ops desk blocked list: %s is %v, want reason unusual_volume, country %s, an end (all: %v)", prefix, b, country, keysOf(blocked))
 	}
+	// The page shows the row, with what to do instead of an Unblock
+	// button (a country prefix is not a number the desk can unblock).
+	page := w.oc.ops(t, 0, "GET", "/ops", "")
+	body := string(page.Body)
+	if page.Status != http.StatusOK || !strings.Contains(body, `data-phone="&#43;`+prefix[1:]+`"`) || !strings.Contains(body, "raise otp.country_velocity.expected") {
+		t.Errorf("GET /ops: %d; want a row for %s with the country_velocity hint", page.Status, prefix)
+	}
 }
 
 func keysOf[V any](m map[string]V) []string {
