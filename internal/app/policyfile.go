@@ -87,6 +87,7 @@ type fileVelocity struct {
 	MinConversion float64            `yaml:"min_conversion"`
 	Expected      map[string]int64   `yaml:"expected"`
 	QuarantineFor fileDuration       `yaml:"quarantine_for"`
+	MinuteShare   float64            `yaml:"minute_share"`
 }
 
 // fileBudget is otp.budget (guard.Budget).
@@ -177,7 +178,7 @@ func policyFile(p guard.Policies) filePolicies {
 				Factor: o.CountryVelocity.Factor, Lookback: fileDuration(o.CountryVelocity.Lookback),
 				MinConversion: o.CountryVelocity.MinConversion,
 				Expected:      convertMap(o.CountryVelocity.Expected, func(n int64) int64 { return n }),
-				QuarantineFor: fileDuration(o.CountryVelocity.QuarantineFor)},
+				QuarantineFor: fileDuration(o.CountryVelocity.QuarantineFor), MinuteShare: o.CountryVelocity.MinuteShare},
 			Budget: fileBudget{PerHour: o.Budget.PerHour, PerDay: o.Budget.PerDay},
 			Conversion: fileConversion{Mode: o.Conversion.Mode, MinRate: o.Conversion.MinRate,
 				MinSends: o.Conversion.MinSends, BlockFor: fileDuration(o.Conversion.BlockFor),
@@ -220,7 +221,7 @@ func (f filePolicies) policies() guard.Policies {
 				Factor: o.CountryVelocity.Factor, Lookback: time.Duration(o.CountryVelocity.Lookback),
 				MinConversion: o.CountryVelocity.MinConversion,
 				Expected:      convertMap(o.CountryVelocity.Expected, func(n int64) int64 { return n }),
-				QuarantineFor: time.Duration(o.CountryVelocity.QuarantineFor)},
+				QuarantineFor: time.Duration(o.CountryVelocity.QuarantineFor), MinuteShare: o.CountryVelocity.MinuteShare},
 			Budget: guard.Budget{PerHour: o.Budget.PerHour, PerDay: o.Budget.PerDay},
 			Conversion: guard.ConversionPolicy{Mode: o.Conversion.Mode, MinRate: o.Conversion.MinRate,
 				MinSends: o.Conversion.MinSends, BlockFor: time.Duration(o.Conversion.BlockFor),

@@ -150,13 +150,13 @@ func (s *OTP) send(ctx context.Context, phone Phone, ip string) (SendResult, err
 	}
 	// The country velocity rule comes last: it counts only sends that
 	// every other limit let through, so its hours hold sends, not attempts.
-	var velHour int64
+	var velAt time.Time
 	counted := false
 	// Not when the fallback decided a limit (the breaker is open or the
 	// store failed in this decision): the rule is not judged then, and the
 	// send does not wait on the store again.
 	if s.velocityOn(safe) && !slices.ContainsFunc(passed, func(t Take) bool { return t.Fallback }) {
-		counted, velHour, err = s.takeVelocity(ctx, phone)
+		counted, velAt, err = s.takeVelocity(ctx, phone)
 		if err != nil {
 			s.refund(ctx, passed)
 			return SendResult{}, err
@@ -165,7 +165,7 @@ func (s *OTP) send(ctx context.Context, phone Phone, ip string) (SendResult, err
 	notSent := func() { // nothing left: the budget and the country's hour get it back
 		s.refund(ctx, budgetTakes(passed))
 		if counted {
-			s.refundVelocity(ctx, phone, velHour)
+			s.refundVelocity(ctx, phone, velAt)
 		}
 	}
 

@@ -91,6 +91,10 @@ type CountryVelocity struct {
 	Lookback      time.Duration    // how far back the baseline looks (whole hours)
 	MinConversion float64          // verifies / sends that earns an hour full credit
 	Expected      map[string]int64 // ISO code -> expected sends per hour: that country's floor
+	// MinuteShare (0: off) is the most of the hour's limit one minute of
+	// the clock may take, at least the floor: a burst cannot spend a
+	// country's hour in one minute. A tenth of it while quarantined.
+	MinuteShare float64
 	// QuarantineFor is how long a country the conversion watch (block mode)
 	// finds unverified keeps a tenth of its floor.
 	QuarantineFor time.Duration
@@ -222,8 +226,9 @@ const (
 	DefaultVelocityFloor    = 50
 	DefaultVelocityFactor   = 3
 	DefaultVelocityLookback = 7 * 24 * time.Hour
-	DefaultMinConversion    = 0.2
+	DefaultMinConversion    = 0.5
 	DefaultQuarantineFor    = 24 * time.Hour
+	DefaultMinuteShare      = 0.1
 )
 
 // DefaultNumberTypes are the number types allowed when the policy file
@@ -252,7 +257,7 @@ func DefaultPrefixDepths() []PrefixWindow {
 // busiest credited hour of the last 7 days for one with.
 func DefaultCountryVelocity() CountryVelocity {
 	return CountryVelocity{Mode: VelocityEnforce, Floor: DefaultVelocityFloor, Factor: DefaultVelocityFactor,
-		Lookback: DefaultVelocityLookback, MinConversion: DefaultMinConversion, QuarantineFor: DefaultQuarantineFor}
+		Lookback: DefaultVelocityLookback, MinConversion: DefaultMinConversion, QuarantineFor: DefaultQuarantineFor, MinuteShare: DefaultMinuteShare}
 }
 
 // DefaultConversion is the conversion watch when the policy file names none.

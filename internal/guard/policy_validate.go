@@ -240,6 +240,9 @@ func validateVelocity(v CountryVelocity, bad func(string, string, ...any)) {
 	if !(v.MinConversion > 0 && v.MinConversion <= 1) {
 		bad("otp.country_velocity.min_conversion", "must be above 0 and at most 1, got %v", v.MinConversion)
 	}
+	if !(v.MinuteShare >= 0 && v.MinuteShare <= 1) {
+		bad("otp.country_velocity.minute_share", "must be between 0 (off) and 1, got %v", v.MinuteShare)
+	}
 	if v.QuarantineFor < time.Minute || v.QuarantineFor > maxWindow {
 		bad("otp.country_velocity.quarantine_for", "must be between 1m and %s, got %s", maxWindow, v.QuarantineFor)
 	}

@@ -33,6 +33,9 @@ type VolumeTake struct {
 	QFloor     int64 // the floor while quarantined
 	Factor     float64
 	MinConv    float64
+	// MinuteShare (0: off) is the share of the hour's limit one minute of
+	// the clock may take (at least the floor).
+	MinuteShare float64
 }
 
 // VolumeResult is the store's answer to a VolumeTake.
@@ -42,6 +45,9 @@ type VolumeResult struct {
 	Limit       int64 // max(floor, factor x baseline) for the hour
 	Baseline    int64 // the busiest credited hour of the lookback
 	Quarantined bool
+	// MinuteLimit is the minute's cap when the share applies; refused with
+	// Count < Limit means the minute's cap refused.
+	MinuteLimit int64
 }
 
 // Volumes keeps the hourly counts of the country velocity rule. Each call
@@ -49,8 +55,9 @@ type VolumeResult struct {
 type Volumes interface {
 	// TakeVolume counts one send if the hour stays within its limit.
 	TakeVolume(ctx context.Context, t VolumeTake) (VolumeResult, error)
-	// RefundVolume gives back a send TakeVolume counted in hour.
-	RefundVolume(ctx context.Context, k Key, hour int64) error
+	// RefundVolume gives back a send TakeVolume counted at (its hour and
+	// minute).
+	RefundVolume(ctx context.Context, k Key, at time.Time) error
 	// CountVerified counts one verified code in hour: the credit of the hour.
 	CountVerified(ctx context.Context, k Key, hour int64, ttl time.Duration) error
 	// Quarantine records that the country is quarantined until until (the
@@ -92,15 +99,15 @@ func (v CountryVelocity) floor(region string) int64 {
 }
 
 // takeVelocity counts one send to phone's country in the hour under way.
-// It returns whether it counted (a refund is then owed if the send does
-// not go on) and the refusal, if any.
-func (s *OTP) takeVelocity(ctx context.Context, phone Phone) (bool, int64, error) {
+// It returns whether it counted and when (a refund is then owed if the
+// send does not go on) and the refusal, if any.
+func (s *OTP) takeVelocity(ctx context.Context, phone Phone) (bool, time.Time, error) {
 	d, _ := ctx.Value(decisionKey{}).(*decision)
 	if d != nil && d.failed.Load() {
 		// The store failed earlier in this decision and the fallback let
 		// the send on: the velocity rule cannot be judged, the split
 		// limits and the spend budget bound it (README, "Cold start").
-		return false, 0, nil
+		return false, time.Time{}, nil
 	}
 	v := s.policy.CountryVelocity
 	r := region(phone)
@@ -109,7 +116,7 @@ func (s *OTP) takeVelocity(ctx context.Context, phone Phone) (bool, int64, error
 	fl := v.floor(r)
 	t := VolumeTake{Key: velocityKey(r), Quarantine: quarantineKey(r), Now: now, Hour: h,
 		Lookback: int64(v.Lookback / time.Hour), Floor: fl, QFloor: max(1, fl/10),
-		Factor: v.Factor, MinConv: v.MinConversion}
+		Factor: v.Factor, MinConv: v.MinConversion, MinuteShare: v.MinuteShare}
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), convTimeout)
 	res, err := s.abuse.volumes.TakeVolume(cctx, t)
 	cancel()
@@ -119,25 +126,28 @@ func (s *OTP) takeVelocity(ctx context.Context, phone Phone) (bool, int64, error
 		}
 		if s.policy.OnStoreError == FallbackClosed {
 			s.log.Log(ctx, StoreFailureLevel(err), "limit store failed", "limit", "country_velocity", "err", err)
-			return false, 0, StoreUnavailable(err, StoreRetryAfter)
+			return false, time.Time{}, StoreUnavailable(err, StoreRetryAfter)
 		}
 		s.log.WarnContext(ctx, "country velocity: store failed; not judged", "err", err)
-		return false, 0, nil
+		return false, time.Time{}, nil
 	}
 	if res.Allowed {
-		return true, h, nil
+		return true, now, nil
 	}
-	retry := time.Unix((h+1)*3600, 0).Sub(now)
+	retry, span := time.Unix((h+1)*3600, 0).Sub(now), "hour"
+	if res.Count < res.Limit { // the minute's share is spent, not the hour
+		retry, span = time.Unix((now.Unix()/60+1)*60, 0).Sub(now), "minute"
+	}
 	s.velocityRefused(ctx, phone, r, h, res, retry)
-	return false, 0, &Error{Code: CodeUnusualVolume, RetryAfter: retry,
-		Message: "unusually many codes were sent to this country this hour; try again later"}
+	return false, time.Time{}, &Error{Code: CodeUnusualVolume, RetryAfter: retry,
+		Message: "unusually many codes were sent to this country this " + span + "; try again later"}
 }
 
-// refundVelocity gives back a counted send that did not leave.
-func (s *OTP) refundVelocity(ctx context.Context, phone Phone, h int64) {
+// refundVelocity gives back a send counted at that did not leave.
+func (s *OTP) refundVelocity(ctx context.Context, phone Phone, at time.Time) {
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), convTimeout)
 	defer cancel()
-	if err := s.abuse.volumes.RefundVolume(cctx, velocityKey(region(phone)), h); err != nil {
+	if err := s.abuse.volumes.RefundVolume(cctx, velocityKey(region(phone)), at); err != nil {
 		s.log.WarnContext(ctx, "country velocity: refund failed", "err", err)
 	}
 }
@@ -196,9 +206,12 @@ func (s *OTP) velocityRefused(ctx context.Context, phone Phone, r string, h int6
 	if f := s.abuse.hooks.VelocityAlert; f != nil {
 		f(r)
 	}
-	detail := fmt.Sprintf("country=%s unusual volume: %d sends this hour reached the limit %d (baseline %d, floor %d, factor %g%s)",
+	detail := fmt.Sprintf("country=%s unusual volume: %d sends this hour against the limit %d (baseline %d, floor %d, factor %g%s)",
 		r, res.Count, res.Limit, res.Baseline, s.policy.CountryVelocity.floor(r), s.policy.CountryVelocity.Factor,
 		map[bool]string{true: ", quarantined", false: ""}[res.Quarantined])
+	if res.Count < res.Limit {
+		detail += fmt.Sprintf("; this minute reached its cap %d", res.MinuteLimit)
+	}
 	s.log.ErrorContext(ctx, "UNUSUAL VOLUME: sends to a country refused for the rest of the hour (SMS pumping?)",
 		"country", r, "count", res.Count, "limit", res.Limit, "baseline", res.Baseline,
 		"retry_after", retry.Round(time.Second).String())

@@ -31,10 +31,10 @@ func (f *fakeVolumes) TakeVolume(_ context.Context, t guard.VolumeTake) (guard.V
 	return f.take(t)
 }
 
-func (f *fakeVolumes) RefundVolume(_ context.Context, _ guard.Key, hour int64) error {
+func (f *fakeVolumes) RefundVolume(_ context.Context, _ guard.Key, at time.Time) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.refunds = append(f.refunds, hour)
+	f.refunds = append(f.refunds, at.Unix()/3600)
 	return nil
 }
 
@@ -93,8 +93,8 @@ func TestCountryVelocityRule(t *testing.T) {
 			t.Fatalf("takes: %d, want 2", len(vol.takes))
 		}
 		ng, gb := vol.takes[0], vol.takes[1]
-		if ng.Key.ID != "NG" || ng.Hour != hour || ng.Floor != 400 || ng.QFloor != 40 || ng.Factor != 3 || ng.Lookback != 168 {
-			t.Errorf("NG take: %+v, want hour %d, floor 400 (expected), quarantine floor 40, factor 3, lookback 168", ng, hour)
+		if ng.Key.ID != "NG" || ng.Hour != hour || ng.Floor != 400 || ng.QFloor != 40 || ng.Factor != 3 || ng.Lookback != 168 || ng.MinuteShare != 0.1 {
+			t.Errorf("NG take: %+v, want hour %d, floor 400 (expected), quarantine floor 40, factor 3, lookback 168, minute share 0.1", ng, hour)
 		}
 		if gb.Key.ID != "GB" || gb.Floor != 50 || gb.QFloor != 5 {
 			t.Errorf("GB take: %+v, want floor 50, quarantine floor 5", gb)
@@ -123,6 +123,19 @@ func TestCountryVelocityRule(t *testing.T) {
 			}
 		}
 		st.mu.Unlock()
+	})
+
+	t.Run("the minute's cap: unusual_volume until the minute ends", func(t *testing.T) {
+		vol := &fakeVolumes{take: func(guard.VolumeTake) (guard.VolumeResult, error) {
+			return guard.VolumeResult{Count: 60, Limit: 480, MinuteLimit: 50}, nil
+		}}
+		otp, _ := build(policy(nil), vol, &smsBox{})
+		_, err := otp.Send(ctx, guard.SendRequest{Phone: "+2348031234567"})
+		wantCode(t, err, guard.CodeUnusualVolume)
+		var e *guard.Error
+		if !errors.As(err, &e) || e.RetryAfter != time.Minute {
+			t.Errorf("RetryAfter: %v, want 1m (to the end of the minute)", e.RetryAfter)
+		}
 	})
 
 	t.Run("a send that surely did not leave gives its hour back", func(t *testing.T) {

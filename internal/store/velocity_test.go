@@ -63,7 +63,7 @@ func TestVelocityBaseline(t *testing.T) {
 			if !r.Allowed || r.Baseline != 15 || r.Limit != 45 {
 				t.Fatalf("hour 3: %+v, want allowed, baseline 15, limit 45", r)
 			}
-			if err := s.RefundVolume(ctx, key, h0+3); err != nil {
+			if err := s.RefundVolume(ctx, key, time.Unix((h0+3)*3600+60, 0)); err != nil {
 				t.Fatal(err)
 			}
 			// A day later the history is past the lookback: the floor again.
@@ -110,5 +110,54 @@ func TestVelocityExactUnderConcurrency(t *testing.T) {
 	wg.Wait()
 	if got := allowed.Load(); got != 25 {
 		t.Errorf("allowed: got %d, want exactly 25", got)
+	}
+}
+
+// TestVelocityMinuteShare: with a minute share, one minute of the clock
+// takes at most max(floor, share x the hour's limit); the hour's limit
+// still holds over the minutes, and a refund gives back both.
+func TestVelocityMinuteShare(t *testing.T) {
+	b := backends(t)["redis"](t)
+	s := store.NewRedis(b.rdb, b.prefix)
+	ctx := context.Background()
+	key := guard.Key{Space: "otp:vel", ID: "FR", Name: "h"}
+	h0 := time.Now().Unix() / 3600
+	take := func(h int64, minute int) guard.VolumeResult {
+		t.Helper()
+		r, err := s.TakeVolume(ctx, guard.VolumeTake{Key: key, Quarantine: guard.Key{Space: "otp:vel", ID: "FR", Name: "quarantine"},
+			Now: time.Unix(h*3600+int64(minute)*60, 0), Hour: h, Lookback: 24, Floor: 10, QFloor: 1, Factor: 3, MinConv: 0.2, MinuteShare: 0.1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	fill := func(h int64, minute int) (n int) {
+		for take(h, minute).Allowed {
+			n++
+		}
+		return n
+	}
+	if got := fill(h0, 0); got != 10 {
+		t.Fatalf("hour 0 minute 0: %d, want the floor 10", got)
+	}
+	for range 10 {
+		if err := s.CountVerified(ctx, key, h0, 26*time.Hour); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Hour 1: limit 30, each minute max(10, 3) = 10.
+	for m, want := range []int{10, 10, 10, 0} {
+		if got := fill(h0+1, m); got != want {
+			t.Fatalf("hour 1 minute %d: %d sent, want %d", m, got, want)
+		}
+	}
+	if r := take(h0+1, 3); r.Count != 30 || r.Limit != 30 {
+		t.Fatalf("hour 1 full: %+v, want count 30, limit 30", r)
+	}
+	if err := s.RefundVolume(ctx, key, time.Unix((h0+1)*3600+2*60, 0)); err != nil {
+		t.Fatal(err)
+	}
+	if got := fill(h0+1, 3); got != 1 {
+		t.Fatalf("after a refund: %d sent, want 1", got)
 	}
 }
