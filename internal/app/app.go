@@ -182,6 +182,10 @@ func New(ctx context.Context, cfg *Config, opts ...Option) (_ *App, err error) {
 		Conversions: a.store, AutoBlock: a.ops.desk, Abuse: abuseMetrics.Hooks(),
 		// Replayed status callbacks: advisory too (a failed check records).
 		Deliveries: a.store,
+		// The country velocity rule asks Redis itself, after the limits
+		// that went through the Fallback (guard/velocity.go says how it
+		// meets a failing store).
+		Volumes: a.store,
 	})
 	limiter := guard.NewLimiter(cfg.Policies.Limits, a.outage.fallback, log)
 	// The hot keys stop first in Close, once Run has drained the requests

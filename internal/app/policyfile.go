@@ -42,7 +42,9 @@ type fileOTPPolicy struct {
 	AllowedCountries   []string              `yaml:"allowed_countries"`
 	AllowedNumberTypes []string              `yaml:"allowed_number_types"`
 	PerPrefix          filePrefixWindow      `yaml:"per_prefix"`
+	PrefixDepths       []filePrefixWindow    `yaml:"prefix_depths"`
 	PerCountry         map[string]fileWindow `yaml:"per_country"`
+	CountryVelocity    fileVelocity          `yaml:"country_velocity"`
 	Budget             fileBudget            `yaml:"budget"`
 	Conversion         fileConversion        `yaml:"conversion"`
 	SafeList           []string              `yaml:"safe_list"`
@@ -76,6 +78,18 @@ type filePrefixWindow struct {
 	DigitsDropped int          `yaml:"digits_dropped"`
 }
 
+// fileVelocity is otp.country_velocity (guard.CountryVelocity).
+type fileVelocity struct {
+	Mode          guard.VelocityMode `yaml:"mode"`
+	Floor         int64              `yaml:"floor"`
+	Factor        float64            `yaml:"factor"`
+	Lookback      fileDuration       `yaml:"lookback"`
+	MinConversion float64            `yaml:"min_conversion"`
+	Expected      map[string]int64   `yaml:"expected"`
+	QuarantineFor fileDuration       `yaml:"quarantine_for"`
+	MinuteShare   float64            `yaml:"minute_share"`
+}
+
 // fileBudget is otp.budget (guard.Budget).
 type fileBudget struct {
 	PerHour int64 `yaml:"per_hour"`
@@ -88,6 +102,7 @@ type fileConversion struct {
 	MinRate  float64              `yaml:"min_rate"`
 	MinSends int64                `yaml:"min_sends"`
 	BlockFor fileDuration         `yaml:"block_for"`
+	Delay    fileDuration         `yaml:"delay"`
 }
 
 // fileDuration is a duration written as "30s" or "10m" in the policy file.
@@ -156,12 +171,18 @@ func policyFile(p guard.Policies) filePolicies {
 			LocalLimit:         o.LocalLimit,
 			AllowedCountries:   slices.Clone(o.AllowedCountries),
 			AllowedNumberTypes: slices.Clone(o.AllowedNumberTypes),
-			PerPrefix: filePrefixWindow{Limit: o.PerPrefix.Limit, Window: fileDuration(o.PerPrefix.Window),
-				DigitsDropped: o.PerPrefix.DigitsDropped},
-			PerCountry: convertMap(o.PerCountry, toFileWindow),
-			Budget:     fileBudget{PerHour: o.Budget.PerHour, PerDay: o.Budget.PerDay},
+			PerPrefix:          toFilePrefix(o.PerPrefix),
+			PrefixDepths:       convertSlice(o.PrefixDepths, toFilePrefix),
+			PerCountry:         convertMap(o.PerCountry, toFileWindow),
+			CountryVelocity: fileVelocity{Mode: o.CountryVelocity.Mode, Floor: o.CountryVelocity.Floor,
+				Factor: o.CountryVelocity.Factor, Lookback: fileDuration(o.CountryVelocity.Lookback),
+				MinConversion: o.CountryVelocity.MinConversion,
+				Expected:      convertMap(o.CountryVelocity.Expected, func(n int64) int64 { return n }),
+				QuarantineFor: fileDuration(o.CountryVelocity.QuarantineFor), MinuteShare: o.CountryVelocity.MinuteShare},
+			Budget: fileBudget{PerHour: o.Budget.PerHour, PerDay: o.Budget.PerDay},
 			Conversion: fileConversion{Mode: o.Conversion.Mode, MinRate: o.Conversion.MinRate,
-				MinSends: o.Conversion.MinSends, BlockFor: fileDuration(o.Conversion.BlockFor)},
+				MinSends: o.Conversion.MinSends, BlockFor: fileDuration(o.Conversion.BlockFor),
+				Delay: fileDuration(o.Conversion.Delay)},
 			SafeList: slices.Clone(o.SafeList),
 		},
 		Limits: convertMap(p.Limits, func(l guard.LimitPolicy) fileLimitPolicy {
@@ -193,12 +214,18 @@ func (f filePolicies) policies() guard.Policies {
 			LocalLimit:         o.LocalLimit,
 			AllowedCountries:   slices.Clone(o.AllowedCountries),
 			AllowedNumberTypes: slices.Clone(o.AllowedNumberTypes),
-			PerPrefix: guard.PrefixWindow{Limit: o.PerPrefix.Limit, Window: time.Duration(o.PerPrefix.Window),
-				DigitsDropped: o.PerPrefix.DigitsDropped},
-			PerCountry: convertMap(o.PerCountry, fileWindow.window),
-			Budget:     guard.Budget{PerHour: o.Budget.PerHour, PerDay: o.Budget.PerDay},
+			PerPrefix:          o.PerPrefix.prefixWindow(),
+			PrefixDepths:       convertSlice(o.PrefixDepths, filePrefixWindow.prefixWindow),
+			PerCountry:         convertMap(o.PerCountry, fileWindow.window),
+			CountryVelocity: guard.CountryVelocity{Mode: o.CountryVelocity.Mode, Floor: o.CountryVelocity.Floor,
+				Factor: o.CountryVelocity.Factor, Lookback: time.Duration(o.CountryVelocity.Lookback),
+				MinConversion: o.CountryVelocity.MinConversion,
+				Expected:      convertMap(o.CountryVelocity.Expected, func(n int64) int64 { return n }),
+				QuarantineFor: time.Duration(o.CountryVelocity.QuarantineFor), MinuteShare: o.CountryVelocity.MinuteShare},
+			Budget: guard.Budget{PerHour: o.Budget.PerHour, PerDay: o.Budget.PerDay},
 			Conversion: guard.ConversionPolicy{Mode: o.Conversion.Mode, MinRate: o.Conversion.MinRate,
-				MinSends: o.Conversion.MinSends, BlockFor: time.Duration(o.Conversion.BlockFor)},
+				MinSends: o.Conversion.MinSends, BlockFor: time.Duration(o.Conversion.BlockFor),
+				Delay: time.Duration(o.Conversion.Delay)},
 			SafeList: slices.Clone(o.SafeList),
 		},
 		Limits: convertMap(f.Limits, func(l fileLimitPolicy) guard.LimitPolicy {
@@ -218,6 +245,27 @@ func toFileWindow(w guard.Window) fileWindow {
 
 func (w fileWindow) window() guard.Window {
 	return guard.Window{Limit: w.Limit, Window: time.Duration(w.Window)}
+}
+
+func toFilePrefix(p guard.PrefixWindow) filePrefixWindow {
+	return filePrefixWindow{Limit: p.Limit, Window: fileDuration(p.Window), DigitsDropped: p.DigitsDropped}
+}
+
+func (p filePrefixWindow) prefixWindow() guard.PrefixWindow {
+	return guard.PrefixWindow{Limit: p.Limit, Window: time.Duration(p.Window), DigitsDropped: p.DigitsDropped}
+}
+
+// convertSlice converts every element of s; nil stays nil and empty stays
+// empty, as the file said.
+func convertSlice[A, B any](s []A, convert func(A) B) []B {
+	if s == nil {
+		return nil
+	}
+	out := make([]B, len(s))
+	for i, v := range s {
+		out[i] = convert(v)
+	}
+	return out
 }
 
 // convertMap converts every value of m; nil stays nil and empty stays

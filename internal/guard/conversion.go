@@ -8,19 +8,28 @@ import (
 
 // The conversion watch. Codes sent to real users are mostly verified;
 // codes sent to pumped numbers never are, because nobody reads them. So,
-// per number prefix and per country, the watch counts sends and successful
-// verifies over a sliding hour (ConversionWindow), and when at least
-// min_sends codes went out and fewer than min_rate of them were verified:
+// per number prefix at each depth (per_prefix and prefix_depths) and per
+// country, the watch counts sends and successful verifies over a sliding
+// hour (ConversionWindow). A send counts only once it is older than
+// conversion.delay (2 minutes by default): by then a real user has
+// verified, so an unverified send is unconverted, and a burst of real
+// sign-ins whose codes are still on their way never looks like pumping.
+// When at least min_sends such sends are in the hour and fewer than
+// min_rate of them were verified:
 //
-//   - monitor (the default): one error log, one metric and one audit event
-//     per subject and hour, across all instances;
-//   - block: the same, and the prefix goes on the deny-list for block_for,
-//     authored by ConversionActor, so that it shows in the ops view with
-//     its reason and can be lifted there. Countries are only reported:
-//     blocking a whole country is a decision for a person.
+//   - monitor: one error log, one metric and one audit event per subject
+//     and hour, across all instances;
+//   - block (the default): the same, and the prefix goes on the deny-list
+//     for block_for, authored by ConversionActor, so that it shows in the
+//     ops view with its reason and can be lifted there. A country is not
+//     deny-listed (blocking a whole country is a decision for a person):
+//     it is quarantined for country_velocity.quarantine_for, which drops its country velocity
+//     floor to a tenth and keeps whatever its verified history earned.
 //
-// Safe-listed numbers are not counted. The watch is advisory: when its
-// store fails, sends and verifies go on and the failure is logged.
+// The clock is the service's (Now), in one-minute buckets, like the
+// country velocity rule's hours. Safe-listed numbers are not counted. The
+// watch is advisory: when its store fails, sends and verifies go on and
+// the failure is logged.
 
 // ConversionActor is the author of the deny-list entries the conversion
 // watch adds; the ops view shows it.
@@ -54,9 +63,10 @@ func (t Tally) Rate() float64 {
 
 // Conversions keeps the sliding-hour tallies of the conversion watch.
 type Conversions interface {
-	// CountConversion adds one event of kind to each subject and returns
-	// each subject's tally over the last window, this event included.
-	CountConversion(ctx context.Context, kind ConversionKind, window time.Duration, subjects []Key) ([]Tally, error)
+	// CountConversion adds one event of kind, at now, to each subject and
+	// returns each subject's tally: the sends of the window that are
+	// older than delay, and the verifies of the whole window.
+	CountConversion(ctx context.Context, kind ConversionKind, now time.Time, window, delay time.Duration, subjects []Key) ([]Tally, error)
 	// ClaimAlert reports whether this caller is the first, across all
 	// instances, to claim subject's alert within ttl.
 	ClaimAlert(ctx context.Context, subject Key, ttl time.Duration) (bool, error)
@@ -73,16 +83,18 @@ type AutoBlocker interface {
 // convTimeout bounds one call of the watch: it must never hold up a send.
 const convTimeout = time.Second
 
-// conversionSubjects are the prefix and country tallies of phone.
+// conversionSubjects are the prefix tallies of phone at each depth, and
+// its country's.
 func (s *OTP) conversionSubjects(phone Phone) []Key {
-	region := phone.Region
-	if region == "" {
-		region = "001"
+	var out []Key
+	seen := map[string]bool{}
+	for _, pp := range s.prefixLimits() {
+		if p := Prefix(phone.E164, pp.DigitsDropped); !seen[p] {
+			seen[p] = true
+			out = append(out, Key{Space: "conv:prefix", ID: p, Name: "m"})
+		}
 	}
-	return []Key{
-		{Space: "conv:prefix", ID: Prefix(phone.E164, s.policy.PerPrefix.DigitsDropped), Name: "m"},
-		{Space: "conv:country", ID: region, Name: "m"},
-	}
+	return append(out, Key{Space: "conv:country", ID: region(phone), Name: "m"})
 }
 
 // watching reports whether the conversion watch applies to phone now.
@@ -104,7 +116,7 @@ func (s *OTP) countConversion(ctx context.Context, phone Phone, kind ConversionK
 	subjects := s.conversionSubjects(phone)
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), convTimeout)
 	defer cancel()
-	tallies, err := s.abuse.conv.CountConversion(cctx, kind, ConversionWindow, subjects)
+	tallies, err := s.abuse.conv.CountConversion(cctx, kind, s.now(), ConversionWindow, s.policy.Conversion.Delay, subjects)
 	if err == nil && len(tallies) != len(subjects) {
 		err = fmt.Errorf("conversion: store answered %d tallies for %d subjects", len(tallies), len(subjects))
 	}
@@ -142,12 +154,14 @@ func (s *OTP) conversionAlert(ctx context.Context, phone Phone, subject Key, t T
 	scope := subject.Space[len("conv:"):]
 	block := c.Mode == ConversionBlock && scope == "prefix"
 	period := ConversionWindow
-	if block {
+	if c.Mode == ConversionBlock {
 		period = c.BlockFor
 	}
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), convTimeout)
 	defer cancel()
-	claim := Key{Space: subject.Space, ID: subject.ID, Name: "alert"}
+	// One claim per period of the service's clock (not a TTL alone), so
+	// that a test driving the clock sees the periods real time would.
+	claim := Key{Space: subject.Space, ID: subject.ID, Name: fmt.Sprintf("alert:%d", s.now().Unix()/int64(period/time.Second))}
 	first, err := s.abuse.conv.ClaimAlert(cctx, claim, period)
 	if err != nil {
 		s.log.WarnContext(ctx, "conversion watch: claiming an alert failed", "err", err)
@@ -156,9 +170,13 @@ func (s *OTP) conversionAlert(ctx context.Context, phone Phone, subject Key, t T
 	if !first {
 		return // another request or instance reported it this period
 	}
-	reason := fmt.Sprintf("conversion watch: %d of %d codes verified in the last hour (%.1f%%), below min_rate %.1f%%",
-		t.Verifies, t.Sends, 100*t.Rate(), 100*c.MinRate)
+	reason := fmt.Sprintf("conversion watch: %d verified against %d codes sent in the last hour and older than %s (%.1f%%), below min_rate %.1f%%",
+		t.Verifies, t.Sends, c.Delay, 100*t.Rate(), 100*c.MinRate)
 	action := OutcomeReported
+	if qf := s.policy.CountryVelocity.QuarantineFor; c.Mode == ConversionBlock && scope == "country" && s.quarantine(cctx, subject.ID, qf) {
+		action = OutcomeQuarantined
+		reason += fmt.Sprintf("; country velocity floor cut to a tenth for %s", qf)
+	}
 	if block {
 		if s.abuse.autoBlock == nil {
 			s.log.ErrorContext(ctx, "conversion watch: block mode without a deny-list: only reporting", "prefix", subject.ID)

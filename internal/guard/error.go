@@ -53,6 +53,7 @@ const (
 	CodePrefixRateLimited    Code = "prefix_rate_limited"
 	CodeCountryRateLimited   Code = "country_rate_limited"
 	CodeBudgetExhausted      Code = "budget_exhausted"
+	CodeUnusualVolume        Code = "unusual_volume"
 )
 
 // Error is the one error type of the domain. Message is safe to show to a

@@ -22,6 +22,7 @@ const (
 	ActionOTPSend    = "otp.send"
 	ActionOTPVerify  = "otp.verify"
 	ActionConversion = "otp.conversion" // a conversion alert
+	ActionVelocity   = "otp.velocity"   // a country refused for unusual volume
 	ActionSMSStatus  = "sms.status"     // a delivery status report
 )
 
@@ -35,4 +36,6 @@ const (
 	// deny-listed.
 	OutcomeReported = "reported"
 	OutcomeBlocked  = "blocked"
+	// OutcomeQuarantined: a country's velocity floor was cut (conversion watch, block mode).
+	OutcomeQuarantined = "quarantined"
 )

@@ -10,6 +10,7 @@ import (
 	"io"
 	"log/slog"
 	"math/big"
+	"slices"
 	"strings"
 	"time"
 )
@@ -49,6 +50,9 @@ type OTPOptions struct {
 	// replayed status callback is recorded once (delivery.go). Nil: every
 	// report is recorded.
 	Deliveries Deliveries
+	// Volumes keeps the country velocity rule's hourly counts (velocity.go);
+	// nil: no country velocity rule.
+	Volumes Volumes
 }
 
 // OTP sends and verifies one-time codes under exact, shared limits.
@@ -145,14 +149,35 @@ func (s *OTP) send(ctx context.Context, phone Phone, ip string) (SendResult, err
 	if err := s.checkDestination(phone); err != nil {
 		return SendResult{}, err
 	}
-	passed, err := s.spend(ctx, phone, append(s.sendLimits(phone.E164, ip), s.abuseLimits(phone, s.safe(phone.E164))...))
+	safe := s.safe(phone.E164)
+	passed, err := s.spend(ctx, phone, append(s.sendLimits(phone.E164, ip), s.abuseLimits(phone, safe)...))
 	if err != nil {
 		return SendResult{}, err
+	}
+	// The country velocity rule comes last: it counts only sends that
+	// every other limit let through, so its hours hold sends, not attempts.
+	var velAt time.Time
+	counted := false
+	// Not when the fallback decided a limit (the breaker is open or the
+	// store failed in this decision): the rule is not judged then, and the
+	// send does not wait on the store again.
+	if s.velocityOn(safe) && !slices.ContainsFunc(passed, func(t Take) bool { return t.Fallback }) {
+		counted, velAt, err = s.takeVelocity(ctx, phone)
+		if err != nil {
+			s.refund(ctx, passed)
+			return SendResult{}, err
+		}
+	}
+	notSent := func() { // nothing left: the budget and the country's hour get it back
+		s.refund(ctx, budgetTakes(passed))
+		if counted {
+			s.refundVelocity(ctx, phone, velAt)
+		}
 	}
 
 	code, ttl, saved, err := s.issueCode(ctx, phone)
 	if err != nil {
-		s.refund(ctx, budgetTakes(passed)) // nothing was sent
+		notSent()
 		return SendResult{}, err
 	}
 	body := strings.ReplaceAll(s.policy.Message, "{code}", code)
@@ -169,7 +194,7 @@ func (s *OTP) send(ctx context.Context, phone Phone, ip string) (SendResult, err
 		var e *Error
 		if errors.As(err, &e) {
 			if e.Code == CodeInvalidDestination || errors.Is(err, ErrNotSent) { // surely not sent: the budget is not spent
-				s.refund(ctx, budgetTakes(passed))
+				notSent()
 			}
 			return SendResult{}, err
 		}
@@ -318,6 +343,7 @@ func (s *OTP) Verify(ctx context.Context, req VerifyRequest) (Phone, error) {
 		return Phone{}, err
 	}
 	s.watchVerify(ctx, phone)
+	s.creditVerify(ctx, phone)
 	return phone, nil
 }
 

@@ -58,10 +58,14 @@ type OTPPolicy struct {
 	// fixed_line_or_mobile, toll_free, premium_rate, ...); empty: any.
 	AllowedNumberTypes []string
 	PerPrefix          PrefixWindow
-	PerCountry         map[string]Window // ISO code or "*" -> budget
-	Budget             Budget
-	Conversion         ConversionPolicy
-	SafeList           []string // numbers or prefixes: no velocity or conversion rules
+	// PrefixDepths are coarser prefix limits beside PerPrefix: a campaign
+	// that spreads over more digits than PerPrefix drops meets one of them.
+	PrefixDepths    []PrefixWindow
+	PerCountry      map[string]Window // ISO code or "*" -> budget
+	CountryVelocity CountryVelocity
+	Budget          Budget
+	Conversion      ConversionPolicy
+	SafeList        []string // numbers or prefixes: no velocity or conversion rules
 }
 
 // PrefixWindow is the fixed-window budget of every number prefix: the
@@ -71,6 +75,39 @@ type PrefixWindow struct {
 	Window        time.Duration
 	DigitsDropped int
 }
+
+// CountryVelocity is the baseline-relative limit on the sends to each
+// country (velocity.go): in the hour under way (an hour bucket of the
+// clock), a country may send at most max(floor, Factor x baseline), where
+// the baseline is the country's busiest *credited* hour over Lookback and
+// the floor is Floor, or Expected[country] when that is higher. An hour's
+// credit is its sends, but at most its verified codes / MinConversion: an
+// hour nobody verified in teaches the baseline nothing, so a campaign
+// cannot raise its own limit.
+type CountryVelocity struct {
+	Mode          VelocityMode
+	Floor         int64            // sends per hour a country with no history gets
+	Factor        float64          // how far above its baseline a country may go
+	Lookback      time.Duration    // how far back the baseline looks (whole hours)
+	MinConversion float64          // verifies / sends that earns an hour full credit
+	Expected      map[string]int64 // ISO code -> expected sends per hour: that country's floor
+	// MinuteShare (0: off) is the most of the hour's limit one minute of
+	// the clock may take, at least the floor: a burst cannot spend a
+	// country's hour in one minute. A tenth of it while quarantined.
+	MinuteShare float64
+	// QuarantineFor is how long a country the conversion watch (block mode)
+	// finds unverified keeps a tenth of its floor.
+	QuarantineFor time.Duration
+}
+
+// VelocityMode turns the country velocity rule on or off.
+type VelocityMode string
+
+// The modes of the country velocity rule.
+const (
+	VelocityOff     VelocityMode = "off"
+	VelocityEnforce VelocityMode = "enforce"
+)
 
 // Budget is the global budget of SMS sent, across all instances: at most
 // PerHour in any window of one hour starting at its first send, and PerDay
@@ -96,8 +133,12 @@ const (
 type ConversionPolicy struct {
 	Mode     ConversionMode
 	MinRate  float64       // verifies / sends below this is suspicious
-	MinSends int64         // only judged from this many sends in the hour
+	MinSends int64         // only judged from this many matured sends in the hour
 	BlockFor time.Duration // how long a block-mode deny entry lasts
+	// Delay is how long a code has to be verified before the watch counts
+	// it as a send: a send younger than Delay is neither converted nor
+	// unconverted yet, so a burst of real sign-ins never looks unverified.
+	Delay time.Duration
 }
 
 // LimitPolicy is one named policy of /limits/check.
@@ -164,6 +205,8 @@ func DefaultPolicies() Policies {
 			// The abuse defences (README.md, "Abuse defences").
 			AllowedNumberTypes: DefaultNumberTypes(),
 			PerPrefix:          DefaultPerPrefix(),
+			PrefixDepths:       DefaultPrefixDepths(),
+			CountryVelocity:    DefaultCountryVelocity(),
 			Conversion:         DefaultConversion(),
 		},
 		Limits: map[string]LimitPolicy{
@@ -176,8 +219,16 @@ func DefaultPolicies() Policies {
 const (
 	DefaultDigitsDropped = 4
 	DefaultMinRate       = 0.2
-	DefaultMinSends      = 50
+	DefaultMinSends      = 20
 	DefaultBlockFor      = time.Hour
+	DefaultConvDelay     = 2 * time.Minute
+
+	DefaultVelocityFloor    = 50
+	DefaultVelocityFactor   = 3
+	DefaultVelocityLookback = 7 * 24 * time.Hour
+	DefaultMinConversion    = 0.5
+	DefaultQuarantineFor    = 24 * time.Hour
+	DefaultMinuteShare      = 0.1
 )
 
 // DefaultNumberTypes are the number types allowed when the policy file
@@ -190,10 +241,29 @@ func DefaultPerPrefix() PrefixWindow {
 	return PrefixWindow{Limit: 100, Window: time.Hour, DigitsDropped: DefaultDigitsDropped}
 }
 
+// DefaultPrefixDepths are the coarser prefix limits when the policy file
+// names none: 100 times the numbers of the default per_prefix get 10 times
+// its limit, 1000 times the numbers 30 times: real traffic gathers in few
+// ranges, a campaign spreads over them.
+func DefaultPrefixDepths() []PrefixWindow {
+	return []PrefixWindow{
+		{Limit: 1000, Window: time.Hour, DigitsDropped: 6},
+		{Limit: 3000, Window: time.Hour, DigitsDropped: 7},
+	}
+}
+
+// DefaultCountryVelocity is the country velocity rule when the policy file
+// names none: on, 50 an hour for a country without history, 3 times the
+// busiest credited hour of the last 7 days for one with.
+func DefaultCountryVelocity() CountryVelocity {
+	return CountryVelocity{Mode: VelocityEnforce, Floor: DefaultVelocityFloor, Factor: DefaultVelocityFactor,
+		Lookback: DefaultVelocityLookback, MinConversion: DefaultMinConversion, QuarantineFor: DefaultQuarantineFor, MinuteShare: DefaultMinuteShare}
+}
+
 // DefaultConversion is the conversion watch when the policy file names none.
 func DefaultConversion() ConversionPolicy {
-	return ConversionPolicy{Mode: ConversionMonitor, MinRate: DefaultMinRate, MinSends: DefaultMinSends,
-		BlockFor: DefaultBlockFor}
+	return ConversionPolicy{Mode: ConversionBlock, MinRate: DefaultMinRate, MinSends: DefaultMinSends,
+		BlockFor: DefaultBlockFor, Delay: DefaultConvDelay}
 }
 
 // LimitNames returns the names of the limit policies, sorted.
@@ -235,5 +305,9 @@ func (o *OTPPolicy) fillAbuseDefaults() {
 	}
 	if o.PerPrefix.DigitsDropped == 0 {
 		o.PerPrefix.DigitsDropped = DefaultDigitsDropped
+	}
+	v := &o.CountryVelocity
+	if v.Mode == "" {
+		*v = DefaultCountryVelocity()
 	}
 }

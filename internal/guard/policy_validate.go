@@ -164,6 +164,21 @@ func validateAbuse(o OTPPolicy, bad func(string, string, ...any)) {
 			bad("otp.per_prefix.digits_dropped", "must be between 1 and 8, got %d", d)
 		}
 	}
+	depths := map[int]string{}
+	if o.PerPrefix.Limit != 0 || o.Conversion.Mode != "" && o.Conversion.Mode != ConversionOff {
+		depths[o.PerPrefix.DigitsDropped] = "otp.per_prefix"
+	}
+	for i, d := range o.PrefixDepths {
+		field := fmt.Sprintf("otp.prefix_depths[%d]", i)
+		validateWindow(field, Window{Limit: d.Limit, Window: d.Window}, bad)
+		if d.DigitsDropped < 1 || d.DigitsDropped > 10 {
+			bad(field+".digits_dropped", "must be between 1 and 10, got %d", d.DigitsDropped)
+		} else if other, ok := depths[d.DigitsDropped]; ok {
+			bad(field+".digits_dropped", "%d digits are already dropped by %s: one counter per depth", d.DigitsDropped, other)
+		}
+		depths[d.DigitsDropped] = field
+	}
+	validateVelocity(o.CountryVelocity, bad)
 	for _, c := range sortedKeys(o.PerCountry) {
 		if c != "*" && !isoCode.MatchString(c) {
 			bad("otp.per_country."+c, "must be an upper-case ISO 3166-1 alpha-2 code such as IN, or * for every other country")
@@ -187,6 +202,9 @@ func validateAbuse(o OTPPolicy, bad func(string, string, ...any)) {
 		if c.MinSends < 1 || c.MinSends > maxLimit {
 			bad("otp.conversion.min_sends", "must be between 1 and %d, got %d", maxLimit, c.MinSends)
 		}
+		if c.Delay < 0 || c.Delay > 30*time.Minute {
+			bad("otp.conversion.delay", "must be between 0 and 30m, got %s", c.Delay)
+		}
 		if c.Mode == ConversionBlock && (c.BlockFor < time.Minute || c.BlockFor > maxWindow) {
 			bad("otp.conversion.block_for", "must be between 1m and %s with mode: block, got %s", maxWindow, c.BlockFor)
 		}
@@ -196,6 +214,43 @@ func validateAbuse(o OTPPolicy, bad func(string, string, ...any)) {
 	for i, p := range o.SafeList {
 		if !validDenyPattern(p) {
 			bad(fmt.Sprintf("otp.safe_list[%d]", i), "must be '+' followed by 1 to %d digits (a number or a prefix), got %q", maxDenyDigits, p)
+		}
+	}
+}
+
+// validateVelocity checks otp.country_velocity.
+func validateVelocity(v CountryVelocity, bad func(string, string, ...any)) {
+	switch v.Mode {
+	case VelocityOff:
+		return
+	case VelocityEnforce:
+	default:
+		bad("otp.country_velocity.mode", "must be enforce or off, got %q", v.Mode)
+		return
+	}
+	if v.Floor < 1 || v.Floor > maxLimit {
+		bad("otp.country_velocity.floor", "must be between 1 and %d, got %d", maxLimit, v.Floor)
+	}
+	if !(v.Factor >= 1 && v.Factor <= 1000) {
+		bad("otp.country_velocity.factor", "must be between 1 and 1000, got %v", v.Factor)
+	}
+	if v.Lookback < time.Hour || v.Lookback > maxWindow || v.Lookback%time.Hour != 0 {
+		bad("otp.country_velocity.lookback", "must be whole hours between 1h and %s, got %s", maxWindow, v.Lookback)
+	}
+	if !(v.MinConversion > 0 && v.MinConversion <= 1) {
+		bad("otp.country_velocity.min_conversion", "must be above 0 and at most 1, got %v", v.MinConversion)
+	}
+	if !(v.MinuteShare >= 0 && v.MinuteShare <= 1) {
+		bad("otp.country_velocity.minute_share", "must be between 0 (off) and 1, got %v", v.MinuteShare)
+	}
+	if v.QuarantineFor < time.Minute || v.QuarantineFor > maxWindow {
+		bad("otp.country_velocity.quarantine_for", "must be between 1m and %s, got %s", maxWindow, v.QuarantineFor)
+	}
+	for _, c := range sortedKeys(v.Expected) {
+		if !isoCode.MatchString(c) && c != "001" {
+			bad("otp.country_velocity.expected."+c, "must be an upper-case ISO 3166-1 alpha-2 code such as NG")
+		} else if n := v.Expected[c]; n < 1 || n > maxLimit {
+			bad("otp.country_velocity.expected."+c, "must be between 1 and %d sends per hour, got %d", maxLimit, n)
 		}
 	}
 }

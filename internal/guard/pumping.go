@@ -66,6 +66,13 @@ func Prefix(e164 string, digitsDropped int) string {
 	return e164[:max(min(3, len(e164)), len(e164)-digitsDropped)]
 }
 
+// prefixLimits are per_prefix and the coarser prefix_depths, finest first.
+// A depth's key names only the prefix, so two depths that drop the same
+// number of digits would share a counter: validation refuses that.
+func (s *OTP) prefixLimits() []PrefixWindow {
+	return append([]PrefixWindow{s.policy.PerPrefix}, s.policy.PrefixDepths...)
+}
+
 // safe reports whether the number is on the safe list: it skips the
 // velocity and conversion rules, never the spend budget.
 func (s *OTP) safe(e164 string) bool {
@@ -111,9 +118,15 @@ func (s *OTP) abuseLimits(phone Phone, safe bool) []limitedTake {
 			Policy: OTPPolicyName, OnStoreError: mode}
 	}
 	var ls []limitedTake
-	if pp := s.policy.PerPrefix; !safe && pp.Limit > 0 {
+	seen := map[string]bool{}
+	for _, pp := range s.prefixLimits() {
+		prefix := Prefix(phone.E164, pp.DigitsDropped)
+		if safe || pp.Limit <= 0 || seen[prefix] { // a short number: two depths, one prefix
+			continue
+		}
+		seen[prefix] = true
 		ls = append(ls, limitedTake{
-			take:   window(Key{"otp:prefix", Prefix(phone.E164, pp.DigitsDropped), "sends"}, pp.Limit, pp.Window),
+			take:   window(Key{"otp:prefix", prefix, "sends"}, pp.Limit, pp.Window),
 			denial: CodePrefixRateLimited, what: "too many codes were sent to numbers like this one; try again later",
 		})
 	}
@@ -168,6 +181,11 @@ type AbuseHooks struct {
 	// ConversionAlert is told of every alert of the conversion watch:
 	// scope "prefix" or "country", action "reported" or "blocked".
 	ConversionAlert func(scope, action string)
+	// VelocityRefused is told of every send the country velocity rule
+	// refuses, with the country; VelocityAlert once per country and hour
+	// across instances.
+	VelocityRefused func(country string)
+	VelocityAlert   func(country string)
 }
 
 // abuseState is what an OTP service remembers of its abuse defences.
@@ -175,6 +193,7 @@ type abuseState struct {
 	hooks     AbuseHooks
 	conv      Conversions
 	autoBlock AutoBlocker
+	volumes   Volumes
 
 	mu sync.Mutex
 	// exhaustedUntil is, per budget window, the end of the exhaustion
@@ -183,7 +202,7 @@ type abuseState struct {
 }
 
 func newAbuseState(o OTPOptions) *abuseState {
-	return &abuseState{hooks: o.Abuse, conv: o.Conversions, autoBlock: o.AutoBlock, exhaustedUntil: map[string]time.Time{}}
+	return &abuseState{hooks: o.Abuse, conv: o.Conversions, autoBlock: o.AutoBlock, volumes: o.Volumes, exhaustedUntil: map[string]time.Time{}}
 }
 
 // budgetRefused counts a refusal by the budget and logs one error per

@@ -11,6 +11,8 @@ import (
 type AbuseMetrics struct {
 	budgetRefused    *prometheus.CounterVec
 	conversionAlerts *prometheus.CounterVec
+	velocityRefused  *prometheus.CounterVec
+	velocityAlerts   *prometheus.CounterVec
 	smsStatus        *prometheus.CounterVec
 }
 
@@ -23,14 +25,22 @@ func NewAbuseMetrics(m *Metrics) *AbuseMetrics {
 		}, []string{"window"}),
 		conversionAlerts: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "otpguard_conversion_alerts_total",
-			Help: "Conversion watch alerts (sends not followed by verifies), by scope (prefix, country) and action (reported, blocked).",
+			Help: "Conversion watch alerts (sends not followed by verifies), by scope (prefix, country) and action (reported, blocked, quarantined).",
 		}, []string{"scope", "action"}),
+		velocityRefused: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "otpguard_velocity_refused_total",
+			Help: "Sends refused by the country velocity rule (unusual_volume), by country.",
+		}, []string{"country"}),
+		velocityAlerts: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "otpguard_velocity_alerts_total",
+			Help: "Countries the country velocity rule began refusing, once per country and hour across instances (alert on any increase).",
+		}, []string{"country"}),
 		smsStatus: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "otpguard_sms_status_total",
 			Help: "Delivery status reports from the SMS provider (POST /sms/status), by status.",
 		}, []string{"status"}),
 	}
-	m.Registry.MustRegister(a.budgetRefused, a.conversionAlerts, a.smsStatus)
+	m.Registry.MustRegister(a.budgetRefused, a.conversionAlerts, a.velocityRefused, a.velocityAlerts, a.smsStatus)
 	return a
 }
 
@@ -39,6 +49,8 @@ func (a *AbuseMetrics) Hooks() guard.AbuseHooks {
 	return guard.AbuseHooks{
 		BudgetRefused:   func(window string) { a.budgetRefused.WithLabelValues(window).Inc() },
 		ConversionAlert: func(scope, action string) { a.conversionAlerts.WithLabelValues(scope, action).Inc() },
+		VelocityRefused: func(country string) { a.velocityRefused.WithLabelValues(country).Inc() },
+		VelocityAlert:   func(country string) { a.velocityAlerts.WithLabelValues(country).Inc() },
 	}
 }
 

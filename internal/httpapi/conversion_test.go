@@ -14,11 +14,14 @@ import (
 )
 
 // conversionCluster is two instances on a real Redis and SQLite, with the
-// conversion watch judging after minSends sends at min_rate 0.5.
+// conversion watch judging after minSends sends at min_rate 0.5, at once
+// (no delay), and no country velocity rule (a country alert in block mode
+// would quarantine the country; pumping_campaign_test.go shows that).
 func conversionCluster(t *testing.T, mode guard.ConversionMode) *opsCluster {
 	t.Helper()
 	p := defaults()
 	p.OTP.Conversion = guard.ConversionPolicy{Mode: mode, MinRate: 0.5, MinSends: 5, BlockFor: 10 * time.Minute}
+	p.OTP.CountryVelocity.Mode = guard.VelocityOff
 	return newOpsCluster(t, opsConfig{instances: 2, engine: store.EngineSQLite, policies: &p})
 }
 
@@ -92,10 +95,22 @@ func TestConversionWatchBlocks(t *testing.T) {
 		t.Error("the converting prefix is blocked")
 	}
 
+	// The coarser depths (prefix_depths) of the pumped numbers are blocked
+	// too: their codes were not verified either.
+	for _, p := range []string{"+919811", "+91981"} {
+		if _, ok := blocked[p]; !ok {
+			t.Errorf("the ops view does not list the pumped coarse prefix %s: %v", p, blocked)
+		}
+	}
 	// Lifted in the ops view: sends go through again.
-	id := int64(row["deny_id"].(float64))
-	if r := oc.ops(t, 0, "DELETE", fmt.Sprintf("/ops/denylist/%d", id), ""); r.Status != http.StatusNoContent && r.Status != http.StatusOK {
-		t.Fatalf("DELETE /ops/denylist/%d: %d %s", id, r.Status, r.Body)
+	for p, row := range blocked {
+		if !strings.HasPrefix("+919811109997", p) {
+			continue
+		}
+		id := int64(row["deny_id"].(float64))
+		if r := oc.ops(t, 0, "DELETE", fmt.Sprintf("/ops/denylist/%d", id), ""); r.Status != http.StatusNoContent && r.Status != http.StatusOK {
+			t.Fatalf("DELETE /ops/denylist/%d: %d %s", id, r.Status, r.Body)
+		}
 	}
 	if status, code := oc.send(t, 0, "+919811109997"); status != http.StatusOK {
 		t.Errorf("send after lifting the block: %d %s, want 200", status, code)
@@ -114,6 +129,7 @@ func TestConversionWatchMonitor(t *testing.T) {
 	if len(oc.nodes[0].deny.Entries()) != 0 || len(blockedPrefixes(t, oc)) != 0 {
 		t.Errorf("monitor mode blocked something: %v", blockedPrefixes(t, oc))
 	}
+	depths := 1 + len(defaults().OTP.PrefixDepths)
 	var reports []guard.Event
 	opsWait(t, "the conversion report in the audit trail", func() bool {
 		events, err := oc.nodes[0].db.ListEvents(t.Context(), ops.EventFilter{Action: guard.ActionConversion})
@@ -121,7 +137,7 @@ func TestConversionWatchMonitor(t *testing.T) {
 			t.Fatal(err)
 		}
 		reports = events
-		return len(events) >= 2 // the prefix and the country
+		return len(events) >= depths+1 // the prefix at each depth and the country
 	})
 	scopes := map[string]int{}
 	for _, e := range reports {
@@ -130,8 +146,8 @@ func TestConversionWatchMonitor(t *testing.T) {
 		}
 		scopes[strings.SplitN(e.Detail, "=", 2)[0]]++
 	}
-	if scopes["prefix"] != 1 || scopes["country"] != 1 {
-		t.Errorf("conversion reports per scope: %v, want one prefix and one country (once per hour, across instances)", scopes)
+	if scopes["prefix"] != depths || scopes["country"] != 1 {
+		t.Errorf("conversion reports per scope: %v, want one prefix per depth (%d) and one country (once per hour, across instances)", scopes, depths)
 	}
 	var alerts float64
 	for i := range oc.instances {
@@ -144,7 +160,7 @@ func TestConversionWatchMonitor(t *testing.T) {
 			}
 		}
 	}
-	if alerts != 1 {
-		t.Errorf("otpguard_conversion_alerts_total{prefix,reported} over the instances: got %v, want 1", alerts)
+	if alerts != float64(depths) {
+		t.Errorf("otpguard_conversion_alerts_total{prefix,reported} over the instances: got %v, want %d (one per depth)", alerts, depths)
 	}
 }

@@ -67,6 +67,8 @@ type opsConfig struct {
 	// ownRedis starts a Redis server for this test alone (oc.redis), which
 	// it may kill and restart.
 	ownRedis bool
+	// opts are handed to every app.New (app.WithClock, ...).
+	opts []app.Option
 }
 
 // loopback trusts the test's own requests as if they came from a proxy.
@@ -137,7 +139,7 @@ func (oc *opsCluster) start(t *testing.T, policies guard.Policies, cfg opsConfig
 	for _, p := range cfg.trustProxies {
 		c.TrustedProxies = append(c.TrustedProxies, netip.MustParsePrefix(p))
 	}
-	in := startInstance(t, c, oc.out, app.WithSignInLimit(cfg.signIn), app.WithAPIKeyLimit(cfg.apiKeys))
+	in := startInstance(t, c, oc.out, append([]app.Option{app.WithSignInLimit(cfg.signIn), app.WithAPIKeyLimit(cfg.apiKeys)}, cfg.opts...)...)
 	a := in.app
 	oc.instances = append(oc.instances, in)
 	oc.nodes = append(oc.nodes, &opsNode{db: a.SQL(), redis: a.Store(), deny: a.DenyCache(), audit: a.AuditQueue(), desk: a.Ops()})

@@ -46,6 +46,7 @@ var statusOf = map[guard.Code]int{
 	guard.CodePrefixRateLimited:    http.StatusTooManyRequests,
 	guard.CodeCountryRateLimited:   http.StatusTooManyRequests,
 	guard.CodeBudgetExhausted:      http.StatusServiceUnavailable,
+	guard.CodeUnusualVolume:        http.StatusTooManyRequests,
 }
 
 // codeOfStatus turns echo's own errors (unknown route, wrong method, body

@@ -19,22 +19,22 @@ var _ guard.Conversions = (*Redis)(nil)
 const conversionBucket = 60 // seconds
 
 // conversionScript counts one event in a subject's sliding window and
-// returns the window's {sends, verifies}.
+// returns the window's {matured sends, verifies}.
 //
 // The subject is one hash (KEYS[1]) of per-minute buckets: field
-// "<kind>:<minute>" (kind s or v, minute = Redis TIME / 60) holds the
-// events of that minute. The window is the current minute and the
-// ARGV[2]/60 - 1 before it, so "the last hour" covers between 59 and 60
-// minutes. Older fields are deleted as they are met, so the hash holds at
-// most two fields per minute of the window, and the key expires one bucket
-// after the window once the subject goes quiet. One script: the count and
-// the read are one atomic step, with one clock (Redis TIME) for every
-// instance.
+// "<kind>:<minute>" (kind s or v, minute = ARGV[4] / 60, the service's
+// clock) holds the events of that minute. The window is the current minute
+// and the ARGV[2]/60 - 1 before it; its sends count only from minutes at
+// least ARGV[5] buckets old (conversion.delay: younger codes may still be
+// verified), its verifies all. Older fields are deleted as they are met,
+// so the hash holds at most two fields per minute of the window and the
+// delay, and the key expires once the subject goes quiet. One script: the
+// count and the read are one atomic step.
 var conversionScript = redis.NewScript(`
-local now = tonumber(redis.call('TIME')[1])
 local bucket = tonumber(ARGV[3])
 local window = tonumber(ARGV[2])
-local cur = math.floor(now / bucket)
+local cur = math.floor(tonumber(ARGV[4]) / bucket)
+local delay = tonumber(ARGV[5])
 local first = cur - math.floor(window / bucket) + 1
 redis.call('HINCRBY', KEYS[1], ARGV[1] .. ':' .. cur, 1)
 local all = redis.call('HGETALL', KEYS[1])
@@ -43,25 +43,27 @@ local old = {}
 for i = 1, #all, 2 do
   local kind, b = string.match(all[i], '^(%a):(%d+)$')
   b = tonumber(b)
-  if not b or b < first then
+  if not b or b < first - delay then
     old[#old + 1] = all[i]
-  elseif kind == 's' then
+  elseif kind == 's' and b <= cur - delay then
     s = s + tonumber(all[i + 1])
-  elseif kind == 'v' then
+  elseif kind == 'v' and b >= first then
     v = v + tonumber(all[i + 1])
   end
 end
 if #old > 0 then redis.call('HDEL', KEYS[1], unpack(old)) end
-redis.call('EXPIRE', KEYS[1], window + bucket)
+redis.call('EXPIRE', KEYS[1], window + (delay + 1) * bucket)
 return {s, v}
 `)
 
-// CountConversion adds one event of kind to each subject and returns each
-// subject's sends and verifies over window. Subjects live in different
-// hash slots (a prefix, a country), so each is its own call, sent
-// concurrently: one round trip of latency, on a single node or a Cluster.
-func (r *Redis) CountConversion(ctx context.Context, kind guard.ConversionKind, window time.Duration, subjects []guard.Key) ([]guard.Tally, error) {
+// CountConversion adds one event of kind at now to each subject and
+// returns each subject's matured sends and verifies over window (see
+// conversionScript). Subjects live in different hash slots (prefixes, a
+// country), so each is its own call, sent concurrently: one round trip of
+// latency, on a single node or a Cluster.
+func (r *Redis) CountConversion(ctx context.Context, kind guard.ConversionKind, now time.Time, window, delay time.Duration, subjects []guard.Key) ([]guard.Tally, error) {
 	secs := max(conversionBucket, int64(window/time.Second))
+	delayBuckets := int64((delay + conversionBucket*time.Second - 1) / (conversionBucket * time.Second))
 	out := make([]guard.Tally, len(subjects))
 	errs := make([]error, len(subjects))
 	var wg sync.WaitGroup
@@ -69,7 +71,7 @@ func (r *Redis) CountConversion(ctx context.Context, kind guard.ConversionKind, 
 		wg.Go(func() {
 			key := r.key(k)
 			// Run: EVALSHA, and EVAL when the server lost its script cache.
-			v, err := conversionScript.Run(ctx, r.rdb, []string{key}, string(kind), secs, conversionBucket).Int64Slice()
+			v, err := conversionScript.Run(ctx, r.rdb, []string{key}, string(kind), secs, conversionBucket, now.Unix(), delayBuckets).Int64Slice()
 			switch {
 			case err != nil:
 				errs[i] = fmt.Errorf("store: count conversion %s: %w", r.logKey(k), err)

@@ -137,7 +137,7 @@ end
 return 0
 `)
 
-var allScripts = []*redis.Script{tokenBucketScript, tokenRefundScript, windowTakeScript, windowRefundScript, guessScript, consumeScript, tokenSyncScript}
+var allScripts = []*redis.Script{velocityScript, velocityRefundScript, conversionScript, tokenBucketScript, tokenRefundScript, windowTakeScript, windowRefundScript, guessScript, consumeScript, tokenSyncScript}
 
 // tokenSyncScript adds ARGV[3] tokens that an instance already spent on its
 // own (sync mode) to a bucket of capacity ARGV[1] refilling one token every

@@ -1,0 +1,222 @@
+package guard
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/nyaruka/phonenumbers"
+)
+
+// The country velocity rule (README.md, "Abuse defences"; docs/abuse.md).
+// A pumping campaign sends to one country far more than that country ever
+// sent, so each country's sends in the hour under way are held to
+// max(floor, factor x baseline): the baseline is the country's busiest
+// credited hour over the lookback, the floor what a country without
+// history gets. Hours are buckets of the service's clock (Now), so that a
+// test can drive days of history; counts live in Redis, shared and exact.
+//
+// An hour's credit is its sends, but at most its verifies / min_conversion:
+// codes nobody verifies teach the baseline nothing, so a campaign cannot
+// raise its own limit by running long. And a country the conversion watch
+// finds unverified (block mode) is quarantined for quarantine_for: its floor
+// drops to a tenth, while whatever its verified history earned stays.
+
+// VolumeTake asks the store to count one send to a country in an hour.
+type VolumeTake struct {
+	Key        Key       // the country's counters
+	Quarantine Key       // set while the country is quarantined; same hash tag as Key
+	Now        time.Time // the service's clock
+	Hour       int64     // the hour bucket: unix seconds / 3600 of Now
+	Lookback   int64     // hours before Hour the baseline looks at
+	Floor      int64
+	QFloor     int64 // the floor while quarantined
+	Factor     float64
+	MinConv    float64
+	// MinuteShare (0: off) is the share of the hour's limit one minute of
+	// the clock may take (at least the floor).
+	MinuteShare float64
+}
+
+// VolumeResult is the store's answer to a VolumeTake.
+type VolumeResult struct {
+	Allowed     bool
+	Count       int64 // sends counted in the hour (this one included when allowed)
+	Limit       int64 // max(floor, factor x baseline) for the hour
+	Baseline    int64 // the busiest credited hour of the lookback
+	Quarantined bool
+	// MinuteLimit is the minute's cap when the share applies; refused with
+	// Count < Limit means the minute's cap refused.
+	MinuteLimit int64
+}
+
+// Volumes keeps the hourly counts of the country velocity rule. Each call
+// is one atomic step in the store.
+type Volumes interface {
+	// TakeVolume counts one send if the hour stays within its limit.
+	TakeVolume(ctx context.Context, t VolumeTake) (VolumeResult, error)
+	// RefundVolume gives back a send TakeVolume counted at (its hour and
+	// minute).
+	RefundVolume(ctx context.Context, k Key, at time.Time) error
+	// CountVerified counts one verified code in hour: the credit of the hour.
+	CountVerified(ctx context.Context, k Key, hour int64, ttl time.Duration) error
+	// Quarantine records that the country is quarantined until until (the
+	// service's clock); the record expires ttl after it is made.
+	Quarantine(ctx context.Context, k Key, until time.Time, ttl time.Duration) error
+}
+
+// VelocityActor is the author of the velocity rule's audit events.
+const VelocityActor = "otpguard:country-velocity"
+
+// velocityTTL is how long a country's counters outlive their last write:
+// the lookback and one hour more, so the oldest hour is still there when
+// the baseline reads it.
+func (v CountryVelocity) ttl() time.Duration { return v.Lookback + 2*time.Hour }
+
+func region(p Phone) string {
+	if p.Region == "" {
+		return "001" // non-geographic numbers (+800, +882...)
+	}
+	return p.Region
+}
+
+func velocityKey(region string) Key { return Key{Space: "otp:vel", ID: region, Name: "h"} }
+
+func quarantineKey(region string) Key { return Key{Space: "otp:vel", ID: region, Name: "quarantine"} }
+
+// hour is the hour bucket of t.
+func hour(t time.Time) int64 { return t.Unix() / 3600 }
+
+// velocityOn reports whether the rule applies to phone.
+func (s *OTP) velocityOn(safe bool) bool {
+	return s.abuse.volumes != nil && s.policy.CountryVelocity.Mode == VelocityEnforce && !safe
+}
+
+// velocityFloor is the country's floor: the larger of the policy's floor
+// and the volume declared for it.
+func (v CountryVelocity) floor(region string) int64 {
+	return max(v.Floor, v.Expected[region])
+}
+
+// takeVelocity counts one send to phone's country in the hour under way.
+// It returns whether it counted and when (a refund is then owed if the
+// send does not go on) and the refusal, if any.
+func (s *OTP) takeVelocity(ctx context.Context, phone Phone) (bool, time.Time, error) {
+	d, _ := ctx.Value(decisionKey{}).(*decision)
+	if d != nil && d.failed.Load() {
+		// The store failed earlier in this decision and the fallback let
+		// the send on: the velocity rule cannot be judged, the split
+		// limits and the spend budget bound it (README, "Cold start").
+		return false, time.Time{}, nil
+	}
+	v := s.policy.CountryVelocity
+	r := region(phone)
+	now := s.now()
+	h := hour(now)
+	fl := v.floor(r)
+	t := VolumeTake{Key: velocityKey(r), Quarantine: quarantineKey(r), Now: now, Hour: h,
+		Lookback: int64(v.Lookback / time.Hour), Floor: fl, QFloor: max(1, fl/10),
+		Factor: v.Factor, MinConv: v.MinConversion, MinuteShare: v.MinuteShare}
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), convTimeout)
+	res, err := s.abuse.volumes.TakeVolume(cctx, t)
+	cancel()
+	if err != nil {
+		if d != nil {
+			d.failed.Store(true)
+		}
+		if s.policy.OnStoreError == FallbackClosed {
+			s.log.Log(ctx, StoreFailureLevel(err), "limit store failed", "limit", "country_velocity", "err", err)
+			return false, time.Time{}, StoreUnavailable(err, StoreRetryAfter)
+		}
+		s.log.WarnContext(ctx, "country velocity: store failed; not judged", "err", err)
+		return false, time.Time{}, nil
+	}
+	if res.Allowed {
+		return true, now, nil
+	}
+	retry, span := time.Unix((h+1)*3600, 0).Sub(now), "hour"
+	if res.Count < res.Limit { // the minute's share is spent, not the hour
+		retry, span = time.Unix((now.Unix()/60+1)*60, 0).Sub(now), "minute"
+	}
+	s.velocityRefused(ctx, phone, r, h, res, retry)
+	return false, time.Time{}, &Error{Code: CodeUnusualVolume, RetryAfter: retry,
+		Message: "unusually many codes were sent to this country this " + span + "; try again later"}
+}
+
+// refundVelocity gives back a send counted at that did not leave.
+func (s *OTP) refundVelocity(ctx context.Context, phone Phone, at time.Time) {
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), convTimeout)
+	defer cancel()
+	if err := s.abuse.volumes.RefundVolume(cctx, velocityKey(region(phone)), at); err != nil {
+		s.log.WarnContext(ctx, "country velocity: refund failed", "err", err)
+	}
+}
+
+// creditVerify counts a verified code towards its country's baseline.
+func (s *OTP) creditVerify(ctx context.Context, phone Phone) {
+	if !s.velocityOn(s.safe(phone.E164)) {
+		return
+	}
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), convTimeout)
+	defer cancel()
+	v := s.policy.CountryVelocity
+	if err := s.abuse.volumes.CountVerified(cctx, velocityKey(region(phone)), hour(s.now()), v.ttl()); err != nil {
+		s.log.WarnContext(ctx, "country velocity: counting a verify failed", "err", err)
+	}
+}
+
+// quarantine drops a country's floor for ttl (the conversion watch found
+// its codes unverified).
+func (s *OTP) quarantine(ctx context.Context, region string, ttl time.Duration) bool {
+	if s.abuse.volumes == nil || s.policy.CountryVelocity.Mode != VelocityEnforce {
+		return false
+	}
+	if err := s.abuse.volumes.Quarantine(ctx, quarantineKey(region), s.now().Add(ttl), ttl); err != nil {
+		s.log.WarnContext(ctx, "country velocity: quarantine failed", "country", region, "err", err)
+		return false
+	}
+	return true
+}
+
+// CountryPrefix is the "+" and calling code of an ISO region ("NG" ->
+// "+234"): how a country shows in the ops desk's block list.
+func CountryPrefix(region string) string {
+	if cc := phonenumbers.GetCountryCodeForRegion(region); cc != 0 {
+		return fmt.Sprintf("+%d", cc)
+	}
+	return "+" + region
+}
+
+// velocityRefused tells the metrics of every refusal and, once per country
+// and hour across instances, logs an error, records an audit event and
+// notes the country on the ops desk's block list until the hour ends.
+func (s *OTP) velocityRefused(ctx context.Context, phone Phone, r string, h int64, res VolumeResult, retry time.Duration) {
+	if f := s.abuse.hooks.VelocityRefused; f != nil {
+		f(r)
+	}
+	if s.abuse.conv == nil {
+		return
+	}
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), convTimeout)
+	defer cancel()
+	first, err := s.abuse.conv.ClaimAlert(cctx, Key{Space: "otp:vel", ID: r, Name: fmt.Sprintf("alert:%d", h)}, time.Hour+time.Minute)
+	if err != nil || !first {
+		return
+	}
+	if f := s.abuse.hooks.VelocityAlert; f != nil {
+		f(r)
+	}
+	detail := fmt.Sprintf("country=%s unusual volume: %d sends this hour against the limit %d (baseline %d, floor %d, factor %g%s)",
+		r, res.Count, res.Limit, res.Baseline, s.policy.CountryVelocity.floor(r), s.policy.CountryVelocity.Factor,
+		map[bool]string{true: ", quarantined", false: ""}[res.Quarantined])
+	if res.Count < res.Limit {
+		detail += fmt.Sprintf("; this minute reached its cap %d", res.MinuteLimit)
+	}
+	s.log.ErrorContext(ctx, "UNUSUAL VOLUME: sends to a country refused for the rest of the hour (SMS pumping?)",
+		"country", r, "count", res.Count, "limit", res.Limit, "baseline", res.Baseline,
+		"retry_after", retry.Round(time.Second).String())
+	s.events.Record(Event{At: s.now(), Action: ActionVelocity, Outcome: string(CodeUnusualVolume), Country: r,
+		Actor: VelocityActor, Detail: detail})
+	s.noteBlock(ctx, Block{Phone: CountryPrefix(r), Country: r, Reason: CodeUnusualVolume,
+		Count: res.Count, Until: s.now().Add(retry)})
+}
