@@ -29,7 +29,10 @@ type Decision struct {
 	Allowed    bool // what the caller must do: true for a shadow policy
 	WouldAllow bool // what the policy decided, shadow or not
 	Shadow     bool
-	Mode       Mode // sync when decided by this instance's hot-key counters
+	// Mode says how it was decided: exact (in Redis), sync (this
+	// instance's hot-key counters), fallback (Result.Fallback: the store
+	// could not answer) or memory (a remembered denial, Denials).
+	Mode       Mode
 	Limit      int64
 	Remaining  int64
 	RetryAfter time.Duration
@@ -148,8 +151,11 @@ func (l *Limiter) Check(ctx context.Context, checks []Check) (Batch, error) {
 			Limit: r.Limit, Remaining: r.Remaining, RetryAfter: r.RetryAfter, ResetAfter: r.ResetAfter,
 			Mode: ModeExact,
 		}
-		if local[i] {
+		switch {
+		case local[i]:
 			b.Decisions[i].Mode = ModeSync
+		case r.Fallback:
+			b.Decisions[i].Mode = ModeFallback
 		}
 		if !r.Allowed && !shadow {
 			b.Allowed = false
