@@ -29,6 +29,20 @@ type Take struct {
 	// attempt"); /limits/check promises that a denied check spends nothing,
 	// and this keeps that promise without a second round trip to refund.
 	SpendIfAllowed bool
+	// AllOrNothing (the checks of one /limits/check batch): the takes of
+	// one Take call that all carry it spend together or not at all. A
+	// store that decides them in one atomic step (one hash slot) spends
+	// none of them when one that is not Shadow denies, or when one is
+	// held; one that cannot (the batch spans Redis Cluster slots) spends
+	// per step, and the caller refunds what Result.Spent says was spent.
+	AllOrNothing bool
+	// Shadow (with AllOrNothing): its denial does not stop the others.
+	Shadow bool
+	// Hold: decide, but spend nothing whatever the answer: the request is
+	// already denied by a check decided elsewhere (this instance's memory
+	// or hot-key counters). Only for takes a script decides alone (token
+	// buckets, fixed windows with SpendIfAllowed).
+	Hold bool
 
 	// What to do when the shared store cannot answer (see Fallback).
 	Policy       string       // the policy it belongs to, for status and logs

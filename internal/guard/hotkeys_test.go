@@ -535,7 +535,7 @@ func TestSyncModeFollowsOnStoreErrorWhileSyncFails(t *testing.T) {
 		{"open", 100 / n}, // the split limit, not a local share spent before the outage
 		{"local", 3},      // local_limit
 	} {
-		if got, mode, err := spend(tc.policy); err != nil || got != tc.want || mode != guard.ModeExact {
+		if got, mode, err := spend(tc.policy); err != nil || got != tc.want || mode != guard.ModeFallback {
 			t.Errorf("%s, Redis killed: allowed %d (mode %s, %v), want %d by the fallback", tc.policy, got, mode, err, tc.want)
 		}
 	}

@@ -81,9 +81,11 @@ func (l *Limiter) take(ctx context.Context, takes []Take, pols []LimitPolicy) ([
 	local := make([]bool, len(takes))
 	var exact []Take
 	var at []int
+	denied := false // by a check decided here: the store must spend nothing
 	for i, t := range takes {
 		if l.hot != nil && pols[i].Mode == ModeSync {
 			if res[i], local[i] = l.hot.Decide(t, pols[i].SyncInterval); local[i] {
+				denied = denied || (!res[i].Allowed && !pols[i].Shadow)
 				continue
 			}
 		}
@@ -92,6 +94,9 @@ func (l *Limiter) take(ctx context.Context, takes []Take, pols []LimitPolicy) ([
 	}
 	if len(exact) == 0 {
 		return res, local, nil
+	}
+	for j := range exact {
+		exact[j].Hold = denied
 	}
 	got, err := l.counter.Take(ctx, exact)
 	if err == nil && len(got) != len(exact) {
@@ -126,9 +131,11 @@ func (l *Limiter) Policy(name string) (LimitPolicy, bool) {
 }
 
 // Check decides a batch in one round trip to the store. A batch spends all
-// or nothing: a denied check writes nothing (SpendIfAllowed), and when a
-// check denies, what the others of its batch spent is refunded (a second
-// round trip, only for a batch that is partly allowed), so a denied
+// or nothing: a denied check writes nothing (SpendIfAllowed), the checks
+// of one hash slot are decided in one atomic step that spends nothing when
+// one denies (Take.AllOrNothing), and what a batch spanning Redis Cluster
+// slots (or this instance's hot-key counters) spent is refunded when
+// another check denies (a second round trip, only then), so a denied
 // request costs the caller nothing.
 func (l *Limiter) Check(ctx context.Context, checks []Check) (Batch, error) {
 	takes, pols, err := l.takes(checks)
@@ -220,7 +227,8 @@ func (l *Limiter) takes(checks []Check) ([]Take, []LimitPolicy, error) {
 // closed policy is refused whole).
 func takeFor(c Check, p LimitPolicy) Take {
 	t := Take{Key: Key{Space: "lim:" + c.Policy, ID: c.Key}, Algorithm: p.Algorithm, Cost: c.Cost,
-		Policy: LimitPolicyName(c.Policy), OnStoreError: p.OnStoreError, LocalLimit: p.LocalLimit}
+		Policy: LimitPolicyName(c.Policy), OnStoreError: p.OnStoreError, LocalLimit: p.LocalLimit,
+		AllOrNothing: true, Shadow: p.Shadow}
 	switch p.Algorithm {
 	case TokenBucket:
 		t.Key.Name, t.Limit, t.Rate = "tb", p.Capacity, p.RefillPerSecond

@@ -65,7 +65,7 @@ func (r *Redis) codeKey(phone string) string {
 // LoadScripts loads every script into the server's cache, so the first
 // request does not pay for an EVAL.
 func (r *Redis) LoadScripts(ctx context.Context) error {
-	for _, s := range allScripts {
+	for _, s := range append(allScripts, takeManyScript) {
 		if err := s.Load(ctx, r.rdb).Err(); err != nil {
 			return fmt.Errorf("store: load script: %w", err)
 		}
@@ -73,12 +73,14 @@ func (r *Redis) LoadScripts(ctx context.Context) error {
 	return nil
 }
 
-// Take spends from every counter of takes in one round trip: one MULTI/EXEC
-// holding, per fixed window, INCRBY + PEXPIRE NX + PTTL (GET + PTTL for a
-// peek, cost 0; windowTakeScript when the take spends only if allowed) and,
-// per token bucket, an EVALSHA of tokenBucketScript. On
-// Redis Cluster, one MULTI/EXEC per hash slot, sent concurrently (bySlot,
-// slot.go).
+// Take spends from every counter of takes in one round trip. Takes that
+// scripts decide alone (token buckets, fixed windows with SpendIfAllowed:
+// every /limits/check) are one script call, no MULTI (takeScripted,
+// batch.go). Otherwise one MULTI/EXEC holding, per fixed window, INCRBY +
+// PEXPIRE NX + PTTL (GET + PTTL for a peek, cost 0; windowTakeScript when
+// the take spends only if allowed) and, per token bucket, an EVALSHA of
+// tokenBucketScript. On Redis Cluster, one call per hash slot, sent
+// concurrently (bySlot, slot.go).
 //
 // The fixed window is the design's rule: INCRBY counts, PEXPIRE ... NX starts
 // the window at the first hit and lets no later hit push it back, and both
@@ -92,11 +94,16 @@ func (r *Redis) Take(ctx context.Context, takes []guard.Take) ([]guard.Result, e
 }
 
 func (r *Redis) take(ctx context.Context, takes []guard.Take) ([]guard.Result, error) {
+	if allScripted(takes) {
+		return r.takeScripted(ctx, takes)
+	}
 	pipe := r.rdb.TxPipeline()
 	cmds := make([][]redis.Cmder, len(takes))
 	for i, t := range takes {
 		key := r.key(t.Key)
 		switch {
+		case t.Hold:
+			return nil, fmt.Errorf("store: take %s: a held take must be decided by a script alone (token bucket, or fixed window with SpendIfAllowed), not in a batch with a counting window", r.logKey(t.Key))
 		case t.Algorithm == guard.FixedWindow && t.Cost == 0:
 			cmds[i] = peekWindow(ctx, pipe, key)
 		case t.Algorithm == guard.FixedWindow && t.SpendIfAllowed:
