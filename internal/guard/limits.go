@@ -62,6 +62,7 @@ type Limiter struct {
 	counter  Counter
 	log      *slog.Logger
 	hot      *HotKeys // decides sync-mode policies; nil: every check is exact
+	denials  *Denials // repeats exact denials until they expire; nil: none
 }
 
 // WithHotKeys lets sync-mode policies be decided by h.
@@ -70,33 +71,57 @@ func (l *Limiter) WithHotKeys(h *HotKeys) *Limiter {
 	return l
 }
 
-// take decides sync-mode checks locally and sends the others to the store
-// in one round trip; local[i] says which were local. A sync-mode check the
-// hot keys hand back (their last sync failed, the table is full, or the
-// cost is more than this instance's share) goes with the others, through
-// the counter: a store that cannot answer is then met by the policy's own
-// on_store_error, as for an exact check, and never by a stale local share.
-func (l *Limiter) take(ctx context.Context, takes []Take, pols []LimitPolicy) ([]Result, []bool, error) {
+// WithDenials lets d answer checks that an exact denial still covers, with
+// no round trip (Denials; their decisions say mode memory).
+func (l *Limiter) WithDenials(d *Denials) *Limiter {
+	l.denials = d
+	return l
+}
+
+// take decides sync-mode checks locally, answers checks a remembered
+// denial covers from memory, and sends the others to the store in one
+// round trip; modes[i] says which were decided here (ModeSync, ModeMemory;
+// "" for the store). A sync-mode check the hot keys hand back (their last
+// sync failed, the table is full, or the cost is more than this
+// instance's share) goes with the others, through the counter: a store
+// that cannot answer is then met by the policy's own on_store_error, as
+// for an exact check, and never by a stale local share. When a check
+// decided here denies the batch, the store's takes are held: decided, so
+// that every check has its answer, but spending nothing.
+func (l *Limiter) take(ctx context.Context, takes []Take, pols []LimitPolicy) ([]Result, []Mode, error) {
 	res := make([]Result, len(takes))
-	local := make([]bool, len(takes))
+	modes := make([]Mode, len(takes))
 	var exact []Take
 	var at []int
 	denied := false // by a check decided here: the store must spend nothing
 	for i, t := range takes {
-		if l.hot != nil && pols[i].Mode == ModeSync {
-			if res[i], local[i] = l.hot.Decide(t, pols[i].SyncInterval); local[i] {
-				denied = denied || (!res[i].Allowed && !pols[i].Shadow)
-				continue
+		local := false
+		switch {
+		case l.hot != nil && pols[i].Mode == ModeSync:
+			if res[i], local = l.hot.Decide(t, pols[i].SyncInterval); local {
+				modes[i] = ModeSync
 			}
+		case l.denials != nil:
+			if res[i], local = l.denials.lookup(t); local {
+				modes[i] = ModeMemory
+			}
+		}
+		if local {
+			denied = denied || (!res[i].Allowed && !pols[i].Shadow)
+			continue
 		}
 		exact = append(exact, t)
 		at = append(at, i)
 	}
 	if len(exact) == 0 {
-		return res, local, nil
+		return res, modes, nil
 	}
 	for j := range exact {
 		exact[j].Hold = denied
+	}
+	var sent time.Time
+	if l.denials != nil {
+		sent = l.denials.now()
 	}
 	got, err := l.counter.Take(ctx, exact)
 	if err == nil && len(got) != len(exact) {
@@ -104,7 +129,7 @@ func (l *Limiter) take(ctx context.Context, takes []Take, pols []LimitPolicy) ([
 	}
 	if err != nil {
 		for i := range takes { // the batch is refused: give back what was spent here
-			if local[i] && res[i].Spent {
+			if modes[i] == ModeSync && res[i].Spent {
 				l.hot.Refund(takes[i])
 			}
 		}
@@ -112,8 +137,24 @@ func (l *Limiter) take(ctx context.Context, takes []Take, pols []LimitPolicy) ([
 	}
 	for j, i := range at {
 		res[i] = got[j]
+		// A check's answer depends on the other checks of its batch only
+		// through a key they share (the store decides them in order): such
+		// a denial is not Redis's alone to remember.
+		if l.denials != nil && pols[i].Mode != ModeSync && !sharesKey(exact, j) {
+			l.denials.remember(exact[j], got[j], sent)
+		}
 	}
-	return res, local, nil
+	return res, modes, nil
+}
+
+// sharesKey reports whether another take of takes has takes[j]'s key.
+func sharesKey(takes []Take, j int) bool {
+	for i, t := range takes {
+		if i != j && t.Key == takes[j].Key {
+			return true
+		}
+	}
+	return false
 }
 
 // NewLimiter returns a Limiter over validated policies.
@@ -143,7 +184,7 @@ func (l *Limiter) Check(ctx context.Context, checks []Check) (Batch, error) {
 		return Batch{}, err
 	}
 	ctx = withDecision(ctx) // a dead store costs one timeout per request
-	res, local, err := l.take(ctx, takes, pols)
+	res, modes, err := l.take(ctx, takes, pols)
 	if err != nil {
 		l.log.Log(ctx, StoreFailureLevel(err), "limit store failed", "err", err)
 		return Batch{}, StoreUnavailable(err, StoreRetryAfter)
@@ -159,8 +200,8 @@ func (l *Limiter) Check(ctx context.Context, checks []Check) (Batch, error) {
 			Mode: ModeExact,
 		}
 		switch {
-		case local[i]:
-			b.Decisions[i].Mode = ModeSync
+		case modes[i] != "":
+			b.Decisions[i].Mode = modes[i]
 		case r.Fallback:
 			b.Decisions[i].Mode = ModeFallback
 		}
@@ -175,7 +216,7 @@ func (l *Limiter) Check(ctx context.Context, checks []Check) (Batch, error) {
 	var refunds []Take
 	for i, r := range res {
 		if r.Spent && (!b.Allowed || !r.Allowed) {
-			if local[i] {
+			if modes[i] == ModeSync {
 				l.hot.Refund(takes[i])
 				continue
 			}
