@@ -10,9 +10,9 @@ import (
 // one Redis Cluster slot: Key{"otp", "+919800000000", "sends"} becomes
 // "og:otp:{+919800000000}:sends".
 type Key struct {
-	Space string // "otp", "otp:ip", "lim:api"
+	Space string // "otp", "otp:ip", "l:api" (LimitKey)
 	ID    string // the subject: a number, an address, a caller's key
-	Name  string // which counter of the subject: "sends", "cooldown", "tb"
+	Name  string // which counter of the subject: "sends", "cooldown"; "" for a limit (LimitKey)
 }
 
 // Take asks the store to spend Cost from one counter.

@@ -31,7 +31,12 @@ const DefaultDenials = 10_000
 // no later than Redis's own. The exceptions only ever deny a little more,
 // never allow more: a refund (the other part of a batch that spans Redis
 // Cluster slots) gives back tokens a remembered denial does not see until
-// T. Forgetting (eviction, a restart) only sends the next check to Redis.
+// T. Forgetting (eviction, a restart) only sends the next check to Redis,
+// and a Limiter forgets everything when Redis fails to answer: Redis may
+// come back (restarted empty, failed over) without the counters behind the
+// denials, and limits then start over there. An instance that saw no
+// request during such an outage keeps its denials until their T: it
+// denies more, never allows more.
 type Denials struct {
 	keys *lru.Cache[Key, denial]
 	now  func() time.Time
@@ -109,6 +114,10 @@ func (d *Denials) remember(t Take, r Result, sent time.Time) {
 	}
 	d.keys.Add(t.Key, e)
 }
+
+// forget drops every remembered denial (Redis failed to answer: it may
+// come back without the counters they stood for).
+func (d *Denials) forget() { d.keys.Purge() }
 
 // memorable: only takes whose denial holds until a known time. A fixed
 // window that counts every hit (OTP) is not asked here.

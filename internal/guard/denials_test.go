@@ -238,8 +238,20 @@ func TestDenialsRememberOnlyWhatRedisAloneDecided(t *testing.T) {
 	if len(store.last) != 1 || !store.last[0].Hold {
 		t.Errorf("store was asked %+v, want only search, held", store.last)
 	}
-	if store.count[guard.Key{Space: "lim:search", ID: "s", Name: "fw"}] != 0 {
+	if store.count[guard.LimitKey("search", "s")] != 0 {
 		t.Errorf("the held check spent")
+	}
+
+	// Redis failing to answer forgets every remembered denial: it may come
+	// back without their counters.
+	store.down = true
+	if _, err := l.Check(context.Background(), []guard.Check{{Policy: "search", Key: "s2", Cost: 1}}); err == nil {
+		t.Fatal("store down, no fallback: no error")
+	}
+	store.down = false
+	store.count[guard.LimitKey("login", "full")] = 0 // as a Redis restarted empty
+	if d := check(guard.Check{Policy: "login", Key: "full", Cost: 1}).Decisions[0]; !d.Allowed || d.Mode != guard.ModeExact {
+		t.Errorf("after the store failed and came back empty: %+v, want allowed by the store", d)
 	}
 
 	// A fallback decision is not Redis's: never remembered.

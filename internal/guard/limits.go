@@ -127,6 +127,13 @@ func (l *Limiter) take(ctx context.Context, takes []Take, pols []LimitPolicy) ([
 	if err == nil && len(got) != len(exact) {
 		err = fmt.Errorf("limits: store answered %d results for %d takes", len(got), len(exact))
 	}
+	if l.denials != nil && (err != nil || anyFallback(got)) {
+		// Redis did not answer: it may come back from a restart or a
+		// failover without the counters behind the remembered denials, and
+		// then counts start over there. Forget them rather than deny what
+		// Redis would allow.
+		l.denials.forget()
+	}
 	if err != nil {
 		for i := range takes { // the batch is refused: give back what was spent here
 			if modes[i] == ModeSync && res[i].Spent {
@@ -145,6 +152,15 @@ func (l *Limiter) take(ctx context.Context, takes []Take, pols []LimitPolicy) ([
 		}
 	}
 	return res, modes, nil
+}
+
+func anyFallback(res []Result) bool {
+	for _, r := range res {
+		if r.Fallback {
+			return true
+		}
+	}
+	return false
 }
 
 // sharesKey reports whether another take of takes has takes[j]'s key.
@@ -267,17 +283,22 @@ func (l *Limiter) takes(checks []Check) ([]Take, []LimitPolicy, error) {
 // Fallback decides it by the policy's on_store_error (a batch holding a
 // closed policy is refused whole).
 func takeFor(c Check, p LimitPolicy) Take {
-	t := Take{Key: Key{Space: "lim:" + c.Policy, ID: c.Key}, Algorithm: p.Algorithm, Cost: c.Cost,
+	t := Take{Key: LimitKey(c.Policy, c.Key), Algorithm: p.Algorithm, Cost: c.Cost,
 		Policy: LimitPolicyName(c.Policy), OnStoreError: p.OnStoreError, LocalLimit: p.LocalLimit,
 		AllOrNothing: true, Shadow: p.Shadow}
 	switch p.Algorithm {
 	case TokenBucket:
-		t.Key.Name, t.Limit, t.Rate = "tb", p.Capacity, p.RefillPerSecond
+		t.Limit, t.Rate = p.Capacity, p.RefillPerSecond
 	default:
-		t.Key.Name, t.Limit, t.Window, t.SpendIfAllowed = "fw", p.Limit, p.Window, true
+		t.Limit, t.Window, t.SpendIfAllowed = p.Limit, p.Window, true
 	}
 	return t
 }
+
+// LimitKey is the counter of a /limits/check policy for a caller's key:
+// space "l:" + policy and no name, since the policy implies its algorithm
+// (the store renders it og:l:api{user:42}, docs/scaling.md).
+func LimitKey(policy, key string) Key { return Key{Space: "l:" + policy, ID: key} }
 
 // ValidateKey accepts caller keys of 1 to MaxKeyLength characters from
 // letters, digits and _ . : @ / + = -. Braces are refused: they would break

@@ -4,6 +4,8 @@ package store
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"math"
@@ -39,8 +41,24 @@ func NewRedis(rdb rediser, prefix string) *Redis {
 
 // key renders k as prefix + space + ":{" + id + "}:" + name. The braces are
 // a hash tag: every counter of one subject lands in one Cluster slot.
+//
+// A key without a name (a /limits/check limit: its policy, in the space,
+// already says which counter it is) is prefix + space + "{" + id + "}",
+// with an id longer than maxPlainID bytes replaced by its digest (limitID):
+// og:l:api{user:42}. The shorter the name, the less Redis memory per limit
+// (docs/benchmarks.md, "Redis memory per limit").
 func (r *Redis) key(k guard.Key) string {
 	var b strings.Builder
+	if k.Name == "" {
+		id := limitID(k.ID)
+		b.Grow(len(r.prefix) + len(k.Space) + len(id) + 2)
+		b.WriteString(r.prefix)
+		b.WriteString(k.Space)
+		b.WriteByte('{')
+		b.WriteString(id)
+		b.WriteByte('}')
+		return b.String()
+	}
 	b.Grow(len(r.prefix) + len(k.Space) + len(k.ID) + len(k.Name) + 4)
 	b.WriteString(r.prefix)
 	b.WriteString(k.Space)
@@ -49,6 +67,26 @@ func (r *Redis) key(k guard.Key) string {
 	b.WriteString("}:")
 	b.WriteString(k.Name)
 	return b.String()
+}
+
+// maxPlainID is the longest caller key a limit's Redis key holds as it is.
+const maxPlainID = 32
+
+// limitID is id, or for an id longer than maxPlainID bytes "#" and the
+// first 96 bits of its SHA-256 in unpadded base64url: 17 bytes whatever
+// the key's length (up to guard.MaxKeyLength, 128), so a long caller key
+// costs Redis no more than a short one. "#" is not a character a caller
+// key may hold (guard.ValidateKey), so no plain key can look like a
+// digest. Two long keys share a limit only if their digests collide: by
+// chance, about once in 2^48 pairs of distinct keys; on purpose, it takes
+// finding a SHA-256 collision on 96 bits for two keys of the caller's own,
+// and a second preimage (2^96 work) to hit someone else's.
+func limitID(id string) string {
+	if len(id) <= maxPlainID {
+		return id
+	}
+	sum := sha256.Sum256([]byte(id))
+	return "#" + base64.RawURLEncoding.EncodeToString(sum[:12])
 }
 
 // logKey is key(k) with its ID masked (guard.MaskPhone), for error texts:
