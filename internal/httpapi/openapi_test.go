@@ -429,6 +429,8 @@ func TestOpenAPIContract(t *testing.T) {
 			check: header("RateLimit", `"default";r=50;t=0`)},
 		{name: "limits fixed window denied", method: "POST", path: "/limits/check", body: `{"policy":"login","key":"user@example.com","cost":2}`, status: 429,
 			check: header("RateLimit-Policy", `"login";q=2;w=60`)},
+		{name: "limits fixed window denied again, from memory", method: "POST", path: "/limits/check", body: `{"policy":"login","key":"user@example.com","cost":2}`, status: 429,
+			check: modes("memory")},
 		{name: "limits unknown policy", method: "POST", path: "/limits/check", body: `{"policy":"nope","key":"user:1"}`, status: 404, code: "unknown_policy"},
 		{name: "limits invalid key", method: "POST", path: "/limits/check", body: `{"policy":"default","key":"bad key!"}`, status: 422, code: "invalid_key", badRequest: true},
 		{name: "limits key too long", method: "POST", path: "/limits/check", body: `{"policy":"default","key":"` + strings.Repeat("k", 129) + `"}`, status: 422, code: "invalid_key", badRequest: true},
