@@ -310,6 +310,19 @@ func (r *Redis) Refund(ctx context.Context, takes []guard.Take) error {
 }
 
 func (r *Redis) refund(ctx context.Context, takes []guard.Take) error {
+	if len(takes) == 1 { // one script is atomic alone: no MULTI around it
+		t, key := takes[0], []string{r.key(takes[0].Key)}
+		var err error
+		if t.Algorithm == guard.TokenBucket {
+			err = tokenRefundScript.Run(ctx, r.rdb, key, interval(t.Rate), t.Cost).Err()
+		} else {
+			err = windowRefundScript.Run(ctx, r.rdb, key, t.Cost).Err()
+		}
+		if err != nil {
+			return fmt.Errorf("store: refund %s: %w", r.logKey(t.Key), err)
+		}
+		return nil
+	}
 	pipe := r.rdb.TxPipeline()
 	for _, t := range takes {
 		key := []string{r.key(t.Key)}
