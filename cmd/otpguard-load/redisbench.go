@@ -90,7 +90,7 @@ func redisBenchmark(ctx context.Context, c *Config, out io.Writer) (float64, err
 	}
 	// The same key shape, bucket and cost as otpguard's check; its own
 	// prefix, and every key it writes has a TTL (the script's PX).
-	key := c.RedisPrefix + "lim:" + c.Policy + ":{rb:__rand_int__}:tb"
+	key := c.RedisPrefix + "l:" + c.Policy + "{rb:__rand_int__}"
 	script := []string{"EVALSHA", sha, "1", key, strconv.FormatInt(c.Capacity, 10), interval(c.Refill), strconv.FormatInt(c.Cost, 10)}
 
 	calibrate := 20_000

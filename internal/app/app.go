@@ -187,7 +187,10 @@ func New(ctx context.Context, cfg *Config, opts ...Option) (_ *App, err error) {
 		// meets a failing store).
 		Volumes: a.store,
 	})
-	limiter := guard.NewLimiter(cfg.Policies.Limits, a.outage.fallback, log)
+	// Exact denials are repeated from memory until they expire: a hammered
+	// key costs Redis nothing while it stays denied.
+	limiter := guard.NewLimiter(cfg.Policies.Limits, a.outage.fallback, log).
+		WithDenials(guard.NewDenials(guard.DefaultDenials, o.now))
 	// The hot keys stop first in Close, once Run has drained the requests
 	// that spend hot-key counts: their last sync sees all of them, and Redis
 	// and the heartbeat are still there for it.

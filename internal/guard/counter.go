@@ -10,9 +10,9 @@ import (
 // one Redis Cluster slot: Key{"otp", "+919800000000", "sends"} becomes
 // "og:otp:{+919800000000}:sends".
 type Key struct {
-	Space string // "otp", "otp:ip", "lim:api"
+	Space string // "otp", "otp:ip", "l:api" (LimitKey)
 	ID    string // the subject: a number, an address, a caller's key
-	Name  string // which counter of the subject: "sends", "cooldown", "tb"
+	Name  string // which counter of the subject: "sends", "cooldown"; "" for a limit (LimitKey)
 }
 
 // Take asks the store to spend Cost from one counter.
@@ -29,6 +29,20 @@ type Take struct {
 	// attempt"); /limits/check promises that a denied check spends nothing,
 	// and this keeps that promise without a second round trip to refund.
 	SpendIfAllowed bool
+	// AllOrNothing (the checks of one /limits/check batch): the takes of
+	// one Take call that all carry it spend together or not at all. A
+	// store that decides them in one atomic step (one hash slot) spends
+	// none of them when one that is not Shadow denies, or when one is
+	// held; one that cannot (the batch spans Redis Cluster slots) spends
+	// per step, and the caller refunds what Result.Spent says was spent.
+	AllOrNothing bool
+	// Shadow (with AllOrNothing): its denial does not stop the others.
+	Shadow bool
+	// Hold: decide, but spend nothing whatever the answer: the request is
+	// already denied by a check decided elsewhere (this instance's memory
+	// or hot-key counters). Only for takes a script decides alone (token
+	// buckets, fixed windows with SpendIfAllowed).
+	Hold bool
 
 	// What to do when the shared store cannot answer (see Fallback).
 	Policy       string       // the policy it belongs to, for status and logs

@@ -106,7 +106,7 @@ func newSim(t *testing.T, n int, take guard.Take, offers []int) *sim {
 	s := &sim{t: t, clk: &clock{t: time.Unix(1_700_000_000, 0)}, store: store.NewRedis(rdb, tg.Prefix), rdb: rdb, prefix: tg.Prefix,
 		take: take, tick: 10 * time.Millisecond, offers: offers, localSince: make([]int64, n)}
 	s.flaky = &flaky{st: s.store}
-	name := strings.TrimPrefix(take.Key.Space, "lim:")
+	name := strings.TrimPrefix(take.Key.Space, "l:")
 	s.check = guard.Check{Policy: name, Key: take.Key.ID, Cost: 1}
 	pols := map[string]guard.LimitPolicy{name: simPolicy(take)}
 	for i := range n {
@@ -234,7 +234,7 @@ func TestSyncModeOvershootIsBounded(t *testing.T) {
 		{"one instance only", []int{20, 0, 0, 0}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			take := guard.Take{Key: guard.Key{Space: "lim:sim", ID: "hot", Name: "fw"}, Algorithm: guard.FixedWindow, Limit: limit, Window: window}
+			take := guard.Take{Key: guard.LimitKey("sim", "hot"), Algorithm: guard.FixedWindow, Limit: limit, Window: window}
 			s := newSim(t, n, take, tc.offers)
 			for w := 1; w <= 2; w++ {
 				s.exact = 0
@@ -257,7 +257,7 @@ func TestSyncModeOvershootIsBounded(t *testing.T) {
 				// The window ends: Redis would expire the key now; the
 				// simulation's clock is fake, so the test deletes it.
 				s.clk.t = s.clk.t.Add(2 * interval)
-				s.rdb.Del(context.Background(), s.prefix+"lim:sim:{hot}:fw")
+				s.rdb.Del(context.Background(), s.prefix+"l:sim{hot}")
 			}
 		})
 	}
@@ -265,7 +265,7 @@ func TestSyncModeOvershootIsBounded(t *testing.T) {
 
 func TestSyncModeLosesNoCountsWhileRedisIsDown(t *testing.T) {
 	const n, limit = 3, 10_000
-	take := guard.Take{Key: guard.Key{Space: "lim:sim", ID: "down", Name: "fw"}, Algorithm: guard.FixedWindow, Limit: limit, Window: time.Minute}
+	take := guard.Take{Key: guard.LimitKey("sim", "down"), Algorithm: guard.FixedWindow, Limit: limit, Window: time.Minute}
 	s := newSim(t, n, take, []int{3, 2, 1})
 	before, _ := s.run(5 * interval)
 	s.flaky.down.Store(true)
@@ -303,7 +303,7 @@ func TestSyncModeLosesNoCountsWhileRedisIsDown(t *testing.T) {
 // clock, which an injected clock cannot move.
 func TestSyncModeTokenBucket(t *testing.T) {
 	const n = 4
-	take := guard.Take{Key: guard.Key{Space: "lim:sim", ID: "tb", Name: "tb"}, Algorithm: guard.TokenBucket, Limit: 200, Rate: 100}
+	take := guard.Take{Key: guard.LimitKey("sim", "tb"), Algorithm: guard.TokenBucket, Limit: 200, Rate: 100}
 	s := newSim(t, n, take, []int{9, 3, 2, 1})
 	d := 3 * time.Second
 	s.paced, s.start, s.t0 = true, time.Now(), s.clk.t
@@ -322,7 +322,7 @@ func TestSyncModeTokenBucket(t *testing.T) {
 }
 
 func TestStaleDeltasAreDiscarded(t *testing.T) {
-	take := guard.Take{Key: guard.Key{Space: "lim:sim", ID: "stale", Name: "fw"}, Algorithm: guard.FixedWindow, Limit: 100, Window: time.Second}
+	take := guard.Take{Key: guard.LimitKey("sim", "stale"), Algorithm: guard.FixedWindow, Limit: 100, Window: time.Second}
 	s := newSim(t, 1, take, []int{1})
 	s.flaky.down.Store(true)
 	s.run(500 * time.Millisecond)
@@ -535,7 +535,7 @@ func TestSyncModeFollowsOnStoreErrorWhileSyncFails(t *testing.T) {
 		{"open", 100 / n}, // the split limit, not a local share spent before the outage
 		{"local", 3},      // local_limit
 	} {
-		if got, mode, err := spend(tc.policy); err != nil || got != tc.want || mode != guard.ModeExact {
+		if got, mode, err := spend(tc.policy); err != nil || got != tc.want || mode != guard.ModeFallback {
 			t.Errorf("%s, Redis killed: allowed %d (mode %s, %v), want %d by the fallback", tc.policy, got, mode, err, tc.want)
 		}
 	}

@@ -29,7 +29,10 @@ type Decision struct {
 	Allowed    bool // what the caller must do: true for a shadow policy
 	WouldAllow bool // what the policy decided, shadow or not
 	Shadow     bool
-	Mode       Mode // sync when decided by this instance's hot-key counters
+	// Mode says how it was decided: exact (in Redis), sync (this
+	// instance's hot-key counters), fallback (Result.Fallback: the store
+	// could not answer) or memory (a remembered denial, Denials).
+	Mode       Mode
 	Limit      int64
 	Remaining  int64
 	RetryAfter time.Duration
@@ -59,6 +62,7 @@ type Limiter struct {
 	counter  Counter
 	log      *slog.Logger
 	hot      *HotKeys // decides sync-mode policies; nil: every check is exact
+	denials  *Denials // repeats exact denials until they expire; nil: none
 }
 
 // WithHotKeys lets sync-mode policies be decided by h.
@@ -67,36 +71,72 @@ func (l *Limiter) WithHotKeys(h *HotKeys) *Limiter {
 	return l
 }
 
-// take decides sync-mode checks locally and sends the others to the store
-// in one round trip; local[i] says which were local. A sync-mode check the
-// hot keys hand back (their last sync failed, the table is full, or the
-// cost is more than this instance's share) goes with the others, through
-// the counter: a store that cannot answer is then met by the policy's own
-// on_store_error, as for an exact check, and never by a stale local share.
-func (l *Limiter) take(ctx context.Context, takes []Take, pols []LimitPolicy) ([]Result, []bool, error) {
+// WithDenials lets d answer checks that an exact denial still covers, with
+// no round trip (Denials; their decisions say mode memory).
+func (l *Limiter) WithDenials(d *Denials) *Limiter {
+	l.denials = d
+	return l
+}
+
+// take decides sync-mode checks locally, answers checks a remembered
+// denial covers from memory, and sends the others to the store in one
+// round trip; modes[i] says which were decided here (ModeSync, ModeMemory;
+// "" for the store). A sync-mode check the hot keys hand back (their last
+// sync failed, the table is full, or the cost is more than this
+// instance's share) goes with the others, through the counter: a store
+// that cannot answer is then met by the policy's own on_store_error, as
+// for an exact check, and never by a stale local share. When a check
+// decided here denies the batch, the store's takes are held: decided, so
+// that every check has its answer, but spending nothing.
+func (l *Limiter) take(ctx context.Context, takes []Take, pols []LimitPolicy) ([]Result, []Mode, error) {
 	res := make([]Result, len(takes))
-	local := make([]bool, len(takes))
+	modes := make([]Mode, len(takes))
 	var exact []Take
 	var at []int
+	denied := false // by a check decided here: the store must spend nothing
 	for i, t := range takes {
-		if l.hot != nil && pols[i].Mode == ModeSync {
-			if res[i], local[i] = l.hot.Decide(t, pols[i].SyncInterval); local[i] {
-				continue
+		local := false
+		switch {
+		case l.hot != nil && pols[i].Mode == ModeSync:
+			if res[i], local = l.hot.Decide(t, pols[i].SyncInterval); local {
+				modes[i] = ModeSync
 			}
+		case l.denials != nil:
+			if res[i], local = l.denials.lookup(t); local {
+				modes[i] = ModeMemory
+			}
+		}
+		if local {
+			denied = denied || (!res[i].Allowed && !pols[i].Shadow)
+			continue
 		}
 		exact = append(exact, t)
 		at = append(at, i)
 	}
 	if len(exact) == 0 {
-		return res, local, nil
+		return res, modes, nil
+	}
+	for j := range exact {
+		exact[j].Hold = denied
+	}
+	var sent time.Time
+	if l.denials != nil {
+		sent = l.denials.now()
 	}
 	got, err := l.counter.Take(ctx, exact)
 	if err == nil && len(got) != len(exact) {
 		err = fmt.Errorf("limits: store answered %d results for %d takes", len(got), len(exact))
 	}
+	if l.denials != nil && (err != nil || anyFallback(got)) {
+		// Redis did not answer: it may come back from a restart or a
+		// failover without the counters behind the remembered denials, and
+		// then counts start over there. Forget them rather than deny what
+		// Redis would allow.
+		l.denials.forget()
+	}
 	if err != nil {
 		for i := range takes { // the batch is refused: give back what was spent here
-			if local[i] && res[i].Spent {
+			if modes[i] == ModeSync && res[i].Spent {
 				l.hot.Refund(takes[i])
 			}
 		}
@@ -104,8 +144,33 @@ func (l *Limiter) take(ctx context.Context, takes []Take, pols []LimitPolicy) ([
 	}
 	for j, i := range at {
 		res[i] = got[j]
+		// A check's answer depends on the other checks of its batch only
+		// through a key they share (the store decides them in order): such
+		// a denial is not Redis's alone to remember.
+		if l.denials != nil && pols[i].Mode != ModeSync && !sharesKey(exact, j) {
+			l.denials.remember(exact[j], got[j], sent)
+		}
 	}
-	return res, local, nil
+	return res, modes, nil
+}
+
+func anyFallback(res []Result) bool {
+	for _, r := range res {
+		if r.Fallback {
+			return true
+		}
+	}
+	return false
+}
+
+// sharesKey reports whether another take of takes has takes[j]'s key.
+func sharesKey(takes []Take, j int) bool {
+	for i, t := range takes {
+		if i != j && t.Key == takes[j].Key {
+			return true
+		}
+	}
+	return false
 }
 
 // NewLimiter returns a Limiter over validated policies.
@@ -123,9 +188,11 @@ func (l *Limiter) Policy(name string) (LimitPolicy, bool) {
 }
 
 // Check decides a batch in one round trip to the store. A batch spends all
-// or nothing: a denied check writes nothing (SpendIfAllowed), and when a
-// check denies, what the others of its batch spent is refunded (a second
-// round trip, only for a batch that is partly allowed), so a denied
+// or nothing: a denied check writes nothing (SpendIfAllowed), the checks
+// of one hash slot are decided in one atomic step that spends nothing when
+// one denies (Take.AllOrNothing), and what a batch spanning Redis Cluster
+// slots (or this instance's hot-key counters) spent is refunded when
+// another check denies (a second round trip, only then), so a denied
 // request costs the caller nothing.
 func (l *Limiter) Check(ctx context.Context, checks []Check) (Batch, error) {
 	takes, pols, err := l.takes(checks)
@@ -133,7 +200,7 @@ func (l *Limiter) Check(ctx context.Context, checks []Check) (Batch, error) {
 		return Batch{}, err
 	}
 	ctx = withDecision(ctx) // a dead store costs one timeout per request
-	res, local, err := l.take(ctx, takes, pols)
+	res, modes, err := l.take(ctx, takes, pols)
 	if err != nil {
 		l.log.Log(ctx, StoreFailureLevel(err), "limit store failed", "err", err)
 		return Batch{}, StoreUnavailable(err, StoreRetryAfter)
@@ -148,8 +215,11 @@ func (l *Limiter) Check(ctx context.Context, checks []Check) (Batch, error) {
 			Limit: r.Limit, Remaining: r.Remaining, RetryAfter: r.RetryAfter, ResetAfter: r.ResetAfter,
 			Mode: ModeExact,
 		}
-		if local[i] {
-			b.Decisions[i].Mode = ModeSync
+		switch {
+		case modes[i] != "":
+			b.Decisions[i].Mode = modes[i]
+		case r.Fallback:
+			b.Decisions[i].Mode = ModeFallback
 		}
 		if !r.Allowed && !shadow {
 			b.Allowed = false
@@ -162,7 +232,7 @@ func (l *Limiter) Check(ctx context.Context, checks []Check) (Batch, error) {
 	var refunds []Take
 	for i, r := range res {
 		if r.Spent && (!b.Allowed || !r.Allowed) {
-			if local[i] {
+			if modes[i] == ModeSync {
 				l.hot.Refund(takes[i])
 				continue
 			}
@@ -213,16 +283,22 @@ func (l *Limiter) takes(checks []Check) ([]Take, []LimitPolicy, error) {
 // Fallback decides it by the policy's on_store_error (a batch holding a
 // closed policy is refused whole).
 func takeFor(c Check, p LimitPolicy) Take {
-	t := Take{Key: Key{Space: "lim:" + c.Policy, ID: c.Key}, Algorithm: p.Algorithm, Cost: c.Cost,
-		Policy: LimitPolicyName(c.Policy), OnStoreError: p.OnStoreError, LocalLimit: p.LocalLimit}
+	t := Take{Key: LimitKey(c.Policy, c.Key), Algorithm: p.Algorithm, Cost: c.Cost,
+		Policy: LimitPolicyName(c.Policy), OnStoreError: p.OnStoreError, LocalLimit: p.LocalLimit,
+		AllOrNothing: true, Shadow: p.Shadow}
 	switch p.Algorithm {
 	case TokenBucket:
-		t.Key.Name, t.Limit, t.Rate = "tb", p.Capacity, p.RefillPerSecond
+		t.Limit, t.Rate = p.Capacity, p.RefillPerSecond
 	default:
-		t.Key.Name, t.Limit, t.Window, t.SpendIfAllowed = "fw", p.Limit, p.Window, true
+		t.Limit, t.Window, t.SpendIfAllowed = p.Limit, p.Window, true
 	}
 	return t
 }
+
+// LimitKey is the counter of a /limits/check policy for a caller's key:
+// space "l:" + policy and no name, since the policy implies its algorithm
+// (the store renders it og:l:api{user:42}, docs/scaling.md).
+func LimitKey(policy, key string) Key { return Key{Space: "l:" + policy, ID: key} }
 
 // ValidateKey accepts caller keys of 1 to MaxKeyLength characters from
 // letters, digits and _ . : @ / + = -. Braces are refused: they would break

@@ -172,6 +172,19 @@ const (
 	ModeSync  Mode = "sync"  // local counters with periodic sync
 )
 
+// The modes a Decision may carry besides a policy's own: how that one
+// decision was taken. They are never a policy's mode (Validate refuses
+// them there).
+const (
+	// ModeFallback: the shared store could not answer and the Fallback
+	// decided from this instance's memory, by the policy's on_store_error.
+	ModeFallback Mode = "fallback"
+	// ModeMemory: a denial repeated from this instance's memory of an
+	// exact denial that holds until a known time (Denials); as exact as
+	// ModeExact, without a round trip.
+	ModeMemory Mode = "memory"
+)
+
 // DefaultSyncInterval is a sync-mode policy's interval when it names none.
 const DefaultSyncInterval = time.Second
 

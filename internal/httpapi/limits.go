@@ -125,6 +125,9 @@ func (s *Server) checkLimits(c echo.Context) error {
 			o = string(guard.CodeRateLimited)
 		}
 		s.metrics.Decision(d.Policy, o)
+		if d.Mode == guard.ModeMemory {
+			s.metrics.FromMemory(d.Policy)
+		}
 	}
 	s.rateLimitHeaders(c, batch.Denying())
 	status := http.StatusOK

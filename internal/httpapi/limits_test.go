@@ -121,25 +121,82 @@ func TestBatchIsOneRoundTrip(t *testing.T) {
 		t.Fatalf("a batch of %d checks took %d round trips, want 1", guard.MaxBatch, got)
 	}
 
-	// Denied is one round trip too, a single check or a batch denied
-	// whole: a denied check writes nothing, so nothing is refunded. Only
-	// a batch that is partly allowed refunds (a second round trip).
-	c.do(t, 0, "POST", "/limits/check", `{"policy":"search","key":"full","cost":30}`)
-	// A first refund loads its script (serve preloads it).
-	c.do(t, 0, "POST", "/limits/check", `{"checks":[{"policy":"search","key":"warm2"},{"policy":"search","key":"full"}]}`)
+	// Denied is one round trip too, a single check or a batch, denied whole
+	// or partly allowed: a denied check writes nothing, and the checks of a
+	// batch on one Redis are decided in one script that spends nothing when
+	// one denies, so nothing is refunded (a partly allowed batch took 2
+	// round trips, the second to refund, before). Once denied, a key is
+	// answered from this instance's memory until its window resets: 0 round
+	// trips (mode memory).
+	for _, k := range []string{"full1", "full2", "full3"} {
+		c.do(t, 0, "POST", "/limits/check", fmt.Sprintf(`{"policy":"search","key":%q,"cost":30}`, k))
+	}
 	for _, tc := range []struct {
 		name, body string
 		status     int
 		rt         int64
+		modes      []string
 	}{
-		{"denied check", `{"policy":"search","key":"full"}`, 429, 1},
-		{"batch denied whole", `{"checks":[{"policy":"search","key":"full"},{"policy":"search","key":"full","cost":2}]}`, 429, 1},
-		{"batch partly allowed", `{"checks":[{"policy":"search","key":"fresh"},{"policy":"search","key":"full"}]}`, 429, 2},
+		{"denied check", `{"policy":"search","key":"full1"}`, 429, 1, []string{"exact"}},
+		{"batch denied whole", `{"checks":[{"policy":"search","key":"full2"},{"policy":"search","key":"full3","cost":2}]}`, 429, 1, []string{"exact", "exact"}},
+		{"batch partly allowed", `{"checks":[{"policy":"search","key":"fresh"},{"policy":"api","key":"fresh2","cost":50},{"policy":"api","key":"fresh2"}]}`, 429, 1, []string{"exact", "exact", "exact"}},
+		{"denied check again", `{"policy":"search","key":"full1"}`, 429, 0, []string{"memory"}},
+		{"batch denied again, from memory", `{"checks":[{"policy":"search","key":"full2"},{"policy":"search","key":"full3","cost":2}]}`, 429, 0, []string{"memory", "memory"}},
+		{"batch with a remembered denial", `{"checks":[{"policy":"search","key":"fresh"},{"policy":"search","key":"full1"}]}`, 429, 1, []string{"exact", "memory"}},
 	} {
 		h.Reset()
-		if r := c.do(t, 0, "POST", "/limits/check", tc.body); r.Status != tc.status || h.N() != tc.rt {
+		r := c.do(t, 0, "POST", "/limits/check", tc.body)
+		if r.Status != tc.status || h.N() != tc.rt {
 			t.Errorf("%s: %d in %d round trips, want %d in %d", tc.name, r.Status, h.N(), tc.status, tc.rt)
 		}
+		if tc.modes != nil {
+			var got []string
+			for _, d := range r.json(t)["decisions"].([]any) {
+				got = append(got, d.(map[string]any)["mode"].(string))
+			}
+			if strings.Join(got, ",") != strings.Join(tc.modes, ",") {
+				t.Errorf("%s: modes %v, want %v", tc.name, got, tc.modes)
+			}
+		}
+	}
+	// Nothing of the denied batches was spent.
+	peek := c.do(t, 0, "POST", "/limits/check", `{"checks":[{"policy":"search","key":"fresh","cost":0},{"policy":"api","key":"fresh2","cost":0}]}`)
+	ds := peek.json(t)["decisions"].([]any)
+	if ds[0].(map[string]any)["remaining"] != float64(30) || ds[1].(map[string]any)["remaining"] != float64(50) {
+		t.Errorf("after the denied batches: %s, want search fresh 30 and api fresh2 50 left", peek.Body)
+	}
+}
+
+// TestHammeredDeniedKeyCostsNoRoundTrip: under attack most requests repeat
+// a key already denied. Each instance asks Redis once, then answers from
+// memory until the window resets, and says so in the metrics.
+func TestHammeredDeniedKeyCostsNoRoundTrip(t *testing.T) {
+	const instances = 2
+	c := realCluster(t, instances, limitPolicies())
+	hooks := make([]*redistest.RoundTrips, instances)
+	for i := range hooks {
+		hooks[i] = &redistest.RoundTrips{}
+		c.instances[i].rdb.AddHook(hooks[i])
+	}
+	allowed := 0
+	for n := range 200 {
+		r := c.do(t, n%instances, "POST", "/limits/check", `{"policy":"search","key":"attacked"}`)
+		if r.Status == 200 {
+			allowed++
+		}
+	}
+	if allowed != 30 {
+		t.Errorf("%d of 200 allowed, want exactly the limit, 30", allowed)
+	}
+	for i, h := range hooks {
+		// Its share of the 30 allowed, plus one denial each.
+		if h.N() > 31 {
+			t.Errorf("instance %d: %d round trips for 100 checks, want at most 31 (the rest from memory)", i, h.N())
+		}
+	}
+	m := c.do(t, 0, "GET", "/metrics", "")
+	if !strings.Contains(string(m.Body), `otpguard_decisions_from_memory_total{policy="search"}`) {
+		t.Errorf("metrics do not count decisions from memory")
 	}
 }
 

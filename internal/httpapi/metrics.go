@@ -12,6 +12,7 @@ import (
 type Metrics struct {
 	Registry  *prometheus.Registry
 	decisions *prometheus.CounterVec
+	memory    *prometheus.CounterVec
 	redis     *prometheus.HistogramVec
 	sms       *prometheus.CounterVec
 }
@@ -24,6 +25,10 @@ func NewMetrics() *Metrics {
 			Name: "otpguard_decisions_total",
 			Help: "Decisions by policy (otp_send, otp_verify or a limit policy) and outcome (allowed or the refusal's code).",
 		}, []string{"policy", "outcome"}),
+		memory: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "otpguard_decisions_from_memory_total",
+			Help: "Limit checks denied from this instance's memory of an exact denial that still holds (mode memory), with no round trip to Redis, by policy. Also counted in otpguard_decisions_total.",
+		}, []string{"policy"}),
 		redis: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "otpguard_redis_call_duration_seconds",
 			Help:    "Latency of Redis round trips (a pipeline counts once), by result.",
@@ -34,7 +39,7 @@ func NewMetrics() *Metrics {
 			Help: "SMS handed to the provider, by result (sent, failed).",
 		}, []string{"result"}),
 	}
-	m.Registry.MustRegister(m.decisions, m.redis, m.sms,
+	m.Registry.MustRegister(m.decisions, m.memory, m.redis, m.sms,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -42,6 +47,11 @@ func NewMetrics() *Metrics {
 // Decision counts one decision.
 func (m *Metrics) Decision(policy, outcome string) {
 	m.decisions.WithLabelValues(policy, outcome).Inc()
+}
+
+// FromMemory counts one limit check denied from memory (guard.ModeMemory).
+func (m *Metrics) FromMemory(policy string) {
+	m.memory.WithLabelValues(policy).Inc()
 }
 
 // SMS counts one SMS handed to the provider.

@@ -300,6 +300,25 @@ func TestOpenAPIContract(t *testing.T) {
 			}
 		}
 	}
+	modes := func(want ...string) func(t *testing.T, r response) {
+		return func(t *testing.T, r response) {
+			var body struct {
+				Decisions []struct {
+					Mode string `json:"mode"`
+				} `json:"decisions"`
+			}
+			if err := json.Unmarshal(r.Body, &body); err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for _, d := range body.Decisions {
+				got = append(got, d.Mode)
+			}
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Errorf("decisions mode (-want +got):\n%s", diff)
+			}
+		}
+	}
 	header := func(name, want string) func(t *testing.T, r response) {
 		return func(t *testing.T, r response) {
 			if got := r.Header.Get(name); got != want {
@@ -390,6 +409,7 @@ func TestOpenAPIContract(t *testing.T) {
 		// POST /limits/check
 		{name: "limits single", method: "POST", path: "/limits/check", body: `{"policy":"default","key":"user:1"}`, status: 200,
 			check: func(t *testing.T, r response) {
+				modes("exact")(t, r)
 				header("RateLimit-Policy", `"default";q=50;w=10`)(t, r)
 				header("RateLimit", `"default";r=49;t=1`)(t, r)
 			}},
@@ -409,6 +429,8 @@ func TestOpenAPIContract(t *testing.T) {
 			check: header("RateLimit", `"default";r=50;t=0`)},
 		{name: "limits fixed window denied", method: "POST", path: "/limits/check", body: `{"policy":"login","key":"user@example.com","cost":2}`, status: 429,
 			check: header("RateLimit-Policy", `"login";q=2;w=60`)},
+		{name: "limits fixed window denied again, from memory", method: "POST", path: "/limits/check", body: `{"policy":"login","key":"user@example.com","cost":2}`, status: 429,
+			check: modes("memory")},
 		{name: "limits unknown policy", method: "POST", path: "/limits/check", body: `{"policy":"nope","key":"user:1"}`, status: 404, code: "unknown_policy"},
 		{name: "limits invalid key", method: "POST", path: "/limits/check", body: `{"policy":"default","key":"bad key!"}`, status: 422, code: "invalid_key", badRequest: true},
 		{name: "limits key too long", method: "POST", path: "/limits/check", body: `{"policy":"default","key":"` + strings.Repeat("k", 129) + `"}`, status: 422, code: "invalid_key", badRequest: true},
@@ -438,7 +460,9 @@ func TestOpenAPIContract(t *testing.T) {
 		{name: "verify without redis", method: "POST", path: "/otp/verify", body: `{"phone":"+14155550105","code":"123456"}`, status: 503, code: "store_unavailable"},
 		// The default policy is on_store_error: open, so production (and so
 		// this harness, built by app.New) decides by the split limit.
-		{name: "limits without redis", method: "POST", path: "/limits/check", body: `{"policy":"default","key":"user:1"}`, status: 200},
+		// Decided without Redis: the answer says so (mode fallback, not exact).
+		{name: "limits without redis", method: "POST", path: "/limits/check", body: `{"policy":"default","key":"user:1"}`, status: 200,
+			check: modes("fallback")},
 	}
 
 	opts := &openapi3filter.Options{

@@ -98,7 +98,7 @@ func TestClusterTakeSpansSlots(t *testing.T) {
 		t.Errorf("refund over %d masters took %d round trips, want %d", len(ids), got, len(ids))
 	}
 	for _, id := range ids {
-		n, err := rdb.Get(ctx, prefix+"lim:x:{"+id+"}:").Int64()
+		n, err := rdb.Get(ctx, prefix+"lim:x{"+id+"}").Int64()
 		if err != nil || n != 3 {
 			t.Errorf("window of %s after 4 takes and a refund: %d, %v; want 3", id, n, err)
 		}
@@ -135,7 +135,7 @@ func TestClusterTakeIsExactUnderConcurrency(t *testing.T) {
 	}
 	wg.Wait()
 	for _, id := range ids {
-		n, err := rdb.Get(context.Background(), prefix+"lim:x:{"+id+"}:").Int64()
+		n, err := rdb.Get(context.Background(), prefix+"lim:x{"+id+"}").Int64()
 		if err != nil || n != batches {
 			t.Errorf("counter %s = %d, %v; want exactly %d", id, n, err, batches)
 		}

@@ -4,6 +4,8 @@ package store
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"math"
@@ -39,8 +41,24 @@ func NewRedis(rdb rediser, prefix string) *Redis {
 
 // key renders k as prefix + space + ":{" + id + "}:" + name. The braces are
 // a hash tag: every counter of one subject lands in one Cluster slot.
+//
+// A key without a name (a /limits/check limit: its policy, in the space,
+// already says which counter it is) is prefix + space + "{" + id + "}",
+// with an id longer than maxPlainID bytes replaced by its digest (limitID):
+// og:l:api{user:42}. The shorter the name, the less Redis memory per limit
+// (docs/benchmarks.md, "Redis memory per limit").
 func (r *Redis) key(k guard.Key) string {
 	var b strings.Builder
+	if k.Name == "" {
+		id := limitID(k.ID)
+		b.Grow(len(r.prefix) + len(k.Space) + len(id) + 2)
+		b.WriteString(r.prefix)
+		b.WriteString(k.Space)
+		b.WriteByte('{')
+		b.WriteString(id)
+		b.WriteByte('}')
+		return b.String()
+	}
 	b.Grow(len(r.prefix) + len(k.Space) + len(k.ID) + len(k.Name) + 4)
 	b.WriteString(r.prefix)
 	b.WriteString(k.Space)
@@ -49,6 +67,26 @@ func (r *Redis) key(k guard.Key) string {
 	b.WriteString("}:")
 	b.WriteString(k.Name)
 	return b.String()
+}
+
+// maxPlainID is the longest caller key a limit's Redis key holds as it is.
+const maxPlainID = 32
+
+// limitID is id, or for an id longer than maxPlainID bytes "#" and the
+// first 96 bits of its SHA-256 in unpadded base64url: 17 bytes whatever
+// the key's length (up to guard.MaxKeyLength, 128), so a long caller key
+// costs Redis no more than a short one. "#" is not a character a caller
+// key may hold (guard.ValidateKey), so no plain key can look like a
+// digest. Two long keys share a limit only if their digests collide: by
+// chance, about once in 2^48 pairs of distinct keys; on purpose, it takes
+// finding a SHA-256 collision on 96 bits for two keys of the caller's own,
+// and a second preimage (2^96 work) to hit someone else's.
+func limitID(id string) string {
+	if len(id) <= maxPlainID {
+		return id
+	}
+	sum := sha256.Sum256([]byte(id))
+	return "#" + base64.RawURLEncoding.EncodeToString(sum[:12])
 }
 
 // logKey is key(k) with its ID masked (guard.MaskPhone), for error texts:
@@ -65,7 +103,7 @@ func (r *Redis) codeKey(phone string) string {
 // LoadScripts loads every script into the server's cache, so the first
 // request does not pay for an EVAL.
 func (r *Redis) LoadScripts(ctx context.Context) error {
-	for _, s := range allScripts {
+	for _, s := range append(allScripts, takeManyScript) {
 		if err := s.Load(ctx, r.rdb).Err(); err != nil {
 			return fmt.Errorf("store: load script: %w", err)
 		}
@@ -73,12 +111,14 @@ func (r *Redis) LoadScripts(ctx context.Context) error {
 	return nil
 }
 
-// Take spends from every counter of takes in one round trip: one MULTI/EXEC
-// holding, per fixed window, INCRBY + PEXPIRE NX + PTTL (GET + PTTL for a
-// peek, cost 0; windowTakeScript when the take spends only if allowed) and,
-// per token bucket, an EVALSHA of tokenBucketScript. On
-// Redis Cluster, one MULTI/EXEC per hash slot, sent concurrently (bySlot,
-// slot.go).
+// Take spends from every counter of takes in one round trip. Takes that
+// scripts decide alone (token buckets, fixed windows with SpendIfAllowed:
+// every /limits/check) are one script call, no MULTI (takeScripted,
+// batch.go). Otherwise one MULTI/EXEC holding, per fixed window, INCRBY +
+// PEXPIRE NX + PTTL (GET + PTTL for a peek, cost 0; windowTakeScript when
+// the take spends only if allowed) and, per token bucket, an EVALSHA of
+// tokenBucketScript. On Redis Cluster, one call per hash slot, sent
+// concurrently (bySlot, slot.go).
 //
 // The fixed window is the design's rule: INCRBY counts, PEXPIRE ... NX starts
 // the window at the first hit and lets no later hit push it back, and both
@@ -92,11 +132,16 @@ func (r *Redis) Take(ctx context.Context, takes []guard.Take) ([]guard.Result, e
 }
 
 func (r *Redis) take(ctx context.Context, takes []guard.Take) ([]guard.Result, error) {
+	if allScripted(takes) {
+		return r.takeScripted(ctx, takes)
+	}
 	pipe := r.rdb.TxPipeline()
 	cmds := make([][]redis.Cmder, len(takes))
 	for i, t := range takes {
 		key := r.key(t.Key)
 		switch {
+		case t.Hold:
+			return nil, fmt.Errorf("store: take %s: a held take must be decided by a script alone (token bucket, or fixed window with SpendIfAllowed), not in a batch with a counting window", r.logKey(t.Key))
 		case t.Algorithm == guard.FixedWindow && t.Cost == 0:
 			cmds[i] = peekWindow(ctx, pipe, key)
 		case t.Algorithm == guard.FixedWindow && t.SpendIfAllowed:
@@ -265,6 +310,19 @@ func (r *Redis) Refund(ctx context.Context, takes []guard.Take) error {
 }
 
 func (r *Redis) refund(ctx context.Context, takes []guard.Take) error {
+	if len(takes) == 1 { // one script is atomic alone: no MULTI around it
+		t, key := takes[0], []string{r.key(takes[0].Key)}
+		var err error
+		if t.Algorithm == guard.TokenBucket {
+			err = tokenRefundScript.Run(ctx, r.rdb, key, interval(t.Rate), t.Cost).Err()
+		} else {
+			err = windowRefundScript.Run(ctx, r.rdb, key, t.Cost).Err()
+		}
+		if err != nil {
+			return fmt.Errorf("store: refund %s: %w", r.logKey(t.Key), err)
+		}
+		return nil
+	}
 	pipe := r.rdb.TxPipeline()
 	for _, t := range takes {
 		key := []string{r.key(t.Key)}

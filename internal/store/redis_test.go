@@ -537,7 +537,7 @@ func TestClusterPeekCreatesNothing(t *testing.T) {
 		if n := rdb.Exists(ctx, prefix+"lim:x:{"+id+"}:fresh").Val(); n != 0 {
 			t.Errorf("%s: the peek created its key", id)
 		}
-		if n, err := rdb.Get(ctx, prefix+"lim:x:{"+id+"}:").Int64(); err != nil || n != 1 {
+		if n, err := rdb.Get(ctx, prefix+"lim:x{"+id+"}").Int64(); err != nil || n != 1 {
 			t.Errorf("%s: counter = %d, %v; want 1", id, n, err)
 		}
 	}

@@ -1,0 +1,137 @@
+package httpapi_test
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/otpguard/otpguard/internal/guard"
+	"github.com/otpguard/otpguard/internal/store"
+	"github.com/otpguard/otpguard/internal/store/redistest"
+)
+
+// TestLimitMemoryPerKey measures the Redis memory one active limit costs,
+// as issue 11 asks: INFO memory's used_memory before and after 20,000
+// limits are made through POST /limits/check (batches of 20), divided by
+// 20,000, each layout on a private redis-server of its own. The layout
+// before (og:lim:<policy>:{<key>}:tb) is made through the store with the
+// old key names, the same script and values. It logs the figures for
+// docs/benchmarks.md and asserts only what does not depend on the machine:
+// the new layout never costs more, and a long key no more than a short one.
+//
+//	OTPGUARD_REQUIRE_SERVICES=1 go test -count=1 -run TestLimitMemoryPerKey -v ./internal/httpapi/
+func TestLimitMemoryPerKey(t *testing.T) {
+	if testing.Short() {
+		t.Skip("makes 4 x 20,000 limits; skipped with -short")
+	}
+	const keys = 20_000
+	policies := defaults()
+	// A slow bucket: a bucket spent once lives for a minute.
+	policies.Limits = map[string]guard.LimitPolicy{"api": {Algorithm: guard.TokenBucket, Capacity: 100, RefillPerSecond: 1.0 / 60}}
+	ordinary := func(i int) string { return "user:" + strconv.Itoa(100000+i) } // og:lim:api:{user:123456}:tb, 27 characters
+	long := func(i int) string {                                               // a 64-character caller key (a session id, a hashed e-mail)
+		return fmt.Sprintf("session:%056x", i)
+	}
+	type row struct {
+		name  string
+		per   float64
+		redis string
+	}
+	var rows []row
+	for _, tc := range []struct {
+		name string
+		id   func(int) string
+		api  bool
+	}{
+		{"before: og:lim:api:{user:123456}:tb", ordinary, false},
+		{"now:    og:l:api{user:123456}", ordinary, true},
+		{"before: og:lim:api:{session:<56 hex>}:tb", long, false},
+		{"now:    og:l:api{#<16-char digest>}", long, true},
+	} {
+		srv := redistest.Start(t)
+		rdb := redistest.Client(t, srv.URL())
+		ctx := context.Background()
+		var fill func(from, to int)
+		if tc.api {
+			c := newCluster(t, 1, srv.URL(), "og:", policies)
+			c.do(t, 0, "POST", "/limits/check", `{"policy":"api","key":"warm-up","cost":0}`)
+			fill = func(from, to int) {
+				checks := make([]string, 0, to-from)
+				for i := from; i < to; i++ {
+					checks = append(checks, fmt.Sprintf(`{"policy":"api","key":%q}`, tc.id(i)))
+				}
+				if r := c.do(t, 0, "POST", "/limits/check", `{"checks":[`+strings.Join(checks, ",")+`]}`); r.Status != 200 {
+					t.Fatalf("fill: %d %s", r.Status, r.Body)
+				}
+			}
+		} else {
+			s := store.NewRedis(rdb, "og:")
+			if err := s.LoadScripts(ctx); err != nil {
+				t.Fatal(err)
+			}
+			fill = func(from, to int) {
+				takes := make([]guard.Take, 0, to-from)
+				for i := from; i < to; i++ {
+					takes = append(takes, guard.Take{Key: guard.Key{Space: "lim:api", ID: tc.id(i), Name: "tb"},
+						Algorithm: guard.TokenBucket, Limit: 100, Rate: 1.0 / 60, Cost: 1, AllOrNothing: true})
+				}
+				if _, err := s.Take(ctx, takes); err != nil {
+					t.Fatal(err)
+				}
+			}
+			fill(keys, keys+1) // the scripts and the Lua VM warm, as the API's warm-up
+		}
+		n0, _ := rdb.DBSize(ctx).Result()
+		before := usedMemory(t, rdb)
+		for i := 0; i < keys; i += guard.MaxBatch {
+			fill(i, min(i+guard.MaxBatch, keys))
+		}
+		after := usedMemory(t, rdb)
+		if n, _ := rdb.DBSize(ctx).Result(); n-n0 != keys {
+			t.Fatalf("%s: %d new keys, want %d", tc.name, n-n0, keys)
+		}
+		sample, _ := rdb.RandomKey(ctx).Result()
+		rows = append(rows, row{tc.name, float64(after-before) / keys, sample})
+	}
+	var lines []string
+	for _, r := range rows {
+		lines = append(lines, fmt.Sprintf("%-42s %6.1f bytes per limit (a key: %q)", r.name, r.per, r.redis))
+	}
+	t.Logf("Redis used_memory per active limit over %d limits:\n%s", keys, strings.Join(lines, "\n"))
+	if rows[1].per > rows[0].per+4 || rows[3].per > rows[2].per+4 { // 4 B: the instance's own heartbeat and buffers
+		t.Errorf("the new layout costs more than the old")
+	}
+	if rows[3].per > rows[1].per+4 {
+		t.Errorf("a long key (%.1f B) costs more than an ordinary one (%.1f B): the digest does not bound it", rows[3].per, rows[1].per)
+	}
+}
+
+// usedMemory reads INFO memory's used_memory once it stops moving (Redis
+// grows its tables incrementally and frees the old one when done).
+func usedMemory(t *testing.T, rdb *redis.Client) int64 {
+	t.Helper()
+	var last int64 = -1
+	for range 50 {
+		info, err := rdb.Info(context.Background(), "memory").Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var used int64
+		for _, line := range strings.Split(info, "\n") {
+			if v, ok := strings.CutPrefix(strings.TrimSpace(line), "used_memory:"); ok {
+				used, _ = strconv.ParseInt(v, 10, 64)
+			}
+		}
+		if used == last {
+			return used
+		}
+		last = used
+		time.Sleep(100 * time.Millisecond)
+	}
+	return last
+}
