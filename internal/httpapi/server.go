@@ -52,6 +52,10 @@ type Options struct {
 	// AbuseMetrics, when the OTP service's AbuseHooks feed them; nil:
 	// registered here on Metrics.
 	AbuseMetrics *AbuseMetrics
+	// MaxInFlight bounds the decisions (send, verify, check) worked on at
+	// once; the excess is shed with 503 overloaded (admission.go). 0: no
+	// bound.
+	MaxInFlight int
 }
 
 // Server is otpguard's HTTP handler.
@@ -73,6 +77,8 @@ type Server struct {
 	// The SMS status callback (smsstatus.go).
 	statusCallback StatusCallback
 	abuseMetrics   *AbuseMetrics
+
+	admission admission // admission.go
 }
 
 // New builds the server and registers every route.
@@ -89,6 +95,7 @@ func New(o Options) *Server {
 		ops: o.Ops, sessions: newSessions(o.SessionKey, newKeyring(o.OpsKeys)),
 	}
 	s.statusCallback, s.abuseMetrics, s.revoked = o.StatusCallback, o.AbuseMetrics, o.Sessions
+	s.admission = newAdmission(o.MaxInFlight, o.Metrics)
 	if s.abuseMetrics == nil {
 		s.abuseMetrics = NewAbuseMetrics(o.Metrics)
 	}
@@ -125,9 +132,10 @@ func (s *Server) routes(apiKeys, opsKeys keyring) {
 	// Middleware per route, not per group: an echo group also claims its
 	// unknown paths, and a 404 must stay a 404, not a 401.
 	api := requireKey(apiKeys, opsKeys, "API key")
-	e.POST("/otp/send", s.sendOTP, api)
-	e.POST("/otp/verify", s.verifyOTP, api)
-	e.POST("/limits/check", s.checkLimits, api)
+	admit := s.admission.middleware
+	e.POST("/otp/send", s.sendOTP, api, admit)
+	e.POST("/otp/verify", s.verifyOTP, api, admit)
+	e.POST("/limits/check", s.checkLimits, api, admit)
 	// Twilio's delivery reports: its signature is the authentication.
 	e.POST("/sms/status", s.smsStatus)
 
