@@ -117,6 +117,7 @@ type Fallback struct {
 	probeOK   atomic.Int64
 	probeSeen atomic.Bool
 	shed      atomic.Int64 // calls given up on while Redis was healthy
+	late      atomic.Int64 // calls answered past the timeout by a healthy Redis
 
 	mu       sync.RWMutex
 	policies map[string]*policyState
@@ -273,9 +274,13 @@ func (f *Fallback) wait(ctx context.Context, fn func(ctx context.Context) error)
 	go func() { res <- fn(cctx) }()
 	t := time.NewTimer(f.timeout)
 	defer t.Stop()
+	late := false
 	for {
 		select {
 		case err := <-res:
+			if late {
+				f.late.Add(1)
+			}
 			if err != nil && errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil && f.healthy() {
 				f.shed.Add(1)
 				return fmt.Errorf("guard: no answer within %s from a healthy redis: %w (%w)", f.ceiling, ErrOverloaded, err)
@@ -287,6 +292,7 @@ func (f *Fallback) wait(ctx context.Context, fn func(ctx context.Context) error)
 			if !f.healthy() {
 				return fmt.Errorf("guard: no answer within %s, and the probe does not vouch for redis: %w", f.timeout, context.DeadlineExceeded)
 			}
+			late = true
 			t.Reset(f.fresh / 2) // look again before the probe's word goes stale
 		}
 	}
@@ -353,6 +359,11 @@ func (f *Fallback) Do(ctx context.Context, fn func(ctx context.Context) error) e
 	return f.call(ctx, fn)
 }
 
+// Late is how many calls a healthy Redis answered past the timeout: each
+// would have been a fallback decision (or a refusal) without the probe. A
+// rising count says this host is saturated.
+func (f *Fallback) Late() int64 { return f.late.Load() }
+
 // Shed is how many calls were given up on while Redis was healthy.
 func (f *Fallback) Shed() int64 { return f.shed.Load() }
 
@@ -391,6 +402,9 @@ func (f *Fallback) Take(ctx context.Context, takes []Take) ([]Result, error) {
 	if err == nil {
 		f.note(takes, false)
 		return res, nil
+	}
+	if errors.Is(err, ErrOverloaded) {
+		return nil, err // shed: never decided from memory, and no outage
 	}
 	f.note(takes, true)
 	if errors.Is(err, context.Canceled) && ctx.Err() != nil {
