@@ -135,6 +135,11 @@ func New(ctx context.Context, cfg *Config, opts ...Option) (_ *App, err error) {
 	}
 	metrics := httpapi.NewMetrics()
 	a.rdb.AddHook(store.TimingHook(metrics.ObserveRedis))
+	if cfg.RedisPipelines > 0 {
+		// After the timing hook: it times each command as its caller waits.
+		_, stop := store.Coalesce(a.rdb, store.CoalesceOptions{Pipelines: cfg.RedisPipelines, Timeout: cfg.maxWait()})
+		a.onClose(stop)
+	}
 	a.store = store.NewRedis(a.rdb, cfg.RedisPrefix)
 	if cfg.Redis.Mode == store.RedisCluster { // batches split per hash slot
 		a.store = store.NewClusterRedis(a.rdb, cfg.RedisPrefix)

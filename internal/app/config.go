@@ -23,6 +23,9 @@ type Config struct {
 	// vouches for, past RedisTimeout, before it is shed as overloaded; 0:
 	// max(1s, RedisTimeout) (see maxWait).
 	RedisMaxWait time.Duration
+	// RedisPipelines is how many pipelines of coalesced commands may be on
+	// the wire at once (store.Coalescer); 0 sends each command on its own.
+	RedisPipelines int
 	// MaxInFlight bounds the decisions (sends, verifies, checks) this
 	// instance works on at once; more are shed with 503 overloaded.
 	MaxInFlight int
@@ -78,6 +81,11 @@ func (c *Config) maxWait() time.Duration {
 	return max(time.Second, c.RedisTimeout)
 }
 
+// DefaultRedisPipelines is how many coalesced pipelines an instance keeps
+// on the wire: enough that Redis always has the next batch, few enough that
+// commands arriving together share one.
+const DefaultRedisPipelines = 4
+
 // DefaultMaxInFlight is how many decisions an instance works on at once
 // unless OTPGUARD_MAX_IN_FLIGHT says otherwise: enough to keep Redis busy
 // from a 2-core host, few enough that a burst waits in the kernel's accept
@@ -123,6 +131,12 @@ func LoadConfig(getenv func(string) string) (*Config, error) {
 	}
 	if c.RedisMaxWait, err = durationEnv(getenv, "OTPGUARD_REDIS_MAX_WAIT", 0); err != nil {
 		errs = append(errs, err)
+	}
+	c.RedisPipelines = DefaultRedisPipelines
+	if v := getenv("OTPGUARD_REDIS_PIPELINES"); v != "" {
+		if c.RedisPipelines, err = strconv.Atoi(v); err != nil {
+			errs = append(errs, fmt.Errorf("OTPGUARD_REDIS_PIPELINES: %q is not a whole number", v))
+		}
 	}
 	c.MaxInFlight = DefaultMaxInFlight
 	if v := getenv("OTPGUARD_MAX_IN_FLIGHT"); v != "" {
@@ -171,6 +185,9 @@ func (c *Config) Validate() error {
 	}
 	if c.RedisMaxWait != 0 && (c.RedisMaxWait < c.RedisTimeout || c.RedisMaxWait > time.Minute) {
 		bad("OTPGUARD_REDIS_MAX_WAIT: must be between OTPGUARD_REDIS_TIMEOUT (%s) and 1m, got %s", c.RedisTimeout, c.RedisMaxWait)
+	}
+	if c.RedisPipelines < 0 || c.RedisPipelines > 1024 {
+		bad("OTPGUARD_REDIS_PIPELINES: must be between 0 (no coalescing) and 1024, got %d", c.RedisPipelines)
 	}
 	if c.MaxInFlight < 1 || c.MaxInFlight > 100_000 {
 		bad("OTPGUARD_MAX_IN_FLIGHT: must be between 1 and 100000, got %d", c.MaxInFlight)
