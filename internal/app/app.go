@@ -63,14 +63,15 @@ type App struct {
 type Option func(*options)
 
 type options struct {
-	sender    guard.Sender
-	rdb       redis.UniversalClient
-	now       func() time.Time
-	output    io.Writer
-	heartbeat store.HeartbeatOptions
-	breaker   guard.BreakerOptions
-	signIn    ops.SignInLimit
-	apiKeys   ops.SignInLimit
+	sender     guard.Sender
+	rdb        redis.UniversalClient
+	now        func() time.Time
+	output     io.Writer
+	heartbeat  store.HeartbeatOptions
+	breaker    guard.BreakerOptions
+	probeEvery time.Duration
+	signIn     ops.SignInLimit
+	apiKeys    ops.SignInLimit
 }
 
 // WithSender sends SMS through s instead of the configured sender.
@@ -93,6 +94,10 @@ func WithOutput(w io.Writer) Option { return func(o *options) { o.output = w } }
 func WithHeartbeat(every, staleAfter time.Duration) Option {
 	return func(o *options) { o.heartbeat.Every, o.heartbeat.StaleAfter = every, staleAfter }
 }
+
+// WithProbe sets how often the probe pings Redis (guard.DefaultProbeEvery
+// otherwise).
+func WithProbe(every time.Duration) Option { return func(o *options) { o.probeEvery = every } }
 
 // WithBreaker tunes the breaker in front of Redis.
 func WithBreaker(b guard.BreakerOptions) Option { return func(o *options) { o.breaker = b } }
@@ -145,6 +150,11 @@ func New(ctx context.Context, cfg *Config, opts ...Option) (_ *App, err error) {
 	}
 	metrics := httpapi.NewMetrics()
 	a.rdb.AddHook(store.TimingHook(metrics.ObserveRedis))
+	if cfg.RedisPipelines > 0 {
+		// After the timing hook: it times each command as its caller waits.
+		_, stop := store.Coalesce(a.rdb, store.CoalesceOptions{Pipelines: cfg.RedisPipelines, Timeout: cfg.maxWait()})
+		a.onClose(stop)
+	}
 	a.store = store.NewRedis(a.rdb, cfg.RedisPrefix)
 	if cfg.Redis.Mode == store.RedisCluster { // batches split per hash slot
 		a.store = store.NewClusterRedis(a.rdb, cfg.RedisPrefix)
@@ -158,10 +168,13 @@ func New(ctx context.Context, cfg *Config, opts ...Option) (_ *App, err error) {
 	}
 	guard.WarmPhoneMetadata()
 	// Every decision reaches Redis through the Fallback (outage.go).
-	a.outage = newOutage(cfg, a.rdb, a.store, o, log)
+	if a.outage, err = newOutage(cfg, a.rdb, a.store, o, log); err != nil {
+		return nil, err
+	}
 	registerOutage(metrics.Registry, a.outage)
 	a.onClose(a.outage.start(ctx, log))
-	if a.ops, err = startOps(ctx, cfg, log, metrics, a.store, a.store, o); err != nil {
+	guarded := guardedStore{fb: a.outage.fallback, st: a.store}
+	if a.ops, err = startOps(ctx, cfg, log, metrics, guarded, a.store, o); err != nil {
 		return nil, err
 	}
 	a.onClose(func() { a.closeErr = errors.Join(a.closeErr, a.ops.Close()) })
@@ -176,10 +189,10 @@ func New(ctx context.Context, cfg *Config, opts ...Option) (_ *App, err error) {
 	otp := guard.NewOTP(guard.OTPOptions{
 		Policy: cfg.Policies.OTP, Counter: a.outage.fallback, Codes: a.outage.fallback,
 		Sender: sender, HMACKey: cfg.HMACKey, Logger: log, LastStoreFailure: a.outage.fallback.LastFailure,
-		Deny: a.ops.deny, Events: a.ops.audit, Blocks: a.store, Now: o.now,
-		// The conversion watch is advisory: straight to Redis, not through
-		// the Fallback (its failures never refuse a send).
-		Conversions: a.store, AutoBlock: a.ops.desk, Abuse: abuseMetrics.Hooks(),
+		Deny: a.ops.deny, Events: a.ops.audit, Blocks: guarded, Now: o.now,
+		// The conversion watch is advisory: through the breaker, but its
+		// failures never refuse a send.
+		Conversions: guarded, AutoBlock: a.ops.desk, Abuse: abuseMetrics.Hooks(),
 		// Replayed status callbacks: advisory too (a failed check records).
 		Deliveries: a.store,
 		// The country velocity rule asks Redis itself, after the limits
@@ -216,7 +229,7 @@ func New(ctx context.Context, cfg *Config, opts ...Option) (_ *App, err error) {
 			return st
 		},
 		// The abuse defences (README.md, "Abuse defences").
-		AbuseMetrics: abuseMetrics, StatusCallback: statusCallback(cfg),
+		AbuseMetrics: abuseMetrics, StatusCallback: statusCallback(cfg), MaxInFlight: cfg.MaxInFlight,
 		TrustedProxies: cfg.TrustedProxies,
 		// Wrong keys are counted per address in Redis, through the Fallback.
 		SignIn:      ops.NewSignInLimiter(a.outage.fallback, o.signIn),
@@ -359,7 +372,7 @@ func connectRedis(ctx context.Context, cfg *Config, log *slog.Logger) (redis.Uni
 		log.Warn("EMBEDDED REDIS: limits live in this process only and are NOT shared between instances; set OTPGUARD_REDIS_URL for production",
 			"redis", "miniredis")
 		stopClock := driveClock(m, 10*time.Millisecond)
-		rdb, err := store.NewRedisClient(store.RedisOptions{URL: "redis://" + m.Addr(), Timeout: cfg.RedisTimeout})
+		rdb, err := store.NewRedisClient(store.RedisOptions{URL: "redis://" + m.Addr(), Timeout: cfg.RedisTimeout, MaxWait: cfg.maxWait()})
 		if err != nil {
 			stopClock()
 			m.Close()

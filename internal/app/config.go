@@ -21,15 +21,25 @@ type Config struct {
 	Addr         string
 	RedisURL     string // "" = embedded miniredis
 	RedisTimeout time.Duration
-	RedisPrefix  string
-	APIKeys      []string
-	OpsKeys      []string
-	HMACKey      []byte
-	SMS          string // console | twilio
-	Twilio       TwilioConfig
-	ConfigFile   string
-	LogLevel     string
-	Policies     guard.Policies
+	// RedisMaxWait is how long a decision may wait for a Redis the probe
+	// vouches for, past RedisTimeout, before it is shed as overloaded; 0:
+	// max(1s, RedisTimeout) (see maxWait).
+	RedisMaxWait time.Duration
+	// RedisPipelines is how many pipelines of coalesced commands may be on
+	// the wire at once (store.Coalescer); 0 sends each command on its own.
+	RedisPipelines int
+	// MaxInFlight bounds the decisions (sends, verifies, checks) this
+	// instance works on at once; more are shed with 503 overloaded.
+	MaxInFlight int
+	RedisPrefix string
+	APIKeys     []string
+	OpsKeys     []string
+	HMACKey     []byte
+	SMS         string // console | twilio
+	Twilio      TwilioConfig
+	ConfigFile  string
+	LogLevel    string
+	Policies    guard.Policies
 
 	// Instances (OTPGUARD_INSTANCES) fixes N, the live instance count the
 	// split limits divide by; 0 learns it from heartbeats in Redis.
@@ -72,6 +82,26 @@ type TwilioConfig struct {
 // Embedded reports whether otpguard runs on its in-process Redis.
 func (c *Config) Embedded() bool { return c.RedisURL == "" && c.Redis.Mode == "single" }
 
+// maxWait is RedisMaxWait, or its default: max(1s, RedisTimeout).
+func (c *Config) maxWait() time.Duration {
+	if c.RedisMaxWait > 0 {
+		return c.RedisMaxWait
+	}
+	return max(time.Second, c.RedisTimeout)
+}
+
+// DefaultRedisPipelines is how many coalesced pipelines an instance keeps
+// on the wire: enough that Redis always has the next batch, few enough that
+// commands arriving together share one.
+const DefaultRedisPipelines = 4
+
+// DefaultMaxInFlight is how many decisions an instance works on at once
+// unless OTPGUARD_MAX_IN_FLIGHT says otherwise: enough to keep Redis busy
+// from a 2-core host, few enough that a burst waits in the kernel's accept
+// queue or is shed at once instead of queueing inside otpguard, where every
+// waiting decision stretches every other's round trip.
+const DefaultMaxInFlight = 256
+
 // LoadConfig reads the environment through getenv. Secrets may come from
 // files: OTPGUARD_HMAC_KEY_FILE instead of OTPGUARD_HMAC_KEY.
 func LoadConfig(getenv func(string) string) (*Config, error) {
@@ -107,6 +137,21 @@ func LoadConfig(getenv func(string) string) (*Config, error) {
 	}
 	if c.RedisTimeout, err = durationEnv(getenv, "OTPGUARD_REDIS_TIMEOUT", redisTimeout); err != nil {
 		errs = append(errs, err)
+	}
+	if c.RedisMaxWait, err = durationEnv(getenv, "OTPGUARD_REDIS_MAX_WAIT", 0); err != nil {
+		errs = append(errs, err)
+	}
+	c.RedisPipelines = DefaultRedisPipelines
+	if v := getenv("OTPGUARD_REDIS_PIPELINES"); v != "" {
+		if c.RedisPipelines, err = strconv.Atoi(v); err != nil {
+			errs = append(errs, fmt.Errorf("OTPGUARD_REDIS_PIPELINES: %q is not a whole number", v))
+		}
+	}
+	c.MaxInFlight = DefaultMaxInFlight
+	if v := getenv("OTPGUARD_MAX_IN_FLIGHT"); v != "" {
+		if c.MaxInFlight, err = strconv.Atoi(v); err != nil {
+			errs = append(errs, fmt.Errorf("OTPGUARD_MAX_IN_FLIGHT: %q is not a whole number", v))
+		}
 	}
 	if v := getenv("OTPGUARD_INSTANCES"); v != "" {
 		if c.Instances, err = strconv.Atoi(v); err != nil {
@@ -152,6 +197,15 @@ func (c *Config) Validate() error {
 	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
 	if c.RedisTimeout < time.Millisecond || c.RedisTimeout > 10*time.Second {
 		bad("OTPGUARD_REDIS_TIMEOUT: must be between 1ms and 10s, got %s", c.RedisTimeout)
+	}
+	if c.RedisMaxWait != 0 && (c.RedisMaxWait < c.RedisTimeout || c.RedisMaxWait > time.Minute) {
+		bad("OTPGUARD_REDIS_MAX_WAIT: must be between OTPGUARD_REDIS_TIMEOUT (%s) and 1m, got %s", c.RedisTimeout, c.RedisMaxWait)
+	}
+	if c.RedisPipelines < 0 || c.RedisPipelines > 1024 {
+		bad("OTPGUARD_REDIS_PIPELINES: must be between 0 (no coalescing) and 1024, got %d", c.RedisPipelines)
+	}
+	if c.MaxInFlight < 1 || c.MaxInFlight > 100_000 {
+		bad("OTPGUARD_MAX_IN_FLIGHT: must be between 1 and 100000, got %d", c.MaxInFlight)
 	}
 	if c.Instances < 0 || c.Instances > 10_000 {
 		bad("OTPGUARD_INSTANCES: must be between 1 and 10000 (or unset: counted by heartbeat), got %d", c.Instances)

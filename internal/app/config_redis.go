@@ -96,7 +96,7 @@ func (c *Config) validateRedis() []error {
 // embedded Redis).
 func (c *Config) redisOptions() store.RedisOptions {
 	return store.RedisOptions{
-		URL: c.RedisURL, Timeout: c.RedisTimeout,
+		URL: c.RedisURL, Timeout: c.RedisTimeout, MaxWait: c.maxWait(),
 		Mode: c.Redis.Mode, Addrs: c.Redis.Addrs, Master: c.Redis.Master,
 		Username: c.Redis.Username, Password: c.Redis.Password, TLS: c.Redis.TLS,
 	}

@@ -54,12 +54,7 @@ func startHotKeys(ctx context.Context, cfg *Config, rdb redis.UniversalClient,
 // no timing hook: syncs are not decisions, and would skew the latency the
 // Redis metrics report.
 func syncStore(cfg *Config, rdb redis.UniversalClient, timeout time.Duration) (*store.Redis, func(), error) {
-	o := cfg.redisOptions()
-	o.Timeout = timeout
-	if c, ok := rdb.(*redis.Client); ok && cfg.Embedded() {
-		o.URL = "redis://" + c.Options().Addr // the embedded miniredis
-	}
-	c, err := store.NewUniversalClient(o)
+	c, err := ownClient(cfg, rdb, func(o *store.RedisOptions) { o.Timeout, o.MaxWait = timeout, 0 })
 	if err != nil {
 		return nil, nil, err
 	}
@@ -67,6 +62,18 @@ func syncStore(cfg *Config, rdb redis.UniversalClient, timeout time.Duration) (*
 		return store.NewClusterRedis(c, cfg.RedisPrefix), func() { c.Close() }, nil
 	}
 	return store.NewRedis(c, cfg.RedisPrefix), func() { c.Close() }, nil
+}
+
+// ownClient is a client of its own to the Redis rdb reaches (the embedded
+// one too), as configured but changed by tune: the hot-key syncs and the
+// probe must not queue behind decisions, nor decisions behind them.
+func ownClient(cfg *Config, rdb redis.UniversalClient, tune func(*store.RedisOptions)) (redis.UniversalClient, error) {
+	o := cfg.redisOptions()
+	if c, ok := rdb.(*redis.Client); ok && cfg.RedisURL == "" && cfg.Redis.Mode == store.RedisSingle {
+		o.URL = "redis://" + c.Options().Addr // the embedded miniredis
+	}
+	tune(&o)
+	return store.NewUniversalClient(o)
 }
 
 // runHotKeys syncs due keys every tick until ctx ends, then makes a last

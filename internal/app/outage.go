@@ -1,11 +1,13 @@
 package app
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
 	"os"
 	"strconv"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -22,12 +24,25 @@ type outage struct {
 	fallback *guard.Fallback
 	from     string // where N comes from: "heartbeat" or "config"
 	done     chan struct{}
+	// probe is a connection of its own that pings Redis every probeEvery:
+	// Redis's health as seen from outside the decisions' queue.
+	probe      redis.UniversalClient
+	probeEvery time.Duration
+	probeDone  chan struct{}
 }
 
 // newOutage wires the heartbeat and the Fallback over the Redis store, and
 // registers their metrics.
-func newOutage(cfg *Config, rdb redis.UniversalClient, st *store.Redis, opts options, log *slog.Logger) *outage {
-	o := &outage{from: "heartbeat", done: make(chan struct{})}
+func newOutage(cfg *Config, rdb redis.UniversalClient, st *store.Redis, opts options, log *slog.Logger) (*outage, error) {
+	o := &outage{from: "heartbeat", done: make(chan struct{}), probeDone: make(chan struct{}),
+		probeEvery: cmp.Or(opts.probeEvery, guard.DefaultProbeEvery)}
+	probe, err := ownClient(cfg, rdb, func(o *store.RedisOptions) {
+		o.Timeout, o.MaxWait, o.PoolSize = guard.DefaultProbeTimeout, 0, 1
+	})
+	if err != nil {
+		return nil, err
+	}
+	o.probe = probe
 	host, _ := os.Hostname()
 	hbo := opts.heartbeat
 	hbo.ID = fmt.Sprintf("%s/%d/%s", host, os.Getpid(), randomSuffix())
@@ -45,14 +60,31 @@ func newOutage(cfg *Config, rdb redis.UniversalClient, st *store.Redis, opts opt
 	o.fallback = guard.NewFallback(guard.FallbackOptions{
 		Counter: st, Codes: st, Timeout: cfg.RedisTimeout, Instances: instances,
 		Breaker: opts.breaker, Policies: &cfg.Policies, Logger: log, Now: opts.now,
+		Ceiling: cfg.maxWait(), ProbeEvery: o.probeEvery, ProbeTimeout: guard.DefaultProbeTimeout,
+		// Recovery dials the decision pool here, outside any decision.
+		Warm: func(ctx context.Context) error { return rdb.Ping(ctx).Err() },
 	})
-	return o
+	return o, nil
 }
 
 // start beats once (so N is known before the first request), then every
 // second until ctx ends or stop is called; stop waits for the leave.
 func (o *outage) start(ctx context.Context, log *slog.Logger) (stop func()) {
 	ctx, stopBeats := context.WithCancel(ctx)
+	o.probeOnce(ctx)
+	go func() {
+		defer close(o.probeDone)
+		t := time.NewTicker(o.probeEvery)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				o.probeOnce(ctx)
+			}
+		}
+	}()
 	sctx, cancel := context.WithTimeout(ctx, startupTimeout)
 	if err := o.hb.Beat(sctx); err != nil {
 		log.Warn("first heartbeat failed: splitting limits by the last known instance count", "err", err)
@@ -64,7 +96,18 @@ func (o *outage) start(ctx context.Context, log *slog.Logger) (stop func()) {
 		defer close(o.done)
 		o.hb.Run(ctx)
 	}()
-	return func() { stopBeats(); <-o.done }
+	return func() { stopBeats(); <-o.done; <-o.probeDone; o.probe.Close() }
+}
+
+// probeOnce pings Redis on the probe's own connection and tells the
+// Fallback.
+func (o *outage) probeOnce(ctx context.Context) {
+	pctx, cancel := context.WithTimeout(ctx, guard.DefaultProbeTimeout)
+	err := o.probe.Ping(pctx).Err()
+	cancel()
+	if ctx.Err() == nil {
+		o.fallback.ObserveProbe(ctx, err)
+	}
 }
 
 // status is the store's status for /readyz and /ops/status.

@@ -40,6 +40,7 @@ const (
 	// CodeDatabaseUnavailable: the ops database (SQL) did not answer in
 	// time, or is not connected yet; only ops routes depend on it.
 	CodeDatabaseUnavailable Code = "database_unavailable"
+	CodeOverloaded          Code = "overloaded"
 	CodeUnauthorized        Code = "unauthorized"
 	CodeForbidden           Code = "forbidden"
 	CodeNotFound            Code = "not_found"
@@ -97,6 +98,28 @@ func ErrorCode(err error) Code {
 // ErrNotFound is returned by stores when the thing asked for does not exist.
 var ErrNotFound = errors.New("not found")
 
+// ErrOverloaded is the cause of a decision this instance gave up on while
+// Redis was healthy: otpguard itself could not keep up (too many decisions
+// in flight, or a call that outlived the ceiling on a saturated host). It is
+// shed with 503 overloaded, never decided by the fallback, and says nothing
+// about Redis.
+var ErrOverloaded = errors.New("otpguard is overloaded")
+
+// Overloaded is the error a shed request answers with: 503 overloaded and
+// a short Retry-After.
+func Overloaded(err error) *Error {
+	return &Error{Code: CodeOverloaded, Message: "otpguard is overloaded; try again in a moment", RetryAfter: time.Second, Err: err}
+}
+
+// storeError is what a failed store call answers: 503 overloaded when
+// otpguard gave up on a healthy Redis, 503 store_unavailable otherwise.
+func storeError(err error) *Error {
+	if errors.Is(err, ErrOverloaded) {
+		return Overloaded(err)
+	}
+	return StoreUnavailable(err, StoreRetryAfter)
+}
+
 // StoreUnavailable wraps a failure of the limit store: the caller sees 503
 // and a retry hint, the log sees the cause. The ops desk answers a failed
 // unblock or block listing with it too.
@@ -117,7 +140,7 @@ func StoreUnavailable(err error, retryAfter time.Duration) *Error {
 // read) says something is wrong with the store's contents or with
 // otpguard, and is an error worth its line.
 func StoreFailureLevel(err error) slog.Level {
-	if errors.Is(err, ErrStoreUnavailable) || isTransportFailure(err) {
+	if errors.Is(err, ErrStoreUnavailable) || errors.Is(err, ErrOverloaded) || errors.Is(err, context.Canceled) || isTransportFailure(err) {
 		return slog.LevelDebug
 	}
 	return slog.LevelError

@@ -60,6 +60,20 @@ type FallbackOptions struct {
 	// client must hold the same bound on its own (dial, pool, read, write);
 	// this deadline covers the sum. 0 leaves it to the client.
 	Timeout time.Duration
+	// Ceiling bounds a call while the probe says Redis is healthy: a call
+	// past Timeout is then still waited for (time queued inside a saturated
+	// otpguard is not Redis failing), up to Ceiling, after which the
+	// decision is shed as overloaded (default 1s; never below Timeout).
+	Ceiling time.Duration
+	// ProbeEvery is how often the probe reports (ObserveProbe); a probe
+	// success older than ProbeEvery+ProbeTimeout no longer vouches for
+	// Redis. Defaults 50ms and 100ms. Without probe reports, a call past
+	// Timeout is a store failure, as it always was.
+	ProbeEvery, ProbeTimeout time.Duration
+	// Warm, when set, is what the probe runs through the decision client
+	// to end an outage (half-open): it dials the decision pool outside any
+	// decision's timeout, so recovery never needs a dial inside one.
+	Warm func(ctx context.Context) error
 	// Instances returns the number of live instances that share the
 	// policies' limits, for the split limit of "open"; nil means 1.
 	Instances func() int
@@ -87,6 +101,10 @@ type Fallback struct {
 	counter   Counter
 	codes     Codes
 	timeout   time.Duration
+	ceiling   time.Duration
+	fresh     time.Duration // how long a probe success vouches for Redis
+	probeTO   time.Duration
+	warm      func(ctx context.Context) error
 	instances func() int
 	breaker   *gobreaker.TwoStepCircuitBreaker[struct{}]
 	local     *memoryLimits
@@ -94,6 +112,12 @@ type Fallback struct {
 	now       func() time.Time
 
 	lastFailure atomic.Int64 // unix nanoseconds of the last failed store call
+	// probeOK is when the probe last reached Redis (unix nanoseconds; 0:
+	// never, or its last attempt failed).
+	probeOK   atomic.Int64
+	probeSeen atomic.Bool
+	shed      atomic.Int64 // calls given up on while Redis was healthy
+	late      atomic.Int64 // calls answered past the timeout by a healthy Redis
 
 	mu       sync.RWMutex
 	policies map[string]*policyState
@@ -117,8 +141,18 @@ func NewFallback(o FallbackOptions) *Fallback {
 	if o.Instances == nil {
 		o.Instances = func() int { return 1 }
 	}
+	if o.Ceiling < max(o.Timeout, time.Millisecond) {
+		o.Ceiling = max(time.Second, o.Timeout)
+	}
+	if o.ProbeEvery <= 0 {
+		o.ProbeEvery = DefaultProbeEvery
+	}
+	if o.ProbeTimeout <= 0 {
+		o.ProbeTimeout = DefaultProbeTimeout
+	}
 	f := &Fallback{
 		counter: o.Counter, codes: o.Codes, timeout: o.Timeout, instances: o.Instances,
+		ceiling: o.Ceiling, fresh: o.ProbeEvery + o.ProbeTimeout, probeTO: o.ProbeTimeout, warm: o.Warm,
 		local: newMemoryLimits(o.MemoryKeys), log: o.Logger, now: o.Now,
 		policies: map[string]*policyState{},
 	}
@@ -159,8 +193,9 @@ func NewFallback(o FallbackOptions) *Fallback {
 			}
 		},
 		IsSuccessful: func(err error) bool { return err == nil || errors.Is(err, ErrNotFound) },
-		// A caller that went away says nothing about Redis.
-		IsExcluded: func(err error) bool { return errors.Is(err, context.Canceled) },
+		// A caller that went away, or a call given up on while Redis was
+		// healthy, says nothing about Redis.
+		IsExcluded: func(err error) bool { return errors.Is(err, context.Canceled) || errors.Is(err, ErrOverloaded) },
 	})
 	return f
 }
@@ -187,23 +222,26 @@ func withDecision(ctx context.Context) context.Context {
 	return context.WithValue(ctx, decisionKey{}, &decision{})
 }
 
-// call makes one store call through the breaker, within the timeout.
+// call makes one store call through the breaker. It waits for the store
+// as long as Redis is known to be healthy (wait), and fails at once while
+// the breaker is not closed: then only the probe tries Redis (without a
+// probe, one call is let through as the breaker's half-open trial).
 func (f *Fallback) call(ctx context.Context, fn func(ctx context.Context) error) error {
 	d, _ := ctx.Value(decisionKey{}).(*decision)
 	if d != nil && d.failed.Load() {
 		return fmt.Errorf("guard: store failed earlier in this decision: %w", ErrStoreUnavailable)
+	}
+	if st := f.breaker.State(); st != gobreaker.StateClosed && f.probing() {
+		// Only the probe tries Redis while the breaker is not closed.
+		f.failed()
+		return fmt.Errorf("guard: redis breaker %s: %w", st, ErrStoreUnavailable)
 	}
 	done, err := f.breaker.Allow()
 	if err != nil {
 		f.failed()
 		return fmt.Errorf("guard: redis breaker %s: %w (%w)", f.breaker.State(), ErrStoreUnavailable, err)
 	}
-	cctx, cancel := ctx, context.CancelFunc(func() {})
-	if f.timeout > 0 {
-		cctx, cancel = context.WithTimeout(ctx, f.timeout)
-	}
-	err = fn(cctx)
-	cancel()
+	err = f.wait(ctx, fn)
 	if err != nil && errors.Is(ctx.Err(), context.Canceled) {
 		// The caller gave up: that says nothing about the store.
 		err = errors.Join(err, ctx.Err())
@@ -211,7 +249,7 @@ func (f *Fallback) call(ctx context.Context, fn func(ctx context.Context) error)
 		return err
 	}
 	done(err)
-	if err != nil && !errors.Is(err, ErrNotFound) {
+	if err != nil && !errors.Is(err, ErrNotFound) && !errors.Is(err, ErrOverloaded) {
 		if d != nil {
 			d.failed.Store(true)
 		}
@@ -219,6 +257,121 @@ func (f *Fallback) call(ctx context.Context, fn func(ctx context.Context) error)
 	}
 	return err
 }
+
+// wait runs fn and waits for it: up to the timeout, and past it for as
+// long as the probe vouches for Redis (up to the ceiling), because a reply
+// that is late only because this host is saturated is still exact, while a
+// decision abandoned at the timeout may have counted and would be decided
+// a second time by the fallback. A call outliving the ceiling on a healthy
+// Redis is shed (ErrOverloaded); one outliving the timeout while Redis is
+// not vouched for is a store failure (the fallback decides).
+func (f *Fallback) wait(ctx context.Context, fn func(ctx context.Context) error) error {
+	if f.timeout <= 0 {
+		return fn(ctx)
+	}
+	if !f.probing() { // no probe: the timeout alone decides, as before
+		cctx, cancel := context.WithTimeout(ctx, f.timeout)
+		defer cancel()
+		return fn(cctx)
+	}
+	cctx, cancel := context.WithTimeout(ctx, f.ceiling)
+	defer cancel()
+	res := make(chan error, 1)
+	go func() { res <- fn(cctx) }()
+	t := time.NewTimer(f.timeout)
+	defer t.Stop()
+	late := false
+	for {
+		select {
+		case err := <-res:
+			if late {
+				f.late.Add(1)
+			}
+			if err != nil && errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil && f.healthy() {
+				f.shed.Add(1)
+				return fmt.Errorf("guard: no answer within %s from a healthy redis: %w (%w)", f.ceiling, ErrOverloaded, err)
+			}
+			return err
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-t.C:
+			if !f.healthy() {
+				return fmt.Errorf("guard: no answer within %s, and the probe does not vouch for redis: %w", f.timeout, context.DeadlineExceeded)
+			}
+			late = true
+			t.Reset(f.fresh / 2) // look again before the probe's word goes stale
+		}
+	}
+}
+
+// DefaultProbeEvery and DefaultProbeTimeout are how often the probe pings
+// Redis and how long one ping may take.
+const (
+	DefaultProbeEvery   = 50 * time.Millisecond
+	DefaultProbeTimeout = 100 * time.Millisecond
+)
+
+// probing reports whether a probe has ever reported.
+func (f *Fallback) probing() bool { return f.probeSeen.Load() }
+
+// healthy reports whether the probe reached Redis recently enough to vouch
+// for it.
+func (f *Fallback) healthy() bool {
+	ok := f.probeOK.Load()
+	return ok != 0 && time.Since(time.Unix(0, ok)) <= f.fresh
+}
+
+// ObserveProbe takes one result of the probe, a ping on a warm connection
+// of its own (store.Probe). A success vouches for Redis: calls past the
+// timeout are waited for instead of failing. Results count in the breaker
+// like calls, so a dead Redis opens it with no traffic; and while the
+// breaker is half-open the probe alone tries Redis, through Warm, so no
+// decision meets a cold pool.
+func (f *Fallback) ObserveProbe(ctx context.Context, err error) {
+	f.probeSeen.Store(true)
+	if err != nil {
+		f.probeOK.Store(0)
+		f.failed()
+	} else {
+		f.probeOK.Store(time.Now().UnixNano())
+	}
+	switch f.breaker.State() {
+	case gobreaker.StateClosed:
+		if done, aerr := f.breaker.Allow(); aerr == nil {
+			done(err)
+		}
+	case gobreaker.StateHalfOpen:
+		if err != nil {
+			return
+		}
+		done, aerr := f.breaker.Allow()
+		if aerr != nil {
+			return
+		}
+		if f.warm != nil {
+			wctx, cancel := context.WithTimeout(ctx, f.probeTO)
+			err = f.warm(wctx)
+			cancel()
+		}
+		done(err)
+	}
+}
+
+// Do makes a call that decides nothing (the conversion watch, the block
+// index) through the breaker and the timeout: while the breaker is open it
+// fails at once with ErrStoreUnavailable and touches no connection, so an
+// outage costs such callers microseconds, not a timeout each.
+func (f *Fallback) Do(ctx context.Context, fn func(ctx context.Context) error) error {
+	return f.call(ctx, fn)
+}
+
+// Late is how many calls a healthy Redis answered past the timeout: each
+// would have been a fallback decision (or a refusal) without the probe. A
+// rising count says this host is saturated.
+func (f *Fallback) Late() int64 { return f.late.Load() }
+
+// Shed is how many calls were given up on while Redis was healthy.
+func (f *Fallback) Shed() int64 { return f.shed.Load() }
 
 func (f *Fallback) failed() { f.lastFailure.Store(f.now().UnixNano()) }
 
@@ -255,6 +408,9 @@ func (f *Fallback) Take(ctx context.Context, takes []Take) ([]Result, error) {
 	if err == nil {
 		f.note(takes, false)
 		return res, nil
+	}
+	if errors.Is(err, ErrOverloaded) {
+		return nil, err // shed: never decided from memory, and no outage
 	}
 	f.note(takes, true)
 	if errors.Is(err, context.Canceled) && ctx.Err() != nil {

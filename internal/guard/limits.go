@@ -203,7 +203,7 @@ func (l *Limiter) Check(ctx context.Context, checks []Check) (Batch, error) {
 	res, modes, err := l.take(ctx, takes, pols)
 	if err != nil {
 		l.log.Log(ctx, StoreFailureLevel(err), "limit store failed", "err", err)
-		return Batch{}, StoreUnavailable(err, StoreRetryAfter)
+		return Batch{}, storeError(err)
 	}
 
 	b := Batch{Allowed: true, Decisions: make([]Decision, len(checks))}

@@ -280,7 +280,7 @@ func (s *OTP) spend(ctx context.Context, phone Phone, limits []limitedTake) ([]T
 		if err != nil {
 			s.refund(ctx, passed)
 			s.log.Log(ctx, StoreFailureLevel(err), "limit store failed", "limit", l.take.Key.Name, "err", err)
-			return nil, StoreUnavailable(err, StoreRetryAfter)
+			return nil, storeError(err)
 		}
 		if !res[0].Allowed {
 			if l.refundDenied && res[0].Spent {
@@ -356,12 +356,12 @@ func (s *OTP) verify(ctx context.Context, phone Phone, code string) error {
 		return s.verifyStateless(ctx, phone, code)
 	case errors.Is(err, ErrNotFound):
 		return Errorf(CodeNoActiveCode, "no code is waiting for this number (never sent, expired or already used)")
-	case err != nil && s.statelessCodes():
+	case err != nil && s.statelessCodes() && !errors.Is(err, ErrOverloaded):
 		s.log.DebugContext(ctx, "reading code failed: checking stateless codes", "phone", MaskPhone(phone.E164), "err", err)
 		return s.verifyStateless(ctx, phone, code)
 	case err != nil:
 		s.log.Log(ctx, StoreFailureLevel(err), "reading code failed", "phone", MaskPhone(phone.E164), "err", err)
-		return StoreUnavailable(err, StoreRetryAfter)
+		return storeError(err)
 	}
 	if g.Attempts > s.policy.MaxVerifyAttempts {
 		return &Error{Code: CodeTooManyAttempts,
@@ -385,7 +385,7 @@ func (s *OTP) verify(ctx context.Context, phone Phone, code string) error {
 	ok, err := s.codes.ConsumeCode(ctx, phone.E164, g.MAC)
 	if err != nil {
 		s.log.Log(ctx, StoreFailureLevel(err), "consuming code failed", "phone", MaskPhone(phone.E164), "err", err)
-		return StoreUnavailable(err, StoreRetryAfter)
+		return storeError(err)
 	}
 	if !ok {
 		return Errorf(CodeNoActiveCode, "the code was already used")

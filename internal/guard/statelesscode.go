@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"strconv"
 	"time"
@@ -125,9 +126,9 @@ func (s *OTP) issueCode(ctx context.Context, phone Phone) (code string, ttl time
 		}
 		return code, ttl, true, nil
 	}
-	if !s.statelessCodes() {
+	if !s.statelessCodes() || errors.Is(err, ErrOverloaded) { // overload is not an outage: no stateless code
 		s.log.Log(ctx, StoreFailureLevel(err), "saving code failed", "phone", MaskPhone(phone.E164), "err", err)
-		return "", 0, false, StoreUnavailable(err, StoreRetryAfter)
+		return "", 0, false, storeError(err)
 	}
 	// Debug: the breaker and the policy log the outage once, not per send.
 	s.log.DebugContext(ctx, "saving code failed: sending a stateless code", "phone", MaskPhone(phone.E164), "err", err)
@@ -142,7 +143,7 @@ func (s *OTP) verifyStateless(ctx context.Context, phone Phone, code string) err
 	res, err := s.counter.Take(ctx, []Take{s.statelessTake(phone.E164, "sguess", int64(s.policy.MaxVerifyAttempts))})
 	if err != nil {
 		s.log.Log(ctx, StoreFailureLevel(err), "counting a guess failed", "phone", MaskPhone(phone.E164), "err", err)
-		return StoreUnavailable(err, StoreRetryAfter)
+		return storeError(err)
 	}
 	if !res[0].Allowed {
 		return &Error{Code: CodeTooManyAttempts, Message: "too many wrong guesses; request a new code", RetryAfter: res[0].RetryAfter}
@@ -161,7 +162,7 @@ func (s *OTP) useStateless(ctx context.Context, phone Phone, step int64) error {
 	res, err := s.counter.Take(ctx, []Take{s.statelessTake(phone.E164, "used:"+strconv.FormatInt(step, 10), 1)})
 	if err != nil {
 		s.log.Log(ctx, StoreFailureLevel(err), "marking a code used failed", "phone", MaskPhone(phone.E164), "err", err)
-		return StoreUnavailable(err, StoreRetryAfter)
+		return storeError(err)
 	}
 	if !res[0].Allowed {
 		return Errorf(CodeNoActiveCode, "the code was already used")

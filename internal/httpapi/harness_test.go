@@ -32,9 +32,17 @@ type outbox struct {
 	sent []guard.Message
 	// fail, when set, is returned instead of sending.
 	fail error
+	// hold, when set, is received from before each send: a provider that
+	// keeps the request in flight until the test lets it go. Each send
+	// held says so on held first.
+	hold, held chan struct{}
 }
 
 func (o *outbox) Send(_ context.Context, m guard.Message) error {
+	if o.hold != nil {
+		o.held <- struct{}{}
+		<-o.hold
+	}
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if o.fail != nil {

@@ -15,6 +15,7 @@ type Metrics struct {
 	memory    *prometheus.CounterVec
 	redis     *prometheus.HistogramVec
 	sms       *prometheus.CounterVec
+	shed      *prometheus.CounterVec
 }
 
 // NewMetrics registers otpguard's metrics and the Go runtime's.
@@ -38,8 +39,15 @@ func NewMetrics() *Metrics {
 			Name: "otpguard_sms_total",
 			Help: "SMS handed to the provider, by result (sent, failed).",
 		}, []string{"result"}),
+		shed: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "otpguard_shed_total",
+			Help: "Requests shed with 503 overloaded, by route: more decisions in flight than OTPGUARD_MAX_IN_FLIGHT, or a call to a healthy Redis that outlived OTPGUARD_REDIS_MAX_WAIT.",
+		}, []string{"route"}),
 	}
-	m.Registry.MustRegister(m.decisions, m.memory, m.redis, m.sms,
+	for _, route := range []string{"/otp/send", "/otp/verify", "/limits/check"} {
+		m.shed.WithLabelValues(route) // from zero, so alert rules work before the first
+	}
+	m.Registry.MustRegister(m.decisions, m.memory, m.redis, m.sms, m.shed,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -71,3 +79,6 @@ func (m *Metrics) ObserveRedis(d time.Duration, err error) {
 	}
 	m.redis.WithLabelValues(result).Observe(d.Seconds())
 }
+
+// Shed counts one request shed with 503 overloaded on route.
+func (m *Metrics) Shed(route string) { m.shed.WithLabelValues(route).Inc() }

@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"context"
 	"errors"
 	"log/slog"
 	"math"
@@ -33,6 +34,7 @@ var statusOf = map[guard.Code]int{
 	guard.CodeProviderUnavailable: http.StatusBadGateway,
 	guard.CodeStoreUnavailable:    http.StatusServiceUnavailable,
 	guard.CodeDatabaseUnavailable: http.StatusServiceUnavailable,
+	guard.CodeOverloaded:          http.StatusServiceUnavailable,
 	guard.CodeUnauthorized:        http.StatusUnauthorized,
 	guard.CodeForbidden:           http.StatusForbidden,
 	guard.CodeNotFound:            http.StatusNotFound,
@@ -75,9 +77,20 @@ type Problem struct {
 
 // errorHandler writes every error as problem details. Internal error text
 // goes to the log, never to the client.
+// statusClientClosed is what the request log records for a request whose
+// caller hung up before the answer (nginx's 499; never seen by a client).
+const statusClientClosed = 499
+
 func errorHandler(log *slog.Logger) echo.HTTPErrorHandler {
 	return func(err error, c echo.Context) {
 		if c.Response().Committed {
+			return
+		}
+		if errors.Is(c.Request().Context().Err(), context.Canceled) {
+			// The caller hung up: nobody reads an answer, and it says
+			// nothing about Redis (the breaker ignores it too).
+			log.DebugContext(c.Request().Context(), "caller went away", "path", c.Path(), "request_id", requestID(c), "err", err)
+			c.Response().WriteHeader(statusClientClosed)
 			return
 		}
 		e := asGuardError(err)

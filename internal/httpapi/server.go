@@ -61,6 +61,10 @@ type Options struct {
 	// X-Forwarded-For or X-Real-IP names the client; none: the peer
 	// address is the client (clientip.go).
 	TrustedProxies []netip.Prefix
+	// MaxInFlight bounds the decisions (send, verify, check) worked on at
+	// once; the excess is shed with 503 overloaded (admission.go). 0: no
+	// bound.
+	MaxInFlight int
 }
 
 // Server is otpguard's HTTP handler.
@@ -84,6 +88,8 @@ type Server struct {
 	// The SMS status callback (smsstatus.go).
 	statusCallback StatusCallback
 	abuseMetrics   *AbuseMetrics
+
+	admission admission // admission.go
 }
 
 // New builds the server and registers every route.
@@ -107,6 +113,7 @@ func New(o Options) *Server {
 	if s.apiKeyLimit == nil {
 		s.apiKeyLimit = ops.NewAPIKeyLimiter(nil, ops.SignInLimit{})
 	}
+	s.admission = newAdmission(o.MaxInFlight, o.Metrics)
 	if s.abuseMetrics == nil {
 		s.abuseMetrics = NewAbuseMetrics(o.Metrics)
 	}
@@ -143,9 +150,10 @@ func (s *Server) routes(apiKeys, opsKeys keyring) {
 	// Middleware per route, not per group: an echo group also claims its
 	// unknown paths, and a 404 must stay a 404, not a 401.
 	api := s.requireAPIKey(apiKeys, opsKeys)
-	e.POST("/otp/send", s.sendOTP, api)
-	e.POST("/otp/verify", s.verifyOTP, api)
-	e.POST("/limits/check", s.checkLimits, api)
+	admit := s.admission.middleware
+	e.POST("/otp/send", s.sendOTP, api, admit)
+	e.POST("/otp/verify", s.verifyOTP, api, admit)
+	e.POST("/limits/check", s.checkLimits, api, admit)
 	// Twilio's delivery reports: its signature is the authentication.
 	e.POST("/sms/status", s.smsStatus)
 

@@ -36,6 +36,9 @@ func (h TimingHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 // ProcessPipelineHook times one pipeline or transaction.
 func (h TimingHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return func(ctx context.Context, cmds []redis.Cmder) error {
+		if ctx.Value(coalescedKey{}) != nil {
+			return next(ctx, cmds) // each command was timed by its caller
+		}
 		start := time.Now()
 		err := next(ctx, cmds)
 		h(time.Since(start), answerErr(err))

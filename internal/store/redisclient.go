@@ -13,9 +13,14 @@ import (
 
 // RedisOptions says where Redis is and how long otpguard may wait for it.
 type RedisOptions struct {
-	URL      string        // redis://[user:pass@]host:port/db or rediss://
-	Timeout  time.Duration // of one call, dial included (OTPGUARD_REDIS_TIMEOUT)
-	PoolSize int           // 0: go-redis's default (10 per CPU)
+	URL     string        // redis://[user:pass@]host:port/db or rediss://
+	Timeout time.Duration // of one call, dial included (OTPGUARD_REDIS_TIMEOUT)
+	// MaxWait, when longer than Timeout, is what each step of a call (dial,
+	// pool, write, read) may take instead: the guard's Fallback then holds
+	// a call to Timeout only while the probe does not vouch for Redis, and
+	// waits up to MaxWait while it does (OTPGUARD_REDIS_MAX_WAIT).
+	MaxWait  time.Duration
+	PoolSize int // 0: go-redis's default (10 per CPU)
 
 	// Mode is RedisSingle (URL), RedisCluster or RedisSentinel (Addrs);
 	// see NewUniversalClient (redismodes.go). "" is RedisSingle.
@@ -36,7 +41,7 @@ func NewRedisClient(o RedisOptions) (*redis.Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("store: redis url: %w", err)
 	}
-	applyTimeouts(opt, o.Timeout)
+	applyTimeouts(opt, o.stepTimeout())
 	if o.Username != "" {
 		opt.Username = o.Username
 	}
@@ -45,11 +50,16 @@ func NewRedisClient(o RedisOptions) (*redis.Client, error) {
 	}
 	if o.PoolSize > 0 {
 		opt.PoolSize = o.PoolSize
+		opt.MinIdleConns = min(opt.MinIdleConns, o.PoolSize)
 	}
 	rdb := redis.NewClient(opt)
-	rdb.AddHook(timeoutHook(o.Timeout))
+	rdb.AddHook(timeoutHook(o.stepTimeout()))
 	return rdb, nil
 }
+
+// stepTimeout is what one step of a call may take: MaxWait when set
+// (the caller then bounds calls itself), else Timeout.
+func (o RedisOptions) stepTimeout() time.Duration { return max(o.Timeout, o.MaxWait) }
 
 // timeoutHook gives every call whose context has no deadline one of timeout,
 // for the whole call. The per-step timeouts alone do not add up to it: a
@@ -85,15 +95,20 @@ func (h timeoutHook) bound(ctx context.Context) (context.Context, context.Cancel
 	return context.WithTimeout(ctx, time.Duration(h))
 }
 
+// minIdleConns is how many connections the pool keeps open while idle, so
+// that a burst, or the first decisions after an outage, find a connection
+// without dialing inside a decision.
+const minIdleConns = 8
+
 func applyTimeouts(opt *redis.Options, timeout time.Duration) {
 	opt.ContextTimeoutEnabled = true
 	opt.DialTimeout = timeout
 	opt.ReadTimeout = timeout
 	opt.WriteTimeout = timeout
 	opt.PoolTimeout = timeout
-	opt.MaxRetries = -1   // never retry: a timed-out INCR may have counted
-	opt.DialerRetries = 1 // one dial attempt, no 100 ms back-off loop
-	opt.MinIdleConns = 2  // keep warm connections: a dial costs a round trip
+	opt.MaxRetries = -1             // never retry: a timed-out INCR may have counted
+	opt.DialerRetries = 1           // one dial attempt, no 100 ms back-off loop
+	opt.MinIdleConns = minIdleConns // keep warm connections: a dial costs a round trip
 	opt.DisableIdentity = true
 }
 

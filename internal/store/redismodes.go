@@ -83,7 +83,7 @@ func NewUniversalClient(o RedisOptions) (redis.UniversalClient, error) {
 	if o.TLS {
 		uo.TLSConfig = &tls.Config{MinVersion: tls.VersionTLS12}
 	}
-	applyUniversalTimeouts(uo, o.Timeout)
+	applyUniversalTimeouts(uo, o.stepTimeout())
 	var rdb redis.UniversalClient
 	if o.Mode == RedisCluster {
 		uo.MaxRedirects = -1
@@ -94,7 +94,7 @@ func NewUniversalClient(o RedisOptions) (redis.UniversalClient, error) {
 		}
 		rdb = redis.NewFailoverClient(uo.Failover())
 	}
-	rdb.AddHook(timeoutHook(o.Timeout))
+	rdb.AddHook(timeoutHook(o.stepTimeout()))
 	return rdb, nil
 }
 

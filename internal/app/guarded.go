@@ -1,0 +1,64 @@
+package app
+
+import (
+	"context"
+	"time"
+
+	"github.com/otpguard/otpguard/internal/guard"
+	"github.com/otpguard/otpguard/internal/ops"
+	"github.com/otpguard/otpguard/internal/store"
+)
+
+// guardedStore is the Redis store as the advisory users see it: the
+// conversion watch and the block index, which decide nothing, reach Redis
+// through the Fallback's breaker and timeout (Fallback.Do). While the
+// breaker is open they make no Redis call at all.
+type guardedStore struct {
+	fb *guard.Fallback
+	st *store.Redis
+}
+
+var (
+	_ guard.Conversions = guardedStore{}
+	_ ops.BlockIndex    = guardedStore{}
+)
+
+func (g guardedStore) CountConversion(ctx context.Context, kind guard.ConversionKind, now time.Time, window, delay time.Duration, subjects []guard.Key) (ts []guard.Tally, err error) {
+	err = g.fb.Do(ctx, func(ctx context.Context) error {
+		ts, err = g.st.CountConversion(ctx, kind, now, window, delay, subjects)
+		return err
+	})
+	return ts, err
+}
+
+func (g guardedStore) ClaimAlert(ctx context.Context, subject guard.Key, ttl time.Duration) (ok bool, err error) {
+	err = g.fb.Do(ctx, func(ctx context.Context) error {
+		ok, err = g.st.ClaimAlert(ctx, subject, ttl)
+		return err
+	})
+	return ok, err
+}
+
+func (g guardedStore) ReleaseAlert(ctx context.Context, subject guard.Key) error {
+	return g.fb.Do(ctx, func(ctx context.Context) error { return g.st.ReleaseAlert(ctx, subject) })
+}
+
+func (g guardedStore) NoteBlock(ctx context.Context, b guard.Block) error {
+	return g.fb.Do(ctx, func(ctx context.Context) error { return g.st.NoteBlock(ctx, b) })
+}
+
+func (g guardedStore) EndBlock(ctx context.Context, phone string, reason guard.Code) error {
+	return g.fb.Do(ctx, func(ctx context.Context) error { return g.st.EndBlock(ctx, phone, reason) })
+}
+
+func (g guardedStore) ListBlocks(ctx context.Context, match func(phone string) bool, n int) (bs []ops.BlockedNumber, total int, err error) {
+	err = g.fb.Do(ctx, func(ctx context.Context) error {
+		bs, total, err = g.st.ListBlocks(ctx, match, n)
+		return err
+	})
+	return bs, total, err
+}
+
+func (g guardedStore) Unblock(ctx context.Context, phone string, counters []guard.Key) error {
+	return g.fb.Do(ctx, func(ctx context.Context) error { return g.st.Unblock(ctx, phone, counters) })
+}

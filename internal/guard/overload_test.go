@@ -1,0 +1,214 @@
+package guard_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/otpguard/otpguard/internal/guard"
+)
+
+// queuedStore answers like a healthy Redis behind a saturated host: each
+// Take is counted at once (as Redis would on receipt), and its reply is
+// held until the test releases it, or until the caller's context ends.
+type queuedStore struct {
+	mu      sync.Mutex
+	count   map[guard.Key]int64
+	release chan struct{}
+	calls   atomic.Int64
+}
+
+func newQueuedStore() *queuedStore {
+	return &queuedStore{count: map[guard.Key]int64{}, release: make(chan struct{})}
+}
+
+func (q *queuedStore) Take(ctx context.Context, takes []guard.Take) ([]guard.Result, error) {
+	q.calls.Add(1)
+	q.mu.Lock()
+	res := make([]guard.Result, len(takes))
+	for i, t := range takes {
+		q.count[t.Key] += t.Cost
+		c := q.count[t.Key]
+		res[i] = guard.Result{Allowed: c <= t.Limit, Limit: t.Limit, Count: c, Remaining: max(0, t.Limit-c), Spent: true}
+	}
+	q.mu.Unlock()
+	select {
+	case <-q.release:
+		return res, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+func (q *queuedStore) Refund(context.Context, []guard.Take) error { return nil }
+
+// overloadFallback is a Fallback with a tiny timeout, so that every reply
+// of a queuedStore is late.
+func overloadFallback(st guard.Counter, ceiling time.Duration) *guard.Fallback {
+	return guard.NewFallback(guard.FallbackOptions{Counter: st, Timeout: time.Microsecond, Ceiling: ceiling,
+		Breaker: guard.BreakerOptions{Failures: 1}})
+}
+
+var openTake = guard.Take{Key: guard.Key{Space: "lim", ID: "k", Name: "fw"}, Algorithm: guard.FixedWindow,
+	Limit: 10, Window: time.Minute, Cost: 1, Policy: "limits.api", OnStoreError: guard.FallbackOpen}
+
+// TestLateReplyFromHealthyRedisIsWaitedFor: while the probe vouches for
+// Redis, a reply past the timeout is the decision (exact, from Redis), not
+// a fallback decision, and the breaker does not hear of it.
+func TestLateReplyFromHealthyRedisIsWaitedFor(t *testing.T) {
+	st := newQueuedStore()
+	f := overloadFallback(st, time.Minute)
+	f.ObserveProbe(context.Background(), nil)
+
+	type answer struct {
+		res []guard.Result
+		err error
+	}
+	got := make(chan answer, 1)
+	go func() {
+		res, err := f.Take(context.Background(), []guard.Take{openTake})
+		got <- answer{res, err}
+	}()
+	// The timeout (1µs) passes while the reply is held.
+	time.Sleep(20 * time.Millisecond)
+	close(st.release)
+	a := <-got
+	if a.err != nil {
+		t.Fatalf("Take: %v, want the late reply", a.err)
+	}
+	if a.res[0].Fallback || a.res[0].Count != 1 {
+		t.Errorf("result %+v, want Redis's count 1, not a fallback decision", a.res[0])
+	}
+	if f.Late() != 1 {
+		t.Errorf("late replies = %d, want 1 (the reply came past the timeout)", f.Late())
+	}
+	s := f.Status()
+	if s.Breaker != "closed" || len(s.InFallback()) != 0 {
+		t.Errorf("breaker %s, in fallback %v: want closed and none, a busy host is not a dead Redis", s.Breaker, s.InFallback())
+	}
+}
+
+// TestLateReplyWithoutProbeIsAStoreFailure: the same late reply, with the
+// probe failing, is a store failure: the fallback decides and the breaker
+// counts it. (This is what the rule above changes.)
+func TestLateReplyWithoutProbeIsAStoreFailure(t *testing.T) {
+	st := newQueuedStore()
+	f := overloadFallback(st, time.Minute)
+	f.ObserveProbe(context.Background(), errors.New("dial tcp: connection refused"))
+
+	res, err := f.Take(context.Background(), []guard.Take{openTake})
+	if err != nil {
+		t.Fatalf("Take: %v, want a fallback decision (open)", err)
+	}
+	if !res[0].Fallback {
+		t.Errorf("result %+v, want a fallback decision", res[0])
+	}
+	if got := f.Status().Breaker; got != "open" {
+		t.Errorf("breaker %s, want open (Failures: 1)", got)
+	}
+}
+
+// TestNoReplyFromHealthyRedisIsShed: a call that outlives the ceiling while
+// the probe vouches for Redis is shed as overloaded: no fallback decision,
+// no breaker failure.
+func TestNoReplyFromHealthyRedisIsShed(t *testing.T) {
+	st := newQueuedStore() // never released
+	f := overloadFallback(st, 30*time.Millisecond)
+	stop := keepVouching(f)
+	defer stop()
+
+	lim := guard.NewLimiter(map[string]guard.LimitPolicy{
+		"api": {Algorithm: guard.FixedWindow, Limit: 10, Window: time.Minute, OnStoreError: guard.FallbackOpen},
+	}, f, nil)
+	_, err := lim.Check(context.Background(), []guard.Check{{Policy: "api", Key: "user:1", Cost: 1}})
+	if code := guard.ErrorCode(err); code != guard.CodeOverloaded {
+		t.Fatalf("Check: code %q (%v), want overloaded", code, err)
+	}
+	if f.Shed() != 1 {
+		t.Errorf("shed = %d, want 1", f.Shed())
+	}
+	s := f.Status()
+	if s.Breaker != "closed" || len(s.InFallback()) != 0 {
+		t.Errorf("breaker %s, in fallback %v: want closed and none", s.Breaker, s.InFallback())
+	}
+}
+
+// keepVouching reports a good probe every few milliseconds until stop.
+func keepVouching(f *guard.Fallback) (stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	f.ObserveProbe(ctx, nil)
+	go func() {
+		defer close(done)
+		t := time.NewTicker(5 * time.Millisecond)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				f.ObserveProbe(ctx, nil)
+			}
+		}
+	}()
+	return func() { cancel(); <-done }
+}
+
+// TestProbeEndsTheOutage: while the breaker is not closed no decision
+// touches the store (only the probe tries Redis), and a good probe in
+// half-open closes it by warming the decision pool (Warm), so the first
+// decision after an outage needs no dial.
+func TestProbeEndsTheOutage(t *testing.T) {
+	st := newOutageStore()
+	var warmed atomic.Int64
+	f := guard.NewFallback(guard.FallbackOptions{Counter: st, Codes: st, Timeout: time.Second,
+		Breaker: guard.BreakerOptions{Failures: 1, OpenFor: time.Millisecond},
+		Warm:    func(context.Context) error { warmed.Add(1); return nil }})
+	ctx := context.Background()
+	f.ObserveProbe(ctx, errRedisDown) // Failures: 1 opens it
+	if got := f.Status().Breaker; got != "open" {
+		t.Fatalf("breaker %s after a failed probe, want open", got)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for f.Status().Breaker != "half-open" {
+		if time.Now().After(deadline) {
+			t.Fatal("the breaker never went half-open")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	before := st.calls.Load()
+	for range 5 {
+		res, err := f.Take(ctx, []guard.Take{openTake})
+		if err != nil || !res[0].Fallback {
+			t.Fatalf("Take while half-open: %+v, %v; want a fallback decision", res, err)
+		}
+	}
+	if n := st.calls.Load() - before; n != 0 {
+		t.Errorf("decisions made %d store calls while half-open, want 0: only the probe tries Redis", n)
+	}
+	f.ObserveProbe(ctx, nil)
+	if got := f.Status().Breaker; got != "closed" || warmed.Load() != 1 {
+		t.Fatalf("after a good probe: breaker %s, warmed %d times; want closed, 1", got, warmed.Load())
+	}
+	res, err := f.Take(ctx, []guard.Take{openTake})
+	if err != nil || res[0].Fallback {
+		t.Errorf("first decision after the outage: %+v, %v; want it from the store", res, err)
+	}
+}
+
+// TestDoMakesNoCallWhileOpen: what decides nothing (the conversion watch,
+// the block index) goes through Do, which touches no connection while the
+// breaker is open.
+func TestDoMakesNoCallWhileOpen(t *testing.T) {
+	f := guard.NewFallback(guard.FallbackOptions{Counter: newOutageStore(), Timeout: time.Second,
+		Breaker: guard.BreakerOptions{Failures: 1, OpenFor: time.Hour}})
+	f.ObserveProbe(context.Background(), errRedisDown)
+	var calls int
+	err := f.Do(context.Background(), func(context.Context) error { calls++; return nil })
+	if !errors.Is(err, guard.ErrStoreUnavailable) || calls != 0 {
+		t.Errorf("Do while open: err %v, %d calls; want ErrStoreUnavailable and no call", err, calls)
+	}
+}

@@ -1,0 +1,58 @@
+package httpapi
+
+import (
+	"github.com/labstack/echo/v4"
+
+	"github.com/otpguard/otpguard/internal/guard"
+)
+
+// admission bounds the decisions an instance works on at once. A decision
+// past the bound is answered at once with 503 overloaded and spends
+// nothing: it never reaches Redis and is never decided by the fallback.
+//
+// Why shed rather than queue: on a saturated host every request waiting
+// inside otpguard stretches the round trip of every other, until healthy
+// Redis calls look like an outage; a request refused at once costs the
+// caller one retry and keeps the rest exact and fast. Why shed rather than
+// fall back: the fallback is for a Redis that does not answer; deciding
+// from memory because otpguard itself is busy would loosen every limit
+// exactly when traffic spikes.
+type admission struct {
+	slots   chan struct{} // nil: no bound
+	metrics *Metrics
+}
+
+func newAdmission(maxInFlight int, m *Metrics) admission {
+	a := admission{metrics: m}
+	if maxInFlight > 0 {
+		a.slots = make(chan struct{}, maxInFlight)
+	}
+	return a
+}
+
+// middleware admits the request if a slot is free, else sheds it.
+func (a admission) middleware(next echo.HandlerFunc) echo.HandlerFunc {
+	if a.slots == nil {
+		return func(c echo.Context) error {
+			err := next(c)
+			if guard.ErrorCode(err) == guard.CodeOverloaded {
+				a.metrics.Shed(c.Path())
+			}
+			return err
+		}
+	}
+	return func(c echo.Context) error {
+		select {
+		case a.slots <- struct{}{}:
+			defer func() { <-a.slots }()
+			err := next(c)
+			if guard.ErrorCode(err) == guard.CodeOverloaded { // admitted, then given up on a healthy Redis
+				a.metrics.Shed(c.Path())
+			}
+			return err
+		default:
+			a.metrics.Shed(c.Path())
+			return guard.Overloaded(guard.ErrOverloaded)
+		}
+	}
+}

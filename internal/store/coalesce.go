@@ -1,0 +1,215 @@
+package store
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Coalescer sends the single commands of concurrent requests to Redis
+// together: whatever commands are waiting when a connection is free go out
+// in one pipeline, one write and one read for many requests, instead of a
+// write and a read each. On a saturated host that is most of otpguard's CPU
+// per decision (syscalls), and Redis reads many commands per event too.
+//
+// Each command stays what it was: a script call is atomic on its own, and a
+// command's reply or error is its own (a pipeline does not stop at a failed
+// command). Transactions (MULTI/EXEC, the OTP send counters) are not
+// coalesced: they go out as before, on a connection of their own. A caller
+// whose context ends while its command is queued is answered at once (the
+// command is dropped unsent); once the command is in a pipeline, the
+// caller waits for the reply, as go-redis's own calls do.
+//
+// It is a go-redis hook: added to a client (Coalesce), it stands in for the
+// client's own write of each single command.
+type Coalescer struct {
+	rdb      redis.UniversalClient
+	queue    chan *coalesced
+	inFlight chan struct{} // one slot per pipeline on the wire
+	maxBatch int
+	timeout  time.Duration
+	stop     chan struct{}
+	done     sync.WaitGroup
+	// closing is held (read) while a command is queued, and (write) by
+	// stop: once closed is set, nothing more is queued, and run answers
+	// all that was.
+	closing sync.RWMutex
+	closed  bool
+
+	mu      sync.Mutex
+	batches int64
+	cmds    int64
+}
+
+type coalesced struct {
+	cmd  redis.Cmder
+	done chan struct{}
+}
+
+// CoalesceOptions tune a Coalescer.
+type CoalesceOptions struct {
+	// Pipelines is how many pipelines may be on the wire at once (default
+	// 4): while they are, new commands wait and go out together next.
+	Pipelines int
+	// MaxBatch bounds the commands of one pipeline (default 128).
+	MaxBatch int
+	// Timeout bounds one pipeline's round trip (the client's step timeout,
+	// RedisOptions.MaxWait); callers bound their own waits.
+	Timeout time.Duration
+}
+
+// Coalesce adds a Coalescer to rdb; stop ends it (after the pipelines on
+// the wire return). Commands sent after stop go out one by one.
+func Coalesce(rdb redis.UniversalClient, o CoalesceOptions) (*Coalescer, func()) {
+	if o.Pipelines <= 0 {
+		o.Pipelines = 4
+	}
+	if o.MaxBatch <= 0 {
+		o.MaxBatch = 128
+	}
+	if o.Timeout <= 0 {
+		o.Timeout = time.Second
+	}
+	c := &Coalescer{rdb: rdb, queue: make(chan *coalesced, o.MaxBatch*o.Pipelines),
+		inFlight: make(chan struct{}, o.Pipelines), maxBatch: o.MaxBatch, timeout: o.Timeout, stop: make(chan struct{})}
+	c.done.Add(1)
+	go c.run()
+	rdb.AddHook(c)
+	var once sync.Once
+	return c, func() {
+		once.Do(func() {
+			c.closing.Lock()
+			c.closed = true
+			c.closing.Unlock()
+			close(c.stop)
+			c.done.Wait()
+		})
+	}
+}
+
+// Stats reports the pipelines sent and the commands they carried.
+func (c *Coalescer) Stats() (pipelines, commands int64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.batches, c.cmds
+}
+
+// DialHook passes dials through.
+func (c *Coalescer) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+// ProcessPipelineHook passes pipelines and transactions through: they are
+// written together already.
+func (c *Coalescer) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
+// ProcessHook queues a single command for the next pipeline and waits for
+// its reply, or for ctx to end.
+func (c *Coalescer) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if !coalescable[cmd.Name()] {
+			return next(ctx, cmd)
+		}
+		p := &coalesced{cmd: cmd, done: make(chan struct{})}
+		c.closing.RLock()
+		if c.closed {
+			c.closing.RUnlock()
+			return next(ctx, cmd)
+		}
+		select {
+		case c.queue <- p:
+			c.closing.RUnlock()
+		case <-ctx.Done():
+			c.closing.RUnlock()
+			return ctx.Err()
+		}
+		// The command belongs to its pipeline until the reply is in: the
+		// caller waits for it (at most the pipeline's timeout) even if its
+		// context ends. Giving up earlier is the guard's Fallback's job,
+		// one level up, which waits for this call in a goroutine of its own.
+		<-p.done
+		return cmd.Err()
+	}
+}
+
+// run gathers what waits into pipelines, up to Pipelines on the wire.
+func (c *Coalescer) run() {
+	defer c.done.Done()
+	var wire sync.WaitGroup
+	defer wire.Wait()
+	for {
+		var first *coalesced
+		select {
+		case first = <-c.queue:
+		case <-c.stop:
+			c.drain()
+			return
+		}
+		c.inFlight <- struct{}{} // while every slot is busy, more gather in the queue
+		batch := append(make([]*coalesced, 0, 8), first)
+	gather:
+		for len(batch) < c.maxBatch {
+			select {
+			case p := <-c.queue:
+				batch = append(batch, p)
+			default:
+				break gather
+			}
+		}
+		wire.Add(1)
+		go func() {
+			defer wire.Done()
+			defer func() { <-c.inFlight }()
+			c.send(batch)
+		}()
+	}
+}
+
+// drain answers what is still queued at stop, one pipeline at a time.
+func (c *Coalescer) drain() {
+	for {
+		select {
+		case p := <-c.queue:
+			c.send([]*coalesced{p})
+		default:
+			return
+		}
+	}
+}
+
+// send writes batch as one pipeline and hands each command its reply.
+func (c *Coalescer) send(batch []*coalesced) {
+	ctx, cancel := context.WithTimeout(context.WithValue(context.Background(), coalescedKey{}, true), c.timeout)
+	defer cancel()
+	pipe := c.rdb.Pipeline()
+	for _, p := range batch {
+		_ = pipe.Process(ctx, p.cmd) // queued only: Exec sends
+	}
+	_, _ = pipe.Exec(ctx) // each command carries its own reply or error
+	for _, p := range batch {
+		close(p.done)
+	}
+	c.mu.Lock()
+	c.batches++
+	c.cmds += int64(len(batch))
+	c.mu.Unlock()
+}
+
+var _ redis.Hook = (*Coalescer)(nil)
+
+// coalescable lists the commands a Coalescer batches: the decisions'
+// scripts and plain counters. Everything else goes out on its own, above
+// all what go-redis sends while it sets a connection up (HELLO, AUTH,
+// SELECT, CLIENT): queued behind a pipeline that waits for that very
+// connection, it would never be sent.
+var coalescable = map[string]bool{
+	"evalsha": true, "eval": true, "evalsha_ro": true, "eval_ro": true,
+	"get": true, "set": true, "incr": true, "incrby": true, "del": true,
+}
+
+// coalescedKey marks the context of a Coalescer's pipeline, so that the
+// TimingHook does not count its commands twice (each was timed as the
+// caller waited for it).
+type coalescedKey struct{}
