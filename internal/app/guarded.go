@@ -23,20 +23,28 @@ var (
 	_ ops.BlockIndex    = guardedStore{}
 )
 
-func (g guardedStore) CountConversion(ctx context.Context, kind guard.ConversionKind, now time.Time, window, delay time.Duration, subjects []guard.Key) (ts []guard.Tally, err error) {
-	err = g.fb.Do(ctx, func(ctx context.Context) error {
+// The calls below read what their call wrote only when it returned (err ==
+// nil): after the Fallback gives up on a call, the call may still write.
+
+func (g guardedStore) CountConversion(ctx context.Context, kind guard.ConversionKind, now time.Time, window, delay time.Duration, subjects []guard.Key) ([]guard.Tally, error) {
+	var ts []guard.Tally
+	err := g.fb.Do(ctx, func(ctx context.Context) (err error) {
 		ts, err = g.st.CountConversion(ctx, kind, now, window, delay, subjects)
 		return err
 	})
-	return ts, err
+	if err != nil {
+		return nil, err
+	}
+	return ts, nil
 }
 
-func (g guardedStore) ClaimAlert(ctx context.Context, subject guard.Key, ttl time.Duration) (ok bool, err error) {
-	err = g.fb.Do(ctx, func(ctx context.Context) error {
+func (g guardedStore) ClaimAlert(ctx context.Context, subject guard.Key, ttl time.Duration) (bool, error) {
+	var ok bool
+	err := g.fb.Do(ctx, func(ctx context.Context) (err error) {
 		ok, err = g.st.ClaimAlert(ctx, subject, ttl)
 		return err
 	})
-	return ok, err
+	return err == nil && ok, err
 }
 
 func (g guardedStore) ReleaseAlert(ctx context.Context, subject guard.Key) error {
@@ -51,12 +59,17 @@ func (g guardedStore) EndBlock(ctx context.Context, phone string, reason guard.C
 	return g.fb.Do(ctx, func(ctx context.Context) error { return g.st.EndBlock(ctx, phone, reason) })
 }
 
-func (g guardedStore) ListBlocks(ctx context.Context, match func(phone string) bool, n int) (bs []ops.BlockedNumber, total int, err error) {
-	err = g.fb.Do(ctx, func(ctx context.Context) error {
+func (g guardedStore) ListBlocks(ctx context.Context, match func(phone string) bool, n int) ([]ops.BlockedNumber, int, error) {
+	var bs []ops.BlockedNumber
+	var total int
+	err := g.fb.Do(ctx, func(ctx context.Context) (err error) {
 		bs, total, err = g.st.ListBlocks(ctx, match, n)
 		return err
 	})
-	return bs, total, err
+	if err != nil {
+		return nil, 0, err
+	}
+	return bs, total, nil
 }
 
 func (g guardedStore) Unblock(ctx context.Context, phone string, counters []guard.Key) error {

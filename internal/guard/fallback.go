@@ -396,18 +396,21 @@ func (f *Fallback) LastFailure() time.Time {
 // memory by its policy's mode, or fails the whole call if any take's mode
 // is closed.
 func (f *Fallback) Take(ctx context.Context, takes []Take) ([]Result, error) {
-	var res []Result
+	// got is written by the call, which may still run after wait gave up
+	// on it: it is read only when the call returned (err == nil).
+	var got []Result
 	err := f.call(ctx, func(ctx context.Context) error {
-		var err error
-		res, err = f.counter.Take(ctx, takes)
-		if err == nil && len(res) != len(takes) {
-			err = fmt.Errorf("guard: store answered %d results for %d takes", len(res), len(takes))
+		r, err := f.counter.Take(ctx, takes)
+		if err == nil && len(r) != len(takes) {
+			err = fmt.Errorf("guard: store answered %d results for %d takes", len(r), len(takes))
 		}
+		got = r
 		return err
 	})
+	var res []Result
 	if err == nil {
 		f.note(takes, false)
-		return res, nil
+		return got, nil
 	}
 	if errors.Is(err, ErrOverloaded) {
 		return nil, err // shed: never decided from memory, and no outage
@@ -535,6 +538,9 @@ func (f *Fallback) leaveFallback() {
 	}
 }
 
+// The code calls below read what their call wrote only when it returned
+// (err == nil): after wait gives up on a call, the call may still write.
+
 // SaveCode saves through the breaker, within the timeout.
 func (f *Fallback) SaveCode(ctx context.Context, phone string, mac []byte, ttl time.Duration) (int, error) {
 	var prev int
@@ -542,7 +548,10 @@ func (f *Fallback) SaveCode(ctx context.Context, phone string, mac []byte, ttl t
 		prev, err = f.codes.SaveCode(ctx, phone, mac, ttl)
 		return err
 	})
-	return prev, err
+	if err != nil {
+		return 0, err
+	}
+	return prev, nil
 }
 
 // GuessCode reads through the breaker, within the timeout.
@@ -553,7 +562,10 @@ func (f *Fallback) GuessCode(ctx context.Context, phone string) (Guess, error) {
 		g, err = f.codes.GuessCode(ctx, phone)
 		return err
 	})
-	return g, err
+	if err != nil {
+		return Guess{}, err
+	}
+	return g, nil
 }
 
 // ConsumeCode consumes through the breaker, within the timeout.
@@ -564,7 +576,10 @@ func (f *Fallback) ConsumeCode(ctx context.Context, phone string, mac []byte) (b
 		ok, err = f.codes.ConsumeCode(ctx, phone, mac)
 		return err
 	})
-	return ok, err
+	if err != nil {
+		return false, err
+	}
+	return ok, nil
 }
 
 // DeleteCode deletes through the breaker, within the timeout.

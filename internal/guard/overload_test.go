@@ -19,6 +19,7 @@ type queuedStore struct {
 	count   map[guard.Key]int64
 	release chan struct{}
 	calls   atomic.Int64
+	done    sync.WaitGroup // calls that have not returned yet
 }
 
 func newQueuedStore() *queuedStore {
@@ -27,6 +28,8 @@ func newQueuedStore() *queuedStore {
 
 func (q *queuedStore) Take(ctx context.Context, takes []guard.Take) ([]guard.Result, error) {
 	q.calls.Add(1)
+	q.done.Add(1)
+	defer q.done.Done()
 	q.mu.Lock()
 	res := make([]guard.Result, len(takes))
 	for i, t := range takes {
@@ -108,6 +111,13 @@ func TestLateReplyWithoutProbeIsAStoreFailure(t *testing.T) {
 	}
 	if got := f.Status().Breaker; got != "open" {
 		t.Errorf("breaker %s, want open (Failures: 1)", got)
+	}
+	// The abandoned call answers now, after its decision was taken from
+	// memory: the result the caller holds stays the fallback's.
+	close(st.release)
+	st.done.Wait()
+	if res[0].Count != 1 || !res[0].Fallback {
+		t.Errorf("the fallback result changed under the late reply: %+v", res[0])
 	}
 }
 

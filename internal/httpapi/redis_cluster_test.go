@@ -9,6 +9,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/otpguard/otpguard/internal/app"
 	"github.com/otpguard/otpguard/internal/guard"
 	"github.com/otpguard/otpguard/internal/store"
 	"github.com/otpguard/otpguard/internal/store/redistest"
@@ -26,9 +27,16 @@ func TestMain(m *testing.M) {
 // each with its own cluster client, as otpguard connects in cluster mode.
 func onRedisCluster(t *testing.T, n int, policies guard.Policies) *cluster {
 	t.Helper()
+	return onRedisClusterWith(t, n, policies, func(*app.Config) {})
+}
+
+// onRedisClusterWith is onRedisCluster with tune applied to the config.
+func onRedisClusterWith(t *testing.T, n int, policies guard.Policies, tune func(*app.Config)) *cluster {
+	t.Helper()
 	rc := redistest.SharedCluster(t)
 	cfg := testConfig(t, "", redistest.Prefix(), t.TempDir(), policies)
 	cfg.Redis.Mode, cfg.Redis.Addrs = store.RedisCluster, rc.Addrs()
+	tune(cfg)
 	return newClusterConfig(t, n, cfg)
 }
 
@@ -70,7 +78,10 @@ func TestCrossSlotBatchIsExactOnRedisCluster(t *testing.T) {
 // costs one round trip per master, sent concurrently, not one per check;
 // and a refused one spends nothing.
 func TestCrossSlotBatchRoundTripsOnRedisCluster(t *testing.T) {
-	c := onRedisCluster(t, 1, limitPolicies())
+	// Uncoalesced, so that each master's script call is a pipeline of its
+	// own that the hook can count (coalesced, calls to several masters may
+	// share one go-redis pipeline: coalesce_test.go covers that).
+	c := onRedisClusterWith(t, 1, limitPolicies(), func(cfg *app.Config) { cfg.RedisPipelines = 0 })
 	k := redistest.OnMasters(t, c.instances[0].rdb.(*redis.ClusterClient), 3)
 	h := &redistest.RoundTrips{}
 	c.instances[0].rdb.AddHook(h)

@@ -2,6 +2,7 @@ package store_test
 
 import (
 	"fmt"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -219,7 +220,11 @@ func TestSQLPruneEvents(t *testing.T) {
 		for i := range old {
 			old[i] = guard.Event{At: cutoff.Add(-time.Duration(i+1) * time.Millisecond), Action: "otp.send", Detail: "old"}
 		}
-		writeEvents(t, s, old)
+		// In batches like the audit queue's: one write of 12,345 rows can
+		// outlast the per-call SQL timeout on a busy machine.
+		for chunk := range slices.Chunk(old, 500) {
+			writeEvents(t, s, chunk)
+		}
 		writeEvents(t, s, []guard.Event{
 			{At: cutoff, Action: "otp.send", Detail: "at cutoff"},
 			{At: t0, Action: "otp.send", Detail: "new"},
