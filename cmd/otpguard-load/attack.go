@@ -134,6 +134,10 @@ func attack(ctx context.Context, c *Config, out io.Writer) (Summary, error) {
 		opts = append(opts, vegeta.MaxWorkers(uint64(c.Workers)))
 		what = fmt.Sprintf("as fast as possible with %d workers", c.Workers)
 	}
+	before, merr := serverMetrics(ctx, c.URL)
+	if merr != nil {
+		fmt.Fprintf(out, "note          cannot read %s/metrics (%v): no server figures\n", c.URL, merr)
+	}
 	a := vegeta.NewAttacker(opts...)
 	conns := "unbounded"
 	if c.Connections > 0 {
@@ -177,6 +181,11 @@ loop:
 	m.Close()
 	s := summarize(&m, lat, c.Batch)
 	printSummary(out, s)
+	if merr == nil {
+		if after, err := serverMetrics(context.WithoutCancel(ctx), c.URL); err == nil {
+			printServerFigures(out, before, after, s.Answered*s.Duration.Seconds())
+		}
+	}
 	return s, nil
 }
 

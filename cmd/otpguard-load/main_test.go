@@ -108,7 +108,7 @@ func TestRunShortAttack(t *testing.T) {
 		t.Fatalf("run: %v\n%s", err, out.String())
 	}
 	t.Log(out.String())
-	for _, want := range []string{"attacking     " + srv.URL + "/limits/check at 200/s for 500ms", "status codes  200: ", "429: ", "p999"} {
+	for _, want := range []string{"attacking     " + srv.URL + "/limits/check at 200/s for 500ms", "status codes  200: ", "429: ", "p999", "server        ", "from the fallback (0.00%)", "server CPU    "} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("output lacks %q:\n%s", want, out.String())
 		}

@@ -37,6 +37,10 @@ func registerOutage(reg *prometheus.Registry, o *outage) {
 			Help: "Instances this one saw stop beating without leaving (crashed or cut off): their unsynced hot-key counts may be lost. Sum over the instances.",
 		}, func() float64 { return float64(o.hb.Vanished()) }),
 	)
+	reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
+		Name: "otpguard_redis_late_total",
+		Help: "Store calls a healthy Redis answered past OTPGUARD_REDIS_TIMEOUT, waited for because the probe vouched for it: each would have gone to the fallback without the probe. Rising: this host is saturated.",
+	}, func() float64 { return float64(o.fallback.Late()) }))
 	for _, p := range o.fallback.Status().Policies {
 		name := p.Policy
 		reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
