@@ -4,7 +4,6 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -92,16 +91,10 @@ func TestShutdownWithHungProvider(t *testing.T) {
 // shutdown are lost; the program says how many and exits with an error,
 // not silently with 0.
 func TestShutdownWithHungDatabase(t *testing.T) {
-	dbURL := sqltest.Postgres(t)
-	u, err := url.Parse(dbURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	proxy := redistest.NewProxy(t, u.Host)
-	u.Host = proxy.Addr()
+	dbURL, proxy := redistest.ProxyURL(t, sqltest.Postgres(t))
 
 	p := boot(t, map[string]string{
-		"OTPGUARD_DATABASE_URL":     u.String(),
+		"OTPGUARD_DATABASE_URL":     dbURL,
 		"OTPGUARD_DATABASE_TIMEOUT": "300ms",
 		"OTPGUARD_REDIS_TIMEOUT":    "1s",
 	})
@@ -120,7 +113,7 @@ func TestShutdownWithHungDatabase(t *testing.T) {
 			}
 		}
 	}()
-	err = p.stop(t, 60*time.Second)
+	err := p.stop(t, 60*time.Second)
 	if err == nil || !strings.Contains(err.Error(), "audit events lost") {
 		t.Fatalf("run with audit events stuck on a hung database returned %v, want an error saying audit events were lost", err)
 	}
@@ -158,17 +151,11 @@ func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
 // ops routes that need SQL, then recovers once the database answers, and
 // stops cleanly with every audit event written.
 func TestStartWithoutDatabase(t *testing.T) {
-	dbURL := sqltest.Postgres(t)
-	u, err := url.Parse(dbURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	proxy := redistest.NewProxy(t, u.Host)
-	u.Host = proxy.Addr()
+	dbURL, proxy := redistest.ProxyURL(t, sqltest.Postgres(t))
 	proxy.BlackHole()
 
 	p := boot(t, map[string]string{
-		"OTPGUARD_DATABASE_URL":     u.String(),
+		"OTPGUARD_DATABASE_URL":     dbURL,
 		"OTPGUARD_DATABASE_TIMEOUT": "300ms",
 		"OTPGUARD_REDIS_TIMEOUT":    "1s",
 	})

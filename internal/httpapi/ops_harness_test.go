@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/netip"
-	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -107,13 +106,7 @@ func newOpsCluster(t *testing.T, cfg opsConfig) *opsCluster {
 	case store.EnginePostgres:
 		oc.sqlURL = sqltest.Postgres(t)
 		if cfg.dbProxy {
-			u, err := url.Parse(oc.sqlURL)
-			if err != nil {
-				t.Fatal(err)
-			}
-			oc.dbProxy = redistest.NewProxy(t, u.Host)
-			u.Host = oc.dbProxy.Addr()
-			oc.sqlURL = u.String()
+			oc.sqlURL, oc.dbProxy = redistest.ProxyURL(t, oc.sqlURL)
 			if cfg.dbDownAtStart {
 				oc.dbProxy.BlackHole()
 			}

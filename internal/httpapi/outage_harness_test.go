@@ -39,7 +39,6 @@ type outageCluster struct {
 	proxy *redistest.Proxy
 	fbs   []*guard.Fallback
 	hbs   []*store.Heartbeat
-	lag   *redistest.LagMonitor
 }
 
 func newOutageCluster(t *testing.T, n int, policies guard.Policies, o outageOptions) *outageCluster {
@@ -64,8 +63,7 @@ func newOutageCluster(t *testing.T, n int, policies guard.Policies, o outageOpti
 	if err := cfg.Policies.Validate(); err != nil {
 		t.Fatalf("policies: %v", err)
 	}
-	oc := &outageCluster{cluster: &cluster{out: &outbox{}, prefix: cfg.RedisPrefix, url: url}, redis: srv, proxy: proxy,
-		lag: redistest.StartLagMonitor(t)}
+	oc := &outageCluster{cluster: &cluster{out: &outbox{}, prefix: cfg.RedisPrefix, url: url}, redis: srv, proxy: proxy}
 	for range n {
 		in := startInstance(t, cfg, oc.out, app.WithHeartbeat(100*time.Millisecond, time.Second), app.WithBreaker(o.Breaker), app.WithOutput(o.Output))
 		oc.instances = append(oc.instances, in)

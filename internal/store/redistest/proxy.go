@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/url"
 	"sync"
 	"testing"
 )
@@ -195,3 +196,17 @@ func (p *Proxy) untrack(c *pipe) {
 type nopConn struct{ net.Conn }
 
 func (nopConn) Close() error { return errors.New("not connected") }
+
+// ProxyURL puts a Proxy in front of the host of rawURL (a PostgreSQL URL,
+// say: the proxy only moves bytes) and returns rawURL through it, for the
+// fault tests of any service the test reaches by URL.
+func ProxyURL(t testing.TB, rawURL string) (string, *Proxy) {
+	t.Helper()
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		t.Fatalf("ProxyURL: %v", err)
+	}
+	p := NewProxy(t, u.Host)
+	u.Host = p.Addr()
+	return u.String(), p
+}
