@@ -103,7 +103,9 @@ func TestRetries(t *testing.T) {
 			call: get, wantHits: 1, wantErr: "overloaded"},
 		{name: "GET not retried when the deadline is nearer than Retry-After",
 			handlers: []http.HandlerFunc{status(503, "1", unavailable), verOK}, call: get,
-			ctx:      func() (context.Context, context.CancelFunc) { return context.WithTimeout(context.Background(), 500*time.Millisecond) },
+			ctx: func() (context.Context, context.CancelFunc) {
+				return context.WithTimeout(context.Background(), 500*time.Millisecond)
+			},
 			wantHits: 1, wantErr: "overloaded"},
 		{name: "GET not retried on 404", handlers: []http.HandlerFunc{status(404, "", `{"code":"verification_not_found","status":404}`)},
 			call: get, wantHits: 1, wantErr: "verification_not_found"},
