@@ -107,7 +107,11 @@ func (a *handlers) sendCode(c echo.Context) error {
 	if err != nil {
 		return otpError(c, err)
 	}
-	return c.JSON(http.StatusOK, map[string]any{"sent_to": res.Phone, "expires_in": res.ExpiresIn, "verification_id": res.VerificationID})
+	out := map[string]any{"sent_to": res.Phone, "expires_in": res.ExpiresIn}
+	if res.VerificationID != "" { // otpguard from issue 15 on
+		out["verification_id"] = res.VerificationID
+	}
+	return c.JSON(http.StatusOK, out)
 }
 
 // verifyCode: POST /login/verify.
