@@ -134,7 +134,7 @@ func (s simulation) run(tb testing.TB) simResult {
 func TestDeniedKeyMemorySimulated(t *testing.T) {
 	for _, alg := range []string{"fixed_window", "token_bucket"} {
 		t.Run(alg, func(t *testing.T) {
-			sim := simulation{algorithm: alg, rate: 1000, limit: 10, seconds: 5}
+			sim := simulation{algorithm: alg, rate: 1000, limit: 10, seconds: 3}
 			without := sim.run(t)
 			sim.memory = true
 			with := sim.run(t)
