@@ -65,6 +65,9 @@ type Config struct {
 	// the client.
 	TrustedProxies []netip.Prefix
 
+	// Tracing is what the OTEL_* variables say about traces (tracing.go).
+	Tracing TracingConfig
+
 	// Generated is set for secrets made up at start-up in embedded mode.
 	GeneratedAPIKey bool
 }
@@ -179,6 +182,9 @@ func LoadConfig(getenv func(string) string) (*Config, error) {
 	}
 	c.HMACKey = []byte(hmacKey)
 	if c.Twilio.AuthToken, err = secret(getenv, "TWILIO_AUTH_TOKEN"); err != nil {
+		errs = append(errs, err)
+	}
+	if c.Tracing, err = loadTracingConfig(getenv); err != nil {
 		errs = append(errs, err)
 	}
 	if c.Policies, err = loadPolicies(c.ConfigFile); err != nil {

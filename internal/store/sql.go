@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	_ "github.com/jackc/pgx/v5/stdlib" // registers the "pgx" database/sql driver
 	"github.com/pressly/goose/v3"
+	"go.opentelemetry.io/otel/trace"
 	_ "modernc.org/sqlite" // registers the "sqlite" database/sql driver
 
 	"github.com/otpguard/otpguard/internal/ops"
@@ -51,6 +52,8 @@ type SQLOptions struct {
 	// Migrate and the retention prunes take their caller's deadline only.
 	// Zero: DefaultSQLTimeout.
 	Timeout time.Duration
+	// TracerProvider, when set, traces every SQL call (sql_trace.go).
+	TracerProvider trace.TracerProvider
 }
 
 // DefaultSQLTimeout is SQLOptions.Timeout's default.
@@ -85,9 +88,9 @@ func OpenSQL(ctx context.Context, databaseURL, dataDir string, opts ...SQLOption
 	lower := strings.ToLower(databaseURL)
 	switch {
 	case databaseURL == "":
-		s, err = openSQLite(dataDir)
+		s, err = openSQLite(dataDir, o.TracerProvider)
 	case strings.HasPrefix(lower, "postgres://"), strings.HasPrefix(lower, "postgresql://"):
-		s, err = openPostgres(databaseURL)
+		s, err = openPostgres(databaseURL, o.TracerProvider)
 	default:
 		// Only the scheme is quoted: the rest of a URL may hold a password.
 		scheme, _, _ := strings.Cut(databaseURL, ":")
@@ -116,8 +119,8 @@ func OpenSQL(ctx context.Context, databaseURL, dataDir string, opts ...SQLOption
 	return s, nil
 }
 
-func openPostgres(databaseURL string) (*SQL, error) {
-	db, err := sql.Open("pgx", databaseURL)
+func openPostgres(databaseURL string, tp trace.TracerProvider) (*SQL, error) {
+	db, err := openDB("pgx", databaseURL, "postgresql", tp)
 	if err != nil {
 		return nil, fmt.Errorf("store: open postgres: %w", err)
 	}
@@ -129,7 +132,7 @@ func openPostgres(databaseURL string) (*SQL, error) {
 	return &SQL{db: db, engine: EnginePostgres, now: time.Now}, nil
 }
 
-func openSQLite(dataDir string) (*SQL, error) {
+func openSQLite(dataDir string, tp trace.TracerProvider) (*SQL, error) {
 	if dataDir == "" {
 		return nil, errors.New("store: open sqlite: no data directory")
 	}
@@ -147,7 +150,7 @@ func openSQLite(dataDir string) (*SQL, error) {
 	// processes never both read under a deferred lock and then deadlock on
 	// the upgrade.
 	dsn := path + "?_pragma=busy_timeout(5000)&_pragma=journal_mode(WAL)&_pragma=foreign_keys(1)&_txlock=immediate"
-	db, err := sql.Open("sqlite", dsn)
+	db, err := openDB("sqlite", dsn, "sqlite", tp)
 	if err != nil {
 		return nil, fmt.Errorf("store: open sqlite: %w", err)
 	}
