@@ -33,7 +33,7 @@ func TestTracingSettings(t *testing.T) {
 			env:  map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://collector:4318"},
 			want: TracingConfig{Enabled: true, Protocol: otlpHTTP, Endpoint: "http://collector:4318", Sampler: "parentbased_always_on"}},
 		{name: "a traces endpoint wins",
-			env: map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://a:4318", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "http://b:4318/v1/traces"},
+			env:  map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://a:4318", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "http://b:4318/v1/traces"},
 			want: TracingConfig{Enabled: true, Protocol: otlpHTTP, Endpoint: "http://b:4318/v1/traces", Sampler: "parentbased_always_on"}},
 		{name: "otlp exporter named, gRPC, ratio sampler",
 			env: map[string]string{"OTEL_TRACES_EXPORTER": "otlp", "OTEL_EXPORTER_OTLP_PROTOCOL": "grpc",
