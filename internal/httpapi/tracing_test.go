@@ -2,10 +2,12 @@ package httpapi_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -224,6 +226,7 @@ func TestTraceSend(t *testing.T) {
 	if w.Code != http.StatusOK {
 		t.Fatalf("send: %d %s", w.Code, w.Body)
 	}
+	t.Logf("the trace of one send (README.md, Tracing):\n%s", tree(spans))
 	r := root(t, spans)
 	if r.Name != "POST /otp/send" || r.Parent.IsValid() {
 		t.Errorf("server span %q (parent %v), want POST /otp/send and no parent", r.Name, r.Parent.SpanID())
@@ -278,6 +281,16 @@ func TestTraceSend(t *testing.T) {
 	}
 	if len(events) != 1 || events[0].TraceID != r.SpanContext.TraceID().String() {
 		t.Fatalf("audit events %+v, want one with trace ID %s", events, r.SpanContext.TraceID())
+	}
+	w, _ = ta.do(t, "GET", "/ops/events?phone=%2B"+tracePhone[1:], "", "Authorization", "Bearer "+opsKey)
+	var list struct {
+		Events []struct {
+			TraceID string `json:"trace_id"`
+		} `json:"events"`
+	}
+	if err := json.Unmarshal(w.Body.Bytes(), &list); err != nil || len(list.Events) != 1 ||
+		list.Events[0].TraceID != r.SpanContext.TraceID().String() {
+		t.Errorf("GET /ops/events: %d %s, want the event with trace_id %s", w.Code, w.Body, r.SpanContext.TraceID())
 	}
 }
 
@@ -442,4 +455,48 @@ func TestTraceOpsSQL(t *testing.T) {
 	r = root(t, spans)
 	wantAttrs(t, r, map[attribute.Key]any{"http.route": "/ops/blocked/:phone", "url.path": "/ops/blocked/" + guard.MaskPhone(number)})
 	noSecrets(t, spans, secretsOf(number, "")...)
+}
+
+// tree draws spans as the README shows a trace: each span under its
+// parent, in start order, with its kind, duration and attributes (the
+// connection details left out).
+func tree(spans tracetest.SpanStubs) string {
+	var b strings.Builder
+	var draw func(parent trace.SpanID, indent string)
+	draw = func(parent trace.SpanID, indent string) {
+		var kids tracetest.SpanStubs
+		for _, s := range spans {
+			if s.Parent.SpanID() == parent {
+				kids = append(kids, s)
+			}
+		}
+		slices.SortFunc(kids, func(a, b tracetest.SpanStub) int { return a.StartTime.Compare(b.StartTime) })
+		for i, s := range kids {
+			branch, next := "├─ ", "│  "
+			if i == len(kids)-1 {
+				branch, next = "└─ ", "   "
+			}
+			if parent == (trace.SpanID{}) {
+				branch, next = "", ""
+			}
+			var attrs []string
+			for _, a := range s.Attributes {
+				switch a.Key {
+				case "server.address", "server.port", "network.peer.address", "network.peer.port", "client.address",
+					"network.protocol.version", "user_agent.original", "db.connection_string", "url.scheme":
+					continue
+				}
+				attrs = append(attrs, string(a.Key)+"="+a.Value.Emit())
+			}
+			status := ""
+			if s.Status.Code == codes.Error {
+				status = " ERROR"
+			}
+			fmt.Fprintf(&b, "%s%s [%s %s%s] %s\n", indent+branch, s.Name, s.SpanKind,
+				s.EndTime.Sub(s.StartTime).Round(10*time.Microsecond), status, strings.Join(attrs, " "))
+			draw(s.SpanContext.SpanID(), indent+next)
+		}
+	}
+	draw(trace.SpanID{}, "")
+	return b.String()
 }
