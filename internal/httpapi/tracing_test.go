@@ -371,6 +371,7 @@ func TestTraceCheck(t *testing.T) {
 	if w.Code != http.StatusOK {
 		t.Fatalf("check: %d %s", w.Code, w.Body)
 	}
+	t.Logf("the trace of one check:\n%s", tree(spans))
 	r := root(t, spans)
 	if r.Name != "POST /limits/check" {
 		t.Errorf("server span %q, want POST /limits/check", r.Name)
