@@ -139,8 +139,11 @@ func New(ctx context.Context, cfg *Config, opts ...Option) (_ *App, err error) {
 			return nil, err
 		}
 	}
-	if err := cfg.Validate(); err != nil {
+	if err := cfg.validate(o.sender != nil); err != nil {
 		return nil, err
+	}
+	for _, w := range cfg.Warnings {
+		log.Warn(w)
 	}
 	// First, so that its flush at Close runs last (tracing.go).
 	tr, err := startTracing(ctx, cfg, &o, log, a.onClose)
@@ -470,9 +473,14 @@ func randomKey(prefix string) (string, error) {
 }
 
 func newSender(cfg *Config, stdout io.Writer, transport http.RoundTripper) (guard.Sender, error) {
-	if cfg.SMS == "console" {
+	if cfg.SMS != "twilio" { // console, or unset in embedded mode
 		return sms.NewConsole(stdout), nil
 	}
+	return newTwilio(cfg, transport)
+}
+
+// newTwilio builds the Twilio sender; transport nil is the default one.
+func newTwilio(cfg *Config, transport http.RoundTripper) (*sms.Twilio, error) {
 	return sms.NewTwilio(sms.TwilioOptions{
 		AccountSID: cfg.Twilio.AccountSID, AuthToken: cfg.Twilio.AuthToken,
 		From: cfg.Twilio.From, MessagingServiceSID: cfg.Twilio.MessagingServiceSID,

@@ -52,6 +52,25 @@ type TracingConfig struct {
 	Sampler  string // OTEL_TRACES_SAMPLER, checked here (the SDK would only log a bad one)
 }
 
+// describe says where the traces go, for `otpguard config check`.
+func (t TracingConfig) describe() string {
+	if !t.Enabled {
+		return "off"
+	}
+	return fmt.Sprintf("otlp %s to %s, sampler %s", t.Protocol, t.endpoint(), t.Sampler)
+}
+
+// endpoint is Endpoint for a log line: without a password, if it has one.
+func (t TracingConfig) endpoint() string {
+	switch {
+	case t.Endpoint == "":
+		return "the exporter's default endpoint"
+	case strings.Contains(t.Endpoint, "://"):
+		return redactURL(t.Endpoint)
+	}
+	return t.Endpoint
+}
+
 // samplers are the OTEL_TRACES_SAMPLER values the Go SDK knows, and
 // whether each takes a ratio in OTEL_TRACES_SAMPLER_ARG.
 var samplers = map[string]bool{
@@ -162,14 +181,7 @@ func startTracing(ctx context.Context, cfg *Config, o *options, log *slog.Logger
 			log.Warn("tracing: spans lost at shutdown", "err", err, "flush_timeout", tracesFlushTimeout.String())
 		}
 	})
-	endpoint := cfg.Tracing.Endpoint
-	switch {
-	case endpoint == "":
-		endpoint = "(exporter default)"
-	case strings.Contains(endpoint, "://"):
-		endpoint = redactURL(endpoint)
-	}
-	log.Info("tracing on", "exporter", "otlp", "protocol", cfg.Tracing.Protocol, "endpoint", endpoint,
+	log.Info("tracing on", "exporter", "otlp", "protocol", cfg.Tracing.Protocol, "endpoint", cfg.Tracing.endpoint(),
 		"sampler", cfg.Tracing.Sampler)
 	return &tracing{tp: tp, prop: prop}, nil
 }

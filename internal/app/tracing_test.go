@@ -280,21 +280,3 @@ func TestTracingOffLogsNoTraceID(t *testing.T) {
 		t.Errorf("tracing off, yet the request log line has trace_id %q", got)
 	}
 }
-
-// syncBuffer is a bytes.Buffer the service's goroutines may write to.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}

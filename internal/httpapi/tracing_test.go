@@ -188,17 +188,17 @@ func noSecrets(t *testing.T, spans tracetest.SpanStubs, secrets ...string) {
 	for _, s := range spans {
 		texts := []string{s.Name, s.Status.Description}
 		for _, a := range s.Attributes {
-			texts = append(texts, string(a.Key)+"="+a.Value.Emit())
+			texts = append(texts, string(a.Key)+"="+a.Value.String())
 		}
 		for _, e := range s.Events {
 			texts = append(texts, e.Name)
 			for _, a := range e.Attributes {
-				texts = append(texts, string(a.Key)+"="+a.Value.Emit())
+				texts = append(texts, string(a.Key)+"="+a.Value.String())
 			}
 		}
 		if s.Resource != nil {
 			for _, a := range s.Resource.Attributes() {
-				texts = append(texts, string(a.Key)+"="+a.Value.Emit())
+				texts = append(texts, string(a.Key)+"="+a.Value.String())
 			}
 		}
 		for _, text := range texts {
@@ -233,7 +233,7 @@ func TestTraceSend(t *testing.T) {
 	}
 	wantAttrs(t, r, map[attribute.Key]any{"http.route": "/otp/send", "http.response.status_code": 200, "url.path": "/otp/send"})
 	if v, ok := attr(r, "otpguard.code"); ok {
-		t.Errorf("a send that went out has otpguard.code %v", v.Emit())
+		t.Errorf("a send that went out has otpguard.code %v", v.String())
 	}
 	redisSpans := children(spans, r, "")
 	var nRedis, nSMS int
@@ -441,7 +441,7 @@ func TestTraceOpsSQL(t *testing.T) {
 	for _, s := range children(spans, r, "sql.") {
 		sqlSpans++
 		if v, ok := attr(s, "db.system.name"); !ok || v.AsString() != "sqlite" {
-			t.Errorf("sql span %q: db.system.name %v", s.Name, v.Emit())
+			t.Errorf("sql span %q: db.system.name %v", s.Name, v.String())
 		}
 	}
 	if sqlSpans == 0 {
@@ -487,7 +487,7 @@ func tree(spans tracetest.SpanStubs) string {
 					"network.protocol.version", "user_agent.original", "db.connection_string", "url.scheme":
 					continue
 				}
-				attrs = append(attrs, string(a.Key)+"="+a.Value.Emit())
+				attrs = append(attrs, string(a.Key)+"="+a.Value.String())
 			}
 			status := ""
 			if s.Status.Code == codes.Error {
