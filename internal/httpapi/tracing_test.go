@@ -268,7 +268,7 @@ func TestTraceSend(t *testing.T) {
 
 	// The audit event leads to the trace.
 	var events []guard.Event
-	for range 200 { // the queue writes within its flush interval
+	for range 800 { // the queue writes within its flush interval; 20 s at most
 		var err error
 		events, err = ta.app.SQL().ListEvents(context.Background(), ops.EventFilter{Phone: tracePhone})
 		if err != nil {
