@@ -70,6 +70,9 @@ type Config struct {
 	// the client.
 	TrustedProxies []netip.Prefix
 
+	// Tracing is what the OTEL_* variables say about traces (tracing.go).
+	Tracing TracingConfig
+
 	// Generated is set for secrets made up at start-up in embedded mode.
 	GeneratedAPIKey bool
 
@@ -204,6 +207,9 @@ func LoadConfig(getenv func(string) string) (*Config, error) {
 	}
 	c.HMACKey = []byte(secretOf("OTPGUARD_HMAC_KEY"))
 	c.Twilio.AuthToken = secretOf("TWILIO_AUTH_TOKEN")
+	if c.Tracing, err = loadTracingConfig(getenv); err != nil {
+		errs = append(errs, err)
+	}
 	if c.Policies, err = loadPolicies(c.ConfigFile); err != nil {
 		errs = append(errs, err)
 	}
@@ -302,7 +308,7 @@ func (c *Config) validate(senderGiven bool) error {
 		if (t.From == "") == (t.MessagingServiceSID == "") {
 			bad("TWILIO_FROM or TWILIO_MESSAGING_SERVICE_SID: set exactly one with OTPGUARD_SMS=twilio")
 		} else if t.AccountSID != "" && t.AuthToken != "" {
-			if _, err := newTwilio(c); err != nil { // its numbers and URLs
+			if _, err := newTwilio(c, nil); err != nil { // its numbers and URLs
 				errs = append(errs, err)
 			}
 		}
@@ -418,6 +424,7 @@ func (c *Config) Describe(w io.Writer) error {
 		redis = "embedded (miniredis, not shared between instances)"
 	}
 	fmt.Fprintf(w, "# configuration is valid\n# redis: %s\n# sms: %s\n", redis, or(c.SMS, "console"))
+	fmt.Fprintf(w, "# tracing: %s\n", c.Tracing.describe())
 	for _, warn := range c.Warnings {
 		fmt.Fprintf(w, "# warning: %s\n", warn)
 	}

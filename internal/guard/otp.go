@@ -432,7 +432,8 @@ func (s *OTP) record(ctx context.Context, action, ok string, phone Phone, ip str
 	if err != nil {
 		outcome = string(ErrorCode(err))
 	}
-	s.events.Record(Event{At: s.now(), Action: action, Outcome: outcome, Phone: phone.E164, Country: phone.Region, IP: ip})
+	s.events.Record(Event{At: s.now(), Action: action, Outcome: outcome, Phone: phone.E164, Country: phone.Region, IP: ip,
+		TraceID: TraceID(ctx)})
 }
 
 func (s *OTP) noteBlock(ctx context.Context, b Block) {
