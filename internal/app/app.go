@@ -50,6 +50,7 @@ type App struct {
 	store   *store.Redis
 	outage  *outage
 	ops     *opsStack
+	otp     *guard.OTP // its conversion watch is drained by Close
 	handler http.Handler
 	// closers run in reverse order of registration by Close.
 	closers []func()
@@ -200,6 +201,11 @@ func New(ctx context.Context, cfg *Config, opts ...Option) (_ *App, err error) {
 		// meets a failing store).
 		Volumes: a.store,
 	})
+	a.otp = otp
+	registerWatch(metrics.Registry, otp)
+	// Runs before the ops jobs stop (closers run last first): the watch's
+	// last alerts still reach the audit queue, Redis and the deny-list.
+	a.onClose(otp.Close)
 	// Exact denials are repeated from memory until they expire: a hammered
 	// key costs Redis nothing while it stays denied.
 	limiter := guard.NewLimiter(cfg.Policies.Limits, a.outage.fallback, log).
