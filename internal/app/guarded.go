@@ -21,7 +21,7 @@ type guardedStore struct {
 var (
 	_ guard.Conversions       = guardedStore{}
 	_ guard.ConversionBatcher = guardedStore{}
-	_ ops.BlockIndex    = guardedStore{}
+	_ ops.BlockIndex          = guardedStore{}
 )
 
 // The calls below read what their call wrote only when it returned (err ==
