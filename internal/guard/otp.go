@@ -12,6 +12,7 @@ import (
 	"math/big"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -329,10 +330,13 @@ func (s *OTP) spend(ctx context.Context, phone Phone, limits []limitedTake, vol 
 		spent = append(spent, t)
 	}
 	if deny >= 0 {
-		s.refund(ctx, spent)
+		// The refunds go out at once: one round trip of latency.
+		var wg sync.WaitGroup
 		if vres != nil && vres.Allowed {
-			s.refundVelocity(ctx, phone, vol.Now)
+			wg.Go(func() { s.refundVelocity(ctx, phone, vol.Now) })
 		}
+		s.refund(ctx, spent)
+		wg.Wait()
 		l, r := limits[deny], res[deny]
 		if l.denial == CodeBudgetExhausted {
 			s.budgetRefused(ctx, l.take.Key, r)

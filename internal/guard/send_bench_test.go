@@ -4,10 +4,8 @@ import (
 	"context"
 	"fmt"
 	"testing"
-	"time"
 
 	"github.com/otpguard/otpguard/internal/guard"
-	"github.com/otpguard/otpguard/internal/store"
 	"github.com/otpguard/otpguard/internal/store/redistest"
 )
 
@@ -21,9 +19,8 @@ import (
 // conversion watch reaches Redis through a client of its own, counted in
 // watch-roundtrips/op.
 func BenchmarkOTPSendDefault(b *testing.B) {
-	s, rt, rdb := redistest.Store(b)
+	s, rt, _ := redistest.Store(b)
 	watch, wrt, _ := redistest.Store(b) // another client on another prefix: the watch's own tallies
-	_ = rdb
 	guard.WarmPhoneMetadata()
 	p := guard.DefaultPolicies()
 	p.FillDefaults()
@@ -58,9 +55,6 @@ func BenchmarkOTPSendDefault(b *testing.B) {
 	rt.Report(b, wantDefaultSendRoundTrips)
 }
 
-var _ = store.NewRedis
-var _ = time.Second
-
 // wantDefaultSendRoundTrips: the limits and the velocity count in one
 // MULTI, the code's save in another.
 const wantDefaultSendRoundTrips = 2
@@ -69,5 +63,49 @@ func closeOTP(o *guard.OTP) { o.Close() }
 func flushOTP(o *guard.OTP) {
 	if err := o.Flush(context.Background()); err != nil {
 		panic(err)
+	}
+}
+
+// TestDefaultSendRoundTrips: a default send waits on two round trips (its
+// limits and the velocity rule in one MULTI, then the code's save), and
+// the conversion watch counts it afterwards in one more, on its own. A
+// send the cooldown refuses waits on two: the take, and the refunds of
+// everything else it counted (sent together).
+func TestDefaultSendRoundTrips(t *testing.T) {
+	s, rt, _ := redistest.Store(t)
+	watch, wrt, _ := redistest.Store(t)
+	guard.WarmPhoneMetadata()
+	p := guard.DefaultPolicies()
+	p.FillDefaults()
+	if err := p.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	otp := guard.NewOTP(guard.OTPOptions{Policy: p.OTP, Counter: s, Codes: s, Sender: noSender{},
+		HMACKey: []byte("0123456789abcdef0123456789abcdef"), Volumes: s, Conversions: watch})
+	t.Cleanup(otp.Close)
+	ctx := context.Background()
+	req := guard.SendRequest{Phone: "+919812345678", ClientIP: "203.0.113.7"}
+	rt.Reset()
+	if _, err := otp.Send(ctx, req); err != nil {
+		t.Fatal(err)
+	}
+	if got := rt.N(); got != 2 {
+		t.Errorf("send: %d round trips, want 2", got)
+	}
+	if err := otp.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := wrt.N(); got != 1 {
+		t.Errorf("conversion watch: %d round trips, want 1 (four subjects, one pipeline)", got)
+	}
+	rt.Reset()
+	_, err := otp.Send(ctx, req)
+	if guard.ErrorCode(err) != guard.CodeCooldown {
+		t.Fatalf("second send: %v, want cooldown", err)
+	}
+	// The take, the counters' refund and the velocity refund (the two
+	// refunds concurrently): three round trips, two of latency.
+	if got := rt.N(); got != 3 {
+		t.Errorf("refused send: %d round trips, want 3", got)
 	}
 }
