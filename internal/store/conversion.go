@@ -121,9 +121,9 @@ func (r *Redis) CountConversions(ctx context.Context, window, delay time.Duratio
 		for j, k := range c.Subjects {
 			cmd := cmds[i][j]
 			if isNoScript(cmd.Err()) {
-				// The server lost its script cache: this call did not run.
-				// (Its order with the batch's later events is lost; the
-				// counts are not.)
+				// The server lost its script cache: this call did not run,
+				// nor did the batch's other calls (one script): they run
+				// again one by one, still in the batch's order.
 				cmd = conversionScript.Run(ctx, r.rdb, []string{r.key(k)}, args(c)...)
 			}
 			v, err := cmd.Int64Slice()
