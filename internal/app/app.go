@@ -196,9 +196,10 @@ func New(ctx context.Context, cfg *Config, opts ...Option) (_ *App, err error) {
 		Conversions: guarded, AutoBlock: a.ops.desk, Abuse: abuseMetrics.Hooks(),
 		// Replayed status callbacks: advisory too (a failed check records).
 		Deliveries: a.store,
-		// The country velocity rule asks Redis itself, after the limits
-		// that went through the Fallback (guard/velocity.go says how it
-		// meets a failing store).
+		// The country velocity rule's count goes out with the send's
+		// limits, through the Fallback (Fallback.TakeSend); Volumes is
+		// asked directly for its refunds, verify credits and quarantines
+		// (guard/velocity.go says how it meets a failing store).
 		Volumes: a.store,
 	})
 	a.otp = otp
