@@ -51,6 +51,7 @@ type App struct {
 	store   *store.Redis
 	outage  *outage
 	ops     *opsStack
+	otp     *guard.OTP // its conversion watch is drained by Close
 	handler http.Handler
 	// closers run in reverse order of registration by Close.
 	closers []func()
@@ -212,11 +213,17 @@ func New(ctx context.Context, cfg *Config, opts ...Option) (_ *App, err error) {
 		Conversions: guarded, AutoBlock: a.ops.desk, Abuse: abuseMetrics.Hooks(),
 		// Replayed status callbacks: advisory too (a failed check records).
 		Deliveries: a.store,
-		// The country velocity rule asks Redis itself, after the limits
-		// that went through the Fallback (guard/velocity.go says how it
-		// meets a failing store).
+		// The country velocity rule's count goes out with the send's
+		// limits, through the Fallback (Fallback.TakeSend); Volumes is
+		// asked directly for its refunds, verify credits and quarantines
+		// (guard/velocity.go says how it meets a failing store).
 		Volumes: a.store,
 	})
+	a.otp = otp
+	registerWatch(metrics.Registry, otp)
+	// Runs before the ops jobs stop (closers run last first): the watch's
+	// last alerts still reach the audit queue, Redis and the deny-list.
+	a.onClose(otp.Close)
 	// Exact denials are repeated from memory until they expire: a hammered
 	// key costs Redis nothing while it stays denied.
 	limiter := guard.NewLimiter(cfg.Policies.Limits, a.outage.fallback, log).

@@ -19,8 +19,9 @@ type guardedStore struct {
 }
 
 var (
-	_ guard.Conversions = guardedStore{}
-	_ ops.BlockIndex    = guardedStore{}
+	_ guard.Conversions       = guardedStore{}
+	_ guard.ConversionBatcher = guardedStore{}
+	_ ops.BlockIndex          = guardedStore{}
 )
 
 // The calls below read what their call wrote only when it returned (err ==
@@ -30,6 +31,18 @@ func (g guardedStore) CountConversion(ctx context.Context, kind guard.Conversion
 	var ts []guard.Tally
 	err := g.fb.Do(ctx, func(ctx context.Context) (err error) {
 		ts, err = g.st.CountConversion(ctx, kind, now, window, delay, subjects)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return ts, nil
+}
+
+func (g guardedStore) CountConversions(ctx context.Context, window, delay time.Duration, counts []guard.ConversionCount) ([][]guard.Tally, error) {
+	var ts [][]guard.Tally
+	err := g.fb.Do(ctx, func(ctx context.Context) (err error) {
+		ts, err = g.st.CountConversions(ctx, window, delay, counts)
 		return err
 	})
 	if err != nil {

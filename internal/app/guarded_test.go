@@ -12,7 +12,8 @@ import (
 )
 
 // TestAdvisoryCallsHonourTheBreaker: with the breaker open, the conversion
-// watch and the block index reach no Redis at all: each call fails at once
+// watch (its batched counts too, made after the answer) and the block
+// index reach no Redis at all: each call fails at once
 // with ErrStoreUnavailable and no command leaves the client.
 func TestAdvisoryCallsHonourTheBreaker(t *testing.T) {
 	rdb, err := store.NewRedisClient(store.RedisOptions{URL: "redis://127.0.0.1:1", Timeout: 10 * time.Millisecond})
@@ -32,6 +33,8 @@ func TestAdvisoryCallsHonourTheBreaker(t *testing.T) {
 
 	calls := map[string]error{}
 	_, calls["CountConversion"] = g.CountConversion(ctx, guard.ConversionSend, time.Now(), time.Hour, 2*time.Minute, subject)
+	_, calls["CountConversions"] = g.CountConversions(ctx, time.Hour, 2*time.Minute,
+		[]guard.ConversionCount{{Kind: guard.ConversionSend, Now: time.Now(), Subjects: subject}})
 	_, calls["ClaimAlert"] = g.ClaimAlert(ctx, subject[0], time.Hour)
 	calls["ReleaseAlert"] = g.ReleaseAlert(ctx, subject[0])
 	calls["NoteBlock"] = g.NoteBlock(ctx, guard.Block{Phone: "+447400123456", Reason: guard.CodeCooldown, Until: time.Now().Add(time.Minute)})

@@ -29,7 +29,7 @@ import (
 // The clock is the service's (Now), in one-minute buckets, like the
 // country velocity rule's hours. Safe-listed numbers are not counted. The
 // watch is advisory: when its store fails, sends and verifies go on and
-// the failure is logged.
+// the failure is logged. It runs after the answer, batched (watch.go).
 
 // ConversionActor is the author of the deny-list entries the conversion
 // watch adds; the ops view shows it.
@@ -108,43 +108,16 @@ func (s *OTP) watching(ctx context.Context, phone Phone) bool {
 	return d == nil || !d.failed.Load()
 }
 
-// countConversion adds one event for phone and returns the tallies.
-func (s *OTP) countConversion(ctx context.Context, phone Phone, kind ConversionKind) ([]Key, []Tally, bool) {
-	if !s.watching(ctx, phone) {
-		return nil, nil, false
-	}
-	subjects := s.conversionSubjects(phone)
-	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), convTimeout)
-	defer cancel()
-	tallies, err := s.abuse.conv.CountConversion(cctx, kind, s.now(), ConversionWindow, s.policy.Conversion.Delay, subjects)
-	if err == nil && len(tallies) != len(subjects) {
-		err = fmt.Errorf("conversion: store answered %d tallies for %d subjects", len(tallies), len(subjects))
-	}
-	if err != nil {
-		s.log.WarnContext(ctx, "conversion watch: counting failed", "kind", string(kind), "err", err)
-		return nil, nil, false
-	}
-	return subjects, tallies, true
-}
-
-// watchSend counts a code that left and judges its prefix and country.
+// watchSend queues a code that left: the watch counts it and judges its
+// prefixes and country after the answer (watch.go).
 func (s *OTP) watchSend(ctx context.Context, phone Phone) {
-	subjects, tallies, ok := s.countConversion(ctx, phone, ConversionSend)
-	if !ok {
-		return
-	}
-	c := s.policy.Conversion
-	for i, t := range tallies {
-		if t.Sends >= c.MinSends && t.Rate() < c.MinRate {
-			s.conversionAlert(ctx, phone, subjects[i], t)
-		}
-	}
+	s.enqueueWatch(ctx, phone, ConversionSend)
 }
 
-// watchVerify counts a successful verify: it raises its prefix's and
+// watchVerify queues a successful verify: it raises its prefix's and
 // country's conversion.
 func (s *OTP) watchVerify(ctx context.Context, phone Phone) {
-	s.countConversion(ctx, phone, ConversionVerify)
+	s.enqueueWatch(ctx, phone, ConversionVerify)
 }
 
 // conversionAlert reports (and in block mode blocks) a subject whose

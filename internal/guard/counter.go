@@ -80,6 +80,19 @@ type Counter interface {
 	Refund(ctx context.Context, takes []Take) error
 }
 
+// SendCounter is a Counter that takes an OTP send's limits and its
+// country velocity count together: in one round trip on a single Redis
+// (one MULTI/EXEC), one per hash slot in parallel on Redis Cluster. Each
+// limit and the velocity count stay their own atomic unit; the caller
+// refunds what a denied send must not keep (OTP.spend).
+type SendCounter interface {
+	// TakeSend is Take, plus vol (when not nil) in the same round trip.
+	// The VolumeResult is nil when vol was not taken: the store could not
+	// answer and the fallback decided the takes (the rule is not judged
+	// then), or vol was nil.
+	TakeSend(ctx context.Context, takes []Take, vol *VolumeTake) ([]Result, *VolumeResult, error)
+}
+
 // Guess is a stored code as seen by one verify attempt.
 type Guess struct {
 	MAC      []byte        // HMAC of the code; the code itself is never stored

@@ -396,11 +396,44 @@ func (f *Fallback) LastFailure() time.Time {
 // memory by its policy's mode, or fails the whole call if any take's mode
 // is closed.
 func (f *Fallback) Take(ctx context.Context, takes []Take) ([]Result, error) {
+	res, _, err := f.take(ctx, takes, func(ctx context.Context) ([]Result, error) { return f.counter.Take(ctx, takes) })
+	return res, err
+}
+
+var _ SendCounter = (*Fallback)(nil)
+
+// TakeSend takes a send's limits and vol in one store call when the store
+// is a SendCounter (otherwise vol is not taken: nil VolumeResult). When
+// the store cannot answer, the takes are decided as Take decides them and
+// vol is not taken.
+func (f *Fallback) TakeSend(ctx context.Context, takes []Take, vol *VolumeTake) ([]Result, *VolumeResult, error) {
+	sc, ok := f.counter.(SendCounter)
+	if !ok || vol == nil {
+		res, err := f.Take(ctx, takes)
+		return res, nil, err
+	}
+	// vr is written by the call, which may still run after wait gave up
+	// on it: it is read only when the store answered.
+	var vr *VolumeResult
+	res, stored, err := f.take(ctx, takes, func(ctx context.Context) ([]Result, error) {
+		r, v, err := sc.TakeSend(ctx, takes, vol)
+		vr = v
+		return r, err
+	})
+	if err != nil || !stored {
+		return res, nil, err
+	}
+	return res, vr, nil
+}
+
+// take makes one store call (fn) for takes, and decides them from memory
+// when the store cannot answer. stored says the store answered.
+func (f *Fallback) take(ctx context.Context, takes []Take, fn func(ctx context.Context) ([]Result, error)) (_ []Result, stored bool, _ error) {
 	// got is written by the call, which may still run after wait gave up
 	// on it: it is read only when the call returned (err == nil).
 	var got []Result
 	err := f.call(ctx, func(ctx context.Context) error {
-		r, err := f.counter.Take(ctx, takes)
+		r, err := fn(ctx)
 		if err == nil && len(r) != len(takes) {
 			err = fmt.Errorf("guard: store answered %d results for %d takes", len(r), len(takes))
 		}
@@ -410,18 +443,18 @@ func (f *Fallback) Take(ctx context.Context, takes []Take) ([]Result, error) {
 	var res []Result
 	if err == nil {
 		f.note(takes, false)
-		return got, nil
+		return got, true, nil
 	}
 	if errors.Is(err, ErrOverloaded) {
-		return nil, err // shed: never decided from memory, and no outage
+		return nil, false, err // shed: never decided from memory, and no outage
 	}
 	f.note(takes, true)
 	if errors.Is(err, context.Canceled) && ctx.Err() != nil {
-		return nil, err
+		return nil, false, err
 	}
 	for _, t := range takes {
 		if mode(t) == FallbackClosed {
-			return nil, err
+			return nil, false, err
 		}
 	}
 	now := f.now()
@@ -430,7 +463,7 @@ func (f *Fallback) Take(ctx context.Context, takes []Take) ([]Result, error) {
 		limit, rate := f.localLimit(t)
 		res[i] = f.local.take(t, limit, rate, now)
 	}
-	return res, nil
+	return res, false, nil
 }
 
 // Refund gives back to memory what the fallback decided, and to the store

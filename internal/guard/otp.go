@@ -12,6 +12,7 @@ import (
 	"math/big"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -53,6 +54,10 @@ type OTPOptions struct {
 	// Volumes keeps the country velocity rule's hourly counts (velocity.go);
 	// nil: no country velocity rule.
 	Volumes Volumes
+	// WatchQueue bounds the conversion watch's queue of events waiting to
+	// be counted (DefaultWatchQueue when 0). With Conversions, NewOTP
+	// starts the watch's goroutine: Close stops it.
+	WatchQueue int
 }
 
 // OTP sends and verifies one-time codes under exact, shared limits.
@@ -72,6 +77,9 @@ type OTP struct {
 	// lastStoreFailure: see OTPOptions.LastStoreFailure.
 	lastStoreFailure func() time.Time
 	abuse            *abuseState
+	// watch is the conversion watch's queue (watch.go); nil without
+	// Conversions.
+	watch *watchQueue
 }
 
 // NewOTP returns an OTP service. The policy must have passed Validate.
@@ -97,13 +105,18 @@ func NewOTP(o OTPOptions) *OTP {
 	if o.LastStoreFailure == nil {
 		o.LastStoreFailure = func() time.Time { return time.Time{} }
 	}
-	return &OTP{
+	s := &OTP{
 		policy: o.Policy, counter: o.Counter, codes: o.Codes, sender: o.Sender,
 		hmacKey: o.HMACKey, log: o.Logger, random: o.Random,
 		deny: o.Deny, events: o.Events, blocks: o.Blocks, now: o.Now,
 		lastStoreFailure: o.LastStoreFailure, abuse: newAbuseState(o),
 		deliveries: o.Deliveries,
 	}
+	if o.Conversions != nil {
+		s.watch = newWatchQueue(o.WatchQueue)
+		go s.runWatch()
+	}
+	return s
 }
 
 // SendRequest asks for a code to be sent to Phone. ClientIP is the end user's
@@ -121,11 +134,12 @@ type SendResult struct {
 
 // Send checks the limits, stores a new code's HMAC and sends the code.
 //
-// Counting rule: the limits are checked in order cooldown, per number, per
-// IP, each an atomic fixed-window hit. The counter that denies keeps the
-// attempt; the counters passed before it are refunded, so a denied request
-// spends no other budget. A send the provider then fails still counts: the
-// provider may have delivered it.
+// Counting rule: the limits (cooldown, per number, per IP, the abuse
+// limits, the country velocity rule) are taken together, each an atomic
+// fixed-window hit (spend). The first in that order that denies keeps the
+// attempt; the others are refunded, so a denied request spends no other
+// budget. A send the provider then fails still counts: the provider may
+// have delivered it.
 func (s *OTP) Send(ctx context.Context, req SendRequest) (SendResult, error) {
 	phone, err := ParsePhone(req.Phone, s.policy.DefaultRegion)
 	var ip string
@@ -150,23 +164,21 @@ func (s *OTP) send(ctx context.Context, phone Phone, ip string) (SendResult, err
 		return SendResult{}, err
 	}
 	safe := s.safe(phone.E164)
-	passed, err := s.spend(ctx, phone, append(s.sendLimits(phone.E164, ip), s.abuseLimits(phone, safe)...))
+	// The country velocity rule goes out with the limits (one round trip)
+	// when the counter can take it; it counts only sends every other limit
+	// let through, so its count is given back when another limit denies.
+	var vol *VolumeTake
+	if s.velocityOn(safe) {
+		v := s.volumeTake(phone)
+		vol = &v
+	}
+	passed, counted, err := s.spend(ctx, phone, append(s.sendLimits(phone.E164, ip), s.abuseLimits(phone, safe)...), vol)
 	if err != nil {
 		return SendResult{}, err
 	}
-	// The country velocity rule comes last: it counts only sends that
-	// every other limit let through, so its hours hold sends, not attempts.
 	var velAt time.Time
-	counted := false
-	// Not when the fallback decided a limit (the breaker is open or the
-	// store failed in this decision): the rule is not judged then, and the
-	// send does not wait on the store again.
-	if s.velocityOn(safe) && !slices.ContainsFunc(passed, func(t Take) bool { return t.Fallback }) {
-		counted, velAt, err = s.takeVelocity(ctx, phone)
-		if err != nil {
-			s.refund(ctx, passed)
-			return SendResult{}, err
-		}
+	if counted {
+		velAt = vol.Now
 	}
 	notSent := func() { // nothing left: the budget and the country's hour get it back
 		s.refund(ctx, budgetTakes(passed))
@@ -266,45 +278,100 @@ func cooldownKey(e164 string) Key { return Key{"otp", e164, "cooldown"} }
 
 func phoneSendsKey(e164 string) Key { return Key{"otp", e164, "sends"} }
 
-// spend takes the limits one by one; on the first denial it refunds those
-// already passed and returns the denial. One at a time because each limit
-// is its own atomic unit (and, on Redis Cluster, its own slot). It returns
-// the takes passed.
-func (s *OTP) spend(ctx context.Context, phone Phone, limits []limitedTake) ([]Take, error) {
-	var passed []Take
-	for _, l := range limits {
-		res, err := s.counter.Take(ctx, []Take{l.take})
-		if err == nil && len(res) != 1 {
-			err = fmt.Errorf("otp: store answered %d results for 1 take", len(res))
-		}
-		if err != nil {
-			s.refund(ctx, passed)
-			s.log.Log(ctx, StoreFailureLevel(err), "limit store failed", "limit", l.take.Key.Name, "err", err)
-			return nil, storeError(err)
-		}
-		if !res[0].Allowed {
-			if l.refundDenied && res[0].Spent {
-				t := l.take
-				t.Fallback = res[0].Fallback
-				passed = append(passed, t)
-			}
-			s.refund(ctx, passed)
-			if l.denial == CodeBudgetExhausted {
-				s.budgetRefused(ctx, l.take.Key, res[0])
-			}
-			// The number is blocked, not just its address. (Not noted when
-			// the fallback decided: the block index lives in the store.)
-			if l.take.Key.Space == "otp" && !res[0].Fallback {
-				s.noteBlock(ctx, Block{Phone: phone.E164, Country: phone.Region, Reason: l.denial,
-					Count: res[0].Count, Until: s.now().Add(res[0].RetryAfter)})
-			}
-			return nil, &Error{Code: l.denial, Message: l.what, RetryAfter: res[0].RetryAfter}
-		}
-		t := l.take
-		t.Fallback = res[0].Fallback // its refund goes where it was counted
-		passed = append(passed, t)
+// spend takes every limit of a send at once: one Counter call, which the
+// store sends in one round trip (one per hash slot, in parallel, on
+// Redis Cluster), each limit still its own atomic unit. With vol, the
+// country velocity rule goes out in the same round trip when the counter
+// is a SendCounter, and as a second step after the limits otherwise.
+//
+// Counting rule: the first limit that denies, in the order of limits,
+// decides the answer and keeps its attempt (the budget's refundDenied
+// gives its own back); every other limit the store counted for this
+// request (those that passed, and those that denied alongside) is refunded,
+// and so is the velocity count, so a denied request spends no other budget.
+// Between the take and the refund a concurrent request may see a counter
+// one higher than it will settle at: it can be refused, never allowed
+// beyond a limit (docs/limits.md, "One round trip per send").
+//
+// It returns the takes spent (for a send that does not leave to give the
+// budget back) and whether the velocity rule counted the send.
+func (s *OTP) spend(ctx context.Context, phone Phone, limits []limitedTake, vol *VolumeTake) ([]Take, bool, error) {
+	takes := make([]Take, len(limits))
+	for i, l := range limits {
+		takes[i] = l.take
 	}
-	return passed, nil
+	var res []Result
+	var vres *VolumeResult
+	var err error
+	if sc, ok := s.counter.(SendCounter); ok && vol != nil {
+		res, vres, err = sc.TakeSend(ctx, takes, vol)
+	} else {
+		res, err = s.counter.Take(ctx, takes)
+	}
+	if err == nil && len(res) != len(takes) {
+		err = fmt.Errorf("otp: store answered %d results for %d takes", len(res), len(takes))
+	}
+	if err != nil {
+		s.log.Log(ctx, StoreFailureLevel(err), "limit store failed", "limit", "otp.send", "err", err)
+		return nil, false, storeError(err)
+	}
+	deny := slices.IndexFunc(res, func(r Result) bool { return !r.Allowed })
+	// spent: what the store counted for this request, each refund going
+	// where it was counted (the fallback's memory or the store).
+	var spent []Take
+	fellBack := false
+	for i, r := range res {
+		fellBack = fellBack || r.Fallback
+		if !r.Spent || (i == deny && !limits[i].refundDenied) {
+			continue
+		}
+		t := takes[i]
+		t.Fallback = r.Fallback
+		spent = append(spent, t)
+	}
+	if deny >= 0 {
+		// The refunds go out at once: one round trip of latency.
+		var wg sync.WaitGroup
+		if vres != nil && vres.Allowed {
+			wg.Go(func() { s.refundVelocity(ctx, phone, vol.Now) })
+		}
+		s.refund(ctx, spent)
+		wg.Wait()
+		l, r := limits[deny], res[deny]
+		if l.denial == CodeBudgetExhausted {
+			s.budgetRefused(ctx, l.take.Key, r)
+		}
+		// The number is blocked, not just its address. (Not noted when
+		// the fallback decided: the block index lives in the store.)
+		if l.take.Key.Space == "otp" && !r.Fallback {
+			s.noteBlock(ctx, Block{Phone: phone.E164, Country: phone.Region, Reason: l.denial,
+				Count: r.Count, Until: s.now().Add(r.RetryAfter)})
+		}
+		return nil, false, &Error{Code: l.denial, Message: l.what, RetryAfter: r.RetryAfter}
+	}
+	switch {
+	case vol == nil:
+		return spent, false, nil
+	case vres != nil:
+		if !vres.Allowed {
+			s.refund(ctx, spent)
+			return nil, false, s.velocityDenied(ctx, phone, *vol, *vres)
+		}
+		return spent, true, nil
+	case fellBack:
+		// The fallback decided a limit (the breaker is open or the store
+		// failed in this decision): the velocity rule is not judged then,
+		// and the send does not wait on the store again.
+		return spent, false, nil
+	}
+	// A counter that cannot take the velocity rule with the limits: it
+	// comes last, as its own step.
+	counted, err := s.takeVelocity(ctx, phone, *vol)
+	if err != nil {
+		s.refund(ctx, spent)
+		return nil, false, err
+	}
+	return spent, counted, nil
 }
 
 func (s *OTP) refund(ctx context.Context, takes []Take) {

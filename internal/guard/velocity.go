@@ -52,6 +52,10 @@ type VolumeResult struct {
 
 // Volumes keeps the hourly counts of the country velocity rule. Each call
 // is one atomic step in the store.
+//
+// A Counter that is also a SendCounter takes the rule's count in the same
+// round trip as the send's limits; Volumes then only refunds, credits and
+// quarantines.
 type Volumes interface {
 	// TakeVolume counts one send if the hour stays within its limit.
 	TakeVolume(ctx context.Context, t VolumeTake) (VolumeResult, error)
@@ -98,25 +102,30 @@ func (v CountryVelocity) floor(region string) int64 {
 	return max(v.Floor, v.Expected[region])
 }
 
-// takeVelocity counts one send to phone's country in the hour under way.
-// It returns whether it counted and when (a refund is then owed if the
-// send does not go on) and the refusal, if any.
-func (s *OTP) takeVelocity(ctx context.Context, phone Phone) (bool, time.Time, error) {
+// volumeTake is the velocity rule's count of one send to phone's country
+// in the hour under way.
+func (s *OTP) volumeTake(phone Phone) VolumeTake {
+	v := s.policy.CountryVelocity
+	r := region(phone)
+	now := s.now()
+	fl := v.floor(r)
+	return VolumeTake{Key: velocityKey(r), Quarantine: quarantineKey(r), Now: now, Hour: hour(now),
+		Lookback: int64(v.Lookback / time.Hour), Floor: fl, QFloor: max(1, fl/10),
+		Factor: v.Factor, MinConv: v.MinConversion, MinuteShare: v.MinuteShare}
+}
+
+// takeVelocity counts one send to phone's country in the hour under way,
+// on its own (a counter that is not a SendCounter). It returns whether it
+// counted (a refund is then owed if the send does not go on) and the
+// refusal, if any.
+func (s *OTP) takeVelocity(ctx context.Context, phone Phone, t VolumeTake) (bool, error) {
 	d, _ := ctx.Value(decisionKey{}).(*decision)
 	if d != nil && d.failed.Load() {
 		// The store failed earlier in this decision and the fallback let
 		// the send on: the velocity rule cannot be judged, the split
 		// limits and the spend budget bound it (README, "Cold start").
-		return false, time.Time{}, nil
+		return false, nil
 	}
-	v := s.policy.CountryVelocity
-	r := region(phone)
-	now := s.now()
-	h := hour(now)
-	fl := v.floor(r)
-	t := VolumeTake{Key: velocityKey(r), Quarantine: quarantineKey(r), Now: now, Hour: h,
-		Lookback: int64(v.Lookback / time.Hour), Floor: fl, QFloor: max(1, fl/10),
-		Factor: v.Factor, MinConv: v.MinConversion, MinuteShare: v.MinuteShare}
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), convTimeout)
 	res, err := s.abuse.volumes.TakeVolume(cctx, t)
 	cancel()
@@ -126,20 +135,27 @@ func (s *OTP) takeVelocity(ctx context.Context, phone Phone) (bool, time.Time, e
 		}
 		if s.policy.OnStoreError == FallbackClosed {
 			s.log.Log(ctx, StoreFailureLevel(err), "limit store failed", "limit", "country_velocity", "err", err)
-			return false, time.Time{}, StoreUnavailable(err, StoreRetryAfter)
+			return false, StoreUnavailable(err, StoreRetryAfter)
 		}
 		s.log.WarnContext(ctx, "country velocity: store failed; not judged", "err", err)
-		return false, time.Time{}, nil
+		return false, nil
 	}
 	if res.Allowed {
-		return true, now, nil
+		return true, nil
 	}
+	return false, s.velocityDenied(ctx, phone, t, res)
+}
+
+// velocityDenied is the refusal of a send the velocity rule refused (res),
+// told to the metrics, the log and the ops desk (velocityRefused).
+func (s *OTP) velocityDenied(ctx context.Context, phone Phone, t VolumeTake, res VolumeResult) error {
+	now, h := t.Now, t.Hour
 	retry, span := time.Unix((h+1)*3600, 0).Sub(now), "hour"
 	if res.Count < res.Limit { // the minute's share is spent, not the hour
 		retry, span = time.Unix((now.Unix()/60+1)*60, 0).Sub(now), "minute"
 	}
-	s.velocityRefused(ctx, phone, r, h, res, retry)
-	return false, time.Time{}, &Error{Code: CodeUnusualVolume, RetryAfter: retry,
+	s.velocityRefused(ctx, phone, region(phone), h, res, retry)
+	return &Error{Code: CodeUnusualVolume, RetryAfter: retry,
 		Message: "unusually many codes were sent to this country this " + span + "; try again later"}
 }
 

@@ -89,6 +89,56 @@ func (r *Redis) CountConversion(ctx context.Context, kind guard.ConversionKind, 
 	return out, nil
 }
 
+var _ guard.ConversionBatcher = (*Redis)(nil)
+
+// CountConversions counts a batch of the watch's events (guard/watch.go)
+// in one round trip: one pipeline (no MULTI: each script call is atomic
+// alone, and the events are independent) of conversionScript calls, in the
+// batch's order, so each event's tallies are what CountConversion would
+// have answered at its turn. On Redis Cluster go-redis sends the pipeline's
+// commands to their masters, one write per node.
+func (r *Redis) CountConversions(ctx context.Context, window, delay time.Duration, counts []guard.ConversionCount) ([][]guard.Tally, error) {
+	secs := max(conversionBucket, int64(window/time.Second))
+	delayBuckets := int64((delay + conversionBucket*time.Second - 1) / (conversionBucket * time.Second))
+	pipe := r.rdb.Pipeline()
+	cmds := make([][]*redis.Cmd, len(counts))
+	args := func(c guard.ConversionCount) []any {
+		return []any{string(c.Kind), secs, conversionBucket, c.Now.Unix(), delayBuckets}
+	}
+	for i, c := range counts {
+		cmds[i] = make([]*redis.Cmd, len(c.Subjects))
+		for j, k := range c.Subjects {
+			cmds[i][j] = conversionScript.EvalSha(ctx, pipe, []string{r.key(k)}, args(c)...)
+		}
+	}
+	// Each reply is read below: a NOSCRIPT is one command's answer.
+	if _, err := pipe.Exec(ctx); err != nil && !isNoScript(err) {
+		return nil, fmt.Errorf("store: count conversions: %w", err)
+	}
+	out := make([][]guard.Tally, len(counts))
+	for i, c := range counts {
+		out[i] = make([]guard.Tally, len(c.Subjects))
+		for j, k := range c.Subjects {
+			cmd := cmds[i][j]
+			if isNoScript(cmd.Err()) {
+				// The server lost its script cache: this call did not run,
+				// nor did the batch's other calls (one script): they run
+				// again one by one, still in the batch's order.
+				cmd = conversionScript.Run(ctx, r.rdb, []string{r.key(k)}, args(c)...)
+			}
+			v, err := cmd.Int64Slice()
+			switch {
+			case err != nil:
+				return nil, fmt.Errorf("store: count conversion %s: %w", r.logKey(k), err)
+			case len(v) != 2:
+				return nil, fmt.Errorf("store: count conversion %s: script returned %d values, want 2", r.logKey(k), len(v))
+			}
+			out[i][j] = guard.Tally{Sends: v[0], Verifies: v[1]}
+		}
+	}
+	return out, nil
+}
+
 // ClaimAlert sets the subject's alert key if it is not set (SET NX PX):
 // the first caller in ttl, on any instance, gets true.
 func (r *Redis) ClaimAlert(ctx context.Context, subject guard.Key, ttl time.Duration) (bool, error) {

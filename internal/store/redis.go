@@ -22,6 +22,7 @@ import (
 type rediser interface {
 	redis.Scripter
 	TxPipeline() redis.Pipeliner
+	Pipeline() redis.Pipeliner
 	Del(ctx context.Context, keys ...string) *redis.IntCmd
 }
 
@@ -136,6 +137,25 @@ func (r *Redis) take(ctx context.Context, takes []guard.Take) ([]guard.Result, e
 		return r.takeScripted(ctx, takes)
 	}
 	pipe := r.rdb.TxPipeline()
+	cmds, err := r.queueTakes(ctx, pipe, takes)
+	if err != nil {
+		return nil, err
+	}
+	// Exec reports the first command's error. A peek's GET of a missing key
+	// (redis.Nil) and a NOSCRIPT are single replies, not a failed round trip:
+	// each command's own reply is checked below.
+	_, err = pipe.Exec(ctx)
+	if err != nil && !isNoScript(err) && !errors.Is(err, redis.Nil) {
+		return nil, fmt.Errorf("store: take: %w", err)
+	}
+	return r.readTakes(ctx, takes, cmds)
+}
+
+// queueTakes queues the commands of takes in pipe (a MULTI): per fixed
+// window INCRBY + PEXPIRE NX + PTTL (GET + PTTL for a peek, cost 0;
+// windowTakeScript when the take spends only if allowed), per token bucket
+// an EVALSHA of tokenBucketScript.
+func (r *Redis) queueTakes(ctx context.Context, pipe redis.Pipeliner, takes []guard.Take) ([][]redis.Cmder, error) {
 	cmds := make([][]redis.Cmder, len(takes))
 	for i, t := range takes {
 		key := r.key(t.Key)
@@ -154,15 +174,13 @@ func (r *Redis) take(ctx context.Context, takes []guard.Take) ([]guard.Result, e
 			return nil, fmt.Errorf("store: take %s: unknown algorithm %q", r.logKey(t.Key), t.Algorithm)
 		}
 	}
-	// Exec reports the first command's error. A peek's GET of a missing key
-	// (redis.Nil) and a NOSCRIPT are single replies, not a failed round trip:
-	// each command's own reply is checked below.
-	_, err := pipe.Exec(ctx)
-	if err != nil && !isNoScript(err) && !errors.Is(err, redis.Nil) {
-		return nil, fmt.Errorf("store: take: %w", err)
-	}
+	return cmds, nil
+}
 
+// readTakes reads the replies queueTakes queued, once the MULTI ran.
+func (r *Redis) readTakes(ctx context.Context, takes []guard.Take, cmds [][]redis.Cmder) ([]guard.Result, error) {
 	res := make([]guard.Result, len(takes))
+	var err error
 	for i, t := range takes {
 		switch {
 		case t.Algorithm == guard.TokenBucket:

@@ -104,19 +104,11 @@ end
 return 1
 `)
 
-// TakeVolume runs velocityScript for one send.
+// TakeVolume runs velocityScript for one send (TakeSend runs it with the
+// send's limits).
 func (r *Redis) TakeVolume(ctx context.Context, t guard.VolumeTake) (guard.VolumeResult, error) {
-	ttl := int64((time.Duration(t.Lookback+2) * time.Hour) / time.Second)
-	v, err := velocityScript.Run(ctx, r.rdb, []string{r.key(t.Key), r.key(t.Quarantine)},
-		t.Hour, t.Lookback, t.Floor, t.QFloor, t.Factor, t.MinConv, ttl, t.Now.Unix(), t.Now.Unix()/60, t.MinuteShare).Int64Slice()
-	if err != nil {
-		return guard.VolumeResult{}, fmt.Errorf("store: take volume %s: %w", r.key(t.Key), err)
-	}
-	if len(v) != 6 {
-		return guard.VolumeResult{}, fmt.Errorf("store: take volume %s: script returned %d values, want 6", r.key(t.Key), len(v))
-	}
-	return guard.VolumeResult{Allowed: v[0] == 1, Count: v[1], Limit: v[2], Baseline: v[3], Quarantined: v[4] == 1,
-		MinuteLimit: v[5]}, nil
+	keys, args := r.volumeArgs(t)
+	return r.volumeResult(t, velocityScript.Run(ctx, r.rdb, keys, args...))
 }
 
 // RefundVolume gives back one send counted at (velocityRefundScript).

@@ -1,0 +1,257 @@
+package guard
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// The conversion watch off the request path. A send or a verify decides
+// nothing through the watch: it only feeds the tallies that may later
+// block a prefix. So the request puts its event in a bounded queue and
+// answers; one goroutine per OTP service drains the queue in batches and
+// counts the events of a whole batch in one round trip (ConversionBatcher;
+// one call per event otherwise), then judges each send's tallies and raises
+// the alerts, as the request did before. The watch's store calls still go
+// through the Fallback's breaker (app's guardedStore): while it is open the
+// drain makes no Redis call.
+//
+// A full queue drops the new event and counts it (WatchDropped, exported as
+// otpguard_conversion_watch_dropped_total):
+// the watch sees a little less, and no request ever waits on it. Close
+// drains what is queued; Flush waits until what was queued before it has
+// been counted and judged (tests, and shutdown).
+
+// Defaults of the watch queue.
+const (
+	DefaultWatchQueue = 4096 // events waiting at most
+	watchBatch        = 64   // events counted in one round trip at most
+)
+
+// ConversionCount is one event of the conversion watch in a batch: kind at
+// now, for each of subjects.
+type ConversionCount struct {
+	Kind     ConversionKind
+	Now      time.Time
+	Subjects []Key
+}
+
+// ConversionBatcher is a Conversions that counts many events in one round
+// trip. Events are counted in order, each as CountConversion counts it;
+// the answer holds, per event, each subject's tally after that event.
+type ConversionBatcher interface {
+	CountConversions(ctx context.Context, window, delay time.Duration, counts []ConversionCount) ([][]Tally, error)
+}
+
+// watchEvent is one queued event; done, when set, marks a Flush (no event).
+type watchEvent struct {
+	ctx   context.Context // the request's values (logs), never its cancellation
+	kind  ConversionKind
+	phone Phone
+	at    time.Time
+	done  chan struct{}
+}
+
+// watchQueue is the bounded queue and its one drainer.
+type watchQueue struct {
+	ch      chan watchEvent
+	quit    chan struct{}
+	stopped chan struct{}
+	once    sync.Once
+
+	dropped    atomic.Int64
+	overflowed atomic.Bool // an overflow was logged and has not ended yet
+}
+
+func newWatchQueue(size int) *watchQueue {
+	if size <= 0 {
+		size = DefaultWatchQueue
+	}
+	return &watchQueue{ch: make(chan watchEvent, size), quit: make(chan struct{}), stopped: make(chan struct{})}
+}
+
+// enqueue puts the event of a request that counts for the watch in the
+// queue, or drops it when the queue is full.
+func (s *OTP) enqueueWatch(ctx context.Context, phone Phone, kind ConversionKind) {
+	if !s.watching(ctx, phone) {
+		return
+	}
+	q := s.watch
+	select {
+	case <-q.stopped: // closed: nobody drains the queue any more
+	default:
+		select {
+		case q.ch <- watchEvent{ctx: context.WithoutCancel(ctx), kind: kind, phone: phone, at: s.now()}:
+			return
+		default:
+		}
+	}
+	q.dropped.Add(1)
+	if !q.overflowed.Swap(true) {
+		s.log.WarnContext(ctx, "conversion watch: queue full, dropping events (counted in otpguard_conversion_watch_dropped_total)",
+			"queue", cap(q.ch))
+	}
+}
+
+// runWatch drains the queue until Close, then drains what is left.
+func (s *OTP) runWatch() {
+	q := s.watch
+	defer close(q.stopped)
+	batch := make([]watchEvent, 0, watchBatch)
+	for {
+		select {
+		case e := <-q.ch:
+			batch = append(batch[:0], e)
+		case <-q.quit:
+			for {
+				batch = batch[:0]
+			more:
+				for len(batch) < watchBatch {
+					select {
+					case e := <-q.ch:
+						batch = append(batch, e)
+					default:
+						break more
+					}
+				}
+				if len(batch) == 0 {
+					return
+				}
+				s.watchBatch(batch)
+			}
+		}
+	fill:
+		for len(batch) < watchBatch {
+			select {
+			case e := <-q.ch:
+				batch = append(batch, e)
+			default:
+				break fill
+			}
+		}
+		s.watchBatch(batch)
+	}
+}
+
+// watchBatch counts a batch's events and judges its sends, in order.
+func (s *OTP) watchBatch(batch []watchEvent) {
+	var events []watchEvent
+	counts := make([]ConversionCount, 0, len(batch))
+	for _, e := range batch {
+		if e.done == nil {
+			events = append(events, e)
+			counts = append(counts, ConversionCount{Kind: e.kind, Now: e.at, Subjects: s.conversionSubjects(e.phone)})
+		}
+	}
+	if len(events) > 0 {
+		tallies, err := s.countConversions(counts)
+		if err != nil {
+			s.log.WarnContext(events[0].ctx, "conversion watch: counting failed", "events", len(events), "err", err)
+		} else {
+			c := s.policy.Conversion
+			for i, e := range events {
+				if e.kind != ConversionSend {
+					continue
+				}
+				for j, t := range tallies[i] {
+					if t.Sends >= c.MinSends && t.Rate() < c.MinRate {
+						s.conversionAlert(e.ctx, e.phone, counts[i].Subjects[j], t)
+					}
+				}
+			}
+		}
+		s.watch.overflowed.Store(false)
+	}
+	for _, e := range batch {
+		if e.done != nil {
+			close(e.done)
+		}
+	}
+}
+
+// countConversions counts the events in one round trip when the store can
+// batch them, one call each otherwise.
+func (s *OTP) countConversions(counts []ConversionCount) ([][]Tally, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), convTimeout)
+	defer cancel()
+	w, d := ConversionWindow, s.policy.Conversion.Delay
+	var out [][]Tally
+	if b, ok := s.abuse.conv.(ConversionBatcher); ok {
+		var err error
+		if out, err = b.CountConversions(ctx, w, d, counts); err != nil {
+			return nil, err
+		}
+		if len(out) != len(counts) {
+			return nil, fmt.Errorf("conversion: store answered %d events for %d", len(out), len(counts))
+		}
+	} else {
+		out = make([][]Tally, len(counts))
+		for i, c := range counts {
+			t, err := s.abuse.conv.CountConversion(ctx, c.Kind, c.Now, w, d, c.Subjects)
+			if err != nil {
+				return nil, err
+			}
+			out[i] = t
+		}
+	}
+	for i, c := range counts {
+		if len(out[i]) != len(c.Subjects) {
+			return nil, fmt.Errorf("conversion: store answered %d tallies for %d subjects", len(out[i]), len(c.Subjects))
+		}
+	}
+	return out, nil
+}
+
+// WatchQueued is how many conversion watch events wait in the queue.
+func (s *OTP) WatchQueued() int {
+	if s.watch == nil {
+		return 0
+	}
+	return len(s.watch.ch)
+}
+
+// Flush waits until every watch event queued before it was counted and
+// judged (its alerts raised), or ctx ends. Without a watch it returns at
+// once.
+func (s *OTP) Flush(ctx context.Context) error {
+	if s.watch == nil {
+		return nil
+	}
+	done := make(chan struct{})
+	select {
+	case s.watch.ch <- watchEvent{done: done}:
+	case <-s.watch.stopped:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	select {
+	case <-done:
+		return nil
+	case <-s.watch.stopped: // closed meanwhile: Close drained it
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Close drains the watch queue (counting and judging what is in it) and
+// stops its goroutine. Events queued after Close are dropped. Safe to call
+// more than once.
+func (s *OTP) Close() {
+	if s.watch == nil {
+		return
+	}
+	s.watch.once.Do(func() { close(s.watch.quit) })
+	<-s.watch.stopped
+}
+
+// WatchDropped is how many conversion watch events a full queue dropped.
+func (s *OTP) WatchDropped() int64 {
+	if s.watch == nil {
+		return 0
+	}
+	return s.watch.dropped.Load()
+}
