@@ -72,6 +72,8 @@ type options struct {
 	probeEvery time.Duration
 	signIn     ops.SignInLimit
 	apiKeys    ops.SignInLimit
+
+	idempotencyWait time.Duration // idempotency.go
 }
 
 // WithSender sends SMS through s instead of the configured sender.
@@ -199,6 +201,8 @@ func New(ctx context.Context, cfg *Config, opts ...Option) (_ *App, err error) {
 		// that went through the Fallback (guard/velocity.go says how it
 		// meets a failing store).
 		Volumes: a.store,
+		// GET and cancel of a verification: through the breaker.
+		Verifications: guarded,
 	})
 	// Exact denials are repeated from memory until they expire: a hammered
 	// key costs Redis nothing while it stays denied.
@@ -234,6 +238,8 @@ func New(ctx context.Context, cfg *Config, opts ...Option) (_ *App, err error) {
 		// Wrong keys are counted per address in Redis, through the Fallback.
 		SignIn:      ops.NewSignInLimiter(a.outage.fallback, o.signIn),
 		APIKeyLimit: ops.NewAPIKeyLimiter(a.outage.fallback, o.apiKeys),
+		// Idempotency-Key claims and answers: through the breaker.
+		Idempotency: guarded, IdempotencyWait: o.idempotencyWait,
 	})
 	return a, nil
 }
