@@ -11,6 +11,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -25,7 +26,8 @@ import (
 // instances claims it), runs, and stores its answer (status, body and the
 // headers that describe it) for IdempotencyTTL. A later request with the
 // same key and body gets that answer again with Idempotent-Replayed: true
-// and runs nothing; with another body, 422 idempotency_key_reused. A
+// and runs nothing (a problem's request_id is this request's); with
+// another body, 422 idempotency_key_reused. A
 // request that finds the key claimed by one still running waits for its
 // answer, up to IdempotencyWait (or its own deadline), then answers 409
 // idempotency_key_in_progress with Retry-After: 1.
@@ -233,8 +235,20 @@ func replay(c echo.Context, stored []byte) error {
 		h.Set(k, v)
 	}
 	h.Set(HeaderIdempotentReplayed, "true")
+	body := a.Body
+	if strings.HasPrefix(a.Header[echo.HeaderContentType], "application/problem+json") {
+		// A problem names the request answered: this one, as its header does.
+		var p Problem
+		if err := json.Unmarshal(a.Body, &p); err == nil {
+			p.RequestID = requestID(c)
+			var b bytes.Buffer
+			if writeJSON(&b, p) == nil {
+				body = b.Bytes()
+			}
+		}
+	}
 	c.Response().WriteHeader(a.Status)
-	_, err := c.Response().Write(a.Body)
+	_, err := c.Response().Write(body)
 	return err
 }
 
