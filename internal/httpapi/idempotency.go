@@ -115,7 +115,8 @@ func keptStatus(status int) bool {
 }
 
 // idempotent makes a route idempotent under an Idempotency-Key header. It
-// runs after the API key check: the key is scoped to the caller's API key.
+// runs after the credential check: the key is scoped to the caller's API
+// or ops key (or ops session).
 func (s *Server) idempotent(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		values := c.Request().Header.Values(HeaderIdempotencyKey)
@@ -130,7 +131,11 @@ func (s *Server) idempotent(next echo.HandlerFunc) echo.HandlerFunc {
 			return err // too large: the body limit's 413
 		}
 		c.Request().Body = io.NopCloser(bytes.NewReader(body))
-		token, _ := bearer(c)
+		// The caller: its bearer key, or (ops page) its session.
+		token, ok := bearer(c)
+		if ck, err := c.Cookie(sessionCookie); !ok && err == nil {
+			token = "session:" + ck.Value
+		}
 		digest := idempotencyDigest(token, values[0])
 		sum := sha256.Sum256([]byte(c.Request().Method + " " + c.Path() + "\n" + string(body)))
 		bodySum := hex.EncodeToString(sum[:])

@@ -189,7 +189,7 @@ func (s *Server) routes(apiKeys, opsKeys keyring) {
 	e.GET("/ops/blocked", s.listBlocked, noStore, ops)
 	e.DELETE("/ops/blocked/:phone", s.unblock, noStore, ops)
 	e.GET("/ops/denylist", s.listDeny, noStore, ops)
-	e.POST("/ops/denylist", s.addDeny, noStore, ops)
+	e.POST("/ops/denylist", s.addDeny, noStore, ops, s.idempotent)
 	e.DELETE("/ops/denylist/:id", s.removeDeny, noStore, ops)
 	e.GET("/ops/events", s.listEvents, noStore, ops)
 	// Works without the ops desk (it reads no SQL): ops key only, through
