@@ -78,6 +78,8 @@ type options struct {
 	// database traces with) are tracing.go's.
 	tracerProvider trace.TracerProvider
 	sqlTracer      trace.TracerProvider
+
+	idempotencyWait time.Duration // idempotency.go
 }
 
 // WithSender sends SMS through s instead of the configured sender.
@@ -218,6 +220,8 @@ func New(ctx context.Context, cfg *Config, opts ...Option) (_ *App, err error) {
 		// asked directly for its refunds, verify credits and quarantines
 		// (guard/velocity.go says how it meets a failing store).
 		Volumes: a.store,
+		// GET and cancel of a verification: through the breaker.
+		Verifications: guarded,
 	})
 	a.otp = otp
 	registerWatch(metrics.Registry, otp)
@@ -258,6 +262,8 @@ func New(ctx context.Context, cfg *Config, opts ...Option) (_ *App, err error) {
 		// Wrong keys are counted per address in Redis, through the Fallback.
 		SignIn:      ops.NewSignInLimiter(a.outage.fallback, o.signIn),
 		APIKeyLimit: ops.NewAPIKeyLimiter(a.outage.fallback, o.apiKeys),
+		// Idempotency-Key claims and answers: through the breaker.
+		Idempotency: guarded, IdempotencyWait: o.idempotencyWait,
 	}))
 	return a, nil
 }

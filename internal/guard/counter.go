@@ -98,19 +98,52 @@ type Guess struct {
 	MAC      []byte        // HMAC of the code; the code itself is never stored
 	Attempts int           // guesses so far, this one included
 	TTL      time.Duration // how long the code stays alive
+	// VerificationID is the verification the code belongs to; empty for a
+	// code saved before verifications existed.
+	VerificationID string
 }
 
-// Codes stores OTP codes, as HMACs, one live code per number.
+// NewCode is a code to save: its HMAC and life, and the verification
+// record created with it (verification.go).
+type NewCode struct {
+	Phone          string // E.164
+	MAC            []byte
+	TTL            time.Duration
+	VerificationID string
+	MaxAttempts    int
+	Now            time.Time     // created_at
+	Retention      time.Duration // how long the verification record is kept
+}
+
+// Codes stores OTP codes, as HMACs, one live code per number, each with
+// its verification record; a code and its record change together, in one
+// atomic step.
 type Codes interface {
 	// SaveCode replaces the number's code, with a fresh guess count, and
-	// returns the guesses counted against the code it replaced (0 if none).
-	SaveCode(ctx context.Context, phone string, mac []byte, ttl time.Duration) (prevAttempts int, err error)
-	// GuessCode counts one guess atomically and returns the stored code;
-	// ErrNotFound when the number has no live code.
-	GuessCode(ctx context.Context, phone string) (Guess, error)
-	// ConsumeCode deletes the code if it is still mac; false when another
-	// request consumed or replaced it first.
-	ConsumeCode(ctx context.Context, phone string, mac []byte) (bool, error)
-	// DeleteCode removes the number's code, if any.
+	// creates its verification (pending); a pending verification of the
+	// replaced code is canceled. It returns the guesses counted against the
+	// code it replaced (0 if none).
+	SaveCode(ctx context.Context, c NewCode) (prevAttempts int, err error)
+	// GuessCode counts one guess atomically (on the verification too) and
+	// returns the stored code; ErrNotFound when the number has no live code.
+	GuessCode(ctx context.Context, phone string, now time.Time) (Guess, error)
+	// ConsumeCode deletes the code if it is still mac and its verification
+	// is still pending, and approves the verification; otherwise it says
+	// why not.
+	ConsumeCode(ctx context.Context, phone string, mac []byte, now time.Time) (Consumed, error)
+	// DeleteCode removes the number's code, if any, and its verification.
 	DeleteCode(ctx context.Context, phone string) error
+	// LockCode marks the verification id, if it is still the number's
+	// live code and pending, max_attempts_reached.
+	LockCode(ctx context.Context, phone, id string, now time.Time) error
 }
+
+// Consumed is what ConsumeCode did.
+type Consumed int
+
+// The outcomes of ConsumeCode.
+const (
+	ConsumedNot    Consumed = iota // the code is gone or was replaced
+	ConsumedOK                     // consumed: its verification is approved
+	ConsumedLocked                 // the verification is no longer pending (locked by a concurrent wrong guess)
+)

@@ -55,6 +55,14 @@ const (
 	CodeCountryRateLimited   Code = "country_rate_limited"
 	CodeBudgetExhausted      Code = "budget_exhausted"
 	CodeUnusualVolume        Code = "unusual_volume"
+
+	// Idempotent sends and the verification lifecycle (verification.go;
+	// README.md, "Idempotent sends and the verification lifecycle").
+	CodeInvalidIdempotencyKey    Code = "invalid_idempotency_key"
+	CodeIdempotencyKeyReused     Code = "idempotency_key_reused"
+	CodeIdempotencyKeyInProgress Code = "idempotency_key_in_progress"
+	CodeVerificationNotFound     Code = "verification_not_found"
+	CodeVerificationNotPending   Code = "verification_not_pending"
 )
 
 // Error is the one error type of the domain. Message is safe to show to a
@@ -65,7 +73,10 @@ type Error struct {
 	RetryAfter time.Duration // > 0 when waiting helps (429, 503)
 	// AttemptsLeft is set on a wrong guess against a live code.
 	AttemptsLeft *int
-	Err          error
+	// VerificationStatus is the current status of a verification that a
+	// request could not change (verification_not_pending).
+	VerificationStatus VerificationStatus
+	Err                error
 }
 
 func (e *Error) Error() string {

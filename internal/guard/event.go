@@ -27,6 +27,7 @@ const (
 	ActionConversion = "otp.conversion" // a conversion alert
 	ActionVelocity   = "otp.velocity"   // a country refused for unusual volume
 	ActionSMSStatus  = "sms.status"     // a delivery status report
+	ActionOTPCancel  = "otp.cancel"     // POST /otp/verifications/{id}/cancel
 )
 
 // The outcomes the OTP rules record (Event.Outcome) besides the Code of a
@@ -41,4 +42,6 @@ const (
 	OutcomeBlocked  = "blocked"
 	// OutcomeQuarantined: a country's velocity floor was cut (conversion watch, block mode).
 	OutcomeQuarantined = "quarantined"
+	// OutcomeCanceled: otp.cancel killed a pending verification's code.
+	OutcomeCanceled = "canceled"
 )

@@ -575,10 +575,10 @@ func (f *Fallback) leaveFallback() {
 // (err == nil): after wait gives up on a call, the call may still write.
 
 // SaveCode saves through the breaker, within the timeout.
-func (f *Fallback) SaveCode(ctx context.Context, phone string, mac []byte, ttl time.Duration) (int, error) {
+func (f *Fallback) SaveCode(ctx context.Context, c NewCode) (int, error) {
 	var prev int
 	err := f.call(ctx, func(ctx context.Context) (err error) {
-		prev, err = f.codes.SaveCode(ctx, phone, mac, ttl)
+		prev, err = f.codes.SaveCode(ctx, c)
 		return err
 	})
 	if err != nil {
@@ -588,11 +588,11 @@ func (f *Fallback) SaveCode(ctx context.Context, phone string, mac []byte, ttl t
 }
 
 // GuessCode reads through the breaker, within the timeout.
-func (f *Fallback) GuessCode(ctx context.Context, phone string) (Guess, error) {
+func (f *Fallback) GuessCode(ctx context.Context, phone string, now time.Time) (Guess, error) {
 	var g Guess
 	err := f.call(ctx, func(ctx context.Context) error {
 		var err error
-		g, err = f.codes.GuessCode(ctx, phone)
+		g, err = f.codes.GuessCode(ctx, phone, now)
 		return err
 	})
 	if err != nil {
@@ -602,22 +602,27 @@ func (f *Fallback) GuessCode(ctx context.Context, phone string) (Guess, error) {
 }
 
 // ConsumeCode consumes through the breaker, within the timeout.
-func (f *Fallback) ConsumeCode(ctx context.Context, phone string, mac []byte) (bool, error) {
-	var ok bool
+func (f *Fallback) ConsumeCode(ctx context.Context, phone string, mac []byte, now time.Time) (Consumed, error) {
+	var c Consumed
 	err := f.call(ctx, func(ctx context.Context) error {
 		var err error
-		ok, err = f.codes.ConsumeCode(ctx, phone, mac)
+		c, err = f.codes.ConsumeCode(ctx, phone, mac, now)
 		return err
 	})
 	if err != nil {
-		return false, err
+		return ConsumedNot, err
 	}
-	return ok, nil
+	return c, nil
 }
 
 // DeleteCode deletes through the breaker, within the timeout.
 func (f *Fallback) DeleteCode(ctx context.Context, phone string) error {
 	return f.call(ctx, func(ctx context.Context) error { return f.codes.DeleteCode(ctx, phone) })
+}
+
+// LockCode marks through the breaker, within the timeout.
+func (f *Fallback) LockCode(ctx context.Context, phone, id string, now time.Time) error {
+	return f.call(ctx, func(ctx context.Context) error { return f.codes.LockCode(ctx, phone, id, now) })
 }
 
 // FallbackStatus is what a Fallback knows of the store: its breaker, the

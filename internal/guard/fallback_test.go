@@ -77,17 +77,17 @@ func (f *outageStore) Refund(ctx context.Context, takes []guard.Take) error {
 	return nil
 }
 
-func (f *outageStore) SaveCode(ctx context.Context, phone string, mac []byte, ttl time.Duration) (int, error) {
+func (f *outageStore) SaveCode(ctx context.Context, c guard.NewCode) (int, error) {
 	if err := f.fail(ctx); err != nil {
 		return 0, err
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.codes[phone] = guard.Guess{MAC: mac, TTL: ttl}
+	f.codes[c.Phone] = guard.Guess{MAC: c.MAC, TTL: c.TTL, VerificationID: c.VerificationID}
 	return 0, nil
 }
 
-func (f *outageStore) GuessCode(ctx context.Context, phone string) (guard.Guess, error) {
+func (f *outageStore) GuessCode(ctx context.Context, phone string, _ time.Time) (guard.Guess, error) {
 	if err := f.fail(ctx); err != nil {
 		return guard.Guess{}, err
 	}
@@ -102,17 +102,21 @@ func (f *outageStore) GuessCode(ctx context.Context, phone string) (guard.Guess,
 	return g, nil
 }
 
-func (f *outageStore) ConsumeCode(ctx context.Context, phone string, mac []byte) (bool, error) {
+func (f *outageStore) ConsumeCode(ctx context.Context, phone string, mac []byte, _ time.Time) (guard.Consumed, error) {
 	if err := f.fail(ctx); err != nil {
-		return false, err
+		return guard.ConsumedNot, err
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if _, ok := f.codes[phone]; !ok {
-		return false, nil
+		return guard.ConsumedNot, nil
 	}
 	delete(f.codes, phone)
-	return true, nil
+	return guard.ConsumedOK, nil
+}
+
+func (f *outageStore) LockCode(ctx context.Context, phone, id string, now time.Time) error {
+	return f.fail(ctx)
 }
 
 func (f *outageStore) DeleteCode(ctx context.Context, phone string) error {

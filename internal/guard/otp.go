@@ -58,6 +58,9 @@ type OTPOptions struct {
 	// be counted (DefaultWatchQueue when 0). With Conversions, NewOTP
 	// starts the watch's goroutine: Close stops it.
 	WatchQueue int
+	// Verifications reads and cancels verification records
+	// (verification.go); nil: GET and cancel answer 404.
+	Verifications Verifications
 }
 
 // OTP sends and verifies one-time codes under exact, shared limits.
@@ -79,7 +82,8 @@ type OTP struct {
 	abuse            *abuseState
 	// watch is the conversion watch's queue (watch.go); nil without
 	// Conversions.
-	watch *watchQueue
+	watch         *watchQueue
+	verifications Verifications
 }
 
 // NewOTP returns an OTP service. The policy must have passed Validate.
@@ -110,7 +114,7 @@ func NewOTP(o OTPOptions) *OTP {
 		hmacKey: o.HMACKey, log: o.Logger, random: o.Random,
 		deny: o.Deny, events: o.Events, blocks: o.Blocks, now: o.Now,
 		lastStoreFailure: o.LastStoreFailure, abuse: newAbuseState(o),
-		deliveries: o.Deliveries,
+		deliveries: o.Deliveries, verifications: o.Verifications,
 	}
 	if o.Conversions != nil {
 		s.watch = newWatchQueue(o.WatchQueue)
@@ -130,6 +134,9 @@ type SendRequest struct {
 type SendResult struct {
 	Phone     Phone
 	ExpiresIn time.Duration
+	// VerificationID names the code's verification (pending); empty for a
+	// stateless code, which has no record (verification.go).
+	VerificationID string
 }
 
 // Send checks the limits, stores a new code's HMAC and sends the code.
@@ -187,7 +194,7 @@ func (s *OTP) send(ctx context.Context, phone Phone, ip string) (SendResult, err
 		}
 	}
 
-	code, ttl, saved, err := s.issueCode(ctx, phone)
+	code, ttl, vid, err := s.issueCode(ctx, phone)
 	if err != nil {
 		notSent()
 		return SendResult{}, err
@@ -197,7 +204,7 @@ func (s *OTP) send(ctx context.Context, phone Phone, ip string) (SendResult, err
 		// The code was never delivered (as far as we know): do not leave it
 		// guessable. The send limits stay spent. (A stateless code cannot
 		// be taken back; it dies with its step.)
-		if saved {
+		if vid != "" {
 			if derr := s.codes.DeleteCode(context.WithoutCancel(ctx), phone.E164); derr != nil {
 				s.log.WarnContext(ctx, "deleting undelivered code failed", "phone", MaskPhone(phone.E164), "err", derr)
 			}
@@ -213,7 +220,7 @@ func (s *OTP) send(ctx context.Context, phone Phone, ip string) (SendResult, err
 		return SendResult{}, &Error{Code: CodeProviderUnavailable, Message: "the SMS provider failed", Err: err}
 	}
 	s.watchSend(ctx, phone)
-	return SendResult{Phone: phone, ExpiresIn: ttl}, nil
+	return SendResult{Phone: phone, ExpiresIn: ttl, VerificationID: vid}, nil
 }
 
 // limitedTake is one send limit and the code that refuses it.
@@ -395,43 +402,58 @@ type VerifyRequest struct {
 // After MaxVerifyAttempts wrong guesses the code is dead (even the right
 // code is refused) until a new one is sent.
 func (s *OTP) Verify(ctx context.Context, req VerifyRequest) (Phone, error) {
+	res, err := s.VerifyCode(ctx, req)
+	return res.Phone, err
+}
+
+// VerifyResult is a right guess: the number, and the verification it
+// approved (empty for a stateless code, which has none).
+type VerifyResult struct {
+	Phone          Phone
+	VerificationID string
+}
+
+// VerifyCode is Verify, answering the verification approved too.
+func (s *OTP) VerifyCode(ctx context.Context, req VerifyRequest) (VerifyResult, error) {
 	phone, err := ParsePhone(req.Phone, s.policy.DefaultRegion)
 	if err == nil {
 		err = s.checkCodeFormat(req.Code)
 	}
 	if err != nil {
 		s.record(ctx, ActionOTPVerify, "", phone, "", err)
-		return Phone{}, err
+		return VerifyResult{}, err
 	}
 	ctx = withDecision(ctx)
-	err = s.verify(ctx, phone, req.Code)
+	vid, err := s.verify(ctx, phone, req.Code)
 	s.record(ctx, ActionOTPVerify, OutcomeValid, phone, "", err)
 	if err != nil {
-		return Phone{}, err
+		return VerifyResult{}, err
 	}
 	s.watchVerify(ctx, phone)
 	s.creditVerify(ctx, phone)
-	return phone, nil
+	return VerifyResult{Phone: phone, VerificationID: vid}, nil
 }
 
-func (s *OTP) verify(ctx context.Context, phone Phone, code string) error {
-	g, err := s.codes.GuessCode(ctx, phone.E164)
+// verify checks code and returns the verification it approved ("" for a
+// stateless code).
+func (s *OTP) verify(ctx context.Context, phone Phone, code string) (string, error) {
+	g, err := s.codes.GuessCode(ctx, phone.E164, s.now())
 	switch {
 	case errors.Is(err, ErrNotFound) && s.statelessCodes() && s.recentStoreFailure(s.now()):
 		// Redis answers again, but a stateless code sent while it did
 		// not may still be alive.
-		return s.verifyStateless(ctx, phone, code)
+		return "", s.verifyStateless(ctx, phone, code)
 	case errors.Is(err, ErrNotFound):
-		return Errorf(CodeNoActiveCode, "no code is waiting for this number (never sent, expired or already used)")
+		return "", Errorf(CodeNoActiveCode, "no code is waiting for this number (never sent, expired or already used)")
 	case err != nil && s.statelessCodes() && !errors.Is(err, ErrOverloaded):
 		s.log.DebugContext(ctx, "reading code failed: checking stateless codes", "phone", MaskPhone(phone.E164), "err", err)
-		return s.verifyStateless(ctx, phone, code)
+		return "", s.verifyStateless(ctx, phone, code)
 	case err != nil:
 		s.log.Log(ctx, StoreFailureLevel(err), "reading code failed", "phone", MaskPhone(phone.E164), "err", err)
-		return storeError(err)
+		return "", storeError(err)
 	}
 	if g.Attempts > s.policy.MaxVerifyAttempts {
-		return &Error{Code: CodeTooManyAttempts,
+		return "", &Error{Code: CodeTooManyAttempts,
 			Message: "too many wrong guesses; request a new code", RetryAfter: g.TTL}
 	}
 	if !hmac.Equal(g.MAC, s.mac(phone.E164, code)) {
@@ -439,25 +461,42 @@ func (s *OTP) verify(ctx context.Context, phone Phone, code string) error {
 			// The stored code may be one whose save timed out but ran,
 			// while the SMS carried a stateless code. The guess is counted.
 			if k, ok := s.matchStateless(phone.E164, code, s.now()); ok {
-				return s.useStateless(ctx, phone, k)
+				return "", s.useStateless(ctx, phone, k)
 			}
 		}
 		left := s.policy.MaxVerifyAttempts - g.Attempts
 		if left == 0 { // this guess locked the code: the number is blocked until it expires
+			s.lockCode(ctx, phone, g.VerificationID)
 			s.noteBlock(ctx, Block{Phone: phone.E164, Country: phone.Region, Reason: CodeTooManyAttempts,
 				Count: int64(g.Attempts), Until: s.now().Add(g.TTL)})
 		}
-		return &Error{Code: CodeWrongCode, Message: "the code is wrong", AttemptsLeft: &left}
+		return "", &Error{Code: CodeWrongCode, Message: "the code is wrong", AttemptsLeft: &left}
 	}
-	ok, err := s.codes.ConsumeCode(ctx, phone.E164, g.MAC)
+	consumed, err := s.codes.ConsumeCode(ctx, phone.E164, g.MAC, s.now())
 	if err != nil {
 		s.log.Log(ctx, StoreFailureLevel(err), "consuming code failed", "phone", MaskPhone(phone.E164), "err", err)
-		return storeError(err)
+		return "", storeError(err)
 	}
-	if !ok {
-		return Errorf(CodeNoActiveCode, "the code was already used")
+	switch consumed {
+	case ConsumedOK:
+		return g.VerificationID, nil
+	case ConsumedLocked: // a concurrent wrong guess used the last attempt first
+		return "", &Error{Code: CodeTooManyAttempts,
+			Message: "too many wrong guesses; request a new code", RetryAfter: g.TTL}
 	}
-	return nil
+	return "", Errorf(CodeNoActiveCode, "the code was already used")
+}
+
+// lockCode marks the verification of a code that a wrong guess just
+// locked max_attempts_reached. A lost mark is mended by the next guess,
+// which the store refuses and marks (GuessCode).
+func (s *OTP) lockCode(ctx context.Context, phone Phone, id string) {
+	if id == "" {
+		return
+	}
+	if err := s.codes.LockCode(context.WithoutCancel(ctx), phone.E164, id, s.now()); err != nil {
+		s.log.WarnContext(ctx, "marking a locked verification failed", "phone", MaskPhone(phone.E164), "err", err)
+	}
 }
 
 func (s *OTP) checkCodeFormat(code string) error {

@@ -133,7 +133,7 @@ func realCluster(t *testing.T, n int, policies guard.Policies) *cluster {
 }
 
 // miniCluster starts n instances on one miniredis (fast unit tests).
-func miniCluster(t *testing.T, n int, policies guard.Policies) (*cluster, *miniredis.Miniredis) {
+func miniCluster(t *testing.T, n int, policies guard.Policies, opts ...app.Option) (*cluster, *miniredis.Miniredis) {
 	t.Helper()
 	m := miniredis.RunT(t)
 	// Frozen: miniredis moves TIME with the wall clock but TTLs only on
@@ -152,7 +152,7 @@ func miniCluster(t *testing.T, n int, policies guard.Policies) (*cluster, *minir
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { rdb.Close() })
-		c.instances = append(c.instances, startInstance(t, cfg, c.out, app.WithRedis(rdb)))
+		c.instances = append(c.instances, startInstance(t, cfg, c.out, append([]app.Option{app.WithRedis(rdb)}, opts...)...))
 	}
 	return c, m
 }

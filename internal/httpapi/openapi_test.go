@@ -29,6 +29,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/otpguard/otpguard/api"
+	"github.com/otpguard/otpguard/internal/app"
 	"github.com/otpguard/otpguard/internal/guard"
 	"github.com/otpguard/otpguard/internal/httpapi"
 )
@@ -217,6 +218,8 @@ type contractCase struct {
 	after  func(t *testing.T, e contractEnv)
 	method string
 	path   string
+	pathFn func(t *testing.T, e contractEnv) string // instead of path, when it depends on earlier cases
+	header map[string]string                        // request headers besides Authorization
 	body   string
 	bodyFn func(t *testing.T, e contractEnv) string // instead of body, when it depends on earlier cases
 	key    string                                   // "" sends the API key; noKey sends none
@@ -242,7 +245,8 @@ func TestOpenAPIContract(t *testing.T) {
 	policies := defaults()
 	policies.Limits["login"] = guard.LimitPolicy{Algorithm: guard.FixedWindow, Limit: 2, Window: time.Minute}
 	policies.Limits["shadowed"] = guard.LimitPolicy{Algorithm: guard.TokenBucket, Capacity: 1, RefillPerSecond: 0.01, Shadow: true}
-	c, m := miniCluster(t, 1, policies)
+	// A short wait for a running Idempotency-Key's answer: the 409 case.
+	c, m := miniCluster(t, 1, policies, app.WithIdempotencyWait(50*time.Millisecond))
 	env := contractEnv{c: c, m: m}
 
 	const phone = "+14155550100"
@@ -333,6 +337,29 @@ func TestOpenAPIContract(t *testing.T) {
 		}
 		return `{"checks":[` + strings.Join(checks, ",") + `]}`
 	}
+	// ids: the verification ids sent, by number (and first answers, by key).
+	ids := map[string]string{}
+	idem := func(k string) map[string]string { return map[string]string{"Idempotency-Key": k} }
+	verification := func(phone, suffix string) func(t *testing.T, e contractEnv) string {
+		return func(t *testing.T, e contractEnv) string { return "/otp/verifications/" + ids[phone] + suffix }
+	}
+	sendFor := func(phone string) func(t *testing.T, e contractEnv) {
+		return func(t *testing.T, e contractEnv) {
+			r := e.c.do(t, 0, "POST", "/otp/send", fmt.Sprintf(`{"phone":%q}`, phone))
+			if r.Status != 200 {
+				t.Fatalf("send: got %d, want 200: %s", r.Status, r.Body)
+			}
+			ids[phone] = fmt.Sprint(r.json(t)["verification_id"])
+		}
+	}
+	verificationIs := func(status string, attempts float64) func(t *testing.T, r response) {
+		return func(t *testing.T, r response) {
+			b := r.json(t)
+			if b["status"] != status || b["attempts"] != attempts {
+				t.Errorf("verification: status %v attempts %v, want %s and %v", b["status"], b["attempts"], status, attempts)
+			}
+		}
+	}
 	huge := func(prefix string) string { return prefix + strings.Repeat(" ", httpapi.BodyLimit+1) + "}" }
 
 	cases := []contractCase{
@@ -359,7 +386,44 @@ func TestOpenAPIContract(t *testing.T) {
 				if got := r.json(t)["phone"]; got != phone {
 					t.Errorf("phone: got %v, want %s", got, phone)
 				}
+				if got := r.json(t)["status"]; got != "pending" {
+					t.Errorf("status: got %v, want pending", got)
+				}
+				ids[phone] = fmt.Sprint(r.json(t)["verification_id"])
 			}},
+		// Idempotency-Key
+		{name: "send with idempotency key", method: "POST", path: "/otp/send", header: idem("k-1"), body: `{"phone":"+14155550108"}`, status: 200,
+			check: func(t *testing.T, r response) { ids["k-1"] = string(r.Body) }},
+		{name: "send with idempotency key again: replayed", method: "POST", path: "/otp/send", header: idem("k-1"), body: `{"phone":"+14155550108"}`, status: 200,
+			check: func(t *testing.T, r response) {
+				header("Idempotent-Replayed", "true")(t, r)
+				if string(r.Body) != ids["k-1"] {
+					t.Errorf("replayed body %s, want the first %s", r.Body, ids["k-1"])
+				}
+			}},
+		{name: "send with idempotency key and another body", method: "POST", path: "/otp/send", header: idem("k-1"), body: `{"phone":"+14155550109"}`,
+			status: 422, code: "idempotency_key_reused"},
+		{name: "send with too long an idempotency key", method: "POST", path: "/otp/send", header: idem(strings.Repeat("k", 256)), body: `{"phone":"+14155550109"}`,
+			status: 400, code: "invalid_idempotency_key", badRequest: true},
+		{name: "send with a refusal kept: replayed", method: "POST", path: "/otp/send", header: idem("k-2"), body: `{"phone":"12345"}`, status: 422, code: "invalid_phone",
+			before: func(t *testing.T, e contractEnv) {
+				if r := e.c.doWith(t, 0, "POST", "/otp/send", `{"phone":"12345"}`, apiKey, idem("k-2")); r.Status != 422 {
+					t.Fatalf("first: %d %s", r.Status, r.Body)
+				}
+			},
+			check: header("Idempotent-Replayed", "true")},
+		{name: "send with idempotency key in progress", method: "POST", path: "/otp/send", header: idem("k-3"), body: `{"phone":"+14155550110"}`,
+			status: 409, code: "idempotency_key_in_progress", check: header("Retry-After", "1"),
+			before: func(t *testing.T, e contractEnv) {
+				// The first request is held at the provider until after.
+				// (Set before any send of this case: Send reads them unlocked.
+				// Never unset: once hold is closed, later sends pass, each
+				// leaving a token in held's ample buffer.)
+				e.c.out.hold, e.c.out.held = make(chan struct{}), make(chan struct{}, 1000)
+				go post(e.c.instances[0].srv.URL+"/otp/send", `{"phone":"+14155550110"}`, idem("k-3"))
+				<-e.c.out.held
+			},
+			after: func(t *testing.T, e contractEnv) { close(e.c.out.hold) }},
 		{name: "send again in cooldown", method: "POST", path: "/otp/send", body: `{"phone":"+14155550100"}`, status: 429, code: "cooldown"},
 		{name: "send invalid phone", method: "POST", path: "/otp/send", body: `{"phone":"12345"}`, status: 422, code: "invalid_phone"},
 		{name: "send invalid client_ip", method: "POST", path: "/otp/send", body: `{"phone":"+14155550101","client_ip":"not-an-ip"}`, status: 400, code: "invalid_request"},
@@ -384,6 +448,36 @@ func TestOpenAPIContract(t *testing.T) {
 			check: func(t *testing.T, r response) {
 				if got := r.json(t)["valid"]; got != true {
 					t.Errorf("valid: got %v, want true", got)
+				}
+				if got := r.json(t)["verification_id"]; got != ids[phone] || ids[phone] == "" {
+					t.Errorf("verification_id: got %v, want the send's %q", got, ids[phone])
+				}
+			}},
+		// GET /otp/verifications/{id}, POST .../cancel
+		{name: "verification approved", method: "GET", pathFn: verification(phone, ""), status: 200,
+			check: verificationIs("approved", 2)},
+		{name: "cancel an approved verification", method: "POST", pathFn: verification(phone, "/cancel"), status: 409, code: "verification_not_pending",
+			check: func(t *testing.T, r response) {
+				if got := r.json(t)["verification_status"]; got != "approved" {
+					t.Errorf("verification_status: got %v, want approved", got)
+				}
+			}},
+		{name: "verification unknown", method: "GET", path: "/otp/verifications/VE0123456789abcdef0123456789abcdef", status: 404, code: "verification_not_found"},
+		{name: "verification malformed id", method: "GET", path: "/otp/verifications/nope", status: 404, code: "verification_not_found"},
+		{name: "verification without key", method: "GET", path: "/otp/verifications/VE0123456789abcdef0123456789abcdef", key: noKey, status: 401, code: "unauthorized", badRequest: true},
+		{name: "verification with ops key", method: "GET", path: "/otp/verifications/VE0123456789abcdef0123456789abcdef", key: opsKey, status: 403, code: "forbidden"},
+		{name: "verification pending", method: "GET", pathFn: verification("+14155550106", ""), status: 200, check: verificationIs("pending", 0),
+			before: sendFor("+14155550106")},
+		{name: "cancel a pending verification", method: "POST", pathFn: verification("+14155550106", "/cancel"), status: 200, check: verificationIs("canceled", 0)},
+		{name: "verify a canceled code", method: "POST", path: "/otp/verify", bodyFn: verify("+14155550106", lastCode("+14155550106")), status: 400, code: "no_active_code"},
+		{name: "cancel unknown", method: "POST", path: "/otp/verifications/VE0123456789abcdef0123456789abcdef/cancel", status: 404, code: "verification_not_found"},
+		{name: "verification max attempts reached", method: "GET", pathFn: verification("+14155550107", ""), status: 200, check: verificationIs("max_attempts_reached", 5),
+			before: func(t *testing.T, e contractEnv) {
+				sendFor("+14155550107")(t, e)
+				for range 5 {
+					if r := e.c.do(t, 0, "POST", "/otp/verify", verify("+14155550107", wrongCode("+14155550107"))(t, e)); r.Status != 400 {
+						t.Fatalf("wrong guess: got %d, want 400: %s", r.Status, r.Body)
+					}
 				}
 			}},
 		{name: "verify used code", method: "POST", path: "/otp/verify", bodyFn: verify(phone, lastCode(phone)), status: 400, code: "no_active_code"},
@@ -490,14 +584,21 @@ func TestOpenAPIContract(t *testing.T) {
 			case noKey:
 				key = ""
 			}
-			res := c.doKey(t, 0, tc.method, tc.path, body, key)
+			path := tc.path
+			if tc.pathFn != nil {
+				path = tc.pathFn(t, env)
+			}
+			res := c.doWith(t, 0, tc.method, path, body, key, tc.header)
 			where := fmt.Sprintf("%s %s -> %d", tc.method, tc.path, res.Status)
 			if res.Status != tc.status {
 				t.Fatalf("%s: got status %d, want %d; body %s", where, res.Status, tc.status, res.Body)
 			}
 
-			req := httptest.NewRequest(tc.method, tc.path, strings.NewReader(body))
+			req := httptest.NewRequest(tc.method, path, strings.NewReader(body))
 			req.Header.Set("Content-Type", "application/json")
+			for k, v := range tc.header {
+				req.Header.Set(k, v)
+			}
 			if key != "" {
 				req.Header.Set("Authorization", "Bearer "+key)
 			}

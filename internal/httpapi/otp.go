@@ -15,9 +15,13 @@ type sendRequest struct {
 }
 
 type sendResponse struct {
+	// Status is the verification's: pending (verification.go).
 	Status    string `json:"status"`
 	Phone     string `json:"phone"`
 	ExpiresIn int    `json:"expires_in"`
+	// VerificationID is absent for a stateless code (sent while Redis
+	// was away), which has no verification record.
+	VerificationID string `json:"verification_id,omitempty"`
 }
 
 // sendOTP: POST /otp/send. Sends a new code to a number within its limits.
@@ -37,7 +41,8 @@ func (s *Server) sendOTP(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, sendResponse{Status: "sent", Phone: res.Phone.E164, ExpiresIn: int(res.ExpiresIn.Seconds())})
+	return c.JSON(http.StatusOK, sendResponse{Status: string(guard.StatusPending), Phone: res.Phone.E164,
+		ExpiresIn: int(res.ExpiresIn.Seconds()), VerificationID: res.VerificationID})
 }
 
 type verifyRequest struct {
@@ -48,6 +53,9 @@ type verifyRequest struct {
 type verifyResponse struct {
 	Valid bool   `json:"valid"`
 	Phone string `json:"phone"`
+	// Status is the verification's: approved.
+	Status         string `json:"status"`
+	VerificationID string `json:"verification_id,omitempty"`
 }
 
 // verifyOTP: POST /otp/verify. Checks a code and consumes it on a match.
@@ -56,12 +64,13 @@ func (s *Server) verifyOTP(c echo.Context) error {
 	if err := decodeJSON(c, &req); err != nil {
 		return err
 	}
-	phone, err := s.otp.Verify(c.Request().Context(), guard.VerifyRequest{Phone: req.Phone, Code: req.Code})
+	res, err := s.otp.VerifyCode(c.Request().Context(), guard.VerifyRequest{Phone: req.Phone, Code: req.Code})
 	s.metrics.Decision("otp_verify", outcome(err))
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, verifyResponse{Valid: true, Phone: phone.E164})
+	return c.JSON(http.StatusOK, verifyResponse{Valid: true, Phone: res.Phone.E164,
+		Status: string(guard.StatusApproved), VerificationID: res.VerificationID})
 }
 
 // outcome labels a decision for metrics: "allowed" or the refusal's code.

@@ -49,6 +49,14 @@ var statusOf = map[guard.Code]int{
 	guard.CodeCountryRateLimited:   http.StatusTooManyRequests,
 	guard.CodeBudgetExhausted:      http.StatusServiceUnavailable,
 	guard.CodeUnusualVolume:        http.StatusTooManyRequests,
+
+	// Idempotent sends and the verification lifecycle (idempotency.go,
+	// verifications.go).
+	guard.CodeInvalidIdempotencyKey:    http.StatusBadRequest,
+	guard.CodeIdempotencyKeyReused:     http.StatusUnprocessableEntity,
+	guard.CodeIdempotencyKeyInProgress: http.StatusConflict,
+	guard.CodeVerificationNotFound:     http.StatusNotFound,
+	guard.CodeVerificationNotPending:   http.StatusConflict,
 }
 
 // codeOfStatus turns echo's own errors (unknown route, wrong method, body
@@ -73,6 +81,9 @@ type Problem struct {
 	RequestID    string `json:"request_id,omitempty"`
 	RetryAfter   *int   `json:"retry_after,omitempty"`
 	AttemptsLeft *int   `json:"attempts_left,omitempty"`
+	// VerificationStatus: the current status of a verification that was
+	// not pending (409 verification_not_pending).
+	VerificationStatus string `json:"verification_status,omitempty"`
 }
 
 // errorHandler writes every error as problem details. Internal error text
@@ -110,6 +121,8 @@ func errorHandler(log *slog.Logger) echo.HTTPErrorHandler {
 			Code:         string(e.Code),
 			RequestID:    requestID(c),
 			AttemptsLeft: e.AttemptsLeft,
+
+			VerificationStatus: string(e.VerificationStatus),
 		}
 		if e.RetryAfter > 0 {
 			s := retrySeconds(e.RetryAfter)

@@ -65,6 +65,12 @@ type Options struct {
 	// once; the excess is shed with 503 overloaded (admission.go). 0: no
 	// bound.
 	MaxInFlight int
+	// Idempotency keeps the answers of requests sent with an
+	// Idempotency-Key (idempotency.go); nil: the header is ignored.
+	// IdempotencyWait bounds how long a request waits for the answer of
+	// the same request running elsewhere (0: DefaultIdempotencyWait).
+	Idempotency     IdempotencyStore
+	IdempotencyWait time.Duration
 }
 
 // Server is otpguard's HTTP handler.
@@ -90,6 +96,9 @@ type Server struct {
 	abuseMetrics   *AbuseMetrics
 
 	admission admission // admission.go
+
+	idempotency     IdempotencyStore // idempotency.go
+	idempotencyWait time.Duration
 }
 
 // New builds the server and registers every route.
@@ -114,6 +123,10 @@ func New(o Options) *Server {
 		s.apiKeyLimit = ops.NewAPIKeyLimiter(nil, ops.SignInLimit{})
 	}
 	s.admission = newAdmission(o.MaxInFlight, o.Metrics)
+	s.idempotency, s.idempotencyWait = o.Idempotency, o.IdempotencyWait
+	if s.idempotencyWait <= 0 {
+		s.idempotencyWait = DefaultIdempotencyWait
+	}
 	if s.abuseMetrics == nil {
 		s.abuseMetrics = NewAbuseMetrics(o.Metrics)
 	}
@@ -152,8 +165,12 @@ func (s *Server) routes(apiKeys, opsKeys keyring) {
 	// unknown paths, and a 404 must stay a 404, not a 401.
 	api := s.requireAPIKey(apiKeys, opsKeys)
 	admit := s.admission.middleware
-	e.POST("/otp/send", s.sendOTP, api, admit)
+	// An Idempotency-Key is claimed before admission: a request that
+	// waits for another's answer, or replays it, holds no decision slot.
+	e.POST("/otp/send", s.sendOTP, api, s.idempotent, admit)
 	e.POST("/otp/verify", s.verifyOTP, api, admit)
+	e.GET("/otp/verifications/:id", s.getVerification, api, admit)
+	e.POST("/otp/verifications/:id/cancel", s.cancelVerification, api, admit)
 	e.POST("/limits/check", s.checkLimits, api, admit)
 	// Twilio's delivery reports: its signature is the authentication.
 	e.POST("/sms/status", s.smsStatus)
@@ -173,7 +190,7 @@ func (s *Server) routes(apiKeys, opsKeys keyring) {
 	e.GET("/ops/blocked", s.listBlocked, noStore, ops)
 	e.DELETE("/ops/blocked/:phone", s.unblock, noStore, ops)
 	e.GET("/ops/denylist", s.listDeny, noStore, ops)
-	e.POST("/ops/denylist", s.addDeny, noStore, ops)
+	e.POST("/ops/denylist", s.addDeny, noStore, ops, s.idempotent)
 	e.DELETE("/ops/denylist/:id", s.removeDeny, noStore, ops)
 	e.GET("/ops/events", s.listEvents, noStore, ops)
 	// Works without the ops desk (it reads no SQL): ops key only, through

@@ -169,7 +169,7 @@ func TestUnblock(t *testing.T) {
 			for _, tk := range []guard.Take{cooldown, sends, ip, cooldown} {
 				take1(t, s, tk)
 			}
-			s.SaveCode(ctx, phone, []byte("mac"), time.Minute)
+			s.SaveCode(ctx, newCode(phone, []byte("mac")))
 			s.NoteBlock(ctx, guard.Block{Phone: phone, Reason: guard.CodeCooldown, Count: 2, Until: time.Now().Add(time.Minute)})
 			s.NoteBlock(ctx, guard.Block{Phone: "+919800000002", Reason: guard.CodeCooldown, Count: 2, Until: time.Now().Add(time.Minute)})
 
@@ -185,7 +185,7 @@ func TestUnblock(t *testing.T) {
 			if r := take1(t, s, ip); r.Count != 2 {
 				t.Errorf("per-IP counter after unblock: count %d, want 2 (not the number's)", r.Count)
 			}
-			if _, err := s.GuessCode(ctx, phone); err != guard.ErrNotFound {
+			if _, err := s.GuessCode(ctx, phone, time.Now()); err != guard.ErrNotFound {
 				t.Errorf("code after unblock: %v, want ErrNotFound", err)
 			}
 			if phones, total := listPhones(t, s, nil, 10); total != 1 || phones[0] != "+919800000002" {

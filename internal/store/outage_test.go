@@ -161,10 +161,10 @@ func TestRedisBudgetHolds(t *testing.T) {
 					return err
 				},
 				"guess": func() error {
-					_, err := s.GuessCode(ctx, "+14155550100")
+					_, err := s.GuessCode(ctx, "+14155550100", time.Now())
 					return err
 				},
-				"save": func() error { _, err := s.SaveCode(ctx, "+14155550100", []byte("mac"), time.Minute); return err },
+				"save": func() error { _, err := s.SaveCode(ctx, newCode("+14155550100", []byte("mac"))); return err },
 			}
 			for range 10 {
 				for name, call := range calls {

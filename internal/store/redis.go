@@ -97,14 +97,10 @@ func (r *Redis) logKey(k guard.Key) string {
 	return r.key(k)
 }
 
-func (r *Redis) codeKey(phone string) string {
-	return r.key(guard.Key{Space: "otp", ID: phone, Name: "code"})
-}
-
 // LoadScripts loads every script into the server's cache, so the first
 // request does not pay for an EVAL.
 func (r *Redis) LoadScripts(ctx context.Context) error {
-	for _, s := range append(allScripts, takeManyScript) {
+	for _, s := range append(append(allScripts, takeManyScript), codeScripts...) {
 		if err := s.Load(ctx, r.rdb).Err(); err != nil {
 			return fmt.Errorf("store: load script: %w", err)
 		}
@@ -381,61 +377,4 @@ func interval(ratePerSecond float64) float64 {
 
 func isNoScript(err error) bool {
 	return err != nil && redis.HasErrorPrefix(err, "NOSCRIPT")
-}
-
-// SaveCode replaces the number's code with mac and a guess count of zero,
-// with its TTL, in one MULTI that also reads the replaced code's guesses.
-func (r *Redis) SaveCode(ctx context.Context, phone string, mac []byte, ttl time.Duration) (int, error) {
-	key := r.codeKey(phone)
-	pipe := r.rdb.TxPipeline()
-	prev := pipe.HGet(ctx, key, "a")
-	set := pipe.HSet(ctx, key, "m", mac, "a", 0)
-	exp := pipe.PExpire(ctx, key, ttl)
-	_, err := pipe.Exec(ctx)
-	if err == nil || errors.Is(err, redis.Nil) { // Nil: no code before; did the rest run?
-		err = errors.Join(set.Err(), exp.Err())
-	}
-	if err != nil {
-		return 0, fmt.Errorf("store: save code: %w", err)
-	}
-	n, _ := prev.Int() // redis.Nil: there was no code
-	return n, nil
-}
-
-// GuessCode counts a guess and returns the stored code (guessScript).
-func (r *Redis) GuessCode(ctx context.Context, phone string) (guard.Guess, error) {
-	v, err := guessScript.Run(ctx, r.rdb, []string{r.codeKey(phone)}).Slice()
-	if errors.Is(err, redis.Nil) {
-		return guard.Guess{}, guard.ErrNotFound
-	}
-	if err != nil {
-		return guard.Guess{}, fmt.Errorf("store: guess code: %w", err)
-	}
-	if len(v) != 3 {
-		return guard.Guess{}, fmt.Errorf("store: guess code: script returned %d values, want 3", len(v))
-	}
-	attempts, ok1 := v[0].(int64)
-	mac, ok2 := v[1].(string)
-	pttl, ok3 := v[2].(int64)
-	if !ok1 || !ok2 || !ok3 {
-		return guard.Guess{}, fmt.Errorf("store: guess code: unexpected reply %T %T %T", v[0], v[1], v[2])
-	}
-	return guard.Guess{MAC: []byte(mac), Attempts: int(attempts), TTL: time.Duration(max(pttl, 0)) * time.Millisecond}, nil
-}
-
-// ConsumeCode deletes the code if it is still mac (consumeScript).
-func (r *Redis) ConsumeCode(ctx context.Context, phone string, mac []byte) (bool, error) {
-	n, err := consumeScript.Run(ctx, r.rdb, []string{r.codeKey(phone)}, mac).Int64()
-	if err != nil {
-		return false, fmt.Errorf("store: consume code: %w", err)
-	}
-	return n == 1, nil
-}
-
-// DeleteCode removes the number's code.
-func (r *Redis) DeleteCode(ctx context.Context, phone string) error {
-	if err := r.rdb.Del(ctx, r.codeKey(phone)).Err(); err != nil {
-		return fmt.Errorf("store: delete code: %w", err)
-	}
-	return nil
 }

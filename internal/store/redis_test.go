@@ -315,10 +315,10 @@ func TestScriptFlushIsSurvived(t *testing.T) {
 		t.Fatalf("Refund after SCRIPT FLUSH: %v", err)
 	}
 	c.ScriptFlush(ctx)
-	if _, err := s.SaveCode(ctx, "+14155550100", []byte("mac"), time.Minute); err != nil {
+	if _, err := s.SaveCode(ctx, newCode("+14155550100", []byte("mac"))); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.GuessCode(ctx, "+14155550100"); err != nil {
+	if _, err := s.GuessCode(ctx, "+14155550100", time.Now()); err != nil {
 		t.Fatalf("GuessCode after SCRIPT FLUSH: %v", err)
 	}
 }
@@ -330,14 +330,14 @@ func TestCodes(t *testing.T) {
 			s := store.NewRedis(b.rdb, b.prefix)
 			ctx := context.Background()
 			const phone = "+919800000000"
-			if _, err := s.GuessCode(ctx, phone); !errors.Is(err, guard.ErrNotFound) {
+			if _, err := s.GuessCode(ctx, phone, time.Now()); !errors.Is(err, guard.ErrNotFound) {
 				t.Fatalf("guess without code: %v, want ErrNotFound", err)
 			}
-			if _, err := s.SaveCode(ctx, phone, []byte{0, 1, 2, 255}, time.Minute); err != nil {
+			if _, err := s.SaveCode(ctx, newCode(phone, []byte{0, 1, 2, 255})); err != nil {
 				t.Fatal(err)
 			}
 			for i := 1; i <= 3; i++ {
-				g, err := s.GuessCode(ctx, phone)
+				g, err := s.GuessCode(ctx, phone, time.Now())
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -346,19 +346,19 @@ func TestCodes(t *testing.T) {
 				}
 			}
 			// A new code resets the guess count.
-			if prev, err := s.SaveCode(ctx, phone, []byte("new"), time.Minute); err != nil || prev != 3 {
+			if prev, err := s.SaveCode(ctx, newCode(phone, []byte("new"))); err != nil || prev != 3 {
 				t.Errorf("SaveCode over a code guessed 3 times: %d, %v; want 3", prev, err)
 			}
-			if g, _ := s.GuessCode(ctx, phone); g.Attempts != 1 {
+			if g, _ := s.GuessCode(ctx, phone, time.Now()); g.Attempts != 1 {
 				t.Errorf("after a new code: attempts %d, want 1", g.Attempts)
 			}
-			if ok, _ := s.ConsumeCode(ctx, phone, []byte("old")); ok {
+			if c, _ := s.ConsumeCode(ctx, phone, []byte("old"), time.Now()); c == guard.ConsumedOK {
 				t.Errorf("consumed with a stale mac")
 			}
-			if ok, _ := s.ConsumeCode(ctx, phone, []byte("new")); !ok {
+			if c, _ := s.ConsumeCode(ctx, phone, []byte("new"), time.Now()); c != guard.ConsumedOK {
 				t.Errorf("consume with the live mac failed")
 			}
-			if ok, _ := s.ConsumeCode(ctx, phone, []byte("new")); ok {
+			if c, _ := s.ConsumeCode(ctx, phone, []byte("new"), time.Now()); c == guard.ConsumedOK {
 				t.Errorf("consumed twice")
 			}
 		})

@@ -117,27 +117,7 @@ if not v or v <= 0 then return 0 end
 return redis.call('DECRBY', KEYS[1], math.min(v, tonumber(ARGV[1])))
 `)
 
-// guessScript counts one guess against a live code and returns
-// {attempts, mac, pttl}; nil when there is no code. Counting before the
-// caller compares is what bounds the guesses: a guess that is never
-// counted cannot exist.
-var guessScript = redis.NewScript(`
-if redis.call('EXISTS', KEYS[1]) == 0 then return false end
-local a = redis.call('HINCRBY', KEYS[1], 'a', 1)
-return {a, redis.call('HGET', KEYS[1], 'm'), redis.call('PTTL', KEYS[1])}
-`)
-
-// consumeScript deletes the code only if it is still the one the caller
-// matched: of two concurrent correct guesses, one deletes it and wins.
-var consumeScript = redis.NewScript(`
-if redis.call('HGET', KEYS[1], 'm') == ARGV[1] then
-  redis.call('DEL', KEYS[1])
-  return 1
-end
-return 0
-`)
-
-var allScripts = []*redis.Script{velocityScript, velocityRefundScript, conversionScript, tokenBucketScript, tokenRefundScript, windowTakeScript, windowRefundScript, guessScript, consumeScript, tokenSyncScript}
+var allScripts = []*redis.Script{velocityScript, velocityRefundScript, conversionScript, tokenBucketScript, tokenRefundScript, windowTakeScript, windowRefundScript, tokenSyncScript}
 
 // tokenSyncScript adds ARGV[3] tokens that an instance already spent on its
 // own (sync mode) to a bucket of capacity ARGV[1] refilling one token every

@@ -1,0 +1,38 @@
+package app
+
+import (
+	"context"
+	"time"
+
+	"github.com/otpguard/otpguard/internal/guard"
+)
+
+var _ guard.Verifications = guardedStore{}
+
+// Verification reads a verification record through the Fallback's breaker
+// and timeout: while Redis is away it answers 503 store_unavailable.
+func (g guardedStore) Verification(ctx context.Context, id string) (guard.Verification, error) {
+	var v guard.Verification
+	err := g.fb.Do(ctx, func(ctx context.Context) (err error) {
+		v, err = g.st.Verification(ctx, id)
+		return err
+	})
+	if err != nil {
+		return guard.Verification{}, err
+	}
+	return v, nil
+}
+
+// CancelVerification cancels through the breaker and timeout.
+func (g guardedStore) CancelVerification(ctx context.Context, id string, now time.Time) (guard.Verification, bool, error) {
+	var v guard.Verification
+	var canceled bool
+	err := g.fb.Do(ctx, func(ctx context.Context) (err error) {
+		v, canceled, err = g.st.CancelVerification(ctx, id, now)
+		return err
+	})
+	if err != nil {
+		return guard.Verification{}, false, err
+	}
+	return v, canceled, nil
+}

@@ -1,0 +1,45 @@
+package app
+
+import (
+	"context"
+	"time"
+
+	"github.com/otpguard/otpguard/internal/httpapi"
+)
+
+var _ httpapi.IdempotencyStore = guardedStore{}
+
+// WithIdempotencyWait sets how long a request with an Idempotency-Key
+// waits for the answer of the same request running elsewhere
+// (httpapi.DefaultIdempotencyWait otherwise).
+func WithIdempotencyWait(d time.Duration) Option { return func(o *options) { o.idempotencyWait = d } }
+
+// The idempotency keys reach Redis through the Fallback's breaker and
+// timeout: while Redis is away a key cannot be claimed and the request
+// runs as one without a key (httpapi/idempotency.go).
+
+func (g guardedStore) ClaimIdempotencyKey(ctx context.Context, digest, body, token string, pending time.Duration) (string, []byte, error) {
+	var state string
+	var answer []byte
+	err := g.fb.Do(ctx, func(ctx context.Context) (err error) {
+		state, answer, err = g.st.ClaimIdempotencyKey(ctx, digest, body, token, pending)
+		return err
+	})
+	if err != nil {
+		return "", nil, err
+	}
+	return state, answer, nil
+}
+
+func (g guardedStore) FinishIdempotencyKey(ctx context.Context, digest, token string, answer []byte, ttl time.Duration) (bool, error) {
+	var ok bool
+	err := g.fb.Do(ctx, func(ctx context.Context) (err error) {
+		ok, err = g.st.FinishIdempotencyKey(ctx, digest, token, answer, ttl)
+		return err
+	})
+	return err == nil && ok, err
+}
+
+func (g guardedStore) ReleaseIdempotencyKey(ctx context.Context, digest, token string) error {
+	return g.fb.Do(ctx, func(ctx context.Context) error { return g.st.ReleaseIdempotencyKey(ctx, digest, token) })
+}

@@ -1,0 +1,291 @@
+package httpapi
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/otpguard/otpguard/internal/guard"
+)
+
+// Idempotent requests (README.md, "Idempotent sends and the verification
+// lifecycle"). A POST that carries an Idempotency-Key header is run once
+// per caller, key and body: the first request claims the key in Redis (one
+// script, so exactly one of any number of concurrent requests on any
+// instances claims it), runs, and stores its answer (status, body and the
+// headers that describe it) for IdempotencyTTL. A later request with the
+// same key and body gets that answer again with Idempotent-Replayed: true
+// and runs nothing (a problem's request_id is this request's); with
+// another body, 422 idempotency_key_reused. A
+// request that finds the key claimed by one still running waits for its
+// answer, up to IdempotencyWait (or its own deadline), then answers 409
+// idempotency_key_in_progress with Retry-After: 1.
+//
+// Kept: 2xx, and 4xx refusals except 408, 409 and 429, which say "try
+// again" (a 429 stored for 24 h would refuse a retry long after its
+// Retry-After). Not kept: 5xx (store_unavailable, overloaded,
+// provider_unavailable...): the claim is released, so a retry with the
+// same key runs afresh. While Redis cannot be reached the key cannot be
+// claimed: the request runs as one without a key (its own policy decides
+// it) and its answer is not kept.
+
+// The header names.
+const (
+	HeaderIdempotencyKey     = "Idempotency-Key"
+	HeaderIdempotentReplayed = "Idempotent-Replayed"
+)
+
+const (
+	// IdempotencyTTL is how long an answer is kept, from when it was stored.
+	IdempotencyTTL = 24 * time.Hour
+	// IdempotencyPendingTTL bounds a claim whose request never finished
+	// (its instance died): longer than the server's 30 s write timeout, so
+	// no request still running loses its claim.
+	IdempotencyPendingTTL = time.Minute
+	// DefaultIdempotencyWait is how long a request waits for the answer of
+	// the same request running elsewhere (Options.IdempotencyWait).
+	DefaultIdempotencyWait = 10 * time.Second
+	// maxIdempotencyKey is the longest key taken, in bytes.
+	maxIdempotencyKey = 255
+	// maxStoredAnswer: a larger answer body is not kept (none of the
+	// routes' answers comes near it).
+	maxStoredAnswer = 16 << 10
+)
+
+// IdempotencyStore keeps the claims and answers of idempotent requests
+// (store.Redis, through the Fallback's breaker). digest names the caller
+// and key; body is the digest of the request.
+type IdempotencyStore interface {
+	// ClaimIdempotencyKey claims digest for token, or returns the state
+	// that holds it (store.Idempotency*) and, when done, the answer.
+	ClaimIdempotencyKey(ctx context.Context, digest, body, token string, pending time.Duration) (state string, answer []byte, err error)
+	// FinishIdempotencyKey stores the answer of token's claim.
+	FinishIdempotencyKey(ctx context.Context, digest, token string, answer []byte, ttl time.Duration) (bool, error)
+	// ReleaseIdempotencyKey frees token's claim without an answer.
+	ReleaseIdempotencyKey(ctx context.Context, digest, token string) error
+}
+
+// storedAnswer is an answer as kept in the store.
+type storedAnswer struct {
+	Status int               `json:"s"`
+	Header map[string]string `json:"h,omitempty"`
+	Body   []byte            `json:"b"`
+}
+
+// replayedHeaders are the headers of an answer kept with it; the others
+// (the request ID) belong to each request.
+var replayedHeaders = []string{echo.HeaderContentType, "Retry-After", "RateLimit", "RateLimit-Policy", echo.HeaderCacheControl}
+
+// validIdempotencyKey: 1 to 255 printable ASCII characters.
+func validIdempotencyKey(k string) bool {
+	if len(k) == 0 || len(k) > maxIdempotencyKey {
+		return false
+	}
+	for i := 0; i < len(k); i++ {
+		if k[i] < 0x20 || k[i] > 0x7e {
+			return false
+		}
+	}
+	return true
+}
+
+// keptStatus says whether an answer with status is kept for replay.
+func keptStatus(status int) bool {
+	switch {
+	case status >= 200 && status < 300:
+		return true
+	case status == http.StatusRequestTimeout, status == http.StatusConflict,
+		status == http.StatusTooManyRequests, status == statusClientClosed:
+		return false
+	case status >= 400 && status < 500:
+		return true
+	}
+	return false
+}
+
+// idempotent makes a route idempotent under an Idempotency-Key header. It
+// runs after the credential check: the key is scoped to the caller's API
+// or ops key (or ops session).
+func (s *Server) idempotent(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		values := c.Request().Header.Values(HeaderIdempotencyKey)
+		if len(values) == 0 || s.idempotency == nil {
+			return next(c)
+		}
+		if len(values) != 1 || !validIdempotencyKey(values[0]) {
+			return guard.Errorf(guard.CodeInvalidIdempotencyKey, "Idempotency-Key must be one header of 1 to %d printable ASCII characters", maxIdempotencyKey)
+		}
+		body, err := io.ReadAll(c.Request().Body)
+		if err != nil {
+			return err // too large: the body limit's 413
+		}
+		c.Request().Body = io.NopCloser(bytes.NewReader(body))
+		// The caller: its bearer key, or (ops page) its session.
+		token, ok := bearer(c)
+		if ck, err := c.Cookie(sessionCookie); !ok && err == nil {
+			token = "session:" + ck.Value
+		}
+		digest := idempotencyDigest(token, values[0])
+		sum := sha256.Sum256([]byte(c.Request().Method + " " + c.Path() + "\n" + string(body)))
+		bodySum := hex.EncodeToString(sum[:])
+		claim := newClaimToken()
+		return s.claimAndRun(c, next, digest, bodySum, claim)
+	}
+}
+
+func (s *Server) claimAndRun(c echo.Context, next echo.HandlerFunc, digest, bodySum, claim string) error {
+	ctx := c.Request().Context()
+	deadline := time.Now().Add(s.idempotencyWait)
+	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
+		deadline = d
+	}
+	pause := 5 * time.Millisecond
+	for {
+		state, answer, err := s.idempotency.ClaimIdempotencyKey(ctx, digest, bodySum, claim, IdempotencyPendingTTL)
+		if err != nil {
+			if errors.Is(err, guard.ErrOverloaded) {
+				return guard.Overloaded(err)
+			}
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			// Redis is away: run as without a key (the route's policy
+			// decides), keeping nothing.
+			s.log.Log(ctx, guard.StoreFailureLevel(err), "idempotency key not claimed: running without it", "err", err)
+			return next(c)
+		}
+		switch state {
+		case "claimed":
+			return s.runClaimed(c, next, digest, claim)
+		case "reused":
+			return guard.Errorf(guard.CodeIdempotencyKeyReused, "this Idempotency-Key was used with another request body")
+		case "done":
+			return replay(c, answer)
+		}
+		// pending: the same request runs elsewhere; wait for its answer.
+		if !time.Now().Add(pause).Before(deadline) {
+			return &guard.Error{Code: guard.CodeIdempotencyKeyInProgress, RetryAfter: time.Second,
+				Message: "a request with this Idempotency-Key is still running; retry shortly"}
+		}
+		t := time.NewTimer(pause)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		case <-t.C:
+		}
+		pause = min(2*pause, 100*time.Millisecond)
+	}
+}
+
+// runClaimed runs the request that claimed the key and keeps or releases
+// its answer.
+func (s *Server) runClaimed(c echo.Context, next echo.HandlerFunc, digest, claim string) error {
+	rec := &answerRecorder{ResponseWriter: c.Response().Writer}
+	c.Response().Writer = rec
+	err := next(c)
+	if err != nil {
+		// Written now, to be recorded; the error goes on to the request
+		// log, and echo's handler, seeing the answer written, writes none.
+		c.Error(err)
+	}
+	ctx := context.WithoutCancel(c.Request().Context())
+	status := c.Response().Status
+	if keptStatus(status) && !rec.overflow && c.Request().Context().Err() == nil {
+		a := storedAnswer{Status: status, Header: map[string]string{}, Body: rec.body.Bytes()}
+		for _, h := range replayedHeaders {
+			if v := c.Response().Header().Get(h); v != "" {
+				a.Header[h] = v
+			}
+		}
+		b, merr := json.Marshal(a)
+		if merr == nil {
+			ok, ferr := s.idempotency.FinishIdempotencyKey(ctx, digest, claim, b, IdempotencyTTL)
+			switch {
+			case ferr != nil:
+				// The claim expires (IdempotencyPendingTTL); until then a
+				// retry is 409.
+				s.log.WarnContext(ctx, "storing an idempotent answer failed", "err", ferr)
+			case !ok:
+				s.log.WarnContext(ctx, "an idempotency claim expired before its answer was stored")
+			}
+			return err
+		}
+	}
+	if rerr := s.idempotency.ReleaseIdempotencyKey(ctx, digest, claim); rerr != nil {
+		s.log.WarnContext(ctx, "releasing an idempotency key failed", "err", rerr)
+	}
+	return err
+}
+
+// replay writes a stored answer.
+func replay(c echo.Context, stored []byte) error {
+	var a storedAnswer
+	if err := json.Unmarshal(stored, &a); err != nil {
+		return err
+	}
+	h := c.Response().Header()
+	for k, v := range a.Header {
+		h.Set(k, v)
+	}
+	h.Set(HeaderIdempotentReplayed, "true")
+	body := a.Body
+	if strings.HasPrefix(a.Header[echo.HeaderContentType], "application/problem+json") {
+		// A problem names the request answered: this one, as its header does.
+		var p Problem
+		if err := json.Unmarshal(a.Body, &p); err == nil {
+			p.RequestID = requestID(c)
+			var b bytes.Buffer
+			if writeJSON(&b, p) == nil {
+				body = b.Bytes()
+			}
+		}
+	}
+	c.Response().WriteHeader(a.Status)
+	_, err := c.Response().Write(body)
+	return err
+}
+
+// idempotencyDigest names a caller's key in the store: the API key and the
+// Idempotency-Key, hashed, so neither is stored.
+func idempotencyDigest(apiKey, key string) string {
+	caller := sha256.Sum256([]byte(apiKey))
+	h := sha256.New()
+	h.Write([]byte("otpguard idempotency v1\x00"))
+	h.Write(caller[:])
+	h.Write([]byte(key))
+	return base64.RawURLEncoding.EncodeToString(h.Sum(nil)[:18])
+}
+
+func newClaimToken() string {
+	b := make([]byte, 12)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// answerRecorder keeps a copy of what the handler writes.
+type answerRecorder struct {
+	http.ResponseWriter
+	body     bytes.Buffer
+	overflow bool
+}
+
+func (r *answerRecorder) Write(b []byte) (int, error) {
+	if r.body.Len()+len(b) > maxStoredAnswer {
+		r.overflow = true
+	} else {
+		r.body.Write(b)
+	}
+	return r.ResponseWriter.Write(b)
+}

@@ -1,0 +1,47 @@
+package httpapi
+
+import (
+	"net/http"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/otpguard/otpguard/internal/guard"
+)
+
+// verificationResponse is a verification record (guard/verification.go).
+type verificationResponse struct {
+	VerificationID string    `json:"verification_id"`
+	To             string    `json:"to"`
+	Status         string    `json:"status"`
+	CreatedAt      time.Time `json:"created_at"`
+	UpdatedAt      time.Time `json:"updated_at"`
+	ExpiresAt      time.Time `json:"expires_at"`
+	Attempts       int       `json:"attempts"`
+	MaxAttempts    int       `json:"max_attempts"`
+}
+
+func newVerificationResponse(v guard.Verification) verificationResponse {
+	return verificationResponse{VerificationID: v.ID, To: v.Phone, Status: string(v.Status),
+		CreatedAt: v.CreatedAt, UpdatedAt: v.UpdatedAt, ExpiresAt: v.ExpiresAt,
+		Attempts: v.Attempts, MaxAttempts: v.MaxAttempts}
+}
+
+// getVerification: GET /otp/verifications/{id}. A verification's status.
+func (s *Server) getVerification(c echo.Context) error {
+	v, err := s.otp.Verification(c.Request().Context(), c.Param("id"))
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, newVerificationResponse(v))
+}
+
+// cancelVerification: POST /otp/verifications/{id}/cancel. Kills a
+// pending verification's code.
+func (s *Server) cancelVerification(c echo.Context) error {
+	v, err := s.otp.CancelVerification(c.Request().Context(), c.Param("id"))
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, newVerificationResponse(v))
+}

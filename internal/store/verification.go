@@ -1,0 +1,350 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/otpguard/otpguard/internal/guard"
+)
+
+// Codes and their verifications (guard/verification.go). Per number, in
+// the number's hash slot:
+//
+//	og:otp:{+E164}:code        hash m (HMAC of the code), a (guesses), v (verification id); TTL code_ttl
+//	og:otp:{+E164}:ver:<id>    hash s (status), c, u, e (created, updated, expires: unix ms),
+//	                           a (guesses compared), x (max attempts), r (superseded by); TTL 24 h
+//
+// and per id, in the id's slot, og:ver:{<id>}:p -> the number (TTL 24 h),
+// which GET /otp/verifications/{id} reads first to find the number's slot.
+//
+// Every change of a status is made by one script together with the change
+// of the code it describes, on keys of one slot, so that "approved" and
+// "the code was consumed" (or "canceled" and "the code was deleted") are
+// one atomic step: of a cancel racing a right guess exactly one wins, and
+// of two right guesses one. The scripts reach a verification's key from
+// the id stored in the code: a key computed in the script rather than
+// passed in KEYS, but always in the slot of KEYS[1] (the same {+E164} hash
+// tag), which is what Redis Cluster needs of a script.
+//
+// A record's status says pending until its code ends; "expired" is derived
+// when read: pending, but the number's code no longer carries its id (the
+// code's TTL ran out, or an ops unblock deleted it).
+
+// codeLua are the helpers of the code scripts. status_of reads a record
+// and derives expired: {s, c, u, e, a, x}, or false when there is none.
+const codeLua = `
+local function status_of(vk, ck, id)
+  local r = redis.call('HMGET', vk, 's', 'c', 'u', 'e', 'a', 'x')
+  if not r[1] then return false end
+  if r[1] == 'pending' and redis.call('HGET', ck, 'v') ~= id then r[1] = 'expired' end
+  return r
+end
+`
+
+// saveCodeScript replaces the number's code (KEYS[1]) and creates its
+// record (KEYS[2]): a record still pending for the code it replaces is
+// canceled (superseded by the new one). ARGV: mac, code TTL ms, id, now
+// ms, max attempts, retention ms, record key prefix, expires ms. Returns
+// the guesses counted against the replaced code.
+var saveCodeScript = redis.NewScript(`
+local prev = redis.call('HMGET', KEYS[1], 'a', 'v')
+if prev[2] then
+  local old = ARGV[7] .. prev[2]
+  if redis.call('HGET', old, 's') == 'pending' then
+    redis.call('HSET', old, 's', 'canceled', 'u', ARGV[4], 'r', ARGV[3])
+  end
+end
+redis.call('DEL', KEYS[1])
+redis.call('HSET', KEYS[1], 'm', ARGV[1], 'a', 0, 'v', ARGV[3])
+redis.call('PEXPIRE', KEYS[1], ARGV[2])
+redis.call('HSET', KEYS[2], 's', 'pending', 'c', ARGV[4], 'u', ARGV[4], 'e', ARGV[8], 'a', 0, 'x', ARGV[5])
+redis.call('PEXPIRE', KEYS[2], ARGV[6])
+return tonumber(prev[1]) or 0
+`)
+
+// guessCodeScript counts one guess against a live code (KEYS[1]) and
+// returns {attempts, mac, pttl, id}; nil when there is no code. Counting
+// before the caller compares is what bounds the guesses: a guess that is
+// never counted cannot exist. The guess is counted on the pending record
+// too (up to its max). A guess past the max is refused by the caller
+// without comparing, and changes no status: the wrong guess that used the
+// last attempt locks the record (lockCodeScript), while a right guess
+// counted before it may still approve it. ARGV: record key prefix, now ms.
+var guessCodeScript = redis.NewScript(`
+if redis.call('EXISTS', KEYS[1]) == 0 then return false end
+local a = redis.call('HINCRBY', KEYS[1], 'a', 1)
+local f = redis.call('HMGET', KEYS[1], 'm', 'v')
+local id = f[2] or ''
+if id ~= '' then
+  local vk = ARGV[1] .. id
+  local r = redis.call('HMGET', vk, 's', 'x')
+  if r[1] == 'pending' and a <= tonumber(r[2]) then
+    redis.call('HSET', vk, 'a', a, 'u', ARGV[2])
+  end
+end
+return {a, f[1], redis.call('PTTL', KEYS[1]), id}
+`)
+
+// consumeCodeScript deletes the code (KEYS[1]) only if it is still the one
+// the caller matched (ARGV[1]) and its record is pending, and approves the
+// record: of two concurrent correct guesses, or a right guess and a
+// cancel, one wins. Returns 1 consumed, 0 gone or replaced, 2 the record
+// is no longer pending (a concurrent wrong guess locked it). ARGV: mac,
+// record key prefix, now ms.
+var consumeCodeScript = redis.NewScript(`
+local f = redis.call('HMGET', KEYS[1], 'm', 'v')
+if f[1] ~= ARGV[1] then return 0 end
+local vk = false
+if f[2] then
+  vk = ARGV[2] .. f[2]
+  local s = redis.call('HGET', vk, 's')
+  if s and s ~= 'pending' then return 2 end
+end
+redis.call('DEL', KEYS[1])
+if vk and redis.call('EXISTS', vk) == 1 then
+  redis.call('HSET', vk, 's', 'approved', 'u', ARGV[3])
+end
+return 1
+`)
+
+// lockCodeScript marks the record ARGV[1] max_attempts_reached, if it is
+// still the number's live code (KEYS[1]) and pending. The code stays, so
+// that later guesses are refused until it expires. ARGV: id, record key
+// prefix, now ms.
+var lockCodeScript = redis.NewScript(`
+if redis.call('HGET', KEYS[1], 'v') ~= ARGV[1] then return 0 end
+local vk = ARGV[2] .. ARGV[1]
+if redis.call('HGET', vk, 's') ~= 'pending' then return 0 end
+redis.call('HSET', vk, 's', 'max_attempts_reached', 'u', ARGV[3])
+return 1
+`)
+
+// deleteCodeScript deletes the number's code (KEYS[1]) and the record of
+// its verification: a code whose SMS never left was never handed to
+// anyone, and neither was its id. ARGV: record key prefix.
+var deleteCodeScript = redis.NewScript(`
+local id = redis.call('HGET', KEYS[1], 'v')
+if id then redis.call('DEL', ARGV[1] .. id) end
+return redis.call('DEL', KEYS[1])
+`)
+
+// readVerificationScript returns the record KEYS[1] of id ARGV[1] with its
+// status derived against the code KEYS[2] (codeLua).
+var readVerificationScript = redis.NewScript(codeLua + `
+return status_of(KEYS[1], KEYS[2], ARGV[1])
+`)
+
+// cancelVerificationScript deletes the code (KEYS[2]) of a pending record
+// (KEYS[1], id ARGV[1]) and marks it canceled. Returns {canceled (0/1),
+// record...}, or false when there is no record. ARGV: id, now ms.
+var cancelVerificationScript = redis.NewScript(codeLua + `
+local r = status_of(KEYS[1], KEYS[2], ARGV[1])
+if not r then return false end
+if r[1] ~= 'pending' then return {0, unpack(r)} end
+redis.call('DEL', KEYS[2])
+redis.call('HSET', KEYS[1], 's', 'canceled', 'u', ARGV[2])
+r[1], r[3] = 'canceled', ARGV[2]
+return {1, unpack(r)}
+`)
+
+var codeScripts = []*redis.Script{saveCodeScript, guessCodeScript, consumeCodeScript, lockCodeScript,
+	deleteCodeScript, readVerificationScript, cancelVerificationScript,
+	claimIdempotencyScript, finishIdempotencyScript, releaseIdempotencyScript} // and idempotency.go's
+
+func (r *Redis) codeKey(phone string) string {
+	return r.key(guard.Key{Space: "otp", ID: phone, Name: "code"})
+}
+
+// verPrefix is the start of the number's record keys; the id ends them.
+func (r *Redis) verPrefix(phone string) string {
+	return r.key(guard.Key{Space: "otp", ID: phone, Name: "ver:"})
+}
+
+// verIDKey maps an id to its number.
+func (r *Redis) verIDKey(id string) string {
+	return r.key(guard.Key{Space: "ver", ID: id, Name: "p"})
+}
+
+func ms(t time.Time) int64 { return t.UnixMilli() }
+
+// SaveCode replaces the number's code with c's and creates its record
+// (saveCodeScript), and maps the id to the number: on one server in one
+// MULTI with the script; on Redis Cluster (another slot) first, on its own.
+func (r *Redis) SaveCode(ctx context.Context, c guard.NewCode) (int, error) {
+	keys := []string{r.codeKey(c.Phone), r.verPrefix(c.Phone) + c.VerificationID}
+	args := []any{c.MAC, c.TTL.Milliseconds(), c.VerificationID, ms(c.Now), c.MaxAttempts,
+		c.Retention.Milliseconds(), r.verPrefix(c.Phone), ms(c.Now.Add(c.TTL))}
+	idKey := r.verIDKey(c.VerificationID)
+	var prev int64
+	var err error
+	if r.cluster {
+		err = setEx(ctx, r.rdb, idKey, c.Phone, c.Retention)
+		if err == nil {
+			prev, err = saveCodeScript.Run(ctx, r.rdb, keys, args...).Int64()
+		}
+	} else {
+		pipe := r.rdb.TxPipeline()
+		set := pipe.Set(ctx, idKey, c.Phone, c.Retention)
+		save := saveCodeScript.EvalSha(ctx, pipe, keys, args...)
+		_, err = pipe.Exec(ctx)
+		if isNoScript(save.Err()) && set.Err() == nil { // the SET ran; the script did not
+			prev, err = saveCodeScript.Run(ctx, r.rdb, keys, args...).Int64()
+		} else if err == nil {
+			prev, err = save.Int64()
+		}
+	}
+	if err != nil {
+		return 0, fmt.Errorf("store: save code: %w", err)
+	}
+	return int(prev), nil
+}
+
+// setEx sets key to value with a TTL, by itself.
+func setEx(ctx context.Context, rdb rediser, key, value string, ttl time.Duration) error {
+	pipe := rdb.TxPipeline()
+	set := pipe.Set(ctx, key, value, ttl)
+	if _, err := pipe.Exec(ctx); err != nil {
+		return err
+	}
+	return set.Err()
+}
+
+// GuessCode counts a guess and returns the stored code (guessCodeScript).
+func (r *Redis) GuessCode(ctx context.Context, phone string, now time.Time) (guard.Guess, error) {
+	v, err := guessCodeScript.Run(ctx, r.rdb, []string{r.codeKey(phone)}, r.verPrefix(phone), ms(now)).Slice()
+	if errors.Is(err, redis.Nil) {
+		return guard.Guess{}, guard.ErrNotFound
+	}
+	if err != nil {
+		return guard.Guess{}, fmt.Errorf("store: guess code: %w", err)
+	}
+	if len(v) != 4 {
+		return guard.Guess{}, fmt.Errorf("store: guess code: script returned %d values, want 4", len(v))
+	}
+	attempts, ok1 := v[0].(int64)
+	mac, ok2 := v[1].(string)
+	pttl, ok3 := v[2].(int64)
+	id, ok4 := v[3].(string)
+	if !ok1 || !ok2 || !ok3 || !ok4 {
+		return guard.Guess{}, fmt.Errorf("store: guess code: unexpected reply %T %T %T %T", v[0], v[1], v[2], v[3])
+	}
+	return guard.Guess{MAC: []byte(mac), Attempts: int(attempts), TTL: time.Duration(max(pttl, 0)) * time.Millisecond,
+		VerificationID: id}, nil
+}
+
+// ConsumeCode deletes the code if it is still mac and approves its record
+// (consumeCodeScript).
+func (r *Redis) ConsumeCode(ctx context.Context, phone string, mac []byte, now time.Time) (guard.Consumed, error) {
+	n, err := consumeCodeScript.Run(ctx, r.rdb, []string{r.codeKey(phone)}, mac, r.verPrefix(phone), ms(now)).Int64()
+	if err != nil {
+		return guard.ConsumedNot, fmt.Errorf("store: consume code: %w", err)
+	}
+	switch n {
+	case 1:
+		return guard.ConsumedOK, nil
+	case 2:
+		return guard.ConsumedLocked, nil
+	}
+	return guard.ConsumedNot, nil
+}
+
+// LockCode marks the record id max_attempts_reached (lockCodeScript).
+func (r *Redis) LockCode(ctx context.Context, phone, id string, now time.Time) error {
+	if err := lockCodeScript.Run(ctx, r.rdb, []string{r.codeKey(phone)}, id, r.verPrefix(phone), ms(now)).Err(); err != nil {
+		return fmt.Errorf("store: lock code: %w", err)
+	}
+	return nil
+}
+
+// DeleteCode removes the number's code and its record (deleteCodeScript).
+func (r *Redis) DeleteCode(ctx context.Context, phone string) error {
+	if err := deleteCodeScript.Run(ctx, r.rdb, []string{r.codeKey(phone)}, r.verPrefix(phone)).Err(); err != nil {
+		return fmt.Errorf("store: delete code: %w", err)
+	}
+	return nil
+}
+
+// Verification returns the record of id: its number from the id's key,
+// then the record, its status derived (readVerificationScript).
+func (r *Redis) Verification(ctx context.Context, id string) (guard.Verification, error) {
+	phone, err := r.verificationPhone(ctx, id)
+	if err != nil {
+		return guard.Verification{}, err
+	}
+	v, err := readVerificationScript.Run(ctx, r.rdb, []string{r.verPrefix(phone) + id, r.codeKey(phone)}, id).Slice()
+	if errors.Is(err, redis.Nil) {
+		return guard.Verification{}, guard.ErrNotFound
+	}
+	if err != nil {
+		return guard.Verification{}, fmt.Errorf("store: read verification: %w", err)
+	}
+	return parseVerification(id, phone, v)
+}
+
+// CancelVerification cancels the record of id if it is pending
+// (cancelVerificationScript).
+func (r *Redis) CancelVerification(ctx context.Context, id string, now time.Time) (guard.Verification, bool, error) {
+	phone, err := r.verificationPhone(ctx, id)
+	if err != nil {
+		return guard.Verification{}, false, err
+	}
+	v, err := cancelVerificationScript.Run(ctx, r.rdb, []string{r.verPrefix(phone) + id, r.codeKey(phone)}, id, ms(now)).Slice()
+	if errors.Is(err, redis.Nil) {
+		return guard.Verification{}, false, guard.ErrNotFound
+	}
+	if err != nil {
+		return guard.Verification{}, false, fmt.Errorf("store: cancel verification: %w", err)
+	}
+	if len(v) < 1 {
+		return guard.Verification{}, false, fmt.Errorf("store: cancel verification: empty reply")
+	}
+	canceled, ok := v[0].(int64)
+	if !ok {
+		return guard.Verification{}, false, fmt.Errorf("store: cancel verification: unexpected reply %T", v[0])
+	}
+	ver, err := parseVerification(id, phone, v[1:])
+	return ver, canceled == 1, err
+}
+
+func (r *Redis) verificationPhone(ctx context.Context, id string) (string, error) {
+	pipe := r.rdb.TxPipeline()
+	get := pipe.Get(ctx, r.verIDKey(id))
+	_, err := pipe.Exec(ctx)
+	if errors.Is(err, redis.Nil) {
+		return "", guard.ErrNotFound
+	}
+	if err != nil {
+		return "", fmt.Errorf("store: read verification: %w", err)
+	}
+	return get.Val(), nil
+}
+
+// parseVerification reads {s, c, u, e, a, x}.
+func parseVerification(id, phone string, v []any) (guard.Verification, error) {
+	if len(v) != 6 {
+		return guard.Verification{}, fmt.Errorf("store: verification: %d fields, want 6", len(v))
+	}
+	var f [6]string
+	for i, x := range v {
+		s, ok := x.(string)
+		if !ok {
+			return guard.Verification{}, fmt.Errorf("store: verification: field %d is %T", i, x)
+		}
+		f[i] = s
+	}
+	var n [5]int64
+	for i := range n {
+		var err error
+		if n[i], err = strconv.ParseInt(f[i+1], 10, 64); err != nil {
+			return guard.Verification{}, fmt.Errorf("store: verification: field %d: %w", i+1, err)
+		}
+	}
+	return guard.Verification{ID: id, Phone: phone, Status: guard.VerificationStatus(f[0]),
+		CreatedAt: time.UnixMilli(n[0]).UTC(), UpdatedAt: time.UnixMilli(n[1]).UTC(), ExpiresAt: time.UnixMilli(n[2]).UTC(),
+		Attempts: int(n[3]), MaxAttempts: int(n[4])}, nil
+}

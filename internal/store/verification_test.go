@@ -1,0 +1,267 @@
+package store_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/otpguard/otpguard/internal/guard"
+	"github.com/otpguard/otpguard/internal/store"
+)
+
+var codeSeq atomic.Int64
+
+// newCode is a code of phone with a fresh verification id, 3 attempts, a
+// minute to live.
+func newCode(phone string, mac []byte) guard.NewCode {
+	return guard.NewCode{Phone: phone, MAC: mac, TTL: time.Minute, MaxAttempts: 3,
+		VerificationID: fmt.Sprintf("VE%032x", codeSeq.Add(1)), Now: time.Now(), Retention: guard.VerificationRetention}
+}
+
+func verificationStatus(t *testing.T, s *store.Redis, id string) guard.VerificationStatus {
+	t.Helper()
+	v, err := s.Verification(context.Background(), id)
+	if err != nil {
+		t.Fatalf("Verification(%s): %v", id, err)
+	}
+	return v.Status
+}
+
+// codeStores are the stores the lifecycle runs on: real Redis, miniredis
+// and the Redis Cluster (where every script must keep to one slot).
+func codeStores(t *testing.T) map[string]func(t *testing.T) *store.Redis {
+	m := map[string]func(t *testing.T) *store.Redis{
+		"cluster": func(t *testing.T) *store.Redis { s, _, _, _ := clusterStore(t); return s },
+	}
+	for name, mk := range backends(t) {
+		m[name] = func(t *testing.T) *store.Redis { b := mk(t); return store.NewRedis(b.rdb, b.prefix) }
+	}
+	return m
+}
+
+// TestVerificationLifecycle walks every transition in the store: pending,
+// approved, superseded (canceled), canceled, max_attempts_reached, and
+// expired, and the refusals of a verification no longer pending.
+func TestVerificationLifecycle(t *testing.T) {
+	for name, mk := range codeStores(t) {
+		t.Run(name, func(t *testing.T) {
+			s := mk(t)
+			ctx := context.Background()
+			const phone = "+919800000001"
+			now := time.Now()
+
+			if _, err := s.Verification(ctx, "VE00000000000000000000000000000000"); !errors.Is(err, guard.ErrNotFound) {
+				t.Errorf("unknown id: %v, want ErrNotFound", err)
+			}
+			// pending -> approved
+			a := newCode(phone, []byte("mac-a"))
+			if _, err := s.SaveCode(ctx, a); err != nil {
+				t.Fatal(err)
+			}
+			v, err := s.Verification(ctx, a.VerificationID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if v.Status != guard.StatusPending || v.Phone != phone || v.MaxAttempts != 3 || v.Attempts != 0 ||
+				v.ExpiresAt.Sub(v.CreatedAt) != time.Minute || v.CreatedAt.UnixMilli() != a.Now.UnixMilli() {
+				t.Errorf("new verification: %+v", v)
+			}
+			g, err := s.GuessCode(ctx, phone, now)
+			if err != nil || g.VerificationID != a.VerificationID {
+				t.Fatalf("guess: %+v, %v; want the verification's id", g, err)
+			}
+			if v, _ := s.Verification(ctx, a.VerificationID); v.Attempts != 1 {
+				t.Errorf("attempts after a guess: %d, want 1", v.Attempts)
+			}
+			if c, err := s.ConsumeCode(ctx, phone, []byte("mac-a"), now); err != nil || c != guard.ConsumedOK {
+				t.Fatalf("consume: %v, %v", c, err)
+			}
+			if st := verificationStatus(t, s, a.VerificationID); st != guard.StatusApproved {
+				t.Errorf("after a right guess: %s, want approved", st)
+			}
+			if _, ok, err := s.CancelVerification(ctx, a.VerificationID, now); err != nil || ok {
+				t.Errorf("cancel of an approved verification: canceled %v, %v; want refused", ok, err)
+			}
+			if st := verificationStatus(t, s, a.VerificationID); st != guard.StatusApproved {
+				t.Errorf("approved, after a refused cancel: %s", st)
+			}
+
+			// pending -> canceled by a new send (superseded); the new one pending
+			b, c := newCode(phone, []byte("mac-b")), newCode(phone, []byte("mac-c"))
+			s.SaveCode(ctx, b)
+			if _, err := s.SaveCode(ctx, c); err != nil {
+				t.Fatal(err)
+			}
+			if st := verificationStatus(t, s, b.VerificationID); st != guard.StatusCanceled {
+				t.Errorf("superseded: %s, want canceled", st)
+			}
+			if cons, _ := s.ConsumeCode(ctx, phone, []byte("mac-b"), now); cons == guard.ConsumedOK {
+				t.Errorf("the superseded code was consumed")
+			}
+			// pending -> canceled: the code dies with it
+			v, ok, err := s.CancelVerification(ctx, c.VerificationID, now)
+			if err != nil || !ok || v.Status != guard.StatusCanceled {
+				t.Fatalf("cancel: %+v, %v, %v", v, ok, err)
+			}
+			if _, err := s.GuessCode(ctx, phone, now); !errors.Is(err, guard.ErrNotFound) {
+				t.Errorf("guess after cancel: %v, want no code", err)
+			}
+			if v, ok, _ := s.CancelVerification(ctx, c.VerificationID, now); ok || v.Status != guard.StatusCanceled {
+				t.Errorf("second cancel: %+v, %v; want refused, canceled", v, ok)
+			}
+
+			// pending -> max_attempts_reached (the caller locks at the last wrong guess)
+			d := newCode(phone, []byte("mac-d"))
+			s.SaveCode(ctx, d)
+			for range 3 {
+				s.GuessCode(ctx, phone, now)
+			}
+			if err := s.LockCode(ctx, phone, d.VerificationID, now); err != nil {
+				t.Fatal(err)
+			}
+			v, _ = s.Verification(ctx, d.VerificationID)
+			if v.Status != guard.StatusMaxAttempts || v.Attempts != 3 {
+				t.Errorf("locked: %+v, want max_attempts_reached after 3", v)
+			}
+			if cons, _ := s.ConsumeCode(ctx, phone, []byte("mac-d"), now); cons != guard.ConsumedLocked {
+				t.Errorf("consume of a locked code: %v, want locked", cons)
+			}
+			// pending -> expired: the code is gone, the record stays.
+			f := newCode("+919800000002", []byte("mac-f"))
+			s.SaveCode(ctx, f)
+			if err := s.DeleteCodeKeyForTest(ctx, f.Phone); err != nil {
+				t.Fatal(err)
+			}
+			if st := verificationStatus(t, s, f.VerificationID); st != guard.StatusExpired {
+				t.Errorf("code gone: %s, want expired", st)
+			}
+			if v, ok, _ := s.CancelVerification(ctx, f.VerificationID, now); ok || v.Status != guard.StatusExpired {
+				t.Errorf("cancel of an expired verification: %+v, %v; want refused, expired", v, ok)
+			}
+			// An SMS that never left takes its verification with it.
+			h := newCode("+919800000003", []byte("mac-h"))
+			s.SaveCode(ctx, h)
+			s.DeleteCode(ctx, h.Phone)
+			if _, err := s.Verification(ctx, h.VerificationID); !errors.Is(err, guard.ErrNotFound) {
+				t.Errorf("verification of an undelivered code: %v, want ErrNotFound", err)
+			}
+		})
+	}
+}
+
+// TestVerificationRaces: of 20 concurrent right guesses one approves; of a
+// cancel racing a right guess exactly one wins, and the code is dead after.
+func TestVerificationRaces(t *testing.T) {
+	for name, mk := range codeStores(t) {
+		t.Run(name, func(t *testing.T) {
+			s := mk(t)
+			ctx := context.Background()
+			const phone = "+919800000004"
+			now := time.Now()
+			c := newCode(phone, []byte("mac"))
+			s.SaveCode(ctx, c)
+			var wins atomic.Int64
+			var wg sync.WaitGroup
+			for range 20 {
+				wg.Go(func() {
+					if cons, err := s.ConsumeCode(ctx, phone, []byte("mac"), now); err == nil && cons == guard.ConsumedOK {
+						wins.Add(1)
+					}
+				})
+			}
+			wg.Wait()
+			if wins.Load() != 1 {
+				t.Errorf("concurrent right guesses: %d approvals, want 1", wins.Load())
+			}
+			for i := range 20 {
+				c := newCode(phone, []byte("mac"))
+				s.SaveCode(ctx, c)
+				var approved, canceled bool
+				var wg sync.WaitGroup
+				wg.Go(func() {
+					cons, err := s.ConsumeCode(ctx, phone, []byte("mac"), now)
+					approved = err == nil && cons == guard.ConsumedOK
+				})
+				wg.Go(func() {
+					_, ok, err := s.CancelVerification(ctx, c.VerificationID, now)
+					canceled = err == nil && ok
+				})
+				wg.Wait()
+				st := verificationStatus(t, s, c.VerificationID)
+				switch {
+				case approved == canceled:
+					t.Fatalf("round %d: approved %v, canceled %v; want exactly one", i, approved, canceled)
+				case approved && st != guard.StatusApproved, canceled && st != guard.StatusCanceled:
+					t.Fatalf("round %d: approved %v canceled %v, status %s", i, approved, canceled, st)
+				}
+				if cons, _ := s.ConsumeCode(ctx, phone, []byte("mac"), now); cons == guard.ConsumedOK {
+					t.Fatalf("round %d: the code lived on", i)
+				}
+			}
+		})
+	}
+}
+
+// TestIdempotencyClaim: of 30 concurrent claims of one key exactly one
+// claims it; the others see it pending, another body sees it reused, and
+// once finished every claim replays the answer. A released claim is free.
+func TestIdempotencyClaim(t *testing.T) {
+	for name, mk := range codeStores(t) {
+		t.Run(name, func(t *testing.T) {
+			s := mk(t)
+			ctx := context.Background()
+			var claimed, pending atomic.Int64
+			var wg sync.WaitGroup
+			for i := range 30 {
+				wg.Go(func() {
+					st, _, err := s.ClaimIdempotencyKey(ctx, "k1", "body", fmt.Sprint("t", i), time.Minute)
+					switch {
+					case err != nil:
+						t.Error(err)
+					case st == store.IdempotencyClaimed:
+						claimed.Add(1)
+					case st == store.IdempotencyPending:
+						pending.Add(1)
+					}
+				})
+			}
+			wg.Wait()
+			if claimed.Load() != 1 || pending.Load() != 29 {
+				t.Fatalf("30 claims: %d claimed, %d pending; want 1 and 29", claimed.Load(), pending.Load())
+			}
+			if st, _, _ := s.ClaimIdempotencyKey(ctx, "k1", "other", "x", time.Minute); st != store.IdempotencyReused {
+				t.Errorf("another body: %s, want reused", st)
+			}
+			// Only the claim's owner finishes it: find it by trying them all.
+			stored := 0
+			for i := range 30 {
+				if ok, err := s.FinishIdempotencyKey(ctx, "k1", fmt.Sprint("t", i), []byte("answer"), time.Hour); err != nil {
+					t.Fatal(err)
+				} else if ok {
+					stored++
+				}
+			}
+			if stored != 1 {
+				t.Fatalf("answers stored: %d, want 1", stored)
+			}
+			if st, a, _ := s.ClaimIdempotencyKey(ctx, "k1", "body", "y", time.Minute); st != store.IdempotencyDone || string(a) != "answer" {
+				t.Errorf("after the answer: %s %q, want done \"answer\"", st, a)
+			}
+			s.ClaimIdempotencyKey(ctx, "k2", "body", "a", time.Minute)
+			if err := s.ReleaseIdempotencyKey(ctx, "k2", "not-a"); err != nil {
+				t.Fatal(err)
+			}
+			if st, _, _ := s.ClaimIdempotencyKey(ctx, "k2", "body", "b", time.Minute); st != store.IdempotencyPending {
+				t.Errorf("released by another token: %s, want still pending", st)
+			}
+			s.ReleaseIdempotencyKey(ctx, "k2", "a")
+			if st, _, _ := s.ClaimIdempotencyKey(ctx, "k2", "body", "b", time.Minute); st != store.IdempotencyClaimed {
+				t.Errorf("after release: %s, want claimed", st)
+			}
+		})
+	}
+}
