@@ -53,6 +53,9 @@ type OTPOptions struct {
 	// Volumes keeps the country velocity rule's hourly counts (velocity.go);
 	// nil: no country velocity rule.
 	Volumes Volumes
+	// Overrides are the ops desk's emergency overrides (override.go); nil:
+	// the policy as is.
+	Overrides Overrides
 }
 
 // OTP sends and verifies one-time codes under exact, shared limits.
