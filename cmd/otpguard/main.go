@@ -95,6 +95,8 @@ func serve(ctx context.Context, getenv func(string) string, stdout io.Writer) er
 	if err != nil {
 		return err
 	}
+	stopReload := reloadOnSIGHUP(ctx, a)
+	defer stopReload()
 	// Close's error (audit events lost at shutdown) fails the exit too.
 	return errors.Join(a.Run(ctx), a.Close())
 }

@@ -26,7 +26,7 @@ func (s *Server) sendOTP(c echo.Context) error {
 	if err := decodeJSON(c, &req); err != nil {
 		return err
 	}
-	res, err := s.otp.Send(c.Request().Context(), guard.SendRequest{Phone: req.Phone, ClientIP: req.ClientIP})
+	res, err := s.services().OTP.Send(c.Request().Context(), guard.SendRequest{Phone: req.Phone, ClientIP: req.ClientIP})
 	s.metrics.Decision("otp_send", outcome(err))
 	switch code := guard.ErrorCode(err); code {
 	case "":
@@ -56,7 +56,7 @@ func (s *Server) verifyOTP(c echo.Context) error {
 	if err := decodeJSON(c, &req); err != nil {
 		return err
 	}
-	phone, err := s.otp.Verify(c.Request().Context(), guard.VerifyRequest{Phone: req.Phone, Code: req.Code})
+	phone, err := s.services().OTP.Verify(c.Request().Context(), guard.VerifyRequest{Phone: req.Phone, Code: req.Code})
 	s.metrics.Decision("otp_verify", outcome(err))
 	if err != nil {
 		return err

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/netip"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -69,9 +70,10 @@ type Options struct {
 
 // Server is otpguard's HTTP handler.
 type Server struct {
-	echo    *echo.Echo
-	otp     *guard.OTP
-	limiter *guard.Limiter
+	echo *echo.Echo
+	// live is the OTP service and limiter in force (live.go): replaced
+	// whole when the policy is reloaded.
+	live    atomic.Pointer[Services]
 	log     *slog.Logger
 	metrics *Metrics
 	ready   func(ctx context.Context) error
@@ -101,10 +103,11 @@ func New(o Options) *Server {
 		o.Metrics = NewMetrics()
 	}
 	s := &Server{
-		echo: echo.New(), otp: o.OTP, limiter: o.Limiter, log: o.Logger,
+		echo: echo.New(), log: o.Logger,
 		metrics: o.Metrics, ready: o.Ready, spec: o.Spec, status: o.Status,
 		ops: o.Ops, sessions: newSessions(o.SessionKey, newKeyring(o.OpsKeys)),
 	}
+	s.SetServices(Services{OTP: o.OTP, Limiter: o.Limiter})
 	s.statusCallback, s.abuseMetrics, s.revoked = o.StatusCallback, o.AbuseMetrics, o.Sessions
 	s.signInLimit, s.apiKeyLimit = o.SignIn, o.APIKeyLimit
 	if s.signInLimit == nil {
