@@ -96,9 +96,10 @@ func serve(ctx context.Context, getenv func(string) string, stdout io.Writer) er
 		return err
 	}
 	stopReload := reloadOnSIGHUP(ctx, a)
-	defer stopReload()
+	err = a.Run(ctx)
+	stopReload()
 	// Close's error (audit events lost at shutdown) fails the exit too.
-	return errors.Join(a.Run(ctx), a.Close())
+	return errors.Join(err, a.Close())
 }
 
 func versionString() string {

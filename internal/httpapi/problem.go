@@ -49,6 +49,9 @@ var statusOf = map[guard.Code]int{
 	guard.CodeCountryRateLimited:   http.StatusTooManyRequests,
 	guard.CodeBudgetExhausted:      http.StatusServiceUnavailable,
 	guard.CodeUnusualVolume:        http.StatusTooManyRequests,
+	// The ops desk's emergency overrides (ops_overrides.go).
+	guard.CodeCountryPaused:  http.StatusForbidden,
+	guard.CodeOverrideLooser: http.StatusUnprocessableEntity,
 }
 
 // codeOfStatus turns echo's own errors (unknown route, wrong method, body

@@ -178,6 +178,12 @@ func (s *Server) routes(apiKeys, opsKeys keyring) {
 	e.POST("/ops/denylist", s.addDeny, noStore, ops)
 	e.DELETE("/ops/denylist/:id", s.removeDeny, noStore, ops)
 	e.GET("/ops/events", s.listEvents, noStore, ops)
+	// Emergency overrides of the policy file (ops_overrides.go).
+	e.GET("/ops/overrides", s.listOverrides, noStore, ops)
+	e.POST("/ops/overrides", s.addOverride, noStore, ops)
+	e.DELETE("/ops/overrides/:id", s.removeOverride, noStore, ops)
+	e.POST("/ops/actions/override", s.formOverride, page)
+	e.POST("/ops/actions/unoverride", s.formRemoveOverride, page)
 	// Works without the ops desk (it reads no SQL): ops key only, through
 	// the sign-in limiter like every route that takes one.
 	e.GET("/ops/status", s.opsStatus, noStore, s.requireOpsKey(apiKeys, opsKeys))
