@@ -126,7 +126,7 @@ type statusJSON struct {
 	Policies         []policyStatusJSON `json:"policies"`
 	Database         *databaseJSON      `json:"database,omitempty"`
 	// The policy file and the emergency overrides in force (live.go).
-	PolicyFile *policyFileJSON       `json:"policy_file,omitempty"`
+	PolicyFile *policyFileJSON      `json:"policy_file,omitempty"`
 	Overrides  *overridesStatusJSON `json:"overrides,omitempty"`
 }
 
