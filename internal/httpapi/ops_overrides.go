@@ -182,8 +182,10 @@ const (
 var overrideFormFields = []string{"kind", "subject", "limit", "expires_in", "reason"}
 
 // overridesFor builds the page's section: the overrides in force and the
-// form, refilled with what was typed when it was refused.
-func (s *Server) overridesFor(c echo.Context, csrf string) overridesSection {
+// form, refilled with what was typed when it was refused. When the page
+// already found the database down it is not asked again (the page answers
+// within one database timeout).
+func (s *Server) overridesFor(c echo.Context, csrf string, dbDown bool) overridesSection {
 	q := c.QueryParams()
 	sec := overridesSection{CSRF: csrf, Form: overrideForm{
 		Kind: q.Get("ov_kind"), Subject: q.Get("ov_subject"), Limit: q.Get("ov_limit"),
@@ -203,6 +205,11 @@ func (s *Server) overridesFor(c echo.Context, csrf string) overridesSection {
 	if code := guard.Code(q.Get(qOvCode)); code != "" {
 		sec.Field = fieldName(q.Get(qOvField))
 		sec.Problem = overrideProblem(code, sec.Field, s.ops.FilePolicy(), sec.Form)
+	}
+	if dbDown {
+		sec.Err = "Could not load the overrides: " + problemMessage(guard.CodeDatabaseUnavailable) +
+			" Those already loaded stay in force until they expire."
+		return sec
 	}
 	list, err := s.ops.Overrides(c.Request().Context())
 	if err != nil {

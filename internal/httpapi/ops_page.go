@@ -132,7 +132,7 @@ func (s *Server) opsPage(c echo.Context) error {
 		}
 		return err
 	})
-	p.Overrides = s.overridesFor(c, p.CSRF)
+	p.Overrides = s.overridesFor(c, p.CSRF, p.DatabaseDown)
 	return s.render(c, http.StatusOK, "ops.html", p)
 }
 
