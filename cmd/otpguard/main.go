@@ -99,8 +99,11 @@ func serve(ctx context.Context, getenv func(string) string, stdout io.Writer) er
 	if err != nil {
 		return err
 	}
+	stopReload := reloadOnSIGHUP(ctx, a)
+	err = a.Run(ctx)
+	stopReload()
 	// Close's error (audit events lost at shutdown) fails the exit too.
-	return errors.Join(a.Run(ctx), a.Close())
+	return errors.Join(err, a.Close())
 }
 
 // loadConfig reads the configuration and notes the OTPGUARD_ variables it

@@ -51,7 +51,7 @@ type App struct {
 	store   *store.Redis
 	outage  *outage
 	ops     *opsStack
-	otp     *guard.OTP // its conversion watch is drained by Close
+	live    *live // the policy in force and its reloads (reload.go)
 	handler http.Handler
 	// closers run in reverse order of registration by Close.
 	closers []func()
@@ -80,6 +80,9 @@ type options struct {
 	sqlTracer      trace.TracerProvider
 
 	idempotencyWait time.Duration // idempotency.go
+	// policy is the OTP policy in force, for the ops desk's overrides (set
+	// by New, not by an Option).
+	policy func() guard.OTPPolicy
 }
 
 // WithSender sends SMS through s instead of the configured sender.
@@ -194,6 +197,7 @@ func New(ctx context.Context, cfg *Config, opts ...Option) (_ *App, err error) {
 	registerOutage(metrics.Registry, a.outage)
 	a.onClose(a.outage.start(ctx, log))
 	guarded := guardedStore{fb: a.outage.fallback, st: a.store}
+	o.policy = func() guard.OTPPolicy { return a.live.policy().OTP }
 	if a.ops, err = startOps(ctx, cfg, log, metrics, guarded, a.store, o); err != nil {
 		return nil, err
 	}
@@ -206,32 +210,6 @@ func New(ctx context.Context, cfg *Config, opts ...Option) (_ *App, err error) {
 		}
 	}
 	abuseMetrics := httpapi.NewAbuseMetrics(metrics)
-	otp := guard.NewOTP(guard.OTPOptions{
-		Policy: cfg.Policies.OTP, Counter: a.outage.fallback, Codes: a.outage.fallback,
-		Sender: sender, HMACKey: cfg.HMACKey, Logger: log, LastStoreFailure: a.outage.fallback.LastFailure,
-		Deny: a.ops.deny, Events: a.ops.audit, Blocks: guarded, Now: o.now,
-		// The conversion watch is advisory: through the breaker, but its
-		// failures never refuse a send.
-		Conversions: guarded, AutoBlock: a.ops.desk, Abuse: abuseMetrics.Hooks(),
-		// Replayed status callbacks: advisory too (a failed check records).
-		Deliveries: a.store,
-		// The country velocity rule's count goes out with the send's
-		// limits, through the Fallback (Fallback.TakeSend); Volumes is
-		// asked directly for its refunds, verify credits and quarantines
-		// (guard/velocity.go says how it meets a failing store).
-		Volumes: a.store,
-		// GET and cancel of a verification: through the breaker.
-		Verifications: guarded,
-	})
-	a.otp = otp
-	registerWatch(metrics.Registry, otp)
-	// Runs before the ops jobs stop (closers run last first): the watch's
-	// last alerts still reach the audit queue, Redis and the deny-list.
-	a.onClose(otp.Close)
-	// Exact denials are repeated from memory until they expire: a hammered
-	// key costs Redis nothing while it stays denied.
-	limiter := guard.NewLimiter(cfg.Policies.Limits, a.outage.fallback, log).
-		WithDenials(guard.NewDenials(guard.DefaultDenials, o.now))
 	// The hot keys stop first in Close, once Run has drained the requests
 	// that spend hot-key counts: their last sync sees all of them, and Redis
 	// and the heartbeat are still there for it.
@@ -242,11 +220,48 @@ func New(ctx context.Context, cfg *Config, opts ...Option) (_ *App, err error) {
 	a.onClose(stopHot)
 	if hot != nil {
 		registerHotKeys(metrics.Registry, hot)
-		limiter.WithHotKeys(hot)
 	}
+	// What the policy decides is built here, once per policy: at start and
+	// at every reload (reload.go), around the long-lived parts.
+	a.live = newLive(cfg, log, metrics, func(p guard.Policies) httpapi.Services {
+		otp := guard.NewOTP(guard.OTPOptions{
+			Policy: p.OTP, Counter: a.outage.fallback, Codes: a.outage.fallback,
+			Sender: sender, HMACKey: cfg.HMACKey, Logger: log, LastStoreFailure: a.outage.fallback.LastFailure,
+			Deny: a.ops.deny, Events: a.ops.audit, Blocks: guarded, Now: o.now,
+			// The conversion watch is advisory: through the breaker, but its
+			// failures never refuse a send.
+			Conversions: guarded, AutoBlock: a.ops.desk, Abuse: abuseMetrics.Hooks(),
+			// Replayed status callbacks: advisory too (a failed check records).
+			Deliveries: a.store,
+			// The country velocity rule's count goes out with the send's
+			// limits, through the Fallback (Fallback.TakeSend); Volumes is
+			// asked directly for its refunds, verify credits and quarantines
+			// (guard/velocity.go says how it meets a failing store).
+			Volumes: a.store,
+			// GET and cancel of a verification: through the breaker.
+			Verifications: guarded,
+			// The ops desk's emergency overrides tighten the file (ops/overrides.go).
+			Overrides: a.ops.overrides,
+		})
+		// Exact denials are repeated from memory until they expire: a hammered
+		// key costs Redis nothing while it stays denied. Remembered per policy:
+		// a reload that raises a limit lets the key through at once.
+		limiter := guard.NewLimiter(p.Limits, a.outage.fallback, log).
+			WithDenials(guard.NewDenials(guard.DefaultDenials, o.now))
+		if hot != nil {
+			limiter.WithHotKeys(hot)
+		}
+		return httpapi.Services{OTP: otp, Limiter: limiter}
+	})
+	first := a.live.build(cfg.Policies)
+	a.live.setOTP(first.OTP)
+	registerWatch(metrics.Registry, a.live.otp)
+	// Runs before the ops jobs stop (closers run last first): the watch's
+	// last alerts still reach the audit queue, Redis and the deny-list.
+	a.onClose(func() { a.live.otp().Close() })
 	rdb := a.rdb
-	a.handler = tr.handler(httpapi.New(httpapi.Options{
-		OTP: otp, Limiter: limiter, APIKeys: cfg.APIKeys, OpsKeys: cfg.OpsKeys,
+	srv := httpapi.New(httpapi.Options{
+		OTP: first.OTP, Limiter: first.Limiter, APIKeys: cfg.APIKeys, OpsKeys: cfg.OpsKeys,
 		Logger: log, Metrics: metrics, Spec: api.OpenAPI,
 		Ops: a.ops.desk, SessionKey: a.ops.sessionKey, Sessions: a.ops.signOuts,
 		Ready: func(ctx context.Context) error { return rdb.Ping(ctx).Err() },
@@ -254,6 +269,7 @@ func New(ctx context.Context, cfg *Config, opts ...Option) (_ *App, err error) {
 			st := a.outage.status()
 			db := a.ops.status()
 			st.Database = &db
+			st.PolicyFile = a.policyStatus()
 			return st
 		},
 		// The abuse defences (README.md, "Abuse defences").
@@ -264,7 +280,9 @@ func New(ctx context.Context, cfg *Config, opts ...Option) (_ *App, err error) {
 		APIKeyLimit: ops.NewAPIKeyLimiter(a.outage.fallback, o.apiKeys),
 		// Idempotency-Key claims and answers: through the breaker.
 		Idempotency: guarded, IdempotencyWait: o.idempotencyWait,
-	}))
+	})
+	a.live.server = srv
+	a.handler = tr.handler(srv)
 	return a, nil
 }
 

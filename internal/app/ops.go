@@ -37,6 +37,10 @@ type opsStack struct {
 	signOuts *ops.SignOuts
 	audit    *ops.AuditQueue
 	desk     *ops.Desk
+	// overrides are the emergency overrides in force here, loaded with
+	// every deny-list refresh (ops/overrides.go); now is the desk's clock.
+	overrides *ops.OverrideCache
+	now       func() time.Time
 	// sessionKey signs ops sessions (see opsSessionKey).
 	sessionKey []byte
 
@@ -77,13 +81,17 @@ func startOps(ctx context.Context, cfg *Config, log *slog.Logger, metrics *httpa
 		}
 		return o.audit.Len()
 	})
+	o.now = opts.now
+	o.overrides = ops.NewOverrideCache(o.db, opts.now, log)
 	o.deny = ops.NewDenyCache(o.db, ops.DenyCacheOptions{Refresh: cfg.DenyListRefresh, Logger: log,
-		OnRefresh: func(n int, err error) { o.db.denyReloaded(err); om.DenyReloaded(n, err) }})
+		OnRefresh: func(n int, err error) { o.db.denyReloaded(err); om.DenyReloaded(n, err) },
+		Also:      o.overrides.Reload})
 	o.signOuts = ops.NewSignOuts(o.db, ops.SignOutsOptions{Shared: shared, Refresh: cfg.DenyListRefresh, Logger: log})
 	o.audit = ops.NewAuditQueue(o.db, ops.AuditQueueOptions{Logger: log, OnDrop: om.AuditDropped, OnWrite: om.AuditWritten})
 	o.desk = ops.NewDesk(ops.DeskOptions{
 		Blocks: blocks, DenyList: o.db, Deny: o.deny, Audit: o.db, Activity: o.db, Events: o.audit,
 		DefaultRegion: cfg.Policies.OTP.DefaultRegion, Logger: log, Now: opts.now,
+		Overrides: o.db, OverrideCache: o.overrides, Policy: opts.policy,
 	})
 	o.bg, o.stop = context.WithCancel(context.WithoutCancel(ctx))
 

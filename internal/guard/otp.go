@@ -61,6 +61,9 @@ type OTPOptions struct {
 	// Verifications reads and cancels verification records
 	// (verification.go); nil: GET and cancel answer 404.
 	Verifications Verifications
+	// Overrides are the ops desk's emergency overrides (override.go); nil:
+	// the policy as is.
+	Overrides Overrides
 }
 
 // OTP sends and verifies one-time codes under exact, shared limits.

@@ -87,6 +87,11 @@ func (s *OTP) safe(e164 string) bool {
 // checkDestination refuses numbers outside the allowed countries and
 // number types.
 func (s *OTP) checkDestination(phone Phone) error {
+	if now := s.now(); s.abuse.overrides != nil {
+		if err := s.overridesNow(now).checkPaused(phone.Region, now); err != nil {
+			return err
+		}
+	}
 	if c := s.policy.AllowedCountries; len(c) > 0 && !slices.Contains(c, phone.Region) {
 		return Errorf(CodeCountryNotAllowed, "codes are not sent to numbers of this country")
 	}
@@ -117,6 +122,9 @@ func (s *OTP) abuseLimits(phone Phone, safe bool) []limitedTake {
 		return Take{Key: k, Algorithm: FixedWindow, Limit: limit, Window: w, Cost: 1,
 			Policy: OTPPolicyName, OnStoreError: mode}
 	}
+	// The ops desk's overrides (override.go) lower these limits on the
+	// same counters, or add one where the file has none.
+	over := s.overridesNow(s.now())
 	var ls []limitedTake
 	seen := map[string]bool{}
 	for _, pp := range s.prefixLimits() {
@@ -126,18 +134,36 @@ func (s *OTP) abuseLimits(phone Phone, safe bool) []limitedTake {
 		}
 		seen[prefix] = true
 		ls = append(ls, limitedTake{
-			take:   window(Key{"otp:prefix", prefix, "sends"}, pp.Limit, pp.Window),
+			take:   window(Key{"otp:prefix", prefix, "sends"}, tighter(pp.Limit, over.prefix[prefix]), pp.Window),
 			denial: CodePrefixRateLimited, what: "too many codes were sent to numbers like this one; try again later",
 		})
 	}
-	if !safe && len(s.policy.PerCountry) > 0 {
-		region := phone.Region
+	for _, prefix := range sortedKeys(over.prefix) { // the prefix overrides the file's depths do not count
+		if safe || seen[prefix] || !strings.HasPrefix(phone.E164, prefix) {
+			continue
+		}
+		w := s.policy.PerPrefix.Window
+		if w <= 0 {
+			w = DefaultOverrideWindow
+		}
+		ls = append(ls, limitedTake{
+			take:   window(Key{"otp:prefix", prefix, "sends"}, over.prefix[prefix], w),
+			denial: CodePrefixRateLimited, what: "too many codes were sent to numbers like this one; try again later",
+		})
+	}
+	if region := phone.Region; !safe && (len(s.policy.PerCountry) > 0 || over.country != nil) {
 		if region == "" {
 			region = "001" // non-geographic numbers (+800, +882...)
 		}
 		w, ok := s.policy.PerCountry[region]
 		if !ok {
 			w, ok = s.policy.PerCountry["*"]
+		}
+		if l := over.country[region]; l > 0 {
+			if !ok {
+				w, ok = Window{Limit: l, Window: DefaultOverrideWindow}, true
+			}
+			w.Limit = tighter(w.Limit, l)
 		}
 		if ok {
 			ls = append(ls, limitedTake{
@@ -149,11 +175,11 @@ func (s *OTP) abuseLimits(phone Phone, safe bool) []limitedTake {
 	// The budget refunds its own denied hit: a spent budget then stays at
 	// exactly its limit, so a later refund (a send the provider refused)
 	// frees a message at once.
-	if b := s.policy.Budget.PerHour; b > 0 {
+	if b := tighter(s.policy.Budget.PerHour, over.hour); b > 0 {
 		ls = append(ls, limitedTake{take: window(budgetHourKey, b, time.Hour), refundDenied: true,
 			denial: CodeBudgetExhausted, what: "the SMS budget for this hour is spent; try again later"})
 	}
-	if b := s.policy.Budget.PerDay; b > 0 {
+	if b := tighter(s.policy.Budget.PerDay, over.day); b > 0 {
 		ls = append(ls, limitedTake{take: window(budgetDayKey, b, 24*time.Hour), refundDenied: true,
 			denial: CodeBudgetExhausted, what: "the SMS budget for today is spent; try again later"})
 	}
@@ -194,6 +220,7 @@ type abuseState struct {
 	conv      Conversions
 	autoBlock AutoBlocker
 	volumes   Volumes
+	overrides Overrides // the ops desk's emergency overrides (override.go); nil: none
 
 	mu sync.Mutex
 	// exhaustedUntil is, per budget window, the end of the exhaustion
@@ -202,7 +229,7 @@ type abuseState struct {
 }
 
 func newAbuseState(o OTPOptions) *abuseState {
-	return &abuseState{hooks: o.Abuse, conv: o.Conversions, autoBlock: o.AutoBlock, volumes: o.Volumes, exhaustedUntil: map[string]time.Time{}}
+	return &abuseState{hooks: o.Abuse, conv: o.Conversions, autoBlock: o.AutoBlock, volumes: o.Volumes, overrides: o.Overrides, exhaustedUntil: map[string]time.Time{}}
 }
 
 // budgetRefused counts a refusal by the budget and logs one error per

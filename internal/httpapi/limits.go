@@ -103,7 +103,8 @@ func (s *Server) checkLimits(c echo.Context) error {
 		}
 		checks[i] = guard.Check{Policy: it.Policy, Key: it.Key, Cost: cost}
 	}
-	batch, err := s.limiter.Check(c.Request().Context(), checks)
+	lim := s.services().Limiter // one policy for the whole request
+	batch, err := lim.Check(c.Request().Context(), checks)
 	if err != nil {
 		s.metrics.Decision("limits", outcome(err))
 		return err
@@ -129,7 +130,7 @@ func (s *Server) checkLimits(c echo.Context) error {
 			s.metrics.FromMemory(d.Policy)
 		}
 	}
-	s.rateLimitHeaders(c, batch.Denying())
+	s.rateLimitHeaders(c, lim, batch.Denying())
 	status := http.StatusOK
 	if !batch.Allowed {
 		status = http.StatusTooManyRequests
@@ -141,8 +142,8 @@ func (s *Server) checkLimits(c echo.Context) error {
 // rateLimitHeaders sets the IETF RateLimit-Policy and RateLimit fields
 // (draft-ietf-httpapi-ratelimit-headers) for one decision: quota q per
 // window w seconds, r remaining, t seconds until the quota is whole again.
-func (s *Server) rateLimitHeaders(c echo.Context, d guard.Decision) {
-	p, ok := s.limiter.Policy(d.Policy)
+func (s *Server) rateLimitHeaders(c echo.Context, lim *guard.Limiter, d guard.Decision) {
+	p, ok := lim.Policy(d.Policy)
 	if !ok {
 		return
 	}

@@ -42,7 +42,10 @@ func TestOpsContract(t *testing.T) {
 	}
 	// Two wrong keys from one address are allowed: the last cases spend
 	// them and meet the limit.
-	oc := newOpsCluster(t, opsConfig{engine: store.EngineSQLite, signIn: ops.SignInLimit{Failures: 2, Window: time.Minute}})
+	// A daily budget, for the override that would loosen it.
+	pol := defaults()
+	pol.OTP.Budget.PerDay = 1000
+	oc := newOpsCluster(t, opsConfig{engine: store.EngineSQLite, signIn: ops.SignInLimit{Failures: 2, Window: time.Minute}, policies: &pol})
 	oc.send(t, 0, "+14155550100")
 	oc.send(t, 0, "+14155550100") // cooldown: a block to list
 	form := "application/x-www-form-urlencoded"
@@ -79,6 +82,20 @@ func TestOpsContract(t *testing.T) {
 		{name: "events bad time", method: "GET", path: "/ops/events?since=yesterday", status: 400, code: "invalid_request", badRequest: true},
 		{name: "events bad action", method: "GET", path: "/ops/events?action=otp.send%00", status: 400, code: "invalid_request"},
 		{name: "events bad phone", method: "GET", path: "/ops/events?phone=12345", status: 422, code: "invalid_phone"},
+		{name: "override pause", method: "POST", path: "/ops/overrides", body: `{"kind":"country_pause","subject":"ng","reason":"pumping wave","expires_in":3600}`, status: 201},
+		{name: "override budget", method: "POST", path: "/ops/overrides", body: `{"kind":"budget_per_day","limit":200,"reason":"spend"}`, status: 201},
+		{name: "override prefix", method: "POST", path: "/ops/overrides", body: `{"kind":"prefix_limit","subject":"+2348031","limit":5,"reason":"range","expires_in":600}`, status: 201},
+		{name: "override looser", method: "POST", path: "/ops/overrides", body: `{"kind":"budget_per_day","limit":5000,"reason":"oops"}`, status: 422, code: "override_looser"},
+		{name: "override bad kind", method: "POST", path: "/ops/overrides", body: `{"kind":"country_boost","subject":"NG","limit":1,"reason":"x"}`, status: 400, code: "invalid_request", badRequest: true},
+		{name: "override bad subject", method: "POST", path: "/ops/overrides", body: `{"kind":"country_limit","subject":"Nigeria","limit":1,"reason":"x"}`, status: 400, code: "invalid_request"},
+		{name: "override no reason", method: "POST", path: "/ops/overrides", body: `{"kind":"budget_per_hour","limit":1,"reason":" "}`, status: 400, code: "invalid_request"},
+		{name: "override too long", method: "POST", path: "/ops/overrides", body: `{"kind":"budget_per_hour","limit":1,"reason":"x","expires_in":999999}`, status: 400, code: "invalid_request", badRequest: true},
+		{name: "overrides", method: "GET", path: "/ops/overrides", status: 200},
+		{name: "override remove", method: "DELETE", path: "/ops/overrides/2", status: 204},
+		{name: "override remove missing", method: "DELETE", path: "/ops/overrides/99", status: 404, code: "not_found"},
+		{name: "form override", method: "POST", path: "/ops/actions/override", contentType: form, body: "kind=country_limit&subject=GH&limit=10&expires_in=2h&reason=wave", status: 303},
+		{name: "form override refused", method: "POST", path: "/ops/actions/override", contentType: form, body: "kind=country_limit&subject=GH&limit=ten&reason=wave", status: 303},
+		{name: "form unoverride", method: "POST", path: "/ops/actions/unoverride", contentType: form, body: "id=1", status: 303},
 		{name: "page", method: "GET", path: "/ops", status: 200},
 		{name: "page without key", method: "GET", path: "/ops", key: noKey, status: 303, badRequest: true},
 		{name: "page with API key", method: "GET", path: "/ops", key: apiKey, status: 403, code: "forbidden"},

@@ -64,6 +64,8 @@ type opsPage struct {
 	EventsErr    string
 	Chart        *chart
 	ChartErr     string
+	// Overrides is the emergency overrides' section (ops_overrides.go).
+	Overrides overridesSection
 	// DatabaseDown shows the banner: the ops database did not answer (or
 	// is not connected yet), so the parts it holds are not shown.
 	DatabaseDown bool
@@ -130,6 +132,7 @@ func (s *Server) opsPage(c echo.Context) error {
 		}
 		return err
 	})
+	p.Overrides = s.overridesFor(c, p.CSRF, p.DatabaseDown)
 	return s.render(c, http.StatusOK, "ops.html", p)
 }
 

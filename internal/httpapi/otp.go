@@ -30,7 +30,7 @@ func (s *Server) sendOTP(c echo.Context) error {
 	if err := decodeJSON(c, &req); err != nil {
 		return err
 	}
-	res, err := s.otp.Send(c.Request().Context(), guard.SendRequest{Phone: req.Phone, ClientIP: req.ClientIP})
+	res, err := s.services().OTP.Send(c.Request().Context(), guard.SendRequest{Phone: req.Phone, ClientIP: req.ClientIP})
 	s.metrics.Decision("otp_send", outcome(err))
 	switch code := guard.ErrorCode(err); code {
 	case "":
@@ -64,7 +64,7 @@ func (s *Server) verifyOTP(c echo.Context) error {
 	if err := decodeJSON(c, &req); err != nil {
 		return err
 	}
-	res, err := s.otp.VerifyCode(c.Request().Context(), guard.VerifyRequest{Phone: req.Phone, Code: req.Code})
+	res, err := s.services().OTP.VerifyCode(c.Request().Context(), guard.VerifyRequest{Phone: req.Phone, Code: req.Code})
 	s.metrics.Decision("otp_verify", outcome(err))
 	if err != nil {
 		return err

@@ -57,6 +57,9 @@ var statusOf = map[guard.Code]int{
 	guard.CodeIdempotencyKeyInProgress: http.StatusConflict,
 	guard.CodeVerificationNotFound:     http.StatusNotFound,
 	guard.CodeVerificationNotPending:   http.StatusConflict,
+	// The ops desk's emergency overrides (ops_overrides.go).
+	guard.CodeCountryPaused:  http.StatusForbidden,
+	guard.CodeOverrideLooser: http.StatusUnprocessableEntity,
 }
 
 // codeOfStatus turns echo's own errors (unknown route, wrong method, body

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/netip"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -75,9 +76,10 @@ type Options struct {
 
 // Server is otpguard's HTTP handler.
 type Server struct {
-	echo    *echo.Echo
-	otp     *guard.OTP
-	limiter *guard.Limiter
+	echo *echo.Echo
+	// live is the OTP service and limiter in force (live.go): replaced
+	// whole when the policy is reloaded.
+	live    atomic.Pointer[Services]
 	log     *slog.Logger
 	metrics *Metrics
 	ready   func(ctx context.Context) error
@@ -110,10 +112,11 @@ func New(o Options) *Server {
 		o.Metrics = NewMetrics()
 	}
 	s := &Server{
-		echo: echo.New(), otp: o.OTP, limiter: o.Limiter, log: o.Logger,
+		echo: echo.New(), log: o.Logger,
 		metrics: o.Metrics, ready: o.Ready, spec: o.Spec, status: o.Status,
 		ops: o.Ops, sessions: newSessions(o.SessionKey, newKeyring(o.OpsKeys)),
 	}
+	s.SetServices(Services{OTP: o.OTP, Limiter: o.Limiter})
 	s.statusCallback, s.abuseMetrics, s.revoked = o.StatusCallback, o.AbuseMetrics, o.Sessions
 	s.signInLimit, s.apiKeyLimit = o.SignIn, o.APIKeyLimit
 	if s.signInLimit == nil {
@@ -193,6 +196,12 @@ func (s *Server) routes(apiKeys, opsKeys keyring) {
 	e.POST("/ops/denylist", s.addDeny, noStore, ops, s.idempotent)
 	e.DELETE("/ops/denylist/:id", s.removeDeny, noStore, ops)
 	e.GET("/ops/events", s.listEvents, noStore, ops)
+	// Emergency overrides of the policy file (ops_overrides.go).
+	e.GET("/ops/overrides", s.listOverrides, noStore, ops)
+	e.POST("/ops/overrides", s.addOverride, noStore, ops)
+	e.DELETE("/ops/overrides/:id", s.removeOverride, noStore, ops)
+	e.POST("/ops/actions/override", s.formOverride, page)
+	e.POST("/ops/actions/unoverride", s.formRemoveOverride, page)
 	// Works without the ops desk (it reads no SQL): ops key only, through
 	// the sign-in limiter like every route that takes one.
 	e.GET("/ops/status", s.opsStatus, noStore, s.requireOpsKey(apiKeys, opsKeys))

@@ -32,7 +32,7 @@ var twilioStatuses = map[string]bool{
 // the sorted form parameters, keyed with the auth token) is the
 // authentication; a missing or forged one is 403.
 func (s *Server) smsStatus(c echo.Context) error {
-	if s.statusCallback == nil || s.otp == nil {
+	if s.statusCallback == nil || s.services().OTP == nil {
 		return guard.Errorf(guard.CodeNotFound, "no SMS status callback is configured (OTPGUARD_SMS=twilio and TWILIO_STATUS_CALLBACK_URL)")
 	}
 	r := c.Request()
@@ -60,7 +60,7 @@ func (s *Server) smsStatus(c echo.Context) error {
 	}
 	// A replay (the same message and status, already recorded on any
 	// instance) is answered as the first was, and counted nowhere.
-	if s.otp.RecordDelivery(r.Context(), guard.Delivery{MessageID: sid, To: form.Get("To"), Status: label, ErrorCode: form.Get("ErrorCode")}) {
+	if s.services().OTP.RecordDelivery(r.Context(), guard.Delivery{MessageID: sid, To: form.Get("To"), Status: label, ErrorCode: form.Get("ErrorCode")}) {
 		s.abuseMetrics.SMSStatus(label)
 	}
 	return c.NoContent(http.StatusNoContent)

@@ -22,6 +22,9 @@ type StoreStatus struct {
 	InstancesFrom string
 	// Database is the ops database's state; nil without the ops desk.
 	Database *DatabaseStatus
+	// PolicyFile is the policy file's and the overrides' state (live.go);
+	// nil: not reported.
+	PolicyFile *PolicyFileStatus
 }
 
 // DatabaseStatus is the ops database as one instance sees it.
@@ -122,6 +125,9 @@ type statusJSON struct {
 	InFallback       []string           `json:"in_fallback"`
 	Policies         []policyStatusJSON `json:"policies"`
 	Database         *databaseJSON      `json:"database,omitempty"`
+	// The policy file and the emergency overrides in force (live.go).
+	PolicyFile *policyFileJSON      `json:"policy_file,omitempty"`
+	Overrides  *overridesStatusJSON `json:"overrides,omitempty"`
 }
 
 // opsStatus: GET /ops/status. Redis's state, the breaker's, the instance
@@ -150,7 +156,9 @@ func (s *Server) opsStatus(c echo.Context) error {
 			out.Status = "degraded"
 		}
 	}
-	if !st.RedisUp {
+	var reloadFailed bool
+	out.PolicyFile, out.Overrides, reloadFailed = policyFileStatus(st.PolicyFile)
+	if !st.RedisUp || reloadFailed {
 		out.Status = "degraded"
 	}
 	return c.JSON(http.StatusOK, out)

@@ -29,7 +29,7 @@ func newVerificationResponse(v guard.Verification) verificationResponse {
 
 // getVerification: GET /otp/verifications/{id}. A verification's status.
 func (s *Server) getVerification(c echo.Context) error {
-	v, err := s.otp.Verification(c.Request().Context(), c.Param("id"))
+	v, err := s.services().OTP.Verification(c.Request().Context(), c.Param("id"))
 	if err != nil {
 		return err
 	}
@@ -39,7 +39,7 @@ func (s *Server) getVerification(c echo.Context) error {
 // cancelVerification: POST /otp/verifications/{id}/cancel. Kills a
 // pending verification's code.
 func (s *Server) cancelVerification(c echo.Context) error {
-	v, err := s.otp.CancelVerification(c.Request().Context(), c.Param("id"))
+	v, err := s.services().OTP.CancelVerification(c.Request().Context(), c.Param("id"))
 	if err != nil {
 		return err
 	}

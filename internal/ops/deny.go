@@ -39,6 +39,10 @@ type DenyCacheOptions struct {
 	Logger  *slog.Logger
 	// OnRefresh, when set, is told the outcome of every reload (for metrics).
 	OnRefresh func(entries int, err error)
+	// Also, when set, is reloaded by every reload, after the deny-list:
+	// what else every instance must pick up within the refresh interval
+	// (the emergency overrides, OverrideCache.Reload).
+	Also func(ctx context.Context) error
 }
 
 // DenyCache answers Denied from memory and reloads the deny-list from the
@@ -50,6 +54,7 @@ type DenyCache struct {
 	refresh   time.Duration
 	log       *slog.Logger
 	onRefresh func(int, error)
+	also      func(context.Context) error
 
 	snap atomic.Pointer[denySnapshot]
 	// mu serialises reloads, so a slow reload cannot overwrite the result
@@ -79,7 +84,7 @@ func NewDenyCache(list DenyList, o DenyCacheOptions) *DenyCache {
 	if o.OnRefresh == nil {
 		o.OnRefresh = func(int, error) {}
 	}
-	c := &DenyCache{list: list, refresh: o.Refresh, log: o.Logger, onRefresh: o.OnRefresh}
+	c := &DenyCache{list: list, refresh: o.Refresh, log: o.Logger, onRefresh: o.OnRefresh, also: o.Also}
 	c.snap.Store(&denySnapshot{})
 	return c
 }
@@ -117,6 +122,10 @@ func (c *DenyCache) LoadedAt() time.Time { return c.snap.Load().loadedAt }
 func (c *DenyCache) Reload(ctx context.Context) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if c.also != nil { // logged by its owner; the deny-list's outcome is what is returned
+		parent := ctx
+		defer func() { _ = c.also(parent) }()
+	}
 	ctx, cancel := context.WithTimeout(ctx, denyLoadTimeout)
 	defer cancel()
 	entries, err := c.list.ListDeny(ctx)

@@ -66,6 +66,11 @@ type DeskOptions struct {
 	Events guard.EventSink
 	// DefaultRegion is the OTP policy's: numbers are read as /otp/send reads them.
 	DefaultRegion string
+	// Overrides keeps the emergency overrides and OverrideCache enforces
+	// them here (overrides.go); Policy is the OTP policy they tighten.
+	Overrides     OverrideStore
+	OverrideCache *OverrideCache
+	Policy        func() guard.OTPPolicy
 	Logger        *slog.Logger
 	Now           func() time.Time // time.Now when nil
 }
@@ -257,7 +262,7 @@ func isBlockOutcome(action string, outcome guard.Code) bool {
 		switch outcome {
 		case guard.CodeCooldown, guard.CodePhoneRateLimited, guard.CodeIPRateLimited, guard.CodeDenied,
 			guard.CodeCountryNotAllowed, guard.CodeNumberTypeNotAllowed, guard.CodePrefixRateLimited,
-			guard.CodeCountryRateLimited, guard.CodeBudgetExhausted:
+			guard.CodeCountryRateLimited, guard.CodeBudgetExhausted, guard.CodeCountryPaused:
 			return true
 		}
 	case guard.ActionOTPVerify:

@@ -1,0 +1,163 @@
+package httpapi_test
+
+import (
+	"cmp"
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+
+	"github.com/otpguard/otpguard/internal/guard"
+	"github.com/otpguard/otpguard/internal/store"
+)
+
+// TestOpsOverridesInChromium drives the overrides section of the ops page
+// in a real headless Chromium: a looser limit is refused with the field
+// marked and what was typed kept; a tighter one and a pause are applied and
+// listed with their time left; one is removed. A screenshot of the section
+// is left as an artifact (docs/ops-overrides.png is one).
+func TestOpsOverridesInChromium(t *testing.T) {
+	exe := chromiumPath(t)
+	pol := overridePolicies()
+	pol.OTP.Budget.PerHour = 500
+	oc := newOpsCluster(t, opsConfig{engine: store.EngineSQLite, policies: pol})
+	base := oc.instances[0].srv.URL
+
+	alloc, cancelAlloc := chromedp.NewExecAllocator(context.Background(),
+		chromedp.ExecPath(exe),
+		chromedp.Flag("headless", true),
+		chromedp.NoSandbox,
+		chromedp.DisableGPU,
+		chromedp.NoFirstRun,
+		chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true),
+		chromedp.Flag("no-default-browser-check", true),
+		chromedp.WindowSize(1280, 1000),
+		chromedp.UserDataDir(t.TempDir()),
+	)
+	defer cancelAlloc()
+	ctx, cancelCtx := chromedp.NewContext(alloc, chromedp.WithLogf(t.Logf))
+	defer cancelCtx()
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+
+	css := func(sel string) chromedp.CSS { return chromedp.CSS(sel) }
+	text := func(sel string) string {
+		t.Helper()
+		v, err := chromedp.Run(ctx, chromedp.Text(css(sel)))
+		if err != nil {
+			t.Fatalf("text of %s: %v", sel, err)
+		}
+		return v
+	}
+	value := func(sel string) string {
+		t.Helper()
+		v, err := chromedp.Run(ctx, chromedp.Value(css(sel)))
+		if err != nil {
+			t.Fatalf("value of %s: %v", sel, err)
+		}
+		return v
+	}
+	form := `#override-form `
+	fill := func(kind, subject, limit, lasts, reason string) chromedp.Action[chromedp.Void] {
+		// chromedp cannot tell an input set to "" from a failed set: a
+		// blank is a space, which the form trims away as a person's would.
+		blank := func(v string) string { return cmp.Or(v, " ") }
+		subject, limit = blank(subject), blank(limit)
+		return chromedp.Steps(
+			chromedp.SetValue(css(form+`select[name="kind"]`), kind),
+			chromedp.SetValue(css(form+`input[name="subject"]`), subject),
+			chromedp.SetValue(css(form+`input[name="limit"]`), limit),
+			chromedp.SetValue(css(form+`input[name="expires_in"]`), lasts),
+			chromedp.SetValue(css(form+`input[name="reason"]`), reason),
+			chromedp.Click(css(form+`button[type="submit"]`)),
+		)
+	}
+
+	err := chromedp.Do(ctx,
+		chromedp.Navigate(base+"/ops"),
+		chromedp.WaitVisible(css(`#login input[name="key"]`)),
+		chromedp.SendKeys(css(`#login input[name="key"]`), opsKey),
+		chromedp.Click(css(`#login button[type="submit"]`)),
+		chromedp.WaitVisible(css(`#overrides`)),
+	)
+	if err != nil {
+		t.Fatalf("sign in: %v", err)
+	}
+	actor := text(`#actor`)
+
+	// Looser than the file: refused, the limit field marked, nothing lost.
+	err = chromedp.Do(ctx,
+		fill("country_limit", "gb", "50", "2h", "pumping wave from a premium range"),
+		chromedp.WaitVisible(css(`#overrides-problem`)),
+	)
+	if err != nil {
+		t.Fatalf("looser override: %v", err)
+	}
+	if p := text(`#overrides-problem`); !strings.Contains(p, "otp.per_country.GB.limit is 4") {
+		t.Errorf("refusal says %q, want the file's otp.per_country.GB.limit is 4", p)
+	}
+	attrs, err := chromedp.Run(ctx, chromedp.Attributes(css(form+`input[name="limit"]`)))
+	if err != nil || attrs["aria-invalid"] != "true" {
+		t.Errorf("limit field attributes %v (%v), want aria-invalid", attrs, err)
+	}
+	if k, s, l, r := value(form+`select[name="kind"]`), value(form+`input[name="subject"]`), value(form+`input[name="limit"]`),
+		value(form+`input[name="reason"]`); k != "country_limit" || s != "gb" || l != "50" || r != "pumping wave from a premium range" {
+		t.Errorf("form after the refusal: %q %q %q %q, want what was typed", k, s, l, r)
+	}
+
+	// Tighter: applied; and a pause.
+	err = chromedp.Do(ctx,
+		// Each waits for the row it adds: the page it submitted from has a
+		// flash too.
+		fill("country_limit", "GB", "2", "2h", "pumping wave from a premium range"),
+		chromedp.WaitVisible(css(`tr.override-row[data-id="1"]`)),
+		fill("country_pause", "NG", "", "24h", "premium-rate numbers, provider alert"),
+		chromedp.WaitVisible(css(`tr.override-row[data-id="2"]`)),
+		fill("budget_per_hour", "", "120", "6h", "spend cap while the wave lasts"),
+		chromedp.WaitVisible(css(`tr.override-row[data-id="3"]`)),
+	)
+	if err != nil {
+		t.Fatalf("apply overrides: %v", err)
+	}
+	rows := text(`#overrides table`)
+	for _, want := range []string{"Tighten a country's limit", "GB", "Pause a country", "NG", "paused", "Lower the hourly budget", "120", "500", actor, "1h 59m"} {
+		if !strings.Contains(rows, want) {
+			t.Errorf("overrides table lacks %q:\n%s", want, rows)
+		}
+	}
+	if status, code := oc.send(t, 0, "+2348031234567"); code != string(guard.CodeCountryPaused) {
+		t.Errorf("send to NG after the pause from the page: %d %s, want country_paused", status, code)
+	}
+	section, err := chromedp.Run(ctx, chromedp.Screenshot(css(`#overrides`)))
+	if err != nil {
+		t.Fatalf("screenshot: %v", err)
+	}
+
+	// Remove the pause.
+	err = chromedp.Do(ctx,
+		chromedp.Click(css(`tr.override-row[data-id="2"] button.danger`)),
+		chromedp.WaitNotPresent(css(`tr.override-row[data-id="2"]`)),
+		chromedp.WaitVisible(css(`#overrides-flash`)),
+	)
+	if err != nil {
+		t.Fatalf("remove: %v", err)
+	}
+	if flash, rows := text(`#overrides-flash`), text(`#overrides table`); !strings.Contains(flash, "removed") || strings.Contains(rows, "Pause a country") {
+		t.Errorf("after removing the pause: flash %q, table:\n%s", flash, rows)
+	}
+	if status, code := oc.send(t, 0, "+2348031234568"); status != 200 {
+		t.Errorf("send to NG after removing the pause: %d %s, want 200", status, code)
+	}
+
+	path := filepath.Join(artifactDir(t), "ops-overrides.png")
+	if err := os.WriteFile(path, section, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("screenshot: %s", path)
+}
