@@ -72,6 +72,7 @@ type options struct {
 	probeEvery time.Duration
 	signIn     ops.SignInLimit
 	apiKeys    ops.SignInLimit
+	version    string // metrics.go
 }
 
 // WithSender sends SMS through s instead of the configured sender.
@@ -179,12 +180,14 @@ func New(ctx context.Context, cfg *Config, opts ...Option) (_ *App, err error) {
 	}
 	a.onClose(func() { a.closeErr = errors.Join(a.closeErr, a.ops.Close()) })
 
-	sender := o.sender
+	sender, provider := o.sender, "custom"
 	if sender == nil {
 		if sender, err = newSender(cfg, o.output); err != nil {
 			return nil, err
 		}
+		provider = cfg.SMS
 	}
+	sender = metrics.TimeSender(provider, sender)
 	abuseMetrics := httpapi.NewAbuseMetrics(metrics)
 	otp := guard.NewOTP(guard.OTPOptions{
 		Policy: cfg.Policies.OTP, Counter: a.outage.fallback, Codes: a.outage.fallback,
@@ -216,6 +219,7 @@ func New(ctx context.Context, cfg *Config, opts ...Option) (_ *App, err error) {
 		registerHotKeys(metrics.Registry, hot)
 		limiter.WithHotKeys(hot)
 	}
+	registerRequestMetrics(metrics, abuseMetrics, cfg, o.version, otp)
 	rdb := a.rdb
 	a.handler = httpapi.New(httpapi.Options{
 		OTP: otp, Limiter: limiter, APIKeys: cfg.APIKeys, OpsKeys: cfg.OpsKeys,

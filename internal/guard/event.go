@@ -14,6 +14,9 @@ type Event struct {
 	IP      string
 	Actor   string // API key id or ops user, may be ""
 	Detail  string
+	// RequestID is the X-Request-Id of the HTTP request that led to the
+	// event (WithRequestID), "" for events no request caused.
+	RequestID string
 }
 
 // The audit actions the OTP rules record (Event.Action). They are stored

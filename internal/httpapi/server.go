@@ -124,6 +124,7 @@ func New(o Options) *Server {
 	s.echo.HidePort = true
 	s.echo.HTTPErrorHandler = errorHandler(o.Logger)
 	s.routes(newKeyring(o.APIKeys), newKeyring(o.OpsKeys))
+	s.metrics.http.freeze(s.echo.Routes(), zeroStatuses)
 	return s
 }
 
@@ -151,11 +152,11 @@ func (s *Server) routes(apiKeys, opsKeys keyring) {
 	// unknown paths, and a 404 must stay a 404, not a 401.
 	api := s.requireAPIKey(apiKeys, opsKeys)
 	admit := s.admission.middleware
-	e.POST("/otp/send", s.sendOTP, api, admit)
-	e.POST("/otp/verify", s.verifyOTP, api, admit)
+	e.POST("/otp/send", s.sendOTP, api, admit, audited)
+	e.POST("/otp/verify", s.verifyOTP, api, admit, audited)
 	e.POST("/limits/check", s.checkLimits, api, admit)
 	// Twilio's delivery reports: its signature is the authentication.
-	e.POST("/sms/status", s.smsStatus)
+	e.POST("/sms/status", s.smsStatus, audited)
 
 	// Ops: an ops key (bearer) or an ops session; an API key is 403. The
 	// page and its forms send the signed-out to /ops/login; the JSON API
@@ -165,15 +166,15 @@ func (s *Server) routes(apiKeys, opsKeys keyring) {
 	e.POST("/ops/login", s.login(apiKeys, opsKeys))
 	e.POST("/ops/logout", s.logout, page)
 	e.GET("/ops", s.opsPage, page)
-	e.POST("/ops/actions/unblock", s.formUnblock, page)
-	e.POST("/ops/actions/deny", s.formDeny, page)
-	e.POST("/ops/actions/undeny", s.formUndeny, page)
+	e.POST("/ops/actions/unblock", s.formUnblock, page, audited)
+	e.POST("/ops/actions/deny", s.formDeny, page, audited)
+	e.POST("/ops/actions/undeny", s.formUndeny, page, audited)
 	// The JSON API shows full numbers and audit rows: no cache keeps them.
 	e.GET("/ops/blocked", s.listBlocked, noStore, ops)
-	e.DELETE("/ops/blocked/:phone", s.unblock, noStore, ops)
+	e.DELETE("/ops/blocked/:phone", s.unblock, noStore, ops, audited)
 	e.GET("/ops/denylist", s.listDeny, noStore, ops)
-	e.POST("/ops/denylist", s.addDeny, noStore, ops)
-	e.DELETE("/ops/denylist/:id", s.removeDeny, noStore, ops)
+	e.POST("/ops/denylist", s.addDeny, noStore, ops, audited)
+	e.DELETE("/ops/denylist/:id", s.removeDeny, noStore, ops, audited)
 	e.GET("/ops/events", s.listEvents, noStore, ops)
 	// Works without the ops desk (it reads no SQL): ops key only, through
 	// the sign-in limiter like every route that takes one.
@@ -189,28 +190,15 @@ func noStore(next echo.HandlerFunc) echo.HandlerFunc {
 	}
 }
 
-// requestLog writes one structured line per request: method, route,
-// status, latency and request ID. Never the body, never the query.
+// requestLog writes one structured line per request (request_log.go):
+// method, route, status, latency and request ID, and for a refusal its
+// code and the masked number. Never the body, never the query. It also
+// feeds the HTTP metrics.
 func (s *Server) requestLog() echo.MiddlewareFunc {
 	return middleware.RequestLoggerWithConfig(middleware.RequestLoggerConfig{
 		LogStatus: true, LogMethod: true, LogRoutePath: true, LogLatency: true,
 		LogRequestID: true, LogError: true, HandleError: true,
-		LogValuesFunc: func(c echo.Context, v middleware.RequestLoggerValues) error {
-			level := slog.LevelInfo
-			switch {
-			case v.Status >= 500 && asGuardError(v.Error).Code == guard.CodeStoreUnavailable:
-				// An outage refuses every request: the breaker tells it once
-				// (docs/outage.md); each refusal is a debug line.
-				level = guard.StoreFailureLevel(v.Error)
-			case v.Status >= 500:
-				level = slog.LevelError
-			}
-			s.log.LogAttrs(c.Request().Context(), level, "request",
-				slog.String("method", v.Method), slog.String("route", v.RoutePath),
-				slog.Int("status", v.Status), slog.Duration("latency", v.Latency),
-				slog.String("request_id", v.RequestID))
-			return nil
-		},
+		LogValuesFunc: s.logRequest,
 	})
 }
 
