@@ -83,7 +83,9 @@ func (a *AbuseMetrics) Prepare(p guard.Policies) {
 }
 
 // policyCountries are the regions the OTP policy names: its allowed
-// countries and the countries of per_country (not "*").
+// countries, the countries of per_country (not "*") and of the velocity
+// rule's expected volumes. (Not every region libphonenumber knows: that
+// would be hundreds of series at zero on every instance.)
 func policyCountries(p guard.Policies) []string {
 	seen := map[string]bool{}
 	var out []string
@@ -97,6 +99,9 @@ func policyCountries(p guard.Policies) []string {
 		add(r)
 	}
 	for r := range p.OTP.PerCountry {
+		add(r)
+	}
+	for r := range p.OTP.CountryVelocity.Expected {
 		add(r)
 	}
 	return out
