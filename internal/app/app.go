@@ -135,8 +135,11 @@ func New(ctx context.Context, cfg *Config, opts ...Option) (_ *App, err error) {
 			return nil, err
 		}
 	}
-	if err := cfg.Validate(); err != nil {
+	if err := cfg.validate(o.sender != nil); err != nil {
 		return nil, err
+	}
+	for _, w := range cfg.Warnings {
+		log.Warn(w)
 	}
 
 	if o.rdb != nil {
@@ -460,9 +463,13 @@ func randomKey(prefix string) (string, error) {
 }
 
 func newSender(cfg *Config, stdout io.Writer) (guard.Sender, error) {
-	if cfg.SMS == "console" {
+	if cfg.SMS != "twilio" { // console, or unset in embedded mode
 		return sms.NewConsole(stdout), nil
 	}
+	return newTwilio(cfg)
+}
+
+func newTwilio(cfg *Config) (*sms.Twilio, error) {
 	return sms.NewTwilio(sms.TwilioOptions{
 		AccountSID: cfg.Twilio.AccountSID, AuthToken: cfg.Twilio.AuthToken,
 		From: cfg.Twilio.From, MessagingServiceSID: cfg.Twilio.MessagingServiceSID,

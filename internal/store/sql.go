@@ -82,16 +82,13 @@ func OpenSQL(ctx context.Context, databaseURL, dataDir string, opts ...SQLOption
 		s   *SQL
 		err error
 	)
-	lower := strings.ToLower(databaseURL)
-	switch {
-	case databaseURL == "":
+	if err := CheckDatabaseURL(databaseURL); err != nil {
+		return nil, fmt.Errorf("store: open database: %w", err)
+	}
+	if databaseURL == "" {
 		s, err = openSQLite(dataDir)
-	case strings.HasPrefix(lower, "postgres://"), strings.HasPrefix(lower, "postgresql://"):
+	} else {
 		s, err = openPostgres(databaseURL)
-	default:
-		// Only the scheme is quoted: the rest of a URL may hold a password.
-		scheme, _, _ := strings.Cut(databaseURL, ":")
-		return nil, fmt.Errorf("store: open database: unsupported scheme %q: want postgres:// or postgresql://, or no URL for SQLite", scheme)
 	}
 	if err != nil {
 		return nil, err
@@ -114,6 +111,28 @@ func OpenSQL(ctx context.Context, databaseURL, dataDir string, opts ...SQLOption
 		return nil, err
 	}
 	return s, nil
+}
+
+// CheckDatabaseURL checks a database URL without connecting: "" (the SQLite
+// file) or a PostgreSQL URL pgx can parse. Only the scheme or the parser's
+// reason is quoted in the error: the rest of a URL may hold a password.
+func CheckDatabaseURL(databaseURL string) error {
+	if databaseURL == "" {
+		return nil
+	}
+	lower := strings.ToLower(databaseURL)
+	if !strings.HasPrefix(lower, "postgres://") && !strings.HasPrefix(lower, "postgresql://") {
+		scheme, _, _ := strings.Cut(databaseURL, ":")
+		return fmt.Errorf("unsupported scheme %q: want postgres:// or postgresql://, or no URL for SQLite", scheme)
+	}
+	if _, err := pgconn.ParseConfig(databaseURL); err != nil {
+		reason := "malformed"
+		if inner := errors.Unwrap(err); inner != nil {
+			reason = inner.Error()
+		}
+		return fmt.Errorf("not a PostgreSQL URL pgx can read (%s)", reason)
+	}
+	return nil
 }
 
 func openPostgres(databaseURL string) (*SQL, error) {
