@@ -24,3 +24,13 @@ func TestHTTPMetricsAllocateNothing(t *testing.T) {
 		t.Errorf("unmatched 404 observed %d times, want 101", got)
 	}
 }
+
+// BenchmarkHTTPMetricsObserve is what each request pays for the HTTP
+// metrics: go test -run X -bench HTTPMetricsObserve -benchmem ./internal/httpapi/
+func BenchmarkHTTPMetricsObserve(b *testing.B) {
+	h := New(Options{}).metrics.http
+	b.ReportAllocs()
+	for b.Loop() {
+		h.observe("POST", "/limits/check", 200, time.Millisecond)
+	}
+}
