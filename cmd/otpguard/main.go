@@ -95,7 +95,7 @@ func serve(ctx context.Context, getenv func(string) string, stdout io.Writer) er
 	if err != nil {
 		return err
 	}
-	a, err := app.New(ctx, cfg, app.WithOutput(stdout))
+	a, err := app.New(ctx, cfg, app.WithOutput(stdout), app.WithVersion(version))
 	if err != nil {
 		return err
 	}

@@ -82,7 +82,8 @@ type options struct {
 	idempotencyWait time.Duration // idempotency.go
 	// policy is the OTP policy in force, for the ops desk's overrides (set
 	// by New, not by an Option).
-	policy func() guard.OTPPolicy
+	policy  func() guard.OTPPolicy
+	version string // metrics.go
 }
 
 // WithSender sends SMS through s instead of the configured sender.
@@ -203,12 +204,14 @@ func New(ctx context.Context, cfg *Config, opts ...Option) (_ *App, err error) {
 	}
 	a.onClose(func() { a.closeErr = errors.Join(a.closeErr, a.ops.Close()) })
 
-	sender := o.sender
+	sender, provider := o.sender, "custom"
 	if sender == nil {
 		if sender, err = newSender(cfg, o.output, tr.smsTransport()); err != nil {
 			return nil, err
 		}
+		provider = cfg.SMS
 	}
+	sender = metrics.TimeSender(provider, sender)
 	abuseMetrics := httpapi.NewAbuseMetrics(metrics)
 	// The hot keys stop first in Close, once Run has drained the requests
 	// that spend hot-key counts: their last sync sees all of them, and Redis
@@ -259,6 +262,7 @@ func New(ctx context.Context, cfg *Config, opts ...Option) (_ *App, err error) {
 	// Runs before the ops jobs stop (closers run last first): the watch's
 	// last alerts still reach the audit queue, Redis and the deny-list.
 	a.onClose(func() { a.live.otp().Close() })
+	registerRequestMetrics(metrics, abuseMetrics, cfg, o.version, a.live.otp)
 	rdb := a.rdb
 	srv := httpapi.New(httpapi.Options{
 		OTP: first.OTP, Limiter: first.Limiter, APIKeys: cfg.APIKeys, OpsKeys: cfg.OpsKeys,

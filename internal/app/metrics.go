@@ -1,10 +1,29 @@
 package app
 
 import (
+	"context"
+	"strings"
+
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/otpguard/otpguard/internal/guard"
+	"github.com/otpguard/otpguard/internal/httpapi"
 )
+
+// WithVersion names the build in otpguard_build_info (the binary's
+// -X main.version); the module's version otherwise.
+func WithVersion(v string) Option { return func(o *options) { o.version = v } }
+
+// registerRequestMetrics adds what answers "why was this user refused?":
+// the build, the spend budget read at scrape time, and every series an
+// alert rule may read created at zero. The budget is read through the OTP
+// service in force (a reload may change it).
+func registerRequestMetrics(m *httpapi.Metrics, a *httpapi.AbuseMetrics, cfg *Config, version string, otp func() *guard.OTP) {
+	m.RegisterBuildInfo(version)
+	m.RegisterBudget(func(ctx context.Context) ([]guard.BudgetUse, error) { return otp().BudgetUse(ctx) })
+	m.Prepare(cfg.Policies)
+	a.Prepare(cfg.Policies)
+}
 
 // The gauges and counters that read the running parts' state. The metrics
 // the handlers observe are declared in httpapi (metrics.go), next to the
@@ -43,10 +62,13 @@ func registerOutage(reg *prometheus.Registry, o *outage) {
 	}, func() float64 { return float64(o.fallback.Late()) }))
 	for _, p := range o.fallback.Status().Policies {
 		name := p.Policy
+		// A limit policy is labelled by its name, as in
+		// otpguard_decisions_total, not by its "limits." status name.
+		label := strings.TrimPrefix(name, guard.LimitPolicyName(""))
 		reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
 			Name:        "otpguard_fallback_decisions_total",
 			Help:        "Decisions taken without Redis (by on_store_error; refusals for closed), by policy.",
-			ConstLabels: prometheus.Labels{"policy": name},
+			ConstLabels: prometheus.Labels{"policy": label},
 		}, func() float64 {
 			for _, q := range o.fallback.Status().Policies {
 				if q.Policy == name {

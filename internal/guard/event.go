@@ -17,6 +17,9 @@ type Event struct {
 	// TraceID is the trace ID of the request that led to the event
 	// (WithTraceID), "" when tracing is off or no request caused it.
 	TraceID string
+	// RequestID is the X-Request-Id of the HTTP request that led to the
+	// event (WithRequestID), "" for events no request caused.
+	RequestID string
 }
 
 // The audit actions the OTP rules record (Event.Action). They are stored

@@ -162,6 +162,7 @@ func (s *OTP) Send(ctx context.Context, req SendRequest) (SendResult, error) {
 	}
 	res, err := s.send(withDecision(ctx), phone, ip)
 	s.record(ctx, ActionOTPSend, OutcomeSent, phone, CleanIP(req.ClientIP), err)
+	res.Phone = phone // on a refusal too: the caller's log names it (masked)
 	return res, err
 }
 
@@ -403,7 +404,8 @@ type VerifyRequest struct {
 // Verify counts the guess, then compares it in constant time, and consumes
 // the code on a match: of two concurrent correct guesses exactly one wins.
 // After MaxVerifyAttempts wrong guesses the code is dead (even the right
-// code is refused) until a new one is sent.
+// code is refused) until a new one is sent. On a refusal the number is
+// returned when it parsed.
 func (s *OTP) Verify(ctx context.Context, req VerifyRequest) (Phone, error) {
 	res, err := s.VerifyCode(ctx, req)
 	return res.Phone, err
@@ -430,7 +432,7 @@ func (s *OTP) VerifyCode(ctx context.Context, req VerifyRequest) (VerifyResult, 
 	vid, err := s.verify(ctx, phone, req.Code)
 	s.record(ctx, ActionOTPVerify, OutcomeValid, phone, "", err)
 	if err != nil {
-		return VerifyResult{}, err
+		return VerifyResult{Phone: phone}, err // the number, for the caller's log
 	}
 	s.watchVerify(ctx, phone)
 	s.creditVerify(ctx, phone)
@@ -456,8 +458,7 @@ func (s *OTP) verify(ctx context.Context, phone Phone, code string) (string, err
 		return "", storeError(err)
 	}
 	if g.Attempts > s.policy.MaxVerifyAttempts {
-		return "", &Error{Code: CodeTooManyAttempts,
-			Message: "too many wrong guesses; request a new code", RetryAfter: g.TTL}
+		return "", s.tooManyAttempts(ctx, phone.E164)
 	}
 	if !hmac.Equal(g.MAC, s.mac(phone.E164, code)) {
 		if s.statelessCodes() && s.recentStoreFailure(s.now()) {
@@ -542,7 +543,7 @@ func (s *OTP) record(ctx context.Context, action, ok string, phone Phone, ip str
 		outcome = string(ErrorCode(err))
 	}
 	s.events.Record(Event{At: s.now(), Action: action, Outcome: outcome, Phone: phone.E164, Country: phone.Region, IP: ip,
-		TraceID: TraceID(ctx)})
+		TraceID: TraceID(ctx), RequestID: RequestID(ctx)})
 }
 
 func (s *OTP) noteBlock(ctx context.Context, b Block) {

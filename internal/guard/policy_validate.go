@@ -27,6 +27,12 @@ const (
 
 var policyName = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]*$`)
 
+// ReservedPolicyNames are the policy label values otpguard gives its own
+// decisions in metrics (otpguard_decisions_total, _fallback_decisions_total):
+// the OTP policy ("otp"), its two routes, and a /limits/check refused whole.
+// A limit policy may not take one, or its series would mix with theirs.
+var ReservedPolicyNames = []string{OTPPolicyName, "otp_send", "otp_verify", "limits"}
+
 // Validate checks every policy and returns all problems at once, each naming
 // its field, e.g. `limits.api.capacity: must be between 1 and 1000000000`.
 func (p *Policies) Validate() error {
@@ -71,6 +77,10 @@ func (p *Policies) Validate() error {
 		field := "limits." + name
 		if len(name) > maxPolicyName || !policyName.MatchString(name) {
 			bad(field, "policy names are lower-case letters, digits, _ and -, at most %d characters", maxPolicyName)
+		}
+		if slices.Contains(ReservedPolicyNames, name) {
+			bad(field, "%q is the name of one of otpguard's own policies in metrics (%s are reserved); choose another name",
+				name, strings.Join(ReservedPolicyNames, ", "))
 		}
 		switch l.Algorithm {
 		case TokenBucket:

@@ -106,7 +106,7 @@ func (s *Server) checkLimits(c echo.Context) error {
 	lim := s.services().Limiter // one policy for the whole request
 	batch, err := lim.Check(c.Request().Context(), checks)
 	if err != nil {
-		s.metrics.Decision("limits", outcome(err))
+		s.metrics.Decision(policyBatch, outcome(err))
 		return err
 	}
 
@@ -141,7 +141,9 @@ func (s *Server) checkLimits(c echo.Context) error {
 
 // rateLimitHeaders sets the IETF RateLimit-Policy and RateLimit fields
 // (draft-ietf-httpapi-ratelimit-headers) for one decision: quota q per
-// window w seconds, r remaining, t seconds until the quota is whole again.
+// window w seconds, r remaining, t seconds until the quota is whole again;
+// on a denial, t is the Retry-After (for a token bucket, when enough
+// tokens are back; the bucket is whole only later).
 func (s *Server) rateLimitHeaders(c echo.Context, lim *guard.Limiter, d guard.Decision) {
 	p, ok := lim.Policy(d.Policy)
 	if !ok {
@@ -155,7 +157,11 @@ func (s *Server) rateLimitHeaders(c echo.Context, lim *guard.Limiter, d guard.De
 	}
 	h := c.Response().Header()
 	h.Set("RateLimit-Policy", fmt.Sprintf("%q;q=%d;w=%d", d.Policy, d.Limit, max(1, int64(math.Ceil(w.Seconds())))))
-	h.Set("RateLimit", fmt.Sprintf("%q;r=%d;t=%d", d.Policy, d.Remaining, int64(math.Ceil(d.ResetAfter.Seconds()))))
+	t := int64(math.Ceil(d.ResetAfter.Seconds()))
+	if !d.Allowed { // when the quota serves again: Retry-After's figure, rounded alike
+		t = int64(retrySeconds(d.RetryAfter))
+	}
+	h.Set("RateLimit", fmt.Sprintf("%q;r=%d;t=%d", d.Policy, d.Remaining, t))
 }
 
 func ceilMs(d time.Duration) int64 {

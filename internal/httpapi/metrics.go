@@ -16,6 +16,8 @@ type Metrics struct {
 	redis     *prometheus.HistogramVec
 	sms       *prometheus.CounterVec
 	shed      *prometheus.CounterVec
+	http      *httpMetrics // http_metrics.go
+	smsCalls  *smsMetrics  // sms_metrics.go
 }
 
 // NewMetrics registers otpguard's metrics and the Go runtime's.
@@ -49,6 +51,7 @@ func NewMetrics() *Metrics {
 	}
 	m.Registry.MustRegister(m.decisions, m.memory, m.redis, m.sms, m.shed,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	m.http, m.smsCalls = newHTTPMetrics(m.Registry), newSMSMetrics(m.Registry)
 	return m
 }
 

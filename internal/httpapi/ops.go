@@ -191,6 +191,8 @@ type eventItem struct {
 	Detail  string    `json:"detail"`
 	// TraceID is the trace of the request behind the event, when traced.
 	TraceID string `json:"trace_id,omitempty"`
+	// RequestID: the X-Request-Id of the request behind the event.
+	RequestID string `json:"request_id"`
 }
 
 type eventsResponse struct {
@@ -201,7 +203,7 @@ type eventsResponse struct {
 }
 
 // listEvents: GET /ops/events. The audit trail, newest first, filtered by
-// phone, action and time, paged by before_id.
+// phone, action, request ID and time, paged by before_id.
 func (s *Server) listEvents(c echo.Context) error {
 	f, err := eventFilter(c.QueryParams())
 	if err != nil {
@@ -214,7 +216,7 @@ func (s *Server) listEvents(c echo.Context) error {
 	res := eventsResponse{Events: make([]eventItem, 0, len(events))}
 	for _, e := range events {
 		res.Events = append(res.Events, eventItem{ID: e.ID, At: e.At, Action: e.Action, Outcome: e.Outcome,
-			Phone: e.Phone, Country: e.Country, IP: e.IP, Actor: e.Actor, Detail: e.Detail, TraceID: e.TraceID})
+			Phone: e.Phone, Country: e.Country, IP: e.IP, Actor: e.Actor, Detail: e.Detail, TraceID: e.TraceID, RequestID: e.RequestID})
 	}
 	limit := f.Limit
 	if limit == 0 {
@@ -238,6 +240,10 @@ func eventFilter(q url.Values) (ops.EventFilter, error) {
 	f.Action = q.Get("action")
 	if len(f.Action) > 64 || !ops.PlainText(f.Action) {
 		return f, guard.Errorf(guard.CodeInvalidRequest, "action must be an action name such as otp.send")
+	}
+	f.RequestID = q.Get("request_id")
+	if f.RequestID != "" && !plainID(f.RequestID) {
+		return f, guard.Errorf(guard.CodeInvalidRequest, "request_id must be a request ID as X-Request-Id carries it")
 	}
 	var err error
 	if f.Since, err = timeParam(q, "since"); err != nil {

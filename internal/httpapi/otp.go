@@ -31,10 +31,12 @@ func (s *Server) sendOTP(c echo.Context) error {
 		return err
 	}
 	res, err := s.services().OTP.Send(c.Request().Context(), guard.SendRequest{Phone: req.Phone, ClientIP: req.ClientIP})
-	s.metrics.Decision("otp_send", outcome(err))
+	logPhone(c, res.Phone.E164)
+	s.metrics.Decision(policySend, outcome(err))
 	switch code := guard.ErrorCode(err); code {
 	case "":
 		s.metrics.SMS(true)
+		s.metrics.SentTo(res.Phone.Region)
 	case guard.CodeProviderUnavailable, guard.CodeInvalidDestination:
 		s.metrics.SMS(false)
 	}
@@ -65,7 +67,8 @@ func (s *Server) verifyOTP(c echo.Context) error {
 		return err
 	}
 	res, err := s.services().OTP.VerifyCode(c.Request().Context(), guard.VerifyRequest{Phone: req.Phone, Code: req.Code})
-	s.metrics.Decision("otp_verify", outcome(err))
+	logPhone(c, res.Phone.E164)
+	s.metrics.Decision(policyVerify, outcome(err))
 	if err != nil {
 		return err
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"math"
 	"net/http"
 	"strconv"
 	"time"
@@ -168,9 +167,7 @@ func asGuardError(err error) *guard.Error {
 
 // retrySeconds rounds up: a client told "0" would retry at once and be
 // refused again.
-func retrySeconds(d time.Duration) int {
-	return max(1, int(math.Ceil(d.Seconds())))
-}
+func retrySeconds(d time.Duration) int { return guard.RetrySeconds(d) }
 
 func requestID(c echo.Context) string {
 	return c.Response().Header().Get(echo.HeaderXRequestID)

@@ -140,6 +140,7 @@ func New(o Options) *Server {
 	s.echo.HidePort = true
 	s.echo.HTTPErrorHandler = errorHandler(o.Logger)
 	s.routes(newKeyring(o.APIKeys), newKeyring(o.OpsKeys))
+	s.metrics.http.freeze(s.echo.Routes(), zeroStatuses)
 	return s
 }
 
@@ -170,13 +171,13 @@ func (s *Server) routes(apiKeys, opsKeys keyring) {
 	admit := s.admission.middleware
 	// An Idempotency-Key is claimed before admission: a request that
 	// waits for another's answer, or replays it, holds no decision slot.
-	e.POST("/otp/send", s.sendOTP, api, s.idempotent, admit)
-	e.POST("/otp/verify", s.verifyOTP, api, admit)
+	e.POST("/otp/send", s.sendOTP, api, s.idempotent, admit, audited)
+	e.POST("/otp/verify", s.verifyOTP, api, admit, audited)
 	e.GET("/otp/verifications/:id", s.getVerification, api, admit)
-	e.POST("/otp/verifications/:id/cancel", s.cancelVerification, api, admit)
+	e.POST("/otp/verifications/:id/cancel", s.cancelVerification, api, admit, audited)
 	e.POST("/limits/check", s.checkLimits, api, admit)
 	// Twilio's delivery reports: its signature is the authentication.
-	e.POST("/sms/status", s.smsStatus)
+	e.POST("/sms/status", s.smsStatus, audited)
 
 	// Ops: an ops key (bearer) or an ops session; an API key is 403. The
 	// page and its forms send the signed-out to /ops/login; the JSON API
@@ -186,15 +187,15 @@ func (s *Server) routes(apiKeys, opsKeys keyring) {
 	e.POST("/ops/login", s.login(apiKeys, opsKeys))
 	e.POST("/ops/logout", s.logout, page)
 	e.GET("/ops", s.opsPage, page)
-	e.POST("/ops/actions/unblock", s.formUnblock, page)
-	e.POST("/ops/actions/deny", s.formDeny, page)
-	e.POST("/ops/actions/undeny", s.formUndeny, page)
+	e.POST("/ops/actions/unblock", s.formUnblock, page, audited)
+	e.POST("/ops/actions/deny", s.formDeny, page, audited)
+	e.POST("/ops/actions/undeny", s.formUndeny, page, audited)
 	// The JSON API shows full numbers and audit rows: no cache keeps them.
 	e.GET("/ops/blocked", s.listBlocked, noStore, ops)
-	e.DELETE("/ops/blocked/:phone", s.unblock, noStore, ops)
+	e.DELETE("/ops/blocked/:phone", s.unblock, noStore, ops, audited)
 	e.GET("/ops/denylist", s.listDeny, noStore, ops)
-	e.POST("/ops/denylist", s.addDeny, noStore, ops, s.idempotent)
-	e.DELETE("/ops/denylist/:id", s.removeDeny, noStore, ops)
+	e.POST("/ops/denylist", s.addDeny, noStore, ops, s.idempotent, audited)
+	e.DELETE("/ops/denylist/:id", s.removeDeny, noStore, ops, audited)
 	e.GET("/ops/events", s.listEvents, noStore, ops)
 	// Emergency overrides of the policy file (ops_overrides.go).
 	e.GET("/ops/overrides", s.listOverrides, noStore, ops)
@@ -216,28 +217,15 @@ func noStore(next echo.HandlerFunc) echo.HandlerFunc {
 	}
 }
 
-// requestLog writes one structured line per request: method, route,
-// status, latency and request ID. Never the body, never the query.
+// requestLog writes one structured line per request (request_log.go):
+// method, route, status, latency and request ID, and for a refusal its
+// code and the masked number. Never the body, never the query. It also
+// feeds the HTTP metrics.
 func (s *Server) requestLog() echo.MiddlewareFunc {
 	return middleware.RequestLoggerWithConfig(middleware.RequestLoggerConfig{
 		LogStatus: true, LogMethod: true, LogRoutePath: true, LogLatency: true,
 		LogRequestID: true, LogError: true, HandleError: true,
-		LogValuesFunc: func(c echo.Context, v middleware.RequestLoggerValues) error {
-			level := slog.LevelInfo
-			switch {
-			case v.Status >= 500 && asGuardError(v.Error).Code == guard.CodeStoreUnavailable:
-				// An outage refuses every request: the breaker tells it once
-				// (docs/outage.md); each refusal is a debug line.
-				level = guard.StoreFailureLevel(v.Error)
-			case v.Status >= 500:
-				level = slog.LevelError
-			}
-			s.log.LogAttrs(c.Request().Context(), level, "request",
-				slog.String("method", v.Method), slog.String("route", v.RoutePath),
-				slog.Int("status", v.Status), slog.Duration("latency", v.Latency),
-				slog.String("request_id", v.RequestID), traceAttr(c.Request().Context()))
-			return nil
-		},
+		LogValuesFunc: s.logRequest,
 	})
 }
 

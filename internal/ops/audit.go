@@ -42,8 +42,10 @@ const (
 type EventFilter struct {
 	Phone  string
 	Action string
-	Since  time.Time // inclusive
-	Until  time.Time // exclusive
+	// RequestID selects the events of one request (its X-Request-Id).
+	RequestID string
+	Since     time.Time // inclusive
+	Until     time.Time // exclusive
 	// Limit is the page size: 0 means DefaultEventLimit, larger than
 	// MaxEventLimit means MaxEventLimit.
 	Limit int

@@ -294,6 +294,7 @@ func (d *Desk) RecordKeyLockout(ip string, l SignInLimit) {
 func (d *Desk) audit(ctx context.Context, e guard.Event) {
 	e.At = d.o.Now()
 	e.TraceID = guard.TraceID(ctx)
+	e.RequestID = guard.RequestID(ctx)
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), opsWriteTimeout)
 	defer cancel()
 	if err := d.o.Audit.WriteEvents(wctx, []guard.Event{e}); err != nil {

@@ -11,7 +11,7 @@ import (
 	"github.com/otpguard/otpguard/internal/ops"
 )
 
-const eventColumns = "at, action, outcome, phone, country, ip, actor, detail, trace_id"
+const eventColumns = "at, action, outcome, phone, country, ip, actor, detail, trace_id, request_id"
 
 // insertChunk is how many events share one INSERT: few round trips for a
 // big batch, and far below either engine's limit on bound parameters
@@ -51,13 +51,13 @@ func (s *SQL) WriteEvents(ctx context.Context, events []guard.Event) error {
 			if i > 0 {
 				q.WriteString(", ")
 			}
-			q.WriteString("(?, ?, ?, ?, ?, ?, ?, ?, ?)")
+			q.WriteString("(?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
 			at := e.At
 			if at.IsZero() {
 				at = now
 			}
 			args = append(args, at.UnixMilli(), storable(e.Action), storable(e.Outcome), storable(e.Phone),
-				storable(e.Country), storable(e.IP), storable(e.Actor), storable(e.Detail), storable(e.TraceID))
+				storable(e.Country), storable(e.IP), storable(e.Actor), storable(e.Detail), storable(e.TraceID), storable(e.RequestID))
 		}
 		if _, err := tx.ExecContext(ctx, s.rebind(q.String()), args...); err != nil {
 			return fmt.Errorf("store: write events: %w", err)
@@ -96,6 +96,9 @@ func (s *SQL) ListEvents(ctx context.Context, f ops.EventFilter) ([]guard.Event,
 	if f.Action != "" {
 		where, args = append(where, "action = ?"), append(args, f.Action)
 	}
+	if f.RequestID != "" {
+		where, args = append(where, "request_id = ?"), append(args, f.RequestID)
+	}
 	if !f.Since.IsZero() {
 		where, args = append(where, "at >= ?"), append(args, f.Since.UnixMilli())
 	}
@@ -131,7 +134,7 @@ func (s *SQL) ListEvents(ctx context.Context, f ops.EventFilter) ([]guard.Event,
 			e  guard.Event
 			at int64
 		)
-		if err := rows.Scan(&e.ID, &at, &e.Action, &e.Outcome, &e.Phone, &e.Country, &e.IP, &e.Actor, &e.Detail, &e.TraceID); err != nil {
+		if err := rows.Scan(&e.ID, &at, &e.Action, &e.Outcome, &e.Phone, &e.Country, &e.IP, &e.Actor, &e.Detail, &e.TraceID, &e.RequestID); err != nil {
 			return nil, fmt.Errorf("store: list events: %w", err)
 		}
 		e.At = fromMillis(at)

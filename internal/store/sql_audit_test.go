@@ -54,10 +54,10 @@ func wantNewestFirst(t *testing.T, events []guard.Event) {
 func TestSQLListEventsFilters(t *testing.T) {
 	written := []guard.Event{
 		{At: t0, Action: "otp.send", Outcome: "sent", Phone: "+919800000001", Country: "IN", IP: "203.0.113.7", Actor: "key_app", Detail: "e1"},
-		{At: t0.Add(1 * time.Second), Action: "otp.send", Outcome: "phone_rate_limited", Phone: "+919800000001", Country: "IN", IP: "203.0.113.7", Actor: "key_app", Detail: "e2"},
+		{At: t0.Add(1 * time.Second), Action: "otp.send", Outcome: "phone_rate_limited", Phone: "+919800000001", Country: "IN", IP: "203.0.113.7", Actor: "key_app", Detail: "e2", RequestID: "req-2"},
 		{At: t0.Add(2 * time.Second), Action: "otp.verify", Outcome: "wrong_code", Phone: "+919800000001", Country: "IN", IP: "2001:db8::1", Actor: "key_app", Detail: "e3"},
 		{At: t0.Add(3 * time.Second), Action: "otp.send", Outcome: "sent", Phone: "+447700900001", Country: "GB", IP: "198.51.100.2", Actor: "key_app", Detail: "e4"},
-		{At: t0.Add(4 * time.Second), Action: "ops.deny.add", Outcome: "ok", Actor: "alice", Detail: "e5"},
+		{At: t0.Add(4 * time.Second), Action: "ops.deny.add", Outcome: "ok", Actor: "alice", Detail: "e5", RequestID: "4f1c2a0b9d8e7f6a5b4c3d2e1f0a9b8c"},
 		// Sub-millisecond part: stored and returned as milliseconds.
 		{At: t0.Add(5*time.Second + 700*time.Microsecond), Action: "otp.verify", Outcome: "valid", Phone: "+447700900001", Country: "GB", IP: "198.51.100.2", Actor: "key_app", Detail: "e6"},
 	}
@@ -89,6 +89,10 @@ func TestSQLListEventsFilters(t *testing.T) {
 			{"phone", ops.EventFilter{Phone: "+919800000001"}, []string{"e3", "e2", "e1"}},
 			{"action", ops.EventFilter{Action: "otp.send"}, []string{"e4", "e2", "e1"}},
 			{"phone and action", ops.EventFilter{Phone: "+919800000001", Action: "otp.send"}, []string{"e2", "e1"}},
+			{"request id", ops.EventFilter{RequestID: "req-2"}, []string{"e2"}},
+			{"another request id", ops.EventFilter{RequestID: "4f1c2a0b9d8e7f6a5b4c3d2e1f0a9b8c"}, []string{"e5"}},
+			{"unknown request id", ops.EventFilter{RequestID: "req-9"}, []string{}},
+			{"request id and phone", ops.EventFilter{RequestID: "req-2", Phone: "+447700900001"}, []string{}},
 			{"since is inclusive", ops.EventFilter{Since: t0.Add(2 * time.Second)}, []string{"e6", "e5", "e4", "e3"}},
 			{"until is exclusive", ops.EventFilter{Until: t0.Add(2 * time.Second)}, []string{"e2", "e1"}},
 			{"since and until", ops.EventFilter{Since: t0.Add(time.Second), Until: t0.Add(4 * time.Second)}, []string{"e4", "e3", "e2"}},

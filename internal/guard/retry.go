@@ -1,0 +1,56 @@
+package guard
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"time"
+)
+
+// RetrySeconds is d as the whole seconds of a Retry-After header, rounded
+// up and at least 1: a client told "0" would retry at once and be refused
+// again. Every place that tells a wait in seconds (the header, the RateLimit
+// field's t, a message) rounds with it, so that they agree.
+func RetrySeconds(d time.Duration) int {
+	return max(1, int(math.Ceil(d.Seconds())))
+}
+
+// newCodeIn is how long until a new code may be sent to phone as far as the
+// number's own limits say: its cooldown and its per-number window, read
+// without spending (one call, the keys share the number's slot). The
+// per-IP and shared limits are the caller's and everyone's, not the
+// number's, and are not read. When the store cannot say, the cooldown is
+// the answer: the longest a cooldown can still run.
+func (s *OTP) newCodeIn(ctx context.Context, phone string) time.Duration {
+	takes := []Take{{Key: phoneSendsKey(phone), Algorithm: FixedWindow,
+		Limit: s.policy.PerPhone.Limit, Window: s.policy.PerPhone.Window}}
+	if cd := s.policy.Cooldown; cd > 0 {
+		takes = append(takes, Take{Key: cooldownKey(phone), Algorithm: FixedWindow, Limit: 1, Window: cd})
+	}
+	res, err := s.counter.Take(ctx, takes) // cost 0: peeks; no policy, closed: no fallback figures
+	if err == nil && len(res) != len(takes) {
+		err = fmt.Errorf("otp: store answered %d results for %d takes", len(res), len(takes))
+	}
+	if err != nil {
+		s.log.Log(ctx, StoreFailureLevel(err), "reading the send limits for a locked code failed", "phone", MaskPhone(phone), "err", err)
+		return s.policy.Cooldown
+	}
+	var wait time.Duration
+	for _, r := range res {
+		if r.Count >= r.Limit { // the next send would pass the limit
+			wait = max(wait, r.ResetAfter)
+		}
+	}
+	return wait
+}
+
+// tooManyAttempts is the refusal of a guess at a locked code: it says when
+// a new code may be requested, and its RetryAfter says the same.
+func (s *OTP) tooManyAttempts(ctx context.Context, phone string) *Error {
+	wait := s.newCodeIn(ctx, phone)
+	if wait <= 0 {
+		return &Error{Code: CodeTooManyAttempts, Message: "too many wrong guesses; request a new code"}
+	}
+	return &Error{Code: CodeTooManyAttempts, RetryAfter: wait,
+		Message: fmt.Sprintf("too many wrong guesses; a new code may be requested in %d s", RetrySeconds(wait))}
+}

@@ -1,0 +1,64 @@
+package httpapi
+
+import (
+	"context"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/otpguard/otpguard/internal/guard"
+)
+
+// budgetScrapeTimeout bounds the read of the budget at a scrape: a dead
+// store costs a scrape at most this (an open breaker answers at once).
+const budgetScrapeTimeout = time.Second
+
+// budgetCollector reads the spend budget from the shared store when
+// Prometheus scrapes: every instance reports the same figures, and no
+// request pays for them.
+type budgetCollector struct {
+	read        func(ctx context.Context) ([]guard.BudgetUse, error)
+	used, limit *prometheus.Desc
+	reset       *prometheus.Desc
+}
+
+// RegisterBudget registers otpguard_sms_budget_used,
+// otpguard_sms_budget_limit and otpguard_sms_budget_reset_seconds per window
+// (hour, day), read at each scrape by read (guard.OTP.BudgetUse). The
+// limit is reported even when the store cannot be read; used and reset
+// only when it was.
+func (m *Metrics) RegisterBudget(read func(ctx context.Context) ([]guard.BudgetUse, error)) {
+	m.Registry.MustRegister(&budgetCollector{
+		read: read,
+		used: prometheus.NewDesc("otpguard_sms_budget_used",
+			"SMS the spend budget (otp.budget) has counted in its current window, by window (hour, day), read from the shared store at scrape time. Absent while the store cannot be read.",
+			[]string{"window"}, nil),
+		limit: prometheus.NewDesc("otpguard_sms_budget_limit",
+			"The spend budget's limit per window (hour, day); windows that are off are absent.",
+			[]string{"window"}, nil),
+		reset: prometheus.NewDesc("otpguard_sms_budget_reset_seconds",
+			"Seconds until the spend budget's current window ends, by window.",
+			[]string{"window"}, nil),
+	})
+}
+
+// Describe implements prometheus.Collector.
+func (b *budgetCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- b.used
+	ch <- b.limit
+	ch <- b.reset
+}
+
+// Collect implements prometheus.Collector.
+func (b *budgetCollector) Collect(ch chan<- prometheus.Metric) {
+	ctx, cancel := context.WithTimeout(context.Background(), budgetScrapeTimeout)
+	defer cancel()
+	uses, _ := b.read(ctx) // on an error the windows come back unknown
+	for _, u := range uses {
+		ch <- prometheus.MustNewConstMetric(b.limit, prometheus.GaugeValue, float64(u.Limit), u.Window)
+		if u.Known {
+			ch <- prometheus.MustNewConstMetric(b.used, prometheus.GaugeValue, float64(u.Used), u.Window)
+			ch <- prometheus.MustNewConstMetric(b.reset, prometheus.GaugeValue, u.ResetAfter.Seconds(), u.Window)
+		}
+	}
+}

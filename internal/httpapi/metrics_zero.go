@@ -1,0 +1,108 @@
+package httpapi
+
+import (
+	"github.com/otpguard/otpguard/internal/guard"
+)
+
+// Series created at zero at start-up, so that an alert rule such as
+// `increase(otpguard_decisions_total{outcome="budget_exhausted"}[5m]) > 0`
+// has a series to read before the first event (a counter that appears with
+// its first increment shows no increase).
+
+// sendOutcomes and verifyOutcomes are the outcomes of /otp/send and
+// /otp/verify in otpguard_decisions_total.
+var (
+	sendOutcomes = []guard.Code{
+		guard.CodeCooldown, guard.CodePhoneRateLimited, guard.CodeIPRateLimited, guard.CodeDenied,
+		guard.CodeCountryNotAllowed, guard.CodeNumberTypeNotAllowed, guard.CodePrefixRateLimited,
+		guard.CodeCountryRateLimited, guard.CodeBudgetExhausted, guard.CodeUnusualVolume,
+		guard.CodeInvalidPhone, guard.CodeInvalidDestination, guard.CodeProviderUnavailable,
+		guard.CodeStoreUnavailable, guard.CodeOverloaded,
+	}
+	verifyOutcomes = []guard.Code{
+		guard.CodeWrongCode, guard.CodeNoActiveCode, guard.CodeTooManyAttempts, guard.CodeInvalidPhone,
+		guard.CodeInvalidCode, guard.CodeStoreUnavailable, guard.CodeOverloaded,
+	}
+)
+
+// The policy label values otpguard itself uses in otpguard_decisions_total
+// (guard.ReservedPolicyNames keeps limit policies from taking them).
+const (
+	policySend   = "otp_send"
+	policyVerify = "otp_verify"
+	policyBatch  = "limits" // a /limits/check refused whole (unknown policy, bad input)
+)
+
+// Prepare creates, at zero, the series of every policy and outcome p can
+// produce: decisions of the OTP routes and of each limit policy, the SMS
+// and Redis results, and the sends of each country p names.
+func (m *Metrics) Prepare(p guard.Policies) {
+	m.decisions.WithLabelValues(policySend, "allowed")
+	for _, c := range sendOutcomes {
+		m.decisions.WithLabelValues(policySend, string(c))
+	}
+	m.decisions.WithLabelValues(policyVerify, "allowed")
+	for _, c := range verifyOutcomes {
+		m.decisions.WithLabelValues(policyVerify, string(c))
+	}
+	for _, name := range p.LimitNames() {
+		m.decisions.WithLabelValues(name, "allowed")
+		m.decisions.WithLabelValues(name, string(guard.CodeRateLimited))
+		m.memory.WithLabelValues(name)
+	}
+	m.sms.WithLabelValues("sent")
+	m.sms.WithLabelValues("failed")
+	m.redis.WithLabelValues("ok")
+	m.redis.WithLabelValues("error")
+	for _, r := range policyCountries(p) {
+		if c := m.smsCalls.byCountry[r]; c != nil {
+			c.get()
+		}
+	}
+}
+
+// Prepare creates the abuse series at zero: every budget window,
+// conversion scope and action, the delivery statuses that mean a message
+// did not arrive, and the velocity series of each country p names.
+func (a *AbuseMetrics) Prepare(p guard.Policies) {
+	for _, w := range []string{"hour", "day"} {
+		a.budgetRefused.WithLabelValues(w)
+	}
+	for _, scope := range []string{"prefix", "country"} {
+		for _, action := range []string{guard.OutcomeReported, guard.OutcomeBlocked, guard.OutcomeQuarantined} {
+			a.conversionAlerts.WithLabelValues(scope, action)
+		}
+	}
+	for _, st := range []string{"delivered", "undelivered", "failed"} {
+		a.smsStatus.WithLabelValues(st)
+	}
+	for _, r := range policyCountries(p) {
+		a.velocityRefused.WithLabelValues(r)
+		a.velocityAlerts.WithLabelValues(r)
+	}
+}
+
+// policyCountries are the regions the OTP policy names: its allowed
+// countries, the countries of per_country (not "*") and of the velocity
+// rule's expected volumes. (Not every region libphonenumber knows: that
+// would be hundreds of series at zero on every instance.)
+func policyCountries(p guard.Policies) []string {
+	seen := map[string]bool{}
+	var out []string
+	add := func(r string) {
+		if r != "*" && !seen[r] {
+			seen[r] = true
+			out = append(out, r)
+		}
+	}
+	for _, r := range p.OTP.AllowedCountries {
+		add(r)
+	}
+	for r := range p.OTP.PerCountry {
+		add(r)
+	}
+	for r := range p.OTP.CountryVelocity.Expected {
+		add(r)
+	}
+	return out
+}

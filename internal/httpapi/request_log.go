@@ -1,0 +1,91 @@
+package httpapi
+
+import (
+	"log/slog"
+	"time"
+
+	"github.com/labstack/echo/v4"
+	"github.com/labstack/echo/v4/middleware"
+
+	"github.com/otpguard/otpguard/internal/guard"
+)
+
+// quietRoutes are scraped and probed every few seconds: their lines are
+// debug, not info, so that they do not drown the requests that matter.
+var quietRoutes = map[string]bool{"/metrics": true, "/healthz": true, "/readyz": true}
+
+// zeroStatuses are the HTTP series created at zero, per "METHOD route",
+// for alert rules on the decision routes.
+var zeroStatuses = map[string][]int{
+	"POST /otp/send":     {200, 429, 503},
+	"POST /otp/verify":   {200, 400, 429, 503},
+	"POST /limits/check": {200, 429, 503},
+}
+
+// logPhoneKey is where a handler leaves the number (E.164) its request
+// concerned, for the request log line to mask.
+const logPhoneKey = "otpguard.phone"
+
+// logPhone notes the number a request concerned, for its log line.
+func logPhone(c echo.Context, e164 string) {
+	if e164 != "" {
+		c.Set(logPhoneKey, e164)
+	}
+}
+
+// logRequest records one answered request: the HTTP metrics, then one log
+// line with method, route, status, latency_ms (a float), request_id, and
+// for a refusal its code and the masked number when there is one, and the
+// trace ID when the request is traced.
+func (s *Server) logRequest(c echo.Context, v middleware.RequestLoggerValues) error {
+	s.metrics.http.observe(v.Method, v.RoutePath, v.Status, v.Latency)
+	var code guard.Code
+	switch {
+	case v.Error != nil:
+		code = asGuardError(v.Error).Code
+	case v.Status == 429: // a denied /limits/check answers with its decisions, not an error
+		code = guard.CodeRateLimited
+	}
+	level := slog.LevelInfo
+	switch {
+	case quietRoutes[v.RoutePath]:
+		level = slog.LevelDebug
+	case v.Status >= 500 && code == guard.CodeStoreUnavailable:
+		// An outage refuses every request: the breaker tells it once
+		// (docs/outage.md); each refusal is a debug line.
+		level = guard.StoreFailureLevel(v.Error)
+	case v.Status >= 500:
+		level = slog.LevelError
+	}
+	ctx := c.Request().Context()
+	if !s.log.Enabled(ctx, level) {
+		return nil
+	}
+	attrs := make([]slog.Attr, 0, 8)
+	attrs = append(attrs,
+		slog.String("method", v.Method), slog.String("route", v.RoutePath),
+		slog.Int("status", v.Status), slog.Float64("latency_ms", float64(v.Latency)/float64(time.Millisecond)),
+		slog.String("request_id", v.RequestID))
+	if code != "" {
+		attrs = append(attrs, slog.String("code", string(code)))
+	}
+	if p, ok := c.Get(logPhoneKey).(string); ok {
+		attrs = append(attrs, slog.String("phone", guard.MaskPhone(p)))
+	}
+	if t := traceAttr(ctx); t.Key != "" {
+		attrs = append(attrs, t)
+	}
+	s.log.LogAttrs(ctx, level, "request", attrs...)
+	return nil
+}
+
+// audited gives the request's context its request ID, so that the audit
+// events it records carry it (guard.Event.RequestID). Only on the routes
+// that record events: the others do not pay for the context.
+func audited(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		r := c.Request()
+		c.SetRequest(r.WithContext(guard.WithRequestID(r.Context(), requestID(c))))
+		return next(c)
+	}
+}

@@ -1,0 +1,125 @@
+package httpapi
+
+import (
+	"context"
+	"errors"
+	"net"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/otpguard/otpguard/internal/guard"
+)
+
+// The outcomes of one call to the SMS provider
+// (otpguard_sms_provider_duration_seconds).
+const (
+	providerSent     = "sent"                // the provider took the message
+	providerRefused  = "invalid_destination" // it refused the number
+	providerRejected = "not_sent"            // it refused the message: surely not sent (guard.ErrNotSent)
+	providerTimeout  = "timeout"             // no answer in time: the message may have left
+	providerError    = "error"               // it failed otherwise (5xx, connection): may have left
+)
+
+var providerOutcomes = []string{providerSent, providerRefused, providerRejected, providerTimeout, providerError}
+
+// smsMetrics time the provider and count the sends by country.
+type smsMetrics struct {
+	provider *prometheus.HistogramVec
+	// byCountry: one counter per region libphonenumber knows, created on
+	// the first send there (or at start for the allowed countries), and
+	// "other". The map is written only at start.
+	countries *prometheus.CounterVec
+	byCountry map[string]*lazyCounter
+	other     *lazyCounter
+}
+
+type lazyCounter struct {
+	vec   *prometheus.CounterVec
+	label string
+	c     atomic.Pointer[prometheus.Counter]
+}
+
+func (l *lazyCounter) get() prometheus.Counter {
+	if c := l.c.Load(); c != nil {
+		return *c
+	}
+	c := l.vec.WithLabelValues(l.label)
+	l.c.Store(&c)
+	return c
+}
+
+// otherCountry is the country label of a number with no region
+// (+800, +882...) or one libphonenumber does not know.
+const otherCountry = "other"
+
+func newSMSMetrics(reg prometheus.Registerer) *smsMetrics {
+	m := &smsMetrics{
+		provider: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "otpguard_sms_provider_duration_seconds",
+			Help: "Calls to the SMS provider, by provider (twilio, console) and outcome (sent, invalid_destination, not_sent, timeout, error): how long each took.",
+			// Twilio answers in 100-500 ms; its timeout is 10 s.
+			Buckets: []float64{.01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10},
+		}, []string{"provider", "outcome"}),
+		countries: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "otpguard_sms_sent_by_country_total",
+			Help: "Codes sent (the provider took the message), by the number's country: an ISO 3166 region libphonenumber knows, or other.",
+		}, []string{"country"}),
+		byCountry: map[string]*lazyCounter{},
+	}
+	for _, r := range guard.Regions() {
+		m.byCountry[r] = &lazyCounter{vec: m.countries, label: r}
+	}
+	m.other = &lazyCounter{vec: m.countries, label: otherCountry}
+	m.other.get()
+	reg.MustRegister(m.provider, m.countries)
+	return m
+}
+
+// SentTo counts one code sent to a number of region.
+func (m *Metrics) SentTo(region string) {
+	c := m.smsCalls.byCountry[region]
+	if c == nil {
+		c = m.smsCalls.other
+	}
+	c.get().Inc()
+}
+
+// TimeSender returns next timing every call in
+// otpguard_sms_provider_duration_seconds under provider.
+func (m *Metrics) TimeSender(provider string, next guard.Sender) guard.Sender {
+	t := &timedSender{next: next, byOutcome: map[string]prometheus.Observer{}}
+	for _, o := range providerOutcomes {
+		t.byOutcome[o] = m.smsCalls.provider.WithLabelValues(provider, o)
+	}
+	return t
+}
+
+type timedSender struct {
+	next      guard.Sender
+	byOutcome map[string]prometheus.Observer
+}
+
+// Send implements guard.Sender.
+func (t *timedSender) Send(ctx context.Context, msg guard.Message) error {
+	start := time.Now()
+	err := t.next.Send(ctx, msg)
+	t.byOutcome[providerOutcome(err)].Observe(time.Since(start).Seconds())
+	return err
+}
+
+func providerOutcome(err error) string {
+	var timeout net.Error
+	switch {
+	case err == nil:
+		return providerSent
+	case guard.ErrorCode(err) == guard.CodeInvalidDestination:
+		return providerRefused
+	case errors.Is(err, guard.ErrNotSent):
+		return providerRejected
+	case errors.Is(err, context.DeadlineExceeded) || errors.As(err, &timeout) && timeout.Timeout():
+		return providerTimeout
+	}
+	return providerError
+}
