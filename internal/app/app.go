@@ -50,6 +50,7 @@ type App struct {
 	store   *store.Redis
 	outage  *outage
 	ops     *opsStack
+	abuse   *abuseView
 	handler http.Handler
 	// closers run in reverse order of registration by Close.
 	closers []func()
@@ -186,10 +187,14 @@ func New(ctx context.Context, cfg *Config, opts ...Option) (_ *App, err error) {
 		}
 	}
 	abuseMetrics := httpapi.NewAbuseMetrics(metrics)
+	otpPolicy := cfg.Policies.OTP
+	abuse, stopAbuse := startAbuseView(guarded, func() guard.OTPPolicy { return otpPolicy }, a.ops.deny, o.now, log)
+	a.onClose(stopAbuse)
+	a.abuse = abuse
 	otp := guard.NewOTP(guard.OTPOptions{
 		Policy: cfg.Policies.OTP, Counter: a.outage.fallback, Codes: a.outage.fallback,
 		Sender: sender, HMACKey: cfg.HMACKey, Logger: log, LastStoreFailure: a.outage.fallback.LastFailure,
-		Deny: a.ops.deny, Events: a.ops.audit, Blocks: guarded, Now: o.now,
+		Deny: a.ops.deny, Events: ops.Tee(a.ops.audit, abuse.recorder), Blocks: guarded, Now: o.now,
 		// The conversion watch is advisory: through the breaker, but its
 		// failures never refuse a send.
 		Conversions: guarded, AutoBlock: a.ops.desk, Abuse: abuseMetrics.Hooks(),
@@ -234,6 +239,8 @@ func New(ctx context.Context, cfg *Config, opts ...Option) (_ *App, err error) {
 		// Wrong keys are counted per address in Redis, through the Fallback.
 		SignIn:      ops.NewSignInLimiter(a.outage.fallback, o.signIn),
 		APIKeyLimit: ops.NewAPIKeyLimiter(a.outage.fallback, o.apiKeys),
+		// The attack view (GET /ops/abuse, the top of /ops).
+		Abuse: abuse.desk,
 	})
 	return a, nil
 }
@@ -259,6 +266,10 @@ func (a *App) Store() *store.Redis { return a.store }
 
 // Redis is the client every decision uses.
 func (a *App) Redis() redis.UniversalClient { return a.rdb }
+
+// FlushAbuse adds what this instance counted for the attack view to Redis
+// now, instead of at the next second (tests).
+func (a *App) FlushAbuse(ctx context.Context) error { return a.abuse.recorder.Flush(ctx) }
 
 // Ops is the ops desk: deny-list, blocks and the audit trail.
 func (a *App) Ops() *ops.Desk { return a.ops.desk }

@@ -65,6 +65,9 @@ type Options struct {
 	// once; the excess is shed with 503 overloaded (admission.go). 0: no
 	// bound.
 	MaxInFlight int
+	// Abuse reads the attack view (GET /ops/abuse, the top of /ops); nil:
+	// /ops/abuse is 404 and the page leaves the section out.
+	Abuse *ops.AbuseDesk
 }
 
 // Server is otpguard's HTTP handler.
@@ -89,7 +92,8 @@ type Server struct {
 	statusCallback StatusCallback
 	abuseMetrics   *AbuseMetrics
 
-	admission admission // admission.go
+	admission admission      // admission.go
+	abuse     *ops.AbuseDesk // ops_abuse.go
 }
 
 // New builds the server and registers every route.
@@ -107,6 +111,7 @@ func New(o Options) *Server {
 	}
 	s.statusCallback, s.abuseMetrics, s.revoked = o.StatusCallback, o.AbuseMetrics, o.Sessions
 	s.signInLimit, s.apiKeyLimit = o.SignIn, o.APIKeyLimit
+	s.abuse = o.Abuse
 	if s.signInLimit == nil {
 		s.signInLimit = ops.NewSignInLimiter(nil, ops.SignInLimit{})
 	}
@@ -175,6 +180,7 @@ func (s *Server) routes(apiKeys, opsKeys keyring) {
 	e.POST("/ops/denylist", s.addDeny, noStore, ops)
 	e.DELETE("/ops/denylist/:id", s.removeDeny, noStore, ops)
 	e.GET("/ops/events", s.listEvents, noStore, ops)
+	e.GET("/ops/abuse", s.opsAbuse, noStore, ops)
 	// Works without the ops desk (it reads no SQL): ops key only, through
 	// the sign-in limiter like every route that takes one.
 	e.GET("/ops/status", s.opsStatus, noStore, s.requireOpsKey(apiKeys, opsKeys))

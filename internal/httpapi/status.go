@@ -22,6 +22,10 @@ type StoreStatus struct {
 	InstancesFrom string
 	// Database is the ops database's state; nil without the ops desk.
 	Database *DatabaseStatus
+	// StoreShed and StoreLate count the store calls given up on, and
+	// answered past the timeout, while Redis was healthy (guard.Fallback's
+	// Shed and Late): a saturated host, not an outage.
+	StoreShed, StoreLate int64
 }
 
 // DatabaseStatus is the ops database as one instance sees it.
