@@ -1,5 +1,11 @@
 package guard
 
+import (
+	"fmt"
+	"strconv"
+	"time"
+)
+
 // The keys of the abuse defences that the ops desk's attack view reads
 // (ops.AbuseDesk): the spend budget's windows and a country's velocity
 // counters. Exported here, next to the rules that write them, so the view
@@ -31,4 +37,21 @@ func (v CountryVelocity) FloorFor(region string, quarantined bool) int64 {
 // first: depth 0 is per_prefix, depth i prefix_depths[i-1].
 func (p OTPPolicy) PrefixLimits() []PrefixWindow {
 	return append([]PrefixWindow{p.PerPrefix}, p.PrefixDepths...)
+}
+
+// Usage says how far past its limit a refused request was, for the audit
+// trail and the ops page: "5 of 3 per 10m". count is the counter after
+// the refused hit (0: unknown, only the limit is named).
+func Usage(count, limit int64, window time.Duration) string {
+	w := window.String()
+	switch {
+	case window%time.Hour == 0 && window > 0:
+		w = strconv.FormatInt(int64(window/time.Hour), 10) + "h"
+	case window%time.Minute == 0 && window > 0:
+		w = strconv.FormatInt(int64(window/time.Minute), 10) + "m"
+	}
+	if count <= 0 {
+		return fmt.Sprintf("limit %d per %s", limit, w)
+	}
+	return fmt.Sprintf("%d of %d per %s", count, limit, w)
 }

@@ -65,7 +65,11 @@ type Error struct {
 	RetryAfter time.Duration // > 0 when waiting helps (429, 503)
 	// AttemptsLeft is set on a wrong guess against a live code.
 	AttemptsLeft *int
-	Err          error
+	// Usage names the limit that refused and how far past it the request
+	// was ("5 of 3 per 10m"); it goes to the audit event's detail, never
+	// to the caller.
+	Usage string
+	Err   error
 }
 
 func (e *Error) Error() string {

@@ -298,7 +298,7 @@ func (s *OTP) spend(ctx context.Context, phone Phone, limits []limitedTake) ([]T
 				s.noteBlock(ctx, Block{Phone: phone.E164, Country: phone.Region, Reason: l.denial,
 					Count: res[0].Count, Until: s.now().Add(res[0].RetryAfter)})
 			}
-			return nil, &Error{Code: l.denial, Message: l.what, RetryAfter: res[0].RetryAfter}
+			return nil, &Error{Code: l.denial, Message: l.what, RetryAfter: res[0].RetryAfter, Usage: Usage(res[0].Count, l.take.Limit, l.take.Window)}
 		}
 		t := l.take
 		t.Fallback = res[0].Fallback // its refund goes where it was counted
@@ -432,7 +432,11 @@ func (s *OTP) record(ctx context.Context, action, ok string, phone Phone, ip str
 	if err != nil {
 		outcome = string(ErrorCode(err))
 	}
-	s.events.Record(Event{At: s.now(), Action: action, Outcome: outcome, Phone: phone.E164, Country: phone.Region, IP: ip})
+	var detail string
+	if e, ok := errors.AsType[*Error](err); ok {
+		detail = e.Usage
+	}
+	s.events.Record(Event{At: s.now(), Action: action, Outcome: outcome, Phone: phone.E164, Country: phone.Region, IP: ip, Detail: detail})
 }
 
 func (s *OTP) noteBlock(ctx context.Context, b Block) {

@@ -139,7 +139,11 @@ func (s *OTP) takeVelocity(ctx context.Context, phone Phone) (bool, time.Time, e
 		retry, span = time.Unix((now.Unix()/60+1)*60, 0).Sub(now), "minute"
 	}
 	s.velocityRefused(ctx, phone, r, h, res, retry)
-	return false, time.Time{}, &Error{Code: CodeUnusualVolume, RetryAfter: retry,
+	usage := Usage(res.Count+1, res.Limit, time.Hour)
+	if span == "minute" {
+		usage = Usage(0, res.MinuteLimit, time.Minute)
+	}
+	return false, time.Time{}, &Error{Code: CodeUnusualVolume, RetryAfter: retry, Usage: usage,
 		Message: "unusually many codes were sent to this country this " + span + "; try again later"}
 }
 

@@ -42,6 +42,12 @@ const (
 type EventFilter struct {
 	Phone  string
 	Action string
+	// Outcome, Country (ISO region) and PhonePrefix (+ and digits: the
+	// numbers that start with it) narrow the list further (the ops page's
+	// event filter).
+	Outcome     string
+	Country     string
+	PhonePrefix string
 	Since  time.Time // inclusive
 	Until  time.Time // exclusive
 	// Limit is the page size: 0 means DefaultEventLimit, larger than
