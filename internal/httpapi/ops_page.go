@@ -114,7 +114,7 @@ var pageFuncs = template.FuncMap{
 
 // Sizes of the page's lists.
 const (
-	pageBlocks = 100
+	pageBlocks = 25
 	pageEvents = 50
 	chartMins  = 60
 )
