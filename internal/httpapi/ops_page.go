@@ -3,8 +3,8 @@ package httpapi
 import (
 	"bytes"
 	"crypto/sha256"
-	"encoding/base64"
 	"embed"
+	"encoding/base64"
 	"fmt"
 	"html/template"
 	"net/http"

@@ -48,8 +48,8 @@ type EventFilter struct {
 	Outcome     string
 	Country     string
 	PhonePrefix string
-	Since  time.Time // inclusive
-	Until  time.Time // exclusive
+	Since       time.Time // inclusive
+	Until       time.Time // exclusive
 	// Limit is the page size: 0 means DefaultEventLimit, larger than
 	// MaxEventLimit means MaxEventLimit.
 	Limit int
