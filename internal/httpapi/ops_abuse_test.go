@@ -189,8 +189,9 @@ func TestAbuseViewDuringAttack(t *testing.T) {
 		t.Fatal(err)
 	}
 	if path := os.Getenv("OTPGUARD_ABUSE_EXAMPLE"); path != "" { // docs/ops.md's example
+		r := oc.ops(t, 0, "GET", "/ops/abuse?top=3", "")
 		var pretty bytes.Buffer
-		_ = json.Indent(&pretty, bodies[0], "", "  ")
+		_ = json.Indent(&pretty, r.Body, "", "  ")
 		if err := os.WriteFile(path, pretty.Bytes(), 0o644); err != nil {
 			t.Fatal(err)
 		}
