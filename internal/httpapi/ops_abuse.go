@@ -18,19 +18,15 @@ import (
 const abuseBlocksPage = 20
 
 type abuseJSON struct {
-	At         time.Time           `json:"at"`
-	State      abuseStateJSON      `json:"state"`
-	Budget     abuseBudgetJSON     `json:"budget"`
-	LastHour   *abuseWindowJSON    `json:"last_hour"`
-	LastDay    *abuseWindowJSON    `json:"last_day"`
-	Alerts     []abuseAlertJSON    `json:"alerts"`
-	AutoBlocks []abuseAutoJSON     `json:"auto_blocks"`
-	Blocks     abuseBlocksJSON     `json:"blocks"`
-	Errors     []string            `json:"errors,omitempty"`
-	budgetList []ops.BudgetState   // for the page
-	windows    []ops.AbuseWindow   // for the page
-	report     *ops.AbuseReport    // for the page
-	blockRows  []ops.BlockedNumber // for the page
+	At         time.Time        `json:"at"`
+	State      abuseStateJSON   `json:"state"`
+	Budget     abuseBudgetJSON  `json:"budget"`
+	LastHour   *abuseWindowJSON `json:"last_hour"`
+	LastDay    *abuseWindowJSON `json:"last_day"`
+	Alerts     []abuseAlertJSON `json:"alerts"`
+	AutoBlocks []abuseAutoJSON  `json:"auto_blocks"`
+	Blocks     abuseBlocksJSON  `json:"blocks"`
+	Errors     []string         `json:"errors,omitempty"`
 }
 
 type abuseStateJSON struct {
@@ -155,7 +151,7 @@ func (s *Server) abuseView(ctx context.Context, top int) (*abuseJSON, error) {
 		return nil, err
 	}
 	now := rep.At
-	v := &abuseJSON{At: now.UTC(), Alerts: []abuseAlertJSON{}, AutoBlocks: []abuseAutoJSON{}, report: &rep}
+	v := &abuseJSON{At: now.UTC(), Alerts: []abuseAlertJSON{}, AutoBlocks: []abuseAutoJSON{}}
 	v.State = s.abuseState()
 	for _, b := range rep.Budget {
 		w := abuseBudgetWindowJSON{Enabled: b.Limit > 0, Used: b.Used, Limit: b.Limit, Exhausted: b.Exhausted,
@@ -193,7 +189,6 @@ func (s *Server) abuseView(ctx context.Context, top int) (*abuseJSON, error) {
 			v.Errors = append(v.Errors, "blocked numbers: "+problemMessage(guard.ErrorCode(err)))
 		}
 		v.Blocks.Total = page.Total
-		v.blockRows = page.Blocks
 		for _, b := range page.Blocks {
 			v.Blocks.First = append(v.Blocks.First, toBlockedItem(b, now))
 		}
