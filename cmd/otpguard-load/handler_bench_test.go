@@ -80,7 +80,7 @@ func benchHandler(b *testing.B) (http.Handler, *redistest.RoundTrips) {
 	tg := redistest.New(b)
 	env := map[string]string{
 		"OTPGUARD_REDIS_URL": tg.URL, "OTPGUARD_REDIS_PREFIX": tg.Prefix, "OTPGUARD_API_KEYS": benchKey,
-		"OTPGUARD_HMAC_KEY": "0123456789abcdef0123456789abcdef", "OTPGUARD_DATA_DIR": b.TempDir(), "OTPGUARD_LOG_LEVEL": "warn",
+		"OTPGUARD_HMAC_KEY": "0123456789abcdef0123456789abcdef", "OTPGUARD_DATA_DIR": b.TempDir(), "OTPGUARD_LOG_LEVEL": "warn", "OTPGUARD_SMS": "console",
 	}
 	cfg, err := app.LoadConfig(func(k string) string { return env[k] })
 	if err != nil {

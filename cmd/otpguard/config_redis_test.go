@@ -7,7 +7,7 @@ import (
 )
 
 func TestRedisModeConfig(t *testing.T) {
-	keys := map[string]string{"OTPGUARD_API_KEYS": "e2e-key-0123456789abcdef", "OTPGUARD_HMAC_KEY": "0123456789abcdef0123456789abcdef"}
+	keys := map[string]string{"OTPGUARD_API_KEYS": "e2e-key-0123456789abcdef", "OTPGUARD_HMAC_KEY": "0123456789abcdef0123456789abcdef", "OTPGUARD_SMS": "console"}
 	with := func(vars map[string]string) map[string]string {
 		for k, v := range keys {
 			vars[k] = v

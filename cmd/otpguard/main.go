@@ -26,6 +26,10 @@ import (
 // version is set at build time: -ldflags "-X main.version=1.2.3".
 var version = ""
 
+// environ lists the environment, for the warning about OTPGUARD_ variables
+// otpguard does not know (a test replaces it).
+var environ = os.Environ
+
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -61,7 +65,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		if len(args) < 3 || args[2] != "check" {
 			return fmt.Errorf("usage: otpguard config check")
 		}
-		cfg, err := app.LoadConfig(getenv)
+		cfg, err := loadConfig(getenv)
 		if err != nil {
 			return err
 		}
@@ -87,7 +91,7 @@ const usage = `usage:
 
 // serve runs the service until ctx is cancelled, then drains it.
 func serve(ctx context.Context, getenv func(string) string, stdout io.Writer) error {
-	cfg, err := app.LoadConfig(getenv)
+	cfg, err := loadConfig(getenv)
 	if err != nil {
 		return err
 	}
@@ -97,6 +101,17 @@ func serve(ctx context.Context, getenv func(string) string, stdout io.Writer) er
 	}
 	// Close's error (audit events lost at shutdown) fails the exit too.
 	return errors.Join(a.Run(ctx), a.Close())
+}
+
+// loadConfig reads the configuration and notes the OTPGUARD_ variables it
+// does not know, which serve logs and config check prints.
+func loadConfig(getenv func(string) string) (*app.Config, error) {
+	cfg, err := app.LoadConfig(getenv)
+	if err != nil {
+		return nil, err
+	}
+	cfg.Warnings = append(cfg.Warnings, cfg.UnknownSettings(environ())...)
+	return cfg, nil
 }
 
 func versionString() string {

@@ -60,6 +60,9 @@ func boot(t *testing.T, vars map[string]string) *program {
 	if _, ok := vars["OTPGUARD_DATA_DIR"]; !ok {
 		vars["OTPGUARD_DATA_DIR"] = t.TempDir()
 	}
+	if _, ok := vars["OTPGUARD_SMS"]; !ok { // the tests read the codes the console sender prints
+		vars["OTPGUARD_SMS"] = "console"
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	pr, pw := io.Pipe()
 	p := &program{lines: make(chan map[string]any, 1000), done: make(chan error, 1), cancel: cancel}
@@ -226,6 +229,32 @@ limits:
 			[]string{"line 5", `"1mm" is not a duration`}},
 		{"bad number", map[string]string{"OTPGUARD_CONFIG": write("num.yaml", "otp:\n  per_phone: {limit: many}\n")}, []string{"line 2", "many"}},
 		{"missing file", map[string]string{"OTPGUARD_CONFIG": filepath.Join(dir, "nope.yaml")}, []string{"OTPGUARD_CONFIG"}},
+		// The README's table of configuration mistakes: each is answered by
+		// config check, before serve would meet it.
+		{"shared redis, no sender chosen", map[string]string{"OTPGUARD_REDIS_URL": "redis://127.0.0.1:1/0",
+			"OTPGUARD_API_KEYS": "e2e-key-0123456789abcdef", "OTPGUARD_HMAC_KEY": "0123456789abcdef0123456789abcdef"},
+			[]string{"OTPGUARD_SMS: required with a shared Redis: set twilio", "or console"}},
+		{"UK is not a region", map[string]string{"OTPGUARD_CONFIG": write("uk.yaml", "otp:\n  allowed_countries: [IN, UK]\n")},
+			[]string{`otp.allowed_countries[1]: "UK" is not a region code libphonenumber knows: use "GB"`}},
+		{"unknown per-country code", map[string]string{"OTPGUARD_CONFIG": write("pc.yaml", "otp:\n  per_country:\n    XY: {limit: 5, window: 1h}\n")},
+			[]string{`otp.per_country.XY: "XY" is not a region code`}},
+		{"misspelt field named by path", map[string]string{"OTPGUARD_CONFIG": write("cd.yaml", "otp:\n  cooldwon: 30s\n")},
+			[]string{"line 2: otp.cooldwon: unknown field (did you mean cooldown?)"}},
+		{"listen address without a port", map[string]string{"OTPGUARD_ADDR": "localhost"}, []string{`OTPGUARD_ADDR: "localhost" is not host:port`}},
+		{"listen port out of range", map[string]string{"OTPGUARD_ADDR": ":99999"}, []string{"OTPGUARD_ADDR", "0 to 65535"}},
+		{"redis URL of another scheme", map[string]string{"OTPGUARD_REDIS_URL": "http://user:s3cret@10.0.0.1:6379",
+			"OTPGUARD_API_KEYS": "e2e-key-0123456789abcdef", "OTPGUARD_HMAC_KEY": "0123456789abcdef0123456789abcdef", "OTPGUARD_SMS": "console"},
+			[]string{"OTPGUARD_REDIS_URL: not a redis:// or rediss:// URL"}},
+		{"database URL of another scheme", map[string]string{"OTPGUARD_DATABASE_URL": "mysql://root:s3cret@db/otpguard"},
+			[]string{`OTPGUARD_DATABASE_URL: unsupported scheme "mysql"`}},
+		{"database URL pgx cannot read", map[string]string{"OTPGUARD_DATABASE_URL": "postgres://otpguard:s3cret@db:port/otpguard"},
+			[]string{"OTPGUARD_DATABASE_URL: not a PostgreSQL URL"}},
+		{"api keys file missing", map[string]string{"OTPGUARD_API_KEYS_FILE": filepath.Join(dir, "no-keys")}, []string{"OTPGUARD_API_KEYS_FILE"}},
+		{"ops keys twice", map[string]string{"OTPGUARD_OPS_KEYS": "ops-key-0123456789abcdef", "OTPGUARD_OPS_KEYS_FILE": "/run/secrets/ops"},
+			[]string{"OTPGUARD_OPS_KEYS and OTPGUARD_OPS_KEYS_FILE: set one, not both"}},
+		{"twilio callback not a URL", map[string]string{"OTPGUARD_SMS": "twilio", "TWILIO_ACCOUNT_SID": "AC0123456789abcdef0123456789abcdef",
+			"TWILIO_AUTH_TOKEN": "token", "TWILIO_FROM": "+14155550100", "TWILIO_STATUS_CALLBACK_URL": "otpguard.example/sms/status"},
+			[]string{"sms: twilio: status callback"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := run(context.Background(), []string{"otpguard", "config", "check"}, env(tc.vars), io.Discard)
@@ -235,6 +264,9 @@ limits:
 			for _, w := range tc.want {
 				if !strings.Contains(err.Error(), w) {
 					t.Errorf("error %q does not name %s", err, w)
+				}
+				if strings.Contains(err.Error(), "s3cret") {
+					t.Errorf("error %q shows the URL's password", err)
 				}
 			}
 		})
@@ -338,5 +370,33 @@ func TestEmbeddedRedisKeepsTime(t *testing.T) {
 	time.Sleep(400 * time.Millisecond) // 4 tokens a second
 	if got, body := check(try); got != 200 {
 		t.Fatalf("after 400ms at 4/s: %d %v, want 200 (the bucket must refill)", got, body)
+	}
+}
+
+// TestUnknownSettingWarned: a misspelt OTPGUARD_ variable is not silently
+// ignored: config check names it and the setting that was probably meant.
+func TestUnknownSettingWarned(t *testing.T) {
+	saved := environ
+	t.Cleanup(func() { environ = saved })
+	environ = func() []string {
+		return []string{"PATH=/bin", "OTPGUARD_SMS=console", "OTPGUARD_REDIS_TIMOUT=5ms", "OTPGUARD_TEST_REDIS_URL=x",
+			"OTPGUARD_FROBNICATE=1", "OTPGUARD_HMAC_KEY_FILE=/run/secrets/hmac"}
+	}
+	var out strings.Builder
+	if err := run(context.Background(), []string{"otpguard", "config", "check"}, env(map[string]string{"OTPGUARD_SMS": "console"}), &out); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"# warning: OTPGUARD_REDIS_TIMOUT is not an otpguard setting and is ignored (did you mean OTPGUARD_REDIS_TIMEOUT?)\n",
+		"# warning: OTPGUARD_FROBNICATE is not an otpguard setting and is ignored\n",
+	} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("config check output lacks %q:\n%s", want, out.String())
+		}
+	}
+	for _, known := range []string{"OTPGUARD_SMS ", "OTPGUARD_TEST_REDIS_URL", "OTPGUARD_HMAC_KEY_FILE", "PATH"} {
+		if strings.Contains(out.String(), known) {
+			t.Errorf("config check warns of %s, which is known:\n%s", known, out.String())
+		}
 	}
 }

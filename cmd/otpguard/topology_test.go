@@ -103,8 +103,8 @@ func TestEightProcessesOneRedis(t *testing.T) {
 		"OTPGUARD_REDIS_URL": tg.URL, "OTPGUARD_REDIS_PREFIX": tg.Prefix,
 		"OTPGUARD_REDIS_TIMEOUT": "2s", // exactness under load, not an outage test
 		"OTPGUARD_API_KEYS":      apiKey, "OTPGUARD_OPS_KEYS": opsKey,
-		"OTPGUARD_HMAC_KEY": "0123456789abcdef0123456789abcdef",
-		"OTPGUARD_CONFIG":   policy,
+		"OTPGUARD_HMAC_KEY": "0123456789abcdef0123456789abcdef", "OTPGUARD_SMS": "console",
+		"OTPGUARD_CONFIG": policy,
 	}
 	procs := make([]*process, n)
 	var wg sync.WaitGroup

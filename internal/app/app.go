@@ -16,6 +16,7 @@ import (
 
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/otpguard/otpguard/api"
 	"github.com/otpguard/otpguard/internal/guard"
@@ -73,6 +74,10 @@ type options struct {
 	probeEvery time.Duration
 	signIn     ops.SignInLimit
 	apiKeys    ops.SignInLimit
+	// tracerProvider (WithTracerProvider) and sqlTracer (what the ops
+	// database traces with) are tracing.go's.
+	tracerProvider trace.TracerProvider
+	sqlTracer      trace.TracerProvider
 }
 
 // WithSender sends SMS through s instead of the configured sender.
@@ -135,9 +140,18 @@ func New(ctx context.Context, cfg *Config, opts ...Option) (_ *App, err error) {
 			return nil, err
 		}
 	}
-	if err := cfg.Validate(); err != nil {
+	if err := cfg.validate(o.sender != nil); err != nil {
 		return nil, err
 	}
+	for _, w := range cfg.Warnings {
+		log.Warn(w)
+	}
+	// First, so that its flush at Close runs last (tracing.go).
+	tr, err := startTracing(ctx, cfg, &o, log, a.onClose)
+	if err != nil {
+		return nil, err
+	}
+	o.sqlTracer = tr.sqlTracer()
 
 	if o.rdb != nil {
 		a.rdb = o.rdb
@@ -151,6 +165,9 @@ func New(ctx context.Context, cfg *Config, opts ...Option) (_ *App, err error) {
 	}
 	metrics := httpapi.NewMetrics()
 	a.rdb.AddHook(store.TimingHook(metrics.ObserveRedis))
+	if err := tr.instrumentRedis(a.rdb); err != nil {
+		return nil, err
+	}
 	if cfg.RedisPipelines > 0 {
 		// After the timing hook: it times each command as its caller waits.
 		_, stop := store.Coalesce(a.rdb, store.CoalesceOptions{Pipelines: cfg.RedisPipelines, Timeout: cfg.maxWait()})
@@ -182,7 +199,7 @@ func New(ctx context.Context, cfg *Config, opts ...Option) (_ *App, err error) {
 
 	sender := o.sender
 	if sender == nil {
-		if sender, err = newSender(cfg, o.output); err != nil {
+		if sender, err = newSender(cfg, o.output, tr.smsTransport()); err != nil {
 			return nil, err
 		}
 	}
@@ -222,7 +239,7 @@ func New(ctx context.Context, cfg *Config, opts ...Option) (_ *App, err error) {
 		limiter.WithHotKeys(hot)
 	}
 	rdb := a.rdb
-	a.handler = httpapi.New(httpapi.Options{
+	a.handler = tr.handler(httpapi.New(httpapi.Options{
 		OTP: otp, Limiter: limiter, APIKeys: cfg.APIKeys, OpsKeys: cfg.OpsKeys,
 		Logger: log, Metrics: metrics, Spec: api.OpenAPI,
 		Ops: a.ops.desk, SessionKey: a.ops.sessionKey, Sessions: a.ops.signOuts,
@@ -241,7 +258,7 @@ func New(ctx context.Context, cfg *Config, opts ...Option) (_ *App, err error) {
 		APIKeyLimit: ops.NewAPIKeyLimiter(a.outage.fallback, o.apiKeys),
 		// The attack view (GET /ops/abuse, the top of /ops).
 		Abuse: abuse.desk,
-	})
+	}))
 	return a, nil
 }
 
@@ -466,14 +483,19 @@ func randomKey(prefix string) (string, error) {
 	return prefix + base64.RawURLEncoding.EncodeToString(b), nil
 }
 
-func newSender(cfg *Config, stdout io.Writer) (guard.Sender, error) {
-	if cfg.SMS == "console" {
+func newSender(cfg *Config, stdout io.Writer, transport http.RoundTripper) (guard.Sender, error) {
+	if cfg.SMS != "twilio" { // console, or unset in embedded mode
 		return sms.NewConsole(stdout), nil
 	}
+	return newTwilio(cfg, transport)
+}
+
+// newTwilio builds the Twilio sender; transport nil is the default one.
+func newTwilio(cfg *Config, transport http.RoundTripper) (*sms.Twilio, error) {
 	return sms.NewTwilio(sms.TwilioOptions{
 		AccountSID: cfg.Twilio.AccountSID, AuthToken: cfg.Twilio.AuthToken,
 		From: cfg.Twilio.From, MessagingServiceSID: cfg.Twilio.MessagingServiceSID,
-		BaseURL: cfg.Twilio.BaseURL, StatusCallback: cfg.Twilio.StatusCallback,
+		BaseURL: cfg.Twilio.BaseURL, StatusCallback: cfg.Twilio.StatusCallback, Transport: transport,
 	})
 }
 

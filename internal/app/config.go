@@ -10,6 +10,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/otpguard/otpguard/internal/guard"
 	"github.com/otpguard/otpguard/internal/ops"
 	"github.com/otpguard/otpguard/internal/store"
@@ -35,11 +37,14 @@ type Config struct {
 	APIKeys     []string
 	OpsKeys     []string
 	HMACKey     []byte
-	SMS         string // console | twilio
-	Twilio      TwilioConfig
-	ConfigFile  string
-	LogLevel    string
-	Policies    guard.Policies
+	// SMS is console or twilio; "" (OTPGUARD_SMS unset) is the console
+	// sender in embedded mode and refused with a shared Redis, where a
+	// console sender would silently print codes instead of sending them.
+	SMS        string
+	Twilio     TwilioConfig
+	ConfigFile string
+	LogLevel   string
+	Policies   guard.Policies
 
 	// Instances (OTPGUARD_INSTANCES) fixes N, the live instance count the
 	// split limits divide by; 0 learns it from heartbeats in Redis.
@@ -65,8 +70,19 @@ type Config struct {
 	// the client.
 	TrustedProxies []netip.Prefix
 
+	// Tracing is what the OTEL_* variables say about traces (tracing.go).
+	Tracing TracingConfig
+
 	// Generated is set for secrets made up at start-up in embedded mode.
 	GeneratedAPIKey bool
+
+	// Warnings are said at start-up (logged by New, printed by config
+	// check): e.g. UnknownSettings.
+	Warnings []string
+
+	// settings are the variable names LoadConfig read: the ones otpguard
+	// knows (UnknownSettings).
+	settings map[string]bool
 }
 
 // TwilioConfig holds the Twilio account used when SMS is "twilio".
@@ -103,20 +119,36 @@ const DefaultRedisPipelines = 4
 const DefaultMaxInFlight = 256
 
 // LoadConfig reads the environment through getenv. Secrets may come from
-// files: OTPGUARD_HMAC_KEY_FILE instead of OTPGUARD_HMAC_KEY.
+// files: OTPGUARD_HMAC_KEY_FILE instead of OTPGUARD_HMAC_KEY, and so for
+// the API and ops keys, the Redis and database URLs (which may hold a
+// password) and the Twilio token.
+//
+// Every variable is read here, set or not: the names read are the ones
+// otpguard knows (UnknownSettings warns of the others).
 func LoadConfig(getenv func(string) string) (*Config, error) {
 	var errs []error
+	settings := map[string]bool{}
+	lookup := getenv
+	getenv = func(name string) string { settings[name] = true; return lookup(name) }
+	secretOf := func(name string) string {
+		v, err := secret(getenv, name)
+		if err != nil {
+			errs = append(errs, err)
+		}
+		return v
+	}
 	c := &Config{
+		settings:    settings,
 		Addr:        or(getenv("OTPGUARD_ADDR"), "127.0.0.1:8080"),
-		RedisURL:    getenv("OTPGUARD_REDIS_URL"),
+		RedisURL:    secretOf("OTPGUARD_REDIS_URL"),
 		RedisPrefix: or(getenv("OTPGUARD_REDIS_PREFIX"), "og:"),
-		SMS:         or(getenv("OTPGUARD_SMS"), "console"),
+		SMS:         getenv("OTPGUARD_SMS"),
 		ConfigFile:  getenv("OTPGUARD_CONFIG"),
 		LogLevel:    or(getenv("OTPGUARD_LOG_LEVEL"), "info"),
-		DatabaseURL: getenv("OTPGUARD_DATABASE_URL"),
+		DatabaseURL: secretOf("OTPGUARD_DATABASE_URL"),
 		DataDir:     or(getenv("OTPGUARD_DATA_DIR"), "./data"),
-		APIKeys:     splitList(getenv("OTPGUARD_API_KEYS")),
-		OpsKeys:     splitList(getenv("OTPGUARD_OPS_KEYS")),
+		APIKeys:     splitList(secretOf("OTPGUARD_API_KEYS")),
+		OpsKeys:     splitList(secretOf("OTPGUARD_OPS_KEYS")),
 		Twilio: TwilioConfig{
 			AccountSID:          getenv("TWILIO_ACCOUNT_SID"),
 			From:                getenv("TWILIO_FROM"),
@@ -173,12 +205,9 @@ func LoadConfig(getenv func(string) string) (*Config, error) {
 	if c.DatabaseTimeout, err = durationEnv(getenv, "OTPGUARD_DATABASE_TIMEOUT", store.DefaultSQLTimeout); err != nil {
 		errs = append(errs, err)
 	}
-	hmacKey, err := secret(getenv, "OTPGUARD_HMAC_KEY")
-	if err != nil {
-		errs = append(errs, err)
-	}
-	c.HMACKey = []byte(hmacKey)
-	if c.Twilio.AuthToken, err = secret(getenv, "TWILIO_AUTH_TOKEN"); err != nil {
+	c.HMACKey = []byte(secretOf("OTPGUARD_HMAC_KEY"))
+	c.Twilio.AuthToken = secretOf("TWILIO_AUTH_TOKEN")
+	if c.Tracing, err = loadTracingConfig(getenv); err != nil {
 		errs = append(errs, err)
 	}
 	if c.Policies, err = loadPolicies(c.ConfigFile); err != nil {
@@ -190,9 +219,14 @@ func LoadConfig(getenv func(string) string) (*Config, error) {
 	return c, nil
 }
 
-// Validate checks combinations: what production mode requires, and that
-// each choice has what it needs.
-func (c *Config) Validate() error {
+// Validate checks every setting and their combinations: what production
+// mode requires, and that each choice has what it needs. `otpguard config
+// check` runs it, so that it finds every mistake serve would.
+func (c *Config) Validate() error { return c.validate(false) }
+
+// validate is Validate; senderGiven says the SMS sender is supplied by the
+// caller (app.WithSender), so OTPGUARD_SMS may be left unset.
+func (c *Config) validate(senderGiven bool) error {
 	var errs []error
 	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
 	if c.RedisTimeout < time.Millisecond || c.RedisTimeout > 10*time.Second {
@@ -243,7 +277,28 @@ func (c *Config) Validate() error {
 			}
 		}
 	}
+	if err := checkAddr(c.Addr); err != nil {
+		bad("OTPGUARD_ADDR: %v", err)
+	}
+	if c.RedisURL != "" {
+		if _, err := redis.ParseURL(c.RedisURL); err != nil {
+			// The URL may hold a password: only the parser's reason is shown.
+			bad("OTPGUARD_REDIS_URL: not a redis:// or rediss:// URL (%s)", urlProblem(err))
+		}
+	}
+	if err := store.CheckDatabaseURL(c.DatabaseURL); err != nil {
+		bad("OTPGUARD_DATABASE_URL: %v", err)
+	}
+	if c.DatabaseURL == "" {
+		if fi, err := os.Stat(c.DataDir); err == nil && !fi.IsDir() {
+			bad("OTPGUARD_DATA_DIR: %s is a file, not a directory", c.DataDir)
+		}
+	}
 	switch c.SMS {
+	case "":
+		if !c.Embedded() && !senderGiven {
+			bad("OTPGUARD_SMS: required with a shared Redis: set twilio to send codes, or console to print them on standard output (development only)")
+		}
 	case "console":
 	case "twilio":
 		t := c.Twilio
@@ -252,6 +307,10 @@ func (c *Config) Validate() error {
 		}
 		if (t.From == "") == (t.MessagingServiceSID == "") {
 			bad("TWILIO_FROM or TWILIO_MESSAGING_SERVICE_SID: set exactly one with OTPGUARD_SMS=twilio")
+		} else if t.AccountSID != "" && t.AuthToken != "" {
+			if _, err := newTwilio(c, nil); err != nil { // its numbers and URLs
+				errs = append(errs, err)
+			}
 		}
 	default:
 		bad("OTPGUARD_SMS: must be console or twilio, got %q", c.SMS)
@@ -364,6 +423,10 @@ func (c *Config) Describe(w io.Writer) error {
 	if c.Embedded() {
 		redis = "embedded (miniredis, not shared between instances)"
 	}
-	fmt.Fprintf(w, "# configuration is valid\n# redis: %s\n# sms: %s\n", redis, c.SMS)
+	fmt.Fprintf(w, "# configuration is valid\n# redis: %s\n# sms: %s\n", redis, or(c.SMS, "console"))
+	fmt.Fprintf(w, "# tracing: %s\n", c.Tracing.describe())
+	for _, warn := range c.Warnings {
+		fmt.Fprintf(w, "# warning: %s\n", warn)
+	}
 	return encodePolicies(w, c.Policies)
 }

@@ -12,6 +12,8 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/otpguard/otpguard/internal/httpapi"
 	"github.com/otpguard/otpguard/internal/ops"
 	"github.com/otpguard/otpguard/internal/store"
@@ -42,6 +44,8 @@ type opsStack struct {
 	stop context.CancelFunc
 	wg   sync.WaitGroup
 	log  *slog.Logger
+	// sqlTracer traces the SQL calls; nil: tracing is off.
+	sqlTracer trace.TracerProvider
 }
 
 // Retries of a database that was unreachable at start-up.
@@ -66,7 +70,7 @@ const (
 // the database with 503 database_unavailable, and connects (and migrates)
 // in the background.
 func startOps(ctx context.Context, cfg *Config, log *slog.Logger, metrics *httpapi.Metrics, blocks ops.BlockIndex, shared ops.SharedSignOuts, opts options) (*opsStack, error) {
-	o := &opsStack{cfg: cfg, db: &database{}, sessionKey: opsSessionKey(cfg.HMACKey), log: log}
+	o := &opsStack{cfg: cfg, db: &database{}, sessionKey: opsSessionKey(cfg.HMACKey), log: log, sqlTracer: opts.sqlTracer}
 	om := httpapi.NewOpsMetrics(metrics, func() int {
 		if o.audit == nil {
 			return 0
@@ -83,7 +87,7 @@ func startOps(ctx context.Context, cfg *Config, log *slog.Logger, metrics *httpa
 	})
 	o.bg, o.stop = context.WithCancel(context.WithoutCancel(ctx))
 
-	db, err := openOpsStore(ctx, cfg, log)
+	db, err := openOpsStore(ctx, cfg, log, opts.sqlTracer)
 	switch {
 	case errors.Is(err, store.ErrDatabaseUnreachable):
 		log.Error("OPS DATABASE UNREACHABLE at start-up: serving OTP sends and limit checks; the deny-list is EMPTY until it loads, "+
@@ -146,7 +150,7 @@ func (o *opsStack) connect() {
 		case <-time.After(backoff):
 		}
 		backoff = min(2*backoff, dbRetryMax)
-		db, err := openOpsStore(o.bg, o.cfg, o.log)
+		db, err := openOpsStore(o.bg, o.cfg, o.log, o.sqlTracer)
 		switch {
 		case errors.Is(err, store.ErrDatabaseUnreachable):
 			o.log.Debug("ops database still unreachable", "err", err)
@@ -193,10 +197,10 @@ func (o *opsStack) status() httpapi.DatabaseStatus {
 
 // openOpsStore opens the SQL store and applies the migrations, or, with
 // OTPGUARD_AUTO_MIGRATE=false, refuses a schema that lacks some.
-func openOpsStore(ctx context.Context, cfg *Config, log *slog.Logger) (*store.SQL, error) {
+func openOpsStore(ctx context.Context, cfg *Config, log *slog.Logger, tp trace.TracerProvider) (*store.SQL, error) {
 	sctx, cancel := context.WithTimeout(ctx, startupTimeout)
 	defer cancel()
-	db, err := store.OpenSQL(sctx, cfg.DatabaseURL, cfg.DataDir, store.SQLOptions{Timeout: cfg.DatabaseTimeout})
+	db, err := store.OpenSQL(sctx, cfg.DatabaseURL, cfg.DataDir, store.SQLOptions{Timeout: cfg.DatabaseTimeout, TracerProvider: tp})
 	if err != nil {
 		return nil, fmt.Errorf("ops database: %w", err)
 	}

@@ -132,6 +132,9 @@ func (d fileDuration) MarshalText() ([]byte, error) { return []byte(time.Duratio
 // completes what the file left out.
 func decodePolicies(b []byte) (guard.Policies, error) {
 	p := guard.DefaultPolicies()
+	if err := checkPolicyShape(b); err != nil {
+		return p, err
+	}
 	p.Limits = nil
 	f := policyFile(p)
 	dec := yaml.NewDecoder(bytes.NewReader(b))

@@ -159,9 +159,23 @@ func TestDecodePolicies(t *testing.T) {
 			wantErr: []string{"line 5", `"1mm" is not a duration`}},
 		{name: "a list is not a duration", file: "otp:\n  cooldown: [1s]\n",
 			wantErr: []string{"line 2", "want a duration"}},
-		{name: "bad number names its line", file: "otp:\n  per_phone: {limit: many}\n", wantErr: []string{"line 2", "many"}},
-		{name: "misspelt field", file: "otp:\n  per_phon: {limit: 3}\n", wantErr: []string{"line 2", "per_phon"}},
-		{name: "misspelt field in a limit", file: "limits:\n  x: {algorithm: fixed_window, bogus: 1}\n", wantErr: []string{"bogus"}},
+		{name: "bad number names its line", file: "otp:\n  per_phone: {limit: many}\n",
+			wantErr: []string{`line 2: otp.per_phone.limit: want a whole number, got "many"`}},
+		{name: "misspelt field", file: "otp:\n  per_phon: {limit: 3}\n",
+			wantErr: []string{"line 2: otp.per_phon: unknown field (did you mean per_phone?)"}},
+		{name: "misspelt field named by its path, not a Go type", file: "otp:\n  code_length: 6\n  cooldwon: 30s\n",
+			wantErr: []string{"line 3: otp.cooldwon: unknown field (did you mean cooldown?)"}},
+		{name: "misspelt field in a limit", file: "limits:\n  x: {algorithm: fixed_window, bogus: 1}\n",
+			wantErr: []string{"limits.x.bogus: unknown field"}},
+		{name: "misspelt section", file: "otpp:\n  cooldown: 30s\n", wantErr: []string{"line 1: otpp: unknown field (did you mean otp?)"}},
+		{name: "a list item", file: "otp:\n  prefix_depths:\n    - {limit: 5, window: 1h, digits_droped: 3}\n",
+			wantErr: []string{"line 3: otp.prefix_depths[0].digits_droped: unknown field (did you mean digits_dropped?)"}},
+		{name: "a section where a list goes", file: "otp:\n  allowed_countries: {IN: true}\n",
+			wantErr: []string{"line 2: otp.allowed_countries: want a list, got a section of keys"}},
+		{name: "a word where a switch goes", file: "limits:\n  x: {algorithm: fixed_window, limit: 3, window: 1m, shadow: maybe}\n",
+			wantErr: []string{`limits.x.shadow: want true or false, got "maybe"`}},
+		{name: "every mistake at once", file: "otp:\n  cooldwon: 30s\n  budget: {per_huor: 5}\n",
+			wantErr: []string{"otp.cooldwon", "otp.budget.per_huor: unknown field (did you mean per_hour?)"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got, err := decodePolicies([]byte(tc.file))
@@ -173,6 +187,9 @@ func TestDecodePolicies(t *testing.T) {
 					if !strings.Contains(err.Error(), w) {
 						t.Errorf("error %q does not name %s", err, w)
 					}
+				}
+				if strings.Contains(err.Error(), "app.") || strings.Contains(err.Error(), "type ") {
+					t.Errorf("error %q names a Go type", err)
 				}
 				return
 			}

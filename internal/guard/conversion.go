@@ -205,5 +205,5 @@ func (s *OTP) conversionAlert(ctx context.Context, phone Phone, subject Key, t T
 		country = subject.ID
 	}
 	s.events.Record(Event{At: s.now(), Action: ActionConversion, Outcome: action, Country: country,
-		Actor: ConversionActor, Detail: fmt.Sprintf("%s=%s %s", scope, subject.ID, reason)})
+		Actor: ConversionActor, Detail: fmt.Sprintf("%s=%s %s", scope, subject.ID, reason), TraceID: TraceID(ctx)})
 }

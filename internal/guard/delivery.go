@@ -61,7 +61,7 @@ func (s *OTP) RecordDelivery(ctx context.Context, d Delivery) bool {
 		}
 	}
 	e := Event{At: s.now(), Action: ActionSMSStatus, Outcome: d.Status,
-		Detail: fmt.Sprintf("sid=%s", d.MessageID)}
+		Detail: fmt.Sprintf("sid=%s", d.MessageID), TraceID: TraceID(ctx)}
 	if d.ErrorCode != "" {
 		e.Detail += " error_code=" + d.ErrorCode
 	}

@@ -14,6 +14,9 @@ type Event struct {
 	IP      string
 	Actor   string // API key id or ops user, may be ""
 	Detail  string
+	// TraceID is the trace ID of the request that led to the event
+	// (WithTraceID), "" when tracing is off or no request caused it.
+	TraceID string
 }
 
 // The audit actions the OTP rules record (Event.Action). They are stored

@@ -436,7 +436,8 @@ func (s *OTP) record(ctx context.Context, action, ok string, phone Phone, ip str
 	if e, ok := errors.AsType[*Error](err); ok {
 		detail = e.Usage
 	}
-	s.events.Record(Event{At: s.now(), Action: action, Outcome: outcome, Phone: phone.E164, Country: phone.Region, IP: ip, Detail: detail})
+	s.events.Record(Event{At: s.now(), Action: action, Outcome: outcome, Phone: phone.E164, Country: phone.Region, IP: ip,
+		Detail: detail, TraceID: TraceID(ctx)})
 }
 
 func (s *OTP) noteBlock(ctx context.Context, b Block) {

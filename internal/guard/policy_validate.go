@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/nyaruka/phonenumbers"
 )
 
 // Bounds that keep policies sane: a typo such as "window: 10h0000m" should
@@ -50,8 +52,8 @@ func (p *Policies) Validate() error {
 	}
 	validateWindow("otp.per_phone", o.PerPhone, bad)
 	validateWindow("otp.per_ip", o.PerIP, bad)
-	if o.DefaultRegion != "" && !regexp.MustCompile(`^[A-Za-z]{2}$`).MatchString(o.DefaultRegion) {
-		bad("otp.default_region", "must be an ISO 3166-1 alpha-2 code such as IN, got %q", o.DefaultRegion)
+	if o.DefaultRegion != "" {
+		validateRegion("otp.default_region", strings.ToUpper(o.DefaultRegion), bad)
 	}
 	if !strings.Contains(o.Message, "{code}") {
 		bad("otp.message", "must contain {code}")
@@ -139,12 +141,37 @@ func validateFallbackMode(field string, m FallbackMode, localLimit int64, bad fu
 
 var isoCode = regexp.MustCompile(`^[A-Z]{2}$`)
 
+// regionHints are codes people write for a region that libphonenumber
+// knows by another: the United Kingdom is GB, Greece (EL in the EU) is GR.
+var regionHints = map[string]string{"UK": "GB", "EL": "GR"}
+
+// validateRegion checks that code is a region libphonenumber knows (an
+// upper-case ISO 3166-1 alpha-2 code it has numbering data for), and says
+// which code was meant where it can. It reports whether code is good.
+func validateRegion(field, code string, bad func(string, string, ...any)) bool {
+	if !isoCode.MatchString(code) {
+		if up := strings.ToUpper(code); isoCode.MatchString(up) && phonenumbers.GetSupportedRegions()[up] {
+			bad(field, "must be an upper-case ISO 3166-1 alpha-2 code: %q, not %q", up, code)
+		} else {
+			bad(field, "must be an upper-case ISO 3166-1 alpha-2 code such as IN, got %q", code)
+		}
+		return false
+	}
+	if phonenumbers.GetSupportedRegions()[code] {
+		return true
+	}
+	if hint, ok := regionHints[code]; ok {
+		bad(field, "%q is not a region code libphonenumber knows: use %q", code, hint)
+	} else {
+		bad(field, "%q is not a region code libphonenumber knows (ISO 3166-1 alpha-2, e.g. IN, GB, US)", code)
+	}
+	return false
+}
+
 // validateAbuse checks the abuse defences of the OTP policy.
 func validateAbuse(o OTPPolicy, bad func(string, string, ...any)) {
 	for i, c := range o.AllowedCountries {
-		if !isoCode.MatchString(c) {
-			bad(fmt.Sprintf("otp.allowed_countries[%d]", i), "must be an upper-case ISO 3166-1 alpha-2 code such as IN, got %q", c)
-		}
+		validateRegion(fmt.Sprintf("otp.allowed_countries[%d]", i), c, bad)
 	}
 	for i, t := range o.AllowedNumberTypes {
 		if _, ok := numberTypes[t]; !ok {
@@ -180,8 +207,7 @@ func validateAbuse(o OTPPolicy, bad func(string, string, ...any)) {
 	}
 	validateVelocity(o.CountryVelocity, bad)
 	for _, c := range sortedKeys(o.PerCountry) {
-		if c != "*" && !isoCode.MatchString(c) {
-			bad("otp.per_country."+c, "must be an upper-case ISO 3166-1 alpha-2 code such as IN, or * for every other country")
+		if c != "*" && !validateRegion("otp.per_country."+c, c, bad) {
 			continue
 		}
 		validateWindow("otp.per_country."+c, o.PerCountry[c], bad)

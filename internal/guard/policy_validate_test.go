@@ -52,3 +52,40 @@ func TestAbusePolicyValidationNamesTheField(t *testing.T) {
 		t.Errorf("defaults: %v", err)
 	}
 }
+
+// A country code must be one libphonenumber has numbering data for; the
+// usual slips are answered with the code that was meant.
+func TestPolicyCountryCodesAreKnownRegions(t *testing.T) {
+	for _, tc := range []struct {
+		name, want string
+		edit       func(o *guard.OTPPolicy)
+	}{
+		{"UK is GB", `otp.allowed_countries[0]: "UK" is not a region code libphonenumber knows: use "GB"`,
+			func(o *guard.OTPPolicy) { o.AllowedCountries = []string{"UK"} }},
+		{"per-country UK", `otp.per_country.UK: "UK" is not a region code libphonenumber knows: use "GB"`,
+			func(o *guard.OTPPolicy) { o.PerCountry = map[string]guard.Window{"UK": {Limit: 5, Window: time.Hour}} }},
+		{"EL is GR", `use "GR"`,
+			func(o *guard.OTPPolicy) { o.AllowedCountries = []string{"EL"} }},
+		{"no such region", `otp.allowed_countries[1]: "XY" is not a region code libphonenumber knows`,
+			func(o *guard.OTPPolicy) { o.AllowedCountries = []string{"IN", "XY"} }},
+		{"lower case named", `otp.allowed_countries[0]: must be an upper-case ISO 3166-1 alpha-2 code: "GB", not "gb"`,
+			func(o *guard.OTPPolicy) { o.AllowedCountries = []string{"gb"} }},
+		{"default region", `otp.default_region: "UK" is not a region code`,
+			func(o *guard.OTPPolicy) { o.DefaultRegion = "uk" }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := guard.DefaultPolicies()
+			tc.edit(&p.OTP)
+			if err := p.Validate(); err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("Validate: got %v, want it to contain %s", err, tc.want)
+			}
+		})
+	}
+	p := guard.DefaultPolicies()
+	p.OTP.AllowedCountries = []string{"GB", "IN", "US"}
+	p.OTP.PerCountry = map[string]guard.Window{"GB": {Limit: 5, Window: time.Hour}, "*": {Limit: 50, Window: time.Hour}}
+	p.OTP.DefaultRegion = "gb" // the default region may be written in lower case, as before
+	if err := p.Validate(); err != nil {
+		t.Errorf("known regions: %v", err)
+	}
+}

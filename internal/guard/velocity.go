@@ -220,7 +220,7 @@ func (s *OTP) velocityRefused(ctx context.Context, phone Phone, r string, h int6
 		"country", r, "count", res.Count, "limit", res.Limit, "baseline", res.Baseline,
 		"retry_after", retry.Round(time.Second).String())
 	s.events.Record(Event{At: s.now(), Action: ActionVelocity, Outcome: string(CodeUnusualVolume), Country: r,
-		Actor: VelocityActor, Detail: detail})
+		Actor: VelocityActor, Detail: detail, TraceID: TraceID(ctx)})
 	s.noteBlock(ctx, Block{Phone: CountryPrefix(r), Country: r, Reason: CodeUnusualVolume,
 		Count: res.Count, Until: s.now().Add(retry)})
 }

@@ -189,6 +189,8 @@ type eventItem struct {
 	IP      string    `json:"ip"`
 	Actor   string    `json:"actor"`
 	Detail  string    `json:"detail"`
+	// TraceID is the trace of the request behind the event, when traced.
+	TraceID string `json:"trace_id,omitempty"`
 }
 
 type eventsResponse struct {
@@ -212,7 +214,7 @@ func (s *Server) listEvents(c echo.Context) error {
 	res := eventsResponse{Events: make([]eventItem, 0, len(events))}
 	for _, e := range events {
 		res.Events = append(res.Events, eventItem{ID: e.ID, At: e.At, Action: e.Action, Outcome: e.Outcome,
-			Phone: e.Phone, Country: e.Country, IP: e.IP, Actor: e.Actor, Detail: e.Detail})
+			Phone: e.Phone, Country: e.Country, IP: e.IP, Actor: e.Actor, Detail: e.Detail, TraceID: e.TraceID})
 	}
 	limit := f.Limit
 	if limit == 0 {

@@ -142,6 +142,7 @@ func (s *Server) Routes() []*echo.Route { return s.echo.Routes() }
 // routes registers every route: read it top to bottom to know the API.
 func (s *Server) routes(apiKeys, opsKeys keyring) {
 	e := s.echo
+	e.Use(traceRequest) // tracing.go
 	e.Use(requestIDs)
 	e.Use(s.requestLog())
 	// "KiB": echo reads "16K" as 16,000 bytes.
@@ -214,7 +215,7 @@ func (s *Server) requestLog() echo.MiddlewareFunc {
 			s.log.LogAttrs(c.Request().Context(), level, "request",
 				slog.String("method", v.Method), slog.String("route", v.RoutePath),
 				slog.Int("status", v.Status), slog.Duration("latency", v.Latency),
-				slog.String("request_id", v.RequestID))
+				slog.String("request_id", v.RequestID), traceAttr(c.Request().Context()))
 			return nil
 		},
 	})

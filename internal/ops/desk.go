@@ -288,6 +288,7 @@ func (d *Desk) RecordKeyLockout(ip string, l SignInLimit) {
 // action returns to; when the database fails it is queued instead.
 func (d *Desk) audit(ctx context.Context, e guard.Event) {
 	e.At = d.o.Now()
+	e.TraceID = guard.TraceID(ctx)
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), opsWriteTimeout)
 	defer cancel()
 	if err := d.o.Audit.WriteEvents(wctx, []guard.Event{e}); err != nil {

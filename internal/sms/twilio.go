@@ -40,6 +40,10 @@ type TwilioOptions struct {
 	// Timeout bounds one Send, from connecting to reading the reply.
 	// Zero means 10s.
 	Timeout time.Duration
+	// Transport, when set, carries every request instead of
+	// http.DefaultTransport: tracing gives one that records a span per
+	// provider call and passes the trace context on (W3C traceparent).
+	Transport http.RoundTripper
 }
 
 // Twilio sends SMS through Twilio's Programmable Messaging API (the
@@ -108,6 +112,10 @@ func NewTwilio(o TwilioOptions) (*Twilio, error) {
 	if timeout == 0 {
 		timeout = defaultTwilioTimeout
 	}
+	transport := o.Transport
+	if transport == nil {
+		transport = http.DefaultTransport
+	}
 	return &Twilio{
 		creds:          client.NewCredentials(o.AccountSID, o.AuthToken),
 		accountSID:     o.AccountSID,
@@ -116,7 +124,7 @@ func NewTwilio(o TwilioOptions) (*Twilio, error) {
 		statusCallback: o.StatusCallback,
 		base:           base,
 		timeout:        timeout,
-		transport:      http.DefaultTransport,
+		transport:      transport,
 	}, nil
 }
 

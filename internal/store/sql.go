@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	_ "github.com/jackc/pgx/v5/stdlib" // registers the "pgx" database/sql driver
 	"github.com/pressly/goose/v3"
+	"go.opentelemetry.io/otel/trace"
 	_ "modernc.org/sqlite" // registers the "sqlite" database/sql driver
 
 	"github.com/otpguard/otpguard/internal/ops"
@@ -51,6 +52,8 @@ type SQLOptions struct {
 	// Migrate and the retention prunes take their caller's deadline only.
 	// Zero: DefaultSQLTimeout.
 	Timeout time.Duration
+	// TracerProvider, when set, traces every SQL call (sql_trace.go).
+	TracerProvider trace.TracerProvider
 }
 
 // DefaultSQLTimeout is SQLOptions.Timeout's default.
@@ -82,16 +85,13 @@ func OpenSQL(ctx context.Context, databaseURL, dataDir string, opts ...SQLOption
 		s   *SQL
 		err error
 	)
-	lower := strings.ToLower(databaseURL)
-	switch {
-	case databaseURL == "":
-		s, err = openSQLite(dataDir)
-	case strings.HasPrefix(lower, "postgres://"), strings.HasPrefix(lower, "postgresql://"):
-		s, err = openPostgres(databaseURL)
-	default:
-		// Only the scheme is quoted: the rest of a URL may hold a password.
-		scheme, _, _ := strings.Cut(databaseURL, ":")
-		return nil, fmt.Errorf("store: open database: unsupported scheme %q: want postgres:// or postgresql://, or no URL for SQLite", scheme)
+	if err := CheckDatabaseURL(databaseURL); err != nil {
+		return nil, fmt.Errorf("store: open database: %w", err)
+	}
+	if databaseURL == "" {
+		s, err = openSQLite(dataDir, o.TracerProvider)
+	} else {
+		s, err = openPostgres(databaseURL, o.TracerProvider)
 	}
 	if err != nil {
 		return nil, err
@@ -116,8 +116,30 @@ func OpenSQL(ctx context.Context, databaseURL, dataDir string, opts ...SQLOption
 	return s, nil
 }
 
-func openPostgres(databaseURL string) (*SQL, error) {
-	db, err := sql.Open("pgx", databaseURL)
+// CheckDatabaseURL checks a database URL without connecting: "" (the SQLite
+// file) or a PostgreSQL URL pgx can parse. Only the scheme or the parser's
+// reason is quoted in the error: the rest of a URL may hold a password.
+func CheckDatabaseURL(databaseURL string) error {
+	if databaseURL == "" {
+		return nil
+	}
+	lower := strings.ToLower(databaseURL)
+	if !strings.HasPrefix(lower, "postgres://") && !strings.HasPrefix(lower, "postgresql://") {
+		scheme, _, _ := strings.Cut(databaseURL, ":")
+		return fmt.Errorf("unsupported scheme %q: want postgres:// or postgresql://, or no URL for SQLite", scheme)
+	}
+	if _, err := pgconn.ParseConfig(databaseURL); err != nil {
+		reason := "malformed"
+		if inner := errors.Unwrap(err); inner != nil {
+			reason = inner.Error()
+		}
+		return fmt.Errorf("not a PostgreSQL URL pgx can read (%s)", reason)
+	}
+	return nil
+}
+
+func openPostgres(databaseURL string, tp trace.TracerProvider) (*SQL, error) {
+	db, err := openDB("pgx", databaseURL, "postgresql", tp)
 	if err != nil {
 		return nil, fmt.Errorf("store: open postgres: %w", err)
 	}
@@ -129,7 +151,7 @@ func openPostgres(databaseURL string) (*SQL, error) {
 	return &SQL{db: db, engine: EnginePostgres, now: time.Now}, nil
 }
 
-func openSQLite(dataDir string) (*SQL, error) {
+func openSQLite(dataDir string, tp trace.TracerProvider) (*SQL, error) {
 	if dataDir == "" {
 		return nil, errors.New("store: open sqlite: no data directory")
 	}
@@ -147,7 +169,7 @@ func openSQLite(dataDir string) (*SQL, error) {
 	// processes never both read under a deferred lock and then deadlock on
 	// the upgrade.
 	dsn := path + "?_pragma=busy_timeout(5000)&_pragma=journal_mode(WAL)&_pragma=foreign_keys(1)&_txlock=immediate"
-	db, err := sql.Open("sqlite", dsn)
+	db, err := openDB("sqlite", dsn, "sqlite", tp)
 	if err != nil {
 		return nil, fmt.Errorf("store: open sqlite: %w", err)
 	}

@@ -11,11 +11,11 @@ import (
 	"github.com/otpguard/otpguard/internal/ops"
 )
 
-const eventColumns = "at, action, outcome, phone, country, ip, actor, detail"
+const eventColumns = "at, action, outcome, phone, country, ip, actor, detail, trace_id"
 
 // insertChunk is how many events share one INSERT: few round trips for a
 // big batch, and far below either engine's limit on bound parameters
-// (8 per row; SQLite allows 32766, PostgreSQL 65535).
+// (9 per row; SQLite allows 32766, PostgreSQL 65535).
 const insertChunk = 200
 
 // pruneChunk bounds how many rows one DELETE removes. A huge single delete
@@ -46,18 +46,18 @@ func (s *SQL) WriteEvents(ctx context.Context, events []guard.Event) error {
 		chunk := events[start:min(start+insertChunk, len(events))]
 		var q strings.Builder
 		q.WriteString("INSERT INTO audit_events (" + eventColumns + ") VALUES ")
-		args := make([]any, 0, 8*len(chunk))
+		args := make([]any, 0, 9*len(chunk))
 		for i, e := range chunk {
 			if i > 0 {
 				q.WriteString(", ")
 			}
-			q.WriteString("(?, ?, ?, ?, ?, ?, ?, ?)")
+			q.WriteString("(?, ?, ?, ?, ?, ?, ?, ?, ?)")
 			at := e.At
 			if at.IsZero() {
 				at = now
 			}
 			args = append(args, at.UnixMilli(), storable(e.Action), storable(e.Outcome), storable(e.Phone),
-				storable(e.Country), storable(e.IP), storable(e.Actor), storable(e.Detail))
+				storable(e.Country), storable(e.IP), storable(e.Actor), storable(e.Detail), storable(e.TraceID))
 		}
 		if _, err := tx.ExecContext(ctx, s.rebind(q.String()), args...); err != nil {
 			return fmt.Errorf("store: write events: %w", err)
@@ -140,7 +140,7 @@ func (s *SQL) ListEvents(ctx context.Context, f ops.EventFilter) ([]guard.Event,
 			e  guard.Event
 			at int64
 		)
-		if err := rows.Scan(&e.ID, &at, &e.Action, &e.Outcome, &e.Phone, &e.Country, &e.IP, &e.Actor, &e.Detail); err != nil {
+		if err := rows.Scan(&e.ID, &at, &e.Action, &e.Outcome, &e.Phone, &e.Country, &e.IP, &e.Actor, &e.Detail, &e.TraceID); err != nil {
 			return nil, fmt.Errorf("store: list events: %w", err)
 		}
 		e.At = fromMillis(at)

@@ -1,0 +1,140 @@
+package client
+
+import (
+	"context"
+	"crypto/rand"
+	"net/http"
+	"net/url"
+	"time"
+)
+
+// SendRequest asks for a code to be sent to Phone.
+type SendRequest struct {
+	// Phone in any format otpguard parses; it answers with E.164.
+	Phone string `json:"phone"`
+	// ClientIP is the end user's address (not the app server's), for the
+	// per-IP limit. Optional.
+	ClientIP string `json:"client_ip,omitempty"`
+	// IdempotencyKey, when set, is sent as the Idempotency-Key header:
+	// the same key with the same body answers the first answer and sends
+	// nothing more, so Send is retried on network errors. Use one key per
+	// user action (a UUID), at most 255 characters.
+	IdempotencyKey string `json:"-"`
+}
+
+// SendResponse is the answer to a send that went out.
+type SendResponse struct {
+	Status         string `json:"status"` // "sent" (older servers) or "pending"
+	Phone          string `json:"phone"`  // E.164
+	ExpiresIn      int    `json:"expires_in"`
+	VerificationID string `json:"verification_id,omitempty"`
+	// Replayed is true when otpguard answered with the first answer of an
+	// earlier send with the same idempotency key (header
+	// Idempotent-Replayed): no second SMS went out.
+	Replayed bool `json:"-"`
+}
+
+// Send asks otpguard to send a new code: POST /otp/send. A refusal
+// (cooldown, a limit, the deny-list) is an *Error with its code and
+// RetryAfter.
+func (c *Client) Send(ctx context.Context, req SendRequest) (*SendResponse, error) {
+	cl := call{method: http.MethodPost, path: "/otp/send", body: req}
+	key := req.IdempotencyKey
+	if key == "" && c.autoKeys {
+		key = rand.Text()
+	}
+	if key != "" {
+		cl.header = http.Header{"Idempotency-Key": {key}}
+		cl.retry = true
+	}
+	r, err := c.do(ctx, cl, http.StatusOK)
+	if err != nil {
+		return nil, err
+	}
+	var out SendResponse
+	if err := r.decode(&out); err != nil {
+		return nil, err
+	}
+	out.Replayed = r.header.Get("Idempotent-Replayed") == "true"
+	return &out, nil
+}
+
+// VerifyRequest is a code to check against the number's live code.
+type VerifyRequest struct {
+	Phone string `json:"phone"`
+	Code  string `json:"code"`
+}
+
+// VerifyResponse is the answer to a right code, which is now consumed.
+type VerifyResponse struct {
+	Valid          bool   `json:"valid"`
+	Phone          string `json:"phone"`
+	VerificationID string `json:"verification_id,omitempty"`
+	Status         string `json:"status,omitempty"` // "approved"
+}
+
+// Verify checks a code: POST /otp/verify. A wrong code is an *Error with
+// code wrong_code and AttemptsLeft; never retried (each guess counts).
+func (c *Client) Verify(ctx context.Context, req VerifyRequest) (*VerifyResponse, error) {
+	r, err := c.do(ctx, call{method: http.MethodPost, path: "/otp/verify", body: req}, http.StatusOK)
+	if err != nil {
+		return nil, err
+	}
+	var out VerifyResponse
+	if err := r.decode(&out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// The statuses of a verification.
+const (
+	StatusPending            = "pending"
+	StatusApproved           = "approved"
+	StatusCanceled           = "canceled"
+	StatusExpired            = "expired"
+	StatusMaxAttemptsReached = "max_attempts_reached"
+)
+
+// Verification is one sent code's lifecycle, as GET
+// /otp/verifications/{id} shows it.
+type Verification struct {
+	ID          string    `json:"verification_id"`
+	To          string    `json:"to"`
+	Status      string    `json:"status"` // one of the Status constants
+	CreatedAt   time.Time `json:"created_at"`
+	UpdatedAt   time.Time `json:"updated_at"`
+	ExpiresAt   time.Time `json:"expires_at"`
+	Attempts    int       `json:"attempts"`
+	MaxAttempts int       `json:"max_attempts"`
+}
+
+// Verification reads a verification: GET /otp/verifications/{id}. An
+// unknown (or forgotten) id is an *Error with code
+// verification_not_found.
+func (c *Client) Verification(ctx context.Context, id string) (*Verification, error) {
+	r, err := c.do(ctx, call{method: http.MethodGet, path: "/otp/verifications/" + url.PathEscape(id), retry: true}, http.StatusOK)
+	if err != nil {
+		return nil, err
+	}
+	var v Verification
+	if err := r.decode(&v); err != nil {
+		return nil, err
+	}
+	return &v, nil
+}
+
+// CancelVerification kills a pending verification's code: POST
+// /otp/verifications/{id}/cancel. One no longer pending is an *Error with
+// code verification_not_pending (an approved code stays approved).
+func (c *Client) CancelVerification(ctx context.Context, id string) (*Verification, error) {
+	r, err := c.do(ctx, call{method: http.MethodPost, path: "/otp/verifications/" + url.PathEscape(id) + "/cancel"}, http.StatusOK)
+	if err != nil {
+		return nil, err
+	}
+	var v Verification
+	if err := r.decode(&v); err != nil {
+		return nil, err
+	}
+	return &v, nil
+}

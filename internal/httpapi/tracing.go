@@ -1,0 +1,129 @@
+package httpapi
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"strings"
+
+	"github.com/labstack/echo/v4"
+	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric/noop"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/otpguard/otpguard/internal/guard"
+)
+
+// AttrCode is the span attribute holding a refused request's problem code
+// ("phone_rate_limited", "store_unavailable", ...).
+const AttrCode = attribute.Key("otpguard.code")
+
+// untraced are the paths polled by machines, not asked by callers: a span
+// for each probe and scrape would drown the traces worth reading.
+var untraced = map[string]bool{"/healthz": true, "/readyz": true, "/metrics": true}
+
+// Traced wraps the server h in OpenTelemetry's net/http instrumentation
+// (otelhttp): one server span per request, its parent taken from the
+// caller's W3C traceparent (and baggage) through prop. The server's
+// traceRequest middleware names the span after the route and adds the
+// refusal code. The probes and /metrics are not traced.
+func Traced(h http.Handler, tp trace.TracerProvider, prop propagation.TextMapPropagator) http.Handler {
+	return otelhttp.NewHandler(h, "otpguard",
+		otelhttp.WithTracerProvider(tp),
+		otelhttp.WithPropagators(prop),
+		// Request metrics are Prometheus' job here (metrics.go).
+		otelhttp.WithMeterProvider(noop.NewMeterProvider()),
+		otelhttp.WithFilter(func(r *http.Request) bool { return !untraced[r.URL.Path] }),
+		// Until the router has matched a route (traceRequest renames it):
+		// never the path, which may hold a phone number.
+		otelhttp.WithSpanNameFormatter(func(_ string, r *http.Request) string { return r.Method }),
+	)
+}
+
+// traceRequest completes the request's span, when there is one: the name
+// "METHOD /route", http.route, the path with phone numbers masked (otelhttp
+// records the raw path, and DELETE /ops/blocked/{phone} carries a full
+// number), and the refusal code. It gives the trace ID to the decisions'
+// audit events (guard.WithTraceID), sampled or not, so that an event leads
+// to the caller's trace. Without tracing it costs a context lookup.
+func traceRequest(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		r := c.Request()
+		span := trace.SpanFromContext(r.Context())
+		sc := span.SpanContext()
+		if !sc.IsValid() {
+			return next(c)
+		}
+		c.SetRequest(r.WithContext(guard.WithTraceID(r.Context(), sc.TraceID().String())))
+		err := next(c)
+		if !span.IsRecording() {
+			return err
+		}
+		if route := c.Path(); route != "" {
+			span.SetName(r.Method + " " + route)
+			span.SetAttributes(attribute.String("http.route", route))
+		}
+		span.SetAttributes(attribute.String("url.path", maskDigits(r.URL.Path)))
+		if code := refusalCode(c, err); code != "" {
+			span.SetAttributes(AttrCode.String(string(code)))
+		}
+		return err
+	}
+}
+
+// refusalCode is the problem code the request was answered with: the
+// error's, or rate_limited for a /limits/check that answered 429 with its
+// decisions; "" when it was not refused.
+func refusalCode(c echo.Context, err error) guard.Code {
+	if err != nil {
+		return asGuardError(err).Code
+	}
+	if c.Response().Status == http.StatusTooManyRequests {
+		return guard.CodeRateLimited
+	}
+	return ""
+}
+
+// maskDigits masks every run of six or more digits in s (with a leading
+// '+', if any) as guard.MaskPhone does: a phone number in a path shows
+// its country code and last two digits only.
+func maskDigits(s string) string {
+	if !strings.ContainsAny(s, "0123456789") {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); {
+		j := i
+		if s[j] == '+' {
+			j++
+		}
+		k := j
+		for k < len(s) && s[k] >= '0' && s[k] <= '9' {
+			k++
+		}
+		switch {
+		case k-j >= 6:
+			b.WriteString(guard.MaskPhone(s[i:k]))
+			i = k
+		case k > i:
+			b.WriteString(s[i:k])
+			i = k
+		default:
+			b.WriteByte(s[i])
+			i++
+		}
+	}
+	return b.String()
+}
+
+// traceAttr is the request log line's trace_id: the trace ID of ctx's
+// span, or nothing (an empty Attr, which slog leaves out) without one.
+func traceAttr(ctx context.Context) slog.Attr {
+	sc := trace.SpanContextFromContext(ctx)
+	if !sc.IsValid() {
+		return slog.Attr{}
+	}
+	return slog.String("trace_id", sc.TraceID().String())
+}

@@ -1,0 +1,128 @@
+// Package otpguardtest boots a real otpguard for the tests of the Go
+// client, its middleware and the example apps: built by app.New as the
+// binary builds it, on a real Redis (redistest: skipped without one,
+// failed under OTPGUARD_REQUIRE_SERVICES=1), serving on a free port, with
+// an SMS outbox and a count of the requests it received.
+package otpguardtest
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/otpguard/otpguard/internal/app"
+	"github.com/otpguard/otpguard/internal/guard"
+	"github.com/otpguard/otpguard/internal/store/redistest"
+)
+
+// The keys every instance takes.
+const (
+	APIKey = "otpguardtest-api-key-0123456789"
+	OpsKey = "otpguardtest-ops-key-0123456789"
+)
+
+// Outbox is a guard.Sender that keeps what it was asked to send.
+type Outbox struct {
+	mu   sync.Mutex
+	sent []guard.Message
+}
+
+// Send keeps m.
+func (o *Outbox) Send(_ context.Context, m guard.Message) error {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.sent = append(o.sent, m)
+	return nil
+}
+
+// Count is how many messages were sent.
+func (o *Outbox) Count() int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return len(o.sent)
+}
+
+// LastCode is the code of the last message sent to phone (E.164).
+func (o *Outbox) LastCode(t testing.TB, phone string) string {
+	t.Helper()
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	for i := len(o.sent) - 1; i >= 0; i-- {
+		if o.sent[i].To == phone {
+			f := strings.Fields(o.sent[i].Body)
+			return f[len(f)-1]
+		}
+	}
+	t.Fatalf("no message was sent to %s", phone)
+	return ""
+}
+
+// Server is one running otpguard.
+type Server struct {
+	URL    string
+	Outbox *Outbox
+	srv    *httptest.Server
+	app    *app.App
+	mu     sync.Mutex
+	hits   map[string]int
+}
+
+// Hits is how many requests reached path.
+func (s *Server) Hits(path string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.hits[path]
+}
+
+// Stop stops serving and closes the instance: from then on its URL
+// refuses connections.
+func (s *Server) Stop() {
+	s.srv.Close()
+	s.app.Close()
+}
+
+// Start boots otpguard with the built-in policies, limits replaced by
+// limits when not nil. It stops when the test ends.
+func Start(t testing.TB, limits map[string]guard.LimitPolicy) *Server {
+	t.Helper()
+	rt := redistest.New(t)
+	cfg, err := app.LoadConfig(func(string) string { return "" })
+	if err != nil {
+		t.Fatalf("LoadConfig: %v", err)
+	}
+	// A generous Redis timeout: a CPU-starved round trip under -race is
+	// not an outage.
+	cfg.RedisURL, cfg.RedisPrefix, cfg.RedisTimeout = rt.URL, rt.Prefix, 5*time.Second
+	cfg.APIKeys, cfg.OpsKeys = []string{APIKey}, []string{OpsKey}
+	cfg.HMACKey = []byte("0123456789abcdef0123456789abcdef")
+	cfg.DataDir, cfg.LogLevel = t.TempDir(), "error"
+	pol := guard.DefaultPolicies()
+	if limits != nil {
+		pol.Limits = limits
+	}
+	pol.FillDefaults()
+	cfg.Policies = pol
+	if err := cfg.Policies.Validate(); err != nil {
+		t.Fatalf("policies: %v", err)
+	}
+	s := &Server{Outbox: &Outbox{}, hits: map[string]int{}}
+	s.app, err = app.New(context.Background(), cfg, app.WithSender(s.Outbox), app.WithOutput(io.Discard))
+	if err != nil {
+		t.Fatalf("app.New: %v", err)
+	}
+	h := s.app.Handler()
+	s.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s.mu.Lock()
+		s.hits[r.URL.Path]++
+		s.mu.Unlock()
+		h.ServeHTTP(w, r)
+	}))
+	t.Cleanup(s.Stop)
+	s.URL = s.srv.URL
+	return s
+}
