@@ -52,6 +52,7 @@ type App struct {
 	outage  *outage
 	ops     *opsStack
 	live    *live // the policy in force and its reloads (reload.go)
+	abuse   *abuseView
 	handler http.Handler
 	// closers run in reverse order of registration by Close.
 	closers []func()
@@ -213,6 +214,11 @@ func New(ctx context.Context, cfg *Config, opts ...Option) (_ *App, err error) {
 	}
 	sender = metrics.TimeSender(provider, sender)
 	abuseMetrics := httpapi.NewAbuseMetrics(metrics)
+	// The attack view (GET /ops/abuse): the OTP rules' events are
+	// tallied per hour in Redis beside the audit trail.
+	abuse, stopAbuse := startAbuseView(guarded, o.policy, a.ops.deny, o.now, log)
+	a.onClose(stopAbuse)
+	a.abuse = abuse
 	// The hot keys stop first in Close, once Run has drained the requests
 	// that spend hot-key counts: their last sync sees all of them, and Redis
 	// and the heartbeat are still there for it.
@@ -230,7 +236,7 @@ func New(ctx context.Context, cfg *Config, opts ...Option) (_ *App, err error) {
 		otp := guard.NewOTP(guard.OTPOptions{
 			Policy: p.OTP, Counter: a.outage.fallback, Codes: a.outage.fallback,
 			Sender: sender, HMACKey: cfg.HMACKey, Logger: log, LastStoreFailure: a.outage.fallback.LastFailure,
-			Deny: a.ops.deny, Events: a.ops.audit, Blocks: guarded, Now: o.now,
+			Deny: a.ops.deny, Events: ops.Tee(a.ops.audit, abuse.recorder), Blocks: guarded, Now: o.now,
 			// The conversion watch is advisory: through the breaker, but its
 			// failures never refuse a send.
 			Conversions: guarded, AutoBlock: a.ops.desk, Abuse: abuseMetrics.Hooks(),
@@ -284,6 +290,8 @@ func New(ctx context.Context, cfg *Config, opts ...Option) (_ *App, err error) {
 		APIKeyLimit: ops.NewAPIKeyLimiter(a.outage.fallback, o.apiKeys),
 		// Idempotency-Key claims and answers: through the breaker.
 		Idempotency: guarded, IdempotencyWait: o.idempotencyWait,
+		// The attack view (GET /ops/abuse, the top of /ops).
+		Abuse: abuse.desk,
 	})
 	a.live.server = srv
 	a.handler = tr.handler(srv)
@@ -311,6 +319,10 @@ func (a *App) Store() *store.Redis { return a.store }
 
 // Redis is the client every decision uses.
 func (a *App) Redis() redis.UniversalClient { return a.rdb }
+
+// FlushAbuse adds what this instance counted for the attack view to Redis
+// now, instead of at the next second (tests).
+func (a *App) FlushAbuse(ctx context.Context) error { return a.abuse.recorder.Flush(ctx) }
 
 // Ops is the ops desk: deny-list, blocks and the audit trail.
 func (a *App) Ops() *ops.Desk { return a.ops.desk }

@@ -113,7 +113,8 @@ func (o *outage) probeOnce(ctx context.Context) {
 // status is the store's status for /readyz and /ops/status.
 func (o *outage) status() httpapi.StoreStatus {
 	s := o.hb.State()
-	return httpapi.StoreStatus{RedisUp: s.Up, RedisSince: s.Since, FallbackStatus: o.fallback.Status(), InstancesFrom: o.from}
+	return httpapi.StoreStatus{RedisUp: s.Up, RedisSince: s.Since, FallbackStatus: o.fallback.Status(), InstancesFrom: o.from,
+		StoreShed: o.fallback.Shed(), StoreLate: o.fallback.Late()}
 }
 
 func randomSuffix() string {

@@ -76,7 +76,11 @@ type Error struct {
 	// VerificationStatus is the current status of a verification that a
 	// request could not change (verification_not_pending).
 	VerificationStatus VerificationStatus
-	Err                error
+	// Usage names the limit that refused and how far past it the request
+	// was ("5 of 3 per 10m"); it goes to the audit event's detail, never
+	// to the caller.
+	Usage string
+	Err   error
 }
 
 func (e *Error) Error() string {

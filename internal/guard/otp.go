@@ -358,7 +358,8 @@ func (s *OTP) spend(ctx context.Context, phone Phone, limits []limitedTake, vol 
 			s.noteBlock(ctx, Block{Phone: phone.E164, Country: phone.Region, Reason: l.denial,
 				Count: r.Count, Until: s.now().Add(r.RetryAfter)})
 		}
-		return nil, false, &Error{Code: l.denial, Message: l.what, RetryAfter: r.RetryAfter}
+		return nil, false, &Error{Code: l.denial, Message: l.what, RetryAfter: r.RetryAfter,
+			Usage: Usage(r.Count, l.take.Limit, l.take.Window)}
 	}
 	switch {
 	case vol == nil:
@@ -542,8 +543,12 @@ func (s *OTP) record(ctx context.Context, action, ok string, phone Phone, ip str
 	if err != nil {
 		outcome = string(ErrorCode(err))
 	}
+	var detail string
+	if e, ok := errors.AsType[*Error](err); ok {
+		detail = e.Usage
+	}
 	s.events.Record(Event{At: s.now(), Action: action, Outcome: outcome, Phone: phone.E164, Country: phone.Region, IP: ip,
-		TraceID: TraceID(ctx), RequestID: RequestID(ctx)})
+		Detail: detail, TraceID: TraceID(ctx), RequestID: RequestID(ctx)})
 }
 
 func (s *OTP) noteBlock(ctx context.Context, b Block) {

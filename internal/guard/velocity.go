@@ -155,7 +155,11 @@ func (s *OTP) velocityDenied(ctx context.Context, phone Phone, t VolumeTake, res
 		retry, span = time.Unix((now.Unix()/60+1)*60, 0).Sub(now), "minute"
 	}
 	s.velocityRefused(ctx, phone, region(phone), h, res, retry)
-	return &Error{Code: CodeUnusualVolume, RetryAfter: retry,
+	usage := Usage(res.Count+1, res.Limit, time.Hour)
+	if span == "minute" {
+		usage = Usage(0, res.MinuteLimit, time.Minute)
+	}
+	return &Error{Code: CodeUnusualVolume, RetryAfter: retry, Usage: usage,
 		Message: "unusually many codes were sent to this country this " + span + "; try again later"}
 }
 

@@ -1,6 +1,8 @@
 package httpapi
 
 import (
+	"sync/atomic"
+
 	"github.com/labstack/echo/v4"
 
 	"github.com/otpguard/otpguard/internal/guard"
@@ -20,10 +22,11 @@ import (
 type admission struct {
 	slots   chan struct{} // nil: no bound
 	metrics *Metrics
+	shed    *atomic.Int64 // requests shed since start, for the attack view
 }
 
 func newAdmission(maxInFlight int, m *Metrics) admission {
-	a := admission{metrics: m}
+	a := admission{metrics: m, shed: new(atomic.Int64)}
 	if maxInFlight > 0 {
 		a.slots = make(chan struct{}, maxInFlight)
 	}
@@ -36,7 +39,7 @@ func (a admission) middleware(next echo.HandlerFunc) echo.HandlerFunc {
 		return func(c echo.Context) error {
 			err := next(c)
 			if guard.ErrorCode(err) == guard.CodeOverloaded {
-				a.metrics.Shed(c.Path())
+				a.shedOne(c.Path())
 			}
 			return err
 		}
@@ -47,12 +50,17 @@ func (a admission) middleware(next echo.HandlerFunc) echo.HandlerFunc {
 			defer func() { <-a.slots }()
 			err := next(c)
 			if guard.ErrorCode(err) == guard.CodeOverloaded { // admitted, then given up on a healthy Redis
-				a.metrics.Shed(c.Path())
+				a.shedOne(c.Path())
 			}
 			return err
 		default:
-			a.metrics.Shed(c.Path())
+			a.shedOne(c.Path())
 			return guard.Overloaded(guard.ErrOverloaded)
 		}
 	}
+}
+
+func (a admission) shedOne(route string) {
+	a.shed.Add(1)
+	a.metrics.Shed(route)
 }

@@ -741,8 +741,13 @@ func undocumented(s *openapi3.SchemaRef, v any, at string) []string {
 	case map[string]any:
 		props := map[string]*openapi3.SchemaRef{}
 		collectProperties(s.Value, props)
+		// A map (additionalProperties: a schema) documents every key.
+		extra := s.Value.AdditionalProperties.Schema
 		for name, val := range v {
 			p, ok := props[name]
+			if !ok && extra != nil {
+				p, ok = extra, true
+			}
 			if !ok {
 				out = append(out, at+"."+name)
 				continue

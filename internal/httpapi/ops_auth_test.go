@@ -31,9 +31,9 @@ func TestOpsAuthMatrix(t *testing.T) {
 		ok                 int
 	}{
 		{"GET", "/ops", "", true, 200},
-		{"POST", "/ops/actions/unblock", "phone=%2B14155550100", true, 303},
+		{"POST", "/ops/actions/unblock", "phone=%2B14155550100&confirmed=1", true, 303},
 		{"POST", "/ops/actions/deny", "pattern=%2B88213", true, 303},
-		{"POST", "/ops/actions/undeny", "id=1", true, 303},
+		{"POST", "/ops/actions/undeny", "id=1&confirmed=1", true, 303},
 		{"POST", "/ops/logout", "", true, 303},
 		{"GET", "/ops/blocked", "", false, 200},
 		{"DELETE", "/ops/blocked/%2B14155550100", "", false, 200},
@@ -213,11 +213,13 @@ func TestOpsSession(t *testing.T) {
 	if res.StatusCode != 303 || res.Header.Get("Location") != "/ops?done=denied" {
 		t.Errorf("form with csrf_token: %d to %q", res.StatusCode, res.Header.Get("Location"))
 	}
-	res = b.form("/ops/actions/deny", url.Values{"pattern": {"+88x"}, "csrf_token": {csrf}})
-	if loc := res.Header.Get("Location"); loc != "/ops?err=invalid_request" {
-		t.Errorf("invalid form: to %q, want /ops?err=invalid_request", loc)
+	// A bad field is named on the page, which keeps what was typed.
+	res, page = b.do("POST", "/ops/actions/deny", "application/x-www-form-urlencoded",
+		url.Values{"pattern": {"+88x"}, "reason": {"typed reason"}, "csrf_token": {csrf}}.Encode(), nil)
+	if res.StatusCode != 400 || !strings.Contains(page, `id="error-pattern"`) || !strings.Contains(page, `value="typed reason"`) {
+		t.Errorf("invalid form: %d, want 400 naming the pattern and keeping the reason", res.StatusCode)
 	}
-	if _, page := b.do("GET", "/ops?err=%3Cscript%3E", "", "", nil); strings.Contains(page, "<script>") {
+	if _, page := b.do("GET", "/ops?err=%3Cscript%3Ealert(1)", "", "", nil); strings.Contains(page, "<script>alert") {
 		t.Error("the err parameter reaches the page")
 	}
 

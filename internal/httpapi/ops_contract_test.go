@@ -48,6 +48,10 @@ func TestOpsContract(t *testing.T) {
 	oc := newOpsCluster(t, opsConfig{engine: store.EngineSQLite, signIn: ops.SignInLimit{Failures: 2, Window: time.Minute}, policies: &pol})
 	oc.send(t, 0, "+14155550100")
 	oc.send(t, 0, "+14155550100") // cooldown: a block to list
+	// The attack view holds these sends (a real answer, not an empty one).
+	if err := oc.instances[0].app.FlushAbuse(context.Background()); err != nil {
+		t.Fatal(err)
+	}
 	form := "application/x-www-form-urlencoded"
 
 	cases := []struct {
@@ -96,6 +100,10 @@ func TestOpsContract(t *testing.T) {
 		{name: "form override", method: "POST", path: "/ops/actions/override", contentType: form, body: "kind=country_limit&subject=GH&limit=10&expires_in=2h&reason=wave", status: 303},
 		{name: "form override refused", method: "POST", path: "/ops/actions/override", contentType: form, body: "kind=country_limit&subject=GH&limit=ten&reason=wave", status: 303},
 		{name: "form unoverride", method: "POST", path: "/ops/actions/unoverride", contentType: form, body: "id=1", status: 303},
+		{name: "abuse", method: "GET", path: "/ops/abuse", status: 200},
+		{name: "abuse top", method: "GET", path: "/ops/abuse?top=3", status: 200},
+		{name: "abuse bad top", method: "GET", path: "/ops/abuse?top=51", status: 400, code: "invalid_request", badRequest: true},
+		{name: "abuse with API key", method: "GET", path: "/ops/abuse", key: apiKey, status: 403, code: "forbidden"},
 		{name: "page", method: "GET", path: "/ops", status: 200},
 		{name: "page without key", method: "GET", path: "/ops", key: noKey, status: 303, badRequest: true},
 		{name: "page with API key", method: "GET", path: "/ops", key: apiKey, status: 403, code: "forbidden"},
@@ -103,9 +111,14 @@ func TestOpsContract(t *testing.T) {
 		{name: "login", method: "POST", path: "/ops/login", contentType: form, body: "key=" + url.QueryEscape(opsKey), key: noKey, status: 303},
 		{name: "login wrong key", method: "POST", path: "/ops/login", contentType: form, body: "key=nope", key: noKey, status: 401},
 		{name: "login API key", method: "POST", path: "/ops/login", contentType: form, body: "key=" + apiKey, key: noKey, status: 403},
-		{name: "form unblock", method: "POST", path: "/ops/actions/unblock", contentType: form, body: "phone=%2B14155550100", status: 303},
+		{name: "form unblock asks first", method: "POST", path: "/ops/actions/unblock", contentType: form, body: "phone=%2B14155550100", status: 200},
+		{name: "form unblock", method: "POST", path: "/ops/actions/unblock", contentType: form, body: "phone=%2B14155550100&confirmed=1", status: 303},
 		{name: "form deny", method: "POST", path: "/ops/actions/deny", contentType: form, body: "pattern=%2B88214&reason=x&expires_in=1h", status: 303},
-		{name: "form undeny", method: "POST", path: "/ops/actions/undeny", contentType: form, body: "id=2", status: 303},
+		{name: "form deny bad field", method: "POST", path: "/ops/actions/deny", contentType: form, body: "pattern=%2B88214&expires_in=soon", status: 400},
+		{name: "form deny a country asks first", method: "POST", path: "/ops/actions/deny", contentType: form, body: "pattern=%2B1", status: 400},
+		{name: "form deny a country confirmed", method: "POST", path: "/ops/actions/deny", contentType: form, body: "pattern=%2B1&confirm_country=yes&expires_in=1m", status: 303},
+		{name: "form undeny asks first", method: "POST", path: "/ops/actions/undeny", contentType: form, body: "id=2", status: 200},
+		{name: "form undeny", method: "POST", path: "/ops/actions/undeny", contentType: form, body: "id=2&confirmed=1", status: 303},
 		{name: "form without key", method: "POST", path: "/ops/actions/undeny", contentType: form, body: "id=2", key: noKey, status: 303, badRequest: true},
 		{name: "logout", method: "POST", path: "/ops/logout", contentType: form, body: "", status: 303},
 		// "login wrong key" spent one failure; this is the second, the last.

@@ -72,6 +72,9 @@ type Options struct {
 	// the same request running elsewhere (0: DefaultIdempotencyWait).
 	Idempotency     IdempotencyStore
 	IdempotencyWait time.Duration
+	// Abuse reads the attack view (GET /ops/abuse, the top of /ops); nil:
+	// /ops/abuse is 404 and the page leaves the section out.
+	Abuse *ops.AbuseDesk
 }
 
 // Server is otpguard's HTTP handler.
@@ -101,6 +104,7 @@ type Server struct {
 
 	idempotency     IdempotencyStore // idempotency.go
 	idempotencyWait time.Duration
+	abuse           *ops.AbuseDesk // ops_abuse.go
 }
 
 // New builds the server and registers every route.
@@ -119,6 +123,7 @@ func New(o Options) *Server {
 	s.SetServices(Services{OTP: o.OTP, Limiter: o.Limiter})
 	s.statusCallback, s.abuseMetrics, s.revoked = o.StatusCallback, o.AbuseMetrics, o.Sessions
 	s.signInLimit, s.apiKeyLimit = o.SignIn, o.APIKeyLimit
+	s.abuse = o.Abuse
 	if s.signInLimit == nil {
 		s.signInLimit = ops.NewSignInLimiter(nil, ops.SignInLimit{})
 	}
@@ -203,6 +208,7 @@ func (s *Server) routes(apiKeys, opsKeys keyring) {
 	e.DELETE("/ops/overrides/:id", s.removeOverride, noStore, ops)
 	e.POST("/ops/actions/override", s.formOverride, page)
 	e.POST("/ops/actions/unoverride", s.formRemoveOverride, page)
+	e.GET("/ops/abuse", s.opsAbuse, noStore, ops)
 	// Works without the ops desk (it reads no SQL): ops key only, through
 	// the sign-in limiter like every route that takes one.
 	e.GET("/ops/status", s.opsStatus, noStore, s.requireOpsKey(apiKeys, opsKeys))

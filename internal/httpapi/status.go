@@ -25,6 +25,10 @@ type StoreStatus struct {
 	// PolicyFile is the policy file's and the overrides' state (live.go);
 	// nil: not reported.
 	PolicyFile *PolicyFileStatus
+	// StoreShed and StoreLate count the store calls given up on, and
+	// answered past the timeout, while Redis was healthy (guard.Fallback's
+	// Shed and Late): a saturated host, not an outage.
+	StoreShed, StoreLate int64
 }
 
 // DatabaseStatus is the ops database as one instance sees it.

@@ -44,8 +44,14 @@ type EventFilter struct {
 	Action string
 	// RequestID selects the events of one request (its X-Request-Id).
 	RequestID string
-	Since     time.Time // inclusive
-	Until     time.Time // exclusive
+	// Outcome, Country (ISO region) and PhonePrefix (+ and digits: the
+	// numbers that start with it) narrow the list further (the ops page's
+	// event filter).
+	Outcome     string
+	Country     string
+	PhonePrefix string
+	Since       time.Time // inclusive
+	Until       time.Time // exclusive
 	// Limit is the page size: 0 means DefaultEventLimit, larger than
 	// MaxEventLimit means MaxEventLimit.
 	Limit int

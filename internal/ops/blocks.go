@@ -50,6 +50,9 @@ type BlockFilter struct {
 	Country string // ISO 3166-1 alpha-2
 	Limit   int    // 0 means DefaultBlockLimit; at most MaxBlockLimit
 	Offset  int
+	// SkipDeny leaves the deny-list entries out (the ops page lists them
+	// in their own section).
+	SkipDeny bool
 }
 
 // BlockPage is one page of the blocked list and the size of the whole.
@@ -164,4 +167,31 @@ func mergeBlocked(blocks []BlockedNumber, denies []guard.DenyEntry, offset, limi
 		return []BlockedNumber{}
 	}
 	return all[offset:min(offset+limit, len(all))]
+}
+
+// PatternRegions lists the regions whose numbers a deny pattern can match
+// (the ops page shows a prefix's country with it).
+func PatternRegions(pattern string) []string { return patternRegions(pattern) }
+
+// WholeCountries lists the regions a deny pattern refuses entirely: the
+// pattern is a country calling code (+1, +44) or shorter than one (+2
+// covers +20, +27, +211, ...). Empty for any narrower pattern. The ops
+// page asks for an explicit confirmation before deny-listing those.
+func WholeCountries(pattern string) []string {
+	digits := strings.TrimPrefix(pattern, "+")
+	if digits == "" || len(digits) > 3 || !strings.HasPrefix(pattern, "+") {
+		return nil
+	}
+	var codes []int
+	for cc := range phonenumbers.GetSupportedCallingCodes() {
+		if strings.HasPrefix(strconv.Itoa(cc), digits) {
+			codes = append(codes, cc)
+		}
+	}
+	slices.Sort(codes)
+	var out []string
+	for _, cc := range codes {
+		out = append(out, phonenumbers.GetRegionCodesForCountryCode(cc)...)
+	}
+	return out
 }

@@ -165,3 +165,6 @@ func (c *DenyCache) Run(ctx context.Context) {
 		}
 	}
 }
+
+// MaxDenyReason is the longest reason a deny-list entry takes, in characters.
+const MaxDenyReason = maxDenyReason

@@ -116,7 +116,7 @@ func (d *Desk) Blocked(ctx context.Context, f BlockFilter) (BlockPage, error) {
 	now := d.o.Now()
 	var denies []guard.DenyEntry
 	for _, e := range d.o.Deny.Entries() {
-		if !e.Expired(now) && f.matchDeny(e) {
+		if !f.SkipDeny && !e.Expired(now) && f.matchDeny(e) {
 			denies = append(denies, e)
 		}
 	}

@@ -99,6 +99,15 @@ func (s *SQL) ListEvents(ctx context.Context, f ops.EventFilter) ([]guard.Event,
 	if f.RequestID != "" {
 		where, args = append(where, "request_id = ?"), append(args, f.RequestID)
 	}
+	if f.Outcome != "" {
+		where, args = append(where, "outcome = ?"), append(args, f.Outcome)
+	}
+	if f.Country != "" {
+		where, args = append(where, "country = ?"), append(args, f.Country)
+	}
+	if f.PhonePrefix != "" && strings.Trim(f.PhonePrefix, "+0123456789") == "" { // no LIKE wildcard can pass
+		where, args = append(where, "phone LIKE ?"), append(args, f.PhonePrefix+"%")
+	}
 	if !f.Since.IsZero() {
 		where, args = append(where, "at >= ?"), append(args, f.Since.UnixMilli())
 	}

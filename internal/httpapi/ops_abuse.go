@@ -1,0 +1,261 @@
+package httpapi
+
+import (
+	"context"
+	"math"
+	"net/http"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/otpguard/otpguard/internal/guard"
+	"github.com/otpguard/otpguard/internal/ops"
+)
+
+// The attack view: GET /ops/abuse, and the section at the top of /ops.
+
+// abuseBlocksPage is how many per-number blocks the view lists.
+const abuseBlocksPage = 20
+
+type abuseJSON struct {
+	At         time.Time        `json:"at"`
+	State      abuseStateJSON   `json:"state"`
+	Budget     abuseBudgetJSON  `json:"budget"`
+	LastHour   *abuseWindowJSON `json:"last_hour"`
+	LastDay    *abuseWindowJSON `json:"last_day"`
+	Alerts     []abuseAlertJSON `json:"alerts"`
+	AutoBlocks []abuseAutoJSON  `json:"auto_blocks"`
+	Blocks     abuseBlocksJSON  `json:"blocks"`
+	Errors     []string         `json:"errors,omitempty"`
+}
+
+type abuseStateJSON struct {
+	Status     string   `json:"status"` // ok, degraded
+	Redis      string   `json:"redis"`
+	Breaker    string   `json:"breaker"`
+	Instances  int      `json:"instances"`
+	InFallback []string `json:"in_fallback"`
+	// Shed counts the requests this instance shed with 503 overloaded,
+	// StoreShed and StoreLate its store calls given up on / answered late
+	// while Redis was healthy, since start.
+	Shed      int64  `json:"shed"`
+	StoreShed int64  `json:"store_shed"`
+	StoreLate int64  `json:"store_late"`
+	Database  string `json:"database,omitempty"`
+}
+
+type abuseBudgetJSON struct {
+	Hour abuseBudgetWindowJSON `json:"hour"`
+	Day  abuseBudgetWindowJSON `json:"day"`
+}
+
+type abuseBudgetWindowJSON struct {
+	Enabled   bool  `json:"enabled"`
+	Used      int64 `json:"used"`
+	Limit     int64 `json:"limit"`
+	Remaining int64 `json:"remaining"`
+	Exhausted bool  `json:"exhausted"`
+	// ResetsIn is when the window ends (it starts at its first send).
+	ResetsIn int64 `json:"resets_in_seconds"`
+}
+
+type abuseTallyJSON struct {
+	Sends          int64            `json:"sends"`
+	Refusals       int64            `json:"refusals"`
+	Verifications  int64            `json:"verifications"`
+	ConversionRate *float64         `json:"conversion_rate"`
+	RefusalsByCode map[string]int64 `json:"refusals_by_code,omitempty"`
+}
+
+type abuseLimitJSON struct {
+	Rule          string `json:"rule"`
+	Limit         int64  `json:"limit"`
+	WindowSeconds int64  `json:"window_seconds"`
+	Count         *int64 `json:"count,omitempty"`
+	Quarantined   bool   `json:"quarantined,omitempty"`
+}
+
+type abuseCountryJSON struct {
+	Country     string `json:"country"`
+	CallingCode string `json:"calling_code,omitempty"`
+	abuseTallyJSON
+	Limits []abuseLimitJSON `json:"limits"`
+}
+
+type abusePrefixJSON struct {
+	Prefix  string `json:"prefix"`
+	Country string `json:"country,omitempty"`
+	abuseTallyJSON
+	Limit *abuseLimitJSON `json:"limit,omitempty"`
+}
+
+type abuseWindowJSON struct {
+	Since          time.Time          `json:"since"`
+	Total          abuseTallyJSON     `json:"total"`
+	Countries      []abuseCountryJSON `json:"countries"`
+	CountriesTotal int                `json:"countries_total"`
+	Prefixes       []abusePrefixJSON  `json:"prefixes"`
+	PrefixesTotal  int                `json:"prefixes_total"`
+}
+
+type abuseAlertJSON struct {
+	Rule        string    `json:"rule"`
+	Scope       string    `json:"scope"`
+	Subject     string    `json:"subject"`
+	Country     string    `json:"country,omitempty"`
+	Outcome     string    `json:"outcome"`
+	At          time.Time `json:"at"`
+	Until       time.Time `json:"until"`
+	SecondsLeft int64     `json:"seconds_left"`
+	Detail      string    `json:"detail"`
+}
+
+type abuseAutoJSON struct {
+	denyEntry
+	SecondsLeft *int64 `json:"seconds_left,omitempty"`
+}
+
+type abuseBlocksJSON struct {
+	Total int           `json:"total"`
+	First []blockedItem `json:"first"`
+}
+
+// opsAbuse: GET /ops/abuse. The attack view: the spend budget, sends,
+// refusals and verifications by country and prefix over the last hour and
+// day, the live alerts and automatic blocks, the blocked numbers and this
+// instance's outage and shedding state. ?top= sets the rows per list
+// (default 10, at most 50).
+func (s *Server) opsAbuse(c echo.Context) error {
+	if s.abuse == nil {
+		return guard.Errorf(guard.CodeNotFound, "this server has no attack view")
+	}
+	top, err := intParam(c.QueryParams(), "top")
+	if err != nil {
+		return err
+	}
+	if top > ops.MaxAbuseTop {
+		return guard.Errorf(guard.CodeInvalidRequest, "top must be at most %d", ops.MaxAbuseTop)
+	}
+	v, err := s.abuseView(c.Request().Context(), int(top))
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, v)
+}
+
+// abuseView builds the view. The store's counters failing is an error
+// (503); the blocked numbers failing is noted in Errors.
+func (s *Server) abuseView(ctx context.Context, top int) (*abuseJSON, error) {
+	rep, err := s.abuse.Read(ctx, top)
+	if err != nil {
+		return nil, err
+	}
+	now := rep.At
+	v := &abuseJSON{At: now.UTC(), Alerts: []abuseAlertJSON{}, AutoBlocks: []abuseAutoJSON{}}
+	v.State = s.abuseState()
+	for _, b := range rep.Budget {
+		w := abuseBudgetWindowJSON{Enabled: b.Limit > 0, Used: b.Used, Limit: b.Limit, Exhausted: b.Exhausted,
+			Remaining: max(0, b.Limit-b.Used), ResetsIn: seconds(b.ResetsIn)}
+		if b.Window == "hour" {
+			v.Budget.Hour = w
+		} else {
+			v.Budget.Day = w
+		}
+	}
+	for _, w := range rep.Windows {
+		j := toWindowJSON(w)
+		if w.Name == "hour" {
+			v.LastHour = &j
+		} else {
+			v.LastDay = &j
+		}
+	}
+	for _, a := range rep.Alerts {
+		v.Alerts = append(v.Alerts, abuseAlertJSON{Rule: a.Rule, Scope: a.Scope, Subject: a.Subject, Country: a.Country,
+			Outcome: a.Outcome, At: a.At.UTC(), Until: a.Until.UTC(), SecondsLeft: seconds(a.Until.Sub(now)), Detail: a.Detail})
+	}
+	for _, e := range rep.AutoBlocks {
+		a := abuseAutoJSON{denyEntry: toDenyEntry(e)}
+		if e.ExpiresAt != nil {
+			left := seconds(e.ExpiresAt.Sub(now))
+			a.SecondsLeft = &left
+		}
+		v.AutoBlocks = append(v.AutoBlocks, a)
+	}
+	v.Blocks.First = []blockedItem{}
+	if s.ops != nil {
+		page, err := s.ops.Blocked(ctx, ops.BlockFilter{Limit: abuseBlocksPage})
+		if err != nil {
+			v.Errors = append(v.Errors, "blocked numbers: "+problemMessage(guard.ErrorCode(err)))
+		}
+		v.Blocks.Total = page.Total
+		for _, b := range page.Blocks {
+			v.Blocks.First = append(v.Blocks.First, toBlockedItem(b, now))
+		}
+	}
+	return v, nil
+}
+
+func (s *Server) abuseState() abuseStateJSON {
+	st := abuseStateJSON{Status: "ok", InFallback: []string{}, Shed: s.admission.shed.Load()}
+	if s.status == nil {
+		return st
+	}
+	ss := s.status()
+	st.Redis, st.Breaker, st.Instances, st.InFallback = redisState(ss.RedisUp), ss.Breaker, ss.Instances, ss.InFallback()
+	st.StoreShed, st.StoreLate = ss.StoreShed, ss.StoreLate
+	if d := ss.Database; d != nil {
+		st.Database = d.State
+		if d.State != "up" || !d.DenyListLoaded {
+			st.Status = "degraded"
+		}
+	}
+	if !ss.RedisUp || ss.Breaker != "closed" || len(st.InFallback) > 0 {
+		st.Status = "degraded"
+	}
+	return st
+}
+
+func seconds(d time.Duration) int64 { return int64(max(0, d.Round(time.Second)/time.Second)) }
+
+func toTallyJSON(t ops.AbuseTally) abuseTallyJSON {
+	j := abuseTallyJSON{Sends: t.Sends, Refusals: t.Refusals, Verifications: t.Verifications, RefusalsByCode: t.ByCode}
+	if r, ok := t.ConversionRate(); ok {
+		r = math.Round(r*1000) / 1000
+		j.ConversionRate = &r
+	}
+	return j
+}
+
+func toLimitJSON(l ops.AbuseLimit) abuseLimitJSON {
+	j := abuseLimitJSON{Rule: l.Rule, Limit: l.Limit, WindowSeconds: int64(l.Window / time.Second), Quarantined: l.Quarantined}
+	if l.Rule == "country_velocity" {
+		n := l.Count
+		j.Count = &n
+	}
+	return j
+}
+
+func toWindowJSON(w ops.AbuseWindow) abuseWindowJSON {
+	j := abuseWindowJSON{Since: w.Since.UTC(), Total: toTallyJSON(w.Total), Countries: []abuseCountryJSON{}, Prefixes: []abusePrefixJSON{},
+		CountriesTotal: w.CountriesTotal, PrefixesTotal: w.PrefixesTotal}
+	for _, c := range w.Countries {
+		cj := abuseCountryJSON{Country: c.Country, abuseTallyJSON: toTallyJSON(c.AbuseTally), Limits: []abuseLimitJSON{}}
+		if c.Country != ops.OtherField {
+			cj.CallingCode = guard.CountryPrefix(c.Country)
+		}
+		for _, l := range c.Limits {
+			cj.Limits = append(cj.Limits, toLimitJSON(l))
+		}
+		j.Countries = append(j.Countries, cj)
+	}
+	for _, p := range w.Prefixes {
+		pj := abusePrefixJSON{Prefix: p.Prefix, Country: p.Country, abuseTallyJSON: toTallyJSON(p.AbuseTally)}
+		if p.Limit.Rule != "" {
+			l := toLimitJSON(p.Limit)
+			pj.Limit = &l
+		}
+		j.Prefixes = append(j.Prefixes, pj)
+	}
+	return j
+}

@@ -1,0 +1,71 @@
+package store_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/otpguard/otpguard/internal/ops"
+	"github.com/otpguard/otpguard/internal/store/redistest"
+)
+
+// TestAbuseCountersBounded: the attack view's hashes take no new subject
+// past their cap (the count goes to ~other), keep counting the subjects
+// they hold, and a read of a day costs one round trip.
+func TestAbuseCountersBounded(t *testing.T) {
+	s, rt, _ := redistest.Store(t)
+	ctx := context.Background()
+	now := time.Unix(1_780_000_000, 0)
+	h := now.Unix() / 3600
+	prefixes := map[string]int64{}
+	for i := range 2000 { // 2000 prefixes x 1 kind, over the 900-field cap
+		prefixes[fmt.Sprintf("+2348%06d|NG|0|s", i)] = 1
+	}
+	countries := map[string]int64{"NG|s": 2000, "NG|r": 7, "NG|r:budget_exhausted": 7}
+	alerts := []ops.AbuseAlert{{Rule: "conversion", Scope: "prefix", Subject: "+23480", Country: "NG", Outcome: "blocked",
+		At: now, Until: now.Add(time.Hour), Detail: "prefix=+23480 ..."}}
+	if err := s.AddAbuse(ctx, []ops.AbuseCounts{{Hour: h, Countries: countries, Prefixes: prefixes}}, alerts, now); err != nil {
+		t.Fatal(err)
+	}
+	// A subject already held keeps counting after the cap is reached.
+	var held string
+	rt.Reset()
+	d, err := s.ReadAbuse(ctx, []int64{h, h - 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := rt.N(); n != 1 {
+		t.Errorf("read: %d round trips, want 1", n)
+	}
+	p := d.Hours[0].Prefixes
+	if len(p) > ops.MaxPrefixFields+1 {
+		t.Errorf("prefix hash: %d fields, want at most %d and ~other", len(p), ops.MaxPrefixFields)
+	}
+	var total int64
+	for f, n := range p {
+		total += n
+		if f != ops.OtherField+"|s" {
+			held = f
+		}
+	}
+	if total != 2000 || p[ops.OtherField+"|s"] != 2000-ops.MaxPrefixFields {
+		t.Errorf("prefix counts: total %d, ~other %d; want 2000, %d", total, p[ops.OtherField+"|s"], 2000-ops.MaxPrefixFields)
+	}
+	if got := d.Hours[0].Countries; got["NG|s"] != 2000 || got["NG|r:budget_exhausted"] != 7 {
+		t.Errorf("countries: %v", got)
+	}
+	if len(d.Alerts) != 1 || d.Alerts[0].Subject != "+23480" || !d.Alerts[0].Until.Equal(now.Add(time.Hour)) {
+		t.Errorf("alerts: %+v", d.Alerts)
+	}
+	if err := s.AddAbuse(ctx, []ops.AbuseCounts{{Hour: h, Prefixes: map[string]int64{held: 5}}}, nil, now); err != nil {
+		t.Fatal(err)
+	}
+	d, err = s.ReadAbuse(ctx, []int64{h})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := d.Hours[0].Prefixes[held]; got != 6 {
+		t.Errorf("held subject after the cap: %d, want 6", got)
+	}
+}
