@@ -110,6 +110,7 @@ type Fallback struct {
 	local     *memoryLimits
 	log       *slog.Logger
 	now       func() time.Time
+	workers   *workers // run the calls wait waits for (workers.go)
 
 	lastFailure atomic.Int64 // unix nanoseconds of the last failed store call
 	// probeOK is when the probe last reached Redis (unix nanoseconds; 0:
@@ -154,7 +155,7 @@ func NewFallback(o FallbackOptions) *Fallback {
 		counter: o.Counter, codes: o.Codes, timeout: o.Timeout, instances: o.Instances,
 		ceiling: o.Ceiling, fresh: o.ProbeEvery + o.ProbeTimeout, probeTO: o.ProbeTimeout, warm: o.Warm,
 		local: newMemoryLimits(o.MemoryKeys), log: o.Logger, now: o.Now,
-		policies: map[string]*policyState{},
+		policies: map[string]*policyState{}, workers: newWorkers(10 * time.Second),
 	}
 	if o.Policies != nil {
 		f.policies[OTPPolicyName] = &policyState{mode: o.Policies.OTP.OnStoreError}
@@ -277,7 +278,7 @@ func (f *Fallback) wait(ctx context.Context, fn func(ctx context.Context) error)
 	cctx, cancel := context.WithTimeout(ctx, f.ceiling)
 	defer cancel()
 	res := make(chan error, 1)
-	go func() { res <- fn(cctx) }()
+	f.workers.run(func() { res <- fn(cctx) })
 	t := time.NewTimer(f.timeout)
 	defer t.Stop()
 	late := false

@@ -90,6 +90,7 @@ type Server struct {
 	abuseMetrics   *AbuseMetrics
 
 	admission admission // admission.go
+	bufs      bufPool   // answers and bodies of the hot path (limits_json.go)
 }
 
 // New builds the server and registers every route.
@@ -204,6 +205,9 @@ func (s *Server) requestLog() echo.MiddlewareFunc {
 				level = guard.StoreFailureLevel(v.Error)
 			case v.Status >= 500:
 				level = slog.LevelError
+			}
+			if !s.log.Enabled(c.Request().Context(), level) {
+				return nil // the attributes are not even built (OTPGUARD_LOG_LEVEL above info)
 			}
 			s.log.LogAttrs(c.Request().Context(), level, "request",
 				slog.String("method", v.Method), slog.String("route", v.RoutePath),
