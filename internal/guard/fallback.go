@@ -65,9 +65,9 @@ type FallbackOptions struct {
 	// otpguard is not Redis failing), up to Ceiling, after which the
 	// decision is shed as overloaded (default 1s; never below Timeout).
 	Ceiling time.Duration
-	// ProbeEvery is how often the probe reports (ObserveProbe); a probe
-	// success older than ProbeEvery+ProbeTimeout no longer vouches for
-	// Redis. Defaults 50ms and 100ms. Without probe reports, a call past
+	// ProbeEvery is how often the probe reports (ObserveProbe); its last
+	// verdict vouches for Redis (healthy), up to ten rounds of
+	// ProbeEvery+ProbeTimeout old. Defaults 50ms and 100ms. Without probe reports, a call past
 	// Timeout is a store failure, as it always was.
 	ProbeEvery, ProbeTimeout time.Duration
 	// Warm, when set, is what the probe runs through the decision client
@@ -102,7 +102,7 @@ type Fallback struct {
 	codes     Codes
 	timeout   time.Duration
 	ceiling   time.Duration
-	fresh     time.Duration // how long a probe success vouches for Redis
+	fresh     time.Duration // one probe round, ProbeEvery + ProbeTimeout
 	probeTO   time.Duration
 	warm      func(ctx context.Context) error
 	instances func() int
@@ -113,10 +113,13 @@ type Fallback struct {
 	workers   *workers // run the calls wait waits for (workers.go)
 
 	lastFailure atomic.Int64 // unix nanoseconds of the last failed store call
-	// probeOK is when the probe last reached Redis (unix nanoseconds; 0:
-	// never, or its last attempt failed).
-	probeOK   atomic.Int64
-	probeSeen atomic.Bool
+	probeSeen   atomic.Bool
+	// callOK is when a store call last got its reply (unix nanoseconds).
+	// vouch is the probe's last verdict and verdictAt when it was given
+	// (healthy).
+	callOK    atomic.Int64
+	vouch     atomic.Bool
+	verdictAt atomic.Int64
 	shed      atomic.Int64 // calls given up on while Redis was healthy
 	late      atomic.Int64 // calls answered past the timeout by a healthy Redis
 
@@ -250,6 +253,9 @@ func (f *Fallback) call(ctx context.Context, fn func(ctx context.Context) error)
 		return err
 	}
 	done(err)
+	if err == nil || errors.Is(err, ErrNotFound) {
+		f.callOK.Store(time.Now().UnixNano())
+	}
 	if err != nil && !errors.Is(err, ErrNotFound) && !errors.Is(err, ErrOverloaded) {
 		if d != nil {
 			d.failed.Store(true)
@@ -315,26 +321,51 @@ const (
 // probing reports whether a probe has ever reported.
 func (f *Fallback) probing() bool { return f.probeSeen.Load() }
 
-// healthy reports whether the probe reached Redis recently enough to vouch
-// for it.
+// healthy reports whether Redis is known to answer: the probe's last
+// verdict vouches for it. The verdict is given each time the probe's ping
+// ends (ObserveProbe), not aged by the wall clock: when this process is
+// not scheduled for a while (a saturated host), every timer fires late at
+// once, and a probe success 150 ms old says nothing against Redis; the
+// next ping's outcome does. A verdict older than staleVerdicts probe
+// rounds (a wedged probe) vouches for nothing.
 func (f *Fallback) healthy() bool {
-	ok := f.probeOK.Load()
-	return ok != 0 && time.Since(time.Unix(0, ok)) <= f.fresh
+	at := f.verdictAt.Load()
+	return f.vouch.Load() && at != 0 && time.Since(time.Unix(0, at)) <= staleVerdicts*f.fresh
+}
+
+// staleVerdicts bounds the age of the probe's verdict, in probe rounds
+// (ProbeEvery + ProbeTimeout): 10, 1.5 s by default.
+const staleVerdicts = 10
+
+// timedOut reports whether err is a deadline or a network timeout, as
+// opposed to an error from Redis or a refused connection.
+func timedOut(err error) bool {
+	var t interface{ Timeout() bool }
+	return errors.Is(err, context.DeadlineExceeded) || (errors.As(err, &t) && t.Timeout())
 }
 
 // ObserveProbe takes one result of the probe, a ping on a warm connection
 // of its own (store.Probe). A success vouches for Redis: calls past the
-// timeout are waited for instead of failing. Results count in the breaker
+// timeout are waited for instead of failing; so does a ping that timed out
+// while calls got their replies since the last verdict (healthy). Results count in the breaker
 // like calls, so a dead Redis opens it with no traffic; and while the
 // breaker is half-open the probe alone tries Redis, through Warm, so no
 // decision meets a cold pool.
 func (f *Fallback) ObserveProbe(ctx context.Context, err error) {
 	f.probeSeen.Store(true)
+	now := time.Now().UnixNano()
+	prev := f.verdictAt.Swap(now)
+	if err != nil && timedOut(err) && f.callOK.Load() > prev {
+		// The ping was late, but calls got their replies since the last
+		// verdict: this host is saturated, Redis is not failing (measured:
+		// with the ping alone deciding, up to 64 % of decisions fell to
+		// the fallback at a load average of 30). Not a failure anywhere.
+		f.vouch.Store(true)
+		return
+	}
+	f.vouch.Store(err == nil)
 	if err != nil {
-		f.probeOK.Store(0)
 		f.failed()
-	} else {
-		f.probeOK.Store(time.Now().UnixNano())
 	}
 	switch f.breaker.State() {
 	case gobreaker.StateClosed:
