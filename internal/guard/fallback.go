@@ -120,8 +120,11 @@ type Fallback struct {
 	callOK    atomic.Int64
 	vouch     atomic.Bool
 	verdictAt atomic.Int64
-	shed      atomic.Int64 // calls given up on while Redis was healthy
-	late      atomic.Int64 // calls answered past the timeout by a healthy Redis
+	// lateRounds counts the probe's timed-out pings in a row with no call
+	// answered meanwhile.
+	lateRounds atomic.Int32
+	shed       atomic.Int64 // calls given up on while Redis was healthy
+	late       atomic.Int64 // calls answered past the timeout by a healthy Redis
 
 	mu       sync.RWMutex
 	policies map[string]*policyState
@@ -333,6 +336,12 @@ func (f *Fallback) healthy() bool {
 	return f.vouch.Load() && at != 0 && time.Since(time.Unix(0, at)) <= staleVerdicts*f.fresh
 }
 
+// lateRoundsToFail is how many timed-out pings in a row, with no call
+// answered meanwhile, stop the probe vouching for Redis: a black hole is
+// told after about three probe rounds (~450 ms by default), while a stall
+// of this process shorter than that is not taken for one.
+const lateRoundsToFail = 3
+
 // staleVerdicts bounds the age of the probe's verdict, in probe rounds
 // (ProbeEvery + ProbeTimeout): 10, 1.5 s by default.
 const staleVerdicts = 10
@@ -355,12 +364,21 @@ func (f *Fallback) ObserveProbe(ctx context.Context, err error) {
 	f.probeSeen.Store(true)
 	now := time.Now().UnixNano()
 	prev := f.verdictAt.Swap(now)
-	if err != nil && timedOut(err) && f.callOK.Load() > prev {
+	switch late := err != nil && timedOut(err); {
+	case !late:
+		f.lateRounds.Store(0)
+	case f.callOK.Load() > prev:
 		// The ping was late, but calls got their replies since the last
 		// verdict: this host is saturated, Redis is not failing (measured:
 		// with the ping alone deciding, up to 64 % of decisions fell to
 		// the fallback at a load average of 30). Not a failure anywhere.
+		f.lateRounds.Store(0)
 		f.vouch.Store(true)
+		return
+	case f.vouch.Load() && f.lateRounds.Add(1) < lateRoundsToFail:
+		// Late, and nothing answered: this process may simply not have
+		// run (a stall of a few hundred ms on a saturated host); only
+		// lateRoundsToFail such rounds in a row stop the vouching.
 		return
 	}
 	f.vouch.Store(err == nil)

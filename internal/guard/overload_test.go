@@ -226,18 +226,21 @@ func TestDoMakesNoCallWhileOpen(t *testing.T) {
 // TestTimedOutProbeWhileCallsAnswer: on a saturated host the probe's ping
 // misses its deadline while Redis answers every call. Replies to calls
 // then vouch for Redis: a late reply is the decision, the breaker hears of
-// nothing. A probe that was refused, or a timed-out probe with no reply to
-// any call, still makes a late reply a store failure.
+// nothing; so do up to two late pings in a row with nothing answered (a
+// stall of this process). A refused ping, or three late pings in a row
+// with no reply to any call, make a late reply a store failure.
 func TestTimedOutProbeWhileCallsAnswer(t *testing.T) {
 	for _, tc := range []struct {
 		name      string
-		firstCall bool // a call got its reply before the probe's verdict
+		firstCall bool // a call got its reply before the probe's verdicts
 		probeErr  error
+		pings     int // verdicts with probeErr in a row
 		wantExact bool
 	}{
-		{"timeout, calls answer", true, context.DeadlineExceeded, true},
-		{"timeout, no call answered", false, context.DeadlineExceeded, false},
-		{"refused, calls answer", true, errors.New("dial tcp 127.0.0.1:6379: connect: connection refused"), false},
+		{"timeout, calls answer", true, context.DeadlineExceeded, 1, true},
+		{"two timeouts, no call answered", false, context.DeadlineExceeded, 2, true},
+		{"three timeouts, no call answered", false, context.DeadlineExceeded, 3, false},
+		{"refused, calls answer", true, errors.New("dial tcp 127.0.0.1:6379: connect: connection refused"), 1, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			st := newQueuedStore()
@@ -249,7 +252,9 @@ func TestTimedOutProbeWhileCallsAnswer(t *testing.T) {
 					t.Fatalf("first Take: %v", err)
 				}
 			}
-			f.ObserveProbe(context.Background(), tc.probeErr)
+			for range tc.pings {
+				f.ObserveProbe(context.Background(), tc.probeErr)
+			}
 			go func() {
 				time.Sleep(20 * time.Millisecond) // past the 1µs timeout
 				close(st.release)
