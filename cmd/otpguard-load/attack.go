@@ -70,11 +70,16 @@ func (c *Config) header() http.Header {
 // targeter hands vegeta's workers one request each; it is called from
 // many goroutines at once.
 func (c *Config) targeter() vegeta.Targeter {
-	var n atomic.Uint64
-	url, hdr := c.URL+"/limits/check", c.header()
+	var n, sends atomic.Uint64
+	url, sendURL, hdr := c.URL+"/limits/check", c.URL+"/otp/send", c.header()
 	return func(t *vegeta.Target) error {
+		i := n.Add(1) - 1
 		t.Method, t.URL, t.Header = http.MethodPost, url, hdr
-		t.Body = c.body(n.Add(1) - 1)
+		if c.isSend(i) {
+			t.URL, t.Body = sendURL, c.sendBody(sends.Add(1)-1)
+			return nil
+		}
+		t.Body = c.body(i)
 		return nil
 	}
 }
@@ -147,6 +152,7 @@ func attack(ctx context.Context, c *Config, out io.Writer) (Summary, error) {
 		c.URL, what, c.Duration, c.Policy, c.Keys, c.KeyPrefix, c.Batch, c.Cost, conns)
 
 	var m vegeta.Metrics
+	sendCodes := map[uint16]int{}
 	// Exact quantiles from every latency, up to maxExact requests; beyond,
 	// vegeta's t-digest estimate.
 	var lat []time.Duration
@@ -163,6 +169,9 @@ loop:
 				break loop
 			}
 			m.Add(r)
+			if c.SendShare > 0 && strings.HasSuffix(r.URL, "/otp/send") {
+				sendCodes[r.Code]++
+			}
 			if len(lat) < maxExact {
 				lat = append(lat, r.Latency)
 			}
@@ -181,6 +190,9 @@ loop:
 	m.Close()
 	s := summarize(&m, lat, c.Batch)
 	printSummary(out, s)
+	if c.SendShare > 0 {
+		printSends(out, sendCodes)
+	}
 	if merr == nil {
 		if after, err := serverMetrics(context.WithoutCancel(ctx), c.URL); err == nil {
 			printServerFigures(out, before, after, s.Answered*s.Duration.Seconds())

@@ -21,6 +21,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math/big"
 	"net"
 	"net/url"
 	"os"
@@ -66,6 +67,16 @@ type Config struct {
 	// those of -policy (the built-in "default" policy by default).
 	Capacity int64
 	Refill   float64
+	// OnlyRedisBenchmark runs redis-benchmark alone (no attack): for a
+	// ratio against another load generator (docs/bench/saturation-wrk.sh).
+	OnlyRedisBenchmark bool
+
+	// SendShare is the share of requests that are POST /otp/send (mixed
+	// load, send.go), each to a new number PhonePrefix+counter from a new
+	// /64 IPPrefix+counter::1.
+	SendShare   float64
+	PhonePrefix string
+	IPPrefix    string
 }
 
 // Bounds that keep a typo from turning a benchmark into an outage.
@@ -99,6 +110,10 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (*C
 	fs.StringVar(&c.RedisPrefix, "redis-prefix", "", "key prefix of redis-benchmark's buckets (default: otpguard-load:<random>:)")
 	fs.Int64Var(&c.Capacity, "bucket-capacity", def.Capacity, "capacity of redis-benchmark's bucket (match -policy)")
 	fs.Float64Var(&c.Refill, "bucket-refill", def.RefillPerSecond, "refill per second of redis-benchmark's bucket (match -policy)")
+	fs.BoolVar(&c.OnlyRedisBenchmark, "only-redis-benchmark", false, "run only redis-benchmark (needs -redis-benchmark), no attack")
+	fs.Float64Var(&c.SendShare, "send-share", 0, "share of requests (0..1) that are POST /otp/send to new numbers, the rest /limits/check (mixed load)")
+	fs.StringVar(&c.PhonePrefix, "phone-prefix", "", "sends go to this prefix + a 6-digit counter (default +9198 and 2 random digits)")
+	fs.StringVar(&c.IPPrefix, "ip-prefix", "", "sends come from client_ip <prefix><counter>::1, a /64 each (default 2001:db8:<random>:)")
 	if err := fs.Parse(args[1:]); err != nil {
 		return nil, err
 	}
@@ -114,6 +129,12 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (*C
 	}
 	if c.RedisPrefix == "" {
 		c.RedisPrefix = "otpguard-load:" + run + ":"
+	}
+	if c.PhonePrefix == "" {
+		c.PhonePrefix = fmt.Sprintf("+9198%02d", randomInt(100))
+	}
+	if c.IPPrefix == "" {
+		c.IPPrefix = "2001:db8:" + randomHex(2) + ":"
 	}
 	c.URL = strings.TrimRight(c.URL, "/")
 	return c, c.Validate()
@@ -156,6 +177,12 @@ func (c *Config) Validate() error {
 	if err := guard.ValidateKey(c.KeyPrefix + "0"); err != nil {
 		bad("-key-prefix: %v", err)
 	}
+	if c.SendShare < 0 || c.SendShare > 1 {
+		bad("-send-share: must be between 0 and 1, got %g", c.SendShare)
+	}
+	if c.OnlyRedisBenchmark && c.RedisBenchmark == "" {
+		bad("-only-redis-benchmark: needs -redis-benchmark")
+	}
 	if c.RedisBenchmark != "" {
 		if _, err := redisAddr(c.RedisBenchmark, c.AllowRemote); err != nil {
 			bad("-redis-benchmark: %v", err)
@@ -192,6 +219,14 @@ func isLoopback(host string) bool {
 	return ip != nil && ip.IsLoopback()
 }
 
+func randomInt(n int64) int64 {
+	v, err := rand.Int(rand.Reader, big.NewInt(n))
+	if err != nil {
+		return 0
+	}
+	return v.Int64()
+}
+
 func randomHex(n int) string {
 	b := make([]byte, n)
 	_, _ = rand.Read(b)
@@ -206,6 +241,14 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	}
 	if err != nil {
 		return err
+	}
+	if c.OnlyRedisBenchmark {
+		rb, err := redisBenchmark(ctx, c, stdout)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "redis-benchmark %.0f EVALSHA/s\n", rb)
+		return nil
 	}
 	r, err := attack(ctx, c, stdout)
 	if err != nil {

@@ -65,9 +65,9 @@ type FallbackOptions struct {
 	// otpguard is not Redis failing), up to Ceiling, after which the
 	// decision is shed as overloaded (default 1s; never below Timeout).
 	Ceiling time.Duration
-	// ProbeEvery is how often the probe reports (ObserveProbe); a probe
-	// success older than ProbeEvery+ProbeTimeout no longer vouches for
-	// Redis. Defaults 50ms and 100ms. Without probe reports, a call past
+	// ProbeEvery is how often the probe reports (ObserveProbe); its last
+	// verdict vouches for Redis (healthy), up to ten rounds of
+	// ProbeEvery+ProbeTimeout old. Defaults 50ms and 100ms. Without probe reports, a call past
 	// Timeout is a store failure, as it always was.
 	ProbeEvery, ProbeTimeout time.Duration
 	// Warm, when set, is what the probe runs through the decision client
@@ -102,7 +102,7 @@ type Fallback struct {
 	codes     Codes
 	timeout   time.Duration
 	ceiling   time.Duration
-	fresh     time.Duration // how long a probe success vouches for Redis
+	fresh     time.Duration // one probe round, ProbeEvery + ProbeTimeout
 	probeTO   time.Duration
 	warm      func(ctx context.Context) error
 	instances func() int
@@ -110,14 +110,21 @@ type Fallback struct {
 	local     *memoryLimits
 	log       *slog.Logger
 	now       func() time.Time
+	workers   *workers // run the calls wait waits for (workers.go)
 
 	lastFailure atomic.Int64 // unix nanoseconds of the last failed store call
-	// probeOK is when the probe last reached Redis (unix nanoseconds; 0:
-	// never, or its last attempt failed).
-	probeOK   atomic.Int64
-	probeSeen atomic.Bool
-	shed      atomic.Int64 // calls given up on while Redis was healthy
-	late      atomic.Int64 // calls answered past the timeout by a healthy Redis
+	probeSeen   atomic.Bool
+	// callOK is when a store call last got its reply (unix nanoseconds).
+	// vouch is the probe's last verdict and verdictAt when it was given
+	// (healthy).
+	callOK    atomic.Int64
+	vouch     atomic.Bool
+	verdictAt atomic.Int64
+	// lateRounds counts the probe's timed-out pings in a row with no call
+	// answered meanwhile.
+	lateRounds atomic.Int32
+	shed       atomic.Int64 // calls given up on while Redis was healthy
+	late       atomic.Int64 // calls answered past the timeout by a healthy Redis
 
 	mu       sync.RWMutex
 	policies map[string]*policyState
@@ -154,7 +161,7 @@ func NewFallback(o FallbackOptions) *Fallback {
 		counter: o.Counter, codes: o.Codes, timeout: o.Timeout, instances: o.Instances,
 		ceiling: o.Ceiling, fresh: o.ProbeEvery + o.ProbeTimeout, probeTO: o.ProbeTimeout, warm: o.Warm,
 		local: newMemoryLimits(o.MemoryKeys), log: o.Logger, now: o.Now,
-		policies: map[string]*policyState{},
+		policies: map[string]*policyState{}, workers: newWorkers(10 * time.Second),
 	}
 	if o.Policies != nil {
 		f.policies[OTPPolicyName] = &policyState{mode: o.Policies.OTP.OnStoreError}
@@ -249,6 +256,9 @@ func (f *Fallback) call(ctx context.Context, fn func(ctx context.Context) error)
 		return err
 	}
 	done(err)
+	if err == nil || errors.Is(err, ErrNotFound) {
+		f.callOK.Store(time.Now().UnixNano())
+	}
 	if err != nil && !errors.Is(err, ErrNotFound) && !errors.Is(err, ErrOverloaded) {
 		if d != nil {
 			d.failed.Store(true)
@@ -277,7 +287,7 @@ func (f *Fallback) wait(ctx context.Context, fn func(ctx context.Context) error)
 	cctx, cancel := context.WithTimeout(ctx, f.ceiling)
 	defer cancel()
 	res := make(chan error, 1)
-	go func() { res <- fn(cctx) }()
+	f.workers.run(func() { res <- fn(cctx) })
 	t := time.NewTimer(f.timeout)
 	defer t.Stop()
 	late := false
@@ -314,26 +324,66 @@ const (
 // probing reports whether a probe has ever reported.
 func (f *Fallback) probing() bool { return f.probeSeen.Load() }
 
-// healthy reports whether the probe reached Redis recently enough to vouch
-// for it.
+// healthy reports whether Redis is known to answer: the probe's last
+// verdict vouches for it. The verdict is given each time the probe's ping
+// ends (ObserveProbe), not aged by the wall clock: when this process is
+// not scheduled for a while (a saturated host), every timer fires late at
+// once, and a probe success 150 ms old says nothing against Redis; the
+// next ping's outcome does. A verdict older than staleVerdicts probe
+// rounds (a wedged probe) vouches for nothing.
 func (f *Fallback) healthy() bool {
-	ok := f.probeOK.Load()
-	return ok != 0 && time.Since(time.Unix(0, ok)) <= f.fresh
+	at := f.verdictAt.Load()
+	return f.vouch.Load() && at != 0 && time.Since(time.Unix(0, at)) <= staleVerdicts*f.fresh
+}
+
+// lateRoundsToFail is how many timed-out pings in a row, with no call
+// answered meanwhile, stop the probe vouching for Redis: a black hole is
+// told after about three probe rounds (~450 ms by default), while a stall
+// of this process shorter than that is not taken for one.
+const lateRoundsToFail = 3
+
+// staleVerdicts bounds the age of the probe's verdict, in probe rounds
+// (ProbeEvery + ProbeTimeout): 10, 1.5 s by default.
+const staleVerdicts = 10
+
+// timedOut reports whether err is a deadline or a network timeout, as
+// opposed to an error from Redis or a refused connection.
+func timedOut(err error) bool {
+	var t interface{ Timeout() bool }
+	return errors.Is(err, context.DeadlineExceeded) || (errors.As(err, &t) && t.Timeout())
 }
 
 // ObserveProbe takes one result of the probe, a ping on a warm connection
 // of its own (store.Probe). A success vouches for Redis: calls past the
-// timeout are waited for instead of failing. Results count in the breaker
+// timeout are waited for instead of failing; so does a ping that timed out
+// while calls got their replies since the last verdict (healthy). Results count in the breaker
 // like calls, so a dead Redis opens it with no traffic; and while the
 // breaker is half-open the probe alone tries Redis, through Warm, so no
 // decision meets a cold pool.
 func (f *Fallback) ObserveProbe(ctx context.Context, err error) {
 	f.probeSeen.Store(true)
+	now := time.Now().UnixNano()
+	prev := f.verdictAt.Swap(now)
+	switch late := err != nil && timedOut(err); {
+	case !late:
+		f.lateRounds.Store(0)
+	case f.callOK.Load() > prev:
+		// The ping was late, but calls got their replies since the last
+		// verdict: this host is saturated, Redis is not failing (measured:
+		// with the ping alone deciding, up to 64 % of decisions fell to
+		// the fallback at a load average of 30). Not a failure anywhere.
+		f.lateRounds.Store(0)
+		f.vouch.Store(true)
+		return
+	case f.vouch.Load() && f.lateRounds.Add(1) < lateRoundsToFail:
+		// Late, and nothing answered: this process may simply not have
+		// run (a stall of a few hundred ms on a saturated host); only
+		// lateRoundsToFail such rounds in a row stop the vouching.
+		return
+	}
+	f.vouch.Store(err == nil)
 	if err != nil {
-		f.probeOK.Store(0)
 		f.failed()
-	} else {
-		f.probeOK.Store(time.Now().UnixNano())
 	}
 	switch f.breaker.State() {
 	case gobreaker.StateClosed:

@@ -222,3 +222,54 @@ func TestDoMakesNoCallWhileOpen(t *testing.T) {
 		t.Errorf("Do while open: err %v, %d calls; want ErrStoreUnavailable and no call", err, calls)
 	}
 }
+
+// TestTimedOutProbeWhileCallsAnswer: on a saturated host the probe's ping
+// misses its deadline while Redis answers every call. Replies to calls
+// then vouch for Redis: a late reply is the decision, the breaker hears of
+// nothing; so do up to two late pings in a row with nothing answered (a
+// stall of this process). A refused ping, or three late pings in a row
+// with no reply to any call, make a late reply a store failure.
+func TestTimedOutProbeWhileCallsAnswer(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		firstCall bool // a call got its reply before the probe's verdicts
+		probeErr  error
+		pings     int // verdicts with probeErr in a row
+		wantExact bool
+	}{
+		{"timeout, calls answer", true, context.DeadlineExceeded, 1, true},
+		{"two timeouts, no call answered", false, context.DeadlineExceeded, 2, true},
+		{"three timeouts, no call answered", false, context.DeadlineExceeded, 3, false},
+		{"refused, calls answer", true, errors.New("dial tcp 127.0.0.1:6379: connect: connection refused"), 1, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			st := newQueuedStore()
+			f := overloadFallback(st, time.Minute)
+			f.ObserveProbe(context.Background(), nil)
+			if tc.firstCall {
+				go func() { st.release <- struct{}{} }()
+				if _, err := f.Take(context.Background(), []guard.Take{openTake}); err != nil {
+					t.Fatalf("first Take: %v", err)
+				}
+			}
+			for range tc.pings {
+				f.ObserveProbe(context.Background(), tc.probeErr)
+			}
+			go func() {
+				time.Sleep(20 * time.Millisecond) // past the 1µs timeout
+				close(st.release)
+			}()
+			res, err := f.Take(context.Background(), []guard.Take{openTake})
+			if err != nil {
+				t.Fatalf("Take: %v", err)
+			}
+			if res[0].Fallback == tc.wantExact {
+				t.Errorf("fallback decision = %v, want %v", res[0].Fallback, !tc.wantExact)
+			}
+			if got, want := f.Status().Breaker, map[bool]string{true: "closed", false: "open"}[tc.wantExact]; got != want {
+				t.Errorf("breaker %s, want %s", got, want)
+			}
+			st.done.Wait()
+		})
+	}
+}

@@ -27,13 +27,42 @@ import (
 func decodeJSON(c echo.Context, v any) error {
 	body, err := io.ReadAll(c.Request().Body)
 	if err != nil {
-		var tooLarge *http.MaxBytesError
-		if errors.As(err, &tooLarge) || errors.Is(err, echo.ErrStatusRequestEntityTooLarge) {
-			return echo.ErrStatusRequestEntityTooLarge
-		}
-		return guard.Errorf(guard.CodeInvalidRequest, "could not read the request body")
+		return bodyError(err)
 	}
 	return decodeBytes(body, v)
+}
+
+// decodeJSONInto is decodeJSON reading the body into *buf, which the
+// caller keeps for the next request (the hot path, POST /limits/check):
+// the decoded strings are copies, so buf may be reused once it returns.
+func decodeJSONInto(c echo.Context, v any, buf *[]byte) error {
+	b := (*buf)[:0]
+	r := c.Request().Body
+	for {
+		if len(b) == cap(b) {
+			b = append(b, 0)[:len(b)]
+		}
+		n, err := r.Read(b[len(b):cap(b)])
+		b = b[:len(b)+n]
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			*buf = b
+			return bodyError(err)
+		}
+	}
+	*buf = b
+	return decodeBytes(b, v)
+}
+
+// bodyError is the answer to a body that could not be read.
+func bodyError(err error) error {
+	var tooLarge *http.MaxBytesError
+	if errors.As(err, &tooLarge) || errors.Is(err, echo.ErrStatusRequestEntityTooLarge) {
+		return echo.ErrStatusRequestEntityTooLarge
+	}
+	return guard.Errorf(guard.CodeInvalidRequest, "could not read the request body")
 }
 
 // strict are the decoding rules of every body. Field names match exactly

@@ -1,7 +1,6 @@
 package httpapi
 
 import (
-	"fmt"
 	"math"
 	"net/http"
 	"strconv"
@@ -84,7 +83,10 @@ type checkResponse struct {
 // round trip to Redis; 200 when allowed, 429 (same body) when not.
 func (s *Server) checkLimits(c echo.Context) error {
 	var req checkRequest
-	if err := decodeJSON(c, &req); err != nil {
+	body := s.bufs.get()
+	err := decodeJSONInto(c, &req, body)
+	s.bufs.put(body)
+	if err != nil {
 		return err
 	}
 	items := req.Checks
@@ -110,17 +112,7 @@ func (s *Server) checkLimits(c echo.Context) error {
 		return err
 	}
 
-	resp := checkResponse{Allowed: batch.Allowed, Decisions: make([]decisionJSON, len(batch.Decisions))}
-	for i, d := range batch.Decisions {
-		resp.Decisions[i] = decisionJSON{
-			Policy: d.Policy, Key: d.Key, Mode: string(d.Mode), Allowed: d.Allowed, Shadow: d.Shadow,
-			Limit: d.Limit, Remaining: d.Remaining,
-			RetryAfterMs: ceilMs(d.RetryAfter), ResetAfterMs: ceilMs(d.ResetAfter),
-		}
-		if d.Shadow {
-			would := d.WouldAllow
-			resp.Decisions[i].WouldAllow = &would
-		}
+	for _, d := range batch.Decisions {
 		o := "allowed"
 		if !d.WouldAllow {
 			o = string(guard.CodeRateLimited)
@@ -136,7 +128,31 @@ func (s *Server) checkLimits(c echo.Context) error {
 		status = http.StatusTooManyRequests
 		c.Response().Header().Set("Retry-After", strconv.Itoa(retrySeconds(batch.Denying().RetryAfter)))
 	}
-	return c.JSON(status, resp)
+	if c.Request().URL.RawQuery != "" || c.Echo().Debug { // ?pretty: echo indents
+		return c.JSON(status, checkResponseOf(batch))
+	}
+	buf := s.bufs.get()
+	defer s.bufs.put(buf)
+	*buf = appendCheckResponse(*buf, batch)
+	return c.JSONBlob(status, *buf)
+}
+
+// checkResponseOf is the answer as a value, for echo's encoder
+// (appendCheckResponse writes the same bytes without it).
+func checkResponseOf(batch guard.Batch) checkResponse {
+	resp := checkResponse{Allowed: batch.Allowed, Decisions: make([]decisionJSON, len(batch.Decisions))}
+	for i, d := range batch.Decisions {
+		resp.Decisions[i] = decisionJSON{
+			Policy: d.Policy, Key: d.Key, Mode: string(d.Mode), Allowed: d.Allowed, Shadow: d.Shadow,
+			Limit: d.Limit, Remaining: d.Remaining,
+			RetryAfterMs: ceilMs(d.RetryAfter), ResetAfterMs: ceilMs(d.ResetAfter),
+		}
+		if d.Shadow {
+			would := d.WouldAllow
+			resp.Decisions[i].WouldAllow = &would
+		}
+	}
+	return resp
 }
 
 // rateLimitHeaders sets the IETF RateLimit-Policy and RateLimit fields
@@ -155,13 +171,26 @@ func (s *Server) rateLimitHeaders(c echo.Context, lim *guard.Limiter, d guard.De
 	} else {
 		w = p.Window
 	}
-	h := c.Response().Header()
-	h.Set("RateLimit-Policy", fmt.Sprintf("%q;q=%d;w=%d", d.Policy, d.Limit, max(1, int64(math.Ceil(w.Seconds())))))
+	// Appended, not fmt.Sprintf'd (%q is strconv.Quote), under the keys'
+	// canonical forms, so Set need not canonicalise them on every request.
+	var b [96]byte
+	pol := strconv.AppendQuote(b[:0], d.Policy)
+	q := append(pol, ";q="...)
+	q = strconv.AppendInt(q, d.Limit, 10)
+	q = append(q, ";w="...)
+	q = strconv.AppendInt(q, max(1, int64(math.Ceil(w.Seconds()))), 10)
+	policyField := string(q)
+	r := append(b[:len(pol)], ";r="...)
+	r = strconv.AppendInt(r, d.Remaining, 10)
+	r = append(r, ";t="...)
 	t := int64(math.Ceil(d.ResetAfter.Seconds()))
 	if !d.Allowed { // when the quota serves again: Retry-After's figure, rounded alike
 		t = int64(retrySeconds(d.RetryAfter))
 	}
-	h.Set("RateLimit", fmt.Sprintf("%q;r=%d;t=%d", d.Policy, d.Remaining, t))
+	r = strconv.AppendInt(r, t, 10)
+	h := c.Response().Header()
+	h["Ratelimit-Policy"] = []string{policyField} // textproto.CanonicalMIMEHeaderKey("RateLimit-Policy")
+	h["Ratelimit"] = []string{string(r)}
 }
 
 func ceilMs(d time.Duration) int64 {

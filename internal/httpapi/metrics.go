@@ -18,6 +18,11 @@ type Metrics struct {
 	shed      *prometheus.CounterVec
 	http      *httpMetrics // http_metrics.go
 	smsCalls  *smsMetrics  // sms_metrics.go
+
+	// The children the hot path uses, resolved once (metrics_children.go).
+	decisionOf *children[prometheus.Counter]
+	memoryOf   *children[prometheus.Counter]
+	redisOK    prometheus.Observer
 }
 
 // NewMetrics registers otpguard's metrics and the Go runtime's.
@@ -46,6 +51,11 @@ func NewMetrics() *Metrics {
 			Help: "Requests shed with 503 overloaded, by route: more decisions in flight than OTPGUARD_MAX_IN_FLIGHT, or a call to a healthy Redis that outlived OTPGUARD_REDIS_MAX_WAIT.",
 		}, []string{"route"}),
 	}
+	m.decisionOf = newChildren(func(policy, outcome string) prometheus.Counter {
+		return m.decisions.WithLabelValues(policy, outcome)
+	})
+	m.memoryOf = newChildren(func(policy, _ string) prometheus.Counter { return m.memory.WithLabelValues(policy) })
+	m.redisOK = m.redis.WithLabelValues("ok")
 	for _, route := range []string{"/otp/send", "/otp/verify", "/limits/check"} {
 		m.shed.WithLabelValues(route) // from zero, so alert rules work before the first
 	}
@@ -57,12 +67,12 @@ func NewMetrics() *Metrics {
 
 // Decision counts one decision.
 func (m *Metrics) Decision(policy, outcome string) {
-	m.decisions.WithLabelValues(policy, outcome).Inc()
+	m.decisionOf.with(policy, outcome).Inc()
 }
 
 // FromMemory counts one limit check denied from memory (guard.ModeMemory).
 func (m *Metrics) FromMemory(policy string) {
-	m.memory.WithLabelValues(policy).Inc()
+	m.memoryOf.with(policy, "").Inc()
 }
 
 // SMS counts one SMS handed to the provider.
@@ -76,11 +86,11 @@ func (m *Metrics) SMS(sent bool) {
 
 // ObserveRedis records one Redis round trip; it fits store.TimingHook.
 func (m *Metrics) ObserveRedis(d time.Duration, err error) {
-	result := "ok"
 	if err != nil {
-		result = "error"
+		m.redis.WithLabelValues("error").Observe(d.Seconds()) // rare: no series until the first
+		return
 	}
-	m.redis.WithLabelValues(result).Observe(d.Seconds())
+	m.redisOK.Observe(d.Seconds())
 }
 
 // Shed counts one request shed with 503 overloaded on route.

@@ -105,6 +105,7 @@ type Server struct {
 	idempotency     IdempotencyStore // idempotency.go
 	idempotencyWait time.Duration
 	abuse           *ops.AbuseDesk // ops_abuse.go
+	bufs            bufPool        // answers and bodies of the hot path (limits_json.go)
 }
 
 // New builds the server and registers every route.

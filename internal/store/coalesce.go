@@ -27,7 +27,7 @@ import (
 type Coalescer struct {
 	rdb      redis.UniversalClient
 	queue    chan *coalesced
-	inFlight chan struct{} // one slot per pipeline on the wire
+	pending  sync.Pool // *coalesced of answered commands, with their channels
 	maxBatch int
 	timeout  time.Duration
 	stop     chan struct{}
@@ -45,7 +45,7 @@ type Coalescer struct {
 
 type coalesced struct {
 	cmd  redis.Cmder
-	done chan struct{}
+	done chan struct{} // one value when the reply is in
 }
 
 // CoalesceOptions tune a Coalescer.
@@ -73,9 +73,12 @@ func Coalesce(rdb redis.UniversalClient, o CoalesceOptions) (*Coalescer, func())
 		o.Timeout = time.Second
 	}
 	c := &Coalescer{rdb: rdb, queue: make(chan *coalesced, o.MaxBatch*o.Pipelines),
-		inFlight: make(chan struct{}, o.Pipelines), maxBatch: o.MaxBatch, timeout: o.Timeout, stop: make(chan struct{})}
-	c.done.Add(1)
-	go c.run()
+		maxBatch: o.MaxBatch, timeout: o.Timeout, stop: make(chan struct{})}
+	c.pending.New = func() any { return &coalesced{done: make(chan struct{}, 1)} }
+	c.done.Add(o.Pipelines)
+	for range o.Pipelines {
+		go c.work()
+	}
 	rdb.AddHook(c)
 	var once sync.Once
 	return c, func() {
@@ -112,10 +115,13 @@ func (c *Coalescer) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 		if !coalescable[cmd.Name()] {
 			return next(ctx, cmd)
 		}
-		p := &coalesced{cmd: cmd, done: make(chan struct{})}
+		p := c.pending.Get().(*coalesced)
+		p.cmd = cmd
 		c.closing.RLock()
 		if c.closed {
 			c.closing.RUnlock()
+			p.cmd = nil
+			c.pending.Put(p)
 			return next(ctx, cmd)
 		}
 		select {
@@ -123,6 +129,8 @@ func (c *Coalescer) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 			c.closing.RUnlock()
 		case <-ctx.Done():
 			c.closing.RUnlock()
+			p.cmd = nil
+			c.pending.Put(p)
 			return ctx.Err()
 		}
 		// The command belongs to its pipeline until the reply is in: the
@@ -130,25 +138,30 @@ func (c *Coalescer) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 		// context ends. Giving up earlier is the guard's Fallback's job,
 		// one level up, which waits for this call in a goroutine of its own.
 		<-p.done
+		p.cmd = nil
+		c.pending.Put(p)
 		return cmd.Err()
 	}
 }
 
-// run gathers what waits into pipelines, up to Pipelines on the wire.
-func (c *Coalescer) run() {
+// work is one pipeline on the wire at a time: it takes the first command
+// waiting, gathers what else waits behind it, and sends them together.
+// Pipelines workers run for the Coalescer's life: while every one is busy,
+// new commands gather in the queue and go out together next. Kept
+// goroutines, not one per pipeline: a pipeline is deep (go-redis and its
+// hooks), and a fresh goroutine grew its stack on every one (the CPU
+// profile in docs/benchmarks.md, section 0).
+func (c *Coalescer) work() {
 	defer c.done.Done()
-	var wire sync.WaitGroup
-	defer wire.Wait()
+	batch := make([]*coalesced, 0, c.maxBatch)
 	for {
-		var first *coalesced
 		select {
-		case first = <-c.queue:
+		case first := <-c.queue:
+			batch = append(batch[:0], first)
 		case <-c.stop:
 			c.drain()
 			return
 		}
-		c.inFlight <- struct{}{} // while every slot is busy, more gather in the queue
-		batch := append(make([]*coalesced, 0, 8), first)
 	gather:
 		for len(batch) < c.maxBatch {
 			select {
@@ -158,12 +171,8 @@ func (c *Coalescer) run() {
 				break gather
 			}
 		}
-		wire.Add(1)
-		go func() {
-			defer wire.Done()
-			defer func() { <-c.inFlight }()
-			c.send(batch)
-		}()
+		c.send(batch)
+		clear(batch) // hold no command past its reply
 	}
 }
 
@@ -189,7 +198,7 @@ func (c *Coalescer) send(batch []*coalesced) {
 	}
 	_, _ = pipe.Exec(ctx) // each command carries its own reply or error
 	for _, p := range batch {
-		close(p.done)
+		p.done <- struct{}{}
 	}
 	c.mu.Lock()
 	c.batches++

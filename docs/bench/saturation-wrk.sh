@@ -1,0 +1,46 @@
+#!/bin/bash
+# usage: docs/bench/saturation-wrk.sh <label> [batch]: saturation.sh with wrk (C, epoll: a far
+# cheaper client than otpguard-load's Go HTTP client, which shares the 2 cores) instead of
+# otpguard-load: wrk -t2 -c64 -d8s on /limits/check, one check per request (or <batch> checks per
+# request: then the figure is batched and labelled so), the fixed window of 200 hit 400 times
+# alongside, then redis-benchmark -c 50 EVALSHA for the ratio, all in one run. SRC as in saturation.sh.
+mkdir -p /tmp/bench
+set -u
+cd "$(dirname "$0")/../.."
+command -v wrk >/dev/null || { echo "wrk is not installed (apt-get install -y wrk)"; exit 1; }
+go build -o /tmp/bench/load ./cmd/otpguard-load && (cd ${SRC:-.} && go build -o /tmp/bench/otpguard-wrk ./cmd/otpguard) || exit 1
+label=$1; batch=${2:-1}; port=18183
+env OTPGUARD_ADDR=127.0.0.1:$port OTPGUARD_REDIS_URL=redis://127.0.0.1:6379/0 OTPGUARD_REDIS_PREFIX="bench$RANDOM:" \
+  OTPGUARD_API_KEYS=bench-key-0123456789abcdef OTPGUARD_HMAC_KEY=0123456789abcdef0123456789abcdef \
+  OTPGUARD_DATA_DIR=$(mktemp -d) OTPGUARD_CONFIG=docs/bench/policies.yaml OTPGUARD_LOG_LEVEL=warn \
+  /tmp/bench/otpguard-wrk > /tmp/bench/server-wrk-$label.log 2>&1 &
+srv=$!
+for i in $(seq 50); do curl -s 127.0.0.1:$port/healthz >/dev/null && break; sleep 0.1; done
+export OTPGUARD_API_KEY=bench-key-0123456789abcdef
+metric() { curl -s 127.0.0.1:$port/metrics | awk -v n="$1" '$1 ~ "^"n"({|$)" {s += $2} END {printf "%.6f", s}'; }
+d0=$(metric otpguard_decisions_total); f0=$(metric otpguard_fallback_decisions_total)
+s0=$(metric otpguard_shed_total); c0=$(metric process_cpu_seconds_total)
+/tmp/bench/load -url http://127.0.0.1:$port -policy fw200 -keys 1 -rate 50 -duration 8s -workers 4 > /tmp/bench/fw-wrk-$label.txt 2>&1 &
+fw=$!
+wrk -t2 -c64 -d8s --latency -s docs/bench/check.lua http://127.0.0.1:$port -- api $batch > /tmp/bench/wrk-$label.txt 2>&1
+wait $fw
+d1=$(metric otpguard_decisions_total); f1=$(metric otpguard_fallback_decisions_total)
+s1=$(metric otpguard_shed_total); c1=$(metric process_cpu_seconds_total)
+kill $srv; wait $srv 2>/dev/null
+/tmp/bench/load -only-redis-benchmark -redis-benchmark redis://127.0.0.1:6379/0 -duration 8s \
+  -bucket-capacity 1000000000 -bucket-refill 1000000 > /tmp/bench/rb-wrk-$label.txt 2>&1
+rb=$(awk '/^redis-benchmark [0-9]+ EVALSHA\/s$/ {print $2}' /tmp/bench/rb-wrk-$label.txt)
+reqs=$(awk '/requests in/ {print $1}' /tmp/bench/wrk-$label.txt)
+secs=$(awk '/requests in/ {sub(/s,$/, "", $4); print $4}' /tmp/bench/wrk-$label.txt)
+non2xx=$(awk '/Non-2xx/ {print $NF}' /tmp/bench/wrk-$label.txt); non2xx=${non2xx:-0}
+fwreqs=$(grep -o '^requests *[0-9]*' /tmp/bench/fw-wrk-$label.txt | awk '{print $2}')
+echo "== $label (wrk -t2 -c64, $batch check(s) per request$([ "$batch" != 1 ] && echo ': BATCHED, not the 1-check figure'))"
+grep -E "Latency  |50%|99%|requests in|Requests/sec|Non-2xx" /tmp/bench/wrk-$label.txt
+awk -v r=$reqs -v n=$non2xx -v s=$secs -v b=$batch -v rb=$rb -v d=$d1-$d0 'BEGIN {
+  ok = (r - n) / s; printf "decided       %.0f requests/s with 200 = %.0f checks/s\n", ok, ok * b
+  printf "ratio         %.0f checks/s / redis-benchmark %.0f EVALSHA/s = %.3f\n", ok * b, rb, ok * b / rb }'
+awk -v d="$(echo "$d1 - $d0" | bc)" -v f="$(echo "$f1 - $f0" | bc)" -v s="$(echo "$s1 - $s0" | bc)" \
+  -v c="$(echo "$c1 - $c0" | bc)" -v r=$reqs -v w=$fwreqs 'BEGIN {
+  printf "server        %d decisions, %d from the fallback (%.2f%%), %d shed\n", d, f, 100 * f / d, s
+  printf "server CPU    %.1f µs per request (%.2f CPU-seconds over %d wrk + %d fixed-window requests)\n", 1e6 * c / (r + w), c, r, w }'
+echo "-- fixed window 200, 400 hits:"; grep -E "status codes" /tmp/bench/fw-wrk-$label.txt
