@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -17,8 +18,17 @@ import (
 // MULTI/EXEC: each fixed window is its own INCRBY + PEXPIRE NX (the
 // design's rule, never GET-then-SET), the velocity rule its own script
 // (velocityScript), and the MULTI makes the lot one atomic step and one
-// write. On Redis Cluster a MULTI may touch one hash slot only: one MULTI
-// per slot (bySlot) and the velocity script, all sent at once.
+// write. On Redis Cluster a MULTI may touch one hash slot only, and MULTIs
+// on different slots land in no common order: sent all at once, a request
+// that a number's own limit refuses would inflate the per-IP, prefix and
+// budget counters (until its refund) while the requests that limit lets
+// through are counted there, and could be refused by them: fewer sends
+// than the limit allows. So on Cluster the number's own limits (the
+// leading takes in its slot: cooldown and per-number window) go first, in
+// one MULTI; only a request they let through counts the rest, one MULTI
+// per slot and the velocity script, all sent at once. Two round trips,
+// and one, with nothing to refund, for a request the number's limits
+// refuse.
 //
 // Nothing here decides whether the send goes on: every limit is counted
 // whatever the others answer, and the caller refunds what a denied send
@@ -30,12 +40,12 @@ var _ guard.SendCounter = (*Redis)(nil)
 // velocity count, in one round trip (one per hash slot on Cluster, in
 // parallel).
 func (r *Redis) TakeSend(ctx context.Context, takes []guard.Take, vol *guard.VolumeTake) ([]guard.Result, *guard.VolumeResult, error) {
+	if r.cluster {
+		return r.takeSendCluster(ctx, takes, vol)
+	}
 	if vol == nil {
 		res, err := r.Take(ctx, takes)
 		return res, nil, err
-	}
-	if r.cluster {
-		return r.takeSendCluster(ctx, takes, vol)
 	}
 	pipe := r.rdb.TxPipeline()
 	cmds, err := r.queueTakes(ctx, pipe, takes)
@@ -66,19 +76,70 @@ func (r *Redis) TakeSend(ctx context.Context, takes []guard.Take, vol *guard.Vol
 	return res, &vres, nil
 }
 
-// takeSendCluster sends the limits' MULTIs (one per slot) and the velocity
-// script together and waits for all.
+// takeSendCluster takes the number's own limits (the leading takes in the
+// first take's slot) first; when they allow, it sends the other limits'
+// MULTIs (one per slot) and the velocity script together and waits for
+// all. When they refuse, the other limits are answered allowed and not
+// spent (nothing to refund), and the velocity count not taken.
 func (r *Redis) takeSendCluster(ctx context.Context, takes []guard.Take, vol *guard.VolumeTake) ([]guard.Result, *guard.VolumeResult, error) {
+	if len(takes) == 0 {
+		return nil, nil, nil
+	}
+	slot := Slot(r.key(takes[0].Key))
+	n := 1
+	for n < len(takes) && Slot(r.key(takes[n].Key)) == slot {
+		n++
+	}
+	first, err := r.Take(ctx, takes[:n])
+	if err != nil {
+		return nil, nil, err
+	}
+	res := make([]guard.Result, len(takes))
+	copy(res, first)
+	if slices.ContainsFunc(first, func(r guard.Result) bool { return !r.Allowed }) {
+		for i := n; i < len(takes); i++ {
+			res[i] = guard.Result{Allowed: true} // not counted: nothing to refund
+		}
+		if vol == nil {
+			return res, nil, nil
+		}
+		return res, &guard.VolumeResult{}, nil // not counted
+	}
 	var vres guard.VolumeResult
 	var verr error
 	var wg sync.WaitGroup
-	wg.Go(func() { vres, verr = r.TakeVolume(ctx, *vol) })
-	res, err := r.Take(ctx, takes)
+	if vol != nil {
+		wg.Go(func() { vres, verr = r.TakeVolume(ctx, *vol) })
+	}
+	var rest []guard.Result
+	if n < len(takes) {
+		rest, err = r.Take(ctx, takes[n:])
+	}
 	wg.Wait()
 	if err := errors.Join(err, verr); err != nil {
+		// The number's limits were counted: give them back, as the caller
+		// gives back nothing of a request the store failed.
+		if rerr := r.Refund(context.WithoutCancel(ctx), spentTakes(takes[:n], first)); rerr != nil {
+			err = errors.Join(err, rerr)
+		}
 		return nil, nil, err
 	}
+	copy(res[n:], rest)
+	if vol == nil {
+		return res, nil, nil
+	}
 	return res, &vres, nil
+}
+
+// spentTakes are the takes whose results say they were spent.
+func spentTakes(takes []guard.Take, res []guard.Result) []guard.Take {
+	var spent []guard.Take
+	for i, r := range res {
+		if r.Spent {
+			spent = append(spent, takes[i])
+		}
+	}
+	return spent
 }
 
 // volumeArgs are velocityScript's keys and arguments for t.

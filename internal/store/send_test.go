@@ -71,14 +71,58 @@ func TestTakeSend(t *testing.T) {
 	}
 }
 
-// TestTakeSendOnCluster: the windows' MULTIs (one per slot) and the
-// velocity script are sent at once: three round trips, one of latency.
+// TestTakeSendOnCluster: the number's own limits (the leading takes in
+// the first take's slot) go first; only a send they allow counts the rest
+// (one MULTI per slot) and the velocity script, sent at once: three round
+// trips, two of latency. A send they refuse costs one round trip and
+// counts nothing else, so it has nothing to refund.
 func TestTakeSendOnCluster(t *testing.T) {
 	s, _, rt, _ := clusterStore(t)
-	if err := s.LoadScripts(context.Background()); err != nil {
+	ctx := context.Background()
+	if err := s.LoadScripts(ctx); err != nil {
 		t.Fatal(err)
 	}
-	checkTakeSend(t, s, rt, 3)
+	takes := []guard.Take{fw("a", 1, time.Minute, 1), fw("b", 5, time.Minute, 1)}
+	if store.Slot("{a}") == store.Slot("{b}") {
+		t.Fatal("the test needs its two keys in different slots")
+	}
+	vol := sendVolume(time.Now(), 1)
+
+	rt.Reset()
+	res, vr, err := s.TakeSend(ctx, takes, vol)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rt.N() != 3 {
+		t.Errorf("allowed send: %d round trips, want 3", rt.N())
+	}
+	if !res[0].Allowed || !res[1].Allowed || res[0].Count != 1 || res[1].Count != 1 || vr == nil || !vr.Allowed || vr.Count != 1 {
+		t.Errorf("allowed send: windows %+v %+v, velocity %+v; want both allowed with count 1, velocity allowed with count 1", res[0], res[1], vr)
+	}
+
+	rt.Reset()
+	res, vr, err = s.TakeSend(ctx, takes, vol)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rt.N() != 1 {
+		t.Errorf("refused send: %d round trips, want 1", rt.N())
+	}
+	if res[0].Allowed || res[0].Count != 2 || !res[0].Spent {
+		t.Errorf("refused send: first window %+v, want refused at count 2, spent (a window keeps the attempt that it denies)", res[0])
+	}
+	if !res[1].Allowed || res[1].Spent || vr == nil || vr.Allowed || vr.Count != 0 {
+		t.Errorf("refused send: second window %+v, velocity %+v; want neither counted", res[1], vr)
+	}
+	// Nothing but the refused window was counted: the next send the number
+	// allows sees the second window and the velocity count where they were.
+	got, err := s.Take(ctx, []guard.Take{fw("b", 5, time.Minute, 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got[0].Count != 2 {
+		t.Errorf("second window after a refused send: count %d, want 2 (1 + this take)", got[0].Count)
+	}
 }
 
 // TestTakeSendAfterScriptFlush: the velocity script lost from the cache
