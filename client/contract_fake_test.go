@@ -15,13 +15,12 @@ import (
 )
 
 // contractFake is a FAKE of otpguard's idempotency and verification
-// contract (issue 15), written from the contract while the server side is
-// built on branch i15-server: Idempotency-Key on POST /otp/send,
-// verification_id and status on send and verify, GET
-// /otp/verifications/{id} and POST /otp/verifications/{id}/cancel. It
-// keeps everything in memory and knows nothing of limits. Once the server
-// has landed, verificationTargets (verification_test.go) runs the same
-// tests against the real otpguard too.
+// contract (issue 15): Idempotency-Key on POST /otp/send, verification_id
+// and status on send and verify, GET /otp/verifications/{id} and POST
+// /otp/verifications/{id}/cancel. It keeps everything in memory and knows
+// nothing of limits. verificationTargets (verification_test.go) runs the
+// same tests against it and against the real otpguard; the fake alone
+// can hold a send in flight (idempotency_key_in_progress).
 type contractFake struct {
 	mu     sync.Mutex
 	now    time.Time

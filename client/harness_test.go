@@ -10,7 +10,8 @@ import (
 
 // The tests run the client against a real otpguard (otpguardtest: built
 // by app.New, on a real Redis), except the verification contract, which
-// is tested on a fake until the server side lands (verification_test.go).
+// also runs on a named fake of the contract for what a real server cannot
+// be held in (verification_test.go).
 
 const (
 	apiKey = otpguardtest.APIKey

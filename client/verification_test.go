@@ -19,16 +19,16 @@ type verificationTarget struct {
 }
 
 // verificationTargets are the servers the verification tests run
-// against. Today only the fake of the contract (contract_fake_test.go):
-// once i15-server has landed, add the real one here,
-//
-//	g := startOTPGuard(t, nil)
-//	{name: "otpguard", url: g.URL, code: g.out.lastCode, sends: g.out.count}
-//
-// and every test below runs on it unchanged.
+// against: a real otpguard (app.New on a real Redis), and the fake of the
+// contract (contract_fake_test.go), which also plays the cases a real
+// server cannot be held in (a send still in flight). Every test below
+// runs on both unchanged.
 func verificationTargets(t *testing.T) []verificationTarget {
 	f, url := newContractFake(t)
+	g := startOTPGuard(t, nil)
 	return []verificationTarget{{
+		name: "otpguard", url: g.URL, code: g.out.lastCode, sends: g.out.count,
+	}, {
 		name: "contract-fake", url: url,
 		code: func(_ *testing.T, phone string) string { return f.code(phone) },
 		sends: func() int {
