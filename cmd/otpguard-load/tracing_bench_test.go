@@ -6,7 +6,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -50,7 +49,7 @@ func BenchmarkHandlerCheckTracing(b *testing.B) {
 			var cpu0 time.Duration
 			for b.Loop() {
 				if i == 0 {
-					cpu0 = processCPU(b)
+					cpu0 = processCPU()
 				}
 				req := httptest.NewRequest(http.MethodPost, "/limits/check", strings.NewReader(string(c.body(i))))
 				req.Header = hdr.Clone()
@@ -61,7 +60,7 @@ func BenchmarkHandlerCheckTracing(b *testing.B) {
 				}
 				i++
 			}
-			b.ReportMetric(float64(processCPU(b)-cpu0)/float64(b.N), "cpu-ns/op")
+			b.ReportMetric(float64(processCPU()-cpu0)/float64(b.N), "cpu-ns/op")
 		})
 	}
 }
@@ -71,15 +70,6 @@ type discard struct{}
 
 func (discard) ExportSpans(context.Context, []sdktrace.ReadOnlySpan) error { return nil }
 func (discard) Shutdown(context.Context) error                             { return nil }
-
-// processCPU is the CPU this process has used so far, user and system.
-func processCPU(b *testing.B) time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		b.Fatal(err)
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
 
 // tracingBenchHandler is benchHandler's service, with opts.
 func tracingBenchHandler(b *testing.B, opts ...app.Option) http.Handler {
