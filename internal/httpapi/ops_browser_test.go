@@ -125,24 +125,7 @@ func TestOpsPageInChromium(t *testing.T) {
 	opsWait(t, "the deny-list to load", func() bool { return len(oc.nodes[0].deny.Entries()) == 5 })
 	base := oc.instances[0].srv.URL
 
-	alloc, cancelAlloc := chromedp.NewExecAllocator(context.Background(),
-		chromedp.ExecPath(exe),
-		chromedp.Flag("headless", true),
-		chromedp.NoSandbox,
-		chromedp.DisableGPU,
-		chromedp.NoFirstRun,
-		chromedp.Flag("disable-background-networking", true),
-		chromedp.Flag("disable-component-update", true),
-		chromedp.Flag("disable-sync", true),
-		chromedp.Flag("no-default-browser-check", true),
-		chromedp.WindowSize(1280, 1000),
-		chromedp.UserDataDir(t.TempDir()),
-	)
-	defer cancelAlloc()
-	ctx, cancelCtx := chromedp.NewContext(alloc, chromedp.WithLogf(t.Logf))
-	defer cancelCtx()
-	ctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
-	defer cancel()
+	ctx := headlessChromium(t, exe, 3*time.Minute)
 	// Confirmation dialogs: remember what they say, and accept.
 	var dialogs []string
 	var dmu sync.Mutex
@@ -337,4 +320,28 @@ func TestOpsPageInChromium(t *testing.T) {
 		}
 		t.Logf("screenshot: %s", path)
 	}
+}
+
+// headlessChromium starts a headless Chromium at exe for the test (1280 x 1000, a
+// profile of its own), stopped when the test ends; its context ends after
+// limit.
+func headlessChromium(t *testing.T, exe string, limit time.Duration) context.Context {
+	t.Helper()
+	alloc, cancelAlloc := chromedp.NewExecAllocator(context.Background(),
+		chromedp.ExecPath(exe),
+		chromedp.Flag("headless", true),
+		chromedp.NoSandbox,
+		chromedp.DisableGPU,
+		chromedp.NoFirstRun,
+		chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true),
+		chromedp.Flag("no-default-browser-check", true),
+		chromedp.WindowSize(1280, 1000),
+		chromedp.UserDataDir(t.TempDir()),
+	)
+	ctx, cancelCtx := chromedp.NewContext(alloc, chromedp.WithLogf(t.Logf))
+	ctx, cancel := context.WithTimeout(ctx, limit)
+	t.Cleanup(func() { cancel(); cancelCtx(); cancelAlloc() })
+	return ctx
 }

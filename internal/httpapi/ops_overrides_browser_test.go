@@ -2,7 +2,6 @@ package httpapi_test
 
 import (
 	"cmp"
-	"context"
 	"os"
 	"path/filepath"
 	"strings"
@@ -27,24 +26,7 @@ func TestOpsOverridesInChromium(t *testing.T) {
 	oc := newOpsCluster(t, opsConfig{engine: store.EngineSQLite, policies: pol})
 	base := oc.instances[0].srv.URL
 
-	alloc, cancelAlloc := chromedp.NewExecAllocator(context.Background(),
-		chromedp.ExecPath(exe),
-		chromedp.Flag("headless", true),
-		chromedp.NoSandbox,
-		chromedp.DisableGPU,
-		chromedp.NoFirstRun,
-		chromedp.Flag("disable-background-networking", true),
-		chromedp.Flag("disable-component-update", true),
-		chromedp.Flag("disable-sync", true),
-		chromedp.Flag("no-default-browser-check", true),
-		chromedp.WindowSize(1280, 1000),
-		chromedp.UserDataDir(t.TempDir()),
-	)
-	defer cancelAlloc()
-	ctx, cancelCtx := chromedp.NewContext(alloc, chromedp.WithLogf(t.Logf))
-	defer cancelCtx()
-	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
-	defer cancel()
+	ctx := headlessChromium(t, exe, 2*time.Minute)
 
 	css := func(sel string) chromedp.CSS { return chromedp.CSS(sel) }
 	text := func(sel string) string {
