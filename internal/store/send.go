@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -20,15 +19,14 @@ import (
 // (velocityScript), and the MULTI makes the lot one atomic step and one
 // write. On Redis Cluster a MULTI may touch one hash slot only, and MULTIs
 // on different slots land in no common order: sent all at once, a request
-// that a number's own limit refuses would inflate the per-IP, prefix and
-// budget counters (until its refund) while the requests that limit lets
-// through are counted there, and could be refused by them: fewer sends
-// than the limit allows. So on Cluster the number's own limits (the
-// leading takes in its slot: cooldown and per-number window) go first, in
-// one MULTI; only a request they let through counts the rest, one MULTI
-// per slot and the velocity script, all sent at once. Two round trips,
-// and one, with nothing to refund, for a request the number's limits
-// refuse.
+// that one limit refuses would inflate the counters of the others (until
+// its refund) while the requests that limit lets through are counted
+// there, and could be refused by them: fewer sends than a limit allows.
+// So on Cluster the limits go one slot at a time, in their order (the
+// number's cooldown and per-number window share one), each a MULTI, and a
+// later limit counts only requests every earlier one let through, as the
+// counting rule has it: one round trip per slot, and fewer, with nothing
+// to refund, for a request refused early.
 //
 // Nothing here decides whether the send goes on: every limit is counted
 // whatever the others answer, and the caller refunds what a denied send
@@ -37,8 +35,8 @@ import (
 var _ guard.SendCounter = (*Redis)(nil)
 
 // TakeSend takes the limits of takes and, when vol is not nil, the
-// velocity count, in one round trip (one per hash slot on Cluster, in
-// parallel).
+// velocity count, in one round trip (on Cluster one per hash slot, in
+// order, stopping at a refusal).
 func (r *Redis) TakeSend(ctx context.Context, takes []guard.Take, vol *guard.VolumeTake) ([]guard.Result, *guard.VolumeResult, error) {
 	if r.cluster {
 		return r.takeSendCluster(ctx, takes, vol)
@@ -76,57 +74,50 @@ func (r *Redis) TakeSend(ctx context.Context, takes []guard.Take, vol *guard.Vol
 	return res, &vres, nil
 }
 
-// takeSendCluster takes the number's own limits (the leading takes in the
-// first take's slot) first; when they allow, it sends the other limits'
-// MULTIs (one per slot) and the velocity script together and waits for
-// all. When they refuse, the other limits are answered allowed and not
-// spent (nothing to refund), and the velocity count not taken.
+// takeSendCluster takes the limits one slot at a time, in their order (a
+// group is a run of takes in one slot: the number's cooldown and per-number
+// window are one), each group one MULTI, and the velocity count last. A
+// group that refuses ends the send: the groups after it are answered
+// allowed and not spent (nothing to refund), and the velocity count is
+// not taken.
 func (r *Redis) takeSendCluster(ctx context.Context, takes []guard.Take, vol *guard.VolumeTake) ([]guard.Result, *guard.VolumeResult, error) {
-	if len(takes) == 0 {
-		return nil, nil, nil
-	}
-	slot := Slot(r.key(takes[0].Key))
-	n := 1
-	for n < len(takes) && Slot(r.key(takes[n].Key)) == slot {
-		n++
-	}
-	first, err := r.Take(ctx, takes[:n])
-	if err != nil {
-		return nil, nil, err
-	}
 	res := make([]guard.Result, len(takes))
-	copy(res, first)
-	if slices.ContainsFunc(first, func(r guard.Result) bool { return !r.Allowed }) {
-		for i := n; i < len(takes); i++ {
-			res[i] = guard.Result{Allowed: true} // not counted: nothing to refund
+	for i := 0; i < len(takes); {
+		slot := Slot(r.key(takes[i].Key))
+		n := i + 1
+		for n < len(takes) && Slot(r.key(takes[n].Key)) == slot {
+			n++
 		}
-		if vol == nil {
-			return res, nil, nil
+		got, err := r.Take(ctx, takes[i:n])
+		if err != nil {
+			// What earlier groups counted goes back, as the caller gives
+			// back nothing of a request the store failed.
+			if rerr := r.Refund(context.WithoutCancel(ctx), spentTakes(takes[:i], res[:i])); rerr != nil {
+				err = errors.Join(err, rerr)
+			}
+			return nil, nil, err
 		}
-		return res, &guard.VolumeResult{}, nil // not counted
+		copy(res[i:n], got)
+		if slices.ContainsFunc(got, func(r guard.Result) bool { return !r.Allowed }) {
+			for j := n; j < len(takes); j++ {
+				res[j] = guard.Result{Allowed: true} // not counted: nothing to refund
+			}
+			if vol == nil {
+				return res, nil, nil
+			}
+			return res, &guard.VolumeResult{}, nil // not counted
+		}
+		i = n
 	}
-	var vres guard.VolumeResult
-	var verr error
-	var wg sync.WaitGroup
-	if vol != nil {
-		wg.Go(func() { vres, verr = r.TakeVolume(ctx, *vol) })
+	if vol == nil {
+		return res, nil, nil
 	}
-	var rest []guard.Result
-	if n < len(takes) {
-		rest, err = r.Take(ctx, takes[n:])
-	}
-	wg.Wait()
-	if err := errors.Join(err, verr); err != nil {
-		// The number's limits were counted: give them back, as the caller
-		// gives back nothing of a request the store failed.
-		if rerr := r.Refund(context.WithoutCancel(ctx), spentTakes(takes[:n], first)); rerr != nil {
+	vres, err := r.TakeVolume(ctx, *vol)
+	if err != nil {
+		if rerr := r.Refund(context.WithoutCancel(ctx), spentTakes(takes, res)); rerr != nil {
 			err = errors.Join(err, rerr)
 		}
 		return nil, nil, err
-	}
-	copy(res[n:], rest)
-	if vol == nil {
-		return res, nil, nil
 	}
 	return res, &vres, nil
 }

@@ -71,11 +71,10 @@ func TestTakeSend(t *testing.T) {
 	}
 }
 
-// TestTakeSendOnCluster: the number's own limits (the leading takes in
-// the first take's slot) go first; only a send they allow counts the rest
-// (one MULTI per slot) and the velocity script, sent at once: three round
-// trips, two of latency. A send they refuse costs one round trip and
-// counts nothing else, so it has nothing to refund.
+// TestTakeSendOnCluster: the limits go one slot at a time, in order, and
+// the velocity count last: three round trips for a send every limit
+// allows. A send the first refuses costs one round trip and counts
+// nothing else, so it has nothing to refund.
 func TestTakeSendOnCluster(t *testing.T) {
 	s, _, rt, _ := clusterStore(t)
 	ctx := context.Background()
