@@ -108,17 +108,7 @@ func TestDeniedSendSpendsNoOtherBudget(t *testing.T) {
 		if got := rc.ip("203.0.113.2"); got != 0 {
 			t.Errorf("refused send's address counter %d, want 0", got)
 		}
-		for _, pr := range allPrefixes {
-			if got := rc.prefixes(pr); got != 1 {
-				t.Errorf("prefix %s counter %d, want 1", pr, got)
-			}
-		}
-		if got := rc.budget(); got != 1 {
-			t.Errorf("budget %d, want 1", got)
-		}
-		if got := rc.velocity("US"); got != 1 {
-			t.Errorf("velocity count %d, want 1", got)
-		}
+		wantSharedCounters(t, rc, allPrefixes, 1)
 	})
 
 	t.Run("velocity rule refuses", func(t *testing.T) {
@@ -137,17 +127,7 @@ func TestDeniedSendSpendsNoOtherBudget(t *testing.T) {
 		if got := rc.ip("203.0.113.2"); got != 0 {
 			t.Errorf("refused send's address counter %d, want 0", got)
 		}
-		for _, pr := range allPrefixes {
-			if got := rc.prefixes(pr); got != 1 {
-				t.Errorf("prefix %s counter %d, want 1", pr, got)
-			}
-		}
-		if got := rc.budget(); got != 1 {
-			t.Errorf("budget %d, want 1", got)
-		}
-		if got := rc.velocity("US"); got != 1 {
-			t.Errorf("velocity count %d, want 1", got)
-		}
+		wantSharedCounters(t, rc, allPrefixes, 1)
 	})
 
 	t.Run("budget refuses and gives its own hit back", func(t *testing.T) {
@@ -276,4 +256,22 @@ func TestSendLimitsTogetherExactAcrossInstances(t *testing.T) {
 		t.Errorf("velocity count %d, want %d: the sends", got, sent)
 	}
 	t.Logf("%d requests over 3 instances: %d sent, refusals %v", requests, sent, refusedBy)
+}
+
+// wantSharedCounters checks the counters a number shares with others
+// after a refusal: each prefix depth, the budget and the country velocity
+// count hold want (the sends that left), none of the refused attempt.
+func wantSharedCounters(t *testing.T, rc sendCounters, prefixes []string, want int64) {
+	t.Helper()
+	for _, pr := range prefixes {
+		if got := rc.prefixes(pr); got != want {
+			t.Errorf("prefix %s counter %d, want %d", pr, got, want)
+		}
+	}
+	if got := rc.budget(); got != want {
+		t.Errorf("budget %d, want %d", got, want)
+	}
+	if got := rc.velocity("US"); got != want {
+		t.Errorf("velocity count %d, want %d", got, want)
+	}
 }
