@@ -197,13 +197,15 @@ func (c *Coalescer) send(batch []*coalesced) {
 		_ = pipe.Process(ctx, p.cmd) // queued only: Exec sends
 	}
 	_, _ = pipe.Exec(ctx) // each command carries its own reply or error
-	for _, p := range batch {
-		p.done <- struct{}{}
-	}
+	// Counted before the replies are handed out: a caller that has its
+	// reply sees its pipeline in Stats.
 	c.mu.Lock()
 	c.batches++
 	c.cmds += int64(len(batch))
 	c.mu.Unlock()
+	for _, p := range batch {
+		p.done <- struct{}{}
+	}
 }
 
 var _ redis.Hook = (*Coalescer)(nil)
