@@ -188,16 +188,7 @@ func TestOpsPageInChromium(t *testing.T) {
 	}
 
 	// Signed out, the page sends us to the sign-in form.
-	err := chromedp.Do(ctx,
-		chromedp.Navigate(base+"/ops"),
-		chromedp.WaitVisible(css(`#login input[name="key"]`)),
-		chromedp.SendKeys(css(`#login input[name="key"]`), opsKey),
-		chromedp.Click(css(`#login button[type="submit"]`)),
-		chromedp.WaitVisible(css(`#actor`)),
-	)
-	if err != nil {
-		t.Fatalf("sign in: %v", err)
-	}
+	signInChromium(t, ctx, base, `#actor`)
 	actor := text(`#actor`)
 	if !strings.HasPrefix(actor, "ops:") || strings.Contains(actor, opsKey) {
 		t.Errorf("signed in as %q, want ops:<key id>", actor)
@@ -227,7 +218,7 @@ func TestOpsPageInChromium(t *testing.T) {
 		t.Errorf("blocked row: reason %q, time left %q", reason, left)
 	}
 	// Unblock it: the confirmation names the number.
-	err = chromedp.Do(ctx,
+	err := chromedp.Do(ctx,
 		chromedp.Click(css(row+` form.unblock button`)),
 		chromedp.WaitVisible(css(`#flash`)),
 		chromedp.WaitNotPresent(css(row)),
@@ -344,4 +335,20 @@ func headlessChromium(t *testing.T, exe string, limit time.Duration) context.Con
 	ctx, cancel := context.WithTimeout(ctx, limit)
 	t.Cleanup(func() { cancel(); cancelCtx(); cancelAlloc() })
 	return ctx
+}
+
+// signInChromium opens the ops page signed out, signs in with the ops key
+// on the form it is sent to, and waits for the element sel of the page.
+func signInChromium(t *testing.T, ctx context.Context, base, sel string) {
+	t.Helper()
+	err := chromedp.Do(ctx,
+		chromedp.Navigate(base+"/ops"),
+		chromedp.WaitVisible(chromedp.CSS(`#login input[name="key"]`)),
+		chromedp.SendKeys(chromedp.CSS(`#login input[name="key"]`), opsKey),
+		chromedp.Click(chromedp.CSS(`#login button[type="submit"]`)),
+		chromedp.WaitVisible(chromedp.CSS(sel)),
+	)
+	if err != nil {
+		t.Fatalf("sign in: %v", err)
+	}
 }

@@ -61,20 +61,11 @@ func TestOpsOverridesInChromium(t *testing.T) {
 		)
 	}
 
-	err := chromedp.Do(ctx,
-		chromedp.Navigate(base+"/ops"),
-		chromedp.WaitVisible(css(`#login input[name="key"]`)),
-		chromedp.SendKeys(css(`#login input[name="key"]`), opsKey),
-		chromedp.Click(css(`#login button[type="submit"]`)),
-		chromedp.WaitVisible(css(`#overrides`)),
-	)
-	if err != nil {
-		t.Fatalf("sign in: %v", err)
-	}
+	signInChromium(t, ctx, base, `#overrides`)
 	actor := text(`#actor`)
 
 	// Looser than the file: refused, the limit field marked, nothing lost.
-	err = chromedp.Do(ctx,
+	err := chromedp.Do(ctx,
 		fill("country_limit", "gb", "50", "2h", "pumping wave from a premium range"),
 		chromedp.WaitVisible(css(`#overrides-problem`)),
 	)
