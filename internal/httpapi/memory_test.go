@@ -106,7 +106,10 @@ func TestLimitMemoryPerKey(t *testing.T) {
 	if rows[1].per > rows[0].per+4 || rows[3].per > rows[2].per+4 { // 4 B: the instance's own heartbeat and buffers
 		t.Errorf("the new layout costs more than the old")
 	}
-	if rows[3].per > rows[1].per+4 {
+	// 12 B: the same layout has measured from 115 to 124 B per limit in
+	// different runs (when Redis's incremental rehash frees the old table),
+	// while a long key without the digest costs about 70 B more.
+	if rows[3].per > rows[1].per+12 {
 		t.Errorf("a long key (%.1f B) costs more than an ordinary one (%.1f B): the digest does not bound it", rows[3].per, rows[1].per)
 	}
 }
