@@ -391,14 +391,14 @@ func (f *Fallback) ObserveProbe(ctx context.Context, err error) {
 			done(err)
 		}
 	case gobreaker.StateHalfOpen:
-		if err != nil {
-			return
-		}
+		// The probe is the half-open trial: a failed ping opens the
+		// breaker again for OpenFor (so the status says open through an
+		// outage), a good one warms the decision pool and closes it.
 		done, aerr := f.breaker.Allow()
 		if aerr != nil {
 			return
 		}
-		if f.warm != nil {
+		if err == nil && f.warm != nil {
 			wctx, cancel := context.WithTimeout(ctx, f.probeTO)
 			err = f.warm(wctx)
 			cancel()

@@ -175,7 +175,7 @@ func TestProbeEndsTheOutage(t *testing.T) {
 	st := newOutageStore()
 	var warmed atomic.Int64
 	f := guard.NewFallback(guard.FallbackOptions{Counter: st, Codes: st, Timeout: time.Second,
-		Breaker: guard.BreakerOptions{Failures: 1, OpenFor: time.Millisecond},
+		Breaker: guard.BreakerOptions{Failures: 1, OpenFor: 100 * time.Millisecond},
 		Warm:    func(context.Context) error { warmed.Add(1); return nil }})
 	ctx := context.Background()
 	f.ObserveProbe(ctx, errRedisDown) // Failures: 1 opens it
@@ -186,6 +186,16 @@ func TestProbeEndsTheOutage(t *testing.T) {
 	for f.Status().Breaker != "half-open" {
 		if time.Now().After(deadline) {
 			t.Fatal("the breaker never went half-open")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	f.ObserveProbe(ctx, errRedisDown)
+	if got := f.Status().Breaker; got != "open" {
+		t.Fatalf("breaker %s after a failed probe while half-open, want open again", got)
+	}
+	for f.Status().Breaker != "half-open" {
+		if time.Now().After(deadline) {
+			t.Fatal("the breaker never went half-open again")
 		}
 		time.Sleep(time.Millisecond)
 	}
