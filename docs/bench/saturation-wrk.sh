@@ -9,8 +9,9 @@ set -u
 cd "$(dirname "$0")/../.."
 command -v wrk >/dev/null || { echo "wrk is not installed (apt-get install -y wrk)"; exit 1; }
 go build -o /tmp/bench/load ./cmd/otpguard-load && (cd ${SRC:-.} && go build -o /tmp/bench/otpguard-wrk ./cmd/otpguard) || exit 1
+[ -n "${BIN:-}" ] && cp "$BIN" /tmp/bench/otpguard-wrk
 label=$1; batch=${2:-1}; port=18183
-env OTPGUARD_ADDR=127.0.0.1:$port OTPGUARD_REDIS_URL=redis://127.0.0.1:6379/0 OTPGUARD_SMS=console OTPGUARD_REDIS_PREFIX="bench$RANDOM:" \
+env ${SERVER_ENV:-X=1} OTPGUARD_ADDR=127.0.0.1:$port OTPGUARD_REDIS_URL=redis://127.0.0.1:6379/0 OTPGUARD_SMS=console OTPGUARD_REDIS_PREFIX="bench$RANDOM:" \
   OTPGUARD_API_KEYS=bench-key-0123456789abcdef OTPGUARD_HMAC_KEY=0123456789abcdef0123456789abcdef \
   OTPGUARD_DATA_DIR=$(mktemp -d) OTPGUARD_CONFIG=docs/bench/policies.yaml OTPGUARD_LOG_LEVEL=warn \
   /tmp/bench/otpguard-wrk > /tmp/bench/server-wrk-$label.log 2>&1 &
