@@ -4,6 +4,8 @@
 # otpguard-load: wrk -t2 -c64 -d8s on /limits/check, one check per request (or <batch> checks per
 # request: then the figure is batched and labelled so), the fixed window of 200 hit 400 times
 # alongside, then redis-benchmark -c 50 EVALSHA for the ratio, all in one run. SRC as in saturation.sh.
+# BIN=<binary> runs that binary instead of building one; SERVER_ENV='GOMAXPROCS=1 ...' sets the server's
+# environment; FLOOR=1 first measures GET /healthz the same way (the HTTP stack alone: no body, key or Redis).
 mkdir -p /tmp/bench
 set -u
 cd "$(dirname "$0")/../.."
@@ -19,6 +21,12 @@ srv=$!
 for i in $(seq 50); do curl -s 127.0.0.1:$port/healthz >/dev/null && break; sleep 0.1; done
 export OTPGUARD_API_KEY=bench-key-0123456789abcdef
 metric() { curl -s 127.0.0.1:$port/metrics | awk -v n="$1" '$1 ~ "^"n"({|$)" {s += $2} END {printf "%.6f", s}'; }
+if [ -n "${FLOOR:-}" ]; then
+  # The HTTP floor: GET /healthz (no body, no key, no Redis) through the same server and middleware.
+  h0=$(metric process_cpu_seconds_total)
+  wrk -t2 -c64 -d8s http://127.0.0.1:$port/healthz > /tmp/bench/wrk-floor-$label.txt 2>&1
+  h1=$(metric process_cpu_seconds_total)
+fi
 d0=$(metric otpguard_decisions_total); f0=$(metric otpguard_fallback_decisions_total)
 s0=$(metric otpguard_shed_total); c0=$(metric process_cpu_seconds_total)
 /tmp/bench/load -url http://127.0.0.1:$port -policy fw200 -keys 1 -rate 50 -duration 8s -workers 4 > /tmp/bench/fw-wrk-$label.txt 2>&1 &
@@ -45,3 +53,8 @@ awk -v d="$(echo "$d1 - $d0" | bc)" -v f="$(echo "$f1 - $f0" | bc)" -v s="$(echo
   printf "server        %d decisions, %d from the fallback (%.2f%%), %d shed\n", d, f, 100 * f / d, s
   printf "server CPU    %.1f µs per request (%.2f CPU-seconds over %d wrk + %d fixed-window requests)\n", 1e6 * c / (r + w), c, r, w }'
 echo "-- fixed window 200, 400 hits:"; grep -E "status codes" /tmp/bench/fw-wrk-$label.txt
+if [ -n "${FLOOR:-}" ]; then
+  awk -v rb=$rb -v c="$(echo "$h1 - $h0" | bc)" '/requests in/ {r = $1; sub(/s,$/, "", $4); s = $4}
+    END { printf "floor         GET /healthz %.0f requests/s = %.3f of redis-benchmark; server CPU %.1f µs per request\n", r / s, r / s / rb, 1e6 * c / r }' \
+    /tmp/bench/wrk-floor-$label.txt
+fi
