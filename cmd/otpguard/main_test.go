@@ -242,6 +242,8 @@ limits:
 			[]string{"line 2: otp.cooldwon: unknown field (did you mean cooldown?)"}},
 		{"listen address without a port", map[string]string{"OTPGUARD_ADDR": "localhost"}, []string{`OTPGUARD_ADDR: "localhost" is not host:port`}},
 		{"listen port out of range", map[string]string{"OTPGUARD_ADDR": ":99999"}, []string{"OTPGUARD_ADDR", "0 to 65535"}},
+		{"profiles offered to the network", map[string]string{"OTPGUARD_DEBUG_ADDR": "0.0.0.0:6060"},
+			[]string{`OTPGUARD_DEBUG_ADDR: "0.0.0.0:6060": the profiles have no authentication: listen on loopback`}},
 		{"redis URL of another scheme", map[string]string{"OTPGUARD_REDIS_URL": "http://user:s3cret@10.0.0.1:6379",
 			"OTPGUARD_API_KEYS": "e2e-key-0123456789abcdef", "OTPGUARD_HMAC_KEY": "0123456789abcdef0123456789abcdef", "OTPGUARD_SMS": "console"},
 			[]string{"OTPGUARD_REDIS_URL: not a redis:// or rediss:// URL"}},
@@ -397,6 +399,37 @@ func TestUnknownSettingWarned(t *testing.T) {
 	for _, known := range []string{"OTPGUARD_SMS ", "OTPGUARD_TEST_REDIS_URL", "OTPGUARD_HMAC_KEY_FILE", "PATH"} {
 		if strings.Contains(out.String(), known) {
 			t.Errorf("config check warns of %s, which is known:\n%s", known, out.String())
+		}
+	}
+}
+
+// TestDebugListener: OTPGUARD_DEBUG_ADDR serves Go's runtime profiles on a
+// listener of their own; the API's listener does not offer them.
+func TestDebugListener(t *testing.T) {
+	p := boot(t, map[string]string{"OTPGUARD_DEBUG_ADDR": "127.0.0.1:0"})
+	var debugURL string
+	for debugURL == "" {
+		m := p.next(t)
+		if strings.HasPrefix(fmt.Sprint(m["msg"]), "debug listener") {
+			debugURL, _ = m["url"].(string)
+		}
+	}
+	for _, c := range []struct {
+		url  string
+		want int
+	}{
+		{debugURL + "cmdline", http.StatusOK},
+		{debugURL + "goroutine?debug=1", http.StatusOK},
+		{p.url + "/debug/pprof/cmdline", http.StatusNotFound},
+	} {
+		res, err := http.Get(c.url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		if res.StatusCode != c.want {
+			t.Errorf("GET %s: %d, want %d (%.200s)", c.url, res.StatusCode, c.want, body)
 		}
 	}
 }

@@ -367,6 +367,14 @@ func (a *App) Run(ctx context.Context) error {
 		BaseContext:       func(net.Listener) context.Context { return base },
 	}
 	a.log.Info("listening", "addr", ln.Addr().String(), "url", "http://"+ln.Addr().String())
+	if a.cfg.DebugAddr != "" {
+		stopDebug, err := a.serveDebug(a.cfg.DebugAddr)
+		if err != nil {
+			ln.Close()
+			return err
+		}
+		defer stopDebug()
+	}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	select {

@@ -20,7 +20,10 @@ import (
 // Config is everything otpguard is told, parsed once from the environment
 // (and the policy file it names). Every field has a working default.
 type Config struct {
-	Addr         string
+	Addr string
+	// DebugAddr, when set, serves Go's runtime profiles (net/http/pprof)
+	// on a listener of its own; loopback only (debug.go).
+	DebugAddr    string
 	RedisURL     string // "" = embedded miniredis
 	RedisTimeout time.Duration
 	// RedisMaxWait is how long a decision may wait for a Redis the probe
@@ -140,6 +143,7 @@ func LoadConfig(getenv func(string) string) (*Config, error) {
 	c := &Config{
 		settings:    settings,
 		Addr:        or(getenv("OTPGUARD_ADDR"), "127.0.0.1:8080"),
+		DebugAddr:   getenv("OTPGUARD_DEBUG_ADDR"),
 		RedisURL:    secretOf("OTPGUARD_REDIS_URL"),
 		RedisPrefix: or(getenv("OTPGUARD_REDIS_PREFIX"), "og:"),
 		SMS:         getenv("OTPGUARD_SMS"),
@@ -279,6 +283,11 @@ func (c *Config) validate(senderGiven bool) error {
 	}
 	if err := checkAddr(c.Addr); err != nil {
 		bad("OTPGUARD_ADDR: %v", err)
+	}
+	if c.DebugAddr != "" {
+		if err := checkDebugAddr(c.DebugAddr); err != nil {
+			bad("OTPGUARD_DEBUG_ADDR: %v", err)
+		}
 	}
 	if c.RedisURL != "" {
 		if _, err := redis.ParseURL(c.RedisURL); err != nil {

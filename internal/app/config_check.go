@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/netip"
 	"net/url"
 	"slices"
 	"strconv"
@@ -25,6 +26,21 @@ func checkAddr(addr string) error {
 		return fmt.Errorf("%q: %q is not a host name or address", addr, host)
 	}
 	return nil
+}
+
+// checkDebugAddr checks OTPGUARD_DEBUG_ADDR: a listen address on loopback.
+// The profiles have no authentication and show the program's inner
+// workings, so they are never offered to the network; an operator reaches
+// them through ssh or a port-forward.
+func checkDebugAddr(addr string) error {
+	if err := checkAddr(addr); err != nil {
+		return err
+	}
+	host, _, _ := net.SplitHostPort(addr)
+	if ip, err := netip.ParseAddr(host); host == "localhost" || (err == nil && ip.IsLoopback()) {
+		return nil
+	}
+	return fmt.Errorf("%q: the profiles have no authentication: listen on loopback (e.g. 127.0.0.1:6060) and reach it through ssh or a port-forward", addr)
 }
 
 // urlProblem is why a URL did not parse, without the URL (it may hold a
