@@ -27,13 +27,21 @@ import (
 	"github.com/otpguard/otpguard/internal/guard"
 )
 
-// registeredNames boots otpguard as the binary does (app.New: embedded
+// registeredNames is the names of registeredSeries.
+func registeredNames(t *testing.T) map[string]bool {
+	t.Helper()
+	names, _ := registeredSeries(t)
+	return names
+}
+
+// registeredSeries boots otpguard as the binary does (app.New: embedded
 // Redis, SQLite), with the policy a production deployment has (a spend
 // budget, the countries it serves: their series exist from start), scrapes
 // /metrics once, before any request, and returns every name a PromQL
-// selector can use: a histogram's _bucket, _sum and _count, a summary's
-// _sum and _count beside its own name.
-func registeredNames(t *testing.T) map[string]bool {
+// selector can use (a histogram's _bucket, _sum and _count, a summary's
+// _sum and _count beside its own name) and, by name, the label pairs
+// (`label="value"`) its series carry.
+func registeredSeries(t *testing.T) (names map[string]bool, pairs map[string]map[string]bool) {
 	t.Helper()
 	cfg, err := app.LoadConfig(func(k string) string {
 		if k == "OTPGUARD_DATA_DIR" {
@@ -62,18 +70,62 @@ func registeredNames(t *testing.T) map[string]bool {
 	if err != nil {
 		t.Fatalf("parsing /metrics: %v", err)
 	}
-	names := map[string]bool{}
+	names, pairs = map[string]bool{}, map[string]map[string]bool{}
 	for name, f := range families {
+		var selectable []string
 		switch f.GetType() {
 		case dto.MetricType_HISTOGRAM:
-			names[name+"_bucket"], names[name+"_sum"], names[name+"_count"] = true, true, true
+			selectable = []string{name + "_bucket", name + "_sum", name + "_count"}
 		case dto.MetricType_SUMMARY:
-			names[name], names[name+"_sum"], names[name+"_count"] = true, true, true
+			selectable = []string{name, name + "_sum", name + "_count"}
 		default:
-			names[name] = true
+			selectable = []string{name}
+		}
+		for _, n := range selectable {
+			names[n], pairs[n] = true, map[string]bool{}
+			for _, m := range f.GetMetric() {
+				for _, l := range m.GetLabel() {
+					pairs[n][fmt.Sprintf("%s=%q", l.GetName(), l.GetValue())] = true
+				}
+			}
 		}
 	}
-	return names
+	return names, pairs
+}
+
+// matcher is one `label="value"` filter of a selector that names its
+// metric.
+type matcher struct{ metric, pair string }
+
+// equalityMatchers parses expr and returns its selectors' `label="value"`
+// filters (not regexps, not negations, which match whether or not the
+// series exists).
+func equalityMatchers(expr string) ([]matcher, error) {
+	e, err := metricsql.Parse(expr)
+	if err != nil {
+		return nil, err
+	}
+	var out []matcher
+	metricsql.VisitAll(e, func(x metricsql.Expr) {
+		me, ok := x.(*metricsql.MetricExpr)
+		if !ok {
+			return
+		}
+		for _, group := range me.LabelFilterss {
+			name := ""
+			for _, f := range group {
+				if f.Label == "__name__" && !f.IsRegexp && !f.IsNegative {
+					name = f.Value
+				}
+			}
+			for _, f := range group {
+				if name != "" && f.Label != "__name__" && !f.IsRegexp && !f.IsNegative {
+					out = append(out, matcher{name, fmt.Sprintf("%s=%q", f.Label, f.Value)})
+				}
+			}
+		}
+	})
+	return out, nil
 }
 
 // metricNames parses expr as PromQL (MetricsQL, a superset) and returns
@@ -121,7 +173,7 @@ type ruleFile struct {
 }
 
 func TestAlertRulesUseRegisteredMetrics(t *testing.T) {
-	names := registeredNames(t)
+	names, pairs := registeredSeries(t)
 	b, err := os.ReadFile("prometheus/alerts.yaml")
 	if err != nil {
 		t.Fatal(err)
@@ -164,10 +216,24 @@ func TestAlertRulesUseRegisteredMetrics(t *testing.T) {
 					t.Errorf("%s: uses %s, which otpguard does not register (at start-up)", what, n)
 				}
 			}
+			// A counter's series that appears only with its first event
+			// makes increase() miss that event: the rule would not fire
+			// on the first failure.
+			ms, err := equalityMatchers(r.Expr)
+			if err != nil {
+				t.Errorf("%s: expr %q: %v", what, r.Expr, err)
+			}
+			for _, m := range ms {
+				if names[m.metric] && !pairs[m.metric][m.pair] {
+					t.Errorf("%s: selects %s{%s}, a series otpguard does not create at start-up", what, m.metric, m.pair)
+				}
+			}
 		}
 	}
 	// What the issue asks the examples to cover.
-	for _, want := range []string{"OtpguardSMSBudgetNearlySpent", "OtpguardConversionAlert", "OtpguardRedisBreakerOpen", "OtpguardShedding"} {
+	for _, want := range []string{"OtpguardSMSBudgetNearlySpent", "OtpguardConversionAlert", "OtpguardRedisBreakerOpen", "OtpguardShedding",
+		// The README tells operators to alert on a failed policy reload.
+		"OtpguardPolicyReloadFailed"} {
 		if !slices.Contains(alerts, want) {
 			t.Errorf("alerts.yaml has no %s (has %v)", want, alerts)
 		}

@@ -29,7 +29,6 @@ func BenchmarkHandlerCheck(b *testing.B) {
 		b.Run("batch="+strconv.Itoa(batch), func(b *testing.B) {
 			h, rt := benchHandler(b)
 			c := &Config{Policy: "api", Keys: 1000, KeyPrefix: "user:", Cost: 1, Batch: batch}
-			hdr := http.Header{"Authorization": {"Bearer " + benchKey}, "Content-Type": {"application/json"}}
 			i := uint64(0)
 			var cpu0 time.Duration
 			for b.Loop() {
@@ -37,11 +36,7 @@ func BenchmarkHandlerCheck(b *testing.B) {
 					rt.Reset()
 					cpu0 = processCPU()
 				}
-				req := httptest.NewRequest(http.MethodPost, "/limits/check", strings.NewReader(string(c.body(i))))
-				req.Header = hdr.Clone()
-				w := httptest.NewRecorder()
-				h.ServeHTTP(w, req)
-				if w.Code != http.StatusOK {
+				if w := postCheck(h, c, i); w.Code != http.StatusOK {
 					b.Fatalf("request %d: %d %s", i, w.Code, w.Body)
 				}
 				i++
@@ -58,7 +53,6 @@ func BenchmarkHandlerCheck(b *testing.B) {
 func BenchmarkHandlerCheckParallel(b *testing.B) {
 	h, rt := benchHandler(b)
 	c := &Config{Policy: "api", Keys: 1000, KeyPrefix: "user:", Cost: 1, Batch: 1}
-	hdr := http.Header{"Authorization": {"Bearer " + benchKey}, "Content-Type": {"application/json"}}
 	var next atomic.Uint64
 	b.SetParallelism(8)
 	b.ResetTimer()
@@ -66,11 +60,7 @@ func BenchmarkHandlerCheckParallel(b *testing.B) {
 	cpu0 := processCPU()
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
-			req := httptest.NewRequest(http.MethodPost, "/limits/check", strings.NewReader(string(c.body(next.Add(1)))))
-			req.Header = hdr.Clone()
-			w := httptest.NewRecorder()
-			h.ServeHTTP(w, req)
-			if w.Code != http.StatusOK {
+			if w := postCheck(h, c, next.Add(1)); w.Code != http.StatusOK {
 				b.Errorf("%d %s", w.Code, w.Body)
 				return
 			}
@@ -93,27 +83,43 @@ func processCPU() time.Duration {
 
 const benchKey = "bench-key-0123456789abcdef"
 
-func benchHandler(b *testing.B) (http.Handler, *redistest.RoundTrips) {
-	b.Helper()
-	tg := redistest.New(b)
+// postCheck sends request i of c (a POST /limits/check) to h, as an app
+// server would, without the network.
+func postCheck(h http.Handler, c *Config, i uint64) *httptest.ResponseRecorder {
+	req := httptest.NewRequest(http.MethodPost, "/limits/check", strings.NewReader(string(c.body(i))))
+	req.Header.Set("Authorization", "Bearer "+benchKey)
+	req.Header.Set("Content-Type", "application/json")
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, req)
+	return w
+}
+
+// benchHandler is the service every benchmark of this package measures:
+// built by app.New from the environment a production instance would have
+// (shared Redis, so OTPGUARD_SMS must be chosen), with opts, and a policy
+// "api" that never denies. TestBenchmarkSetups builds it as each benchmark
+// does, since CI runs no benchmarks.
+func benchHandler(tb testing.TB, opts ...app.Option) (http.Handler, *redistest.RoundTrips) {
+	tb.Helper()
+	tg := redistest.New(tb)
 	env := map[string]string{
 		"OTPGUARD_REDIS_URL": tg.URL, "OTPGUARD_REDIS_PREFIX": tg.Prefix, "OTPGUARD_API_KEYS": benchKey,
-		"OTPGUARD_HMAC_KEY": "0123456789abcdef0123456789abcdef", "OTPGUARD_DATA_DIR": b.TempDir(), "OTPGUARD_LOG_LEVEL": "warn", "OTPGUARD_SMS": "console",
+		"OTPGUARD_HMAC_KEY": "0123456789abcdef0123456789abcdef", "OTPGUARD_DATA_DIR": tb.TempDir(), "OTPGUARD_LOG_LEVEL": "warn", "OTPGUARD_SMS": "console",
 	}
 	cfg, err := app.LoadConfig(func(k string) string { return env[k] })
 	if err != nil {
-		b.Fatal(err)
+		tb.Fatal(err)
 	}
 	// A bucket that never denies: every decision writes.
 	cfg.Policies.Limits = map[string]guard.LimitPolicy{
 		"api": {Algorithm: guard.TokenBucket, Capacity: 1_000_000_000, RefillPerSecond: 1_000_000, OnStoreError: guard.FallbackOpen},
 	}
 	cfg.Policies.FillDefaults()
-	a, err := app.New(context.Background(), cfg, app.WithOutput(io.Discard))
+	a, err := app.New(context.Background(), cfg, append([]app.Option{app.WithOutput(io.Discard)}, opts...)...)
 	if err != nil {
-		b.Fatal(err)
+		tb.Fatal(err)
 	}
-	b.Cleanup(func() { _ = a.Close() })
+	tb.Cleanup(func() { _ = a.Close() })
 	rt := &redistest.RoundTrips{}
 	a.Redis().AddHook(rt)
 	return a.Handler(), rt

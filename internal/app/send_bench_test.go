@@ -85,19 +85,21 @@ func BenchmarkHandlerSendParallel(b *testing.B) {
 	b.ReportMetric(float64(rt.N())/float64(b.N), "redis-roundtrips/op")
 }
 
-func sendBenchApp(b *testing.B) (http.Handler, *app.App, *redistest.RoundTrips) {
-	b.Helper()
-	tg := redistest.New(b)
+// sendBenchApp is the service the send benchmarks measure. CI runs no
+// benchmarks, so TestSendBenchSetup builds it once.
+func sendBenchApp(tb testing.TB) (http.Handler, *app.App, *redistest.RoundTrips) {
+	tb.Helper()
+	tg := redistest.New(tb)
 	env := map[string]string{
 		"OTPGUARD_REDIS_URL": tg.URL, "OTPGUARD_REDIS_PREFIX": tg.Prefix, "OTPGUARD_API_KEYS": sendBenchKey,
-		"OTPGUARD_HMAC_KEY": "0123456789abcdef0123456789abcdef", "OTPGUARD_DATA_DIR": b.TempDir(), "OTPGUARD_LOG_LEVEL": "warn",
+		"OTPGUARD_HMAC_KEY": "0123456789abcdef0123456789abcdef", "OTPGUARD_DATA_DIR": tb.TempDir(), "OTPGUARD_LOG_LEVEL": "warn",
 		// A generous budget: on a loaded host a 10 ms one turns queueing into
 		// 503s, and this measures the work of a send, not the fallback.
 		"OTPGUARD_REDIS_TIMEOUT": "1s",
 	}
 	cfg, err := app.LoadConfig(func(k string) string { return env[k] })
 	if err != nil {
-		b.Fatal(err)
+		tb.Fatal(err)
 	}
 	huge := int64(1_000_000_000)
 	p := &cfg.Policies.OTP
@@ -109,12 +111,27 @@ func sendBenchApp(b *testing.B) (http.Handler, *app.App, *redistest.RoundTrips) 
 	cfg.Policies.FillDefaults()
 	a, err := app.New(context.Background(), cfg, app.WithOutput(io.Discard), app.WithSender(nopSender{}))
 	if err != nil {
-		b.Fatal(err)
+		tb.Fatal(err)
 	}
-	b.Cleanup(func() { _ = a.Close() })
+	tb.Cleanup(func() { _ = a.Close() })
 	rt := &redistest.RoundTrips{}
 	a.Redis().AddHook(rt)
 	return a.Handler(), a, rt
+}
+
+// TestSendBenchSetup builds the send benchmarks' service and sends one code
+// through it, so that a config rule its setup misses fails here rather than
+// the next time someone runs the benchmark.
+func TestSendBenchSetup(t *testing.T) {
+	h, _, _ := sendBenchApp(t)
+	req := httptest.NewRequest(http.MethodPost, "/otp/send", strings.NewReader(`{"phone":"+919800000000","client_ip":"203.0.113.7"}`))
+	req.Header.Set("Authorization", "Bearer "+sendBenchKey)
+	req.Header.Set("Content-Type", "application/json")
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, req)
+	if w.Code != http.StatusOK {
+		t.Fatalf("got %d %s, want 200", w.Code, w.Body)
+	}
 }
 
 const sendBenchKey = "bench-key-0123456789abcdef"
