@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/otpguard/otpguard/internal/guard"
 )
 
@@ -19,7 +17,7 @@ import (
 // takeManyScript. Each is an independent command, so a client that
 // pipelines concurrent requests' commands (auto-pipelining) can put many
 // of them in one write. Scripts go by SHA through rediser, with EVAL when
-// the server lost its script cache (redis.Script.Run).
+// the server lost its script cache (hotScript.run).
 
 // scripted reports whether t is decided by a script alone: a token bucket,
 // or a fixed window that spends only if it allows. A fixed window that
@@ -46,14 +44,17 @@ func allScripted(takes []guard.Take) bool {
 func (r *Redis) takeScripted(ctx context.Context, takes []guard.Take) ([]guard.Result, error) {
 	if len(takes) == 1 && !takes[0].Hold {
 		t := takes[0]
-		key := []string{r.key(t.Key)}
 		var res guard.Result
 		var err error
 		switch {
 		case t.Algorithm == guard.TokenBucket:
-			res, err = r.bucketResult(ctx, t, tokenBucketScript.Run(ctx, r.rdb, key, t.Limit, interval(t.Rate), t.Cost))
+			s := tokenBucketScript
+			args := append(s.args(1, 4), r.key(t.Key), t.Limit, interval(t.Rate), t.Cost)
+			res, err = r.bucketResult(ctx, t, s.run(ctx, r.rdb, args))
 		case t.Cost > 0:
-			res, err = r.windowTakeResult(ctx, t, windowTakeScript.Run(ctx, r.rdb, key, t.Cost, t.Limit, t.Window.Milliseconds()))
+			s := windowTakeScript
+			args := append(s.args(1, 4), r.key(t.Key), t.Cost, t.Limit, t.Window.Milliseconds())
+			res, err = r.windowTakeResult(ctx, t, s.run(ctx, r.rdb, args))
 		default:
 			return r.takeMany(ctx, takes)
 		}
@@ -74,13 +75,17 @@ const (
 // takeMany runs takeManyScript over takes: all or nothing when every take
 // asks for it (guard.Take.AllOrNothing), each on its own otherwise.
 func (r *Redis) takeMany(ctx context.Context, takes []guard.Take) ([]guard.Result, error) {
-	keys := make([]string, len(takes))
-	args := make([]any, 1, 1+5*len(takes))
-	args[0] = 1
-	for i, t := range takes {
-		keys[i] = r.key(t.Key)
+	// EVALSHA's arguments: the keys, then ARGV: all or nothing, and five
+	// per take.
+	args := takeManyScript.args(len(takes), 6*len(takes)+1)
+	for _, t := range takes {
+		args = append(args, r.key(t.Key))
+	}
+	all := len(args)
+	args = append(args, 1)
+	for _, t := range takes {
 		if !t.AllOrNothing {
-			args[0] = 0
+			args[all] = 0
 		}
 		flags := 0
 		if t.Shadow {
@@ -95,7 +100,7 @@ func (r *Redis) takeMany(ctx context.Context, takes []guard.Take) ([]guard.Resul
 			args = append(args, 1, flags, t.Limit, t.Window.Milliseconds(), t.Cost)
 		}
 	}
-	v, err := takeManyScript.Run(ctx, r.rdb, keys, args...).Int64Slice()
+	v, err := takeManyScript.run(ctx, r.rdb, args).Int64Slice()
 	if err != nil {
 		return nil, fmt.Errorf("store: take %d: %w", len(takes), err)
 	}
@@ -140,7 +145,7 @@ func (r *Redis) takeMany(ctx context.Context, takes []guard.Take) ([]guard.Resul
 // starts at its first counted hit (INCRBY, then PEXPIRE NX, as
 // windowTakeScript); a bucket is bucketLua's TAT and tokenBucketScript's
 // decision (TestTakeManyMatchesSingleScripts holds them together).
-var takeManyScript = redis.NewScript(bucketLua + `
+var takeManyScript = newHotScript(bucketLua + `
 local all = ARGV[1] == '1'
 local now = now_us()
 local state, out = {}, {}

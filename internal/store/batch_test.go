@@ -238,3 +238,31 @@ func TestLimitChecksSendNoMulti(t *testing.T) {
 		t.Errorf("a counting window sent %+v, want one MULTI with its INCRBY", st)
 	}
 }
+
+// TestScriptedTakesSurviveScriptFlush: the /limits/check scripts (one
+// take, and a batch) run by EVAL when the server lost its script cache,
+// and count once.
+func TestScriptedTakesSurviveScriptFlush(t *testing.T) {
+	srv := redistest.Start(t)
+	c := redistest.Client(t, srv.URL())
+	s := store.NewRedis(c, "p:")
+	ctx := context.Background()
+	for name, takes := range map[string][]guard.Take{
+		"bucket": {ltb("b", 3, 1, 1)},
+		"window": {lfw("w", 5, 1)},
+		"batch":  {ltb("m", 3, 1, 1), lfw("m", 5, 1)},
+	} {
+		if err := c.ScriptFlush(ctx).Err(); err != nil {
+			t.Fatal(err)
+		}
+		for i, r := range takeAll(t, s, takes...) {
+			want := int64(2) // a bucket of 3
+			if takes[i].Algorithm == guard.FixedWindow {
+				want = 4 // a window of 5
+			}
+			if !r.Allowed || !r.Spent || r.Remaining != want {
+				t.Errorf("%s, take %d after SCRIPT FLUSH: %+v, want allowed and spent with %d left (counted once)", name, i, r, want)
+			}
+		}
+	}
+}

@@ -26,6 +26,7 @@ import (
 // client's own write of each single command.
 type Coalescer struct {
 	rdb      redis.UniversalClient
+	base     context.Context // of every pipeline: marked coalescedKey
 	queue    chan *coalesced
 	pending  sync.Pool // *coalesced of answered commands, with their channels
 	maxBatch int
@@ -73,6 +74,7 @@ func Coalesce(rdb redis.UniversalClient, o CoalesceOptions) (*Coalescer, func())
 		o.Timeout = time.Second
 	}
 	c := &Coalescer{rdb: rdb, queue: make(chan *coalesced, o.MaxBatch*o.Pipelines),
+		base:     context.WithValue(context.Background(), coalescedKey{}, true),
 		maxBatch: o.MaxBatch, timeout: o.Timeout, stop: make(chan struct{})}
 	c.pending.New = func() any { return &coalesced{done: make(chan struct{}, 1)} }
 	c.done.Add(o.Pipelines)
@@ -124,14 +126,27 @@ func (c *Coalescer) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 			c.pending.Put(p)
 			return next(ctx, cmd)
 		}
-		select {
-		case c.queue <- p:
-			c.closing.RUnlock()
-		case <-ctx.Done():
-			c.closing.RUnlock()
+		// The queue nearly always has room: try it before waiting on
+		// ctx.Done, whose first call makes the context's channel (an
+		// allocation per command). A ctx already ended is answered at
+		// once, as one that ends while the command waits for room.
+		err := ctx.Err()
+		if err == nil {
+			select {
+			case c.queue <- p:
+			default:
+				select {
+				case c.queue <- p:
+				case <-ctx.Done():
+					err = ctx.Err()
+				}
+			}
+		}
+		c.closing.RUnlock()
+		if err != nil {
 			p.cmd = nil
 			c.pending.Put(p)
-			return ctx.Err()
+			return err
 		}
 		// The command belongs to its pipeline until the reply is in: the
 		// caller waits for it (at most the pipeline's timeout) even if its
@@ -154,12 +169,16 @@ func (c *Coalescer) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 func (c *Coalescer) work() {
 	defer c.done.Done()
 	batch := make([]*coalesced, 0, c.maxBatch)
+	// One Pipeline per worker, reused: a fresh one per batch was four
+	// allocations (go-redis binds its methods in closures). Exec hands
+	// its commands back and keeps none, so nothing outlives its reply.
+	pipe := c.rdb.Pipeline()
 	for {
 		select {
 		case first := <-c.queue:
 			batch = append(batch[:0], first)
 		case <-c.stop:
-			c.drain()
+			c.drain(pipe)
 			return
 		}
 	gather:
@@ -171,28 +190,28 @@ func (c *Coalescer) work() {
 				break gather
 			}
 		}
-		c.send(batch)
+		c.send(pipe, batch)
 		clear(batch) // hold no command past its reply
 	}
 }
 
 // drain answers what is still queued at stop, one pipeline at a time.
-func (c *Coalescer) drain() {
+func (c *Coalescer) drain(pipe redis.Pipeliner) {
 	for {
 		select {
 		case p := <-c.queue:
-			c.send([]*coalesced{p})
+			c.send(pipe, []*coalesced{p})
 		default:
 			return
 		}
 	}
 }
 
-// send writes batch as one pipeline and hands each command its reply.
-func (c *Coalescer) send(batch []*coalesced) {
-	ctx, cancel := context.WithTimeout(context.WithValue(context.Background(), coalescedKey{}, true), c.timeout)
+// send writes batch as one pipeline (pipe, empty) and hands each command
+// its reply.
+func (c *Coalescer) send(pipe redis.Pipeliner, batch []*coalesced) {
+	ctx, cancel := context.WithTimeout(c.base, c.timeout)
 	defer cancel()
-	pipe := c.rdb.Pipeline()
 	for _, p := range batch {
 		_ = pipe.Process(ctx, p.cmd) // queued only: Exec sends
 	}

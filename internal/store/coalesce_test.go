@@ -103,3 +103,24 @@ func TestCoalescedFailureIsOnlyItsOwn(t *testing.T) {
 		t.Errorf("%d pipelines for %d callers: they did not share any, so this proved nothing", pipelines, callers)
 	}
 }
+
+// TestCoalescedEndedContextIsNotSent: a command whose context has already
+// ended is answered at once with the context's error and never sent, even
+// with room in the queue.
+func TestCoalescedEndedContextIsNotSent(t *testing.T) {
+	_, rdb, c, _ := coalescedClient(t)
+	key := redistest.Prefix() + "n"
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	for i := range 20 { // a select between room and Done would send some
+		if err := rdb.Incr(ctx, key).Err(); !errors.Is(err, context.Canceled) {
+			t.Fatalf("INCR %d with an ended context: %v, want %v", i, err, context.Canceled)
+		}
+	}
+	if _, cmds := c.Stats(); cmds != 0 {
+		t.Errorf("%d commands sent, want none", cmds)
+	}
+	if n, err := rdb.Exists(context.Background(), key).Result(); err != nil || n != 0 {
+		t.Errorf("EXISTS %s = %d, %v: want 0, the INCRs never ran", key, n, err)
+	}
+}

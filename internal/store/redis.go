@@ -21,6 +21,7 @@ import (
 // Cluster or a Sentinel-backed client all satisfy it.
 type rediser interface {
 	redis.Scripter
+	Process(ctx context.Context, cmd redis.Cmder) error // hotScript.run
 	TxPipeline() redis.Pipeliner
 	Pipeline() redis.Pipeliner
 	Del(ctx context.Context, keys ...string) *redis.IntCmd
@@ -100,7 +101,7 @@ func (r *Redis) logKey(k guard.Key) string {
 // LoadScripts loads every script into the server's cache, so the first
 // request does not pay for an EVAL.
 func (r *Redis) LoadScripts(ctx context.Context) error {
-	for _, s := range append(append(allScripts, takeManyScript), codeScripts...) {
+	for _, s := range append(append(allScripts, takeManyScript.Script), codeScripts...) {
 		if err := s.Load(ctx, r.rdb).Err(); err != nil {
 			return fmt.Errorf("store: load script: %w", err)
 		}

@@ -77,7 +77,7 @@ func (r *Redis) sync(ctx context.Context, items []guard.SyncItem) ([]guard.SyncS
 // rewrite the key).
 func bucketSyncScript(it guard.SyncItem) *redis.Script {
 	if it.Delta == 0 {
-		return tokenBucketScript
+		return tokenBucketScript.Script
 	}
 	return tokenSyncScript
 }
