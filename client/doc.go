@@ -22,12 +22,13 @@
 //
 // # Retries
 //
-// Only what is safe to repeat is retried: GET requests, and Send when it
+// Only what is safe to repeat is retried: GET requests, Send when it
 // carries an idempotency key (SendRequest.IdempotencyKey, or a fresh key
-// per call with WithIdempotentSends), because otpguard then answers a
-// repeat with the first answer and sends no second SMS. Verify, checks,
-// cancel and the ops POST and DELETE calls count or change something and
-// are never retried. A retry follows a network error, a 503 with
+// per call with WithIdempotentSends), and Deny and AddOverride, which
+// always carry one (the caller's, or a fresh one per call), because
+// otpguard then answers a repeat with the first answer and sends no
+// second SMS or adds no second entry. Verify, checks, cancel and the ops
+// DELETE calls count or change something and are never retried. A retry follows a network error, a 503 with
 // Retry-After or a 409 idempotency_key_in_progress, at most
 // WithRetries(n) times, with backoff (at least the Retry-After), and only
 // while the context's deadline leaves time for the wait.

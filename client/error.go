@@ -22,6 +22,10 @@ type Error struct {
 	RetryAfter time.Duration // from Retry-After: when asking again may help (429, 503, 409 in progress)
 	// AttemptsLeft is set on wrong_code: the guesses the code has left.
 	AttemptsLeft *int
+	// Field names the request field at fault when otpguard says which
+	// (AddOverride's refusals: "kind", "subject", "limit", "expires_in",
+	// "reason").
+	Field string
 }
 
 func (e *Error) Error() string {
@@ -125,6 +129,7 @@ type problem struct {
 	RequestID    string `json:"request_id"`
 	RetryAfter   *int   `json:"retry_after"`
 	AttemptsLeft *int   `json:"attempts_left"`
+	Field        string `json:"field"`
 }
 
 // problemOf turns an answer that is not a success into an *Error, reading
@@ -134,7 +139,7 @@ func problemOf(r *reply) *Error {
 		RequestID: r.header.Get("X-Request-Id")}
 	var p problem
 	if json.Unmarshal(r.body, &p) == nil && p.Code != "" {
-		e.Code, e.Type, e.Detail, e.AttemptsLeft = p.Code, p.Type, p.Detail, p.AttemptsLeft
+		e.Code, e.Type, e.Detail, e.AttemptsLeft, e.Field = p.Code, p.Type, p.Detail, p.AttemptsLeft, p.Field
 		if p.Title != "" {
 			e.Title = p.Title
 		}

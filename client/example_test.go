@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"sync"
+	"time"
 
 	"github.com/otpguard/otpguard/client"
 )
@@ -80,6 +81,48 @@ func exampleServer() *httptest.Server {
 			w.Header().Set("Retry-After", "60")
 		}
 		reply(w, status, map[string]any{"allowed": allowed, "decisions": decisions})
+	})
+	// The ops overrides, with otpguard's Idempotency-Key replay; the first
+	// answer is lost on the way back, as on a flaky network.
+	var overrides []map[string]any
+	byKey := map[string]map[string]any{}
+	mux.HandleFunc("POST /ops/overrides", func(w http.ResponseWriter, r *http.Request) {
+		var req map[string]any
+		_ = json.NewDecoder(r.Body).Decode(&req)
+		mu.Lock()
+		defer mu.Unlock()
+		key := r.Header.Get("Idempotency-Key")
+		o, seen := byKey[key]
+		if !seen {
+			o = map[string]any{"id": len(overrides) + 1, "kind": req["kind"], "subject": req["subject"], "limit": req["limit"],
+				"reason": req["reason"], "author": "ops:1f2e3d4c", "created_at": "2026-12-03T09:00:00Z",
+				"expires_at": "2026-12-03T15:00:00Z", "expires_in_seconds": req["expires_in"]}
+			overrides, byKey[key] = append(overrides, o), o
+			if conn, _, err := w.(http.Hijacker).Hijack(); err == nil {
+				conn.Close() // done, but the answer never arrives
+				return
+			}
+		}
+		w.Header().Set("Idempotent-Replayed", "true")
+		reply(w, 201, o)
+	})
+	mux.HandleFunc("GET /ops/overrides", func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		defer mu.Unlock()
+		reply(w, 200, map[string]any{"overrides": overrides})
+	})
+	mux.HandleFunc("GET /ops/abuse", func(w http.ResponseWriter, r *http.Request) {
+		budget := map[string]any{"enabled": true, "used": 412, "limit": 500, "remaining": 88, "exhausted": false, "resets_in_seconds": 1260}
+		window := map[string]any{"since": "2026-12-03T08:00:00Z", "total": map[string]any{"sends": 412, "refusals": 97, "verifications": 31, "conversion_rate": 0.075},
+			"countries": []any{map[string]any{"country": "NG", "calling_code": "234", "sends": 380, "refusals": 90, "verifications": 12,
+				"conversion_rate": 0.032, "limits": []any{map[string]any{"rule": "per_country", "limit": 400, "window_seconds": 3600}}}},
+			"countries_total": 1, "prefixes": []any{}, "prefixes_total": 0}
+		reply(w, 200, map[string]any{"at": "2026-12-03T09:39:00Z",
+			"state":  map[string]any{"status": "ok", "redis": "up", "breaker": "closed", "instances": 3, "in_fallback": []any{}, "shed": 0, "store_shed": 0, "store_late": 0},
+			"budget": map[string]any{"hour": budget, "day": budget}, "last_hour": window, "last_day": window,
+			"alerts": []any{map[string]any{"rule": "conversion", "scope": "prefix", "subject": "+23480", "country": "NG", "outcome": "blocked",
+				"at": "2026-12-03T09:30:00Z", "until": "2026-12-03T10:30:00Z", "seconds_left": 3060, "detail": "3 % of 300 sends verified"}},
+			"auto_blocks": []any{}, "blocks": map[string]any{"total": 0, "first": []any{}}})
 	})
 	return httptest.NewServer(mux)
 }
@@ -173,4 +216,53 @@ func ExampleClient_CheckBatch() {
 	fmt.Println(res.Allowed, res.RateLimitPolicy)
 	// Output:
 	// true "api";q=2;w=60
+}
+
+func ExampleClient_AddOverride() {
+	srv := exampleServer()
+	defer srv.Close()
+	c, _ := client.New(srv.URL, client.WithOpsKey("ogo_..."))
+	ctx := context.Background()
+
+	// A pumping wave on one prefix: at most 10 sends an hour there for the
+	// next 6 hours. The call carries a fresh Idempotency-Key, so when its
+	// answer is lost it is asked again and still makes one override.
+	o, err := c.AddOverride(ctx, client.OverrideRequest{Kind: client.OverridePrefixLimit, Subject: "+23480",
+		Limit: 10, ExpiresIn: 6 * time.Hour, Reason: "pumping wave, ticket 4411"})
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(o.ID, o.Kind, o.Subject, *o.Limit, o.ExpiresInSeconds)
+
+	list, err := c.Overrides(ctx)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(len(list), "override in force")
+	// Output:
+	// 1 prefix_limit +23480 10 21600
+	// 1 override in force
+}
+
+func ExampleClient_Abuse() {
+	srv := exampleServer()
+	defer srv.Close()
+	c, _ := client.New(srv.URL, client.WithOpsKey("ogo_..."))
+
+	v, err := c.Abuse(context.Background(), 5)
+	if err != nil {
+		log.Fatal(err)
+	}
+	b := v.Budget.Hour
+	fmt.Printf("budget: %d of %d this hour\n", b.Used, b.Limit)
+	for _, ct := range v.LastHour.Countries {
+		fmt.Printf("%s: %d sends, %.1f %% verified\n", ct.Country, ct.Sends, 100**ct.ConversionRate)
+	}
+	for _, a := range v.Alerts {
+		fmt.Println(a.Rule, a.Subject, a.Outcome)
+	}
+	// Output:
+	// budget: 412 of 500 this hour
+	// NG: 380 sends, 3.2 % verified
+	// conversion +23480 blocked
 }

@@ -13,17 +13,38 @@ import (
 // Status is GET /ops/status: the store, the breaker, N, the policies in
 // fallback and the ops database as one instance sees them.
 type Status struct {
-	Status           string         `json:"status"` // "ok" or "degraded"
-	Redis            string         `json:"redis"`  // "up" or "down"
-	RedisSince       *time.Time     `json:"redis_since,omitempty"`
-	Breaker          string         `json:"breaker"`
-	Instances        int            `json:"instances"`
-	InstancesFrom    string         `json:"instances_from"`
-	LastStoreFailure *time.Time     `json:"last_store_failure,omitempty"`
-	LocalCounters    int            `json:"local_counters"`
-	InFallback       []string       `json:"in_fallback"`
-	Policies         []PolicyStatus `json:"policies"`
-	Database         *Database      `json:"database,omitempty"`
+	Status           string            `json:"status"` // "ok" or "degraded"
+	Redis            string            `json:"redis"`  // "up" or "down"
+	RedisSince       *time.Time        `json:"redis_since,omitempty"`
+	Breaker          string            `json:"breaker"`
+	Instances        int               `json:"instances"`
+	InstancesFrom    string            `json:"instances_from"`
+	LastStoreFailure *time.Time        `json:"last_store_failure,omitempty"`
+	LocalCounters    int               `json:"local_counters"`
+	InFallback       []string          `json:"in_fallback"`
+	Policies         []PolicyStatus    `json:"policies"`
+	Database         *Database         `json:"database,omitempty"`
+	PolicyFile       *PolicyFile       `json:"policy_file,omitempty"`
+	Overrides        *OverridesInForce `json:"overrides,omitempty"`
+}
+
+// PolicyFile is the policy file in force on the instance, in Status.
+type PolicyFile struct {
+	Path     string     `json:"path"` // empty: the built-in defaults
+	LoadedAt *time.Time `json:"loaded_at,omitempty"`
+	// LastReload is the last reload (SIGHUP) since start-up; nil when none.
+	LastReload *struct {
+		At     time.Time `json:"at"`
+		Result string    `json:"result"`          // "ok" or "error" (the file was refused, the policy kept)
+		Error  string    `json:"error,omitempty"` // why, naming the field
+	} `json:"last_reload,omitempty"`
+}
+
+// OverridesInForce counts the emergency overrides in force on the
+// instance, in Status.
+type OverridesInForce struct {
+	Active   int        `json:"active"`
+	LoadedAt *time.Time `json:"loaded_at,omitempty"` // when last loaded from the ops database
 }
 
 // PolicyStatus is one policy's fallback state in Status.
@@ -136,11 +157,17 @@ type DenyRequest struct {
 	Reason    string
 	ExpiresAt time.Time
 	ExpiresIn time.Duration // whole seconds
+	// IdempotencyKey is sent as the Idempotency-Key header; empty: a
+	// fresh one for this call. Either way a retry of the call (a network
+	// error, a 503 with Retry-After) adds one entry. Set it to carry one
+	// key across calls, e.g. a job that may run twice.
+	IdempotencyKey string
 }
 
 // Deny adds a deny-list entry: POST /ops/denylist. Every instance
-// enforces it within its refresh interval. Not retried (a repeat would add
-// a second entry).
+// enforces it within its refresh interval. It carries an Idempotency-Key,
+// so it is retried: otpguard answers a repeat with the first answer and
+// adds nothing.
 func (c *Client) Deny(ctx context.Context, req DenyRequest) (*DenyEntry, error) {
 	body := struct {
 		Pattern   string     `json:"pattern"`
@@ -156,7 +183,8 @@ func (c *Client) Deny(ctx context.Context, req DenyRequest) (*DenyEntry, error) 
 		s := int64(req.ExpiresIn / time.Second)
 		body.ExpiresIn = &s
 	}
-	r, err := c.do(ctx, call{method: http.MethodPost, path: "/ops/denylist", body: body, ops: true}, http.StatusCreated)
+	cl := withIdempotencyKey(call{method: http.MethodPost, path: "/ops/denylist", body: body, ops: true}, req.IdempotencyKey)
+	r, err := c.do(ctx, cl, http.StatusCreated)
 	if err != nil {
 		return nil, err
 	}
@@ -191,6 +219,11 @@ type Event struct {
 	IP      string    `json:"ip"`
 	Actor   string    `json:"actor"`
 	Detail  string    `json:"detail"`
+	// RequestID is the X-Request-Id of the request behind the event
+	// (empty when none caused it); TraceID its OpenTelemetry trace, when
+	// tracing is on.
+	RequestID string `json:"request_id"`
+	TraceID   string `json:"trace_id,omitempty"`
 }
 
 // Events is one page of the audit trail, newest first.

@@ -39,13 +39,8 @@ type SendResponse struct {
 // RetryAfter.
 func (c *Client) Send(ctx context.Context, req SendRequest) (*SendResponse, error) {
 	cl := call{method: http.MethodPost, path: "/otp/send", body: req}
-	key := req.IdempotencyKey
-	if key == "" && c.autoKeys {
-		key = rand.Text()
-	}
-	if key != "" {
-		cl.header = http.Header{"Idempotency-Key": {key}}
-		cl.retry = true
+	if req.IdempotencyKey != "" || c.autoKeys {
+		cl = withIdempotencyKey(cl, req.IdempotencyKey)
 	}
 	r, err := c.do(ctx, cl, http.StatusOK)
 	if err != nil {
@@ -57,6 +52,19 @@ func (c *Client) Send(ctx context.Context, req SendRequest) (*SendResponse, erro
 	}
 	out.Replayed = r.header.Get("Idempotent-Replayed") == "true"
 	return &out, nil
+}
+
+// withIdempotencyKey makes cl carry an Idempotency-Key, key or else a
+// fresh random one (made once per call, so every attempt of it carries
+// the same), and so makes it safe to retry: otpguard answers a repeat
+// with the first answer and runs nothing.
+func withIdempotencyKey(cl call, key string) call {
+	if key == "" {
+		key = rand.Text()
+	}
+	cl.header = http.Header{"Idempotency-Key": {key}}
+	cl.retry = true
+	return cl
 }
 
 // VerifyRequest is a code to check against the number's live code.

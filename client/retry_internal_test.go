@@ -61,8 +61,11 @@ func hangUp(w http.ResponseWriter, _ *http.Request) {
 }
 
 const (
-	sendOK      = `{"status":"pending","phone":"+919800000000","expires_in":300,"verification_id":"ver_1"}`
-	unavailable = `{"type":"urn:otpguard:problem:overloaded","title":"Service Unavailable","status":503,"detail":"busy","code":"overloaded","retry_after":1}`
+	denyOK          = `{"id":1,"pattern":"+91981110","reason":"pumping","author":"ops:1","created_at":"2026-12-03T09:00:00Z"}`
+	overrideOK      = `{"id":1,"kind":"prefix_limit","subject":"+91981","limit":5,"reason":"wave","author":"ops:1","created_at":"2026-12-03T09:00:00Z","expires_at":"2026-12-04T09:00:00Z","expires_in_seconds":86400}`
+	overrideRefused = `{"type":"urn:otpguard:problem:invalid_request","status":400,"code":"invalid_request","detail":"reason: required","field":"reason"}`
+	sendOK          = `{"status":"pending","phone":"+919800000000","expires_in":300,"verification_id":"ver_1"}`
+	unavailable     = `{"type":"urn:otpguard:problem:overloaded","title":"Service Unavailable","status":503,"detail":"busy","code":"overloaded","retry_after":1}`
 )
 
 // testClient is a client of f whose waits are recorded, not slept.
@@ -140,6 +143,26 @@ func TestRetries(t *testing.T) {
 				_, err := c.Check(ctx, Check{Policy: "p", Key: "k"})
 				return err
 			}, wantHits: 1, wantErr: "overloaded"},
+		{name: "Deny retried on a network error", handlers: []http.HandlerFunc{hangUp, status(201, "", denyOK)},
+			call: func(c *Client, ctx context.Context) error {
+				_, err := c.Deny(ctx, DenyRequest{Pattern: "+91981110", Reason: "pumping"})
+				return err
+			}, wantHits: 2},
+		{name: "AddOverride retried on a network error", handlers: []http.HandlerFunc{hangUp, status(201, "", overrideOK)},
+			call: func(c *Client, ctx context.Context) error {
+				_, err := c.AddOverride(ctx, OverrideRequest{Kind: OverridePrefixLimit, Subject: "+91981", Limit: 5, Reason: "wave"})
+				return err
+			}, wantHits: 2},
+		{name: "AddOverride retried on 503 with Retry-After", handlers: []http.HandlerFunc{status(503, "1", unavailable), status(201, "", overrideOK)},
+			call: func(c *Client, ctx context.Context) error {
+				_, err := c.AddOverride(ctx, OverrideRequest{Kind: OverridePrefixLimit, Subject: "+91981", Limit: 5, Reason: "wave"})
+				return err
+			}, wantHits: 2, wantWaits: []time.Duration{time.Second}},
+		{name: "AddOverride not retried on a refusal", handlers: []http.HandlerFunc{status(400, "", overrideRefused)},
+			call: func(c *Client, ctx context.Context) error {
+				_, err := c.AddOverride(ctx, OverrideRequest{Kind: OverridePrefixLimit, Subject: "+91981", Limit: 5})
+				return err
+			}, wantHits: 1, wantErr: "invalid_request"},
 		{name: "ops DELETE never retried", handlers: []http.HandlerFunc{hangUp, status(204, "", "")},
 			call: func(c *Client, ctx context.Context) error { return c.RemoveDeny(ctx, 7) }, wantHits: 1, wantErr: "net"},
 	}
@@ -200,6 +223,59 @@ func TestIdempotentSendsOption(t *testing.T) {
 	}
 	if f.hits.Load() != 2 || len(keys) != 1 || len(keys[0]) < 16 {
 		t.Errorf("hits %d, keys %q: want a retry carrying a generated key", f.hits.Load(), keys)
+	}
+}
+
+// TestOpsWritesCarryAKeyPerCall: Deny and AddOverride send an
+// Idempotency-Key on every call, the same on each attempt of one call (so
+// otpguard replays the first answer), a new one for the next call, and
+// the caller's own when it gives one.
+func TestOpsWritesCarryAKeyPerCall(t *testing.T) {
+	calls := []struct {
+		name string
+		ok   string
+		call func(c *Client, key string) error
+	}{
+		{"Deny", denyOK, func(c *Client, key string) error {
+			_, err := c.Deny(context.Background(), DenyRequest{Pattern: "+91981110", IdempotencyKey: key})
+			return err
+		}},
+		{"AddOverride", overrideOK, func(c *Client, key string) error {
+			_, err := c.AddOverride(context.Background(), OverrideRequest{Kind: OverrideBudgetHour, Limit: 5, Reason: "wave", IdempotencyKey: key})
+			return err
+		}},
+	}
+	for _, tc := range calls {
+		t.Run(tc.name, func(t *testing.T) {
+			var keys []string
+			record := func(next http.HandlerFunc) http.HandlerFunc {
+				return func(w http.ResponseWriter, r *http.Request) {
+					keys = append(keys, r.Header.Get("Idempotency-Key"))
+					next(w, r)
+				}
+			}
+			// Each call's first attempt loses its answer; the retry gets it.
+			ok := status(201, "", tc.ok)
+			f := newFakeServer(t, record(hangUp), record(ok), record(hangUp), record(ok), record(ok))
+			c, _ := testClient(t, f)
+			for i, key := range []string{"", "", "job-7"} {
+				if err := tc.call(c, key); err != nil {
+					t.Fatalf("call %d: %v", i, err)
+				}
+			}
+			if len(keys) != 5 {
+				t.Fatalf("keys %q: want 5 requests", keys)
+			}
+			if keys[0] == "" || len(keys[0]) < 16 || keys[1] != keys[0] {
+				t.Errorf("first call: keys %q, %q; want one generated key on both attempts", keys[0], keys[1])
+			}
+			if keys[2] == "" || keys[2] != keys[3] || keys[2] == keys[0] {
+				t.Errorf("second call: keys %q, %q; want a new generated key on both attempts (first call's %q)", keys[2], keys[3], keys[0])
+			}
+			if keys[4] != "job-7" {
+				t.Errorf("third call: key %q, want the caller's job-7", keys[4])
+			}
+		})
 	}
 }
 

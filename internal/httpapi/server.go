@@ -205,7 +205,7 @@ func (s *Server) routes(apiKeys, opsKeys keyring) {
 	e.GET("/ops/events", s.listEvents, noStore, ops)
 	// Emergency overrides of the policy file (ops_overrides.go).
 	e.GET("/ops/overrides", s.listOverrides, noStore, ops)
-	e.POST("/ops/overrides", s.addOverride, noStore, ops)
+	e.POST("/ops/overrides", s.addOverride, noStore, ops, s.idempotent)
 	e.DELETE("/ops/overrides/:id", s.removeOverride, noStore, ops)
 	e.POST("/ops/actions/override", s.formOverride, page)
 	e.POST("/ops/actions/unoverride", s.formRemoveOverride, page)

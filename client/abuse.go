@@ -1,0 +1,138 @@
+package client
+
+import (
+	"context"
+	"net/url"
+	"time"
+)
+
+// AbuseView is the attack view (GET /ops/abuse): the SMS spend budget,
+// sends, refusals and verifications by country and prefix for the last
+// hour and day, the live alerts and automatic blocks, the blocked
+// numbers, and one instance's outage state. The figures live in Redis, so
+// every instance shows the same.
+type AbuseView struct {
+	At         time.Time    `json:"at"` // otpguard's clock when read
+	State      AbuseState   `json:"state"`
+	Budget     AbuseBudgets `json:"budget"`
+	LastHour   AbuseWindow  `json:"last_hour"` // the clock hour under way and the one before
+	LastDay    AbuseWindow  `json:"last_day"`  // the 24 clock hours up to now
+	Alerts     []AbuseAlert `json:"alerts"`
+	AutoBlocks []AutoBlock  `json:"auto_blocks"`
+	Blocks     AbuseBlocks  `json:"blocks"`
+	// Errors names the parts that could not be read; the rest is shown.
+	Errors []string `json:"errors,omitempty"`
+}
+
+// AbuseState is the answering instance's view of the outage and overload
+// state.
+type AbuseState struct {
+	Status     string   `json:"status"`  // "ok" or "degraded"
+	Redis      string   `json:"redis"`   // "up" or "down"
+	Breaker    string   `json:"breaker"` // "closed", "half-open" or "open"
+	Instances  int      `json:"instances"`
+	InFallback []string `json:"in_fallback"`
+	Shed       int64    `json:"shed"`       // requests shed with 503 overloaded since it started
+	StoreShed  int64    `json:"store_shed"` // Redis calls given up on while Redis was healthy
+	StoreLate  int64    `json:"store_late"` // Redis calls a healthy Redis answered late
+	Database   string   `json:"database,omitempty"`
+}
+
+// AbuseBudgets are the SMS spend budget's windows.
+type AbuseBudgets struct {
+	Hour AbuseBudget `json:"hour"`
+	Day  AbuseBudget `json:"day"`
+}
+
+// AbuseBudget is one window of the SMS spend budget.
+type AbuseBudget struct {
+	Enabled   bool  `json:"enabled"` // false when otp.budget sets no limit for it
+	Used      int64 `json:"used"`
+	Limit     int64 `json:"limit"`
+	Remaining int64 `json:"remaining"`
+	// Exhausted: every send is refused (503 budget_exhausted) until the
+	// window resets.
+	Exhausted       bool  `json:"exhausted"`
+	ResetsInSeconds int64 `json:"resets_in_seconds"`
+}
+
+// AbuseTally counts one subject's traffic in a window.
+type AbuseTally struct {
+	Sends         int64 `json:"sends"`
+	Refusals      int64 `json:"refusals"`
+	Verifications int64 `json:"verifications"`
+	// ConversionRate is Verifications / Sends; nil when nothing was sent.
+	ConversionRate *float64         `json:"conversion_rate"`
+	RefusalsByCode map[string]int64 `json:"refusals_by_code,omitempty"`
+}
+
+// AbuseLimit is a limit of the policy that applies to a country or prefix.
+type AbuseLimit struct {
+	Rule          string `json:"rule"` // e.g. "per_country", "prefix_depths[0]", "country_velocity"
+	Limit         int64  `json:"limit"`
+	WindowSeconds int64  `json:"window_seconds"`
+	Count         *int64 `json:"count,omitempty"` // country_velocity: the sends this clock hour
+	Quarantined   bool   `json:"quarantined,omitempty"`
+}
+
+// AbuseCountry is one country's tally ("~other" for those past the cap).
+type AbuseCountry struct {
+	AbuseTally
+	Country     string       `json:"country"`
+	CallingCode string       `json:"calling_code,omitempty"`
+	Limits      []AbuseLimit `json:"limits"`
+}
+
+// AbusePrefix is one prefix's tally ("~other" for those past the cap).
+type AbusePrefix struct {
+	AbuseTally
+	Prefix  string      `json:"prefix"`
+	Country string      `json:"country,omitempty"`
+	Limit   *AbuseLimit `json:"limit,omitempty"`
+}
+
+// AbuseWindow is the traffic of one window, the busiest countries and
+// prefixes first.
+type AbuseWindow struct {
+	Since          time.Time      `json:"since"`
+	Total          AbuseTally     `json:"total"`
+	Countries      []AbuseCountry `json:"countries"`
+	CountriesTotal int            `json:"countries_total"`
+	Prefixes       []AbusePrefix  `json:"prefixes"`
+	PrefixesTotal  int            `json:"prefixes_total"`
+}
+
+// AbuseAlert is a live conversion or velocity alert.
+type AbuseAlert struct {
+	Rule        string    `json:"rule"`    // "conversion" or "velocity"
+	Scope       string    `json:"scope"`   // "prefix" or "country"
+	Subject     string    `json:"subject"` // the prefix or ISO region
+	Country     string    `json:"country,omitempty"`
+	Outcome     string    `json:"outcome"` // "reported", "blocked", "quarantined" or "unusual_volume"
+	At          time.Time `json:"at"`
+	Until       time.Time `json:"until"`
+	SecondsLeft int64     `json:"seconds_left"`
+	Detail      string    `json:"detail"`
+}
+
+// AutoBlock is a deny-list entry the conversion watch made, with the time
+// it has left.
+type AutoBlock struct {
+	DenyEntry
+	SecondsLeft *int64 `json:"seconds_left,omitempty"`
+}
+
+// AbuseBlocks are the numbers refused now: how many, and the first 20.
+type AbuseBlocks struct {
+	Total int     `json:"total"`
+	First []Block `json:"first"`
+}
+
+// Abuse reads the attack view: GET /ops/abuse. top is the rows per
+// country and prefix list (0: otpguard's default, 10; at most 50).
+// Retried like every GET.
+func (c *Client) Abuse(ctx context.Context, top int) (*AbuseView, error) {
+	q := url.Values{}
+	setInt(q, "top", int64(top))
+	return opsGet[AbuseView](ctx, c, "/ops/abuse", q)
+}
