@@ -393,7 +393,11 @@ func TestTraceCheck(t *testing.T) {
 // span under the refused request; once it is open, the decision is the
 // fallback's, with no Redis call at all.
 func TestTraceOutage(t *testing.T) {
-	ta := newTracedApp(t, defaults(), app.WithBreaker(guard.BreakerOptions{Failures: 1, OpenFor: time.Hour}))
+	// The probe and the heartbeat would fail too, and the first failure
+	// opens this breaker: kept from running, they leave the first send to
+	// meet the dead Redis itself, however slow the machine.
+	ta := newTracedApp(t, defaults(), app.WithBreaker(guard.BreakerOptions{Failures: 1, OpenFor: time.Hour}),
+		app.WithProbe(time.Hour), app.WithHeartbeat(time.Hour, 3*time.Hour))
 	ta.redis.Close()
 	var sawFailedCall, sawOpen bool
 	for i := range 20 {
