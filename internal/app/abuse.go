@@ -52,14 +52,15 @@ type abuseView struct {
 }
 
 // startAbuseView starts the recorder's flusher; the returned stop flushes
-// once more and waits for it.
-func startAbuseView(g guardedStore, policy func() guard.OTPPolicy, deny *ops.DenyCache, now func() time.Time, log *slog.Logger) (*abuseView, func()) {
+// once more and waits for it. The reader shows the limits of policy as
+// the overrides this instance enforces tighten them, as a send meets them.
+func startAbuseView(g guardedStore, policy func() guard.OTPPolicy, overrides guard.Overrides, deny *ops.DenyCache, now func() time.Time, log *slog.Logger) (*abuseView, func()) {
 	if now == nil {
 		now = time.Now
 	}
 	v := &abuseView{
 		recorder: ops.NewAbuseRecorder(ops.AbuseRecorderOptions{Store: g, Policy: policy, Now: now, Logger: log}),
-		desk:     ops.NewAbuseDesk(ops.AbuseDeskOptions{Store: g, Policy: policy, Deny: deny, Now: now}),
+		desk:     ops.NewAbuseDesk(ops.AbuseDeskOptions{Store: g, Policy: policy, Overrides: overrides, Deny: deny, Now: now}),
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup

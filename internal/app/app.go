@@ -216,7 +216,7 @@ func New(ctx context.Context, cfg *Config, opts ...Option) (_ *App, err error) {
 	abuseMetrics := httpapi.NewAbuseMetrics(metrics)
 	// The attack view (GET /ops/abuse): the OTP rules' events are
 	// tallied per hour in Redis beside the audit trail.
-	abuse, stopAbuse := startAbuseView(guarded, o.policy, a.ops.deny, o.now, log)
+	abuse, stopAbuse := startAbuseView(guarded, o.policy, a.ops.overrides, a.ops.deny, o.now, log)
 	a.onClose(stopAbuse)
 	a.abuse = abuse
 	// The hot keys stop first in Close, once Run has drained the requests

@@ -10,7 +10,10 @@ import (
 // store counts it.
 type BudgetUse struct {
 	Window string // "hour" or "day"
-	Limit  int64
+	// Limit is the limit in force: the policy file's, or an emergency
+	// override's when that is tighter (Override true).
+	Limit    int64
+	Override bool
 	// Used is what the window has counted; Known is false when the store
 	// could not say (the fallback answered: its figures are this instance's
 	// own, not the budget's).
@@ -24,27 +27,26 @@ type BudgetUse struct {
 // BudgetUse reads the spend budget's windows without spending: one peek of
 // each configured window, in one call through the store (and so through
 // the Fallback's breaker and timeout when the store is one: an open
-// breaker answers at once). Windows set to 0 (off) are left out. On an
-// error the windows are returned with Known false.
+// breaker answers at once). The limits are those a send meets now, the
+// ops desk's overrides included (Enforced); windows without one (off) are
+// left out. On an error the windows are returned with Known false.
 func (s *OTP) BudgetUse(ctx context.Context) ([]BudgetUse, error) {
 	var (
 		takes []Take
 		out   []BudgetUse
 	)
-	for _, w := range []struct {
-		key    Key
-		limit  int64
-		window time.Duration
-	}{{budgetHourKey, s.policy.Budget.PerHour, time.Hour}, {budgetDayKey, s.policy.Budget.PerDay, 24 * time.Hour}} {
-		if w.limit <= 0 {
+	e := s.enforced(s.now())
+	for _, key := range []Key{budgetHourKey, budgetDayKey} {
+		l := e.Budget(key.Name)
+		if l.Limit <= 0 {
 			continue
 		}
 		// No policy and closed: a failed read is an error, never a figure
 		// from memory, and it neither counts as a fallback decision nor
 		// moves the OTP policy in or out of fallback.
-		takes = append(takes, Take{Key: w.key, Algorithm: FixedWindow, Limit: w.limit, Window: w.window, Cost: 0,
+		takes = append(takes, Take{Key: key, Algorithm: FixedWindow, Limit: l.Limit, Window: l.Window, Cost: 0,
 			OnStoreError: FallbackClosed})
-		out = append(out, BudgetUse{Window: w.key.Name, Limit: w.limit})
+		out = append(out, BudgetUse{Window: key.Name, Limit: l.Limit, Override: l.Override})
 	}
 	if len(takes) == 0 {
 		return nil, nil

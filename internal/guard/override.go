@@ -190,14 +190,11 @@ func tighter(a, b int64) int64 {
 	return a
 }
 
-// overridesNow gathers the overrides in force at now; several of one kind
-// and subject apply as the tightest.
-func (s *OTP) overridesNow(now time.Time) overridesAt {
+// overridesIn gathers the overrides of list in force at now; several of
+// one kind and subject apply as the tightest.
+func overridesIn(list []Override, now time.Time) overridesAt {
 	var at overridesAt
-	if s.abuse.overrides == nil {
-		return at
-	}
-	for _, o := range s.abuse.overrides.ActiveOverrides() {
+	for _, o := range list {
 		if !o.Active(now) {
 			continue
 		}

@@ -88,7 +88,7 @@ func (s *OTP) safe(e164 string) bool {
 // number types.
 func (s *OTP) checkDestination(phone Phone) error {
 	if now := s.now(); s.abuse.overrides != nil {
-		if err := s.overridesNow(now).checkPaused(phone.Region, now); err != nil {
+		if err := s.enforced(now).over.checkPaused(phone.Region, now); err != nil {
 			return err
 		}
 	}
@@ -123,22 +123,23 @@ func (s *OTP) abuseLimits(phone Phone, safe bool) []limitedTake {
 			Policy: OTPPolicyName, OnStoreError: mode}
 	}
 	// The ops desk's overrides (override.go) lower these limits on the
-	// same counters, or add one where the file has none.
-	over := s.overridesNow(s.now())
+	// same counters, or add one where the file has none (enforced.go).
+	e := s.enforced(s.now())
 	var ls []limitedTake
 	seen := map[string]bool{}
 	for _, pp := range s.prefixLimits() {
 		prefix := Prefix(phone.E164, pp.DigitsDropped)
-		if safe || pp.Limit <= 0 || seen[prefix] { // a short number: two depths, one prefix
+		l := e.Prefix(prefix, pp)
+		if safe || l.Limit <= 0 || seen[prefix] { // a short number: two depths, one prefix
 			continue
 		}
 		seen[prefix] = true
 		ls = append(ls, limitedTake{
-			take:   window(Key{"otp:prefix", prefix, "sends"}, tighter(pp.Limit, over.prefix[prefix]), pp.Window),
+			take:   window(Key{"otp:prefix", prefix, "sends"}, l.Limit, l.Window),
 			denial: CodePrefixRateLimited, what: "too many codes were sent to numbers like this one; try again later",
 		})
 	}
-	for _, prefix := range sortedKeys(over.prefix) { // the prefix overrides the file's depths do not count
+	for _, prefix := range sortedKeys(e.over.prefix) { // the prefix overrides the file's depths do not count
 		if safe || seen[prefix] || !strings.HasPrefix(phone.E164, prefix) {
 			continue
 		}
@@ -147,27 +148,18 @@ func (s *OTP) abuseLimits(phone Phone, safe bool) []limitedTake {
 			w = DefaultOverrideWindow
 		}
 		ls = append(ls, limitedTake{
-			take:   window(Key{"otp:prefix", prefix, "sends"}, over.prefix[prefix], w),
+			take:   window(Key{"otp:prefix", prefix, "sends"}, e.over.prefix[prefix], w),
 			denial: CodePrefixRateLimited, what: "too many codes were sent to numbers like this one; try again later",
 		})
 	}
-	if region := phone.Region; !safe && (len(s.policy.PerCountry) > 0 || over.country != nil) {
+	if !safe && (len(s.policy.PerCountry) > 0 || e.over.country != nil) {
+		region := phone.Region
 		if region == "" {
 			region = "001" // non-geographic numbers (+800, +882...)
 		}
-		w, ok := s.policy.PerCountry[region]
-		if !ok {
-			w, ok = s.policy.PerCountry["*"]
-		}
-		if l := over.country[region]; l > 0 {
-			if !ok {
-				w, ok = Window{Limit: l, Window: DefaultOverrideWindow}, true
-			}
-			w.Limit = tighter(w.Limit, l)
-		}
-		if ok {
+		if l, _ := e.Country(region); l.Limit > 0 {
 			ls = append(ls, limitedTake{
-				take:   window(Key{"otp:country", region, "sends"}, w.Limit, w.Window),
+				take:   window(Key{"otp:country", region, "sends"}, l.Limit, l.Window),
 				denial: CodeCountryRateLimited, what: "too many codes were sent to this country; try again later",
 			})
 		}
@@ -175,12 +167,12 @@ func (s *OTP) abuseLimits(phone Phone, safe bool) []limitedTake {
 	// The budget refunds its own denied hit: a spent budget then stays at
 	// exactly its limit, so a later refund (a send the provider refused)
 	// frees a message at once.
-	if b := tighter(s.policy.Budget.PerHour, over.hour); b > 0 {
-		ls = append(ls, limitedTake{take: window(budgetHourKey, b, time.Hour), refundDenied: true,
+	if b := e.Budget(budgetHourKey.Name); b.Limit > 0 {
+		ls = append(ls, limitedTake{take: window(budgetHourKey, b.Limit, b.Window), refundDenied: true,
 			denial: CodeBudgetExhausted, what: "the SMS budget for this hour is spent; try again later"})
 	}
-	if b := tighter(s.policy.Budget.PerDay, over.day); b > 0 {
-		ls = append(ls, limitedTake{take: window(budgetDayKey, b, 24*time.Hour), refundDenied: true,
+	if b := e.Budget(budgetDayKey.Name); b.Limit > 0 {
+		ls = append(ls, limitedTake{take: window(budgetDayKey, b.Limit, b.Window), refundDenied: true,
 			denial: CodeBudgetExhausted, what: "the SMS budget for today is spent; try again later"})
 	}
 	return ls

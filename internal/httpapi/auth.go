@@ -70,7 +70,7 @@ func (s *Server) requireAPIKey(apiKeys, opsKeys keyring) echo.MiddlewareFunc {
 				s.log.WarnContext(c.Request().Context(), "an address has sent the limit's wrong API keys; refusing it until the window ends",
 					"ip", ip, "failures", s.apiKeyLimit.Limit().Failures, "window", s.apiKeyLimit.Limit().Window.String())
 				if s.ops != nil {
-					s.ops.RecordKeyLockout(ip, s.apiKeyLimit.Limit())
+					s.ops.RecordKeyLockout(auditContext(c), ip, s.apiKeyLimit.Limit())
 				}
 			}
 			switch {

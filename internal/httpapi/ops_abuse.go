@@ -50,9 +50,12 @@ type abuseBudgetJSON struct {
 }
 
 type abuseBudgetWindowJSON struct {
-	Enabled   bool  `json:"enabled"`
-	Used      int64 `json:"used"`
-	Limit     int64 `json:"limit"`
+	Enabled bool  `json:"enabled"`
+	Used    int64 `json:"used"`
+	Limit   int64 `json:"limit"`
+	// Override: an emergency override of the ops desk sets Limit (and
+	// Enabled, when the policy file has no budget for the window).
+	Override  bool  `json:"override"`
 	Remaining int64 `json:"remaining"`
 	Exhausted bool  `json:"exhausted"`
 	// ResetsIn is when the window ends (it starts at its first send).
@@ -73,6 +76,8 @@ type abuseLimitJSON struct {
 	WindowSeconds int64  `json:"window_seconds"`
 	Count         *int64 `json:"count,omitempty"`
 	Quarantined   bool   `json:"quarantined,omitempty"`
+	// Override: an emergency override of the ops desk sets Limit.
+	Override bool `json:"override,omitempty"`
 }
 
 type abuseCountryJSON struct {
@@ -154,7 +159,7 @@ func (s *Server) abuseView(ctx context.Context, top int) (*abuseJSON, error) {
 	v := &abuseJSON{At: now.UTC(), Alerts: []abuseAlertJSON{}, AutoBlocks: []abuseAutoJSON{}}
 	v.State = s.abuseState()
 	for _, b := range rep.Budget {
-		w := abuseBudgetWindowJSON{Enabled: b.Limit > 0, Used: b.Used, Limit: b.Limit, Exhausted: b.Exhausted,
+		w := abuseBudgetWindowJSON{Enabled: b.Limit > 0, Used: b.Used, Limit: b.Limit, Override: b.Override, Exhausted: b.Exhausted,
 			Remaining: max(0, b.Limit-b.Used), ResetsIn: seconds(b.ResetsIn)}
 		if b.Window == "hour" {
 			v.Budget.Hour = w
@@ -228,7 +233,8 @@ func toTallyJSON(t ops.AbuseTally) abuseTallyJSON {
 }
 
 func toLimitJSON(l ops.AbuseLimit) abuseLimitJSON {
-	j := abuseLimitJSON{Rule: l.Rule, Limit: l.Limit, WindowSeconds: int64(l.Window / time.Second), Quarantined: l.Quarantined}
+	j := abuseLimitJSON{Rule: l.Rule, Limit: l.Limit, WindowSeconds: int64(l.Window / time.Second), Quarantined: l.Quarantined,
+		Override: l.Override}
 	if l.Rule == "country_velocity" {
 		n := l.Count
 		j.Count = &n

@@ -281,7 +281,7 @@ func (s *Server) admitSignIn(c echo.Context, ok bool) error {
 		return err
 	}
 	if !ok && s.ops != nil {
-		s.ops.RecordLogin("", ip, false)
+		s.ops.RecordLogin(auditContext(c), "", ip, false)
 	}
 	return nil
 }
@@ -332,7 +332,7 @@ func (s *Server) signIn(c echo.Context, apiKeys, opsKeys keyring) error {
 	if !ok {
 		if apiKey { // the wrong kind of key: not a guess, but audited like every sign-in
 			if s.ops != nil {
-				s.ops.RecordLogin("", c.RealIP(), false)
+				s.ops.RecordLogin(auditContext(c), "", c.RealIP(), false)
 			}
 			return s.render(c, http.StatusForbidden, "login.html", loginData{Error: "That is an API key. The ops page needs an ops key (OTPGUARD_OPS_KEYS)."})
 		}
@@ -344,7 +344,7 @@ func (s *Server) signIn(c echo.Context, apiKeys, opsKeys keyring) error {
 		HttpOnly: true, Secure: c.Scheme() == "https", SameSite: http.SameSiteStrictMode,
 	})
 	if s.ops != nil {
-		s.ops.RecordLogin(actor, c.RealIP(), true)
+		s.ops.RecordLogin(auditContext(c), actor, c.RealIP(), true)
 	}
 	return c.Redirect(http.StatusSeeOther, "/ops")
 }

@@ -158,6 +158,8 @@ type overrideRow struct {
 	Kind, Subject, Limit, FileLimit string
 	Reason, Author, Left            string
 	Until                           time.Time
+	// Confirm is the question its Remove button asks (overrideConfirm).
+	Confirm string
 }
 
 type overrideForm struct {
@@ -219,7 +221,7 @@ func (s *Server) overridesFor(c echo.Context, csrf string, dbDown bool) override
 	now, p := s.ops.Now(), s.ops.FilePolicy()
 	for _, o := range list {
 		r := overrideRow{ID: o.ID, Kind: overrideKindLabels[o.Kind], Subject: o.Subject, Reason: o.Reason, Author: o.Author,
-			Left: timeLeft(o.ExpiresAt, now), Until: o.ExpiresAt.UTC(), Limit: "paused", FileLimit: "none"}
+			Left: timeLeft(o.ExpiresAt, now), Until: o.ExpiresAt.UTC(), Limit: "paused", FileLimit: "none", Confirm: overrideConfirm(o)}
 		if o.Subject == "" {
 			r.Subject = "all sends"
 		}
@@ -300,11 +302,49 @@ func (s *Server) formOverride(c echo.Context) error {
 	return back(err)
 }
 
-// formRemoveOverride: POST /ops/actions/unoverride. The page's remove button.
+// overrideName says what an override does, for the question before its
+// removal: "pausing NG", "limiting GB to 5", "lowering the hourly budget
+// to 2".
+func overrideName(o guard.Override) string {
+	n := strconv.FormatInt(o.Limit, 10)
+	switch o.Kind {
+	case guard.OverrideCountryPause:
+		return "pausing " + o.Subject
+	case guard.OverrideCountryLimit, guard.OverridePrefixLimit:
+		return "limiting " + o.Subject + " to " + n
+	case guard.OverrideBudgetHour:
+		return "lowering the hourly budget to " + n
+	case guard.OverrideBudgetDay:
+		return "lowering the daily budget to " + n
+	}
+	return strconv.FormatInt(o.ID, 10)
+}
+
+// overrideConfirm is the question before removing o: the page's script
+// asks it, and without JavaScript the confirmation page does.
+func overrideConfirm(o guard.Override) string {
+	return "Remove the override " + overrideName(o) + "? The policy file's value applies again at once."
+}
+
+// formRemoveOverride: POST /ops/actions/unoverride. The page's remove
+// button; asks for a confirmation naming the override first (confirmed=1
+// skips it).
 func (s *Server) formRemoveOverride(c echo.Context) error {
-	id, err := strconv.ParseInt(c.Request().PostFormValue("id"), 10, 64)
+	raw := c.Request().PostFormValue("id")
+	id, err := strconv.ParseInt(raw, 10, 64)
 	if err != nil || id < 1 {
 		return s.backToPage(c, "", guard.Errorf(guard.CodeInvalidRequest, "id must be a positive integer"))
+	}
+	if !confirmed(c) {
+		question := "Remove override " + raw + "? The policy file's value applies again at once."
+		if list, err := s.ops.Overrides(c.Request().Context()); err == nil {
+			for _, o := range list {
+				if o.ID == id {
+					question = overrideConfirm(o)
+				}
+			}
+		}
+		return s.confirm(c, "/ops/actions/unoverride", question, "Remove the override", map[string]string{"id": raw})
 	}
 	if err := s.ops.RemoveOverride(c.Request().Context(), id, actorFrom(c)); err != nil {
 		return s.backToPage(c, "", err)

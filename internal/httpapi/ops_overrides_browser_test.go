@@ -5,9 +5,12 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/emulation"
+	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
 
 	"github.com/otpguard/otpguard/internal/guard"
@@ -17,8 +20,10 @@ import (
 // TestOpsOverridesInChromium drives the overrides section of the ops page
 // in a real headless Chromium: a looser limit is refused with the field
 // marked and what was typed kept; a tighter one and a pause are applied and
-// listed with their time left; one is removed. A screenshot of the section
-// is left as an artifact (docs/ops-overrides.png is one).
+// listed with their time left; two are removed, each after a confirmation
+// naming it: without JavaScript on a page of its own, with it in a dialog.
+// A screenshot of the section is left as an artifact
+// (docs/ops-overrides.png is one).
 func TestOpsOverridesInChromium(t *testing.T) {
 	exe := chromiumPath(t)
 	pol := overridePolicies()
@@ -117,20 +122,85 @@ func TestOpsOverridesInChromium(t *testing.T) {
 		t.Fatalf("screenshot: %v", err)
 	}
 
-	// Remove the pause.
+	// Remove the pause without JavaScript: a page asks first, naming it.
+	if _, err := chromedp.Call(ctx, emulation.SetScriptExecutionDisabled, emulation.SetScriptExecutionDisabledParams{Value: true}); err != nil {
+		t.Fatalf("disable JavaScript: %v", err)
+	}
 	err = chromedp.Do(ctx,
+		chromedp.Navigate(base+"/ops?refresh=0"),
+		chromedp.WaitVisible(css(`tr.override-row[data-id="2"]`)),
 		chromedp.Click(css(`tr.override-row[data-id="2"] button.danger`)),
-		chromedp.WaitNotPresent(css(`tr.override-row[data-id="2"]`)),
+		chromedp.WaitVisible(css(`#confirm-message`)),
+	)
+	if err != nil {
+		t.Fatalf("remove the pause: %v", err)
+	}
+	if q := text(`#confirm-message`); !strings.Contains(q, "Remove the override pausing NG?") {
+		t.Errorf("the confirmation page asks %q, want it to name the pause of NG", q)
+	}
+	if _, code := oc.send(t, 0, "+2348031234569"); code != string(guard.CodeCountryPaused) {
+		t.Errorf("send to NG while the removal waits for its confirmation: %s, want country_paused", code)
+	}
+	err = chromedp.Do(ctx,
+		chromedp.Click(css(`#confirm-yes`)),
 		chromedp.WaitVisible(css(`#overrides-flash`)),
 	)
 	if err != nil {
-		t.Fatalf("remove: %v", err)
+		t.Fatalf("confirm the removal: %v", err)
 	}
 	if flash, rows := text(`#overrides-flash`), text(`#overrides table`); !strings.Contains(flash, "removed") || strings.Contains(rows, "Pause a country") {
 		t.Errorf("after removing the pause: flash %q, table:\n%s", flash, rows)
 	}
 	if status, code := oc.send(t, 0, "+2348031234568"); status != 200 {
 		t.Errorf("send to NG after removing the pause: %d %s, want 200", status, code)
+	}
+
+	// With JavaScript the page's script asks in a dialog, naming the
+	// override; dismissed, nothing is removed; accepted, it is.
+	if _, err := chromedp.Call(ctx, emulation.SetScriptExecutionDisabled, emulation.SetScriptExecutionDisabledParams{Value: false}); err != nil {
+		t.Fatalf("enable JavaScript: %v", err)
+	}
+	dialogs := make(chan string, 4)
+	var accept atomic.Bool
+	go func() {
+		for ev, err := range chromedp.Events(ctx, page.JavascriptDialogOpening) {
+			if err != nil {
+				return
+			}
+			dialogs <- ev.Message
+			if _, err := chromedp.Call(ctx, page.HandleJavaScriptDialog, page.HandleJavaScriptDialogParams{Accept: accept.Load()}); err != nil {
+				return
+			}
+		}
+	}()
+	budget := css(`tr.override-row[data-id="3"]`)
+	for _, yes := range []bool{false, true} {
+		accept.Store(yes)
+		err := chromedp.Do(ctx,
+			chromedp.Navigate(base+"/ops?refresh=0"),
+			chromedp.WaitVisible(budget),
+			chromedp.Click(css(`tr.override-row[data-id="3"] button.danger`)),
+		)
+		if err != nil {
+			t.Fatalf("remove the budget override (accept %v): %v", yes, err)
+		}
+		select {
+		case q := <-dialogs:
+			if !strings.Contains(q, "Remove the override lowering the hourly budget to 120?") {
+				t.Errorf("the dialog asks %q, want it to name the hourly budget of 120", q)
+			}
+		case <-ctx.Done():
+			t.Fatal("no confirmation dialog")
+		}
+		if yes {
+			if err := chromedp.Do(ctx, chromedp.WaitNotPresent(budget)); err != nil {
+				t.Fatalf("the budget override after the confirmation: %v", err)
+			}
+		}
+	}
+	list := oc.ops(t, 0, "GET", "/ops/overrides", "").json(t)["overrides"].([]any)
+	if len(list) != 1 || list[0].(map[string]any)["kind"] != "country_limit" {
+		t.Errorf("overrides left: %v, want GB's limit alone (the dismissed dialog removed nothing)", list)
 	}
 
 	path := filepath.Join(artifactDir(t), "ops-overrides.png")

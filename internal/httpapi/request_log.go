@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"context"
 	"log/slog"
 	"time"
 
@@ -84,8 +85,15 @@ func (s *Server) logRequest(c echo.Context, v middleware.RequestLoggerValues) er
 // that record events: the others do not pay for the context.
 func audited(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
-		r := c.Request()
-		c.SetRequest(r.WithContext(guard.WithRequestID(r.Context(), requestID(c))))
+		c.SetRequest(c.Request().WithContext(auditContext(c)))
 		return next(c)
 	}
+}
+
+// auditContext is the request's context with its request ID. The
+// authentication middleware records its events (a failed sign-in, a
+// lock-out) with it: it runs on every route, before the route's own
+// audited.
+func auditContext(c echo.Context) context.Context {
+	return guard.WithRequestID(c.Request().Context(), requestID(c))
 }

@@ -205,10 +205,10 @@ func (s *Server) routes(apiKeys, opsKeys keyring) {
 	e.GET("/ops/events", s.listEvents, noStore, ops)
 	// Emergency overrides of the policy file (ops_overrides.go).
 	e.GET("/ops/overrides", s.listOverrides, noStore, ops)
-	e.POST("/ops/overrides", s.addOverride, noStore, ops, s.idempotent)
-	e.DELETE("/ops/overrides/:id", s.removeOverride, noStore, ops)
-	e.POST("/ops/actions/override", s.formOverride, page)
-	e.POST("/ops/actions/unoverride", s.formRemoveOverride, page)
+	e.POST("/ops/overrides", s.addOverride, noStore, ops, s.idempotent, audited)
+	e.DELETE("/ops/overrides/:id", s.removeOverride, noStore, ops, audited)
+	e.POST("/ops/actions/override", s.formOverride, page, audited)
+	e.POST("/ops/actions/unoverride", s.formRemoveOverride, page, audited)
 	e.GET("/ops/abuse", s.opsAbuse, noStore, ops)
 	// Works without the ops desk (it reads no SQL): ops key only, through
 	// the sign-in limiter like every route that takes one.

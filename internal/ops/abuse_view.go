@@ -21,8 +21,12 @@ const (
 type AbuseDeskOptions struct {
 	Store  AbuseStore
 	Policy func() guard.OTPPolicy
-	Deny   *DenyCache // the automatic blocks; nil: none listed
-	Now    func() time.Time
+	// Overrides are the emergency overrides this instance enforces
+	// (OverrideCache): the limits shown are those a send meets, tightened
+	// by them as the send path does (guard.Enforced). nil: none.
+	Overrides guard.Overrides
+	Deny      *DenyCache // the automatic blocks; nil: none listed
+	Now       func() time.Time
 }
 
 // AbuseDesk reads the attack view: two store round trips per view (the
@@ -78,6 +82,9 @@ type AbuseLimit struct {
 	// Count is the counter now, where the view reads it (country velocity).
 	Count       int64
 	Quarantined bool
+	// Override is true when an emergency override of the ops desk sets
+	// Limit (guard.InForce).
+	Override bool
 }
 
 // CountryRow is one country of a window.
@@ -113,6 +120,7 @@ type AbuseWindow struct {
 type BudgetState struct {
 	Window    string // "hour" or "day"
 	Limit     int64  // 0: off
+	Override  bool   // an emergency override sets Limit
 	Used      int64
 	Exhausted bool
 	ResetsIn  time.Duration
@@ -137,6 +145,7 @@ func (d *AbuseDesk) Read(ctx context.Context, top int) (AbuseReport, error) {
 	top = min(top, MaxAbuseTop)
 	now := d.o.Now()
 	p := d.o.Policy()
+	e := guard.EnforcedAt(p, d.o.Overrides, now)
 	cur := now.Unix() / 3600
 	hours := make([]int64, 0, 25)
 	for h := cur; h > cur-25; h-- {
@@ -148,18 +157,18 @@ func (d *AbuseDesk) Read(ctx context.Context, top int) (AbuseReport, error) {
 	}
 	rep := AbuseReport{At: now}
 	for _, b := range []struct {
-		name  string
-		limit int64
-		w     BudgetWindow
-	}{{"hour", p.Budget.PerHour, data.BudgetHr}, {"day", p.Budget.PerDay, data.BudgetDay}} {
-		rep.Budget = append(rep.Budget, BudgetState{Window: b.name, Limit: b.limit, Used: b.w.Used,
-			Exhausted: b.limit > 0 && b.w.Used >= b.limit, ResetsIn: b.w.ResetsIn})
+		name string
+		w    BudgetWindow
+	}{{"hour", data.BudgetHr}, {"day", data.BudgetDay}} {
+		l := e.Budget(b.name)
+		rep.Budget = append(rep.Budget, BudgetState{Window: b.name, Limit: l.Limit, Override: l.Override, Used: b.w.Used,
+			Exhausted: l.Limit > 0 && b.w.Used >= l.Limit, ResetsIn: b.w.ResetsIn})
 	}
 	// The last hour: the hour under way and the previous one (counts of the
 	// clock hour: between 60 and 120 minutes); the last day: 24 hours.
 	rep.Windows = []AbuseWindow{
-		d.window("hour", data.Hours[:2], time.Unix((cur-1)*3600, 0), top, p),
-		d.window("day", data.Hours[:24], time.Unix((cur-23)*3600, 0), top, p),
+		d.window("hour", data.Hours[:2], time.Unix((cur-1)*3600, 0), top, p, e),
+		d.window("day", data.Hours[:24], time.Unix((cur-23)*3600, 0), top, p, e),
 	}
 	// The velocity limits of the countries shown, in one more round trip.
 	var regions []string
@@ -214,7 +223,9 @@ func (d *AbuseDesk) Read(ctx context.Context, top int) (AbuseReport, error) {
 	return rep, nil
 }
 
-func (d *AbuseDesk) window(name string, hours []AbuseHour, since time.Time, top int, p guard.OTPPolicy) AbuseWindow {
+// window sums the counts of hours into the top rows, each with the limit
+// that applies to it now (e).
+func (d *AbuseDesk) window(name string, hours []AbuseHour, since time.Time, top int, p guard.OTPPolicy, e guard.Enforced) AbuseWindow {
 	w := AbuseWindow{Name: name, Since: since}
 	countries := map[string]*CountryRow{}
 	prefixes := map[string]*PrefixRow{}
@@ -253,7 +264,9 @@ func (d *AbuseDesk) window(name string, hours []AbuseHour, since time.Time, top 
 			if r == nil {
 				r = &row
 				if row.Depth >= 0 && row.Depth < len(depths) {
-					r.Limit = AbuseLimit{Rule: depthRule(row.Depth), Limit: depths[row.Depth].Limit, Window: depths[row.Depth].Window}
+					if l := e.Prefix(row.Prefix, depths[row.Depth]); l.Limit > 0 {
+						r.Limit = AbuseLimit{Rule: depthRule(row.Depth), Limit: l.Limit, Window: l.Window, Override: l.Override}
+					}
 				}
 				prefixes[key] = r
 			}
@@ -261,10 +274,14 @@ func (d *AbuseDesk) window(name string, hours []AbuseHour, since time.Time, top 
 		}
 	}
 	for _, r := range countries {
-		if w2, ok := p.PerCountry[r.Country]; ok {
-			r.Limits = append(r.Limits, AbuseLimit{Rule: "per_country", Limit: w2.Limit, Window: w2.Window})
-		} else if w2, ok := p.PerCountry["*"]; ok && r.Country != OtherField {
-			r.Limits = append(r.Limits, AbuseLimit{Rule: `per_country["*"]`, Limit: w2.Limit, Window: w2.Window})
+		if r.Country != OtherField {
+			if l, key := e.Country(r.Country); l.Limit > 0 {
+				rule := "per_country" // the country's own, or only an override's
+				if key == "*" {
+					rule = `per_country["*"]`
+				}
+				r.Limits = append(r.Limits, AbuseLimit{Rule: rule, Limit: l.Limit, Window: l.Window, Override: l.Override})
+			}
 		}
 		w.Countries = append(w.Countries, *r)
 	}

@@ -272,9 +272,11 @@ func isBlockOutcome(action string, outcome guard.Code) bool {
 }
 
 // RecordLogin audits an ops sign-in: outcome OutcomeOK with the actor, or
-// OutcomeFailed with the address it came from.
-func (d *Desk) RecordLogin(actor, ip string, ok bool) {
-	e := guard.Event{At: d.o.Now(), Action: ActionLogin, Outcome: OutcomeFailed, IP: ip}
+// OutcomeFailed with the address it came from; with the request and trace
+// IDs of ctx (guard.WithRequestID), so the sign-in is found by them.
+func (d *Desk) RecordLogin(ctx context.Context, actor, ip string, ok bool) {
+	e := guard.Event{At: d.o.Now(), Action: ActionLogin, Outcome: OutcomeFailed, IP: ip,
+		RequestID: guard.RequestID(ctx), TraceID: guard.TraceID(ctx)}
 	if ok {
 		e.Outcome, e.Actor = OutcomeOK, actor
 	}
@@ -283,10 +285,12 @@ func (d *Desk) RecordLogin(actor, ip string, ok bool) {
 
 // RecordKeyLockout audits, once per address and window, that ip has sent
 // the limit's wrong API keys and is refused until the window ends: a
-// summary, not one row per wrong key.
-func (d *Desk) RecordKeyLockout(ip string, l SignInLimit) {
+// summary, not one row per wrong key. ctx gives the request and trace IDs
+// of the request that spent the last one.
+func (d *Desk) RecordKeyLockout(ctx context.Context, ip string, l SignInLimit) {
 	d.o.Events.Record(guard.Event{At: d.o.Now(), Action: ActionAPIKeys, Outcome: OutcomeLockedOut, IP: ip,
-		Detail: fmt.Sprintf("%d wrong API keys within %s; refused until the window ends", l.Failures, l.Window)})
+		Detail:    fmt.Sprintf("%d wrong API keys within %s; refused until the window ends", l.Failures, l.Window),
+		RequestID: guard.RequestID(ctx), TraceID: guard.TraceID(ctx)})
 }
 
 // audit writes an ops action's event at once, so it shows on the page the
