@@ -54,6 +54,9 @@ type AbuseBudget struct {
 	// window resets.
 	Exhausted       bool  `json:"exhausted"`
 	ResetsInSeconds int64 `json:"resets_in_seconds"`
+	// Override: an emergency override (Overrides) sets Limit, not the
+	// policy file.
+	Override bool `json:"override"`
 }
 
 // AbuseTally counts one subject's traffic in a window.
@@ -73,6 +76,9 @@ type AbuseLimit struct {
 	WindowSeconds int64  `json:"window_seconds"`
 	Count         *int64 `json:"count,omitempty"` // country_velocity: the sends this clock hour
 	Quarantined   bool   `json:"quarantined,omitempty"`
+	// Override: an emergency override (Overrides) sets Limit, not the
+	// policy file.
+	Override bool `json:"override,omitempty"`
 }
 
 // AbuseCountry is one country's tally ("~other" for those past the cap).
