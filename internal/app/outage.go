@@ -26,8 +26,9 @@ type outage struct {
 	done     chan struct{}
 	// probe is a connection of its own that pings Redis every probeEvery:
 	// Redis's health as seen from outside the decisions' queue.
-	probe      redis.UniversalClient
-	probeEvery time.Duration
+	probe        redis.UniversalClient
+	probeEvery   time.Duration
+	probeTimeout time.Duration
 	probeDone  chan struct{}
 }
 
@@ -35,9 +36,13 @@ type outage struct {
 // registers their metrics.
 func newOutage(cfg *Config, rdb redis.UniversalClient, st *store.Redis, opts options, log *slog.Logger) (*outage, error) {
 	o := &outage{from: "heartbeat", done: make(chan struct{}), probeDone: make(chan struct{}),
-		probeEvery: cmp.Or(opts.probeEvery, guard.DefaultProbeEvery)}
-	probe, err := ownClient(cfg, rdb, func(o *store.RedisOptions) {
-		o.Timeout, o.MaxWait, o.PoolSize = guard.DefaultProbeTimeout, 0, 1
+		probeEvery: cmp.Or(opts.probeEvery, guard.DefaultProbeEvery),
+		// A ping may take as long as a store call may: with a Redis
+		// further away than DefaultProbeTimeout (OTPGUARD_REDIS_TIMEOUT
+		// raised for it), a shorter ping would never vouch for it.
+		probeTimeout: max(guard.DefaultProbeTimeout, cfg.RedisTimeout)}
+	probe, err := ownClient(cfg, rdb, func(po *store.RedisOptions) {
+		po.Timeout, po.MaxWait, po.PoolSize = o.probeTimeout, 0, 1
 	})
 	if err != nil {
 		return nil, err
@@ -60,7 +65,7 @@ func newOutage(cfg *Config, rdb redis.UniversalClient, st *store.Redis, opts opt
 	o.fallback = guard.NewFallback(guard.FallbackOptions{
 		Counter: st, Codes: st, Timeout: cfg.RedisTimeout, Instances: instances,
 		Breaker: opts.breaker, Policies: &cfg.Policies, Logger: log, Now: opts.now,
-		Ceiling: cfg.maxWait(), ProbeEvery: o.probeEvery, ProbeTimeout: guard.DefaultProbeTimeout,
+		Ceiling: cfg.maxWait(), ProbeEvery: o.probeEvery, ProbeTimeout: o.probeTimeout,
 		// Recovery dials the decision pool here, outside any decision.
 		Warm: func(ctx context.Context) error { return rdb.Ping(ctx).Err() },
 	})
@@ -102,7 +107,7 @@ func (o *outage) start(ctx context.Context, log *slog.Logger) (stop func()) {
 // probeOnce pings Redis on the probe's own connection and tells the
 // Fallback.
 func (o *outage) probeOnce(ctx context.Context) {
-	pctx, cancel := context.WithTimeout(ctx, guard.DefaultProbeTimeout)
+	pctx, cancel := context.WithTimeout(ctx, o.probeTimeout)
 	err := o.probe.Ping(pctx).Err()
 	cancel()
 	if ctx.Err() == nil {
