@@ -10,6 +10,8 @@ import (
 
 	"github.com/getkin/kin-openapi/openapi3"
 
+	"github.com/otpguard/otpguard/api/spectest"
+
 	"github.com/otpguard/otpguard/api"
 	"github.com/otpguard/otpguard/client"
 )
@@ -56,15 +58,14 @@ func mismatches(typ reflect.Type, s *openapi3.Schema, at string) []string {
 	}
 	switch {
 	case typ.Kind() == reflect.Slice:
-		if items := itemsOf(s); items != nil {
+		if items := spectest.Items(s); items != nil {
 			return mismatches(typ.Elem(), items.Value, at+"[]")
 		}
 		return []string{at + ": a list in Go, not in the spec"}
 	case typ.Kind() != reflect.Struct || typ == timeType:
 		return nil
 	}
-	props := map[string]*openapi3.Schema{}
-	collect(s, props)
+	props := spectest.Properties(s)
 	fields := map[string]reflect.Type{}
 	goFields(typ, fields)
 	var out []string
@@ -74,7 +75,7 @@ func mismatches(typ reflect.Type, s *openapi3.Schema, at string) []string {
 			out = append(out, at+"."+name+": in the client, not in the spec")
 			continue
 		}
-		out = append(out, mismatches(ft, p, at+"."+name)...)
+		out = append(out, mismatches(ft, p.Value, at+"."+name)...)
 	}
 	for name := range props {
 		if _, ok := fields[name]; !ok {
@@ -100,32 +101,4 @@ func goFields(typ reflect.Type, into map[string]reflect.Type) {
 			into[f.Name] = f.Type
 		}
 	}
-}
-
-// collect gathers the properties of s and of its allOf parts.
-func collect(s *openapi3.Schema, into map[string]*openapi3.Schema) {
-	for name, p := range s.Properties {
-		if _, ok := into[name]; !ok && p.Value != nil {
-			into[name] = p.Value
-		}
-	}
-	for _, part := range s.AllOf {
-		if part.Value != nil {
-			collect(part.Value, into)
-		}
-	}
-}
-
-func itemsOf(s *openapi3.Schema) *openapi3.SchemaRef {
-	if s.Items != nil {
-		return s.Items
-	}
-	for _, part := range s.AllOf {
-		if part.Value != nil {
-			if items := itemsOf(part.Value); items != nil {
-				return items
-			}
-		}
-	}
-	return nil
 }

@@ -29,7 +29,7 @@ type outage struct {
 	probe        redis.UniversalClient
 	probeEvery   time.Duration
 	probeTimeout time.Duration
-	probeDone  chan struct{}
+	probeDone    chan struct{}
 }
 
 // newOutage wires the heartbeat and the Fallback over the Redis store, and

@@ -29,6 +29,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/otpguard/otpguard/api"
+	"github.com/otpguard/otpguard/api/spectest"
 	"github.com/otpguard/otpguard/internal/app"
 	"github.com/otpguard/otpguard/internal/guard"
 	"github.com/otpguard/otpguard/internal/httpapi"
@@ -739,8 +740,7 @@ func undocumented(s *openapi3.SchemaRef, v any, at string) []string {
 	var out []string
 	switch v := v.(type) {
 	case map[string]any:
-		props := map[string]*openapi3.SchemaRef{}
-		collectProperties(s.Value, props)
+		props := spectest.Properties(s.Value)
 		// A map (additionalProperties: a schema) documents every key.
 		extra := s.Value.AdditionalProperties.Schema
 		for name, val := range v {
@@ -755,40 +755,11 @@ func undocumented(s *openapi3.SchemaRef, v any, at string) []string {
 			out = append(out, undocumented(p, val, at+"."+name)...)
 		}
 	case []any:
-		items := itemsOf(s.Value)
+		items := spectest.Items(s.Value)
 		for i, val := range v {
 			out = append(out, undocumented(items, val, fmt.Sprintf("%s[%d]", at, i))...)
 		}
 	}
 	slices.Sort(out)
 	return out
-}
-
-// collectProperties gathers the properties of s and of its allOf parts; the
-// first schema to name a property wins (later parts only narrow it).
-func collectProperties(s *openapi3.Schema, into map[string]*openapi3.SchemaRef) {
-	for name, p := range s.Properties {
-		if _, ok := into[name]; !ok {
-			into[name] = p
-		}
-	}
-	for _, part := range s.AllOf {
-		if part.Value != nil {
-			collectProperties(part.Value, into)
-		}
-	}
-}
-
-func itemsOf(s *openapi3.Schema) *openapi3.SchemaRef {
-	if s.Items != nil {
-		return s.Items
-	}
-	for _, part := range s.AllOf {
-		if part.Value != nil {
-			if items := itemsOf(part.Value); items != nil {
-				return items
-			}
-		}
-	}
-	return nil
 }
