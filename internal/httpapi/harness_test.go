@@ -80,6 +80,7 @@ type instance struct {
 	srv *httptest.Server
 	rdb redis.UniversalClient
 	app *app.App
+	out *outbox // what it was asked to send (shared in a cluster)
 }
 
 // cluster is several instances sharing one Redis, one key prefix, one HMAC
@@ -122,7 +123,7 @@ func startInstance(t testing.TB, cfg *app.Config, out *outbox, opts ...app.Optio
 	}
 	srv := httptest.NewServer(a.Handler())
 	t.Cleanup(func() { srv.Close(); a.Close() })
-	return &instance{srv: srv, rdb: a.Redis(), app: a}
+	return &instance{srv: srv, rdb: a.Redis(), app: a, out: out}
 }
 
 // realCluster starts n instances on a real Redis.
