@@ -350,3 +350,32 @@ func TestOpsPageEventFilterKeepsWhatWasTyped(t *testing.T) {
 		})
 	}
 }
+
+// TestOpsPageRefusalNamesItsLimit: a send refused by a limit is listed
+// with the limit it met and how far past it the number went, from real
+// sends through the whole path (guard, audit queue, SQL, page).
+func TestOpsPageRefusalNamesItsLimit(t *testing.T) {
+	pol := defaults()
+	pol.OTP.Cooldown = 0
+	pol.OTP.PerPhone = guard.Window{Limit: 3, Window: 10 * time.Minute}
+	oc := newOpsCluster(t, opsConfig{engine: store.EngineSQLite, policies: &pol})
+	const phone = "+14155550100"
+	for i := range 5 {
+		status, code := oc.send(t, 0, phone)
+		if want := map[bool]int{true: 200, false: 429}[i < 3]; status != want {
+			t.Fatalf("send %d: %d %s, want %d", i+1, status, code, want)
+		}
+	}
+	opsWait(t, "the 5 sends' events", func() bool { return len(oc.eventsIn(t, phone)) == 5 })
+
+	rows := eventTable(t, opsPageGet(t, oc, "/ops?outcome=phone_rate_limited"))
+	var got []string
+	for _, r := range rows {
+		got = append(got, r["Number"]+" "+r["Detail"])
+	}
+	// Newest first: the 5th send was refused as the 5th of 3, the 4th as the 4th.
+	want := []string{phone + " 5 of 3 per 10m", phone + " 4 of 3 per 10m"}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("refused sends on the page (-want +got):\n%s", diff)
+	}
+}
