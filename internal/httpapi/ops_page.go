@@ -285,7 +285,8 @@ func (s *Server) loadPage(c echo.Context, form denyForm) opsPage {
 			p.Events, err = s.ops.Events(ctx, f)
 			return err
 		})
-		if len(p.Events) == pageEvents {
+		if len(p.Events) > pageEvents {
+			p.Events = p.Events[:pageEvents]
 			p.EventsOlder = pageURL(q, "before", strconv.FormatInt(p.Events[len(p.Events)-1].ID, 10)) + "#events"
 		}
 		if f.BeforeID > 0 {
@@ -342,7 +343,9 @@ func (e fieldError) Error() string { return e.field + ": " + e.msg }
 func pageEventFilter(q url.Values) (ops.EventFilter, eventQuery, error) {
 	ev := eventQuery{Action: q.Get("action"), Outcome: q.Get("outcome"), Number: q.Get("number"),
 		Country: q.Get("ev_country"), Since: q.Get("since"), Until: q.Get("until")}
-	f := ops.EventFilter{Limit: pageEvents}
+	// One more than a page: "older" is linked only when there is an
+	// older event, never to an empty page after a full one.
+	f := ops.EventFilter{Limit: pageEvents + 1}
 	for _, v := range []struct{ name, val string }{{"Action", ev.Action}, {"Outcome", ev.Outcome}} {
 		if len(v.val) > 64 || !ops.PlainText(v.val) || strings.ContainsAny(v.val, " <>\"'") {
 			return f, ev, fieldError{v.name, "a name such as otp.send or phone_rate_limited"}

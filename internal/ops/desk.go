@@ -221,6 +221,11 @@ func (d *Desk) Events(ctx context.Context, f EventFilter) ([]guard.Event, error)
 	if f.Limit < 0 || f.Limit > MaxEventLimit {
 		return nil, guard.Errorf(guard.CodeInvalidRequest, "limit must be between 1 and %d", MaxEventLimit)
 	}
+	if f.PhonePrefix != "" {
+		if err := guard.ValidateDenyPattern(f.PhonePrefix); err != nil {
+			return nil, err // a refusal of the filter, not the database failing
+		}
+	}
 	events, err := d.o.Audit.ListEvents(ctx, f)
 	if err != nil {
 		return nil, dbUnavailable(err)

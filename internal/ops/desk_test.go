@@ -293,3 +293,22 @@ func TestDeskActivity(t *testing.T) {
 		t.Errorf("12:29 %+v, 12:30 %+v; want 0/3 and 4/3", got[8], got[9])
 	}
 }
+
+// TestDeskEventsRefusesBadPrefix: a number prefix that is not + and digits
+// is the caller's mistake (invalid_request), never sent to the database
+// and never reported as the database failing.
+func TestDeskEventsRefusesBadPrefix(t *testing.T) {
+	d := newDesk(t, nil)
+	asked := 0
+	d.audit.list = func(ops.EventFilter) ([]guard.Event, error) { asked++; return nil, nil }
+	for _, p := range []string{"+91%", "91", "+"} {
+		_, err := d.desk.Events(context.Background(), ops.EventFilter{PhonePrefix: p})
+		wantDeskCode(t, err, guard.CodeInvalidRequest)
+	}
+	if asked != 0 {
+		t.Errorf("the audit log was asked %d times, want 0", asked)
+	}
+	if _, err := d.desk.Events(context.Background(), ops.EventFilter{PhonePrefix: "+9198"}); err != nil || asked != 1 {
+		t.Errorf("Events(+9198): %v, audit log asked %d times; want nil and 1", err, asked)
+	}
+}

@@ -105,7 +105,12 @@ func (s *SQL) ListEvents(ctx context.Context, f ops.EventFilter) ([]guard.Event,
 	if f.Country != "" {
 		where, args = append(where, "country = ?"), append(args, f.Country)
 	}
-	if f.PhonePrefix != "" && strings.Trim(f.PhonePrefix, "+0123456789") == "" { // no LIKE wildcard can pass
+	if f.PhonePrefix != "" {
+		// + and digits only, so no LIKE wildcard can pass; anything else is
+		// refused, not dropped, which would list every event as a match.
+		if err := guard.ValidateDenyPattern(f.PhonePrefix); err != nil {
+			return nil, fmt.Errorf("store: list events: phone prefix: %w", err)
+		}
 		where, args = append(where, "phone LIKE ?"), append(args, f.PhonePrefix+"%")
 	}
 	if !f.Since.IsZero() {

@@ -117,6 +117,65 @@ func TestSQLListEventsFilters(t *testing.T) {
 	})
 }
 
+// TestSQLListEventsOutcomeCountryPrefix: the ops page's filters by
+// outcome, country and number prefix, alone and together. A country
+// matches events that have no number too (a country's velocity alert).
+func TestSQLListEventsOutcomeCountryPrefix(t *testing.T) {
+	written := []guard.Event{
+		{At: t0, Action: "otp.send", Outcome: "sent", Phone: "+919800000001", Country: "IN", Detail: "in1"},
+		{At: t0, Action: "otp.send", Outcome: "phone_rate_limited", Phone: "+919800000001", Country: "IN", Detail: "in2"},
+		{At: t0, Action: "otp.send", Outcome: "sent", Phone: "+918800000002", Country: "IN", Detail: "in3"},
+		{At: t0, Action: "otp.send", Outcome: "sent", Phone: "+447700900001", Country: "GB", Detail: "gb1"},
+		{At: t0, Action: "otp.verify", Outcome: "wrong_code", Phone: "+447700900001", Country: "GB", Detail: "gb2"},
+		{At: t0, Action: "otp.velocity", Outcome: "unusual_volume", Country: "GB", Detail: "gb3"},
+		{At: t0, Action: "otp.send", Outcome: "phone_rate_limited", Phone: "+19800919800", Country: "US", Detail: "us1"},
+		{At: t0, Action: "ops.deny.add", Outcome: "ok", Actor: "alice", Detail: "ops1"},
+	}
+
+	forEachEngine(t, func(t *testing.T, s *store.SQL) {
+		writeEvents(t, s, written)
+		tests := []struct {
+			name   string
+			filter ops.EventFilter
+			want   []string
+		}{
+			{"outcome", ops.EventFilter{Outcome: "sent"}, []string{"gb1", "in3", "in1"}},
+			{"another outcome", ops.EventFilter{Outcome: "phone_rate_limited"}, []string{"us1", "in2"}},
+			{"unknown outcome", ops.EventFilter{Outcome: "cooldown"}, []string{}},
+			{"country", ops.EventFilter{Country: "IN"}, []string{"in3", "in2", "in1"}},
+			{"country, events without a number too", ops.EventFilter{Country: "GB"}, []string{"gb3", "gb2", "gb1"}},
+			{"unknown country", ops.EventFilter{Country: "NG"}, []string{}},
+			{"calling code as prefix", ops.EventFilter{PhonePrefix: "+91"}, []string{"in3", "in2", "in1"}},
+			{"longer prefix", ops.EventFilter{PhonePrefix: "+9198"}, []string{"in2", "in1"}},
+			{"whole number as prefix", ops.EventFilter{PhonePrefix: "+447700900001"}, []string{"gb2", "gb1"}},
+			{"one digit", ops.EventFilter{PhonePrefix: "+1"}, []string{"us1"}},
+			{"no number starts with it", ops.EventFilter{PhonePrefix: "+9800"}, []string{}},
+			{"prefix longer than any number", ops.EventFilter{PhonePrefix: "+4477009000012"}, []string{}},
+			{"outcome and country", ops.EventFilter{Outcome: "phone_rate_limited", Country: "IN"}, []string{"in2"}},
+			{"outcome and prefix", ops.EventFilter{Outcome: "sent", PhonePrefix: "+91"}, []string{"in3", "in1"}},
+			{"country and prefix disagree", ops.EventFilter{Country: "GB", PhonePrefix: "+91"}, []string{}},
+			{"all three and the action", ops.EventFilter{Action: "otp.send", Outcome: "sent", Country: "IN", PhonePrefix: "+9188"}, []string{"in3"}},
+		}
+		for _, tt := range tests {
+			t.Run(tt.name, func(t *testing.T) {
+				got := listEvents(t, s, tt.filter)
+				wantNewestFirst(t, got)
+				if diff := cmp.Diff(tt.want, details(got)); diff != "" {
+					t.Errorf("ListEvents(%+v) details (-want +got):\n%s", tt.filter, diff)
+				}
+			})
+		}
+
+		// A prefix that is not + and digits is refused, never dropped: a
+		// dropped filter would list every event as if it matched.
+		for _, p := range []string{"+91%", "+9_", "91", "+", "+91 98"} {
+			if got, err := s.ListEvents(t.Context(), ops.EventFilter{PhonePrefix: p}); err == nil {
+				t.Errorf("ListEvents(PhonePrefix %q) = %v, nil; want an error", p, details(got))
+			}
+		}
+	})
+}
+
 func TestSQLListEventsPagination(t *testing.T) {
 	const total = 1050 // more than ops.MaxEventLimit, and several insert chunks
 	events := make([]guard.Event, total)
