@@ -177,7 +177,10 @@ func New(ctx context.Context, cfg *Config, opts ...Option) (_ *App, err error) {
 	}
 	if cfg.RedisPipelines > 0 {
 		// After the timing hook: it times each command as its caller waits.
-		_, stop := store.Coalesce(a.rdb, store.CoalesceOptions{Pipelines: cfg.RedisPipelines, Timeout: cfg.maxWait()})
+		// A pipeline out for half the decision budget lets the next one
+		// go beside it: commands behind a slow reply still go out in time.
+		_, stop := store.Coalesce(a.rdb, store.CoalesceOptions{Pipelines: cfg.RedisPipelines,
+			Stall: cfg.RedisTimeout / 2, Timeout: cfg.maxWait()})
 		a.onClose(stop)
 	}
 	a.store = store.NewRedis(a.rdb, cfg.RedisPrefix)

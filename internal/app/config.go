@@ -109,9 +109,10 @@ func (c *Config) maxWait() time.Duration {
 	return max(time.Second, c.RedisTimeout)
 }
 
-// DefaultRedisPipelines is how many coalesced pipelines an instance keeps
-// on the wire: enough that Redis always has the next batch, few enough that
-// commands arriving together share one.
+// DefaultRedisPipelines is how many coalesced pipelines an instance may
+// have on the wire at once. One goes out at a time (the commands arriving
+// meanwhile share the next); more only beside one out for half of
+// OTPGUARD_REDIS_TIMEOUT, so that a slow reply holds up nothing else.
 const DefaultRedisPipelines = 4
 
 // DefaultMaxInFlight is how many decisions an instance works on at once

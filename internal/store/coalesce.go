@@ -22,6 +22,15 @@ import (
 // command is dropped unsent); once the command is in a pipeline, the
 // caller waits for the reply, as go-redis's own calls do.
 //
+// One pipeline has the wire at a time: the commands that arrive while it is
+// out wait and go together in the next, so the busier otpguard is, the more
+// commands share a write (and Redis reads them in one event). Only a
+// pipeline out for longer than Stall lets another go, up to Pipelines at
+// once, so that a slow or lost reply does not hold up every decision of
+// the instance. On a saturated 2-core host one pipeline at a time carried
+// 13 commands per write against 4 with four free-running pipelines, for
+// 12-19 % more checks per second (docs/benchmarks.md, 0.00).
+//
 // It is a go-redis hook: added to a client (Coalesce), it stands in for the
 // client's own write of each single command.
 type Coalescer struct {
@@ -31,6 +40,13 @@ type Coalescer struct {
 	pending  sync.Pool // *coalesced of answered commands, with their channels
 	maxBatch int
 	timeout  time.Duration
+	// lead is the wire's token: a worker holds it from taking a batch until
+	// its pipeline's reply is in or it has been out for stall.
+	lead  chan struct{}
+	stall time.Duration
+	// newTimer makes a worker's stall timer, which runs f when it fires:
+	// stallTimer's, tests replace it.
+	newTimer func(f func()) timer
 	stop     chan struct{}
 	done     sync.WaitGroup
 	// closing is held (read) while a command is queued, and (write) by
@@ -52,8 +68,13 @@ type coalesced struct {
 // CoalesceOptions tune a Coalescer.
 type CoalesceOptions struct {
 	// Pipelines is how many pipelines may be on the wire at once (default
-	// 4): while they are, new commands wait and go out together next.
+	// 4): one at a time, more only while those out have been for Stall.
+	// New commands wait and go out together in the next one.
 	Pipelines int
+	// Stall is how long a pipeline has the wire to itself before another
+	// may go out beside it (default 5 ms: half the default decision budget,
+	// so that commands stuck behind a slow reply still go out within it).
+	Stall time.Duration
 	// MaxBatch bounds the commands of one pipeline (default 128).
 	MaxBatch int
 	// Timeout bounds one pipeline's round trip (the client's step timeout,
@@ -64,6 +85,10 @@ type CoalesceOptions struct {
 // Coalesce adds a Coalescer to rdb; stop ends it (after the pipelines on
 // the wire return). Commands sent after stop go out one by one.
 func Coalesce(rdb redis.UniversalClient, o CoalesceOptions) (*Coalescer, func()) {
+	return coalesce(rdb, o, stallTimer)
+}
+
+func coalesce(rdb redis.UniversalClient, o CoalesceOptions, newTimer func(func()) timer) (*Coalescer, func()) {
 	if o.Pipelines <= 0 {
 		o.Pipelines = 4
 	}
@@ -73,9 +98,14 @@ func Coalesce(rdb redis.UniversalClient, o CoalesceOptions) (*Coalescer, func())
 	if o.Timeout <= 0 {
 		o.Timeout = time.Second
 	}
+	if o.Stall <= 0 {
+		o.Stall = DefaultStall
+	}
 	c := &Coalescer{rdb: rdb, queue: make(chan *coalesced, o.MaxBatch*o.Pipelines),
 		base:     context.WithValue(context.Background(), coalescedKey{}, true),
-		maxBatch: o.MaxBatch, timeout: o.Timeout, stop: make(chan struct{})}
+		maxBatch: o.MaxBatch, timeout: o.Timeout, stop: make(chan struct{}),
+		lead: make(chan struct{}, 1), stall: o.Stall, newTimer: newTimer}
+	c.lead <- struct{}{}
 	c.pending.New = func() any { return &coalesced{done: make(chan struct{}, 1)} }
 	c.done.Add(o.Pipelines)
 	for range o.Pipelines {
@@ -92,6 +122,23 @@ func Coalesce(rdb redis.UniversalClient, o CoalesceOptions) (*Coalescer, func())
 			c.done.Wait()
 		})
 	}
+}
+
+// DefaultStall is CoalesceOptions.Stall's default.
+const DefaultStall = 5 * time.Millisecond
+
+// timer is what a worker needs of a *time.Timer made by time.AfterFunc.
+type timer interface {
+	Reset(time.Duration) bool
+	Stop() bool
+}
+
+// stallTimer is a stopped timer that runs f each time it fires after a
+// Reset. One per worker, reset per pipeline: no timer made per pipeline.
+func stallTimer(f func()) timer {
+	t := time.AfterFunc(time.Hour, f)
+	t.Stop()
+	return t
 }
 
 // Stats reports the pipelines sent and the commands they carried.
@@ -159,9 +206,11 @@ func (c *Coalescer) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	}
 }
 
-// work is one pipeline on the wire at a time: it takes the first command
-// waiting, gathers what else waits behind it, and sends them together.
-// Pipelines workers run for the Coalescer's life: while every one is busy,
+// work is one pipeline on the wire at a time: holding the wire's token
+// (lead), it takes the first command waiting, gathers what else waits
+// behind it, and sends them together. It hands the token on when the reply
+// is in, or earlier if the pipeline is out for longer than stall.
+// Pipelines workers run for the Coalescer's life: while the token is held,
 // new commands gather in the queue and go out together next. Kept
 // goroutines, not one per pipeline: a pipeline is deep (go-redis and its
 // hooks), and a fresh goroutine grew its stack on every one (the CPU
@@ -173,11 +222,22 @@ func (c *Coalescer) work() {
 	// allocations (go-redis binds its methods in closures). Exec hands
 	// its commands back and keeps none, so nothing outlives its reply.
 	pipe := c.rdb.Pipeline()
+	// The token goes back exactly once per pipeline: by the stall timer if
+	// it fires (Stop then reports false), else after the reply.
+	handOn := func() { c.lead <- struct{}{} }
+	stall := c.newTimer(handOn)
 	for {
+		select {
+		case <-c.lead:
+		case <-c.stop:
+			c.drain(pipe)
+			return
+		}
 		select {
 		case first := <-c.queue:
 			batch = append(batch[:0], first)
 		case <-c.stop:
+			c.lead <- struct{}{} // not held any more (drains need none)
 			c.drain(pipe)
 			return
 		}
@@ -190,7 +250,11 @@ func (c *Coalescer) work() {
 				break gather
 			}
 		}
+		stall.Reset(c.stall)
 		c.send(pipe, batch)
+		if stall.Stop() { // not handed on yet: the reply came first
+			handOn()
+		}
 		clear(batch) // hold no command past its reply
 	}
 }

@@ -124,3 +124,232 @@ func TestCoalescedEndedContextIsNotSent(t *testing.T) {
 		t.Errorf("EXISTS %s = %d, %v: want 0, the INCRs never ran", key, n, err)
 	}
 }
+
+// gate is a hook inside a Coalescer (it sees the pipelines on the wire): it
+// holds the first pipeline until release is closed, and counts how many
+// are on the wire at once.
+type gate struct {
+	entered chan int      // each pipeline's number (from 1) as it enters
+	release chan struct{} // closed (open): the first pipeline goes on
+	once    sync.Once
+
+	mu                     sync.Mutex
+	n, inFlight, maxFlight int
+}
+
+func (g *gate) DialHook(next redis.DialHook) redis.DialHook          { return next }
+func (g *gate) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
+func (g *gate) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		g.mu.Lock()
+		g.n++
+		n := g.n
+		g.inFlight++
+		g.maxFlight = max(g.maxFlight, g.inFlight)
+		g.mu.Unlock()
+		defer func() {
+			g.mu.Lock()
+			g.inFlight--
+			g.mu.Unlock()
+		}()
+		g.entered <- n
+		if n == 1 {
+			<-g.release
+		}
+		return next(ctx, cmds)
+	}
+}
+
+// open lets the held pipeline go on.
+func (g *gate) open() { g.once.Do(func() { close(g.release) }) }
+
+func (g *gate) most() int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.maxFlight
+}
+
+// handTimer is a worker's stall timer that fires only when the test says.
+type handTimer struct {
+	mu    sync.Mutex
+	f     func()
+	armed bool
+}
+
+func (h *handTimer) Reset(time.Duration) bool { return h.set(true) }
+func (h *handTimer) Stop() bool               { return h.set(false) }
+
+func (h *handTimer) set(armed bool) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	was := h.armed
+	h.armed = armed
+	return was
+}
+
+// handTimers are a Coalescer's stall timers.
+type handTimers struct {
+	mu  sync.Mutex
+	all []*handTimer
+}
+
+func (ts *handTimers) new(f func()) store.Timer {
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	h := &handTimer{f: f}
+	ts.all = append(ts.all, h)
+	return h
+}
+
+// fire fires the armed timers (their pipelines are out), as time would,
+// and says how many there were.
+func (ts *handTimers) fire() int {
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	n := 0
+	for _, h := range ts.all {
+		if h.set(false) {
+			n++
+			go h.f()
+		}
+	}
+	return n
+}
+
+// gatedCoalescer is a Coalescer of up to 4 pipelines whose stall timers
+// fire by hand, with a gate on its pipelines.
+func gatedCoalescer(t *testing.T) (*redis.Client, *store.Coalescer, *gate, *handTimers) {
+	t.Helper()
+	target := redistest.New(t)
+	rdb, err := store.NewRedisClient(store.RedisOptions{URL: target.URL, Timeout: 10 * time.Millisecond, MaxWait: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := rdb.Ping(context.Background()).Err(); err != nil {
+		t.Fatal(err)
+	}
+	timers := &handTimers{}
+	c, stop := store.CoalesceWithTimers(rdb, store.CoalesceOptions{Pipelines: 4, Timeout: 5 * time.Second}, timers.new)
+	g := &gate{entered: make(chan int, 16), release: make(chan struct{})}
+	rdb.AddHook(g)
+	t.Cleanup(func() { g.open(); stop(); rdb.Close() }) // a failed test may leave it held
+	return rdb, c, g, timers
+}
+
+type incrResult struct {
+	n   int64
+	err error
+}
+
+func incrAsync(rdb *redis.Client, key string) chan incrResult {
+	ch := make(chan incrResult, 1)
+	go func() {
+		n, err := rdb.Incr(context.Background(), key).Result()
+		ch <- incrResult{n, err}
+	}()
+	return ch
+}
+
+// within fails the test if ch gives nothing in a long while (a bound for
+// a hang, not a measured time).
+func within[T any](t *testing.T, ch <-chan T, what string) T {
+	t.Helper()
+	select {
+	case v := <-ch:
+		return v
+	case <-time.After(30 * time.Second):
+		t.Fatalf("no %s", what)
+		panic("unreachable")
+	}
+}
+
+func waitQueued(t *testing.T, c *store.Coalescer, n int) {
+	t.Helper()
+	for i := 0; c.Queued() != n; i++ {
+		if i == 30_000 {
+			t.Fatalf("%d commands queued, want %d waiting behind the pipeline on the wire", c.Queued(), n)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// TestCoalescerOnePipelineOnTheWire: with four pipelines allowed and none
+// stalled, commands that arrive while one pipeline is out wait for it,
+// though three workers are free, and then go out together.
+func TestCoalescerOnePipelineOnTheWire(t *testing.T) {
+	rdb, c, g, _ := gatedCoalescer(t)
+	key := redistest.Prefix() + "n"
+	first := incrAsync(rdb, key)
+	if n := within(t, g.entered, "first pipeline"); n != 1 {
+		t.Fatalf("pipeline %d entered first", n)
+	}
+	second, third := incrAsync(rdb, key), incrAsync(rdb, key)
+	waitQueued(t, c, 2)
+	g.open()
+	var got []int64
+	for _, ch := range []chan incrResult{first, second, third} {
+		r := within(t, ch, "reply")
+		if r.err != nil {
+			t.Fatal(r.err)
+		}
+		got = append(got, r.n)
+	}
+	slices.Sort(got)
+	if !slices.Equal(got, []int64{1, 2, 3}) {
+		t.Errorf("replies %v, want 1, 2 and 3 once each", got)
+	}
+	if pipelines, cmds := c.Stats(); pipelines != 2 || cmds != 3 {
+		t.Errorf("%d commands in %d pipelines, want 3 in 2: the two that waited went together", cmds, pipelines)
+	}
+	if most := g.most(); most != 1 {
+		t.Errorf("%d pipelines on the wire at once, want 1", most)
+	}
+}
+
+// TestCoalescerStalledPipelineLetsAnotherGo: a pipeline out for longer than
+// Stall (its timer fires) hands the wire on, so the commands behind it go
+// out beside it and are answered while it is still held; the wire's token
+// is handed on once, not again when the held pipeline's reply comes.
+func TestCoalescerStalledPipelineLetsAnotherGo(t *testing.T) {
+	rdb, c, g, timers := gatedCoalescer(t)
+	key := redistest.Prefix() + "n"
+	first := incrAsync(rdb, key)
+	within(t, g.entered, "first pipeline")
+	second := incrAsync(rdb, key)
+	waitQueued(t, c, 1)
+	if n := timers.fire(); n != 1 {
+		t.Fatalf("%d stall timers armed, want 1 (the held pipeline's)", n)
+	}
+	if n := within(t, g.entered, "second pipeline"); n != 2 {
+		t.Fatalf("pipeline %d entered, want 2", n)
+	}
+	if r := within(t, second, "reply to the command behind the stalled pipeline"); r.err != nil || r.n != 1 {
+		t.Errorf("second INCR: %d, %v; want 1 (the held one has not run)", r.n, r.err)
+	}
+	select {
+	case r := <-first:
+		t.Fatalf("the held pipeline answered (%v) before it was released", r)
+	default:
+	}
+	g.open()
+	if r := within(t, first, "reply to the held command"); r.err != nil || r.n != 2 {
+		t.Errorf("first INCR: %d, %v; want 2", r.n, r.err)
+	}
+	// One token: later commands still go one pipeline at a time.
+	const more = 20
+	var wg sync.WaitGroup
+	for range more {
+		wg.Go(func() {
+			if err := rdb.Incr(context.Background(), key).Err(); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	wg.Wait()
+	if n, err := rdb.Get(context.Background(), key).Int64(); err != nil || n != 2+more {
+		t.Errorf("GET = %d, %v; want %d", n, err, 2+more)
+	}
+	if most := g.most(); most != 2 {
+		t.Errorf("%d pipelines on the wire at once, want 2 (the held one and the one beside it)", most)
+	}
+}

@@ -1,6 +1,10 @@
 package store
 
-import "context"
+import (
+	"context"
+
+	"github.com/redis/go-redis/v9"
+)
 
 // The single-check scripts, for tests that call them the way the store
 // did before (inside a MULTI) to compare what Redis spends.
@@ -17,3 +21,15 @@ var Interval = interval
 func (r *Redis) DeleteCodeKeyForTest(ctx context.Context, phone string) error {
 	return r.rdb.Del(ctx, r.codeKey(phone)).Err()
 }
+
+// Timer is a Coalescer worker's stall timer.
+type Timer = timer
+
+// CoalesceWithTimers is Coalesce with the workers' stall timers made by
+// newTimer, for tests that fire them by hand.
+func CoalesceWithTimers(rdb redis.UniversalClient, o CoalesceOptions, newTimer func(f func()) Timer) (*Coalescer, func()) {
+	return coalesce(rdb, o, newTimer)
+}
+
+// Queued is how many commands wait for a pipeline.
+func (c *Coalescer) Queued() int { return len(c.queue) }
