@@ -28,8 +28,8 @@ import (
 // pipeline out for longer than Stall lets another go, up to Pipelines at
 // once, so that a slow or lost reply does not hold up every decision of
 // the instance. On a saturated 2-core host one pipeline at a time carried
-// 13 commands per write against 4 with four free-running pipelines, for
-// 12-19 % more checks per second (docs/benchmarks.md, 0.00).
+// 13 commands per write against 4 with four free-running pipelines, and
+// Redis spent 13 % less CPU per check (docs/benchmarks.md, 0.00).
 //
 // It is a go-redis hook: added to a client (Coalesce), it stands in for the
 // client's own write of each single command.
@@ -99,7 +99,7 @@ func coalesce(rdb redis.UniversalClient, o CoalesceOptions, newTimer func(func()
 		o.Timeout = time.Second
 	}
 	if o.Stall <= 0 {
-		o.Stall = DefaultStall
+		o.Stall = defaultStall
 	}
 	c := &Coalescer{rdb: rdb, queue: make(chan *coalesced, o.MaxBatch*o.Pipelines),
 		base:     context.WithValue(context.Background(), coalescedKey{}, true),
@@ -124,8 +124,8 @@ func coalesce(rdb redis.UniversalClient, o CoalesceOptions, newTimer func(func()
 	}
 }
 
-// DefaultStall is CoalesceOptions.Stall's default.
-const DefaultStall = 5 * time.Millisecond
+// defaultStall is CoalesceOptions.Stall's default.
+const defaultStall = 5 * time.Millisecond
 
 // timer is what a worker needs of a *time.Timer made by time.AfterFunc.
 type timer interface {
