@@ -202,18 +202,22 @@ func (ts *handTimers) new(f func()) store.Timer {
 }
 
 // fire fires the armed timers (their pipelines are out), as time would,
-// and says how many there were.
+// and says how many there were. All are disarmed before any fires: a
+// fired timer hands the wire on, and the worker that takes it arms its
+// own timer, which this call must neither count nor fire.
 func (ts *handTimers) fire() int {
 	ts.mu.Lock()
-	defer ts.mu.Unlock()
-	n := 0
+	var armed []*handTimer
 	for _, h := range ts.all {
 		if h.set(false) {
-			n++
-			go h.f()
+			armed = append(armed, h)
 		}
 	}
-	return n
+	ts.mu.Unlock()
+	for _, h := range armed {
+		go h.f()
+	}
+	return len(armed)
 }
 
 // gatedCoalescer is a Coalescer of up to 4 pipelines whose stall timers
