@@ -88,10 +88,15 @@ func TestOpsPageRefreshInChromium(t *testing.T) {
 	if got := fetches(); got != 1 {
 		t.Errorf("a tick with the focus in an input fetched (%v fetches, want 1)", got)
 	}
-	eval(`document.activeElement.blur(); window.__refresh.ticks[0](); true`)
+	eval(`document.getElementById('refreshed').textContent = ''; document.activeElement.blur(); window.__refresh.ticks[0](); true`)
 	if got := fetches(); got != 2 {
 		t.Errorf("a tick after the focus left fetched %v times in all, want 2", got)
 	}
+	// The swap replaces the input typed into next: wait for it to be done
+	// (#refreshed, outside the live sections, is set last).
+	opsWait(t, "the second tick's sections swapped in", func() bool {
+		return eval(`document.getElementById('refreshed').textContent !== ''`) == true
+	})
 	// After typing, ticks stop: what was typed is not swapped away.
 	if err := chromedp.Do(ctx, chromedp.SendKeys(chromedp.CSS(`#event-filter input[name="number"]`), "+1415")); err != nil {
 		t.Fatal(err)
