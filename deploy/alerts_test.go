@@ -232,7 +232,7 @@ func TestAlertRulesUseRegisteredMetrics(t *testing.T) {
 	}
 	// What the issue asks the examples to cover.
 	for _, want := range []string{"OtpguardSMSBudgetNearlySpent", "OtpguardConversionAlert", "OtpguardRedisBreakerOpen", "OtpguardShedding",
-		// The README tells operators to alert on a failed policy reload.
+		// docs/changing-limits.md tells operators to alert on a failed policy reload.
 		"OtpguardPolicyReloadFailed"} {
 		if !slices.Contains(alerts, want) {
 			t.Errorf("alerts.yaml has no %s (has %v)", want, alerts)

@@ -229,7 +229,7 @@ limits:
 			[]string{"line 5", `"1mm" is not a duration`}},
 		{"bad number", map[string]string{"OTPGUARD_CONFIG": write("num.yaml", "otp:\n  per_phone: {limit: many}\n")}, []string{"line 2", "many"}},
 		{"missing file", map[string]string{"OTPGUARD_CONFIG": filepath.Join(dir, "nope.yaml")}, []string{"OTPGUARD_CONFIG"}},
-		// The README's table of configuration mistakes: each is answered by
+		// docs/reference.md's table of configuration mistakes: each is answered by
 		// config check, before serve would meet it.
 		{"shared redis, no sender chosen", map[string]string{"OTPGUARD_REDIS_URL": "redis://127.0.0.1:1/0",
 			"OTPGUARD_API_KEYS": "e2e-key-0123456789abcdef", "OTPGUARD_HMAC_KEY": "0123456789abcdef0123456789abcdef"},

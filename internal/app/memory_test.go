@@ -16,7 +16,7 @@ import (
 )
 
 // maxRecordBytes is far above what each record costs (a few hundred bytes,
-// README "Idempotent sends and the verification lifecycle"): it fails only
+// docs/otp.md, "Idempotent sends" and "Verifications"): it fails only
 // when a record balloons, e.g. an answer stored with every header.
 const maxRecordBytes = 2048
 
@@ -24,7 +24,7 @@ const maxRecordBytes = 2048
 // records one keyed OTP send leaves for 24 h: the idempotency record (the
 // stored answer) and the verification (its record and the id's map to the
 // number), written by the whole service as the binary builds it (app.New,
-// the real handler, a send's real answer), so the README's figures are
+// the real handler, a send's real answer), so docs/otp.md's figures are
 // these records' and not a guess at their contents. A private
 // redis-server: production key names (og:, no test prefix to inflate
 // them), and a keyspace holding only this send's keys. It logs every key:

@@ -233,7 +233,7 @@ func campaignRow(t *testing.T, name, defaults string, camp *tally, bound int, le
 	}
 	t.Logf("| %s | %s | %d of %d (bound %d) | %s | %d of %d |", name, defaults, camp.sent, camp.requests, bound, first, leg.refused, leg.requests)
 	if camp.sent > bound {
-		t.Errorf("%s: %d SMS left, above the bound %d the README states (refusals %v)", name, camp.sent, bound, camp.codes)
+		t.Errorf("%s: %d SMS left, above the bound %d docs/abuse.md states (refusals %v)", name, camp.sent, bound, camp.codes)
 	}
 	if leg.refused != 0 {
 		t.Errorf("%s: legitimate traffic refused %d of %d: %v", name, leg.refused, leg.requests, leg.codes)

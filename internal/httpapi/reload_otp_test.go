@@ -67,8 +67,8 @@ type otpAnswer struct {
 // files. Every answer must be wholly one file's: a send's code life and
 // message are the same file's, and that file's per-number limit lets the
 // attempt through; a refusal is that file's limit, with the attempt's
-// exact count (the counter carries over every reload, README "Changing
-// limits during an attack"). A request that ran wholly between two reloads
+// exact count (the counter carries over every reload,
+// docs/changing-limits.md). A request that ran wholly between two reloads
 // is decided by the file the first of them put in force. Every send is one
 // SMS and every SMS a send. Run it with -race.
 func TestReloadUnderOTPTrafficIsAtomic(t *testing.T) {

@@ -226,7 +226,7 @@ func TestTraceSend(t *testing.T) {
 	if w.Code != http.StatusOK {
 		t.Fatalf("send: %d %s", w.Code, w.Body)
 	}
-	t.Logf("the trace of one send (README.md, Tracing):\n%s", tree(spans))
+	t.Logf("the trace of one send (docs/observability.md, Tracing):\n%s", tree(spans))
 	r := root(t, spans)
 	if r.Name != "POST /otp/send" || r.Parent.IsValid() {
 		t.Errorf("server span %q (parent %v), want POST /otp/send and no parent", r.Name, r.Parent.SpanID())
@@ -462,7 +462,7 @@ func TestTraceOpsSQL(t *testing.T) {
 	noSecrets(t, spans, secretsOf(number, "")...)
 }
 
-// tree draws spans as the README shows a trace: each span under its
+// tree draws spans as docs/observability.md shows a trace: each span under its
 // parent, in start order, with its kind, duration and attributes (the
 // connection details left out).
 func tree(spans tracetest.SpanStubs) string {
