@@ -113,7 +113,7 @@ func loadConfig(getenv func(string) string) (*app.Config, error) {
 	if err != nil {
 		return nil, err
 	}
-	cfg.Warnings = append(cfg.Warnings, cfg.UnknownSettings(environ())...)
+	cfg.Warnings = append(cfg.Warnings, app.UnknownSettings(environ())...)
 	return cfg, nil
 }
 
