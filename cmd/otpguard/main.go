@@ -82,7 +82,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 }
 
 const usage = `usage:
-  otpguard [serve]        serve the API (configuration: OTPGUARD_* variables, see README)
+  otpguard [serve]        serve the API (configuration: OTPGUARD_* variables, see docs/reference.md)
   otpguard version        print the version
   otpguard config check   validate the configuration and print the effective policies
   otpguard migrate up     apply pending SQL migrations (OTPGUARD_DATABASE_URL or the SQLite file)
@@ -113,7 +113,7 @@ func loadConfig(getenv func(string) string) (*app.Config, error) {
 	if err != nil {
 		return nil, err
 	}
-	cfg.Warnings = append(cfg.Warnings, cfg.UnknownSettings(environ())...)
+	cfg.Warnings = append(cfg.Warnings, app.UnknownSettings(environ())...)
 	return cfg, nil
 }
 

@@ -6,10 +6,140 @@ import (
 	"net"
 	"net/netip"
 	"net/url"
-	"slices"
+	"os"
 	"strconv"
 	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/otpguard/otpguard/internal/store"
 )
+
+// The checks of one setting each (settings.go lists which is whose): what
+// Validate says of a value on its own. The error does not name the
+// variable: Validate prefixes it.
+
+func checkListenAddr(c *Config) error { return checkAddr(c.Addr) }
+
+func checkDebugListenAddr(c *Config) error {
+	if c.DebugAddr == "" {
+		return nil
+	}
+	return checkDebugAddr(c.DebugAddr)
+}
+
+func checkHMACKeyLength(c *Config) error {
+	if n := len(c.HMACKey); n > 0 && n < 32 {
+		return fmt.Errorf("must be at least 32 bytes, got %d", n)
+	}
+	return nil
+}
+
+func checkLogLevel(c *Config) error {
+	switch c.LogLevel {
+	case "debug", "info", "warn", "error":
+		return nil
+	}
+	return fmt.Errorf("must be debug, info, warn or error, got %q", c.LogLevel)
+}
+
+func checkRedisMode(c *Config) error {
+	switch c.Redis.Mode {
+	case store.RedisSingle, store.RedisCluster, store.RedisSentinel:
+		return nil
+	}
+	return fmt.Errorf("must be single, cluster or sentinel, got %q", c.Redis.Mode)
+}
+
+func checkRedisURL(c *Config) error {
+	if c.RedisURL == "" {
+		return nil
+	}
+	if _, err := redis.ParseURL(c.RedisURL); err != nil {
+		// The URL may hold a password: only the parser's reason is shown.
+		return fmt.Errorf("not a redis:// or rediss:// URL (%s)", urlProblem(err))
+	}
+	return nil
+}
+
+func checkRedisTimeout(c *Config) error {
+	if c.RedisTimeout < time.Millisecond || c.RedisTimeout > 10*time.Second {
+		return fmt.Errorf("must be between 1ms and 10s, got %s", c.RedisTimeout)
+	}
+	return nil
+}
+
+func checkRedisMaxWait(c *Config) error {
+	if c.RedisMaxWait != 0 && (c.RedisMaxWait < c.RedisTimeout || c.RedisMaxWait > time.Minute) {
+		return fmt.Errorf("must be between OTPGUARD_REDIS_TIMEOUT (%s) and 1m, got %s", c.RedisTimeout, c.RedisMaxWait)
+	}
+	return nil
+}
+
+func checkRedisPipelines(c *Config) error {
+	if c.RedisPipelines < 0 || c.RedisPipelines > 1024 {
+		return fmt.Errorf("must be between 0 (no coalescing) and 1024, got %d", c.RedisPipelines)
+	}
+	return nil
+}
+
+func checkMaxInFlight(c *Config) error {
+	if c.MaxInFlight < 1 || c.MaxInFlight > 100_000 {
+		return fmt.Errorf("must be between 1 and 100000, got %d", c.MaxInFlight)
+	}
+	return nil
+}
+
+func checkInstances(c *Config) error {
+	if c.Instances < 0 || c.Instances > 10_000 {
+		return fmt.Errorf("must be between 1 and 10000 (or unset: counted by heartbeat), got %d", c.Instances)
+	}
+	return nil
+}
+
+func checkDatabaseURL(c *Config) error { return store.CheckDatabaseURL(c.DatabaseURL) }
+
+// checkDataDir: the SQLite file's directory, when there is no database URL.
+func checkDataDir(c *Config) error {
+	if c.DatabaseURL != "" {
+		return nil
+	}
+	if fi, err := os.Stat(c.DataDir); err == nil && !fi.IsDir() {
+		return fmt.Errorf("%s is a file, not a directory", c.DataDir)
+	}
+	return nil
+}
+
+func checkAuditRetention(c *Config) error {
+	if c.AuditRetention < time.Hour {
+		return fmt.Errorf("must be at least 1h, got %s", c.AuditRetention)
+	}
+	return nil
+}
+
+func checkDenyListRefresh(c *Config) error {
+	if c.DenyListRefresh < 100*time.Millisecond || c.DenyListRefresh > time.Minute {
+		return fmt.Errorf("must be between 100ms and 1m, got %s", c.DenyListRefresh)
+	}
+	return nil
+}
+
+func checkDatabaseTimeout(c *Config) error {
+	if c.DatabaseTimeout < 10*time.Millisecond || c.DatabaseTimeout > time.Minute {
+		return fmt.Errorf("must be between 10ms and 1m, got %s", c.DatabaseTimeout)
+	}
+	return nil
+}
+
+// checkSMS: the sender's name; unset is checkSenderChosen's.
+func checkSMS(c *Config) error {
+	switch c.SMS {
+	case "", "console", "twilio":
+		return nil
+	}
+	return fmt.Errorf("must be console or twilio, got %q", c.SMS)
+}
 
 // checkAddr checks a listen address: host:port, the port a number from 0
 // (any free port) to 65535, the host empty (every interface), an IP
@@ -55,39 +185,4 @@ func urlProblem(err error) string {
 		return "malformed URL"
 	}
 	return msg
-}
-
-// toolSettings are OTPGUARD_ variables read by the tests, CI and the load
-// command, not by the service: not reported as unknown.
-var toolSettings = []string{
-	"OTPGUARD_API_KEY", // otpguard-load
-	"OTPGUARD_REQUIRE_SERVICES", "OTPGUARD_ARTIFACTS",
-}
-
-// UnknownSettings returns a warning for each OTPGUARD_ variable in environ
-// (os.Environ's form, NAME=value) that otpguard does not read, naming the
-// setting that was probably meant: a misspelt variable must not silently
-// leave its default in force.
-func (c *Config) UnknownSettings(environ []string) []string {
-	var known []string
-	for name := range c.settings {
-		known = append(known, name)
-	}
-	known = append(known, toolSettings...)
-	slices.Sort(known)
-	var warns []string
-	for _, kv := range environ {
-		name, _, _ := strings.Cut(kv, "=")
-		if !strings.HasPrefix(name, "OTPGUARD_") || slices.Contains(known, name) ||
-			strings.HasPrefix(name, "OTPGUARD_TEST_") {
-			continue
-		}
-		w := name + " is not an otpguard setting and is ignored"
-		if near := nearest(name, known); near != "" {
-			w += fmt.Sprintf(" (did you mean %s?)", near)
-		}
-		warns = append(warns, w)
-	}
-	slices.Sort(warns)
-	return warns
 }

@@ -1,5 +1,41 @@
 package app
 
+import (
+	"fmt"
+	"slices"
+	"strings"
+)
+
+// UnknownSettings returns a warning for each OTPGUARD_ variable in environ
+// (os.Environ's form, NAME=value) that otpguard does not read, naming the
+// setting that was probably meant: a misspelt variable must not silently
+// leave its default in force. The names known are the list's (settings.go).
+func UnknownSettings(environ []string) []string {
+	known := slices.Clone(toolSettings)
+	for _, s := range settings {
+		known = append(known, s.name)
+		if s.secret {
+			known = append(known, s.name+"_FILE")
+		}
+	}
+	slices.Sort(known)
+	var warns []string
+	for _, kv := range environ {
+		name, _, _ := strings.Cut(kv, "=")
+		if !strings.HasPrefix(name, "OTPGUARD_") || slices.Contains(known, name) ||
+			strings.HasPrefix(name, "OTPGUARD_TEST_") {
+			continue
+		}
+		w := name + " is not an otpguard setting and is ignored"
+		if near := nearest(name, known); near != "" {
+			w += fmt.Sprintf(" (did you mean %s?)", near)
+		}
+		warns = append(warns, w)
+	}
+	slices.Sort(warns)
+	return warns
+}
+
 // nearest returns the candidate closest to name by edit distance, when it
 // is close enough to be a slip (at most a third of name's length, and at
 // least 1 edit away); "" when none is.

@@ -78,15 +78,26 @@ var samplers = map[string]bool{
 	"parentbased_always_on": false, "parentbased_always_off": false, "parentbased_traceidratio": true,
 }
 
-// loadTracingConfig reads the OTEL_* variables through getenv (see
-// TracingConfig) and refuses what the service could not honour.
-func loadTracingConfig(getenv func(string) string) (TracingConfig, error) {
+// otelEnv is what the OTEL_* variables otpguard reads say, as given
+// (settings.go); the exporter, the sampler and the resource read the rest
+// themselves.
+type otelEnv struct {
+	sdkDisabled, exporter    string
+	endpoint, tracesEndpoint string
+	protocol, tracesProtocol string
+	sampler, samplerArg      string
+}
+
+// tracing is what the variables mean together (see TracingConfig); it
+// refuses what the service could not honour, and checks nothing of a
+// tracing that stays off.
+func (e otelEnv) tracing() (TracingConfig, error) {
 	var t TracingConfig
-	if strings.EqualFold(strings.TrimSpace(getenv("OTEL_SDK_DISABLED")), "true") {
+	if strings.EqualFold(strings.TrimSpace(e.sdkDisabled), "true") {
 		return t, nil
 	}
-	endpoint := or(getenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"), getenv("OTEL_EXPORTER_OTLP_ENDPOINT"))
-	switch exp := strings.TrimSpace(getenv("OTEL_TRACES_EXPORTER")); exp {
+	endpoint := or(e.tracesEndpoint, e.endpoint)
+	switch exp := strings.TrimSpace(e.exporter); exp {
 	case "none":
 		return t, nil
 	case "":
@@ -98,16 +109,16 @@ func loadTracingConfig(getenv func(string) string) (TracingConfig, error) {
 		return t, fmt.Errorf("OTEL_TRACES_EXPORTER: %q is not supported: want otlp or none", exp)
 	}
 	t.Enabled, t.Endpoint = true, endpoint
-	t.Protocol = or(or(getenv("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL"), getenv("OTEL_EXPORTER_OTLP_PROTOCOL")), otlpHTTP)
+	t.Protocol = or(or(e.tracesProtocol, e.protocol), otlpHTTP)
 	if t.Protocol != otlpHTTP && t.Protocol != otlpGRPC {
 		return t, fmt.Errorf("OTEL_EXPORTER_OTLP_PROTOCOL: %q is not supported: want http/protobuf or grpc", t.Protocol)
 	}
-	t.Sampler = or(getenv("OTEL_TRACES_SAMPLER"), "parentbased_always_on")
+	t.Sampler = or(e.sampler, "parentbased_always_on")
 	ratio, known := samplers[t.Sampler]
 	if !known {
 		return t, fmt.Errorf("OTEL_TRACES_SAMPLER: %q is not supported: want always_on, always_off, traceidratio or a parentbased_ one", t.Sampler)
 	}
-	if arg := getenv("OTEL_TRACES_SAMPLER_ARG"); ratio && arg != "" {
+	if arg := e.samplerArg; ratio && arg != "" {
 		if r, err := strconv.ParseFloat(arg, 64); err != nil || r < 0 || r > 1 {
 			return t, fmt.Errorf("OTEL_TRACES_SAMPLER_ARG: %q is not a ratio between 0 and 1", arg)
 		}
@@ -167,7 +178,7 @@ func startTracing(ctx context.Context, cfg *Config, o *options, log *slog.Logger
 		return nil, fmt.Errorf("tracing: resource: %w", err)
 	}
 	// The sampler comes from OTEL_TRACES_SAMPLER (checked by
-	// loadTracingConfig), the batching from OTEL_BSP_*.
+	// otelEnv.tracing), the batching from OTEL_BSP_*.
 	tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp), sdktrace.WithResource(res))
 	// The SDK reports failed exports through one handler per process, like
 	// go-redis's logger: the last App's log.

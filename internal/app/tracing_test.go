@@ -53,15 +53,18 @@ func TestTracingSettings(t *testing.T) {
 			err: "OTEL_TRACES_SAMPLER_ARG"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got, err := loadTracingConfig(func(k string) string { return tc.env[k] })
+			cfg, err := LoadConfig(func(k string) string { return tc.env[k] })
 			if tc.err != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.err) {
 					t.Fatalf("error %v, want one naming %s", err, tc.err)
 				}
 				return
 			}
-			if err != nil || got != tc.want {
-				t.Fatalf("got %+v, %v; want %+v", got, err, tc.want)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := cfg.Tracing; got != tc.want {
+				t.Fatalf("got %+v; want %+v", got, tc.want)
 			}
 		})
 	}

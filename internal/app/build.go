@@ -1,0 +1,225 @@
+package app
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"errors"
+	"log/slog"
+
+	"github.com/otpguard/otpguard/api"
+	"github.com/otpguard/otpguard/internal/guard"
+	"github.com/otpguard/otpguard/internal/httpapi"
+	"github.com/otpguard/otpguard/internal/ops"
+)
+
+// wiring is what New's steps hand on to the ones after them; the App keeps
+// what outlives New.
+type wiring struct {
+	o            options
+	tr           *tracing
+	metrics      *httpapi.Metrics
+	abuseMetrics *httpapi.AbuseMetrics
+	guarded      guardedStore // the store through the breaker (guarded.go)
+	sender       guard.Sender
+	hot          *guard.HotKeys   // nil: no limit syncs its counts
+	first        httpapi.Services // what the policy at start-up decides
+}
+
+// checkConfig fills in what embedded mode may leave unset, refuses a
+// configuration serve could not honour, and says its warnings.
+func (a *App) checkConfig(_ context.Context, w *wiring) error {
+	cfg, log := a.cfg, a.log
+	if cfg.Embedded() && w.o.rdb == nil {
+		if err := fillEmbeddedSecrets(cfg, log); err != nil {
+			return err
+		}
+		if err := fillEmbeddedOpsKey(cfg, log); err != nil {
+			return err
+		}
+	}
+	if err := cfg.validate(w.o.sender != nil); err != nil {
+		return err
+	}
+	for _, warn := range cfg.Warnings {
+		log.Warn(warn)
+	}
+	return nil
+}
+
+// setUpTracing starts the tracer provider the OTEL_* variables ask for
+// (tracing.go).
+func (a *App) setUpTracing(ctx context.Context, w *wiring) error {
+	tr, err := startTracing(ctx, a.cfg, &w.o, a.log, a.onClose)
+	if err != nil {
+		return err
+	}
+	w.tr, w.o.sqlTracer = tr, tr.sqlTracer()
+	return nil
+}
+
+// startFallback puts the Fallback between every decision and Redis
+// (outage.go) and starts its probe and heartbeat.
+func (a *App) startFallback(ctx context.Context, w *wiring) (err error) {
+	guard.WarmPhoneMetadata()
+	if a.outage, err = newOutage(a.cfg, a.rdb, a.store, w.o, a.log); err != nil {
+		return err
+	}
+	registerOutage(w.metrics.Registry, a.outage)
+	a.onClose(a.outage.start(ctx, a.log))
+	w.guarded = guardedStore{fb: a.outage.fallback, st: a.store}
+	w.o.policy = func() guard.OTPPolicy { return a.live.policy().OTP }
+	return nil
+}
+
+// openOpsDesk connects the SQL store and starts the ops jobs (ops.go).
+func (a *App) openOpsDesk(ctx context.Context, w *wiring) (err error) {
+	if a.ops, err = startOps(ctx, a.cfg, a.log, w.metrics, w.guarded, a.store, w.o); err != nil {
+		return err
+	}
+	a.onClose(func() { a.closeErr = errors.Join(a.closeErr, a.ops.Close()) })
+	return nil
+}
+
+// watchAbuse starts the attack view (GET /ops/abuse): the OTP rules'
+// events are tallied per hour in Redis beside the audit trail.
+func (a *App) watchAbuse(_ context.Context, w *wiring) error {
+	abuse, stop := startAbuseView(w.guarded, w.o.policy, a.ops.overrides, a.ops.deny, w.o.now, a.log)
+	a.onClose(stop)
+	a.abuse = abuse
+	return nil
+}
+
+// syncHotKeys starts the hot keys' syncs. They stop first in Close, once
+// Run has drained the requests that spend hot-key counts: their last sync
+// sees all of them, and Redis and the heartbeat are still there for it.
+func (a *App) syncHotKeys(ctx context.Context, w *wiring) error {
+	hot, stop, err := startHotKeys(ctx, a.cfg, a.rdb, a.outage.fallback.Instances, a.log)
+	if err != nil {
+		return err
+	}
+	a.onClose(stop)
+	if hot != nil {
+		registerHotKeys(w.metrics.Registry, hot)
+	}
+	w.hot = hot
+	return nil
+}
+
+// buildGuard builds what the policy decides, once per policy: at start
+// and at every reload (reload.go), around the long-lived parts.
+func (a *App) buildGuard(_ context.Context, w *wiring) error {
+	a.live = newLive(a.cfg, a.log, w.metrics, func(p guard.Policies) httpapi.Services {
+		return httpapi.Services{OTP: a.newOTP(w, p.OTP), Limiter: a.newLimiter(w, p.Limits)}
+	})
+	w.first = a.live.build(a.cfg.Policies)
+	a.live.setOTP(w.first.OTP)
+	registerWatch(w.metrics.Registry, a.live.otp)
+	// Runs before the ops jobs stop (closers run last first): the watch's
+	// last alerts still reach the audit queue, Redis and the deny-list.
+	a.onClose(func() { a.live.otp().Close() })
+	registerRequestMetrics(w.metrics, w.abuseMetrics, a.cfg, w.o.version, a.live.otp)
+	return nil
+}
+
+// newOTP is the OTP rules of one policy.
+func (a *App) newOTP(w *wiring, p guard.OTPPolicy) *guard.OTP {
+	fb := a.outage.fallback
+	return guard.NewOTP(guard.OTPOptions{
+		Policy: p, Counter: fb, Codes: fb,
+		Sender: w.sender, HMACKey: a.cfg.HMACKey, Logger: a.log, LastStoreFailure: fb.LastFailure,
+		Deny: a.ops.deny, Events: ops.Tee(a.ops.audit, a.abuse.recorder), Blocks: w.guarded, Now: w.o.now,
+		// The conversion watch is advisory: through the breaker, but its
+		// failures never refuse a send.
+		Conversions: w.guarded, AutoBlock: a.ops.desk, Abuse: w.abuseMetrics.Hooks(),
+		// Replayed status callbacks: advisory too (a failed check records).
+		Deliveries: a.store,
+		// The country velocity rule's count goes out with the send's
+		// limits, through the Fallback (Fallback.TakeSend); Volumes is
+		// asked directly for its refunds, verify credits and quarantines
+		// (guard/velocity.go says how it meets a failing store).
+		Volumes: a.store,
+		// GET and cancel of a verification: through the breaker.
+		Verifications: w.guarded,
+		// The ops desk's emergency overrides tighten the file (ops/overrides.go).
+		Overrides: a.ops.overrides,
+	})
+}
+
+// newLimiter is the named limits of one policy. Exact denials are
+// repeated from memory until they expire: a hammered key costs Redis
+// nothing while it stays denied. Remembered per policy: a reload that
+// raises a limit lets the key through at once.
+func (a *App) newLimiter(w *wiring, limits map[string]guard.LimitPolicy) *guard.Limiter {
+	limiter := guard.NewLimiter(limits, a.outage.fallback, a.log).
+		WithDenials(guard.NewDenials(guard.DefaultDenials, w.o.now))
+	if w.hot != nil {
+		limiter.WithHotKeys(w.hot)
+	}
+	return limiter
+}
+
+// buildServer builds the HTTP side: the API, the ops desk's routes,
+// /metrics and the probes, traced as the OTEL_* variables say.
+func (a *App) buildServer(_ context.Context, w *wiring) error {
+	rdb, fb := a.rdb, a.outage.fallback
+	srv := httpapi.New(httpapi.Options{
+		OTP: w.first.OTP, Limiter: w.first.Limiter, APIKeys: a.cfg.APIKeys, OpsKeys: a.cfg.OpsKeys,
+		Logger: a.log, Metrics: w.metrics, Spec: api.OpenAPI,
+		Ops: a.ops.desk, SessionKey: a.ops.sessionKey, Sessions: a.ops.signOuts,
+		Ready:  func(ctx context.Context) error { return rdb.Ping(ctx).Err() },
+		Status: a.storeStatus,
+		// The abuse defences (README.md, "Abuse defences").
+		AbuseMetrics: w.abuseMetrics, StatusCallback: statusCallback(a.cfg), MaxInFlight: a.cfg.MaxInFlight,
+		TrustedProxies: a.cfg.TrustedProxies,
+		// Wrong keys are counted per address in Redis, through the Fallback.
+		SignIn:      ops.NewSignInLimiter(fb, w.o.signIn),
+		APIKeyLimit: ops.NewAPIKeyLimiter(fb, w.o.apiKeys),
+		// Idempotency-Key claims and answers: through the breaker.
+		Idempotency: w.guarded, IdempotencyWait: w.o.idempotencyWait,
+		// The attack view (GET /ops/abuse, the top of /ops).
+		Abuse: a.abuse.desk,
+	})
+	a.live.server = srv
+	a.handler = w.tr.handler(srv)
+	return nil
+}
+
+// storeStatus is what GET /status says of Redis, the database and the
+// policy file.
+func (a *App) storeStatus() httpapi.StoreStatus {
+	st := a.outage.status()
+	db := a.ops.status()
+	st.Database = &db
+	st.PolicyFile = a.policyStatus()
+	return st
+}
+
+// fillEmbeddedSecrets makes up what embedded mode may leave unset: an API
+// key (printed, so the walk-through works) and an HMAC key (random: codes
+// die with the process, as the embedded Redis does).
+func fillEmbeddedSecrets(cfg *Config, log *slog.Logger) error {
+	if len(cfg.HMACKey) == 0 {
+		cfg.HMACKey = make([]byte, 32)
+		if _, err := rand.Read(cfg.HMACKey); err != nil {
+			return err
+		}
+	}
+	if len(cfg.APIKeys) == 0 {
+		key, err := randomKey("ogk_")
+		if err != nil {
+			return err
+		}
+		cfg.APIKeys, cfg.GeneratedAPIKey = []string{key}, true
+		log.Warn("no OTPGUARD_API_KEYS set: generated an API key for this run", "api_key", key)
+	}
+	return nil
+}
+
+func randomKey(prefix string) (string, error) {
+	b := make([]byte, 24)
+	if _, err := rand.Read(b); err != nil {
+		return "", err
+	}
+	return prefix + base64.RawURLEncoding.EncodeToString(b), nil
+}
