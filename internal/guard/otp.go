@@ -160,7 +160,7 @@ func (s *OTP) Send(ctx context.Context, req SendRequest) (SendResult, error) {
 		s.record(ctx, ActionOTPSend, "", phone, CleanIP(req.ClientIP), err)
 		return SendResult{}, err
 	}
-	res, err := s.send(withDecision(ctx), phone, ip)
+	res, err := s.send(WithDecision(ctx), phone, ip)
 	s.record(ctx, ActionOTPSend, OutcomeSent, phone, CleanIP(req.ClientIP), err)
 	res.Phone = phone // on a refusal too: the caller's log names it (masked)
 	return res, err
@@ -429,7 +429,7 @@ func (s *OTP) VerifyCode(ctx context.Context, req VerifyRequest) (VerifyResult, 
 		s.record(ctx, ActionOTPVerify, "", phone, "", err)
 		return VerifyResult{}, err
 	}
-	ctx = withDecision(ctx)
+	ctx = WithDecision(ctx)
 	vid, err := s.verify(ctx, phone, req.Code)
 	s.record(ctx, ActionOTPVerify, OutcomeValid, phone, "", err)
 	if err != nil {
