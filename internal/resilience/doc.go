@@ -3,7 +3,7 @@
 // a live one, the fallback that decides from memory by each policy's
 // on_store_error (and makes the code calls through the same breaker), and
 // its status. It also owns the hot-key local counters of sync-mode policies
-// and the in-memory limiter both decide with.
+// and the in-memory limiter the fallback decides with.
 //
 // It wraps guard's interfaces (guard.Counter, guard.Codes) and is wired in
 // by internal/app; guard never imports it.
