@@ -166,13 +166,6 @@ func (b *smsBox) last(t *testing.T) string {
 }
 
 // otpInstance is one instance: its own Fallback (memory, breaker) over the
-func localOTP(localLimit int64) guard.OTPPolicy {
-	p := guard.DefaultPolicies().OTP
-	p.OnStoreError, p.LocalLimit = guard.FallbackLocal, localLimit
-	p.Cooldown = 0
-	return p
-}
-
 func wantCode(t *testing.T, err error, want guard.Code) {
 	t.Helper()
 	if got := guard.ErrorCode(err); got != want {
