@@ -15,6 +15,7 @@ import (
 	"github.com/otpguard/otpguard/internal/guard"
 	"github.com/otpguard/otpguard/internal/httpapi"
 	"github.com/otpguard/otpguard/internal/ops"
+	"github.com/otpguard/otpguard/internal/resilience"
 	"github.com/otpguard/otpguard/internal/store"
 )
 
@@ -52,7 +53,7 @@ type options struct {
 	now        func() time.Time
 	output     io.Writer
 	heartbeat  store.HeartbeatOptions
-	breaker    guard.BreakerOptions
+	breaker    resilience.BreakerOptions
 	probeEvery time.Duration
 	signIn     ops.SignInLimit
 	apiKeys    ops.SignInLimit
@@ -89,12 +90,12 @@ func WithHeartbeat(every, staleAfter time.Duration) Option {
 	return func(o *options) { o.heartbeat.Every, o.heartbeat.StaleAfter = every, staleAfter }
 }
 
-// WithProbe sets how often the probe pings Redis (guard.DefaultProbeEvery
+// WithProbe sets how often the probe pings Redis (resilience.DefaultProbeEvery
 // otherwise).
 func WithProbe(every time.Duration) Option { return func(o *options) { o.probeEvery = every } }
 
 // WithBreaker tunes the breaker in front of Redis.
-func WithBreaker(b guard.BreakerOptions) Option { return func(o *options) { o.breaker = b } }
+func WithBreaker(b resilience.BreakerOptions) Option { return func(o *options) { o.breaker = b } }
 
 // WithSignInLimit sets the limit on failed ops sign-ins per address
 // (ops.DefaultSignInLimit otherwise).
@@ -152,7 +153,7 @@ func (a *App) Handler() http.Handler { return a.handler }
 func (a *App) Logger() *slog.Logger { return a.log }
 
 // Fallback is what every decision goes through on its way to Redis.
-func (a *App) Fallback() *guard.Fallback { return a.outage.fallback }
+func (a *App) Fallback() *resilience.Fallback { return a.outage.fallback }
 
 // Heartbeat is this instance's heartbeat, which counts live instances.
 func (a *App) Heartbeat() *store.Heartbeat { return a.outage.hb }

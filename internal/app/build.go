@@ -11,6 +11,7 @@ import (
 	"github.com/otpguard/otpguard/internal/guard"
 	"github.com/otpguard/otpguard/internal/httpapi"
 	"github.com/otpguard/otpguard/internal/ops"
+	"github.com/otpguard/otpguard/internal/resilience"
 )
 
 // wiring is what New's steps hand on to the ones after them; the App keeps
@@ -22,8 +23,8 @@ type wiring struct {
 	abuseMetrics *httpapi.AbuseMetrics
 	guarded      guardedStore // the store through the breaker (guarded.go)
 	sender       guard.Sender
-	hot          *guard.HotKeys   // nil: no limit syncs its counts
-	first        httpapi.Services // what the policy at start-up decides
+	hot          *resilience.HotKeys // nil: no limit syncs its counts
+	first        httpapi.Services    // what the policy at start-up decides
 }
 
 // checkConfig fills in what embedded mode may leave unset, refuses a

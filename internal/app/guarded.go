@@ -6,6 +6,7 @@ import (
 
 	"github.com/otpguard/otpguard/internal/guard"
 	"github.com/otpguard/otpguard/internal/ops"
+	"github.com/otpguard/otpguard/internal/resilience"
 	"github.com/otpguard/otpguard/internal/store"
 )
 
@@ -14,7 +15,7 @@ import (
 // through the Fallback's breaker and timeout (Fallback.Do). While the
 // breaker is open they make no Redis call at all.
 type guardedStore struct {
-	fb *guard.Fallback
+	fb *resilience.Fallback
 	st *store.Redis
 }
 

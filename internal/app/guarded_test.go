@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/otpguard/otpguard/internal/guard"
+	"github.com/otpguard/otpguard/internal/resilience"
 	"github.com/otpguard/otpguard/internal/store"
 	"github.com/otpguard/otpguard/internal/store/redistest"
 )
@@ -24,8 +25,8 @@ func TestAdvisoryCallsHonourTheBreaker(t *testing.T) {
 	sent := &redistest.RoundTrips{}
 	rdb.AddHook(sent)
 	st := store.NewRedis(rdb, "og:")
-	fb := guard.NewFallback(guard.FallbackOptions{Counter: st, Codes: st, Timeout: 10 * time.Millisecond,
-		Breaker: guard.BreakerOptions{Failures: 1, OpenFor: time.Hour}})
+	fb := resilience.NewFallback(resilience.FallbackOptions{Counter: st, Codes: st, Timeout: 10 * time.Millisecond,
+		Breaker: resilience.BreakerOptions{Failures: 1, OpenFor: time.Hour}})
 	fb.ObserveProbe(context.Background(), errors.New("dial tcp 127.0.0.1:1: connection refused"))
 	g := guardedStore{fb: fb, st: st}
 	ctx := context.Background()

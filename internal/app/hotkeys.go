@@ -8,6 +8,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/otpguard/otpguard/internal/guard"
+	"github.com/otpguard/otpguard/internal/resilience"
 	"github.com/otpguard/otpguard/internal/store"
 )
 
@@ -22,7 +23,7 @@ const syncTimeout = time.Second
 // stop once the HTTP server has drained, so that the last sync sees what
 // the last requests spent.
 func startHotKeys(ctx context.Context, cfg *Config, rdb redis.UniversalClient,
-	instances func() int, log *slog.Logger) (*guard.HotKeys, func(), error) {
+	instances func() int, log *slog.Logger) (*resilience.HotKeys, func(), error) {
 	tick := time.Duration(0)
 	for _, p := range cfg.Policies.Limits {
 		if p.Mode == guard.ModeSync && (tick == 0 || p.SyncInterval/4 < tick) {
@@ -38,7 +39,7 @@ func startHotKeys(ctx context.Context, cfg *Config, rdb redis.UniversalClient,
 	if err != nil {
 		return nil, nil, err
 	}
-	h := guard.NewHotKeys(guard.HotKeysOptions{Store: st, Instances: instances, Logger: log, Timeout: timeout})
+	h := resilience.NewHotKeys(resilience.HotKeysOptions{Store: st, Instances: instances, Logger: log, Timeout: timeout})
 	ctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	done := make(chan struct{})
 	go func() {
@@ -81,7 +82,7 @@ func ownClient(cfg *Config, rdb redis.UniversalClient, tune func(*store.RedisOpt
 // reach h any more (after the HTTP server has drained), or the last attempt
 // misses what is spent after it. A sync in flight is never cut short: a
 // MULTI cut after it was sent may have counted, and would be sent again.
-func runHotKeys(ctx context.Context, h *guard.HotKeys, tick time.Duration) {
+func runHotKeys(ctx context.Context, h *resilience.HotKeys, tick time.Duration) {
 	t := time.NewTicker(tick)
 	defer t.Stop()
 	for {

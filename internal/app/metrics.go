@@ -8,6 +8,7 @@ import (
 
 	"github.com/otpguard/otpguard/internal/guard"
 	"github.com/otpguard/otpguard/internal/httpapi"
+	"github.com/otpguard/otpguard/internal/resilience"
 )
 
 // WithVersion names the build in otpguard_build_info (the binary's
@@ -82,7 +83,7 @@ func registerOutage(reg *prometheus.Registry, o *outage) {
 
 // registerHotKeys exports the sync-mode counters' table and what they
 // could not send.
-func registerHotKeys(reg *prometheus.Registry, h *guard.HotKeys) {
+func registerHotKeys(reg *prometheus.Registry, h *resilience.HotKeys) {
 	reg.MustRegister(
 		prometheus.NewCounterFunc(prometheus.CounterOpts{
 			Name: "otpguard_hotkey_deltas_discarded_total",

@@ -11,8 +11,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/otpguard/otpguard/internal/guard"
 	"github.com/otpguard/otpguard/internal/httpapi"
+	"github.com/otpguard/otpguard/internal/resilience"
 	"github.com/otpguard/otpguard/internal/store"
 )
 
@@ -21,7 +21,7 @@ import (
 // Fallback (timeout, breaker, in-memory limiter) every decision goes through.
 type outage struct {
 	hb       *store.Heartbeat
-	fallback *guard.Fallback
+	fallback *resilience.Fallback
 	from     string // where N comes from: "heartbeat" or "config"
 	done     chan struct{}
 	// probe is a connection of its own that pings Redis every probeEvery:
@@ -36,11 +36,11 @@ type outage struct {
 // registers their metrics.
 func newOutage(cfg *Config, rdb redis.UniversalClient, st *store.Redis, opts options, log *slog.Logger) (*outage, error) {
 	o := &outage{from: "heartbeat", done: make(chan struct{}), probeDone: make(chan struct{}),
-		probeEvery: cmp.Or(opts.probeEvery, guard.DefaultProbeEvery),
+		probeEvery: cmp.Or(opts.probeEvery, resilience.DefaultProbeEvery),
 		// A ping may take as long as a store call may: with a Redis
 		// further away than DefaultProbeTimeout (OTPGUARD_REDIS_TIMEOUT
 		// raised for it), a shorter ping would never vouch for it.
-		probeTimeout: max(guard.DefaultProbeTimeout, cfg.RedisTimeout)}
+		probeTimeout: max(resilience.DefaultProbeTimeout, cfg.RedisTimeout)}
 	probe, err := ownClient(cfg, rdb, func(po *store.RedisOptions) {
 		po.Timeout, po.MaxWait, po.PoolSize = o.probeTimeout, 0, 1
 	})
@@ -62,7 +62,7 @@ func newOutage(cfg *Config, rdb redis.UniversalClient, st *store.Redis, opts opt
 		n := cfg.Instances
 		instances, o.from = func() int { return n }, "config"
 	}
-	o.fallback = guard.NewFallback(guard.FallbackOptions{
+	o.fallback = resilience.NewFallback(resilience.FallbackOptions{
 		Counter: st, Codes: st, Timeout: cfg.RedisTimeout, Instances: instances,
 		Breaker: opts.breaker, Policies: &cfg.Policies, Logger: log, Now: opts.now,
 		Ceiling: cfg.maxWait(), ProbeEvery: o.probeEvery, ProbeTimeout: o.probeTimeout,

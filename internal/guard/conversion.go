@@ -104,8 +104,7 @@ func (s *OTP) watching(ctx context.Context, phone Phone) bool {
 		return false
 	}
 	// The store already failed in this decision: do not wait on it again.
-	d, _ := ctx.Value(decisionKey{}).(*decision)
-	return d == nil || !d.failed.Load()
+	return !StoreFailed(ctx)
 }
 
 // watchSend queues a code that left: the watch counts it and judges its

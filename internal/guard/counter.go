@@ -93,6 +93,19 @@ type SendCounter interface {
 	TakeSend(ctx context.Context, takes []Take, vol *VolumeTake) ([]Result, *VolumeResult, error)
 }
 
+// SyncItem is what one instance counted on its own for one hot key since
+// its last sync (local counters with periodic sync).
+type SyncItem struct {
+	Take        // the key and its policy; Cost is unused
+	Delta int64 // spent locally, not yet in Redis
+}
+
+// SyncState is a hot key's global state after a sync.
+type SyncState struct {
+	Remaining  int64         // may be negative when the instances overshot
+	ResetAfter time.Duration // fixed window: until the window ends
+}
+
 // Guess is a stored code as seen by one verify attempt.
 type Guess struct {
 	MAC      []byte        // HMAC of the code; the code itself is never stored

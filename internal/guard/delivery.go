@@ -2,7 +2,9 @@ package guard
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -73,4 +75,31 @@ func (s *OTP) RecordDelivery(ctx context.Context, d Delivery) bool {
 		s.log.InfoContext(ctx, "sms not delivered", "phone", MaskPhone(e.Phone), "status", d.Status, "error_code", d.ErrorCode)
 	}
 	return true
+}
+
+// deliver hands code to the SMS provider. When that fails, the code is
+// deleted: never delivered, as far as we know, so not left guessable (a
+// stateless code cannot be taken back; it dies with its step). The send's
+// limits stay spent, unless the provider surely did not send it: then
+// what it spent is given back (giveBack).
+func (s *OTP) deliver(ctx context.Context, phone Phone, code issued, sp spent) error {
+	body := strings.ReplaceAll(s.policy.Message, "{code}", code.text)
+	err := s.sender.Send(ctx, Message{To: phone.E164, Body: body})
+	if err == nil {
+		return nil
+	}
+	if code.id != "" {
+		if derr := s.codes.DeleteCode(context.WithoutCancel(ctx), phone.E164); derr != nil {
+			s.log.WarnContext(ctx, "deleting undelivered code failed", "phone", MaskPhone(phone.E164), "err", derr)
+		}
+	}
+	s.log.WarnContext(ctx, "sms not sent", "phone", MaskPhone(phone.E164), "err", err)
+	var e *Error
+	if errors.As(err, &e) {
+		if e.Code == CodeInvalidDestination || errors.Is(err, ErrNotSent) { // surely not sent: the budget is not spent
+			s.giveBack(ctx, phone, sp)
+		}
+		return err
+	}
+	return &Error{Code: CodeProviderUnavailable, Message: "the SMS provider failed", Err: err}
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/otpguard/otpguard/internal/guard"
+	"github.com/otpguard/otpguard/internal/resilience"
 )
 
 // windows is a Counter of fixed windows that spend only if they allow (as
@@ -255,7 +256,7 @@ func TestDenialsRememberOnlyWhatRedisAloneDecided(t *testing.T) {
 	}
 
 	// A fallback decision is not Redis's: never remembered.
-	fb := guard.NewFallback(guard.FallbackOptions{Counter: store, Now: clk.now})
+	fb := resilience.NewFallback(resilience.FallbackOptions{Counter: store, Now: clk.now})
 	policies["open"] = guard.LimitPolicy{Algorithm: guard.FixedWindow, Limit: 1, Window: time.Minute, OnStoreError: guard.FallbackOpen}
 	lf := guard.NewLimiter(policies, fb, nil).WithDenials(guard.NewDenials(0, clk.now))
 	store.down = true

@@ -1,6 +1,7 @@
 package guard
 
 import (
+	"fmt"
 	"strings"
 	"time"
 )
@@ -60,4 +61,13 @@ func validDenyPattern(p string) bool {
 		}
 	}
 	return true
+}
+
+// checkDenied refuses a deny-listed number, before any counter is spent.
+func (s *OTP) checkDenied(phone Phone) error {
+	if e, ok := s.deny.Denied(phone.E164, s.now()); ok {
+		return &Error{Code: CodeDenied, Message: "this number may not receive codes",
+			Err: fmt.Errorf("deny-list entry %d (%s)", e.ID, MaskPhone(e.Pattern))}
+	}
+	return nil
 }

@@ -113,6 +113,10 @@ func ErrorCode(err error) Code {
 // ErrNotFound is returned by stores when the thing asked for does not exist.
 var ErrNotFound = errors.New("not found")
 
+// ErrStoreUnavailable is the cause of a store call the fallback did not make: the
+// breaker is open, or the store already failed within the same decision.
+var ErrStoreUnavailable = errors.New("the shared store is unavailable")
+
 // ErrOverloaded is the cause of a decision this instance gave up on while
 // Redis was healthy: otpguard itself could not keep up (too many decisions
 // in flight, or a call that outlived the ceiling on a saturated host). It is

@@ -2,6 +2,7 @@ package guard
 
 import (
 	"context"
+	"errors"
 	"time"
 )
 
@@ -48,3 +49,24 @@ type noBlocks struct{}
 func (noBlocks) NoteBlock(context.Context, Block) error { return nil }
 
 func (noBlocks) EndBlock(context.Context, string, Code) error { return nil }
+
+// record hands the decision to the audit sink: outcome is ok's label on
+// success and the refusal's code otherwise. Never the code itself.
+func (s *OTP) record(ctx context.Context, action, ok string, phone Phone, ip string, err error) {
+	outcome := ok
+	if err != nil {
+		outcome = string(ErrorCode(err))
+	}
+	var detail string
+	if e, ok := errors.AsType[*Error](err); ok {
+		detail = e.Usage
+	}
+	s.events.Record(Event{At: s.now(), Action: action, Outcome: outcome, Phone: phone.E164, Country: phone.Region, IP: ip,
+		Detail: detail, TraceID: TraceID(ctx), RequestID: RequestID(ctx)})
+}
+
+func (s *OTP) noteBlock(ctx context.Context, b Block) {
+	if err := s.blocks.NoteBlock(context.WithoutCancel(ctx), b); err != nil {
+		s.log.WarnContext(ctx, "noting a block failed", "phone", MaskPhone(b.Phone), "err", err)
+	}
+}

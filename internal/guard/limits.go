@@ -61,12 +61,20 @@ type Limiter struct {
 	policies map[string]LimitPolicy
 	counter  Counter
 	log      *slog.Logger
-	hot      *HotKeys // decides sync-mode policies; nil: every check is exact
+	hot      HotKeys  // decides sync-mode policies; nil: every check is exact
 	denials  *Denials // repeats exact denials until they expire; nil: none
 }
 
+// HotKeys decides sync-mode checks from this instance's local counters
+// (resilience.HotKeys). Decide answers ok false when the check must be
+// decided exactly, through the Counter; Refund gives back what Decide spent.
+type HotKeys interface {
+	Decide(t Take, interval time.Duration) (res Result, ok bool)
+	Refund(t Take)
+}
+
 // WithHotKeys lets sync-mode policies be decided by h.
-func (l *Limiter) WithHotKeys(h *HotKeys) *Limiter {
+func (l *Limiter) WithHotKeys(h HotKeys) *Limiter {
 	l.hot = h
 	return l
 }
@@ -199,7 +207,7 @@ func (l *Limiter) Check(ctx context.Context, checks []Check) (Batch, error) {
 	if err != nil {
 		return Batch{}, err
 	}
-	ctx = withDecision(ctx) // a dead store costs one timeout per request
+	ctx = WithDecision(ctx) // a dead store costs one timeout per request
 	res, modes, err := l.take(ctx, takes, pols)
 	if err != nil {
 		l.log.Log(ctx, StoreFailureLevel(err), "limit store failed", "err", err)

@@ -101,3 +101,15 @@ func IPSubject(raw string) (string, error) {
 	}
 	return prefix.String(), nil
 }
+
+// parseSend reads a send's number (to E.164) and the end user's address
+// (its per-IP subject; "" for none). The number is returned when it parsed,
+// for the audit record of a refusal.
+func (s *OTP) parseSend(req SendRequest) (Phone, string, error) {
+	phone, err := ParsePhone(req.Phone, s.policy.DefaultRegion)
+	if err != nil {
+		return phone, "", err
+	}
+	ip, err := IPSubject(req.ClientIP)
+	return phone, ip, err
+}

@@ -12,6 +12,14 @@ type Window struct {
 	Window time.Duration
 }
 
+// OTPPolicyName is the name the OTP policy goes by in Take.Policy and in
+// the fallback's status.
+const OTPPolicyName = "otp"
+
+// LimitPolicyName is the name a limit policy goes by in Take.Policy and in
+// the fallback's status: "limits." and its name, as in the policy file.
+func LimitPolicyName(name string) string { return "limits." + name }
+
 // FallbackMode says what a policy does when the shared store cannot answer.
 type FallbackMode string
 

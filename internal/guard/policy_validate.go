@@ -40,7 +40,16 @@ func (p *Policies) Validate() error {
 	bad := func(field, format string, args ...any) {
 		errs = append(errs, fmt.Errorf("%s: %s", field, fmt.Sprintf(format, args...)))
 	}
-	o := p.OTP
+	validateOTP(p.OTP, bad)
+	for _, name := range p.LimitNames() {
+		validateLimit(name, p.Limits[name], bad)
+	}
+	return errors.Join(errs...)
+}
+
+// validateOTP checks the OTP policy: its code, its own limits, its
+// message, its fallback, and its abuse rules.
+func validateOTP(o OTPPolicy, bad func(string, string, ...any)) {
 	if o.CodeLength < 6 || o.CodeLength > 10 {
 		bad("otp.code_length", "must be between 6 and 10 digits, got %d", o.CodeLength)
 	}
@@ -71,56 +80,68 @@ func (p *Policies) Validate() error {
 		bad("otp.mode", "OTP limits are always exact: sync mode would let codes through past the limit")
 	}
 	validateAbuse(o, bad)
+}
 
-	for _, name := range p.LimitNames() {
-		l := p.Limits[name]
-		field := "limits." + name
-		if len(name) > maxPolicyName || !policyName.MatchString(name) {
-			bad(field, "policy names are lower-case letters, digits, _ and -, at most %d characters", maxPolicyName)
-		}
-		if slices.Contains(ReservedPolicyNames, name) {
-			bad(field, "%q is the name of one of otpguard's own policies in metrics (%s are reserved); choose another name",
-				name, strings.Join(ReservedPolicyNames, ", "))
-		}
-		switch l.Algorithm {
-		case TokenBucket:
-			if l.Capacity < 1 || l.Capacity > maxLimit {
-				bad(field+".capacity", "must be between 1 and %d, got %d", maxLimit, l.Capacity)
-			}
-			if !(l.RefillPerSecond > 0) || l.RefillPerSecond > maxRefill || math.IsInf(l.RefillPerSecond, 0) {
-				bad(field+".refill_per_second", "must be above 0 and at most %d, got %v", maxRefill, l.RefillPerSecond)
-			} else if full := time.Duration(float64(l.Capacity) / l.RefillPerSecond * float64(time.Second)); full > maxWindow {
-				bad(field, "an empty bucket takes %s to refill; at most %s", full.Round(time.Second), maxWindow)
-			}
-			if l.Limit != 0 || l.Window != 0 {
-				bad(field, "limit and window belong to fixed_window; a token_bucket has capacity and refill_per_second")
-			}
-		case FixedWindow:
-			validateWindow(field, Window{Limit: l.Limit, Window: l.Window}, bad)
-			if l.Capacity != 0 || l.RefillPerSecond != 0 {
-				bad(field, "capacity and refill_per_second belong to token_bucket; a fixed_window has limit and window")
-			}
-		default:
-			bad(field+".algorithm", "must be token_bucket or fixed_window, got %q", l.Algorithm)
-		}
-		validateFallbackMode(field, l.OnStoreError, l.LocalLimit, bad)
-		switch l.Mode {
-		case "", ModeExact:
-			if l.SyncInterval != 0 {
-				bad(field+".sync_interval", "only applies with mode: sync")
-			}
-		case ModeSync:
-			if l.Exact {
-				bad(field+".mode", "sync mode is refused on a policy marked exact: true")
-			}
-			if l.SyncInterval < 10*time.Millisecond || l.SyncInterval > time.Minute {
-				bad(field+".sync_interval", "must be between 10ms and 1m, got %s", l.SyncInterval)
-			}
-		default:
-			bad(field+".mode", "must be exact or sync, got %q", l.Mode)
-		}
+// validateLimit checks one limit policy: its name, its algorithm's
+// figures, its fallback and its mode.
+func validateLimit(name string, l LimitPolicy, bad func(string, string, ...any)) {
+	field := "limits." + name
+	if len(name) > maxPolicyName || !policyName.MatchString(name) {
+		bad(field, "policy names are lower-case letters, digits, _ and -, at most %d characters", maxPolicyName)
 	}
-	return errors.Join(errs...)
+	if slices.Contains(ReservedPolicyNames, name) {
+		bad(field, "%q is the name of one of otpguard's own policies in metrics (%s are reserved); choose another name",
+			name, strings.Join(ReservedPolicyNames, ", "))
+	}
+	validateAlgorithm(field, l, bad)
+	validateFallbackMode(field, l.OnStoreError, l.LocalLimit, bad)
+	validateMode(field, l, bad)
+}
+
+// validateAlgorithm checks a limit's figures for its algorithm, and that
+// it sets none of the other algorithm's.
+func validateAlgorithm(field string, l LimitPolicy, bad func(string, string, ...any)) {
+	switch l.Algorithm {
+	case TokenBucket:
+		if l.Capacity < 1 || l.Capacity > maxLimit {
+			bad(field+".capacity", "must be between 1 and %d, got %d", maxLimit, l.Capacity)
+		}
+		if !(l.RefillPerSecond > 0) || l.RefillPerSecond > maxRefill || math.IsInf(l.RefillPerSecond, 0) {
+			bad(field+".refill_per_second", "must be above 0 and at most %d, got %v", maxRefill, l.RefillPerSecond)
+		} else if full := time.Duration(float64(l.Capacity) / l.RefillPerSecond * float64(time.Second)); full > maxWindow {
+			bad(field, "an empty bucket takes %s to refill; at most %s", full.Round(time.Second), maxWindow)
+		}
+		if l.Limit != 0 || l.Window != 0 {
+			bad(field, "limit and window belong to fixed_window; a token_bucket has capacity and refill_per_second")
+		}
+	case FixedWindow:
+		validateWindow(field, Window{Limit: l.Limit, Window: l.Window}, bad)
+		if l.Capacity != 0 || l.RefillPerSecond != 0 {
+			bad(field, "capacity and refill_per_second belong to token_bucket; a fixed_window has limit and window")
+		}
+	default:
+		bad(field+".algorithm", "must be token_bucket or fixed_window, got %q", l.Algorithm)
+	}
+}
+
+// validateMode checks a limit's mode: exact, or sync with an interval (and
+// never on a policy marked exact).
+func validateMode(field string, l LimitPolicy, bad func(string, string, ...any)) {
+	switch l.Mode {
+	case "", ModeExact:
+		if l.SyncInterval != 0 {
+			bad(field+".sync_interval", "only applies with mode: sync")
+		}
+	case ModeSync:
+		if l.Exact {
+			bad(field+".mode", "sync mode is refused on a policy marked exact: true")
+		}
+		if l.SyncInterval < 10*time.Millisecond || l.SyncInterval > time.Minute {
+			bad(field+".sync_interval", "must be between 10ms and 1m, got %s", l.SyncInterval)
+		}
+	default:
+		bad(field+".mode", "must be exact or sync, got %q", l.Mode)
+	}
 }
 
 func validateWindow(field string, w Window, bad func(string, string, ...any)) {

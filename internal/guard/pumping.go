@@ -109,6 +109,30 @@ var (
 	budgetDayKey  = Key{Space: "otp:budget", ID: "global", Name: "day"}
 )
 
+// abuseTakes is what the automatic abuse rules add to one send: their
+// limits, spent with the number's own, and the country velocity count
+// (nil when the rule does not apply).
+type abuseTakes struct {
+	limits   []limitedTake
+	velocity *VolumeTake
+}
+
+// abuseRules are the automatic abuse rules of a send to phone: the prefix
+// and country limits and the country velocity rule, which a safe-listed
+// number skips, and the spend budget, which it does not. The velocity
+// count goes out with the limits (one round trip) when the counter can
+// take it; it counts only sends every other limit let through, so its
+// count is given back when another limit denies (spend).
+func (s *OTP) abuseRules(phone Phone) abuseTakes {
+	safe := s.safe(phone.E164)
+	var vol *VolumeTake
+	if s.velocityOn(safe) {
+		v := s.volumeTake(phone)
+		vol = &v
+	}
+	return abuseTakes{limits: s.abuseLimits(phone, safe), velocity: vol}
+}
+
 // abuseLimits are the limits of one send after the number's own:
 // per prefix and per country (not for safe-listed numbers), then the
 // spend budget. When the store cannot answer they fall back like the

@@ -6,7 +6,6 @@ import (
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"strconv"
 	"time"
@@ -106,39 +105,6 @@ func (s *OTP) statelessTake(phone, name string, limit int64) Take {
 		t.LocalLimit = limit
 	}
 	return t
-}
-
-// issueCode makes the code to send. A random code, saved as its HMAC with
-// a new verification (whose id it returns), when the store takes it;
-// otherwise, unless the policy is closed, the stateless code of the
-// current step, which needs no store and has no verification (id "").
-func (s *OTP) issueCode(ctx context.Context, phone Phone) (code string, ttl time.Duration, id string, err error) {
-	code, err = s.newCode()
-	if err != nil {
-		return "", 0, "", fmt.Errorf("otp: new code: %w", err)
-	}
-	if id, err = newVerificationID(s.random); err != nil {
-		return "", 0, "", err
-	}
-	ttl = s.policy.CodeTTL
-	prev, err := s.codes.SaveCode(ctx, NewCode{Phone: phone.E164, MAC: s.mac(phone.E164, code), TTL: ttl,
-		VerificationID: id, MaxAttempts: s.policy.MaxVerifyAttempts, Now: s.now(), Retention: VerificationRetention})
-	if err == nil {
-		if prev >= s.policy.MaxVerifyAttempts { // it replaced a locked code: the lock-out is over
-			if err := s.blocks.EndBlock(context.WithoutCancel(ctx), phone.E164, CodeTooManyAttempts); err != nil {
-				s.log.WarnContext(ctx, "ending a lock-out block failed", "phone", MaskPhone(phone.E164), "err", err)
-			}
-		}
-		return code, ttl, id, nil
-	}
-	if !s.statelessCodes() || errors.Is(err, ErrOverloaded) { // overload is not an outage: no stateless code
-		s.log.Log(ctx, StoreFailureLevel(err), "saving code failed", "phone", MaskPhone(phone.E164), "err", err)
-		return "", 0, "", storeError(err)
-	}
-	// Debug: the breaker and the policy log the outage once, not per send.
-	s.log.DebugContext(ctx, "saving code failed: sending a stateless code", "phone", MaskPhone(phone.E164), "err", err)
-	code, ttl = s.statelessNow(phone.E164, s.now())
-	return code, ttl, "", nil
 }
 
 // verifyStateless checks code against the number's stateless codes:

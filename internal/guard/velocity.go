@@ -119,8 +119,7 @@ func (s *OTP) volumeTake(phone Phone) VolumeTake {
 // counted (a refund is then owed if the send does not go on) and the
 // refusal, if any.
 func (s *OTP) takeVelocity(ctx context.Context, phone Phone, t VolumeTake) (bool, error) {
-	d, _ := ctx.Value(decisionKey{}).(*decision)
-	if d != nil && d.failed.Load() {
+	if StoreFailed(ctx) {
 		// The store failed earlier in this decision and the fallback let
 		// the send on: the velocity rule cannot be judged, the split
 		// limits and the spend budget bound it (README, "Cold start").
@@ -130,9 +129,7 @@ func (s *OTP) takeVelocity(ctx context.Context, phone Phone, t VolumeTake) (bool
 	res, err := s.abuse.volumes.TakeVolume(cctx, t)
 	cancel()
 	if err != nil {
-		if d != nil {
-			d.failed.Store(true)
-		}
+		NoteStoreFailure(ctx)
 		if s.policy.OnStoreError == FallbackClosed {
 			s.log.Log(ctx, StoreFailureLevel(err), "limit store failed", "limit", "country_velocity", "err", err)
 			return false, StoreUnavailable(err, StoreRetryAfter)

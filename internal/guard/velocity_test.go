@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/otpguard/otpguard/internal/guard"
+	"github.com/otpguard/otpguard/internal/resilience"
 )
 
 // fakeVolumes is a hand-written guard.Volumes: each method calls its
@@ -165,7 +166,7 @@ func TestCountryVelocityRule(t *testing.T) {
 	t.Run("not asked when the fallback decided the send", func(t *testing.T) {
 		st := newOutageStore()
 		st.setDown(true)
-		f := guard.NewFallback(guard.FallbackOptions{Counter: st, Codes: st, Now: func() time.Time { return now }})
+		f := resilience.NewFallback(resilience.FallbackOptions{Counter: st, Codes: st, Now: func() time.Time { return now }})
 		vol := &fakeVolumes{}
 		box := &smsBox{}
 		otp := guard.NewOTP(guard.OTPOptions{Policy: policy(func(p *guard.OTPPolicy) { p.OnStoreError = guard.FallbackOpen }),

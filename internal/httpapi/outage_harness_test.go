@@ -10,6 +10,7 @@ import (
 
 	"github.com/otpguard/otpguard/internal/app"
 	"github.com/otpguard/otpguard/internal/guard"
+	"github.com/otpguard/otpguard/internal/resilience"
 	"github.com/otpguard/otpguard/internal/store"
 	"github.com/otpguard/otpguard/internal/store/redistest"
 )
@@ -23,7 +24,7 @@ type outageOptions struct {
 	Instances int
 	// URL overrides where the instances find Redis (a refused port).
 	URL     string
-	Breaker guard.BreakerOptions
+	Breaker resilience.BreakerOptions
 	// Output receives the instances' JSON log (default: discarded), at
 	// LogLevel (default "error").
 	Output   io.Writer
@@ -37,7 +38,7 @@ type outageCluster struct {
 	*cluster
 	redis *redistest.Server
 	proxy *redistest.Proxy
-	fbs   []*guard.Fallback
+	fbs   []*resilience.Fallback
 	hbs   []*store.Heartbeat
 }
 

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/otpguard/otpguard/internal/guard"
+	"github.com/otpguard/otpguard/internal/resilience"
 )
 
 // TestOutageLogsOneLinePerOutage: requests refused during an outage (limit
@@ -23,7 +24,7 @@ func TestOutageLogsOneLinePerOutage(t *testing.T) {
 	oc := newOutageCluster(t, 1, outagePolicies(), outageOptions{
 		Output: &lockedWriter{w: &logs, mu: &mu}, LogLevel: "info",
 		// Short, so that many probes fail while the requests are refused.
-		Breaker: guard.BreakerOptions{OpenFor: 20 * time.Millisecond},
+		Breaker: resilience.BreakerOptions{OpenFor: 20 * time.Millisecond},
 	})
 	oc.waitInstances(t, 1)
 	for range 3 {

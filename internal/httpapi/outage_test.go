@@ -18,6 +18,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/otpguard/otpguard/internal/guard"
+	"github.com/otpguard/otpguard/internal/resilience"
 	"github.com/otpguard/otpguard/internal/store/redistest"
 )
 
@@ -248,7 +249,7 @@ func TestOutageRedisRestartedEmpty(t *testing.T) {
 	const n = 2
 	oc := newOutageCluster(t, n, outagePolicies(), outageOptions{
 		Timeout: 2 * time.Second, // exactness: a slow round trip must not count as an outage
-		Breaker: guard.BreakerOptions{OpenFor: 200 * time.Millisecond},
+		Breaker: resilience.BreakerOptions{OpenFor: 200 * time.Millisecond},
 	})
 	oc.waitInstances(t, n)
 
@@ -319,7 +320,7 @@ func TestOutageOTPLocal(t *testing.T) {
 	const n = 3
 	p := outagePolicies()
 	p.OTP.OnStoreError, p.OTP.LocalLimit, p.OTP.Cooldown = guard.FallbackLocal, 1, 0
-	oc := newOutageCluster(t, n, p, outageOptions{Breaker: guard.BreakerOptions{OpenFor: 200 * time.Millisecond}})
+	oc := newOutageCluster(t, n, p, outageOptions{Breaker: resilience.BreakerOptions{OpenFor: 200 * time.Millisecond}})
 	oc.waitInstances(t, n)
 	oc.proxy.BlackHole()
 	hc := countTrips(oc)
@@ -394,7 +395,7 @@ func TestOutageStatus(t *testing.T) {
 		t.Fatal(err)
 	}
 	const n = 2
-	oc := newOutageCluster(t, n, outagePolicies(), outageOptions{Breaker: guard.BreakerOptions{OpenFor: 200 * time.Millisecond}})
+	oc := newOutageCluster(t, n, outagePolicies(), outageOptions{Breaker: resilience.BreakerOptions{OpenFor: 200 * time.Millisecond}})
 	oc.waitInstances(t, n)
 
 	get := func(path, key string) (response, map[string]any) {

@@ -8,6 +8,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/otpguard/otpguard/internal/guard"
+	"github.com/otpguard/otpguard/internal/resilience"
 )
 
 // StoreStatus is the shared store as one instance sees it, for GET /readyz
@@ -15,7 +16,7 @@ import (
 type StoreStatus struct {
 	RedisUp    bool
 	RedisSince time.Time // since when RedisUp has held
-	guard.FallbackStatus
+	resilience.FallbackStatus
 	// InstancesFrom says where Instances comes from: "heartbeat" (live
 	// instances seen in Redis, the last good count while it is away) or
 	// "config" (OTPGUARD_INSTANCES).
@@ -26,7 +27,7 @@ type StoreStatus struct {
 	// nil: not reported.
 	PolicyFile *PolicyFileStatus
 	// StoreShed and StoreLate count the store calls given up on, and
-	// answered past the timeout, while Redis was healthy (guard.Fallback's
+	// answered past the timeout, while Redis was healthy (resilience.Fallback's
 	// Shed and Late): a saturated host, not an outage.
 	StoreShed, StoreLate int64
 }

@@ -23,6 +23,7 @@ import (
 	"github.com/otpguard/otpguard/internal/app"
 	"github.com/otpguard/otpguard/internal/guard"
 	"github.com/otpguard/otpguard/internal/ops"
+	"github.com/otpguard/otpguard/internal/resilience"
 	"github.com/otpguard/otpguard/internal/store"
 	"github.com/otpguard/otpguard/internal/store/redistest"
 )
@@ -396,7 +397,7 @@ func TestTraceOutage(t *testing.T) {
 	// The probe and the heartbeat would fail too, and the first failure
 	// opens this breaker: kept from running, they leave the first send to
 	// meet the dead Redis itself, however slow the machine.
-	ta := newTracedApp(t, defaults(), app.WithBreaker(guard.BreakerOptions{Failures: 1, OpenFor: time.Hour}),
+	ta := newTracedApp(t, defaults(), app.WithBreaker(resilience.BreakerOptions{Failures: 1, OpenFor: time.Hour}),
 		app.WithProbe(time.Hour), app.WithHeartbeat(time.Hour, 3*time.Hour))
 	ta.redis.Close()
 	var sawFailedCall, sawOpen bool

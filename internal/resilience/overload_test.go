@@ -1,4 +1,4 @@
-package guard_test
+package resilience_test
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/otpguard/otpguard/internal/guard"
+	"github.com/otpguard/otpguard/internal/resilience"
 )
 
 // queuedStore answers like a healthy Redis behind a saturated host: each
@@ -50,9 +51,9 @@ func (q *queuedStore) Refund(context.Context, []guard.Take) error { return nil }
 
 // overloadFallback is a Fallback with a tiny timeout, so that every reply
 // of a queuedStore is late.
-func overloadFallback(st guard.Counter, ceiling time.Duration) *guard.Fallback {
-	return guard.NewFallback(guard.FallbackOptions{Counter: st, Timeout: time.Microsecond, Ceiling: ceiling,
-		Breaker: guard.BreakerOptions{Failures: 1}})
+func overloadFallback(st guard.Counter, ceiling time.Duration) *resilience.Fallback {
+	return resilience.NewFallback(resilience.FallbackOptions{Counter: st, Timeout: time.Microsecond, Ceiling: ceiling,
+		Breaker: resilience.BreakerOptions{Failures: 1}})
 }
 
 var openTake = guard.Take{Key: guard.Key{Space: "lim", ID: "k", Name: "fw"}, Algorithm: guard.FixedWindow,
@@ -147,7 +148,7 @@ func TestNoReplyFromHealthyRedisIsShed(t *testing.T) {
 }
 
 // keepVouching reports a good probe every few milliseconds until stop.
-func keepVouching(f *guard.Fallback) (stop func()) {
+func keepVouching(f *resilience.Fallback) (stop func()) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	f.ObserveProbe(ctx, nil)
@@ -174,8 +175,8 @@ func keepVouching(f *guard.Fallback) (stop func()) {
 func TestProbeEndsTheOutage(t *testing.T) {
 	st := newOutageStore()
 	var warmed atomic.Int64
-	f := guard.NewFallback(guard.FallbackOptions{Counter: st, Codes: st, Timeout: time.Second,
-		Breaker: guard.BreakerOptions{Failures: 1, OpenFor: 100 * time.Millisecond},
+	f := resilience.NewFallback(resilience.FallbackOptions{Counter: st, Codes: st, Timeout: time.Second,
+		Breaker: resilience.BreakerOptions{Failures: 1, OpenFor: 100 * time.Millisecond},
 		Warm:    func(context.Context) error { warmed.Add(1); return nil }})
 	ctx := context.Background()
 	f.ObserveProbe(ctx, errRedisDown) // Failures: 1 opens it
@@ -223,8 +224,8 @@ func TestProbeEndsTheOutage(t *testing.T) {
 // the block index) goes through Do, which touches no connection while the
 // breaker is open.
 func TestDoMakesNoCallWhileOpen(t *testing.T) {
-	f := guard.NewFallback(guard.FallbackOptions{Counter: newOutageStore(), Timeout: time.Second,
-		Breaker: guard.BreakerOptions{Failures: 1, OpenFor: time.Hour}})
+	f := resilience.NewFallback(resilience.FallbackOptions{Counter: newOutageStore(), Timeout: time.Second,
+		Breaker: resilience.BreakerOptions{Failures: 1, OpenFor: time.Hour}})
 	f.ObserveProbe(context.Background(), errRedisDown)
 	var calls int
 	err := f.Do(context.Background(), func(context.Context) error { calls++; return nil })

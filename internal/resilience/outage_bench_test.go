@@ -1,4 +1,4 @@
-package guard_test
+package resilience_test
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/otpguard/otpguard/internal/guard"
+	"github.com/otpguard/otpguard/internal/resilience"
 	"github.com/otpguard/otpguard/internal/store"
 	"github.com/otpguard/otpguard/internal/store/redistest"
 )
@@ -25,10 +26,10 @@ func BenchmarkOutageDecision(b *testing.B) {
 	states := []struct {
 		name    string
 		holed   bool
-		breaker guard.BreakerOptions
+		breaker resilience.BreakerOptions
 	}{
 		{name: "healthy"},
-		{name: "black-holed,breaker-closed", holed: true, breaker: guard.BreakerOptions{Failures: math.MaxInt32, MinRequests: math.MaxInt32}},
+		{name: "black-holed,breaker-closed", holed: true, breaker: resilience.BreakerOptions{Failures: math.MaxInt32, MinRequests: math.MaxInt32}},
 		{name: "black-holed,breaker-open", holed: true},
 	}
 	for _, st := range states {
@@ -45,7 +46,7 @@ func BenchmarkOutageDecision(b *testing.B) {
 				if err := s.LoadScripts(context.Background()); err != nil {
 					b.Fatal(err)
 				}
-				f := guard.NewFallback(guard.FallbackOptions{Counter: s, Codes: s, Timeout: timeout, Breaker: st.breaker,
+				f := resilience.NewFallback(resilience.FallbackOptions{Counter: s, Codes: s, Timeout: timeout, Breaker: st.breaker,
 					Instances: func() int { return 1 }})
 				lim := guard.NewLimiter(map[string]guard.LimitPolicy{
 					"api": {Algorithm: guard.TokenBucket, Capacity: 1 << 30, RefillPerSecond: 1 << 19, OnStoreError: guard.FallbackOpen},

@@ -1,4 +1,4 @@
-package guard_test
+package resilience_test
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/otpguard/otpguard/internal/guard"
+	"github.com/otpguard/otpguard/internal/resilience"
 )
 
 var errRedisDown = errors.New("dial tcp 127.0.0.1:6379: connect: connection refused")
@@ -170,7 +171,7 @@ func TestFallbackModes(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			st := newOutageStore()
 			st.setDown(true)
-			f := guard.NewFallback(guard.FallbackOptions{Counter: st, Instances: func() int { return tc.instances }})
+			f := resilience.NewFallback(resilience.FallbackOptions{Counter: st, Instances: func() int { return tc.instances }})
 			if got := fallbackAllowed(t, f, tc.take, 100); got != tc.want {
 				t.Errorf("allowed: got %d of 100, want %d", got, tc.want)
 			}
@@ -181,7 +182,7 @@ func TestFallbackModes(t *testing.T) {
 func TestFallbackClosedFails(t *testing.T) {
 	st := newOutageStore()
 	st.setDown(true)
-	f := guard.NewFallback(guard.FallbackOptions{Counter: st})
+	f := resilience.NewFallback(resilience.FallbackOptions{Counter: st})
 	for _, mode := range []guard.FallbackMode{guard.FallbackClosed, ""} {
 		_, err := f.Take(context.Background(), []guard.Take{outageTake("a", 5, guard.FallbackOpen, 0), outageTake("b", 5, mode, 0)})
 		if err == nil {
@@ -194,7 +195,7 @@ func TestFallbackTokenBucket(t *testing.T) {
 	now := time.Unix(1_700_000_000, 0)
 	st := newOutageStore()
 	st.setDown(true)
-	f := guard.NewFallback(guard.FallbackOptions{Counter: st, Instances: func() int { return 2 }, Now: func() time.Time { return now }})
+	f := resilience.NewFallback(resilience.FallbackOptions{Counter: st, Instances: func() int { return 2 }, Now: func() time.Time { return now }})
 	tk := guard.Take{Key: guard.Key{Space: "lim:b", ID: "k", Name: "tb"}, Algorithm: guard.TokenBucket,
 		Limit: 10, Rate: 2, Cost: 1, OnStoreError: guard.FallbackOpen}
 	if got := fallbackAllowed(t, f, tk, 20); got != 5 {
@@ -214,7 +215,7 @@ func TestFallbackFixedWindowExpires(t *testing.T) {
 	now := time.Unix(1_700_000_000, 0)
 	st := newOutageStore()
 	st.setDown(true)
-	f := guard.NewFallback(guard.FallbackOptions{Counter: st, Now: func() time.Time { return now }})
+	f := resilience.NewFallback(resilience.FallbackOptions{Counter: st, Now: func() time.Time { return now }})
 	tk := outageTake("a", 10, guard.FallbackLocal, 2)
 	if got := fallbackAllowed(t, f, tk, 5); got != 2 {
 		t.Fatalf("got %d, want 2", got)
@@ -227,7 +228,7 @@ func TestFallbackFixedWindowExpires(t *testing.T) {
 
 func TestFallbackRefundGoesWhereCounted(t *testing.T) {
 	st := newOutageStore()
-	f := guard.NewFallback(guard.FallbackOptions{Counter: st})
+	f := resilience.NewFallback(resilience.FallbackOptions{Counter: st})
 	ctx := context.Background()
 	tk := outageTake("a", 10, guard.FallbackLocal, 1)
 
@@ -255,7 +256,7 @@ func TestFallbackRefundGoesWhereCounted(t *testing.T) {
 func TestFallbackBreaker(t *testing.T) {
 	st := newOutageStore()
 	const openFor = 300 * time.Millisecond
-	f := guard.NewFallback(guard.FallbackOptions{Counter: st, Breaker: guard.BreakerOptions{OpenFor: openFor}})
+	f := resilience.NewFallback(resilience.FallbackOptions{Counter: st, Breaker: resilience.BreakerOptions{OpenFor: openFor}})
 	ctx := context.Background()
 	tk := outageTake("a", 1000, guard.FallbackOpen, 0)
 	take := func() guard.Result {
@@ -319,7 +320,7 @@ func TestFallbackBreaker(t *testing.T) {
 
 func TestFallbackBreakerOpensOnFailureRatio(t *testing.T) {
 	st := newOutageStore()
-	f := guard.NewFallback(guard.FallbackOptions{Counter: st})
+	f := resilience.NewFallback(resilience.FallbackOptions{Counter: st})
 	tk := outageTake("a", 1000, guard.FallbackOpen, 0)
 	for i := range 40 { // alternate: never 5 failures in a row, half of them failing
 		st.setDown(i%2 == 0)
@@ -342,7 +343,7 @@ func TestFallbackOneBudgetPerDecision(t *testing.T) {
 	st := newOutageStore()
 	st.wait = true
 	st.setDown(true)
-	f := guard.NewFallback(guard.FallbackOptions{Counter: st, Codes: st, Timeout: 20 * time.Millisecond})
+	f := resilience.NewFallback(resilience.FallbackOptions{Counter: st, Codes: st, Timeout: 20 * time.Millisecond})
 	p := guard.DefaultPolicies()
 	p.OTP.OnStoreError, p.OTP.LocalLimit = guard.FallbackLocal, 1
 	otp := guard.NewOTP(guard.OTPOptions{Policy: p.OTP, Counter: f, Codes: f, Sender: &smsBox{}, HMACKey: outageHMACKey})
@@ -361,7 +362,7 @@ func TestFallbackStatus(t *testing.T) {
 	st := newOutageStore()
 	p := guard.DefaultPolicies()
 	p.Limits["p"] = guard.LimitPolicy{Algorithm: guard.FixedWindow, Limit: 5, Window: time.Minute, OnStoreError: guard.FallbackLocal, LocalLimit: 1}
-	f := guard.NewFallback(guard.FallbackOptions{Counter: st, Policies: &p, Instances: func() int { return 3 }})
+	f := resilience.NewFallback(resilience.FallbackOptions{Counter: st, Policies: &p, Instances: func() int { return 3 }})
 	if got := f.Status().InFallback(); len(got) != 0 {
 		t.Fatalf("in fallback before any failure: %v", got)
 	}
@@ -386,7 +387,7 @@ func TestFallbackStatus(t *testing.T) {
 func TestLocalLimiterIsBounded(t *testing.T) {
 	st := newOutageStore()
 	st.setDown(true)
-	f := guard.NewFallback(guard.FallbackOptions{Counter: st, MemoryKeys: 100, Breaker: guard.BreakerOptions{Failures: 1}})
+	f := resilience.NewFallback(resilience.FallbackOptions{Counter: st, MemoryKeys: 100, Breaker: resilience.BreakerOptions{Failures: 1}})
 	for i := range 10_000 {
 		if _, err := f.Take(context.Background(), []guard.Take{outageTake(fmt.Sprint("flood", i), 5, guard.FallbackOpen, 0)}); err != nil {
 			t.Fatal(err)

@@ -1,6 +1,7 @@
-package guard
+package resilience
 
 import (
+	"github.com/otpguard/otpguard/internal/guard"
 	"math"
 	"sync"
 	"time"
@@ -27,8 +28,8 @@ type memoryLimits struct {
 }
 
 type localKey struct {
-	Key
-	alg Algorithm
+	guard.Key
+	alg guard.Algorithm
 }
 
 // localCounter is a fixed window (count until reset) or a token bucket
@@ -54,7 +55,7 @@ func newMemoryLimits(maxKeys int) *memoryLimits {
 // take spends t.Cost from t's counter under limit (a window's events or a
 // bucket's capacity) and rate (tokens per second). Unlike the store's fixed
 // window, a denied hit is not counted: locally nothing needs refunding then.
-func (l *memoryLimits) take(t Take, limit int64, rate float64, now time.Time) Result {
+func (l *memoryLimits) take(t guard.Take, limit int64, rate float64, now time.Time) guard.Result {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	k := localKey{t.Key, t.Algorithm}
@@ -65,8 +66,8 @@ func (l *memoryLimits) take(t Take, limit int64, rate float64, now time.Time) Re
 			l.keys.Add(k, c)
 		}
 	}
-	res := Result{Limit: limit, Fallback: true}
-	if t.Algorithm == TokenBucket {
+	res := guard.Result{Limit: limit, Fallback: true}
+	if t.Algorithm == guard.TokenBucket {
 		c.refill(limit, rate, now)
 		if float64(t.Cost) <= c.tokens {
 			c.tokens -= float64(t.Cost)
@@ -94,14 +95,14 @@ func (l *memoryLimits) take(t Take, limit int64, rate float64, now time.Time) Re
 }
 
 // refund gives back what take spent, if the counter is still there.
-func (l *memoryLimits) refund(t Take, limit int64, rate float64, now time.Time) {
+func (l *memoryLimits) refund(t guard.Take, limit int64, rate float64, now time.Time) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	c, ok := l.keys.Peek(localKey{t.Key, t.Algorithm})
 	if !ok {
 		return
 	}
-	if t.Algorithm == TokenBucket {
+	if t.Algorithm == guard.TokenBucket {
 		c.refill(limit, rate, now)
 		c.tokens = min(float64(limit), c.tokens+float64(t.Cost))
 		return

@@ -1,31 +1,18 @@
-package guard
+package resilience
 
 import (
 	"context"
-	"fmt"
+	"github.com/otpguard/otpguard/internal/guard"
 	"log/slog"
 	"sync"
 	"sync/atomic"
 	"time"
 )
 
-// SyncItem is what one instance counted on its own for one hot key since
-// its last sync.
-type SyncItem struct {
-	Take        // the key and its policy; Cost is unused
-	Delta int64 // spent locally, not yet in Redis
-}
-
-// SyncState is a hot key's global state after a sync.
-type SyncState struct {
-	Remaining  int64         // may be negative when the instances overshot
-	ResetAfter time.Duration // fixed window: until the window ends
-}
-
 // SyncStore adds deltas to hot keys and reads back their global state, in
 // one round trip for all keys.
 type SyncStore interface {
-	Sync(ctx context.Context, items []SyncItem) ([]SyncState, error)
+	Sync(ctx context.Context, items []guard.SyncItem) ([]guard.SyncState, error)
 }
 
 // HotKeysOptions configure the local counters of sync-mode policies.
@@ -92,7 +79,7 @@ type HotKeys struct {
 	timeout   time.Duration
 
 	mu      sync.Mutex
-	entries map[Key]*hotEntry
+	entries map[guard.Key]*hotEntry
 	failing bool // the last sync failed: checks go to the Limiter's counter
 
 	discarded atomic.Int64
@@ -100,7 +87,7 @@ type HotKeys struct {
 }
 
 type hotEntry struct {
-	take     Take // the template: key and policy, Cost 0
+	take     guard.Take // the template: key and policy, Cost 0
 	interval time.Duration
 	avail    int64     // what all instances may spend until the next sync, as of the last
 	resetAt  time.Time // fixed window: when the current window ends
@@ -122,7 +109,7 @@ type delta struct {
 // NewHotKeys returns an empty table.
 func NewHotKeys(o HotKeysOptions) *HotKeys {
 	h := &HotKeys{store: o.Store, instances: o.Instances, now: o.Now, log: o.Logger, maxKeys: o.MaxKeys,
-		entries: map[Key]*hotEntry{}}
+		entries: map[guard.Key]*hotEntry{}}
 	if h.instances == nil {
 		h.instances = func() int { return 1 }
 	}
@@ -155,23 +142,23 @@ func NewHotKeys(o HotKeysOptions) *HotKeys {
 //     what is left for all: fewer than N units left (every share rounds
 //     down to 0), or a cost above remaining / N. Redis decides those
 //     exactly, rather than no instance ever allowing them.
-func (h *HotKeys) Decide(t Take, interval time.Duration) (res Result, ok bool) {
+func (h *HotKeys) Decide(t guard.Take, interval time.Duration) (res guard.Result, ok bool) {
 	now := h.now()
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	e := h.entry(t, interval, now)
 	if e == nil {
-		return Result{}, false
+		return guard.Result{}, false
 	}
 	// Used keys stay in the table and keep being synced: while syncs fail,
 	// their next sync is the probe that brings sync mode back.
 	e.lastUsed = now
 	h.roll(e, now)
 	if h.failing || (t.Cost > e.share && t.Cost <= e.avail) {
-		return Result{}, false // decided exactly, as listed above
+		return guard.Result{}, false // decided exactly, as listed above
 	}
 
-	res = Result{Limit: t.Limit, ResetAfter: e.resetAfter(now)}
+	res = guard.Result{Limit: t.Limit, ResetAfter: e.resetAfter(now)}
 	if e.spent+t.Cost <= e.share {
 		e.spent += t.Cost
 		if t.Cost > 0 {
@@ -180,7 +167,7 @@ func (h *HotKeys) Decide(t Take, interval time.Duration) (res Result, ok bool) {
 		res.Allowed, res.Spent = true, t.Cost > 0
 	} else {
 		wait := e.nextSync.Sub(now)
-		if t.Algorithm == FixedWindow {
+		if t.Algorithm == guard.FixedWindow {
 			wait = min(wait, e.resetAt.Sub(now))
 		}
 		res.RetryAfter = max(wait, time.Millisecond)
@@ -190,7 +177,7 @@ func (h *HotKeys) Decide(t Take, interval time.Duration) (res Result, ok bool) {
 }
 
 // entry is t's entry, new when t.Key has none; nil when the table is full.
-func (h *HotKeys) entry(t Take, interval time.Duration, now time.Time) *hotEntry {
+func (h *HotKeys) entry(t guard.Take, interval time.Duration, now time.Time) *hotEntry {
 	if e := h.entries[t.Key]; e != nil {
 		return e
 	}
@@ -208,7 +195,7 @@ func (h *HotKeys) entry(t Take, interval time.Duration, now time.Time) *hotEntry
 }
 
 // Refund gives back a local spend of a batch that was denied elsewhere.
-func (h *HotKeys) Refund(t Take) {
+func (h *HotKeys) Refund(t guard.Take) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	e := h.entries[t.Key]
@@ -226,7 +213,7 @@ func (h *HotKeys) Refund(t Take) {
 // roll starts a new local window when the current one has ended: every
 // instance then assumes a full window until its next sync says otherwise.
 func (h *HotKeys) roll(e *hotEntry, now time.Time) {
-	if e.take.Algorithm != FixedWindow || now.Before(e.resetAt) {
+	if e.take.Algorithm != guard.FixedWindow || now.Before(e.resetAt) {
 		return
 	}
 	e.spent = 0
@@ -246,7 +233,7 @@ func (h *HotKeys) roll(e *hotEntry, now time.Time) {
 func (h *HotKeys) setShare(e *hotEntry, remaining int64) {
 	n := int64(max(1, h.instances()))
 	avail := remaining
-	if e.take.Algorithm == TokenBucket {
+	if e.take.Algorithm == guard.TokenBucket {
 		avail = min(avail, e.take.Limit) + int64(e.take.Rate*e.interval.Seconds())
 	}
 	e.avail = max(0, avail)
@@ -262,7 +249,7 @@ func (e *hotEntry) add(n int64, now time.Time) {
 }
 
 func (e *hotEntry) resetAfter(now time.Time) time.Duration {
-	if e.take.Algorithm == FixedWindow {
+	if e.take.Algorithm == guard.FixedWindow {
 		return max(0, e.resetAt.Sub(now))
 	}
 	return 0
@@ -273,8 +260,8 @@ func (e *hotEntry) resetAfter(now time.Time) time.Duration {
 func (h *HotKeys) live(e *hotEntry, now time.Time) {
 	keep := e.pending[:0]
 	for _, d := range e.pending {
-		stale := e.take.Algorithm == FixedWindow && !now.Before(d.windowEnd)
-		if e.take.Algorithm == TokenBucket {
+		stale := e.take.Algorithm == guard.FixedWindow && !now.Before(d.windowEnd)
+		if e.take.Algorithm == guard.TokenBucket {
 			stale = now.Sub(d.at) > time.Duration(float64(e.take.Limit)/e.take.Rate*float64(time.Second))
 		}
 		if stale {
@@ -286,158 +273,6 @@ func (h *HotKeys) live(e *hotEntry, now time.Time) {
 		}
 	}
 	e.pending = keep
-}
-
-// SyncDue syncs every key whose interval has passed, Batch keys per round
-// trip. After a batch fails, the rest wait for the next interval: a Redis
-// that failed one batch would most likely fail them all, each after a
-// timeout.
-func (h *HotKeys) SyncDue(ctx context.Context) error {
-	due := h.due(h.now())
-	if len(due) == 0 {
-		return nil // nothing sent: says nothing of Redis, failing stays as it is
-	}
-	for len(due) > 0 {
-		n := min(len(due), h.batch)
-		if err := h.syncBatch(ctx, due[:n]); err != nil {
-			h.fail(ctx, due, err)
-			return err
-		}
-		due = due[n:]
-	}
-	h.recover(ctx)
-	return nil
-}
-
-// dueKey is one key of a sync: what was sent, and the entry it came from.
-type dueKey struct {
-	e    *hotEntry
-	item SyncItem
-}
-
-// due collects the keys whose sync is due, with their unsent deltas, and
-// drops the idle ones.
-func (h *HotKeys) due(now time.Time) []dueKey {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	var due []dueKey
-	for k, e := range h.entries {
-		h.live(e, now)
-		if len(e.pending) == 0 && now.Sub(e.lastUsed) > 3*e.interval+e.take.Window {
-			delete(h.entries, k) // idle: the table stays bounded
-			continue
-		}
-		if now.Before(e.nextSync) {
-			continue
-		}
-		// A zero delta is sent too: the store only reads that key (it never
-		// writes, so no window starts without a hit), for a fresh share.
-		due = append(due, dueKey{e: e, item: SyncItem{Take: e.take, Delta: e.unsent()}})
-	}
-	return due
-}
-
-// syncBatch sends one batch and, when it succeeded, gives each of its keys
-// its new share.
-func (h *HotKeys) syncBatch(ctx context.Context, batch []dueKey) error {
-	items := make([]SyncItem, len(batch))
-	for i, d := range batch {
-		items[i] = d.item
-	}
-	ctx, cancel := context.WithTimeout(ctx, h.timeout)
-	states, err := h.store.Sync(ctx, items)
-	cancel()
-	if err == nil && len(states) != len(items) {
-		err = fmt.Errorf("hot keys: store answered %d states for %d keys", len(states), len(items))
-	}
-	if err != nil {
-		return err
-	}
-
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	now := h.now()
-	for i, d := range batch {
-		e := d.e
-		e.drop(d.item.Delta)
-		if e.take.Algorithm == FixedWindow {
-			e.resetAt = now.Add(states[i].ResetAfter)
-		}
-		h.setShare(e, states[i].Remaining)
-		// What was spent here while the sync was in flight is not in the
-		// global figure yet: it comes out of the new share.
-		e.spent = e.unsent()
-		e.nextSync = now.Add(e.interval)
-	}
-	return nil
-}
-
-// fail keeps the deltas of the keys not synced (due: the failed batch and
-// those after it) for the next interval, and sends sync-mode checks to the
-// Limiter's counter until a sync succeeds.
-func (h *HotKeys) fail(ctx context.Context, due []dueKey, err error) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	now := h.now()
-	for _, d := range due {
-		d.e.nextSync = now.Add(d.e.interval) // deltas stay pending: sent with the next sync
-	}
-	if !h.failing {
-		h.failing = true
-		h.log.ErrorContext(ctx, "hot key sync failed; deltas kept, sync-mode checks decided by each policy's on_store_error until a sync succeeds",
-			"keys", len(due), "err", err)
-	}
-}
-
-// recover decides sync-mode checks locally again: every batch went through.
-func (h *HotKeys) recover(ctx context.Context) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if h.failing {
-		h.failing = false
-		h.log.InfoContext(ctx, "hot key sync recovered: sync-mode checks decided locally again")
-	}
-}
-
-// unsent is what was spent here and is not yet in Redis.
-func (e *hotEntry) unsent() int64 {
-	var n int64
-	for _, d := range e.pending {
-		n += d.n
-	}
-	return n
-}
-
-// drop removes n from the oldest pending deltas: they reached Redis.
-func (e *hotEntry) drop(n int64) {
-	for len(e.pending) > 0 && n > 0 {
-		d := min(e.pending[0].n, n)
-		e.pending[0].n -= d
-		n -= d
-		if e.pending[0].n == 0 {
-			e.pending = e.pending[1:]
-		}
-	}
-}
-
-// Flush sends every pending count now, for at most 5 seconds, and counts
-// what it could not send as lost (Lost). Call it once, at shutdown, after
-// the last request that spends hot-key counts has been answered.
-func (h *HotKeys) Flush(ctx context.Context) {
-	h.mu.Lock()
-	for _, e := range h.entries {
-		if len(e.pending) > 0 {
-			e.nextSync = time.Time{}
-		}
-	}
-	h.mu.Unlock()
-	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	err := h.SyncDue(ctx)
-	if lost := h.Pending(); lost > 0 {
-		h.lost.Add(lost)
-		h.log.ErrorContext(ctx, "hot key counts lost at shutdown: the last sync failed", "units", lost, "err", err)
-	}
 }
 
 // Lost is the total of deltas a failed last sync at shutdown left unsent:

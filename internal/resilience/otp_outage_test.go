@@ -1,4 +1,4 @@
-package guard_test
+package resilience_test
 
 import (
 	"bytes"
@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/otpguard/otpguard/internal/guard"
+	"github.com/otpguard/otpguard/internal/resilience"
 )
 
 var outageHMACKey = []byte("0123456789abcdef0123456789abcdef")
@@ -48,7 +49,7 @@ func (b *smsBox) last(t *testing.T) string {
 // otpInstance is one instance: its own Fallback (memory, breaker) over the
 // shared store.
 func otpInstance(st *outageStore, p guard.OTPPolicy, box *smsBox, now func() time.Time) *guard.OTP {
-	f := guard.NewFallback(guard.FallbackOptions{Counter: st, Codes: st, Now: now})
+	f := resilience.NewFallback(resilience.FallbackOptions{Counter: st, Codes: st, Now: now})
 	return guard.NewOTP(guard.OTPOptions{Policy: p, Counter: f, Codes: f, Sender: box, HMACKey: outageHMACKey,
 		Now: now, LastStoreFailure: f.LastFailure})
 }
@@ -97,7 +98,7 @@ func TestOutageLogsOncePerChange(t *testing.T) {
 	var logs bytes.Buffer
 	log := slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	const failures = 3 // in a row, to open the breaker
-	f := guard.NewFallback(guard.FallbackOptions{Counter: st, Codes: st, Logger: log, Breaker: guard.BreakerOptions{Failures: failures}})
+	f := resilience.NewFallback(resilience.FallbackOptions{Counter: st, Codes: st, Logger: log, Breaker: resilience.BreakerOptions{Failures: failures}})
 	otp := guard.NewOTP(guard.OTPOptions{Policy: guard.DefaultPolicies().OTP, Counter: f, Codes: f, Sender: &smsBox{},
 		HMACKey: outageHMACKey, Logger: log, LastStoreFailure: f.LastFailure})
 	lim := guard.NewLimiter(map[string]guard.LimitPolicy{"api": {Algorithm: guard.FixedWindow, Limit: 5,

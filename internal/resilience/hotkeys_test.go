@@ -1,4 +1,4 @@
-package guard_test
+package resilience_test
 
 import (
 	"context"
@@ -13,6 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/otpguard/otpguard/internal/guard"
+	"github.com/otpguard/otpguard/internal/resilience"
 	"github.com/otpguard/otpguard/internal/store"
 	"github.com/otpguard/otpguard/internal/store/redistest"
 )
@@ -56,7 +57,7 @@ func (f *flaky) Refund(ctx context.Context, takes []guard.Take) error {
 // recorder is one instance's SyncStore: it keeps what the instance's last
 // successful sync read, the figure its share must come from.
 type recorder struct {
-	guard.SyncStore
+	resilience.SyncStore
 	remaining int64
 	syncs     int
 }
@@ -80,7 +81,7 @@ type sim struct {
 	rdb    *redis.Client
 	prefix string
 	flaky  *flaky
-	hot    []*guard.HotKeys
+	hot    []*resilience.HotKeys
 	lims   []*guard.Limiter
 	recs   []*recorder
 	take   guard.Take
@@ -111,7 +112,7 @@ func newSim(t *testing.T, n int, take guard.Take, offers []int) *sim {
 	pols := map[string]guard.LimitPolicy{name: simPolicy(take)}
 	for i := range n {
 		rec := &recorder{SyncStore: s.flaky, remaining: take.Limit}
-		h := guard.NewHotKeys(guard.HotKeysOptions{Store: rec, Now: s.clk.now, Instances: func() int { return n }})
+		h := resilience.NewHotKeys(resilience.HotKeysOptions{Store: rec, Now: s.clk.now, Instances: func() int { return n }})
 		s.recs, s.hot = append(s.recs, rec), append(s.hot, h)
 		s.lims = append(s.lims, guard.NewLimiter(pols, s.flaky, nil).WithHotKeys(h))
 		phase := time.Duration(i) * interval / time.Duration(n)
@@ -338,7 +339,7 @@ func TestStaleDeltasAreDiscarded(t *testing.T) {
 }
 
 func TestHotKeyTableIsBounded(t *testing.T) {
-	h := guard.NewHotKeys(guard.HotKeysOptions{Store: nil, MaxKeys: 3})
+	h := resilience.NewHotKeys(resilience.HotKeysOptions{Store: nil, MaxKeys: 3})
 	for i := range 4 {
 		tk := guard.Take{Key: guard.Key{Space: "lim:x", ID: fmt.Sprint(i), Name: "fw"}, Algorithm: guard.FixedWindow, Limit: 5, Window: time.Second, Cost: 1}
 		_, ok := h.Decide(tk, time.Second)
@@ -404,7 +405,7 @@ func reads(remaining int64) syncFunc {
 // spendLocally decides t until a local denial or a check handed back, at
 // most 10,000 times, and returns what was allowed locally and whether a
 // check was handed back.
-func spendLocally(h *guard.HotKeys, t guard.Take) (allowed int64, handedBack bool) {
+func spendLocally(h *resilience.HotKeys, t guard.Take) (allowed int64, handedBack bool) {
 	for range 10_000 {
 		r, ok := h.Decide(t, interval)
 		if !ok {
@@ -445,7 +446,7 @@ func TestSyncModeShareIsRoundedDown(t *testing.T) {
 		{"bucket: a debt above the refill", tb, -30, 0, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			h := guard.NewHotKeys(guard.HotKeysOptions{Store: reads(tc.remaining), Instances: func() int { return n }})
+			h := resilience.NewHotKeys(resilience.HotKeysOptions{Store: reads(tc.remaining), Instances: func() int { return n }})
 			peek := tc.take
 			peek.Cost = 0
 			h.Decide(peek, interval) // enters the key; its sync is due at once
@@ -460,7 +461,7 @@ func TestSyncModeShareIsRoundedDown(t *testing.T) {
 		})
 	}
 	t.Run("a new key starts with a full share", func(t *testing.T) {
-		h := guard.NewHotKeys(guard.HotKeysOptions{Store: reads(0), Instances: func() int { return n }})
+		h := resilience.NewHotKeys(resilience.HotKeysOptions{Store: reads(0), Instances: func() int { return n }})
 		if got, _ := spendLocally(h, fw(1003, 1)); got != 250 {
 			t.Errorf("allowed %d before the first sync, want 1003 / 4 = 250", got)
 		}
@@ -491,8 +492,8 @@ func TestSyncModeFollowsOnStoreErrorWhileSyncFails(t *testing.T) {
 		"open":   syncMode(guard.LimitPolicy{Algorithm: guard.TokenBucket, Capacity: 100, RefillPerSecond: 1, OnStoreError: guard.FallbackOpen}),
 		"local":  syncMode(guard.LimitPolicy{Algorithm: guard.FixedWindow, Limit: 100, Window: window, OnStoreError: guard.FallbackLocal, LocalLimit: 3}),
 	}
-	fb := guard.NewFallback(guard.FallbackOptions{Counter: st, Timeout: time.Second, Instances: func() int { return n }, Now: clk.now})
-	hot := guard.NewHotKeys(guard.HotKeysOptions{Store: st, Instances: func() int { return n }, Now: clk.now})
+	fb := resilience.NewFallback(resilience.FallbackOptions{Counter: st, Timeout: time.Second, Instances: func() int { return n }, Now: clk.now})
+	hot := resilience.NewHotKeys(resilience.HotKeysOptions{Store: st, Instances: func() int { return n }, Now: clk.now})
 	lim := guard.NewLimiter(pols, fb, nil).WithHotKeys(hot)
 	// spend checks policy up to 200 times and returns how many were
 	// allowed, the mode of the last decision, and the last error.
@@ -582,7 +583,7 @@ func TestHotKeySyncBatches(t *testing.T) {
 	const keys = 1234
 	clk := &clock{t: time.Unix(1_700_000_000, 0)}
 	st := &counting{counted: map[guard.Key]int64{}, fail: 2}
-	h := guard.NewHotKeys(guard.HotKeysOptions{Store: st, Now: clk.now, Batch: 500})
+	h := resilience.NewHotKeys(resilience.HotKeysOptions{Store: st, Now: clk.now, Batch: 500})
 	take := func(i int) guard.Take {
 		return guard.Take{Key: guard.Key{Space: "lim:batch", ID: fmt.Sprint(i), Name: "fw"}, Algorithm: guard.FixedWindow, Limit: 10, Window: time.Minute, Cost: 1}
 	}
@@ -636,7 +637,7 @@ func TestHotKeyFlushCountsLost(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			st := &counting{counted: map[guard.Key]int64{}, fail: tc.fail}
 			var logs strings.Builder
-			h := guard.NewHotKeys(guard.HotKeysOptions{Store: st, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+			h := resilience.NewHotKeys(resilience.HotKeysOptions{Store: st, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 			for i, cost := range []int64{7, 5} {
 				tk := guard.Take{Key: guard.Key{Space: "lim:flush", ID: fmt.Sprint(i), Name: "fw"}, Algorithm: guard.FixedWindow, Limit: 100, Window: time.Minute, Cost: cost}
 				h.Decide(tk, time.Hour)
@@ -670,7 +671,7 @@ func TestHotKeySyncLargeTable(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { rdb.Close() })
-	h := guard.NewHotKeys(guard.HotKeysOptions{Store: store.NewRedis(rdb, tg.Prefix)})
+	h := resilience.NewHotKeys(resilience.HotKeysOptions{Store: store.NewRedis(rdb, tg.Prefix)})
 	for i := range keys {
 		tk := guard.Take{Key: guard.Key{Space: "lim:large", ID: fmt.Sprint(i), Name: "fw"}, Algorithm: guard.FixedWindow, Limit: 10, Window: time.Minute, Cost: 1}
 		h.Decide(tk, time.Second)
@@ -720,7 +721,7 @@ func BenchmarkHotKey(b *testing.B) {
 			}
 			lim := guard.NewLimiter(pols.Limits, st, nil)
 			if mode == guard.ModeSync {
-				h := guard.NewHotKeys(guard.HotKeysOptions{Store: st})
+				h := resilience.NewHotKeys(resilience.HotKeysOptions{Store: st})
 				ctx, cancel := context.WithCancel(context.Background())
 				done := make(chan struct{})
 				go func() { // the sync loop internal/app runs

@@ -1,0 +1,79 @@
+package guard
+
+import (
+	"context"
+	"time"
+)
+
+// SendRequest asks for a code to be sent to Phone. ClientIP is the end user's
+// address as the calling app saw it; empty means no per-IP limit applies.
+type SendRequest struct {
+	Phone    string
+	ClientIP string
+}
+
+// SendResult says where the code went and how long it lives.
+type SendResult struct {
+	Phone     Phone
+	ExpiresIn time.Duration
+	// VerificationID names the code's verification (pending); empty for a
+	// stateless code, which has no record (verification.go).
+	VerificationID string
+}
+
+// Send checks the limits, stores a new code's HMAC and sends the code.
+// Every send is recorded (audited), refused or not: a stream of bad
+// numbers is worth seeing too.
+//
+// Counting rule: the limits (cooldown, per number, per IP, the abuse
+// limits, the country velocity rule) are taken together, each an atomic
+// fixed-window hit (spend). The first in that order that denies keeps the
+// attempt; the others are refunded, so a denied request spends no other
+// budget. A send the provider then fails still counts: the provider may
+// have delivered it.
+func (s *OTP) Send(ctx context.Context, req SendRequest) (SendResult, error) {
+	phone, ip, err := s.parseSend(req)
+	if err != nil {
+		s.record(ctx, ActionOTPSend, "", phone, CleanIP(req.ClientIP), err)
+		return SendResult{}, err
+	}
+	res, err := s.send(WithDecision(ctx), phone, ip)
+	s.record(ctx, ActionOTPSend, OutcomeSent, phone, CleanIP(req.ClientIP), err)
+	res.Phone = phone // on a refusal too: the caller's log names it (masked)
+	return res, err
+}
+
+// send is the pipeline of a parsed send: its steps in order, each in the
+// file of its concept, each returning here. The first refusal ends it.
+func (s *OTP) send(ctx context.Context, phone Phone, ip string) (SendResult, error) {
+	// Who may receive codes at all: the deny-list (deny.go), then the
+	// paused, allowed countries and number types (pumping.go).
+	if err := s.checkDenied(phone); err != nil {
+		return SendResult{}, err
+	}
+	if err := s.checkDestination(phone); err != nil {
+		return SendResult{}, err
+	}
+	// The automatic abuse rules: per prefix, per country and the country
+	// velocity rule, with the spend budget (pumping.go, velocity.go).
+	abuse := s.abuseRules(phone)
+	// Spend the number's and the address's limits and the abuse rules' in
+	// one round trip; a refusal refunds the rest (spend.go).
+	spent, err := s.spend(ctx, phone, append(s.sendLimits(phone.E164, ip), abuse.limits...), abuse.velocity)
+	if err != nil {
+		return SendResult{}, err
+	}
+	// A new code, saved as its HMAC, or a stateless one (code.go).
+	code, err := s.issueCode(ctx, phone)
+	if err != nil {
+		s.giveBack(ctx, phone, spent)
+		return SendResult{}, err
+	}
+	// Hand it to the SMS provider (delivery.go).
+	if err := s.deliver(ctx, phone, code, spent); err != nil {
+		return SendResult{}, err
+	}
+	// Count it for the conversion watch (conversion.go).
+	s.watchSend(ctx, phone)
+	return SendResult{Phone: phone, ExpiresIn: code.ttl, VerificationID: code.id}, nil
+}

@@ -1,0 +1,204 @@
+package guard
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+)
+
+// limitedTake is one send limit and the code that refuses it.
+type limitedTake struct {
+	take   Take
+	denial Code
+	what   string
+	// refundDenied: a denied hit is given back too (the budget's).
+	refundDenied bool
+}
+
+// sendLimits are the limits of one send. When the store cannot answer they
+// fall back by the policy's on_store_error: with local, the cooldown is one
+// send per number per cooldown and the per-number limit is local_limit, on
+// each instance, while the per-IP limit is split (per_ip.limit / N); with
+// open, all three are split; with closed, the send is refused.
+func (s *OTP) sendLimits(phone, ip string) []limitedTake {
+	mode := s.policy.OnStoreError
+	fallback := func(t Take, localLimit int64) Take {
+		t.Policy, t.OnStoreError = OTPPolicyName, mode
+		if mode == FallbackLocal {
+			t.LocalLimit = localLimit
+		}
+		return t
+	}
+	var ls []limitedTake
+	if cd := s.policy.Cooldown; cd > 0 {
+		ls = append(ls, limitedTake{
+			take:   fallback(Take{Key: cooldownKey(phone), Algorithm: FixedWindow, Limit: 1, Window: cd, Cost: 1}, 1),
+			denial: CodeCooldown, what: "a code was sent to this number moments ago",
+		})
+	}
+	ls = append(ls, limitedTake{
+		take: fallback(Take{Key: phoneSendsKey(phone), Algorithm: FixedWindow,
+			Limit: s.policy.PerPhone.Limit, Window: s.policy.PerPhone.Window, Cost: 1}, s.policy.LocalLimit),
+		denial: CodePhoneRateLimited, what: "too many codes were sent to this number",
+	})
+	if ip != "" {
+		t := fallback(Take{Key: Key{"otp:ip", ip, "sends"}, Algorithm: FixedWindow,
+			Limit: s.policy.PerIP.Limit, Window: s.policy.PerIP.Window, Cost: 1}, 0)
+		if mode == FallbackLocal { // local_limit is per number: an address gets its share
+			t.OnStoreError, t.LocalLimit = FallbackOpen, 0
+		}
+		ls = append(ls, limitedTake{
+			take:   t,
+			denial: CodeIPRateLimited, what: "too many codes were requested from this address",
+		})
+	}
+	return ls
+}
+
+// PhoneCounterKeys are the keys Send counts a number's own sends under:
+// its cooldown and its per-number window. The cooldown key is listed even
+// when the policy has no cooldown, as a policy in force earlier may have
+// set one. The per-IP counter is the address's, not the number's, and is
+// not listed. The ops desk deletes these keys to unblock a number.
+func PhoneCounterKeys(e164 string) []Key {
+	return []Key{cooldownKey(e164), phoneSendsKey(e164)}
+}
+
+func cooldownKey(e164 string) Key { return Key{"otp", e164, "cooldown"} }
+
+func phoneSendsKey(e164 string) Key { return Key{"otp", e164, "sends"} }
+
+// spent is what a send's spend counted: the takes the store (or the
+// fallback) counted, and the hour the velocity rule counted it in (zero:
+// it did not).
+type spent struct {
+	takes      []Take
+	velocityAt time.Time
+}
+
+// spend takes every limit of a send at once: one Counter call, which the
+// store sends in one round trip (one per hash slot, in parallel, on
+// Redis Cluster), each limit still its own atomic unit. With vol, the
+// country velocity rule goes out in the same round trip when the counter
+// is a SendCounter, and as a second step after the limits otherwise.
+//
+// Counting rule: the first limit that denies, in the order of limits,
+// decides the answer and keeps its attempt (the budget's refundDenied
+// gives its own back); every other limit the store counted for this
+// request (those that passed, and those that denied alongside) is refunded,
+// and so is the velocity count, so a denied request spends no other budget.
+// Between the take and the refund a concurrent request may see a counter
+// one higher than it will settle at: it can be refused, never allowed
+// beyond a limit (docs/limits.md, "One round trip per send").
+//
+// It returns what it spent, for a send that does not leave to give back
+// (giveBack).
+func (s *OTP) spend(ctx context.Context, phone Phone, limits []limitedTake, vol *VolumeTake) (spent, error) {
+	takes := make([]Take, len(limits))
+	for i, l := range limits {
+		takes[i] = l.take
+	}
+	var res []Result
+	var vres *VolumeResult
+	var err error
+	if sc, ok := s.counter.(SendCounter); ok && vol != nil {
+		res, vres, err = sc.TakeSend(ctx, takes, vol)
+	} else {
+		res, err = s.counter.Take(ctx, takes)
+	}
+	if err == nil && len(res) != len(takes) {
+		err = fmt.Errorf("otp: store answered %d results for %d takes", len(res), len(takes))
+	}
+	if err != nil {
+		s.log.Log(ctx, StoreFailureLevel(err), "limit store failed", "limit", "otp.send", "err", err)
+		return spent{}, storeError(err)
+	}
+	deny := slices.IndexFunc(res, func(r Result) bool { return !r.Allowed })
+	// taken: what the store counted for this request, each refund going
+	// where it was counted (the fallback's memory or the store).
+	var taken []Take
+	fellBack := false
+	for i, r := range res {
+		fellBack = fellBack || r.Fallback
+		if !r.Spent || (i == deny && !limits[i].refundDenied) {
+			continue
+		}
+		t := takes[i]
+		t.Fallback = r.Fallback
+		taken = append(taken, t)
+	}
+	if deny >= 0 {
+		return spent{}, s.refused(ctx, phone, limits[deny], res[deny], taken, vres != nil && vres.Allowed, vol)
+	}
+	switch {
+	case vol == nil:
+		return spent{takes: taken}, nil
+	case vres != nil:
+		if !vres.Allowed {
+			s.refund(ctx, taken)
+			return spent{}, s.velocityDenied(ctx, phone, *vol, *vres)
+		}
+		return spent{takes: taken, velocityAt: vol.Now}, nil
+	case fellBack:
+		// The fallback decided a limit (the breaker is open or the store
+		// failed in this decision): the velocity rule is not judged then,
+		// and the send does not wait on the store again.
+		return spent{takes: taken}, nil
+	}
+	// A counter that cannot take the velocity rule with the limits: it
+	// comes last, as its own step.
+	counted, err := s.takeVelocity(ctx, phone, *vol)
+	if err != nil {
+		s.refund(ctx, taken)
+		return spent{}, err
+	}
+	if !counted {
+		return spent{takes: taken}, nil
+	}
+	return spent{takes: taken, velocityAt: vol.Now}, nil
+}
+
+// refused answers the send refused by l (whose result is r): it gives
+// back what the send took (taken, and the velocity count when velCounted),
+// at once, and notes the refusal.
+func (s *OTP) refused(ctx context.Context, phone Phone, l limitedTake, r Result, taken []Take, velCounted bool, vol *VolumeTake) error {
+	// The refunds go out at once: one round trip of latency.
+	var wg sync.WaitGroup
+	if velCounted {
+		wg.Go(func() { s.refundVelocity(ctx, phone, vol.Now) })
+	}
+	s.refund(ctx, taken)
+	wg.Wait()
+	if l.denial == CodeBudgetExhausted {
+		s.budgetRefused(ctx, l.take.Key, r)
+	}
+	// The number is blocked, not just its address. (Not noted when
+	// the fallback decided: the block index lives in the store.)
+	if l.take.Key.Space == "otp" && !r.Fallback {
+		s.noteBlock(ctx, Block{Phone: phone.E164, Country: phone.Region, Reason: l.denial,
+			Count: r.Count, Until: s.now().Add(r.RetryAfter)})
+	}
+	return &Error{Code: l.denial, Message: l.what, RetryAfter: r.RetryAfter,
+		Usage: Usage(r.Count, l.take.Limit, l.take.Window)}
+}
+
+func (s *OTP) refund(ctx context.Context, takes []Take) {
+	if len(takes) == 0 {
+		return
+	}
+	if err := s.counter.Refund(context.WithoutCancel(ctx), takes); err != nil {
+		// A lost refund only ever refuses more, never allows more.
+		s.log.WarnContext(ctx, "refund failed", "err", err)
+	}
+}
+
+// giveBack returns what a send that surely did not leave spent: its budget,
+// and its count in the country's hour. The other limits stay spent.
+func (s *OTP) giveBack(ctx context.Context, phone Phone, sp spent) {
+	s.refund(ctx, budgetTakes(sp.takes))
+	if !sp.velocityAt.IsZero() {
+		s.refundVelocity(ctx, phone, sp.velocityAt)
+	}
+}

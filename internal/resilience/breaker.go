@@ -1,0 +1,133 @@
+package resilience
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/sony/gobreaker/v2"
+
+	"github.com/otpguard/otpguard/internal/guard"
+)
+
+// BreakerOptions tune when the Fallback stops waiting on the store. The
+// zero value means the defaults in the README ("When Redis is down").
+type BreakerOptions struct {
+	// Failures in a row that open the breaker (default 5).
+	Failures int
+	// Or: at least MinRequests calls in Window of which at least
+	// FailureRatio failed (defaults 20 and 0.5): a flapping store opens it
+	// too, one slow call never does.
+	MinRequests  int
+	FailureRatio float64
+	Window       time.Duration // rolling, in one-second buckets (default 10s)
+	// OpenFor is how long the breaker stays open before one probe call may
+	// go to the store again (default 1s). The probe's success closes it.
+	OpenFor time.Duration
+}
+
+func (b BreakerOptions) withDefaults() BreakerOptions {
+	if b.Failures <= 0 {
+		b.Failures = 5
+	}
+	if b.MinRequests <= 0 {
+		b.MinRequests = 20
+	}
+	if b.FailureRatio <= 0 || b.FailureRatio > 1 {
+		b.FailureRatio = 0.5
+	}
+	if b.Window <= 0 {
+		b.Window = 10 * time.Second
+	}
+	if b.OpenFor <= 0 {
+		b.OpenFor = time.Second
+	}
+	return b
+}
+
+// newBreaker is the breaker over Redis: it opens after b.Failures failures
+// in a row, or on b.FailureRatio of at least b.MinRequests calls in
+// b.Window, and lets one trial through after b.OpenFor. closed is called
+// (under the breaker's lock) when it closes again.
+func newBreaker(b BreakerOptions, log *slog.Logger, closed func()) *gobreaker.TwoStepCircuitBreaker[struct{}] {
+	return gobreaker.NewTwoStepCircuitBreaker[struct{}](gobreaker.Settings{
+		Name:         "redis",
+		MaxRequests:  1,
+		Interval:     b.Window,
+		BucketPeriod: time.Second,
+		Timeout:      b.OpenFor,
+		ReadyToTrip: func(c gobreaker.Counts) bool {
+			return c.ConsecutiveFailures >= uint32(b.Failures) ||
+				(c.Requests >= uint32(b.MinRequests) && float64(c.TotalFailures) >= b.FailureRatio*float64(c.Requests))
+		},
+		// Called under the breaker's lock, once per change: log, nothing more.
+		OnStateChange: func(_ string, from, to gobreaker.State) {
+			switch to {
+			// One WARN line per outage: a failed probe (half-open back to
+			// open) and the probing are the same outage going on.
+			case gobreaker.StateOpen:
+				level := slog.LevelWarn
+				if from == gobreaker.StateHalfOpen {
+					level = slog.LevelDebug
+				}
+				log.Log(context.Background(), level, "redis breaker open: decisions go to the fallback without waiting on Redis",
+					"from", from.String(), "probe_in", b.OpenFor.String())
+			case gobreaker.StateHalfOpen:
+				log.Debug("redis breaker half-open: probing Redis")
+			case gobreaker.StateClosed:
+				log.Info("redis breaker closed: Redis answers again, limits are shared and exact")
+				closed()
+			}
+		},
+		IsSuccessful: func(err error) bool { return err == nil || errors.Is(err, guard.ErrNotFound) },
+		// A caller that went away, or a call given up on while Redis was
+		// healthy, says nothing about Redis.
+		IsExcluded: func(err error) bool { return errors.Is(err, context.Canceled) || errors.Is(err, guard.ErrOverloaded) },
+	})
+}
+
+// call makes one store call through the breaker. It waits for the store
+// as long as Redis is known to be healthy (wait), and fails at once while
+// the breaker is not closed: then only the probe tries Redis (without a
+// probe, one call is let through as the breaker's half-open trial).
+func (f *Fallback) call(ctx context.Context, fn func(ctx context.Context) error) error {
+	if guard.StoreFailed(ctx) {
+		return fmt.Errorf("resilience: store failed earlier in this decision: %w", guard.ErrStoreUnavailable)
+	}
+	if st := f.breaker.State(); st != gobreaker.StateClosed && f.probing() {
+		// Only the probe tries Redis while the breaker is not closed.
+		f.failed()
+		return fmt.Errorf("resilience: redis breaker %s: %w", st, guard.ErrStoreUnavailable)
+	}
+	done, err := f.breaker.Allow()
+	if err != nil {
+		f.failed()
+		return fmt.Errorf("resilience: redis breaker %s: %w (%w)", f.breaker.State(), guard.ErrStoreUnavailable, err)
+	}
+	err = f.wait(ctx, fn)
+	if err != nil && errors.Is(ctx.Err(), context.Canceled) {
+		// The caller gave up: that says nothing about the store.
+		err = errors.Join(err, ctx.Err())
+		done(err)
+		return err
+	}
+	done(err)
+	if err == nil || errors.Is(err, guard.ErrNotFound) {
+		f.callOK.Store(time.Now().UnixNano())
+	}
+	if err != nil && !errors.Is(err, guard.ErrNotFound) && !errors.Is(err, guard.ErrOverloaded) {
+		guard.NoteStoreFailure(ctx)
+		f.failed()
+	}
+	return err
+}
+
+// Do makes a call that decides nothing (the conversion watch, the block
+// index) through the breaker and the timeout: while the breaker is open it
+// fails at once with ErrStoreUnavailable and touches no connection, so an
+// outage costs such callers microseconds, not a timeout each.
+func (f *Fallback) Do(ctx context.Context, fn func(ctx context.Context) error) error {
+	return f.call(ctx, fn)
+}

@@ -1,0 +1,62 @@
+package resilience
+
+import (
+	"context"
+	"time"
+
+	"github.com/otpguard/otpguard/internal/guard"
+)
+
+// The code calls below read what their call wrote only when it returned
+// (err == nil): after wait gives up on a call, the call may still write.
+
+// SaveCode saves through the breaker, within the timeout.
+func (f *Fallback) SaveCode(ctx context.Context, c guard.NewCode) (int, error) {
+	var prev int
+	err := f.call(ctx, func(ctx context.Context) (err error) {
+		prev, err = f.codes.SaveCode(ctx, c)
+		return err
+	})
+	if err != nil {
+		return 0, err
+	}
+	return prev, nil
+}
+
+// GuessCode reads through the breaker, within the timeout.
+func (f *Fallback) GuessCode(ctx context.Context, phone string, now time.Time) (guard.Guess, error) {
+	var g guard.Guess
+	err := f.call(ctx, func(ctx context.Context) error {
+		var err error
+		g, err = f.codes.GuessCode(ctx, phone, now)
+		return err
+	})
+	if err != nil {
+		return guard.Guess{}, err
+	}
+	return g, nil
+}
+
+// ConsumeCode consumes through the breaker, within the timeout.
+func (f *Fallback) ConsumeCode(ctx context.Context, phone string, mac []byte, now time.Time) (guard.Consumed, error) {
+	var c guard.Consumed
+	err := f.call(ctx, func(ctx context.Context) error {
+		var err error
+		c, err = f.codes.ConsumeCode(ctx, phone, mac, now)
+		return err
+	})
+	if err != nil {
+		return guard.ConsumedNot, err
+	}
+	return c, nil
+}
+
+// DeleteCode deletes through the breaker, within the timeout.
+func (f *Fallback) DeleteCode(ctx context.Context, phone string) error {
+	return f.call(ctx, func(ctx context.Context) error { return f.codes.DeleteCode(ctx, phone) })
+}
+
+// LockCode marks through the breaker, within the timeout.
+func (f *Fallback) LockCode(ctx context.Context, phone, id string, now time.Time) error {
+	return f.call(ctx, func(ctx context.Context) error { return f.codes.LockCode(ctx, phone, id, now) })
+}

@@ -1,0 +1,274 @@
+package resilience
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/sony/gobreaker/v2"
+
+	"github.com/otpguard/otpguard/internal/guard"
+)
+
+// FallbackOptions are the dependencies and settings of a Fallback.
+type FallbackOptions struct {
+	Counter guard.Counter
+	Codes   guard.Codes // may be nil when only the Counter is used
+	// Timeout bounds every store call (OTPGUARD_REDIS_TIMEOUT). The store's
+	// client must hold the same bound on its own (dial, pool, read, write);
+	// this deadline covers the sum. 0 leaves it to the client.
+	Timeout time.Duration
+	// Ceiling bounds a call while the probe says Redis is healthy: a call
+	// past Timeout is then still waited for (time queued inside a saturated
+	// otpguard is not Redis failing), up to Ceiling, after which the
+	// decision is shed as overloaded (default 1s; never below Timeout).
+	Ceiling time.Duration
+	// ProbeEvery is how often the probe reports (ObserveProbe); its last
+	// verdict vouches for Redis (healthy), up to ten rounds of
+	// ProbeEvery+ProbeTimeout old. Defaults 50ms and 100ms. Without probe reports, a call past
+	// Timeout is a store failure, as it always was.
+	ProbeEvery, ProbeTimeout time.Duration
+	// Warm, when set, is what the probe runs through the decision client
+	// to end an outage (half-open): it dials the decision pool outside any
+	// decision's timeout, so recovery never needs a dial inside one.
+	Warm func(ctx context.Context) error
+	// Instances returns the number of live instances that share the
+	// policies' limits, for the split limit of "open"; nil means 1.
+	Instances func() int
+	Breaker   BreakerOptions
+	// MemoryKeys bounds the in-memory limiter (DefaultMemoryKeys when 0).
+	MemoryKeys int
+	// Policies, when given, are listed by Status before their first decision.
+	Policies *guard.Policies
+	Logger   *slog.Logger
+	Now      func() time.Time // time.Now when nil
+}
+
+// Fallback is a Counter and Codes that wraps the shared store with a
+// timeout and a breaker, and decides from memory, per each Take's policy
+// (OnStoreError), when the store cannot answer:
+//
+//   - closed (and ""): the call fails; the caller answers 503.
+//   - local: a strict limit of LocalLimit per key on this instance.
+//   - open: the split limit, the policy's limit divided by the live
+//     instances (rounded down, at least 1), on this instance.
+//
+// A call that timed out may still have counted in the store: it is never
+// retried; its decision is taken by the fallback, as unknown.
+type Fallback struct {
+	counter   guard.Counter
+	codes     guard.Codes
+	timeout   time.Duration
+	ceiling   time.Duration
+	fresh     time.Duration // one probe round, ProbeEvery + ProbeTimeout
+	probeTO   time.Duration
+	warm      func(ctx context.Context) error
+	instances func() int
+	breaker   *gobreaker.TwoStepCircuitBreaker[struct{}]
+	local     *memoryLimits
+	log       *slog.Logger
+	now       func() time.Time
+	workers   *workers // run the calls wait waits for (workers.go)
+
+	lastFailure atomic.Int64 // unix nanoseconds of the last failed store call
+	probeSeen   atomic.Bool
+	// callOK is when a store call last got its reply (unix nanoseconds).
+	// vouch is the probe's last verdict and verdictAt when it was given
+	// (healthy).
+	callOK    atomic.Int64
+	vouch     atomic.Bool
+	verdictAt atomic.Int64
+	// lateRounds counts the probe's timed-out pings in a row with no call
+	// answered meanwhile.
+	lateRounds atomic.Int32
+	shed       atomic.Int64 // calls given up on while Redis was healthy
+	late       atomic.Int64 // calls answered past the timeout by a healthy Redis
+
+	mu       sync.RWMutex
+	policies map[string]*policyState
+}
+
+type policyState struct {
+	mode       guard.FallbackMode
+	inFallback bool
+	since      time.Time
+	fallbacks  int64
+}
+
+// NewFallback returns a Fallback over o.Counter (and o.Codes).
+func NewFallback(o FallbackOptions) *Fallback {
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.Instances == nil {
+		o.Instances = func() int { return 1 }
+	}
+	if o.Ceiling < max(o.Timeout, time.Millisecond) {
+		o.Ceiling = max(time.Second, o.Timeout)
+	}
+	if o.ProbeEvery <= 0 {
+		o.ProbeEvery = DefaultProbeEvery
+	}
+	if o.ProbeTimeout <= 0 {
+		o.ProbeTimeout = DefaultProbeTimeout
+	}
+	f := &Fallback{
+		counter: o.Counter, codes: o.Codes, timeout: o.Timeout, instances: o.Instances,
+		ceiling: o.Ceiling, fresh: o.ProbeEvery + o.ProbeTimeout, probeTO: o.ProbeTimeout, warm: o.Warm,
+		local: newMemoryLimits(o.MemoryKeys), log: o.Logger, now: o.Now,
+		policies: map[string]*policyState{}, workers: newWorkers(10 * time.Second),
+	}
+	if o.Policies != nil {
+		f.policies[guard.OTPPolicyName] = &policyState{mode: o.Policies.OTP.OnStoreError}
+		for name, p := range o.Policies.Limits {
+			f.policies[guard.LimitPolicyName(name)] = &policyState{mode: p.OnStoreError}
+		}
+	}
+	f.breaker = newBreaker(o.Breaker.withDefaults(), f.log, f.leaveFallback)
+	return f
+}
+
+func (f *Fallback) failed() { f.lastFailure.Store(f.now().UnixNano()) }
+
+// Observe takes the result of a call made outside the Fallback (the
+// heartbeat), so LastFailure sees an outage even with no traffic.
+func (f *Fallback) Observe(err error) {
+	if err != nil {
+		f.failed()
+	}
+}
+
+// LastFailure is when a store call last failed (zero: never).
+func (f *Fallback) LastFailure() time.Time {
+	n := f.lastFailure.Load()
+	if n == 0 {
+		return time.Time{}
+	}
+	return time.Unix(0, n)
+}
+
+// Take asks the store; when it cannot answer, it decides every take from
+// memory by its policy's mode, or fails the whole call if any take's mode
+// is closed.
+func (f *Fallback) Take(ctx context.Context, takes []guard.Take) ([]guard.Result, error) {
+	res, _, err := f.take(ctx, takes, func(ctx context.Context) ([]guard.Result, error) { return f.counter.Take(ctx, takes) })
+	return res, err
+}
+
+var _ guard.SendCounter = (*Fallback)(nil)
+
+// TakeSend takes a send's limits and vol in one store call when the store
+// is a SendCounter (otherwise vol is not taken: nil VolumeResult). When
+// the store cannot answer, the takes are decided as Take decides them and
+// vol is not taken.
+func (f *Fallback) TakeSend(ctx context.Context, takes []guard.Take, vol *guard.VolumeTake) ([]guard.Result, *guard.VolumeResult, error) {
+	sc, ok := f.counter.(guard.SendCounter)
+	if !ok || vol == nil {
+		res, err := f.Take(ctx, takes)
+		return res, nil, err
+	}
+	// vr is written by the call, which may still run after wait gave up
+	// on it: it is read only when the store answered.
+	var vr *guard.VolumeResult
+	res, stored, err := f.take(ctx, takes, func(ctx context.Context) ([]guard.Result, error) {
+		r, v, err := sc.TakeSend(ctx, takes, vol)
+		vr = v
+		return r, err
+	})
+	if err != nil || !stored {
+		return res, nil, err
+	}
+	return res, vr, nil
+}
+
+// take makes one store call (fn) for takes, and decides them from memory
+// when the store cannot answer. stored says the store answered.
+func (f *Fallback) take(ctx context.Context, takes []guard.Take, fn func(ctx context.Context) ([]guard.Result, error)) (_ []guard.Result, stored bool, _ error) {
+	// got is written by the call, which may still run after wait gave up
+	// on it: it is read only when the call returned (err == nil).
+	var got []guard.Result
+	err := f.call(ctx, func(ctx context.Context) error {
+		r, err := fn(ctx)
+		if err == nil && len(r) != len(takes) {
+			err = fmt.Errorf("resilience: store answered %d results for %d takes", len(r), len(takes))
+		}
+		got = r
+		return err
+	})
+	var res []guard.Result
+	if err == nil {
+		f.note(takes, false)
+		return got, true, nil
+	}
+	if errors.Is(err, guard.ErrOverloaded) {
+		return nil, false, err // shed: never decided from memory, and no outage
+	}
+	f.note(takes, true)
+	if errors.Is(err, context.Canceled) && ctx.Err() != nil {
+		return nil, false, err
+	}
+	for _, t := range takes {
+		if mode(t) == guard.FallbackClosed {
+			return nil, false, err
+		}
+	}
+	now := f.now()
+	res = make([]guard.Result, len(takes))
+	for i, t := range takes {
+		limit, rate := f.localLimit(t)
+		res[i] = f.local.take(t, limit, rate, now)
+	}
+	return res, false, nil
+}
+
+// Refund gives back to memory what the fallback decided, and to the store
+// what the store did.
+func (f *Fallback) Refund(ctx context.Context, takes []guard.Take) error {
+	var shared []guard.Take
+	now := f.now()
+	for _, t := range takes {
+		if t.Fallback {
+			limit, rate := f.localLimit(t)
+			f.local.refund(t, limit, rate, now)
+		} else {
+			shared = append(shared, t)
+		}
+	}
+	if len(shared) == 0 {
+		return nil
+	}
+	return f.call(ctx, func(ctx context.Context) error { return f.counter.Refund(ctx, shared) })
+}
+
+func mode(t guard.Take) guard.FallbackMode {
+	if t.OnStoreError == "" {
+		return guard.FallbackClosed
+	}
+	return t.OnStoreError
+}
+
+// localLimit is what t may spend on this instance: LocalLimit (local) or
+// the split limit (open), with a bucket's refill scaled alike, so that an
+// empty bucket takes as long to refill as the shared one.
+func (f *Fallback) localLimit(t guard.Take) (limit int64, rate float64) {
+	switch mode(t) {
+	case guard.FallbackLocal:
+		limit = max(1, t.LocalLimit)
+	default:
+		limit = max(1, t.Limit/int64(f.Instances()))
+	}
+	if t.Algorithm == guard.TokenBucket && t.Limit > 0 {
+		rate = t.Rate * float64(limit) / float64(t.Limit)
+	}
+	return limit, rate
+}
+
+// Instances is the live instance count the split limit divides by.
+func (f *Fallback) Instances() int { return max(1, f.instances()) }

@@ -1,0 +1,159 @@
+package resilience
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/sony/gobreaker/v2"
+
+	"github.com/otpguard/otpguard/internal/guard"
+)
+
+// DefaultProbeEvery and DefaultProbeTimeout are how often the probe pings
+// Redis and how long one ping may take.
+const (
+	DefaultProbeEvery   = 50 * time.Millisecond
+	DefaultProbeTimeout = 100 * time.Millisecond
+)
+
+// probing reports whether a probe has ever reported.
+func (f *Fallback) probing() bool { return f.probeSeen.Load() }
+
+// healthy reports whether Redis is known to answer: the probe's last
+// verdict vouches for it. The verdict is given each time the probe's ping
+// ends (ObserveProbe), not aged by the wall clock: when this process is
+// not scheduled for a while (a saturated host), every timer fires late at
+// once, and a probe success 150 ms old says nothing against Redis; the
+// next ping's outcome does. A verdict older than staleVerdicts probe
+// rounds (a wedged probe) vouches for nothing.
+func (f *Fallback) healthy() bool {
+	at := f.verdictAt.Load()
+	return f.vouch.Load() && at != 0 && time.Since(time.Unix(0, at)) <= staleVerdicts*f.fresh
+}
+
+// lateRoundsToFail is how many timed-out pings in a row, with no call
+// answered meanwhile, stop the probe vouching for Redis: a black hole is
+// told after about three probe rounds (~450 ms by default), while a stall
+// of this process shorter than that is not taken for one.
+const lateRoundsToFail = 3
+
+// staleVerdicts bounds the age of the probe's verdict, in probe rounds
+// (ProbeEvery + ProbeTimeout): 10, 1.5 s by default.
+const staleVerdicts = 10
+
+// timedOut reports whether err is a deadline or a network timeout, as
+// opposed to an error from Redis or a refused connection.
+func timedOut(err error) bool {
+	var t interface{ Timeout() bool }
+	return errors.Is(err, context.DeadlineExceeded) || (errors.As(err, &t) && t.Timeout())
+}
+
+// ObserveProbe takes one result of the probe, a ping on a warm connection
+// of its own (store.Probe). A success vouches for Redis: calls past the
+// timeout are waited for instead of failing; so does a ping that timed out
+// while calls got their replies since the last verdict (healthy). Results count in the breaker
+// like calls, so a dead Redis opens it with no traffic; and while the
+// breaker is half-open the probe alone tries Redis, through Warm, so no
+// decision meets a cold pool.
+func (f *Fallback) ObserveProbe(ctx context.Context, err error) {
+	f.probeSeen.Store(true)
+	now := time.Now().UnixNano()
+	prev := f.verdictAt.Swap(now)
+	switch late := err != nil && timedOut(err); {
+	case !late:
+		f.lateRounds.Store(0)
+	case f.callOK.Load() > prev:
+		// The ping was late, but calls got their replies since the last
+		// verdict: this host is saturated, Redis is not failing (measured:
+		// with the ping alone deciding, up to 64 % of decisions fell to
+		// the fallback at a load average of 30). Not a failure anywhere.
+		f.lateRounds.Store(0)
+		f.vouch.Store(true)
+		return
+	case f.vouch.Load() && f.lateRounds.Add(1) < lateRoundsToFail:
+		// Late, and nothing answered: this process may simply not have
+		// run (a stall of a few hundred ms on a saturated host); only
+		// lateRoundsToFail such rounds in a row stop the vouching.
+		return
+	}
+	f.vouch.Store(err == nil)
+	if err != nil {
+		f.failed()
+	}
+	switch f.breaker.State() {
+	case gobreaker.StateClosed:
+		if done, aerr := f.breaker.Allow(); aerr == nil {
+			done(err)
+		}
+	case gobreaker.StateHalfOpen:
+		// The probe is the half-open trial: a failed ping opens the
+		// breaker again for OpenFor (so the status says open through an
+		// outage), a good one warms the decision pool and closes it.
+		done, aerr := f.breaker.Allow()
+		if aerr != nil {
+			return
+		}
+		if err == nil && f.warm != nil {
+			wctx, cancel := context.WithTimeout(ctx, f.probeTO)
+			err = f.warm(wctx)
+			cancel()
+		}
+		done(err)
+	}
+}
+
+// wait runs fn and waits for it: up to the timeout, and past it for as
+// long as the probe vouches for Redis (up to the ceiling), because a reply
+// that is late only because this host is saturated is still exact, while a
+// decision abandoned at the timeout may have counted and would be decided
+// a second time by the fallback. A call outliving the ceiling on a healthy
+// Redis is shed (ErrOverloaded); one outliving the timeout while Redis is
+// not vouched for is a store failure (the fallback decides).
+func (f *Fallback) wait(ctx context.Context, fn func(ctx context.Context) error) error {
+	if f.timeout <= 0 {
+		return fn(ctx)
+	}
+	if !f.probing() { // no probe: the timeout alone decides, as before
+		cctx, cancel := context.WithTimeout(ctx, f.timeout)
+		defer cancel()
+		return fn(cctx)
+	}
+	cctx, cancel := context.WithTimeout(ctx, f.ceiling)
+	defer cancel()
+	res := make(chan error, 1)
+	f.workers.run(func() { res <- fn(cctx) })
+	t := time.NewTimer(f.timeout)
+	defer t.Stop()
+	late := false
+	for {
+		select {
+		case err := <-res:
+			if late {
+				f.late.Add(1)
+			}
+			if err != nil && errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil && f.healthy() {
+				f.shed.Add(1)
+				return fmt.Errorf("resilience: no answer within %s from a healthy redis: %w (%w)", f.ceiling, guard.ErrOverloaded, err)
+			}
+			return err
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-t.C:
+			if !f.healthy() {
+				return fmt.Errorf("resilience: no answer within %s, and the probe does not vouch for redis: %w", f.timeout, context.DeadlineExceeded)
+			}
+			late = true
+			t.Reset(f.fresh / 2) // look again before the probe's word goes stale
+		}
+	}
+}
+
+// Late is how many calls a healthy Redis answered past the timeout: each
+// would have been a fallback decision (or a refusal) without the probe. A
+// rising count says this host is saturated.
+func (f *Fallback) Late() int64 { return f.late.Load() }
+
+// Shed is how many calls were given up on while Redis was healthy.
+func (f *Fallback) Shed() int64 { return f.shed.Load() }
