@@ -21,6 +21,7 @@ import (
 	"github.com/otpguard/otpguard/api"
 	"github.com/otpguard/otpguard/internal/guard"
 	"github.com/otpguard/otpguard/internal/httpapi"
+	"github.com/otpguard/otpguard/internal/metrics"
 	"github.com/otpguard/otpguard/internal/ops"
 	"github.com/otpguard/otpguard/internal/sms"
 	"github.com/otpguard/otpguard/internal/store"
@@ -170,8 +171,8 @@ func New(ctx context.Context, cfg *Config, opts ...Option) (_ *App, err error) {
 		a.rdb = rdb
 		a.onClose(closeRedis)
 	}
-	metrics := httpapi.NewMetrics()
-	a.rdb.AddHook(store.TimingHook(metrics.ObserveRedis))
+	metricSet := metrics.New()
+	a.rdb.AddHook(store.TimingHook(metricSet.ObserveRedis))
 	if err := tr.instrumentRedis(a.rdb); err != nil {
 		return nil, err
 	}
@@ -199,11 +200,11 @@ func New(ctx context.Context, cfg *Config, opts ...Option) (_ *App, err error) {
 	if a.outage, err = newOutage(cfg, a.rdb, a.store, o, log); err != nil {
 		return nil, err
 	}
-	registerOutage(metrics.Registry, a.outage)
+	registerOutage(metricSet.Registry, a.outage)
 	a.onClose(a.outage.start(ctx, log))
 	guarded := guardedStore{fb: a.outage.fallback, st: a.store}
 	o.policy = func() guard.OTPPolicy { return a.live.policy().OTP }
-	if a.ops, err = startOps(ctx, cfg, log, metrics, guarded, a.store, o); err != nil {
+	if a.ops, err = startOps(ctx, cfg, log, metricSet, guarded, a.store, o); err != nil {
 		return nil, err
 	}
 	a.onClose(func() { a.closeErr = errors.Join(a.closeErr, a.ops.Close()) })
@@ -215,8 +216,8 @@ func New(ctx context.Context, cfg *Config, opts ...Option) (_ *App, err error) {
 		}
 		provider = cfg.SMS
 	}
-	sender = metrics.TimeSender(provider, sender)
-	abuseMetrics := httpapi.NewAbuseMetrics(metrics)
+	sender = sms.Timed(sender, metricSet.ProviderCalls(provider, sms.Outcomes()))
+	abuseMetrics := metrics.NewAbuse(metricSet)
 	// The attack view (GET /ops/abuse): the OTP rules' events are
 	// tallied per hour in Redis beside the audit trail.
 	abuse, stopAbuse := startAbuseView(guarded, o.policy, a.ops.overrides, a.ops.deny, o.now, log)
@@ -231,11 +232,11 @@ func New(ctx context.Context, cfg *Config, opts ...Option) (_ *App, err error) {
 	}
 	a.onClose(stopHot)
 	if hot != nil {
-		registerHotKeys(metrics.Registry, hot)
+		registerHotKeys(metricSet.Registry, hot)
 	}
 	// What the policy decides is built here, once per policy: at start and
 	// at every reload (reload.go), around the long-lived parts.
-	a.live = newLive(cfg, log, metrics, func(p guard.Policies) httpapi.Services {
+	a.live = newLive(cfg, log, metricSet, func(p guard.Policies) httpapi.Services {
 		otp := guard.NewOTP(guard.OTPOptions{
 			Policy: p.OTP, Counter: a.outage.fallback, Codes: a.outage.fallback,
 			Sender: sender, HMACKey: cfg.HMACKey, Logger: log, LastStoreFailure: a.outage.fallback.LastFailure,
@@ -267,15 +268,15 @@ func New(ctx context.Context, cfg *Config, opts ...Option) (_ *App, err error) {
 	})
 	first := a.live.build(cfg.Policies)
 	a.live.setOTP(first.OTP)
-	registerWatch(metrics.Registry, a.live.otp)
+	registerWatch(metricSet.Registry, a.live.otp)
 	// Runs before the ops jobs stop (closers run last first): the watch's
 	// last alerts still reach the audit queue, Redis and the deny-list.
 	a.onClose(func() { a.live.otp().Close() })
-	registerRequestMetrics(metrics, abuseMetrics, cfg, o.version, a.live.otp)
+	registerRequestMetrics(metricSet, abuseMetrics, cfg, o.version, a.live.otp)
 	rdb := a.rdb
 	srv := httpapi.New(httpapi.Options{
 		OTP: first.OTP, Limiter: first.Limiter, APIKeys: cfg.APIKeys, OpsKeys: cfg.OpsKeys,
-		Logger: log, Metrics: metrics, Spec: api.OpenAPI,
+		Logger: log, Metrics: metricSet, Spec: api.OpenAPI,
 		Ops: a.ops.desk, SessionKey: a.ops.sessionKey, Sessions: a.ops.signOuts,
 		Ready: func(ctx context.Context) error { return rdb.Ping(ctx).Err() },
 		Status: func() httpapi.StoreStatus {

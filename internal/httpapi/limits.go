@@ -9,6 +9,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/otpguard/otpguard/internal/guard"
+	"github.com/otpguard/otpguard/internal/metrics"
 )
 
 type checkItem struct {
@@ -108,7 +109,7 @@ func (s *Server) checkLimits(c echo.Context) error {
 	lim := s.services().Limiter // one policy for the whole request
 	batch, err := lim.Check(c.Request().Context(), checks)
 	if err != nil {
-		s.metrics.Decision(policyBatch, outcome(err))
+		s.metrics.Decision(metrics.PolicyBatch, outcome(err))
 		return err
 	}
 

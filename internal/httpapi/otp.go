@@ -7,6 +7,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/otpguard/otpguard/internal/guard"
+	"github.com/otpguard/otpguard/internal/metrics"
 )
 
 type sendRequest struct {
@@ -32,7 +33,7 @@ func (s *Server) sendOTP(c echo.Context) error {
 	}
 	res, err := s.services().OTP.Send(c.Request().Context(), guard.SendRequest{Phone: req.Phone, ClientIP: req.ClientIP})
 	logPhone(c, res.Phone.E164)
-	s.metrics.Decision(policySend, outcome(err))
+	s.metrics.Decision(metrics.PolicySend, outcome(err))
 	switch code := guard.ErrorCode(err); code {
 	case "":
 		s.metrics.SMS(true)
@@ -68,7 +69,7 @@ func (s *Server) verifyOTP(c echo.Context) error {
 	}
 	res, err := s.services().OTP.VerifyCode(c.Request().Context(), guard.VerifyRequest{Phone: req.Phone, Code: req.Code})
 	logPhone(c, res.Phone.E164)
-	s.metrics.Decision(policyVerify, outcome(err))
+	s.metrics.Decision(metrics.PolicyVerify, outcome(err))
 	if err != nil {
 		return err
 	}

@@ -39,7 +39,7 @@ func logPhone(c echo.Context, e164 string) {
 // for a refusal its code and the masked number when there is one, and the
 // trace ID when the request is traced.
 func (s *Server) logRequest(c echo.Context, v middleware.RequestLoggerValues) error {
-	s.metrics.http.observe(v.Method, v.RoutePath, v.Status, v.Latency)
+	s.metrics.ObserveHTTP(v.Method, v.RoutePath, v.Status, v.Latency)
 	var code guard.Code
 	switch {
 	case v.Error != nil:

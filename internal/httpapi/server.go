@@ -19,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/otpguard/otpguard/internal/guard"
+	"github.com/otpguard/otpguard/internal/metrics"
 	"github.com/otpguard/otpguard/internal/ops"
 )
 
@@ -33,7 +34,7 @@ type Options struct {
 	APIKeys []string
 	OpsKeys []string
 	Logger  *slog.Logger
-	Metrics *Metrics
+	Metrics *metrics.Set
 	// Ready reports whether the shared store answers (GET /readyz).
 	Ready func(ctx context.Context) error
 	// Spec is api/openapi.yaml, served at GET /openapi.yaml.
@@ -53,7 +54,7 @@ type Options struct {
 	StatusCallback StatusCallback
 	// AbuseMetrics, when the OTP service's AbuseHooks feed them; nil:
 	// registered here on Metrics.
-	AbuseMetrics *AbuseMetrics
+	AbuseMetrics *metrics.Abuse
 	// SignIn limits wrong ops keys (form or bearer, every route that takes
 	// one) per address; APIKeyLimit wrong API keys. Both count in the
 	// shared store; nil limits nothing.
@@ -84,7 +85,7 @@ type Server struct {
 	// whole when the policy is reloaded.
 	live    atomic.Pointer[Services]
 	log     *slog.Logger
-	metrics *Metrics
+	metrics *metrics.Set
 	ready   func(ctx context.Context) error
 	spec    []byte
 	status  func() StoreStatus // status.go
@@ -98,7 +99,7 @@ type Server struct {
 
 	// The SMS status callback (smsstatus.go).
 	statusCallback StatusCallback
-	abuseMetrics   *AbuseMetrics
+	abuseMetrics   *metrics.Abuse
 
 	admission admission // admission.go
 
@@ -114,7 +115,7 @@ func New(o Options) *Server {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
 	if o.Metrics == nil {
-		o.Metrics = NewMetrics()
+		o.Metrics = metrics.New()
 	}
 	s := &Server{
 		echo: echo.New(), log: o.Logger,
@@ -137,7 +138,7 @@ func New(o Options) *Server {
 		s.idempotencyWait = DefaultIdempotencyWait
 	}
 	if s.abuseMetrics == nil {
-		s.abuseMetrics = NewAbuseMetrics(o.Metrics)
+		s.abuseMetrics = metrics.NewAbuse(o.Metrics)
 	}
 	s.echo.HideBanner = true
 	// Forwarding headers are believed only from the trusted proxies
@@ -146,7 +147,7 @@ func New(o Options) *Server {
 	s.echo.HidePort = true
 	s.echo.HTTPErrorHandler = errorHandler(o.Logger)
 	s.routes(newKeyring(o.APIKeys), newKeyring(o.OpsKeys))
-	s.metrics.http.freeze(s.echo.Routes(), zeroStatuses)
+	s.metrics.FreezeRoutes(routeList(s.echo.Routes()), zeroStatuses)
 	return s
 }
 
@@ -156,6 +157,15 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.echo.Serv
 // Routes lists every registered method and path, for the test that holds
 // them to api/openapi.yaml.
 func (s *Server) Routes() []*echo.Route { return s.echo.Routes() }
+
+// routeList is routes as the HTTP metrics learn them.
+func routeList(routes []*echo.Route) []metrics.Route {
+	out := make([]metrics.Route, 0, len(routes))
+	for _, r := range routes {
+		out = append(out, metrics.Route{Method: r.Method, Path: r.Path})
+	}
+	return out
+}
 
 // routes registers every route: read it top to bottom to know the API.
 func (s *Server) routes(apiKeys, opsKeys keyring) {
