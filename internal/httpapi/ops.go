@@ -9,6 +9,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/otpguard/otpguard/internal/guard"
+	"github.com/otpguard/otpguard/internal/httpx"
 	"github.com/otpguard/otpguard/internal/ops"
 )
 
@@ -141,7 +142,7 @@ type addDenyRequest struct {
 // instance enforces it within its refresh interval (this one at once).
 func (s *Server) addDeny(c echo.Context) error {
 	var req addDenyRequest
-	if err := decodeJSON(c, &req); err != nil {
+	if err := httpx.DecodeJSON(c, &req); err != nil {
 		return err
 	}
 	e := guard.DenyEntry{Pattern: req.Pattern, Reason: req.Reason, ExpiresAt: req.ExpiresAt}
@@ -242,7 +243,7 @@ func eventFilter(q url.Values) (ops.EventFilter, error) {
 		return f, guard.Errorf(guard.CodeInvalidRequest, "action must be an action name such as otp.send")
 	}
 	f.RequestID = q.Get("request_id")
-	if f.RequestID != "" && !plainID(f.RequestID) {
+	if f.RequestID != "" && !httpx.PlainID(f.RequestID) {
 		return f, guard.Errorf(guard.CodeInvalidRequest, "request_id must be a request ID as X-Request-Id carries it")
 	}
 	var err error

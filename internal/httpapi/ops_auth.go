@@ -5,7 +5,6 @@ import (
 	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
-	"crypto/subtle"
 	"encoding/base64"
 	"encoding/hex"
 	"errors"
@@ -17,6 +16,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/otpguard/otpguard/internal/guard"
+	"github.com/otpguard/otpguard/internal/httpx"
 )
 
 // The ops sign-in: a browser trades the ops key for a session cookie
@@ -38,43 +38,13 @@ const (
 	ctxSession = "ops.session"
 )
 
-// actorOf names the holder of an ops key in the audit trail: a short,
-// stable id of the key (its digest's first 4 bytes), never the key.
-func actorOf(digest [sha256.Size]byte) string {
-	return "ops:" + hex.EncodeToString(digest[:4])
-}
-
-// actor returns the actor id of key when key is on the ring.
-func (k keyring) actor(key string) (string, bool) {
-	d := sha256.Sum256([]byte(key))
-	found := 0
-	for i := range k {
-		found |= subtle.ConstantTimeCompare(d[:], k[i][:])
-	}
-	if found != 1 {
-		return "", false
-	}
-	return actorOf(d), true
-}
-
-// hasActor reports whether actor names a key still on the ring, so that a
-// session ends when its key is removed from the configuration.
-func (k keyring) hasActor(actor string) bool {
-	for i := range k {
-		if actorOf(k[i]) == actor {
-			return true
-		}
-	}
-	return false
-}
-
 // sessions issues and checks session tokens: base64(payload) "."
 // base64(HMAC-SHA256(key, payload)), payload "actor|expiry unix|nonce".
 // The key is shared by every instance (it is derived from the HMAC key),
 // so that a session works on whichever instance the balancer picks.
 type sessions struct {
 	key []byte
-	ops keyring
+	ops httpx.Keyring
 	now func() time.Time
 	ttl time.Duration
 }
@@ -115,7 +85,7 @@ func (s sessions) verify(token string) (string, bool) {
 		return "", false
 	}
 	exp, err := strconv.ParseInt(parts[1], 10, 64)
-	if err != nil || !s.now().Before(time.Unix(exp, 0)) || !s.ops.hasActor(parts[0]) {
+	if err != nil || !s.now().Before(time.Unix(exp, 0)) || !s.ops.HasActor(parts[0]) {
 		return "", false
 	}
 	return parts[0], true
@@ -182,7 +152,7 @@ func (s sessions) csrfOK(token, got string) bool {
 	return got != "" && hmac.Equal([]byte(got), []byte(s.csrf(token)))
 }
 
-func newSessions(key []byte, ops keyring) sessions {
+func newSessions(key []byte, ops httpx.Keyring) sessions {
 	if len(key) == 0 {
 		// No shared key: sessions work on this instance only.
 		key = make([]byte, 32)
@@ -197,10 +167,10 @@ func newSessions(key []byte, ops keyring) sessions {
 //
 // page routes (the HTML page and its forms) send a request with no
 // credentials to the sign-in form; API routes answer it with 401.
-func (s *Server) requireOps(apiKeys, opsKeys keyring, page bool) echo.MiddlewareFunc {
+func (s *Server) requireOps(apiKeys, opsKeys httpx.Keyring, page bool) echo.MiddlewareFunc {
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
 		return func(c echo.Context) error {
-			if token, ok := bearer(c); ok {
+			if token, ok := httpx.Bearer(c); ok {
 				if err := s.opsBearer(c, token, apiKeys, opsKeys); err != nil {
 					return err
 				}
@@ -234,10 +204,10 @@ func (s *Server) requireOps(apiKeys, opsKeys keyring, page bool) echo.Middleware
 // requireOpsKey admits an ops key (Authorization: Bearer) only, through
 // the same sign-in limiter and audit as requireOps; it needs no ops desk
 // (GET /ops/status reads no SQL).
-func (s *Server) requireOpsKey(apiKeys, opsKeys keyring) echo.MiddlewareFunc {
+func (s *Server) requireOpsKey(apiKeys, opsKeys httpx.Keyring) echo.MiddlewareFunc {
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
 		return func(c echo.Context) error {
-			token, ok := bearer(c)
+			token, ok := httpx.Bearer(c)
 			if !ok {
 				c.Response().Header().Set(echo.HeaderWWWAuthenticate, `Bearer realm="otpguard"`)
 				return guard.Errorf(guard.CodeUnauthorized, "send Authorization: Bearer <ops key>")
@@ -254,9 +224,9 @@ func (s *Server) requireOpsKey(apiKeys, opsKeys keyring) echo.MiddlewareFunc {
 // limiter of the caller's address before its outcome is acted on, a wrong
 // one audited as a failed sign-in. An API key is 403 and not a failure.
 // On success the actor is set on c.
-func (s *Server) opsBearer(c echo.Context, token string, apiKeys, opsKeys keyring) error {
-	actor, ok := opsKeys.actor(token)
-	apiKey := apiKeys.holds(token)
+func (s *Server) opsBearer(c echo.Context, token string, apiKeys, opsKeys httpx.Keyring) error {
+	actor, ok := opsKeys.Actor(token)
+	apiKey := apiKeys.Holds(token)
 	if err := s.admitSignIn(c, ok || apiKey); err != nil {
 		return err
 	}
@@ -281,7 +251,7 @@ func (s *Server) admitSignIn(c echo.Context, ok bool) error {
 		return err
 	}
 	if !ok && s.ops != nil {
-		s.ops.RecordLogin(auditContext(c), "", ip, false)
+		s.ops.RecordLogin(httpx.AuditContext(c), "", ip, false)
 	}
 	return nil
 }
@@ -312,19 +282,19 @@ type loginData struct{ Error string }
 
 // login: POST /ops/login. Trades the ops key (form field key) for a session
 // cookie and goes to the ops page.
-func (s *Server) login(apiKeys, opsKeys keyring) echo.HandlerFunc {
+func (s *Server) login(apiKeys, opsKeys httpx.Keyring) echo.HandlerFunc {
 	return func(c echo.Context) error { return s.signIn(c, apiKeys, opsKeys) }
 }
 
-func (s *Server) signIn(c echo.Context, apiKeys, opsKeys keyring) error {
+func (s *Server) signIn(c echo.Context, apiKeys, opsKeys httpx.Keyring) error {
 	// The body only: a key in the query string would sit in proxies' logs.
 	key := strings.TrimSpace(c.Request().PostFormValue("key"))
-	actor, ok := opsKeys.actor(key)
-	apiKey := key != "" && apiKeys.holds(key)
+	actor, ok := opsKeys.Actor(key)
+	apiKey := key != "" && apiKeys.Holds(key)
 	if err := s.admitSignIn(c, ok || apiKey); err != nil {
 		var ge *guard.Error
 		if errors.As(err, &ge) && ge.Code == guard.CodeTooManyAttempts {
-			c.Response().Header().Set("Retry-After", strconv.Itoa(retrySeconds(ge.RetryAfter)))
+			c.Response().Header().Set("Retry-After", strconv.Itoa(httpx.RetrySeconds(ge.RetryAfter)))
 			return s.render(c, http.StatusTooManyRequests, "login.html", loginData{Error: ge.Message})
 		}
 		return err
@@ -332,7 +302,7 @@ func (s *Server) signIn(c echo.Context, apiKeys, opsKeys keyring) error {
 	if !ok {
 		if apiKey { // the wrong kind of key: not a guess, but audited like every sign-in
 			if s.ops != nil {
-				s.ops.RecordLogin(auditContext(c), "", c.RealIP(), false)
+				s.ops.RecordLogin(httpx.AuditContext(c), "", c.RealIP(), false)
 			}
 			return s.render(c, http.StatusForbidden, "login.html", loginData{Error: "That is an API key. The ops page needs an ops key (OTPGUARD_OPS_KEYS)."})
 		}
@@ -344,7 +314,7 @@ func (s *Server) signIn(c echo.Context, apiKeys, opsKeys keyring) error {
 		HttpOnly: true, Secure: c.Scheme() == "https", SameSite: http.SameSiteStrictMode,
 	})
 	if s.ops != nil {
-		s.ops.RecordLogin(auditContext(c), actor, c.RealIP(), true)
+		s.ops.RecordLogin(httpx.AuditContext(c), actor, c.RealIP(), true)
 	}
 	return c.Redirect(http.StatusSeeOther, "/ops")
 }

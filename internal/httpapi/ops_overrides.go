@@ -11,6 +11,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/otpguard/otpguard/internal/guard"
+	"github.com/otpguard/otpguard/internal/httpx"
 )
 
 // The ops desk's emergency overrides (README.md, "Changing limits during an
@@ -83,7 +84,7 @@ const maxOverrideSeconds = int64(guard.MaxOverrideFor / time.Second)
 // would loosen the file; 400 naming the field for anything else wrong.
 func (s *Server) addOverride(c echo.Context) error {
 	var req addOverrideRequest
-	if err := decodeJSON(c, &req); err != nil {
+	if err := httpx.DecodeJSON(c, &req); err != nil {
 		return err
 	}
 	lasts := time.Duration(0)
@@ -123,15 +124,15 @@ func (s *Server) fieldProblem(c echo.Context, err error) error {
 	if !errors.As(err, &fe) {
 		return err
 	}
-	status := statusOf[fe.Err.Code]
+	status := httpx.Status(fe.Err.Code)
 	body := struct {
-		Problem
+		httpx.Problem
 		Field string `json:"field"`
-	}{Problem: Problem{Type: "urn:otpguard:problem:" + string(fe.Err.Code), Title: http.StatusText(status), Status: status,
-		Detail: fe.Err.Message, Code: string(fe.Err.Code), RequestID: requestID(c)}, Field: fe.Field}
+	}{Problem: httpx.Problem{Type: "urn:otpguard:problem:" + string(fe.Err.Code), Title: http.StatusText(status), Status: status,
+		Detail: fe.Err.Message, Code: string(fe.Err.Code), RequestID: httpx.RequestID(c)}, Field: fe.Field}
 	c.Response().Header().Set(echo.HeaderContentType, "application/problem+json")
 	c.Response().WriteHeader(status)
-	return writeJSON(c.Response(), body)
+	return httpx.WriteJSON(c.Response(), body)
 }
 
 // The page's section.
@@ -361,8 +362,8 @@ func (s *Server) backToOverrides(c echo.Context, f overrideForm, err error) erro
 		return c.Redirect(http.StatusSeeOther, "/ops?"+v.Encode()+"#overrides")
 	}
 	code := guard.ErrorCode(err)
-	if status := statusOf[code]; status >= 500 || status == 0 {
-		s.log.ErrorContext(c.Request().Context(), "ops action failed", "path", c.Path(), "request_id", requestID(c), "err", err)
+	if status := httpx.Status(code); status >= 500 || status == 0 {
+		s.log.ErrorContext(c.Request().Context(), "ops action failed", "path", c.Path(), "request_id", httpx.RequestID(c), "err", err)
 	}
 	v.Set(qOvCode, string(code))
 	var fe *guard.OverrideError

@@ -17,6 +17,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/otpguard/otpguard/internal/guard"
+	"github.com/otpguard/otpguard/internal/httpx"
 	"github.com/otpguard/otpguard/internal/ops"
 )
 
@@ -394,8 +395,8 @@ func pageEventFilter(q url.Values) (ops.EventFilter, eventQuery, error) {
 // partFailed logs why a part of the page failed and says so, safely.
 func (s *Server) partFailed(c echo.Context, what string, err error) string {
 	code := guard.ErrorCode(err)
-	if status := statusOf[code]; status >= 500 || status == 0 {
-		s.log.ErrorContext(c.Request().Context(), "ops page: loading "+what+" failed", "request_id", requestID(c), "err", err)
+	if status := httpx.Status(code); status >= 500 || status == 0 {
+		s.log.ErrorContext(c.Request().Context(), "ops page: loading "+what+" failed", "request_id", httpx.RequestID(c), "err", err)
 	}
 	return "Could not load " + what + ": " + problemMessage(code)
 }
@@ -523,8 +524,8 @@ func (s *Server) backToPage(c echo.Context, done string, err error) error {
 	v := url.Values{}
 	if err != nil {
 		code := guard.ErrorCode(err)
-		if status := statusOf[code]; status >= 500 || status == 0 {
-			s.log.ErrorContext(c.Request().Context(), "ops action failed", "path", c.Path(), "request_id", requestID(c), "err", err)
+		if status := httpx.Status(code); status >= 500 || status == 0 {
+			s.log.ErrorContext(c.Request().Context(), "ops action failed", "path", c.Path(), "request_id", httpx.RequestID(c), "err", err)
 		}
 		v.Set("err", string(code))
 	} else {

@@ -7,6 +7,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/otpguard/otpguard/internal/guard"
+	"github.com/otpguard/otpguard/internal/httpx"
 	"github.com/otpguard/otpguard/internal/metrics"
 )
 
@@ -28,7 +29,7 @@ type sendResponse struct {
 // sendOTP: POST /otp/send. Sends a new code to a number within its limits.
 func (s *Server) sendOTP(c echo.Context) error {
 	var req sendRequest
-	if err := decodeJSON(c, &req); err != nil {
+	if err := httpx.DecodeJSON(c, &req); err != nil {
 		return err
 	}
 	res, err := s.services().OTP.Send(c.Request().Context(), guard.SendRequest{Phone: req.Phone, ClientIP: req.ClientIP})
@@ -64,7 +65,7 @@ type verifyResponse struct {
 // verifyOTP: POST /otp/verify. Checks a code and consumes it on a match.
 func (s *Server) verifyOTP(c echo.Context) error {
 	var req verifyRequest
-	if err := decodeJSON(c, &req); err != nil {
+	if err := httpx.DecodeJSON(c, &req); err != nil {
 		return err
 	}
 	res, err := s.services().OTP.VerifyCode(c.Request().Context(), guard.VerifyRequest{Phone: req.Phone, Code: req.Code})

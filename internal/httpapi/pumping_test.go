@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"github.com/otpguard/otpguard/internal/guard"
-	"github.com/otpguard/otpguard/internal/httpapi"
+	"github.com/otpguard/otpguard/internal/httpx"
 	"github.com/otpguard/otpguard/internal/metrics"
 	"github.com/otpguard/otpguard/internal/store"
 	"github.com/otpguard/otpguard/internal/store/redistest"
@@ -27,7 +27,7 @@ func problemCode(t testing.TB, r response) string {
 	if r.Status == http.StatusOK {
 		return ""
 	}
-	var p httpapi.Problem
+	var p httpx.Problem
 	if err := json.Unmarshal(r.Body, &p); err != nil {
 		t.Fatalf("status %d, body %q is not a problem: %v", r.Status, r.Body, err)
 	}

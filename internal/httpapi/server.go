@@ -19,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/otpguard/otpguard/internal/guard"
+	"github.com/otpguard/otpguard/internal/httpx"
 	"github.com/otpguard/otpguard/internal/metrics"
 	"github.com/otpguard/otpguard/internal/ops"
 )
@@ -120,7 +121,7 @@ func New(o Options) *Server {
 	s := &Server{
 		echo: echo.New(), log: o.Logger,
 		metrics: o.Metrics, ready: o.Ready, spec: o.Spec, status: o.Status,
-		ops: o.Ops, sessions: newSessions(o.SessionKey, newKeyring(o.OpsKeys)),
+		ops: o.Ops, sessions: newSessions(o.SessionKey, httpx.NewKeyring(o.OpsKeys)),
 	}
 	s.SetServices(Services{OTP: o.OTP, Limiter: o.Limiter})
 	s.statusCallback, s.abuseMetrics, s.revoked = o.StatusCallback, o.AbuseMetrics, o.Sessions
@@ -145,8 +146,8 @@ func New(o Options) *Server {
 	// (clientip.go).
 	s.echo.IPExtractor = clientIP(o.TrustedProxies)
 	s.echo.HidePort = true
-	s.echo.HTTPErrorHandler = errorHandler(o.Logger)
-	s.routes(newKeyring(o.APIKeys), newKeyring(o.OpsKeys))
+	s.echo.HTTPErrorHandler = httpx.ErrorHandler(o.Logger)
+	s.routes(httpx.NewKeyring(o.APIKeys), httpx.NewKeyring(o.OpsKeys))
 	s.metrics.FreezeRoutes(routeList(s.echo.Routes()), zeroStatuses)
 	return s
 }
@@ -168,7 +169,7 @@ func routeList(routes []*echo.Route) []metrics.Route {
 }
 
 // routes registers every route: read it top to bottom to know the API.
-func (s *Server) routes(apiKeys, opsKeys keyring) {
+func (s *Server) routes(apiKeys, opsKeys httpx.Keyring) {
 	e := s.echo
 	e.Use(traceRequest) // tracing.go
 	e.Use(requestIDs)
@@ -187,13 +188,13 @@ func (s *Server) routes(apiKeys, opsKeys keyring) {
 	admit := s.admission.middleware
 	// An Idempotency-Key is claimed before admission: a request that
 	// waits for another's answer, or replays it, holds no decision slot.
-	e.POST("/otp/send", s.sendOTP, api, s.idempotent, admit, audited)
-	e.POST("/otp/verify", s.verifyOTP, api, admit, audited)
+	e.POST("/otp/send", s.sendOTP, api, s.idempotent, admit, httpx.Audited)
+	e.POST("/otp/verify", s.verifyOTP, api, admit, httpx.Audited)
 	e.GET("/otp/verifications/:id", s.getVerification, api, admit)
-	e.POST("/otp/verifications/:id/cancel", s.cancelVerification, api, admit, audited)
+	e.POST("/otp/verifications/:id/cancel", s.cancelVerification, api, admit, httpx.Audited)
 	e.POST("/limits/check", s.checkLimits, api, admit)
 	// Twilio's delivery reports: its signature is the authentication.
-	e.POST("/sms/status", s.smsStatus, audited)
+	e.POST("/sms/status", s.smsStatus, httpx.Audited)
 
 	// Ops: an ops key (bearer) or an ops session; an API key is 403. The
 	// page and its forms send the signed-out to /ops/login; the JSON API
@@ -203,22 +204,22 @@ func (s *Server) routes(apiKeys, opsKeys keyring) {
 	e.POST("/ops/login", s.login(apiKeys, opsKeys))
 	e.POST("/ops/logout", s.logout, page)
 	e.GET("/ops", s.opsPage, page)
-	e.POST("/ops/actions/unblock", s.formUnblock, page, audited)
-	e.POST("/ops/actions/deny", s.formDeny, page, audited)
-	e.POST("/ops/actions/undeny", s.formUndeny, page, audited)
+	e.POST("/ops/actions/unblock", s.formUnblock, page, httpx.Audited)
+	e.POST("/ops/actions/deny", s.formDeny, page, httpx.Audited)
+	e.POST("/ops/actions/undeny", s.formUndeny, page, httpx.Audited)
 	// The JSON API shows full numbers and audit rows: no cache keeps them.
 	e.GET("/ops/blocked", s.listBlocked, noStore, ops)
-	e.DELETE("/ops/blocked/:phone", s.unblock, noStore, ops, audited)
+	e.DELETE("/ops/blocked/:phone", s.unblock, noStore, ops, httpx.Audited)
 	e.GET("/ops/denylist", s.listDeny, noStore, ops)
-	e.POST("/ops/denylist", s.addDeny, noStore, ops, s.idempotent, audited)
-	e.DELETE("/ops/denylist/:id", s.removeDeny, noStore, ops, audited)
+	e.POST("/ops/denylist", s.addDeny, noStore, ops, s.idempotent, httpx.Audited)
+	e.DELETE("/ops/denylist/:id", s.removeDeny, noStore, ops, httpx.Audited)
 	e.GET("/ops/events", s.listEvents, noStore, ops)
 	// Emergency overrides of the policy file (ops_overrides.go).
 	e.GET("/ops/overrides", s.listOverrides, noStore, ops)
-	e.POST("/ops/overrides", s.addOverride, noStore, ops, s.idempotent, audited)
-	e.DELETE("/ops/overrides/:id", s.removeOverride, noStore, ops, audited)
-	e.POST("/ops/actions/override", s.formOverride, page, audited)
-	e.POST("/ops/actions/unoverride", s.formRemoveOverride, page, audited)
+	e.POST("/ops/overrides", s.addOverride, noStore, ops, s.idempotent, httpx.Audited)
+	e.DELETE("/ops/overrides/:id", s.removeOverride, noStore, ops, httpx.Audited)
+	e.POST("/ops/actions/override", s.formOverride, page, httpx.Audited)
+	e.POST("/ops/actions/unoverride", s.formRemoveOverride, page, httpx.Audited)
 	e.GET("/ops/abuse", s.opsAbuse, noStore, ops)
 	// Works without the ops desk (it reads no SQL): ops key only, through
 	// the sign-in limiter like every route that takes one.
@@ -275,7 +276,7 @@ func (s *Server) openapi(c echo.Context) error {
 func requestIDs(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		id := c.Request().Header.Get(echo.HeaderXRequestID)
-		if !plainID(id) {
+		if !httpx.PlainID(id) {
 			b := make([]byte, 16)
 			_, _ = rand.Read(b)
 			id = hex.EncodeToString(b)
@@ -284,17 +285,4 @@ func requestIDs(next echo.HandlerFunc) echo.HandlerFunc {
 		c.Response().Header().Set(echo.HeaderXRequestID, id)
 		return next(c)
 	}
-}
-
-func plainID(id string) bool {
-	if id == "" || len(id) > 64 {
-		return false
-	}
-	for i := 0; i < len(id); i++ {
-		c := id[i]
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_' || c == '.') {
-			return false
-		}
-	}
-	return true
 }

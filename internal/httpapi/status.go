@@ -8,6 +8,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/otpguard/otpguard/internal/guard"
+	"github.com/otpguard/otpguard/internal/httpx"
 )
 
 // StoreStatus is the shared store as one instance sees it, for GET /readyz
@@ -65,7 +66,7 @@ func (s *Server) readyBody() readyJSON {
 // an operator paged by it wants next (the breaker, N, the policies in
 // fallback), as problem extension members.
 type notReadyJSON struct {
-	Problem
+	httpx.Problem
 	Redis      string   `json:"redis"`
 	Breaker    string   `json:"breaker,omitempty"`
 	Instances  int      `json:"instances,omitempty"`
@@ -78,19 +79,19 @@ const readyRetryAfter = 5 * time.Second
 func (s *Server) notReady(c echo.Context, err error) error {
 	s.log.DebugContext(c.Request().Context(), "readyz: the limit store does not answer", "err", err)
 	r := s.readyBody()
-	retry := retrySeconds(readyRetryAfter)
+	retry := httpx.RetrySeconds(readyRetryAfter)
 	body := notReadyJSON{
-		Problem: Problem{
+		Problem: httpx.Problem{
 			Type: "urn:otpguard:problem:" + string(guard.CodeStoreUnavailable), Title: http.StatusText(http.StatusServiceUnavailable),
 			Status: http.StatusServiceUnavailable, Detail: "the limit store does not answer",
-			Code: string(guard.CodeStoreUnavailable), RequestID: requestID(c), RetryAfter: &retry,
+			Code: string(guard.CodeStoreUnavailable), RequestID: httpx.RequestID(c), RetryAfter: &retry,
 		},
 		Redis: "down", Breaker: r.Breaker, Instances: r.Instances, InFallback: r.InFallback,
 	}
 	c.Response().Header().Set("Retry-After", strconv.Itoa(retry))
 	c.Response().Header().Set(echo.HeaderContentType, "application/problem+json")
 	c.Response().WriteHeader(http.StatusServiceUnavailable)
-	return writeJSON(c.Response(), body)
+	return httpx.WriteJSON(c.Response(), body)
 }
 
 func redisState(up bool) string {
