@@ -18,6 +18,7 @@ import (
 
 	"github.com/otpguard/otpguard/internal/guard"
 	"github.com/otpguard/otpguard/internal/httpx"
+	"github.com/otpguard/otpguard/internal/opsweb"
 )
 
 // Idempotent requests (README.md, "Idempotent sends and the verification
@@ -134,7 +135,7 @@ func (s *Server) idempotent(next echo.HandlerFunc) echo.HandlerFunc {
 		c.Request().Body = io.NopCloser(bytes.NewReader(body))
 		// The caller: its bearer key, or (ops page) its session.
 		token, ok := httpx.Bearer(c)
-		if ck, err := c.Cookie(sessionCookie); !ok && err == nil {
+		if ck, err := c.Cookie(opsweb.SessionCookie); !ok && err == nil {
 			token = "session:" + ck.Value
 		}
 		digest := idempotencyDigest(token, values[0])

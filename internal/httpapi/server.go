@@ -1,6 +1,8 @@
-// Package httpapi is otpguard's HTTP interface: echo v4 handlers, auth,
-// problem details and metrics. Handlers are thin: bind, validate, call
-// guard, respond.
+// Package httpapi owns otpguard's JSON API: the echo v4 server, its one
+// list of routes (the ops desk's included, whose handlers are in opsweb),
+// the middleware (request IDs, logging, API keys, admission, idempotency,
+// tracing) and the handlers of /otp, /limits, /sms/status, /readyz and
+// /ops/status. Handlers are thin: bind, validate, call guard, respond.
 package httpapi
 
 import (
@@ -22,6 +24,7 @@ import (
 	"github.com/otpguard/otpguard/internal/httpx"
 	"github.com/otpguard/otpguard/internal/metrics"
 	"github.com/otpguard/otpguard/internal/ops"
+	"github.com/otpguard/otpguard/internal/opsweb"
 )
 
 // BodyLimit bounds every request body: the largest legitimate one, a full
@@ -50,7 +53,7 @@ type Options struct {
 	SessionKey []byte
 	// Sessions keeps the ops sessions signed out before they expire, for
 	// every instance (ops.SignOuts); nil: signing out only clears the cookie.
-	Sessions SessionStore
+	Sessions opsweb.SessionStore
 	// StatusCallback checks POST /sms/status (smsstatus.go); nil: 404.
 	StatusCallback StatusCallback
 	// AbuseMetrics, when the OTP service's AbuseHooks feed them; nil:
@@ -91,12 +94,12 @@ type Server struct {
 	spec    []byte
 	status  func() StoreStatus // status.go
 
-	// The ops desk and its sign-in (ops_auth.go).
-	ops      *ops.Desk
-	sessions sessions
-	revoked  SessionStore
-	// The limits on wrong ops keys and wrong API keys per address.
-	signInLimit, apiKeyLimit *ops.SignInLimiter
+	// The ops desk (a lock-out of API keys is audited there) and its
+	// handlers and sign-in (internal/opsweb).
+	ops  *ops.Desk
+	desk *opsweb.Handlers
+	// The limit on wrong API keys per address (auth.go).
+	apiKeyLimit *ops.SignInLimiter
 
 	// The SMS status callback (smsstatus.go).
 	statusCallback StatusCallback
@@ -106,8 +109,7 @@ type Server struct {
 
 	idempotency     IdempotencyStore // idempotency.go
 	idempotencyWait time.Duration
-	abuse           *ops.AbuseDesk // ops_abuse.go
-	bufs            bufPool        // answers and bodies of the hot path (limits_json.go)
+	bufs            bufPool // answers and bodies of the hot path (limits_json.go)
 }
 
 // New builds the server and registers every route.
@@ -121,15 +123,14 @@ func New(o Options) *Server {
 	s := &Server{
 		echo: echo.New(), log: o.Logger,
 		metrics: o.Metrics, ready: o.Ready, spec: o.Spec, status: o.Status,
-		ops: o.Ops, sessions: newSessions(o.SessionKey, httpx.NewKeyring(o.OpsKeys)),
+		ops: o.Ops,
 	}
+	apiKeys, opsKeys := httpx.NewKeyring(o.APIKeys), httpx.NewKeyring(o.OpsKeys)
+	s.desk = opsweb.New(opsweb.Options{Ops: o.Ops, Abuse: o.Abuse, Logger: o.Logger, APIKeys: apiKeys, OpsKeys: opsKeys,
+		SessionKey: o.SessionKey, Sessions: o.Sessions, SignIn: o.SignIn, State: s.instanceState})
 	s.SetServices(Services{OTP: o.OTP, Limiter: o.Limiter})
-	s.statusCallback, s.abuseMetrics, s.revoked = o.StatusCallback, o.AbuseMetrics, o.Sessions
-	s.signInLimit, s.apiKeyLimit = o.SignIn, o.APIKeyLimit
-	s.abuse = o.Abuse
-	if s.signInLimit == nil {
-		s.signInLimit = ops.NewSignInLimiter(nil, ops.SignInLimit{})
-	}
+	s.statusCallback, s.abuseMetrics = o.StatusCallback, o.AbuseMetrics
+	s.apiKeyLimit = o.APIKeyLimit
 	if s.apiKeyLimit == nil {
 		s.apiKeyLimit = ops.NewAPIKeyLimiter(nil, ops.SignInLimit{})
 	}
@@ -147,7 +148,7 @@ func New(o Options) *Server {
 	s.echo.IPExtractor = clientIP(o.TrustedProxies)
 	s.echo.HidePort = true
 	s.echo.HTTPErrorHandler = httpx.ErrorHandler(o.Logger)
-	s.routes(httpx.NewKeyring(o.APIKeys), httpx.NewKeyring(o.OpsKeys))
+	s.routes(apiKeys, opsKeys)
 	s.metrics.FreezeRoutes(routeList(s.echo.Routes()), zeroStatuses)
 	return s
 }
@@ -198,32 +199,33 @@ func (s *Server) routes(apiKeys, opsKeys httpx.Keyring) {
 
 	// Ops: an ops key (bearer) or an ops session; an API key is 403. The
 	// page and its forms send the signed-out to /ops/login; the JSON API
-	// answers them 401. See ops_auth.go.
-	ops, page := s.requireOps(apiKeys, opsKeys, false), s.requireOps(apiKeys, opsKeys, true)
-	e.GET("/ops/login", s.loginForm)
-	e.POST("/ops/login", s.login(apiKeys, opsKeys))
-	e.POST("/ops/logout", s.logout, page)
-	e.GET("/ops", s.opsPage, page)
-	e.POST("/ops/actions/unblock", s.formUnblock, page, httpx.Audited)
-	e.POST("/ops/actions/deny", s.formDeny, page, httpx.Audited)
-	e.POST("/ops/actions/undeny", s.formUndeny, page, httpx.Audited)
+	// answers them 401. The handlers are the ops desk's (internal/opsweb).
+	desk := s.desk
+	ops, page := desk.RequireOps(false), desk.RequireOps(true)
+	e.GET("/ops/login", desk.LoginForm)
+	e.POST("/ops/login", desk.Login)
+	e.POST("/ops/logout", desk.Logout, page)
+	e.GET("/ops", desk.Page, page)
+	e.POST("/ops/actions/unblock", desk.FormUnblock, page, httpx.Audited)
+	e.POST("/ops/actions/deny", desk.FormDeny, page, httpx.Audited)
+	e.POST("/ops/actions/undeny", desk.FormUndeny, page, httpx.Audited)
 	// The JSON API shows full numbers and audit rows: no cache keeps them.
-	e.GET("/ops/blocked", s.listBlocked, noStore, ops)
-	e.DELETE("/ops/blocked/:phone", s.unblock, noStore, ops, httpx.Audited)
-	e.GET("/ops/denylist", s.listDeny, noStore, ops)
-	e.POST("/ops/denylist", s.addDeny, noStore, ops, s.idempotent, httpx.Audited)
-	e.DELETE("/ops/denylist/:id", s.removeDeny, noStore, ops, httpx.Audited)
-	e.GET("/ops/events", s.listEvents, noStore, ops)
-	// Emergency overrides of the policy file (ops_overrides.go).
-	e.GET("/ops/overrides", s.listOverrides, noStore, ops)
-	e.POST("/ops/overrides", s.addOverride, noStore, ops, s.idempotent, httpx.Audited)
-	e.DELETE("/ops/overrides/:id", s.removeOverride, noStore, ops, httpx.Audited)
-	e.POST("/ops/actions/override", s.formOverride, page, httpx.Audited)
-	e.POST("/ops/actions/unoverride", s.formRemoveOverride, page, httpx.Audited)
-	e.GET("/ops/abuse", s.opsAbuse, noStore, ops)
+	e.GET("/ops/blocked", desk.ListBlocked, noStore, ops)
+	e.DELETE("/ops/blocked/:phone", desk.Unblock, noStore, ops, httpx.Audited)
+	e.GET("/ops/denylist", desk.ListDeny, noStore, ops)
+	e.POST("/ops/denylist", desk.AddDeny, noStore, ops, s.idempotent, httpx.Audited)
+	e.DELETE("/ops/denylist/:id", desk.RemoveDeny, noStore, ops, httpx.Audited)
+	e.GET("/ops/events", desk.ListEvents, noStore, ops)
+	// Emergency overrides of the policy file.
+	e.GET("/ops/overrides", desk.ListOverrides, noStore, ops)
+	e.POST("/ops/overrides", desk.AddOverride, noStore, ops, s.idempotent, httpx.Audited)
+	e.DELETE("/ops/overrides/:id", desk.RemoveOverride, noStore, ops, httpx.Audited)
+	e.POST("/ops/actions/override", desk.FormOverride, page, httpx.Audited)
+	e.POST("/ops/actions/unoverride", desk.FormRemoveOverride, page, httpx.Audited)
+	e.GET("/ops/abuse", desk.Abuse, noStore, ops)
 	// Works without the ops desk (it reads no SQL): ops key only, through
 	// the sign-in limiter like every route that takes one.
-	e.GET("/ops/status", s.opsStatus, noStore, s.requireOpsKey(apiKeys, opsKeys))
+	e.GET("/ops/status", s.opsStatus, noStore, desk.RequireOpsKey)
 }
 
 // noStore marks the answer, refusals included, as not to be kept by a

@@ -9,6 +9,7 @@ import (
 
 	"github.com/otpguard/otpguard/internal/guard"
 	"github.com/otpguard/otpguard/internal/httpx"
+	"github.com/otpguard/otpguard/internal/opsweb"
 )
 
 // StoreStatus is the shared store as one instance sees it, for GET /readyz
@@ -175,4 +176,26 @@ func timePtr(t time.Time) *time.Time {
 	}
 	t = t.UTC()
 	return &t
+}
+
+// instanceState is this instance's health as the ops desk's attack view
+// shows it (opsweb.Options.State).
+func (s *Server) instanceState() opsweb.State {
+	st := opsweb.State{Status: "ok", InFallback: []string{}, Shed: s.admission.shed.Load()}
+	if s.status == nil {
+		return st
+	}
+	ss := s.status()
+	st.Redis, st.Breaker, st.Instances, st.InFallback = redisState(ss.RedisUp), ss.Breaker, ss.Instances, ss.InFallback()
+	st.StoreShed, st.StoreLate = ss.StoreShed, ss.StoreLate
+	if d := ss.Database; d != nil {
+		st.Database = d.State
+		if d.State != "up" || !d.DenyListLoaded {
+			st.Status = "degraded"
+		}
+	}
+	if !ss.RedisUp || ss.Breaker != "closed" || len(st.InFallback) > 0 {
+		st.Status = "degraded"
+	}
+	return st
 }

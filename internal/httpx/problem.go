@@ -60,7 +60,7 @@ var statusOf = map[guard.Code]int{
 	guard.CodeIdempotencyKeyInProgress: http.StatusConflict,
 	guard.CodeVerificationNotFound:     http.StatusNotFound,
 	guard.CodeVerificationNotPending:   http.StatusConflict,
-	// The ops desk's emergency overrides (ops_overrides.go).
+	// The ops desk's emergency overrides (opsweb).
 	guard.CodeCountryPaused:  http.StatusForbidden,
 	guard.CodeOverrideLooser: http.StatusUnprocessableEntity,
 }

@@ -1,12 +1,7 @@
-package httpapi
+package opsweb
 
 import (
 	"context"
-	"crypto/hmac"
-	"crypto/rand"
-	"crypto/sha256"
-	"encoding/base64"
-	"encoding/hex"
 	"errors"
 	"net/http"
 	"strconv"
@@ -18,100 +13,6 @@ import (
 	"github.com/otpguard/otpguard/internal/guard"
 	"github.com/otpguard/otpguard/internal/httpx"
 )
-
-// The ops sign-in: a browser trades the ops key for a session cookie
-// holding a signed, expiring token (never the key). Every state-changing
-// request made with the cookie must also carry a CSRF token derived from
-// the session, as a form field or the X-CSRF-Token header; SameSite=Strict
-// keeps the cookie off cross-site requests besides.
-const (
-	sessionCookie = "otpguard_ops"
-	csrfField     = "csrf_token"
-	csrfHeader    = "X-CSRF-Token"
-	// SessionTTL is how long an ops sign-in lasts.
-	SessionTTL = 8 * time.Hour
-)
-
-// Context keys set by requireOps.
-const (
-	ctxActor   = "ops.actor"
-	ctxSession = "ops.session"
-)
-
-// sessions issues and checks session tokens: base64(payload) "."
-// base64(HMAC-SHA256(key, payload)), payload "actor|expiry unix|nonce".
-// The key is shared by every instance (it is derived from the HMAC key),
-// so that a session works on whichever instance the balancer picks.
-type sessions struct {
-	key []byte
-	ops httpx.Keyring
-	now func() time.Time
-	ttl time.Duration
-}
-
-func (s sessions) mac(kind, msg string) []byte {
-	m := hmac.New(sha256.New, s.key)
-	m.Write([]byte(kind))
-	m.Write([]byte{0})
-	m.Write([]byte(msg))
-	return m.Sum(nil)
-}
-
-// issue returns a new token for actor and when it expires.
-func (s sessions) issue(actor string) (string, time.Time) {
-	nonce := make([]byte, 12)
-	_, _ = rand.Read(nonce) // crypto/rand.Read never fails
-	exp := s.now().Add(s.ttl).Truncate(time.Second)
-	payload := actor + "|" + strconv.FormatInt(exp.Unix(), 10) + "|" + hex.EncodeToString(nonce)
-	enc := base64.RawURLEncoding
-	return enc.EncodeToString([]byte(payload)) + "." + enc.EncodeToString(s.mac("session", payload)), exp
-}
-
-// verify returns the actor of a valid, unexpired token whose key is still
-// configured.
-func (s sessions) verify(token string) (string, bool) {
-	p64, sig64, ok := strings.Cut(token, ".")
-	if !ok || len(token) > 512 {
-		return "", false
-	}
-	enc := base64.RawURLEncoding
-	payload, err1 := enc.DecodeString(p64)
-	sig, err2 := enc.DecodeString(sig64)
-	if err1 != nil || err2 != nil || !hmac.Equal(sig, s.mac("session", string(payload))) {
-		return "", false
-	}
-	parts := strings.Split(string(payload), "|")
-	if len(parts) != 3 {
-		return "", false
-	}
-	exp, err := strconv.ParseInt(parts[1], 10, 64)
-	if err != nil || !s.now().Before(time.Unix(exp, 0)) || !s.ops.HasActor(parts[0]) {
-		return "", false
-	}
-	return parts[0], true
-}
-
-// id names a token in the store of signed-out sessions (never the token:
-// whoever reads Redis must not be able to sign in with it).
-func (s sessions) id(token string) string {
-	d := sha256.Sum256([]byte(token))
-	return hex.EncodeToString(d[:16])
-}
-
-// expiry is when a token verify accepted expires.
-func (s sessions) expiry(token string) time.Time {
-	p64, _, _ := strings.Cut(token, ".")
-	payload, _ := base64.RawURLEncoding.DecodeString(p64)
-	parts := strings.Split(string(payload), "|")
-	if len(parts) != 3 {
-		return s.now().Add(s.ttl)
-	}
-	exp, err := strconv.ParseInt(parts[1], 10, 64)
-	if err != nil {
-		return s.now().Add(s.ttl)
-	}
-	return time.Unix(exp, 0)
-}
 
 // SessionStore keeps the ops sessions signed out before they expire,
 // shared by every instance (ops.SignOuts: durably in SQL, cached in each
@@ -128,7 +29,7 @@ const sessionCheckTimeout = 500 * time.Millisecond
 // say (a sign-out not in this instance's cache yet, and Redis down), the
 // session is let in (logged): the ops page is most needed during a Redis
 // outage, and the token is still signed and expires in hours.
-func (s *Server) signedOut(c echo.Context, token string) bool {
+func (s *Handlers) signedOut(c echo.Context, token string) bool {
 	if s.revoked == nil {
 		return false
 	}
@@ -142,41 +43,22 @@ func (s *Server) signedOut(c echo.Context, token string) bool {
 	return out
 }
 
-// csrf is the CSRF token of a session: only a page served to the session's
-// holder knows it.
-func (s sessions) csrf(token string) string {
-	return base64.RawURLEncoding.EncodeToString(s.mac("csrf", token))
-}
-
-func (s sessions) csrfOK(token, got string) bool {
-	return got != "" && hmac.Equal([]byte(got), []byte(s.csrf(token)))
-}
-
-func newSessions(key []byte, ops httpx.Keyring) sessions {
-	if len(key) == 0 {
-		// No shared key: sessions work on this instance only.
-		key = make([]byte, 32)
-		_, _ = rand.Read(key)
-	}
-	return sessions{key: key, ops: ops, now: time.Now, ttl: SessionTTL}
-}
-
-// requireOps admits an ops key (Authorization: Bearer) or an ops session.
+// RequireOps admits an ops key (Authorization: Bearer) or an ops session.
 // An API key is refused with 403. With a session, a state-changing request
 // needs the CSRF token (header, or form field on page routes).
 //
 // page routes (the HTML page and its forms) send a request with no
 // credentials to the sign-in form; API routes answer it with 401.
-func (s *Server) requireOps(apiKeys, opsKeys httpx.Keyring, page bool) echo.MiddlewareFunc {
+func (s *Handlers) RequireOps(page bool) echo.MiddlewareFunc {
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
 		return func(c echo.Context) error {
 			if token, ok := httpx.Bearer(c); ok {
-				if err := s.opsBearer(c, token, apiKeys, opsKeys); err != nil {
+				if err := s.opsBearer(c, token); err != nil {
 					return err
 				}
 				return s.opsReady(next, c)
 			}
-			if ck, err := c.Cookie(sessionCookie); err == nil {
+			if ck, err := c.Cookie(SessionCookie); err == nil {
 				if actor, ok := s.sessions.verify(ck.Value); ok && !s.signedOut(c, ck.Value) {
 					if unsafeMethod(c.Request().Method) {
 						got := c.Request().Header.Get(csrfHeader)
@@ -201,22 +83,20 @@ func (s *Server) requireOps(apiKeys, opsKeys httpx.Keyring, page bool) echo.Midd
 	}
 }
 
-// requireOpsKey admits an ops key (Authorization: Bearer) only, through
-// the same sign-in limiter and audit as requireOps; it needs no ops desk
+// RequireOpsKey admits an ops key (Authorization: Bearer) only, through
+// the same sign-in limiter and audit as RequireOps; it needs no ops desk
 // (GET /ops/status reads no SQL).
-func (s *Server) requireOpsKey(apiKeys, opsKeys httpx.Keyring) echo.MiddlewareFunc {
-	return func(next echo.HandlerFunc) echo.HandlerFunc {
-		return func(c echo.Context) error {
-			token, ok := httpx.Bearer(c)
-			if !ok {
-				c.Response().Header().Set(echo.HeaderWWWAuthenticate, `Bearer realm="otpguard"`)
-				return guard.Errorf(guard.CodeUnauthorized, "send Authorization: Bearer <ops key>")
-			}
-			if err := s.opsBearer(c, token, apiKeys, opsKeys); err != nil {
-				return err
-			}
-			return next(c)
+func (s *Handlers) RequireOpsKey(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		token, ok := httpx.Bearer(c)
+		if !ok {
+			c.Response().Header().Set(echo.HeaderWWWAuthenticate, `Bearer realm="otpguard"`)
+			return guard.Errorf(guard.CodeUnauthorized, "send Authorization: Bearer <ops key>")
 		}
+		if err := s.opsBearer(c, token); err != nil {
+			return err
+		}
+		return next(c)
 	}
 }
 
@@ -224,9 +104,9 @@ func (s *Server) requireOpsKey(apiKeys, opsKeys httpx.Keyring) echo.MiddlewareFu
 // limiter of the caller's address before its outcome is acted on, a wrong
 // one audited as a failed sign-in. An API key is 403 and not a failure.
 // On success the actor is set on c.
-func (s *Server) opsBearer(c echo.Context, token string, apiKeys, opsKeys httpx.Keyring) error {
-	actor, ok := opsKeys.Actor(token)
-	apiKey := apiKeys.Holds(token)
+func (s *Handlers) opsBearer(c echo.Context, token string) error {
+	actor, ok := s.opsKeys.Actor(token)
+	apiKey := s.apiKeys.Holds(token)
 	if err := s.admitSignIn(c, ok || apiKey); err != nil {
 		return err
 	}
@@ -245,7 +125,7 @@ func (s *Server) opsBearer(c echo.Context, token string, apiKeys, opsKeys httpx.
 // the other kind) to the sign-in limiter of the caller's address
 // (ops.SignInLimiter.Admit), and audits a wrong one that was let through
 // to be refused as a failed sign-in.
-func (s *Server) admitSignIn(c echo.Context, ok bool) error {
+func (s *Handlers) admitSignIn(c echo.Context, ok bool) error {
 	ip := c.RealIP()
 	if _, err := s.signInLimit.Admit(c.Request().Context(), ip, ok); err != nil {
 		return err
@@ -257,7 +137,7 @@ func (s *Server) admitSignIn(c echo.Context, ok bool) error {
 }
 
 // opsReady refuses ops requests on a server built without the ops desk.
-func (s *Server) opsReady(next echo.HandlerFunc, c echo.Context) error {
+func (s *Handlers) opsReady(next echo.HandlerFunc, c echo.Context) error {
 	if s.ops == nil {
 		return &guard.Error{Code: guard.CodeStoreUnavailable, Message: "ops is not configured on this server", RetryAfter: time.Minute}
 	}
@@ -273,24 +153,20 @@ func actorFrom(c echo.Context) string {
 	return a
 }
 
-// loginForm: GET /ops/login. The sign-in form.
-func (s *Server) loginForm(c echo.Context) error {
+// LoginForm: GET /ops/login. The sign-in form.
+func (s *Handlers) LoginForm(c echo.Context) error {
 	return s.render(c, http.StatusOK, "login.html", loginData{})
 }
 
 type loginData struct{ Error string }
 
-// login: POST /ops/login. Trades the ops key (form field key) for a session
+// Login: POST /ops/login. Trades the ops key (form field key) for a session
 // cookie and goes to the ops page.
-func (s *Server) login(apiKeys, opsKeys httpx.Keyring) echo.HandlerFunc {
-	return func(c echo.Context) error { return s.signIn(c, apiKeys, opsKeys) }
-}
-
-func (s *Server) signIn(c echo.Context, apiKeys, opsKeys httpx.Keyring) error {
+func (s *Handlers) Login(c echo.Context) error {
 	// The body only: a key in the query string would sit in proxies' logs.
 	key := strings.TrimSpace(c.Request().PostFormValue("key"))
-	actor, ok := opsKeys.Actor(key)
-	apiKey := key != "" && apiKeys.Holds(key)
+	actor, ok := s.opsKeys.Actor(key)
+	apiKey := key != "" && s.apiKeys.Holds(key)
 	if err := s.admitSignIn(c, ok || apiKey); err != nil {
 		var ge *guard.Error
 		if errors.As(err, &ge) && ge.Code == guard.CodeTooManyAttempts {
@@ -310,7 +186,7 @@ func (s *Server) signIn(c echo.Context, apiKeys, opsKeys httpx.Keyring) error {
 	}
 	token, exp := s.sessions.issue(actor)
 	c.SetCookie(&http.Cookie{
-		Name: sessionCookie, Value: token, Path: "/ops", Expires: exp, MaxAge: int(s.sessions.ttl.Seconds()),
+		Name: SessionCookie, Value: token, Path: "/ops", Expires: exp, MaxAge: int(s.sessions.ttl.Seconds()),
 		HttpOnly: true, Secure: c.Scheme() == "https", SameSite: http.SameSiteStrictMode,
 	})
 	if s.ops != nil {
@@ -319,10 +195,10 @@ func (s *Server) signIn(c echo.Context, apiKeys, opsKeys httpx.Keyring) error {
 	return c.Redirect(http.StatusSeeOther, "/ops")
 }
 
-// logout: POST /ops/logout. Signs the session out on every instance (the
+// Logout: POST /ops/logout. Signs the session out on every instance (the
 // token is kept as revoked in the SQL store, and in Redis, until it would
 // have expired) and clears the cookie.
-func (s *Server) logout(c echo.Context) error {
+func (s *Handlers) Logout(c echo.Context) error {
 	if token, ok := c.Get(ctxSession).(string); ok && s.revoked != nil {
 		ctx, cancel := context.WithTimeout(c.Request().Context(), sessionCheckTimeout)
 		defer cancel()
@@ -335,7 +211,7 @@ func (s *Server) logout(c echo.Context) error {
 		}
 	}
 	c.SetCookie(&http.Cookie{
-		Name: sessionCookie, Value: "", Path: "/ops", MaxAge: -1,
+		Name: SessionCookie, Value: "", Path: "/ops", MaxAge: -1,
 		HttpOnly: true, Secure: c.Scheme() == "https", SameSite: http.SameSiteStrictMode,
 	})
 	return c.Redirect(http.StatusSeeOther, "/ops/login")
