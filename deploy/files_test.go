@@ -167,7 +167,7 @@ func TestSystemdUnit(t *testing.T) {
 	for k, v := range env {
 		environ = append(environ, k+"="+v)
 	}
-	if w := cfg.UnknownSettings(environ); len(w) > 0 {
+	if w := app.UnknownSettings(environ); len(w) > 0 {
 		t.Errorf("unknown settings: %q", w)
 	}
 }

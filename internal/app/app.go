@@ -13,7 +13,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/otpguard/otpguard/internal/guard"
-	"github.com/otpguard/otpguard/internal/httpapi"
+	"github.com/otpguard/otpguard/internal/metrics"
 	"github.com/otpguard/otpguard/internal/ops"
 	"github.com/otpguard/otpguard/internal/resilience"
 	"github.com/otpguard/otpguard/internal/store"
@@ -111,8 +111,8 @@ func WithAPIKeyLimit(l ops.SignInLimit) Option { return func(o *options) { o.api
 // in the secrets cfg leaves unset. Close releases what New started. Each
 // step is in build.go, in this order; each registers what Close undoes.
 func New(ctx context.Context, cfg *Config, opts ...Option) (_ *App, err error) {
-	metrics := httpapi.NewMetrics()
-	w := &wiring{o: options{output: os.Stdout}, metrics: metrics, abuseMetrics: httpapi.NewAbuseMetrics(metrics)}
+	metricSet := metrics.New()
+	w := &wiring{o: options{output: os.Stdout}, metrics: metricSet, abuseMetrics: metrics.NewAbuse(metricSet)}
 	for _, opt := range opts {
 		opt(&w.o)
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/otpguard/otpguard/api"
 	"github.com/otpguard/otpguard/internal/guard"
 	"github.com/otpguard/otpguard/internal/httpapi"
+	"github.com/otpguard/otpguard/internal/metrics"
 	"github.com/otpguard/otpguard/internal/ops"
 	"github.com/otpguard/otpguard/internal/resilience"
 )
@@ -19,8 +20,8 @@ import (
 type wiring struct {
 	o            options
 	tr           *tracing
-	metrics      *httpapi.Metrics
-	abuseMetrics *httpapi.AbuseMetrics
+	metrics      *metrics.Set
+	abuseMetrics *metrics.Abuse
 	guarded      guardedStore // the store through the breaker (guarded.go)
 	sender       guard.Sender
 	hot          *resilience.HotKeys // nil: no limit syncs its counts

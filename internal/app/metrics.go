@@ -7,7 +7,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/otpguard/otpguard/internal/guard"
-	"github.com/otpguard/otpguard/internal/httpapi"
+	"github.com/otpguard/otpguard/internal/metrics"
 	"github.com/otpguard/otpguard/internal/resilience"
 )
 
@@ -19,7 +19,7 @@ func WithVersion(v string) Option { return func(o *options) { o.version = v } }
 // the build, the spend budget read at scrape time, and every series an
 // alert rule may read created at zero. The budget is read through the OTP
 // service in force (a reload may change it).
-func registerRequestMetrics(m *httpapi.Metrics, a *httpapi.AbuseMetrics, cfg *Config, version string, otp func() *guard.OTP) {
+func registerRequestMetrics(m *metrics.Set, a *metrics.Abuse, cfg *Config, version string, otp func() *guard.OTP) {
 	m.RegisterBuildInfo(version)
 	m.RegisterBudget(func(ctx context.Context) ([]guard.BudgetUse, error) { return otp().BudgetUse(ctx) })
 	m.Prepare(cfg.Policies)
@@ -27,8 +27,8 @@ func registerRequestMetrics(m *httpapi.Metrics, a *httpapi.AbuseMetrics, cfg *Co
 }
 
 // The gauges and counters that read the running parts' state. The metrics
-// the handlers observe are declared in httpapi (metrics.go), next to the
-// code that observes them; New registers both on one registry.
+// the handlers and senders observe are declared in internal/metrics; New
+// registers both on one registry.
 
 // registerOutage exports the breaker, Redis's state, N and the fallback
 // decisions per policy.

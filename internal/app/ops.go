@@ -15,6 +15,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/otpguard/otpguard/internal/httpapi"
+	"github.com/otpguard/otpguard/internal/metrics"
 	"github.com/otpguard/otpguard/internal/ops"
 	"github.com/otpguard/otpguard/internal/store"
 )
@@ -73,9 +74,9 @@ const (
 // events, enforces an empty deny-list, answers the ops routes that need
 // the database with 503 database_unavailable, and connects (and migrates)
 // in the background.
-func startOps(ctx context.Context, cfg *Config, log *slog.Logger, metrics *httpapi.Metrics, blocks ops.BlockIndex, shared ops.SharedSignOuts, opts options) (*opsStack, error) {
+func startOps(ctx context.Context, cfg *Config, log *slog.Logger, metricSet *metrics.Set, blocks ops.BlockIndex, shared ops.SharedSignOuts, opts options) (*opsStack, error) {
 	o := &opsStack{cfg: cfg, db: &database{}, sessionKey: opsSessionKey(cfg.HMACKey), log: log, sqlTracer: opts.sqlTracer}
-	om := httpapi.NewOpsMetrics(metrics, func() int {
+	om := metrics.NewOps(metricSet, func() int {
 		if o.audit == nil {
 			return 0
 		}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/otpguard/otpguard/internal/guard"
 	"github.com/otpguard/otpguard/internal/httpapi"
+	"github.com/otpguard/otpguard/internal/metrics"
 )
 
 // Live policy changes (README.md, "Changing limits during an attack").
@@ -54,7 +55,7 @@ type reloadOutcome struct {
 	err error
 }
 
-func newLive(cfg *Config, log *slog.Logger, metrics *httpapi.Metrics, build func(guard.Policies) httpapi.Services) *live {
+func newLive(cfg *Config, log *slog.Logger, metricSet *metrics.Set, build func(guard.Policies) httpapi.Services) *live {
 	l := &live{path: cfg.ConfigFile, log: log, build: build,
 		reloads: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "otpguard_config_reload_total",
@@ -67,7 +68,7 @@ func newLive(cfg *Config, log *slog.Logger, metrics *httpapi.Metrics, build func
 	}
 	l.reloads.WithLabelValues("ok")
 	l.reloads.WithLabelValues("error")
-	metrics.Registry.MustRegister(l.reloads, l.lastSuccess)
+	metricSet.Registry.MustRegister(l.reloads, l.lastSuccess)
 	p := cfg.Policies
 	l.current.Store(&p)
 	l.loaded(time.Now())

@@ -21,7 +21,7 @@ func (a *App) buildSender(_ context.Context, w *wiring) error {
 		}
 		provider = a.cfg.SMS
 	}
-	w.sender = w.metrics.TimeSender(provider, sender)
+	w.sender = sms.Timed(sender, w.metrics.ProviderCalls(provider, sms.Outcomes()))
 	return nil
 }
 

@@ -151,7 +151,7 @@ func goFiles(t *testing.T, dir string) []*ast.File {
 
 // TestProblemCodesTable: the problem codes table lists exactly the codes
 // package guard declares (constants of type Code), each with the status
-// httpapi's statusOf gives it.
+// httpx's statusOf gives it.
 func TestProblemCodesTable(t *testing.T) {
 	codes := map[string]string{} // constant name -> code
 	for _, f := range goFiles(t, filepath.Join(root, "internal", "guard")) {
@@ -183,7 +183,7 @@ func TestProblemCodesTable(t *testing.T) {
 	}
 	for _, r := range rows {
 		if st, ok := statuses[r[0]]; ok && len(r) > 1 && r[1] != strconv.Itoa(st) {
-			t.Errorf("docs/reference.md: %s is %s, httpapi's statusOf says %d", r[0], r[1], st)
+			t.Errorf("docs/reference.md: %s is %s, httpx's statusOf says %d", r[0], r[1], st)
 		}
 	}
 }
@@ -197,12 +197,12 @@ var httpStatus = map[string]int{
 	"StatusBadGateway": 502, "StatusServiceUnavailable": 503,
 }
 
-// statusOf reads the one table from codes to statuses (httpapi's
+// statusOf reads the one table from codes to statuses (httpx's
 // statusOf) from the source, by code.
 func statusOf(t *testing.T, codes map[string]string) map[string]int {
 	t.Helper()
 	out := map[string]int{}
-	for _, f := range goFiles(t, filepath.Join(root, "internal", "httpapi")) {
+	for _, f := range goFiles(t, filepath.Join(root, "internal", "httpx")) {
 		ast.Inspect(f, func(n ast.Node) bool {
 			vs, ok := n.(*ast.ValueSpec)
 			if !ok || len(vs.Names) != 1 || vs.Names[0].Name != "statusOf" || len(vs.Values) != 1 {

@@ -6,6 +6,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/otpguard/otpguard/internal/guard"
+	"github.com/otpguard/otpguard/internal/metrics"
 )
 
 // admission bounds the decisions an instance works on at once. A decision
@@ -21,11 +22,11 @@ import (
 // exactly when traffic spikes.
 type admission struct {
 	slots   chan struct{} // nil: no bound
-	metrics *Metrics
+	metrics *metrics.Set
 	shed    *atomic.Int64 // requests shed since start, for the attack view
 }
 
-func newAdmission(maxInFlight int, m *Metrics) admission {
+func newAdmission(maxInFlight int, m *metrics.Set) admission {
 	a := admission{metrics: m, shed: new(atomic.Int64)}
 	if maxInFlight > 0 {
 		a.slots = make(chan struct{}, maxInFlight)

@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/otpguard/otpguard/internal/guard"
+	"github.com/otpguard/otpguard/internal/httpx"
 )
 
 // FuzzDecode: whatever the body, decoding returns nil or a 400-class
@@ -17,7 +18,7 @@ func FuzzDecode(f *testing.F) {
 		var a sendRequest
 		var b checkRequest
 		for _, v := range []any{&a, &b} {
-			err := decodeBytes(body, v)
+			err := httpx.DecodeBytes(body, v)
 			if err == nil {
 				continue
 			}

@@ -17,6 +17,8 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/otpguard/otpguard/internal/guard"
+	"github.com/otpguard/otpguard/internal/httpx"
+	"github.com/otpguard/otpguard/internal/opsweb"
 )
 
 // Idempotent requests (README.md, "Idempotent sends and the verification
@@ -106,7 +108,7 @@ func keptStatus(status int) bool {
 	case status >= 200 && status < 300:
 		return true
 	case status == http.StatusRequestTimeout, status == http.StatusConflict,
-		status == http.StatusTooManyRequests, status == statusClientClosed:
+		status == http.StatusTooManyRequests, status == httpx.StatusClientClosed:
 		return false
 	case status >= 400 && status < 500:
 		return true
@@ -132,8 +134,8 @@ func (s *Server) idempotent(next echo.HandlerFunc) echo.HandlerFunc {
 		}
 		c.Request().Body = io.NopCloser(bytes.NewReader(body))
 		// The caller: its bearer key, or (ops page) its session.
-		token, ok := bearer(c)
-		if ck, err := c.Cookie(sessionCookie); !ok && err == nil {
+		token, ok := httpx.Bearer(c)
+		if ck, err := c.Cookie(opsweb.SessionCookie); !ok && err == nil {
 			token = "session:" + ck.Value
 		}
 		digest := idempotencyDigest(token, values[0])
@@ -243,11 +245,11 @@ func replay(c echo.Context, stored []byte) error {
 	body := a.Body
 	if strings.HasPrefix(a.Header[echo.HeaderContentType], "application/problem+json") {
 		// A problem names the request answered: this one, as its header does.
-		var p Problem
+		var p httpx.Problem
 		if err := json.Unmarshal(a.Body, &p); err == nil {
-			p.RequestID = requestID(c)
+			p.RequestID = httpx.RequestID(c)
 			var b bytes.Buffer
-			if writeJSON(&b, p) == nil {
+			if httpx.WriteJSON(&b, p) == nil {
 				body = b.Bytes()
 			}
 		}

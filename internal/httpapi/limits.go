@@ -9,6 +9,8 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/otpguard/otpguard/internal/guard"
+	"github.com/otpguard/otpguard/internal/httpx"
+	"github.com/otpguard/otpguard/internal/metrics"
 )
 
 type checkItem struct {
@@ -84,7 +86,7 @@ type checkResponse struct {
 func (s *Server) checkLimits(c echo.Context) error {
 	var req checkRequest
 	body := s.bufs.get()
-	err := decodeJSONInto(c, &req, body)
+	err := httpx.DecodeJSONInto(c, &req, body)
 	s.bufs.put(body)
 	if err != nil {
 		return err
@@ -108,7 +110,7 @@ func (s *Server) checkLimits(c echo.Context) error {
 	lim := s.services().Limiter // one policy for the whole request
 	batch, err := lim.Check(c.Request().Context(), checks)
 	if err != nil {
-		s.metrics.Decision(policyBatch, outcome(err))
+		s.metrics.Decision(metrics.PolicyBatch, outcome(err))
 		return err
 	}
 
@@ -126,7 +128,7 @@ func (s *Server) checkLimits(c echo.Context) error {
 	status := http.StatusOK
 	if !batch.Allowed {
 		status = http.StatusTooManyRequests
-		c.Response().Header().Set("Retry-After", strconv.Itoa(retrySeconds(batch.Denying().RetryAfter)))
+		c.Response().Header().Set("Retry-After", strconv.Itoa(httpx.RetrySeconds(batch.Denying().RetryAfter)))
 	}
 	if c.Request().URL.RawQuery != "" || c.Echo().Debug { // ?pretty: echo indents
 		return c.JSON(status, checkResponseOf(batch))
@@ -185,7 +187,7 @@ func (s *Server) rateLimitHeaders(c echo.Context, lim *guard.Limiter, d guard.De
 	r = append(r, ";t="...)
 	t := int64(math.Ceil(d.ResetAfter.Seconds()))
 	if !d.Allowed { // when the quota serves again: Retry-After's figure, rounded alike
-		t = int64(retrySeconds(d.RetryAfter))
+		t = int64(httpx.RetrySeconds(d.RetryAfter))
 	}
 	r = strconv.AppendInt(r, t, 10)
 	h := c.Response().Header()

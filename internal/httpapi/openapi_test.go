@@ -33,6 +33,7 @@ import (
 	"github.com/otpguard/otpguard/internal/app"
 	"github.com/otpguard/otpguard/internal/guard"
 	"github.com/otpguard/otpguard/internal/httpapi"
+	"github.com/otpguard/otpguard/internal/httpx"
 )
 
 // loadSpec loads api/openapi.yaml and checks it is a valid OpenAPI document.
@@ -683,7 +684,7 @@ func checkProblem(t *testing.T, where, wantCode string, res response) {
 		t.Errorf("%s: Content-Type %q, want application/problem+json", where, res.Header.Get("Content-Type"))
 		return
 	}
-	var p httpapi.Problem
+	var p httpx.Problem
 	if err := json.Unmarshal(res.Body, &p); err != nil {
 		t.Fatalf("%s: problem body: %v", where, err)
 	}

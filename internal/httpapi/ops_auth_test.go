@@ -15,6 +15,7 @@ import (
 	"github.com/otpguard/otpguard/api"
 	"github.com/otpguard/otpguard/internal/httpapi"
 	"github.com/otpguard/otpguard/internal/ops"
+	"github.com/otpguard/otpguard/internal/opsweb"
 	"github.com/otpguard/otpguard/internal/store"
 )
 
@@ -174,7 +175,7 @@ func TestOpsSession(t *testing.T) {
 	if c.Name != "otpguard_ops" || !c.HttpOnly || c.SameSite != http.SameSiteStrictMode || c.Path != "/ops" || c.Secure {
 		t.Errorf("cookie %+v: want otpguard_ops, HttpOnly, SameSite=Strict, Path=/ops, not Secure over plain HTTP", c)
 	}
-	if strings.Contains(c.Value, opsKey) || c.MaxAge <= 0 || c.MaxAge > int(httpapi.SessionTTL.Seconds()) {
+	if strings.Contains(c.Value, opsKey) || c.MaxAge <= 0 || c.MaxAge > int(opsweb.SessionTTL.Seconds()) {
 		t.Errorf("cookie value or lifetime wrong: MaxAge %d", c.MaxAge)
 	}
 

@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/otpguard/otpguard/internal/httpapi"
+	"github.com/otpguard/otpguard/internal/httpx"
 	"github.com/otpguard/otpguard/internal/store"
 	"github.com/otpguard/otpguard/internal/store/sqltest"
 )
@@ -209,7 +209,7 @@ func TestOpsDatabaseBlackHoled(t *testing.T) {
 		{"GET", "/ops/events", ""},
 	} {
 		r := call(tc.method, tc.path, tc.body)
-		var p httpapi.Problem
+		var p httpx.Problem
 		_ = json.Unmarshal(r.Body, &p)
 		if r.Status != http.StatusServiceUnavailable || p.Code != "database_unavailable" || r.Header.Get("Retry-After") == "" {
 			t.Errorf("%s %s: %d %q (Retry-After %q), want 503 database_unavailable with Retry-After",

@@ -11,7 +11,7 @@ import (
 
 	"github.com/otpguard/otpguard/internal/app"
 	"github.com/otpguard/otpguard/internal/guard"
-	"github.com/otpguard/otpguard/internal/httpapi"
+	"github.com/otpguard/otpguard/internal/httpx"
 	"github.com/otpguard/otpguard/internal/ops"
 	"github.com/otpguard/otpguard/internal/store"
 	"github.com/otpguard/otpguard/internal/store/redistest"
@@ -157,7 +157,7 @@ func (oc *opsCluster) send(t testing.TB, i int, phone string) (int, string) {
 	if r.Status == http.StatusOK {
 		return r.Status, ""
 	}
-	var p httpapi.Problem
+	var p httpx.Problem
 	if err := json.Unmarshal(r.Body, &p); err != nil {
 		t.Fatalf("send %s: %d %s", phone, r.Status, r.Body)
 	}

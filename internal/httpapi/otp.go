@@ -7,6 +7,8 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/otpguard/otpguard/internal/guard"
+	"github.com/otpguard/otpguard/internal/httpx"
+	"github.com/otpguard/otpguard/internal/metrics"
 )
 
 type sendRequest struct {
@@ -27,12 +29,12 @@ type sendResponse struct {
 // sendOTP: POST /otp/send. Sends a new code to a number within its limits.
 func (s *Server) sendOTP(c echo.Context) error {
 	var req sendRequest
-	if err := decodeJSON(c, &req); err != nil {
+	if err := httpx.DecodeJSON(c, &req); err != nil {
 		return err
 	}
 	res, err := s.services().OTP.Send(c.Request().Context(), guard.SendRequest{Phone: req.Phone, ClientIP: req.ClientIP})
 	logPhone(c, res.Phone.E164)
-	s.metrics.Decision(policySend, outcome(err))
+	s.metrics.Decision(metrics.PolicySend, outcome(err))
 	switch code := guard.ErrorCode(err); code {
 	case "":
 		s.metrics.SMS(true)
@@ -63,12 +65,12 @@ type verifyResponse struct {
 // verifyOTP: POST /otp/verify. Checks a code and consumes it on a match.
 func (s *Server) verifyOTP(c echo.Context) error {
 	var req verifyRequest
-	if err := decodeJSON(c, &req); err != nil {
+	if err := httpx.DecodeJSON(c, &req); err != nil {
 		return err
 	}
 	res, err := s.services().OTP.VerifyCode(c.Request().Context(), guard.VerifyRequest{Phone: req.Phone, Code: req.Code})
 	logPhone(c, res.Phone.E164)
-	s.metrics.Decision(policyVerify, outcome(err))
+	s.metrics.Decision(metrics.PolicyVerify, outcome(err))
 	if err != nil {
 		return err
 	}

@@ -15,7 +15,8 @@ import (
 	"time"
 
 	"github.com/otpguard/otpguard/internal/guard"
-	"github.com/otpguard/otpguard/internal/httpapi"
+	"github.com/otpguard/otpguard/internal/httpx"
+	"github.com/otpguard/otpguard/internal/metrics"
 	"github.com/otpguard/otpguard/internal/store"
 	"github.com/otpguard/otpguard/internal/store/redistest"
 )
@@ -26,7 +27,7 @@ func problemCode(t testing.TB, r response) string {
 	if r.Status == http.StatusOK {
 		return ""
 	}
-	var p httpapi.Problem
+	var p httpx.Problem
 	if err := json.Unmarshal(r.Body, &p); err != nil {
 		t.Fatalf("status %d, body %q is not a problem: %v", r.Status, r.Body, err)
 	}
@@ -205,8 +206,8 @@ func TestBudgetRefundAndOneLog(t *testing.T) {
 	var logs bytes.Buffer
 	var mu sync.Mutex
 	log := slog.New(slog.NewJSONHandler(&lockedWriter{w: &logs, mu: &mu}, nil))
-	metrics := httpapi.NewMetrics()
-	abuse := httpapi.NewAbuseMetrics(metrics)
+	reg := metrics.New()
+	abuse := metrics.NewAbuse(reg)
 	out := &outbox{}
 	otp := guard.NewOTP(guard.OTPOptions{Policy: p.OTP, Counter: st, Codes: st, Sender: out,
 		HMACKey: []byte("0123456789abcdef0123456789abcdef"), Logger: log, Abuse: abuse.Hooks()})
@@ -246,7 +247,7 @@ func TestBudgetRefundAndOneLog(t *testing.T) {
 	if n != 1 {
 		t.Errorf("exhaustion error logs: got %d, want 1 for 5 refusals", n)
 	}
-	if got := metricValue(t, metrics, `otpguard_budget_refused_total{window="hour"}`); got != 5 {
+	if got := metricValue(t, reg, `otpguard_budget_refused_total{window="hour"}`); got != 5 {
 		t.Errorf("otpguard_budget_refused_total{window=hour}: got %v, want 5", got)
 	}
 }
@@ -264,7 +265,7 @@ func (l *lockedWriter) Write(b []byte) (int, error) {
 
 // metricValue reads one sample from the metrics' registry ("" labels: the
 // bare name).
-func metricValue(t *testing.T, m *httpapi.Metrics, sample string) float64 {
+func metricValue(t *testing.T, m *metrics.Set, sample string) float64 {
 	t.Helper()
 	mfs, err := m.Registry.Gather()
 	if err != nil {

@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/otpguard/otpguard/internal/guard"
-	"github.com/otpguard/otpguard/internal/httpapi"
+	"github.com/otpguard/otpguard/internal/httpx"
 	"github.com/otpguard/otpguard/internal/ops"
 )
 
@@ -176,7 +176,7 @@ func sendAnswer(t *testing.T, r response) (code string, expiresIn int) {
 		}
 		return "", body.ExpiresIn
 	}
-	var p httpapi.Problem
+	var p httpx.Problem
 	if err := json.Unmarshal(r.Body, &p); err != nil {
 		t.Errorf("send: %d %s: %v", r.Status, r.Body, err)
 	}

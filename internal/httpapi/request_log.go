@@ -1,7 +1,6 @@
 package httpapi
 
 import (
-	"context"
 	"log/slog"
 	"time"
 
@@ -9,6 +8,7 @@ import (
 	"github.com/labstack/echo/v4/middleware"
 
 	"github.com/otpguard/otpguard/internal/guard"
+	"github.com/otpguard/otpguard/internal/httpx"
 )
 
 // quietRoutes are scraped and probed every few seconds: their lines are
@@ -39,11 +39,11 @@ func logPhone(c echo.Context, e164 string) {
 // for a refusal its code and the masked number when there is one, and the
 // trace ID when the request is traced.
 func (s *Server) logRequest(c echo.Context, v middleware.RequestLoggerValues) error {
-	s.metrics.http.observe(v.Method, v.RoutePath, v.Status, v.Latency)
+	s.metrics.ObserveHTTP(v.Method, v.RoutePath, v.Status, v.Latency)
 	var code guard.Code
 	switch {
 	case v.Error != nil:
-		code = asGuardError(v.Error).Code
+		code = httpx.AsGuardError(v.Error).Code
 	case v.Status == 429: // a denied /limits/check answers with its decisions, not an error
 		code = guard.CodeRateLimited
 	}
@@ -78,22 +78,4 @@ func (s *Server) logRequest(c echo.Context, v middleware.RequestLoggerValues) er
 	}
 	s.log.LogAttrs(ctx, level, "request", attrs...)
 	return nil
-}
-
-// audited gives the request's context its request ID, so that the audit
-// events it records carry it (guard.Event.RequestID). Only on the routes
-// that record events: the others do not pay for the context.
-func audited(next echo.HandlerFunc) echo.HandlerFunc {
-	return func(c echo.Context) error {
-		c.SetRequest(c.Request().WithContext(auditContext(c)))
-		return next(c)
-	}
-}
-
-// auditContext is the request's context with its request ID. The
-// authentication middleware records its events (a failed sign-in, a
-// lock-out) with it: it runs on every route, before the route's own
-// audited.
-func auditContext(c echo.Context) context.Context {
-	return guard.WithRequestID(c.Request().Context(), requestID(c))
 }

@@ -1,6 +1,8 @@
-// Package httpapi is otpguard's HTTP interface: echo v4 handlers, auth,
-// problem details and metrics. Handlers are thin: bind, validate, call
-// guard, respond.
+// Package httpapi owns otpguard's JSON API: the echo v4 server, its one
+// list of routes (the ops desk's included, whose handlers are in opsweb),
+// the middleware (request IDs, logging, API keys, admission, idempotency,
+// tracing) and the handlers of /otp, /limits, /sms/status, /readyz and
+// /ops/status. Handlers are thin: bind, validate, call guard, respond.
 package httpapi
 
 import (
@@ -19,7 +21,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/otpguard/otpguard/internal/guard"
+	"github.com/otpguard/otpguard/internal/httpx"
+	"github.com/otpguard/otpguard/internal/metrics"
 	"github.com/otpguard/otpguard/internal/ops"
+	"github.com/otpguard/otpguard/internal/opsweb"
 )
 
 // BodyLimit bounds every request body: the largest legitimate one, a full
@@ -33,7 +38,7 @@ type Options struct {
 	APIKeys []string
 	OpsKeys []string
 	Logger  *slog.Logger
-	Metrics *Metrics
+	Metrics *metrics.Set
 	// Ready reports whether the shared store answers (GET /readyz).
 	Ready func(ctx context.Context) error
 	// Spec is api/openapi.yaml, served at GET /openapi.yaml.
@@ -48,12 +53,12 @@ type Options struct {
 	SessionKey []byte
 	// Sessions keeps the ops sessions signed out before they expire, for
 	// every instance (ops.SignOuts); nil: signing out only clears the cookie.
-	Sessions SessionStore
+	Sessions opsweb.SessionStore
 	// StatusCallback checks POST /sms/status (smsstatus.go); nil: 404.
 	StatusCallback StatusCallback
 	// AbuseMetrics, when the OTP service's AbuseHooks feed them; nil:
 	// registered here on Metrics.
-	AbuseMetrics *AbuseMetrics
+	AbuseMetrics *metrics.Abuse
 	// SignIn limits wrong ops keys (form or bearer, every route that takes
 	// one) per address; APIKeyLimit wrong API keys. Both count in the
 	// shared store; nil limits nothing.
@@ -84,28 +89,27 @@ type Server struct {
 	// whole when the policy is reloaded.
 	live    atomic.Pointer[Services]
 	log     *slog.Logger
-	metrics *Metrics
+	metrics *metrics.Set
 	ready   func(ctx context.Context) error
 	spec    []byte
 	status  func() StoreStatus // status.go
 
-	// The ops desk and its sign-in (ops_auth.go).
-	ops      *ops.Desk
-	sessions sessions
-	revoked  SessionStore
-	// The limits on wrong ops keys and wrong API keys per address.
-	signInLimit, apiKeyLimit *ops.SignInLimiter
+	// The ops desk (a lock-out of API keys is audited there) and its
+	// handlers and sign-in (internal/opsweb).
+	ops  *ops.Desk
+	desk *opsweb.Handlers
+	// The limit on wrong API keys per address (auth.go).
+	apiKeyLimit *ops.SignInLimiter
 
 	// The SMS status callback (smsstatus.go).
 	statusCallback StatusCallback
-	abuseMetrics   *AbuseMetrics
+	abuseMetrics   *metrics.Abuse
 
 	admission admission // admission.go
 
 	idempotency     IdempotencyStore // idempotency.go
 	idempotencyWait time.Duration
-	abuse           *ops.AbuseDesk // ops_abuse.go
-	bufs            bufPool        // answers and bodies of the hot path (limits_json.go)
+	bufs            bufPool // answers and bodies of the hot path (limits_json.go)
 }
 
 // New builds the server and registers every route.
@@ -114,20 +118,19 @@ func New(o Options) *Server {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
 	if o.Metrics == nil {
-		o.Metrics = NewMetrics()
+		o.Metrics = metrics.New()
 	}
 	s := &Server{
 		echo: echo.New(), log: o.Logger,
 		metrics: o.Metrics, ready: o.Ready, spec: o.Spec, status: o.Status,
-		ops: o.Ops, sessions: newSessions(o.SessionKey, newKeyring(o.OpsKeys)),
+		ops: o.Ops,
 	}
+	apiKeys, opsKeys := httpx.NewKeyring(o.APIKeys), httpx.NewKeyring(o.OpsKeys)
+	s.desk = opsweb.New(opsweb.Options{Ops: o.Ops, Abuse: o.Abuse, Logger: o.Logger, APIKeys: apiKeys, OpsKeys: opsKeys,
+		SessionKey: o.SessionKey, Sessions: o.Sessions, SignIn: o.SignIn, State: s.instanceState})
 	s.SetServices(Services{OTP: o.OTP, Limiter: o.Limiter})
-	s.statusCallback, s.abuseMetrics, s.revoked = o.StatusCallback, o.AbuseMetrics, o.Sessions
-	s.signInLimit, s.apiKeyLimit = o.SignIn, o.APIKeyLimit
-	s.abuse = o.Abuse
-	if s.signInLimit == nil {
-		s.signInLimit = ops.NewSignInLimiter(nil, ops.SignInLimit{})
-	}
+	s.statusCallback, s.abuseMetrics = o.StatusCallback, o.AbuseMetrics
+	s.apiKeyLimit = o.APIKeyLimit
 	if s.apiKeyLimit == nil {
 		s.apiKeyLimit = ops.NewAPIKeyLimiter(nil, ops.SignInLimit{})
 	}
@@ -137,16 +140,16 @@ func New(o Options) *Server {
 		s.idempotencyWait = DefaultIdempotencyWait
 	}
 	if s.abuseMetrics == nil {
-		s.abuseMetrics = NewAbuseMetrics(o.Metrics)
+		s.abuseMetrics = metrics.NewAbuse(o.Metrics)
 	}
 	s.echo.HideBanner = true
 	// Forwarding headers are believed only from the trusted proxies
 	// (clientip.go).
 	s.echo.IPExtractor = clientIP(o.TrustedProxies)
 	s.echo.HidePort = true
-	s.echo.HTTPErrorHandler = errorHandler(o.Logger)
-	s.routes(newKeyring(o.APIKeys), newKeyring(o.OpsKeys))
-	s.metrics.http.freeze(s.echo.Routes(), zeroStatuses)
+	s.echo.HTTPErrorHandler = httpx.ErrorHandler(o.Logger)
+	s.routes(apiKeys, opsKeys)
+	s.metrics.FreezeRoutes(routeList(s.echo.Routes()), zeroStatuses)
 	return s
 }
 
@@ -157,8 +160,17 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.echo.Serv
 // them to api/openapi.yaml.
 func (s *Server) Routes() []*echo.Route { return s.echo.Routes() }
 
+// routeList is routes as the HTTP metrics learn them.
+func routeList(routes []*echo.Route) []metrics.Route {
+	out := make([]metrics.Route, 0, len(routes))
+	for _, r := range routes {
+		out = append(out, metrics.Route{Method: r.Method, Path: r.Path})
+	}
+	return out
+}
+
 // routes registers every route: read it top to bottom to know the API.
-func (s *Server) routes(apiKeys, opsKeys keyring) {
+func (s *Server) routes(apiKeys, opsKeys httpx.Keyring) {
 	e := s.echo
 	e.Use(traceRequest) // tracing.go
 	e.Use(requestIDs)
@@ -177,42 +189,43 @@ func (s *Server) routes(apiKeys, opsKeys keyring) {
 	admit := s.admission.middleware
 	// An Idempotency-Key is claimed before admission: a request that
 	// waits for another's answer, or replays it, holds no decision slot.
-	e.POST("/otp/send", s.sendOTP, api, s.idempotent, admit, audited)
-	e.POST("/otp/verify", s.verifyOTP, api, admit, audited)
+	e.POST("/otp/send", s.sendOTP, api, s.idempotent, admit, httpx.Audited)
+	e.POST("/otp/verify", s.verifyOTP, api, admit, httpx.Audited)
 	e.GET("/otp/verifications/:id", s.getVerification, api, admit)
-	e.POST("/otp/verifications/:id/cancel", s.cancelVerification, api, admit, audited)
+	e.POST("/otp/verifications/:id/cancel", s.cancelVerification, api, admit, httpx.Audited)
 	e.POST("/limits/check", s.checkLimits, api, admit)
 	// Twilio's delivery reports: its signature is the authentication.
-	e.POST("/sms/status", s.smsStatus, audited)
+	e.POST("/sms/status", s.smsStatus, httpx.Audited)
 
 	// Ops: an ops key (bearer) or an ops session; an API key is 403. The
 	// page and its forms send the signed-out to /ops/login; the JSON API
-	// answers them 401. See ops_auth.go.
-	ops, page := s.requireOps(apiKeys, opsKeys, false), s.requireOps(apiKeys, opsKeys, true)
-	e.GET("/ops/login", s.loginForm)
-	e.POST("/ops/login", s.login(apiKeys, opsKeys))
-	e.POST("/ops/logout", s.logout, page)
-	e.GET("/ops", s.opsPage, page)
-	e.POST("/ops/actions/unblock", s.formUnblock, page, audited)
-	e.POST("/ops/actions/deny", s.formDeny, page, audited)
-	e.POST("/ops/actions/undeny", s.formUndeny, page, audited)
+	// answers them 401. The handlers are the ops desk's (internal/opsweb).
+	desk := s.desk
+	ops, page := desk.RequireOps(false), desk.RequireOps(true)
+	e.GET("/ops/login", desk.LoginForm)
+	e.POST("/ops/login", desk.Login)
+	e.POST("/ops/logout", desk.Logout, page)
+	e.GET("/ops", desk.Page, page)
+	e.POST("/ops/actions/unblock", desk.FormUnblock, page, httpx.Audited)
+	e.POST("/ops/actions/deny", desk.FormDeny, page, httpx.Audited)
+	e.POST("/ops/actions/undeny", desk.FormUndeny, page, httpx.Audited)
 	// The JSON API shows full numbers and audit rows: no cache keeps them.
-	e.GET("/ops/blocked", s.listBlocked, noStore, ops)
-	e.DELETE("/ops/blocked/:phone", s.unblock, noStore, ops, audited)
-	e.GET("/ops/denylist", s.listDeny, noStore, ops)
-	e.POST("/ops/denylist", s.addDeny, noStore, ops, s.idempotent, audited)
-	e.DELETE("/ops/denylist/:id", s.removeDeny, noStore, ops, audited)
-	e.GET("/ops/events", s.listEvents, noStore, ops)
-	// Emergency overrides of the policy file (ops_overrides.go).
-	e.GET("/ops/overrides", s.listOverrides, noStore, ops)
-	e.POST("/ops/overrides", s.addOverride, noStore, ops, s.idempotent, audited)
-	e.DELETE("/ops/overrides/:id", s.removeOverride, noStore, ops, audited)
-	e.POST("/ops/actions/override", s.formOverride, page, audited)
-	e.POST("/ops/actions/unoverride", s.formRemoveOverride, page, audited)
-	e.GET("/ops/abuse", s.opsAbuse, noStore, ops)
+	e.GET("/ops/blocked", desk.ListBlocked, noStore, ops)
+	e.DELETE("/ops/blocked/:phone", desk.Unblock, noStore, ops, httpx.Audited)
+	e.GET("/ops/denylist", desk.ListDeny, noStore, ops)
+	e.POST("/ops/denylist", desk.AddDeny, noStore, ops, s.idempotent, httpx.Audited)
+	e.DELETE("/ops/denylist/:id", desk.RemoveDeny, noStore, ops, httpx.Audited)
+	e.GET("/ops/events", desk.ListEvents, noStore, ops)
+	// Emergency overrides of the policy file.
+	e.GET("/ops/overrides", desk.ListOverrides, noStore, ops)
+	e.POST("/ops/overrides", desk.AddOverride, noStore, ops, s.idempotent, httpx.Audited)
+	e.DELETE("/ops/overrides/:id", desk.RemoveOverride, noStore, ops, httpx.Audited)
+	e.POST("/ops/actions/override", desk.FormOverride, page, httpx.Audited)
+	e.POST("/ops/actions/unoverride", desk.FormRemoveOverride, page, httpx.Audited)
+	e.GET("/ops/abuse", desk.Abuse, noStore, ops)
 	// Works without the ops desk (it reads no SQL): ops key only, through
 	// the sign-in limiter like every route that takes one.
-	e.GET("/ops/status", s.opsStatus, noStore, s.requireOpsKey(apiKeys, opsKeys))
+	e.GET("/ops/status", s.opsStatus, noStore, desk.RequireOpsKey)
 }
 
 // noStore marks the answer, refusals included, as not to be kept by a
@@ -265,7 +278,7 @@ func (s *Server) openapi(c echo.Context) error {
 func requestIDs(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		id := c.Request().Header.Get(echo.HeaderXRequestID)
-		if !plainID(id) {
+		if !httpx.PlainID(id) {
 			b := make([]byte, 16)
 			_, _ = rand.Read(b)
 			id = hex.EncodeToString(b)
@@ -274,17 +287,4 @@ func requestIDs(next echo.HandlerFunc) echo.HandlerFunc {
 		c.Response().Header().Set(echo.HeaderXRequestID, id)
 		return next(c)
 	}
-}
-
-func plainID(id string) bool {
-	if id == "" || len(id) > 64 {
-		return false
-	}
-	for i := 0; i < len(id); i++ {
-		c := id[i]
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_' || c == '.') {
-			return false
-		}
-	}
-	return true
 }

@@ -22,6 +22,7 @@ import (
 	"github.com/otpguard/otpguard/internal/app"
 	"github.com/otpguard/otpguard/internal/guard"
 	"github.com/otpguard/otpguard/internal/httpapi"
+	"github.com/otpguard/otpguard/internal/metrics"
 	"github.com/otpguard/otpguard/internal/sms"
 	"github.com/otpguard/otpguard/internal/store/redistest"
 )
@@ -72,15 +73,15 @@ func TestSMSStatusCallback(t *testing.T) {
 	p.FillDefaults()
 	rec := &events{}
 	otp := guard.NewOTP(guard.OTPOptions{Policy: p.OTP, Sender: &outbox{}, Events: rec})
-	metrics := httpapi.NewMetrics()
+	reg := metrics.New()
 	newServer := func(cb httpapi.StatusCallback) *httptest.Server {
 		srv := httptest.NewServer(httpapi.New(httpapi.Options{OTP: otp, APIKeys: []string{apiKey}, Spec: api.OpenAPI,
-			Metrics: httpapi.NewMetrics(), StatusCallback: cb}))
+			Metrics: metrics.New(), StatusCallback: cb}))
 		t.Cleanup(srv.Close)
 		return srv
 	}
 	configured := httptest.NewServer(httpapi.New(httpapi.Options{OTP: otp, APIKeys: []string{apiKey}, Spec: api.OpenAPI,
-		Metrics: metrics, StatusCallback: sms.TwilioCallback{URL: statusURL, AuthToken: statusToken}}))
+		Metrics: reg, StatusCallback: sms.TwilioCallback{URL: statusURL, AuthToken: statusToken}}))
 	t.Cleanup(configured.Close)
 	unconfigured := newServer(nil)
 
@@ -161,7 +162,7 @@ func TestSMSStatusCallback(t *testing.T) {
 		t.Errorf("audit event of the undelivered report: %+v", e)
 	}
 	for status, want := range map[string]float64{"delivered": 1, "undelivered": 1} {
-		if got := metricValue(t, metrics, `otpguard_sms_status_total{status="`+status+`"}`); got != want {
+		if got := metricValue(t, reg, `otpguard_sms_status_total{status="`+status+`"}`); got != want {
 			t.Errorf("otpguard_sms_status_total{status=%s}: got %v, want %v", status, got, want)
 		}
 	}

@@ -8,6 +8,8 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/otpguard/otpguard/internal/guard"
+	"github.com/otpguard/otpguard/internal/httpx"
+	"github.com/otpguard/otpguard/internal/opsweb"
 	"github.com/otpguard/otpguard/internal/resilience"
 )
 
@@ -66,7 +68,7 @@ func (s *Server) readyBody() readyJSON {
 // an operator paged by it wants next (the breaker, N, the policies in
 // fallback), as problem extension members.
 type notReadyJSON struct {
-	Problem
+	httpx.Problem
 	Redis      string   `json:"redis"`
 	Breaker    string   `json:"breaker,omitempty"`
 	Instances  int      `json:"instances,omitempty"`
@@ -79,19 +81,19 @@ const readyRetryAfter = 5 * time.Second
 func (s *Server) notReady(c echo.Context, err error) error {
 	s.log.DebugContext(c.Request().Context(), "readyz: the limit store does not answer", "err", err)
 	r := s.readyBody()
-	retry := retrySeconds(readyRetryAfter)
+	retry := httpx.RetrySeconds(readyRetryAfter)
 	body := notReadyJSON{
-		Problem: Problem{
+		Problem: httpx.Problem{
 			Type: "urn:otpguard:problem:" + string(guard.CodeStoreUnavailable), Title: http.StatusText(http.StatusServiceUnavailable),
 			Status: http.StatusServiceUnavailable, Detail: "the limit store does not answer",
-			Code: string(guard.CodeStoreUnavailable), RequestID: requestID(c), RetryAfter: &retry,
+			Code: string(guard.CodeStoreUnavailable), RequestID: httpx.RequestID(c), RetryAfter: &retry,
 		},
 		Redis: "down", Breaker: r.Breaker, Instances: r.Instances, InFallback: r.InFallback,
 	}
 	c.Response().Header().Set("Retry-After", strconv.Itoa(retry))
 	c.Response().Header().Set(echo.HeaderContentType, "application/problem+json")
 	c.Response().WriteHeader(http.StatusServiceUnavailable)
-	return writeJSON(c.Response(), body)
+	return httpx.WriteJSON(c.Response(), body)
 }
 
 func redisState(up bool) string {
@@ -175,4 +177,26 @@ func timePtr(t time.Time) *time.Time {
 	}
 	t = t.UTC()
 	return &t
+}
+
+// instanceState is this instance's health as the ops desk's attack view
+// shows it (opsweb.Options.State).
+func (s *Server) instanceState() opsweb.State {
+	st := opsweb.State{Status: "ok", InFallback: []string{}, Shed: s.admission.shed.Load()}
+	if s.status == nil {
+		return st
+	}
+	ss := s.status()
+	st.Redis, st.Breaker, st.Instances, st.InFallback = redisState(ss.RedisUp), ss.Breaker, ss.Instances, ss.InFallback()
+	st.StoreShed, st.StoreLate = ss.StoreShed, ss.StoreLate
+	if d := ss.Database; d != nil {
+		st.Database = d.State
+		if d.State != "up" || !d.DenyListLoaded {
+			st.Status = "degraded"
+		}
+	}
+	if !ss.RedisUp || ss.Breaker != "closed" || len(st.InFallback) > 0 {
+		st.Status = "degraded"
+	}
+	return st
 }

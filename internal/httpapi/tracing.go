@@ -14,6 +14,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/otpguard/otpguard/internal/guard"
+	"github.com/otpguard/otpguard/internal/httpx"
 )
 
 // AttrCode is the span attribute holding a refused request's problem code
@@ -78,7 +79,7 @@ func traceRequest(next echo.HandlerFunc) echo.HandlerFunc {
 // decisions; "" when it was not refused.
 func refusalCode(c echo.Context, err error) guard.Code {
 	if err != nil {
-		return asGuardError(err).Code
+		return httpx.AsGuardError(err).Code
 	}
 	if c.Response().Status == http.StatusTooManyRequests {
 		return guard.CodeRateLimited

@@ -1,4 +1,4 @@
-package httpapi
+package opsweb
 
 import (
 	"errors"
@@ -11,11 +11,12 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/otpguard/otpguard/internal/guard"
+	"github.com/otpguard/otpguard/internal/httpx"
 )
 
 // The ops desk's emergency overrides (README.md, "Changing limits during an
 // attack"): GET/POST /ops/overrides, DELETE /ops/overrides/{id}, and the
-// page's section (ops_templates/overrides.html) with its two forms.
+// page's section (templates/overrides.html) with its two forms.
 
 // overrideItem is one override as the ops API shows it.
 type overrideItem struct {
@@ -51,9 +52,9 @@ func toOverrideItem(o guard.Override, p guard.OTPPolicy, now time.Time) override
 	return it
 }
 
-// listOverrides: GET /ops/overrides. The overrides in force, oldest first,
+// ListOverrides: GET /ops/overrides. The overrides in force, oldest first,
 // with the time each has left.
-func (s *Server) listOverrides(c echo.Context) error {
+func (s *Handlers) ListOverrides(c echo.Context) error {
 	list, err := s.ops.Overrides(c.Request().Context())
 	if err != nil {
 		return err
@@ -78,12 +79,12 @@ type addOverrideRequest struct {
 // maxOverrideSeconds bounds expires_in as the desk does.
 const maxOverrideSeconds = int64(guard.MaxOverrideFor / time.Second)
 
-// addOverride: POST /ops/overrides. Tightens one rule of the policy file
+// AddOverride: POST /ops/overrides. Tightens one rule of the policy file
 // until it expires: 201 with the override; 422 override_looser when it
 // would loosen the file; 400 naming the field for anything else wrong.
-func (s *Server) addOverride(c echo.Context) error {
+func (s *Handlers) AddOverride(c echo.Context) error {
 	var req addOverrideRequest
-	if err := decodeJSON(c, &req); err != nil {
+	if err := httpx.DecodeJSON(c, &req); err != nil {
 		return err
 	}
 	lasts := time.Duration(0)
@@ -102,9 +103,9 @@ func (s *Server) addOverride(c echo.Context) error {
 	return c.JSON(http.StatusCreated, toOverrideItem(added, s.ops.FilePolicy(), s.ops.Now()))
 }
 
-// removeOverride: DELETE /ops/overrides/{id}. The file's value applies
+// RemoveOverride: DELETE /ops/overrides/{id}. The file's value applies
 // again; 404 when there is no such override.
-func (s *Server) removeOverride(c echo.Context) error {
+func (s *Handlers) RemoveOverride(c echo.Context) error {
 	id, err := strconv.ParseInt(c.Param("id"), 10, 64)
 	if err != nil || id < 1 {
 		return guard.Errorf(guard.CodeInvalidRequest, "id must be a positive integer")
@@ -118,25 +119,25 @@ func (s *Server) removeOverride(c echo.Context) error {
 // fieldProblem answers a refusal that names a field (guard.OverrideError)
 // with problem details carrying it as the extension member "field"; any
 // other error goes to the error handler.
-func (s *Server) fieldProblem(c echo.Context, err error) error {
+func (s *Handlers) fieldProblem(c echo.Context, err error) error {
 	var fe *guard.OverrideError
 	if !errors.As(err, &fe) {
 		return err
 	}
-	status := statusOf[fe.Err.Code]
+	status := httpx.Status(fe.Err.Code)
 	body := struct {
-		Problem
+		httpx.Problem
 		Field string `json:"field"`
-	}{Problem: Problem{Type: "urn:otpguard:problem:" + string(fe.Err.Code), Title: http.StatusText(status), Status: status,
-		Detail: fe.Err.Message, Code: string(fe.Err.Code), RequestID: requestID(c)}, Field: fe.Field}
+	}{Problem: httpx.Problem{Type: "urn:otpguard:problem:" + string(fe.Err.Code), Title: http.StatusText(status), Status: status,
+		Detail: fe.Err.Message, Code: string(fe.Err.Code), RequestID: httpx.RequestID(c)}, Field: fe.Field}
 	c.Response().Header().Set(echo.HeaderContentType, "application/problem+json")
 	c.Response().WriteHeader(status)
-	return writeJSON(c.Response(), body)
+	return httpx.WriteJSON(c.Response(), body)
 }
 
 // The page's section.
 
-// overridesSection is what ops_templates/overrides.html shows.
+// overridesSection is what templates/overrides.html shows.
 type overridesSection struct {
 	CSRF   string
 	Kinds  []overrideKindOption
@@ -187,7 +188,7 @@ var overrideFormFields = []string{"kind", "subject", "limit", "expires_in", "rea
 // form, refilled with what was typed when it was refused. When the page
 // already found the database down it is not asked again (the page answers
 // within one database timeout).
-func (s *Server) overridesFor(c echo.Context, csrf string, dbDown bool) overridesSection {
+func (s *Handlers) overridesFor(c echo.Context, csrf string, dbDown bool) overridesSection {
 	q := c.QueryParams()
 	sec := overridesSection{CSRF: csrf, Form: overrideForm{
 		Kind: q.Get("ov_kind"), Subject: q.Get("ov_subject"), Limit: q.Get("ov_limit"),
@@ -275,9 +276,9 @@ func overrideProblem(code guard.Code, field string, p guard.OTPPolicy, f overrid
 	return problemMessage(code)
 }
 
-// formOverride: POST /ops/actions/override. The page's override form: kind,
+// FormOverride: POST /ops/actions/override. The page's override form: kind,
 // subject, limit, expires_in (a duration such as 24h) and reason.
-func (s *Server) formOverride(c echo.Context) error {
+func (s *Handlers) FormOverride(c echo.Context) error {
 	form := c.Request().PostFormValue
 	f := overrideForm{Kind: strings.TrimSpace(form("kind")), Subject: strings.TrimSpace(form("subject")),
 		Limit: strings.TrimSpace(form("limit")), ExpiresIn: strings.TrimSpace(form("expires_in")), Reason: strings.TrimSpace(form("reason"))}
@@ -326,10 +327,10 @@ func overrideConfirm(o guard.Override) string {
 	return "Remove the override " + overrideName(o) + "? The policy file's value applies again at once."
 }
 
-// formRemoveOverride: POST /ops/actions/unoverride. The page's remove
+// FormRemoveOverride: POST /ops/actions/unoverride. The page's remove
 // button; asks for a confirmation naming the override first (confirmed=1
 // skips it).
-func (s *Server) formRemoveOverride(c echo.Context) error {
+func (s *Handlers) FormRemoveOverride(c echo.Context) error {
 	raw := c.Request().PostFormValue("id")
 	id, err := strconv.ParseInt(raw, 10, 64)
 	if err != nil || id < 1 {
@@ -354,15 +355,15 @@ func (s *Server) formRemoveOverride(c echo.Context) error {
 
 // backToOverrides answers the override form with 303 to the page: done, or
 // refused with the field at fault and what was typed, so nothing is lost.
-func (s *Server) backToOverrides(c echo.Context, f overrideForm, err error) error {
+func (s *Handlers) backToOverrides(c echo.Context, f overrideForm, err error) error {
 	v := url.Values{}
 	if err == nil {
 		v.Set(qOvDone, "added")
 		return c.Redirect(http.StatusSeeOther, "/ops?"+v.Encode()+"#overrides")
 	}
 	code := guard.ErrorCode(err)
-	if status := statusOf[code]; status >= 500 || status == 0 {
-		s.log.ErrorContext(c.Request().Context(), "ops action failed", "path", c.Path(), "request_id", requestID(c), "err", err)
+	if status := httpx.Status(code); status >= 500 || status == 0 {
+		s.log.ErrorContext(c.Request().Context(), "ops action failed", "path", c.Path(), "request_id", httpx.RequestID(c), "err", err)
 	}
 	v.Set(qOvCode, string(code))
 	var fe *guard.OverrideError

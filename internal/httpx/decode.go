@@ -1,4 +1,4 @@
-package httpapi
+package httpx
 
 import (
 	"bytes"
@@ -20,22 +20,22 @@ import (
 	"github.com/otpguard/otpguard/internal/guard"
 )
 
-// decodeJSON reads exactly one JSON object into v (whatever the
+// DecodeJSON reads exactly one JSON object into v (whatever the
 // Content-Type says: curl -d sends a form type by default), refusing unknown fields,
 // wrong types and trailing data with a reason the caller can act on. The
 // body's size is already bounded by the BodyLimit middleware.
-func decodeJSON(c echo.Context, v any) error {
+func DecodeJSON(c echo.Context, v any) error {
 	body, err := io.ReadAll(c.Request().Body)
 	if err != nil {
 		return bodyError(err)
 	}
-	return decodeBytes(body, v)
+	return DecodeBytes(body, v)
 }
 
-// decodeJSONInto is decodeJSON reading the body into *buf, which the
+// DecodeJSONInto is DecodeJSON reading the body into *buf, which the
 // caller keeps for the next request (the hot path, POST /limits/check):
 // the decoded strings are copies, so buf may be reused once it returns.
-func decodeJSONInto(c echo.Context, v any, buf *[]byte) error {
+func DecodeJSONInto(c echo.Context, v any, buf *[]byte) error {
 	b := (*buf)[:0]
 	r := c.Request().Body
 	for {
@@ -53,7 +53,7 @@ func decodeJSONInto(c echo.Context, v any, buf *[]byte) error {
 		}
 	}
 	*buf = b
-	return decodeBytes(b, v)
+	return DecodeBytes(b, v)
 }
 
 // bodyError is the answer to a body that could not be read.
@@ -78,8 +78,8 @@ var strict = jsonv2.JoinOptions(
 	jsontext.AllowInvalidUTF8(false),
 )
 
-// decodeBytes is decodeJSON without the request, for fuzzing.
-func decodeBytes(body []byte, v any) error {
+// DecodeBytes is DecodeJSON without the request, for fuzzing.
+func DecodeBytes(body []byte, v any) error {
 	if len(bytes.TrimSpace(body)) == 0 {
 		return guard.Errorf(guard.CodeInvalidRequest, "request body is empty; send a JSON object")
 	}
@@ -223,7 +223,8 @@ func typeName(t reflect.Type) string {
 	return "something else"
 }
 
-func writeJSON(w io.Writer, v any) error {
+// WriteJSON writes v as JSON, "<" and ">" as they are (no HTML escaping).
+func WriteJSON(w io.Writer, v any) error {
 	enc := json.NewEncoder(w)
 	enc.SetEscapeHTML(false)
 	return enc.Encode(v)

@@ -1,4 +1,4 @@
-package httpapi
+package metrics
 
 import (
 	"github.com/prometheus/client_golang/prometheus"
@@ -6,9 +6,9 @@ import (
 	"github.com/otpguard/otpguard/internal/guard"
 )
 
-// AbuseMetrics are the metrics of the SMS pumping defences and of
-// delivery reports, registered on a Metrics registry beside the rest.
-type AbuseMetrics struct {
+// Abuse are the metrics of the SMS pumping defences and of
+// delivery reports, registered on a Set's registry beside the rest.
+type Abuse struct {
 	budgetRefused    *prometheus.CounterVec
 	conversionAlerts *prometheus.CounterVec
 	velocityRefused  *prometheus.CounterVec
@@ -16,9 +16,9 @@ type AbuseMetrics struct {
 	smsStatus        *prometheus.CounterVec
 }
 
-// NewAbuseMetrics registers the abuse metrics on m's registry.
-func NewAbuseMetrics(m *Metrics) *AbuseMetrics {
-	a := &AbuseMetrics{
+// NewAbuse registers the abuse metrics on m's registry.
+func NewAbuse(m *Set) *Abuse {
+	a := &Abuse{
 		budgetRefused: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "otpguard_budget_refused_total",
 			Help: "Sends refused because the global SMS budget (otp.budget) is spent, by window (hour, day).",
@@ -45,7 +45,7 @@ func NewAbuseMetrics(m *Metrics) *AbuseMetrics {
 }
 
 // Hooks are the guard.AbuseHooks that feed these metrics.
-func (a *AbuseMetrics) Hooks() guard.AbuseHooks {
+func (a *Abuse) Hooks() guard.AbuseHooks {
 	return guard.AbuseHooks{
 		BudgetRefused:   func(window string) { a.budgetRefused.WithLabelValues(window).Inc() },
 		ConversionAlert: func(scope, action string) { a.conversionAlerts.WithLabelValues(scope, action).Inc() },
@@ -55,4 +55,4 @@ func (a *AbuseMetrics) Hooks() guard.AbuseHooks {
 }
 
 // SMSStatus counts one delivery report.
-func (a *AbuseMetrics) SMSStatus(status string) { a.smsStatus.WithLabelValues(status).Inc() }
+func (a *Abuse) SMSStatus(status string) { a.smsStatus.WithLabelValues(status).Inc() }

@@ -1,4 +1,4 @@
-package httpapi
+package opsweb
 
 import (
 	"net/http"
@@ -9,6 +9,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/otpguard/otpguard/internal/guard"
+	"github.com/otpguard/otpguard/internal/httpx"
 	"github.com/otpguard/otpguard/internal/ops"
 )
 
@@ -46,9 +47,9 @@ func toBlockedItem(b ops.BlockedNumber, now time.Time) blockedItem {
 	return it
 }
 
-// listBlocked: GET /ops/blocked. The numbers refused now and why, most
+// ListBlocked: GET /ops/blocked. The numbers refused now and why, most
 // recent first, deny-list entries included.
-func (s *Server) listBlocked(c echo.Context) error {
+func (s *Handlers) ListBlocked(c echo.Context) error {
 	q := c.QueryParams()
 	limit, err := intParam(q, "limit")
 	if err != nil {
@@ -80,9 +81,9 @@ type unblockResponse struct {
 	DeniedBy *denyEntry `json:"denied_by,omitempty"`
 }
 
-// unblock: DELETE /ops/blocked/{phone}. Clears the number's send counters,
+// Unblock: DELETE /ops/blocked/{phone}. Clears the number's send counters,
 // cooldown and code (and so a verify lock-out); audited with the actor.
-func (s *Server) unblock(c echo.Context) error {
+func (s *Handlers) Unblock(c echo.Context) error {
 	raw, err := url.PathUnescape(c.Param("phone"))
 	if err != nil {
 		return guard.Errorf(guard.CodeInvalidPhone, "phone is not a valid path segment")
@@ -117,8 +118,8 @@ type denyListResponse struct {
 	Entries []denyEntry `json:"entries"`
 }
 
-// listDeny: GET /ops/denylist. The live deny-list, oldest first.
-func (s *Server) listDeny(c echo.Context) error {
+// ListDeny: GET /ops/denylist. The live deny-list, oldest first.
+func (s *Handlers) ListDeny(c echo.Context) error {
 	entries, err := s.ops.DenyEntries(c.Request().Context())
 	if err != nil {
 		return err
@@ -137,11 +138,11 @@ type addDenyRequest struct {
 	ExpiresIn *int64     `json:"expires_in"` // seconds
 }
 
-// addDeny: POST /ops/denylist. Deny-lists a number or a prefix; every
+// AddDeny: POST /ops/denylist. Deny-lists a number or a prefix; every
 // instance enforces it within its refresh interval (this one at once).
-func (s *Server) addDeny(c echo.Context) error {
+func (s *Handlers) AddDeny(c echo.Context) error {
 	var req addDenyRequest
-	if err := decodeJSON(c, &req); err != nil {
+	if err := httpx.DecodeJSON(c, &req); err != nil {
 		return err
 	}
 	e := guard.DenyEntry{Pattern: req.Pattern, Reason: req.Reason, ExpiresAt: req.ExpiresAt}
@@ -165,9 +166,9 @@ func (s *Server) addDeny(c echo.Context) error {
 // maxDenySeconds bounds expires_in as the desk bounds expires_at.
 const maxDenySeconds = int64(ops.MaxDenyFor / time.Second)
 
-// removeDeny: DELETE /ops/denylist/{id}. Removes an entry; 404 when there
+// RemoveDeny: DELETE /ops/denylist/{id}. Removes an entry; 404 when there
 // is none.
-func (s *Server) removeDeny(c echo.Context) error {
+func (s *Handlers) RemoveDeny(c echo.Context) error {
 	id, err := strconv.ParseInt(c.Param("id"), 10, 64)
 	if err != nil || id < 1 {
 		return guard.Errorf(guard.CodeInvalidRequest, "id must be a positive integer")
@@ -202,9 +203,9 @@ type eventsResponse struct {
 	NextBeforeID int64 `json:"next_before_id,omitempty"`
 }
 
-// listEvents: GET /ops/events. The audit trail, newest first, filtered by
+// ListEvents: GET /ops/events. The audit trail, newest first, filtered by
 // phone, action, request ID and time, paged by before_id.
-func (s *Server) listEvents(c echo.Context) error {
+func (s *Handlers) ListEvents(c echo.Context) error {
 	f, err := eventFilter(c.QueryParams())
 	if err != nil {
 		return err
@@ -242,7 +243,7 @@ func eventFilter(q url.Values) (ops.EventFilter, error) {
 		return f, guard.Errorf(guard.CodeInvalidRequest, "action must be an action name such as otp.send")
 	}
 	f.RequestID = q.Get("request_id")
-	if f.RequestID != "" && !plainID(f.RequestID) {
+	if f.RequestID != "" && !httpx.PlainID(f.RequestID) {
 		return f, guard.Errorf(guard.CodeInvalidRequest, "request_id must be a request ID as X-Request-Id carries it")
 	}
 	var err error

@@ -1,17 +1,19 @@
-package httpapi
+package opsweb
 
 import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/otpguard/otpguard/internal/httpx"
 )
 
 func TestSessions(t *testing.T) {
 	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
-	ops := newKeyring([]string{"ops-key-0123456789"})
+	ops := httpx.NewKeyring([]string{"ops-key-0123456789"})
 	s := newSessions([]byte("session-key-0123456789abcdef0123"), ops)
 	s.now = func() time.Time { return now }
-	actor, ok := ops.actor("ops-key-0123456789")
+	actor, ok := ops.Actor("ops-key-0123456789")
 	if !ok || !strings.HasPrefix(actor, "ops:") || len(actor) != len("ops:")+8 {
 		t.Fatalf("actor %q (%v), want ops: and 8 hex digits", actor, ok)
 	}
@@ -33,7 +35,7 @@ func TestSessions(t *testing.T) {
 	}{
 		"expired":            {token, now.Add(SessionTTL), s},
 		"other key":          {token, now, newSessions([]byte("another-session-key-0123456789ab"), ops)},
-		"key removed":        {token, now, newSessions(s.key, newKeyring([]string{"new-ops-key-0123456789"}))},
+		"key removed":        {token, now, newSessions(s.key, httpx.NewKeyring([]string{"new-ops-key-0123456789"}))},
 		"truncated":          {token[:len(token)-2], now, s},
 		"no signature":       {strings.Split(token, ".")[0], now, s},
 		"payload changed":    {"b3BzOjAwMDAwMDAwfDk5OTk5OTk5OTl8MDA" + token[strings.Index(token, "."):], now, s},

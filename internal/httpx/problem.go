@@ -1,4 +1,8 @@
-package httpapi
+// Package httpx holds the HTTP pieces the API (httpapi) and the ops desk
+// (opsweb) share: problem details and the one table from error codes to
+// statuses, strict JSON decoding, bearer keys kept as digests, request IDs
+// and the audit context. It knows echo and guard's errors, nothing else.
+package httpx
 
 import (
 	"context"
@@ -56,7 +60,7 @@ var statusOf = map[guard.Code]int{
 	guard.CodeIdempotencyKeyInProgress: http.StatusConflict,
 	guard.CodeVerificationNotFound:     http.StatusNotFound,
 	guard.CodeVerificationNotPending:   http.StatusConflict,
-	// The ops desk's emergency overrides (ops_overrides.go).
+	// The ops desk's emergency overrides (opsweb).
 	guard.CodeCountryPaused:  http.StatusForbidden,
 	guard.CodeOverrideLooser: http.StatusUnprocessableEntity,
 }
@@ -88,13 +92,17 @@ type Problem struct {
 	VerificationStatus string `json:"verification_status,omitempty"`
 }
 
-// errorHandler writes every error as problem details. Internal error text
-// goes to the log, never to the client.
-// statusClientClosed is what the request log records for a request whose
+// StatusClientClosed is what the request log records for a request whose
 // caller hung up before the answer (nginx's 499; never seen by a client).
-const statusClientClosed = 499
+const StatusClientClosed = 499
 
-func errorHandler(log *slog.Logger) echo.HTTPErrorHandler {
+// Status is the HTTP status of an error code (0 for a code the table does
+// not hold: a 500).
+func Status(code guard.Code) int { return statusOf[code] }
+
+// ErrorHandler writes every error as problem details. Internal error text
+// goes to the log, never to the client.
+func ErrorHandler(log *slog.Logger) echo.HTTPErrorHandler {
 	return func(err error, c echo.Context) {
 		if c.Response().Committed {
 			return
@@ -102,18 +110,18 @@ func errorHandler(log *slog.Logger) echo.HTTPErrorHandler {
 		if errors.Is(c.Request().Context().Err(), context.Canceled) {
 			// The caller hung up: nobody reads an answer, and it says
 			// nothing about Redis (the breaker ignores it too).
-			log.DebugContext(c.Request().Context(), "caller went away", "path", c.Path(), "request_id", requestID(c), "err", err)
-			c.Response().WriteHeader(statusClientClosed)
+			log.DebugContext(c.Request().Context(), "caller went away", "path", c.Path(), "request_id", RequestID(c), "err", err)
+			c.Response().WriteHeader(StatusClientClosed)
 			return
 		}
-		e := asGuardError(err)
+		e := AsGuardError(err)
 		status, ok := statusOf[e.Code]
 		if !ok {
 			status = http.StatusInternalServerError
 		}
 		if status >= 500 {
 			log.Log(c.Request().Context(), guard.StoreFailureLevel(err), "request failed", "path", c.Path(), "code", e.Code,
-				"request_id", requestID(c), "err", err)
+				"request_id", RequestID(c), "err", err)
 		}
 		p := Problem{
 			Type:         "urn:otpguard:problem:" + string(e.Code),
@@ -121,13 +129,13 @@ func errorHandler(log *slog.Logger) echo.HTTPErrorHandler {
 			Status:       status,
 			Detail:       e.Message,
 			Code:         string(e.Code),
-			RequestID:    requestID(c),
+			RequestID:    RequestID(c),
 			AttemptsLeft: e.AttemptsLeft,
 
 			VerificationStatus: string(e.VerificationStatus),
 		}
 		if e.RetryAfter > 0 {
-			s := retrySeconds(e.RetryAfter)
+			s := RetrySeconds(e.RetryAfter)
 			p.RetryAfter = &s
 			c.Response().Header().Set("Retry-After", strconv.Itoa(s))
 		}
@@ -136,11 +144,14 @@ func errorHandler(log *slog.Logger) echo.HTTPErrorHandler {
 		if c.Request().Method == http.MethodHead {
 			return
 		}
-		_ = writeJSON(c.Response(), p)
+		_ = WriteJSON(c.Response(), p)
 	}
 }
 
-func asGuardError(err error) *guard.Error {
+// AsGuardError is err as a *guard.Error: echo's own errors (unknown
+// route, wrong method, body too large) by their status, anything else an
+// internal error.
+func AsGuardError(err error) *guard.Error {
 	var ge *guard.Error
 	if errors.As(err, &ge) {
 		return ge
@@ -165,10 +176,11 @@ func asGuardError(err error) *guard.Error {
 	return &guard.Error{Code: guard.CodeInternal, Message: "internal error", Err: err}
 }
 
-// retrySeconds rounds up: a client told "0" would retry at once and be
+// RetrySeconds rounds up: a client told "0" would retry at once and be
 // refused again.
-func retrySeconds(d time.Duration) int { return guard.RetrySeconds(d) }
+func RetrySeconds(d time.Duration) int { return guard.RetrySeconds(d) }
 
-func requestID(c echo.Context) string {
+// RequestID is the request's ID, as the answer's X-Request-Id carries it.
+func RequestID(c echo.Context) string {
 	return c.Response().Header().Get(echo.HeaderXRequestID)
 }

@@ -1,4 +1,4 @@
-package httpapi
+package metrics
 
 import (
 	"runtime"
@@ -10,7 +10,7 @@ import (
 // RegisterBuildInfo registers otpguard_build_info: always 1, with the
 // version (version, or the module's when empty), the Go version and the
 // VCS revision the binary was built from.
-func (m *Metrics) RegisterBuildInfo(version string) {
+func (m *Set) RegisterBuildInfo(version string) {
 	revision := "unknown"
 	if bi, ok := debug.ReadBuildInfo(); ok {
 		if version == "" && bi.Main.Version != "" {

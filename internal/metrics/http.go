@@ -1,11 +1,10 @@
-package httpapi
+package metrics
 
 import (
 	"strconv"
 	"sync/atomic"
 	"time"
 
-	"github.com/labstack/echo/v4"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -63,9 +62,24 @@ func newHTTPMetrics(reg prometheus.Registerer) *httpMetrics {
 	return h
 }
 
-// freeze learns the routes. statuses, per "METHOD route", are created at
-// zero, so that alert rules on them work before the first request.
-func (h *httpMetrics) freeze(routes []*echo.Route, statuses map[string][]int) {
+// Route is one registered route: its method and its template
+// ("/ops/blocked/:phone").
+type Route struct{ Method, Path string }
+
+// FreezeRoutes learns the server's routes, before it takes requests.
+// statuses, per "METHOD route", are created at zero, so that alert rules
+// on them work before the first request.
+func (m *Set) FreezeRoutes(routes []Route, statuses map[string][]int) {
+	m.http.freeze(routes, statuses)
+}
+
+// ObserveHTTP records one answered request: route is the template the
+// request matched ("" or unknown: unmatched).
+func (m *Set) ObserveHTTP(method, route string, status int, d time.Duration) {
+	m.http.observe(method, route, status, d)
+}
+
+func (h *httpMetrics) freeze(routes []Route, statuses map[string][]int) {
 	for _, r := range routes {
 		byRoute := h.routes[r.Method]
 		if byRoute == nil {

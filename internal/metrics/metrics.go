@@ -1,4 +1,10 @@
-package httpapi
+// Package metrics owns otpguard's Prometheus collectors and their
+// registry: the decisions, Redis round trips, SMS sends and provider
+// calls, requests by route, shedding, the spend budget read at scrape
+// time, the abuse defences' and the ops desk's counters, and the build.
+// The code that observes them (handlers, senders, the ops desk's queues)
+// calls the methods here; nothing here knows echo or SQL.
+package metrics
 
 import (
 	"time"
@@ -7,27 +13,27 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 )
 
-// Metrics are otpguard's Prometheus metrics, on a registry of their own (no
+// Set is otpguard's Prometheus metrics, on a registry of their own (no
 // global state: two servers in one test process do not collide).
-type Metrics struct {
+type Set struct {
 	Registry  *prometheus.Registry
 	decisions *prometheus.CounterVec
 	memory    *prometheus.CounterVec
 	redis     *prometheus.HistogramVec
 	sms       *prometheus.CounterVec
 	shed      *prometheus.CounterVec
-	http      *httpMetrics // http_metrics.go
-	smsCalls  *smsMetrics  // sms_metrics.go
+	http      *httpMetrics // http.go
+	smsCalls  *smsMetrics  // sms.go
 
-	// The children the hot path uses, resolved once (metrics_children.go).
+	// The children the hot path uses, resolved once (children.go).
 	decisionOf *children[prometheus.Counter]
 	memoryOf   *children[prometheus.Counter]
 	redisOK    prometheus.Observer
 }
 
-// NewMetrics registers otpguard's metrics and the Go runtime's.
-func NewMetrics() *Metrics {
-	m := &Metrics{
+// New registers otpguard's metrics and the Go runtime's.
+func New() *Set {
+	m := &Set{
 		Registry: prometheus.NewRegistry(),
 		decisions: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "otpguard_decisions_total",
@@ -66,17 +72,17 @@ func NewMetrics() *Metrics {
 }
 
 // Decision counts one decision.
-func (m *Metrics) Decision(policy, outcome string) {
+func (m *Set) Decision(policy, outcome string) {
 	m.decisionOf.with(policy, outcome).Inc()
 }
 
 // FromMemory counts one limit check denied from memory (guard.ModeMemory).
-func (m *Metrics) FromMemory(policy string) {
+func (m *Set) FromMemory(policy string) {
 	m.memoryOf.with(policy, "").Inc()
 }
 
 // SMS counts one SMS handed to the provider.
-func (m *Metrics) SMS(sent bool) {
+func (m *Set) SMS(sent bool) {
 	if sent {
 		m.sms.WithLabelValues("sent").Inc()
 	} else {
@@ -85,7 +91,7 @@ func (m *Metrics) SMS(sent bool) {
 }
 
 // ObserveRedis records one Redis round trip; it fits store.TimingHook.
-func (m *Metrics) ObserveRedis(d time.Duration, err error) {
+func (m *Set) ObserveRedis(d time.Duration, err error) {
 	if err != nil {
 		m.redis.WithLabelValues("error").Observe(d.Seconds()) // rare: no series until the first
 		return
@@ -94,4 +100,4 @@ func (m *Metrics) ObserveRedis(d time.Duration, err error) {
 }
 
 // Shed counts one request shed with 503 overloaded on route.
-func (m *Metrics) Shed(route string) { m.shed.WithLabelValues(route).Inc() }
+func (m *Set) Shed(route string) { m.shed.WithLabelValues(route).Inc() }

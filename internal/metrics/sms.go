@@ -1,9 +1,6 @@
-package httpapi
+package metrics
 
 import (
-	"context"
-	"errors"
-	"net"
 	"sync/atomic"
 	"time"
 
@@ -11,18 +8,6 @@ import (
 
 	"github.com/otpguard/otpguard/internal/guard"
 )
-
-// The outcomes of one call to the SMS provider
-// (otpguard_sms_provider_duration_seconds).
-const (
-	providerSent     = "sent"                // the provider took the message
-	providerRefused  = "invalid_destination" // it refused the number
-	providerRejected = "not_sent"            // it refused the message: surely not sent (guard.ErrNotSent)
-	providerTimeout  = "timeout"             // no answer in time: the message may have left
-	providerError    = "error"               // it failed otherwise (5xx, connection): may have left
-)
-
-var providerOutcomes = []string{providerSent, providerRefused, providerRejected, providerTimeout, providerError}
 
 // smsMetrics time the provider and count the sends by country.
 type smsMetrics struct {
@@ -78,7 +63,7 @@ func newSMSMetrics(reg prometheus.Registerer) *smsMetrics {
 }
 
 // SentTo counts one code sent to a number of region.
-func (m *Metrics) SentTo(region string) {
+func (m *Set) SentTo(region string) {
 	c := m.smsCalls.byCountry[region]
 	if c == nil {
 		c = m.smsCalls.other
@@ -86,40 +71,20 @@ func (m *Metrics) SentTo(region string) {
 	c.get().Inc()
 }
 
-// TimeSender returns next timing every call in
-// otpguard_sms_provider_duration_seconds under provider.
-func (m *Metrics) TimeSender(provider string, next guard.Sender) guard.Sender {
-	t := &timedSender{next: next, byOutcome: map[string]prometheus.Observer{}}
-	for _, o := range providerOutcomes {
-		t.byOutcome[o] = m.smsCalls.provider.WithLabelValues(provider, o)
+// ProviderCalls returns what records one call to provider in
+// otpguard_sms_provider_duration_seconds (sms.Timed's observe): its
+// outcomes' series are created at once, at zero, and found with one map
+// read per call.
+func (m *Set) ProviderCalls(provider string, outcomes []string) func(outcome string, d time.Duration) {
+	byOutcome := make(map[string]prometheus.Observer, len(outcomes))
+	for _, o := range outcomes {
+		byOutcome[o] = m.smsCalls.provider.WithLabelValues(provider, o)
 	}
-	return t
-}
-
-type timedSender struct {
-	next      guard.Sender
-	byOutcome map[string]prometheus.Observer
-}
-
-// Send implements guard.Sender.
-func (t *timedSender) Send(ctx context.Context, msg guard.Message) error {
-	start := time.Now()
-	err := t.next.Send(ctx, msg)
-	t.byOutcome[providerOutcome(err)].Observe(time.Since(start).Seconds())
-	return err
-}
-
-func providerOutcome(err error) string {
-	var timeout net.Error
-	switch {
-	case err == nil:
-		return providerSent
-	case guard.ErrorCode(err) == guard.CodeInvalidDestination:
-		return providerRefused
-	case errors.Is(err, guard.ErrNotSent):
-		return providerRejected
-	case errors.Is(err, context.DeadlineExceeded) || errors.As(err, &timeout) && timeout.Timeout():
-		return providerTimeout
+	return func(outcome string, d time.Duration) {
+		h := byOutcome[outcome]
+		if h == nil {
+			h = m.smsCalls.provider.WithLabelValues(provider, outcome)
+		}
+		h.Observe(d.Seconds())
 	}
-	return providerError
 }

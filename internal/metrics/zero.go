@@ -1,4 +1,4 @@
-package httpapi
+package metrics
 
 import (
 	"github.com/otpguard/otpguard/internal/guard"
@@ -28,22 +28,22 @@ var (
 // The policy label values otpguard itself uses in otpguard_decisions_total
 // (guard.ReservedPolicyNames keeps limit policies from taking them).
 const (
-	policySend   = "otp_send"
-	policyVerify = "otp_verify"
-	policyBatch  = "limits" // a /limits/check refused whole (unknown policy, bad input)
+	PolicySend   = "otp_send"   // POST /otp/send
+	PolicyVerify = "otp_verify" // POST /otp/verify
+	PolicyBatch  = "limits"     // a /limits/check refused whole (unknown policy, bad input)
 )
 
 // Prepare creates, at zero, the series of every policy and outcome p can
 // produce: decisions of the OTP routes and of each limit policy, the SMS
 // and Redis results, and the sends of each country p names.
-func (m *Metrics) Prepare(p guard.Policies) {
-	m.decisions.WithLabelValues(policySend, "allowed")
+func (m *Set) Prepare(p guard.Policies) {
+	m.decisions.WithLabelValues(PolicySend, "allowed")
 	for _, c := range sendOutcomes {
-		m.decisions.WithLabelValues(policySend, string(c))
+		m.decisions.WithLabelValues(PolicySend, string(c))
 	}
-	m.decisions.WithLabelValues(policyVerify, "allowed")
+	m.decisions.WithLabelValues(PolicyVerify, "allowed")
 	for _, c := range verifyOutcomes {
-		m.decisions.WithLabelValues(policyVerify, string(c))
+		m.decisions.WithLabelValues(PolicyVerify, string(c))
 	}
 	for _, name := range p.LimitNames() {
 		m.decisions.WithLabelValues(name, "allowed")
@@ -64,7 +64,7 @@ func (m *Metrics) Prepare(p guard.Policies) {
 // Prepare creates the abuse series at zero: every budget window,
 // conversion scope and action, the delivery statuses that mean a message
 // did not arrive, and the velocity series of each country p names.
-func (a *AbuseMetrics) Prepare(p guard.Policies) {
+func (a *Abuse) Prepare(p guard.Policies) {
 	for _, w := range []string{"hour", "day"} {
 		a.budgetRefused.WithLabelValues(w)
 	}

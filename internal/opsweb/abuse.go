@@ -1,4 +1,4 @@
-package httpapi
+package opsweb
 
 import (
 	"context"
@@ -19,7 +19,7 @@ const abuseBlocksPage = 20
 
 type abuseJSON struct {
 	At         time.Time        `json:"at"`
-	State      abuseStateJSON   `json:"state"`
+	State      State            `json:"state"`
 	Budget     abuseBudgetJSON  `json:"budget"`
 	LastHour   *abuseWindowJSON `json:"last_hour"`
 	LastDay    *abuseWindowJSON `json:"last_day"`
@@ -29,7 +29,9 @@ type abuseJSON struct {
 	Errors     []string         `json:"errors,omitempty"`
 }
 
-type abuseStateJSON struct {
+// State is this instance's health as the attack view shows it, from the
+// server that serves the desk (Options.State).
+type State struct {
 	Status     string   `json:"status"` // ok, degraded
 	Redis      string   `json:"redis"`
 	Breaker    string   `json:"breaker"`
@@ -125,12 +127,12 @@ type abuseBlocksJSON struct {
 	First []blockedItem `json:"first"`
 }
 
-// opsAbuse: GET /ops/abuse. The attack view: the spend budget, sends,
+// Abuse: GET /ops/abuse. The attack view: the spend budget, sends,
 // refusals and verifications by country and prefix over the last hour and
 // day, the live alerts and automatic blocks, the blocked numbers and this
 // instance's outage and shedding state. ?top= sets the rows per list
 // (default 10, at most 50).
-func (s *Server) opsAbuse(c echo.Context) error {
+func (s *Handlers) Abuse(c echo.Context) error {
 	if s.abuse == nil {
 		return guard.Errorf(guard.CodeNotFound, "this server has no attack view")
 	}
@@ -150,14 +152,14 @@ func (s *Server) opsAbuse(c echo.Context) error {
 
 // abuseView builds the view. The store's counters failing is an error
 // (503); the blocked numbers failing is noted in Errors.
-func (s *Server) abuseView(ctx context.Context, top int) (*abuseJSON, error) {
+func (s *Handlers) abuseView(ctx context.Context, top int) (*abuseJSON, error) {
 	rep, err := s.abuse.Read(ctx, top)
 	if err != nil {
 		return nil, err
 	}
 	now := rep.At
 	v := &abuseJSON{At: now.UTC(), Alerts: []abuseAlertJSON{}, AutoBlocks: []abuseAutoJSON{}}
-	v.State = s.abuseState()
+	v.State = s.instanceState()
 	for _, b := range rep.Budget {
 		w := abuseBudgetWindowJSON{Enabled: b.Limit > 0, Used: b.Used, Limit: b.Limit, Override: b.Override, Exhausted: b.Exhausted,
 			Remaining: max(0, b.Limit-b.Used), ResetsIn: seconds(b.ResetsIn)}
@@ -201,24 +203,12 @@ func (s *Server) abuseView(ctx context.Context, top int) (*abuseJSON, error) {
 	return v, nil
 }
 
-func (s *Server) abuseState() abuseStateJSON {
-	st := abuseStateJSON{Status: "ok", InFallback: []string{}, Shed: s.admission.shed.Load()}
-	if s.status == nil {
-		return st
+// instanceState is Options.State's answer; "ok" when there is none.
+func (s *Handlers) instanceState() State {
+	if s.state == nil {
+		return State{Status: "ok", InFallback: []string{}}
 	}
-	ss := s.status()
-	st.Redis, st.Breaker, st.Instances, st.InFallback = redisState(ss.RedisUp), ss.Breaker, ss.Instances, ss.InFallback()
-	st.StoreShed, st.StoreLate = ss.StoreShed, ss.StoreLate
-	if d := ss.Database; d != nil {
-		st.Database = d.State
-		if d.State != "up" || !d.DenyListLoaded {
-			st.Status = "degraded"
-		}
-	}
-	if !ss.RedisUp || ss.Breaker != "closed" || len(st.InFallback) > 0 {
-		st.Status = "degraded"
-	}
-	return st
+	return s.state()
 }
 
 func seconds(d time.Duration) int64 { return int64(max(0, d.Round(time.Second)/time.Second)) }

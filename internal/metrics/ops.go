@@ -1,12 +1,12 @@
-package httpapi
+package metrics
 
 import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// OpsMetrics are the metrics of the audit queue and the deny-list cache,
-// registered on a Metrics registry beside the rest.
-type OpsMetrics struct {
+// Ops are the metrics of the audit queue and the deny-list cache,
+// registered on a Set's registry beside the rest.
+type Ops struct {
 	auditDropped  prometheus.Counter
 	auditWritten  prometheus.Counter
 	denyReloads   *prometheus.CounterVec
@@ -14,10 +14,10 @@ type OpsMetrics struct {
 	auditQueueLen prometheus.GaugeFunc
 }
 
-// NewOpsMetrics registers the ops metrics on m's registry. queueLen reports
+// NewOps registers the ops metrics on m's registry. queueLen reports
 // the audit events waiting to be written.
-func NewOpsMetrics(m *Metrics, queueLen func() int) *OpsMetrics {
-	o := &OpsMetrics{
+func NewOps(m *Set, queueLen func() int) *Ops {
+	o := &Ops{
 		auditDropped: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "otpguard_audit_dropped_total",
 			Help: "Audit events lost: the audit queue was full (the database was down or too slow for too long), or the database did not take them at shutdown.",
@@ -45,14 +45,14 @@ func NewOpsMetrics(m *Metrics, queueLen func() int) *OpsMetrics {
 
 // AuditDropped counts one event lost to a full queue; it fits
 // ops.AuditQueueOptions.OnDrop.
-func (o *OpsMetrics) AuditDropped() { o.auditDropped.Inc() }
+func (o *Ops) AuditDropped() { o.auditDropped.Inc() }
 
 // AuditWritten counts n events written; it fits AuditQueueOptions.OnWrite.
-func (o *OpsMetrics) AuditWritten(n int) { o.auditWritten.Add(float64(n)) }
+func (o *Ops) AuditWritten(n int) { o.auditWritten.Add(float64(n)) }
 
 // DenyReloaded records one deny-list reload; it fits
 // ops.DenyCacheOptions.OnRefresh.
-func (o *OpsMetrics) DenyReloaded(entries int, err error) {
+func (o *Ops) DenyReloaded(entries int, err error) {
 	if err != nil {
 		o.denyReloads.WithLabelValues("error").Inc()
 		return

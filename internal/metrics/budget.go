@@ -1,4 +1,4 @@
-package httpapi
+package metrics
 
 import (
 	"context"
@@ -30,7 +30,7 @@ type budgetCollector struct {
 // override gauge says so): the "budget nearly spent" alert then fires on
 // what is enforced. The limit is reported even when the store cannot be
 // read; used and reset only when it was.
-func (m *Metrics) RegisterBudget(read func(ctx context.Context) ([]guard.BudgetUse, error)) {
+func (m *Set) RegisterBudget(read func(ctx context.Context) ([]guard.BudgetUse, error)) {
 	m.Registry.MustRegister(&budgetCollector{
 		read: read,
 		used: prometheus.NewDesc("otpguard_sms_budget_used",
