@@ -98,12 +98,12 @@ func (r *Redis) logKey(k guard.Key) string {
 	return r.key(k)
 }
 
-// LoadScripts loads every script into the server's cache, so the first
-// request does not pay for an EVAL.
+// LoadScripts loads every script of luaScripts into the server's cache,
+// so the first request does not pay for an EVAL.
 func (r *Redis) LoadScripts(ctx context.Context) error {
-	for _, s := range append(append(allScripts, takeManyScript.Script), codeScripts...) {
-		if err := s.Load(ctx, r.rdb).Err(); err != nil {
-			return fmt.Errorf("store: load script: %w", err)
+	for _, name := range scriptNames() {
+		if err := luaScripts[name].script.Load(ctx, r.rdb).Err(); err != nil {
+			return fmt.Errorf("store: load script %s: %w", name, err)
 		}
 	}
 	return nil
