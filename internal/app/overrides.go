@@ -7,7 +7,7 @@ import (
 	"github.com/otpguard/otpguard/internal/guard"
 )
 
-// The emergency overrides live in the ops database (store/sql_overrides.go);
+// The emergency overrides live in the ops database (sqlstore/overrides.go);
 // these reach it through the connection that may not be up yet, as the
 // deny-list does (database.go).
 

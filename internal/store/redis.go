@@ -1,5 +1,8 @@
-// Package store keeps otpguard's state: limits and codes in Redis, ops
-// decisions and the audit trail in SQL. It implements guard's interfaces.
+// Package store is the shared Redis: the limits' counters and buckets, the
+// codes and their verifications, the heartbeat, the block index and the
+// attack view's counters, each decided by one MULTI or one Lua script
+// (lua/). It implements guard's and ops' interfaces for them. The SQL ops
+// database is package sqlstore.
 package store
 
 import (
