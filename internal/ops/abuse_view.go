@@ -19,7 +19,7 @@ const (
 
 // AbuseDeskOptions configure an AbuseDesk.
 type AbuseDeskOptions struct {
-	Store  AbuseStore
+	Store  AbuseCounters
 	Policy func() guard.OTPPolicy
 	// Overrides are the emergency overrides this instance enforces
 	// (OverrideCache): the limits shown are those a send meets, tightened

@@ -14,7 +14,7 @@ import (
 	"github.com/otpguard/otpguard/internal/ops"
 )
 
-var _ ops.AbuseStore = (*Redis)(nil)
+var _ ops.AbuseCounters = (*Redis)(nil)
 
 // The attack view's counters (ops/abuse.go):
 //
