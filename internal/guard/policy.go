@@ -257,7 +257,7 @@ const (
 // them.
 func DefaultNumberTypes() []string { return []string{"mobile", "fixed_line_or_mobile"} }
 
-// DefaultPerPrefix is the per-prefix budget when the policy file names none.
+// DefaultPerPrefix is the per-prefix limit when the policy file names none.
 func DefaultPerPrefix() PrefixWindow {
 	return PrefixWindow{Limit: 100, Window: time.Hour, DigitsDropped: DefaultDigitsDropped}
 }
