@@ -9,9 +9,9 @@ import (
 	"time"
 
 	"github.com/otpguard/otpguard/internal/app"
-	"github.com/otpguard/otpguard/internal/store"
+	"github.com/otpguard/otpguard/internal/sqlstore"
+	"github.com/otpguard/otpguard/internal/sqlstore/sqltest"
 	"github.com/otpguard/otpguard/internal/store/redistest"
-	"github.com/otpguard/otpguard/internal/store/sqltest"
 )
 
 // opsCall sends a request to the program with its ops key.
@@ -95,10 +95,10 @@ func TestOpsEndToEnd(t *testing.T) {
 }
 
 func TestMigrateSubcommand(t *testing.T) {
-	for _, engine := range []string{store.EngineSQLite, store.EnginePostgres} {
+	for _, engine := range []string{sqlstore.EngineSQLite, sqlstore.EnginePostgres} {
 		t.Run(engine, func(t *testing.T) {
 			vars := map[string]string{"OTPGUARD_DATA_DIR": t.TempDir(), "OTPGUARD_REDIS_TIMEOUT": "1s"}
-			if engine == store.EnginePostgres {
+			if engine == sqlstore.EnginePostgres {
 				vars["OTPGUARD_DATABASE_URL"] = sqltest.Postgres(t)
 			}
 			migrate := func(sub string) string {
@@ -117,7 +117,7 @@ func TestMigrateSubcommand(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
 			err := run(ctx, []string{"otpguard"}, env(vars), io.Discard)
-			if err == nil || !errors.Is(err, store.ErrSchemaOutdated) || !strings.Contains(err.Error(), "otpguard migrate up") {
+			if err == nil || !errors.Is(err, sqlstore.ErrSchemaOutdated) || !strings.Contains(err.Error(), "otpguard migrate up") {
 				t.Fatalf("serve on an old schema with auto-migrate off: %v, want a refusal naming `otpguard migrate up`", err)
 			}
 			if out := migrate("up"); strings.Contains(out, "pending") || !strings.Contains(out, "applied") {

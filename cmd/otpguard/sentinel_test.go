@@ -15,8 +15,8 @@ import (
 // TestSentinelFailover: otpguard in sentinel mode; the master is killed
 // mid-run. Every request still gets an answer (the policies' fallbacks),
 // and once the sentinels promote the replica, exact shared limits resume
-// on the new master. That no answer waits more than the budget is the
-// client's settings (store.TestRedisClientsHoldTheBudget covers sentinel
+// on the new master. That no answer waits more than the timeout is the
+// client's settings (store.TestRedisClientsHoldTheTimeout covers sentinel
 // mode), not a stopwatch here: the slowest answer is only logged.
 func TestSentinelFailover(t *testing.T) {
 	t.Parallel() // its own sentinels and servers; the program gets its settings, not the environment
@@ -25,17 +25,17 @@ func TestSentinelFailover(t *testing.T) {
 	if err := os.WriteFile(policy, []byte("limits:\n  api: {algorithm: fixed_window, limit: 20, window: 1m}\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	// A generous budget, as in every exactness test: under -race on a busy
-	// CPU a healthy call can take 100+ ms, and a call over budget is
+	// A generous timeout, as in every exactness test: under -race on a busy
+	// CPU a healthy call can take 100+ ms, and a call over its timeout is
 	// decided by the fallback, on top of Redis. A dead master still fails
 	// fast (connection refused).
-	const budget = time.Second
+	const timeout = time.Second
 	p := boot(t, map[string]string{
 		"OTPGUARD_REDIS_MODE":    "sentinel",
 		"OTPGUARD_REDIS_ADDRS":   fmt.Sprint(s.Addrs()[0], ",", s.Addrs()[1], ",", s.Addrs()[2]),
 		"OTPGUARD_REDIS_MASTER":  redistest.SentinelMaster,
 		"OTPGUARD_REDIS_PREFIX":  redistest.Prefix(),
-		"OTPGUARD_REDIS_TIMEOUT": budget.String(),
+		"OTPGUARD_REDIS_TIMEOUT": timeout.String(),
 		"OTPGUARD_API_KEYS":      "e2e-key-0123456789abcdef",
 		"OTPGUARD_HMAC_KEY":      "0123456789abcdef0123456789abcdef",
 		"OTPGUARD_CONFIG":        policy,

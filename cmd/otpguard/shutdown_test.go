@@ -9,9 +9,9 @@ import (
 	"time"
 
 	"github.com/otpguard/otpguard/internal/ops"
-	"github.com/otpguard/otpguard/internal/store"
+	"github.com/otpguard/otpguard/internal/sqlstore"
+	"github.com/otpguard/otpguard/internal/sqlstore/sqltest"
 	"github.com/otpguard/otpguard/internal/store/redistest"
-	"github.com/otpguard/otpguard/internal/store/sqltest"
 )
 
 // TestShutdownWithHungProvider: a send waiting on a Twilio that never
@@ -73,7 +73,7 @@ func TestShutdownWithHungProvider(t *testing.T) {
 		t.Fatal("the send in flight was never answered")
 	}
 	// Its outcome reached the audit trail before the program exited.
-	db, err := store.OpenSQL(t.Context(), "", dir)
+	db, err := sqlstore.Open(t.Context(), "", dir)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,7 +15,7 @@ import (
 // reader, both through the Fallback's breaker and timeout like the other
 // advisory users of Redis (guarded.go).
 
-var _ ops.AbuseStore = guardedStore{}
+var _ ops.AbuseCounters = guardedStore{}
 
 func (g guardedStore) AddAbuse(ctx context.Context, counts []ops.AbuseCounts, alerts []ops.AbuseAlert, now time.Time) error {
 	return g.fb.Do(ctx, func(ctx context.Context) error { return g.st.AddAbuse(ctx, counts, alerts, now) })

@@ -16,6 +16,7 @@ import (
 	"github.com/otpguard/otpguard/internal/metrics"
 	"github.com/otpguard/otpguard/internal/ops"
 	"github.com/otpguard/otpguard/internal/resilience"
+	"github.com/otpguard/otpguard/internal/sqlstore"
 	"github.com/otpguard/otpguard/internal/store"
 )
 
@@ -173,7 +174,7 @@ func (a *App) Ops() *ops.Desk { return a.ops.desk }
 
 // SQL is the ops database (deny-list, audit trail, sign-outs); nil until
 // this instance has connected to it.
-func (a *App) SQL() *store.SQL { return a.ops.db.sql.Load() }
+func (a *App) SQL() *sqlstore.SQL { return a.ops.db.sql.Load() }
 
 // SignOuts is this instance's copy of the ops sign-outs.
 func (a *App) SignOuts() *ops.SignOuts { return a.ops.signOuts }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/otpguard/otpguard/internal/sqlstore"
 	"github.com/otpguard/otpguard/internal/store"
 )
 
@@ -98,7 +99,7 @@ func checkInstances(c *Config) error {
 	return nil
 }
 
-func checkDatabaseURL(c *Config) error { return store.CheckDatabaseURL(c.DatabaseURL) }
+func checkDatabaseURL(c *Config) error { return sqlstore.CheckDatabaseURL(c.DatabaseURL) }
 
 // checkDataDir: the SQLite file's directory, when there is no database URL.
 func checkDataDir(c *Config) error {

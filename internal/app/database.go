@@ -8,7 +8,7 @@ import (
 
 	"github.com/otpguard/otpguard/internal/guard"
 	"github.com/otpguard/otpguard/internal/ops"
-	"github.com/otpguard/otpguard/internal/store"
+	"github.com/otpguard/otpguard/internal/sqlstore"
 )
 
 // errDatabaseNotConnected is what the ops side gets from the database while
@@ -21,7 +21,7 @@ var errDatabaseNotConnected = errors.New("ops database: not connected yet")
 // never wait for it; the ops routes that need it answer 503
 // database_unavailable until it is there.
 type database struct {
-	sql atomic.Pointer[store.SQL]
+	sql atomic.Pointer[sqlstore.SQL]
 	// lastErr is the outcome of the latest deny-list reload (nil: it
 	// succeeded): whether a connected database still answers.
 	lastErr atomic.Pointer[error]
@@ -37,7 +37,7 @@ var (
 	_ ops.Retention = (*database)(nil)
 )
 
-func (d *database) get() (*store.SQL, error) {
+func (d *database) get() (*sqlstore.SQL, error) {
 	if s := d.sql.Load(); s != nil {
 		return s, nil
 	}

@@ -51,7 +51,7 @@ func startHotKeys(ctx context.Context, cfg *Config, rdb redis.UniversalClient,
 }
 
 // syncStore is a store over a client of its own, as configured but with
-// timeout in place of the decision budget (OTPGUARD_REDIS_TIMEOUT). It has
+// timeout in place of the decision timeout (OTPGUARD_REDIS_TIMEOUT). It has
 // no timing hook: syncs are not decisions, and would skew the latency the
 // Redis metrics report.
 func syncStore(cfg *Config, rdb redis.UniversalClient, timeout time.Duration) (*store.Redis, func(), error) {

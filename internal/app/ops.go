@@ -17,7 +17,7 @@ import (
 	"github.com/otpguard/otpguard/internal/httpapi"
 	"github.com/otpguard/otpguard/internal/metrics"
 	"github.com/otpguard/otpguard/internal/ops"
-	"github.com/otpguard/otpguard/internal/store"
+	"github.com/otpguard/otpguard/internal/sqlstore"
 )
 
 // Timing of the ops side: how long shutdown waits for the audit queue to
@@ -98,7 +98,7 @@ func startOps(ctx context.Context, cfg *Config, log *slog.Logger, metricSet *met
 
 	db, err := openOpsStore(ctx, cfg, log, opts.sqlTracer)
 	switch {
-	case errors.Is(err, store.ErrDatabaseUnreachable):
+	case errors.Is(err, sqlstore.ErrDatabaseUnreachable):
 		log.Error("OPS DATABASE UNREACHABLE at start-up: serving OTP sends and limit checks; the deny-list is EMPTY until it loads, "+
 			"audit events wait in the queue, and the ops routes that need the database answer 503 until it connects (retrying in the background)",
 			"database", databaseLabel(cfg), "err", err)
@@ -128,7 +128,7 @@ func startOps(ctx context.Context, cfg *Config, log *slog.Logger, metricSet *met
 // connected puts db in service: it loads the deny-list and the sign-outs
 // and starts the retention job. At start-up a failure to load is fatal;
 // later (connect) it is retried by the refreshers.
-func (o *opsStack) connected(ctx context.Context, db *store.SQL) error {
+func (o *opsStack) connected(ctx context.Context, db *sqlstore.SQL) error {
 	o.db.sql.Store(db)
 	sctx, cancel := context.WithTimeout(ctx, startupTimeout)
 	defer cancel()
@@ -161,7 +161,7 @@ func (o *opsStack) connect() {
 		backoff = min(2*backoff, dbRetryMax)
 		db, err := openOpsStore(o.bg, o.cfg, o.log, o.sqlTracer)
 		switch {
-		case errors.Is(err, store.ErrDatabaseUnreachable):
+		case errors.Is(err, sqlstore.ErrDatabaseUnreachable):
 			o.log.Debug("ops database still unreachable", "err", err)
 			continue
 		case err != nil:
@@ -206,10 +206,10 @@ func (o *opsStack) status() httpapi.DatabaseStatus {
 
 // openOpsStore opens the SQL store and applies the migrations, or, with
 // OTPGUARD_AUTO_MIGRATE=false, refuses a schema that lacks some.
-func openOpsStore(ctx context.Context, cfg *Config, log *slog.Logger, tp trace.TracerProvider) (*store.SQL, error) {
+func openOpsStore(ctx context.Context, cfg *Config, log *slog.Logger, tp trace.TracerProvider) (*sqlstore.SQL, error) {
 	sctx, cancel := context.WithTimeout(ctx, startupTimeout)
 	defer cancel()
-	db, err := store.OpenSQL(sctx, cfg.DatabaseURL, cfg.DataDir, store.SQLOptions{Timeout: cfg.DatabaseTimeout, TracerProvider: tp})
+	db, err := sqlstore.Open(sctx, cfg.DatabaseURL, cfg.DataDir, sqlstore.Options{Timeout: cfg.DatabaseTimeout, TracerProvider: tp})
 	if err != nil {
 		return nil, fmt.Errorf("ops database: %w", err)
 	}
@@ -218,7 +218,7 @@ func openOpsStore(ctx context.Context, cfg *Config, log *slog.Logger, tp trace.T
 	// one that answered no (fatal).
 	unreachable := func(err error) error {
 		if db.Ping(ctx) != nil {
-			return fmt.Errorf("ops database %s: %w: %w", where, store.ErrDatabaseUnreachable, err)
+			return fmt.Errorf("ops database %s: %w: %w", where, sqlstore.ErrDatabaseUnreachable, err)
 		}
 		return fmt.Errorf("ops database %s: %w", where, err)
 	}
@@ -232,7 +232,7 @@ func openOpsStore(ctx context.Context, cfg *Config, log *slog.Logger, tp trace.T
 			return nil, err
 		}
 	} else if err := db.CheckSchema(sctx); err != nil {
-		if errors.Is(err, store.ErrSchemaOutdated) {
+		if errors.Is(err, sqlstore.ErrSchemaOutdated) {
 			db.Close()
 			return nil, fmt.Errorf("refusing to serve on an old schema (OTPGUARD_AUTO_MIGRATE=false): %w", err)
 		}
@@ -241,7 +241,7 @@ func openOpsStore(ctx context.Context, cfg *Config, log *slog.Logger, tp trace.T
 		return nil, err
 	}
 	log.Info("ops database connected", "engine", db.Engine(), "database", where, "auto_migrate", cfg.AutoMigrate)
-	if db.Engine() == store.EngineSQLite && !cfg.Embedded() {
+	if db.Engine() == sqlstore.EngineSQLite && !cfg.Embedded() {
 		log.Warn("ops database is a local SQLite file: instances do not share the deny-list or the audit trail; set OTPGUARD_DATABASE_URL (PostgreSQL) when running several")
 	}
 	return db, nil
@@ -249,7 +249,7 @@ func openOpsStore(ctx context.Context, cfg *Config, log *slog.Logger, tp trace.T
 
 func databaseLabel(cfg *Config) string {
 	if cfg.DatabaseURL == "" {
-		return filepath.Join(cfg.DataDir, store.SQLiteFile)
+		return filepath.Join(cfg.DataDir, sqlstore.SQLiteFile)
 	}
 	return redactURL(cfg.DatabaseURL)
 }
@@ -287,7 +287,7 @@ func fillEmbeddedOpsKey(cfg *Config, log *slog.Logger) error {
 func Migrate(ctx context.Context, cfg *Config, up bool, w io.Writer) error {
 	sctx, cancel := context.WithTimeout(ctx, startupTimeout)
 	defer cancel()
-	db, err := store.OpenSQL(sctx, cfg.DatabaseURL, cfg.DataDir, store.SQLOptions{Timeout: cfg.DatabaseTimeout})
+	db, err := sqlstore.Open(sctx, cfg.DatabaseURL, cfg.DataDir, sqlstore.Options{Timeout: cfg.DatabaseTimeout})
 	if err != nil {
 		return err
 	}

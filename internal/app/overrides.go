@@ -7,11 +7,11 @@ import (
 	"github.com/otpguard/otpguard/internal/guard"
 )
 
-// The emergency overrides live in the ops database (store/sql_overrides.go);
+// The emergency overrides live in the ops database (sqlstore/overrides.go);
 // these reach it through the connection that may not be up yet, as the
 // deny-list does (database.go).
 
-// AddOverride implements ops.OverrideStore.
+// AddOverride implements ops.OverrideList.
 func (d *database) AddOverride(ctx context.Context, o guard.Override) (guard.Override, error) {
 	s, err := d.get()
 	if err != nil {
@@ -20,7 +20,7 @@ func (d *database) AddOverride(ctx context.Context, o guard.Override) (guard.Ove
 	return s.AddOverride(ctx, o)
 }
 
-// RemoveOverride implements ops.OverrideStore.
+// RemoveOverride implements ops.OverrideList.
 func (d *database) RemoveOverride(ctx context.Context, id int64) (guard.Override, error) {
 	s, err := d.get()
 	if err != nil {
@@ -29,7 +29,7 @@ func (d *database) RemoveOverride(ctx context.Context, id int64) (guard.Override
 	return s.RemoveOverride(ctx, id)
 }
 
-// ListOverrides implements ops.OverrideStore.
+// ListOverrides implements ops.OverrideList.
 func (d *database) ListOverrides(ctx context.Context, now time.Time) ([]guard.Override, error) {
 	s, err := d.get()
 	if err != nil {

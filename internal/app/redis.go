@@ -34,7 +34,7 @@ func (a *App) openRedis(ctx context.Context, w *wiring) error {
 	}
 	if cfg.RedisPipelines > 0 {
 		// After the timing hook: it times each command as its caller waits.
-		// A pipeline out for half the decision budget lets the next one
+		// A pipeline out for half the decision timeout lets the next one
 		// go beside it: commands behind a slow reply still go out in time.
 		_, stop := store.Coalesce(a.rdb, store.CoalesceOptions{Pipelines: cfg.RedisPipelines,
 			Stall: cfg.RedisTimeout / 2, Timeout: cfg.maxWait()})

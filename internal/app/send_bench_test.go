@@ -93,7 +93,7 @@ func sendBenchApp(tb testing.TB) (http.Handler, *app.App, *redistest.RoundTrips)
 	env := map[string]string{
 		"OTPGUARD_REDIS_URL": tg.URL, "OTPGUARD_REDIS_PREFIX": tg.Prefix, "OTPGUARD_API_KEYS": sendBenchKey,
 		"OTPGUARD_HMAC_KEY": "0123456789abcdef0123456789abcdef", "OTPGUARD_DATA_DIR": tb.TempDir(), "OTPGUARD_LOG_LEVEL": "warn",
-		// A generous budget: on a loaded host a 10 ms one turns queueing into
+		// A generous timeout: on a loaded host a 10 ms one turns queueing into
 		// 503s, and this measures the work of a send, not the fallback.
 		"OTPGUARD_REDIS_TIMEOUT": "1s",
 	}

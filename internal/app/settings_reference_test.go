@@ -14,6 +14,7 @@ import (
 	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"github.com/otpguard/otpguard/internal/ops"
+	"github.com/otpguard/otpguard/internal/sqlstore"
 	"github.com/otpguard/otpguard/internal/store"
 )
 
@@ -126,7 +127,7 @@ func TestSettingsDefaults(t *testing.T) {
 	}{
 		{"OTPGUARD_AUDIT_RETENTION", unset.AuditRetention, ops.DefaultAuditRetention},
 		{"OTPGUARD_DENYLIST_REFRESH", unset.DenyListRefresh, ops.DefaultDenyRefresh},
-		{"OTPGUARD_DATABASE_TIMEOUT", unset.DatabaseTimeout, store.DefaultSQLTimeout},
+		{"OTPGUARD_DATABASE_TIMEOUT", unset.DatabaseTimeout, sqlstore.DefaultTimeout},
 		{"OTPGUARD_REDIS_MODE", unset.Redis.Mode, store.RedisSingle},
 		{"OTPGUARD_REDIS_TIMEOUT (embedded)", unset.RedisTimeout, time.Second},
 		{"OTPGUARD_REDIS_PIPELINES", strconv.Itoa(unset.RedisPipelines), strconv.Itoa(DefaultRedisPipelines)},

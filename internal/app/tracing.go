@@ -224,7 +224,7 @@ func (t *tracing) instrumentRedis(rdb redis.UniversalClient) error {
 	return nil
 }
 
-// sqlTracer is what the SQL store traces with (store.SQLOptions).
+// sqlTracer is what the SQL store traces with (sqlstore.Options).
 func (t *tracing) sqlTracer() trace.TracerProvider {
 	if t == nil {
 		return nil

@@ -17,7 +17,7 @@ import (
 // root is the repository's root, from this package's directory.
 const root = "../.."
 
-// maxREADME is the README's budget: 25 KB, so that a newcomer reads it in
+// maxREADME is the README's size limit: 25 KB, so that a newcomer reads it in
 // ten minutes and the sections other issues add still fit.
 const maxREADME = 25 * 1024
 

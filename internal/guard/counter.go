@@ -61,7 +61,7 @@ type Result struct {
 	Remaining  int64
 	Count      int64         // fixed window: the counter after this hit
 	RetryAfter time.Duration // when denied: how long until Cost would be allowed
-	ResetAfter time.Duration // how long until the counter is back to its full budget
+	ResetAfter time.Duration // how long until the counter is back to its full limit
 	// Spent says the store changed the counter: a fixed window counts every
 	// hit (the counter that denies keeps the attempt), a token bucket spends
 	// only when it allows. Refund gives back what was spent.

@@ -47,7 +47,7 @@ type denial struct {
 	until     time.Time // T
 	limit     int64
 	remaining int64
-	reset     time.Time // when the counter is back to its full budget
+	reset     time.Time // when the counter is back to its full limit
 	rate      float64   // a bucket's refill per second, for a larger cost's retry
 }
 

@@ -1,6 +1,12 @@
 // Package guard holds otpguard's domain: OTP rules, limit policies, decisions
 // and errors. It knows nothing of HTTP, SQL or SMS providers; those reach it
 // through the small interfaces declared next to the code that uses them.
+//
+// Those interfaces (here, and likewise in ops and resilience) are named for
+// the role they play, as a noun: what they keep (Codes, Verifications,
+// Blocks, DenyList, AuditLog) or what they do (Counter, Sender, Syncer).
+// Never "XStore": the store is Redis (package store), and one
+// implementation may play several roles.
 package guard
 
 import (

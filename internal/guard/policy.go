@@ -5,7 +5,7 @@ import (
 	"time"
 )
 
-// Window is a fixed-window budget: at most Limit events per Window, the window
+// Window is a fixed-window limit: at most Limit events per Window, the window
 // starting at the first event.
 type Window struct {
 	Limit  int64
@@ -69,14 +69,14 @@ type OTPPolicy struct {
 	// PrefixDepths are coarser prefix limits beside PerPrefix: a campaign
 	// that spreads over more digits than PerPrefix drops meets one of them.
 	PrefixDepths    []PrefixWindow
-	PerCountry      map[string]Window // ISO code or "*" -> budget
+	PerCountry      map[string]Window // ISO code or "*" -> limit
 	CountryVelocity CountryVelocity
 	Budget          Budget
 	Conversion      ConversionPolicy
 	SafeList        []string // numbers or prefixes: no velocity or conversion rules
 }
 
-// PrefixWindow is the fixed-window budget of every number prefix: the
+// PrefixWindow is the fixed-window limit of every number prefix: the
 // E.164 number minus its last DigitsDropped digits.
 type PrefixWindow struct {
 	Limit         int64 // 0: off
@@ -257,7 +257,7 @@ const (
 // them.
 func DefaultNumberTypes() []string { return []string{"mobile", "fixed_line_or_mobile"} }
 
-// DefaultPerPrefix is the per-prefix budget when the policy file names none.
+// DefaultPerPrefix is the per-prefix limit when the policy file names none.
 func DefaultPerPrefix() PrefixWindow {
 	return PrefixWindow{Limit: 100, Window: time.Hour, DigitsDropped: DefaultDigitsDropped}
 }

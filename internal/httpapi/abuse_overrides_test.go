@@ -14,7 +14,7 @@ import (
 
 	"github.com/otpguard/otpguard/internal/app"
 	"github.com/otpguard/otpguard/internal/guard"
-	"github.com/otpguard/otpguard/internal/store"
+	"github.com/otpguard/otpguard/internal/sqlstore"
 )
 
 // overriddenView is the part of GET /ops/abuse that overrides change.
@@ -102,7 +102,7 @@ func TestAbuseViewShowsOverrides(t *testing.T) {
 	pol.OTP.Budget = guard.Budget{PerHour: 50}
 	pol.OTP.PerCountry = map[string]guard.Window{"GB": {Limit: 40, Window: time.Hour}, "NG": {Limit: 30, Window: time.Hour}}
 	pol.OTP.CountryVelocity.Mode = guard.VelocityOff
-	oc := newOpsCluster(t, opsConfig{engine: store.EngineSQLite, policies: &pol, opts: []app.Option{app.WithClock(clock.Now)}})
+	oc := newOpsCluster(t, opsConfig{engine: sqlstore.EngineSQLite, policies: &pol, opts: []app.Option{app.WithClock(clock.Now)}})
 	const gb1, gb2, ng = "+447400100201", "+447400100202", "+2348031000101"
 	gbPrefix := guard.Prefix(gb1, guard.DefaultDigitsDropped)
 

@@ -10,7 +10,7 @@ import (
 
 	"github.com/otpguard/otpguard/internal/guard"
 	"github.com/otpguard/otpguard/internal/ops"
-	"github.com/otpguard/otpguard/internal/store"
+	"github.com/otpguard/otpguard/internal/sqlstore"
 )
 
 // conversionCluster is two instances on a real Redis and SQLite, with the
@@ -22,7 +22,7 @@ func conversionCluster(t *testing.T, mode guard.ConversionMode) *opsCluster {
 	p := defaults()
 	p.OTP.Conversion = guard.ConversionPolicy{Mode: mode, MinRate: 0.5, MinSends: 5, BlockFor: 10 * time.Minute}
 	p.OTP.CountryVelocity.Mode = guard.VelocityOff
-	return newOpsCluster(t, opsConfig{instances: 2, engine: store.EngineSQLite, policies: &p})
+	return newOpsCluster(t, opsConfig{instances: 2, engine: sqlstore.EngineSQLite, policies: &p})
 }
 
 // blockedPrefixes lists the deny-list rows of the ops view.

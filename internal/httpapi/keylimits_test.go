@@ -11,7 +11,7 @@ import (
 
 	"github.com/otpguard/otpguard/internal/guard"
 	"github.com/otpguard/otpguard/internal/ops"
-	"github.com/otpguard/otpguard/internal/store"
+	"github.com/otpguard/otpguard/internal/sqlstore"
 )
 
 // keyFrom sends method path with a bearer key to instance i, from the
@@ -78,7 +78,7 @@ func auditedEvents(t *testing.T, oc *opsCluster, action string) []guard.Event {
 // audited; from the locked-out address the right key is refused too.
 func TestOpsStatusIsBehindTheSignInLimit(t *testing.T) {
 	const failures = 3
-	oc := newOpsCluster(t, opsConfig{instances: 2, engine: store.EngineSQLite, trustProxies: loopback,
+	oc := newOpsCluster(t, opsConfig{instances: 2, engine: sqlstore.EngineSQLite, trustProxies: loopback,
 		signIn: ops.SignInLimit{Failures: failures, Window: time.Minute}})
 	const guesser = "203.0.113.9"
 
@@ -117,7 +117,7 @@ func TestOpsStatusIsBehindTheSignInLimit(t *testing.T) {
 // addresses, many at once, spend nothing and are never held back.
 func TestWrongAPIKeysAreThrottled(t *testing.T) {
 	const failures = 5
-	oc := newOpsCluster(t, opsConfig{instances: 2, engine: store.EngineSQLite, trustProxies: loopback,
+	oc := newOpsCluster(t, opsConfig{instances: 2, engine: sqlstore.EngineSQLite, trustProxies: loopback,
 		apiKeys: ops.SignInLimit{Failures: failures, Window: time.Minute}})
 	const guesser, app = "203.0.113.9", "198.51.100.20"
 	check := `{"policy":"default","key":"k","cost":0}`

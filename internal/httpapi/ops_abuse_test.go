@@ -14,7 +14,7 @@ import (
 
 	"github.com/otpguard/otpguard/internal/app"
 	"github.com/otpguard/otpguard/internal/guard"
-	"github.com/otpguard/otpguard/internal/store"
+	"github.com/otpguard/otpguard/internal/sqlstore"
 )
 
 // attackPolicies are the policies of the scripted attack: an hourly spend
@@ -95,7 +95,7 @@ func TestAbuseViewDuringAttack(t *testing.T) {
 	// entries by the wall clock.
 	clock.Set(time.Now().UTC().Truncate(time.Hour).Add(10 * time.Minute))
 	pol := attackPolicies()
-	oc := newOpsCluster(t, opsConfig{instances: 2, engine: store.EngineSQLite, policies: &pol,
+	oc := newOpsCluster(t, opsConfig{instances: 2, engine: sqlstore.EngineSQLite, policies: &pol,
 		opts: []app.Option{app.WithClock(clock.Now)}})
 	expect := func(i int, phone string, status int, code string) {
 		t.Helper()

@@ -16,7 +16,7 @@ import (
 	"github.com/otpguard/otpguard/internal/httpapi"
 	"github.com/otpguard/otpguard/internal/ops"
 	"github.com/otpguard/otpguard/internal/opsweb"
-	"github.com/otpguard/otpguard/internal/store"
+	"github.com/otpguard/otpguard/internal/sqlstore"
 )
 
 // TestOpsAuthMatrix: every ops route, with no key (401, or 303 to the
@@ -25,7 +25,7 @@ import (
 func TestOpsAuthMatrix(t *testing.T) {
 	// Eleven routes try an unknown key: more than the default failed
 	// sign-ins of one address (TestOpsSignInLimit).
-	oc := newOpsCluster(t, opsConfig{engine: store.EngineSQLite, signIn: ops.SignInLimit{Failures: 100, Window: time.Minute}})
+	oc := newOpsCluster(t, opsConfig{engine: sqlstore.EngineSQLite, signIn: ops.SignInLimit{Failures: 100, Window: time.Minute}})
 	routes := []struct {
 		method, path, body string
 		page               bool
@@ -152,7 +152,7 @@ func (b *browser) form(path string, v url.Values) *http.Response {
 var csrfInPage = regexp.MustCompile(`name="csrf_token" value="([^"]+)"`)
 
 func TestOpsSession(t *testing.T) {
-	oc := newOpsCluster(t, opsConfig{instances: 2, engine: store.EngineSQLite})
+	oc := newOpsCluster(t, opsConfig{instances: 2, engine: sqlstore.EngineSQLite})
 	b := newBrowser(t, oc.instances[0].srv.URL)
 
 	// Wrong keys get the form again, and no cookie.
@@ -304,7 +304,7 @@ func serveOnce(h http.Handler, req *http.Request) *http.Response {
 // held back.
 func TestOpsSignInLimit(t *testing.T) {
 	const failures = 5
-	oc := newOpsCluster(t, opsConfig{instances: 2, engine: store.EngineSQLite,
+	oc := newOpsCluster(t, opsConfig{instances: 2, engine: sqlstore.EngineSQLite,
 		signIn: ops.SignInLimit{Failures: failures, Window: time.Minute}, trustProxies: loopback})
 
 	// attempt signs in at instance i from address ip, by form or bearer.

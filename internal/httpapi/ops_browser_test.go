@@ -16,7 +16,7 @@ import (
 
 	"github.com/otpguard/otpguard/internal/guard"
 	"github.com/otpguard/otpguard/internal/ops"
-	"github.com/otpguard/otpguard/internal/store"
+	"github.com/otpguard/otpguard/internal/sqlstore"
 	"github.com/otpguard/otpguard/internal/store/redistest"
 )
 
@@ -113,7 +113,7 @@ func TestOpsPageInChromium(t *testing.T) {
 	exe := chromiumPath(t)
 	pol := attackPolicies()
 	pol.OTP.Budget.PerHour = 50
-	oc := newOpsCluster(t, opsConfig{engine: store.EngineSQLite, policies: &pol})
+	oc := newOpsCluster(t, opsConfig{engine: sqlstore.EngineSQLite, policies: &pol})
 	const phone = "+14155550100"
 	if status, _ := oc.send(t, 0, phone); status != 200 {
 		t.Fatalf("send: %d", status)

@@ -15,7 +15,7 @@ import (
 	"github.com/getkin/kin-openapi/routers/gorillamux"
 
 	"github.com/otpguard/otpguard/internal/ops"
-	"github.com/otpguard/otpguard/internal/store"
+	"github.com/otpguard/otpguard/internal/sqlstore"
 )
 
 // opsAuthentication accepts what the ops schemes ask for: a bearer token
@@ -45,7 +45,7 @@ func TestOpsContract(t *testing.T) {
 	// A daily budget, for the override that would loosen it.
 	pol := defaults()
 	pol.OTP.Budget.PerDay = 1000
-	oc := newOpsCluster(t, opsConfig{engine: store.EngineSQLite, signIn: ops.SignInLimit{Failures: 2, Window: time.Minute}, policies: &pol})
+	oc := newOpsCluster(t, opsConfig{engine: sqlstore.EngineSQLite, signIn: ops.SignInLimit{Failures: 2, Window: time.Minute}, policies: &pol})
 	oc.send(t, 0, "+14155550100")
 	oc.send(t, 0, "+14155550100") // cooldown: a block to list
 	// The attack view holds these sends (a real answer, not an empty one).

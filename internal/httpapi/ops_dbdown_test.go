@@ -15,8 +15,8 @@ import (
 	"time"
 
 	"github.com/otpguard/otpguard/internal/httpx"
-	"github.com/otpguard/otpguard/internal/store"
-	"github.com/otpguard/otpguard/internal/store/sqltest"
+	"github.com/otpguard/otpguard/internal/sqlstore"
+	"github.com/otpguard/otpguard/internal/sqlstore/sqltest"
 )
 
 // pgOutage takes the test's PostgreSQL database away and gives it back, on
@@ -77,7 +77,7 @@ func (o *pgOutage) up(t *testing.T) {
 // and the deny-list in force stays enforced; the audit events wait in the
 // queue and are all written once the database returns.
 func TestOpsDatabaseDown(t *testing.T) {
-	oc := newOpsCluster(t, opsConfig{instances: 2, engine: store.EnginePostgres})
+	oc := newOpsCluster(t, opsConfig{instances: 2, engine: sqlstore.EnginePostgres})
 	outage := newPGOutage(t, oc.sqlURL)
 
 	if r := oc.ops(t, 0, "POST", "/ops/denylist", `{"pattern":"+4474001","reason":"before the outage"}`); r.Status != http.StatusCreated {
@@ -158,7 +158,7 @@ func TestOpsDatabaseDown(t *testing.T) {
 // 503 database_unavailable problem within the database timeout instead of
 // hanging, the page shows the database-unreachable banner, and sends go on.
 func TestOpsDatabaseBlackHoled(t *testing.T) {
-	oc := newOpsCluster(t, opsConfig{engine: store.EnginePostgres, dbProxy: true, dbTimeout: 300 * time.Millisecond})
+	oc := newOpsCluster(t, opsConfig{engine: sqlstore.EnginePostgres, dbProxy: true, dbTimeout: 300 * time.Millisecond})
 	// The client gives up long before TCP would: a hang is a failure here,
 	// not a wait.
 	client := &http.Client{Timeout: 15 * time.Second}
@@ -244,7 +244,7 @@ func TestOpsDatabaseBlackHoled(t *testing.T) {
 // answers it connects in the background, the ops side recovers and the
 // queued events are written.
 func TestOpsDatabaseUnreachableAtStart(t *testing.T) {
-	oc := newOpsCluster(t, opsConfig{engine: store.EnginePostgres, dbProxy: true, dbDownAtStart: true, dbTimeout: 300 * time.Millisecond})
+	oc := newOpsCluster(t, opsConfig{engine: sqlstore.EnginePostgres, dbProxy: true, dbDownAtStart: true, dbTimeout: 300 * time.Millisecond})
 	status := func() map[string]any {
 		t.Helper()
 		r := oc.ops(t, 0, "GET", "/ops/status", "")

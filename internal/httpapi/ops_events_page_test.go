@@ -13,7 +13,7 @@ import (
 	"golang.org/x/net/html"
 
 	"github.com/otpguard/otpguard/internal/guard"
-	"github.com/otpguard/otpguard/internal/store"
+	"github.com/otpguard/otpguard/internal/sqlstore"
 )
 
 // parsePage parses an ops page as a browser without JavaScript does (so
@@ -174,7 +174,7 @@ func eventsSet(n int) (base time.Time, events []guard.Event) {
 // should, newest first, and paging through "older" links lists each once,
 // in 50s, ending on the last event (no empty page after a full one).
 func TestOpsPageEventFilters(t *testing.T) {
-	oc := newOpsCluster(t, opsConfig{engine: store.EngineSQLite})
+	oc := newOpsCluster(t, opsConfig{engine: sqlstore.EngineSQLite})
 	base, events := eventsSet(130)
 	if err := oc.nodes[0].db.WriteEvents(t.Context(), events); err != nil {
 		t.Fatal(err)
@@ -300,7 +300,7 @@ func eventForm(t *testing.T, doc *html.Node) map[string]string {
 // typed, whether the filter was used or refused; a refused field is named
 // and no events are listed as if it matched.
 func TestOpsPageEventFilterKeepsWhatWasTyped(t *testing.T) {
-	oc := newOpsCluster(t, opsConfig{engine: store.EngineSQLite})
+	oc := newOpsCluster(t, opsConfig{engine: sqlstore.EngineSQLite})
 	_, events := eventsSet(10)
 	if err := oc.nodes[0].db.WriteEvents(t.Context(), events); err != nil {
 		t.Fatal(err)
@@ -358,7 +358,7 @@ func TestOpsPageRefusalNamesItsLimit(t *testing.T) {
 	pol := defaults()
 	pol.OTP.Cooldown = 0
 	pol.OTP.PerPhone = guard.Window{Limit: 3, Window: 10 * time.Minute}
-	oc := newOpsCluster(t, opsConfig{engine: store.EngineSQLite, policies: &pol})
+	oc := newOpsCluster(t, opsConfig{engine: sqlstore.EngineSQLite, policies: &pol})
 	const phone = "+14155550100"
 	for i := range 5 {
 		status, code := oc.send(t, 0, phone)

@@ -13,13 +13,14 @@ import (
 	"github.com/otpguard/otpguard/internal/guard"
 	"github.com/otpguard/otpguard/internal/httpx"
 	"github.com/otpguard/otpguard/internal/ops"
+	"github.com/otpguard/otpguard/internal/sqlstore"
+	"github.com/otpguard/otpguard/internal/sqlstore/sqltest"
 	"github.com/otpguard/otpguard/internal/store"
 	"github.com/otpguard/otpguard/internal/store/redistest"
-	"github.com/otpguard/otpguard/internal/store/sqltest"
 )
 
 type opsNode struct {
-	db    *store.SQL
+	db    *sqlstore.SQL
 	redis *store.Redis
 	deny  *ops.DenyCache
 	audit *ops.AuditQueue
@@ -45,7 +46,7 @@ type opsCluster struct {
 
 type opsConfig struct {
 	instances int
-	engine    string        // store.EnginePostgres or store.EngineSQLite
+	engine    string        // sqlstore.EnginePostgres or sqlstore.EngineSQLite
 	refresh   time.Duration // deny-list refresh; 100ms (the least allowed) when 0
 	policies  *guard.Policies
 	opsKeys   []string // {opsKey} when nil
@@ -103,7 +104,7 @@ func newOpsCluster(t *testing.T, cfg opsConfig) *opsCluster {
 	}
 	oc := &opsCluster{cluster: &cluster{out: &outbox{}, prefix: tg.Prefix, url: tg.URL}, redis: own, cfg: cfg, pol: policies}
 	switch cfg.engine {
-	case store.EnginePostgres:
+	case sqlstore.EnginePostgres:
 		oc.sqlURL = sqltest.Postgres(t)
 		if cfg.dbProxy {
 			oc.sqlURL, oc.dbProxy = redistest.ProxyURL(t, oc.sqlURL)
@@ -111,7 +112,7 @@ func newOpsCluster(t *testing.T, cfg opsConfig) *opsCluster {
 				oc.dbProxy.BlackHole()
 			}
 		}
-	case store.EngineSQLite:
+	case sqlstore.EngineSQLite:
 		oc.sqlDir = t.TempDir()
 	default:
 		t.Fatalf("unknown engine %q", cfg.engine)

@@ -14,7 +14,7 @@ import (
 	"github.com/getkin/kin-openapi/routers"
 	"github.com/getkin/kin-openapi/routers/gorillamux"
 
-	"github.com/otpguard/otpguard/internal/store"
+	"github.com/otpguard/otpguard/internal/sqlstore"
 )
 
 // otherOpsKey is a second ops key: an Idempotency-Key is scoped to the
@@ -56,7 +56,7 @@ func TestOpsPostsIdempotent(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	oc := newOpsCluster(t, opsConfig{engine: store.EngineSQLite, instances: 2, opsKeys: []string{opsKey, otherOpsKey}})
+	oc := newOpsCluster(t, opsConfig{engine: sqlstore.EngineSQLite, instances: 2, opsKeys: []string{opsKey, otherOpsKey}})
 	for _, p := range idempotentOpsPosts {
 		t.Run(strings.TrimPrefix(p.path, "/ops/"), func(t *testing.T) {
 			// The keys differ per route: one key on two routes is reused.
@@ -110,7 +110,7 @@ func TestOpsPostsIdempotent(t *testing.T) {
 // with one Idempotency-Key, over two instances on one real Redis, create
 // exactly one thing, and every copy answers 201 with its body.
 func TestOpsPostsIdempotentConcurrent(t *testing.T) {
-	oc := newOpsCluster(t, opsConfig{engine: store.EngineSQLite, instances: 2})
+	oc := newOpsCluster(t, opsConfig{engine: sqlstore.EngineSQLite, instances: 2})
 	for _, p := range idempotentOpsPosts {
 		t.Run(strings.TrimPrefix(p.path, "/ops/"), func(t *testing.T) {
 			const n = 20

@@ -3,14 +3,14 @@ package httpapi_test
 import (
 	"testing"
 
-	"github.com/otpguard/otpguard/internal/store"
+	"github.com/otpguard/otpguard/internal/sqlstore"
 )
 
 // TestOpsJSONIsNotCached: every ops JSON answer (full numbers, audit rows)
 // carries Cache-Control: no-store, so no browser or proxy keeps a copy;
 // refusals too.
 func TestOpsJSONIsNotCached(t *testing.T) {
-	oc := newOpsCluster(t, opsConfig{engine: store.EngineSQLite})
+	oc := newOpsCluster(t, opsConfig{engine: sqlstore.EngineSQLite})
 	oc.send(t, 0, "+14155550100")
 	for _, tc := range []struct {
 		method, path, body, key string

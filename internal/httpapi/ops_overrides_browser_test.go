@@ -14,7 +14,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/otpguard/otpguard/internal/guard"
-	"github.com/otpguard/otpguard/internal/store"
+	"github.com/otpguard/otpguard/internal/sqlstore"
 )
 
 // TestOpsOverridesInChromium drives the overrides section of the ops page
@@ -28,7 +28,7 @@ func TestOpsOverridesInChromium(t *testing.T) {
 	exe := chromiumPath(t)
 	pol := overridePolicies()
 	pol.OTP.Budget.PerHour = 500
-	oc := newOpsCluster(t, opsConfig{engine: store.EngineSQLite, policies: pol})
+	oc := newOpsCluster(t, opsConfig{engine: sqlstore.EngineSQLite, policies: pol})
 	base := oc.instances[0].srv.URL
 
 	ctx := headlessChromium(t, exe, 2*time.Minute)

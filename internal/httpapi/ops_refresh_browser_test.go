@@ -9,7 +9,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/otpguard/otpguard/internal/guard"
-	"github.com/otpguard/otpguard/internal/store"
+	"github.com/otpguard/otpguard/internal/sqlstore"
 )
 
 // refreshSpy runs before the page's own script in every document: it
@@ -34,7 +34,7 @@ const refreshSpy = `(function () {
 // focus, or after someone typed, fetches nothing.
 func TestOpsPageRefreshInChromium(t *testing.T) {
 	exe := chromiumPath(t)
-	oc := newOpsCluster(t, opsConfig{engine: store.EngineSQLite})
+	oc := newOpsCluster(t, opsConfig{engine: sqlstore.EngineSQLite})
 	base := oc.instances[0].srv.URL
 	ctx := headlessChromium(t, exe, 2*time.Minute)
 	if _, err := chromedp.Call(ctx, page.AddScriptToEvaluateOnNewDocument, page.AddScriptToEvaluateOnNewDocumentParams{Source: refreshSpy}); err != nil {

@@ -9,7 +9,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"golang.org/x/net/html"
 
-	"github.com/otpguard/otpguard/internal/store"
+	"github.com/otpguard/otpguard/internal/sqlstore"
 )
 
 // refreshState is what drives the page's self-refresh, as served.
@@ -61,7 +61,7 @@ func readRefresh(t *testing.T, doc *html.Node) refreshState {
 // links keep the rest of the query. The script is allowed by the page's
 // CSP (a hash that did not match would stop it running, silently).
 func TestOpsPageRefreshMarkup(t *testing.T) {
-	oc := newOpsCluster(t, opsConfig{engine: store.EngineSQLite})
+	oc := newOpsCluster(t, opsConfig{engine: sqlstore.EngineSQLite})
 	_, events := eventsSet(130)
 	if err := oc.nodes[0].db.WriteEvents(t.Context(), events); err != nil {
 		t.Fatal(err)

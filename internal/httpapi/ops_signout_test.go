@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/otpguard/otpguard/internal/store"
+	"github.com/otpguard/otpguard/internal/sqlstore"
 )
 
 // TestOpsSignOutSurvivesEmptyRedis: a signed-out session's cookie stays
@@ -14,7 +14,7 @@ import (
 // restarts empty: the sign-out is kept in the SQL store and cached by each
 // instance, not only in Redis.
 func TestOpsSignOutSurvivesEmptyRedis(t *testing.T) {
-	for _, engine := range []string{store.EnginePostgres, store.EngineSQLite} {
+	for _, engine := range []string{sqlstore.EnginePostgres, sqlstore.EngineSQLite} {
 		t.Run(engine, func(t *testing.T) {
 			oc := newOpsCluster(t, opsConfig{instances: 2, engine: engine, ownRedis: true})
 			b := newBrowser(t, oc.instances[0].srv.URL)

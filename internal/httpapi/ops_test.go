@@ -13,11 +13,11 @@ import (
 
 	"github.com/otpguard/otpguard/internal/guard"
 	"github.com/otpguard/otpguard/internal/ops"
-	"github.com/otpguard/otpguard/internal/store"
+	"github.com/otpguard/otpguard/internal/sqlstore"
 )
 
 // engines is every SQL engine the ops tests run on.
-var engines = []string{store.EngineSQLite, store.EnginePostgres}
+var engines = []string{sqlstore.EngineSQLite, sqlstore.EnginePostgres}
 
 type blockedBody struct {
 	Blocks []struct {
@@ -61,7 +61,7 @@ func reasons(b blockedBody) []string {
 func TestOpsNewCodeEndsLockout(t *testing.T) {
 	p := defaults()
 	p.OTP.Cooldown = 0
-	oc := newOpsCluster(t, opsConfig{instances: 2, engine: store.EngineSQLite, policies: &p})
+	oc := newOpsCluster(t, opsConfig{instances: 2, engine: sqlstore.EngineSQLite, policies: &p})
 	const phone = "+447400123456"
 	if status, _ := oc.send(t, 0, phone); status != 200 {
 		t.Fatalf("send: %d", status)
@@ -91,7 +91,7 @@ func TestOpsBlockedAfterRealSends(t *testing.T) {
 	p := defaults()
 	p.OTP.Cooldown = time.Minute
 	p.OTP.PerPhone = guard.Window{Limit: 2, Window: time.Hour}
-	oc := newOpsCluster(t, opsConfig{instances: 2, engine: store.EngineSQLite, policies: &p})
+	oc := newOpsCluster(t, opsConfig{instances: 2, engine: sqlstore.EngineSQLite, policies: &p})
 
 	// +14155550100: a second send within the cooldown.
 	if status, _ := oc.send(t, 0, "+14155550100"); status != 200 {
@@ -158,7 +158,7 @@ func TestOpsBlockedAfterRealSends(t *testing.T) {
 func TestOpsUnblockLetsNumberSendAgain(t *testing.T) {
 	p := defaults()
 	p.OTP.PerPhone = guard.Window{Limit: 1, Window: time.Hour}
-	oc := newOpsCluster(t, opsConfig{instances: 2, engine: store.EngineSQLite, policies: &p})
+	oc := newOpsCluster(t, opsConfig{instances: 2, engine: sqlstore.EngineSQLite, policies: &p})
 	const phone = "+919800000000"
 
 	if status, _ := oc.send(t, 0, phone); status != 200 {
@@ -309,7 +309,7 @@ func TestOpsDenyListPropagates(t *testing.T) {
 }
 
 func TestOpsDenyListRefusals(t *testing.T) {
-	oc := newOpsCluster(t, opsConfig{engine: store.EngineSQLite})
+	oc := newOpsCluster(t, opsConfig{engine: sqlstore.EngineSQLite})
 	for _, tc := range []struct {
 		body string
 		want int
@@ -335,7 +335,7 @@ func TestOpsDenyListRefusals(t *testing.T) {
 }
 
 func TestOpsEvents(t *testing.T) {
-	oc := newOpsCluster(t, opsConfig{engine: store.EngineSQLite})
+	oc := newOpsCluster(t, opsConfig{engine: sqlstore.EngineSQLite})
 	for _, phone := range []string{"+14155550100", "+14155550101", "+14155550102"} {
 		oc.send(t, 0, phone)
 	}

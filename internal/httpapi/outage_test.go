@@ -94,8 +94,8 @@ func countTrips(oc *outageCluster) *hurtCluster {
 // decide sends one request to instance i while Redis is hurt and checks
 // that it waited on Redis at most once: a decision whose store call failed
 // takes the fallback without asking again, and with the breaker open asks
-// nothing. Each call is held to the budget (store.TestRedisBudgetHolds), so
-// that is one budget at most; how long it takes is measured by
+// nothing. Each call is held to the timeout (store.TestRedisTimeoutHolds), so
+// that is one timeout at most; how long it takes is measured by
 // BenchmarkOutageDecision, not asserted here: a wall-clock bound fails on a
 // busy machine, not on a broken fallback.
 func (hc *hurtCluster) decide(t *testing.T, i int, path, body string) response {
@@ -103,7 +103,7 @@ func (hc *hurtCluster) decide(t *testing.T, i int, path, body string) response {
 	before := hc.trips[i].n.Load()
 	r := hc.do(t, i, "POST", path, body)
 	if n := hc.trips[i].n.Load() - before; n > 1 {
-		t.Errorf("instance %d %s %s: %d round trips to a hurt Redis, want at most 1 (one budget)", i, path, body, n)
+		t.Errorf("instance %d %s %s: %d round trips to a hurt Redis, want at most 1 (one timeout)", i, path, body, n)
 	}
 	return r
 }
@@ -361,7 +361,7 @@ func TestOutageOTPLocal(t *testing.T) {
 	oc.waitBreakers(t, "closed", func(i int) {
 		oc.do(t, i, "POST", "/limits/check", `{"policy":"open-fw","key":"poke","cost":0}`)
 	})
-	// A round trip that a busy machine delays past the 10 ms budget is
+	// A round trip that a busy machine delays past the 10 ms timeout is
 	// still decided by the fallback (a code kept on one instance only), and
 	// the instance notes the store failure: such a try proves nothing and
 	// is made again with another number. One that fails with no store
@@ -430,7 +430,7 @@ func TestOutageStatus(t *testing.T) {
 	}
 
 	// settle retries a check of a healthy Redis until it passes, and fails
-	// with what its last try found after 10s: with the 10 ms budget, a ping
+	// with what its last try found after 10s: with the 10 ms timeout, a ping
 	// or a heartbeat that a busy machine delays past it rightly reads as
 	// Redis down for a moment. A status that never says up fails.
 	settle := func(what string, check func() string) {

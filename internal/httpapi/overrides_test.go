@@ -11,7 +11,7 @@ import (
 	"github.com/otpguard/otpguard/internal/app"
 	"github.com/otpguard/otpguard/internal/guard"
 	"github.com/otpguard/otpguard/internal/ops"
-	"github.com/otpguard/otpguard/internal/store"
+	"github.com/otpguard/otpguard/internal/sqlstore"
 )
 
 // overridePolicies are the defaults with a per-country limit for GB and
@@ -65,7 +65,7 @@ func addOverride(t *testing.T, oc *opsCluster, i int, body string) int64 {
 // enforced there at once and by instance 1 at its next refresh; removing it
 // returns both to the file's value. On both engines.
 func TestOverrideEnforcedByEveryInstance(t *testing.T) {
-	for _, engine := range []string{store.EnginePostgres, store.EngineSQLite} {
+	for _, engine := range []string{sqlstore.EnginePostgres, sqlstore.EngineSQLite} {
 		t.Run(engine, func(t *testing.T) {
 			oc, _ := overrideCluster(t, engine)
 			ng := numbers("+23480310%05d", 100)
@@ -130,7 +130,7 @@ func auditEvents(t *testing.T, oc *opsCluster) []guard.Event {
 // with 422 naming the field; a lower one applies on the same counter as
 // the file's (across both instances); removing it returns to the file's.
 func TestOverrideTightensNeverLoosens(t *testing.T) {
-	oc, _ := overrideCluster(t, store.EnginePostgres)
+	oc, _ := overrideCluster(t, sqlstore.EnginePostgres)
 	gb := numbers("+4474001%05d", 200)
 
 	r := oc.ops(t, 0, "POST", "/ops/overrides", `{"kind":"country_limit","subject":"GB","limit":50,"reason":"wave"}`)
@@ -178,7 +178,7 @@ func TestOverrideTightensNeverLoosens(t *testing.T) {
 // TestOverrideExpires: an override stops applying when its time is up, by
 // the service's clock (a fake one here), without anyone removing it.
 func TestOverrideExpires(t *testing.T) {
-	oc, clock := overrideCluster(t, store.EngineSQLite)
+	oc, clock := overrideCluster(t, sqlstore.EngineSQLite)
 	gh := numbers("+23324%07d", 300)
 	addOverride(t, oc, 0, `{"kind":"budget_per_hour","limit":1,"reason":"spend cap","expires_in":60}`)
 	oc.refresh(t, 1)

@@ -11,7 +11,7 @@ import (
 
 	"github.com/otpguard/otpguard/internal/guard"
 	"github.com/otpguard/otpguard/internal/ops"
-	"github.com/otpguard/otpguard/internal/store"
+	"github.com/otpguard/otpguard/internal/sqlstore"
 )
 
 // signInFrom tries key at instance i by the sign-in form (form) or as a
@@ -68,7 +68,7 @@ func TestForwardedForIsBelievedOnlyFromTrustedProxies(t *testing.T) {
 	limit := ops.SignInLimit{Failures: failures, Window: time.Minute}
 
 	t.Run("no trusted proxies: forged addresses do not rotate", func(t *testing.T) {
-		oc := newOpsCluster(t, opsConfig{engine: store.EngineSQLite, signIn: limit})
+		oc := newOpsCluster(t, opsConfig{engine: sqlstore.EngineSQLite, signIn: limit})
 		statuses := map[int]int{}
 		for i := range 3 * failures {
 			res := signInFrom(t, oc, 0, fmt.Sprintf("198.51.100.%d", i+1), "wrong-key-0123456789abcdef", i%2 == 0)
@@ -86,7 +86,7 @@ func TestForwardedForIsBelievedOnlyFromTrustedProxies(t *testing.T) {
 	})
 
 	t.Run("trusted proxy: the right-most untrusted hop", func(t *testing.T) {
-		oc := newOpsCluster(t, opsConfig{engine: store.EngineSQLite, signIn: limit, trustProxies: loopback})
+		oc := newOpsCluster(t, opsConfig{engine: sqlstore.EngineSQLite, signIn: limit, trustProxies: loopback})
 		statuses := map[int]int{}
 		for i := range 3 * failures {
 			// The left entry is the caller's own invention; the proxy appended 203.0.113.7.

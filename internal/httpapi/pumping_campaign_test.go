@@ -14,7 +14,7 @@ import (
 	"github.com/otpguard/otpguard/internal/app"
 	"github.com/otpguard/otpguard/internal/guard"
 	"github.com/otpguard/otpguard/internal/ops"
-	"github.com/otpguard/otpguard/internal/store"
+	"github.com/otpguard/otpguard/internal/sqlstore"
 )
 
 // The scripted campaigns of issue 17 (docs/abuse.md, "Campaigns"): with
@@ -85,7 +85,7 @@ func newCampaignWorld(t *testing.T) *campaignWorld {
 	day0 := time.Now().UTC().Truncate(24 * time.Hour)
 	clock.Set(day0)
 	p := defaults() // the defaults, and nothing else
-	oc := newOpsCluster(t, opsConfig{instances: 3, engine: store.EngineSQLite, policies: &p,
+	oc := newOpsCluster(t, opsConfig{instances: 3, engine: sqlstore.EngineSQLite, policies: &p,
 		opts: []app.Option{app.WithClock(clock.Now)}})
 	return &campaignWorld{oc: oc, clock: clock, day0: day0, rnd: rand.New(rand.NewPCG(17, 17))}
 }

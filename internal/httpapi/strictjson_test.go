@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/otpguard/otpguard/internal/store"
+	"github.com/otpguard/otpguard/internal/sqlstore"
 )
 
 // TestStrictJSONAndPlainReasons: a body is read one way only (field names
@@ -13,7 +13,7 @@ import (
 // which field. Each case checks the problem code and that the detail names
 // the real problem (and not the misleading text it used to give).
 func TestStrictJSONAndPlainReasons(t *testing.T) {
-	oc := newOpsCluster(t, opsConfig{engine: store.EngineSQLite})
+	oc := newOpsCluster(t, opsConfig{engine: sqlstore.EngineSQLite})
 	inYears := func(y int) string { return time.Now().AddDate(y, 0, 0).UTC().Format(time.RFC3339) }
 	for _, tc := range []struct {
 		name, path, body string

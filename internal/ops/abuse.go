@@ -93,8 +93,8 @@ type CountryVolume struct {
 	QuarantineUntil time.Time
 }
 
-// AbuseStore keeps the attack view's counters in the shared store.
-type AbuseStore interface {
+// AbuseCounters keeps the attack view's counters in the shared store.
+type AbuseCounters interface {
 	// AddAbuse adds counts and alerts in one atomic step per hour.
 	AddAbuse(ctx context.Context, counts []AbuseCounts, alerts []AbuseAlert, now time.Time) error
 	// ReadAbuse reads the hours given, the live alerts and the budget.
@@ -105,7 +105,7 @@ type AbuseStore interface {
 
 // AbuseRecorderOptions configure an AbuseRecorder.
 type AbuseRecorderOptions struct {
-	Store  AbuseStore
+	Store  AbuseCounters
 	Policy func() guard.OTPPolicy
 	Every  time.Duration // flush interval; 1 s when 0
 	Logger *slog.Logger

@@ -11,15 +11,15 @@ import (
 	"github.com/otpguard/otpguard/internal/ops"
 )
 
-// fakeAbuseStore keeps what AddAbuse was given; err fails the next call.
-type fakeAbuseStore struct {
+// fakeAbuseCounters keeps what AddAbuse was given; err fails the next call.
+type fakeAbuseCounters struct {
 	mu     sync.Mutex
 	err    error
 	counts map[string]int64
 	alerts []ops.AbuseAlert
 }
 
-func (f *fakeAbuseStore) AddAbuse(_ context.Context, counts []ops.AbuseCounts, alerts []ops.AbuseAlert, _ time.Time) error {
+func (f *fakeAbuseCounters) AddAbuse(_ context.Context, counts []ops.AbuseCounts, alerts []ops.AbuseAlert, _ time.Time) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.err != nil {
@@ -39,16 +39,16 @@ func (f *fakeAbuseStore) AddAbuse(_ context.Context, counts []ops.AbuseCounts, a
 	return nil
 }
 
-func (f *fakeAbuseStore) ReadAbuse(context.Context, []int64) (ops.AbuseData, error) {
+func (f *fakeAbuseCounters) ReadAbuse(context.Context, []int64) (ops.AbuseData, error) {
 	return ops.AbuseData{}, nil
 }
 
-func (f *fakeAbuseStore) ReadVolumes(context.Context, []string, int64) ([]ops.CountryVolume, error) {
+func (f *fakeAbuseCounters) ReadVolumes(context.Context, []string, int64) ([]ops.CountryVolume, error) {
 	return nil, nil
 }
 
 func TestAbuseRecorder(t *testing.T) {
-	st := &fakeAbuseStore{counts: map[string]int64{}}
+	st := &fakeAbuseCounters{counts: map[string]int64{}}
 	pol := guard.DefaultPolicies().OTP
 	now := time.Unix(1_780_000_000, 0)
 	r := ops.NewAbuseRecorder(ops.AbuseRecorderOptions{Store: st, Policy: func() guard.OTPPolicy { return pol }, Now: func() time.Time { return now }})

@@ -19,7 +19,7 @@ const (
 
 // AbuseDeskOptions configure an AbuseDesk.
 type AbuseDeskOptions struct {
-	Store  AbuseStore
+	Store  AbuseCounters
 	Policy func() guard.OTPPolicy
 	// Overrides are the emergency overrides this instance enforces
 	// (OverrideCache): the limits shown are those a send meets, tightened
@@ -155,147 +155,217 @@ func (d *AbuseDesk) Read(ctx context.Context, top int) (AbuseReport, error) {
 	if err != nil {
 		return AbuseReport{}, guard.StoreUnavailable(err, 5*time.Second)
 	}
-	rep := AbuseReport{At: now}
+	rep := AbuseReport{At: now, Budget: budgetStates(data, e)}
+	// The last hour: the hour under way and the previous one (counts of the
+	// clock hour: between 60 and 120 minutes); the last day: 24 hours.
+	rep.Windows = []AbuseWindow{
+		window("hour", data.Hours[:2], time.Unix((cur-1)*3600, 0), top, p, e),
+		window("day", data.Hours[:24], time.Unix((cur-23)*3600, 0), top, p, e),
+	}
+	if err := d.addVelocityLimits(ctx, rep.Windows, p, now); err != nil {
+		return AbuseReport{}, err
+	}
+	rep.Alerts = liveAlerts(data.Alerts, now)
+	rep.AutoBlocks = d.autoBlocks(now)
+	return rep, nil
+}
+
+// budgetStates are the spend budget's windows: what was used against the
+// limit in force (e).
+func budgetStates(data AbuseData, e guard.Enforced) []BudgetState {
+	var out []BudgetState
 	for _, b := range []struct {
 		name string
 		w    BudgetWindow
 	}{{"hour", data.BudgetHr}, {"day", data.BudgetDay}} {
 		l := e.Budget(b.name)
-		rep.Budget = append(rep.Budget, BudgetState{Window: b.name, Limit: l.Limit, Override: l.Override, Used: b.w.Used,
+		out = append(out, BudgetState{Window: b.name, Limit: l.Limit, Override: l.Override, Used: b.w.Used,
 			Exhausted: l.Limit > 0 && b.w.Used >= l.Limit, ResetsIn: b.w.ResetsIn})
 	}
-	// The last hour: the hour under way and the previous one (counts of the
-	// clock hour: between 60 and 120 minutes); the last day: 24 hours.
-	rep.Windows = []AbuseWindow{
-		d.window("hour", data.Hours[:2], time.Unix((cur-1)*3600, 0), top, p, e),
-		d.window("day", data.Hours[:24], time.Unix((cur-23)*3600, 0), top, p, e),
-	}
-	// The velocity limits of the countries shown, in one more round trip.
+	return out
+}
+
+// addVelocityLimits adds the country velocity limit to each country row of
+// windows, when the rule is enforced, in one more round trip.
+func (d *AbuseDesk) addVelocityLimits(ctx context.Context, windows []AbuseWindow, p guard.OTPPolicy, now time.Time) error {
 	var regions []string
-	for _, w := range rep.Windows {
+	for _, w := range windows {
 		for _, c := range w.Countries {
 			if c.Country != OtherField && !slices.Contains(regions, c.Country) {
 				regions = append(regions, c.Country)
 			}
 		}
 	}
-	if p.CountryVelocity.Mode == guard.VelocityEnforce && len(regions) > 0 {
-		vols, err := d.o.Store.ReadVolumes(ctx, regions, guard.VelocityHour(now.Unix()))
-		if err != nil {
-			return AbuseReport{}, guard.StoreUnavailable(err, 5*time.Second)
-		}
-		for wi := range rep.Windows {
-			for ci, c := range rep.Windows[wi].Countries {
-				i := slices.Index(regions, c.Country)
-				if i < 0 {
-					continue
-				}
-				v := vols[i]
-				q := v.QuarantineUntil.After(now)
-				l := AbuseLimit{Rule: "country_velocity", Window: time.Hour, Count: v.Sends, Quarantined: q}
-				fl := p.CountryVelocity.FloorFor(c.Country, q)
-				l.Limit = fl
-				if v.Baseline >= 0 {
-					l.Limit = max(fl, int64(p.CountryVelocity.Factor*float64(v.Baseline)+1e-9))
-				}
-				rep.Windows[wi].Countries[ci].Limits = append(rep.Windows[wi].Countries[ci].Limits, l)
+	if p.CountryVelocity.Mode != guard.VelocityEnforce || len(regions) == 0 {
+		return nil
+	}
+	vols, err := d.o.Store.ReadVolumes(ctx, regions, guard.VelocityHour(now.Unix()))
+	if err != nil {
+		return guard.StoreUnavailable(err, 5*time.Second)
+	}
+	for wi := range windows {
+		rows := windows[wi].Countries
+		for ci, c := range rows {
+			if i := slices.Index(regions, c.Country); i >= 0 {
+				rows[ci].Limits = append(rows[ci].Limits, velocityLimit(p.CountryVelocity, c.Country, vols[i], now))
 			}
 		}
 	}
-	for _, a := range data.Alerts {
+	return nil
+}
+
+// velocityLimit is the country velocity limit of country as v reads it.
+func velocityLimit(cv guard.CountryVelocity, country string, v CountryVolume, now time.Time) AbuseLimit {
+	q := v.QuarantineUntil.After(now)
+	l := AbuseLimit{Rule: "country_velocity", Window: time.Hour, Count: v.Sends, Quarantined: q}
+	fl := cv.FloorFor(country, q)
+	l.Limit = fl
+	if v.Baseline >= 0 {
+		l.Limit = max(fl, int64(cv.Factor*float64(v.Baseline)+1e-9))
+	}
+	return l
+}
+
+// liveAlerts are the alerts not ended at now, newest first, then by name:
+// the same order on every instance.
+func liveAlerts(alerts []AbuseAlert, now time.Time) []AbuseAlert {
+	var out []AbuseAlert
+	for _, a := range alerts {
 		if a.Until.After(now) {
-			rep.Alerts = append(rep.Alerts, a)
+			out = append(out, a)
 		}
 	}
-	slices.SortFunc(rep.Alerts, func(a, b AbuseAlert) int { // newest first, then by name: the same on every instance
+	slices.SortFunc(out, func(a, b AbuseAlert) int {
 		if c := b.At.Compare(a.At); c != 0 {
 			return c
 		}
 		return strings.Compare(a.Rule+"|"+a.Scope+"|"+a.Subject, b.Rule+"|"+b.Scope+"|"+b.Subject)
 	})
-	if d.o.Deny != nil {
-		for _, e := range d.o.Deny.Entries() {
-			if e.Author == guard.ConversionActor && !e.Expired(now) {
-				rep.AutoBlocks = append(rep.AutoBlocks, e)
-			}
+	return out
+}
+
+// autoBlocks are the conversion watch's blocks still in force at now.
+func (d *AbuseDesk) autoBlocks(now time.Time) []guard.DenyEntry {
+	if d.o.Deny == nil {
+		return nil
+	}
+	var out []guard.DenyEntry
+	for _, e := range d.o.Deny.Entries() {
+		if e.Author == guard.ConversionActor && !e.Expired(now) {
+			out = append(out, e)
 		}
 	}
-	return rep, nil
+	return out
 }
 
 // window sums the counts of hours into the top rows, each with the limit
 // that applies to it now (e).
-func (d *AbuseDesk) window(name string, hours []AbuseHour, since time.Time, top int, p guard.OTPPolicy, e guard.Enforced) AbuseWindow {
+func window(name string, hours []AbuseHour, since time.Time, top int, p guard.OTPPolicy, e guard.Enforced) AbuseWindow {
 	w := AbuseWindow{Name: name, Since: since}
 	countries := map[string]*CountryRow{}
 	prefixes := map[string]*PrefixRow{}
 	depths := p.PrefixLimits()
 	for _, h := range hours {
-		for f, n := range h.Countries {
-			region, kind, ok := strings.Cut(f, "|")
-			if !ok {
-				continue
-			}
-			r := countries[region]
-			if r == nil {
-				r = &CountryRow{Country: region}
-				countries[region] = r
-			}
-			r.add(kind, n)
-			w.Total.add(kind, n)
-		}
-		for f, n := range h.Prefixes {
-			parts := strings.Split(f, "|")
-			var key string
-			var row PrefixRow
-			switch {
-			case len(parts) == 2 && parts[0] == OtherField:
-				key, row = OtherField, PrefixRow{Prefix: OtherField, Depth: -1}
-			case len(parts) == 4:
-				depth, err := strconv.Atoi(parts[2])
-				if err != nil {
-					continue
-				}
-				key, row = parts[0]+"|"+parts[2], PrefixRow{Prefix: parts[0], Country: parts[1], Depth: depth}
-			default:
-				continue
-			}
-			r := prefixes[key]
-			if r == nil {
-				r = &row
-				if row.Depth >= 0 && row.Depth < len(depths) {
-					if l := e.Prefix(row.Prefix, depths[row.Depth]); l.Limit > 0 {
-						r.Limit = AbuseLimit{Rule: depthRule(row.Depth), Limit: l.Limit, Window: l.Window, Override: l.Override}
-					}
-				}
-				prefixes[key] = r
-			}
-			r.add(parts[len(parts)-1], n)
-		}
+		addCountries(countries, &w.Total, h.Countries)
+		addPrefixes(prefixes, h.Prefixes, depths, e)
 	}
 	for _, r := range countries {
-		if r.Country != OtherField {
-			if l, key := e.Country(r.Country); l.Limit > 0 {
-				rule := "per_country" // the country's own, or only an override's
-				if key == "*" {
-					rule = `per_country["*"]`
-				}
-				r.Limits = append(r.Limits, AbuseLimit{Rule: rule, Limit: l.Limit, Window: l.Window, Override: l.Override})
-			}
-		}
+		r.Limits = append(r.Limits, countryLimits(r.Country, e)...)
 		w.Countries = append(w.Countries, *r)
 	}
 	for _, r := range prefixes {
 		w.Prefixes = append(w.Prefixes, *r)
 	}
+	sortRows(w.Countries, w.Prefixes)
+	w.CountriesTotal, w.PrefixesTotal = len(w.Countries), len(w.Prefixes)
+	w.Countries = w.Countries[:min(top, len(w.Countries))]
+	w.Prefixes = w.Prefixes[:min(top, len(w.Prefixes))]
+	return w
+}
+
+// addCountries adds one hour's country fields ("<region>|<kind>") to their
+// rows and to total.
+func addCountries(rows map[string]*CountryRow, total *AbuseTally, fields map[string]int64) {
+	for f, n := range fields {
+		region, kind, ok := strings.Cut(f, "|")
+		if !ok {
+			continue
+		}
+		r := rows[region]
+		if r == nil {
+			r = &CountryRow{Country: region}
+			rows[region] = r
+		}
+		r.add(kind, n)
+		total.add(kind, n)
+	}
+}
+
+// addPrefixes adds one hour's prefix fields ("<prefix>|<country>|<depth>|
+// <kind>", or "~other|<kind>") to their rows; a new row gets the limit in
+// force (e) of its depth.
+func addPrefixes(rows map[string]*PrefixRow, fields map[string]int64, depths []guard.PrefixWindow, e guard.Enforced) {
+	for f, n := range fields {
+		parts := strings.Split(f, "|")
+		key, row, ok := prefixRow(parts)
+		if !ok {
+			continue
+		}
+		r := rows[key]
+		if r == nil {
+			r = &row
+			if row.Depth >= 0 && row.Depth < len(depths) {
+				if l := e.Prefix(row.Prefix, depths[row.Depth]); l.Limit > 0 {
+					r.Limit = AbuseLimit{Rule: depthRule(row.Depth), Limit: l.Limit, Window: l.Window, Override: l.Override}
+				}
+			}
+			rows[key] = r
+		}
+		r.add(parts[len(parts)-1], n)
+	}
+}
+
+// prefixRow is the row a prefix field's parts count in, and its key.
+func prefixRow(parts []string) (key string, row PrefixRow, ok bool) {
+	switch {
+	case len(parts) == 2 && parts[0] == OtherField:
+		return OtherField, PrefixRow{Prefix: OtherField, Depth: -1}, true
+	case len(parts) == 4:
+		depth, err := strconv.Atoi(parts[2])
+		if err != nil {
+			return "", PrefixRow{}, false
+		}
+		return parts[0] + "|" + parts[2], PrefixRow{Prefix: parts[0], Country: parts[1], Depth: depth}, true
+	}
+	return "", PrefixRow{}, false
+}
+
+// countryLimits is the per-country limit in force (e) for country, if any.
+func countryLimits(country string, e guard.Enforced) []AbuseLimit {
+	if country == OtherField {
+		return nil
+	}
+	l, key := e.Country(country)
+	if l.Limit <= 0 {
+		return nil
+	}
+	rule := "per_country" // the country's own, or only an override's
+	if key == "*" {
+		rule = `per_country["*"]`
+	}
+	return []AbuseLimit{{Rule: rule, Limit: l.Limit, Window: l.Window, Override: l.Override}}
+}
+
+// sortRows puts the busiest rows (sends + refusals) first, ties by name.
+func sortRows(countries []CountryRow, prefixes []PrefixRow) {
 	busy := func(t AbuseTally) int64 { return t.Sends + t.Refusals }
-	slices.SortFunc(w.Countries, func(a, b CountryRow) int {
+	slices.SortFunc(countries, func(a, b CountryRow) int {
 		if c := busy(b.AbuseTally) - busy(a.AbuseTally); c != 0 {
 			return sign(c)
 		}
 		return strings.Compare(a.Country, b.Country)
 	})
-	slices.SortFunc(w.Prefixes, func(a, b PrefixRow) int {
+	slices.SortFunc(prefixes, func(a, b PrefixRow) int {
 		if c := busy(b.AbuseTally) - busy(a.AbuseTally); c != 0 {
 			return sign(c)
 		}
@@ -304,10 +374,6 @@ func (d *AbuseDesk) window(name string, hours []AbuseHour, since time.Time, top 
 		}
 		return a.Depth - b.Depth
 	})
-	w.CountriesTotal, w.PrefixesTotal = len(w.Countries), len(w.Prefixes)
-	w.Countries = w.Countries[:min(top, len(w.Countries))]
-	w.Prefixes = w.Prefixes[:min(top, len(w.Prefixes))]
-	return w
 }
 
 func sign(n int64) int {

@@ -68,7 +68,7 @@ type DeskOptions struct {
 	DefaultRegion string
 	// Overrides keeps the emergency overrides and OverrideCache enforces
 	// them here (overrides.go); Policy is the OTP policy they tighten.
-	Overrides     OverrideStore
+	Overrides     OverrideList
 	OverrideCache *OverrideCache
 	Policy        func() guard.OTPPolicy
 	Logger        *slog.Logger

@@ -24,9 +24,9 @@ const (
 // deny entry's.
 const maxOverrideReason = 500
 
-// OverrideStore keeps the emergency overrides: the source of truth every
+// OverrideList keeps the emergency overrides: the source of truth every
 // instance loads from.
-type OverrideStore interface {
+type OverrideList interface {
 	// AddOverride stores o and returns it with its ID and times as stored.
 	AddOverride(ctx context.Context, o guard.Override) (guard.Override, error)
 	// RemoveOverride deletes the override id and returns it;
@@ -42,7 +42,7 @@ type OverrideStore interface {
 // fails the last good set stays in force (each override still ends at its
 // expiry, by the clock). It implements guard.Overrides.
 type OverrideCache struct {
-	store OverrideStore
+	store OverrideList
 	now   func() time.Time
 	log   *slog.Logger
 
@@ -56,7 +56,7 @@ var _ guard.Overrides = (*OverrideCache)(nil)
 
 // NewOverrideCache returns an empty cache over store; now is the clock
 // that says which overrides have expired (time.Now when nil).
-func NewOverrideCache(store OverrideStore, now func() time.Time, log *slog.Logger) *OverrideCache {
+func NewOverrideCache(store OverrideList, now func() time.Time, log *slog.Logger) *OverrideCache {
 	if now == nil {
 		now = time.Now
 	}

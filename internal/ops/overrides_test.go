@@ -11,30 +11,30 @@ import (
 	"github.com/otpguard/otpguard/internal/ops"
 )
 
-// fakeOverrideStore is an ops.OverrideStore whose list is set by the test.
-type fakeOverrideStore struct {
+// fakeOverrideList is an ops.OverrideList whose list is set by the test.
+type fakeOverrideList struct {
 	mu   sync.Mutex
 	list []guard.Override
 	err  error
 	asks []time.Time // the clock each load asked with
 }
 
-func (f *fakeOverrideStore) AddOverride(context.Context, guard.Override) (guard.Override, error) {
+func (f *fakeOverrideList) AddOverride(context.Context, guard.Override) (guard.Override, error) {
 	return guard.Override{}, errors.New("not used")
 }
 
-func (f *fakeOverrideStore) RemoveOverride(context.Context, int64) (guard.Override, error) {
+func (f *fakeOverrideList) RemoveOverride(context.Context, int64) (guard.Override, error) {
 	return guard.Override{}, errors.New("not used")
 }
 
-func (f *fakeOverrideStore) ListOverrides(_ context.Context, now time.Time) ([]guard.Override, error) {
+func (f *fakeOverrideList) ListOverrides(_ context.Context, now time.Time) ([]guard.Override, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.asks = append(f.asks, now)
 	return f.list, f.err
 }
 
-func (f *fakeOverrideStore) set(list []guard.Override, err error) {
+func (f *fakeOverrideList) set(list []guard.Override, err error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.list, f.err = list, err
@@ -45,7 +45,7 @@ func (f *fakeOverrideStore) set(list []guard.Override, err error) {
 // keeps the last set in force.
 func TestOverrideCacheLoadsWithTheDenyList(t *testing.T) {
 	now := time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)
-	st := &fakeOverrideStore{}
+	st := &fakeOverrideList{}
 	cache := ops.NewOverrideCache(st, func() time.Time { return now }, nil)
 	deny := &fakeDenyList{}
 	deny.set(nil, nil)

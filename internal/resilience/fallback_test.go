@@ -337,9 +337,9 @@ func TestFallbackBreakerOpensOnFailureRatio(t *testing.T) {
 	t.Error("a store failing every other call never opened the breaker")
 }
 
-// TestFallbackOneBudgetPerDecision: once the store failed within a decision,
+// TestFallbackOneTimeoutPerDecision: once the store failed within a decision,
 // the rest of the decision does not wait on it again.
-func TestFallbackOneBudgetPerDecision(t *testing.T) {
+func TestFallbackOneTimeoutPerDecision(t *testing.T) {
 	st := newOutageStore()
 	st.wait = true
 	st.setDown(true)
@@ -348,7 +348,7 @@ func TestFallbackOneBudgetPerDecision(t *testing.T) {
 	p.OTP.OnStoreError, p.OTP.LocalLimit = guard.FallbackLocal, 1
 	otp := guard.NewOTP(guard.OTPOptions{Policy: p.OTP, Counter: f, Codes: f, Sender: &smsBox{}, HMACKey: outageHMACKey})
 
-	// Each call waits out its budget: one call is one budget (not timed:
+	// Each call waits out its timeout: one call is one timeout (not timed:
 	// BenchmarkOutageDecision measures it).
 	if _, err := otp.Send(context.Background(), guard.SendRequest{Phone: "+14155550100", ClientIP: "203.0.113.7"}); err != nil {
 		t.Fatalf("send: %v", err)

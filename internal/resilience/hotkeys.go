@@ -9,15 +9,15 @@ import (
 	"time"
 )
 
-// SyncStore adds deltas to hot keys and reads back their global state, in
+// Syncer adds deltas to hot keys and reads back their global state, in
 // one round trip for all keys.
-type SyncStore interface {
+type Syncer interface {
 	Sync(ctx context.Context, items []guard.SyncItem) ([]guard.SyncState, error)
 }
 
 // HotKeysOptions configure the local counters of sync-mode policies.
 type HotKeysOptions struct {
-	Store SyncStore
+	Store Syncer
 	// Instances returns the number of live instances sharing the limits
 	// (N); 1 when nil.
 	Instances func() int
@@ -70,7 +70,7 @@ type HotKeysOptions struct {
 // refusing. What a failed last sync at shutdown leaves unsent is counted
 // in Lost.
 type HotKeys struct {
-	store     SyncStore
+	store     Syncer
 	instances func() int
 	now       func() time.Time
 	log       *slog.Logger

@@ -23,7 +23,7 @@ type clock struct{ t time.Time }
 
 func (c *clock) now() time.Time { return c.t }
 
-// flaky is the shared store, as a SyncStore and a Counter, that can be
+// flaky is the shared store, as a Syncer and a Counter, that can be
 // switched off as a Redis that refuses connections: while down, nothing
 // reaches Redis.
 type flaky struct {
@@ -54,16 +54,16 @@ func (f *flaky) Refund(ctx context.Context, takes []guard.Take) error {
 	return f.st.Refund(ctx, takes)
 }
 
-// recorder is one instance's SyncStore: it keeps what the instance's last
+// recorder is one instance's Syncer: it keeps what the instance's last
 // successful sync read, the figure its share must come from.
 type recorder struct {
-	resilience.SyncStore
+	resilience.Syncer
 	remaining int64
 	syncs     int
 }
 
 func (r *recorder) Sync(ctx context.Context, items []guard.SyncItem) ([]guard.SyncState, error) {
-	st, err := r.SyncStore.Sync(ctx, items)
+	st, err := r.Syncer.Sync(ctx, items)
 	if err == nil {
 		r.remaining, r.syncs = st[0].Remaining, r.syncs+1
 	}
@@ -111,7 +111,7 @@ func newSim(t *testing.T, n int, take guard.Take, offers []int) *sim {
 	s.check = guard.Check{Policy: name, Key: take.Key.ID, Cost: 1}
 	pols := map[string]guard.LimitPolicy{name: simPolicy(take)}
 	for i := range n {
-		rec := &recorder{SyncStore: s.flaky, remaining: take.Limit}
+		rec := &recorder{Syncer: s.flaky, remaining: take.Limit}
 		h := resilience.NewHotKeys(resilience.HotKeysOptions{Store: rec, Now: s.clk.now, Instances: func() int { return n }})
 		s.recs, s.hot = append(s.recs, rec), append(s.hot, h)
 		s.lims = append(s.lims, guard.NewLimiter(pols, s.flaky, nil).WithHotKeys(h))
@@ -384,14 +384,14 @@ func TestSyncModeRefused(t *testing.T) {
 	}
 }
 
-// syncFunc is a SyncStore that is a function.
+// syncFunc is a Syncer that is a function.
 type syncFunc func(ctx context.Context, items []guard.SyncItem) ([]guard.SyncState, error)
 
 func (f syncFunc) Sync(ctx context.Context, items []guard.SyncItem) ([]guard.SyncState, error) {
 	return f(ctx, items)
 }
 
-// reads is a SyncStore that reports remaining for every key.
+// reads is a Syncer that reports remaining for every key.
 func reads(remaining int64) syncFunc {
 	return func(_ context.Context, items []guard.SyncItem) ([]guard.SyncState, error) {
 		out := make([]guard.SyncState, len(items))
@@ -556,7 +556,7 @@ func TestSyncModeFollowsOnStoreErrorWhileSyncFails(t *testing.T) {
 	}
 }
 
-// counting is a SyncStore in memory (windows that never end) that records
+// counting is a Syncer in memory (windows that never end) that records
 // the size of each call and fails the call numbered fail (from 1).
 type counting struct {
 	counted map[guard.Key]int64

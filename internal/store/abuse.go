@@ -14,7 +14,7 @@ import (
 	"github.com/otpguard/otpguard/internal/ops"
 )
 
-var _ ops.AbuseStore = (*Redis)(nil)
+var _ ops.AbuseCounters = (*Redis)(nil)
 
 // The attack view's counters (ops/abuse.go):
 //
@@ -29,54 +29,9 @@ func abuseKey(name string) guard.Key { return guard.Key{Space: "ops:abuse", ID: 
 // maxAlerts bounds the alerts hash: past it, ended alerts are pruned.
 const maxAlerts = 200
 
-// abuseScript adds one hour's counts (and the alerts) in one atomic step.
-//
-// KEYS: the hour's country hash, its prefix hash, the alerts hash.
-// ARGV: ttl seconds, country cap, prefix cap, now (unix seconds), then
-// n country pairs (field, delta) after n, the same for prefixes, then the
-// alerts (field, value). A hash that holds its cap of fields takes no new
-// subject: the count goes to "~other|<kind>" instead, so a campaign over a
-// million numbers cannot grow it. Alerts whose end is past are pruned
-// once the alerts hash holds more than maxAlerts.
-var abuseScript = redis.NewScript(`
-local ttl = tonumber(ARGV[1])
-local now = tonumber(ARGV[4])
-local i = 5
-local function add(key, cap)
-  local n = tonumber(ARGV[i]); i = i + 1
-  if n == 0 then return end
-  local len = redis.call('HLEN', key)
-  for j = 1, n do
-    local f, d = ARGV[i], tonumber(ARGV[i + 1])
-    i = i + 2
-    if len < cap or redis.call('HEXISTS', key, f) == 1 then
-      if redis.call('HINCRBY', key, f, d) == d then len = len + 1 end
-    else
-      local kind = string.match(f, '|([^|]+)$') or 's'
-      redis.call('HINCRBY', key, '~other|' .. kind, d)
-    end
-  end
-  redis.call('EXPIRE', key, ttl)
-end
-add(KEYS[1], tonumber(ARGV[2]))
-add(KEYS[2], tonumber(ARGV[3]))
-local n = tonumber(ARGV[i]); i = i + 1
-if n > 0 then
-  for j = 1, n do
-    redis.call('HSET', KEYS[3], ARGV[i], ARGV[i + 1])
-    i = i + 2
-  end
-  if redis.call('HLEN', KEYS[3]) > ` + strconv.Itoa(maxAlerts) + ` then
-    local all = redis.call('HGETALL', KEYS[3])
-    for k = 1, #all, 2 do
-      local u = tonumber(string.match(all[k + 1], '^(%d+) '))
-      if not u or u <= now then redis.call('HDEL', KEYS[3], all[k]) end
-    end
-  end
-  redis.call('EXPIRE', KEYS[3], ttl)
-end
-return 1
-`)
+// abuseScript adds one hour's counts (and the alerts) in one atomic step
+// (lua/add_abuse_counts.lua).
+var abuseScript = script("add_abuse_counts")
 
 type alertJSON struct {
 	Scope   string    `json:"scope"`
@@ -97,7 +52,7 @@ func (r *Redis) AddAbuse(ctx context.Context, counts []ops.AbuseCounts, alerts [
 	}
 	ttl := int64(ops.AbuseTTL / time.Second)
 	for i, c := range counts {
-		args := []any{ttl, ops.MaxCountryFields, ops.MaxPrefixFields, now.Unix()}
+		args := []any{ttl, ops.MaxCountryFields, ops.MaxPrefixFields, now.Unix(), maxAlerts}
 		for _, m := range []map[string]int64{c.Countries, c.Prefixes} {
 			args = append(args, len(m))
 			for f, d := range m {

@@ -72,7 +72,7 @@ type CoalesceOptions struct {
 	// New commands wait and go out together in the next one.
 	Pipelines int
 	// Stall is how long a pipeline has the wire to itself before another
-	// may go out beside it (default 5 ms: half the default decision budget,
+	// may go out beside it (default 5 ms: half the default decision timeout,
 	// so that commands stuck behind a slow reply still go out within it).
 	Stall time.Duration
 	// MaxBatch bounds the commands of one pipeline (default 128).

@@ -33,3 +33,16 @@ func CoalesceWithTimers(rdb redis.UniversalClient, o CoalesceOptions, newTimer f
 
 // Queued is how many commands wait for a pipeline.
 func (c *Coalescer) Queued() int { return len(c.queue) }
+
+// LuaFilesForTest is the embedded lua/ directory.
+var LuaFilesForTest = luaFiles
+
+// LuaScriptsForTest lists luaScripts: each script's name, its library
+// (or ""), and its SHA.
+func LuaScriptsForTest() (libs map[string]string, shas map[string]string) {
+	libs, shas = map[string]string{}, map[string]string{}
+	for name, s := range luaScripts {
+		libs[name], shas[name] = s.lib, s.script.Hash()
+	}
+	return libs, shas
+}

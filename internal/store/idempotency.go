@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/otpguard/otpguard/internal/guard"
 )
 
@@ -33,38 +31,18 @@ const (
 )
 
 // claimIdempotencyScript claims KEYS[1] for a request with body digest
-// ARGV[1] and token ARGV[2] for ARGV[3] ms, or says what holds it:
-// {state} or {"done", answer}. One script: of any number of concurrent
-// requests, on any instances, exactly one claims a free key.
-var claimIdempotencyScript = redis.NewScript(`
-local r = redis.call('HMGET', KEYS[1], 's', 'b', 'r')
-if not r[1] then
-  redis.call('HSET', KEYS[1], 's', 'p', 'b', ARGV[1], 't', ARGV[2])
-  redis.call('PEXPIRE', KEYS[1], ARGV[3])
-  return {'claimed'}
-end
-if r[2] ~= ARGV[1] then return {'reused'} end
-if r[1] == 'p' then return {'pending'} end
-return {'done', r[3]}
-`)
+// ARGV[1] and token ARGV[2] for ARGV[3] ms, or says what holds it
+// (lua/claim_idempotency_key.lua).
+var claimIdempotencyScript = script("claim_idempotency_key")
 
 // finishIdempotencyScript stores the answer ARGV[2] for ARGV[3] ms, if the
 // claim KEYS[1] is still the token ARGV[1]'s (it may have expired and been
-// claimed again). Returns 1 stored, 0 not.
-var finishIdempotencyScript = redis.NewScript(`
-if redis.call('HGET', KEYS[1], 't') ~= ARGV[1] then return 0 end
-redis.call('HSET', KEYS[1], 's', 'd', 'r', ARGV[2])
-redis.call('HDEL', KEYS[1], 't')
-redis.call('PEXPIRE', KEYS[1], ARGV[3])
-return 1
-`)
+// claimed again) (lua/finish_idempotency_key.lua).
+var finishIdempotencyScript = script("finish_idempotency_key")
 
-// releaseIdempotencyScript frees the claim KEYS[1] of token ARGV[1]: the
-// request's answer is not kept (a 5xx, a 429), so a retry runs afresh.
-var releaseIdempotencyScript = redis.NewScript(`
-if redis.call('HGET', KEYS[1], 't') ~= ARGV[1] then return 0 end
-return redis.call('DEL', KEYS[1])
-`)
+// releaseIdempotencyScript frees the claim KEYS[1] of token ARGV[1]
+// (lua/release_idempotency_key.lua).
+var releaseIdempotencyScript = script("release_idempotency_key")
 
 func (r *Redis) idempotencyKey(digest string) string {
 	return r.key(guard.Key{Space: "idem", ID: digest, Name: "r"})

@@ -17,10 +17,10 @@ import (
 	"github.com/otpguard/otpguard/internal/store/redistest"
 )
 
-// The default budget. How long a call against a hurt Redis really takes is
+// The default timeout. How long a call against a hurt Redis really takes is
 // measured by BenchmarkOutageDecision (docs/outage.md), not asserted here:
 // a wall-clock bound fails on a busy machine, not on a broken client.
-const budget = 10 * time.Millisecond
+const timeout = 10 * time.Millisecond
 
 // deadlines is a go-redis hook added after otpguard's own: it sees every
 // call as the client is about to make it, and records how far off its
@@ -76,10 +76,10 @@ func isTimeout(err error) bool {
 	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, os.ErrDeadlineExceeded) || (errors.As(err, &ne) && ne.Timeout())
 }
 
-// budgetClient is a client as otpguard builds it, with the default budget.
-func budgetClient(t *testing.T, url string) *redis.Client {
+// timeoutClient is a client as otpguard builds it, with the default timeout.
+func timeoutClient(t *testing.T, url string) *redis.Client {
 	t.Helper()
-	rdb, err := store.NewRedisClient(store.RedisOptions{URL: url, Timeout: budget})
+	rdb, err := store.NewRedisClient(store.RedisOptions{URL: url, Timeout: timeout})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -88,7 +88,7 @@ func budgetClient(t *testing.T, url string) *redis.Client {
 }
 
 // warm makes a few good calls so that the pool holds live connections (a
-// CPU-starved round trip may miss the 10 ms budget: retry).
+// CPU-starved round trip may miss the 10 ms timeout: retry).
 func warm(t *testing.T, s *store.Redis) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
@@ -97,18 +97,18 @@ func warm(t *testing.T, s *store.Redis) {
 		if _, err := s.Take(context.Background(), []guard.Take{fw("warm", 1000, time.Minute, 0)}); err == nil {
 			ok++
 		} else if time.Now().After(deadline) {
-			t.Fatalf("redis never answered within %v: %v", budget, err)
+			t.Fatalf("redis never answered within %v: %v", timeout, err)
 		}
 	}
 }
 
-// TestRedisBudgetHolds hurts a real Redis in each way it fails in
-// production and checks every call fails, held to the budget: it reaches
-// the client with a deadline at most one budget away (which every step of
-// it keeps: TestRedisClientsHoldTheBudget), and where Redis is silent it is
+// TestRedisTimeoutHolds hurts a real Redis in each way it fails in
+// production and checks every call fails, held to the timeout: it reaches
+// the client with a deadline at most one timeout away (which every step of
+// it keeps: TestRedisClientsHoldTheTimeout), and where Redis is silent it is
 // that deadline, not TCP or a retry, that ends it. Timing it would prove
 // only how busy the machine was.
-func TestRedisBudgetHolds(t *testing.T) {
+func TestRedisTimeoutHolds(t *testing.T) {
 	t.Parallel() // each case has its own redis-server and proxy
 	tests := []struct {
 		name string
@@ -145,11 +145,11 @@ func TestRedisBudgetHolds(t *testing.T) {
 			srv := redistest.Start(t)
 			proxy := redistest.NewProxy(t, srv.Addr())
 			prefix := redistest.Prefix()
-			rdb := budgetClient(t, proxy.URL())
+			rdb := timeoutClient(t, proxy.URL())
 			s := store.NewRedis(rdb, prefix)
 			warm(t, s)
 			if cold := tc.hurt(t, srv, proxy); cold {
-				rdb = budgetClient(t, proxy.URL())
+				rdb = timeoutClient(t, proxy.URL())
 				s = store.NewRedis(rdb, prefix)
 			}
 			h := &deadlines{}
@@ -177,7 +177,7 @@ func TestRedisBudgetHolds(t *testing.T) {
 						t.Fatalf("%s: ErrNotFound, want a store error", name)
 					}
 					if tc.silent && !isTimeout(err) {
-						t.Errorf("%s: %v; want the budget's deadline to end the call", name, err)
+						t.Errorf("%s: %v; want the timeout's deadline to end the call", name, err)
 					}
 					left := h.take()
 					if len(left) == 0 {
@@ -185,9 +185,9 @@ func TestRedisBudgetHolds(t *testing.T) {
 					}
 					for _, l := range left {
 						if l == noDeadline {
-							t.Errorf("%s: reached the client without a deadline, want one at most the budget %v away", name, budget)
-						} else if l > budget {
-							t.Errorf("%s: reached the client with %v left before its deadline, want at most the budget %v", name, l, budget)
+							t.Errorf("%s: reached the client without a deadline, want one at most the timeout %v away", name, timeout)
+						} else if l > timeout {
+							t.Errorf("%s: reached the client with %v left before its deadline, want at most the timeout %v", name, l, timeout)
 						}
 					}
 				}

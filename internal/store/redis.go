@@ -1,5 +1,8 @@
-// Package store keeps otpguard's state: limits and codes in Redis, ops
-// decisions and the audit trail in SQL. It implements guard's interfaces.
+// Package store is the shared Redis: the limits' counters and buckets, the
+// codes and their verifications, the heartbeat, the block index and the
+// attack view's counters, each decided by one MULTI or one Lua script
+// (lua/). It implements guard's and ops' interfaces for them. The SQL ops
+// database is package sqlstore.
 package store
 
 import (
@@ -98,12 +101,12 @@ func (r *Redis) logKey(k guard.Key) string {
 	return r.key(k)
 }
 
-// LoadScripts loads every script into the server's cache, so the first
-// request does not pay for an EVAL.
+// LoadScripts loads every script of luaScripts into the server's cache,
+// so the first request does not pay for an EVAL.
 func (r *Redis) LoadScripts(ctx context.Context) error {
-	for _, s := range append(append(allScripts, takeManyScript.Script), codeScripts...) {
-		if err := s.Load(ctx, r.rdb).Err(); err != nil {
-			return fmt.Errorf("store: load script: %w", err)
+	for _, name := range scriptNames() {
+		if err := luaScripts[name].script.Load(ctx, r.rdb).Err(); err != nil {
+			return fmt.Errorf("store: load script %s: %w", name, err)
 		}
 	}
 	return nil

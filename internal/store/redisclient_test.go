@@ -79,20 +79,20 @@ func TestCheckRedisVersionTellsRefusalFromSilence(t *testing.T) {
 	}
 }
 
-// TestRedisClientsHoldTheBudget: in every mode the client holds each step
-// of a call (pool wait, dial, read, write) to the budget and to the call's
+// TestRedisClientsHoldTheTimeout: in every mode the client holds each step
+// of a call (pool wait, dial, read, write) to the timeout and to the call's
 // context deadline, and retries nothing: no command (a retried INCR may
 // count twice), no redirect, no second dial. This, with the deadline every
-// call carries (TestRedisBudgetHolds), is what bounds a call by the budget;
+// call carries (TestRedisTimeoutHolds), is what bounds a call by the timeout;
 // the benchmarks measure how long it takes.
-func TestRedisClientsHoldTheBudget(t *testing.T) {
-	const budget = 10 * time.Millisecond
+func TestRedisClientsHoldTheTimeout(t *testing.T) {
+	const timeout = 10 * time.Millisecond
 	for _, o := range []store.RedisOptions{
 		{URL: "redis://127.0.0.1:1/0"},
 		{Mode: store.RedisCluster, Addrs: []string{"127.0.0.1:1"}},
 		{Mode: store.RedisSentinel, Addrs: []string{"127.0.0.1:1"}, Master: "m"},
 	} {
-		o.Timeout = budget
+		o.Timeout = timeout
 		rdb, err := store.NewUniversalClient(o)
 		if err != nil {
 			t.Fatalf("%q: %v", o.Mode, err)
@@ -112,12 +112,12 @@ func TestRedisClientsHoldTheBudget(t *testing.T) {
 			t.Fatalf("%q: a %T", o.Mode, rdb)
 		}
 		rdb.Close()
-		if !got.ContextTimeoutEnabled || got.DialTimeout != budget || got.ReadTimeout != budget || got.WriteTimeout != budget ||
-			got.PoolTimeout != budget || got.MaxRetries > 0 || got.DialerRetries != 1 {
+		if !got.ContextTimeoutEnabled || got.DialTimeout != timeout || got.ReadTimeout != timeout || got.WriteTimeout != timeout ||
+			got.PoolTimeout != timeout || got.MaxRetries > 0 || got.DialerRetries != 1 {
 			t.Errorf("%q: context deadlines %v, timeouts dial %v read %v write %v pool %v, retries %d, dial attempts %d; "+
 				"want context deadlines, every timeout %v, no retry, one dial attempt",
 				o.Mode, got.ContextTimeoutEnabled, got.DialTimeout, got.ReadTimeout, got.WriteTimeout, got.PoolTimeout,
-				got.MaxRetries, got.DialerRetries, budget)
+				got.MaxRetries, got.DialerRetries, timeout)
 		}
 	}
 }

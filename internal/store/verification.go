@@ -35,126 +35,34 @@ import (
 // when read: pending, but the number's code no longer carries its id (the
 // code's TTL ran out, or an ops unblock deleted it).
 
-// codeLua are the helpers of the code scripts. status_of reads a record
-// and derives expired: {s, c, u, e, a, x}, or false when there is none.
-const codeLua = `
-local function status_of(vk, ck, id)
-  local r = redis.call('HMGET', vk, 's', 'c', 'u', 'e', 'a', 'x')
-  if not r[1] then return false end
-  if r[1] == 'pending' and redis.call('HGET', ck, 'v') ~= id then r[1] = 'expired' end
-  return r
-end
-`
+// saveCodeScript replaces the number's code (KEYS[1]) and creates its record
+// (KEYS[2]) (lua/save_code.lua).
+var saveCodeScript = script("save_code")
 
-// saveCodeScript replaces the number's code (KEYS[1]) and creates its
-// record (KEYS[2]): a record still pending for the code it replaces is
-// canceled (superseded by the new one). ARGV: mac, code TTL ms, id, now
-// ms, max attempts, retention ms, record key prefix, expires ms. Returns
-// the guesses counted against the replaced code.
-var saveCodeScript = redis.NewScript(`
-local prev = redis.call('HMGET', KEYS[1], 'a', 'v')
-if prev[2] then
-  local old = ARGV[7] .. prev[2]
-  if redis.call('HGET', old, 's') == 'pending' then
-    redis.call('HSET', old, 's', 'canceled', 'u', ARGV[4], 'r', ARGV[3])
-  end
-end
-redis.call('DEL', KEYS[1])
-redis.call('HSET', KEYS[1], 'm', ARGV[1], 'a', 0, 'v', ARGV[3])
-redis.call('PEXPIRE', KEYS[1], ARGV[2])
-redis.call('HSET', KEYS[2], 's', 'pending', 'c', ARGV[4], 'u', ARGV[4], 'e', ARGV[8], 'a', 0, 'x', ARGV[5])
-redis.call('PEXPIRE', KEYS[2], ARGV[6])
-return tonumber(prev[1]) or 0
-`)
-
-// guessCodeScript counts one guess against a live code (KEYS[1]) and
-// returns {attempts, mac, pttl, id}; nil when there is no code. Counting
-// before the caller compares is what bounds the guesses: a guess that is
-// never counted cannot exist. The guess is counted on the pending record
-// too (up to its max). A guess past the max is refused by the caller
-// without comparing, and changes no status: the wrong guess that used the
-// last attempt locks the record (lockCodeScript), while a right guess
-// counted before it may still approve it. ARGV: record key prefix, now ms.
-var guessCodeScript = redis.NewScript(`
-if redis.call('EXISTS', KEYS[1]) == 0 then return false end
-local a = redis.call('HINCRBY', KEYS[1], 'a', 1)
-local f = redis.call('HMGET', KEYS[1], 'm', 'v')
-local id = f[2] or ''
-if id ~= '' then
-  local vk = ARGV[1] .. id
-  local r = redis.call('HMGET', vk, 's', 'x')
-  if r[1] == 'pending' and a <= tonumber(r[2]) then
-    redis.call('HSET', vk, 'a', a, 'u', ARGV[2])
-  end
-end
-return {a, f[1], redis.call('PTTL', KEYS[1]), id}
-`)
+// guessCodeScript counts one guess against a live code (KEYS[1]) and returns
+// {attempts, mac, pttl, id}; nil when there is no code (lua/guess_code.lua).
+var guessCodeScript = script("guess_code")
 
 // consumeCodeScript deletes the code (KEYS[1]) only if it is still the one
 // the caller matched (ARGV[1]) and its record is pending, and approves the
-// record: of two concurrent correct guesses, or a right guess and a
-// cancel, one wins. Returns 1 consumed, 0 gone or replaced, 2 the record
-// is no longer pending (a concurrent wrong guess locked it). ARGV: mac,
-// record key prefix, now ms.
-var consumeCodeScript = redis.NewScript(`
-local f = redis.call('HMGET', KEYS[1], 'm', 'v')
-if f[1] ~= ARGV[1] then return 0 end
-local vk = false
-if f[2] then
-  vk = ARGV[2] .. f[2]
-  local s = redis.call('HGET', vk, 's')
-  if s and s ~= 'pending' then return 2 end
-end
-redis.call('DEL', KEYS[1])
-if vk and redis.call('EXISTS', vk) == 1 then
-  redis.call('HSET', vk, 's', 'approved', 'u', ARGV[3])
-end
-return 1
-`)
+// record (lua/consume_code.lua).
+var consumeCodeScript = script("consume_code")
 
 // lockCodeScript marks the record ARGV[1] max_attempts_reached, if it is
-// still the number's live code (KEYS[1]) and pending. The code stays, so
-// that later guesses are refused until it expires. ARGV: id, record key
-// prefix, now ms.
-var lockCodeScript = redis.NewScript(`
-if redis.call('HGET', KEYS[1], 'v') ~= ARGV[1] then return 0 end
-local vk = ARGV[2] .. ARGV[1]
-if redis.call('HGET', vk, 's') ~= 'pending' then return 0 end
-redis.call('HSET', vk, 's', 'max_attempts_reached', 'u', ARGV[3])
-return 1
-`)
+// still the number's live code (KEYS[1]) and pending (lua/lock_code.lua).
+var lockCodeScript = script("lock_code")
 
-// deleteCodeScript deletes the number's code (KEYS[1]) and the record of
-// its verification: a code whose SMS never left was never handed to
-// anyone, and neither was its id. ARGV: record key prefix.
-var deleteCodeScript = redis.NewScript(`
-local id = redis.call('HGET', KEYS[1], 'v')
-if id then redis.call('DEL', ARGV[1] .. id) end
-return redis.call('DEL', KEYS[1])
-`)
+// deleteCodeScript deletes the number's code (KEYS[1]) and the record of its
+// verification (lua/delete_code.lua).
+var deleteCodeScript = script("delete_code")
 
 // readVerificationScript returns the record KEYS[1] of id ARGV[1] with its
-// status derived against the code KEYS[2] (codeLua).
-var readVerificationScript = redis.NewScript(codeLua + `
-return status_of(KEYS[1], KEYS[2], ARGV[1])
-`)
+// status derived against the code KEYS[2] (lua/read_verification.lua).
+var readVerificationScript = script("read_verification")
 
 // cancelVerificationScript deletes the code (KEYS[2]) of a pending record
-// (KEYS[1], id ARGV[1]) and marks it canceled. Returns {canceled (0/1),
-// record...}, or false when there is no record. ARGV: id, now ms.
-var cancelVerificationScript = redis.NewScript(codeLua + `
-local r = status_of(KEYS[1], KEYS[2], ARGV[1])
-if not r then return false end
-if r[1] ~= 'pending' then return {0, unpack(r)} end
-redis.call('DEL', KEYS[2])
-redis.call('HSET', KEYS[1], 's', 'canceled', 'u', ARGV[2])
-r[1], r[3] = 'canceled', ARGV[2]
-return {1, unpack(r)}
-`)
-
-var codeScripts = []*redis.Script{saveCodeScript, guessCodeScript, consumeCodeScript, lockCodeScript,
-	deleteCodeScript, readVerificationScript, cancelVerificationScript,
-	claimIdempotencyScript, finishIdempotencyScript, releaseIdempotencyScript} // and idempotency.go's
+// (KEYS[1], id ARGV[1]) and marks it canceled (lua/cancel_verification.lua).
+var cancelVerificationScript = script("cancel_verification")
 
 func (r *Redis) codeKey(phone string) string {
 	return r.key(guard.Key{Space: "otp", ID: phone, Name: "code"})

@@ -1,4 +1,4 @@
-package store_test
+package sqlstore_test
 
 import (
 	"errors"
@@ -8,14 +8,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/otpguard/otpguard/internal/store"
-	"github.com/otpguard/otpguard/internal/store/sqltest"
+	"github.com/otpguard/otpguard/internal/sqlstore"
+	"github.com/otpguard/otpguard/internal/sqlstore/sqltest"
 )
 
 // TestSignOuts: a sign-out is kept until the session would have expired,
 // on both engines; signing out twice is fine; expired ones are not listed.
 func TestSignOuts(t *testing.T) {
-	forEachEngine(t, func(t *testing.T, s *store.SQL) {
+	forEachEngine(t, func(t *testing.T, s *sqlstore.SQL) {
 		ctx := t.Context()
 		now := time.Now()
 		if got, err := s.ListRevokedSessions(ctx); err != nil || len(got) != 0 {
@@ -66,11 +66,11 @@ func TestOpenSQLUnreachable(t *testing.T) {
 		{"no such database", missing.String(), false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := store.OpenSQL(t.Context(), tc.url, "", store.SQLOptions{Timeout: 2 * time.Second})
+			_, err := sqlstore.Open(t.Context(), tc.url, "", sqlstore.Options{Timeout: 2 * time.Second})
 			if err == nil {
-				t.Fatal("OpenSQL succeeded, want an error")
+				t.Fatal("Open succeeded, want an error")
 			}
-			if got := errors.Is(err, store.ErrDatabaseUnreachable); got != tc.unreachable {
+			if got := errors.Is(err, sqlstore.ErrDatabaseUnreachable); got != tc.unreachable {
 				t.Errorf("errors.Is(%v, ErrDatabaseUnreachable) = %v, want %v", err, got, tc.unreachable)
 			}
 		})

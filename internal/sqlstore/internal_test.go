@@ -1,9 +1,9 @@
-package store
+package sqlstore
 
 import (
 	"testing"
 
-	"github.com/otpguard/otpguard/internal/store/sqltest"
+	"github.com/otpguard/otpguard/internal/sqlstore/sqltest"
 )
 
 func TestSQLRebind(t *testing.T) {
@@ -27,9 +27,9 @@ func TestSQLRebind(t *testing.T) {
 // second process and to wait on instead of failing; a DSN typo would drop
 // them silently.
 func TestSQLitePragmas(t *testing.T) {
-	s, err := OpenSQL(t.Context(), "", t.TempDir())
+	s, err := Open(t.Context(), "", t.TempDir())
 	if err != nil {
-		t.Fatalf("OpenSQL: %v", err)
+		t.Fatalf("Open: %v", err)
 	}
 	defer s.Close()
 	tests := []struct {
@@ -65,9 +65,9 @@ func TestSQLSchemaChecksPattern(t *testing.T) {
 			} else {
 				dir = t.TempDir()
 			}
-			s, err := OpenSQL(t.Context(), url, dir)
+			s, err := Open(t.Context(), url, dir)
 			if err != nil {
-				t.Fatalf("OpenSQL: %v", err)
+				t.Fatalf("Open: %v", err)
 			}
 			defer s.Close()
 			if err := s.Migrate(t.Context()); err != nil {

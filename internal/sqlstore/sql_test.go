@@ -1,4 +1,4 @@
-package store_test
+package sqlstore_test
 
 import (
 	"os"
@@ -6,31 +6,31 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/otpguard/otpguard/internal/store"
-	"github.com/otpguard/otpguard/internal/store/sqltest"
+	"github.com/otpguard/otpguard/internal/sqlstore"
+	"github.com/otpguard/otpguard/internal/sqlstore/sqltest"
 )
 
 // engines is every engine the SQL store runs on. Each test runs once per
 // engine, so the two cannot drift apart.
-var engines = []string{store.EngineSQLite, store.EnginePostgres}
+var engines = []string{sqlstore.EngineSQLite, sqlstore.EnginePostgres}
 
 // openSQL opens a store on a database of its own: a fresh PostgreSQL
 // database (dropped afterwards) or a SQLite file in a temporary directory.
 // It does not migrate.
-func openSQL(t *testing.T, engine string) *store.SQL {
+func openSQL(t *testing.T, engine string) *sqlstore.SQL {
 	t.Helper()
 	var url, dir string
 	switch engine {
-	case store.EnginePostgres:
+	case sqlstore.EnginePostgres:
 		url = sqltest.Postgres(t)
-	case store.EngineSQLite:
+	case sqlstore.EngineSQLite:
 		dir = t.TempDir()
 	default:
 		t.Fatalf("unknown engine %q", engine)
 	}
-	s, err := store.OpenSQL(t.Context(), url, dir)
+	s, err := sqlstore.Open(t.Context(), url, dir)
 	if err != nil {
-		t.Fatalf("OpenSQL(%s): %v", engine, err)
+		t.Fatalf("Open(%s): %v", engine, err)
 	}
 	t.Cleanup(func() {
 		if err := s.Close(); err != nil {
@@ -42,7 +42,7 @@ func openSQL(t *testing.T, engine string) *store.SQL {
 
 // forEachEngine runs test as one subtest per engine against a freshly
 // migrated store.
-func forEachEngine(t *testing.T, test func(t *testing.T, s *store.SQL)) {
+func forEachEngine(t *testing.T, test func(t *testing.T, s *sqlstore.SQL)) {
 	t.Helper()
 	for _, engine := range engines {
 		t.Run(engine, func(t *testing.T) {
@@ -71,15 +71,15 @@ func TestOpenSQLEngine(t *testing.T) {
 
 func TestOpenSQLiteCreatesDataDir(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "not", "yet", "there")
-	s, err := store.OpenSQL(t.Context(), "", dir)
+	s, err := sqlstore.Open(t.Context(), "", dir)
 	if err != nil {
-		t.Fatalf("OpenSQL: %v", err)
+		t.Fatalf("Open: %v", err)
 	}
 	defer s.Close()
 	if err := s.Migrate(t.Context()); err != nil {
 		t.Fatalf("Migrate: %v", err)
 	}
-	if _, err := os.Stat(filepath.Join(dir, store.SQLiteFile)); err != nil {
+	if _, err := os.Stat(filepath.Join(dir, sqlstore.SQLiteFile)); err != nil {
 		t.Errorf("database file: %v", err)
 	}
 }
@@ -95,10 +95,10 @@ func TestOpenSQLRejects(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			s, err := store.OpenSQL(t.Context(), tt.url, tt.dir)
+			s, err := sqlstore.Open(t.Context(), tt.url, tt.dir)
 			if err == nil {
 				s.Close()
-				t.Fatalf("OpenSQL(%q, %q) = nil error, want an error", tt.url, tt.dir)
+				t.Fatalf("Open(%q, %q) = nil error, want an error", tt.url, tt.dir)
 			}
 			if tt.notInError != "" && strings.Contains(err.Error(), tt.notInError) {
 				t.Errorf("error %q leaks %q", err, tt.notInError)

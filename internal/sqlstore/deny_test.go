@@ -1,4 +1,4 @@
-package store_test
+package sqlstore_test
 
 import (
 	"context"
@@ -10,11 +10,11 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/otpguard/otpguard/internal/guard"
-	"github.com/otpguard/otpguard/internal/store"
+	"github.com/otpguard/otpguard/internal/sqlstore"
 )
 
 func TestSQLDenyList(t *testing.T) {
-	forEachEngine(t, func(t *testing.T, s *store.SQL) {
+	forEachEngine(t, func(t *testing.T, s *sqlstore.SQL) {
 		ctx := t.Context()
 		now := time.Now().UTC()
 		ptr := func(t time.Time) *time.Time { return &t }
@@ -96,7 +96,7 @@ func TestSQLDenyList(t *testing.T) {
 }
 
 func TestSQLDenyListEmpty(t *testing.T) {
-	forEachEngine(t, func(t *testing.T, s *store.SQL) {
+	forEachEngine(t, func(t *testing.T, s *sqlstore.SQL) {
 		got, err := s.ListDeny(t.Context())
 		if err != nil {
 			t.Fatalf("ListDeny: %v", err)
@@ -120,7 +120,7 @@ func TestSQLAddDenyRejects(t *testing.T) {
 		{"too long", guard.DenyEntry{Pattern: "+1234567890123456"}},
 		{"expires before created", guard.DenyEntry{Pattern: "+44", CreatedAt: now, ExpiresAt: &before}},
 	}
-	forEachEngine(t, func(t *testing.T, s *store.SQL) {
+	forEachEngine(t, func(t *testing.T, s *sqlstore.SQL) {
 		for _, tt := range tests {
 			t.Run(tt.name, func(t *testing.T) {
 				_, err := s.AddDeny(t.Context(), tt.entry)
@@ -143,7 +143,7 @@ func TestSQLAddDenyRejects(t *testing.T) {
 // whole number, and the error reaches a log: the number must be masked.
 func TestSQLAddDenyErrorMasksPattern(t *testing.T) {
 	const phone = "+919800000000"
-	forEachEngine(t, func(t *testing.T, s *store.SQL) {
+	forEachEngine(t, func(t *testing.T, s *sqlstore.SQL) {
 		ctx, cancel := context.WithCancel(t.Context())
 		cancel() // the insert fails before it reaches the database
 		_, err := s.AddDeny(ctx, guard.DenyEntry{Pattern: phone, Reason: "SMS pumping", Author: "alice"})

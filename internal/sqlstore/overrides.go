@@ -1,4 +1,4 @@
-package store
+package sqlstore
 
 import (
 	"context"
@@ -10,7 +10,7 @@ import (
 	"github.com/otpguard/otpguard/internal/guard"
 )
 
-// AddOverride stores an emergency override (see ops.OverrideStore) and
+// AddOverride stores an emergency override (see ops.OverrideList) and
 // returns it with its ID and its times as stored (milliseconds). The caller
 // has validated it (ops.Desk.AddOverride); the table's checks hold the
 // rest.

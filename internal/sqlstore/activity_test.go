@@ -1,4 +1,4 @@
-package store_test
+package sqlstore_test
 
 import (
 	"testing"
@@ -8,11 +8,11 @@ import (
 
 	"github.com/otpguard/otpguard/internal/guard"
 	"github.com/otpguard/otpguard/internal/ops"
-	"github.com/otpguard/otpguard/internal/store"
+	"github.com/otpguard/otpguard/internal/sqlstore"
 )
 
 func TestSQLCountActivity(t *testing.T) {
-	forEachEngine(t, func(t *testing.T, s *store.SQL) {
+	forEachEngine(t, func(t *testing.T, s *sqlstore.SQL) {
 		base := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 		at := func(min, sec int) time.Time {
 			return base.Add(time.Duration(min)*time.Minute + time.Duration(sec)*time.Second)

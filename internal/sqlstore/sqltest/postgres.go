@@ -1,6 +1,6 @@
 // Package sqltest gives tests a real database of their own. It lives apart
-// from the store so that any package's tests can use it without importing
-// the store, and it never touches a database it did not create.
+// from sqlstore so that any package's tests can use it without importing
+// sqlstore, and it never touches a database it did not create.
 package sqltest
 
 import (

@@ -1,4 +1,4 @@
-package store_test
+package sqlstore_test
 
 import (
 	"errors"
@@ -6,8 +6,8 @@ import (
 
 	"github.com/otpguard/otpguard/internal/guard"
 	"github.com/otpguard/otpguard/internal/ops"
-	"github.com/otpguard/otpguard/internal/store"
-	"github.com/otpguard/otpguard/internal/store/sqltest"
+	"github.com/otpguard/otpguard/internal/sqlstore"
+	"github.com/otpguard/otpguard/internal/sqlstore/sqltest"
 )
 
 func TestSQLMigrations(t *testing.T) {
@@ -40,7 +40,7 @@ func TestSQLMigrations(t *testing.T) {
 			wantSchema := func(step string, wantOutdated bool) {
 				t.Helper()
 				err := s.CheckSchema(ctx)
-				if got := errors.Is(err, store.ErrSchemaOutdated); got != wantOutdated {
+				if got := errors.Is(err, sqlstore.ErrSchemaOutdated); got != wantOutdated {
 					t.Fatalf("%s: CheckSchema() = %v, want outdated = %v", step, err, wantOutdated)
 				}
 				if !wantOutdated && err != nil {
@@ -113,17 +113,17 @@ func TestSQLMigrateConcurrently(t *testing.T) {
 	for _, engine := range engines {
 		t.Run(engine, func(t *testing.T) {
 			var url, dir string
-			if engine == store.EnginePostgres {
+			if engine == sqlstore.EnginePostgres {
 				url = sqltest.Postgres(t)
 			} else {
 				dir = t.TempDir()
 			}
 			const instances = 4
-			stores := make([]*store.SQL, instances)
+			stores := make([]*sqlstore.SQL, instances)
 			for i := range stores {
-				s, err := store.OpenSQL(t.Context(), url, dir)
+				s, err := sqlstore.Open(t.Context(), url, dir)
 				if err != nil {
-					t.Fatalf("OpenSQL: %v", err)
+					t.Fatalf("Open: %v", err)
 				}
 				t.Cleanup(func() { s.Close() })
 				stores[i] = s

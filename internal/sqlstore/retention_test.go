@@ -1,17 +1,17 @@
-package store_test
+package sqlstore_test
 
 import (
 	"testing"
 	"time"
 
 	"github.com/otpguard/otpguard/internal/guard"
-	"github.com/otpguard/otpguard/internal/store"
+	"github.com/otpguard/otpguard/internal/sqlstore"
 )
 
 // TestSQLPruneExpiredDeny: retention deletes the deny-list entries that
 // expired before the horizon, and only those.
 func TestSQLPruneExpiredDeny(t *testing.T) {
-	forEachEngine(t, func(t *testing.T, s *store.SQL) {
+	forEachEngine(t, func(t *testing.T, s *sqlstore.SQL) {
 		ctx := t.Context()
 		now := time.Now().UTC()
 		add := func(pattern string, expiresIn time.Duration) {

@@ -1,4 +1,9 @@
-package store
+// Package sqlstore is the SQL ops database, in PostgreSQL or a SQLite
+// file: the deny-list, the emergency overrides, the ops sign-outs and the
+// audit trail, which must outlive Redis, and the migrations that shape
+// them (run from the migrations directory). It implements ops' interfaces
+// for them. The shared Redis is package store.
+package sqlstore
 
 import (
 	"context"
@@ -20,7 +25,7 @@ import (
 	"github.com/otpguard/otpguard/internal/ops"
 )
 
-// The engines OpenSQL can open, as Engine reports them. They double as the
+// The engines Open can open, as Engine reports them. They double as the
 // names of the migration directories.
 const (
 	EnginePostgres = "postgres"
@@ -37,27 +42,27 @@ type SQL struct {
 	engine   string
 	migrator *goose.Provider
 	now      func() time.Time
-	timeout  time.Duration // of every call; see SQLOptions
+	timeout  time.Duration // of every call; see Options
 }
 
 // ErrDatabaseUnreachable means the database did not answer (connecting, or
 // within the timeout): an outage to wait out, not a configuration to fix.
 var ErrDatabaseUnreachable = errors.New("database unreachable")
 
-// SQLOptions tune a SQL store.
-type SQLOptions struct {
+// Options tune a SQL store.
+type Options struct {
 	// Timeout bounds every call (connect, query, transaction) unless its
 	// context ends sooner, so that a black-holed database fails a request
 	// in Timeout instead of hanging it for as long as TCP takes to give up.
 	// Migrate and the retention prunes take their caller's deadline only.
-	// Zero: DefaultSQLTimeout.
+	// Zero: DefaultTimeout.
 	Timeout time.Duration
-	// TracerProvider, when set, traces every SQL call (sql_trace.go).
+	// TracerProvider, when set, traces every SQL call (trace.go).
 	TracerProvider trace.TracerProvider
 }
 
-// DefaultSQLTimeout is SQLOptions.Timeout's default.
-const DefaultSQLTimeout = 3 * time.Second
+// DefaultTimeout is Options.Timeout's default.
+const DefaultTimeout = 3 * time.Second
 
 // bound gives ctx the per-call deadline, or keeps its own when sooner.
 func (s *SQL) bound(ctx context.Context) (context.Context, context.CancelFunc) {
@@ -69,17 +74,17 @@ var (
 	_ ops.AuditLog = (*SQL)(nil)
 )
 
-// OpenSQL connects to PostgreSQL when databaseURL starts with postgres:// or
+// Open connects to PostgreSQL when databaseURL starts with postgres:// or
 // postgresql://, and to the SQLite file <dataDir>/otpguard.db (creating
 // dataDir) when databaseURL is empty. It does not migrate: call Migrate, or
 // CheckSchema to refuse an old schema. The first opts, if any, tune it.
-func OpenSQL(ctx context.Context, databaseURL, dataDir string, opts ...SQLOptions) (*SQL, error) {
-	var o SQLOptions
+func Open(ctx context.Context, databaseURL, dataDir string, opts ...Options) (*SQL, error) {
+	var o Options
 	if len(opts) > 0 {
 		o = opts[0]
 	}
 	if o.Timeout <= 0 {
-		o.Timeout = DefaultSQLTimeout
+		o.Timeout = DefaultTimeout
 	}
 	var (
 		s   *SQL

@@ -1,4 +1,4 @@
-package store_test
+package sqlstore_test
 
 import (
 	"errors"
@@ -8,11 +8,11 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/otpguard/otpguard/internal/guard"
-	"github.com/otpguard/otpguard/internal/store"
+	"github.com/otpguard/otpguard/internal/sqlstore"
 )
 
 func TestSQLOverrides(t *testing.T) {
-	forEachEngine(t, func(t *testing.T, s *store.SQL) {
+	forEachEngine(t, func(t *testing.T, s *sqlstore.SQL) {
 		ctx := t.Context()
 		now := time.Date(2026, 12, 2, 19, 0, 0, 123456789, time.UTC)
 		add := func(o guard.Override) guard.Override {

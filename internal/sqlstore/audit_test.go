@@ -1,4 +1,4 @@
-package store_test
+package sqlstore_test
 
 import (
 	"fmt"
@@ -12,19 +12,19 @@ import (
 
 	"github.com/otpguard/otpguard/internal/guard"
 	"github.com/otpguard/otpguard/internal/ops"
-	"github.com/otpguard/otpguard/internal/store"
+	"github.com/otpguard/otpguard/internal/sqlstore"
 )
 
 var t0 = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 
-func writeEvents(t *testing.T, s *store.SQL, events []guard.Event) {
+func writeEvents(t *testing.T, s *sqlstore.SQL, events []guard.Event) {
 	t.Helper()
 	if err := s.WriteEvents(t.Context(), events); err != nil {
 		t.Fatalf("WriteEvents(%d events): %v", len(events), err)
 	}
 }
 
-func listEvents(t *testing.T, s *store.SQL, f ops.EventFilter) []guard.Event {
+func listEvents(t *testing.T, s *sqlstore.SQL, f ops.EventFilter) []guard.Event {
 	t.Helper()
 	got, err := s.ListEvents(t.Context(), f)
 	if err != nil {
@@ -62,7 +62,7 @@ func TestSQLListEventsFilters(t *testing.T) {
 		{At: t0.Add(5*time.Second + 700*time.Microsecond), Action: "otp.verify", Outcome: "valid", Phone: "+447700900001", Country: "GB", IP: "198.51.100.2", Actor: "key_app", Detail: "e6"},
 	}
 
-	forEachEngine(t, func(t *testing.T, s *store.SQL) {
+	forEachEngine(t, func(t *testing.T, s *sqlstore.SQL) {
 		writeEvents(t, s, written)
 
 		all := listEvents(t, s, ops.EventFilter{})
@@ -132,7 +132,7 @@ func TestSQLListEventsOutcomeCountryPrefix(t *testing.T) {
 		{At: t0, Action: "ops.deny.add", Outcome: "ok", Actor: "alice", Detail: "ops1"},
 	}
 
-	forEachEngine(t, func(t *testing.T, s *store.SQL) {
+	forEachEngine(t, func(t *testing.T, s *sqlstore.SQL) {
 		writeEvents(t, s, written)
 		tests := []struct {
 			name   string
@@ -183,7 +183,7 @@ func TestSQLListEventsPagination(t *testing.T) {
 		events[i] = guard.Event{At: t0.Add(time.Duration(i) * time.Millisecond), Action: "otp.send", Outcome: "sent", Detail: fmt.Sprint(i)}
 	}
 
-	forEachEngine(t, func(t *testing.T, s *store.SQL) {
+	forEachEngine(t, func(t *testing.T, s *sqlstore.SQL) {
 		writeEvents(t, s, events[:600])
 		writeEvents(t, s, events[600:])
 
@@ -225,7 +225,7 @@ func TestSQLListEventsPagination(t *testing.T) {
 }
 
 func TestSQLWriteEvents(t *testing.T) {
-	forEachEngine(t, func(t *testing.T, s *store.SQL) {
+	forEachEngine(t, func(t *testing.T, s *sqlstore.SQL) {
 		if err := s.WriteEvents(t.Context(), nil); err != nil {
 			t.Fatalf("WriteEvents(nil): %v", err)
 		}
@@ -258,7 +258,7 @@ func TestSQLWriteEvents(t *testing.T) {
 // make PostgreSQL refuse the batch (and the audit queue retry it forever);
 // both engines store the same replacement.
 func TestSQLWriteEventsOddText(t *testing.T) {
-	forEachEngine(t, func(t *testing.T, s *store.SQL) {
+	forEachEngine(t, func(t *testing.T, s *sqlstore.SQL) {
 		writeEvents(t, s, []guard.Event{
 			{Action: "otp.send", Outcome: "sent", Detail: "before"},
 			{Action: "otp.send", Outcome: "sent", IP: "fe80::1%\x00", Detail: "bad \xff byte"},
@@ -274,7 +274,7 @@ func TestSQLWriteEventsOddText(t *testing.T) {
 }
 
 func TestSQLPruneEvents(t *testing.T) {
-	forEachEngine(t, func(t *testing.T, s *store.SQL) {
+	forEachEngine(t, func(t *testing.T, s *sqlstore.SQL) {
 		ctx := t.Context()
 		cutoff := t0.Add(-time.Hour)
 
@@ -320,7 +320,7 @@ func TestSQLWriteEventsConcurrently(t *testing.T) {
 		batches  = 25
 		perBatch = 4
 	)
-	forEachEngine(t, func(t *testing.T, s *store.SQL) {
+	forEachEngine(t, func(t *testing.T, s *sqlstore.SQL) {
 		var wg sync.WaitGroup
 		errs := make(chan error, writers*batches)
 		for w := range writers {

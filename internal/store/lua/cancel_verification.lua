@@ -1,0 +1,10 @@
+-- cancel_verification deletes the code (KEYS[2]) of a pending record
+-- (KEYS[1], id ARGV[1]) and marks it canceled. Returns {canceled (0/1),
+-- record...}, or false when there is no record. ARGV: id, now ms.
+local r = status_of(KEYS[1], KEYS[2], ARGV[1])
+if not r then return false end
+if r[1] ~= 'pending' then return {0, unpack(r)} end
+redis.call('DEL', KEYS[2])
+redis.call('HSET', KEYS[1], 's', 'canceled', 'u', ARGV[2])
+r[1], r[3] = 'canceled', ARGV[2]
+return {1, unpack(r)}

@@ -1,0 +1,79 @@
+-- take_volume is the country velocity rule's decision (guard/velocity.go):
+-- one atomic step that reads the baseline, checks the hour under way and
+-- counts the send only when it is allowed.
+--
+-- A country is one hash (KEYS[1]) of hour buckets of the service's clock:
+-- "s:<hour>" the sends counted, "v:<hour>" the codes verified, and
+-- "b:<hour>" the baseline computed for that hour. The baseline is the
+-- largest credit of the ARGV[2] hours before ARGV[1], where an hour's
+-- credit is min(sends, floor(verifies / ARGV[6])). It is computed once per
+-- hour (HGETALL, pruning what fell out of the lookback) and cached in
+-- "b:<hour>", so the other sends of the hour read two fields. KEYS[2]
+-- holds when the country's quarantine ends (unix seconds of the service's
+-- clock); until then (ARGV[8] is now) the floor is ARGV[4], not ARGV[3]. The hour's limit is max(floor, floor(ARGV[5] x baseline)).
+-- Hours are named by the caller's clock so that history can be driven by a
+-- test; the key's TTL (ARGV[7] seconds, refreshed by every write) outlives
+-- the lookback. With ARGV[10] > 0, the minute ARGV[9] ("m:<minute>") may
+-- hold at most max(floor, ceil(limit x ARGV[10])) of the hour's sends (a
+-- tenth of that share while quarantined), so that a burst cannot spend the
+-- hour in one minute; minute fields older than the last are pruned with
+-- the hours. Returns {allowed, count, limit, baseline, quarantined,
+-- minute cap (0: none)}; refused with count < limit means the minute's
+-- cap refused.
+local h = tonumber(ARGV[1])
+local lookback = tonumber(ARGV[2])
+local floor = tonumber(ARGV[3])
+local q = 0
+local qu = tonumber(redis.call('GET', KEYS[2]))
+if qu and qu > tonumber(ARGV[8]) then
+  q = 1
+  floor = tonumber(ARGV[4])
+end
+local factor = tonumber(ARGV[5])
+local minconv = tonumber(ARGV[6])
+local m = tonumber(ARGV[9])
+local share = tonumber(ARGV[10])
+local vals = redis.call('HMGET', KEYS[1], 'b:' .. h, 's:' .. h, 'm:' .. m)
+local base = tonumber(vals[1])
+if not base then
+  local all = redis.call('HGETALL', KEYS[1])
+  local s, v, old = {}, {}, {}
+  for i = 1, #all, 2 do
+    local kind, b = string.match(all[i], '^(%a):(%d+)$')
+    b = tonumber(b)
+    if not b or (kind == 'm' and b < m - 1) or (kind ~= 'm' and b < h - lookback) or (kind == 'b' and b ~= h) then
+      old[#old + 1] = all[i]
+    elseif kind == 's' then
+      s[b] = tonumber(all[i + 1])
+    elseif kind == 'v' then
+      v[b] = tonumber(all[i + 1])
+    end
+  end
+  base = 0
+  for b, n in pairs(s) do
+    if b < h then
+      local credit = math.min(n, math.floor((v[b] or 0) / minconv + 1e-9))
+      if credit > base then base = credit end
+    end
+  end
+  if #old > 0 then redis.call('HDEL', KEYS[1], unpack(old)) end
+  redis.call('HSET', KEYS[1], 'b:' .. h, base)
+  redis.call('EXPIRE', KEYS[1], ARGV[7])
+end
+local limit = math.max(floor, math.floor(factor * base + 1e-9))
+local count = tonumber(vals[2]) or 0
+if count + 1 > limit then
+  return {0, count, limit, base, q, 0}
+end
+local mcap = 0
+if share > 0 then
+  if q == 1 then share = share / 10 end
+  mcap = math.max(floor, math.ceil(limit * share - 1e-9))
+  if (tonumber(vals[3]) or 0) + 1 > mcap then
+    return {0, count, limit, base, q, mcap}
+  end
+  redis.call('HINCRBY', KEYS[1], 'm:' .. m, 1)
+end
+count = redis.call('HINCRBY', KEYS[1], 's:' .. h, 1)
+redis.call('EXPIRE', KEYS[1], ARGV[7])
+return {1, count, limit, base, q, mcap}
