@@ -113,7 +113,7 @@ func (r *runner) try(ctx context.Context, ps *popState, t time.Time) {
 	// differently leaves the rest of the run's draws where they were.
 	returning, account, solves, verifies := ps.rng.Float64() < p.Returning, ps.rng.Float64() < p.Account,
 		ps.rng.Float64() < p.Solve, ps.rng.Float64() < p.Verify
-	phone := ps.pick(returning)
+	phone := ps.pick(returning, t)
 	body := sendBody{Phone: phone, ClientIP: r.ipFor(ps, phone), Account: account}
 	counts := r.rep.counts(r.s, p.Name, t)
 	if counts == nil {
@@ -250,10 +250,11 @@ type popState struct {
 	p     *Population
 	rng   *rand.Rand
 	src   *numberSource
-	users []string          // numbers it verified (or imported), for returning tries
-	known map[string]bool   // users, as a set
-	ips   map[string]string // each user's address, when it keeps one
-	acc   float64           // tries owed from earlier minutes' fractions
+	users []string             // numbers it verified (or imported), for returning tries
+	known map[string]bool      // users, as a set
+	last  map[string]time.Time // when each number last tried
+	ips   map[string]string    // each user's address, when it keeps one
+	acc   float64              // tries owed from earlier minutes' fractions
 }
 
 func newPopState(s *Scenario, i int) (*popState, error) {
@@ -265,7 +266,7 @@ func newPopState(s *Scenario, i int) (*popState, error) {
 	// Each population draws from its own stream: adding one leaves the
 	// others' draws as they were.
 	return &popState{p: p, rng: rand.New(rand.NewPCG(s.Seed, uint64(i)+1)), src: src,
-		known: map[string]bool{}, ips: map[string]string{}, acc: 0.5}, nil
+		known: map[string]bool{}, last: map[string]time.Time{}, ips: map[string]string{}, acc: 0.5}, nil
 }
 
 // tries is how many tries the population makes in the minute from m.
@@ -291,14 +292,36 @@ func (p *Population) rate(m time.Time) float64 {
 	return p.PeakPerHour * DayCurve[m.Hour()] / 60
 }
 
-// pick is the number of a try: one of its users when returning (and it
-// has any), else a new one.
-func (ps *popState) pick(returning bool) string {
-	if returning && len(ps.users) > 0 {
-		return ps.users[ps.rng.IntN(len(ps.users))]
+// pick is the number of a try at t: one of its users when returning,
+// else a new one. A returning user signs in at most once a day: a few
+// draws find one who has not tried for a day, or the try goes to a new
+// number (early on, when the population has few users, most do), so that
+// a small pool does not turn into the same few numbers over and over.
+func (ps *popState) pick(returning bool, t time.Time) string {
+	phone := ""
+	for range returningDraws {
+		if !returning || len(ps.users) == 0 {
+			break
+		}
+		u := ps.users[ps.rng.IntN(len(ps.users))]
+		if last, ok := ps.last[u]; !ok || t.Sub(last) >= returningEvery {
+			phone = u
+			break
+		}
 	}
-	return ps.src.draw(ps.rng)
+	if phone == "" {
+		phone = ps.src.draw(ps.rng)
+	}
+	ps.last[phone] = t
+	return phone
 }
+
+// A returning user comes back at most once per returningEvery; pick
+// tries returningDraws users before it takes a new number.
+const (
+	returningEvery = 24 * time.Hour
+	returningDraws = 5
+)
 
 // remember adds a verified number to the population's users.
 func (ps *popState) remember(phone string) {
