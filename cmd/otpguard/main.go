@@ -5,6 +5,7 @@
 //	otpguard version      print the version
 //	otpguard config check validate the configuration and print the policies
 //	otpguard migrate up|status apply or list the SQL migrations
+//	otpguard simulate SCENARIO.yaml run a scenario against the real service on a virtual clock
 //
 // This package only reads the command line; internal/app builds and runs
 // the service.
@@ -73,6 +74,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 			return err
 		}
 		return cfg.Describe(stdout)
+	case "simulate":
+		return simulateCmd(ctx, args[2:], stdout, os.Stderr)
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 		return nil
@@ -87,6 +90,8 @@ const usage = `usage:
   otpguard config check   validate the configuration and print the effective policies
   otpguard migrate up     apply pending SQL migrations (OTPGUARD_DATABASE_URL or the SQLite file)
   otpguard migrate status list the SQL migrations and whether each is applied
+  otpguard simulate [--json FILE|-] SCENARIO.yaml
+                          run a scenario against the real service on a virtual clock (docs/simulate.md)
 `
 
 // serve runs the service until ctx is cancelled, then drains it.

@@ -1,0 +1,129 @@
+package simulate
+
+import (
+	"bytes"
+	"encoding/json"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+func run(t *testing.T, name string) *Report {
+	t.Helper()
+	s, err := Load(filepath.Join("testdata", name))
+	if err != nil {
+		t.Fatalf("Load: %v", err)
+	}
+	var progress bytes.Buffer
+	rep, err := Run(t.Context(), s, Options{Progress: &progress})
+	if err != nil {
+		t.Fatalf("Run: %v\n%s", err, progress.String())
+	}
+	t.Logf("%s: %s", name, progress.String())
+	return rep
+}
+
+// TestBudgetRefusals runs one SMS a minute for two hours through the
+// real service with a spend budget of 30 an hour: each hour's window
+// sends exactly 30 and refuses the rest as budget_exhausted, and every
+// code sent is typed and verified.
+func TestBudgetRefusals(t *testing.T) {
+	rep := run(t, "budget-scenario.yaml")
+	want := &Counts{Tried: 120, Sent: 60, Refused: 60, Verified: 60, Cost: 60 * DefaultPrices["GB"],
+		RefusedByCode: map[string]int{"budget_exhausted": 60}}
+	if diff := cmp.Diff(want, rep.Populations["GB users"]); diff != "" {
+		t.Errorf("campaign counts (-want +got):\n%s", diff)
+	}
+	for _, h := range rep.Hours {
+		c := h.Populations["GB users"]
+		if c.Tried != 60 || c.Sent != 30 || c.Refused != 30 {
+			t.Errorf("hour %d: tried %d, sent %d, refused %d; want 60, 30, 30", h.Hour, c.Tried, c.Sent, c.Refused)
+		}
+	}
+}
+
+// TestRunIsRepeatable: one scenario and seed, one report, to the byte.
+func TestRunIsRepeatable(t *testing.T) {
+	var out [2]bytes.Buffer
+	for i := range out {
+		if err := run(t, "small.yaml").WriteJSON(&out[i]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !bytes.Equal(out[0].Bytes(), out[1].Bytes()) {
+		t.Errorf("two runs of one seed differ:\n%s\n%s", out[0].String(), out[1].String())
+	}
+	var rep struct {
+		Populations map[string]Counts
+	}
+	if err := json.Unmarshal(out[0].Bytes(), &rep); err != nil {
+		t.Fatal(err)
+	}
+	gb, ng := rep.Populations["GB users"], rep.Populations["NG attacker"]
+	// The campaign hour is 18:00, the curve's 0.9 of a peak of 120; the
+	// attacker sends 4 a minute for 40 minutes.
+	if gb.Tried != 108 || ng.Tried != 160 {
+		t.Errorf("tried: GB users %d, NG attacker %d; want 108 and 160", gb.Tried, ng.Tried)
+	}
+	if ng.Verified != 0 || gb.Verified == 0 || gb.Verified > gb.Sent {
+		t.Errorf("verified: GB users %d of %d sent, NG attacker %d; want most of GB's and none of NG's", gb.Verified, gb.Sent, ng.Verified)
+	}
+	if ng.Cost != float64(ng.Sent)*0.5 {
+		t.Errorf("NG attacker's cost: got %v for %d SMS, want the scenario's price 0.5 each", ng.Cost, ng.Sent)
+	}
+}
+
+// TestReportJSONShape holds the JSON's keys to what docs/simulate.md
+// documents.
+func TestReportJSONShape(t *testing.T) {
+	rep := run(t, "budget-scenario.yaml")
+	var buf bytes.Buffer
+	if err := rep.WriteJSON(&buf); err != nil {
+		t.Fatal(err)
+	}
+	var doc map[string]any
+	if err := json.Unmarshal(buf.Bytes(), &doc); err != nil {
+		t.Fatal(err)
+	}
+	counts := []string{"challenged", "cost", "refused", "refused_by_code", "sent", "tried", "verified"}
+	if got := sortedKeys(doc); !slices.Equal(got, []string{"hours", "populations"}) {
+		t.Errorf("top keys: got %v", got)
+	}
+	pop := doc["populations"].(map[string]any)["GB users"].(map[string]any)
+	if got := sortedKeys(pop); !slices.Equal(got, counts) {
+		t.Errorf("populations.<name> keys: got %v, want %v", got, counts)
+	}
+	hours := doc["hours"].([]any)
+	if len(hours) != 2 {
+		t.Fatalf("hours: got %d, want 2", len(hours))
+	}
+	h := hours[1].(map[string]any)
+	if got := sortedKeys(h); !slices.Equal(got, []string{"hour", "populations", "start"}) {
+		t.Errorf("hours[1] keys: got %v", got)
+	}
+	if h["hour"] != 1.0 || h["start"] != "2026-03-02T09:00:00Z" {
+		t.Errorf("hours[1]: hour %v start %v; want 1, 2026-03-02T09:00:00Z", h["hour"], h["start"])
+	}
+	if got := sortedKeys(h["populations"].(map[string]any)["GB users"].(map[string]any)); !slices.Equal(got, counts) {
+		t.Errorf("hours[1].populations.<name> keys: got %v, want %v", got, counts)
+	}
+	var table strings.Builder
+	if err := rep.WriteTable(&table); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(table.String(), "budget_exhausted 60") {
+		t.Errorf("table: no total row with budget_exhausted 60:\n%s", table.String())
+	}
+}
+
+func sortedKeys(m map[string]any) []string {
+	var out []string
+	for k := range m {
+		out = append(out, k)
+	}
+	slices.Sort(out)
+	return out
+}

@@ -1,0 +1,245 @@
+// Package simulate is the scenario simulator (`otpguard simulate`): it
+// runs the real service, several instances built by app.New on one
+// embedded Redis, on a virtual clock, and drives scripted populations of
+// real users and attackers through the instances' HTTP handlers, so that
+// a week of history and a day of attack take seconds to minutes. It
+// counts what each population tried, was sent, challenged, refused and
+// verified, and what the SMS cost (docs/simulate.md).
+package simulate
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/nyaruka/phonenumbers"
+)
+
+// Scenario is one simulation: a deployment, its history and a campaign.
+type Scenario struct {
+	// Start is when the campaign starts; the history runs before it.
+	Start time.Time `yaml:"start"`
+	// History is how long legitimate traffic (the populations without
+	// From) runs before Start.
+	History Duration `yaml:"history"`
+	// Duration is how long the campaign runs from Start.
+	Duration Duration `yaml:"duration"`
+	// Instances is how many otpguard instances share the Redis.
+	Instances int `yaml:"instances"`
+	// Seed makes the run repeatable: one seed, one result.
+	Seed uint64 `yaml:"seed"`
+	// Policy is a policy file (OTPGUARD_CONFIG), relative to the scenario;
+	// "" runs the defaults.
+	Policy string `yaml:"policy"`
+	// Prices are USD per SMS by country, over DefaultPrices.
+	Prices map[string]float64 `yaml:"prices"`
+	// Populations are who sends.
+	Populations []Population `yaml:"populations"`
+}
+
+// Population is one kind of sender in one country: real users or an
+// attacker.
+type Population struct {
+	Name    string `yaml:"name"`
+	Country string `yaml:"country"`
+	// PeakPerHour is the busiest hour's tries on the daily curve
+	// (DayCurve); PerMinute is a flat rate instead. One of the two.
+	PeakPerHour float64 `yaml:"peak_per_hour"`
+	PerMinute   float64 `yaml:"per_minute"`
+	// From and Until bound the population in the campaign, as offsets
+	// from Start. Without From it is standing traffic: it runs through
+	// the history too.
+	From  *Duration `yaml:"from"`
+	Until *Duration `yaml:"until"`
+	// Returning is the share of tries that go to numbers this population
+	// verified earlier (or imported ones).
+	Returning float64 `yaml:"returning"`
+	// Imported users are imported as trusted numbers before Start.
+	Imported bool `yaml:"imported"`
+	// Verify is the share of codes sent that are verified, a minute later.
+	Verify float64 `yaml:"verify"`
+	// Solve is the share of challenges (428) solved and resent.
+	Solve float64 `yaml:"solve"`
+	// Account is the share of tries sent with "account": true.
+	Account float64 `yaml:"account"`
+	// RotateIP: a new client address per try; otherwise each user keeps one.
+	RotateIP bool `yaml:"rotate_ip"`
+	// Prefixes are the E.164 ranges numbers are drawn from; by default
+	// uniformly random valid mobile numbers of Country.
+	Prefixes []string `yaml:"prefixes"`
+}
+
+// Duration is a Go duration in the scenario ("168h", "90m").
+type Duration time.Duration
+
+// UnmarshalYAML reads a Go duration string.
+func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
+	v, err := time.ParseDuration(n.Value)
+	if n.Kind != yaml.ScalarNode || err != nil {
+		return fmt.Errorf("%q is not a duration (write e.g. 90m, 24h, 168h)", n.Value)
+	}
+	*d = Duration(v)
+	return nil
+}
+
+// Limits on what a scenario may ask, so that a typo cannot start a
+// simulation of years.
+const (
+	maxHistory     = 60 * 24 * time.Hour
+	maxDuration    = 30 * 24 * time.Hour
+	maxInstances   = 16
+	maxPerMinute   = 2000
+	internationalC = "001" // the international networks (+870, +881, ...)
+)
+
+var nameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9 _.+-]{0,39}$`)
+
+// Load reads and validates the scenario at path; a relative Policy is
+// made relative to the scenario's directory.
+func Load(path string) (*Scenario, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	s, err := Parse(b)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	if s.Policy != "" && !filepath.IsAbs(s.Policy) {
+		s.Policy = filepath.Join(filepath.Dir(path), s.Policy)
+	}
+	if s.Policy != "" {
+		if _, err := os.Stat(s.Policy); err != nil {
+			return nil, fmt.Errorf("%s: policy: %w", path, err)
+		}
+	}
+	return s, nil
+}
+
+// Parse decodes and validates a scenario. Unknown fields are refused with
+// their path: a misspelt field must not silently run as its default.
+func Parse(b []byte) (*Scenario, error) {
+	var root yaml.Node
+	dec := yaml.NewDecoder(bytes.NewReader(b))
+	if err := dec.Decode(&root); err != nil {
+		return nil, fmt.Errorf("not YAML: %w", err)
+	}
+	s := &Scenario{Instances: 2, Seed: 1}
+	if err := checkFields(&root, s); err != nil {
+		return nil, err
+	}
+	if err := root.Decode(s); err != nil {
+		return nil, err
+	}
+	if err := s.validate(); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// validate names every bad value, with its path.
+func (s *Scenario) validate() error {
+	var errs []error
+	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	if s.Start.IsZero() {
+		bad("start: required (a time such as 2026-03-02T00:00:00Z)")
+	}
+	if h := time.Duration(s.History); h < 0 || h > maxHistory {
+		bad("history: %s is outside 0 to %s", h, maxHistory)
+	}
+	if d := time.Duration(s.Duration); d <= 0 || d > maxDuration {
+		bad("duration: required, more than 0 and at most %s (got %s)", maxDuration, d)
+	}
+	if s.Instances < 1 || s.Instances > maxInstances {
+		bad("instances: %d is outside 1 to %d", s.Instances, maxInstances)
+	}
+	for c, p := range s.Prices {
+		if !knownCountry(c) {
+			bad("prices.%s: not a country (ISO 3166-1 alpha-2, or 001 for the international networks)", c)
+		}
+		if p < 0 || p > 10 {
+			bad("prices.%s: %v USD per SMS is outside 0 to 10", c, p)
+		}
+	}
+	if len(s.Populations) == 0 {
+		bad("populations: at least one is required")
+	}
+	names := map[string]bool{}
+	for i, p := range s.Populations {
+		at := fmt.Sprintf("populations[%d]", i)
+		if names[p.Name] {
+			bad("%s.name: %q is used twice", at, p.Name)
+		}
+		names[p.Name] = true
+		errs = append(errs, p.validate(at, time.Duration(s.Duration))...)
+	}
+	return errors.Join(errs...)
+}
+
+func (p *Population) validate(at string, campaign time.Duration) []error {
+	var errs []error
+	bad := func(format string, args ...any) {
+		errs = append(errs, fmt.Errorf(at+"."+format, args...))
+	}
+	if !nameRE.MatchString(p.Name) {
+		bad("name: %q: required, at most 40 letters, digits, spaces or _.+-", p.Name)
+	}
+	if !knownCountry(p.Country) {
+		bad("country: %q is not a country (ISO 3166-1 alpha-2, or 001 for the international networks)", p.Country)
+	}
+	if p.Country == internationalC && len(p.Prefixes) == 0 {
+		bad("prefixes: required for country 001 (e.g. +8816, +870)")
+	}
+	switch {
+	case (p.PeakPerHour > 0) == (p.PerMinute > 0):
+		bad("peak_per_hour, per_minute: give exactly one, above 0")
+	case p.PeakPerHour < 0 || p.PerMinute < 0 || p.PerMinute > maxPerMinute || p.PeakPerHour > 60*maxPerMinute:
+		bad("per_minute: at most %d a minute (peak_per_hour %d)", maxPerMinute, 60*maxPerMinute)
+	}
+	from, until := p.bounds(campaign)
+	if p.From != nil && (from < 0 || from >= campaign) {
+		bad("from: %s is outside the campaign (0 to %s)", from, campaign)
+	}
+	if p.Until != nil && (until <= from || until > campaign) {
+		bad("until: %s must be after from (%s) and at most the duration (%s)", until, from, campaign)
+	}
+	for _, f := range []struct {
+		name string
+		v    float64
+	}{{"returning", p.Returning}, {"verify", p.Verify}, {"solve", p.Solve}, {"account", p.Account}} {
+		if f.v < 0 || f.v > 1 {
+			bad("%s: %v is not a share between 0 and 1", f.name, f.v)
+		}
+	}
+	for i, pre := range p.Prefixes {
+		if err := checkPrefix(pre); err != nil {
+			bad("prefixes[%d]: %v", i, err)
+		}
+	}
+	return errs
+}
+
+// bounds is the population's time in the campaign, as offsets from Start.
+func (p *Population) bounds(campaign time.Duration) (from, until time.Duration) {
+	until = campaign
+	if p.From != nil {
+		from = time.Duration(*p.From)
+	}
+	if p.Until != nil {
+		until = time.Duration(*p.Until)
+	}
+	return from, until
+}
+
+// standing reports whether the population runs in the history too.
+func (p *Population) standing() bool { return p.From == nil }
+
+func knownCountry(c string) bool {
+	return c == internationalC || len(c) == 2 && phonenumbers.GetCountryCodeForRegion(c) != 0
+}
