@@ -1,6 +1,7 @@
 package resilience
 
 import (
+	"slices"
 	"sort"
 	"sync/atomic"
 	"time"
@@ -127,4 +128,18 @@ func (f *Fallback) nodeStatus() (worst string, out []NodeStatus) {
 func (n *node) healthy(fresh time.Duration) bool {
 	at := n.verdictAt.Load()
 	return n.vouch.Load() && at != 0 && time.Since(time.Unix(0, at)) <= staleVerdicts*fresh
+}
+
+// ForgetNodes drops the named nodes that are not in live (the masters of
+// the current slot map), so that a dead master replaced by its replica
+// no longer counts in Status. A key still mapped to a forgotten node (a
+// client whose map is not reloaded yet) makes it again, breaker closed.
+func (f *Fallback) ForgetNodes(live []string) {
+	f.nodesMu.Lock()
+	defer f.nodesMu.Unlock()
+	for name := range f.nodes {
+		if name != "" && name != "*" && !slices.Contains(live, name) {
+			delete(f.nodes, name)
+		}
+	}
 }

@@ -1,6 +1,7 @@
 package resilience
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"slices"
@@ -52,8 +53,9 @@ func (f *Fallback) takeByNode(ctx context.Context, takes []guard.Take, vol *guar
 	var vr *guard.VolumeResult
 	var failed error
 	for _, p := range parts {
-		if p.err != nil && failed == nil {
-			failed = p.err
+		if p.err != nil {
+			failed = cmp.Or(failed, p.err)
+			continue
 		}
 		for j, i := range p.idx {
 			res[i] = p.res[j]
