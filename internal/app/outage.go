@@ -6,11 +6,14 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"slices"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/otpguard/otpguard/internal/guard"
 	"github.com/otpguard/otpguard/internal/httpapi"
 	"github.com/otpguard/otpguard/internal/resilience"
 	"github.com/otpguard/otpguard/internal/store"
@@ -30,6 +33,10 @@ type outage struct {
 	probeEvery   time.Duration
 	probeTimeout time.Duration
 	probeDone    chan struct{}
+	// On Redis Cluster: the decision client, whose slot map the probe
+	// reloads while a master fails, and the masters of the last round.
+	cluster *redis.ClusterClient
+	masters []string
 }
 
 // newOutage wires the heartbeat and the Fallback over the Redis store, and
@@ -67,8 +74,10 @@ func newOutage(cfg *Config, rdb redis.UniversalClient, st *store.Redis, opts opt
 		Breaker: opts.breaker, Policies: &cfg.Policies, Logger: log, Now: opts.now,
 		Ceiling: cfg.maxWait(), ProbeEvery: o.probeEvery, ProbeTimeout: o.probeTimeout,
 		// Recovery dials the decision pool here, outside any decision.
-		Warm: func(ctx context.Context) error { return rdb.Ping(ctx).Err() },
+		Warm:   func(ctx context.Context) error { return rdb.Ping(ctx).Err() },
+		NodeOf: nodeOf(rdb, st),
 	})
+	o.cluster, _ = rdb.(*redis.ClusterClient)
 	return o, nil
 }
 
@@ -104,15 +113,66 @@ func (o *outage) start(ctx context.Context, log *slog.Logger) (stop func()) {
 	return func() { stopBeats(); <-o.done; <-o.probeDone; o.probe.Close() }
 }
 
+// nodeOf names a key's node for the Fallback on Redis Cluster: its
+// master's address (store.Redis.Master). nil (one node) otherwise.
+func nodeOf(rdb redis.UniversalClient, st *store.Redis) func(guard.Key) string {
+	if _, ok := rdb.(*redis.ClusterClient); !ok {
+		return nil
+	}
+	return st.Master
+}
+
 // probeOnce pings Redis on the probe's own connection and tells the
-// Fallback.
+// Fallback; on Redis Cluster it pings every master (probeMasters).
 func (o *outage) probeOnce(ctx context.Context) {
+	if pc, ok := o.probe.(*redis.ClusterClient); ok && o.cluster != nil {
+		o.probeMasters(ctx, pc)
+		return
+	}
 	pctx, cancel := context.WithTimeout(ctx, o.probeTimeout)
 	err := o.probe.Ping(pctx).Err()
 	cancel()
 	if ctx.Err() == nil {
 		o.fallback.ObserveProbe(ctx, err)
 	}
+}
+
+// probeMasters pings every master of the cluster, each reported to the
+// Fallback as its own node. The probe's client reads the slot map afresh
+// each round (ForEachMaster). While a master does not answer, or when the
+// masters changed (a replica was promoted), the decision client's slot
+// map is reloaded at once (ReloadState: go-redis itself reloads only on
+// MOVED, or every minute, and never on a refused connection), so a
+// failover costs the time the cluster takes to promote, not a minute.
+func (o *outage) probeMasters(ctx context.Context, pc *redis.ClusterClient) {
+	pctx, cancel := context.WithTimeout(ctx, o.probeTimeout)
+	defer cancel()
+	var mu sync.Mutex
+	var masters []string
+	failed := false
+	err := pc.ForEachMaster(pctx, func(pctx context.Context, c *redis.Client) error {
+		addr := c.Options().Addr
+		err := c.Ping(pctx).Err()
+		mu.Lock()
+		masters, failed = append(masters, addr), failed || err != nil
+		mu.Unlock()
+		if ctx.Err() == nil {
+			o.fallback.ObserveNodeProbe(ctx, addr, err)
+		}
+		return err
+	})
+	if ctx.Err() != nil {
+		return
+	}
+	slices.Sort(masters)
+	changed := !slices.Equal(masters, o.masters)
+	if err != nil || failed || changed {
+		o.cluster.ReloadState(ctx)
+	}
+	if changed && len(masters) > 0 && !failed {
+		o.fallback.ForgetNodes(masters)
+	}
+	o.masters = masters
 }
 
 // status is the store's status for /readyz and /ops/status.

@@ -92,21 +92,25 @@ func newBreaker(b BreakerOptions, log *slog.Logger, closed func()) *gobreaker.Tw
 // as long as Redis is known to be healthy (wait), and fails at once while
 // the breaker is not closed: then only the probe tries Redis (without a
 // probe, one call is let through as the breaker's half-open trial).
-func (f *Fallback) call(ctx context.Context, fn func(ctx context.Context) error) error {
-	if guard.StoreFailed(ctx) {
+//
+// n is the node the call goes to (nodes.go). On a single node, a decision
+// in which the store failed once fails its later calls at once
+// (guard.StoreFailed); on Redis Cluster another node may well answer them.
+func (f *Fallback) call(ctx context.Context, n *node, fn func(ctx context.Context) error) error {
+	if !f.multiNode() && guard.StoreFailed(ctx) {
 		return fmt.Errorf("resilience: store failed earlier in this decision: %w", guard.ErrStoreUnavailable)
 	}
-	if st := f.breaker.State(); st != gobreaker.StateClosed && f.probing() {
+	if st := n.breaker.State(); st != gobreaker.StateClosed && n.probing() {
 		// Only the probe tries Redis while the breaker is not closed.
 		f.failed()
-		return fmt.Errorf("resilience: redis breaker %s: %w", st, guard.ErrStoreUnavailable)
+		return fmt.Errorf("resilience: redis breaker %s%s: %w", st, n.label(), guard.ErrStoreUnavailable)
 	}
-	done, err := f.breaker.Allow()
+	done, err := n.breaker.Allow()
 	if err != nil {
 		f.failed()
-		return fmt.Errorf("resilience: redis breaker %s: %w (%w)", f.breaker.State(), guard.ErrStoreUnavailable, err)
+		return fmt.Errorf("resilience: redis breaker %s%s: %w (%w)", n.breaker.State(), n.label(), guard.ErrStoreUnavailable, err)
 	}
-	err = f.wait(ctx, fn)
+	err = f.wait(ctx, n, fn)
 	if err != nil && errors.Is(ctx.Err(), context.Canceled) {
 		// The caller gave up: that says nothing about the store.
 		err = errors.Join(err, ctx.Err())
@@ -115,7 +119,7 @@ func (f *Fallback) call(ctx context.Context, fn func(ctx context.Context) error)
 	}
 	done(err)
 	if err == nil || errors.Is(err, guard.ErrNotFound) {
-		f.callOK.Store(time.Now().UnixNano())
+		n.callOK.Store(time.Now().UnixNano())
 	}
 	if err != nil && !errors.Is(err, guard.ErrNotFound) && !errors.Is(err, guard.ErrOverloaded) {
 		guard.NoteStoreFailure(ctx)
@@ -128,6 +132,28 @@ func (f *Fallback) call(ctx context.Context, fn func(ctx context.Context) error)
 // index) through the breaker and the timeout: while the breaker is open it
 // fails at once with ErrStoreUnavailable and touches no connection, so an
 // outage costs such callers microseconds, not a timeout each.
+//
+// On Redis Cluster a Do touches keys of its own choosing: it goes through
+// a breaker of its own (node "*"), opened by its calls' failures and
+// tried again by them, never by the probe. DoFor, for work on one
+// subject's keys, follows the slot map instead.
 func (f *Fallback) Do(ctx context.Context, fn func(ctx context.Context) error) error {
-	return f.call(ctx, fn)
+	if f.multiNode() {
+		return f.call(ctx, f.node("*"), fn)
+	}
+	return f.call(ctx, f.node(""), fn)
+}
+
+// DoFor is Do for a call on the keys of one subject (k's hash tag): it
+// goes through the breaker of the node that holds k.
+func (f *Fallback) DoFor(ctx context.Context, k guard.Key, fn func(ctx context.Context) error) error {
+	return f.call(ctx, f.nodeFor(k), fn)
+}
+
+// label names n in an error, when it has a name.
+func (n *node) label() string {
+	if n.name == "" {
+		return ""
+	}
+	return " (node " + n.name + ")"
 }

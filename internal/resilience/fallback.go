@@ -9,8 +9,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/sony/gobreaker/v2"
-
 	"github.com/otpguard/otpguard/internal/guard"
 )
 
@@ -40,6 +38,11 @@ type FallbackOptions struct {
 	// policies' limits, for the split limit of "open"; nil means 1.
 	Instances func() int
 	Breaker   BreakerOptions
+	// NodeOf, on Redis Cluster, names the node (the master's address) that
+	// holds a key: each node has its own breaker and probe verdict, and a
+	// call's takes are decided per node, so one master's death sends only
+	// its own keys to the fallback (nodes.go). nil: one node.
+	NodeOf func(guard.Key) string
 	// MemoryKeys bounds the in-memory limiter (DefaultMemoryKeys when 0).
 	MemoryKeys int
 	// Policies, when given, are listed by Status before their first decision.
@@ -68,25 +71,21 @@ type Fallback struct {
 	probeTO   time.Duration
 	warm      func(ctx context.Context) error
 	instances func() int
-	breaker   *gobreaker.TwoStepCircuitBreaker[struct{}]
 	local     *memoryLimits
 	log       *slog.Logger
 	now       func() time.Time
 	workers   *workers // run the calls wait waits for (workers.go)
 
 	lastFailure atomic.Int64 // unix nanoseconds of the last failed store call
-	probeSeen   atomic.Bool
-	// callOK is when a store call last got its reply (unix nanoseconds).
-	// vouch is the probe's last verdict and verdictAt when it was given
-	// (healthy).
-	callOK    atomic.Int64
-	vouch     atomic.Bool
-	verdictAt atomic.Int64
-	// lateRounds counts the probe's timed-out pings in a row with no call
-	// answered meanwhile.
-	lateRounds atomic.Int32
-	shed       atomic.Int64 // calls given up on while Redis was healthy
-	late       atomic.Int64 // calls answered past the timeout by a healthy Redis
+	// nodes are the store's nodes, each with its breaker and the probe's
+	// verdict on it (nodes.go): one ("") on a single Redis or Sentinel, a
+	// master each on Redis Cluster. nodeOf names a key's node.
+	nodeOf  func(guard.Key) string
+	breaker BreakerOptions
+	nodesMu sync.RWMutex
+	nodes   map[string]*node
+	shed    atomic.Int64 // calls given up on while Redis was healthy
+	late    atomic.Int64 // calls answered past the timeout by a healthy Redis
 
 	mu       sync.RWMutex
 	policies map[string]*policyState
@@ -131,7 +130,7 @@ func NewFallback(o FallbackOptions) *Fallback {
 			f.policies[guard.LimitPolicyName(name)] = &policyState{mode: p.OnStoreError}
 		}
 	}
-	f.breaker = newBreaker(o.Breaker.withDefaults(), f.log, f.leaveFallback)
+	f.breaker, f.nodeOf, f.nodes = o.Breaker.withDefaults(), o.NodeOf, map[string]*node{}
 	return f
 }
 
@@ -157,8 +156,14 @@ func (f *Fallback) LastFailure() time.Time {
 // Take asks the store; when it cannot answer, it decides every take from
 // memory by its policy's mode, or fails the whole call if any take's mode
 // is closed.
+//
+// On Redis Cluster the takes are decided per node (takeByNode).
 func (f *Fallback) Take(ctx context.Context, takes []guard.Take) ([]guard.Result, error) {
-	res, _, err := f.take(ctx, takes, func(ctx context.Context) ([]guard.Result, error) { return f.counter.Take(ctx, takes) })
+	if f.multiNode() {
+		res, _, err := f.takeByNode(ctx, takes, nil)
+		return res, err
+	}
+	res, _, err := f.take(ctx, f.node(""), takes, false, func(ctx context.Context) ([]guard.Result, error) { return f.counter.Take(ctx, takes) })
 	return res, err
 }
 
@@ -174,10 +179,13 @@ func (f *Fallback) TakeSend(ctx context.Context, takes []guard.Take, vol *guard.
 		res, err := f.Take(ctx, takes)
 		return res, nil, err
 	}
+	if f.multiNode() {
+		return f.takeByNode(ctx, takes, vol)
+	}
 	// vr is written by the call, which may still run after wait gave up
 	// on it: it is read only when the store answered.
 	var vr *guard.VolumeResult
-	res, stored, err := f.take(ctx, takes, func(ctx context.Context) ([]guard.Result, error) {
+	res, stored, err := f.take(ctx, f.node(""), takes, false, func(ctx context.Context) ([]guard.Result, error) {
 		r, v, err := sc.TakeSend(ctx, takes, vol)
 		vr = v
 		return r, err
@@ -188,13 +196,16 @@ func (f *Fallback) TakeSend(ctx context.Context, takes []guard.Take, vol *guard.
 	return res, vr, nil
 }
 
-// take makes one store call (fn) for takes, and decides them from memory
-// when the store cannot answer. stored says the store answered.
-func (f *Fallback) take(ctx context.Context, takes []guard.Take, fn func(ctx context.Context) ([]guard.Result, error)) (_ []guard.Result, stored bool, _ error) {
+// take makes one store call (fn) for takes, on node n, and decides them
+// from memory when the store cannot answer. stored says the store
+// answered. side says none of takes is of the call's own subject (see
+// takeByNode): its closed takes are then decided by the split limit
+// instead of failing the call.
+func (f *Fallback) take(ctx context.Context, n *node, takes []guard.Take, side bool, fn func(ctx context.Context) ([]guard.Result, error)) (_ []guard.Result, stored bool, _ error) {
 	// got is written by the call, which may still run after wait gave up
 	// on it: it is read only when the call returned (err == nil).
 	var got []guard.Result
-	err := f.call(ctx, func(ctx context.Context) error {
+	err := f.call(ctx, n, func(ctx context.Context) error {
 		r, err := fn(ctx)
 		if err == nil && len(r) != len(takes) {
 			err = fmt.Errorf("resilience: store answered %d results for %d takes", len(r), len(takes))
@@ -215,7 +226,7 @@ func (f *Fallback) take(ctx context.Context, takes []guard.Take, fn func(ctx con
 		return nil, false, err
 	}
 	for _, t := range takes {
-		if mode(t) == guard.FallbackClosed {
+		if mode(t) == guard.FallbackClosed && !side {
 			return nil, false, err
 		}
 	}
@@ -244,7 +255,12 @@ func (f *Fallback) Refund(ctx context.Context, takes []guard.Take) error {
 	if len(shared) == 0 {
 		return nil
 	}
-	return f.call(ctx, func(ctx context.Context) error { return f.counter.Refund(ctx, shared) })
+	var errs []error
+	for _, g := range f.refundGroups(shared) {
+		part := pick(shared, g.idx)
+		errs = append(errs, f.call(ctx, g.n, func(ctx context.Context) error { return f.counter.Refund(ctx, part) }))
+	}
+	return errors.Join(errs...)
 }
 
 func mode(t guard.Take) guard.FallbackMode {

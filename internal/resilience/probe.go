@@ -18,20 +18,15 @@ const (
 	DefaultProbeTimeout = 100 * time.Millisecond
 )
 
-// probing reports whether a probe has ever reported.
-func (f *Fallback) probing() bool { return f.probeSeen.Load() }
+// probing reports whether a probe has ever reported on n.
+func (n *node) probing() bool { return n.probeSeen.Load() }
 
-// healthy reports whether Redis is known to answer: the probe's last
-// verdict vouches for it. The verdict is given each time the probe's ping
-// ends (ObserveProbe), not aged by the wall clock: when this process is
-// not scheduled for a while (a saturated host), every timer fires late at
+// The probe's verdict is given each time the probe's ping ends
+// (ObserveProbe), not aged by the wall clock: when this process is not
+// scheduled for a while (a saturated host), every timer fires late at
 // once, and a probe success 150 ms old says nothing against Redis; the
 // next ping's outcome does. A verdict older than staleVerdicts probe
-// rounds (a wedged probe) vouches for nothing.
-func (f *Fallback) healthy() bool {
-	at := f.verdictAt.Load()
-	return f.vouch.Load() && at != 0 && time.Since(time.Unix(0, at)) <= staleVerdicts*f.fresh
-}
+// rounds (a wedged probe) vouches for nothing (node.healthy).
 
 // lateRoundsToFail is how many timed-out pings in a row, with no call
 // answered meanwhile, stop the probe vouching for Redis: a black hole is
@@ -58,44 +53,52 @@ func timedOut(err error) bool {
 // breaker is half-open the probe alone tries Redis, through Warm, so no
 // decision meets a cold pool.
 func (f *Fallback) ObserveProbe(ctx context.Context, err error) {
-	f.probeSeen.Store(true)
+	f.ObserveNodeProbe(ctx, "", err)
+}
+
+// ObserveNodeProbe is ObserveProbe for one node of a Redis Cluster (its
+// master's address, as FallbackOptions.NodeOf names it). Warm is run
+// only for the one node of a single Redis or Sentinel ("").
+func (f *Fallback) ObserveNodeProbe(ctx context.Context, name string, err error) {
+	n := f.node(name)
+	n.probeSeen.Store(true)
 	now := time.Now().UnixNano()
-	prev := f.verdictAt.Swap(now)
+	prev := n.verdictAt.Swap(now)
 	switch late := err != nil && timedOut(err); {
 	case !late:
-		f.lateRounds.Store(0)
-	case f.callOK.Load() > prev:
+		n.lateRounds.Store(0)
+	case n.callOK.Load() > prev:
 		// The ping was late, but calls got their replies since the last
 		// verdict: this host is saturated, Redis is not failing (measured:
 		// with the ping alone deciding, up to 64 % of decisions fell to
 		// the fallback at a load average of 30). Not a failure anywhere.
-		f.lateRounds.Store(0)
-		f.vouch.Store(true)
+		n.lateRounds.Store(0)
+		n.vouch.Store(true)
 		return
-	case f.vouch.Load() && f.lateRounds.Add(1) < lateRoundsToFail:
+	case n.vouch.Load() && n.lateRounds.Add(1) < lateRoundsToFail:
 		// Late, and nothing answered: this process may simply not have
 		// run (a stall of a few hundred ms on a saturated host); only
 		// lateRoundsToFail such rounds in a row stop the vouching.
 		return
 	}
-	f.vouch.Store(err == nil)
+	n.vouch.Store(err == nil)
 	if err != nil {
 		f.failed()
 	}
-	switch f.breaker.State() {
+	switch n.breaker.State() {
 	case gobreaker.StateClosed:
-		if done, aerr := f.breaker.Allow(); aerr == nil {
+		if done, aerr := n.breaker.Allow(); aerr == nil {
 			done(err)
 		}
 	case gobreaker.StateHalfOpen:
 		// The probe is the half-open trial: a failed ping opens the
 		// breaker again for OpenFor (so the status says open through an
 		// outage), a good one warms the decision pool and closes it.
-		done, aerr := f.breaker.Allow()
+		done, aerr := n.breaker.Allow()
 		if aerr != nil {
 			return
 		}
-		if err == nil && f.warm != nil {
+		if err == nil && f.warm != nil && name == "" {
 			wctx, cancel := context.WithTimeout(ctx, f.probeTO)
 			err = f.warm(wctx)
 			cancel()
@@ -111,11 +114,11 @@ func (f *Fallback) ObserveProbe(ctx context.Context, err error) {
 // a second time by the fallback. A call outliving the ceiling on a healthy
 // Redis is shed (ErrOverloaded); one outliving the timeout while Redis is
 // not vouched for is a store failure (the fallback decides).
-func (f *Fallback) wait(ctx context.Context, fn func(ctx context.Context) error) error {
+func (f *Fallback) wait(ctx context.Context, n *node, fn func(ctx context.Context) error) error {
 	if f.timeout <= 0 {
 		return fn(ctx)
 	}
-	if !f.probing() { // no probe: the timeout alone decides, as before
+	if !n.probing() { // no probe: the timeout alone decides, as before
 		cctx, cancel := context.WithTimeout(ctx, f.timeout)
 		defer cancel()
 		return fn(cctx)
@@ -133,7 +136,7 @@ func (f *Fallback) wait(ctx context.Context, fn func(ctx context.Context) error)
 			if late {
 				f.late.Add(1)
 			}
-			if err != nil && errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil && f.healthy() {
+			if err != nil && errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil && n.healthy(f.fresh) {
 				f.shed.Add(1)
 				return fmt.Errorf("resilience: no answer within %s from a healthy redis: %w (%w)", f.ceiling, guard.ErrOverloaded, err)
 			}
@@ -141,7 +144,7 @@ func (f *Fallback) wait(ctx context.Context, fn func(ctx context.Context) error)
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-t.C:
-			if !f.healthy() {
+			if !n.healthy(f.fresh) {
 				return fmt.Errorf("resilience: no answer within %s, and the probe does not vouch for redis: %w", f.timeout, context.DeadlineExceeded)
 			}
 			late = true

@@ -10,7 +10,8 @@ import (
 // FallbackStatus is what a Fallback knows of the store: its breaker, the
 // instance count it splits by, and each policy's state.
 type FallbackStatus struct {
-	Breaker     string // closed, half-open or open
+	Breaker     string // closed, half-open or open: the worst of Nodes
+	Nodes       []NodeStatus
 	Instances   int
 	LastFailure time.Time // zero: never
 	MemoryKeys  int       // counters held by the in-memory limiter
@@ -30,10 +31,8 @@ type PolicyStatus struct {
 
 // Status reports the breaker and the policies, sorted by name.
 func (f *Fallback) Status() FallbackStatus {
-	s := FallbackStatus{
-		Breaker: f.breaker.State().String(), Instances: f.Instances(),
-		LastFailure: f.LastFailure(), MemoryKeys: f.local.len(),
-	}
+	s := FallbackStatus{Instances: f.Instances(), LastFailure: f.LastFailure(), MemoryKeys: f.local.len()}
+	s.Breaker, s.Nodes = f.nodeStatus()
 	f.mu.RLock()
 	for name, p := range f.policies {
 		s.Policies = append(s.Policies, PolicyStatus{Policy: name, OnStoreError: p.mode,

@@ -133,3 +133,19 @@ func checkEveryMaster(ctx context.Context, c *redis.ClusterClient) error {
 	}
 	return nil
 }
+
+// Master names the node that holds k on Redis Cluster: the address of its
+// slot's master in the client's cached slot map (no round trip once the
+// map is loaded). It is "" off a cluster, or while no map can be read.
+// The Fallback keeps a breaker per name (resilience.FallbackOptions.NodeOf).
+func (r *Redis) Master(k guard.Key) string {
+	c, ok := r.rdb.(*redis.ClusterClient)
+	if !ok {
+		return ""
+	}
+	m, err := c.MasterForKey(context.Background(), r.key(k))
+	if err != nil {
+		return ""
+	}
+	return m.Options().Addr
+}

@@ -17,8 +17,9 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// Cluster is a private Redis Cluster of three masters (no replicas) on
-// free loopback ports.
+// Cluster is a private Redis Cluster of three masters, each with one
+// replica, on free loopback ports, with cluster-node-timeout 1000 ms: a
+// killed master's replica is promoted a second or two later (KillNode).
 type Cluster struct {
 	nodes []*exec.Cmd
 	ports []int
@@ -26,7 +27,11 @@ type Cluster struct {
 	owned bool // dir was made here and is removed by Stop
 }
 
-// Addrs are the masters' host:port, the seeds for a cluster client.
+// clusterNodes is how many nodes a Cluster runs: three masters and a
+// replica each.
+const clusterNodes = 6
+
+// Addrs are every node's host:port, the seeds for a cluster client.
 func (c *Cluster) Addrs() []string {
 	out := make([]string, len(c.ports))
 	for i, p := range c.ports {
@@ -35,10 +40,23 @@ func (c *Cluster) Addrs() []string {
 	return out
 }
 
+// KillNode kills the node at addr at once (SIGKILL), as a crash would. It
+// reports whether addr was one of the cluster's running nodes.
+func (c *Cluster) KillNode(addr string) bool {
+	for i, a := range c.Addrs() {
+		if a == addr && c.nodes[i].Process != nil && c.nodes[i].ProcessState == nil {
+			_ = c.nodes[i].Process.Kill()
+			_ = c.nodes[i].Wait()
+			return true
+		}
+	}
+	return false
+}
+
 // Stop kills every node.
 func (c *Cluster) Stop() {
 	for _, cmd := range c.nodes {
-		if cmd.Process != nil {
+		if cmd.Process != nil && cmd.ProcessState == nil {
 			_ = cmd.Process.Kill()
 			_ = cmd.Wait()
 		}
@@ -58,7 +76,8 @@ func (c *Cluster) Client(t testing.TB) *redis.ClusterClient {
 	return cc
 }
 
-// StartCluster starts a three-master cluster owned by this test. Tests
+// StartCluster starts a cluster (three masters, a replica each) owned by
+// this test: one it may kill nodes of. Tests
 // that can share one should use SharedCluster: forming a cluster takes a
 // few seconds.
 func StartCluster(t testing.TB) *Cluster {
@@ -134,7 +153,7 @@ func startCluster(dir string, owned bool) (c *Cluster, err error) {
 			c.Stop()
 		}
 	}()
-	for i := range 3 {
+	for i := range clusterNodes {
 		port, err := freeClusterPort()
 		if err != nil {
 			return nil, err
@@ -145,7 +164,10 @@ func startCluster(dir string, owned bool) (c *Cluster, err error) {
 		}
 		cmd := exec.Command(server, "--port", strconv.Itoa(port), "--bind", "127.0.0.1",
 			"--save", "", "--appendonly", "no", "--protected-mode", "no", "--dir", ndir,
-			"--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf", "--cluster-node-timeout", "2000")
+			"--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf", "--cluster-node-timeout", "1000",
+			// Slots of live masters keep answering while one master is down
+			// (the default, yes, answers CLUSTERDOWN on every slot).
+			"--cluster-require-full-coverage", "no")
 		if err := cmd.Start(); err != nil {
 			return nil, fmt.Errorf("start redis-server: %w", err)
 		}
@@ -155,31 +177,40 @@ func startCluster(dir string, owned bool) (c *Cluster, err error) {
 		}
 	}
 	args := append([]string{"--cluster", "create"}, c.Addrs()...)
-	args = append(args, "--cluster-replicas", "0", "--cluster-yes")
+	args = append(args, "--cluster-replicas", "1", "--cluster-yes")
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if out, err := exec.CommandContext(ctx, cli, args...).CombinedOutput(); err != nil {
 		return nil, fmt.Errorf("redis-cli --cluster create: %w\n%s", err, out)
 	}
-	// Every node must agree the cluster is up and see every master.
-	deadline := time.Now().Add(20 * time.Second)
+	return c, c.waitFormed(30 * time.Second)
+}
+
+// waitFormed waits until every node agrees the cluster is up and sees
+// every node, and every replica is in sync with its master (a replica
+// that never synced is not promoted).
+func (c *Cluster) waitFormed(d time.Duration) error {
+	deadline := time.Now().Add(d)
+	known := fmt.Sprintf("cluster_known_nodes:%d", clusterNodes)
 	for _, addr := range c.Addrs() {
 		rc := redis.NewClient(&redis.Options{Addr: addr, DisableIdentity: true, MaxRetries: -1})
 		for {
 			info, _ := rc.ClusterInfo(context.Background()).Result()
-			if strings.Contains(info, "cluster_state:ok") && strings.Contains(info, "cluster_known_nodes:3") &&
-				strings.Contains(info, "cluster_slots_ok:16384") {
+			repl, _ := rc.Info(context.Background(), "replication").Result()
+			if strings.Contains(info, "cluster_state:ok") && strings.Contains(info, known) &&
+				strings.Contains(info, "cluster_slots_ok:16384") &&
+				(strings.Contains(repl, "role:master") || strings.Contains(repl, "master_link_status:up")) {
 				break
 			}
 			if time.Now().After(deadline) {
 				rc.Close()
-				return nil, fmt.Errorf("node %s: cluster not ok after 20s: %q", addr, info)
+				return fmt.Errorf("node %s: cluster not ok after %s: %q", addr, d, info)
 			}
 			time.Sleep(50 * time.Millisecond)
 		}
 		rc.Close()
 	}
-	return c, nil
+	return nil
 }
 
 func waitPing(addr string, d time.Duration) error {

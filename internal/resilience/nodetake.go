@@ -1,0 +1,171 @@
+package resilience
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"slices"
+	"sync"
+
+	"github.com/otpguard/otpguard/internal/guard"
+)
+
+// takeByNode decides takes (and vol, when not nil) on Redis Cluster: one
+// store call per node, each through that node's breaker, so a take whose
+// master is alive is decided exactly by the store whatever happens to the
+// other masters, and only the takes of a failed node take their fallback.
+//
+// The call's own subject is its first take's (the number, for a send):
+// when a node holding none of its keys cannot answer, that node's closed
+// takes (a send's per-IP limit) are decided by the split limit on this
+// instance, like open, rather than refusing the call; OTP's closed
+// refuses a send only when the number's own keys are unreachable. A part
+// that fails with the subject's keys fails the call, and what the other
+// parts spent goes back.
+//
+// With vol (a send) the parts go one after another and stop at the first
+// denial, as the store's own per-slot send does (store.TakeSend): the
+// rest are not counted, nor is vol. vol goes last, alone, on its node, as
+// the store takes it after every limit allowed. Without vol the parts go concurrently.
+func (f *Fallback) takeByNode(ctx context.Context, takes []guard.Take, vol *guard.VolumeTake) ([]guard.Result, *guard.VolumeResult, error) {
+	groups := f.groups(takes)
+	if vol != nil { // last, alone: counted only when every limit allowed
+		groups = append(groups, group{n: f.nodeFor(vol.Key)})
+	}
+	lead := ""
+	if len(takes) > 0 {
+		lead = takes[0].Key.ID
+	}
+	parts := make([]part, len(groups))
+	for i, g := range groups {
+		parts[i] = part{group: g, takes: pick(takes, g.idx)}
+		parts[i].side = !slices.ContainsFunc(parts[i].takes, func(t guard.Take) bool { return t.Key.ID == lead })
+		if vol != nil && i == len(groups)-1 {
+			parts[i].vol = vol
+		}
+	}
+	if vol == nil {
+		f.runConcurrently(ctx, parts)
+	} else {
+		f.runUntilDenied(ctx, parts)
+	}
+	res := make([]guard.Result, len(takes))
+	var vr *guard.VolumeResult
+	var failed error
+	for _, p := range parts {
+		if p.err != nil {
+			failed = cmp.Or(failed, p.err)
+			continue
+		}
+		for j, i := range p.idx {
+			res[i] = p.res[j]
+		}
+		if p.vr != nil {
+			vr = p.vr
+		}
+	}
+	if failed != nil {
+		f.refundSpent(ctx, takes, parts)
+		return nil, nil, failed
+	}
+	return res, vr, nil
+}
+
+// part is the takes of one node and what deciding them gave.
+type part struct {
+	group
+	takes []guard.Take
+	side  bool
+	vol   *guard.VolumeTake
+	res   []guard.Result
+	vr    *guard.VolumeResult
+	err   error
+}
+
+// run decides p on its node.
+func (f *Fallback) run(ctx context.Context, p *part) {
+	sc, _ := f.counter.(guard.SendCounter)
+	var vr *guard.VolumeResult // read only when the store answered
+	res, stored, err := f.take(ctx, p.n, p.takes, p.side, func(ctx context.Context) ([]guard.Result, error) {
+		if p.vol == nil || sc == nil {
+			return f.counter.Take(ctx, p.takes)
+		}
+		r, v, err := sc.TakeSend(ctx, p.takes, p.vol)
+		vr = v
+		return r, err
+	})
+	p.res, p.err = res, err
+	if stored {
+		p.vr = vr
+	}
+}
+
+func (f *Fallback) runConcurrently(ctx context.Context, parts []part) {
+	if len(parts) == 1 {
+		f.run(ctx, &parts[0])
+		return
+	}
+	var wg sync.WaitGroup
+	for i := range parts {
+		wg.Go(func() { f.run(ctx, &parts[i]) })
+	}
+	wg.Wait()
+}
+
+// runUntilDenied decides the parts in order; after a denial (or a
+// failure) the rest are answered allowed and not counted, and vol, when
+// not taken yet, is answered not counted.
+func (f *Fallback) runUntilDenied(ctx context.Context, parts []part) {
+	stop := false
+	for i := range parts {
+		p := &parts[i]
+		if stop {
+			p.res = make([]guard.Result, len(p.takes))
+			for j := range p.res {
+				p.res[j] = guard.Result{Allowed: true} // not counted: nothing to refund
+			}
+			if p.vol != nil {
+				p.vr = &guard.VolumeResult{}
+			}
+			continue
+		}
+		f.run(ctx, p)
+		stop = p.err != nil || slices.ContainsFunc(p.res, func(r guard.Result) bool { return !r.Allowed })
+	}
+}
+
+// refundSpent gives back what the parts that answered spent, for a call
+// that failed as a whole.
+func (f *Fallback) refundSpent(ctx context.Context, takes []guard.Take, parts []part) {
+	var back []guard.Take
+	for _, p := range parts {
+		if p.err != nil {
+			continue
+		}
+		for j, i := range p.idx {
+			if r := p.res[j]; r.Spent {
+				t := takes[i]
+				t.Fallback = r.Fallback
+				back = append(back, t)
+			}
+		}
+	}
+	if len(back) == 0 {
+		return
+	}
+	if err := f.Refund(context.WithoutCancel(ctx), back); err != nil && !errors.Is(err, guard.ErrStoreUnavailable) {
+		f.log.Debug("refund of a failed call's other parts failed", "err", err)
+	}
+}
+
+// refundGroups splits takes to refund by node (one group on one node).
+func (f *Fallback) refundGroups(takes []guard.Take) []group {
+	if !f.multiNode() {
+		idx := make([]int, len(takes))
+		for i := range idx {
+			idx[i] = i
+		}
+		return []group{{n: f.node(""), idx: idx}}
+	}
+	return f.groups(takes)
+}
