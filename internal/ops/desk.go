@@ -64,6 +64,9 @@ type DeskOptions struct {
 	// Events takes an ops action's audit event when writing it directly
 	// fails, so that the action is recorded once the database returns.
 	Events guard.EventSink
+	// OnWrite, when set, is told of every audit event written directly
+	// (AuditQueueOptions.OnWrite counts those written through Events).
+	OnWrite func(n int)
 	// DefaultRegion is the OTP policy's: numbers are read as /otp/send reads them.
 	DefaultRegion string
 	// Overrides keeps the emergency overrides and OverrideCache enforces
@@ -91,6 +94,9 @@ func NewDesk(o DeskOptions) *Desk {
 	}
 	if o.Now == nil {
 		o.Now = time.Now
+	}
+	if o.OnWrite == nil {
+		o.OnWrite = func(int) {}
 	}
 	return &Desk{o: o}
 }
@@ -299,17 +305,22 @@ func (d *Desk) RecordKeyLockout(ctx context.Context, ip string, l SignInLimit) {
 }
 
 // audit writes an ops action's event at once, so it shows on the page the
-// action returns to; when the database fails it is queued instead.
+// action returns to; when the database fails it is queued instead. The UID
+// is given first: a direct write that timed out after its commit, then
+// written again by the queue, is stored once.
 func (d *Desk) audit(ctx context.Context, e guard.Event) {
 	e.At = d.o.Now()
 	e.TraceID = guard.TraceID(ctx)
 	e.RequestID = guard.RequestID(ctx)
+	e.UID = guard.NewEventUID()
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), opsWriteTimeout)
 	defer cancel()
 	if err := d.o.Audit.WriteEvents(wctx, []guard.Event{e}); err != nil {
 		d.o.Logger.WarnContext(ctx, "writing an ops audit event failed; queued instead", "action", e.Action, "err", err)
 		d.o.Events.Record(e)
+		return
 	}
+	d.o.OnWrite(1)
 }
 
 // reload makes this instance enforce a deny-list change at once.
