@@ -67,6 +67,10 @@ type DeskOptions struct {
 	// OnWrite, when set, is told of every audit event written directly
 	// (AuditQueueOptions.OnWrite counts those written through Events).
 	OnWrite func(n int)
+	// DatabaseTimeout bounds the database work of one ops request as a
+	// whole (OTPGUARD_DATABASE_TIMEOUT; see Request); 0: each SQL call
+	// has only its own timeout.
+	DatabaseTimeout time.Duration
 	// DefaultRegion is the OTP policy's: numbers are read as /otp/send reads them.
 	DefaultRegion string
 	// Overrides keeps the emergency overrides and OverrideCache enforces
@@ -103,6 +107,18 @@ func NewDesk(o DeskOptions) *Desk {
 
 // Now is the desk's clock.
 func (d *Desk) Now() time.Time { return d.o.Now() }
+
+// Request returns the context for the work of one ops request: every
+// database call made with it, the ones made after a change included (the
+// reload, the audit event), ends by one deadline, DatabaseTimeout from
+// now (WithDatabaseDeadline). The HTTP side calls it as a request arrives.
+func (d *Desk) Request(ctx context.Context) context.Context {
+	if d.o.DatabaseTimeout <= 0 {
+		return ctx
+	}
+	// The real clock: the deadline is kept by the database driver's.
+	return WithDatabaseDeadline(ctx, time.Now().Add(d.o.DatabaseTimeout))
+}
 
 // Blocked returns one page of the numbers refused now, most recent first:
 // the blocks of the index and the deny-list entries.

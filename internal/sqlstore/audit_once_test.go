@@ -106,3 +106,20 @@ func TestAuditQueueRetryAfterLostAnswerStoresOnce(t *testing.T) {
 		}
 	})
 }
+
+// A call made after its request's database deadline has passed fails at
+// once on either engine, without waiting for its own timeout.
+func TestSQLCallAfterRequestDeadlineFails(t *testing.T) {
+	forEachEngine(t, func(t *testing.T, s *sqlstore.SQL) {
+		ctx := ops.WithDatabaseDeadline(t.Context(), time.Now().Add(-time.Millisecond))
+		if _, err := s.ListDeny(ctx); !errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("ListDeny past the request's deadline: %v, want context.DeadlineExceeded", err)
+		}
+		if err := s.WriteEvents(ctx, []guard.Event{{Action: guard.ActionOTPSend, UID: guard.NewEventUID()}}); !errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("WriteEvents past the request's deadline: %v, want context.DeadlineExceeded", err)
+		}
+		if n := countEvents(t, s); n != 0 {
+			t.Errorf("rows: %d, want 0", n)
+		}
+	})
+}
