@@ -4,17 +4,27 @@ import (
 	"net"
 	"net/url"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
 
+// Latency is the delay of a Slow proxy, each way; it may change at any
+// time (bytes already on their way keep theirs).
+type Latency struct{ d atomic.Int64 }
+
+// Set makes every byte read from now on wait d before it is passed on.
+func (l *Latency) Set(d time.Duration) { l.d.Store(int64(d)) }
+
+func (l *Latency) get() time.Duration { return time.Duration(l.d.Load()) }
+
 // Slow puts a TCP proxy in front of the host of the PostgreSQL URL dbURL
-// that delays every byte by delay in each direction (a round trip costs
-// 2*delay more), as a database far away or overloaded does, and returns
-// dbURL through it. It models latency, not bandwidth: bytes keep their
-// order and arrive delay after they were sent. The proxy stops when the
-// test ends.
-func Slow(t testing.TB, dbURL string, delay time.Duration) string {
+// that delays every byte by the returned Latency (none until Set) in each
+// direction (a round trip costs twice that more), as a database far away
+// or overloaded does, and returns dbURL through it. It models latency, not
+// bandwidth: bytes keep their order and arrive the delay after they were
+// sent. The proxy stops when the test ends.
+func Slow(t testing.TB, dbURL string) (string, *Latency) {
 	t.Helper()
 	u, err := url.Parse(dbURL)
 	if err != nil {
@@ -24,18 +34,18 @@ func Slow(t testing.TB, dbURL string, delay time.Duration) string {
 	if err != nil {
 		t.Fatalf("sqltest: Slow: listen: %v", err)
 	}
-	p := &slowProxy{ln: ln, target: u.Host, delay: delay, conns: map[net.Conn]struct{}{}}
+	p := &slowProxy{ln: ln, target: u.Host, delay: &Latency{}, conns: map[net.Conn]struct{}{}}
 	p.wg.Add(1)
 	go p.accept()
 	t.Cleanup(p.close)
 	u.Host = ln.Addr().String()
-	return u.String()
+	return u.String(), p.delay
 }
 
 type slowProxy struct {
 	ln     net.Listener
 	target string
-	delay  time.Duration
+	delay  *Latency
 
 	mu    sync.Mutex
 	conns map[net.Conn]struct{}
@@ -80,7 +90,7 @@ func (p *slowProxy) pipe(dst, src net.Conn) {
 			buf := make([]byte, 32<<10)
 			n, err := src.Read(buf)
 			if n > 0 {
-				queue <- chunk{b: buf[:n], due: time.Now().Add(p.delay)}
+				queue <- chunk{b: buf[:n], due: time.Now().Add(p.delay.get())}
 			}
 			if err != nil {
 				return
