@@ -60,7 +60,8 @@ type Config struct {
 	// how often each instance reloads the deny-list.
 	AuditRetention  time.Duration
 	DenyListRefresh time.Duration
-	// DatabaseTimeout bounds every SQL call (OTPGUARD_DATABASE_TIMEOUT).
+	// DatabaseTimeout bounds every SQL call, and all the SQL calls of one
+	// ops request together (OTPGUARD_DATABASE_TIMEOUT).
 	DatabaseTimeout time.Duration
 
 	// TrustedProxies (OTPGUARD_TRUSTED_PROXIES) are the proxies whose

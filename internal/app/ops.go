@@ -90,8 +90,9 @@ func startOps(ctx context.Context, cfg *Config, log *slog.Logger, metricSet *met
 	o.signOuts = ops.NewSignOuts(o.db, ops.SignOutsOptions{Shared: shared, Refresh: cfg.DenyListRefresh, Logger: log})
 	o.audit = ops.NewAuditQueue(o.db, ops.AuditQueueOptions{Logger: log, OnDrop: om.AuditDropped, OnWrite: om.AuditWritten})
 	o.desk = ops.NewDesk(ops.DeskOptions{
-		Blocks: blocks, DenyList: o.db, Deny: o.deny, Audit: o.db, Activity: o.db, Events: o.audit,
-		DefaultRegion: cfg.Policies.OTP.DefaultRegion, Logger: log, Now: opts.now,
+		Blocks: blocks, DenyList: o.db, Deny: o.deny, Audit: o.db, Activity: o.db, Events: o.audit, OnWrite: om.AuditWritten,
+		DatabaseTimeout: cfg.DatabaseTimeout,
+		DefaultRegion:   cfg.Policies.OTP.DefaultRegion, Logger: log, Now: opts.now,
 		Overrides: o.db, OverrideCache: o.overrides, Policy: opts.policy,
 	})
 	o.bg, o.stop = context.WithCancel(context.WithoutCancel(ctx))

@@ -117,7 +117,7 @@ var settings = []setting{
 		doc:   "comma-separated CIDR prefixes (or single addresses) of the proxies in front of otpguard; only a request from one of them may name its client by `X-Forwarded-For` (the right-most hop that is not a listed proxy counts) or `X-Real-IP`. The client address is what the wrong-key limits count and the audit trail records; loopback and private networks are not trusted unless listed",
 		parse: prefixes(func(c *Config) *[]netip.Prefix { return &c.TrustedProxies })},
 	{name: "OTPGUARD_DATABASE_TIMEOUT", def: "3s", example: "1s",
-		doc:   "the timeout of every SQL call, connecting included (10ms..1m); an ops route whose database does not answer in it is `503 database_unavailable`",
+		doc:   "the timeout of every SQL call, connecting included, and of all the SQL work of one ops request together (10ms..1m): an ops route answers within it, `503 database_unavailable` for what the database did not answer in time",
 		parse: duration(func(c *Config) *time.Duration { return &c.DatabaseTimeout }), check: checkDatabaseTimeout},
 	{name: "OTPGUARD_SMS", defDoc: "`console` in embedded mode; **required** with a shared Redis", example: "twilio",
 		doc:   "SMS sender: `console` (prints each SMS as a JSON line on standard output) or `twilio`",

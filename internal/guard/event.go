@@ -1,6 +1,10 @@
 package guard
 
-import "time"
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"time"
+)
 
 // Event is one audit record: a send decision, a verify outcome or an ops
 // action. It never holds an OTP code, in any field.
@@ -20,6 +24,18 @@ type Event struct {
 	// RequestID is the X-Request-Id of the HTTP request that led to the
 	// event (WithRequestID), "" for events no request caused.
 	RequestID string
+	// UID is the event's identity: 32 hex digits (128 random bits) given
+	// once, when the event is made and before it is queued (NewEventUID).
+	// The audit trail stores each UID at most once, so a write retried
+	// after a commit whose answer was lost does not store it twice.
+	UID string
+}
+
+// NewEventUID returns a fresh Event.UID.
+func NewEventUID() string {
+	var b [16]byte
+	rand.Read(b[:]) // never fails (crypto/rand: it crashes the program instead)
+	return hex.EncodeToString(b[:])
 }
 
 // The audit actions the OTP rules record (Event.Action). They are stored

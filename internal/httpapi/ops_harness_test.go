@@ -36,6 +36,10 @@ type opsCluster struct {
 	// sqlURL and sqlDir locate the shared database (a PostgreSQL URL, or
 	// the directory of the SQLite file).
 	sqlURL, sqlDir string
+	// directURL is PostgreSQL without the test's proxies.
+	directURL string
+	// dbLatency delays PostgreSQL (opsConfig.dbSlow).
+	dbLatency *sqltest.Latency
 	// dbProxy is between the instances and PostgreSQL (opsConfig.dbProxy).
 	dbProxy *redistest.Proxy
 	// redis is the test's own Redis (opsConfig.ownRedis).
@@ -64,6 +68,9 @@ type opsConfig struct {
 	dbTimeout time.Duration
 	// dbDownAtStart black-holes dbProxy before the instances start.
 	dbDownAtStart bool
+	// dbSlow puts a proxy before PostgreSQL whose delay the test sets
+	// (oc.dbLatency, sqltest.Slow); oc.directURL still reaches it at once.
+	dbSlow bool
 	// ownRedis starts a Redis server for this test alone (oc.redis), which
 	// it may kill and restart.
 	ownRedis bool
@@ -106,6 +113,10 @@ func newOpsCluster(t *testing.T, cfg opsConfig) *opsCluster {
 	switch cfg.engine {
 	case sqlstore.EnginePostgres:
 		oc.sqlURL = sqltest.Postgres(t)
+		oc.directURL = oc.sqlURL
+		if cfg.dbSlow {
+			oc.sqlURL, oc.dbLatency = sqltest.Slow(t, oc.sqlURL)
+		}
 		if cfg.dbProxy {
 			oc.sqlURL, oc.dbProxy = redistest.ProxyURL(t, oc.sqlURL)
 			if cfg.dbDownAtStart {

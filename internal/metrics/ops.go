@@ -24,7 +24,7 @@ func NewOps(m *Set, queueLen func() int) *Ops {
 		}),
 		auditWritten: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "otpguard_audit_written_total",
-			Help: "Audit events written to the database.",
+			Help: "Audit events stored in the database, each counted once, when a write confirms it: it equals the rows the events left in the audit table (before retention). A retried write does not count or store an event twice.",
 		}),
 		denyReloads: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "otpguard_denylist_reloads_total",
@@ -47,7 +47,8 @@ func NewOps(m *Set, queueLen func() int) *Ops {
 // ops.AuditQueueOptions.OnDrop.
 func (o *Ops) AuditDropped() { o.auditDropped.Inc() }
 
-// AuditWritten counts n events written; it fits AuditQueueOptions.OnWrite.
+// AuditWritten counts n events written; it fits AuditQueueOptions.OnWrite
+// and DeskOptions.OnWrite.
 func (o *Ops) AuditWritten(n int) { o.auditWritten.Add(float64(n)) }
 
 // DenyReloaded records one deny-list reload; it fits

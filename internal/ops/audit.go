@@ -64,7 +64,8 @@ type EventFilter struct {
 // AuditLog records what otpguard decided and what ops people did.
 type AuditLog interface {
 	// WriteEvents stores the events all together or not at all. A zero At
-	// becomes now.
+	// becomes now. An event whose UID is stored already is not stored
+	// again, so a batch may be retried after any error.
 	WriteEvents(ctx context.Context, events []guard.Event) error
 	// ListEvents returns matching events, newest (highest ID) first.
 	ListEvents(ctx context.Context, f EventFilter) ([]guard.Event, error)
@@ -108,7 +109,9 @@ type AuditQueueOptions struct {
 	// OnDrop, when set, is told of every event lost: to a full queue, or
 	// left unwritten when Close gave up.
 	OnDrop func()
-	// OnWrite, when set, is told of every batch written.
+	// OnWrite, when set, is told of every batch written: n events now
+	// stored, each told once (a retried batch is told when it succeeds,
+	// never for an attempt that failed, whose commit may have landed).
 	OnWrite func(n int)
 }
 
@@ -163,10 +166,14 @@ func NewAuditQueue(log AuditLog, o AuditQueueOptions) *AuditQueue {
 }
 
 // Record queues e without blocking. A zero At becomes now, so that an event
-// written late still says when it happened.
+// written late still says when it happened; an empty UID gets one, so that
+// however often its batch is retried it is stored once.
 func (q *AuditQueue) Record(e guard.Event) {
 	if e.At.IsZero() {
 		e.At = time.Now()
+	}
+	if e.UID == "" {
+		e.UID = guard.NewEventUID()
 	}
 	select {
 	case q.ch <- e:
@@ -218,9 +225,10 @@ func (q *AuditQueue) Run(ctx context.Context) {
 }
 
 // writeOnce tops the batch in hand up from the queue and writes it. On
-// failure the batch stays in hand for the next try. A write whose commit
-// timed out may have landed, so a retry can store an event twice: for an
-// audit trail a duplicate is better than a loss.
+// failure the batch stays in hand for the next try. A write that timed out
+// may have committed; its retry stores nothing twice, since every event
+// carries its UID (Record) and the log skips a UID it holds. So the events
+// are counted (OnWrite) when a write succeeds: each once, as stored.
 func (q *AuditQueue) writeOnce(ctx context.Context) error {
 	defer func() { q.inHand.Store(int64(len(q.pending))) }()
 fill:

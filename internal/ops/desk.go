@@ -64,6 +64,13 @@ type DeskOptions struct {
 	// Events takes an ops action's audit event when writing it directly
 	// fails, so that the action is recorded once the database returns.
 	Events guard.EventSink
+	// OnWrite, when set, is told of every audit event written directly
+	// (AuditQueueOptions.OnWrite counts those written through Events).
+	OnWrite func(n int)
+	// DatabaseTimeout bounds the database work of one ops request as a
+	// whole (OTPGUARD_DATABASE_TIMEOUT; see Request); 0: each SQL call
+	// has only its own timeout.
+	DatabaseTimeout time.Duration
 	// DefaultRegion is the OTP policy's: numbers are read as /otp/send reads them.
 	DefaultRegion string
 	// Overrides keeps the emergency overrides and OverrideCache enforces
@@ -92,11 +99,26 @@ func NewDesk(o DeskOptions) *Desk {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
+	if o.OnWrite == nil {
+		o.OnWrite = func(int) {}
+	}
 	return &Desk{o: o}
 }
 
 // Now is the desk's clock.
 func (d *Desk) Now() time.Time { return d.o.Now() }
+
+// Request returns the context for the work of one ops request: every
+// database call made with it, the ones made after a change included (the
+// reload, the audit event), ends by one deadline, DatabaseTimeout from
+// now (WithDatabaseDeadline). The HTTP side calls it as a request arrives.
+func (d *Desk) Request(ctx context.Context) context.Context {
+	if d.o.DatabaseTimeout <= 0 {
+		return ctx
+	}
+	// The real clock: the deadline is kept by the database driver's.
+	return WithDatabaseDeadline(ctx, time.Now().Add(d.o.DatabaseTimeout))
+}
 
 // Blocked returns one page of the numbers refused now, most recent first:
 // the blocks of the index and the deny-list entries.
@@ -299,17 +321,22 @@ func (d *Desk) RecordKeyLockout(ctx context.Context, ip string, l SignInLimit) {
 }
 
 // audit writes an ops action's event at once, so it shows on the page the
-// action returns to; when the database fails it is queued instead.
+// action returns to; when the database fails it is queued instead. The UID
+// is given first: a direct write that timed out after its commit, then
+// written again by the queue, is stored once.
 func (d *Desk) audit(ctx context.Context, e guard.Event) {
 	e.At = d.o.Now()
 	e.TraceID = guard.TraceID(ctx)
 	e.RequestID = guard.RequestID(ctx)
+	e.UID = guard.NewEventUID()
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), opsWriteTimeout)
 	defer cancel()
 	if err := d.o.Audit.WriteEvents(wctx, []guard.Event{e}); err != nil {
 		d.o.Logger.WarnContext(ctx, "writing an ops audit event failed; queued instead", "action", e.Action, "err", err)
 		d.o.Events.Record(e)
+		return
 	}
+	d.o.OnWrite(1)
 }
 
 // reload makes this instance enforce a deny-list change at once.

@@ -136,11 +136,13 @@ func (s *Handlers) admitSignIn(c echo.Context, ok bool) error {
 	return nil
 }
 
-// opsReady refuses ops requests on a server built without the ops desk.
+// opsReady refuses ops requests on a server built without the ops desk,
+// and bounds the database work of the others as a whole (ops.Desk.Request).
 func (s *Handlers) opsReady(next echo.HandlerFunc, c echo.Context) error {
 	if s.ops == nil {
 		return &guard.Error{Code: guard.CodeStoreUnavailable, Message: "ops is not configured on this server", RetryAfter: time.Minute}
 	}
+	c.SetRequest(c.Request().WithContext(s.ops.Request(c.Request().Context())))
 	return next(c)
 }
 

@@ -11,11 +11,15 @@ import (
 	"github.com/otpguard/otpguard/internal/ops"
 )
 
-const eventColumns = "at, action, outcome, phone, country, ip, actor, detail, trace_id, request_id"
+const eventColumns = "at, action, outcome, phone, country, ip, actor, detail, trace_id, request_id, uid"
+
+// eventSelect reads eventColumns back; rows written before events had a
+// UID hold NULL there.
+const eventSelect = "id, at, action, outcome, phone, country, ip, actor, detail, trace_id, request_id, COALESCE(uid, '')"
 
 // insertChunk is how many events share one INSERT: few round trips for a
 // big batch, and far below either engine's limit on bound parameters
-// (9 per row; SQLite allows 32766, PostgreSQL 65535).
+// (11 per row; SQLite allows 32766, PostgreSQL 65535).
 const insertChunk = 200
 
 // pruneChunk bounds how many rows one DELETE removes. A huge single delete
@@ -23,7 +27,11 @@ const insertChunk = 200
 // for as long as it runs, and leave PostgreSQL one giant transaction.
 const pruneChunk = 5000
 
-// WriteEvents stores events in one transaction: all of them or none.
+// WriteEvents stores events in one transaction: all of them or none. An
+// event whose UID is stored already is skipped (ON CONFLICT DO NOTHING):
+// a retry of a batch whose commit landed but whose answer was lost (a
+// timeout) stores nothing twice. An event without a UID is given one
+// here, so it is stored, but only the caller's UID makes its retry safe.
 func (s *SQL) WriteEvents(ctx context.Context, events []guard.Event) error {
 	ctx, cancel := s.bound(ctx)
 	defer cancel()
@@ -46,19 +54,25 @@ func (s *SQL) WriteEvents(ctx context.Context, events []guard.Event) error {
 		chunk := events[start:min(start+insertChunk, len(events))]
 		var q strings.Builder
 		q.WriteString("INSERT INTO audit_events (" + eventColumns + ") VALUES ")
-		args := make([]any, 0, 9*len(chunk))
+		args := make([]any, 0, 11*len(chunk))
 		for i, e := range chunk {
 			if i > 0 {
 				q.WriteString(", ")
 			}
-			q.WriteString("(?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
+			q.WriteString("(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
 			at := e.At
 			if at.IsZero() {
 				at = now
 			}
+			uid := e.UID
+			if uid == "" {
+				uid = guard.NewEventUID()
+			}
 			args = append(args, at.UnixMilli(), storable(e.Action), storable(e.Outcome), storable(e.Phone),
-				storable(e.Country), storable(e.IP), storable(e.Actor), storable(e.Detail), storable(e.TraceID), storable(e.RequestID))
+				storable(e.Country), storable(e.IP), storable(e.Actor), storable(e.Detail), storable(e.TraceID), storable(e.RequestID),
+				storable(uid))
 		}
+		q.WriteString(" ON CONFLICT (uid) DO NOTHING")
 		if _, err := tx.ExecContext(ctx, s.rebind(q.String()), args...); err != nil {
 			return fmt.Errorf("store: write events: %w", err)
 		}
@@ -130,7 +144,7 @@ func (s *SQL) ListEvents(ctx context.Context, f ops.EventFilter) ([]guard.Event,
 		limit = ops.MaxEventLimit
 	}
 
-	q := "SELECT id, " + eventColumns + " FROM audit_events"
+	q := "SELECT " + eventSelect + " FROM audit_events"
 	if len(where) > 0 {
 		q += " WHERE " + strings.Join(where, " AND ")
 	}
@@ -148,7 +162,7 @@ func (s *SQL) ListEvents(ctx context.Context, f ops.EventFilter) ([]guard.Event,
 			e  guard.Event
 			at int64
 		)
-		if err := rows.Scan(&e.ID, &at, &e.Action, &e.Outcome, &e.Phone, &e.Country, &e.IP, &e.Actor, &e.Detail, &e.TraceID, &e.RequestID); err != nil {
+		if err := rows.Scan(&e.ID, &at, &e.Action, &e.Outcome, &e.Phone, &e.Country, &e.IP, &e.Actor, &e.Detail, &e.TraceID, &e.RequestID, &e.UID); err != nil {
 			return nil, fmt.Errorf("store: list events: %w", err)
 		}
 		e.At = fromMillis(at)

@@ -52,10 +52,11 @@ var ErrDatabaseUnreachable = errors.New("database unreachable")
 // Options tune a SQL store.
 type Options struct {
 	// Timeout bounds every call (connect, query, transaction) unless its
-	// context ends sooner, so that a black-holed database fails a request
-	// in Timeout instead of hanging it for as long as TCP takes to give up.
-	// Migrate and the retention prunes take their caller's deadline only.
-	// Zero: DefaultTimeout.
+	// context ends sooner, or carries a sooner ops.DatabaseDeadline (the
+	// bound of all the calls of one ops request), so that a black-holed
+	// database fails a request in Timeout instead of hanging it for as
+	// long as TCP takes to give up. Migrate and the retention prunes take
+	// their caller's deadline only. Zero: DefaultTimeout.
 	Timeout time.Duration
 	// TracerProvider, when set, traces every SQL call (trace.go).
 	TracerProvider trace.TracerProvider
@@ -64,8 +65,13 @@ type Options struct {
 // DefaultTimeout is Options.Timeout's default.
 const DefaultTimeout = 3 * time.Second
 
-// bound gives ctx the per-call deadline, or keeps its own when sooner.
+// bound gives ctx the per-call deadline, or the deadline of the request's
+// database work (ops.DatabaseDeadline) when sooner, or keeps ctx's own
+// when sooner still.
 func (s *SQL) bound(ctx context.Context) (context.Context, context.CancelFunc) {
+	if d, ok := ops.DatabaseDeadline(ctx); ok && time.Until(d) < s.timeout {
+		return context.WithDeadline(ctx, d)
+	}
 	return context.WithTimeout(ctx, s.timeout)
 }
 
