@@ -74,6 +74,9 @@ type OTPPolicy struct {
 	Budget          Budget
 	Conversion      ConversionPolicy
 	SafeList        []string // numbers or prefixes: no velocity or conversion rules
+	// Challenge is otp.challenge: a challenge before an automatic refusal
+	// (challenge.go).
+	Challenge ChallengePolicy
 }
 
 // PrefixWindow is the fixed-window limit of every number prefix: the

@@ -122,9 +122,14 @@ type abuseTakes struct {
 // number skips, and the spend budget, which it does not. The velocity
 // count goes out with the limits (one round trip) when the counter can
 // take it; it counts only sends every other limit let through, so its
-// count is given back when another limit denies (spend).
-func (s *OTP) abuseRules(phone Phone) abuseTakes {
+// count is given back when another limit denies (spend). A solved send
+// (TierSolved, with its solution sol) skips the automatic rules and meets
+// the solved cap instead (challenge.go), in the velocity count's place.
+func (s *OTP) abuseRules(phone Phone, tier Tier, sol *Solution) abuseTakes {
 	safe := s.safe(phone.E164)
+	if tier == TierSolved && sol != nil {
+		return abuseTakes{limits: s.abuseLimits(phone, true), velocity: s.solvedTake(phone, sol)}
+	}
 	var vol *VolumeTake
 	if s.velocityOn(safe) {
 		v := s.volumeTake(phone)

@@ -76,6 +76,7 @@ func phoneSendsKey(e164 string) Key { return Key{"otp", e164, "sends"} }
 type spent struct {
 	takes      []Take
 	velocityAt time.Time
+	velocity   Key // what velocityAt counted under: the velocity rule's or the solved cap's
 }
 
 // spend takes every limit of a send at once: one Counter call, which the
@@ -140,7 +141,11 @@ func (s *OTP) spend(ctx context.Context, phone Phone, limits []limitedTake, vol 
 			s.refund(ctx, taken)
 			return spent{}, s.velocityDenied(ctx, phone, *vol, *vres)
 		}
-		return spent{takes: taken, velocityAt: vol.Now}, nil
+		return spent{takes: taken, velocityAt: vol.Now, velocity: vol.Key}, nil
+	case fellBack && vol.Solved != nil:
+		// A solution's single use cannot be checked without the store.
+		s.refund(ctx, taken)
+		return spent{}, StoreUnavailable(ErrStoreUnavailable, StoreRetryAfter)
 	case fellBack:
 		// The fallback decided a limit (the breaker is open or the store
 		// failed in this decision): the velocity rule is not judged then,
@@ -157,7 +162,7 @@ func (s *OTP) spend(ctx context.Context, phone Phone, limits []limitedTake, vol 
 	if !counted {
 		return spent{takes: taken}, nil
 	}
-	return spent{takes: taken, velocityAt: vol.Now}, nil
+	return spent{takes: taken, velocityAt: vol.Now, velocity: vol.Key}, nil
 }
 
 // refused answers the send refused by l (whose result is r): it gives
@@ -167,7 +172,7 @@ func (s *OTP) refused(ctx context.Context, phone Phone, l limitedTake, r Result,
 	// The refunds go out at once: one round trip of latency.
 	var wg sync.WaitGroup
 	if velCounted {
-		wg.Go(func() { s.refundVelocity(ctx, phone, vol.Now) })
+		wg.Go(func() { s.refundVelocity(ctx, vol.Key, vol.Now) })
 	}
 	s.refund(ctx, taken)
 	wg.Wait()
@@ -199,6 +204,6 @@ func (s *OTP) refund(ctx context.Context, takes []Take) {
 func (s *OTP) giveBack(ctx context.Context, phone Phone, sp spent) {
 	s.refund(ctx, budgetTakes(sp.takes))
 	if !sp.velocityAt.IsZero() {
-		s.refundVelocity(ctx, phone, sp.velocityAt)
+		s.refundVelocity(ctx, sp.velocity, sp.velocityAt)
 	}
 }
