@@ -112,9 +112,42 @@ func solvedCutKey(region string) Key { return Key{Space: "otp:vel", ID: region, 
 
 func solutionKey(region, id string) Key { return Key{Space: "otp:vel", ID: region, Name: "used:" + id} }
 
+// DefaultChallenge is otp.challenge when the policy file says nothing:
+// proof of work, 100,000 at most (50,000 SHA-256 hashes on average: well
+// under a second in a phone's browser), 5 minutes to solve it.
+func DefaultChallenge() ChallengePolicy {
+	return ChallengePolicy{Type: ChallengePoW, MaxNumber: DefaultChallengeMaxNumber, Expires: DefaultChallengeExpires}
+}
+
+// validateChallenge checks otp.challenge.
+func validateChallenge(c ChallengePolicy, bad func(string, string, ...any)) {
+	switch c.Type {
+	case "", ChallengeOff:
+		return
+	case ChallengePoW:
+		if c.MaxNumber < 1000 || c.MaxNumber > 100_000_000 {
+			bad("otp.challenge.max_number", "must be between 1000 and 100000000, got %d", c.MaxNumber)
+		}
+	case ChallengeCaptcha:
+	default:
+		bad("otp.challenge.type", "must be pow, captcha or off, got %q", c.Type)
+		return
+	}
+	if c.Expires < 10*time.Second || c.Expires > time.Hour {
+		bad("otp.challenge.expires", "must be between 10s and 1h, got %s", c.Expires)
+	}
+	if c.Floor < 0 || c.Floor > maxLimit {
+		bad("otp.challenge.floor", "must be between 0 (the country velocity floor) and %d, got %d", maxLimit, c.Floor)
+	}
+	if c.CutFor < 0 || c.CutFor > maxWindow {
+		bad("otp.challenge.cut_for", "must be between 0 (quarantine_for) and %s, got %s", maxWindow, c.CutFor)
+	}
+}
+
 // challenging reports whether refused untrusted sends get a challenge.
 func (s *OTP) challenging() bool {
-	return s.challenger != nil && s.policy.Challenge.Type != ChallengeOff && s.policy.Challenge.Type != ""
+	return s.challenger != nil && s.abuse.volumes != nil && // single use is kept in the store
+		s.policy.Challenge.Type != ChallengeOff && s.policy.Challenge.Type != ""
 }
 
 // solvedTier checks the solution a send came with: one that holds makes

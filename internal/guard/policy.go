@@ -232,6 +232,7 @@ func DefaultPolicies() Policies {
 			PrefixDepths:       DefaultPrefixDepths(),
 			CountryVelocity:    DefaultCountryVelocity(),
 			Conversion:         DefaultConversion(),
+			Challenge:          DefaultChallenge(),
 		},
 		Limits: map[string]LimitPolicy{
 			"default": {Algorithm: TokenBucket, Capacity: 50, RefillPerSecond: 5, OnStoreError: FallbackOpen},
