@@ -177,7 +177,7 @@ func (s *OTP) solvedTier(ctx context.Context, phone Phone, ip, solution string) 
 func automaticRefusal(err error) bool {
 	switch ErrorCode(err) {
 	case CodePrefixRateLimited, CodeCountryRateLimited, CodeUnusualVolume:
-		return true
+		return !errors.Is(err, errOperatorLimit)
 	case CodeDenied:
 		return errors.Is(err, errAutomaticBlock)
 	}
@@ -294,6 +294,9 @@ func (s *OTP) solvedVerification(id string) bool {
 	n := len(b) - solvedMarkLen
 	return hmac.Equal(b[n:], s.solvedMark(b[:n]))
 }
+
+// errOperatorLimit marks a refusal by a limit the ops desk's override set.
+var errOperatorLimit = errors.New("a limit an operator's override set")
 
 // errAutomaticBlock marks a deny-list entry the conversion watch made.
 var errAutomaticBlock = fmt.Errorf("an automatic block (%s)", ConversionActor)

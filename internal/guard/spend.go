@@ -15,6 +15,9 @@ type limitedTake struct {
 	what   string
 	// refundDenied: a denied hit is given back too (the budget's).
 	refundDenied bool
+	// operator: the ops desk's override set this limit; its refusal is
+	// an operator's, which no challenge lifts (challenge.go).
+	operator bool
 }
 
 // sendLimits are the limits of one send. When the store cannot answer they
@@ -185,8 +188,12 @@ func (s *OTP) refused(ctx context.Context, phone Phone, l limitedTake, r Result,
 		s.noteBlock(ctx, Block{Phone: phone.E164, Country: phone.Region, Reason: l.denial,
 			Count: r.Count, Until: s.now().Add(r.RetryAfter)})
 	}
-	return &Error{Code: l.denial, Message: l.what, RetryAfter: r.RetryAfter,
+	e := &Error{Code: l.denial, Message: l.what, RetryAfter: r.RetryAfter,
 		Usage: Usage(r.Count, l.take.Limit, l.take.Window)}
+	if l.operator {
+		e.Err = errOperatorLimit
+	}
+	return e
 }
 
 func (s *OTP) refund(ctx context.Context, takes []Take) {

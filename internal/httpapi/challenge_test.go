@@ -1,6 +1,7 @@
 package httpapi_test
 
 import (
+	"context"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
@@ -11,6 +12,9 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/getkin/kin-openapi/openapi3filter"
+	"github.com/getkin/kin-openapi/routers/gorillamux"
 
 	"github.com/otpguard/otpguard/internal/app"
 	"github.com/otpguard/otpguard/internal/challenge"
@@ -82,6 +86,33 @@ func solve(t *testing.T, c httpx.Challenge) string {
 	return s
 }
 
+// holdToSpec holds a real POST /otp/send and its answer to api/openapi.yaml.
+func holdToSpec(t *testing.T, body string, res response) {
+	t.Helper()
+	router, err := gorillamux.NewRouter(loadSpec(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := httptest.NewRequest("POST", "/otp/send", strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer "+apiKey)
+	route, params, err := router.FindRoute(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts := &openapi3filter.Options{AuthenticationFunc: bearerAuthentication, IncludeResponseStatus: true, MultiError: true}
+	in := &openapi3filter.RequestValidationInput{Request: req, PathParams: params, Route: route, Options: opts}
+	if err := openapi3filter.ValidateRequest(context.Background(), in); err != nil {
+		t.Errorf("the request does not match the spec: %v", err)
+	}
+	out := &openapi3filter.ResponseValidationInput{RequestValidationInput: in, Status: res.Status, Header: res.Header, Options: opts}
+	out.SetBodyBytes(res.Body)
+	if err := openapi3filter.ValidateResponse(context.Background(), out); err != nil {
+		t.Errorf("the response does not match the spec: %v\nbody: %s", err, res.Body)
+	}
+	checkUndocumented(t, fmt.Sprintf("POST /otp/send -> %d", res.Status), route, res)
+}
+
 func sendWith(phone, solution string) string {
 	return fmt.Sprintf(`{"phone":%q,"challenge":%q}`, phone, solution)
 }
@@ -98,14 +129,18 @@ func challengeRoundTrip(t *testing.T, onCluster bool) {
 	if r := c.do(t, 0, "POST", "/otp/send", `{"phone":"+447400100001"}`); r.Status != http.StatusOK {
 		t.Fatalf("first send: %d %s", r.Status, r.Body)
 	}
-	ch := challengeOf(t, c.do(t, 1, "POST", "/otp/send", `{"phone":"+447400100002"}`))
+	r428 := c.do(t, 1, "POST", "/otp/send", `{"phone":"+447400100002"}`)
+	holdToSpec(t, `{"phone":"+447400100002"}`, r428)
+	ch := challengeOf(t, r428)
 	if ch.Type != "pow" || ch.Algorithm != "SHA-256" || ch.MaxNumber != guard.DefaultChallengeMaxNumber || !strings.Contains(ch.Salt, "expires=") {
 		t.Fatalf("challenge %+v: want ALTCHA's fields", ch)
 	}
 	sol := solve(t, ch)
-	if r := c.do(t, 0, "POST", "/otp/send", sendWith("+447400100002", sol)); r.Status != http.StatusOK {
+	r := c.do(t, 0, "POST", "/otp/send", sendWith("+447400100002", sol))
+	if r.Status != http.StatusOK {
 		t.Fatalf("solved send: %d %s", r.Status, r.Body)
 	}
+	holdToSpec(t, sendWith("+447400100002", sol), r)
 	if got := c.out.sentTo("+447400100002"); got != 1 {
 		t.Fatalf("SMS to the solved number: got %d, want 1", got)
 	}
@@ -239,6 +274,7 @@ func TestCaptchaChallenge(t *testing.T) {
 	if code := problemCode(t, r); r.Status != http.StatusServiceUnavailable || code != "challenge_unavailable" {
 		t.Fatalf("provider down: %d %s, want 503 challenge_unavailable", r.Status, r.Body)
 	}
+	holdToSpec(t, sendWith("+447400300002", id+".good"), r)
 	fake.down.Store(false)
 	if r := c.do(t, 1, "POST", "/otp/send", sendWith("+447400300003", id+".good")); r.Status != http.StatusPreconditionRequired {
 		t.Fatalf("another number's id: %d %s, want 428", r.Status, r.Body)
