@@ -26,6 +26,9 @@ type Error struct {
 	// (AddOverride's refusals: "kind", "subject", "limit", "expires_in",
 	// "reason").
 	Field string
+	// Challenge is set on challenge_required (428): what to solve before
+	// sending again (ChallengeOf, Challenge.SolvePoW).
+	Challenge *Challenge
 }
 
 func (e *Error) Error() string {
@@ -121,15 +124,16 @@ const (
 
 // problem is the wire form of problem details.
 type problem struct {
-	Type         string `json:"type"`
-	Title        string `json:"title"`
-	Status       int    `json:"status"`
-	Detail       string `json:"detail"`
-	Code         string `json:"code"`
-	RequestID    string `json:"request_id"`
-	RetryAfter   *int   `json:"retry_after"`
-	AttemptsLeft *int   `json:"attempts_left"`
-	Field        string `json:"field"`
+	Type         string     `json:"type"`
+	Title        string     `json:"title"`
+	Status       int        `json:"status"`
+	Detail       string     `json:"detail"`
+	Code         string     `json:"code"`
+	RequestID    string     `json:"request_id"`
+	RetryAfter   *int       `json:"retry_after"`
+	AttemptsLeft *int       `json:"attempts_left"`
+	Field        string     `json:"field"`
+	Challenge    *Challenge `json:"challenge"`
 }
 
 // problemOf turns an answer that is not a success into an *Error, reading
@@ -140,6 +144,7 @@ func problemOf(r *reply) *Error {
 	var p problem
 	if json.Unmarshal(r.body, &p) == nil && p.Code != "" {
 		e.Code, e.Type, e.Detail, e.AttemptsLeft, e.Field = p.Code, p.Type, p.Detail, p.AttemptsLeft, p.Field
+		e.Challenge = p.Challenge
 		if p.Title != "" {
 			e.Title = p.Title
 		}

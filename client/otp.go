@@ -15,6 +15,10 @@ type SendRequest struct {
 	// ClientIP is the end user's address (not the app server's), for the
 	// per-IP limit. Optional.
 	ClientIP string `json:"client_ip,omitempty"`
+	// Challenge is the solution of the challenge a 428 challenge_required
+	// answered (ChallengeOf; Challenge.SolvePoW or CaptchaSolution). The
+	// resend is another body: give it another IdempotencyKey.
+	Challenge string `json:"challenge,omitempty"`
 	// IdempotencyKey, when set, is sent as the Idempotency-Key header:
 	// the same key with the same body answers the first answer and sends
 	// nothing more, so Send is retried on network errors. Use one key per

@@ -145,6 +145,8 @@ func (a *App) newOTP(w *wiring, p guard.OTPPolicy) *guard.OTP {
 		Verifications: w.guarded,
 		// The ops desk's emergency overrides tighten the file (ops/overrides.go).
 		Overrides: a.ops.overrides,
+		// otp.challenge: a challenge before an automatic refusal (challenge.go).
+		Challenger: newChallenger(a.cfg, p.Challenge),
 	})
 }
 

@@ -40,6 +40,7 @@ type Config struct {
 	// console sender would silently print codes instead of sending them.
 	SMS        string
 	Twilio     TwilioConfig
+	Captcha    CaptchaConfig
 	ConfigFile string
 	LogLevel   string
 	Policies   guard.Policies
@@ -167,6 +168,7 @@ func (c *Config) validate(senderGiven bool) error {
 		func() error { return c.checkSenderChosen(senderGiven) },
 		c.checkTwilio,
 		c.checkPolicies,
+		c.checkCaptcha,
 	} {
 		errs = append(errs, check())
 	}

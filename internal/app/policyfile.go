@@ -48,6 +48,16 @@ type fileOTPPolicy struct {
 	Budget             fileBudget            `yaml:"budget"`
 	Conversion         fileConversion        `yaml:"conversion"`
 	SafeList           []string              `yaml:"safe_list"`
+	Challenge          fileChallenge         `yaml:"challenge"`
+}
+
+// fileChallenge is otp.challenge (guard.ChallengePolicy).
+type fileChallenge struct {
+	Type      guard.ChallengeType `yaml:"type"`
+	MaxNumber int64               `yaml:"max_number"`
+	Expires   fileDuration        `yaml:"expires"`
+	Floor     int64               `yaml:"floor"`
+	CutFor    fileDuration        `yaml:"cut_for"`
 }
 
 // fileLimitPolicy is one policy under limits: (guard.LimitPolicy).
@@ -187,6 +197,8 @@ func policyFile(p guard.Policies) filePolicies {
 				MinSends: o.Conversion.MinSends, BlockFor: fileDuration(o.Conversion.BlockFor),
 				Delay: fileDuration(o.Conversion.Delay)},
 			SafeList: slices.Clone(o.SafeList),
+			Challenge: fileChallenge{Type: o.Challenge.Type, MaxNumber: o.Challenge.MaxNumber,
+				Expires: fileDuration(o.Challenge.Expires), Floor: o.Challenge.Floor, CutFor: fileDuration(o.Challenge.CutFor)},
 		},
 		Limits: convertMap(p.Limits, func(l guard.LimitPolicy) fileLimitPolicy {
 			return fileLimitPolicy{
@@ -230,6 +242,8 @@ func (f filePolicies) policies() guard.Policies {
 				MinSends: o.Conversion.MinSends, BlockFor: time.Duration(o.Conversion.BlockFor),
 				Delay: time.Duration(o.Conversion.Delay)},
 			SafeList: slices.Clone(o.SafeList),
+			Challenge: guard.ChallengePolicy{Type: o.Challenge.Type, MaxNumber: o.Challenge.MaxNumber,
+				Expires: time.Duration(o.Challenge.Expires), Floor: o.Challenge.Floor, CutFor: time.Duration(o.Challenge.CutFor)},
 		},
 		Limits: convertMap(f.Limits, func(l fileLimitPolicy) guard.LimitPolicy {
 			return guard.LimitPolicy{

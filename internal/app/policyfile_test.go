@@ -42,6 +42,8 @@ func everyField() guard.Policies {
 			Budget:     guard.Budget{PerHour: 5000, PerDay: 50000},
 			Conversion: guard.ConversionPolicy{Mode: guard.ConversionBlock, MinRate: 0.3, MinSends: 40, BlockFor: 2 * time.Hour, Delay: 3 * time.Minute},
 			SafeList:   []string{"+14155550100", "+4474001"},
+			Challenge: guard.ChallengePolicy{Type: guard.ChallengeCaptcha, MaxNumber: 50_000, Expires: 2 * time.Minute,
+				Floor: 7, CutFor: 6 * time.Hour},
 		},
 		Limits: map[string]guard.LimitPolicy{
 			"bucket": {Algorithm: guard.TokenBucket, Capacity: 10, RefillPerSecond: 0.5, Limit: 1, Window: time.Minute,

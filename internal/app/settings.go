@@ -140,6 +140,16 @@ var settings = []setting{
 	{name: "TWILIO_STATUS_CALLBACK_URL", defDoc: "none", example: "https://otpguard.example/sms/status",
 		doc:   "delivery status callback set on each message, and the URL `POST /sms/status` checks Twilio's signature against",
 		parse: text(func(c *Config) *string { return &c.Twilio.StatusCallback })},
+	// otp.challenge: type captcha (challenge.go).
+	{name: "OTPGUARD_CAPTCHA_VERIFY_URL", defDoc: "none", example: "https://challenges.cloudflare.com/turnstile/v0/siteverify",
+		doc:   "the CAPTCHA provider's `siteverify` (Turnstile, hCaptcha, reCAPTCHA); required with `otp.challenge.type: captcha`",
+		parse: text(func(c *Config) *string { return &c.Captcha.VerifyURL })},
+	{name: "OTPGUARD_CAPTCHA_SECRET", secret: true, example: "OTPGUARD_CAPTCHA_SECRET_FILE=/run/secrets/captcha",
+		doc:   "the provider's secret key, sent to `siteverify`; required with `otp.challenge.type: captcha`",
+		parse: text(func(c *Config) *string { return &c.Captcha.Secret })},
+	{name: "OTPGUARD_CAPTCHA_SITE_KEY", example: "0x4AAAAAAA...",
+		doc:   "the provider's site key, returned in the challenge for the client to render the widget",
+		parse: text(func(c *Config) *string { return &c.Captcha.SiteKey })},
 	// Tracing: the standard OTEL_* variables, read as given; what they
 	// mean together is otelEnv.tracing's (tracing.go).
 	{name: "OTEL_EXPORTER_OTLP_ENDPOINT", defDoc: "unset: tracing off", example: "http://otel-collector:4318",

@@ -193,7 +193,8 @@ var httpStatus = map[string]int{
 	"StatusBadRequest": 400, "StatusUnauthorized": 401, "StatusForbidden": 403,
 	"StatusNotFound": 404, "StatusMethodNotAllowed": 405, "StatusConflict": 409,
 	"StatusRequestEntityTooLarge": 413, "StatusUnprocessableEntity": 422,
-	"StatusTooManyRequests": 429, "StatusInternalServerError": 500,
+	"StatusPreconditionRequired": 428,
+	"StatusTooManyRequests":      429, "StatusInternalServerError": 500,
 	"StatusBadGateway": 502, "StatusServiceUnavailable": 503,
 }
 

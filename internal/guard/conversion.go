@@ -84,8 +84,12 @@ type AutoBlocker interface {
 const convTimeout = time.Second
 
 // conversionSubjects are the prefix tallies of phone at each depth, and
-// its country's.
-func (s *OTP) conversionSubjects(phone Phone) []Key {
+// its country's; a solved send's (and its verify's) is its country's
+// solved tally alone (challenge.go).
+func (s *OTP) conversionSubjects(phone Phone, solved bool) []Key {
+	if solved {
+		return []Key{{Space: "conv:solved", ID: region(phone), Name: "m"}}
+	}
 	var out []Key
 	seen := map[string]bool{}
 	for _, pp := range s.prefixLimits() {
@@ -109,14 +113,14 @@ func (s *OTP) watching(ctx context.Context, phone Phone) bool {
 
 // watchSend queues a code that left: the watch counts it and judges its
 // prefixes and country after the answer (watch.go).
-func (s *OTP) watchSend(ctx context.Context, phone Phone) {
-	s.enqueueWatch(ctx, phone, ConversionSend)
+func (s *OTP) watchSend(ctx context.Context, phone Phone, tier Tier) {
+	s.enqueueWatch(ctx, phone, ConversionSend, tier == TierSolved)
 }
 
 // watchVerify queues a successful verify: it raises its prefix's and
-// country's conversion.
-func (s *OTP) watchVerify(ctx context.Context, phone Phone) {
-	s.enqueueWatch(ctx, phone, ConversionVerify)
+// country's conversion (the solved tally's, for a solved send's code).
+func (s *OTP) watchVerify(ctx context.Context, phone Phone, solved bool) {
+	s.enqueueWatch(ctx, phone, ConversionVerify, solved)
 }
 
 // conversionAlert reports (and in block mode blocks) a subject whose
@@ -149,6 +153,10 @@ func (s *OTP) conversionAlert(ctx context.Context, phone Phone, subject Key, t T
 		action = OutcomeQuarantined
 		reason += fmt.Sprintf("; country velocity floor cut to a tenth for %s", qf)
 	}
+	if c.Mode == ConversionBlock && scope == "solved" && s.cutSolved(cctx, subject.ID) {
+		action = OutcomeQuarantined
+		reason += "; the country's solved-challenge cap cut to a tenth"
+	}
 	if block {
 		if s.abuse.autoBlock == nil {
 			s.log.ErrorContext(ctx, "conversion watch: block mode without a deny-list: only reporting", "prefix", subject.ID)
@@ -173,7 +181,7 @@ func (s *OTP) conversionAlert(ctx context.Context, phone Phone, subject Key, t T
 		"scope", scope, "subject", subject.ID, "action", action, "mode", string(c.Mode),
 		"sends", t.Sends, "verifies", t.Verifies, "min_rate", c.MinRate)
 	country := phone.Region
-	if scope == "country" {
+	if scope == "country" || scope == "solved" {
 		country = subject.ID
 	}
 	s.events.Record(Event{At: s.now(), Action: ActionConversion, Outcome: action, Country: country,

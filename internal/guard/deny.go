@@ -66,8 +66,11 @@ func validDenyPattern(p string) bool {
 // checkDenied refuses a deny-listed number, before any counter is spent.
 func (s *OTP) checkDenied(phone Phone) error {
 	if e, ok := s.deny.Denied(phone.E164, s.now()); ok {
-		return &Error{Code: CodeDenied, Message: "this number may not receive codes",
-			Err: fmt.Errorf("deny-list entry %d (%s)", e.ID, MaskPhone(e.Pattern))}
+		err := fmt.Errorf("deny-list entry %d (%s)", e.ID, MaskPhone(e.Pattern))
+		if e.Author == ConversionActor { // a challenge may lift it (challenge.go)
+			err = fmt.Errorf("%w: %w", err, errAutomaticBlock)
+		}
+		return &Error{Code: CodeDenied, Message: "this number may not receive codes", Err: err}
 	}
 	return nil
 }

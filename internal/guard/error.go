@@ -62,6 +62,11 @@ const (
 	CodeBudgetExhausted      Code = "budget_exhausted"
 	CodeUnusualVolume        Code = "unusual_volume"
 
+	// A challenge before a refusal (challenge.go): 428 with a challenge to
+	// solve, and 503 when the verifier (a CAPTCHA provider) cannot answer.
+	CodeChallengeRequired    Code = "challenge_required"
+	CodeChallengeUnavailable Code = "challenge_unavailable"
+
 	// Idempotent sends and the verification lifecycle (verification.go;
 	// README.md, "Idempotent sends and the verification lifecycle").
 	CodeInvalidIdempotencyKey    Code = "invalid_idempotency_key"
@@ -86,7 +91,9 @@ type Error struct {
 	// was ("5 of 3 per 10m"); it goes to the audit event's detail, never
 	// to the caller.
 	Usage string
-	Err   error
+	// Challenge is set on challenge_required: what to solve.
+	Challenge *Challenge
+	Err       error
 }
 
 func (e *Error) Error() string {

@@ -55,6 +55,9 @@ type OTPOptions struct {
 	// Overrides are the ops desk's emergency overrides (override.go); nil:
 	// the policy as is.
 	Overrides Overrides
+	// Challenger issues and checks the challenges of otp.challenge
+	// (challenge.go); nil: refusals stay refusals.
+	Challenger Challenger
 }
 
 // OTP sends and verifies one-time codes under exact, shared limits.
@@ -78,6 +81,7 @@ type OTP struct {
 	// Conversions.
 	watch         *watchQueue
 	verifications Verifications
+	challenger    Challenger
 }
 
 // NewOTP returns an OTP service. The policy must have passed Validate.
@@ -108,7 +112,7 @@ func NewOTP(o OTPOptions) *OTP {
 		hmacKey: o.HMACKey, log: o.Logger, random: o.Random,
 		deny: o.Deny, events: o.Events, blocks: o.Blocks, now: o.Now,
 		lastStoreFailure: o.LastStoreFailure, abuse: newAbuseState(o),
-		deliveries: o.Deliveries, verifications: o.Verifications,
+		deliveries: o.Deliveries, verifications: o.Verifications, challenger: o.Challenger,
 	}
 	if o.Conversions != nil {
 		s.watch = newWatchQueue(o.WatchQueue)

@@ -110,6 +110,9 @@ func (s *OTP) parseSend(req SendRequest) (Phone, string, error) {
 	if err != nil {
 		return phone, "", err
 	}
+	if len(req.Challenge) > MaxChallengeSolution {
+		return phone, "", Errorf(CodeInvalidRequest, "challenge is longer than %d bytes", MaxChallengeSolution)
+	}
 	ip, err := IPSubject(req.ClientIP)
 	return phone, ip, err
 }

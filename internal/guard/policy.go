@@ -74,6 +74,9 @@ type OTPPolicy struct {
 	Budget          Budget
 	Conversion      ConversionPolicy
 	SafeList        []string // numbers or prefixes: no velocity or conversion rules
+	// Challenge is otp.challenge: a challenge before an automatic refusal
+	// (challenge.go).
+	Challenge ChallengePolicy
 }
 
 // PrefixWindow is the fixed-window limit of every number prefix: the
@@ -229,6 +232,7 @@ func DefaultPolicies() Policies {
 			PrefixDepths:       DefaultPrefixDepths(),
 			CountryVelocity:    DefaultCountryVelocity(),
 			Conversion:         DefaultConversion(),
+			Challenge:          DefaultChallenge(),
 		},
 		Limits: map[string]LimitPolicy{
 			"default": {Algorithm: TokenBucket, Capacity: 50, RefillPerSecond: 5, OnStoreError: FallbackOpen},

@@ -237,6 +237,7 @@ func validateAbuse(o OTPPolicy, bad func(string, string, ...any)) {
 		depths[d.DigitsDropped] = field
 	}
 	validateVelocity(o.CountryVelocity, bad)
+	validateChallenge(o.Challenge, bad)
 	for _, c := range sortedKeys(o.PerCountry) {
 		if c != "*" && !validateRegion("otp.per_country."+c, c, bad) {
 			continue

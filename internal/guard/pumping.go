@@ -122,22 +122,27 @@ type abuseTakes struct {
 // number skips, and the spend budget, which it does not. The velocity
 // count goes out with the limits (one round trip) when the counter can
 // take it; it counts only sends every other limit let through, so its
-// count is given back when another limit denies (spend).
-func (s *OTP) abuseRules(phone Phone) abuseTakes {
+// count is given back when another limit denies (spend). A solved send
+// (TierSolved, with its solution sol) skips the automatic rules and meets
+// the solved cap instead (challenge.go), in the velocity count's place.
+func (s *OTP) abuseRules(phone Phone, tier Tier, sol *Solution) abuseTakes {
 	safe := s.safe(phone.E164)
+	if tier == TierSolved && sol != nil {
+		return abuseTakes{limits: s.abuseLimits(phone, false, true), velocity: s.solvedTake(phone, sol)}
+	}
 	var vol *VolumeTake
 	if s.velocityOn(safe) {
 		v := s.volumeTake(phone)
 		vol = &v
 	}
-	return abuseTakes{limits: s.abuseLimits(phone, safe), velocity: vol}
+	return abuseTakes{limits: s.abuseLimits(phone, safe, false), velocity: vol}
 }
 
 // abuseLimits are the limits of one send after the number's own:
-// per prefix and per country (not for safe-listed numbers), then the
-// spend budget. When the store cannot answer they fall back like the
+// per prefix and per country (not for safe-listed numbers; for a solved
+// send only those an operator's override set), then the spend budget. When the store cannot answer they fall back like the
 // per-IP limit: split (limit / N) with local or open, refused with closed.
-func (s *OTP) abuseLimits(phone Phone, safe bool) []limitedTake {
+func (s *OTP) abuseLimits(phone Phone, safe, solved bool) []limitedTake {
 	mode := s.policy.OnStoreError
 	if mode == FallbackLocal { // local_limit is per number: shared limits get their share
 		mode = FallbackOpen
@@ -154,13 +159,14 @@ func (s *OTP) abuseLimits(phone Phone, safe bool) []limitedTake {
 	for _, pp := range s.prefixLimits() {
 		prefix := Prefix(phone.E164, pp.DigitsDropped)
 		l := e.Prefix(prefix, pp)
-		if safe || l.Limit <= 0 || seen[prefix] { // a short number: two depths, one prefix
+		if safe || l.Limit <= 0 || seen[prefix] || (solved && !l.Override) { // a short number: two depths, one prefix
 			continue
 		}
 		seen[prefix] = true
 		ls = append(ls, limitedTake{
 			take:   window(Key{"otp:prefix", prefix, "sends"}, l.Limit, l.Window),
 			denial: CodePrefixRateLimited, what: "too many codes were sent to numbers like this one; try again later",
+			operator: l.Override,
 		})
 	}
 	for _, prefix := range sortedKeys(e.over.prefix) { // the prefix overrides the file's depths do not count
@@ -174,6 +180,7 @@ func (s *OTP) abuseLimits(phone Phone, safe bool) []limitedTake {
 		ls = append(ls, limitedTake{
 			take:   window(Key{"otp:prefix", prefix, "sends"}, e.over.prefix[prefix], w),
 			denial: CodePrefixRateLimited, what: "too many codes were sent to numbers like this one; try again later",
+			operator: true,
 		})
 	}
 	if !safe && (len(s.policy.PerCountry) > 0 || e.over.country != nil) {
@@ -181,10 +188,11 @@ func (s *OTP) abuseLimits(phone Phone, safe bool) []limitedTake {
 		if region == "" {
 			region = "001" // non-geographic numbers (+800, +882...)
 		}
-		if l, _ := e.Country(region); l.Limit > 0 {
+		if l, _ := e.Country(region); l.Limit > 0 && (!solved || l.Override) {
 			ls = append(ls, limitedTake{
 				take:   window(Key{"otp:country", region, "sends"}, l.Limit, l.Window),
 				denial: CodeCountryRateLimited, what: "too many codes were sent to this country; try again later",
+				operator: l.Override,
 			})
 		}
 	}

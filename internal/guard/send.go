@@ -10,6 +10,9 @@ import (
 type SendRequest struct {
 	Phone    string
 	ClientIP string
+	// Challenge is the solution of the challenge a 428 challenge_required
+	// answered (challenge.go); empty: none.
+	Challenge string
 }
 
 // SendResult says where the code went and how long it lives.
@@ -37,7 +40,7 @@ func (s *OTP) Send(ctx context.Context, req SendRequest) (SendResult, error) {
 		s.record(ctx, ActionOTPSend, "", phone, CleanIP(req.ClientIP), err)
 		return SendResult{}, err
 	}
-	res, err := s.send(WithDecision(ctx), phone, ip)
+	res, err := s.send(WithDecision(ctx), phone, ip, req.Challenge)
 	s.record(ctx, ActionOTPSend, OutcomeSent, phone, CleanIP(req.ClientIP), err)
 	res.Phone = phone // on a refusal too: the caller's log names it (masked)
 	return res, err
@@ -45,26 +48,34 @@ func (s *OTP) Send(ctx context.Context, req SendRequest) (SendResult, error) {
 
 // send is the pipeline of a parsed send: its steps in order, each in the
 // file of its concept, each returning here. The first refusal ends it.
-func (s *OTP) send(ctx context.Context, phone Phone, ip string) (SendResult, error) {
-	// Who may receive codes at all: the deny-list (deny.go), then the
-	// paused, allowed countries and number types (pumping.go).
-	if err := s.checkDenied(phone); err != nil {
+func (s *OTP) send(ctx context.Context, phone Phone, ip, solution string) (SendResult, error) {
+	// A solution that holds makes the send TierSolved (challenge.go).
+	tier, sol, err := s.solvedTier(ctx, phone, ip, solution)
+	if err != nil {
 		return SendResult{}, err
+	}
+	// Who may receive codes at all: the deny-list (deny.go; the conversion
+	// watch's automatic blocks do not refuse a solved send), then the
+	// paused, allowed countries and number types (pumping.go).
+	if err := s.checkDenied(phone); err != nil && (tier != TierSolved || !automaticRefusal(err)) {
+		return SendResult{}, s.challengeInstead(ctx, phone, tier, err)
 	}
 	if err := s.checkDestination(phone); err != nil {
 		return SendResult{}, err
 	}
 	// The automatic abuse rules: per prefix, per country and the country
 	// velocity rule, with the spend budget (pumping.go, velocity.go).
-	abuse := s.abuseRules(phone)
+	abuse := s.abuseRules(phone, tier, sol)
 	// Spend the number's and the address's limits and the abuse rules' in
-	// one round trip; a refusal refunds the rest (spend.go).
+	// one round trip; a refusal refunds the rest (spend.go), and an
+	// automatic rule's refusal of an untrusted send is a challenge instead
+	// (challenge.go).
 	spent, err := s.spend(ctx, phone, append(s.sendLimits(phone.E164, ip), abuse.limits...), abuse.velocity)
 	if err != nil {
-		return SendResult{}, err
+		return SendResult{}, s.challengeInstead(ctx, phone, tier, err)
 	}
 	// A new code, saved as its HMAC, or a stateless one (code.go).
-	code, err := s.issueCode(ctx, phone)
+	code, err := s.issueCode(ctx, phone, tier)
 	if err != nil {
 		s.giveBack(ctx, phone, spent)
 		return SendResult{}, err
@@ -74,6 +85,6 @@ func (s *OTP) send(ctx context.Context, phone Phone, ip string) (SendResult, err
 		return SendResult{}, err
 	}
 	// Count it for the conversion watch (conversion.go).
-	s.watchSend(ctx, phone)
+	s.watchSend(ctx, phone, tier)
 	return SendResult{Phone: phone, ExpiresIn: code.ttl, VerificationID: code.id}, nil
 }

@@ -15,6 +15,9 @@ type limitedTake struct {
 	what   string
 	// refundDenied: a denied hit is given back too (the budget's).
 	refundDenied bool
+	// operator: the ops desk's override set this limit; its refusal is
+	// an operator's, which no challenge lifts (challenge.go).
+	operator bool
 }
 
 // sendLimits are the limits of one send. When the store cannot answer they
@@ -76,6 +79,7 @@ func phoneSendsKey(e164 string) Key { return Key{"otp", e164, "sends"} }
 type spent struct {
 	takes      []Take
 	velocityAt time.Time
+	velocity   Key // what velocityAt counted under: the velocity rule's or the solved cap's
 }
 
 // spend takes every limit of a send at once: one Counter call, which the
@@ -140,7 +144,11 @@ func (s *OTP) spend(ctx context.Context, phone Phone, limits []limitedTake, vol 
 			s.refund(ctx, taken)
 			return spent{}, s.velocityDenied(ctx, phone, *vol, *vres)
 		}
-		return spent{takes: taken, velocityAt: vol.Now}, nil
+		return spent{takes: taken, velocityAt: vol.Now, velocity: vol.Key}, nil
+	case fellBack && vol.Solved != nil:
+		// A solution's single use cannot be checked without the store.
+		s.refund(ctx, taken)
+		return spent{}, StoreUnavailable(ErrStoreUnavailable, StoreRetryAfter)
 	case fellBack:
 		// The fallback decided a limit (the breaker is open or the store
 		// failed in this decision): the velocity rule is not judged then,
@@ -157,7 +165,7 @@ func (s *OTP) spend(ctx context.Context, phone Phone, limits []limitedTake, vol 
 	if !counted {
 		return spent{takes: taken}, nil
 	}
-	return spent{takes: taken, velocityAt: vol.Now}, nil
+	return spent{takes: taken, velocityAt: vol.Now, velocity: vol.Key}, nil
 }
 
 // refused answers the send refused by l (whose result is r): it gives
@@ -167,7 +175,7 @@ func (s *OTP) refused(ctx context.Context, phone Phone, l limitedTake, r Result,
 	// The refunds go out at once: one round trip of latency.
 	var wg sync.WaitGroup
 	if velCounted {
-		wg.Go(func() { s.refundVelocity(ctx, phone, vol.Now) })
+		wg.Go(func() { s.refundVelocity(ctx, vol.Key, vol.Now) })
 	}
 	s.refund(ctx, taken)
 	wg.Wait()
@@ -180,8 +188,12 @@ func (s *OTP) refused(ctx context.Context, phone Phone, l limitedTake, r Result,
 		s.noteBlock(ctx, Block{Phone: phone.E164, Country: phone.Region, Reason: l.denial,
 			Count: r.Count, Until: s.now().Add(r.RetryAfter)})
 	}
-	return &Error{Code: l.denial, Message: l.what, RetryAfter: r.RetryAfter,
+	e := &Error{Code: l.denial, Message: l.what, RetryAfter: r.RetryAfter,
 		Usage: Usage(r.Count, l.take.Limit, l.take.Window)}
+	if l.operator {
+		e.Err = errOperatorLimit
+	}
+	return e
 }
 
 func (s *OTP) refund(ctx context.Context, takes []Take) {
@@ -199,6 +211,6 @@ func (s *OTP) refund(ctx context.Context, takes []Take) {
 func (s *OTP) giveBack(ctx context.Context, phone Phone, sp spent) {
 	s.refund(ctx, budgetTakes(sp.takes))
 	if !sp.velocityAt.IsZero() {
-		s.refundVelocity(ctx, phone, sp.velocityAt)
+		s.refundVelocity(ctx, sp.velocity, sp.velocityAt)
 	}
 }

@@ -36,6 +36,11 @@ type VolumeTake struct {
 	// MinuteShare (0: off) is the share of the hour's limit one minute of
 	// the clock may take (at least the floor).
 	MinuteShare float64
+	// Solved (nil: the velocity rule) makes this the solved tier's cap
+	// (challenge.go): the limit is max(Floor, the baseline of Solved.Base),
+	// a tenth of it while Quarantine (the cut) holds, and the solution's
+	// key is taken once in the same step.
+	Solved *SolvedUse
 }
 
 // VolumeResult is the store's answer to a VolumeTake.
@@ -48,6 +53,8 @@ type VolumeResult struct {
 	// MinuteLimit is the minute's cap when the share applies; refused with
 	// Count < Limit means the minute's cap refused.
 	MinuteLimit int64
+	// Reused: the solved tier's solution was used already (not counted).
+	Reused bool
 }
 
 // Volumes keeps the hourly counts of the country velocity rule. Each call
@@ -119,6 +126,9 @@ func (s *OTP) volumeTake(phone Phone) VolumeTake {
 // counted (a refund is then owed if the send does not go on) and the
 // refusal, if any.
 func (s *OTP) takeVelocity(ctx context.Context, phone Phone, t VolumeTake) (bool, error) {
+	if t.Solved != nil && StoreFailed(ctx) {
+		return false, StoreUnavailable(ErrStoreUnavailable, StoreRetryAfter) // single use needs the store
+	}
 	if StoreFailed(ctx) {
 		// The store failed earlier in this decision and the fallback let
 		// the send on: the velocity rule cannot be judged, the split
@@ -130,7 +140,7 @@ func (s *OTP) takeVelocity(ctx context.Context, phone Phone, t VolumeTake) (bool
 	cancel()
 	if err != nil {
 		NoteStoreFailure(ctx)
-		if s.policy.OnStoreError == FallbackClosed {
+		if s.policy.OnStoreError == FallbackClosed || t.Solved != nil {
 			s.log.Log(ctx, StoreFailureLevel(err), "limit store failed", "limit", "country_velocity", "err", err)
 			return false, StoreUnavailable(err, StoreRetryAfter)
 		}
@@ -146,6 +156,9 @@ func (s *OTP) takeVelocity(ctx context.Context, phone Phone, t VolumeTake) (bool
 // velocityDenied is the refusal of a send the velocity rule refused (res),
 // told to the metrics, the log and the ops desk (velocityRefused).
 func (s *OTP) velocityDenied(ctx context.Context, phone Phone, t VolumeTake, res VolumeResult) error {
+	if t.Solved != nil {
+		return s.solvedDenied(ctx, phone, t, res)
+	}
 	now, h := t.Now, t.Hour
 	retry, span := time.Unix((h+1)*3600, 0).Sub(now), "hour"
 	if res.Count < res.Limit { // the minute's share is spent, not the hour
@@ -160,11 +173,12 @@ func (s *OTP) velocityDenied(ctx context.Context, phone Phone, t VolumeTake, res
 		Message: "unusually many codes were sent to this country this " + span + "; try again later"}
 }
 
-// refundVelocity gives back a send counted at that did not leave.
-func (s *OTP) refundVelocity(ctx context.Context, phone Phone, at time.Time) {
+// refundVelocity gives back a send counted at under k (the velocity
+// rule's or the solved cap's counts) that did not leave.
+func (s *OTP) refundVelocity(ctx context.Context, k Key, at time.Time) {
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), convTimeout)
 	defer cancel()
-	if err := s.abuse.volumes.RefundVolume(cctx, velocityKey(region(phone)), at); err != nil {
+	if err := s.abuse.volumes.RefundVolume(cctx, k, at); err != nil {
 		s.log.WarnContext(ctx, "country velocity: refund failed", "err", err)
 	}
 }

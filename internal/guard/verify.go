@@ -45,8 +45,13 @@ func (s *OTP) VerifyCode(ctx context.Context, req VerifyRequest) (VerifyResult, 
 	if err != nil {
 		return VerifyResult{Phone: phone}, err // the number, for the caller's log
 	}
-	s.watchVerify(ctx, phone)
-	s.creditVerify(ctx, phone)
+	// A solved send's code counts in the solved tier's watch, and credits
+	// no baseline (challenge.go).
+	solved := s.solvedVerification(vid)
+	s.watchVerify(ctx, phone, solved)
+	if !solved {
+		s.creditVerify(ctx, phone)
+	}
 	return VerifyResult{Phone: phone, VerificationID: vid}, nil
 }
 

@@ -50,8 +50,10 @@ type watchEvent struct {
 	ctx   context.Context // the request's values (logs), never its cancellation
 	kind  ConversionKind
 	phone Phone
-	at    time.Time
-	done  chan struct{}
+	// solved: a solved send's event, or its verify's (challenge.go)
+	solved bool
+	at     time.Time
+	done   chan struct{}
 }
 
 // watchQueue is the bounded queue and its one drainer.
@@ -74,7 +76,7 @@ func newWatchQueue(size int) *watchQueue {
 
 // enqueue puts the event of a request that counts for the watch in the
 // queue, or drops it when the queue is full.
-func (s *OTP) enqueueWatch(ctx context.Context, phone Phone, kind ConversionKind) {
+func (s *OTP) enqueueWatch(ctx context.Context, phone Phone, kind ConversionKind, solved bool) {
 	if !s.watching(ctx, phone) {
 		return
 	}
@@ -83,7 +85,7 @@ func (s *OTP) enqueueWatch(ctx context.Context, phone Phone, kind ConversionKind
 	case <-q.stopped: // closed: nobody drains the queue any more
 	default:
 		select {
-		case q.ch <- watchEvent{ctx: context.WithoutCancel(ctx), kind: kind, phone: phone, at: s.now()}:
+		case q.ch <- watchEvent{ctx: context.WithoutCancel(ctx), kind: kind, phone: phone, solved: solved, at: s.now()}:
 			return
 		default:
 		}
@@ -142,7 +144,7 @@ func (s *OTP) watchBatch(batch []watchEvent) {
 	for _, e := range batch {
 		if e.done == nil {
 			events = append(events, e)
-			counts = append(counts, ConversionCount{Kind: e.kind, Now: e.at, Subjects: s.conversionSubjects(e.phone)})
+			counts = append(counts, ConversionCount{Kind: e.kind, Now: e.at, Subjects: s.conversionSubjects(e.phone, e.solved)})
 		}
 	}
 	if len(events) > 0 {

@@ -235,4 +235,10 @@ func (c *cluster) flushWatch(t testing.TB) {
 	}
 }
 
-func defaults() guard.Policies { return guard.DefaultPolicies() }
+// defaults are the default policies with challenges off: the rules' own
+// refusals are what most tests look at; challenge_test.go turns them on.
+func defaults() guard.Policies {
+	p := guard.DefaultPolicies()
+	p.OTP.Challenge.Type = guard.ChallengeOff
+	return p
+}

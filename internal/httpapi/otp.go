@@ -14,6 +14,8 @@ import (
 type sendRequest struct {
 	Phone    string `json:"phone"`
 	ClientIP string `json:"client_ip"`
+	// Challenge is the solution of a 428 challenge_required's challenge.
+	Challenge string `json:"challenge"`
 }
 
 type sendResponse struct {
@@ -32,7 +34,7 @@ func (s *Server) sendOTP(c echo.Context) error {
 	if err := httpx.DecodeJSON(c, &req); err != nil {
 		return err
 	}
-	res, err := s.services().OTP.Send(c.Request().Context(), guard.SendRequest{Phone: req.Phone, ClientIP: req.ClientIP})
+	res, err := s.services().OTP.Send(c.Request().Context(), guard.SendRequest{Phone: req.Phone, ClientIP: req.ClientIP, Challenge: req.Challenge})
 	logPhone(c, res.Phone.E164)
 	s.metrics.Decision(metrics.PolicySend, outcome(err))
 	switch code := guard.ErrorCode(err); code {

@@ -52,6 +52,8 @@ var statusOf = map[guard.Code]int{
 	guard.CodeCountryRateLimited:   http.StatusTooManyRequests,
 	guard.CodeBudgetExhausted:      http.StatusServiceUnavailable,
 	guard.CodeUnusualVolume:        http.StatusTooManyRequests,
+	guard.CodeChallengeRequired:    http.StatusPreconditionRequired,
+	guard.CodeChallengeUnavailable: http.StatusServiceUnavailable,
 
 	// Idempotent sends and the verification lifecycle (idempotency.go,
 	// verifications.go).
@@ -90,6 +92,30 @@ type Problem struct {
 	// VerificationStatus: the current status of a verification that was
 	// not pending (409 verification_not_pending).
 	VerificationStatus string `json:"verification_status,omitempty"`
+	// Challenge: what to solve (428 challenge_required).
+	Challenge *Challenge `json:"challenge,omitempty"`
+}
+
+// Challenge is a challenge_required answer's challenge object: type "pow"
+// carries ALTCHA's fields, type "captcha" the provider's site key and the
+// signed id the solution starts with ("<id>.<token>").
+type Challenge struct {
+	Type      string `json:"type"`
+	Algorithm string `json:"algorithm,omitempty"`
+	Challenge string `json:"challenge,omitempty"`
+	Salt      string `json:"salt,omitempty"`
+	MaxNumber int64  `json:"maxnumber,omitempty"`
+	Signature string `json:"signature,omitempty"`
+	SiteKey   string `json:"site_key,omitempty"`
+	ID        string `json:"id,omitempty"`
+}
+
+func challengeOf(c *guard.Challenge) *Challenge {
+	if c == nil {
+		return nil
+	}
+	return &Challenge{Type: string(c.Type), Algorithm: c.Algorithm, Challenge: c.Challenge, Salt: c.Salt,
+		MaxNumber: c.MaxNumber, Signature: c.Signature, SiteKey: c.SiteKey, ID: c.ID}
 }
 
 // StatusClientClosed is what the request log records for a request whose
@@ -133,6 +159,7 @@ func ErrorHandler(log *slog.Logger) echo.HTTPErrorHandler {
 			AttemptsLeft: e.AttemptsLeft,
 
 			VerificationStatus: string(e.VerificationStatus),
+			Challenge:          challengeOf(e.Challenge),
 		}
 		if e.RetryAfter > 0 {
 			s := RetrySeconds(e.RetryAfter)

@@ -37,6 +37,7 @@ var luaScripts = buildScripts(map[string]string{
 	"refund_window": "",
 
 	"take_volume":      "",
+	"take_solved":      "",
 	"refund_volume":    "",
 	"count_conversion": "",
 

@@ -50,8 +50,8 @@ func (r *Redis) TakeSend(ctx context.Context, takes []guard.Take, vol *guard.Vol
 	if err != nil {
 		return nil, nil, err
 	}
-	vkeys, vargs := r.volumeArgs(*vol)
-	vcmd := velocityScript.EvalSha(ctx, pipe, vkeys, vargs...)
+	vscript, vkeys, vargs := r.volumeCall(*vol)
+	vcmd := vscript.EvalSha(ctx, pipe, vkeys, vargs...)
 	// As in take: a NOSCRIPT or a peek's redis.Nil is one command's reply,
 	// read below; any other error failed the round trip.
 	_, err = pipe.Exec(ctx)
@@ -65,7 +65,7 @@ func (r *Redis) TakeSend(ctx context.Context, takes []guard.Take, vol *guard.Vol
 	if isNoScript(vcmd.Err()) {
 		// The server lost its script cache: the script did not run, so
 		// running it again counts once (EVAL, which reloads the cache).
-		vcmd = velocityScript.Run(ctx, r.rdb, vkeys, vargs...)
+		vcmd = vscript.Run(ctx, r.rdb, vkeys, vargs...)
 	}
 	vres, err := r.volumeResult(*vol, vcmd)
 	if err != nil {
@@ -146,9 +146,9 @@ func (r *Redis) volumeResult(t guard.VolumeTake, cmd *redis.Cmd) (guard.VolumeRe
 	if err != nil {
 		return guard.VolumeResult{}, fmt.Errorf("store: take volume %s: %w", r.key(t.Key), err)
 	}
-	if len(v) != 6 {
+	if len(v) != 6 && (t.Solved == nil || len(v) != 7) {
 		return guard.VolumeResult{}, fmt.Errorf("store: take volume %s: script returned %d values, want 6", r.key(t.Key), len(v))
 	}
 	return guard.VolumeResult{Allowed: v[0] == 1, Count: v[1], Limit: v[2], Baseline: v[3], Quarantined: v[4] == 1,
-		MinuteLimit: v[5]}, nil
+		MinuteLimit: v[5], Reused: len(v) == 7 && v[6] == 1}, nil
 }

@@ -22,8 +22,8 @@ var velocityRefundScript = script("refund_volume")
 // TakeVolume runs velocityScript for one send (TakeSend runs it with the
 // send's limits).
 func (r *Redis) TakeVolume(ctx context.Context, t guard.VolumeTake) (guard.VolumeResult, error) {
-	keys, args := r.volumeArgs(t)
-	return r.volumeResult(t, velocityScript.Run(ctx, r.rdb, keys, args...))
+	script, keys, args := r.volumeCall(t)
+	return r.volumeResult(t, script.Run(ctx, r.rdb, keys, args...))
 }
 
 // RefundVolume gives back one send counted at (velocityRefundScript).

@@ -1,0 +1,131 @@
+package challenge
+
+import (
+	"context"
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/binary"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/otpguard/otpguard/internal/guard"
+)
+
+// Captcha checks a CAPTCHA provider's token with its server-side
+// siteverify API: Cloudflare Turnstile, hCaptcha and reCAPTCHA share its
+// shape (POST form fields secret, response and optional remoteip -> JSON
+// success). The challenge names the provider's site key and a signed ID
+// bound to the number and expiring; the client sends back
+// "<id>.<token>" (the ID holds no dot; the token may).
+type Captcha struct {
+	key       []byte
+	verifyURL string
+	secret    string
+	siteKey   string
+	expires   time.Duration
+	client    *http.Client
+}
+
+// CaptchaOptions configure a Captcha.
+type CaptchaOptions struct {
+	Key       []byte // derived from otpguard's HMAC key
+	VerifyURL string // e.g. https://challenges.cloudflare.com/turnstile/v0/siteverify
+	Secret    string
+	SiteKey   string
+	Expires   time.Duration
+	// Client is the HTTP client (a 5 s timeout when nil).
+	Client *http.Client
+}
+
+// NewCaptcha returns the CAPTCHA verifier of o.
+func NewCaptcha(o CaptchaOptions) *Captcha {
+	if o.Client == nil {
+		o.Client = &http.Client{Timeout: 5 * time.Second}
+	}
+	return &Captcha{key: o.Key, verifyURL: o.VerifyURL, secret: o.Secret, siteKey: o.SiteKey, expires: o.Expires, client: o.Client}
+}
+
+var _ guard.Challenger = (*Captcha)(nil)
+
+// idLen is a signed ID's bytes: expiry (8), nonce (8), MAC (16).
+const idLen = 32
+
+// Issue makes a challenge for e164: the site key and a signed ID.
+func (c *Captcha) Issue(e164 string, now time.Time) (guard.Challenge, error) {
+	b := make([]byte, idLen)
+	binary.BigEndian.PutUint64(b, uint64(now.Add(c.expires).Unix()))
+	if _, err := rand.Read(b[8:16]); err != nil {
+		return guard.Challenge{}, fmt.Errorf("challenge: nonce: %w", err)
+	}
+	copy(b[16:], c.idMAC(b[:16], e164))
+	return guard.Challenge{Type: guard.ChallengeCaptcha, SiteKey: c.siteKey, ID: base64.RawURLEncoding.EncodeToString(b)}, nil
+}
+
+func (c *Captcha) idMAC(head []byte, e164 string) []byte {
+	m := hmac.New(sha256.New, c.key)
+	m.Write([]byte("captcha\x00" + e164 + "\x00"))
+	m.Write(head)
+	return m.Sum(nil)[:16]
+}
+
+// Check verifies "<id>.<token>": the ID's MAC (the number's binding) and
+// expiry here, then the token with the provider. The provider down or
+// answering nonsense is an error (503), never an allow.
+func (c *Captcha) Check(ctx context.Context, e164, solution, clientIP string, now time.Time) (guard.Solution, error) {
+	id, token, ok := strings.Cut(solution, ".")
+	b, err := base64.RawURLEncoding.DecodeString(id)
+	if !ok || token == "" || err != nil || len(b) != idLen {
+		return guard.Solution{}, bad("not <id>.<token>")
+	}
+	if !hmac.Equal(b[16:], c.idMAC(b[:16], e164)) {
+		return guard.Solution{}, bad("issued for another number, or forged")
+	}
+	exp := time.Unix(int64(binary.BigEndian.Uint64(b)), 0)
+	if !now.Before(exp) {
+		return guard.Solution{}, bad("expired")
+	}
+	if err := c.siteverify(ctx, token, clientIP); err != nil {
+		return guard.Solution{}, err
+	}
+	return guard.Solution{ID: hex.EncodeToString(b[8:24]), Expires: exp}, nil
+}
+
+// siteverify asks the provider about token.
+func (c *Captcha) siteverify(ctx context.Context, token, clientIP string) error {
+	form := url.Values{"secret": {c.secret}, "response": {token}}
+	if clientIP != "" {
+		form.Set("remoteip", clientIP)
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.verifyURL, strings.NewReader(form.Encode()))
+	if err != nil {
+		return fmt.Errorf("challenge: siteverify: %w", err)
+	}
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	resp, err := c.client.Do(req)
+	if err != nil {
+		return fmt.Errorf("challenge: siteverify: %w", err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("challenge: siteverify: status %d", resp.StatusCode)
+	}
+	var out struct {
+		Success    *bool    `json:"success"`
+		ErrorCodes []string `json:"error-codes"`
+	}
+	if err := json.NewDecoder(io.LimitReader(resp.Body, 64<<10)).Decode(&out); err != nil || out.Success == nil {
+		return fmt.Errorf("challenge: siteverify: unreadable answer (%v)", err)
+	}
+	if !*out.Success {
+		return bad("the provider refused the token: " + strings.Join(out.ErrorCodes, ","))
+	}
+	return nil
+}

@@ -1,0 +1,67 @@
+-- The solved tier's cap (guard/challenge.go): one send whose challenge
+-- was solved, counted in the country's hour if the hour stays within the
+-- cap, and its solution taken once, in one atomic step.
+--
+-- KEYS[1] is the country's solved counts (a hash of "s:<hour>"), KEYS[2]
+-- holds when the cut of its cap ends (unix seconds of the service's
+-- clock), KEYS[3] is the country velocity rule's hash (read only: its
+-- baseline is the solved cap) and KEYS[4] the solution's single-use key.
+-- All four share the country's hash tag: one slot on Cluster.
+--
+-- A solution already taken answers reused and counts nothing. The cap is
+-- max(floor, baseline) where the baseline is the velocity rule's for the
+-- hour (its cached "b:<hour>"; computed the same way, read only, when the
+-- velocity rule has not run this hour); while the cut holds it is a
+-- tenth (at least 1). Only the hour under way matters: the first send of
+-- an hour drops the hours before the last.
+--
+-- ARGV: hour, lookback (hours), floor, min conversion, TTL of KEYS[1]
+-- (seconds), now (unix seconds), TTL of the solution's key (ms).
+-- Returns {allowed, count, limit, baseline, cut, 0, reused}.
+if redis.call('EXISTS', KEYS[4]) == 1 then
+  return {0, 0, 0, 0, 0, 0, 1}
+end
+local h = tonumber(ARGV[1])
+local lookback = tonumber(ARGV[2])
+local floor = tonumber(ARGV[3])
+local minconv = tonumber(ARGV[4])
+local base = tonumber(redis.call('HGET', KEYS[3], 'b:' .. h))
+if not base then
+  local all = redis.call('HGETALL', KEYS[3])
+  local s, v = {}, {}
+  for i = 1, #all, 2 do
+    local kind, b = string.match(all[i], '^(%a):(%d+)$')
+    b = tonumber(b)
+    if b and b < h and b >= h - lookback then
+      if kind == 's' then s[b] = tonumber(all[i + 1]) elseif kind == 'v' then v[b] = tonumber(all[i + 1]) end
+    end
+  end
+  base = 0
+  for b, n in pairs(s) do
+    local credit = math.min(n, math.floor((v[b] or 0) / minconv + 1e-9))
+    if credit > base then base = credit end
+  end
+end
+local limit = math.max(floor, base)
+local cut = 0
+local cu = tonumber(redis.call('GET', KEYS[2]))
+if cu and cu > tonumber(ARGV[6]) then
+  cut = 1
+  limit = math.max(1, math.floor(limit / 10))
+end
+local count = tonumber(redis.call('HGET', KEYS[1], 's:' .. h)) or 0
+if count + 1 > limit then
+  return {0, count, limit, base, cut, 0, 0}
+end
+redis.call('SET', KEYS[4], 1, 'PX', ARGV[7])
+count = redis.call('HINCRBY', KEYS[1], 's:' .. h, 1)
+if count == 1 then
+  local old = {}
+  for _, f in ipairs(redis.call('HKEYS', KEYS[1])) do
+    local b = tonumber(string.match(f, '^s:(%d+)$'))
+    if not b or b < h - 1 then old[#old + 1] = f end
+  end
+  if #old > 0 then redis.call('HDEL', KEYS[1], unpack(old)) end
+end
+redis.call('EXPIRE', KEYS[1], ARGV[5])
+return {1, count, limit, base, cut, 0, 0}
