@@ -84,7 +84,9 @@ type fileVelocity struct {
 	Floor         int64              `yaml:"floor"`
 	Factor        float64            `yaml:"factor"`
 	Lookback      fileDuration       `yaml:"lookback"`
-	MinConversion float64            `yaml:"min_conversion"`
+	// MinConversion is accepted and ignored: an hour's credit is now its
+	// verified sends (docs/abuse.md), so old policy files still load.
+	MinConversion float64 `yaml:"min_conversion,omitempty"`
 	Expected      map[string]int64   `yaml:"expected"`
 	QuarantineFor fileDuration       `yaml:"quarantine_for"`
 	MinuteShare   float64            `yaml:"minute_share"`
@@ -103,6 +105,8 @@ type fileConversion struct {
 	MinSends int64                `yaml:"min_sends"`
 	BlockFor fileDuration         `yaml:"block_for"`
 	Delay    fileDuration         `yaml:"delay"`
+	Relative float64              `yaml:"relative"`
+	History  int64                `yaml:"history_min_sends"`
 }
 
 // fileDuration is a duration written as "30s" or "10m" in the policy file.
@@ -179,13 +183,12 @@ func policyFile(p guard.Policies) filePolicies {
 			PerCountry:         convertMap(o.PerCountry, toFileWindow),
 			CountryVelocity: fileVelocity{Mode: o.CountryVelocity.Mode, Floor: o.CountryVelocity.Floor,
 				Factor: o.CountryVelocity.Factor, Lookback: fileDuration(o.CountryVelocity.Lookback),
-				MinConversion: o.CountryVelocity.MinConversion,
 				Expected:      convertMap(o.CountryVelocity.Expected, func(n int64) int64 { return n }),
 				QuarantineFor: fileDuration(o.CountryVelocity.QuarantineFor), MinuteShare: o.CountryVelocity.MinuteShare},
 			Budget: fileBudget{PerHour: o.Budget.PerHour, PerDay: o.Budget.PerDay},
 			Conversion: fileConversion{Mode: o.Conversion.Mode, MinRate: o.Conversion.MinRate,
 				MinSends: o.Conversion.MinSends, BlockFor: fileDuration(o.Conversion.BlockFor),
-				Delay: fileDuration(o.Conversion.Delay)},
+				Delay: fileDuration(o.Conversion.Delay), Relative: o.Conversion.Relative, History: o.Conversion.HistoryMinSends},
 			SafeList: slices.Clone(o.SafeList),
 		},
 		Limits: convertMap(p.Limits, func(l guard.LimitPolicy) fileLimitPolicy {
@@ -222,13 +225,12 @@ func (f filePolicies) policies() guard.Policies {
 			PerCountry:         convertMap(o.PerCountry, fileWindow.window),
 			CountryVelocity: guard.CountryVelocity{Mode: o.CountryVelocity.Mode, Floor: o.CountryVelocity.Floor,
 				Factor: o.CountryVelocity.Factor, Lookback: time.Duration(o.CountryVelocity.Lookback),
-				MinConversion: o.CountryVelocity.MinConversion,
 				Expected:      convertMap(o.CountryVelocity.Expected, func(n int64) int64 { return n }),
 				QuarantineFor: time.Duration(o.CountryVelocity.QuarantineFor), MinuteShare: o.CountryVelocity.MinuteShare},
 			Budget: guard.Budget{PerHour: o.Budget.PerHour, PerDay: o.Budget.PerDay},
 			Conversion: guard.ConversionPolicy{Mode: o.Conversion.Mode, MinRate: o.Conversion.MinRate,
 				MinSends: o.Conversion.MinSends, BlockFor: time.Duration(o.Conversion.BlockFor),
-				Delay: time.Duration(o.Conversion.Delay)},
+				Delay: time.Duration(o.Conversion.Delay), Relative: o.Conversion.Relative, HistoryMinSends: o.Conversion.History},
 			SafeList: slices.Clone(o.SafeList),
 		},
 		Limits: convertMap(f.Limits, func(l fileLimitPolicy) guard.LimitPolicy {

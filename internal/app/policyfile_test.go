@@ -33,14 +33,14 @@ func everyField() guard.Policies {
 			PerPrefix:          guard.PrefixWindow{Limit: 50, Window: 2 * time.Hour, DigitsDropped: 3},
 			PrefixDepths:       []guard.PrefixWindow{{Limit: 400, Window: time.Hour, DigitsDropped: 6}},
 			CountryVelocity: guard.CountryVelocity{Mode: guard.VelocityEnforce, Floor: 80, Factor: 4,
-				Lookback: 72 * time.Hour, MinConversion: 0.3, Expected: map[string]int64{"NG": 500},
+				Lookback: 72 * time.Hour, Expected: map[string]int64{"NG": 500},
 				QuarantineFor: 12 * time.Hour, MinuteShare: 0.25},
 			PerCountry: map[string]guard.Window{
 				"IN": {Limit: 2000, Window: time.Hour},
 				"*":  {Limit: 200, Window: time.Hour},
 			},
 			Budget:     guard.Budget{PerHour: 5000, PerDay: 50000},
-			Conversion: guard.ConversionPolicy{Mode: guard.ConversionBlock, MinRate: 0.3, MinSends: 40, BlockFor: 2 * time.Hour, Delay: 3 * time.Minute},
+			Conversion: guard.ConversionPolicy{Mode: guard.ConversionBlock, MinRate: 0.3, MinSends: 40, BlockFor: 2 * time.Hour, Delay: 3 * time.Minute, Relative: 0.4, HistoryMinSends: 100},
 			SafeList:   []string{"+14155550100", "+4474001"},
 		},
 		Limits: map[string]guard.LimitPolicy{

@@ -268,6 +268,12 @@ func validateAbuse(o OTPPolicy, bad func(string, string, ...any)) {
 	default:
 		bad("otp.conversion.mode", "must be off, monitor or block, got %q", c.Mode)
 	}
+	if !(c.Relative >= 0 && c.Relative <= 1) {
+		bad("otp.conversion.relative", "must be between 0 (off) and 1, got %v", c.Relative)
+	}
+	if c.HistoryMinSends < 0 || c.HistoryMinSends > maxLimit {
+		bad("otp.conversion.history_min_sends", "must be between 0 (any history) and %d, got %d", maxLimit, c.HistoryMinSends)
+	}
 	for i, p := range o.SafeList {
 		if !validDenyPattern(p) {
 			bad(fmt.Sprintf("otp.safe_list[%d]", i), "must be '+' followed by 1 to %d digits (a number or a prefix), got %q", maxDenyDigits, p)
@@ -293,9 +299,6 @@ func validateVelocity(v CountryVelocity, bad func(string, string, ...any)) {
 	}
 	if v.Lookback < time.Hour || v.Lookback > maxWindow || v.Lookback%time.Hour != 0 {
 		bad("otp.country_velocity.lookback", "must be whole hours between 1h and %s, got %s", maxWindow, v.Lookback)
-	}
-	if !(v.MinConversion > 0 && v.MinConversion <= 1) {
-		bad("otp.country_velocity.min_conversion", "must be above 0 and at most 1, got %v", v.MinConversion)
 	}
 	if !(v.MinuteShare >= 0 && v.MinuteShare <= 1) {
 		bad("otp.country_velocity.minute_share", "must be between 0 (off) and 1, got %v", v.MinuteShare)
