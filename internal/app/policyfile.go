@@ -80,16 +80,16 @@ type filePrefixWindow struct {
 
 // fileVelocity is otp.country_velocity (guard.CountryVelocity).
 type fileVelocity struct {
-	Mode          guard.VelocityMode `yaml:"mode"`
-	Floor         int64              `yaml:"floor"`
-	Factor        float64            `yaml:"factor"`
-	Lookback      fileDuration       `yaml:"lookback"`
+	Mode     guard.VelocityMode `yaml:"mode"`
+	Floor    int64              `yaml:"floor"`
+	Factor   float64            `yaml:"factor"`
+	Lookback fileDuration       `yaml:"lookback"`
 	// MinConversion is accepted and ignored: an hour's credit is now its
 	// verified sends (docs/abuse.md), so old policy files still load.
-	MinConversion float64 `yaml:"min_conversion,omitempty"`
-	Expected      map[string]int64   `yaml:"expected"`
-	QuarantineFor fileDuration       `yaml:"quarantine_for"`
-	MinuteShare   float64            `yaml:"minute_share"`
+	MinConversion float64          `yaml:"min_conversion,omitempty"`
+	Expected      map[string]int64 `yaml:"expected"`
+	QuarantineFor fileDuration     `yaml:"quarantine_for"`
+	MinuteShare   float64          `yaml:"minute_share"`
 }
 
 // fileBudget is otp.budget (guard.Budget).

@@ -93,11 +93,11 @@ type PrefixWindow struct {
 // baseline nothing, and a campaign verifying under 1/Factor of its codes
 // cannot raise its own limit.
 type CountryVelocity struct {
-	Mode          VelocityMode
-	Floor         int64            // sends per hour a country with no history gets
-	Factor        float64          // how far above its baseline a country may go
-	Lookback      time.Duration    // how far back the baseline looks (whole hours)
-	Expected      map[string]int64 // ISO code -> expected sends per hour: that country's floor
+	Mode     VelocityMode
+	Floor    int64            // sends per hour a country with no history gets
+	Factor   float64          // how far above its baseline a country may go
+	Lookback time.Duration    // how far back the baseline looks (whole hours)
+	Expected map[string]int64 // ISO code -> expected sends per hour: that country's floor
 	// MinuteShare (0: off) is the most of the hour's limit one minute of
 	// the clock may take, at least the floor: a burst cannot spend a
 	// country's hour in one minute. A tenth of it while quarantined.
