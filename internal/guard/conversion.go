@@ -139,7 +139,7 @@ func (s *OTP) conversionSubjects(phone Phone) []Key {
 // watching reports whether the conversion watch applies to phone now.
 func (s *OTP) watching(ctx context.Context, phone Phone) bool {
 	m := s.policy.Conversion.Mode
-	if s.abuse.conv == nil || m == "" || m == ConversionOff || s.safe(phone.E164) {
+	if s.abuse.conv == nil || m == "" || m == ConversionOff || !s.creditable(phone) {
 		return false
 	}
 	// The store already failed in this decision: do not wait on it again.
