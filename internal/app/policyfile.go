@@ -41,6 +41,7 @@ type fileOTPPolicy struct {
 	LocalLimit         int64                 `yaml:"local_limit,omitempty"`
 	AllowedCountries   []string              `yaml:"allowed_countries"`
 	AllowedNumberTypes []string              `yaml:"allowed_number_types"`
+	AllowHighRisk      []string              `yaml:"allow_high_risk"`
 	PerPrefix          filePrefixWindow      `yaml:"per_prefix"`
 	PrefixDepths       []filePrefixWindow    `yaml:"prefix_depths"`
 	PerCountry         map[string]fileWindow `yaml:"per_country"`
@@ -178,6 +179,7 @@ func policyFile(p guard.Policies) filePolicies {
 			LocalLimit:         o.LocalLimit,
 			AllowedCountries:   slices.Clone(o.AllowedCountries),
 			AllowedNumberTypes: slices.Clone(o.AllowedNumberTypes),
+			AllowHighRisk:      slices.Clone(o.AllowHighRisk),
 			PerPrefix:          toFilePrefix(o.PerPrefix),
 			PrefixDepths:       convertSlice(o.PrefixDepths, toFilePrefix),
 			PerCountry:         convertMap(o.PerCountry, toFileWindow),
@@ -220,6 +222,7 @@ func (f filePolicies) policies() guard.Policies {
 			LocalLimit:         o.LocalLimit,
 			AllowedCountries:   slices.Clone(o.AllowedCountries),
 			AllowedNumberTypes: slices.Clone(o.AllowedNumberTypes),
+			AllowHighRisk:      slices.Clone(o.AllowHighRisk),
 			PerPrefix:          o.PerPrefix.prefixWindow(),
 			PrefixDepths:       convertSlice(o.PrefixDepths, filePrefixWindow.prefixWindow),
 			PerCountry:         convertMap(o.PerCountry, fileWindow.window),

@@ -30,6 +30,7 @@ func everyField() guard.Policies {
 			LocalLimit:         2,
 			AllowedCountries:   []string{"IN", "GB"},
 			AllowedNumberTypes: []string{"mobile"},
+			AllowHighRisk:      []string{"+881"},
 			PerPrefix:          guard.PrefixWindow{Limit: 50, Window: 2 * time.Hour, DigitsDropped: 3},
 			PrefixDepths:       []guard.PrefixWindow{{Limit: 400, Window: time.Hour, DigitsDropped: 6}},
 			CountryVelocity: guard.CountryVelocity{Mode: guard.VelocityEnforce, Floor: 80, Factor: 4,

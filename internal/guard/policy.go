@@ -65,7 +65,11 @@ type OTPPolicy struct {
 	// AllowedNumberTypes (libphonenumber's types: mobile, fixed_line,
 	// fixed_line_or_mobile, toll_free, premium_rate, ...); empty: any.
 	AllowedNumberTypes []string
-	PerPrefix          PrefixWindow
+	// AllowHighRisk are prefixes of non-geographic numbers (+870, +881,
+	// +882 16 ...) that may receive codes; every other one is refused
+	// (highrisk.go). Default none.
+	AllowHighRisk []string
+	PerPrefix     PrefixWindow
 	// PrefixDepths are coarser prefix limits beside PerPrefix: a campaign
 	// that spreads over more digits than PerPrefix drops meets one of them.
 	PrefixDepths    []PrefixWindow

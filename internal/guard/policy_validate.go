@@ -274,6 +274,12 @@ func validateAbuse(o OTPPolicy, bad func(string, string, ...any)) {
 	if c.HistoryMinSends < 0 || c.HistoryMinSends > maxLimit {
 		bad("otp.conversion.history_min_sends", "must be between 0 (any history) and %d, got %d", maxLimit, c.HistoryMinSends)
 	}
+	for i, p := range o.AllowHighRisk {
+		if !validDenyPattern(p) || !highRiskPrefix(p) {
+			bad(fmt.Sprintf("otp.allow_high_risk[%d]", i), "must be '+' and digits starting with a non-geographic calling code (%s), got %q",
+				strings.Join(sortedCodes(), ", "), p)
+		}
+	}
 	for i, p := range o.SafeList {
 		if !validDenyPattern(p) {
 			bad(fmt.Sprintf("otp.safe_list[%d]", i), "must be '+' followed by 1 to %d digits (a number or a prefix), got %q", maxDenyDigits, p)
