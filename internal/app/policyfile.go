@@ -41,6 +41,7 @@ type fileOTPPolicy struct {
 	LocalLimit         int64                 `yaml:"local_limit,omitempty"`
 	AllowedCountries   []string              `yaml:"allowed_countries"`
 	AllowedNumberTypes []string              `yaml:"allowed_number_types"`
+	AllowHighRisk      []string              `yaml:"allow_high_risk"`
 	PerPrefix          filePrefixWindow      `yaml:"per_prefix"`
 	PrefixDepths       []filePrefixWindow    `yaml:"prefix_depths"`
 	PerCountry         map[string]fileWindow `yaml:"per_country"`
@@ -90,14 +91,16 @@ type filePrefixWindow struct {
 
 // fileVelocity is otp.country_velocity (guard.CountryVelocity).
 type fileVelocity struct {
-	Mode          guard.VelocityMode `yaml:"mode"`
-	Floor         int64              `yaml:"floor"`
-	Factor        float64            `yaml:"factor"`
-	Lookback      fileDuration       `yaml:"lookback"`
-	MinConversion float64            `yaml:"min_conversion"`
-	Expected      map[string]int64   `yaml:"expected"`
-	QuarantineFor fileDuration       `yaml:"quarantine_for"`
-	MinuteShare   float64            `yaml:"minute_share"`
+	Mode     guard.VelocityMode `yaml:"mode"`
+	Floor    int64              `yaml:"floor"`
+	Factor   float64            `yaml:"factor"`
+	Lookback fileDuration       `yaml:"lookback"`
+	// MinConversion is accepted and ignored: an hour's credit is now its
+	// verified sends (docs/abuse.md), so old policy files still load.
+	MinConversion float64          `yaml:"min_conversion,omitempty"`
+	Expected      map[string]int64 `yaml:"expected"`
+	QuarantineFor fileDuration     `yaml:"quarantine_for"`
+	MinuteShare   float64          `yaml:"minute_share"`
 }
 
 // fileBudget is otp.budget (guard.Budget).
@@ -113,6 +116,8 @@ type fileConversion struct {
 	MinSends int64                `yaml:"min_sends"`
 	BlockFor fileDuration         `yaml:"block_for"`
 	Delay    fileDuration         `yaml:"delay"`
+	Relative float64              `yaml:"relative"`
+	History  int64                `yaml:"history_min_sends"`
 }
 
 // fileDuration is a duration written as "30s" or "10m" in the policy file.
@@ -184,18 +189,18 @@ func policyFile(p guard.Policies) filePolicies {
 			LocalLimit:         o.LocalLimit,
 			AllowedCountries:   slices.Clone(o.AllowedCountries),
 			AllowedNumberTypes: slices.Clone(o.AllowedNumberTypes),
+			AllowHighRisk:      slices.Clone(o.AllowHighRisk),
 			PerPrefix:          toFilePrefix(o.PerPrefix),
 			PrefixDepths:       convertSlice(o.PrefixDepths, toFilePrefix),
 			PerCountry:         convertMap(o.PerCountry, toFileWindow),
 			CountryVelocity: fileVelocity{Mode: o.CountryVelocity.Mode, Floor: o.CountryVelocity.Floor,
 				Factor: o.CountryVelocity.Factor, Lookback: fileDuration(o.CountryVelocity.Lookback),
-				MinConversion: o.CountryVelocity.MinConversion,
 				Expected:      convertMap(o.CountryVelocity.Expected, func(n int64) int64 { return n }),
 				QuarantineFor: fileDuration(o.CountryVelocity.QuarantineFor), MinuteShare: o.CountryVelocity.MinuteShare},
 			Budget: fileBudget{PerHour: o.Budget.PerHour, PerDay: o.Budget.PerDay},
 			Conversion: fileConversion{Mode: o.Conversion.Mode, MinRate: o.Conversion.MinRate,
 				MinSends: o.Conversion.MinSends, BlockFor: fileDuration(o.Conversion.BlockFor),
-				Delay: fileDuration(o.Conversion.Delay)},
+				Delay: fileDuration(o.Conversion.Delay), Relative: o.Conversion.Relative, History: o.Conversion.HistoryMinSends},
 			SafeList: slices.Clone(o.SafeList),
 			Challenge: fileChallenge{Type: o.Challenge.Type, MaxNumber: o.Challenge.MaxNumber,
 				Expires: fileDuration(o.Challenge.Expires), Floor: o.Challenge.Floor, CutFor: fileDuration(o.Challenge.CutFor)},
@@ -229,18 +234,18 @@ func (f filePolicies) policies() guard.Policies {
 			LocalLimit:         o.LocalLimit,
 			AllowedCountries:   slices.Clone(o.AllowedCountries),
 			AllowedNumberTypes: slices.Clone(o.AllowedNumberTypes),
+			AllowHighRisk:      slices.Clone(o.AllowHighRisk),
 			PerPrefix:          o.PerPrefix.prefixWindow(),
 			PrefixDepths:       convertSlice(o.PrefixDepths, filePrefixWindow.prefixWindow),
 			PerCountry:         convertMap(o.PerCountry, fileWindow.window),
 			CountryVelocity: guard.CountryVelocity{Mode: o.CountryVelocity.Mode, Floor: o.CountryVelocity.Floor,
 				Factor: o.CountryVelocity.Factor, Lookback: time.Duration(o.CountryVelocity.Lookback),
-				MinConversion: o.CountryVelocity.MinConversion,
 				Expected:      convertMap(o.CountryVelocity.Expected, func(n int64) int64 { return n }),
 				QuarantineFor: time.Duration(o.CountryVelocity.QuarantineFor), MinuteShare: o.CountryVelocity.MinuteShare},
 			Budget: guard.Budget{PerHour: o.Budget.PerHour, PerDay: o.Budget.PerDay},
 			Conversion: guard.ConversionPolicy{Mode: o.Conversion.Mode, MinRate: o.Conversion.MinRate,
 				MinSends: o.Conversion.MinSends, BlockFor: time.Duration(o.Conversion.BlockFor),
-				Delay: time.Duration(o.Conversion.Delay)},
+				Delay: time.Duration(o.Conversion.Delay), Relative: o.Conversion.Relative, HistoryMinSends: o.Conversion.History},
 			SafeList: slices.Clone(o.SafeList),
 			Challenge: guard.ChallengePolicy{Type: o.Challenge.Type, MaxNumber: o.Challenge.MaxNumber,
 				Expires: time.Duration(o.Challenge.Expires), Floor: o.Challenge.Floor, CutFor: time.Duration(o.Challenge.CutFor)},

@@ -80,6 +80,45 @@ type AutoBlocker interface {
 	AddDeny(ctx context.Context, e DenyEntry, actor string) (DenyEntry, error)
 }
 
+// threshold is the conversion below which a tally is suspicious: min_rate,
+// or relative x the country's normal when that is known and higher.
+type threshold struct {
+	rate   float64
+	normal float64 // the country's normal conversion; 0: not known or not asked
+}
+
+// convThreshold is the threshold of a tally of e's subjects. The country's
+// normal (the velocity rule's verified sends / sends over its lookback) is
+// read only for a tally that could fall below relative x normal, once per
+// country and batch (normals; -1: not known).
+func (s *OTP) convThreshold(e watchEvent, t Tally, normals map[string]float64) threshold {
+	c := s.policy.Conversion
+	th := threshold{rate: c.MinRate}
+	n, ok := s.abuse.volumes.(Normals)
+	if !ok || c.Relative <= 0 || t.Sends < c.MinSends || t.Rate() >= c.Relative || t.Rate() < c.MinRate {
+		return th
+	}
+	r := region(e.phone)
+	normal, seen := normals[r]
+	if !seen {
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(e.ctx), convTimeout)
+		rate, known, err := n.NormalConversion(ctx, velocityKey(r), hour(e.at))
+		cancel()
+		if err != nil {
+			s.log.WarnContext(e.ctx, "conversion watch: reading the normal conversion failed", "country", r, "err", err)
+		}
+		normal = -1
+		if err == nil && known {
+			normal = rate
+		}
+		normals[r] = normal
+	}
+	if normal > 0 && c.Relative*normal > th.rate {
+		th = threshold{rate: c.Relative * normal, normal: normal}
+	}
+	return th
+}
+
 // convTimeout bounds one call of the watch: it must never hold up a send.
 const convTimeout = time.Second
 
@@ -104,7 +143,7 @@ func (s *OTP) conversionSubjects(phone Phone, solved bool) []Key {
 // watching reports whether the conversion watch applies to phone now.
 func (s *OTP) watching(ctx context.Context, phone Phone) bool {
 	m := s.policy.Conversion.Mode
-	if s.abuse.conv == nil || m == "" || m == ConversionOff || s.safe(phone.E164) {
+	if s.abuse.conv == nil || m == "" || m == ConversionOff || !s.creditable(phone) {
 		return false
 	}
 	// The store already failed in this decision: do not wait on it again.
@@ -125,7 +164,7 @@ func (s *OTP) watchVerify(ctx context.Context, phone Phone, solved bool) {
 
 // conversionAlert reports (and in block mode blocks) a subject whose
 // conversion fell below the threshold, once per period across instances.
-func (s *OTP) conversionAlert(ctx context.Context, phone Phone, subject Key, t Tally) {
+func (s *OTP) conversionAlert(ctx context.Context, phone Phone, subject Key, t Tally, th threshold) {
 	c := s.policy.Conversion
 	scope := subject.Space[len("conv:"):]
 	block := c.Mode == ConversionBlock && scope == "prefix"
@@ -148,6 +187,10 @@ func (s *OTP) conversionAlert(ctx context.Context, phone Phone, subject Key, t T
 	}
 	reason := fmt.Sprintf("conversion watch: %d verified against %d codes sent in the last hour and older than %s (%.1f%%), below min_rate %.1f%%",
 		t.Verifies, t.Sends, c.Delay, 100*t.Rate(), 100*c.MinRate)
+	if th.normal > 0 {
+		reason = fmt.Sprintf("conversion watch: %d verified against %d codes sent in the last hour and older than %s (%.1f%%), below %g x the country's normal %.1f%%",
+			t.Verifies, t.Sends, c.Delay, 100*t.Rate(), c.Relative, 100*th.normal)
+	}
 	action := OutcomeReported
 	if qf := s.policy.CountryVelocity.QuarantineFor; c.Mode == ConversionBlock && scope == "country" && s.quarantine(cctx, subject.ID, qf) {
 		action = OutcomeQuarantined
@@ -179,7 +222,7 @@ func (s *OTP) conversionAlert(ctx context.Context, phone Phone, subject Key, t T
 	}
 	s.log.ErrorContext(ctx, "CONVERSION ALERT: codes are sent but not verified (SMS pumping?)",
 		"scope", scope, "subject", subject.ID, "action", action, "mode", string(c.Mode),
-		"sends", t.Sends, "verifies", t.Verifies, "min_rate", c.MinRate)
+		"sends", t.Sends, "verifies", t.Verifies, "min_rate", c.MinRate, "threshold", th.rate)
 	country := phone.Region
 	if scope == "country" || scope == "solved" {
 		country = subject.ID

@@ -65,7 +65,11 @@ type OTPPolicy struct {
 	// AllowedNumberTypes (libphonenumber's types: mobile, fixed_line,
 	// fixed_line_or_mobile, toll_free, premium_rate, ...); empty: any.
 	AllowedNumberTypes []string
-	PerPrefix          PrefixWindow
+	// AllowHighRisk are prefixes of non-geographic numbers (+870, +881,
+	// +882 16 ...) that may receive codes; every other one is refused
+	// (highrisk.go). Default none.
+	AllowHighRisk []string
+	PerPrefix     PrefixWindow
 	// PrefixDepths are coarser prefix limits beside PerPrefix: a campaign
 	// that spreads over more digits than PerPrefix drops meets one of them.
 	PrefixDepths    []PrefixWindow
@@ -92,16 +96,15 @@ type PrefixWindow struct {
 // clock), a country may send at most max(floor, Factor x baseline), where
 // the baseline is the country's busiest *credited* hour over Lookback and
 // the floor is Floor, or Expected[country] when that is higher. An hour's
-// credit is its sends, but at most its verified codes / MinConversion: an
-// hour nobody verified in teaches the baseline nothing, so a campaign
+// credit is its verified sends: an hour nobody verified in teaches the
+// baseline nothing, and a campaign verifying under 1/Factor of its codes
 // cannot raise its own limit.
 type CountryVelocity struct {
-	Mode          VelocityMode
-	Floor         int64            // sends per hour a country with no history gets
-	Factor        float64          // how far above its baseline a country may go
-	Lookback      time.Duration    // how far back the baseline looks (whole hours)
-	MinConversion float64          // verifies / sends that earns an hour full credit
-	Expected      map[string]int64 // ISO code -> expected sends per hour: that country's floor
+	Mode     VelocityMode
+	Floor    int64            // sends per hour a country with no history gets
+	Factor   float64          // how far above its baseline a country may go
+	Lookback time.Duration    // how far back the baseline looks (whole hours)
+	Expected map[string]int64 // ISO code -> expected sends per hour: that country's floor
 	// MinuteShare (0: off) is the most of the hour's limit one minute of
 	// the clock may take, at least the floor: a burst cannot spend a
 	// country's hour in one minute. A tenth of it while quarantined.
@@ -150,6 +153,12 @@ type ConversionPolicy struct {
 	// it as a send: a send younger than Delay is neither converted nor
 	// unconverted yet, so a burst of real sign-ins never looks unverified.
 	Delay time.Duration
+	// Relative (0: off) judges a subject against its country's own normal
+	// conversion too: below Relative x normal is suspicious even above
+	// MinRate (85 % -> 25 %). The normal is the velocity rule's, known
+	// from HistoryMinSends sends of its lookback.
+	Relative        float64
+	HistoryMinSends int64
 }
 
 // LimitPolicy is one named policy of /limits/check.
@@ -247,11 +256,12 @@ const (
 	DefaultMinSends      = 20
 	DefaultBlockFor      = time.Hour
 	DefaultConvDelay     = 2 * time.Minute
+	DefaultRelative      = 0.5
+	DefaultHistoryMin    = 200
 
 	DefaultVelocityFloor    = 50
 	DefaultVelocityFactor   = 3
 	DefaultVelocityLookback = 7 * 24 * time.Hour
-	DefaultMinConversion    = 0.5
 	DefaultQuarantineFor    = 24 * time.Hour
 	DefaultMinuteShare      = 0.1
 )
@@ -282,13 +292,13 @@ func DefaultPrefixDepths() []PrefixWindow {
 // busiest credited hour of the last 7 days for one with.
 func DefaultCountryVelocity() CountryVelocity {
 	return CountryVelocity{Mode: VelocityEnforce, Floor: DefaultVelocityFloor, Factor: DefaultVelocityFactor,
-		Lookback: DefaultVelocityLookback, MinConversion: DefaultMinConversion, QuarantineFor: DefaultQuarantineFor, MinuteShare: DefaultMinuteShare}
+		Lookback: DefaultVelocityLookback, QuarantineFor: DefaultQuarantineFor, MinuteShare: DefaultMinuteShare}
 }
 
 // DefaultConversion is the conversion watch when the policy file names none.
 func DefaultConversion() ConversionPolicy {
 	return ConversionPolicy{Mode: ConversionBlock, MinRate: DefaultMinRate, MinSends: DefaultMinSends,
-		BlockFor: DefaultBlockFor, Delay: DefaultConvDelay}
+		BlockFor: DefaultBlockFor, Delay: DefaultConvDelay, Relative: DefaultRelative, HistoryMinSends: DefaultHistoryMin}
 }
 
 // LimitNames returns the names of the limit policies, sorted.

@@ -250,24 +250,12 @@ func validateAbuse(o OTPPolicy, bad func(string, string, ...any)) {
 	if o.Budget.PerDay < 0 || o.Budget.PerDay > maxLimit {
 		bad("otp.budget.per_day", "must be between 0 (off) and %d, got %d", maxLimit, o.Budget.PerDay)
 	}
-	c := o.Conversion
-	switch c.Mode {
-	case "", ConversionOff:
-	case ConversionMonitor, ConversionBlock:
-		if !(c.MinRate > 0 && c.MinRate <= 1) {
-			bad("otp.conversion.min_rate", "must be above 0 and at most 1, got %v", c.MinRate)
+	validateConversion(o.Conversion, bad)
+	for i, p := range o.AllowHighRisk {
+		if !validDenyPattern(p) || !highRiskPrefix(p) {
+			bad(fmt.Sprintf("otp.allow_high_risk[%d]", i), "must be '+' and digits starting with a non-geographic calling code (%s), got %q",
+				strings.Join(sortedCodes(), ", "), p)
 		}
-		if c.MinSends < 1 || c.MinSends > maxLimit {
-			bad("otp.conversion.min_sends", "must be between 1 and %d, got %d", maxLimit, c.MinSends)
-		}
-		if c.Delay < 0 || c.Delay > 30*time.Minute {
-			bad("otp.conversion.delay", "must be between 0 and 30m, got %s", c.Delay)
-		}
-		if c.Mode == ConversionBlock && (c.BlockFor < time.Minute || c.BlockFor > maxWindow) {
-			bad("otp.conversion.block_for", "must be between 1m and %s with mode: block, got %s", maxWindow, c.BlockFor)
-		}
-	default:
-		bad("otp.conversion.mode", "must be off, monitor or block, got %q", c.Mode)
 	}
 	for i, p := range o.SafeList {
 		if !validDenyPattern(p) {
@@ -295,9 +283,6 @@ func validateVelocity(v CountryVelocity, bad func(string, string, ...any)) {
 	if v.Lookback < time.Hour || v.Lookback > maxWindow || v.Lookback%time.Hour != 0 {
 		bad("otp.country_velocity.lookback", "must be whole hours between 1h and %s, got %s", maxWindow, v.Lookback)
 	}
-	if !(v.MinConversion > 0 && v.MinConversion <= 1) {
-		bad("otp.country_velocity.min_conversion", "must be above 0 and at most 1, got %v", v.MinConversion)
-	}
 	if !(v.MinuteShare >= 0 && v.MinuteShare <= 1) {
 		bad("otp.country_velocity.minute_share", "must be between 0 (off) and 1, got %v", v.MinuteShare)
 	}
@@ -310,6 +295,34 @@ func validateVelocity(v CountryVelocity, bad func(string, string, ...any)) {
 		} else if n := v.Expected[c]; n < 1 || n > maxLimit {
 			bad("otp.country_velocity.expected."+c, "must be between 1 and %d sends per hour, got %d", maxLimit, n)
 		}
+	}
+}
+
+// validateConversion checks otp.conversion.
+func validateConversion(c ConversionPolicy, bad func(string, string, ...any)) {
+	switch c.Mode {
+	case "", ConversionOff:
+	case ConversionMonitor, ConversionBlock:
+		if !(c.MinRate > 0 && c.MinRate <= 1) {
+			bad("otp.conversion.min_rate", "must be above 0 and at most 1, got %v", c.MinRate)
+		}
+		if c.MinSends < 1 || c.MinSends > maxLimit {
+			bad("otp.conversion.min_sends", "must be between 1 and %d, got %d", maxLimit, c.MinSends)
+		}
+		if c.Delay < 0 || c.Delay > 30*time.Minute {
+			bad("otp.conversion.delay", "must be between 0 and 30m, got %s", c.Delay)
+		}
+		if c.Mode == ConversionBlock && (c.BlockFor < time.Minute || c.BlockFor > maxWindow) {
+			bad("otp.conversion.block_for", "must be between 1m and %s with mode: block, got %s", maxWindow, c.BlockFor)
+		}
+	default:
+		bad("otp.conversion.mode", "must be off, monitor or block, got %q", c.Mode)
+	}
+	if !(c.Relative >= 0 && c.Relative <= 1) {
+		bad("otp.conversion.relative", "must be between 0 (off) and 1, got %v", c.Relative)
+	}
+	if c.HistoryMinSends < 0 || c.HistoryMinSends > maxLimit {
+		bad("otp.conversion.history_min_sends", "must be between 0 (any history) and %d, got %d", maxLimit, c.HistoryMinSends)
 	}
 }
 

@@ -84,7 +84,8 @@ func (s *OTP) safe(e164 string) bool {
 	return false
 }
 
-// checkDestination refuses numbers outside the allowed countries and
+// checkDestination refuses high-risk destinations the policy does not
+// allow (highrisk.go), and numbers outside the allowed countries and
 // number types.
 func (s *OTP) checkDestination(phone Phone) error {
 	if now := s.now(); s.abuse.overrides != nil {
@@ -92,7 +93,11 @@ func (s *OTP) checkDestination(phone Phone) error {
 			return err
 		}
 	}
-	if c := s.policy.AllowedCountries; len(c) > 0 && !slices.Contains(c, phone.Region) {
+	highRisk, err := s.checkHighRisk(phone)
+	if err != nil {
+		return err
+	}
+	if c := s.policy.AllowedCountries; len(c) > 0 && !highRisk && !slices.Contains(c, phone.Region) {
 		return Errorf(CodeCountryNotAllowed, "codes are not sent to numbers of this country")
 	}
 	if allowed := s.policy.AllowedNumberTypes; len(allowed) > 0 {

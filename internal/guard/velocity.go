@@ -16,9 +16,13 @@ import (
 // history gets. Hours are buckets of the service's clock (Now), so that a
 // test can drive days of history; counts live in Redis, shared and exact.
 //
-// An hour's credit is its sends, but at most its verifies / min_conversion:
-// codes nobody verifies teach the baseline nothing, so a campaign cannot
-// raise its own limit by running long. And a country the conversion watch
+// An hour's credit is its verified sends (verifies, at most its sends):
+// codes nobody verifies teach the baseline nothing, and a campaign that
+// verifies a share c of its codes earns factor x c of its sends, less
+// than it sent while c < 1/factor (a third), so it cannot raise its own
+// limit by running long while real users (85 % verified) keep theirs. The
+// same hours give the country's normal conversion, which the conversion
+// watch judges the hour under way by (NormalConversion). And a country the conversion watch
 // finds unverified (block mode) is quarantined for quarantine_for: its floor
 // drops to a tenth, while whatever its verified history earned stays.
 
@@ -32,7 +36,9 @@ type VolumeTake struct {
 	Floor      int64
 	QFloor     int64 // the floor while quarantined
 	Factor     float64
-	MinConv    float64
+	// HistoryMinSends is how many sends the lookback must hold for the
+	// country's normal conversion to be known (conversion.history_min_sends).
+	HistoryMinSends int64
 	// MinuteShare (0: off) is the share of the hour's limit one minute of
 	// the clock may take (at least the floor).
 	MinuteShare float64
@@ -74,6 +80,15 @@ type Volumes interface {
 	// Quarantine records that the country is quarantined until until (the
 	// service's clock); the record expires ttl after it is made.
 	Quarantine(ctx context.Context, k Key, until time.Time, ttl time.Duration) error
+}
+
+// Normals reads a country's normal conversion, which the velocity rule
+// keeps from the same verified hours as its baseline.
+type Normals interface {
+	// NormalConversion is the country's verified sends / sends over the
+	// lookback before hour, as the velocity rule computed it in hour;
+	// known is false without enough history.
+	NormalConversion(ctx context.Context, k Key, hour int64) (rate float64, known bool, err error)
 }
 
 // VelocityActor is the author of the velocity rule's audit events.
@@ -118,7 +133,7 @@ func (s *OTP) volumeTake(phone Phone) VolumeTake {
 	fl := v.floor(r)
 	return VolumeTake{Key: velocityKey(r), Quarantine: quarantineKey(r), Now: now, Hour: hour(now),
 		Lookback: int64(v.Lookback / time.Hour), Floor: fl, QFloor: max(1, fl/10),
-		Factor: v.Factor, MinConv: v.MinConversion, MinuteShare: v.MinuteShare}
+		Factor: v.Factor, HistoryMinSends: s.policy.Conversion.HistoryMinSends, MinuteShare: v.MinuteShare}
 }
 
 // takeVelocity counts one send to phone's country in the hour under way,
@@ -183,9 +198,20 @@ func (s *OTP) refundVelocity(ctx context.Context, k Key, at time.Time) {
 	}
 }
 
+// creditable reports whether a send to phone, or the verify of its code,
+// counts in the baselines of the country and prefix rules (the velocity
+// credit and normal, the conversion watch's tallies): only untrusted
+// traffic does, so a surge of returning users never spends the room new
+// numbers get and their conversion never hides an attack. Today that is
+// every number off the safe list; the trust step (trust.go) adds numbers
+// that verified before.
+func (s *OTP) creditable(phone Phone) bool {
+	return !s.safe(phone.E164)
+}
+
 // creditVerify counts a verified code towards its country's baseline.
 func (s *OTP) creditVerify(ctx context.Context, phone Phone) {
-	if !s.velocityOn(s.safe(phone.E164)) {
+	if !s.velocityOn(!s.creditable(phone)) {
 		return
 	}
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), convTimeout)

@@ -152,14 +152,14 @@ func (s *OTP) watchBatch(batch []watchEvent) {
 		if err != nil {
 			s.log.WarnContext(events[0].ctx, "conversion watch: counting failed", "events", len(events), "err", err)
 		} else {
-			c := s.policy.Conversion
+			normals := map[string]float64{}
 			for i, e := range events {
 				if e.kind != ConversionSend {
 					continue
 				}
 				for j, t := range tallies[i] {
-					if t.Sends >= c.MinSends && t.Rate() < c.MinRate {
-						s.conversionAlert(e.ctx, e.phone, counts[i].Subjects[j], t)
+					if th := s.convThreshold(e, t, normals); t.Sends >= s.policy.Conversion.MinSends && t.Rate() < th.rate {
+						s.conversionAlert(e.ctx, e.phone, counts[i].Subjects[j], t, th)
 					}
 				}
 			}

@@ -137,7 +137,7 @@ func spentTakes(takes []guard.Take, res []guard.Result) []guard.Take {
 func (r *Redis) volumeArgs(t guard.VolumeTake) ([]string, []any) {
 	ttl := int64((time.Duration(t.Lookback+2) * time.Hour) / time.Second)
 	return []string{r.key(t.Key), r.key(t.Quarantine)},
-		[]any{t.Hour, t.Lookback, t.Floor, t.QFloor, t.Factor, t.MinConv, ttl, t.Now.Unix(), t.Now.Unix() / 60, t.MinuteShare}
+		[]any{t.Hour, t.Lookback, t.Floor, t.QFloor, t.Factor, t.HistoryMinSends, ttl, t.Now.Unix(), t.Now.Unix() / 60, t.MinuteShare}
 }
 
 // volumeResult reads velocityScript's reply.

@@ -13,7 +13,7 @@ import (
 func sendVolume(now time.Time, floor int64) *guard.VolumeTake {
 	return &guard.VolumeTake{Key: guard.Key{Space: "otp:vel", ID: "GB", Name: "h"},
 		Quarantine: guard.Key{Space: "otp:vel", ID: "GB", Name: "quarantine"},
-		Now:        now, Hour: now.Unix() / 3600, Lookback: 24, Floor: floor, QFloor: 1, Factor: 3, MinConv: 0.5}
+		Now:        now, Hour: now.Unix() / 3600, Lookback: 24, Floor: floor, QFloor: 1, Factor: 3, HistoryMinSends: 200}
 }
 
 // checkTakeSend takes two windows and the velocity rule (floor 1) twice:

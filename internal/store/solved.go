@@ -28,6 +28,6 @@ func (r *Redis) volumeCall(t guard.VolumeTake) (*redis.Script, []string, []any) 
 	}
 	return solvedScript,
 		[]string{r.key(t.Key), r.key(t.Quarantine), r.key(t.Solved.Base), r.key(t.Solved.Used)},
-		[]any{t.Hour, t.Lookback, t.Floor, t.MinConv, int64(solvedTTL / time.Second), t.Now.Unix(),
+		[]any{t.Hour, t.Lookback, t.Floor, int64(solvedTTL / time.Second), t.Now.Unix(),
 			max(1, t.Solved.TTL.Milliseconds())}
 }

@@ -2,8 +2,11 @@ package store
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/otpguard/otpguard/internal/guard"
 )
@@ -45,6 +48,29 @@ func (r *Redis) CountVerified(ctx context.Context, k guard.Key, hour int64, ttl 
 		return fmt.Errorf("store: count verified %s: %w", key, err)
 	}
 	return nil
+}
+
+var _ guard.Normals = (*Redis)(nil)
+
+// NormalConversion reads the country's normal conversion that velocityScript
+// cached for hour ("n:<hour>", permille): known is false when the hour has
+// no figure yet, or its history was too thin (-1).
+func (r *Redis) NormalConversion(ctx context.Context, k guard.Key, hour int64) (float64, bool, error) {
+	cmd := redis.NewStringCmd(ctx, "HGET", r.key(k), fmt.Sprintf("n:%d", hour))
+	err := r.rdb.Process(ctx, cmd)
+	var n int64
+	if err == nil {
+		n, err = cmd.Int64()
+	}
+	switch {
+	case errors.Is(err, redis.Nil):
+		return 0, false, nil
+	case err != nil:
+		return 0, false, fmt.Errorf("store: normal conversion %s: %w", r.logKey(k), err)
+	case n < 0:
+		return 0, false, nil
+	}
+	return float64(n) / 1000, true, nil
 }
 
 // Quarantine records that the country's quarantine lasts until until (the

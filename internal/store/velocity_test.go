@@ -13,8 +13,8 @@ import (
 
 // TestVelocityBaseline drives the country velocity script through hours of
 // the caller's clock: a country without history gets the floor, verified
-// hours earn a baseline (credited at most verifies / min_conversion),
-// unverified ones earn nothing, hours past the lookback are forgotten, and
+// hours earn a baseline (an hour's credit is its verified sends) and the
+// country's normal conversion, unverified ones earn nothing, hours past the lookback are forgotten, and
 // a quarantine cuts the floor until its time.
 func TestVelocityBaseline(t *testing.T) {
 	for name, mk := range backends(t) {
@@ -28,7 +28,7 @@ func TestVelocityBaseline(t *testing.T) {
 			take := func(h int64) guard.VolumeResult {
 				t.Helper()
 				r, err := s.TakeVolume(ctx, guard.VolumeTake{Key: key, Quarantine: qkey, Now: time.Unix(h*3600+60, 0),
-					Hour: h, Lookback: 24, Floor: 10, QFloor: 1, Factor: 3, MinConv: 0.2})
+					Hour: h, Lookback: 24, Floor: 10, QFloor: 1, Factor: 3, HistoryMinSends: 20})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -49,19 +49,33 @@ func TestVelocityBaseline(t *testing.T) {
 			if got := fill(h0, 10); got != 10 {
 				t.Fatalf("hour 0: %d sent, want the floor 10", got)
 			}
+			normal := func(h int64) (float64, bool) {
+				t.Helper()
+				n, known, err := s.NormalConversion(ctx, key, h)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return n, known
+			}
+			if _, known := normal(h0); known {
+				t.Fatalf("hour 0: a normal conversion without history")
+			}
 			// Hour 1: baseline 10 (10 sends, all verified): 30.
-			if got := fill(h0+1, 3); got != 30 {
+			if got := fill(h0+1, 12); got != 30 {
 				t.Fatalf("hour 1: %d sent, want 3 x 10", got)
 			}
-			// Hour 2: hour 1 had 30 sends but 3 verifies: credit 3/0.2 = 15,
-			// baseline max(10, 15) = 15: 45.
-			if got := fill(h0+2, 0); got != 45 {
-				t.Fatalf("hour 2: %d sent, want 3 x 15", got)
+			// Hour 2: hour 1 had 30 sends but 12 verifies: credit 12, 3 x 12 =
+			// 36. The normal: 22 verified of 40 sent.
+			if got := fill(h0+2, 0); got != 36 {
+				t.Fatalf("hour 2: %d sent, want 3 x 12", got)
 			}
-			// Hour 3: hour 2 was never verified and taught nothing: still 45.
+			if n, known := normal(h0 + 2); !known || n != 0.55 {
+				t.Fatalf("hour 2: normal conversion %v (known %v), want 0.55", n, known)
+			}
+			// Hour 3: hour 2 was never verified and taught nothing: still 36.
 			r := take(h0 + 3)
-			if !r.Allowed || r.Baseline != 15 || r.Limit != 45 {
-				t.Fatalf("hour 3: %+v, want allowed, baseline 15, limit 45", r)
+			if !r.Allowed || r.Baseline != 12 || r.Limit != 36 {
+				t.Fatalf("hour 3: %+v, want allowed, baseline 12, limit 36", r)
 			}
 			if err := s.RefundVolume(ctx, key, time.Unix((h0+3)*3600+60, 0)); err != nil {
 				t.Fatal(err)
@@ -97,7 +111,7 @@ func TestVelocityExactUnderConcurrency(t *testing.T) {
 		wg.Go(func() {
 			r, err := s.TakeVolume(context.Background(), guard.VolumeTake{Key: key,
 				Quarantine: guard.Key{Space: "otp:vel", ID: "NG", Name: "quarantine"}, Now: time.Now(),
-				Hour: h, Lookback: 168, Floor: 25, QFloor: 2, Factor: 3, MinConv: 0.2})
+				Hour: h, Lookback: 168, Floor: 25, QFloor: 2, Factor: 3, HistoryMinSends: 200})
 			if err != nil {
 				t.Error(err)
 				return
@@ -125,7 +139,7 @@ func TestVelocityMinuteShare(t *testing.T) {
 	take := func(h int64, minute int) guard.VolumeResult {
 		t.Helper()
 		r, err := s.TakeVolume(ctx, guard.VolumeTake{Key: key, Quarantine: guard.Key{Space: "otp:vel", ID: "FR", Name: "quarantine"},
-			Now: time.Unix(h*3600+int64(minute)*60, 0), Hour: h, Lookback: 24, Floor: 10, QFloor: 1, Factor: 3, MinConv: 0.2, MinuteShare: 0.1})
+			Now: time.Unix(h*3600+int64(minute)*60, 0), Hour: h, Lookback: 24, Floor: 10, QFloor: 1, Factor: 3, HistoryMinSends: 200, MinuteShare: 0.1})
 		if err != nil {
 			t.Fatal(err)
 		}

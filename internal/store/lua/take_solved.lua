@@ -15,8 +15,8 @@
 -- tenth (at least 1). Only the hour under way matters: the first send of
 -- an hour drops the hours before the last.
 --
--- ARGV: hour, lookback (hours), floor, min conversion, TTL of KEYS[1]
--- (seconds), now (unix seconds), TTL of the solution's key (ms).
+-- ARGV: hour, lookback (hours), floor, TTL of KEYS[1] (seconds), now
+-- (unix seconds), TTL of the solution's key (ms).
 -- Returns {allowed, count, limit, baseline, cut, 0, reused}.
 if redis.call('EXISTS', KEYS[4]) == 1 then
   return {0, 0, 0, 0, 0, 0, 1}
@@ -24,7 +24,6 @@ end
 local h = tonumber(ARGV[1])
 local lookback = tonumber(ARGV[2])
 local floor = tonumber(ARGV[3])
-local minconv = tonumber(ARGV[4])
 local base = tonumber(redis.call('HGET', KEYS[3], 'b:' .. h))
 if not base then
   local all = redis.call('HGETALL', KEYS[3])
@@ -38,14 +37,14 @@ if not base then
   end
   base = 0
   for b, n in pairs(s) do
-    local credit = math.min(n, math.floor((v[b] or 0) / minconv + 1e-9))
+    local credit = math.min(n, v[b] or 0) -- verified sends, as take_volume
     if credit > base then base = credit end
   end
 end
 local limit = math.max(floor, base)
 local cut = 0
 local cu = tonumber(redis.call('GET', KEYS[2]))
-if cu and cu > tonumber(ARGV[6]) then
+if cu and cu > tonumber(ARGV[5]) then
   cut = 1
   limit = math.max(1, math.floor(limit / 10))
 end
@@ -53,7 +52,7 @@ local count = tonumber(redis.call('HGET', KEYS[1], 's:' .. h)) or 0
 if count + 1 > limit then
   return {0, count, limit, base, cut, 0, 0}
 end
-redis.call('SET', KEYS[4], 1, 'PX', ARGV[7])
+redis.call('SET', KEYS[4], 1, 'PX', ARGV[6])
 count = redis.call('HINCRBY', KEYS[1], 's:' .. h, 1)
 if count == 1 then
   local old = {}
@@ -63,5 +62,5 @@ if count == 1 then
   end
   if #old > 0 then redis.call('HDEL', KEYS[1], unpack(old)) end
 end
-redis.call('EXPIRE', KEYS[1], ARGV[5])
+redis.call('EXPIRE', KEYS[1], ARGV[4])
 return {1, count, limit, base, cut, 0, 0}

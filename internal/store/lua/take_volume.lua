@@ -6,9 +6,15 @@
 -- "s:<hour>" the sends counted, "v:<hour>" the codes verified, and
 -- "b:<hour>" the baseline computed for that hour. The baseline is the
 -- largest credit of the ARGV[2] hours before ARGV[1], where an hour's
--- credit is min(sends, floor(verifies / ARGV[6])). It is computed once per
--- hour (HGETALL, pruning what fell out of the lookback) and cached in
--- "b:<hour>", so the other sends of the hour read two fields. KEYS[2]
+-- credit is its verified sends, min(sends, verifies): codes nobody
+-- verified earn nothing, and an attacker verifying a share c of its codes
+-- earns c of them, so its limit grows only when factor x c > 1. It is
+-- computed once per hour (HGETALL, pruning what fell out of the lookback)
+-- and cached in "b:<hour>", so the other sends of the hour read two
+-- fields. With it, "n:<hour>" caches the country's normal conversion over
+-- the same hours, verified sends / sends in permille, or -1 when they hold
+-- fewer than ARGV[6] sends (too little history to judge by): the
+-- conversion watch compares the hour under way with it (NormalConversion). KEYS[2]
 -- holds when the country's quarantine ends (unix seconds of the service's
 -- clock); until then (ARGV[8] is now) the floor is ARGV[4], not ARGV[3]. The hour's limit is max(floor, floor(ARGV[5] x baseline)).
 -- Hours are named by the caller's clock so that history can be driven by a
@@ -30,7 +36,7 @@ if qu and qu > tonumber(ARGV[8]) then
   floor = tonumber(ARGV[4])
 end
 local factor = tonumber(ARGV[5])
-local minconv = tonumber(ARGV[6])
+local minhist = tonumber(ARGV[6])
 local m = tonumber(ARGV[9])
 local share = tonumber(ARGV[10])
 local vals = redis.call('HMGET', KEYS[1], 'b:' .. h, 's:' .. h, 'm:' .. m)
@@ -41,7 +47,7 @@ if not base then
   for i = 1, #all, 2 do
     local kind, b = string.match(all[i], '^(%a):(%d+)$')
     b = tonumber(b)
-    if not b or (kind == 'm' and b < m - 1) or (kind ~= 'm' and b < h - lookback) or (kind == 'b' and b ~= h) then
+    if not b or (kind == 'm' and b < m - 1) or (kind ~= 'm' and b < h - lookback) or ((kind == 'b' or kind == 'n') and b ~= h) then
       old[#old + 1] = all[i]
     elseif kind == 's' then
       s[b] = tonumber(all[i + 1])
@@ -50,14 +56,19 @@ if not base then
     end
   end
   base = 0
+  local sends, verified = 0, 0
   for b, n in pairs(s) do
     if b < h then
-      local credit = math.min(n, math.floor((v[b] or 0) / minconv + 1e-9))
+      local credit = math.min(n, v[b] or 0)
       if credit > base then base = credit end
+      sends = sends + n
+      verified = verified + credit
     end
   end
+  local normal = -1
+  if sends > 0 and sends >= minhist then normal = math.floor(1000 * verified / sends) end
   if #old > 0 then redis.call('HDEL', KEYS[1], unpack(old)) end
-  redis.call('HSET', KEYS[1], 'b:' .. h, base)
+  redis.call('HSET', KEYS[1], 'b:' .. h, base, 'n:' .. h, normal)
   redis.call('EXPIRE', KEYS[1], ARGV[7])
 end
 local limit = math.max(floor, math.floor(factor * base + 1e-9))
