@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"net/http"
+	"regexp"
 	"strings"
 
 	"github.com/labstack/echo/v4"
@@ -66,7 +67,11 @@ func traceRequest(next echo.HandlerFunc) echo.HandlerFunc {
 			span.SetName(r.Method + " " + route)
 			span.SetAttributes(attribute.String("http.route", route))
 		}
-		span.SetAttributes(attribute.String("url.path", maskDigits(r.URL.Path)))
+		// The path as its route has it, each parameter masked (tracePath),
+		// and the client as the trusted-proxy rule names it (otelhttp
+		// takes any X-Forwarded-For at its word).
+		span.SetAttributes(attribute.String("url.path", tracePath(c)),
+			attribute.String("client.address", c.RealIP()))
 		if code := refusalCode(c, err); code != "" {
 			span.SetAttributes(AttrCode.String(string(code)))
 		}
@@ -87,36 +92,56 @@ func refusalCode(c echo.Context, err error) guard.Code {
 	return ""
 }
 
-// maskDigits masks every run of six or more digits in s (with a leading
-// '+', if any) as guard.MaskPhone does: a phone number in a path shows
-// its country code and last two digits only.
+// tracePath is the request's path fit for a span: on a matched route, the
+// route with each parameter filled in masked (a phone number as
+// guard.MaskPhone shows it, a row id of a few digits as it is, anything
+// else, such as a verification id, by its name: /otp/verifications/{id});
+// on no route, the path with every phone-like run masked.
+func tracePath(c echo.Context) string {
+	route := c.Path()
+	names, values := c.ParamNames(), c.ParamValues()
+	if route == "" || strings.Contains(route, "*") || len(values) < len(names) {
+		return maskDigits(c.Request().URL.Path)
+	}
+	segs := strings.Split(route, "/")
+	for i, seg := range segs {
+		name, ok := strings.CutPrefix(seg, ":")
+		if !ok {
+			continue
+		}
+		segs[i] = "{" + name + "}"
+		for j, n := range names {
+			if n != name {
+				continue
+			}
+			switch v := values[j]; {
+			case name == "phone":
+				segs[i] = maskDigits(v)
+			case len(v) > 0 && len(v) < 6 && strings.Trim(v, "0123456789") == "":
+				segs[i] = v
+			}
+		}
+	}
+	return strings.Join(segs, "/")
+}
+
+// phoneLike is what may be a phone number in a path: six or more digits,
+// optionally after a '+', with up to two separators between digits
+// ("+44-7911-12-34-55", "+44 7911 123455").
+var phoneLike = regexp.MustCompile(`\+?[0-9](?:[ ().-]{0,2}[0-9]){5,}`)
+
+// maskDigits masks every phone-like run in s as guard.MaskPhone does: a
+// phone number in a path shows its country code and last two digits only,
+// whatever separators it was written with.
 func maskDigits(s string) string {
-	if !strings.ContainsAny(s, "0123456789") {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); {
-		j := i
-		if s[j] == '+' {
-			j++
-		}
-		k := j
-		for k < len(s) && s[k] >= '0' && s[k] <= '9' {
-			k++
-		}
-		switch {
-		case k-j >= 6:
-			b.WriteString(guard.MaskPhone(s[i:k]))
-			i = k
-		case k > i:
-			b.WriteString(s[i:k])
-			i = k
-		default:
-			b.WriteByte(s[i])
-			i++
-		}
-	}
-	return b.String()
+	return phoneLike.ReplaceAllStringFunc(s, func(m string) string {
+		return guard.MaskPhone(strings.Map(func(r rune) rune {
+			if r == '+' || '0' <= r && r <= '9' {
+				return r
+			}
+			return -1
+		}, m))
+	})
 }
 
 // traceAttr is the request log line's trace_id: the trace ID of ctx's
