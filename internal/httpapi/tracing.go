@@ -4,7 +4,9 @@ import (
 	"context"
 	"log/slog"
 	"net/http"
+	"net/netip"
 	"regexp"
+	"slices"
 	"strings"
 
 	"github.com/labstack/echo/v4"
@@ -31,8 +33,13 @@ var untraced = map[string]bool{"/healthz": true, "/readyz": true, "/metrics": tr
 // caller's W3C traceparent (and baggage) through prop. The server's
 // traceRequest middleware names the span after the route and adds the
 // refusal code. The probes and /metrics are not traced.
-func Traced(h http.Handler, tp trace.TracerProvider, prop propagation.TextMapPropagator) http.Handler {
-	return otelhttp.NewHandler(h, "otpguard",
+//
+// A request from a peer in trusted (OTPGUARD_TRUSTED_PROXIES) is marked
+// so (TrustedPeer): only such a caller's sampled flag may decide the
+// sampling; anyone else's trace is joined but sampled as otpguard's own
+// sampler decides (app's peerSampler).
+func Traced(h http.Handler, tp trace.TracerProvider, prop propagation.TextMapPropagator, trusted []netip.Prefix) http.Handler {
+	traced := otelhttp.NewHandler(h, "otpguard",
 		otelhttp.WithTracerProvider(tp),
 		otelhttp.WithPropagators(prop),
 		// Request metrics are Prometheus' job here (metrics.go).
@@ -42,6 +49,23 @@ func Traced(h http.Handler, tp trace.TracerProvider, prop propagation.TextMapPro
 		// never the path, which may hold a phone number.
 		otelhttp.WithSpanNameFormatter(func(_ string, r *http.Request) string { return r.Method }),
 	)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if ap, err := netip.ParseAddrPort(r.RemoteAddr); err == nil && slices.ContainsFunc(trusted, func(p netip.Prefix) bool {
+			return p.Contains(ap.Addr().Unmap())
+		}) {
+			r = r.WithContext(context.WithValue(r.Context(), trustedPeerKey{}, true))
+		}
+		traced.ServeHTTP(w, r)
+	})
+}
+
+type trustedPeerKey struct{}
+
+// TrustedPeer reports whether ctx is a request's from a trusted proxy
+// (Traced).
+func TrustedPeer(ctx context.Context) bool {
+	v, _ := ctx.Value(trustedPeerKey{}).(bool)
+	return v
 }
 
 // traceRequest completes the request's span, when there is one: the name
