@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"os"
 	"slices"
+	"syscall"
 	"time"
 
 	"github.com/otpguard/otpguard/internal/guard"
@@ -259,12 +260,42 @@ func (c *Config) checkPolicies() error {
 	return nil
 }
 
+// maxPolicyFile bounds the policy file's size.
+const maxPolicyFile = 1 << 20
+
+// readPolicyFile reads the policy file if it is a regular file (or a link
+// to one) of at most maxPolicyFile bytes. It opens without blocking and
+// looks before it reads: a FIFO would block this and every later reload,
+// and /dev/zero would fill memory.
+func readPolicyFile(path string) ([]byte, error) {
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if !st.Mode().IsRegular() {
+		return nil, fmt.Errorf("%s is not a regular file (mode %s)", path, st.Mode().Type())
+	}
+	b, err := io.ReadAll(io.LimitReader(f, maxPolicyFile+1))
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", path, err)
+	}
+	if len(b) > maxPolicyFile {
+		return nil, fmt.Errorf("%s is larger than 1 MiB: not a policy file", path)
+	}
+	return b, nil
+}
+
 // loadPolicies reads the YAML policy file over the defaults (policyfile.go).
 func loadPolicies(path string) (guard.Policies, error) {
 	if path == "" {
 		return guard.DefaultPolicies(), nil
 	}
-	b, err := os.ReadFile(path)
+	b, err := readPolicyFile(path)
 	if err != nil {
 		return guard.DefaultPolicies(), fmt.Errorf("OTPGUARD_CONFIG: %w", err)
 	}

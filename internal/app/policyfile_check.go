@@ -1,8 +1,10 @@
 package app
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"reflect"
 	"strconv"
 	"strings"
@@ -16,18 +18,43 @@ import (
 // one, or a value of the wrong kind (a word where a number goes, a list
 // where a section goes). Values a type parses itself (durations) are left
 // to their parser, which names its line.
+//
+// A file that says nothing is not a policy, and is refused rather than
+// read as the built-in defaults (an operator who meant a policy and
+// truncated the file, or wrote `otp: null`, would otherwise reload "ok"
+// with every restriction gone): an empty or comment-only file, a top-level
+// section left empty, and a second YAML document (only the first would be
+// read).
 func checkPolicyShape(b []byte) error {
+	dec := yaml.NewDecoder(bytes.NewReader(b))
 	var doc yaml.Node
-	if err := yaml.Unmarshal(b, &doc); err != nil {
+	if err := dec.Decode(&doc); errors.Is(err, io.EOF) {
+		return errEmptyPolicy
+	} else if err != nil {
 		return err
 	}
-	if doc.Kind == 0 || len(doc.Content) == 0 { // an empty file: the defaults
-		return nil
+	if doc.Kind == 0 || len(doc.Content) == 0 {
+		return errEmptyPolicy
 	}
+	var next yaml.Node
+	if err := dec.Decode(&next); !errors.Is(err, io.EOF) {
+		return fmt.Errorf("line %d: a second YAML document (after ---): a policy file holds one", next.Line)
+	}
+	root := doc.Content[0]
 	var errs []error
-	checkNode(doc.Content[0], reflect.TypeFor[filePolicies](), "", &errs)
+	checkNode(root, reflect.TypeFor[filePolicies](), "", &errs)
+	if root.Kind == yaml.MappingNode {
+		for i := 0; i+1 < len(root.Content); i += 2 {
+			if k, v := root.Content[i], root.Content[i+1]; v.Tag == "!!null" {
+				errs = append(errs, fmt.Errorf("line %d: %s: empty section (give its settings, or leave the key out to keep the defaults)", k.Line, k.Value))
+			}
+		}
+	}
 	return errors.Join(errs...)
 }
+
+// errEmptyPolicy refuses a file with nothing in it.
+var errEmptyPolicy = errors.New("the file is empty (no settings, only comments or blank lines): not a policy; the built-in defaults are not taken from an empty file")
 
 var yamlUnmarshaler = reflect.TypeFor[yaml.Unmarshaler]()
 

@@ -1,8 +1,11 @@
 package app
 
 import (
+	"os"
+	"path/filepath"
 	"reflect"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -139,8 +142,16 @@ func TestDecodePolicies(t *testing.T) {
 		want    func(p *guard.Policies) // applied to the filled defaults
 		wantErr []string                // every one must appear in the error
 	}{
-		{name: "empty file", file: "", want: func(*guard.Policies) {}},
-		{name: "only a comment", file: "# nothing\n", want: func(*guard.Policies) {}},
+		{name: "empty file is not a policy", file: "", wantErr: []string{"empty"}},
+		{name: "whitespace only is not a policy", file: "  \n\n   \n", wantErr: []string{"empty"}},
+		{name: "only a comment is not a policy", file: "# nothing\n", wantErr: []string{"empty"}},
+		{name: "otp: null is not a policy", file: "otp: null\n", wantErr: []string{"line 1: otp: empty section"}},
+		{name: "an empty otp section is not a policy", file: "otp:\nlimits: {}\n", wantErr: []string{"line 1: otp: empty section"}},
+		{name: "limits: null is not a policy", file: "limits: ~\n", wantErr: []string{"line 1: limits: empty section"}},
+		{name: "a word is not a policy", file: "hello\n", wantErr: []string{"line 1: (the file): want a section of keys"}},
+		{name: "a second document", file: "otp:\n  per_phone: {limit: 9}\n---\notp:\n  per_phone: {limit: 1}\n",
+			wantErr: []string{"line 3: a second YAML document"}},
+		{name: "a second empty document", file: "otp:\n  per_phone: {limit: 9}\n---\n", wantErr: []string{"a second YAML document"}},
 		{name: "one nested field keeps its neighbours", file: "otp:\n  per_phone: {limit: 9}\n",
 			want: func(p *guard.Policies) { p.OTP.PerPhone.Limit = 9 }},
 		{name: "limits replace the default policy",
@@ -204,6 +215,58 @@ func TestDecodePolicies(t *testing.T) {
 			tc.want(&want)
 			if diff := cmp.Diff(want, got); diff != "" {
 				t.Errorf("(-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestLoadPoliciesRefusesWhatIsNotAFile: the policy file is read only when
+// it is a regular file (a link to one is fine) of at most maxPolicyFile
+// bytes; a FIFO must not block the reader, nor /dev/zero fill memory.
+func TestLoadPoliciesRefusesWhatIsNotAFile(t *testing.T) {
+	dir := t.TempDir()
+	good := filepath.Join(dir, "good.yaml")
+	if err := os.WriteFile(good, []byte("otp:\n  per_phone: {limit: 9}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	link := filepath.Join(dir, "link.yaml")
+	zero := filepath.Join(dir, "zero.yaml")
+	fifo := filepath.Join(dir, "fifo.yaml")
+	big := filepath.Join(dir, "big.yaml")
+	for _, err := range []error{
+		os.Symlink(good, link), os.Symlink("/dev/zero", zero), syscall.Mkfifo(fifo, 0o600),
+		os.WriteFile(big, []byte("otp:\n  message: \""+strings.Repeat("x", maxPolicyFile)+"\"\n"), 0o600),
+	} {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, tc := range []struct {
+		name, path, wantErr string
+	}{
+		{name: "a link to a regular file", path: link},
+		{name: "a link to /dev/zero", path: zero, wantErr: "not a regular file"},
+		{name: "a FIFO", path: fifo, wantErr: "not a regular file"},
+		{name: "a directory", path: dir, wantErr: "not a regular file"},
+		{name: "too big", path: big, wantErr: "larger than 1 MiB"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			done := make(chan error, 1)
+			go func() { _, err := loadPolicies(tc.path); done <- err }()
+			var err error
+			select {
+			case err = <-done:
+			case <-time.After(5 * time.Second):
+				t.Fatal("loadPolicies blocked")
+			}
+			if tc.wantErr == "" {
+				if err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+				t.Errorf("loadPolicies(%s) = %v, want an error saying %q", tc.name, err, tc.wantErr)
 			}
 		})
 	}

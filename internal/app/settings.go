@@ -170,7 +170,7 @@ var settings = []setting{
 	{name: "OTEL_SERVICE_NAME", def: "otpguard", example: "otpguard-eu",
 		doc: "the traces' `service.name` (`OTEL_RESOURCE_ATTRIBUTES` adds more); read by the SDK"},
 	{name: "OTEL_TRACES_SAMPLER", def: "parentbased_always_on", example: "parentbased_traceidratio",
-		doc:   "which traces are recorded; a caller's sampled flag is followed by the `parentbased_` ones",
+		doc:   "which traces are recorded; a caller's sampled flag is followed by the `parentbased_` ones only from a peer in `OTPGUARD_TRUSTED_PROXIES` (anyone else's trace is joined, sampled as for a new trace)",
 		parse: text(func(c *Config) *string { return &c.otel.sampler })},
 	{name: "OTEL_TRACES_SAMPLER_ARG", example: "0.1",
 		doc:   "the ratio (0..1) of the `traceidratio` samplers",

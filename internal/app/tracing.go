@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/netip"
 	"strconv"
 	"strings"
 	"time"
@@ -47,9 +48,10 @@ const tracesFlushTimeout = 5 * time.Second
 // from the process environment, as the OpenTelemetry specification says.
 type TracingConfig struct {
 	Enabled  bool
-	Protocol string // otlpHTTP or otlpGRPC
-	Endpoint string // as configured, for the start-up line; "" is the exporter's default
-	Sampler  string // OTEL_TRACES_SAMPLER, checked here (the SDK would only log a bad one)
+	Protocol string  // otlpHTTP or otlpGRPC
+	Endpoint string  // as configured, for the start-up line; "" is the exporter's default
+	Sampler  string  // OTEL_TRACES_SAMPLER, checked here (the SDK would only log a bad one)
+	Ratio    float64 // OTEL_TRACES_SAMPLER_ARG of a traceidratio sampler (default 1)
 }
 
 // describe says where the traces go, for `otpguard config check`.
@@ -118,10 +120,13 @@ func (e otelEnv) tracing() (TracingConfig, error) {
 	if !known {
 		return t, fmt.Errorf("OTEL_TRACES_SAMPLER: %q is not supported: want always_on, always_off, traceidratio or a parentbased_ one", t.Sampler)
 	}
+	t.Ratio = 1
 	if arg := e.samplerArg; ratio && arg != "" {
-		if r, err := strconv.ParseFloat(arg, 64); err != nil || r < 0 || r > 1 {
+		r, err := strconv.ParseFloat(arg, 64)
+		if err != nil || r < 0 || r > 1 {
 			return t, fmt.Errorf("OTEL_TRACES_SAMPLER_ARG: %q is not a ratio between 0 and 1", arg)
 		}
+		t.Ratio = r
 	}
 	return t, nil
 }
@@ -136,8 +141,9 @@ func WithTracerProvider(tp trace.TracerProvider) Option {
 // tracing is the service's tracer provider and propagator; a nil *tracing
 // is tracing off, and every method is then a no-op.
 type tracing struct {
-	tp   trace.TracerProvider
-	prop propagation.TextMapPropagator
+	tp      trace.TracerProvider
+	prop    propagation.TextMapPropagator
+	trusted []netip.Prefix // whose sampled flag counts (httpapi.Traced)
 }
 
 // startTracing sets tracing up as cfg.Tracing says, or with the provider
@@ -149,7 +155,7 @@ func startTracing(ctx context.Context, cfg *Config, o *options, log *slog.Logger
 	// W3C trace context and baggage, from callers and to the SMS provider.
 	prop := propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{})
 	if o.tracerProvider != nil {
-		return &tracing{tp: o.tracerProvider, prop: prop}, nil
+		return &tracing{tp: o.tracerProvider, prop: prop, trusted: cfg.TrustedProxies}, nil
 	}
 	if !cfg.Tracing.Enabled {
 		return nil, nil
@@ -177,9 +183,11 @@ func startTracing(ctx context.Context, cfg *Config, o *options, log *slog.Logger
 	if err != nil {
 		return nil, fmt.Errorf("tracing: resource: %w", err)
 	}
-	// The sampler comes from OTEL_TRACES_SAMPLER (checked by
-	// otelEnv.tracing), the batching from OTEL_BSP_*.
-	tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp), sdktrace.WithResource(res))
+	// The sampler is OTEL_TRACES_SAMPLER's (checked by otelEnv.tracing),
+	// but an untrusted caller's sampled flag does not decide it
+	// (sampler.go); the batching comes from OTEL_BSP_*.
+	tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp), sdktrace.WithResource(res),
+		sdktrace.WithSampler(cfg.Tracing.sampler()))
 	// The SDK reports failed exports through one handler per process, like
 	// go-redis's logger: the last App's log.
 	otel.SetErrorHandler(otel.ErrorHandlerFunc(func(err error) {
@@ -194,7 +202,7 @@ func startTracing(ctx context.Context, cfg *Config, o *options, log *slog.Logger
 	})
 	log.Info("tracing on", "exporter", "otlp", "protocol", cfg.Tracing.Protocol, "endpoint", cfg.Tracing.endpoint(),
 		"sampler", cfg.Tracing.Sampler)
-	return &tracing{tp: tp, prop: prop}, nil
+	return &tracing{tp: tp, prop: prop, trusted: cfg.TrustedProxies}, nil
 }
 
 // handler wraps the service's handler in a server span per request
@@ -203,7 +211,7 @@ func (t *tracing) handler(h http.Handler) http.Handler {
 	if t == nil {
 		return h
 	}
-	return httpapi.Traced(h, t.tp, t.prop)
+	return httpapi.Traced(h, t.tp, t.prop, t.trusted)
 }
 
 // instrumentRedis adds go-redis's own tracing hook (redisotel) to rdb: a

@@ -77,6 +77,12 @@ func (s *OTP) RecordDelivery(ctx context.Context, d Delivery) bool {
 	return true
 }
 
+// providerTimeout bounds one provider call. The call runs on its own
+// deadline, not the caller's: once the provider may have the message, a
+// caller that goes away must not cancel the send (the code would be
+// deleted while the SMS is on its way).
+const providerTimeout = 10 * time.Second
+
 // deliver hands code to the SMS provider. When that fails, the code is
 // deleted: never delivered, as far as we know, so not left guessable (a
 // stateless code cannot be taken back; it dies with its step). The send's
@@ -84,7 +90,9 @@ func (s *OTP) RecordDelivery(ctx context.Context, d Delivery) bool {
 // what it spent is given back (giveBack).
 func (s *OTP) deliver(ctx context.Context, phone Phone, code issued, sp spent) error {
 	body := strings.ReplaceAll(s.policy.Message, "{code}", code.text)
-	err := s.sender.Send(ctx, Message{To: phone.E164, Body: body})
+	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), providerTimeout)
+	err := s.sender.Send(pctx, Message{To: phone.E164, Body: body})
+	cancel()
 	if err == nil {
 		return nil
 	}

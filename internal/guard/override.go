@@ -2,6 +2,7 @@ package guard
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -137,9 +138,12 @@ const CodeCountryPaused Code = "country_paused"
 // FileLimit is the limit the policy p itself sets for what o tightens, and
 // the field that sets it; ok is false when p sets none (the rule is off or
 // absent: any limit tightens it). A prefix override has no file limit of
-// its own: it is a limit of its own on its prefix (see abuseLimits).
+// its own unless its prefix is one a file depth counts (prefixDepth): then
+// it lowers that depth's counter, and the depth's limit is the file's.
 func FileLimit(p OTPPolicy, o Override) (limit int64, field string, ok bool) {
 	switch o.Kind {
+	case OverridePrefixLimit:
+		return prefixDepth(p, o.Subject)
 	case OverrideCountryLimit:
 		if w, ok := p.PerCountry[o.Subject]; ok {
 			return w.Limit, "otp.per_country." + o.Subject + ".limit", true
@@ -155,6 +159,39 @@ func FileLimit(p OTPPolicy, o Override) (limit int64, field string, ok bool) {
 		if p.Budget.PerDay > 0 {
 			return p.Budget.PerDay, "otp.budget.per_day", true
 		}
+	}
+	return 0, "", false
+}
+
+// prefixDepth is the file's per-prefix depth that counts prefix, judged by
+// the length of its country's mobile numbers (libphonenumber's example):
+// a depth dropping d digits counts the prefixes d digits shorter. ok is
+// false when no depth that is on has that length.
+func prefixDepth(p OTPPolicy, prefix string) (limit int64, field string, ok bool) {
+	n := len(prefix)
+	for cc := 1; cc <= 3 && cc < n; cc++ {
+		code, err := strconv.Atoi(prefix[1 : 1+cc])
+		if err != nil {
+			return 0, "", false
+		}
+		region := phonenumbers.GetRegionCodeForCountryCode(code)
+		if region == "ZZ" {
+			continue
+		}
+		ex := phonenumbers.GetExampleNumberForType(region, phonenumbers.MOBILE)
+		if ex == nil {
+			return 0, "", false
+		}
+		full := len(phonenumbers.Format(ex, phonenumbers.E164))
+		for i, pw := range append([]PrefixWindow{p.PerPrefix}, p.PrefixDepths...) {
+			if pw.Limit > 0 && len(Prefix(strings.Repeat("0", full), pw.DigitsDropped)) == n {
+				if i == 0 {
+					return pw.Limit, "otp.per_prefix.limit", true
+				}
+				return pw.Limit, fmt.Sprintf("otp.prefix_depths[%d].limit", i-1), true
+			}
+		}
+		return 0, "", false
 	}
 	return 0, "", false
 }
@@ -231,12 +268,29 @@ func later(a, b time.Time) time.Time {
 	return a
 }
 
+// pauseCover is the country whose pause also covers region, or "":
+// libphonenumber gives Guernsey, Jersey and the Isle of Man regions of
+// their own, but their numbers are +44 numbers of the UK's plan, and an
+// operator pausing GB means +44. Each can still be paused alone.
+func pauseCover(region string) string {
+	switch region {
+	case "GG", "JE", "IM":
+		return "GB"
+	}
+	return ""
+}
+
 // checkPaused refuses a send to a paused country until the pause ends.
 func (at overridesAt) checkPaused(region string, now time.Time) error {
 	if region == "" {
 		region = "001"
 	}
 	until, ok := at.paused[region]
+	if cover := pauseCover(region); cover != "" {
+		if u, paused := at.paused[cover]; paused && (!ok || u.After(until)) {
+			until, ok = u, true
+		}
+	}
 	if !ok {
 		return nil
 	}

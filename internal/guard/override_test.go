@@ -100,6 +100,8 @@ func TestCheckTightens(t *testing.T) {
 	p := guard.DefaultPolicies().OTP
 	p.PerCountry = map[string]guard.Window{"NG": {Limit: 10, Window: time.Hour}, "*": {Limit: 100, Window: time.Hour}}
 	p.Budget.PerHour = 50
+	p.PerPrefix = guard.PrefixWindow{Limit: 20, Window: time.Hour, DigitsDropped: 3}
+	p.PrefixDepths = []guard.PrefixWindow{{Limit: 100, Window: time.Hour, DigitsDropped: 5}}
 	cases := []struct {
 		o    guard.Override
 		want guard.Code // "" allowed
@@ -111,6 +113,13 @@ func TestCheckTightens(t *testing.T) {
 		{guard.Override{Kind: guard.OverrideBudgetHour, Limit: 51}, guard.CodeOverrideLooser},
 		{guard.Override{Kind: guard.OverrideBudgetDay, Limit: 1_000_000}, ""}, // the file has no daily budget
 		{guard.Override{Kind: guard.OverridePrefixLimit, Subject: "+234", Limit: 1_000_000}, ""},
+		// A prefix the file counts (NG mobiles have 13 digits: per_prefix
+		// drops 3, the depth 5): the override can only lower that counter.
+		{guard.Override{Kind: guard.OverridePrefixLimit, Subject: "+2348031234", Limit: 20}, ""},
+		{guard.Override{Kind: guard.OverridePrefixLimit, Subject: "+2348031234", Limit: 21}, guard.CodeOverrideLooser},
+		{guard.Override{Kind: guard.OverridePrefixLimit, Subject: "+23480312", Limit: 101}, guard.CodeOverrideLooser},
+		{guard.Override{Kind: guard.OverridePrefixLimit, Subject: "+23480312", Limit: 100}, ""},
+		{guard.Override{Kind: guard.OverridePrefixLimit, Subject: "+2348031", Limit: 500}, ""}, // a limit of its own
 	}
 	for _, tc := range cases {
 		err := guard.CheckTightens(p, tc.o)
@@ -146,5 +155,41 @@ func TestNormalizeOverride(t *testing.T) {
 		if tc.field == "" && tc.o.Kind == guard.OverrideCountryPause && got.Subject != "NG" && got.Subject != "001" {
 			t.Errorf("NormalizeOverride subject %q, want it trimmed and upper-case", got.Subject)
 		}
+	}
+}
+
+// TestPauseOfGBCoversItsDependencies: libphonenumber gives the numbers of
+// Guernsey, Jersey and the Isle of Man (+44, the UK's numbering plan)
+// regions of their own; a pause of GB covers them, as an operator pausing
+// +44 expects, and each can still be paused alone.
+func TestPauseOfGBCoversItsDependencies(t *testing.T) {
+	now := time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)
+	numbers := map[string]string{"GB": "+447400123456", "GG": "+447781123456", "JE": "+447797712345", "IM": "+447624123456"}
+	for _, tc := range []struct {
+		paused string
+		want   map[string]guard.Code // by the number's region; "" sent
+	}{
+		{"GB", map[string]guard.Code{"GB": guard.CodeCountryPaused, "GG": guard.CodeCountryPaused,
+			"JE": guard.CodeCountryPaused, "IM": guard.CodeCountryPaused}},
+		{"JE", map[string]guard.Code{"GB": "", "GG": "", "JE": guard.CodeCountryPaused, "IM": ""}},
+	} {
+		t.Run(tc.paused, func(t *testing.T) {
+			p := guard.DefaultPolicies()
+			p.OTP.CountryVelocity.Mode = guard.VelocityOff
+			p.FillDefaults()
+			st := newOutageStore()
+			otp := guard.NewOTP(guard.OTPOptions{Policy: p.OTP, Counter: st, Codes: st, Sender: &smsBox{}, HMACKey: outageHMACKey,
+				Now: func() time.Time { return now }, Overrides: fakeOverrides([]guard.Override{
+					{Kind: guard.OverrideCountryPause, Subject: tc.paused, ExpiresAt: now.Add(time.Hour)}})})
+			for region, number := range numbers {
+				res, err := otp.Send(context.Background(), guard.SendRequest{Phone: number})
+				if res.Phone.Region != region {
+					t.Errorf("%s is in %s, want %s", number, res.Phone.Region, region)
+				}
+				if got := guard.ErrorCode(err); got != tc.want[region] {
+					t.Errorf("pause of %s, send to %s (%s): %q (%v), want %q", tc.paused, number, region, got, err, tc.want[region])
+				}
+			}
+		})
 	}
 }

@@ -204,7 +204,11 @@ func (s *Server) runClaimed(c echo.Context, next echo.HandlerFunc, digest, claim
 	}
 	ctx := context.WithoutCancel(c.Request().Context())
 	status := c.Response().Status
-	if keptStatus(status) && !rec.overflow && c.Request().Context().Err() == nil {
+	// A success is kept even when the caller has gone: the send it
+	// answers is done (the SMS left), and the caller's retry must get it.
+	// Any other answer of a request cut short may be the cut's.
+	finished := c.Request().Context().Err() == nil || status >= 200 && status < 300
+	if keptStatus(status) && !rec.overflow && finished {
 		a := storedAnswer{Status: status, Header: map[string]string{}, Body: rec.body.Bytes()}
 		for _, h := range replayedHeaders {
 			if v := c.Response().Header().Get(h); v != "" {

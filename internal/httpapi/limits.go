@@ -1,9 +1,11 @@
 package httpapi
 
 import (
+	"errors"
 	"math"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -111,6 +113,9 @@ func (s *Server) checkLimits(c echo.Context) error {
 	batch, err := lim.Check(c.Request().Context(), checks)
 	if err != nil {
 		s.metrics.Decision(metrics.PolicyBatch, outcome(err))
+		if inline {
+			return asSent(err)
+		}
 		return err
 	}
 
@@ -197,4 +202,18 @@ func (s *Server) rateLimitHeaders(c echo.Context, lim *guard.Limiter, d guard.De
 
 func ceilMs(d time.Duration) int64 {
 	return (int64(d) + int64(time.Millisecond) - 1) / int64(time.Millisecond)
+}
+
+// asSent names the fields of a refused single check as the request has
+// them (policy, key, cost), not as the batch's first item (checks[0].key)
+// the limiter sees.
+func asSent(err error) error {
+	e, ok := errors.AsType[*guard.Error](err)
+	if !ok || !strings.HasPrefix(e.Message, "checks[0]") {
+		return err
+	}
+	c := *e
+	c.Message = strings.TrimPrefix(e.Message, "checks[0]")
+	c.Message = strings.TrimPrefix(strings.TrimPrefix(c.Message, "."), ": ")
+	return &c
 }

@@ -73,6 +73,7 @@ func TestOpsContract(t *testing.T) {
 		{name: "deny add invalid", method: "POST", path: "/ops/denylist", body: `{"pattern":"88213"}`, status: 400, code: "invalid_request", badRequest: true},
 		{name: "deny add unknown field", method: "POST", path: "/ops/denylist", body: `{"pattern":"+1","by":"me"}`, status: 400, code: "invalid_request", badRequest: true},
 		{name: "deny add control character", method: "POST", path: "/ops/denylist", body: `{"pattern":"+88215","reason":"a\u0000b"}`, status: 400, code: "invalid_request"},
+		{name: "deny add bidi control", method: "POST", path: "/ops/denylist", body: `{"pattern":"+88215","reason":"a\u202eb"}`, status: 400, code: "invalid_request"},
 		{name: "deny list", method: "GET", path: "/ops/denylist", status: 200},
 		{name: "blocked with deny entries", method: "GET", path: "/ops/blocked", status: 200},
 		{name: "unblock", method: "DELETE", path: "/ops/blocked/%2B14155550100", status: 200},

@@ -144,6 +144,9 @@ func TestOverrideTightensNeverLoosens(t *testing.T) {
 		{`{"kind":"country_limit","subject":"Britain","limit":2,"reason":"x"}`, "subject"},
 		{`{"kind":"country_pause","subject":"GB","limit":2,"reason":"x"}`, "limit"},
 		{`{"kind":"budget_per_hour","limit":2,"reason":"x","expires_in":604801}`, "expires_in"},
+		// Bidirectional controls would show the reason reversed on the page.
+		{`{"kind":"country_limit","subject":"GB","limit":2,"reason":"wave \u202eevaw"}`, "reason"},
+		{`{"kind":"country_limit","subject":"GB","limit":2,"reason":"wave \u2067x\u2069"}`, "reason"},
 	} {
 		r := oc.ops(t, 0, "POST", "/ops/overrides", bad.body)
 		if got := r.json(t); r.Status != http.StatusBadRequest || got["field"] != bad.field {

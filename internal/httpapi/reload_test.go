@@ -8,7 +8,9 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/otpguard/otpguard/internal/app"
 	"github.com/otpguard/otpguard/internal/guard"
@@ -165,11 +167,18 @@ func TestReloadKeepsCountersOfUnchangedRules(t *testing.T) {
 func TestReloadBadFileKeepsPolicy(t *testing.T) {
 	in, path := reloadInstance(t, policyYAML(7, 8, 3))
 	c := &cluster{instances: []*instance{in}}
-	for name, body := range map[string]string{
+	bad := map[string]string{
 		"invalid": policyYAML(7, 0, 3), // limit 0 is refused by validation
 		"unknown": "limits:\n  a: {algorithm: fixed_window, limt: 5, window: 1h}\n",
 		"yaml":    "limits: [",
-	} {
+		// Not a policy: each of these once reloaded "ok" with the
+		// built-in defaults in force.
+		"empty":           "",
+		"whitespace":      " \n\n   \n",
+		"otp null":        "otp: null\n",
+		"second document": policyYAML(7, 8, 3) + "---\n" + policyYAML(70, 80, 30),
+	}
+	for name, body := range bad {
 		t.Run(name, func(t *testing.T) {
 			writeFile(t, path, body)
 			err := in.app.Reload(context.Background())
@@ -190,9 +199,40 @@ func TestReloadBadFileKeepsPolicy(t *testing.T) {
 			}
 		})
 	}
+	// What is not a regular file is refused without reading it: a FIFO
+	// once blocked every later reload, /dev/zero filled memory.
+	for name, mk := range map[string]func(string) error{
+		"fifo":      func(p string) error { return syscall.Mkfifo(p, 0o600) },
+		"dev zero":  func(p string) error { return os.Symlink("/dev/zero", p) },
+		"directory": func(p string) error { return os.Mkdir(p, 0o700) },
+	} {
+		t.Run(name, func(t *testing.T) {
+			if err := os.RemoveAll(path); err != nil {
+				t.Fatal(err)
+			}
+			if err := mk(path); err != nil {
+				t.Fatal(err)
+			}
+			defer os.RemoveAll(path)
+			done := make(chan error, 1)
+			go func() { done <- in.app.Reload(context.Background()) }()
+			select {
+			case err := <-done:
+				if err == nil || !strings.Contains(err.Error(), "not a regular file") {
+					t.Errorf("Reload = %v, want a refusal naming what the path is", err)
+				}
+			case <-time.After(5 * time.Second):
+				t.Fatal("Reload blocked")
+			}
+			if got := in.app.Policies().Limits["b"].Limit; got != 8 {
+				t.Errorf("Policies().Limits[b].Limit = %d, want 8", got)
+			}
+		})
+	}
 	metrics := string(c.doKey(t, 0, "GET", "/metrics", "", "").Body)
-	if !strings.Contains(metrics, `otpguard_config_reload_total{result="error"} 3`) {
-		t.Errorf("metrics: want otpguard_config_reload_total{result=\"error\"} 3 in\n%s", grepLines(metrics, "otpguard_config"))
+	want := fmt.Sprintf(`otpguard_config_reload_total{result="error"} %d`, len(bad)+3)
+	if !strings.Contains(metrics, want) {
+		t.Errorf("metrics: want %s in\n%s", want, grepLines(metrics, "otpguard_config"))
 	}
 
 	writeFile(t, path, policyYAML(7, 9, 3))

@@ -191,8 +191,8 @@ func (s *Server) routes(apiKeys, opsKeys httpx.Keyring) {
 	// waits for another's answer, or replays it, holds no decision slot.
 	e.POST("/otp/send", s.sendOTP, api, s.idempotent, admit, httpx.Audited)
 	e.POST("/otp/verify", s.verifyOTP, api, admit, httpx.Audited)
-	e.GET("/otp/verifications/:id", s.getVerification, api, admit)
-	e.POST("/otp/verifications/:id/cancel", s.cancelVerification, api, admit, httpx.Audited)
+	e.GET("/otp/verifications/:id", s.getVerification, noStore, api, admit)
+	e.POST("/otp/verifications/:id/cancel", s.cancelVerification, noStore, api, admit, httpx.Audited)
 	e.POST("/limits/check", s.checkLimits, api, admit)
 	// Twilio's delivery reports: its signature is the authentication.
 	e.POST("/sms/status", s.smsStatus, httpx.Audited)

@@ -4,6 +4,9 @@ import (
 	"context"
 	"log/slog"
 	"net/http"
+	"net/netip"
+	"regexp"
+	"slices"
 	"strings"
 
 	"github.com/labstack/echo/v4"
@@ -30,8 +33,13 @@ var untraced = map[string]bool{"/healthz": true, "/readyz": true, "/metrics": tr
 // caller's W3C traceparent (and baggage) through prop. The server's
 // traceRequest middleware names the span after the route and adds the
 // refusal code. The probes and /metrics are not traced.
-func Traced(h http.Handler, tp trace.TracerProvider, prop propagation.TextMapPropagator) http.Handler {
-	return otelhttp.NewHandler(h, "otpguard",
+//
+// A request from a peer in trusted (OTPGUARD_TRUSTED_PROXIES) is marked
+// so (TrustedPeer): only such a caller's sampled flag may decide the
+// sampling; anyone else's trace is joined but sampled as otpguard's own
+// sampler decides (app's peerSampler).
+func Traced(h http.Handler, tp trace.TracerProvider, prop propagation.TextMapPropagator, trusted []netip.Prefix) http.Handler {
+	traced := otelhttp.NewHandler(h, "otpguard",
 		otelhttp.WithTracerProvider(tp),
 		otelhttp.WithPropagators(prop),
 		// Request metrics are Prometheus' job here (metrics.go).
@@ -41,6 +49,23 @@ func Traced(h http.Handler, tp trace.TracerProvider, prop propagation.TextMapPro
 		// never the path, which may hold a phone number.
 		otelhttp.WithSpanNameFormatter(func(_ string, r *http.Request) string { return r.Method }),
 	)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if ap, err := netip.ParseAddrPort(r.RemoteAddr); err == nil && slices.ContainsFunc(trusted, func(p netip.Prefix) bool {
+			return p.Contains(ap.Addr().Unmap())
+		}) {
+			r = r.WithContext(context.WithValue(r.Context(), trustedPeerKey{}, true))
+		}
+		traced.ServeHTTP(w, r)
+	})
+}
+
+type trustedPeerKey struct{}
+
+// TrustedPeer reports whether ctx is a request's from a trusted proxy
+// (Traced).
+func TrustedPeer(ctx context.Context) bool {
+	v, _ := ctx.Value(trustedPeerKey{}).(bool)
+	return v
 }
 
 // traceRequest completes the request's span, when there is one: the name
@@ -66,7 +91,11 @@ func traceRequest(next echo.HandlerFunc) echo.HandlerFunc {
 			span.SetName(r.Method + " " + route)
 			span.SetAttributes(attribute.String("http.route", route))
 		}
-		span.SetAttributes(attribute.String("url.path", maskDigits(r.URL.Path)))
+		// The path as its route has it, each parameter masked (tracePath),
+		// and the client as the trusted-proxy rule names it (otelhttp
+		// takes any X-Forwarded-For at its word).
+		span.SetAttributes(attribute.String("url.path", tracePath(c)),
+			attribute.String("client.address", c.RealIP()))
 		if code := refusalCode(c, err); code != "" {
 			span.SetAttributes(AttrCode.String(string(code)))
 		}
@@ -87,36 +116,56 @@ func refusalCode(c echo.Context, err error) guard.Code {
 	return ""
 }
 
-// maskDigits masks every run of six or more digits in s (with a leading
-// '+', if any) as guard.MaskPhone does: a phone number in a path shows
-// its country code and last two digits only.
+// tracePath is the request's path fit for a span: on a matched route, the
+// route with each parameter filled in masked (a phone number as
+// guard.MaskPhone shows it, a row id of a few digits as it is, anything
+// else, such as a verification id, by its name: /otp/verifications/{id});
+// on no route, the path with every phone-like run masked.
+func tracePath(c echo.Context) string {
+	route := c.Path()
+	names, values := c.ParamNames(), c.ParamValues()
+	if route == "" || strings.Contains(route, "*") || len(values) < len(names) {
+		return maskDigits(c.Request().URL.Path)
+	}
+	segs := strings.Split(route, "/")
+	for i, seg := range segs {
+		name, ok := strings.CutPrefix(seg, ":")
+		if !ok {
+			continue
+		}
+		segs[i] = "{" + name + "}"
+		for j, n := range names {
+			if n != name {
+				continue
+			}
+			switch v := values[j]; {
+			case name == "phone":
+				segs[i] = maskDigits(v)
+			case len(v) > 0 && len(v) < 6 && strings.Trim(v, "0123456789") == "":
+				segs[i] = v
+			}
+		}
+	}
+	return strings.Join(segs, "/")
+}
+
+// phoneLike is what may be a phone number in a path: six or more digits,
+// optionally after a '+', with up to two separators between digits
+// ("+44-7911-12-34-55", "+44 7911 123455").
+var phoneLike = regexp.MustCompile(`\+?[0-9](?:[ ().-]{0,2}[0-9]){5,}`)
+
+// maskDigits masks every phone-like run in s as guard.MaskPhone does: a
+// phone number in a path shows its country code and last two digits only,
+// whatever separators it was written with.
 func maskDigits(s string) string {
-	if !strings.ContainsAny(s, "0123456789") {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); {
-		j := i
-		if s[j] == '+' {
-			j++
-		}
-		k := j
-		for k < len(s) && s[k] >= '0' && s[k] <= '9' {
-			k++
-		}
-		switch {
-		case k-j >= 6:
-			b.WriteString(guard.MaskPhone(s[i:k]))
-			i = k
-		case k > i:
-			b.WriteString(s[i:k])
-			i = k
-		default:
-			b.WriteByte(s[i])
-			i++
-		}
-	}
-	return b.String()
+	return phoneLike.ReplaceAllStringFunc(s, func(m string) string {
+		return guard.MaskPhone(strings.Map(func(r rune) rune {
+			if r == '+' || '0' <= r && r <= '9' {
+				return r
+			}
+			return -1
+		}, m))
+	})
 }
 
 // traceAttr is the request log line's trace_id: the trace ID of ctx's

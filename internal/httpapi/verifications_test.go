@@ -177,3 +177,20 @@ func TestVerificationExpires(t *testing.T) {
 		t.Fatalf("after the retention: %d %s, want 404", r.Status, r.Body)
 	}
 }
+
+// TestVerificationsAreNotCached: a verification's answers name the full
+// number, so no browser or proxy may keep them.
+func TestVerificationsAreNotCached(t *testing.T) {
+	c, _ := miniCluster(t, 1, defaults())
+	id := sendID(t, c, 0, phone)
+	for _, tc := range []struct{ method, path string }{
+		{"GET", "/otp/verifications/" + id},
+		{"GET", "/otp/verifications/unknown"},
+		{"POST", "/otp/verifications/" + id + "/cancel"},
+	} {
+		r := c.do(t, 0, tc.method, tc.path, "")
+		if got := r.Header.Get("Cache-Control"); got != "no-store" {
+			t.Errorf("%s %s: %d, Cache-Control = %q, want no-store", tc.method, tc.path, r.Status, got)
+		}
+	}
+}

@@ -174,13 +174,15 @@ func (d *Desk) Unblock(ctx context.Context, raw, actor string) (UnblockResult, e
 
 // PlainText reports whether s is valid UTF-8 without control characters:
 // what a note typed by a person may hold, and what both SQL engines store
-// alike (PostgreSQL refuses a NUL that SQLite would keep).
+// alike (PostgreSQL refuses a NUL that SQLite would keep). Bidirectional
+// controls count as control characters: they make a reason read
+// differently on the page than it was written (a "Trojan Source" note).
 func PlainText(s string) bool {
 	if !utf8.ValidString(s) {
 		return false
 	}
 	for _, r := range s {
-		if unicode.IsControl(r) {
+		if unicode.IsControl(r) || unicode.Is(unicode.Bidi_Control, r) {
 			return false
 		}
 	}

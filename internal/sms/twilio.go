@@ -176,7 +176,7 @@ func (t *Twilio) Send(ctx context.Context, m guard.Message) error {
 		params.SetStatusCallback(t.statusCallback)
 	}
 	if _, err := api.CreateMessage(params); err != nil {
-		return twilioError(err)
+		return twilioError(err, m.Body)
 	}
 	return nil
 }
@@ -186,10 +186,10 @@ func (t *Twilio) Send(ctx context.Context, m guard.Message) error {
 // A Twilio refusal is kept as a *client.TwilioRestError (status, code,
 // more_info) but never with Twilio's text as sent: for 21211, 21408, 21612
 // and the like it quotes the To number, and no full number may reach a log.
-func twilioError(err error) *guard.Error {
+func twilioError(err error, body string) *guard.Error {
 	var rest *client.TwilioRestError
 	if errors.As(err, &rest) {
-		rest = loggableRestError(rest)
+		rest = loggableRestError(rest, body)
 		err = rest // not wrapped: whatever wrapped it may quote its text
 	}
 	wrapped := fmt.Errorf("sms: twilio: create message: %w", err)
@@ -213,10 +213,18 @@ func twilioError(err error) *guard.Error {
 // error names the URL (the account, never the To number, which travels in
 // the form body), a decoding error names no content, and RestErrorV1 is
 // only for APIs of Twilio's v1.0 standard, not the 2010 Messages API.
-func loggableRestError(e *client.TwilioRestError) *client.TwilioRestError {
+//
+// Nor may the code: a refusal that quotes the message (a filter's "Message
+// filtered: '...'") would put it in the log, so the body is cut out, and
+// any other run of 4 or more digits is hidden too, a code quoted alone.
+func loggableRestError(e *client.TwilioRestError, body string) *client.TwilioRestError {
+	msg := e.Message
+	if body != "" {
+		msg = strings.ReplaceAll(msg, body, "<the message>")
+	}
 	return &client.TwilioRestError{
 		Code:     e.Code,
-		Message:  maskNumbers(e.Message),
+		Message:  digitRun.ReplaceAllString(maskNumbers(msg), "<digits>"),
 		MoreInfo: e.MoreInfo,
 		Status:   e.Status,
 	}
@@ -227,6 +235,10 @@ func loggableRestError(e *client.TwilioRestError) *client.TwilioRestError {
 // ("+919800000000", "(415) 555-0100"). Twilio's own codes (5 digits) are
 // left alone.
 var phoneLike = regexp.MustCompile(`\+?[0-9](?:[ ().-]{0,2}[0-9]){6,}`)
+
+// digitRun is 4 or more digits in a row: a code, once phone numbers are
+// masked (a masked number keeps at most 3 digits in a row).
+var digitRun = regexp.MustCompile(`[0-9]{4,}`)
 
 // maskNumbers masks, as guard.MaskPhone does, every phone-like run of s.
 func maskNumbers(s string) string {

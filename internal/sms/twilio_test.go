@@ -254,6 +254,22 @@ func TestTwilioSend(t *testing.T) {
 			wantRest: 20500,
 		},
 		{
+			name:     "an error that repeats the message body",
+			opts:     TwilioOptions{From: testFrom},
+			reply:    twilioFails(400, 30007, "Message filtered: '"+testBody+"' looks like spam"),
+			wantForm: form("To", testTo, "Body", testBody, "From", testFrom),
+			wantCode: guard.CodeProviderUnavailable,
+			wantRest: 30007,
+		},
+		{
+			name:     "an error that repeats the code alone",
+			opts:     TwilioOptions{From: testFrom},
+			reply:    twilioFails(400, 30007, "Message filtered: content "+testCode+" looks like spam"),
+			wantForm: form("To", testTo, "Body", testBody, "From", testFrom),
+			wantCode: guard.CodeProviderUnavailable,
+			wantRest: 30007,
+		},
+		{
 			name: "502 from a proxy, not JSON",
 			opts: TwilioOptions{From: testFrom},
 			reply: func(w http.ResponseWriter, _ *http.Request) {
