@@ -22,6 +22,7 @@ func burst(t *testing.T, c *cluster, n int, path string, body func(i int) string
 	t.Helper()
 	var mu sync.Mutex
 	statuses := map[int]int{}
+	codes := map[string]int{}
 	var wg sync.WaitGroup
 	start := make(chan struct{})
 	for i := range n {
@@ -32,11 +33,15 @@ func burst(t *testing.T, c *cluster, n int, path string, body func(i int) string
 			r := c.do(t, i, http.MethodPost, path, body(i))
 			mu.Lock()
 			statuses[r.Status]++
+			if r.Status != http.StatusOK {
+				codes[fmt.Sprint(r.json(t)["code"])]++
+			}
 			mu.Unlock()
 		}()
 	}
 	close(start)
 	wg.Wait()
+	t.Logf("refusals by code: %v", codes)
 	return statuses
 }
 
