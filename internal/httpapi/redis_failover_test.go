@@ -105,7 +105,22 @@ func TestMasterFailoverOnRedisCluster(t *testing.T) {
 	if !rc.KillNode(victim) {
 		t.Fatalf("master %s is not a node of the cluster", victim)
 	}
+	watch, watching := newNodeWatch(t, victim), make(chan struct{})
+	var sampler sync.WaitGroup
+	sampler.Go(func() { // /ops/status and /readyz until the promotion
+		for i := 0; ; i++ {
+			select {
+			case <-watching:
+				return
+			default:
+			}
+			watch.sample(t, c, i)
+			time.Sleep(100 * time.Millisecond)
+		}
+	})
 	promoted := waitPromoted(t, replica, 15*time.Second)
+	close(watching)
+	sampler.Wait()
 	promotedAt.Store(promoted.UnixNano())
 	deadline := time.Now().Add(5 * time.Second) // generous: the design promises 2 s
 	for recoveredAt.Load() == 0 && time.Now().Before(deadline) {
@@ -123,6 +138,7 @@ func TestMasterFailoverOnRedisCluster(t *testing.T) {
 		"%d sends to live-master numbers, %d of them 5xx, %d answered without a verification_id; live-master checks fallen back: %d",
 		promoted.Sub(killedAt).Round(time.Millisecond), time.Unix(0, rec).Sub(promoted).Round(time.Millisecond),
 		sendsLive.Load(), sendsLive5.Load(), unindexed.Load(), liveFell.Load())
+	watch.check(t)
 	for i, k := range keys {
 		bound := int64(limit)
 		if i == 0 {
