@@ -183,3 +183,32 @@ func TestNumbersNodeDownRefundsTheOtherParts(t *testing.T) {
 		}
 	}
 }
+
+// unindexedCodes saves codes but answers guard.ErrUnindexed, as the store
+// does when only the verification id's index (another master) failed.
+type unindexedCodes struct{ *outageStore }
+
+func (u unindexedCodes) SaveCode(ctx context.Context, c guard.NewCode) (int, error) {
+	if _, err := u.outageStore.SaveCode(ctx, c); err != nil {
+		return 0, err
+	}
+	return 2, errors.Join(guard.ErrUnindexed, errors.New("connection refused"))
+}
+
+// A code saved without its id's index is an answer of the number's node:
+// the error reaches the caller with the previous attempts, and the
+// node's breaker stays closed however often it happens.
+func TestUnindexedCodeKeepsTheBreakerClosed(t *testing.T) {
+	st := newOutageStore()
+	f := resilience.NewFallback(resilience.FallbackOptions{Counter: st, Codes: unindexedCodes{st},
+		Breaker: resilience.BreakerOptions{Failures: 2, OpenFor: time.Hour}})
+	for range 10 {
+		prev, err := f.SaveCode(context.Background(), guard.NewCode{Phone: "+447911123456", TTL: time.Minute})
+		if !errors.Is(err, guard.ErrUnindexed) || prev != 2 {
+			t.Fatalf("SaveCode: %d, %v; want 2 and ErrUnindexed", prev, err)
+		}
+	}
+	if b := f.Status().Breaker; b != "closed" {
+		t.Errorf("breaker %s after codes saved without their index, want closed", b)
+	}
+}
