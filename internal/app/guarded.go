@@ -15,8 +15,10 @@ import (
 // through the Fallback's breaker and timeout. While the breaker is open
 // they make no Redis call at all. On Redis Cluster each goes through the
 // breaker of the master its keys live on (Fallback.DoFor; the conversion
-// watch one call per master, guarded_nodes.go); only Unblock, whose
-// counters span slots, goes through the cluster-wide one (Fallback.Do).
+// watch one call per master, guarded_nodes.go). The block index (noted on
+// every refusal, a burst of them under attack) and Unblock, whose counters
+// span slots, go through the cluster-wide one (Fallback.Do): their
+// timeouts under load must not open a breaker decisions go through.
 type guardedStore struct {
 	fb *resilience.Fallback
 	st *store.Redis
@@ -27,9 +29,6 @@ var (
 	_ guard.ConversionBatcher = guardedStore{}
 	_ ops.BlockIndex          = guardedStore{}
 )
-
-// blocksKey names the block index's hash tag (store/blocks.go: one slot).
-var blocksKey = guard.Key{Space: "ops", ID: "blocks", Name: "ends"}
 
 // The calls below read what their call wrote only when it returned (err ==
 // nil): after the Fallback gives up on a call, the call may still write.
@@ -48,17 +47,17 @@ func (g guardedStore) ReleaseAlert(ctx context.Context, subject guard.Key) error
 }
 
 func (g guardedStore) NoteBlock(ctx context.Context, b guard.Block) error {
-	return g.fb.DoFor(ctx, blocksKey, func(ctx context.Context) error { return g.st.NoteBlock(ctx, b) })
+	return g.fb.Do(ctx, func(ctx context.Context) error { return g.st.NoteBlock(ctx, b) })
 }
 
 func (g guardedStore) EndBlock(ctx context.Context, phone string, reason guard.Code) error {
-	return g.fb.DoFor(ctx, blocksKey, func(ctx context.Context) error { return g.st.EndBlock(ctx, phone, reason) })
+	return g.fb.Do(ctx, func(ctx context.Context) error { return g.st.EndBlock(ctx, phone, reason) })
 }
 
 func (g guardedStore) ListBlocks(ctx context.Context, match func(phone string) bool, n int) ([]ops.BlockedNumber, int, error) {
 	var bs []ops.BlockedNumber
 	var total int
-	err := g.fb.DoFor(ctx, blocksKey, func(ctx context.Context) (err error) {
+	err := g.fb.Do(ctx, func(ctx context.Context) (err error) {
 		bs, total, err = g.st.ListBlocks(ctx, match, n)
 		return err
 	})
