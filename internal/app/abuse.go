@@ -17,13 +17,17 @@ import (
 
 var _ ops.AbuseCounters = guardedStore{}
 
+// abuseKey names the attack view's hash tag (store/abuse.go: every key of
+// it in one slot), whose master's breaker its calls go through.
+var abuseKey = guard.Key{Space: "ops:abuse", ID: "abuse", Name: "alerts"}
+
 func (g guardedStore) AddAbuse(ctx context.Context, counts []ops.AbuseCounts, alerts []ops.AbuseAlert, now time.Time) error {
-	return g.fb.Do(ctx, func(ctx context.Context) error { return g.st.AddAbuse(ctx, counts, alerts, now) })
+	return g.fb.DoFor(ctx, abuseKey, func(ctx context.Context) error { return g.st.AddAbuse(ctx, counts, alerts, now) })
 }
 
 func (g guardedStore) ReadAbuse(ctx context.Context, hours []int64) (ops.AbuseData, error) {
 	var d ops.AbuseData
-	err := g.fb.Do(ctx, func(ctx context.Context) (err error) {
+	err := g.fb.DoFor(ctx, abuseKey, func(ctx context.Context) (err error) {
 		d, err = g.st.ReadAbuse(ctx, hours)
 		return err
 	})
@@ -35,7 +39,7 @@ func (g guardedStore) ReadAbuse(ctx context.Context, hours []int64) (ops.AbuseDa
 
 func (g guardedStore) ReadVolumes(ctx context.Context, regions []string, hour int64) ([]ops.CountryVolume, error) {
 	var vs []ops.CountryVolume
-	err := g.fb.Do(ctx, func(ctx context.Context) (err error) {
+	err := g.fb.DoFor(ctx, abuseKey, func(ctx context.Context) (err error) {
 		vs, err = g.st.ReadVolumes(ctx, regions, hour)
 		return err
 	})

@@ -12,8 +12,13 @@ import (
 
 // guardedStore is the Redis store as the advisory users see it: the
 // conversion watch and the block index, which decide nothing, reach Redis
-// through the Fallback's breaker and timeout (Fallback.Do). While the
-// breaker is open they make no Redis call at all.
+// through the Fallback's breaker and timeout. While the breaker is open
+// they make no Redis call at all. On Redis Cluster each goes through the
+// breaker of the master its keys live on (Fallback.DoFor; the conversion
+// watch one call per master, guarded_nodes.go). The block index (noted on
+// every refusal, a burst of them under attack) and Unblock, whose counters
+// span slots, go through the cluster-wide one (Fallback.Do): their
+// timeouts under load must not open a breaker decisions go through.
 type guardedStore struct {
 	fb *resilience.Fallback
 	st *store.Redis
@@ -28,33 +33,9 @@ var (
 // The calls below read what their call wrote only when it returned (err ==
 // nil): after the Fallback gives up on a call, the call may still write.
 
-func (g guardedStore) CountConversion(ctx context.Context, kind guard.ConversionKind, now time.Time, window, delay time.Duration, subjects []guard.Key) ([]guard.Tally, error) {
-	var ts []guard.Tally
-	err := g.fb.Do(ctx, func(ctx context.Context) (err error) {
-		ts, err = g.st.CountConversion(ctx, kind, now, window, delay, subjects)
-		return err
-	})
-	if err != nil {
-		return nil, err
-	}
-	return ts, nil
-}
-
-func (g guardedStore) CountConversions(ctx context.Context, window, delay time.Duration, counts []guard.ConversionCount) ([][]guard.Tally, error) {
-	var ts [][]guard.Tally
-	err := g.fb.Do(ctx, func(ctx context.Context) (err error) {
-		ts, err = g.st.CountConversions(ctx, window, delay, counts)
-		return err
-	})
-	if err != nil {
-		return nil, err
-	}
-	return ts, nil
-}
-
 func (g guardedStore) ClaimAlert(ctx context.Context, subject guard.Key, ttl time.Duration) (bool, error) {
 	var ok bool
-	err := g.fb.Do(ctx, func(ctx context.Context) (err error) {
+	err := g.fb.DoFor(ctx, subject, func(ctx context.Context) (err error) {
 		ok, err = g.st.ClaimAlert(ctx, subject, ttl)
 		return err
 	})
@@ -62,7 +43,7 @@ func (g guardedStore) ClaimAlert(ctx context.Context, subject guard.Key, ttl tim
 }
 
 func (g guardedStore) ReleaseAlert(ctx context.Context, subject guard.Key) error {
-	return g.fb.Do(ctx, func(ctx context.Context) error { return g.st.ReleaseAlert(ctx, subject) })
+	return g.fb.DoFor(ctx, subject, func(ctx context.Context) error { return g.st.ReleaseAlert(ctx, subject) })
 }
 
 func (g guardedStore) NoteBlock(ctx context.Context, b guard.Block) error {

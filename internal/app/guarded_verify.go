@@ -9,11 +9,16 @@ import (
 
 var _ guard.Verifications = guardedStore{}
 
+// verIDKey is the id's index key (store/verification.go): the first read
+// of GET /otp/verifications/{id}, whose node's breaker the read goes
+// through on Redis Cluster (the record itself is on the number's node).
+func verIDKey(id string) guard.Key { return guard.Key{Space: "ver", ID: id, Name: "p"} }
+
 // Verification reads a verification record through the Fallback's breaker
 // and timeout: while Redis is away it answers 503 store_unavailable.
 func (g guardedStore) Verification(ctx context.Context, id string) (guard.Verification, error) {
 	var v guard.Verification
-	err := g.fb.Do(ctx, func(ctx context.Context) (err error) {
+	err := g.fb.DoFor(ctx, verIDKey(id), func(ctx context.Context) (err error) {
 		v, err = g.st.Verification(ctx, id)
 		return err
 	})
@@ -27,7 +32,7 @@ func (g guardedStore) Verification(ctx context.Context, id string) (guard.Verifi
 func (g guardedStore) CancelVerification(ctx context.Context, id string, now time.Time) (guard.Verification, bool, error) {
 	var v guard.Verification
 	var canceled bool
-	err := g.fb.Do(ctx, func(ctx context.Context) (err error) {
+	err := g.fb.DoFor(ctx, verIDKey(id), func(ctx context.Context) (err error) {
 		v, canceled, err = g.st.CancelVerification(ctx, id, now)
 		return err
 	})

@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/otpguard/otpguard/internal/guard"
 	"github.com/otpguard/otpguard/internal/httpapi"
 )
 
@@ -16,12 +17,17 @@ func WithIdempotencyWait(d time.Duration) Option { return func(o *options) { o.i
 
 // The idempotency keys reach Redis through the Fallback's breaker and
 // timeout: while Redis is away a key cannot be claimed and the request
-// runs as one without a key (httpapi/idempotency.go).
+// runs as one without a key (httpapi/idempotency.go). On Redis Cluster
+// through the breaker of the master that holds the record (DoFor), so one
+// master's death costs only the records in its slots.
+
+// idemKey is the record's key (store/idempotency.go), for its node.
+func idemKey(digest string) guard.Key { return guard.Key{Space: "idem", ID: digest, Name: "r"} }
 
 func (g guardedStore) ClaimIdempotencyKey(ctx context.Context, digest, body, token string, pending time.Duration) (string, []byte, error) {
 	var state string
 	var answer []byte
-	err := g.fb.Do(ctx, func(ctx context.Context) (err error) {
+	err := g.fb.DoFor(ctx, idemKey(digest), func(ctx context.Context) (err error) {
 		state, answer, err = g.st.ClaimIdempotencyKey(ctx, digest, body, token, pending)
 		return err
 	})
@@ -33,7 +39,7 @@ func (g guardedStore) ClaimIdempotencyKey(ctx context.Context, digest, body, tok
 
 func (g guardedStore) FinishIdempotencyKey(ctx context.Context, digest, token string, answer []byte, ttl time.Duration) (bool, error) {
 	var ok bool
-	err := g.fb.Do(ctx, func(ctx context.Context) (err error) {
+	err := g.fb.DoFor(ctx, idemKey(digest), func(ctx context.Context) (err error) {
 		ok, err = g.st.FinishIdempotencyKey(ctx, digest, token, answer, ttl)
 		return err
 	})
@@ -41,5 +47,5 @@ func (g guardedStore) FinishIdempotencyKey(ctx context.Context, digest, token st
 }
 
 func (g guardedStore) ReleaseIdempotencyKey(ctx context.Context, digest, token string) error {
-	return g.fb.Do(ctx, func(ctx context.Context) error { return g.st.ReleaseIdempotencyKey(ctx, digest, token) })
+	return g.fb.DoFor(ctx, idemKey(digest), func(ctx context.Context) error { return g.st.ReleaseIdempotencyKey(ctx, digest, token) })
 }

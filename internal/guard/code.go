@@ -38,6 +38,10 @@ func (s *OTP) issueCode(ctx context.Context, phone Phone, tier Tier) (issued, er
 	ttl := s.policy.CodeTTL
 	prev, err := s.codes.SaveCode(ctx, NewCode{Phone: phone.E164, MAC: s.mac(phone.E164, code), TTL: ttl,
 		VerificationID: id, MaxAttempts: s.policy.MaxVerifyAttempts, Now: s.now(), Retention: VerificationRetention})
+	if errors.Is(err, ErrUnindexed) { // saved, but GET /otp/verifications/{id} cannot find it: no id
+		s.log.DebugContext(ctx, "code saved without its verification id's index", "phone", MaskPhone(phone.E164), "err", err)
+		id, err = "", nil
+	}
 	if err == nil {
 		if prev >= s.policy.MaxVerifyAttempts { // it replaced a locked code: the lock-out is over
 			if err := s.blocks.EndBlock(context.WithoutCancel(ctx), phone.E164, CodeTooManyAttempts); err != nil {

@@ -126,6 +126,14 @@ func ErrorCode(err error) Code {
 // ErrNotFound is returned by stores when the thing asked for does not exist.
 var ErrNotFound = errors.New("not found")
 
+// ErrUnindexed is returned by SaveCode, with the attempts of the code it
+// replaced, when the code and its verification record were saved but the
+// id's index (the id -> number key, on another master of a Redis Cluster)
+// was not: the code verifies, but its record cannot be read by id, so the
+// send answers no verification_id. It is not a failure of the number's
+// own keys (store.Redis.SaveCode).
+var ErrUnindexed = errors.New("the verification id was not indexed")
+
 // ErrStoreUnavailable is the cause of a store call the fallback did not make: the
 // breaker is open, or the store already failed within the same decision.
 var ErrStoreUnavailable = errors.New("the shared store is unavailable")

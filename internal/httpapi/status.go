@@ -47,11 +47,12 @@ type DatabaseStatus struct {
 }
 
 type readyJSON struct {
-	Status     string   `json:"status"`
-	Redis      string   `json:"redis,omitempty"`
-	Breaker    string   `json:"breaker,omitempty"`
-	Instances  int      `json:"instances,omitempty"`
-	InFallback []string `json:"in_fallback,omitempty"`
+	Status     string     `json:"status"`
+	Redis      string     `json:"redis,omitempty"`
+	Breaker    string     `json:"breaker,omitempty"`
+	Nodes      []nodeJSON `json:"nodes,omitempty"`
+	Instances  int        `json:"instances,omitempty"`
+	InFallback []string   `json:"in_fallback,omitempty"`
 }
 
 // readyBody is /readyz's answer when the store answers.
@@ -60,8 +61,28 @@ func (s *Server) readyBody() readyJSON {
 	if s.status != nil {
 		st := s.status()
 		r.Redis, r.Breaker, r.Instances, r.InFallback = redisState(st.RedisUp), st.Breaker, st.Instances, st.InFallback()
+		r.Nodes = nodesJSON(st.Nodes)
 	}
 	return r
+}
+
+// nodeJSON is one Redis Cluster master's breaker (or "*", the calls whose
+// keys span masters).
+type nodeJSON struct {
+	Node    string `json:"node"`
+	Breaker string `json:"breaker"`
+}
+
+// nodesJSON lists the named nodes: none on a single Redis or Sentinel,
+// whose one node is the breaker itself.
+func nodesJSON(ns []resilience.NodeStatus) []nodeJSON {
+	var out []nodeJSON
+	for _, n := range ns {
+		if n.Node != "" {
+			out = append(out, nodeJSON{Node: n.Node, Breaker: n.Breaker})
+		}
+	}
+	return out
 }
 
 // notReadyJSON is /readyz's 503: the store_unavailable problem, with what
@@ -69,10 +90,11 @@ func (s *Server) readyBody() readyJSON {
 // fallback), as problem extension members.
 type notReadyJSON struct {
 	httpx.Problem
-	Redis      string   `json:"redis"`
-	Breaker    string   `json:"breaker,omitempty"`
-	Instances  int      `json:"instances,omitempty"`
-	InFallback []string `json:"in_fallback,omitempty"`
+	Redis      string     `json:"redis"`
+	Breaker    string     `json:"breaker,omitempty"`
+	Nodes      []nodeJSON `json:"nodes,omitempty"`
+	Instances  int        `json:"instances,omitempty"`
+	InFallback []string   `json:"in_fallback,omitempty"`
 }
 
 // readyRetryAfter is when a load balancer should ask /readyz again.
@@ -88,7 +110,7 @@ func (s *Server) notReady(c echo.Context, err error) error {
 			Status: http.StatusServiceUnavailable, Detail: "the limit store does not answer",
 			Code: string(guard.CodeStoreUnavailable), RequestID: httpx.RequestID(c), RetryAfter: &retry,
 		},
-		Redis: "down", Breaker: r.Breaker, Instances: r.Instances, InFallback: r.InFallback,
+		Redis: "down", Breaker: r.Breaker, Nodes: r.Nodes, Instances: r.Instances, InFallback: r.InFallback,
 	}
 	c.Response().Header().Set("Retry-After", strconv.Itoa(retry))
 	c.Response().Header().Set(echo.HeaderContentType, "application/problem+json")
@@ -125,6 +147,7 @@ type statusJSON struct {
 	Redis            string             `json:"redis"`
 	RedisSince       *time.Time         `json:"redis_since,omitempty"`
 	Breaker          string             `json:"breaker"`
+	Nodes            []nodeJSON         `json:"nodes,omitempty"`
 	Instances        int                `json:"instances"`
 	InstancesFrom    string             `json:"instances_from"`
 	LastStoreFailure *time.Time         `json:"last_store_failure,omitempty"`
@@ -147,7 +170,7 @@ func (s *Server) opsStatus(c echo.Context) error {
 	st := s.status()
 	out := statusJSON{
 		Status: "ok", Redis: redisState(st.RedisUp), RedisSince: timePtr(st.RedisSince),
-		Breaker: st.Breaker, Instances: st.Instances, InstancesFrom: st.InstancesFrom,
+		Breaker: st.Breaker, Nodes: nodesJSON(st.Nodes), Instances: st.Instances, InstancesFrom: st.InstancesFrom,
 		LastStoreFailure: timePtr(st.LastFailure), LocalCounters: st.MemoryKeys,
 		InFallback: st.InFallback(), Policies: []policyStatusJSON{},
 	}

@@ -81,7 +81,7 @@ func newBreaker(b BreakerOptions, log *slog.Logger, closed func()) *gobreaker.Tw
 				closed()
 			}
 		},
-		IsSuccessful: func(err error) bool { return err == nil || errors.Is(err, guard.ErrNotFound) },
+		IsSuccessful: answered,
 		// A caller that went away, or a call given up on while Redis was
 		// healthy, says nothing about Redis.
 		IsExcluded: func(err error) bool { return errors.Is(err, context.Canceled) || errors.Is(err, guard.ErrOverloaded) },
@@ -118,14 +118,20 @@ func (f *Fallback) call(ctx context.Context, n *node, fn func(ctx context.Contex
 		return err
 	}
 	done(err)
-	if err == nil || errors.Is(err, guard.ErrNotFound) {
+	if answered(err) {
 		n.callOK.Store(time.Now().UnixNano())
 	}
-	if err != nil && !errors.Is(err, guard.ErrNotFound) && !errors.Is(err, guard.ErrOverloaded) {
+	if !answered(err) && !errors.Is(err, guard.ErrOverloaded) {
 		guard.NoteStoreFailure(ctx)
 		f.failed()
 	}
 	return err
+}
+
+// answered reports whether err says the node answered: no error, nothing
+// found, or a code saved whose id's index (on another node) was not.
+func answered(err error) bool {
+	return err == nil || errors.Is(err, guard.ErrNotFound) || errors.Is(err, guard.ErrUnindexed)
 }
 
 // Do makes a call that decides nothing (the conversion watch, the block

@@ -2,6 +2,7 @@ package resilience
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/otpguard/otpguard/internal/guard"
@@ -17,6 +18,9 @@ func (f *Fallback) SaveCode(ctx context.Context, c guard.NewCode) (int, error) {
 		prev, err = f.codes.SaveCode(ctx, c)
 		return err
 	})
+	if errors.Is(err, guard.ErrUnindexed) { // saved: prev is the store's
+		return prev, err
+	}
 	if err != nil {
 		return 0, err
 	}

@@ -64,6 +64,16 @@ func (f *Fallback) nodeFor(k guard.Key) *node {
 	return f.node(f.nodeOf(k))
 }
 
+// NodeOf names the node that holds k: its master's address on Redis
+// Cluster, "" on a single Redis or Sentinel (one node). Callers that touch
+// keys of several subjects group them by it and make one DoFor per node.
+func (f *Fallback) NodeOf(k guard.Key) string {
+	if f.nodeOf == nil {
+		return ""
+	}
+	return f.nodeOf(k)
+}
+
 // multiNode reports whether keys may live on several nodes (Redis Cluster).
 func (f *Fallback) multiNode() bool { return f.nodeOf != nil }
 

@@ -82,7 +82,10 @@ func ms(t time.Time) int64 { return t.UnixMilli() }
 
 // SaveCode replaces the number's code with c's and creates its record
 // (saveCodeScript), and maps the id to the number: on one server in one
-// MULTI with the script; on Redis Cluster (another slot) first, on its own.
+// MULTI with the script; on Redis Cluster (another slot) after it, on its
+// own: when only the mapping fails, the code is saved and the error is
+// guard.ErrUnindexed (the record cannot be read by id; the send answers no
+// verification_id).
 func (r *Redis) SaveCode(ctx context.Context, c guard.NewCode) (int, error) {
 	keys := []string{r.codeKey(c.Phone), r.verPrefix(c.Phone) + c.VerificationID}
 	args := []any{c.MAC, c.TTL.Milliseconds(), c.VerificationID, ms(c.Now), c.MaxAttempts,
@@ -91,20 +94,24 @@ func (r *Redis) SaveCode(ctx context.Context, c guard.NewCode) (int, error) {
 	var prev int64
 	var err error
 	if r.cluster {
-		err = setEx(ctx, r.rdb, idKey, c.Phone, c.Retention)
-		if err == nil {
-			prev, err = saveCodeScript.Run(ctx, r.rdb, keys, args...).Int64()
+		// The number's keys first: the id's key lives on another master,
+		// whose death must not refuse a send to a number on a live one.
+		if prev, err = saveCodeScript.Run(ctx, r.rdb, keys, args...).Int64(); err != nil {
+			return 0, fmt.Errorf("store: save code: %w", err)
 		}
-	} else {
-		pipe := r.rdb.TxPipeline()
-		set := pipe.Set(ctx, idKey, c.Phone, c.Retention)
-		save := saveCodeScript.EvalSha(ctx, pipe, keys, args...)
-		_, err = pipe.Exec(ctx)
-		if isNoScript(save.Err()) && set.Err() == nil { // the SET ran; the script did not
-			prev, err = saveCodeScript.Run(ctx, r.rdb, keys, args...).Int64()
-		} else if err == nil {
-			prev, err = save.Int64()
+		if err = setEx(ctx, r.rdb, idKey, c.Phone, c.Retention); err != nil {
+			return int(prev), fmt.Errorf("store: index verification id: %w (%w)", guard.ErrUnindexed, err)
 		}
+		return int(prev), nil
+	}
+	pipe := r.rdb.TxPipeline()
+	set := pipe.Set(ctx, idKey, c.Phone, c.Retention)
+	save := saveCodeScript.EvalSha(ctx, pipe, keys, args...)
+	_, err = pipe.Exec(ctx)
+	if isNoScript(save.Err()) && set.Err() == nil { // the SET ran; the script did not
+		prev, err = saveCodeScript.Run(ctx, r.rdb, keys, args...).Int64()
+	} else if err == nil {
+		prev, err = save.Int64()
 	}
 	if err != nil {
 		return 0, fmt.Errorf("store: save code: %w", err)
