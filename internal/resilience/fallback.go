@@ -160,7 +160,7 @@ func (f *Fallback) LastFailure() time.Time {
 // On Redis Cluster the takes are decided per node (takeByNode).
 func (f *Fallback) Take(ctx context.Context, takes []guard.Take) ([]guard.Result, error) {
 	if f.multiNode() {
-		res, _, err := f.takeByNode(ctx, takes, nil)
+		res, _, err := f.takeByNode(ctx, takes, nil, false)
 		return res, err
 	}
 	res, _, err := f.take(ctx, f.node(""), takes, false, func(ctx context.Context) ([]guard.Result, error) { return f.counter.Take(ctx, takes) })
@@ -174,13 +174,13 @@ var _ guard.SendCounter = (*Fallback)(nil)
 // the store cannot answer, the takes are decided as Take decides them and
 // vol is not taken.
 func (f *Fallback) TakeSend(ctx context.Context, takes []guard.Take, vol *guard.VolumeTake) ([]guard.Result, *guard.VolumeResult, error) {
+	if f.multiNode() {
+		return f.takeByNode(ctx, takes, vol, true)
+	}
 	sc, ok := f.counter.(guard.SendCounter)
 	if !ok || vol == nil {
 		res, err := f.Take(ctx, takes)
 		return res, nil, err
-	}
-	if f.multiNode() {
-		return f.takeByNode(ctx, takes, vol)
 	}
 	// vr is written by the call, which may still run after wait gave up
 	// on it: it is read only when the store answered.

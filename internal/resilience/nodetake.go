@@ -23,11 +23,16 @@ import (
 // that fails with the subject's keys fails the call, and what the other
 // parts spent goes back.
 //
-// With vol (a send) the parts go one after another and stop at the first
-// denial, as the store's own per-slot send does (store.TakeSend): the
-// rest are not counted, nor is vol. vol goes last, alone, on its node, as
-// the store takes it after every limit allowed. Without vol the parts go concurrently.
-func (f *Fallback) takeByNode(ctx context.Context, takes []guard.Take, vol *guard.VolumeTake) ([]guard.Result, *guard.VolumeResult, error) {
+// A send's parts (send, with or without vol) go one after another, in the
+// order of its limits, and stop at the first denial, as the store's own
+// per-slot send does (store.TakeSend): the rest are not counted, nor is
+// vol. vol goes last, alone, on its node, as the store takes it after
+// every limit allowed. Were a send's parts taken concurrently, every
+// request a number's own limit refuses would also count, for a moment,
+// against the shared limits (per prefix, per country) on other nodes, and
+// a send the number's limit allowed could meet that passing count and be
+// refused. A check's parts (not send) go concurrently.
+func (f *Fallback) takeByNode(ctx context.Context, takes []guard.Take, vol *guard.VolumeTake, send bool) ([]guard.Result, *guard.VolumeResult, error) {
 	groups := f.groups(takes)
 	if vol != nil { // last, alone: counted only when every limit allowed
 		groups = append(groups, group{n: f.nodeFor(vol.Key)})
@@ -38,16 +43,16 @@ func (f *Fallback) takeByNode(ctx context.Context, takes []guard.Take, vol *guar
 	}
 	parts := make([]part, len(groups))
 	for i, g := range groups {
-		parts[i] = part{group: g, takes: pick(takes, g.idx)}
+		parts[i] = part{group: g, takes: pick(takes, g.idx), send: send}
 		parts[i].side = !slices.ContainsFunc(parts[i].takes, func(t guard.Take) bool { return t.Key.ID == lead })
 		if vol != nil && i == len(groups)-1 {
 			parts[i].vol = vol
 		}
 	}
-	if vol == nil {
-		f.runConcurrently(ctx, parts)
-	} else {
+	if send {
 		f.runUntilDenied(ctx, parts)
+	} else {
+		f.runConcurrently(ctx, parts)
 	}
 	res := make([]guard.Result, len(takes))
 	var vr *guard.VolumeResult
@@ -76,6 +81,7 @@ type part struct {
 	group
 	takes []guard.Take
 	side  bool
+	send  bool // a send's part: its slots in order, as store.TakeSend takes them
 	vol   *guard.VolumeTake
 	res   []guard.Result
 	vr    *guard.VolumeResult
@@ -87,7 +93,7 @@ func (f *Fallback) run(ctx context.Context, p *part) {
 	sc, _ := f.counter.(guard.SendCounter)
 	var vr *guard.VolumeResult // read only when the store answered
 	res, stored, err := f.take(ctx, p.n, p.takes, p.side, func(ctx context.Context) ([]guard.Result, error) {
-		if p.vol == nil || sc == nil {
+		if sc == nil || (p.vol == nil && !p.send) {
 			return f.counter.Take(ctx, p.takes)
 		}
 		r, v, err := sc.TakeSend(ctx, p.takes, p.vol)
