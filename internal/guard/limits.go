@@ -300,8 +300,8 @@ func takeFor(c Check, p LimitPolicy) Take {
 	default:
 		t.Limit, t.Window, t.SpendIfAllowed = p.Limit, p.Window, true
 	}
-	if p.Independent { // each on its own; a window counts every hit (INCRBY in a MULTI)
-		t.AllOrNothing, t.SpendIfAllowed = false, false
+	if p.Independent { // each on its own; a window counts every hit
+		t.AllOrNothing, t.SpendIfAllowed, t.Independent = false, false, true
 	}
 	return t
 }
