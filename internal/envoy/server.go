@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"runtime"
 
 	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"google.golang.org/grpc"
@@ -39,7 +40,8 @@ const ServiceName = "envoy.service.ratelimit.v3.RateLimitService"
 
 // Listen binds cfg.Addr and readies svc on it; Serve serves it.
 func Listen(cfg ServerConfig, svc *Service) (*Server, error) {
-	var opts []grpc.ServerOption
+	// A fixed pool of stream workers instead of a goroutine per call.
+	opts := []grpc.ServerOption{grpc.NumStreamWorkers(uint32(runtime.GOMAXPROCS(0)))}
 	if cfg.CertFile != "" || cfg.KeyFile != "" || cfg.ClientCAFile != "" {
 		tc, err := tlsConfig(cfg)
 		if err != nil {

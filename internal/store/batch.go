@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/otpguard/otpguard/internal/guard"
 )
 
@@ -52,7 +54,11 @@ func (r *Redis) takeScripted(ctx context.Context, takes []guard.Take) ([]guard.R
 			s := tokenBucketScript
 			args := append(s.args(1, 4), r.key(t.Key), t.Limit, interval(t.Rate), t.Cost)
 			res, err = r.bucketResult(ctx, t, s.run(ctx, r.rdb, args))
-		case t.Cost > 0 && !t.Independent:
+		case t.Cost > 0 && t.Independent:
+			s := windowCountScript
+			args := append(s.args(1, 2), r.key(t.Key), t.Cost, t.Window.Milliseconds())
+			res, err = windowCountResult(t, s.run(ctx, r.rdb, args))
+		case t.Cost > 0:
 			s := windowTakeScript
 			args := append(s.args(1, 4), r.key(t.Key), t.Cost, t.Limit, t.Window.Milliseconds())
 			res, err = r.windowTakeResult(ctx, t, s.run(ctx, r.rdb, args))
@@ -65,6 +71,18 @@ func (r *Redis) takeScripted(ctx context.Context, takes []guard.Take) ([]guard.R
 		return []guard.Result{res}, nil
 	}
 	return r.takeMany(ctx, takes)
+}
+
+// windowCountResult reads windowCountScript's reply: counted, allowed or not.
+func windowCountResult(t guard.Take, cmd *redis.Cmd) (guard.Result, error) {
+	v, err := cmd.Int64Slice()
+	if err != nil {
+		return guard.Result{}, err
+	}
+	if len(v) != 2 {
+		return guard.Result{}, fmt.Errorf("window count script returned %d values, want 2", len(v))
+	}
+	return fixedWindowResult(t, v[0], time.Duration(v[1])*time.Millisecond), nil
 }
 
 // Flags of one take in takeManyScript's arguments.
