@@ -2,12 +2,29 @@ package envoy_test
 
 import (
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"math/big"
+	"net"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
 	pb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"github.com/redis/go-redis/v9"
+	"go.opentelemetry.io/otel/propagation"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/metadata"
 	reflectionpb "google.golang.org/grpc/reflection/grpc_reflection_v1"
 
 	"github.com/otpguard/otpguard/internal/envoy"
@@ -159,5 +176,106 @@ func TestHealthAndReflection(t *testing.T) {
 	}
 	if !found {
 		t.Errorf("reflection lists %v, want %s among them", resp.GetListServicesResponse().GetService(), envoy.ServiceName)
+	}
+}
+
+// TestMutualTLS: with a client CA, a gateway without a certificate it
+// signed is refused; one with it is answered.
+func TestMutualTLS(t *testing.T) {
+	dir := t.TempDir()
+	ca, caKey := newCert(t, nil, nil, "test CA")
+	serverCert, serverKey := newCert(t, ca, caKey, "127.0.0.1")
+	clientCert, clientKey := newCert(t, ca, caKey, "gateway")
+	files := map[string][]byte{"ca.pem": pemOf("CERTIFICATE", ca.Raw), "server.pem": pemOf("CERTIFICATE", serverCert.Raw),
+		"server.key": pemKey(t, serverKey)}
+	for name, b := range files {
+		if err := os.WriteFile(filepath.Join(dir, name), b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	svc := envoy.NewService(rulesOf(t, basicYAML), guard.NewLimiter(nil, nil, nil), envoy.Options{})
+	srv, err := envoy.Listen(envoy.ServerConfig{Addr: "127.0.0.1:0", CertFile: filepath.Join(dir, "server.pem"),
+		KeyFile: filepath.Join(dir, "server.key"), ClientCAFile: filepath.Join(dir, "ca.pem")}, svc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go srv.Serve()
+	defer srv.Stop(context.Background())
+	pool := x509.NewCertPool()
+	pool.AddCert(ca)
+	dial := func(certs []tls.Certificate) error {
+		conn, err := grpc.NewClient(srv.Addr().String(), grpc.WithTransportCredentials(credentials.NewTLS(
+			&tls.Config{RootCAs: pool, Certificates: certs, ServerName: "127.0.0.1", MinVersion: tls.VersionTLS12})))
+		if err != nil {
+			return err
+		}
+		defer conn.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_, err = pb.NewRateLimitServiceClient(conn).ShouldRateLimit(ctx, request("foo", [][][2]string{{{"a", "b"}}}, 1))
+		return err
+	}
+	if err := dial(nil); err == nil {
+		t.Error("a client without a certificate was answered")
+	}
+	if err := dial([]tls.Certificate{{Certificate: [][]byte{clientCert.Raw}, PrivateKey: clientKey}}); err != nil {
+		t.Errorf("a client with a certificate the CA signed: %v", err)
+	}
+}
+
+// newCert makes a certificate for name, signed by parent (self-signed, a
+// CA, when parent is nil).
+func newCert(t *testing.T, parent *x509.Certificate, parentKey *ecdsa.PrivateKey, name string) (*x509.Certificate, *ecdsa.PrivateKey) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(time.Now().UnixNano()), Subject: pkix.Name{CommonName: name},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		KeyUsage: x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth}}
+	if parent == nil {
+		tmpl.IsCA, tmpl.BasicConstraintsValid = true, true
+		parent, parentKey = tmpl, key
+	} else if ip := net.ParseIP(name); ip != nil {
+		tmpl.IPAddresses = []net.IP{ip}
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, parent, &key.PublicKey, parentKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := x509.ParseCertificate(der)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c, key
+}
+
+func pemOf(kind string, der []byte) []byte {
+	return pem.EncodeToMemory(&pem.Block{Type: kind, Bytes: der})
+}
+
+func pemKey(t *testing.T, k *ecdsa.PrivateKey) []byte {
+	der, err := x509.MarshalECPrivateKey(k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pemOf("EC PRIVATE KEY", der)
+}
+
+// TestTraceFromMetadata: a call carrying the gateway's traceparent is a
+// span of the gateway's trace.
+func TestTraceFromMetadata(t *testing.T) {
+	rec := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
+	in := startWith(t, guard.NewLimiter(nil, nil, nil), rulesOf(t, basicYAML),
+		envoy.Options{TracerProvider: tp, Propagator: propagation.TraceContext{}})
+	ctx := metadata.AppendToOutgoingContext(context.Background(), "traceparent", "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01")
+	if _, err := in.client.ShouldRateLimit(ctx, request("foo", [][][2]string{{{"a", "b"}}}, 1)); err != nil {
+		t.Fatal(err)
+	}
+	spans := rec.Ended()
+	if len(spans) != 1 || spans[0].SpanContext().TraceID().String() != "4bf92f3577b34da6a3ce929d0e0e4736" {
+		t.Fatalf("spans %v, want one in trace 4bf92f35...", spans)
 	}
 }
