@@ -42,7 +42,7 @@ func TestLoadRefuses(t *testing.T) {
 			[]string{"d.k", "local_limit"}},
 		{"unknown extension field", "domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: second, requests_per_unit: 1}\n    metadata: {otpguard: {burst: 3}}\n",
 			[]string{"configa.yaml", "burst"}},
-		{"shadow without rate_limit", "domain: d\ndescriptors:\n  - key: k\n    shadow_mode: true\n", []string{"d.k", "rate_limit"}},
+		{"extension without rate_limit", "domain: d\ndescriptors:\n  - key: k\n    metadata: {otpguard: {on_store_error: closed}}\n", []string{"d.k", "rate_limit"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -153,8 +153,10 @@ func (r *Rules) load(file, path string, n *node, descs []fileDescriptor) error {
 			if !rule.Unlimited {
 				r.Policies[here] = pol
 			}
-		} else if d.ShadowMode || d.QuotaMode || d.Metadata.OTPGuard != nil {
-			return bad("shadow_mode, quota_mode and metadata.otpguard need a rate_limit beside them")
+		} else if d.Metadata.OTPGuard != nil {
+			return bad("metadata.otpguard needs a rate_limit beside it")
+		} else if d.ShadowMode || d.QuotaMode {
+			r.Notes = append(r.Notes, fmt.Sprintf("%s: %s: shadow_mode and quota_mode without a rate_limit change nothing", file, here))
 		}
 		if err := r.load(file, here, child, d.Descriptors); err != nil {
 			return err
