@@ -8,7 +8,7 @@
 # decisions (must be 0). The peer is built OUTSIDE this checkout, in a temp dir with its own go.mod, at
 # the pinned version below; nothing of it is committed. Both run with their defaults, logs at warn.
 # PEER_ENV='REDIS_PIPELINE_WINDOW=150us REDIS_PIPELINE_LIMIT=8' passes settings to the peer,
-# OG_ENV='GOMAXPROCS=1' to otpguard.
+# OG_ENV='GOMAXPROCS=1' to otpguard. FLOOR=1 also measures each on a domain no rule names (gRPC alone).
 set -u
 PEER=github.com/envoyproxy/ratelimit
 PEER_VERSION=v1.4.1-0.20260122083618-3fb702589d36
@@ -55,6 +55,17 @@ for r in $(seq $rounds); do
         r, svc, rate, p50, p99, 1e4 * s / n, 1e4 * rd / n, ok, over, errs}' $out/$svc-$r.txt
   done
 done
+if [ -n "${FLOOR:-}" ]; then
+  # The gRPC floor: a domain no rule names, answered OK by both without Redis.
+  for svc in peer otpguard; do
+    if [ $svc = peer ]; then pid=$peer; port=18190; else pid=$og; port=18194; fi
+    s0=$(ticks $pid)
+    $out/grpcload -addr 127.0.0.1:$port -conns 64 -duration ${secs}s -domain nosuch > $out/$svc-floor.txt 2>&1
+    s1=$(ticks $pid)
+    awk -v svc=$svc -v s=$((s1 - s0)) '/^calls/ {n = $2; rate = $5} /^latency/ {p50 = $3; p99 = $5}
+      END {printf "floor   %-9s %7.0f calls/s  p50 %-10s p99 %-10s service %5.1f µs/call (no rule, no Redis)\n", svc, rate, p50, p99, 1e4 * s / n}' $out/$svc-floor.txt
+  done
+fi
 f1=$(metric otpguard_fallback_decisions_total)
 echo "otpguard fallback decisions: $((f1 - f0))"
 echo "(outputs in $out)"
