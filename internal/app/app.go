@@ -34,7 +34,8 @@ type App struct {
 	store   *store.Redis
 	outage  *outage
 	ops     *opsStack
-	live    *live // the policy in force and its reloads (reload.go)
+	live    *live      // the policy in force and its reloads (reload.go)
+	envoy   *envoyPath // the gRPC service for Envoy; nil when off (envoy.go)
 	abuse   *abuseView
 	handler http.Handler
 	// closers run in reverse order of registration by Close.
@@ -134,6 +135,7 @@ func New(ctx context.Context, cfg *Config, opts ...Option) (_ *App, err error) {
 		a.watchAbuse,
 		a.syncHotKeys,
 		a.buildGuard,
+		a.buildEnvoy,
 		a.buildServer,
 	} {
 		if err := step(ctx, w); err != nil {

@@ -74,6 +74,10 @@ type Config struct {
 	// Tracing is what the OTEL_* variables say about traces (tracing.go).
 	Tracing TracingConfig
 
+	// Envoy is the gRPC listener for Envoy's rate-limit filter and the
+	// rules it decides by (config_envoy.go).
+	Envoy EnvoyConfig
+
 	// Generated is set for secrets made up at start-up in embedded mode.
 	GeneratedAPIKey bool
 
@@ -136,6 +140,11 @@ func LoadConfig(getenv func(string) string) (*Config, error) {
 	if c.Policies, err = loadPolicies(c.ConfigFile); err != nil {
 		errs = append(errs, err)
 	}
+	if c.Envoy.Path != "" {
+		if c.Envoy.Rules, err = readEnvoyRules(c.Envoy.Path); err != nil {
+			errs = append(errs, err)
+		}
+	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
@@ -170,6 +179,7 @@ func (c *Config) validate(senderGiven bool) error {
 		c.checkTwilio,
 		c.checkPolicies,
 		c.checkCaptcha,
+		c.checkEnvoy,
 	} {
 		errs = append(errs, check())
 	}

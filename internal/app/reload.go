@@ -95,7 +95,18 @@ func (l *live) policy() guard.Policies { return *l.current.Load() }
 // error says why (it is also logged, counted in
 // otpguard_config_reload_total{result="error"} and shown in /ops/status).
 // The cmd sends SIGHUP here; tests call it directly.
-func (a *App) Reload(ctx context.Context) error { return a.live.reload(ctx) }
+// With OTPGUARD_ENVOY_CONFIG, it reads the Envoy rules again too (each
+// set of files is kept or replaced on its own).
+func (a *App) Reload(ctx context.Context) error {
+	if a.envoy == nil {
+		return a.live.reload(ctx)
+	}
+	var err error
+	if a.live.path != "" { // else the defaults are in force: nothing to read
+		err = a.live.reload(ctx)
+	}
+	return errors.Join(err, a.envoy.reload(ctx))
+}
 
 // Policies is the policy in force on this instance.
 func (a *App) Policies() guard.Policies { return a.live.policy() }

@@ -51,14 +51,25 @@ func (a *App) Run(ctx context.Context) error {
 		}
 		defer stopDebug()
 	}
+	stopGRPC := func(context.Context) {}
+	if a.envoy != nil {
+		if stopGRPC, err = a.envoy.serve(); err != nil {
+			ln.Close()
+			return err
+		}
+	}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	select {
 	case err := <-errc:
+		stopGRPC(context.Background())
 		return fmt.Errorf("serve: %w", err)
 	case <-ctx.Done():
 	}
 	a.log.Info("shutting down: finishing requests in flight", "at_most", drainTimeout.String())
+	gctx, cancel := context.WithTimeout(context.Background(), drainTimeout)
+	stopGRPC(gctx) // the gateways' calls under way, then the HTTP ones
+	cancel()
 	if err := a.drain(srv, cut); err != nil {
 		return err
 	}

@@ -43,6 +43,12 @@ type Take struct {
 	// or hot-key counters). Only for takes a script decides alone (token
 	// buckets, fixed windows with SpendIfAllowed).
 	Hold bool
+	// Independent (a fixed window of an Independent policy: the Envoy
+	// rules): every hit counts, the one that denies included, and the take
+	// is decided on its own. Unlike an OTP send's counting window it may be
+	// decided by a script, one command that concurrent requests share a
+	// write with, as /limits/check's are.
+	Independent bool
 
 	// What to do when the shared store cannot answer (see Fallback).
 	Policy       string       // the policy it belongs to, for status and logs

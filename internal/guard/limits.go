@@ -125,7 +125,7 @@ func (l *Limiter) take(ctx context.Context, takes []Take, pols []LimitPolicy) ([
 		return res, modes, nil
 	}
 	for j := range exact {
-		exact[j].Hold = denied
+		exact[j].Hold = denied && exact[j].AllOrNothing // an Independent check spends whatever the others say
 	}
 	var sent time.Time
 	if l.denials != nil {
@@ -239,7 +239,7 @@ func (l *Limiter) Check(ctx context.Context, checks []Check) (Batch, error) {
 
 	var refunds []Take
 	for i, r := range res {
-		if r.Spent && (!b.Allowed || !r.Allowed) {
+		if r.Spent && (!b.Allowed || !r.Allowed) && takes[i].AllOrNothing {
 			if modes[i] == ModeSync {
 				l.hot.Refund(takes[i])
 				continue
@@ -278,7 +278,7 @@ func (l *Limiter) takes(checks []Check) ([]Take, []LimitPolicy, error) {
 		if err := ValidateKey(c.Key); err != nil {
 			return nil, nil, Errorf(CodeInvalidKey, "checks[%d].key: %s", i, err.(*Error).Message)
 		}
-		if c.Cost < 0 || c.Cost > p.Max() {
+		if c.Cost < 0 || (c.Cost > p.Max() && !p.Independent) || c.Cost > maxLimit {
 			return nil, nil, Errorf(CodeInvalidCost, "checks[%d].cost must be between 0 and %d for policy %q, got %d", i, p.Max(), c.Policy, c.Cost)
 		}
 		takes[i] = takeFor(c, p)
@@ -299,6 +299,9 @@ func takeFor(c Check, p LimitPolicy) Take {
 		t.Limit, t.Rate = p.Capacity, p.RefillPerSecond
 	default:
 		t.Limit, t.Window, t.SpendIfAllowed = p.Limit, p.Window, true
+	}
+	if p.Independent { // each on its own; a window counts every hit
+		t.AllOrNothing, t.SpendIfAllowed, t.Independent = false, false, true
 	}
 	return t
 }

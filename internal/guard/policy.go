@@ -181,6 +181,13 @@ type LimitPolicy struct {
 	SyncInterval time.Duration
 	// Exact forbids sync mode on this policy, as a guard against a later edit.
 	Exact bool
+	// Independent decides each check of the policy on its own, as
+	// envoyproxy/ratelimit decides a request's descriptors (internal/envoy):
+	// another check's denial neither holds nor refunds it, and a fixed
+	// window counts every hit, the one that denies included, so that a
+	// cost above the limit is taken (it denies, and counts). Not in the
+	// policy file: the Envoy rules set it.
+	Independent bool
 }
 
 // Mode says where a limit policy's decisions are taken.

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/otpguard/otpguard/internal/guard"
 )
 
@@ -22,9 +24,10 @@ import (
 // scripted reports whether t is decided by a script alone: a token bucket,
 // or a fixed window that spends only if it allows. A fixed window that
 // counts every hit (OTP sends) stays a MULTI of INCRBY + PEXPIRE NX, as
-// the design requires.
+// the design requires; one of an Independent policy (the Envoy rules) is
+// takeManyScript's counting window, as atomic and one command.
 func scripted(t guard.Take) bool {
-	return t.Algorithm == guard.TokenBucket || (t.Algorithm == guard.FixedWindow && t.SpendIfAllowed)
+	return t.Algorithm == guard.TokenBucket || (t.Algorithm == guard.FixedWindow && (t.SpendIfAllowed || t.Independent))
 }
 
 func allScripted(takes []guard.Take) bool {
@@ -51,6 +54,10 @@ func (r *Redis) takeScripted(ctx context.Context, takes []guard.Take) ([]guard.R
 			s := tokenBucketScript
 			args := append(s.args(1, 4), r.key(t.Key), t.Limit, interval(t.Rate), t.Cost)
 			res, err = r.bucketResult(ctx, t, s.run(ctx, r.rdb, args))
+		case t.Cost > 0 && t.Independent:
+			s := windowCountScript
+			args := append(s.args(1, 2), r.key(t.Key), t.Cost, t.Window.Milliseconds())
+			res, err = windowCountResult(t, s.run(ctx, r.rdb, args))
 		case t.Cost > 0:
 			s := windowTakeScript
 			args := append(s.args(1, 4), r.key(t.Key), t.Cost, t.Limit, t.Window.Milliseconds())
@@ -66,10 +73,23 @@ func (r *Redis) takeScripted(ctx context.Context, takes []guard.Take) ([]guard.R
 	return r.takeMany(ctx, takes)
 }
 
+// windowCountResult reads windowCountScript's reply: counted, allowed or not.
+func windowCountResult(t guard.Take, cmd *redis.Cmd) (guard.Result, error) {
+	v, err := cmd.Int64Slice()
+	if err != nil {
+		return guard.Result{}, err
+	}
+	if len(v) != 2 {
+		return guard.Result{}, fmt.Errorf("window count script returned %d values, want 2", len(v))
+	}
+	return fixedWindowResult(t, v[0], time.Duration(v[1])*time.Millisecond), nil
+}
+
 // Flags of one take in takeManyScript's arguments.
 const (
 	manyShadow = 1 // its denial does not stop the others
 	manyHold   = 2 // decide, never spend
+	manyCount  = 4 // a window that counts every hit, the one that denies included (Take.Independent)
 )
 
 // takeMany runs takeManyScript over takes: all or nothing when every take
@@ -93,6 +113,9 @@ func (r *Redis) takeMany(ctx context.Context, takes []guard.Take) ([]guard.Resul
 		}
 		if t.Hold {
 			flags |= manyHold
+		}
+		if t.Independent {
+			flags |= manyCount
 		}
 		if t.Algorithm == guard.TokenBucket {
 			args = append(args, 2, flags, t.Limit, interval(t.Rate), t.Cost)

@@ -34,6 +34,7 @@ var luaScripts = buildScripts(map[string]string{
 	"sync_bucket":   "lib_bucket",
 	"take_many":     "lib_bucket",
 	"take_window":   "",
+	"count_window":  "",
 	"refund_window": "",
 
 	"take_volume":      "",
@@ -126,6 +127,10 @@ var windowTakeScript = newHotScript(script("take_window"))
 // windowRefundScript takes ARGV[1] back off a fixed-window counter, never
 // below zero and never creating a key (lua/refund_window.lua).
 var windowRefundScript = script("refund_window")
+
+// windowCountScript counts a fixed-window hit allowed or not
+// (lua/count_window.lua): an Envoy rule's window in one command.
+var windowCountScript = newHotScript(script("count_window"))
 
 // tokenSyncScript adds ARGV[3] tokens that an instance already spent on its
 // own (sync mode) to a bucket of capacity ARGV[1] refilling one token every

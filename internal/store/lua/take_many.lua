@@ -2,14 +2,16 @@
 -- KEYS[i] is take i's key (a key may repeat: a later take sees what the
 -- earlier ones spent). ARGV[1] is 1 for all or nothing, then five values
 -- per take: kind (1 fixed window, 2 token bucket), flags (manyShadow,
--- manyHold), limit (a window's events, a bucket's capacity), window ms or
+-- manyHold, manyCount), limit (a window's events, a bucket's capacity), window ms or
 -- a token's refill interval in µs, and cost (0 peeks).
 --
 -- It reads every key first and decides on copies, then writes: all or
 -- nothing, nothing is written when a take that is not shadow denies or
 -- any take is held, which is how a denied batch spends nothing without a
 -- second round trip to refund. Each on its own, an allowed take that is
--- not held is written. Returns five values per take: allowed, spent, and
+-- not held is written, and so is a counting window's hit (manyCount, an
+-- Envoy rule's) that denies: it counts as envoyproxy/ratelimit's INCRBY
+-- does, but in the same atomic step as its PEXPIRE NX. Returns five values per take: allowed, spent, and
 -- for a window {count, pttl ms, 0}, for a bucket {remaining, retry_after
 -- µs, reset_after µs}: what take_bucket and take_window return.
 --
@@ -25,7 +27,7 @@ for i, key in ipairs(KEYS) do
   local at = 2 + (i - 1) * 5
   local kind, flags = tonumber(ARGV[at]), tonumber(ARGV[at + 1])
   local limit, param, cost = tonumber(ARGV[at + 2]), tonumber(ARGV[at + 3]), tonumber(ARGV[at + 4])
-  local shadow, held = flags % 2 == 1, flags >= 2
+  local shadow, held, counted = flags % 2 == 1, math.floor(flags / 2) % 2 == 1, flags >= 4
   local apply = all or not held
   local s = state[key]
   local allowed, a, b, c
@@ -37,6 +39,12 @@ for i, key in ipairs(KEYS) do
     end
     if cost == 0 then
       allowed = s.count <= limit
+    elseif counted then
+      allowed = s.count + cost <= limit
+      if apply then
+        s.count = s.count + cost
+        if s.pttl < 0 then s.pttl = param end
+      end
     else
       allowed = s.count + cost <= limit
       if allowed and apply then
@@ -67,7 +75,7 @@ for i, key in ipairs(KEYS) do
   end
   if all and (held or (not allowed and not shadow)) then stop = true end
   out[#out + 1] = allowed and 1 or 0
-  out[#out + 1] = (allowed and apply and cost > 0) and 1 or 0
+  out[#out + 1] = ((allowed or counted) and apply and cost > 0) and 1 or 0
   out[#out + 1] = a
   out[#out + 1] = b
   out[#out + 1] = c

@@ -1,0 +1,71 @@
+#!/bin/bash
+# usage: docs/bench/grpc-peers.sh [rounds] [seconds]: otpguard's Envoy gRPC service against
+# envoyproxy/ratelimit's, side by side, on the same Redis (127.0.0.1:6379, each with a key prefix of its
+# own), the same configuration (docs/bench/envoy.yaml) and the same load (docs/bench/grpcload: 64
+# connections, one call in flight on each, one descriptor with a value drawn at random from 10,000),
+# in alternating rounds (default 3 rounds of 10 s each). Prints per round and service: calls/s, p50/p99,
+# and the CPU per decision of the service and of Redis (from /proc, read only), and otpguard's fallback
+# decisions (must be 0). The peer is built OUTSIDE this checkout, in a temp dir with its own go.mod, at
+# the pinned version below; nothing of it is committed. Both run with their defaults, logs at warn.
+# PEER_ENV='REDIS_PIPELINE_WINDOW=150us REDIS_PIPELINE_LIMIT=8' passes settings to the peer,
+# OG_ENV='GOMAXPROCS=1' to otpguard. FLOOR=1 also measures each on a domain no rule names (gRPC alone).
+set -u
+PEER=github.com/envoyproxy/ratelimit
+PEER_VERSION=v1.4.1-0.20260122083618-3fb702589d36
+rounds=${1:-3}; secs=${2:-10}
+cd "$(dirname "$0")/../.."
+out=$(mktemp -d /tmp/grpc-peers.XXXXXX)
+go build -o $out/otpguard ./cmd/otpguard && go build -o $out/grpcload ./docs/bench/grpcload || exit 1
+# The peer, from the Go module proxy, in a module of its own outside the checkout.
+mkdir -p $out/peer && (cd $out/peer && printf 'module peerbuild\n\ngo 1.26\n' > go.mod &&
+  go get $PEER/src/service_cmd@$PEER_VERSION >/dev/null 2>&1 &&
+  go build -o $out/ratelimit $PEER/src/service_cmd) || { echo "could not build $PEER@$PEER_VERSION"; exit 1; }
+mkdir -p $out/rt/ratelimit/config && cp docs/bench/envoy.yaml $out/rt/ratelimit/config/bench.yaml
+
+ticks() { awk '{print $14 + $15}' /proc/$1/stat 2>/dev/null || echo 0; }
+rpid=$(pgrep -f 'redis-server .*:6379' | head -1)
+[ -n "$rpid" ] || { echo "no redis-server on :6379"; exit 1; }
+
+env ${PEER_ENV:-X=1} USE_STATSD=false LOG_LEVEL=warn REDIS_SOCKET_TYPE=tcp REDIS_URL=127.0.0.1:6379 \
+  CACHE_KEY_PREFIX="peer$RANDOM:" RUNTIME_ROOT=$out/rt RUNTIME_SUBDIRECTORY=ratelimit RUNTIME_WATCH_ROOT=false \
+  HOST=127.0.0.1 PORT=18191 DEBUG_HOST=127.0.0.1 DEBUG_PORT=18192 GRPC_HOST=127.0.0.1 GRPC_PORT=18190 \
+  $out/ratelimit > $out/peer.log 2>&1 &
+peer=$!
+env ${OG_ENV:-X=1} OTPGUARD_ADDR=127.0.0.1:18193 OTPGUARD_GRPC_ADDR=127.0.0.1:18194 OTPGUARD_ENVOY_CONFIG=docs/bench/envoy.yaml \
+  OTPGUARD_REDIS_URL=redis://127.0.0.1:6379/0 OTPGUARD_REDIS_PREFIX="og$RANDOM:" OTPGUARD_SMS=console \
+  OTPGUARD_API_KEYS=bench-key-0123456789abcdef OTPGUARD_HMAC_KEY=0123456789abcdef0123456789abcdef \
+  OTPGUARD_DATA_DIR=$(mktemp -d) OTPGUARD_LOG_LEVEL=warn $out/otpguard > $out/otpguard.log 2>&1 &
+og=$!
+trap 'kill $peer $og 2>/dev/null' EXIT
+for i in $(seq 100); do curl -s 127.0.0.1:18193/healthz >/dev/null && break; sleep 0.1; done
+sleep 1
+metric() { curl -s 127.0.0.1:18193/metrics | awk -v n="$1" '$1 ~ "^"n"({|$)" {s += $2} END {printf "%.0f", s}'; }
+
+echo "== $(date -u '+%Y-%m-%d %H:%M UTC'), commit $(git rev-parse --short HEAD), $PEER@$PEER_VERSION, $rounds rounds of ${secs}s"
+f0=$(metric otpguard_fallback_decisions_total)
+for r in $(seq $rounds); do
+  for svc in peer otpguard; do
+    if [ $svc = peer ]; then pid=$peer; port=18190; else pid=$og; port=18194; fi
+    s0=$(ticks $pid); r0=$(ticks $rpid)
+    $out/grpcload -addr 127.0.0.1:$port -conns 64 -duration ${secs}s > $out/$svc-$r.txt 2>&1
+    s1=$(ticks $pid); r1=$(ticks $rpid)
+    awk -v svc=$svc -v r=$r -v s=$((s1 - s0)) -v rd=$((r1 - r0)) '
+      /^calls/ {n = $2; rate = $5} /^latency/ {p50 = $3; p99 = $5} /^answers/ {ok = $3; over = $5; errs = $7}
+      END {printf "round %d %-9s %7.0f calls/s  p50 %-10s p99 %-10s service %5.1f µs/decision  Redis %5.1f µs/decision  (OK %d, OVER %d, errors %d)\n",
+        r, svc, rate, p50, p99, 1e4 * s / n, 1e4 * rd / n, ok, over, errs}' $out/$svc-$r.txt
+  done
+done
+if [ -n "${FLOOR:-}" ]; then
+  # The gRPC floor: a domain no rule names, answered OK by both without Redis.
+  for svc in peer otpguard; do
+    if [ $svc = peer ]; then pid=$peer; port=18190; else pid=$og; port=18194; fi
+    s0=$(ticks $pid)
+    $out/grpcload -addr 127.0.0.1:$port -conns 64 -duration ${secs}s -domain nosuch > $out/$svc-floor.txt 2>&1
+    s1=$(ticks $pid)
+    awk -v svc=$svc -v s=$((s1 - s0)) '/^calls/ {n = $2; rate = $5} /^latency/ {p50 = $3; p99 = $5}
+      END {printf "floor   %-9s %7.0f calls/s  p50 %-10s p99 %-10s service %5.1f µs/call (no rule, no Redis)\n", svc, rate, p50, p99, 1e4 * s / n}' $out/$svc-floor.txt
+  done
+fi
+f1=$(metric otpguard_fallback_decisions_total)
+echo "otpguard fallback decisions: $((f1 - f0))"
+echo "(outputs in $out)"

@@ -1,0 +1,142 @@
+// Command grpcload drives envoy.service.ratelimit.v3.RateLimitService/
+// ShouldRateLimit, as Envoy's rate-limit filter calls it, on any service
+// that speaks it (otpguard, envoyproxy/ratelimit) and prints what it
+// measured: calls per second, p50/p99/p999 latency, and the answers by
+// overall code. Each of -conns connections carries one call at a time, in
+// a closed loop; each call has one descriptor (-key, a value drawn at
+// random from -values values) in -domain. docs/bench/grpc-peers.sh runs
+// it; docs/benchmarks.md has the figures.
+//
+//	grpcload -addr 127.0.0.1:18190 -conns 64 -duration 10s
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"os"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	commonv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+	pb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+)
+
+func main() {
+	if err := run(context.Background(), os.Args, os.Stdout); err != nil {
+		fmt.Fprintln(os.Stderr, "grpcload:", err)
+		os.Exit(1)
+	}
+}
+
+type config struct {
+	addr, domain, key string
+	conns, values     int
+	duration          time.Duration
+}
+
+// tally is one connection's count.
+type tally struct {
+	ok, over, errs int
+	lat            []time.Duration
+	firstErr       error
+}
+
+func run(ctx context.Context, args []string, out io.Writer) error {
+	fs := flag.NewFlagSet(args[0], flag.ContinueOnError)
+	var c config
+	fs.StringVar(&c.addr, "addr", "127.0.0.1:18190", "the service's gRPC host:port")
+	fs.StringVar(&c.domain, "domain", "bench", "the request's domain")
+	fs.StringVar(&c.key, "key", "user", "the descriptor's key")
+	fs.IntVar(&c.conns, "conns", 64, "connections, one call in flight on each")
+	fs.IntVar(&c.values, "values", 10000, "distinct descriptor values, drawn at random")
+	fs.DurationVar(&c.duration, "duration", 10*time.Second, "how long to run")
+	if err := fs.Parse(args[1:]); err != nil {
+		return err
+	}
+	clients := make([]pb.RateLimitServiceClient, c.conns)
+	for i := range clients {
+		conn, err := grpc.NewClient(c.addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+		if err != nil {
+			return err
+		}
+		defer conn.Close()
+		clients[i] = pb.NewRateLimitServiceClient(conn)
+		// One call first: the connection is up before the clock starts.
+		if _, err := clients[i].ShouldRateLimit(ctx, call(c, rand.IntN(c.values))); err != nil {
+			return fmt.Errorf("first call: %w", err)
+		}
+	}
+	tallies := make([]tally, c.conns)
+	start := time.Now()
+	end := start.Add(c.duration)
+	var wg sync.WaitGroup
+	for i := range clients {
+		wg.Go(func() { tallies[i] = drive(ctx, clients[i], c, end) })
+	}
+	wg.Wait()
+	report(out, c, tallies, time.Since(start))
+	return nil
+}
+
+func call(c config, v int) *pb.RateLimitRequest {
+	return &pb.RateLimitRequest{Domain: c.domain, Descriptors: []*commonv3.RateLimitDescriptor{
+		{Entries: []*commonv3.RateLimitDescriptor_Entry{{Key: c.key, Value: "v" + strconv.Itoa(v)}}}}}
+}
+
+// drive calls in a closed loop until end.
+func drive(ctx context.Context, client pb.RateLimitServiceClient, c config, end time.Time) tally {
+	var t tally
+	t.lat = make([]time.Duration, 0, 1<<16)
+	for {
+		req := call(c, rand.IntN(c.values))
+		at := time.Now()
+		if !at.Before(end) {
+			return t
+		}
+		resp, err := client.ShouldRateLimit(ctx, req)
+		t.lat = append(t.lat, time.Since(at))
+		switch {
+		case err != nil:
+			t.errs++
+			if t.firstErr == nil {
+				t.firstErr = err
+			}
+		case resp.GetOverallCode() == pb.RateLimitResponse_OVER_LIMIT:
+			t.over++
+		default:
+			t.ok++
+		}
+	}
+}
+
+func report(out io.Writer, c config, tallies []tally, took time.Duration) {
+	var all tally
+	for _, t := range tallies {
+		all.ok, all.over, all.errs = all.ok+t.ok, all.over+t.over, all.errs+t.errs
+		all.lat = append(all.lat, t.lat...)
+		if all.firstErr == nil {
+			all.firstErr = t.firstErr
+		}
+	}
+	slices.Sort(all.lat)
+	q := func(p float64) time.Duration {
+		if len(all.lat) == 0 {
+			return 0
+		}
+		return all.lat[min(len(all.lat)-1, int(p*float64(len(all.lat))))]
+	}
+	n := len(all.lat)
+	fmt.Fprintf(out, "calls %d in %s: %.0f calls/s over %d connections\n", n, took.Round(time.Millisecond), float64(n)/took.Seconds(), c.conns)
+	fmt.Fprintf(out, "latency p50 %s p99 %s p999 %s\n", q(0.5), q(0.99), q(0.999))
+	fmt.Fprintf(out, "answers OK %d OVER_LIMIT %d errors %d\n", all.ok, all.over, all.errs)
+	if all.firstErr != nil {
+		fmt.Fprintf(out, "first error: %v\n", all.firstErr)
+	}
+}

@@ -1,0 +1,136 @@
+package app
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	commonv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+	pb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+)
+
+func writeEnvoyRules(t *testing.T, path, yaml string) {
+	t.Helper()
+	if err := os.WriteFile(path, []byte(yaml), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestEnvoyServed boots the service with OTPGUARD_GRPC_ADDR and
+// OTPGUARD_ENVOY_CONFIG, asks it over gRPC, reloads the rules as SIGHUP
+// does (a bad file keeps them), and finds the decisions in /metrics.
+func TestEnvoyServed(t *testing.T) {
+	dir := t.TempDir()
+	rules := filepath.Join(dir, "rules.yaml")
+	writeEnvoyRules(t, rules, "domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: day, requests_per_unit: 2}\n")
+	env := map[string]string{"OTPGUARD_DATA_DIR": t.TempDir(), "OTPGUARD_ADDR": "127.0.0.1:0",
+		"OTPGUARD_GRPC_ADDR": "127.0.0.1:0", "OTPGUARD_ENVOY_CONFIG": dir}
+	cfg, err := LoadConfig(func(k string) string { return env[k] })
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := New(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	ctx, stop := context.WithCancel(context.Background())
+	ran := make(chan error, 1)
+	go func() { ran <- a.Run(ctx) }()
+	defer func() {
+		stop()
+		if err := <-ran; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	}()
+	deadline := time.Now().Add(5 * time.Second)
+	for a.GRPCAddr() == nil && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if a.GRPCAddr() == nil {
+		t.Fatal("the gRPC listener did not start")
+	}
+	conn, err := grpc.NewClient(a.GRPCAddr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	c := pb.NewRateLimitServiceClient(conn)
+	ask := func(step, key string, wantCode pb.RateLimitResponse_Code, wantLimit, wantRemaining uint32) {
+		t.Helper()
+		req := &pb.RateLimitRequest{Domain: "d", Descriptors: []*commonv3.RateLimitDescriptor{
+			{Entries: []*commonv3.RateLimitDescriptor_Entry{{Key: key, Value: "v"}}}}}
+		got, err := c.ShouldRateLimit(context.Background(), req)
+		if err != nil {
+			t.Fatalf("%s: %v", step, err)
+		}
+		st := got.GetStatuses()[0]
+		if got.GetOverallCode() != wantCode || st.GetCurrentLimit().GetRequestsPerUnit() != wantLimit || st.GetLimitRemaining() != wantRemaining {
+			t.Fatalf("%s: got %v, want %v with limit %d and %d remaining", step, got, wantCode, wantLimit, wantRemaining)
+		}
+	}
+	ask("first", "k", pb.RateLimitResponse_OK, 2, 1)
+	ask("second", "k", pb.RateLimitResponse_OK, 2, 0)
+	ask("third", "k", pb.RateLimitResponse_OVER_LIMIT, 2, 0)
+
+	writeEnvoyRules(t, rules, "domain: d\ndescriptors:\n  - key: k2\n    rate_limit: {unit: day, requests_per_unit: 5}\n")
+	if err := a.Reload(context.Background()); err != nil {
+		t.Fatalf("Reload: %v", err)
+	}
+	ask("after reload", "k2", pb.RateLimitResponse_OK, 5, 4)
+	writeEnvoyRules(t, rules, "domain: d\ndescriptors:\n  - key: k2\n    rate_limit: {unit: fortnight}\n")
+	if err := a.Reload(context.Background()); err == nil || !strings.Contains(err.Error(), "rules.yaml") {
+		t.Fatalf("Reload of a bad file: %v, want an error naming it", err)
+	}
+	ask("bad file kept the rules", "k2", pb.RateLimitResponse_OK, 5, 3)
+
+	w := httptest.NewRecorder()
+	a.Handler().ServeHTTP(w, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+	for _, want := range []string{
+		`otpguard_decisions_total{outcome="allowed",policy="d.k"} 2`,
+		`otpguard_decisions_total{outcome="rate_limited",policy="d.k"} 1`,
+		`otpguard_envoy_descriptors_total{domain="d",result="decided"} 5`,
+		`otpguard_envoy_config_reload_total{result="error"} 1`,
+	} {
+		if !strings.Contains(w.Body.String(), want) {
+			t.Errorf("/metrics lacks %s", want)
+		}
+	}
+}
+
+// TestEnvoySettings: the listener and its rules come together, and a bad
+// rule file is refused at start, named.
+func TestEnvoySettings(t *testing.T) {
+	dir := t.TempDir()
+	bad := filepath.Join(dir, "bad.yaml")
+	writeEnvoyRules(t, bad, "domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: fortnight, requests_per_unit: 1}\n")
+	tests := []struct {
+		name string
+		env  map[string]string
+		want string
+	}{
+		{"addr without rules", map[string]string{"OTPGUARD_GRPC_ADDR": "127.0.0.1:0"}, "OTPGUARD_ENVOY_CONFIG"},
+		{"rules without addr", map[string]string{"OTPGUARD_ENVOY_CONFIG": dir}, "bad.yaml"},
+		{"bad rules", map[string]string{"OTPGUARD_GRPC_ADDR": "127.0.0.1:0", "OTPGUARD_ENVOY_CONFIG": bad}, "fortnight"},
+		{"cert without key", map[string]string{"OTPGUARD_GRPC_ADDR": "127.0.0.1:0", "OTPGUARD_GRPC_TLS_CERT_FILE": "c.pem"}, "OTPGUARD_GRPC_TLS_KEY_FILE"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tt.env["OTPGUARD_DATA_DIR"] = t.TempDir()
+			cfg, err := LoadConfig(func(k string) string { return tt.env[k] })
+			if err == nil {
+				err = cfg.Validate()
+			}
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("config: %v, want an error saying %s", err, tt.want)
+			}
+		})
+	}
+}

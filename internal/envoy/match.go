@@ -1,0 +1,125 @@
+package envoy
+
+import (
+	"crypto/sha256"
+	"encoding/base64"
+	"strconv"
+	"strings"
+
+	commonv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+
+	"github.com/otpguard/otpguard/internal/guard"
+)
+
+// Match finds the rule of one descriptor as the peer finds it
+// (config_impl.go GetLimit): entry by entry, the key and value the config
+// names, else its first wildcard value that matches, else the key alone;
+// the rule counts only when the request's last entry reaches it. key is
+// the counter's subject: the request's values the rule does not fix
+// (escaped, keyOf). A nil rule is a descriptor no rule covers.
+func (r *Rules) Match(domain string, entries []*commonv3.RateLimitDescriptor_Entry) (rule *Rule, key string) {
+	n := r.domains[domain]
+	if n == nil || len(entries) == 0 {
+		return nil, ""
+	}
+	var vars []string
+	for i, e := range entries {
+		next := n.exact[[2]string{e.Key, e.Value}]
+		if next == nil {
+			for _, w := range n.wild {
+				if w.key == e.Key && wildcardMatch(w.parts, e.Value) {
+					next = w.node
+					break
+				}
+			}
+		}
+		if next == nil {
+			next = n.byKey[e.Key]
+		}
+		if next == nil {
+			return nil, ""
+		}
+		if next.kind == matchVariable {
+			vars = append(vars, e.Value)
+		}
+		if i == len(entries)-1 {
+			if next.rule == nil {
+				return nil, ""
+			}
+			return next.rule, keyOf(vars)
+		}
+		n = next
+	}
+	return nil, ""
+}
+
+// wildcardMatch reports whether value matches a pattern split on '*':
+// each '*' matches any run of characters, in order.
+func wildcardMatch(parts []string, value string) bool {
+	if len(parts) == 1 {
+		return parts[0] == value
+	}
+	first, last := parts[0], parts[len(parts)-1]
+	if len(value) < len(first)+len(last) || !strings.HasPrefix(value, first) || !strings.HasSuffix(value, last) {
+		return false
+	}
+	rest := value[len(first) : len(value)-len(last)]
+	for _, p := range parts[1 : len(parts)-1] {
+		i := strings.Index(rest, p)
+		if i < 0 {
+			return false
+		}
+		rest = rest[i+len(p):]
+	}
+	return true
+}
+
+// keyOf is the counter's subject for a rule's variable values: each value
+// escaped (a byte guard.ValidateKey refuses, '.' and '=' become "=XX", an
+// empty value "="), joined by '.'; "-" when there are none. Longer than
+// guard.MaxKeyLength less room for the window, it is "=H" and a digest:
+// "=H" is no escape, so no escaped key looks like one.
+func keyOf(vars []string) string {
+	if len(vars) == 0 {
+		return "-"
+	}
+	var b strings.Builder
+	for i, v := range vars {
+		if i > 0 {
+			b.WriteByte('.')
+		}
+		if v == "" {
+			b.WriteByte('=')
+		}
+		for j := 0; j < len(v); j++ {
+			c := v[j]
+			if plain(c) {
+				b.WriteByte(c)
+				continue
+			}
+			b.WriteByte('=')
+			b.WriteByte("0123456789ABCDEF"[c>>4])
+			b.WriteByte("0123456789ABCDEF"[c&15])
+		}
+	}
+	if b.Len() > maxSubject {
+		sum := sha256.Sum256([]byte(b.String()))
+		return "=H" + base64.RawURLEncoding.EncodeToString(sum[:18])
+	}
+	return b.String()
+}
+
+// maxSubject leaves room in a key for ":" and a window's start.
+const maxSubject = guard.MaxKeyLength - 12
+
+func plain(c byte) bool {
+	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' ||
+		c == '_' || c == ':' || c == '@' || c == '/' || c == '+' || c == '-'
+}
+
+// windowKey is key in the window of secs seconds under way at now (Unix
+// seconds): the peer's key carries the window's start the same way, so a
+// window ends on the unit's boundary, not a unit after its first hit.
+func windowKey(key string, secs, now int64) string {
+	return key + ":" + strconv.FormatInt(now/secs*secs, 10)
+}
