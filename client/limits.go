@@ -243,7 +243,10 @@ func (c *Client) fromMemory(checks []Check) (*CheckResult, bool) {
 		}
 		res.RetryAfter = retry
 		res.RateLimitPolicy = e.policyHeader
-		res.RateLimit = fmt.Sprintf("%q;r=%d;t=%d", ch.Policy, e.remaining, int64(math.Ceil(reset.Seconds())))
+		// As otpguard writes it on a denial: t is when the quota serves
+		// again, Retry-After's figure rounded alike (up, at least 1), not
+		// when it is whole again.
+		res.RateLimit = fmt.Sprintf("%q;r=%d;t=%d", ch.Policy, e.remaining, max(1, int64(math.Ceil(retry.Seconds()))))
 		return res, true
 	}
 	return nil, false

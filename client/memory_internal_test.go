@@ -154,3 +154,40 @@ func TestMemoryOff(t *testing.T) {
 		t.Errorf("requests %d, want 3 without memory", f.hits.Load())
 	}
 }
+
+// TestMemoryRateLimitAgreesWithRetryAfter: a denial answered from memory
+// writes the RateLimit field as otpguard writes it on a denial, t being
+// the Retry-After (rounded up, at least 1), not the window's reset: a
+// token bucket that needs 1 s for the next token but 10 s to be whole
+// again says t=1 beside Retry-After: 1, not t=10.
+func TestMemoryRateLimitAgreesWithRetryAfter(t *testing.T) {
+	clk := &fakeClock{t: time.Unix(1000, 0)}
+	bucket := func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("RateLimit-Policy", `"p";q=10;w=10`)
+		w.Header().Set("RateLimit", `"p";r=0;t=1`)
+		w.Header().Set("Retry-After", "1")
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(429)
+		fmt.Fprint(w, `{"allowed":false,"decisions":[{"policy":"p","key":"k","mode":"exact","allowed":false,"limit":10,"remaining":0,"retry_after_ms":1000,"reset_after_ms":10000}]}`)
+	}
+	f := newFakeServer(t, bucket)
+	c, _ := testClient(t, f, WithClock(clk.Now))
+	ctx := context.Background()
+	check := Check{Policy: "p", Key: "k"}
+	if res, _ := c.Check(ctx, check); res.Allowed || res.FromMemory {
+		t.Fatalf("first: %+v, want denied by the server", res)
+	}
+	for _, tc := range []struct {
+		at   time.Duration
+		want string
+	}{{0, `"p";r=0;t=1`}, {400 * time.Millisecond, `"p";r=0;t=1`}, {998 * time.Millisecond, `"p";r=0;t=1`}} {
+		clk.t = time.Unix(1000, 0).Add(tc.at)
+		res, err := c.Check(ctx, check)
+		if err != nil || !res.FromMemory {
+			t.Fatalf("at +%v: %+v, %v; want denied from memory", tc.at, res, err)
+		}
+		if res.RateLimit != tc.want {
+			t.Errorf("at +%v: RateLimit %q with RetryAfter %v, want %q", tc.at, res.RateLimit, res.RetryAfter, tc.want)
+		}
+	}
+}

@@ -433,3 +433,35 @@ func TestDebugListener(t *testing.T) {
 		}
 	}
 }
+
+// TestConfigCheckWarnsAsServeDoes: with a shared Redis, config check
+// prints the warnings serve logs at start-up - no ops keys (the ops desk
+// refuses everyone), no database URL (a local SQLite file each instance
+// keeps to itself) - rather than only "valid"; set, neither is said.
+func TestConfigCheckWarnsAsServeDoes(t *testing.T) {
+	shared := map[string]string{"OTPGUARD_REDIS_URL": "redis://127.0.0.1:1/0", "OTPGUARD_SMS": "console",
+		"OTPGUARD_API_KEYS": "e2e-key-0123456789abcdef", "OTPGUARD_HMAC_KEY": "0123456789abcdef0123456789abcdef",
+		"OTPGUARD_DATA_DIR": t.TempDir()}
+	warnings := []string{
+		"# warning: no OTPGUARD_OPS_KEYS set: the ops page and /ops API refuse everyone\n",
+		"# warning: ops database is a local SQLite file: instances do not share the deny-list or the audit trail; set OTPGUARD_DATABASE_URL (PostgreSQL) when running several\n",
+	}
+	var out strings.Builder
+	if err := run(context.Background(), []string{"otpguard", "config", "check"}, env(shared), &out); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range warnings {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("config check output lacks %q:\n%s", want, out.String())
+		}
+	}
+	shared["OTPGUARD_OPS_KEYS"] = "ops-key-0123456789abcdef"
+	shared["OTPGUARD_DATABASE_URL"] = "postgres://otpguard@127.0.0.1:5432/otpguard"
+	out.Reset()
+	if err := run(context.Background(), []string{"otpguard", "config", "check"}, env(shared), &out); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(out.String(), "# warning:") {
+		t.Errorf("with ops keys and a database URL config check still warns:\n%s", out.String())
+	}
+}

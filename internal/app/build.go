@@ -43,7 +43,7 @@ func (a *App) checkConfig(_ context.Context, w *wiring) error {
 	if err := cfg.validate(w.o.sender != nil); err != nil {
 		return err
 	}
-	for _, warn := range cfg.Warnings {
+	for _, warn := range cfg.allWarnings() {
 		log.Warn(warn)
 	}
 	return nil

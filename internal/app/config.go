@@ -82,7 +82,7 @@ type Config struct {
 	GeneratedAPIKey bool
 
 	// Warnings are said at start-up (logged by New, printed by config
-	// check): e.g. UnknownSettings.
+	// check): e.g. UnknownSettings; allWarnings adds those of the settings.
 	Warnings []string
 
 	// otel is what the OTEL_* variables say, as given; Tracing is what
@@ -325,8 +325,26 @@ func (c *Config) Describe(w io.Writer) error {
 	}
 	fmt.Fprintf(w, "# configuration is valid\n# redis: %s\n# sms: %s\n", redis, or(c.SMS, "console"))
 	fmt.Fprintf(w, "# tracing: %s\n", c.Tracing.describe())
-	for _, warn := range c.Warnings {
+	for _, warn := range c.allWarnings() {
 		fmt.Fprintf(w, "# warning: %s\n", warn)
 	}
 	return encodePolicies(w, c.Policies)
+}
+
+// allWarnings is what serve logs at start-up and config check prints, from
+// one list: Warnings (e.g. UnknownSettings), then what the settings
+// themselves deserve a word on. Embedded mode makes up its ops key and is
+// one instance by design, so neither of these concerns it.
+func (c *Config) allWarnings() []string {
+	out := slices.Clone(c.Warnings)
+	if c.Embedded() {
+		return out
+	}
+	if len(c.OpsKeys) == 0 {
+		out = append(out, "no OTPGUARD_OPS_KEYS set: the ops page and /ops API refuse everyone")
+	}
+	if c.DatabaseURL == "" {
+		out = append(out, "ops database is a local SQLite file: instances do not share the deny-list or the audit trail; set OTPGUARD_DATABASE_URL (PostgreSQL) when running several")
+	}
+	return out
 }

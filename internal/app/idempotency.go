@@ -49,3 +49,18 @@ func (g guardedStore) FinishIdempotencyKey(ctx context.Context, digest, token st
 func (g guardedStore) ReleaseIdempotencyKey(ctx context.Context, digest, token string) error {
 	return g.fb.DoFor(ctx, idemKey(digest), func(ctx context.Context) error { return g.st.ReleaseIdempotencyKey(ctx, digest, token) })
 }
+
+// TakeKept4xx counts a kept 4xx answer of caller in an hour's fixed
+// window (the stores' own fixed-window script, one key per caller).
+func (g guardedStore) TakeKept4xx(ctx context.Context, caller string, limit int64) (bool, error) {
+	var res []guard.Result
+	err := g.fb.Do(ctx, func(ctx context.Context) (err error) {
+		res, err = g.st.Take(ctx, []guard.Take{{Key: guard.Key{Space: "idem4xx", ID: caller, Name: "n"},
+			Algorithm: guard.FixedWindow, Limit: limit, Window: time.Hour, Cost: 1, SpendIfAllowed: true}})
+		return err
+	})
+	if err != nil || len(res) != 1 {
+		return false, err
+	}
+	return res[0].Allowed, nil
+}

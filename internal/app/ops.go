@@ -120,9 +120,6 @@ func startOps(ctx context.Context, cfg *Config, log *slog.Logger, metricSet *met
 	go func() { defer o.wg.Done(); o.deny.Run(o.bg) }()
 	go func() { defer o.wg.Done(); o.signOuts.Run(o.bg) }()
 	go func() { defer o.wg.Done(); o.audit.Run(o.bg) }()
-	if len(cfg.OpsKeys) == 0 {
-		log.Warn("no OTPGUARD_OPS_KEYS set: the ops page and /ops API refuse everyone")
-	}
 	return o, nil
 }
 
@@ -242,9 +239,6 @@ func openOpsStore(ctx context.Context, cfg *Config, log *slog.Logger, tp trace.T
 		return nil, err
 	}
 	log.Info("ops database connected", "engine", db.Engine(), "database", where, "auto_migrate", cfg.AutoMigrate)
-	if db.Engine() == sqlstore.EngineSQLite && !cfg.Embedded() {
-		log.Warn("ops database is a local SQLite file: instances do not share the deny-list or the audit trail; set OTPGUARD_DATABASE_URL (PostgreSQL) when running several")
-	}
 	return db, nil
 }
 

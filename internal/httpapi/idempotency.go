@@ -34,9 +34,14 @@ import (
 // answer, up to IdempotencyWait (or its own deadline), then answers 409
 // idempotency_key_in_progress with Retry-After: 1.
 //
-// Kept: 2xx, and 4xx refusals except 408, 409 and 429, which say "try
-// again" (a 429 stored for 24 h would refuse a retry long after its
-// Retry-After). Not kept: 5xx (store_unavailable, overloaded,
+// Kept: 2xx for IdempotencyTTL. A refusal is kept no longer than its
+// cause lasts (keepFor): not kept when it says "try again" (408, 409,
+// 429), when the request was malformed (400: no side effect to repeat),
+// or when its cause can end at a time nobody can say (a deny entry or a
+// pause that expires or is removed, a policy a reload changes, a
+// challenge the caller solves); other 4xx (404, 422 invalid_destination)
+// for IdempotencyRefusalTTL at most, and at most IdempotencyKept4xxPerHour
+// of them per caller, so free refusals cannot fill Redis. Not kept: 5xx (store_unavailable, overloaded,
 // provider_unavailable...): the claim is released, so a retry with the
 // same key runs afresh. While Redis cannot be reached the key cannot be
 // claimed: the request runs as one without a key (its own policy decides
@@ -58,6 +63,13 @@ const (
 	// DefaultIdempotencyWait is how long a request waits for the answer of
 	// the same request running elsewhere (Options.IdempotencyWait).
 	DefaultIdempotencyWait = 10 * time.Second
+	// IdempotencyRefusalTTL is how long a kept 4xx answer is kept: a
+	// client's retry comes within minutes.
+	IdempotencyRefusalTTL = time.Hour
+	// IdempotencyKept4xxPerHour caps the 4xx answers kept per caller
+	// (API key or ops session) per hour; past it a 4xx is answered and not
+	// kept.
+	IdempotencyKept4xxPerHour = 100
 	// maxIdempotencyKey is the longest key taken, in bytes.
 	maxIdempotencyKey = 255
 	// maxStoredAnswer: a larger answer body is not kept (none of the
@@ -76,6 +88,9 @@ type IdempotencyStore interface {
 	FinishIdempotencyKey(ctx context.Context, digest, token string, answer []byte, ttl time.Duration) (bool, error)
 	// ReleaseIdempotencyKey frees token's claim without an answer.
 	ReleaseIdempotencyKey(ctx context.Context, digest, token string) error
+	// TakeKept4xx counts one more kept 4xx answer of caller (a digest)
+	// in a fixed window of an hour, and says whether it is within limit.
+	TakeKept4xx(ctx context.Context, caller string, limit int64) (bool, error)
 }
 
 // storedAnswer is an answer as kept in the store.
@@ -102,18 +117,34 @@ func validIdempotencyKey(k string) bool {
 	return true
 }
 
-// keptStatus says whether an answer with status is kept for replay.
-func keptStatus(status int) bool {
+// causeCanEnd are the refusals whose cause ends at a time nobody can say:
+// a deny entry or a pause expires or is removed, a reload changes the
+// policy, the caller solves the challenge. Replaying them would outlast
+// their cause.
+var causeCanEnd = map[guard.Code]bool{
+	guard.CodeDenied: true, guard.CodeCountryPaused: true, guard.CodeCountryNotAllowed: true,
+	guard.CodeNumberTypeNotAllowed: true, guard.CodeChallengeRequired: true, guard.CodeOverrideLooser: true,
+}
+
+// keepFor says how long an answer with status, from the handler's err, is
+// kept for replay: 0 not at all.
+func keepFor(status int, err error) time.Duration {
+	var ge *guard.Error
 	switch {
 	case status >= 200 && status < 300:
-		return true
-	case status == http.StatusRequestTimeout, status == http.StatusConflict,
+		return IdempotencyTTL
+	case status == http.StatusBadRequest, status == http.StatusForbidden, status == http.StatusRequestTimeout,
+		status == http.StatusConflict, status == http.StatusPreconditionRequired,
 		status == http.StatusTooManyRequests, status == httpx.StatusClientClosed:
-		return false
+		return 0
+	case errors.As(err, &ge) && causeCanEnd[ge.Code]:
+		return 0
+	case errors.As(err, &ge) && ge.RetryAfter > 0:
+		return min(IdempotencyRefusalTTL, ge.RetryAfter)
 	case status >= 400 && status < 500:
-		return true
+		return IdempotencyRefusalTTL
 	}
-	return false
+	return 0
 }
 
 // idempotent makes a route idempotent under an Idempotency-Key header. It
@@ -138,15 +169,19 @@ func (s *Server) idempotent(next echo.HandlerFunc) echo.HandlerFunc {
 		if ck, err := c.Cookie(opsweb.SessionCookie); !ok && err == nil {
 			token = "session:" + ck.Value
 		}
-		digest := idempotencyDigest(token, values[0])
+		digest, caller := idempotencyDigest(token, values[0]), callerDigest(token)
 		sum := sha256.Sum256([]byte(c.Request().Method + " " + c.Path() + "\n" + string(body)))
 		bodySum := hex.EncodeToString(sum[:])
 		claim := newClaimToken()
-		return s.claimAndRun(c, next, digest, bodySum, claim)
+		return s.claimAndRun(c, next, idemClaim{digest: digest, caller: caller, token: claim}, bodySum)
 	}
 }
 
-func (s *Server) claimAndRun(c echo.Context, next echo.HandlerFunc, digest, bodySum, claim string) error {
+// idemClaim is one request's claim: the key's digest, the caller's, and
+// the claim token.
+type idemClaim struct{ digest, caller, token string }
+
+func (s *Server) claimAndRun(c echo.Context, next echo.HandlerFunc, cl idemClaim, bodySum string) error {
 	ctx := c.Request().Context()
 	deadline := time.Now().Add(s.idempotencyWait)
 	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
@@ -154,7 +189,7 @@ func (s *Server) claimAndRun(c echo.Context, next echo.HandlerFunc, digest, body
 	}
 	pause := 5 * time.Millisecond
 	for {
-		state, answer, err := s.idempotency.ClaimIdempotencyKey(ctx, digest, bodySum, claim, IdempotencyPendingTTL)
+		state, answer, err := s.idempotency.ClaimIdempotencyKey(ctx, cl.digest, bodySum, cl.token, IdempotencyPendingTTL)
 		if err != nil {
 			if errors.Is(err, guard.ErrOverloaded) {
 				return guard.Overloaded(err)
@@ -169,7 +204,7 @@ func (s *Server) claimAndRun(c echo.Context, next echo.HandlerFunc, digest, body
 		}
 		switch state {
 		case "claimed":
-			return s.runClaimed(c, next, digest, claim)
+			return s.runClaimed(c, next, cl)
 		case "reused":
 			return guard.Errorf(guard.CodeIdempotencyKeyReused, "this Idempotency-Key was used with another request body")
 		case "done":
@@ -193,7 +228,7 @@ func (s *Server) claimAndRun(c echo.Context, next echo.HandlerFunc, digest, body
 
 // runClaimed runs the request that claimed the key and keeps or releases
 // its answer.
-func (s *Server) runClaimed(c echo.Context, next echo.HandlerFunc, digest, claim string) error {
+func (s *Server) runClaimed(c echo.Context, next echo.HandlerFunc, cl idemClaim) error {
 	rec := &answerRecorder{ResponseWriter: c.Response().Writer}
 	c.Response().Writer = rec
 	err := next(c)
@@ -208,7 +243,7 @@ func (s *Server) runClaimed(c echo.Context, next echo.HandlerFunc, digest, claim
 	// answers is done (the SMS left), and the caller's retry must get it.
 	// Any other answer of a request cut short may be the cut's.
 	finished := c.Request().Context().Err() == nil || status >= 200 && status < 300
-	if keptStatus(status) && !rec.overflow && finished {
+	if ttl := keepFor(status, err); ttl > 0 && !rec.overflow && finished && s.mayKeep(ctx, status, cl.caller) {
 		a := storedAnswer{Status: status, Header: map[string]string{}, Body: rec.body.Bytes()}
 		for _, h := range replayedHeaders {
 			if v := c.Response().Header().Get(h); v != "" {
@@ -217,7 +252,7 @@ func (s *Server) runClaimed(c echo.Context, next echo.HandlerFunc, digest, claim
 		}
 		b, merr := json.Marshal(a)
 		if merr == nil {
-			ok, ferr := s.idempotency.FinishIdempotencyKey(ctx, digest, claim, b, IdempotencyTTL)
+			ok, ferr := s.idempotency.FinishIdempotencyKey(ctx, cl.digest, cl.token, b, ttl)
 			switch {
 			case ferr != nil:
 				// The claim expires (IdempotencyPendingTTL); until then a
@@ -229,10 +264,21 @@ func (s *Server) runClaimed(c echo.Context, next echo.HandlerFunc, digest, claim
 			return err
 		}
 	}
-	if rerr := s.idempotency.ReleaseIdempotencyKey(ctx, digest, claim); rerr != nil {
+	if rerr := s.idempotency.ReleaseIdempotencyKey(ctx, cl.digest, cl.token); rerr != nil {
 		s.log.WarnContext(ctx, "releasing an idempotency key failed", "err", rerr)
 	}
 	return err
+}
+
+// mayKeep: a success is always kept; a 4xx only within the caller's
+// hourly cap (IdempotencyKept4xxPerHour). When the count cannot be taken
+// the 4xx is not kept: nothing is lost but a replay of a refusal.
+func (s *Server) mayKeep(ctx context.Context, status int, caller string) bool {
+	if status < 400 {
+		return true
+	}
+	ok, err := s.idempotency.TakeKept4xx(ctx, caller, IdempotencyKept4xxPerHour)
+	return err == nil && ok
 }
 
 // replay writes a stored answer.
@@ -271,6 +317,14 @@ func idempotencyDigest(apiKey, key string) string {
 	h.Write([]byte("otpguard idempotency v1\x00"))
 	h.Write(caller[:])
 	h.Write([]byte(key))
+	return base64.RawURLEncoding.EncodeToString(h.Sum(nil)[:18])
+}
+
+// callerDigest names a caller in the store (its 4xx cap), hashed.
+func callerDigest(apiKey string) string {
+	h := sha256.New()
+	h.Write([]byte("otpguard idempotency caller v1\x00"))
+	h.Write([]byte(apiKey))
 	return base64.RawURLEncoding.EncodeToString(h.Sum(nil)[:18])
 }
 

@@ -13,6 +13,10 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/otpguard/otpguard/internal/guard"
+	"github.com/otpguard/otpguard/internal/httpapi"
+	"github.com/otpguard/otpguard/internal/sqlstore"
 )
 
 // doWith sends a request to instance i with key (none when "") and the
@@ -190,5 +194,51 @@ func TestIdempotencyNotKept(t *testing.T) {
 		if res.StatusCode != 400 {
 			t.Errorf("Idempotency-Key %q: %d, want 400", k, res.StatusCode)
 		}
+	}
+}
+
+// TestIdempotentRefusalsLastNoLongerThanTheirCause: a refusal whose cause
+// can end (a deny entry that expires, a pause, a policy) is not kept, so
+// the same key after the entry expired runs afresh and sends; a malformed
+// request (400) is not kept; other 4xx are kept, at most
+// IdempotencyKept4xxPerHour per caller, the rest not.
+func TestIdempotentRefusalsLastNoLongerThanTheirCause(t *testing.T) {
+	oc := newOpsCluster(t, opsConfig{engine: sqlstore.EngineSQLite})
+	until := time.Now().Add(1500 * time.Millisecond)
+	if _, err := oc.nodes[0].desk.AddDeny(context.Background(), guard.DenyEntry{Pattern: "+1415555", ExpiresAt: &until, Reason: "wave"}, "ops:test"); err != nil {
+		t.Fatal(err)
+	}
+	opsWait(t, "the deny-list to load", func() bool { return len(oc.nodes[0].deny.Entries()) == 1 })
+	key := map[string]string{"Idempotency-Key": "order-1"}
+	body := `{"phone":"+14155550123"}`
+	if r := oc.doWith(t, 0, "POST", "/otp/send", body, apiKey, key); r.Status != 403 || r.json(t)["code"] != "denied" {
+		t.Fatalf("send to a denied number: %d %s, want 403 denied", r.Status, r.Body)
+	}
+	time.Sleep(time.Until(until) + 100*time.Millisecond)
+	if r := oc.doWith(t, 0, "POST", "/otp/send", body, apiKey, key); r.Status != 200 || r.Header.Get("Idempotent-Replayed") != "" {
+		t.Errorf("same key after the deny entry expired: %d %s (replayed %q), want a fresh 200", r.Status, r.Body, r.Header.Get("Idempotent-Replayed"))
+	}
+
+	bad := map[string]string{"Idempotency-Key": "malformed"}
+	for i := range 2 {
+		if r := oc.doWith(t, 0, "POST", "/otp/send", `{"phone":`, apiKey, bad); r.Status != 400 || r.Header.Get("Idempotent-Replayed") != "" {
+			t.Errorf("malformed request %d: %d (replayed %q), want a fresh 400", i+1, r.Status, r.Header.Get("Idempotent-Replayed"))
+		}
+	}
+
+	invalid := `{"phone":"+999"}`
+	first := oc.doWith(t, 0, "POST", "/otp/send", invalid, apiKey, map[string]string{"Idempotency-Key": "inv-0"})
+	if first.Status != 422 {
+		t.Fatalf("invalid destination: %d %s, want 422", first.Status, first.Body)
+	}
+	for i := 1; i <= httpapi.IdempotencyKept4xxPerHour; i++ {
+		oc.doWith(t, 0, "POST", "/otp/send", invalid, apiKey, map[string]string{"Idempotency-Key": fmt.Sprintf("inv-%d", i)})
+	}
+	if r := oc.doWith(t, 0, "POST", "/otp/send", invalid, apiKey, map[string]string{"Idempotency-Key": "inv-0"}); r.Header.Get("Idempotent-Replayed") != "true" {
+		t.Errorf("the first 422 again: %d (replayed %q), want it replayed", r.Status, r.Header.Get("Idempotent-Replayed"))
+	}
+	last := fmt.Sprintf("inv-%d", httpapi.IdempotencyKept4xxPerHour)
+	if r := oc.doWith(t, 0, "POST", "/otp/send", invalid, apiKey, map[string]string{"Idempotency-Key": last}); r.Status != 422 || r.Header.Get("Idempotent-Replayed") != "" {
+		t.Errorf("the 422 past the cap again: %d (replayed %q), want a fresh 422", r.Status, r.Header.Get("Idempotent-Replayed"))
 	}
 }

@@ -209,3 +209,51 @@ func TestOpsOverridesInChromium(t *testing.T) {
 	}
 	t.Logf("screenshot: %s", path)
 }
+
+// TestOpsOverridesOnAPhone: at 390 px, with one override in force, the
+// overrides table stacks like every other table on the page, and its
+// Remove button lies inside the viewport with nothing scrolling sideways.
+func TestOpsOverridesOnAPhone(t *testing.T) {
+	exe := chromiumPath(t)
+	oc := newOpsCluster(t, opsConfig{engine: sqlstore.EngineSQLite, policies: overridePolicies()})
+	base := oc.instances[0].srv.URL
+	if r := oc.ops(t, 0, "POST", "/ops/overrides",
+		`{"kind":"country_limit","subject":"GB","limit":2,"reason":"pumping wave from a premium range, ticket 4711","expires_in":7200}`); r.Status != 201 {
+		t.Fatalf("add override: %d %s", r.Status, r.Body)
+	}
+
+	ctx := headlessChromium(t, exe, time.Minute)
+	signInChromium(t, ctx, base, `#overrides`)
+	err := chromedp.Do(ctx,
+		chromedp.EmulateViewport(390, 844),
+		chromedp.Navigate(base+"/ops?refresh=0"),
+		chromedp.WaitVisible(chromedp.CSS(`tr.override-row[data-id="1"]`)),
+	)
+	if err != nil {
+		t.Fatalf("at 390 px: %v", err)
+	}
+	type measure struct {
+		Client, Scroll int
+		Left, Right    float64
+		Display        string
+	}
+	js := `(() => {
+	  const b = document.querySelector('tr.override-row button.danger').getBoundingClientRect();
+	  return {client: document.documentElement.clientWidth, scroll: document.documentElement.scrollWidth,
+	    left: b.left, right: b.right,
+	    display: getComputedStyle(document.querySelector('tr.override-row td')).display};
+	})()`
+	m, err := chromedp.Run(ctx, chromedp.Evaluate[measure](js))
+	if err != nil {
+		t.Fatalf("measure: %v", err)
+	}
+	if m.Display == "table-cell" {
+		t.Errorf("at 390 px the overrides table's cells are %q, want them stacked like the other tables", m.Display)
+	}
+	if m.Left < 0 || m.Right > float64(m.Client) {
+		t.Errorf("at 390 px the Remove button spans %.0f-%.0f px, outside the %d px viewport", m.Left, m.Right, m.Client)
+	}
+	if m.Scroll > m.Client {
+		t.Errorf("at 390 px the page is %d px wide in a %d px viewport (scrolls sideways)", m.Scroll, m.Client)
+	}
+}

@@ -47,7 +47,7 @@ type Activity interface {
 type MinuteActivity struct {
 	Minute time.Time
 	Sends  int64 // codes sent
-	Blocks int64 // sends refused by a limit or the deny-list, and verify lock-outs
+	Blocks int64 // sends refused by a limit, the velocity rule or the deny-list (or challenged instead), and verify lock-outs
 }
 
 // DeskOptions are the dependencies of the ops desk.
@@ -291,7 +291,8 @@ func isBlockOutcome(action string, outcome guard.Code) bool {
 		switch outcome {
 		case guard.CodeCooldown, guard.CodePhoneRateLimited, guard.CodeIPRateLimited, guard.CodeDenied,
 			guard.CodeCountryNotAllowed, guard.CodeNumberTypeNotAllowed, guard.CodePrefixRateLimited,
-			guard.CodeCountryRateLimited, guard.CodeBudgetExhausted, guard.CodeCountryPaused:
+			guard.CodeCountryRateLimited, guard.CodeBudgetExhausted, guard.CodeCountryPaused,
+			guard.CodeUnusualVolume, guard.CodeChallengeRequired:
 			return true
 		}
 	case guard.ActionOTPVerify:

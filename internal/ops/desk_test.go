@@ -276,6 +276,11 @@ func TestDeskActivity(t *testing.T) {
 		{Minute: minute(30), Action: "otp.send", Outcome: "sent", N: 4},
 		{Minute: minute(30), Action: "otp.send", Outcome: "cooldown", N: 2},
 		{Minute: minute(30), Action: "otp.send", Outcome: "denied", N: 1},
+		// The velocity rule's refusals and the challenges put before an
+		// automatic refusal are blocks too: the country table counts them
+		// among its refusals.
+		{Minute: minute(30), Action: "otp.send", Outcome: "unusual_volume", N: 50},
+		{Minute: minute(30), Action: "otp.send", Outcome: "challenge_required", N: 5},
 		{Minute: minute(29), Action: "otp.verify", Outcome: "too_many_attempts", N: 3},
 		{Minute: minute(29), Action: "otp.verify", Outcome: "wrong_code", N: 9},
 		{Minute: minute(29), Action: "otp.send", Outcome: "provider_unavailable", N: 9},
@@ -289,8 +294,8 @@ func TestDeskActivity(t *testing.T) {
 	if len(got) != 10 || !got[0].Minute.Equal(minute(21)) || !got[9].Minute.Equal(minute(30)) {
 		t.Fatalf("minutes: %d from %s to %s, want 10 from 12:21 to 12:30", len(got), got[0].Minute, got[len(got)-1].Minute)
 	}
-	if got[9].Sends != 4 || got[9].Blocks != 3 || got[8].Sends != 0 || got[8].Blocks != 3 {
-		t.Errorf("12:29 %+v, 12:30 %+v; want 0/3 and 4/3", got[8], got[9])
+	if got[9].Sends != 4 || got[9].Blocks != 58 || got[8].Sends != 0 || got[8].Blocks != 3 {
+		t.Errorf("12:29 %+v, 12:30 %+v; want 0/3 and 4/58", got[8], got[9])
 	}
 }
 
