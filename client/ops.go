@@ -17,6 +17,7 @@ type Status struct {
 	Redis            string            `json:"redis"`  // "up" or "down"
 	RedisSince       *time.Time        `json:"redis_since,omitempty"`
 	Breaker          string            `json:"breaker"`
+	Nodes            []NodeBreaker     `json:"nodes,omitempty"` // Redis Cluster only: each master's breaker
 	Instances        int               `json:"instances"`
 	InstancesFrom    string            `json:"instances_from"`
 	LastStoreFailure *time.Time        `json:"last_store_failure,omitempty"`
@@ -26,6 +27,13 @@ type Status struct {
 	Database         *Database         `json:"database,omitempty"`
 	PolicyFile       *PolicyFile       `json:"policy_file,omitempty"`
 	Overrides        *OverridesInForce `json:"overrides,omitempty"`
+}
+
+// NodeBreaker is one Redis Cluster master's breaker, in Status: Node is
+// its host:port, or "*" for calls whose keys span masters.
+type NodeBreaker struct {
+	Node    string `json:"node"`
+	Breaker string `json:"breaker"` // closed, half-open or open
 }
 
 // PolicyFile is the policy file in force on the instance, in Status.
