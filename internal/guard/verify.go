@@ -52,6 +52,7 @@ func (s *OTP) VerifyCode(ctx context.Context, req VerifyRequest) (VerifyResult, 
 	if !solved {
 		s.creditVerify(ctx, phone)
 	}
+	s.rememberVerified(ctx, phone)
 	return VerifyResult{Phone: phone, VerificationID: vid}, nil
 }
 
