@@ -5,6 +5,7 @@ import (
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/base64"
+	"fmt"
 	"time"
 )
 
@@ -187,9 +188,10 @@ type ImportResult struct {
 }
 
 // ImportTrusted marks numbers trusted for verified_within (an operator's
-// import of the numbers an app verified before it used otpguard).
+// import of the numbers an app verified before it used otpguard), and
+// records it in the audit trail with the counts only (no number).
 // Idempotent: importing a number again only renews its mark.
-func (s *OTP) ImportTrusted(ctx context.Context, numbers []string) (ImportResult, error) {
+func (s *OTP) ImportTrusted(ctx context.Context, numbers []string, actor string) (ImportResult, error) {
 	if len(numbers) > MaxTrustImport {
 		return ImportResult{}, Errorf(CodeInvalidRequest, "at most %d numbers per import, got %d", MaxTrustImport, len(numbers))
 	}
@@ -213,5 +215,8 @@ func (s *OTP) ImportTrusted(ctx context.Context, numbers []string) (ImportResult
 		}
 	}
 	res.Imported = len(marks)
+	s.events.Record(Event{At: s.now(), Action: ActionTrustImport, Outcome: "imported", Actor: actor,
+		Detail:  fmt.Sprintf("imported=%d invalid=%d", res.Imported, len(res.Invalid)),
+		TraceID: TraceID(ctx), RequestID: RequestID(ctx)})
 	return res, nil
 }
