@@ -29,6 +29,9 @@ type Event struct {
 	// The audit trail stores each UID at most once, so a write retried
 	// after a commit whose answer was lost does not store it twice.
 	UID string
+	// Trusted: a send that went to a trusted number (trust.go), for the
+	// attack view's counts. Not stored in the audit trail.
+	Trusted bool
 }
 
 // NewEventUID returns a fresh Event.UID.

@@ -26,6 +26,8 @@ type SendResult struct {
 	// VerificationID names the code's verification (pending); empty for a
 	// stateless code, which has no record (verification.go).
 	VerificationID string
+	// Tier is the send's tier (trust.go).
+	Tier Tier
 }
 
 // Send checks the limits, stores a new code's HMAC and sends the code.
@@ -45,7 +47,7 @@ func (s *OTP) Send(ctx context.Context, req SendRequest) (SendResult, error) {
 		return SendResult{}, err
 	}
 	res, err := s.send(WithDecision(ctx), phone, ip, req.Challenge, req.Account)
-	s.record(ctx, ActionOTPSend, OutcomeSent, phone, CleanIP(req.ClientIP), err)
+	s.recordTier(ctx, ActionOTPSend, OutcomeSent, phone, CleanIP(req.ClientIP), err, res.Tier)
 	res.Phone = phone // on a refusal too: the caller's log names it (masked)
 	return res, err
 }
@@ -94,6 +96,9 @@ func (s *OTP) send(ctx context.Context, phone Phone, ip, solution string, accoun
 		return SendResult{}, err
 	}
 	// Count it for the conversion watch (conversion.go).
+	if spent.trusted { // the store found the number's mark (trust.go)
+		tier = TierTrusted
+	}
 	s.watchSend(ctx, phone, tier)
-	return SendResult{Phone: phone, ExpiresIn: code.ttl, VerificationID: code.id}, nil
+	return SendResult{Phone: phone, ExpiresIn: code.ttl, VerificationID: code.id, Tier: tier}, nil
 }

@@ -79,7 +79,8 @@ func phoneSendsKey(e164 string) Key { return Key{"otp", e164, "sends"} }
 type spent struct {
 	takes      []Take
 	velocityAt time.Time
-	velocity   Key // what velocityAt counted under: the velocity rule's, the trusted tier's or the solved cap's
+	velocity   Key  // what velocityAt counted under: the velocity rule's, the trusted tier's or the solved cap's
+	trusted    bool // the store found the number trusted
 }
 
 // spend takes every limit of a send at once: one Counter call, which the
@@ -154,9 +155,9 @@ func (s *OTP) spend(ctx context.Context, phone Phone, limits []limitedTake, vol 
 			return spent{}, s.velocityDenied(ctx, phone, *vol, *vres)
 		}
 		if !volumeCounted(vol, vres) {
-			return spent{takes: taken}, nil
+			return spent{takes: taken, trusted: vres.Trusted}, nil
 		}
-		return spent{takes: taken, velocityAt: vol.Now, velocity: tierKey(vol, vres)}, nil
+		return spent{takes: taken, velocityAt: vol.Now, velocity: tierKey(vol, vres), trusted: vres.Trusted}, nil
 	case fellBack && vol.Solved != nil:
 		// A solution's single use cannot be checked without the store.
 		s.refund(ctx, taken)
@@ -177,7 +178,7 @@ func (s *OTP) spend(ctx context.Context, phone Phone, limits []limitedTake, vol 
 	if !counted {
 		return spent{takes: taken}, nil
 	}
-	return spent{takes: taken, velocityAt: vol.Now, velocity: tierKey(vol, &VolumeResult{Trusted: trusted})}, nil
+	return spent{takes: taken, velocityAt: vol.Now, velocity: tierKey(vol, &VolumeResult{Trusted: trusted}), trusted: trusted}, nil
 }
 
 // dropAutomatic answers the automatic rules' takes allowed and not spent,

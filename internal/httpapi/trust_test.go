@@ -100,6 +100,33 @@ func TestTrustedNumberSentWhileCountryRefuses(t *testing.T) {
 			t.Errorf("%s: got %q, want %q", tc.name, got, tc.want)
 		}
 	}
+	// The desk shows the trusted sends per country, and while the velocity
+	// alert is active its badge does not say normal.
+	opsWait(t, "GB's three trusted sends on the desk", func() bool {
+		r := oc.ops(t, 0, "GET", "/ops/abuse", "")
+		var v struct {
+			LastHour struct {
+				Countries []struct {
+					Country      string `json:"country"`
+					TrustedSends int64  `json:"trusted_sends"`
+					Challenged   *int64 `json:"challenged"`
+				} `json:"countries"`
+			} `json:"last_hour"`
+		}
+		if r.Status != http.StatusOK || json.Unmarshal(r.Body, &v) != nil {
+			return false
+		}
+		for _, c := range v.LastHour.Countries {
+			if c.Country == "GB" && c.TrustedSends == 3 && c.Challenged != nil {
+				return true
+			}
+		}
+		return false
+	})
+	page := oc.ops(t, 1, "GET", "/ops", "")
+	if body := string(page.Body); !strings.Contains(body, "abuse alert active") || strings.Contains(body, "all systems normal") {
+		t.Errorf("GET /ops while GB's velocity alert is active: the badge is not the alert's")
+	}
 }
 
 // TestTrustedTierCapExact: 30 concurrent sends to trusted numbers of one
