@@ -61,9 +61,9 @@ func (s *OTP) send(ctx context.Context, phone Phone, ip, solution string, accoun
 		return SendResult{}, err
 	}
 	// Who may receive codes at all: the deny-list (deny.go; the conversion
-	// watch's automatic blocks do not refuse a solved send), then the
-	// paused, allowed countries and number types (pumping.go).
-	if err := s.checkDenied(phone); err != nil && (tier != TierSolved || !automaticRefusal(err)) {
+	// watch's automatic blocks spare a solved send and a trusted number),
+	// then the paused, allowed countries and number types (pumping.go).
+	if tier, err = s.checkDeniedTier(ctx, phone, tier, account); err != nil {
 		return SendResult{}, s.challengeInstead(ctx, phone, tier, err)
 	}
 	if err := s.checkDestination(phone); err != nil {

@@ -125,20 +125,28 @@ func (s *OTP) trustStep(ctx context.Context, phone Phone, account bool) Tier {
 	if account {
 		return TierTrusted
 	}
-	if !s.trustOn() || s.safe(phone.E164) || s.abuse.volumes != nil {
+	if s.safe(phone.E164) || s.abuse.volumes != nil {
 		return TierNew // with volumes, the script reads the mark
+	}
+	if s.trustedNow(ctx, phone, false) { // a store failure: judged new
+		return TierTrusted
+	}
+	return TierNew
+}
+
+// trustedNow reports whether phone is trusted, reading its mark at once
+// (one round trip): for a send an automatic block would refuse.
+func (s *OTP) trustedNow(ctx context.Context, phone Phone, account bool) bool {
+	if account {
+		return true
+	}
+	if !s.trustOn() {
+		return false
 	}
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), convTimeout)
 	defer cancel()
 	ok, err := s.trusts.Trusted(cctx, trustMarkKey(s.hmacKey, phone))
-	if err != nil {
-		s.log.WarnContext(ctx, "trust: reading a mark failed; judged new", "err", err)
-		return TierNew
-	}
-	if ok {
-		return TierTrusted
-	}
-	return TierNew
+	return err == nil && ok
 }
 
 // trustTake completes the volume count of a send of tier: the trusted

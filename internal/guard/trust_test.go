@@ -179,3 +179,48 @@ func TestVerifiedNumberTrustedNextDay(t *testing.T) {
 		})
 	}
 }
+
+// denyAll answers every number with its entry.
+type denyAll struct{ e guard.DenyEntry }
+
+func (d denyAll) Denied(string, time.Time) (guard.DenyEntry, bool) { return d.e, true }
+
+// TestAutoBlockSparesTrusted: a prefix the conversion watch deny-listed
+// does not refuse a trusted number (the app's account, an imported
+// number), and does refuse a new one; an operator's entry refuses all.
+func TestAutoBlockSparesTrusted(t *testing.T) {
+	cases := []struct {
+		name, author string
+		n            int
+		account      bool
+		imported     bool
+		want         guard.Code
+	}{
+		{"watch block, new number", guard.ConversionActor, 1, false, false, guard.CodeDenied},
+		{"watch block, account", guard.ConversionActor, 2, true, false, ""},
+		{"watch block, imported", guard.ConversionActor, 3, false, true, ""},
+		{"operator's entry, account", "ops:alice", 4, true, false, guard.CodeDenied},
+		{"operator's entry, imported", "ops:alice", 5, false, true, guard.CodeDenied},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			s, _, _ := redistest.Store(t)
+			p := guard.DefaultPolicies()
+			p.FillDefaults()
+			otp := guard.NewOTP(guard.OTPOptions{Policy: p.OTP, Counter: s, Codes: s, Sender: noSender{},
+				HMACKey: []byte("0123456789abcdef0123456789abcdef"), Volumes: s, Trusts: s,
+				Deny: denyAll{guard.DenyEntry{ID: 1, Pattern: "+44", Author: tc.author}}})
+			t.Cleanup(otp.Close)
+			ctx := context.Background()
+			if tc.imported {
+				if _, err := otp.ImportTrusted(ctx, []string{gb(tc.n)}, "test"); err != nil {
+					t.Fatal(err)
+				}
+			}
+			_, err := otp.Send(ctx, guard.SendRequest{Phone: gb(tc.n), Account: tc.account})
+			if got := guard.ErrorCode(err); got != tc.want {
+				t.Errorf("got %q (%v), want %q", got, err, tc.want)
+			}
+		})
+	}
+}
