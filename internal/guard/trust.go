@@ -177,8 +177,8 @@ func (s *OTP) trustTake(phone Phone, tier Tier, vol *VolumeTake) *VolumeTake {
 // rememberVerified marks phone trusted for verified_within from now and
 // credits the verify to the trusted tier when the number was trusted.
 func (s *OTP) rememberVerified(ctx context.Context, phone Phone) {
-	if !s.trustOn() || s.safe(phone.E164) {
-		return
+	if !s.trustOn() || s.safe(phone.E164) || StoreFailed(ctx) {
+		return // a verify the store failed in waits on it no more
 	}
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), convTimeout)
 	defer cancel()
