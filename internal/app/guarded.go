@@ -75,8 +75,13 @@ var _ guard.Trusts = guardedStore{}
 
 // MarkTrusted and Trusted go through the breaker: a verify or an import
 // waits on no Redis the probe finds dead.
-func (g guardedStore) MarkTrusted(ctx context.Context, marks []guard.TrustMark, ttl time.Duration) error {
-	return g.fb.Do(ctx, func(ctx context.Context) error { return g.st.MarkTrusted(ctx, marks, ttl) })
+func (g guardedStore) MarkTrusted(ctx context.Context, marks []guard.TrustMark, ttl time.Duration) (int, error) {
+	var n int
+	err := g.fb.Do(ctx, func(ctx context.Context) (err error) {
+		n, err = g.st.MarkTrusted(ctx, marks, ttl)
+		return err
+	})
+	return n, err
 }
 
 func (g guardedStore) Trusted(ctx context.Context, mark guard.Key) (bool, error) {

@@ -78,8 +78,9 @@ func DefaultTrust() TrustPolicy {
 type Trusts interface {
 	// MarkTrusted sets the marks, each expiring ttl from now, and counts
 	// credit verifies (the marks that were set before) in the trusted
-	// tier of their country's hour. Idempotent but for the credit.
-	MarkTrusted(ctx context.Context, marks []TrustMark, ttl time.Duration) error
+	// tier of their country's hour; it returns how many credit marks were
+	// set before (trusted verifies). Idempotent but for the credit.
+	MarkTrusted(ctx context.Context, marks []TrustMark, ttl time.Duration) (trusted int, err error)
 	// Trusted reports whether mark is set.
 	Trusted(ctx context.Context, mark Key) (bool, error)
 }
@@ -175,18 +176,22 @@ func (s *OTP) trustTake(phone Phone, tier Tier, vol *VolumeTake) *VolumeTake {
 }
 
 // rememberVerified marks phone trusted for verified_within from now and
-// credits the verify to the trusted tier when the number was trusted.
-func (s *OTP) rememberVerified(ctx context.Context, phone Phone) {
+// credits the verify to the trusted tier when the number was trusted; it
+// reports whether it was (its mark was set before this verify): a trusted
+// verify, which teaches the new tier's baselines nothing (creditable).
+func (s *OTP) rememberVerified(ctx context.Context, phone Phone) bool {
 	if !s.trustOn() || s.safe(phone.E164) || StoreFailed(ctx) {
-		return // a verify the store failed in waits on it no more
+		return false // a verify the store failed in waits on it no more
 	}
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), convTimeout)
 	defer cancel()
 	m := TrustMark{Key: trustMarkKey(s.hmacKey, phone), Tier: trustedTierKey(region(phone)),
 		Hour: hour(s.now()), Credit: true, TTL: s.policy.CountryVelocity.ttl()}
-	if err := s.trusts.MarkTrusted(cctx, []TrustMark{m}, s.policy.Trust.VerifiedWithin); err != nil {
+	n, err := s.trusts.MarkTrusted(cctx, []TrustMark{m}, s.policy.Trust.VerifiedWithin)
+	if err != nil {
 		s.log.WarnContext(ctx, "trust: remembering a verified number failed", "err", err)
 	}
+	return n > 0
 }
 
 // ImportResult is the answer to an import of trusted numbers.
@@ -217,7 +222,7 @@ func (s *OTP) ImportTrusted(ctx context.Context, numbers []string, actor string)
 		marks = append(marks, TrustMark{Key: trustMarkKey(s.hmacKey, p)})
 	}
 	if len(marks) > 0 {
-		if err := s.trusts.MarkTrusted(ctx, marks, s.policy.Trust.VerifiedWithin); err != nil {
+		if _, err := s.trusts.MarkTrusted(ctx, marks, s.policy.Trust.VerifiedWithin); err != nil {
 			s.log.Log(ctx, StoreFailureLevel(err), "trust: import failed", "err", err)
 			return ImportResult{}, storeError(err)
 		}

@@ -224,3 +224,51 @@ func TestAutoBlockSparesTrusted(t *testing.T) {
 		})
 	}
 }
+
+// creditCounter counts the verifies credited to the new tier's baseline.
+type creditCounter struct {
+	guard.Volumes
+	n atomic.Int64
+}
+
+func (c *creditCounter) CountVerified(ctx context.Context, k guard.Key, hour int64, ttl time.Duration) error {
+	c.n.Add(1)
+	return c.Volumes.CountVerified(ctx, k, hour, ttl)
+}
+
+// TestTrustedVerifyCreditsNoBaseline: a new number's first verify credits
+// the new tier's baseline; once it is trusted (its mark set by that
+// verify), its next send and verify teach the new tier nothing.
+func TestTrustedVerifyCreditsNoBaseline(t *testing.T) {
+	s, _, _ := redistest.Store(t)
+	p := guard.DefaultPolicies()
+	p.OTP.Cooldown = 0
+	p.FillDefaults()
+	if err := p.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	out, credits := &codeSender{}, &creditCounter{Volumes: s}
+	otp := guard.NewOTP(guard.OTPOptions{Policy: p.OTP, Counter: s, Codes: s, Sender: out,
+		HMACKey: []byte("0123456789abcdef0123456789abcdef"), Volumes: credits, Trusts: s})
+	t.Cleanup(otp.Close)
+	ctx := context.Background()
+	user := gb(1)
+	for i, want := range []struct {
+		tier    guard.Tier
+		credits int64
+	}{{guard.TierNew, 1}, {guard.TierTrusted, 1}} {
+		res, err := otp.Send(ctx, guard.SendRequest{Phone: user})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Tier != want.tier {
+			t.Errorf("send %d: tier %v, want %v", i+1, res.Tier, want.tier)
+		}
+		if _, err := otp.Verify(ctx, guard.VerifyRequest{Phone: user, Code: out.code(user)}); err != nil {
+			t.Fatalf("verify %d: %v", i+1, err)
+		}
+		if got := credits.n.Load(); got != want.credits {
+			t.Errorf("after verify %d: %d credits to the new tier, want %d", i+1, got, want.credits)
+		}
+	}
+}

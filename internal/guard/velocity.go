@@ -226,8 +226,8 @@ func (s *OTP) refundVelocity(ctx context.Context, k Key, at time.Time) {
 // credit and normal, the conversion watch's tallies): only untrusted
 // traffic does, so a surge of returning users never spends the room new
 // numbers get and their conversion never hides an attack. Today that is
-// every number off the safe list; the trust step (trust.go) adds numbers
-// that verified before.
+// every number off the safe list whose send is not TierTrusted (watchSend)
+// and whose verify is not a trusted number's (VerifyCode, rememberVerified).
 func (s *OTP) creditable(phone Phone) bool {
 	return !s.safe(phone.E164)
 }

@@ -29,10 +29,11 @@ var trustMarkScript = script("trust_mark")
 // MarkTrusted sets the marks, each for ttl, in one round trip (a pipeline;
 // on Cluster go-redis sends it one per node). A verify's mark (Credit)
 // goes through trustMarkScript, which credits a trusted number's verify to
-// its tier; an import's is a plain SET with PX: idempotent.
-func (r *Redis) MarkTrusted(ctx context.Context, marks []guard.TrustMark, ttl time.Duration) error {
+// its tier; an import's is a plain SET with PX: idempotent. It returns
+// how many verifies' marks were set before (trusted verifies).
+func (r *Redis) MarkTrusted(ctx context.Context, marks []guard.TrustMark, ttl time.Duration) (int, error) {
 	if len(marks) == 0 {
-		return nil
+		return 0, nil
 	}
 	pipe := r.rdb.Pipeline()
 	type scripted struct {
@@ -52,17 +53,22 @@ func (r *Redis) MarkTrusted(ctx context.Context, marks []guard.TrustMark, ttl ti
 	}
 	_, err := pipe.Exec(ctx)
 	if err != nil && !isNoScript(err) {
-		return fmt.Errorf("store: mark trusted: %w", err)
+		return 0, fmt.Errorf("store: mark trusted: %w", err)
 	}
+	trusted := 0
 	for _, s := range runs {
 		if isNoScript(s.cmd.Err()) { // it did not run: once more, loading it
 			s.cmd = trustMarkScript.Run(ctx, r.rdb, s.keys, s.args...)
 		}
-		if err := s.cmd.Err(); err != nil && !errors.Is(err, redis.Nil) {
-			return fmt.Errorf("store: mark trusted: %w", err)
+		was, err := s.cmd.Int64()
+		if err != nil && !errors.Is(err, redis.Nil) {
+			return 0, fmt.Errorf("store: mark trusted: %w", err)
+		}
+		if was == 1 {
+			trusted++
 		}
 	}
-	return nil
+	return trusted, nil
 }
 
 // Trusted reports whether mark is set (one EXISTS).

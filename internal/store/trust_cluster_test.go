@@ -31,7 +31,7 @@ func TestClusterTrustedSend(t *testing.T) {
 	st, _, _, _ := clusterStore(t)
 	ctx := context.Background()
 	mark := guard.Key{Space: "otp:tr", ID: "NG", Name: "marked"}
-	if err := st.MarkTrusted(ctx, []guard.TrustMark{{Key: mark}}, time.Hour); err != nil {
+	if _, err := st.MarkTrusted(ctx, []guard.TrustMark{{Key: mark}}, time.Hour); err != nil {
 		t.Fatal(err)
 	}
 	prefix := guard.Take{Key: guard.Key{Space: "otp:prefix", ID: "+234803", Name: "sends"}, Algorithm: guard.FixedWindow,
@@ -78,7 +78,7 @@ func TestClusterTrustedTierExact(t *testing.T) {
 	}
 	ctx := context.Background()
 	mark := guard.Key{Space: "otp:tr", ID: "NG", Name: "marked"}
-	if err := stores[0].MarkTrusted(ctx, []guard.TrustMark{{Key: mark}}, time.Hour); err != nil {
+	if _, err := stores[0].MarkTrusted(ctx, []guard.TrustMark{{Key: mark}}, time.Hour); err != nil {
 		t.Fatal(err)
 	}
 	var allowed atomic.Int64

@@ -39,7 +39,7 @@ func TestTrustedTier(t *testing.T) {
 				}
 				return r
 			}
-			if err := s.MarkTrusted(ctx, []guard.TrustMark{{Key: mark}}, time.Hour); err != nil {
+			if _, err := s.MarkTrusted(ctx, []guard.TrustMark{{Key: mark}}, time.Hour); err != nil {
 				t.Fatal(err)
 			}
 			steps := []struct {
@@ -66,7 +66,7 @@ func TestTrustedTier(t *testing.T) {
 			// A marked number's verify credits the trusted tier; an
 			// unmarked one's does not (it only sets the mark).
 			for _, k := range []guard.Key{mark, other} {
-				if err := s.MarkTrusted(ctx, []guard.TrustMark{{Key: k, Tier: tier, Hour: h - 1, Credit: true, TTL: 26 * time.Hour}}, time.Hour); err != nil {
+				if _, err := s.MarkTrusted(ctx, []guard.TrustMark{{Key: k, Tier: tier, Hour: h - 1, Credit: true, TTL: 26 * time.Hour}}, time.Hour); err != nil {
 					t.Fatal(err)
 				}
 			}
