@@ -67,6 +67,11 @@ type AbuseTally struct {
 	// ConversionRate is Verifications / Sends; nil when nothing was sent.
 	ConversionRate *float64         `json:"conversion_rate"`
 	RefusalsByCode map[string]int64 `json:"refusals_by_code,omitempty"`
+	// TrustedSends are the sends to trusted numbers, among Sends;
+	// Challenged the sends answered 428 challenge_required, among
+	// Refusals (countries and totals; 0 for prefixes).
+	TrustedSends int64 `json:"trusted_sends"`
+	Challenged   int64 `json:"challenged"`
 }
 
 // AbuseLimit is a limit of the policy that applies to a country or prefix.

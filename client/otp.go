@@ -19,6 +19,12 @@ type SendRequest struct {
 	// answered (ChallengeOf; Challenge.SolvePoW or CaptchaSolution). The
 	// resend is another body: give it another IdempotencyKey.
 	Challenge string `json:"challenge,omitempty"`
+	// Account says the number belongs to an existing account of the app:
+	// the send is to a trusted number, which the automatic abuse rules do
+	// not refuse (it meets the trusted tier's own cap instead). Set it only
+	// for numbers the app already knows (a sign-in, a saved number), never
+	// for a number typed into a sign-up form.
+	Account bool `json:"account,omitempty"`
 	// IdempotencyKey, when set, is sent as the Idempotency-Key header:
 	// the same key with the same body answers the first answer and sends
 	// nothing more, so Send is retried on network errors. Use one key per

@@ -147,6 +147,10 @@ func (a *App) newOTP(w *wiring, p guard.OTPPolicy) *guard.OTP {
 		Overrides: a.ops.overrides,
 		// otp.challenge: a challenge before an automatic refusal (challenge.go).
 		Challenger: newChallenger(a.cfg, p.Challenge),
+		// Trusted numbers' marks: read with the velocity count in the
+		// send's round trip; written at each verify and by imports,
+		// through the breaker.
+		Trusts: w.guarded,
 	})
 }
 

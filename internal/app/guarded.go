@@ -70,3 +70,25 @@ func (g guardedStore) ListBlocks(ctx context.Context, match func(phone string) b
 func (g guardedStore) Unblock(ctx context.Context, phone string, counters []guard.Key) error {
 	return g.fb.Do(ctx, func(ctx context.Context) error { return g.st.Unblock(ctx, phone, counters) })
 }
+
+var _ guard.Trusts = guardedStore{}
+
+// MarkTrusted and Trusted go through the breaker: a verify or an import
+// waits on no Redis the probe finds dead.
+func (g guardedStore) MarkTrusted(ctx context.Context, marks []guard.TrustMark, ttl time.Duration) (int, error) {
+	var n int
+	err := g.fb.Do(ctx, func(ctx context.Context) (err error) {
+		n, err = g.st.MarkTrusted(ctx, marks, ttl)
+		return err
+	})
+	return n, err
+}
+
+func (g guardedStore) Trusted(ctx context.Context, mark guard.Key) (bool, error) {
+	var ok bool
+	err := g.fb.Do(ctx, func(ctx context.Context) (err error) {
+		ok, err = g.st.Trusted(ctx, mark)
+		return err
+	})
+	return err == nil && ok, err
+}

@@ -50,6 +50,7 @@ type fileOTPPolicy struct {
 	Conversion         fileConversion        `yaml:"conversion"`
 	SafeList           []string              `yaml:"safe_list"`
 	Challenge          fileChallenge         `yaml:"challenge"`
+	Trust              fileTrust             `yaml:"trust"`
 }
 
 // fileChallenge is otp.challenge (guard.ChallengePolicy).
@@ -101,6 +102,41 @@ type fileVelocity struct {
 	Expected      map[string]int64 `yaml:"expected"`
 	QuarantineFor fileDuration     `yaml:"quarantine_for"`
 	MinuteShare   float64          `yaml:"minute_share"`
+}
+
+// fileTrust is otp.trust (guard.TrustPolicy). VerifiedWithin is a
+// pointer so that an explicit 0 (off) differs from leaving it out (90 days).
+type fileTrust struct {
+	VerifiedWithin *fileDuration `yaml:"verified_within"`
+	Floor          int64         `yaml:"floor"`
+	Factor         float64       `yaml:"factor"`
+}
+
+// trust is otp.trust as the domain's policy; all left out: the zero policy,
+// which FillDefaults completes.
+func (t fileTrust) trust() guard.TrustPolicy {
+	if t == (fileTrust{}) {
+		return guard.TrustPolicy{}
+	}
+	p := guard.TrustPolicy{VerifiedWithin: guard.DefaultVerifiedWithin, Floor: t.Floor, Factor: t.Factor}
+	if t.VerifiedWithin != nil {
+		p.VerifiedWithin = time.Duration(*t.VerifiedWithin)
+	}
+	if p.Floor == 0 {
+		p.Floor = guard.DefaultTrustFloor
+	}
+	if p.Factor == 0 {
+		p.Factor = guard.DefaultTrustFactor
+	}
+	return p
+}
+
+func toFileTrust(t guard.TrustPolicy) fileTrust {
+	if t == (guard.TrustPolicy{}) {
+		return fileTrust{}
+	}
+	d := fileDuration(t.VerifiedWithin)
+	return fileTrust{VerifiedWithin: &d, Floor: t.Floor, Factor: t.Factor}
 }
 
 // fileBudget is otp.budget (guard.Budget).
@@ -204,6 +240,7 @@ func policyFile(p guard.Policies) filePolicies {
 			SafeList: slices.Clone(o.SafeList),
 			Challenge: fileChallenge{Type: o.Challenge.Type, MaxNumber: o.Challenge.MaxNumber,
 				Expires: fileDuration(o.Challenge.Expires), Floor: o.Challenge.Floor, CutFor: fileDuration(o.Challenge.CutFor)},
+			Trust: toFileTrust(o.Trust),
 		},
 		Limits: convertMap(p.Limits, func(l guard.LimitPolicy) fileLimitPolicy {
 			return fileLimitPolicy{
@@ -249,6 +286,7 @@ func (f filePolicies) policies() guard.Policies {
 			SafeList: slices.Clone(o.SafeList),
 			Challenge: guard.ChallengePolicy{Type: o.Challenge.Type, MaxNumber: o.Challenge.MaxNumber,
 				Expires: time.Duration(o.Challenge.Expires), Floor: o.Challenge.Floor, CutFor: time.Duration(o.Challenge.CutFor)},
+			Trust: o.Trust.trust(),
 		},
 		Limits: convertMap(f.Limits, func(l fileLimitPolicy) guard.LimitPolicy {
 			return guard.LimitPolicy{

@@ -49,6 +49,7 @@ func everyField() guard.Policies {
 			SafeList:   []string{"+14155550100", "+4474001"},
 			Challenge: guard.ChallengePolicy{Type: guard.ChallengeCaptcha, MaxNumber: 50_000, Expires: 2 * time.Minute,
 				Floor: 7, CutFor: 6 * time.Hour},
+			Trust: guard.TrustPolicy{VerifiedWithin: 30 * 24 * time.Hour, Floor: 40, Factor: 2.5},
 		},
 		Limits: map[string]guard.LimitPolicy{
 			"bucket": {Algorithm: guard.TokenBucket, Capacity: 10, RefillPerSecond: 0.5, Limit: 1, Window: time.Minute,

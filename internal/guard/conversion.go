@@ -153,6 +153,9 @@ func (s *OTP) watching(ctx context.Context, phone Phone) bool {
 // watchSend queues a code that left: the watch counts it and judges its
 // prefixes and country after the answer (watch.go).
 func (s *OTP) watchSend(ctx context.Context, phone Phone, tier Tier) {
+	if tier == TierTrusted { // trusted sends teach no baseline (creditable)
+		return
+	}
 	s.enqueueWatch(ctx, phone, ConversionSend, tier == TierSolved)
 }
 

@@ -49,6 +49,11 @@ type Take struct {
 	// decided by a script, one command that concurrent requests share a
 	// write with, as /limits/check's are.
 	Independent bool
+	// Automatic: an automatic abuse rule's limit (a prefix or country
+	// window). A send the velocity script finds trusted (VolumeTake.Mark)
+	// does not keep it: on Redis Cluster, where the store reads the mark
+	// first, it is not taken at all (trust.go).
+	Automatic bool
 
 	// What to do when the shared store cannot answer (see Fallback).
 	Policy       string       // the policy it belongs to, for status and logs

@@ -1,6 +1,7 @@
 package guard
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"time"
@@ -67,10 +68,28 @@ func validDenyPattern(p string) bool {
 func (s *OTP) checkDenied(phone Phone) error {
 	if e, ok := s.deny.Denied(phone.E164, s.now()); ok {
 		err := fmt.Errorf("deny-list entry %d (%s)", e.ID, MaskPhone(e.Pattern))
-		if e.Author == ConversionActor { // a challenge may lift it (challenge.go)
+		if e.Author == ConversionActor { // a challenge or trust may lift it
 			err = fmt.Errorf("%w: %w", err, errAutomaticBlock)
 		}
 		return &Error{Code: CodeDenied, Message: "this number may not receive codes", Err: err}
 	}
 	return nil
+}
+
+// checkDeniedTier is checkDenied for a send of tier. An entry the
+// conversion watch made (an automatic prefix block) refuses neither a
+// solved send (challenge.go) nor a trusted number (trust.go: the app's
+// word, or its mark read at once), which it then answers TierTrusted; an
+// operator's entry refuses every number.
+func (s *OTP) checkDeniedTier(ctx context.Context, phone Phone, tier Tier, account bool) (Tier, error) {
+	err := s.checkDenied(phone)
+	switch {
+	case err == nil || !automaticRefusal(err):
+		return tier, err
+	case tier != TierNew:
+		return tier, nil
+	case s.trustedNow(ctx, phone, account):
+		return TierTrusted, nil
+	}
+	return tier, err
 }

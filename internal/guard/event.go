@@ -29,6 +29,9 @@ type Event struct {
 	// The audit trail stores each UID at most once, so a write retried
 	// after a commit whose answer was lost does not store it twice.
 	UID string
+	// Trusted: a send that went to a trusted number (trust.go), for the
+	// attack view's counts. Not stored in the audit trail.
+	Trusted bool
 }
 
 // NewEventUID returns a fresh Event.UID.
@@ -41,12 +44,13 @@ func NewEventUID() string {
 // The audit actions the OTP rules record (Event.Action). They are stored
 // in the audit trail and filtered on: never rename one.
 const (
-	ActionOTPSend    = "otp.send"
-	ActionOTPVerify  = "otp.verify"
-	ActionConversion = "otp.conversion" // a conversion alert
-	ActionVelocity   = "otp.velocity"   // a country refused for unusual volume
-	ActionSMSStatus  = "sms.status"     // a delivery status report
-	ActionOTPCancel  = "otp.cancel"     // POST /otp/verifications/{id}/cancel
+	ActionOTPSend     = "otp.send"
+	ActionOTPVerify   = "otp.verify"
+	ActionConversion  = "otp.conversion"   // a conversion alert
+	ActionVelocity    = "otp.velocity"     // a country refused for unusual volume
+	ActionSMSStatus   = "sms.status"       // a delivery status report
+	ActionOTPCancel   = "otp.cancel"       // POST /otp/verifications/{id}/cancel
+	ActionTrustImport = "otp.trust.import" // POST /ops/trusted-numbers
 )
 
 // The outcomes the OTP rules record (Event.Outcome) besides the Code of a

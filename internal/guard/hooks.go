@@ -53,6 +53,11 @@ func (noBlocks) EndBlock(context.Context, string, Code) error { return nil }
 // record hands the decision to the audit sink: outcome is ok's label on
 // success and the refusal's code otherwise. Never the code itself.
 func (s *OTP) record(ctx context.Context, action, ok string, phone Phone, ip string, err error) {
+	s.recordTier(ctx, action, ok, phone, ip, err, TierNew)
+}
+
+// recordTier is record, for a send of tier.
+func (s *OTP) recordTier(ctx context.Context, action, ok string, phone Phone, ip string, err error, tier Tier) {
 	outcome := ok
 	if err != nil {
 		outcome = string(ErrorCode(err))
@@ -62,7 +67,7 @@ func (s *OTP) record(ctx context.Context, action, ok string, phone Phone, ip str
 		detail = e.Usage
 	}
 	s.events.Record(Event{At: s.now(), Action: action, Outcome: outcome, Phone: phone.E164, Country: phone.Region, IP: ip,
-		Detail: detail, TraceID: TraceID(ctx), RequestID: RequestID(ctx)})
+		Detail: detail, TraceID: TraceID(ctx), RequestID: RequestID(ctx), Trusted: err == nil && tier == TierTrusted})
 }
 
 func (s *OTP) noteBlock(ctx context.Context, b Block) {

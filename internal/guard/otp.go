@@ -58,6 +58,9 @@ type OTPOptions struct {
 	// Challenger issues and checks the challenges of otp.challenge
 	// (challenge.go); nil: refusals stay refusals.
 	Challenger Challenger
+	// Trusts remembers trusted numbers (trust.go); nil: only the account
+	// flag trusts.
+	Trusts Trusts
 }
 
 // OTP sends and verifies one-time codes under exact, shared limits.
@@ -82,6 +85,7 @@ type OTP struct {
 	watch         *watchQueue
 	verifications Verifications
 	challenger    Challenger
+	trusts        Trusts
 }
 
 // NewOTP returns an OTP service. The policy must have passed Validate.
@@ -113,6 +117,7 @@ func NewOTP(o OTPOptions) *OTP {
 		deny: o.Deny, events: o.Events, blocks: o.Blocks, now: o.Now,
 		lastStoreFailure: o.LastStoreFailure, abuse: newAbuseState(o),
 		deliveries: o.Deliveries, verifications: o.Verifications, challenger: o.Challenger,
+		trusts: o.Trusts,
 	}
 	if o.Conversions != nil {
 		s.watch = newWatchQueue(o.WatchQueue)

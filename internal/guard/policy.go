@@ -81,6 +81,7 @@ type OTPPolicy struct {
 	// Challenge is otp.challenge: a challenge before an automatic refusal
 	// (challenge.go).
 	Challenge ChallengePolicy
+	Trust     TrustPolicy
 }
 
 // PrefixWindow is the fixed-window limit of every number prefix: the
@@ -249,6 +250,7 @@ func DefaultPolicies() Policies {
 			CountryVelocity:    DefaultCountryVelocity(),
 			Conversion:         DefaultConversion(),
 			Challenge:          DefaultChallenge(),
+			Trust:              DefaultTrust(),
 		},
 		Limits: map[string]LimitPolicy{
 			"default": {Algorithm: TokenBucket, Capacity: 50, RefillPerSecond: 5, OnStoreError: FallbackOpen},
@@ -351,5 +353,8 @@ func (o *OTPPolicy) fillAbuseDefaults() {
 	v := &o.CountryVelocity
 	if v.Mode == "" {
 		*v = DefaultCountryVelocity()
+	}
+	if o.Trust == (TrustPolicy{}) {
+		o.Trust = DefaultTrust()
 	}
 }

@@ -238,6 +238,7 @@ func validateAbuse(o OTPPolicy, bad func(string, string, ...any)) {
 	}
 	validateVelocity(o.CountryVelocity, bad)
 	validateChallenge(o.Challenge, bad)
+	validateTrust(o.Trust, bad)
 	for _, c := range sortedKeys(o.PerCountry) {
 		if c != "*" && !validateRegion("otp.per_country."+c, c, bad) {
 			continue
@@ -323,6 +324,19 @@ func validateConversion(c ConversionPolicy, bad func(string, string, ...any)) {
 	}
 	if c.HistoryMinSends < 0 || c.HistoryMinSends > maxLimit {
 		bad("otp.conversion.history_min_sends", "must be between 0 (any history) and %d, got %d", maxLimit, c.HistoryMinSends)
+	}
+}
+
+// validateTrust checks otp.trust.
+func validateTrust(t TrustPolicy, bad func(string, string, ...any)) {
+	if t.VerifiedWithin < 0 || t.VerifiedWithin > 3*365*24*time.Hour {
+		bad("otp.trust.verified_within", "must be between 0 (off) and 26280h (3 years), got %s", t.VerifiedWithin)
+	}
+	if t.Floor < 1 || t.Floor > maxLimit {
+		bad("otp.trust.floor", "must be between 1 and %d, got %d", maxLimit, t.Floor)
+	}
+	if !(t.Factor >= 1 && t.Factor <= 1000) {
+		bad("otp.trust.factor", "must be between 1 and 1000, got %v", t.Factor)
 	}
 }
 

@@ -124,7 +124,9 @@ type abuseTakes struct {
 
 // abuseRules are the automatic abuse rules of a send to phone: the prefix
 // and country limits and the country velocity rule, which a safe-listed
-// number skips, and the spend budget, which it does not. The velocity
+// number and a trusted send skip, and the spend budget, which they do not.
+// A trusted send counts in the trusted tier instead; a send of unknown
+// trust carries its mark, for the store to decide with the count. The velocity
 // count goes out with the limits (one round trip) when the counter can
 // take it; it counts only sends every other limit let through, so its
 // count is given back when another limit denies (spend). A solved send
@@ -136,18 +138,23 @@ func (s *OTP) abuseRules(phone Phone, tier Tier, sol *Solution) abuseTakes {
 		return abuseTakes{limits: s.abuseLimits(phone, false, true), velocity: s.solvedTake(phone, sol)}
 	}
 	var vol *VolumeTake
-	if s.velocityOn(safe) {
+	if s.velocityOn(safe) && tier != TierTrusted {
 		v := s.volumeTake(phone)
 		vol = &v
 	}
-	return abuseTakes{limits: s.abuseLimits(phone, safe, false), velocity: vol}
+	vol = s.trustTake(phone, tier, vol)
+	// The operator's overrides stay for a trusted send, the file's rules go.
+	return abuseTakes{limits: s.abuseLimits(phone, safe, tier == TierTrusted), velocity: vol}
 }
 
 // abuseLimits are the limits of one send after the number's own:
-// per prefix and per country (not for safe-listed numbers; for a solved
-// send only those an operator's override set), then the spend budget. When the store cannot answer they fall back like the
+// per prefix and per country (not for safe-listed numbers; with
+// operatorOnly, for a solved or trusted send, only those an operator's
+// override set), then the spend budget. The file's own prefix and country
+// limits are marked Automatic (the store skips them once it finds the
+// number trusted). When the store cannot answer they fall back like the
 // per-IP limit: split (limit / N) with local or open, refused with closed.
-func (s *OTP) abuseLimits(phone Phone, safe, solved bool) []limitedTake {
+func (s *OTP) abuseLimits(phone Phone, safe, operatorOnly bool) []limitedTake {
 	mode := s.policy.OnStoreError
 	if mode == FallbackLocal { // local_limit is per number: shared limits get their share
 		mode = FallbackOpen
@@ -156,6 +163,7 @@ func (s *OTP) abuseLimits(phone Phone, safe, solved bool) []limitedTake {
 		return Take{Key: k, Algorithm: FixedWindow, Limit: limit, Window: w, Cost: 1,
 			Policy: OTPPolicyName, OnStoreError: mode}
 	}
+	auto := func(t Take, automatic bool) Take { t.Automatic = automatic; return t }
 	// The ops desk's overrides (override.go) lower these limits on the
 	// same counters, or add one where the file has none (enforced.go).
 	e := s.enforced(s.now())
@@ -164,12 +172,12 @@ func (s *OTP) abuseLimits(phone Phone, safe, solved bool) []limitedTake {
 	for _, pp := range s.prefixLimits() {
 		prefix := Prefix(phone.E164, pp.DigitsDropped)
 		l := e.Prefix(prefix, pp)
-		if safe || l.Limit <= 0 || seen[prefix] || (solved && !l.Override) { // a short number: two depths, one prefix
+		if safe || l.Limit <= 0 || seen[prefix] || (operatorOnly && !l.Override) { // a short number: two depths, one prefix
 			continue
 		}
 		seen[prefix] = true
 		ls = append(ls, limitedTake{
-			take:   window(Key{"otp:prefix", prefix, "sends"}, l.Limit, l.Window),
+			take:   auto(window(Key{"otp:prefix", prefix, "sends"}, l.Limit, l.Window), !l.Override),
 			denial: CodePrefixRateLimited, what: "too many codes were sent to numbers like this one; try again later",
 			operator: l.Override,
 		})
@@ -193,9 +201,9 @@ func (s *OTP) abuseLimits(phone Phone, safe, solved bool) []limitedTake {
 		if region == "" {
 			region = "001" // non-geographic numbers (+800, +882...)
 		}
-		if l, _ := e.Country(region); l.Limit > 0 && (!solved || l.Override) {
+		if l, _ := e.Country(region); l.Limit > 0 && (!operatorOnly || l.Override) {
 			ls = append(ls, limitedTake{
-				take:   window(Key{"otp:country", region, "sends"}, l.Limit, l.Window),
+				take:   auto(window(Key{"otp:country", region, "sends"}, l.Limit, l.Window), !l.Override),
 				denial: CodeCountryRateLimited, what: "too many codes were sent to this country; try again later",
 				operator: l.Override,
 			})

@@ -13,6 +13,10 @@ type SendRequest struct {
 	// Challenge is the solution of the challenge a 428 challenge_required
 	// answered (challenge.go); empty: none.
 	Challenge string
+	// Account: the calling app says the number belongs to an existing
+	// account, so the send is trusted (trust.go). An app must set it only
+	// for numbers it already knows, never for a number a sign-up typed.
+	Account bool
 }
 
 // SendResult says where the code went and how long it lives.
@@ -22,6 +26,8 @@ type SendResult struct {
 	// VerificationID names the code's verification (pending); empty for a
 	// stateless code, which has no record (verification.go).
 	VerificationID string
+	// Tier is the send's tier (trust.go).
+	Tier Tier
 }
 
 // Send checks the limits, stores a new code's HMAC and sends the code.
@@ -40,31 +46,36 @@ func (s *OTP) Send(ctx context.Context, req SendRequest) (SendResult, error) {
 		s.record(ctx, ActionOTPSend, "", phone, CleanIP(req.ClientIP), err)
 		return SendResult{}, err
 	}
-	res, err := s.send(WithDecision(ctx), phone, ip, req.Challenge)
-	s.record(ctx, ActionOTPSend, OutcomeSent, phone, CleanIP(req.ClientIP), err)
+	res, err := s.send(WithDecision(ctx), phone, ip, req.Challenge, req.Account)
+	s.recordTier(ctx, ActionOTPSend, OutcomeSent, phone, CleanIP(req.ClientIP), err, res.Tier)
 	res.Phone = phone // on a refusal too: the caller's log names it (masked)
 	return res, err
 }
 
 // send is the pipeline of a parsed send: its steps in order, each in the
 // file of its concept, each returning here. The first refusal ends it.
-func (s *OTP) send(ctx context.Context, phone Phone, ip, solution string) (SendResult, error) {
+func (s *OTP) send(ctx context.Context, phone Phone, ip, solution string, account bool) (SendResult, error) {
 	// A solution that holds makes the send TierSolved (challenge.go).
 	tier, sol, err := s.solvedTier(ctx, phone, ip, solution)
 	if err != nil {
 		return SendResult{}, err
 	}
 	// Who may receive codes at all: the deny-list (deny.go; the conversion
-	// watch's automatic blocks do not refuse a solved send), then the
-	// paused, allowed countries and number types (pumping.go).
-	if err := s.checkDenied(phone); err != nil && (tier != TierSolved || !automaticRefusal(err)) {
+	// watch's automatic blocks spare a solved send and a trusted number),
+	// then the paused, allowed countries and number types (pumping.go).
+	if tier, err = s.checkDeniedTier(ctx, phone, tier, account); err != nil {
 		return SendResult{}, s.challengeInstead(ctx, phone, tier, err)
 	}
 	if err := s.checkDestination(phone); err != nil {
 		return SendResult{}, err
 	}
+	// Trust: the app's word, or the number's mark, read here or with the
+	// limits below (trust.go); a trusted number outranks a solution.
+	tier = max(tier, s.trustStep(ctx, phone, account))
 	// The automatic abuse rules: per prefix, per country and the country
-	// velocity rule, with the spend budget (pumping.go, velocity.go).
+	// velocity rule, with the spend budget (pumping.go, velocity.go); a
+	// solved send meets the solved cap instead (challenge.go), a trusted
+	// one its tier's cap (trust.go).
 	abuse := s.abuseRules(phone, tier, sol)
 	// Spend the number's and the address's limits and the abuse rules' in
 	// one round trip; a refusal refunds the rest (spend.go), and an
@@ -85,6 +96,9 @@ func (s *OTP) send(ctx context.Context, phone Phone, ip, solution string) (SendR
 		return SendResult{}, err
 	}
 	// Count it for the conversion watch (conversion.go).
+	if spent.trusted { // the store found the number's mark (trust.go)
+		tier = TierTrusted
+	}
 	s.watchSend(ctx, phone, tier)
-	return SendResult{Phone: phone, ExpiresIn: code.ttl, VerificationID: code.id}, nil
+	return SendResult{Phone: phone, ExpiresIn: code.ttl, VerificationID: code.id, Tier: tier}, nil
 }

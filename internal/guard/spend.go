@@ -79,7 +79,8 @@ func phoneSendsKey(e164 string) Key { return Key{"otp", e164, "sends"} }
 type spent struct {
 	takes      []Take
 	velocityAt time.Time
-	velocity   Key // what velocityAt counted under: the velocity rule's or the solved cap's
+	velocity   Key  // what velocityAt counted under: the velocity rule's, the trusted tier's or the solved cap's
+	trusted    bool // the store found the number trusted
 }
 
 // spend takes every limit of a send at once: one Counter call, which the
@@ -119,6 +120,11 @@ func (s *OTP) spend(ctx context.Context, phone Phone, limits []limitedTake, vol 
 		s.log.Log(ctx, StoreFailureLevel(err), "limit store failed", "limit", "otp.send", "err", err)
 		return spent{}, storeError(err)
 	}
+	if vres != nil && vres.Trusted {
+		// The store found the number trusted: the automatic rules counted
+		// with the limits do not refuse it and give their count back.
+		s.refund(ctx, dropAutomatic(takes, res))
+	}
 	deny := slices.IndexFunc(res, func(r Result) bool { return !r.Allowed })
 	// taken: what the store counted for this request, each refund going
 	// where it was counted (the fallback's memory or the store).
@@ -134,7 +140,11 @@ func (s *OTP) spend(ctx context.Context, phone Phone, limits []limitedTake, vol 
 		taken = append(taken, t)
 	}
 	if deny >= 0 {
-		return spent{}, s.refused(ctx, phone, limits[deny], res[deny], taken, vres != nil && vres.Allowed, vol)
+		var vel spent // the volume count to give back, if any
+		if volumeCounted(vol, vres) {
+			vel = spent{velocityAt: vol.Now, velocity: tierKey(vol, vres)}
+		}
+		return spent{}, s.refused(ctx, phone, limits[deny], res[deny], taken, vel)
 	}
 	switch {
 	case vol == nil:
@@ -144,7 +154,10 @@ func (s *OTP) spend(ctx context.Context, phone Phone, limits []limitedTake, vol 
 			s.refund(ctx, taken)
 			return spent{}, s.velocityDenied(ctx, phone, *vol, *vres)
 		}
-		return spent{takes: taken, velocityAt: vol.Now, velocity: vol.Key}, nil
+		if !volumeCounted(vol, vres) {
+			return spent{takes: taken, trusted: vres.Trusted}, nil
+		}
+		return spent{takes: taken, velocityAt: vol.Now, velocity: tierKey(vol, vres), trusted: vres.Trusted}, nil
 	case fellBack && vol.Solved != nil:
 		// A solution's single use cannot be checked without the store.
 		s.refund(ctx, taken)
@@ -157,7 +170,7 @@ func (s *OTP) spend(ctx context.Context, phone Phone, limits []limitedTake, vol 
 	}
 	// A counter that cannot take the velocity rule with the limits: it
 	// comes last, as its own step.
-	counted, err := s.takeVelocity(ctx, phone, *vol)
+	counted, trusted, err := s.takeVelocity(ctx, phone, *vol)
 	if err != nil {
 		s.refund(ctx, taken)
 		return spent{}, err
@@ -165,17 +178,47 @@ func (s *OTP) spend(ctx context.Context, phone Phone, limits []limitedTake, vol 
 	if !counted {
 		return spent{takes: taken}, nil
 	}
-	return spent{takes: taken, velocityAt: vol.Now, velocity: vol.Key}, nil
+	return spent{takes: taken, velocityAt: vol.Now, velocity: tierKey(vol, &VolumeResult{Trusted: trusted}), trusted: trusted}, nil
+}
+
+// dropAutomatic answers the automatic rules' takes allowed and not spent,
+// and returns those the store counted, to refund.
+func dropAutomatic(takes []Take, res []Result) []Take {
+	var counted []Take
+	for i, t := range takes {
+		if !t.Automatic {
+			continue
+		}
+		if res[i].Spent {
+			t.Fallback = res[i].Fallback
+			counted = append(counted, t)
+		}
+		res[i] = Result{Allowed: true}
+	}
+	return counted
+}
+
+// volumeCounted reports whether the store counted vol (vres its answer).
+func volumeCounted(vol *VolumeTake, vres *VolumeResult) bool {
+	return vres != nil && vres.Allowed && (vres.Trusted || !vol.NewOff)
+}
+
+// tierKey is the counters vol counted in.
+func tierKey(vol *VolumeTake, vres *VolumeResult) Key {
+	if vres.Trusted {
+		return vol.TrustedKey
+	}
+	return vol.Key
 }
 
 // refused answers the send refused by l (whose result is r): it gives
-// back what the send took (taken, and the velocity count when velCounted),
+// back what the send took (taken, and the volume count vel names),
 // at once, and notes the refusal.
-func (s *OTP) refused(ctx context.Context, phone Phone, l limitedTake, r Result, taken []Take, velCounted bool, vol *VolumeTake) error {
+func (s *OTP) refused(ctx context.Context, phone Phone, l limitedTake, r Result, taken []Take, vel spent) error {
 	// The refunds go out at once: one round trip of latency.
 	var wg sync.WaitGroup
-	if velCounted {
-		wg.Go(func() { s.refundVelocity(ctx, vol.Key, vol.Now) })
+	if !vel.velocityAt.IsZero() {
+		wg.Go(func() { s.refundVelocity(ctx, vel.velocity, vel.velocityAt) })
 	}
 	s.refund(ctx, taken)
 	wg.Wait()

@@ -1,16 +1,235 @@
 package guard
 
-// Tier is how far a send is trusted: it decides which automatic abuse
-// rules judge it (abuseRules).
+import (
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/base64"
+	"fmt"
+	"time"
+)
+
+// Trusted numbers (docs/abuse.md, "Trusted numbers"). A send goes to a
+// trusted number when the number verified a code within
+// otp.trust.verified_within, when the calling app says it belongs to an
+// existing account (SendRequest.Account), or when an operator imported it
+// (POST /ops/trusted-numbers). A trusted send keeps every per-number,
+// per-IP, cooldown and spend limit and every operator action, but the
+// automatic rules (country velocity, the prefix and country windows,
+// conversion quarantines) do not refuse it: it meets the trusted tier's
+// own cap per country and hour instead, so that numbers an attacker
+// managed to verify cannot pump without bound.
+//
+// Verified numbers are remembered in the shared store as a keyed hash of
+// the number (HMAC with the service's HMAC key, 128 bits), never in clear,
+// each mark a key of its own that expires verified_within after the last
+// verify. The mark's key carries the country as its hash tag, the same as
+// the country velocity rule's counters: the velocity script then reads the
+// mark and takes the right tier's count in one atomic step, in the round
+// trip the send's limits already make (store.TakeSend), also on Redis
+// Cluster. The price: on Cluster a country's marks live in one slot.
+
+// Tier is how far a send's number is trusted; it decides which automatic
+// rules apply (abuseRules).
 type Tier int
 
 // The tiers of a send.
 const (
-	// TierNew is an untrusted send: every automatic rule judges it.
-	TierNew Tier = iota
-	// TierSolved solved a challenge (challenge.go): a tier of its own, not
-	// trust. Its own cap per country and hour replaces the automatic rules.
-	TierSolved
-	// TierTrusted is a send to a trusted number.
-	TierTrusted
+	TierNew     Tier = iota // untrusted: every automatic rule applies
+	TierSolved              // solved a challenge: a tier of its own, not trust
+	TierTrusted             // verified before, imported, or an account's number
 )
+
+// String names the tier as the desk and the logs show it.
+func (t Tier) String() string {
+	switch t {
+	case TierSolved:
+		return "solved"
+	case TierTrusted:
+		return "trusted"
+	}
+	return "new"
+}
+
+// TrustPolicy is otp.trust. VerifiedWithin 0 turns remembering verified
+// numbers off (the account flag and imports still trust).
+type TrustPolicy struct {
+	VerifiedWithin time.Duration
+	// The trusted tier's cap per country and hour: max(Floor, Factor x the
+	// busiest credited hour of trusted sends over the velocity lookback).
+	Floor  int64
+	Factor float64
+}
+
+// Defaults of otp.trust.
+const (
+	DefaultVerifiedWithin = 90 * 24 * time.Hour
+	DefaultTrustFloor     = 100
+	DefaultTrustFactor    = 3
+)
+
+// DefaultTrust is otp.trust when the policy file names none.
+func DefaultTrust() TrustPolicy {
+	return TrustPolicy{VerifiedWithin: DefaultVerifiedWithin, Floor: DefaultTrustFloor, Factor: DefaultTrustFactor}
+}
+
+// Trusts remembers trusted numbers by their marks (TrustMark): keys that
+// name no number in clear. Each call is one round trip.
+type Trusts interface {
+	// MarkTrusted sets the marks, each expiring ttl from now, and counts
+	// credit verifies (the marks that were set before) in the trusted
+	// tier of their country's hour; it returns how many credit marks were
+	// set before (trusted verifies). Idempotent but for the credit.
+	MarkTrusted(ctx context.Context, marks []TrustMark, ttl time.Duration) (trusted int, err error)
+	// Trusted reports whether mark is set.
+	Trusted(ctx context.Context, mark Key) (bool, error)
+}
+
+// TrustMark is one number's mark: the key to set, and the trusted tier's
+// counters of its country and the hour to credit a verify to (Credit
+// false: an import, which credits nothing).
+type TrustMark struct {
+	Key    Key
+	Tier   Key
+	Hour   int64
+	Credit bool
+	TTL    time.Duration // the tier counters' TTL
+}
+
+// MaxTrustImport is the most numbers one import may name.
+const MaxTrustImport = 10000
+
+// trustMarkKey is phone's mark: the first 128 bits of HMAC-SHA256(key,
+// "trust:" + E.164), base64url, under its country's hash tag.
+func trustMarkKey(hmacKey []byte, phone Phone) Key {
+	m := hmac.New(sha256.New, hmacKey)
+	m.Write([]byte("trust:"))
+	m.Write([]byte(phone.E164))
+	return Key{Space: "otp:tr", ID: region(phone), Name: base64.RawURLEncoding.EncodeToString(m.Sum(nil)[:16])}
+}
+
+// trustedTierKey is the trusted tier's hourly counters of a country:
+// the velocity rule's layout, its own key.
+func trustedTierKey(region string) Key { return Key{Space: "otp:vel", ID: region, Name: "t"} }
+
+// trustOn reports whether marks are read and written.
+func (s *OTP) trustOn() bool {
+	return s.trusts != nil && s.policy.Trust.VerifiedWithin > 0
+}
+
+// trustStep is the send's trust decision, before the abuse rules: the
+// app's word (account) trusts at once; otherwise the number's mark is
+// read in the store, in the velocity script when the send takes one
+// (abuseRules, then spend), or here with one round trip of its own when
+// no script goes out (the velocity rule off or no volume store).
+func (s *OTP) trustStep(ctx context.Context, phone Phone, account bool) Tier {
+	if account {
+		return TierTrusted
+	}
+	if s.safe(phone.E164) || s.abuse.volumes != nil {
+		return TierNew // with volumes, the script reads the mark
+	}
+	if s.trustedNow(ctx, phone, false) { // a store failure: judged new
+		return TierTrusted
+	}
+	return TierNew
+}
+
+// trustedNow reports whether phone is trusted, reading its mark at once
+// (one round trip): for a send an automatic block would refuse.
+func (s *OTP) trustedNow(ctx context.Context, phone Phone, account bool) bool {
+	if account {
+		return true
+	}
+	if !s.trustOn() {
+		return false
+	}
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), convTimeout)
+	defer cancel()
+	ok, err := s.trusts.Trusted(cctx, trustMarkKey(s.hmacKey, phone))
+	return err == nil && ok
+}
+
+// trustTake completes the volume count of a send of tier: the trusted
+// tier's counters and cap, and the mark for the script to read when the
+// tier is not known yet. Nil when the send counts no volume.
+func (s *OTP) trustTake(phone Phone, tier Tier, vol *VolumeTake) *VolumeTake {
+	if s.abuse.volumes == nil || s.safe(phone.E164) {
+		return vol
+	}
+	if vol == nil {
+		if tier != TierTrusted && !s.trustOn() {
+			return nil
+		}
+		v := s.volumeTake(phone)
+		v.NewOff = true // the velocity rule is off: only the trusted tier counts
+		vol = &v
+	}
+	tp := s.policy.Trust
+	vol.Trusted = tier == TierTrusted
+	vol.TrustedKey = trustedTierKey(region(phone))
+	vol.TFloor, vol.TFactor = max(1, tp.Floor), max(1, tp.Factor)
+	if !vol.Trusted && s.trustOn() {
+		vol.Mark = trustMarkKey(s.hmacKey, phone)
+	}
+	return vol
+}
+
+// rememberVerified marks phone trusted for verified_within from now and
+// credits the verify to the trusted tier when the number was trusted; it
+// reports whether it was (its mark was set before this verify): a trusted
+// verify, which teaches the new tier's baselines nothing (creditable).
+func (s *OTP) rememberVerified(ctx context.Context, phone Phone) bool {
+	if !s.trustOn() || s.safe(phone.E164) || StoreFailed(ctx) {
+		return false // a verify the store failed in waits on it no more
+	}
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), convTimeout)
+	defer cancel()
+	m := TrustMark{Key: trustMarkKey(s.hmacKey, phone), Tier: trustedTierKey(region(phone)),
+		Hour: hour(s.now()), Credit: true, TTL: s.policy.CountryVelocity.ttl()}
+	n, err := s.trusts.MarkTrusted(cctx, []TrustMark{m}, s.policy.Trust.VerifiedWithin)
+	if err != nil {
+		s.log.WarnContext(ctx, "trust: remembering a verified number failed", "err", err)
+	}
+	return n > 0
+}
+
+// ImportResult is the answer to an import of trusted numbers.
+type ImportResult struct {
+	Imported int
+	Invalid  []int // indexes of the numbers that are not valid E.164
+}
+
+// ImportTrusted marks numbers trusted for verified_within (an operator's
+// import of the numbers an app verified before it used otpguard), and
+// records it in the audit trail with the counts only (no number).
+// Idempotent: importing a number again only renews its mark.
+func (s *OTP) ImportTrusted(ctx context.Context, numbers []string, actor string) (ImportResult, error) {
+	if len(numbers) > MaxTrustImport {
+		return ImportResult{}, Errorf(CodeInvalidRequest, "at most %d numbers per import, got %d", MaxTrustImport, len(numbers))
+	}
+	if !s.trustOn() {
+		return ImportResult{}, Errorf(CodeInvalidRequest, "trusted numbers are off (otp.trust.verified_within is 0)")
+	}
+	var res ImportResult
+	marks := make([]TrustMark, 0, len(numbers))
+	for i, n := range numbers {
+		p, err := ParsePhone(n, "")
+		if err != nil || p.E164 != n {
+			res.Invalid = append(res.Invalid, i)
+			continue
+		}
+		marks = append(marks, TrustMark{Key: trustMarkKey(s.hmacKey, p)})
+	}
+	if len(marks) > 0 {
+		if _, err := s.trusts.MarkTrusted(ctx, marks, s.policy.Trust.VerifiedWithin); err != nil {
+			s.log.Log(ctx, StoreFailureLevel(err), "trust: import failed", "err", err)
+			return ImportResult{}, storeError(err)
+		}
+	}
+	res.Imported = len(marks)
+	s.events.Record(Event{At: s.now(), Action: ActionTrustImport, Outcome: "imported", Actor: actor,
+		Detail:  fmt.Sprintf("imported=%d invalid=%d", res.Imported, len(res.Invalid)),
+		TraceID: TraceID(ctx), RequestID: RequestID(ctx)})
+	return res, nil
+}

@@ -47,6 +47,19 @@ type VolumeTake struct {
 	// a tenth of it while Quarantine (the cut) holds, and the solution's
 	// key is taken once in the same step.
 	Solved *SolvedUse
+
+	// The trusted tier (trust.go). Trusted: the send is known trusted and
+	// counts in TrustedKey against max(TFloor, TFactor x its baseline),
+	// no quarantine or minute share. Mark (ID not empty): the number's
+	// trust mark, same hash tag as Key, for the store to read: when it is
+	// set the send counts as trusted. NewOff: an untrusted send counts
+	// nothing (the velocity rule is off; only the trusted tier is kept).
+	Trusted    bool
+	Mark       Key
+	TrustedKey Key
+	TFloor     int64
+	TFactor    float64
+	NewOff     bool
 }
 
 // VolumeResult is the store's answer to a VolumeTake.
@@ -61,6 +74,8 @@ type VolumeResult struct {
 	MinuteLimit int64
 	// Reused: the solved tier's solution was used already (not counted).
 	Reused bool
+	// Trusted: the send counted (or was refused) in the trusted tier.
+	Trusted bool
 }
 
 // Volumes keeps the hourly counts of the country velocity rule. Each call
@@ -138,17 +153,17 @@ func (s *OTP) volumeTake(phone Phone) VolumeTake {
 
 // takeVelocity counts one send to phone's country in the hour under way,
 // on its own (a counter that is not a SendCounter). It returns whether it
-// counted (a refund is then owed if the send does not go on) and the
-// refusal, if any.
-func (s *OTP) takeVelocity(ctx context.Context, phone Phone, t VolumeTake) (bool, error) {
+// counted (a refund is then owed if the send does not go on), in the
+// trusted tier or not, and the refusal, if any.
+func (s *OTP) takeVelocity(ctx context.Context, phone Phone, t VolumeTake) (counted, trusted bool, err error) {
 	if t.Solved != nil && StoreFailed(ctx) {
-		return false, StoreUnavailable(ErrStoreUnavailable, StoreRetryAfter) // single use needs the store
+		return false, false, StoreUnavailable(ErrStoreUnavailable, StoreRetryAfter) // single use needs the store
 	}
 	if StoreFailed(ctx) {
 		// The store failed earlier in this decision and the fallback let
 		// the send on: the velocity rule cannot be judged, the split
 		// limits and the spend budget bound it (README, "Cold start").
-		return false, nil
+		return false, false, nil
 	}
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), convTimeout)
 	res, err := s.abuse.volumes.TakeVolume(cctx, t)
@@ -157,15 +172,15 @@ func (s *OTP) takeVelocity(ctx context.Context, phone Phone, t VolumeTake) (bool
 		NoteStoreFailure(ctx)
 		if s.policy.OnStoreError == FallbackClosed || t.Solved != nil {
 			s.log.Log(ctx, StoreFailureLevel(err), "limit store failed", "limit", "country_velocity", "err", err)
-			return false, StoreUnavailable(err, StoreRetryAfter)
+			return false, false, StoreUnavailable(err, StoreRetryAfter)
 		}
 		s.log.WarnContext(ctx, "country velocity: store failed; not judged", "err", err)
-		return false, nil
+		return false, false, nil
 	}
 	if res.Allowed {
-		return true, nil
+		return volumeCounted(&t, &res), res.Trusted, nil
 	}
-	return false, s.velocityDenied(ctx, phone, t, res)
+	return false, false, s.velocityDenied(ctx, phone, t, res)
 }
 
 // velocityDenied is the refusal of a send the velocity rule refused (res),
@@ -175,6 +190,14 @@ func (s *OTP) velocityDenied(ctx context.Context, phone Phone, t VolumeTake, res
 		return s.solvedDenied(ctx, phone, t, res)
 	}
 	now, h := t.Now, t.Hour
+	if res.Trusted { // the trusted tier's cap: no country alert, the new tier is not refusing
+		if f := s.abuse.hooks.VelocityRefused; f != nil {
+			f(region(phone))
+		}
+		return &Error{Code: CodeUnusualVolume, RetryAfter: time.Unix((h+1)*3600, 0).Sub(now),
+			Usage:   Usage(res.Count+1, res.Limit, time.Hour),
+			Message: "unusually many codes were sent to returning numbers of this country this hour; try again later"}
+	}
 	retry, span := time.Unix((h+1)*3600, 0).Sub(now), "hour"
 	if res.Count < res.Limit { // the minute's share is spent, not the hour
 		retry, span = time.Unix((now.Unix()/60+1)*60, 0).Sub(now), "minute"
@@ -189,7 +212,7 @@ func (s *OTP) velocityDenied(ctx context.Context, phone Phone, t VolumeTake, res
 }
 
 // refundVelocity gives back a send counted at under k (the velocity
-// rule's or the solved cap's counts) that did not leave.
+// rule's, the trusted tier's or the solved cap's counts) that did not leave.
 func (s *OTP) refundVelocity(ctx context.Context, k Key, at time.Time) {
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), convTimeout)
 	defer cancel()
@@ -203,8 +226,8 @@ func (s *OTP) refundVelocity(ctx context.Context, k Key, at time.Time) {
 // credit and normal, the conversion watch's tallies): only untrusted
 // traffic does, so a surge of returning users never spends the room new
 // numbers get and their conversion never hides an attack. Today that is
-// every number off the safe list; the trust step (trust.go) adds numbers
-// that verified before.
+// every number off the safe list whose send is not TierTrusted (watchSend)
+// and whose verify is not a trusted number's (VerifyCode, rememberVerified).
 func (s *OTP) creditable(phone Phone) bool {
 	return !s.safe(phone.E164)
 }

@@ -46,11 +46,14 @@ func (s *OTP) VerifyCode(ctx context.Context, req VerifyRequest) (VerifyResult, 
 		return VerifyResult{Phone: phone}, err // the number, for the caller's log
 	}
 	// A solved send's code counts in the solved tier's watch, and credits
-	// no baseline (challenge.go).
+	// no baseline (challenge.go); the verify of a number trusted before it
+	// counts in neither (trust.go, creditable), so the mark goes first.
 	solved := s.solvedVerification(vid)
-	s.watchVerify(ctx, phone, solved)
-	if !solved {
-		s.creditVerify(ctx, phone)
+	if trusted := s.rememberVerified(ctx, phone); !trusted {
+		s.watchVerify(ctx, phone, solved)
+		if !solved {
+			s.creditVerify(ctx, phone)
+		}
 	}
 	return VerifyResult{Phone: phone, VerificationID: vid}, nil
 }

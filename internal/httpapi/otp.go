@@ -16,6 +16,9 @@ type sendRequest struct {
 	ClientIP string `json:"client_ip"`
 	// Challenge is the solution of a 428 challenge_required's challenge.
 	Challenge string `json:"challenge"`
+	// Account: the number belongs to an existing account of the app
+	// (guard.SendRequest.Account).
+	Account bool `json:"account"`
 }
 
 type sendResponse struct {
@@ -34,7 +37,8 @@ func (s *Server) sendOTP(c echo.Context) error {
 	if err := httpx.DecodeJSON(c, &req); err != nil {
 		return err
 	}
-	res, err := s.services().OTP.Send(c.Request().Context(), guard.SendRequest{Phone: req.Phone, ClientIP: req.ClientIP, Challenge: req.Challenge})
+	res, err := s.services().OTP.Send(c.Request().Context(), guard.SendRequest{Phone: req.Phone, ClientIP: req.ClientIP,
+		Challenge: req.Challenge, Account: req.Account})
 	logPhone(c, res.Phone.E164)
 	s.metrics.Decision(metrics.PolicySend, outcome(err))
 	switch code := guard.ErrorCode(err); code {

@@ -31,6 +31,14 @@ import (
 // /limits/check batch, is a few kilobytes. 16 KiB, 16,384 bytes.
 const BodyLimit = 16 << 10
 
+// ImportBodyLimit bounds the body of POST /ops/trusted-numbers: its
+// guard.MaxTrustImport numbers of up to 16 characters, quoted and comma
+// separated, with room to spare. 512 KiB.
+const ImportBodyLimit = 512 << 10
+
+// importPath is the one route whose body may pass BodyLimit.
+const importPath = "/ops/trusted-numbers"
+
 // Options are a server's dependencies.
 type Options struct {
 	OTP     *guard.OTP
@@ -127,7 +135,8 @@ func New(o Options) *Server {
 	}
 	apiKeys, opsKeys := httpx.NewKeyring(o.APIKeys), httpx.NewKeyring(o.OpsKeys)
 	s.desk = opsweb.New(opsweb.Options{Ops: o.Ops, Abuse: o.Abuse, Logger: o.Logger, APIKeys: apiKeys, OpsKeys: opsKeys,
-		SessionKey: o.SessionKey, Sessions: o.Sessions, SignIn: o.SignIn, State: s.instanceState})
+		SessionKey: o.SessionKey, Sessions: o.Sessions, SignIn: o.SignIn, State: s.instanceState,
+		Trust: func() opsweb.TrustImporter { return s.services().OTP }})
 	s.SetServices(Services{OTP: o.OTP, Limiter: o.Limiter})
 	s.statusCallback, s.abuseMetrics = o.StatusCallback, o.AbuseMetrics
 	s.apiKeyLimit = o.APIKeyLimit
@@ -176,7 +185,8 @@ func (s *Server) routes(apiKeys, opsKeys httpx.Keyring) {
 	e.Use(requestIDs)
 	e.Use(s.requestLog())
 	// "KiB": echo reads "16K" as 16,000 bytes.
-	e.Use(middleware.BodyLimit(strconv.Itoa(BodyLimit/1024) + "KiB"))
+	e.Use(middleware.BodyLimitWithConfig(middleware.BodyLimitConfig{Limit: strconv.Itoa(BodyLimit/1024) + "KiB",
+		Skipper: func(c echo.Context) bool { return c.Path() == importPath }}))
 
 	e.GET("/healthz", s.healthz)
 	e.GET("/readyz", s.readyz)
@@ -223,6 +233,9 @@ func (s *Server) routes(apiKeys, opsKeys httpx.Keyring) {
 	e.POST("/ops/actions/override", desk.FormOverride, page, httpx.Audited)
 	e.POST("/ops/actions/unoverride", desk.FormRemoveOverride, page, httpx.Audited)
 	e.GET("/ops/abuse", desk.Abuse, noStore, ops)
+	// Trusted numbers an app verified before otpguard: a large body.
+	e.POST(importPath, desk.ImportTrusted, noStore, ops,
+		middleware.BodyLimit(strconv.Itoa(ImportBodyLimit/1024)+"KiB"), s.idempotent, httpx.Audited)
 	// Works without the ops desk (it reads no SQL): ops key only, through
 	// the sign-in limiter like every route that takes one.
 	e.GET("/ops/status", s.opsStatus, noStore, desk.RequireOpsKey)

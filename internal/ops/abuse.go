@@ -17,7 +17,7 @@ import (
 // instance sees the same figures because they live in the shared store,
 // one small hash per clock hour and dimension:
 //
-//	countries: "<REGION>|s" sent, "|v" verified, "|r" refused, "|r:<code>" refused by code
+//	countries: "<REGION>|s" sent, "|t" sent to trusted numbers, "|v" verified, "|r" refused, "|r:<code>" refused by code
 //	prefixes:  "<prefix>|<REGION>|<depth>|s" (and v, r): depth 0 is
 //	           per_prefix, depth i prefix_depths[i-1]
 //
@@ -163,6 +163,8 @@ func (a *AbuseRecorder) Record(e guard.Event) {
 			kinds = []string{"v"}
 		case e.Action == guard.ActionOTPVerify:
 			return
+		case e.Outcome == guard.OutcomeSent && e.Trusted:
+			kinds = []string{"s", "t"} // prefixes count the first kind only
 		case e.Outcome == guard.OutcomeSent:
 			kinds = []string{"s"}
 		default:

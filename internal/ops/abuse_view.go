@@ -48,7 +48,17 @@ type AbuseTally struct {
 	// ByCode counts the refusals by their problem code (countries and
 	// totals only).
 	ByCode map[string]int64
+	// Trusted counts the sends to trusted numbers, among Sends (countries
+	// and totals only; guard/trust.go).
+	Trusted int64
 }
+
+// CodeChallengeRequired is the refusal code of a send answered with a
+// challenge (428): the view's "challenged" column.
+const CodeChallengeRequired = "challenge_required"
+
+// Challenged is the sends answered with a challenge, among Refusals.
+func (t AbuseTally) Challenged() int64 { return t.ByCode[CodeChallengeRequired] }
 
 // ConversionRate is verifications / sends; ok is false when nothing was sent.
 func (t AbuseTally) ConversionRate() (float64, bool) {
@@ -64,6 +74,8 @@ func (t *AbuseTally) add(kind string, n int64) {
 		t.Sends += n
 	case kind == "v":
 		t.Verifications += n
+	case kind == "t":
+		t.Trusted += n
 	case kind == "r":
 		t.Refusals += n
 	case strings.HasPrefix(kind, "r:"):

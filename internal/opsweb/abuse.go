@@ -70,6 +70,10 @@ type abuseTallyJSON struct {
 	Verifications  int64            `json:"verifications"`
 	ConversionRate *float64         `json:"conversion_rate"`
 	RefusalsByCode map[string]int64 `json:"refusals_by_code,omitempty"`
+	// TrustedSends are the sends to trusted numbers, among Sends;
+	// Challenged the sends answered with a challenge, among Refusals.
+	TrustedSends int64 `json:"trusted_sends"`
+	Challenged   int64 `json:"challenged"`
 }
 
 type abuseLimitJSON struct {
@@ -214,7 +218,8 @@ func (s *Handlers) instanceState() State {
 func seconds(d time.Duration) int64 { return int64(max(0, d.Round(time.Second)/time.Second)) }
 
 func toTallyJSON(t ops.AbuseTally) abuseTallyJSON {
-	j := abuseTallyJSON{Sends: t.Sends, Refusals: t.Refusals, Verifications: t.Verifications, RefusalsByCode: t.ByCode}
+	j := abuseTallyJSON{Sends: t.Sends, Refusals: t.Refusals, Verifications: t.Verifications, RefusalsByCode: t.ByCode,
+		TrustedSends: t.Trusted, Challenged: t.Challenged()}
 	if r, ok := t.ConversionRate(); ok {
 		r = math.Round(r*1000) / 1000
 		j.ConversionRate = &r

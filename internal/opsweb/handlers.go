@@ -33,6 +33,9 @@ type Options struct {
 	SignIn *ops.SignInLimiter
 	// State is this instance's health for the attack view; nil: "ok".
 	State func() State
+	// Trust imports trusted numbers (POST /ops/trusted-numbers): the OTP
+	// service in force; nil: 404.
+	Trust func() TrustImporter
 }
 
 // Handlers are the ops desk's HTTP handlers and its sign-in middleware.
@@ -45,6 +48,7 @@ type Handlers struct {
 	revoked          SessionStore
 	signInLimit      *ops.SignInLimiter
 	state            func() State
+	trust            func() TrustImporter
 }
 
 // New builds the handlers.
@@ -58,5 +62,6 @@ func New(o Options) *Handlers {
 	return &Handlers{
 		ops: o.Ops, abuse: o.Abuse, log: o.Logger, apiKeys: o.APIKeys, opsKeys: o.OpsKeys,
 		sessions: newSessions(o.SessionKey, o.OpsKeys), revoked: o.Sessions, signInLimit: o.SignIn, state: o.State,
+		trust: o.Trust,
 	}
 }

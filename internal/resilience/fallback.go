@@ -175,7 +175,7 @@ var _ guard.SendCounter = (*Fallback)(nil)
 // vol is not taken.
 func (f *Fallback) TakeSend(ctx context.Context, takes []guard.Take, vol *guard.VolumeTake) ([]guard.Result, *guard.VolumeResult, error) {
 	if f.multiNode() {
-		return f.takeByNode(ctx, takes, vol, true)
+		return f.takeSendByNode(ctx, takes, vol) // the trust mark first (trust.go)
 	}
 	sc, ok := f.counter.(guard.SendCounter)
 	if !ok || vol == nil {

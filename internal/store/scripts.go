@@ -41,6 +41,7 @@ var luaScripts = buildScripts(map[string]string{
 	"take_solved":      "",
 	"refund_volume":    "",
 	"count_conversion": "",
+	"trust_mark":       "",
 
 	"save_code":           "",
 	"guess_code":          "",

@@ -82,7 +82,16 @@ func (r *Redis) TakeSend(ctx context.Context, takes []guard.Take, vol *guard.Vol
 // not taken.
 func (r *Redis) takeSendCluster(ctx context.Context, takes []guard.Take, vol *guard.VolumeTake) ([]guard.Result, *guard.VolumeResult, error) {
 	res := make([]guard.Result, len(takes))
+	vol, skip, err := r.clusterTrust(ctx, vol)
+	if err != nil {
+		return nil, nil, err
+	}
 	for i := 0; i < len(takes); {
+		if skip && takes[i].Automatic { // trusted: the automatic rules are not taken
+			res[i] = guard.Result{Allowed: true}
+			i++
+			continue
+		}
 		slot := Slot(r.key(takes[i].Key))
 		n := i + 1
 		for n < len(takes) && Slot(r.key(takes[n].Key)) == slot {
@@ -122,6 +131,30 @@ func (r *Redis) takeSendCluster(ctx context.Context, takes []guard.Take, vol *gu
 	return res, &vres, nil
 }
 
+// clusterTrust reads the number's trust mark first, when vol carries one:
+// on Cluster the limits go one slot at a time and stop at a refusal, so
+// an automatic rule would refuse a trusted send before the velocity script
+// could find it trusted. One more round trip, on Cluster only. It returns
+// the take to send (known trusted, or as it was) and whether the automatic
+// takes are skipped.
+func (r *Redis) clusterTrust(ctx context.Context, vol *guard.VolumeTake) (*guard.VolumeTake, bool, error) {
+	if vol == nil || vol.Trusted || vol.Mark.ID == "" {
+		return vol, false, nil
+	}
+	cmd := redis.NewIntCmd(ctx, "exists", r.key(vol.Mark))
+	_ = r.rdb.Process(ctx, cmd)
+	n, err := cmd.Result()
+	if err != nil {
+		return nil, false, fmt.Errorf("store: read trust mark: %w", err)
+	}
+	if n == 0 {
+		return vol, false, nil
+	}
+	v := *vol
+	v.Trusted, v.Mark = true, guard.Key{}
+	return &v, true, nil
+}
+
 // spentTakes are the takes whose results say they were spent.
 func spentTakes(takes []guard.Take, res []guard.Result) []guard.Take {
 	var spent []guard.Take
@@ -133,11 +166,29 @@ func spentTakes(takes []guard.Take, res []guard.Result) []guard.Take {
 	return spent
 }
 
-// volumeArgs are velocityScript's keys and arguments for t.
+// volumeArgs are velocityScript's keys and arguments for t. Without a
+// trusted tier or a mark, the keys the script does not read repeat
+// KEYS[1] and KEYS[2] (one slot for all).
 func (r *Redis) volumeArgs(t guard.VolumeTake) ([]string, []any) {
 	ttl := int64((time.Duration(t.Lookback+2) * time.Hour) / time.Second)
-	return []string{r.key(t.Key), r.key(t.Quarantine)},
-		[]any{t.Hour, t.Lookback, t.Floor, t.QFloor, t.Factor, t.HistoryMinSends, ttl, t.Now.Unix(), t.Now.Unix() / 60, t.MinuteShare}
+	keys := []string{r.key(t.Key), r.key(t.Quarantine), "", ""}
+	keys[2], keys[3] = keys[0], keys[1]
+	if t.TrustedKey.ID != "" {
+		keys[2] = r.key(t.TrustedKey)
+	}
+	hasMark := t.Mark.ID != ""
+	if hasMark {
+		keys[3] = r.key(t.Mark)
+	}
+	return keys, []any{t.Hour, t.Lookback, t.Floor, t.QFloor, t.Factor, t.HistoryMinSends, ttl, t.Now.Unix(), t.Now.Unix() / 60,
+		t.MinuteShare, flag(t.Trusted), t.TFloor, t.TFactor, flag(t.NewOff), flag(hasMark)}
+}
+
+func flag(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // volumeResult reads velocityScript's reply.
@@ -146,9 +197,10 @@ func (r *Redis) volumeResult(t guard.VolumeTake, cmd *redis.Cmd) (guard.VolumeRe
 	if err != nil {
 		return guard.VolumeResult{}, fmt.Errorf("store: take volume %s: %w", r.key(t.Key), err)
 	}
-	if len(v) != 6 && (t.Solved == nil || len(v) != 7) {
-		return guard.VolumeResult{}, fmt.Errorf("store: take volume %s: script returned %d values, want 6", r.key(t.Key), len(v))
+	if len(v) != 7 {
+		return guard.VolumeResult{}, fmt.Errorf("store: take volume %s: script returned %d values, want 7", r.key(t.Key), len(v))
 	}
+	// The seventh value: the solved cap's "reused", the velocity rule's "trusted".
 	return guard.VolumeResult{Allowed: v[0] == 1, Count: v[1], Limit: v[2], Baseline: v[3], Quarantined: v[4] == 1,
-		MinuteLimit: v[5], Reused: len(v) == 7 && v[6] == 1}, nil
+		MinuteLimit: v[5], Reused: t.Solved != nil && v[6] == 1, Trusted: t.Solved == nil && v[6] == 1}, nil
 }

@@ -26,23 +26,40 @@
 -- the hours. Returns {allowed, count, limit, baseline, quarantined,
 -- minute cap (0: none)}; refused with count < limit means the minute's
 -- cap refused.
+--
+-- The trusted tier (guard/trust.go) is the same rule on its own hash
+-- (KEYS[3]) with its own floor and factor (ARGV[12], ARGV[13]), no
+-- quarantine and no minute share. A send is trusted when ARGV[11] is 1 (the
+-- caller knows), or when ARGV[15] is 1 and the number's mark KEYS[4]
+-- exists: the mark shares the country's hash tag, so trust and the count
+-- are one atomic step, on Cluster too. With ARGV[14] = 1 an untrusted send
+-- counts nothing (the velocity rule is off). The reply's seventh value is
+-- 1 for the trusted tier.
 local h = tonumber(ARGV[1])
 local lookback = tonumber(ARGV[2])
 local floor = tonumber(ARGV[3])
+local factor = tonumber(ARGV[5])
+local share = tonumber(ARGV[10])
+local K = KEYS[1]
+local trusted = 0
+if ARGV[11] == '1' or (ARGV[15] == '1' and redis.call('EXISTS', KEYS[4]) == 1) then
+  trusted, K = 1, KEYS[3]
+  floor, factor, share = tonumber(ARGV[12]), tonumber(ARGV[13]), 0
+elseif ARGV[14] == '1' then
+  return {1, 0, 0, 0, 0, 0, 0}
+end
 local q = 0
-local qu = tonumber(redis.call('GET', KEYS[2]))
+local qu = trusted == 0 and tonumber(redis.call('GET', KEYS[2]))
 if qu and qu > tonumber(ARGV[8]) then
   q = 1
   floor = tonumber(ARGV[4])
 end
-local factor = tonumber(ARGV[5])
 local minhist = tonumber(ARGV[6])
 local m = tonumber(ARGV[9])
-local share = tonumber(ARGV[10])
-local vals = redis.call('HMGET', KEYS[1], 'b:' .. h, 's:' .. h, 'm:' .. m)
+local vals = redis.call('HMGET', K, 'b:' .. h, 's:' .. h, 'm:' .. m)
 local base = tonumber(vals[1])
 if not base then
-  local all = redis.call('HGETALL', KEYS[1])
+  local all = redis.call('HGETALL', K)
   local s, v, old = {}, {}, {}
   for i = 1, #all, 2 do
     local kind, b = string.match(all[i], '^(%a):(%d+)$')
@@ -67,24 +84,24 @@ if not base then
   end
   local normal = -1
   if sends > 0 and sends >= minhist then normal = math.floor(1000 * verified / sends) end
-  if #old > 0 then redis.call('HDEL', KEYS[1], unpack(old)) end
-  redis.call('HSET', KEYS[1], 'b:' .. h, base, 'n:' .. h, normal)
-  redis.call('EXPIRE', KEYS[1], ARGV[7])
+  if #old > 0 then redis.call('HDEL', K, unpack(old)) end
+  redis.call('HSET', K, 'b:' .. h, base, 'n:' .. h, normal)
+  redis.call('EXPIRE', K, ARGV[7])
 end
 local limit = math.max(floor, math.floor(factor * base + 1e-9))
 local count = tonumber(vals[2]) or 0
 if count + 1 > limit then
-  return {0, count, limit, base, q, 0}
+  return {0, count, limit, base, q, 0, trusted}
 end
 local mcap = 0
 if share > 0 then
   if q == 1 then share = share / 10 end
   mcap = math.max(floor, math.ceil(limit * share - 1e-9))
   if (tonumber(vals[3]) or 0) + 1 > mcap then
-    return {0, count, limit, base, q, mcap}
+    return {0, count, limit, base, q, mcap, trusted}
   end
-  redis.call('HINCRBY', KEYS[1], 'm:' .. m, 1)
+  redis.call('HINCRBY', K, 'm:' .. m, 1)
 end
-count = redis.call('HINCRBY', KEYS[1], 's:' .. h, 1)
-redis.call('EXPIRE', KEYS[1], ARGV[7])
-return {1, count, limit, base, q, mcap}
+count = redis.call('HINCRBY', K, 's:' .. h, 1)
+redis.call('EXPIRE', K, ARGV[7])
+return {1, count, limit, base, q, mcap, trusted}

@@ -1,0 +1,64 @@
+package resilience
+
+import (
+	"context"
+
+	"github.com/otpguard/otpguard/internal/guard"
+)
+
+// takeSendByNode is takeByNode for a send, with the number's trust mark
+// (guard/trust.go) read first when vol carries one. A send's parts go node
+// by node and stop at the first denial, so an automatic rule (a prefix or
+// country window, guard.Take.Automatic) on an earlier node would refuse a
+// trusted send before vol's node could find its mark: the store's own
+// per-slot send reads the mark first for the same reason
+// (store.clusterTrust). The read goes through vol's node's breaker; when
+// it cannot answer, the send goes on as untrusted (the automatic rules
+// judge it). A trusted send's automatic takes are answered allowed and not
+// counted.
+func (f *Fallback) takeSendByNode(ctx context.Context, takes []guard.Take, vol *guard.VolumeTake) ([]guard.Result, *guard.VolumeResult, error) {
+	vol, trusted := f.trustFirst(ctx, vol)
+	if !trusted {
+		return f.takeByNode(ctx, takes, vol, true)
+	}
+	var kept []guard.Take
+	var idx []int
+	for i, t := range takes {
+		if !t.Automatic {
+			kept, idx = append(kept, t), append(idx, i)
+		}
+	}
+	got, vr, err := f.takeByNode(ctx, kept, vol, true)
+	if err != nil {
+		return nil, nil, err
+	}
+	res := make([]guard.Result, len(takes))
+	for i := range res {
+		res[i] = guard.Result{Allowed: true} // an automatic take: not counted
+	}
+	for j, i := range idx {
+		res[i] = got[j]
+	}
+	return res, vr, nil
+}
+
+// trustFirst reads vol's trust mark, when it carries one and the store
+// keeps marks: vol known trusted (the mark cleared) and true when it is
+// set.
+func (f *Fallback) trustFirst(ctx context.Context, vol *guard.VolumeTake) (*guard.VolumeTake, bool) {
+	tr, ok := f.counter.(guard.Trusts)
+	if !ok || vol == nil || vol.Trusted || vol.Mark.ID == "" {
+		return vol, false
+	}
+	var set bool
+	err := f.call(ctx, f.nodeFor(vol.Key), func(ctx context.Context) (err error) {
+		set, err = tr.Trusted(ctx, vol.Mark)
+		return err
+	})
+	if err != nil || !set {
+		return vol, false
+	}
+	v := *vol
+	v.Trusted, v.Mark = true, guard.Key{}
+	return &v, true
+}

@@ -1,0 +1,92 @@
+package store_test
+
+import (
+	"context"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/otpguard/otpguard/internal/guard"
+	"github.com/otpguard/otpguard/internal/store"
+)
+
+// TestTrustedTier drives the velocity script's two tiers: a send the
+// caller knows trusted, or whose mark is set, counts in the trusted tier
+// against its own floor; an unmarked one in the new tier; with NewOff an
+// unmarked send counts nothing; a verify of a marked number credits the
+// trusted tier, and an import's mark expires on time.
+func TestTrustedTier(t *testing.T) {
+	for name, mk := range backends(t) {
+		t.Run(name, func(t *testing.T) {
+			b := mk(t)
+			s := store.NewRedis(b.rdb, b.prefix)
+			ctx := context.Background()
+			h := time.Now().Unix() / 3600
+			mark := guard.Key{Space: "otp:tr", ID: "GB", Name: "m1"}
+			other := guard.Key{Space: "otp:tr", ID: "GB", Name: "m2"}
+			tier := guard.Key{Space: "otp:vel", ID: "GB", Name: "t"}
+			vt := func(trusted bool, m guard.Key, newOff bool) guard.VolumeTake {
+				return guard.VolumeTake{Key: guard.Key{Space: "otp:vel", ID: "GB", Name: "h"},
+					Quarantine: guard.Key{Space: "otp:vel", ID: "GB", Name: "quarantine"},
+					Now:        time.Unix(h*3600+60, 0), Hour: h, Lookback: 24, Floor: 2, QFloor: 1, Factor: 3,
+					Trusted: trusted, Mark: m, TrustedKey: tier, TFloor: 3, TFactor: 2, NewOff: newOff}
+			}
+			take := func(v guard.VolumeTake) guard.VolumeResult {
+				t.Helper()
+				r, err := s.TakeVolume(ctx, v)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return r
+			}
+			if _, err := s.MarkTrusted(ctx, []guard.TrustMark{{Key: mark}}, time.Hour); err != nil {
+				t.Fatal(err)
+			}
+			steps := []struct {
+				name             string
+				v                guard.VolumeTake
+				allowed, trusted bool
+				count            int64
+			}{
+				{"known trusted", vt(true, guard.Key{}, false), true, true, 1},
+				{"marked", vt(false, mark, false), true, true, 2},
+				{"unmarked: new tier", vt(false, other, false), true, false, 1},
+				{"new tier", vt(false, other, false), true, false, 2},
+				{"new tier full", vt(false, other, false), false, false, 2},
+				{"marked, still room", vt(false, mark, false), true, true, 3},
+				{"trusted tier full", vt(true, guard.Key{}, false), false, true, 3},
+				{"unmarked with the rule off: nothing counted", vt(false, other, true), true, false, 0},
+			}
+			for _, st := range steps {
+				r := take(st.v)
+				if r.Allowed != st.allowed || r.Trusted != st.trusted || r.Count != st.count {
+					t.Errorf("%s: allowed %v trusted %v count %d, want %v %v %d", st.name, r.Allowed, r.Trusted, r.Count, st.allowed, st.trusted, st.count)
+				}
+			}
+			// A marked number's verify credits the trusted tier; an
+			// unmarked one's does not (it only sets the mark).
+			for _, k := range []guard.Key{mark, other} {
+				if _, err := s.MarkTrusted(ctx, []guard.TrustMark{{Key: k, Tier: tier, Hour: h - 1, Credit: true, TTL: 26 * time.Hour}}, time.Hour); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if v, _ := b.rdb.HGet(ctx, b.prefix+"otp:vel:{GB}:t", "v:"+itoa(h-1)).Int64(); v != 1 {
+				t.Errorf("trusted tier credit: %d verifies, want 1", v)
+			}
+			for _, k := range []guard.Key{mark, other} {
+				if ok, err := s.Trusted(ctx, k); err != nil || !ok {
+					t.Errorf("Trusted(%s) = %v, %v, want true", k.Name, ok, err)
+				}
+				ttl := b.rdb.PTTL(ctx, b.prefix+"otp:tr:{GB}:"+k.Name).Val()
+				if ttl <= 59*time.Minute || ttl > time.Hour {
+					t.Errorf("mark %s: TTL %s, want about 1h", k.Name, ttl)
+				}
+			}
+			if ok, _ := s.Trusted(ctx, guard.Key{Space: "otp:tr", ID: "GB", Name: "m3"}); ok {
+				t.Error("an unset mark reads trusted")
+			}
+		})
+	}
+}
+
+func itoa(n int64) string { return strconv.FormatInt(n, 10) }
