@@ -22,7 +22,7 @@ func (r *Rules) Match(domain string, entries []*commonv3.RateLimitDescriptor_Ent
 	if n == nil || len(entries) == 0 {
 		return nil, ""
 	}
-	var vars []string
+	vars := make([]string, 0, 4) // on the stack: keyOf keeps none of it
 	for i, e := range entries {
 		next := n.exact[[2]string{e.Key, e.Value}]
 		if next == nil {
@@ -80,8 +80,11 @@ func wildcardMatch(parts []string, value string) bool {
 // guard.MaxKeyLength less room for the window, it is "=H" and a digest:
 // "=H" is no escape, so no escaped key looks like one.
 func keyOf(vars []string) string {
-	if len(vars) == 0 {
+	switch {
+	case len(vars) == 0:
 		return "-"
+	case len(vars) == 1 && plainString(vars[0]):
+		return vars[0] // the common case, and no copy of it
 	}
 	var b strings.Builder
 	for i, v := range vars {
@@ -112,6 +115,19 @@ func keyOf(vars []string) string {
 // maxSubject leaves room in a key for ":" and a window's start.
 const maxSubject = guard.MaxKeyLength - 12
 
+// plainString reports whether v needs no escape and fits as a subject.
+func plainString(v string) bool {
+	if v == "" || len(v) > maxSubject {
+		return false
+	}
+	for i := 0; i < len(v); i++ {
+		if !plain(v[i]) {
+			return false
+		}
+	}
+	return true
+}
+
 func plain(c byte) bool {
 	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' ||
 		c == '_' || c == ':' || c == '@' || c == '/' || c == '+' || c == '-'
@@ -121,5 +137,6 @@ func plain(c byte) bool {
 // seconds): the peer's key carries the window's start the same way, so a
 // window ends on the unit's boundary, not a unit after its first hit.
 func windowKey(key string, secs, now int64) string {
-	return key + ":" + strconv.FormatInt(now/secs*secs, 10)
+	var start [20]byte
+	return key + ":" + string(strconv.AppendInt(start[:0], now/secs*secs, 10)) // one allocation
 }
