@@ -42,12 +42,28 @@ type Server struct {
 // worker costs its stack.
 const streamWorkers = 256
 
+// The flow-control windows, static (Listen).
+const (
+	streamWindow = 64 << 10
+	connWindow   = 1 << 20
+)
+
 // ServiceName is the gRPC service otpguard serves to Envoy.
 const ServiceName = "envoy.service.ratelimit.v3.RateLimitService"
 
 // Listen binds cfg.Addr and readies svc on it; Serve serves it.
 func Listen(cfg ServerConfig, svc *Service) (*Server, error) {
-	opts := []grpc.ServerOption{grpc.NumStreamWorkers(streamWorkers)}
+	opts := []grpc.ServerOption{
+		grpc.NumStreamWorkers(streamWorkers),
+		// Static flow-control windows: no BDP estimation, whose ping (and
+		// a window update before it) gRPC otherwise writes on a request's
+		// data when the last ping is answered, one call in flight on a
+		// connection being a ping per call, each a write and a read more.
+		// A rate-limit request is a few hundred bytes: 64 KiB a stream and
+		// 1 MiB a connection never hold one back.
+		grpc.StaticStreamWindowSize(streamWindow),
+		grpc.StaticConnWindowSize(connWindow),
+	}
 	if cfg.CertFile != "" || cfg.KeyFile != "" || cfg.ClientCAFile != "" {
 		tc, err := tlsConfig(cfg)
 		if err != nil {
