@@ -3,10 +3,13 @@ package envoy
 import (
 	"crypto/sha256"
 	"encoding/base64"
+	"errors"
 	"strconv"
 	"strings"
 
 	commonv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
 
 	"github.com/otpguard/otpguard/internal/guard"
 )
@@ -51,6 +54,35 @@ func (r *Rules) Match(domain string, entries []*commonv3.RateLimitDescriptor_Ent
 		n = next
 	}
 	return nil, ""
+}
+
+// errOverrideUnit is a descriptor's limit override without a unit the
+// peer knows (it fails the call too).
+var errOverrideUnit = errors.New("rate limit override has no valid unit")
+
+// override is the rule of a descriptor carrying its own limit, as the
+// peer's GetLimit makes it: in a domain the files name, the request's limit
+// in place of any rule (no name, replaces, shadow or quota mode), counted
+// per domain, unit and every entry of the descriptor. A nil rule is a
+// domain no file names: OK without a limit, as the peer answers.
+func (r *Rules) override(domain string, d *commonv3.RateLimitDescriptor) (*Rule, string, error) {
+	if r.domains[domain] == nil || len(d.GetEntries()) == 0 {
+		return nil, "", nil
+	}
+	lim := d.GetLimit()
+	unit := typev3.RateLimitUnit_name[int32(lim.GetUnit())]
+	secs := unitSeconds[unit]
+	if secs == 0 {
+		return nil, "", errOverrideUnit
+	}
+	rule := &Rule{Policy: overridePolicy(domain, unit), Seconds: secs, Override: true,
+		Limit: &ratelimitv3.RateLimitResponse_RateLimit{RequestsPerUnit: lim.GetRequestsPerUnit(),
+			Unit: ratelimitv3.RateLimitResponse_RateLimit_Unit(ratelimitv3.RateLimitResponse_RateLimit_Unit_value[unit])}}
+	parts := make([]string, 0, 2*len(d.Entries))
+	for _, e := range d.Entries {
+		parts = append(parts, e.Key, e.Value)
+	}
+	return rule, keyOf(parts), nil
 }
 
 // wildcardMatch reports whether value matches a pattern split on '*':

@@ -3,6 +3,7 @@ package envoy
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"math"
 	"sync/atomic"
@@ -132,7 +133,10 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *ratelimitv3.RateLimi
 	}
 	set := s.set.Load()
 	now := s.now().Unix()
-	items, checks := s.plan(set.rules, req, now)
+	items, checks, err := s.plan(set.rules, req, now)
+	if err != nil {
+		return nil, status.Error(codes.InvalidArgument, err.Error())
+	}
 	decisions, unavailable, err := decide(ctx, set.limiter, checks)
 	if err != nil {
 		s.log.ErrorContext(ctx, "envoy: limiter failed", "err", err)
@@ -144,11 +148,20 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *ratelimitv3.RateLimi
 // plan matches each descriptor to its rule and lists the checks to make,
 // as the peer's constructLimitsToCheck: a rule named in another matched
 // rule's replaces is dropped.
-func (s *Service) plan(rules *Rules, req *ratelimitv3.RateLimitRequest, now int64) ([]item, []guard.Check) {
+func (s *Service) plan(rules *Rules, req *ratelimitv3.RateLimitRequest, now int64) ([]item, []guard.Check, error) {
 	items := make([]item, len(req.Descriptors))
 	var replacing map[string]bool
 	for i, d := range req.Descriptors {
-		rule, key := rules.Match(req.Domain, d.GetEntries())
+		var rule *Rule
+		var key string
+		if d.GetLimit() != nil {
+			var err error
+			if rule, key, err = rules.override(req.Domain, d); err != nil {
+				return nil, nil, fmt.Errorf("descriptor %d: %w", i, err)
+			}
+		} else {
+			rule, key = rules.Match(req.Domain, d.GetEntries())
+		}
 		items[i] = item{rule: rule, key: key}
 		if rule == nil {
 			continue
@@ -187,9 +200,13 @@ func (s *Service) plan(rules *Rules, req *ratelimitv3.RateLimitRequest, now int6
 			key = windowKey(key, it.rule.Seconds, now)
 		}
 		it.check = len(checks)
-		checks = append(checks, guard.Check{Policy: it.rule.Policy, Key: key, Cost: it.cost})
+		c := guard.Check{Policy: it.rule.Policy, Key: key, Cost: it.cost}
+		if it.rule.Override {
+			c.Override, c.Limit = true, int64(it.rule.Limit.RequestsPerUnit)
+		}
+		checks = append(checks, c)
 	}
-	return items, checks
+	return items, checks, nil
 }
 
 // decide asks limiter for checks, at most guard.MaxBatch at a time (the
