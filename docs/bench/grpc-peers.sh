@@ -9,6 +9,9 @@
 # the pinned version below; nothing of it is committed. Both run with their defaults, logs at warn.
 # PEER_ENV='REDIS_PIPELINE_WINDOW=150us REDIS_PIPELINE_LIMIT=8' passes settings to the peer,
 # OG_ENV='GOMAXPROCS=1' to otpguard. FLOOR=1 also measures each on a domain no rule names (gRPC alone).
+# OG_BIN=path runs that otpguard binary instead of this checkout's (e.g. main's, for a before/after in one
+# sitting with the same load client and peer); LOAD_ARGS=-bdp gives grpcload grpc-go's BDP pings (before
+# 4e5e568 it always sent them; Envoy does not).
 set -u
 PEER=github.com/envoyproxy/ratelimit
 PEER_VERSION=v1.4.1-0.20260122083618-3fb702589d36
@@ -16,6 +19,7 @@ rounds=${1:-3}; secs=${2:-10}
 cd "$(dirname "$0")/../.."
 out=$(mktemp -d /tmp/grpc-peers.XXXXXX)
 go build -o $out/otpguard ./cmd/otpguard && go build -o $out/grpcload ./docs/bench/grpcload || exit 1
+[ -z "${OG_BIN:-}" ] || cp "$OG_BIN" $out/otpguard || exit 1
 # The peer, from the Go module proxy, in a module of its own outside the checkout.
 mkdir -p $out/peer && (cd $out/peer && printf 'module peerbuild\n\ngo 1.26\n' > go.mod &&
   go get $PEER/src/service_cmd@$PEER_VERSION >/dev/null 2>&1 &&
@@ -41,13 +45,13 @@ for i in $(seq 100); do curl -s 127.0.0.1:18193/healthz >/dev/null && break; sle
 sleep 1
 metric() { curl -s 127.0.0.1:18193/metrics | awk -v n="$1" '$1 ~ "^"n"({|$)" {s += $2} END {printf "%.0f", s}'; }
 
-echo "== $(date -u '+%Y-%m-%d %H:%M UTC'), commit $(git rev-parse --short HEAD), $PEER@$PEER_VERSION, $rounds rounds of ${secs}s"
+echo "== $(date -u '+%Y-%m-%d %H:%M UTC'), commit $(git rev-parse --short HEAD)${OG_BIN:+, otpguard $OG_BIN}${LOAD_ARGS:+, grpcload $LOAD_ARGS}, $PEER@$PEER_VERSION, $rounds rounds of ${secs}s"
 f0=$(metric otpguard_fallback_decisions_total)
 for r in $(seq $rounds); do
   for svc in peer otpguard; do
     if [ $svc = peer ]; then pid=$peer; port=18190; else pid=$og; port=18194; fi
     s0=$(ticks $pid); r0=$(ticks $rpid)
-    $out/grpcload -addr 127.0.0.1:$port -conns 64 -duration ${secs}s > $out/$svc-$r.txt 2>&1
+    $out/grpcload -addr 127.0.0.1:$port -conns 64 -duration ${secs}s ${LOAD_ARGS:-} > $out/$svc-$r.txt 2>&1
     s1=$(ticks $pid); r1=$(ticks $rpid)
     awk -v svc=$svc -v r=$r -v s=$((s1 - s0)) -v rd=$((r1 - r0)) '
       /^calls/ {n = $2; rate = $5} /^latency/ {p50 = $3; p99 = $5} /^answers/ {ok = $3; over = $5; errs = $7}
@@ -60,7 +64,7 @@ if [ -n "${FLOOR:-}" ]; then
   for svc in peer otpguard; do
     if [ $svc = peer ]; then pid=$peer; port=18190; else pid=$og; port=18194; fi
     s0=$(ticks $pid)
-    $out/grpcload -addr 127.0.0.1:$port -conns 64 -duration ${secs}s -domain nosuch > $out/$svc-floor.txt 2>&1
+    $out/grpcload -addr 127.0.0.1:$port -conns 64 -duration ${secs}s -domain nosuch ${LOAD_ARGS:-} > $out/$svc-floor.txt 2>&1
     s1=$(ticks $pid)
     awk -v svc=$svc -v s=$((s1 - s0)) '/^calls/ {n = $2; rate = $5} /^latency/ {p50 = $3; p99 = $5}
       END {printf "floor   %-9s %7.0f calls/s  p50 %-10s p99 %-10s service %5.1f µs/call (no rule, no Redis)\n", svc, rate, p50, p99, 1e4 * s / n}' $out/$svc-floor.txt

@@ -62,6 +62,30 @@ func TestLoadRefuses(t *testing.T) {
 	}
 }
 
+// TestLoadRefusesPolicyNameTaken: two domains' descriptors, or one and a
+// domain's limit overrides, would share a policy (and so its counters).
+func TestLoadRefusesPolicyNameTaken(t *testing.T) {
+	for name, files := range map[string][2]string{
+		"two descriptors": {"domain: a\ndescriptors:\n  - key: b.c\n    rate_limit: {unit: second, requests_per_unit: 1}\n",
+			"domain: a.b\ndescriptors:\n  - key: c\n    rate_limit: {unit: second, requests_per_unit: 1}\n"},
+		"limit overrides": {"domain: a.b\n",
+			"domain: a\ndescriptors:\n  - key: b (limit override per minute)\n    rate_limit: {unit: second, requests_per_unit: 1}\n"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			a, errA := envoy.ParseFile("a.yaml", []byte(files[0]))
+			b, errB := envoy.ParseFile("b.yaml", []byte(files[1]))
+			if errA != nil || errB != nil {
+				t.Fatal(errA, errB)
+			}
+			for _, order := range [][]envoy.File{{a, b}, {b, a}} {
+				if _, err := envoy.Load(order); err == nil || !strings.Contains(err.Error(), "taken") {
+					t.Errorf("Load: %v, want the name taken", err)
+				}
+			}
+		})
+	}
+}
+
 func TestLoadRefusesDuplicateDomain(t *testing.T) {
 	a, _ := envoy.ParseFile("a.yaml", []byte("domain: d\n"))
 	b, _ := envoy.ParseFile("b.yaml", []byte("domain: d\n"))
@@ -102,6 +126,11 @@ descriptors:
 			OnStoreError: guard.FallbackOpen, Independent: true},
 		"messaging.api": {Algorithm: guard.TokenBucket, Capacity: 60, RefillPerSecond: 1, OnStoreError: guard.FallbackClosed,
 			Mode: guard.ModeSync, SyncInterval: 250 * time.Millisecond, Independent: true},
+	}
+	// And one per unit for the descriptors carrying their own limit.
+	for unit, secs := range map[string]int64{"second": 1, "minute": 60, "hour": 3600, "day": 86400, "month": 30 * 86400, "year": 365 * 86400} {
+		want["messaging (limit override per "+unit+")"] = guard.LimitPolicy{Algorithm: guard.FixedWindow,
+			Window: time.Duration(secs) * time.Second, OnStoreError: guard.FallbackOpen, Independent: true}
 	}
 	if diff := cmp.Diff(want, r.Policies); diff != "" {
 		t.Errorf("policies (-want +got):\n%s", diff)

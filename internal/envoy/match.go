@@ -3,10 +3,13 @@ package envoy
 import (
 	"crypto/sha256"
 	"encoding/base64"
+	"errors"
 	"strconv"
 	"strings"
 
 	commonv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
 
 	"github.com/otpguard/otpguard/internal/guard"
 )
@@ -22,7 +25,7 @@ func (r *Rules) Match(domain string, entries []*commonv3.RateLimitDescriptor_Ent
 	if n == nil || len(entries) == 0 {
 		return nil, ""
 	}
-	var vars []string
+	vars := make([]string, 0, 4) // on the stack: keyOf keeps none of it
 	for i, e := range entries {
 		next := n.exact[[2]string{e.Key, e.Value}]
 		if next == nil {
@@ -53,6 +56,35 @@ func (r *Rules) Match(domain string, entries []*commonv3.RateLimitDescriptor_Ent
 	return nil, ""
 }
 
+// errOverrideUnit is a descriptor's limit override without a unit the
+// peer knows (it fails the call too).
+var errOverrideUnit = errors.New("rate limit override has no valid unit")
+
+// override is the rule of a descriptor carrying its own limit, as the
+// peer's GetLimit makes it: in a domain the files name, the request's limit
+// in place of any rule (no name, replaces, shadow or quota mode), counted
+// per domain, unit and every entry of the descriptor. A nil rule is a
+// domain no file names: OK without a limit, as the peer answers.
+func (r *Rules) override(domain string, d *commonv3.RateLimitDescriptor) (*Rule, string, error) {
+	if r.domains[domain] == nil || len(d.GetEntries()) == 0 {
+		return nil, "", nil
+	}
+	lim := d.GetLimit()
+	unit := typev3.RateLimitUnit_name[int32(lim.GetUnit())]
+	secs := unitSeconds[unit]
+	if secs == 0 {
+		return nil, "", errOverrideUnit
+	}
+	rule := &Rule{Policy: overridePolicy(domain, unit), Seconds: secs, Override: true,
+		Limit: &ratelimitv3.RateLimitResponse_RateLimit{RequestsPerUnit: lim.GetRequestsPerUnit(),
+			Unit: ratelimitv3.RateLimitResponse_RateLimit_Unit(ratelimitv3.RateLimitResponse_RateLimit_Unit_value[unit])}}
+	parts := make([]string, 0, 2*len(d.Entries))
+	for _, e := range d.Entries {
+		parts = append(parts, e.Key, e.Value)
+	}
+	return rule, keyOf(parts), nil
+}
+
 // wildcardMatch reports whether value matches a pattern split on '*':
 // each '*' matches any run of characters, in order.
 func wildcardMatch(parts []string, value string) bool {
@@ -80,8 +112,11 @@ func wildcardMatch(parts []string, value string) bool {
 // guard.MaxKeyLength less room for the window, it is "=H" and a digest:
 // "=H" is no escape, so no escaped key looks like one.
 func keyOf(vars []string) string {
-	if len(vars) == 0 {
+	switch {
+	case len(vars) == 0:
 		return "-"
+	case len(vars) == 1 && plainString(vars[0]):
+		return vars[0] // the common case, and no copy of it
 	}
 	var b strings.Builder
 	for i, v := range vars {
@@ -112,6 +147,19 @@ func keyOf(vars []string) string {
 // maxSubject leaves room in a key for ":" and a window's start.
 const maxSubject = guard.MaxKeyLength - 12
 
+// plainString reports whether v needs no escape and fits as a subject.
+func plainString(v string) bool {
+	if v == "" || len(v) > maxSubject {
+		return false
+	}
+	for i := 0; i < len(v); i++ {
+		if !plain(v[i]) {
+			return false
+		}
+	}
+	return true
+}
+
 func plain(c byte) bool {
 	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' ||
 		c == '_' || c == ':' || c == '@' || c == '/' || c == '+' || c == '-'
@@ -121,5 +169,6 @@ func plain(c byte) bool {
 // seconds): the peer's key carries the window's start the same way, so a
 // window ends on the unit's boundary, not a unit after its first hit.
 func windowKey(key string, secs, now int64) string {
-	return key + ":" + strconv.FormatInt(now/secs*secs, 10)
+	var start [20]byte
+	return key + ":" + string(strconv.AppendInt(start[:0], now/secs*secs, 10)) // one allocation
 }

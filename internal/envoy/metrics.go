@@ -12,11 +12,24 @@ import (
 // is counted as "unknown", never by its name.
 type Metrics struct {
 	descriptors *prometheus.CounterVec
-	known       atomic.Pointer[map[string]bool]
+	// byDomain holds each known domain's counters, resolved once per set
+	// of rules (prepare): a descriptor then costs one map lookup and an
+	// atomic add, not a hash of its labels and the vector's lock.
+	byDomain atomic.Pointer[domainCounters]
 }
 
-// The results of a descriptor in otpguard_envoy_descriptors_total.
-var results = map[itemState]string{
+// domainCounters are the counters of the rules in force, by domain and
+// result; unknown is the row of every domain the files do not name.
+type domainCounters struct {
+	known   map[string]*[resultCount]prometheus.Counter
+	unknown [resultCount]prometheus.Counter
+}
+
+const resultCount = int(itemChecked) + 1
+
+// The results of a descriptor in otpguard_envoy_descriptors_total, by
+// itemState.
+var results = [resultCount]string{
 	itemUnmatched: "unmatched", itemUnlimited: "unlimited", itemReplaced: "replaced",
 	itemTooCostly: "over_max_cost", itemChecked: "decided",
 }
@@ -33,30 +46,35 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	return m
 }
 
-// prepare creates the series of rules at zero and learns their domains.
+// prepare creates the series of rules at zero and resolves their counters.
 func (m *Metrics) prepare(r *Rules) {
 	if m == nil {
 		return
 	}
-	known := make(map[string]bool, len(r.domains))
+	c := &domainCounters{known: make(map[string]*[resultCount]prometheus.Counter, len(r.domains))}
+	m.resolve("unknown", &c.unknown)
 	for d := range r.domains {
-		known[d] = true
-		for _, res := range results {
-			m.descriptors.WithLabelValues(d, res)
-		}
+		row := new([resultCount]prometheus.Counter)
+		m.resolve(d, row)
+		c.known[d] = row
 	}
-	for _, res := range results {
-		m.descriptors.WithLabelValues("unknown", res)
-	}
-	m.known.Store(&known)
+	m.byDomain.Store(c)
 }
 
-func (m *Metrics) descriptor(domain string, st itemState) {
+func (m *Metrics) resolve(domain string, row *[resultCount]prometheus.Counter) {
+	for st, res := range results {
+		row[st] = m.descriptors.WithLabelValues(domain, res)
+	}
+}
+
+// counters is the row of domain's counters; nil when m is.
+func (m *Metrics) counters(domain string) *[resultCount]prometheus.Counter {
 	if m == nil {
-		return
+		return nil
 	}
-	if !(*m.known.Load())[domain] {
-		domain = "unknown"
+	c := m.byDomain.Load()
+	if row := c.known[domain]; row != nil {
+		return row
 	}
-	m.descriptors.WithLabelValues(domain, results[st]).Inc()
+	return &c.unknown
 }

@@ -16,7 +16,9 @@ type Rules struct {
 	domains map[string]*node
 	// Policies are the limit policies of the rules that limit (not the
 	// unlimited ones), by name: domain and descriptor path, e.g.
-	// messaging.message_type=marketing.to_number.
+	// messaging.message_type=marketing.to_number; and per domain one for
+	// each unit a request's own limit may have (a descriptor's limit
+	// override), e.g. "messaging (limit override per minute)".
 	Policies map[string]guard.LimitPolicy
 	// Notes are what the files ask that otpguard accepts without acting
 	// on it (the peer's statsd naming, metadata), for the start-up log.
@@ -57,6 +59,7 @@ type Rule struct {
 	Shadow    bool
 	Quota     bool
 	Bucket    bool  // the extension's token_bucket: no aligned window
+	Override  bool  // the request's own limit (Limit), not a file's
 	Seconds   int64 // the unit, as the peer divides time by it
 	// Limit is the status's current_limit, shared by every answer.
 	Limit *ratelimitv3.RateLimitResponse_RateLimit
@@ -91,8 +94,35 @@ func Load(files []File) (*Rules, error) {
 			return nil, err
 		}
 		r.domains[d] = root
+		if err := r.addOverrides(f.Name, d); err != nil {
+			return nil, err
+		}
 	}
 	return r, nil
+}
+
+// overrideUnits are the units a descriptor's limit override may name
+// (envoy.type.v3.RateLimitUnit), in the peer's spelling.
+var overrideUnits = []string{"SECOND", "MINUTE", "HOUR", "DAY", "MONTH", "YEAR"}
+
+// overridePolicy names the policy that counts domain's descriptors
+// carrying their own limit in unit.
+func overridePolicy(domain, unit string) string {
+	return domain + " (limit override per " + strings.ToLower(unit) + ")"
+}
+
+// addOverrides adds domain's policies for descriptors carrying their own
+// limit: a fixed window per unit, its limit the request's.
+func (r *Rules) addOverrides(file, domain string) error {
+	for _, unit := range overrideUnits {
+		name := overridePolicy(domain, unit)
+		if _, taken := r.Policies[name]; taken {
+			return fmt.Errorf("%s: domain %q: the policy name of its limit overrides, %q, is taken by another domain's descriptor", file, domain, name)
+		}
+		r.Policies[name] = guard.LimitPolicy{Algorithm: guard.FixedWindow, Window: time.Duration(unitSeconds[unit]) * time.Second,
+			OnStoreError: guard.FallbackOpen, Independent: true}
+	}
+	return nil
 }
 
 func newNode(k matchKind) *node {
@@ -151,6 +181,9 @@ func (r *Rules) load(file, path string, n *node, descs []fileDescriptor) error {
 			}
 			child.rule = rule
 			if !rule.Unlimited {
+				if _, taken := r.Policies[here]; taken { // across domains: "a" + "b.c" and "a.b" + "c"
+					return bad("its policy name is taken by another domain's descriptor or limit overrides")
+				}
 				r.Policies[here] = pol
 			}
 		} else if d.Metadata.OTPGuard != nil {

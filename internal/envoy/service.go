@@ -3,6 +3,7 @@ package envoy
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"math"
 	"sync/atomic"
@@ -11,7 +12,6 @@ import (
 	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
-	"go.opentelemetry.io/otel/trace/noop"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
@@ -54,7 +54,7 @@ type Service struct {
 	m      *Metrics
 	log    *slog.Logger
 	now    func() time.Time
-	tracer trace.Tracer
+	tracer trace.Tracer // nil: no spans, and nothing spent on them
 	prop   propagation.TextMapPropagator
 }
 
@@ -73,11 +73,9 @@ func NewService(rules *Rules, limiter Limiter, o Options) *Service {
 	if s.now == nil {
 		s.now = time.Now
 	}
-	tp := o.TracerProvider
-	if tp == nil {
-		tp = noop.NewTracerProvider()
+	if o.TracerProvider != nil {
+		s.tracer = o.TracerProvider.Tracer("github.com/otpguard/otpguard/internal/envoy")
 	}
-	s.tracer = tp.Tracer("github.com/otpguard/otpguard/internal/envoy")
 	s.Swap(rules, limiter)
 	return s
 }
@@ -122,8 +120,11 @@ const (
 // never by an error: dynamic_metadata says which policies the fallback
 // decided.
 func (s *Service) ShouldRateLimit(ctx context.Context, req *ratelimitv3.RateLimitRequest) (*ratelimitv3.RateLimitResponse, error) {
-	ctx, span := s.startSpan(ctx)
-	defer span.End()
+	if s.tracer != nil {
+		var span trace.Span
+		ctx, span = s.startSpan(ctx)
+		defer span.End()
+	}
 	switch {
 	case req.GetDomain() == "":
 		return nil, status.Error(codes.InvalidArgument, "rate limit domain must not be empty")
@@ -132,7 +133,10 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *ratelimitv3.RateLimi
 	}
 	set := s.set.Load()
 	now := s.now().Unix()
-	items, checks := s.plan(set.rules, req, now)
+	items, checks, err := s.plan(set.rules, req, now)
+	if err != nil {
+		return nil, status.Error(codes.InvalidArgument, err.Error())
+	}
 	decisions, unavailable, err := decide(ctx, set.limiter, checks)
 	if err != nil {
 		s.log.ErrorContext(ctx, "envoy: limiter failed", "err", err)
@@ -144,11 +148,20 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *ratelimitv3.RateLimi
 // plan matches each descriptor to its rule and lists the checks to make,
 // as the peer's constructLimitsToCheck: a rule named in another matched
 // rule's replaces is dropped.
-func (s *Service) plan(rules *Rules, req *ratelimitv3.RateLimitRequest, now int64) ([]item, []guard.Check) {
+func (s *Service) plan(rules *Rules, req *ratelimitv3.RateLimitRequest, now int64) ([]item, []guard.Check, error) {
 	items := make([]item, len(req.Descriptors))
 	var replacing map[string]bool
 	for i, d := range req.Descriptors {
-		rule, key := rules.Match(req.Domain, d.GetEntries())
+		var rule *Rule
+		var key string
+		if d.GetLimit() != nil {
+			var err error
+			if rule, key, err = rules.override(req.Domain, d); err != nil {
+				return nil, nil, fmt.Errorf("descriptor %d: %w", i, err)
+			}
+		} else {
+			rule, key = rules.Match(req.Domain, d.GetEntries())
+		}
 		items[i] = item{rule: rule, key: key}
 		if rule == nil {
 			continue
@@ -187,9 +200,13 @@ func (s *Service) plan(rules *Rules, req *ratelimitv3.RateLimitRequest, now int6
 			key = windowKey(key, it.rule.Seconds, now)
 		}
 		it.check = len(checks)
-		checks = append(checks, guard.Check{Policy: it.rule.Policy, Key: key, Cost: it.cost})
+		c := guard.Check{Policy: it.rule.Policy, Key: key, Cost: it.cost}
+		if it.rule.Override {
+			c.Override, c.Limit = true, int64(it.rule.Limit.RequestsPerUnit)
+		}
+		checks = append(checks, c)
 	}
-	return items, checks
+	return items, checks, nil
 }
 
 // decide asks limiter for checks, at most guard.MaxBatch at a time (the
@@ -202,9 +219,9 @@ func decide(ctx context.Context, limiter Limiter, checks []guard.Check) ([]guard
 	for at := 0; at < len(checks); at += guard.MaxBatch {
 		part := checks[at:min(len(checks), at+guard.MaxBatch)]
 		b, err := limiter.Check(ctx, part)
-		var gerr *guard.Error
 		switch {
-		case errors.As(err, &gerr) && (gerr.Code == guard.CodeStoreUnavailable || gerr.Code == guard.CodeOverloaded):
+		case err == nil:
+		case refusedForStore(err):
 			if unavailable == nil {
 				unavailable = make([]bool, len(checks))
 			}
@@ -213,7 +230,7 @@ func decide(ctx context.Context, limiter Limiter, checks []guard.Check) ([]guard
 				out[at+j] = guard.Decision{Policy: part[j].Policy, Key: part[j].Key, Mode: guard.ModeFallback}
 			}
 			continue
-		case err != nil:
+		default:
 			return nil, nil, err
 		}
 		copy(out[at:], b.Decisions)
@@ -221,18 +238,30 @@ func decide(ctx context.Context, limiter Limiter, checks []guard.Check) ([]guard
 	return out, unavailable, nil
 }
 
+// refusedForStore reports whether err is the limiter's refusal because
+// Redis could not answer (a closed policy) or answered too slowly. Apart
+// from decide so that its errors.As target is only allocated on an error.
+func refusedForStore(err error) bool {
+	var gerr *guard.Error
+	return errors.As(err, &gerr) && (gerr.Code == guard.CodeStoreUnavailable || gerr.Code == guard.CodeOverloaded)
+}
+
 // respond composes the answer as the peer's shouldRateLimitWorker does:
 // OVER_LIMIT when a descriptor outside quota_mode is, or when every
 // quota_mode descriptor is.
 func (s *Service) respond(domain string, items []item, decisions []guard.Decision, unavailable []bool, now int64) *ratelimitv3.RateLimitResponse {
-	resp := &ratelimitv3.RateLimitResponse{Statuses: make([]*ratelimitv3.RateLimitResponse_DescriptorStatus, len(items))}
+	a := newAnswer(len(items))
+	resp := &a.resp
 	failed, quotaTotal, quotaFailed := 0, 0, 0
 	var fallback []string
 	storeDown := false
+	counters := s.m.counters(domain)
 	for i, it := range items {
-		st := &ratelimitv3.RateLimitResponse_DescriptorStatus{Code: ratelimitv3.RateLimitResponse_OK}
-		resp.Statuses[i] = st
-		s.m.descriptor(domain, it.state)
+		st := resp.Statuses[i]
+		st.Code = ratelimitv3.RateLimitResponse_OK
+		if counters != nil {
+			counters[it.state].Inc()
+		}
 		switch it.state {
 		case itemUnlimited:
 			st.LimitRemaining = math.MaxUint32
@@ -241,7 +270,7 @@ func (s *Service) respond(domain string, items []item, decisions []guard.Decisio
 			continue
 		case itemTooCostly:
 			st.Code, st.CurrentLimit = ratelimitv3.RateLimitResponse_OVER_LIMIT, it.rule.Limit
-			st.DurationUntilReset = s.reset(it.rule, guard.Decision{}, now)
+			st.DurationUntilReset = a.reset(i, it.rule, guard.Decision{}, now)
 			if it.rule.Shadow {
 				st.Code = ratelimitv3.RateLimitResponse_OK
 			}
@@ -249,7 +278,7 @@ func (s *Service) respond(domain string, items []item, decisions []guard.Decisio
 			d := decisions[it.check]
 			st.CurrentLimit = it.rule.Limit
 			st.LimitRemaining = uint32(min(max(d.Remaining, 0), math.MaxUint32))
-			st.DurationUntilReset = s.reset(it.rule, d, now)
+			st.DurationUntilReset = a.reset(i, it.rule, d, now)
 			down := unavailable != nil && unavailable[it.check]
 			if !d.Allowed || down {
 				st.Code = ratelimitv3.RateLimitResponse_OVER_LIMIT
@@ -279,13 +308,36 @@ func (s *Service) respond(domain string, items []item, decisions []guard.Decisio
 	return resp
 }
 
-// reset is the status's duration_until_reset: to the end of the aligned
-// window (whole seconds, as the peer's), or until a bucket is full.
-func (s *Service) reset(r *Rule, d guard.Decision, now int64) *durationpb.Duration {
-	if r.Bucket {
-		return &durationpb.Duration{Seconds: int64(math.Ceil(d.ResetAfter.Seconds()))}
+// answer is a response and the messages it points to, allocated together:
+// a call's answer costs three allocations, not two per descriptor more.
+type answer struct {
+	resp      ratelimitv3.RateLimitResponse
+	statuses  []ratelimitv3.RateLimitResponse_DescriptorStatus
+	durations []durationpb.Duration
+}
+
+func newAnswer(n int) *answer {
+	a := &answer{
+		statuses:  make([]ratelimitv3.RateLimitResponse_DescriptorStatus, n),
+		durations: make([]durationpb.Duration, n),
 	}
-	return &durationpb.Duration{Seconds: r.Seconds - now%r.Seconds}
+	a.resp.Statuses = make([]*ratelimitv3.RateLimitResponse_DescriptorStatus, n)
+	for i := range a.statuses {
+		a.resp.Statuses[i] = &a.statuses[i]
+	}
+	return a
+}
+
+// reset is status i's duration_until_reset: to the end of the aligned
+// window (whole seconds, as the peer's), or until a bucket is full.
+func (a *answer) reset(i int, r *Rule, d guard.Decision, now int64) *durationpb.Duration {
+	dur := &a.durations[i]
+	if r.Bucket {
+		dur.Seconds = int64(math.Ceil(d.ResetAfter.Seconds()))
+	} else {
+		dur.Seconds = r.Seconds - now%r.Seconds
+	}
+	return dur
 }
 
 // record counts one decision as /limits/check counts its own.

@@ -20,6 +20,12 @@ type Check struct {
 	Policy string
 	Key    string
 	Cost   int64
+	// Override puts Limit in place of the policy's limit for this check
+	// alone: an Envoy descriptor's own limit (docs/envoy.md). Only a
+	// fixed window's limit can be overridden; its window, fallback and
+	// counter's name stay the policy's.
+	Override bool
+	Limit    int64
 }
 
 // Decision is the answer to one Check.
@@ -277,6 +283,12 @@ func (l *Limiter) takes(checks []Check) ([]Take, []LimitPolicy, error) {
 		}
 		if err := ValidateKey(c.Key); err != nil {
 			return nil, nil, Errorf(CodeInvalidKey, "checks[%d].key: %s", i, err.(*Error).Message)
+		}
+		if c.Override {
+			if p.Algorithm != FixedWindow || c.Limit < 0 || c.Limit > maxLimit {
+				return nil, nil, Errorf(CodeInvalidRequest, "checks[%d]: a limit of %d cannot override policy %q", i, c.Limit, c.Policy)
+			}
+			p.Limit = c.Limit
 		}
 		if c.Cost < 0 || (c.Cost > p.Max() && !p.Independent) || c.Cost > maxLimit {
 			return nil, nil, Errorf(CodeInvalidCost, "checks[%d].cost must be between 0 and %d for policy %q, got %d", i, p.Max(), c.Policy, c.Cost)

@@ -7,6 +7,12 @@
 // random from -values values) in -domain. docs/bench/grpc-peers.sh runs
 // it; docs/benchmarks.md has the figures.
 //
+// Its connections have static HTTP/2 flow-control windows, as Envoy's do:
+// Envoy's HTTP/2 codec sends no BDP pings, where grpc-go's client, by
+// default, pings the server on nearly every response (with one call in
+// flight on a connection), a read and a write more for the server on each
+// call. -bdp turns grpc-go's default back on.
+//
 //	grpcload -addr 127.0.0.1:18190 -conns 64 -duration 10s
 package main
 
@@ -39,6 +45,7 @@ type config struct {
 	addr, domain, key string
 	conns, values     int
 	duration          time.Duration
+	bdp               bool
 }
 
 // tally is one connection's count.
@@ -57,12 +64,17 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	fs.IntVar(&c.conns, "conns", 64, "connections, one call in flight on each")
 	fs.IntVar(&c.values, "values", 10000, "distinct descriptor values, drawn at random")
 	fs.DurationVar(&c.duration, "duration", 10*time.Second, "how long to run")
+	fs.BoolVar(&c.bdp, "bdp", false, "grpc-go's dynamic flow control (BDP pings), which Envoy does not do")
 	if err := fs.Parse(args[1:]); err != nil {
 		return err
 	}
+	opts := []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}
+	if !c.bdp {
+		opts = append(opts, grpc.WithStaticStreamWindowSize(64<<10), grpc.WithStaticConnWindowSize(1<<20))
+	}
 	clients := make([]pb.RateLimitServiceClient, c.conns)
 	for i := range clients {
-		conn, err := grpc.NewClient(c.addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+		conn, err := grpc.NewClient(c.addr, opts...)
 		if err != nil {
 			return err
 		}
