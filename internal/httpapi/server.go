@@ -46,7 +46,11 @@ type Options struct {
 	APIKeys []string
 	OpsKeys []string
 	Logger  *slog.Logger
-	Metrics *metrics.Set
+	// LogAllowedChecks: one allowed POST /limits/check in N gets its
+	// request line at info, the others at debug (request_log.go); 0 or 1:
+	// every one.
+	LogAllowedChecks int
+	Metrics          *metrics.Set
 	// Ready reports whether the shared store answers (GET /readyz).
 	Ready func(ctx context.Context) error
 	// Spec is api/openapi.yaml, served at GET /openapi.yaml.
@@ -97,6 +101,7 @@ type Server struct {
 	// whole when the policy is reloaded.
 	live    atomic.Pointer[Services]
 	log     *slog.Logger
+	checks  checkSample // request_log.go
 	metrics *metrics.Set
 	ready   func(ctx context.Context) error
 	spec    []byte
@@ -131,7 +136,7 @@ func New(o Options) *Server {
 	s := &Server{
 		echo: echo.New(), log: o.Logger,
 		metrics: o.Metrics, ready: o.Ready, spec: o.Spec, status: o.Status,
-		ops: o.Ops,
+		ops: o.Ops, checks: newCheckSample(o.LogAllowedChecks),
 	}
 	apiKeys, opsKeys := httpx.NewKeyring(o.APIKeys), httpx.NewKeyring(o.OpsKeys)
 	s.desk = opsweb.New(opsweb.Options{Ops: o.Ops, Abuse: o.Abuse, Logger: o.Logger, APIKeys: apiKeys, OpsKeys: opsKeys,
@@ -250,10 +255,10 @@ func noStore(next echo.HandlerFunc) echo.HandlerFunc {
 	}
 }
 
-// requestLog writes one structured line per request (request_log.go):
-// method, route, status, latency and request ID, and for a refusal its
-// code and the masked number. Never the body, never the query. It also
-// feeds the HTTP metrics.
+// requestLog writes one structured line per request (request_log.go), at
+// info but for a sample of the allowed checks: method, route, status,
+// latency and request ID, and for a refusal its code and the masked
+// number. Never the body, never the query. It also feeds the HTTP metrics.
 func (s *Server) requestLog() echo.MiddlewareFunc {
 	return middleware.RequestLoggerWithConfig(middleware.RequestLoggerConfig{
 		LogStatus: true, LogMethod: true, LogRoutePath: true, LogLatency: true,
