@@ -13,35 +13,22 @@
 # sitting with the same load client and peer); LOAD_ARGS=-bdp gives grpcload grpc-go's BDP pings (before
 # 4e5e568 it always sent them; Envoy does not).
 set -u
-PEER=github.com/envoyproxy/ratelimit
-PEER_VERSION=v1.4.1-0.20260122083618-3fb702589d36
 rounds=${1:-3}; secs=${2:-10}
 cd "$(dirname "$0")/../.."
+. docs/bench/peers-lib.sh # PEER, build_peer, start_peer, ticks, rpid
 out=$(mktemp -d /tmp/grpc-peers.XXXXXX)
 go build -o $out/otpguard ./cmd/otpguard && go build -o $out/grpcload ./docs/bench/grpcload || exit 1
 [ -z "${OG_BIN:-}" ] || cp "$OG_BIN" $out/otpguard || exit 1
 # The peer, from the Go module proxy, in a module of its own outside the checkout.
-mkdir -p $out/peer && (cd $out/peer && printf 'module peerbuild\n\ngo 1.26\n' > go.mod &&
-  go get $PEER/src/service_cmd@$PEER_VERSION >/dev/null 2>&1 &&
-  go build -o $out/ratelimit $PEER/src/service_cmd) || { echo "could not build $PEER@$PEER_VERSION"; exit 1; }
-mkdir -p $out/rt/ratelimit/config && cp docs/bench/envoy.yaml $out/rt/ratelimit/config/bench.yaml
-
-ticks() { awk '{print $14 + $15}' /proc/$1/stat 2>/dev/null || echo 0; }
-rpid=$(pgrep -f 'redis-server .*:6379' | head -1)
-[ -n "$rpid" ] || { echo "no redis-server on :6379"; exit 1; }
-
-env ${PEER_ENV:-X=1} USE_STATSD=false LOG_LEVEL=warn REDIS_SOCKET_TYPE=tcp REDIS_URL=127.0.0.1:6379 \
-  CACHE_KEY_PREFIX="peer$RANDOM:" RUNTIME_ROOT=$out/rt RUNTIME_SUBDIRECTORY=ratelimit RUNTIME_WATCH_ROOT=false \
-  HOST=127.0.0.1 PORT=18191 DEBUG_HOST=127.0.0.1 DEBUG_PORT=18192 GRPC_HOST=127.0.0.1 GRPC_PORT=18190 \
-  $out/ratelimit > $out/peer.log 2>&1 &
-peer=$!
+build_peer $out || exit 1
+start_peer $out 18191 18190 18192 docs/bench/envoy.yaml
 env ${OG_ENV:-X=1} OTPGUARD_ADDR=127.0.0.1:18193 OTPGUARD_GRPC_ADDR=127.0.0.1:18194 OTPGUARD_ENVOY_CONFIG=docs/bench/envoy.yaml \
   OTPGUARD_REDIS_URL=redis://127.0.0.1:6379/0 OTPGUARD_REDIS_PREFIX="og$RANDOM:" OTPGUARD_SMS=console \
   OTPGUARD_API_KEYS=bench-key-0123456789abcdef OTPGUARD_HMAC_KEY=0123456789abcdef0123456789abcdef \
   OTPGUARD_DATA_DIR=$(mktemp -d) OTPGUARD_LOG_LEVEL=warn $out/otpguard > $out/otpguard.log 2>&1 &
 og=$!
 trap 'kill $peer $og 2>/dev/null' EXIT
-for i in $(seq 100); do curl -s 127.0.0.1:18193/healthz >/dev/null && break; sleep 0.1; done
+wait_http 127.0.0.1:18193/healthz
 sleep 1
 metric() { curl -s 127.0.0.1:18193/metrics | awk -v n="$1" '$1 ~ "^"n"({|$)" {s += $2} END {printf "%.0f", s}'; }
 

@@ -173,7 +173,7 @@ func (a *App) buildServer(_ context.Context, w *wiring) error {
 	rdb, fb := a.rdb, a.outage.fallback
 	srv := httpapi.New(httpapi.Options{
 		OTP: w.first.OTP, Limiter: w.first.Limiter, APIKeys: a.cfg.APIKeys, OpsKeys: a.cfg.OpsKeys,
-		Logger: a.log, Metrics: w.metrics, Spec: api.OpenAPI,
+		Logger: a.log, LogAllowedChecks: a.cfg.LogAllowedChecks, Metrics: w.metrics, Spec: api.OpenAPI,
 		Ops: a.ops.desk, SessionKey: a.ops.sessionKey, Sessions: a.ops.signOuts,
 		Ready:  func(ctx context.Context) error { return rdb.Ping(ctx).Err() },
 		Status: a.storeStatus,

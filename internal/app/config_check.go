@@ -92,6 +92,13 @@ func checkMaxInFlight(c *Config) error {
 	return nil
 }
 
+func checkLogAllowedChecks(c *Config) error {
+	if c.LogAllowedChecks < 1 || c.LogAllowedChecks > 1_000_000 {
+		return fmt.Errorf("must be between 1 and 1000000, got %d", c.LogAllowedChecks)
+	}
+	return nil
+}
+
 func checkInstances(c *Config) error {
 	if c.Instances < 0 || c.Instances > 10_000 {
 		return fmt.Errorf("must be between 1 and 10000 (or unset: counted by heartbeat), got %d", c.Instances)

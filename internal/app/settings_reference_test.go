@@ -131,6 +131,7 @@ func TestSettingsDefaults(t *testing.T) {
 		{"OTPGUARD_REDIS_MODE", unset.Redis.Mode, store.RedisSingle},
 		{"OTPGUARD_REDIS_TIMEOUT (embedded)", unset.RedisTimeout, time.Second},
 		{"OTPGUARD_REDIS_PIPELINES", strconv.Itoa(unset.RedisPipelines), strconv.Itoa(DefaultRedisPipelines)},
+		{"OTPGUARD_LOG_ALLOWED_CHECKS", unset.LogAllowedChecks, DefaultLogAllowedChecks},
 	} {
 		if tc.got != tc.want {
 			t.Errorf("%s: unset gives %v, want %v", tc.name, tc.got, tc.want)

@@ -221,12 +221,15 @@ func (s *syncBuffer) requestLines(t *testing.T) []map[string]any {
 }
 
 // loggedInstance starts one instance on a miniredis logging at level to a
-// buffer.
-func loggedInstance(t *testing.T, level string, p guard.Policies) (*cluster, *syncBuffer) {
+// buffer, its configuration changed by tune.
+func loggedInstance(t *testing.T, level string, p guard.Policies, tune ...func(*app.Config)) (*cluster, *syncBuffer) {
 	t.Helper()
 	m := miniredis.RunT(t)
 	cfg := testConfig(t, "redis://"+m.Addr(), redistest.Prefix(), t.TempDir(), p)
 	cfg.LogLevel = level
+	for _, f := range tune {
+		f(cfg)
+	}
 	rdb, err := store.NewRedisClient(store.RedisOptions{URL: cfg.RedisURL, Timeout: cfg.RedisTimeout})
 	if err != nil {
 		t.Fatal(err)
