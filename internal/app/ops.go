@@ -25,6 +25,11 @@ import (
 const (
 	auditFlushTimeout = 5 * time.Second
 	retentionInterval = time.Hour
+	// auditLinger batches the audit trail's writes: every send is an
+	// event, and one SQLite transaction per event was a fifth of a send's
+	// CPU (docs/benchmarks.md, section 2). Events reach the trail up to
+	// this much later.
+	auditLinger = 20 * time.Millisecond
 )
 
 // opsStack is the ops side of a running server: the SQL store, the
@@ -88,7 +93,8 @@ func startOps(ctx context.Context, cfg *Config, log *slog.Logger, metricSet *met
 		OnRefresh: func(n int, err error) { o.db.denyReloaded(err); om.DenyReloaded(n, err) },
 		Also:      o.overrides.Reload})
 	o.signOuts = ops.NewSignOuts(o.db, ops.SignOutsOptions{Shared: shared, Refresh: cfg.DenyListRefresh, Logger: log})
-	o.audit = ops.NewAuditQueue(o.db, ops.AuditQueueOptions{Logger: log, OnDrop: om.AuditDropped, OnWrite: om.AuditWritten})
+	o.audit = ops.NewAuditQueue(o.db, ops.AuditQueueOptions{Logger: log, OnDrop: om.AuditDropped, OnWrite: om.AuditWritten,
+		Linger: auditLinger})
 	o.desk = ops.NewDesk(ops.DeskOptions{
 		Blocks: blocks, DenyList: o.db, Deny: o.deny, Audit: o.db, Activity: o.db, Events: o.audit, OnWrite: om.AuditWritten,
 		DatabaseTimeout: cfg.DatabaseTimeout,

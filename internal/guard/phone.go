@@ -16,6 +16,7 @@ type Phone struct {
 	E164   string // "+919800000000"
 	Region string // ISO 3166-1 alpha-2, "IN"; "" when the number has none (e.g. +800)
 	num    *phonenumbers.PhoneNumber
+	typ    string // the number's type (Type), found by ParsePhone; "" when not parsed
 }
 
 // ParsePhone normalises raw to E.164 with libphonenumber, so that every way of
@@ -39,14 +40,30 @@ func ParsePhone(raw, defaultRegion string) (Phone, error) {
 	if err != nil {
 		return Phone{}, Errorf(CodeInvalidPhone, "phone does not parse as a number (write it in international format, e.g. +14155550100)")
 	}
-	if !phonenumbers.IsValidNumber(num) {
+	// A number is valid when its region's metadata gives it a type
+	// (phonenumbers.IsValidNumber asks the same question): finding the
+	// type once answers both, and Type later costs nothing. Finding the
+	// region is costly for codes shared by many (+1, +44, +7), so it is
+	// done once more here and not a third time.
+	t := phonenumbers.GetNumberType(num)
+	if t == phonenumbers.UNKNOWN {
 		return Phone{}, Errorf(CodeInvalidPhone, "phone is not a valid number for its country")
 	}
 	region = phonenumbers.GetRegionCodeForNumber(num)
 	if region == "ZZ" || region == "001" {
 		region = ""
 	}
-	return Phone{E164: phonenumbers.Format(num, phonenumbers.E164), Region: region, num: num}, nil
+	return Phone{E164: phonenumbers.Format(num, phonenumbers.E164), Region: region, num: num, typ: typeName(t)}, nil
+}
+
+// typeName names a libphonenumber type as otp.allowed_number_types does.
+func typeName(t phonenumbers.PhoneNumberType) string {
+	for name, v := range numberTypes {
+		if v == t {
+			return name
+		}
+	}
+	return "unknown"
 }
 
 // WarmPhoneMetadata makes libphonenumber load its metadata now, at start-up,

@@ -47,16 +47,13 @@ func NumberType(e164 string) string {
 // Type is the number's type, as NumberType names it, from the parse
 // ParsePhone already did.
 func (p Phone) Type() string {
+	if p.typ != "" { // ParsePhone found it
+		return p.typ
+	}
 	if p.num == nil {
 		return NumberType(p.E164)
 	}
-	t := phonenumbers.GetNumberType(p.num)
-	for name, v := range numberTypes {
-		if v == t {
-			return name
-		}
-	}
-	return "unknown"
+	return typeName(phonenumbers.GetNumberType(p.num))
 }
 
 // Prefix is the number minus its last digitsDropped digits (never less

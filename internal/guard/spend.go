@@ -151,8 +151,7 @@ func (s *OTP) spend(ctx context.Context, phone Phone, limits []limitedTake, vol 
 		return spent{takes: taken}, nil
 	case vres != nil:
 		if !vres.Allowed {
-			s.refund(ctx, taken)
-			return spent{}, s.velocityDenied(ctx, phone, *vol, *vres)
+			return spent{}, s.volumeRefused(ctx, phone, *vol, *vres, taken)
 		}
 		if !volumeCounted(vol, vres) {
 			return spent{takes: taken, trusted: vres.Trusted}, nil
@@ -215,21 +214,23 @@ func tierKey(vol *VolumeTake, vres *VolumeResult) Key {
 // back what the send took (taken, and the volume count vel names),
 // at once, and notes the refusal.
 func (s *OTP) refused(ctx context.Context, phone Phone, l limitedTake, r Result, taken []Take, vel spent) error {
-	// The refunds go out at once: one round trip of latency.
+	// The refunds and the block's note go out at once: one round trip of
+	// latency.
 	var wg sync.WaitGroup
 	if !vel.velocityAt.IsZero() {
 		wg.Go(func() { s.refundVelocity(ctx, vel.velocity, vel.velocityAt) })
+	}
+	// The number is blocked, not just its address. (Not noted when
+	// the fallback decided: the block index lives in the store.)
+	if l.take.Key.Space == "otp" && !r.Fallback {
+		b := Block{Phone: phone.E164, Country: phone.Region, Reason: l.denial,
+			Count: r.Count, Until: s.now().Add(r.RetryAfter)}
+		wg.Go(func() { s.noteBlock(ctx, b) })
 	}
 	s.refund(ctx, taken)
 	wg.Wait()
 	if l.denial == CodeBudgetExhausted {
 		s.budgetRefused(ctx, l.take.Key, r)
-	}
-	// The number is blocked, not just its address. (Not noted when
-	// the fallback decided: the block index lives in the store.)
-	if l.take.Key.Space == "otp" && !r.Fallback {
-		s.noteBlock(ctx, Block{Phone: phone.E164, Country: phone.Region, Reason: l.denial,
-			Count: r.Count, Until: s.now().Add(r.RetryAfter)})
 	}
 	e := &Error{Code: l.denial, Message: l.what, RetryAfter: r.RetryAfter,
 		Usage: Usage(r.Count, l.take.Limit, l.take.Window)}
@@ -237,6 +238,18 @@ func (s *OTP) refused(ctx context.Context, phone Phone, l limitedTake, r Result,
 		e.Err = errOperatorLimit
 	}
 	return e
+}
+
+// volumeRefused answers a send the velocity rule (or a tier's cap)
+// refused: the refund of what the limits took goes out while the refusal
+// is judged (its alert claims a round trip of its own), one round trip of
+// latency for both.
+func (s *OTP) volumeRefused(ctx context.Context, phone Phone, vol VolumeTake, vres VolumeResult, taken []Take) error {
+	var wg sync.WaitGroup
+	wg.Go(func() { s.refund(ctx, taken) })
+	err := s.velocityDenied(ctx, phone, vol, vres)
+	wg.Wait()
+	return err
 }
 
 func (s *OTP) refund(ctx context.Context, takes []Take) {

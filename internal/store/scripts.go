@@ -12,7 +12,8 @@ import (
 // The Lua scripts, one file each in lua/, named by what it decides, with
 // its reasoning in a comment at its top. Each one is one atomic decision
 // on the keys of one hash slot, so it runs unchanged on a single node and
-// on Redis Cluster. Scripts are called by SHA (EVALSHA) and fall back to
+// on Redis Cluster; one exception, take_automatic, spans slots and runs on
+// a single node only (its comment says why). Scripts are called by SHA (EVALSHA) and fall back to
 // EVAL when the server lost its script cache.
 //
 // Times are integer microseconds from Redis TIME: one clock for every
@@ -42,6 +43,7 @@ var luaScripts = buildScripts(map[string]string{
 	"refund_volume":    "",
 	"count_conversion": "",
 	"trust_mark":       "",
+	"take_automatic":   "",
 
 	"save_code":           "",
 	"guess_code":          "",

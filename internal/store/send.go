@@ -46,10 +46,15 @@ func (r *Redis) TakeSend(ctx context.Context, takes []guard.Take, vol *guard.Vol
 		return res, nil, err
 	}
 	pipe := r.rdb.TxPipeline()
-	cmds, err := r.queueTakes(ctx, pipe, takes)
+	// The automatic windows of a send whose trust the velocity script is
+	// to find go in a script that reads the mark too (automatic.go).
+	autoIdx := automaticTakes(takes, vol)
+	rest, kept := withoutTakes(takes, autoIdx)
+	cmds, err := r.queueTakes(ctx, pipe, rest)
 	if err != nil {
 		return nil, nil, err
 	}
+	auto := r.queueAutomatic(ctx, pipe, takes, autoIdx, vol.Mark)
 	vscript, vkeys, vargs := r.volumeCall(*vol)
 	vcmd := vscript.EvalSha(ctx, pipe, vkeys, vargs...)
 	// As in take: a NOSCRIPT or a peek's redis.Nil is one command's reply,
@@ -58,9 +63,18 @@ func (r *Redis) TakeSend(ctx context.Context, takes []guard.Take, vol *guard.Vol
 	if err != nil && !isNoScript(err) && !errors.Is(err, redis.Nil) {
 		return nil, nil, fmt.Errorf("store: take send: %w", err)
 	}
-	res, err := r.readTakes(ctx, takes, cmds)
+	got, err := r.readTakes(ctx, rest, cmds)
 	if err != nil {
 		return nil, nil, err
+	}
+	res := make([]guard.Result, len(takes))
+	for n, i := range kept {
+		res[i] = got[n]
+	}
+	if auto != nil {
+		if err := r.readAutomatic(ctx, takes, auto, res); err != nil {
+			return nil, nil, err
+		}
 	}
 	if isNoScript(vcmd.Err()) {
 		// The server lost its script cache: the script did not run, so

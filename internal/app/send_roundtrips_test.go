@@ -1,0 +1,253 @@
+package app_test
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/otpguard/otpguard/internal/app"
+	"github.com/otpguard/otpguard/internal/challenge"
+	"github.com/otpguard/otpguard/internal/guard"
+	"github.com/otpguard/otpguard/internal/store/redistest"
+)
+
+// requestTrips counts the round trips on the service's shared Redis client
+// (a pipeline or MULTI counts once) while counting is on, and how many of
+// them began while none other was in flight: the sequential ones, which
+// the answer waits on one after the other. Calls go through the
+// coalescer and the fallback's workers, on contexts of their own, so it
+// counts by time, not by context; the work that runs after the answer on
+// its own goroutines (the conversion watch's batches, the abuse
+// recorder's counts, the heartbeat) is told apart by its keys and left
+// out. Each round trip is held for hold after Redis answered, so that
+// round trips sent together overlap however the goroutines are scheduled.
+type requestTrips struct {
+	hold time.Duration
+
+	mu                     sync.Mutex
+	on                     bool
+	inFlight, total, chain int
+	names                  []string
+}
+
+// start turns counting on from zero; stop turns it off and returns the
+// counts.
+func (h *requestTrips) start() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.on, h.total, h.chain, h.names = true, 0, 0, nil
+}
+
+func (h *requestTrips) stop() (total, sequential int, names []string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.on = false
+	return h.total, h.chain, h.names
+}
+
+// afterAnswer reports whether cmds are the work of the conversion watch,
+// the abuse recorder or the heartbeat (by their keys), or a new
+// connection's set-up.
+func afterAnswer(cmds []redis.Cmder) bool {
+	for _, c := range cmds {
+		switch c.Name() {
+		case "hello", "auth", "client", "select", "multi", "exec":
+			continue
+		}
+		bg := false
+		for _, a := range c.Args() {
+			if k, ok := a.(string); ok && (strings.Contains(k, ":conv:") || strings.Contains(k, ":ops:abuse:") || strings.Contains(k, "{instances}")) {
+				bg = true
+			}
+		}
+		if !bg {
+			return false
+		}
+	}
+	return true
+}
+
+func (h *requestTrips) around(cmds []redis.Cmder, run func() error) error {
+	h.mu.Lock()
+	counted := h.on && !afterAnswer(cmds)
+	if counted {
+		h.total++
+		if h.inFlight == 0 {
+			h.chain++
+		}
+		h.inFlight++
+		var what []string
+		for _, c := range cmds {
+			what = append(what, c.Name())
+		}
+		h.names = append(h.names, strings.Join(what, "+"))
+	}
+	h.mu.Unlock()
+	err := run()
+	if counted {
+		time.Sleep(h.hold)
+		h.mu.Lock()
+		h.inFlight--
+		h.mu.Unlock()
+	}
+	return err
+}
+
+func (h *requestTrips) DialHook(next redis.DialHook) redis.DialHook {
+	return func(ctx context.Context, network, addr string) (net.Conn, error) { return next(ctx, network, addr) }
+}
+
+func (h *requestTrips) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		return h.around([]redis.Cmder{cmd}, func() error { return next(ctx, cmd) })
+	}
+}
+
+func (h *requestTrips) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		return h.around(cmds, func() error { return next(ctx, cmds) })
+	}
+}
+
+// lastCodes keeps the last code sent to each number.
+type lastCodes struct {
+	mu   sync.Mutex
+	last map[string]string
+}
+
+func (c *lastCodes) Send(_ context.Context, m guard.Message) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.last[m.To] = regexp.MustCompile(`\d{4,10}`).FindString(m.Body)
+	return nil
+}
+
+func (c *lastCodes) code(to string) string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.last[to]
+}
+
+// TestSendRoundTripsHTTP: every kind of POST /otp/send, through the service
+// as app.New builds it with its default defences (the deny-list, the
+// destination rules, the prefix and country windows, the country velocity
+// rule, the conversion watch, trust marks, challenges and the solved tier,
+// the code's save, the block index, the audit queue), on a real Redis,
+// waits on at most 2 sequential round trips on the shared client: a new
+// number, a number the app says is an account's, a number marked trusted
+// by its verify, a send the cooldown refuses, a send the velocity rule
+// challenges, and the challenged send again with its solution; the
+// first velocity refusal of a country's hour and a send with an
+// Idempotency-Key wait on more (see below). The
+// country velocity floor is 2 (so that the third number challenges) and
+// the proof of work small; everything else is the default.
+func TestSendRoundTripsHTTP(t *testing.T) {
+	tg := redistest.New(t)
+	env := map[string]string{
+		"OTPGUARD_REDIS_URL": tg.URL, "OTPGUARD_REDIS_PREFIX": tg.Prefix, "OTPGUARD_API_KEYS": sendBenchKey,
+		"OTPGUARD_HMAC_KEY": "0123456789abcdef0123456789abcdef", "OTPGUARD_DATA_DIR": t.TempDir(), "OTPGUARD_LOG_LEVEL": "warn",
+		"OTPGUARD_REDIS_TIMEOUT": "5s",
+	}
+	cfg, err := app.LoadConfig(func(k string) string { return env[k] })
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &cfg.Policies.OTP
+	p.CountryVelocity.Floor, p.CountryVelocity.MinuteShare = 2, 0
+	p.Challenge.MaxNumber = 1000
+	cfg.Policies.FillDefaults()
+	out := &lastCodes{last: map[string]string{}}
+	a, err := app.New(context.Background(), cfg, app.WithOutput(io.Discard), app.WithSender(out))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = a.Close() })
+	trips := &requestTrips{hold: 50 * time.Millisecond}
+	a.Redis().AddHook(trips)
+	h := a.Handler()
+	post := func(path, body string, hdr ...string) (int, []byte) {
+		t.Helper()
+		req := httptest.NewRequest(http.MethodPost, path, strings.NewReader(body))
+		for i := 0; i+1 < len(hdr); i += 2 {
+			req.Header.Set(hdr[i], hdr[i+1])
+		}
+		req.Header.Set("Authorization", "Bearer "+sendBenchKey)
+		req.Header.Set("Content-Type", "application/json")
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, req)
+		return w.Code, w.Body.Bytes()
+	}
+	// sendWith posts a send with the headers hdr and holds it to at most
+	// want sequential round trips.
+	sendWith := func(name, body string, wantStatus, want int, hdr ...string) []byte {
+		t.Helper()
+		trips.start()
+		status, resp := post("/otp/send", body, hdr...)
+		if status != wantStatus {
+			t.Fatalf("%s: %d %s, want %d", name, status, resp, wantStatus)
+		}
+		total, seq, names := trips.stop()
+		t.Logf("%s: %d round trips, %d sequential: %v", name, total, seq, names)
+		if seq > want {
+			t.Errorf("%s: %d sequential round trips (%v), want at most %d", name, seq, names, want)
+		}
+		return resp
+	}
+	send := func(name, body string, wantStatus int) []byte {
+		t.Helper()
+		return sendWith(name, body, wantStatus, 2)
+	}
+	const known = "+447400123456"
+	send("new number", `{"phone":"`+known+`","client_ip":"203.0.113.7"}`, http.StatusOK)
+	send("the app's account", `{"phone":"+919800000001","client_ip":"203.0.113.7","account":true}`, http.StatusOK)
+	// A refusal gives back what the send counted and notes the block, all
+	// at once; but the velocity refund and the note both go through the
+	// coalescer, one pipeline at a time, and when they miss each other's
+	// batch the second waits for the first: 2 or 3.
+	sendWith("refused: the cooldown", `{"phone":"`+known+`","client_ip":"203.0.113.7"}`, http.StatusTooManyRequests, 3)
+
+	// The number verifies its code (which marks it trusted) and an operator
+	// unblocks it, so the cooldown lets the next send through.
+	if status, resp := post("/otp/verify", `{"phone":"`+known+`","code":"`+out.code(known)+`"}`); status != http.StatusOK {
+		t.Fatalf("verify: %d %s", status, resp)
+	}
+	if _, err := a.Ops().Unblock(context.Background(), known, "test"); err != nil {
+		t.Fatal(err)
+	}
+	send("marked trusted by its verify", `{"phone":"`+known+`","client_ip":"203.0.113.7"}`, http.StatusOK)
+
+	send("new number 2", `{"phone":"+447400123457","client_ip":"203.0.113.8"}`, http.StatusOK)
+	// The country's first velocity refusal of the hour also raises the
+	// alert: its claim goes out with the refunds, and the country's entry
+	// in the block index after the claim, once per country and hour: 3.
+	body := sendWith("challenged: the velocity floor, the hour's first", `{"phone":"+447400123458","client_ip":"203.0.113.9"}`,
+		http.StatusPreconditionRequired, 3)
+	var problem struct {
+		Challenge guard.Challenge `json:"challenge"`
+	}
+	if err := json.Unmarshal(body, &problem); err != nil {
+		t.Fatal(err)
+	}
+	c := problem.Challenge
+	c.Type = guard.ChallengePoW
+	sol := challenge.Solve(c)
+	if sol == "" {
+		t.Fatalf("no solution to %s", body)
+	}
+	send("the solved challenge's resend", `{"phone":"+447400123458","client_ip":"203.0.113.9","challenge":"`+sol+`"}`, http.StatusOK)
+	send("challenged again: the velocity floor", `{"phone":"+447400123459","client_ip":"203.0.113.10"}`, http.StatusPreconditionRequired)
+	// Not there yet: an Idempotency-Key's claim goes before the send, and
+	// its answer is stored before the answer leaves: 2 + 2.
+	sendWith("with an Idempotency-Key", `{"phone":"+919800000002","client_ip":"203.0.113.7"}`, http.StatusOK, 4,
+		"Idempotency-Key", "k-1")
+}

@@ -1,0 +1,36 @@
+-- take_automatic counts an OTP send's automatic windows (the prefix and
+-- country limits of the policy file, guard/pumping.go) unless the number
+-- is trusted (guard/trust.go): KEYS[1] is the number's trust mark, KEYS[2..]
+-- the windows, ARGV two values per window, cost and window (ms).
+--
+-- A trusted number's send does not keep the automatic windows: the
+-- velocity script (take_volume) finds the mark in the same MULTI, and
+-- before this script the windows were counted there anyway and given back
+-- in a round trip of its own. Reading the mark here, in the same MULTI,
+-- means they are never counted: one round trip fewer for every trusted
+-- send, and nothing to refund.
+--
+-- Each window is what a MULTI's hit is (store/redis.go, hitWindow):
+-- INCRBY counts, PEXPIRE ... NX starts the window at its first hit and no
+-- later hit pushes it back, PTTL says what is left; the script keeps the
+-- three one atomic step, as the MULTI did.
+--
+-- Single Redis only: the mark lives in its country's hash slot, the
+-- windows in their prefixes', so this script spans slots, which only a
+-- single node allows. On Redis Cluster the store reads the mark first and
+-- never runs it (store/send.go, clusterTrust).
+--
+-- Returns {1} when the mark is set (nothing counted), else {0, then count
+-- and pttl ms per window}.
+if redis.call('EXISTS', KEYS[1]) == 1 then
+  return {1}
+end
+local out = {0}
+for i = 2, #KEYS do
+  local at = (i - 2) * 2
+  local n = redis.call('INCRBY', KEYS[i], ARGV[at + 1])
+  redis.call('PEXPIRE', KEYS[i], ARGV[at + 2], 'NX')
+  out[#out + 1] = n
+  out[#out + 1] = redis.call('PTTL', KEYS[i])
+end
+return out
