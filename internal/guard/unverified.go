@@ -25,7 +25,8 @@ import (
 // more, whatever it tries, however its arrivals mix with real users'; a
 // campaign verifying a share c of its codes gets budget / (1 - c / normal).
 // What the budget refuses meets a challenge first (challenge.go), never a
-// refusal, and a quarantined country keeps a tenth of it.
+// refusal: without challenges (otp.challenge.type off, or no challenger)
+// the budget is off. A quarantined country keeps a tenth of it.
 //
 // With the budget on, the hour's own verified sends count as a credited
 // hour for the velocity limit (growth within the hour from verified sends
@@ -57,9 +58,12 @@ const (
 	unverifiedNormalMin     = 200
 )
 
-// unverifiedTake is the budget the policy gives an untrusted send.
-func (v CountryVelocity) unverifiedTake() UnverifiedTake {
-	if v.UnverifiedFloor <= 0 {
+// unverifiedTake is the budget the policy gives an untrusted send: none
+// without challenges, since what it holds back must meet a challenge,
+// never a refusal (real users' new numbers arrive with the attacker's).
+func (s *OTP) unverifiedTake() UnverifiedTake {
+	v := s.policy.CountryVelocity
+	if v.UnverifiedFloor <= 0 || !s.challenging() {
 		return UnverifiedTake{}
 	}
 	return UnverifiedTake{Floor: v.UnverifiedFloor, Share: v.UnverifiedShare,

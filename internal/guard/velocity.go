@@ -156,7 +156,7 @@ func (s *OTP) volumeTake(phone Phone) VolumeTake {
 	return VolumeTake{Key: velocityKey(r), Quarantine: quarantineKey(r), Now: now, Hour: hour(now),
 		Lookback: int64(v.Lookback / time.Hour), Floor: fl, QFloor: max(1, fl/10),
 		Factor: v.Factor, HistoryMinSends: s.policy.Conversion.HistoryMinSends, MinuteShare: v.MinuteShare,
-		Unverified: v.unverifiedTake()}
+		Unverified: s.unverifiedTake()}
 }
 
 // takeVelocity counts one send to phone's country in the hour under way,
