@@ -26,7 +26,8 @@ func unverifiedVolume(h int64, ufloor int64) guard.VolumeTake {
 // TestUnverifiedBudget drives the unverified budget through one country's
 // hours: sends run at most the budget ahead of their verifies (each
 // verify backs 1 / normal sends), a refusal says the budget, a trusted
-// send is not held by it, the hour's verified sends raise the hour's limit,
+// send is not held by it, the hour's verified sends raise the hour's limit
+// (the trusted tier's too),
 // a quarantine cuts the budget to a tenth, and a new hour starts afresh.
 func TestUnverifiedBudget(t *testing.T) {
 	for name, mk := range backends(t) {
@@ -70,6 +71,20 @@ func TestUnverifiedBudget(t *testing.T) {
 			tv.Trusted = true
 			if r := take(tv); !r.Allowed || !r.Trusted {
 				t.Fatalf("trusted send: %+v, want allowed in the trusted tier", r)
+			}
+			// The trusted tier grows within the hour from its own verified
+			// sends too: 60 trusted verifies of its 100 lift its floor 100
+			// to 3 x 60.
+			if n, r := sendAll(tv); n != 99 || r.Limit != 100 {
+				t.Fatalf("trusted tier: %d more sent, last %+v; want its floor 100 in all", n, r)
+			}
+			for range 60 {
+				if err := s.CountVerified(ctx, tv.TrustedKey, h, 26*time.Hour); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if n, r := sendAll(tv); n != 80 || r.Limit != 180 {
+				t.Fatalf("trusted tier after 60 verifies: %d more sent, last %+v; want 80 more, the limit 3 x 60", n, r)
 			}
 			// 4 verifies back 4 / 0.8 = 5 sends.
 			verify(h, 4)

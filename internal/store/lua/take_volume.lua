@@ -44,9 +44,11 @@
 -- tenth of that while quarantined (at least 1). A campaign whose codes
 -- nobody reads spends it and gets no more; real users' verifies give back
 -- what their sends took, a minute later. With it on, the hour's own
--- verified sends count as a credited hour for the limit (growth within the
--- hour, from verified sends only). A refusal by it answers an eighth value,
--- the budget; every other reply has seven.
+-- verified sends count as a credited hour for the limit of either tier
+-- (growth within the hour, from verified sends only: a fresh deployment's
+-- imported users are not held to the trusted floor while they verify). A
+-- refusal by the budget answers an eighth value, the budget; every other
+-- reply has seven.
 local h = tonumber(ARGV[1])
 local lookback = tonumber(ARGV[2])
 local floor = tonumber(ARGV[3])
@@ -105,9 +107,11 @@ local limit = math.max(floor, math.floor(factor * base + 1e-9))
 local count = tonumber(vals[2]) or 0
 local ufloor = tonumber(ARGV[16]) or 0
 local ucap = 0
-if trusted == 0 and ufloor > 0 then
-  local verified = tonumber(vals[4]) or 0
+local verified = tonumber(vals[4]) or 0
+if ufloor > 0 then
   limit = math.max(limit, math.floor(factor * math.min(count, verified) + 1e-9))
+end
+if trusted == 0 and ufloor > 0 then
   ucap = math.max(ufloor, math.ceil(tonumber(ARGV[17]) * base - 1e-9))
   if q == 1 then ucap = math.max(1, math.floor(ucap / 10)) end
   if not normal or normal < 0 then normal = tonumber(ARGV[18]) end
