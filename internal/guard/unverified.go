@@ -33,6 +33,12 @@ import (
 // only), so a surge of real users, or a fresh deployment's first hour, is
 // not held to last week's volume while its users verify.
 //
+// The solved tier's cap (challenge.go) is held the same way: with the
+// budget on, it caps the hour's solved sends that their verifies do not
+// back, so a bot that solves every challenge and verifies nothing gets at
+// most the cap an hour, while real users who solve and verify (every new
+// user of a country under attack) are not held to last week's volume.
+//
 // The check runs in the velocity rule's script (store: take_volume.lua),
 // on the same hash and in the same atomic step: exact over instances, one
 // slot on Cluster, no extra round trip.
@@ -96,4 +102,21 @@ func (s *OTP) unverifiedDenied(ctx context.Context, phone Phone, t VolumeTake, r
 	}
 	return &Error{Code: CodeUnusualVolume, RetryAfter: retry, Usage: Usage(0, res.Unverified, time.Hour),
 		Message: "too many codes sent to new numbers of this country are not verified yet; try again shortly"}
+}
+
+// solvedCountTTL is how long a country's solved counts live after a
+// verify's count: the store's own TTL for them (store: solvedTTL).
+const solvedCountTTL = 2 * time.Hour
+
+// creditSolved counts the verify of a solved send's code in its country's
+// solved counts, which back the hour's solved sends (take_solved.lua).
+func (s *OTP) creditSolved(ctx context.Context, phone Phone) {
+	if s.abuse.volumes == nil || s.unverifiedTake().Floor == 0 {
+		return
+	}
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), convTimeout)
+	defer cancel()
+	if err := s.abuse.volumes.CountVerified(cctx, solvedKey(region(phone)), hour(s.now()), solvedCountTTL); err != nil {
+		s.log.WarnContext(ctx, "challenge: counting a solved verify failed", "err", err)
+	}
 }

@@ -2,6 +2,7 @@ package store_test
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -162,6 +163,59 @@ func TestUnverifiedBudgetExact(t *testing.T) {
 			wg.Wait()
 			if got := allowed.Load(); got != 20 {
 				t.Errorf("allowed: %d, want exactly the budget 20", got)
+			}
+		})
+	}
+}
+
+// TestSolvedCapBackedByVerifies: with the unverified budget on, the solved
+// tier's cap (floor 5 here, no history) holds the solved sends their
+// verifies do not back: 5 unverified, then 4 verifies back 5 more; each
+// solution is taken once. With it off the cap counts sends alone.
+func TestSolvedCapBackedByVerifies(t *testing.T) {
+	for name, mk := range backends(t) {
+		t.Run(name, func(t *testing.T) {
+			b := mk(t)
+			s := store.NewRedis(b.rdb, b.prefix)
+			ctx := context.Background()
+			h := time.Now().Unix() / 3600
+			solvedKey := guard.Key{Space: "otp:vel", ID: "UZ", Name: "solved"}
+			n := 0
+			take := func(budget bool) guard.VolumeResult {
+				t.Helper()
+				n++
+				v := guard.VolumeTake{Key: solvedKey, Quarantine: guard.Key{Space: "otp:vel", ID: "UZ", Name: "solvedcut"},
+					Now: time.Unix(h*3600+60, 0), Hour: h, Lookback: 24, Floor: 5, QFloor: 1, Factor: 1,
+					Solved: &guard.SolvedUse{Used: guard.Key{Space: "otp:vel", ID: "UZ", Name: fmt.Sprintf("used:%d", n)},
+						TTL: time.Minute, Base: guard.Key{Space: "otp:vel", ID: "UZ", Name: "h"}}}
+				if budget {
+					v.Unverified = guard.UnverifiedTake{Floor: 20, Share: 0.1, NormalDefault: 800, NormalMin: 200}
+				}
+				r, err := s.TakeVolume(ctx, v)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return r
+			}
+			sendAll := func(budget bool) (sent int) {
+				for take(budget).Allowed {
+					sent++
+				}
+				return sent
+			}
+			if got := sendAll(true); got != 5 {
+				t.Fatalf("no verifies: %d solved sends, want the cap 5", got)
+			}
+			for range 4 {
+				if err := s.CountVerified(ctx, solvedKey, h, 2*time.Hour); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if got := sendAll(true); got != 5 {
+				t.Fatalf("after 4 verifies: %d more, want 4 / 0.8 = 5", got)
+			}
+			if got := sendAll(false); got != 0 {
+				t.Fatalf("budget off: %d more past the cap's 5 sends, want 0", got)
 			}
 		})
 	}
