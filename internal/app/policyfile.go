@@ -102,6 +102,9 @@ type fileVelocity struct {
 	Expected      map[string]int64 `yaml:"expected"`
 	QuarantineFor fileDuration     `yaml:"quarantine_for"`
 	MinuteShare   float64          `yaml:"minute_share"`
+	// UnverifiedFloor and UnverifiedShare: the unverified budget.
+	UnverifiedFloor int64   `yaml:"unverified_floor"`
+	UnverifiedShare float64 `yaml:"unverified_share"`
 }
 
 // fileTrust is otp.trust (guard.TrustPolicy). VerifiedWithin is a
@@ -232,7 +235,8 @@ func policyFile(p guard.Policies) filePolicies {
 			CountryVelocity: fileVelocity{Mode: o.CountryVelocity.Mode, Floor: o.CountryVelocity.Floor,
 				Factor: o.CountryVelocity.Factor, Lookback: fileDuration(o.CountryVelocity.Lookback),
 				Expected:      convertMap(o.CountryVelocity.Expected, func(n int64) int64 { return n }),
-				QuarantineFor: fileDuration(o.CountryVelocity.QuarantineFor), MinuteShare: o.CountryVelocity.MinuteShare},
+				QuarantineFor: fileDuration(o.CountryVelocity.QuarantineFor), MinuteShare: o.CountryVelocity.MinuteShare,
+				UnverifiedFloor: o.CountryVelocity.UnverifiedFloor, UnverifiedShare: o.CountryVelocity.UnverifiedShare},
 			Budget: fileBudget{PerHour: o.Budget.PerHour, PerDay: o.Budget.PerDay},
 			Conversion: fileConversion{Mode: o.Conversion.Mode, MinRate: o.Conversion.MinRate,
 				MinSends: o.Conversion.MinSends, BlockFor: fileDuration(o.Conversion.BlockFor),
@@ -278,7 +282,8 @@ func (f filePolicies) policies() guard.Policies {
 			CountryVelocity: guard.CountryVelocity{Mode: o.CountryVelocity.Mode, Floor: o.CountryVelocity.Floor,
 				Factor: o.CountryVelocity.Factor, Lookback: time.Duration(o.CountryVelocity.Lookback),
 				Expected:      convertMap(o.CountryVelocity.Expected, func(n int64) int64 { return n }),
-				QuarantineFor: time.Duration(o.CountryVelocity.QuarantineFor), MinuteShare: o.CountryVelocity.MinuteShare},
+				QuarantineFor: time.Duration(o.CountryVelocity.QuarantineFor), MinuteShare: o.CountryVelocity.MinuteShare,
+				UnverifiedFloor: o.CountryVelocity.UnverifiedFloor, UnverifiedShare: o.CountryVelocity.UnverifiedShare},
 			Budget: guard.Budget{PerHour: o.Budget.PerHour, PerDay: o.Budget.PerDay},
 			Conversion: guard.ConversionPolicy{Mode: o.Conversion.Mode, MinRate: o.Conversion.MinRate,
 				MinSends: o.Conversion.MinSends, BlockFor: time.Duration(o.Conversion.BlockFor),

@@ -113,6 +113,11 @@ type CountryVelocity struct {
 	// QuarantineFor is how long a country the conversion watch (block mode)
 	// finds unverified keeps a tenth of its floor.
 	QuarantineFor time.Duration
+	// UnverifiedFloor (0: off) and UnverifiedShare are the unverified
+	// budget (unverified.go): the most sends of the hour its verifies do
+	// not back, max(UnverifiedFloor, UnverifiedShare x baseline).
+	UnverifiedFloor int64
+	UnverifiedShare float64
 }
 
 // VelocityMode turns the country velocity rule on or off.
@@ -273,6 +278,8 @@ const (
 	DefaultVelocityLookback = 7 * 24 * time.Hour
 	DefaultQuarantineFor    = 24 * time.Hour
 	DefaultMinuteShare      = 0.1
+	DefaultUnverifiedFloor  = 20
+	DefaultUnverifiedShare  = 0.1
 )
 
 // DefaultNumberTypes are the number types allowed when the policy file
@@ -301,7 +308,8 @@ func DefaultPrefixDepths() []PrefixWindow {
 // busiest credited hour of the last 7 days for one with.
 func DefaultCountryVelocity() CountryVelocity {
 	return CountryVelocity{Mode: VelocityEnforce, Floor: DefaultVelocityFloor, Factor: DefaultVelocityFactor,
-		Lookback: DefaultVelocityLookback, QuarantineFor: DefaultQuarantineFor, MinuteShare: DefaultMinuteShare}
+		Lookback: DefaultVelocityLookback, QuarantineFor: DefaultQuarantineFor, MinuteShare: DefaultMinuteShare,
+		UnverifiedFloor: DefaultUnverifiedFloor, UnverifiedShare: DefaultUnverifiedShare}
 }
 
 // DefaultConversion is the conversion watch when the policy file names none.

@@ -287,6 +287,12 @@ func validateVelocity(v CountryVelocity, bad func(string, string, ...any)) {
 	if !(v.MinuteShare >= 0 && v.MinuteShare <= 1) {
 		bad("otp.country_velocity.minute_share", "must be between 0 (off) and 1, got %v", v.MinuteShare)
 	}
+	if v.UnverifiedFloor < 0 || v.UnverifiedFloor > maxLimit {
+		bad("otp.country_velocity.unverified_floor", "must be between 0 (off) and %d, got %d", maxLimit, v.UnverifiedFloor)
+	}
+	if !(v.UnverifiedShare >= 0 && v.UnverifiedShare <= 10) {
+		bad("otp.country_velocity.unverified_share", "must be between 0 and 10, got %v", v.UnverifiedShare)
+	}
 	if v.QuarantineFor < time.Minute || v.QuarantineFor > maxWindow {
 		bad("otp.country_velocity.quarantine_for", "must be between 1m and %s, got %s", maxWindow, v.QuarantineFor)
 	}

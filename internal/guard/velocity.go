@@ -60,6 +60,10 @@ type VolumeTake struct {
 	TFloor     int64
 	TFactor    float64
 	NewOff     bool
+
+	// Unverified is the unverified budget of an untrusted send (unverified.go);
+	// its zero value is off.
+	Unverified UnverifiedTake
 }
 
 // VolumeResult is the store's answer to a VolumeTake.
@@ -76,6 +80,9 @@ type VolumeResult struct {
 	Reused bool
 	// Trusted: the send counted (or was refused) in the trusted tier.
 	Trusted bool
+	// Unverified is the unverified budget that refused the send (0: it
+	// did not).
+	Unverified int64
 }
 
 // Volumes keeps the hourly counts of the country velocity rule. Each call
@@ -148,7 +155,8 @@ func (s *OTP) volumeTake(phone Phone) VolumeTake {
 	fl := v.floor(r)
 	return VolumeTake{Key: velocityKey(r), Quarantine: quarantineKey(r), Now: now, Hour: hour(now),
 		Lookback: int64(v.Lookback / time.Hour), Floor: fl, QFloor: max(1, fl/10),
-		Factor: v.Factor, HistoryMinSends: s.policy.Conversion.HistoryMinSends, MinuteShare: v.MinuteShare}
+		Factor: v.Factor, HistoryMinSends: s.policy.Conversion.HistoryMinSends, MinuteShare: v.MinuteShare,
+		Unverified: s.unverifiedTake()}
 }
 
 // takeVelocity counts one send to phone's country in the hour under way,
@@ -188,6 +196,9 @@ func (s *OTP) takeVelocity(ctx context.Context, phone Phone, t VolumeTake) (coun
 func (s *OTP) velocityDenied(ctx context.Context, phone Phone, t VolumeTake, res VolumeResult) error {
 	if t.Solved != nil {
 		return s.solvedDenied(ctx, phone, t, res)
+	}
+	if res.Unverified > 0 && !res.Trusted {
+		return s.unverifiedDenied(ctx, phone, t, res)
 	}
 	now, h := t.Now, t.Hour
 	if res.Trusted { // the trusted tier's cap: no country alert, the new tier is not refusing

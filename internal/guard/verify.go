@@ -53,6 +53,8 @@ func (s *OTP) VerifyCode(ctx context.Context, req VerifyRequest) (VerifyResult, 
 		s.watchVerify(ctx, phone, solved)
 		if !solved {
 			s.creditVerify(ctx, phone)
+		} else {
+			s.creditSolved(ctx, phone)
 		}
 	}
 	return VerifyResult{Phone: phone, VerificationID: vid}, nil

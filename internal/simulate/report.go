@@ -30,6 +30,13 @@ type Counts struct {
 	Cost float64 `json:"cost"`
 	// RefusedByCode splits Refused by the problem code of the refusal.
 	RefusedByCode map[string]int `json:"refused_by_code"`
+	// Returning is how many tries went to numbers the population verified
+	// earlier or imported: trusted numbers, which no automatic rule may
+	// challenge or refuse. ReturningChallenged and ReturningRefused are how
+	// many of them were challenged, or refused (by any rule).
+	Returning           int `json:"returning"`
+	ReturningChallenged int `json:"returning_challenged"`
+	ReturningRefused    int `json:"returning_refused"`
 }
 
 func newCounts() *Counts { return &Counts{RefusedByCode: map[string]int{}} }
@@ -103,7 +110,7 @@ func (r *Report) WriteJSON(w io.Writer) error {
 // campaign's totals.
 func (r *Report) WriteTable(w io.Writer) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "hour\tstart\tpopulation\ttried\tsent\tchallenged\trefused\tverified\tcost USD\trefused by code\t")
+	fmt.Fprintln(tw, "hour\tstart\tpopulation\ttried\tsent\tchallenged\trefused\tverified\tcost USD\treturning (challenged, refused)\trefused by code\t")
 	for _, h := range r.Hours {
 		for _, name := range r.order {
 			if c := h.Populations[name]; c.Tried > 0 {
@@ -118,8 +125,9 @@ func (r *Report) WriteTable(w io.Writer) error {
 }
 
 func row(w io.Writer, hour, start, name string, c *Counts) {
-	fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t%.2f\t%s\t\n", hour, start, name,
-		c.Tried, c.Sent, c.Challenged, c.Refused, c.Verified, c.Cost, codes(c.RefusedByCode))
+	fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t%.2f\t%d (%d, %d)\t%s\t\n", hour, start, name,
+		c.Tried, c.Sent, c.Challenged, c.Refused, c.Verified, c.Cost,
+		c.Returning, c.ReturningChallenged, c.ReturningRefused, codes(c.RefusedByCode))
 }
 
 // codes is "unusual_volume 30, cooldown 2", most first.

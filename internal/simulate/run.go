@@ -114,6 +114,7 @@ func (r *runner) try(ctx context.Context, ps *popState, t time.Time) {
 	returning, account, solves, verifies := ps.rng.Float64() < p.Returning, ps.rng.Float64() < p.Account,
 		ps.rng.Float64() < p.Solve, ps.rng.Float64() < p.Verify
 	phone := ps.pick(returning, t)
+	known := ps.known[phone] // a number it verified or imported: trusted
 	body := sendBody{Phone: phone, ClientIP: r.ipFor(ps, phone), Account: account}
 	counts := r.rep.counts(r.s, p.Name, t)
 	if counts == nil {
@@ -124,10 +125,13 @@ func (r *runner) try(ctx context.Context, ps *popState, t time.Time) {
 			f(c)
 		}
 	}
-	add(func(c *Counts) { c.Tried++ })
+	add(func(c *Counts) {
+		c.Tried++
+		c.Returning += b2i(known)
+	})
 	ans := r.send(ctx, body)
 	if ans.problem.Code == codeChallenge {
-		add(func(c *Counts) { c.Challenged++ })
+		add(func(c *Counts) { c.Challenged++; c.ReturningChallenged += b2i(known) })
 		solution, ok := "", false
 		if solves && ans.problem.Challenge != nil {
 			solution, ok = solve(ans.problem.Challenge)
@@ -139,7 +143,7 @@ func (r *runner) try(ctx context.Context, ps *popState, t time.Time) {
 		ans = r.send(ctx, body)
 	}
 	if ans.status != http.StatusOK {
-		add(func(c *Counts) { c.Refused++; c.RefusedByCode[ans.problem.Code]++ })
+		add(func(c *Counts) { c.Refused++; c.RefusedByCode[ans.problem.Code]++; c.ReturningRefused += b2i(known) })
 		return
 	}
 	price := r.s.price(p.Country)
@@ -343,4 +347,11 @@ func (ps *popState) makeUpUsers(s *Scenario) {
 	for range min(maxImported, int(7*perDay)) {
 		ps.remember(ps.src.draw(ps.rng))
 	}
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }

@@ -88,7 +88,8 @@ func TestReportJSONShape(t *testing.T) {
 	if err := json.Unmarshal(buf.Bytes(), &doc); err != nil {
 		t.Fatal(err)
 	}
-	counts := []string{"challenged", "cost", "refused", "refused_by_code", "sent", "tried", "verified"}
+	counts := []string{"challenged", "cost", "refused", "refused_by_code", "returning", "returning_challenged",
+		"returning_refused", "sent", "tried", "verified"}
 	if got := sortedKeys(doc); !slices.Equal(got, []string{"hours", "populations"}) {
 		t.Errorf("top keys: got %v", got)
 	}
@@ -126,4 +127,27 @@ func sortedKeys(m map[string]any) []string {
 	}
 	slices.Sort(out)
 	return out
+}
+
+// TestReturningUsersNeverChallenged: while attackers push two countries'
+// new numbers into challenges, the tries of returning users (numbers that
+// verified in the history) and imported ones are never challenged or
+// refused; their populations' new numbers are, so the rules were acting.
+func TestReturningUsersNeverChallenged(t *testing.T) {
+	rep := run(t, "returning.yaml")
+	for _, name := range []string{"GB users", "NG users"} {
+		c := rep.Populations[name]
+		if c.Returning == 0 || c.ReturningChallenged != 0 || c.ReturningRefused != 0 {
+			t.Errorf("%s: %d returning tries, %d challenged, %d refused; want some, none challenged or refused",
+				name, c.Returning, c.ReturningChallenged, c.ReturningRefused)
+		}
+		if c.Challenged == 0 {
+			t.Errorf("%s: no try challenged: the attack did not reach the automatic rules", name)
+		}
+	}
+	for _, name := range []string{"GB attacker", "NG attacker"} {
+		if c := rep.Populations[name]; c.Challenged == 0 || c.Returning != 0 {
+			t.Errorf("%s: %d challenged, %d returning; want challenged, never returning", name, c.Challenged, c.Returning)
+		}
+	}
 }

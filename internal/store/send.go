@@ -195,7 +195,8 @@ func (r *Redis) volumeArgs(t guard.VolumeTake) ([]string, []any) {
 		keys[3] = r.key(t.Mark)
 	}
 	return keys, []any{t.Hour, t.Lookback, t.Floor, t.QFloor, t.Factor, t.HistoryMinSends, ttl, t.Now.Unix(), t.Now.Unix() / 60,
-		t.MinuteShare, flag(t.Trusted), t.TFloor, t.TFactor, flag(t.NewOff), flag(hasMark)}
+		t.MinuteShare, flag(t.Trusted), t.TFloor, t.TFactor, flag(t.NewOff), flag(hasMark),
+		t.Unverified.Floor, t.Unverified.Share, t.Unverified.NormalDefault, t.Unverified.NormalMin}
 }
 
 func flag(b bool) int {
@@ -211,10 +212,15 @@ func (r *Redis) volumeResult(t guard.VolumeTake, cmd *redis.Cmd) (guard.VolumeRe
 	if err != nil {
 		return guard.VolumeResult{}, fmt.Errorf("store: take volume %s: %w", r.key(t.Key), err)
 	}
-	if len(v) != 7 {
-		return guard.VolumeResult{}, fmt.Errorf("store: take volume %s: script returned %d values, want 7", r.key(t.Key), len(v))
+	if len(v) != 7 && len(v) != 8 {
+		return guard.VolumeResult{}, fmt.Errorf("store: take volume %s: script returned %d values, want 7 or 8", r.key(t.Key), len(v))
 	}
-	// The seventh value: the solved cap's "reused", the velocity rule's "trusted".
-	return guard.VolumeResult{Allowed: v[0] == 1, Count: v[1], Limit: v[2], Baseline: v[3], Quarantined: v[4] == 1,
-		MinuteLimit: v[5], Reused: t.Solved != nil && v[6] == 1, Trusted: t.Solved == nil && v[6] == 1}, nil
+	// The seventh value: the solved cap's "reused", the velocity rule's
+	// "trusted"; an eighth: the unverified budget that refused.
+	res := guard.VolumeResult{Allowed: v[0] == 1, Count: v[1], Limit: v[2], Baseline: v[3], Quarantined: v[4] == 1,
+		MinuteLimit: v[5], Reused: t.Solved != nil && v[6] == 1, Trusted: t.Solved == nil && v[6] == 1}
+	if len(v) == 8 {
+		res.Unverified = v[7]
+	}
+	return res, nil
 }

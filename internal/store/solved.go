@@ -29,5 +29,5 @@ func (r *Redis) volumeCall(t guard.VolumeTake) (*redis.Script, []string, []any) 
 	return solvedScript,
 		[]string{r.key(t.Key), r.key(t.Quarantine), r.key(t.Solved.Base), r.key(t.Solved.Used)},
 		[]any{t.Hour, t.Lookback, t.Floor, int64(solvedTTL / time.Second), t.Now.Unix(),
-			max(1, t.Solved.TTL.Milliseconds())}
+			max(1, t.Solved.TTL.Milliseconds()), t.Unverified.NormalDefault, t.Unverified.NormalMin}
 }

@@ -15,8 +15,17 @@
 -- tenth (at least 1). Only the hour under way matters: the first send of
 -- an hour drops the hours before the last.
 --
+-- With ARGV[7] > 0 (the unverified budget is on, guard/unverified.go) the
+-- cap holds the hour's solved sends that their verifies do not back:
+-- sends - verifies / normal ("v:<hour>" of KEYS[1] counts the verifies of
+-- solved codes; the normal is the velocity rule's "n:<hour>", or ARGV[7]
+-- permille while unknown, at least ARGV[8]). A bot that solves every
+-- challenge and verifies nothing still gets at most the cap an hour; real
+-- users who solve and verify are not held to last week's volume.
+--
 -- ARGV: hour, lookback (hours), floor, TTL of KEYS[1] (seconds), now
--- (unix seconds), TTL of the solution's key (ms).
+-- (unix seconds), TTL of the solution's key (ms), normal default, normal
+-- least (permille; 0: sends alone are capped).
 -- Returns {allowed, count, limit, baseline, cut, 0, reused}.
 if redis.call('EXISTS', KEYS[4]) == 1 then
   return {0, 0, 0, 0, 0, 0, 1}
@@ -48,8 +57,17 @@ if cu and cu > tonumber(ARGV[5]) then
   cut = 1
   limit = math.max(1, math.floor(limit / 10))
 end
-local count = tonumber(redis.call('HGET', KEYS[1], 's:' .. h)) or 0
-if count + 1 > limit then
+local sv = redis.call('HMGET', KEYS[1], 's:' .. h, 'v:' .. h)
+local count = tonumber(sv[1]) or 0
+local backed = 0
+local ndef = tonumber(ARGV[7]) or 0
+if ndef > 0 then
+  local normal = tonumber(redis.call('HGET', KEYS[3], 'n:' .. h))
+  if not normal or normal < 0 then normal = ndef end
+  normal = math.max(normal, tonumber(ARGV[8]))
+  backed = (tonumber(sv[2]) or 0) * 1000 / normal
+end
+if count + 1 - backed > limit then
   return {0, count, limit, base, cut, 0, 0}
 end
 redis.call('SET', KEYS[4], 1, 'PX', ARGV[6])
@@ -57,7 +75,7 @@ count = redis.call('HINCRBY', KEYS[1], 's:' .. h, 1)
 if count == 1 then
   local old = {}
   for _, f in ipairs(redis.call('HKEYS', KEYS[1])) do
-    local b = tonumber(string.match(f, '^s:(%d+)$'))
+    local b = tonumber(string.match(f, '^[sv]:(%d+)$'))
     if not b or b < h - 1 then old[#old + 1] = f end
   end
   if #old > 0 then redis.call('HDEL', KEYS[1], unpack(old)) end

@@ -35,6 +35,20 @@
 -- are one atomic step, on Cluster too. With ARGV[14] = 1 an untrusted send
 -- counts nothing (the velocity rule is off). The reply's seventh value is
 -- 1 for the trusted tier.
+--
+-- The unverified budget (guard/unverified.go), for an untrusted send when
+-- ARGV[16] > 0: the hour's sends that its verifies do not back,
+-- sends - verifies / normal ("v:<hour>" counts the verifies of the hour,
+-- the normal is "n:<hour>", or ARGV[18] permille while unknown, at least
+-- ARGV[19]), may be at most max(ARGV[16], ceil(ARGV[17] x baseline)), a
+-- tenth of that while quarantined (at least 1). A campaign whose codes
+-- nobody reads spends it and gets no more; real users' verifies give back
+-- what their sends took, a minute later. With it on, the hour's own
+-- verified sends count as a credited hour for the limit of either tier
+-- (growth within the hour, from verified sends only: a fresh deployment's
+-- imported users are not held to the trusted floor while they verify). A
+-- refusal by the budget answers an eighth value, the budget; every other
+-- reply has seven.
 local h = tonumber(ARGV[1])
 local lookback = tonumber(ARGV[2])
 local floor = tonumber(ARGV[3])
@@ -56,8 +70,9 @@ if qu and qu > tonumber(ARGV[8]) then
 end
 local minhist = tonumber(ARGV[6])
 local m = tonumber(ARGV[9])
-local vals = redis.call('HMGET', K, 'b:' .. h, 's:' .. h, 'm:' .. m)
+local vals = redis.call('HMGET', K, 'b:' .. h, 's:' .. h, 'm:' .. m, 'v:' .. h, 'n:' .. h)
 local base = tonumber(vals[1])
+local normal = tonumber(vals[5])
 if not base then
   local all = redis.call('HGETALL', K)
   local s, v, old = {}, {}, {}
@@ -82,7 +97,7 @@ if not base then
       verified = verified + credit
     end
   end
-  local normal = -1
+  normal = -1
   if sends > 0 and sends >= minhist then normal = math.floor(1000 * verified / sends) end
   if #old > 0 then redis.call('HDEL', K, unpack(old)) end
   redis.call('HSET', K, 'b:' .. h, base, 'n:' .. h, normal)
@@ -90,6 +105,21 @@ if not base then
 end
 local limit = math.max(floor, math.floor(factor * base + 1e-9))
 local count = tonumber(vals[2]) or 0
+local ufloor = tonumber(ARGV[16]) or 0
+local ucap = 0
+local verified = tonumber(vals[4]) or 0
+if ufloor > 0 then
+  limit = math.max(limit, math.floor(factor * math.min(count, verified) + 1e-9))
+end
+if trusted == 0 and ufloor > 0 then
+  ucap = math.max(ufloor, math.ceil(tonumber(ARGV[17]) * base - 1e-9))
+  if q == 1 then ucap = math.max(1, math.floor(ucap / 10)) end
+  if not normal or normal < 0 then normal = tonumber(ARGV[18]) end
+  normal = math.max(normal, tonumber(ARGV[19]))
+  if count + 1 <= limit and count + 1 - verified * 1000 / normal > ucap then
+    return {0, count, limit, base, q, 0, trusted, ucap}
+  end
+end
 if count + 1 > limit then
   return {0, count, limit, base, q, 0, trusted}
 end

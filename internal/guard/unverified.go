@@ -1,0 +1,122 @@
+package guard
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// The unverified budget (docs/abuse.md, "The unverified budget"). The
+// country velocity rule holds a country's new numbers to a multiple of its
+// normal volume, and within that an attacker whose codes nobody reads
+// takes what its share of the arrivals wins: most of it. What tells the
+// attacker from real users is conversion, known a minute after a send:
+// real users verify 84-92 % of their codes, pumped numbers none. So each
+// country's untrusted sends in the hour under way may run ahead of their
+// verifies by at most a budget:
+//
+//	sends - verifies / normal <= max(unverified_floor, unverified_share x baseline)
+//
+// where normal is the country's normal conversion (NormalConversion; a
+// default while unknown) and baseline the velocity rule's. Real users'
+// verifies give back, a minute later, what their sends took: the budget
+// only has to hold the codes in flight and the hour's chance variation.
+// A campaign that verifies nothing spends it once per hour and gets no
+// more, whatever it tries, however its arrivals mix with real users'; a
+// campaign verifying a share c of its codes gets budget / (1 - c / normal).
+// What the budget refuses meets a challenge first (challenge.go), never a
+// refusal: without challenges (otp.challenge.type off, or no challenger)
+// the budget is off. A quarantined country keeps a tenth of it.
+//
+// With the budget on, the hour's own verified sends count as a credited
+// hour for the velocity limit (growth within the hour from verified sends
+// only), so a surge of real users, or a fresh deployment's first hour, is
+// not held to last week's volume while its users verify.
+//
+// The solved tier's cap (challenge.go) is held the same way: with the
+// budget on, it caps the hour's solved sends that their verifies do not
+// back, so a bot that solves every challenge and verifies nothing gets at
+// most the cap an hour, while real users who solve and verify (every new
+// user of a country under attack) are not held to last week's volume.
+//
+// The check runs in the velocity rule's script (store: take_volume.lua),
+// on the same hash and in the same atomic step: exact over instances, one
+// slot on Cluster, no extra round trip.
+
+// UnverifiedTake is the unverified budget of one VolumeTake: Floor 0 is
+// off. NormalDefault is the normal conversion (permille) assumed while the
+// country's is unknown; NormalMin the least normal used (permille), so a
+// country whose history is mostly unverified does not make each verify
+// worth many sends.
+type UnverifiedTake struct {
+	Floor         int64
+	Share         float64
+	NormalDefault int64
+	NormalMin     int64
+}
+
+// The normals the unverified budget assumes: 80 % while a country has too
+// little history (a little under real users' 84-92 %, so their first
+// hours do not spend the budget), never below 20 % (conversion.min_rate's
+// default: below it a country's traffic is pumping already).
+const (
+	unverifiedNormalDefault = 800
+	unverifiedNormalMin     = 200
+)
+
+// unverifiedTake is the budget the policy gives an untrusted send: none
+// without challenges, since what it holds back must meet a challenge,
+// never a refusal (real users' new numbers arrive with the attacker's).
+func (s *OTP) unverifiedTake() UnverifiedTake {
+	v := s.policy.CountryVelocity
+	if v.UnverifiedFloor <= 0 || !s.challenging() {
+		return UnverifiedTake{}
+	}
+	return UnverifiedTake{Floor: v.UnverifiedFloor, Share: v.UnverifiedShare,
+		NormalDefault: unverifiedNormalDefault, NormalMin: unverifiedNormalMin}
+}
+
+// unverifiedDenied is the refusal of a send the unverified budget refused
+// (a challenge instead, when challenges are on): until the end of the
+// minute, when the verifies of the codes in flight may have made room.
+// It counts in the velocity rule's metric and, once per country and hour
+// across instances, in the audit trail.
+func (s *OTP) unverifiedDenied(ctx context.Context, phone Phone, t VolumeTake, res VolumeResult) error {
+	r := region(phone)
+	if f := s.abuse.hooks.VelocityRefused; f != nil {
+		f(r)
+	}
+	retry := time.Unix((t.Now.Unix()/60+1)*60, 0).Sub(t.Now)
+	if s.abuse.conv != nil {
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), convTimeout)
+		first, err := s.abuse.conv.ClaimAlert(cctx, Key{Space: "otp:vel", ID: r, Name: fmt.Sprintf("unverified:%d", t.Hour)}, time.Hour+time.Minute)
+		cancel()
+		if err == nil && first {
+			s.log.WarnContext(ctx, "UNVERIFIED BUDGET: new numbers of a country challenged until their codes are verified",
+				"country", r, "count", res.Count, "budget", res.Unverified, "baseline", res.Baseline)
+			s.events.Record(Event{At: s.now(), Action: ActionVelocity, Outcome: string(CodeUnusualVolume), Country: r,
+				Actor: VelocityActor, TraceID: TraceID(ctx), RequestID: RequestID(ctx),
+				Detail: fmt.Sprintf("country=%s unverified budget: %d sends this hour ran %d ahead of their verifies (baseline %d%s)",
+					r, res.Count, res.Unverified, res.Baseline, map[bool]string{true: ", quarantined", false: ""}[res.Quarantined])})
+		}
+	}
+	return &Error{Code: CodeUnusualVolume, RetryAfter: retry, Usage: Usage(0, res.Unverified, time.Hour),
+		Message: "too many codes sent to new numbers of this country are not verified yet; try again shortly"}
+}
+
+// solvedCountTTL is how long a country's solved counts live after a
+// verify's count: the store's own TTL for them (store: solvedTTL).
+const solvedCountTTL = 2 * time.Hour
+
+// creditSolved counts the verify of a solved send's code in its country's
+// solved counts, which back the hour's solved sends (take_solved.lua).
+func (s *OTP) creditSolved(ctx context.Context, phone Phone) {
+	if s.abuse.volumes == nil || s.unverifiedTake().Floor == 0 {
+		return
+	}
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), convTimeout)
+	defer cancel()
+	if err := s.abuse.volumes.CountVerified(cctx, solvedKey(region(phone)), hour(s.now()), solvedCountTTL); err != nil {
+		s.log.WarnContext(ctx, "challenge: counting a solved verify failed", "err", err)
+	}
+}
