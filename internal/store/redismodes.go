@@ -30,7 +30,14 @@ func NewClusterRedis(rdb rediser, prefix string) *Redis {
 	return r
 }
 
-func (r *Redis) takeKey(t guard.Take) string { return r.key(t.Key) }
+// takeKey is what decides t's Cluster slot: its key, or a limit's hash
+// tag (limits.go).
+func (r *Redis) takeKey(t guard.Take) string {
+	if isLimit(t.Key) {
+		return r.limitTag(t.Key)
+	}
+	return r.key(t.Key)
+}
 
 // unblockBySlot is Unblock on Redis Cluster: a DEL per slot of the
 // number's keys, and the index entry in the index's slot, concurrently.
