@@ -258,9 +258,23 @@ func TestSyncModeOvershootIsBounded(t *testing.T) {
 				// The window ends: Redis would expire the key now; the
 				// simulation's clock is fake, so the test deletes it.
 				s.clk.t = s.clk.t.Add(2 * interval)
-				s.rdb.Del(context.Background(), s.prefix+"l:sim{hot}")
+				delLimits(t, s.rdb, s.prefix+"l:sim:*")
 			}
 		})
+	}
+}
+
+// delLimits deletes the limits' hashes matching pattern (the store keeps
+// many limits to a hash, named by policy, slice and shard).
+func delLimits(t *testing.T, rdb *redis.Client, pattern string) {
+	t.Helper()
+	ctx := context.Background()
+	keys, err := rdb.Keys(ctx, pattern).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range keys {
+		rdb.Del(ctx, k)
 	}
 }
 
