@@ -556,11 +556,14 @@ func TestSyncModeFollowsOnStoreErrorWhileSyncFails(t *testing.T) {
 	}
 
 	srv.Restart()
-	for try := 0; ; try++ { // the client's pool may first answer with a dead connection
+	// The client's pool may first answer with a dead connection, or, once
+	// PoolSize dials failed during the outage, with the last dial error
+	// until its own probe (once a second) reaches the server again.
+	for try := 0; ; try++ {
 		clk.t = clk.t.Add(interval)
 		if err := hot.SyncDue(context.Background()); err == nil {
 			break
-		} else if try == 10 {
+		} else if try == 60 {
 			t.Fatalf("sync after the restart: %v", err)
 		}
 		time.Sleep(50 * time.Millisecond)
