@@ -99,8 +99,10 @@ type limitRef struct {
 }
 
 // shard is the shard of a limit's field (its id, limitID).
-func (r *Redis) shard(field string) uint32 {
-	return crc32.ChecksumIEEE([]byte(field)) % r.shards
+func (r *Redis) shard(field string) uint32 { return shardOf(field, r.shards) }
+
+func shardOf(field string, shards uint32) uint32 {
+	return crc32.ChecksumIEEE([]byte(field)) % shards
 }
 
 // limitTag is the hash tag of a limit's hashes, which decides its Cluster
@@ -108,6 +110,14 @@ func (r *Redis) shard(field string) uint32 {
 // it, as before: the checks of one key are one slot.
 func (r *Redis) limitTag(k guard.Key) string {
 	return "{" + strconv.FormatUint(uint64(r.shard(limitID(k.ID))), 10) + "}"
+}
+
+// LimitHashTag is the hash tag of the hashes that hold the limits of a
+// caller key (any policy) with shards shards per policy and slice: what
+// decides their Redis Cluster slot, for tools and tests that need to know
+// which master holds a limit.
+func LimitHashTag(key string, shards int) string {
+	return "{" + strconv.FormatUint(uint64(shardOf(limitID(key), uint32(shards))), 10) + "}"
 }
 
 // limitRef names t's hashes for the slice that nowMs (the store's estimate
