@@ -159,18 +159,27 @@ func (r *Redis) runLimits(ctx context.Context, s hotScript, build func(nowMs int
 // takeLimits decides takes, all limits (and on Redis Cluster all of one
 // slot), in one call of takeLimitsScript: take_many's decisions on the
 // time-slice hashes.
+//
+// A single take that spends goes to takeLimitScript, the same decision
+// without a batch's bookkeeping.
 func (r *Redis) takeLimits(ctx context.Context, takes []guard.Take) ([]guard.Result, error) {
-	v, err := r.runLimits(ctx, takeLimitsScript, func(nowMs int64) []any {
-		args := takeLimitsScript.args(2*len(takes), 10*len(takes)+1)
+	s, one := takeLimitsScript, len(takes) == 1 && takes[0].Cost > 0 && !takes[0].Hold
+	if one {
+		s = takeLimitScript
+	}
+	v, err := r.runLimits(ctx, s, func(nowMs int64) []any {
+		args := s.args(2*len(takes), 10*len(takes)+1)
 		refs := make([]limitRef, len(takes))
 		for i, t := range takes {
 			refs[i] = r.limitRef(t, nowMs)
 			args = append(args, refs[i].cur, refs[i].prev)
 		}
 		all := len(args)
-		args = append(args, 1)
+		if !one {
+			args = append(args, 1)
+		}
 		for i, t := range takes {
-			if !t.AllOrNothing {
+			if !one && !t.AllOrNothing {
 				args[all] = 0
 			}
 			kind, param, flags := 1, any(t.Window.Milliseconds()), manyFlags(t)
@@ -253,6 +262,10 @@ func (r *Redis) syncLimits(ctx context.Context, items []guard.SyncItem) ([]guard
 // takeLimitsScript decides limits on the time-slice hashes
 // (lua/take_limits.lua).
 var takeLimitsScript = newHotScript(script("take_limits"))
+
+// takeLimitScript is takeLimitsScript for one take that spends
+// (lua/take_limit.lua).
+var takeLimitScript = newHotScript(script("take_limit"))
 
 // refundLimitsScript gives back what takeLimitsScript spent
 // (lua/refund_limits.lua).
