@@ -53,11 +53,11 @@ func NewRedis(rdb rediser, prefix string) *Redis {
 // key renders k as prefix + space + ":{" + id + "}:" + name. The braces are
 // a hash tag: every counter of one subject lands in one Cluster slot.
 //
-// A key without a name (a /limits/check limit: its policy, in the space,
-// already says which counter it is) is prefix + space + "{" + id + "}",
-// with an id longer than maxPlainID bytes replaced by its digest (limitID):
-// og:l:api{user:42}. The shorter the name, the less Redis memory per limit
-// (docs/benchmarks.md, "Redis memory per limit").
+// A key without a name is a /limits/check limit, which lives as a field
+// of a time-slice hash (limits.go); key renders it prefix + space + "{" +
+// id + "}" (og:l:api{user:42}) only for error texts (logKey), with an id
+// longer than maxPlainID bytes replaced by its digest (limitID), as in
+// the field.
 func (r *Redis) key(k guard.Key) string {
 	var b strings.Builder
 	if k.Name == "" {
