@@ -153,7 +153,7 @@ func (r *Redis) runLimits(ctx context.Context, s hotScript, build func(nowMs int
 		}
 		return v, nil
 	}
-	return nil, fmt.Errorf("Redis's clock left the slice %d times in a row", limitRetries)
+	return nil, fmt.Errorf("the Redis clock left the slice %d times in a row", limitRetries)
 }
 
 // takeLimits decides takes, all limits (and on Redis Cluster all of one
