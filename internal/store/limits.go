@@ -140,15 +140,18 @@ func (r *Redis) redisNowMs() int64 { return time.Now().UnixMilli() + r.skew.Load
 
 // runLimits runs a limits script built by build (for Redis's clock at
 // nowMs) until Redis's clock agrees with the slices it names: a reply of
-// {-1, now µs} wrote nothing, and teaches the store the skew.
+// {-1, -1, now µs} wrote nothing, and teaches the store the skew.
 func (r *Redis) runLimits(ctx context.Context, s hotScript, build func(nowMs int64) []any) ([]int64, error) {
 	for range limitRetries {
 		v, err := s.run(ctx, r.rdb, build(r.redisNowMs())).Int64Slice()
 		if err != nil {
 			return nil, err
 		}
-		if len(v) == 2 && v[0] == -1 {
-			r.skew.Store(v[1]/1000 - time.Now().UnixMilli())
+		// Three values: no reply of a take (five per take), a refund (one)
+		// or a sync (two per item, a bucket's remaining may be -1) has as
+		// many.
+		if len(v) == 3 && v[0] == -1 && v[1] == -1 {
+			r.skew.Store(v[2]/1000 - time.Now().UnixMilli())
 			continue
 		}
 		return v, nil

@@ -221,3 +221,20 @@ func TestLimitsFollowRedisClock(t *testing.T) {
 		t.Errorf("allowed %d of a window of 3", allowed)
 	}
 }
+
+// TestLimitSyncDebtOfOne: a sync that leaves a bucket one token in debt
+// replies remaining -1, which must read as the answer (once), not as the
+// scripts' "another slice" reply.
+func TestLimitSyncDebtOfOne(t *testing.T) {
+	m := miniredis.RunT(t)
+	m.SetTime(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
+	st := store.NewRedis(redistest.Client(t, "redis://"+m.Addr()), "og:")
+	b := guard.Take{Key: guard.Key{Space: "l:api", ID: "hot"}, Algorithm: guard.TokenBucket, Limit: 10, Rate: 1}
+	got, err := st.Sync(context.Background(), []guard.SyncItem{{Take: b, Delta: 11}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got[0].Remaining != -1 || got[0].ResetAfter != 11*time.Second {
+		t.Errorf("after 11 tokens from a bucket of 10: %+v, want remaining -1, reset 11s", got[0])
+	}
+}

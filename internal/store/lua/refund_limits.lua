@@ -3,7 +3,7 @@
 -- field) stays so, a window that ended stays ended. KEYS[2i-1] and
 -- KEYS[2i] are take i's cur and prev hashes; ARGV holds six values per
 -- take: kind (1 fixed window, 2 token bucket), window ms or refill
--- interval µs, cost, slice ms, slice index, field. Returns {-1, now µs}
+-- interval µs, cost, slice ms, slice index, field. Returns {-1, -1, now µs}
 -- and writes nothing if Redis's clock puts a take in another slice than
 -- the caller named (check_slice), else {0}.
 local now = now_us()
@@ -12,7 +12,7 @@ local n = #KEYS / 2
 for i = 1, n do
   local at = 1 + (i - 1) * 6
   if not check_slice(now, tonumber(ARGV[at + 3]), tonumber(ARGV[at + 4])) then
-    return {-1, now}
+    return {-1, -1, now}
   end
 end
 for i = 1, n do

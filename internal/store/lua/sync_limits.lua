@@ -9,7 +9,7 @@
 -- debt, up to its hash's end, lib_limit's store_bucket). A zero delta only
 -- reads: an idle limit must not start a window that no hit started.
 -- Returns two values per item, a window's {count, pttl ms (-2: none)} or
--- a bucket's {remaining, reset_after µs}; or {-1, now µs}, writing
+-- a bucket's {remaining, reset_after µs}; or {-1, -1, now µs}, writing
 -- nothing, if Redis's clock puts an item in another slice than the caller
 -- named (check_slice).
 local now = now_us()
@@ -18,7 +18,7 @@ local n = #KEYS / 2
 for i = 1, n do
   local at = 1 + (i - 1) * 7
   if not check_slice(now, tonumber(ARGV[at + 4]), tonumber(ARGV[at + 5])) then
-    return {-1, now}
+    return {-1, -1, now}
   end
 end
 local out = {}

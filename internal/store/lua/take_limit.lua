@@ -7,7 +7,7 @@
 local kind, flags, limit, param, cost = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
 local slice, idx, field = tonumber(ARGV[6]), tonumber(ARGV[7]), ARGV[8]
 local now = now_us()
-if not check_slice(now, slice, idx) then return {-1, now} end
+if not check_slice(now, slice, idx) then return {-1, -1, now} end
 local cur, prev = KEYS[1], KEYS[2]
 if kind == 1 then
   local now_ms = math.floor(now / 1000)

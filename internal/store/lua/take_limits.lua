@@ -8,7 +8,7 @@
 -- cost (0 peeks), slice ms, slice index, field.
 --
 -- If Redis's clock puts any take in another slice than the caller named,
--- it writes nothing and returns {-1, now µs}, for the caller to name the
+-- it writes nothing and returns {-1, -1, now µs}, for the caller to name the
 -- keys again. It reads every limit first and decides on copies, then
 -- writes only what changed: a window's hit rewrites its field (and gives
 -- a new hash its end once), a bucket moves to cur. A window is written
@@ -20,7 +20,7 @@ local n = #KEYS / 2
 for i = 1, n do
   local at = 2 + (i - 1) * 8
   if not check_slice(now, tonumber(ARGV[at + 5]), tonumber(ARGV[at + 6])) then
-    return {-1, now}
+    return {-1, -1, now}
   end
 end
 local state, order, out = {}, {}, {}
