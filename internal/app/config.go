@@ -29,6 +29,9 @@ type Config struct {
 	// RedisPipelines is how many pipelines of coalesced commands may be on
 	// the wire at once (store.Coalescer); 0 sends each command on its own.
 	RedisPipelines int
+	// LimitShards is the hashes per /limits/check policy and time slice
+	// that hold the limits (store.Redis.WithLimitShards).
+	LimitShards int
 	// MaxInFlight bounds the decisions (sends, verifies, checks) this
 	// instance works on at once; more are shed with 503 overloaded.
 	MaxInFlight int

@@ -85,6 +85,13 @@ func checkRedisPipelines(c *Config) error {
 	return nil
 }
 
+func checkLimitShards(c *Config) error {
+	if c.LimitShards < 1 || c.LimitShards > 1<<20 {
+		return fmt.Errorf("must be between 1 and 1048576, got %d", c.LimitShards)
+	}
+	return nil
+}
+
 func checkMaxInFlight(c *Config) error {
 	if c.MaxInFlight < 1 || c.MaxInFlight > 100_000 {
 		return fmt.Errorf("must be between 1 and 100000, got %d", c.MaxInFlight)

@@ -60,9 +60,9 @@ func syncStore(cfg *Config, rdb redis.UniversalClient, timeout time.Duration) (*
 		return nil, nil, err
 	}
 	if cfg.Redis.Mode == store.RedisCluster {
-		return store.NewClusterRedis(c, cfg.RedisPrefix), func() { c.Close() }, nil
+		return store.NewClusterRedis(c, cfg.RedisPrefix).WithLimitShards(cfg.LimitShards), func() { c.Close() }, nil
 	}
-	return store.NewRedis(c, cfg.RedisPrefix), func() { c.Close() }, nil
+	return store.NewRedis(c, cfg.RedisPrefix).WithLimitShards(cfg.LimitShards), func() { c.Close() }, nil
 }
 
 // ownClient is a client of its own to the Redis rdb reaches (the embedded

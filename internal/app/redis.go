@@ -44,6 +44,7 @@ func (a *App) openRedis(ctx context.Context, w *wiring) error {
 	if cfg.Redis.Mode == store.RedisCluster { // batches split per hash slot
 		a.store = store.NewClusterRedis(a.rdb, cfg.RedisPrefix)
 	}
+	a.store.WithLimitShards(cfg.LimitShards)
 	return nil
 }
 

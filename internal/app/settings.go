@@ -4,6 +4,8 @@ import (
 	"net/netip"
 	"strconv"
 	"time"
+
+	"github.com/otpguard/otpguard/internal/store"
 )
 
 //go:generate go test -run TestSettingsReference . -args -update
@@ -113,6 +115,9 @@ var settings = []setting{
 	{name: "OTPGUARD_REDIS_PIPELINES", def: strconv.Itoa(DefaultRedisPipelines), example: "0",
 		doc:   "most pipelines of coalesced script calls on the wire at once: one at a time, another only beside one out for half of `OTPGUARD_REDIS_TIMEOUT`; `0` sends each command on its own (0..1024)",
 		parse: whole(func(c *Config) *int { return &c.RedisPipelines }), check: checkRedisPipelines},
+	{name: "OTPGUARD_LIMIT_SHARDS", def: strconv.Itoa(store.DefaultLimitShards), example: "16384",
+		doc:   "hashes per `/limits/check` policy and time slice that hold the limits, many to a hash (docs/scaling.md, where the keys live); every instance on one Redis must use the same value, and changing it starts every limit again (1..1048576)",
+		parse: whole(func(c *Config) *int { return &c.LimitShards }), check: checkLimitShards},
 	{name: "OTPGUARD_INSTANCES", defDoc: "unset: counted by heartbeat", example: "6",
 		doc:   "fixes N, which split limits divide by (1..10000)",
 		parse: whole(func(c *Config) *int { return &c.Instances }), check: checkInstances},

@@ -37,8 +37,8 @@ func TestMasterFailoverOnRedisCluster(t *testing.T) {
 	c := newClusterConfig(t, 2, cfg)
 	cc := c.instances[0].rdb.(*redis.ClusterClient)
 
-	keys := redistest.OnMasters(t, cc, 3) // keys[0] on the master to kill
-	victim := masterOf(t, cc, "{"+keys[0]+"}")
+	keys := limitKeysOnMasters(t, cc, 3) // keys[0] on the master to kill
+	victim := masterOf(t, cc, store.LimitHashTag(keys[0], store.DefaultLimitShards))
 	dead := numbersOn(t, cc, victim, true, 40)
 	live := numbersOn(t, cc, victim, false, 40)
 	replica := replicaOf(t, cc, victim)
@@ -67,7 +67,7 @@ func TestMasterFailoverOnRedisCluster(t *testing.T) {
 					count(k).Add(1)
 				case r.Status != 429 && k != keys[0]:
 					liveFell.Add(1)
-					t.Errorf("check on a live master (%s, %s): status %d at %s", k, masterOf(t, cc, "{"+k+"}"), r.Status, time.Now().Format("15:04:05.000"))
+					t.Errorf("check on a live master (%s, %s): status %d at %s", k, masterOf(t, cc, store.LimitHashTag(k, store.DefaultLimitShards)), r.Status, time.Now().Format("15:04:05.000"))
 				}
 				if k == keys[0] && (r.Status == 200 || r.Status == 429) {
 					deadAnswered.Add(1)
@@ -148,6 +148,25 @@ func TestMasterFailoverOnRedisCluster(t *testing.T) {
 			t.Errorf("key %s allowed %d checks, over its bound %d", k, got, bound)
 		}
 	}
+}
+
+// limitKeysOnMasters is n caller keys whose limits (the hashes of their
+// shard) live on n different masters.
+func limitKeysOnMasters(t *testing.T, cc *redis.ClusterClient, n int) []string {
+	t.Helper()
+	seen := map[string]bool{}
+	var keys []string
+	for i := 0; len(keys) < n && i < 1000; i++ {
+		k := fmt.Sprintf("s%d", i)
+		if m := masterOf(t, cc, store.LimitHashTag(k, store.DefaultLimitShards)); !seen[m] {
+			seen[m] = true
+			keys = append(keys, k)
+		}
+	}
+	if len(keys) < n {
+		t.Fatalf("found limits on %d masters, want %d", len(keys), n)
+	}
+	return keys
 }
 
 // masterOf is the address of the master that holds key.

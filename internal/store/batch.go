@@ -107,26 +107,38 @@ func (r *Redis) takeMany(ctx context.Context, takes []guard.Take) ([]guard.Resul
 		if !t.AllOrNothing {
 			args[all] = 0
 		}
-		flags := 0
-		if t.Shadow {
-			flags |= manyShadow
-		}
-		if t.Hold {
-			flags |= manyHold
-		}
-		if t.Independent {
-			flags |= manyCount
-		}
 		if t.Algorithm == guard.TokenBucket {
-			args = append(args, 2, flags, t.Limit, interval(t.Rate), t.Cost)
+			args = append(args, 2, manyFlags(t), t.Limit, interval(t.Rate), t.Cost)
 		} else {
-			args = append(args, 1, flags, t.Limit, t.Window.Milliseconds(), t.Cost)
+			args = append(args, 1, manyFlags(t), t.Limit, t.Window.Milliseconds(), t.Cost)
 		}
 	}
 	v, err := takeManyScript.run(ctx, r.rdb, args).Int64Slice()
 	if err != nil {
 		return nil, fmt.Errorf("store: take %d: %w", len(takes), err)
 	}
+	return manyResults(takes, v)
+}
+
+// manyFlags is t's flags in takeManyScript's (and takeLimitsScript's)
+// arguments.
+func manyFlags(t guard.Take) int {
+	flags := 0
+	if t.Shadow {
+		flags |= manyShadow
+	}
+	if t.Hold {
+		flags |= manyHold
+	}
+	if t.Independent {
+		flags |= manyCount
+	}
+	return flags
+}
+
+// manyResults reads takeManyScript's (and takeLimitsScript's) reply, five
+// values per take.
+func manyResults(takes []guard.Take, v []int64) ([]guard.Result, error) {
 	if len(v) != 5*len(takes) {
 		return nil, fmt.Errorf("store: take: script returned %d values for %d takes, want %d", len(v), len(takes), 5*len(takes))
 	}

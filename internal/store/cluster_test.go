@@ -62,10 +62,48 @@ func TestSlotMatchesRedis(t *testing.T) {
 	}
 }
 
+// limitsOnMasters is n caller keys whose limits (their shard's hash tag)
+// live on n different masters.
+func limitsOnMasters(t *testing.T, st *store.Redis, rdb *redis.ClusterClient, n int) []string {
+	t.Helper()
+	seen := map[string]bool{}
+	var ids []string
+	for i := 0; len(ids) < n && i < 1000; i++ {
+		id := fmt.Sprintf("s%d", i)
+		node, err := rdb.MasterForKey(context.Background(), st.LimitTagForTest(guard.Key{Space: "lim:x", ID: id}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if addr := node.Options().Addr; !seen[addr] {
+			seen[addr] = true
+			ids = append(ids, id)
+		}
+	}
+	if len(ids) < n {
+		t.Fatalf("found limits on %d masters, want %d", len(ids), n)
+	}
+	return ids
+}
+
+// limitCount is a limit's count (a window's) or remaining (a bucket's),
+// read by a peek through the store.
+func limitCount(t *testing.T, st *store.Redis, tk guard.Take) int64 {
+	t.Helper()
+	tk.Cost = 0
+	res, err := st.Take(context.Background(), []guard.Take{tk})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tk.Algorithm == guard.TokenBucket {
+		return res[0].Remaining
+	}
+	return res[0].Count
+}
+
 func TestClusterTakeSpansSlots(t *testing.T) {
-	st, rdb, h, prefix := clusterStore(t)
+	st, rdb, h, _ := clusterStore(t)
 	ctx := context.Background()
-	ids := redistest.OnMasters(t, rdb, 3)
+	ids := limitsOnMasters(t, st, rdb, 3)
 	var takes []guard.Take
 	for _, id := range ids {
 		takes = append(takes,
@@ -97,10 +135,9 @@ func TestClusterTakeSpansSlots(t *testing.T) {
 	if got := h.N(); got != int64(len(ids)) {
 		t.Errorf("refund over %d masters took %d round trips, want %d", len(ids), got, len(ids))
 	}
-	for _, id := range ids {
-		n, err := rdb.Get(ctx, prefix+"lim:x{"+id+"}").Int64()
-		if err != nil || n != 3 {
-			t.Errorf("window of %s after 4 takes and a refund: %d, %v; want 3", id, n, err)
+	for i, id := range ids {
+		if n := limitCount(t, st, takes[2*i]); n != 3 {
+			t.Errorf("window of %s after 4 takes and a refund: %d; want 3", id, n)
 		}
 	}
 }
@@ -109,8 +146,8 @@ func TestClusterTakeSpansSlots(t *testing.T) {
 // cluster client, spend one batch spanning three masters; each counter
 // ends exactly at the number of batches.
 func TestClusterTakeIsExactUnderConcurrency(t *testing.T) {
-	_, rdb, _, prefix := clusterStore(t)
-	ids := redistest.OnMasters(t, rdb, 3)
+	st, rdb, _, prefix := clusterStore(t)
+	ids := limitsOnMasters(t, st, rdb, 3)
 	const clients, batches = 4, 50
 	stores := make([]*store.Redis, clients)
 	for i := range stores {
@@ -134,10 +171,9 @@ func TestClusterTakeIsExactUnderConcurrency(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	for _, id := range ids {
-		n, err := rdb.Get(context.Background(), prefix+"lim:x{"+id+"}").Int64()
-		if err != nil || n != batches {
-			t.Errorf("counter %s = %d, %v; want exactly %d", id, n, err, batches)
+	for i, id := range ids {
+		if n := limitCount(t, st, takes[i]); n != batches {
+			t.Errorf("counter %s = %d; want exactly %d", id, n, batches)
 		}
 	}
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/otpguard/otpguard/internal/guard"
 )
 
 // The single-check scripts, for tests that call them the way the store
@@ -46,3 +48,17 @@ func LuaScriptsForTest() (libs map[string]string, shas map[string]string) {
 	}
 	return libs, shas
 }
+
+// LimitTagForTest is the hash tag of k's limit hashes (k a limit).
+func (r *Redis) LimitTagForTest(k guard.Key) string { return r.limitTag(k) }
+
+// LimitHashesForTest names t's limit hashes (current and previous slice)
+// and its field, as the store would now.
+func (r *Redis) LimitHashesForTest(t guard.Take) (cur, prev, field string) {
+	ref := r.limitRef(t, r.redisNowMs())
+	return ref.cur, ref.prev, ref.field
+}
+
+// SetSkewForTest sets what the store believes Redis's clock is ahead of
+// this host's, in ms.
+func (r *Redis) SetSkewForTest(ms int64) { r.skew.Store(ms) }

@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"math"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -36,22 +37,27 @@ type Redis struct {
 	prefix string
 	// cluster splits batches per hash slot (NewClusterRedis).
 	cluster bool
+	// shards is the limits' shards per policy and slice (limits.go).
+	shards uint32
+	// skew is Redis's clock less this host's, in ms, as last seen by a
+	// limits script (runLimits): it names the slices.
+	skew atomic.Int64
 }
 
 // NewRedis returns a store over rdb whose keys all start with prefix
 // (e.g. "og:"), so that several deployments or tests can share one server.
 func NewRedis(rdb rediser, prefix string) *Redis {
-	return &Redis{rdb: rdb, prefix: prefix}
+	return &Redis{rdb: rdb, prefix: prefix, shards: DefaultLimitShards}
 }
 
 // key renders k as prefix + space + ":{" + id + "}:" + name. The braces are
 // a hash tag: every counter of one subject lands in one Cluster slot.
 //
-// A key without a name (a /limits/check limit: its policy, in the space,
-// already says which counter it is) is prefix + space + "{" + id + "}",
-// with an id longer than maxPlainID bytes replaced by its digest (limitID):
-// og:l:api{user:42}. The shorter the name, the less Redis memory per limit
-// (docs/benchmarks.md, "Redis memory per limit").
+// A key without a name is a /limits/check limit, which lives as a field
+// of a time-slice hash (limits.go); key renders it prefix + space + "{" +
+// id + "}" (og:l:api{user:42}) only for error texts (logKey), with an id
+// longer than maxPlainID bytes replaced by its digest (limitID), as in
+// the field.
 func (r *Redis) key(k guard.Key) string {
 	var b strings.Builder
 	if k.Name == "" {
@@ -133,6 +139,12 @@ func (r *Redis) Take(ctx context.Context, takes []guard.Take) ([]guard.Result, e
 }
 
 func (r *Redis) take(ctx context.Context, takes []guard.Take) ([]guard.Result, error) {
+	if limits, err := allLimits(takes); err != nil || limits {
+		if err != nil {
+			return nil, err
+		}
+		return r.takeLimits(ctx, takes)
+	}
 	if allScripted(takes) {
 		return r.takeScripted(ctx, takes)
 	}
@@ -328,6 +340,12 @@ func (r *Redis) Refund(ctx context.Context, takes []guard.Take) error {
 }
 
 func (r *Redis) refund(ctx context.Context, takes []guard.Take) error {
+	if limits, err := allLimits(takes); err != nil || limits {
+		if err != nil {
+			return err
+		}
+		return r.refundLimits(ctx, takes)
+	}
 	if len(takes) == 1 { // one script is atomic alone: no MULTI around it
 		t, key := takes[0], []string{r.key(takes[0].Key)}
 		var err error

@@ -501,17 +501,18 @@ func TestRedisErrorsMaskTheNumber(t *testing.T) {
 }
 
 // TestClusterPeekCreatesNothing: on Redis Cluster, peeks travel in each
-// slot's MULTI with the hits, one round trip per master, and create no key.
+// slot's script with the hits, one round trip per master, and create no
+// limit.
 func TestClusterPeekCreatesNothing(t *testing.T) {
-	st, rdb, h, prefix := clusterStore(t)
+	st, rdb, h, _ := clusterStore(t)
 	ctx := context.Background()
-	ids := redistest.OnMasters(t, rdb, 3)
+	ids := limitsOnMasters(t, st, rdb, 3)
 	window := func(id string, cost int64) guard.Take {
 		return guard.Take{Key: guard.Key{Space: "lim:x", ID: id}, Algorithm: guard.FixedWindow, Limit: 3, Window: time.Minute, Cost: cost}
 	}
 	fresh := func(id string) guard.Take {
 		tk := window(id, 0)
-		tk.Key.Name = "fresh"
+		tk.Key.Space = "lim:fresh"
 		return tk
 	}
 	var batch []guard.Take
@@ -534,11 +535,12 @@ func TestClusterPeekCreatesNothing(t *testing.T) {
 		if p, hit, after := res[3*i], res[3*i+1], res[3*i+2]; p.Count != 0 || p.Remaining != 3 || hit.Count != 1 || after.Count != 1 || after.Spent {
 			t.Errorf("%s: peek %+v, hit %+v, peek %+v; want counts 0, 1, 1", id, p, hit, after)
 		}
-		if n := rdb.Exists(ctx, prefix+"lim:x:{"+id+"}:fresh").Val(); n != 0 {
-			t.Errorf("%s: the peek created its key", id)
+		cur, prev, field := st.LimitHashesForTest(fresh(id))
+		if n := rdb.HExists(ctx, cur, field).Val() || rdb.HExists(ctx, prev, field).Val(); n {
+			t.Errorf("%s: the peek created its limit", id)
 		}
-		if n, err := rdb.Get(ctx, prefix+"lim:x{"+id+"}").Int64(); err != nil || n != 1 {
-			t.Errorf("%s: counter = %d, %v; want 1", id, n, err)
+		if n := limitCount(t, st, window(id, 1)); n != 1 {
+			t.Errorf("%s: counter = %d; want 1", id, n)
 		}
 	}
 }

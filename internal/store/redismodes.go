@@ -30,7 +30,17 @@ func NewClusterRedis(rdb rediser, prefix string) *Redis {
 	return r
 }
 
-func (r *Redis) takeKey(t guard.Take) string { return r.key(t.Key) }
+// takeKey is what decides t's Cluster slot (slotKey).
+func (r *Redis) takeKey(t guard.Take) string { return r.slotKey(t.Key) }
+
+// slotKey is what decides k's Cluster slot: its key, or for a limit the
+// hash tag of its hashes (limits.go).
+func (r *Redis) slotKey(k guard.Key) string {
+	if isLimit(k) {
+		return r.limitTag(k)
+	}
+	return r.key(k)
+}
 
 // unblockBySlot is Unblock on Redis Cluster: a DEL per slot of the
 // number's keys, and the index entry in the index's slot, concurrently.
@@ -143,7 +153,7 @@ func (r *Redis) Master(k guard.Key) string {
 	if !ok {
 		return ""
 	}
-	m, err := c.MasterForKey(context.Background(), r.key(k))
+	m, err := c.MasterForKey(context.Background(), r.slotKey(k))
 	if err != nil {
 		return ""
 	}

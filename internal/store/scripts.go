@@ -37,6 +37,10 @@ var luaScripts = buildScripts(map[string]string{
 	"take_window":   "",
 	"count_window":  "",
 	"refund_window": "",
+	"take_limit":    "lib_limit",
+	"take_limits":   "lib_limit",
+	"refund_limits": "lib_limit",
+	"sync_limits":   "lib_limit",
 
 	"take_volume":      "",
 	"take_solved":      "",

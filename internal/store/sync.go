@@ -25,12 +25,24 @@ import (
 // On Redis Cluster, one MULTI/EXEC per hash slot, sent concurrently.
 func (r *Redis) Sync(ctx context.Context, items []guard.SyncItem) ([]guard.SyncState, error) {
 	if r.cluster {
-		return bySlot(ctx, items, func(it guard.SyncItem) string { return r.key(it.Key) }, r.sync)
+		return bySlot(ctx, items, func(it guard.SyncItem) string { return r.takeKey(it.Take) }, r.sync)
 	}
 	return r.sync(ctx, items)
 }
 
 func (r *Redis) sync(ctx context.Context, items []guard.SyncItem) ([]guard.SyncState, error) {
+	limits := 0
+	for _, it := range items {
+		if isLimit(it.Key) {
+			limits++
+		}
+	}
+	switch {
+	case limits == len(items) && limits > 0:
+		return r.syncLimits(ctx, items)
+	case limits > 0:
+		return nil, fmt.Errorf("store: sync: %d of %d items are /limits/check limits: a call holds limits or named counters, not both", limits, len(items))
+	}
 	pipe := r.rdb.TxPipeline()
 	cmds := make([][]redis.Cmder, len(items))
 	for i, it := range items {

@@ -1,0 +1,279 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"hash/crc32"
+	"math"
+	"strconv"
+	"time"
+
+	"github.com/otpguard/otpguard/internal/guard"
+)
+
+// The /limits/check limits (keys without a Name, guard.LimitKey) live many
+// to a Redis key: each limit is a field of a time-slice hash named by its
+// policy, a slice of time and a shard of its id (lua/lib_limit.lua keeps
+// them; docs/scaling.md, "Where the keys live"). One key and one TTL per
+// limit costs Redis 7.0 about 90 B before the key's name (two dict entries
+// and their table slots); a field of a small hash (a listpack) costs its
+// name and a few bytes of value, and the hash's own cost is shared by the
+// fields of its shard (docs/benchmarks.md, section 8).
+//
+//	og:l:api:29049123{1234}  field user:42  value 41977512
+//	     |   |        |            |              bucket: TAT, µs after the slice's start
+//	  policy slice    shard        the id (limitID)
+//
+// A slice is one limit's longest life L (a window; a bucket's time from
+// empty to full), at least minSlice. A lookup reads the current slice and
+// the one before; a hash expires at the end of the slice after its own,
+// so what nobody touches again is gone within 2L. Slices are counted on
+// Redis's clock: the store names them by its own clock plus the skew it
+// last saw, and a script that finds Redis's clock in another slice writes
+// nothing and says so, and the store names them again (limitRetries).
+//
+// Every user of a limit goes through here: Take (the checks, peeks and
+// held takes, the Envoy rules' counting windows), Refund and Sync.
+
+// DefaultLimitShards is the shards per policy and slice when
+// WithLimitShards is not called: 200,000 active limits of one policy are
+// about 49 to a hash, well under hash-max-listpack-entries (128), so that
+// every hash stays a listpack.
+const DefaultLimitShards = 4096
+
+// minSlice is the shortest slice: a limit whose life is shorter (a bucket
+// of 10 tokens at 1,000/s) still keeps its field a second, so that a
+// check near a slice's end rarely finds Redis's clock in the next one.
+const minSlice = time.Second
+
+// limitRetries bounds how many times a call is named again when Redis's
+// clock puts it in another slice: once nearly always (the skew is learnt
+// from the reply), twice if the slice ends in between.
+const limitRetries = 3
+
+// WithLimitShards sets the shards per policy and slice of the limits'
+// hashes (n > 0) and returns r. Every instance on one Redis must use the
+// same n: another n names other hashes, and the limits start again.
+func (r *Redis) WithLimitShards(n int) *Redis {
+	if n > 0 {
+		r.shards = uint32(n)
+	}
+	return r
+}
+
+// isLimit reports whether k is a /limits/check limit (no Name).
+func isLimit(k guard.Key) bool { return k.Name == "" }
+
+// allLimits reports whether every take is a limit, and refuses a mix of
+// limits and named counters in one call: they are kept differently and no
+// caller mixes them.
+func allLimits(takes []guard.Take) (bool, error) {
+	n := 0
+	for _, t := range takes {
+		if isLimit(t.Key) {
+			n++
+		}
+	}
+	if n != 0 && n != len(takes) {
+		return false, fmt.Errorf("store: take: %d of %d takes are /limits/check limits: a call holds limits or named counters, not both", n, len(takes))
+	}
+	return n > 0, nil
+}
+
+// sliceLen is a take's slice length in ms: its window, or its bucket's
+// time from empty to full (with the half µs a rounded TAT may run late),
+// at least minSlice.
+func sliceLen(t guard.Take) int64 {
+	ms := t.Window.Milliseconds()
+	if t.Algorithm == guard.TokenBucket {
+		ms = int64(math.Ceil((float64(t.Limit)*interval(t.Rate) + 1) / 1000))
+	}
+	return max(ms, minSlice.Milliseconds())
+}
+
+// limitRef is where a limit lives now: its hashes of the current and the
+// previous slice, its field, the slice length and index.
+type limitRef struct {
+	cur, prev, field string
+	slice, idx       int64
+}
+
+// shard is the shard of a limit's field (its id, limitID).
+func (r *Redis) shard(field string) uint32 { return shardOf(field, r.shards) }
+
+func shardOf(field string, shards uint32) uint32 {
+	return crc32.ChecksumIEEE([]byte(field)) % shards
+}
+
+// limitTag is the hash tag of a limit's hashes, which decides its Cluster
+// slot: "{" + shard + "}". Every policy's hashes of one caller key share
+// it, as before: the checks of one key are one slot.
+func (r *Redis) limitTag(k guard.Key) string {
+	return "{" + strconv.FormatUint(uint64(r.shard(limitID(k.ID))), 10) + "}"
+}
+
+// LimitHashTag is the hash tag of the hashes that hold the limits of a
+// caller key (any policy) with shards shards per policy and slice: what
+// decides their Redis Cluster slot, for tools and tests that need to know
+// which master holds a limit.
+func LimitHashTag(key string, shards int) string {
+	return "{" + strconv.FormatUint(uint64(shardOf(limitID(key), uint32(shards))), 10) + "}"
+}
+
+// limitRef names t's hashes for the slice that nowMs (the store's estimate
+// of Redis's clock) falls in.
+func (r *Redis) limitRef(t guard.Take, nowMs int64) limitRef {
+	field := limitID(t.Key.ID)
+	slice := sliceLen(t)
+	idx := nowMs / slice
+	tag := strconv.FormatUint(uint64(r.shard(field)), 10)
+	base := r.prefix + t.Key.Space + ":"
+	return limitRef{
+		cur:   base + strconv.FormatInt(idx, 10) + "{" + tag + "}",
+		prev:  base + strconv.FormatInt(idx-1, 10) + "{" + tag + "}",
+		field: field, slice: slice, idx: idx,
+	}
+}
+
+// redisNowMs is the store's estimate of Redis's clock, in ms.
+func (r *Redis) redisNowMs() int64 { return time.Now().UnixMilli() + r.skew.Load() }
+
+// runLimits runs a limits script built by build (for Redis's clock at
+// nowMs) until Redis's clock agrees with the slices it names: a reply of
+// {-1, -1, now µs} wrote nothing, and teaches the store the skew.
+func (r *Redis) runLimits(ctx context.Context, s hotScript, build func(nowMs int64) []any) ([]int64, error) {
+	for range limitRetries {
+		v, err := s.run(ctx, r.rdb, build(r.redisNowMs())).Int64Slice()
+		if err != nil {
+			return nil, err
+		}
+		// Three values: no reply of a take (five per take), a refund (one)
+		// or a sync (two per item, a bucket's remaining may be -1) has as
+		// many.
+		if len(v) == 3 && v[0] == -1 && v[1] == -1 {
+			r.skew.Store(v[2]/1000 - time.Now().UnixMilli())
+			continue
+		}
+		return v, nil
+	}
+	return nil, fmt.Errorf("the Redis clock left the slice %d times in a row", limitRetries)
+}
+
+// takeLimits decides takes, all limits (and on Redis Cluster all of one
+// slot), in one call of takeLimitsScript: take_many's decisions on the
+// time-slice hashes.
+//
+// A single take that spends goes to takeLimitScript, the same decision
+// without a batch's bookkeeping.
+func (r *Redis) takeLimits(ctx context.Context, takes []guard.Take) ([]guard.Result, error) {
+	s, one := takeLimitsScript, len(takes) == 1 && takes[0].Cost > 0 && !takes[0].Hold
+	if one {
+		s = takeLimitScript
+	}
+	v, err := r.runLimits(ctx, s, func(nowMs int64) []any {
+		args := s.args(2*len(takes), 10*len(takes)+1)
+		refs := make([]limitRef, len(takes))
+		for i, t := range takes {
+			refs[i] = r.limitRef(t, nowMs)
+			args = append(args, refs[i].cur, refs[i].prev)
+		}
+		all := len(args)
+		if !one {
+			args = append(args, 1)
+		}
+		for i, t := range takes {
+			if !one && !t.AllOrNothing {
+				args[all] = 0
+			}
+			kind, param, flags := 1, any(t.Window.Milliseconds()), manyFlags(t)
+			if t.Algorithm == guard.TokenBucket {
+				kind, param = 2, interval(t.Rate)
+			} else if !t.SpendIfAllowed {
+				flags |= manyCount // a window that counts every hit, as hitWindow
+			}
+			args = append(args, kind, flags, t.Limit, param, t.Cost, refs[i].slice, refs[i].idx, refs[i].field)
+		}
+		return args
+	})
+	if err != nil {
+		return nil, fmt.Errorf("store: take %d limits: %w", len(takes), err)
+	}
+	return manyResults(takes, v)
+}
+
+// refundLimits gives back what takeLimits spent (refundLimitsScript).
+func (r *Redis) refundLimits(ctx context.Context, takes []guard.Take) error {
+	_, err := r.runLimits(ctx, refundLimitsScript, func(nowMs int64) []any {
+		args := refundLimitsScript.args(2*len(takes), 8*len(takes))
+		refs := make([]limitRef, len(takes))
+		for i, t := range takes {
+			refs[i] = r.limitRef(t, nowMs)
+			args = append(args, refs[i].cur, refs[i].prev)
+		}
+		for i, t := range takes {
+			kind, param := 1, any(t.Window.Milliseconds())
+			if t.Algorithm == guard.TokenBucket {
+				kind, param = 2, interval(t.Rate)
+			}
+			args = append(args, kind, param, t.Cost, refs[i].slice, refs[i].idx, refs[i].field)
+		}
+		return args
+	})
+	if err != nil {
+		return fmt.Errorf("store: refund %d limits: %w", len(takes), err)
+	}
+	return nil
+}
+
+// syncLimits is Sync for items that are all limits (syncLimitsScript).
+func (r *Redis) syncLimits(ctx context.Context, items []guard.SyncItem) ([]guard.SyncState, error) {
+	v, err := r.runLimits(ctx, syncLimitsScript, func(nowMs int64) []any {
+		args := syncLimitsScript.args(2*len(items), 9*len(items))
+		refs := make([]limitRef, len(items))
+		for i, it := range items {
+			refs[i] = r.limitRef(it.Take, nowMs)
+			args = append(args, refs[i].cur, refs[i].prev)
+		}
+		for i, it := range items {
+			kind, param := 1, any(it.Window.Milliseconds())
+			if it.Algorithm == guard.TokenBucket {
+				kind, param = 2, interval(it.Rate)
+			}
+			args = append(args, kind, it.Limit, param, it.Delta, refs[i].slice, refs[i].idx, refs[i].field)
+		}
+		return args
+	})
+	if err != nil {
+		return nil, fmt.Errorf("store: sync %d limits: %w", len(items), err)
+	}
+	if len(v) != 2*len(items) {
+		return nil, fmt.Errorf("store: sync: script returned %d values for %d items, want %d", len(v), len(items), 2*len(items))
+	}
+	out := make([]guard.SyncState, len(items))
+	for i, it := range items {
+		a, b := v[2*i], v[2*i+1]
+		if it.Algorithm == guard.TokenBucket {
+			out[i] = guard.SyncState{Remaining: a, ResetAfter: time.Duration(b) * time.Microsecond}
+			continue
+		}
+		res := fixedWindowResult(it.Take, a, time.Duration(b)*time.Millisecond)
+		out[i] = guard.SyncState{Remaining: it.Limit - res.Count, ResetAfter: res.ResetAfter}
+	}
+	return out, nil
+}
+
+// takeLimitsScript decides limits on the time-slice hashes
+// (lua/take_limits.lua).
+var takeLimitsScript = newHotScript(script("take_limits"))
+
+// takeLimitScript is takeLimitsScript for one take that spends
+// (lua/take_limit.lua).
+var takeLimitScript = newHotScript(script("take_limit"))
+
+// refundLimitsScript gives back what takeLimitsScript spent
+// (lua/refund_limits.lua).
+var refundLimitsScript = newHotScript(script("refund_limits"))
+
+// syncLimitsScript is hot keys' sync on the time-slice hashes
+// (lua/sync_limits.lua).
+var syncLimitsScript = newHotScript(script("sync_limits"))
