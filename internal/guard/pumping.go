@@ -260,10 +260,14 @@ type abuseState struct {
 	// exhaustedUntil is, per budget window, the end of the exhaustion
 	// period this instance has already logged.
 	exhaustedUntil map[string]time.Time
+	// countryNoted is, per country, the end of the velocity block this
+	// instance last noted in the block index (velocityRefused).
+	countryNoted map[string]time.Time
 }
 
 func newAbuseState(o OTPOptions) *abuseState {
-	return &abuseState{hooks: o.Abuse, conv: o.Conversions, autoBlock: o.AutoBlock, volumes: o.Volumes, overrides: o.Overrides, exhaustedUntil: map[string]time.Time{}}
+	return &abuseState{hooks: o.Abuse, conv: o.Conversions, autoBlock: o.AutoBlock, volumes: o.Volumes, overrides: o.Overrides,
+		exhaustedUntil: map[string]time.Time{}, countryNoted: map[string]time.Time{}}
 }
 
 // budgetRefused counts a refusal by the budget and logs one error per
