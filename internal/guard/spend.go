@@ -24,8 +24,10 @@ type limitedTake struct {
 // fall back by the policy's on_store_error: with local, the cooldown is one
 // send per number per cooldown and the per-number limit is local_limit, on
 // each instance, while the per-IP limit is split (per_ip.limit / N); with
-// open, all three are split; with closed, the send is refused.
-func (s *OTP) sendLimits(phone, ip string) []limitedTake {
+// open, all three are split; with closed, the send is refused. The slice
+// leaves room for the more limits the abuse rules add, appended without a
+// copy.
+func (s *OTP) sendLimits(phone, ip string, more int) []limitedTake {
 	mode := s.policy.OnStoreError
 	fallback := func(t Take, localLimit int64) Take {
 		t.Policy, t.OnStoreError = OTPPolicyName, mode
@@ -34,7 +36,7 @@ func (s *OTP) sendLimits(phone, ip string) []limitedTake {
 		}
 		return t
 	}
-	var ls []limitedTake
+	ls := make([]limitedTake, 0, 3+more)
 	if cd := s.policy.Cooldown; cd > 0 {
 		ls = append(ls, limitedTake{
 			take:   fallback(Take{Key: cooldownKey(phone), Algorithm: FixedWindow, Limit: 1, Window: cd, Cost: 1}, 1),
@@ -128,7 +130,7 @@ func (s *OTP) spend(ctx context.Context, phone Phone, limits []limitedTake, vol 
 	deny := slices.IndexFunc(res, func(r Result) bool { return !r.Allowed })
 	// taken: what the store counted for this request, each refund going
 	// where it was counted (the fallback's memory or the store).
-	var taken []Take
+	taken := make([]Take, 0, len(res))
 	fellBack := false
 	for i, r := range res {
 		fellBack = fellBack || r.Fallback
