@@ -181,7 +181,7 @@ func openSQLite(dataDir string, tp trace.TracerProvider) (*SQL, error) {
 	// the upgrade. temp_store(MEMORY): a multi-row INSERT (the audit
 	// trail's batches) keeps a statement journal of every page it
 	// touches, so that it can be undone alone; in a temporary file that
-	// was a write syscall per page, about a third of the batch's CPU. In
+	// was a write syscall per page, a quarter of the batch's CPU. In
 	// memory it is a copy; the rows are no less durable (the journal only
 	// undoes a statement, the WAL commits it).
 	dsn := path + "?_pragma=busy_timeout(5000)&_pragma=journal_mode(WAL)&_pragma=foreign_keys(1)&_pragma=temp_store(MEMORY)&_txlock=immediate"
