@@ -25,9 +25,10 @@ type guardedStore struct {
 }
 
 var (
-	_ guard.Conversions       = guardedStore{}
-	_ guard.ConversionBatcher = guardedStore{}
-	_ ops.BlockIndex          = guardedStore{}
+	_ guard.Conversions         = guardedStore{}
+	_ guard.ConversionBatcher   = guardedStore{}
+	_ ops.BlockIndex            = guardedStore{}
+	_ guard.BlockVolumeRefunder = guardedStore{}
 )
 
 // The calls below read what their call wrote only when it returned (err ==
@@ -48,6 +49,12 @@ func (g guardedStore) ReleaseAlert(ctx context.Context, subject guard.Key) error
 
 func (g guardedStore) NoteBlock(ctx context.Context, b guard.Block) error {
 	return g.fb.Do(ctx, func(ctx context.Context) error { return g.st.NoteBlock(ctx, b) })
+}
+
+// NoteBlockRefundVolume: the note and a refused send's velocity refund
+// in one round trip (store), through the breaker as the note alone.
+func (g guardedStore) NoteBlockRefundVolume(ctx context.Context, b guard.Block, k guard.Key, at time.Time) error {
+	return g.fb.Do(ctx, func(ctx context.Context) error { return g.st.NoteBlockRefundVolume(ctx, b, k, at) })
 }
 
 func (g guardedStore) EndBlock(ctx context.Context, phone string, reason guard.Code) error {

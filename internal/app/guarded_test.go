@@ -39,6 +39,8 @@ func TestAdvisoryCallsHonourTheBreaker(t *testing.T) {
 	_, calls["ClaimAlert"] = g.ClaimAlert(ctx, subject[0], time.Hour)
 	calls["ReleaseAlert"] = g.ReleaseAlert(ctx, subject[0])
 	calls["NoteBlock"] = g.NoteBlock(ctx, guard.Block{Phone: "+447400123456", Reason: guard.CodeCooldown, Until: time.Now().Add(time.Minute)})
+	calls["NoteBlockRefundVolume"] = g.NoteBlockRefundVolume(ctx, guard.Block{Phone: "+447400123456", Reason: guard.CodeCooldown, Until: time.Now().Add(time.Minute)},
+		guard.Key{Space: "otp:vel", ID: "GB", Name: "h"}, time.Now())
 	calls["EndBlock"] = g.EndBlock(ctx, "+447400123456", guard.CodeCooldown)
 	_, _, calls["ListBlocks"] = g.ListBlocks(ctx, nil, 10)
 	calls["Unblock"] = g.Unblock(ctx, "+447400123456", nil)

@@ -36,6 +36,13 @@ type Blocks interface {
 	EndBlock(ctx context.Context, phone string, reason Code) error
 }
 
+// BlockVolumeRefunder is a Blocks whose store also keeps the country
+// velocity counts (Volumes): it notes a refused send's block and gives
+// back the send's count in k at at in one round trip (refused).
+type BlockVolumeRefunder interface {
+	NoteBlockRefundVolume(ctx context.Context, b Block, k Key, at time.Time) error
+}
+
 type noDeny struct{}
 
 func (noDeny) Denied(string, time.Time) (DenyEntry, bool) { return DenyEntry{}, false }

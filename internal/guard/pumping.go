@@ -164,15 +164,16 @@ func (s *OTP) abuseLimits(phone Phone, safe, operatorOnly bool) []limitedTake {
 	// The ops desk's overrides (override.go) lower these limits on the
 	// same counters, or add one where the file has none (enforced.go).
 	e := s.enforced(s.now())
-	var ls []limitedTake
-	seen := map[string]bool{}
-	for _, pp := range s.prefixLimits() {
+	depths := s.prefixLimits()
+	ls := make([]limitedTake, 0, len(depths)+2)
+	seen := make([]string, 0, len(depths)) // the prefixes counted: a few
+	for _, pp := range depths {
 		prefix := Prefix(phone.E164, pp.DigitsDropped)
 		l := e.Prefix(prefix, pp)
-		if safe || l.Limit <= 0 || seen[prefix] || (operatorOnly && !l.Override) { // a short number: two depths, one prefix
+		if safe || l.Limit <= 0 || slices.Contains(seen, prefix) || (operatorOnly && !l.Override) { // a short number: two depths, one prefix
 			continue
 		}
-		seen[prefix] = true
+		seen = append(seen, prefix)
 		ls = append(ls, limitedTake{
 			take:   auto(window(Key{"otp:prefix", prefix, "sends"}, l.Limit, l.Window), !l.Override),
 			denial: CodePrefixRateLimited, what: "too many codes were sent to numbers like this one; try again later",
@@ -180,7 +181,7 @@ func (s *OTP) abuseLimits(phone Phone, safe, operatorOnly bool) []limitedTake {
 		})
 	}
 	for _, prefix := range sortedKeys(e.over.prefix) { // the prefix overrides the file's depths do not count
-		if safe || seen[prefix] || !strings.HasPrefix(phone.E164, prefix) {
+		if safe || slices.Contains(seen, prefix) || !strings.HasPrefix(phone.E164, prefix) {
 			continue
 		}
 		w := s.policy.PerPrefix.Window
@@ -260,10 +261,14 @@ type abuseState struct {
 	// exhaustedUntil is, per budget window, the end of the exhaustion
 	// period this instance has already logged.
 	exhaustedUntil map[string]time.Time
+	// countryNoted is, per country, the end of the velocity block this
+	// instance last noted in the block index (velocityRefused).
+	countryNoted map[string]time.Time
 }
 
 func newAbuseState(o OTPOptions) *abuseState {
-	return &abuseState{hooks: o.Abuse, conv: o.Conversions, autoBlock: o.AutoBlock, volumes: o.Volumes, overrides: o.Overrides, exhaustedUntil: map[string]time.Time{}}
+	return &abuseState{hooks: o.Abuse, conv: o.Conversions, autoBlock: o.AutoBlock, volumes: o.Volumes, overrides: o.Overrides,
+		exhaustedUntil: map[string]time.Time{}, countryNoted: map[string]time.Time{}}
 }
 
 // budgetRefused counts a refusal by the budget and logs one error per

@@ -24,8 +24,10 @@ type limitedTake struct {
 // fall back by the policy's on_store_error: with local, the cooldown is one
 // send per number per cooldown and the per-number limit is local_limit, on
 // each instance, while the per-IP limit is split (per_ip.limit / N); with
-// open, all three are split; with closed, the send is refused.
-func (s *OTP) sendLimits(phone, ip string) []limitedTake {
+// open, all three are split; with closed, the send is refused. The slice
+// leaves room for the more limits the abuse rules add, appended without a
+// copy.
+func (s *OTP) sendLimits(phone, ip string, more int) []limitedTake {
 	mode := s.policy.OnStoreError
 	fallback := func(t Take, localLimit int64) Take {
 		t.Policy, t.OnStoreError = OTPPolicyName, mode
@@ -34,7 +36,7 @@ func (s *OTP) sendLimits(phone, ip string) []limitedTake {
 		}
 		return t
 	}
-	var ls []limitedTake
+	ls := make([]limitedTake, 0, 3+more)
 	if cd := s.policy.Cooldown; cd > 0 {
 		ls = append(ls, limitedTake{
 			take:   fallback(Take{Key: cooldownKey(phone), Algorithm: FixedWindow, Limit: 1, Window: cd, Cost: 1}, 1),
@@ -128,7 +130,7 @@ func (s *OTP) spend(ctx context.Context, phone Phone, limits []limitedTake, vol 
 	deny := slices.IndexFunc(res, func(r Result) bool { return !r.Allowed })
 	// taken: what the store counted for this request, each refund going
 	// where it was counted (the fallback's memory or the store).
-	var taken []Take
+	taken := make([]Take, 0, len(res))
 	fellBack := false
 	for i, r := range res {
 		fellBack = fellBack || r.Fallback
@@ -215,17 +217,20 @@ func tierKey(vol *VolumeTake, vres *VolumeResult) Key {
 // at once, and notes the refusal.
 func (s *OTP) refused(ctx context.Context, phone Phone, l limitedTake, r Result, taken []Take, vel spent) error {
 	// The refunds and the block's note go out at once: one round trip of
-	// latency.
+	// latency. The number is blocked, not just its address. (Not noted
+	// when the fallback decided: the block index lives in the store.)
 	var wg sync.WaitGroup
-	if !vel.velocityAt.IsZero() {
-		wg.Go(func() { s.refundVelocity(ctx, vel.velocity, vel.velocityAt) })
-	}
-	// The number is blocked, not just its address. (Not noted when
-	// the fallback decided: the block index lives in the store.)
-	if l.take.Key.Space == "otp" && !r.Fallback {
-		b := Block{Phone: phone.E164, Country: phone.Region, Reason: l.denial,
-			Count: r.Count, Until: s.now().Add(r.RetryAfter)}
-		wg.Go(func() { s.noteBlock(ctx, b) })
+	velocity, note := !vel.velocityAt.IsZero(), l.take.Key.Space == "otp" && !r.Fallback
+	b := Block{Phone: phone.E164, Country: phone.Region, Reason: l.denial, Count: r.Count, Until: s.now().Add(r.RetryAfter)}
+	if br, ok := s.blocks.(BlockVolumeRefunder); ok && velocity && note {
+		wg.Go(func() { s.noteBlockRefundVolume(ctx, br, b, vel) })
+	} else {
+		if velocity {
+			wg.Go(func() { s.refundVelocity(ctx, vel.velocity, vel.velocityAt) })
+		}
+		if note {
+			wg.Go(func() { s.noteBlock(ctx, b) })
+		}
 	}
 	s.refund(ctx, taken)
 	wg.Wait()
@@ -238,6 +243,17 @@ func (s *OTP) refused(ctx context.Context, phone Phone, l limitedTake, r Result,
 		e.Err = errOperatorLimit
 	}
 	return e
+}
+
+// noteBlockRefundVolume notes a refused send's block and gives back its
+// volume count (vel) in one store call.
+func (s *OTP) noteBlockRefundVolume(ctx context.Context, br BlockVolumeRefunder, b Block, vel spent) {
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), convTimeout)
+	defer cancel()
+	if err := br.NoteBlockRefundVolume(cctx, b, vel.velocity, vel.velocityAt); err != nil {
+		// A lost refund only ever refuses more, never allows more.
+		s.log.WarnContext(ctx, "noting a block and refunding its country count failed", "phone", MaskPhone(b.Phone), "err", err)
+	}
 }
 
 // volumeRefused answers a send the velocity rule (or a tier's cap)

@@ -3,6 +3,7 @@ package guard
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/nyaruka/phonenumbers"
@@ -213,7 +214,7 @@ func (s *OTP) velocityDenied(ctx context.Context, phone Phone, t VolumeTake, res
 	if res.Count < res.Limit { // the minute's share is spent, not the hour
 		retry, span = time.Unix((now.Unix()/60+1)*60, 0).Sub(now), "minute"
 	}
-	s.velocityRefused(ctx, phone, region(phone), h, res, retry)
+	s.velocityRefused(ctx, phone, region(phone), h, res, now.Add(retry))
 	usage := Usage(res.Count+1, res.Limit, time.Hour)
 	if span == "minute" {
 		usage = Usage(0, res.MinuteLimit, time.Minute)
@@ -279,15 +280,28 @@ func CountryPrefix(region string) string {
 }
 
 // velocityRefused tells the metrics of every refusal and, once per country
-// and hour across instances, logs an error, records an audit event and
-// notes the country on the ops desk's block list until the hour ends.
-func (s *OTP) velocityRefused(ctx context.Context, phone Phone, r string, h int64, res VolumeResult, retry time.Duration) {
+// and hour across instances, logs an error and records an audit event. It
+// notes the country on the ops desk's block list until the refusal's end
+// (end: the hour's, or the minute's) beside the alert's claim, so that the
+// refusal waits on one round trip for both: once per instance and end
+// (countryNoteDue), not only after the claim, which made the hour's first
+// refusal wait on the two one after the other. note_block.lua keeps the
+// block's start and the later end, so a note from each instance is one
+// block.
+func (s *OTP) velocityRefused(ctx context.Context, phone Phone, r string, h int64, res VolumeResult, end time.Time) {
 	if f := s.abuse.hooks.VelocityRefused; f != nil {
 		f(r)
 	}
 	if s.abuse.conv == nil {
 		return
 	}
+	var wg sync.WaitGroup
+	if s.countryNoteDue(r, end) {
+		wg.Go(func() {
+			s.noteBlock(ctx, Block{Phone: CountryPrefix(r), Country: r, Reason: CodeUnusualVolume, Count: res.Count, Until: end})
+		})
+	}
+	defer wg.Wait()
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), convTimeout)
 	defer cancel()
 	first, err := s.abuse.conv.ClaimAlert(cctx, Key{Space: "otp:vel", ID: r, Name: fmt.Sprintf("alert:%d", h)}, time.Hour+time.Minute)
@@ -305,9 +319,28 @@ func (s *OTP) velocityRefused(ctx context.Context, phone Phone, r string, h int6
 	}
 	s.log.ErrorContext(ctx, "UNUSUAL VOLUME: sends to a country refused for the rest of the hour (SMS pumping?)",
 		"country", r, "count", res.Count, "limit", res.Limit, "baseline", res.Baseline,
-		"retry_after", retry.Round(time.Second).String())
+		"retry_after", end.Sub(s.now()).Round(time.Second).String())
 	s.events.Record(Event{At: s.now(), Action: ActionVelocity, Outcome: string(CodeUnusualVolume), Country: r,
 		Actor: VelocityActor, Detail: detail, TraceID: TraceID(ctx), RequestID: RequestID(ctx)})
-	s.noteBlock(ctx, Block{Phone: CountryPrefix(r), Country: r, Reason: CodeUnusualVolume,
-		Count: res.Count, Until: s.now().Add(retry)})
+}
+
+// countryNoteDue reports whether a velocity block of country r ending at
+// end outlasts what this instance noted, and takes it as noted: the
+// refusals of one hour (or minute) note the country once per instance.
+// Ends already past are forgotten, so the map holds the countries refused
+// now.
+func (s *OTP) countryNoteDue(r string, end time.Time) bool {
+	now := s.now()
+	s.abuse.mu.Lock()
+	defer s.abuse.mu.Unlock()
+	if !end.After(s.abuse.countryNoted[r]) {
+		return false
+	}
+	for c, e := range s.abuse.countryNoted {
+		if !e.After(now) {
+			delete(s.abuse.countryNoted, c)
+		}
+	}
+	s.abuse.countryNoted[r] = end
+	return true
 }

@@ -28,6 +28,12 @@ import (
 const (
 	DefaultWatchQueue = 4096 // events waiting at most
 	watchBatch        = 64   // events counted in one round trip at most
+	// watchLinger is how long the drainer waits after an event for more to
+	// join its batch (a Flush or Close cuts it short). At a send every
+	// millisecond or so a batch was one event: one round trip per send,
+	// about a tenth of a send's CPU; lingering makes it one per linger.
+	// The watch's windows are minutes: its judgement is that much later.
+	watchLinger = 10 * time.Millisecond
 )
 
 // ConversionCount is one event of the conversion watch in a batch: kind at
@@ -124,17 +130,32 @@ func (s *OTP) runWatch() {
 				s.watchBatch(batch)
 			}
 		}
-	fill:
-		for len(batch) < watchBatch {
-			select {
-			case e := <-q.ch:
-				batch = append(batch, e)
-			default:
-				break fill
-			}
-		}
-		s.watchBatch(batch)
+		s.watchBatch(q.gather(batch))
 	}
+}
+
+// gather waits up to watchLinger for more events to join batch, until it
+// is full, a Flush's mark joins it (its caller waits) or Close.
+func (q *watchQueue) gather(batch []watchEvent) []watchEvent {
+	if batch[len(batch)-1].done != nil {
+		return batch
+	}
+	t := time.NewTimer(watchLinger)
+	defer t.Stop()
+	for len(batch) < watchBatch {
+		select {
+		case e := <-q.ch:
+			batch = append(batch, e)
+			if e.done != nil {
+				return batch
+			}
+		case <-t.C:
+			return batch
+		case <-q.quit:
+			return batch
+		}
+	}
+	return batch
 }
 
 // watchBatch counts a batch's events and judges its sends, in order.

@@ -11,6 +11,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -228,6 +229,19 @@ func (s *Server) claimAndRun(c echo.Context, next echo.HandlerFunc, cl idemClaim
 
 // runClaimed runs the request that claimed the key and keeps or releases
 // its answer.
+//
+// The answer leaves before it is kept: the handler's answer is held
+// (answerRecorder), sent whole with its Content-Length and flushed, and
+// only then stored, so the caller does not wait on that round trip. On a
+// crash between the two the claim expires unanswered
+// (IdempotencyPendingTTL) and a retry after that runs again: but a caller
+// retries only when it got no answer, and this one had it; a caller cut
+// off before the answer was in the same place before, when the store came
+// after the SMS left and before the answer. A duplicate arriving meanwhile
+// finds the claim pending and waits for the stored answer, as it did.
+// (Over HTTP/2 the stream ends when the handler returns: a client that
+// waits for its end, not for Content-Length bytes, still waits on the
+// store.)
 func (s *Server) runClaimed(c echo.Context, next echo.HandlerFunc, cl idemClaim) error {
 	rec := &answerRecorder{ResponseWriter: c.Response().Writer}
 	c.Response().Writer = rec
@@ -237,13 +251,15 @@ func (s *Server) runClaimed(c echo.Context, next echo.HandlerFunc, cl idemClaim)
 		// log, and echo's handler, seeing the answer written, writes none.
 		c.Error(err)
 	}
+	rec.send()
+	c.Response().Writer = rec.ResponseWriter
 	ctx := context.WithoutCancel(c.Request().Context())
 	status := c.Response().Status
 	// A success is kept even when the caller has gone: the send it
 	// answers is done (the SMS left), and the caller's retry must get it.
 	// Any other answer of a request cut short may be the cut's.
 	finished := c.Request().Context().Err() == nil || status >= 200 && status < 300
-	if ttl := keepFor(status, err); ttl > 0 && !rec.overflow && finished && s.mayKeep(ctx, status, cl.caller) {
+	if ttl := keepFor(status, err); ttl > 0 && rec.body.Len() <= maxStoredAnswer && finished && s.mayKeep(ctx, status, cl.caller) {
 		a := storedAnswer{Status: status, Header: map[string]string{}, Body: rec.body.Bytes()}
 		for _, h := range replayedHeaders {
 			if v := c.Response().Header().Get(h); v != "" {
@@ -334,18 +350,41 @@ func newClaimToken() string {
 	return hex.EncodeToString(b)
 }
 
-// answerRecorder keeps a copy of what the handler writes.
+// answerRecorder holds what the handler writes, status and body, until
+// send passes it on whole: with its Content-Length, so that the caller
+// has all of it once flushed, before the answer is stored (runClaimed).
+// The answers of these routes are small JSON.
 type answerRecorder struct {
 	http.ResponseWriter
-	body     bytes.Buffer
-	overflow bool
+	status int
+	body   bytes.Buffer
+}
+
+func (r *answerRecorder) WriteHeader(status int) {
+	if r.status == 0 {
+		r.status = status
+	}
 }
 
 func (r *answerRecorder) Write(b []byte) (int, error) {
-	if r.body.Len()+len(b) > maxStoredAnswer {
-		r.overflow = true
-	} else {
-		r.body.Write(b)
+	if r.status == 0 {
+		r.status = http.StatusOK
 	}
-	return r.ResponseWriter.Write(b)
+	return r.body.Write(b)
+}
+
+// Flush holds on: the answer is flushed whole by send.
+func (r *answerRecorder) Flush() {}
+
+// send writes the held answer and flushes it to the caller.
+func (r *answerRecorder) send() {
+	if r.status == 0 {
+		return // nothing was written: echo answers as for any handler
+	}
+	if r.status >= http.StatusOK && r.status != http.StatusNoContent && r.status != http.StatusNotModified {
+		r.ResponseWriter.Header().Set(echo.HeaderContentLength, strconv.Itoa(r.body.Len()))
+	}
+	r.ResponseWriter.WriteHeader(r.status)
+	_, _ = r.ResponseWriter.Write(r.body.Bytes())
+	_ = http.NewResponseController(r.ResponseWriter).Flush()
 }

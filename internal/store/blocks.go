@@ -53,6 +53,41 @@ func (r *Redis) NoteBlock(ctx context.Context, b guard.Block) error {
 	return nil
 }
 
+var _ guard.BlockVolumeRefunder = (*Redis)(nil)
+
+// NoteBlockRefundVolume notes b (noteBlockScript) and gives back one send
+// counted at under k (velocityRefundScript) in one pipeline: the two
+// notes of a refused send, one round trip. As two single calls they went
+// through the coalescer one pipeline after the other whenever the second
+// missed the first's. No MULTI: each script is atomic alone, and on Redis
+// Cluster their keys are in different slots (go-redis sends each to its
+// master, both at once).
+func (r *Redis) NoteBlockRefundVolume(ctx context.Context, b guard.Block, k guard.Key, at time.Time) error {
+	noteKeys, noteArgs := r.blockKeys(b.Phone), []any{b.Phone, b.Until.UnixMilli(), string(b.Reason), b.Count, b.Country}
+	refundKeys, refundArgs := []string{r.key(k)}, []any{at.Unix() / 3600, at.Unix() / 60}
+	pipe := r.rdb.Pipeline()
+	note := noteBlockScript.EvalSha(ctx, pipe, noteKeys, noteArgs...)
+	refund := velocityRefundScript.EvalSha(ctx, pipe, refundKeys, refundArgs...)
+	// A NOSCRIPT is one command's answer: that script did not run, and
+	// runs again by EVAL.
+	if _, err := pipe.Exec(ctx); err != nil && !isNoScript(err) {
+		return fmt.Errorf("store: note block and refund volume: %w", err)
+	}
+	if isNoScript(note.Err()) {
+		note = noteBlockScript.Run(ctx, r.rdb, noteKeys, noteArgs...)
+	}
+	if isNoScript(refund.Err()) {
+		refund = velocityRefundScript.Run(ctx, r.rdb, refundKeys, refundArgs...)
+	}
+	if err := note.Err(); err != nil {
+		return fmt.Errorf("store: note block: %w", err)
+	}
+	if err := refund.Err(); err != nil {
+		return fmt.Errorf("store: refund volume %s: %w", r.logKey(k), err)
+	}
+	return nil
+}
+
 // endBlockScript removes ARGV[1]'s block if its reason is ARGV[2]
 // (lua/end_block.lua).
 var endBlockScript = script("end_block")

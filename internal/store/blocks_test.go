@@ -11,6 +11,7 @@ import (
 	"github.com/otpguard/otpguard/internal/guard"
 	"github.com/otpguard/otpguard/internal/ops"
 	"github.com/otpguard/otpguard/internal/store"
+	"github.com/otpguard/otpguard/internal/store/redistest"
 )
 
 func listPhones(t *testing.T, s *store.Redis, match func(string) bool, n int) ([]string, int) {
@@ -190,6 +191,57 @@ func TestUnblock(t *testing.T) {
 			}
 			if phones, total := listPhones(t, s, nil, 10); total != 1 || phones[0] != "+919800000002" {
 				t.Errorf("index after unblock: %v (total %d), want only the other number", phones, total)
+			}
+		})
+	}
+}
+
+// TestNoteBlockRefundVolume: a refused send's block note and velocity
+// refund go out in one round trip, and each takes effect: the block is
+// listed and the country's hour has room for one more send. After the
+// server lost its script cache, again.
+func TestNoteBlockRefundVolume(t *testing.T) {
+	for name, mk := range backends(t) {
+		t.Run(name, func(t *testing.T) {
+			b := mk(t)
+			s := store.NewRedis(b.rdb, b.prefix)
+			ctx := context.Background()
+			if err := s.LoadScripts(ctx); err != nil {
+				t.Fatal(err)
+			}
+			now := time.Now()
+			vol := sendVolume(now, 2)
+			for round, phone := range []string{"+447400123401", "+447400123402"} {
+				if round == 1 && b.mini != nil { // a private server: its script cache may go
+					if err := b.rdb.ScriptFlush(ctx).Err(); err != nil {
+						t.Fatal(err)
+					}
+				}
+				for { // the hour's floor is spent
+					r, err := s.TakeVolume(ctx, *vol)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if !r.Allowed {
+						break
+					}
+				}
+				rt := &redistest.RoundTrips{}
+				b.rdb.AddHook(rt)
+				err := s.NoteBlockRefundVolume(ctx, guard.Block{Phone: phone, Country: "GB", Reason: guard.CodeCooldown, Count: 1, Until: now.Add(time.Minute)},
+					vol.Key, now)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if round == 0 && rt.N() != 1 {
+					t.Errorf("%d round trips, want 1", rt.N())
+				}
+				if phones, _ := listPhones(t, s, func(p string) bool { return p == phone }, 10); len(phones) != 1 {
+					t.Errorf("round %d: block of %s not listed: %v", round, phone, phones)
+				}
+				if r, err := s.TakeVolume(ctx, *vol); err != nil || !r.Allowed {
+					t.Errorf("round %d: after the refund: %+v %v, want allowed", round, r, err)
+				}
 			}
 		})
 	}

@@ -215,3 +215,44 @@ func TestClusterBlocksAndUnblock(t *testing.T) {
 		t.Errorf("the number's counter survived Unblock")
 	}
 }
+
+// TestClusterNoteBlockRefundVolume: on Redis Cluster a refused send's
+// block note and velocity refund, whose keys are in different slots, go
+// in one pipeline (go-redis sends each to its master) and both take
+// effect.
+func TestClusterNoteBlockRefundVolume(t *testing.T) {
+	st, _, h, _ := clusterStore(t)
+	ctx := context.Background()
+	if err := st.LoadScripts(ctx); err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	vol := &guard.VolumeTake{Key: guard.Key{Space: "otp:vel", ID: "GB", Name: "h"},
+		Quarantine: guard.Key{Space: "otp:vel", ID: "GB", Name: "quarantine"},
+		Now:        now, Hour: now.Unix() / 3600, Lookback: 24, Floor: 2, QFloor: 1, Factor: 3, HistoryMinSends: 200}
+	for {
+		r, err := st.TakeVolume(ctx, *vol)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !r.Allowed {
+			break
+		}
+	}
+	h.Reset()
+	const phone = "+447400123401"
+	if err := st.NoteBlockRefundVolume(ctx, guard.Block{Phone: phone, Country: "GB", Reason: guard.CodeCooldown, Count: 1, Until: now.Add(time.Minute)},
+		vol.Key, now); err != nil {
+		t.Fatal(err)
+	}
+	if h.N() != 1 {
+		t.Errorf("%d round trips, want 1 (one pipeline)", h.N())
+	}
+	blocks, _, err := st.ListBlocks(ctx, func(p string) bool { return p == phone }, 10)
+	if err != nil || len(blocks) != 1 {
+		t.Errorf("block of %s: %v %v, want listed", phone, blocks, err)
+	}
+	if r, err := st.TakeVolume(ctx, *vol); err != nil || !r.Allowed {
+		t.Errorf("after the refund: %+v %v, want allowed", r, err)
+	}
+}

@@ -57,15 +57,100 @@ func (r *Redis) CountConversion(ctx context.Context, kind guard.ConversionKind, 
 
 var _ guard.ConversionBatcher = (*Redis)(nil)
 
+// conversionsScript counts many of the watch's counts in one call
+// (lua/count_conversions.lua).
+var conversionsScript = script("count_conversions")
+
+// conversionsPerCall bounds the counts of one conversionsScript call: a
+// script holds Redis for as long as it runs, and 64 counts (an HGETALL
+// of a subject's few dozen fields each) stay well under a millisecond.
+const conversionsPerCall = 64
+
 // CountConversions counts a batch of the watch's events (guard/watch.go)
-// in one round trip: one pipeline (no MULTI: each script call is atomic
-// alone, and the events are independent) of conversionScript calls, in the
-// batch's order, so each event's tallies are what CountConversion would
-// have answered at its turn. On Redis Cluster go-redis sends the pipeline's
-// commands to their masters, one write per node.
+// in one round trip, in the batch's order, so each event's tallies are
+// what CountConversion would have answered at its turn. On a single
+// Redis, one pipeline of conversionsScript calls, each up to
+// conversionsPerCall counts (an event's subjects are one count each): a
+// send's four subjects were four script calls, each its own command to
+// write, run and read. On Redis Cluster the subjects are in different
+// hash slots, so each is its own conversionScript call, in one pipeline
+// that go-redis sends to their masters, one write per node. No MULTI:
+// each script call is atomic alone, and the events are independent.
 func (r *Redis) CountConversions(ctx context.Context, window, delay time.Duration, counts []guard.ConversionCount) ([][]guard.Tally, error) {
 	secs := max(conversionBucket, int64(window/time.Second))
 	delayBuckets := int64((delay + conversionBucket*time.Second - 1) / (conversionBucket * time.Second))
+	if r.cluster {
+		return r.countConversionsBySubject(ctx, secs, delayBuckets, counts)
+	}
+	// flat: each (event, subject) count in order, as out's cells.
+	type cell struct{ i, j int }
+	var flat []cell
+	out := make([][]guard.Tally, len(counts))
+	for i, c := range counts {
+		out[i] = make([]guard.Tally, len(c.Subjects))
+		for j := range c.Subjects {
+			flat = append(flat, cell{i, j})
+		}
+	}
+	type call struct {
+		keys []string
+		args []any
+		cmd  *redis.Cmd
+	}
+	var calls []call
+	pipe := r.rdb.Pipeline()
+	for start := 0; start < len(flat); start += conversionsPerCall {
+		part := flat[start:min(start+conversionsPerCall, len(flat))]
+		c := call{args: make([]any, 0, 3+3*len(part))}
+		c.args = append(c.args, secs, conversionBucket, delayBuckets)
+		index := map[string]int{}
+		for _, f := range part {
+			cc := counts[f.i]
+			key := r.key(cc.Subjects[f.j])
+			k, ok := index[key]
+			if !ok {
+				k = len(c.keys) + 1 // Lua's KEYS count from 1
+				index[key] = k
+				c.keys = append(c.keys, key)
+			}
+			c.args = append(c.args, string(cc.Kind), cc.Now.Unix(), k)
+		}
+		c.cmd = conversionsScript.EvalSha(ctx, pipe, c.keys, c.args...)
+		calls = append(calls, c)
+	}
+	// Each reply is read below: a NOSCRIPT is one command's answer.
+	if _, err := pipe.Exec(ctx); err != nil && !isNoScript(err) {
+		return nil, fmt.Errorf("store: count conversions: %w", err)
+	}
+	next := 0
+	for _, c := range calls {
+		cmd := c.cmd
+		if isNoScript(cmd.Err()) {
+			// The server lost its script cache: this call did not run, nor
+			// did the batch's later ones (the same script): they run again,
+			// one by one, still in the batch's order.
+			cmd = conversionsScript.Run(ctx, r.rdb, c.keys, c.args...)
+		}
+		v, err := cmd.Int64Slice()
+		n := (len(c.args) - 3) / 3
+		switch {
+		case err != nil:
+			return nil, fmt.Errorf("store: count conversions: %w", err)
+		case len(v) != 2*n:
+			return nil, fmt.Errorf("store: count conversions: script returned %d values for %d counts", len(v), n)
+		}
+		for k := range n {
+			f := flat[next+k]
+			out[f.i][f.j] = guard.Tally{Sends: v[2*k], Verifies: v[2*k+1]}
+		}
+		next += n
+	}
+	return out, nil
+}
+
+// countConversionsBySubject is CountConversions on Redis Cluster: one
+// conversionScript call per event and subject, in one pipeline.
+func (r *Redis) countConversionsBySubject(ctx context.Context, secs, delayBuckets int64, counts []guard.ConversionCount) ([][]guard.Tally, error) {
 	pipe := r.rdb.Pipeline()
 	cmds := make([][]*redis.Cmd, len(counts))
 	args := func(c guard.ConversionCount) []any {

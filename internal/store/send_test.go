@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/alicebob/miniredis/v2"
+
 	"github.com/otpguard/otpguard/internal/guard"
 	"github.com/otpguard/otpguard/internal/store"
 	"github.com/otpguard/otpguard/internal/store/redistest"
@@ -189,5 +191,58 @@ func TestCountConversionsInOrder(t *testing.T) {
 				t.Errorf("prefix after the batch: %+v, want 3 sends and 1 verify (no delay)", last[0])
 			}
 		})
+	}
+}
+
+// TestCountConversionsManyCalls: a batch larger than one script call holds
+// (the counts split over several calls of one pipeline) answers what the
+// events answer one by one, in one round trip; and after the server lost
+// its script cache, again.
+func TestCountConversionsManyCalls(t *testing.T) {
+	m := miniredis.RunT(t)
+	rdb := redistest.Client(t, "redis://"+m.Addr())
+	batched := store.NewRedis(rdb, "batch:")
+	single := store.NewRedis(rdb, "single:")
+	ctx := context.Background()
+	now := time.Now()
+	x := guard.Key{Space: "conv:prefix", ID: "+2348", Name: "m"}
+	y := guard.Key{Space: "conv:country", ID: "NG", Name: "m"}
+	z := guard.Key{Space: "conv:prefix", ID: "+23480", Name: "m"}
+	var counts []guard.ConversionCount
+	for i := range 50 { // 150 counts: three script calls
+		kind := guard.ConversionSend
+		if i%3 == 2 {
+			kind = guard.ConversionVerify
+		}
+		counts = append(counts, guard.ConversionCount{Kind: kind, Now: now.Add(time.Duration(i) * time.Second), Subjects: []guard.Key{x, y, z}})
+	}
+	for round, flush := range []bool{false, true} {
+		if flush {
+			if err := rdb.ScriptFlush(ctx).Err(); err != nil {
+				t.Fatal(err)
+			}
+		} else if err := batched.LoadScripts(ctx); err != nil {
+			t.Fatal(err)
+		}
+		rt := &redistest.RoundTrips{}
+		rdb.AddHook(rt)
+		got, err := batched.CountConversions(ctx, time.Hour, 0, counts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !flush && rt.N() != 1 {
+			t.Errorf("batch of %d events: %d round trips, want 1", len(counts), rt.N())
+		}
+		for i, c := range counts {
+			want, err := single.CountConversion(ctx, c.Kind, c.Now, time.Hour, 0, c.Subjects)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for j := range want {
+				if got[i][j] != want[j] {
+					t.Fatalf("round %d, event %d subject %s: batched %+v, one by one %+v", round, i, c.Subjects[j].ID, got[i][j], want[j])
+				}
+			}
+		}
 	}
 }
