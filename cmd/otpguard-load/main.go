@@ -1,6 +1,9 @@
 // Command otpguard-load drives POST /limits/check on a running otpguard
-// with vegeta and prints what it measured: requests per second, the share
-// answered with a decision, status codes and p50/p99/p999 latency. With
+// and prints what it measured: requests per second, the share answered
+// with a decision, status codes, p50/p99/p999 latency and its own CPU. At
+// -rate it is an open loop (engine.go): request i is due at i/rate and its
+// latency counts from then, over kept-alive connections it speaks HTTP/1.1
+// on itself (wire.go), so that it leaves the cores to otpguard. With
 // -redis-benchmark it then runs redis-benchmark on the same token bucket
 // script (EVALSHA, 50 clients, same duration) against the same Redis and
 // prints the ratio of otpguard's rate to the bare Redis round trip.
@@ -48,7 +51,7 @@ type Config struct {
 	APIKey      string
 	Rate        int // requests per second; 0: as fast as Workers go
 	Workers     int
-	Connections int // most TCP connections to otpguard; 0: unbounded
+	Connections int // kept-alive connections at a fixed rate; 0: sized for the rate
 	Duration    time.Duration
 	Timeout     time.Duration
 	Policy      string
@@ -95,8 +98,8 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (*C
 	fs.StringVar(&c.URL, "url", "http://127.0.0.1:8080", "otpguard's base URL")
 	fs.StringVar(&c.APIKey, "key", "", "API key (default: $OTPGUARD_API_KEY)")
 	fs.IntVar(&c.Rate, "rate", 5400, "requests per second; 0 = as fast as -workers can go (max-rate mode)")
-	fs.IntVar(&c.Workers, "workers", 50, "concurrent requests in max-rate mode (-rate 0); initial workers otherwise")
-	fs.IntVar(&c.Connections, "connections", 64, "most TCP connections to otpguard, as an app server's pool would hold (0 = unbounded: a slow moment becomes a connection storm)")
+	fs.IntVar(&c.Workers, "workers", 50, "connections, each sending as soon as it is answered, in max-rate mode (-rate 0)")
+	fs.IntVar(&c.Connections, "connections", 0, "kept-alive connections at a fixed -rate, as an app server's pool would hold; a request due when all are busy waits, and its latency counts from when it was due (0 = one per 100 requests/s, 4..256)")
 	fs.DurationVar(&c.Duration, "duration", 10*time.Second, "how long to attack (at most 10m)")
 	fs.DurationVar(&c.Timeout, "timeout", 5*time.Second, "timeout of one request")
 	fs.StringVar(&c.Policy, "policy", "default", "limit policy to check")
@@ -157,7 +160,7 @@ func (c *Config) Validate() error {
 		bad("-workers: must be between 1 and %d, got %d", maxWorkers, c.Workers)
 	}
 	if c.Connections < 0 || c.Connections > maxWorkers {
-		bad("-connections: must be between 0 (unbounded) and %d, got %d", maxWorkers, c.Connections)
+		bad("-connections: must be between 0 (sized for the rate) and %d, got %d", maxWorkers, c.Connections)
 	}
 	if c.Duration <= 0 || c.Duration > maxDuration {
 		bad("-duration: must be above 0 and at most %s, got %s", maxDuration, c.Duration)
