@@ -29,6 +29,7 @@ import (
 	"net/url"
 	"os"
 	"os/signal"
+	"runtime/pprof"
 	"strings"
 	"syscall"
 	"time"
@@ -77,7 +78,10 @@ type Config struct {
 	// SendShare is the share of requests that are POST /otp/send (mixed
 	// load, send.go), each to a new number PhonePrefix+counter from a new
 	// /64 IPPrefix+counter::1.
-	SendShare   float64
+	SendShare float64
+	// CPUProfile is where to write this command's own CPU profile: what
+	// the load generator costs the cores it shares with otpguard.
+	CPUProfile  string
 	PhonePrefix string
 	IPPrefix    string
 }
@@ -114,6 +118,7 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (*C
 	fs.Int64Var(&c.Capacity, "bucket-capacity", def.Capacity, "capacity of redis-benchmark's bucket (match -policy)")
 	fs.Float64Var(&c.Refill, "bucket-refill", def.RefillPerSecond, "refill per second of redis-benchmark's bucket (match -policy)")
 	fs.BoolVar(&c.OnlyRedisBenchmark, "only-redis-benchmark", false, "run only redis-benchmark (needs -redis-benchmark), no attack")
+	fs.StringVar(&c.CPUProfile, "cpuprofile", "", "write this command's own CPU profile (of the attack) to this file")
 	fs.Float64Var(&c.SendShare, "send-share", 0, "share of requests (0..1) that are POST /otp/send to new numbers, the rest /limits/check (mixed load)")
 	fs.StringVar(&c.PhonePrefix, "phone-prefix", "", "sends go to this prefix + a 6-digit counter (default +9198 and 2 random digits)")
 	fs.StringVar(&c.IPPrefix, "ip-prefix", "", "sends come from client_ip <prefix><counter>::1, a /64 each (default 2001:db8:<random>:)")
@@ -253,7 +258,12 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		fmt.Fprintf(stdout, "redis-benchmark %.0f EVALSHA/s\n", rb)
 		return nil
 	}
+	stopProfile, err := startCPUProfile(c.CPUProfile)
+	if err != nil {
+		return err
+	}
 	r, err := attack(ctx, c, stdout)
+	stopProfile()
 	if err != nil {
 		return err
 	}
@@ -270,4 +280,21 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		fmt.Fprintf(stdout, "              (otpguard ran at a fixed -rate %d: the ratio says how much of Redis's capacity that rate uses; use -rate 0 for otpguard's own maximum)\n", c.Rate)
 	}
 	return nil
+}
+
+// startCPUProfile profiles this process into path ("": not at all) until
+// the returned function is called.
+func startCPUProfile(path string) (stop func(), err error) {
+	if path == "" {
+		return func() {}, nil
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return func() { pprof.StopCPUProfile(); f.Close() }, nil
 }
