@@ -10,19 +10,14 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync/atomic"
+	"syscall"
 	"time"
-
-	vegeta "github.com/tsenart/vegeta/v12/lib"
 )
-
-// maxExact bounds the latencies kept for exact quantiles (80 MB).
-const maxExact = 10_000_000
 
 // Summary is what an attack measured.
 type Summary struct {
-	Requests          uint64
-	Duration          time.Duration // from the first request sent to the last answer
+	Requests          uint64        // due in the run, sent or not
+	Duration          time.Duration // from the first request due to the last answer
 	Sent              float64       // requests per second sent
 	Answered          float64       // requests per second answered with a decision (200 or 429)
 	ChecksPerSecond   float64       // Answered x checks per request
@@ -32,6 +27,9 @@ type Summary struct {
 	P50, P99, P999    time.Duration
 	Max, Mean         time.Duration
 	TransportFailures []string
+	Late              uint64        // sent more than lateAfter after they were due
+	NotSent           uint64        // still unsent -timeout after the end (counted under status 0)
+	LoadCPU           time.Duration // this command's own CPU time
 }
 
 type checkJSON struct {
@@ -64,23 +62,6 @@ func (c *Config) header() http.Header {
 	return http.Header{
 		"Authorization": {"Bearer " + c.APIKey},
 		"Content-Type":  {"application/json"},
-	}
-}
-
-// targeter hands vegeta's workers one request each; it is called from
-// many goroutines at once.
-func (c *Config) targeter() vegeta.Targeter {
-	var n, sends atomic.Uint64
-	url, sendURL, hdr := c.URL+"/limits/check", c.URL+"/otp/send", c.header()
-	return func(t *vegeta.Target) error {
-		i := n.Add(1) - 1
-		t.Method, t.URL, t.Header = http.MethodPost, url, hdr
-		if c.isSend(i) {
-			t.URL, t.Body = sendURL, c.sendBody(sends.Add(1)-1)
-			return nil
-		}
-		t.Body = c.body(i)
-		return nil
 	}
 }
 
@@ -120,78 +101,38 @@ func preflight(ctx context.Context, c *Config, out io.Writer) error {
 	return nil
 }
 
-// attack runs vegeta for c.Duration and prints progress and a summary.
+// attack runs the load for c.Duration and prints progress and a summary.
 func attack(ctx context.Context, c *Config, out io.Writer) (Summary, error) {
 	if err := preflight(ctx, c, out); err != nil {
 		return Summary{}, err
 	}
-	opts := []func(*vegeta.Attacker){
-		vegeta.Timeout(c.Timeout),
-		vegeta.KeepAlive(true),
-		vegeta.MaxBody(0), // the decision's body is not needed; its status is
-		vegeta.Redirects(vegeta.NoFollow),
-		vegeta.Workers(uint64(c.Workers)),
-		vegeta.MaxConnections(c.Connections),
-	}
-	pace := vegeta.Rate{Freq: c.Rate, Per: time.Second}
-	what := fmt.Sprintf("at %d/s", c.Rate)
-	if c.Rate == 0 { // vegeta's max-rate mode: a fixed pool of workers, each sending as soon as it is answered
-		opts = append(opts, vegeta.MaxWorkers(uint64(c.Workers)))
-		what = fmt.Sprintf("as fast as possible with %d workers", c.Workers)
+	tgt, err := parseTarget(c.URL)
+	if err != nil {
+		return Summary{}, err
 	}
 	before, merr := serverMetrics(ctx, c.URL)
 	if merr != nil {
 		fmt.Fprintf(out, "note          cannot read %s/metrics (%v): no server figures\n", c.URL, merr)
 	}
-	a := vegeta.NewAttacker(opts...)
-	conns := "unbounded"
-	if c.Connections > 0 {
-		conns = strconv.Itoa(c.Connections)
+	conns, what := c.connections(), fmt.Sprintf("at %d/s", c.Rate)
+	if c.Rate == 0 { // a closed loop: each connection sends as soon as it is answered
+		what = fmt.Sprintf("as fast as possible with %d workers", c.Workers)
 	}
-	fmt.Fprintf(out, "attacking     %s/limits/check %s for %s (policy %q, %d keys %s*, %d check(s) per request, cost %d, connections %s)\n",
+	fmt.Fprintf(out, "attacking     %s/limits/check %s for %s (policy %q, %d keys %s*, %d check(s) per request, cost %d, connections %d)\n",
 		c.URL, what, c.Duration, c.Policy, c.Keys, c.KeyPrefix, c.Batch, c.Cost, conns)
-
-	var m vegeta.Metrics
-	sendCodes := map[uint16]int{}
-	// Exact quantiles from every latency, up to maxExact requests; beyond,
-	// vegeta's t-digest estimate.
-	var lat []time.Duration
-	results := a.Attack(c.targeter(), pace, c.Duration, "otpguard-load")
-	tick := time.NewTicker(2 * time.Second)
-	defer tick.Stop()
-	start, last := time.Now(), uint64(0)
-	stopped := false
-loop:
-	for {
-		select {
-		case r, ok := <-results:
-			if !ok {
-				break loop
-			}
-			m.Add(r)
-			if c.SendShare > 0 && strings.HasSuffix(r.URL, "/otp/send") {
-				sendCodes[r.Code]++
-			}
-			if len(lat) < maxExact {
-				lat = append(lat, r.Latency)
-			}
-		case <-tick.C:
-			n := m.Requests
-			fmt.Fprintf(out, "  %5.1fs      %d requests (%.0f/s in the last 2s)\n", time.Since(start).Seconds(), n, float64(n-last)/2)
-			last = n
-		case <-ctx.Done():
-			if !stopped {
-				fmt.Fprintln(out, "interrupted: stopping the attack")
-				a.Stop()
-				stopped = true
-			}
-		}
+	l := &loader{c: c, sched: newSchedule(wallClock{}, c.Rate, c.Duration, c.Timeout), tgt: tgt, enc: newEncoder(c, tgt.host)}
+	cpu0 := ownCPU()
+	stopProgress := progress(out, l)
+	t := runLoad(ctx, l, conns)
+	stopProgress()
+	if ctx.Err() != nil {
+		fmt.Fprintln(out, "interrupted: stopped the attack")
 	}
-	m.Close()
-	s := summarize(&m, lat, c.Batch)
+	s := summarize(t, l.sched.start, c.Batch)
+	s.LoadCPU = ownCPU() - cpu0
 	printSummary(out, s)
 	if c.SendShare > 0 {
-		printSends(out, sendCodes)
+		printSends(out, t.sendCodes)
 	}
 	if merr == nil {
 		if after, err := serverMetrics(context.WithoutCancel(ctx), c.URL); err == nil {
@@ -201,47 +142,85 @@ loop:
 	return s, nil
 }
 
-func summarize(m *vegeta.Metrics, lat []time.Duration, batch int) Summary {
-	s := Summary{Requests: m.Requests, Duration: m.Duration + m.Wait, Sent: m.Rate, StatusCodes: m.StatusCodes}
-	decided := m.StatusCodes["200"] + m.StatusCodes["429"]
-	if m.Requests > 0 {
-		s.Decided = float64(decided) / float64(m.Requests)
-		s.Allowed = float64(m.StatusCodes["200"]) / float64(m.Requests)
+// connections is how many connections the run holds: -workers at max
+// rate; at a fixed rate -connections, or by default one per 100 requests/s
+// (a 10 ms answer each), at least 4 and at most 256.
+func (c *Config) connections() int {
+	switch {
+	case c.Rate == 0:
+		return c.Workers
+	case c.Connections > 0:
+		return c.Connections
 	}
-	if secs := s.Duration.Seconds(); secs > 0 {
-		s.Answered = float64(decided) / secs
+	return min(max(c.Rate/100, 4), 256)
+}
+
+// progress prints the requests done every 2 s until stopped.
+func progress(out io.Writer, l *loader) (stop func()) {
+	tick := time.NewTicker(2 * time.Second)
+	quit, finished := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(finished)
+		start, last := time.Now(), uint64(0)
+		for {
+			select {
+			case <-tick.C:
+				n := l.done.Load()
+				fmt.Fprintf(out, "  %5.1fs      %d requests (%.0f/s in the last 2s)\n", time.Since(start).Seconds(), n, float64(n-last)/2)
+				last = n
+			case <-quit:
+				return
+			}
+		}
+	}()
+	return func() { tick.Stop(); close(quit); <-finished }
+}
+
+// ownCPU is the CPU time this process has used (user + system).
+func ownCPU() time.Duration {
+	var ru syscall.Rusage
+	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+func summarize(t *tally, start time.Time, batch int) Summary {
+	s := Summary{Requests: t.hist.n, StatusCodes: map[string]int{}, Late: t.late, NotSent: t.notSent}
+	for code, n := range t.codes {
+		s.StatusCodes[strconv.Itoa(code)] = int(n)
+	}
+	for e, n := range t.errs {
+		s.TransportFailures = append(s.TransportFailures, fmt.Sprintf("%s (%d)", e, n))
+	}
+	slices.Sort(s.TransportFailures)
+	decided := t.codes[200] + t.codes[429]
+	sent := s.Requests - s.NotSent
+	if s.Requests > 0 {
+		s.Decided = float64(decided) / float64(s.Requests)
+		s.Allowed = float64(t.codes[200]) / float64(s.Requests)
+	}
+	if t.lastDone.After(start) {
+		s.Duration = t.lastDone.Sub(start)
+		s.Answered = float64(decided) / s.Duration.Seconds()
 		s.ChecksPerSecond = s.Answered * float64(batch)
 	}
-	slices.Sort(lat)
-	q := func(p float64) time.Duration {
-		if uint64(len(lat)) < m.Requests || len(lat) == 0 {
-			return m.Latencies.Quantile(p)
-		}
-		return lat[min(len(lat)-1, int(p*float64(len(lat))))]
+	if t.lastSent.After(start) {
+		s.Sent = float64(sent) / t.lastSent.Sub(start).Seconds()
 	}
-	s.P50, s.P99, s.P999 = q(0.50), q(0.99), q(0.999)
-	s.Max = m.Latencies.Max
-	s.Mean = m.Latencies.Mean
-	for _, e := range m.Errors {
-		if !startsWithStatus(e) { // "429 Too Many Requests" is a decision, counted under status codes
-			s.TransportFailures = append(s.TransportFailures, e)
-		}
-	}
+	s.P50, s.P99, s.P999 = t.hist.quantile(0.50), t.hist.quantile(0.99), t.hist.quantile(0.999)
+	s.Max, s.Mean = t.hist.max, t.hist.mean()
 	return s
 }
-
-func startsWithStatus(e string) bool {
-	code, _, _ := strings.Cut(e, " ")
-	n, err := strconv.Atoi(code)
-	return err == nil && n >= 100 && n < 600
-}
-
 func printSummary(out io.Writer, s Summary) {
 	codes := make([]string, 0, len(s.StatusCodes))
 	for code, n := range s.StatusCodes {
 		label := code
 		if code == "0" {
 			label = "0 (no answer)"
+			if s.NotSent > 0 {
+				label = fmt.Sprintf("0 (no answer; %d of them not sent)", s.NotSent)
+			}
 		}
 		codes = append(codes, fmt.Sprintf("%s: %d", label, n))
 	}
@@ -252,6 +231,16 @@ func printSummary(out io.Writer, s Summary) {
 	fmt.Fprintf(out, "status codes  %s\n", strings.Join(codes, "  "))
 	fmt.Fprintf(out, "latency       p50 %s  p99 %s  p999 %s  max %s  mean %s\n",
 		ms(s.P50), ms(s.P99), ms(s.P999), ms(s.Max), ms(s.Mean))
+	late := 0.0
+	if s.Requests > 0 {
+		late = 100 * float64(s.Late) / float64(s.Requests)
+	}
+	fmt.Fprintf(out, "late          %d requests (%.2f%%) sent more than %s after they were due (no free connection, or this command behind); latency counts from when they were due\n",
+		s.Late, late, lateAfter)
+	if s.Requests > 0 {
+		fmt.Fprintf(out, "load CPU      %.1f µs per request, this command's own (%.2f CPU-seconds)\n",
+			float64(s.LoadCPU)/float64(time.Microsecond)/float64(s.Requests), s.LoadCPU.Seconds())
+	}
 	if len(s.TransportFailures) > 0 {
 		const show = 5
 		fmt.Fprintf(out, "errors        %s\n", strings.Join(s.TransportFailures[:min(show, len(s.TransportFailures))], "; "))

@@ -1,6 +1,9 @@
 // Command otpguard-load drives POST /limits/check on a running otpguard
-// with vegeta and prints what it measured: requests per second, the share
-// answered with a decision, status codes and p50/p99/p999 latency. With
+// and prints what it measured: requests per second, the share answered
+// with a decision, status codes, p50/p99/p999 latency and its own CPU. At
+// -rate it is an open loop (engine.go): request i is due at i/rate and its
+// latency counts from then, over kept-alive connections it speaks HTTP/1.1
+// on itself (wire.go), so that it leaves the cores to otpguard. With
 // -redis-benchmark it then runs redis-benchmark on the same token bucket
 // script (EVALSHA, 50 clients, same duration) against the same Redis and
 // prints the ratio of otpguard's rate to the bare Redis round trip.
@@ -26,6 +29,7 @@ import (
 	"net/url"
 	"os"
 	"os/signal"
+	"runtime/pprof"
 	"strings"
 	"syscall"
 	"time"
@@ -48,7 +52,7 @@ type Config struct {
 	APIKey      string
 	Rate        int // requests per second; 0: as fast as Workers go
 	Workers     int
-	Connections int // most TCP connections to otpguard; 0: unbounded
+	Connections int // kept-alive connections at a fixed rate; 0: sized for the rate
 	Duration    time.Duration
 	Timeout     time.Duration
 	Policy      string
@@ -74,7 +78,10 @@ type Config struct {
 	// SendShare is the share of requests that are POST /otp/send (mixed
 	// load, send.go), each to a new number PhonePrefix+counter from a new
 	// /64 IPPrefix+counter::1.
-	SendShare   float64
+	SendShare float64
+	// CPUProfile is where to write this command's own CPU profile: what
+	// the load generator costs the cores it shares with otpguard.
+	CPUProfile  string
 	PhonePrefix string
 	IPPrefix    string
 }
@@ -95,8 +102,8 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (*C
 	fs.StringVar(&c.URL, "url", "http://127.0.0.1:8080", "otpguard's base URL")
 	fs.StringVar(&c.APIKey, "key", "", "API key (default: $OTPGUARD_API_KEY)")
 	fs.IntVar(&c.Rate, "rate", 5400, "requests per second; 0 = as fast as -workers can go (max-rate mode)")
-	fs.IntVar(&c.Workers, "workers", 50, "concurrent requests in max-rate mode (-rate 0); initial workers otherwise")
-	fs.IntVar(&c.Connections, "connections", 64, "most TCP connections to otpguard, as an app server's pool would hold (0 = unbounded: a slow moment becomes a connection storm)")
+	fs.IntVar(&c.Workers, "workers", 50, "connections, each sending as soon as it is answered, in max-rate mode (-rate 0)")
+	fs.IntVar(&c.Connections, "connections", 0, "kept-alive connections at a fixed -rate, as an app server's pool would hold; a request due when all are busy waits, and its latency counts from when it was due (0 = one per 100 requests/s, 4..256)")
 	fs.DurationVar(&c.Duration, "duration", 10*time.Second, "how long to attack (at most 10m)")
 	fs.DurationVar(&c.Timeout, "timeout", 5*time.Second, "timeout of one request")
 	fs.StringVar(&c.Policy, "policy", "default", "limit policy to check")
@@ -111,6 +118,7 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (*C
 	fs.Int64Var(&c.Capacity, "bucket-capacity", def.Capacity, "capacity of redis-benchmark's bucket (match -policy)")
 	fs.Float64Var(&c.Refill, "bucket-refill", def.RefillPerSecond, "refill per second of redis-benchmark's bucket (match -policy)")
 	fs.BoolVar(&c.OnlyRedisBenchmark, "only-redis-benchmark", false, "run only redis-benchmark (needs -redis-benchmark), no attack")
+	fs.StringVar(&c.CPUProfile, "cpuprofile", "", "write this command's own CPU profile (of the attack) to this file")
 	fs.Float64Var(&c.SendShare, "send-share", 0, "share of requests (0..1) that are POST /otp/send to new numbers, the rest /limits/check (mixed load)")
 	fs.StringVar(&c.PhonePrefix, "phone-prefix", "", "sends go to this prefix + a 6-digit counter (default +9198 and 2 random digits)")
 	fs.StringVar(&c.IPPrefix, "ip-prefix", "", "sends come from client_ip <prefix><counter>::1, a /64 each (default 2001:db8:<random>:)")
@@ -157,7 +165,7 @@ func (c *Config) Validate() error {
 		bad("-workers: must be between 1 and %d, got %d", maxWorkers, c.Workers)
 	}
 	if c.Connections < 0 || c.Connections > maxWorkers {
-		bad("-connections: must be between 0 (unbounded) and %d, got %d", maxWorkers, c.Connections)
+		bad("-connections: must be between 0 (sized for the rate) and %d, got %d", maxWorkers, c.Connections)
 	}
 	if c.Duration <= 0 || c.Duration > maxDuration {
 		bad("-duration: must be above 0 and at most %s, got %s", maxDuration, c.Duration)
@@ -250,7 +258,12 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		fmt.Fprintf(stdout, "redis-benchmark %.0f EVALSHA/s\n", rb)
 		return nil
 	}
+	stopProfile, err := startCPUProfile(c.CPUProfile)
+	if err != nil {
+		return err
+	}
 	r, err := attack(ctx, c, stdout)
+	stopProfile()
 	if err != nil {
 		return err
 	}
@@ -267,4 +280,21 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		fmt.Fprintf(stdout, "              (otpguard ran at a fixed -rate %d: the ratio says how much of Redis's capacity that rate uses; use -rate 0 for otpguard's own maximum)\n", c.Rate)
 	}
 	return nil
+}
+
+// startCPUProfile profiles this process into path ("": not at all) until
+// the returned function is called.
+func startCPUProfile(path string) (stop func(), err error) {
+	if path == "" {
+		return func() {}, nil
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return func() { pprof.StopCPUProfile(); f.Close() }, nil
 }

@@ -35,8 +35,8 @@ func (c *Config) sendBody(j uint64) []byte {
 }
 
 // printSends reports the status codes of the sends of a mixed load.
-func printSends(out io.Writer, codes map[uint16]int) {
-	total := 0
+func printSends(out io.Writer, codes map[int]uint64) {
+	var total uint64
 	parts := make([]string, 0, len(codes))
 	for code, n := range codes {
 		total += n

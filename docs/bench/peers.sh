@@ -127,7 +127,7 @@ awk -F'\t' -v fixed="$out/fixed-rate.txt" -v rb=${rb:-0} -v rbcpu=$((b1 - b0)) -
   }' $out/rows.tsv
 echo
 echo "p99 at a fixed ${RATE:-10000} checks/s (otpguard-load -rate ${RATE:-10000} -keys 10000 -policy wide, ${secs}s):"
-grep -E "^(requests|latency|status|answered)" $out/fixed-rate.txt | sed 's/^/   /'
+grep -E "^(requests|latency|late |load CPU|status|answered)" $out/fixed-rate.txt | sed 's/^/   /'
 awk -v s=$((s1 - s0)) -v r=$((r1 - r0)) -v l=$((l1 - l0)) -v n=$(awk '/^requests/ {print $2}' $out/fixed-rate.txt) -v secs=$secs 'BEGIN {
   printf "   CPU per request sent: otpguard %.1f µs, Redis %.1f µs, the load generator %.1f µs; the load generator alone %.2f cores\n",
     1e4 * s / n, 1e4 * r / n, 1e4 * l / n, l / 100 / secs }'
