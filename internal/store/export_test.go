@@ -39,12 +39,12 @@ func (c *Coalescer) Queued() int { return len(c.queue) }
 // LuaFilesForTest is the embedded lua/ directory.
 var LuaFilesForTest = luaFiles
 
-// LuaScriptsForTest lists luaScripts: each script's name, its library
-// (or ""), and its SHA.
-func LuaScriptsForTest() (libs map[string]string, shas map[string]string) {
-	libs, shas = map[string]string{}, map[string]string{}
+// LuaScriptsForTest lists luaScripts: each script's name, its libraries,
+// and its SHA.
+func LuaScriptsForTest() (libs map[string][]string, shas map[string]string) {
+	libs, shas = map[string][]string{}, map[string]string{}
 	for name, s := range luaScripts {
-		libs[name], shas[name] = s.lib, s.script.Hash()
+		libs[name], shas[name] = s.libs, s.script.Hash()
 	}
 	return libs, shas
 }
