@@ -272,14 +272,22 @@ func (c *Coalescer) drain(pipe redis.Pipeliner) {
 }
 
 // send writes batch as one pipeline (pipe, empty) and hands each command
-// its reply.
+// its reply. The calls of a joinable family of scripts go as one call
+// (merge.go).
 func (c *Coalescer) send(pipe redis.Pipeliner, batch []*coalesced) {
 	ctx, cancel := context.WithTimeout(c.base, c.timeout)
 	defer cancel()
+	var js joins
+	join := joinsOn(c.rdb)
 	for _, p := range batch {
+		if join && js.add(p.cmd) {
+			continue
+		}
 		_ = pipe.Process(ctx, p.cmd) // queued only: Exec sends
 	}
+	js.queue(ctx, pipe)
 	_, _ = pipe.Exec(ctx) // each command carries its own reply or error
+	js.split(ctx, c.rdb)
 	// Counted before the replies are handed out: a caller that has its
 	// reply sees its pipeline in Stats.
 	c.mu.Lock()

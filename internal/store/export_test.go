@@ -62,3 +62,9 @@ func (r *Redis) LimitHashesForTest(t guard.Take) (cur, prev, field string) {
 // SetSkewForTest sets what the store believes Redis's clock is ahead of
 // this host's, in ms.
 func (r *Redis) SetSkewForTest(ms int64) { r.skew.Store(ms) }
+
+// SliceLenForTest is t's slice length in ms (t a limit).
+func SliceLenForTest(t guard.Take) int64 { return sliceLen(t) }
+
+// JoinsOnForTest reports whether a Coalescer joins script calls on rdb.
+func JoinsOnForTest(rdb redis.UniversalClient) bool { return joinsOn(rdb) }

@@ -43,6 +43,8 @@ var luaScripts = buildScripts(map[string][]string{
 	"refund_limits": limitLibs,
 	"sync_limits":   limitLibs,
 
+	"take_limits_many": limitLibs,
+
 	"take_volume":       nil,
 	"take_solved":       nil,
 	"refund_volume":     nil,
