@@ -16,11 +16,14 @@ import (
 //
 // Each command stays what it was: a script call is atomic on its own, and a
 // command's reply or error is its own (a pipeline does not stop at a failed
-// command). Transactions (MULTI/EXEC, the OTP send counters) are not
-// coalesced: they go out as before, on a connection of their own. A caller
-// whose context ends while its command is queued is answered at once (the
-// command is dropped unsent); once the command is in a pipeline, the
-// caller waits for the reply, as go-redis's own calls do.
+// command). One exception, on a single Redis: the calls of a joinable
+// family of scripts (the /limits/check scripts) go as one call of its
+// joining script, which runs each as it would have run, in order, and
+// answers each on its own (merge.go). Transactions (MULTI/EXEC, the OTP
+// send counters) are not coalesced: they go out as before, on a connection
+// of their own. A caller whose context ends while its command is queued is
+// answered at once (the command is dropped unsent); once the command is in
+// a pipeline, the caller waits for the reply, as go-redis's own calls do.
 //
 // One pipeline has the wire at a time: the commands that arrive while it is
 // out wait and go together in the next, so the busier otpguard is, the more
