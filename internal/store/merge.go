@@ -32,10 +32,13 @@ import (
 // together, and the cap keeps it about as long as 128 one-limit checks.
 const maxJoinKeys = 256
 
-// joinsOn reports whether calls are joined on rdb: not on Redis Cluster.
+// joinsOn reports whether calls are joined on rdb: only on a client of one
+// server (a single Redis, or Sentinel's master: *redis.Client), never on a
+// client that spreads keys over servers (Cluster, Ring), where one call
+// would go to the server of its first key.
 func joinsOn(rdb redis.UniversalClient) bool {
-	_, cluster := rdb.(*redis.ClusterClient)
-	return !cluster
+	_, one := rdb.(*redis.Client)
+	return one
 }
 
 // joinable is a family of scripts whose calls are joined into one call of

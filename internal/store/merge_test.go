@@ -388,13 +388,24 @@ func TestJoinedCallsExactUnderConcurrency(t *testing.T) {
 	}
 }
 
-// TestClusterCallsAreNotJoined: on Redis Cluster the calls of different
-// requests are in different slots, and one script call cannot span them.
+// TestClusterCallsAreNotJoined: on Redis Cluster (or a Ring) the calls of
+// different requests are in different slots, and one script call cannot
+// span them; on a single Redis and Sentinel's master they are joined.
 func TestClusterCallsAreNotJoined(t *testing.T) {
 	cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{"127.0.0.1:1"}})
 	defer cc.Close()
 	if store.JoinsOnForTest(cc) {
 		t.Error("a Cluster client's Coalescer joins script calls")
+	}
+	ring := redis.NewRing(&redis.RingOptions{Addrs: map[string]string{"a": "127.0.0.1:1"}})
+	defer ring.Close()
+	if store.JoinsOnForTest(ring) {
+		t.Error("a Ring client's Coalescer joins script calls")
+	}
+	failover := redis.NewFailoverClient(&redis.FailoverOptions{MasterName: "m", SentinelAddrs: []string{"127.0.0.1:1"}})
+	defer failover.Close()
+	if !store.JoinsOnForTest(failover) {
+		t.Error("a Sentinel client's Coalescer does not join script calls")
 	}
 	single := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"})
 	defer single.Close()
