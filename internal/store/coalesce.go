@@ -16,11 +16,14 @@ import (
 //
 // Each command stays what it was: a script call is atomic on its own, and a
 // command's reply or error is its own (a pipeline does not stop at a failed
-// command). Transactions (MULTI/EXEC, the OTP send counters) are not
-// coalesced: they go out as before, on a connection of their own. A caller
-// whose context ends while its command is queued is answered at once (the
-// command is dropped unsent); once the command is in a pipeline, the
-// caller waits for the reply, as go-redis's own calls do.
+// command). One exception, on a single Redis: the calls of a joinable
+// family of scripts (the /limits/check scripts) go as one call of its
+// joining script, which runs each as it would have run, in order, and
+// answers each on its own (merge.go). Transactions (MULTI/EXEC, the OTP
+// send counters) are not coalesced: they go out as before, on a connection
+// of their own. A caller whose context ends while its command is queued is
+// answered at once (the command is dropped unsent); once the command is in
+// a pipeline, the caller waits for the reply, as go-redis's own calls do.
 //
 // One pipeline has the wire at a time: the commands that arrive while it is
 // out wait and go together in the next, so the busier otpguard is, the more
@@ -272,14 +275,22 @@ func (c *Coalescer) drain(pipe redis.Pipeliner) {
 }
 
 // send writes batch as one pipeline (pipe, empty) and hands each command
-// its reply.
+// its reply. The calls of a joinable family of scripts go as one call
+// (merge.go).
 func (c *Coalescer) send(pipe redis.Pipeliner, batch []*coalesced) {
 	ctx, cancel := context.WithTimeout(c.base, c.timeout)
 	defer cancel()
+	var js joins
+	join := joinsOn(c.rdb)
 	for _, p := range batch {
+		if join && js.add(p.cmd) {
+			continue
+		}
 		_ = pipe.Process(ctx, p.cmd) // queued only: Exec sends
 	}
+	js.queue(ctx, pipe)
 	_, _ = pipe.Exec(ctx) // each command carries its own reply or error
+	js.split(ctx, c.rdb)
 	// Counted before the replies are handed out: a caller that has its
 	// reply sees its pipeline in Stats.
 	c.mu.Lock()

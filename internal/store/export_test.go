@@ -39,12 +39,12 @@ func (c *Coalescer) Queued() int { return len(c.queue) }
 // LuaFilesForTest is the embedded lua/ directory.
 var LuaFilesForTest = luaFiles
 
-// LuaScriptsForTest lists luaScripts: each script's name, its library
-// (or ""), and its SHA.
-func LuaScriptsForTest() (libs map[string]string, shas map[string]string) {
-	libs, shas = map[string]string{}, map[string]string{}
+// LuaScriptsForTest lists luaScripts: each script's name, its libraries,
+// and its SHA.
+func LuaScriptsForTest() (libs map[string][]string, shas map[string]string) {
+	libs, shas = map[string][]string{}, map[string]string{}
 	for name, s := range luaScripts {
-		libs[name], shas[name] = s.lib, s.script.Hash()
+		libs[name], shas[name] = s.libs, s.script.Hash()
 	}
 	return libs, shas
 }
@@ -62,3 +62,9 @@ func (r *Redis) LimitHashesForTest(t guard.Take) (cur, prev, field string) {
 // SetSkewForTest sets what the store believes Redis's clock is ahead of
 // this host's, in ms.
 func (r *Redis) SetSkewForTest(ms int64) { r.skew.Store(ms) }
+
+// SliceLenForTest is t's slice length in ms (t a limit).
+func SliceLenForTest(t guard.Take) int64 { return sliceLen(t) }
+
+// JoinsOnForTest reports whether a Coalescer joins script calls on rdb.
+func JoinsOnForTest(rdb redis.UniversalClient) bool { return joinsOn(rdb) }

@@ -270,6 +270,14 @@ var takeLimitsScript = newHotScript(script("take_limits"))
 // (lua/take_limit.lua).
 var takeLimitScript = newHotScript(script("take_limit"))
 
+// takeLimitsManyScript runs the take_limit and take_limits calls of one
+// coalesced pipeline as one call (lua/take_limits_many.lua, merge.go).
+var takeLimitsManyScript = newHotScript(script("take_limits_many"))
+
+// The /limits/check calls of concurrent requests are joined by
+// takeLimitsManyScript (tags as its ARGV names them).
+var _ = joinCalls(takeLimitsManyScript, map[string]hotScript{"1": takeLimitScript, "2": takeLimitsScript})
+
 // refundLimitsScript gives back what takeLimitsScript spent
 // (lua/refund_limits.lua).
 var refundLimitsScript = newHotScript(script("refund_limits"))

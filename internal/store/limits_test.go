@@ -111,26 +111,13 @@ func TestLimitsDecideAsOneKeyPerLimit(t *testing.T) {
 				tk.AllOrNothing = true
 				batch = append(batch, tk)
 			}
-			if len(batch) > 1 && !fractional(batch) {
+			if len(batch) > 1 {
 				both(step, batch)
 			}
 		default:
 			both(step, []guard.Take{draw()})
 		}
 	}
-}
-
-// fractional reports whether a batch holds the bucket whose interval is
-// not a whole number of µs: take_many (one key per limit, batches) reports
-// its remaining without the half µs that the single-take scripts and the
-// hashes allow for, so the two differ there by design.
-func fractional(takes []guard.Take) bool {
-	for _, tk := range takes {
-		if tk.Key.Space == "l:f" {
-			return true
-		}
-	}
-	return false
 }
 
 // TestLimitsGoAwayUntouched: a limit nobody touches again is gone, its

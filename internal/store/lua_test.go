@@ -30,9 +30,9 @@ func TestLuaFilesAreListed(t *testing.T) {
 	}
 	libs, _ := store.LuaScriptsForTest()
 	used := map[string]bool{}
-	for name, lib := range libs {
+	for name, list := range libs {
 		used[name] = true
-		if lib != "" {
+		for _, lib := range list {
 			used[lib] = true
 		}
 	}

@@ -26,68 +26,81 @@ import (
 var luaFiles embed.FS
 
 // luaScripts is the one list of the scripts: each one's file in lua/ (by
-// name, without ".lua") and the library file its source follows, if any.
-// Every script is built from it (script), LoadScripts preloads every one,
-// and TestLuaFilesAreListed holds it and lua/ to each other.
-var luaScripts = buildScripts(map[string]string{
-	"take_bucket":   "lib_bucket",
-	"refund_bucket": "lib_bucket",
-	"sync_bucket":   "lib_bucket",
-	"take_many":     "lib_bucket",
-	"take_window":   "",
-	"count_window":  "",
-	"refund_window": "",
-	"take_limit":    "lib_limit",
-	"take_limits":   "lib_limit",
-	"refund_limits": "lib_limit",
-	"sync_limits":   "lib_limit",
+// name, without ".lua") and the library files its source follows, in
+// order (a library may use the ones before it). Every script is built
+// from it (script), LoadScripts preloads every one, and
+// TestLuaFilesAreListed holds it and lua/ to each other.
+var luaScripts = buildScripts(map[string][]string{
+	"take_bucket":   bucketLibs,
+	"refund_bucket": bucketLibs,
+	"sync_bucket":   bucketLibs,
+	"take_many":     bucketLibs,
+	"take_window":   nil,
+	"count_window":  nil,
+	"refund_window": nil,
+	"take_limit":    limitLibs,
+	"take_limits":   limitLibs,
+	"refund_limits": limitLibs,
+	"sync_limits":   limitLibs,
 
-	"take_volume":       "",
-	"take_solved":       "",
-	"refund_volume":     "",
-	"count_conversion":  "lib_conversion",
-	"count_conversions": "lib_conversion",
-	"trust_mark":        "",
-	"take_automatic":    "",
+	"take_limits_many": limitLibs,
 
-	"save_code":           "",
-	"guess_code":          "",
-	"consume_code":        "",
-	"lock_code":           "",
-	"delete_code":         "",
-	"read_verification":   "lib_code",
-	"cancel_verification": "lib_code",
+	"take_volume":       nil,
+	"take_solved":       nil,
+	"refund_volume":     nil,
+	"count_conversion":  {"lib_conversion"},
+	"count_conversions": {"lib_conversion"},
+	"trust_mark":        nil,
+	"take_automatic":    nil,
 
-	"claim_idempotency_key":   "",
-	"finish_idempotency_key":  "",
-	"release_idempotency_key": "",
+	"save_code":           nil,
+	"guess_code":          nil,
+	"consume_code":        nil,
+	"lock_code":           nil,
+	"delete_code":         nil,
+	"read_verification":   {"lib_code"},
+	"cancel_verification": {"lib_code"},
 
-	"beat":             "",
-	"add_abuse_counts": "",
-	"note_block":       "",
-	"list_blocks":      "",
-	"end_block":        "",
+	"claim_idempotency_key":   nil,
+	"finish_idempotency_key":  nil,
+	"release_idempotency_key": nil,
+
+	"beat":             nil,
+	"add_abuse_counts": nil,
+	"note_block":       nil,
+	"list_blocks":      nil,
+	"end_block":        nil,
 })
 
-// luaScript is one script of luaScripts: its source (library first) and
+// The libraries of the counters' scripts: lib_take (the clock, a bucket's
+// remaining, the batch decision that take_many and take_limits share),
+// then how the counters are kept: a key each (lib_bucket) or fields of
+// time-slice hashes (lib_limit).
+var (
+	bucketLibs = []string{"lib_take", "lib_bucket"}
+	limitLibs  = []string{"lib_take", "lib_limit"}
+)
+
+// luaScript is one script of luaScripts: its source (libraries first) and
 // the go-redis script built from it.
 type luaScript struct {
-	lib    string
+	libs   []string
 	src    string
 	script *redis.Script
 }
 
-// buildScripts reads every script of list (name -> library) from
+// buildScripts reads every script of list (name -> libraries) from
 // luaFiles. A name without its file is a programming error, found at
 // start-up by every test of the package.
-func buildScripts(list map[string]string) map[string]luaScript {
+func buildScripts(list map[string][]string) map[string]luaScript {
 	out := make(map[string]luaScript, len(list))
-	for name, lib := range list {
-		src := luaSource(name)
-		if lib != "" {
-			src = luaSource(lib) + src
+	for name, libs := range list {
+		src := ""
+		for _, lib := range libs {
+			src += luaSource(lib)
 		}
-		out[name] = luaScript{lib: lib, src: src, script: redis.NewScript(src)}
+		src += luaSource(name)
+		out[name] = luaScript{libs: libs, src: src, script: redis.NewScript(src)}
 	}
 	return out
 }

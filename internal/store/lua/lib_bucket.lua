@@ -1,5 +1,5 @@
--- lib_bucket is what the bucket scripts share: the clock, and how a bucket
--- is kept.
+-- lib_bucket is how a bucket on a key of its own is kept (the scripts
+-- that use it follow lib_take, which has the clock).
 --
 -- A bucket is one number: the moment it will be full again (GCRA's
 -- "theoretical arrival time", TAT), in microseconds. It is kept in the
@@ -11,10 +11,6 @@
 -- is a full bucket, and the key expires exactly when the bucket is full
 -- again, so an idle bucket costs nothing. (Shared integers need a
 -- maxmemory-policy that is not LRU/LFU; a limits Redis runs noeviction.)
-local function now_us()
-  local t = redis.call('TIME')
-  return tonumber(t[1]) * 1000000 + tonumber(t[2])
-end
 local function load_tat(key, now)
   local r = redis.call('GET', key)
   if not r then return now end
@@ -29,14 +25,4 @@ local function store_tat(key, tat, now)
   end
   local at = math.ceil(tat / 1000)
   redis.call('SET', key, string.format('%.0f', at * 1000 - tat), 'PXAT', string.format('%.0f', at))
-end
--- tokens_left is what a bucket holds when it is full again in d
--- microseconds. A TAT is kept in whole microseconds, rounded from
--- tat + cost * interval: with an interval that is not a whole number of
--- microseconds (3/s: 333333.33) the stored TAT can be up to half a
--- microsecond late, and the admission test allows for it (burst + 0.5).
--- The figure reported allows for it too, or a full bucket less one token
--- would read as two short (or -1 for a bucket of one).
-local function tokens_left(burst, d, interval)
-  return math.floor((burst + 0.5 - d) / interval + 1e-9)
 end

@@ -21,10 +21,6 @@
 -- that the listpack keeps them in a few bytes: a bucket's TAT in µs, a
 -- window's count * L + its start in ms (or "count:start" for a count too
 -- large for that to be exact in a double).
-local function now_us()
-  local t = redis.call('TIME')
-  return tonumber(t[1]) * 1000000 + tonumber(t[2])
-end
 -- check_slice reports whether now (µs) falls in slice idx of slices of
 -- slice ms.
 local function check_slice(now, slice, idx)
@@ -69,11 +65,6 @@ local function store_bucket(cur, prev, field, slice, idx, tat, now, where)
   if where == false then redis.call('HDEL', prev, field) end
   if where ~= true then expire_new(cur, slice, idx) end
 end
--- tokens_left is lib_bucket's: what a bucket holds when it is full again
--- in d µs, allowing for a TAT up to half a µs late.
-local function tokens_left(burst, d, interval)
-  return math.floor((burst + 0.5 - d) / interval + 1e-9)
-end
 
 -- A window is {count, start (ms, nil when none runs), where}. A window
 -- that ended reads as none (count 0), remembering where its field is.
@@ -111,4 +102,86 @@ local function store_window(cur, prev, field, slice, idx, w, now_ms)
   if w.where == false then redis.call('HDEL', prev, field) end
   if w.where ~= true then expire_new(cur, slice, idx) end
   w.start, w.where = now_ms, true
+end
+
+-- take_one is take_limit (one take that spends, not held): KEYS[k] and
+-- KEYS[k + 1] are its cur and prev hashes, ARGV[at] to ARGV[at + 7] its
+-- eight values as take_group's, and now is Redis's clock in µs. The same
+-- decision and five replies as take_group, without a batch's bookkeeping
+-- (a table per limit, the second pass), which is most of what a one-limit
+-- call costs Redis beyond its HGET and HSET.
+local function take_one(k, at, now)
+  local kind, flags, limit, param, cost = tonumber(ARGV[at]), tonumber(ARGV[at + 1]), tonumber(ARGV[at + 2]), tonumber(ARGV[at + 3]), tonumber(ARGV[at + 4])
+  local slice, idx, field = tonumber(ARGV[at + 5]), tonumber(ARGV[at + 6]), ARGV[at + 7]
+  if not check_slice(now, slice, idx) then return {-1, -1, now} end
+  local cur, prev = KEYS[k], KEYS[k + 1]
+  if kind == 1 then
+    local now_ms = math.floor(now / 1000)
+    local w = load_window(cur, prev, field, slice, idx, param, now_ms)
+    local allowed = w.count + cost <= limit
+    if not allowed and flags < 4 then
+      return {0, 0, w.count, w.start and (w.start + param - now_ms) or -2, 0}
+    end
+    w.count = w.count + cost
+    store_window(cur, prev, field, slice, idx, w, now_ms)
+    return {allowed and 1 or 0, 1, w.count, w.start + param - now_ms, 0}
+  end
+  local tat, where = load_bucket(cur, prev, field, slice, idx, now)
+  local burst = limit * param
+  local new_tat = math.floor(tat + cost * param + 0.5)
+  if new_tat - now > burst + 0.5 then
+    return {0, 0, tokens_left(burst, tat - now, param), math.ceil(new_tat - now - burst), math.ceil(tat - now)}
+  end
+  store_bucket(cur, prev, field, slice, idx, new_tat, now, where)
+  return {1, 1, tokens_left(burst, new_tat - now, param), 0, math.ceil(new_tat - now)}
+end
+
+-- take_group is take_limits: n takes, decided as lib_take's decide_takes
+-- (all or nothing if all), on the fields of time-slice hashes. KEYS[k +
+-- 2i - 2] and KEYS[k + 2i - 1] are take i's cur and prev hashes, ARGV from
+-- at eight values per take: decide_takes' five, then slice ms, slice index
+-- and field.
+--
+-- If Redis's clock puts any take in another slice than the caller named,
+-- it writes nothing and returns {-1, -1, now µs}, for the caller to name
+-- the keys again. After deciding it writes only what changed: a window's
+-- hit rewrites its field (and gives a new hash its end once), a bucket
+-- moves to cur. A window is written only when it counts, never on a
+-- denial or a peek.
+local function take_group(all, k, n, at, now)
+  for i = 0, n - 1 do
+    if not check_slice(now, tonumber(ARGV[at + 8 * i + 5]), tonumber(ARGV[at + 8 * i + 6])) then
+      return {-1, -1, now}
+    end
+  end
+  local now_ms = math.floor(now / 1000)
+  local state, order = {}, {}
+  local function open(i, kind, param, a)
+    local cur, prev = KEYS[k + 2 * i - 2], KEYS[k + 2 * i - 1]
+    local slice, idx, field = tonumber(ARGV[a + 5]), tonumber(ARGV[a + 6]), ARGV[a + 7]
+    local id = cur .. ' ' .. field
+    local s = state[id]
+    if s then return s end
+    if kind == 1 then
+      s = load_window(cur, prev, field, slice, idx, param, now_ms)
+      s.count0, s.left = s.count, s.start and (s.start + param - now_ms) or -2
+    else
+      local tat, where = load_bucket(cur, prev, field, slice, idx, now)
+      s = {tat = tat, tat0 = tat, where = where}
+    end
+    s.kind, s.cur, s.prev, s.field, s.slice, s.idx = kind, cur, prev, field, slice, idx
+    state[id] = s
+    order[#order + 1] = s
+    return s
+  end
+  local out, write = decide_takes(all, n, at, 8, now, open)
+  if not write then return out end
+  for _, s in ipairs(order) do
+    if s.kind == 1 then
+      if s.count > s.count0 then store_window(s.cur, s.prev, s.field, s.slice, s.idx, s, now_ms) end
+    elseif s.tat ~= s.tat0 then
+      store_bucket(s.cur, s.prev, s.field, s.slice, s.idx, s.tat, now, s.where)
+    end
+  end
+  return out
 end

@@ -1,0 +1,191 @@
+package store
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Joined script calls. A script call costs Redis a fixed part beyond its
+// commands (the script's lookup, the KEYS and ARGV tables, the reply's
+// conversion): on a one-limit /limits/check it is most of the call. The
+// Coalescer already sends concurrent requests' calls in one pipeline; a
+// joinable family of scripts goes further: the calls of its scripts in one
+// pipeline are sent as ONE call of its joining script, which runs each call
+// as its own script would, in order, and returns one reply per call, which
+// is handed to each call's command as if it had run alone.
+//
+// What is shared with a joining script is this convention, not any
+// script's arguments: its ARGV holds, per call, the call's tag (which of
+// the family's scripts it is), its number of keys and its own ARGV; its
+// KEYS are the calls' keys one after another; its reply is an array of
+// the calls' replies (an error reply for a call that failed). The
+// Coalescer only asks a family to join the commands it knows and to split
+// the reply.
+//
+// Joining is for a single Redis (or Sentinel's master) only: on Redis
+// Cluster the calls of different requests have keys in different slots.
+
+// maxJoinKeys bounds the keys of one joined call (CoalesceOptions.MaxBatch
+// bounds its calls): a joined call holds Redis as long as its calls do
+// together, and the cap keeps it about as long as 128 one-limit checks.
+const maxJoinKeys = 256
+
+// joinsOn reports whether calls are joined on rdb: only on a client of one
+// server (a single Redis, or Sentinel's master: *redis.Client), never on a
+// client that spreads keys over servers (Cluster, Ring), where one call
+// would go to the server of its first key.
+func joinsOn(rdb redis.UniversalClient) bool {
+	_, one := rdb.(*redis.Client)
+	return one
+}
+
+// joinable is a family of scripts whose calls are joined into one call of
+// into; tags names each member (by SHA) in into's ARGV.
+type joinable struct {
+	into hotScript
+	tags map[string]string
+}
+
+// joinables are the families, by the SHA of each member script.
+var joinables = map[string]*joinable{}
+
+// joinCalls makes scripts (by tag) a family joined by into.
+func joinCalls(into hotScript, scripts map[string]hotScript) *joinable {
+	j := &joinable{into: into, tags: make(map[string]string, len(scripts))}
+	for tag, s := range scripts {
+		j.tags[s.Hash()] = tag
+		joinables[s.Hash()] = j
+	}
+	return j
+}
+
+// joinableCall returns cmd's family and its number of keys if cmd is an
+// EVALSHA of a member script as hotScript.args builds it, else nil.
+func joinableCall(cmd redis.Cmder) (*joinable, *redis.Cmd, int) {
+	c, ok := cmd.(*redis.Cmd)
+	if !ok {
+		return nil, nil, 0
+	}
+	args := c.Args()
+	if len(args) < 3 || args[0] != "evalsha" {
+		return nil, nil, 0
+	}
+	sha, _ := args[1].(string)
+	j := joinables[sha]
+	nkeys, ok := args[2].(int)
+	if j == nil || !ok || nkeys < 0 || len(args) < 3+nkeys {
+		return nil, nil, 0
+	}
+	return j, c, nkeys
+}
+
+// joins gathers one pipeline's joinable calls by family, each group up to
+// maxJoinKeys keys.
+type joins struct {
+	groups []joinGroup
+}
+
+type joinGroup struct {
+	j     *joinable
+	cmds  []*redis.Cmd
+	keys  int
+	call  *redis.Cmd // the joined call, when there are two or more
+	alone bool       // one call: sent as it is
+}
+
+// add takes cmd into a group if it is a joinable call, and reports whether
+// it did.
+func (js *joins) add(cmd redis.Cmder) bool {
+	j, c, nkeys := joinableCall(cmd)
+	if j == nil {
+		return false
+	}
+	for i := range js.groups {
+		g := &js.groups[i]
+		if g.j == j && g.keys+nkeys <= maxJoinKeys {
+			g.cmds, g.keys = append(g.cmds, c), g.keys+nkeys
+			return true
+		}
+	}
+	js.groups = append(js.groups, joinGroup{j: j, cmds: []*redis.Cmd{c}, keys: nkeys})
+	return true
+}
+
+// queue puts each group on pipe: a lone call as it is, two or more as one
+// joined call.
+func (js *joins) queue(ctx context.Context, pipe redis.Pipeliner) {
+	for i := range js.groups {
+		g := &js.groups[i]
+		if len(g.cmds) == 1 {
+			g.alone = true
+			_ = pipe.Process(ctx, g.cmds[0])
+			continue
+		}
+		g.call = g.j.join(ctx, g.cmds, g.keys)
+		_ = pipe.Process(ctx, g.call)
+	}
+}
+
+// split hands each joined call's reply out to its calls' commands, once
+// the pipeline is back. If Redis lost the joining script (a restart, SCRIPT
+// FLUSH) nothing ran: every call gets NOSCRIPT, which its caller answers by
+// EVAL of its own script (hotScript.run), and the joining script is loaded
+// again for the next pipeline.
+func (js *joins) split(ctx context.Context, rdb redis.Scripter) {
+	for i := range js.groups {
+		g := &js.groups[i]
+		if g.alone {
+			continue
+		}
+		if err := g.call.Err(); isNoScript(err) {
+			_ = g.j.into.Load(ctx, rdb).Err() // if this fails too, the next pipeline tries again
+		}
+		g.j.split(g.call, g.cmds)
+	}
+}
+
+// join builds one call of j.into doing the work of cmds (nkeys keys in
+// all), in order.
+func (j *joinable) join(ctx context.Context, cmds []*redis.Cmd, nkeys int) *redis.Cmd {
+	more := nkeys
+	for _, c := range cmds {
+		more += len(c.Args()) - 1 // - evalsha, sha, numkeys + tag, numkeys
+	}
+	args := j.into.args(nkeys, more)
+	for _, c := range cmds {
+		n := c.Args()[2].(int)
+		args = append(args, c.Args()[3:3+n]...)
+	}
+	for _, c := range cmds {
+		a := c.Args()
+		n := a[2].(int)
+		args = append(args, j.tags[a[1].(string)], n)
+		args = append(args, a[3+n:]...)
+	}
+	call := redis.NewCmd(ctx, args...)
+	call.SetFirstKeyPos(3)
+	return call
+}
+
+// split hands each of cmds its reply from call's: its own value or error,
+// or call's error if call failed as a whole.
+func (j *joinable) split(call *redis.Cmd, cmds []*redis.Cmd) {
+	v, err := call.Result()
+	replies, ok := v.([]any)
+	if err == nil && (!ok || len(replies) != len(cmds)) {
+		err = fmt.Errorf("store: joined script call returned %T of %d replies for %d calls", v, len(replies), len(cmds))
+	}
+	for i, c := range cmds {
+		if err != nil {
+			c.SetErr(err)
+			continue
+		}
+		if e, isErr := replies[i].(error); isErr {
+			c.SetErr(e)
+			continue
+		}
+		c.SetVal(replies[i])
+	}
+}
