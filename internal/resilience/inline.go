@@ -46,7 +46,7 @@ func (f *Fallback) waitInline(ctx context.Context, n *node, fn func(ctx context.
 	cctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	w := f.startWait(n, cancel)
-	err := fn(cctx)
+	err := fn(ceilingCtx{cctx, w.start.Add(f.ceiling)})
 	late, cause := f.endWait(w), context.Cause(cctx)
 	switch {
 	case err == nil:
@@ -62,6 +62,25 @@ func (f *Fallback) waitInline(ctx context.Context, n *node, fn func(ctx context.
 		return f.overloaded(context.DeadlineExceeded)
 	}
 	return f.settle(ctx, n, err, late)
+}
+
+// ceilingCtx is a waitInline call's context: cancelled by its timer, with
+// the ceiling as its deadline (or the caller's, if earlier), which the
+// timer keeps. The deadline is not for the Coalescer, which honours the
+// cancellation, but for what sees the context on the way to it: store's
+// timeoutHook gives a context without a deadline one of its own, a
+// WithTimeout and a runtime timer per command, the very cost this path
+// saves.
+type ceilingCtx struct {
+	context.Context
+	ceiling time.Time
+}
+
+func (c ceilingCtx) Deadline() (time.Time, bool) {
+	if d, ok := c.Context.Deadline(); ok && d.Before(c.ceiling) {
+		return d, true
+	}
+	return c.ceiling, true
 }
 
 // inlineWait is the timer of one waitInline call and what it saw. It is

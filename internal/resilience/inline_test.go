@@ -51,11 +51,15 @@ type placedStore struct {
 	abandons bool
 	mu       sync.Mutex
 	ran      []int
+	unbound  int // calls whose context had no deadline
 }
 
-func (p *placedStore) Take(_ context.Context, takes []guard.Take) ([]guard.Result, error) {
+func (p *placedStore) Take(ctx context.Context, takes []guard.Take) ([]guard.Result, error) {
 	p.mu.Lock()
 	p.ran = append(p.ran, goroutineID())
+	if _, ok := ctx.Deadline(); !ok {
+		p.unbound++
+	}
 	p.mu.Unlock()
 	res := make([]guard.Result, len(takes))
 	for i, t := range takes {
@@ -71,7 +75,8 @@ func (p *placedStore) TakeAbandons([]guard.Take) bool { return p.abandons }
 // TestAbandonableTakeRunsOnTheCallersGoroutine: with the probe reporting
 // (so that wait watches the clock), a Take the counter can abandon runs on
 // the caller's own goroutine, no hand-off; one it cannot runs elsewhere
-// (the worker, which wait can stop waiting for).
+// (the worker, which wait can stop waiting for). Both have the ceiling
+// as their context's deadline.
 func TestAbandonableTakeRunsOnTheCallersGoroutine(t *testing.T) {
 	for _, abandons := range []bool{true, false} {
 		st := &placedStore{abandons: abandons}
@@ -92,6 +97,11 @@ func TestAbandonableTakeRunsOnTheCallersGoroutine(t *testing.T) {
 		}
 		if want := map[bool]int{true: calls, false: 0}[abandons]; len(st.ran) != calls || here != want {
 			t.Errorf("abandons %v: %d of %d store calls ran on the caller's goroutine, want %d", abandons, here, len(st.ran), want)
+		}
+		// A deadline (the ceiling) on both paths: store's timeoutHook
+		// would otherwise make a WithTimeout of its own per command.
+		if st.unbound != 0 {
+			t.Errorf("abandons %v: %d store calls without a deadline", abandons, st.unbound)
 		}
 	}
 }
