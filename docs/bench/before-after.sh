@@ -9,7 +9,8 @@
 #     (docs/bench/check.lua, policy "wide" of docs/bench/policies.yaml, otpguard at its defaults), against
 #     before and after.
 # Prints a line per round and service, with the CPU per decision of the service and of Redis (from /proc,
-# read only), then the after/before and after/peer ratios of each round. The peer is built OUTSIDE the
+# read only), then the after/before and after/peer ratios of each round. Then, as many rounds again, before
+# and after under the same load AT THE SAME TIME (gRPC, then HTTP): on a loaded machine the steadier ratio. The peer is built OUTSIDE the
 # checkout (peers-lib.sh); nothing of it is committed.
 set -u
 rounds=${1:-3}; secs=${2:-10}
@@ -75,6 +76,28 @@ awk '{rate[$1, $2, $3] = $4; cpu[$1, $2, $3] = $6}
     rate["after", "grpc", r] / rate["before", "grpc", r], cpu["after", "grpc", r] / cpu["before", "grpc", r],
     rate["after", "grpc", r] / rate["peer", "grpc", r], rate["before", "grpc", r] / rate["peer", "grpc", r],
     rate["after", "http", r] / rate["before", "http", r], cpu["after", "http", r] / cpu["before", "http", r]}' $out/rows.txt
+# Both at once: the same load on before and after at the same time, so that whatever else the machine
+# runs falls on both alike (on a loaded machine the steadier figure): their calls/s and CPU per decision.
+both() {
+  local proto=$1 r=$2 b0 a0 b1 a1 bg
+  b0=$(ticks $pid_before); a0=$(ticks $pid_after)
+  if [ $proto = grpc ]; then
+    $out/grpcload -addr 127.0.0.1:18234 -conns 64 -duration ${secs}s > $out/both-before-$proto-$r.txt 2>&1 &
+    bg=$!
+    $out/grpcload -addr 127.0.0.1:18244 -conns 64 -duration ${secs}s > $out/both-after-$proto-$r.txt 2>&1
+  else
+    wrk -t2 -c64 -d${secs}s -s docs/bench/check.lua http://127.0.0.1:18233 -- wide 1 > $out/both-before-$proto-$r.txt 2>&1 &
+    bg=$!
+    wrk -t2 -c64 -d${secs}s -s docs/bench/check.lua http://127.0.0.1:18243 -- wide 1 > $out/both-after-$proto-$r.txt 2>&1
+  fi
+  wait $bg # the services run in the background too
+  b1=$(ticks $pid_before); a1=$(ticks $pid_after)
+  cat $out/both-before-$proto-$r.txt $out/both-after-$proto-$r.txt | awk -v p=$proto -v r=$r -v bs=$((b1 - b0)) -v as=$((a1 - a0)) '
+    /^calls/ || /requests in/ {n[++i] = ($1 == "calls") ? $2 : $1} /^calls/ {rate[i] = $5} /^Requests\/sec/ {rate[i] = $2}
+    END {printf "both at once, round %d %-4s before %6.0f/s %5.1f µs/decision  after %6.0f/s %5.1f µs/decision  after/before %.2fx calls/s, %.2fx CPU per decision\n",
+      r, p, rate[1], 1e4 * bs / n[1], rate[2], 1e4 * as / n[2], rate[2] / rate[1], (as / n[2]) / (bs / n[1])}'
+}
+for r in $(seq $rounds); do both grpc $r; both http $r; done
 for s in before after; do
   curl -s 127.0.0.1:$([ $s = before ] && echo 18233 || echo 18243)/metrics |
     awk -v s=$s '$1 ~ /^otpguard_fallback_decisions_total/ {n += $2} END {printf "%s: fallback decisions %d\n", s, n}'
