@@ -32,11 +32,13 @@ func (a *App) openRedis(ctx context.Context, w *wiring) error {
 	if err := w.tr.instrumentRedis(a.rdb); err != nil {
 		return err
 	}
+	var co *store.Coalescer
 	if cfg.RedisPipelines > 0 {
 		// After the timing hook: it times each command as its caller waits.
 		// A pipeline out for half the decision timeout lets the next one
 		// go beside it: commands behind a slow reply still go out in time.
-		_, stop := store.Coalesce(a.rdb, store.CoalesceOptions{Pipelines: cfg.RedisPipelines,
+		var stop func()
+		co, stop = store.Coalesce(a.rdb, store.CoalesceOptions{Pipelines: cfg.RedisPipelines,
 			Stall: cfg.RedisTimeout / 2, Timeout: cfg.maxWait()})
 		a.onClose(stop)
 	}
@@ -44,7 +46,9 @@ func (a *App) openRedis(ctx context.Context, w *wiring) error {
 	if cfg.Redis.Mode == store.RedisCluster { // batches split per hash slot
 		a.store = store.NewClusterRedis(a.rdb, cfg.RedisPrefix)
 	}
-	a.store.WithLimitShards(cfg.LimitShards)
+	// The Fallback waits for the calls the Coalescer can abandon on the
+	// caller's goroutine (store.Redis.TakeAbandons).
+	a.store.WithLimitShards(cfg.LimitShards).WithCoalescer(co)
 	return nil
 }
 

@@ -97,6 +97,13 @@ func newBreaker(b BreakerOptions, log *slog.Logger, closed func()) *gobreaker.Tw
 // in which the store failed once fails its later calls at once
 // (guard.StoreFailed); on Redis Cluster another node may well answer them.
 func (f *Fallback) call(ctx context.Context, n *node, fn func(ctx context.Context) error) error {
+	return f.callAs(ctx, n, false, fn)
+}
+
+// callAs is call for fn that returns as soon as its context is cancelled
+// when abandons is true (Abandoner): wait then runs it on the caller's
+// goroutine.
+func (f *Fallback) callAs(ctx context.Context, n *node, abandons bool, fn func(ctx context.Context) error) error {
 	if !f.multiNode() && guard.StoreFailed(ctx) {
 		return fmt.Errorf("resilience: store failed earlier in this decision: %w", guard.ErrStoreUnavailable)
 	}
@@ -110,7 +117,7 @@ func (f *Fallback) call(ctx context.Context, n *node, fn func(ctx context.Contex
 		f.failed()
 		return fmt.Errorf("resilience: redis breaker %s%s: %w (%w)", n.breaker.State(), n.label(), guard.ErrStoreUnavailable, err)
 	}
-	err = f.wait(ctx, n, fn)
+	err = f.wait(ctx, n, abandons, fn)
 	if err != nil && errors.Is(ctx.Err(), context.Canceled) {
 		// The caller gave up: that says nothing about the store.
 		err = errors.Join(err, ctx.Err())

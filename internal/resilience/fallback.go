@@ -74,7 +74,9 @@ type Fallback struct {
 	local     *memoryLimits
 	log       *slog.Logger
 	now       func() time.Time
-	workers   *workers // run the calls wait waits for (workers.go)
+	workers   *workers  // run the calls wait waits for (workers.go)
+	abandoner Abandoner // the counter, when it says which Takes abandon (inline.go)
+	waits     sync.Pool // *inlineWait, each with its timer (inline.go)
 
 	lastFailure atomic.Int64 // unix nanoseconds of the last failed store call
 	// nodes are the store's nodes, each with its breaker and the probe's
@@ -131,6 +133,7 @@ func NewFallback(o FallbackOptions) *Fallback {
 		}
 	}
 	f.breaker, f.nodeOf, f.nodes = o.Breaker.withDefaults(), o.NodeOf, map[string]*node{}
+	f.abandoner, _ = o.Counter.(Abandoner)
 	return f
 }
 
@@ -163,7 +166,7 @@ func (f *Fallback) Take(ctx context.Context, takes []guard.Take) ([]guard.Result
 		res, _, err := f.takeByNode(ctx, takes, nil, false)
 		return res, err
 	}
-	res, _, err := f.take(ctx, f.node(""), takes, false, func(ctx context.Context) ([]guard.Result, error) { return f.counter.Take(ctx, takes) })
+	res, _, err := f.take(ctx, f.node(""), takes, false, f.abandons(takes), func(ctx context.Context) ([]guard.Result, error) { return f.counter.Take(ctx, takes) })
 	return res, err
 }
 
@@ -185,7 +188,7 @@ func (f *Fallback) TakeSend(ctx context.Context, takes []guard.Take, vol *guard.
 	// vr is written by the call, which may still run after wait gave up
 	// on it: it is read only when the store answered.
 	var vr *guard.VolumeResult
-	res, stored, err := f.take(ctx, f.node(""), takes, false, func(ctx context.Context) ([]guard.Result, error) {
+	res, stored, err := f.take(ctx, f.node(""), takes, false, false, func(ctx context.Context) ([]guard.Result, error) {
 		r, v, err := sc.TakeSend(ctx, takes, vol)
 		vr = v
 		return r, err
@@ -200,12 +203,13 @@ func (f *Fallback) TakeSend(ctx context.Context, takes []guard.Take, vol *guard.
 // from memory when the store cannot answer. stored says the store
 // answered. side says none of takes is of the call's own subject (see
 // takeByNode): its closed takes are then decided by the split limit
-// instead of failing the call.
-func (f *Fallback) take(ctx context.Context, n *node, takes []guard.Take, side bool, fn func(ctx context.Context) ([]guard.Result, error)) (_ []guard.Result, stored bool, _ error) {
+// instead of failing the call. abandons says fn returns as soon as its
+// context is cancelled (Abandoner).
+func (f *Fallback) take(ctx context.Context, n *node, takes []guard.Take, side, abandons bool, fn func(ctx context.Context) ([]guard.Result, error)) (_ []guard.Result, stored bool, _ error) {
 	// got is written by the call, which may still run after wait gave up
 	// on it: it is read only when the call returned (err == nil).
 	var got []guard.Result
-	err := f.call(ctx, n, func(ctx context.Context) error {
+	err := f.callAs(ctx, n, abandons, func(ctx context.Context) error {
 		r, err := fn(ctx)
 		if err == nil && len(r) != len(takes) {
 			err = fmt.Errorf("resilience: store answered %d results for %d takes", len(r), len(takes))

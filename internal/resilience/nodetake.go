@@ -91,9 +91,11 @@ type part struct {
 // run decides p on its node.
 func (f *Fallback) run(ctx context.Context, p *part) {
 	sc, _ := f.counter.(guard.SendCounter)
+	// A plain Take, not a TakeSend: only those may abandon (Abandoner).
+	plain := sc == nil || (p.vol == nil && !p.send)
 	var vr *guard.VolumeResult // read only when the store answered
-	res, stored, err := f.take(ctx, p.n, p.takes, p.side, func(ctx context.Context) ([]guard.Result, error) {
-		if sc == nil || (p.vol == nil && !p.send) {
+	res, stored, err := f.take(ctx, p.n, p.takes, p.side, plain && f.abandons(p.takes), func(ctx context.Context) ([]guard.Result, error) {
+		if plain {
 			return f.counter.Take(ctx, p.takes)
 		}
 		r, v, err := sc.TakeSend(ctx, p.takes, p.vol)

@@ -63,8 +63,11 @@ var openTake = guard.Take{Key: guard.Key{Space: "lim", ID: "k", Name: "fw"}, Alg
 // Redis, a reply past the timeout is the decision (exact, from Redis), not
 // a fallback decision, and the breaker does not hear of it.
 func TestLateReplyFromHealthyRedisIsWaitedFor(t *testing.T) {
-	st := newQueuedStore()
-	f := overloadFallback(st, time.Minute)
+	forEachWait(t, testLateReplyFromHealthyRedisIsWaitedFor)
+}
+
+func testLateReplyFromHealthyRedisIsWaitedFor(t *testing.T, st *queuedStore, counter guard.Counter) {
+	f := overloadFallback(counter, time.Minute)
 	f.ObserveProbe(context.Background(), nil)
 
 	type answer struct {
@@ -99,8 +102,11 @@ func TestLateReplyFromHealthyRedisIsWaitedFor(t *testing.T) {
 // probe failing, is a store failure: the fallback decides and the breaker
 // counts it. (This is what the rule above changes.)
 func TestLateReplyWithoutProbeIsAStoreFailure(t *testing.T) {
-	st := newQueuedStore()
-	f := overloadFallback(st, time.Minute)
+	forEachWait(t, testLateReplyWithoutProbeIsAStoreFailure)
+}
+
+func testLateReplyWithoutProbeIsAStoreFailure(t *testing.T, st *queuedStore, counter guard.Counter) {
+	f := overloadFallback(counter, time.Minute)
 	f.ObserveProbe(context.Background(), errors.New("dial tcp: connection refused"))
 
 	res, err := f.Take(context.Background(), []guard.Take{openTake})
@@ -126,8 +132,12 @@ func TestLateReplyWithoutProbeIsAStoreFailure(t *testing.T) {
 // the probe vouches for Redis is shed as overloaded: no fallback decision,
 // no breaker failure.
 func TestNoReplyFromHealthyRedisIsShed(t *testing.T) {
-	st := newQueuedStore() // never released
-	f := overloadFallback(st, 30*time.Millisecond)
+	forEachWait(t, testNoReplyFromHealthyRedisIsShed)
+}
+
+func testNoReplyFromHealthyRedisIsShed(t *testing.T, st *queuedStore, counter guard.Counter) {
+	defer st.done.Wait() // never released: the call ends at the ceiling
+	f := overloadFallback(counter, 30*time.Millisecond)
 	stop := keepVouching(f)
 	defer stop()
 
@@ -241,46 +251,51 @@ func TestDoMakesNoCallWhileOpen(t *testing.T) {
 // stall of this process). A refused ping, or three late pings in a row
 // with no reply to any call, make a late reply a store failure.
 func TestTimedOutProbeWhileCallsAnswer(t *testing.T) {
-	for _, tc := range []struct {
-		name      string
-		firstCall bool // a call got its reply before the probe's verdicts
-		probeErr  error
-		pings     int // verdicts with probeErr in a row
-		wantExact bool
-	}{
+	for _, tc := range []timedOutProbeCase{
 		{"timeout, calls answer", true, context.DeadlineExceeded, 1, true},
 		{"two timeouts, no call answered", false, context.DeadlineExceeded, 2, true},
 		{"three timeouts, no call answered", false, context.DeadlineExceeded, 3, false},
 		{"refused, calls answer", true, errors.New("dial tcp 127.0.0.1:6379: connect: connection refused"), 1, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			st := newQueuedStore()
-			f := overloadFallback(st, time.Minute)
-			f.ObserveProbe(context.Background(), nil)
-			if tc.firstCall {
-				go func() { st.release <- struct{}{} }()
-				if _, err := f.Take(context.Background(), []guard.Take{openTake}); err != nil {
-					t.Fatalf("first Take: %v", err)
-				}
-			}
-			for range tc.pings {
-				f.ObserveProbe(context.Background(), tc.probeErr)
-			}
-			go func() {
-				time.Sleep(20 * time.Millisecond) // past the 1µs timeout
-				close(st.release)
-			}()
-			res, err := f.Take(context.Background(), []guard.Take{openTake})
-			if err != nil {
-				t.Fatalf("Take: %v", err)
-			}
-			if res[0].Fallback == tc.wantExact {
-				t.Errorf("fallback decision = %v, want %v", res[0].Fallback, !tc.wantExact)
-			}
-			if got, want := f.Status().Breaker, map[bool]string{true: "closed", false: "open"}[tc.wantExact]; got != want {
-				t.Errorf("breaker %s, want %s", got, want)
-			}
-			st.done.Wait()
+			forEachWait(t, tc.run)
 		})
 	}
+}
+
+type timedOutProbeCase struct {
+	name      string
+	firstCall bool // a call got its reply before the probe's verdicts
+	probeErr  error
+	pings     int // verdicts with probeErr in a row
+	wantExact bool
+}
+
+func (tc timedOutProbeCase) run(t *testing.T, st *queuedStore, counter guard.Counter) {
+	f := overloadFallback(counter, time.Minute)
+	f.ObserveProbe(context.Background(), nil)
+	if tc.firstCall {
+		go func() { st.release <- struct{}{} }()
+		if _, err := f.Take(context.Background(), []guard.Take{openTake}); err != nil {
+			t.Fatalf("first Take: %v", err)
+		}
+	}
+	for range tc.pings {
+		f.ObserveProbe(context.Background(), tc.probeErr)
+	}
+	go func() {
+		time.Sleep(20 * time.Millisecond) // past the 1µs timeout
+		close(st.release)
+	}()
+	res, err := f.Take(context.Background(), []guard.Take{openTake})
+	if err != nil {
+		t.Fatalf("Take: %v", err)
+	}
+	if res[0].Fallback == tc.wantExact {
+		t.Errorf("fallback decision = %v, want %v", res[0].Fallback, !tc.wantExact)
+	}
+	if got, want := f.Status().Breaker, map[bool]string{true: "closed", false: "open"}[tc.wantExact]; got != want {
+		t.Errorf("breaker %s, want %s", got, want)
+	}
+	st.done.Wait()
 }

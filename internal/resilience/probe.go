@@ -114,7 +114,12 @@ func (f *Fallback) ObserveNodeProbe(ctx context.Context, name string, err error)
 // a second time by the fallback. A call outliving the ceiling on a healthy
 // Redis is shed (ErrOverloaded); one outliving the timeout while Redis is
 // not vouched for is a store failure (the fallback decides).
-func (f *Fallback) wait(ctx context.Context, n *node, fn func(ctx context.Context) error) error {
+//
+// abandons says fn returns as soon as its context is cancelled (Abandoner):
+// it then runs on the caller's goroutine and is ended by a cancellation
+// (waitInline). Any other call runs on a worker, which wait can stop
+// waiting for while the call goes on (waitOnWorker).
+func (f *Fallback) wait(ctx context.Context, n *node, abandons bool, fn func(ctx context.Context) error) error {
 	if f.timeout <= 0 {
 		return fn(ctx)
 	}
@@ -123,6 +128,16 @@ func (f *Fallback) wait(ctx context.Context, n *node, fn func(ctx context.Contex
 		defer cancel()
 		return fn(cctx)
 	}
+	if abandons {
+		return f.waitInline(ctx, n, fn)
+	}
+	return f.waitOnWorker(ctx, n, fn)
+}
+
+// waitOnWorker is wait for a call that cannot be abandoned: it runs on a
+// kept worker (workers.go), under a deadline at the ceiling, while the
+// caller's goroutine watches the clock and the probe.
+func (f *Fallback) waitOnWorker(ctx context.Context, n *node, fn func(ctx context.Context) error) error {
 	cctx, cancel := context.WithTimeout(ctx, f.ceiling)
 	defer cancel()
 	res := make(chan error, 1)
@@ -133,24 +148,42 @@ func (f *Fallback) wait(ctx context.Context, n *node, fn func(ctx context.Contex
 	for {
 		select {
 		case err := <-res:
-			if late {
-				f.late.Add(1)
-			}
-			if err != nil && errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil && n.healthy(f.fresh) {
-				f.shed.Add(1)
-				return fmt.Errorf("resilience: no answer within %s from a healthy redis: %w (%w)", f.ceiling, guard.ErrOverloaded, err)
-			}
-			return err
+			return f.settle(ctx, n, err, late)
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-t.C:
 			if !n.healthy(f.fresh) {
-				return fmt.Errorf("resilience: no answer within %s, and the probe does not vouch for redis: %w", f.timeout, context.DeadlineExceeded)
+				return f.unvouched()
 			}
 			late = true
 			t.Reset(f.fresh / 2) // look again before the probe's word goes stale
 		}
 	}
+}
+
+// settle is the verdict on a call that returned err, late when it was
+// still waited for past the timeout: a deadline met while Redis is
+// healthy sheds the call.
+func (f *Fallback) settle(ctx context.Context, n *node, err error, late bool) error {
+	if late {
+		f.late.Add(1)
+	}
+	if err != nil && errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil && n.healthy(f.fresh) {
+		return f.overloaded(err)
+	}
+	return err
+}
+
+// overloaded counts a call shed at the ceiling, cause its error.
+func (f *Fallback) overloaded(cause error) error {
+	f.shed.Add(1)
+	return fmt.Errorf("resilience: no answer within %s from a healthy redis: %w (%w)", f.ceiling, guard.ErrOverloaded, cause)
+}
+
+// unvouched is the error of a call past the timeout while the probe does
+// not vouch for Redis.
+func (f *Fallback) unvouched() error {
+	return fmt.Errorf("resilience: no answer within %s, and the probe does not vouch for redis: %w", f.timeout, context.DeadlineExceeded)
 }
 
 // Late is how many calls a healthy Redis answered past the timeout: each

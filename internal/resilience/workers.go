@@ -2,8 +2,11 @@ package resilience
 
 import "time"
 
-// workers runs the store calls the Fallback waits for (wait) on goroutines
-// that are kept for the next call, instead of a new goroutine per call.
+// workers runs the store calls the Fallback waits for but cannot abandon
+// (waitOnWorker: a MULTI/EXEC, a command not coalesced) on goroutines that
+// are kept for the next call, instead of a new goroutine per call. Calls
+// that can be abandoned (Abandoner: the /limits/check scripts) run on the
+// caller's goroutine instead, with no hand-off at all (inline.go).
 //
 // Why: a store call is deep (go-redis, its hooks, the coalescer), so a
 // fresh goroutine grows its stack several times on every call. The CPU

@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -21,9 +22,14 @@ import (
 // joining script, which runs each as it would have run, in order, and
 // answers each on its own (merge.go). Transactions (MULTI/EXEC, the OTP
 // send counters) are not coalesced: they go out as before, on a connection
-// of their own. A caller whose context ends while its command is queued is
-// answered at once (the command is dropped unsent); once the command is in
-// a pipeline, the caller waits for the reply, as go-redis's own calls do.
+// of their own.
+//
+// A caller whose context ends is answered ctx.Err() at once, unlike
+// go-redis's own calls, which wait for the reply (or the deadline) once
+// sent: a command still queued is then dropped unsent, one on the wire
+// goes on and its reply is dropped (abandon.go). So the Fallback waits for
+// a coalesced decision on the caller's goroutine and ends it by cancelling
+// its context (Abandons, Redis.TakeAbandons).
 //
 // One pipeline has the wire at a time: the commands that arrive while it is
 // out wait and go together in the next, so the busier otpguard is, the more
@@ -57,6 +63,7 @@ type Coalescer struct {
 	// all that was.
 	closing sync.RWMutex
 	closed  bool
+	running atomic.Bool // until stop: Abandons
 
 	mu      sync.Mutex
 	batches int64
@@ -64,8 +71,11 @@ type Coalescer struct {
 }
 
 type coalesced struct {
-	cmd  redis.Cmder
+	cmd  redis.Cmder   // what the pipeline carries: the caller's, or a stand-in
 	done chan struct{} // one value when the reply is in
+	// state says whether a worker took the command (claimed) or its caller
+	// gave up on it first (abandoned): claim and abandon, in abandon.go.
+	state atomic.Int32
 }
 
 // CoalesceOptions tune a Coalescer.
@@ -109,6 +119,7 @@ func coalesce(rdb redis.UniversalClient, o CoalesceOptions, newTimer func(func()
 		maxBatch: o.MaxBatch, timeout: o.Timeout, stop: make(chan struct{}),
 		lead: make(chan struct{}, 1), stall: o.Stall, newTimer: newTimer}
 	c.lead <- struct{}{}
+	c.running.Store(true)
 	c.pending.New = func() any { return &coalesced{done: make(chan struct{}, 1)} }
 	c.done.Add(o.Pipelines)
 	for range o.Pipelines {
@@ -118,6 +129,7 @@ func coalesce(rdb redis.UniversalClient, o CoalesceOptions, newTimer func(func()
 	var once sync.Once
 	return c, func() {
 		once.Do(func() {
+			c.running.Store(false)
 			c.closing.Lock()
 			c.closed = true
 			c.closing.Unlock()
@@ -144,6 +156,13 @@ func stallTimer(f func()) timer {
 	return t
 }
 
+// Abandons reports whether the Coalescer is running: whether a command of
+// the types it carries returns as soon as its caller's context ends. After
+// stop, commands go out one by one, as go-redis's own: they end at their
+// context's deadline or their read timeout, not at a cancellation. A nil
+// Coalescer (none) abandons nothing.
+func (c *Coalescer) Abandons() bool { return c != nil && c.running.Load() }
+
 // Stats reports the pipelines sent and the commands they carried.
 func (c *Coalescer) Stats() (pipelines, commands int64) {
 	c.mu.Lock()
@@ -169,17 +188,25 @@ func (c *Coalescer) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 		}
 		p := c.pending.Get().(*coalesced)
 		p.cmd = cmd
+		// A caller that may give up has the pipeline carry a stand-in
+		// (abandon.go): what the pipeline writes after the caller went is
+		// then nobody's. A context that never ends needs none; a command
+		// of a type without a stand-in waits for its reply, as before.
+		var leave <-chan struct{}
+		if ended := ctx.Done(); ended != nil {
+			if s := standIn(c.base, cmd); s != nil {
+				p.cmd, leave = s, ended
+			}
+		}
 		c.closing.RLock()
 		if c.closed {
 			c.closing.RUnlock()
-			p.cmd = nil
-			c.pending.Put(p)
+			c.recycle(p)
 			return next(ctx, cmd)
 		}
 		// The queue nearly always has room: try it before waiting on
-		// ctx.Done, whose first call makes the context's channel (an
-		// allocation per command). A ctx already ended is answered at
-		// once, as one that ends while the command waits for room.
+		// ctx. A ctx already ended is answered at once, as one that ends
+		// while the command waits for room: never sent.
 		err := ctx.Err()
 		if err == nil {
 			select {
@@ -194,18 +221,10 @@ func (c *Coalescer) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 		}
 		c.closing.RUnlock()
 		if err != nil {
-			p.cmd = nil
-			c.pending.Put(p)
+			c.recycle(p)
 			return err
 		}
-		// The command belongs to its pipeline until the reply is in: the
-		// caller waits for it (at most the pipeline's timeout) even if its
-		// context ends. Giving up earlier is the guard's Fallback's job,
-		// one level up, which waits for this call in a goroutine of its own.
-		<-p.done
-		p.cmd = nil
-		c.pending.Put(p)
-		return cmd.Err()
+		return c.await(ctx, leave, cmd, p)
 	}
 }
 
@@ -253,6 +272,10 @@ func (c *Coalescer) work() {
 				break gather
 			}
 		}
+		if batch = claim(batch); len(batch) == 0 { // all given up on: nothing to send
+			handOn()
+			continue
+		}
 		stall.Reset(c.stall)
 		c.send(pipe, batch)
 		if stall.Stop() { // not handed on yet: the reply came first
@@ -267,7 +290,9 @@ func (c *Coalescer) drain(pipe redis.Pipeliner) {
 	for {
 		select {
 		case p := <-c.queue:
-			c.send(pipe, []*coalesced{p})
+			if b := claim([]*coalesced{p}); len(b) != 0 {
+				c.send(pipe, b)
+			}
 		default:
 			return
 		}

@@ -42,6 +42,9 @@ type Redis struct {
 	// skew is Redis's clock less this host's, in ms, as last seen by a
 	// limits script (runLimits): it names the slices.
 	skew atomic.Int64
+	// coalescer carries rdb's single commands, nil when none does
+	// (WithCoalescer, TakeAbandons).
+	coalescer *Coalescer
 }
 
 // NewRedis returns a store over rdb whose keys all start with prefix

@@ -1,0 +1,155 @@
+package resilience
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/otpguard/otpguard/internal/guard"
+)
+
+// Abandoner is a Counter that says which of its Takes can be abandoned:
+// TakeAbandons(takes) reports whether Take(ctx, takes) returns as soon as
+// ctx is cancelled, the store's work going on without it (store.Redis:
+// the /limits/check script calls, through a running Coalescer).
+//
+// The Fallback waits for such a call on the caller's own goroutine and
+// ends it by cancelling its context (waitInline): no hand-off to a worker,
+// no channel, one timer. Every other call (a MULTI/EXEC, a plain go-redis
+// command: once written, go-redis reads its reply until a deadline,
+// whatever a cancellation says) runs on a worker (waitOnWorker), so that
+// the Fallback can stop waiting at the timeout while the call goes on. A
+// Counter that is no Abandoner has all its calls run on a worker.
+type Abandoner interface {
+	TakeAbandons(takes []guard.Take) bool
+}
+
+// abandons reports whether f's counter abandons Take(ctx, takes).
+func (f *Fallback) abandons(takes []guard.Take) bool {
+	return f.abandoner != nil && f.abandoner.TakeAbandons(takes)
+}
+
+// The causes with which waitInline ends a call.
+var (
+	errUnvouched = errors.New("resilience: past the timeout, and the probe does not vouch for redis")
+	errCeiling   = errors.New("resilience: past the ceiling")
+)
+
+// waitInline is wait for a call that returns as soon as its context is
+// cancelled: fn runs here, under a context that one timer cancels. The
+// timer fires at the timeout and, while the probe vouches for Redis, again
+// every half probe round, up to the ceiling; it cancels the call when the
+// probe stops vouching (a store failure, as on a worker) or at the ceiling
+// (shed). The verdicts and counters are waitOnWorker's.
+func (f *Fallback) waitInline(ctx context.Context, n *node, fn func(ctx context.Context) error) error {
+	cctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	w := f.startWait(n, cancel)
+	err := fn(ceilingCtx{cctx, w.start.Add(f.ceiling)})
+	late, cause := f.endWait(w), context.Cause(cctx)
+	switch {
+	case err == nil:
+		return f.settle(ctx, n, nil, late)
+	case ctx.Err() != nil:
+		return ctx.Err() // the caller went: as a worker's caller does
+	case cause == errUnvouched:
+		return f.unvouched()
+	case cause == errCeiling:
+		if late {
+			f.late.Add(1)
+		}
+		return f.overloaded(context.DeadlineExceeded)
+	}
+	return f.settle(ctx, n, err, late)
+}
+
+// ceilingCtx is a waitInline call's context: cancelled by its timer, with
+// the ceiling as its deadline (or the caller's, if earlier), which the
+// timer keeps. The deadline is not for the Coalescer, which honours the
+// cancellation, but for what sees the context on the way to it: store's
+// timeoutHook gives a context without a deadline one of its own, a
+// WithTimeout and a runtime timer per command, the very cost this path
+// saves.
+type ceilingCtx struct {
+	context.Context
+	ceiling time.Time
+}
+
+func (c ceilingCtx) Deadline() (time.Time, bool) {
+	if d, ok := c.Context.Deadline(); ok && d.Before(c.ceiling) {
+		return d, true
+	}
+	return c.ceiling, true
+}
+
+// inlineWait is the timer of one waitInline call and what it saw. It is
+// kept for the next call, with its timer (made once, stopped), when its
+// timer never fired: a timer that fired may have its function still to
+// run, which must never meet the next call.
+type inlineWait struct {
+	f *Fallback
+	t *time.Timer // runs fire
+
+	mu     sync.Mutex // over all below: fire runs on a goroutine of its own
+	n      *node
+	cancel context.CancelCauseFunc
+	start  time.Time
+	late   bool // waited for past the timeout, Redis vouched for
+	over   bool // the call returned: the timer has nothing more to do
+}
+
+// startWait arms a kept or new inlineWait for a call on n, which cancel
+// ends.
+func (f *Fallback) startWait(n *node, cancel context.CancelCauseFunc) *inlineWait {
+	w, _ := f.waits.Get().(*inlineWait)
+	if w == nil {
+		w = &inlineWait{f: f}
+		w.mu.Lock() // fire reads t under it
+		w.t = time.AfterFunc(time.Hour, w.fire)
+		w.t.Stop()
+	} else {
+		w.mu.Lock()
+	}
+	w.n, w.cancel, w.start, w.late, w.over = n, cancel, time.Now(), false, false
+	w.t.Reset(f.timeout)
+	w.mu.Unlock()
+	return w
+}
+
+// endWait stops w's timer (a firing in progress then does nothing), keeps
+// w if its timer never fired, and says whether the call was waited for
+// past the timeout.
+func (f *Fallback) endWait(w *inlineWait) (late bool) {
+	w.mu.Lock()
+	w.over = true
+	pending := w.t.Stop()
+	late = w.late
+	w.n, w.cancel = nil, nil
+	w.mu.Unlock()
+	if pending {
+		f.waits.Put(w)
+	}
+	return late
+}
+
+// fire is the timer's function: at the timeout, and after it while Redis
+// is vouched for.
+func (w *inlineWait) fire() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.over {
+		return
+	}
+	if !w.n.healthy(w.f.fresh) {
+		w.cancel(errUnvouched)
+		return
+	}
+	left := w.f.ceiling - time.Since(w.start)
+	if left <= 0 {
+		w.cancel(errCeiling)
+		return
+	}
+	w.late = true
+	w.t.Reset(min(w.f.fresh/2, left)) // look again before the probe's word goes stale
+}

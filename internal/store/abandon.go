@@ -1,0 +1,149 @@
+package store
+
+import (
+	"context"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/otpguard/otpguard/internal/guard"
+)
+
+// A coalesced command's caller may give up on it: when its context ends,
+// the caller is answered ctx.Err() at once, whether the command still
+// waits in the queue or is on the wire. This is what lets the Fallback
+// (internal/resilience) wait for a /limits/check decision on the caller's
+// own goroutine instead of handing the call to another one (see
+// Abandons): the call returns as soon as the Fallback cancels it.
+//
+// What each side may then touch:
+//
+//   - Still queued: the caller marks it abandoned and the worker that
+//     takes it drops it unsent (claim), so a decision given up on is not
+//     also counted in Redis.
+//   - On the wire: the pipeline goes on and writes the reply. It writes
+//     it into a stand-in, not into the caller's command, which go-redis
+//     and the caller read and write as soon as the hook returns (Process
+//     sets its error); the caller copies the stand-in's reply into its
+//     own command only when it waited for it (answer).
+//
+// Either way the coalesced is not reused: the queue or the pipeline may
+// still hold it, so it is left to the collector instead of the pool.
+
+// States of a coalesced command (coalesced.state).
+const (
+	queued    = iota // waits for a worker
+	claimed          // taken by a worker: it will be sent
+	abandoned        // its caller gave up first: never sent
+)
+
+// standIn is the command a pipeline carries in cmd's stead: of cmd's
+// type and arguments (shared, never written), replying into itself. nil
+// for a type it does not know (the command then goes out as it is, and
+// its caller waits for the reply).
+func standIn(ctx context.Context, cmd redis.Cmder) redis.Cmder {
+	switch cmd.(type) {
+	case *redis.Cmd: // EVALSHA and EVAL: the decisions' scripts
+		return redis.NewCmd(ctx, cmd.Args()...)
+	case *redis.IntCmd:
+		return redis.NewIntCmd(ctx, cmd.Args()...)
+	case *redis.StringCmd:
+		return redis.NewStringCmd(ctx, cmd.Args()...)
+	case *redis.StatusCmd:
+		return redis.NewStatusCmd(ctx, cmd.Args()...)
+	case *redis.BoolCmd:
+		return redis.NewBoolCmd(ctx, cmd.Args()...)
+	}
+	return nil
+}
+
+// answer copies the reply of s, cmd's stand-in, into cmd.
+func answer(cmd, s redis.Cmder) {
+	switch c := cmd.(type) {
+	case *redis.Cmd:
+		c.SetVal(s.(*redis.Cmd).Val())
+	case *redis.IntCmd:
+		c.SetVal(s.(*redis.IntCmd).Val())
+	case *redis.StringCmd:
+		c.SetVal(s.(*redis.StringCmd).Val())
+	case *redis.StatusCmd:
+		c.SetVal(s.(*redis.StatusCmd).Val())
+	case *redis.BoolCmd:
+		c.SetVal(s.(*redis.BoolCmd).Val())
+	}
+	cmd.SetErr(s.Err())
+}
+
+// await waits for the reply of p, queued for cmd, or for leave (the
+// caller's ctx.Done, nil when it may not leave: then p carries cmd
+// itself).
+func (c *Coalescer) await(ctx context.Context, leave <-chan struct{}, cmd redis.Cmder, p *coalesced) error {
+	select {
+	case <-p.done:
+	case <-leave:
+		select {
+		case <-p.done: // the reply is in after all: take it
+		default:
+			p.state.CompareAndSwap(queued, abandoned) // else on the wire: its reply is dropped
+			return ctx.Err()
+		}
+	}
+	if p.cmd != cmd {
+		answer(cmd, p.cmd)
+	}
+	c.recycle(p)
+	return cmd.Err()
+}
+
+// recycle puts p back in the pool, once no queue or pipeline holds it.
+func (c *Coalescer) recycle(p *coalesced) {
+	p.cmd = nil
+	p.state.Store(queued)
+	c.pending.Put(p)
+}
+
+// claim keeps, in place, the commands of batch whose callers have not
+// given up on them, and marks them claimed: from now on their callers
+// leave them to the pipeline.
+func claim(batch []*coalesced) []*coalesced {
+	kept := batch[:0]
+	for _, p := range batch {
+		if p.state.CompareAndSwap(queued, claimed) {
+			kept = append(kept, p)
+		}
+	}
+	clear(batch[len(kept):]) // hold nothing given up on
+	return kept
+}
+
+// WithCoalescer tells r that c carries its client's single commands (c
+// must be on r's client) and returns r: TakeAbandons then says which
+// calls return as soon as their context ends.
+func (r *Redis) WithCoalescer(c *Coalescer) *Redis {
+	r.coalescer = c
+	return r
+}
+
+// TakeAbandons reports whether Take(ctx, takes) returns as soon as ctx is
+// cancelled, leaving the store call to go on without it. This is where
+// the Fallback learns it may wait for a call on its caller's goroutine
+// (resilience.Abandoner): true only when every command Take sends for
+// takes is one script call (or a few, one after another) through a
+// running Coalescer, which honours cancellation while queued and on the
+// wire. That is the /limits/check path (takeLimits) and the takes scripts
+// decide alone (takeScripted), on one node or per slot (bySlot's parts
+// each return at once).
+//
+// Everything else must not be abandoned there: a MULTI/EXEC (the OTP
+// send counters) is never coalesced, and go-redis, once a command or a
+// transaction is written, reads its reply until the context's deadline or
+// the read timeout whatever a cancellation says (pool.Conn.WithReader
+// sets only a deadline); so is a call without a Coalescer, or after its
+// stop. Those stay on the Fallback's worker, which can stop waiting while
+// the call goes on.
+func (r *Redis) TakeAbandons(takes []guard.Take) bool {
+	if !r.coalescer.Abandons() {
+		return false
+	}
+	limits, err := allLimits(takes)
+	return err != nil || limits || allScripted(takes)
+}
