@@ -26,6 +26,17 @@
 local function check_slice(now, slice, idx)
   return math.floor(now / (slice * 1000)) == idx
 end
+-- slices_hold reports whether now (µs) falls in the slice each of n items
+-- named: ARGV[at + stride * i] is item i's slice ms (i from 0), the value
+-- after it its slice index.
+local function slices_hold(now, n, at, stride)
+  for i = 0, n - 1 do
+    if not check_slice(now, tonumber(ARGV[at + stride * i]), tonumber(ARGV[at + stride * i + 1])) then
+      return false
+    end
+  end
+  return true
+end
 -- find returns a limit's stored value and where it is (true: cur, false:
 -- prev), or nil.
 local function find(cur, prev, field)
@@ -149,11 +160,7 @@ end
 -- moves to cur. A window is written only when it counts, never on a
 -- denial or a peek.
 local function take_group(all, k, n, at, now)
-  for i = 0, n - 1 do
-    if not check_slice(now, tonumber(ARGV[at + 8 * i + 5]), tonumber(ARGV[at + 8 * i + 6])) then
-      return {-1, -1, now}
-    end
-  end
+  if not slices_hold(now, n, at + 5, 8) then return {-1, -1, now} end
   local now_ms = math.floor(now / 1000)
   local state, order = {}, {}
   local function open(i, kind, param, a)

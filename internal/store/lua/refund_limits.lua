@@ -9,12 +9,7 @@
 local now = now_us()
 local now_ms = math.floor(now / 1000)
 local n = #KEYS / 2
-for i = 1, n do
-  local at = 1 + (i - 1) * 6
-  if not check_slice(now, tonumber(ARGV[at + 3]), tonumber(ARGV[at + 4])) then
-    return {-1, -1, now}
-  end
-end
+if not slices_hold(now, n, 1 + 3, 6) then return {-1, -1, now} end
 for i = 1, n do
   local at = 1 + (i - 1) * 6
   local kind, param, cost = tonumber(ARGV[at]), tonumber(ARGV[at + 1]), tonumber(ARGV[at + 2])

@@ -15,12 +15,7 @@
 local now = now_us()
 local now_ms = math.floor(now / 1000)
 local n = #KEYS / 2
-for i = 1, n do
-  local at = 1 + (i - 1) * 7
-  if not check_slice(now, tonumber(ARGV[at + 4]), tonumber(ARGV[at + 5])) then
-    return {-1, -1, now}
-  end
-end
+if not slices_hold(now, n, 1 + 4, 7) then return {-1, -1, now} end
 local out = {}
 for i = 1, n do
   local at = 1 + (i - 1) * 7
