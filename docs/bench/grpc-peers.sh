@@ -10,8 +10,10 @@
 # PEER_ENV='REDIS_PIPELINE_WINDOW=150us REDIS_PIPELINE_LIMIT=8' passes settings to the peer,
 # OG_ENV='GOMAXPROCS=1' to otpguard. FLOOR=1 also measures each on a domain no rule names (gRPC alone).
 # OG_BIN=path runs that otpguard binary instead of this checkout's (e.g. main's, for a before/after in one
-# sitting with the same load client and peer); LOAD_ARGS=-bdp gives grpcload grpc-go's BDP pings (before
-# 4e5e568 it always sent them; Envoy does not).
+# sitting with the same load client and peer). LOAD_ARGS=-grpcgo drives grpc-go's client (the load client
+# before the lean one, about twice its CPU per call; "client" in the output is grpcload's own CPU per
+# call); LOAD_ARGS='-grpcgo -bdp' adds grpc-go's BDP pings (before 4e5e568 it always sent them; Envoy
+# does not).
 set -u
 rounds=${1:-3}; secs=${2:-10}
 cd "$(dirname "$0")/../.."
@@ -41,9 +43,9 @@ for r in $(seq $rounds); do
     $out/grpcload -addr 127.0.0.1:$port -conns 64 -duration ${secs}s ${LOAD_ARGS:-} > $out/$svc-$r.txt 2>&1
     s1=$(ticks $pid); r1=$(ticks $rpid)
     awk -v svc=$svc -v r=$r -v s=$((s1 - s0)) -v rd=$((r1 - r0)) '
-      /^calls/ {n = $2; rate = $5} /^latency/ {p50 = $3; p99 = $5} /^answers/ {ok = $3; over = $5; errs = $7}
-      END {printf "round %d %-9s %7.0f calls/s  p50 %-10s p99 %-10s service %5.1f µs/decision  Redis %5.1f µs/decision  (OK %d, OVER %d, errors %d)\n",
-        r, svc, rate, p50, p99, 1e4 * s / n, 1e4 * rd / n, ok, over, errs}' $out/$svc-$r.txt
+      /^calls/ {n = $2; rate = $5} /^latency/ {p50 = $3; p99 = $5} /^answers/ {ok = $3; over = $5; errs = $7} /^client CPU/ {cl = $3}
+      END {printf "round %d %-9s %7.0f calls/s  p50 %-10s p99 %-10s service %5.1f µs/decision  Redis %5.1f µs/decision  client %5.1f µs/call  (OK %d, OVER %d, errors %d)\n",
+        r, svc, rate, p50, p99, 1e4 * s / n, 1e4 * rd / n, cl, ok, over, errs}' $out/$svc-$r.txt
   done
 done
 if [ -n "${FLOOR:-}" ]; then
