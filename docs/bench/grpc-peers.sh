@@ -36,16 +36,23 @@ metric() { curl -s 127.0.0.1:18193/metrics | awk -v n="$1" '$1 ~ "^"n"({|$)" {s 
 
 echo "== $(date -u '+%Y-%m-%d %H:%M UTC'), commit $(git rev-parse --short HEAD)${OG_BIN:+, otpguard $OG_BIN}${LOAD_ARGS:+, grpcload $LOAD_ARGS}, $PEER@$PEER_VERSION, $rounds rounds of ${secs}s"
 f0=$(metric otpguard_fallback_decisions_total)
+# COMPARE_CLIENT=1: each round also with grpc-go's client (rows "/grpcgo"), the lean and the old client
+# alternating, to tell what the client's CPU does to the ratio from what the services do.
+clients=(lean); [ -z "${COMPARE_CLIENT:-}" ] || clients=(lean grpcgo)
 for r in $(seq $rounds); do
-  for svc in peer otpguard; do
-    if [ $svc = peer ]; then pid=$peer; port=18190; else pid=$og; port=18194; fi
-    s0=$(ticks $pid); r0=$(ticks $rpid)
-    $out/grpcload -addr 127.0.0.1:$port -conns 64 -duration ${secs}s ${LOAD_ARGS:-} > $out/$svc-$r.txt 2>&1
-    s1=$(ticks $pid); r1=$(ticks $rpid)
-    awk -v svc=$svc -v r=$r -v s=$((s1 - s0)) -v rd=$((r1 - r0)) '
-      /^calls/ {n = $2; rate = $5} /^latency/ {p50 = $3; p99 = $5} /^answers/ {ok = $3; over = $5; errs = $7} /^client CPU/ {cl = $3}
-      END {printf "round %d %-9s %7.0f calls/s  p50 %-10s p99 %-10s service %5.1f µs/decision  Redis %5.1f µs/decision  client %5.1f µs/call  (OK %d, OVER %d, errors %d)\n",
-        r, svc, rate, p50, p99, 1e4 * s / n, 1e4 * rd / n, cl, ok, over, errs}' $out/$svc-$r.txt
+  for i in $(seq 0 $((${#clients[@]} - 1))); do
+    cl=${clients[$(((i + r - 1) % ${#clients[@]}))]}; args=${LOAD_ARGS:-}; tag=
+    [ $cl = lean ] || { args="$args -grpcgo"; tag=/grpcgo; }
+    for svc in peer otpguard; do
+      if [ $svc = peer ]; then pid=$peer; port=18190; else pid=$og; port=18194; fi
+      s0=$(ticks $pid); r0=$(ticks $rpid)
+      $out/grpcload -addr 127.0.0.1:$port -conns 64 -duration ${secs}s $args > $out/$svc$cl-$r.txt 2>&1
+      s1=$(ticks $pid); r1=$(ticks $rpid)
+      awk -v svc=$svc$tag -v r=$r -v s=$((s1 - s0)) -v rd=$((r1 - r0)) '
+        /^calls/ {n = $2; rate = $5} /^latency/ {p50 = $3; p99 = $5} /^answers/ {ok = $3; over = $5; errs = $7} /^client CPU/ {cl = $3}
+        END {printf "round %d %-15s %7.0f calls/s  p50 %-10s p99 %-10s service %5.1f µs/decision  Redis %5.1f µs/decision  client %5.1f µs/call  (OK %d, OVER %d, errors %d)\n",
+          r, svc, rate, p50, p99, 1e4 * s / n, 1e4 * rd / n, cl, ok, over, errs}' $out/$svc$cl-$r.txt
+    done
   done
 done
 if [ -n "${FLOOR:-}" ]; then
