@@ -76,6 +76,9 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	if err := fs.Parse(args[1:]); err != nil {
 		return err
 	}
+	if c.bdp && !c.grpcgo {
+		return fmt.Errorf("-bdp is grpc-go's: use it with -grpcgo")
+	}
 	callers := make([]caller, c.conns)
 	for i := range callers {
 		cl, err := dial(ctx, c)
