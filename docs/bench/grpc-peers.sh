@@ -49,9 +49,9 @@ for r in $(seq $rounds); do
       $out/grpcload -addr 127.0.0.1:$port -conns 64 -duration ${secs}s $args > $out/$svc$cl-$r.txt 2>&1
       s1=$(ticks $pid); r1=$(ticks $rpid)
       awk -v svc=$svc$tag -v r=$r -v s=$((s1 - s0)) -v rd=$((r1 - r0)) '
-        /^calls/ {n = $2; rate = $5} /^latency/ {p50 = $3; p99 = $5} /^answers/ {ok = $3; over = $5; errs = $7} /^client CPU/ {cl = $3}
-        END {printf "round %d %-15s %7.0f calls/s  p50 %-10s p99 %-10s service %5.1f µs/decision  Redis %5.1f µs/decision  client %5.1f µs/call  (OK %d, OVER %d, errors %d)\n",
-          r, svc, rate, p50, p99, 1e4 * s / n, 1e4 * rd / n, cl, ok, over, errs}' $out/$svc$cl-$r.txt
+        /^calls/ {n = $2; rate = $5} /^latency/ {p50 = $3; p99 = $5} /^answers/ {ok = $3; over = $5; errs = $7} /^client CPU/ {cl = $3} /^client syscalls/ {sr = $3; sw = $5}
+        END {printf "round %d %-15s %7.0f calls/s  p50 %-10s p99 %-10s service %5.1f µs/decision  Redis %5.1f µs/decision  client %5.1f µs/call, %.2f reads %.2f writes  (OK %d, OVER %d, errors %d)\n",
+          r, svc, rate, p50, p99, 1e4 * s / n, 1e4 * rd / n, cl, sr, sw, ok, over, errs}' $out/$svc$cl-$r.txt
     done
   done
 done

@@ -30,6 +30,7 @@ import (
 	"os"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -93,7 +94,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		}
 	}
 	tallies := make([]tally, c.conns)
-	cpu0 := cpuTime()
+	cpu0, io0 := cpuTime(), syscalls()
 	start := time.Now()
 	end := start.Add(c.duration)
 	var wg sync.WaitGroup
@@ -102,7 +103,12 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	}
 	wg.Wait()
 	took := time.Since(start)
+	io1 := syscalls()
 	report(out, c, tallies, took, cpuTime()-cpu0)
+	if n := calls(tallies); n > 0 && io0 != nil && io1 != nil {
+		fmt.Fprintf(out, "client syscalls %.2f reads %.2f writes per call\n",
+			float64(io1["syscr"]-io0["syscr"])/float64(n), float64(io1["syscw"]-io0["syscw"])/float64(n))
+	}
 	return nil
 }
 
@@ -192,6 +198,29 @@ func drive(cl caller, c config, end time.Time) tally {
 			t.ok++
 		}
 	}
+}
+
+// syscalls is this process's read and write system calls so far
+// (/proc/self/io: syscr, syscw); nil where there is none.
+func syscalls() map[string]int64 {
+	b, err := os.ReadFile("/proc/self/io")
+	if err != nil {
+		return nil
+	}
+	m := map[string]int64{}
+	for _, line := range strings.Split(string(b), "\n") {
+		if k, v, ok := strings.Cut(line, ": "); ok {
+			m[k], _ = strconv.ParseInt(v, 10, 64)
+		}
+	}
+	return m
+}
+
+func calls(tallies []tally) (n int) {
+	for _, t := range tallies {
+		n += len(t.lat)
+	}
+	return n
 }
 
 // cpuTime is the CPU (user and system) this process has used.
