@@ -10,8 +10,10 @@
 # PEER_ENV='REDIS_PIPELINE_WINDOW=150us REDIS_PIPELINE_LIMIT=8' passes settings to the peer,
 # OG_ENV='GOMAXPROCS=1' to otpguard. FLOOR=1 also measures each on a domain no rule names (gRPC alone).
 # OG_BIN=path runs that otpguard binary instead of this checkout's (e.g. main's, for a before/after in one
-# sitting with the same load client and peer); LOAD_ARGS=-bdp gives grpcload grpc-go's BDP pings (before
-# 4e5e568 it always sent them; Envoy does not).
+# sitting with the same load client and peer). LOAD_ARGS=-grpcgo drives grpc-go's client (the load client
+# before the lean one, about twice its CPU per call; "client" in the output is grpcload's own CPU per
+# call); LOAD_ARGS='-grpcgo -bdp' adds grpc-go's BDP pings (before 4e5e568 it always sent them; Envoy
+# does not).
 set -u
 rounds=${1:-3}; secs=${2:-10}
 cd "$(dirname "$0")/../.."
@@ -34,16 +36,23 @@ metric() { curl -s 127.0.0.1:18193/metrics | awk -v n="$1" '$1 ~ "^"n"({|$)" {s 
 
 echo "== $(date -u '+%Y-%m-%d %H:%M UTC'), commit $(git rev-parse --short HEAD)${OG_BIN:+, otpguard $OG_BIN}${LOAD_ARGS:+, grpcload $LOAD_ARGS}, $PEER@$PEER_VERSION, $rounds rounds of ${secs}s"
 f0=$(metric otpguard_fallback_decisions_total)
+# COMPARE_CLIENT=1: each round also with grpc-go's client (rows "/grpcgo"), the lean and the old client
+# alternating, to tell what the client's CPU does to the ratio from what the services do.
+clients=(lean); [ -z "${COMPARE_CLIENT:-}" ] || clients=(lean grpcgo)
 for r in $(seq $rounds); do
-  for svc in peer otpguard; do
-    if [ $svc = peer ]; then pid=$peer; port=18190; else pid=$og; port=18194; fi
-    s0=$(ticks $pid); r0=$(ticks $rpid)
-    $out/grpcload -addr 127.0.0.1:$port -conns 64 -duration ${secs}s ${LOAD_ARGS:-} > $out/$svc-$r.txt 2>&1
-    s1=$(ticks $pid); r1=$(ticks $rpid)
-    awk -v svc=$svc -v r=$r -v s=$((s1 - s0)) -v rd=$((r1 - r0)) '
-      /^calls/ {n = $2; rate = $5} /^latency/ {p50 = $3; p99 = $5} /^answers/ {ok = $3; over = $5; errs = $7}
-      END {printf "round %d %-9s %7.0f calls/s  p50 %-10s p99 %-10s service %5.1f µs/decision  Redis %5.1f µs/decision  (OK %d, OVER %d, errors %d)\n",
-        r, svc, rate, p50, p99, 1e4 * s / n, 1e4 * rd / n, ok, over, errs}' $out/$svc-$r.txt
+  for i in $(seq 0 $((${#clients[@]} - 1))); do
+    cl=${clients[$(((i + r - 1) % ${#clients[@]}))]}; args=${LOAD_ARGS:-}; tag=
+    [ $cl = lean ] || { args="$args -grpcgo"; tag=/grpcgo; }
+    for svc in peer otpguard; do
+      if [ $svc = peer ]; then pid=$peer; port=18190; else pid=$og; port=18194; fi
+      s0=$(ticks $pid); r0=$(ticks $rpid)
+      $out/grpcload -addr 127.0.0.1:$port -conns 64 -duration ${secs}s $args > $out/$svc$cl-$r.txt 2>&1
+      s1=$(ticks $pid); r1=$(ticks $rpid)
+      awk -v svc=$svc$tag -v r=$r -v s=$((s1 - s0)) -v rd=$((r1 - r0)) '
+        /^calls/ {n = $2; rate = $5} /^latency/ {p50 = $3; p99 = $5} /^answers/ {ok = $3; over = $5; errs = $7} /^client CPU/ {cl = $3} /^client syscalls/ {sr = $3; sw = $5}
+        END {printf "round %d %-15s %7.0f calls/s  p50 %-10s p99 %-10s service %5.1f µs/decision  Redis %5.1f µs/decision  client %5.1f µs/call, %.2f reads %.2f writes  (OK %d, OVER %d, errors %d)\n",
+          r, svc, rate, p50, p99, 1e4 * s / n, 1e4 * rd / n, cl, sr, sw, ok, over, errs}' $out/$svc$cl-$r.txt
+    done
   done
 done
 if [ -n "${FLOOR:-}" ]; then
