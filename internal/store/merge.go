@@ -46,14 +46,19 @@ func joinsOn(rdb redis.UniversalClient) bool {
 type joinable struct {
 	into hotScript
 	tags map[string]string
+	// runs maps a member's tag to its run tag, for a member whose calls
+	// in a row are sent as one run (join).
+	runs map[string]string
 }
 
 // joinables are the families, by the SHA of each member script.
 var joinables = map[string]*joinable{}
 
 // joinCalls makes scripts (by tag) a family joined by into.
-func joinCalls(into hotScript, scripts map[string]hotScript) *joinable {
-	j := &joinable{into: into, tags: make(map[string]string, len(scripts))}
+// runs maps a member's tag to its run tag (join), for members whose calls
+// differ most often only in their last value.
+func joinCalls(into hotScript, scripts map[string]hotScript, runs map[string]string) *joinable {
+	j := &joinable{into: into, tags: make(map[string]string, len(scripts)), runs: runs}
 	for tag, s := range scripts {
 		j.tags[s.Hash()] = tag
 		joinables[s.Hash()] = j
@@ -147,7 +152,10 @@ func (js *joins) split(ctx context.Context, rdb redis.Scripter) {
 }
 
 // join builds one call of j.into doing the work of cmds (nkeys keys in
-// all), in order.
+// all), in order. Calls of a member with a run tag (runs) that follow one
+// another with the same number of keys and the same ARGV but the last
+// value go as one entry: the run tag, the number of calls, the ARGV they
+// share, then each call's last value.
 func (j *joinable) join(ctx context.Context, cmds []*redis.Cmd, nkeys int) *redis.Cmd {
 	more := nkeys
 	for _, c := range cmds {
@@ -158,15 +166,59 @@ func (j *joinable) join(ctx context.Context, cmds []*redis.Cmd, nkeys int) *redi
 		n := c.Args()[2].(int)
 		args = append(args, c.Args()[3:3+n]...)
 	}
-	for _, c := range cmds {
-		a := c.Args()
+	for i := 0; i < len(cmds); {
+		a := cmds[i].Args()
 		n := a[2].(int)
-		args = append(args, j.tags[a[1].(string)], n)
-		args = append(args, a[3+n:]...)
+		tag := j.tags[a[1].(string)]
+		m := 1
+		if _, ok := j.runs[tag]; ok {
+			for i+m < len(cmds) && sameButLast(a, cmds[i+m].Args()) {
+				m++
+			}
+		}
+		if m == 1 {
+			args = append(args, tag, n)
+			args = append(args, a[3+n:]...)
+			i++
+			continue
+		}
+		args = append(args, j.runs[tag], m)
+		args = append(args, a[3+n:len(a)-1]...)
+		for _, c := range cmds[i : i+m] {
+			args = append(args, c.Args()[len(a)-1])
+		}
+		i += m
 	}
 	call := redis.NewCmd(ctx, args...)
 	call.SetFirstKeyPos(3)
 	return call
+}
+
+// sameButLast reports whether two EVALSHA calls (args as hotScript.args
+// builds them) are of one script, with as many keys and the same ARGV but
+// the last value. Values are compared as they are (strings and numbers):
+// 1 and "1" differ, and a run only ever takes equal values.
+func sameButLast(a, b []any) bool {
+	if len(a) != len(b) || a[1] != b[1] || a[2] != b[2] {
+		return false
+	}
+	n := a[2].(int)
+	for i := 3 + n; i < len(a)-1; i++ {
+		if !sameValue(a[i], b[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+// sameValue is a == b for the scalar values of a script's arguments, and
+// false for anything else (== would panic on a slice).
+func sameValue(a, b any) bool {
+	switch a.(type) {
+	case string, int, int64, float64, uint32, uint64, bool:
+		return a == b
+	}
+	return false
 }
 
 // split hands each of cmds its reply from call's: its own value or error,

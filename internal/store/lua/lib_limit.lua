@@ -115,19 +115,12 @@ local function store_window(cur, prev, field, slice, idx, w, now_ms)
   w.start, w.where = now_ms, true
 end
 
--- take_one is take_limit (one take that spends, not held): KEYS[k] and
--- KEYS[k + 1] are its cur and prev hashes, ARGV[at] to ARGV[at + 7] its
--- eight values as take_group's, and now is Redis's clock in µs. The same
--- decision and five replies as take_group, without a batch's bookkeeping
--- (a table per limit, the second pass), which is most of what a one-limit
--- call costs Redis beyond its HGET and HSET.
-local function take_one(k, at, now)
-  local kind, flags, limit, param, cost = tonumber(ARGV[at]), tonumber(ARGV[at + 1]), tonumber(ARGV[at + 2]), tonumber(ARGV[at + 3]), tonumber(ARGV[at + 4])
-  local slice, idx, field = tonumber(ARGV[at + 5]), tonumber(ARGV[at + 6]), ARGV[at + 7]
-  if not check_slice(now, slice, idx) then return {-1, -1, now} end
-  local cur, prev = KEYS[k], KEYS[k + 1]
+-- take_at is one take that spends (cost > 0, not held) on the limit of
+-- field in hashes cur and prev of slice idx, its slice already checked:
+-- take_one's decision and five replies, on values already read (kind,
+-- flags, limit, param and cost as take_group's), now in µs and ms.
+local function take_at(cur, prev, field, kind, flags, limit, param, cost, slice, idx, now, now_ms)
   if kind == 1 then
-    local now_ms = math.floor(now / 1000)
     local w = load_window(cur, prev, field, slice, idx, param, now_ms)
     local allowed = w.count + cost <= limit
     if not allowed and flags < 4 then
@@ -145,6 +138,19 @@ local function take_one(k, at, now)
   end
   store_bucket(cur, prev, field, slice, idx, new_tat, now, where)
   return {1, 1, tokens_left(burst, new_tat - now, param), 0, math.ceil(new_tat - now)}
+end
+
+-- take_one is take_limit (one take that spends, not held): KEYS[k] and
+-- KEYS[k + 1] are its cur and prev hashes, ARGV[at] to ARGV[at + 7] its
+-- eight values as take_group's, and now is Redis's clock in µs. The same
+-- decision and five replies as take_group, without a batch's bookkeeping
+-- (a table per limit, the second pass), which is most of what a one-limit
+-- call costs Redis beyond its HGET and HSET.
+local function take_one(k, at, now)
+  local slice, idx = tonumber(ARGV[at + 5]), tonumber(ARGV[at + 6])
+  if not check_slice(now, slice, idx) then return {-1, -1, now} end
+  return take_at(KEYS[k], KEYS[k + 1], ARGV[at + 7], tonumber(ARGV[at]), tonumber(ARGV[at + 1]),
+    tonumber(ARGV[at + 2]), tonumber(ARGV[at + 3]), tonumber(ARGV[at + 4]), slice, idx, now, math.floor(now / 1000))
 end
 
 -- take_group is take_limits: n takes, decided as lib_take's decide_takes

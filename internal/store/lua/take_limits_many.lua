@@ -9,25 +9,53 @@
 --
 -- KEYS are the calls' keys one after another. ARGV per call: its script
 -- (1 take_limit, 2 take_limits), its number of keys, then its own ARGV.
+-- A run of take_limit calls in a row that differ only in their field (the
+-- checks of one policy: most of a busy pipeline) comes as one entry, 3:
+-- the number of calls m, the seven values they share, then their m
+-- fields; their keys are two per call as take_limit's. Redis then reads,
+-- and Lua converts, the shared values once per run, not once per call.
 -- Returns one reply per call: what its script returns, or an error reply
 -- ({err = ...}) if it failed, which stops only that call (a failed script
 -- call keeps what it wrote before the error, as this one does).
+local function failed(r)
+  if type(r) ~= 'table' or not r.err then r = {err = tostring(r)} end
+  return r
+end
+-- take_run answers a run's m calls into out: KEYS from k, ARGV from at
+-- (the seven shared values, then the fields).
+local function take_run(out, k, m, at, now)
+  local slice, idx = tonumber(ARGV[at + 5]), tonumber(ARGV[at + 6])
+  if not check_slice(now, slice, idx) then
+    for _ = 1, m do out[#out + 1] = {-1, -1, now} end
+    return
+  end
+  local kind, flags, limit = tonumber(ARGV[at]), tonumber(ARGV[at + 1]), tonumber(ARGV[at + 2])
+  local param, cost, now_ms = tonumber(ARGV[at + 3]), tonumber(ARGV[at + 4]), math.floor(now / 1000)
+  for i = 0, m - 1 do
+    local ok, r = pcall(take_at, KEYS[k + 2 * i], KEYS[k + 2 * i + 1], ARGV[at + 7 + i],
+      kind, flags, limit, param, cost, slice, idx, now, now_ms)
+    out[#out + 1] = ok and r or failed(r)
+  end
+end
 local now = now_us()
 local out, k, at = {}, 1, 1
-while at <= #ARGV do
-  local script, nkeys = ARGV[at], tonumber(ARGV[at + 1])
-  local ok, r
-  if script == '1' then
-    ok, r = pcall(take_one, k, at + 2, now)
-    at = at + 10
+local nargs = #ARGV
+while at <= nargs do
+  local script, n = ARGV[at], tonumber(ARGV[at + 1])
+  if script == '3' then
+    take_run(out, k, n, at + 2, now)
+    at, k = at + 9 + n, k + 2 * n
   else
-    ok, r = pcall(take_group, ARGV[at + 2] == '1', k, nkeys / 2, at + 3, now)
-    at = at + 3 + 4 * nkeys
+    local ok, r
+    if script == '1' then
+      ok, r = pcall(take_one, k, at + 2, now)
+      at = at + 10
+    else
+      ok, r = pcall(take_group, ARGV[at + 2] == '1', k, n / 2, at + 3, now)
+      at = at + 3 + 4 * n
+    end
+    out[#out + 1] = ok and r or failed(r)
+    k = k + n
   end
-  if not ok then
-    if type(r) ~= 'table' or not r.err then r = {err = tostring(r)} end
-  end
-  out[#out + 1] = r
-  k = k + nkeys
 end
 return out
