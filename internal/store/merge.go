@@ -97,6 +97,7 @@ type joinGroup struct {
 	cmds  []*redis.Cmd
 	keys  int
 	call  *redis.Cmd // the joined call, when there are two or more
+	runs  []int      // calls per entry of call (join)
 	alone bool       // one call: sent as it is
 }
 
@@ -128,7 +129,7 @@ func (js *joins) queue(ctx context.Context, pipe redis.Pipeliner) {
 			_ = pipe.Process(ctx, g.cmds[0])
 			continue
 		}
-		g.call = g.j.join(ctx, g.cmds, g.keys)
+		g.call, g.runs = g.j.join(ctx, g.cmds, g.keys)
 		_ = pipe.Process(ctx, g.call)
 	}
 }
@@ -147,7 +148,7 @@ func (js *joins) split(ctx context.Context, rdb redis.Scripter) {
 		if err := g.call.Err(); isNoScript(err) {
 			_ = g.j.into.Load(ctx, rdb).Err() // if this fails too, the next pipeline tries again
 		}
-		g.j.split(g.call, g.cmds)
+		g.j.split(g.call, g.cmds, g.runs)
 	}
 }
 
@@ -155,8 +156,9 @@ func (js *joins) split(ctx context.Context, rdb redis.Scripter) {
 // all), in order. Calls of a member with a run tag (runs) that follow one
 // another with the same number of keys and the same ARGV but the last
 // value go as one entry: the run tag, the number of calls, the ARGV they
-// share, then each call's last value.
-func (j *joinable) join(ctx context.Context, cmds []*redis.Cmd, nkeys int) *redis.Cmd {
+// share, then each call's last value. It returns the call and the calls
+// per entry (1, or a run's).
+func (j *joinable) join(ctx context.Context, cmds []*redis.Cmd, nkeys int) (*redis.Cmd, []int) {
 	more := nkeys
 	for _, c := range cmds {
 		more += len(c.Args()) - 1 // - evalsha, sha, numkeys + tag, numkeys
@@ -166,6 +168,7 @@ func (j *joinable) join(ctx context.Context, cmds []*redis.Cmd, nkeys int) *redi
 		n := c.Args()[2].(int)
 		args = append(args, c.Args()[3:3+n]...)
 	}
+	var runs []int
 	for i := 0; i < len(cmds); {
 		a := cmds[i].Args()
 		n := a[2].(int)
@@ -176,6 +179,7 @@ func (j *joinable) join(ctx context.Context, cmds []*redis.Cmd, nkeys int) *redi
 				m++
 			}
 		}
+		runs = append(runs, m)
 		if m == 1 {
 			args = append(args, tag, n)
 			args = append(args, a[3+n:]...)
@@ -191,7 +195,7 @@ func (j *joinable) join(ctx context.Context, cmds []*redis.Cmd, nkeys int) *redi
 	}
 	call := redis.NewCmd(ctx, args...)
 	call.SetFirstKeyPos(3)
-	return call
+	return call, runs
 }
 
 // sameButLast reports whether two EVALSHA calls (args as hotScript.args
@@ -222,22 +226,66 @@ func sameValue(a, b any) bool {
 }
 
 // split hands each of cmds its reply from call's: its own value or error,
-// or call's error if call failed as a whole.
-func (j *joinable) split(call *redis.Cmd, cmds []*redis.Cmd) {
+// or call's error if call failed as a whole. runs is the calls per entry
+// (join): a run's entry holds its calls' replies of five values one after
+// another (a failed call's error first), or the three of a stale slice
+// once, for every call of the run.
+func (j *joinable) split(call *redis.Cmd, cmds []*redis.Cmd, runs []int) {
 	v, err := call.Result()
 	replies, ok := v.([]any)
-	if err == nil && (!ok || len(replies) != len(cmds)) {
-		err = fmt.Errorf("store: joined script call returned %T of %d replies for %d calls", v, len(replies), len(cmds))
+	if err == nil && (!ok || len(replies) != len(runs)) {
+		err = fmt.Errorf("store: joined script call returned %T of %d replies for %d entries", v, len(replies), len(runs))
 	}
-	for i, c := range cmds {
-		if err != nil {
+	if err != nil {
+		for _, c := range cmds {
 			c.SetErr(err)
-			continue
 		}
-		if e, isErr := replies[i].(error); isErr {
-			c.SetErr(e)
-			continue
+		return
+	}
+	at := 0
+	for i, m := range runs {
+		if m == 1 {
+			setReply(cmds[at], replies[i])
+		} else {
+			splitRun(cmds[at:at+m], replies[i])
 		}
-		c.SetVal(replies[i])
+		at += m
+	}
+}
+
+// setReply hands c its reply: a value, or an error.
+func setReply(c *redis.Cmd, reply any) {
+	if e, isErr := reply.(error); isErr {
+		c.SetErr(e)
+		return
+	}
+	c.SetVal(reply)
+}
+
+// splitRun hands each of a run's cmds its five values of reply (or the
+// error in their place), or every one the reply of a stale slice.
+func splitRun(cmds []*redis.Cmd, reply any) {
+	vals, ok := reply.([]any)
+	switch {
+	case ok && len(vals) == 3:
+		for _, c := range cmds {
+			c.SetVal(vals)
+		}
+	case ok && len(vals) == 5*len(cmds):
+		for i, c := range cmds {
+			if e, isErr := vals[5*i].(error); isErr {
+				c.SetErr(e)
+				continue
+			}
+			c.SetVal(vals[5*i : 5*i+5 : 5*i+5])
+		}
+	default:
+		err := fmt.Errorf("store: joined script call returned %T of %d values for a run of %d calls", reply, len(vals), len(cmds))
+		if e, isErr := reply.(error); isErr {
+			err = e
+		}
+		for _, c := range cmds {
+			c.SetErr(err)
+		}
 	}
 }

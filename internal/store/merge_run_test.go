@@ -29,7 +29,11 @@ func TestJoinSendsRunsOnce(t *testing.T) {
 		one("f", "ff", int64(5)), one("h", "fh", int64(5)),
 	}
 	j := joinables[takeLimitScript.Hash()]
-	got := j.join(ctx, cmds, 16).Args()
+	call, runs := j.join(ctx, cmds, 16)
+	got := call.Args()
+	if !slices.Equal(runs, []int{3, 1, 1, 1, 2}) {
+		t.Errorf("calls per entry %v, want [3 1 1 1 2]", runs)
+	}
 	want := []any{"evalsha", takeLimitsManyScript.sha, 16,
 		"ac", "ap", "bc", "bp", "cc", "cp", "dc", "dp", "ec", "ep", "gc", "gp", "fc", "fp", "hc", "hp",
 		"3", 3, 1, 0, int64(5), int64(60000), int64(1), int64(60000), int64(7), "fa", "fb", "fc",

@@ -461,3 +461,30 @@ func TestJoinedRunFailureStopsOnlyItsCall(t *testing.T) {
 		t.Errorf("the third check's window counts %d after a second hit, want 2 (the run wrote it once)", again.Count)
 	}
 }
+
+// TestJoinedStaleRunIsRetried: two checks of one policy from a store that
+// names the wrong slices go as one run of the joined call; the run writes
+// nothing and answers each its stale reply, so each is named again and
+// counted once.
+func TestJoinedStaleRunIsRetried(t *testing.T) {
+	srv := redistest.Start(t)
+	rdb, c, g := joinedClient(t, srv.URL())
+	prefix := redistest.Prefix()
+	stale, good := store.NewRedis(rdb, prefix), store.NewRedis(rdb, prefix)
+	if err := good.LoadScripts(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	stale.SetSkewForTest(-time.Hour.Milliseconds())
+	reqs := [][]guard.Take{checkOf("s", 1), checkOf("t", 1), checkOf("g", 1)}
+	out := takeTogether(t, rdb, c, g, []*store.Redis{stale, stale, good}, reqs)
+	for i, r := range out {
+		if r.err != nil || !r.res[0].Allowed || r.res[0].Count != 1 {
+			t.Errorf("request %d: %+v, %v: want allowed, counted once", i, r.res, r.err)
+		}
+	}
+	for _, id := range []string{"s", "t", "g"} {
+		if again := take1(t, good, checkOf(id, 1)[0]); again.Allowed {
+			t.Errorf("window of 1 on %s allowed a second take: counted twice, or not at all", id)
+		}
+	}
+}
