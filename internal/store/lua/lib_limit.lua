@@ -123,8 +123,11 @@ end
 -- take_one's decision, its five replies returned as five values (no table
 -- per take: a run of take_limits_many lays them out flat), on values
 -- already read (kind, flags, limit, param and cost as take_group's), now
--- in µs and ms.
-local function take_at(cur, prev, field, kind, flags, limit, param, cost, slice, idx, now, now_ms)
+-- in µs and ms. delta, if not nil, is cost * slice as a string: a hit on
+-- a running window then adds it to the stored count * L + start by
+-- HINCRBY, the same value as store_window's HSET without formatting a
+-- number per take (the callers of a run format it once).
+local function take_at(cur, prev, field, kind, flags, limit, param, cost, slice, idx, now, now_ms, delta)
   if kind == 1 then
     local w = load_window(cur, prev, field, slice, idx, param, now_ms)
     local allowed = w.count + cost <= limit
@@ -132,7 +135,11 @@ local function take_at(cur, prev, field, kind, flags, limit, param, cost, slice,
       return 0, 0, w.count, w.start and (w.start + param - now_ms) or -2, 0
     end
     w.count = w.count + cost
-    store_window(cur, prev, field, slice, idx, w, now_ms)
+    if delta and w.start and w.count < 2^53 / slice - 1 then
+      call('HINCRBY', w.where and cur or prev, field, delta)
+    else
+      store_window(cur, prev, field, slice, idx, w, now_ms)
+    end
     return allowed and 1 or 0, 1, w.count, w.start + param - now_ms, 0
   end
   local tat, where = load_bucket(cur, prev, field, slice, idx, now)

@@ -31,10 +31,10 @@ local function take_run(k, m, at, now)
   if not check_slice(now, slice, idx) then return {-1, -1, now} end
   local kind, flags, limit = tonumber(ARGV[at]), tonumber(ARGV[at + 1]), tonumber(ARGV[at + 2])
   local param, cost, now_ms = tonumber(ARGV[at + 3]), tonumber(ARGV[at + 4]), floor(now / 1000)
-  local out = {}
+  local out, delta = {}, format('%.0f', cost * slice)
   for i = 0, m - 1 do
     local ok, a, b, c, d, e = pcall(take_at, KEYS[k + 2 * i], KEYS[k + 2 * i + 1], ARGV[at + 7 + i],
-      kind, flags, limit, param, cost, slice, idx, now, now_ms)
+      kind, flags, limit, param, cost, slice, idx, now, now_ms, delta)
     if not ok then a, b, c, d, e = failed(a), 0, 0, 0, 0 end
     local j = 5 * i
     out[j + 1], out[j + 2], out[j + 3], out[j + 4], out[j + 5] = a, b, c, d, e
