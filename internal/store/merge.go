@@ -46,14 +46,19 @@ func joinsOn(rdb redis.UniversalClient) bool {
 type joinable struct {
 	into hotScript
 	tags map[string]string
+	// runs maps a member's tag to its run tag, for a member whose calls
+	// in a row are sent as one run (join).
+	runs map[string]string
 }
 
 // joinables are the families, by the SHA of each member script.
 var joinables = map[string]*joinable{}
 
 // joinCalls makes scripts (by tag) a family joined by into.
-func joinCalls(into hotScript, scripts map[string]hotScript) *joinable {
-	j := &joinable{into: into, tags: make(map[string]string, len(scripts))}
+// runs maps a member's tag to its run tag (join), for members whose calls
+// differ most often only in their last value.
+func joinCalls(into hotScript, scripts map[string]hotScript, runs map[string]string) *joinable {
+	j := &joinable{into: into, tags: make(map[string]string, len(scripts)), runs: runs}
 	for tag, s := range scripts {
 		j.tags[s.Hash()] = tag
 		joinables[s.Hash()] = j
@@ -92,6 +97,7 @@ type joinGroup struct {
 	cmds  []*redis.Cmd
 	keys  int
 	call  *redis.Cmd // the joined call, when there are two or more
+	runs  []int      // calls per entry of call (join)
 	alone bool       // one call: sent as it is
 }
 
@@ -123,7 +129,7 @@ func (js *joins) queue(ctx context.Context, pipe redis.Pipeliner) {
 			_ = pipe.Process(ctx, g.cmds[0])
 			continue
 		}
-		g.call = g.j.join(ctx, g.cmds, g.keys)
+		g.call, g.runs = g.j.join(ctx, g.cmds, g.keys)
 		_ = pipe.Process(ctx, g.call)
 	}
 }
@@ -142,13 +148,17 @@ func (js *joins) split(ctx context.Context, rdb redis.Scripter) {
 		if err := g.call.Err(); isNoScript(err) {
 			_ = g.j.into.Load(ctx, rdb).Err() // if this fails too, the next pipeline tries again
 		}
-		g.j.split(g.call, g.cmds)
+		g.j.split(g.call, g.cmds, g.runs)
 	}
 }
 
 // join builds one call of j.into doing the work of cmds (nkeys keys in
-// all), in order.
-func (j *joinable) join(ctx context.Context, cmds []*redis.Cmd, nkeys int) *redis.Cmd {
+// all), in order. Calls of a member with a run tag (runs) that follow one
+// another with the same number of keys and the same ARGV but the last
+// value go as one entry: the run tag, the number of calls, the ARGV they
+// share, then each call's last value. It returns the call and the calls
+// per entry (1, or a run's).
+func (j *joinable) join(ctx context.Context, cmds []*redis.Cmd, nkeys int) (*redis.Cmd, []int) {
 	more := nkeys
 	for _, c := range cmds {
 		more += len(c.Args()) - 1 // - evalsha, sha, numkeys + tag, numkeys
@@ -158,34 +168,124 @@ func (j *joinable) join(ctx context.Context, cmds []*redis.Cmd, nkeys int) *redi
 		n := c.Args()[2].(int)
 		args = append(args, c.Args()[3:3+n]...)
 	}
-	for _, c := range cmds {
-		a := c.Args()
+	var runs []int
+	for i := 0; i < len(cmds); {
+		a := cmds[i].Args()
 		n := a[2].(int)
-		args = append(args, j.tags[a[1].(string)], n)
-		args = append(args, a[3+n:]...)
+		tag := j.tags[a[1].(string)]
+		m := 1
+		if _, ok := j.runs[tag]; ok {
+			for i+m < len(cmds) && sameButLast(a, cmds[i+m].Args()) {
+				m++
+			}
+		}
+		runs = append(runs, m)
+		if m == 1 {
+			args = append(args, tag, n)
+			args = append(args, a[3+n:]...)
+			i++
+			continue
+		}
+		args = append(args, j.runs[tag], m)
+		args = append(args, a[3+n:len(a)-1]...)
+		for _, c := range cmds[i : i+m] {
+			args = append(args, c.Args()[len(a)-1])
+		}
+		i += m
 	}
 	call := redis.NewCmd(ctx, args...)
 	call.SetFirstKeyPos(3)
-	return call
+	return call, runs
+}
+
+// sameButLast reports whether two EVALSHA calls (args as hotScript.args
+// builds them) are of one script, with as many keys and the same ARGV but
+// the last value. Values are compared as they are (strings and numbers):
+// 1 and "1" differ, and a run only ever takes equal values.
+func sameButLast(a, b []any) bool {
+	if len(a) != len(b) || a[1] != b[1] || a[2] != b[2] {
+		return false
+	}
+	n := a[2].(int)
+	for i := 3 + n; i < len(a)-1; i++ {
+		if !sameValue(a[i], b[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+// sameValue is a == b for the scalar values of a script's arguments, and
+// false for anything else (== would panic on a slice).
+func sameValue(a, b any) bool {
+	switch a.(type) {
+	case string, int, int64, float64, uint32, uint64, bool:
+		return a == b
+	}
+	return false
 }
 
 // split hands each of cmds its reply from call's: its own value or error,
-// or call's error if call failed as a whole.
-func (j *joinable) split(call *redis.Cmd, cmds []*redis.Cmd) {
+// or call's error if call failed as a whole. runs is the calls per entry
+// (join): a run's entry holds its calls' replies of five values one after
+// another (a failed call's error first), or the three of a stale slice
+// once, for every call of the run.
+func (j *joinable) split(call *redis.Cmd, cmds []*redis.Cmd, runs []int) {
 	v, err := call.Result()
 	replies, ok := v.([]any)
-	if err == nil && (!ok || len(replies) != len(cmds)) {
-		err = fmt.Errorf("store: joined script call returned %T of %d replies for %d calls", v, len(replies), len(cmds))
+	if err == nil && (!ok || len(replies) != len(runs)) {
+		err = fmt.Errorf("store: joined script call returned %T of %d replies for %d entries", v, len(replies), len(runs))
 	}
-	for i, c := range cmds {
-		if err != nil {
+	if err != nil {
+		for _, c := range cmds {
 			c.SetErr(err)
-			continue
 		}
-		if e, isErr := replies[i].(error); isErr {
-			c.SetErr(e)
-			continue
+		return
+	}
+	at := 0
+	for i, m := range runs {
+		if m == 1 {
+			setReply(cmds[at], replies[i])
+		} else {
+			splitRun(cmds[at:at+m], replies[i])
 		}
-		c.SetVal(replies[i])
+		at += m
+	}
+}
+
+// setReply hands c its reply: a value, or an error.
+func setReply(c *redis.Cmd, reply any) {
+	if e, isErr := reply.(error); isErr {
+		c.SetErr(e)
+		return
+	}
+	c.SetVal(reply)
+}
+
+// splitRun hands each of a run's cmds its five values of reply (or the
+// error in their place), or every one the reply of a stale slice.
+func splitRun(cmds []*redis.Cmd, reply any) {
+	vals, ok := reply.([]any)
+	switch {
+	case ok && len(vals) == 3:
+		for _, c := range cmds {
+			c.SetVal(vals)
+		}
+	case ok && len(vals) == 5*len(cmds):
+		for i, c := range cmds {
+			if e, isErr := vals[5*i].(error); isErr {
+				c.SetErr(e)
+				continue
+			}
+			c.SetVal(vals[5*i : 5*i+5 : 5*i+5])
+		}
+	default:
+		err := fmt.Errorf("store: joined script call returned %T of %d values for a run of %d calls", reply, len(vals), len(cmds))
+		if e, isErr := reply.(error); isErr {
+			err = e
+		}
+		for _, c := range cmds {
+			c.SetErr(err)
+		}
 	}
 }

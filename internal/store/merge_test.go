@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -411,5 +412,79 @@ func TestClusterCallsAreNotJoined(t *testing.T) {
 	defer single.Close()
 	if !store.JoinsOnForTest(single) {
 		t.Error("a single-node client's Coalescer does not join script calls")
+	}
+}
+
+// TestJoinedRunFailureStopsOnlyItsCall: three checks of one policy in one
+// pipeline go as one run of the joined call (take_limits_many.lua, tag
+// 3); the middle one's hash is not a hash (WRONGTYPE): that request alone
+// gets the error, the two around it are decided and counted.
+func TestJoinedRunFailureStopsOnlyItsCall(t *testing.T) {
+	srv := redistest.Start(t)
+	rdb, c, g := joinedClient(t, srv.URL())
+	st := store.NewRedis(rdb, redistest.Prefix()).WithLimitShards(3)
+	ctx := context.Background()
+	if err := st.LoadScripts(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// Three ids in three different shards, so that only the middle one
+	// finds its hash broken.
+	ids, tags := []string{}, map[string]bool{}
+	for i := 0; len(ids) < 3; i++ {
+		id := fmt.Sprint("run", i)
+		if tag := st.LimitTagForTest(guard.Key{ID: id}); !tags[tag] {
+			tags[tag] = true
+			ids = append(ids, id)
+		}
+	}
+	cur, _, _ := st.LimitHashesForTest(checkOf(ids[1], 5)[0])
+	if err := rdb.Set(ctx, cur, "not a hash", time.Minute).Err(); err != nil {
+		t.Fatal(err)
+	}
+	reqs := [][]guard.Take{checkOf(ids[0], 5), checkOf(ids[1], 5), checkOf(ids[2], 5)}
+	if err := rdb.ConfigResetStat(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	got := takeTogether(t, rdb, c, g, []*store.Redis{st, st, st}, reqs)
+	if n := commandStats(t, rdb)["evalsha"].calls; n != 1 {
+		t.Errorf("%d EVALSHA for three checks in one pipeline, want 1", n)
+	}
+	if got[1].err == nil || !strings.Contains(got[1].err.Error(), "WRONGTYPE") {
+		t.Errorf("the check on a broken hash: %v, want its WRONGTYPE error", got[1].err)
+	}
+	for _, i := range []int{0, 2} {
+		if got[i].err != nil || !got[i].res[0].Allowed || got[i].res[0].Count != 1 {
+			t.Errorf("check %d beside the broken one: %+v, %v; want allowed, count 1", i, got[i].res, got[i].err)
+		}
+	}
+	if again := take1(t, st, checkOf(ids[2], 5)[0]); again.Count != 2 {
+		t.Errorf("the third check's window counts %d after a second hit, want 2 (the run wrote it once)", again.Count)
+	}
+}
+
+// TestJoinedStaleRunIsRetried: two checks of one policy from a store that
+// names the wrong slices go as one run of the joined call; the run writes
+// nothing and answers each its stale reply, so each is named again and
+// counted once.
+func TestJoinedStaleRunIsRetried(t *testing.T) {
+	srv := redistest.Start(t)
+	rdb, c, g := joinedClient(t, srv.URL())
+	prefix := redistest.Prefix()
+	stale, good := store.NewRedis(rdb, prefix), store.NewRedis(rdb, prefix)
+	if err := good.LoadScripts(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	stale.SetSkewForTest(-time.Hour.Milliseconds())
+	reqs := [][]guard.Take{checkOf("s", 1), checkOf("t", 1), checkOf("g", 1)}
+	out := takeTogether(t, rdb, c, g, []*store.Redis{stale, stale, good}, reqs)
+	for i, r := range out {
+		if r.err != nil || !r.res[0].Allowed || r.res[0].Count != 1 {
+			t.Errorf("request %d: %+v, %v: want allowed, counted once", i, r.res, r.err)
+		}
+	}
+	for _, id := range []string{"s", "t", "g"} {
+		if again := take1(t, good, checkOf(id, 1)[0]); again.Allowed {
+			t.Errorf("window of 1 on %s allowed a second take: counted twice, or not at all", id)
+		}
 	}
 }

@@ -21,10 +21,13 @@
 -- that the listpack keeps them in a few bytes: a bucket's TAT in µs, a
 -- window's count * L + its start in ms (or "count:start" for a count too
 -- large for that to be exact in a double).
+-- The functions the decisions call per take, as locals: a global (and
+-- math.floor's table) is a hash lookup at every call, a local is not.
+local call, floor, ceil, format, tonumber = redis.call, math.floor, math.ceil, string.format, tonumber
 -- check_slice reports whether now (µs) falls in slice idx of slices of
 -- slice ms.
 local function check_slice(now, slice, idx)
-  return math.floor(now / (slice * 1000)) == idx
+  return floor(now / (slice * 1000)) == idx
 end
 -- slices_hold reports whether now (µs) falls in the slice each of n items
 -- named: ARGV[at + stride * i] is item i's slice ms (i from 0), the value
@@ -40,16 +43,16 @@ end
 -- find returns a limit's stored value and where it is (true: cur, false:
 -- prev), or nil.
 local function find(cur, prev, field)
-  local v = redis.call('HGET', cur, field)
+  local v = call('HGET', cur, field)
   if v then return v, true end
-  v = redis.call('HGET', prev, field)
+  v = call('HGET', prev, field)
   if v then return v, false end
   return nil, nil
 end
 -- expire_new gives the hash cur of slice idx its end, the end of slice
 -- idx + 1, unless it has one (it was just created by the caller's HSET).
 local function expire_new(cur, slice, idx)
-  redis.call('PEXPIREAT', cur, string.format('%.0f', (idx + 2) * slice), 'NX')
+  call('PEXPIREAT', cur, format('%.0f', (idx + 2) * slice), 'NX')
 end
 
 -- A bucket is {tat, where}: tat in µs, where as find's.
@@ -66,14 +69,14 @@ end
 -- sync mode's debt) is cut to that end: the debt beyond is forgiven.
 local function store_bucket(cur, prev, field, slice, idx, tat, now, where)
   if tat <= now then
-    if where == true then redis.call('HDEL', cur, field)
-    elseif where == false then redis.call('HDEL', prev, field) end
+    if where == true then call('HDEL', cur, field)
+    elseif where == false then call('HDEL', prev, field) end
     return
   end
   local base, last = idx * slice * 1000, (idx + 2) * slice * 1000
   if tat > last then tat = last end
-  redis.call('HSET', cur, field, string.format('%.0f', tat - base))
-  if where == false then redis.call('HDEL', prev, field) end
+  call('HSET', cur, field, format('%.0f', tat - base))
+  if where == false then call('HDEL', prev, field) end
   if where ~= true then expire_new(cur, slice, idx) end
 end
 
@@ -85,7 +88,7 @@ local function load_window(cur, prev, field, slice, idx, window, now_ms)
   local count, rel
   local n = tonumber(v)
   if n then
-    count = math.floor(n / slice)
+    count = floor(n / slice)
     rel = n - count * slice
   else
     local c, r = string.match(v, '^(%d+):(%d+)$')
@@ -96,8 +99,8 @@ local function load_window(cur, prev, field, slice, idx, window, now_ms)
   return {count = count, start = start, where = where}
 end
 local function pack_window(count, rel, slice)
-  if count < 2^53 / slice - 1 then return string.format('%.0f', count * slice + rel) end
-  return string.format('%.0f:%.0f', count, rel)
+  if count < 2^53 / slice - 1 then return format('%.0f', count * slice + rel) end
+  return format('%.0f:%.0f', count, rel)
 end
 -- store_window writes w back: a running window in the slice it started
 -- in, a new one (no start) in cur, starting now, its ended predecessor
@@ -106,13 +109,47 @@ local function store_window(cur, prev, field, slice, idx, w, now_ms)
   if w.start then
     local key = w.where and cur or prev
     local k = w.where and idx or idx - 1
-    redis.call('HSET', key, field, pack_window(w.count, w.start - k * slice, slice))
+    call('HSET', key, field, pack_window(w.count, w.start - k * slice, slice))
     return
   end
-  redis.call('HSET', cur, field, pack_window(w.count, now_ms - idx * slice, slice))
-  if w.where == false then redis.call('HDEL', prev, field) end
+  call('HSET', cur, field, pack_window(w.count, now_ms - idx * slice, slice))
+  if w.where == false then call('HDEL', prev, field) end
   if w.where ~= true then expire_new(cur, slice, idx) end
   w.start, w.where = now_ms, true
+end
+
+-- take_at is one take that spends (cost > 0, not held) on the limit of
+-- field in hashes cur and prev of slice idx, its slice already checked:
+-- take_one's decision, its five replies returned as five values (no table
+-- per take: a run of take_limits_many lays them out flat), on values
+-- already read (kind, flags, limit, param and cost as take_group's), now
+-- in µs and ms. delta, if not nil, is cost * slice as a string: a hit on
+-- a running window then adds it to the stored count * L + start by
+-- HINCRBY, the same value as store_window's HSET without formatting a
+-- number per take (the callers of a run format it once).
+local function take_at(cur, prev, field, kind, flags, limit, param, cost, slice, idx, now, now_ms, delta)
+  if kind == 1 then
+    local w = load_window(cur, prev, field, slice, idx, param, now_ms)
+    local allowed = w.count + cost <= limit
+    if not allowed and flags < 4 then
+      return 0, 0, w.count, w.start and (w.start + param - now_ms) or -2, 0
+    end
+    w.count = w.count + cost
+    if delta and w.start and w.count < 2^53 / slice - 1 then
+      call('HINCRBY', w.where and cur or prev, field, delta)
+    else
+      store_window(cur, prev, field, slice, idx, w, now_ms)
+    end
+    return allowed and 1 or 0, 1, w.count, w.start + param - now_ms, 0
+  end
+  local tat, where = load_bucket(cur, prev, field, slice, idx, now)
+  local burst = limit * param
+  local new_tat = floor(tat + cost * param + 0.5)
+  if new_tat - now > burst + 0.5 then
+    return 0, 0, tokens_left(burst, tat - now, param), ceil(new_tat - now - burst), ceil(tat - now)
+  end
+  store_bucket(cur, prev, field, slice, idx, new_tat, now, where)
+  return 1, 1, tokens_left(burst, new_tat - now, param), 0, ceil(new_tat - now)
 end
 
 -- take_one is take_limit (one take that spends, not held): KEYS[k] and
@@ -122,29 +159,10 @@ end
 -- (a table per limit, the second pass), which is most of what a one-limit
 -- call costs Redis beyond its HGET and HSET.
 local function take_one(k, at, now)
-  local kind, flags, limit, param, cost = tonumber(ARGV[at]), tonumber(ARGV[at + 1]), tonumber(ARGV[at + 2]), tonumber(ARGV[at + 3]), tonumber(ARGV[at + 4])
-  local slice, idx, field = tonumber(ARGV[at + 5]), tonumber(ARGV[at + 6]), ARGV[at + 7]
+  local slice, idx = tonumber(ARGV[at + 5]), tonumber(ARGV[at + 6])
   if not check_slice(now, slice, idx) then return {-1, -1, now} end
-  local cur, prev = KEYS[k], KEYS[k + 1]
-  if kind == 1 then
-    local now_ms = math.floor(now / 1000)
-    local w = load_window(cur, prev, field, slice, idx, param, now_ms)
-    local allowed = w.count + cost <= limit
-    if not allowed and flags < 4 then
-      return {0, 0, w.count, w.start and (w.start + param - now_ms) or -2, 0}
-    end
-    w.count = w.count + cost
-    store_window(cur, prev, field, slice, idx, w, now_ms)
-    return {allowed and 1 or 0, 1, w.count, w.start + param - now_ms, 0}
-  end
-  local tat, where = load_bucket(cur, prev, field, slice, idx, now)
-  local burst = limit * param
-  local new_tat = math.floor(tat + cost * param + 0.5)
-  if new_tat - now > burst + 0.5 then
-    return {0, 0, tokens_left(burst, tat - now, param), math.ceil(new_tat - now - burst), math.ceil(tat - now)}
-  end
-  store_bucket(cur, prev, field, slice, idx, new_tat, now, where)
-  return {1, 1, tokens_left(burst, new_tat - now, param), 0, math.ceil(new_tat - now)}
+  return {take_at(KEYS[k], KEYS[k + 1], ARGV[at + 7], tonumber(ARGV[at]), tonumber(ARGV[at + 1]),
+    tonumber(ARGV[at + 2]), tonumber(ARGV[at + 3]), tonumber(ARGV[at + 4]), slice, idx, now, floor(now / 1000))}
 end
 
 -- take_group is take_limits: n takes, decided as lib_take's decide_takes
@@ -161,7 +179,7 @@ end
 -- denial or a peek.
 local function take_group(all, k, n, at, now)
   if not slices_hold(now, n, at + 5, 8) then return {-1, -1, now} end
-  local now_ms = math.floor(now / 1000)
+  local now_ms = floor(now / 1000)
   local state, order = {}, {}
   local function open(i, kind, param, a)
     local cur, prev = KEYS[k + 2 * i - 2], KEYS[k + 2 * i - 1]

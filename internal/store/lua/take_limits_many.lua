@@ -9,25 +9,57 @@
 --
 -- KEYS are the calls' keys one after another. ARGV per call: its script
 -- (1 take_limit, 2 take_limits), its number of keys, then its own ARGV.
--- Returns one reply per call: what its script returns, or an error reply
--- ({err = ...}) if it failed, which stops only that call (a failed script
--- call keeps what it wrote before the error, as this one does).
+-- A run of take_limit calls in a row that differ only in their field (the
+-- checks of one policy: most of a busy pipeline) comes as one entry, 3:
+-- the number of calls m, the seven values they share, then their m
+-- fields; their keys are two per call as take_limit's. Redis then reads,
+-- and Lua converts, the shared values once per run, not once per call.
+-- Returns one reply per entry: per call, what its script returns, or an
+-- error reply ({err = ...}) if it failed, which stops only that call (a
+-- failed script call keeps what it wrote before the error, as this one
+-- does); per run, its calls' five replies one after another in one flat
+-- array (a failed call's error in its first place, zeros in the other
+-- four), or {-1, -1, now µs} once if its slice is not Redis's.
+local function failed(r)
+  if type(r) ~= 'table' or not r.err then r = {err = tostring(r)} end
+  return r
+end
+-- take_run answers a run of m calls: KEYS from k, ARGV from at (the
+-- seven shared values, then the fields).
+local function take_run(k, m, at, now)
+  local slice, idx = tonumber(ARGV[at + 5]), tonumber(ARGV[at + 6])
+  if not check_slice(now, slice, idx) then return {-1, -1, now} end
+  local kind, flags, limit = tonumber(ARGV[at]), tonumber(ARGV[at + 1]), tonumber(ARGV[at + 2])
+  local param, cost, now_ms = tonumber(ARGV[at + 3]), tonumber(ARGV[at + 4]), floor(now / 1000)
+  local out, delta = {}, format('%.0f', cost * slice)
+  for i = 0, m - 1 do
+    local ok, a, b, c, d, e = pcall(take_at, KEYS[k + 2 * i], KEYS[k + 2 * i + 1], ARGV[at + 7 + i],
+      kind, flags, limit, param, cost, slice, idx, now, now_ms, delta)
+    if not ok then a, b, c, d, e = failed(a), 0, 0, 0, 0 end
+    local j = 5 * i
+    out[j + 1], out[j + 2], out[j + 3], out[j + 4], out[j + 5] = a, b, c, d, e
+  end
+  return out
+end
 local now = now_us()
 local out, k, at = {}, 1, 1
-while at <= #ARGV do
-  local script, nkeys = ARGV[at], tonumber(ARGV[at + 1])
-  local ok, r
-  if script == '1' then
-    ok, r = pcall(take_one, k, at + 2, now)
-    at = at + 10
+local nargs = #ARGV
+while at <= nargs do
+  local script, n = ARGV[at], tonumber(ARGV[at + 1])
+  if script == '3' then
+    out[#out + 1] = take_run(k, n, at + 2, now)
+    at, k = at + 9 + n, k + 2 * n
   else
-    ok, r = pcall(take_group, ARGV[at + 2] == '1', k, nkeys / 2, at + 3, now)
-    at = at + 3 + 4 * nkeys
+    local ok, r
+    if script == '1' then
+      ok, r = pcall(take_one, k, at + 2, now)
+      at = at + 10
+    else
+      ok, r = pcall(take_group, ARGV[at + 2] == '1', k, n / 2, at + 3, now)
+      at = at + 3 + 4 * n
+    end
+    out[#out + 1] = ok and r or failed(r)
+    k = k + n
   end
-  if not ok then
-    if type(r) ~= 'table' or not r.err then r = {err = tostring(r)} end
-  end
-  out[#out + 1] = r
-  k = k + nkeys
 end
 return out
