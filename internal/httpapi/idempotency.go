@@ -191,7 +191,7 @@ func (s *Server) idempotentRoute(next echo.HandlerFunc, inSend bool) echo.Handle
 		digest, caller := idempotencyDigest(token, values[0]), callerDigest(token)
 		sum := sha256.Sum256([]byte(c.Request().Method + " " + c.Path() + "\n" + string(body)))
 		bodySum := hex.EncodeToString(sum[:])
-		cl := idemClaim{digest: digest, caller: caller, token: newClaimToken()}
+		cl := idemClaim{digest: digest, caller: caller, token: newClaimToken(), body: body}
 		if inSend {
 			return s.runInSend(c, next, cl, bodySum)
 		}
@@ -199,9 +199,18 @@ func (s *Server) idempotentRoute(next echo.HandlerFunc, inSend bool) echo.Handle
 	}
 }
 
-// idemClaim is one request's claim: the key's digest, the caller's, and
-// the claim token.
-type idemClaim struct{ digest, caller, token string }
+// idemClaim is one request's claim: the key's digest, the caller's, the
+// claim token, and the request's body (to run the handler again, after a
+// send that lost its claim read it: runInSend).
+type idemClaim struct {
+	digest, caller, token string
+	body                  []byte
+}
+
+// rewind gives the request its body again, for the handler to read.
+func (cl idemClaim) rewind(c echo.Context) {
+	c.Request().Body = io.NopCloser(bytes.NewReader(cl.body))
+}
 
 func (s *Server) claimAndRun(c echo.Context, next echo.HandlerFunc, cl idemClaim, bodySum string) error {
 	ctx := c.Request().Context()
@@ -228,6 +237,7 @@ func (s *Server) answerHeld(c echo.Context, next echo.HandlerFunc, cl idemClaim,
 	for {
 		switch state {
 		case "claimed":
+			cl.rewind(c)
 			return s.runClaimed(c, next, cl)
 		case "reused":
 			return guard.Errorf(guard.CodeIdempotencyKeyReused, "this Idempotency-Key was used with another request body")
@@ -250,6 +260,7 @@ func (s *Server) answerHeld(c echo.Context, next echo.HandlerFunc, cl idemClaim,
 		var err error
 		state, answer, err = s.idempotency.ClaimIdempotencyKey(ctx, cl.digest, bodySum, cl.token, IdempotencyPendingTTL)
 		if err != nil {
+			cl.rewind(c)
 			return s.unclaimed(c, next, err)
 		}
 	}
