@@ -64,3 +64,9 @@ func (g guardedStore) TakeKept4xx(ctx context.Context, caller string, limit int6
 	}
 	return res[0].Allowed, nil
 }
+
+// ClaimsInSend: on a single Redis (or Sentinel's master) a send's
+// Idempotency-Key claim rides in the MULTI that takes its limits
+// (guard.SendClaim); on Cluster the record's slot is not the limits', so
+// the claim keeps its own round trip first.
+func (g guardedStore) ClaimsInSend() bool { return !g.st.Cluster() }

@@ -29,7 +29,14 @@ import (
 // otpguard's own cost, the in-process caller included (small: a recorder,
 // no network). redis-roundtrips/op counts everything the instance sent to
 // Redis per send, the conversion watch's batches included.
-func BenchmarkHandlerSend(b *testing.B) {
+func BenchmarkHandlerSend(b *testing.B) { benchHandlerSend(b, false) }
+
+// BenchmarkHandlerSendIdempotent is BenchmarkHandlerSend with an
+// Idempotency-Key on every send (a new one each): its claim, and the
+// answer stored after it left.
+func BenchmarkHandlerSendIdempotent(b *testing.B) { benchHandlerSend(b, true) }
+
+func benchHandlerSend(b *testing.B, keyed bool) {
 	h, a, rt := sendBenchApp(b)
 	hdr := http.Header{"Authorization": {"Bearer " + sendBenchKey}, "Content-Type": {"application/json"}}
 	var cpu0 time.Duration
@@ -42,6 +49,9 @@ func BenchmarkHandlerSend(b *testing.B) {
 		body := fmt.Sprintf(`{"phone":"+9198%08d","client_ip":"203.0.113.7"}`, i)
 		req := httptest.NewRequest(http.MethodPost, "/otp/send", strings.NewReader(body))
 		req.Header = hdr.Clone()
+		if keyed {
+			req.Header.Set("Idempotency-Key", fmt.Sprintf("bench-%d", i))
+		}
 		w := httptest.NewRecorder()
 		h.ServeHTTP(w, req)
 		if w.Code != http.StatusOK {

@@ -184,9 +184,9 @@ func (c *lastCodes) code(to string) string {
 // waits on at most 2 sequential round trips on the shared client: a new
 // number, a number the app says is an account's, a number marked trusted
 // by its verify, a send the cooldown refuses, a send the velocity rule
-// challenges, and the challenged send again with its solution; the
-// first velocity refusal of a country's hour and a send with an
-// Idempotency-Key wait on more (see below). The
+// challenges, the challenged send again with its solution, the first
+// velocity refusal of a country's hour, and a send with an
+// Idempotency-Key (its claim rides in the limits' MULTI). The
 // country velocity floor is 2 (so that the third number challenges) and
 // the proof of work small; everything else is the default.
 func TestSendRoundTripsHTTP(t *testing.T) {
@@ -306,14 +306,21 @@ func TestSendRoundTripsHTTP(t *testing.T) {
 	}
 	send("the solved challenge's resend", `{"phone":"`+challenged+`","client_ip":"203.0.113.9","challenge":"`+sol+`"}`, http.StatusOK)
 	send("challenged again: the velocity floor", `{"phone":"+447400123499","client_ip":"203.0.113.10"}`, http.StatusPreconditionRequired)
-	// An Idempotency-Key's claim goes before the send (not there yet: 1 +
-	// 2), and its answer is stored after the answer left.
+	// An Idempotency-Key's claim goes in the send's first round trip (the
+	// limits' MULTI): 2, and its answer is stored after the answer left.
+	// Its duplicate finds the claim there and gives back what it counted.
 	idem := `{"phone":"+919800000002","client_ip":"203.0.113.7"}`
-	first := sendWith("with an Idempotency-Key", idem, http.StatusOK, 3, "Idempotency-Key", "k-1")
+	first := sendWith("with an Idempotency-Key", idem, http.StatusOK, 2, "Idempotency-Key", "k-1")
 	if after := trips.afterAnswer(); len(after) != 1 {
 		t.Errorf("with an Idempotency-Key: %d round trips after the answer (%v), want 1: the answer's store", len(after), after)
 	}
 	if status, again := post("/otp/send", idem, "Idempotency-Key", "k-1"); status != http.StatusOK || string(again) != string(first) {
 		t.Errorf("the same key again: %d %s, want the kept answer %s", status, again, first)
+	}
+	// The duplicate gave its counts back: a new key for the same number
+	// meets the first send's cooldown only, and the number's window holds
+	// the one send.
+	if status, resp := post("/otp/send", idem, "Idempotency-Key", "k-2"); status != http.StatusTooManyRequests {
+		t.Errorf("a new key: %d %s, want 429 (the cooldown)", status, resp)
 	}
 }

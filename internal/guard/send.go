@@ -47,6 +47,9 @@ func (s *OTP) Send(ctx context.Context, req SendRequest) (SendResult, error) {
 		return SendResult{}, err
 	}
 	res, err := s.send(WithDecision(ctx), phone, ip, req.Challenge, req.Account)
+	if _, lost := err.(*ClaimLost); lost {
+		return res, err // a duplicate of a request that runs or ran: that one is recorded
+	}
 	s.recordTier(ctx, ActionOTPSend, OutcomeSent, phone, CleanIP(req.ClientIP), err, res.Tier)
 	res.Phone = phone // on a refusal too: the caller's log names it (masked)
 	return res, err

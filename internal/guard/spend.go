@@ -107,20 +107,15 @@ func (s *OTP) spend(ctx context.Context, phone Phone, limits []limitedTake, vol 
 	for i, l := range limits {
 		takes[i] = l.take
 	}
-	var res []Result
-	var vres *VolumeResult
-	var err error
-	if sc, ok := s.counter.(SendCounter); ok && vol != nil {
-		res, vres, err = sc.TakeSend(ctx, takes, vol)
-	} else {
-		res, err = s.counter.Take(ctx, takes)
-	}
+	res, vres, err := s.takeSend(ctx, takes, vol)
 	if err == nil && len(res) != len(takes) {
 		err = fmt.Errorf("otp: store answered %d results for %d takes", len(res), len(takes))
 	}
 	if err != nil {
-		s.log.Log(ctx, StoreFailureLevel(err), "limit store failed", "limit", "otp.send", "err", err)
-		return spent{}, storeError(err)
+		return spent{}, s.spendFailed(ctx, err)
+	}
+	if err := s.claimLost(ctx, takes, res, vol, vres); err != nil { // sendclaim.go
+		return spent{}, err
 	}
 	if vres != nil && vres.Trusted {
 		// The store found the number trusted: the automatic rules counted
@@ -180,6 +175,26 @@ func (s *OTP) spend(ctx context.Context, phone Phone, limits []limitedTake, vol 
 		return spent{takes: taken}, nil
 	}
 	return spent{takes: taken, velocityAt: vol.Now, velocity: tierKey(vol, &VolumeResult{Trusted: trusted}), trusted: trusted}, nil
+}
+
+// takeSend takes the send's limits, and vol with them when the counter
+// is a SendCounter (nil VolumeResult otherwise).
+func (s *OTP) takeSend(ctx context.Context, takes []Take, vol *VolumeTake) ([]Result, *VolumeResult, error) {
+	if sc, ok := s.counter.(SendCounter); ok && vol != nil {
+		return sc.TakeSend(ctx, takes, vol)
+	}
+	res, err := s.counter.Take(ctx, takes)
+	return res, nil, err
+}
+
+// spendFailed is spend's error when the store failed it: no
+// Idempotency-Key claim was made then (a late answer is not taken).
+func (s *OTP) spendFailed(ctx context.Context, err error) error {
+	if c := SendClaimFrom(ctx); c != nil {
+		c.settle(ctx, false)
+	}
+	s.log.Log(ctx, StoreFailureLevel(err), "limit store failed", "limit", "otp.send", "err", err)
+	return storeError(err)
 }
 
 // dropAutomatic answers the automatic rules' takes allowed and not spent,

@@ -148,10 +148,28 @@ func keepFor(status int, err error) time.Duration {
 	return 0
 }
 
+// SendClaimer is an IdempotencyStore whose claims can ride in a send's
+// first round trip (guard.SendClaim): true on a single Redis; on Redis
+// Cluster a MULTI holds one hash slot, and the key's is not the limits'.
+type SendClaimer interface {
+	ClaimsInSend() bool
+}
+
 // idempotent makes a route idempotent under an Idempotency-Key header. It
 // runs after the credential check: the key is scoped to the caller's API
 // or ops key (or ops session).
 func (s *Server) idempotent(next echo.HandlerFunc) echo.HandlerFunc {
+	return s.idempotentRoute(next, false)
+}
+
+// idempotentSend is idempotent for POST /otp/send: where the store can,
+// the claim goes with the send's limits (runInSend).
+func (s *Server) idempotentSend(next echo.HandlerFunc) echo.HandlerFunc {
+	sc, ok := s.idempotency.(SendClaimer)
+	return s.idempotentRoute(next, ok && sc.ClaimsInSend())
+}
+
+func (s *Server) idempotentRoute(next echo.HandlerFunc, inSend bool) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		values := c.Request().Header.Values(HeaderIdempotencyKey)
 		if len(values) == 0 || s.idempotency == nil {
@@ -173,16 +191,43 @@ func (s *Server) idempotent(next echo.HandlerFunc) echo.HandlerFunc {
 		digest, caller := idempotencyDigest(token, values[0]), callerDigest(token)
 		sum := sha256.Sum256([]byte(c.Request().Method + " " + c.Path() + "\n" + string(body)))
 		bodySum := hex.EncodeToString(sum[:])
-		claim := newClaimToken()
-		return s.claimAndRun(c, next, idemClaim{digest: digest, caller: caller, token: claim}, bodySum)
+		cl := idemClaim{digest: digest, caller: caller, token: newClaimToken(), body: body}
+		if inSend {
+			return s.runInSend(c, next, cl, bodySum)
+		}
+		return s.claimAndRun(c, next, cl, bodySum)
 	}
 }
 
-// idemClaim is one request's claim: the key's digest, the caller's, and
-// the claim token.
-type idemClaim struct{ digest, caller, token string }
+// idemClaim is one request's claim: the key's digest, the caller's, the
+// claim token, and the request's body (to run the handler again, after a
+// send that lost its claim read it: runInSend).
+type idemClaim struct {
+	digest, caller, token string
+	body                  []byte
+}
+
+// rewind gives the request its body again, for the handler to read.
+func (cl idemClaim) rewind(c echo.Context) {
+	c.Request().Body = io.NopCloser(bytes.NewReader(cl.body))
+}
 
 func (s *Server) claimAndRun(c echo.Context, next echo.HandlerFunc, cl idemClaim, bodySum string) error {
+	ctx := c.Request().Context()
+	state, answer, err := s.idempotency.ClaimIdempotencyKey(ctx, cl.digest, bodySum, cl.token, IdempotencyPendingTTL)
+	if err != nil {
+		return s.unclaimed(c, next, err)
+	}
+	if state == "claimed" {
+		return s.runClaimed(c, next, cl)
+	}
+	return s.answerHeld(c, next, cl, bodySum, state, answer)
+}
+
+// answerHeld answers a request whose key another holds (state): 422 for
+// another body, the kept answer, or (pending) that answer once stored,
+// polling the store, claiming the key if it is freed meanwhile.
+func (s *Server) answerHeld(c echo.Context, next echo.HandlerFunc, cl idemClaim, bodySum, state string, answer []byte) error {
 	ctx := c.Request().Context()
 	deadline := time.Now().Add(s.idempotencyWait)
 	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
@@ -190,21 +235,9 @@ func (s *Server) claimAndRun(c echo.Context, next echo.HandlerFunc, cl idemClaim
 	}
 	pause := 5 * time.Millisecond
 	for {
-		state, answer, err := s.idempotency.ClaimIdempotencyKey(ctx, cl.digest, bodySum, cl.token, IdempotencyPendingTTL)
-		if err != nil {
-			if errors.Is(err, guard.ErrOverloaded) {
-				return guard.Overloaded(err)
-			}
-			if ctx.Err() != nil {
-				return ctx.Err()
-			}
-			// Redis is away: run as without a key (the route's policy
-			// decides), keeping nothing.
-			s.log.Log(ctx, guard.StoreFailureLevel(err), "idempotency key not claimed: running without it", "err", err)
-			return next(c)
-		}
 		switch state {
 		case "claimed":
+			cl.rewind(c)
 			return s.runClaimed(c, next, cl)
 		case "reused":
 			return guard.Errorf(guard.CodeIdempotencyKeyReused, "this Idempotency-Key was used with another request body")
@@ -224,7 +257,28 @@ func (s *Server) claimAndRun(c echo.Context, next echo.HandlerFunc, cl idemClaim
 		case <-t.C:
 		}
 		pause = min(2*pause, 100*time.Millisecond)
+		var err error
+		state, answer, err = s.idempotency.ClaimIdempotencyKey(ctx, cl.digest, bodySum, cl.token, IdempotencyPendingTTL)
+		if err != nil {
+			cl.rewind(c)
+			return s.unclaimed(c, next, err)
+		}
 	}
+}
+
+// unclaimed runs a request whose key could not be claimed (err).
+func (s *Server) unclaimed(c echo.Context, next echo.HandlerFunc, err error) error {
+	ctx := c.Request().Context()
+	if errors.Is(err, guard.ErrOverloaded) {
+		return guard.Overloaded(err)
+	}
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	// Redis is away: run as without a key (the route's policy decides),
+	// keeping nothing.
+	s.log.Log(ctx, guard.StoreFailureLevel(err), "idempotency key not claimed: running without it", "err", err)
+	return next(c)
 }
 
 // runClaimed runs the request that claimed the key and keeps or releases
@@ -245,7 +299,65 @@ func (s *Server) claimAndRun(c echo.Context, next echo.HandlerFunc, cl idemClaim
 func (s *Server) runClaimed(c echo.Context, next echo.HandlerFunc, cl idemClaim) error {
 	rec := &answerRecorder{ResponseWriter: c.Response().Writer}
 	c.Response().Writer = rec
+	return s.keepAnswer(c, rec, cl, next(c))
+}
+
+// runInSend runs a send with its claim in the send's first round trip
+// (guard.SendClaim), and answers by the claim's fate: this request's
+// answer, kept or released, as runClaimed; another's (answerHeld), the
+// send having given back what it counted; or, with no claim made, the
+// answer as without a key. A send that ended before its limits (a
+// malformed number, a deny entry) made none: its answer, if one that is
+// kept, is claimed and stored after it left; one Redis could not take is
+// not kept, as when a claim cannot reach Redis.
+func (s *Server) runInSend(c echo.Context, next echo.HandlerFunc, cl idemClaim, bodySum string) error {
+	sc := &guard.SendClaim{Digest: cl.digest, Body: bodySum, Token: cl.token, Pending: IdempotencyPendingTTL,
+		Separate: func(ctx context.Context) (string, []byte, error) {
+			return s.idempotency.ClaimIdempotencyKey(ctx, cl.digest, bodySum, cl.token, IdempotencyPendingTTL)
+		}}
+	req := c.Request()
+	c.SetRequest(req.WithContext(guard.WithSendClaim(req.Context(), sc)))
+	rec := &answerRecorder{ResponseWriter: c.Response().Writer}
+	c.Response().Writer = rec
 	err := next(c)
+	c.SetRequest(req)
+	state, answer, tried, reached := sc.Outcome()
+	switch {
+	case tried && state == guard.ClaimClaimed:
+		return s.keepAnswer(c, rec, cl, err)
+	case tried:
+		c.Response().Writer = rec.ResponseWriter // nothing written: the send returned ClaimLost
+		return s.answerHeld(c, next, cl, bodySum, state, answer)
+	}
+	if err != nil {
+		c.Error(err) // into rec: not sent yet
+	}
+	if reached || keepFor(rec.status, err) == 0 {
+		rec.send()
+		c.Response().Writer = rec.ResponseWriter
+		return err
+	}
+	// A refusal before the limits that is kept (422 invalid_destination):
+	// the key is claimed now (its one round trip), and a kept answer
+	// replayed instead.
+	state, answer, cerr := s.idempotency.ClaimIdempotencyKey(req.Context(), cl.digest, bodySum, cl.token, IdempotencyPendingTTL)
+	if cerr != nil || state == guard.ClaimClaimed {
+		rec.send()
+		c.Response().Writer = rec.ResponseWriter
+		if cerr != nil {
+			return err // not kept, as when a claim cannot reach Redis
+		}
+		return s.keep(c, rec.body.Bytes(), cl, err)
+	}
+	c.Response().Writer = rec.ResponseWriter // rec's answer is dropped
+	resp := c.Response()
+	resp.Committed, resp.Status, resp.Size = false, 0, 0
+	return s.answerHeld(c, next, cl, bodySum, state, answer)
+}
+
+// keepAnswer sends the answer rec holds (none when nil: sent already) and
+// then keeps it under cl's claim, or releases the claim (runClaimed).
+func (s *Server) keepAnswer(c echo.Context, rec *answerRecorder, cl idemClaim, err error) error {
 	if err != nil {
 		// Written now, to be recorded; the error goes on to the request
 		// log, and echo's handler, seeing the answer written, writes none.
@@ -253,14 +365,19 @@ func (s *Server) runClaimed(c echo.Context, next echo.HandlerFunc, cl idemClaim)
 	}
 	rec.send()
 	c.Response().Writer = rec.ResponseWriter
+	return s.keep(c, rec.body.Bytes(), cl, err)
+}
+
+// keep keeps body, the answer sent, under cl's claim, or releases it.
+func (s *Server) keep(c echo.Context, body []byte, cl idemClaim, err error) error {
 	ctx := context.WithoutCancel(c.Request().Context())
 	status := c.Response().Status
 	// A success is kept even when the caller has gone: the send it
 	// answers is done (the SMS left), and the caller's retry must get it.
 	// Any other answer of a request cut short may be the cut's.
 	finished := c.Request().Context().Err() == nil || status >= 200 && status < 300
-	if ttl := keepFor(status, err); ttl > 0 && rec.body.Len() <= maxStoredAnswer && finished && s.mayKeep(ctx, status, cl.caller) {
-		a := storedAnswer{Status: status, Header: map[string]string{}, Body: rec.body.Bytes()}
+	if ttl := keepFor(status, err); ttl > 0 && len(body) <= maxStoredAnswer && finished && s.mayKeep(ctx, status, cl.caller) {
+		a := storedAnswer{Status: status, Header: map[string]string{}, Body: body}
 		for _, h := range replayedHeaders {
 			if v := c.Response().Header().Get(h); v != "" {
 				a.Header[h] = v

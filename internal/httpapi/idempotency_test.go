@@ -156,6 +156,13 @@ func TestIdempotentSendAcrossInstances(t *testing.T) {
 	if got := c.out.count(); got != 1 {
 		t.Errorf("SMS sent: %d, want still 1", got)
 	}
+	// The 49 duplicates counted their limits with their claim (one MULTI)
+	// and gave them back: the address's window (20 an hour) holds the two
+	// sends above, so another number from it goes.
+	r = c.doWith(t, 0, "POST", "/otp/send", `{"phone":"+14155550126","client_ip":"203.0.113.9"}`, apiKey, nil)
+	if r.Status != 200 {
+		t.Errorf("another number from the same address: %d %s, want 200 (the duplicates' counts given back)", r.Status, r.Body)
+	}
 }
 
 // TestIdempotencyNotKept: an answer that says "try again" (a 5xx, a 429)
@@ -240,5 +247,39 @@ func TestIdempotentRefusalsLastNoLongerThanTheirCause(t *testing.T) {
 	last := fmt.Sprintf("inv-%d", httpapi.IdempotencyKept4xxPerHour)
 	if r := oc.doWith(t, 0, "POST", "/otp/send", invalid, apiKey, map[string]string{"Idempotency-Key": last}); r.Status != 422 || r.Header.Get("Idempotent-Replayed") != "" {
 		t.Errorf("the 422 past the cap again: %d (replayed %q), want a fresh 422", r.Status, r.Header.Get("Idempotent-Replayed"))
+	}
+}
+
+// TestIdempotentDuplicateRunsAfterRelease: a duplicate that found the key
+// held (its claim rode in its send's MULTI, which then gave its counts
+// back) waits; when the holder's answer is not kept (a 502: released) it
+// claims the key and runs the send itself, reading its own body again.
+func TestIdempotentDuplicateRunsAfterRelease(t *testing.T) {
+	p := defaults()
+	p.OTP.Cooldown = 0
+	c, _ := miniCluster(t, 2, p)
+	claims := &atomic.Int64{}
+	c.instances[1].rdb.AddHook(claimCounter{claims})
+	c.out.hold, c.out.held = make(chan struct{}), make(chan struct{}, 1)
+	c.out.fail = fmt.Errorf("provider down")
+	key := map[string]string{"Idempotency-Key": "dup"}
+	body := `{"phone":"+14155550127","client_ip":"203.0.113.11"}`
+	first, second := make(chan response, 1), make(chan response, 1)
+	go func() { first <- c.doWith(t, 0, "POST", "/otp/send", body, apiKey, key) }()
+	<-c.out.held
+	go func() { second <- c.doWith(t, 1, "POST", "/otp/send", body, apiKey, key) }()
+	// The duplicate's claim in its send, then at least one poll.
+	for deadline := time.Now().Add(time.Minute); claims.Load() < 2 && time.Now().Before(deadline); {
+		time.Sleep(5 * time.Millisecond)
+	}
+	if claims.Load() < 2 {
+		t.Fatalf("the duplicate made %d claims, want its send's and a poll", claims.Load())
+	}
+	close(c.out.hold)
+	if r := <-first; r.Status != 502 {
+		t.Fatalf("the holder: %d %s, want 502", r.Status, r.Body)
+	}
+	if r := <-second; r.Status != 502 && r.Status != 200 || r.Header.Get("Idempotent-Replayed") != "" {
+		t.Errorf("the duplicate after the release: %d %s, want its own run (200, or 502 while the provider fails)", r.Status, r.Body)
 	}
 }

@@ -39,6 +39,9 @@ func (s *Server) sendOTP(c echo.Context) error {
 	}
 	res, err := s.services().OTP.Send(c.Request().Context(), guard.SendRequest{Phone: req.Phone, ClientIP: req.ClientIP,
 		Challenge: req.Challenge, Account: req.Account})
+	if _, lost := err.(*guard.ClaimLost); lost {
+		return err // a duplicate: its Idempotency-Key's holder answers it (idempotency.go)
+	}
 	logPhone(c, res.Phone.E164)
 	s.metrics.Decision(metrics.PolicySend, outcome(err))
 	switch code := guard.ErrorCode(err); code {

@@ -204,7 +204,7 @@ func (s *Server) routes(apiKeys, opsKeys httpx.Keyring) {
 	admit := s.admission.middleware
 	// An Idempotency-Key is claimed before admission: a request that
 	// waits for another's answer, or replays it, holds no decision slot.
-	e.POST("/otp/send", s.sendOTP, api, s.idempotent, admit, httpx.Audited)
+	e.POST("/otp/send", s.sendOTP, api, s.idempotentSend, admit, httpx.Audited)
 	e.POST("/otp/verify", s.verifyOTP, api, admit, httpx.Audited)
 	e.GET("/otp/verifications/:id", s.getVerification, noStore, api, admit)
 	e.POST("/otp/verifications/:id/cancel", s.cancelVerification, noStore, api, admit, httpx.Audited)

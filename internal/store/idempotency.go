@@ -56,6 +56,12 @@ func (r *Redis) ClaimIdempotencyKey(ctx context.Context, digest, body, token str
 	if err != nil {
 		return "", nil, fmt.Errorf("store: claim idempotency key: %w", err)
 	}
+	return claimReply(v)
+}
+
+// claimReply reads claimIdempotencyScript's reply: {state} or {"done",
+// answer}.
+func claimReply(v []any) (string, []byte, error) {
 	if len(v) == 0 {
 		return "", nil, errors.New("store: claim idempotency key: empty reply")
 	}

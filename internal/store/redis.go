@@ -403,3 +403,6 @@ func interval(ratePerSecond float64) float64 {
 func isNoScript(err error) bool {
 	return err != nil && redis.HasErrorPrefix(err, "NOSCRIPT")
 }
+
+// Cluster reports whether r is on Redis Cluster.
+func (r *Redis) Cluster() bool { return r.cluster }

@@ -46,6 +46,13 @@ func (r *Redis) TakeSend(ctx context.Context, takes []guard.Take, vol *guard.Vol
 		return res, nil, err
 	}
 	pipe := r.rdb.TxPipeline()
+	// An Idempotency-Key's claim goes first in the MULTI (sendclaim.go in
+	// guard): a duplicate's limits count only after the claim's winner's.
+	claim := guard.SendClaimFrom(ctx)
+	var ccmd *redis.Cmd
+	if claim != nil {
+		ccmd = claimIdempotencyScript.EvalSha(ctx, pipe, []string{r.idempotencyKey(claim.Digest)}, claim.Body, claim.Token, claim.Pending.Milliseconds())
+	}
 	// The automatic windows of a send whose trust the velocity script is
 	// to find go in a script that reads the mark too (automatic.go).
 	autoIdx := automaticTakes(takes, vol)
@@ -85,7 +92,24 @@ func (r *Redis) TakeSend(ctx context.Context, takes []guard.Take, vol *guard.Vol
 	if err != nil {
 		return nil, nil, err
 	}
+	carryClaim(claim, ccmd)
 	return res, &vres, nil
+}
+
+// carryClaim hands the claim's reply to claim. A claim that did not run
+// (NOSCRIPT: the server lost its script cache) or failed is not carried:
+// the send claims on its own round trip (guard.SendClaim.Separate).
+func carryClaim(claim *guard.SendClaim, cmd *redis.Cmd) {
+	if claim == nil {
+		return
+	}
+	v, err := cmd.Slice()
+	if err != nil {
+		return
+	}
+	if state, answer, err := claimReply(v); err == nil {
+		claim.Carry(state, answer)
+	}
 }
 
 // takeSendCluster takes the limits one slot at a time, in their order (a
