@@ -95,19 +95,28 @@ func (s *Server) checkLimits(c echo.Context) error {
 	}
 	items := req.Checks
 	inline := req.Policy != "" || req.Key != "" || req.Cost.set
+	// One check, the common case, is decided from an array on the stack:
+	// no slice of items nor of checks made for it (issue 26).
+	var one [1]guard.Check
+	checks := one[:]
 	switch {
 	case inline && items != nil:
 		return guard.Errorf(guard.CodeInvalidRequest, "send either one check (policy, key, cost) or a batch (checks), not both")
 	case inline:
-		items = []checkItem{{Policy: req.Policy, Key: req.Key, Cost: req.Cost}}
-	}
-	checks := make([]guard.Check, len(items))
-	for i, it := range items {
-		cost, err := it.Cost.value()
+		cost, err := req.Cost.value()
 		if err != nil {
 			return err
 		}
-		checks[i] = guard.Check{Policy: it.Policy, Key: it.Key, Cost: cost}
+		one[0] = guard.Check{Policy: req.Policy, Key: req.Key, Cost: cost}
+	default:
+		checks = make([]guard.Check, len(items))
+		for i, it := range items {
+			cost, err := it.Cost.value()
+			if err != nil {
+				return err
+			}
+			checks[i] = guard.Check{Policy: it.Policy, Key: it.Key, Cost: cost}
+		}
 	}
 	lim := s.services().Limiter // one policy for the whole request
 	batch, err := lim.Check(c.Request().Context(), checks)
@@ -179,15 +188,18 @@ func (s *Server) rateLimitHeaders(c echo.Context, lim *guard.Limiter, d guard.De
 		w = p.Window
 	}
 	// Appended, not fmt.Sprintf'd (%q is strconv.Quote), under the keys'
-	// canonical forms, so Set need not canonicalise them on every request.
-	var b [96]byte
+	// canonical forms, so Set need not canonicalise them on every request;
+	// both fields in one string and both values in one slice: two
+	// allocations, not four (issue 26).
+	var b [192]byte
 	pol := strconv.AppendQuote(b[:0], d.Policy)
 	q := append(pol, ";q="...)
 	q = strconv.AppendInt(q, d.Limit, 10)
 	q = append(q, ";w="...)
 	q = strconv.AppendInt(q, max(1, int64(math.Ceil(w.Seconds()))), 10)
-	policyField := string(q)
-	r := append(b[:len(pol)], ";r="...)
+	n := len(q)
+	r := append(q, pol...)
+	r = append(r, ";r="...)
 	r = strconv.AppendInt(r, d.Remaining, 10)
 	r = append(r, ";t="...)
 	t := int64(math.Ceil(d.ResetAfter.Seconds()))
@@ -195,9 +207,11 @@ func (s *Server) rateLimitHeaders(c echo.Context, lim *guard.Limiter, d guard.De
 		t = int64(httpx.RetrySeconds(d.RetryAfter))
 	}
 	r = strconv.AppendInt(r, t, 10)
+	both := string(r)
+	v := []string{both[:n], both[n:]}
 	h := c.Response().Header()
-	h["Ratelimit-Policy"] = []string{policyField} // textproto.CanonicalMIMEHeaderKey("RateLimit-Policy")
-	h["Ratelimit"] = []string{string(r)}
+	h["Ratelimit-Policy"] = v[0:1:1] // textproto.CanonicalMIMEHeaderKey("RateLimit-Policy")
+	h["Ratelimit"] = v[1:2:2]
 }
 
 func ceilMs(d time.Duration) int64 {

@@ -62,7 +62,7 @@ func logPhone(c echo.Context, e164 string) {
 // line (at debug for the allowed checks checkSample leaves out) with method, route, status, latency_ms (a float), request_id, and
 // for a refusal its code and the masked number when there is one, and the
 // trace ID when the request is traced.
-func (s *Server) logRequest(c echo.Context, v middleware.RequestLoggerValues) error {
+func (s *Server) logRequest(c echo.Context, v middleware.RequestLoggerValues) {
 	s.metrics.ObserveHTTP(v.Method, v.RoutePath, v.Status, v.Latency)
 	var code guard.Code
 	switch {
@@ -86,7 +86,7 @@ func (s *Server) logRequest(c echo.Context, v middleware.RequestLoggerValues) er
 	}
 	ctx := c.Request().Context()
 	if !s.log.Enabled(ctx, level) {
-		return nil
+		return
 	}
 	attrs := make([]slog.Attr, 0, 8)
 	attrs = append(attrs,
@@ -103,5 +103,4 @@ func (s *Server) logRequest(c echo.Context, v middleware.RequestLoggerValues) er
 		attrs = append(attrs, t)
 	}
 	s.log.LogAttrs(ctx, level, "request", attrs...)
-	return nil
 }

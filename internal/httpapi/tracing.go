@@ -31,7 +31,7 @@ var untraced = map[string]bool{"/healthz": true, "/readyz": true, "/metrics": tr
 // Traced wraps the server h in OpenTelemetry's net/http instrumentation
 // (otelhttp): one server span per request, its parent taken from the
 // caller's W3C traceparent (and baggage) through prop. The server's
-// traceRequest middleware names the span after the route and adds the
+// around middleware (traceEnd) names the span after the route and adds the
 // refusal code. The probes and /metrics are not traced.
 //
 // A request from a peer in trusted (OTPGUARD_TRUSTED_PROXIES) is marked
@@ -45,7 +45,7 @@ func Traced(h http.Handler, tp trace.TracerProvider, prop propagation.TextMapPro
 		// Request metrics are Prometheus' job here (metrics.go).
 		otelhttp.WithMeterProvider(noop.NewMeterProvider()),
 		otelhttp.WithFilter(func(r *http.Request) bool { return !untraced[r.URL.Path] }),
-		// Until the router has matched a route (traceRequest renames it):
+		// Until the router has matched a route (traceEnd renames it):
 		// never the path, which may hold a phone number.
 		otelhttp.WithSpanNameFormatter(func(_ string, r *http.Request) string { return r.Method }),
 	)
@@ -68,38 +68,43 @@ func TrustedPeer(ctx context.Context) bool {
 	return v
 }
 
-// traceRequest completes the request's span, when there is one: the name
-// "METHOD /route", http.route, the path with phone numbers masked (otelhttp
-// records the raw path, and DELETE /ops/blocked/{phone} carries a full
-// number), and the refusal code. It gives the trace ID to the decisions'
-// audit events (guard.WithTraceID), sampled or not, so that an event leads
-// to the caller's trace. Without tracing it costs a context lookup.
-func traceRequest(next echo.HandlerFunc) echo.HandlerFunc {
-	return func(c echo.Context) error {
-		r := c.Request()
-		span := trace.SpanFromContext(r.Context())
-		sc := span.SpanContext()
-		if !sc.IsValid() {
-			return next(c)
-		}
-		c.SetRequest(r.WithContext(guard.WithTraceID(r.Context(), sc.TraceID().String())))
-		err := next(c)
-		if !span.IsRecording() {
-			return err
-		}
-		if route := c.Path(); route != "" {
-			span.SetName(r.Method + " " + route)
-			span.SetAttributes(attribute.String("http.route", route))
-		}
-		// The path as its route has it, each parameter masked (tracePath),
-		// and the client as the trusted-proxy rule names it (otelhttp
-		// takes any X-Forwarded-For at its word).
-		span.SetAttributes(attribute.String("url.path", tracePath(c)),
-			attribute.String("client.address", c.RealIP()))
-		if code := refusalCode(c, err); code != "" {
-			span.SetAttributes(AttrCode.String(string(code)))
-		}
-		return err
+// traceStart and traceEnd, around each request (Server.around), complete
+// the request's span, when there is one: the name "METHOD /route",
+// http.route, the path with phone numbers masked (otelhttp records the raw
+// path, and DELETE /ops/blocked/{phone} carries a full number), and the
+// refusal code. traceStart gives the trace ID to the decisions' audit
+// events (guard.WithTraceID), sampled or not, so that an event leads to the
+// caller's trace. Without tracing they cost a context lookup.
+// traceStart: ok when there is a span.
+func traceStart(c echo.Context) (trace.Span, bool) {
+	r := c.Request()
+	span := trace.SpanFromContext(r.Context())
+	sc := span.SpanContext()
+	if !sc.IsValid() {
+		return nil, false
+	}
+	c.SetRequest(r.WithContext(guard.WithTraceID(r.Context(), sc.TraceID().String())))
+	return span, true
+}
+
+// traceEnd names the span and sets its attributes, after the handler
+// (whose error was err).
+func traceEnd(c echo.Context, span trace.Span, err error) {
+	if !span.IsRecording() {
+		return
+	}
+	r := c.Request()
+	if route := c.Path(); route != "" {
+		span.SetName(r.Method + " " + route)
+		span.SetAttributes(attribute.String("http.route", route))
+	}
+	// The path as its route has it, each parameter masked (tracePath),
+	// and the client as the trusted-proxy rule names it (otelhttp
+	// takes any X-Forwarded-For at its word).
+	span.SetAttributes(attribute.String("url.path", tracePath(c)),
+		attribute.String("client.address", c.RealIP()))
+	if code := refusalCode(c, err); code != "" {
+		span.SetAttributes(AttrCode.String(string(code)))
 	}
 }
 
