@@ -46,6 +46,9 @@ func Run(ctx context.Context, s *Scenario, o Options) (*Report, error) {
 		r.pops = append(r.pops, ps)
 		r.hist[ps.p.Name] = newCounts()
 	}
+	for i, ps := range r.pops {
+		ps.pool = r.pops[s.owner(i)].pool // returning_to: the owner's users
+	}
 	end := s.Start.Add(time.Duration(s.Duration))
 	for m := begin; m.Before(end); m = m.Add(time.Minute) {
 		if err := ctx.Err(); err != nil {
@@ -58,6 +61,7 @@ func Run(ctx context.Context, s *Scenario, o Options) (*Report, error) {
 	}
 	r.verifyUntil(ctx, end.Add(time.Hour)) // the last minute's codes
 	r.rep.roundCosts()
+	r.reportMissed()
 	fmt.Fprintf(r.progress, "simulate: %d requests in %s\n", r.requests, time.Since(started).Round(time.Second/10))
 	return r.rep, nil
 }
@@ -113,12 +117,15 @@ func (r *runner) try(ctx context.Context, ps *popState, t time.Time) {
 	// differently leaves the rest of the run's draws where they were.
 	returning, account, solves, verifies := ps.rng.Float64() < p.Returning, ps.rng.Float64() < p.Account,
 		ps.rng.Float64() < p.Solve, ps.rng.Float64() < p.Verify
-	phone := ps.pick(returning, t)
-	known := ps.known[phone] // a number it verified or imported: trusted
+	phone, found := ps.pick(returning, t)
+	known := ps.pool.known[phone] // a number verified or imported: trusted
 	body := sendBody{Phone: phone, ClientIP: r.ipFor(ps, phone), Account: account}
 	counts := r.rep.counts(r.s, p.Name, t)
 	if counts == nil {
 		counts = []*Counts{r.hist[p.Name]}
+	} else if returning {
+		ps.returningDraws++
+		ps.missed += b2i(!found)
 	}
 	add := func(f func(c *Counts)) {
 		for _, c := range counts {
@@ -161,15 +168,27 @@ func (r *runner) send(ctx context.Context, body sendBody) answer {
 // ipFor is the client address of a try: a new one each time for a
 // population that rotates addresses, else the user's own.
 func (r *runner) ipFor(ps *popState, phone string) string {
-	if ip, ok := ps.ips[phone]; ok && !ps.p.RotateIP {
+	if ip, ok := ps.pool.ips[phone]; ok && !ps.p.RotateIP {
 		return ip
 	}
 	r.ips++
 	ip := ipOf(r.ips)
 	if !ps.p.RotateIP {
-		ps.ips[phone] = ip
+		ps.pool.ips[phone] = ip
 	}
 	return ip
+}
+
+// reportMissed says on stderr how many of the campaign's returning tries
+// of each population found no user free to return and went to a new
+// number instead: the scenario asked for returning users it did not get.
+func (r *runner) reportMissed() {
+	for _, ps := range r.pops {
+		if ps.missed > 0 {
+			fmt.Fprintf(r.progress, "returning: %s: %d of its %d returning tries in the campaign found no user free to return "+
+				"(each returns at most once in %s) and went to new numbers\n", ps.p.Name, ps.missed, ps.returningDraws, returningEvery)
+		}
+	}
 }
 
 // verifyUntil types the codes due before t, in the order they fell due.
@@ -183,7 +202,7 @@ func (r *runner) verifyUntil(ctx context.Context, t time.Time) {
 			for _, c := range v.counts {
 				c.Verified++
 			}
-			v.pop.remember(v.phone)
+			v.pop.pool.remember(v.phone)
 		}
 	}
 }
@@ -199,12 +218,12 @@ func (r *runner) endHistory(ctx context.Context) {
 		if !ps.p.Imported {
 			continue
 		}
-		if len(ps.users) == 0 {
+		if len(ps.pool.users) == 0 {
 			ps.makeUpUsers(r.s)
 		}
-		n, err := r.d.importTrusted(ctx, ps.users)
+		n, err := r.d.importTrusted(ctx, ps.pool.users)
 		if err != nil {
-			fmt.Fprintf(r.progress, "import: %s: %d of %d users imported; then %v\n", ps.p.Name, n, len(ps.users), err)
+			fmt.Fprintf(r.progress, "import: %s: %d of %d users imported; then %v\n", ps.p.Name, n, len(ps.pool.users), err)
 			continue
 		}
 		fmt.Fprintf(r.progress, "import: %s: %d users imported as trusted numbers\n", ps.p.Name, n)
@@ -251,14 +270,24 @@ func (q *verifyQueue) Pop() any {
 
 // popState is a population's state in a run.
 type popState struct {
-	p     *Population
-	rng   *rand.Rand
-	src   *numberSource
-	users []string             // numbers it verified (or imported), for returning tries
+	p    *Population
+	rng  *rand.Rand
+	src  *numberSource
+	pool *userPool // its users: its own, or those of the population it returns to
+	acc  float64   // tries owed from earlier minutes' fractions
+	// returningDraws is how many of its tries in the campaign were
+	// returning ones; missed, how many of them found no user free to
+	// return and went to a new number.
+	returningDraws, missed int
+}
+
+// userPool is the users of one population, shared by the populations that
+// return to it (returning_to), and what the numbers they tried did.
+type userPool struct {
+	users []string             // numbers verified (or imported), for returning tries
 	known map[string]bool      // users, as a set
 	last  map[string]time.Time // when each number last tried
 	ips   map[string]string    // each user's address, when it keeps one
-	acc   float64              // tries owed from earlier minutes' fractions
 }
 
 func newPopState(s *Scenario, i int) (*popState, error) {
@@ -269,8 +298,8 @@ func newPopState(s *Scenario, i int) (*popState, error) {
 	}
 	// Each population draws from its own stream: adding one leaves the
 	// others' draws as they were.
-	return &popState{p: p, rng: rand.New(rand.NewPCG(s.Seed, uint64(i)+1)), src: src,
-		known: map[string]bool{}, last: map[string]time.Time{}, ips: map[string]string{}, acc: 0.5}, nil
+	return &popState{p: p, rng: rand.New(rand.NewPCG(s.Seed, uint64(i)+1)), src: src, acc: 0.5,
+		pool: &userPool{known: map[string]bool{}, last: map[string]time.Time{}, ips: map[string]string{}}}, nil
 }
 
 // tries is how many tries the population makes in the minute from m.
@@ -297,27 +326,28 @@ func (p *Population) rate(m time.Time) float64 {
 }
 
 // pick is the number of a try at t: one of its users when returning,
-// else a new one. A returning user signs in at most once a day: a few
-// draws find one who has not tried for a day, or the try goes to a new
-// number (early on, when the population has few users, most do), so that
-// a small pool does not turn into the same few numbers over and over.
-func (ps *popState) pick(returning bool, t time.Time) string {
-	phone := ""
+// else a new one; found is whether a returning try found a user. A
+// returning user signs in at most once a day: a few draws find one who
+// has not tried for a day, or the try goes to a new number (early on,
+// when the population has few users, most do), so that a small pool does
+// not turn into the same few numbers over and over.
+func (ps *popState) pick(returning bool, t time.Time) (phone string, found bool) {
+	pool := ps.pool
 	for range returningDraws {
-		if !returning || len(ps.users) == 0 {
+		if !returning || len(pool.users) == 0 {
 			break
 		}
-		u := ps.users[ps.rng.IntN(len(ps.users))]
-		if last, ok := ps.last[u]; !ok || t.Sub(last) >= returningEvery {
-			phone = u
+		u := pool.users[ps.rng.IntN(len(pool.users))]
+		if last, ok := pool.last[u]; !ok || t.Sub(last) >= returningEvery {
+			phone, found = u, true
 			break
 		}
 	}
 	if phone == "" {
 		phone = ps.src.draw(ps.rng)
 	}
-	ps.last[phone] = t
-	return phone
+	pool.last[phone] = t
+	return phone, found
 }
 
 // A returning user comes back at most once per returningEvery; pick
@@ -327,11 +357,11 @@ const (
 	returningDraws = 5
 )
 
-// remember adds a verified number to the population's users.
-func (ps *popState) remember(phone string) {
-	if !ps.known[phone] {
-		ps.known[phone] = true
-		ps.users = append(ps.users, phone)
+// remember adds a verified number to the pool's users.
+func (pool *userPool) remember(phone string) {
+	if !pool.known[phone] {
+		pool.known[phone] = true
+		pool.users = append(pool.users, phone)
 	}
 }
 
@@ -345,7 +375,7 @@ func (ps *popState) makeUpUsers(s *Scenario) {
 		}
 	}
 	for range min(maxImported, int(7*perDay)) {
-		ps.remember(ps.src.draw(ps.rng))
+		ps.pool.remember(ps.src.draw(ps.rng))
 	}
 }
 

@@ -60,6 +60,13 @@ type Population struct {
 	// Returning is the share of tries that go to numbers this population
 	// verified earlier (or imported ones).
 	Returning float64 `yaml:"returning"`
+	// ReturningTo names another population of the same country whose
+	// users this population's returning tries go to: a surge of a
+	// country's real users brings back its existing users as well as new
+	// ones. The two then share one pool of users: the numbers either
+	// verifies join it, and a user returns at most once a day through
+	// either.
+	ReturningTo string `yaml:"returning_to"`
 	// Imported users are imported as trusted numbers before Start.
 	Imported bool `yaml:"imported"`
 	// Verify is the share of codes sent that are verified, a minute later.
@@ -179,7 +186,96 @@ func (s *Scenario) validate() error {
 		names[p.Name] = true
 		errs = append(errs, p.validate(at, time.Duration(s.Duration))...)
 	}
+	for i := range s.Populations {
+		errs = append(errs, s.validateReturning(i)...)
+	}
 	return errors.Join(errs...)
+}
+
+// validateReturning checks population i's returning tries: returning_to
+// names another population of its country that owns its users, and a
+// population that asks for returning tries can have a user to return to
+// in the run at all. Without that check the tries would silently go to
+// new numbers (the surge scenario asked for 60 % returning users and got
+// 4 %).
+func (s *Scenario) validateReturning(i int) []error {
+	p := &s.Populations[i]
+	at := fmt.Sprintf("populations[%d]", i)
+	if p.ReturningTo != "" {
+		j := s.population(p.ReturningTo)
+		switch {
+		case j < 0:
+			return []error{fmt.Errorf("%s.returning_to: %q is not the name of a population", at, p.ReturningTo)}
+		case j == i:
+			return []error{fmt.Errorf("%s.returning_to: %q is this population; name another one, or leave returning_to out", at, p.ReturningTo)}
+		case s.Populations[j].ReturningTo != "":
+			return []error{fmt.Errorf("%s.returning_to: %q returns to %q itself; name the population that owns the users, %q",
+				at, p.ReturningTo, s.Populations[j].ReturningTo, s.Populations[j].ReturningTo)}
+		case s.Populations[j].Country != p.Country:
+			return []error{fmt.Errorf("%s.returning_to: %q is of country %s, this population of %s; users return in their own country",
+				at, p.ReturningTo, s.Populations[j].Country, p.Country)}
+		case p.Returning == 0:
+			return []error{fmt.Errorf("%s.returning_to: set, but returning is 0: no try returns (give returning a share)", at)}
+		case p.Imported:
+			return []error{fmt.Errorf("%s.imported: the users are %q's, imported or not by its own imported; leave imported out here", at, p.ReturningTo)}
+		}
+	}
+	if p.Returning > 0 && !s.returnable(i) {
+		return []error{fmt.Errorf("%s.returning: %v, but no user can return in this run: a number returns at most once a day, "+
+			"and no number this population returns to is imported, or tried more than %s before the population's end; "+
+			"give it users (imported: true, a history: no from, or returning_to: a population of %s with a history), or set returning: 0",
+			at, p.Returning, returningEvery, p.Country)}
+	}
+	return nil
+}
+
+// population is the index of the population named name; -1 if none.
+func (s *Scenario) population(name string) int {
+	for i := range s.Populations {
+		if s.Populations[i].Name == name {
+			return i
+		}
+	}
+	return -1
+}
+
+// owner is the population whose users population i's returning tries go
+// to: the one it returns to, or itself.
+func (s *Scenario) owner(i int) int {
+	if j := s.population(s.Populations[i].ReturningTo); s.Populations[i].ReturningTo != "" && j >= 0 {
+		return j
+	}
+	return i
+}
+
+// returnable reports whether a returning try of population i can find a
+// user at all: the owner of its users is imported (imported users may
+// return at once), or a population sharing them verifies codes and tries
+// a number more than a day (returningEvery) before population i's end,
+// so that the number, verified, may come back before it. It is a
+// necessary condition only: a pool that is merely small early on still
+// sends returning tries to new numbers, which the run reports on stderr.
+func (s *Scenario) returnable(i int) bool {
+	o := s.owner(i)
+	if s.Populations[o].Imported {
+		return true
+	}
+	campaign := time.Duration(s.Duration)
+	_, end := s.Populations[i].bounds(campaign)
+	for j := range s.Populations {
+		q := &s.Populations[j]
+		if s.owner(j) != o || q.Verify == 0 {
+			continue
+		}
+		first, _ := q.bounds(campaign)
+		if q.standing() {
+			first = -time.Duration(s.History)
+		}
+		if end-first > returningEvery {
+			return true
+		}
+	}
+	return false
 }
 
 func (p *Population) validate(at string, campaign time.Duration) []error {

@@ -130,3 +130,85 @@ func TestLoadPolicyRelativeToScenario(t *testing.T) {
 		t.Errorf("Load with the policy file missing: got %v, want an error naming the policy", err)
 	}
 }
+
+const surgeScenario = `
+start: 2026-03-09T18:00:00Z
+history: 48h
+duration: 2h
+populations:
+  - {name: IN users, country: IN, peak_per_hour: 100, returning: 0.6, verify: 0.85}
+  - {name: IN surge, country: IN, peak_per_hour: 200, from: 0s, returning: 0.6, returning_to: IN users, verify: 0.85}
+  - {name: GB users, country: GB, peak_per_hour: 40, returning: 0.6, verify: 0.85}
+  - {name: IN attacker, country: IN, per_minute: 5, from: 0s, rotate_ip: true}
+`
+
+func TestParseReturningTo(t *testing.T) {
+	s, err := Parse([]byte(surgeScenario))
+	if err != nil {
+		t.Fatalf("Parse: %v", err)
+	}
+	if got := s.owner(1); got != 0 {
+		t.Errorf("the surge's users: got population %d, want 0 (IN users)", got)
+	}
+	if got := s.owner(2); got != 2 {
+		t.Errorf("GB users' users: got population %d, want its own, 2", got)
+	}
+	// Imported users may return at once, whatever the history.
+	imported := strings.Replace(surgeScenario, "history: 48h", "history: 0s", 1)
+	imported = strings.Replace(imported, "returning: 0.6, verify", "returning: 0.6, imported: true, verify", 1)
+	imported = strings.Replace(imported, "{name: GB users, country: GB, peak_per_hour: 40, returning: 0.6", "{name: GB users, country: GB, peak_per_hour: 40, returning: 0", 1)
+	if _, err := Parse([]byte(imported)); err != nil {
+		t.Errorf("the surge returning to an imported population without history: %v", err)
+	}
+}
+
+// TestParseRefusesReturning: a returning_to that names no population,
+// itself, one of another country or one that returns elsewhere, and a
+// population that asks for returning users it cannot have in the run,
+// are refused with the field's path.
+func TestParseRefusesReturning(t *testing.T) {
+	for _, tc := range []struct {
+		name, from, to, want string
+	}{
+		{"unknown name", "returning_to: IN users", "returning_to: IN user", `populations[1].returning_to: "IN user" is not the name of a population`},
+		{"itself", "returning_to: IN users", "returning_to: IN surge", `populations[1].returning_to: "IN surge" is this population`},
+		{"other country", "returning_to: IN users", "returning_to: GB users", `populations[1].returning_to: "GB users" is of country GB, this population of IN`},
+		{"a chain", "{name: IN attacker, country: IN, per_minute: 5, from: 0s", "{name: IN attacker, country: IN, per_minute: 5, from: 0s, returning: 0.1, returning_to: IN surge",
+			`populations[3].returning_to: "IN surge" returns to "IN users" itself; name the population that owns the users, "IN users"`},
+		{"no returning share", "returning: 0.6, returning_to", "returning: 0, returning_to", "populations[1].returning_to: set, but returning is 0"},
+		{"imported too", "returning_to: IN users,", "returning_to: IN users, imported: true,", `populations[1].imported: the users are "IN users"'s`},
+		{"no users: campaign only", "returning: 0.6, returning_to: IN users,", "returning: 0.6,", "populations[1].returning: 0.6, but no user can return in this run"},
+		{"no users: the owner has no history", "history: 48h", "history: 0s", "populations[1].returning: 0.6, but no user can return in this run"},
+		{"no users: history under a day", "history: 48h", "history: 21h", "populations[0].returning: 0.6, but no user can return in this run"},
+		{"no users: nobody verifies", "returning: 0.6, verify: 0.85}\n  - {name: IN surge", "returning: 0.6}\n  - {name: IN surge",
+			"populations[0].returning: 0.6, but no user can return in this run"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			doc := strings.Replace(surgeScenario, tc.from, tc.to, 1)
+			if doc == surgeScenario {
+				t.Fatalf("the case changes nothing: %q not found", tc.from)
+			}
+			_, err := Parse([]byte(doc))
+			if err == nil {
+				t.Fatalf("Parse: no error, want one naming %q", tc.want)
+			}
+			if !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("Parse: got %q, want it to name %q", err, tc.want)
+			}
+		})
+	}
+}
+
+// TestShippedScenariosLoad: every scenario docs/abuse.md reports on
+// loads, so that a change of the format cannot leave one behind.
+func TestShippedScenariosLoad(t *testing.T) {
+	paths, err := filepath.Glob(filepath.Join("..", "..", "docs", "scenarios", "*.yaml"))
+	if err != nil || len(paths) == 0 {
+		t.Fatalf("no scenarios in docs/scenarios: %v", err)
+	}
+	for _, p := range paths {
+		if _, err := Load(p); err != nil {
+			t.Errorf("%v", err)
+		}
+	}
+}
