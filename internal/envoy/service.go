@@ -214,14 +214,21 @@ func (s *Service) plan(rules *Rules, req *ratelimitv3.RateLimitRequest, now int6
 // marks the checks of a batch refused because Redis could not answer and a
 // policy of it is closed.
 func decide(ctx context.Context, limiter Limiter, checks []guard.Check) ([]guard.Decision, []bool, error) {
-	out := make([]guard.Decision, len(checks))
+	var out []guard.Decision
 	var unavailable []bool
 	for at := 0; at < len(checks); at += guard.MaxBatch {
 		part := checks[at:min(len(checks), at+guard.MaxBatch)]
 		b, err := limiter.Check(ctx, part)
 		switch {
+		case err == nil && len(part) == len(checks) && len(b.Decisions) == len(checks):
+			// One batch, nearly every call: its decisions are the answer
+			// as they are, without a copy (respond only reads them).
+			return b.Decisions, nil, nil
 		case err == nil:
 		case refusedForStore(err):
+			if out == nil {
+				out = make([]guard.Decision, len(checks))
+			}
 			if unavailable == nil {
 				unavailable = make([]bool, len(checks))
 			}
@@ -233,7 +240,13 @@ func decide(ctx context.Context, limiter Limiter, checks []guard.Check) ([]guard
 		default:
 			return nil, nil, err
 		}
+		if out == nil {
+			out = make([]guard.Decision, len(checks))
+		}
 		copy(out[at:], b.Decisions)
+	}
+	if out == nil { // no checks
+		out = []guard.Decision{}
 	}
 	return out, unavailable, nil
 }

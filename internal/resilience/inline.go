@@ -11,16 +11,17 @@ import (
 
 // Abandoner is a Counter that says which of its Takes can be abandoned:
 // TakeAbandons(takes) reports whether Take(ctx, takes) returns as soon as
-// ctx is cancelled, the store's work going on without it (store.Redis:
-// the /limits/check script calls, through a running Coalescer).
+// ctx ends or its waiter gives up on it (guard.GiveUp(ctx) is closed), the
+// store's work going on without it (store.Redis: the /limits/check script
+// calls, through a running Coalescer).
 //
 // The Fallback waits for such a call on the caller's own goroutine and
-// ends it by cancelling its context (waitInline): no hand-off to a worker,
-// no channel, one timer. Every other call (a MULTI/EXEC, a plain go-redis
-// command: once written, go-redis reads its reply until a deadline,
-// whatever a cancellation says) runs on a worker (waitOnWorker), so that
-// the Fallback can stop waiting at the timeout while the call goes on. A
-// Counter that is no Abandoner has all its calls run on a worker.
+// ends it by closing its give-up channel (waitInline): no hand-off to a
+// worker, no derived context, one timer. Every other call (a MULTI/EXEC,
+// a plain go-redis command: once written, go-redis reads its reply until a
+// deadline, whatever a cancellation says) runs on a worker (waitOnWorker),
+// so that the Fallback can stop waiting at the timeout while the call goes
+// on. A Counter that is no Abandoner has all its calls run on a worker.
 type Abandoner interface {
 	TakeAbandons(takes []guard.Take) bool
 }
@@ -36,18 +37,22 @@ var (
 	errCeiling   = errors.New("resilience: past the ceiling")
 )
 
-// waitInline is wait for a call that returns as soon as its context is
-// cancelled: fn runs here, under a context that one timer cancels. The
-// timer fires at the timeout and, while the probe vouches for Redis, again
-// every half probe round, up to the ceiling; it cancels the call when the
+// waitInline is wait for a call that returns as soon as its context ends
+// or its waiter gives up on it (guard.GiveUp): fn runs here, under a
+// context that carries a give-up channel one timer closes. The timer
+// fires at the timeout and, while the probe vouches for Redis, again every
+// half probe round, up to the ceiling; it gives up on the call when the
 // probe stops vouching (a store failure, as on a worker) or at the ceiling
 // (shed). The verdicts and counters are waitOnWorker's.
+//
+// No context is derived from ctx: context.WithCancelCause registered with
+// the caller's context and removed itself again on every call, about 4 %
+// of otpguard's CPU on the gRPC path (docs/benchmarks.md). The caller's
+// own end still reaches the call through ctx.Done, as before.
 func (f *Fallback) waitInline(ctx context.Context, n *node, fn func(ctx context.Context) error) error {
-	cctx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-	w := f.startWait(n, cancel)
-	err := fn(ceilingCtx{cctx, w.start.Add(f.ceiling)})
-	late, cause := f.endWait(w), context.Cause(cctx)
+	w := f.startWait(n)
+	err := fn(&inlineCtx{Context: ctx, ceiling: w.start.Add(f.ceiling), giveUp: w.giveUp})
+	late, cause := f.endWait(w)
 	switch {
 	case err == nil:
 		return f.settle(ctx, n, nil, late)
@@ -64,54 +69,63 @@ func (f *Fallback) waitInline(ctx context.Context, n *node, fn func(ctx context.
 	return f.settle(ctx, n, err, late)
 }
 
-// ceilingCtx is a waitInline call's context: cancelled by its timer, with
-// the ceiling as its deadline (or the caller's, if earlier), which the
-// timer keeps. The deadline is not for the Coalescer, which honours the
-// cancellation, but for what sees the context on the way to it: store's
-// timeoutHook gives a context without a deadline one of its own, a
-// WithTimeout and a runtime timer per command, the very cost this path
-// saves.
-type ceilingCtx struct {
+// inlineCtx is a waitInline call's context: the caller's, with the
+// give-up channel its timer closes (guard.GiveUp) and the ceiling as its
+// deadline (or the caller's, if earlier). The deadline is not for the
+// Coalescer, which leaves on the channel, but for what sees the context on
+// the way to it: store's timeoutHook gives a context without a deadline
+// one of its own, a WithTimeout and a runtime timer per command, the very
+// cost this path saves.
+type inlineCtx struct {
 	context.Context
 	ceiling time.Time
+	giveUp  <-chan struct{}
 }
 
-func (c ceilingCtx) Deadline() (time.Time, bool) {
+func (c *inlineCtx) Deadline() (time.Time, bool) {
 	if d, ok := c.Context.Deadline(); ok && d.Before(c.ceiling) {
 		return d, true
 	}
 	return c.ceiling, true
 }
 
-// inlineWait is the timer of one waitInline call and what it saw. It is
-// kept for the next call, with its timer (made once, stopped), when its
-// timer never fired: a timer that fired may have its function still to
-// run, which must never meet the next call.
-type inlineWait struct {
-	f *Fallback
-	t *time.Timer // runs fire
-
-	mu     sync.Mutex // over all below: fire runs on a goroutine of its own
-	n      *node
-	cancel context.CancelCauseFunc
-	start  time.Time
-	late   bool // waited for past the timeout, Redis vouched for
-	over   bool // the call returned: the timer has nothing more to do
+func (c *inlineCtx) Value(key any) any {
+	if _, ok := key.(guard.GiveUpKey); ok {
+		return c.giveUp
+	}
+	return c.Context.Value(key)
 }
 
-// startWait arms a kept or new inlineWait for a call on n, which cancel
-// ends.
-func (f *Fallback) startWait(n *node, cancel context.CancelCauseFunc) *inlineWait {
+// inlineWait is the timer of one waitInline call and what it saw. It is
+// kept for the next call, with its timer (made once, stopped) and its
+// give-up channel (still open), when its timer never fired: a timer that
+// fired may have its function still to run, which must never meet the
+// next call.
+type inlineWait struct {
+	f      *Fallback
+	t      *time.Timer   // runs fire
+	giveUp chan struct{} // closed by fire, with cause set
+
+	mu    sync.Mutex // over all below: fire runs on a goroutine of its own
+	n     *node
+	cause error // why fire gave up on the call; nil while it has not
+	start time.Time
+	late  bool // waited for past the timeout, Redis vouched for
+	over  bool // the call returned: the timer has nothing more to do
+}
+
+// startWait arms a kept or new inlineWait for a call on n.
+func (f *Fallback) startWait(n *node) *inlineWait {
 	w, _ := f.waits.Get().(*inlineWait)
 	if w == nil {
-		w = &inlineWait{f: f}
+		w = &inlineWait{f: f, giveUp: make(chan struct{})}
 		w.mu.Lock() // fire reads t under it
 		w.t = time.AfterFunc(time.Hour, w.fire)
 		w.t.Stop()
 	} else {
 		w.mu.Lock()
 	}
-	w.n, w.cancel, w.start, w.late, w.over = n, cancel, time.Now(), false, false
+	w.n, w.cause, w.start, w.late, w.over = n, nil, time.Now(), false, false
 	w.t.Reset(f.timeout)
 	w.mu.Unlock()
 	return w
@@ -119,18 +133,24 @@ func (f *Fallback) startWait(n *node, cancel context.CancelCauseFunc) *inlineWai
 
 // endWait stops w's timer (a firing in progress then does nothing), keeps
 // w if its timer never fired, and says whether the call was waited for
-// past the timeout.
-func (f *Fallback) endWait(w *inlineWait) (late bool) {
+// past the timeout and why the timer gave up on it, if it did.
+func (f *Fallback) endWait(w *inlineWait) (late bool, cause error) {
 	w.mu.Lock()
 	w.over = true
 	pending := w.t.Stop()
-	late = w.late
-	w.n, w.cancel = nil, nil
+	late, cause = w.late, w.cause
+	w.n = nil
 	w.mu.Unlock()
 	if pending {
 		f.waits.Put(w)
 	}
-	return late
+	return late, cause
+}
+
+// giveUpWith ends the call for cause; under w.mu.
+func (w *inlineWait) giveUpWith(cause error) {
+	w.cause = cause
+	close(w.giveUp)
 }
 
 // fire is the timer's function: at the timeout, and after it while Redis
@@ -142,12 +162,12 @@ func (w *inlineWait) fire() {
 		return
 	}
 	if !w.n.healthy(w.f.fresh) {
-		w.cancel(errUnvouched)
+		w.giveUpWith(errUnvouched)
 		return
 	}
 	left := w.f.ceiling - time.Since(w.start)
 	if left <= 0 {
-		w.cancel(errCeiling)
+		w.giveUpWith(errCeiling)
 		return
 	}
 	w.late = true

@@ -155,7 +155,7 @@ func TestInlineCallerCancelIsTheCallersError(t *testing.T) {
 
 // BenchmarkWait is one Take through the Fallback, the probe reporting, on
 // a store that answers at once: what waiting costs on each path (worker:
-// the hand-off, WithTimeout and a timer; inline: a cancel context and a
+// the hand-off, WithTimeout and a timer; inline: a give-up channel and a
 // timer on the caller's goroutine).
 func BenchmarkWait(b *testing.B) {
 	for _, abandons := range []bool{false, true} {
@@ -178,14 +178,16 @@ func BenchmarkWait(b *testing.B) {
 	}
 }
 
-// quickStore answers at once, looking at its context's Done as the
-// Coalescer does.
+// quickStore answers at once, looking at its context's Done and its
+// give-up channel as the Coalescer does.
 type quickStore struct{ abandons bool }
 
 func (q *quickStore) Take(ctx context.Context, takes []guard.Take) ([]guard.Result, error) {
 	select {
 	case <-ctx.Done():
 		return nil, ctx.Err()
+	case <-guard.GiveUp(ctx):
+		return nil, context.Canceled
 	default:
 	}
 	return make([]guard.Result, len(takes)), nil

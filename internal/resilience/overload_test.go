@@ -44,6 +44,8 @@ func (q *queuedStore) Take(ctx context.Context, takes []guard.Take) ([]guard.Res
 		return res, nil
 	case <-ctx.Done():
 		return nil, ctx.Err()
+	case <-guard.GiveUp(ctx): // the inline wait gave up on it
+		return nil, context.Canceled
 	}
 }
 

@@ -74,17 +74,19 @@ func answer(cmd, s redis.Cmder) {
 }
 
 // await waits for the reply of p, queued for cmd, or for leave (the
-// caller's ctx.Done, nil when it may not leave: then p carries cmd
-// itself).
-func (c *Coalescer) await(ctx context.Context, leave <-chan struct{}, cmd redis.Cmder, p *coalesced) error {
+// caller's ctx.Done) or giveUp (guard.GiveUp(ctx)), both nil when it may
+// not leave: then p carries cmd itself. Leaving by giveUp answers
+// context.Canceled, as a cancelled context would.
+func (c *Coalescer) await(ctx context.Context, leave, giveUp <-chan struct{}, cmd redis.Cmder, p *coalesced) error {
 	select {
 	case <-p.done:
 	case <-leave:
-		select {
-		case <-p.done: // the reply is in after all: take it
-		default:
-			p.state.CompareAndSwap(queued, abandoned) // else on the wire: its reply is dropped
+		if !stays(p) {
 			return ctx.Err()
+		}
+	case <-giveUp:
+		if !stays(p) {
+			return context.Canceled
 		}
 	}
 	if p.cmd != cmd {
@@ -92,6 +94,19 @@ func (c *Coalescer) await(ctx context.Context, leave <-chan struct{}, cmd redis.
 	}
 	c.recycle(p)
 	return cmd.Err()
+}
+
+// stays reports, for a caller leaving p, whether p's reply is in after all
+// (it takes it); else p is left: dropped unsent if still queued, its reply
+// dropped if on the wire.
+func stays(p *coalesced) bool {
+	select {
+	case <-p.done:
+		return true
+	default:
+		p.state.CompareAndSwap(queued, abandoned)
+		return false
+	}
 }
 
 // recycle puts p back in the pool, once no queue or pipeline holds it.

@@ -36,15 +36,45 @@ func waitStats(t *testing.T, c *store.Coalescer, pipelines int64) {
 	}
 }
 
+// leaveWays are the two ways a caller leaves a coalesced command: its
+// context ends, or (under a context that never does) its waiter closes
+// the give-up channel (guard.GiveUp: resilience's inline wait).
+var leaveWays = map[string]func() (context.Context, func()){
+	"cancel": func() (context.Context, func()) { return context.WithCancel(context.Background()) },
+	"give up": func() (context.Context, func()) {
+		ch := make(chan struct{})
+		return giveUpCtx{context.Background(), ch}, func() { close(ch) }
+	},
+}
+
+// giveUpCtx carries a give-up channel (guard.GiveUp).
+type giveUpCtx struct {
+	context.Context
+	giveUp <-chan struct{}
+}
+
+func (c giveUpCtx) Value(key any) any {
+	if _, ok := key.(guard.GiveUpKey); ok {
+		return c.giveUp
+	}
+	return c.Context.Value(key)
+}
+
 // TestCoalescedCallerLeavesTheWire: a caller whose context ends while its
 // command is on the wire (the gate holds the pipeline: no reply can come)
 // is answered its context's error at once; the pipeline still carries the
 // command (Redis counted it) and its reply reaches nobody: the caller's
 // command keeps the context's error, never the late reply.
 func TestCoalescedCallerLeavesTheWire(t *testing.T) {
+	for way, leave := range leaveWays {
+		t.Run(way, func(t *testing.T) { testCallerLeavesTheWire(t, leave) })
+	}
+}
+
+func testCallerLeavesTheWire(t *testing.T, leave func() (context.Context, func())) {
 	rdb, c, g, _ := gatedCoalescer(t)
 	key := redistest.Prefix() + "n"
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := leave()
 	cmd, done := incrCtx(ctx, rdb, key)
 	within(t, g.entered, "the pipeline on the wire")
 	cancel()
@@ -65,11 +95,17 @@ func TestCoalescedCallerLeavesTheWire(t *testing.T) {
 // up while it waited behind the pipeline on the wire is dropped unsent:
 // the worker that takes it after the reply does not send it.
 func TestCoalescedAbandonedWhileQueuedIsNotSent(t *testing.T) {
+	for way, leave := range leaveWays {
+		t.Run(way, func(t *testing.T) { testAbandonedWhileQueued(t, leave) })
+	}
+}
+
+func testAbandonedWhileQueued(t *testing.T, leave func() (context.Context, func())) {
 	rdb, c, g, _ := gatedCoalescer(t)
 	key := redistest.Prefix() + "n"
 	first := incrAsync(rdb, key)
 	within(t, g.entered, "first pipeline")
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := leave()
 	_, second := incrCtx(ctx, rdb, key)
 	waitQueued(t, c, 1)
 	cancel()

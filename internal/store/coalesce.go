@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/otpguard/otpguard/internal/guard"
 )
 
 // Coalescer sends the single commands of concurrent requests to Redis
@@ -192,10 +194,12 @@ func (c *Coalescer) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 		// (abandon.go): what the pipeline writes after the caller went is
 		// then nobody's. A context that never ends needs none; a command
 		// of a type without a stand-in waits for its reply, as before.
-		var leave <-chan struct{}
-		if ended := ctx.Done(); ended != nil {
+		// Its waiter may also give up before ctx ends (guard.GiveUp: the
+		// Fallback's inline wait), which is the same leaving.
+		var leave, giveUp <-chan struct{}
+		if ended, gu := ctx.Done(), guard.GiveUp(ctx); ended != nil || gu != nil {
 			if s := standIn(c.base, cmd); s != nil {
-				p.cmd, leave = s, ended
+				p.cmd, leave, giveUp = s, ended, gu
 			}
 		}
 		c.closing.RLock()
@@ -216,6 +220,8 @@ func (c *Coalescer) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 				case c.queue <- p:
 				case <-ctx.Done():
 					err = ctx.Err()
+				case <-giveUp:
+					err = context.Canceled
 				}
 			}
 		}
@@ -224,7 +230,7 @@ func (c *Coalescer) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 			c.recycle(p)
 			return err
 		}
-		return c.await(ctx, leave, cmd, p)
+		return c.await(ctx, leave, giveUp, cmd, p)
 	}
 }
 
