@@ -2,6 +2,7 @@ package guard
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"time"
 )
@@ -132,24 +133,12 @@ func (s *OTP) claimLost(ctx context.Context, takes []Take, res []Result, vol *Vo
 	if c == nil {
 		return nil
 	}
-	fellBack := false
-	for _, r := range res {
-		fellBack = fellBack || r.Fallback
-	}
-	c.settle(ctx, !fellBack)
+	c.settle(ctx, !slices.ContainsFunc(res, func(r Result) bool { return r.Fallback }))
 	state, answer, tried, _ := c.Outcome()
 	if !tried || state == ClaimClaimed {
 		return nil
 	}
-	counted := make([]Take, 0, len(takes))
-	for i, r := range res {
-		if r.Spent {
-			t := takes[i]
-			t.Fallback = r.Fallback
-			counted = append(counted, t)
-		}
-	}
-	s.refund(ctx, counted)
+	s.refund(ctx, countedTakes(takes, res, nil))
 	if volumeCounted(vol, vres) {
 		s.refundVelocity(ctx, tierKey(vol, vres), vol.Now)
 	}

@@ -125,17 +125,8 @@ func (s *OTP) spend(ctx context.Context, phone Phone, limits []limitedTake, vol 
 	deny := slices.IndexFunc(res, func(r Result) bool { return !r.Allowed })
 	// taken: what the store counted for this request, each refund going
 	// where it was counted (the fallback's memory or the store).
-	taken := make([]Take, 0, len(res))
-	fellBack := false
-	for i, r := range res {
-		fellBack = fellBack || r.Fallback
-		if !r.Spent || (i == deny && !limits[i].refundDenied) {
-			continue
-		}
-		t := takes[i]
-		t.Fallback = r.Fallback
-		taken = append(taken, t)
-	}
+	taken := countedTakes(takes, res, func(i int) bool { return i == deny && !limits[i].refundDenied })
+	fellBack := slices.ContainsFunc(res, func(r Result) bool { return r.Fallback })
 	if deny >= 0 {
 		var vel spent // the volume count to give back, if any
 		if volumeCounted(vol, vres) {
@@ -195,6 +186,22 @@ func (s *OTP) spendFailed(ctx context.Context, err error) error {
 	}
 	s.log.Log(ctx, StoreFailureLevel(err), "limit store failed", "limit", "otp.send", "err", err)
 	return storeError(err)
+}
+
+// countedTakes returns the takes the store counted (res[i].Spent), each
+// marked where it was counted (the fallback's memory or the store), but
+// those skip names (nil: none).
+func countedTakes(takes []Take, res []Result, skip func(i int) bool) []Take {
+	counted := make([]Take, 0, len(res))
+	for i, r := range res {
+		if !r.Spent || skip != nil && skip(i) {
+			continue
+		}
+		t := takes[i]
+		t.Fallback = r.Fallback
+		counted = append(counted, t)
+	}
+	return counted
 }
 
 // dropAutomatic answers the automatic rules' takes allowed and not spent,
