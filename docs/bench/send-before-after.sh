@@ -9,10 +9,13 @@
 #   # on the base: wantDefaultSendRoundTrips = 8, closeOTP/flushOTP and
 #   # flushWatch do nothing (the watch ran inside the request there)
 #   BASE=/tmp/base docs/bench/send-before-after.sh
+#
+# MID, when set, is a third tree run between the two in each round (e.g.
+# a checkout of main, to compare a branch with both main and the base).
 set -e
 NEW=$(cd "$(dirname "$0")/../.." && pwd)
 for i in 1 2 3; do
-  for tree in "$BASE" "$NEW"; do
+  for tree in "$BASE" ${MID:+"$MID"} "$NEW"; do
     echo "== $tree run $i"
     (cd "$tree" && go test -run '^$' -bench 'OTPSendDefault' -benchtime 2000x ./internal/guard/ 2>&1 | grep Benchmark)
     (cd "$tree" && go test -run '^$' -bench 'HandlerSend' -benchtime 2000x ./internal/app/ 2>&1 | grep Benchmark)
