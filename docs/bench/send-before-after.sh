@@ -7,7 +7,9 @@
 #   cp internal/guard/send_bench_test.go /tmp/base/internal/guard/
 #   cp internal/app/send_bench_test.go /tmp/base/internal/app/
 #   # on the base: wantDefaultSendRoundTrips = 8, closeOTP/flushOTP and
-#   # flushWatch do nothing (the watch ran inside the request there)
+#   # flushWatch do nothing (the watch ran inside the request there);
+#   # on 8084301: the two files are there already, copy the app one and
+#   # drop its UnverifiedFloor (no unverified budget in that tree)
 #   BASE=/tmp/base docs/bench/send-before-after.sh
 #
 # MID, when set, is a third tree run between the two in each round (e.g.
