@@ -146,9 +146,9 @@ func (f *Fallback) wait(ctx context.Context, n *node, abandons bool, fn func(ctx
 //   - not vouched for: the timeout. A call unanswered by then is a store
 //     failure, and the fallback decides.
 //
-// The verdicts are the ones a worker's caller gave (no call is both
-// answered by the store and decided by the fallback; a call that timed
-// out may have counted, as ever), and no caller waits past the ceiling.
+// The verdicts are the ones a worker's caller gave (a call the fallback
+// decides is never also read from the store; one that timed out may have
+// counted there, as ever), and no caller waits past the ceiling.
 // What differs is when the probe is looked at: a worker's caller looked
 // again at the timeout and every half probe round after, and stopped
 // waiting as soon as the probe stopped vouching, leaving the call to run
@@ -156,9 +156,9 @@ func (f *Fallback) wait(ctx context.Context, n *node, abandons bool, fn func(ctx
 // the ceiling even if the probe stops vouching meanwhile (an outage's
 // first calls then wait up to the ceiling, not ~3 probe rounds), and one
 // begun while it was not ends at the timeout even if the probe comes to
-// vouch meanwhile. What it saves: the hand-off to a worker and back, two
-// goroutine switches, a channel and a timer per call, about a fifth of a
-// send's CPU (docs/benchmarks.md, section 2.000).
+// vouch meanwhile. What it saves: the hand-off to a worker and back (two
+// goroutine switches, a channel and a timer per call): a send took 0.94 of
+// the CPU it took on a worker (docs/benchmarks.md, section 2.000).
 func (f *Fallback) waitBounded(ctx context.Context, n *node, fn func(ctx context.Context) error) error {
 	start := time.Now()
 	vouched := n.healthy(f.fresh)
