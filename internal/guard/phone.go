@@ -3,6 +3,7 @@ package guard
 import (
 	"net/netip"
 	"strings"
+	"unicode"
 
 	"github.com/nyaruka/phonenumbers"
 )
@@ -32,13 +33,19 @@ func ParsePhone(raw, defaultRegion string) (Phone, error) {
 	case len(raw) > maxPhoneInput:
 		return Phone{}, Errorf(CodeInvalidPhone, "phone is longer than %d characters", maxPhoneInput)
 	}
+	if !twoDigits(raw) {
+		// libphonenumber refuses it too (a number needs two decimal
+		// digits, \p{Nd}, to be viable), after its regular expressions:
+		// junk is refused here for a scan of its bytes.
+		return Phone{}, unparsedPhone()
+	}
 	region := strings.ToUpper(defaultRegion)
 	if region == "" {
 		region = "ZZ" // unknown region: only numbers with a leading + parse
 	}
 	num, err := phonenumbers.Parse(raw, region)
 	if err != nil {
-		return Phone{}, Errorf(CodeInvalidPhone, "phone does not parse as a number (write it in international format, e.g. +14155550100)")
+		return Phone{}, unparsedPhone()
 	}
 	// A number is valid when its region's metadata gives it a type
 	// (phonenumbers.IsValidNumber asks the same question): finding the
@@ -54,6 +61,26 @@ func ParsePhone(raw, defaultRegion string) (Phone, error) {
 		region = ""
 	}
 	return Phone{E164: phonenumbers.Format(num, phonenumbers.E164), Region: region, num: num, typ: typeName(t)}, nil
+}
+
+// unparsedPhone refuses a number libphonenumber cannot parse: a new
+// *Error each time, which its receiver may change.
+func unparsedPhone() error {
+	return &Error{Code: CodeInvalidPhone, Message: "phone does not parse as a number (write it in international format, e.g. +14155550100)"}
+}
+
+// twoDigits reports whether s holds at least two decimal digits (Unicode
+// category Nd, as libphonenumber counts them: "٠١" is two).
+func twoDigits(s string) bool {
+	n := 0
+	for _, r := range s {
+		if r >= '0' && r <= '9' || r > unicode.MaxASCII && unicode.IsDigit(r) {
+			if n++; n == 2 {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // typeName names a libphonenumber type as otp.allowed_number_types does.

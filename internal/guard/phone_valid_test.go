@@ -61,3 +61,30 @@ var typeNames = map[phonenumbers.PhoneNumberType]string{
 	phonenumbers.VOIP: "voip", phonenumbers.PERSONAL_NUMBER: "personal_number", phonenumbers.PAGER: "pager",
 	phonenumbers.UAN: "uan", phonenumbers.VOICEMAIL: "voicemail",
 }
+
+// TestParsePhoneRefusesJunkBeforeTheLibrary: input with fewer than two
+// decimal digits, which libphonenumber refuses too (checked here), is
+// refused before it reaches the library: two allocations (the error, and
+// ErrorCode's errors.As), not the library's dozens. A
+// number in other scripts' digits still reaches it and parses.
+func TestParsePhoneRefusesJunkBeforeTheLibrary(t *testing.T) {
+	for _, raw := range []string{"hello", "+", "+9", "++++----", "tel:+x;phone-context=+a", "FLOWERS", "٩", "x1y", "(+)"} {
+		if _, err := phonenumbers.Parse(raw, "IN"); err == nil {
+			t.Errorf("libphonenumber parses %q: the pre-check must not refuse it", raw)
+		}
+		allocs := testing.AllocsPerRun(20, func() {
+			if _, err := guard.ParsePhone(raw, "IN"); guard.ErrorCode(err) != guard.CodeInvalidPhone {
+				t.Fatalf("ParsePhone(%q): %v, want %s", raw, err, guard.CodeInvalidPhone)
+			}
+		})
+		if allocs > 2 {
+			t.Errorf("ParsePhone(%q): %.0f allocations, want at most 2 (refused before libphonenumber)", raw, allocs)
+		}
+	}
+	for raw, want := range map[string]string{"+٩١٩٨٠٠٠٠٠٠٠٠": "+919800000000", "+１ ４１５ ５５５ ０１００": "+14155550100"} {
+		got, err := guard.ParsePhone(raw, "")
+		if err != nil || got.E164 != want {
+			t.Errorf("ParsePhone(%q) = %q, %v; want %s", raw, got.E164, err, want)
+		}
+	}
+}

@@ -74,7 +74,6 @@ type Fallback struct {
 	local     *memoryLimits
 	log       *slog.Logger
 	now       func() time.Time
-	workers   *workers  // run the calls wait waits for (workers.go)
 	abandoner Abandoner // the counter, when it says which Takes abandon (inline.go)
 	waits     sync.Pool // *inlineWait, each with its timer (inline.go)
 
@@ -124,7 +123,7 @@ func NewFallback(o FallbackOptions) *Fallback {
 		counter: o.Counter, codes: o.Codes, timeout: o.Timeout, instances: o.Instances,
 		ceiling: o.Ceiling, fresh: o.ProbeEvery + o.ProbeTimeout, probeTO: o.ProbeTimeout, warm: o.Warm,
 		local: newMemoryLimits(o.MemoryKeys), log: o.Logger, now: o.Now,
-		policies: map[string]*policyState{}, workers: newWorkers(10 * time.Second),
+		policies: map[string]*policyState{},
 	}
 	if o.Policies != nil {
 		f.policies[guard.OTPPolicyName] = &policyState{mode: o.Policies.OTP.OnStoreError}

@@ -16,12 +16,13 @@ import (
 // calls, through a running Coalescer).
 //
 // The Fallback waits for such a call on the caller's own goroutine and
-// ends it by closing its give-up channel (waitInline): no hand-off to a
-// worker, no derived context, one timer. Every other call (a MULTI/EXEC,
-// a plain go-redis command: once written, go-redis reads its reply until a
-// deadline, whatever a cancellation says) runs on a worker (waitOnWorker),
-// so that the Fallback can stop waiting at the timeout while the call goes
-// on. A Counter that is no Abandoner has all its calls run on a worker.
+// ends it by closing its give-up channel (waitInline): no derived
+// context, one timer, and the probe looked at again while it runs. Every
+// other call (a MULTI/EXEC, a plain go-redis command: once written,
+// go-redis reads its reply until a deadline, whatever a cancellation says)
+// runs on the caller's goroutine too, held to one deadline chosen by the
+// probe's verdict as it starts (waitBounded). A Counter that is no
+// Abandoner has all its calls waited for so.
 type Abandoner interface {
 	TakeAbandons(takes []guard.Take) bool
 }
@@ -42,8 +43,8 @@ var (
 // context that carries a give-up channel one timer closes. The timer
 // fires at the timeout and, while the probe vouches for Redis, again every
 // half probe round, up to the ceiling; it gives up on the call when the
-// probe stops vouching (a store failure, as on a worker) or at the ceiling
-// (shed). The verdicts and counters are waitOnWorker's.
+// probe stops vouching (a store failure) or at the ceiling
+// (shed). The verdicts and counters are waitBounded's.
 //
 // No context is derived from ctx: context.WithCancelCause registered with
 // the caller's context and removed itself again on every call, about 4 %
@@ -57,7 +58,7 @@ func (f *Fallback) waitInline(ctx context.Context, n *node, fn func(ctx context.
 	case err == nil:
 		return f.settle(ctx, n, nil, late)
 	case ctx.Err() != nil:
-		return ctx.Err() // the caller went: as a worker's caller does
+		return ctx.Err() // the caller went
 	case cause == errUnvouched:
 		return f.unvouched()
 	case cause == errCeiling:

@@ -23,11 +23,12 @@ func (abandoningStore) TakeAbandons([]guard.Take) bool { return true }
 
 var _ resilience.Abandoner = abandoningStore{}
 
-// forEachWait runs test over a queuedStore as it is (its calls run on the
-// Fallback's worker) and as an abandoningStore (on the caller's
-// goroutine): both ways of waiting must give the same verdicts.
+// forEachWait runs test over a queuedStore as it is (its calls are held to
+// one deadline, waitBounded) and as an abandoningStore (given up on when
+// the probe stops vouching, waitInline): both ways of waiting must give
+// the same verdicts.
 func forEachWait(t *testing.T, test func(t *testing.T, st *queuedStore, counter guard.Counter)) {
-	t.Run("worker", func(t *testing.T) {
+	t.Run("bounded", func(t *testing.T) {
 		st := newQueuedStore()
 		test(t, st, st)
 	})
@@ -72,12 +73,11 @@ func (p *placedStore) Refund(context.Context, []guard.Take) error { return nil }
 
 func (p *placedStore) TakeAbandons([]guard.Take) bool { return p.abandons }
 
-// TestAbandonableTakeRunsOnTheCallersGoroutine: with the probe reporting
-// (so that wait watches the clock), a Take the counter can abandon runs on
-// the caller's own goroutine, no hand-off; one it cannot runs elsewhere
-// (the worker, which wait can stop waiting for). Both have the ceiling
-// as their context's deadline.
-func TestAbandonableTakeRunsOnTheCallersGoroutine(t *testing.T) {
+// TestEveryTakeRunsOnTheCallersGoroutine: with the probe reporting (so
+// that wait watches the clock), every Take runs on the caller's own
+// goroutine, no hand-off: one the counter can abandon (waitInline) and one
+// it cannot (a MULTI/EXEC: waitBounded). Both have a deadline.
+func TestEveryTakeRunsOnTheCallersGoroutine(t *testing.T) {
 	for _, abandons := range []bool{true, false} {
 		st := &placedStore{abandons: abandons}
 		f := resilience.NewFallback(resilience.FallbackOptions{Counter: st, Timeout: time.Minute})
@@ -95,8 +95,8 @@ func TestAbandonableTakeRunsOnTheCallersGoroutine(t *testing.T) {
 				here++
 			}
 		}
-		if want := map[bool]int{true: calls, false: 0}[abandons]; len(st.ran) != calls || here != want {
-			t.Errorf("abandons %v: %d of %d store calls ran on the caller's goroutine, want %d", abandons, here, len(st.ran), want)
+		if len(st.ran) != calls || here != calls {
+			t.Errorf("abandons %v: %d of %d store calls ran on the caller's goroutine, want %d", abandons, here, len(st.ran), calls)
 		}
 		// A deadline (the ceiling) on both paths: store's timeoutHook
 		// would otherwise make a WithTimeout of its own per command.
@@ -154,12 +154,11 @@ func TestInlineCallerCancelIsTheCallersError(t *testing.T) {
 }
 
 // BenchmarkWait is one Take through the Fallback, the probe reporting, on
-// a store that answers at once: what waiting costs on each path (worker:
-// the hand-off, WithTimeout and a timer; inline: a give-up channel and a
-// timer on the caller's goroutine).
+// a store that answers at once: what waiting costs on each path (bounded:
+// WithDeadline and its timer; inline: a give-up channel and a timer).
 func BenchmarkWait(b *testing.B) {
 	for _, abandons := range []bool{false, true} {
-		b.Run(map[bool]string{false: "worker", true: "inline"}[abandons], func(b *testing.B) {
+		b.Run(map[bool]string{false: "bounded", true: "inline"}[abandons], func(b *testing.B) {
 			st := &quickStore{abandons: abandons}
 			f := resilience.NewFallback(resilience.FallbackOptions{Counter: st, Timeout: time.Minute})
 			f.ObserveProbe(context.Background(), nil)

@@ -115,10 +115,10 @@ func (f *Fallback) ObserveNodeProbe(ctx context.Context, name string, err error)
 // Redis is shed (ErrOverloaded); one outliving the timeout while Redis is
 // not vouched for is a store failure (the fallback decides).
 //
-// abandons says fn returns as soon as its context is cancelled (Abandoner):
-// it then runs on the caller's goroutine and is ended by a cancellation
-// (waitInline). Any other call runs on a worker, which wait can stop
-// waiting for while the call goes on (waitOnWorker).
+// Every call runs on the caller's goroutine. abandons says fn returns as
+// soon as its waiter gives up on it (Abandoner): the probe is then looked
+// at again while it runs (waitInline). Any other call is held to one
+// deadline chosen as it starts (waitBounded).
 func (f *Fallback) wait(ctx context.Context, n *node, abandons bool, fn func(ctx context.Context) error) error {
 	if f.timeout <= 0 {
 		return fn(ctx)
@@ -131,34 +131,59 @@ func (f *Fallback) wait(ctx context.Context, n *node, abandons bool, fn func(ctx
 	if abandons {
 		return f.waitInline(ctx, n, fn)
 	}
-	return f.waitOnWorker(ctx, n, fn)
+	return f.waitBounded(ctx, n, fn)
 }
 
-// waitOnWorker is wait for a call that cannot be abandoned: it runs on a
-// kept worker (workers.go), under a deadline at the ceiling, while the
-// caller's goroutine watches the clock and the probe.
-func (f *Fallback) waitOnWorker(ctx context.Context, n *node, fn func(ctx context.Context) error) error {
-	cctx, cancel := context.WithTimeout(ctx, f.ceiling)
-	defer cancel()
-	res := make(chan error, 1)
-	f.workers.run(func() { res <- fn(cctx) })
-	t := time.NewTimer(f.timeout)
-	defer t.Stop()
-	late := false
-	for {
-		select {
-		case err := <-res:
-			return f.settle(ctx, n, err, late)
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-t.C:
-			if !n.healthy(f.fresh) {
-				return f.unvouched()
-			}
-			late = true
-			t.Reset(f.fresh / 2) // look again before the probe's word goes stale
-		}
+// waitBounded is wait for a call that cannot be abandoned (a send's
+// MULTI/EXEC, a code's save: once written, go-redis reads a command's
+// reply until its deadline, whatever a cancellation says). It runs on the
+// caller's goroutine under one deadline, chosen as it starts by the
+// probe's verdict on n:
+//
+//   - vouched for: the ceiling. A late reply is the decision; a call
+//     still unanswered at the ceiling is shed if Redis is vouched for
+//     then, and a store failure (the fallback decides) if not.
+//   - not vouched for: the timeout. A call unanswered by then is a store
+//     failure, and the fallback decides.
+//
+// The verdicts are the ones a worker's caller gave (a call the fallback
+// decides is never also read from the store; one that timed out may have
+// counted there, as ever), and no caller waits past the ceiling.
+// What differs is when the probe is looked at: a worker's caller looked
+// again at the timeout and every half probe round after, and stopped
+// waiting as soon as the probe stopped vouching, leaving the call to run
+// on. Here a call begun while Redis was vouched for is waited for up to
+// the ceiling even if the probe stops vouching meanwhile (an outage's
+// first calls then wait up to the ceiling, not ~3 probe rounds), and one
+// begun while it was not ends at the timeout even if the probe comes to
+// vouch meanwhile. What it saves: the hand-off to a worker and back (two
+// goroutine switches, a channel and a timer per call): a send took 0.94 of
+// the CPU it took on a worker (docs/benchmarks.md, section 2.000).
+func (f *Fallback) waitBounded(ctx context.Context, n *node, fn func(ctx context.Context) error) error {
+	start := time.Now()
+	vouched := n.healthy(f.fresh)
+	limit := f.timeout
+	if vouched {
+		limit = f.ceiling
 	}
+	cctx, cancel := context.WithDeadline(ctx, start.Add(limit))
+	err := fn(cctx)
+	over := cctx.Err() // read before cancel, which would set it
+	cancel()
+	late := vouched && time.Since(start) > f.timeout
+	switch {
+	case err == nil:
+		return f.settle(ctx, n, nil, late)
+	case ctx.Err() != nil:
+		return ctx.Err() // the caller went, or its own deadline passed
+	case over != nil && !vouched:
+		return f.unvouched()
+	case over != nil:
+		// At the ceiling. go-redis may say so as a network timeout, which
+		// is no context.DeadlineExceeded: settle must see one.
+		err = errors.Join(err, context.DeadlineExceeded)
+	}
+	return f.settle(ctx, n, err, late)
 }
 
 // settle is the verdict on a call that returned err, late when it was
