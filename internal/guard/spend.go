@@ -268,11 +268,12 @@ func (s *OTP) refused(ctx context.Context, phone Phone, l limitedTake, r Result,
 }
 
 // noteBlockRefundVolume notes a refused send's block and gives back its
-// volume count (vel) in one store call.
+// volume count (vel) in one store call. It carries a refund, so it gets
+// the store's budget (through the Fallback: its timeout, or up to the
+// ceiling while the probe vouches for Redis), not convTimeout
+// (refundVelocity says why).
 func (s *OTP) noteBlockRefundVolume(ctx context.Context, br BlockVolumeRefunder, b Block, vel spent) {
-	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), convTimeout)
-	defer cancel()
-	if err := br.NoteBlockRefundVolume(cctx, b, vel.velocity, vel.velocityAt); err != nil {
+	if err := br.NoteBlockRefundVolume(context.WithoutCancel(ctx), b, vel.velocity, vel.velocityAt); err != nil {
 		// A lost refund only ever refuses more, never allows more.
 		s.log.WarnContext(ctx, "noting a block and refunding its country count failed", "phone", MaskPhone(b.Phone), "err", err)
 	}

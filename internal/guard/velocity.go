@@ -225,10 +225,15 @@ func (s *OTP) velocityDenied(ctx context.Context, phone Phone, t VolumeTake, res
 
 // refundVelocity gives back a send counted at under k (the velocity
 // rule's, the trusted tier's or the solved cap's counts) that did not leave.
+//
+// A refund is part of the count, not of the watch: it gets the store's
+// Redis budget (the client bounds a call without a deadline by
+// max(OTPGUARD_REDIS_TIMEOUT, OTPGUARD_REDIS_MAX_WAIT)), as the limits'
+// refunds in the same refusal do, and not convTimeout. A refund lost to a
+// fixed second on a busy host left a send that never went in the
+// country's hour, for real users to be refused by (unusual_volume).
 func (s *OTP) refundVelocity(ctx context.Context, k Key, at time.Time) {
-	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), convTimeout)
-	defer cancel()
-	if err := s.abuse.volumes.RefundVolume(cctx, k, at); err != nil {
+	if err := s.abuse.volumes.RefundVolume(context.WithoutCancel(ctx), k, at); err != nil {
 		s.log.WarnContext(ctx, "country velocity: refund failed", "err", err)
 	}
 }

@@ -92,20 +92,33 @@ type cluster struct {
 	url       string
 }
 
+// testRedisTimeout and testRedisMaxWait are a test instance's Redis
+// budget: the timeout (the most OTPGUARD_REDIS_TIMEOUT allows) while the
+// probe does not vouch for Redis, the ceiling while it does. Exactness
+// tests must not confuse a CPU-starved decision with an outage or an
+// overload. 5 s for both was not enough: with 150 sends at once under
+// -race at load 14 and a busy loop, a decision of
+// TestSendLimitsTogetherExactAcrossInstances waited past it (2 runs in 15
+// answered 503 overloaded or store_unavailable). Outage tests set a short
+// timeout of their own (outage_harness_test.go).
+const (
+	testRedisTimeout = 10 * time.Second
+	testRedisMaxWait = 30 * time.Second
+)
+
 // hmacKey is the code key every test instance shares.
 var hmacKey = []byte("0123456789abcdef0123456789abcdef")
 
 // testConfig is the configuration of a test instance on the Redis at url:
 // the production defaults, with the test's keys and policies, a SQLite
-// store in dataDir and a generous Redis timeout (exactness tests must not
-// confuse a CPU-starved round trip under -race with an outage).
+// store in dataDir and a generous Redis timeout (testRedisTimeout).
 func testConfig(t testing.TB, url, prefix, dataDir string, policies guard.Policies) *app.Config {
 	t.Helper()
 	cfg, err := app.LoadConfig(func(string) string { return "" })
 	if err != nil {
 		t.Fatalf("LoadConfig: %v", err)
 	}
-	cfg.RedisURL, cfg.RedisPrefix, cfg.RedisTimeout = url, prefix, 5*time.Second
+	cfg.RedisURL, cfg.RedisPrefix, cfg.RedisTimeout, cfg.RedisMaxWait = url, prefix, testRedisTimeout, testRedisMaxWait
 	cfg.APIKeys, cfg.OpsKeys, cfg.HMACKey = []string{apiKey}, []string{opsKey}, hmacKey
 	cfg.DataDir, cfg.LogLevel = dataDir, "error"
 	policies.FillDefaults()

@@ -3,6 +3,7 @@ package httpapi_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"net/netip"
 	"strings"
@@ -177,26 +178,46 @@ func (oc *opsCluster) send(t testing.TB, i int, phone string) (int, string) {
 }
 
 // eventsIn returns the events stored for phone, read straight from SQL.
+// The read is held to the instance's SQL timeout (300 ms in the outage
+// tests, so that a black hole fails fast): on a loaded machine it can time
+// out with the database up, so a read that timed out is tried again, for
+// up to opsWaitFor; any other error, or a database that keeps timing out,
+// fails the test.
 func (oc *opsCluster) eventsIn(t testing.TB, phone string) []guard.Event {
 	t.Helper()
 	db := oc.instances[0].app.SQL() // nil until connected
 	if db == nil {
 		return nil
 	}
-	events, err := db.ListEvents(context.Background(), ops.EventFilter{Phone: phone, Limit: ops.MaxEventLimit})
-	if err != nil {
-		t.Fatalf("ListEvents: %v", err)
+	deadline := time.Now().Add(opsWaitFor)
+	for {
+		events, err := db.ListEvents(context.Background(), ops.EventFilter{Phone: phone, Limit: ops.MaxEventLimit})
+		if err == nil {
+			return events
+		}
+		if !errors.Is(err, context.DeadlineExceeded) || time.Now().After(deadline) {
+			t.Fatalf("ListEvents: %v", err)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
-	return events
 }
 
-// opsWait polls cond every 20ms for up to 10s.
+// opsWaitFor is how long opsWait waits. It must cover otpguard's own
+// back-offs on the way back from an outage, not only a busy machine: a
+// database unreachable at start-up is tried again after 0.5, 1, 2, 4, 8,
+// then every 10 s (dbRetryMax, app/ops.go), and queued audit events after
+// up to 5 s (auditRetryMax). With 10 s, TestOpsDatabaseUnreachableAtStart
+// failed whenever its outage lasted past 7.5 s (a loaded machine): the
+// next attempt was up to 8 s away from the database's return.
+const opsWaitFor = 30 * time.Second
+
+// opsWait polls cond every 20ms for up to opsWaitFor.
 func opsWait(t testing.TB, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(opsWaitFor)
 	for !cond() {
 		if time.Now().After(deadline) {
-			t.Fatalf("timed out after 10s waiting for %s", what)
+			t.Fatalf("timed out after %s waiting for %s", opsWaitFor, what)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}

@@ -34,6 +34,7 @@ func TestMasterFailoverOnRedisCluster(t *testing.T) {
 	cfg := testConfig(t, "", redistest.Prefix(), t.TempDir(), p)
 	cfg.Redis.Mode, cfg.Redis.Addrs = store.RedisCluster, rc.Addrs()
 	cfg.RedisTimeout = 500 * time.Millisecond // a killed node refuses at once; exactness needs no 10 ms budget
+	cfg.RedisMaxWait = 0                      // the production ceiling for that timeout
 	c := newClusterConfig(t, 2, cfg)
 	cc := c.instances[0].rdb.(*redis.ClusterClient)
 

@@ -61,10 +61,20 @@ func New(t testing.TB) Target {
 	return Target{URL: s.URL(), Prefix: Prefix()}
 }
 
-// Client returns a go-redis client for url with generous timeouts (tests
-// under -race on 2 cores see round trips of tens of milliseconds), closed at
-// the end of the test.
+// Client returns a go-redis client for url with generous timeouts, closed
+// at the end of the test. It never retries a command, as otpguard's own
+// client does not: go-redis retries a command whose reply is late (its
+// default read timeout is 3 s), and a counting script that ran and is run
+// again counts twice. Under -race on a busy 2-core machine a miniredis
+// script did answer past 3 s, and TestVelocityBaseline/miniredis let 29
+// sends through an hour of 30: one send counted twice. A late reply now
+// waits (clientTimeout), and one later still fails the test with a
+// timeout instead of a silent double count.
 func Client(t testing.TB, url string) *redis.Client { return client(t, url) }
+
+// clientTimeout is each step's budget (dial, pool, read, write) of a test
+// client: a Redis that takes longer is stuck, not busy.
+const clientTimeout = 30 * time.Second
 
 func client(t testing.TB, url string) *redis.Client {
 	t.Helper()
@@ -73,6 +83,8 @@ func client(t testing.TB, url string) *redis.Client {
 		t.Fatalf("redis url %q: %v", url, err)
 	}
 	opt.DisableIdentity = true
+	opt.MaxRetries = -1 // a retried script may count twice
+	opt.DialTimeout, opt.ReadTimeout, opt.WriteTimeout, opt.PoolTimeout = clientTimeout, clientTimeout, clientTimeout, clientTimeout
 	c := redis.NewClient(opt)
 	t.Cleanup(func() { _ = c.Close() })
 	return c
