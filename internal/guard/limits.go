@@ -302,7 +302,7 @@ func (l *Limiter) Check(ctx context.Context, checks []Check) (Batch, error) {
 // allocation, where it was seven (issue 26).
 type checkWork struct {
 	takes     []Take
-	pols      []LimitPolicy
+	pols      []checkPolicy
 	res       []Result
 	modes     []Mode
 	decisions []Decision // handed to the caller in the Batch
@@ -310,11 +310,19 @@ type checkWork struct {
 
 	one struct { // the slices' memory for a batch of one
 		take     [1]Take
-		pol      [1]LimitPolicy
+		pol      [1]checkPolicy
 		res      [1]Result
 		mode     [1]Mode
 		decision [1]Decision
 	}
+}
+
+// checkPolicy is what a decision reads of its check's policy besides the
+// Take: a copy of the whole LimitPolicy was some 90 bytes more per check.
+type checkPolicy struct {
+	Mode         Mode
+	SyncInterval time.Duration
+	Shadow       bool
 }
 
 func newCheckWork(n int) *checkWork {
@@ -323,7 +331,7 @@ func newCheckWork(n int) *checkWork {
 		w.takes, w.pols, w.res, w.modes, w.decisions = w.one.take[:], w.one.pol[:], w.one.res[:], w.one.mode[:], w.one.decision[:]
 		return w
 	}
-	w.takes, w.pols, w.res, w.modes, w.decisions = make([]Take, n), make([]LimitPolicy, n), make([]Result, n), make([]Mode, n), make([]Decision, n)
+	w.takes, w.pols, w.res, w.modes, w.decisions = make([]Take, n), make([]checkPolicy, n), make([]Result, n), make([]Mode, n), make([]Decision, n)
 	return w
 }
 
@@ -351,7 +359,7 @@ func (l *Limiter) takes(checks []Check, w *checkWork) error {
 			return Errorf(CodeInvalidCost, "checks[%d].cost must be between 0 and %d for policy %q, got %d", i, p.Max(), c.Policy, c.Cost)
 		}
 		w.takes[i] = takeFor(c, p, lp.space, lp.name)
-		w.pols[i] = p
+		w.pols[i] = checkPolicy{Mode: p.Mode, SyncInterval: p.SyncInterval, Shadow: p.Shadow}
 	}
 	return nil
 }
