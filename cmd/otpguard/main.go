@@ -34,6 +34,7 @@ var environ = os.Environ
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	tuneGC(os.Getenv) // the process's collector: here, not in run, which tests call
 	if err := run(ctx, os.Args, os.Getenv, os.Stdout); err != nil {
 		fmt.Fprintln(os.Stderr, "otpguard:", err)
 		os.Exit(1)

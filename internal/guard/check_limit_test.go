@@ -39,3 +39,37 @@ func TestCheckLimitOverride(t *testing.T) {
 		}
 	}
 }
+
+// resultCounter is a Counter that answers every take with res, allocating
+// nothing.
+type resultCounter struct{ res []guard.Result }
+
+func (c resultCounter) Take(_ context.Context, takes []guard.Take) ([]guard.Result, error) {
+	return c.res[:len(takes)], nil
+}
+
+func (c resultCounter) Refund(context.Context, []guard.Take) error { return nil }
+
+// TestCheckAllocations holds the Limiter's own work for a check of one
+// limit (its take, the decision, the decision's context) to a count of
+// allocations: at 10,000 checks a second each one is collector work. They
+// were seven (issue 26). The store is a fake that allocates nothing.
+func TestCheckAllocations(t *testing.T) {
+	c := resultCounter{res: []guard.Result{{Allowed: true, Limit: 10, Remaining: 9, Spent: true}}}
+	l := guard.NewLimiter(map[string]guard.LimitPolicy{
+		"api": {Algorithm: guard.FixedWindow, Limit: 10, Window: time.Minute, OnStoreError: guard.FallbackOpen},
+	}, c, nil)
+	ctx := context.Background()
+	checks := []guard.Check{{Policy: "api", Key: "user:42", Cost: 1}}
+	allocs := testing.AllocsPerRun(200, func() {
+		b, err := l.Check(ctx, checks)
+		if err != nil || !b.Allowed || b.Decisions[0].Remaining != 9 {
+			t.Fatalf("Check: %+v, %v", b, err)
+		}
+	})
+	const want = 1
+	if allocs > want {
+		t.Errorf("got %.0f allocations per check, want at most %d", allocs, want)
+	}
+	t.Logf("%.0f allocations per check", allocs)
+}

@@ -14,10 +14,35 @@ type decisionKey struct{}
 
 // WithDecision marks ctx as one decision, unless it is one already.
 func WithDecision(ctx context.Context) context.Context {
+	return withDecisionIn(ctx, nil)
+}
+
+// decisionCtx is a context marked as one decision: the caller's, with the
+// mark in the same allocation (context.WithValue and the mark were two,
+// on every check).
+type decisionCtx struct {
+	context.Context
+	d decision
+}
+
+func (c *decisionCtx) Value(key any) any {
+	if _, ok := key.(decisionKey); ok {
+		return &c.d
+	}
+	return c.Context.Value(key)
+}
+
+// withDecisionIn is WithDecision in mem's memory (nil: its own), for a
+// caller that holds a decision's other state in one allocation too.
+func withDecisionIn(ctx context.Context, mem *decisionCtx) context.Context {
 	if _, ok := ctx.Value(decisionKey{}).(*decision); ok {
 		return ctx
 	}
-	return context.WithValue(ctx, decisionKey{}, &decision{})
+	if mem == nil {
+		mem = new(decisionCtx)
+	}
+	mem.Context = ctx
+	return mem
 }
 
 // StoreFailed reports whether the store already failed within ctx's

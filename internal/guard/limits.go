@@ -102,9 +102,10 @@ func (l *Limiter) WithDenials(d *Denials) *Limiter {
 // for an exact check, and never by a stale local share. When a check
 // decided here denies the batch, the store's takes are held: decided, so
 // that every check has its answer, but spending nothing.
-func (l *Limiter) take(ctx context.Context, takes []Take, pols []LimitPolicy) ([]Result, []Mode, error) {
-	res := make([]Result, len(takes))
-	modes := make([]Mode, len(takes))
+//
+// It writes the results and modes into w.
+func (l *Limiter) take(ctx context.Context, w *checkWork) error {
+	takes, pols, res, modes := w.takes, w.pols, w.res, w.modes
 	denied := false // by a check decided here: the store must spend nothing
 	locals := 0
 	for i, t := range takes {
@@ -125,7 +126,7 @@ func (l *Limiter) take(ctx context.Context, takes []Take, pols []LimitPolicy) ([
 		}
 	}
 	if locals == len(takes) {
-		return res, modes, nil
+		return nil
 	}
 	// The takes for the store, and where each came from (at[j]); when none
 	// was decided here, takes themselves, in order (at nil): two
@@ -163,7 +164,7 @@ func (l *Limiter) take(ctx context.Context, takes []Take, pols []LimitPolicy) ([
 				l.hot.Refund(takes[i])
 			}
 		}
-		return nil, nil, err
+		return err
 	}
 	for j := range exact {
 		i := j
@@ -178,7 +179,7 @@ func (l *Limiter) take(ctx context.Context, takes []Take, pols []LimitPolicy) ([
 			l.denials.remember(exact[j], got[j], sent)
 		}
 	}
-	return res, modes, nil
+	return nil
 }
 
 func anyFallback(res []Result) bool {
@@ -234,18 +235,24 @@ func (l *Limiter) Policy(name string) (LimitPolicy, bool) {
 // another check denies (a second round trip, only then), so a denied
 // request costs the caller nothing.
 func (l *Limiter) Check(ctx context.Context, checks []Check) (Batch, error) {
-	takes, pols, err := l.takes(checks)
-	if err != nil {
+	switch {
+	case len(checks) == 0:
+		return Batch{}, Errorf(CodeInvalidRequest, "no checks given")
+	case len(checks) > MaxBatch:
+		return Batch{}, Errorf(CodeInvalidRequest, "at most %d checks per request, got %d", MaxBatch, len(checks))
+	}
+	w := newCheckWork(len(checks))
+	if err := l.takes(checks, w); err != nil {
 		return Batch{}, err
 	}
-	ctx = WithDecision(ctx) // a dead store costs one timeout per request
-	res, modes, err := l.take(ctx, takes, pols)
-	if err != nil {
+	ctx = withDecisionIn(ctx, &w.ctx) // a dead store costs one timeout per request
+	if err := l.take(ctx, w); err != nil {
 		l.log.Log(ctx, StoreFailureLevel(err), "limit store failed", "err", err)
 		return Batch{}, storeError(err)
 	}
+	takes, pols, res, modes := w.takes, w.pols, w.res, w.modes
 
-	b := Batch{Allowed: true, Decisions: make([]Decision, len(checks))}
+	b := Batch{Allowed: true, Decisions: w.decisions}
 	for i, r := range res {
 		shadow := pols[i].Shadow
 		b.Decisions[i] = Decision{
@@ -289,40 +296,72 @@ func (l *Limiter) Check(ctx context.Context, checks []Check) (Batch, error) {
 	return b, nil
 }
 
-func (l *Limiter) takes(checks []Check) ([]Take, []LimitPolicy, error) {
-	switch {
-	case len(checks) == 0:
-		return nil, nil, Errorf(CodeInvalidRequest, "no checks given")
-	case len(checks) > MaxBatch:
-		return nil, nil, Errorf(CodeInvalidRequest, "at most %d checks per request, got %d", MaxBatch, len(checks))
+// checkWork is what one Check works in: its takes and their policies,
+// the results, where each was decided, the decisions answered and the
+// decision's context. A batch of one, the common case, has it all in one
+// allocation, where it was seven (issue 26).
+type checkWork struct {
+	takes     []Take
+	pols      []checkPolicy
+	res       []Result
+	modes     []Mode
+	decisions []Decision // handed to the caller in the Batch
+	ctx       decisionCtx
+
+	one struct { // the slices' memory for a batch of one
+		take     [1]Take
+		pol      [1]checkPolicy
+		res      [1]Result
+		mode     [1]Mode
+		decision [1]Decision
 	}
-	takes := make([]Take, len(checks))
-	pols := make([]LimitPolicy, len(checks))
+}
+
+// checkPolicy is what a decision reads of its check's policy besides the
+// Take: a copy of the whole LimitPolicy was some 90 bytes more per check.
+type checkPolicy struct {
+	Mode         Mode
+	SyncInterval time.Duration
+	Shadow       bool
+}
+
+func newCheckWork(n int) *checkWork {
+	w := new(checkWork)
+	if n == 1 {
+		w.takes, w.pols, w.res, w.modes, w.decisions = w.one.take[:], w.one.pol[:], w.one.res[:], w.one.mode[:], w.one.decision[:]
+		return w
+	}
+	w.takes, w.pols, w.res, w.modes, w.decisions = make([]Take, n), make([]checkPolicy, n), make([]Result, n), make([]Mode, n), make([]Decision, n)
+	return w
+}
+
+// takes fills w's takes and policies from checks (1 to MaxBatch).
+func (l *Limiter) takes(checks []Check, w *checkWork) error {
 	for i, c := range checks {
 		if c.Policy == "" {
-			return nil, nil, Errorf(CodeInvalidRequest, "checks[%d].policy is required", i)
+			return Errorf(CodeInvalidRequest, "checks[%d].policy is required", i)
 		}
 		lp, ok := l.policies[c.Policy]
 		p := lp.LimitPolicy
 		if !ok {
-			return nil, nil, Errorf(CodeUnknownPolicy, "checks[%d]: no policy named %q", i, c.Policy)
+			return Errorf(CodeUnknownPolicy, "checks[%d]: no policy named %q", i, c.Policy)
 		}
 		if err := ValidateKey(c.Key); err != nil {
-			return nil, nil, Errorf(CodeInvalidKey, "checks[%d].key: %s", i, err.(*Error).Message)
+			return Errorf(CodeInvalidKey, "checks[%d].key: %s", i, err.(*Error).Message)
 		}
 		if c.Override {
 			if p.Algorithm != FixedWindow || c.Limit < 0 || c.Limit > maxLimit {
-				return nil, nil, Errorf(CodeInvalidRequest, "checks[%d]: a limit of %d cannot override policy %q", i, c.Limit, c.Policy)
+				return Errorf(CodeInvalidRequest, "checks[%d]: a limit of %d cannot override policy %q", i, c.Limit, c.Policy)
 			}
 			p.Limit = c.Limit
 		}
 		if c.Cost < 0 || (c.Cost > p.Max() && !p.Independent) || c.Cost > maxLimit {
-			return nil, nil, Errorf(CodeInvalidCost, "checks[%d].cost must be between 0 and %d for policy %q, got %d", i, p.Max(), c.Policy, c.Cost)
+			return Errorf(CodeInvalidCost, "checks[%d].cost must be between 0 and %d for policy %q, got %d", i, p.Max(), c.Policy, c.Cost)
 		}
-		takes[i] = takeFor(c, p, lp.space, lp.name)
-		pols[i] = p
+		w.takes[i] = takeFor(c, p, lp.space, lp.name)
+		w.pols[i] = checkPolicy{Mode: p.Mode, SyncInterval: p.SyncInterval, Shadow: p.Shadow}
 	}
-	return takes, pols, nil
+	return nil
 }
 
 // takeFor is the Take of one check (space and name: LimitKey's space and

@@ -165,7 +165,7 @@ func (f *Fallback) Take(ctx context.Context, takes []guard.Take) ([]guard.Result
 		res, _, err := f.takeByNode(ctx, takes, nil, false)
 		return res, err
 	}
-	res, _, err := f.take(ctx, f.node(""), takes, false, f.abandons(takes), func(ctx context.Context) ([]guard.Result, error) { return f.counter.Take(ctx, takes) })
+	res, _, err := f.take(ctx, f.node(""), takes, false, f.abandons(takes), nil)
 	return res, err
 }
 
@@ -203,13 +203,20 @@ func (f *Fallback) TakeSend(ctx context.Context, takes []guard.Take, vol *guard.
 // answered. side says none of takes is of the call's own subject (see
 // takeByNode): its closed takes are then decided by the split limit
 // instead of failing the call. abandons says fn returns as soon as its
-// context is cancelled (Abandoner).
+// context is cancelled (Abandoner). A nil fn is f.counter.Take(ctx, takes):
+// no closure made for it on every check.
 func (f *Fallback) take(ctx context.Context, n *node, takes []guard.Take, side, abandons bool, fn func(ctx context.Context) ([]guard.Result, error)) (_ []guard.Result, stored bool, _ error) {
 	// got is written by the call, which may still run after wait gave up
 	// on it: it is read only when the call returned (err == nil).
 	var got []guard.Result
 	err := f.callAs(ctx, n, abandons, func(ctx context.Context) error {
-		r, err := fn(ctx)
+		var r []guard.Result
+		var err error
+		if fn == nil {
+			r, err = f.counter.Take(ctx, takes)
+		} else {
+			r, err = fn(ctx)
+		}
 		if err == nil && len(r) != len(takes) {
 			err = fmt.Errorf("resilience: store answered %d results for %d takes", len(r), len(takes))
 		}

@@ -101,8 +101,15 @@ type limitRef struct {
 // shard is the shard of a limit's field (its id, limitID).
 func (r *Redis) shard(field string) uint32 { return shardOf(field, r.shards) }
 
+// shardOf is crc32.ChecksumIEEE(field) % shards, over the string itself:
+// crc32's own functions take a []byte that escapes (they call through a
+// function value), so converting a field cost an allocation per check.
 func shardOf(field string, shards uint32) uint32 {
-	return crc32.ChecksumIEEE([]byte(field)) % shards
+	crc := ^uint32(0)
+	for i := 0; i < len(field); i++ {
+		crc = crc32.IEEETable[byte(crc)^field[i]] ^ crc>>8
+	}
+	return ^crc % shards
 }
 
 // limitTag is the hash tag of a limit's hashes, which decides its Cluster
@@ -126,13 +133,29 @@ func (r *Redis) limitRef(t guard.Take, nowMs int64) limitRef {
 	field := limitID(t.Key.ID)
 	slice := sliceLen(t)
 	idx := nowMs / slice
-	tag := strconv.FormatUint(uint64(r.shard(field)), 10)
-	base := r.prefix + t.Key.Space + ":"
-	return limitRef{
-		cur:   base + strconv.FormatInt(idx, 10) + "{" + tag + "}",
-		prev:  base + strconv.FormatInt(idx-1, 10) + "{" + tag + "}",
-		field: field, slice: slice, idx: idx,
+	b, at := r.appendLimitKeys(nil, t.Key.Space, field, idx)
+	keys := string(b)
+	return limitRef{cur: keys[:at], prev: keys[at:], field: field, slice: slice, idx: idx}
+}
+
+// appendLimitKeys appends to b the names of the hashes of field in space
+// for slice idx and the one before, prefix + space + ":" + idx + "{" +
+// shard + "}" each, and returns b and where the second begins.
+func (r *Redis) appendLimitKeys(b []byte, space, field string, idx int64) (_ []byte, at int) {
+	shard := uint64(r.shard(field))
+	for i := range 2 {
+		b = append(b, r.prefix...)
+		b = append(b, space...)
+		b = append(b, ':')
+		b = strconv.AppendInt(b, idx-int64(i), 10)
+		b = append(b, '{')
+		b = strconv.AppendUint(b, shard, 10)
+		b = append(b, '}')
+		if i == 0 {
+			at = len(b)
+		}
 	}
+	return b, at
 }
 
 // redisNowMs is the store's estimate of Redis's clock, in ms.
@@ -140,10 +163,11 @@ func (r *Redis) redisNowMs() int64 { return time.Now().UnixMilli() + r.skew.Load
 
 // runLimits runs a limits script built by build (for Redis's clock at
 // nowMs) until Redis's clock agrees with the slices it names: a reply of
-// {-1, -1, now µs} wrote nothing, and teaches the store the skew.
-func (r *Redis) runLimits(ctx context.Context, s hotScript, build func(nowMs int64) []any) ([]int64, error) {
+// {-1, -1, now µs} wrote nothing, and teaches the store the skew. The
+// reply's numbers go into dst's memory when it has room.
+func (r *Redis) runLimits(ctx context.Context, s hotScript, build func(nowMs int64) []any, dst []int64) ([]int64, error) {
 	for range limitRetries {
-		v, err := s.run(ctx, r.rdb, build(r.redisNowMs())).Int64Slice()
+		v, err := int64s(s.run(ctx, r.rdb, build(r.redisNowMs())), dst)
 		if err != nil {
 			return nil, err
 		}
@@ -170,13 +194,9 @@ func (r *Redis) takeLimits(ctx context.Context, takes []guard.Take) ([]guard.Res
 	if one {
 		s = takeLimitScript
 	}
+	var buf [10]int64 // the reply of up to two takes
 	v, err := r.runLimits(ctx, s, func(nowMs int64) []any {
-		args := s.args(2*len(takes), 10*len(takes)+1)
-		refs := make([]limitRef, len(takes))
-		for i, t := range takes {
-			refs[i] = r.limitRef(t, nowMs)
-			args = append(args, refs[i].cur, refs[i].prev)
-		}
+		args, vals := r.limitArgs(s, takes, nowMs, 8*len(takes)+1)
 		all := len(args)
 		if !one {
 			args = append(args, 1)
@@ -185,16 +205,15 @@ func (r *Redis) takeLimits(ctx context.Context, takes []guard.Take) ([]guard.Res
 			if !one && !t.AllOrNothing {
 				args[all] = 0
 			}
-			kind, param, flags := 1, any(t.Window.Milliseconds()), manyFlags(t)
-			if t.Algorithm == guard.TokenBucket {
-				kind, param = 2, interval(t.Rate)
-			} else if !t.SpendIfAllowed {
+			flags := manyFlags(t)
+			if t.Algorithm != guard.TokenBucket && !t.SpendIfAllowed {
 				flags |= manyCount // a window that counts every hit, as hitWindow
 			}
-			args = append(args, kind, flags, t.Limit, param, t.Cost, refs[i].slice, refs[i].idx, refs[i].field)
+			v := &vals[i]
+			args = append(args, kind(t), flags, &v.limit, v.param(t), &v.cost, &v.slice, &v.idx, &v.field)
 		}
 		return args
-	})
+	}, buf[:0])
 	if err != nil {
 		return nil, fmt.Errorf("store: take %d limits: %w", len(takes), err)
 	}
@@ -203,22 +222,15 @@ func (r *Redis) takeLimits(ctx context.Context, takes []guard.Take) ([]guard.Res
 
 // refundLimits gives back what takeLimits spent (refundLimitsScript).
 func (r *Redis) refundLimits(ctx context.Context, takes []guard.Take) error {
+	var buf [3]int64
 	_, err := r.runLimits(ctx, refundLimitsScript, func(nowMs int64) []any {
-		args := refundLimitsScript.args(2*len(takes), 8*len(takes))
-		refs := make([]limitRef, len(takes))
+		args, vals := r.limitArgs(refundLimitsScript, takes, nowMs, 6*len(takes))
 		for i, t := range takes {
-			refs[i] = r.limitRef(t, nowMs)
-			args = append(args, refs[i].cur, refs[i].prev)
-		}
-		for i, t := range takes {
-			kind, param := 1, any(t.Window.Milliseconds())
-			if t.Algorithm == guard.TokenBucket {
-				kind, param = 2, interval(t.Rate)
-			}
-			args = append(args, kind, param, t.Cost, refs[i].slice, refs[i].idx, refs[i].field)
+			v := &vals[i]
+			args = append(args, kind(t), v.param(t), &v.cost, &v.slice, &v.idx, &v.field)
 		}
 		return args
-	})
+	}, buf[:0])
 	if err != nil {
 		return fmt.Errorf("store: refund %d limits: %w", len(takes), err)
 	}
@@ -227,22 +239,19 @@ func (r *Redis) refundLimits(ctx context.Context, takes []guard.Take) error {
 
 // syncLimits is Sync for items that are all limits (syncLimitsScript).
 func (r *Redis) syncLimits(ctx context.Context, items []guard.SyncItem) ([]guard.SyncState, error) {
+	takes := make([]guard.Take, len(items))
+	for i, it := range items {
+		takes[i] = it.Take
+	}
 	v, err := r.runLimits(ctx, syncLimitsScript, func(nowMs int64) []any {
-		args := syncLimitsScript.args(2*len(items), 9*len(items))
-		refs := make([]limitRef, len(items))
+		args, vals := r.limitArgs(syncLimitsScript, takes, nowMs, 7*len(items))
 		for i, it := range items {
-			refs[i] = r.limitRef(it.Take, nowMs)
-			args = append(args, refs[i].cur, refs[i].prev)
-		}
-		for i, it := range items {
-			kind, param := 1, any(it.Window.Milliseconds())
-			if it.Algorithm == guard.TokenBucket {
-				kind, param = 2, interval(it.Rate)
-			}
-			args = append(args, kind, it.Limit, param, it.Delta, refs[i].slice, refs[i].idx, refs[i].field)
+			v := &vals[i]
+			v.delta = it.Delta
+			args = append(args, kind(it.Take), &v.limit, v.param(it.Take), &v.delta, &v.slice, &v.idx, &v.field)
 		}
 		return args
-	})
+	}, nil)
 	if err != nil {
 		return nil, fmt.Errorf("store: sync %d limits: %w", len(items), err)
 	}

@@ -87,18 +87,35 @@ func joinableCall(cmd redis.Cmder) (*joinable, *redis.Cmd, int) {
 }
 
 // joins gathers one pipeline's joinable calls by family, each group up to
-// maxJoinKeys keys.
+// maxJoinKeys keys. Its first groups, and a group's lone call, need no
+// allocation: at a few thousand checks a second most pipelines carry one
+// call of one family, which the slices made for it cost two allocations
+// (issue 26).
 type joins struct {
-	groups []joinGroup
+	first [2]joinGroup
+	n     int         // groups in first
+	more  []joinGroup // the groups after them
 }
 
 type joinGroup struct {
 	j     *joinable
-	cmds  []*redis.Cmd
+	lone  *redis.Cmd   // its call while it has one
+	cmds  []*redis.Cmd // its calls once it has two or more
 	keys  int
 	call  *redis.Cmd // the joined call, when there are two or more
 	runs  []int      // calls per entry of call (join)
 	alone bool       // one call: sent as it is
+}
+
+// groups is the number of groups.
+func (js *joins) groups() int { return js.n + len(js.more) }
+
+// group is group i.
+func (js *joins) group(i int) *joinGroup {
+	if i < len(js.first) {
+		return &js.first[i]
+	}
+	return &js.more[i-len(js.first)]
 }
 
 // add takes cmd into a group if it is a joinable call, and reports whether
@@ -108,25 +125,34 @@ func (js *joins) add(cmd redis.Cmder) bool {
 	if j == nil {
 		return false
 	}
-	for i := range js.groups {
-		g := &js.groups[i]
+	for i := range js.groups() {
+		g := js.group(i)
 		if g.j == j && g.keys+nkeys <= maxJoinKeys {
+			if g.cmds == nil {
+				g.cmds = append(make([]*redis.Cmd, 0, 4), g.lone)
+			}
 			g.cmds, g.keys = append(g.cmds, c), g.keys+nkeys
 			return true
 		}
 	}
-	js.groups = append(js.groups, joinGroup{j: j, cmds: []*redis.Cmd{c}, keys: nkeys})
+	g := joinGroup{j: j, lone: c, keys: nkeys}
+	if js.n < len(js.first) {
+		js.first[js.n] = g
+		js.n++
+	} else {
+		js.more = append(js.more, g)
+	}
 	return true
 }
 
 // queue puts each group on pipe: a lone call as it is, two or more as one
 // joined call.
 func (js *joins) queue(ctx context.Context, pipe redis.Pipeliner) {
-	for i := range js.groups {
-		g := &js.groups[i]
-		if len(g.cmds) == 1 {
+	for i := range js.groups() {
+		g := js.group(i)
+		if g.cmds == nil {
 			g.alone = true
-			_ = pipe.Process(ctx, g.cmds[0])
+			_ = pipe.Process(ctx, g.lone)
 			continue
 		}
 		g.call, g.runs = g.j.join(ctx, g.cmds, g.keys)
@@ -140,8 +166,8 @@ func (js *joins) queue(ctx context.Context, pipe redis.Pipeliner) {
 // EVAL of its own script (hotScript.run), and the joining script is loaded
 // again for the next pipeline.
 func (js *joins) split(ctx context.Context, rdb redis.Scripter) {
-	for i := range js.groups {
-		g := &js.groups[i]
+	for i := range js.groups() {
+		g := js.group(i)
 		if g.alone {
 			continue
 		}
@@ -216,11 +242,22 @@ func sameButLast(a, b []any) bool {
 }
 
 // sameValue is a == b for the scalar values of a script's arguments, and
-// false for anything else (== would panic on a slice).
+// false for anything else (== would panic on a slice). A pointer
+// (limitArgs) is compared by what it points to, never with a value: 1 and
+// "1" differ, and so do 1 and a pointer to 1.
 func sameValue(a, b any) bool {
-	switch a.(type) {
+	switch a := a.(type) {
 	case string, int, int64, float64, uint32, uint64, bool:
 		return a == b
+	case *string:
+		b, ok := b.(*string)
+		return ok && a != nil && b != nil && *a == *b
+	case *int64:
+		b, ok := b.(*int64)
+		return ok && a != nil && b != nil && *a == *b
+	case *float64:
+		b, ok := b.(*float64)
+		return ok && a != nil && b != nil && *a == *b
 	}
 	return false
 }

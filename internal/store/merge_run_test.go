@@ -46,3 +46,32 @@ func TestJoinSendsRunsOnce(t *testing.T) {
 		t.Errorf("joined call\n got %v\nwant %v", got, want)
 	}
 }
+
+// TestJoinsGroupWithoutAllocating: a pipeline's lone joinable call, the
+// common case at a few thousand checks a second, is grouped without an
+// allocation; a second call of its family joins its group, in order.
+func TestJoinsGroupWithoutAllocating(t *testing.T) {
+	ctx := context.Background()
+	mk := func(s hotScript, key string) *redis.Cmd {
+		args := s.args(2, 10)
+		args = append(args, key+"c", key+"p", 1, 0, int64(5), int64(60000), int64(1), int64(60000), int64(7), key)
+		return redis.NewCmd(ctx, args...)
+	}
+	a, b := mk(takeLimitScript, "a"), mk(takeLimitScript, "b")
+	allocs := testing.AllocsPerRun(100, func() {
+		var js joins
+		if !js.add(a) || js.groups() != 1 || js.group(0).lone != a {
+			t.Fatal("a lone call was not grouped")
+		}
+	})
+	if allocs != 0 {
+		t.Errorf("got %.0f allocations for a lone call, want 0", allocs)
+	}
+	var js joins
+	for _, c := range []*redis.Cmd{a, b} {
+		js.add(c)
+	}
+	if g := js.group(0); js.groups() != 1 || !slices.Equal(g.cmds, []*redis.Cmd{a, b}) || g.keys != 4 {
+		t.Errorf("got %d groups, the first of %v (%d keys), want 1 of [a b] (4 keys)", js.groups(), g.cmds, g.keys)
+	}
+}

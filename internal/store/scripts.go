@@ -202,7 +202,7 @@ func (s hotScript) run(ctx context.Context, rdb rediser, args []any) *redis.Cmd 
 	}
 	keys := make([]string, args[2].(int))
 	for i := range keys {
-		keys[i] = args[3+i].(string)
+		keys[i] = keyArg(args[3+i])
 	}
 	return s.Eval(ctx, rdb, keys, args[3+len(keys):]...)
 }
