@@ -7,6 +7,8 @@ import (
 	"net"
 	"net/http"
 	"time"
+
+	"github.com/valyala/fasthttp"
 )
 
 // Shutdown timing. drainTimeout is how long Run waits for requests in
@@ -98,7 +100,13 @@ func (a *App) drain(srv apiServer, cut context.CancelFunc) error {
 // its requests run on base.
 func (a *App) apiServer(base context.Context) apiServer {
 	if a.cfg.HTTPServer == httpServerFast {
-		return newFastServer(a.handler, base, a.log)
+		// The checks on fasthttp itself, unless traced: the spans are
+		// otelhttp's, a net/http handler's.
+		var native func(context.Context, fasthttp.RequestHandler) fasthttp.RequestHandler
+		if srv := a.live.server; srv != nil && a.handler == http.Handler(srv) {
+			native = srv.FastChecks
+		}
+		return newFastServer(a.handler, base, a.log, native)
 	}
 	return &http.Server{
 		Handler:           a.handler,

@@ -58,12 +58,19 @@ type fastServer struct {
 	drained  atomic.Bool
 }
 
-func newFastServer(h http.Handler, base context.Context, log *slog.Logger) *fastServer {
+// newFastServer serves h, its requests on base; native, when not nil,
+// takes the adapted handler and serves what it can itself
+// (httpapi.Server.FastChecks).
+func newFastServer(h http.Handler, base context.Context, log *slog.Logger,
+	native func(context.Context, fasthttp.RequestHandler) fasthttp.RequestHandler) *fastServer {
 	f := &fastServer{}
 	onBase := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		h.ServeHTTP(w, r.WithContext(base))
 	})
 	adapted := fasthttpadaptor.NewFastHTTPHandler(onBase)
+	if native != nil {
+		adapted = native(base, adapted)
+	}
 	f.srv = &fasthttp.Server{
 		Handler: func(ctx *fasthttp.RequestCtx) {
 			f.inflight.Add(1)

@@ -22,7 +22,7 @@ func serveFast(t *testing.T, h http.Handler, base context.Context) (*fastServer,
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := newFastServer(h, base, slog.New(slog.DiscardHandler))
+	f := newFastServer(h, base, slog.New(slog.DiscardHandler), nil)
 	errc := make(chan error, 1)
 	go func() { errc <- f.Serve(ln) }()
 	t.Cleanup(func() {
