@@ -201,3 +201,11 @@ func urlProblem(err error) string {
 	}
 	return msg
 }
+
+func checkHTTPServer(c *Config) error {
+	switch c.HTTPServer {
+	case httpServerNet, httpServerFast:
+		return nil
+	}
+	return fmt.Errorf("must be net/http or fasthttp, got %q", c.HTTPServer)
+}

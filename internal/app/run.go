@@ -7,6 +7,8 @@ import (
 	"net"
 	"net/http"
 	"time"
+
+	"github.com/valyala/fasthttp"
 )
 
 // Shutdown timing. drainTimeout is how long Run waits for requests in
@@ -33,16 +35,8 @@ func (a *App) Run(ctx context.Context) error {
 	// cancelling base cuts what the drain did not finish.
 	base, cut := context.WithCancel(context.WithoutCancel(ctx))
 	defer cut()
-	srv := &http.Server{
-		Handler:           a.handler,
-		ReadHeaderTimeout: 5 * time.Second,
-		ReadTimeout:       10 * time.Second,
-		WriteTimeout:      30 * time.Second,
-		IdleTimeout:       2 * time.Minute,
-		MaxHeaderBytes:    16 << 10,
-		BaseContext:       func(net.Listener) context.Context { return base },
-	}
-	a.log.Info("listening", "addr", ln.Addr().String(), "url", "http://"+ln.Addr().String())
+	srv := a.apiServer(base)
+	a.log.Info("listening", "addr", ln.Addr().String(), "url", "http://"+ln.Addr().String(), "server", a.cfg.HTTPServer)
 	if a.cfg.DebugAddr != "" {
 		stopDebug, err := a.serveDebug(a.cfg.DebugAddr)
 		if err != nil {
@@ -82,7 +76,7 @@ func (a *App) Run(ctx context.Context) error {
 
 // drain waits drainTimeout for the requests in flight, then cuts them and
 // waits cutGrace more for them to record their outcome and answer.
-func (a *App) drain(srv *http.Server, cut context.CancelFunc) error {
+func (a *App) drain(srv apiServer, cut context.CancelFunc) error {
 	dctx, cancel := context.WithTimeout(context.Background(), drainTimeout)
 	err := srv.Shutdown(dctx)
 	cancel()
@@ -100,4 +94,27 @@ func (a *App) drain(srv *http.Server, cut context.CancelFunc) error {
 		return fmt.Errorf("shutdown: requests did not stop even when cut: %w", err)
 	}
 	return nil
+}
+
+// apiServer is the API listener's server, as OTPGUARD_HTTP_SERVER says;
+// its requests run on base.
+func (a *App) apiServer(base context.Context) apiServer {
+	if a.cfg.HTTPServer == httpServerFast {
+		// The checks on fasthttp itself, unless traced: the spans are
+		// otelhttp's, a net/http handler's.
+		var native func(context.Context, fasthttp.RequestHandler) fasthttp.RequestHandler
+		if srv := a.live.server; srv != nil && a.handler == http.Handler(srv) {
+			native = srv.FastChecks
+		}
+		return newFastServer(a.handler, base, a.log, native)
+	}
+	return &http.Server{
+		Handler:           a.handler,
+		ReadHeaderTimeout: 5 * time.Second,
+		ReadTimeout:       10 * time.Second,
+		WriteTimeout:      30 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		MaxHeaderBytes:    16 << 10,
+		BaseContext:       func(net.Listener) context.Context { return base },
+	}
 }

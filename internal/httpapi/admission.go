@@ -65,3 +65,27 @@ func (a admission) shedOne(route string) {
 	a.shed.Add(1)
 	a.metrics.Shed(route)
 }
+
+// enter takes a slot for a request on route: false (shed, counted) when
+// none is free. leave gives it back.
+func (a admission) enter(route string) bool {
+	if a.slots == nil {
+		return true
+	}
+	select {
+	case a.slots <- struct{}{}:
+		return true
+	default:
+		a.shedOne(route)
+		return false
+	}
+}
+
+func (a admission) leave(err error, route string) {
+	if a.slots != nil {
+		<-a.slots
+	}
+	if guard.ErrorCode(err) == guard.CodeOverloaded { // admitted, then given up on a healthy Redis
+		a.shedOne(route)
+	}
+}

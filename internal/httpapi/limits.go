@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"context"
 	"errors"
 	"math"
 	"net/http"
@@ -84,7 +85,9 @@ type checkResponse struct {
 }
 
 // checkLimits: POST /limits/check. Decides one check or a batch in one
-// round trip to Redis; 200 when allowed, 429 (same body) when not.
+// round trip to Redis; 200 when allowed, 429 (same body) when not. Its
+// core, decideChecks and rateLimitFields, is shared with the fasthttp
+// transport (limits_fasthttp.go).
 func (s *Server) checkLimits(c echo.Context) error {
 	var req checkRequest
 	body := s.bufs.get()
@@ -93,6 +96,34 @@ func (s *Server) checkLimits(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	lim, batch, err := s.decideChecks(c.Request().Context(), &req)
+	if err != nil {
+		return err
+	}
+	h := c.Response().Header()
+	if pol, fields, ok := rateLimitFields(lim, batch.Denying()); ok {
+		v := []string{pol, fields}
+		h["Ratelimit-Policy"] = v[0:1:1] // textproto.CanonicalMIMEHeaderKey("RateLimit-Policy")
+		h["Ratelimit"] = v[1:2:2]
+	}
+	status := http.StatusOK
+	if !batch.Allowed {
+		status = http.StatusTooManyRequests
+		h.Set("Retry-After", strconv.Itoa(httpx.RetrySeconds(batch.Denying().RetryAfter)))
+	}
+	if c.Request().URL.RawQuery != "" || c.Echo().Debug { // ?pretty: echo indents
+		return c.JSON(status, checkResponseOf(batch))
+	}
+	buf := s.bufs.get()
+	defer s.bufs.put(buf)
+	*buf = appendCheckResponse(*buf, batch)
+	return c.JSONBlob(status, *buf)
+}
+
+// decideChecks decides a decoded /limits/check request and counts its
+// decisions in the metrics, whatever the transport: the limiter (one
+// policy for the whole request) and the batch, or the error to answer.
+func (s *Server) decideChecks(ctx context.Context, req *checkRequest) (*guard.Limiter, guard.Batch, error) {
 	items := req.Checks
 	inline := req.Policy != "" || req.Key != "" || req.Cost.set
 	// One check, the common case, is decided from an array on the stack:
@@ -101,11 +132,11 @@ func (s *Server) checkLimits(c echo.Context) error {
 	checks := one[:]
 	switch {
 	case inline && items != nil:
-		return guard.Errorf(guard.CodeInvalidRequest, "send either one check (policy, key, cost) or a batch (checks), not both")
+		return nil, guard.Batch{}, guard.Errorf(guard.CodeInvalidRequest, "send either one check (policy, key, cost) or a batch (checks), not both")
 	case inline:
 		cost, err := req.Cost.value()
 		if err != nil {
-			return err
+			return nil, guard.Batch{}, err
 		}
 		one[0] = guard.Check{Policy: req.Policy, Key: req.Key, Cost: cost}
 	default:
@@ -113,21 +144,20 @@ func (s *Server) checkLimits(c echo.Context) error {
 		for i, it := range items {
 			cost, err := it.Cost.value()
 			if err != nil {
-				return err
+				return nil, guard.Batch{}, err
 			}
 			checks[i] = guard.Check{Policy: it.Policy, Key: it.Key, Cost: cost}
 		}
 	}
-	lim := s.services().Limiter // one policy for the whole request
-	batch, err := lim.Check(c.Request().Context(), checks)
+	lim := s.services().Limiter
+	batch, err := lim.Check(ctx, checks)
 	if err != nil {
 		s.metrics.Decision(metrics.PolicyBatch, outcome(err))
 		if inline {
-			return asSent(err)
+			return nil, guard.Batch{}, asSent(err)
 		}
-		return err
+		return nil, guard.Batch{}, err
 	}
-
 	for _, d := range batch.Decisions {
 		o := "allowed"
 		if !d.WouldAllow {
@@ -138,19 +168,7 @@ func (s *Server) checkLimits(c echo.Context) error {
 			s.metrics.FromMemory(d.Policy)
 		}
 	}
-	s.rateLimitHeaders(c, lim, batch.Denying())
-	status := http.StatusOK
-	if !batch.Allowed {
-		status = http.StatusTooManyRequests
-		c.Response().Header().Set("Retry-After", strconv.Itoa(httpx.RetrySeconds(batch.Denying().RetryAfter)))
-	}
-	if c.Request().URL.RawQuery != "" || c.Echo().Debug { // ?pretty: echo indents
-		return c.JSON(status, checkResponseOf(batch))
-	}
-	buf := s.bufs.get()
-	defer s.bufs.put(buf)
-	*buf = appendCheckResponse(*buf, batch)
-	return c.JSONBlob(status, *buf)
+	return lim, batch, nil
 }
 
 // checkResponseOf is the answer as a value, for echo's encoder
@@ -171,15 +189,15 @@ func checkResponseOf(batch guard.Batch) checkResponse {
 	return resp
 }
 
-// rateLimitHeaders sets the IETF RateLimit-Policy and RateLimit fields
+// rateLimitFields are the IETF RateLimit-Policy and RateLimit fields
 // (draft-ietf-httpapi-ratelimit-headers) for one decision: quota q per
 // window w seconds, r remaining, t seconds until the quota is whole again;
 // on a denial, t is the Retry-After (for a token bucket, when enough
 // tokens are back; the bucket is whole only later).
-func (s *Server) rateLimitHeaders(c echo.Context, lim *guard.Limiter, d guard.Decision) {
+func rateLimitFields(lim *guard.Limiter, d guard.Decision) (policy, fields string, ok bool) {
 	p, ok := lim.Policy(d.Policy)
 	if !ok {
-		return
+		return "", "", false
 	}
 	var w time.Duration
 	if p.Algorithm == guard.TokenBucket {
@@ -208,10 +226,7 @@ func (s *Server) rateLimitHeaders(c echo.Context, lim *guard.Limiter, d guard.De
 	}
 	r = strconv.AppendInt(r, t, 10)
 	both := string(r)
-	v := []string{both[:n], both[n:]}
-	h := c.Response().Header()
-	h["Ratelimit-Policy"] = v[0:1:1] // textproto.CanonicalMIMEHeaderKey("RateLimit-Policy")
-	h["Ratelimit"] = v[1:2:2]
+	return both[:n], both[n:], true
 }
 
 func ceilMs(d time.Duration) int64 {

@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"context"
 	"log/slog"
 	"sync/atomic"
 	"time"
@@ -63,6 +64,13 @@ func logPhone(c echo.Context, e164 string) {
 // for a refusal its code and the masked number when there is one, and the
 // trace ID when the request is traced.
 func (s *Server) logRequest(c echo.Context, v middleware.RequestLoggerValues) {
+	phone, _ := c.Get(logPhoneKey).(string)
+	s.logLine(c.Request().Context(), v, phone)
+}
+
+// logLine is logRequest's work, whatever the transport: phone is the
+// number the request concerned, "" for none.
+func (s *Server) logLine(ctx context.Context, v middleware.RequestLoggerValues, phone string) {
 	s.metrics.ObserveHTTP(v.Method, v.RoutePath, v.Status, v.Latency)
 	var code guard.Code
 	switch {
@@ -84,7 +92,6 @@ func (s *Server) logRequest(c echo.Context, v middleware.RequestLoggerValues) {
 	case v.RoutePath == checkRoute && v.Status < 400 && !s.checks.logged():
 		level = slog.LevelDebug
 	}
-	ctx := c.Request().Context()
 	if !s.log.Enabled(ctx, level) {
 		return
 	}
@@ -96,8 +103,8 @@ func (s *Server) logRequest(c echo.Context, v middleware.RequestLoggerValues) {
 	if code != "" {
 		attrs = append(attrs, slog.String("code", string(code)))
 	}
-	if p, ok := c.Get(logPhoneKey).(string); ok {
-		attrs = append(attrs, slog.String("phone", guard.MaskPhone(p)))
+	if phone != "" {
+		attrs = append(attrs, slog.String("phone", guard.MaskPhone(phone)))
 	}
 	if t := traceAttr(ctx); t.Key != "" {
 		attrs = append(attrs, t)

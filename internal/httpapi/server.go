@@ -123,6 +123,11 @@ type Server struct {
 	idempotency     IdempotencyStore // idempotency.go
 	idempotencyWait time.Duration
 	bufs            bufPool // answers and bodies of the hot path (limits_json.go)
+
+	// For the checks served on fasthttp (limits_fasthttp.go): the API
+	// keys, and the callers' addresses as echo's IPExtractor reads them.
+	apiKeys       httpx.Keyring
+	trustsProxies bool
 }
 
 // New builds the server and registers every route.
@@ -162,6 +167,7 @@ func New(o Options) *Server {
 	s.echo.IPExtractor = clientIP(o.TrustedProxies)
 	s.echo.HidePort = true
 	s.echo.HTTPErrorHandler = httpx.ErrorHandler(o.Logger)
+	s.apiKeys, s.trustsProxies = apiKeys, len(o.TrustedProxies) > 0
 	s.routes(apiKeys, opsKeys)
 	s.metrics.FreezeRoutes(routeList(s.echo.Routes()), zeroStatuses)
 	return s
@@ -328,15 +334,21 @@ func (s *Server) openapi(c echo.Context) error {
 // followed across services; anything else is replaced, so no caller can
 // write what it likes into our logs.
 func requestID(c echo.Context) {
-	id := c.Request().Header.Get(echo.HeaderXRequestID)
-	if !httpx.PlainID(id) {
-		var b [16]byte
-		_, _ = rand.Read(b[:])
-		id = hex.EncodeToString(b[:])
-	}
+	id := newRequestID(c.Request().Header.Get(echo.HeaderXRequestID))
 	// In the answer only, under its canonical key (Set would canonicalise
 	// it on every request): the request log and the audit read it there
 	// (httpx.RequestID). Written into the request's headers too, it grew
 	// their map on every request (issue 26).
 	c.Response().Header()[echo.HeaderXRequestID] = []string{id}
+}
+
+// newRequestID is the ID of a request whose caller sent sent (in
+// X-Request-Id; "" for none): sent when it is plain, else a new one.
+func newRequestID(sent string) string {
+	if httpx.PlainID(sent) {
+		return sent
+	}
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
 }

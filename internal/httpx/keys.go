@@ -62,7 +62,11 @@ func actorOf(digest [sha256.Size]byte) string {
 
 // Bearer extracts the token of "Authorization: Bearer <token>".
 func Bearer(c echo.Context) (string, bool) {
-	h := c.Request().Header.Get(echo.HeaderAuthorization)
+	return BearerOf(c.Request().Header.Get(echo.HeaderAuthorization))
+}
+
+// BearerOf extracts the token of an Authorization field's value h.
+func BearerOf(h string) (string, bool) {
 	scheme, token, ok := strings.Cut(h, " ")
 	if !ok || !strings.EqualFold(scheme, "Bearer") || token == "" {
 		return "", false

@@ -140,39 +140,54 @@ func ErrorHandler(log *slog.Logger) echo.HTTPErrorHandler {
 			c.Response().WriteHeader(StatusClientClosed)
 			return
 		}
-		e := AsGuardError(err)
-		status, ok := statusOf[e.Code]
-		if !ok {
-			status = http.StatusInternalServerError
+		p := ProblemOf(err, RequestID(c))
+		if p.Status >= 500 {
+			LogFailure(c.Request().Context(), log, c.Path(), p, err)
 		}
-		if status >= 500 {
-			log.Log(c.Request().Context(), guard.StoreFailureLevel(err), "request failed", "path", c.Path(), "code", e.Code,
-				"request_id", RequestID(c), "err", err)
-		}
-		p := Problem{
-			Type:         "urn:otpguard:problem:" + string(e.Code),
-			Title:        http.StatusText(status),
-			Status:       status,
-			Detail:       e.Message,
-			Code:         string(e.Code),
-			RequestID:    RequestID(c),
-			AttemptsLeft: e.AttemptsLeft,
-
-			VerificationStatus: string(e.VerificationStatus),
-			Challenge:          challengeOf(e.Challenge),
-		}
-		if e.RetryAfter > 0 {
-			s := RetrySeconds(e.RetryAfter)
-			p.RetryAfter = &s
-			c.Response().Header().Set("Retry-After", strconv.Itoa(s))
+		if p.RetryAfter != nil {
+			c.Response().Header().Set("Retry-After", strconv.Itoa(*p.RetryAfter))
 		}
 		c.Response().Header().Set(echo.HeaderContentType, "application/problem+json")
-		c.Response().WriteHeader(status)
+		c.Response().WriteHeader(p.Status)
 		if c.Request().Method == http.MethodHead {
 			return
 		}
 		_ = WriteJSON(c.Response(), p)
 	}
+}
+
+// ProblemOf is the answer to err, whatever the transport: its status is
+// Status, its Retry-After (when set) RetryAfter.
+func ProblemOf(err error, requestID string) Problem {
+	e := AsGuardError(err)
+	status, ok := statusOf[e.Code]
+	if !ok {
+		status = http.StatusInternalServerError
+	}
+	p := Problem{
+		Type:         "urn:otpguard:problem:" + string(e.Code),
+		Title:        http.StatusText(status),
+		Status:       status,
+		Detail:       e.Message,
+		Code:         string(e.Code),
+		RequestID:    requestID,
+		AttemptsLeft: e.AttemptsLeft,
+
+		VerificationStatus: string(e.VerificationStatus),
+		Challenge:          challengeOf(e.Challenge),
+	}
+	if e.RetryAfter > 0 {
+		s := RetrySeconds(e.RetryAfter)
+		p.RetryAfter = &s
+	}
+	return p
+}
+
+// LogFailure logs a 5xx answer p to err on route (its internal text goes
+// here, never to the caller).
+func LogFailure(ctx context.Context, log *slog.Logger, route string, p Problem, err error) {
+	log.Log(ctx, guard.StoreFailureLevel(err), "request failed", "path", route, "code", p.Code,
+		"request_id", p.RequestID, "err", err)
 }
 
 // AsGuardError is err as a *guard.Error: echo's own errors (unknown
