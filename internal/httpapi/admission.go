@@ -36,28 +36,12 @@ func newAdmission(maxInFlight int, m *metrics.Set) admission {
 
 // middleware admits the request if a slot is free, else sheds it.
 func (a admission) middleware(next echo.HandlerFunc) echo.HandlerFunc {
-	if a.slots == nil {
-		return func(c echo.Context) error {
-			err := next(c)
-			if guard.ErrorCode(err) == guard.CodeOverloaded {
-				a.shedOne(c.Path())
-			}
-			return err
-		}
-	}
-	return func(c echo.Context) error {
-		select {
-		case a.slots <- struct{}{}:
-			defer func() { <-a.slots }()
-			err := next(c)
-			if guard.ErrorCode(err) == guard.CodeOverloaded { // admitted, then given up on a healthy Redis
-				a.shedOne(c.Path())
-			}
-			return err
-		default:
-			a.shedOne(c.Path())
+	return func(c echo.Context) (err error) {
+		if !a.enter(c.Path()) {
 			return guard.Overloaded(guard.ErrOverloaded)
 		}
+		defer func() { a.leave(err, c.Path()) }()
+		return next(c)
 	}
 }
 
