@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"regexp"
 	"strings"
@@ -16,6 +17,22 @@ import (
 // that matter run through each.
 var httpServers = []string{"net/http", "fasthttp"}
 
+// bootOn boots the program with OTPGUARD_HTTP_SERVER=server on the Redis
+// at redisURL under prefix, with the end-to-end API and HMAC keys, and
+// extra settings on top.
+func bootOn(t *testing.T, server, redisURL, prefix string, extra map[string]string) *program {
+	t.Helper()
+	env := map[string]string{
+		"OTPGUARD_HTTP_SERVER":  server,
+		"OTPGUARD_REDIS_URL":    redisURL,
+		"OTPGUARD_REDIS_PREFIX": prefix,
+		"OTPGUARD_API_KEYS":     "e2e-key-0123456789abcdef",
+		"OTPGUARD_HMAC_KEY":     "0123456789abcdef0123456789abcdef",
+	}
+	maps.Copy(env, extra)
+	return boot(t, env)
+}
+
 // TestHTTPServers: the walk-through (send, verify, cooldown, a check)
 // against a shared Redis, a keyed send replayed (its answer flushed
 // whole before it is stored) and a body past the route's limit (413),
@@ -24,14 +41,7 @@ func TestHTTPServers(t *testing.T) {
 	for _, server := range httpServers {
 		t.Run(strings.ReplaceAll(server, "/", "_"), func(t *testing.T) {
 			tg := redistest.New(t)
-			p := boot(t, map[string]string{
-				"OTPGUARD_HTTP_SERVER":   server,
-				"OTPGUARD_REDIS_URL":     tg.URL,
-				"OTPGUARD_REDIS_PREFIX":  tg.Prefix,
-				"OTPGUARD_REDIS_TIMEOUT": "2s",
-				"OTPGUARD_API_KEYS":      "e2e-key-0123456789abcdef",
-				"OTPGUARD_HMAC_KEY":      "0123456789abcdef0123456789abcdef",
-			})
+			p := bootOn(t, server, tg.URL, tg.Prefix, map[string]string{"OTPGUARD_REDIS_TIMEOUT": "2s"})
 			if p.server != server {
 				t.Fatalf("listening line says server %q, want %q", p.server, server)
 			}
@@ -90,13 +100,8 @@ func TestFastChecksAnswerAsEcho(t *testing.T) {
 	tg := redistest.New(t)
 	answers := map[string][]string{}
 	for _, server := range httpServers {
-		p := boot(t, map[string]string{
-			"OTPGUARD_HTTP_SERVER":        server,
+		p := bootOn(t, server, tg.URL, tg.Prefix+strings.ReplaceAll(server, "/", "_")+":", map[string]string{
 			"OTPGUARD_CONFIG":             "../../docs/bench/policies.yaml",
-			"OTPGUARD_REDIS_URL":          tg.URL,
-			"OTPGUARD_REDIS_PREFIX":       tg.Prefix + strings.ReplaceAll(server, "/", "_") + ":",
-			"OTPGUARD_API_KEYS":           "e2e-key-0123456789abcdef",
-			"OTPGUARD_HMAC_KEY":           "0123456789abcdef0123456789abcdef",
 			"OTPGUARD_LOG_ALLOWED_CHECKS": "1",
 		})
 		logged := make(chan string, 100)
@@ -203,14 +208,7 @@ func TestLockedOutBehindProxy(t *testing.T) {
 	for _, server := range httpServers {
 		t.Run(strings.ReplaceAll(server, "/", "_"), func(t *testing.T) {
 			tg := redistest.New(t)
-			p := boot(t, map[string]string{
-				"OTPGUARD_HTTP_SERVER":     server,
-				"OTPGUARD_REDIS_URL":       tg.URL,
-				"OTPGUARD_REDIS_PREFIX":    tg.Prefix,
-				"OTPGUARD_API_KEYS":        "e2e-key-0123456789abcdef",
-				"OTPGUARD_HMAC_KEY":        "0123456789abcdef0123456789abcdef",
-				"OTPGUARD_TRUSTED_PROXIES": "127.0.0.1/32",
-			})
+			p := bootOn(t, server, tg.URL, tg.Prefix, map[string]string{"OTPGUARD_TRUSTED_PROXIES": "127.0.0.1/32"})
 			go drainLines(p)
 			check := func(key, from string) int {
 				req, _ := http.NewRequest("POST", p.url+"/limits/check", strings.NewReader(`{"policy":"default","key":"u1"}`))
