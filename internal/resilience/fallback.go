@@ -184,8 +184,8 @@ func (f *Fallback) TakeSend(ctx context.Context, takes []guard.Take, vol *guard.
 		res, err := f.Take(ctx, takes)
 		return res, nil, err
 	}
-	// vr is written by the call, which may still run after wait gave up
-	// on it: it is read only when the store answered.
+	// vr is written by the call (on this goroutine: wait runs every call
+	// on its caller's); it is read only when the store answered.
 	var vr *guard.VolumeResult
 	res, stored, err := f.take(ctx, f.node(""), takes, false, false, func(ctx context.Context) ([]guard.Result, error) {
 		r, v, err := sc.TakeSend(ctx, takes, vol)
@@ -206,8 +206,8 @@ func (f *Fallback) TakeSend(ctx context.Context, takes []guard.Take, vol *guard.
 // context is cancelled (Abandoner). A nil fn is f.counter.Take(ctx, takes):
 // no closure made for it on every check.
 func (f *Fallback) take(ctx context.Context, n *node, takes []guard.Take, side, abandons bool, fn func(ctx context.Context) ([]guard.Result, error)) (_ []guard.Result, stored bool, _ error) {
-	// got is written by the call, which may still run after wait gave up
-	// on it: it is read only when the call returned (err == nil).
+	// got is written by the call (on this goroutine: wait runs every call
+	// on its caller's); it is read only when the store answered (err == nil).
 	var got []guard.Result
 	err := f.callAs(ctx, n, abandons, func(ctx context.Context) error {
 		var r []guard.Result
