@@ -64,6 +64,25 @@ func (o *pgOutage) down(t *testing.T) {
 		"SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1 AND pid <> pg_backend_pid()", o.name); err != nil {
 		t.Fatalf("end its connections: %v", err)
 	}
+	// pg_terminate_backend only signals a backend: until it has exited, a
+	// pooled connection to it may still answer a query (on a busy machine
+	// CI saw a deny-list reload succeed just after down). Down means none
+	// is left.
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		var left int
+		if err := o.admin.QueryRowContext(ctx,
+			"SELECT count(*) FROM pg_stat_activity WHERE datname = $1 AND pid <> pg_backend_pid()", o.name).Scan(&left); err != nil {
+			t.Fatalf("count its connections: %v", err)
+		}
+		if left == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d connections to %s still open 30 s after they were ended", left, o.name)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }
 
 func (o *pgOutage) up(t *testing.T) {
