@@ -1,5 +1,5 @@
 #!/bin/bash
-# usage: [BASE=<checkout>] docs/bench/send-wrk.sh [rounds]
+# usage: [BASE=<checkout>] [PORT=18184] docs/bench/send-wrk.sh [rounds]
 # Issue 26 item 5 as the issue measured it: wrk -t2 -c16 -d8s on POST /otp/send, every
 # request to a new number, every default rule on at limits out of reach (send-policies.yaml),
 # the console sender to /dev/null, one Redis. Prints otpguard's and Redis's CPU per send
@@ -10,7 +10,7 @@ set -u
 cd "$(dirname "$0")/../.."
 command -v wrk >/dev/null || { echo "wrk is not installed (apt-get install -y wrk)"; exit 1; }
 mkdir -p /tmp/bench
-rounds=${1:-3}; port=18184
+rounds=${1:-3}; port=${PORT:-18184}
 trees=(new); go build -o /tmp/bench/otpguard-send-new ./cmd/otpguard || exit 1
 if [ -n "${BASE:-}" ]; then
   trees=(base new); (cd "$BASE" && go build -o /tmp/bench/otpguard-send-base ./cmd/otpguard) || exit 1
