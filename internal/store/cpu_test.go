@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -216,4 +218,102 @@ func serverCPU(t testing.TB, rdb *redis.Client) float64 {
 		}
 	}
 	return sum
+}
+
+// TestRedisCPUPerSave logs the Redis CPU of a code's save on a single
+// Redis, from INFO commandstats and INFO cpu as TestRedisCPUPerDecision:
+// the MULTI it was (SET of the id's key, EVALSHA of the save, EXEC) and
+// the one EVALSHA it is, on a client with a Coalescer as otpguard's, from
+// one sender and from 16 at once (where the EVALSHAs share pipelines), in
+// interleaved rounds on one private server. It asserts nothing about
+// time; compare the ratios.
+//
+//	OTPGUARD_REQUIRE_SERVICES=1 go test -count=1 -run TestRedisCPUPerSave -v ./internal/store/
+func TestRedisCPUPerSave(t *testing.T) {
+	if testing.Short() {
+		t.Skip("20,000 saves per form; skipped with -short")
+	}
+	const n, rounds = 20_000, 4
+	srv := redistest.Start(t)
+	rdb := redistest.Client(t, srv.URL())
+	_, stop := store.Coalesce(rdb, store.CoalesceOptions{Timeout: 30 * time.Second})
+	t.Cleanup(stop)
+	s := store.NewRedis(rdb, "og:")
+	ctx := context.Background()
+	if err := s.LoadScripts(ctx); err != nil {
+		t.Fatal(err)
+	}
+	code := func(i int) guard.NewCode { return newCode("+9198"+strconv.Itoa(10_000_000+i%1000), []byte("mac")) }
+	forms := []struct {
+		name string
+		call func(i int) error
+	}{
+		{"MULTI + SET + EVALSHA + EXEC (before)", func(i int) error {
+			c := code(i)
+			ver := "og:otp:{" + c.Phone + "}:ver:"
+			pipe := rdb.TxPipeline()
+			pipe.Set(ctx, "og:ver:{"+c.VerificationID+"}:p", c.Phone, c.Retention)
+			store.SaveCodeScriptForTest.EvalSha(ctx, pipe, []string{"og:otp:{" + c.Phone + "}:code", ver + c.VerificationID},
+				c.MAC, c.TTL.Milliseconds(), c.VerificationID, c.Now.UnixMilli(), c.MaxAttempts, c.Retention.Milliseconds(), ver, c.Now.Add(c.TTL).UnixMilli())
+			_, err := pipe.Exec(ctx)
+			return err
+		}},
+		{"EVALSHA (now)", func(i int) error {
+			_, err := s.SaveCode(ctx, code(i))
+			return err
+		}},
+	}
+	var lines []string
+	for _, senders := range []int{1, 16} {
+		usec := make([]int64, len(forms))
+		cpu := make([]float64, len(forms))
+		for range rounds {
+			for fi, f := range forms {
+				u, c := saveCost(t, rdb, senders, n/rounds, f.call)
+				usec[fi] += u
+				cpu[fi] += c
+			}
+		}
+		for fi, f := range forms {
+			lines = append(lines, fmt.Sprintf("%2d senders, %-38s commands %6.2f µs/save, process CPU %6.2f µs/save",
+				senders, f.name, float64(usec[fi])/n, cpu[fi]*1e6/n))
+		}
+	}
+	t.Log("Redis CPU per code save: INFO commandstats (top-level usec) and INFO cpu (used_cpu_user + used_cpu_sys):\n" + strings.Join(lines, "\n"))
+}
+
+// saveCost makes calls calls of call from senders goroutines at once and
+// returns what Redis spent on them: its commands' top-level usec (EXEC's
+// includes the commands it ran, EVALSHA's its script's) and its process's
+// CPU seconds.
+func saveCost(t *testing.T, rdb *redis.Client, senders, calls int, call func(i int) error) (int64, float64) {
+	t.Helper()
+	ctx := context.Background()
+	for i := range 100 { // warm the keys and the connections
+		if err := call(i); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := rdb.ConfigResetStat(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	cpu0 := serverCPU(t, rdb)
+	var wg sync.WaitGroup
+	for g := range senders {
+		wg.Go(func() {
+			for i := g; i < calls; i += senders {
+				if err := call(i); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	cpu := serverCPU(t, rdb) - cpu0
+	st := commandStats(t, rdb)
+	if st["exec"].calls > 0 {
+		return st["multi"].usec + st["exec"].usec, cpu
+	}
+	return st["evalsha"].usec, cpu
 }

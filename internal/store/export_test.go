@@ -68,3 +68,7 @@ func SliceLenForTest(t guard.Take) int64 { return sliceLen(t) }
 
 // JoinsOnForTest reports whether a Coalescer joins script calls on rdb.
 func JoinsOnForTest(rdb redis.UniversalClient) bool { return joinsOn(rdb) }
+
+// SaveCodeScriptForTest is the code's save script, for a test that calls
+// it the way the store did before (inside a MULTI with the id's SET).
+var SaveCodeScriptForTest = saveCodeScript.Script

@@ -36,8 +36,9 @@ import (
 // code's TTL ran out, or an ops unblock deleted it).
 
 // saveCodeScript replaces the number's code (KEYS[1]) and creates its record
-// (KEYS[2]) (lua/save_code.lua).
-var saveCodeScript = script("save_code")
+// (KEYS[2]), and on a single Redis maps the id to the number (KEYS[3])
+// (lua/save_code.lua). A hotScript: it is on every send's path.
+var saveCodeScript = newHotScript(script("save_code"))
 
 // guessCodeScript counts one guess against a live code (KEYS[1]) and returns
 // {attempts, mac, pttl, id}; nil when there is no code (lua/guess_code.lua).
@@ -80,41 +81,45 @@ func (r *Redis) verIDKey(id string) string {
 
 func ms(t time.Time) int64 { return t.UnixMilli() }
 
-// SaveCode replaces the number's code with c's and creates its record
-// (saveCodeScript), and maps the id to the number: on one server in one
-// MULTI with the script; on Redis Cluster (another slot) after it, on its
+// SaveCode replaces the number's code with c's and creates its record,
+// and maps the id to the number (saveCodeScript): on one server in the
+// same script call, one EVALSHA that the Coalescer carries with other
+// requests' commands; on Redis Cluster (another slot) after it, on its
 // own: when only the mapping fails, the code is saved and the error is
 // guard.ErrUnindexed (the record cannot be read by id; the send answers no
 // verification_id).
 func (r *Redis) SaveCode(ctx context.Context, c guard.NewCode) (int, error) {
+	if r.cluster {
+		return r.saveCodeBySlot(ctx, c)
+	}
+	// Built as one EVALSHA (hotScript): no MULTI/EXEC, which the
+	// Coalescer does not carry and Redis parses as two more commands.
+	prefix := r.verPrefix(c.Phone)
+	args := saveCodeScript.args(3, 12)
+	args = append(args, r.codeKey(c.Phone), prefix+c.VerificationID, r.verIDKey(c.VerificationID),
+		c.MAC, c.TTL.Milliseconds(), c.VerificationID, ms(c.Now), c.MaxAttempts,
+		c.Retention.Milliseconds(), prefix, ms(c.Now.Add(c.TTL)), c.Phone)
+	prev, err := saveCodeScript.run(ctx, r.rdb, args).Int64()
+	if err != nil {
+		return 0, fmt.Errorf("store: save code: %w", err)
+	}
+	return int(prev), nil
+}
+
+// saveCodeBySlot is SaveCode on Redis Cluster: the number's keys first,
+// then the id's.
+func (r *Redis) saveCodeBySlot(ctx context.Context, c guard.NewCode) (int, error) {
 	keys := []string{r.codeKey(c.Phone), r.verPrefix(c.Phone) + c.VerificationID}
 	args := []any{c.MAC, c.TTL.Milliseconds(), c.VerificationID, ms(c.Now), c.MaxAttempts,
 		c.Retention.Milliseconds(), r.verPrefix(c.Phone), ms(c.Now.Add(c.TTL))}
-	idKey := r.verIDKey(c.VerificationID)
-	var prev int64
-	var err error
-	if r.cluster {
-		// The number's keys first: the id's key lives on another master,
-		// whose death must not refuse a send to a number on a live one.
-		if prev, err = saveCodeScript.Run(ctx, r.rdb, keys, args...).Int64(); err != nil {
-			return 0, fmt.Errorf("store: save code: %w", err)
-		}
-		if err = setEx(ctx, r.rdb, idKey, c.Phone, c.Retention); err != nil {
-			return int(prev), fmt.Errorf("store: index verification id: %w (%w)", guard.ErrUnindexed, err)
-		}
-		return int(prev), nil
-	}
-	pipe := r.rdb.TxPipeline()
-	set := pipe.Set(ctx, idKey, c.Phone, c.Retention)
-	save := saveCodeScript.EvalSha(ctx, pipe, keys, args...)
-	_, err = pipe.Exec(ctx)
-	if isNoScript(save.Err()) && set.Err() == nil { // the SET ran; the script did not
-		prev, err = saveCodeScript.Run(ctx, r.rdb, keys, args...).Int64()
-	} else if err == nil {
-		prev, err = save.Int64()
-	}
+	// The number's keys first: the id's key lives on another master,
+	// whose death must not refuse a send to a number on a live one.
+	prev, err := saveCodeScript.Run(ctx, r.rdb, keys, args...).Int64()
 	if err != nil {
 		return 0, fmt.Errorf("store: save code: %w", err)
+	}
+	if err = setEx(ctx, r.rdb, r.verIDKey(c.VerificationID), c.Phone, c.Retention); err != nil {
+		return int(prev), fmt.Errorf("store: index verification id: %w (%w)", guard.ErrUnindexed, err)
 	}
 	return int(prev), nil
 }

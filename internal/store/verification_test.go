@@ -11,6 +11,7 @@ import (
 
 	"github.com/otpguard/otpguard/internal/guard"
 	"github.com/otpguard/otpguard/internal/store"
+	"github.com/otpguard/otpguard/internal/store/redistest"
 )
 
 var codeSeq atomic.Int64
@@ -264,4 +265,71 @@ func TestIdempotencyClaim(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestSaveCodeCoalesced: on a single Redis a code's save is one command,
+// which the Coalescer carries: the saves of concurrent sends that wait
+// while a pipeline is on the wire go out together in the next one (a
+// MULTI would go out on its own, one round trip each). Each save still
+// maps its id to its number for the record's retention, as the MULTI's
+// SET did, also when the server lost its scripts (EVAL).
+func TestSaveCodeCoalesced(t *testing.T) {
+	srv, rdb, c, rt := coalescedClient(t)
+	prefix := redistest.Prefix()
+	s := store.NewRedis(rdb, prefix)
+	ctx := context.Background()
+	if err := s.LoadScripts(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// saved checks what a save of code left: the id's key, and the record
+	// that the id finds through it.
+	saved := func(code guard.NewCode) {
+		t.Helper()
+		idKey := prefix + "ver:{" + code.VerificationID + "}:p"
+		if got, err := rdb.Get(ctx, idKey).Result(); err != nil || got != code.Phone {
+			t.Errorf("GET %s = %q, %v; want the number %s", idKey, got, err, code.Phone)
+		}
+		// Set with the record's retention, which no test run comes near
+		// spending: a minute's slack only for a slow machine.
+		if ttl, err := rdb.PTTL(ctx, idKey).Result(); err != nil || ttl <= code.Retention-time.Minute || ttl > code.Retention {
+			t.Errorf("PTTL %s = %v, %v; want the retention %v", idKey, ttl, err, code.Retention)
+		}
+		if v, err := s.Verification(ctx, code.VerificationID); err != nil || v.Phone != code.Phone || v.Status != guard.StatusPending {
+			t.Errorf("Verification(%s) = %+v, %v; want %s's, pending", code.VerificationID, v, err, code.Phone)
+		}
+	}
+
+	const senders = 30
+	codes := make([]guard.NewCode, senders)
+	errs := make([]error, senders)
+	for i := range codes {
+		codes[i] = newCode(fmt.Sprintf("+9198000200%02d", i), []byte("mac"))
+	}
+	rt.Reset()
+	srv.Pause(300 * time.Millisecond) // the first save waits on the wire; the rest queue behind it
+	var wg sync.WaitGroup
+	for i := range senders {
+		wg.Go(func() { _, errs[i] = s.SaveCode(ctx, codes[i]) })
+	}
+	wg.Wait()
+	pipelines, cmds := c.Stats()
+	if cmds != senders || pipelines > 3 || rt.N() != pipelines {
+		t.Errorf("%d saves: %d commands coalesced in %d pipelines, %d round trips; want %d commands in at most 3 pipelines and no other round trip",
+			senders, cmds, pipelines, rt.N(), senders)
+	}
+	for i, code := range codes {
+		if errs[i] != nil {
+			t.Fatalf("save %d: %v", i, errs[i])
+		}
+		saved(code)
+	}
+
+	if err := rdb.ScriptFlush(ctx).Err(); err != nil { // a private server: no other test's scripts
+		t.Fatal(err)
+	}
+	code := newCode("+919800020099", []byte("mac"))
+	if _, err := s.SaveCode(ctx, code); err != nil {
+		t.Fatalf("save after SCRIPT FLUSH: %v", err)
+	}
+	saved(code)
 }

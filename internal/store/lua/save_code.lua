@@ -3,6 +3,17 @@
 -- canceled (superseded by the new one). ARGV: mac, code TTL ms, id, now
 -- ms, max attempts, retention ms, record key prefix, expires ms. Returns
 -- the guesses counted against the replaced code.
+--
+-- On a single Redis it also maps the id to the number: KEYS[3], the id's
+-- key, set to ARGV[9] (the number) for the record's retention, first, as
+-- the MULTI that held this script and the SET did. The id's key is in
+-- another hash slot, which only a single node allows; one script call
+-- instead of a MULTI is one command the Coalescer can carry with other
+-- requests' (store/coalesce.go). On Redis Cluster the id's key lives on
+-- another master: the store sets it on its own, after (store/verification.go).
+if KEYS[3] then
+  redis.call('SET', KEYS[3], ARGV[9], 'PX', ARGV[6])
+end
 local prev = redis.call('HMGET', KEYS[1], 'a', 'v')
 if prev[2] then
   local old = ARGV[7] .. prev[2]
