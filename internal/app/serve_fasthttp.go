@@ -32,10 +32,10 @@ type apiServer interface {
 	Close() error
 }
 
-// fastServer serves the handler through valyala/fasthttp and its net/http
-// adaptor: the same echo handler, routes and middleware as net/http, on a
-// leaner HTTP/1.1 server. What it does differently from net/http, and
-// what it keeps:
+// fastServer serves the handler through valyala/fasthttp and a net/http
+// adaptor (serveInline; fasthttpadaptor's for a keyed send): the same
+// echo handler, routes and middleware as net/http, on a leaner HTTP/1.1
+// server. What it does differently from net/http, and what it keeps:
 //   - Every request runs on base, not on fasthttp's RequestCtx: fasthttp
 //     ends every request's context as soon as Shutdown starts, which would
 //     cut the drain's requests instead of finishing them; base ends at the
@@ -48,7 +48,8 @@ type apiServer interface {
 //     with 413 before it is read; each route's own limit stays echo's
 //     (413 as today).
 //   - No Server field; Date as net/http writes it; Connection: close on
-//     every answer once the drain has started.
+//     every answer once the drain has started; every body goes with its
+//     Content-Length (net/http chunks one past 2 KiB).
 //
 // fasthttp's Shutdown cannot be called twice (the second returns at once),
 // so the requests still running after it are counted here, for the cut.
@@ -67,7 +68,19 @@ func newFastServer(h http.Handler, base context.Context, log *slog.Logger,
 	onBase := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		h.ServeHTTP(w, r.WithContext(base))
 	})
-	adapted := fasthttpadaptor.NewFastHTTPHandler(onBase)
+	streaming, inline := fasthttpadaptor.NewFastHTTPHandler(onBase), serveInline(h, base)
+	// A keyed send flushes its answer to the caller before storing it
+	// (httpapi's answerRecorder.send): only the streaming adaptor, which
+	// runs the handler on a goroutine of its own, can send an answer
+	// before the handler returns. Every other request runs inline (a key
+	// held empty is refused, before anything is flushed).
+	adapted := func(ctx *fasthttp.RequestCtx) {
+		if len(ctx.Request.Header.Peek(httpapi.HeaderIdempotencyKey)) > 0 {
+			streaming(ctx)
+			return
+		}
+		inline(ctx)
+	}
 	if native != nil {
 		adapted = native(base, adapted)
 	}
