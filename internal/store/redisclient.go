@@ -110,6 +110,10 @@ func applyTimeouts(opt *redis.Options, timeout time.Duration) {
 	opt.DialerRetries = 1           // one dial attempt, no 100 ms back-off loop
 	opt.MinIdleConns = minIdleConns // keep warm connections: a dial costs a round trip
 	opt.DisableIdentity = true
+	// RESP2: otpguard subscribes to nothing and caches nothing client-side,
+	// and on RESP3 go-redis looks for push notifications around every
+	// command it reads.
+	opt.Protocol = 2
 }
 
 // ErrRedisUnreachable marks a start-up check that could not reach Redis at

@@ -116,7 +116,7 @@ func applyUniversalTimeouts(uo *redis.UniversalOptions, timeout time.Duration) {
 	uo.ContextTimeoutEnabled = opt.ContextTimeoutEnabled
 	uo.DialTimeout, uo.ReadTimeout, uo.WriteTimeout, uo.PoolTimeout = opt.DialTimeout, opt.ReadTimeout, opt.WriteTimeout, opt.PoolTimeout
 	uo.MaxRetries, uo.DialerRetries, uo.MinIdleConns = opt.MaxRetries, opt.DialerRetries, opt.MinIdleConns
-	uo.DisableIdentity = opt.DisableIdentity
+	uo.DisableIdentity, uo.Protocol = opt.DisableIdentity, opt.Protocol
 }
 
 // checkEveryMaster runs the version check on every master of a cluster. A

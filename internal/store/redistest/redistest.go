@@ -84,6 +84,7 @@ func client(t testing.TB, url string) *redis.Client {
 	}
 	opt.DisableIdentity = true
 	opt.MaxRetries = -1 // a retried script may count twice
+	opt.Protocol = 2    // as otpguard's own clients (store.NewRedisClient)
 	opt.DialTimeout, opt.ReadTimeout, opt.WriteTimeout, opt.PoolTimeout = clientTimeout, clientTimeout, clientTimeout, clientTimeout
 	c := redis.NewClient(opt)
 	t.Cleanup(func() { _ = c.Close() })
