@@ -44,7 +44,7 @@ var settings = []setting{
 		doc:   "listen address",
 		parse: text(func(c *Config) *string { return &c.Addr }), check: checkListenAddr},
 	{name: "OTPGUARD_HTTP_SERVER", def: "fasthttp", example: "net/http",
-		doc:   "the API listener's HTTP/1.1 server: `fasthttp` (valyala/fasthttp: `POST /limits/check` answered by it, the other routes through its net/http adaptor) or `net/http` (Go's; README, \"HTTP server\")",
+		doc:   "the API listener's HTTP/1.1 server: `fasthttp` (valyala/fasthttp: `POST /limits/check` answered by it, the other routes by the echo handler run on its own goroutine) or `net/http` (Go's; README, \"HTTP server\")",
 		parse: text(func(c *Config) *string { return &c.HTTPServer }), check: checkHTTPServer},
 	{name: "OTPGUARD_DEBUG_ADDR", defDoc: "unset: off", example: "127.0.0.1:6060",
 		doc:   "serve Go's runtime profiles (`net/http/pprof`) on a listener of their own, loopback only (they have no authentication): `go tool pprof 'http://127.0.0.1:6060/debug/pprof/profile?seconds=10'`; the API's listener never offers them",
