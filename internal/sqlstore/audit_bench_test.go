@@ -36,22 +36,20 @@ const benchPrefill = 300_000
 //
 // batch=80 is the writer as it is; each other case changes one thing, to
 // weigh it against it in one run: a longer linger (bigger batches), a
-// pragma on the store's one connection, time-ordered UIDs.
+// pragma on the store's one connection.
 func BenchmarkWriteEvents(b *testing.B) {
 	template := benchTemplate(b)
 	for _, c := range []struct {
-		name    string
-		batch   int
-		pragma  string // run once on the store's only connection
-		ordered bool   // UIDs that begin with the event's millisecond
+		name   string
+		batch  int
+		pragma string // run once on the store's only connection
 	}{
-		{"batch=80", 80, "", false},
-		{"batch=400", 400, "", false},
-		{"sync=normal", 80, "PRAGMA synchronous=NORMAL", false},
-		{"autocheckpoint=10000", 80, "PRAGMA wal_autocheckpoint=10000", false},
-		{"cache=16MiB", 80, "PRAGMA cache_size=-16384", false},
-		{"mmap=256MiB", 80, "PRAGMA mmap_size=268435456", false},
-		{"ordereduid", 80, "", true},
+		{"batch=80", 80, ""},
+		{"batch=400", 400, ""},
+		{"sync=normal", 80, "PRAGMA synchronous=NORMAL"},
+		{"autocheckpoint=10000", 80, "PRAGMA wal_autocheckpoint=10000"},
+		{"cache=16MiB", 80, "PRAGMA cache_size=-16384"},
+		{"mmap=256MiB", 80, "PRAGMA mmap_size=268435456"},
 	} {
 		b.Run(c.name, func(b *testing.B) {
 			s := openBenchCopy(b, template)
@@ -61,11 +59,6 @@ func BenchmarkWriteEvents(b *testing.B) {
 				}
 			}
 			events := benchEvents(b.N, time.Now())
-			if c.ordered {
-				for i := range events {
-					events[i].UID = fmt.Sprintf("%012x", events[i].At.UnixMilli()) + events[i].UID[12:]
-				}
-			}
 			b.ReportAllocs()
 			cpu0 := processCPU(b)
 			b.ResetTimer()
