@@ -2,6 +2,7 @@ package guard
 
 import (
 	"crypto/rand"
+	"encoding/binary"
 	"encoding/hex"
 	"time"
 )
@@ -24,8 +25,9 @@ type Event struct {
 	// RequestID is the X-Request-Id of the HTTP request that led to the
 	// event (WithRequestID), "" for events no request caused.
 	RequestID string
-	// UID is the event's identity: 32 hex digits (128 random bits) given
-	// once, when the event is made and before it is queued (NewEventUID).
+	// UID is the event's identity: 32 hex digits (the millisecond it was
+	// made, then 80 random bits) given once, when the event is made and
+	// before it is queued (NewEventUID).
 	// The audit trail stores each UID at most once, so a write retried
 	// after a commit whose answer was lost does not store it twice.
 	UID string
@@ -35,9 +37,20 @@ type Event struct {
 }
 
 // NewEventUID returns a fresh Event.UID.
-func NewEventUID() string {
+func NewEventUID() string { return newEventUID(time.Now()) }
+
+// newEventUID is the UID of an event made at t: the unix milliseconds in
+// 48 bits, then 80 random bits, which keep UIDs of one millisecond apart
+// (a clash among a million of them has odds of 1 in 2^41). Time first:
+// the audit table's unique index on the UID then grows at its end, as the
+// table does, and a batch's commit writes a few of its pages, not one page
+// per event as 128 random bits did (a quarter of the writer's CPU,
+// BenchmarkWriteEvents). Only the order of the index depends on the clock:
+// a clock set back makes UIDs that sort earlier, not ones that repeat.
+func newEventUID(t time.Time) string {
 	var b [16]byte
-	rand.Read(b[:]) // never fails (crypto/rand: it crashes the program instead)
+	binary.BigEndian.PutUint64(b[:8], uint64(t.UnixMilli())<<16)
+	rand.Read(b[6:]) // never fails (crypto/rand: it crashes the program instead)
 	return hex.EncodeToString(b[:])
 }
 
