@@ -28,8 +28,10 @@ import (
 // counts in inflight until it returns, for the drain to wait on it.
 func serveStreaming(h http.Handler, base context.Context, inflight *atomic.Int64) fasthttp.RequestHandler {
 	return func(ctx *fasthttp.RequestCtx) {
+		// ctx's logger is bound to ctx, which is reused: own logs, if ever,
+		// through fasthttp's default.
 		var own fasthttp.RequestCtx
-		own.Init(&ctx.Request, ctx.RemoteAddr(), ctx.Logger())
+		own.Init(&ctx.Request, ctx.RemoteAddr(), nil)
 		var r http.Request
 		if !convert(ctx, &own, &r) {
 			return

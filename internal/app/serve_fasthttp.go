@@ -48,7 +48,8 @@ type apiServer interface {
 //     (413 as today).
 //   - No Server field; Date as net/http writes it; Connection: close on
 //     every answer once the drain has started; every body goes with its
-//     Content-Length (net/http chunks one past 2 KiB).
+//     Content-Length (net/http chunks one past 2 KiB), but a keyed send's
+//     flushed without one, chunked.
 //
 // fasthttp's Shutdown cannot be called twice (the second returns at once),
 // and waits only for connections, not for a keyed send storing its answer
