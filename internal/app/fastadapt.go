@@ -32,10 +32,7 @@ import (
 func serveInline(h http.Handler, base context.Context) fasthttp.RequestHandler {
 	return func(ctx *fasthttp.RequestCtx) {
 		var r http.Request
-		if err := fasthttpadaptor.ConvertRequest(ctx, &r, true); err != nil {
-			// As fasthttpadaptor answers a target net/url cannot parse.
-			ctx.Logger().Printf("cannot parse requestURI %q: %v", r.RequestURI, err)
-			ctx.Error("Internal Server Error", fasthttp.StatusInternalServerError)
+		if !convert(ctx, ctx, &r) {
 			return
 		}
 		w := inlineWriter{ctx: ctx, header: make(http.Header), declared: -1}
@@ -43,6 +40,18 @@ func serveInline(h http.Handler, base context.Context) fasthttp.RequestHandler {
 		h.ServeHTTP(&w, r.WithContext(base))
 		w.finish()
 	}
+}
+
+// convert makes r of from's request, or answers ctx 500 as
+// fasthttpadaptor answers a target net/url cannot parse. r's strings and
+// body are from's memory.
+func convert(ctx, from *fasthttp.RequestCtx, r *http.Request) bool {
+	if err := fasthttpadaptor.ConvertRequest(from, r, true); err != nil {
+		ctx.Logger().Printf("cannot parse requestURI %q: %v", r.RequestURI, err)
+		ctx.Error("Internal Server Error", fasthttp.StatusInternalServerError)
+		return false
+	}
+	return true
 }
 
 // abortOnPanic ends the connection without an answer when the handler
@@ -86,6 +95,8 @@ type inlineWriter struct {
 	// declared is the Content-Length the header set, -1 for none;
 	// written counts what the handler wrote, as net/http does.
 	declared, written int64
+	// live is the streaming mode's hand-off (serveStreaming), nil inline.
+	live *handOff
 }
 
 func (w *inlineWriter) Header() http.Header { return w.header }
@@ -152,14 +163,26 @@ func (w *inlineWriter) Write(p []byte) (int, error) {
 	if w.declared >= 0 && w.written > w.declared {
 		return 0, http.ErrContentLength
 	}
+	if w.live != nil && w.live.done {
+		return w.live.write(p)
+	}
 	w.ctx.Response.AppendBody(p)
 	return len(p), nil
 }
 
-// Flush holds on: the answer leaves whole once the handler returns. A
-// handler that needs it out before (a keyed send) is served by the
-// streaming adaptor.
-func (w *inlineWriter) Flush() {}
+// Flush holds on inline: the answer leaves whole once the handler
+// returns. Streaming, the first Flush hands the answer to fasthttp
+// (handOff); the body written after goes straight to it.
+func (w *inlineWriter) Flush() {
+	if w.live == nil || w.live.done {
+		return
+	}
+	if w.status == 0 {
+		w.WriteHeader(http.StatusOK)
+	}
+	w.live.events <- true
+	<-w.live.ready
+}
 
 // finish writes what the handler left unwritten: the status (200) and the
 // header as they are now, and the Content-Type sniffed from the body. A

@@ -227,44 +227,161 @@ func fetch(t *testing.T, url, method string, n *notes) seen {
 
 // TestKeyedSendStreams: a request with an Idempotency-Key reaches a
 // handler that can flush its answer out before it returns (the keyed
-// send stores its answer after); one without it runs inline, where Flush
-// holds the answer until the handler returns.
+// send stores its answer after): with the Content-Length it declared, the
+// caller reads the whole answer, to its end, while the handler is held
+// (fasthttpadaptor sent it chunked, its end after the handler's return);
+// whether the body is whole at the flush or not. One without the key runs
+// inline, where Flush holds the answer until the handler returns.
 func TestKeyedSendStreams(t *testing.T) {
-	received := make(chan struct{})
-	flushed := make(chan error, 1)
+	for _, c := range []struct {
+		name, key   string
+		early, late string // written before the flush and after it
+		held        bool   // the caller has the answer while the handler is held
+	}{
+		{name: "keyed, whole at the flush", key: "k-1", early: "sent", held: true},
+		{name: "keyed, its end after the flush", key: "k-2", early: "se", late: "nt", held: true},
+		{name: "not keyed", early: "sent"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			release, held := make(chan struct{}), make(chan bool, 1)
+			h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				w.Header().Set("Content-Length", "4")
+				_, _ = io.WriteString(w, c.early)
+				_ = http.NewResponseController(w).Flush()
+				_, _ = io.WriteString(w, c.late)
+				if c.held {
+					held <- hold(release)
+				}
+			})
+			_, url := serveFast(t, h, context.Background())
+			res, body, err := post(url, c.key)
+			close(release)
+			if err != nil || string(body) != "sent" || res.ContentLength != 4 {
+				t.Fatalf("answer %q (Content-Length %d), err %v; want \"sent\", 4, no error", body, res.ContentLength, err)
+			}
+			if c.held && !<-held {
+				t.Error("the caller had the whole answer only once the handler returned")
+			}
+		})
+	}
+}
+
+// hold waits for release: true when it came, false when it did not come
+// in 10 s, so that a caller waiting for the handler's return fails the
+// test instead of hanging it.
+func hold(release chan struct{}) bool {
+	select {
+	case <-release:
+		return true
+	case <-time.After(10 * time.Second):
+		return false
+	}
+}
+
+// post sends an empty POST /otp/send, with the Idempotency-Key key when
+// not empty, and reads the whole answer.
+func post(url, key string) (*http.Response, []byte, error) {
+	req, err := http.NewRequest(http.MethodPost, url+"/otp/send", nil)
+	if err != nil {
+		return nil, nil, err
+	}
+	if key != "" {
+		req.Header.Set("Idempotency-Key", key)
+	}
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer res.Body.Close()
+	body, err := io.ReadAll(res.Body)
+	return res, body, err
+}
+
+// TestKeyedSendChunked: a keyed answer without a Content-Length is
+// streamed chunked: the caller reads what was flushed while the handler
+// is held, and the rest, to its end, once it returns.
+func TestKeyedSendChunked(t *testing.T) {
+	release, held := make(chan struct{}), make(chan bool, 1)
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.WriteString(w, "part one;")
+		_ = http.NewResponseController(w).Flush()
+		held <- hold(release)
+		_, _ = io.WriteString(w, "part two")
+	})
+	_, url := serveFast(t, h, context.Background())
+	req, _ := http.NewRequest(http.MethodPost, url+"/otp/send", nil)
+	req.Header.Set("Idempotency-Key", "k-1")
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	first := make([]byte, len("part one;"))
+	_, err = io.ReadFull(res.Body, first)
+	close(release)
+	rest, rerr := io.ReadAll(res.Body)
+	if err != nil || rerr != nil || string(first)+string(rest) != "part one;part two" || res.ContentLength != -1 {
+		t.Errorf("answer %q then %q (Content-Length %d), errors %v, %v; want the two parts, chunked (-1)", first, rest, res.ContentLength, err, rerr)
+	}
+	if !<-held {
+		t.Error("the caller had the flushed part only once the handler returned")
+	}
+	if ct := res.Header.Get("Content-Type"); ct != "text/plain; charset=utf-8" {
+		t.Errorf("Content-Type %q, want the one sniffed from the part flushed", ct)
+	}
+}
+
+// TestKeyedSendCut: a streamed answer short of the length it declared,
+// or whose handler aborts after the flush, ends the connection: the
+// caller cannot take it for a whole one.
+func TestKeyedSendCut(t *testing.T) {
+	for name, end := range map[string]func(http.ResponseWriter){
+		"short": func(w http.ResponseWriter) { _, _ = io.WriteString(w, "n") },
+		"abort": func(http.ResponseWriter) { panic(http.ErrAbortHandler) },
+	} {
+		t.Run(name, func(t *testing.T) {
+			h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				w.Header().Set("Content-Length", "4")
+				_, _ = io.WriteString(w, "se")
+				_ = http.NewResponseController(w).Flush()
+				end(w)
+			})
+			_, url := serveFast(t, h, context.Background())
+			if _, body, err := post(url, "k-1"); err == nil {
+				t.Errorf("the caller read %q and no error, want an error (the connection cut)", body)
+			}
+		})
+	}
+}
+
+// TestKeyedSendDrain: a keyed send still storing its answer after the
+// caller has it counts as in flight: the drain waits for it.
+func TestKeyedSendDrain(t *testing.T) {
+	release, done := make(chan struct{}), make(chan struct{})
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Length", "4")
 		_, _ = io.WriteString(w, "sent")
-		err := http.NewResponseController(w).Flush()
-		if r.Header.Get("Idempotency-Key") != "" {
-			select { // the caller has the answer while the handler runs on
-			case <-received:
-			case <-time.After(10 * time.Second):
-				err = errors.New("the caller did not get the answer before the handler returned")
-			}
+		_ = http.NewResponseController(w).Flush()
+		if hold(release) { // the store
+			close(done)
 		}
-		flushed <- err
 	})
-	_, url := serveFast(t, h, context.Background())
-	for _, key := range []string{"k-1", ""} {
-		req, _ := http.NewRequest(http.MethodPost, url+"/otp/send", nil)
-		if key != "" {
-			req.Header.Set("Idempotency-Key", key)
-		}
-		res, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		// The answer's bytes, not the end of its body: fasthttpadaptor
-		// streams a flushed answer chunked, its end after the handler's.
-		b := make([]byte, 4)
-		_, _ = io.ReadFull(res.Body, b)
-		if key != "" {
-			close(received)
-		}
-		res.Body.Close()
-		if err := <-flushed; err != nil || string(b) != "sent" {
-			t.Errorf("key %q: answer %q, flush %v; want \"sent\" and no error", key, b, err)
-		}
+	f, url := serveFast(t, h, context.Background())
+	if _, body, err := post(url, "k-1"); err != nil || string(body) != "sent" {
+		t.Fatalf("answer %q, err %v", body, err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	if err := f.Shutdown(ctx); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("drain with a send storing its answer: %v, want context.DeadlineExceeded", err)
+	}
+	close(release)
+	if err := f.Shutdown(context.Background()); err != nil {
+		t.Errorf("drain once it stored: %v, want nil", err)
+	}
+	select {
+	case <-done:
+	default:
+		t.Error("the drain ended before the handler returned")
 	}
 }

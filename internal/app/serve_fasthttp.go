@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/valyala/fasthttp"
-	"github.com/valyala/fasthttp/fasthttpadaptor"
 
 	"github.com/otpguard/otpguard/internal/guard"
 	"github.com/otpguard/otpguard/internal/httpapi"
@@ -33,7 +32,7 @@ type apiServer interface {
 }
 
 // fastServer serves the handler through valyala/fasthttp and a net/http
-// adaptor (serveInline; fasthttpadaptor's for a keyed send): the same
+// adaptor (serveInline; serveStreaming for a keyed send): the same
 // echo handler, routes and middleware as net/http, on a leaner HTTP/1.1
 // server. What it does differently from net/http, and what it keeps:
 //   - Every request runs on base, not on fasthttp's RequestCtx: fasthttp
@@ -49,10 +48,13 @@ type apiServer interface {
 //     (413 as today).
 //   - No Server field; Date as net/http writes it; Connection: close on
 //     every answer once the drain has started; every body goes with its
-//     Content-Length (net/http chunks one past 2 KiB).
+//     Content-Length (net/http chunks one past 2 KiB), but a keyed send's
+//     flushed without one, chunked.
 //
 // fasthttp's Shutdown cannot be called twice (the second returns at once),
-// so the requests still running after it are counted here, for the cut.
+// and waits only for connections, not for a keyed send storing its answer
+// after the answer has left (serveStreaming): so the requests still
+// running are counted here, for the drain and the cut.
 type fastServer struct {
 	srv      *fasthttp.Server
 	inflight atomic.Int64
@@ -65,15 +67,13 @@ type fastServer struct {
 func newFastServer(h http.Handler, base context.Context, log *slog.Logger,
 	native func(context.Context, fasthttp.RequestHandler) fasthttp.RequestHandler) *fastServer {
 	f := &fastServer{}
-	onBase := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		h.ServeHTTP(w, r.WithContext(base))
-	})
-	streaming, inline := fasthttpadaptor.NewFastHTTPHandler(onBase), serveInline(h, base)
+	streaming, inline := serveStreaming(h, base, &f.inflight), serveInline(h, base)
 	// A keyed send flushes its answer to the caller before storing it
-	// (httpapi's answerRecorder.send): only the streaming adaptor, which
-	// runs the handler on a goroutine of its own, can send an answer
-	// before the handler returns. Every other request runs inline (a key
-	// held empty is refused, before anything is flushed).
+	// (httpapi's answerRecorder.send), so that the caller waits on two
+	// round trips, not three: only the streaming adaptor, which runs the
+	// handler on a goroutine of its own, can send an answer, its length
+	// declared, before the handler returns. Every other request runs
+	// inline (a key held empty is refused, before anything is flushed).
 	adapted := func(ctx *fasthttp.RequestCtx) {
 		if len(ctx.Request.Header.Peek(httpapi.HeaderIdempotencyKey)) > 0 {
 			streaming(ctx)
@@ -112,11 +112,13 @@ func (f *fastServer) Serve(ln net.Listener) error {
 }
 
 // Shutdown closes the listener and waits for the requests in flight:
-// the first time through fasthttp's Shutdown, after that (the cut) by
-// counting them.
+// the first time through fasthttp's Shutdown, then, as after that (the
+// cut), by counting them.
 func (f *fastServer) Shutdown(ctx context.Context) error {
 	if !f.drained.Swap(true) {
-		return f.srv.ShutdownWithContext(ctx)
+		if err := f.srv.ShutdownWithContext(ctx); err != nil {
+			return err
+		}
 	}
 	tick := time.NewTicker(10 * time.Millisecond)
 	defer tick.Stop()

@@ -10,10 +10,15 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
+	"github.com/otpguard/otpguard/internal/guard"
 	"github.com/otpguard/otpguard/internal/httpapi"
+	"github.com/otpguard/otpguard/internal/store/redistest"
 )
 
 // serveFast serves h through fastServer on a free port, its requests on
@@ -179,3 +184,126 @@ func TestFastServerLimits(t *testing.T) {
 		t.Errorf("a body past ImportBodyLimit: %d %s, want 413 body_too_large", res.StatusCode, b)
 	}
 }
+
+// TestKeyedSendAnswersBeforeItsStore: the real keyed send, as New builds
+// it, through fastServer: the caller reads its whole answer while the
+// answer's store (the idempotency finish script) is held, and the drain
+// waits for the store.
+func TestKeyedSendAnswersBeforeItsStore(t *testing.T) {
+	tg := redistest.New(t)
+	env := map[string]string{
+		"OTPGUARD_REDIS_URL": tg.URL, "OTPGUARD_REDIS_PREFIX": tg.Prefix, "OTPGUARD_API_KEYS": "test-key-0123456789abcdef",
+		"OTPGUARD_HMAC_KEY": "0123456789abcdef0123456789abcdef", "OTPGUARD_DATA_DIR": t.TempDir(), "OTPGUARD_LOG_LEVEL": "warn",
+		"OTPGUARD_REDIS_TIMEOUT": "10s",
+	}
+	cfg, err := LoadConfig(func(k string) string { return env[k] })
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := New(context.Background(), cfg, WithOutput(io.Discard), WithSender(dropSender{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = a.Close() })
+	gate := &storeGate{release: make(chan struct{}), held: make(chan bool, 1)}
+	a.Redis().AddHook(gate)
+	f, url := serveFast(t, a.Handler(), context.Background())
+
+	req, _ := http.NewRequest(http.MethodPost, url+"/otp/send", strings.NewReader(`{"phone":"+919800000000","client_ip":"203.0.113.7"}`))
+	req.Header.Set("Authorization", "Bearer test-key-0123456789abcdef")
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Idempotency-Key", "6f1c7a52-3d1e-4b8e-9a57-0f3c2e4d5b61")
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, err := io.ReadAll(res.Body)
+	res.Body.Close()
+	held := gate.holding()
+	if err != nil || res.StatusCode != http.StatusOK || !strings.Contains(string(body), `"verification_id"`) {
+		t.Errorf("answer %d %s, err %v; want 200 with a verification_id", res.StatusCode, body, err)
+	}
+	if !held {
+		t.Error("the caller had the whole answer only once its store had run")
+	}
+	dctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	if err := f.Shutdown(dctx); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("drain with the store held: %v, want context.DeadlineExceeded", err)
+	}
+	close(gate.release)
+	if err := f.Shutdown(context.Background()); err != nil {
+		t.Errorf("drain once stored: %v", err)
+	}
+	select { // the drain waited for the handler, so for its store
+	case released := <-gate.held:
+		if !released {
+			t.Error("the store was held 10 s, not released by the test")
+		}
+	default:
+		t.Error("no store of the answer was seen (the finish script)")
+	}
+}
+
+// storeGate holds the idempotency finish script (the keyed send's store
+// of its answer, an EVALSHA with the answer and its TTL) until release,
+// 10 s at most, so that a caller waiting for the store fails the test
+// instead of hanging it.
+type storeGate struct {
+	release chan struct{}
+	held    chan bool // whether release came
+	once    sync.Once
+	mu      sync.Mutex
+	at      bool // the store is being held now
+}
+
+func (g *storeGate) holding() bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.at
+}
+
+func (g *storeGate) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (g *storeGate) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		g.gate([]redis.Cmder{cmd})
+		return next(ctx, cmd)
+	}
+}
+
+func (g *storeGate) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		g.gate(cmds)
+		return next(ctx, cmds)
+	}
+}
+
+// gate holds cmds when they store an answer: the finish script on an
+// idempotency record (KEYS[1], ARGV token, answer, TTL), not in a MULTI
+// (the claim, with as many arguments, rides in the limits').
+func (g *storeGate) gate(cmds []redis.Cmder) {
+	if cmds[0].Name() == "multi" {
+		return
+	}
+	for _, c := range cmds {
+		args := c.Args()
+		if c.Name() != "evalsha" && c.Name() != "eval" || len(args) != 7 || !strings.Contains(fmt.Sprint(args[3]), ":idem:") {
+			continue
+		}
+		g.once.Do(func() {
+			g.mu.Lock()
+			g.at = true
+			g.mu.Unlock()
+			g.held <- hold(g.release)
+			g.mu.Lock()
+			g.at = false
+			g.mu.Unlock()
+		})
+	}
+}
+
+// dropSender sends no SMS.
+type dropSender struct{}
+
+func (dropSender) Send(context.Context, guard.Message) error { return nil }
