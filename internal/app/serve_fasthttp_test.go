@@ -219,11 +219,15 @@ func TestKeyedSendAnswersBeforeItsStore(t *testing.T) {
 	}
 	body, err := io.ReadAll(res.Body)
 	res.Body.Close()
-	held := gate.holding()
+	// The store is held until the test releases it below (10 s at most):
+	// a caller whose answer waited for it reads only after the hold ended.
+	// On a busy machine the handler may not have reached the store yet,
+	// which is as good: the answer left before it.
+	stored := len(gate.held) > 0
 	if err != nil || res.StatusCode != http.StatusOK || !strings.Contains(string(body), `"verification_id"`) {
 		t.Errorf("answer %d %s, err %v; want 200 with a verification_id", res.StatusCode, body, err)
 	}
-	if !held {
+	if stored {
 		t.Error("the caller had the whole answer only once its store had run")
 	}
 	dctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
@@ -253,14 +257,6 @@ type storeGate struct {
 	release chan struct{}
 	held    chan bool // whether release came
 	once    sync.Once
-	mu      sync.Mutex
-	at      bool // the store is being held now
-}
-
-func (g *storeGate) holding() bool {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	return g.at
 }
 
 func (g *storeGate) DialHook(next redis.DialHook) redis.DialHook { return next }
@@ -291,15 +287,7 @@ func (g *storeGate) gate(cmds []redis.Cmder) {
 		if c.Name() != "evalsha" && c.Name() != "eval" || len(args) != 7 || !strings.Contains(fmt.Sprint(args[3]), ":idem:") {
 			continue
 		}
-		g.once.Do(func() {
-			g.mu.Lock()
-			g.at = true
-			g.mu.Unlock()
-			g.held <- hold(g.release)
-			g.mu.Lock()
-			g.at = false
-			g.mu.Unlock()
-		})
+		g.once.Do(func() { g.held <- hold(g.release) })
 	}
 }
 
