@@ -300,7 +300,9 @@ func setReply(c *redis.Cmd, reply any) {
 }
 
 // splitRun hands each of a run's cmds its five values of reply (or the
-// error in their place), or every one the reply of a stale slice.
+// error in their place), or every one the reply of a stale slice. A fixed
+// window's run replies two values per call (take_limits_many's
+// window_run), which become the five of take_limit.
 func splitRun(cmds []*redis.Cmd, reply any) {
 	vals, ok := reply.([]any)
 	switch {
@@ -316,6 +318,16 @@ func splitRun(cmds []*redis.Cmd, reply any) {
 			}
 			c.SetVal(vals[5*i : 5*i+5 : 5*i+5])
 		}
+	case ok && len(vals) == 2*len(cmds):
+		five := make([]any, 5*len(cmds))
+		for i, c := range cmds {
+			r := five[5*i : 5*i+5 : 5*i+5]
+			if err := windowReply(vals[2*i], vals[2*i+1], r); err != nil {
+				c.SetErr(err)
+				continue
+			}
+			c.SetVal(r)
+		}
 	default:
 		err := fmt.Errorf("store: joined script call returned %T of %d values for a run of %d calls", reply, len(vals), len(cmds))
 		if e, isErr := reply.(error); isErr {
@@ -325,4 +337,19 @@ func splitRun(cmds []*redis.Cmd, reply any) {
 			c.SetErr(err)
 		}
 	}
+}
+
+// windowReply fills five, take_limit's reply (allowed, spent, count, left
+// ms, 0), from a window run's two values for one call: its count (or its
+// error) and (left + 2) * 4 + spent * 2 + allowed.
+func windowReply(count, code any, five []any) error {
+	if e, isErr := count.(error); isErr {
+		return e
+	}
+	n, ok := code.(int64)
+	if _, isInt := count.(int64); !isInt || !ok {
+		return fmt.Errorf("store: joined script call returned %T, %T for a window's check", count, code)
+	}
+	five[0], five[1], five[2], five[3], five[4] = n&1, n>>1&1, count, n>>2-2, int64(0)
+	return nil
 }

@@ -135,7 +135,7 @@ func clearOfSlices(now time.Time, pols []guard.Take) time.Time {
 // same keys, fields and values in Redis.
 func TestJoinedCallsDecideAsSequential(t *testing.T) {
 	pols, ids := limitPolicies(), []string{"a", "b", "c", "user:1000123"}
-	decidesAsSequential(t, 600, rand.New(rand.NewPCG(26, 2)), pols, func(rng *rand.Rand) [][]guard.Take {
+	decidesAsSequential(t, 600, 1500*time.Millisecond, rand.New(rand.NewPCG(26, 2)), pols, func(rng *rand.Rand) [][]guard.Take {
 		draw := func() guard.Take {
 			tk := pols[rng.IntN(len(pols))]
 			tk.Key.ID = ids[rng.IntN(len(ids))]
@@ -173,7 +173,7 @@ func TestJoinedRunsDecideAsSequential(t *testing.T) {
 		guard.Take{Key: guard.Key{Space: "l:s"}, Algorithm: guard.FixedWindow, Limit: 2, Window: 400 * time.Millisecond, SpendIfAllowed: true})
 	windows := []guard.Take{pols[2], pols[3], pols[4], pols[5]}
 	ids := []string{"a", "b", "c"}
-	decidesAsSequential(t, 600, rand.New(rand.NewPCG(26, 3)), pols, func(rng *rand.Rand) [][]guard.Take {
+	decidesAsSequential(t, 600, 600*time.Millisecond, rand.New(rand.NewPCG(26, 3)), pols, func(rng *rand.Rand) [][]guard.Take {
 		tk := windows[rng.IntN(len(windows))]
 		tk.Cost = 1 + int64(rng.IntN(3))
 		if tk.Key.Space == "l:h" {
@@ -249,13 +249,14 @@ func TestJoinedRunOnRedis(t *testing.T) {
 	}
 }
 
-// decidesAsSequential runs steps of requests (one step's from next) on a
+// decidesAsSequential runs steps of requests (one step's from next, the
+// clock moved up to maxStep before it, or now and then 6 s) on a
 // coalesced store, each step's concurrently in one joined call, and on a
 // store that runs them one after another on another server at the same
 // time, with refunds after some and a clock that moves across the slices
 // of pols: each request must get the same results from both, and after
 // each step the two servers must hold the same keys, fields and values.
-func decidesAsSequential(t *testing.T, steps int, rng *rand.Rand, pols []guard.Take, next func(*rand.Rand) [][]guard.Take) {
+func decidesAsSequential(t *testing.T, steps int, maxStep time.Duration, rng *rand.Rand, pols []guard.Take, next func(*rand.Rand) [][]guard.Take) {
 	t.Helper()
 	now := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
 	mj, ms := miniredis.RunT(t), miniredis.RunT(t)
@@ -277,7 +278,7 @@ func decidesAsSequential(t *testing.T, steps int, rng *rand.Rand, pols []guard.T
 		}
 	}
 	for step := range steps {
-		d := time.Duration(rng.IntN(1500)) * time.Millisecond
+		d := time.Duration(rng.Int64N(int64(maxStep)/1e6)) * time.Millisecond
 		if rng.IntN(50) == 0 {
 			d = 6 * time.Second
 		}

@@ -140,21 +140,22 @@ local function take_window(cur, prev, field, flags, limit, param, cost, slice, i
   end
   return allowed and 1 or 0, 1, w.count, w.start + param - now_ms, 0
 end
--- bump is take_window in one redis.call where it can be, a run's common
--- case: a hit on a window that runs in cur. It adds delta (cost * L, as a
--- string) to the field in cur by HINCRBY first, and reads the window from
--- what that returns: no HGET, no number parsed from a string, no table.
--- Anything else the HINCRBY finds is put right before take_window decides
--- on it, so that the decision and what is stored are take_window's:
---  * no field in cur (HINCRBY returns what it added: pack_window never
---    stores 0): the window is prev's (the new field is deleted), or none
---    (the field is overwritten by the new window, or deleted on a denial);
---  * a window that ended: overwritten by the new one (HINCRBY by -delta
---    undoes the add if the take is denied);
+-- settle is a run's window take (take_window's decision and writes) after
+-- its HINCRBY: the run adds delta (cost * L, as a string) to the field in
+-- cur first, and reads a window that runs in cur, allowed or counted (its
+-- common case), from what that returned (n) without calling here: no
+-- HGET, no number parsed from a string, no table. settle decides every
+-- other case, putting right what the HINCRBY did first, so that the
+-- decision and what is stored are take_window's:
+--  * no field in cur (n is what was added: pack_window never stores 0):
+--    the window is prev's (the new field is deleted), or none (the field
+--    is overwritten by the new window, or deleted on a denial);
+--  * a window that ended: overwritten by the new one (a denied take
+--    undoes the add by -delta);
 --  * a denial, or a count too large for a double: undone by -delta;
---  * a value HINCRBY refuses ("count:start"): nothing was written.
-local function bump(cur, prev, field, flags, limit, param, cost, slice, idx, now_ms, delta)
-  local n = pcall_call('HINCRBY', cur, field, delta)
+--  * a value HINCRBY refused (n an error: "count:start"): nothing written.
+-- It returns take_window's five values.
+local function settle(n, cur, prev, field, flags, limit, param, cost, slice, idx, now_ms, delta)
   if type(n) ~= 'number' then
     return take_window(cur, prev, field, flags, limit, param, cost, slice, idx, now_ms, delta,
       load_window(cur, prev, field, slice, idx, param, now_ms))
@@ -192,13 +193,9 @@ end
 -- take_one's decision, its five replies returned as five values (no table
 -- per take: a run of take_limits_many lays them out flat), on values
 -- already read (kind, flags, limit, param and cost as take_group's), now
--- in µs and ms. delta, if not nil, is cost * slice as a string: a hit on
--- a running window then adds it to the stored count * L + start by
--- HINCRBY, the same value as store_window's HSET without formatting a
--- number per take (the callers of a run format it once).
-local function take_at(cur, prev, field, kind, flags, limit, param, cost, slice, idx, now, now_ms, delta)
+-- in µs and ms.
+local function take_at(cur, prev, field, kind, flags, limit, param, cost, slice, idx, now, now_ms)
   if kind == 1 then
-    if delta then return bump(cur, prev, field, flags, limit, param, cost, slice, idx, now_ms, delta) end
     return take_window(cur, prev, field, flags, limit, param, cost, slice, idx, now_ms, nil,
       load_window(cur, prev, field, slice, idx, param, now_ms))
   end

@@ -19,10 +19,38 @@
 -- failed script call keeps what it wrote before the error, as this one
 -- does); per run, its calls' five replies one after another in one flat
 -- array (a failed call's error in its first place, zeros in the other
--- four), or {-1, -1, now µs} once if its slice is not Redis's.
+-- four), two per call for a fixed window's run (window_run), or
+-- {-1, -1, now µs} once if its slice is not Redis's.
 local function failed(r)
   if type(r) ~= 'table' or not r.err then r = {err = tostring(r)} end
   return r
+end
+-- window_run is take_run for a run of a fixed window's checks (fields
+-- from ARGV[at]), each decided as take_limit would, replying two values
+-- per call: its count, and (left ms + 2) * 4 + spent * 2 + allowed (left
+-- is -2 or more). A hit on a window that runs in cur, allowed or counted,
+-- is one HINCRBY and no call here: lib_limit's settle decides the rest.
+local function window_run(k, m, at, flags, limit, param, cost, slice, idx, now_ms)
+  local out, delta, added = {}, format('%.0f', cost * slice), cost * slice
+  local base, most, counts = idx * slice, 2^53 / slice - 1, flags >= 4
+  for i = 0, m - 1 do
+    local cur, field = KEYS[k + 2 * i], ARGV[at + i]
+    local n = pcall_call('HINCRBY', cur, field, delta)
+    local count = type(n) == 'number' and n ~= added and floor(n / slice)
+    local start = count and base + n - count * slice
+    local ok, a, b, c, d
+    if count and start + param > now_ms and count < most and (count <= limit or counts) then
+      ok, a, b, c, d = true, count <= limit and 1 or 0, 1, count, start + param - now_ms
+    else
+      ok, a, b, c, d = pcall(settle, n, cur, KEYS[k + 2 * i + 1], field, flags, limit, param, cost, slice, idx, now_ms, delta)
+    end
+    if ok then
+      out[2 * i + 1], out[2 * i + 2] = c, (d + 2) * 4 + b * 2 + a
+    else
+      out[2 * i + 1], out[2 * i + 2] = failed(a), 0
+    end
+  end
+  return out
 end
 -- take_run answers a run of m calls: KEYS from k, ARGV from at (the
 -- seven shared values, then the fields).
@@ -31,10 +59,11 @@ local function take_run(k, m, at, now)
   if not check_slice(now, slice, idx) then return {-1, -1, now} end
   local kind, flags, limit = tonumber(ARGV[at]), tonumber(ARGV[at + 1]), tonumber(ARGV[at + 2])
   local param, cost, now_ms = tonumber(ARGV[at + 3]), tonumber(ARGV[at + 4]), floor(now / 1000)
-  local out, delta = {}, format('%.0f', cost * slice)
+  if kind == 1 then return window_run(k, m, at + 7, flags, limit, param, cost, slice, idx, now_ms) end
+  local out = {}
   for i = 0, m - 1 do
     local ok, a, b, c, d, e = pcall(take_at, KEYS[k + 2 * i], KEYS[k + 2 * i + 1], ARGV[at + 7 + i],
-      kind, flags, limit, param, cost, slice, idx, now, now_ms, delta)
+      kind, flags, limit, param, cost, slice, idx, now, now_ms)
     if not ok then a, b, c, d, e = failed(a), 0, 0, 0, 0 end
     local j = 5 * i
     out[j + 1], out[j + 2], out[j + 3], out[j + 4], out[j + 5] = a, b, c, d, e
