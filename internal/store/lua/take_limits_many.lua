@@ -55,10 +55,10 @@ end
 -- take_run answers a run of m calls: KEYS from k, ARGV from at (the
 -- seven shared values, then the fields).
 local function take_run(k, m, at, now)
-  local slice, idx = tonumber(ARGV[at + 5]), tonumber(ARGV[at + 6])
+  local slice, idx = ARGV[at + 5] + 0, ARGV[at + 6] + 0
   if not check_slice(now, slice, idx) then return {-1, -1, now} end
-  local kind, flags, limit = tonumber(ARGV[at]), tonumber(ARGV[at + 1]), tonumber(ARGV[at + 2])
-  local param, cost, now_ms = tonumber(ARGV[at + 3]), tonumber(ARGV[at + 4]), floor(now / 1000)
+  local kind, flags, limit = ARGV[at] + 0, ARGV[at + 1] + 0, ARGV[at + 2] + 0
+  local param, cost, now_ms = ARGV[at + 3] + 0, ARGV[at + 4] + 0, floor(now / 1000)
   if kind == 1 then return window_run(k, m, at + 7, flags, limit, param, cost, slice, idx, now_ms) end
   local out = {}
   for i = 0, m - 1 do
@@ -74,7 +74,7 @@ local now = now_us()
 local out, k, at = {}, 1, 1
 local nargs = #ARGV
 while at <= nargs do
-  local script, n = ARGV[at], tonumber(ARGV[at + 1])
+  local script, n = ARGV[at], ARGV[at + 1] + 0
   if script == '3' then
     out[#out + 1] = take_run(k, n, at + 2, now)
     at, k = at + 9 + n, k + 2 * n
