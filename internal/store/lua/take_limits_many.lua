@@ -13,7 +13,9 @@
 -- checks of one policy: most of a busy pipeline) comes as one entry, 3:
 -- the number of calls m, the seven values they share, then their m
 -- fields; their keys are two per call as take_limit's. Redis then reads,
--- and Lua converts, the shared values once per run, not once per call.
+-- and Lua converts, the shared values once per run, not once per call. A
+-- run of a fixed window's calls comes as 4, the same but for its keys: one
+-- per call, cur (prev_of names prev).
 -- Returns one reply per entry: per call, what its script returns, or an
 -- error reply ({err = ...}) if it failed, which stops only that call (a
 -- failed script call keeps what it wrote before the error, as this one
@@ -25,16 +27,26 @@ local function failed(r)
   if type(r) ~= 'table' or not r.err then r = {err = tostring(r)} end
   return r
 end
+-- prev_of names the hash of the slice before cur's: cur with its slice
+-- index (idx, the digits before its hash tag "{shard}") less one, as
+-- limits.go's appendLimitKeys names them.
+local function prev_of(cur, idx)
+  local tag = string.find(cur, '{%d+}$')
+  local digits = format('%.0f', idx)
+  return string.sub(cur, 1, tag - 1 - #digits) .. format('%.0f', idx - 1) .. string.sub(cur, tag)
+end
 -- window_run is take_run for a run of a fixed window's checks (fields
--- from ARGV[at]), each decided as take_limit would, replying two values
--- per call: its count, and (left ms + 2) * 4 + spent * 2 + allowed (left
--- is -2 or more). A hit on a window that runs in cur, allowed or counted,
--- is one HINCRBY and no call here: lib_limit's settle decides the rest.
-local function window_run(k, m, at, flags, limit, param, cost, slice, idx, now_ms)
+-- from ARGV[at]; ks keys per call from KEYS[k]: cur and prev, or cur
+-- alone), each decided as take_limit would, replying two values per call:
+-- its count, and (left ms + 2) * 4 + spent * 2 + allowed (left is -2 or
+-- more). A hit on a window that runs in cur, allowed or counted, is one
+-- HINCRBY and no call here: lib_limit's settle decides the rest, with
+-- prev named by prev_of when the run sends cur alone.
+local function window_run(k, ks, m, at, flags, limit, param, cost, slice, idx, now_ms)
   local out, delta, added = {}, format('%.0f', cost * slice), cost * slice
   local base, most, counts = idx * slice, 2^53 / slice - 1, flags >= 4
   for i = 0, m - 1 do
-    local cur, field = KEYS[k + 2 * i], ARGV[at + i]
+    local cur, field = KEYS[k + ks * i], ARGV[at + i]
     local n = pcall_call('HINCRBY', cur, field, delta)
     local count = type(n) == 'number' and n ~= added and floor(n / slice)
     local start = count and base + n - count * slice
@@ -42,7 +54,8 @@ local function window_run(k, m, at, flags, limit, param, cost, slice, idx, now_m
     if count and start + param > now_ms and count < most and (count <= limit or counts) then
       ok, a, b, c, d = true, count <= limit and 1 or 0, 1, count, start + param - now_ms
     else
-      ok, a, b, c, d = pcall(settle, n, cur, KEYS[k + 2 * i + 1], field, flags, limit, param, cost, slice, idx, now_ms, delta)
+      local prev = ks == 2 and KEYS[k + 2 * i + 1] or prev_of(cur, idx)
+      ok, a, b, c, d = pcall(settle, n, cur, prev, field, flags, limit, param, cost, slice, idx, now_ms, delta)
     end
     if ok then
       out[2 * i + 1], out[2 * i + 2] = c, (d + 2) * 4 + b * 2 + a
@@ -52,14 +65,16 @@ local function window_run(k, m, at, flags, limit, param, cost, slice, idx, now_m
   end
   return out
 end
--- take_run answers a run of m calls: KEYS from k, ARGV from at (the
--- seven shared values, then the fields).
-local function take_run(k, m, at, now)
+-- take_run answers a run of m calls: KEYS from k, ks per call (2, or 1
+-- for a fixed window's run that sends cur alone), ARGV from at (the seven
+-- shared values, then the fields).
+local function take_run(k, ks, m, at, now)
   local slice, idx = ARGV[at + 5] + 0, ARGV[at + 6] + 0
   if not check_slice(now, slice, idx) then return {-1, -1, now} end
   local kind, flags, limit = ARGV[at] + 0, ARGV[at + 1] + 0, ARGV[at + 2] + 0
   local param, cost, now_ms = ARGV[at + 3] + 0, ARGV[at + 4] + 0, floor(now / 1000)
-  if kind == 1 then return window_run(k, m, at + 7, flags, limit, param, cost, slice, idx, now_ms) end
+  if kind == 1 then return window_run(k, ks, m, at + 7, flags, limit, param, cost, slice, idx, now_ms) end
+  if ks ~= 2 then return {err = 'a run with one key per call is a fixed window\'s'} end
   local out = {}
   for i = 0, m - 1 do
     local ok, a, b, c, d, e = pcall(take_at, KEYS[k + 2 * i], KEYS[k + 2 * i + 1], ARGV[at + 7 + i],
@@ -75,9 +90,10 @@ local out, k, at = {}, 1, 1
 local nargs = #ARGV
 while at <= nargs do
   local script, n = ARGV[at], ARGV[at + 1] + 0
-  if script == '3' then
-    out[#out + 1] = take_run(k, n, at + 2, now)
-    at, k = at + 9 + n, k + 2 * n
+  if script == '3' or script == '4' then
+    local ks = script == '3' and 2 or 1
+    out[#out + 1] = take_run(k, ks, n, at + 2, now)
+    at, k = at + 9 + n, k + ks * n
   else
     local ok, r
     if script == '1' then
