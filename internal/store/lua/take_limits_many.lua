@@ -23,6 +23,10 @@
 -- array (a failed call's error in its first place, zeros in the other
 -- four), two per call for a fixed window's run (window_run), or
 -- {-1, -1, now µs} once if its slice is not Redis's.
+--
+-- lib_take and lib_limit are built only by a call that needs them (libs,
+-- scripts.go's lazyLibs): the common call, runs of fixed windows' hits in
+-- cur, does not, and a script makes its functions anew at every call.
 local function failed(r)
   if type(r) ~= 'table' or not r.err then r = {err = tostring(r)} end
   return r
@@ -55,7 +59,7 @@ local function window_run(k, ks, m, at, flags, limit, param, cost, slice, idx, n
       ok, a, b, c, d = true, count <= limit and 1 or 0, 1, count, start + param - now_ms
     else
       local prev = ks == 2 and KEYS[k + 2 * i + 1] or prev_of(cur, idx)
-      ok, a, b, c, d = pcall(settle, n, cur, prev, field, flags, limit, param, cost, slice, idx, now_ms, delta)
+      ok, a, b, c, d = pcall(libs().settle, n, cur, prev, field, flags, limit, param, cost, slice, idx, now_ms, delta)
     end
     if ok then
       out[2 * i + 1], out[2 * i + 2] = c, (d + 2) * 4 + b * 2 + a
@@ -77,7 +81,7 @@ local function take_run(k, ks, m, at, now)
   if ks ~= 2 then return {err = 'a run with one key per call is a fixed window\'s'} end
   local out = {}
   for i = 0, m - 1 do
-    local ok, a, b, c, d, e = pcall(take_at, KEYS[k + 2 * i], KEYS[k + 2 * i + 1], ARGV[at + 7 + i],
+    local ok, a, b, c, d, e = pcall(libs().take_at, KEYS[k + 2 * i], KEYS[k + 2 * i + 1], ARGV[at + 7 + i],
       kind, flags, limit, param, cost, slice, idx, now, now_ms)
     if not ok then a, b, c, d, e = failed(a), 0, 0, 0, 0 end
     local j = 5 * i
@@ -97,10 +101,10 @@ while at <= nargs do
   else
     local ok, r
     if script == '1' then
-      ok, r = pcall(take_one, k, at + 2, now)
+      ok, r = pcall(libs().take_one, k, at + 2, now)
       at = at + 10
     else
-      ok, r = pcall(take_group, ARGV[at + 2] == '1', k, n / 2, at + 3, now)
+      ok, r = pcall(libs().take_group, ARGV[at + 2] == '1', k, n / 2, at + 3, now)
       at = at + 3 + 4 * n
     end
     out[#out + 1] = ok and r or failed(r)
