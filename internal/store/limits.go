@@ -286,9 +286,20 @@ var takeLimitsManyScript = newHotScript(script("take_limits_many"))
 // The /limits/check calls of concurrent requests are joined by
 // takeLimitsManyScript (tags as its ARGV names them); take_limit calls in
 // a row that differ only in their field (one policy's checks) go as one
-// run, tag 3.
+// run (limitRun).
 var _ = joinCalls(takeLimitsManyScript, map[string]hotScript{"1": takeLimitScript, "2": takeLimitsScript},
-	map[string]string{"1": "3"})
+	map[string]runForm{"1": limitRun})
+
+// limitRun is how a run of take_limit calls goes: a fixed window's as tag
+// 4 with each call's cur hash only (its window_run names prev itself, for
+// the few checks that read it: one key fewer to send and to make a Lua
+// string of, per check), a bucket's as tag 3 with both hashes.
+func limitRun(args []any) (tag string, keys int) {
+	if k, _ := args[3+args[2].(int)].(int); k == 1 {
+		return "4", 1
+	}
+	return "3", 2
+}
 
 // refundLimitsScript gives back what takeLimitsScript spent
 // (lua/refund_limits.lua).

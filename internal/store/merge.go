@@ -46,18 +46,24 @@ func joinsOn(rdb redis.UniversalClient) bool {
 type joinable struct {
 	into hotScript
 	tags map[string]string
-	// runs maps a member's tag to its run tag, for a member whose calls
-	// in a row are sent as one run (join).
-	runs map[string]string
+	// runs maps a member's tag to how its calls in a row are sent as one
+	// run (join), for members whose calls differ most often only in their
+	// last value.
+	runs map[string]runForm
 }
+
+// runForm says how a run of a member's calls goes (join), from its first
+// call's arguments (as hotScript.args builds them): the run's tag in
+// into's ARGV, and how many of each call's keys it sends, its first ones
+// (into names the others itself).
+type runForm func(args []any) (tag string, keys int)
 
 // joinables are the families, by the SHA of each member script.
 var joinables = map[string]*joinable{}
 
-// joinCalls makes scripts (by tag) a family joined by into.
-// runs maps a member's tag to its run tag (join), for members whose calls
-// differ most often only in their last value.
-func joinCalls(into hotScript, scripts map[string]hotScript, runs map[string]string) *joinable {
+// joinCalls makes scripts (by tag) a family joined by into, whose calls in
+// a row go as runs as runs says (joinable.runs).
+func joinCalls(into hotScript, scripts map[string]hotScript, runs map[string]runForm) *joinable {
 	j := &joinable{into: into, tags: make(map[string]string, len(scripts)), runs: runs}
 	for tag, s := range scripts {
 		j.tags[s.Hash()] = tag
@@ -178,50 +184,70 @@ func (js *joins) split(ctx context.Context, rdb redis.Scripter) {
 	}
 }
 
-// join builds one call of j.into doing the work of cmds (nkeys keys in
-// all), in order. Calls of a member with a run tag (runs) that follow one
-// another with the same number of keys and the same ARGV but the last
-// value go as one entry: the run tag, the number of calls, the ARGV they
-// share, then each call's last value. It returns the call and the calls
-// per entry (1, or a run's).
+// join builds one call of j.into doing the work of cmds, in order. Calls
+// of a member with a run form (runs) that follow one another with the same
+// number of keys and the same ARGV but the last value go as one entry: the
+// run's tag, the number of calls, the ARGV they share, then each call's
+// last value; and of each call's keys, the run's first ones. It returns
+// the call and the calls per entry (1, or a run's). nkeys is cmds' keys in
+// all, an upper bound of the keys sent.
 func (j *joinable) join(ctx context.Context, cmds []*redis.Cmd, nkeys int) (*redis.Cmd, []int) {
 	more := nkeys
 	for _, c := range cmds {
 		more += len(c.Args()) - 1 // - evalsha, sha, numkeys + tag, numkeys
 	}
-	args := j.into.args(nkeys, more)
-	for _, c := range cmds {
-		n := c.Args()[2].(int)
-		args = append(args, c.Args()[3:3+n]...)
-	}
+	args := j.into.args(0, more)
 	var runs []int
 	for i := 0; i < len(cmds); {
-		a := cmds[i].Args()
-		n := a[2].(int)
-		tag := j.tags[a[1].(string)]
 		m := 1
-		if _, ok := j.runs[tag]; ok {
-			for i+m < len(cmds) && sameButLast(a, cmds[i+m].Args()) {
+		if _, ok := j.runs[j.tags[cmds[i].Args()[1].(string)]]; ok {
+			for i+m < len(cmds) && sameButLast(cmds[i].Args(), cmds[i+m].Args()) {
 				m++
 			}
 		}
 		runs = append(runs, m)
+		i += m
+	}
+	at, sent := 0, 0 // the keys, then each entry's ARGV
+	for _, m := range runs {
+		_, keys := j.entry(cmds[at], m)
+		for _, c := range cmds[at : at+m] {
+			args = append(args, c.Args()[3:3+keys]...)
+		}
+		at, sent = at+m, sent+m*keys
+	}
+	args[2] = sent
+	at = 0
+	for _, m := range runs {
+		a := cmds[at].Args()
+		n := a[2].(int)
+		tag, _ := j.entry(cmds[at], m)
 		if m == 1 {
 			args = append(args, tag, n)
 			args = append(args, a[3+n:]...)
-			i++
-			continue
+		} else {
+			args = append(args, tag, m)
+			args = append(args, a[3+n:len(a)-1]...)
+			for _, c := range cmds[at : at+m] {
+				args = append(args, c.Args()[len(a)-1])
+			}
 		}
-		args = append(args, j.runs[tag], m)
-		args = append(args, a[3+n:len(a)-1]...)
-		for _, c := range cmds[i : i+m] {
-			args = append(args, c.Args()[len(a)-1])
-		}
-		i += m
+		at += m
 	}
 	call := redis.NewCmd(ctx, args...)
 	call.SetFirstKeyPos(3)
 	return call, runs
+}
+
+// entry is the tag of an entry of m calls from first (a run's, or first's
+// own) and how many of each call's keys it sends.
+func (j *joinable) entry(first *redis.Cmd, m int) (tag string, keys int) {
+	a := first.Args()
+	tag = j.tags[a[1].(string)]
+	if m == 1 {
+		return tag, a[2].(int)
+	}
+	return j.runs[tag](a)
 }
 
 // sameButLast reports whether two EVALSHA calls (args as hotScript.args
@@ -300,7 +326,9 @@ func setReply(c *redis.Cmd, reply any) {
 }
 
 // splitRun hands each of a run's cmds its five values of reply (or the
-// error in their place), or every one the reply of a stale slice.
+// error in their place), or every one the reply of a stale slice. A fixed
+// window's run replies two values per call (take_limits_many's
+// window_run), which become the five of take_limit.
 func splitRun(cmds []*redis.Cmd, reply any) {
 	vals, ok := reply.([]any)
 	switch {
@@ -316,6 +344,16 @@ func splitRun(cmds []*redis.Cmd, reply any) {
 			}
 			c.SetVal(vals[5*i : 5*i+5 : 5*i+5])
 		}
+	case ok && len(vals) == 2*len(cmds):
+		five := make([]any, 5*len(cmds))
+		for i, c := range cmds {
+			r := five[5*i : 5*i+5 : 5*i+5]
+			if err := windowReply(vals[2*i], vals[2*i+1], r); err != nil {
+				c.SetErr(err)
+				continue
+			}
+			c.SetVal(r)
+		}
 	default:
 		err := fmt.Errorf("store: joined script call returned %T of %d values for a run of %d calls", reply, len(vals), len(cmds))
 		if e, isErr := reply.(error); isErr {
@@ -325,4 +363,19 @@ func splitRun(cmds []*redis.Cmd, reply any) {
 			c.SetErr(err)
 		}
 	}
+}
+
+// windowReply fills five, take_limit's reply (allowed, spent, count, left
+// ms, 0), from a window run's two values for one call: its count (or its
+// error) and (left + 2) * 4 + spent * 2 + allowed.
+func windowReply(count, code any, five []any) error {
+	if e, isErr := count.(error); isErr {
+		return e
+	}
+	n, ok := code.(int64)
+	if _, isInt := count.(int64); !isInt || !ok {
+		return fmt.Errorf("store: joined script call returned %T, %T for a window's check", count, code)
+	}
+	five[0], five[1], five[2], five[3], five[4] = n&1, n>>1&1, count, n>>2-2, int64(0)
+	return nil
 }

@@ -25,7 +25,10 @@ func BenchmarkJoinedChecks(b *testing.B) {
 }
 
 func benchJoinedChecks(b *testing.B, bucket bool) {
-	const k = 13
+	k := 13
+	if s := os.Getenv("OTPGUARD_BENCH_K"); s != "" {
+		k, _ = strconv.Atoi(s)
+	}
 	addr := os.Getenv("OTPGUARD_BENCH_REDIS")
 	if addr == "" {
 		b.Skip("OTPGUARD_BENCH_REDIS=host:port names the Redis to count on")

@@ -134,6 +134,130 @@ func clearOfSlices(now time.Time, pols []guard.Take) time.Time {
 // in the same order on another server at the same time, and leaves the
 // same keys, fields and values in Redis.
 func TestJoinedCallsDecideAsSequential(t *testing.T) {
+	pols, ids := limitPolicies(), []string{"a", "b", "c", "user:1000123"}
+	decidesAsSequential(t, 600, 1500*time.Millisecond, rand.New(rand.NewPCG(26, 2)), pols, func(rng *rand.Rand) [][]guard.Take {
+		draw := func() guard.Take {
+			tk := pols[rng.IntN(len(pols))]
+			tk.Key.ID = ids[rng.IntN(len(ids))]
+			tk.Cost = int64(rng.IntN(3))
+			return tk
+		}
+		reqs := make([][]guard.Take, 1+rng.IntN(6))
+		for i := range reqs {
+			if rng.IntN(3) > 0 {
+				reqs[i] = []guard.Take{draw()} // a check (or a peek): take_limit, or take_limits for a peek
+				continue
+			}
+			for range 1 + rng.IntN(3) {
+				tk := draw()
+				tk.AllOrNothing = !tk.Independent
+				tk.Hold = rng.IntN(6) == 0
+				reqs[i] = append(reqs[i], tk)
+			}
+		}
+		return reqs
+	})
+}
+
+// TestJoinedRunsDecideAsSequential is TestJoinedCallsDecideAsSequential
+// for runs (one policy's checks in a row, lib_limit's bump): 600 steps of
+// two to eight checks of one window policy and one cost on a few ids, so
+// that a run meets every state a window's field can be in: in cur or
+// prev, running, ended in cur (l:s, a window shorter than its 1 s slice)
+// or in prev, none, denied (l:s's cost 3 denies even a new window) or
+// counted past its limit (l:c), and a count too large for a double
+// ("count:start": l:h, whose cost is 2^40).
+func TestJoinedRunsDecideAsSequential(t *testing.T) {
+	pols := append(limitPolicies(),
+		guard.Take{Key: guard.Key{Space: "l:h"}, Algorithm: guard.FixedWindow, Limit: 1 << 53, Window: 3 * time.Second, SpendIfAllowed: true},
+		guard.Take{Key: guard.Key{Space: "l:s"}, Algorithm: guard.FixedWindow, Limit: 2, Window: 400 * time.Millisecond, SpendIfAllowed: true})
+	windows := []guard.Take{pols[2], pols[3], pols[4], pols[5]}
+	ids := []string{"a", "b", "c"}
+	decidesAsSequential(t, 600, 600*time.Millisecond, rand.New(rand.NewPCG(26, 3)), pols, func(rng *rand.Rand) [][]guard.Take {
+		tk := windows[rng.IntN(len(windows))]
+		tk.Cost = 1 + int64(rng.IntN(3))
+		if tk.Key.Space == "l:h" {
+			tk.Cost = 1 << 40
+		}
+		reqs := make([][]guard.Take, 2+rng.IntN(7))
+		for i := range reqs {
+			tk.Key.ID = ids[rng.IntN(len(ids))]
+			reqs[i] = []guard.Take{tk}
+		}
+		return reqs
+	})
+}
+
+// TestJoinedRunAfterRefundToNothing: a window that started on its
+// slice's first ms and was refunded to no events is kept as "0:0", not 0
+// (which a run's HINCRBY would take for no field): the next check in a run
+// counts it in the window that runs, not in a new one.
+func TestJoinedRunAfterRefundToNothing(t *testing.T) {
+	m := miniredis.RunT(t)
+	tk := guard.Take{Key: guard.Key{Space: "l:w"}, Algorithm: guard.FixedWindow, Limit: 4, Window: 3 * time.Second, Cost: 1, SpendIfAllowed: true}
+	start := time.UnixMilli(1_900_000_000_000 / 3000 * 3000) // a slice's first ms
+	m.SetTime(start)
+	rdb, c, g := joinedClient(t, "redis://"+m.Addr())
+	st := store.NewRedis(rdb, "og:").WithLimitShards(4)
+	ctx := context.Background()
+	if err := st.LoadScripts(ctx); err != nil {
+		t.Fatal(err)
+	}
+	run := func(at time.Duration) []takeResult {
+		m.SetTime(start.Add(at))
+		st.SetSkewForTest(start.Add(at).UnixMilli() - time.Now().UnixMilli())
+		a, b := tk, tk
+		a.Key.ID, b.Key.ID = "a", "b"
+		return takeTogether(t, rdb, c, g, []*store.Redis{st, st}, [][]guard.Take{{a}, {b}})
+	}
+	first := run(0)
+	if err := st.Refund(ctx, []guard.Take{{Key: guard.Key{Space: "l:w", ID: "a"}, Algorithm: guard.FixedWindow, Limit: 4, Window: 3 * time.Second, Cost: 1}}); err != nil || first[0].err != nil {
+		t.Fatal(err, first[0].err)
+	}
+	got := run(time.Second)
+	if got[0].err != nil {
+		t.Fatal(got[0].err)
+	}
+	if r := got[0].res[0]; r.Count != 1 || r.ResetAfter != 2*time.Second {
+		t.Fatalf("check after the refund: %+v; want count 1 in the window that started a second ago (2 s left)", r)
+	}
+}
+
+// TestJoinedRunOnRedis: on a real Redis (whose Lua is not miniredis's),
+// runs of two checks on one window walk it from no field, through hits
+// that HINCRBY adds to, past the count a double holds exactly (the field
+// becomes "count:start", which HINCRBY refuses, and the run reads it
+// again), to a denial that must leave it as it was: each count is exact.
+func TestJoinedRunOnRedis(t *testing.T) {
+	tr := redistest.New(t)
+	rdb, c, g := joinedClient(t, tr.URL)
+	st := store.NewRedis(rdb, tr.Prefix)
+	if err := st.LoadScripts(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	const cost = 1 << 36 // 2^53 / 60,000 (the slice, ms) is about 2.2 hits
+	tk := guard.Take{Key: guard.Key{Space: "l:h", ID: "k"}, Algorithm: guard.FixedWindow, Limit: 7 * cost, Window: time.Minute, Cost: cost, SpendIfAllowed: true}
+	for i := int64(1); i <= 4; i++ {
+		got := takeTogether(t, rdb, c, g, []*store.Redis{st, st}, [][]guard.Take{{tk}, {tk}})
+		for k, r := range got {
+			hit := 2*(i-1) + int64(k) + 1
+			allowed, want := hit <= 7, min(hit, 7)*cost // the 8th is denied and counts nothing
+			if r.err != nil || r.res[0].Allowed != allowed || r.res[0].Count != want {
+				t.Fatalf("run %d, check %d: %+v, %v; want allowed %v, count %d", i, k, r.res, r.err, allowed, want)
+			}
+		}
+	}
+}
+
+// decidesAsSequential runs steps of requests (one step's from next, the
+// clock moved up to maxStep before it, or now and then 6 s) on a
+// coalesced store, each step's concurrently in one joined call, and on a
+// store that runs them one after another on another server at the same
+// time, with refunds after some and a clock that moves across the slices
+// of pols: each request must get the same results from both, and after
+// each step the two servers must hold the same keys, fields and values.
+func decidesAsSequential(t *testing.T, steps int, maxStep time.Duration, rng *rand.Rand, pols []guard.Take, next func(*rand.Rand) [][]guard.Take) {
+	t.Helper()
 	now := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
 	mj, ms := miniredis.RunT(t), miniredis.RunT(t)
 	setTime := func(d time.Duration) {
@@ -153,38 +277,17 @@ func TestJoinedCallsDecideAsSequential(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	rng := rand.New(rand.NewPCG(26, 2))
-	pols, ids := limitPolicies(), []string{"a", "b", "c", "user:1000123"}
-	draw := func() guard.Take {
-		tk := pols[rng.IntN(len(pols))]
-		tk.Key.ID = ids[rng.IntN(len(ids))]
-		tk.Cost = int64(rng.IntN(3))
-		return tk
-	}
-	request := func() []guard.Take {
-		if rng.IntN(3) > 0 {
-			return []guard.Take{draw()} // a check (or a peek): take_limit, or take_limits for a peek
-		}
-		var batch []guard.Take
-		for range 1 + rng.IntN(3) {
-			tk := draw()
-			tk.AllOrNothing = !tk.Independent
-			tk.Hold = rng.IntN(6) == 0
-			batch = append(batch, tk)
-		}
-		return batch
-	}
-	for step := range 600 {
-		d := time.Duration(rng.IntN(1500)) * time.Millisecond
+	for step := range steps {
+		d := time.Duration(rng.Int64N(int64(maxStep)/1e6)) * time.Millisecond
 		if rng.IntN(50) == 0 {
 			d = 6 * time.Second
 		}
 		setTime(clearOfSlices(now.Add(d), pols).Sub(now))
 		joined.SetSkewForTest(now.UnixMilli() - time.Now().UnixMilli())
-		reqs := make([][]guard.Take, 1+rng.IntN(6))
+		reqs := next(rng)
 		stores := make([]*store.Redis, len(reqs))
 		for i := range reqs {
-			reqs[i], stores[i] = request(), joined
+			stores[i] = joined
 		}
 		g.pipelines()
 		got := takeTogether(t, rdb, c, g, stores, reqs)

@@ -21,14 +21,6 @@
 -- that the listpack keeps them in a few bytes: a bucket's TAT in µs, a
 -- window's count * L + its start in ms (or "count:start" for a count too
 -- large for that to be exact in a double).
--- The functions the decisions call per take, as locals: a global (and
--- math.floor's table) is a hash lookup at every call, a local is not.
-local call, floor, ceil, format, tonumber = redis.call, math.floor, math.ceil, string.format, tonumber
--- check_slice reports whether now (µs) falls in slice idx of slices of
--- slice ms.
-local function check_slice(now, slice, idx)
-  return floor(now / (slice * 1000)) == idx
-end
 -- slices_hold reports whether now (µs) falls in the slice each of n items
 -- named: ARGV[at + stride * i] is item i's slice ms (i from 0), the value
 -- after it its slice index.
@@ -80,11 +72,10 @@ local function store_bucket(cur, prev, field, slice, idx, tat, now, where)
   if where ~= true then expire_new(cur, slice, idx) end
 end
 
--- A window is {count, start (ms, nil when none runs), where}. A window
--- that ended reads as none (count 0), remembering where its field is.
-local function load_window(cur, prev, field, slice, idx, window, now_ms)
-  local v, where = find(cur, prev, field)
-  if not v then return {count = 0, where = nil} end
+-- A window is {count, start (ms, nil when none runs), where, num (kept
+-- as one number, which HINCRBY can add to)}. A window that ended reads as
+-- none (count 0), remembering where its field is.
+local function window_at(v, where, slice, idx, window, now_ms)
   local count, rel
   local n = tonumber(v)
   if n then
@@ -96,10 +87,18 @@ local function load_window(cur, prev, field, slice, idx, window, now_ms)
   end
   local start = (where and idx or idx - 1) * slice + rel
   if start + window <= now_ms then return {count = 0, where = where} end
-  return {count = count, start = start, where = where}
+  return {count = count, start = start, where = where, num = n ~= nil}
 end
+local function load_window(cur, prev, field, slice, idx, window, now_ms)
+  local v, where = find(cur, prev, field)
+  if not v then return {count = 0, where = nil} end
+  return window_at(v, where, slice, idx, window, now_ms)
+end
+-- A packed value is never the number 0 (a window refunded to no events
+-- that started on its slice's first ms is "0:0"): bump reads a HINCRBY
+-- that returns exactly what it added as a field that was not there.
 local function pack_window(count, rel, slice)
-  if count < 2^53 / slice - 1 then return format('%.0f', count * slice + rel) end
+  if count < 2^53 / slice - 1 and count + rel > 0 then return format('%.0f', count * slice + rel) end
   return format('%.0f:%.0f', count, rel)
 end
 -- store_window writes w back: a running window in the slice it started
@@ -118,29 +117,79 @@ local function store_window(cur, prev, field, slice, idx, w, now_ms)
   w.start, w.where = now_ms, true
 end
 
+-- take_window is a window's take that spends (take_at's), on w as
+-- load_window read it.
+local function take_window(cur, prev, field, flags, limit, param, cost, slice, idx, now_ms, delta, w)
+  local allowed = w.count + cost <= limit
+  if not allowed and flags < 4 then
+    return 0, 0, w.count, w.start and (w.start + param - now_ms) or -2, 0
+  end
+  w.count = w.count + cost
+  if delta and w.num and w.count < 2^53 / slice - 1 then
+    call('HINCRBY', w.where and cur or prev, field, delta)
+  else
+    store_window(cur, prev, field, slice, idx, w, now_ms)
+  end
+  return allowed and 1 or 0, 1, w.count, w.start + param - now_ms, 0
+end
+-- settle is a run's window take (take_window's decision and writes) after
+-- its HINCRBY: the run adds delta (cost * L, as a string) to the field in
+-- cur first, and reads a window that runs in cur, allowed or counted (its
+-- common case), from what that returned (n) without calling here: no
+-- HGET, no number parsed from a string, no table. settle decides every
+-- other case, putting right what the HINCRBY did first, so that the
+-- decision and what is stored are take_window's:
+--  * no field in cur (n is what was added: pack_window never stores 0):
+--    the window is prev's (the new field is deleted), or none (the field
+--    is overwritten by the new window, or deleted on a denial);
+--  * a window that ended: overwritten by the new one (a denied take
+--    undoes the add by -delta);
+--  * a denial, or a count too large for a double: undone by -delta;
+--  * a value HINCRBY refused (n an error: "count:start"): nothing written.
+-- It returns take_window's five values.
+local function settle(n, cur, prev, field, flags, limit, param, cost, slice, idx, now_ms, delta)
+  if type(n) ~= 'number' then
+    return take_window(cur, prev, field, flags, limit, param, cost, slice, idx, now_ms, delta,
+      load_window(cur, prev, field, slice, idx, param, now_ms))
+  end
+  local added = cost * slice
+  if n == added then
+    local v = call('HGET', prev, field)
+    local w = {count = 0}
+    if v then
+      call('HDEL', cur, field)
+      w = window_at(v, false, slice, idx, param, now_ms)
+    end
+    local a, b, c, d, e = take_window(cur, prev, field, flags, limit, param, cost, slice, idx, now_ms, delta, w)
+    if b == 0 and not v then call('HDEL', cur, field) end
+    return a, b, c, d, e
+  end
+  local count = floor(n / slice)
+  local start = idx * slice + n - count * slice
+  local fits, counts = count < 2^53 / slice - 1, cost <= limit or flags >= 4
+  if start + param <= now_ms then
+    if not counts then call('HINCRBY', cur, field, format('%.0f', -added)) end
+    return take_window(cur, prev, field, flags, limit, param, cost, slice, idx, now_ms, delta, {count = 0, where = true})
+  end
+  if fits and (count <= limit or flags >= 4) then
+    return count <= limit and 1 or 0, 1, count, start + param - now_ms, 0
+  end
+  call('HINCRBY', cur, field, format('%.0f', -added))
+  local w = {count = count - cost, start = start, where = true, num = true}
+  if not fits then w = load_window(cur, prev, field, slice, idx, param, now_ms) end
+  return take_window(cur, prev, field, flags, limit, param, cost, slice, idx, now_ms, delta, w)
+end
+
 -- take_at is one take that spends (cost > 0, not held) on the limit of
 -- field in hashes cur and prev of slice idx, its slice already checked:
 -- take_one's decision, its five replies returned as five values (no table
 -- per take: a run of take_limits_many lays them out flat), on values
 -- already read (kind, flags, limit, param and cost as take_group's), now
--- in µs and ms. delta, if not nil, is cost * slice as a string: a hit on
--- a running window then adds it to the stored count * L + start by
--- HINCRBY, the same value as store_window's HSET without formatting a
--- number per take (the callers of a run format it once).
-local function take_at(cur, prev, field, kind, flags, limit, param, cost, slice, idx, now, now_ms, delta)
+-- in µs and ms.
+local function take_at(cur, prev, field, kind, flags, limit, param, cost, slice, idx, now, now_ms)
   if kind == 1 then
-    local w = load_window(cur, prev, field, slice, idx, param, now_ms)
-    local allowed = w.count + cost <= limit
-    if not allowed and flags < 4 then
-      return 0, 0, w.count, w.start and (w.start + param - now_ms) or -2, 0
-    end
-    w.count = w.count + cost
-    if delta and w.start and w.count < 2^53 / slice - 1 then
-      call('HINCRBY', w.where and cur or prev, field, delta)
-    else
-      store_window(cur, prev, field, slice, idx, w, now_ms)
-    end
-    return allowed and 1 or 0, 1, w.count, w.start + param - now_ms, 0
+    return take_window(cur, prev, field, flags, limit, param, cost, slice, idx, now_ms, nil,
+      load_window(cur, prev, field, slice, idx, param, now_ms))
   end
   local tat, where = load_bucket(cur, prev, field, slice, idx, now)
   local burst = limit * param

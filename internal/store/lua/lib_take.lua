@@ -1,12 +1,8 @@
--- lib_take is what the take scripts share: Redis's clock, what a bucket
--- holds, and the decision of a batch of takes, which take_many (one key
--- per counter, lib_bucket) and take_limits (fields of time-slice hashes,
--- lib_limit) run alike: they differ only in where a limit's state is read
--- and written, so one loop decides for both and neither can drift.
-local function now_us()
-  local t = redis.call('TIME')
-  return tonumber(t[1]) * 1000000 + tonumber(t[2])
-end
+-- lib_take is what the take scripts share: what a bucket holds, and the
+-- decision of a batch of takes, which take_many (one key per counter,
+-- lib_bucket) and take_limits (fields of time-slice hashes, lib_limit)
+-- run alike: they differ only in where a limit's state is read and
+-- written, so one loop decides for both and neither can drift.
 -- tokens_left is what a bucket holds when it is full again in d
 -- microseconds. A TAT is kept in whole microseconds, rounded from
 -- tat + cost * interval: with an interval that is not a whole number of
