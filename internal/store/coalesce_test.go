@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -355,5 +356,74 @@ func TestCoalescerStalledPipelineLetsAnotherGo(t *testing.T) {
 	}
 	if most := g.most(); most != 2 {
 		t.Errorf("%d pipelines on the wire at once, want 2 (the held one and the one beside it)", most)
+	}
+}
+
+// TestCoalescerBusyWorkerYieldsBeforeSending: a worker whose last
+// pipeline carried more than one command yields once before it gathers
+// (gather), and what reaches the queue meanwhile goes in the same
+// pipeline; after a pipeline of one (idle) it does not yield. The yield
+// here stands for a request goroutine that reaches its Redis call while
+// the worker lets it run.
+func TestCoalescerBusyWorkerYieldsBeforeSending(t *testing.T) {
+	target := redistest.New(t)
+	rdb := redistest.Client(t, target.URL)
+	var yields atomic.Int32
+	var during func() // what a yield lets happen, if anything
+	c, stop := store.CoalesceWithYield(rdb, store.CoalesceOptions{Pipelines: 1, Timeout: 5 * time.Second}, func() {
+		yields.Add(1)
+		if during != nil {
+			during()
+		}
+	})
+	t.Cleanup(stop)
+	g := newHoldGate()
+	rdb.AddHook(g)
+	key := target.Prefix + "n"
+	incr := func() chan incrResult { return incrAsync(rdb, key) }
+	reply := func(ch chan incrResult) {
+		t.Helper()
+		if r := within(t, ch, "reply"); r.err != nil {
+			t.Fatal(r.err)
+		}
+	}
+	// A lone command (no yield: the worker has sent nothing), held on the
+	// wire while two more queue behind it: they go together, and still
+	// without a yield, the last pipeline having carried one.
+	g.armed.Store(true)
+	a := incr()
+	within(t, g.entered, "held pipeline")
+	b, c2 := incr(), incr()
+	waitQueued(t, c, 2)
+	close(g.release)
+	reply(a)
+	reply(b)
+	reply(c2)
+	if n := yields.Load(); n != 0 {
+		t.Fatalf("%d yields after pipelines of one and of two commands, want 0", n)
+	}
+	// Busy now (the last pipeline carried two): the next lone command waits
+	// for one yield, and one more that queues during it goes with it.
+	queued := make(chan chan incrResult, 1)
+	during = func() { // on the worker's goroutine: no t.Fatal here
+		e := incr()
+		for i := 0; c.Queued() != 1 && i < 30_000; i++ {
+			time.Sleep(time.Millisecond)
+		}
+		queued <- e
+	}
+	d := incr()
+	reply(d)
+	reply(within(t, queued, "command queued during the yield"))
+	during = nil
+	// A lone command after that pipeline of two yields once more, finds
+	// nothing, goes alone; the one after it is not busy: no yield.
+	reply(incr())
+	reply(incr())
+	if sizes := g.pipelines(); !slices.Equal(sizes, []int{1, 2, 2, 1, 1}) {
+		t.Errorf("pipelines of %v commands, want [1 2 2 1 1]", sizes)
+	}
+	if n := yields.Load(); n != 2 {
+		t.Errorf("%d yields, want 2 (before each pipeline that followed one of two)", n)
 	}
 }

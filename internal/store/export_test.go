@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"runtime"
 
 	"github.com/redis/go-redis/v9"
 
@@ -30,7 +31,13 @@ type Timer = timer
 // CoalesceWithTimers is Coalesce with the workers' stall timers made by
 // newTimer, for tests that fire them by hand.
 func CoalesceWithTimers(rdb redis.UniversalClient, o CoalesceOptions, newTimer func(f func()) Timer) (*Coalescer, func()) {
-	return coalesce(rdb, o, newTimer)
+	return coalesce(rdb, o, newTimer, runtime.Gosched)
+}
+
+// CoalesceWithYield is Coalesce with the busy workers' yield (gather) done
+// by yield, for tests that run something in it.
+func CoalesceWithYield(rdb redis.UniversalClient, o CoalesceOptions, yield func()) (*Coalescer, func()) {
+	return coalesce(rdb, o, stallTimer, yield)
 }
 
 // Queued is how many commands wait for a pipeline.
