@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -259,6 +260,30 @@ func TestWindowRunOnRedisAsTakeLimit(t *testing.T) {
 		}
 		if !reflect.DeepEqual(got[0], got[1]) {
 			t.Errorf("%s:\n take_limit %+v\n run        %+v", s.name, got[0], got[1])
+		}
+	}
+}
+
+// TestWindowRunLeavesNothingOnAnError: a check whose prev is not a hash
+// (something else took the name) fails, as take_limit does, and the field
+// its HINCRBY made in cur (which a new hash holds without a TTL) is gone.
+func TestWindowRunLeavesNothingOnAnError(t *testing.T) {
+	m := miniredis.RunT(t)
+	rdb := redistest.Client(t, "redis://"+m.Addr())
+	ctx := context.Background()
+	const slice, nowMs = 60000, 1_000_020_500
+	m.SetTime(time.UnixMilli(nowMs))
+	idx := int64(nowMs / slice)
+	cur, prev := fmt.Sprintf("og:l:w:%d{3}", idx), fmt.Sprintf("og:l:w:%d{3}", idx-1)
+	if err := rdb.Set(ctx, prev, "not a hash", time.Hour).Err(); err != nil {
+		t.Fatal(err)
+	}
+	for _, run := range []bool{false, true} {
+		if _, err := windowTake(ctx, rdb, cur, prev, idx, 0, 5, slice, 1, slice, run); err == nil || !strings.Contains(err.Error(), "WRONGTYPE") {
+			t.Errorf("run %v: %v, want WRONGTYPE", run, err)
+		}
+		if n, err := rdb.Exists(ctx, cur).Result(); err != nil || n != 0 {
+			t.Errorf("run %v: cur exists (%d, %v) after the failed check", run, n, err)
 		}
 	}
 }
