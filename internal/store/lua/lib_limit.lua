@@ -159,7 +159,6 @@ local function settle(n, cur, prev, field, flags, limit, param, cost, slice, idx
       load_window(cur, prev, field, slice, idx, param, now_ms))
   end
   local added = cost * slice
-  local undo = format('%.0f', -added)
   if n == added then
     local v = pcall_call('HGET', prev, field)
     if type(v) == 'table' then -- prev is not a hash: leave cur as it was
@@ -175,7 +174,7 @@ local function settle(n, cur, prev, field, flags, limit, param, cost, slice, idx
     if b == 0 and not v then call('HDEL', cur, field) end
     return a, b, c, d, e
   end
-  local count = floor(n / slice)
+  local count, undo = floor(n / slice), format('%.0f', -added)
   if count >= 2^53 / slice - 1 then -- n past 2^53 may be rounded: read the window exactly
     call('HINCRBY', cur, field, undo)
     return take_window(cur, prev, field, flags, limit, param, cost, slice, idx, now_ms, delta,
