@@ -79,3 +79,11 @@ func JoinsOnForTest(rdb redis.UniversalClient) bool { return joinsOn(rdb) }
 // SaveCodeScriptForTest is the code's save script, for a test that calls
 // it the way the store did before (inside a MULTI with the id's SET).
 var SaveCodeScriptForTest = saveCodeScript.Script
+
+// LuaSourceForTest is the source of the script of lua/<name>.lua, its
+// libraries included, as Redis runs it.
+func LuaSourceForTest(name string) string { return luaScripts[name].src }
+
+// WindowReplyForTest is windowReply: a window run's two values for a call
+// made take_limit's five.
+var WindowReplyForTest = windowReply

@@ -73,7 +73,7 @@ local function store_bucket(cur, prev, field, slice, idx, tat, now, where)
 end
 
 -- A window is {count, start (ms, nil when none runs), where, num (kept
--- as one number, which HINCRBY can add to)}. A window that ended reads as
+-- as one number of digits, which HINCRBY can add to)}. A window that ended reads as
 -- none (count 0), remembering where its field is.
 local function window_at(v, where, slice, idx, window, now_ms)
   local count, rel
@@ -87,7 +87,7 @@ local function window_at(v, where, slice, idx, window, now_ms)
   end
   local start = (where and idx or idx - 1) * slice + rel
   if start + window <= now_ms then return {count = 0, where = where} end
-  return {count = count, start = start, where = where, num = n ~= nil}
+  return {count = count, start = start, where = where, num = n ~= nil and string.find(v, '^%d+$') ~= nil}
 end
 local function load_window(cur, prev, field, slice, idx, window, now_ms)
   local v, where = find(cur, prev, field)
@@ -144,17 +144,27 @@ end
 --    is overwritten by the new window, or deleted on a denial);
 --  * a window that ended: overwritten by the new one (a denied take
 --    undoes the add by -delta);
---  * a denial, or a count too large for a double: undone by -delta;
---  * a value HINCRBY refused (n an error: "count:start"): nothing written.
+--  * a denial: undone by -delta;
+--  * a count too large for a double (n may have been rounded past 2^53):
+--    undone by -delta, and the window read again exactly;
+--  * a value HINCRBY refused (n an error: "count:start", or a number in
+--    a form only Lua reads, "12e5"): nothing written; it is rewritten.
+-- An old release's "0" (a window refunded to nothing on its slice's
+-- first ms) reads as no field here: the same decision, the window's start
+-- moved to now; such a field lives at most two slices after an upgrade.
 -- It returns take_window's five values.
 local function settle(n, cur, prev, field, flags, limit, param, cost, slice, idx, now_ms, delta)
-  if type(n) ~= 'number' then
-    return take_window(cur, prev, field, flags, limit, param, cost, slice, idx, now_ms, delta,
+  if type(n) ~= 'number' then -- HINCRBY refused the value: it is rewritten, not added to
+    return take_window(cur, prev, field, flags, limit, param, cost, slice, idx, now_ms, nil,
       load_window(cur, prev, field, slice, idx, param, now_ms))
   end
   local added = cost * slice
   if n == added then
-    local v = call('HGET', prev, field)
+    local v = pcall_call('HGET', prev, field)
+    if type(v) == 'table' then -- prev is not a hash: leave cur as it was
+      call('HDEL', cur, field)
+      error(v)
+    end
     local w = {count = 0}
     if v then
       call('HDEL', cur, field)
@@ -164,20 +174,23 @@ local function settle(n, cur, prev, field, flags, limit, param, cost, slice, idx
     if b == 0 and not v then call('HDEL', cur, field) end
     return a, b, c, d, e
   end
-  local count = floor(n / slice)
+  local count, undo = floor(n / slice), format('%.0f', -added)
+  if count >= 2^53 / slice - 1 then -- n past 2^53 may be rounded: read the window exactly
+    call('HINCRBY', cur, field, undo)
+    return take_window(cur, prev, field, flags, limit, param, cost, slice, idx, now_ms, delta,
+      load_window(cur, prev, field, slice, idx, param, now_ms))
+  end
   local start = idx * slice + n - count * slice
-  local fits, counts = count < 2^53 / slice - 1, cost <= limit or flags >= 4
   if start + param <= now_ms then
-    if not counts then call('HINCRBY', cur, field, format('%.0f', -added)) end
+    if cost > limit and flags < 4 then call('HINCRBY', cur, field, undo) end
     return take_window(cur, prev, field, flags, limit, param, cost, slice, idx, now_ms, delta, {count = 0, where = true})
   end
-  if fits and (count <= limit or flags >= 4) then
+  if count <= limit or flags >= 4 then
     return count <= limit and 1 or 0, 1, count, start + param - now_ms, 0
   end
-  call('HINCRBY', cur, field, format('%.0f', -added))
-  local w = {count = count - cost, start = start, where = true, num = true}
-  if not fits then w = load_window(cur, prev, field, slice, idx, param, now_ms) end
-  return take_window(cur, prev, field, flags, limit, param, cost, slice, idx, now_ms, delta, w)
+  call('HINCRBY', cur, field, undo)
+  return take_window(cur, prev, field, flags, limit, param, cost, slice, idx, now_ms, delta,
+    {count = count - cost, start = start, where = true, num = true})
 end
 
 -- take_at is one take that spends (cost > 0, not held) on the limit of
