@@ -298,21 +298,22 @@ func (c *Coalescer) work() {
 // is less Redis CPU per decision; idle, nothing else is ready and the
 // yield returns at once.
 func (c *Coalescer) gather(batch *[]*coalesced, busy bool) {
-	for pass := 0; pass < 2; pass++ {
-		for len(*batch) < c.maxBatch {
-			select {
-			case p := <-c.queue:
-				*batch = append(*batch, p)
-				continue
-			default:
-			}
-			break
-		}
-		if !busy || len(*batch) >= c.maxBatch {
+	c.take(batch)
+	if busy && len(*batch) < c.maxBatch {
+		c.yield()
+		c.take(batch)
+	}
+}
+
+// take adds to batch what waits in the queue now, up to maxBatch.
+func (c *Coalescer) take(batch *[]*coalesced) {
+	for len(*batch) < c.maxBatch {
+		select {
+		case p := <-c.queue:
+			*batch = append(*batch, p)
+		default:
 			return
 		}
-		c.yield()
-		busy = false
 	}
 }
 
