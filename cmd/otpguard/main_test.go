@@ -26,8 +26,6 @@ type program struct {
 	key   string
 	// opsKey is OTPGUARD_OPS_KEYS, or the key embedded mode generated.
 	opsKey string
-	// server is the HTTP server the listening line names.
-	server string
 	cancel context.CancelFunc
 	// stopped is set once stop has read run's result from done.
 	stopped bool
@@ -103,7 +101,6 @@ func boot(t *testing.T, vars map[string]string) *program {
 		}
 		if m["msg"] == "listening" {
 			p.url = m["url"].(string)
-			p.server, _ = m["server"].(string)
 		}
 	}
 	return p

@@ -32,8 +32,8 @@ type Config struct {
 	// LimitShards is the hashes per /limits/check policy and time slice
 	// that hold the limits (store.Redis.WithLimitShards).
 	LimitShards int
-	// HTTPServer is the API listener's HTTP/1.1 server: "net/http" or
-	// "fasthttp" (run.go, serve_fasthttp.go).
+	// HTTPServer is what OTPGUARD_HTTP_SERVER asked for: "" or "net/http",
+	// the one server (run.go); anything else is refused by Validate.
 	HTTPServer string
 	// MaxInFlight bounds the decisions (sends, verifies, checks) this
 	// instance works on at once; more are shed with 503 overloaded.

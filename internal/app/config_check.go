@@ -202,10 +202,15 @@ func urlProblem(err error) string {
 	return msg
 }
 
+// checkHTTPServer accepts only Go's net/http, the one server of every
+// route; a deployment that still asks for fasthttp is told what replaced it
+// rather than silently served by something else.
 func checkHTTPServer(c *Config) error {
 	switch c.HTTPServer {
-	case httpServerNet, httpServerFast:
+	case "", "net/http":
 		return nil
+	case "fasthttp":
+		return errors.New("fasthttp is no longer offered: every route is served by Go's net/http; unset OTPGUARD_HTTP_SERVER")
 	}
-	return fmt.Errorf("must be net/http or fasthttp, got %q", c.HTTPServer)
+	return fmt.Errorf("must be net/http (the only server), got %q", c.HTTPServer)
 }

@@ -7,8 +7,6 @@ import (
 	"net"
 	"net/http"
 	"time"
-
-	"github.com/valyala/fasthttp"
 )
 
 // Shutdown timing. drainTimeout is how long Run waits for requests in
@@ -36,7 +34,7 @@ func (a *App) Run(ctx context.Context) error {
 	base, cut := context.WithCancel(context.WithoutCancel(ctx))
 	defer cut()
 	srv := a.apiServer(base)
-	a.log.Info("listening", "addr", ln.Addr().String(), "url", "http://"+ln.Addr().String(), "server", a.cfg.HTTPServer)
+	a.log.Info("listening", "addr", ln.Addr().String(), "url", "http://"+ln.Addr().String())
 	if a.cfg.DebugAddr != "" {
 		stopDebug, err := a.serveDebug(a.cfg.DebugAddr)
 		if err != nil {
@@ -76,7 +74,7 @@ func (a *App) Run(ctx context.Context) error {
 
 // drain waits drainTimeout for the requests in flight, then cuts them and
 // waits cutGrace more for them to record their outcome and answer.
-func (a *App) drain(srv apiServer, cut context.CancelFunc) error {
+func (a *App) drain(srv *http.Server, cut context.CancelFunc) error {
 	dctx, cancel := context.WithTimeout(context.Background(), drainTimeout)
 	err := srv.Shutdown(dctx)
 	cancel()
@@ -96,25 +94,21 @@ func (a *App) drain(srv apiServer, cut context.CancelFunc) error {
 	return nil
 }
 
-// apiServer is the API listener's server, as OTPGUARD_HTTP_SERVER says;
-// its requests run on base.
-func (a *App) apiServer(base context.Context) apiServer {
-	if a.cfg.HTTPServer == httpServerFast {
-		// The checks on fasthttp itself, unless traced: the spans are
-		// otelhttp's, a net/http handler's.
-		var native func(context.Context, fasthttp.RequestHandler) fasthttp.RequestHandler
-		if srv := a.live.server; srv != nil && a.handler == http.Handler(srv) {
-			native = srv.FastChecks
-		}
-		return newFastServer(a.handler, base, a.log, native)
-	}
+// maxHeaderBytes bounds a request's header: net/http allows 4 KiB more
+// than it (its bufio slack), so a header of up to 20 KiB is read and 431
+// answers one past that.
+const maxHeaderBytes = 16 << 10
+
+// apiServer is the API listener's server, Go's net/http serving the echo
+// handler for every route; its requests run on base.
+func (a *App) apiServer(base context.Context) *http.Server {
 	return &http.Server{
 		Handler:           a.handler,
 		ReadHeaderTimeout: 5 * time.Second,
 		ReadTimeout:       10 * time.Second,
 		WriteTimeout:      30 * time.Second,
 		IdleTimeout:       2 * time.Minute,
-		MaxHeaderBytes:    16 << 10,
+		MaxHeaderBytes:    maxHeaderBytes,
 		BaseContext:       func(net.Listener) context.Context { return base },
 	}
 }

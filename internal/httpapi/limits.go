@@ -85,9 +85,7 @@ type checkResponse struct {
 }
 
 // checkLimits: POST /limits/check. Decides one check or a batch in one
-// round trip to Redis; 200 when allowed, 429 (same body) when not. Its
-// core, decideChecks and rateLimitFields, is shared with the fasthttp
-// transport (limits_fasthttp.go).
+// round trip to Redis; 200 when allowed, 429 (same body) when not.
 func (s *Server) checkLimits(c echo.Context) error {
 	var req checkRequest
 	body := s.bufs.get()
@@ -121,7 +119,7 @@ func (s *Server) checkLimits(c echo.Context) error {
 }
 
 // decideChecks decides a decoded /limits/check request and counts its
-// decisions in the metrics, whatever the transport: the limiter (one
+// decisions in the metrics: the limiter (one
 // policy for the whole request) and the batch, or the error to answer.
 func (s *Server) decideChecks(ctx context.Context, req *checkRequest) (*guard.Limiter, guard.Batch, error) {
 	items := req.Checks

@@ -123,11 +123,6 @@ type Server struct {
 	idempotency     IdempotencyStore // idempotency.go
 	idempotencyWait time.Duration
 	bufs            bufPool // answers and bodies of the hot path (limits_json.go)
-
-	// For the checks served on fasthttp (limits_fasthttp.go): the API
-	// keys, and the callers' addresses as echo's IPExtractor reads them.
-	apiKeys       httpx.Keyring
-	trustsProxies bool
 }
 
 // New builds the server and registers every route.
@@ -167,7 +162,6 @@ func New(o Options) *Server {
 	s.echo.IPExtractor = clientIP(o.TrustedProxies)
 	s.echo.HidePort = true
 	s.echo.HTTPErrorHandler = httpx.ErrorHandler(o.Logger)
-	s.apiKeys, s.trustsProxies = apiKeys, len(o.TrustedProxies) > 0
 	s.routes(apiKeys, opsKeys)
 	s.metrics.FreezeRoutes(routeList(s.echo.Routes()), zeroStatuses)
 	return s
