@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/http"
 	"time"
@@ -110,5 +111,8 @@ func (a *App) apiServer(base context.Context) *http.Server {
 		IdleTimeout:       2 * time.Minute,
 		MaxHeaderBytes:    maxHeaderBytes,
 		BaseContext:       func(net.Listener) context.Context { return base },
+		// net/http's own complaints (a handler's panic, an accept error)
+		// as structured lines of the one log, not bare lines on stderr.
+		ErrorLog: slog.NewLogLogger(a.log.Handler(), slog.LevelWarn),
 	}
 }

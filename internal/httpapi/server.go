@@ -274,6 +274,13 @@ func (s *Server) around(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		span, traced := traceStart(c)
 		requestID(c)
+		if len(c.Request().TransferEncoding) > 0 {
+			// RFC 9112 6.1: a request that came with both Content-Length
+			// and Transfer-Encoding must close its connection once
+			// answered. net/http drops the Content-Length before a handler
+			// sees it, so every request with a transfer coding closes.
+			c.Response().Header().Set(echo.HeaderConnection, "close")
+		}
 		start := time.Now()
 		err := next(c)
 		if err != nil {
