@@ -25,6 +25,13 @@ import (
 // success). The challenge names the provider's site key and a signed ID
 // bound to the number and expiring; the client sends back
 // "<id>.<token>" (the ID holds no dot; the token may).
+//
+// The check has two halves. Check is the ID's: its MAC and expiry, here,
+// for nothing. Confirm is the token's: one siteverify call, which the send
+// makes last (guard.Confirmer), after every limit that can refuse without
+// it and after the solution's single use was taken, so a token goes to the
+// provider at most once and otpguard's secret is never spent on a send a
+// limit refuses anyway.
 type Captcha struct {
 	key       []byte
 	verifyURL string
@@ -53,7 +60,10 @@ func NewCaptcha(o CaptchaOptions) *Captcha {
 	return &Captcha{key: o.Key, verifyURL: o.VerifyURL, secret: o.Secret, siteKey: o.SiteKey, expires: o.Expires, client: o.Client}
 }
 
-var _ guard.Challenger = (*Captcha)(nil)
+var (
+	_ guard.Challenger = (*Captcha)(nil)
+	_ guard.Confirmer  = (*Captcha)(nil)
+)
 
 // idLen is a signed ID's bytes: expiry (8), nonce (8), MAC (16).
 const idLen = 32
@@ -76,10 +86,9 @@ func (c *Captcha) idMAC(head []byte, e164 string) []byte {
 	return m.Sum(nil)[:16]
 }
 
-// Check verifies "<id>.<token>": the ID's MAC (the number's binding) and
-// expiry here, then the token with the provider. The provider down or
-// answering nonsense is an error (503), never an allow.
-func (c *Captcha) Check(ctx context.Context, e164, solution, clientIP string, now time.Time) (guard.Solution, error) {
+// Check verifies the ID of "<id>.<token>": its MAC (the number's binding)
+// and expiry. The token is Confirm's: the provider is not asked here.
+func (c *Captcha) Check(_ context.Context, e164, solution, _ string, now time.Time) (guard.Solution, error) {
 	id, token, ok := strings.Cut(solution, ".")
 	b, err := base64.RawURLEncoding.DecodeString(id)
 	if !ok || token == "" || err != nil || len(b) != idLen {
@@ -92,10 +101,18 @@ func (c *Captcha) Check(ctx context.Context, e164, solution, clientIP string, no
 	if !now.Before(exp) {
 		return guard.Solution{}, bad("expired")
 	}
-	if err := c.siteverify(ctx, token, clientIP); err != nil {
-		return guard.Solution{}, err
-	}
 	return guard.Solution{ID: hex.EncodeToString(b[8:24]), Expires: exp}, nil
+}
+
+// Confirm asks the provider about the token of "<id>.<token>" (Check held
+// its ID). The provider down or answering nonsense is an error (503),
+// never an allow; a token it refuses is guard.ErrBadSolution.
+func (c *Captcha) Confirm(ctx context.Context, solution, clientIP string) error {
+	_, token, ok := strings.Cut(solution, ".")
+	if !ok || token == "" {
+		return bad("not <id>.<token>")
+	}
+	return c.siteverify(ctx, token, clientIP)
 }
 
 // siteverify asks the provider about token.
