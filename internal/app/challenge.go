@@ -3,8 +3,9 @@ package app
 import (
 	"crypto/hmac"
 	"crypto/sha256"
-	"errors"
+	"fmt"
 	"net/url"
+	"strings"
 
 	"github.com/otpguard/otpguard/internal/challenge"
 	"github.com/otpguard/otpguard/internal/guard"
@@ -15,18 +16,49 @@ type CaptchaConfig struct {
 	VerifyURL string
 	Secret    string
 	SiteKey   string
+	// Hostnames, Action and MinScore are what a provider's answer must
+	// name (challenge.CaptchaOptions).
+	Hostnames []string
+	Action    string
+	MinScore  float64
 }
 
-// checkCaptcha: type captcha needs its provider, at an http(s) URL.
+// checkCaptcha: type captcha needs its provider, at an http(s) URL, and
+// the sites its tokens may come from; a score-based provider needs the
+// least score it accepts.
 func (c *Config) checkCaptcha() error {
 	cc := c.Captcha
+	var cs complaints
 	if cc.VerifyURL != "" {
 		if u, err := url.Parse(cc.VerifyURL); err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
-			return errors.New("OTPGUARD_CAPTCHA_VERIFY_URL: must be an http(s) URL")
+			cs.add("OTPGUARD_CAPTCHA_VERIFY_URL: must be an http(s) URL")
+		} else if scoreBased(u) && cc.MinScore == 0 {
+			cs.add("OTPGUARD_CAPTCHA_MIN_SCORE: required with reCAPTCHA (%s): its v3 answers carry a score, and a score nobody checks lets a bot's token through", u.Host)
 		}
 	}
-	if c.Policies.OTP.Challenge.Type == guard.ChallengeCaptcha && (cc.VerifyURL == "" || cc.Secret == "" || cc.SiteKey == "") {
-		return errors.New("otp.challenge.type captcha needs OTPGUARD_CAPTCHA_VERIFY_URL, OTPGUARD_CAPTCHA_SECRET and OTPGUARD_CAPTCHA_SITE_KEY")
+	if c.Policies.OTP.Challenge.Type == guard.ChallengeCaptcha {
+		if cc.VerifyURL == "" || cc.Secret == "" || cc.SiteKey == "" {
+			cs.add("otp.challenge.type captcha needs OTPGUARD_CAPTCHA_VERIFY_URL, OTPGUARD_CAPTCHA_SECRET and OTPGUARD_CAPTCHA_SITE_KEY")
+		}
+		if len(cc.Hostnames) == 0 {
+			cs.add("otp.challenge.type captcha needs OTPGUARD_CAPTCHA_HOSTNAMES: the sites a token may be solved on (a token solved elsewhere is refused)")
+		}
+	}
+	return cs.err()
+}
+
+// scoreBased reports whether the siteverify at u is reCAPTCHA's (Google's
+// host or recaptcha.net), whose v3 answers carry a score.
+func scoreBased(u *url.URL) bool {
+	h := strings.ToLower(u.Hostname())
+	google := h == "google.com" || strings.HasSuffix(h, ".google.com")
+	return h == "recaptcha.net" || strings.HasSuffix(h, ".recaptcha.net") ||
+		google && strings.HasPrefix(u.Path, "/recaptcha/")
+}
+
+func checkCaptchaMinScore(c *Config) error {
+	if s := c.Captcha.MinScore; s < 0 || s > 1 {
+		return fmt.Errorf("must be between 0 and 1 (0: unset), got %g", s)
 	}
 	return nil
 }
@@ -41,11 +73,13 @@ func newChallenger(cfg *Config, p guard.ChallengePolicy) guard.Challenger {
 	case guard.ChallengePoW:
 		return challenge.NewPoW(key, p.MaxNumber, p.Expires)
 	case guard.ChallengeCaptcha:
-		if cfg.Captcha.VerifyURL == "" {
+		cc := cfg.Captcha
+		if cc.VerifyURL == "" || len(cc.Hostnames) == 0 {
 			return nil // Validate refuses it; a reload to captcha without a provider keeps refusals
 		}
-		return challenge.NewCaptcha(challenge.CaptchaOptions{Key: key, VerifyURL: cfg.Captcha.VerifyURL,
-			Secret: cfg.Captcha.Secret, SiteKey: cfg.Captcha.SiteKey, Expires: p.Expires})
+		return challenge.NewCaptcha(challenge.CaptchaOptions{Key: key, VerifyURL: cc.VerifyURL,
+			Secret: cc.Secret, SiteKey: cc.SiteKey, Expires: p.Expires,
+			Hostnames: cc.Hostnames, Action: cc.Action, MinScore: cc.MinScore})
 	}
 	return nil
 }

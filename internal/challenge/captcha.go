@@ -13,6 +13,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"time"
 
@@ -22,9 +23,10 @@ import (
 // Captcha checks a CAPTCHA provider's token with its server-side
 // siteverify API: Cloudflare Turnstile, hCaptcha and reCAPTCHA share its
 // shape (POST form fields secret, response and optional remoteip -> JSON
-// success). The challenge names the provider's site key and a signed ID
-// bound to the number and expiring; the client sends back
-// "<id>.<token>" (the ID holds no dot; the token may).
+// success, hostname, and action and score where the provider has them).
+// The challenge names the provider's site key and a signed ID bound to the
+// number and expiring; the client sends back "<id>.<token>" (the ID holds
+// no dot; the token may).
 //
 // The check has two halves. Check is the ID's: its MAC and expiry, here,
 // for nothing. Confirm is the token's: one siteverify call, which the send
@@ -38,6 +40,9 @@ type Captcha struct {
 	secret    string
 	siteKey   string
 	expires   time.Duration
+	hostnames []string
+	action    string
+	minScore  float64
 	client    *http.Client
 }
 
@@ -48,6 +53,19 @@ type CaptchaOptions struct {
 	Secret    string
 	SiteKey   string
 	Expires   time.Duration
+	// Hostnames are the sites a token may have been solved on: the
+	// answer's hostname must be one of them (case aside). None: no token
+	// holds.
+	Hostnames []string
+	// Action (empty: not checked) is the action the answer must name
+	// (reCAPTCHA v3's action, Turnstile's data-action).
+	Action string
+	// MinScore (0: none) is the least score an answer that carries one
+	// may have, read as reCAPTCHA v3's: 1.0 very likely a human, 0.0 very
+	// likely a bot. An answer with a score and no MinScore is the
+	// provider's failure, never an allow: a score nobody reads would let
+	// a bot's token through.
+	MinScore float64
 	// Client is the HTTP client (a 5 s timeout when nil).
 	Client *http.Client
 }
@@ -57,7 +75,12 @@ func NewCaptcha(o CaptchaOptions) *Captcha {
 	if o.Client == nil {
 		o.Client = &http.Client{Timeout: 5 * time.Second}
 	}
-	return &Captcha{key: o.Key, verifyURL: o.VerifyURL, secret: o.Secret, siteKey: o.SiteKey, expires: o.Expires, client: o.Client}
+	hosts := make([]string, len(o.Hostnames))
+	for i, h := range o.Hostnames {
+		hosts[i] = strings.ToLower(h)
+	}
+	return &Captcha{key: o.Key, verifyURL: o.VerifyURL, secret: o.Secret, siteKey: o.SiteKey, expires: o.Expires,
+		hostnames: hosts, action: o.Action, minScore: o.MinScore, client: o.Client}
 }
 
 var (
@@ -106,43 +129,72 @@ func (c *Captcha) Check(_ context.Context, e164, solution, _ string, now time.Ti
 
 // Confirm asks the provider about the token of "<id>.<token>" (Check held
 // its ID). The provider down or answering nonsense is an error (503),
-// never an allow; a token it refuses is guard.ErrBadSolution.
+// never an allow; a token it refuses, or accepts for another hostname or
+// action or with too low a score, is guard.ErrBadSolution.
 func (c *Captcha) Confirm(ctx context.Context, solution, clientIP string) error {
 	_, token, ok := strings.Cut(solution, ".")
 	if !ok || token == "" {
 		return bad("not <id>.<token>")
 	}
-	return c.siteverify(ctx, token, clientIP)
+	ans, err := c.siteverify(ctx, token, clientIP)
+	if err != nil {
+		return err
+	}
+	return c.judge(ans)
+}
+
+// answer is what siteverify says of a token.
+type answer struct {
+	Success    *bool    `json:"success"`
+	ErrorCodes []string `json:"error-codes"`
+	Hostname   string   `json:"hostname"`
+	Action     *string  `json:"action"`
+	Score      *float64 `json:"score"`
 }
 
 // siteverify asks the provider about token.
-func (c *Captcha) siteverify(ctx context.Context, token, clientIP string) error {
+func (c *Captcha) siteverify(ctx context.Context, token, clientIP string) (answer, error) {
 	form := url.Values{"secret": {c.secret}, "response": {token}}
 	if clientIP != "" {
 		form.Set("remoteip", clientIP)
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.verifyURL, strings.NewReader(form.Encode()))
 	if err != nil {
-		return fmt.Errorf("challenge: siteverify: %w", err)
+		return answer{}, fmt.Errorf("challenge: siteverify: %w", err)
 	}
 	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 	resp, err := c.client.Do(req)
 	if err != nil {
-		return fmt.Errorf("challenge: siteverify: %w", err)
+		return answer{}, fmt.Errorf("challenge: siteverify: %w", err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("challenge: siteverify: status %d", resp.StatusCode)
+		return answer{}, fmt.Errorf("challenge: siteverify: status %d", resp.StatusCode)
 	}
-	var out struct {
-		Success    *bool    `json:"success"`
-		ErrorCodes []string `json:"error-codes"`
-	}
+	var out answer
 	if err := json.NewDecoder(io.LimitReader(resp.Body, 64<<10)).Decode(&out); err != nil || out.Success == nil {
-		return fmt.Errorf("challenge: siteverify: unreadable answer (%v)", err)
+		return answer{}, fmt.Errorf("challenge: siteverify: unreadable answer (%v)", err)
 	}
-	if !*out.Success {
-		return bad("the provider refused the token: " + strings.Join(out.ErrorCodes, ","))
+	return out, nil
+}
+
+// judge reads a provider's answer: success, then the site, the action and
+// the score it names.
+func (c *Captcha) judge(a answer) error {
+	if !*a.Success {
+		return bad("the provider refused the token: " + strings.Join(a.ErrorCodes, ","))
+	}
+	if a.Score != nil && c.minScore <= 0 {
+		return fmt.Errorf("challenge: siteverify: the answer carries a score and no minimum is set (OTPGUARD_CAPTCHA_MIN_SCORE)")
+	}
+	if !slices.Contains(c.hostnames, strings.ToLower(a.Hostname)) {
+		return bad(fmt.Sprintf("solved on another site (hostname %q)", a.Hostname))
+	}
+	if c.action != "" && (a.Action == nil || *a.Action != c.action) {
+		return bad("solved for another action")
+	}
+	if a.Score != nil && *a.Score < c.minScore {
+		return bad(fmt.Sprintf("score %.2f below %.2f", *a.Score, c.minScore))
 	}
 	return nil
 }

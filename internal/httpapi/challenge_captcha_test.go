@@ -14,11 +14,13 @@ import (
 )
 
 // fakeSiteverify is a CAPTCHA provider's siteverify: the token "good"
-// passes, any other fails, and down answers 500. got counts the calls
-// that reached it.
+// passes on app.example, any other fails; down answers 500, and answer
+// (when set) is the answer to every call. got counts the calls that
+// reached it.
 type fakeSiteverify struct {
-	down atomic.Bool
-	got  atomic.Int64
+	down   atomic.Bool
+	answer atomic.Pointer[string]
+	got    atomic.Int64
 }
 
 func (f *fakeSiteverify) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -32,6 +34,10 @@ func (f *fakeSiteverify) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.Header().Set("Content-Type", "application/json")
+	if a := f.answer.Load(); a != nil {
+		fmt.Fprint(w, *a)
+		return
+	}
 	fmt.Fprintf(w, `{"success":%t,"hostname":"app.example","error-codes":[]}`, r.PostFormValue("response") == "good")
 }
 
@@ -47,6 +53,7 @@ func captchaCluster(t *testing.T, fake *fakeSiteverify, tune func(*guard.Policie
 	p.OTP.Challenge.Type = guard.ChallengeCaptcha
 	c, _ := challengeCluster(t, false, p, func(cfg *app.Config) {
 		cfg.Captcha.VerifyURL, cfg.Captcha.Secret, cfg.Captcha.SiteKey = srv.URL, "s3cret", "site-1"
+		cfg.Captcha.Hostnames = []string{"app.example"}
 		tune(&cfg.Policies, cfg)
 		cfg.Policies.FillDefaults()
 	})
@@ -161,5 +168,36 @@ func TestCaptchaTokenConfirmedOnce(t *testing.T) {
 	wantCalls(t, fake, 1, "one token sent many times")
 	if got := c.out.sentTo("+447400320001"); got != 1 {
 		t.Fatalf("SMS sent: %d, want 1", got)
+	}
+}
+
+// TestCaptchaAnswerHeldToSettings: success for another site, another
+// action or too low a score is a refused token (a new challenge). A
+// refused token keeps the number's cooldown spent (it was a try) but not
+// the solved cap (nothing was sent).
+func TestCaptchaAnswerHeldToSettings(t *testing.T) {
+	fake := &fakeSiteverify{}
+	c := captchaCluster(t, fake, func(p *guard.Policies, cfg *app.Config) {
+		p.OTP.Cooldown, p.OTP.Challenge.Floor = time.Minute, 1 // one solved send this hour
+		cfg.Captcha.Action, cfg.Captcha.MinScore = "otp_send", 0.5
+	})
+	for i, answer := range []string{
+		`{"success":true,"hostname":"evil.example","action":"otp_send","score":0.9}`,
+		`{"success":true,"hostname":"app.example","action":"login","score":0.9}`,
+		`{"success":true,"hostname":"app.example","action":"otp_send","score":0.1}`,
+	} {
+		phone := fmt.Sprintf("+4474003300%02d", i+1)
+		fake.answer.Store(&answer)
+		ch := challengeOf(t, c.do(t, i, "POST", "/otp/send", sendWith(phone, captchaID(t, c, phone)+".good")))
+		calls := fake.got.Load()
+		if r := c.do(t, i, "POST", "/otp/send", sendWith(phone, ch.ID+".good")); problemCode(t, r) != "cooldown" {
+			t.Fatalf("answer %s, then the new challenge's token: %d %s, want 429 cooldown", answer, r.Status, r.Body)
+		}
+		wantCalls(t, fake, calls, "a send the cooldown refused")
+	}
+	good := `{"success":true,"hostname":"app.example","action":"otp_send","score":0.9}`
+	fake.answer.Store(&good)
+	if r := c.do(t, 0, "POST", "/otp/send", sendWith("+447400330009", captchaID(t, c, "+447400330009")+".good")); r.Status != http.StatusOK {
+		t.Fatalf("a good answer after three refused ones (solved cap 1): %d %s", r.Status, r.Body)
 	}
 }
