@@ -66,21 +66,22 @@ type CaptchaOptions struct {
 	// provider's failure, never an allow: a score nobody reads would let
 	// a bot's token through.
 	MinScore float64
-	// Client is the HTTP client (a 5 s timeout when nil).
-	Client *http.Client
 }
 
-// NewCaptcha returns the CAPTCHA verifier of o.
+// NewCaptcha returns the CAPTCHA verifier of o. Its HTTP client follows
+// no redirect: a provider that answers one has failed (a 307 would POST
+// the secret to the redirect's target, and that target's success would
+// be believed).
 func NewCaptcha(o CaptchaOptions) *Captcha {
-	if o.Client == nil {
-		o.Client = &http.Client{Timeout: 5 * time.Second}
-	}
+	client := &http.Client{Timeout: 5 * time.Second, CheckRedirect: func(*http.Request, []*http.Request) error {
+		return http.ErrUseLastResponse
+	}}
 	hosts := make([]string, len(o.Hostnames))
 	for i, h := range o.Hostnames {
 		hosts[i] = strings.ToLower(h)
 	}
 	return &Captcha{key: o.Key, verifyURL: o.VerifyURL, secret: o.Secret, siteKey: o.SiteKey, expires: o.Expires,
-		hostnames: hosts, action: o.Action, minScore: o.MinScore, client: o.Client}
+		hostnames: hosts, action: o.Action, minScore: o.MinScore, client: client}
 }
 
 var (
@@ -169,6 +170,7 @@ func (c *Captcha) siteverify(ctx context.Context, token, clientIP string) (answe
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
+		// A redirect lands here too: it is not followed.
 		return answer{}, fmt.Errorf("challenge: siteverify: status %d", resp.StatusCode)
 	}
 	var out answer

@@ -120,3 +120,24 @@ func TestCaptchaCheckAsksNobody(t *testing.T) {
 		t.Fatalf("provider calls: got %d, want 0", n)
 	}
 }
+
+// TestCaptchaFollowsNoRedirect: a provider that redirects has failed; the
+// secret never reaches the redirect's target, whose success would pass.
+func TestCaptchaFollowsNoRedirect(t *testing.T) {
+	target, reached := provider(t, `{"success":true,"hostname":"app.example"}`)
+	for _, code := range []int{http.StatusTemporaryRedirect, http.StatusPermanentRedirect, http.StatusFound} {
+		t.Run(fmt.Sprint(code), func(t *testing.T) {
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				http.Redirect(w, r, target.URL, code)
+			}))
+			t.Cleanup(srv.Close)
+			c := newCaptcha(srv.URL, nil)
+			if got := outcome(c.Confirm(context.Background(), solution(t, c, time.Now()), "")); got != "failed" {
+				t.Fatalf("a %d: got %s, want failed", code, got)
+			}
+			if n := reached.Load(); n != 0 {
+				t.Fatalf("calls reaching the redirect's target: got %d, want 0", n)
+			}
+		})
+	}
+}
