@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/url"
 	"strings"
+	"time"
 
 	"github.com/otpguard/otpguard/internal/challenge"
 	"github.com/otpguard/otpguard/internal/guard"
@@ -21,6 +22,11 @@ type CaptchaConfig struct {
 	Hostnames []string
 	Action    string
 	MinScore  float64
+	// Timeout bounds one siteverify call.
+	Timeout time.Duration
+	// MaxInFlight bounds the siteverify calls under way at once (0: the
+	// default, captchaCalls).
+	MaxInFlight int
 }
 
 // checkCaptcha: type captcha needs its provider, at an http(s) URL, and
@@ -63,9 +69,37 @@ func checkCaptchaMinScore(c *Config) error {
 	return nil
 }
 
+func checkCaptchaTimeout(c *Config) error {
+	if d := c.Captcha.Timeout; d < 100*time.Millisecond || d > 10*time.Second {
+		return fmt.Errorf("must be between 100ms and 10s, got %s", d)
+	}
+	return nil
+}
+
+// checkCaptchaMaxInFlight: at most half of the instance's in-flight slots
+// may wait on the provider.
+func checkCaptchaMaxInFlight(c *Config) error {
+	if n, most := c.Captcha.MaxInFlight, max(1, c.MaxInFlight/2); n != 0 && (n < 1 || n > most) {
+		return fmt.Errorf("must be between 1 and half of OTPGUARD_MAX_IN_FLIGHT (%d), got %d", most, n)
+	}
+	return nil
+}
+
+// captchaCalls is how many siteverify calls one instance has under way at
+// once: OTPGUARD_CAPTCHA_MAX_IN_FLIGHT, or 16 and at most a quarter of
+// OTPGUARD_MAX_IN_FLIGHT.
+func (c *Config) captchaCalls() int {
+	if c.Captcha.MaxInFlight > 0 {
+		return c.Captcha.MaxInFlight
+	}
+	return min(challenge.DefaultProviderCalls, max(1, c.MaxInFlight/4))
+}
+
 // newChallenger is the verifier of otp.challenge (nil: off). Its key is
-// derived from the HMAC key, which every instance shares.
-func newChallenger(cfg *Config, p guard.ChallengePolicy) guard.Challenger {
+// derived from the HMAC key, which every instance shares. calls bounds the
+// CAPTCHA provider's calls under way, shared by the verifiers of every
+// policy a reload builds.
+func newChallenger(cfg *Config, p guard.ChallengePolicy, calls *challenge.ProviderCalls) guard.Challenger {
 	m := hmac.New(sha256.New, cfg.HMACKey)
 	m.Write([]byte("otpguard challenge key v1"))
 	key := m.Sum(nil)
@@ -79,7 +113,8 @@ func newChallenger(cfg *Config, p guard.ChallengePolicy) guard.Challenger {
 		}
 		return challenge.NewCaptcha(challenge.CaptchaOptions{Key: key, VerifyURL: cc.VerifyURL,
 			Secret: cc.Secret, SiteKey: cc.SiteKey, Expires: p.Expires,
-			Hostnames: cc.Hostnames, Action: cc.Action, MinScore: cc.MinScore})
+			Hostnames: cc.Hostnames, Action: cc.Action, MinScore: cc.MinScore,
+			Timeout: cc.Timeout, Calls: calls})
 	}
 	return nil
 }

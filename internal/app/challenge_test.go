@@ -26,6 +26,11 @@ func TestCaptchaSettings(t *testing.T) {
 		{"recaptcha.net without one", map[string]string{"OTPGUARD_CAPTCHA_VERIFY_URL": "https://www.recaptcha.net/recaptcha/api/siteverify"}, "OTPGUARD_CAPTCHA_MIN_SCORE: required"},
 		{"no hostnames", map[string]string{"OTPGUARD_CAPTCHA_VERIFY_URL": turnstile, "OTPGUARD_CAPTCHA_HOSTNAMES": ""}, "needs OTPGUARD_CAPTCHA_HOSTNAMES"},
 		{"a score above 1", map[string]string{"OTPGUARD_CAPTCHA_VERIFY_URL": turnstile, "OTPGUARD_CAPTCHA_MIN_SCORE": "1.5"}, "OTPGUARD_CAPTCHA_MIN_SCORE: must be between 0 and 1"},
+		{"a timeout too short", map[string]string{"OTPGUARD_CAPTCHA_VERIFY_URL": turnstile, "OTPGUARD_CAPTCHA_TIMEOUT": "5ms"}, "OTPGUARD_CAPTCHA_TIMEOUT: must be between 100ms and 10s"},
+		{"more provider calls than half the slots", map[string]string{"OTPGUARD_CAPTCHA_VERIFY_URL": turnstile,
+			"OTPGUARD_MAX_IN_FLIGHT": "16", "OTPGUARD_CAPTCHA_MAX_IN_FLIGHT": "9"}, "OTPGUARD_CAPTCHA_MAX_IN_FLIGHT: must be between 1 and half of OTPGUARD_MAX_IN_FLIGHT (8)"},
+		{"half the slots", map[string]string{"OTPGUARD_CAPTCHA_VERIFY_URL": turnstile,
+			"OTPGUARD_MAX_IN_FLIGHT": "16", "OTPGUARD_CAPTCHA_MAX_IN_FLIGHT": "8"}, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			vars := map[string]string{"OTPGUARD_CAPTCHA_SECRET": "s3cret", "OTPGUARD_CAPTCHA_SITE_KEY": "site-1",

@@ -43,8 +43,21 @@ type Captcha struct {
 	hostnames []string
 	action    string
 	minScore  float64
+	timeout   time.Duration
+	calls     *ProviderCalls
 	client    *http.Client
 }
+
+// Defaults of CaptchaOptions.
+const (
+	// DefaultCaptchaTimeout bounds one siteverify call: the providers
+	// answer in well under a second, and a send waiting longer holds one
+	// of the instance's in-flight slots for nothing.
+	DefaultCaptchaTimeout = 2 * time.Second
+	// DefaultProviderCalls is how many siteverify calls one instance has
+	// under way at once, at most.
+	DefaultProviderCalls = 16
+)
 
 // CaptchaOptions configure a Captcha.
 type CaptchaOptions struct {
@@ -66,6 +79,13 @@ type CaptchaOptions struct {
 	// provider's failure, never an allow: a score nobody reads would let
 	// a bot's token through.
 	MinScore float64
+	// Timeout bounds one siteverify call (0: DefaultCaptchaTimeout).
+	Timeout time.Duration
+	// Calls bounds the siteverify calls under way at once (nil: a bound of
+	// DefaultProviderCalls of its own). Give every Captcha of one process
+	// the same (a policy reload builds a new Captcha), so that a hung
+	// provider holds at most that many of the instance's requests.
+	Calls *ProviderCalls
 }
 
 // NewCaptcha returns the CAPTCHA verifier of o. Its HTTP client follows
@@ -73,7 +93,13 @@ type CaptchaOptions struct {
 // the secret to the redirect's target, and that target's success would
 // be believed).
 func NewCaptcha(o CaptchaOptions) *Captcha {
-	client := &http.Client{Timeout: 5 * time.Second, CheckRedirect: func(*http.Request, []*http.Request) error {
+	if o.Timeout <= 0 {
+		o.Timeout = DefaultCaptchaTimeout
+	}
+	if o.Calls == nil {
+		o.Calls = NewProviderCalls(DefaultProviderCalls)
+	}
+	client := &http.Client{Timeout: o.Timeout, CheckRedirect: func(*http.Request, []*http.Request) error {
 		return http.ErrUseLastResponse
 	}}
 	hosts := make([]string, len(o.Hostnames))
@@ -81,13 +107,38 @@ func NewCaptcha(o CaptchaOptions) *Captcha {
 		hosts[i] = strings.ToLower(h)
 	}
 	return &Captcha{key: o.Key, verifyURL: o.VerifyURL, secret: o.Secret, siteKey: o.SiteKey, expires: o.Expires,
-		hostnames: hosts, action: o.Action, minScore: o.MinScore, client: client}
+		hostnames: hosts, action: o.Action, minScore: o.MinScore, timeout: o.Timeout, calls: o.Calls, client: client}
 }
 
 var (
 	_ guard.Challenger = (*Captcha)(nil)
 	_ guard.Confirmer  = (*Captcha)(nil)
 )
+
+// ProviderCalls bounds the calls to a provider under way at once. A call
+// past the bound is not queued: it fails at once, as the provider's
+// failure (503 challenge_unavailable). Each call holds one of the
+// instance's in-flight slots while it waits, so a slow or hung provider
+// holds at most this many of them, and the rest stay free for every other
+// decision (/limits/check, verifies, sends without a challenge).
+type ProviderCalls struct{ slots chan struct{} }
+
+// NewProviderCalls returns a bound of n calls at once (at least 1).
+func NewProviderCalls(n int) *ProviderCalls {
+	return &ProviderCalls{slots: make(chan struct{}, max(1, n))}
+}
+
+// try takes a place, false when none is free; done gives it back.
+func (p *ProviderCalls) try() bool {
+	select {
+	case p.slots <- struct{}{}:
+		return true
+	default:
+		return false
+	}
+}
+
+func (p *ProviderCalls) done() { <-p.slots }
 
 // idLen is a signed ID's bytes: expiry (8), nonce (8), MAC (16).
 const idLen = 32
@@ -129,14 +180,23 @@ func (c *Captcha) Check(_ context.Context, e164, solution, _ string, now time.Ti
 }
 
 // Confirm asks the provider about the token of "<id>.<token>" (Check held
-// its ID). The provider down or answering nonsense is an error (503),
-// never an allow; a token it refuses, or accepts for another hostname or
-// action or with too low a score, is guard.ErrBadSolution.
+// its ID): one siteverify call, within the timeout and the bound on calls
+// under way. A provider that does not answer in time, answers other than
+// 200 with a success boolean, redirects, or is busy with as many calls as
+// the bound allows is an error (503), never an allow; a token it refuses,
+// or accepts for another hostname or action or with too low a score, is
+// guard.ErrBadSolution.
 func (c *Captcha) Confirm(ctx context.Context, solution, clientIP string) error {
 	_, token, ok := strings.Cut(solution, ".")
 	if !ok || token == "" {
 		return bad("not <id>.<token>")
 	}
+	if !c.calls.try() {
+		return fmt.Errorf("challenge: siteverify: %d calls under way already", cap(c.calls.slots))
+	}
+	defer c.calls.done()
+	ctx, cancel := context.WithTimeout(ctx, c.timeout)
+	defer cancel()
 	ans, err := c.siteverify(ctx, token, clientIP)
 	if err != nil {
 		return err

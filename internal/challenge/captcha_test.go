@@ -141,3 +141,64 @@ func TestCaptchaFollowsNoRedirect(t *testing.T) {
 		})
 	}
 }
+
+// hung is a siteverify that answers nothing until the test ends; got
+// counts the calls that reached it.
+func hung(t *testing.T) (*httptest.Server, *atomic.Int64) {
+	t.Helper()
+	var got atomic.Int64
+	release := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got.Add(1)
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+	}))
+	t.Cleanup(srv.Close)
+	t.Cleanup(func() { close(release) }) // runs first: the handlers return
+	return srv, &got
+}
+
+// TestCaptchaTimeout: a provider that never answers is a failure once the
+// timeout passes, not a request held until the client gives up.
+func TestCaptchaTimeout(t *testing.T) {
+	srv, _ := hung(t)
+	c := newCaptcha(srv.URL, func(o *challenge.CaptchaOptions) { o.Timeout = 100 * time.Millisecond })
+	done := make(chan error, 1)
+	go func() { done <- c.Confirm(context.Background(), solution(t, c, time.Now()), "") }()
+	select {
+	case err := <-done:
+		if got := outcome(err); got != "failed" {
+			t.Fatalf("a hung provider: got %s (%v), want failed", got, err)
+		}
+	case <-time.After(time.Minute): // a deadlock guard, far past the timeout
+		t.Fatal("Confirm still waits on a hung provider")
+	}
+}
+
+// TestCaptchaProviderCallsBounded: with the bound's calls under way, one
+// more fails at once without reaching the provider, on every Captcha that
+// shares the bound (a reload's).
+func TestCaptchaProviderCallsBounded(t *testing.T) {
+	srv, got := hung(t)
+	calls := challenge.NewProviderCalls(2)
+	edit := func(o *challenge.CaptchaOptions) { o.Calls, o.Timeout = calls, 10*time.Second }
+	c, reloaded := newCaptcha(srv.URL, edit), newCaptcha(srv.URL, edit)
+	now := time.Now()
+	held := make(chan error, 2)
+	for range 2 {
+		go func() { held <- c.Confirm(context.Background(), solution(t, c, now), "") }()
+	}
+	for got.Load() < 2 {
+		time.Sleep(time.Millisecond)
+	}
+	for _, v := range []*challenge.Captcha{c, reloaded} {
+		if out := outcome(v.Confirm(context.Background(), solution(t, v, now), "")); out != "failed" {
+			t.Fatalf("a third call: got %s, want failed", out)
+		}
+	}
+	if n := got.Load(); n != 2 {
+		t.Fatalf("calls reaching the provider: got %d, want 2", n)
+	}
+}

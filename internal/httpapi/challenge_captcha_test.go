@@ -14,17 +14,25 @@ import (
 )
 
 // fakeSiteverify is a CAPTCHA provider's siteverify: the token "good"
-// passes on app.example, any other fails; down answers 500, and answer
-// (when set) is the answer to every call. got counts the calls that
-// reached it.
+// passes on app.example, any other fails; down answers 500, answer (when
+// set) is the answer to every call, and hang (when not nil) holds every
+// call until it is closed. got counts the calls that reached it.
 type fakeSiteverify struct {
 	down   atomic.Bool
 	answer atomic.Pointer[string]
+	hang   chan struct{}
 	got    atomic.Int64
 }
 
 func (f *fakeSiteverify) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	f.got.Add(1)
+	if f.hang != nil {
+		select {
+		case <-f.hang:
+		case <-r.Context().Done():
+		}
+		return
+	}
 	if f.down.Load() {
 		http.Error(w, "down", http.StatusInternalServerError)
 		return
@@ -200,4 +208,46 @@ func TestCaptchaAnswerHeldToSettings(t *testing.T) {
 	if r := c.do(t, 0, "POST", "/otp/send", sendWith("+447400330009", captchaID(t, c, "+447400330009")+".good")); r.Status != http.StatusOK {
 		t.Fatalf("a good answer after three refused ones (solved cap 1): %d %s", r.Status, r.Body)
 	}
+}
+
+// TestCaptchaHungProviderLeavesSlots: a provider that never answers holds
+// at most OTPGUARD_CAPTCHA_MAX_IN_FLIGHT requests; the sends past it are
+// 503 challenge_unavailable at once, and /limits/check keeps its slots.
+func TestCaptchaHungProviderLeavesSlots(t *testing.T) {
+	const slots, calls = 8, 2
+	fake := &fakeSiteverify{hang: make(chan struct{})}
+	c := captchaCluster(t, fake, func(p *guard.Policies, cfg *app.Config) {
+		p.Limits = limitPolicies().Limits
+		cfg.MaxInFlight, cfg.Captcha.MaxInFlight, cfg.Captcha.Timeout = slots, calls, 10*time.Second
+	})
+	bodies := make([]string, slots)
+	for i := range bodies {
+		phone := fmt.Sprintf("+4474003400%02d", i+1)
+		bodies[i] = sendWith(phone, captchaID(t, c, phone)+".good")
+	}
+	var wg sync.WaitGroup
+	var returned atomic.Int64
+	defer func() { close(fake.hang); wg.Wait() }()
+	for _, body := range bodies {
+		wg.Go(func() {
+			r := c.do(t, 0, "POST", "/otp/send", body)
+			returned.Add(1)
+			if r.Status != http.StatusServiceUnavailable || problemCode(t, r) != "challenge_unavailable" {
+				t.Errorf("send: %d %s, want 503 challenge_unavailable", r.Status, r.Body)
+			}
+		})
+	}
+	// Every send is either back or at the provider.
+	for deadline := time.Now().Add(time.Minute); fake.got.Load()+returned.Load() < slots || fake.got.Load() < calls; {
+		if time.Now().After(deadline) {
+			t.Fatalf("sends: %d at the provider, %d back, of %d", fake.got.Load(), returned.Load(), slots)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	for i := range 10 {
+		if r := c.do(t, 0, "POST", "/limits/check", `{"policy":"search","key":"user:1"}`); r.Status != http.StatusOK {
+			t.Fatalf("check %d while the provider hangs: %d %s, want 200", i, r.Status, r.Body)
+		}
+	}
+	wantCalls(t, fake, calls, "sends against a hung provider")
 }
