@@ -254,6 +254,12 @@ limits:
 		{"api keys file missing", map[string]string{"OTPGUARD_API_KEYS_FILE": filepath.Join(dir, "no-keys")}, []string{"OTPGUARD_API_KEYS_FILE"}},
 		{"ops keys twice", map[string]string{"OTPGUARD_OPS_KEYS": "ops-key-0123456789abcdef", "OTPGUARD_OPS_KEYS_FILE": "/run/secrets/ops"},
 			[]string{"OTPGUARD_OPS_KEYS and OTPGUARD_OPS_KEYS_FILE: set one, not both"}},
+		{"reCAPTCHA without a minimum score", captchaVars(write("rc.yaml", "otp:\n  challenge: {type: captcha}\n"),
+			"https://www.google.com/recaptcha/api/siteverify", "OTPGUARD_CAPTCHA_HOSTNAMES", "example.com"),
+			[]string{"OTPGUARD_CAPTCHA_MIN_SCORE: required with reCAPTCHA (www.google.com)"}},
+		{"CAPTCHA without the sites its tokens come from", captchaVars(write("cf.yaml", "otp:\n  challenge: {type: captcha}\n"),
+			"https://challenges.cloudflare.com/turnstile/v0/siteverify"),
+			[]string{"otp.challenge.type captcha needs OTPGUARD_CAPTCHA_HOSTNAMES"}},
 		{"twilio callback not a URL", map[string]string{"OTPGUARD_SMS": "twilio", "TWILIO_ACCOUNT_SID": "AC0123456789abcdef0123456789abcdef",
 			"TWILIO_AUTH_TOKEN": "token", "TWILIO_FROM": "+14155550100", "TWILIO_STATUS_CALLBACK_URL": "otpguard.example/sms/status"},
 			[]string{"sms: twilio: status callback"}},
@@ -273,6 +279,17 @@ limits:
 			}
 		})
 	}
+}
+
+// captchaVars are the settings of a CAPTCHA provider at verifyURL, the
+// policy file at policies, and more (name, value pairs).
+func captchaVars(policies, verifyURL string, more ...string) map[string]string {
+	vars := map[string]string{"OTPGUARD_CONFIG": policies, "OTPGUARD_CAPTCHA_VERIFY_URL": verifyURL,
+		"OTPGUARD_CAPTCHA_SECRET": "s3cret", "OTPGUARD_CAPTCHA_SITE_KEY": "site-1"}
+	for i := 0; i+1 < len(more); i += 2 {
+		vars[more[i]] = more[i+1]
+	}
+	return vars
 }
 
 func TestConfigCheckPrintsPolicies(t *testing.T) {

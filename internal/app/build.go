@@ -8,6 +8,7 @@ import (
 	"log/slog"
 
 	"github.com/otpguard/otpguard/api"
+	"github.com/otpguard/otpguard/internal/challenge"
 	"github.com/otpguard/otpguard/internal/guard"
 	"github.com/otpguard/otpguard/internal/httpapi"
 	"github.com/otpguard/otpguard/internal/metrics"
@@ -26,6 +27,8 @@ type wiring struct {
 	sender       guard.Sender
 	hot          *resilience.HotKeys // nil: no limit syncs its counts
 	first        httpapi.Services    // what the policy at start-up decides
+	// captchaCalls bounds the CAPTCHA provider's calls under way, every policy's.
+	captchaCalls *challenge.ProviderCalls
 }
 
 // checkConfig fills in what embedded mode may leave unset, refuses a
@@ -111,6 +114,7 @@ func (a *App) syncHotKeys(ctx context.Context, w *wiring) error {
 // buildGuard builds what the policy decides, once per policy: at start
 // and at every reload (reload.go), around the long-lived parts.
 func (a *App) buildGuard(_ context.Context, w *wiring) error {
+	w.captchaCalls = challenge.NewProviderCalls(a.cfg.captchaCalls())
 	a.live = newLive(a.cfg, a.log, w.metrics, func(p guard.Policies) httpapi.Services {
 		return httpapi.Services{OTP: a.newOTP(w, p.OTP), Limiter: a.newLimiter(w, p.Limits)}
 	})
@@ -146,7 +150,7 @@ func (a *App) newOTP(w *wiring, p guard.OTPPolicy) *guard.OTP {
 		// The ops desk's emergency overrides tighten the file (ops/overrides.go).
 		Overrides: a.ops.overrides,
 		// otp.challenge: a challenge before an automatic refusal (challenge.go).
-		Challenger: newChallenger(a.cfg, p.Challenge),
+		Challenger: newChallenger(a.cfg, p.Challenge, w.captchaCalls),
 		// Trusted numbers' marks: read with the velocity count in the
 		// send's round trip; written at each verify and by imports,
 		// through the breaker.

@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/otpguard/otpguard/internal/challenge"
 	"github.com/otpguard/otpguard/internal/store"
 )
 
@@ -176,6 +177,21 @@ var settings = []setting{
 	{name: "OTPGUARD_CAPTCHA_SITE_KEY", example: "0x4AAAAAAA...",
 		doc:   "the provider's site key, returned in the challenge for the client to render the widget",
 		parse: text(func(c *Config) *string { return &c.Captcha.SiteKey })},
+	{name: "OTPGUARD_CAPTCHA_HOSTNAMES", defDoc: "none; **required** with `otp.challenge.type: captcha`", example: "example.com,www.example.com",
+		doc:   "the sites a token may be solved on, comma-separated: the provider's answer must name one of them as its `hostname` (case aside), else the token is refused",
+		parse: list(func(c *Config) *[]string { return &c.Captcha.Hostnames })},
+	{name: "OTPGUARD_CAPTCHA_ACTION", defDoc: "unset: not checked", example: "otp_send",
+		doc:   "the action the provider's answer must name as its `action` (reCAPTCHA v3's `action`, Turnstile's `data-action`), else the token is refused",
+		parse: text(func(c *Config) *string { return &c.Captcha.Action })},
+	{name: "OTPGUARD_CAPTCHA_MIN_SCORE", defDoc: "unset: an answer with a score is a provider failure; **required** with reCAPTCHA", example: "0.5",
+		doc:   "the least `score` an answer may carry (0..1, read as reCAPTCHA v3's: 1.0 very likely a human); a lower score refuses the token, an answer without one is judged without it",
+		parse: decimal(func(c *Config) *float64 { return &c.Captcha.MinScore }), check: checkCaptchaMinScore},
+	{name: "OTPGUARD_CAPTCHA_TIMEOUT", def: challenge.DefaultCaptchaTimeout.String(), example: "1s",
+		doc:   "the timeout of one `siteverify` call (100ms..10s); a provider that does not answer in it is `503 challenge_unavailable`",
+		parse: duration(func(c *Config) *time.Duration { return &c.Captcha.Timeout }), check: checkCaptchaTimeout},
+	{name: "OTPGUARD_CAPTCHA_MAX_IN_FLIGHT", defDoc: "`16`, at most a quarter of `OTPGUARD_MAX_IN_FLIGHT`", example: "8",
+		doc:   "`siteverify` calls one instance has under way at once; a send past it is `503 challenge_unavailable` at once, so a slow provider holds no more of the in-flight slots (1..half of `OTPGUARD_MAX_IN_FLIGHT`)",
+		parse: whole(func(c *Config) *int { return &c.Captcha.MaxInFlight }), check: checkCaptchaMaxInFlight},
 	// Tracing: the standard OTEL_* variables, read as given; what they
 	// mean together is otelEnv.tracing's (tracing.go).
 	{name: "OTEL_EXPORTER_OTLP_ENDPOINT", defDoc: "unset: tracing off", example: "http://otel-collector:4318",

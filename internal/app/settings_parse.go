@@ -75,6 +75,21 @@ func whole(field func(*Config) *int) func(*Config, string) error {
 	}
 }
 
+// decimal reads a number such as 0.5.
+func decimal(field func(*Config) *float64) func(*Config, string) error {
+	return func(c *Config, v string) error {
+		if v == "" {
+			return nil
+		}
+		f, err := strconv.ParseFloat(v, 64)
+		if err != nil {
+			return fmt.Errorf("%q is not a number (e.g. 0.5)", v)
+		}
+		*field(c) = f
+		return nil
+	}
+}
+
 func duration(field func(*Config) *time.Duration) func(*Config, string) error {
 	return func(c *Config, v string) error {
 		if v == "" {

@@ -88,10 +88,22 @@ type Solution struct {
 type Challenger interface {
 	Issue(e164 string, now time.Time) (Challenge, error)
 	// Check answers ErrBadSolution for a solution that does not hold
-	// (malformed, another number's, expired, forged, refused by the
-	// provider); any other error is the verifier's failure (a provider
-	// down), which refuses the send with 503.
+	// (malformed, another number's, expired, forged); any other error is
+	// the verifier's failure, which refuses the send with 503. It asks
+	// nobody: a provider's word is Confirmer's.
 	Check(ctx context.Context, e164, solution, clientIP string, now time.Time) (Solution, error)
+}
+
+// Confirmer is a Challenger whose solutions also need a provider's word
+// (a CAPTCHA's siteverify). The send asks it last, once every limit that
+// can refuse without it let the send through and the solution's single
+// use is taken in the store: a limit's refusal costs no provider call, and
+// a solution reaches the provider at most once, however often it is sent.
+type Confirmer interface {
+	// Confirm answers ErrBadSolution for a solution the provider refuses;
+	// any other error is the provider's failure (down, slow, busy), which
+	// refuses the send with 503.
+	Confirm(ctx context.Context, solution, clientIP string) error
 }
 
 // ErrBadSolution is a challenge solution that does not hold.
@@ -150,10 +162,12 @@ func (s *OTP) challenging() bool {
 		s.policy.Challenge.Type != ChallengeOff && s.policy.Challenge.Type != ""
 }
 
-// solvedTier checks the solution a send came with: one that holds makes
-// the send TierSolved; one that does not leaves it TierNew (the automatic
-// rules then judge it, and may challenge it again). A verifier that fails
-// refuses the send: 503 challenge_unavailable, never an allow.
+// solvedTier checks the solution a send came with, as far as it can be
+// checked without a provider (Challenger.Check): one that holds makes the
+// send TierSolved, its provider's word still to come (confirmSolved); one
+// that does not leaves it TierNew (the automatic rules then judge it, and
+// may challenge it again). A verifier that fails refuses the send: 503
+// challenge_unavailable, never an allow.
 func (s *OTP) solvedTier(ctx context.Context, phone Phone, ip, solution string) (Tier, *Solution, error) {
 	if solution == "" || !s.challenging() {
 		return TierNew, nil, nil
@@ -165,10 +179,47 @@ func (s *OTP) solvedTier(ctx context.Context, phone Phone, ip, solution string) 
 		return TierNew, nil, nil
 	case err != nil:
 		s.log.WarnContext(ctx, "challenge verifier failed", "err", err)
-		return TierNew, nil, &Error{Code: CodeChallengeUnavailable, RetryAfter: 5 * time.Second, Err: err,
-			Message: "the challenge could not be checked; try again shortly"}
+		return TierNew, nil, challengeUnavailable(err)
 	}
 	return TierSolved, &sol, nil
+}
+
+// confirmSolved asks the provider about a solved send's solution, when
+// the challenger has one (Confirmer): after spend took every limit and the
+// solution's single use (vol.Solved), before a code is made. A solution
+// the provider refuses gets a new challenge, and the send keeps the
+// number's and the address's limits spent (a refused token is a try, so a
+// stream of them meets those limits as sends do) but gives back its budget
+// and its solved count (giveBack); a provider that fails gives back all
+// the send spent (503 challenge_unavailable: nothing was sent, and the
+// user did nothing wrong). Either way the solution stays used.
+func (s *OTP) confirmSolved(ctx context.Context, phone Phone, ip, solution string, vol *VolumeTake, sp spent) error {
+	cf, ok := s.challenger.(Confirmer)
+	if !ok || vol == nil || vol.Solved == nil {
+		return nil
+	}
+	err := cf.Confirm(ctx, solution, ip)
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, ErrBadSolution):
+		s.log.InfoContext(ctx, "challenge solution refused", "phone", MaskPhone(phone.E164), "err", err)
+		s.giveBack(ctx, phone, sp)
+		return s.newChallenge(ctx, phone, "the challenge's solution does not hold; solve the new challenge", err)
+	}
+	s.log.WarnContext(ctx, "challenge verifier failed", "err", err)
+	s.refund(ctx, sp.takes)
+	if !sp.velocityAt.IsZero() {
+		s.refundVelocity(ctx, sp.velocity, sp.velocityAt)
+	}
+	return challengeUnavailable(err)
+}
+
+// challengeUnavailable is the refusal of a send whose challenge could not
+// be checked.
+func challengeUnavailable(err error) error {
+	return &Error{Code: CodeChallengeUnavailable, RetryAfter: 5 * time.Second, Err: err,
+		Message: "the challenge could not be checked; try again shortly"}
 }
 
 // automaticRefusal reports whether err is a refusal by an automatic rule,

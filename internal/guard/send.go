@@ -88,6 +88,11 @@ func (s *OTP) send(ctx context.Context, phone Phone, ip, solution string, accoun
 	if err != nil {
 		return SendResult{}, s.challengeInstead(ctx, phone, tier, err)
 	}
+	// A CAPTCHA's token goes to its provider only now, once: every limit
+	// let the send through and its single use is taken (challenge.go).
+	if err := s.confirmSolved(ctx, phone, ip, solution, abuse.velocity, spent); err != nil {
+		return SendResult{}, err
+	}
 	// A new code, saved as its HMAC, or a stateless one (code.go).
 	code, err := s.issueCode(ctx, phone, tier)
 	if err != nil {
