@@ -9,10 +9,15 @@ import (
 
 // EnvoyConfig is the gRPC listener that answers Envoy's rate-limit filter
 // and the rules it decides by (docs/envoy.md): OTPGUARD_GRPC_ADDR,
-// OTPGUARD_ENVOY_CONFIG and the TLS files (settings.go).
+// OTPGUARD_ENVOY_CONFIG, the TLS files and the bounds of a call
+// (settings.go).
 type EnvoyConfig struct {
 	Server envoy.ServerConfig
 	Path   string
+	// MaxDescriptors and MaxEntries bound a call: descriptors per request
+	// (OTPGUARD_ENVOY_MAX_DESCRIPTORS), entries per descriptor
+	// (OTPGUARD_ENVOY_MAX_ENTRIES).
+	MaxDescriptors, MaxEntries int
 	// Rules are Path's files, read and checked by LoadConfig.
 	Rules *envoy.Rules
 }
@@ -43,6 +48,22 @@ func checkGRPCAddr(c *Config) error {
 	}
 	if _, _, err := net.SplitHostPort(c.Envoy.Server.Addr); err != nil {
 		return err
+	}
+	return nil
+}
+
+// checkEnvoyMaxDescriptors: 1..1000 (a request of 1000 is 50 round trips).
+func checkEnvoyMaxDescriptors(c *Config) error {
+	if n := c.Envoy.MaxDescriptors; n < 1 || n > 1000 {
+		return fmt.Errorf("must be between 1 and 1000, got %d", n)
+	}
+	return nil
+}
+
+// checkEnvoyMaxEntries: 1..1000.
+func checkEnvoyMaxEntries(c *Config) error {
+	if n := c.Envoy.MaxEntries; n < 1 || n > 1000 {
+		return fmt.Errorf("must be between 1 and 1000, got %d", n)
 	}
 	return nil
 }

@@ -15,7 +15,9 @@ import (
 	commonv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	pb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
 )
 
 func writeEnvoyRules(t *testing.T, path, yaml string) {
@@ -183,6 +185,55 @@ func TestEnvoyReloadRefusesWhatIsNotAFile(t *testing.T) {
 	ask("after a good reload", "k2", 7, 6)
 	if err := stop(); err != nil {
 		t.Errorf("Run: %v", err)
+	}
+}
+
+// TestEnvoySharesInFlightSlots: Envoy's calls and the API's decisions
+// take slots of one bound (OTPGUARD_MAX_IN_FLIGHT): with its only slot
+// taken, a gRPC call is refused UNAVAILABLE and a check 503 overloaded;
+// with it free, both are decided.
+func TestEnvoySharesInFlightSlots(t *testing.T) {
+	dir := t.TempDir()
+	writeEnvoyRules(t, filepath.Join(dir, "rules.yaml"), "domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: day, requests_per_unit: 5}\n")
+	const key = "test-api-key-0123456789"
+	env := map[string]string{"OTPGUARD_DATA_DIR": t.TempDir(), "OTPGUARD_ADDR": "127.0.0.1:0", "OTPGUARD_API_KEYS": key,
+		"OTPGUARD_GRPC_ADDR": "127.0.0.1:0", "OTPGUARD_ENVOY_CONFIG": dir, "OTPGUARD_MAX_IN_FLIGHT": "1", "OTPGUARD_REDIS_TIMEOUT": "1s"}
+	a, c, _ := serveEnvoy(t, env)
+	grpcCode := func() codes.Code {
+		t.Helper()
+		req := &pb.RateLimitRequest{Domain: "d", Descriptors: []*commonv3.RateLimitDescriptor{
+			{Entries: []*commonv3.RateLimitDescriptor_Entry{{Key: "k", Value: "v"}}}}}
+		_, err := c.ShouldRateLimit(context.Background(), req)
+		return status.Code(err)
+	}
+	httpStatus := func() int {
+		t.Helper()
+		r := httptest.NewRequest(http.MethodPost, "/limits/check", strings.NewReader(`{"policy":"default","key":"k"}`))
+		r.Header.Set("Authorization", "Bearer "+key)
+		r.Header.Set("Content-Type", "application/json")
+		w := httptest.NewRecorder()
+		a.Handler().ServeHTTP(w, r)
+		return w.Code
+	}
+	if got := grpcCode(); got != codes.OK {
+		t.Fatalf("gRPC with the slot free: %v, want OK", got)
+	}
+	// The only slot, taken as a decision under way would take it.
+	if !a.inFlight.Enter("/test") {
+		t.Fatal("the only slot is taken")
+	}
+	if got := grpcCode(); got != codes.Unavailable {
+		t.Errorf("gRPC with the only slot taken: %v, want UNAVAILABLE", got)
+	}
+	if got := httpStatus(); got != http.StatusServiceUnavailable {
+		t.Errorf("POST /limits/check with the only slot taken: %d, want 503", got)
+	}
+	a.inFlight.Leave(nil, "/test")
+	if got := grpcCode(); got != codes.OK {
+		t.Errorf("gRPC once the slot is free: %v, want OK", got)
+	}
+	if got := httpStatus(); got != http.StatusOK {
+		t.Errorf("POST /limits/check once the slot is free: %d, want 200", got)
 	}
 }
 
