@@ -9,12 +9,12 @@ import (
 )
 
 // What one call may ask, and how many calls are decided at once. A call is
-// the gateway's, but nothing in the protocol bounds it: one request of
-// 100,000 descriptors would be 5,000 round trips to Redis, and calls
-// without number would each hold a goroutine and a share of Redis while
-// the HTTP API sheds its own. So a call past a bound is refused before
-// anything is matched or counted, and every call takes one of the slots
-// the HTTP API's decisions take.
+// the gateway's, but nothing in the protocol bounds it: a request of
+// 100,000 descriptors would be 5,000 round trips to Redis (guard.MaxBatch
+// checks a trip), and any number of calls could each hold a goroutine and
+// a share of Redis while the HTTP API sheds its own requests. So a call
+// past a bound is refused before anything is matched or counted, and
+// every call takes one of the slots the HTTP API's decisions take.
 
 // DefaultMaxDescriptors is how many descriptors a call may carry unless
 // Options say otherwise: Envoy sends one per rate_limits action of the
