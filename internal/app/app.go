@@ -13,6 +13,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/otpguard/otpguard/internal/guard"
+	"github.com/otpguard/otpguard/internal/httpapi"
 	"github.com/otpguard/otpguard/internal/metrics"
 	"github.com/otpguard/otpguard/internal/ops"
 	"github.com/otpguard/otpguard/internal/resilience"
@@ -43,6 +44,8 @@ type App struct {
 	closed  bool
 	// closeErr is what Close reports: set by closers that lost something.
 	closeErr error
+	// inFlight bounds the decisions in flight, over HTTP and gRPC alike.
+	inFlight *httpapi.Admission
 }
 
 // Option changes how New wires the service; tests use them to put fakes
@@ -135,6 +138,7 @@ func New(ctx context.Context, cfg *Config, opts ...Option) (_ *App, err error) {
 		a.watchAbuse,
 		a.syncHotKeys,
 		a.buildGuard,
+		a.boundInFlight,
 		a.buildEnvoy,
 		a.buildServer,
 	} {

@@ -171,6 +171,14 @@ func (a *App) newLimiter(w *wiring, limits map[string]guard.LimitPolicy) *guard.
 	return limiter
 }
 
+// boundInFlight builds the one bound on decisions in flight
+// (OTPGUARD_MAX_IN_FLIGHT) that the API's routes and Envoy's gRPC service
+// share: a flood of either is shed before it takes the other's slots.
+func (a *App) boundInFlight(_ context.Context, w *wiring) error {
+	a.inFlight = httpapi.NewAdmission(a.cfg.MaxInFlight, w.metrics)
+	return nil
+}
+
 // buildServer builds the HTTP side: the API, the ops desk's routes,
 // /metrics and the probes, traced as the OTEL_* variables say.
 func (a *App) buildServer(_ context.Context, w *wiring) error {
@@ -182,7 +190,7 @@ func (a *App) buildServer(_ context.Context, w *wiring) error {
 		Ready:  func(ctx context.Context) error { return rdb.Ping(ctx).Err() },
 		Status: a.storeStatus,
 		// The abuse defences (README.md, "Abuse defences").
-		AbuseMetrics: w.abuseMetrics, StatusCallback: statusCallback(a.cfg), MaxInFlight: a.cfg.MaxInFlight,
+		AbuseMetrics: w.abuseMetrics, StatusCallback: statusCallback(a.cfg), Admission: a.inFlight,
 		TrustedProxies: a.cfg.TrustedProxies,
 		// Wrong keys are counted per address in Redis, through the Fallback.
 		SignIn:      ops.NewSignInLimiter(fb, w.o.signIn),

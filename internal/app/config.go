@@ -286,14 +286,16 @@ func (c *Config) checkPolicies() error {
 	return nil
 }
 
-// maxPolicyFile bounds the policy file's size.
-const maxPolicyFile = 1 << 20
+// maxConfigFile bounds the size of each configuration file otpguard reads:
+// the policy file and every file of the Envoy rules.
+const maxConfigFile = 1 << 20
 
-// readPolicyFile reads the policy file if it is a regular file (or a link
-// to one) of at most maxPolicyFile bytes. It opens without blocking and
-// looks before it reads: a FIFO would block this and every later reload,
-// and /dev/zero would fill memory.
-func readPolicyFile(path string) ([]byte, error) {
+// readConfigFile reads a configuration file (the policy file, an Envoy rule
+// file) if it is a regular file (or a link to one) of at most
+// maxConfigFile bytes. It opens without blocking and looks before it
+// reads: a FIFO would block this and every later reload (and the shutdown
+// that waits for it), and /dev/zero would fill memory.
+func readConfigFile(path string) ([]byte, error) {
 	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		return nil, err
@@ -306,12 +308,12 @@ func readPolicyFile(path string) ([]byte, error) {
 	if !st.Mode().IsRegular() {
 		return nil, fmt.Errorf("%s is not a regular file (mode %s)", path, st.Mode().Type())
 	}
-	b, err := io.ReadAll(io.LimitReader(f, maxPolicyFile+1))
+	b, err := io.ReadAll(io.LimitReader(f, maxConfigFile+1))
 	if err != nil {
 		return nil, fmt.Errorf("read %s: %w", path, err)
 	}
-	if len(b) > maxPolicyFile {
-		return nil, fmt.Errorf("%s is larger than 1 MiB: not a policy file", path)
+	if len(b) > maxConfigFile {
+		return nil, fmt.Errorf("%s is larger than 1 MiB: not a configuration file", path)
 	}
 	return b, nil
 }
@@ -321,7 +323,7 @@ func loadPolicies(path string) (guard.Policies, error) {
 	if path == "" {
 		return guard.DefaultPolicies(), nil
 	}
-	b, err := readPolicyFile(path)
+	b, err := readConfigFile(path)
 	if err != nil {
 		return guard.DefaultPolicies(), fmt.Errorf("OTPGUARD_CONFIG: %w", err)
 	}

@@ -9,10 +9,15 @@ import (
 
 // EnvoyConfig is the gRPC listener that answers Envoy's rate-limit filter
 // and the rules it decides by (docs/envoy.md): OTPGUARD_GRPC_ADDR,
-// OTPGUARD_ENVOY_CONFIG and the TLS files (settings.go).
+// OTPGUARD_ENVOY_CONFIG, the TLS files and the bounds of a call
+// (settings.go).
 type EnvoyConfig struct {
 	Server envoy.ServerConfig
 	Path   string
+	// MaxDescriptors and MaxEntries bound a call: descriptors per request
+	// (OTPGUARD_ENVOY_MAX_DESCRIPTORS), entries per descriptor
+	// (OTPGUARD_ENVOY_MAX_ENTRIES).
+	MaxDescriptors, MaxEntries int
 	// Rules are Path's files, read and checked by LoadConfig.
 	Rules *envoy.Rules
 }
@@ -20,9 +25,12 @@ type EnvoyConfig struct {
 // On reports whether the gRPC listener is configured.
 func (e EnvoyConfig) On() bool { return e.Server.Addr != "" }
 
-// readEnvoyRules reads and loads the Envoy configuration at path.
+// readEnvoyRules reads and loads the Envoy configuration at path, each
+// file as the policy file is read (readConfigFile): a FIFO, a device or a
+// file over 1 MiB is refused without blocking or filling memory, at
+// start-up as at a reload.
 func readEnvoyRules(path string) (*envoy.Rules, error) {
-	files, err := envoy.ReadFiles(path)
+	files, err := envoy.ReadFiles(path, readConfigFile)
 	if err != nil {
 		return nil, fmt.Errorf("OTPGUARD_ENVOY_CONFIG: %w", err)
 	}
@@ -40,6 +48,22 @@ func checkGRPCAddr(c *Config) error {
 	}
 	if _, _, err := net.SplitHostPort(c.Envoy.Server.Addr); err != nil {
 		return err
+	}
+	return nil
+}
+
+// checkEnvoyMaxDescriptors: 1..1000 (a request of 1000 is 50 round trips).
+func checkEnvoyMaxDescriptors(c *Config) error {
+	if n := c.Envoy.MaxDescriptors; n < 1 || n > 1000 {
+		return fmt.Errorf("must be between 1 and 1000, got %d", n)
+	}
+	return nil
+}
+
+// checkEnvoyMaxEntries: 1..1000.
+func checkEnvoyMaxEntries(c *Config) error {
+	if n := c.Envoy.MaxEntries; n < 1 || n > 1000 {
+		return fmt.Errorf("must be between 1 and 1000, got %d", n)
 	}
 	return nil
 }

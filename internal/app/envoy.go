@@ -33,18 +33,19 @@ type envoyPath struct {
 
 // buildEnvoy builds the Envoy service when OTPGUARD_GRPC_ADDR is set: its
 // limiter is built as /limits/check's (newLimiter), around the same
-// Fallback, hot keys and metrics.
+// Fallback, hot keys and metrics, and its calls take the API's in-flight
+// slots (boundInFlight).
 func (a *App) buildEnvoy(_ context.Context, w *wiring) error {
 	if !a.cfg.Envoy.On() {
 		return nil
 	}
-	a.envoy = newEnvoyPath(a.cfg.Envoy, w.metrics, w.tr, a.log, func(p map[string]guard.LimitPolicy) *guard.Limiter {
+	a.envoy = newEnvoyPath(a.cfg.Envoy, w.metrics, w.tr, a.log, a.inFlight, func(p map[string]guard.LimitPolicy) *guard.Limiter {
 		return a.newLimiter(w, p)
 	})
 	return nil
 }
 
-func newEnvoyPath(cfg EnvoyConfig, metrics *metrics.Set, tr *tracing, log *slog.Logger,
+func newEnvoyPath(cfg EnvoyConfig, metrics *metrics.Set, tr *tracing, log *slog.Logger, admission envoy.Admission,
 	newLimiter func(map[string]guard.LimitPolicy) *guard.Limiter) *envoyPath {
 	e := &envoyPath{cfg: cfg, newLimiter: newLimiter, log: log,
 		reloads: prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -55,7 +56,8 @@ func newEnvoyPath(cfg EnvoyConfig, metrics *metrics.Set, tr *tracing, log *slog.
 	e.reloads.WithLabelValues("ok")
 	e.reloads.WithLabelValues("error")
 	metrics.Registry.MustRegister(e.reloads)
-	o := envoy.Options{Recorder: metrics, Metrics: envoy.NewMetrics(metrics.Registry), Log: log}
+	o := envoy.Options{Recorder: metrics, Metrics: envoy.NewMetrics(metrics.Registry), Log: log,
+		MaxDescriptors: cfg.MaxDescriptors, MaxEntries: cfg.MaxEntries, Admission: admission}
 	if tr != nil {
 		o.TracerProvider, o.Propagator = tr.tp, tr.prop
 	}

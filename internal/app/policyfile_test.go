@@ -227,7 +227,7 @@ func TestDecodePolicies(t *testing.T) {
 }
 
 // TestLoadPoliciesRefusesWhatIsNotAFile: the policy file is read only when
-// it is a regular file (a link to one is fine) of at most maxPolicyFile
+// it is a regular file (a link to one is fine) of at most maxConfigFile
 // bytes; a FIFO must not block the reader, nor /dev/zero fill memory.
 func TestLoadPoliciesRefusesWhatIsNotAFile(t *testing.T) {
 	dir := t.TempDir()
@@ -241,7 +241,7 @@ func TestLoadPoliciesRefusesWhatIsNotAFile(t *testing.T) {
 	big := filepath.Join(dir, "big.yaml")
 	for _, err := range []error{
 		os.Symlink(good, link), os.Symlink("/dev/zero", zero), syscall.Mkfifo(fifo, 0o600),
-		os.WriteFile(big, []byte("otp:\n  message: \""+strings.Repeat("x", maxPolicyFile)+"\"\n"), 0o600),
+		os.WriteFile(big, []byte("otp:\n  message: \""+strings.Repeat("x", maxConfigFile)+"\"\n"), 0o600),
 	} {
 		if err != nil {
 			t.Fatal(err)

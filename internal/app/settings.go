@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/otpguard/otpguard/internal/challenge"
+	"github.com/otpguard/otpguard/internal/envoy"
 	"github.com/otpguard/otpguard/internal/store"
 )
 
@@ -77,6 +78,12 @@ var settings = []setting{
 	{name: "OTPGUARD_GRPC_CLIENT_CA_FILE", defDoc: "unset: no client certificate asked", example: "/etc/otpguard/gateways-ca.pem",
 		doc:   "mTLS: a gateway must present a certificate this CA (PEM) signed",
 		parse: text(func(c *Config) *string { return &c.Envoy.Server.ClientCAFile })},
+	{name: "OTPGUARD_ENVOY_MAX_DESCRIPTORS", def: strconv.Itoa(envoy.DefaultMaxDescriptors), example: "16",
+		doc:   "descriptors one `ShouldRateLimit` call may carry; a call with more is refused with `INVALID_ARGUMENT` before anything is counted (1..1000)",
+		parse: whole(func(c *Config) *int { return &c.Envoy.MaxDescriptors }), check: checkEnvoyMaxDescriptors},
+	{name: "OTPGUARD_ENVOY_MAX_ENTRIES", def: strconv.Itoa(envoy.DefaultMaxEntries), example: "8",
+		doc:   "entries one descriptor of a `ShouldRateLimit` call may carry; more: `INVALID_ARGUMENT`, before anything is counted (1..1000)",
+		parse: whole(func(c *Config) *int { return &c.Envoy.MaxEntries }), check: checkEnvoyMaxEntries},
 	{name: "OTPGUARD_LOG_LEVEL", def: "info", example: "debug",
 		doc:   "`debug`, `info`, `warn`, `error`",
 		parse: text(func(c *Config) *string { return &c.LogLevel }), check: checkLogLevel},
@@ -114,7 +121,7 @@ var settings = []setting{
 		doc:   "how long a decision waits for a Redis the probe vouches for before it is shed with `503 overloaded` (timeout..1m)",
 		parse: duration(func(c *Config) *time.Duration { return &c.RedisMaxWait }), check: checkRedisMaxWait},
 	{name: "OTPGUARD_MAX_IN_FLIGHT", def: strconv.Itoa(DefaultMaxInFlight), example: "64",
-		doc:   "decisions (sends, verifies, checks) one instance works on at once; more are shed at once with `503 overloaded` (1..100000)",
+		doc:   "decisions (sends, verifies, checks, Envoy's `ShouldRateLimit` calls) one instance works on at once, HTTP and gRPC together; more are shed at once with `503 overloaded` (gRPC: `UNAVAILABLE`) (1..100000)",
 		parse: whole(func(c *Config) *int { return &c.MaxInFlight }), check: checkMaxInFlight},
 	{name: "OTPGUARD_REDIS_PIPELINES", def: strconv.Itoa(DefaultRedisPipelines), example: "0",
 		doc:   "most pipelines of coalesced script calls on the wire at once: one at a time, another only beside one out for half of `OTPGUARD_REDIS_TIMEOUT`; `0` sends each command on its own (0..1024)",

@@ -8,6 +8,8 @@ import (
 
 	"github.com/otpguard/otpguard/internal/envoy"
 	"github.com/otpguard/otpguard/internal/guard"
+	"github.com/otpguard/otpguard/internal/httpapi"
+	"github.com/otpguard/otpguard/internal/metrics"
 )
 
 // limiterFunc is a hand-written fake of envoy.Limiter.
@@ -20,7 +22,8 @@ func (f limiterFunc) Check(ctx context.Context, checks []guard.Check) (guard.Bat
 // TestAllocationsPerCall holds the service's own work per call (matching,
 // the counter's key, the answer, its metrics) to a count of allocations:
 // at thousands of calls a second each one is collector work. The limiter
-// is a fake that allocates nothing, so the count is the service's.
+// is a fake that allocates nothing, so the count is the service's (its
+// admission's included).
 func TestAllocationsPerCall(t *testing.T) {
 	decided := []guard.Decision{{Allowed: true, WouldAllow: true, Mode: guard.ModeExact, Remaining: 49}}
 	lim := limiterFunc(func(_ context.Context, checks []guard.Check) (guard.Batch, error) {
@@ -29,7 +32,9 @@ func TestAllocationsPerCall(t *testing.T) {
 		}
 		return guard.Batch{Allowed: true, Decisions: decided}, nil
 	})
-	svc := envoy.NewService(rulesOf(t, basicYAML), lim, envoy.Options{Metrics: envoy.NewMetrics(prometheus.NewRegistry())})
+	// With the admission otpguard runs it with: taking a slot costs none.
+	svc := envoy.NewService(rulesOf(t, basicYAML), lim, envoy.Options{Metrics: envoy.NewMetrics(prometheus.NewRegistry()),
+		Admission: httpapi.NewAdmission(256, metrics.New())})
 	req := request("basic", [][][2]string{{{"key1", "user_123"}}}, 0)
 	ctx := context.Background()
 	allocs := testing.AllocsPerRun(200, func() {

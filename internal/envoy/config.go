@@ -90,7 +90,12 @@ type File struct {
 // and .yml file under a directory (names starting with a dot skipped: a
 // Kubernetes ConfigMap's ..data holds the same files again). Files are
 // read in lexical order, as the peer's runtime loader reads them.
-func ReadFiles(path string) ([]File, error) {
+//
+// read reads one file. It is the caller's, so that what a configuration
+// file may be (a regular file, not a FIFO or a device; its size bound) is
+// decided in one place for every file the caller reads: the directory
+// lists names, and a name alone says nothing of what it points to.
+func ReadFiles(path string, read func(name string) ([]byte, error)) ([]File, error) {
 	info, err := os.Stat(path)
 	if err != nil {
 		return nil, fmt.Errorf("envoy config: %w", err)
@@ -124,7 +129,7 @@ func ReadFiles(path string) ([]File, error) {
 	}
 	files := make([]File, 0, len(names))
 	for _, n := range names {
-		b, err := os.ReadFile(n)
+		b, err := read(n)
 		if err != nil {
 			return nil, fmt.Errorf("envoy config: %w", err)
 		}

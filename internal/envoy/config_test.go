@@ -159,7 +159,7 @@ func TestReadFiles(t *testing.T) {
 	write("sub/c.yaml", "domain: c\n")
 	write("..data/a.yaml", "domain: a\n")
 	write("notes.txt", "not yaml")
-	files, err := envoy.ReadFiles(dir)
+	files, err := envoy.ReadFiles(dir, os.ReadFile)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -173,11 +173,11 @@ func TestReadFiles(t *testing.T) {
 	if _, err := envoy.Load(files); err != nil {
 		t.Errorf("Load: %v", err)
 	}
-	one, err := envoy.ReadFiles(filepath.Join(dir, "b.yml"))
+	one, err := envoy.ReadFiles(filepath.Join(dir, "b.yml"), os.ReadFile)
 	if err != nil || len(one) != 1 {
 		t.Errorf("ReadFiles(one file) = %d files, %v; want 1", len(one), err)
 	}
-	if _, err := envoy.ReadFiles(t.TempDir()); err == nil {
+	if _, err := envoy.ReadFiles(t.TempDir(), os.ReadFile); err == nil {
 		t.Error("ReadFiles(empty dir): no error")
 	}
 }

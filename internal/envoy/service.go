@@ -44,6 +44,13 @@ type Options struct {
 	// call's metadata (traceparent); nil: no spans.
 	TracerProvider trace.TracerProvider
 	Propagator     propagation.TextMapPropagator
+	// MaxDescriptors and MaxEntries bound a call: descriptors per request,
+	// entries per descriptor (bounds.go); 0: DefaultMaxDescriptors and
+	// DefaultMaxEntries.
+	MaxDescriptors, MaxEntries int
+	// Admission is the bound on decisions in flight that every call takes
+	// a slot of (bounds.go); nil: no bound.
+	Admission Admission
 }
 
 // Service answers ShouldRateLimit from the rules in force.
@@ -56,6 +63,9 @@ type Service struct {
 	now    func() time.Time
 	tracer trace.Tracer // nil: no spans, and nothing spent on them
 	prop   propagation.TextMapPropagator
+
+	maxDescriptors, maxEntries int
+	admission                  Admission // nil: no bound
 }
 
 type ruleSet struct {
@@ -66,7 +76,14 @@ type ruleSet struct {
 // NewService returns a Service deciding by rules through limiter, whose
 // policies must be rules.Policies.
 func NewService(rules *Rules, limiter Limiter, o Options) *Service {
-	s := &Service{rec: o.Recorder, m: o.Metrics, log: o.Log, now: o.Now, prop: o.Propagator}
+	s := &Service{rec: o.Recorder, m: o.Metrics, log: o.Log, now: o.Now, prop: o.Propagator,
+		maxDescriptors: o.MaxDescriptors, maxEntries: o.MaxEntries, admission: o.Admission}
+	if s.maxDescriptors <= 0 {
+		s.maxDescriptors = DefaultMaxDescriptors
+	}
+	if s.maxEntries <= 0 {
+		s.maxEntries = DefaultMaxEntries
+	}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
@@ -118,8 +135,10 @@ const (
 // the policy its rule maps to, all of them in one round trip per Redis
 // slot. A Redis that cannot answer is met by each policy's on_store_error,
 // never by an error: dynamic_metadata says which policies the fallback
-// decided.
-func (s *Service) ShouldRateLimit(ctx context.Context, req *ratelimitv3.RateLimitRequest) (*ratelimitv3.RateLimitResponse, error) {
+// decided. A request past the bounds is INVALID_ARGUMENT, and one that
+// finds no slot free in the admission UNAVAILABLE, both before anything
+// is counted.
+func (s *Service) ShouldRateLimit(ctx context.Context, req *ratelimitv3.RateLimitRequest) (_ *ratelimitv3.RateLimitResponse, err error) {
 	if s.tracer != nil {
 		var span trace.Span
 		ctx, span = s.startSpan(ctx)
@@ -130,6 +149,15 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *ratelimitv3.RateLimi
 		return nil, status.Error(codes.InvalidArgument, "rate limit domain must not be empty")
 	case len(req.GetDescriptors()) == 0:
 		return nil, status.Error(codes.InvalidArgument, "rate limit descriptor list must not be empty")
+	}
+	if err := s.checkBounds(req); err != nil {
+		return nil, err
+	}
+	if s.admission != nil {
+		if !s.admission.Enter(shedRoute) {
+			return nil, errOverloaded
+		}
+		defer func() { s.admission.Leave(err, shedRoute) }()
 	}
 	set := s.set.Load()
 	now := s.now().Unix()

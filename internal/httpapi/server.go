@@ -83,6 +83,9 @@ type Options struct {
 	// once; the excess is shed with 503 overloaded (admission.go). 0: no
 	// bound.
 	MaxInFlight int
+	// Admission, when set, is the bound shared with the instance's other
+	// transports (Envoy's gRPC), built on Metrics; it replaces MaxInFlight.
+	Admission *Admission
 	// Idempotency keeps the answers of requests sent with an
 	// Idempotency-Key (idempotency.go); nil: the header is ignored.
 	// IdempotencyWait bounds how long a request waits for the answer of
@@ -148,7 +151,11 @@ func New(o Options) *Server {
 	if s.apiKeyLimit == nil {
 		s.apiKeyLimit = ops.NewAPIKeyLimiter(nil, ops.SignInLimit{})
 	}
-	s.admission = newAdmission(o.MaxInFlight, o.Metrics)
+	if o.Admission != nil {
+		s.admission = o.Admission.a
+	} else {
+		s.admission = newAdmission(o.MaxInFlight, o.Metrics)
+	}
 	s.idempotency, s.idempotencyWait = o.Idempotency, o.IdempotencyWait
 	if s.idempotencyWait <= 0 {
 		s.idempotencyWait = DefaultIdempotencyWait
