@@ -61,7 +61,8 @@ func (a *App) setUpTracing(ctx context.Context, w *wiring) error {
 }
 
 // startFallback puts the Fallback between every decision and Redis
-// (outage.go) and starts its probe and heartbeat.
+// (outage.go) and starts its probe and heartbeat, which run until Close:
+// through the drain, and for the writers that flush after it.
 func (a *App) startFallback(ctx context.Context, w *wiring) (err error) {
 	guard.WarmPhoneMetadata()
 	if a.outage, err = newOutage(a.cfg, a.rdb, a.store, w.o, a.log); err != nil {
