@@ -160,6 +160,7 @@ func (a *App) newOTP(w *wiring, p guard.OTPPolicy) *guard.OTP {
 // nothing while it stays denied. Remembered per policy: a reload that
 // raises a limit lets the key through at once.
 func (a *App) newLimiter(w *wiring, limits map[string]guard.LimitPolicy) *guard.Limiter {
+	a.outage.fallback.AddPolicies(limits) // their series in otpguard_fallback_decisions_total
 	limiter := guard.NewLimiter(limits, a.outage.fallback, a.log).
 		WithDenials(guard.NewDenials(guard.DefaultDenials, w.o.now))
 	if w.hot != nil {
