@@ -203,7 +203,9 @@ type ImportResult struct {
 // ImportTrusted marks numbers trusted for verified_within (an operator's
 // import of the numbers an app verified before it used otpguard), and
 // records it in the audit trail with the counts only (no number).
-// Idempotent: importing a number again only renews its mark.
+// Idempotent: importing a number again only renews its mark. Imported
+// counts distinct numbers: a number listed twice is marked, and counted,
+// once.
 func (s *OTP) ImportTrusted(ctx context.Context, numbers []string, actor string) (ImportResult, error) {
 	if len(numbers) > MaxTrustImport {
 		return ImportResult{}, Errorf(CodeInvalidRequest, "at most %d numbers per import, got %d", MaxTrustImport, len(numbers))
@@ -213,12 +215,17 @@ func (s *OTP) ImportTrusted(ctx context.Context, numbers []string, actor string)
 	}
 	var res ImportResult
 	marks := make([]TrustMark, 0, len(numbers))
+	seen := make(map[string]bool, len(numbers))
 	for i, n := range numbers {
 		p, err := ParsePhone(n, "")
 		if err != nil || p.E164 != n {
 			res.Invalid = append(res.Invalid, i)
 			continue
 		}
+		if seen[p.E164] {
+			continue
+		}
+		seen[p.E164] = true
 		marks = append(marks, TrustMark{Key: trustMarkKey(s.hmacKey, p)})
 	}
 	if len(marks) > 0 {
