@@ -51,8 +51,9 @@ func (t Tier) String() string {
 	return "new"
 }
 
-// TrustPolicy is otp.trust. VerifiedWithin 0 turns remembering verified
-// numbers off (the account flag and imports still trust).
+// TrustPolicy is otp.trust. VerifiedWithin 0 turns the marks off: no
+// verify sets one, no send reads one, and an import is refused (a mark
+// lives VerifiedWithin); only the account flag still trusts.
 type TrustPolicy struct {
 	VerifiedWithin time.Duration
 	// The trusted tier's cap per country and hour: max(Floor, Factor x the

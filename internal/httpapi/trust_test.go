@@ -219,3 +219,16 @@ func containsAll(s string, subs ...string) bool {
 	}
 	return true
 }
+
+// TestTrustOffRefusesImports holds what docs/reference.md says of
+// otp.trust.verified_within: 0: trusted numbers are off, so an import,
+// whose marks nothing would read, is refused with 400 invalid_request.
+func TestTrustOffRefusesImports(t *testing.T) {
+	p := defaults()
+	p.OTP.Trust.VerifiedWithin = 0
+	oc := newOpsCluster(t, opsConfig{instances: 1, engine: sqlstore.EngineSQLite, policies: &p})
+	r := oc.ops(t, 0, "POST", "/ops/trusted-numbers", `{"numbers":["+447400123456"]}`)
+	if got := problemCode(t, r); r.Status != http.StatusBadRequest || got != "invalid_request" {
+		t.Errorf("import with verified_within 0: %d %s, want 400 invalid_request", r.Status, r.Body)
+	}
+}
