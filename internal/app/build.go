@@ -64,7 +64,8 @@ func (a *App) setUpTracing(ctx context.Context, w *wiring) error {
 }
 
 // startFallback puts the Fallback between every decision and Redis
-// (outage.go) and starts its probe and heartbeat.
+// (outage.go) and starts its probe and heartbeat, which run until Close:
+// through the drain, and for the writers that flush after it.
 func (a *App) startFallback(ctx context.Context, w *wiring) (err error) {
 	guard.WarmPhoneMetadata()
 	if a.outage, err = newOutage(a.cfg, a.rdb, a.store, w.o, a.log); err != nil {
@@ -163,6 +164,7 @@ func (a *App) newOTP(w *wiring, p guard.OTPPolicy) *guard.OTP {
 // nothing while it stays denied. Remembered per policy: a reload that
 // raises a limit lets the key through at once.
 func (a *App) newLimiter(w *wiring, limits map[string]guard.LimitPolicy) *guard.Limiter {
+	a.outage.fallback.AddPolicies(limits) // their series in otpguard_fallback_decisions_total
 	limiter := guard.NewLimiter(limits, a.outage.fallback, a.log).
 		WithDenials(guard.NewDenials(guard.DefaultDenials, w.o.now))
 	if w.hot != nil {

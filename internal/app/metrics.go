@@ -61,23 +61,28 @@ func registerOutage(reg *prometheus.Registry, o *outage) {
 		Name: "otpguard_redis_late_total",
 		Help: "Store calls a healthy Redis answered past OTPGUARD_REDIS_TIMEOUT, waited for because the probe vouched for it: each would have gone to the fallback without the probe. Rising: this host is saturated.",
 	}, func() float64 { return float64(o.fallback.Late()) }))
-	for _, p := range o.fallback.Status().Policies {
-		name := p.Policy
+	reg.MustRegister(fallbackDecisions{o.fallback})
+}
+
+// fallbackDecisions is otpguard_fallback_decisions_total, read from the
+// Fallback at each scrape: one series per policy it knows, so that the
+// Envoy rules and the policies a reload adds are counted as the policy
+// file's are, at zero from the start (Fallback.AddPolicies).
+type fallbackDecisions struct{ fb *resilience.Fallback }
+
+var fallbackDecisionsDesc = prometheus.NewDesc("otpguard_fallback_decisions_total",
+	"Decisions taken without Redis (by on_store_error; refusals for closed), by policy.", []string{"policy"}, nil)
+
+// Describe implements prometheus.Collector.
+func (f fallbackDecisions) Describe(ch chan<- *prometheus.Desc) { ch <- fallbackDecisionsDesc }
+
+// Collect implements prometheus.Collector.
+func (f fallbackDecisions) Collect(ch chan<- prometheus.Metric) {
+	for _, p := range f.fb.Status().Policies {
 		// A limit policy is labelled by its name, as in
 		// otpguard_decisions_total, not by its "limits." status name.
-		label := strings.TrimPrefix(name, guard.LimitPolicyName(""))
-		reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
-			Name:        "otpguard_fallback_decisions_total",
-			Help:        "Decisions taken without Redis (by on_store_error; refusals for closed), by policy.",
-			ConstLabels: prometheus.Labels{"policy": label},
-		}, func() float64 {
-			for _, q := range o.fallback.Status().Policies {
-				if q.Policy == name {
-					return float64(q.Fallbacks)
-				}
-			}
-			return 0
-		}))
+		label := strings.TrimPrefix(p.Policy, guard.LimitPolicyName(""))
+		ch <- prometheus.MustNewConstMetric(fallbackDecisionsDesc, prometheus.CounterValue, float64(p.Fallbacks), label)
 	}
 }
 

@@ -81,21 +81,27 @@ func newOutage(cfg *Config, rdb redis.UniversalClient, st *store.Redis, opts opt
 	return o, nil
 }
 
-// start beats once (so N is known before the first request), then every
-// second until ctx ends or stop is called; stop waits for the leave.
+// start probes and beats once (so Redis's health and N are known before
+// the first request), then keeps both going until stop is called, not
+// until ctx ends: ctx ending (SIGTERM) starts the drain, and the requests
+// still draining, and the writers that flush after them (idempotent
+// answers, the audit queue, the attack view, the hot keys), need the
+// probe's word on Redis and the breaker it keeps closed as much as any
+// request did. Close calls stop after all of them; stop waits for the
+// leave.
 func (o *outage) start(ctx context.Context, log *slog.Logger) (stop func()) {
-	ctx, stopBeats := context.WithCancel(ctx)
 	o.probeOnce(ctx)
+	bg, stopBeats := context.WithCancel(context.WithoutCancel(ctx))
 	go func() {
 		defer close(o.probeDone)
 		t := time.NewTicker(o.probeEvery)
 		defer t.Stop()
 		for {
 			select {
-			case <-ctx.Done():
+			case <-bg.Done():
 				return
 			case <-t.C:
-				o.probeOnce(ctx)
+				o.probeOnce(bg)
 			}
 		}
 	}()
@@ -108,7 +114,7 @@ func (o *outage) start(ctx context.Context, log *slog.Logger) (stop func()) {
 	log.Info("instances", "count", o.fallback.Instances(), "from", o.from, "id", s.ID)
 	go func() {
 		defer close(o.done)
-		o.hb.Run(ctx)
+		o.hb.Run(bg)
 	}()
 	return func() { stopBeats(); <-o.done; <-o.probeDone; o.probe.Close() }
 }

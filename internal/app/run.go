@@ -23,8 +23,11 @@ const (
 
 // Run serves the handler on cfg.Addr until ctx ends, then finishes the
 // requests in flight (for at most drainTimeout), cuts what is left (see
-// drainTimeout) and returns. Call Close after it. It returns an error only
-// when serving failed or a request would not stop even when cut.
+// drainTimeout) and returns. Call Close after it: the probe, the heartbeat
+// and the writers (audit queue, attack view, hot keys) do not end with ctx
+// but at Close, so the requests draining and what they leave to store are
+// decided as before the signal. It returns an error only when serving
+// failed or a request would not stop even when cut.
 func (a *App) Run(ctx context.Context) error {
 	ln, err := net.Listen("tcp", a.cfg.Addr)
 	if err != nil {

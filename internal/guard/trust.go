@@ -51,8 +51,9 @@ func (t Tier) String() string {
 	return "new"
 }
 
-// TrustPolicy is otp.trust. VerifiedWithin 0 turns remembering verified
-// numbers off (the account flag and imports still trust).
+// TrustPolicy is otp.trust. VerifiedWithin 0 turns the marks off: no
+// verify sets one, no send reads one, and an import is refused (a mark
+// lives VerifiedWithin); only the account flag still trusts.
 type TrustPolicy struct {
 	VerifiedWithin time.Duration
 	// The trusted tier's cap per country and hour: max(Floor, Factor x the
@@ -203,7 +204,9 @@ type ImportResult struct {
 // ImportTrusted marks numbers trusted for verified_within (an operator's
 // import of the numbers an app verified before it used otpguard), and
 // records it in the audit trail with the counts only (no number).
-// Idempotent: importing a number again only renews its mark.
+// Idempotent: importing a number again only renews its mark. Imported
+// counts distinct numbers: a number listed twice is marked, and counted,
+// once.
 func (s *OTP) ImportTrusted(ctx context.Context, numbers []string, actor string) (ImportResult, error) {
 	if len(numbers) > MaxTrustImport {
 		return ImportResult{}, Errorf(CodeInvalidRequest, "at most %d numbers per import, got %d", MaxTrustImport, len(numbers))
@@ -213,12 +216,17 @@ func (s *OTP) ImportTrusted(ctx context.Context, numbers []string, actor string)
 	}
 	var res ImportResult
 	marks := make([]TrustMark, 0, len(numbers))
+	seen := make(map[string]bool, len(numbers))
 	for i, n := range numbers {
 		p, err := ParsePhone(n, "")
 		if err != nil || p.E164 != n {
 			res.Invalid = append(res.Invalid, i)
 			continue
 		}
+		if seen[p.E164] {
+			continue
+		}
+		seen[p.E164] = true
 		marks = append(marks, TrustMark{Key: trustMarkKey(s.hmacKey, p)})
 	}
 	if len(marks) > 0 {

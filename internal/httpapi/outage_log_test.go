@@ -13,11 +13,11 @@ import (
 	"github.com/otpguard/otpguard/internal/resilience"
 )
 
-// TestOutageLogsOneLinePerOutage: requests refused during an outage (limit
-// checks and OTP sends of closed policies) log at
-// debug; the outage itself is told by one WARN line (the breaker opening),
-// however many requests meet it and however many probes fail, and none at
-// ERROR.
+// TestOutageLogsOneLinePerOutage: the outage itself is told by one WARN
+// line (the breaker opening), however many requests meet it and however
+// many probes fail, and none at ERROR. Refused limit checks of closed
+// policies log at debug; each refused OTP send and verify keeps its info
+// request line (docs/observability.md: every error keeps its line).
 func TestOutageLogsOneLinePerOutage(t *testing.T) {
 	var mu sync.Mutex
 	var logs bytes.Buffer
@@ -39,16 +39,23 @@ func TestOutageLogsOneLinePerOutage(t *testing.T) {
 	oc.proxy.BlackHole()
 	const n = 40
 	refused := 0
+	refusedOTP := map[string]int{} // per route
 	for i := 0; i < n || oc.fbs[0].Status().Breaker == "closed"; i++ {
 		if i > 10*n {
 			t.Fatal("the breaker never opened")
 		}
 		path, body := "/limits/check", checkBody("closed-fw", "x")
-		if i%2 == 1 { // OTP sends: closed by default
+		switch i % 3 { // OTP sends and verifies: closed by default
+		case 1:
 			path, body = "/otp/send", `{"phone":"+14155550100"}`
+		case 2:
+			path, body = "/otp/verify", `{"phone":"+14155550100","code":"123456"}`
 		}
 		if r := oc.do(t, 0, "POST", path, body); r.Status == http.StatusServiceUnavailable {
 			refused++
+			if path != "/limits/check" {
+				refusedOTP[path]++
+			}
 		}
 		time.Sleep(5 * time.Millisecond) // let probes come due between requests
 	}
@@ -59,10 +66,14 @@ func TestOutageLogsOneLinePerOutage(t *testing.T) {
 	mu.Lock()
 	defer mu.Unlock()
 	var loud []string
+	lines := map[string]int{} // info request lines of 503 store_unavailable, per route
 	for _, line := range strings.Split(strings.TrimSpace(logs.String()), "\n") {
 		var rec struct {
-			Level string `json:"level"`
-			Msg   string `json:"msg"`
+			Level  string `json:"level"`
+			Msg    string `json:"msg"`
+			Route  string `json:"route"`
+			Status int    `json:"status"`
+			Code   string `json:"code"`
 		}
 		if err := json.Unmarshal([]byte(line), &rec); err != nil {
 			t.Errorf("a log line that is not JSON: %q", line)
@@ -71,9 +82,20 @@ func TestOutageLogsOneLinePerOutage(t *testing.T) {
 		if rec.Level == "WARN" || rec.Level == "ERROR" {
 			loud = append(loud, rec.Level+" "+rec.Msg)
 		}
+		if rec.Msg == "request" && rec.Status == http.StatusServiceUnavailable && rec.Code == "store_unavailable" {
+			lines[rec.Route]++
+		}
 	}
 	if len(loud) != 1 || !strings.Contains(loud[0], "redis breaker open") {
 		t.Errorf("%d requests refused in one outage: WARN/ERROR lines %q, want exactly one, the breaker opening", refused, loud)
+	}
+	for _, route := range []string{"/otp/send", "/otp/verify"} {
+		if refusedOTP[route] == 0 || lines[route] != refusedOTP[route] {
+			t.Errorf("%s: %d refused with 503, %d info request lines store_unavailable; want one line each", route, refusedOTP[route], lines[route])
+		}
+	}
+	if lines["/limits/check"] != 0 {
+		t.Errorf("/limits/check: %d info request lines store_unavailable, want none (debug)", lines["/limits/check"])
 	}
 }
 

@@ -85,8 +85,14 @@ func (s *Server) logLine(ctx context.Context, v middleware.RequestLoggerValues, 
 		level = slog.LevelDebug
 	case v.Status >= 500 && code == guard.CodeStoreUnavailable:
 		// An outage refuses every request: the breaker tells it once
-		// (docs/outage.md); each refusal is a debug line.
+		// (docs/outage.md), at WARN; a refused check is a debug line, for
+		// there may be thousands a second. Every other refusal (a send, a
+		// verify: an SMS's worth each) keeps its info line, so that the
+		// request ID a caller was answered finds it.
 		level = guard.StoreFailureLevel(v.Error)
+		if level < slog.LevelInfo && v.RoutePath != checkRoute {
+			level = slog.LevelInfo
+		}
 	case v.Status >= 500:
 		level = slog.LevelError
 	case v.RoutePath == checkRoute && v.Status < 400 && !s.checks.logged():

@@ -165,6 +165,11 @@ func TestTrustedTierCapExact(t *testing.T) {
 func TestTrustedNumbersImport(t *testing.T) {
 	oc, _ := trustWorld(t)
 	many, _ := json.Marshal(map[string][]string{"numbers": make([]string, guard.MaxTrustImport+1)})
+	copies := make([]string, guard.MaxTrustImport)
+	for i := range copies {
+		copies[i] = "+447400123459"
+	}
+	same, _ := json.Marshal(map[string][]string{"numbers": copies})
 	cases := []struct {
 		name, body string
 		status     int
@@ -175,6 +180,9 @@ func TestTrustedNumbersImport(t *testing.T) {
 		{"again: idempotent", `{"numbers":["+447400123456","447400123457","+4479","+919812345678"," +447400123458"]}`, 200,
 			`{"imported":2,"invalid":3,"invalid_indexes":[1,2,4]}`},
 		{"empty", `{"numbers":[]}`, 200, `{"imported":0,"invalid":0,"invalid_indexes":[]}`},
+		{"one number many times: counted once", string(same), 200, `{"imported":1,"invalid":0,"invalid_indexes":[]}`},
+		{"duplicates beside others", `{"numbers":["+447400123460","+447400123460","x","+447400123461"]}`, 200,
+			`{"imported":2,"invalid":1,"invalid_indexes":[2]}`},
 		{"no numbers", `{}`, 400, "invalid_request"},
 		{"not a list", `{"numbers":"+447400123456"}`, 400, "invalid_request"},
 		{"too many", string(many), 400, "invalid_request"},
@@ -198,7 +206,7 @@ func TestTrustedNumbersImport(t *testing.T) {
 	// The audit trail names counts, never a number.
 	opsWait(t, "the import in the audit trail", func() bool {
 		r := oc.ops(t, 0, "GET", "/ops/events?action=otp.trust.import", "")
-		return r.Status == 200 && json.Valid(r.Body) && containsAll(string(r.Body), "imported=2 invalid=3") &&
+		return r.Status == 200 && json.Valid(r.Body) && containsAll(string(r.Body), "imported=2 invalid=3", "imported=1 invalid=0") &&
 			!containsAll(string(r.Body), "447400123456")
 	})
 }
@@ -210,4 +218,17 @@ func containsAll(s string, subs ...string) bool {
 		}
 	}
 	return true
+}
+
+// TestTrustOffRefusesImports holds what docs/reference.md says of
+// otp.trust.verified_within: 0: trusted numbers are off, so an import,
+// whose marks nothing would read, is refused with 400 invalid_request.
+func TestTrustOffRefusesImports(t *testing.T) {
+	p := defaults()
+	p.OTP.Trust.VerifiedWithin = 0
+	oc := newOpsCluster(t, opsConfig{instances: 1, engine: sqlstore.EngineSQLite, policies: &p})
+	r := oc.ops(t, 0, "POST", "/ops/trusted-numbers", `{"numbers":["+447400123456"]}`)
+	if got := problemCode(t, r); r.Status != http.StatusBadRequest || got != "invalid_request" {
+		t.Errorf("import with verified_within 0: %d %s, want 400 invalid_request", r.Status, r.Body)
+	}
 }

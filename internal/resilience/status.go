@@ -43,6 +43,20 @@ func (f *Fallback) Status() FallbackStatus {
 	return s
 }
 
+// AddPolicies makes the limit policies of limits known that are not yet
+// (Envoy's rules, a reload's new names), so that Status lists them, and
+// their count of fallback decisions starts at zero, before their first
+// decision rather than at it.
+func (f *Fallback) AddPolicies(limits map[string]guard.LimitPolicy) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for name, p := range limits {
+		if _, ok := f.policies[guard.LimitPolicyName(name)]; !ok {
+			f.policies[guard.LimitPolicyName(name)] = &policyState{mode: p.OnStoreError}
+		}
+	}
+}
+
 // InFallback lists the policies whose last decision went to the fallback.
 func (s FallbackStatus) InFallback() []string {
 	out := []string{}

@@ -8,12 +8,14 @@ import (
 	"net/url"
 	"sync"
 	"testing"
+	"time"
 )
 
 // Proxy is a TCP proxy on a loopback port in front of a Redis, for fault
 // tests: BlackHole makes it swallow every byte both ways and leave every
 // connection hanging, as a network that silently drops packets does (the
 // dial still succeeds; nothing ever answers). Restore forwards again.
+// Delay holds every reply back, as a Redis further away (or busier) would.
 type Proxy struct {
 	t      testing.TB
 	ln     net.Listener
@@ -21,6 +23,7 @@ type Proxy struct {
 
 	mu     sync.Mutex
 	holed  bool
+	delay  time.Duration
 	conns  map[*pipe]struct{}
 	closed bool
 	wg     sync.WaitGroup
@@ -80,6 +83,15 @@ func (p *Proxy) Restore() {
 			delete(p.conns, c)
 		}
 	}
+}
+
+// Delay holds back each chunk of Redis's replies by d before the client
+// gets it (0: none), on every connection, open or to come: a round trip
+// takes at least d.
+func (p *Proxy) Delay(d time.Duration) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.delay = d
 }
 
 // Close stops the proxy and closes every connection.
@@ -144,8 +156,8 @@ func (p *Proxy) serve(client net.Conn) {
 		return
 	}
 	done := make(chan struct{}, 2)
-	go func() { p.copy(c, server, client); done <- struct{}{} }()
-	go func() { p.copy(c, client, server); done <- struct{}{} }()
+	go func() { p.copy(c, server, client, false); done <- struct{}{} }()
+	go func() { p.copy(c, client, server, true); done <- struct{}{} }()
 	<-done
 	client.Close()
 	server.Close()
@@ -154,15 +166,18 @@ func (p *Proxy) serve(client net.Conn) {
 }
 
 // copy forwards src to dst, dropping what it reads while the proxy is a
-// black hole.
-func (p *Proxy) copy(c *pipe, dst, src net.Conn) {
+// black hole; replies (Redis's side to the client's) wait out the delay.
+func (p *Proxy) copy(c *pipe, dst, src net.Conn, replies bool) {
 	buf := make([]byte, 32<<10)
 	for {
 		n, err := src.Read(buf)
 		if n > 0 {
 			p.mu.Lock()
-			holed := p.holed
+			holed, delay := p.holed, p.delay
 			p.mu.Unlock()
+			if replies && delay > 0 {
+				time.Sleep(delay)
+			}
 			if !holed {
 				if _, werr := dst.Write(buf[:n]); werr != nil {
 					return
