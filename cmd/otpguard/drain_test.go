@@ -61,7 +61,6 @@ func TestDrainFinishesItsWork(t *testing.T) {
 			"OTPGUARD_REDIS_URL":     redisURL,
 			"OTPGUARD_REDIS_PREFIX":  prefix,
 			"OTPGUARD_REDIS_TIMEOUT": timeout,
-			"OTPGUARD_HTTP_SERVER":   "net/http",
 			"OTPGUARD_API_KEYS":      apiKey,
 			"OTPGUARD_HMAC_KEY":      hmac,
 			"OTPGUARD_SMS":           "twilio",
