@@ -189,8 +189,8 @@ func (s *OTP) spendFailed(ctx context.Context, err error) error {
 }
 
 // countedTakes returns the takes the store counted (res[i].Spent), each
-// marked where it was counted (the fallback's memory or the store), but
-// those skip names (nil: none).
+// marked where it was counted (the fallback's memory or the store) and in
+// which window, but those skip names (nil: none).
 func countedTakes(takes []Take, res []Result, skip func(i int) bool) []Take {
 	counted := make([]Take, 0, len(res))
 	for i, r := range res {
@@ -198,7 +198,7 @@ func countedTakes(takes []Take, res []Result, skip func(i int) bool) []Take {
 			continue
 		}
 		t := takes[i]
-		t.Fallback = r.Fallback
+		t.Fallback, t.WindowID = r.Fallback, r.WindowID
 		counted = append(counted, t)
 	}
 	return counted
@@ -213,7 +213,7 @@ func dropAutomatic(takes []Take, res []Result) []Take {
 			continue
 		}
 		if res[i].Spent {
-			t.Fallback = res[i].Fallback
+			t.Fallback, t.WindowID = res[i].Fallback, res[i].WindowID
 			counted = append(counted, t)
 		}
 		res[i] = Result{Allowed: true}
