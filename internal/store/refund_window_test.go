@@ -118,3 +118,44 @@ func TestRefundExactAcrossClients(t *testing.T) {
 		t.Fatalf("count = %d, want %d (hits not refunded)", got, want)
 	}
 }
+
+// TestClusterRefundOfANumberStaysInItsWindow: on Redis Cluster, a number's
+// cooldown and per-number window (one slot) are given back together in
+// the windows their hits counted in, and not in windows started since.
+func TestClusterRefundOfANumberStaysInItsWindow(t *testing.T) {
+	s, rdb, _, prefix := clusterStore(t)
+	ctx := context.Background()
+	const phone = "+919800000000"
+	cooldown := guard.Take{Key: guard.Key{Space: "otp", ID: phone, Name: "cooldown"}, Algorithm: guard.FixedWindow, Limit: 1, Window: 50 * time.Millisecond, Cost: 1}
+	sends := guard.Take{Key: guard.Key{Space: "otp", ID: phone, Name: "sends"}, Algorithm: guard.FixedWindow, Limit: 3, Window: time.Minute, Cost: 1}
+	takes := []guard.Take{cooldown, sends}
+	get := func(name string) int64 {
+		t.Helper()
+		n, _ := rdb.Get(ctx, prefix+"otp:{"+phone+"}:"+name).Int64()
+		return n
+	}
+	first, err := s.Take(ctx, takes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The cooldown's window ends and the next send starts another.
+	for n, _ := rdb.Exists(ctx, prefix+"otp:{"+phone+"}:cooldown").Result(); n != 0; n, _ = rdb.Exists(ctx, prefix+"otp:{"+phone+"}:cooldown").Result() {
+		time.Sleep(20 * time.Millisecond)
+	}
+	second, err := s.Take(ctx, takes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Refund(ctx, []guard.Take{refundOf(cooldown, first[0]), refundOf(sends, first[1])}); err != nil {
+		t.Fatal(err)
+	}
+	if cd, n := get("cooldown"), get("sends"); cd != 1 || n != 1 {
+		t.Errorf("after the first send's refund: cooldown %d sends %d, want 1 1 (the new cooldown window's hit kept)", cd, n)
+	}
+	if err := s.Refund(ctx, []guard.Take{refundOf(cooldown, second[0]), refundOf(sends, second[1])}); err != nil {
+		t.Fatal(err)
+	}
+	if cd, n := get("cooldown"), get("sends"); cd != 0 || n != 0 {
+		t.Errorf("after the second send's refund: cooldown %d sends %d, want 0 0", cd, n)
+	}
+}
