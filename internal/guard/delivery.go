@@ -104,7 +104,7 @@ const maxProviderRetryAfter = time.Minute
 //     bounding the provider calls one refused number costs;
 //   - it refused the message or could not be reached before any answer
 //     (provider_unavailable): the number's cooldown and per-number count
-//     are given back too (giveBackTry), and the answer says when to try
+//     are given back too (giveBack with try), and the answer says when to try
 //     again (the provider's Retry-After, else ProviderRetryAfter).
 func (s *OTP) deliver(ctx context.Context, phone Phone, code issued, sp spent) error {
 	body := strings.ReplaceAll(s.policy.Message, "{code}", code.text)
