@@ -63,6 +63,10 @@ type Take struct {
 	// the in-memory fallback decided it: the refund goes back there, not to
 	// the shared store, which never counted it.
 	Fallback bool
+	// WindowID is set on a fixed-window Take handed back to Refund from
+	// its Result's WindowID: the refund gives back only in the window the
+	// hit counted in, never in one that started since. Zero: any window.
+	WindowID int64
 }
 
 // Result is the store's answer to one Take.
@@ -80,6 +84,10 @@ type Result struct {
 	// Fallback says the in-memory fallback decided, not the shared store
 	// (it could not answer): Limit and Remaining are this instance's own.
 	Fallback bool
+	// WindowID names the fixed window a counting hit was counted in, for
+	// Refund (Take.WindowID): an identity, not a time to compute with (the
+	// store's is the window's end on Redis's clock). Zero: not known.
+	WindowID int64
 }
 
 // Counter is the shared, atomic store of limits. Every Take is one atomic

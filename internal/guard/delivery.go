@@ -83,11 +83,29 @@ func (s *OTP) RecordDelivery(ctx context.Context, d Delivery) bool {
 // deleted while the SMS is on its way).
 const providerTimeout = 10 * time.Second
 
+// ProviderRetryAfter is the Retry-After of a send the provider refused
+// (ErrNotSent) without saying how long to wait: the number's try was given
+// back, so the user may try again as soon as the provider may take it.
+const ProviderRetryAfter = 5 * time.Second
+
+// maxProviderRetryAfter bounds the wait a provider's Retry-After passes on
+// to the user: a minute, as a Redis outage's refusal; a longer one is the
+// provider's own trouble, not the user's to wait out.
+const maxProviderRetryAfter = time.Minute
+
 // deliver hands code to the SMS provider. When that fails, the code is
 // deleted: never delivered, as far as we know, so not left guessable (a
-// stateless code cannot be taken back; it dies with its step). The send's
-// limits stay spent, unless the provider surely did not send it: then
-// what it spent is given back (giveBack).
+// stateless code cannot be taken back; it dies with its step). What the
+// send spent stays spent, since the provider may have delivered it, unless
+// the provider surely did not take it (ErrNotSent):
+//   - it refused the number (invalid_destination): the budget and the
+//     country's hour are given back (giveBack); the number's own limits
+//     stay spent, since retrying that number cannot help, and keep
+//     bounding the provider calls one refused number costs;
+//   - it refused the message or could not be reached before any answer
+//     (provider_unavailable): the number's cooldown and per-number count
+//     are given back too (giveBack with try), and the answer says when to try
+//     again (the provider's Retry-After, else ProviderRetryAfter).
 func (s *OTP) deliver(ctx context.Context, phone Phone, code issued, sp spent) error {
 	body := strings.ReplaceAll(s.policy.Message, "{code}", code.text)
 	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), providerTimeout)
@@ -103,11 +121,31 @@ func (s *OTP) deliver(ctx context.Context, phone Phone, code issued, sp spent) e
 	}
 	s.log.WarnContext(ctx, "sms not sent", "phone", MaskPhone(phone.E164), "err", err)
 	var e *Error
-	if errors.As(err, &e) {
-		if e.Code == CodeInvalidDestination || errors.Is(err, ErrNotSent) { // surely not sent: the budget is not spent
-			s.giveBack(ctx, phone, sp)
-		}
-		return err
+	if !errors.As(err, &e) {
+		e = &Error{Code: CodeProviderUnavailable, Message: "the SMS provider failed", Err: err}
 	}
-	return &Error{Code: CodeProviderUnavailable, Message: "the SMS provider failed", Err: err}
+	notSent := errors.Is(err, ErrNotSent)
+	switch {
+	case e.Code == CodeInvalidDestination:
+		s.giveBack(ctx, phone, sp, false)
+	case notSent && e.Code == CodeProviderUnavailable:
+		s.giveBack(ctx, phone, sp, true)
+		refused := *e
+		refused.RetryAfter = providerRetryAfter(err)
+		return &refused
+	case notSent:
+		s.giveBack(ctx, phone, sp, false)
+	}
+	return e
+}
+
+// providerRetryAfter is the wait a refused send's answer tells: the
+// provider's own (ProviderWait), at most maxProviderRetryAfter, else
+// ProviderRetryAfter.
+func providerRetryAfter(err error) time.Duration {
+	var w ProviderWait
+	if errors.As(err, &w) && w.ProviderWait() > 0 {
+		return min(w.ProviderWait(), maxProviderRetryAfter)
+	}
+	return ProviderRetryAfter
 }

@@ -38,8 +38,9 @@ type SendResult struct {
 // limits, the country velocity rule) are taken together, each an atomic
 // fixed-window hit (spend). The first in that order that denies keeps the
 // attempt; the others are refunded, so a denied request spends no other
-// budget. A send the provider then fails still counts: the provider may
-// have delivered it.
+// budget. A send the provider then fails still counts, as the provider
+// may have delivered it, unless the provider surely did not take it: then
+// the number's try is given back (delivery.go).
 func (s *OTP) Send(ctx context.Context, req SendRequest) (SendResult, error) {
 	phone, ip, err := s.parseSend(req)
 	if err != nil {
@@ -96,7 +97,7 @@ func (s *OTP) send(ctx context.Context, phone Phone, ip, solution string, accoun
 	// A new code, saved as its HMAC, or a stateless one (code.go).
 	code, err := s.issueCode(ctx, phone, tier)
 	if err != nil {
-		s.giveBack(ctx, phone, spent)
+		s.giveBack(ctx, phone, spent, false)
 		return SendResult{}, err
 	}
 	// Hand it to the SMS provider (delivery.go).

@@ -3,14 +3,30 @@ package guard
 import (
 	"context"
 	"errors"
+	"time"
 )
 
 // ErrNotSent is wrapped by a Sender's error when the provider certainly did
-// not take the message: it answered with a refusal (bad credentials, an
-// unknown sender, its own rate limit), as opposed to a timeout or a 5xx,
-// after which the message may have left. A message certainly not sent
-// gives its place in the SMS budget back; the send limits stay spent.
+// not take the message: it answered with a refusal before accepting it (an
+// error status of its own: bad credentials, its rate limit, its own server
+// error), or the connection failed before the request reached it or before
+// any answer came back. A timeout after the request was written, or an
+// answer that cannot be read, is not that: the message may have left.
+//
+// A message certainly not sent is not counted against the number: its
+// cooldown, its per-number count, its place in the SMS budget and its
+// count in the country's hour are given back, so the user's next try is
+// not refused for a code that never came (OTP.deliver). The per-address
+// and the automatic abuse limits stay spent.
 var ErrNotSent = errors.New("the provider did not take the message")
+
+// ProviderWait is implemented by a Sender's error that wraps ErrNotSent
+// when the provider said how long to wait before the next try (its
+// Retry-After): the refusal's answer passes it on, within bounds.
+type ProviderWait interface {
+	// ProviderWait is the wait the provider asked for; zero if none.
+	ProviderWait() time.Duration
+}
 
 // Message is one SMS to send. Body contains the code: never log it.
 type Message struct {

@@ -189,8 +189,8 @@ func (s *OTP) spendFailed(ctx context.Context, err error) error {
 }
 
 // countedTakes returns the takes the store counted (res[i].Spent), each
-// marked where it was counted (the fallback's memory or the store), but
-// those skip names (nil: none).
+// marked where it was counted (the fallback's memory or the store) and in
+// which window, but those skip names (nil: none).
 func countedTakes(takes []Take, res []Result, skip func(i int) bool) []Take {
 	counted := make([]Take, 0, len(res))
 	for i, r := range res {
@@ -198,7 +198,7 @@ func countedTakes(takes []Take, res []Result, skip func(i int) bool) []Take {
 			continue
 		}
 		t := takes[i]
-		t.Fallback = r.Fallback
+		t.Fallback, t.WindowID = r.Fallback, r.WindowID
 		counted = append(counted, t)
 	}
 	return counted
@@ -213,7 +213,7 @@ func dropAutomatic(takes []Take, res []Result) []Take {
 			continue
 		}
 		if res[i].Spent {
-			t.Fallback = res[i].Fallback
+			t.Fallback, t.WindowID = res[i].Fallback, res[i].WindowID
 			counted = append(counted, t)
 		}
 		res[i] = Result{Allowed: true}
@@ -302,10 +302,32 @@ func (s *OTP) refund(ctx context.Context, takes []Take) {
 }
 
 // giveBack returns what a send that surely did not leave spent: its budget,
-// and its count in the country's hour. The other limits stay spent.
-func (s *OTP) giveBack(ctx context.Context, phone Phone, sp spent) {
-	s.refund(ctx, budgetTakes(sp.takes))
+// its count in the country's hour and, with try, the number's own limits
+// (its cooldown and per-number count), each in the window it was counted
+// in (Take.WindowID), in one refund. The per-address and the automatic
+// abuse limits stay spent: they bound how many provider calls one address
+// or one range of numbers costs, and a refusal an attacker provokes (a
+// flood that meets the provider's rate limit, numbers it refuses) must not
+// hand them back.
+func (s *OTP) giveBack(ctx context.Context, phone Phone, sp spent, try bool) {
+	back := budgetTakes(sp.takes)
+	if try {
+		back = append(back, numberTakes(sp.takes, phone.E164)...)
+	}
+	s.refund(ctx, back)
 	if !sp.velocityAt.IsZero() {
 		s.refundVelocity(ctx, sp.velocity, sp.velocityAt)
 	}
+}
+
+// numberTakes are the number's own takes among passed: its cooldown and
+// its per-number window (PhoneCounterKeys).
+func numberTakes(passed []Take, e164 string) []Take {
+	var out []Take
+	for _, t := range passed {
+		if t.Key == cooldownKey(e164) || t.Key == phoneSendsKey(e164) {
+			out = append(out, t)
+		}
+	}
+	return out
 }

@@ -440,6 +440,9 @@ func TestOpenAPIContract(t *testing.T) {
 		{name: "send body over 16 KiB", method: "POST", path: "/otp/send", body: huge(`{"phone":"+14155550101"`), status: 413, code: "body_too_large"},
 		{name: "send provider down", method: "POST", path: "/otp/send", body: `{"phone":"+14155550102"}`, status: 502, code: "provider_unavailable",
 			before: failSMS(errors.New("provider down")), after: failSMS(nil)},
+		{name: "send the provider refused", method: "POST", path: "/otp/send", body: `{"phone":"+14155550131"}`, status: 502, code: "provider_unavailable",
+			before: failSMS(&guard.Error{Code: guard.CodeProviderUnavailable, Message: "refused", Err: guard.ErrNotSent}), after: failSMS(nil),
+			check: header("Retry-After", "5")},
 		{name: "send destination refused", method: "POST", path: "/otp/send", body: `{"phone":"+14155550103"}`, status: 422, code: "invalid_destination",
 			before: failSMS(guard.Errorf(guard.CodeInvalidDestination, "the provider refused the number")), after: failSMS(nil)},
 

@@ -397,3 +397,39 @@ func TestLocalLimiterIsBounded(t *testing.T) {
 		t.Errorf("local counters after 10000 distinct keys: got %d, want the bound 100", got)
 	}
 }
+
+// TestFallbackRefundStaysInItsWindow: a refund of a hit the fallback
+// counted gives back in that hit's window only, not in one started since.
+func TestFallbackRefundStaysInItsWindow(t *testing.T) {
+	now := time.Unix(1_700_000_000, 0)
+	st := newOutageStore()
+	st.setDown(true)
+	f := resilience.NewFallback(resilience.FallbackOptions{Counter: st, Now: func() time.Time { return now }})
+	ctx := context.Background()
+	tk := outageTake("w", 10, guard.FallbackLocal, 2)
+	take := func() guard.Take {
+		t.Helper()
+		res, err := f.Take(ctx, []guard.Take{tk})
+		if err != nil || !res[0].Allowed || !res[0].Fallback {
+			t.Fatalf("got %+v %v, want allowed by the fallback", res, err)
+		}
+		back := tk
+		back.Fallback, back.WindowID = true, res[0].WindowID
+		return back
+	}
+	old := take()
+	now = now.Add(time.Minute) // the window ends; the next hit starts another
+	cur := take()
+	if err := f.Refund(ctx, []guard.Take{old}); err != nil {
+		t.Fatal(err)
+	}
+	if got := fallbackAllowed(t, f, tk, 5); got != 1 {
+		t.Errorf("after refunding the ended window's hit: %d allowed, want 1 (the new window's hit kept)", got)
+	}
+	if err := f.Refund(ctx, []guard.Take{cur}); err != nil {
+		t.Fatal(err)
+	}
+	if got := fallbackAllowed(t, f, tk, 5); got != 1 {
+		t.Errorf("after refunding a hit of this window: %d allowed, want 1", got)
+	}
+}

@@ -91,6 +91,7 @@ func (l *memoryLimits) take(t guard.Take, limit int64, rate float64, now time.Ti
 	res.Count = c.count
 	res.Remaining = max(0, limit-c.count)
 	res.ResetAfter = c.reset.Sub(now)
+	res.WindowID = c.reset.UnixNano() // a later window ends later
 	return res
 }
 
@@ -107,7 +108,9 @@ func (l *memoryLimits) refund(t guard.Take, limit int64, rate float64, now time.
 		c.tokens = min(float64(limit), c.tokens+float64(t.Cost))
 		return
 	}
-	if now.Before(c.reset) {
+	// Only in the window the hit counted in (t.WindowID, when named): a
+	// window started since counts other requests' hits.
+	if now.Before(c.reset) && (t.WindowID == 0 || t.WindowID == c.reset.UnixNano()) {
 		c.count = max(0, c.count-t.Cost)
 	}
 }

@@ -14,9 +14,9 @@ import (
 const (
 	OutcomeSent     = "sent"                // the provider took the message
 	OutcomeRefused  = "invalid_destination" // it refused the number
-	OutcomeRejected = "not_sent"            // it refused the message: surely not sent (guard.ErrNotSent)
+	OutcomeRejected = "not_sent"            // it refused the message, or was not reached: surely not sent (guard.ErrNotSent)
 	OutcomeTimeout  = "timeout"             // no answer in time: the message may have left
-	OutcomeError    = "error"               // it failed otherwise (5xx, connection): may have left
+	OutcomeError    = "error"               // it failed otherwise (a gateway's 5xx, a lost answer): may have left
 )
 
 // Outcomes lists every outcome Timed reports, so that their series can

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/http/httptrace"
 	"net/url"
 	"regexp"
 	"strings"
@@ -132,8 +133,8 @@ func NewTwilio(o TwilioOptions) (*Twilio, error) {
 // the message, not that it reached the phone; delivery is reported to
 // StatusCallback. The call ends at the earlier of ctx and the Timeout.
 func (t *Twilio) Send(ctx context.Context, m guard.Message) error {
-	if err := ctx.Err(); err != nil {
-		return unavailable(fmt.Errorf("sms: twilio: send: %w", err))
+	if err := ctx.Err(); err != nil { // no call made: surely not sent
+		return unavailable(&NotSent{Err: fmt.Errorf("sms: twilio: send: %w", err)})
 	}
 	// twilio-go builds every request on context.Background() and takes no
 	// context. The only way to make a call end with ctx is an http.Client
@@ -146,10 +147,11 @@ func (t *Twilio) Send(ctx context.Context, m guard.Message) error {
 	// closes their bodies.
 	defer cancel()
 
+	x := &exchange{} // what the call saw, for telling a refusal (notSent)
 	c := &client.Client{
 		Credentials: t.creds,
 		HTTPClient: &http.Client{
-			Transport: ctxTransport{ctx: ctx, next: t.transport},
+			Transport: ctxTransport{ctx: ctx, next: t.transport, x: x},
 			// As twilio-go's default client: a redirect is never followed,
 			// so credentials are never sent to another host.
 			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
@@ -176,7 +178,7 @@ func (t *Twilio) Send(ctx context.Context, m guard.Message) error {
 		params.SetStatusCallback(t.statusCallback)
 	}
 	if _, err := api.CreateMessage(params); err != nil {
-		return twilioError(err, m.Body)
+		return twilioError(err, m.Body, x, time.Now())
 	}
 	return nil
 }
@@ -186,16 +188,18 @@ func (t *Twilio) Send(ctx context.Context, m guard.Message) error {
 // A Twilio refusal is kept as a *client.TwilioRestError (status, code,
 // more_info) but never with Twilio's text as sent: for 21211, 21408, 21612
 // and the like it quotes the To number, and no full number may reach a log.
-func twilioError(err error, body string) *guard.Error {
+// When the exchange x proves the message was not taken (notSent), the
+// cause is a *NotSent with Twilio's Retry-After.
+func twilioError(err error, body string, x *exchange, now time.Time) *guard.Error {
+	not := notSent(err, x)
 	var rest *client.TwilioRestError
 	if errors.As(err, &rest) {
 		rest = loggableRestError(rest, body)
 		err = rest // not wrapped: whatever wrapped it may quote its text
 	}
-	wrapped := fmt.Errorf("sms: twilio: create message: %w", err)
-	if rest != nil && rest.Status < 500 {
-		// Twilio answered and refused: no message was created.
-		wrapped = fmt.Errorf("%w (%w)", wrapped, guard.ErrNotSent)
+	var wrapped error = fmt.Errorf("sms: twilio: create message: %w", err)
+	if not {
+		wrapped = &NotSent{Wait: providerWait(x.retryAfter, now), Err: wrapped}
 	}
 	if rest != nil && refusesDestination(rest.Code) {
 		return &guard.Error{
@@ -270,14 +274,20 @@ func refusesDestination(code int) bool {
 }
 
 // ctxTransport binds every request of one Send to that Send's context,
-// because twilio-go gives us no other way to pass one.
+// because twilio-go gives us no other way to pass one, and records what
+// the exchange x saw of it.
 type ctxTransport struct {
 	ctx  context.Context
 	next http.RoundTripper
+	x    *exchange
 }
 
 func (t ctxTransport) RoundTrip(r *http.Request) (*http.Response, error) {
-	return t.next.RoundTrip(r.WithContext(t.ctx))
+	resp, err := t.next.RoundTrip(r.WithContext(httptrace.WithClientTrace(t.ctx, t.x.trace())))
+	if resp != nil {
+		t.x.answered(resp)
+	}
+	return resp, err
 }
 
 // rebased points twilio-go at another Twilio-compatible host. twilio-go

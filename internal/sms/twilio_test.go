@@ -162,9 +162,10 @@ func TestTwilioSend(t *testing.T) {
 		prefix   string        // path appended to the server URL in BaseURL
 		reply    http.HandlerFunc
 		wantForm url.Values
-		wantCode guard.Code // "" for success
-		wantRest int        // Twilio error code expected in the chain, 0 for none
-		wantText string     // in the error text: what is left of Twilio's message
+		wantCode guard.Code    // "" for success
+		wantRest int           // Twilio error code expected in the chain, 0 for none
+		wantText string        // in the error text: what is left of Twilio's message
+		wantWait time.Duration // the Retry-After passed on (guard.ProviderWait)
 	}{
 		{
 			name:     "success with From",
@@ -246,6 +247,18 @@ func TestTwilioSend(t *testing.T) {
 			wantRest: 20429,
 		},
 		{
+			name: "429 rate limited, with Retry-After",
+			opts: TwilioOptions{From: testFrom},
+			reply: func(w http.ResponseWriter, r *http.Request) {
+				w.Header().Set("Retry-After", "7")
+				twilioFails(429, 20429, "Too Many Requests")(w, r)
+			},
+			wantForm: form("To", testTo, "Body", testBody, "From", testFrom),
+			wantCode: guard.CodeProviderUnavailable,
+			wantRest: 20429,
+			wantWait: 7 * time.Second,
+		},
+		{
 			name:     "500 with a Twilio error body",
 			opts:     TwilioOptions{From: testFrom},
 			reply:    twilioFails(500, 20500, "Internal Server Error"),
@@ -274,6 +287,15 @@ func TestTwilioSend(t *testing.T) {
 			opts: TwilioOptions{From: testFrom},
 			reply: func(w http.ResponseWriter, _ *http.Request) {
 				http.Error(w, "<html>bad gateway</html>", http.StatusBadGateway)
+			},
+			wantForm: form("To", testTo, "Body", testBody, "From", testFrom),
+			wantCode: guard.CodeProviderUnavailable,
+		},
+		{
+			name: "403 from a proxy, not JSON",
+			opts: TwilioOptions{From: testFrom},
+			reply: func(w http.ResponseWriter, _ *http.Request) {
+				http.Error(w, "<html>forbidden</html>", http.StatusForbidden)
 			},
 			wantForm: form("To", testTo, "Body", testBody, "From", testFrom),
 			wantCode: guard.CodeProviderUnavailable,
@@ -316,12 +338,19 @@ func TestTwilioSend(t *testing.T) {
 				if !strings.Contains(err.Error(), tt.wantText) {
 					t.Errorf("Send() error = %q, want it to contain %q", err, tt.wantText)
 				}
-				// Certainly not sent, so its budget comes back: Twilio
-				// answered with a refusal (a 4xx). A 5xx, or an answer that
-				// cannot be read, may hide a message that left.
-				wantNotSent := tt.wantRest != 0 && tt.wantRest != 20500
+				// Certainly not sent, so the number's try comes back:
+				// Twilio answered with an error of its own, or anyone with
+				// a 4xx. A gateway's 5xx page, or a 2xx that cannot be
+				// read, may hide a message that left.
+				wantNotSent := tt.wantRest != 0 || strings.HasPrefix(tt.name, "403")
 				if got := errors.Is(err, guard.ErrNotSent); got != wantNotSent {
 					t.Errorf("errors.Is(err, ErrNotSent) = %v, want %v (%v)", got, wantNotSent, err)
+				}
+				var wait guard.ProviderWait
+				if got := errors.As(err, &wait); got != wantNotSent {
+					t.Errorf("errors.As(err, ProviderWait) = %v, want %v", got, wantNotSent)
+				} else if got && wait.ProviderWait() != tt.wantWait {
+					t.Errorf("ProviderWait() = %v, want %v", wait.ProviderWait(), tt.wantWait)
 				}
 			}
 
@@ -352,100 +381,6 @@ func TestMaskNumbers(t *testing.T) {
 		if got := maskNumbers(tt.in); got != tt.want {
 			t.Errorf("maskNumbers(%q) = %q, want %q", tt.in, got, tt.want)
 		}
-	}
-}
-
-func TestTwilioSendUnavailable(t *testing.T) {
-	// slow never answers in time; it returns when the client gives up or
-	// the test ends, so neither the test nor the server's Close hangs. A
-	// Send that waited for it would get its 201 a minute later and fail the
-	// test (no error), however busy the machine: no need to time it.
-	slow := func(t *testing.T) *fakeTwilio {
-		done := make(chan struct{})
-		fake := newFakeTwilio(t, func(w http.ResponseWriter, r *http.Request) {
-			select {
-			case <-time.After(time.Minute):
-			case <-r.Context().Done():
-			case <-done:
-			}
-			created(w, r)
-		})
-		t.Cleanup(func() { close(done) }) // runs before fake.Close
-		return fake
-	}
-	tests := []struct {
-		name         string
-		fake         func(t *testing.T) *fakeTwilio
-		ctx          func(t *testing.T) context.Context // nil: Background
-		timeout      time.Duration
-		wantCause    error // in the chain when the cause is known
-		wantRequests int
-	}{
-		{
-			name:         "server slower than Timeout",
-			fake:         slow,
-			timeout:      200 * time.Millisecond,
-			wantCause:    context.DeadlineExceeded,
-			wantRequests: 1,
-		},
-		{
-			name: "context cancelled during the call",
-			fake: slow,
-			ctx: func(t *testing.T) context.Context {
-				ctx, cancel := context.WithCancel(context.Background())
-				time.AfterFunc(200*time.Millisecond, cancel)
-				t.Cleanup(cancel)
-				return ctx
-			},
-			timeout:      10 * time.Second,
-			wantCause:    context.Canceled,
-			wantRequests: 1,
-		},
-		{
-			name: "context already done: no call",
-			fake: func(t *testing.T) *fakeTwilio { return newFakeTwilio(t, created) },
-			ctx: func(t *testing.T) context.Context {
-				ctx, cancel := context.WithCancel(context.Background())
-				cancel()
-				return ctx
-			},
-			timeout:      10 * time.Second,
-			wantCause:    context.Canceled,
-			wantRequests: 0,
-		},
-		{
-			name: "connection refused",
-			fake: func(t *testing.T) *fakeTwilio {
-				fake := newFakeTwilio(t, created)
-				fake.Close() // its port now refuses connections
-				return fake
-			},
-			timeout:      10 * time.Second,
-			wantRequests: 0,
-		},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			fake := tt.fake(t)
-			ctx := context.Background()
-			if tt.ctx != nil {
-				ctx = tt.ctx(t)
-			}
-			tw := newTestTwilio(t, TwilioOptions{
-				AccountSID: testSID, AuthToken: testToken, From: testFrom,
-				BaseURL: fake.URL, Timeout: tt.timeout,
-			})
-
-			err := tw.Send(ctx, guard.Message{To: testTo, Body: testBody})
-
-			checkSafeError(t, err, guard.CodeProviderUnavailable)
-			if tt.wantCause != nil && !errors.Is(err, tt.wantCause) {
-				t.Errorf("Send() error = %v, want %v in the chain", err, tt.wantCause)
-			}
-			if got := len(fake.seen()); got != tt.wantRequests {
-				t.Errorf("requests to fake Twilio = %d, want %d", got, tt.wantRequests)
-			}
-		})
 	}
 }
 

@@ -216,12 +216,16 @@ func (r *Redis) readTakes(ctx context.Context, takes []guard.Take, cmds [][]redi
 
 // hitWindow queues one fixed-window hit of n in a MULTI: INCRBY counts,
 // PEXPIRE ... NX starts the window at the first hit and lets no later hit
-// push it back, PTTL says how much of it is left.
+// push it back, PTTL says how much of it is left, and PEXPIRETIME names
+// the window (its end on Redis's clock: never moved within a window, and
+// a window started after it ends later), so that a refund can give back
+// in the window it counted in and nowhere else (lua/refund_window.lua).
 func hitWindow(ctx context.Context, pipe redis.Pipeliner, key string, n int64, window time.Duration) []redis.Cmder {
 	return []redis.Cmder{
 		pipe.IncrBy(ctx, key, n),
 		pipe.Do(ctx, "pexpire", key, window.Milliseconds(), "nx"),
 		pipe.PTTL(ctx, key),
+		pipe.Do(ctx, "pexpiretime", key),
 	}
 }
 
@@ -240,7 +244,15 @@ func windowResult(t guard.Take, cmds []redis.Cmder) (guard.Result, error) {
 		}
 	}
 	count := cmds[0].(*redis.IntCmd).Val()
-	return fixedWindowResult(t, count, cmds[2].(*redis.DurationCmd).Val()), nil
+	res := fixedWindowResult(t, count, cmds[2].(*redis.DurationCmd).Val())
+	end, err := cmds[3].(*redis.Cmd).Int64()
+	if err != nil {
+		return guard.Result{}, fmt.Errorf("pexpiretime: %w", err)
+	}
+	if end > 0 { // -1 (no TTL) and -2 (no key) name no window
+		res.WindowID = end
+	}
+	return res, nil
 }
 
 // peekResult reads peekWindow's replies: a missing key is an untouched
@@ -330,8 +342,10 @@ func (r *Redis) bucketResult(ctx context.Context, t guard.Take, cmd *redis.Cmd) 
 }
 
 // Refund gives back what Take spent, one script per counter, all in one
-// round trip (one per hash slot on Redis Cluster). The scripts never
-// create a key.
+// round trip (one per hash slot on Redis Cluster; a MULTI, so the
+// counters of one slot change together). The scripts never create a key,
+// and a fixed window named by its Result's WindowID is given back only
+// while that window runs.
 func (r *Redis) Refund(ctx context.Context, takes []guard.Take) error {
 	if r.cluster {
 		_, err := bySlot(ctx, takes, r.takeKey, func(ctx context.Context, part []guard.Take) ([]struct{}, error) {
@@ -355,7 +369,7 @@ func (r *Redis) refund(ctx context.Context, takes []guard.Take) error {
 		if t.Algorithm == guard.TokenBucket {
 			err = tokenRefundScript.Run(ctx, r.rdb, key, interval(t.Rate), t.Cost).Err()
 		} else {
-			err = windowRefundScript.Run(ctx, r.rdb, key, t.Cost).Err()
+			err = windowRefundScript.Run(ctx, r.rdb, key, t.Cost, t.WindowID).Err()
 		}
 		if err != nil {
 			return fmt.Errorf("store: refund %s: %w", r.logKey(t.Key), err)
@@ -368,7 +382,7 @@ func (r *Redis) refund(ctx context.Context, takes []guard.Take) error {
 		if t.Algorithm == guard.TokenBucket {
 			tokenRefundScript.EvalSha(ctx, pipe, key, interval(t.Rate), t.Cost)
 		} else {
-			windowRefundScript.EvalSha(ctx, pipe, key, t.Cost)
+			windowRefundScript.EvalSha(ctx, pipe, key, t.Cost, t.WindowID)
 		}
 	}
 	cmds, err := pipe.Exec(ctx)
@@ -386,7 +400,7 @@ func (r *Redis) refund(ctx context.Context, takes []guard.Take) error {
 		if t.Algorithm == guard.TokenBucket {
 			err = tokenRefundScript.Run(ctx, r.rdb, key, interval(t.Rate), t.Cost).Err()
 		} else {
-			err = windowRefundScript.Run(ctx, r.rdb, key, t.Cost).Err()
+			err = windowRefundScript.Run(ctx, r.rdb, key, t.Cost, t.WindowID).Err()
 		}
 		if err != nil {
 			return fmt.Errorf("store: refund %s: %w", r.logKey(t.Key), err)

@@ -176,7 +176,8 @@ var tokenRefundScript = script("refund_bucket")
 var windowTakeScript = newHotScript(script("take_window"))
 
 // windowRefundScript takes ARGV[1] back off a fixed-window counter, never
-// below zero and never creating a key (lua/refund_window.lua).
+// below zero, never creating a key and, given the window the hit counted
+// in (ARGV[2], its PEXPIRETIME), only in that window (lua/refund_window.lua).
 var windowRefundScript = script("refund_window")
 
 // windowCountScript counts a fixed-window hit allowed or not
