@@ -204,7 +204,7 @@ func (s *OTP) confirmSolved(ctx context.Context, phone Phone, ip, solution strin
 		return nil
 	case errors.Is(err, ErrBadSolution):
 		s.log.InfoContext(ctx, "challenge solution refused", "phone", MaskPhone(phone.E164), "err", err)
-		s.giveBack(ctx, phone, sp)
+		s.giveBack(ctx, phone, sp, false)
 		return s.newChallenge(ctx, phone, "the challenge's solution does not hold; solve the new challenge", err)
 	}
 	s.log.WarnContext(ctx, "challenge verifier failed", "err", err)
