@@ -18,14 +18,10 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"runtime/debug"
 	"syscall"
 
 	"github.com/otpguard/otpguard/internal/app"
 )
-
-// version is set at build time: -ldflags "-X main.version=1.2.3".
-var version = ""
 
 // environ lists the environment, for the warning about OTPGUARD_ variables
 // otpguard does not know (a test replaces it).
@@ -52,7 +48,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	case "serve":
 		return serve(ctx, getenv, stdout)
 	case "version":
-		fmt.Fprintln(stdout, "otpguard", versionString())
+		fmt.Fprintln(stdout, "otpguard", app.Build())
 		return nil
 	case "migrate":
 		if len(args) != 3 || (args[2] != "up" && args[2] != "status") {
@@ -101,7 +97,7 @@ func serve(ctx context.Context, getenv func(string) string, stdout io.Writer) er
 	if err != nil {
 		return err
 	}
-	a, err := app.New(ctx, cfg, app.WithOutput(stdout), app.WithVersion(version))
+	a, err := app.New(ctx, cfg, app.WithOutput(stdout))
 	if err != nil {
 		return err
 	}
@@ -121,14 +117,4 @@ func loadConfig(getenv func(string) string) (*app.Config, error) {
 	}
 	cfg.Warnings = append(cfg.Warnings, app.UnknownSettings(environ())...)
 	return cfg, nil
-}
-
-func versionString() string {
-	if version != "" {
-		return version
-	}
-	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" {
-		return bi.Main.Version
-	}
-	return "(devel)"
 }

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/otpguard/otpguard/internal/app"
 	"github.com/otpguard/otpguard/internal/store/redistest"
 )
 
@@ -308,7 +309,7 @@ func TestConfigCheckPrintsPolicies(t *testing.T) {
 
 func TestVersionAndUsage(t *testing.T) {
 	var out strings.Builder
-	if err := run(context.Background(), []string{"otpguard", "version"}, env(nil), &out); err != nil || !strings.HasPrefix(out.String(), "otpguard ") {
+	if err := run(context.Background(), []string{"otpguard", "version"}, env(nil), &out); err != nil || !strings.HasPrefix(out.String(), "otpguard "+app.Release+" (commit ") {
 		t.Errorf("version: %q, %v", out.String(), err)
 	}
 	if err := run(context.Background(), []string{"otpguard", "frobnicate"}, env(nil), io.Discard); err == nil || !strings.Contains(err.Error(), "unknown command") {

@@ -70,8 +70,7 @@ type options struct {
 	idempotencyWait time.Duration // idempotency.go
 	// policy is the OTP policy in force, for the ops desk's overrides (set
 	// by New, not by an Option).
-	policy  func() guard.OTPPolicy
-	version string // metrics.go
+	policy func() guard.OTPPolicy
 }
 
 // WithSender sends SMS through s instead of the configured sender.

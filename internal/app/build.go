@@ -125,7 +125,7 @@ func (a *App) buildGuard(_ context.Context, w *wiring) error {
 	// Runs before the ops jobs stop (closers run last first): the watch's
 	// last alerts still reach the audit queue, Redis and the deny-list.
 	a.onClose(func() { a.live.otp().Close() })
-	registerRequestMetrics(w.metrics, w.abuseMetrics, a.cfg, w.o.version, a.live.otp)
+	registerRequestMetrics(w.metrics, w.abuseMetrics, a.cfg, a.live.otp)
 	return nil
 }
 

@@ -11,16 +11,13 @@ import (
 	"github.com/otpguard/otpguard/internal/resilience"
 )
 
-// WithVersion names the build in otpguard_build_info (the binary's
-// -X main.version); the module's version otherwise.
-func WithVersion(v string) Option { return func(o *options) { o.version = v } }
-
 // registerRequestMetrics adds what answers "why was this user refused?":
 // the build, the spend budget read at scrape time, and every series an
 // alert rule may read created at zero. The budget is read through the OTP
 // service in force (a reload may change it).
-func registerRequestMetrics(m *metrics.Set, a *metrics.Abuse, cfg *Config, version string, otp func() *guard.OTP) {
-	m.RegisterBuildInfo(version)
+func registerRequestMetrics(m *metrics.Set, a *metrics.Abuse, cfg *Config, otp func() *guard.OTP) {
+	b := Build()
+	m.RegisterBuildInfo(b.Version, b.Commit, b.Go)
 	m.RegisterBudget(func(ctx context.Context) ([]guard.BudgetUse, error) { return otp().BudgetUse(ctx) })
 	m.Prepare(cfg.Policies)
 	a.Prepare(cfg.Policies)
