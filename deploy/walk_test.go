@@ -178,9 +178,9 @@ func walkEnviron(extra ...string) []string {
 	return append(env, extra...)
 }
 
-// runWalk runs blocks in a scratch root and fails naming the first step
-// that failed.
-func runWalk(t *testing.T, root string, blocks []docBlock, values map[string]string, used map[string]bool) {
+// runWalk runs blocks in a scratch root from the checkout src and fails
+// naming the first step that failed.
+func runWalk(t *testing.T, root, src string, blocks []docBlock, values map[string]string, used map[string]bool) {
 	t.Helper()
 	// What any host has before the walk: the directories of the file
 	// system's hierarchy it installs into.
@@ -189,8 +189,6 @@ func runWalk(t *testing.T, root string, blocks []docBlock, values map[string]str
 			t.Fatal(err)
 		}
 	}
-	src := filepath.Join(root, "src")
-	checkout(t, src)
 	script, steps := walkScript(t, blocks, root, values, used)
 	stepFile, logFile := filepath.Join(root, "walk.step"), filepath.Join(root, "walk.log")
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
@@ -257,6 +255,10 @@ func TestDeployWalk(t *testing.T) {
 		t.Fatalf("deploy.md's walked blocks: got %q, want %q (change walkBlocks and walks with the doc)", names, walkBlocks)
 	}
 	redisURL, prefix := walkRedis(t)
+	// One checkout for every walk: the go build of the second finds the
+	// first's packages in the build cache (it keys them by directory).
+	src := filepath.Join(t.TempDir(), "src")
+	checkout(t, src)
 	used := map[string]bool{}
 	for _, w := range walks {
 		t.Run(w.name, func(t *testing.T) {
@@ -275,7 +277,7 @@ func TestDeployWalk(t *testing.T) {
 			for _, name := range []string{"site", "install", "secrets", w.sms} {
 				run = append(run, byName[name])
 			}
-			runWalk(t, root, run, values, used)
+			runWalk(t, root, src, run, values, used)
 			startUnit(t, root, "otpguard.service", "http://"+listen)
 			env := installedEnv(t, root)
 			if env["OTPGUARD_SMS"] != w.sms {
