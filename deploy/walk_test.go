@@ -26,15 +26,12 @@ import (
 // on the line before a ```sh block; the test reads the marks, so the doc
 // and the test cannot drift apart.
 
-// walks are the paths through deploy.md's marked blocks: every marked
-// block is walked by one of them, and each is a first start from zero.
-var walks = []struct{ name, sms string }{
-	{"twilio", "twilio"},
-	{"console", "console"},
-}
+// walks are the paths through deploy.md's marked blocks, one per SMS
+// sender: the shared blocks, then the sender's. Each is a first start
+// from zero, and together they walk every marked block.
+var walks = []string{"twilio", "console"}
 
-// walkBlocks are the marked blocks in the order deploy.md gives them; a
-// walk runs the shared ones and then the block of its SMS sender.
+// walkBlocks are the marked blocks in the order deploy.md gives them.
 var walkBlocks = []string{"site", "install", "secrets", "twilio", "console"}
 
 // docBlock is one marked shell block of deploy.md: its commands, one a
@@ -260,36 +257,36 @@ func TestDeployWalk(t *testing.T) {
 	src := filepath.Join(t.TempDir(), "src")
 	checkout(t, src)
 	used := map[string]bool{}
-	for _, w := range walks {
-		t.Run(w.name, func(t *testing.T) {
+	for _, sms := range walks {
+		t.Run(sms, func(t *testing.T) {
 			root := t.TempDir()
 			listen := freeAddr(t)
 			values := map[string]string{
 				"listen":             listen,
 				"redis_url":          redisURL,
-				"redis_prefix":       prefix + w.name + ":",
+				"redis_prefix":       prefix + sms + ":",
 				"database_url":       sqltest.Postgres(t),
 				"twilio_account_sid": "AC" + strings.Repeat("0", 32),
 				"twilio_from":        "+14155550100",
 				"twilio_auth_token":  "0123456789abcdef0123456789abcdef",
 			}
 			var run []docBlock
-			for _, name := range []string{"site", "install", "secrets", w.sms} {
+			for _, name := range []string{"site", "install", "secrets", sms} {
 				run = append(run, byName[name])
 			}
 			runWalk(t, root, src, run, values, used)
 			startUnit(t, root, "otpguard.service", "http://"+listen)
 			env := installedEnv(t, root)
-			if env["OTPGUARD_SMS"] != w.sms {
-				t.Errorf("OTPGUARD_SMS after the walk: got %q, want %q", env["OTPGUARD_SMS"], w.sms)
+			if env["OTPGUARD_SMS"] != sms {
+				t.Errorf("OTPGUARD_SMS after the walk: got %q, want %q", env["OTPGUARD_SMS"], sms)
 			}
 			_, err := os.Stat(filepath.Join(root, "etc/otpguard/secrets/twilio_auth_token"))
-			if twilio := w.sms == "twilio"; twilio != (err == nil) {
+			if twilio := sms == "twilio"; twilio != (err == nil) {
 				t.Errorf("twilio_auth_token written: got %v, want %v", err == nil, twilio)
 			}
 		})
 	}
-	for name := range map[string]bool{"listen": true, "redis_url": true, "redis_prefix": true, "database_url": true} {
+	for _, name := range []string{"listen", "redis_url", "redis_prefix", "database_url"} {
 		if !used[name] && !t.Failed() {
 			t.Errorf("deploy.md's walk never sets %s: the server would not use the test's own", name)
 		}
