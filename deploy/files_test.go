@@ -147,11 +147,8 @@ func TestSystemdUnit(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	policy := filepath.Join(dir, "policies.yaml")
-	if err := os.WriteFile(policy, []byte("otp:\n  budget: {per_hour: 1000, per_day: 10000}\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	env["OTPGUARD_CONFIG"], env["OTPGUARD_DATA_DIR"] = policy, dir
+	// The example policy file the walk installs where OTPGUARD_CONFIG says.
+	env["OTPGUARD_CONFIG"], env["OTPGUARD_DATA_DIR"] = "systemd/policies.yaml", dir
 	cfg, err := app.LoadConfig(func(k string) string { return env[k] })
 	if err == nil {
 		err = cfg.Validate()
