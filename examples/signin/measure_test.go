@@ -25,9 +25,10 @@ import (
 // fast as an unthrottled one. To bring the widget's own solver under the
 // throttle, mainThreadWorkers replaces the page's Worker, before any of
 // its scripts run, with one that runs the worker's script (the widget's,
-// unmodified) on the page's main thread: every worker of the widget then
-// shares that one throttled thread, like a phone that gives the page one
-// core.
+// unmodified) on the page's main thread, every worker of the widget on
+// that one throttled thread. The runs of both kinds are logged: the
+// hashing itself is WebCrypto's, on Chromium's own threads, so the
+// throttle shows little even there (docs/abuse.md).
 
 // solveSpy notes how long each widget of the page took from starting to
 // solve to saying verified: ALTCHA's statechange events, seen on their
