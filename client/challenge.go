@@ -17,10 +17,12 @@ const (
 	CodeChallengeUnavailable = "challenge_unavailable"
 )
 
-// Challenge is a 428 challenge_required's challenge. Type "pow": ALTCHA's
-// proof of work, which SolvePoW solves (or ALTCHA's widget, in the user's
-// browser). Type "captcha": render the provider's widget with SiteKey and
-// send ID + "." + the provider's token.
+// Challenge is a 428 challenge_required's challenge, for the app to hand
+// to the user's browser (examples/signin). Type "pow": ALTCHA's proof of
+// work in its v1 shape (Algorithm, Challenge, Salt, MaxNumber, Signature),
+// which ALTCHA's widget solves; send its payload as it is. Type "captcha":
+// render the provider's widget with SiteKey and send ID + "." + the
+// provider's token (CaptchaSolution).
 type Challenge struct {
 	Type      string `json:"type"`
 	Algorithm string `json:"algorithm,omitempty"`
@@ -45,6 +47,11 @@ func ChallengeOf(err error) (*Challenge, bool) {
 // SolvePoW finds the proof of work's number and returns the solution to
 // send in SendRequest.Challenge: base64 of the JSON of algorithm,
 // challenge, number, salt and signature.
+//
+// Deprecated: a challenge is solved in the user's browser, by ALTCHA's
+// widget (examples/signin), never by the app server: an app that solves
+// it does the bot's work, and the challenge proves nothing. SolvePoW stays
+// for tests and load tools, which play the browser.
 func (c *Challenge) SolvePoW() (string, error) {
 	if c.Type != "pow" || c.Algorithm != "SHA-256" {
 		return "", errors.New("otpguard: not a SHA-256 proof of work")

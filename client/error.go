@@ -26,8 +26,8 @@ type Error struct {
 	// (AddOverride's refusals: "kind", "subject", "limit", "expires_in",
 	// "reason").
 	Field string
-	// Challenge is set on challenge_required (428): what to solve before
-	// sending again (ChallengeOf, Challenge.SolvePoW).
+	// Challenge is set on challenge_required (428): what the user's
+	// browser solves before the app sends again (ChallengeOf).
 	Challenge *Challenge
 }
 

@@ -16,8 +16,9 @@ type SendRequest struct {
 	// per-IP limit. Optional.
 	ClientIP string `json:"client_ip,omitempty"`
 	// Challenge is the solution of the challenge a 428 challenge_required
-	// answered (ChallengeOf; Challenge.SolvePoW or CaptchaSolution). The
-	// resend is another body: give it another IdempotencyKey.
+	// answered (ChallengeOf), solved in the user's browser: the payload of
+	// ALTCHA's widget for "pow", CaptchaSolution for "captcha". The resend
+	// is another body: give it another IdempotencyKey.
 	Challenge string `json:"challenge,omitempty"`
 	// Account says the number belongs to an existing account of the app:
 	// the send is to a trusted number, which the automatic abuse rules do

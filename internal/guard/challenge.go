@@ -125,8 +125,9 @@ func solvedCutKey(region string) Key { return Key{Space: "otp:vel", ID: region, 
 func solutionKey(region, id string) Key { return Key{Space: "otp:vel", ID: region, Name: "used:" + id} }
 
 // DefaultChallenge is otp.challenge when the policy file says nothing:
-// proof of work, 100,000 at most (50,000 SHA-256 hashes on average: well
-// under a second in a phone's browser), 5 minutes to solve it.
+// proof of work, 100,000 at most (50,000 SHA-256 hashes on average: a
+// wait of seconds in the user's browser, whose widget makes one WebCrypto
+// call a hash; docs/abuse.md has the figures), 5 minutes to solve it.
 func DefaultChallenge() ChallengePolicy {
 	return ChallengePolicy{Type: ChallengePoW, MaxNumber: DefaultChallengeMaxNumber, Expires: DefaultChallengeExpires}
 }

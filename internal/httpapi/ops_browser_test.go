@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -14,37 +13,11 @@ import (
 	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
 
+	"github.com/otpguard/otpguard/internal/browsertest"
 	"github.com/otpguard/otpguard/internal/guard"
 	"github.com/otpguard/otpguard/internal/ops"
 	"github.com/otpguard/otpguard/internal/sqlstore"
-	"github.com/otpguard/otpguard/internal/store/redistest"
 )
-
-// chromiumPath finds Chromium; without it the test skips, or fails when
-// real services are required (CI installs Debian's chromium).
-func chromiumPath(t *testing.T) string {
-	t.Helper()
-	for _, p := range []string{"/usr/bin/chromium", "chromium", "chromium-browser"} {
-		if path, err := exec.LookPath(p); err == nil {
-			return path
-		}
-	}
-	redistest.Unavailable(t, "chromium is not installed (apt-get install chromium)")
-	return ""
-}
-
-// artifactDir is where a test leaves files for people to look at:
-// $OTPGUARD_ARTIFACTS when set (CI keeps it), else the test's temp dir.
-func artifactDir(t *testing.T) string {
-	t.Helper()
-	if dir := os.Getenv("OTPGUARD_ARTIFACTS"); dir != "" {
-		if err := os.MkdirAll(dir, 0o755); err != nil {
-			t.Fatal(err)
-		}
-		return dir
-	}
-	return t.TempDir()
-}
 
 // seedAttack gives the page a realistic data set: a spent hourly budget,
 // two countries at their limits, hundreds of blocked numbers, conversion
@@ -110,7 +83,7 @@ func seedAttack(t *testing.T, oc *opsCluster) {
 // deny-list, and leave screenshots (docs/ops-page.png and
 // docs/ops-page-phone.png come from here).
 func TestOpsPageInChromium(t *testing.T) {
-	exe := chromiumPath(t)
+	exe := browsertest.Chromium(t)
 	pol := attackPolicies()
 	pol.OTP.Budget.PerHour = 50
 	oc := newOpsCluster(t, opsConfig{engine: sqlstore.EngineSQLite, policies: &pol})
@@ -125,7 +98,7 @@ func TestOpsPageInChromium(t *testing.T) {
 	opsWait(t, "the deny-list to load", func() bool { return len(oc.nodes[0].deny.Entries()) == 5 })
 	base := oc.instances[0].srv.URL
 
-	ctx := headlessChromium(t, exe, 3*time.Minute)
+	ctx := browsertest.Headless(t, exe, 3*time.Minute)
 	// Confirmation dialogs: remember what they say, and accept.
 	var dialogs []string
 	var dmu sync.Mutex
@@ -303,7 +276,7 @@ func TestOpsPageInChromium(t *testing.T) {
 		shots[w.name] = png
 	}
 
-	dir := artifactDir(t)
+	dir := browsertest.ArtifactDir(t)
 	for name, png := range shots {
 		path := filepath.Join(dir, name)
 		if err := os.WriteFile(path, png, 0o644); err != nil {
@@ -311,30 +284,6 @@ func TestOpsPageInChromium(t *testing.T) {
 		}
 		t.Logf("screenshot: %s", path)
 	}
-}
-
-// headlessChromium starts a headless Chromium at exe for the test (1280 x 1000, a
-// profile of its own), stopped when the test ends; its context ends after
-// limit.
-func headlessChromium(t *testing.T, exe string, limit time.Duration) context.Context {
-	t.Helper()
-	alloc, cancelAlloc := chromedp.NewExecAllocator(context.Background(),
-		chromedp.ExecPath(exe),
-		chromedp.Flag("headless", true),
-		chromedp.NoSandbox,
-		chromedp.DisableGPU,
-		chromedp.NoFirstRun,
-		chromedp.Flag("disable-background-networking", true),
-		chromedp.Flag("disable-component-update", true),
-		chromedp.Flag("disable-sync", true),
-		chromedp.Flag("no-default-browser-check", true),
-		chromedp.WindowSize(1280, 1000),
-		chromedp.UserDataDir(t.TempDir()),
-	)
-	ctx, cancelCtx := chromedp.NewContext(alloc, chromedp.WithLogf(t.Logf))
-	ctx, cancel := context.WithTimeout(ctx, limit)
-	t.Cleanup(func() { cancel(); cancelCtx(); cancelAlloc() })
-	return ctx
 }
 
 // signInChromium opens the ops page signed out, signs in with the ops key

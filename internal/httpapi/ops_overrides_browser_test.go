@@ -13,6 +13,7 @@ import (
 	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
 
+	"github.com/otpguard/otpguard/internal/browsertest"
 	"github.com/otpguard/otpguard/internal/guard"
 	"github.com/otpguard/otpguard/internal/sqlstore"
 )
@@ -25,13 +26,13 @@ import (
 // A screenshot of the section is left as an artifact
 // (docs/ops-overrides.png is one).
 func TestOpsOverridesInChromium(t *testing.T) {
-	exe := chromiumPath(t)
+	exe := browsertest.Chromium(t)
 	pol := overridePolicies()
 	pol.OTP.Budget.PerHour = 500
 	oc := newOpsCluster(t, opsConfig{engine: sqlstore.EngineSQLite, policies: pol})
 	base := oc.instances[0].srv.URL
 
-	ctx := headlessChromium(t, exe, 2*time.Minute)
+	ctx := browsertest.Headless(t, exe, 2*time.Minute)
 
 	css := func(sel string) chromedp.CSS { return chromedp.CSS(sel) }
 	text := func(sel string) string {
@@ -203,7 +204,7 @@ func TestOpsOverridesInChromium(t *testing.T) {
 		t.Errorf("overrides left: %v, want GB's limit alone (the dismissed dialog removed nothing)", list)
 	}
 
-	path := filepath.Join(artifactDir(t), "ops-overrides.png")
+	path := filepath.Join(browsertest.ArtifactDir(t), "ops-overrides.png")
 	if err := os.WriteFile(path, section, 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -214,7 +215,7 @@ func TestOpsOverridesInChromium(t *testing.T) {
 // overrides table stacks like every other table on the page, and its
 // Remove button lies inside the viewport with nothing scrolling sideways.
 func TestOpsOverridesOnAPhone(t *testing.T) {
-	exe := chromiumPath(t)
+	exe := browsertest.Chromium(t)
 	oc := newOpsCluster(t, opsConfig{engine: sqlstore.EngineSQLite, policies: overridePolicies()})
 	base := oc.instances[0].srv.URL
 	if r := oc.ops(t, 0, "POST", "/ops/overrides",
@@ -222,7 +223,7 @@ func TestOpsOverridesOnAPhone(t *testing.T) {
 		t.Fatalf("add override: %d %s", r.Status, r.Body)
 	}
 
-	ctx := headlessChromium(t, exe, time.Minute)
+	ctx := browsertest.Headless(t, exe, time.Minute)
 	signInChromium(t, ctx, base, `#overrides`)
 	err := chromedp.Do(ctx,
 		chromedp.EmulateViewport(390, 844),

@@ -8,6 +8,7 @@ import (
 	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
 
+	"github.com/otpguard/otpguard/internal/browsertest"
 	"github.com/otpguard/otpguard/internal/guard"
 	"github.com/otpguard/otpguard/internal/sqlstore"
 )
@@ -33,10 +34,10 @@ const refreshSpy = `(function () {
 // appears, the document is not reloaded); a tick while an input has the
 // focus, or after someone typed, fetches nothing.
 func TestOpsPageRefreshInChromium(t *testing.T) {
-	exe := chromiumPath(t)
+	exe := browsertest.Chromium(t)
 	oc := newOpsCluster(t, opsConfig{engine: sqlstore.EngineSQLite})
 	base := oc.instances[0].srv.URL
-	ctx := headlessChromium(t, exe, 2*time.Minute)
+	ctx := browsertest.Headless(t, exe, 2*time.Minute)
 	if _, err := chromedp.Call(ctx, page.AddScriptToEvaluateOnNewDocument, page.AddScriptToEvaluateOnNewDocumentParams{Source: refreshSpy}); err != nil {
 		t.Fatalf("adding the spy: %v", err)
 	}

@@ -90,6 +90,18 @@ func (s *Server) Stop() {
 // limits when not nil. It stops when the test ends.
 func Start(t testing.TB, limits map[string]guard.LimitPolicy) *Server {
 	t.Helper()
+	pol := guard.DefaultPolicies()
+	if limits != nil {
+		pol.Limits = limits
+	}
+	return StartWith(t, pol, nil)
+}
+
+// StartWith boots otpguard with the policies pol (defaults filled in) and
+// the configuration tune changes when not nil (a CAPTCHA provider, say).
+// It stops when the test ends.
+func StartWith(t testing.TB, pol guard.Policies, tune func(*app.Config)) *Server {
+	t.Helper()
 	rt := redistest.New(t)
 	cfg, err := app.LoadConfig(func(string) string { return "" })
 	if err != nil {
@@ -101,14 +113,13 @@ func Start(t testing.TB, limits map[string]guard.LimitPolicy) *Server {
 	cfg.APIKeys, cfg.OpsKeys = []string{APIKey}, []string{OpsKey}
 	cfg.HMACKey = []byte("0123456789abcdef0123456789abcdef")
 	cfg.DataDir, cfg.LogLevel = t.TempDir(), "error"
-	pol := guard.DefaultPolicies()
-	if limits != nil {
-		pol.Limits = limits
-	}
 	pol.FillDefaults()
 	cfg.Policies = pol
 	if err := cfg.Policies.Validate(); err != nil {
 		t.Fatalf("policies: %v", err)
+	}
+	if tune != nil {
+		tune(cfg)
 	}
 	s := &Server{Outbox: &Outbox{}, hits: map[string]int{}}
 	s.app, err = app.New(context.Background(), cfg, app.WithSender(s.Outbox), app.WithOutput(io.Discard))

@@ -1,0 +1,67 @@
+// Package browsertest starts the headless Chromium of the browser tests
+// (the ops page's, the sign-in example's): found on the machine or the
+// test skipped, failed when real services are required, since CI installs
+// Debian's chromium.
+package browsertest
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+
+	"github.com/otpguard/otpguard/internal/store/redistest"
+)
+
+// Chromium finds Chromium; without it the test skips, or fails when real
+// services are required (OTPGUARD_REQUIRE_SERVICES=1).
+func Chromium(t testing.TB) string {
+	t.Helper()
+	for _, p := range []string{"/usr/bin/chromium", "chromium", "chromium-browser"} {
+		if path, err := exec.LookPath(p); err == nil {
+			return path
+		}
+	}
+	redistest.Unavailable(t, "chromium is not installed (apt-get install chromium)")
+	return ""
+}
+
+// Headless starts a headless Chromium at exe for the test (1280 x 1000, a
+// profile of its own) and returns its context, cancelled after limit or
+// when the test ends.
+func Headless(t testing.TB, exe string, limit time.Duration) context.Context {
+	t.Helper()
+	alloc, cancelAlloc := chromedp.NewExecAllocator(context.Background(),
+		chromedp.ExecPath(exe),
+		chromedp.Flag("headless", true),
+		chromedp.NoSandbox,
+		chromedp.DisableGPU,
+		chromedp.NoFirstRun,
+		chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true),
+		chromedp.Flag("no-default-browser-check", true),
+		chromedp.WindowSize(1280, 1000),
+		chromedp.UserDataDir(t.TempDir()),
+	)
+	ctx, cancelCtx := chromedp.NewContext(alloc, chromedp.WithLogf(t.Logf))
+	ctx, cancel := context.WithTimeout(ctx, limit)
+	t.Cleanup(func() { cancel(); cancelCtx(); cancelAlloc() })
+	return ctx
+}
+
+// ArtifactDir is where a test leaves files for people to look at:
+// $OTPGUARD_ARTIFACTS when set (CI keeps it), else the test's temp dir.
+func ArtifactDir(t testing.TB) string {
+	t.Helper()
+	if dir := os.Getenv("OTPGUARD_ARTIFACTS"); dir != "" {
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		return dir
+	}
+	return t.TempDir()
+}
