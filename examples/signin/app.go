@@ -213,14 +213,21 @@ func reply(w http.ResponseWriter, status int, body any) {
 
 // standInSiteverify: POST /standin/siteverify, the stand-in CAPTCHA's
 // provider side, in siteverify's shape (form secret and response -> JSON
-// success): it passes every token the stand-in widget makes. It proves
-// nothing about the user; it lets the captcha flow run where no provider
-// can be reached. Point OTPGUARD_CAPTCHA_VERIFY_URL at it only there.
+// success and hostname): it passes every token the stand-in widget makes,
+// naming as the token's site the host it is served on, the app's, where
+// its page runs the widget (otpguard holds it to
+// OTPGUARD_CAPTCHA_HOSTNAMES). It proves nothing about the user; it lets
+// the captcha flow run where no provider can be reached. Point
+// OTPGUARD_CAPTCHA_VERIFY_URL at it only there.
 func standInSiteverify(w http.ResponseWriter, r *http.Request) {
 	if err := r.ParseForm(); err != nil {
 		reply(w, http.StatusBadRequest, map[string]any{"success": false})
 		return
 	}
 	ok := strings.HasPrefix(r.PostForm.Get("response"), "standin-pass-")
-	reply(w, http.StatusOK, map[string]any{"success": ok})
+	host, _, err := net.SplitHostPort(r.Host)
+	if err != nil {
+		host = r.Host
+	}
+	reply(w, http.StatusOK, map[string]any{"success": ok, "hostname": host})
 }

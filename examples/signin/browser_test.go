@@ -263,7 +263,8 @@ func TestStandInCaptchaInChromium(t *testing.T) {
 	pol := challengePolicies()
 	pol.OTP.Challenge.Type = guard.ChallengeCaptcha
 	g := otpguardtest.StartWith(t, pol, func(cfg *app.Config) {
-		cfg.Captcha = app.CaptchaConfig{VerifyURL: siteverify.URL, Secret: "standin-secret", SiteKey: "standin-site-key"}
+		cfg.Captcha = app.CaptchaConfig{VerifyURL: siteverify.URL, Secret: "standin-secret", SiteKey: "standin-site-key",
+			Hostnames: []string{"127.0.0.1"}, Timeout: 2 * time.Second}
 	})
 	c, err := client.New(g.URL, client.WithAPIKey(otpguardtest.APIKey))
 	if err != nil {
