@@ -167,18 +167,25 @@ func (o *outage) probeMasters(ctx context.Context, pc *redis.ClusterClient) {
 	if ctx.Err() != nil {
 		return
 	}
-	slices.Sort(masters)
-	changed := !slices.Equal(masters, o.masters)
-	if err != nil || failed || changed {
+	if o.endRound(masters, err != nil || failed) {
 		o.cluster.ReloadState(ctx)
 	}
+}
+
+// endRound takes the masters one probe round pinged (failed: a ping or
+// the slot map's read failed) and reports whether the decision client's
+// slot map is to be reloaded: something failed, or the masters changed.
+// The nodes of masters the slot map no longer names are dropped, every
+// round whatever failed in it: a master whose replica was promoted is
+// pinged no more, so its breaker would stay where its last ping left it.
+func (o *outage) endRound(masters []string, failed bool) (reload bool) {
+	slices.Sort(masters)
+	changed := !slices.Equal(masters, o.masters)
 	if len(masters) > 0 {
-		// Every round, whatever failed in it: a master the slot map no
-		// longer names (its replica was promoted) is pinged no more, so
-		// its breaker would stay where the last ping left it for good.
 		o.fallback.ForgetNodes(masters)
 	}
 	o.masters = masters
+	return failed || changed
 }
 
 // readyCheck is GET /readyz's question to Redis. On one node: a ping. On
