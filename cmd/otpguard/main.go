@@ -70,6 +70,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		if err := cfg.Validate(); err != nil {
 			return err
 		}
+		cfg.Warnings = append(cfg.Warnings, app.RedisWarnings(ctx, cfg)...)
 		return cfg.Describe(stdout)
 	case "simulate":
 		return simulateCmd(ctx, args[2:], stdout, os.Stderr)

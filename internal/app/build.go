@@ -189,7 +189,7 @@ func (a *App) buildServer(_ context.Context, w *wiring) error {
 		OTP: w.first.OTP, Limiter: w.first.Limiter, APIKeys: a.cfg.APIKeys, OpsKeys: a.cfg.OpsKeys,
 		Logger: a.log, LogAllowedChecks: a.cfg.LogAllowedChecks, Metrics: w.metrics, Spec: api.OpenAPI,
 		Ops: a.ops.desk, SessionKey: a.ops.sessionKey, Sessions: a.ops.signOuts,
-		Ready:  func(ctx context.Context) error { return rdb.Ping(ctx).Err() },
+		Ready:  readyCheck(rdb),
 		Status: a.storeStatus,
 		// The abuse defences (README.md, "Abuse defences").
 		AbuseMetrics: w.abuseMetrics, StatusCallback: statusCallback(a.cfg), Admission: a.inFlight,

@@ -59,6 +59,7 @@ func registerOutage(reg *prometheus.Registry, o *outage) {
 		Help: "Store calls a healthy Redis answered past OTPGUARD_REDIS_TIMEOUT, waited for because the probe vouched for it: each would have gone to the fallback without the probe. Rising: this host is saturated.",
 	}, func() float64 { return float64(o.fallback.Late()) }))
 	reg.MustRegister(fallbackDecisions{o.fallback})
+	reg.MustRegister(sharedFallbacks{o.fallback})
 }
 
 // fallbackDecisions is otpguard_fallback_decisions_total, read from the
@@ -104,4 +105,24 @@ func registerHotKeys(reg *prometheus.Registry, h *resilience.HotKeys) {
 			Help: "Keys in this instance's sync-mode table.",
 		}, func() float64 { return float64(h.Len()) }),
 	)
+}
+
+// sharedFallbacksOpts is otpguard_shared_fallback_decisions_total{rule}.
+var sharedFallbacksOpts = prometheus.CounterOpts{
+	Name: "otpguard_shared_fallback_decisions_total",
+	Help: "Decisions of a shared rule (per IP, prefix, country, budget, country volume, trust mark) taken from this instance's memory by its split limit because its key's Redis Cluster master did not answer while the request's own keys' did, by rule.",
+}
+
+var sharedFallbacksDesc = prometheus.NewDesc(sharedFallbacksOpts.Name, sharedFallbacksOpts.Help, []string{"rule"}, nil)
+
+// sharedFallbacks exports Fallback.SharedFallbacks: a series per rule
+// that fell back since start (a handful of rule names).
+type sharedFallbacks struct{ fb *resilience.Fallback }
+
+func (s sharedFallbacks) Describe(ch chan<- *prometheus.Desc) { ch <- sharedFallbacksDesc }
+
+func (s sharedFallbacks) Collect(ch chan<- prometheus.Metric) {
+	for rule, n := range s.fb.SharedFallbacks() {
+		ch <- prometheus.MustNewConstMetric(sharedFallbacksDesc, prometheus.CounterValue, float64(n), rule)
+	}
 }

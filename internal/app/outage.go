@@ -3,6 +3,7 @@ package app
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -150,6 +151,8 @@ func (o *outage) probeOnce(ctx context.Context) {
 // map is reloaded at once (ReloadState: go-redis itself reloads only on
 // MOVED, or every minute, and never on a refused connection), so a
 // failover costs the time the cluster takes to promote, not a minute.
+// The nodes of masters that left the slot map are dropped each round
+// (Fallback.ForgetNodes).
 func (o *outage) probeMasters(ctx context.Context, pc *redis.ClusterClient) {
 	pctx, cancel := context.WithTimeout(ctx, o.probeTimeout)
 	defer cancel()
@@ -170,15 +173,63 @@ func (o *outage) probeMasters(ctx context.Context, pc *redis.ClusterClient) {
 	if ctx.Err() != nil {
 		return
 	}
-	slices.Sort(masters)
-	changed := !slices.Equal(masters, o.masters)
-	if err != nil || failed || changed {
+	if o.endRound(masters, err != nil || failed) {
 		o.cluster.ReloadState(ctx)
 	}
-	if changed && len(masters) > 0 && !failed {
+}
+
+// endRound takes the masters one probe round pinged (failed: a ping or
+// the slot map's read failed) and reports whether the decision client's
+// slot map is to be reloaded: something failed, or the masters changed.
+// The nodes of masters the slot map no longer names are dropped, every
+// round whatever failed in it: a master whose replica was promoted is
+// pinged no more, so its breaker would stay where its last ping left it.
+func (o *outage) endRound(masters []string, failed bool) (reload bool) {
+	slices.Sort(masters)
+	changed := !slices.Equal(masters, o.masters)
+	if len(masters) > 0 {
 		o.fallback.ForgetNodes(masters)
 	}
 	o.masters = masters
+	return failed || changed
+}
+
+// readyCheck is GET /readyz's question to Redis. On one node: a ping. On
+// Redis Cluster: a ping to every master of the slot map, at once; ready
+// while any answers (a dead master costs only its own slots, which its
+// replica's promotion gives back), down naming those that did not. A ping
+// to a random node, as the cluster client's own Ping is, answered 503 or
+// 200 by chance while a master was dead.
+func readyCheck(rdb redis.UniversalClient) func(ctx context.Context) ([]string, error) {
+	cc, ok := rdb.(*redis.ClusterClient)
+	if !ok {
+		return func(ctx context.Context) ([]string, error) { return nil, rdb.Ping(ctx).Err() }
+	}
+	return func(ctx context.Context) ([]string, error) {
+		var mu sync.Mutex
+		var down []string
+		var errs []error
+		up := 0
+		err := cc.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error {
+			err := c.Ping(ctx).Err()
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				down, errs = append(down, c.Options().Addr), append(errs, err)
+			} else {
+				up++
+			}
+			return nil
+		})
+		slices.Sort(down)
+		switch {
+		case err != nil:
+			return down, fmt.Errorf("readyz: redis cluster: %w", err)
+		case up == 0:
+			return down, fmt.Errorf("readyz: no redis cluster master answers: %w", errors.Join(errs...))
+		}
+		return down, nil
+	}
 }
 
 // status is the store's status for /readyz and /ops/status.

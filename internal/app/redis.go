@@ -103,8 +103,44 @@ func connectRedis(ctx context.Context, cfg *Config, log *slog.Logger) (redis.Uni
 		return nil, nil, fmt.Errorf("redis at %s: %w", cfg.redisTarget(), err)
 	default:
 		log.Info("redis connected", "redis", cfg.redisTarget(), "mode", cfg.Redis.Mode, "timeout", cfg.RedisTimeout.String())
+		for _, w := range clusterWarnings(sctx, rdb) {
+			log.Warn(w)
+		}
 	}
 	return rdb, func() { rdb.Close() }, nil
+}
+
+// clusterWarnings are what Redis Cluster's settings deserve a word on (at
+// start-up, and by `otpguard config check`): masters that require full
+// coverage (store.ClusterCoverage). None off a cluster.
+func clusterWarnings(ctx context.Context, rdb redis.UniversalClient) []string {
+	cc, ok := rdb.(*redis.ClusterClient)
+	if !ok {
+		return nil
+	}
+	cov, err := store.ClusterCoverage(ctx, cc)
+	if err != nil {
+		return []string{fmt.Sprintf("could not read cluster-require-full-coverage from the redis cluster (%v): make sure it is no on every node", err)}
+	}
+	return cov.Warnings()
+}
+
+// RedisWarnings connects to the configured Redis Cluster for `otpguard
+// config check` and returns what its settings deserve a word on
+// (clusterWarnings); nothing in the other modes, which it does not
+// connect to.
+func RedisWarnings(ctx context.Context, cfg *Config) []string {
+	if cfg.Embedded() || cfg.Redis.Mode != store.RedisCluster {
+		return nil
+	}
+	rdb, err := store.NewUniversalClient(cfg.redisOptions())
+	if err != nil {
+		return []string{fmt.Sprintf("redis cluster: %v", err)}
+	}
+	defer rdb.Close()
+	sctx, cancel := context.WithTimeout(ctx, startupTimeout)
+	defer cancel()
+	return clusterWarnings(sctx, rdb)
 }
 
 // driveClock makes the embedded Redis keep time. miniredis neither

@@ -223,7 +223,7 @@ func dropAutomatic(takes []Take, res []Result) []Take {
 
 // volumeCounted reports whether the store counted vol (vres its answer).
 func volumeCounted(vol *VolumeTake, vres *VolumeResult) bool {
-	return vres != nil && vres.Allowed && (vres.Trusted || !vol.NewOff)
+	return vres != nil && vres.Allowed && !vres.Fallback && (vres.Trusted || !vol.NewOff)
 }
 
 // tierKey is the counters vol counted in.

@@ -84,6 +84,11 @@ type VolumeResult struct {
 	// Unverified is the unverified budget that refused the send (0: it
 	// did not).
 	Unverified int64
+	// Fallback: the store did not answer for the country's keys (their
+	// Redis Cluster master is dead) and this instance decided from memory,
+	// by the split limit; nothing was counted in the store, so nothing is
+	// refunded there.
+	Fallback bool
 }
 
 // Volumes keeps the hourly counts of the country velocity rule. Each call

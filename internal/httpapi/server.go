@@ -51,8 +51,10 @@ type Options struct {
 	// every one.
 	LogAllowedChecks int
 	Metrics          *metrics.Set
-	// Ready reports whether the shared store answers (GET /readyz).
-	Ready func(ctx context.Context) error
+	// Ready reports whether the shared store answers (GET /readyz): an
+	// error when no node answers; down names the Redis Cluster masters
+	// that did not (none on one node), for the body of a 200.
+	Ready func(ctx context.Context) (down []string, err error)
 	// Spec is api/openapi.yaml, served at GET /openapi.yaml.
 	Spec []byte
 	// Status reports the shared store's health (GET /readyz, GET
@@ -106,7 +108,7 @@ type Server struct {
 	log     *slog.Logger
 	checks  checkSample // request_log.go
 	metrics *metrics.Set
-	ready   func(ctx context.Context) error
+	ready   func(ctx context.Context) (down []string, err error)
 	spec    []byte
 	status  func() StoreStatus // status.go
 
@@ -320,16 +322,23 @@ func (s *Server) healthz(c echo.Context) error {
 	return c.JSON(http.StatusOK, map[string]string{"status": "ok"})
 }
 
-// readyz: GET /readyz. The shared store answers within its budget.
+// readyz: GET /readyz. The shared store answers within its budget: on
+// Redis Cluster, some master does (a dead master costs only its own keys'
+// decisions, which its replica's promotion gives back); the body names
+// the masters that did not answer.
 func (s *Server) readyz(c echo.Context) error {
+	var down []string
 	if s.ready != nil {
 		ctx, cancel := context.WithTimeout(c.Request().Context(), time.Second)
 		defer cancel()
-		if err := s.ready(ctx); err != nil {
-			return s.notReady(c, err)
+		var err error
+		if down, err = s.ready(ctx); err != nil {
+			return s.notReady(c, err, down)
 		}
 	}
-	return c.JSON(http.StatusOK, s.readyBody())
+	r := s.readyBody()
+	r.Down = down
+	return c.JSON(http.StatusOK, r)
 }
 
 // openapi: GET /openapi.yaml. The HTTP contract.

@@ -51,6 +51,7 @@ type readyJSON struct {
 	Redis      string     `json:"redis,omitempty"`
 	Breaker    string     `json:"breaker,omitempty"`
 	Nodes      []nodeJSON `json:"nodes,omitempty"`
+	Down       []string   `json:"down,omitempty"`
 	Instances  int        `json:"instances,omitempty"`
 	InFallback []string   `json:"in_fallback,omitempty"`
 }
@@ -93,6 +94,7 @@ type notReadyJSON struct {
 	Redis      string     `json:"redis"`
 	Breaker    string     `json:"breaker,omitempty"`
 	Nodes      []nodeJSON `json:"nodes,omitempty"`
+	Down       []string   `json:"down,omitempty"`
 	Instances  int        `json:"instances,omitempty"`
 	InFallback []string   `json:"in_fallback,omitempty"`
 }
@@ -100,7 +102,7 @@ type notReadyJSON struct {
 // readyRetryAfter is when a load balancer should ask /readyz again.
 const readyRetryAfter = 5 * time.Second
 
-func (s *Server) notReady(c echo.Context, err error) error {
+func (s *Server) notReady(c echo.Context, err error, down []string) error {
 	s.log.DebugContext(c.Request().Context(), "readyz: the limit store does not answer", "err", err)
 	r := s.readyBody()
 	retry := httpx.RetrySeconds(readyRetryAfter)
@@ -110,7 +112,7 @@ func (s *Server) notReady(c echo.Context, err error) error {
 			Status: http.StatusServiceUnavailable, Detail: "the limit store does not answer",
 			Code: string(guard.CodeStoreUnavailable), RequestID: httpx.RequestID(c), RetryAfter: &retry,
 		},
-		Redis: "down", Breaker: r.Breaker, Nodes: r.Nodes, Instances: r.Instances, InFallback: r.InFallback,
+		Redis: "down", Breaker: r.Breaker, Nodes: r.Nodes, Down: down, Instances: r.Instances, InFallback: r.InFallback,
 	}
 	c.Response().Header().Set("Retry-After", strconv.Itoa(retry))
 	c.Response().Header().Set(echo.HeaderContentType, "application/problem+json")

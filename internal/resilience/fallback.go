@@ -85,6 +85,7 @@ type Fallback struct {
 	breaker BreakerOptions
 	nodesMu sync.RWMutex
 	nodes   map[string]*node
+	shared  sharedRules  // shared keys decided from memory (shared.go)
 	shed    atomic.Int64 // calls given up on while Redis was healthy
 	late    atomic.Int64 // calls answered past the timeout by a healthy Redis
 
@@ -245,6 +246,9 @@ func (f *Fallback) take(ctx context.Context, n *node, takes []guard.Take, side, 
 	for i, t := range takes {
 		limit, rate := f.localLimit(t)
 		res[i] = f.local.take(t, limit, rate, now)
+		if side {
+			f.sharedFell(n, ruleOf(t.Key))
+		}
 	}
 	return res, false, nil
 }

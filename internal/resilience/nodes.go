@@ -3,6 +3,7 @@ package resilience
 import (
 	"slices"
 	"sort"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -33,6 +34,10 @@ type node struct {
 	// lateRounds counts the probe's timed-out pings in a row with no call
 	// answered meanwhile.
 	lateRounds atomic.Int32
+	// warned are the shared rules logged as decided from memory in this
+	// outage of the node (shared.go).
+	warnMu sync.Mutex
+	warned map[string]bool
 }
 
 // node returns the node named name, made (with a closed breaker) on first use.
@@ -50,7 +55,8 @@ func (f *Fallback) node(name string) *node {
 		if name != "" {
 			log = log.With("node", name)
 		}
-		n = &node{name: name, breaker: newBreaker(f.breaker, log, f.leaveFallback)}
+		n = &node{name: name}
+		n.breaker = newBreaker(f.breaker, log, func() { f.leaveFallback(); n.recovered() })
 		f.nodes[name] = n
 	}
 	return n

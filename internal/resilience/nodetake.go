@@ -103,8 +103,14 @@ func (f *Fallback) run(ctx context.Context, p *part) {
 		return r, err
 	})
 	p.res, p.err = res, err
-	if stored {
+	switch {
+	case stored && p.vol != nil:
 		p.vr = vr
+		f.rememberVolume(p.vol, vr)
+	case err == nil && p.vol != nil:
+		// vol's node did not answer (its part holds no key of the
+		// number's): the rule decides from memory, as any shared key.
+		p.vr = f.volumeFromMemory(p.n, p.vol)
 	}
 }
 

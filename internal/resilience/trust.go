@@ -2,6 +2,7 @@ package resilience
 
 import (
 	"context"
+	"errors"
 
 	"github.com/otpguard/otpguard/internal/guard"
 )
@@ -16,8 +17,18 @@ import (
 // it cannot answer, the send goes on as untrusted (the automatic rules
 // judge it). A trusted send's automatic takes are answered allowed and not
 // counted.
+//
+// A send found untrusted with the velocity rule off (NewOff) counts
+// nothing in its country: vol's keys are then not touched at all.
 func (f *Fallback) takeSendByNode(ctx context.Context, takes []guard.Take, vol *guard.VolumeTake) ([]guard.Result, *guard.VolumeResult, error) {
-	vol, trusted := f.trustFirst(ctx, vol)
+	vol, trusted, asked := f.trustFirst(ctx, vol)
+	if !trusted && vol != nil && vol.NewOff && !vol.Trusted && vol.Solved == nil && (asked || vol.Mark.ID == "") {
+		res, _, err := f.takeByNode(ctx, takes, nil, true)
+		if err != nil {
+			return nil, nil, err
+		}
+		return res, &guard.VolumeResult{Allowed: true}, nil // not counted
+	}
 	if !trusted {
 		return f.takeByNode(ctx, takes, vol, true)
 	}
@@ -44,21 +55,26 @@ func (f *Fallback) takeSendByNode(ctx context.Context, takes []guard.Take, vol *
 
 // trustFirst reads vol's trust mark, when it carries one and the store
 // keeps marks: vol known trusted (the mark cleared) and true when it is
-// set.
-func (f *Fallback) trustFirst(ctx context.Context, vol *guard.VolumeTake) (*guard.VolumeTake, bool) {
+// set; asked says the mark was read (or its node did not answer: the send
+// is then untrusted, as a shared rule decided from memory).
+func (f *Fallback) trustFirst(ctx context.Context, vol *guard.VolumeTake) (_ *guard.VolumeTake, trusted, asked bool) {
 	tr, ok := f.counter.(guard.Trusts)
 	if !ok || vol == nil || vol.Trusted || vol.Mark.ID == "" {
-		return vol, false
+		return vol, false, false
 	}
 	var set bool
-	err := f.call(ctx, f.nodeFor(vol.Key), func(ctx context.Context) (err error) {
+	n := f.nodeFor(vol.Key)
+	err := f.call(ctx, n, func(ctx context.Context) (err error) {
 		set, err = tr.Trusted(ctx, vol.Mark)
 		return err
 	})
+	if err != nil && !errors.Is(err, guard.ErrOverloaded) {
+		f.sharedFell(n, vol.Mark.Space) // the mark's name is the number's HMAC: not a rule's
+	}
 	if err != nil || !set {
-		return vol, false
+		return vol, false, true
 	}
 	v := *vol
 	v.Trusted, v.Mark = true, guard.Key{}
-	return &v, true
+	return &v, true, true
 }

@@ -1,0 +1,143 @@
+package resilience
+
+import (
+	"maps"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/otpguard/otpguard/internal/guard"
+)
+
+// Shared keys on a dead master (Redis Cluster). A send's keys that are not
+// the number's own (per IP, per prefix, per country, the SMS budget, the
+// country's volume) belong to rules every number shares, each in a slot
+// of its own. When the master of such a key does not answer, its rule is
+// decided from this instance's memory, as the fallback decides any key:
+// the split limit, limit / N (also under on_store_error closed, whose
+// refusal is for the number's own keys), so a send to a number on a live
+// master is never refused for another master's death. Each rule so
+// decided is logged once per outage of its master (WARN) and counted
+// (SharedFallbacks).
+
+// sharedRules counts, per rule, the decisions taken from memory because
+// the rule's key was on a node that did not answer.
+type sharedRules struct {
+	mu     sync.Mutex
+	counts map[string]int64
+	// limits is the last limit the store answered for a country's volume
+	// (per counting key: the velocity rule's, the trusted tier's, the
+	// solved cap's): what its split limit divides while its master is dead.
+	limits map[guard.Key]int64
+}
+
+// ruleOf names the rule of a key, without its subject: "otp:ip:sends",
+// "otp:budget:hour", "otp:vel:h", "l:api". A few names in all.
+func ruleOf(k guard.Key) string {
+	return strings.TrimSuffix(k.Space+":"+k.Name, ":")
+}
+
+// sharedFell notes that rule was decided from memory because node n did
+// not answer: counted each time, logged once per outage of n.
+func (f *Fallback) sharedFell(n *node, rule string) {
+	f.shared.mu.Lock()
+	if f.shared.counts == nil {
+		f.shared.counts = map[string]int64{}
+	}
+	f.shared.counts[rule]++
+	f.shared.mu.Unlock()
+	if n.warnOnce(rule) {
+		f.log.Warn("shared limit decided from this instance's memory (split limit): its Redis master does not answer",
+			"rule", rule, "node", n.name, "instances", f.Instances())
+	}
+}
+
+// SharedFallbacks is, per rule ("otp:ip:sends", "otp:vel:h", ...), how
+// many of its decisions were taken from memory because its key's master
+// did not answer while the request's own keys' did (Redis Cluster).
+func (f *Fallback) SharedFallbacks() map[string]int64 {
+	f.shared.mu.Lock()
+	defer f.shared.mu.Unlock()
+	return maps.Clone(f.shared.counts)
+}
+
+// rememberVolume keeps the limit the store answered for vol (vr), for its
+// split limit should its master die.
+func (f *Fallback) rememberVolume(vol *guard.VolumeTake, vr *guard.VolumeResult) {
+	if vr == nil || vr.Limit <= 0 || vr.Reused {
+		return
+	}
+	k := vol.Key
+	if vr.Trusted {
+		k = vol.TrustedKey
+	}
+	f.shared.mu.Lock()
+	defer f.shared.mu.Unlock()
+	if f.shared.limits == nil {
+		f.shared.limits = map[guard.Key]int64{}
+	}
+	f.shared.limits[k] = vr.Limit
+}
+
+// volumeLimit is the hour's limit to split for the counts under k: the
+// store's last answer, or floor when this instance has none.
+func (f *Fallback) volumeLimit(k guard.Key, floor int64) int64 {
+	f.shared.mu.Lock()
+	defer f.shared.mu.Unlock()
+	if l, ok := f.shared.limits[k]; ok {
+		return l
+	}
+	return floor
+}
+
+// volumeFromMemory decides vol on this instance while its node n does not
+// answer: the hour's count under the split limit of the last limit the
+// store gave (the floor if none), and a solved send's single use on this
+// instance. An untrusted send with the velocity rule off (NewOff) counts
+// nothing. The result says Fallback: nothing was counted in the store.
+func (f *Fallback) volumeFromMemory(n *node, vol *guard.VolumeTake) *guard.VolumeResult {
+	if vol.NewOff && !vol.Trusted {
+		return &guard.VolumeResult{Allowed: true, Fallback: true}
+	}
+	now := f.now()
+	take := func(k guard.Key, limit int64, window time.Duration) guard.Result {
+		return f.local.take(guard.Take{Key: k, Algorithm: guard.FixedWindow, Limit: limit, Window: window, Cost: 1,
+			Policy: guard.OTPPolicyName}, limit, 0, now)
+	}
+	k, floor := vol.Key, vol.Floor
+	if vol.Trusted {
+		k, floor = vol.TrustedKey, vol.TFloor
+	}
+	f.sharedFell(n, ruleOf(k))
+	if vol.Solved != nil {
+		if r := take(vol.Solved.Used, 1, vol.Solved.TTL); !r.Allowed {
+			return &guard.VolumeResult{Reused: true, Fallback: true}
+		}
+	}
+	limit := max(1, f.volumeLimit(k, max(1, floor))/int64(f.Instances()))
+	r := take(k, limit, time.Hour)
+	return &guard.VolumeResult{Allowed: r.Allowed, Count: r.Count, Limit: limit, Trusted: vol.Trusted, Fallback: true}
+}
+
+// warnOnce reports whether rule is first to fall back on n in this outage
+// of n (until its breaker closes again).
+func (n *node) warnOnce(rule string) bool {
+	n.warnMu.Lock()
+	defer n.warnMu.Unlock()
+	if n.warned[rule] {
+		return false
+	}
+	if n.warned == nil {
+		n.warned = map[string]bool{}
+	}
+	n.warned[rule] = true
+	return true
+}
+
+// recovered forgets the rules warned of: n's breaker closed, its outage
+// is over.
+func (n *node) recovered() {
+	n.warnMu.Lock()
+	n.warned = nil
+	n.warnMu.Unlock()
+}
