@@ -21,6 +21,7 @@ commit=$(git rev-parse HEAD)
 version="$release-dev+$(git rev-parse --short=12 HEAD)"
 if tag=$(git describe --tags --exact-match --match 'v*' 2>/dev/null); then
   [ "$tag" = "v$release" ] || { echo "release: HEAD is tagged $tag but Release is $release" >&2; exit 1; }
+  grep -q "^## \[$release\] - " CHANGELOG.md || { echo "release: CHANGELOG.md has no [$release] section" >&2; exit 1; }
   version=$release
 fi
 if [ -n "$(git status --porcelain --untracked-files=no 2>/dev/null)" ]; then
