@@ -40,6 +40,11 @@ func (c *Config) checkCaptcha() error {
 			cs.add("OTPGUARD_CAPTCHA_VERIFY_URL: must be an http(s) URL")
 		} else if scoreBased(u) && cc.MinScore == 0 {
 			cs.add("OTPGUARD_CAPTCHA_MIN_SCORE: required with reCAPTCHA (%s): its v3 answers carry a score, and a score nobody checks lets a bot's token through", u.Host)
+		} else if !scoreBased(u) && cc.MinScore != 0 {
+			// Scores are read as reCAPTCHA's (1.0 a person); another
+			// provider's may run the other way, and a minimum read the
+			// wrong way round would let bots through and refuse people.
+			cs.add("OTPGUARD_CAPTCHA_MIN_SCORE: only reCAPTCHA's scores are read (1.0 a person); %s is not reCAPTCHA: unset it", u.Host)
 		}
 	}
 	if c.Policies.OTP.Challenge.Type == guard.ChallengeCaptcha {

@@ -137,6 +137,11 @@ func (s *OTP) spend(ctx context.Context, phone Phone, limits []limitedTake, vol 
 	switch {
 	case vol == nil:
 		return spent{takes: taken}, nil
+	case vol.Solved != nil && (vres != nil && vres.Fallback || vres == nil && fellBack):
+		// A solution's single use cannot be checked without the store
+		// (on Redis Cluster: without the master of the country's keys).
+		s.refund(ctx, taken)
+		return spent{}, StoreUnavailable(ErrStoreUnavailable, StoreRetryAfter)
 	case vres != nil:
 		if !vres.Allowed {
 			return spent{}, s.volumeRefused(ctx, phone, *vol, *vres, taken)
@@ -145,10 +150,6 @@ func (s *OTP) spend(ctx context.Context, phone Phone, limits []limitedTake, vol 
 			return spent{takes: taken, trusted: vres.Trusted}, nil
 		}
 		return spent{takes: taken, velocityAt: vol.Now, velocity: tierKey(vol, vres), trusted: vres.Trusted}, nil
-	case fellBack && vol.Solved != nil:
-		// A solution's single use cannot be checked without the store.
-		s.refund(ctx, taken)
-		return spent{}, StoreUnavailable(ErrStoreUnavailable, StoreRetryAfter)
 	case fellBack:
 		// The fallback decided a limit (the breaker is open or the store
 		// failed in this decision): the velocity rule is not judged then,

@@ -159,7 +159,7 @@ func (f *Fallback) refundSpent(ctx context.Context, takes []guard.Take, parts []
 		for j, i := range p.idx {
 			if r := p.res[j]; r.Spent {
 				t := takes[i]
-				t.Fallback = r.Fallback
+				t.Fallback, t.WindowID = r.Fallback, r.WindowID
 				back = append(back, t)
 			}
 		}

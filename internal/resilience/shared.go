@@ -92,8 +92,8 @@ func (f *Fallback) volumeLimit(k guard.Key, floor int64) int64 {
 
 // volumeFromMemory decides vol on this instance while its node n does not
 // answer: the hour's count under the split limit of the last limit the
-// store gave (the floor if none), and a solved send's single use on this
-// instance. An untrusted send with the velocity rule off (NewOff) counts
+// store gave (the floor if none); a solved send is left to the caller,
+// which cannot check its single use here. An untrusted send with the velocity rule off (NewOff) counts
 // nothing. The result says Fallback: nothing was counted in the store.
 func (f *Fallback) volumeFromMemory(n *node, vol *guard.VolumeTake) *guard.VolumeResult {
 	if vol.NewOff && !vol.Trusted {
@@ -110,9 +110,10 @@ func (f *Fallback) volumeFromMemory(n *node, vol *guard.VolumeTake) *guard.Volum
 	}
 	f.sharedFell(n, ruleOf(k))
 	if vol.Solved != nil {
-		if r := take(vol.Solved.Used, 1, vol.Solved.TTL); !r.Allowed {
-			return &guard.VolumeResult{Reused: true, Fallback: true}
-		}
+		// A solution's single use is the store's to check: one
+		// instance's memory would let it be spent once per instance. The
+		// send refuses it (503), so nothing is counted here.
+		return &guard.VolumeResult{Allowed: true, Fallback: true}
 	}
 	limit := max(1, f.volumeLimit(k, max(1, floor))/int64(f.Instances()))
 	r := take(k, limit, time.Hour)

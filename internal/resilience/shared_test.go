@@ -112,3 +112,24 @@ func TestVelocityOffTouchesNoVolumeKey(t *testing.T) {
 		t.Errorf("%d calls to the country's node, want 1 (the trust mark's read; no volume): %v", c, s.calls)
 	}
 }
+
+// A solved send whose country's node is dead is not decided from memory:
+// the solution's single use is the store's to check (one instance's memory
+// would accept it once per instance), so the volume comes back as the
+// fallback's, uncounted, for the send to refuse with 503, every time.
+func TestDeadCountryNodeLeavesSolvedToTheStore(t *testing.T) {
+	s := sendStore{nodeStore: newNodeStore(map[string]string{"+447911000001": "a", "198.51.100.7": "b", "GB": "c"}), volLimit: 8}
+	f := resilience.NewFallback(resilience.FallbackOptions{Counter: s, NodeOf: s.nodeOf, Instances: func() int { return 2 },
+		Breaker: resilience.BreakerOptions{Failures: 3, OpenFor: time.Hour}})
+	s.mu.Lock()
+	s.down["c"] = true
+	s.mu.Unlock()
+	vol := volumeTake(false)
+	vol.Solved = &guard.SolvedUse{Used: guard.Key{Space: "otp:vel", ID: "GB", Name: "solved:abc"}, TTL: time.Minute}
+	for i := range 3 {
+		_, vr, err := f.TakeSend(context.Background(), sendTakes()[:2], vol)
+		if err != nil || vr == nil || !vr.Fallback || vr.Reused || vr.Count != 0 {
+			t.Fatalf("solved send %d with the country's node dead: %+v, %v; want the fallback's uncounted volume (the send answers 503)", i, vr, err)
+		}
+	}
+}

@@ -193,12 +193,15 @@ func (r *Redis) clusterTrust(ctx context.Context, vol *guard.VolumeTake) (*guard
 	return &v, true, nil
 }
 
-// spentTakes are the takes whose results say they were spent.
+// spentTakes are the takes whose results say they were spent, each
+// naming the window it was counted in (a refund gives back only there).
 func spentTakes(takes []guard.Take, res []guard.Result) []guard.Take {
 	var spent []guard.Take
 	for i, r := range res {
 		if r.Spent {
-			spent = append(spent, takes[i])
+			t := takes[i]
+			t.WindowID = r.WindowID
+			spent = append(spent, t)
 		}
 	}
 	return spent
