@@ -40,11 +40,11 @@ func (c *Config) checkCaptcha() error {
 			cs.add("OTPGUARD_CAPTCHA_VERIFY_URL: must be an http(s) URL")
 		} else if scoreBased(u) && cc.MinScore == 0 {
 			cs.add("OTPGUARD_CAPTCHA_MIN_SCORE: required with reCAPTCHA (%s): its v3 answers carry a score, and a score nobody checks lets a bot's token through", u.Host)
-		} else if !scoreBased(u) && cc.MinScore != 0 {
-			// Scores are read as reCAPTCHA's (1.0 a person); another
-			// provider's may run the other way, and a minimum read the
-			// wrong way round would let bots through and refuse people.
-			cs.add("OTPGUARD_CAPTCHA_MIN_SCORE: only reCAPTCHA's scores are read (1.0 a person); %s is not reCAPTCHA: unset it", u.Host)
+		} else if invertedScore(u) && cc.MinScore != 0 {
+			// Scores are read as reCAPTCHA's (1.0 a person); hCaptcha's
+			// run the other way (1.0 a bot), and a minimum read the wrong
+			// way round would let bots through and refuse people.
+			cs.add("OTPGUARD_CAPTCHA_MIN_SCORE: scores are read as reCAPTCHA's (1.0 a person) and hCaptcha's (%s) run the other way: unset it", u.Host)
 		}
 	}
 	if c.Policies.OTP.Challenge.Type == guard.ChallengeCaptcha {
@@ -56,6 +56,13 @@ func (c *Config) checkCaptcha() error {
 		}
 	}
 	return cs.err()
+}
+
+// invertedScore reports whether the siteverify at u is hCaptcha's, whose
+// Enterprise answers carry a score where 1.0 means a bot.
+func invertedScore(u *url.URL) bool {
+	h := strings.ToLower(u.Hostname())
+	return h == "hcaptcha.com" || strings.HasSuffix(h, ".hcaptcha.com")
 }
 
 // scoreBased reports whether the siteverify at u is reCAPTCHA's (Google's

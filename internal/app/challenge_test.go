@@ -24,7 +24,7 @@ func TestCaptchaSettings(t *testing.T) {
 		{"reCAPTCHA with a minimum score", map[string]string{"OTPGUARD_CAPTCHA_VERIFY_URL": recaptcha, "OTPGUARD_CAPTCHA_MIN_SCORE": "0.5"}, ""},
 		{"reCAPTCHA without one", map[string]string{"OTPGUARD_CAPTCHA_VERIFY_URL": recaptcha}, "OTPGUARD_CAPTCHA_MIN_SCORE: required with reCAPTCHA"},
 		{"recaptcha.net without one", map[string]string{"OTPGUARD_CAPTCHA_VERIFY_URL": "https://www.recaptcha.net/recaptcha/api/siteverify"}, "OTPGUARD_CAPTCHA_MIN_SCORE: required"},
-		{"a minimum score with another provider", map[string]string{"OTPGUARD_CAPTCHA_VERIFY_URL": "https://api.hcaptcha.com/siteverify", "OTPGUARD_CAPTCHA_MIN_SCORE": "0.5"}, "OTPGUARD_CAPTCHA_MIN_SCORE: only reCAPTCHA's scores are read"},
+		{"a minimum score with another provider", map[string]string{"OTPGUARD_CAPTCHA_VERIFY_URL": "https://api.hcaptcha.com/siteverify", "OTPGUARD_CAPTCHA_MIN_SCORE": "0.5"}, "OTPGUARD_CAPTCHA_MIN_SCORE: scores are read as reCAPTCHA's"},
 		{"no hostnames", map[string]string{"OTPGUARD_CAPTCHA_VERIFY_URL": turnstile, "OTPGUARD_CAPTCHA_HOSTNAMES": ""}, "needs OTPGUARD_CAPTCHA_HOSTNAMES"},
 		{"a score above 1", map[string]string{"OTPGUARD_CAPTCHA_VERIFY_URL": turnstile, "OTPGUARD_CAPTCHA_MIN_SCORE": "1.5"}, "OTPGUARD_CAPTCHA_MIN_SCORE: must be between 0 and 1"},
 		{"a timeout too short", map[string]string{"OTPGUARD_CAPTCHA_VERIFY_URL": turnstile, "OTPGUARD_CAPTCHA_TIMEOUT": "5ms"}, "OTPGUARD_CAPTCHA_TIMEOUT: must be between 100ms and 10s"},

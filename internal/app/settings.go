@@ -190,7 +190,7 @@ var settings = []setting{
 	{name: "OTPGUARD_CAPTCHA_ACTION", defDoc: "unset: not checked", example: "otp_send",
 		doc:   "the action the provider's answer must name as its `action` (reCAPTCHA v3's `action`, Turnstile's `data-action`), else the token is refused",
 		parse: text(func(c *Config) *string { return &c.Captcha.Action })},
-	{name: "OTPGUARD_CAPTCHA_MIN_SCORE", defDoc: "unset: an answer with a score is a provider failure; **required** with reCAPTCHA, refused with any other provider", example: "0.5",
+	{name: "OTPGUARD_CAPTCHA_MIN_SCORE", defDoc: "unset: an answer with a score is a provider failure; **required** with reCAPTCHA, refused with hCaptcha (its scores run the other way)", example: "0.5",
 		doc:   "the least `score` an answer may carry (0..1, read as reCAPTCHA v3's: 1.0 very likely a human); a lower score refuses the token, an answer without one is judged without it",
 		parse: decimal(func(c *Config) *float64 { return &c.Captcha.MinScore }), check: checkCaptchaMinScore},
 	{name: "OTPGUARD_CAPTCHA_TIMEOUT", def: challenge.DefaultCaptchaTimeout.String(), example: "1s",
