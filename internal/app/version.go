@@ -10,7 +10,7 @@ import (
 // CHANGELOG.md's newest section lists. scripts/release.sh refuses a tag
 // that does not match it. It lives in the source, not only in a tag, so
 // that a clone without tags and a build without a VCS stamp still know it.
-const Release = "0.1.0"
+const Release = "0.2.0"
 
 // version and commit are set by the release script and the image build
 // (-ldflags "-X github.com/otpguard/otpguard/internal/app.version=...
