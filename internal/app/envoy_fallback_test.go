@@ -8,12 +8,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	commonv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	pb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/otpguard/otpguard/internal/store/redistest"
 )
@@ -63,19 +60,7 @@ func TestEnvoyFallbackDecisionsCounted(t *testing.T) {
 		t.Errorf("before any decision: %s, want %s", got, want)
 	}
 
-	deadline := time.Now().Add(5 * time.Second)
-	for a.GRPCAddr() == nil && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
-	}
-	if a.GRPCAddr() == nil {
-		t.Fatal("the gRPC listener did not start")
-	}
-	conn, err := grpc.NewClient(a.GRPCAddr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	c := pb.NewRateLimitServiceClient(conn)
+	c := envoyClient(t, a)
 	const asks = 3
 	for i := range asks {
 		req := &pb.RateLimitRequest{Domain: "d", Descriptors: []*commonv3.RateLimitDescriptor{

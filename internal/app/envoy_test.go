@@ -54,19 +54,7 @@ func TestEnvoyServed(t *testing.T) {
 			t.Errorf("Run: %v", err)
 		}
 	}()
-	deadline := time.Now().Add(5 * time.Second)
-	for a.GRPCAddr() == nil && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
-	}
-	if a.GRPCAddr() == nil {
-		t.Fatal("the gRPC listener did not start")
-	}
-	conn, err := grpc.NewClient(a.GRPCAddr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	c := pb.NewRateLimitServiceClient(conn)
+	c := envoyClient(t, a)
 	ask := func(step, key string, wantCode pb.RateLimitResponse_Code, wantLimit, wantRemaining uint32) {
 		t.Helper()
 		req := &pb.RateLimitRequest{Domain: "d", Descriptors: []*commonv3.RateLimitDescriptor{
@@ -269,19 +257,7 @@ func serveEnvoy(t *testing.T, env map[string]string) (a *App, c pb.RateLimitServ
 		}
 	}
 	t.Cleanup(func() { stop() })
-	deadline := time.Now().Add(10 * time.Second)
-	for a.GRPCAddr() == nil && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
-	}
-	if a.GRPCAddr() == nil {
-		t.Fatal("the gRPC listener did not start")
-	}
-	conn, err := grpc.NewClient(a.GRPCAddr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { conn.Close() })
-	return a, pb.NewRateLimitServiceClient(conn), stop
+	return a, envoyClient(t, a), stop
 }
 
 // TestEnvoySettings: the listener and its rules come together, and a bad
@@ -312,4 +288,23 @@ func TestEnvoySettings(t *testing.T) {
 			}
 		})
 	}
+}
+
+// envoyClient waits (10 s at most) for a's gRPC listener and returns a
+// client of its rate-limit service, closed when the test ends.
+func envoyClient(t *testing.T, a *App) pb.RateLimitServiceClient {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for a.GRPCAddr() == nil && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if a.GRPCAddr() == nil {
+		t.Fatal("the gRPC listener did not start")
+	}
+	conn, err := grpc.NewClient(a.GRPCAddr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	return pb.NewRateLimitServiceClient(conn)
 }
