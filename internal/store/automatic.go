@@ -48,7 +48,7 @@ func automaticTakes(takes []guard.Take, vol *guard.VolumeTake) []int {
 
 // queueAutomatic queues automaticScript for the takes idx names; nil when
 // idx is empty.
-func (r *Redis) queueAutomatic(ctx context.Context, pipe redis.Pipeliner, takes []guard.Take, idx []int, mark guard.Key) *automaticCall {
+func (r *sends) queueAutomatic(ctx context.Context, pipe redis.Pipeliner, takes []guard.Take, idx []int, mark guard.Key) *automaticCall {
 	if len(idx) == 0 {
 		return nil
 	}
@@ -64,7 +64,7 @@ func (r *Redis) queueAutomatic(ctx context.Context, pipe redis.Pipeliner, takes 
 
 // readAutomatic writes automaticScript's answers into res: each window's
 // count, or, for a trusted number, allowed and not spent.
-func (r *Redis) readAutomatic(ctx context.Context, takes []guard.Take, a *automaticCall, res []guard.Result) error {
+func (r *sends) readAutomatic(ctx context.Context, takes []guard.Take, a *automaticCall, res []guard.Result) error {
 	if isNoScript(a.cmd.Err()) { // it did not run: once more, loading it
 		a.cmd = automaticScript.Run(ctx, r.rdb, a.keys, a.args...)
 	}

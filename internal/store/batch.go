@@ -44,7 +44,7 @@ func allScripted(takes []guard.Take) bool {
 // spends goes to its own script (tokenBucketScript, windowTakeScript);
 // anything else (several takes, a peek of a window, a held take) to
 // takeManyScript.
-func (r *Redis) takeScripted(ctx context.Context, takes []guard.Take) ([]guard.Result, error) {
+func (r *Counters) takeScripted(ctx context.Context, takes []guard.Take) ([]guard.Result, error) {
 	if len(takes) == 1 && !takes[0].Hold {
 		t := takes[0]
 		var res guard.Result
@@ -94,7 +94,7 @@ const (
 
 // takeMany runs takeManyScript over takes: all or nothing when every take
 // asks for it (guard.Take.AllOrNothing), each on its own otherwise.
-func (r *Redis) takeMany(ctx context.Context, takes []guard.Take) ([]guard.Result, error) {
+func (r *Counters) takeMany(ctx context.Context, takes []guard.Take) ([]guard.Result, error) {
 	// EVALSHA's arguments: the keys, then ARGV: all or nothing, and five
 	// per take.
 	args := takeManyScript.args(len(takes), 6*len(takes)+1)

@@ -21,7 +21,7 @@ var Interval = interval
 
 // DeleteCodeKeyForTest deletes the number's code and nothing else, as its
 // TTL running out does.
-func (r *Redis) DeleteCodeKeyForTest(ctx context.Context, phone string) error {
+func (r *Codes) DeleteCodeKeyForTest(ctx context.Context, phone string) error {
 	return r.rdb.Del(ctx, r.codeKey(phone)).Err()
 }
 
@@ -57,18 +57,18 @@ func LuaScriptsForTest() (libs map[string][]string, shas map[string]string) {
 }
 
 // LimitTagForTest is the hash tag of k's limit hashes (k a limit).
-func (r *Redis) LimitTagForTest(k guard.Key) string { return r.limitTag(k) }
+func (r *Counters) LimitTagForTest(k guard.Key) string { return r.limits.tag(k) }
 
 // LimitHashesForTest names t's limit hashes (current and previous slice)
 // and its field, as the store would now.
-func (r *Redis) LimitHashesForTest(t guard.Take) (cur, prev, field string) {
-	ref := r.limitRef(t, r.redisNowMs())
+func (r *Counters) LimitHashesForTest(t guard.Take) (cur, prev, field string) {
+	ref := r.limits.limitRef(t, r.limits.redisNowMs())
 	return ref.cur, ref.prev, ref.field
 }
 
 // SetSkewForTest sets what the store believes Redis's clock is ahead of
 // this host's, in ms.
-func (r *Redis) SetSkewForTest(ms int64) { r.skew.Store(ms) }
+func (r *Counters) SetSkewForTest(ms int64) { r.limits.skew.Store(ms) }
 
 // SliceLenForTest is t's slice length in ms (t a limit).
 func SliceLenForTest(t guard.Take) int64 { return sliceLen(t) }

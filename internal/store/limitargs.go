@@ -53,7 +53,7 @@ func kind(t guard.Take) int {
 // clock at nowMs: each take's two hashes as the call's keys, with room for
 // more ARGV values, and the takes' values for the ARGV to point at. Every
 // take's hashes are one string: three allocations whatever the takes.
-func (r *Redis) limitArgs(s hotScript, takes []guard.Take, nowMs int64, more int) ([]any, []limitVals) {
+func (r *limitHashes) limitArgs(s hotScript, takes []guard.Take, nowMs int64, more int) ([]any, []limitVals) {
 	vals := make([]limitVals, len(takes))
 	args := s.args(2*len(takes), 2*len(takes)+more)
 	var buf [192]byte
