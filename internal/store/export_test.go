@@ -46,14 +46,13 @@ func (c *Coalescer) Queued() int { return len(c.queue) }
 // LuaFilesForTest is the embedded lua/ directory.
 var LuaFilesForTest = luaFiles
 
-// LuaScriptsForTest lists luaScripts: each script's name, its libraries,
-// and its SHA.
-func LuaScriptsForTest() (libs map[string][]string, shas map[string]string) {
-	libs, shas = map[string][]string{}, map[string]string{}
+// LuaScriptsForTest lists luaScripts: each script's name and its SHA.
+func LuaScriptsForTest() (shas map[string]string) {
+	shas = map[string]string{}
 	for name, s := range luaScripts {
-		libs[name], shas[name] = s.libs, s.script.Hash()
+		shas[name] = s.script.Hash()
 	}
-	return libs, shas
+	return shas
 }
 
 // LimitTagForTest is the hash tag of k's limit hashes (k a limit).
@@ -80,8 +79,8 @@ func JoinsOnForTest(rdb redis.UniversalClient) bool { return joinsOn(rdb) }
 // it the way the store did before (inside a MULTI with the id's SET).
 var SaveCodeScriptForTest = saveCodeScript.Script
 
-// LuaSourceForTest is the source of the script of lua/<name>.lua, its
-// libraries included, as Redis runs it.
+// LuaSourceForTest is the source of the script of lua/<name>.lua, as
+// Redis runs it.
 func LuaSourceForTest(name string) string { return luaScripts[name].src }
 
 // WindowReplyForTest is windowReply: a window run's two values for a call

@@ -14,7 +14,7 @@ import (
 
 // The /limits/check limits (keys without a Name, guard.LimitKey) live many
 // to a Redis key: each limit is a field of a time-slice hash named by its
-// policy, a slice of time and a shard of its id (lua/lib_limit.lua keeps
+// policy, a slice of time and a shard of its id (lua/lib/limit.lua keeps
 // them; docs/scaling.md, "Where the keys live"). One key and one TTL per
 // limit costs Redis 7.0 about 90 B before the key's name (two dict entries
 // and their table slots); a field of a small hash (a listpack) costs its

@@ -1,5 +1,5 @@
--- lib_bucket is how a bucket on a key of its own is kept (the scripts
--- that use it follow lib_take, which has the clock).
+-- lib/bucket.lua is how a bucket on a key of its own is kept (the scripts
+-- that use it follow lib/take.lua, which has the clock).
 --
 -- A bucket is one number: the moment it will be full again (GCRA's
 -- "theoretical arrival time", TAT), in microseconds. It is kept in the

@@ -1,4 +1,4 @@
--- lib_limit is how the /limits/check limits are kept: many limits per
+-- lib/limit.lua is how the /limits/check limits are kept: many limits per
 -- Redis key, in time-slice hashes (docs/scaling.md, "Where the keys live").
 --
 -- A limit's state lives at most one slice length L (ms): a fixed window
@@ -227,7 +227,7 @@ local function take_one(k, at, now)
     tonumber(ARGV[at + 2]), tonumber(ARGV[at + 3]), tonumber(ARGV[at + 4]), slice, idx, now, floor(now / 1000))}
 end
 
--- take_group is take_limits: n takes, decided as lib_take's decide_takes
+-- take_group is take_limits: n takes, decided as lib/take.lua's decide_takes
 -- (all or nothing if all), on the fields of time-slice hashes. KEYS[k +
 -- 2i - 2] and KEYS[k + 2i - 1] are take i's cur and prev hashes, ARGV from
 -- at eight values per take: decide_takes' five, then slice ms, slice index

@@ -1,6 +1,6 @@
--- lib_take is what the take scripts share: what a bucket holds, and the
+-- lib/take.lua is what the take scripts share: what a bucket holds, and the
 -- decision of a batch of takes, which take_many (one key per counter,
--- lib_bucket) and take_limits (fields of time-slice hashes, lib_limit)
+-- lib/bucket.lua) and take_limits (fields of time-slice hashes, lib/limit.lua)
 -- run alike: they differ only in where a limit's state is read and
 -- written, so one loop decides for both and neither can drift.
 -- tokens_left is what a bucket holds when it is full again in d
