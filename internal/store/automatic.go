@@ -31,8 +31,7 @@ type automaticCall struct {
 
 // automaticTakes are the indexes of the takes automaticScript counts: the
 // automatic counting windows of a send whose trust the store is to find
-// (vol carries the mark). None otherwise: the MULTI counts them, as
-// before.
+// (vol carries the mark). None otherwise: the MULTI counts them.
 func automaticTakes(takes []guard.Take, vol *guard.VolumeTake) []int {
 	if vol == nil || vol.Trusted || vol.Mark.ID == "" || vol.Solved != nil {
 		return nil

@@ -64,9 +64,9 @@ var _ guard.BlockVolumeRefunder = (*Blocks)(nil)
 
 // NoteBlockRefundVolume notes b (noteBlockScript) and gives back one send
 // counted at under k (velocityRefundScript) in one pipeline: the two
-// notes of a refused send, one round trip. As two single calls they went
+// notes of a refused send, one round trip (two single calls would go
 // through the coalescer one pipeline after the other whenever the second
-// missed the first's. No MULTI: each script is atomic alone, and on Redis
+// missed the first's). No MULTI: each script is atomic alone, and on Redis
 // Cluster their keys are in different slots (go-redis sends each to its
 // master, both at once).
 func (r *Blocks) NoteBlockRefundVolume(ctx context.Context, b guard.Block, k guard.Key, at time.Time) error {

@@ -74,9 +74,8 @@ const conversionsPerCall = 64
 // in one round trip, in the batch's order, so each event's tallies are
 // what CountConversion would have answered at its turn. On a single
 // Redis, one pipeline of conversionsScript calls, each up to
-// conversionsPerCall counts (an event's subjects are one count each): a
-// send's four subjects were four script calls, each its own command to
-// write, run and read. On Redis Cluster the subjects are in different
+// conversionsPerCall counts (an event's subjects are one count each), not
+// a command to write, run and read per subject. On Redis Cluster the subjects are in different
 // hash slots, so each is its own conversionScript call, in one pipeline
 // that go-redis sends to their masters, one write per node. No MULTI:
 // each script call is atomic alone, and the events are independent.

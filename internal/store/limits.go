@@ -15,11 +15,10 @@ import (
 // The /limits/check limits (keys without a Name, guard.LimitKey) live many
 // to a Redis key: each limit is a field of a time-slice hash named by its
 // policy, a slice of time and a shard of its id (lua/lib/limit.lua keeps
-// them; docs/scaling.md, "Where the keys live"). One key and one TTL per
-// limit costs Redis 7.0 about 90 B before the key's name (two dict entries
-// and their table slots); a field of a small hash (a listpack) costs its
-// name and a few bytes of value, and the hash's own cost is shared by the
-// fields of its shard (docs/benchmarks.md, section 8).
+// them; docs/scaling.md, "Where the keys live"). A key and a TTL per
+// limit cost Redis two dict entries and their table slots; a field of a
+// small hash (a listpack) costs its name and a few bytes of value, and the
+// hash's own cost is shared by the fields of its shard.
 //
 //	og:l:api:29049123{1234}  field user:42  value 41977512
 //	     |   |        |            |              bucket: TAT, µs after the slice's start
@@ -115,7 +114,7 @@ func shardOf(field string, shards uint32) uint32 {
 
 // tag is the hash tag of a limit's hashes, which decides its Cluster
 // slot: "{" + shard + "}". Every policy's hashes of one caller key share
-// it, as before: the checks of one key are one slot.
+// it: the checks of one key are one slot.
 func (r *limitHashes) tag(k guard.Key) string {
 	return "{" + strconv.FormatUint(uint64(r.shard(limitID(k.ID))), 10) + "}"
 }

@@ -132,8 +132,7 @@ func TokenBucketScript() (src, sha string) {
 // or batch. Its callers build the EVALSHA's arguments in one slice (args)
 // and run sends it as it is: go-redis's Script.Run takes the keys and the
 // arguments apart, copies them into a slice of its own and boxes the SHA
-// and each key again, two or three allocations a call more
-// (BenchmarkTakeTokenBucket, BenchmarkTakeBatch10).
+// and each key again: allocations on every call of the hot path.
 type hotScript struct {
 	*redis.Script
 	sha any // Hash(), boxed once

@@ -66,7 +66,7 @@ local function decide_takes(all, n, at, stride, now, open)
     local shadow, held, counted = flags % 2 == 1, math.floor(flags / 2) % 2 == 1, flags >= 4
     local apply = all or not held
     local s = open(i, kind, param, at)
-    local allowed, a, b, c
+    local allowed, remaining, retry_after, reset_after -- a bucket's reply: µs
     if kind == 1 then
       if cost == 0 then
         allowed = s.count <= limit
@@ -77,27 +77,32 @@ local function decide_takes(all, n, at, stride, now, open)
           if s.left < 0 then s.left = param end
         end
       end
-      a, b, c = s.count, s.left, 0
     else
       local burst = limit * param
       local new_tat = math.floor(s.tat + cost * param + 0.5)
       if new_tat - now > burst + 0.5 then
         allowed = false
-        a = tokens_left(burst, s.tat - now, param)
-        b, c = math.ceil(new_tat - now - burst), math.ceil(s.tat - now)
+        remaining = tokens_left(burst, s.tat - now, param)
+        retry_after, reset_after = math.ceil(new_tat - now - burst), math.ceil(s.tat - now)
       else
         allowed = true
         if cost > 0 and apply then s.tat = new_tat end
-        a = tokens_left(burst, new_tat - now, param)
-        b, c = 0, math.ceil(new_tat - now)
+        remaining = tokens_left(burst, new_tat - now, param)
+        retry_after, reset_after = 0, math.ceil(new_tat - now)
       end
     end
     if all and (held or (not allowed and not shadow)) then stop = true end
     out[#out + 1] = allowed and 1 or 0
     out[#out + 1] = ((allowed or counted) and apply and cost > 0) and 1 or 0
-    out[#out + 1] = a
-    out[#out + 1] = b
-    out[#out + 1] = c
+    if kind == 1 then
+      out[#out + 1] = s.count
+      out[#out + 1] = s.left
+      out[#out + 1] = 0
+    else
+      out[#out + 1] = remaining
+      out[#out + 1] = retry_after
+      out[#out + 1] = reset_after
+    end
     at = at + stride
   end
   if stop then
@@ -115,8 +120,8 @@ end
 -- key's expiry, not its value: the key expires at the first millisecond at
 -- or after the TAT, and its value is how many microseconds before that the
 -- TAT falls (0 to 999). Redis shares the objects of integers below 10,000,
--- so a bucket is a key with a TTL and nothing else: about 117 bytes against
--- 181 for the usual {tokens, last} hash (docs/benchmarks.md). A missing key
+-- so a bucket is a key with a TTL and nothing else, smaller than the usual
+-- {tokens, last} hash. A missing key
 -- is a full bucket, and the key expires exactly when the bucket is full
 -- again, so an idle bucket costs nothing. (Shared integers need a
 -- maxmemory-policy that is not LRU/LFU; a limits Redis runs noeviction.)

@@ -78,7 +78,7 @@ local function decide_takes(all, n, at, stride, now, open)
     local shadow, held, counted = flags % 2 == 1, math.floor(flags / 2) % 2 == 1, flags >= 4
     local apply = all or not held
     local s = open(i, kind, param, at)
-    local allowed, a, b, c
+    local allowed, remaining, retry_after, reset_after -- a bucket's reply: µs
     if kind == 1 then
       if cost == 0 then
         allowed = s.count <= limit
@@ -89,27 +89,32 @@ local function decide_takes(all, n, at, stride, now, open)
           if s.left < 0 then s.left = param end
         end
       end
-      a, b, c = s.count, s.left, 0
     else
       local burst = limit * param
       local new_tat = math.floor(s.tat + cost * param + 0.5)
       if new_tat - now > burst + 0.5 then
         allowed = false
-        a = tokens_left(burst, s.tat - now, param)
-        b, c = math.ceil(new_tat - now - burst), math.ceil(s.tat - now)
+        remaining = tokens_left(burst, s.tat - now, param)
+        retry_after, reset_after = math.ceil(new_tat - now - burst), math.ceil(s.tat - now)
       else
         allowed = true
         if cost > 0 and apply then s.tat = new_tat end
-        a = tokens_left(burst, new_tat - now, param)
-        b, c = 0, math.ceil(new_tat - now)
+        remaining = tokens_left(burst, new_tat - now, param)
+        retry_after, reset_after = 0, math.ceil(new_tat - now)
       end
     end
     if all and (held or (not allowed and not shadow)) then stop = true end
     out[#out + 1] = allowed and 1 or 0
     out[#out + 1] = ((allowed or counted) and apply and cost > 0) and 1 or 0
-    out[#out + 1] = a
-    out[#out + 1] = b
-    out[#out + 1] = c
+    if kind == 1 then
+      out[#out + 1] = s.count
+      out[#out + 1] = s.left
+      out[#out + 1] = 0
+    else
+      out[#out + 1] = remaining
+      out[#out + 1] = retry_after
+      out[#out + 1] = reset_after
+    end
     at = at + stride
   end
   if stop then
@@ -203,8 +208,8 @@ local function window_at(v, where, slice, idx, window, now_ms)
     count = floor(n / slice)
     rel = n - count * slice
   else
-    local c, r = string.match(v, '^(%d+):(%d+)$')
-    count, rel = tonumber(c), tonumber(r)
+    local packed_count, packed_rel = string.match(v, '^(%d+):(%d+)$')
+    count, rel = tonumber(packed_count), tonumber(packed_rel)
   end
   local start = (where and idx or idx - 1) * slice + rel
   if start + window <= now_ms then return {count = 0, where = where} end
@@ -291,9 +296,9 @@ local function settle(n, cur, prev, field, flags, limit, param, cost, slice, idx
       call('HDEL', cur, field)
       w = window_at(v, false, slice, idx, param, now_ms)
     end
-    local a, b, c, d, e = take_window(cur, prev, field, flags, limit, param, cost, slice, idx, now_ms, delta, w)
-    if b == 0 and not v then call('HDEL', cur, field) end
-    return a, b, c, d, e
+    local allowed, spent, count, left = take_window(cur, prev, field, flags, limit, param, cost, slice, idx, now_ms, delta, w)
+    if spent == 0 and not v then call('HDEL', cur, field) end
+    return allowed, spent, count, left, 0
   end
   local count, undo = floor(n / slice), format('%.0f', -added)
   if count >= 2^53 / slice - 1 then -- n past 2^53 may be rounded: read the window exactly

@@ -98,7 +98,7 @@ local function decide_takes(all, n, at, stride, now, open)
     local shadow, held, counted = flags % 2 == 1, math.floor(flags / 2) % 2 == 1, flags >= 4
     local apply = all or not held
     local s = open(i, kind, param, at)
-    local allowed, a, b, c
+    local allowed, remaining, retry_after, reset_after -- a bucket's reply: µs
     if kind == 1 then
       if cost == 0 then
         allowed = s.count <= limit
@@ -109,27 +109,32 @@ local function decide_takes(all, n, at, stride, now, open)
           if s.left < 0 then s.left = param end
         end
       end
-      a, b, c = s.count, s.left, 0
     else
       local burst = limit * param
       local new_tat = math.floor(s.tat + cost * param + 0.5)
       if new_tat - now > burst + 0.5 then
         allowed = false
-        a = tokens_left(burst, s.tat - now, param)
-        b, c = math.ceil(new_tat - now - burst), math.ceil(s.tat - now)
+        remaining = tokens_left(burst, s.tat - now, param)
+        retry_after, reset_after = math.ceil(new_tat - now - burst), math.ceil(s.tat - now)
       else
         allowed = true
         if cost > 0 and apply then s.tat = new_tat end
-        a = tokens_left(burst, new_tat - now, param)
-        b, c = 0, math.ceil(new_tat - now)
+        remaining = tokens_left(burst, new_tat - now, param)
+        retry_after, reset_after = 0, math.ceil(new_tat - now)
       end
     end
     if all and (held or (not allowed and not shadow)) then stop = true end
     out[#out + 1] = allowed and 1 or 0
     out[#out + 1] = ((allowed or counted) and apply and cost > 0) and 1 or 0
-    out[#out + 1] = a
-    out[#out + 1] = b
-    out[#out + 1] = c
+    if kind == 1 then
+      out[#out + 1] = s.count
+      out[#out + 1] = s.left
+      out[#out + 1] = 0
+    else
+      out[#out + 1] = remaining
+      out[#out + 1] = retry_after
+      out[#out + 1] = reset_after
+    end
     at = at + stride
   end
   if stop then
@@ -223,8 +228,8 @@ local function window_at(v, where, slice, idx, window, now_ms)
     count = floor(n / slice)
     rel = n - count * slice
   else
-    local c, r = string.match(v, '^(%d+):(%d+)$')
-    count, rel = tonumber(c), tonumber(r)
+    local packed_count, packed_rel = string.match(v, '^(%d+):(%d+)$')
+    count, rel = tonumber(packed_count), tonumber(packed_rel)
   end
   local start = (where and idx or idx - 1) * slice + rel
   if start + window <= now_ms then return {count = 0, where = where} end
@@ -311,9 +316,9 @@ local function settle(n, cur, prev, field, flags, limit, param, cost, slice, idx
       call('HDEL', cur, field)
       w = window_at(v, false, slice, idx, param, now_ms)
     end
-    local a, b, c, d, e = take_window(cur, prev, field, flags, limit, param, cost, slice, idx, now_ms, delta, w)
-    if b == 0 and not v then call('HDEL', cur, field) end
-    return a, b, c, d, e
+    local allowed, spent, count, left = take_window(cur, prev, field, flags, limit, param, cost, slice, idx, now_ms, delta, w)
+    if spent == 0 and not v then call('HDEL', cur, field) end
+    return allowed, spent, count, left, 0
   end
   local count, undo = floor(n / slice), format('%.0f', -added)
   if count >= 2^53 / slice - 1 then -- n past 2^53 may be rounded: read the window exactly
@@ -444,17 +449,18 @@ local function window_run(k, ks, m, at, flags, limit, param, cost, slice, idx, n
     local n = pcall_call('HINCRBY', cur, field, delta)
     local count = type(n) == 'number' and n ~= added and floor(n / slice)
     local start = count and base + n - count * slice
-    local ok, a, b, c, d
+    -- on a failure, pcall's second value (allowed) is the error
+    local ok, allowed, spent, reply_count, left
     if count and start + param > now_ms and count < most and (count <= limit or counts) then
-      ok, a, b, c, d = true, count <= limit and 1 or 0, 1, count, start + param - now_ms
+      ok, allowed, spent, reply_count, left = true, count <= limit and 1 or 0, 1, count, start + param - now_ms
     else
       local prev = ks == 2 and KEYS[k + 2 * i + 1] or prev_of(cur, idx)
-      ok, a, b, c, d = pcall(libs().settle, n, cur, prev, field, flags, limit, param, cost, slice, idx, now_ms, delta)
+      ok, allowed, spent, reply_count, left = pcall(libs().settle, n, cur, prev, field, flags, limit, param, cost, slice, idx, now_ms, delta)
     end
     if ok then
-      out[2 * i + 1], out[2 * i + 2] = c, (d + 2) * 4 + b * 2 + a
+      out[2 * i + 1], out[2 * i + 2] = reply_count, (left + 2) * 4 + spent * 2 + allowed
     else
-      out[2 * i + 1], out[2 * i + 2] = failed(a), 0
+      out[2 * i + 1], out[2 * i + 2] = failed(allowed), 0
     end
   end
   return out
@@ -471,11 +477,12 @@ local function take_run(k, ks, m, at, now)
   if ks ~= 2 then return {err = 'a run with one key per call is a fixed window\'s'} end
   local out = {}
   for i = 0, m - 1 do
-    local ok, a, b, c, d, e = pcall(libs().take_at, KEYS[k + 2 * i], KEYS[k + 2 * i + 1], ARGV[at + 7 + i],
-      kind, flags, limit, param, cost, slice, idx, now, now_ms)
-    if not ok then a, b, c, d, e = failed(a), 0, 0, 0, 0 end
+    -- a bucket's reply; on a failure, pcall's second value (allowed) is the error
+    local ok, allowed, spent, remaining, retry_after, reset_after = pcall(libs().take_at, KEYS[k + 2 * i],
+      KEYS[k + 2 * i + 1], ARGV[at + 7 + i], kind, flags, limit, param, cost, slice, idx, now, now_ms)
+    if not ok then allowed, spent, remaining, retry_after, reset_after = failed(allowed), 0, 0, 0, 0 end
     local j = 5 * i
-    out[j + 1], out[j + 2], out[j + 3], out[j + 4], out[j + 5] = a, b, c, d, e
+    out[j + 1], out[j + 2], out[j + 3], out[j + 4], out[j + 5] = allowed, spent, remaining, retry_after, reset_after
   end
   return out
 end

@@ -82,8 +82,8 @@ local function window_at(v, where, slice, idx, window, now_ms)
     count = floor(n / slice)
     rel = n - count * slice
   else
-    local c, r = string.match(v, '^(%d+):(%d+)$')
-    count, rel = tonumber(c), tonumber(r)
+    local packed_count, packed_rel = string.match(v, '^(%d+):(%d+)$')
+    count, rel = tonumber(packed_count), tonumber(packed_rel)
   end
   local start = (where and idx or idx - 1) * slice + rel
   if start + window <= now_ms then return {count = 0, where = where} end
@@ -170,9 +170,9 @@ local function settle(n, cur, prev, field, flags, limit, param, cost, slice, idx
       call('HDEL', cur, field)
       w = window_at(v, false, slice, idx, param, now_ms)
     end
-    local a, b, c, d, e = take_window(cur, prev, field, flags, limit, param, cost, slice, idx, now_ms, delta, w)
-    if b == 0 and not v then call('HDEL', cur, field) end
-    return a, b, c, d, e
+    local allowed, spent, count, left = take_window(cur, prev, field, flags, limit, param, cost, slice, idx, now_ms, delta, w)
+    if spent == 0 and not v then call('HDEL', cur, field) end
+    return allowed, spent, count, left, 0
   end
   local count, undo = floor(n / slice), format('%.0f', -added)
   if count >= 2^53 / slice - 1 then -- n past 2^53 may be rounded: read the window exactly
