@@ -14,8 +14,8 @@ import (
 // Counters keeps the limits' counters: fixed windows and token buckets,
 // each a key of its own (a MULTI of INCRBY + PEXPIRE NX, or one script),
 // and the /limits/check limits, fields of time-slice hashes (limits.go).
-// It is the Counter the Fallback decides through: Take, Refund, Sync
-// (sync.go), and an OTP send's round trip (TakeSend, send.go).
+// The Fallback decides through its Take, Refund and TakeSend (an OTP
+// send's round trip, send.go); the hot keys sync through Sync (sync.go).
 type Counters struct {
 	keyspace
 	limits *limitHashes
