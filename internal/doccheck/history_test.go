@@ -7,6 +7,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 )
 
 // logs are the documents that are histories by design: the changelog and
@@ -145,5 +146,52 @@ func TestHistoryRules(t *testing.T) {
 		if got := len(historyIn(c.line)) > 0; got != c.want {
 			t.Errorf("historyIn(%q): got a breach %v, want %v", c.line, got, c.want)
 		}
+	}
+}
+
+// maxBenchmarksLines keeps docs/benchmarks.md a page a reader scans in a
+// minute: the current figures and their commands. Runs pile up in
+// docs/benchmarks-log.md instead.
+const maxBenchmarksLines = 400
+
+func TestBenchmarksIsAPage(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join(root, "docs", "benchmarks.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(string(b), "\n"); n > maxBenchmarksLines {
+		t.Errorf("docs/benchmarks.md is %d lines, want at most %d: keep the current figures, move the runs to docs/benchmarks-log.md", n, maxBenchmarksLines)
+	}
+}
+
+// TestBenchmarksLogIsDated: docs/benchmarks-log.md is one section per day
+// ("## 4 Dec 2026"), newest first, so that every entry carries its date.
+func TestBenchmarksLogIsDated(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join(root, "docs", "benchmarks-log.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var last time.Time
+	days := 0
+	for n, line := range prose(string(b)) {
+		if !strings.HasPrefix(line, "## ") {
+			continue
+		}
+		days++
+		if _, err := time.Parse("2 Jan 2006", strings.TrimPrefix(line, "## ")); err != nil {
+			t.Errorf("docs/benchmarks-log.md:%d: %q: want a day, \"## 2 Jan 2006\"", n, line)
+		}
+	}
+	// Map order is random: check the order on the lines in sequence.
+	for _, line := range strings.Split(string(b), "\n") {
+		if d, err := time.Parse("2 Jan 2006", strings.TrimPrefix(line, "## ")); err == nil && strings.HasPrefix(line, "## ") {
+			if !last.IsZero() && !d.Before(last) {
+				t.Errorf("docs/benchmarks-log.md: %q after %s: want the newest day first", line, last.Format("2 Jan 2006"))
+			}
+			last = d
+		}
+	}
+	if days == 0 {
+		t.Error("docs/benchmarks-log.md has no dated section")
 	}
 }
