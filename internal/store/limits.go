@@ -260,12 +260,13 @@ func (r *limitHashes) sync(ctx context.Context, items []guard.SyncItem) ([]guard
 	}
 	out := make([]guard.SyncState, len(items))
 	for i, it := range items {
-		a, b := v[2*i], v[2*i+1]
-		if it.Algorithm == guard.TokenBucket {
-			out[i] = guard.SyncState{Remaining: a, ResetAfter: time.Duration(b) * time.Microsecond}
+		if it.Algorithm == guard.TokenBucket { // {remaining, reset_after µs}
+			remaining, resetAfter := v[2*i], v[2*i+1]
+			out[i] = guard.SyncState{Remaining: remaining, ResetAfter: time.Duration(resetAfter) * time.Microsecond}
 			continue
 		}
-		res := fixedWindowResult(it.Take, a, time.Duration(b)*time.Millisecond)
+		count, left := v[2*i], v[2*i+1] // {count, left ms}
+		res := fixedWindowResult(it.Take, count, time.Duration(left)*time.Millisecond)
 		out[i] = guard.SyncState{Remaining: it.Limit - res.Count, ResetAfter: res.ResetAfter}
 	}
 	return out, nil
