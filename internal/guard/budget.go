@@ -24,13 +24,13 @@ type BudgetUse struct {
 	ResetAfter time.Duration
 }
 
-// BudgetUse reads the spend budget's windows without spending: one peek of
+// budgetUse reads the spend budget's windows without spending: one peek of
 // each configured window, in one call through the store (and so through
 // the Fallback's breaker and timeout when the store is one: an open
 // breaker answers at once). The limits are those a send meets now, the
 // ops desk's overrides included (Enforced); windows without one (off) are
 // left out. On an error the windows are returned with Known false.
-func (s *OTP) BudgetUse(ctx context.Context) ([]BudgetUse, error) {
+func (s *pumping) budgetUse(ctx context.Context) ([]BudgetUse, error) {
 	var (
 		takes []Take
 		out   []BudgetUse

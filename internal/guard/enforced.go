@@ -24,8 +24,8 @@ func EnforcedAt(p OTPPolicy, overrides Overrides, now time.Time) Enforced {
 }
 
 // enforced is the service's policy as the overrides in force at now make it.
-func (s *OTP) enforced(now time.Time) Enforced {
-	return EnforcedAt(s.policy, s.abuse.overrides, now)
+func (s *pumping) enforced(now time.Time) Enforced {
+	return EnforcedAt(s.policy, s.overrides, now)
 }
 
 // InForce is one limit as enforced.

@@ -3,6 +3,7 @@ package guard
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"time"
 )
 
@@ -57,14 +58,23 @@ func (noBlocks) NoteBlock(context.Context, Block) error { return nil }
 
 func (noBlocks) EndBlock(context.Context, string, Code) error { return nil }
 
+// audit is where a decision leaves its trace: the audit sink's event and
+// the block index's note.
+type audit struct {
+	events EventSink
+	blocks Blocks
+	log    *slog.Logger
+	now    func() time.Time
+}
+
 // record hands the decision to the audit sink: outcome is ok's label on
 // success and the refusal's code otherwise. Never the code itself.
-func (s *OTP) record(ctx context.Context, action, ok string, phone Phone, ip string, err error) {
+func (s *audit) record(ctx context.Context, action, ok string, phone Phone, ip string, err error) {
 	s.recordTier(ctx, action, ok, phone, ip, err, TierNew)
 }
 
 // recordTier is record, for a send of tier.
-func (s *OTP) recordTier(ctx context.Context, action, ok string, phone Phone, ip string, err error, tier Tier) {
+func (s *audit) recordTier(ctx context.Context, action, ok string, phone Phone, ip string, err error, tier Tier) {
 	outcome := ok
 	if err != nil {
 		outcome = string(ErrorCode(err))
@@ -77,7 +87,9 @@ func (s *OTP) recordTier(ctx context.Context, action, ok string, phone Phone, ip
 		Detail: detail, TraceID: TraceID(ctx), RequestID: RequestID(ctx), Trusted: err == nil && tier == TierTrusted})
 }
 
-func (s *OTP) noteBlock(ctx context.Context, b Block) {
+// noteBlock puts b in the block index; a failure is logged, never the
+// request's.
+func (s *audit) noteBlock(ctx context.Context, b Block) {
 	if err := s.blocks.NoteBlock(context.WithoutCancel(ctx), b); err != nil {
 		s.log.WarnContext(ctx, "noting a block failed", "phone", MaskPhone(b.Phone), "err", err)
 	}

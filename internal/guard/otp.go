@@ -1,6 +1,7 @@
 package guard
 
 import (
+	"context"
 	"crypto/rand"
 	"io"
 	"log/slog"
@@ -63,29 +64,23 @@ type OTPOptions struct {
 	Trusts Trusts
 }
 
-// OTP sends and verifies one-time codes under exact, shared limits.
+// OTP sends and verifies one-time codes under exact, shared limits. It
+// lists the steps of a send and of a verify in order (send.go, verify.go);
+// each step is a small type of its own concept, built and wired here.
 type OTP struct {
 	policy     OTPPolicy
-	counter    Counter
-	codes      Codes
-	sender     Sender
-	hmacKey    []byte
-	log        *slog.Logger
-	random     io.Reader
-	deny       DenyChecker
-	events     EventSink
-	blocks     Blocks
-	now        func() time.Time
-	deliveries Deliveries
-	// lastStoreFailure: see OTPOptions.LastStoreFailure.
-	lastStoreFailure func() time.Time
-	abuse            *abuseState
-	// watch is the conversion watch's queue (watch.go); nil without
-	// Conversions.
-	watch         *watchQueue
-	verifications Verifications
-	challenger    Challenger
-	trusts        Trusts
+	audit      *audit
+	challenges *challenges
+	deny       *denyCheck
+	pumping    *pumping
+	trust      *trust
+	velocity   *velocity
+	solved     *solvedCap
+	spend      *spender
+	codes      *codebook
+	courier    *courier
+	watch      *conversionWatch
+	records    *verificationRecords
 }
 
 // NewOTP returns an OTP service. The policy must have passed Validate.
@@ -111,17 +106,99 @@ func NewOTP(o OTPOptions) *OTP {
 	if o.LastStoreFailure == nil {
 		o.LastStoreFailure = func() time.Time { return time.Time{} }
 	}
-	s := &OTP{
-		policy: o.Policy, counter: o.Counter, codes: o.Codes, sender: o.Sender,
-		hmacKey: o.HMACKey, log: o.Logger, random: o.Random,
-		deny: o.Deny, events: o.Events, blocks: o.Blocks, now: o.Now,
-		lastStoreFailure: o.LastStoreFailure, abuse: newAbuseState(o),
-		deliveries: o.Deliveries, verifications: o.Verifications, challenger: o.Challenger,
-		trusts: o.Trusts,
+	p, log, now := o.Policy, o.Logger, o.Now
+	safe := safeList(p.SafeList)
+	s := &OTP{policy: p,
+		audit:      &audit{events: o.Events, blocks: o.Blocks, log: log, now: now},
+		challenges: &challenges{challenger: o.Challenger, kind: p.Challenge.Type, volumes: o.Volumes != nil, log: log, now: now},
+		pumping: &pumping{policy: p, overrides: o.Overrides, counter: o.Counter, safe: safe, hooks: o.Abuse,
+			log: log, now: now, exhaustedUntil: map[string]time.Time{}},
+		trust: &trust{trusts: o.Trusts, policy: p.Trust, hmacKey: o.HMACKey, safe: safe, events: o.Events, log: log, now: now},
+		velocity: &velocity{policy: p.CountryVelocity, historyMinSends: p.Conversion.HistoryMinSends,
+			onStoreError: p.OnStoreError, safe: safe, volumes: o.Volumes, conv: o.Conversions, hooks: o.Abuse,
+			log: log, now: now, noted: map[string]time.Time{}},
+		solved: &solvedCap{policy: p.Challenge, volumes: o.Volumes, hooks: o.Abuse, log: log, now: now},
+		spend:  &spender{policy: p, counter: o.Counter, blocks: o.Blocks, log: log, now: now},
+		watch: &conversionWatch{policy: p.Conversion, conv: o.Conversions, autoBlock: o.AutoBlock, hooks: o.Abuse,
+			safe: safe, events: o.Events, log: log, now: now},
 	}
+	unverified := &unverifiedBudget{policy: p.CountryVelocity, challenges: s.challenges, hooks: o.Abuse,
+		conv: o.Conversions, events: o.Events, log: log, now: now}
+	s.challenges.spend = s.spend
+	s.deny = &denyCheck{deny: o.Deny, trust: s.trust, now: now}
+	s.pumping.velocity, s.pumping.trust, s.pumping.solved = s.velocity, s.trust, s.solved
+	s.trust.velocity = s.velocity
+	s.velocity.audit, s.velocity.unverified, s.velocity.solved = s.audit, unverified, s.solved
+	s.solved.velocity, s.solved.unverified, s.solved.challenges = s.velocity, unverified, s.challenges
+	s.spend.audit, s.spend.velocity, s.spend.pumping = s.audit, s.velocity, s.pumping
+	s.codes = &codebook{policy: p, codes: o.Codes, random: o.Random, hmacKey: o.HMACKey, counter: o.Counter,
+		stateless: &stateless{policy: p, hmacKey: o.HMACKey, counter: o.Counter,
+			lastStoreFailure: o.LastStoreFailure, log: log, now: now},
+		marks: solvedMarks{key: o.HMACKey}, audit: s.audit, log: log, now: now}
+	s.courier = &courier{message: p.Message, sender: o.Sender, codes: o.Codes, deliveries: o.Deliveries,
+		events: o.Events, spend: s.spend, log: log, now: now}
+	s.watch.pumping, s.watch.velocity, s.watch.solved = s.pumping, s.velocity, s.solved
+	s.records = &verificationRecords{store: o.Verifications, audit: s.audit, log: log, now: now}
 	if o.Conversions != nil {
-		s.watch = newWatchQueue(o.WatchQueue)
-		go s.runWatch()
+		s.watch.q = newWatchQueue(o.WatchQueue)
+		go s.watch.run()
 	}
 	return s
 }
+
+// Verification returns the verification id (verification.go).
+func (s *OTP) Verification(ctx context.Context, id string) (Verification, error) {
+	return s.records.get(ctx, id)
+}
+
+// CancelVerification kills the code of a pending verification and marks
+// it canceled. A verification that is no longer pending is refused with
+// verification_not_pending and its status: an approved code cannot be
+// canceled, nor a canceled one approved (the store decides both in one
+// atomic step).
+func (s *OTP) CancelVerification(ctx context.Context, id string) (Verification, error) {
+	return s.records.cancel(ctx, id)
+}
+
+// RecordDelivery puts a delivery report in the audit trail and reports
+// whether it did: a report already recorded (the same message id and
+// status, on any instance, within DeliveryReplayWindow) is a replay and is
+// not recorded again. When the replay check cannot reach its store the
+// report is recorded: a report counted twice beats one lost (delivery.go).
+func (s *OTP) RecordDelivery(ctx context.Context, d Delivery) bool {
+	return s.courier.recordDelivery(ctx, d)
+}
+
+// ImportTrusted marks numbers trusted for verified_within (an operator's
+// import of the numbers an app verified before it used otpguard), and
+// records it in the audit trail with the counts only (no number).
+// Idempotent: importing a number again only renews its mark. Imported
+// counts distinct numbers: a number listed twice is marked, and counted,
+// once (trust.go).
+func (s *OTP) ImportTrusted(ctx context.Context, numbers []string, actor string) (ImportResult, error) {
+	return s.trust.importTrusted(ctx, numbers, actor)
+}
+
+// BudgetUse reads the spend budget's windows without spending, with the
+// limits a send meets now, the ops desk's overrides included; windows
+// that are off are left out. On an error the windows are returned with
+// Known false (budget.go).
+func (s *OTP) BudgetUse(ctx context.Context) ([]BudgetUse, error) {
+	return s.pumping.budgetUse(ctx)
+}
+
+// WatchQueued is how many conversion watch events wait in the queue.
+func (s *OTP) WatchQueued() int { return s.watch.queued() }
+
+// Flush waits until every watch event queued before it was counted and
+// judged (its alerts raised), or ctx ends. Without a watch it returns at
+// once.
+func (s *OTP) Flush(ctx context.Context) error { return s.watch.flush(ctx) }
+
+// Close drains the watch queue (counting and judging what is in it) and
+// stops its goroutine. Events queued after Close are dropped. Safe to call
+// more than once.
+func (s *OTP) Close() { s.watch.close() }
+
+// WatchDropped is how many conversion watch events a full queue dropped.
+func (s *OTP) WatchDropped() int64 { return s.watch.dropped() }

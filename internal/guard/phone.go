@@ -153,17 +153,19 @@ func IPSubject(raw string) (string, error) {
 	return prefix.String(), nil
 }
 
-// parseSend reads a send's number (to E.164) and the end user's address
-// (its per-IP subject; "" for none). The number is returned when it parsed,
-// for the audit record of a refusal.
-func (s *OTP) parseSend(req SendRequest) (Phone, string, error) {
-	phone, err := ParsePhone(req.Phone, s.policy.DefaultRegion)
+// parseSend reads a send's number (to E.164, in defaultRegion when it has
+// no country code) and the end user's address: its per-IP subject ("" for
+// none), and as the audit trail records it (CleanIP), which is returned on
+// a refusal too, as is the number when it parsed.
+func parseSend(req SendRequest, defaultRegion string) (phone Phone, ip, auditIP string, err error) {
+	auditIP = CleanIP(req.ClientIP)
+	phone, err = ParsePhone(req.Phone, defaultRegion)
 	if err != nil {
-		return phone, "", err
+		return phone, "", auditIP, err
 	}
 	if len(req.Challenge) > MaxChallengeSolution {
-		return phone, "", Errorf(CodeInvalidRequest, "challenge is longer than %d bytes", MaxChallengeSolution)
+		return phone, "", auditIP, Errorf(CodeInvalidRequest, "challenge is longer than %d bytes", MaxChallengeSolution)
 	}
-	ip, err := IPSubject(req.ClientIP)
-	return phone, ip, err
+	ip, err = IPSubject(req.ClientIP)
+	return phone, ip, auditIP, err
 }

@@ -2,6 +2,7 @@ package guard
 
 import (
 	"context"
+	"log/slog"
 	"slices"
 	"strings"
 	"sync"
@@ -63,34 +64,44 @@ func Prefix(e164 string, digitsDropped int) string {
 	return e164[:max(min(3, len(e164)), len(e164)-digitsDropped)]
 }
 
+// pumping is the automatic abuse rules of a send (prefix, country,
+// destination, the spend budget) under the ops desk's overrides, and the
+// tiers' counts they hand to spend.
+type pumping struct {
+	policy    OTPPolicy
+	overrides Overrides // the ops desk's emergency overrides (override.go); nil: none
+	counter   Counter   // BudgetUse's peek
+	safe      safeList
+	velocity  *velocity
+	trust     *trust
+	solved    *solvedCap
+	hooks     AbuseHooks
+	log       *slog.Logger
+	now       func() time.Time
+
+	mu sync.Mutex
+	// exhaustedUntil is, per budget window, the end of the exhaustion
+	// period this instance has already logged.
+	exhaustedUntil map[string]time.Time
+}
+
 // prefixLimits are per_prefix and the coarser prefix_depths, finest first.
 // A depth's key names only the prefix, so two depths that drop the same
 // number of digits would share a counter: validation refuses that.
-func (s *OTP) prefixLimits() []PrefixWindow {
+func (s *pumping) prefixLimits() []PrefixWindow {
 	return append([]PrefixWindow{s.policy.PerPrefix}, s.policy.PrefixDepths...)
-}
-
-// safe reports whether the number is on the safe list: it skips the
-// velocity and conversion rules, never the spend budget.
-func (s *OTP) safe(e164 string) bool {
-	for _, p := range s.policy.SafeList {
-		if strings.HasPrefix(e164, p) {
-			return true
-		}
-	}
-	return false
 }
 
 // checkDestination refuses high-risk destinations the policy does not
 // allow (highrisk.go), and numbers outside the allowed countries and
 // number types.
-func (s *OTP) checkDestination(phone Phone) error {
-	if now := s.now(); s.abuse.overrides != nil {
+func (s *pumping) checkDestination(phone Phone) error {
+	if now := s.now(); s.overrides != nil {
 		if err := s.enforced(now).over.checkPaused(phone.Region, now); err != nil {
 			return err
 		}
 	}
-	highRisk, err := s.checkHighRisk(phone)
+	highRisk, err := checkHighRisk(s.policy.AllowHighRisk, phone)
 	if err != nil {
 		return err
 	}
@@ -129,17 +140,17 @@ type abuseTakes struct {
 // count is given back when another limit denies (spend). A solved send
 // (TierSolved, with its solution sol) skips the automatic rules and meets
 // the solved cap instead (challenge.go), in the velocity count's place.
-func (s *OTP) abuseRules(phone Phone, tier Tier, sol *Solution) abuseTakes {
-	safe := s.safe(phone.E164)
+func (s *pumping) abuseRules(phone Phone, tier Tier, sol *Solution) abuseTakes {
+	safe := s.safe.has(phone.E164)
 	if tier == TierSolved && sol != nil {
-		return abuseTakes{limits: s.abuseLimits(phone, false, true), velocity: s.solvedTake(phone, sol)}
+		return abuseTakes{limits: s.abuseLimits(phone, false, true), velocity: s.solved.take(phone, sol)}
 	}
 	var vol *VolumeTake
-	if s.velocityOn(safe) && tier != TierTrusted {
-		v := s.volumeTake(phone)
+	if s.velocity.on(safe) && tier != TierTrusted {
+		v := s.velocity.take(phone)
 		vol = &v
 	}
-	vol = s.trustTake(phone, tier, vol)
+	vol = s.trust.take(phone, tier, vol)
 	// The operator's overrides stay for a trusted send, the file's rules go.
 	return abuseTakes{limits: s.abuseLimits(phone, safe, tier == TierTrusted), velocity: vol}
 }
@@ -151,7 +162,7 @@ func (s *OTP) abuseRules(phone Phone, tier Tier, sol *Solution) abuseTakes {
 // limits are marked Automatic (the store skips them once it finds the
 // number trusted). When the store cannot answer they fall back like the
 // per-IP limit: split (limit / N) with local or open, refused with closed.
-func (s *OTP) abuseLimits(phone Phone, safe, operatorOnly bool) []limitedTake {
+func (s *pumping) abuseLimits(phone Phone, safe, operatorOnly bool) []limitedTake {
 	mode := s.policy.OnStoreError
 	if mode == FallbackLocal { // local_limit is per number: shared limits get their share
 		mode = FallbackOpen
@@ -249,41 +260,19 @@ type AbuseHooks struct {
 	VelocityAlert   func(country string)
 }
 
-// abuseState is what an OTP service remembers of its abuse defences.
-type abuseState struct {
-	hooks     AbuseHooks
-	conv      Conversions
-	autoBlock AutoBlocker
-	volumes   Volumes
-	overrides Overrides // the ops desk's emergency overrides (override.go); nil: none
-
-	mu sync.Mutex
-	// exhaustedUntil is, per budget window, the end of the exhaustion
-	// period this instance has already logged.
-	exhaustedUntil map[string]time.Time
-	// countryNoted is, per country, the end of the velocity block this
-	// instance last noted in the block index (velocityRefused).
-	countryNoted map[string]time.Time
-}
-
-func newAbuseState(o OTPOptions) *abuseState {
-	return &abuseState{hooks: o.Abuse, conv: o.Conversions, autoBlock: o.AutoBlock, volumes: o.Volumes, overrides: o.Overrides,
-		exhaustedUntil: map[string]time.Time{}, countryNoted: map[string]time.Time{}}
-}
-
 // budgetRefused counts a refusal by the budget and logs one error per
 // exhaustion period (per window, on this instance), not one per request.
-func (s *OTP) budgetRefused(ctx context.Context, k Key, res Result) {
-	if h := s.abuse.hooks.BudgetRefused; h != nil {
+func (s *pumping) budgetRefused(ctx context.Context, k Key, res Result) {
+	if h := s.hooks.BudgetRefused; h != nil {
 		h(k.Name)
 	}
 	now := s.now()
-	s.abuse.mu.Lock()
-	first := !now.Before(s.abuse.exhaustedUntil[k.Name])
+	s.mu.Lock()
+	first := !now.Before(s.exhaustedUntil[k.Name])
 	if first {
-		s.abuse.exhaustedUntil[k.Name] = now.Add(res.RetryAfter)
+		s.exhaustedUntil[k.Name] = now.Add(res.RetryAfter)
 	}
-	s.abuse.mu.Unlock()
+	s.mu.Unlock()
 	if first {
 		s.log.ErrorContext(ctx, "SMS BUDGET EXHAUSTED: refusing every send until the window ends",
 			"window", k.Name, "limit", res.Limit, "retry_after", res.RetryAfter.Round(time.Second).String())

@@ -7,7 +7,7 @@ import (
 	"time"
 )
 
-// An Idempotency-Key's claim in a send's first round trip (issue 26): the
+// An Idempotency-Key's claim in a send's first round trip: the
 // HTTP layer (httpapi/idempotency.go) does not claim the key on a round
 // trip of its own before a send; it hands the claim to the send in its
 // context (WithSendClaim), and a store that can (store.Redis on a single
@@ -128,7 +128,7 @@ func (e *ClaimLost) Error() string { return "otp: idempotency key " + e.State }
 // given back everything this send counted: the takes the store spent
 // (the refusing one too: a duplicate is not an attempt) and the velocity
 // count.
-func (s *OTP) claimLost(ctx context.Context, takes []Take, res []Result, vol *VolumeTake, vres *VolumeResult) error {
+func (s *spender) claimLost(ctx context.Context, takes []Take, res []Result, vol *VolumeTake, vres *VolumeResult) error {
 	c := SendClaimFrom(ctx)
 	if c == nil {
 		return nil
@@ -140,7 +140,7 @@ func (s *OTP) claimLost(ctx context.Context, takes []Take, res []Result, vol *Vo
 	}
 	s.refund(ctx, countedTakes(takes, res, nil))
 	if volumeCounted(vol, vres) {
-		s.refundVelocity(ctx, tierKey(vol, vres), vol.Now)
+		s.velocity.refund(ctx, tierKey(vol, vres), vol.Now)
 	}
 	return &ClaimLost{State: state, Answer: answer}
 }

@@ -3,6 +3,7 @@ package guard
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"slices"
 	"sync"
 	"time"
@@ -20,6 +21,19 @@ type limitedTake struct {
 	operator bool
 }
 
+// spender takes a send's limits and gives back what a send that does not
+// leave spent.
+type spender struct {
+	policy   OTPPolicy
+	counter  Counter
+	blocks   Blocks
+	audit    *audit
+	velocity *velocity
+	pumping  *pumping // the budget's refusal is logged once per period
+	log      *slog.Logger
+	now      func() time.Time
+}
+
 // sendLimits are the limits of one send. When the store cannot answer they
 // fall back by the policy's on_store_error: with local, the cooldown is one
 // send per number per cooldown and the per-number limit is local_limit, on
@@ -27,7 +41,7 @@ type limitedTake struct {
 // open, all three are split; with closed, the send is refused. The slice
 // leaves room for the more limits the abuse rules add, appended without a
 // copy.
-func (s *OTP) sendLimits(phone, ip string, more int) []limitedTake {
+func (s *spender) sendLimits(phone, ip string, more int) []limitedTake {
 	mode := s.policy.OnStoreError
 	fallback := func(t Take, localLimit int64) Take {
 		t.Policy, t.OnStoreError = OTPPolicyName, mode
@@ -102,7 +116,7 @@ type spent struct {
 //
 // It returns what it spent, for a send that does not leave to give back
 // (giveBack).
-func (s *OTP) spend(ctx context.Context, phone Phone, limits []limitedTake, vol *VolumeTake) (spent, error) {
+func (s *spender) spend(ctx context.Context, phone Phone, limits []limitedTake, vol *VolumeTake) (spent, error) {
 	takes := make([]Take, len(limits))
 	for i, l := range limits {
 		takes[i] = l.take
@@ -158,7 +172,7 @@ func (s *OTP) spend(ctx context.Context, phone Phone, limits []limitedTake, vol 
 	}
 	// A counter that cannot take the velocity rule with the limits: it
 	// comes last, as its own step.
-	counted, trusted, err := s.takeVelocity(ctx, phone, *vol)
+	counted, trusted, err := s.velocity.takeAlone(ctx, phone, *vol)
 	if err != nil {
 		s.refund(ctx, taken)
 		return spent{}, err
@@ -171,7 +185,7 @@ func (s *OTP) spend(ctx context.Context, phone Phone, limits []limitedTake, vol 
 
 // takeSend takes the send's limits, and vol with them when the counter
 // is a SendCounter (nil VolumeResult otherwise).
-func (s *OTP) takeSend(ctx context.Context, takes []Take, vol *VolumeTake) ([]Result, *VolumeResult, error) {
+func (s *spender) takeSend(ctx context.Context, takes []Take, vol *VolumeTake) ([]Result, *VolumeResult, error) {
 	if sc, ok := s.counter.(SendCounter); ok && vol != nil {
 		return sc.TakeSend(ctx, takes, vol)
 	}
@@ -181,7 +195,7 @@ func (s *OTP) takeSend(ctx context.Context, takes []Take, vol *VolumeTake) ([]Re
 
 // spendFailed is spend's error when the store failed it: no
 // Idempotency-Key claim was made then (a late answer is not taken).
-func (s *OTP) spendFailed(ctx context.Context, err error) error {
+func (s *spender) spendFailed(ctx context.Context, err error) error {
 	if c := SendClaimFrom(ctx); c != nil {
 		c.settle(ctx, false)
 	}
@@ -238,7 +252,7 @@ func tierKey(vol *VolumeTake, vres *VolumeResult) Key {
 // refused answers the send refused by l (whose result is r): it gives
 // back what the send took (taken, and the volume count vel names),
 // at once, and notes the refusal.
-func (s *OTP) refused(ctx context.Context, phone Phone, l limitedTake, r Result, taken []Take, vel spent) error {
+func (s *spender) refused(ctx context.Context, phone Phone, l limitedTake, r Result, taken []Take, vel spent) error {
 	// The refunds and the block's note go out at once: one round trip of
 	// latency. The number is blocked, not just its address. (Not noted
 	// when the fallback decided: the block index lives in the store.)
@@ -249,16 +263,16 @@ func (s *OTP) refused(ctx context.Context, phone Phone, l limitedTake, r Result,
 		wg.Go(func() { s.noteBlockRefundVolume(ctx, br, b, vel) })
 	} else {
 		if velocity {
-			wg.Go(func() { s.refundVelocity(ctx, vel.velocity, vel.velocityAt) })
+			wg.Go(func() { s.velocity.refund(ctx, vel.velocity, vel.velocityAt) })
 		}
 		if note {
-			wg.Go(func() { s.noteBlock(ctx, b) })
+			wg.Go(func() { s.audit.noteBlock(ctx, b) })
 		}
 	}
 	s.refund(ctx, taken)
 	wg.Wait()
 	if l.denial == CodeBudgetExhausted {
-		s.budgetRefused(ctx, l.take.Key, r)
+		s.pumping.budgetRefused(ctx, l.take.Key, r)
 	}
 	e := &Error{Code: l.denial, Message: l.what, RetryAfter: r.RetryAfter,
 		Usage: Usage(r.Count, l.take.Limit, l.take.Window)}
@@ -272,8 +286,8 @@ func (s *OTP) refused(ctx context.Context, phone Phone, l limitedTake, r Result,
 // volume count (vel) in one store call. It carries a refund, so it gets
 // the store's budget (through the Fallback: its timeout, or up to the
 // ceiling while the probe vouches for Redis), not convTimeout
-// (refundVelocity says why).
-func (s *OTP) noteBlockRefundVolume(ctx context.Context, br BlockVolumeRefunder, b Block, vel spent) {
+// (velocity.refund says why).
+func (s *spender) noteBlockRefundVolume(ctx context.Context, br BlockVolumeRefunder, b Block, vel spent) {
 	if err := br.NoteBlockRefundVolume(context.WithoutCancel(ctx), b, vel.velocity, vel.velocityAt); err != nil {
 		// A lost refund only ever refuses more, never allows more.
 		s.log.WarnContext(ctx, "noting a block and refunding its country count failed", "phone", MaskPhone(b.Phone), "err", err)
@@ -284,15 +298,15 @@ func (s *OTP) noteBlockRefundVolume(ctx context.Context, br BlockVolumeRefunder,
 // refused: the refund of what the limits took goes out while the refusal
 // is judged (its alert claims a round trip of its own), one round trip of
 // latency for both.
-func (s *OTP) volumeRefused(ctx context.Context, phone Phone, vol VolumeTake, vres VolumeResult, taken []Take) error {
+func (s *spender) volumeRefused(ctx context.Context, phone Phone, vol VolumeTake, vres VolumeResult, taken []Take) error {
 	var wg sync.WaitGroup
 	wg.Go(func() { s.refund(ctx, taken) })
-	err := s.velocityDenied(ctx, phone, vol, vres)
+	err := s.velocity.denied(ctx, phone, vol, vres)
 	wg.Wait()
 	return err
 }
 
-func (s *OTP) refund(ctx context.Context, takes []Take) {
+func (s *spender) refund(ctx context.Context, takes []Take) {
 	if len(takes) == 0 {
 		return
 	}
@@ -310,14 +324,14 @@ func (s *OTP) refund(ctx context.Context, takes []Take) {
 // or one range of numbers costs, and a refusal an attacker provokes (a
 // flood that meets the provider's rate limit, numbers it refuses) must not
 // hand them back.
-func (s *OTP) giveBack(ctx context.Context, phone Phone, sp spent, try bool) {
+func (s *spender) giveBack(ctx context.Context, phone Phone, sp spent, try bool) {
 	back := budgetTakes(sp.takes)
 	if try {
 		back = append(back, numberTakes(sp.takes, phone.E164)...)
 	}
 	s.refund(ctx, back)
 	if !sp.velocityAt.IsZero() {
-		s.refundVelocity(ctx, sp.velocity, sp.velocityAt)
+		s.velocity.refund(ctx, sp.velocity, sp.velocityAt)
 	}
 }
 

@@ -3,6 +3,7 @@ package guard
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"sync"
 	"time"
 
@@ -127,13 +128,6 @@ const VelocityActor = "otpguard:country-velocity"
 // the baseline reads it.
 func (v CountryVelocity) ttl() time.Duration { return v.Lookback + 2*time.Hour }
 
-func region(p Phone) string {
-	if p.Region == "" {
-		return "001" // non-geographic numbers (+800, +882...)
-	}
-	return p.Region
-}
-
 func velocityKey(region string) Key { return Key{Space: "otp:vel", ID: region, Name: "h"} }
 
 func quarantineKey(region string) Key { return Key{Space: "otp:vel", ID: region, Name: "quarantine"} }
@@ -141,9 +135,32 @@ func quarantineKey(region string) Key { return Key{Space: "otp:vel", ID: region,
 // hour is the hour bucket of t.
 func hour(t time.Time) int64 { return t.Unix() / 3600 }
 
-// velocityOn reports whether the rule applies to phone.
-func (s *OTP) velocityOn(safe bool) bool {
-	return s.abuse.volumes != nil && s.policy.CountryVelocity.Mode == VelocityEnforce && !safe
+// velocity is the country velocity rule of an OTP service: its counts,
+// its refusals and their alerts, its credit and quarantines.
+type velocity struct {
+	policy CountryVelocity
+	// historyMinSends is conversion.history_min_sends.
+	historyMinSends int64
+	onStoreError    FallbackMode
+	safe            safeList
+	volumes         Volumes // nil: no country velocity rule
+	conv            Conversions
+	hooks           AbuseHooks
+	audit           *audit
+	unverified      *unverifiedBudget
+	solved          *solvedCap
+	log             *slog.Logger
+	now             func() time.Time
+
+	mu sync.Mutex
+	// noted is, per country, the end of the velocity block this instance
+	// last noted in the block index (refused).
+	noted map[string]time.Time
+}
+
+// on reports whether the rule applies to phone.
+func (s *velocity) on(safe bool) bool {
+	return s.volumes != nil && s.policy.Mode == VelocityEnforce && !safe
 }
 
 // velocityFloor is the country's floor: the larger of the policy's floor
@@ -152,24 +169,24 @@ func (v CountryVelocity) floor(region string) int64 {
 	return max(v.Floor, v.Expected[region])
 }
 
-// volumeTake is the velocity rule's count of one send to phone's country
+// take is the velocity rule's count of one send to phone's country
 // in the hour under way.
-func (s *OTP) volumeTake(phone Phone) VolumeTake {
-	v := s.policy.CountryVelocity
+func (s *velocity) take(phone Phone) VolumeTake {
+	v := s.policy
 	r := region(phone)
 	now := s.now()
 	fl := v.floor(r)
 	return VolumeTake{Key: velocityKey(r), Quarantine: quarantineKey(r), Now: now, Hour: hour(now),
 		Lookback: int64(v.Lookback / time.Hour), Floor: fl, QFloor: max(1, fl/10),
-		Factor: v.Factor, HistoryMinSends: s.policy.Conversion.HistoryMinSends, MinuteShare: v.MinuteShare,
-		Unverified: s.unverifiedTake()}
+		Factor: v.Factor, HistoryMinSends: s.historyMinSends, MinuteShare: v.MinuteShare,
+		Unverified: s.unverified.take()}
 }
 
-// takeVelocity counts one send to phone's country in the hour under way,
+// takeAlone counts one send to phone's country in the hour under way,
 // on its own (a counter that is not a SendCounter). It returns whether it
 // counted (a refund is then owed if the send does not go on), in the
 // trusted tier or not, and the refusal, if any.
-func (s *OTP) takeVelocity(ctx context.Context, phone Phone, t VolumeTake) (counted, trusted bool, err error) {
+func (s *velocity) takeAlone(ctx context.Context, phone Phone, t VolumeTake) (counted, trusted bool, err error) {
 	if t.Solved != nil && StoreFailed(ctx) {
 		return false, false, StoreUnavailable(ErrStoreUnavailable, StoreRetryAfter) // single use needs the store
 	}
@@ -180,11 +197,11 @@ func (s *OTP) takeVelocity(ctx context.Context, phone Phone, t VolumeTake) (coun
 		return false, false, nil
 	}
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), convTimeout)
-	res, err := s.abuse.volumes.TakeVolume(cctx, t)
+	res, err := s.volumes.TakeVolume(cctx, t)
 	cancel()
 	if err != nil {
 		NoteStoreFailure(ctx)
-		if s.policy.OnStoreError == FallbackClosed || t.Solved != nil {
+		if s.onStoreError == FallbackClosed || t.Solved != nil {
 			s.log.Log(ctx, StoreFailureLevel(err), "limit store failed", "limit", "country_velocity", "err", err)
 			return false, false, StoreUnavailable(err, StoreRetryAfter)
 		}
@@ -194,21 +211,21 @@ func (s *OTP) takeVelocity(ctx context.Context, phone Phone, t VolumeTake) (coun
 	if res.Allowed {
 		return volumeCounted(&t, &res), res.Trusted, nil
 	}
-	return false, false, s.velocityDenied(ctx, phone, t, res)
+	return false, false, s.denied(ctx, phone, t, res)
 }
 
-// velocityDenied is the refusal of a send the velocity rule refused (res),
-// told to the metrics, the log and the ops desk (velocityRefused).
-func (s *OTP) velocityDenied(ctx context.Context, phone Phone, t VolumeTake, res VolumeResult) error {
+// denied is the refusal of a send the velocity rule refused (res),
+// told to the metrics, the log and the ops desk (refused).
+func (s *velocity) denied(ctx context.Context, phone Phone, t VolumeTake, res VolumeResult) error {
 	if t.Solved != nil {
-		return s.solvedDenied(ctx, phone, t, res)
+		return s.solved.denied(ctx, phone, t, res)
 	}
 	if res.Unverified > 0 && !res.Trusted {
-		return s.unverifiedDenied(ctx, phone, t, res)
+		return s.unverified.denied(ctx, phone, t, res)
 	}
 	now, h := t.Now, t.Hour
 	if res.Trusted { // the trusted tier's cap: no country alert, the new tier is not refusing
-		if f := s.abuse.hooks.VelocityRefused; f != nil {
+		if f := s.hooks.VelocityRefused; f != nil {
 			f(region(phone))
 		}
 		return &Error{Code: CodeUnusualVolume, RetryAfter: time.Unix((h+1)*3600, 0).Sub(now),
@@ -219,7 +236,7 @@ func (s *OTP) velocityDenied(ctx context.Context, phone Phone, t VolumeTake, res
 	if res.Count < res.Limit { // the minute's share is spent, not the hour
 		retry, span = time.Unix((now.Unix()/60+1)*60, 0).Sub(now), "minute"
 	}
-	s.velocityRefused(ctx, phone, region(phone), h, res, now.Add(retry))
+	s.refused(ctx, phone, region(phone), h, res, now.Add(retry))
 	usage := Usage(res.Count+1, res.Limit, time.Hour)
 	if span == "minute" {
 		usage = Usage(0, res.MinuteLimit, time.Minute)
@@ -228,52 +245,41 @@ func (s *OTP) velocityDenied(ctx context.Context, phone Phone, t VolumeTake, res
 		Message: "unusually many codes were sent to this country this " + span + "; try again later"}
 }
 
-// refundVelocity gives back a send counted at under k (the velocity
+// refund gives back a send counted at under k (the velocity
 // rule's, the trusted tier's or the solved cap's counts) that did not leave.
 //
 // A refund is part of the count, not of the watch: it gets the store's
 // Redis budget (the client bounds a call without a deadline by
 // max(OTPGUARD_REDIS_TIMEOUT, OTPGUARD_REDIS_MAX_WAIT)), as the limits'
-// refunds in the same refusal do, and not convTimeout. A refund lost to a
-// fixed second on a busy host left a send that never went in the
-// country's hour, for real users to be refused by (unusual_volume).
-func (s *OTP) refundVelocity(ctx context.Context, k Key, at time.Time) {
-	if err := s.abuse.volumes.RefundVolume(context.WithoutCancel(ctx), k, at); err != nil {
+// refunds in the same refusal do, and not convTimeout: a lost refund
+// leaves a send that never went in the country's hour, for real users
+// to be refused by (unusual_volume).
+func (s *velocity) refund(ctx context.Context, k Key, at time.Time) {
+	if err := s.volumes.RefundVolume(context.WithoutCancel(ctx), k, at); err != nil {
 		s.log.WarnContext(ctx, "country velocity: refund failed", "err", err)
 	}
 }
 
-// creditable reports whether a send to phone, or the verify of its code,
-// counts in the baselines of the country and prefix rules (the velocity
-// credit and normal, the conversion watch's tallies): only untrusted
-// traffic does, so a surge of returning users never spends the room new
-// numbers get and their conversion never hides an attack. Today that is
-// every number off the safe list whose send is not TierTrusted (watchSend)
-// and whose verify is not a trusted number's (VerifyCode, rememberVerified).
-func (s *OTP) creditable(phone Phone) bool {
-	return !s.safe(phone.E164)
-}
-
 // creditVerify counts a verified code towards its country's baseline.
-func (s *OTP) creditVerify(ctx context.Context, phone Phone) {
-	if !s.velocityOn(!s.creditable(phone)) {
+func (s *velocity) creditVerify(ctx context.Context, phone Phone) {
+	if !s.on(!s.safe.creditable(phone)) {
 		return
 	}
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), convTimeout)
 	defer cancel()
-	v := s.policy.CountryVelocity
-	if err := s.abuse.volumes.CountVerified(cctx, velocityKey(region(phone)), hour(s.now()), v.ttl()); err != nil {
+	v := s.policy
+	if err := s.volumes.CountVerified(cctx, velocityKey(region(phone)), hour(s.now()), v.ttl()); err != nil {
 		s.log.WarnContext(ctx, "country velocity: counting a verify failed", "err", err)
 	}
 }
 
 // quarantine drops a country's floor for ttl (the conversion watch found
 // its codes unverified).
-func (s *OTP) quarantine(ctx context.Context, region string, ttl time.Duration) bool {
-	if s.abuse.volumes == nil || s.policy.CountryVelocity.Mode != VelocityEnforce {
+func (s *velocity) quarantine(ctx context.Context, region string, ttl time.Duration) bool {
+	if s.volumes == nil || s.policy.Mode != VelocityEnforce {
 		return false
 	}
-	if err := s.abuse.volumes.Quarantine(ctx, quarantineKey(region), s.now().Add(ttl), ttl); err != nil {
+	if err := s.volumes.Quarantine(ctx, quarantineKey(region), s.now().Add(ttl), ttl); err != nil {
 		s.log.WarnContext(ctx, "country velocity: quarantine failed", "country", region, "err", err)
 		return false
 	}
@@ -289,40 +295,38 @@ func CountryPrefix(region string) string {
 	return "+" + region
 }
 
-// velocityRefused tells the metrics of every refusal and, once per country
+// refused tells the metrics of every refusal and, once per country
 // and hour across instances, logs an error and records an audit event. It
 // notes the country on the ops desk's block list until the refusal's end
 // (end: the hour's, or the minute's) beside the alert's claim, so that the
 // refusal waits on one round trip for both: once per instance and end
-// (countryNoteDue), not only after the claim, which made the hour's first
-// refusal wait on the two one after the other. note_block.lua keeps the
-// block's start and the later end, so a note from each instance is one
-// block.
-func (s *OTP) velocityRefused(ctx context.Context, phone Phone, r string, h int64, res VolumeResult, end time.Time) {
-	if f := s.abuse.hooks.VelocityRefused; f != nil {
+// (noteDue). note_block.lua keeps the block's start and the later end, so
+// a note from each instance is one block.
+func (s *velocity) refused(ctx context.Context, phone Phone, r string, h int64, res VolumeResult, end time.Time) {
+	if f := s.hooks.VelocityRefused; f != nil {
 		f(r)
 	}
-	if s.abuse.conv == nil {
+	if s.conv == nil {
 		return
 	}
 	var wg sync.WaitGroup
-	if s.countryNoteDue(r, end) {
+	if s.noteDue(r, end) {
 		wg.Go(func() {
-			s.noteBlock(ctx, Block{Phone: CountryPrefix(r), Country: r, Reason: CodeUnusualVolume, Count: res.Count, Until: end})
+			s.audit.noteBlock(ctx, Block{Phone: CountryPrefix(r), Country: r, Reason: CodeUnusualVolume, Count: res.Count, Until: end})
 		})
 	}
 	defer wg.Wait()
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), convTimeout)
 	defer cancel()
-	first, err := s.abuse.conv.ClaimAlert(cctx, Key{Space: "otp:vel", ID: r, Name: fmt.Sprintf("alert:%d", h)}, time.Hour+time.Minute)
+	first, err := s.conv.ClaimAlert(cctx, Key{Space: "otp:vel", ID: r, Name: fmt.Sprintf("alert:%d", h)}, time.Hour+time.Minute)
 	if err != nil || !first {
 		return
 	}
-	if f := s.abuse.hooks.VelocityAlert; f != nil {
+	if f := s.hooks.VelocityAlert; f != nil {
 		f(r)
 	}
 	detail := fmt.Sprintf("country=%s unusual volume: %d sends this hour against the limit %d (baseline %d, floor %d, factor %g%s)",
-		r, res.Count, res.Limit, res.Baseline, s.policy.CountryVelocity.floor(r), s.policy.CountryVelocity.Factor,
+		r, res.Count, res.Limit, res.Baseline, s.policy.floor(r), s.policy.Factor,
 		map[bool]string{true: ", quarantined", false: ""}[res.Quarantined])
 	if res.Count < res.Limit {
 		detail += fmt.Sprintf("; this minute reached its cap %d", res.MinuteLimit)
@@ -330,27 +334,27 @@ func (s *OTP) velocityRefused(ctx context.Context, phone Phone, r string, h int6
 	s.log.ErrorContext(ctx, "UNUSUAL VOLUME: sends to a country refused for the rest of the hour (SMS pumping?)",
 		"country", r, "count", res.Count, "limit", res.Limit, "baseline", res.Baseline,
 		"retry_after", end.Sub(s.now()).Round(time.Second).String())
-	s.events.Record(Event{At: s.now(), Action: ActionVelocity, Outcome: string(CodeUnusualVolume), Country: r,
+	s.audit.events.Record(Event{At: s.now(), Action: ActionVelocity, Outcome: string(CodeUnusualVolume), Country: r,
 		Actor: VelocityActor, Detail: detail, TraceID: TraceID(ctx), RequestID: RequestID(ctx)})
 }
 
-// countryNoteDue reports whether a velocity block of country r ending at
+// noteDue reports whether a velocity block of country r ending at
 // end outlasts what this instance noted, and takes it as noted: the
 // refusals of one hour (or minute) note the country once per instance.
 // Ends already past are forgotten, so the map holds the countries refused
 // now.
-func (s *OTP) countryNoteDue(r string, end time.Time) bool {
+func (s *velocity) noteDue(r string, end time.Time) bool {
 	now := s.now()
-	s.abuse.mu.Lock()
-	defer s.abuse.mu.Unlock()
-	if !end.After(s.abuse.countryNoted[r]) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !end.After(s.noted[r]) {
 		return false
 	}
-	for c, e := range s.abuse.countryNoted {
+	for c, e := range s.noted {
 		if !e.After(now) {
-			delete(s.abuse.countryNoted, c)
+			delete(s.noted, c)
 		}
 	}
-	s.abuse.countryNoted[r] = end
+	s.noted[r] = end
 	return true
 }

@@ -1,0 +1,147 @@
+package guard
+
+import (
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
+	"log/slog"
+	"time"
+)
+
+// The solved tier (challenge.go): a send whose challenge was solved meets
+// the solved cap per country and hour instead of the automatic rules, and
+// the verification it makes carries a mark, so that its verify counts in
+// the solved tier's own conversion watch.
+
+// SolvedUse is what a VolumeTake of the solved tier adds: the solution's
+// single-use key and how long it must live, and the country's velocity
+// counts, whose baseline is the solved cap.
+type SolvedUse struct {
+	Used Key // same hash tag as the VolumeTake's Key
+	TTL  time.Duration
+	Base Key // the country's velocity counts (velocityKey); same hash tag
+}
+
+func solvedKey(region string) Key { return Key{Space: "otp:vel", ID: region, Name: "solved"} }
+
+func solvedCutKey(region string) Key { return Key{Space: "otp:vel", ID: region, Name: "solvedcut"} }
+
+func solutionKey(region, id string) Key { return Key{Space: "otp:vel", ID: region, Name: "used:" + id} }
+
+// solvedCap is the solved tier's cap per country and hour, and its cut.
+type solvedCap struct {
+	policy     ChallengePolicy
+	velocity   *velocity // the rule whose mechanism the cap reuses
+	unverified *unverifiedBudget
+	challenges *challenges // a reused solution gets a new challenge
+	volumes    Volumes
+	hooks      AbuseHooks
+	log        *slog.Logger
+	now        func() time.Time
+}
+
+// solvedTake is the solved cap's count of one send: the velocity rule's
+// mechanism on the solved tier's own counts, the solution's single-use key
+// taken in the same atomic step.
+func (s *solvedCap) take(phone Phone, sol *Solution) *VolumeTake {
+	r := region(phone)
+	t := s.velocity.take(phone)
+	t.Key, t.Quarantine = solvedKey(r), solvedCutKey(r)
+	t.Floor = s.policy.Floor
+	if t.Floor <= 0 {
+		t.Floor = s.velocity.policy.floor(r)
+	}
+	t.QFloor, t.Factor, t.MinuteShare = max(1, t.Floor/10), 1, 0
+	t.Solved = &SolvedUse{Used: solutionKey(r, sol.ID), TTL: max(time.Second, sol.Expires.Sub(t.Now)), Base: velocityKey(r)}
+	return &t
+}
+
+// solvedDenied is the refusal of a solved send: its solution was used
+// already (a new challenge), or the country's solved cap is spent.
+func (s *solvedCap) denied(ctx context.Context, phone Phone, t VolumeTake, res VolumeResult) error {
+	if res.Reused {
+		return s.challenges.newChallenge(ctx, phone, "this solution was used already; solve the new challenge",
+			Errorf(CodeChallengeRequired, "solution reused"))
+	}
+	if f := s.hooks.VelocityRefused; f != nil {
+		f(region(phone))
+	}
+	retry := time.Unix((t.Hour+1)*3600, 0).Sub(t.Now)
+	return &Error{Code: CodeUnusualVolume, RetryAfter: retry, Usage: Usage(res.Count+1, res.Limit, time.Hour),
+		Message: "unusually many challenged codes were sent to this country this hour; try again later"}
+}
+
+// cutSolved cuts a country's solved cap to a tenth (its solved sends are
+// not verified).
+func (s *solvedCap) cut(ctx context.Context, region string) bool {
+	if s.volumes == nil {
+		return false
+	}
+	d := s.policy.CutFor
+	if d <= 0 {
+		d = s.velocity.policy.QuarantineFor
+	}
+	if err := s.volumes.Quarantine(ctx, solvedCutKey(region), s.now().Add(d), d); err != nil {
+		s.log.WarnContext(ctx, "challenge: cutting the solved cap failed", "country", region, "err", err)
+		return false
+	}
+	return true
+}
+
+// The verification of a solved send carries a keyed mark in its ID (its
+// last two bytes are a MAC of the others), so that its verify counts in
+// the solved tier's conversion watch without a field in the code's record.
+const solvedMarkLen = 2
+
+// solvedMarks make and read the mark; key is the service's HMAC key.
+type solvedMarks struct{ key []byte }
+
+func (s solvedMarks) mark(b []byte) []byte {
+	m := hmac.New(sha256.New, s.key)
+	m.Write([]byte("otpguard solved verification\x00"))
+	m.Write(b)
+	return m.Sum(nil)[:solvedMarkLen]
+}
+
+// apply rewrites a new verification ID's last bytes into the mark.
+func (s solvedMarks) apply(id string) string {
+	b, err := hex.DecodeString(id[len(verificationIDPrefix):])
+	if err != nil || len(b) <= solvedMarkLen {
+		return id
+	}
+	n := len(b) - solvedMarkLen
+	copy(b[n:], s.mark(b[:n]))
+	return verificationIDPrefix + hex.EncodeToString(b)
+}
+
+// solved reports whether id was issued to a solved send (one
+// in 65,536 other IDs carries the mark by chance).
+func (s solvedMarks) solved(id string) bool {
+	if !ValidVerificationID(id) {
+		return false
+	}
+	b, err := hex.DecodeString(id[len(verificationIDPrefix):])
+	if err != nil {
+		return false
+	}
+	n := len(b) - solvedMarkLen
+	return hmac.Equal(b[n:], s.mark(b[:n]))
+}
+
+// solvedCountTTL is how long a country's solved counts live after a
+// verify's count: the store's own TTL for them (store: solvedTTL).
+const solvedCountTTL = 2 * time.Hour
+
+// credit counts the verify of a solved send's code in its country's
+// solved counts, which back the hour's solved sends (take_solved.lua).
+func (s *solvedCap) credit(ctx context.Context, phone Phone) {
+	if s.volumes == nil || s.unverified.take().Floor == 0 {
+		return
+	}
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), convTimeout)
+	defer cancel()
+	if err := s.volumes.CountVerified(cctx, solvedKey(region(phone)), hour(s.now()), solvedCountTTL); err != nil {
+		s.log.WarnContext(ctx, "challenge: counting a solved verify failed", "err", err)
+	}
+}
