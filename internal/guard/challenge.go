@@ -207,7 +207,7 @@ func (s *challenges) confirmSolved(ctx context.Context, phone Phone, ip, solutio
 	s.log.WarnContext(ctx, "challenge verifier failed", "err", err)
 	s.spend.refund(ctx, sp.takes)
 	if !sp.velocityAt.IsZero() {
-		s.spend.velocity.refund(ctx, sp.velocity, sp.velocityAt)
+		s.spend.refundVolume(ctx, sp.velocity, sp.velocityAt)
 	}
 	return challengeUnavailable(err)
 }

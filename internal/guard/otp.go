@@ -73,6 +73,7 @@ type OTP struct {
 	challenges *challenges
 	deny       *denyCheck
 	pumping    *pumping
+	budget     *budget
 	trust      *trust
 	velocity   *velocity
 	solved     *solvedCap
@@ -111,14 +112,15 @@ func NewOTP(o OTPOptions) *OTP {
 	s := &OTP{policy: p,
 		audit:      &audit{events: o.Events, blocks: o.Blocks, log: log, now: now},
 		challenges: &challenges{challenger: o.Challenger, kind: p.Challenge.Type, volumes: o.Volumes != nil, log: log, now: now},
-		pumping: &pumping{policy: p, overrides: o.Overrides, counter: o.Counter, safe: safe, hooks: o.Abuse,
+		pumping:    &pumping{policy: p, overrides: o.Overrides, safe: safe, log: log, now: now},
+		budget: &budget{policy: p, overrides: o.Overrides, counter: o.Counter, hooks: o.Abuse,
 			log: log, now: now, exhaustedUntil: map[string]time.Time{}},
 		trust: &trust{trusts: o.Trusts, policy: p.Trust, hmacKey: o.HMACKey, safe: safe, events: o.Events, log: log, now: now},
 		velocity: &velocity{policy: p.CountryVelocity, historyMinSends: p.Conversion.HistoryMinSends,
 			onStoreError: p.OnStoreError, safe: safe, volumes: o.Volumes, conv: o.Conversions, hooks: o.Abuse,
 			log: log, now: now, noted: map[string]time.Time{}},
 		solved: &solvedCap{policy: p.Challenge, volumes: o.Volumes, hooks: o.Abuse, log: log, now: now},
-		spend:  &spender{policy: p, counter: o.Counter, blocks: o.Blocks, log: log, now: now},
+		spend:  &spender{policy: p, counter: o.Counter, blocks: o.Blocks, volumes: o.Volumes, log: log, now: now},
 		watch: &conversionWatch{policy: p.Conversion, conv: o.Conversions, autoBlock: o.AutoBlock, hooks: o.Abuse,
 			safe: safe, events: o.Events, log: log, now: now},
 	}
@@ -130,7 +132,7 @@ func NewOTP(o OTPOptions) *OTP {
 	s.trust.velocity = s.velocity
 	s.velocity.audit, s.velocity.unverified, s.velocity.solved = s.audit, unverified, s.solved
 	s.solved.velocity, s.solved.unverified, s.solved.challenges = s.velocity, unverified, s.challenges
-	s.spend.audit, s.spend.velocity, s.spend.pumping = s.audit, s.velocity, s.pumping
+	s.spend.audit, s.spend.velocity, s.spend.budget = s.audit, s.velocity, s.budget
 	s.codes = &codebook{policy: p, codes: o.Codes, random: o.Random, hmacKey: o.HMACKey, counter: o.Counter,
 		stateless: &stateless{policy: p, hmacKey: o.HMACKey, counter: o.Counter,
 			lastStoreFailure: o.LastStoreFailure, log: log, now: now},
@@ -184,7 +186,7 @@ func (s *OTP) ImportTrusted(ctx context.Context, numbers []string, actor string)
 // that are off are left out. On an error the windows are returned with
 // Known false (budget.go).
 func (s *OTP) BudgetUse(ctx context.Context) ([]BudgetUse, error) {
-	return s.pumping.budgetUse(ctx)
+	return s.budget.use(ctx)
 }
 
 // WatchQueued is how many conversion watch events wait in the queue.

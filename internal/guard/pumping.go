@@ -1,11 +1,9 @@
 package guard
 
 import (
-	"context"
 	"log/slog"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/nyaruka/phonenumbers"
@@ -70,19 +68,12 @@ func Prefix(e164 string, digitsDropped int) string {
 type pumping struct {
 	policy    OTPPolicy
 	overrides Overrides // the ops desk's emergency overrides (override.go); nil: none
-	counter   Counter   // BudgetUse's peek
 	safe      safeList
 	velocity  *velocity
 	trust     *trust
 	solved    *solvedCap
-	hooks     AbuseHooks
 	log       *slog.Logger
 	now       func() time.Time
-
-	mu sync.Mutex
-	// exhaustedUntil is, per budget window, the end of the exhaustion
-	// period this instance has already logged.
-	exhaustedUntil map[string]time.Time
 }
 
 // prefixLimits are per_prefix and the coarser prefix_depths, finest first.
@@ -115,12 +106,6 @@ func (s *pumping) checkDestination(phone Phone) error {
 	}
 	return nil
 }
-
-// Budget keys: one hash tag for both, so they share a slot on Cluster.
-var (
-	budgetHourKey = Key{Space: "otp:budget", ID: "global", Name: "hour"}
-	budgetDayKey  = Key{Space: "otp:budget", ID: "global", Name: "day"}
-)
 
 // abuseTakes is what the automatic abuse rules add to one send: their
 // limits, spent with the number's own, and the country velocity count
@@ -232,18 +217,6 @@ func (s *pumping) abuseLimits(phone Phone, safe, operatorOnly bool) []limitedTak
 	return ls
 }
 
-// budgetTakes are the budget takes among passed: what a send that surely
-// did not leave gives back.
-func budgetTakes(passed []Take) []Take {
-	var out []Take
-	for _, t := range passed {
-		if t.Key.Space == budgetHourKey.Space {
-			out = append(out, t)
-		}
-	}
-	return out
-}
-
 // AbuseHooks tell metrics what the abuse defences did. Nil fields are
 // skipped.
 type AbuseHooks struct {
@@ -258,23 +231,4 @@ type AbuseHooks struct {
 	// across instances.
 	VelocityRefused func(country string)
 	VelocityAlert   func(country string)
-}
-
-// budgetRefused counts a refusal by the budget and logs one error per
-// exhaustion period (per window, on this instance), not one per request.
-func (s *pumping) budgetRefused(ctx context.Context, k Key, res Result) {
-	if h := s.hooks.BudgetRefused; h != nil {
-		h(k.Name)
-	}
-	now := s.now()
-	s.mu.Lock()
-	first := !now.Before(s.exhaustedUntil[k.Name])
-	if first {
-		s.exhaustedUntil[k.Name] = now.Add(res.RetryAfter)
-	}
-	s.mu.Unlock()
-	if first {
-		s.log.ErrorContext(ctx, "SMS BUDGET EXHAUSTED: refusing every send until the window ends",
-			"window", k.Name, "limit", res.Limit, "retry_after", res.RetryAfter.Round(time.Second).String())
-	}
 }

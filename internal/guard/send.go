@@ -85,7 +85,7 @@ func (s *OTP) send(ctx context.Context, phone Phone, ip, solution string, accoun
 	// one round trip; a refusal refunds the rest (spend.go), and an
 	// automatic rule's refusal of an untrusted send is a challenge instead
 	// (challenge.go).
-	spent, err := s.spend.spend(ctx, phone, append(s.spend.sendLimits(phone.E164, ip, len(abuse.limits)), abuse.limits...), abuse.velocity)
+	spent, err := s.spend.spend(ctx, phone, ip, abuse)
 	if err != nil {
 		return SendResult{}, s.challenges.challengeInstead(ctx, phone, tier, err)
 	}

@@ -29,7 +29,8 @@ type spender struct {
 	blocks   Blocks
 	audit    *audit
 	velocity *velocity
-	pumping  *pumping // the budget's refusal is logged once per period
+	volumes  Volumes // the velocity counts' refunds
+	budget   *budget // the budget's refusal is logged once per period
 	log      *slog.Logger
 	now      func() time.Time
 }
@@ -114,9 +115,12 @@ type spent struct {
 // one higher than it will settle at: it can be refused, never allowed
 // beyond a limit (docs/limits.md, "One round trip per send").
 //
-// It returns what it spent, for a send that does not leave to give back
-// (giveBack).
-func (s *spender) spend(ctx context.Context, phone Phone, limits []limitedTake, vol *VolumeTake) (spent, error) {
+// The limits are the number's and the address's (sendLimits), then the
+// abuse rules'. It returns what it spent, for a send that does not leave
+// to give back (giveBack).
+func (s *spender) spend(ctx context.Context, phone Phone, ip string, abuse abuseTakes) (spent, error) {
+	limits := append(s.sendLimits(phone.E164, ip, len(abuse.limits)), abuse.limits...)
+	vol := abuse.velocity
 	takes := make([]Take, len(limits))
 	for i, l := range limits {
 		takes[i] = l.take
@@ -128,8 +132,12 @@ func (s *spender) spend(ctx context.Context, phone Phone, limits []limitedTake, 
 	if err != nil {
 		return spent{}, s.spendFailed(ctx, err)
 	}
-	if err := s.claimLost(ctx, takes, res, vol, vres); err != nil { // sendclaim.go
-		return spent{}, err
+	if lost := settleClaim(ctx, !slices.ContainsFunc(res, func(r Result) bool { return r.Fallback })); lost != nil {
+		s.refund(ctx, countedTakes(takes, res, nil))
+		if volumeCounted(vol, vres) {
+			s.refundVolume(ctx, tierKey(vol, vres), vol.Now)
+		}
+		return spent{}, lost
 	}
 	if vres != nil && vres.Trusted {
 		// The store found the number trusted: the automatic rules counted
@@ -196,9 +204,7 @@ func (s *spender) takeSend(ctx context.Context, takes []Take, vol *VolumeTake) (
 // spendFailed is spend's error when the store failed it: no
 // Idempotency-Key claim was made then (a late answer is not taken).
 func (s *spender) spendFailed(ctx context.Context, err error) error {
-	if c := SendClaimFrom(ctx); c != nil {
-		c.settle(ctx, false)
-	}
+	settleClaim(ctx, false) // the store did not answer: it carried no claim
 	s.log.Log(ctx, StoreFailureLevel(err), "limit store failed", "limit", "otp.send", "err", err)
 	return storeError(err)
 }
@@ -263,7 +269,7 @@ func (s *spender) refused(ctx context.Context, phone Phone, l limitedTake, r Res
 		wg.Go(func() { s.noteBlockRefundVolume(ctx, br, b, vel) })
 	} else {
 		if velocity {
-			wg.Go(func() { s.velocity.refund(ctx, vel.velocity, vel.velocityAt) })
+			wg.Go(func() { s.refundVolume(ctx, vel.velocity, vel.velocityAt) })
 		}
 		if note {
 			wg.Go(func() { s.audit.noteBlock(ctx, b) })
@@ -272,7 +278,7 @@ func (s *spender) refused(ctx context.Context, phone Phone, l limitedTake, r Res
 	s.refund(ctx, taken)
 	wg.Wait()
 	if l.denial == CodeBudgetExhausted {
-		s.pumping.budgetRefused(ctx, l.take.Key, r)
+		s.budget.refused(ctx, l.take.Key, r)
 	}
 	e := &Error{Code: l.denial, Message: l.what, RetryAfter: r.RetryAfter,
 		Usage: Usage(r.Count, l.take.Limit, l.take.Window)}
@@ -286,7 +292,7 @@ func (s *spender) refused(ctx context.Context, phone Phone, l limitedTake, r Res
 // volume count (vel) in one store call. It carries a refund, so it gets
 // the store's budget (through the Fallback: its timeout, or up to the
 // ceiling while the probe vouches for Redis), not convTimeout
-// (velocity.refund says why).
+// (refundVolume says why).
 func (s *spender) noteBlockRefundVolume(ctx context.Context, br BlockVolumeRefunder, b Block, vel spent) {
 	if err := br.NoteBlockRefundVolume(context.WithoutCancel(ctx), b, vel.velocity, vel.velocityAt); err != nil {
 		// A lost refund only ever refuses more, never allows more.
@@ -331,7 +337,7 @@ func (s *spender) giveBack(ctx context.Context, phone Phone, sp spent, try bool)
 	}
 	s.refund(ctx, back)
 	if !sp.velocityAt.IsZero() {
-		s.velocity.refund(ctx, sp.velocity, sp.velocityAt)
+		s.refundVolume(ctx, sp.velocity, sp.velocityAt)
 	}
 }
 
@@ -345,4 +351,31 @@ func numberTakes(passed []Take, e164 string) []Take {
 		}
 	}
 	return out
+}
+
+// budgetTakes are the budget takes among passed: what a send that surely
+// did not leave gives back.
+func budgetTakes(passed []Take) []Take {
+	var out []Take
+	for _, t := range passed {
+		if t.Key.Space == budgetHourKey.Space {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+// refundVolume gives back a send counted at under k (the velocity
+// rule's, the trusted tier's or the solved cap's counts) that did not leave.
+//
+// A refund is part of the count, not of the watch: it gets the store's
+// Redis budget (the client bounds a call without a deadline by
+// max(OTPGUARD_REDIS_TIMEOUT, OTPGUARD_REDIS_MAX_WAIT)), as the limits'
+// refunds in the same refusal do, and not convTimeout: a lost refund
+// leaves a send that never went in the country's hour, for real users
+// to be refused by (unusual_volume).
+func (s *spender) refundVolume(ctx context.Context, k Key, at time.Time) {
+	if err := s.volumes.RefundVolume(context.WithoutCancel(ctx), k, at); err != nil {
+		s.log.WarnContext(ctx, "country velocity: refund failed", "err", err)
+	}
 }

@@ -245,21 +245,6 @@ func (s *velocity) denied(ctx context.Context, phone Phone, t VolumeTake, res Vo
 		Message: "unusually many codes were sent to this country this " + span + "; try again later"}
 }
 
-// refund gives back a send counted at under k (the velocity
-// rule's, the trusted tier's or the solved cap's counts) that did not leave.
-//
-// A refund is part of the count, not of the watch: it gets the store's
-// Redis budget (the client bounds a call without a deadline by
-// max(OTPGUARD_REDIS_TIMEOUT, OTPGUARD_REDIS_MAX_WAIT)), as the limits'
-// refunds in the same refusal do, and not convTimeout: a lost refund
-// leaves a send that never went in the country's hour, for real users
-// to be refused by (unusual_volume).
-func (s *velocity) refund(ctx context.Context, k Key, at time.Time) {
-	if err := s.volumes.RefundVolume(context.WithoutCancel(ctx), k, at); err != nil {
-		s.log.WarnContext(ctx, "country velocity: refund failed", "err", err)
-	}
-}
-
 // creditVerify counts a verified code towards its country's baseline.
 func (s *velocity) creditVerify(ctx context.Context, phone Phone) {
 	if !s.on(!s.safe.creditable(phone)) {
