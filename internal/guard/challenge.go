@@ -3,7 +3,6 @@ package guard
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
 	"time"
 )
@@ -219,19 +218,6 @@ func challengeUnavailable(err error) error {
 		Message: "the challenge could not be checked; try again shortly"}
 }
 
-// automaticRefusal reports whether err is a refusal by an automatic rule,
-// which a challenge may lift: not per number, per address, cooldown,
-// budget or an operator's action.
-func automaticRefusal(err error) bool {
-	switch ErrorCode(err) {
-	case CodePrefixRateLimited, CodeCountryRateLimited, CodeUnusualVolume:
-		return !errors.Is(err, errOperatorLimit)
-	case CodeDenied:
-		return errors.Is(err, errAutomaticBlock)
-	}
-	return false
-}
-
 // challengeInstead turns an untrusted send's refusal by an automatic rule
 // into 428 challenge_required with a new challenge for the number; any
 // other refusal stays as it is.
@@ -257,9 +243,3 @@ func (s *challenges) newChallenge(ctx context.Context, phone Phone, msg string, 
 	}
 	return e
 }
-
-// errOperatorLimit marks a refusal by a limit the ops desk's override set.
-var errOperatorLimit = errors.New("a limit an operator's override set")
-
-// errAutomaticBlock marks a deny-list entry the conversion watch made.
-var errAutomaticBlock = fmt.Errorf("an automatic block (%s)", ConversionActor)

@@ -97,7 +97,7 @@ type conversionWatch struct {
 	autoBlock AutoBlocker
 	hooks     AbuseHooks
 	safe      safeList
-	pumping   *pumping // the prefix depths
+	prefixes  []PrefixWindow // the prefix depths (prefixLimits)
 	velocity  *velocity
 	solved    *solvedCap
 	events    EventSink
@@ -151,7 +151,7 @@ func (s *conversionWatch) conversionSubjects(phone Phone, solved bool) []Key {
 	}
 	var out []Key
 	seen := map[string]bool{}
-	for _, pp := range s.pumping.prefixLimits() {
+	for _, pp := range s.prefixes {
 		if p := Prefix(phone.E164, pp.DigitsDropped); !seen[p] {
 			seen[p] = true
 			out = append(out, Key{Space: "conv:prefix", ID: p, Name: "m"})

@@ -121,7 +121,7 @@ func NewOTP(o OTPOptions) *OTP {
 			log: log, now: now, noted: map[string]time.Time{}},
 		solved: &solvedCap{policy: p.Challenge, volumes: o.Volumes, hooks: o.Abuse, log: log, now: now},
 		spend:  &spender{policy: p, counter: o.Counter, blocks: o.Blocks, volumes: o.Volumes, log: log, now: now},
-		watch: &conversionWatch{policy: p.Conversion, conv: o.Conversions, autoBlock: o.AutoBlock, hooks: o.Abuse,
+		watch: &conversionWatch{policy: p.Conversion, prefixes: prefixLimits(p), conv: o.Conversions, autoBlock: o.AutoBlock, hooks: o.Abuse,
 			safe: safe, events: o.Events, log: log, now: now},
 	}
 	unverified := &unverifiedBudget{policy: p.CountryVelocity, challenges: s.challenges, hooks: o.Abuse,
@@ -139,7 +139,7 @@ func NewOTP(o OTPOptions) *OTP {
 		marks: solvedMarks{key: o.HMACKey}, audit: s.audit, log: log, now: now}
 	s.courier = &courier{message: p.Message, sender: o.Sender, codes: o.Codes, deliveries: o.Deliveries,
 		events: o.Events, spend: s.spend, log: log, now: now}
-	s.watch.pumping, s.watch.velocity, s.watch.solved = s.pumping, s.velocity, s.solved
+	s.watch.velocity, s.watch.solved = s.velocity, s.solved
 	s.records = &verificationRecords{store: o.Verifications, audit: s.audit, log: log, now: now}
 	if o.Conversions != nil {
 		s.watch.q = newWatchQueue(o.WatchQueue)

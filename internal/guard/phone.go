@@ -106,16 +106,6 @@ func WarmPhoneMetadata() {
 	_, _ = ParsePhone("+14155550100", "")
 }
 
-// MaskPhone keeps the country code and the last two digits of an E.164 number
-// ("+91********00"): enough to tell numbers apart in logs, not enough to
-// reach anyone.
-func MaskPhone(e164 string) string {
-	if len(e164) <= 5 {
-		return strings.Repeat("*", len(e164))
-	}
-	return e164[:3] + strings.Repeat("*", len(e164)-5) + e164[len(e164)-2:]
-}
-
 // CleanIP is the end user's address as the audit trail records it: the
 // canonical form of an address IPSubject accepted, "" for anything else.
 func CleanIP(raw string) string {

@@ -2,11 +2,7 @@ package guard
 
 import (
 	"log/slog"
-	"slices"
-	"strings"
 	"time"
-
-	"github.com/nyaruka/phonenumbers"
 )
 
 // SMS pumping defences (README.md, "Abuse defences"). Pumping is many different numbers
@@ -16,44 +12,6 @@ import (
 // their prefix, and how few of the codes sent to them are ever verified.
 // And the spend budget bounds what a miss costs. Their policy (PrefixWindow,
 // Budget, ConversionPolicy) is in policy.go with the rest.
-
-// numberTypes are the names of otp.allowed_number_types.
-var numberTypes = map[string]phonenumbers.PhoneNumberType{
-	"fixed_line":           phonenumbers.FIXED_LINE,
-	"mobile":               phonenumbers.MOBILE,
-	"fixed_line_or_mobile": phonenumbers.FIXED_LINE_OR_MOBILE,
-	"toll_free":            phonenumbers.TOLL_FREE,
-	"premium_rate":         phonenumbers.PREMIUM_RATE,
-	"shared_cost":          phonenumbers.SHARED_COST,
-	"voip":                 phonenumbers.VOIP,
-	"personal_number":      phonenumbers.PERSONAL_NUMBER,
-	"pager":                phonenumbers.PAGER,
-	"uan":                  phonenumbers.UAN,
-	"voicemail":            phonenumbers.VOICEMAIL,
-	"unknown":              phonenumbers.UNKNOWN,
-}
-
-// NumberType is libphonenumber's type of an E.164 number, by its name in
-// otp.allowed_number_types ("mobile", "premium_rate", ...).
-func NumberType(e164 string) string {
-	p, err := ParsePhone(e164, "")
-	if err != nil {
-		return "unknown"
-	}
-	return p.Type()
-}
-
-// Type is the number's type, as NumberType names it, from the parse
-// ParsePhone already did.
-func (p Phone) Type() string {
-	if p.typ != "" { // ParsePhone found it
-		return p.typ
-	}
-	if p.num == nil {
-		return NumberType(p.E164)
-	}
-	return typeName(phonenumbers.GetNumberType(p.num))
-}
 
 // Prefix is the number minus its last digitsDropped digits (never less
 // than "+" and two digits): the subject of the per-prefix limit and of
@@ -74,37 +32,6 @@ type pumping struct {
 	solved    *solvedCap
 	log       *slog.Logger
 	now       func() time.Time
-}
-
-// prefixLimits are per_prefix and the coarser prefix_depths, finest first.
-// A depth's key names only the prefix, so two depths that drop the same
-// number of digits would share a counter: validation refuses that.
-func (s *pumping) prefixLimits() []PrefixWindow {
-	return append([]PrefixWindow{s.policy.PerPrefix}, s.policy.PrefixDepths...)
-}
-
-// checkDestination refuses high-risk destinations the policy does not
-// allow (highrisk.go), and numbers outside the allowed countries and
-// number types.
-func (s *pumping) checkDestination(phone Phone) error {
-	if now := s.now(); s.overrides != nil {
-		if err := s.enforced(now).over.checkPaused(phone.Region, now); err != nil {
-			return err
-		}
-	}
-	highRisk, err := checkHighRisk(s.policy.AllowHighRisk, phone)
-	if err != nil {
-		return err
-	}
-	if c := s.policy.AllowedCountries; len(c) > 0 && !highRisk && !slices.Contains(c, phone.Region) {
-		return Errorf(CodeCountryNotAllowed, "codes are not sent to numbers of this country")
-	}
-	if allowed := s.policy.AllowedNumberTypes; len(allowed) > 0 {
-		if t := phone.Type(); !slices.Contains(allowed, t) {
-			return Errorf(CodeNumberTypeNotAllowed, "codes are not sent to this type of number (%s)", t)
-		}
-	}
-	return nil
 }
 
 // abuseTakes is what the automatic abuse rules add to one send: their
@@ -138,83 +65,6 @@ func (s *pumping) abuseRules(phone Phone, tier Tier, sol *Solution) abuseTakes {
 	vol = s.trust.take(phone, tier, vol)
 	// The operator's overrides stay for a trusted send, the file's rules go.
 	return abuseTakes{limits: s.abuseLimits(phone, safe, tier == TierTrusted), velocity: vol}
-}
-
-// abuseLimits are the limits of one send after the number's own:
-// per prefix and per country (not for safe-listed numbers; with
-// operatorOnly, for a solved or trusted send, only those an operator's
-// override set), then the spend budget. The file's own prefix and country
-// limits are marked Automatic (the store skips them once it finds the
-// number trusted). When the store cannot answer they fall back like the
-// per-IP limit: split (limit / N) with local or open, refused with closed.
-func (s *pumping) abuseLimits(phone Phone, safe, operatorOnly bool) []limitedTake {
-	mode := s.policy.OnStoreError
-	if mode == FallbackLocal { // local_limit is per number: shared limits get their share
-		mode = FallbackOpen
-	}
-	window := func(k Key, limit int64, w time.Duration) Take {
-		return Take{Key: k, Algorithm: FixedWindow, Limit: limit, Window: w, Cost: 1,
-			Policy: OTPPolicyName, OnStoreError: mode}
-	}
-	auto := func(t Take, automatic bool) Take { t.Automatic = automatic; return t }
-	// The ops desk's overrides (override.go) lower these limits on the
-	// same counters, or add one where the file has none (enforced.go).
-	e := s.enforced(s.now())
-	depths := s.prefixLimits()
-	ls := make([]limitedTake, 0, len(depths)+2)
-	seen := make([]string, 0, len(depths)) // the prefixes counted: a few
-	for _, pp := range depths {
-		prefix := Prefix(phone.E164, pp.DigitsDropped)
-		l := e.Prefix(prefix, pp)
-		if safe || l.Limit <= 0 || slices.Contains(seen, prefix) || (operatorOnly && !l.Override) { // a short number: two depths, one prefix
-			continue
-		}
-		seen = append(seen, prefix)
-		ls = append(ls, limitedTake{
-			take:   auto(window(Key{"otp:prefix", prefix, "sends"}, l.Limit, l.Window), !l.Override),
-			denial: CodePrefixRateLimited, what: "too many codes were sent to numbers like this one; try again later",
-			operator: l.Override,
-		})
-	}
-	for _, prefix := range sortedKeys(e.over.prefix) { // the prefix overrides the file's depths do not count
-		if safe || slices.Contains(seen, prefix) || !strings.HasPrefix(phone.E164, prefix) {
-			continue
-		}
-		w := s.policy.PerPrefix.Window
-		if w <= 0 {
-			w = DefaultOverrideWindow
-		}
-		ls = append(ls, limitedTake{
-			take:   window(Key{"otp:prefix", prefix, "sends"}, e.over.prefix[prefix], w),
-			denial: CodePrefixRateLimited, what: "too many codes were sent to numbers like this one; try again later",
-			operator: true,
-		})
-	}
-	if !safe && (len(s.policy.PerCountry) > 0 || e.over.country != nil) {
-		region := phone.Region
-		if region == "" {
-			region = "001" // non-geographic numbers (+800, +882...)
-		}
-		if l, _ := e.Country(region); l.Limit > 0 && (!operatorOnly || l.Override) {
-			ls = append(ls, limitedTake{
-				take:   auto(window(Key{"otp:country", region, "sends"}, l.Limit, l.Window), !l.Override),
-				denial: CodeCountryRateLimited, what: "too many codes were sent to this country; try again later",
-				operator: l.Override,
-			})
-		}
-	}
-	// The budget refunds its own denied hit: a spent budget then stays at
-	// exactly its limit, so a later refund (a send the provider refused)
-	// frees a message at once.
-	if b := e.Budget(budgetHourKey.Name); b.Limit > 0 {
-		ls = append(ls, limitedTake{take: window(budgetHourKey, b.Limit, b.Window), refundDenied: true,
-			denial: CodeBudgetExhausted, what: "the SMS budget for this hour is spent; try again later"})
-	}
-	if b := e.Budget(budgetDayKey.Name); b.Limit > 0 {
-		ls = append(ls, limitedTake{take: window(budgetDayKey, b.Limit, b.Window), refundDenied: true,
-			denial: CodeBudgetExhausted, what: "the SMS budget for today is spent; try again later"})
-	}
-	return ls
 }
 
 // AbuseHooks tell metrics what the abuse defences did. Nil fields are
