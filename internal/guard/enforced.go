@@ -95,39 +95,15 @@ func (e Enforced) Prefix(prefix string, pw PrefixWindow) InForce {
 	return InForce{Limit: l, Window: pw.Window, Override: o}
 }
 
-// pauseCover is the country whose pause also covers region, or "":
-// libphonenumber gives Guernsey, Jersey and the Isle of Man regions of
-// their own, but their numbers are +44 numbers of the UK's plan, and an
-// operator pausing GB means +44. Each can still be paused alone.
-func pauseCover(region string) string {
-	switch region {
-	case "GG", "JE", "IM":
-		return "GB"
-	}
-	return ""
-}
-
-// checkPaused refuses a send to a paused country until the pause ends.
-func (e Enforced) checkPaused(region string, now time.Time) error {
-	if region == "" {
-		region = "001"
-	}
-	until, ok := e.over.paused[region]
-	if cover := pauseCover(region); cover != "" {
-		if u, paused := e.over.paused[cover]; paused && (!ok || u.After(until)) {
-			until, ok = u, true
-		}
-	}
-	if !ok {
-		return nil
-	}
-	return &Error{Code: CodeCountryPaused, Message: "sends to this country are paused by the ops desk; try again later",
-		RetryAfter: until.Sub(now)}
+// Prefix is the number minus its last digitsDropped digits (never less
+// than "+" and two digits): the subject of the per-prefix limit and of
+// the conversion watch.
+func Prefix(e164 string, digitsDropped int) string {
+	return e164[:max(min(3, len(e164)), len(e164)-digitsDropped)]
 }
 
 // prefixLimits are p's per_prefix and the coarser prefix_depths, finest
-// first.
-// A depth's key names only the prefix, so two depths that drop the same
+// first. A depth's key names only the prefix, so two depths that drop the same
 // number of digits would share a counter: validation refuses that.
 func prefixLimits(p OTPPolicy) []PrefixWindow {
 	return append([]PrefixWindow{p.PerPrefix}, p.PrefixDepths...)

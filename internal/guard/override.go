@@ -267,3 +267,35 @@ func later(a, b time.Time) time.Time {
 	}
 	return a
 }
+
+// pauseCover is the country whose pause also covers region, or "":
+// libphonenumber gives Guernsey, Jersey and the Isle of Man regions of
+// their own, but their numbers are +44 numbers of the UK's plan, and an
+// operator pausing GB means +44. Each can still be paused alone.
+func pauseCover(region string) string {
+	switch region {
+	case "GG", "JE", "IM":
+		return "GB"
+	}
+	return ""
+}
+
+// checkPaused refuses a send to a country one of overrides pauses at
+// now, until the pause ends.
+func checkPaused(overrides Overrides, region string, now time.Time) error {
+	at := overridesIn(overrides.ActiveOverrides(), now)
+	if region == "" {
+		region = "001"
+	}
+	until, ok := at.paused[region]
+	if cover := pauseCover(region); cover != "" {
+		if u, paused := at.paused[cover]; paused && (!ok || u.After(until)) {
+			until, ok = u, true
+		}
+	}
+	if !ok {
+		return nil
+	}
+	return &Error{Code: CodeCountryPaused, Message: "sends to this country are paused by the ops desk; try again later",
+		RetryAfter: until.Sub(now)}
+}

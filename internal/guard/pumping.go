@@ -13,13 +13,6 @@ import (
 // And the spend budget bounds what a miss costs. Their policy (PrefixWindow,
 // Budget, ConversionPolicy) is in policy.go with the rest.
 
-// Prefix is the number minus its last digitsDropped digits (never less
-// than "+" and two digits): the subject of the per-prefix limit and of
-// the conversion watch.
-func Prefix(e164 string, digitsDropped int) string {
-	return e164[:max(min(3, len(e164)), len(e164)-digitsDropped)]
-}
-
 // pumping is the automatic abuse rules of a send (prefix, country,
 // destination, the spend budget) under the ops desk's overrides, and the
 // tiers' counts they hand to spend.
