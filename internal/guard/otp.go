@@ -124,14 +124,15 @@ func NewOTP(o OTPOptions) *OTP {
 		watch: &conversionWatch{policy: p.Conversion, prefixes: prefixLimits(p), conv: o.Conversions, autoBlock: o.AutoBlock, hooks: o.Abuse,
 			safe: safe, events: o.Events, log: log, now: now},
 	}
-	unverified := &unverifiedBudget{policy: p.CountryVelocity, challenges: s.challenges, hooks: o.Abuse,
+	unverified := &unverifiedBudget{hooks: o.Abuse,
 		conv: o.Conversions, events: o.Events, log: log, now: now}
 	s.challenges.spend = s.spend
 	s.deny = &denyCheck{deny: o.Deny, trust: s.trust, now: now}
-	s.pumping.velocity, s.pumping.trust, s.pumping.solved = s.velocity, s.trust, s.solved
+	s.pumping.velocity = s.velocity
 	s.trust.velocity = s.velocity
 	s.velocity.audit, s.velocity.unverified, s.velocity.solved = s.audit, unverified, s.solved
-	s.solved.velocity, s.solved.unverified, s.solved.challenges = s.velocity, unverified, s.challenges
+	s.velocity.challenge, s.velocity.challenges, s.velocity.trust = p.Challenge, s.challenges, s.trust
+	s.solved.velocity, s.solved.challenges = s.velocity, s.challenges
 	s.spend.audit, s.spend.velocity, s.spend.budget = s.audit, s.velocity, s.budget
 	s.codes = &codebook{policy: p, codes: o.Codes, random: o.Random, hmacKey: o.HMACKey, counter: o.Counter,
 		stateless: &stateless{policy: p, hmacKey: o.HMACKey, counter: o.Counter,

@@ -21,8 +21,6 @@ type pumping struct {
 	overrides Overrides // the ops desk's emergency overrides (override.go); nil: none
 	safe      safeList
 	velocity  *velocity
-	trust     *trust
-	solved    *solvedCap
 	log       *slog.Logger
 	now       func() time.Time
 }
@@ -44,18 +42,13 @@ type abuseTakes struct {
 // take it; it counts only sends every other limit let through, so its
 // count is given back when another limit denies (spend). A solved send
 // (TierSolved, with its solution sol) skips the automatic rules and meets
-// the solved cap instead (challenge.go), in the velocity count's place.
+// the solved cap instead (solved.go), in the velocity count's place.
 func (s *pumping) abuseRules(phone Phone, tier Tier, sol *Solution) abuseTakes {
 	safe := s.safe.has(phone.E164)
 	if tier == TierSolved && sol != nil {
-		return abuseTakes{limits: s.abuseLimits(phone, false, true), velocity: s.solved.take(phone, sol)}
+		return abuseTakes{limits: s.abuseLimits(phone, false, true), velocity: s.velocity.volumeFor(phone, tier, sol, safe)}
 	}
-	var vol *VolumeTake
-	if s.velocity.on(safe) && tier != TierTrusted {
-		v := s.velocity.take(phone)
-		vol = &v
-	}
-	vol = s.trust.take(phone, tier, vol)
+	vol := s.velocity.volumeFor(phone, tier, nil, safe)
 	// The operator's overrides stay for a trusted send, the file's rules go.
 	return abuseTakes{limits: s.abuseLimits(phone, safe, tier == TierTrusted), velocity: vol}
 }

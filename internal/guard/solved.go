@@ -20,17 +20,10 @@ type SolvedUse struct {
 	Base Key // the country's velocity counts (velocityKey); same hash tag
 }
 
-func solvedKey(region string) Key { return Key{Space: "otp:vel", ID: region, Name: "solved"} }
-
-func solvedCutKey(region string) Key { return Key{Space: "otp:vel", ID: region, Name: "solvedcut"} }
-
-func solutionKey(region, id string) Key { return Key{Space: "otp:vel", ID: region, Name: "used:" + id} }
-
 // solvedCap is the solved tier's cap per country and hour, and its cut.
 type solvedCap struct {
 	policy     ChallengePolicy
-	velocity   *velocity // the rule whose mechanism the cap reuses
-	unverified *unverifiedBudget
+	velocity   *velocity   // the rule whose mechanism the cap reuses
 	challenges *challenges // a reused solution gets a new challenge
 	volumes    Volumes
 	hooks      AbuseHooks
@@ -38,23 +31,7 @@ type solvedCap struct {
 	now        func() time.Time
 }
 
-// solvedTake is the solved cap's count of one send: the velocity rule's
-// mechanism on the solved tier's own counts, the solution's single-use key
-// taken in the same atomic step.
-func (s *solvedCap) take(phone Phone, sol *Solution) *VolumeTake {
-	r := region(phone)
-	t := s.velocity.take(phone)
-	t.Key, t.Quarantine = solvedKey(r), solvedCutKey(r)
-	t.Floor = s.policy.Floor
-	if t.Floor <= 0 {
-		t.Floor = s.velocity.policy.floor(r)
-	}
-	t.QFloor, t.Factor, t.MinuteShare = max(1, t.Floor/10), 1, 0
-	t.Solved = &SolvedUse{Used: solutionKey(r, sol.ID), TTL: max(time.Second, sol.Expires.Sub(t.Now)), Base: velocityKey(r)}
-	return &t
-}
-
-// solvedDenied is the refusal of a solved send: its solution was used
+// denied is the refusal of a solved send: its solution was used
 // already (a new challenge), or the country's solved cap is spent.
 func (s *solvedCap) denied(ctx context.Context, phone Phone, t VolumeTake, res VolumeResult) error {
 	if res.Reused {
@@ -69,7 +46,7 @@ func (s *solvedCap) denied(ctx context.Context, phone Phone, t VolumeTake, res V
 		Message: "unusually many challenged codes were sent to this country this hour; try again later"}
 }
 
-// cutSolved cuts a country's solved cap to a tenth (its solved sends are
+// cut cuts a country's solved cap to a tenth (its solved sends are
 // not verified).
 func (s *solvedCap) cut(ctx context.Context, region string) bool {
 	if s.volumes == nil {
@@ -93,7 +70,7 @@ const solvedCountTTL = 2 * time.Hour
 // credit counts the verify of a solved send's code in its country's
 // solved counts, which back the hour's solved sends (take_solved.lua).
 func (s *solvedCap) credit(ctx context.Context, phone Phone) {
-	if s.volumes == nil || s.unverified.take().Floor == 0 {
+	if s.volumes == nil || s.velocity.unverifiedTake().Floor == 0 {
 		return
 	}
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), convTimeout)

@@ -180,7 +180,7 @@ func (s *spender) spend(ctx context.Context, phone Phone, ip string, abuse abuse
 	}
 	// A counter that cannot take the velocity rule with the limits: it
 	// comes last, as its own step.
-	counted, trusted, err := s.velocity.takeAlone(ctx, phone, *vol)
+	counted, trusted, err := s.velocity.settle(ctx, phone, *vol, nil)
 	if err != nil {
 		s.refund(ctx, taken)
 		return spent{}, err
@@ -307,7 +307,7 @@ func (s *spender) noteBlockRefundVolume(ctx context.Context, br BlockVolumeRefun
 func (s *spender) volumeRefused(ctx context.Context, phone Phone, vol VolumeTake, vres VolumeResult, taken []Take) error {
 	var wg sync.WaitGroup
 	wg.Go(func() { s.refund(ctx, taken) })
-	err := s.velocity.denied(ctx, phone, vol, vres)
+	_, _, err := s.velocity.settle(ctx, phone, vol, &vres)
 	wg.Wait()
 	return err
 }

@@ -65,28 +65,14 @@ const (
 	unverifiedNormalMin     = 200
 )
 
-// unverifiedBudget gives an untrusted send its budget and answers its
-// refusals.
+// unverifiedBudget answers the refusals of the unverified budget (the
+// velocity rule gives a send its budget: velocity.unverifiedTake).
 type unverifiedBudget struct {
-	policy     CountryVelocity
-	challenges *challenges
-	hooks      AbuseHooks
-	conv       Conversions // the alert's claim; nil: no alert
-	events     EventSink
-	log        *slog.Logger
-	now        func() time.Time
-}
-
-// take is the budget the policy gives an untrusted send: none
-// without challenges, since what it holds back must meet a challenge,
-// never a refusal (real users' new numbers arrive with the attacker's).
-func (s *unverifiedBudget) take() UnverifiedTake {
-	v := s.policy
-	if v.UnverifiedFloor <= 0 || !s.challenges.challenging() {
-		return UnverifiedTake{}
-	}
-	return UnverifiedTake{Floor: v.UnverifiedFloor, Share: v.UnverifiedShare,
-		NormalDefault: unverifiedNormalDefault, NormalMin: unverifiedNormalMin}
+	hooks  AbuseHooks
+	conv   Conversions // the alert's claim; nil: no alert
+	events EventSink
+	log    *slog.Logger
+	now    func() time.Time
 }
 
 // denied is the refusal of a send the unverified budget refused

@@ -132,6 +132,12 @@ func velocityKey(region string) Key { return Key{Space: "otp:vel", ID: region, N
 
 func quarantineKey(region string) Key { return Key{Space: "otp:vel", ID: region, Name: "quarantine"} }
 
+func solvedKey(region string) Key { return Key{Space: "otp:vel", ID: region, Name: "solved"} }
+
+func solvedCutKey(region string) Key { return Key{Space: "otp:vel", ID: region, Name: "solvedcut"} }
+
+func solutionKey(region, id string) Key { return Key{Space: "otp:vel", ID: region, Name: "used:" + id} }
+
 // hour is the hour bucket of t.
 func hour(t time.Time) int64 { return t.Unix() / 3600 }
 
@@ -147,10 +153,14 @@ type velocity struct {
 	conv            Conversions
 	hooks           AbuseHooks
 	audit           *audit
-	unverified      *unverifiedBudget
-	solved          *solvedCap
-	log             *slog.Logger
-	now             func() time.Time
+	// The tiers a send's count may be in, and the refusals of their caps.
+	challenge  ChallengePolicy
+	challenges *challenges
+	trust      *trust
+	unverified *unverifiedBudget
+	solved     *solvedCap
+	log        *slog.Logger
+	now        func() time.Time
 
 	mu sync.Mutex
 	// noted is, per country, the end of the velocity block this instance
@@ -179,7 +189,62 @@ func (s *velocity) take(phone Phone) VolumeTake {
 	return VolumeTake{Key: velocityKey(r), Quarantine: quarantineKey(r), Now: now, Hour: hour(now),
 		Lookback: int64(v.Lookback / time.Hour), Floor: fl, QFloor: max(1, fl/10),
 		Factor: v.Factor, HistoryMinSends: s.historyMinSends, MinuteShare: v.MinuteShare,
-		Unverified: s.unverified.take()}
+		Unverified: s.unverifiedTake()}
+}
+
+// volumeFor is the count of a send of tier in its country's hour: the
+// solved cap's for a solved send (sol), else the velocity rule's unless
+// the number is safe-listed (safe) or trusted, completed with the trusted
+// tier (trust.take). Nil when the send counts no volume.
+func (s *velocity) volumeFor(phone Phone, tier Tier, sol *Solution, safe bool) *VolumeTake {
+	if tier == TierSolved && sol != nil {
+		return s.solvedTake(phone, sol)
+	}
+	var vol *VolumeTake
+	if s.on(safe) && tier != TierTrusted {
+		v := s.take(phone)
+		vol = &v
+	}
+	return s.trust.take(phone, tier, vol)
+}
+
+// solvedTake is the solved cap's count of one send: the velocity rule's
+// mechanism on the solved tier's own counts, the solution's single-use key
+// taken in the same atomic step.
+func (s *velocity) solvedTake(phone Phone, sol *Solution) *VolumeTake {
+	r := region(phone)
+	t := s.take(phone)
+	t.Key, t.Quarantine = solvedKey(r), solvedCutKey(r)
+	t.Floor = s.challenge.Floor
+	if t.Floor <= 0 {
+		t.Floor = s.policy.floor(r)
+	}
+	t.QFloor, t.Factor, t.MinuteShare = max(1, t.Floor/10), 1, 0
+	t.Solved = &SolvedUse{Used: solutionKey(r, sol.ID), TTL: max(time.Second, sol.Expires.Sub(t.Now)), Base: velocityKey(r)}
+	return &t
+}
+
+// unverifiedTake is the unverified budget the policy gives an untrusted send: none
+// without challenges, since what it holds back must meet a challenge,
+// never a refusal (real users' new numbers arrive with the attacker's).
+func (s *velocity) unverifiedTake() UnverifiedTake {
+	v := s.policy
+	if v.UnverifiedFloor <= 0 || !s.challenges.challenging() {
+		return UnverifiedTake{}
+	}
+	return UnverifiedTake{Floor: v.UnverifiedFloor, Share: v.UnverifiedShare,
+		NormalDefault: unverifiedNormalDefault, NormalMin: unverifiedNormalMin}
+}
+
+// settle judges a send's count in its country's hour once the send's
+// limits were taken: refusal is the store's, when the count went out with
+// the limits and was refused; nil when the counter could not take it, and
+// then it is taken here on its own (takeAlone).
+func (s *velocity) settle(ctx context.Context, phone Phone, t VolumeTake, refusal *VolumeResult) (counted, trusted bool, err error) {
+	if refusal != nil {
+		return false, false, s.denied(ctx, phone, t, *refusal)
+	}
+	return s.takeAlone(ctx, phone, t)
 }
 
 // takeAlone counts one send to phone's country in the hour under way,
