@@ -66,14 +66,16 @@ func (s *codebook) issueCode(ctx context.Context, phone Phone, tier Tier) (issue
 		}
 		return issued{text: code, ttl: ttl, id: id}, nil
 	}
-	if !s.stateless.on() || errors.Is(err, ErrOverloaded) { // overload is not an outage: no stateless code
-		s.log.Log(ctx, StoreFailureLevel(err), "saving code failed", "phone", MaskPhone(phone.E164), "err", err)
-		return issued{}, storeError(err)
+	// Overload is not an outage: no stateless code.
+	if !errors.Is(err, ErrOverloaded) {
+		if code, ttl, ok := s.stateless.current(phone.E164, s.now()); ok {
+			// Debug: the breaker and the policy log the outage once, not per send.
+			s.log.DebugContext(ctx, "saving code failed: sending a stateless code", "phone", MaskPhone(phone.E164), "err", err)
+			return issued{text: code, ttl: ttl}, nil
+		}
 	}
-	// Debug: the breaker and the policy log the outage once, not per send.
-	s.log.DebugContext(ctx, "saving code failed: sending a stateless code", "phone", MaskPhone(phone.E164), "err", err)
-	code, ttl = s.stateless.current(phone.E164, s.now())
-	return issued{text: code, ttl: ttl}, nil
+	s.log.Log(ctx, StoreFailureLevel(err), "saving code failed", "phone", MaskPhone(phone.E164), "err", err)
+	return issued{}, storeError(err)
 }
 
 // checkCodeFormat refuses a guess that is not CodeLength digits.

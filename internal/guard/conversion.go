@@ -160,16 +160,6 @@ func (s *conversionWatch) conversionSubjects(phone Phone, solved bool) []Key {
 	return append(out, Key{Space: "conv:country", ID: region(phone), Name: "m"})
 }
 
-// watching reports whether the conversion watch applies to phone now.
-func (s *conversionWatch) watching(ctx context.Context, phone Phone) bool {
-	m := s.policy.Mode
-	if s.conv == nil || m == "" || m == ConversionOff || !s.safe.creditable(phone) {
-		return false
-	}
-	// The store already failed in this decision: do not wait on it again.
-	return !StoreFailed(ctx)
-}
-
 // send queues a code that left: the watch counts it and judges its
 // prefixes and country after the answer (watch.go).
 func (s *conversionWatch) send(ctx context.Context, phone Phone, tier Tier) {

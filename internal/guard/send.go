@@ -47,7 +47,8 @@ func (s *OTP) Send(ctx context.Context, req SendRequest) (SendResult, error) {
 		s.audit.record(ctx, ActionOTPSend, "", phone, auditIP, err)
 		return SendResult{}, err
 	}
-	res, err := s.send(WithDecision(ctx), phone, ip, req.Challenge, req.Account)
+	dctx := WithDecision(ctx)
+	res, err := s.send(dctx, phone, ip, req.Challenge, req.Account)
 	if _, lost := err.(*ClaimLost); lost {
 		return res, err // a duplicate of a request that runs or ran: that one is recorded
 	}

@@ -81,11 +81,15 @@ func (s *stateless) code(phone string, step int64) string {
 	return fmt.Sprintf("%0*d", s.policy.CodeLength, binary.BigEndian.Uint64(sum[:8])%mod)
 }
 
-// current is the code to send now and how long it stays valid.
-func (s *stateless) current(phone string, now time.Time) (string, time.Duration) {
+// current is the code to send now and how long it stays valid; ok is
+// false when the policy sends no stateless codes (on).
+func (s *stateless) current(phone string, now time.Time) (code string, ttl time.Duration, ok bool) {
+	if !s.on() {
+		return "", 0, false
+	}
 	k := s.step(now)
 	start := time.Unix(0, k*int64(s.stepLength()))
-	return s.code(phone, k), start.Add(s.policy.CodeTTL).Sub(now)
+	return s.code(phone, k), start.Add(s.policy.CodeTTL).Sub(now), true
 }
 
 // match compares code with every live step's code, all of them

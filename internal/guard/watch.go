@@ -79,6 +79,16 @@ func newWatchQueue(size int) *watchQueue {
 	return &watchQueue{ch: make(chan watchEvent, size), quit: make(chan struct{}), stopped: make(chan struct{})}
 }
 
+// watching reports whether the conversion watch applies to phone now.
+func (s *conversionWatch) watching(ctx context.Context, phone Phone) bool {
+	m := s.policy.Mode
+	if s.conv == nil || m == "" || m == ConversionOff || !s.safe.creditable(phone) {
+		return false
+	}
+	// The store already failed in this decision: do not wait on it again.
+	return !StoreFailed(ctx)
+}
+
 // enqueue puts the event of a request that counts for the watch in the
 // queue, or drops it when the queue is full.
 func (s *conversionWatch) enqueue(ctx context.Context, phone Phone, kind ConversionKind, solved bool) {
