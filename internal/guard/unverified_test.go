@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/otpguard/otpguard/internal/guard"
+	"github.com/otpguard/otpguard/internal/guard/guardtest"
 )
 
 // TestUnverifiedBudgetSend: an untrusted send asks the store with the
@@ -14,7 +15,7 @@ import (
 // refusal is unusual_volume until the minute ends, nothing sent.
 func TestUnverifiedBudgetSend(t *testing.T) {
 	now := time.Date(2026, 3, 1, 12, 20, 30, 0, time.UTC)
-	build := func(edit func(*guard.CountryVelocity), vol *fakeVolumes, box *smsBox, ch guard.Challenger) *guard.OTP {
+	build := func(edit func(*guard.CountryVelocity), vol *fakeVolumes, box *guardtest.Outbox, ch guard.Challenger) *guard.OTP {
 		p := guard.DefaultPolicies()
 		p.OTP.Cooldown = 0
 		if edit != nil {
@@ -24,7 +25,7 @@ func TestUnverifiedBudgetSend(t *testing.T) {
 		if err := p.Validate(); err != nil {
 			t.Fatal(err)
 		}
-		st := newOutageStore()
+		st := guardtest.NewOutageStore()
 		return guard.NewOTP(guard.OTPOptions{Policy: p.OTP, Counter: st, Codes: st, Sender: box, HMACKey: outageHMACKey,
 			Now: func() time.Time { return now }, Volumes: vol, Challenger: ch})
 	}
@@ -41,7 +42,7 @@ func TestUnverifiedBudgetSend(t *testing.T) {
 	}
 	for _, tc := range cases {
 		vol := &fakeVolumes{}
-		if _, err := build(tc.edit, vol, &smsBox{}, tc.ch).Send(ctx, guard.SendRequest{Phone: "+2348031234567"}); err != nil {
+		if _, err := build(tc.edit, vol, &guardtest.Outbox{}, tc.ch).Send(ctx, guard.SendRequest{Phone: "+2348031234567"}); err != nil {
 			t.Fatal(err)
 		}
 		if len(vol.takes) != 1 || vol.takes[0].Unverified != tc.want {
@@ -51,7 +52,7 @@ func TestUnverifiedBudgetSend(t *testing.T) {
 	vol := &fakeVolumes{take: func(guard.VolumeTake) (guard.VolumeResult, error) {
 		return guard.VolumeResult{Count: 30, Limit: 150, Unverified: 20}, nil
 	}}
-	box := &smsBox{}
+	box := &guardtest.Outbox{}
 	_, err := build(nil, vol, box, fakeChallenger{}).Send(ctx, guard.SendRequest{Phone: "+2348031234567"})
 	wantCode(t, err, guard.CodeChallengeRequired)
 	var e *guard.Error
@@ -62,8 +63,8 @@ func TestUnverifiedBudgetSend(t *testing.T) {
 	if !errors.As(e.Err, &cause) || cause.Code != guard.CodeUnusualVolume || cause.RetryAfter != 30*time.Second {
 		t.Errorf("cause %v, want unusual_volume until the end of the minute (30s)", e.Err)
 	}
-	if box.count() != 0 {
-		t.Errorf("SMS sent: %d, want 0", box.count())
+	if box.Count() != 0 {
+		t.Errorf("SMS sent: %d, want 0", box.Count())
 	}
 }
 
