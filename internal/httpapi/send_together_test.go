@@ -218,7 +218,7 @@ func TestSendLimitsTogetherExactAcrossInstances(t *testing.T) {
 			t.Fatalf("request %d: %d %s", i, a.status, a.code)
 		}
 	}
-	if got := c.out.count(); got != sent {
+	if got := c.out.Count(); got != sent {
 		t.Errorf("%d messages for %d answers 200", got, sent)
 	}
 	if sent > 25 {

@@ -26,8 +26,6 @@ func (s Sender) Send(ctx context.Context, m guard.Message) error {
 
 // Outbox is a guard.Sender that keeps what it was asked to send.
 type Outbox struct {
-	// Fail, when set, is returned instead of sending.
-	Fail error
 	// Hold, when set, is received from before each send: a provider that
 	// keeps the request in flight until the test lets it go. Each send
 	// held says so on Held first.
@@ -35,9 +33,17 @@ type Outbox struct {
 
 	mu   sync.Mutex
 	sent []guard.Message
+	fail error
 }
 
-// Send keeps m, or answers Fail.
+// SetFail makes Send answer err instead of sending (nil: send again).
+func (o *Outbox) SetFail(err error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.fail = err
+}
+
+// Send keeps m, or answers the error SetFail set.
 func (o *Outbox) Send(_ context.Context, m guard.Message) error {
 	if o.Hold != nil {
 		o.Held <- struct{}{}
@@ -45,8 +51,8 @@ func (o *Outbox) Send(_ context.Context, m guard.Message) error {
 	}
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	if o.Fail != nil {
-		return o.Fail
+	if o.fail != nil {
+		return o.fail
 	}
 	o.sent = append(o.sent, m)
 	return nil
@@ -57,6 +63,26 @@ func (o *Outbox) Count() int {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	return len(o.sent)
+}
+
+// Sent is a copy of the messages sent, in order.
+func (o *Outbox) Sent() []guard.Message {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return append([]guard.Message(nil), o.sent...)
+}
+
+// SentTo counts the messages sent to numbers starting with prefix.
+func (o *Outbox) SentTo(prefix string) int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	n := 0
+	for _, m := range o.sent {
+		if strings.HasPrefix(m.To, prefix) {
+			n++
+		}
+	}
+	return n
 }
 
 // Last is the code of the last message sent: its body's last word.
