@@ -16,7 +16,7 @@ import (
 	"github.com/otpguard/otpguard/internal/store/redistest"
 )
 
-// An OTP send's limits go out together (guard.OTP.spend, store.TakeSend):
+// An OTP send's limits go out together (guard's spend step, store.TakeSend):
 // one MULTI on a single Redis, the denier keeps its attempt, everything
 // else the request counted is refunded. These tests read the counters in
 // Redis after the answers.
