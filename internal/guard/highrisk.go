@@ -48,8 +48,8 @@ func highRiskPrefix(p string) bool {
 }
 
 // checkHighRisk refuses a non-geographic number (no region) that
-// otp.allow_high_risk (allow) does not name: 403 country_not_allowed, as a number
-// outside the allowed countries, since it has no country. It reports
+// otp.allow_high_risk (allow) does not name: 403 country_not_allowed, as
+// a number outside the allowed countries, since it has no country. It reports
 // whether the number is high-risk and allowed (then the country list,
 // which it cannot be on, does not apply to it).
 func checkHighRisk(allow []string, phone Phone) (allowed bool, err error) {

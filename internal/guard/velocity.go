@@ -224,9 +224,10 @@ func (s *velocity) solvedTake(phone Phone, sol *Solution) *VolumeTake {
 	return &t
 }
 
-// unverifiedTake is the unverified budget the policy gives an untrusted send: none
-// without challenges, since what it holds back must meet a challenge,
-// never a refusal (real users' new numbers arrive with the attacker's).
+// unverifiedTake is the unverified budget the policy gives an untrusted
+// send (unverified.go): none without challenges, since what it holds back
+// must meet a challenge, never a refusal (real users' new numbers arrive
+// with the attacker's).
 func (s *velocity) unverifiedTake() UnverifiedTake {
 	v := s.policy
 	if v.UnverifiedFloor <= 0 || !s.challenges.challenging() {
