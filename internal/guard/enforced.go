@@ -126,8 +126,8 @@ func (s *pumping) abuseLimits(phone Phone, safe, operatorOnly bool) []limitedTak
 	if mode == FallbackLocal { // local_limit is per number: shared limits get their share
 		mode = FallbackOpen
 	}
-	window := func(k Key, limit int64, w time.Duration) Take {
-		return Take{Key: k, Algorithm: FixedWindow, Limit: limit, Window: w, Cost: 1,
+	window := func(k Key, lim int64, w time.Duration) Take {
+		return Take{Key: k, Algorithm: FixedWindow, Limit: lim, Window: w, Cost: 1,
 			Policy: OTPPolicyName, OnStoreError: mode}
 	}
 	auto := func(t Take, automatic bool) Take { t.Automatic = automatic; return t }
@@ -145,7 +145,7 @@ func (s *pumping) abuseLimits(phone Phone, safe, operatorOnly bool) []limitedTak
 		}
 		seen = append(seen, prefix)
 		ls = append(ls, limitedTake{
-			take:   auto(window(Key{"otp:prefix", prefix, "sends"}, l.Limit, l.Window), !l.Override),
+			take:   auto(window(Key{Space: "otp:prefix", ID: prefix, Name: "sends"}, l.Limit, l.Window), !l.Override),
 			denial: CodePrefixRateLimited, what: "too many codes were sent to numbers like this one; try again later",
 			operator: l.Override,
 		})
@@ -159,7 +159,7 @@ func (s *pumping) abuseLimits(phone Phone, safe, operatorOnly bool) []limitedTak
 			w = DefaultOverrideWindow
 		}
 		ls = append(ls, limitedTake{
-			take:   window(Key{"otp:prefix", prefix, "sends"}, e.over.prefix[prefix], w),
+			take:   window(Key{Space: "otp:prefix", ID: prefix, Name: "sends"}, e.over.prefix[prefix], w),
 			denial: CodePrefixRateLimited, what: "too many codes were sent to numbers like this one; try again later",
 			operator: true,
 		})
@@ -171,7 +171,7 @@ func (s *pumping) abuseLimits(phone Phone, safe, operatorOnly bool) []limitedTak
 		}
 		if l, _ := e.Country(region); l.Limit > 0 && (!operatorOnly || l.Override) {
 			ls = append(ls, limitedTake{
-				take:   auto(window(Key{"otp:country", region, "sends"}, l.Limit, l.Window), !l.Override),
+				take:   auto(window(Key{Space: "otp:country", ID: region, Name: "sends"}, l.Limit, l.Window), !l.Override),
 				denial: CodeCountryRateLimited, what: "too many codes were sent to this country; try again later",
 				operator: l.Override,
 			})

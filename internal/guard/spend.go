@@ -64,7 +64,7 @@ func (s *spender) sendLimits(phone, ip string, more int) []limitedTake {
 		denial: CodePhoneRateLimited, what: "too many codes were sent to this number",
 	})
 	if ip != "" {
-		t := fallback(Take{Key: Key{"otp:ip", ip, "sends"}, Algorithm: FixedWindow,
+		t := fallback(Take{Key: Key{Space: "otp:ip", ID: ip, Name: "sends"}, Algorithm: FixedWindow,
 			Limit: s.policy.PerIP.Limit, Window: s.policy.PerIP.Window, Cost: 1}, 0)
 		if mode == FallbackLocal { // local_limit is per number: an address gets its share
 			t.OnStoreError, t.LocalLimit = FallbackOpen, 0
@@ -86,9 +86,9 @@ func PhoneCounterKeys(e164 string) []Key {
 	return []Key{cooldownKey(e164), phoneSendsKey(e164)}
 }
 
-func cooldownKey(e164 string) Key { return Key{"otp", e164, "cooldown"} }
+func cooldownKey(e164 string) Key { return Key{Space: "otp", ID: e164, Name: "cooldown"} }
 
-func phoneSendsKey(e164 string) Key { return Key{"otp", e164, "sends"} }
+func phoneSendsKey(e164 string) Key { return Key{Space: "otp", ID: e164, Name: "sends"} }
 
 // spent is what a send's spend counted: the takes the store (or the
 // fallback) counted, and the hour the velocity rule counted it in (zero:

@@ -114,11 +114,11 @@ func (s *stateless) recentFailure(now time.Time) bool {
 
 // take is a counter of the stateless scheme: the guesses at a
 // number's codes, or the mark that a step's code was used.
-func (s *stateless) take(phone, name string, limit int64) Take {
-	t := Take{Key: Key{"otp", phone, name}, Algorithm: FixedWindow, Limit: limit,
+func (s *stateless) take(phone, name string, lim int64) Take {
+	t := Take{Key: Key{Space: "otp", ID: phone, Name: name}, Algorithm: FixedWindow, Limit: lim,
 		Window: s.policy.CodeTTL, Cost: 1, Policy: OTPPolicyName, OnStoreError: s.policy.OnStoreError}
 	if t.OnStoreError == FallbackLocal {
-		t.LocalLimit = limit
+		t.LocalLimit = lim
 	}
 	return t
 }
