@@ -132,54 +132,19 @@ func validateChallenge(c ChallengePolicy, bad func(string, string, ...any)) {
 // an automatic rule made with a new challenge.
 type challenges struct {
 	challenger Challenger
-	kind       ChallengeType // otp.challenge.type
-	// volumes: a volume store keeps a solution's single use.
-	volumes bool
-	spend   *spender // what a send the provider refused gives back
-	log     *slog.Logger
-	now     func() time.Time
-}
-
-// challenging reports whether refused untrusted sends get a challenge.
-func (s *challenges) challenging() bool {
-	return s.challenger != nil && s.volumes && // single use is kept in the store
-		s.kind != ChallengeOff && s.kind != ""
-}
-
-// solvedTier checks the solution a send came with, as far as it can be
-// checked without a provider (Challenger.Check): one that holds makes the
-// send TierSolved, its provider's word still to come (confirmSolved); one
-// that does not leaves it TierNew (the automatic rules then judge it, and
-// may challenge it again). A verifier that fails refuses the send: 503
-// challenge_unavailable, never an allow.
-func (s *challenges) solvedTier(ctx context.Context, phone Phone, ip, solution string) (Tier, *Solution, error) {
-	if solution == "" || !s.challenging() {
-		return TierNew, nil, nil
-	}
-	sol, err := s.challenger.Check(ctx, phone.E164, solution, ip, s.now())
-	switch {
-	case errors.Is(err, ErrBadSolution):
-		s.log.InfoContext(ctx, "challenge solution refused", "phone", MaskPhone(phone.E164), "err", err)
-		return TierNew, nil, nil
-	case err != nil:
-		s.log.WarnContext(ctx, "challenge verifier failed", "err", err)
-		return TierNew, nil, challengeUnavailable(err)
-	}
-	return TierSolved, &sol, nil
-}
-
-// challengeUnavailable is the refusal of a send whose challenge could not
-// be checked.
-func challengeUnavailable(err error) error {
-	return &Error{Code: CodeChallengeUnavailable, RetryAfter: 5 * time.Second, Err: err,
-		Message: "the challenge could not be checked; try again shortly"}
+	// on: refused untrusted sends get a challenge (a challenger, a type
+	// that is not off, and a volume store to keep a solution's single use).
+	on    bool
+	spend *spender // what a send the provider refused gives back
+	log   *slog.Logger
+	now   func() time.Time
 }
 
 // challengeInstead turns an untrusted send's refusal by an automatic rule
 // into 428 challenge_required with a new challenge for the number; any
 // other refusal stays as it is.
 func (s *challenges) challengeInstead(ctx context.Context, phone Phone, tier Tier, err error) error {
-	if tier != TierNew || !s.challenging() || !automaticRefusal(err) {
+	if tier != TierNew || !s.on || !automaticRefusal(err) {
 		return err
 	}
 	return s.newChallenge(ctx, phone, "solve the challenge and send again with its solution", err)

@@ -44,6 +44,7 @@ func (s *codebook) issueCode(ctx context.Context, phone Phone, tier Tier) (issue
 	if err != nil {
 		return issued{}, fmt.Errorf("otp: new code: %w", err)
 	}
+	mac := s.mac(phone.E164, code)
 	id, err := newVerificationID(s.random)
 	if err != nil {
 		return issued{}, err
@@ -52,7 +53,7 @@ func (s *codebook) issueCode(ctx context.Context, phone Phone, tier Tier) (issue
 		id = s.marks.apply(id)
 	}
 	ttl := s.policy.CodeTTL
-	prev, err := s.codes.SaveCode(ctx, NewCode{Phone: phone.E164, MAC: s.mac(phone.E164, code), TTL: ttl,
+	prev, err := s.codes.SaveCode(ctx, NewCode{Phone: phone.E164, MAC: mac, TTL: ttl,
 		VerificationID: id, MaxAttempts: s.policy.MaxVerifyAttempts, Now: s.now(), Retention: VerificationRetention})
 	if errors.Is(err, ErrUnindexed) { // saved, but GET /otp/verifications/{id} cannot find it: no id
 		s.log.DebugContext(ctx, "code saved without its verification id's index", "phone", MaskPhone(phone.E164), "err", err)

@@ -1,6 +1,7 @@
 package guard
 
 import (
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -150,7 +151,7 @@ func (s *pumping) abuseLimits(phone Phone, safe, operatorOnly bool) []limitedTak
 			operator: l.Override,
 		})
 	}
-	for _, prefix := range sortedKeys(e.over.prefix) { // the prefix overrides the file's depths do not count
+	for _, prefix := range slices.Sorted(maps.Keys(e.over.prefix)) { // the prefix overrides the file's depths do not count
 		if safe || slices.Contains(seen, prefix) || !strings.HasPrefix(phone.E164, prefix) {
 			continue
 		}

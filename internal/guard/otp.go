@@ -110,9 +110,10 @@ func NewOTP(o OTPOptions) *OTP {
 	p, log, now := o.Policy, o.Logger, o.Now
 	safe := safeList(p.SafeList)
 	s := &OTP{policy: p,
-		audit:      &audit{events: o.Events, blocks: o.Blocks, log: log, now: now},
-		challenges: &challenges{challenger: o.Challenger, kind: p.Challenge.Type, volumes: o.Volumes != nil, log: log, now: now},
-		pumping:    &pumping{policy: p, overrides: o.Overrides, safe: safe, log: log, now: now},
+		audit: &audit{events: o.Events, blocks: o.Blocks, log: log, now: now},
+		challenges: &challenges{challenger: o.Challenger, log: log, now: now,
+			on: o.Challenger != nil && o.Volumes != nil && p.Challenge.Type != ChallengeOff && p.Challenge.Type != ""},
+		pumping: &pumping{policy: p, overrides: o.Overrides, safe: safe, log: log, now: now},
 		budget: &budget{policy: p, overrides: o.Overrides, counter: o.Counter, hooks: o.Abuse,
 			log: log, now: now, exhaustedUntil: map[string]time.Time{}},
 		trust: &trust{trusts: o.Trusts, policy: p.Trust, hmacKey: o.HMACKey, safe: safe, events: o.Events, log: log, now: now},
@@ -147,6 +148,33 @@ func NewOTP(o OTPOptions) *OTP {
 		go s.watch.run()
 	}
 	return s
+}
+
+// Send checks the limits, stores a new code's HMAC and sends the code.
+// Every send is recorded (audited), refused or not: a stream of bad
+// numbers is worth seeing too.
+//
+// Counting rule: the limits (cooldown, per number, per IP, the abuse
+// limits, the country velocity rule) are taken together, each an atomic
+// fixed-window hit (spend). The first in that order that denies keeps the
+// attempt; the others are refunded, so a denied request spends no other
+// budget. A send the provider then fails still counts, as the provider
+// may have delivered it, unless the provider surely did not take it: then
+// the number's try is given back (delivery.go).
+func (s *OTP) Send(ctx context.Context, req SendRequest) (SendResult, error) {
+	phone, ip, auditIP, err := parseSend(req, s.policy.DefaultRegion)
+	if err != nil {
+		s.audit.record(ctx, ActionOTPSend, "", phone, auditIP, err)
+		return SendResult{}, err
+	}
+	dctx := WithDecision(ctx)
+	res, err := s.send(dctx, phone, ip, req.Challenge, req.Account)
+	if _, lost := err.(*ClaimLost); lost {
+		return res, err // a duplicate of a request that runs or ran: that one is recorded
+	}
+	s.audit.recordTier(ctx, ActionOTPSend, OutcomeSent, phone, auditIP, err, res.Tier)
+	res.Phone = phone // on a refusal too: the caller's log names it (masked)
+	return res, err
 }
 
 // Verification returns the verification id (verification.go).

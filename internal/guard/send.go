@@ -30,33 +30,6 @@ type SendResult struct {
 	Tier Tier
 }
 
-// Send checks the limits, stores a new code's HMAC and sends the code.
-// Every send is recorded (audited), refused or not: a stream of bad
-// numbers is worth seeing too.
-//
-// Counting rule: the limits (cooldown, per number, per IP, the abuse
-// limits, the country velocity rule) are taken together, each an atomic
-// fixed-window hit (spend). The first in that order that denies keeps the
-// attempt; the others are refunded, so a denied request spends no other
-// budget. A send the provider then fails still counts, as the provider
-// may have delivered it, unless the provider surely did not take it: then
-// the number's try is given back (delivery.go).
-func (s *OTP) Send(ctx context.Context, req SendRequest) (SendResult, error) {
-	phone, ip, auditIP, err := parseSend(req, s.policy.DefaultRegion)
-	if err != nil {
-		s.audit.record(ctx, ActionOTPSend, "", phone, auditIP, err)
-		return SendResult{}, err
-	}
-	dctx := WithDecision(ctx)
-	res, err := s.send(dctx, phone, ip, req.Challenge, req.Account)
-	if _, lost := err.(*ClaimLost); lost {
-		return res, err // a duplicate of a request that runs or ran: that one is recorded
-	}
-	s.audit.recordTier(ctx, ActionOTPSend, OutcomeSent, phone, auditIP, err, res.Tier)
-	res.Phone = phone // on a refusal too: the caller's log names it (masked)
-	return res, err
-}
-
 // send is the pipeline of a parsed send: its steps in order, each in the
 // file of its concept, each returning here. The first refusal ends it.
 func (s *OTP) send(ctx context.Context, phone Phone, ip, solution string, account bool) (SendResult, error) {

@@ -30,28 +30,6 @@ import (
 // trip the send's limits already make (store.TakeSend), also on Redis
 // Cluster. The price: on Cluster a country's marks live in one slot.
 
-// Tier is how far a send's number is trusted; it decides which automatic
-// rules apply (abuseRules).
-type Tier int
-
-// The tiers of a send.
-const (
-	TierNew     Tier = iota // untrusted: every automatic rule applies
-	TierSolved              // solved a challenge: a tier of its own, not trust
-	TierTrusted             // verified before, imported, or an account's number
-)
-
-// String names the tier as the desk and the logs show it.
-func (t Tier) String() string {
-	switch t {
-	case TierSolved:
-		return "solved"
-	case TierTrusted:
-		return "trusted"
-	}
-	return "new"
-}
-
 // TrustPolicy is otp.trust. VerifiedWithin 0 turns the marks off: no
 // verify sets one, no send reads one, and an import is refused (a mark
 // lives VerifiedWithin); only the account flag still trusts.
@@ -110,10 +88,6 @@ func trustMarkKey(hmacKey []byte, phone Phone) Key {
 	return Key{Space: "otp:tr", ID: region(phone), Name: base64.RawURLEncoding.EncodeToString(m.Sum(nil)[:16])}
 }
 
-// trustedTierKey is the trusted tier's hourly counters of a country:
-// the velocity rule's layout, its own key.
-func trustedTierKey(region string) Key { return Key{Space: "otp:vel", ID: region, Name: "t"} }
-
 // trust is what a send and a verify do with trusted numbers: read and set
 // their marks, and count the trusted tier.
 type trust struct {
@@ -134,24 +108,6 @@ func (s *trust) on() bool {
 	return s.trusts != nil && s.policy.VerifiedWithin > 0
 }
 
-// step is the send's trust decision, before the abuse rules: the
-// app's word (account) trusts at once; otherwise the number's mark is
-// read in the store, in the velocity script when the send takes one
-// (abuseRules, then spend), or here with one round trip of its own when
-// no script goes out (the velocity rule off or no volume store).
-func (s *trust) step(ctx context.Context, phone Phone, account bool) Tier {
-	if account {
-		return TierTrusted
-	}
-	if s.safe.has(phone.E164) || s.velocity.volumes != nil {
-		return TierNew // with volumes, the script reads the mark
-	}
-	if s.trustedNow(ctx, phone, false) { // a store failure: judged new
-		return TierTrusted
-	}
-	return TierNew
-}
-
 // trustedNow reports whether phone is trusted, reading its mark at once
 // (one round trip): for a send an automatic block would refuse.
 func (s *trust) trustedNow(ctx context.Context, phone Phone, account bool) bool {
@@ -165,31 +121,6 @@ func (s *trust) trustedNow(ctx context.Context, phone Phone, account bool) bool 
 	defer cancel()
 	ok, err := s.trusts.Trusted(cctx, trustMarkKey(s.hmacKey, phone))
 	return err == nil && ok
-}
-
-// take completes the volume count of a send of tier: the trusted
-// tier's counters and cap, and the mark for the script to read when the
-// tier is not known yet. Nil when the send counts no volume.
-func (s *trust) take(phone Phone, tier Tier, vol *VolumeTake) *VolumeTake {
-	if s.velocity.volumes == nil || s.safe.has(phone.E164) {
-		return vol
-	}
-	if vol == nil {
-		if tier != TierTrusted && !s.on() {
-			return nil
-		}
-		v := s.velocity.take(phone)
-		v.NewOff = true // the velocity rule is off: only the trusted tier counts
-		vol = &v
-	}
-	tp := s.policy
-	vol.Trusted = tier == TierTrusted
-	vol.TrustedKey = trustedTierKey(region(phone))
-	vol.TFloor, vol.TFactor = max(1, tp.Floor), max(1, tp.Factor)
-	if !vol.Trusted && s.on() {
-		vol.Mark = trustMarkKey(s.hmacKey, phone)
-	}
-	return vol
 }
 
 // rememberVerified marks phone trusted for verified_within from now and

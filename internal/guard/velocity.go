@@ -132,6 +132,10 @@ func velocityKey(region string) Key { return Key{Space: "otp:vel", ID: region, N
 
 func quarantineKey(region string) Key { return Key{Space: "otp:vel", ID: region, Name: "quarantine"} }
 
+// trustedTierKey is the trusted tier's hourly counters of a country:
+// the velocity rule's layout, its own key.
+func trustedTierKey(region string) Key { return Key{Space: "otp:vel", ID: region, Name: "t"} }
+
 func solvedKey(region string) Key { return Key{Space: "otp:vel", ID: region, Name: "solved"} }
 
 func solvedCutKey(region string) Key { return Key{Space: "otp:vel", ID: region, Name: "solvedcut"} }
@@ -195,7 +199,7 @@ func (s *velocity) take(phone Phone) VolumeTake {
 // volumeFor is the count of a send of tier in its country's hour: the
 // solved cap's for a solved send (sol), else the velocity rule's unless
 // the number is safe-listed (safe) or trusted, completed with the trusted
-// tier (trust.take). Nil when the send counts no volume.
+// tier (trustedTake). Nil when the send counts no volume.
 func (s *velocity) volumeFor(phone Phone, tier Tier, sol *Solution, safe bool) *VolumeTake {
 	if tier == TierSolved && sol != nil {
 		return s.solvedTake(phone, sol)
@@ -205,7 +209,32 @@ func (s *velocity) volumeFor(phone Phone, tier Tier, sol *Solution, safe bool) *
 		v := s.take(phone)
 		vol = &v
 	}
-	return s.trust.take(phone, tier, vol)
+	return s.trustedTake(phone, tier, vol)
+}
+
+// trustedTake completes the volume count of a send of tier: the trusted
+// tier's counters and cap, and the mark for the script to read when the
+// tier is not known yet. Nil when the send counts no volume.
+func (s *velocity) trustedTake(phone Phone, tier Tier, vol *VolumeTake) *VolumeTake {
+	if s.volumes == nil || s.safe.has(phone.E164) {
+		return vol
+	}
+	if vol == nil {
+		if tier != TierTrusted && !s.trust.on() {
+			return nil
+		}
+		v := s.take(phone)
+		v.NewOff = true // the velocity rule is off: only the trusted tier counts
+		vol = &v
+	}
+	tp := s.trust.policy
+	vol.Trusted = tier == TierTrusted
+	vol.TrustedKey = trustedTierKey(region(phone))
+	vol.TFloor, vol.TFactor = max(1, tp.Floor), max(1, tp.Factor)
+	if !vol.Trusted && s.trust.on() {
+		vol.Mark = trustMarkKey(s.trust.hmacKey, phone)
+	}
+	return vol
 }
 
 // solvedTake is the solved cap's count of one send: the velocity rule's
@@ -230,7 +259,7 @@ func (s *velocity) solvedTake(phone Phone, sol *Solution) *VolumeTake {
 // with the attacker's).
 func (s *velocity) unverifiedTake() UnverifiedTake {
 	v := s.policy
-	if v.UnverifiedFloor <= 0 || !s.challenges.challenging() {
+	if v.UnverifiedFloor <= 0 || !s.challenges.on {
 		return UnverifiedTake{}
 	}
 	return UnverifiedTake{Floor: v.UnverifiedFloor, Share: v.UnverifiedShare,
