@@ -204,7 +204,7 @@ func (s *spender) takeSend(ctx context.Context, takes []Take, vol *VolumeTake) (
 // spendFailed is spend's error when the store failed it: no
 // Idempotency-Key claim was made then (a late answer is not taken).
 func (s *spender) spendFailed(ctx context.Context, err error) error {
-	settleClaim(ctx, false) // the store did not answer: it carried no claim
+	_ = settleClaim(ctx, false) // the store did not answer: it carried no claim, none is lost
 	s.log.Log(ctx, StoreFailureLevel(err), "limit store failed", "limit", "otp.send", "err", err)
 	return storeError(err)
 }
