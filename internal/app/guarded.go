@@ -6,6 +6,7 @@ import (
 
 	"github.com/otpguard/otpguard/internal/guard"
 	"github.com/otpguard/otpguard/internal/ops"
+	"github.com/otpguard/otpguard/internal/problem"
 	"github.com/otpguard/otpguard/internal/resilience"
 	"github.com/otpguard/otpguard/internal/store"
 )
@@ -57,7 +58,7 @@ func (g guardedStore) NoteBlockRefundVolume(ctx context.Context, b guard.Block, 
 	return g.fb.Do(ctx, func(ctx context.Context) error { return g.st.NoteBlockRefundVolume(ctx, b, k, at) })
 }
 
-func (g guardedStore) EndBlock(ctx context.Context, phone string, reason guard.Code) error {
+func (g guardedStore) EndBlock(ctx context.Context, phone string, reason problem.Code) error {
 	return g.fb.Do(ctx, func(ctx context.Context) error { return g.st.EndBlock(ctx, phone, reason) })
 }
 

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/otpguard/otpguard/internal/guard"
+	"github.com/otpguard/otpguard/internal/problem"
 	"github.com/otpguard/otpguard/internal/resilience"
 	"github.com/otpguard/otpguard/internal/store"
 	"github.com/otpguard/otpguard/internal/store/redistest"
@@ -38,10 +39,10 @@ func TestAdvisoryCallsHonourTheBreaker(t *testing.T) {
 		[]guard.ConversionCount{{Kind: guard.ConversionSend, Now: time.Now(), Subjects: subject}})
 	_, calls["ClaimAlert"] = g.ClaimAlert(ctx, subject[0], time.Hour)
 	calls["ReleaseAlert"] = g.ReleaseAlert(ctx, subject[0])
-	calls["NoteBlock"] = g.NoteBlock(ctx, guard.Block{Phone: "+447400123456", Reason: guard.CodeCooldown, Until: time.Now().Add(time.Minute)})
-	calls["NoteBlockRefundVolume"] = g.NoteBlockRefundVolume(ctx, guard.Block{Phone: "+447400123456", Reason: guard.CodeCooldown, Until: time.Now().Add(time.Minute)},
+	calls["NoteBlock"] = g.NoteBlock(ctx, guard.Block{Phone: "+447400123456", Reason: problem.CodeCooldown, Until: time.Now().Add(time.Minute)})
+	calls["NoteBlockRefundVolume"] = g.NoteBlockRefundVolume(ctx, guard.Block{Phone: "+447400123456", Reason: problem.CodeCooldown, Until: time.Now().Add(time.Minute)},
 		guard.Key{Space: "otp:vel", ID: "GB", Name: "h"}, time.Now())
-	calls["EndBlock"] = g.EndBlock(ctx, "+447400123456", guard.CodeCooldown)
+	calls["EndBlock"] = g.EndBlock(ctx, "+447400123456", problem.CodeCooldown)
 	_, _, calls["ListBlocks"] = g.ListBlocks(ctx, nil, 10)
 	calls["Unblock"] = g.Unblock(ctx, "+447400123456", nil)
 	for name, err := range calls {

@@ -19,6 +19,7 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/otpguard/otpguard/internal/guard"
+	"github.com/otpguard/otpguard/internal/problem"
 )
 
 // Limiter decides checks in one round trip per Redis slot
@@ -283,8 +284,8 @@ func decide(ctx context.Context, limiter Limiter, checks []guard.Check) ([]guard
 // Redis could not answer (a closed policy) or answered too slowly. Apart
 // from decide so that its errors.As target is only allocated on an error.
 func refusedForStore(err error) bool {
-	var gerr *guard.Error
-	return errors.As(err, &gerr) && (gerr.Code == guard.CodeStoreUnavailable || gerr.Code == guard.CodeOverloaded)
+	var gerr *problem.Error
+	return errors.As(err, &gerr) && (gerr.Code == problem.CodeStoreUnavailable || gerr.Code == problem.CodeOverloaded)
 }
 
 // respond composes the answer as the peer's shouldRateLimitWorker does:
@@ -388,11 +389,11 @@ func (s *Service) record(d guard.Decision, down bool) {
 	}
 	switch {
 	case down:
-		s.rec.Decision(d.Policy, string(guard.CodeStoreUnavailable))
+		s.rec.Decision(d.Policy, string(problem.CodeStoreUnavailable))
 	case d.WouldAllow:
 		s.rec.Decision(d.Policy, "allowed")
 	default:
-		s.rec.Decision(d.Policy, string(guard.CodeRateLimited))
+		s.rec.Decision(d.Policy, string(problem.CodeRateLimited))
 	}
 	if d.Mode == guard.ModeMemory {
 		s.rec.FromMemory(d.Policy)

@@ -29,6 +29,7 @@ import (
 
 	"github.com/otpguard/otpguard/internal/envoy"
 	"github.com/otpguard/otpguard/internal/guard"
+	"github.com/otpguard/otpguard/internal/problem"
 	"github.com/otpguard/otpguard/internal/resilience"
 	"github.com/otpguard/otpguard/internal/store"
 	"github.com/otpguard/otpguard/internal/store/redistest"
@@ -115,7 +116,7 @@ func TestOutage(t *testing.T) {
 	got := expect(t, in.client, "closed", request("outage", [][][2]string{{{"closed", "x"}}, {{"open", "y"}}}, 1),
 		response(OVER, status(OVER, 3, MIN, 0), status(OVER, 3, MIN, 0)))
 	expectMetadata(t, got, []string{"outage.closed", "outage.open"}, true)
-	if rec.n[[2]string{"outage.closed", string(guard.CodeStoreUnavailable)}] != 1 {
+	if rec.n[[2]string{"outage.closed", string(problem.CodeStoreUnavailable)}] != 1 {
 		t.Errorf("decisions recorded: %v, want one store_unavailable for outage.closed", rec.n)
 	}
 }

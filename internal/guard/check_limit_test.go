@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/otpguard/otpguard/internal/guard"
+	"github.com/otpguard/otpguard/internal/problem"
 )
 
 // TestCheckLimitOverride: a check's own limit replaces its fixed window's, and
@@ -33,9 +34,9 @@ func TestCheckLimitOverride(t *testing.T) {
 		"negative":     {Policy: "login", Key: "v", Cost: 1, Override: true, Limit: -1},
 	} {
 		_, err := check(c)
-		var gerr *guard.Error
-		if !errors.As(err, &gerr) || gerr.Code != guard.CodeInvalidRequest {
-			t.Errorf("%s: got %v, want %s", name, err, guard.CodeInvalidRequest)
+		var gerr *problem.Error
+		if !errors.As(err, &gerr) || gerr.Code != problem.CodeInvalidRequest {
+			t.Errorf("%s: got %v, want %s", name, err, problem.CodeInvalidRequest)
 		}
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
+	"github.com/otpguard/otpguard/internal/problem"
 	"math/big"
 	"time"
 )
@@ -44,13 +45,13 @@ func (s *OTP) issueCode(ctx context.Context, phone Phone, tier Tier) (issued, er
 	}
 	if err == nil {
 		if prev >= s.policy.MaxVerifyAttempts { // it replaced a locked code: the lock-out is over
-			if err := s.blocks.EndBlock(context.WithoutCancel(ctx), phone.E164, CodeTooManyAttempts); err != nil {
+			if err := s.blocks.EndBlock(context.WithoutCancel(ctx), phone.E164, problem.CodeTooManyAttempts); err != nil {
 				s.log.WarnContext(ctx, "ending a lock-out block failed", "phone", MaskPhone(phone.E164), "err", err)
 			}
 		}
 		return issued{text: code, ttl: ttl, id: id}, nil
 	}
-	if !s.statelessCodes() || errors.Is(err, ErrOverloaded) { // overload is not an outage: no stateless code
+	if !s.statelessCodes() || errors.Is(err, problem.ErrOverloaded) { // overload is not an outage: no stateless code
 		s.log.Log(ctx, StoreFailureLevel(err), "saving code failed", "phone", MaskPhone(phone.E164), "err", err)
 		return issued{}, storeError(err)
 	}
@@ -63,11 +64,11 @@ func (s *OTP) issueCode(ctx context.Context, phone Phone, tier Tier) (issued, er
 // checkCodeFormat refuses a guess that is not CodeLength digits.
 func (s *OTP) checkCodeFormat(code string) error {
 	if len(code) != s.policy.CodeLength {
-		return Errorf(CodeInvalidCode, "code must be %d digits", s.policy.CodeLength)
+		return problem.Errorf(problem.CodeInvalidCode, "code must be %d digits", s.policy.CodeLength)
 	}
 	for _, c := range code {
 		if c < '0' || c > '9' {
-			return Errorf(CodeInvalidCode, "code must be %d digits", s.policy.CodeLength)
+			return problem.Errorf(problem.CodeInvalidCode, "code must be %d digits", s.policy.CodeLength)
 		}
 	}
 	return nil

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/otpguard/otpguard/internal/guard"
+	"github.com/otpguard/otpguard/internal/problem"
 )
 
 var errRedisDown = errors.New("dial tcp 127.0.0.1:6379: connect: connection refused")
@@ -166,9 +167,9 @@ func (b *smsBox) last(t *testing.T) string {
 }
 
 // otpInstance is one instance: its own Fallback (memory, breaker) over the
-func wantCode(t *testing.T, err error, want guard.Code) {
+func wantCode(t *testing.T, err error, want problem.Code) {
 	t.Helper()
-	if got := guard.ErrorCode(err); got != want {
+	if got := problem.CodeOf(err); got != want {
 		t.Fatalf("got %q (%v), want %q", got, err, want)
 	}
 }

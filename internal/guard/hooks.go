@@ -3,6 +3,7 @@ package guard
 import (
 	"context"
 	"errors"
+	"github.com/otpguard/otpguard/internal/problem"
 	"time"
 )
 
@@ -20,10 +21,10 @@ type EventSink interface {
 
 // Block is a number that is refused now, and why.
 type Block struct {
-	Phone   string // E.164
-	Country string // ISO region, may be ""
-	Reason  Code   // cooldown, phone_rate_limited, too_many_attempts, ...
-	Count   int64  // the counter's value when it refused, where there is one
+	Phone   string       // E.164
+	Country string       // ISO region, may be ""
+	Reason  problem.Code // cooldown, phone_rate_limited, too_many_attempts, ...
+	Count   int64        // the counter's value when it refused, where there is one
 	Until   time.Time
 }
 
@@ -33,7 +34,7 @@ type Blocks interface {
 	NoteBlock(ctx context.Context, b Block) error
 	// EndBlock removes the number's block if it is for reason: a new code
 	// ends a lock-out by wrong guesses.
-	EndBlock(ctx context.Context, phone string, reason Code) error
+	EndBlock(ctx context.Context, phone string, reason problem.Code) error
 }
 
 // BlockVolumeRefunder is a Blocks whose store also keeps the country
@@ -55,7 +56,7 @@ type noBlocks struct{}
 
 func (noBlocks) NoteBlock(context.Context, Block) error { return nil }
 
-func (noBlocks) EndBlock(context.Context, string, Code) error { return nil }
+func (noBlocks) EndBlock(context.Context, string, problem.Code) error { return nil }
 
 // record hands the decision to the audit sink: outcome is ok's label on
 // success and the refusal's code otherwise. Never the code itself.
@@ -67,10 +68,10 @@ func (s *OTP) record(ctx context.Context, action, ok string, phone Phone, ip str
 func (s *OTP) recordTier(ctx context.Context, action, ok string, phone Phone, ip string, err error, tier Tier) {
 	outcome := ok
 	if err != nil {
-		outcome = string(ErrorCode(err))
+		outcome = string(problem.CodeOf(err))
 	}
 	var detail string
-	if e, ok := errors.AsType[*Error](err); ok {
+	if e, ok := errors.AsType[*problem.Error](err); ok {
 		detail = e.Usage
 	}
 	s.events.Record(Event{At: s.now(), Action: action, Outcome: outcome, Phone: phone.E164, Country: phone.Region, IP: ip,

@@ -3,6 +3,7 @@ package guard
 import (
 	"context"
 	"fmt"
+	"github.com/otpguard/otpguard/internal/problem"
 	"log/slog"
 	"time"
 )
@@ -237,9 +238,9 @@ func (l *Limiter) Policy(name string) (LimitPolicy, bool) {
 func (l *Limiter) Check(ctx context.Context, checks []Check) (Batch, error) {
 	switch {
 	case len(checks) == 0:
-		return Batch{}, Errorf(CodeInvalidRequest, "no checks given")
+		return Batch{}, problem.Errorf(problem.CodeInvalidRequest, "no checks given")
 	case len(checks) > MaxBatch:
-		return Batch{}, Errorf(CodeInvalidRequest, "at most %d checks per request, got %d", MaxBatch, len(checks))
+		return Batch{}, problem.Errorf(problem.CodeInvalidRequest, "at most %d checks per request, got %d", MaxBatch, len(checks))
 	}
 	w := newCheckWork(len(checks))
 	if err := l.takes(checks, w); err != nil {
@@ -339,24 +340,24 @@ func newCheckWork(n int) *checkWork {
 func (l *Limiter) takes(checks []Check, w *checkWork) error {
 	for i, c := range checks {
 		if c.Policy == "" {
-			return Errorf(CodeInvalidRequest, "checks[%d].policy is required", i)
+			return problem.Errorf(problem.CodeInvalidRequest, "checks[%d].policy is required", i)
 		}
 		lp, ok := l.policies[c.Policy]
 		p := lp.LimitPolicy
 		if !ok {
-			return Errorf(CodeUnknownPolicy, "checks[%d]: no policy named %q", i, c.Policy)
+			return problem.Errorf(problem.CodeUnknownPolicy, "checks[%d]: no policy named %q", i, c.Policy)
 		}
 		if err := ValidateKey(c.Key); err != nil {
-			return Errorf(CodeInvalidKey, "checks[%d].key: %s", i, err.(*Error).Message)
+			return problem.Errorf(problem.CodeInvalidKey, "checks[%d].key: %s", i, err.(*problem.Error).Message)
 		}
 		if c.Override {
 			if p.Algorithm != FixedWindow || c.Limit < 0 || c.Limit > maxLimit {
-				return Errorf(CodeInvalidRequest, "checks[%d]: a limit of %d cannot override policy %q", i, c.Limit, c.Policy)
+				return problem.Errorf(problem.CodeInvalidRequest, "checks[%d]: a limit of %d cannot override policy %q", i, c.Limit, c.Policy)
 			}
 			p.Limit = c.Limit
 		}
 		if c.Cost < 0 || (c.Cost > p.Max() && !p.Independent) || c.Cost > maxLimit {
-			return Errorf(CodeInvalidCost, "checks[%d].cost must be between 0 and %d for policy %q, got %d", i, p.Max(), c.Policy, c.Cost)
+			return problem.Errorf(problem.CodeInvalidCost, "checks[%d].cost must be between 0 and %d for policy %q, got %d", i, p.Max(), c.Policy, c.Cost)
 		}
 		w.takes[i] = takeFor(c, p, lp.space, lp.name)
 		w.pols[i] = checkPolicy{Mode: p.Mode, SyncInterval: p.SyncInterval, Shadow: p.Shadow}
@@ -394,10 +395,10 @@ func LimitKey(policy, key string) Key { return Key{Space: "l:" + policy, ID: key
 // the hash tag that keeps a subject in one Redis Cluster slot.
 func ValidateKey(k string) error {
 	if k == "" {
-		return Errorf(CodeInvalidKey, "must not be empty")
+		return problem.Errorf(problem.CodeInvalidKey, "must not be empty")
 	}
 	if len(k) > MaxKeyLength {
-		return Errorf(CodeInvalidKey, "must be at most %d characters, got %d", MaxKeyLength, len(k))
+		return problem.Errorf(problem.CodeInvalidKey, "must be at most %d characters, got %d", MaxKeyLength, len(k))
 	}
 	// By rune, not byte: a refused 'к' is named 'к', not the 'Ð' of its
 	// first byte, at its position in characters.
@@ -407,7 +408,7 @@ func ValidateKey(k string) error {
 		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9':
 		case c == '_' || c == '.' || c == ':' || c == '@' || c == '/' || c == '+' || c == '=' || c == '-':
 		default:
-			return Errorf(CodeInvalidKey, "character %q at %d is not allowed (use ASCII letters, digits and _.:@/+=-)", c, pos)
+			return problem.Errorf(problem.CodeInvalidKey, "character %q at %d is not allowed (use ASCII letters, digits and _.:@/+=-)", c, pos)
 		}
 		pos++
 	}

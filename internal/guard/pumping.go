@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/nyaruka/phonenumbers"
+	"github.com/otpguard/otpguard/internal/problem"
 )
 
 // SMS pumping defences (README.md, "Abuse defences"). Pumping is many different numbers
@@ -95,11 +96,11 @@ func (s *OTP) checkDestination(phone Phone) error {
 		return err
 	}
 	if c := s.policy.AllowedCountries; len(c) > 0 && !highRisk && !slices.Contains(c, phone.Region) {
-		return Errorf(CodeCountryNotAllowed, "codes are not sent to numbers of this country")
+		return problem.Errorf(problem.CodeCountryNotAllowed, "codes are not sent to numbers of this country")
 	}
 	if allowed := s.policy.AllowedNumberTypes; len(allowed) > 0 {
 		if t := phone.Type(); !slices.Contains(allowed, t) {
-			return Errorf(CodeNumberTypeNotAllowed, "codes are not sent to this type of number (%s)", t)
+			return problem.Errorf(problem.CodeNumberTypeNotAllowed, "codes are not sent to this type of number (%s)", t)
 		}
 	}
 	return nil
@@ -176,7 +177,7 @@ func (s *OTP) abuseLimits(phone Phone, safe, operatorOnly bool) []limitedTake {
 		seen = append(seen, prefix)
 		ls = append(ls, limitedTake{
 			take:   auto(window(Key{"otp:prefix", prefix, "sends"}, l.Limit, l.Window), !l.Override),
-			denial: CodePrefixRateLimited, what: "too many codes were sent to numbers like this one; try again later",
+			denial: problem.CodePrefixRateLimited, what: "too many codes were sent to numbers like this one; try again later",
 			operator: l.Override,
 		})
 	}
@@ -190,7 +191,7 @@ func (s *OTP) abuseLimits(phone Phone, safe, operatorOnly bool) []limitedTake {
 		}
 		ls = append(ls, limitedTake{
 			take:   window(Key{"otp:prefix", prefix, "sends"}, e.over.prefix[prefix], w),
-			denial: CodePrefixRateLimited, what: "too many codes were sent to numbers like this one; try again later",
+			denial: problem.CodePrefixRateLimited, what: "too many codes were sent to numbers like this one; try again later",
 			operator: true,
 		})
 	}
@@ -202,7 +203,7 @@ func (s *OTP) abuseLimits(phone Phone, safe, operatorOnly bool) []limitedTake {
 		if l, _ := e.Country(region); l.Limit > 0 && (!operatorOnly || l.Override) {
 			ls = append(ls, limitedTake{
 				take:   auto(window(Key{"otp:country", region, "sends"}, l.Limit, l.Window), !l.Override),
-				denial: CodeCountryRateLimited, what: "too many codes were sent to this country; try again later",
+				denial: problem.CodeCountryRateLimited, what: "too many codes were sent to this country; try again later",
 				operator: l.Override,
 			})
 		}
@@ -212,11 +213,11 @@ func (s *OTP) abuseLimits(phone Phone, safe, operatorOnly bool) []limitedTake {
 	// frees a message at once.
 	if b := e.Budget(budgetHourKey.Name); b.Limit > 0 {
 		ls = append(ls, limitedTake{take: window(budgetHourKey, b.Limit, b.Window), refundDenied: true,
-			denial: CodeBudgetExhausted, what: "the SMS budget for this hour is spent; try again later"})
+			denial: problem.CodeBudgetExhausted, what: "the SMS budget for this hour is spent; try again later"})
 	}
 	if b := e.Budget(budgetDayKey.Name); b.Limit > 0 {
 		ls = append(ls, limitedTake{take: window(budgetDayKey, b.Limit, b.Window), refundDenied: true,
-			denial: CodeBudgetExhausted, what: "the SMS budget for today is spent; try again later"})
+			denial: problem.CodeBudgetExhausted, what: "the SMS budget for today is spent; try again later"})
 	}
 	return ls
 }

@@ -3,6 +3,7 @@ package guard
 import (
 	"context"
 	"fmt"
+	"github.com/otpguard/otpguard/internal/problem"
 	"math"
 	"time"
 )
@@ -46,11 +47,11 @@ func (s *OTP) newCodeIn(ctx context.Context, phone string) time.Duration {
 
 // tooManyAttempts is the refusal of a guess at a locked code: it says when
 // a new code may be requested, and its RetryAfter says the same.
-func (s *OTP) tooManyAttempts(ctx context.Context, phone string) *Error {
+func (s *OTP) tooManyAttempts(ctx context.Context, phone string) *problem.Error {
 	wait := s.newCodeIn(ctx, phone)
 	if wait <= 0 {
-		return &Error{Code: CodeTooManyAttempts, Message: "too many wrong guesses; request a new code"}
+		return &problem.Error{Code: problem.CodeTooManyAttempts, Message: "too many wrong guesses; request a new code"}
 	}
-	return &Error{Code: CodeTooManyAttempts, RetryAfter: wait,
+	return &problem.Error{Code: problem.CodeTooManyAttempts, RetryAfter: wait,
 		Message: fmt.Sprintf("too many wrong guesses; a new code may be requested in %d s", RetrySeconds(wait))}
 }

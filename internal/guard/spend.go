@@ -3,6 +3,7 @@ package guard
 import (
 	"context"
 	"fmt"
+	"github.com/otpguard/otpguard/internal/problem"
 	"slices"
 	"sync"
 	"time"
@@ -11,7 +12,7 @@ import (
 // limitedTake is one send limit and the code that refuses it.
 type limitedTake struct {
 	take   Take
-	denial Code
+	denial problem.Code
 	what   string
 	// refundDenied: a denied hit is given back too (the budget's).
 	refundDenied bool
@@ -40,13 +41,13 @@ func (s *OTP) sendLimits(phone, ip string, more int) []limitedTake {
 	if cd := s.policy.Cooldown; cd > 0 {
 		ls = append(ls, limitedTake{
 			take:   fallback(Take{Key: cooldownKey(phone), Algorithm: FixedWindow, Limit: 1, Window: cd, Cost: 1}, 1),
-			denial: CodeCooldown, what: "a code was sent to this number moments ago",
+			denial: problem.CodeCooldown, what: "a code was sent to this number moments ago",
 		})
 	}
 	ls = append(ls, limitedTake{
 		take: fallback(Take{Key: phoneSendsKey(phone), Algorithm: FixedWindow,
 			Limit: s.policy.PerPhone.Limit, Window: s.policy.PerPhone.Window, Cost: 1}, s.policy.LocalLimit),
-		denial: CodePhoneRateLimited, what: "too many codes were sent to this number",
+		denial: problem.CodePhoneRateLimited, what: "too many codes were sent to this number",
 	})
 	if ip != "" {
 		t := fallback(Take{Key: Key{"otp:ip", ip, "sends"}, Algorithm: FixedWindow,
@@ -56,7 +57,7 @@ func (s *OTP) sendLimits(phone, ip string, more int) []limitedTake {
 		}
 		ls = append(ls, limitedTake{
 			take:   t,
-			denial: CodeIPRateLimited, what: "too many codes were requested from this address",
+			denial: problem.CodeIPRateLimited, what: "too many codes were requested from this address",
 		})
 	}
 	return ls
@@ -257,10 +258,10 @@ func (s *OTP) refused(ctx context.Context, phone Phone, l limitedTake, r Result,
 	}
 	s.refund(ctx, taken)
 	wg.Wait()
-	if l.denial == CodeBudgetExhausted {
+	if l.denial == problem.CodeBudgetExhausted {
 		s.budgetRefused(ctx, l.take.Key, r)
 	}
-	e := &Error{Code: l.denial, Message: l.what, RetryAfter: r.RetryAfter,
+	e := &problem.Error{Code: l.denial, Message: l.what, RetryAfter: r.RetryAfter,
 		Usage: Usage(r.Count, l.take.Limit, l.take.Window)}
 	if l.operator {
 		e.Err = errOperatorLimit

@@ -7,6 +7,7 @@ import (
 	"crypto/subtle"
 	"encoding/binary"
 	"fmt"
+	"github.com/otpguard/otpguard/internal/problem"
 	"strconv"
 	"time"
 )
@@ -117,12 +118,12 @@ func (s *OTP) verifyStateless(ctx context.Context, phone Phone, code string) err
 		return storeError(err)
 	}
 	if !res[0].Allowed {
-		return &Error{Code: CodeTooManyAttempts, Message: "too many wrong guesses; request a new code", RetryAfter: res[0].RetryAfter}
+		return &problem.Error{Code: problem.CodeTooManyAttempts, Message: "too many wrong guesses; request a new code", RetryAfter: res[0].RetryAfter}
 	}
 	k, ok := s.matchStateless(phone.E164, code, now)
 	if !ok {
 		left := int(res[0].Remaining)
-		return &Error{Code: CodeWrongCode, Message: "the code is wrong", AttemptsLeft: &left}
+		return &problem.Error{Code: problem.CodeWrongCode, Message: "the code is wrong", AttemptsLeft: &left}
 	}
 	return s.useStateless(ctx, phone, k)
 }
@@ -136,7 +137,7 @@ func (s *OTP) useStateless(ctx context.Context, phone Phone, step int64) error {
 		return storeError(err)
 	}
 	if !res[0].Allowed {
-		return Errorf(CodeNoActiveCode, "the code was already used")
+		return problem.Errorf(problem.CodeNoActiveCode, "the code was already used")
 	}
 	return nil
 }

@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"fmt"
+	"github.com/otpguard/otpguard/internal/problem"
 	"time"
 )
 
@@ -209,10 +210,10 @@ type ImportResult struct {
 // once.
 func (s *OTP) ImportTrusted(ctx context.Context, numbers []string, actor string) (ImportResult, error) {
 	if len(numbers) > MaxTrustImport {
-		return ImportResult{}, Errorf(CodeInvalidRequest, "at most %d numbers per import, got %d", MaxTrustImport, len(numbers))
+		return ImportResult{}, problem.Errorf(problem.CodeInvalidRequest, "at most %d numbers per import, got %d", MaxTrustImport, len(numbers))
 	}
 	if !s.trustOn() {
-		return ImportResult{}, Errorf(CodeInvalidRequest, "trusted numbers are off (otp.trust.verified_within is 0)")
+		return ImportResult{}, problem.Errorf(problem.CodeInvalidRequest, "trusted numbers are off (otp.trust.verified_within is 0)")
 	}
 	var res ImportResult
 	marks := make([]TrustMark, 0, len(numbers))

@@ -3,6 +3,7 @@ package guard
 import (
 	"context"
 	"fmt"
+	"github.com/otpguard/otpguard/internal/problem"
 	"time"
 )
 
@@ -94,13 +95,13 @@ func (s *OTP) unverifiedDenied(ctx context.Context, phone Phone, t VolumeTake, r
 		if err == nil && first {
 			s.log.WarnContext(ctx, "UNVERIFIED BUDGET: new numbers of a country challenged until their codes are verified",
 				"country", r, "count", res.Count, "budget", res.Unverified, "baseline", res.Baseline)
-			s.events.Record(Event{At: s.now(), Action: ActionVelocity, Outcome: string(CodeUnusualVolume), Country: r,
+			s.events.Record(Event{At: s.now(), Action: ActionVelocity, Outcome: string(problem.CodeUnusualVolume), Country: r,
 				Actor: VelocityActor, TraceID: TraceID(ctx), RequestID: RequestID(ctx),
 				Detail: fmt.Sprintf("country=%s unverified budget: %d sends this hour ran %d ahead of their verifies (baseline %d%s)",
 					r, res.Count, res.Unverified, res.Baseline, map[bool]string{true: ", quarantined", false: ""}[res.Quarantined])})
 		}
 	}
-	return &Error{Code: CodeUnusualVolume, RetryAfter: retry, Usage: Usage(0, res.Unverified, time.Hour),
+	return &problem.Error{Code: problem.CodeUnusualVolume, RetryAfter: retry, Usage: Usage(0, res.Unverified, time.Hour),
 		Message: "too many codes sent to new numbers of this country are not verified yet; try again shortly"}
 }
 

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/nyaruka/phonenumbers"
+	"github.com/otpguard/otpguard/internal/problem"
 )
 
 // The country velocity rule (README.md, "Abuse defences"; docs/abuse.md).
@@ -211,7 +212,7 @@ func (s *OTP) velocityDenied(ctx context.Context, phone Phone, t VolumeTake, res
 		if f := s.abuse.hooks.VelocityRefused; f != nil {
 			f(region(phone))
 		}
-		return &Error{Code: CodeUnusualVolume, RetryAfter: time.Unix((h+1)*3600, 0).Sub(now),
+		return &problem.Error{Code: problem.CodeUnusualVolume, RetryAfter: time.Unix((h+1)*3600, 0).Sub(now),
 			Usage:   Usage(res.Count+1, res.Limit, time.Hour),
 			Message: "unusually many codes were sent to returning numbers of this country this hour; try again later"}
 	}
@@ -224,7 +225,7 @@ func (s *OTP) velocityDenied(ctx context.Context, phone Phone, t VolumeTake, res
 	if span == "minute" {
 		usage = Usage(0, res.MinuteLimit, time.Minute)
 	}
-	return &Error{Code: CodeUnusualVolume, RetryAfter: retry, Usage: usage,
+	return &problem.Error{Code: problem.CodeUnusualVolume, RetryAfter: retry, Usage: usage,
 		Message: "unusually many codes were sent to this country this " + span + "; try again later"}
 }
 
@@ -308,7 +309,7 @@ func (s *OTP) velocityRefused(ctx context.Context, phone Phone, r string, h int6
 	var wg sync.WaitGroup
 	if s.countryNoteDue(r, end) {
 		wg.Go(func() {
-			s.noteBlock(ctx, Block{Phone: CountryPrefix(r), Country: r, Reason: CodeUnusualVolume, Count: res.Count, Until: end})
+			s.noteBlock(ctx, Block{Phone: CountryPrefix(r), Country: r, Reason: problem.CodeUnusualVolume, Count: res.Count, Until: end})
 		})
 	}
 	defer wg.Wait()
@@ -330,7 +331,7 @@ func (s *OTP) velocityRefused(ctx context.Context, phone Phone, r string, h int6
 	s.log.ErrorContext(ctx, "UNUSUAL VOLUME: sends to a country refused for the rest of the hour (SMS pumping?)",
 		"country", r, "count", res.Count, "limit", res.Limit, "baseline", res.Baseline,
 		"retry_after", end.Sub(s.now()).Round(time.Second).String())
-	s.events.Record(Event{At: s.now(), Action: ActionVelocity, Outcome: string(CodeUnusualVolume), Country: r,
+	s.events.Record(Event{At: s.now(), Action: ActionVelocity, Outcome: string(problem.CodeUnusualVolume), Country: r,
 		Actor: VelocityActor, Detail: detail, TraceID: TraceID(ctx), RequestID: RequestID(ctx)})
 }
 

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/otpguard/otpguard/internal/guard"
+	"github.com/otpguard/otpguard/internal/problem"
 	"github.com/otpguard/otpguard/internal/resilience"
 )
 
@@ -60,7 +61,7 @@ func (f *fakeVolumes) Quarantine(context.Context, guard.Key, time.Time, time.Dur
 type failingSender struct{}
 
 func (failingSender) Send(context.Context, guard.Message) error {
-	return &guard.Error{Code: guard.CodeProviderUnavailable, Message: "refused", Err: guard.ErrNotSent}
+	return &problem.Error{Code: problem.CodeProviderUnavailable, Message: "refused", Err: guard.ErrNotSent}
 }
 
 // TestCountryVelocityRule: what Send and Verify ask of the velocity store,
@@ -115,8 +116,8 @@ func TestCountryVelocityRule(t *testing.T) {
 		box := &smsBox{}
 		otp, st := build(policy(nil), vol, box)
 		_, err := otp.Send(ctx, guard.SendRequest{Phone: "+2348031234567", ClientIP: "192.0.2.1"})
-		wantCode(t, err, guard.CodeUnusualVolume)
-		var e *guard.Error
+		wantCode(t, err, problem.CodeUnusualVolume)
+		var e *problem.Error
 		if !errors.As(err, &e) || e.RetryAfter != 40*time.Minute {
 			t.Errorf("RetryAfter: %v, want 40m (to the end of the hour)", e.RetryAfter)
 		}
@@ -138,8 +139,8 @@ func TestCountryVelocityRule(t *testing.T) {
 		}}
 		otp, _ := build(policy(nil), vol, &smsBox{})
 		_, err := otp.Send(ctx, guard.SendRequest{Phone: "+2348031234567"})
-		wantCode(t, err, guard.CodeUnusualVolume)
-		var e *guard.Error
+		wantCode(t, err, problem.CodeUnusualVolume)
+		var e *problem.Error
 		if !errors.As(err, &e) || e.RetryAfter != time.Minute {
 			t.Errorf("RetryAfter: %v, want 1m (to the end of the minute)", e.RetryAfter)
 		}
@@ -149,7 +150,7 @@ func TestCountryVelocityRule(t *testing.T) {
 		vol := &fakeVolumes{}
 		otp, _ := build(policy(nil), vol, failingSender{})
 		_, err := otp.Send(ctx, guard.SendRequest{Phone: "+2348031234567"})
-		wantCode(t, err, guard.CodeProviderUnavailable)
+		wantCode(t, err, problem.CodeProviderUnavailable)
 		if len(vol.refunds) != 1 || vol.refunds[0] != hour {
 			t.Errorf("refunds: %v, want [%d]", vol.refunds, hour)
 		}
@@ -168,7 +169,7 @@ func TestCountryVelocityRule(t *testing.T) {
 		}
 		otp, _ := build(policy(nil), &fakeVolumes{take: down}, &smsBox{})
 		_, err := otp.Send(ctx, guard.SendRequest{Phone: "+2348031234567"})
-		wantCode(t, err, guard.CodeStoreUnavailable)
+		wantCode(t, err, problem.CodeStoreUnavailable)
 		box := &smsBox{}
 		otp, _ = build(policy(func(p *guard.OTPPolicy) { p.OnStoreError = guard.FallbackOpen }), &fakeVolumes{take: down}, box)
 		if _, err := otp.Send(ctx, guard.SendRequest{Phone: "+2348031234567"}); err != nil || box.count() != 1 {

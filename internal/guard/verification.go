@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"github.com/otpguard/otpguard/internal/problem"
 	"io"
 	"time"
 )
@@ -92,8 +93,8 @@ func ValidVerificationID(id string) bool {
 	return true
 }
 
-func verificationNotFound() *Error {
-	return Errorf(CodeVerificationNotFound, "no such verification (never created, or older than its retention)")
+func verificationNotFound() *problem.Error {
+	return problem.Errorf(problem.CodeVerificationNotFound, "no such verification (never created, or older than its retention)")
 }
 
 // Verification returns the verification id.
@@ -126,7 +127,7 @@ func (s *OTP) CancelVerification(ctx context.Context, id string) (Verification, 
 		phone = p
 	}
 	if !canceled {
-		err = &Error{Code: CodeVerificationNotPending, VerificationStatus: v.Status,
+		err = &problem.Error{Code: problem.CodeVerificationNotPending, VerificationStatus: string(v.Status),
 			Message: fmt.Sprintf("the verification is %s, not pending", v.Status)}
 		s.record(ctx, ActionOTPCancel, "", phone, "", err)
 		return v, err

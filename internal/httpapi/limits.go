@@ -14,6 +14,7 @@ import (
 	"github.com/otpguard/otpguard/internal/guard"
 	"github.com/otpguard/otpguard/internal/httpx"
 	"github.com/otpguard/otpguard/internal/metrics"
+	"github.com/otpguard/otpguard/internal/problem"
 )
 
 type checkItem struct {
@@ -59,7 +60,7 @@ func (c *costField) UnmarshalJSON(b []byte) error {
 func (c costField) value() (int64, error) {
 	switch {
 	case c.bad != "":
-		return 0, guard.Errorf(guard.CodeInvalidCost, "cost must be a whole number of at least 0, got %s", c.bad)
+		return 0, problem.Errorf(problem.CodeInvalidCost, "cost must be a whole number of at least 0, got %s", c.bad)
 	case !c.set:
 		return 1, nil
 	}
@@ -130,7 +131,7 @@ func (s *Server) decideChecks(ctx context.Context, req *checkRequest) (*guard.Li
 	checks := one[:]
 	switch {
 	case inline && items != nil:
-		return nil, guard.Batch{}, guard.Errorf(guard.CodeInvalidRequest, "send either one check (policy, key, cost) or a batch (checks), not both")
+		return nil, guard.Batch{}, problem.Errorf(problem.CodeInvalidRequest, "send either one check (policy, key, cost) or a batch (checks), not both")
 	case inline:
 		cost, err := req.Cost.value()
 		if err != nil {
@@ -159,7 +160,7 @@ func (s *Server) decideChecks(ctx context.Context, req *checkRequest) (*guard.Li
 	for _, d := range batch.Decisions {
 		o := "allowed"
 		if !d.WouldAllow {
-			o = string(guard.CodeRateLimited)
+			o = string(problem.CodeRateLimited)
 		}
 		s.metrics.Decision(d.Policy, o)
 		if d.Mode == guard.ModeMemory {
@@ -235,7 +236,7 @@ func ceilMs(d time.Duration) int64 {
 // them (policy, key, cost), not as the batch's first item (checks[0].key)
 // the limiter sees.
 func asSent(err error) error {
-	e, ok := errors.AsType[*guard.Error](err)
+	e, ok := errors.AsType[*problem.Error](err)
 	if !ok || !strings.HasPrefix(e.Message, "checks[0]") {
 		return err
 	}

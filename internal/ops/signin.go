@@ -8,6 +8,7 @@ import (
 	"github.com/hashicorp/golang-lru/v2/expirable"
 
 	"github.com/otpguard/otpguard/internal/guard"
+	"github.com/otpguard/otpguard/internal/problem"
 )
 
 // SignInLimit bounds the failed sign-ins (a wrong ops key by form or
@@ -138,8 +139,8 @@ func (s *SignInLimiter) Admit(ctx context.Context, ip string, ok bool) (last boo
 		if wait <= 0 {
 			wait = r.ResetAfter
 		}
-		return false, &guard.Error{
-			Code:       guard.CodeTooManyAttempts,
+		return false, &problem.Error{
+			Code:       problem.CodeTooManyAttempts,
 			Message:    fmt.Sprintf("too many %s from this address; try again in %s", s.what, roundUp(wait)),
 			RetryAfter: wait,
 		}

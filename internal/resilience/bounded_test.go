@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/otpguard/otpguard/internal/guard"
+	"github.com/otpguard/otpguard/internal/problem"
 	"github.com/otpguard/otpguard/internal/resilience"
 )
 
@@ -68,7 +69,7 @@ func TestSendTimedOutOnTheCallersGoroutine(t *testing.T) {
 				t.Error("the store call was still running when TakeSend returned")
 			}
 			if tc.wantShed {
-				if !errors.Is(err, guard.ErrOverloaded) || f.Shed() != 1 {
+				if !errors.Is(err, problem.ErrOverloaded) || f.Shed() != 1 {
 					t.Fatalf("TakeSend: %v (shed %d), want ErrOverloaded and shed 1", err, f.Shed())
 				}
 				return

@@ -10,6 +10,7 @@ import (
 	"github.com/sony/gobreaker/v2"
 
 	"github.com/otpguard/otpguard/internal/guard"
+	"github.com/otpguard/otpguard/internal/problem"
 )
 
 // BreakerOptions tune when the Fallback stops waiting on the store. The
@@ -84,7 +85,7 @@ func newBreaker(b BreakerOptions, log *slog.Logger, closed func()) *gobreaker.Tw
 		IsSuccessful: answered,
 		// A caller that went away, or a call given up on while Redis was
 		// healthy, says nothing about Redis.
-		IsExcluded: func(err error) bool { return errors.Is(err, context.Canceled) || errors.Is(err, guard.ErrOverloaded) },
+		IsExcluded: func(err error) bool { return errors.Is(err, context.Canceled) || errors.Is(err, problem.ErrOverloaded) },
 	})
 }
 
@@ -128,7 +129,7 @@ func (f *Fallback) callAs(ctx context.Context, n *node, abandons bool, fn func(c
 	if answered(err) {
 		n.callOK.Store(time.Now().UnixNano())
 	}
-	if !answered(err) && !errors.Is(err, guard.ErrOverloaded) {
+	if !answered(err) && !errors.Is(err, problem.ErrOverloaded) {
 		guard.NoteStoreFailure(ctx)
 		f.failed()
 	}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/otpguard/otpguard/internal/guard"
+	"github.com/otpguard/otpguard/internal/problem"
 )
 
 // FallbackOptions are the dependencies and settings of a Fallback.
@@ -229,7 +230,7 @@ func (f *Fallback) take(ctx context.Context, n *node, takes []guard.Take, side, 
 		f.note(takes, false)
 		return got, true, nil
 	}
-	if errors.Is(err, guard.ErrOverloaded) {
+	if errors.Is(err, problem.ErrOverloaded) {
 		return nil, false, err // shed: never decided from memory, and no outage
 	}
 	f.note(takes, true)

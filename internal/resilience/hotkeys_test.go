@@ -13,6 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/otpguard/otpguard/internal/guard"
+	"github.com/otpguard/otpguard/internal/problem"
 	"github.com/otpguard/otpguard/internal/resilience"
 	"github.com/otpguard/otpguard/internal/store"
 	"github.com/otpguard/otpguard/internal/store/redistest"
@@ -542,7 +543,7 @@ func TestSyncModeFollowsOnStoreErrorWhileSyncFails(t *testing.T) {
 		t.Fatal("sync with Redis killed: no error")
 	}
 	_, _, err = spend("closed")
-	wantCode(t, err, guard.CodeStoreUnavailable)
+	wantCode(t, err, problem.CodeStoreUnavailable)
 	for _, tc := range []struct {
 		policy string
 		want   int

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/otpguard/otpguard/internal/guard"
+	"github.com/otpguard/otpguard/internal/problem"
 	"github.com/otpguard/otpguard/internal/resilience"
 )
 
@@ -147,7 +148,7 @@ func testNoReplyFromHealthyRedisIsShed(t *testing.T, st *queuedStore, counter gu
 		"api": {Algorithm: guard.FixedWindow, Limit: 10, Window: time.Minute, OnStoreError: guard.FallbackOpen},
 	}, f, nil)
 	_, err := lim.Check(context.Background(), []guard.Check{{Policy: "api", Key: "user:1", Cost: 1}})
-	if code := guard.ErrorCode(err); code != guard.CodeOverloaded {
+	if code := problem.CodeOf(err); code != problem.CodeOverloaded {
 		t.Fatalf("Check: code %q (%v), want overloaded", code, err)
 	}
 	if f.Shed() != 1 {

@@ -5,6 +5,7 @@ import (
 	"errors"
 
 	"github.com/otpguard/otpguard/internal/guard"
+	"github.com/otpguard/otpguard/internal/problem"
 )
 
 // takeSendByNode is takeByNode for a send, with the number's trust mark
@@ -68,7 +69,7 @@ func (f *Fallback) trustFirst(ctx context.Context, vol *guard.VolumeTake) (_ *gu
 		set, err = tr.Trusted(ctx, vol.Mark)
 		return err
 	})
-	if err != nil && !errors.Is(err, guard.ErrOverloaded) {
+	if err != nil && !errors.Is(err, problem.ErrOverloaded) {
 		f.sharedFell(n, vol.Mark.Space) // the mark's name is the number's HMAC: not a rule's
 	}
 	if err != nil || !set {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/otpguard/otpguard/internal/guard"
 	"github.com/otpguard/otpguard/internal/ops"
+	"github.com/otpguard/otpguard/internal/problem"
 )
 
 // The block index lists the numbers refused now without scanning Redis:
@@ -93,7 +94,7 @@ func (r *Redis) NoteBlockRefundVolume(ctx context.Context, b guard.Block, k guar
 var endBlockScript = script("end_block")
 
 // EndBlock removes the number's block if it is for reason (endBlockScript).
-func (r *Redis) EndBlock(ctx context.Context, phone string, reason guard.Code) error {
+func (r *Redis) EndBlock(ctx context.Context, phone string, reason problem.Code) error {
 	if err := endBlockScript.Run(ctx, r.rdb, r.blockKeys(phone), phone, string(reason)).Err(); err != nil {
 		return fmt.Errorf("store: end block: %w", err)
 	}
@@ -179,7 +180,7 @@ func (r *Redis) readBlocks(ctx context.Context, phones []string) ([]ops.BlockedN
 			return nil, fmt.Errorf("store: read block of %s: malformed hash", guard.MaskPhone(phones[i]))
 		}
 		out = append(out, ops.BlockedNumber{
-			Block: guard.Block{Phone: phones[i], Country: h["country"], Reason: guard.Code(h["reason"]),
+			Block: guard.Block{Phone: phones[i], Country: h["country"], Reason: problem.Code(h["reason"]),
 				Count: count, Until: time.UnixMilli(until).UTC()},
 			Since: time.UnixMilli(since).UTC(),
 		})

@@ -11,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/otpguard/otpguard/internal/guard"
+	"github.com/otpguard/otpguard/internal/problem"
 	"github.com/otpguard/otpguard/internal/store"
 	"github.com/otpguard/otpguard/internal/store/redistest"
 )
@@ -199,7 +200,7 @@ func TestClusterBlocksAndUnblock(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if err := st.NoteBlock(ctx, guard.Block{Phone: phone, Reason: guard.CodePhoneRateLimited, Count: 2, Until: time.Now().Add(time.Hour)}); err != nil {
+	if err := st.NoteBlock(ctx, guard.Block{Phone: phone, Reason: problem.CodePhoneRateLimited, Count: 2, Until: time.Now().Add(time.Hour)}); err != nil {
 		t.Fatal(err)
 	}
 	if bs, total, err := st.ListBlocks(ctx, nil, 10); err != nil || total != 1 || len(bs) != 1 || bs[0].Phone != phone {
@@ -241,7 +242,7 @@ func TestClusterNoteBlockRefundVolume(t *testing.T) {
 	}
 	h.Reset()
 	const phone = "+447400123401"
-	if err := st.NoteBlockRefundVolume(ctx, guard.Block{Phone: phone, Country: "GB", Reason: guard.CodeCooldown, Count: 1, Until: now.Add(time.Minute)},
+	if err := st.NoteBlockRefundVolume(ctx, guard.Block{Phone: phone, Country: "GB", Reason: problem.CodeCooldown, Count: 1, Until: now.Add(time.Minute)},
 		vol.Key, now); err != nil {
 		t.Fatal(err)
 	}
