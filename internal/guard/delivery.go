@@ -4,9 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/otpguard/otpguard/internal/problem"
 	"strings"
 	"time"
+
+	"github.com/otpguard/otpguard/internal/problem"
 )
 
 // Delivery is the provider's report on one message (Twilio's status

@@ -3,9 +3,10 @@ package guard
 import (
 	"context"
 	"fmt"
-	"github.com/otpguard/otpguard/internal/problem"
 	"strings"
 	"time"
+
+	"github.com/otpguard/otpguard/internal/problem"
 )
 
 // maxDenyDigits is the longest E.164 number; a longer pattern can match nothing.

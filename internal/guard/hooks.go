@@ -3,8 +3,9 @@ package guard
 import (
 	"context"
 	"errors"
-	"github.com/otpguard/otpguard/internal/problem"
 	"time"
+
+	"github.com/otpguard/otpguard/internal/problem"
 )
 
 // DenyChecker answers, from memory, whether a number is deny-listed. It is

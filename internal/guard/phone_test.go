@@ -1,9 +1,10 @@
 package guard
 
 import (
-	"github.com/otpguard/otpguard/internal/problem"
 	"strings"
 	"testing"
+
+	"github.com/otpguard/otpguard/internal/problem"
 )
 
 func TestParsePhone(t *testing.T) {

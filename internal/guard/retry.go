@@ -3,9 +3,10 @@ package guard
 import (
 	"context"
 	"fmt"
-	"github.com/otpguard/otpguard/internal/problem"
 	"math"
 	"time"
+
+	"github.com/otpguard/otpguard/internal/problem"
 )
 
 // RetrySeconds is d as the whole seconds of a Retry-After header, rounded

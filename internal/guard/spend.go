@@ -3,10 +3,11 @@ package guard
 import (
 	"context"
 	"fmt"
-	"github.com/otpguard/otpguard/internal/problem"
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/otpguard/otpguard/internal/problem"
 )
 
 // limitedTake is one send limit and the code that refuses it.

@@ -7,9 +7,10 @@ import (
 	"crypto/subtle"
 	"encoding/binary"
 	"fmt"
-	"github.com/otpguard/otpguard/internal/problem"
 	"strconv"
 	"time"
+
+	"github.com/otpguard/otpguard/internal/problem"
 )
 
 // Codes during an outage. A code must be stored to be checked on another

@@ -6,8 +6,9 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"fmt"
-	"github.com/otpguard/otpguard/internal/problem"
 	"time"
+
+	"github.com/otpguard/otpguard/internal/problem"
 )
 
 // Trusted numbers (docs/abuse.md, "Trusted numbers"). A send goes to a

@@ -3,8 +3,9 @@ package guard
 import (
 	"context"
 	"fmt"
-	"github.com/otpguard/otpguard/internal/problem"
 	"time"
+
+	"github.com/otpguard/otpguard/internal/problem"
 )
 
 // The unverified budget (docs/abuse.md, "The unverified budget"). The

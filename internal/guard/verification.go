@@ -5,9 +5,10 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"github.com/otpguard/otpguard/internal/problem"
 	"io"
 	"time"
+
+	"github.com/otpguard/otpguard/internal/problem"
 )
 
 // The verification lifecycle. Every code saved in the store is one

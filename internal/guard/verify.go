@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/hmac"
 	"errors"
+
 	"github.com/otpguard/otpguard/internal/problem"
 )
 

@@ -2,11 +2,12 @@ package resilience
 
 import (
 	"context"
-	"github.com/otpguard/otpguard/internal/guard"
 	"log/slog"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/otpguard/otpguard/internal/guard"
 )
 
 // Syncer adds deltas to hot keys and reads back their global state, in

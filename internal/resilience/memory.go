@@ -1,12 +1,13 @@
 package resilience
 
 import (
-	"github.com/otpguard/otpguard/internal/guard"
 	"math"
 	"sync"
 	"time"
 
 	"github.com/hashicorp/golang-lru/v2/simplelru"
+
+	"github.com/otpguard/otpguard/internal/guard"
 )
 
 // DefaultMemoryKeys bounds the in-memory fallback limiter: at most this many
