@@ -7,8 +7,10 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"github.com/otpguard/otpguard/internal/problem"
 	"time"
+
+	"github.com/otpguard/otpguard/internal/limit"
+	"github.com/otpguard/otpguard/internal/problem"
 )
 
 // A challenge before a refusal (docs/abuse.md, "Challenges"). Where an
@@ -114,16 +116,22 @@ var ErrBadSolution = errors.New("the challenge's solution does not hold")
 // single-use key and how long it must live, and the country's velocity
 // counts, whose baseline is the solved cap.
 type SolvedUse struct {
-	Used Key // same hash tag as the VolumeTake's Key
+	Used limit.Key // same hash tag as the VolumeTake's Key
 	TTL  time.Duration
-	Base Key // the country's velocity counts (velocityKey); same hash tag
+	Base limit.Key // the country's velocity counts (velocityKey); same hash tag
 }
 
-func solvedKey(region string) Key { return Key{Space: "otp:vel", ID: region, Name: "solved"} }
+func solvedKey(region string) limit.Key {
+	return limit.Key{Space: "otp:vel", ID: region, Name: "solved"}
+}
 
-func solvedCutKey(region string) Key { return Key{Space: "otp:vel", ID: region, Name: "solvedcut"} }
+func solvedCutKey(region string) limit.Key {
+	return limit.Key{Space: "otp:vel", ID: region, Name: "solvedcut"}
+}
 
-func solutionKey(region, id string) Key { return Key{Space: "otp:vel", ID: region, Name: "used:" + id} }
+func solutionKey(region, id string) limit.Key {
+	return limit.Key{Space: "otp:vel", ID: region, Name: "used:" + id}
+}
 
 // DefaultChallenge is otp.challenge when the policy file says nothing:
 // proof of work, 100,000 at most (50,000 SHA-256 hashes on average: a

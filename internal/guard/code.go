@@ -7,9 +7,11 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
-	"github.com/otpguard/otpguard/internal/problem"
 	"math/big"
 	"time"
+
+	"github.com/otpguard/otpguard/internal/limit"
+	"github.com/otpguard/otpguard/internal/problem"
 )
 
 // issued is a code made for a send: its digits, its life, and its
@@ -52,8 +54,8 @@ func (s *OTP) issueCode(ctx context.Context, phone Phone, tier Tier) (issued, er
 		return issued{text: code, ttl: ttl, id: id}, nil
 	}
 	if !s.statelessCodes() || errors.Is(err, problem.ErrOverloaded) { // overload is not an outage: no stateless code
-		s.log.Log(ctx, StoreFailureLevel(err), "saving code failed", "phone", MaskPhone(phone.E164), "err", err)
-		return issued{}, storeError(err)
+		s.log.Log(ctx, limit.StoreFailureLevel(err), "saving code failed", "phone", MaskPhone(phone.E164), "err", err)
+		return issued{}, limit.StoreError(err)
 	}
 	// Debug: the breaker and the policy log the outage once, not per send.
 	s.log.DebugContext(ctx, "saving code failed: sending a stateless code", "phone", MaskPhone(phone.E164), "err", err)

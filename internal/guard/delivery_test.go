@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/otpguard/otpguard/internal/guard"
+	"github.com/otpguard/otpguard/internal/limit"
 	"github.com/otpguard/otpguard/internal/problem"
 )
 
@@ -69,7 +70,7 @@ func TestProviderRefusalAnswer(t *testing.T) {
 					t.Errorf("%s = %d, want %d", k.Name, got, want)
 				}
 			}
-			if got := st.fw[guard.Key{Space: "otp:ip", ID: ip, Name: "sends"}]; got != 1 {
+			if got := st.fw[limit.Key{Space: "otp:ip", ID: ip, Name: "sends"}]; got != 1 {
 				t.Errorf("address count = %d, want 1 (it stays spent)", got)
 			}
 		})

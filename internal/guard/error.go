@@ -1,6 +1,9 @@
-// Package guard holds otpguard's domain: OTP rules, limit policies, decisions
-// and errors. It knows nothing of HTTP, SQL or SMS providers; those reach it
-// through the small interfaces declared next to the code that uses them.
+// Package guard holds otpguard's OTP rules: the send pipeline, trust,
+// challenges, verification, and the policy file's policies. It counts
+// with the limiter's model (package limit) and refuses with package
+// problem's errors. It knows nothing of HTTP, SQL or SMS providers; those
+// reach it through the small interfaces declared next to the code that
+// uses them.
 //
 // Those interfaces (here, and likewise in ops and resilience) are named for
 // the role they play, as a noun: what they keep (Codes, Verifications,
@@ -9,16 +12,7 @@
 // implementation may play several roles.
 package guard
 
-import (
-	"context"
-	"errors"
-	"github.com/otpguard/otpguard/internal/problem"
-	"io"
-	"log/slog"
-	"net"
-	"syscall"
-	"time"
-)
+import "errors"
 
 // ErrNotFound is returned by stores when the thing asked for does not exist.
 var ErrNotFound = errors.New("not found")
@@ -30,52 +24,3 @@ var ErrNotFound = errors.New("not found")
 // send answers no verification_id. It is not a failure of the number's
 // own keys (store.Redis.SaveCode).
 var ErrUnindexed = errors.New("the verification id was not indexed")
-
-// ErrStoreUnavailable is the cause of a store call the fallback did not make: the
-// breaker is open, or the store already failed within the same decision.
-var ErrStoreUnavailable = errors.New("the shared store is unavailable")
-
-// storeError is what a failed store call answers: 503 overloaded when
-// otpguard gave up on a healthy Redis, 503 store_unavailable otherwise.
-func storeError(err error) *problem.Error {
-	if errors.Is(err, problem.ErrOverloaded) {
-		return problem.Overloaded(err)
-	}
-	return StoreUnavailable(err, StoreRetryAfter)
-}
-
-// StoreUnavailable wraps a failure of the limit store: the caller sees 503
-// and a retry hint, the log sees the cause. The ops desk answers a failed
-// unblock or block listing with it too.
-func StoreUnavailable(err error, retryAfter time.Duration) *problem.Error {
-	return &problem.Error{
-		Code:       problem.CodeStoreUnavailable,
-		Message:    "the limit store is unavailable; try again shortly",
-		RetryAfter: retryAfter,
-		Err:        err,
-	}
-}
-
-// StoreFailureLevel is how loudly to log a decision the store failed. An
-// outage is told once, by the breaker opening (one WARN line, Fallback),
-// not by every request it meets: a refusal by the open breaker
-// (ErrStoreUnavailable), and a call that timed out or lost its connection,
-// log at debug. Anything else (an error reply, a reply otpguard cannot
-// read) says something is wrong with the store's contents or with
-// otpguard, and is an error worth its line.
-func StoreFailureLevel(err error) slog.Level {
-	if errors.Is(err, ErrStoreUnavailable) || errors.Is(err, problem.ErrOverloaded) || errors.Is(err, context.Canceled) || isTransportFailure(err) {
-		return slog.LevelDebug
-	}
-	return slog.LevelError
-}
-
-// isTransportFailure reports whether err is a store call that did not get
-// an answer: its deadline passed, or the connection failed (a net.Error,
-// EOF), whatever client made it.
-func isTransportFailure(err error) bool {
-	var netErr net.Error
-	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
-		errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE) ||
-		errors.As(err, &netErr)
-}

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/otpguard/otpguard/internal/guard"
+	"github.com/otpguard/otpguard/internal/limit"
 	"github.com/otpguard/otpguard/internal/problem"
 )
 
@@ -26,12 +27,12 @@ type outageStore struct {
 	down  bool
 	wait  bool // while down, block until the context ends, as a black hole does
 	calls atomic.Int64
-	fw    map[guard.Key]int64
+	fw    map[limit.Key]int64
 	codes map[string]guard.Guess
 }
 
 func newOutageStore() *outageStore {
-	return &outageStore{fw: map[guard.Key]int64{}, codes: map[string]guard.Guess{}}
+	return &outageStore{fw: map[limit.Key]int64{}, codes: map[string]guard.Guess{}}
 }
 
 func (f *outageStore) setDown(down bool) {
@@ -55,22 +56,22 @@ func (f *outageStore) fail(ctx context.Context) error {
 	return errRedisDown
 }
 
-func (f *outageStore) Take(ctx context.Context, takes []guard.Take) ([]guard.Result, error) {
+func (f *outageStore) Take(ctx context.Context, takes []limit.Take) ([]limit.Result, error) {
 	if err := f.fail(ctx); err != nil {
 		return nil, err
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	res := make([]guard.Result, len(takes))
+	res := make([]limit.Result, len(takes))
 	for i, t := range takes { // fixed windows only, that never expire: enough here
 		f.fw[t.Key] += t.Cost
 		c := f.fw[t.Key]
-		res[i] = guard.Result{Allowed: c <= t.Limit, Limit: t.Limit, Count: c, Remaining: max(0, t.Limit-c), Spent: t.Cost > 0}
+		res[i] = limit.Result{Allowed: c <= t.Limit, Limit: t.Limit, Count: c, Remaining: max(0, t.Limit-c), Spent: t.Cost > 0}
 	}
 	return res, nil
 }
 
-func (f *outageStore) Refund(ctx context.Context, takes []guard.Take) error {
+func (f *outageStore) Refund(ctx context.Context, takes []limit.Take) error {
 	if err := f.fail(ctx); err != nil {
 		return err
 	}

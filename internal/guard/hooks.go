@@ -5,6 +5,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/otpguard/otpguard/internal/limit"
 	"github.com/otpguard/otpguard/internal/problem"
 )
 
@@ -42,7 +43,7 @@ type Blocks interface {
 // velocity counts (Volumes): it notes a refused send's block and gives
 // back the send's count in k at at in one round trip (refused).
 type BlockVolumeRefunder interface {
-	NoteBlockRefundVolume(ctx context.Context, b Block, k Key, at time.Time) error
+	NoteBlockRefundVolume(ctx context.Context, b Block, k limit.Key, at time.Time) error
 }
 
 type noDeny struct{}

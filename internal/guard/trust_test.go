@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/otpguard/otpguard/internal/guard"
+	"github.com/otpguard/otpguard/internal/limit"
 	"github.com/otpguard/otpguard/internal/problem"
 	"github.com/otpguard/otpguard/internal/store/redistest"
 )
@@ -233,7 +234,7 @@ type creditCounter struct {
 	n atomic.Int64
 }
 
-func (c *creditCounter) CountVerified(ctx context.Context, k guard.Key, hour int64, ttl time.Duration) error {
+func (c *creditCounter) CountVerified(ctx context.Context, k limit.Key, hour int64, ttl time.Duration) error {
 	c.n.Add(1)
 	return c.Volumes.CountVerified(ctx, k, hour, ttl)
 }

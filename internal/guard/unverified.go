@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/otpguard/otpguard/internal/limit"
 	"github.com/otpguard/otpguard/internal/problem"
 )
 
@@ -91,7 +92,7 @@ func (s *OTP) unverifiedDenied(ctx context.Context, phone Phone, t VolumeTake, r
 	retry := time.Unix((t.Now.Unix()/60+1)*60, 0).Sub(t.Now)
 	if s.abuse.conv != nil {
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), convTimeout)
-		first, err := s.abuse.conv.ClaimAlert(cctx, Key{Space: "otp:vel", ID: r, Name: fmt.Sprintf("unverified:%d", t.Hour)}, time.Hour+time.Minute)
+		first, err := s.abuse.conv.ClaimAlert(cctx, limit.Key{Space: "otp:vel", ID: r, Name: fmt.Sprintf("unverified:%d", t.Hour)}, time.Hour+time.Minute)
 		cancel()
 		if err == nil && first {
 			s.log.WarnContext(ctx, "UNVERIFIED BUDGET: new numbers of a country challenged until their codes are verified",

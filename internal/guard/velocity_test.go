@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/otpguard/otpguard/internal/guard"
+	"github.com/otpguard/otpguard/internal/limit"
 	"github.com/otpguard/otpguard/internal/problem"
 	"github.com/otpguard/otpguard/internal/resilience"
 )
@@ -36,7 +37,7 @@ func (f *fakeVolumes) TakeVolume(_ context.Context, t guard.VolumeTake) (guard.V
 	return f.take(t)
 }
 
-func (f *fakeVolumes) RefundVolume(ctx context.Context, _ guard.Key, at time.Time) error {
+func (f *fakeVolumes) RefundVolume(ctx context.Context, _ limit.Key, at time.Time) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.refunds = append(f.refunds, at.Unix()/3600)
@@ -46,14 +47,14 @@ func (f *fakeVolumes) RefundVolume(ctx context.Context, _ guard.Key, at time.Tim
 	return nil
 }
 
-func (f *fakeVolumes) CountVerified(_ context.Context, _ guard.Key, hour int64, _ time.Duration) error {
+func (f *fakeVolumes) CountVerified(_ context.Context, _ limit.Key, hour int64, _ time.Duration) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.verified = append(f.verified, hour)
 	return nil
 }
 
-func (f *fakeVolumes) Quarantine(context.Context, guard.Key, time.Time, time.Duration) error {
+func (f *fakeVolumes) Quarantine(context.Context, limit.Key, time.Time, time.Duration) error {
 	return nil
 }
 
@@ -171,7 +172,7 @@ func TestCountryVelocityRule(t *testing.T) {
 		_, err := otp.Send(ctx, guard.SendRequest{Phone: "+2348031234567"})
 		wantCode(t, err, problem.CodeStoreUnavailable)
 		box := &smsBox{}
-		otp, _ = build(policy(func(p *guard.OTPPolicy) { p.OnStoreError = guard.FallbackOpen }), &fakeVolumes{take: down}, box)
+		otp, _ = build(policy(func(p *guard.OTPPolicy) { p.OnStoreError = limit.FallbackOpen }), &fakeVolumes{take: down}, box)
 		if _, err := otp.Send(ctx, guard.SendRequest{Phone: "+2348031234567"}); err != nil || box.count() != 1 {
 			t.Errorf("open: %v, %d SMS; want sent", err, box.count())
 		}
@@ -183,7 +184,7 @@ func TestCountryVelocityRule(t *testing.T) {
 		f := resilience.NewFallback(resilience.FallbackOptions{Counter: st, Codes: st, Now: func() time.Time { return now }})
 		vol := &fakeVolumes{}
 		box := &smsBox{}
-		otp := guard.NewOTP(guard.OTPOptions{Policy: policy(func(p *guard.OTPPolicy) { p.OnStoreError = guard.FallbackOpen }),
+		otp := guard.NewOTP(guard.OTPOptions{Policy: policy(func(p *guard.OTPPolicy) { p.OnStoreError = limit.FallbackOpen }),
 			Counter: f, Codes: f, Sender: box, HMACKey: outageHMACKey, Now: func() time.Time { return now },
 			LastStoreFailure: f.LastFailure, Volumes: vol})
 		if _, err := otp.Send(ctx, guard.SendRequest{Phone: "+2348031234567"}); err != nil || box.count() != 1 {

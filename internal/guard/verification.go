@@ -8,6 +8,7 @@ import (
 	"io"
 	"time"
 
+	"github.com/otpguard/otpguard/internal/limit"
 	"github.com/otpguard/otpguard/internal/problem"
 )
 
@@ -141,6 +142,6 @@ func (s *OTP) verificationError(ctx context.Context, err error) error {
 	if errors.Is(err, ErrNotFound) {
 		return verificationNotFound()
 	}
-	s.log.Log(ctx, StoreFailureLevel(err), "reading a verification failed", "err", err)
-	return storeError(err)
+	s.log.Log(ctx, limit.StoreFailureLevel(err), "reading a verification failed", "err", err)
+	return limit.StoreError(err)
 }

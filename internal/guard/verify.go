@@ -5,6 +5,7 @@ import (
 	"crypto/hmac"
 	"errors"
 
+	"github.com/otpguard/otpguard/internal/limit"
 	"github.com/otpguard/otpguard/internal/problem"
 )
 
@@ -41,7 +42,7 @@ func (s *OTP) VerifyCode(ctx context.Context, req VerifyRequest) (VerifyResult, 
 		s.record(ctx, ActionOTPVerify, "", phone, "", err)
 		return VerifyResult{}, err
 	}
-	ctx = WithDecision(ctx)
+	ctx = limit.WithDecision(ctx)
 	vid, err := s.verify(ctx, phone, req.Code)
 	s.record(ctx, ActionOTPVerify, OutcomeValid, phone, "", err)
 	if err != nil {
@@ -77,8 +78,8 @@ func (s *OTP) verify(ctx context.Context, phone Phone, code string) (string, err
 		s.log.DebugContext(ctx, "reading code failed: checking stateless codes", "phone", MaskPhone(phone.E164), "err", err)
 		return "", s.verifyStateless(ctx, phone, code)
 	case err != nil:
-		s.log.Log(ctx, StoreFailureLevel(err), "reading code failed", "phone", MaskPhone(phone.E164), "err", err)
-		return "", storeError(err)
+		s.log.Log(ctx, limit.StoreFailureLevel(err), "reading code failed", "phone", MaskPhone(phone.E164), "err", err)
+		return "", limit.StoreError(err)
 	}
 	if g.Attempts > s.policy.MaxVerifyAttempts {
 		return "", s.tooManyAttempts(ctx, phone.E164)
@@ -101,8 +102,8 @@ func (s *OTP) verify(ctx context.Context, phone Phone, code string) (string, err
 	}
 	consumed, err := s.codes.ConsumeCode(ctx, phone.E164, g.MAC, s.now())
 	if err != nil {
-		s.log.Log(ctx, StoreFailureLevel(err), "consuming code failed", "phone", MaskPhone(phone.E164), "err", err)
-		return "", storeError(err)
+		s.log.Log(ctx, limit.StoreFailureLevel(err), "consuming code failed", "phone", MaskPhone(phone.E164), "err", err)
+		return "", limit.StoreError(err)
 	}
 	switch consumed {
 	case ConsumedOK:

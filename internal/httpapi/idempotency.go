@@ -15,6 +15,7 @@ import (
 
 	"github.com/otpguard/otpguard/internal/guard"
 	"github.com/otpguard/otpguard/internal/httpx"
+	"github.com/otpguard/otpguard/internal/limit"
 	"github.com/otpguard/otpguard/internal/opsweb"
 	"github.com/otpguard/otpguard/internal/problem"
 )
@@ -233,7 +234,7 @@ func (s *Server) unclaimed(c echo.Context, next echo.HandlerFunc, err error) err
 	}
 	// Redis is away: run as without a key (the route's policy decides),
 	// keeping nothing.
-	s.log.Log(ctx, guard.StoreFailureLevel(err), "idempotency key not claimed: running without it", "err", err)
+	s.log.Log(ctx, limit.StoreFailureLevel(err), "idempotency key not claimed: running without it", "err", err)
 	return next(c)
 }
 

@@ -34,6 +34,7 @@ import (
 	"github.com/otpguard/otpguard/internal/guard"
 	"github.com/otpguard/otpguard/internal/httpapi"
 	"github.com/otpguard/otpguard/internal/httpx"
+	"github.com/otpguard/otpguard/internal/limit"
 	"github.com/otpguard/otpguard/internal/problem"
 )
 
@@ -154,7 +155,7 @@ func TestOpenAPIProblemCodes(t *testing.T) {
 	}
 }
 
-// problemCodes returns the values of every constant of type guard.Code.
+// problemCodes returns the values of every constant of type problem.Code.
 func problemCodes(t *testing.T) []string {
 	t.Helper()
 	files, err := filepath.Glob("../problem/*.go")
@@ -246,8 +247,8 @@ func TestOpenAPIContract(t *testing.T) {
 		t.Fatal(err)
 	}
 	policies := defaults()
-	policies.Limits["login"] = guard.LimitPolicy{Algorithm: guard.FixedWindow, Limit: 2, Window: time.Minute}
-	policies.Limits["shadowed"] = guard.LimitPolicy{Algorithm: guard.TokenBucket, Capacity: 1, RefillPerSecond: 0.01, Shadow: true}
+	policies.Limits["login"] = limit.Policy{Algorithm: limit.FixedWindow, Limit: 2, Window: time.Minute}
+	policies.Limits["shadowed"] = limit.Policy{Algorithm: limit.TokenBucket, Capacity: 1, RefillPerSecond: 0.01, Shadow: true}
 	// A short wait for a running Idempotency-Key's answer: the 409 case.
 	c, m := miniCluster(t, 1, policies, app.WithIdempotencyWait(50*time.Millisecond))
 	env := contractEnv{c: c, m: m}

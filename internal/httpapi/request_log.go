@@ -11,6 +11,7 @@ import (
 
 	"github.com/otpguard/otpguard/internal/guard"
 	"github.com/otpguard/otpguard/internal/httpx"
+	"github.com/otpguard/otpguard/internal/limit"
 	"github.com/otpguard/otpguard/internal/problem"
 )
 
@@ -90,7 +91,7 @@ func (s *Server) logLine(ctx context.Context, v middleware.RequestLoggerValues, 
 		// there may be thousands a second. Every other refusal (a send, a
 		// verify: an SMS's worth each) keeps its info line, so that the
 		// request ID a caller was answered finds it.
-		level = guard.StoreFailureLevel(v.Error)
+		level = limit.StoreFailureLevel(v.Error)
 		if level < slog.LevelInfo && v.RoutePath != checkRoute {
 			level = slog.LevelInfo
 		}

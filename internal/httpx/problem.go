@@ -15,6 +15,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/otpguard/otpguard/internal/guard"
+	"github.com/otpguard/otpguard/internal/limit"
 	"github.com/otpguard/otpguard/internal/problem"
 )
 
@@ -190,7 +191,7 @@ func ProblemOf(err error, requestID string) Problem {
 // LogFailure logs a 5xx answer p to err on route (its internal text goes
 // here, never to the caller).
 func LogFailure(ctx context.Context, log *slog.Logger, route string, p Problem, err error) {
-	log.Log(ctx, guard.StoreFailureLevel(err), "request failed", "path", route, "code", p.Code,
+	log.Log(ctx, limit.StoreFailureLevel(err), "request failed", "path", route, "code", p.Code,
 		"request_id", p.RequestID, "err", err)
 }
 

@@ -10,6 +10,7 @@ import (
 	"github.com/nyaruka/phonenumbers"
 
 	"github.com/otpguard/otpguard/internal/guard"
+	"github.com/otpguard/otpguard/internal/limit"
 	"github.com/otpguard/otpguard/internal/problem"
 )
 
@@ -40,7 +41,7 @@ type BlockIndex interface {
 	ListBlocks(ctx context.Context, match func(phone string) bool, n int) ([]BlockedNumber, int, error)
 	// Unblock deletes the counters of phone, its code (and with it a
 	// verify lock-out) and its index entry.
-	Unblock(ctx context.Context, phone string, counters []guard.Key) error
+	Unblock(ctx context.Context, phone string, counters []limit.Key) error
 }
 
 // BlockFilter selects rows of the blocked list. Zero fields do not filter.

@@ -10,6 +10,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/otpguard/otpguard/internal/guard"
+	"github.com/otpguard/otpguard/internal/limit"
 	"github.com/otpguard/otpguard/internal/problem"
 )
 
@@ -134,7 +135,7 @@ func (d *Desk) Blocked(ctx context.Context, f BlockFilter) (BlockPage, error) {
 	}
 	blocks, total, err := d.o.Blocks.ListBlocks(ctx, match, f.Offset+f.Limit)
 	if err != nil {
-		return BlockPage{}, guard.StoreUnavailable(err, dbRetryAfter)
+		return BlockPage{}, limit.StoreUnavailable(err, dbRetryAfter)
 	}
 	now := d.o.Now()
 	var denies []guard.DenyEntry
@@ -163,7 +164,7 @@ func (d *Desk) Unblock(ctx context.Context, raw, actor string) (UnblockResult, e
 	}
 	if err := d.o.Blocks.Unblock(ctx, phone.E164, guard.PhoneCounterKeys(phone.E164)); err != nil {
 		d.o.Logger.ErrorContext(ctx, "unblock failed", "phone", guard.MaskPhone(phone.E164), "err", err)
-		return UnblockResult{}, guard.StoreUnavailable(err, guard.StoreRetryAfter)
+		return UnblockResult{}, limit.StoreUnavailable(err, limit.StoreRetryAfter)
 	}
 	d.audit(ctx, guard.Event{Action: ActionUnblock, Outcome: OutcomeUnblocked, Phone: phone.E164, Country: phone.Region, Actor: actor})
 	res := UnblockResult{Phone: phone}

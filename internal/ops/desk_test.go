@@ -10,6 +10,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/otpguard/otpguard/internal/guard"
+	"github.com/otpguard/otpguard/internal/limit"
 	"github.com/otpguard/otpguard/internal/ops"
 	"github.com/otpguard/otpguard/internal/problem"
 )
@@ -19,7 +20,7 @@ type fakeBlocks struct {
 	blocks    []ops.BlockedNumber
 	err       error
 	unblocked []string
-	counters  []guard.Key
+	counters  []limit.Key
 }
 
 func (f *fakeBlocks) NoteBlock(context.Context, guard.Block) error { return nil }
@@ -43,7 +44,7 @@ func (f *fakeBlocks) ListBlocks(_ context.Context, match func(string) bool, n in
 	return out, total, nil
 }
 
-func (f *fakeBlocks) Unblock(_ context.Context, phone string, counters []guard.Key) error {
+func (f *fakeBlocks) Unblock(_ context.Context, phone string, counters []limit.Key) error {
 	if f.err != nil {
 		return f.err
 	}
@@ -98,7 +99,7 @@ func TestUnblockClearsTheNumbersCounters(t *testing.T) {
 	if res.Phone.E164 != "+919800000000" || res.DeniedBy != nil {
 		t.Errorf("result: %+v", res)
 	}
-	want := []guard.Key{{Space: "otp", ID: "+919800000000", Name: "cooldown"}, {Space: "otp", ID: "+919800000000", Name: "sends"}}
+	want := []limit.Key{{Space: "otp", ID: "+919800000000", Name: "cooldown"}, {Space: "otp", ID: "+919800000000", Name: "sends"}}
 	if diff := cmp.Diff(want, d.blocks.counters); diff != "" {
 		t.Errorf("counters cleared (-want +got):\n%s", diff)
 	}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/otpguard/otpguard/internal/guard"
+	"github.com/otpguard/otpguard/internal/limit"
 	"github.com/otpguard/otpguard/internal/problem"
 	"github.com/otpguard/otpguard/internal/resilience"
 )
@@ -57,7 +58,7 @@ func otpInstance(st *outageStore, p guard.OTPPolicy, box *smsBox, now func() tim
 
 func localOTP(localLimit int64) guard.OTPPolicy {
 	p := guard.DefaultPolicies().OTP
-	p.OnStoreError, p.LocalLimit = guard.FallbackLocal, localLimit
+	p.OnStoreError, p.LocalLimit = limit.FallbackLocal, localLimit
 	p.Cooldown = 0
 	return p
 }
@@ -102,13 +103,13 @@ func TestOutageLogsOncePerChange(t *testing.T) {
 	f := resilience.NewFallback(resilience.FallbackOptions{Counter: st, Codes: st, Logger: log, Breaker: resilience.BreakerOptions{Failures: failures}})
 	otp := guard.NewOTP(guard.OTPOptions{Policy: guard.DefaultPolicies().OTP, Counter: f, Codes: f, Sender: &smsBox{},
 		HMACKey: outageHMACKey, Logger: log, LastStoreFailure: f.LastFailure})
-	lim := guard.NewLimiter(map[string]guard.LimitPolicy{"api": {Algorithm: guard.FixedWindow, Limit: 5,
-		Window: time.Minute, OnStoreError: guard.FallbackClosed}}, f, log)
+	lim := limit.New(map[string]limit.Policy{"api": {Algorithm: limit.FixedWindow, Limit: 5,
+		Window: time.Minute, OnStoreError: limit.FallbackClosed}}, f, log)
 	const n = 100
 	for range n {
 		_, err := otp.Send(t.Context(), guard.SendRequest{Phone: "+14155550100"})
 		wantCode(t, err, problem.CodeStoreUnavailable)
-		_, err = lim.Check(t.Context(), []guard.Check{{Policy: "api", Key: "user:1", Cost: 1}})
+		_, err = lim.Check(t.Context(), []limit.Check{{Policy: "api", Key: "user:1", Cost: 1}})
 		wantCode(t, err, problem.CodeStoreUnavailable)
 	}
 	errorLines := strings.Count(logs.String(), `"level":"ERROR"`)

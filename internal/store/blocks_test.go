@@ -9,6 +9,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/otpguard/otpguard/internal/guard"
+	"github.com/otpguard/otpguard/internal/limit"
 	"github.com/otpguard/otpguard/internal/ops"
 	"github.com/otpguard/otpguard/internal/problem"
 	"github.com/otpguard/otpguard/internal/store"
@@ -163,19 +164,19 @@ func TestUnblock(t *testing.T) {
 			ctx := context.Background()
 			const phone = "+919800000001"
 			cooldown := fw(phone, 1, time.Minute, 1)
-			cooldown.Key = guard.Key{Space: "otp", ID: phone, Name: "cooldown"}
+			cooldown.Key = limit.Key{Space: "otp", ID: phone, Name: "cooldown"}
 			sends := fw(phone, 3, time.Hour, 1)
-			sends.Key = guard.Key{Space: "otp", ID: phone, Name: "sends"}
+			sends.Key = limit.Key{Space: "otp", ID: phone, Name: "sends"}
 			ip := fw("203.0.113.7", 10, time.Hour, 1)
-			ip.Key = guard.Key{Space: "otp:ip", ID: "203.0.113.7", Name: "sends"}
-			for _, tk := range []guard.Take{cooldown, sends, ip, cooldown} {
+			ip.Key = limit.Key{Space: "otp:ip", ID: "203.0.113.7", Name: "sends"}
+			for _, tk := range []limit.Take{cooldown, sends, ip, cooldown} {
 				take1(t, s, tk)
 			}
 			s.SaveCode(ctx, newCode(phone, []byte("mac")))
 			s.NoteBlock(ctx, guard.Block{Phone: phone, Reason: problem.CodeCooldown, Count: 2, Until: time.Now().Add(time.Minute)})
 			s.NoteBlock(ctx, guard.Block{Phone: "+919800000002", Reason: problem.CodeCooldown, Count: 2, Until: time.Now().Add(time.Minute)})
 
-			if err := s.Unblock(ctx, phone, []guard.Key{cooldown.Key, sends.Key}); err != nil {
+			if err := s.Unblock(ctx, phone, []limit.Key{cooldown.Key, sends.Key}); err != nil {
 				t.Fatal(err)
 			}
 			if r := take1(t, s, cooldown); !r.Allowed || r.Count != 1 {
