@@ -1,7 +1,8 @@
-package guard_test
+package limit_test
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"testing"
 	"time"
@@ -9,6 +10,8 @@ import (
 	"github.com/otpguard/otpguard/internal/limit"
 	"github.com/otpguard/otpguard/internal/resilience"
 )
+
+var errRedisDown = errors.New("dial tcp 127.0.0.1:6379: connect: connection refused")
 
 // windows is a Counter of fixed windows that spend only if they allow (as
 // the store's for /limits/check) and token buckets kept as "tokens", on the

@@ -1,4 +1,4 @@
-package guard_test
+package limit_test
 
 import (
 	"context"
