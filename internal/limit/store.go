@@ -24,10 +24,10 @@ var ErrStoreUnavailable = errors.New("the shared store is unavailable")
 // StoreError is what a failed store call answers: 503 overloaded when
 // otpguard gave up on a healthy Redis, 503 store_unavailable otherwise.
 func StoreError(err error) *problem.Error {
-	if errors.Is(err, problem.ErrOverloaded) {
-		return problem.Overloaded(err)
+	if !errors.Is(err, problem.ErrOverloaded) {
+		return StoreUnavailable(err, StoreRetryAfter)
 	}
-	return StoreUnavailable(err, StoreRetryAfter)
+	return problem.Overloaded(err)
 }
 
 // StoreUnavailable wraps a failure of the limit store: the caller sees 503
