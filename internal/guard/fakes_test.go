@@ -1,7 +1,7 @@
 package guard_test
 
-// The hand-written fakes the tests share: a store that can go down, an SMS
-// outbox and a clock. (The resilience tests keep their own copies.)
+// The hand-written fakes the tests share: a store that can go down and an SMS
+// outbox. (The resilience tests keep their own copies.)
 
 import (
 	"context"
@@ -174,8 +174,3 @@ func wantCode(t *testing.T, err error, want problem.Code) {
 		t.Fatalf("got %q (%v), want %q", got, err, want)
 	}
 }
-
-// clock is an injected clock.
-type clock struct{ t time.Time }
-
-func (c *clock) now() time.Time { return c.t }
