@@ -3,6 +3,8 @@ package guard
 import (
 	"errors"
 	"fmt"
+
+	"github.com/otpguard/otpguard/internal/problem"
 )
 
 // Refusals by the automatic rules: the prefix and country limits, the
@@ -14,10 +16,10 @@ import (
 // which a challenge may lift: not per number, per address, cooldown,
 // budget or an operator's action.
 func automaticRefusal(err error) bool {
-	switch ErrorCode(err) {
-	case CodePrefixRateLimited, CodeCountryRateLimited, CodeUnusualVolume:
+	switch problem.CodeOf(err) {
+	case problem.CodePrefixRateLimited, problem.CodeCountryRateLimited, problem.CodeUnusualVolume:
 		return !errors.Is(err, errOperatorLimit)
-	case CodeDenied:
+	case problem.CodeDenied:
 		return errors.Is(err, errAutomaticBlock)
 	}
 	return false

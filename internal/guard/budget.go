@@ -6,12 +6,14 @@ import (
 	"log/slog"
 	"sync"
 	"time"
+
+	"github.com/otpguard/otpguard/internal/limit"
 )
 
 // Budget keys: one hash tag for both, so they share a slot on Cluster.
 var (
-	budgetHourKey = Key{Space: "otp:budget", ID: "global", Name: "hour"}
-	budgetDayKey  = Key{Space: "otp:budget", ID: "global", Name: "day"}
+	budgetHourKey = limit.Key{Space: "otp:budget", ID: "global", Name: "hour"}
+	budgetDayKey  = limit.Key{Space: "otp:budget", ID: "global", Name: "day"}
 )
 
 // budget is the spend budget's bookkeeping beside its limits (which are
@@ -19,7 +21,7 @@ var (
 type budget struct {
 	policy    OTPPolicy
 	overrides Overrides
-	counter   Counter // use's peek
+	counter   limit.Counter // use's peek
 	hooks     AbuseHooks
 	log       *slog.Logger
 	now       func() time.Time
@@ -56,11 +58,11 @@ type BudgetUse struct {
 // left out. On an error the windows are returned with Known false.
 func (s *budget) use(ctx context.Context) ([]BudgetUse, error) {
 	var (
-		takes []Take
+		takes []limit.Take
 		out   []BudgetUse
 	)
 	e := EnforcedAt(s.policy, s.overrides, s.now())
-	for _, key := range []Key{budgetHourKey, budgetDayKey} {
+	for _, key := range []limit.Key{budgetHourKey, budgetDayKey} {
 		l := e.Budget(key.Name)
 		if l.Limit <= 0 {
 			continue
@@ -68,8 +70,8 @@ func (s *budget) use(ctx context.Context) ([]BudgetUse, error) {
 		// No policy and closed: a failed read is an error, never a figure
 		// from memory, and it neither counts as a fallback decision nor
 		// moves the OTP policy in or out of fallback.
-		takes = append(takes, Take{Key: key, Algorithm: FixedWindow, Limit: l.Limit, Window: l.Window, Cost: 0,
-			OnStoreError: FallbackClosed})
+		takes = append(takes, limit.Take{Key: key, Algorithm: limit.FixedWindow, Limit: l.Limit, Window: l.Window, Cost: 0,
+			OnStoreError: limit.FallbackClosed})
 		out = append(out, BudgetUse{Window: key.Name, Limit: l.Limit, Override: l.Override})
 	}
 	if len(takes) == 0 {
@@ -93,7 +95,7 @@ func (s *budget) use(ctx context.Context) ([]BudgetUse, error) {
 
 // refused counts a refusal by the budget and logs one error per
 // exhaustion period (per window, on this instance), not one per request.
-func (s *budget) refused(ctx context.Context, k Key, res Result) {
+func (s *budget) refused(ctx context.Context, k limit.Key, res limit.Result) {
 	if h := s.hooks.BudgetRefused; h != nil {
 		h(k.Name)
 	}

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"log/slog"
 	"time"
+
+	"github.com/otpguard/otpguard/internal/problem"
 )
 
 // A challenge before a refusal (docs/abuse.md, "Challenges"). Where an
@@ -158,8 +160,8 @@ func (s *challenges) newChallenge(ctx context.Context, phone Phone, msg string, 
 		s.log.WarnContext(ctx, "issuing a challenge failed", "err", ierr)
 		return cause
 	}
-	e := &Error{Code: CodeChallengeRequired, Message: msg, Challenge: &c, Err: cause}
-	var ce *Error
+	e := &problem.Error{Code: problem.CodeChallengeRequired, Message: msg, Challenge: &c, Err: cause}
+	var ce *problem.Error
 	if errors.As(cause, &ce) {
 		e.Usage = ce.Usage
 	}

@@ -11,6 +11,9 @@ import (
 	"log/slog"
 	"math/big"
 	"time"
+
+	"github.com/otpguard/otpguard/internal/limit"
+	"github.com/otpguard/otpguard/internal/problem"
 )
 
 // issued is a code made for a send: its digits, its life, and its
@@ -27,7 +30,7 @@ type codebook struct {
 	codes     Codes
 	random    io.Reader
 	hmacKey   []byte
-	counter   Counter // a locked code's wait (newCodeIn)
+	counter   limit.Counter // a locked code's wait (newCodeIn)
 	stateless *stateless
 	marks     solvedMarks
 	audit     *audit // a lock-out's block
@@ -61,32 +64,32 @@ func (s *codebook) issueCode(ctx context.Context, phone Phone, tier Tier) (issue
 	}
 	if err == nil {
 		if prev >= s.policy.MaxVerifyAttempts { // it replaced a locked code: the lock-out is over
-			if err := s.audit.blocks.EndBlock(context.WithoutCancel(ctx), phone.E164, CodeTooManyAttempts); err != nil {
+			if err := s.audit.blocks.EndBlock(context.WithoutCancel(ctx), phone.E164, problem.CodeTooManyAttempts); err != nil {
 				s.log.WarnContext(ctx, "ending a lock-out block failed", "phone", MaskPhone(phone.E164), "err", err)
 			}
 		}
 		return issued{text: code, ttl: ttl, id: id}, nil
 	}
 	// Overload is not an outage: no stateless code.
-	if !errors.Is(err, ErrOverloaded) {
+	if !errors.Is(err, problem.ErrOverloaded) {
 		if code, ttl, ok := s.stateless.current(phone.E164, s.now()); ok {
 			// Debug: the breaker and the policy log the outage once, not per send.
 			s.log.DebugContext(ctx, "saving code failed: sending a stateless code", "phone", MaskPhone(phone.E164), "err", err)
 			return issued{text: code, ttl: ttl}, nil
 		}
 	}
-	s.log.Log(ctx, StoreFailureLevel(err), "saving code failed", "phone", MaskPhone(phone.E164), "err", err)
-	return issued{}, storeError(err)
+	s.log.Log(ctx, limit.StoreFailureLevel(err), "saving code failed", "phone", MaskPhone(phone.E164), "err", err)
+	return issued{}, limit.StoreError(err)
 }
 
 // checkCodeFormat refuses a guess that is not CodeLength digits.
 func (s *codebook) checkCodeFormat(code string) error {
 	if len(code) != s.policy.CodeLength {
-		return Errorf(CodeInvalidCode, "code must be %d digits", s.policy.CodeLength)
+		return problem.Errorf(problem.CodeInvalidCode, "code must be %d digits", s.policy.CodeLength)
 	}
 	for _, c := range code {
 		if c < '0' || c > '9' {
-			return Errorf(CodeInvalidCode, "code must be %d digits", s.policy.CodeLength)
+			return problem.Errorf(problem.CodeInvalidCode, "code must be %d digits", s.policy.CodeLength)
 		}
 	}
 	return nil
@@ -122,13 +125,13 @@ func (s *codebook) verify(ctx context.Context, phone Phone, code string) (string
 		// not may still be alive.
 		return "", s.stateless.verify(ctx, phone, code)
 	case errors.Is(err, ErrNotFound):
-		return "", Errorf(CodeNoActiveCode, "no code is waiting for this number (never sent, expired or already used)")
-	case err != nil && s.stateless.on() && !errors.Is(err, ErrOverloaded):
+		return "", problem.Errorf(problem.CodeNoActiveCode, "no code is waiting for this number (never sent, expired or already used)")
+	case err != nil && s.stateless.on() && !errors.Is(err, problem.ErrOverloaded):
 		s.log.DebugContext(ctx, "reading code failed: checking stateless codes", "phone", MaskPhone(phone.E164), "err", err)
 		return "", s.stateless.verify(ctx, phone, code)
 	case err != nil:
-		s.log.Log(ctx, StoreFailureLevel(err), "reading code failed", "phone", MaskPhone(phone.E164), "err", err)
-		return "", storeError(err)
+		s.log.Log(ctx, limit.StoreFailureLevel(err), "reading code failed", "phone", MaskPhone(phone.E164), "err", err)
+		return "", limit.StoreError(err)
 	}
 	if g.Attempts > s.policy.MaxVerifyAttempts {
 		return "", s.tooManyAttempts(ctx, phone.E164)
@@ -144,24 +147,24 @@ func (s *codebook) verify(ctx context.Context, phone Phone, code string) (string
 		left := s.policy.MaxVerifyAttempts - g.Attempts
 		if left == 0 { // this guess locked the code: the number is blocked until it expires
 			s.lockCode(ctx, phone, g.VerificationID)
-			s.audit.noteBlock(ctx, Block{Phone: phone.E164, Country: phone.Region, Reason: CodeTooManyAttempts,
+			s.audit.noteBlock(ctx, Block{Phone: phone.E164, Country: phone.Region, Reason: problem.CodeTooManyAttempts,
 				Count: int64(g.Attempts), Until: s.now().Add(g.TTL)})
 		}
-		return "", &Error{Code: CodeWrongCode, Message: "the code is wrong", AttemptsLeft: &left}
+		return "", &problem.Error{Code: problem.CodeWrongCode, Message: "the code is wrong", AttemptsLeft: &left}
 	}
 	consumed, err := s.codes.ConsumeCode(ctx, phone.E164, g.MAC, s.now())
 	if err != nil {
-		s.log.Log(ctx, StoreFailureLevel(err), "consuming code failed", "phone", MaskPhone(phone.E164), "err", err)
-		return "", storeError(err)
+		s.log.Log(ctx, limit.StoreFailureLevel(err), "consuming code failed", "phone", MaskPhone(phone.E164), "err", err)
+		return "", limit.StoreError(err)
 	}
 	switch consumed {
 	case ConsumedOK:
 		return g.VerificationID, nil
 	case ConsumedLocked: // a concurrent wrong guess used the last attempt first
-		return "", &Error{Code: CodeTooManyAttempts,
+		return "", &problem.Error{Code: problem.CodeTooManyAttempts,
 			Message: "too many wrong guesses; request a new code", RetryAfter: g.TTL}
 	}
-	return "", Errorf(CodeNoActiveCode, "the code was already used")
+	return "", problem.Errorf(problem.CodeNoActiveCode, "the code was already used")
 }
 
 // lockCode marks the verification of a code that a wrong guess just

@@ -7,6 +7,8 @@ import (
 	"log/slog"
 	"strings"
 	"time"
+
+	"github.com/otpguard/otpguard/internal/problem"
 )
 
 // Delivery is the provider's report on one message (Twilio's status
@@ -133,15 +135,15 @@ func (s *courier) deliver(ctx context.Context, phone Phone, code issued, sp spen
 		}
 	}
 	s.log.WarnContext(ctx, "sms not sent", "phone", MaskPhone(phone.E164), "err", err)
-	var e *Error
+	var e *problem.Error
 	if !errors.As(err, &e) {
-		e = &Error{Code: CodeProviderUnavailable, Message: "the SMS provider failed", Err: err}
+		e = &problem.Error{Code: problem.CodeProviderUnavailable, Message: "the SMS provider failed", Err: err}
 	}
 	notSent := errors.Is(err, ErrNotSent)
 	switch {
-	case e.Code == CodeInvalidDestination:
+	case e.Code == problem.CodeInvalidDestination:
 		s.spend.giveBack(ctx, phone, sp, false)
-	case notSent && e.Code == CodeProviderUnavailable:
+	case notSent && e.Code == problem.CodeProviderUnavailable:
 		s.spend.giveBack(ctx, phone, sp, true)
 		refused := *e
 		refused.RetryAfter = providerRetryAfter(err)

@@ -1,6 +1,10 @@
 package guard
 
-import "slices"
+import (
+	"slices"
+
+	"github.com/otpguard/otpguard/internal/problem"
+)
 
 // Destinations a send may go to: the countries paused by the ops desk
 // (override.go), the high-risk numbering (highrisk.go), the allowed
@@ -20,11 +24,11 @@ func (s *pumping) checkDestination(phone Phone) error {
 		return err
 	}
 	if c := s.policy.AllowedCountries; len(c) > 0 && !highRisk && !slices.Contains(c, phone.Region) {
-		return Errorf(CodeCountryNotAllowed, "codes are not sent to numbers of this country")
+		return problem.Errorf(problem.CodeCountryNotAllowed, "codes are not sent to numbers of this country")
 	}
 	if allowed := s.policy.AllowedNumberTypes; len(allowed) > 0 {
 		if t := phone.Type(); !slices.Contains(allowed, t) {
-			return Errorf(CodeNumberTypeNotAllowed, "codes are not sent to this type of number (%s)", t)
+			return problem.Errorf(problem.CodeNumberTypeNotAllowed, "codes are not sent to this type of number (%s)", t)
 		}
 	}
 	return nil

@@ -5,6 +5,9 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/otpguard/otpguard/internal/limit"
+	"github.com/otpguard/otpguard/internal/problem"
 )
 
 // Enforced is the OTP policy's shared limits (per prefix, per country,
@@ -124,14 +127,14 @@ func (s *pumping) enforced(now time.Time) Enforced {
 // per-IP limit: split (limit / N) with local or open, refused with closed.
 func (s *pumping) abuseLimits(phone Phone, safe, operatorOnly bool) []limitedTake {
 	mode := s.policy.OnStoreError
-	if mode == FallbackLocal { // local_limit is per number: shared limits get their share
-		mode = FallbackOpen
+	if mode == limit.FallbackLocal { // local_limit is per number: shared limits get their share
+		mode = limit.FallbackOpen
 	}
-	window := func(k Key, lim int64, w time.Duration) Take {
-		return Take{Key: k, Algorithm: FixedWindow, Limit: lim, Window: w, Cost: 1,
+	window := func(k limit.Key, lim int64, w time.Duration) limit.Take {
+		return limit.Take{Key: k, Algorithm: limit.FixedWindow, Limit: lim, Window: w, Cost: 1,
 			Policy: OTPPolicyName, OnStoreError: mode}
 	}
-	auto := func(t Take, automatic bool) Take { t.Automatic = automatic; return t }
+	auto := func(t limit.Take, automatic bool) limit.Take { t.Automatic = automatic; return t }
 	// The ops desk's overrides (override.go) lower these limits on the
 	// same counters, or add one where the file has none (enforced.go).
 	e := s.enforced(s.now())
@@ -146,8 +149,8 @@ func (s *pumping) abuseLimits(phone Phone, safe, operatorOnly bool) []limitedTak
 		}
 		seen = append(seen, prefix)
 		ls = append(ls, limitedTake{
-			take:   auto(window(Key{Space: "otp:prefix", ID: prefix, Name: "sends"}, l.Limit, l.Window), !l.Override),
-			denial: CodePrefixRateLimited, what: "too many codes were sent to numbers like this one; try again later",
+			take:   auto(window(limit.Key{Space: "otp:prefix", ID: prefix, Name: "sends"}, l.Limit, l.Window), !l.Override),
+			denial: problem.CodePrefixRateLimited, what: "too many codes were sent to numbers like this one; try again later",
 			operator: l.Override,
 		})
 	}
@@ -160,8 +163,8 @@ func (s *pumping) abuseLimits(phone Phone, safe, operatorOnly bool) []limitedTak
 			w = DefaultOverrideWindow
 		}
 		ls = append(ls, limitedTake{
-			take:   window(Key{Space: "otp:prefix", ID: prefix, Name: "sends"}, e.over.prefix[prefix], w),
-			denial: CodePrefixRateLimited, what: "too many codes were sent to numbers like this one; try again later",
+			take:   window(limit.Key{Space: "otp:prefix", ID: prefix, Name: "sends"}, e.over.prefix[prefix], w),
+			denial: problem.CodePrefixRateLimited, what: "too many codes were sent to numbers like this one; try again later",
 			operator: true,
 		})
 	}
@@ -172,8 +175,8 @@ func (s *pumping) abuseLimits(phone Phone, safe, operatorOnly bool) []limitedTak
 		}
 		if l, _ := e.Country(region); l.Limit > 0 && (!operatorOnly || l.Override) {
 			ls = append(ls, limitedTake{
-				take:   auto(window(Key{Space: "otp:country", ID: region, Name: "sends"}, l.Limit, l.Window), !l.Override),
-				denial: CodeCountryRateLimited, what: "too many codes were sent to this country; try again later",
+				take:   auto(window(limit.Key{Space: "otp:country", ID: region, Name: "sends"}, l.Limit, l.Window), !l.Override),
+				denial: problem.CodeCountryRateLimited, what: "too many codes were sent to this country; try again later",
 				operator: l.Override,
 			})
 		}
@@ -183,11 +186,11 @@ func (s *pumping) abuseLimits(phone Phone, safe, operatorOnly bool) []limitedTak
 	// frees a message at once.
 	if b := e.Budget(budgetHourKey.Name); b.Limit > 0 {
 		ls = append(ls, limitedTake{take: window(budgetHourKey, b.Limit, b.Window), refundDenied: true,
-			denial: CodeBudgetExhausted, what: "the SMS budget for this hour is spent; try again later"})
+			denial: problem.CodeBudgetExhausted, what: "the SMS budget for this hour is spent; try again later"})
 	}
 	if b := e.Budget(budgetDayKey.Name); b.Limit > 0 {
 		ls = append(ls, limitedTake{take: window(budgetDayKey, b.Limit, b.Window), refundDenied: true,
-			denial: CodeBudgetExhausted, what: "the SMS budget for today is spent; try again later"})
+			denial: problem.CodeBudgetExhausted, what: "the SMS budget for today is spent; try again later"})
 	}
 	return ls
 }

@@ -1,28 +1,19 @@
 package guard_test
 
-// What the tests share beside guardtest's fakes: the HMAC key, a check of
-// an error's code and a clock.
+// What the tests share beside guardtest's fakes: the HMAC key and a check
+// of an error's code.
 
 import (
 	"testing"
-	"time"
 
-	"github.com/otpguard/otpguard/internal/guard"
-	"github.com/otpguard/otpguard/internal/guard/guardtest"
+	"github.com/otpguard/otpguard/internal/problem"
 )
-
-var errRedisDown = guardtest.ErrRedisDown
 
 var outageHMACKey = []byte("0123456789abcdef0123456789abcdef")
 
-func wantCode(t *testing.T, err error, want guard.Code) {
+func wantCode(t *testing.T, err error, want problem.Code) {
 	t.Helper()
-	if got := guard.ErrorCode(err); got != want {
+	if got := problem.CodeOf(err); got != want {
 		t.Fatalf("got %q (%v), want %q", got, err, want)
 	}
 }
-
-// clock is an injected clock.
-type clock struct{ t time.Time }
-
-func (c *clock) now() time.Time { return c.t }

@@ -1,6 +1,10 @@
 package guard
 
-import "context"
+import (
+	"context"
+
+	"github.com/otpguard/otpguard/internal/limit"
+)
 
 // giveBack returns what a send that surely did not leave spent: its budget,
 // its count in the country's hour and, with try, the number's own limits
@@ -23,8 +27,8 @@ func (s *spender) giveBack(ctx context.Context, phone Phone, sp spent, try bool)
 
 // numberTakes are the number's own takes among passed: its cooldown and
 // its per-number window (PhoneCounterKeys).
-func numberTakes(passed []Take, e164 string) []Take {
-	var out []Take
+func numberTakes(passed []limit.Take, e164 string) []limit.Take {
+	var out []limit.Take
 	for _, t := range passed {
 		if t.Key == cooldownKey(e164) || t.Key == phoneSendsKey(e164) {
 			out = append(out, t)
@@ -35,8 +39,8 @@ func numberTakes(passed []Take, e164 string) []Take {
 
 // budgetTakes are the budget takes among passed: what a send that surely
 // did not leave gives back.
-func budgetTakes(passed []Take) []Take {
-	var out []Take
+func budgetTakes(passed []limit.Take) []limit.Take {
+	var out []limit.Take
 	for _, t := range passed {
 		if t.Key.Space == budgetHourKey.Space {
 			out = append(out, t)

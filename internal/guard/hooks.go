@@ -5,6 +5,8 @@ import (
 	"errors"
 	"log/slog"
 	"time"
+
+	"github.com/otpguard/otpguard/internal/problem"
 )
 
 // DenyChecker answers, from memory, whether a number is deny-listed. It is
@@ -46,10 +48,10 @@ func (s *audit) record(ctx context.Context, action, ok string, phone Phone, ip s
 func (s *audit) recordTier(ctx context.Context, action, ok string, phone Phone, ip string, err error, tier Tier) {
 	outcome := ok
 	if err != nil {
-		outcome = string(ErrorCode(err))
+		outcome = string(problem.CodeOf(err))
 	}
 	var detail string
-	if e, ok := errors.AsType[*Error](err); ok {
+	if e, ok := errors.AsType[*problem.Error](err); ok {
 		detail = e.Usage
 	}
 	s.events.Record(Event{At: s.now(), Action: action, Outcome: outcome, Phone: phone.E164, Country: phone.Region, IP: ip,

@@ -6,17 +6,14 @@ import (
 	"io"
 	"log/slog"
 	"time"
-)
 
-// StoreRetryAfter is the Retry-After of a 503 when the limit store is
-// unavailable and the policy fails closed (or an ops unblock failed): long
-// enough not to hammer a recovering Redis.
-const StoreRetryAfter = 60 * time.Second
+	"github.com/otpguard/otpguard/internal/limit"
+)
 
 // OTPOptions are the dependencies and rules of an OTP service.
 type OTPOptions struct {
 	Policy  OTPPolicy
-	Counter Counter
+	Counter limit.Counter
 	Codes   Codes
 	Sender  Sender
 	HMACKey []byte
@@ -167,7 +164,7 @@ func (s *OTP) Send(ctx context.Context, req SendRequest) (SendResult, error) {
 		s.audit.record(ctx, ActionOTPSend, "", phone, auditIP, err)
 		return SendResult{}, err
 	}
-	dctx := WithDecision(ctx)
+	dctx := limit.WithDecision(ctx)
 	res, err := s.send(dctx, phone, ip, req.Challenge, req.Account)
 	if _, lost := err.(*ClaimLost); lost {
 		return res, err // a duplicate of a request that runs or ran: that one is recorded

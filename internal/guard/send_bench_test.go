@@ -7,6 +7,7 @@ import (
 
 	"github.com/otpguard/otpguard/internal/guard"
 	"github.com/otpguard/otpguard/internal/guard/guardtest"
+	"github.com/otpguard/otpguard/internal/problem"
 	"github.com/otpguard/otpguard/internal/store/redistest"
 )
 
@@ -101,7 +102,7 @@ func TestDefaultSendRoundTrips(t *testing.T) {
 	}
 	rt.Reset()
 	_, err := otp.Send(ctx, req)
-	if guard.ErrorCode(err) != guard.CodeCooldown {
+	if problem.CodeOf(err) != problem.CodeCooldown {
 		t.Fatalf("second send: %v, want cooldown", err)
 	}
 	// The take, the counters' refund and the velocity refund (the two

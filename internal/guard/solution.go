@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"time"
+
+	"github.com/otpguard/otpguard/internal/problem"
 )
 
 // solvedTier checks the solution a send came with, as far as it can be
@@ -31,6 +33,6 @@ func (s *challenges) solvedTier(ctx context.Context, phone Phone, ip, solution s
 // challengeUnavailable is the refusal of a send whose challenge could not
 // be checked.
 func challengeUnavailable(err error) error {
-	return &Error{Code: CodeChallengeUnavailable, RetryAfter: 5 * time.Second, Err: err,
+	return &problem.Error{Code: problem.CodeChallengeUnavailable, RetryAfter: 5 * time.Second, Err: err,
 		Message: "the challenge could not be checked; try again shortly"}
 }

@@ -4,6 +4,9 @@ import (
 	"context"
 	"log/slog"
 	"time"
+
+	"github.com/otpguard/otpguard/internal/limit"
+	"github.com/otpguard/otpguard/internal/problem"
 )
 
 // The solved tier (challenge.go): a send whose challenge was solved meets
@@ -15,9 +18,9 @@ import (
 // single-use key and how long it must live, and the country's velocity
 // counts, whose baseline is the solved cap.
 type SolvedUse struct {
-	Used Key // same hash tag as the VolumeTake's Key
+	Used limit.Key // same hash tag as the VolumeTake's Key
 	TTL  time.Duration
-	Base Key // the country's velocity counts (velocityKey); same hash tag
+	Base limit.Key // the country's velocity counts (velocityKey); same hash tag
 }
 
 // solvedCap is the solved tier's cap per country and hour, and its cut.
@@ -36,13 +39,13 @@ type solvedCap struct {
 func (s *solvedCap) denied(ctx context.Context, phone Phone, t VolumeTake, res VolumeResult) error {
 	if res.Reused {
 		return s.challenges.newChallenge(ctx, phone, "this solution was used already; solve the new challenge",
-			Errorf(CodeChallengeRequired, "solution reused"))
+			problem.Errorf(problem.CodeChallengeRequired, "solution reused"))
 	}
 	if f := s.hooks.VelocityRefused; f != nil {
 		f(region(phone))
 	}
 	retry := time.Unix((t.Hour+1)*3600, 0).Sub(t.Now)
-	return &Error{Code: CodeUnusualVolume, RetryAfter: retry, Usage: Usage(res.Count+1, res.Limit, time.Hour),
+	return &problem.Error{Code: problem.CodeUnusualVolume, RetryAfter: retry, Usage: Usage(res.Count+1, res.Limit, time.Hour),
 		Message: "unusually many challenged codes were sent to this country this hour; try again later"}
 }
 

@@ -10,6 +10,9 @@ import (
 	"log/slog"
 	"strconv"
 	"time"
+
+	"github.com/otpguard/otpguard/internal/limit"
+	"github.com/otpguard/otpguard/internal/problem"
 )
 
 // Codes during an outage. A code must be stored to be checked on another
@@ -45,7 +48,7 @@ const statelessSteps = 3
 type stateless struct {
 	policy  OTPPolicy
 	hmacKey []byte
-	counter Counter // the guesses and the used marks
+	counter limit.Counter // the guesses and the used marks
 	// lastStoreFailure: see OTPOptions.LastStoreFailure.
 	lastStoreFailure func() time.Time
 	log              *slog.Logger
@@ -55,7 +58,7 @@ type stateless struct {
 // on reports whether this policy sends stateless codes when the
 // store cannot save one.
 func (s *stateless) on() bool {
-	return s.policy.OnStoreError != FallbackClosed && len(s.hmacKey) > 0
+	return s.policy.OnStoreError != limit.FallbackClosed && len(s.hmacKey) > 0
 }
 
 func (s *stateless) stepLength() time.Duration {
@@ -114,10 +117,10 @@ func (s *stateless) recentFailure(now time.Time) bool {
 
 // take is a counter of the stateless scheme: the guesses at a
 // number's codes, or the mark that a step's code was used.
-func (s *stateless) take(phone, name string, lim int64) Take {
-	t := Take{Key: Key{Space: "otp", ID: phone, Name: name}, Algorithm: FixedWindow, Limit: lim,
+func (s *stateless) take(phone, name string, lim int64) limit.Take {
+	t := limit.Take{Key: limit.Key{Space: "otp", ID: phone, Name: name}, Algorithm: limit.FixedWindow, Limit: lim,
 		Window: s.policy.CodeTTL, Cost: 1, Policy: OTPPolicyName, OnStoreError: s.policy.OnStoreError}
-	if t.OnStoreError == FallbackLocal {
+	if t.OnStoreError == limit.FallbackLocal {
 		t.LocalLimit = lim
 	}
 	return t
@@ -127,18 +130,18 @@ func (s *stateless) take(phone, name string, lim int64) Take {
 // counts the guess, compares, and marks the code used on a match.
 func (s *stateless) verify(ctx context.Context, phone Phone, code string) error {
 	now := s.now()
-	res, err := s.counter.Take(ctx, []Take{s.take(phone.E164, "sguess", int64(s.policy.MaxVerifyAttempts))})
+	res, err := s.counter.Take(ctx, []limit.Take{s.take(phone.E164, "sguess", int64(s.policy.MaxVerifyAttempts))})
 	if err != nil {
-		s.log.Log(ctx, StoreFailureLevel(err), "counting a guess failed", "phone", MaskPhone(phone.E164), "err", err)
-		return storeError(err)
+		s.log.Log(ctx, limit.StoreFailureLevel(err), "counting a guess failed", "phone", MaskPhone(phone.E164), "err", err)
+		return limit.StoreError(err)
 	}
 	if !res[0].Allowed {
-		return &Error{Code: CodeTooManyAttempts, Message: "too many wrong guesses; request a new code", RetryAfter: res[0].RetryAfter}
+		return &problem.Error{Code: problem.CodeTooManyAttempts, Message: "too many wrong guesses; request a new code", RetryAfter: res[0].RetryAfter}
 	}
 	k, ok := s.match(phone.E164, code, now)
 	if !ok {
 		left := int(res[0].Remaining)
-		return &Error{Code: CodeWrongCode, Message: "the code is wrong", AttemptsLeft: &left}
+		return &problem.Error{Code: problem.CodeWrongCode, Message: "the code is wrong", AttemptsLeft: &left}
 	}
 	return s.use(ctx, phone, k)
 }
@@ -146,13 +149,13 @@ func (s *stateless) verify(ctx context.Context, phone Phone, code string) error 
 // use marks step's code used: of two uses (on one instance, or in
 // Redis) one wins.
 func (s *stateless) use(ctx context.Context, phone Phone, step int64) error {
-	res, err := s.counter.Take(ctx, []Take{s.take(phone.E164, "used:"+strconv.FormatInt(step, 10), 1)})
+	res, err := s.counter.Take(ctx, []limit.Take{s.take(phone.E164, "used:"+strconv.FormatInt(step, 10), 1)})
 	if err != nil {
-		s.log.Log(ctx, StoreFailureLevel(err), "marking a code used failed", "phone", MaskPhone(phone.E164), "err", err)
-		return storeError(err)
+		s.log.Log(ctx, limit.StoreFailureLevel(err), "marking a code used failed", "phone", MaskPhone(phone.E164), "err", err)
+		return limit.StoreError(err)
 	}
 	if !res[0].Allowed {
-		return Errorf(CodeNoActiveCode, "the code was already used")
+		return problem.Errorf(problem.CodeNoActiveCode, "the code was already used")
 	}
 	return nil
 }

@@ -8,6 +8,9 @@ import (
 	"fmt"
 	"log/slog"
 	"time"
+
+	"github.com/otpguard/otpguard/internal/limit"
+	"github.com/otpguard/otpguard/internal/problem"
 )
 
 // Trusted numbers (docs/abuse.md, "Trusted numbers"). A send goes to a
@@ -62,15 +65,15 @@ type Trusts interface {
 	// set before (trusted verifies). Idempotent but for the credit.
 	MarkTrusted(ctx context.Context, marks []TrustMark, ttl time.Duration) (trusted int, err error)
 	// Trusted reports whether mark is set.
-	Trusted(ctx context.Context, mark Key) (bool, error)
+	Trusted(ctx context.Context, mark limit.Key) (bool, error)
 }
 
 // TrustMark is one number's mark: the key to set, and the trusted tier's
 // counters of its country and the hour to credit a verify to (Credit
 // false: an import, which credits nothing).
 type TrustMark struct {
-	Key    Key
-	Tier   Key
+	Key    limit.Key
+	Tier   limit.Key
 	Hour   int64
 	Credit bool
 	TTL    time.Duration // the tier counters' TTL
@@ -81,11 +84,11 @@ const MaxTrustImport = 10000
 
 // trustMarkKey is phone's mark: the first 128 bits of HMAC-SHA256(key,
 // "trust:" + E.164), base64url, under its country's hash tag.
-func trustMarkKey(hmacKey []byte, phone Phone) Key {
+func trustMarkKey(hmacKey []byte, phone Phone) limit.Key {
 	m := hmac.New(sha256.New, hmacKey)
 	m.Write([]byte("trust:"))
 	m.Write([]byte(phone.E164))
-	return Key{Space: "otp:tr", ID: region(phone), Name: base64.RawURLEncoding.EncodeToString(m.Sum(nil)[:16])}
+	return limit.Key{Space: "otp:tr", ID: region(phone), Name: base64.RawURLEncoding.EncodeToString(m.Sum(nil)[:16])}
 }
 
 // trust is what a send and a verify do with trusted numbers: read and set
@@ -128,7 +131,7 @@ func (s *trust) trustedNow(ctx context.Context, phone Phone, account bool) bool 
 // reports whether it was (its mark was set before this verify): a trusted
 // verify, which teaches the new tier's baselines nothing (creditable).
 func (s *trust) rememberVerified(ctx context.Context, phone Phone) bool {
-	if !s.on() || s.safe.has(phone.E164) || StoreFailed(ctx) {
+	if !s.on() || s.safe.has(phone.E164) || limit.StoreFailed(ctx) {
 		return false // a verify the store failed in waits on it no more
 	}
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), convTimeout)
@@ -156,10 +159,10 @@ type ImportResult struct {
 // once.
 func (s *trust) importTrusted(ctx context.Context, numbers []string, actor string) (ImportResult, error) {
 	if len(numbers) > MaxTrustImport {
-		return ImportResult{}, Errorf(CodeInvalidRequest, "at most %d numbers per import, got %d", MaxTrustImport, len(numbers))
+		return ImportResult{}, problem.Errorf(problem.CodeInvalidRequest, "at most %d numbers per import, got %d", MaxTrustImport, len(numbers))
 	}
 	if !s.on() {
-		return ImportResult{}, Errorf(CodeInvalidRequest, "trusted numbers are off (otp.trust.verified_within is 0)")
+		return ImportResult{}, problem.Errorf(problem.CodeInvalidRequest, "trusted numbers are off (otp.trust.verified_within is 0)")
 	}
 	var res ImportResult
 	marks := make([]TrustMark, 0, len(numbers))
@@ -178,8 +181,8 @@ func (s *trust) importTrusted(ctx context.Context, numbers []string, actor strin
 	}
 	if len(marks) > 0 {
 		if _, err := s.trusts.MarkTrusted(ctx, marks, s.policy.VerifiedWithin); err != nil {
-			s.log.Log(ctx, StoreFailureLevel(err), "trust: import failed", "err", err)
-			return ImportResult{}, storeError(err)
+			s.log.Log(ctx, limit.StoreFailureLevel(err), "trust: import failed", "err", err)
+			return ImportResult{}, limit.StoreError(err)
 		}
 	}
 	res.Imported = len(marks)

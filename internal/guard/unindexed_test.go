@@ -7,6 +7,7 @@ import (
 
 	"github.com/otpguard/otpguard/internal/guard"
 	"github.com/otpguard/otpguard/internal/guard/guardtest"
+	"github.com/otpguard/otpguard/internal/limit"
 )
 
 // unindexedStore saves codes, but answers ErrUnindexed, as the store does
@@ -28,7 +29,7 @@ func (u unindexedStore) SaveCode(ctx context.Context, c guard.NewCode) (int, err
 func TestSendWithoutVerificationIndex(t *testing.T) {
 	st := guardtest.NewOutageStore()
 	p := guard.DefaultPolicies().OTP
-	p.OnStoreError = guard.FallbackClosed
+	p.OnStoreError = limit.FallbackClosed
 	box := &guardtest.Outbox{}
 	otp := guard.NewOTP(guard.OTPOptions{Policy: p, Counter: st, Codes: unindexedStore{st}, Sender: box, HMACKey: outageHMACKey})
 	res, err := otp.Send(context.Background(), guard.SendRequest{Phone: "+447911123456"})

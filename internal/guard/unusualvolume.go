@@ -7,6 +7,9 @@ import (
 	"time"
 
 	"github.com/nyaruka/phonenumbers"
+
+	"github.com/otpguard/otpguard/internal/limit"
+	"github.com/otpguard/otpguard/internal/problem"
 )
 
 // Unusual volume: a send the country velocity rule (or a tier's cap)
@@ -33,10 +36,10 @@ func (s *velocity) settle(ctx context.Context, phone Phone, t VolumeTake, refusa
 // counted (a refund is then owed if the send does not go on), in the
 // trusted tier or not, and the refusal, if any.
 func (s *velocity) takeAlone(ctx context.Context, phone Phone, t VolumeTake) (counted, trusted bool, err error) {
-	if t.Solved != nil && StoreFailed(ctx) {
-		return false, false, StoreUnavailable(ErrStoreUnavailable, StoreRetryAfter) // single use needs the store
+	if t.Solved != nil && limit.StoreFailed(ctx) {
+		return false, false, limit.StoreUnavailable(limit.ErrStoreUnavailable, limit.StoreRetryAfter) // single use needs the store
 	}
-	if StoreFailed(ctx) {
+	if limit.StoreFailed(ctx) {
 		// The store failed earlier in this decision and the fallback let
 		// the send on: the velocity rule cannot be judged, the split
 		// limits and the spend budget bound it (README, "Cold start").
@@ -46,10 +49,10 @@ func (s *velocity) takeAlone(ctx context.Context, phone Phone, t VolumeTake) (co
 	res, err := s.volumes.TakeVolume(cctx, t)
 	cancel()
 	if err != nil {
-		NoteStoreFailure(ctx)
-		if s.onStoreError == FallbackClosed || t.Solved != nil {
-			s.log.Log(ctx, StoreFailureLevel(err), "limit store failed", "limit", "country_velocity", "err", err)
-			return false, false, StoreUnavailable(err, StoreRetryAfter)
+		limit.NoteStoreFailure(ctx)
+		if s.onStoreError == limit.FallbackClosed || t.Solved != nil {
+			s.log.Log(ctx, limit.StoreFailureLevel(err), "limit store failed", "limit", "country_velocity", "err", err)
+			return false, false, limit.StoreUnavailable(err, limit.StoreRetryAfter)
 		}
 		s.log.WarnContext(ctx, "country velocity: store failed; not judged", "err", err)
 		return false, false, nil
@@ -74,7 +77,7 @@ func (s *velocity) denied(ctx context.Context, phone Phone, t VolumeTake, res Vo
 		if f := s.hooks.VelocityRefused; f != nil {
 			f(region(phone))
 		}
-		return &Error{Code: CodeUnusualVolume, RetryAfter: time.Unix((h+1)*3600, 0).Sub(now),
+		return &problem.Error{Code: problem.CodeUnusualVolume, RetryAfter: time.Unix((h+1)*3600, 0).Sub(now),
 			Usage:   Usage(res.Count+1, res.Limit, time.Hour),
 			Message: "unusually many codes were sent to returning numbers of this country this hour; try again later"}
 	}
@@ -87,7 +90,7 @@ func (s *velocity) denied(ctx context.Context, phone Phone, t VolumeTake, res Vo
 	if span == "minute" {
 		usage = Usage(0, res.MinuteLimit, time.Minute)
 	}
-	return &Error{Code: CodeUnusualVolume, RetryAfter: retry, Usage: usage,
+	return &problem.Error{Code: problem.CodeUnusualVolume, RetryAfter: retry, Usage: usage,
 		Message: "unusually many codes were sent to this country this " + span + "; try again later"}
 }
 
@@ -117,13 +120,13 @@ func (s *velocity) refused(ctx context.Context, phone Phone, r string, h int64, 
 	var wg sync.WaitGroup
 	if s.noteDue(r, end) {
 		wg.Go(func() {
-			s.audit.noteBlock(ctx, Block{Phone: CountryPrefix(r), Country: r, Reason: CodeUnusualVolume, Count: res.Count, Until: end})
+			s.audit.noteBlock(ctx, Block{Phone: CountryPrefix(r), Country: r, Reason: problem.CodeUnusualVolume, Count: res.Count, Until: end})
 		})
 	}
 	defer wg.Wait()
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), convTimeout)
 	defer cancel()
-	first, err := s.conv.ClaimAlert(cctx, Key{Space: "otp:vel", ID: r, Name: fmt.Sprintf("alert:%d", h)}, time.Hour+time.Minute)
+	first, err := s.conv.ClaimAlert(cctx, limit.Key{Space: "otp:vel", ID: r, Name: fmt.Sprintf("alert:%d", h)}, time.Hour+time.Minute)
 	if err != nil || !first {
 		return
 	}
@@ -139,7 +142,7 @@ func (s *velocity) refused(ctx context.Context, phone Phone, r string, h int64, 
 	s.log.ErrorContext(ctx, "UNUSUAL VOLUME: sends to a country refused for the rest of the hour (SMS pumping?)",
 		"country", r, "count", res.Count, "limit", res.Limit, "baseline", res.Baseline,
 		"retry_after", end.Sub(s.now()).Round(time.Second).String())
-	s.audit.events.Record(Event{At: s.now(), Action: ActionVelocity, Outcome: string(CodeUnusualVolume), Country: r,
+	s.audit.events.Record(Event{At: s.now(), Action: ActionVelocity, Outcome: string(problem.CodeUnusualVolume), Country: r,
 		Actor: VelocityActor, Detail: detail, TraceID: TraceID(ctx), RequestID: RequestID(ctx)})
 }
 

@@ -5,6 +5,8 @@ import (
 	"log/slog"
 	"sync"
 	"time"
+
+	"github.com/otpguard/otpguard/internal/limit"
 )
 
 // The country velocity rule (README.md, "Abuse defences"; docs/abuse.md).
@@ -27,8 +29,8 @@ import (
 
 // VolumeTake asks the store to count one send to a country in an hour.
 type VolumeTake struct {
-	Key        Key       // the country's counters
-	Quarantine Key       // set while the country is quarantined; same hash tag as Key
+	Key        limit.Key // the country's counters
+	Quarantine limit.Key // set while the country is quarantined; same hash tag as Key
 	Now        time.Time // the service's clock
 	Hour       int64     // the hour bucket: unix seconds / 3600 of Now
 	Lookback   int64     // hours before Hour the baseline looks at
@@ -54,8 +56,8 @@ type VolumeTake struct {
 	// set the send counts as trusted. NewOff: an untrusted send counts
 	// nothing (the velocity rule is off; only the trusted tier is kept).
 	Trusted    bool
-	Mark       Key
-	TrustedKey Key
+	Mark       limit.Key
+	TrustedKey limit.Key
 	TFloor     int64
 	TFactor    float64
 	NewOff     bool
@@ -100,12 +102,12 @@ type Volumes interface {
 	TakeVolume(ctx context.Context, t VolumeTake) (VolumeResult, error)
 	// RefundVolume gives back a send TakeVolume counted at (its hour and
 	// minute).
-	RefundVolume(ctx context.Context, k Key, at time.Time) error
+	RefundVolume(ctx context.Context, k limit.Key, at time.Time) error
 	// CountVerified counts one verified code in hour: the credit of the hour.
-	CountVerified(ctx context.Context, k Key, hour int64, ttl time.Duration) error
+	CountVerified(ctx context.Context, k limit.Key, hour int64, ttl time.Duration) error
 	// Quarantine records that the country is quarantined until until (the
 	// service's clock); the record expires ttl after it is made.
-	Quarantine(ctx context.Context, k Key, until time.Time, ttl time.Duration) error
+	Quarantine(ctx context.Context, k limit.Key, until time.Time, ttl time.Duration) error
 }
 
 // Normals reads a country's normal conversion, which the velocity rule
@@ -114,7 +116,7 @@ type Normals interface {
 	// NormalConversion is the country's verified sends / sends over the
 	// lookback before hour, as the velocity rule computed it in hour;
 	// known is false without enough history.
-	NormalConversion(ctx context.Context, k Key, hour int64) (rate float64, known bool, err error)
+	NormalConversion(ctx context.Context, k limit.Key, hour int64) (rate float64, known bool, err error)
 }
 
 // velocityTTL is how long a country's counters outlive their last write:
@@ -122,19 +124,29 @@ type Normals interface {
 // the baseline reads it.
 func (v CountryVelocity) ttl() time.Duration { return v.Lookback + 2*time.Hour }
 
-func velocityKey(region string) Key { return Key{Space: "otp:vel", ID: region, Name: "h"} }
+func velocityKey(region string) limit.Key { return limit.Key{Space: "otp:vel", ID: region, Name: "h"} }
 
-func quarantineKey(region string) Key { return Key{Space: "otp:vel", ID: region, Name: "quarantine"} }
+func quarantineKey(region string) limit.Key {
+	return limit.Key{Space: "otp:vel", ID: region, Name: "quarantine"}
+}
 
 // trustedTierKey is the trusted tier's hourly counters of a country:
 // the velocity rule's layout, its own key.
-func trustedTierKey(region string) Key { return Key{Space: "otp:vel", ID: region, Name: "t"} }
+func trustedTierKey(region string) limit.Key {
+	return limit.Key{Space: "otp:vel", ID: region, Name: "t"}
+}
 
-func solvedKey(region string) Key { return Key{Space: "otp:vel", ID: region, Name: "solved"} }
+func solvedKey(region string) limit.Key {
+	return limit.Key{Space: "otp:vel", ID: region, Name: "solved"}
+}
 
-func solvedCutKey(region string) Key { return Key{Space: "otp:vel", ID: region, Name: "solvedcut"} }
+func solvedCutKey(region string) limit.Key {
+	return limit.Key{Space: "otp:vel", ID: region, Name: "solvedcut"}
+}
 
-func solutionKey(region, id string) Key { return Key{Space: "otp:vel", ID: region, Name: "used:" + id} }
+func solutionKey(region, id string) limit.Key {
+	return limit.Key{Space: "otp:vel", ID: region, Name: "used:" + id}
+}
 
 // hour is the hour bucket of t.
 func hour(t time.Time) int64 { return t.Unix() / 3600 }
@@ -145,7 +157,7 @@ type velocity struct {
 	policy CountryVelocity
 	// historyMinSends is conversion.history_min_sends.
 	historyMinSends int64
-	onStoreError    FallbackMode
+	onStoreError    limit.FallbackMode
 	safe            safeList
 	volumes         Volumes // nil: no country velocity rule
 	conv            Conversions

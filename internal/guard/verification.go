@@ -8,6 +8,9 @@ import (
 	"io"
 	"log/slog"
 	"time"
+
+	"github.com/otpguard/otpguard/internal/limit"
+	"github.com/otpguard/otpguard/internal/problem"
 )
 
 // The verification lifecycle. Every code saved in the store is one
@@ -93,8 +96,8 @@ func ValidVerificationID(id string) bool {
 	return true
 }
 
-func verificationNotFound() *Error {
-	return Errorf(CodeVerificationNotFound, "no such verification (never created, or older than its retention)")
+func verificationNotFound() *problem.Error {
+	return problem.Errorf(problem.CodeVerificationNotFound, "no such verification (never created, or older than its retention)")
 }
 
 // verificationRecords reads and cancels the records of verifications.
@@ -135,7 +138,7 @@ func (s *verificationRecords) cancel(ctx context.Context, id string) (Verificati
 		phone = p
 	}
 	if !canceled {
-		err = &Error{Code: CodeVerificationNotPending, VerificationStatus: v.Status,
+		err = &problem.Error{Code: problem.CodeVerificationNotPending, VerificationStatus: string(v.Status),
 			Message: fmt.Sprintf("the verification is %s, not pending", v.Status)}
 		s.audit.record(ctx, ActionOTPCancel, "", phone, "", err)
 		return v, err
@@ -148,6 +151,6 @@ func (s *verificationRecords) verificationError(ctx context.Context, err error) 
 	if errors.Is(err, ErrNotFound) {
 		return verificationNotFound()
 	}
-	s.log.Log(ctx, StoreFailureLevel(err), "reading a verification failed", "err", err)
-	return storeError(err)
+	s.log.Log(ctx, limit.StoreFailureLevel(err), "reading a verification failed", "err", err)
+	return limit.StoreError(err)
 }

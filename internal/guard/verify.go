@@ -1,6 +1,10 @@
 package guard
 
-import "context"
+import (
+	"context"
+
+	"github.com/otpguard/otpguard/internal/limit"
+)
 
 // VerifyRequest checks Code against the code last sent to Phone.
 type VerifyRequest struct {
@@ -35,7 +39,7 @@ func (s *OTP) VerifyCode(ctx context.Context, req VerifyRequest) (VerifyResult, 
 		s.audit.record(ctx, ActionOTPVerify, "", phone, "", err)
 		return VerifyResult{}, err
 	}
-	ctx = WithDecision(ctx)
+	ctx = limit.WithDecision(ctx)
 	vid, err := s.codes.verify(ctx, phone, req.Code)
 	s.audit.record(ctx, ActionOTPVerify, OutcomeValid, phone, "", err)
 	if err != nil {

@@ -6,6 +6,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/otpguard/otpguard/internal/limit"
 )
 
 // The conversion watch off the request path. A send or a verify decides
@@ -40,7 +42,7 @@ const (
 type ConversionCount struct {
 	Kind     ConversionKind
 	Now      time.Time
-	Subjects []Key
+	Subjects []limit.Key
 }
 
 // ConversionBatcher is a Conversions that counts many events in one round
@@ -86,7 +88,7 @@ func (s *conversionWatch) watching(ctx context.Context, phone Phone) bool {
 		return false
 	}
 	// The store already failed in this decision: do not wait on it again.
-	return !StoreFailed(ctx)
+	return !limit.StoreFailed(ctx)
 }
 
 // enqueue puts the event of a request that counts for the watch in the

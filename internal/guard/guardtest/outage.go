@@ -9,13 +9,14 @@ import (
 	"time"
 
 	"github.com/otpguard/otpguard/internal/guard"
+	"github.com/otpguard/otpguard/internal/limit"
 )
 
 // ErrRedisDown is what OutageStore answers while it is down: a refused
 // connection, as the Redis client reports one.
 var ErrRedisDown = errors.New("dial tcp 127.0.0.1:6379: connect: connection refused")
 
-// OutageStore is a guard.Counter and guard.Codes: in memory while up,
+// OutageStore is a limit.Counter and guard.Codes: in memory while up,
 // failing (at once, or when the context ends with SetWait) while down. Its
 // windows are fixed and never expire: enough for a test. It counts the
 // calls that reach it.
@@ -24,13 +25,13 @@ type OutageStore struct {
 	down  bool
 	wait  bool
 	calls atomic.Int64
-	fw    map[guard.Key]int64
+	fw    map[limit.Key]int64
 	codes map[string]guard.Guess
 }
 
 // NewOutageStore returns a store that is up and empty.
 func NewOutageStore() *OutageStore {
-	return &OutageStore{fw: map[guard.Key]int64{}, codes: map[string]guard.Guess{}}
+	return &OutageStore{fw: map[limit.Key]int64{}, codes: map[string]guard.Guess{}}
 }
 
 // SetDown takes the store down, or brings it back.
@@ -52,17 +53,17 @@ func (f *OutageStore) SetWait(wait bool) {
 func (f *OutageStore) Calls() int64 { return f.calls.Load() }
 
 // Count is the count of the window k.
-func (f *OutageStore) Count(k guard.Key) int64 {
+func (f *OutageStore) Count(k limit.Key) int64 {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.fw[k]
 }
 
 // Counts is a copy of every window's count.
-func (f *OutageStore) Counts() map[guard.Key]int64 {
+func (f *OutageStore) Counts() map[limit.Key]int64 {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	out := make(map[guard.Key]int64, len(f.fw))
+	out := make(map[limit.Key]int64, len(f.fw))
 	for k, v := range f.fw {
 		out[k] = v
 	}
@@ -85,23 +86,23 @@ func (f *OutageStore) fail(ctx context.Context) error {
 }
 
 // Take counts each take in its fixed window.
-func (f *OutageStore) Take(ctx context.Context, takes []guard.Take) ([]guard.Result, error) {
+func (f *OutageStore) Take(ctx context.Context, takes []limit.Take) ([]limit.Result, error) {
 	if err := f.fail(ctx); err != nil {
 		return nil, err
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	res := make([]guard.Result, len(takes))
+	res := make([]limit.Result, len(takes))
 	for i, t := range takes {
 		f.fw[t.Key] += t.Cost
 		c := f.fw[t.Key]
-		res[i] = guard.Result{Allowed: c <= t.Limit, Limit: t.Limit, Count: c, Remaining: max(0, t.Limit-c), Spent: t.Cost > 0}
+		res[i] = limit.Result{Allowed: c <= t.Limit, Limit: t.Limit, Count: c, Remaining: max(0, t.Limit-c), Spent: t.Cost > 0}
 	}
 	return res, nil
 }
 
 // Refund gives the takes back.
-func (f *OutageStore) Refund(ctx context.Context, takes []guard.Take) error {
+func (f *OutageStore) Refund(ctx context.Context, takes []limit.Take) error {
 	if err := f.fail(ctx); err != nil {
 		return err
 	}
