@@ -24,7 +24,7 @@ func RetrySeconds(d time.Duration) int {
 // per-IP and shared limits are the caller's and everyone's, not the
 // number's, and are not read. When the store cannot say, the cooldown is
 // the answer: the longest a cooldown can still run.
-func (s *OTP) newCodeIn(ctx context.Context, phone string) time.Duration {
+func (s *codebook) newCodeIn(ctx context.Context, phone string) time.Duration {
 	takes := []limit.Take{{Key: phoneSendsKey(phone), Algorithm: limit.FixedWindow,
 		Limit: s.policy.PerPhone.Limit, Window: s.policy.PerPhone.Window}}
 	if cd := s.policy.Cooldown; cd > 0 {
@@ -49,7 +49,7 @@ func (s *OTP) newCodeIn(ctx context.Context, phone string) time.Duration {
 
 // tooManyAttempts is the refusal of a guess at a locked code: it says when
 // a new code may be requested, and its RetryAfter says the same.
-func (s *OTP) tooManyAttempts(ctx context.Context, phone string) *problem.Error {
+func (s *codebook) tooManyAttempts(ctx context.Context, phone string) *problem.Error {
 	wait := s.newCodeIn(ctx, phone)
 	if wait <= 0 {
 		return &problem.Error{Code: problem.CodeTooManyAttempts, Message: "too many wrong guesses; request a new code"}
