@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/otpguard/otpguard/internal/guard"
+	"github.com/otpguard/otpguard/internal/guard/guardtest"
+	"github.com/otpguard/otpguard/internal/limit"
 	"github.com/otpguard/otpguard/internal/store/redistest"
 )
 
@@ -19,10 +21,6 @@ import (
 //
 // roundtrips/op counts what the client sent to Redis per decision (a
 // MULTI/EXEC is one), with a go-redis hook; connection set-up is not counted.
-
-type noSender struct{}
-
-func (noSender) Send(context.Context, guard.Message) error { return nil }
 
 // BenchmarkOTPSend is one /otp/send decision through guard.OTP.Send: parse
 // the number, one round trip for every limit (one MULTI, each limit its own
@@ -57,7 +55,7 @@ func BenchmarkOTPSend(b *testing.B) {
 			if err := p.Validate(); err != nil {
 				b.Fatal(err)
 			}
-			otp := guard.NewOTP(guard.OTPOptions{Policy: p.OTP, Counter: s, Codes: s, Sender: noSender{},
+			otp := guard.NewOTP(guard.OTPOptions{Policy: p.OTP, Counter: s, Codes: s, Sender: guardtest.Sender{},
 				HMACKey: []byte("0123456789abcdef0123456789abcdef")})
 			ctx := context.Background()
 			i := 0
@@ -77,26 +75,26 @@ func BenchmarkOTPSend(b *testing.B) {
 }
 
 // BenchmarkLimiterCheck is one /limits/check decision through
-// guard.Limiter.Check (policy lookup, key and cost validation, the store's
+// limit.Limiter.Check (policy lookup, key and cost validation, the store's
 // one round trip), for one check and for a batch of 10.
 func BenchmarkLimiterCheck(b *testing.B) {
 	for _, batch := range []int{1, 10} {
 		b.Run("batch="+strconv.Itoa(batch), func(b *testing.B) {
 			s, rt, _ := redistest.Store(b)
 			guard.WarmPhoneMetadata()
-			policies := map[string]guard.LimitPolicy{
-				"api": {Algorithm: guard.TokenBucket, Capacity: 1_000_000_000, RefillPerSecond: 1_000_000, OnStoreError: guard.FallbackOpen},
+			policies := map[string]limit.Policy{
+				"api": {Algorithm: limit.TokenBucket, Capacity: 1_000_000_000, RefillPerSecond: 1_000_000, OnStoreError: limit.FallbackOpen},
 			}
-			l := guard.NewLimiter(policies, s, nil)
+			l := limit.New(policies, s, nil)
 			ctx := context.Background()
-			checks := make([]guard.Check, batch)
+			checks := make([]limit.Check, batch)
 			i := 0
 			for b.Loop() {
 				if i == 0 {
 					rt.Reset()
 				}
 				for j := range checks {
-					checks[j] = guard.Check{Policy: "api", Key: "user:" + strconv.Itoa((i*batch+j)%1000), Cost: 1}
+					checks[j] = limit.Check{Policy: "api", Key: "user:" + strconv.Itoa((i*batch+j)%1000), Cost: 1}
 				}
 				res, err := l.Check(ctx, checks)
 				if err != nil {

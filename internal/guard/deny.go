@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/otpguard/otpguard/internal/problem"
 )
 
 // maxDenyDigits is the longest E.164 number; a longer pattern can match nothing.
@@ -46,7 +48,7 @@ func (d DenyEntry) Matches(e164 string, now time.Time) bool {
 // "+" followed by 1 to 15 ASCII digits.
 func ValidateDenyPattern(p string) error {
 	if !validDenyPattern(p) {
-		return Errorf(CodeInvalidRequest,
+		return problem.Errorf(problem.CodeInvalidRequest,
 			"pattern must be '+' followed by 1 to %d digits, like +919800000000 or +88213", maxDenyDigits)
 	}
 	return nil
@@ -64,14 +66,21 @@ func validDenyPattern(p string) bool {
 	return true
 }
 
+// denyCheck is a send's deny-list step.
+type denyCheck struct {
+	deny  DenyChecker
+	trust *trust // an automatic block spares a trusted number
+	now   func() time.Time
+}
+
 // checkDenied refuses a deny-listed number, before any counter is spent.
-func (s *OTP) checkDenied(phone Phone) error {
+func (s *denyCheck) checkDenied(phone Phone) error {
 	if e, ok := s.deny.Denied(phone.E164, s.now()); ok {
 		err := fmt.Errorf("deny-list entry %d (%s)", e.ID, MaskPhone(e.Pattern))
 		if e.Author == ConversionActor { // a challenge or trust may lift it
 			err = fmt.Errorf("%w: %w", err, errAutomaticBlock)
 		}
-		return &Error{Code: CodeDenied, Message: "this number may not receive codes", Err: err}
+		return &problem.Error{Code: problem.CodeDenied, Message: "this number may not receive codes", Err: err}
 	}
 	return nil
 }
@@ -81,14 +90,14 @@ func (s *OTP) checkDenied(phone Phone) error {
 // solved send (challenge.go) nor a trusted number (trust.go: the app's
 // word, or its mark read at once), which it then answers TierTrusted; an
 // operator's entry refuses every number.
-func (s *OTP) checkDeniedTier(ctx context.Context, phone Phone, tier Tier, account bool) (Tier, error) {
+func (s *denyCheck) checkDeniedTier(ctx context.Context, phone Phone, tier Tier, account bool) (Tier, error) {
 	err := s.checkDenied(phone)
 	switch {
 	case err == nil || !automaticRefusal(err):
 		return tier, err
 	case tier != TierNew:
 		return tier, nil
-	case s.trustedNow(ctx, phone, account):
+	case s.trust.trustedNow(ctx, phone, account):
 		return TierTrusted, nil
 	}
 	return tier, err

@@ -6,6 +6,8 @@ import (
 	"strings"
 
 	"github.com/nyaruka/phonenumbers"
+
+	"github.com/otpguard/otpguard/internal/problem"
 )
 
 // High-risk destinations (docs/abuse.md, "High-risk destinations"). The
@@ -48,15 +50,15 @@ func highRiskPrefix(p string) bool {
 }
 
 // checkHighRisk refuses a non-geographic number (no region) that
-// otp.allow_high_risk does not name: 403 country_not_allowed, as a number
-// outside the allowed countries, since it has no country. It reports
+// otp.allow_high_risk (allow) does not name: 403 country_not_allowed, as
+// a number outside the allowed countries, since it has no country. It reports
 // whether the number is high-risk and allowed (then the country list,
 // which it cannot be on, does not apply to it).
-func (s *OTP) checkHighRisk(phone Phone) (allowed bool, err error) {
+func checkHighRisk(allow []string, phone Phone) (allowed bool, err error) {
 	if phone.Region != "" {
 		return false, nil
 	}
-	for _, p := range s.policy.AllowHighRisk {
+	for _, p := range allow {
 		if strings.HasPrefix(phone.E164, p) {
 			return true, nil
 		}
@@ -65,6 +67,6 @@ func (s *OTP) checkHighRisk(phone Phone) (allowed bool, err error) {
 	if phone.num != nil {
 		cc = fmt.Sprintf("+%d", phone.num.GetCountryCode())
 	}
-	return false, Errorf(CodeCountryNotAllowed,
+	return false, problem.Errorf(problem.CodeCountryNotAllowed,
 		"codes are not sent to international network numbers (%s) unless the policy allows them (otp.allow_high_risk)", cc)
 }

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/otpguard/otpguard/internal/guard"
+	"github.com/otpguard/otpguard/internal/guard/guardtest"
+	"github.com/otpguard/otpguard/internal/limit"
 )
 
 // normalVolumes is a fakeVolumes that knows each country's normal
@@ -16,7 +18,7 @@ type normalVolumes struct {
 	asked  int
 }
 
-func (f *normalVolumes) NormalConversion(context.Context, guard.Key, int64) (float64, bool, error) {
+func (f *normalVolumes) NormalConversion(context.Context, limit.Key, int64) (float64, bool, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.asked++
@@ -52,8 +54,8 @@ func TestWatchJudgesAgainstTheCountrysNormal(t *testing.T) {
 			if err := p.Validate(); err != nil {
 				t.Fatal(err)
 			}
-			st := newOutageStore()
-			otp := guard.NewOTP(guard.OTPOptions{Policy: p.OTP, Counter: st, Codes: st, Sender: &smsBox{}, HMACKey: outageHMACKey,
+			st := guardtest.NewOutageStore()
+			otp := guard.NewOTP(guard.OTPOptions{Policy: p.OTP, Counter: st, Codes: st, Sender: &guardtest.Outbox{}, HMACKey: outageHMACKey,
 				Conversions: conv, Volumes: vol})
 			t.Cleanup(otp.Close)
 			ctx := context.Background()

@@ -6,6 +6,8 @@ import (
 	"unicode"
 
 	"github.com/nyaruka/phonenumbers"
+
+	"github.com/otpguard/otpguard/internal/problem"
 )
 
 // maxPhoneInput bounds what is handed to libphonenumber: no real number,
@@ -36,9 +38,9 @@ func parsePhone(raw, defaultRegion string, parse func(raw, region string) (*phon
 	raw = strings.TrimSpace(raw)
 	switch {
 	case raw == "":
-		return Phone{}, Errorf(CodeInvalidPhone, "phone is required")
+		return Phone{}, problem.Errorf(problem.CodeInvalidPhone, "phone is required")
 	case len(raw) > maxPhoneInput:
-		return Phone{}, Errorf(CodeInvalidPhone, "phone is longer than %d characters", maxPhoneInput)
+		return Phone{}, problem.Errorf(problem.CodeInvalidPhone, "phone is longer than %d characters", maxPhoneInput)
 	}
 	if !twoDigits(raw) {
 		// libphonenumber refuses it too (a number needs two decimal
@@ -61,7 +63,7 @@ func parsePhone(raw, defaultRegion string, parse func(raw, region string) (*phon
 	// done once more here and not a third time.
 	t := phonenumbers.GetNumberType(num)
 	if t == phonenumbers.UNKNOWN {
-		return Phone{}, Errorf(CodeInvalidPhone, "phone is not a valid number for its country")
+		return Phone{}, problem.Errorf(problem.CodeInvalidPhone, "phone is not a valid number for its country")
 	}
 	region = phonenumbers.GetRegionCodeForNumber(num)
 	if region == "ZZ" || region == "001" {
@@ -73,7 +75,7 @@ func parsePhone(raw, defaultRegion string, parse func(raw, region string) (*phon
 // unparsedPhone refuses a number libphonenumber cannot parse: a new
 // *Error each time, which its receiver may change.
 func unparsedPhone() error {
-	return &Error{Code: CodeInvalidPhone, Message: "phone does not parse as a number (write it in international format, e.g. +14155550100)"}
+	return &problem.Error{Code: problem.CodeInvalidPhone, Message: "phone does not parse as a number (write it in international format, e.g. +14155550100)"}
 }
 
 // twoDigits reports whether s holds at least two decimal digits (Unicode
@@ -106,16 +108,6 @@ func WarmPhoneMetadata() {
 	_, _ = ParsePhone("+14155550100", "")
 }
 
-// MaskPhone keeps the country code and the last two digits of an E.164 number
-// ("+91********00"): enough to tell numbers apart in logs, not enough to
-// reach anyone.
-func MaskPhone(e164 string) string {
-	if len(e164) <= 5 {
-		return strings.Repeat("*", len(e164))
-	}
-	return e164[:3] + strings.Repeat("*", len(e164)-5) + e164[len(e164)-2:]
-}
-
 // CleanIP is the end user's address as the audit trail records it: the
 // canonical form of an address IPSubject accepted, "" for anything else.
 func CleanIP(raw string) string {
@@ -136,11 +128,11 @@ func IPSubject(raw string) (string, error) {
 		return "", nil
 	}
 	if len(raw) > 64 {
-		return "", Errorf(CodeInvalidRequest, "client_ip is too long")
+		return "", problem.Errorf(problem.CodeInvalidRequest, "client_ip is too long")
 	}
 	addr, err := netip.ParseAddr(raw)
 	if err != nil || addr.Zone() != "" { // a zone names a local interface, never a caller
-		return "", Errorf(CodeInvalidRequest, "client_ip is not an IP address")
+		return "", problem.Errorf(problem.CodeInvalidRequest, "client_ip is not an IP address")
 	}
 	addr = addr.Unmap()
 	if addr.Is4() {
@@ -148,22 +140,24 @@ func IPSubject(raw string) (string, error) {
 	}
 	prefix, err := addr.Prefix(64)
 	if err != nil {
-		return "", Errorf(CodeInvalidRequest, "client_ip is not an IP address")
+		return "", problem.Errorf(problem.CodeInvalidRequest, "client_ip is not an IP address")
 	}
 	return prefix.String(), nil
 }
 
-// parseSend reads a send's number (to E.164) and the end user's address
-// (its per-IP subject; "" for none). The number is returned when it parsed,
-// for the audit record of a refusal.
-func (s *OTP) parseSend(req SendRequest) (Phone, string, error) {
-	phone, err := ParsePhone(req.Phone, s.policy.DefaultRegion)
+// parseSend reads a send's number (to E.164, in defaultRegion when it has
+// no country code) and the end user's address: its per-IP subject ("" for
+// none), and as the audit trail records it (CleanIP), which is returned on
+// a refusal too, as is the number when it parsed.
+func parseSend(req SendRequest, defaultRegion string) (phone Phone, ip, auditIP string, err error) {
+	auditIP = CleanIP(req.ClientIP)
+	phone, err = ParsePhone(req.Phone, defaultRegion)
 	if err != nil {
-		return phone, "", err
+		return phone, "", auditIP, err
 	}
 	if len(req.Challenge) > MaxChallengeSolution {
-		return phone, "", Errorf(CodeInvalidRequest, "challenge is longer than %d bytes", MaxChallengeSolution)
+		return phone, "", auditIP, problem.Errorf(problem.CodeInvalidRequest, "challenge is longer than %d bytes", MaxChallengeSolution)
 	}
-	ip, err := IPSubject(req.ClientIP)
-	return phone, ip, err
+	ip, err = IPSubject(req.ClientIP)
+	return phone, ip, auditIP, err
 }

@@ -3,21 +3,39 @@ package guard
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/otpguard/otpguard/internal/limit"
+	"github.com/otpguard/otpguard/internal/problem"
 )
 
 // limitedTake is one send limit and the code that refuses it.
 type limitedTake struct {
-	take   Take
-	denial Code
+	take   limit.Take
+	denial problem.Code
 	what   string
 	// refundDenied: a denied hit is given back too (the budget's).
 	refundDenied bool
 	// operator: the ops desk's override set this limit; its refusal is
 	// an operator's, which no challenge lifts (challenge.go).
 	operator bool
+}
+
+// spender takes a send's limits and gives back what a send that does not
+// leave spent.
+type spender struct {
+	policy   OTPPolicy
+	counter  limit.Counter
+	blocks   Blocks
+	audit    *audit
+	velocity *velocity
+	volumes  Volumes // the velocity counts' refunds
+	budget   *budget // the budget's refusal is logged once per period
+	log      *slog.Logger
+	now      func() time.Time
 }
 
 // sendLimits are the limits of one send. When the store cannot answer they
@@ -27,11 +45,11 @@ type limitedTake struct {
 // open, all three are split; with closed, the send is refused. The slice
 // leaves room for the more limits the abuse rules add, appended without a
 // copy.
-func (s *OTP) sendLimits(phone, ip string, more int) []limitedTake {
+func (s *spender) sendLimits(phone, ip string, more int) []limitedTake {
 	mode := s.policy.OnStoreError
-	fallback := func(t Take, localLimit int64) Take {
+	fallback := func(t limit.Take, localLimit int64) limit.Take {
 		t.Policy, t.OnStoreError = OTPPolicyName, mode
-		if mode == FallbackLocal {
+		if mode == limit.FallbackLocal {
 			t.LocalLimit = localLimit
 		}
 		return t
@@ -39,24 +57,24 @@ func (s *OTP) sendLimits(phone, ip string, more int) []limitedTake {
 	ls := make([]limitedTake, 0, 3+more)
 	if cd := s.policy.Cooldown; cd > 0 {
 		ls = append(ls, limitedTake{
-			take:   fallback(Take{Key: cooldownKey(phone), Algorithm: FixedWindow, Limit: 1, Window: cd, Cost: 1}, 1),
-			denial: CodeCooldown, what: "a code was sent to this number moments ago",
+			take:   fallback(limit.Take{Key: cooldownKey(phone), Algorithm: limit.FixedWindow, Limit: 1, Window: cd, Cost: 1}, 1),
+			denial: problem.CodeCooldown, what: "a code was sent to this number moments ago",
 		})
 	}
 	ls = append(ls, limitedTake{
-		take: fallback(Take{Key: phoneSendsKey(phone), Algorithm: FixedWindow,
+		take: fallback(limit.Take{Key: phoneSendsKey(phone), Algorithm: limit.FixedWindow,
 			Limit: s.policy.PerPhone.Limit, Window: s.policy.PerPhone.Window, Cost: 1}, s.policy.LocalLimit),
-		denial: CodePhoneRateLimited, what: "too many codes were sent to this number",
+		denial: problem.CodePhoneRateLimited, what: "too many codes were sent to this number",
 	})
 	if ip != "" {
-		t := fallback(Take{Key: Key{"otp:ip", ip, "sends"}, Algorithm: FixedWindow,
+		t := fallback(limit.Take{Key: limit.Key{Space: "otp:ip", ID: ip, Name: "sends"}, Algorithm: limit.FixedWindow,
 			Limit: s.policy.PerIP.Limit, Window: s.policy.PerIP.Window, Cost: 1}, 0)
-		if mode == FallbackLocal { // local_limit is per number: an address gets its share
-			t.OnStoreError, t.LocalLimit = FallbackOpen, 0
+		if mode == limit.FallbackLocal { // local_limit is per number: an address gets its share
+			t.OnStoreError, t.LocalLimit = limit.FallbackOpen, 0
 		}
 		ls = append(ls, limitedTake{
 			take:   t,
-			denial: CodeIPRateLimited, what: "too many codes were requested from this address",
+			denial: problem.CodeIPRateLimited, what: "too many codes were requested from this address",
 		})
 	}
 	return ls
@@ -67,22 +85,22 @@ func (s *OTP) sendLimits(phone, ip string, more int) []limitedTake {
 // when the policy has no cooldown, as a policy in force earlier may have
 // set one. The per-IP counter is the address's, not the number's, and is
 // not listed. The ops desk deletes these keys to unblock a number.
-func PhoneCounterKeys(e164 string) []Key {
-	return []Key{cooldownKey(e164), phoneSendsKey(e164)}
+func PhoneCounterKeys(e164 string) []limit.Key {
+	return []limit.Key{cooldownKey(e164), phoneSendsKey(e164)}
 }
 
-func cooldownKey(e164 string) Key { return Key{"otp", e164, "cooldown"} }
+func cooldownKey(e164 string) limit.Key { return limit.Key{Space: "otp", ID: e164, Name: "cooldown"} }
 
-func phoneSendsKey(e164 string) Key { return Key{"otp", e164, "sends"} }
+func phoneSendsKey(e164 string) limit.Key { return limit.Key{Space: "otp", ID: e164, Name: "sends"} }
 
 // spent is what a send's spend counted: the takes the store (or the
 // fallback) counted, and the hour the velocity rule counted it in (zero:
 // it did not).
 type spent struct {
-	takes      []Take
+	takes      []limit.Take
 	velocityAt time.Time
-	velocity   Key  // what velocityAt counted under: the velocity rule's, the trusted tier's or the solved cap's
-	trusted    bool // the store found the number trusted
+	velocity   limit.Key // what velocityAt counted under: the velocity rule's, the trusted tier's or the solved cap's
+	trusted    bool      // the store found the number trusted
 }
 
 // spend takes every limit of a send at once: one Counter call, which the
@@ -100,10 +118,13 @@ type spent struct {
 // one higher than it will settle at: it can be refused, never allowed
 // beyond a limit (docs/limits.md, "One round trip per send").
 //
-// It returns what it spent, for a send that does not leave to give back
-// (giveBack).
-func (s *OTP) spend(ctx context.Context, phone Phone, limits []limitedTake, vol *VolumeTake) (spent, error) {
-	takes := make([]Take, len(limits))
+// The limits are the number's and the address's (sendLimits), then the
+// abuse rules'. It returns what it spent, for a send that does not leave
+// to give back (giveBack).
+func (s *spender) spend(ctx context.Context, phone Phone, ip string, abuse abuseTakes) (spent, error) {
+	limits := append(s.sendLimits(phone.E164, ip, len(abuse.limits)), abuse.limits...)
+	vol := abuse.velocity
+	takes := make([]limit.Take, len(limits))
 	for i, l := range limits {
 		takes[i] = l.take
 	}
@@ -114,19 +135,23 @@ func (s *OTP) spend(ctx context.Context, phone Phone, limits []limitedTake, vol 
 	if err != nil {
 		return spent{}, s.spendFailed(ctx, err)
 	}
-	if err := s.claimLost(ctx, takes, res, vol, vres); err != nil { // sendclaim.go
-		return spent{}, err
+	if lost := settleClaim(ctx, !slices.ContainsFunc(res, func(r limit.Result) bool { return r.Fallback })); lost != nil {
+		s.refund(ctx, countedTakes(takes, res, nil))
+		if volumeCounted(vol, vres) {
+			s.refundVolume(ctx, tierKey(vol, vres), vol.Now)
+		}
+		return spent{}, lost
 	}
 	if vres != nil && vres.Trusted {
 		// The store found the number trusted: the automatic rules counted
 		// with the limits do not refuse it and give their count back.
 		s.refund(ctx, dropAutomatic(takes, res))
 	}
-	deny := slices.IndexFunc(res, func(r Result) bool { return !r.Allowed })
+	deny := slices.IndexFunc(res, func(r limit.Result) bool { return !r.Allowed })
 	// taken: what the store counted for this request, each refund going
 	// where it was counted (the fallback's memory or the store).
 	taken := countedTakes(takes, res, func(i int) bool { return i == deny && !limits[i].refundDenied })
-	fellBack := slices.ContainsFunc(res, func(r Result) bool { return r.Fallback })
+	fellBack := slices.ContainsFunc(res, func(r limit.Result) bool { return r.Fallback })
 	if deny >= 0 {
 		var vel spent // the volume count to give back, if any
 		if volumeCounted(vol, vres) {
@@ -141,7 +166,7 @@ func (s *OTP) spend(ctx context.Context, phone Phone, limits []limitedTake, vol 
 		// A solution's single use cannot be checked without the store
 		// (on Redis Cluster: without the master of the country's keys).
 		s.refund(ctx, taken)
-		return spent{}, StoreUnavailable(ErrStoreUnavailable, StoreRetryAfter)
+		return spent{}, limit.StoreUnavailable(limit.ErrStoreUnavailable, limit.StoreRetryAfter)
 	case vres != nil:
 		if !vres.Allowed {
 			return spent{}, s.volumeRefused(ctx, phone, *vol, *vres, taken)
@@ -158,7 +183,7 @@ func (s *OTP) spend(ctx context.Context, phone Phone, limits []limitedTake, vol 
 	}
 	// A counter that cannot take the velocity rule with the limits: it
 	// comes last, as its own step.
-	counted, trusted, err := s.takeVelocity(ctx, phone, *vol)
+	counted, trusted, err := s.velocity.settle(ctx, phone, *vol, nil)
 	if err != nil {
 		s.refund(ctx, taken)
 		return spent{}, err
@@ -171,7 +196,7 @@ func (s *OTP) spend(ctx context.Context, phone Phone, limits []limitedTake, vol 
 
 // takeSend takes the send's limits, and vol with them when the counter
 // is a SendCounter (nil VolumeResult otherwise).
-func (s *OTP) takeSend(ctx context.Context, takes []Take, vol *VolumeTake) ([]Result, *VolumeResult, error) {
+func (s *spender) takeSend(ctx context.Context, takes []limit.Take, vol *VolumeTake) ([]limit.Result, *VolumeResult, error) {
 	if sc, ok := s.counter.(SendCounter); ok && vol != nil {
 		return sc.TakeSend(ctx, takes, vol)
 	}
@@ -181,19 +206,17 @@ func (s *OTP) takeSend(ctx context.Context, takes []Take, vol *VolumeTake) ([]Re
 
 // spendFailed is spend's error when the store failed it: no
 // Idempotency-Key claim was made then (a late answer is not taken).
-func (s *OTP) spendFailed(ctx context.Context, err error) error {
-	if c := SendClaimFrom(ctx); c != nil {
-		c.settle(ctx, false)
-	}
-	s.log.Log(ctx, StoreFailureLevel(err), "limit store failed", "limit", "otp.send", "err", err)
-	return storeError(err)
+func (s *spender) spendFailed(ctx context.Context, err error) error {
+	_ = settleClaim(ctx, false) // the store did not answer: it carried no claim, none is lost
+	s.log.Log(ctx, limit.StoreFailureLevel(err), "limit store failed", "limit", "otp.send", "err", err)
+	return limit.StoreError(err)
 }
 
 // countedTakes returns the takes the store counted (res[i].Spent), each
 // marked where it was counted (the fallback's memory or the store) and in
 // which window, but those skip names (nil: none).
-func countedTakes(takes []Take, res []Result, skip func(i int) bool) []Take {
-	counted := make([]Take, 0, len(res))
+func countedTakes(takes []limit.Take, res []limit.Result, skip func(i int) bool) []limit.Take {
+	counted := make([]limit.Take, 0, len(res))
 	for i, r := range res {
 		if !r.Spent || skip != nil && skip(i) {
 			continue
@@ -207,8 +230,8 @@ func countedTakes(takes []Take, res []Result, skip func(i int) bool) []Take {
 
 // dropAutomatic answers the automatic rules' takes allowed and not spent,
 // and returns those the store counted, to refund.
-func dropAutomatic(takes []Take, res []Result) []Take {
-	var counted []Take
+func dropAutomatic(takes []limit.Take, res []limit.Result) []limit.Take {
+	var counted []limit.Take
 	for i, t := range takes {
 		if !t.Automatic {
 			continue
@@ -217,7 +240,7 @@ func dropAutomatic(takes []Take, res []Result) []Take {
 			t.Fallback, t.WindowID = res[i].Fallback, res[i].WindowID
 			counted = append(counted, t)
 		}
-		res[i] = Result{Allowed: true}
+		res[i] = limit.Result{Allowed: true}
 	}
 	return counted
 }
@@ -228,7 +251,7 @@ func volumeCounted(vol *VolumeTake, vres *VolumeResult) bool {
 }
 
 // tierKey is the counters vol counted in.
-func tierKey(vol *VolumeTake, vres *VolumeResult) Key {
+func tierKey(vol *VolumeTake, vres *VolumeResult) limit.Key {
 	if vres.Trusted {
 		return vol.TrustedKey
 	}
@@ -238,7 +261,7 @@ func tierKey(vol *VolumeTake, vres *VolumeResult) Key {
 // refused answers the send refused by l (whose result is r): it gives
 // back what the send took (taken, and the volume count vel names),
 // at once, and notes the refusal.
-func (s *OTP) refused(ctx context.Context, phone Phone, l limitedTake, r Result, taken []Take, vel spent) error {
+func (s *spender) refused(ctx context.Context, phone Phone, l limitedTake, r limit.Result, taken []limit.Take, vel spent) error {
 	// The refunds and the block's note go out at once: one round trip of
 	// latency. The number is blocked, not just its address. (Not noted
 	// when the fallback decided: the block index lives in the store.)
@@ -249,18 +272,18 @@ func (s *OTP) refused(ctx context.Context, phone Phone, l limitedTake, r Result,
 		wg.Go(func() { s.noteBlockRefundVolume(ctx, br, b, vel) })
 	} else {
 		if velocity {
-			wg.Go(func() { s.refundVelocity(ctx, vel.velocity, vel.velocityAt) })
+			wg.Go(func() { s.refundVolume(ctx, vel.velocity, vel.velocityAt) })
 		}
 		if note {
-			wg.Go(func() { s.noteBlock(ctx, b) })
+			wg.Go(func() { s.audit.noteBlock(ctx, b) })
 		}
 	}
 	s.refund(ctx, taken)
 	wg.Wait()
-	if l.denial == CodeBudgetExhausted {
-		s.budgetRefused(ctx, l.take.Key, r)
+	if l.denial == problem.CodeBudgetExhausted {
+		s.budget.refused(ctx, l.take.Key, r)
 	}
-	e := &Error{Code: l.denial, Message: l.what, RetryAfter: r.RetryAfter,
+	e := &problem.Error{Code: l.denial, Message: l.what, RetryAfter: r.RetryAfter,
 		Usage: Usage(r.Count, l.take.Limit, l.take.Window)}
 	if l.operator {
 		e.Err = errOperatorLimit
@@ -272,8 +295,8 @@ func (s *OTP) refused(ctx context.Context, phone Phone, l limitedTake, r Result,
 // volume count (vel) in one store call. It carries a refund, so it gets
 // the store's budget (through the Fallback: its timeout, or up to the
 // ceiling while the probe vouches for Redis), not convTimeout
-// (refundVelocity says why).
-func (s *OTP) noteBlockRefundVolume(ctx context.Context, br BlockVolumeRefunder, b Block, vel spent) {
+// (refundVolume says why).
+func (s *spender) noteBlockRefundVolume(ctx context.Context, br BlockVolumeRefunder, b Block, vel spent) {
 	if err := br.NoteBlockRefundVolume(context.WithoutCancel(ctx), b, vel.velocity, vel.velocityAt); err != nil {
 		// A lost refund only ever refuses more, never allows more.
 		s.log.WarnContext(ctx, "noting a block and refunding its country count failed", "phone", MaskPhone(b.Phone), "err", err)
@@ -284,15 +307,15 @@ func (s *OTP) noteBlockRefundVolume(ctx context.Context, br BlockVolumeRefunder,
 // refused: the refund of what the limits took goes out while the refusal
 // is judged (its alert claims a round trip of its own), one round trip of
 // latency for both.
-func (s *OTP) volumeRefused(ctx context.Context, phone Phone, vol VolumeTake, vres VolumeResult, taken []Take) error {
+func (s *spender) volumeRefused(ctx context.Context, phone Phone, vol VolumeTake, vres VolumeResult, taken []limit.Take) error {
 	var wg sync.WaitGroup
 	wg.Go(func() { s.refund(ctx, taken) })
-	err := s.velocityDenied(ctx, phone, vol, vres)
+	_, _, err := s.velocity.settle(ctx, phone, vol, &vres)
 	wg.Wait()
 	return err
 }
 
-func (s *OTP) refund(ctx context.Context, takes []Take) {
+func (s *spender) refund(ctx context.Context, takes []limit.Take) {
 	if len(takes) == 0 {
 		return
 	}
@@ -302,33 +325,17 @@ func (s *OTP) refund(ctx context.Context, takes []Take) {
 	}
 }
 
-// giveBack returns what a send that surely did not leave spent: its budget,
-// its count in the country's hour and, with try, the number's own limits
-// (its cooldown and per-number count), each in the window it was counted
-// in (Take.WindowID), in one refund. The per-address and the automatic
-// abuse limits stay spent: they bound how many provider calls one address
-// or one range of numbers costs, and a refusal an attacker provokes (a
-// flood that meets the provider's rate limit, numbers it refuses) must not
-// hand them back.
-func (s *OTP) giveBack(ctx context.Context, phone Phone, sp spent, try bool) {
-	back := budgetTakes(sp.takes)
-	if try {
-		back = append(back, numberTakes(sp.takes, phone.E164)...)
+// refundVolume gives back a send counted at under k (the velocity
+// rule's, the trusted tier's or the solved cap's counts) that did not leave.
+//
+// A refund is part of the count, not of the watch: it gets the store's
+// Redis budget (the client bounds a call without a deadline by
+// max(OTPGUARD_REDIS_TIMEOUT, OTPGUARD_REDIS_MAX_WAIT)), as the limits'
+// refunds in the same refusal do, and not convTimeout: a lost refund
+// leaves a send that never went in the country's hour, for real users
+// to be refused by (unusual_volume).
+func (s *spender) refundVolume(ctx context.Context, k limit.Key, at time.Time) {
+	if err := s.volumes.RefundVolume(context.WithoutCancel(ctx), k, at); err != nil {
+		s.log.WarnContext(ctx, "country velocity: refund failed", "err", err)
 	}
-	s.refund(ctx, back)
-	if !sp.velocityAt.IsZero() {
-		s.refundVelocity(ctx, sp.velocity, sp.velocityAt)
-	}
-}
-
-// numberTakes are the number's own takes among passed: its cooldown and
-// its per-number window (PhoneCounterKeys).
-func numberTakes(passed []Take, e164 string) []Take {
-	var out []Take
-	for _, t := range passed {
-		if t.Key == cooldownKey(e164) || t.Key == phoneSendsKey(e164) {
-			out = append(out, t)
-		}
-	}
-	return out
 }

@@ -3,13 +3,14 @@ package guard_test
 import (
 	"context"
 	"fmt"
-	"regexp"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/otpguard/otpguard/internal/guard"
+	"github.com/otpguard/otpguard/internal/guard/guardtest"
+	"github.com/otpguard/otpguard/internal/limit"
+	"github.com/otpguard/otpguard/internal/problem"
 	"github.com/otpguard/otpguard/internal/store/redistest"
 )
 
@@ -29,7 +30,7 @@ func trustOTP(t *testing.T, newFloor, trustFloor int64, now func() time.Time) (*
 	if err := p.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	otp := guard.NewOTP(guard.OTPOptions{Policy: p.OTP, Counter: s, Codes: s, Sender: noSender{}, Now: now,
+	otp := guard.NewOTP(guard.OTPOptions{Policy: p.OTP, Counter: s, Codes: s, Sender: guardtest.Sender{}, Now: now,
 		HMACKey: []byte("0123456789abcdef0123456789abcdef"), Volumes: s, Trusts: s})
 	t.Cleanup(otp.Close)
 	return otp, rt
@@ -56,17 +57,17 @@ func TestTrustTiers(t *testing.T) {
 		name    string
 		n       int
 		account bool
-		want    guard.Code
+		want    problem.Code
 	}{
 		{"new 1", 1, false, ""}, {"new 2", 2, false, ""}, {"new 3", 3, false, ""},
-		{"new 4: refused", 4, false, guard.CodeUnusualVolume},
+		{"new 4: refused", 4, false, problem.CodeUnusualVolume},
 		{"account 1", 11, true, ""}, {"account 2", 12, true, ""}, {"account 3", 13, true, ""}, {"account 4", 14, true, ""},
-		{"account 5: the trusted cap", 15, true, guard.CodeUnusualVolume},
-		{"new 5: still refused", 5, false, guard.CodeUnusualVolume},
+		{"account 5: the trusted cap", 15, true, problem.CodeUnusualVolume},
+		{"new 5: still refused", 5, false, problem.CodeUnusualVolume},
 	}
 	for _, st := range steps {
 		_, err := otp.Send(ctx, guard.SendRequest{Phone: gb(st.n), ClientIP: fmt.Sprintf("203.0.113.%d", st.n), Account: st.account})
-		if got := guard.ErrorCode(err); got != st.want {
+		if got := problem.CodeOf(err); got != st.want {
 			t.Errorf("%s (%s): %q (%v), want %q", st.name, gb(st.n), got, err, st.want)
 		}
 	}
@@ -105,28 +106,6 @@ func TestTrustRoundTrips(t *testing.T) {
 	}
 }
 
-// codeSender keeps the last message sent to each number.
-type codeSender struct {
-	mu   sync.Mutex
-	last map[string]string
-}
-
-func (c *codeSender) Send(_ context.Context, m guard.Message) error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.last == nil {
-		c.last = map[string]string{}
-	}
-	c.last[m.To] = regexp.MustCompile(`\d{4,10}`).FindString(m.Body)
-	return nil
-}
-
-func (c *codeSender) code(to string) string {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.last[to]
-}
-
 // TestVerifiedNumberTrustedNextDay: a number that verified a code is
 // trusted the next day (on a driven clock) while its country refuses new
 // numbers; with verified_within 0 it is not.
@@ -134,10 +113,10 @@ func TestVerifiedNumberTrustedNextDay(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
 		within time.Duration
-		want   guard.Code
+		want   problem.Code
 	}{
 		{"trust on", guard.DefaultVerifiedWithin, ""},
-		{"verified_within 0", 0, guard.CodeUnusualVolume},
+		{"verified_within 0", 0, problem.CodeUnusualVolume},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var now atomic.Int64
@@ -153,7 +132,7 @@ func TestVerifiedNumberTrustedNextDay(t *testing.T) {
 			if err := p.Validate(); err != nil {
 				t.Fatal(err)
 			}
-			out := &codeSender{}
+			out := &guardtest.Outbox{}
 			otp := guard.NewOTP(guard.OTPOptions{Policy: p.OTP, Counter: s, Codes: s, Sender: out, Now: clock,
 				HMACKey: []byte("0123456789abcdef0123456789abcdef"), Volumes: s, Trusts: s})
 			t.Cleanup(otp.Close)
@@ -162,19 +141,19 @@ func TestVerifiedNumberTrustedNextDay(t *testing.T) {
 			if _, err := otp.Send(ctx, guard.SendRequest{Phone: user}); err != nil {
 				t.Fatal(err)
 			}
-			if _, err := otp.Verify(ctx, guard.VerifyRequest{Phone: user, Code: out.code(user)}); err != nil {
+			if _, err := otp.Verify(ctx, guard.VerifyRequest{Phone: user, Code: out.Code(user)}); err != nil {
 				t.Fatalf("verify: %v", err)
 			}
 			now.Add(24 * 3600) // the next day
 			for n := 2; n < 10; n++ {
-				if _, err := otp.Send(ctx, guard.SendRequest{Phone: gb(n), ClientIP: fmt.Sprintf("203.0.113.%d", n)}); guard.ErrorCode(err) == guard.CodeUnusualVolume {
+				if _, err := otp.Send(ctx, guard.SendRequest{Phone: gb(n), ClientIP: fmt.Sprintf("203.0.113.%d", n)}); problem.CodeOf(err) == problem.CodeUnusualVolume {
 					break
 				} else if n == 9 {
 					t.Fatal("the country never refused a new number")
 				}
 			}
 			_, err := otp.Send(ctx, guard.SendRequest{Phone: user})
-			if got := guard.ErrorCode(err); got != tc.want {
+			if got := problem.CodeOf(err); got != tc.want {
 				t.Errorf("the verified number's send: %q (%v), want %q", got, err, tc.want)
 			}
 		})
@@ -195,20 +174,20 @@ func TestAutoBlockSparesTrusted(t *testing.T) {
 		n            int
 		account      bool
 		imported     bool
-		want         guard.Code
+		want         problem.Code
 	}{
-		{"watch block, new number", guard.ConversionActor, 1, false, false, guard.CodeDenied},
+		{"watch block, new number", guard.ConversionActor, 1, false, false, problem.CodeDenied},
 		{"watch block, account", guard.ConversionActor, 2, true, false, ""},
 		{"watch block, imported", guard.ConversionActor, 3, false, true, ""},
-		{"operator's entry, account", "ops:alice", 4, true, false, guard.CodeDenied},
-		{"operator's entry, imported", "ops:alice", 5, false, true, guard.CodeDenied},
+		{"operator's entry, account", "ops:alice", 4, true, false, problem.CodeDenied},
+		{"operator's entry, imported", "ops:alice", 5, false, true, problem.CodeDenied},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			s, _, _ := redistest.Store(t)
 			p := guard.DefaultPolicies()
 			p.FillDefaults()
-			otp := guard.NewOTP(guard.OTPOptions{Policy: p.OTP, Counter: s, Codes: s, Sender: noSender{},
+			otp := guard.NewOTP(guard.OTPOptions{Policy: p.OTP, Counter: s, Codes: s, Sender: guardtest.Sender{},
 				HMACKey: []byte("0123456789abcdef0123456789abcdef"), Volumes: s, Trusts: s,
 				Deny: denyAll{guard.DenyEntry{ID: 1, Pattern: "+44", Author: tc.author}}})
 			t.Cleanup(otp.Close)
@@ -219,7 +198,7 @@ func TestAutoBlockSparesTrusted(t *testing.T) {
 				}
 			}
 			_, err := otp.Send(ctx, guard.SendRequest{Phone: gb(tc.n), Account: tc.account})
-			if got := guard.ErrorCode(err); got != tc.want {
+			if got := problem.CodeOf(err); got != tc.want {
 				t.Errorf("got %q (%v), want %q", got, err, tc.want)
 			}
 		})
@@ -232,7 +211,7 @@ type creditCounter struct {
 	n atomic.Int64
 }
 
-func (c *creditCounter) CountVerified(ctx context.Context, k guard.Key, hour int64, ttl time.Duration) error {
+func (c *creditCounter) CountVerified(ctx context.Context, k limit.Key, hour int64, ttl time.Duration) error {
 	c.n.Add(1)
 	return c.Volumes.CountVerified(ctx, k, hour, ttl)
 }
@@ -248,7 +227,7 @@ func TestTrustedVerifyCreditsNoBaseline(t *testing.T) {
 	if err := p.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	out, credits := &codeSender{}, &creditCounter{Volumes: s}
+	out, credits := &guardtest.Outbox{}, &creditCounter{Volumes: s}
 	otp := guard.NewOTP(guard.OTPOptions{Policy: p.OTP, Counter: s, Codes: s, Sender: out,
 		HMACKey: []byte("0123456789abcdef0123456789abcdef"), Volumes: credits, Trusts: s})
 	t.Cleanup(otp.Close)
@@ -265,7 +244,7 @@ func TestTrustedVerifyCreditsNoBaseline(t *testing.T) {
 		if res.Tier != want.tier {
 			t.Errorf("send %d: tier %v, want %v", i+1, res.Tier, want.tier)
 		}
-		if _, err := otp.Verify(ctx, guard.VerifyRequest{Phone: user, Code: out.code(user)}); err != nil {
+		if _, err := otp.Verify(ctx, guard.VerifyRequest{Phone: user, Code: out.Code(user)}); err != nil {
 			t.Fatalf("verify %d: %v", i+1, err)
 		}
 		if got := credits.n.Load(); got != want.credits {

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/otpguard/otpguard/internal/guard"
+	"github.com/otpguard/otpguard/internal/guard/guardtest"
+	"github.com/otpguard/otpguard/internal/limit"
 )
 
 // fakeConversions is a hand-written guard.Conversions (not a batcher: one
@@ -17,12 +19,12 @@ type fakeConversions struct {
 	mu      sync.Mutex
 	events  []guard.ConversionKind
 	tally   guard.Tally
-	claims  []guard.Key
+	claims  []limit.Key
 	block   chan struct{}
 	entered chan struct{}
 }
 
-func (f *fakeConversions) CountConversion(_ context.Context, kind guard.ConversionKind, _ time.Time, _, _ time.Duration, subjects []guard.Key) ([]guard.Tally, error) {
+func (f *fakeConversions) CountConversion(_ context.Context, kind guard.ConversionKind, _ time.Time, _, _ time.Duration, subjects []limit.Key) ([]guard.Tally, error) {
 	if f.block != nil {
 		f.entered <- struct{}{}
 		<-f.block
@@ -37,14 +39,14 @@ func (f *fakeConversions) CountConversion(_ context.Context, kind guard.Conversi
 	return out, nil
 }
 
-func (f *fakeConversions) ClaimAlert(_ context.Context, k guard.Key, _ time.Duration) (bool, error) {
+func (f *fakeConversions) ClaimAlert(_ context.Context, k limit.Key, _ time.Duration) (bool, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.claims = append(f.claims, k)
 	return true, nil
 }
 
-func (f *fakeConversions) ReleaseAlert(context.Context, guard.Key) error { return nil }
+func (f *fakeConversions) ReleaseAlert(context.Context, limit.Key) error { return nil }
 
 func (f *fakeConversions) counted() []guard.ConversionKind {
 	f.mu.Lock()
@@ -63,8 +65,8 @@ func watchOTP(t *testing.T, conv guard.Conversions, queue int) *guard.OTP {
 	if err := p.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	st := newOutageStore()
-	otp := guard.NewOTP(guard.OTPOptions{Policy: p.OTP, Counter: st, Codes: st, Sender: &smsBox{}, HMACKey: outageHMACKey,
+	st := guardtest.NewOutageStore()
+	otp := guard.NewOTP(guard.OTPOptions{Policy: p.OTP, Counter: st, Codes: st, Sender: &guardtest.Outbox{}, HMACKey: outageHMACKey,
 		Conversions: conv, WatchQueue: queue})
 	t.Cleanup(otp.Close)
 	return otp

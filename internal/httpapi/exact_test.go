@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/otpguard/otpguard/internal/guard"
+	"github.com/otpguard/otpguard/internal/limit"
 )
 
 // The formats one number arrives in: every one must build the same keys.
@@ -96,13 +97,13 @@ func otpSendBurstIsExact(t *testing.T, start func(*testing.T, int, guard.Policie
 			tc.policies(&p)
 			c := start(t, instances, p)
 			statuses := burst(t, c, requests, "/otp/send", tc.body)
-			if got := c.out.count(); got != tc.want {
+			if got := c.out.Count(); got != tc.want {
 				t.Errorf("%d requests over %d instances sent %d messages, want exactly %d", requests, instances, got, tc.want)
 			}
 			if statuses[200] != tc.want || statuses[429] != requests-tc.want {
 				t.Errorf("statuses = %v, want %d x 200 and %d x 429", statuses, tc.want, requests-tc.want)
 			}
-			t.Logf("%s: %d requests, %d instances, %d messages sent, statuses %v", tc.name, requests, instances, c.out.count(), statuses)
+			t.Logf("%s: %d requests, %d instances, %d messages sent, statuses %v", tc.name, requests, instances, c.out.Count(), statuses)
 		})
 	}
 }
@@ -181,9 +182,9 @@ func TestCountingRule(t *testing.T) {
 
 func TestEveryKeyHasTTL(t *testing.T) {
 	p := defaults()
-	p.Limits = map[string]guard.LimitPolicy{
-		"tb": {Algorithm: guard.TokenBucket, Capacity: 5, RefillPerSecond: 1},
-		"fw": {Algorithm: guard.FixedWindow, Limit: 5, Window: time.Minute},
+	p.Limits = map[string]limit.Policy{
+		"tb": {Algorithm: limit.TokenBucket, Capacity: 5, RefillPerSecond: 1},
+		"fw": {Algorithm: limit.FixedWindow, Limit: 5, Window: time.Minute},
 	}
 	c := realCluster(t, 3, p)
 	burst(t, c, 60, "/otp/send", func(i int) string {

@@ -34,6 +34,8 @@ import (
 	"github.com/otpguard/otpguard/internal/guard"
 	"github.com/otpguard/otpguard/internal/httpapi"
 	"github.com/otpguard/otpguard/internal/httpx"
+	"github.com/otpguard/otpguard/internal/limit"
+	"github.com/otpguard/otpguard/internal/problem"
 )
 
 // loadSpec loads api/openapi.yaml and checks it is a valid OpenAPI document.
@@ -120,18 +122,18 @@ func TestOpenAPIPathConversion(t *testing.T) {
 	}
 }
 
-// TestOpenAPIProblemCodesMatchGuard holds the spec's ProblemCode enum to the
-// guard.Code constants (read from the source, so a new code cannot be
+// TestOpenAPIProblemCodes holds the spec's ProblemCode enum to the
+// problem.Code constants (read from the source, so a new code cannot be
 // forgotten), and every code a response narrows to, to that enum.
-func TestOpenAPIProblemCodesMatchGuard(t *testing.T) {
+func TestOpenAPIProblemCodes(t *testing.T) {
 	doc := loadSpec(t)
 	var spec []string
 	for _, v := range doc.Components.Schemas["ProblemCode"].Value.Enum {
 		spec = append(spec, v.(string))
 	}
 	slices.Sort(spec)
-	if diff := cmp.Diff(guardCodes(t), spec); diff != "" {
-		t.Errorf("components.schemas.ProblemCode.enum differs from the guard.Code constants (-guard +spec):\n%s", diff)
+	if diff := cmp.Diff(problemCodes(t), spec); diff != "" {
+		t.Errorf("components.schemas.ProblemCode.enum differs from the problem.Code constants (-problem +spec):\n%s", diff)
 	}
 
 	for name, ref := range doc.Components.Responses {
@@ -153,10 +155,10 @@ func TestOpenAPIProblemCodesMatchGuard(t *testing.T) {
 	}
 }
 
-// guardCodes returns the values of every constant of type guard.Code.
-func guardCodes(t *testing.T) []string {
+// problemCodes returns the values of every constant of type problem.Code.
+func problemCodes(t *testing.T) []string {
 	t.Helper()
-	files, err := filepath.Glob("../guard/*.go")
+	files, err := filepath.Glob("../problem/*.go")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -186,7 +188,7 @@ func guardCodes(t *testing.T) []string {
 				for _, v := range vs.Values {
 					lit, ok := v.(*ast.BasicLit)
 					if !ok || lit.Kind != token.STRING {
-						t.Fatalf("%s: a guard.Code constant that is not a string literal", fset.Position(v.Pos()))
+						t.Fatalf("%s: a problem.Code constant that is not a string literal", fset.Position(v.Pos()))
 					}
 					s, err := strconv.Unquote(lit.Value)
 					if err != nil {
@@ -198,7 +200,7 @@ func guardCodes(t *testing.T) []string {
 		}
 	}
 	if len(codes) == 0 {
-		t.Fatal("found no guard.Code constants in ../guard")
+		t.Fatal("found no problem.Code constants in ../guard")
 	}
 	slices.Sort(codes)
 	return codes
@@ -245,8 +247,8 @@ func TestOpenAPIContract(t *testing.T) {
 		t.Fatal(err)
 	}
 	policies := defaults()
-	policies.Limits["login"] = guard.LimitPolicy{Algorithm: guard.FixedWindow, Limit: 2, Window: time.Minute}
-	policies.Limits["shadowed"] = guard.LimitPolicy{Algorithm: guard.TokenBucket, Capacity: 1, RefillPerSecond: 0.01, Shadow: true}
+	policies.Limits["login"] = limit.Policy{Algorithm: limit.FixedWindow, Limit: 2, Window: time.Minute}
+	policies.Limits["shadowed"] = limit.Policy{Algorithm: limit.TokenBucket, Capacity: 1, RefillPerSecond: 0.01, Shadow: true}
 	// A short wait for a running Idempotency-Key's answer: the 409 case.
 	c, m := miniCluster(t, 1, policies, app.WithIdempotencyWait(50*time.Millisecond))
 	env := contractEnv{c: c, m: m}
@@ -258,11 +260,11 @@ func TestOpenAPIContract(t *testing.T) {
 		}
 	}
 	lastCode := func(phone string) func(t *testing.T, e contractEnv) string {
-		return func(t *testing.T, e contractEnv) string { return e.c.out.lastCode(t, phone) }
+		return func(t *testing.T, e contractEnv) string { return e.c.out.LastCode(t, phone) }
 	}
 	wrongCode := func(phone string) func(t *testing.T, e contractEnv) string {
 		return func(t *testing.T, e contractEnv) string {
-			if e.c.out.lastCode(t, phone) == "000000" {
+			if e.c.out.LastCode(t, phone) == "000000" {
 				return "111111"
 			}
 			return "000000"
@@ -270,9 +272,7 @@ func TestOpenAPIContract(t *testing.T) {
 	}
 	failSMS := func(err error) func(t *testing.T, e contractEnv) {
 		return func(t *testing.T, e contractEnv) {
-			e.c.out.mu.Lock()
-			e.c.out.fail = err
-			e.c.out.mu.Unlock()
+			e.c.out.SetFail(err)
 		}
 	}
 	attemptsLeft := func(want float64) func(t *testing.T, r response) {
@@ -421,11 +421,11 @@ func TestOpenAPIContract(t *testing.T) {
 				// (Set before any send of this case: Send reads them unlocked.
 				// Never unset: once hold is closed, later sends pass, each
 				// leaving a token in held's ample buffer.)
-				e.c.out.hold, e.c.out.held = make(chan struct{}), make(chan struct{}, 1000)
+				e.c.out.Hold, e.c.out.Held = make(chan struct{}), make(chan struct{}, 1000)
 				go post(e.c.instances[0].srv.URL+"/otp/send", `{"phone":"+14155550110"}`, idem("k-3"))
-				<-e.c.out.held
+				<-e.c.out.Held
 			},
-			after: func(t *testing.T, e contractEnv) { close(e.c.out.hold) }},
+			after: func(t *testing.T, e contractEnv) { close(e.c.out.Hold) }},
 		{name: "send again in cooldown", method: "POST", path: "/otp/send", body: `{"phone":"+14155550100"}`, status: 429, code: "cooldown"},
 		{name: "send invalid phone", method: "POST", path: "/otp/send", body: `{"phone":"12345"}`, status: 422, code: "invalid_phone"},
 		{name: "send invalid client_ip", method: "POST", path: "/otp/send", body: `{"phone":"+14155550101","client_ip":"not-an-ip"}`, status: 400, code: "invalid_request"},
@@ -441,10 +441,10 @@ func TestOpenAPIContract(t *testing.T) {
 		{name: "send provider down", method: "POST", path: "/otp/send", body: `{"phone":"+14155550102"}`, status: 502, code: "provider_unavailable",
 			before: failSMS(errors.New("provider down")), after: failSMS(nil)},
 		{name: "send the provider refused", method: "POST", path: "/otp/send", body: `{"phone":"+14155550131"}`, status: 502, code: "provider_unavailable",
-			before: failSMS(&guard.Error{Code: guard.CodeProviderUnavailable, Message: "refused", Err: guard.ErrNotSent}), after: failSMS(nil),
+			before: failSMS(&problem.Error{Code: problem.CodeProviderUnavailable, Message: "refused", Err: guard.ErrNotSent}), after: failSMS(nil),
 			check: header("Retry-After", "5")},
 		{name: "send destination refused", method: "POST", path: "/otp/send", body: `{"phone":"+14155550103"}`, status: 422, code: "invalid_destination",
-			before: failSMS(guard.Errorf(guard.CodeInvalidDestination, "the provider refused the number")), after: failSMS(nil)},
+			before: failSMS(problem.Errorf(problem.CodeInvalidDestination, "the provider refused the number")), after: failSMS(nil)},
 
 		// POST /otp/verify
 		{name: "verify wrong code", method: "POST", path: "/otp/verify", bodyFn: verify(phone, wrongCode(phone)), status: 400, code: "wrong_code",

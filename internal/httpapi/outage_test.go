@@ -18,6 +18,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/otpguard/otpguard/internal/guard"
+	"github.com/otpguard/otpguard/internal/limit"
 	"github.com/otpguard/otpguard/internal/resilience"
 	"github.com/otpguard/otpguard/internal/store/redistest"
 )
@@ -25,11 +26,11 @@ import (
 func outagePolicies() guard.Policies {
 	p := defaults()
 	minute := time.Minute
-	p.Limits = map[string]guard.LimitPolicy{
-		"open-fw":   {Algorithm: guard.FixedWindow, Limit: 7, Window: minute, OnStoreError: guard.FallbackOpen},
-		"local-fw":  {Algorithm: guard.FixedWindow, Limit: 100, Window: minute, OnStoreError: guard.FallbackLocal, LocalLimit: 2},
-		"open-tb":   {Algorithm: guard.TokenBucket, Capacity: 10, RefillPerSecond: 0.001, OnStoreError: guard.FallbackOpen},
-		"closed-fw": {Algorithm: guard.FixedWindow, Limit: 100, Window: minute, OnStoreError: guard.FallbackClosed},
+	p.Limits = map[string]limit.Policy{
+		"open-fw":   {Algorithm: limit.FixedWindow, Limit: 7, Window: minute, OnStoreError: limit.FallbackOpen},
+		"local-fw":  {Algorithm: limit.FixedWindow, Limit: 100, Window: minute, OnStoreError: limit.FallbackLocal, LocalLimit: 2},
+		"open-tb":   {Algorithm: limit.TokenBucket, Capacity: 10, RefillPerSecond: 0.001, OnStoreError: limit.FallbackOpen},
+		"closed-fw": {Algorithm: limit.FixedWindow, Limit: 100, Window: minute, OnStoreError: limit.FallbackClosed},
 	}
 	return p
 }
@@ -194,7 +195,7 @@ func TestOutageEveryPolicyKeepsItsMode(t *testing.T) {
 					t.Errorf("instance %d: verify got %d %s, want 503", i, r.Status, r.Body)
 				}
 			}
-			if n := oc.out.count(); n != 0 {
+			if n := oc.out.Count(); n != 0 {
 				t.Errorf("%d SMS sent while Redis was down with OTP closed, want 0", n)
 			}
 		})
@@ -208,7 +209,7 @@ func TestOutageSplitLimitConcurrent(t *testing.T) {
 	t.Parallel()
 	const n = 4
 	p := outagePolicies()
-	p.Limits["open-fw"] = guard.LimitPolicy{Algorithm: guard.FixedWindow, Limit: 10, Window: time.Minute, OnStoreError: guard.FallbackOpen}
+	p.Limits["open-fw"] = limit.Policy{Algorithm: limit.FixedWindow, Limit: 10, Window: time.Minute, OnStoreError: limit.FallbackOpen}
 	oc := newOutageCluster(t, n, p, outageOptions{})
 	oc.waitInstances(t, n)
 	oc.redis.Kill()
@@ -306,7 +307,7 @@ func TestOutageRedisRestartedEmpty(t *testing.T) {
 	if r := oc.do(t, 0, "POST", "/otp/send", `{"phone":"+14155550107"}`); r.Status != http.StatusOK {
 		t.Errorf("send after the restart: %d %s", r.Status, r.Body)
 	}
-	if r := oc.do(t, 1, "POST", "/otp/verify", fmt.Sprintf(`{"phone":"+14155550107","code":%q}`, oc.out.lastCode(t, "+14155550107"))); r.Status != http.StatusOK {
+	if r := oc.do(t, 1, "POST", "/otp/verify", fmt.Sprintf(`{"phone":"+14155550107","code":%q}`, oc.out.LastCode(t, "+14155550107"))); r.Status != http.StatusOK {
 		t.Errorf("verify after the restart on another instance: %d %s", r.Status, r.Body)
 	}
 	if bad := oc.keysWithoutTTL(t); len(bad) > 0 {
@@ -321,7 +322,7 @@ func TestOutageOTPLocal(t *testing.T) {
 	t.Parallel()
 	const n = 3
 	p := outagePolicies()
-	p.OTP.OnStoreError, p.OTP.LocalLimit, p.OTP.Cooldown = guard.FallbackLocal, 1, 0
+	p.OTP.OnStoreError, p.OTP.LocalLimit, p.OTP.Cooldown = limit.FallbackLocal, 1, 0
 	oc := newOutageCluster(t, n, p, outageOptions{Breaker: resilience.BreakerOptions{OpenFor: 200 * time.Millisecond}})
 	oc.waitInstances(t, n)
 	oc.proxy.BlackHole()
@@ -340,10 +341,10 @@ func TestOutageOTPLocal(t *testing.T) {
 			}
 		}
 	}
-	if got := oc.out.count(); got != n {
+	if got := oc.out.Count(); got != n {
 		t.Errorf("%d SMS sent, want N x local_limit = %d", got, n)
 	}
-	code := oc.out.lastCode(t, phone)
+	code := oc.out.LastCode(t, phone)
 	wrong := "000000"
 	if code == wrong {
 		wrong = "111111"
@@ -374,7 +375,7 @@ func TestOutageOTPLocal(t *testing.T) {
 		send := oc.do(t, 0, "POST", "/otp/send", fmt.Sprintf(`{"phone":%q}`, other))
 		var verify response
 		if send.Status == http.StatusOK {
-			verify = oc.do(t, 2, "POST", "/otp/verify", fmt.Sprintf(`{"phone":%q,"code":%q}`, other, oc.out.lastCode(t, other)))
+			verify = oc.do(t, 2, "POST", "/otp/verify", fmt.Sprintf(`{"phone":%q,"code":%q}`, other, oc.out.LastCode(t, other)))
 			if verify.Status == http.StatusOK {
 				break
 			}

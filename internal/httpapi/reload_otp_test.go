@@ -14,6 +14,7 @@ import (
 	"github.com/otpguard/otpguard/internal/guard"
 	"github.com/otpguard/otpguard/internal/httpx"
 	"github.com/otpguard/otpguard/internal/ops"
+	"github.com/otpguard/otpguard/internal/problem"
 )
 
 // otpFile is one of two policy files that differ only in OTP rules, each
@@ -186,11 +187,8 @@ func sendAnswer(t *testing.T, r response) (code string, expiresIn int) {
 // smsByPhone is the instance's outbox, each number's messages in the order
 // they were sent.
 func smsByPhone(in *instance) map[string][]string {
-	o := in.out
-	o.mu.Lock()
-	defer o.mu.Unlock()
 	by := map[string][]string{}
-	for _, m := range o.sent {
+	for _, m := range in.out.Sent() {
 		by[m.To] = append(by[m.To], m.Body)
 	}
 	return by
@@ -258,7 +256,7 @@ func decidedBy(t *testing.T, a otpAnswer, sms []string, sent map[string]int, det
 			return f, true
 		}
 		t.Errorf("%s attempt %d: expires_in %d and the SMS %q are no file's", a.phone, a.attempt, a.expiresIn, sms[i])
-	case a.status == http.StatusTooManyRequests && a.code == string(guard.CodePhoneRateLimited):
+	case a.status == http.StatusTooManyRequests && a.code == string(problem.CodePhoneRateLimited):
 		detail, ok := details[a.requestID]
 		var want []string
 		for _, f := range otpFiles {

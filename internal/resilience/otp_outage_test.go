@@ -6,49 +6,21 @@ import (
 	"errors"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/otpguard/otpguard/internal/guard"
+	"github.com/otpguard/otpguard/internal/guard/guardtest"
+	"github.com/otpguard/otpguard/internal/limit"
+	"github.com/otpguard/otpguard/internal/problem"
 	"github.com/otpguard/otpguard/internal/resilience"
 )
 
 var outageHMACKey = []byte("0123456789abcdef0123456789abcdef")
 
-// smsBox is a guard.Sender that keeps what it was asked to send.
-type smsBox struct {
-	mu   sync.Mutex
-	sent []guard.Message
-}
-
-func (b *smsBox) Send(_ context.Context, m guard.Message) error {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.sent = append(b.sent, m)
-	return nil
-}
-
-func (b *smsBox) count() int {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return len(b.sent)
-}
-
-func (b *smsBox) last(t *testing.T) string {
-	t.Helper()
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if len(b.sent) == 0 {
-		t.Fatal("no SMS was sent")
-	}
-	f := strings.Fields(b.sent[len(b.sent)-1].Body)
-	return f[len(f)-1]
-}
-
 // otpInstance is one instance: its own Fallback (memory, breaker) over the
 // shared store.
-func otpInstance(st *outageStore, p guard.OTPPolicy, box *smsBox, now func() time.Time) *guard.OTP {
+func otpInstance(st *guardtest.OutageStore, p guard.OTPPolicy, box *guardtest.Outbox, now func() time.Time) *guard.OTP {
 	f := resilience.NewFallback(resilience.FallbackOptions{Counter: st, Codes: st, Now: now})
 	return guard.NewOTP(guard.OTPOptions{Policy: p, Counter: f, Codes: f, Sender: box, HMACKey: outageHMACKey,
 		Now: now, LastStoreFailure: f.LastFailure})
@@ -56,35 +28,35 @@ func otpInstance(st *outageStore, p guard.OTPPolicy, box *smsBox, now func() tim
 
 func localOTP(localLimit int64) guard.OTPPolicy {
 	p := guard.DefaultPolicies().OTP
-	p.OnStoreError, p.LocalLimit = guard.FallbackLocal, localLimit
+	p.OnStoreError, p.LocalLimit = limit.FallbackLocal, localLimit
 	p.Cooldown = 0
 	return p
 }
 
-func wantCode(t *testing.T, err error, want guard.Code) {
+func wantCode(t *testing.T, err error, want problem.Code) {
 	t.Helper()
-	if got := guard.ErrorCode(err); got != want {
+	if got := problem.CodeOf(err); got != want {
 		t.Fatalf("got %q (%v), want %q", got, err, want)
 	}
 }
 
 func TestOTPClosedSendsNothingWhileStoreDown(t *testing.T) {
-	st := newOutageStore()
-	st.setDown(true)
-	box := &smsBox{}
+	st := guardtest.NewOutageStore()
+	st.SetDown(true)
+	box := &guardtest.Outbox{}
 	otp := otpInstance(st, guard.DefaultPolicies().OTP, box, nil)
 	ctx := context.Background()
 	for range 10 {
 		_, err := otp.Send(ctx, guard.SendRequest{Phone: "+14155550100"})
-		wantCode(t, err, guard.CodeStoreUnavailable)
-		var e *guard.Error
+		wantCode(t, err, problem.CodeStoreUnavailable)
+		var e *problem.Error
 		if !errors.As(err, &e) || e.RetryAfter != time.Minute {
 			t.Fatalf("retry after: got %+v, want 60s", e)
 		}
 	}
 	_, err := otp.Verify(ctx, guard.VerifyRequest{Phone: "+14155550100", Code: "123456"})
-	wantCode(t, err, guard.CodeStoreUnavailable)
-	if n := box.count(); n != 0 {
+	wantCode(t, err, problem.CodeStoreUnavailable)
+	if n := box.Count(); n != 0 {
 		t.Errorf("SMS sent while the store was down with on_store_error closed: %d, want 0", n)
 	}
 }
@@ -93,22 +65,22 @@ func TestOTPClosedSendsNothingWhileStoreDown(t *testing.T) {
 // fallback say so once; the requests it refuses do not each add an error
 // line on top (they log at debug).
 func TestOutageLogsOncePerChange(t *testing.T) {
-	st := newOutageStore()
-	st.setDown(true)
+	st := guardtest.NewOutageStore()
+	st.SetDown(true)
 	var logs bytes.Buffer
 	log := slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	const failures = 3 // in a row, to open the breaker
 	f := resilience.NewFallback(resilience.FallbackOptions{Counter: st, Codes: st, Logger: log, Breaker: resilience.BreakerOptions{Failures: failures}})
-	otp := guard.NewOTP(guard.OTPOptions{Policy: guard.DefaultPolicies().OTP, Counter: f, Codes: f, Sender: &smsBox{},
+	otp := guard.NewOTP(guard.OTPOptions{Policy: guard.DefaultPolicies().OTP, Counter: f, Codes: f, Sender: &guardtest.Outbox{},
 		HMACKey: outageHMACKey, Logger: log, LastStoreFailure: f.LastFailure})
-	lim := guard.NewLimiter(map[string]guard.LimitPolicy{"api": {Algorithm: guard.FixedWindow, Limit: 5,
-		Window: time.Minute, OnStoreError: guard.FallbackClosed}}, f, log)
+	lim := limit.New(map[string]limit.Policy{"api": {Algorithm: limit.FixedWindow, Limit: 5,
+		Window: time.Minute, OnStoreError: limit.FallbackClosed}}, f, log)
 	const n = 100
 	for range n {
 		_, err := otp.Send(t.Context(), guard.SendRequest{Phone: "+14155550100"})
-		wantCode(t, err, guard.CodeStoreUnavailable)
-		_, err = lim.Check(t.Context(), []guard.Check{{Policy: "api", Key: "user:1", Cost: 1}})
-		wantCode(t, err, guard.CodeStoreUnavailable)
+		wantCode(t, err, problem.CodeStoreUnavailable)
+		_, err = lim.Check(t.Context(), []limit.Check{{Policy: "api", Key: "user:1", Cost: 1}})
+		wantCode(t, err, problem.CodeStoreUnavailable)
 	}
 	errorLines := strings.Count(logs.String(), `"level":"ERROR"`)
 	t.Logf("%d refused decisions during an outage: %d error lines", 2*n, errorLines)
@@ -121,9 +93,9 @@ func TestOutageLogsOncePerChange(t *testing.T) {
 }
 
 func TestOTPLocalLimitPerInstance(t *testing.T) {
-	st := newOutageStore()
-	st.setDown(true)
-	box := &smsBox{}
+	st := guardtest.NewOutageStore()
+	st.SetDown(true)
+	box := &guardtest.Outbox{}
 	const n, local = 3, 2
 	var instances []*guard.OTP
 	for range n {
@@ -133,24 +105,24 @@ func TestOTPLocalLimitPerInstance(t *testing.T) {
 	for round := range 5 {
 		for i, otp := range instances {
 			_, err := otp.Send(context.Background(), guard.SendRequest{Phone: "+14155550100", ClientIP: "203.0.113.9"})
-			switch guard.ErrorCode(err) {
+			switch problem.CodeOf(err) {
 			case "":
 				sent++
-			case guard.CodePhoneRateLimited:
+			case problem.CodePhoneRateLimited:
 			default:
 				t.Fatalf("round %d instance %d: %v", round, i, err)
 			}
 		}
 	}
-	if sent != n*local || box.count() != n*local {
-		t.Errorf("sent %d (SMS %d), want N x local_limit = %d", sent, box.count(), n*local)
+	if sent != n*local || box.Count() != n*local {
+		t.Errorf("sent %d (SMS %d), want N x local_limit = %d", sent, box.Count(), n*local)
 	}
 }
 
 func TestOTPStatelessCodeVerifiesOnAnotherInstance(t *testing.T) {
-	st := newOutageStore()
-	st.setDown(true)
-	box := &smsBox{}
+	st := guardtest.NewOutageStore()
+	st.SetDown(true)
+	box := &guardtest.Outbox{}
 	a := otpInstance(st, localOTP(1), box, nil)
 	b := otpInstance(st, localOTP(1), box, nil)
 	ctx := context.Background()
@@ -164,24 +136,24 @@ func TestOTPStatelessCodeVerifiesOnAnotherInstance(t *testing.T) {
 	if res.ExpiresIn <= ttl*2/3 || res.ExpiresIn > ttl {
 		t.Errorf("expires in %v, want in (2/3 x %v, %v]", res.ExpiresIn, ttl, ttl)
 	}
-	code := box.last(t)
+	code := box.Last(t)
 	wrong := "000000"
 	if code == wrong {
 		wrong = "111111"
 	}
 	_, err = b.Verify(ctx, guard.VerifyRequest{Phone: phone, Code: wrong})
-	wantCode(t, err, guard.CodeWrongCode)
+	wantCode(t, err, problem.CodeWrongCode)
 	if _, err := b.Verify(ctx, guard.VerifyRequest{Phone: phone, Code: code}); err != nil {
 		t.Fatalf("the code sent by instance a does not verify on instance b: %v", err)
 	}
 	_, err = b.Verify(ctx, guard.VerifyRequest{Phone: phone, Code: code})
-	wantCode(t, err, guard.CodeNoActiveCode)
+	wantCode(t, err, problem.CodeNoActiveCode)
 }
 
 func TestOTPStatelessGuessLimit(t *testing.T) {
-	st := newOutageStore()
-	st.setDown(true)
-	box := &smsBox{}
+	st := guardtest.NewOutageStore()
+	st.SetDown(true)
+	box := &guardtest.Outbox{}
 	p := localOTP(1)
 	a := otpInstance(st, p, box, nil)
 	ctx := context.Background()
@@ -189,26 +161,26 @@ func TestOTPStatelessGuessLimit(t *testing.T) {
 	if _, err := a.Send(ctx, guard.SendRequest{Phone: phone}); err != nil {
 		t.Fatal(err)
 	}
-	code := box.last(t)
+	code := box.Last(t)
 	wrong := "000000"
 	if code == wrong {
 		wrong = "111111"
 	}
 	for i := range p.MaxVerifyAttempts {
 		_, err := a.Verify(ctx, guard.VerifyRequest{Phone: phone, Code: wrong})
-		wantCode(t, err, guard.CodeWrongCode)
-		if left := *err.(*guard.Error).AttemptsLeft; left != p.MaxVerifyAttempts-i-1 {
+		wantCode(t, err, problem.CodeWrongCode)
+		if left := *err.(*problem.Error).AttemptsLeft; left != p.MaxVerifyAttempts-i-1 {
 			t.Errorf("guess %d: attempts left %d, want %d", i+1, left, p.MaxVerifyAttempts-i-1)
 		}
 	}
 	_, err := a.Verify(ctx, guard.VerifyRequest{Phone: phone, Code: code})
-	wantCode(t, err, guard.CodeTooManyAttempts)
+	wantCode(t, err, problem.CodeTooManyAttempts)
 }
 
 func TestOTPStatelessCodeLivesWithinTTL(t *testing.T) {
-	st := newOutageStore()
-	st.setDown(true)
-	box := &smsBox{}
+	st := guardtest.NewOutageStore()
+	st.SetDown(true)
+	box := &guardtest.Outbox{}
 	now := time.Date(2026, 3, 1, 12, 0, 7, 0, time.UTC)
 	clock := func() time.Time { return now }
 	p := localOTP(5)
@@ -219,12 +191,12 @@ func TestOTPStatelessCodeLivesWithinTTL(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	code := box.last(t)
+	code := box.Last(t)
 	sent := now
 
 	now = sent.Add(res.ExpiresIn) // dead at the end of its life, on every instance
 	_, err = otpInstance(st, p, box, clock).Verify(ctx, guard.VerifyRequest{Phone: phone, Code: code})
-	wantCode(t, err, guard.CodeWrongCode)
+	wantCode(t, err, problem.CodeWrongCode)
 
 	now = sent.Add(res.ExpiresIn - time.Millisecond) // alive just before
 	if _, err := otpInstance(st, p, box, clock).Verify(ctx, guard.VerifyRequest{Phone: phone, Code: code}); err != nil {
@@ -233,35 +205,35 @@ func TestOTPStatelessCodeLivesWithinTTL(t *testing.T) {
 }
 
 func TestOTPStatelessCodeAfterRecovery(t *testing.T) {
-	st := newOutageStore()
-	st.setDown(true)
-	box := &smsBox{}
+	st := guardtest.NewOutageStore()
+	st.SetDown(true)
+	box := &guardtest.Outbox{}
 	a := otpInstance(st, localOTP(1), box, nil)
 	ctx := context.Background()
 	const phone = "+14155550104"
 	if _, err := a.Send(ctx, guard.SendRequest{Phone: phone}); err != nil {
 		t.Fatal(err)
 	}
-	code := box.last(t)
-	st.setDown(false)
+	code := box.Last(t)
+	st.SetDown(false)
 
 	// An instance that never saw the store fail does not accept stateless
 	// codes: otherwise any number could be verified by guessing, no SMS sent.
 	fresh := otpInstance(st, localOTP(1), box, nil)
 	_, err := fresh.Verify(ctx, guard.VerifyRequest{Phone: phone, Code: code})
-	wantCode(t, err, guard.CodeNoActiveCode)
+	wantCode(t, err, problem.CodeNoActiveCode)
 
 	// One that did (within a code TTL) accepts it, once, through the store.
 	if _, err := a.Verify(ctx, guard.VerifyRequest{Phone: phone, Code: code}); err != nil {
 		t.Fatalf("verify after recovery: %v", err)
 	}
 	_, err = a.Verify(ctx, guard.VerifyRequest{Phone: phone, Code: code})
-	wantCode(t, err, guard.CodeNoActiveCode)
+	wantCode(t, err, problem.CodeNoActiveCode)
 	// A code sent now is a stored one again.
 	if _, err := a.Send(ctx, guard.SendRequest{Phone: phone}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := fresh.Verify(ctx, guard.VerifyRequest{Phone: phone, Code: box.last(t)}); err != nil {
+	if _, err := fresh.Verify(ctx, guard.VerifyRequest{Phone: phone, Code: box.Last(t)}); err != nil {
 		t.Errorf("a code sent after recovery does not verify on another instance: %v", err)
 	}
 }

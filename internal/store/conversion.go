@@ -10,6 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/otpguard/otpguard/internal/guard"
+	"github.com/otpguard/otpguard/internal/limit"
 )
 
 // Conversions keeps the conversion watch's sliding windows and the
@@ -31,7 +32,7 @@ var conversionScript = script("count_conversion")
 // conversionScript). Subjects live in different hash slots (prefixes, a
 // country), so each is its own call, sent concurrently: one round trip of
 // latency, on a single node or a Cluster.
-func (r *Conversions) CountConversion(ctx context.Context, kind guard.ConversionKind, now time.Time, window, delay time.Duration, subjects []guard.Key) ([]guard.Tally, error) {
+func (r *Conversions) CountConversion(ctx context.Context, kind guard.ConversionKind, now time.Time, window, delay time.Duration, subjects []limit.Key) ([]guard.Tally, error) {
 	secs := max(conversionBucket, int64(window/time.Second))
 	delayBuckets := int64((delay + conversionBucket*time.Second - 1) / (conversionBucket * time.Second))
 	out := make([]guard.Tally, len(subjects))
@@ -195,7 +196,7 @@ func (r *Conversions) countConversionsBySubject(ctx context.Context, secs, delay
 
 // ClaimAlert sets the subject's alert key if it is not set (SET NX PX):
 // the first caller in ttl, on any instance, gets true.
-func (r *Conversions) ClaimAlert(ctx context.Context, subject guard.Key, ttl time.Duration) (bool, error) {
+func (r *Conversions) ClaimAlert(ctx context.Context, subject limit.Key, ttl time.Duration) (bool, error) {
 	pipe := r.rdb.TxPipeline()
 	cmd := pipe.SetNX(ctx, r.key(subject), 1, ttl)
 	if _, err := pipe.Exec(ctx); err != nil && err != redis.Nil {
@@ -205,7 +206,7 @@ func (r *Conversions) ClaimAlert(ctx context.Context, subject guard.Key, ttl tim
 }
 
 // ReleaseAlert deletes the subject's alert key.
-func (r *Conversions) ReleaseAlert(ctx context.Context, subject guard.Key) error {
+func (r *Conversions) ReleaseAlert(ctx context.Context, subject limit.Key) error {
 	if err := r.rdb.Del(ctx, r.key(subject)).Err(); err != nil {
 		return fmt.Errorf("store: release alert %s: %w", r.logKey(subject), err)
 	}

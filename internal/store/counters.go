@@ -9,6 +9,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/otpguard/otpguard/internal/guard"
+	"github.com/otpguard/otpguard/internal/limit"
 )
 
 // Counters keeps the limits' counters: fixed windows and token buckets,
@@ -26,7 +27,7 @@ type Counters struct {
 }
 
 var (
-	_ guard.Counter     = (*Counters)(nil)
+	_ limit.Counter     = (*Counters)(nil)
 	_ guard.SendCounter = (*Counters)(nil)
 )
 
@@ -47,7 +48,7 @@ var (
 // sets only a deadline); so is a call without a Coalescer, or after its
 // stop. Those stay on the Fallback's worker, which can stop waiting while
 // the call goes on.
-func (r *Counters) TakeAbandons(takes []guard.Take) bool {
+func (r *Counters) TakeAbandons(takes []limit.Take) bool {
 	if !r.coalescer.Abandons() {
 		return false
 	}
@@ -68,14 +69,14 @@ func (r *Counters) TakeAbandons(takes []guard.Take) bool {
 // the window at the first hit and lets no later hit push it back, and both
 // sit in one MULTI so that no counter ever lives without a TTL. Never
 // GET-then-SET, never INCR then a separate EXPIRE.
-func (r *Counters) Take(ctx context.Context, takes []guard.Take) ([]guard.Result, error) {
+func (r *Counters) Take(ctx context.Context, takes []limit.Take) ([]limit.Result, error) {
 	if r.cluster {
 		return bySlot(ctx, takes, r.takeKey, r.take)
 	}
 	return r.take(ctx, takes)
 }
 
-func (r *Counters) take(ctx context.Context, takes []guard.Take) ([]guard.Result, error) {
+func (r *Counters) take(ctx context.Context, takes []limit.Take) ([]limit.Result, error) {
 	if limits, err := allLimits(takes); err != nil || limits {
 		if err != nil {
 			return nil, err
@@ -104,20 +105,20 @@ func (r *Counters) take(ctx context.Context, takes []guard.Take) ([]guard.Result
 // window INCRBY + PEXPIRE NX + PTTL (GET + PTTL for a peek, cost 0;
 // windowTakeScript when the take spends only if allowed), per token bucket
 // an EVALSHA of tokenBucketScript.
-func (r *Counters) queueTakes(ctx context.Context, pipe redis.Pipeliner, takes []guard.Take) ([][]redis.Cmder, error) {
+func (r *Counters) queueTakes(ctx context.Context, pipe redis.Pipeliner, takes []limit.Take) ([][]redis.Cmder, error) {
 	cmds := make([][]redis.Cmder, len(takes))
 	for i, t := range takes {
 		key := r.key(t.Key)
 		switch {
 		case t.Hold:
 			return nil, fmt.Errorf("store: take %s: a held take must be decided by a script alone (token bucket, or fixed window with SpendIfAllowed), not in a batch with a counting window", r.logKey(t.Key))
-		case t.Algorithm == guard.FixedWindow && t.Cost == 0:
+		case t.Algorithm == limit.FixedWindow && t.Cost == 0:
 			cmds[i] = peekWindow(ctx, pipe, key)
-		case t.Algorithm == guard.FixedWindow && t.SpendIfAllowed:
+		case t.Algorithm == limit.FixedWindow && t.SpendIfAllowed:
 			cmds[i] = []redis.Cmder{windowTakeScript.EvalSha(ctx, pipe, []string{key}, t.Cost, t.Limit, t.Window.Milliseconds())}
-		case t.Algorithm == guard.FixedWindow:
+		case t.Algorithm == limit.FixedWindow:
 			cmds[i] = hitWindow(ctx, pipe, key, t.Cost, t.Window)
-		case t.Algorithm == guard.TokenBucket:
+		case t.Algorithm == limit.TokenBucket:
 			cmds[i] = []redis.Cmder{tokenBucketScript.EvalSha(ctx, pipe, []string{key}, t.Limit, interval(t.Rate), t.Cost)}
 		default:
 			return nil, fmt.Errorf("store: take %s: unknown algorithm %q", r.logKey(t.Key), t.Algorithm)
@@ -127,12 +128,12 @@ func (r *Counters) queueTakes(ctx context.Context, pipe redis.Pipeliner, takes [
 }
 
 // readTakes reads the replies queueTakes queued, once the MULTI ran.
-func (r *Counters) readTakes(ctx context.Context, takes []guard.Take, cmds [][]redis.Cmder) ([]guard.Result, error) {
-	res := make([]guard.Result, len(takes))
+func (r *Counters) readTakes(ctx context.Context, takes []limit.Take, cmds [][]redis.Cmder) ([]limit.Result, error) {
+	res := make([]limit.Result, len(takes))
 	var err error
 	for i, t := range takes {
 		switch {
-		case t.Algorithm == guard.TokenBucket:
+		case t.Algorithm == limit.TokenBucket:
 			res[i], err = r.bucketResult(ctx, t, cmds[i][0].(*redis.Cmd))
 		case t.Cost == 0:
 			res[i], err = peekResult(t, cmds[i])
@@ -171,17 +172,17 @@ func peekWindow(ctx context.Context, pipe redis.Pipeliner, key string) []redis.C
 	return []redis.Cmder{pipe.Get(ctx, key), pipe.PTTL(ctx, key)}
 }
 
-func windowResult(t guard.Take, cmds []redis.Cmder) (guard.Result, error) {
+func windowResult(t limit.Take, cmds []redis.Cmder) (limit.Result, error) {
 	for _, c := range cmds {
 		if c.Err() != nil {
-			return guard.Result{}, c.Err()
+			return limit.Result{}, c.Err()
 		}
 	}
 	count := cmds[0].(*redis.IntCmd).Val()
 	res := fixedWindowResult(t, count, cmds[2].(*redis.DurationCmd).Val())
 	end, err := cmds[3].(*redis.Cmd).Int64()
 	if err != nil {
-		return guard.Result{}, fmt.Errorf("pexpiretime: %w", err)
+		return limit.Result{}, fmt.Errorf("pexpiretime: %w", err)
 	}
 	if end > 0 { // -1 (no TTL) and -2 (no key) name no window
 		res.WindowID = end
@@ -191,17 +192,17 @@ func windowResult(t guard.Take, cmds []redis.Cmder) (guard.Result, error) {
 
 // peekResult reads peekWindow's replies: a missing key is an untouched
 // window, count 0 with all of it ahead.
-func peekResult(t guard.Take, cmds []redis.Cmder) (guard.Result, error) {
+func peekResult(t limit.Take, cmds []redis.Cmder) (limit.Result, error) {
 	count, err := cmds[0].(*redis.StringCmd).Int64()
 	switch {
 	case errors.Is(err, redis.Nil):
 		count = 0
 	case err != nil:
-		return guard.Result{}, err
+		return limit.Result{}, err
 	}
 	ttl, err := cmds[1].(*redis.DurationCmd).Result()
 	if err != nil {
-		return guard.Result{}, err
+		return limit.Result{}, err
 	}
 	return fixedWindowResult(t, count, ttl), nil
 }
@@ -209,11 +210,11 @@ func peekResult(t guard.Take, cmds []redis.Cmder) (guard.Result, error) {
 // fixedWindowResult is the Result of a window holding count with ttl to
 // run. A negative ttl (-2: no key, the peek of a fresh window; -1: no TTL,
 // which the MULTI never leaves) reads as the whole window.
-func fixedWindowResult(t guard.Take, count int64, ttl time.Duration) guard.Result {
+func fixedWindowResult(t limit.Take, count int64, ttl time.Duration) limit.Result {
 	if ttl < 0 {
 		ttl = t.Window
 	}
-	res := guard.Result{
+	res := limit.Result{
 		Allowed:    count <= t.Limit,
 		Limit:      t.Limit,
 		Count:      count,
@@ -229,16 +230,16 @@ func fixedWindowResult(t guard.Take, count int64, ttl time.Duration) guard.Resul
 
 // windowTakeResult reads windowTakeScript's reply: Spent only when it
 // allowed.
-func (r *Counters) windowTakeResult(ctx context.Context, t guard.Take, cmd *redis.Cmd) (guard.Result, error) {
+func (r *Counters) windowTakeResult(ctx context.Context, t limit.Take, cmd *redis.Cmd) (limit.Result, error) {
 	if isNoScript(cmd.Err()) { // as in bucketResult: it did not run, so run it
 		cmd = windowTakeScript.Run(ctx, r.rdb, []string{r.key(t.Key)}, t.Cost, t.Limit, t.Window.Milliseconds())
 	}
 	v, err := cmd.Int64Slice()
 	if err != nil {
-		return guard.Result{}, err
+		return limit.Result{}, err
 	}
 	if len(v) != 3 {
-		return guard.Result{}, fmt.Errorf("window script returned %d values, want 3", len(v))
+		return limit.Result{}, fmt.Errorf("window script returned %d values, want 3", len(v))
 	}
 	res := fixedWindowResult(t, v[1], time.Duration(v[2])*time.Millisecond)
 	res.Allowed, res.Spent = v[0] == 1, v[0] == 1
@@ -250,7 +251,7 @@ func (r *Counters) windowTakeResult(ctx context.Context, t guard.Take, cmd *redi
 	return res, nil
 }
 
-func (r *Counters) bucketResult(ctx context.Context, t guard.Take, cmd *redis.Cmd) (guard.Result, error) {
+func (r *Counters) bucketResult(ctx context.Context, t limit.Take, cmd *redis.Cmd) (limit.Result, error) {
 	if isNoScript(cmd.Err()) {
 		// The server lost its script cache (restart, SCRIPT FLUSH). The
 		// script did not run, so running it again counts once: EVAL it,
@@ -259,13 +260,13 @@ func (r *Counters) bucketResult(ctx context.Context, t guard.Take, cmd *redis.Cm
 	}
 	v, err := cmd.Int64Slice()
 	if err != nil {
-		return guard.Result{}, err
+		return limit.Result{}, err
 	}
 	if len(v) != 4 {
-		return guard.Result{}, fmt.Errorf("token bucket script returned %d values, want 4", len(v))
+		return limit.Result{}, fmt.Errorf("token bucket script returned %d values, want 4", len(v))
 	}
 	allowed := v[0] == 1
-	return guard.Result{
+	return limit.Result{
 		Allowed:    allowed,
 		Limit:      t.Limit,
 		Remaining:  v[1],
@@ -280,9 +281,9 @@ func (r *Counters) bucketResult(ctx context.Context, t guard.Take, cmd *redis.Cm
 // counters of one slot change together). The scripts never create a key,
 // and a fixed window named by its Result's WindowID is given back only
 // while that window runs.
-func (r *Counters) Refund(ctx context.Context, takes []guard.Take) error {
+func (r *Counters) Refund(ctx context.Context, takes []limit.Take) error {
 	if r.cluster {
-		_, err := bySlot(ctx, takes, r.takeKey, func(ctx context.Context, part []guard.Take) ([]struct{}, error) {
+		_, err := bySlot(ctx, takes, r.takeKey, func(ctx context.Context, part []limit.Take) ([]struct{}, error) {
 			return make([]struct{}, len(part)), r.refund(ctx, part)
 		})
 		return err
@@ -290,7 +291,7 @@ func (r *Counters) Refund(ctx context.Context, takes []guard.Take) error {
 	return r.refund(ctx, takes)
 }
 
-func (r *Counters) refund(ctx context.Context, takes []guard.Take) error {
+func (r *Counters) refund(ctx context.Context, takes []limit.Take) error {
 	if limits, err := allLimits(takes); err != nil || limits {
 		if err != nil {
 			return err
@@ -300,7 +301,7 @@ func (r *Counters) refund(ctx context.Context, takes []guard.Take) error {
 	if len(takes) == 1 { // one script is atomic alone: no MULTI around it
 		t, key := takes[0], []string{r.key(takes[0].Key)}
 		var err error
-		if t.Algorithm == guard.TokenBucket {
+		if t.Algorithm == limit.TokenBucket {
 			err = tokenRefundScript.Run(ctx, r.rdb, key, interval(t.Rate), t.Cost).Err()
 		} else {
 			err = windowRefundScript.Run(ctx, r.rdb, key, t.Cost, t.WindowID).Err()
@@ -313,7 +314,7 @@ func (r *Counters) refund(ctx context.Context, takes []guard.Take) error {
 	pipe := r.rdb.TxPipeline()
 	for _, t := range takes {
 		key := []string{r.key(t.Key)}
-		if t.Algorithm == guard.TokenBucket {
+		if t.Algorithm == limit.TokenBucket {
 			tokenRefundScript.EvalSha(ctx, pipe, key, interval(t.Rate), t.Cost)
 		} else {
 			windowRefundScript.EvalSha(ctx, pipe, key, t.Cost, t.WindowID)
@@ -331,7 +332,7 @@ func (r *Counters) refund(ctx context.Context, takes []guard.Take) error {
 			continue
 		}
 		t, key := takes[i], []string{r.key(takes[i].Key)}
-		if t.Algorithm == guard.TokenBucket {
+		if t.Algorithm == limit.TokenBucket {
 			err = tokenRefundScript.Run(ctx, r.rdb, key, interval(t.Rate), t.Cost).Err()
 		} else {
 			err = windowRefundScript.Run(ctx, r.rdb, key, t.Cost, t.WindowID).Err()
@@ -346,16 +347,16 @@ func (r *Counters) refund(ctx context.Context, takes []guard.Take) error {
 // TakeSend takes the limits of takes and, when vol is not nil, the
 // velocity count, in one round trip (on Cluster one per hash slot, in
 // order, stopping at a refusal; send.go).
-func (r *Counters) TakeSend(ctx context.Context, takes []guard.Take, vol *guard.VolumeTake) ([]guard.Result, *guard.VolumeResult, error) {
+func (r *Counters) TakeSend(ctx context.Context, takes []limit.Take, vol *guard.VolumeTake) ([]limit.Result, *guard.VolumeResult, error) {
 	return r.sends.take(ctx, takes, vol)
 }
 
 // takeKey is what decides t's Cluster slot (slotKey).
-func (r *Counters) takeKey(t guard.Take) string { return r.slotKey(t.Key) }
+func (r *Counters) takeKey(t limit.Take) string { return r.slotKey(t.Key) }
 
 // slotKey is what decides k's Cluster slot: its key, or for a limit the
 // hash tag of its hashes (limits.go).
-func (r *Counters) slotKey(k guard.Key) string {
+func (r *Counters) slotKey(k limit.Key) string {
 	if isLimit(k) {
 		return r.limits.tag(k)
 	}
@@ -366,7 +367,7 @@ func (r *Counters) slotKey(k guard.Key) string {
 // slot's master in the client's cached slot map (no round trip once the
 // map is loaded). It is "" off a cluster, or while no map can be read.
 // The Fallback keeps a breaker per name (resilience.FallbackOptions.NodeOf).
-func (r *Counters) Master(k guard.Key) string {
+func (r *Counters) Master(k limit.Key) string {
 	c, ok := r.rdb.(*redis.ClusterClient)
 	if !ok {
 		return ""

@@ -9,6 +9,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/otpguard/otpguard/internal/guard"
+	"github.com/otpguard/otpguard/internal/limit"
 )
 
 // Deliveries remembers which SMS status reports were recorded, so that a
@@ -22,7 +23,7 @@ var _ guard.Deliveries = (*Deliveries)(nil)
 // replayed status callback is recorded once. The message id is the hash
 // tag.
 func (r *Deliveries) ClaimDelivery(ctx context.Context, messageID, status string, ttl time.Duration) (bool, error) {
-	k := guard.Key{Space: "sms", ID: messageID, Name: "status:" + status}
+	k := limit.Key{Space: "sms", ID: messageID, Name: "status:" + status}
 	pipe := r.rdb.TxPipeline()
 	cmd := pipe.SetNX(ctx, r.key(k), 1, ttl)
 	// SET NX of a key already set replies nil (redis.Nil): not the first.

@@ -6,7 +6,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/otpguard/otpguard/internal/guard"
+	"github.com/otpguard/otpguard/internal/limit"
 )
 
 // The single-check scripts, for tests that call them the way the store
@@ -56,11 +56,11 @@ func LuaScriptsForTest() (shas map[string]string) {
 }
 
 // LimitTagForTest is the hash tag of k's limit hashes (k a limit).
-func (r *Counters) LimitTagForTest(k guard.Key) string { return r.limits.tag(k) }
+func (r *Counters) LimitTagForTest(k limit.Key) string { return r.limits.tag(k) }
 
 // LimitHashesForTest names t's limit hashes (current and previous slice)
 // and its field, as the store would now.
-func (r *Counters) LimitHashesForTest(t guard.Take) (cur, prev, field string) {
+func (r *Counters) LimitHashesForTest(t limit.Take) (cur, prev, field string) {
 	ref := r.limits.limitRef(t, r.limits.redisNowMs())
 	return ref.cur, ref.prev, ref.field
 }
@@ -70,7 +70,7 @@ func (r *Counters) LimitHashesForTest(t guard.Take) (cur, prev, field string) {
 func (r *Counters) SetSkewForTest(ms int64) { r.limits.skew.Store(ms) }
 
 // SliceLenForTest is t's slice length in ms (t a limit).
-func SliceLenForTest(t guard.Take) int64 { return sliceLen(t) }
+func SliceLenForTest(t limit.Take) int64 { return sliceLen(t) }
 
 // JoinsOnForTest reports whether a Coalescer joins script calls on rdb.
 func JoinsOnForTest(rdb redis.UniversalClient) bool { return joinsOn(rdb) }

@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/otpguard/otpguard/internal/guard"
+	"github.com/otpguard/otpguard/internal/limit"
 )
 
 // Idempotency keys (httpapi/idempotency.go). One hash per caller and key,
@@ -49,7 +49,7 @@ type IdempotencyKeys struct{ keyspace }
 
 // recordKey is the hash of the key whose digest is digest.
 func (r *IdempotencyKeys) recordKey(digest string) string {
-	return r.key(guard.Key{Space: "idem", ID: digest, Name: "r"})
+	return r.key(limit.Key{Space: "idem", ID: digest, Name: "r"})
 }
 
 // ClaimIdempotencyKey claims digest for a request whose body digest is

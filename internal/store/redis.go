@@ -17,6 +17,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/otpguard/otpguard/internal/guard"
+	"github.com/otpguard/otpguard/internal/limit"
 )
 
 // rediser is what the store needs of a go-redis client: a single node, a
@@ -129,7 +130,7 @@ func (r *Redis) Cluster() bool { return r.Counters.cluster }
 // id + "}" (og:l:api{user:42}) only for error texts (logKey), with an id
 // longer than maxPlainID bytes replaced by its digest (limitID), as in
 // the field.
-func (s keyspace) key(k guard.Key) string {
+func (s keyspace) key(k limit.Key) string {
 	var b strings.Builder
 	if k.Name == "" {
 		id := limitID(k.ID)
@@ -153,7 +154,7 @@ func (s keyspace) key(k guard.Key) string {
 
 // logKey is key(k) with its ID masked (guard.MaskPhone), for error texts:
 // an ID is often a phone number, and these errors reach the logs.
-func (s keyspace) logKey(k guard.Key) string {
+func (s keyspace) logKey(k limit.Key) string {
 	k.ID = guard.MaskPhone(k.ID)
 	return s.key(k)
 }
@@ -163,9 +164,9 @@ const maxPlainID = 32
 
 // limitID is id, or for an id longer than maxPlainID bytes "#" and the
 // first 96 bits of its SHA-256 in unpadded base64url: 17 bytes whatever
-// the key's length (up to guard.MaxKeyLength, 128), so a long caller key
+// the key's length (up to limit.MaxKeyLength, 128), so a long caller key
 // costs Redis no more than a short one. "#" is not a character a caller
-// key may hold (guard.ValidateKey), so no plain key can look like a
+// key may hold (limit.ValidateKey), so no plain key can look like a
 // digest. Two long keys share a limit only if their digests collide: by
 // chance, about once in 2^48 pairs of distinct keys; on purpose, it takes
 // finding a SHA-256 collision on 96 bits for two keys of the caller's own,

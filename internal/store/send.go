@@ -9,6 +9,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/otpguard/otpguard/internal/guard"
+	"github.com/otpguard/otpguard/internal/limit"
 )
 
 // An OTP send's limits in one round trip (guard.OTP.spend). On a single
@@ -42,7 +43,7 @@ type sends struct {
 }
 
 // take is TakeSend.
-func (r *sends) take(ctx context.Context, takes []guard.Take, vol *guard.VolumeTake) ([]guard.Result, *guard.VolumeResult, error) {
+func (r *sends) take(ctx context.Context, takes []limit.Take, vol *guard.VolumeTake) ([]limit.Result, *guard.VolumeResult, error) {
 	if r.cluster {
 		return r.takeCluster(ctx, takes, vol)
 	}
@@ -79,7 +80,7 @@ func (r *sends) take(ctx context.Context, takes []guard.Take, vol *guard.VolumeT
 	if err != nil {
 		return nil, nil, err
 	}
-	res := make([]guard.Result, len(takes))
+	res := make([]limit.Result, len(takes))
 	for n, i := range kept {
 		res[i] = got[n]
 	}
@@ -123,15 +124,15 @@ func carryClaim(claim *guard.SendClaim, cmd *redis.Cmd) {
 // group that refuses ends the send: the groups after it are answered
 // allowed and not spent (nothing to refund), and the velocity count is
 // not taken.
-func (r *sends) takeCluster(ctx context.Context, takes []guard.Take, vol *guard.VolumeTake) ([]guard.Result, *guard.VolumeResult, error) {
-	res := make([]guard.Result, len(takes))
+func (r *sends) takeCluster(ctx context.Context, takes []limit.Take, vol *guard.VolumeTake) ([]limit.Result, *guard.VolumeResult, error) {
+	res := make([]limit.Result, len(takes))
 	vol, skip, err := r.clusterTrust(ctx, vol)
 	if err != nil {
 		return nil, nil, err
 	}
 	for i := 0; i < len(takes); {
 		if skip && takes[i].Automatic { // trusted: the automatic rules are not taken
-			res[i] = guard.Result{Allowed: true}
+			res[i] = limit.Result{Allowed: true}
 			i++
 			continue
 		}
@@ -150,9 +151,9 @@ func (r *sends) takeCluster(ctx context.Context, takes []guard.Take, vol *guard.
 			return nil, nil, err
 		}
 		copy(res[i:n], got)
-		if slices.ContainsFunc(got, func(r guard.Result) bool { return !r.Allowed }) {
+		if slices.ContainsFunc(got, func(r limit.Result) bool { return !r.Allowed }) {
 			for j := n; j < len(takes); j++ {
-				res[j] = guard.Result{Allowed: true} // not counted: nothing to refund
+				res[j] = limit.Result{Allowed: true} // not counted: nothing to refund
 			}
 			if vol == nil {
 				return res, nil, nil
@@ -194,14 +195,14 @@ func (r *sends) clusterTrust(ctx context.Context, vol *guard.VolumeTake) (*guard
 		return vol, false, nil
 	}
 	v := *vol
-	v.Trusted, v.Mark = true, guard.Key{}
+	v.Trusted, v.Mark = true, limit.Key{}
 	return &v, true, nil
 }
 
 // spentTakes are the takes whose results say they were spent, each
 // naming the window it was counted in (a refund gives back only there).
-func spentTakes(takes []guard.Take, res []guard.Result) []guard.Take {
-	var spent []guard.Take
+func spentTakes(takes []limit.Take, res []limit.Result) []limit.Take {
+	var spent []limit.Take
 	for i, r := range res {
 		if r.Spent {
 			t := takes[i]

@@ -9,6 +9,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/otpguard/otpguard/internal/guard"
+	"github.com/otpguard/otpguard/internal/limit"
 )
 
 // TrustMarks keeps trusted numbers' marks.
@@ -75,7 +76,7 @@ func (r *TrustMarks) MarkTrusted(ctx context.Context, marks []guard.TrustMark, t
 }
 
 // Trusted reports whether mark is set (one EXISTS).
-func (r *TrustMarks) Trusted(ctx context.Context, mark guard.Key) (bool, error) {
+func (r *TrustMarks) Trusted(ctx context.Context, mark limit.Key) (bool, error) {
 	cmd := redis.NewIntCmd(ctx, "exists", r.key(mark))
 	_ = r.rdb.Process(ctx, cmd)
 	n, err := cmd.Result()
