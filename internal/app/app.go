@@ -67,7 +67,7 @@ type options struct {
 	tracerProvider trace.TracerProvider
 	sqlTracer      trace.TracerProvider
 
-	idempotencyWait time.Duration // idempotency.go
+	idempotencyWait time.Duration
 	// policy is the OTP policy in force, for the ops desk's overrides (set
 	// by New, not by an Option).
 	policy func() guard.OTPPolicy
@@ -108,6 +108,11 @@ func WithSignInLimit(l ops.SignInLimit) Option { return func(o *options) { o.sig
 // WithAPIKeyLimit sets the limit on wrong API keys per address
 // (ops.DefaultAPIKeyLimit otherwise).
 func WithAPIKeyLimit(l ops.SignInLimit) Option { return func(o *options) { o.apiKeys = l } }
+
+// WithIdempotencyWait sets how long a request with an Idempotency-Key
+// waits for the answer of the same request running elsewhere
+// (httpapi.DefaultIdempotencyWait otherwise).
+func WithIdempotencyWait(d time.Duration) Option { return func(o *options) { o.idempotencyWait = d } }
 
 // New builds the service cfg describes: it connects to Redis (or starts
 // the embedded one), opens and migrates the SQL store, and starts the

@@ -10,6 +10,7 @@ import (
 	"github.com/otpguard/otpguard/api"
 	"github.com/otpguard/otpguard/internal/challenge"
 	"github.com/otpguard/otpguard/internal/guard"
+	"github.com/otpguard/otpguard/internal/guarded"
 	"github.com/otpguard/otpguard/internal/httpapi"
 	"github.com/otpguard/otpguard/internal/metrics"
 	"github.com/otpguard/otpguard/internal/ops"
@@ -23,7 +24,7 @@ type wiring struct {
 	tr           *tracing
 	metrics      *metrics.Set
 	abuseMetrics *metrics.Abuse
-	guarded      guardedStore // the store through the breaker (guarded.go)
+	guarded      guarded.Store // the store through the breaker
 	sender       guard.Sender
 	hot          *resilience.HotKeys // nil: no limit syncs its counts
 	first        httpapi.Services    // what the policy at start-up decides
@@ -73,7 +74,7 @@ func (a *App) startFallback(ctx context.Context, w *wiring) (err error) {
 	}
 	registerOutage(w.metrics.Registry, a.outage)
 	a.onClose(a.outage.start(ctx, a.log))
-	w.guarded = guardedStore{fb: a.outage.fallback, st: a.store}
+	w.guarded = guarded.New(a.outage.fallback, a.store)
 	w.o.policy = func() guard.OTPPolicy { return a.live.policy().OTP }
 	return nil
 }
