@@ -5,13 +5,13 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
-	"net/url"
 	"os"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/otpguard/otpguard/internal/config"
 	"github.com/otpguard/otpguard/internal/guard"
 	"github.com/otpguard/otpguard/internal/httpapi"
 	"github.com/otpguard/otpguard/internal/metrics"
@@ -29,7 +29,7 @@ const startupTimeout = 5 * time.Second
 // behind it (Redis, the fallback, the ops side, the hot keys), wired once,
 // here, for the binary and for every test that boots the service.
 type App struct {
-	cfg     *Config
+	cfg     *config.Config
 	log     *slog.Logger
 	rdb     redis.UniversalClient
 	store   *store.Redis
@@ -119,7 +119,7 @@ func WithIdempotencyWait(d time.Duration) Option { return func(o *options) { o.i
 // heartbeat, the ops jobs and the hot-key syncs. In embedded mode it fills
 // in the secrets cfg leaves unset. Close releases what New started. Each
 // step is in build.go, in this order; each registers what Close undoes.
-func New(ctx context.Context, cfg *Config, opts ...Option) (_ *App, err error) {
+func New(ctx context.Context, cfg *config.Config, opts ...Option) (_ *App, err error) {
 	metricSet := metrics.New()
 	w := &wiring{o: options{output: os.Stdout}, metrics: metricSet, abuseMetrics: metrics.NewAbuse(metricSet)}
 	for _, opt := range opts {
@@ -219,13 +219,4 @@ func newLogger(w io.Writer, level string) *slog.Logger {
 	var l slog.Level
 	_ = l.UnmarshalText([]byte(level))
 	return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: l}))
-}
-
-// redactURL hides the password of a redis:// URL for logs.
-func redactURL(s string) string {
-	u, err := url.Parse(s)
-	if err != nil {
-		return "(unparsable URL)"
-	}
-	return u.Redacted()
 }

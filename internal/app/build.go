@@ -9,6 +9,7 @@ import (
 
 	"github.com/otpguard/otpguard/api"
 	"github.com/otpguard/otpguard/internal/challenge"
+	"github.com/otpguard/otpguard/internal/config"
 	"github.com/otpguard/otpguard/internal/guard"
 	"github.com/otpguard/otpguard/internal/guarded"
 	"github.com/otpguard/otpguard/internal/httpapi"
@@ -44,10 +45,10 @@ func (a *App) checkConfig(_ context.Context, w *wiring) error {
 			return err
 		}
 	}
-	if err := cfg.validate(w.o.sender != nil); err != nil {
+	if err := cfg.ValidateWithSender(w.o.sender != nil); err != nil {
 		return err
 	}
-	for _, warn := range cfg.allWarnings() {
+	for _, warn := range cfg.AllWarnings() {
 		log.Warn(warn)
 	}
 	return nil
@@ -116,7 +117,7 @@ func (a *App) syncHotKeys(ctx context.Context, w *wiring) error {
 // buildGuard builds what the policy decides, once per policy: at start
 // and at every reload (reload.go), around the long-lived parts.
 func (a *App) buildGuard(_ context.Context, w *wiring) error {
-	w.captchaCalls = challenge.NewProviderCalls(a.cfg.captchaCalls())
+	w.captchaCalls = challenge.NewProviderCalls(a.cfg.CaptchaCalls())
 	a.live = newLive(a.cfg, a.log, w.metrics, func(p guard.Policies) httpapi.Services {
 		return httpapi.Services{OTP: a.newOTP(w, p.OTP), Limiter: a.newLimiter(w, p.Limits)}
 	})
@@ -221,7 +222,7 @@ func (a *App) storeStatus() httpapi.StoreStatus {
 // fillEmbeddedSecrets makes up what embedded mode may leave unset: an API
 // key (printed, so the walk-through works) and an HMAC key (random: codes
 // die with the process, as the embedded Redis does).
-func fillEmbeddedSecrets(cfg *Config, log *slog.Logger) error {
+func fillEmbeddedSecrets(cfg *config.Config, log *slog.Logger) error {
 	if len(cfg.HMACKey) == 0 {
 		cfg.HMACKey = make([]byte, 32)
 		if _, err := rand.Read(cfg.HMACKey); err != nil {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/otpguard/otpguard/internal/config"
 	"github.com/otpguard/otpguard/internal/envoy"
 	"github.com/otpguard/otpguard/internal/guard"
 	"github.com/otpguard/otpguard/internal/metrics"
@@ -22,7 +23,7 @@ import (
 
 // envoyPath is this instance's Envoy service.
 type envoyPath struct {
-	cfg        EnvoyConfig
+	cfg        config.EnvoyConfig
 	svc        *envoy.Service
 	newLimiter func(map[string]guard.LimitPolicy) *guard.Limiter
 	log        *slog.Logger
@@ -45,7 +46,7 @@ func (a *App) buildEnvoy(_ context.Context, w *wiring) error {
 	return nil
 }
 
-func newEnvoyPath(cfg EnvoyConfig, metrics *metrics.Set, tr *tracing, log *slog.Logger, admission envoy.Admission,
+func newEnvoyPath(cfg config.EnvoyConfig, metrics *metrics.Set, tr *tracing, log *slog.Logger, admission envoy.Admission,
 	newLimiter func(map[string]guard.LimitPolicy) *guard.Limiter) *envoyPath {
 	e := &envoyPath{cfg: cfg, newLimiter: newLimiter, log: log,
 		reloads: prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -78,7 +79,7 @@ func (e *envoyPath) noted(r *envoy.Rules) {
 func (e *envoyPath) reload(ctx context.Context) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	rules, err := readEnvoyRules(e.cfg.Path)
+	rules, err := config.ReadEnvoyRules(e.cfg.Path)
 	if err != nil {
 		e.reloads.WithLabelValues("error").Inc()
 		e.log.ErrorContext(ctx, "ENVOY CONFIG RELOAD FAILED: the rules in force are kept", "path", e.cfg.Path, "err", err)

@@ -14,6 +14,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/otpguard/otpguard/internal/config"
 	"github.com/otpguard/otpguard/internal/guard"
 	"github.com/otpguard/otpguard/internal/httpapi"
 	"github.com/otpguard/otpguard/internal/resilience"
@@ -42,7 +43,7 @@ type outage struct {
 
 // newOutage wires the heartbeat and the Fallback over the Redis store, and
 // registers their metrics.
-func newOutage(cfg *Config, rdb redis.UniversalClient, st *store.Redis, opts options, log *slog.Logger) (*outage, error) {
+func newOutage(cfg *config.Config, rdb redis.UniversalClient, st *store.Redis, opts options, log *slog.Logger) (*outage, error) {
 	o := &outage{from: "heartbeat", done: make(chan struct{}), probeDone: make(chan struct{}),
 		probeEvery: cmp.Or(opts.probeEvery, resilience.DefaultProbeEvery),
 		// A ping may take as long as a store call may: with a Redis
@@ -73,7 +74,7 @@ func newOutage(cfg *Config, rdb redis.UniversalClient, st *store.Redis, opts opt
 	o.fallback = resilience.NewFallback(resilience.FallbackOptions{
 		Counter: st, Codes: st, Timeout: cfg.RedisTimeout, Instances: instances,
 		Breaker: opts.breaker, Policies: &cfg.Policies, Logger: log, Now: opts.now,
-		Ceiling: cfg.maxWait(), ProbeEvery: o.probeEvery, ProbeTimeout: o.probeTimeout,
+		Ceiling: cfg.MaxWait(), ProbeEvery: o.probeEvery, ProbeTimeout: o.probeTimeout,
 		// Recovery dials the decision pool here, outside any decision.
 		Warm:   func(ctx context.Context) error { return rdb.Ping(ctx).Err() },
 		NodeOf: nodeOf(rdb, st),

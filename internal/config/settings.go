@@ -1,4 +1,4 @@
-package app
+package config
 
 import (
 	"net/netip"
@@ -210,7 +210,7 @@ var settings = []setting{
 	{name: "OTEL_TRACES_EXPORTER", defDoc: "`otlp` when an endpoint is set", example: "none",
 		doc:   "`otlp` turns tracing on (to the exporter's default `localhost` endpoint without one); `none` keeps it off",
 		parse: text(func(c *Config) *string { return &c.otel.exporter })},
-	{name: "OTEL_EXPORTER_OTLP_PROTOCOL", def: otlpHTTP, example: "grpc",
+	{name: "OTEL_EXPORTER_OTLP_PROTOCOL", def: OTLPHTTP, example: "grpc",
 		doc:   "`http/protobuf` or `grpc`",
 		parse: text(func(c *Config) *string { return &c.otel.protocol })},
 	{name: "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", defDoc: "unset: as `OTEL_EXPORTER_OTLP_PROTOCOL`", example: "grpc",
