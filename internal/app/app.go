@@ -126,27 +126,28 @@ func New(ctx context.Context, cfg *config.Config, opts ...Option) (_ *App, err e
 		opt(&w.o)
 	}
 	a := &App{cfg: cfg, log: newLogger(w.o.output, cfg.LogLevel)}
+	w.a = a
 	defer func() {
 		if err != nil { // undo what was started, last first
 			a.Close()
 		}
 	}()
-	for _, step := range []func(context.Context, *wiring) error{
-		a.checkConfig,
-		a.setUpTracing, // first, so that its flush at Close runs last
-		a.openRedis,
-		a.loadScripts,
-		a.startFallback,
-		a.openOpsDesk,
-		a.buildSender,
-		a.watchAbuse,
-		a.syncHotKeys,
-		a.buildGuard,
-		a.boundInFlight,
-		a.buildEnvoy,
-		a.buildServer,
+	for _, step := range []func(context.Context) error{
+		w.checkConfig,
+		w.setUpTracing, // first, so that its flush at Close runs last
+		w.openRedis,
+		w.loadScripts,
+		w.startFallback,
+		w.openOpsDesk,
+		w.buildSender,
+		w.watchAbuse,
+		w.syncHotKeys,
+		w.buildGuard,
+		w.boundInFlight,
+		w.buildEnvoy,
+		w.buildServer,
 	} {
-		if err := step(ctx, w); err != nil {
+		if err := step(ctx); err != nil {
 			return nil, err
 		}
 	}

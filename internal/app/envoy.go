@@ -36,12 +36,13 @@ type envoyPath struct {
 // limiter is built as /limits/check's (newLimiter), around the same
 // Fallback, hot keys and metrics, and its calls take the API's in-flight
 // slots (boundInFlight).
-func (a *App) buildEnvoy(_ context.Context, w *wiring) error {
+func (w *wiring) buildEnvoy(_ context.Context) error {
+	a := w.a
 	if !a.cfg.Envoy.On() {
 		return nil
 	}
 	a.envoy = newEnvoyPath(a.cfg.Envoy, w.metrics, w.tr, a.log, a.inFlight, func(p map[string]guard.LimitPolicy) *guard.Limiter {
-		return a.newLimiter(w, p)
+		return w.newLimiter(p)
 	})
 	return nil
 }

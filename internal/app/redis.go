@@ -17,7 +17,8 @@ import (
 // openRedis connects to Redis (or takes the caller's client, WithRedis),
 // times and traces its commands, coalesces them into pipelines and puts
 // the store over it.
-func (a *App) openRedis(ctx context.Context, w *wiring) error {
+func (w *wiring) openRedis(ctx context.Context) error {
+	a := w.a
 	cfg := a.cfg
 	if w.o.rdb != nil {
 		a.rdb = w.o.rdb
@@ -54,7 +55,8 @@ func (a *App) openRedis(ctx context.Context, w *wiring) error {
 }
 
 // loadScripts preloads the Lua scripts into Redis's script cache.
-func (a *App) loadScripts(ctx context.Context, _ *wiring) error {
+func (w *wiring) loadScripts(ctx context.Context) error {
+	a := w.a
 	sctx, cancel := context.WithTimeout(ctx, startupTimeout)
 	err := a.store.LoadScripts(sctx)
 	cancel()

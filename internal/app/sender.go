@@ -13,7 +13,8 @@ import (
 
 // buildSender is how codes leave: the caller's sender (WithSender) or the
 // configured one, timed per provider.
-func (a *App) buildSender(_ context.Context, w *wiring) error {
+func (w *wiring) buildSender(_ context.Context) error {
+	a := w.a
 	sender, provider := w.o.sender, "custom"
 	if sender == nil {
 		var err error
