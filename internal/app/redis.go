@@ -71,7 +71,7 @@ func (w *wiring) loadScripts(ctx context.Context) error {
 // sentinel; internal/config), or starts the embedded
 // miniredis, and checks the server can run otpguard's commands.
 func connectRedis(ctx context.Context, cfg *config.Config, log *slog.Logger) (redis.UniversalClient, func(), error) {
-	redis.SetLogger(redisLog{log}) // go-redis has one logger per process: the last App's
+	redis.SetLogger(store.ClientLog{Log: log}) // go-redis has one logger per process: the last App's
 	if cfg.Embedded() {
 		m := miniredis.NewMiniRedis()
 		if err := m.Start(); err != nil {
