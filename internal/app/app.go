@@ -185,7 +185,7 @@ func (a *App) Ops() *ops.Desk { return a.ops.desk }
 
 // SQL is the ops database (deny-list, audit trail, sign-outs); nil until
 // this instance has connected to it.
-func (a *App) SQL() *sqlstore.SQL { return a.ops.db.sql.Load() }
+func (a *App) SQL() *sqlstore.SQL { return a.ops.db.SQL() }
 
 // SignOuts is this instance's copy of the ops sign-outs.
 func (a *App) SignOuts() *ops.SignOuts { return a.ops.signOuts }

@@ -37,8 +37,8 @@ const (
 // background jobs.
 type opsStack struct {
 	cfg *config.Config
-	// db is the SQL store, once connected (database.go).
-	db       *database
+	// db is the SQL store, once connected.
+	db       *sqlstore.Lazy
 	deny     *ops.DenyCache
 	signOuts *ops.SignOuts
 	audit    *ops.AuditQueue
@@ -80,7 +80,7 @@ const (
 // the database with 503 database_unavailable, and connects (and migrates)
 // in the background.
 func startOps(ctx context.Context, cfg *config.Config, log *slog.Logger, metricSet *metrics.Set, blocks ops.BlockIndex, shared ops.SharedSignOuts, opts options) (*opsStack, error) {
-	o := &opsStack{cfg: cfg, db: &database{}, sessionKey: opsSessionKey(cfg.HMACKey), log: log, sqlTracer: opts.sqlTracer}
+	o := &opsStack{cfg: cfg, db: &sqlstore.Lazy{}, sessionKey: opsSessionKey(cfg.HMACKey), log: log, sqlTracer: opts.sqlTracer}
 	om := metrics.NewOps(metricSet, func() int {
 		if o.audit == nil {
 			return 0
@@ -90,7 +90,7 @@ func startOps(ctx context.Context, cfg *config.Config, log *slog.Logger, metricS
 	o.now = opts.now
 	o.overrides = ops.NewOverrideCache(o.db, opts.now, log)
 	o.deny = ops.NewDenyCache(o.db, ops.DenyCacheOptions{Refresh: cfg.DenyListRefresh, Logger: log,
-		OnRefresh: func(n int, err error) { o.db.denyReloaded(err); om.DenyReloaded(n, err) },
+		OnRefresh: func(n int, err error) { o.db.DenyReloaded(err); om.DenyReloaded(n, err) },
 		Also:      o.overrides.Reload})
 	o.signOuts = ops.NewSignOuts(o.db, ops.SignOutsOptions{Shared: shared, Refresh: cfg.DenyListRefresh, Logger: log})
 	o.audit = ops.NewAuditQueue(o.db, ops.AuditQueueOptions{Logger: log, OnDrop: om.AuditDropped, OnWrite: om.AuditWritten,
@@ -133,7 +133,7 @@ func startOps(ctx context.Context, cfg *config.Config, log *slog.Logger, metricS
 // and starts the retention job. At start-up a failure to load is fatal;
 // later (connect) it is retried by the refreshers.
 func (o *opsStack) connected(ctx context.Context, db *sqlstore.SQL) error {
-	o.db.sql.Store(db)
+	o.db.Connect(db)
 	sctx, cancel := context.WithTimeout(ctx, startupTimeout)
 	defer cancel()
 	if err := o.deny.Reload(sctx); err != nil {
@@ -194,7 +194,7 @@ func (o *opsStack) Close() error {
 	if lost := o.audit.Close(ctx); lost > 0 {
 		err = fmt.Errorf("%d audit events lost at shutdown: the ops database did not take them within %s", lost, auditFlushTimeout)
 	}
-	if db := o.db.sql.Load(); db != nil {
+	if db := o.db.SQL(); db != nil {
 		if cerr := db.Close(); cerr != nil {
 			o.log.Warn("closing the ops database failed", "err", cerr)
 		}
@@ -204,7 +204,7 @@ func (o *opsStack) Close() error {
 
 // status is the ops database's state for /ops/status.
 func (o *opsStack) status() httpapi.DatabaseStatus {
-	state, since, loaded := o.db.state()
+	state, since, loaded := o.db.State()
 	return httpapi.DatabaseStatus{State: state, Since: since, DenyListLoaded: loaded, DenyEntries: len(o.deny.Entries())}
 }
 
