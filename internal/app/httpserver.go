@@ -73,8 +73,8 @@ func apiServer(h http.Handler, base context.Context, log *slog.Logger) *http.Ser
 // serveDebug serves Go's runtime profiles on addr (OTPGUARD_DEBUG_ADDR),
 // a listener of their own and never the API's: the API's routes, keys and
 // limits stay what the OpenAPI spec says, and the profiles stay on
-// loopback (internal/config refuses any other address). This is how docs/benchmarks.md's CPU profiles
-// of a saturated server are taken:
+// loopback (internal/config refuses any other address). A CPU profile is
+// taken so:
 //
 //	go tool pprof 'http://127.0.0.1:6060/debug/pprof/profile?seconds=10'
 //

@@ -26,9 +26,9 @@ const (
 	auditFlushTimeout = 5 * time.Second
 	retentionInterval = time.Hour
 	// auditLinger batches the audit trail's writes: every send is an
-	// event, and one SQLite transaction per event was a fifth of a send's
-	// CPU (docs/benchmarks.md, section 2). Events reach the trail up to
-	// this much later.
+	// event, and a transaction per event would cost a large share of a
+	// send's CPU (docs/benchmarks.md). Events reach the trail up to this
+	// much later.
 	auditLinger = 20 * time.Millisecond
 )
 

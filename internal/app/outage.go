@@ -198,9 +198,9 @@ func (o *outage) endRound(masters []string, failed bool) (reload bool) {
 // readyCheck is GET /readyz's question to Redis. On one node: a ping. On
 // Redis Cluster: a ping to every master of the slot map, at once; ready
 // while any answers (a dead master costs only its own slots, which its
-// replica's promotion gives back), down naming those that did not. A ping
-// to a random node, as the cluster client's own Ping is, answered 503 or
-// 200 by chance while a master was dead.
+// replica's promotion gives back), down naming those that did not. The
+// cluster client's own Ping goes to a random node, and would answer 503
+// or 200 by chance while a master is dead.
 func readyCheck(rdb redis.UniversalClient) func(ctx context.Context) ([]string, error) {
 	cc, ok := rdb.(*redis.ClusterClient)
 	if !ok {

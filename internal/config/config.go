@@ -154,9 +154,9 @@ const DefaultRedisPipelines = 4
 const DefaultMaxInFlight = 256
 
 // DefaultLogAllowedChecks is one allowed /limits/check logged at info in
-// 100: a line per decision was 6 µs of otpguard's CPU per check (issue
-// 26), about a seventh of the check's cost, for lines that say nothing
-// the metrics do not. Refusals and errors are always logged.
+// 100: a line per decision costs a noticeable share of a check's CPU
+// (docs/benchmarks.md) for lines that say nothing the metrics do not.
+// Refusals and errors are always logged.
 const DefaultLogAllowedChecks = 100
 
 // Load reads the environment through getenv: every setting in the
