@@ -27,7 +27,7 @@ import (
 type Config struct {
 	Addr string
 	// DebugAddr, when set, serves Go's runtime profiles (net/http/pprof)
-	// on a listener of its own; loopback only (debug.go).
+	// on a listener of its own; loopback only (app/httpserver.go).
 	DebugAddr    string
 	RedisURL     string // "" = embedded miniredis
 	RedisTimeout time.Duration
@@ -69,7 +69,7 @@ type Config struct {
 	// split limits divide by; 0 learns it from heartbeats in Redis.
 	Instances int
 
-	// Redis says how to reach a Redis Cluster or Sentinel (config_redis.go);
+	// Redis says how to reach a Redis Cluster or Sentinel (redis.go);
 	// a single server is RedisURL.
 	Redis RedisConfig
 
@@ -94,7 +94,7 @@ type Config struct {
 	Tracing TracingConfig
 
 	// Envoy is the gRPC listener for Envoy's rate-limit filter and the
-	// rules it decides by (config_envoy.go).
+	// rules it decides by (envoy.go).
 	Envoy EnvoyConfig
 
 	// Generated is set for secrets made up at start-up in embedded mode.

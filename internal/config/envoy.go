@@ -18,7 +18,7 @@ type EnvoyConfig struct {
 	// (OTPGUARD_ENVOY_MAX_DESCRIPTORS), entries per descriptor
 	// (OTPGUARD_ENVOY_MAX_ENTRIES).
 	MaxDescriptors, MaxEntries int
-	// Rules are Path's files, read and checked by LoadConfig.
+	// Rules are Path's files, read and checked by Load.
 	Rules *envoy.Rules
 }
 

@@ -173,9 +173,9 @@ func (d *Lazy) State() (state string, since time.Time, denyLoaded bool) {
 	return state, since, d.denyLoaded.Load()
 }
 
-// The emergency overrides live in the ops database (sqlstore/overrides.go);
-// these reach it through the connection that may not be up yet, as the
-// deny-list does (database.go).
+// The emergency overrides live in the ops database (overrides.go); these
+// reach it through the connection that may not be up yet, as the deny-list
+// does.
 
 // AddOverride implements ops.OverrideList.
 func (d *Lazy) AddOverride(ctx context.Context, o guard.Override) (guard.Override, error) {
