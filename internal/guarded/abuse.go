@@ -4,7 +4,7 @@ import (
 	"context"
 	"time"
 
-	"github.com/otpguard/otpguard/internal/guard"
+	"github.com/otpguard/otpguard/internal/limit"
 	"github.com/otpguard/otpguard/internal/ops"
 )
 
@@ -16,7 +16,7 @@ var _ ops.AbuseCounters = Store{}
 
 // abuseKey names the attack view's hash tag (store/abuse.go: every key of
 // it in one slot), whose master's breaker its calls go through.
-var abuseKey = guard.Key{Space: "ops:abuse", ID: "abuse", Name: "alerts"}
+var abuseKey = limit.Key{Space: "ops:abuse", ID: "abuse", Name: "alerts"}
 
 func (g Store) AddAbuse(ctx context.Context, counts []ops.AbuseCounts, alerts []ops.AbuseAlert, now time.Time) error {
 	return g.fb.DoFor(ctx, abuseKey, func(ctx context.Context) error { return g.st.AddAbuse(ctx, counts, alerts, now) })

@@ -11,7 +11,9 @@ import (
 	"time"
 
 	"github.com/otpguard/otpguard/internal/guard"
+	"github.com/otpguard/otpguard/internal/limit"
 	"github.com/otpguard/otpguard/internal/ops"
+	"github.com/otpguard/otpguard/internal/problem"
 	"github.com/otpguard/otpguard/internal/resilience"
 	"github.com/otpguard/otpguard/internal/store"
 )
@@ -43,7 +45,7 @@ var (
 // The calls below read what their call wrote only when it returned (err ==
 // nil): after the Fallback gives up on a call, the call may still write.
 
-func (g Store) ClaimAlert(ctx context.Context, subject guard.Key, ttl time.Duration) (bool, error) {
+func (g Store) ClaimAlert(ctx context.Context, subject limit.Key, ttl time.Duration) (bool, error) {
 	var ok bool
 	err := g.fb.DoFor(ctx, subject, func(ctx context.Context) (err error) {
 		ok, err = g.st.ClaimAlert(ctx, subject, ttl)
@@ -52,7 +54,7 @@ func (g Store) ClaimAlert(ctx context.Context, subject guard.Key, ttl time.Durat
 	return err == nil && ok, err
 }
 
-func (g Store) ReleaseAlert(ctx context.Context, subject guard.Key) error {
+func (g Store) ReleaseAlert(ctx context.Context, subject limit.Key) error {
 	return g.fb.DoFor(ctx, subject, func(ctx context.Context) error { return g.st.ReleaseAlert(ctx, subject) })
 }
 
@@ -62,11 +64,11 @@ func (g Store) NoteBlock(ctx context.Context, b guard.Block) error {
 
 // NoteBlockRefundVolume: the note and a refused send's velocity refund
 // in one round trip (store), through the breaker as the note alone.
-func (g Store) NoteBlockRefundVolume(ctx context.Context, b guard.Block, k guard.Key, at time.Time) error {
+func (g Store) NoteBlockRefundVolume(ctx context.Context, b guard.Block, k limit.Key, at time.Time) error {
 	return g.fb.Do(ctx, func(ctx context.Context) error { return g.st.NoteBlockRefundVolume(ctx, b, k, at) })
 }
 
-func (g Store) EndBlock(ctx context.Context, phone string, reason guard.Code) error {
+func (g Store) EndBlock(ctx context.Context, phone string, reason problem.Code) error {
 	return g.fb.Do(ctx, func(ctx context.Context) error { return g.st.EndBlock(ctx, phone, reason) })
 }
 
@@ -83,7 +85,7 @@ func (g Store) ListBlocks(ctx context.Context, match func(phone string) bool, n 
 	return bs, total, nil
 }
 
-func (g Store) Unblock(ctx context.Context, phone string, counters []guard.Key) error {
+func (g Store) Unblock(ctx context.Context, phone string, counters []limit.Key) error {
 	return g.fb.Do(ctx, func(ctx context.Context) error { return g.st.Unblock(ctx, phone, counters) })
 }
 
@@ -100,7 +102,7 @@ func (g Store) MarkTrusted(ctx context.Context, marks []guard.TrustMark, ttl tim
 	return n, err
 }
 
-func (g Store) Trusted(ctx context.Context, mark guard.Key) (bool, error) {
+func (g Store) Trusted(ctx context.Context, mark limit.Key) (bool, error) {
 	var ok bool
 	err := g.fb.Do(ctx, func(ctx context.Context) (err error) {
 		ok, err = g.st.Trusted(ctx, mark)

@@ -9,6 +9,7 @@ import (
 	"github.com/otpguard/otpguard/internal/guard"
 	"github.com/otpguard/otpguard/internal/httpx"
 	"github.com/otpguard/otpguard/internal/metrics"
+	"github.com/otpguard/otpguard/internal/problem"
 )
 
 type sendRequest struct {
@@ -44,11 +45,11 @@ func (s *Server) sendOTP(c echo.Context) error {
 	}
 	logPhone(c, res.Phone.E164)
 	s.metrics.Decision(metrics.PolicySend, outcome(err))
-	switch code := guard.ErrorCode(err); code {
+	switch code := problem.CodeOf(err); code {
 	case "":
 		s.metrics.SMS(true)
 		s.metrics.SentTo(res.Phone.Region)
-	case guard.CodeProviderUnavailable, guard.CodeInvalidDestination:
+	case problem.CodeProviderUnavailable, problem.CodeInvalidDestination:
 		s.metrics.SMS(false)
 	}
 	if err != nil {
@@ -92,9 +93,9 @@ func outcome(err error) string {
 	if err == nil {
 		return "allowed"
 	}
-	var ge *guard.Error
+	var ge *problem.Error
 	if errors.As(err, &ge) {
 		return string(ge.Code)
 	}
-	return string(guard.CodeInternal)
+	return string(problem.CodeInternal)
 }

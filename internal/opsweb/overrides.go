@@ -12,6 +12,7 @@ import (
 
 	"github.com/otpguard/otpguard/internal/guard"
 	"github.com/otpguard/otpguard/internal/httpx"
+	"github.com/otpguard/otpguard/internal/problem"
 )
 
 // The ops desk's emergency overrides (README.md, "Changing limits during an
@@ -90,7 +91,7 @@ func (s *Handlers) AddOverride(c echo.Context) error {
 	lasts := time.Duration(0)
 	if req.ExpiresIn != nil {
 		if *req.ExpiresIn < 1 || *req.ExpiresIn > maxOverrideSeconds {
-			return s.fieldProblem(c, &guard.OverrideError{Field: "expires_in", Err: guard.Errorf(guard.CodeInvalidRequest,
+			return s.fieldProblem(c, &guard.OverrideError{Field: "expires_in", Err: problem.Errorf(problem.CodeInvalidRequest,
 				"expires_in: must be between 1 and %d seconds (7 days)", maxOverrideSeconds)})
 		}
 		lasts = time.Duration(*req.ExpiresIn) * time.Second
@@ -108,7 +109,7 @@ func (s *Handlers) AddOverride(c echo.Context) error {
 func (s *Handlers) RemoveOverride(c echo.Context) error {
 	id, err := strconv.ParseInt(c.Param("id"), 10, 64)
 	if err != nil || id < 1 {
-		return guard.Errorf(guard.CodeInvalidRequest, "id must be a positive integer")
+		return problem.Errorf(problem.CodeInvalidRequest, "id must be a positive integer")
 	}
 	if err := s.ops.RemoveOverride(c.Request().Context(), id, actorFrom(c)); err != nil {
 		return err
@@ -205,12 +206,12 @@ func (s *Handlers) overridesFor(c echo.Context, csrf string, dbDown bool) overri
 	case "removed":
 		sec.Flash = "Override removed: the policy file's value applies again."
 	}
-	if code := guard.Code(q.Get(qOvCode)); code != "" {
+	if code := problem.Code(q.Get(qOvCode)); code != "" {
 		sec.Field = fieldName(q.Get(qOvField))
 		sec.Problem = overrideProblem(code, sec.Field, s.ops.FilePolicy(), sec.Form)
 	}
 	if dbDown {
-		sec.Err = "Could not load the overrides: " + problemMessage(guard.CodeDatabaseUnavailable) +
+		sec.Err = "Could not load the overrides: " + problemMessage(problem.CodeDatabaseUnavailable) +
 			" Those already loaded stay in force until they expire."
 		return sec
 	}
@@ -250,16 +251,16 @@ func fieldName(f string) string {
 
 // overrideProblem is the section's message for a refused form: fixed text
 // per field, with the file's limit for a loosening one.
-func overrideProblem(code guard.Code, field string, p guard.OTPPolicy, f overrideForm) string {
+func overrideProblem(code problem.Code, field string, p guard.OTPPolicy, f overrideForm) string {
 	switch code {
-	case guard.CodeOverrideLooser:
+	case problem.CodeOverrideLooser:
 		limit, _ := strconv.ParseInt(f.Limit, 10, 64)
 		o, err := guard.NormalizeOverride(guard.Override{Kind: guard.OverrideKind(f.Kind), Subject: f.Subject, Limit: limit})
 		if file, name, ok := guard.FileLimit(p, o); err == nil && ok {
 			return "Limit: an override can only tighten the policy file; " + name + " is " + strconv.FormatInt(file, 10) + ", so give at most that."
 		}
 		return "Limit: an override can only tighten the policy file."
-	case guard.CodeInvalidRequest:
+	case problem.CodeInvalidRequest:
 		switch field {
 		case "kind":
 			return "Kind: choose what to tighten."
@@ -287,7 +288,7 @@ func (s *Handlers) FormOverride(c echo.Context) error {
 	if f.Limit != "" {
 		n, err := strconv.ParseInt(f.Limit, 10, 64)
 		if err != nil {
-			return back(&guard.OverrideError{Field: "limit", Err: guard.Errorf(guard.CodeInvalidRequest, "limit: not a whole number")})
+			return back(&guard.OverrideError{Field: "limit", Err: problem.Errorf(problem.CodeInvalidRequest, "limit: not a whole number")})
 		}
 		o.Limit = n
 	}
@@ -295,7 +296,7 @@ func (s *Handlers) FormOverride(c echo.Context) error {
 	if f.ExpiresIn != "" {
 		d, err := time.ParseDuration(f.ExpiresIn)
 		if err != nil || d < time.Second || d > guard.MaxOverrideFor {
-			return back(&guard.OverrideError{Field: "expires_in", Err: guard.Errorf(guard.CodeInvalidRequest, "expires_in: bad duration")})
+			return back(&guard.OverrideError{Field: "expires_in", Err: problem.Errorf(problem.CodeInvalidRequest, "expires_in: bad duration")})
 		}
 		lasts = d
 	}
@@ -334,7 +335,7 @@ func (s *Handlers) FormRemoveOverride(c echo.Context) error {
 	raw := c.Request().PostFormValue("id")
 	id, err := strconv.ParseInt(raw, 10, 64)
 	if err != nil || id < 1 {
-		return s.backToPage(c, "", guard.Errorf(guard.CodeInvalidRequest, "id must be a positive integer"))
+		return s.backToPage(c, "", problem.Errorf(problem.CodeInvalidRequest, "id must be a positive integer"))
 	}
 	if !confirmed(c) {
 		question := "Remove override " + raw + "? The policy file's value applies again at once."
@@ -361,7 +362,7 @@ func (s *Handlers) backToOverrides(c echo.Context, f overrideForm, err error) er
 		v.Set(qOvDone, "added")
 		return c.Redirect(http.StatusSeeOther, "/ops?"+v.Encode()+"#overrides")
 	}
-	code := guard.ErrorCode(err)
+	code := problem.CodeOf(err)
 	if status := httpx.Status(code); status >= 500 || status == 0 {
 		s.log.ErrorContext(c.Request().Context(), "ops action failed", "path", c.Path(), "request_id", httpx.RequestID(c), "err", err)
 	}

@@ -10,6 +10,8 @@ import (
 	"github.com/sony/gobreaker/v2"
 
 	"github.com/otpguard/otpguard/internal/guard"
+	"github.com/otpguard/otpguard/internal/limit"
+	"github.com/otpguard/otpguard/internal/problem"
 )
 
 // BreakerOptions tune when the Fallback stops waiting on the store. The
@@ -84,7 +86,7 @@ func newBreaker(b BreakerOptions, log *slog.Logger, closed func()) *gobreaker.Tw
 		IsSuccessful: answered,
 		// A caller that went away, or a call given up on while Redis was
 		// healthy, says nothing about Redis.
-		IsExcluded: func(err error) bool { return errors.Is(err, context.Canceled) || errors.Is(err, guard.ErrOverloaded) },
+		IsExcluded: func(err error) bool { return errors.Is(err, context.Canceled) || errors.Is(err, problem.ErrOverloaded) },
 	})
 }
 
@@ -95,7 +97,7 @@ func newBreaker(b BreakerOptions, log *slog.Logger, closed func()) *gobreaker.Tw
 //
 // n is the node the call goes to (nodes.go). On a single node, a decision
 // in which the store failed once fails its later calls at once
-// (guard.StoreFailed); on Redis Cluster another node may well answer them.
+// (limit.StoreFailed); on Redis Cluster another node may well answer them.
 func (f *Fallback) call(ctx context.Context, n *node, fn func(ctx context.Context) error) error {
 	return f.callAs(ctx, n, false, fn)
 }
@@ -104,18 +106,18 @@ func (f *Fallback) call(ctx context.Context, n *node, fn func(ctx context.Contex
 // when abandons is true (Abandoner): wait then runs it on the caller's
 // goroutine.
 func (f *Fallback) callAs(ctx context.Context, n *node, abandons bool, fn func(ctx context.Context) error) error {
-	if !f.multiNode() && guard.StoreFailed(ctx) {
-		return fmt.Errorf("resilience: store failed earlier in this decision: %w", guard.ErrStoreUnavailable)
+	if !f.multiNode() && limit.StoreFailed(ctx) {
+		return fmt.Errorf("resilience: store failed earlier in this decision: %w", limit.ErrStoreUnavailable)
 	}
 	if st := n.breaker.State(); st != gobreaker.StateClosed && n.probing() {
 		// Only the probe tries Redis while the breaker is not closed.
 		f.failed()
-		return fmt.Errorf("resilience: redis breaker %s%s: %w", st, n.label(), guard.ErrStoreUnavailable)
+		return fmt.Errorf("resilience: redis breaker %s%s: %w", st, n.label(), limit.ErrStoreUnavailable)
 	}
 	done, err := n.breaker.Allow()
 	if err != nil {
 		f.failed()
-		return fmt.Errorf("resilience: redis breaker %s%s: %w (%w)", n.breaker.State(), n.label(), guard.ErrStoreUnavailable, err)
+		return fmt.Errorf("resilience: redis breaker %s%s: %w (%w)", n.breaker.State(), n.label(), limit.ErrStoreUnavailable, err)
 	}
 	err = f.wait(ctx, n, abandons, fn)
 	if err != nil && errors.Is(ctx.Err(), context.Canceled) {
@@ -128,8 +130,8 @@ func (f *Fallback) callAs(ctx context.Context, n *node, abandons bool, fn func(c
 	if answered(err) {
 		n.callOK.Store(time.Now().UnixNano())
 	}
-	if !answered(err) && !errors.Is(err, guard.ErrOverloaded) {
-		guard.NoteStoreFailure(ctx)
+	if !answered(err) && !errors.Is(err, problem.ErrOverloaded) {
+		limit.NoteStoreFailure(ctx)
 		f.failed()
 	}
 	return err
@@ -159,7 +161,7 @@ func (f *Fallback) Do(ctx context.Context, fn func(ctx context.Context) error) e
 
 // DoFor is Do for a call on the keys of one subject (k's hash tag): it
 // goes through the breaker of the node that holds k.
-func (f *Fallback) DoFor(ctx context.Context, k guard.Key, fn func(ctx context.Context) error) error {
+func (f *Fallback) DoFor(ctx context.Context, k limit.Key, fn func(ctx context.Context) error) error {
 	return f.call(ctx, f.nodeFor(k), fn)
 }
 

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/otpguard/otpguard/internal/guard"
+	"github.com/otpguard/otpguard/internal/limit"
 )
 
 // The code calls below read what their call wrote only when it returned
@@ -68,5 +69,5 @@ func (f *Fallback) LockCode(ctx context.Context, phone, id string, now time.Time
 // codeNode is the node that holds the number's code and records: the
 // node of its own keys (the hash tag is the number).
 func (f *Fallback) codeNode(phone string) *node {
-	return f.nodeFor(guard.Key{Space: "otp", ID: phone, Name: "code"})
+	return f.nodeFor(limit.Key{Space: "otp", ID: phone, Name: "code"})
 }

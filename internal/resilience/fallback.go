@@ -10,11 +10,13 @@ import (
 	"time"
 
 	"github.com/otpguard/otpguard/internal/guard"
+	"github.com/otpguard/otpguard/internal/limit"
+	"github.com/otpguard/otpguard/internal/problem"
 )
 
 // FallbackOptions are the dependencies and settings of a Fallback.
 type FallbackOptions struct {
-	Counter guard.Counter
+	Counter limit.Counter
 	Codes   guard.Codes // may be nil when only the Counter is used
 	// Timeout bounds every store call (OTPGUARD_REDIS_TIMEOUT). The store's
 	// client must hold the same bound on its own (dial, pool, read, write);
@@ -42,7 +44,7 @@ type FallbackOptions struct {
 	// holds a key: each node has its own breaker and probe verdict, and a
 	// call's takes are decided per node, so one master's death sends only
 	// its own keys to the fallback (nodes.go). nil: one node.
-	NodeOf func(guard.Key) string
+	NodeOf func(limit.Key) string
 	// MemoryKeys bounds the in-memory limiter (DefaultMemoryKeys when 0).
 	MemoryKeys int
 	// Policies, when given, are listed by Status before their first decision.
@@ -63,7 +65,7 @@ type FallbackOptions struct {
 // A call that timed out may still have counted in the store: it is never
 // retried; its decision is taken by the fallback, as unknown.
 type Fallback struct {
-	counter   guard.Counter
+	counter   limit.Counter
 	codes     guard.Codes
 	timeout   time.Duration
 	ceiling   time.Duration
@@ -81,7 +83,7 @@ type Fallback struct {
 	// nodes are the store's nodes, each with its breaker and the probe's
 	// verdict on it (nodes.go): one ("") on a single Redis or Sentinel, a
 	// master each on Redis Cluster. nodeOf names a key's node.
-	nodeOf  func(guard.Key) string
+	nodeOf  func(limit.Key) string
 	breaker BreakerOptions
 	nodesMu sync.RWMutex
 	nodes   map[string]*node
@@ -94,7 +96,7 @@ type Fallback struct {
 }
 
 type policyState struct {
-	mode       guard.FallbackMode
+	mode       limit.FallbackMode
 	inFallback bool
 	since      time.Time
 	fallbacks  int64
@@ -129,7 +131,7 @@ func NewFallback(o FallbackOptions) *Fallback {
 	if o.Policies != nil {
 		f.policies[guard.OTPPolicyName] = &policyState{mode: o.Policies.OTP.OnStoreError}
 		for name, p := range o.Policies.Limits {
-			f.policies[guard.LimitPolicyName(name)] = &policyState{mode: p.OnStoreError}
+			f.policies[limit.PolicyName(name)] = &policyState{mode: p.OnStoreError}
 		}
 	}
 	f.breaker, f.nodeOf, f.nodes = o.Breaker.withDefaults(), o.NodeOf, map[string]*node{}
@@ -161,7 +163,7 @@ func (f *Fallback) LastFailure() time.Time {
 // is closed.
 //
 // On Redis Cluster the takes are decided per node (takeByNode).
-func (f *Fallback) Take(ctx context.Context, takes []guard.Take) ([]guard.Result, error) {
+func (f *Fallback) Take(ctx context.Context, takes []limit.Take) ([]limit.Result, error) {
 	if f.multiNode() {
 		res, _, err := f.takeByNode(ctx, takes, nil, false)
 		return res, err
@@ -176,7 +178,7 @@ var _ guard.SendCounter = (*Fallback)(nil)
 // is a SendCounter (otherwise vol is not taken: nil VolumeResult). When
 // the store cannot answer, the takes are decided as Take decides them and
 // vol is not taken.
-func (f *Fallback) TakeSend(ctx context.Context, takes []guard.Take, vol *guard.VolumeTake) ([]guard.Result, *guard.VolumeResult, error) {
+func (f *Fallback) TakeSend(ctx context.Context, takes []limit.Take, vol *guard.VolumeTake) ([]limit.Result, *guard.VolumeResult, error) {
 	if f.multiNode() {
 		return f.takeSendByNode(ctx, takes, vol) // the trust mark first (trust.go)
 	}
@@ -188,7 +190,7 @@ func (f *Fallback) TakeSend(ctx context.Context, takes []guard.Take, vol *guard.
 	// vr is written by the call (on this goroutine: wait runs every call
 	// on its caller's); it is read only when the store answered.
 	var vr *guard.VolumeResult
-	res, stored, err := f.take(ctx, f.node(""), takes, false, false, func(ctx context.Context) ([]guard.Result, error) {
+	res, stored, err := f.take(ctx, f.node(""), takes, false, false, func(ctx context.Context) ([]limit.Result, error) {
 		r, v, err := sc.TakeSend(ctx, takes, vol)
 		vr = v
 		return r, err
@@ -206,12 +208,12 @@ func (f *Fallback) TakeSend(ctx context.Context, takes []guard.Take, vol *guard.
 // instead of failing the call. abandons says fn returns as soon as its
 // context is cancelled (Abandoner). A nil fn is f.counter.Take(ctx, takes):
 // no closure made for it on every check.
-func (f *Fallback) take(ctx context.Context, n *node, takes []guard.Take, side, abandons bool, fn func(ctx context.Context) ([]guard.Result, error)) (_ []guard.Result, stored bool, _ error) {
+func (f *Fallback) take(ctx context.Context, n *node, takes []limit.Take, side, abandons bool, fn func(ctx context.Context) ([]limit.Result, error)) (_ []limit.Result, stored bool, _ error) {
 	// got is written by the call (on this goroutine: wait runs every call
 	// on its caller's); it is read only when the store answered (err == nil).
-	var got []guard.Result
+	var got []limit.Result
 	err := f.callAs(ctx, n, abandons, func(ctx context.Context) error {
-		var r []guard.Result
+		var r []limit.Result
 		var err error
 		if fn == nil {
 			r, err = f.counter.Take(ctx, takes)
@@ -224,12 +226,12 @@ func (f *Fallback) take(ctx context.Context, n *node, takes []guard.Take, side, 
 		got = r
 		return err
 	})
-	var res []guard.Result
+	var res []limit.Result
 	if err == nil {
 		f.note(takes, false)
 		return got, true, nil
 	}
-	if errors.Is(err, guard.ErrOverloaded) {
+	if errors.Is(err, problem.ErrOverloaded) {
 		return nil, false, err // shed: never decided from memory, and no outage
 	}
 	f.note(takes, true)
@@ -237,15 +239,15 @@ func (f *Fallback) take(ctx context.Context, n *node, takes []guard.Take, side, 
 		return nil, false, err
 	}
 	for _, t := range takes {
-		if mode(t) == guard.FallbackClosed && !side {
+		if mode(t) == limit.FallbackClosed && !side {
 			return nil, false, err
 		}
 	}
 	now := f.now()
-	res = make([]guard.Result, len(takes))
+	res = make([]limit.Result, len(takes))
 	for i, t := range takes {
-		limit, rate := f.localLimit(t)
-		res[i] = f.local.take(t, limit, rate, now)
+		lim, rate := f.localLimit(t)
+		res[i] = f.local.take(t, lim, rate, now)
 		if side {
 			f.sharedFell(n, ruleOf(t.Key))
 		}
@@ -255,13 +257,13 @@ func (f *Fallback) take(ctx context.Context, n *node, takes []guard.Take, side, 
 
 // Refund gives back to memory what the fallback decided, and to the store
 // what the store did.
-func (f *Fallback) Refund(ctx context.Context, takes []guard.Take) error {
-	var shared []guard.Take
+func (f *Fallback) Refund(ctx context.Context, takes []limit.Take) error {
+	var shared []limit.Take
 	now := f.now()
 	for _, t := range takes {
 		if t.Fallback {
-			limit, rate := f.localLimit(t)
-			f.local.refund(t, limit, rate, now)
+			lim, rate := f.localLimit(t)
+			f.local.refund(t, lim, rate, now)
 		} else {
 			shared = append(shared, t)
 		}
@@ -277,9 +279,9 @@ func (f *Fallback) Refund(ctx context.Context, takes []guard.Take) error {
 	return errors.Join(errs...)
 }
 
-func mode(t guard.Take) guard.FallbackMode {
+func mode(t limit.Take) limit.FallbackMode {
 	if t.OnStoreError == "" {
-		return guard.FallbackClosed
+		return limit.FallbackClosed
 	}
 	return t.OnStoreError
 }
@@ -287,17 +289,17 @@ func mode(t guard.Take) guard.FallbackMode {
 // localLimit is what t may spend on this instance: LocalLimit (local) or
 // the split limit (open), with a bucket's refill scaled alike, so that an
 // empty bucket takes as long to refill as the shared one.
-func (f *Fallback) localLimit(t guard.Take) (limit int64, rate float64) {
+func (f *Fallback) localLimit(t limit.Take) (lim int64, rate float64) {
 	switch mode(t) {
-	case guard.FallbackLocal:
-		limit = max(1, t.LocalLimit)
+	case limit.FallbackLocal:
+		lim = max(1, t.LocalLimit)
 	default:
-		limit = max(1, t.Limit/int64(f.Instances()))
+		lim = max(1, t.Limit/int64(f.Instances()))
 	}
-	if t.Algorithm == guard.TokenBucket && t.Limit > 0 {
-		rate = t.Rate * float64(limit) / float64(t.Limit)
+	if t.Algorithm == limit.TokenBucket && t.Limit > 0 {
+		rate = t.Rate * float64(lim) / float64(t.Limit)
 	}
-	return limit, rate
+	return lim, rate
 }
 
 // Instances is the live instance count the split limit divides by.

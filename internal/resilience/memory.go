@@ -1,12 +1,13 @@
 package resilience
 
 import (
-	"github.com/otpguard/otpguard/internal/guard"
 	"math"
 	"sync"
 	"time"
 
 	"github.com/hashicorp/golang-lru/v2/simplelru"
+
+	"github.com/otpguard/otpguard/internal/limit"
 )
 
 // DefaultMemoryKeys bounds the in-memory fallback limiter: at most this many
@@ -28,8 +29,8 @@ type memoryLimits struct {
 }
 
 type localKey struct {
-	guard.Key
-	alg guard.Algorithm
+	limit.Key
+	alg limit.Algorithm
 }
 
 // localCounter is a fixed window (count until reset) or a token bucket
@@ -55,7 +56,7 @@ func newMemoryLimits(maxKeys int) *memoryLimits {
 // take spends t.Cost from t's counter under limit (a window's events or a
 // bucket's capacity) and rate (tokens per second). Unlike the store's fixed
 // window, a denied hit is not counted: locally nothing needs refunding then.
-func (l *memoryLimits) take(t guard.Take, limit int64, rate float64, now time.Time) guard.Result {
+func (l *memoryLimits) take(t limit.Take, lim int64, rate float64, now time.Time) limit.Result {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	k := localKey{t.Key, t.Algorithm}
@@ -66,9 +67,9 @@ func (l *memoryLimits) take(t guard.Take, limit int64, rate float64, now time.Ti
 			l.keys.Add(k, c)
 		}
 	}
-	res := guard.Result{Limit: limit, Fallback: true}
-	if t.Algorithm == guard.TokenBucket {
-		c.refill(limit, rate, now)
+	res := limit.Result{Limit: lim, Fallback: true}
+	if t.Algorithm == limit.TokenBucket {
+		c.refill(lim, rate, now)
 		if float64(t.Cost) <= c.tokens {
 			c.tokens -= float64(t.Cost)
 			res.Allowed, res.Spent = true, t.Cost > 0
@@ -76,36 +77,36 @@ func (l *memoryLimits) take(t guard.Take, limit int64, rate float64, now time.Ti
 			res.RetryAfter = seconds((float64(t.Cost) - c.tokens) / rate)
 		}
 		res.Remaining = int64(math.Floor(c.tokens))
-		res.ResetAfter = seconds((float64(limit) - c.tokens) / rate)
+		res.ResetAfter = seconds((float64(lim) - c.tokens) / rate)
 		return res
 	}
 	if !now.Before(c.reset) {
 		c.count, c.reset = 0, now.Add(t.Window)
 	}
-	if c.count+t.Cost <= limit {
+	if c.count+t.Cost <= lim {
 		c.count += t.Cost
 		res.Allowed, res.Spent = true, t.Cost > 0
 	} else {
 		res.RetryAfter = c.reset.Sub(now)
 	}
 	res.Count = c.count
-	res.Remaining = max(0, limit-c.count)
+	res.Remaining = max(0, lim-c.count)
 	res.ResetAfter = c.reset.Sub(now)
 	res.WindowID = c.reset.UnixNano() // a later window ends later
 	return res
 }
 
 // refund gives back what take spent, if the counter is still there.
-func (l *memoryLimits) refund(t guard.Take, limit int64, rate float64, now time.Time) {
+func (l *memoryLimits) refund(t limit.Take, lim int64, rate float64, now time.Time) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	c, ok := l.keys.Peek(localKey{t.Key, t.Algorithm})
 	if !ok {
 		return
 	}
-	if t.Algorithm == guard.TokenBucket {
-		c.refill(limit, rate, now)
-		c.tokens = min(float64(limit), c.tokens+float64(t.Cost))
+	if t.Algorithm == limit.TokenBucket {
+		c.refill(lim, rate, now)
+		c.tokens = min(float64(lim), c.tokens+float64(t.Cost))
 		return
 	}
 	// Only in the window the hit counted in (t.WindowID, when named): a
@@ -124,16 +125,16 @@ func (l *memoryLimits) len() int {
 
 // refill brings a bucket up to now; a new one starts full. A smaller limit
 // (more instances came up) caps what it holds.
-func (c *localCounter) refill(limit int64, rate float64, now time.Time) {
+func (c *localCounter) refill(lim int64, rate float64, now time.Time) {
 	if c.at.IsZero() {
-		c.tokens, c.at = float64(limit), now
+		c.tokens, c.at = float64(lim), now
 		return
 	}
 	if el := now.Sub(c.at); el > 0 {
 		c.tokens += el.Seconds() * rate
 		c.at = now
 	}
-	c.tokens = min(c.tokens, float64(limit))
+	c.tokens = min(c.tokens, float64(lim))
 }
 
 func seconds(s float64) time.Duration {

@@ -9,7 +9,7 @@ import (
 
 	"github.com/sony/gobreaker/v2"
 
-	"github.com/otpguard/otpguard/internal/guard"
+	"github.com/otpguard/otpguard/internal/limit"
 )
 
 // A node is one Redis server the decisions reach: the one server of a
@@ -63,7 +63,7 @@ func (f *Fallback) node(name string) *node {
 }
 
 // nodeFor is the node that holds k.
-func (f *Fallback) nodeFor(k guard.Key) *node {
+func (f *Fallback) nodeFor(k limit.Key) *node {
 	if f.nodeOf == nil {
 		return f.node("")
 	}
@@ -73,7 +73,7 @@ func (f *Fallback) nodeFor(k guard.Key) *node {
 // NodeOf names the node that holds k: its master's address on Redis
 // Cluster, "" on a single Redis or Sentinel (one node). Callers that touch
 // keys of several subjects group them by it and make one DoFor per node.
-func (f *Fallback) NodeOf(k guard.Key) string {
+func (f *Fallback) NodeOf(k limit.Key) string {
 	if f.nodeOf == nil {
 		return ""
 	}
@@ -90,7 +90,7 @@ type group struct {
 }
 
 // groups splits takes by node, in order of first appearance.
-func (f *Fallback) groups(takes []guard.Take) []group {
+func (f *Fallback) groups(takes []limit.Take) []group {
 	var out []group
 	at := map[*node]int{}
 	for i, t := range takes {
@@ -106,8 +106,8 @@ func (f *Fallback) groups(takes []guard.Take) []group {
 	return out
 }
 
-func pick(takes []guard.Take, idx []int) []guard.Take {
-	out := make([]guard.Take, len(idx))
+func pick(takes []limit.Take, idx []int) []limit.Take {
+	out := make([]limit.Take, len(idx))
 	for j, i := range idx {
 		out[j] = takes[i]
 	}

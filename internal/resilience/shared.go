@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/otpguard/otpguard/internal/guard"
+	"github.com/otpguard/otpguard/internal/limit"
 )
 
 // Shared keys on a dead master (Redis Cluster). A send's keys that are not
@@ -28,12 +29,12 @@ type sharedRules struct {
 	// limits is the last limit the store answered for a country's volume
 	// (per counting key: the velocity rule's, the trusted tier's, the
 	// solved cap's): what its split limit divides while its master is dead.
-	limits map[guard.Key]int64
+	limits map[limit.Key]int64
 }
 
 // ruleOf names the rule of a key, without its subject: "otp:ip:sends",
 // "otp:budget:hour", "otp:vel:h", "l:api". A few names in all.
-func ruleOf(k guard.Key) string {
+func ruleOf(k limit.Key) string {
 	return strings.TrimSuffix(k.Space+":"+k.Name, ":")
 }
 
@@ -74,14 +75,14 @@ func (f *Fallback) rememberVolume(vol *guard.VolumeTake, vr *guard.VolumeResult)
 	f.shared.mu.Lock()
 	defer f.shared.mu.Unlock()
 	if f.shared.limits == nil {
-		f.shared.limits = map[guard.Key]int64{}
+		f.shared.limits = map[limit.Key]int64{}
 	}
 	f.shared.limits[k] = vr.Limit
 }
 
 // volumeLimit is the hour's limit to split for the counts under k: the
 // store's last answer, or floor when this instance has none.
-func (f *Fallback) volumeLimit(k guard.Key, floor int64) int64 {
+func (f *Fallback) volumeLimit(k limit.Key, floor int64) int64 {
 	f.shared.mu.Lock()
 	defer f.shared.mu.Unlock()
 	if l, ok := f.shared.limits[k]; ok {
@@ -100,9 +101,9 @@ func (f *Fallback) volumeFromMemory(n *node, vol *guard.VolumeTake) *guard.Volum
 		return &guard.VolumeResult{Allowed: true, Fallback: true}
 	}
 	now := f.now()
-	take := func(k guard.Key, limit int64, window time.Duration) guard.Result {
-		return f.local.take(guard.Take{Key: k, Algorithm: guard.FixedWindow, Limit: limit, Window: window, Cost: 1,
-			Policy: guard.OTPPolicyName}, limit, 0, now)
+	take := func(k limit.Key, lim int64, window time.Duration) limit.Result {
+		return f.local.take(limit.Take{Key: k, Algorithm: limit.FixedWindow, Limit: lim, Window: window, Cost: 1,
+			Policy: guard.OTPPolicyName}, lim, 0, now)
 	}
 	k, floor := vol.Key, vol.Floor
 	if vol.Trusted {
@@ -115,9 +116,9 @@ func (f *Fallback) volumeFromMemory(n *node, vol *guard.VolumeTake) *guard.Volum
 		// send refuses it (503), so nothing is counted here.
 		return &guard.VolumeResult{Allowed: true, Fallback: true}
 	}
-	limit := max(1, f.volumeLimit(k, max(1, floor))/int64(f.Instances()))
-	r := take(k, limit, time.Hour)
-	return &guard.VolumeResult{Allowed: r.Allowed, Count: r.Count, Limit: limit, Trusted: vol.Trusted, Fallback: true}
+	lim := max(1, f.volumeLimit(k, max(1, floor))/int64(f.Instances()))
+	r := take(k, lim, time.Hour)
+	return &guard.VolumeResult{Allowed: r.Allowed, Count: r.Count, Limit: lim, Trusted: vol.Trusted, Fallback: true}
 }
 
 // warnOnce reports whether rule is first to fall back on n in this outage

@@ -4,7 +4,7 @@ import (
 	"sort"
 	"time"
 
-	"github.com/otpguard/otpguard/internal/guard"
+	"github.com/otpguard/otpguard/internal/limit"
 )
 
 // FallbackStatus is what a Fallback knows of the store: its breaker, the
@@ -21,7 +21,7 @@ type FallbackStatus struct {
 // PolicyStatus is one policy as the Fallback last saw it.
 type PolicyStatus struct {
 	Policy       string // "otp" or "limits.<name>"
-	OnStoreError guard.FallbackMode
+	OnStoreError limit.FallbackMode
 	// InFallback says its last decision was taken without the store
 	// (refused, for closed), since Since.
 	InFallback bool
@@ -47,12 +47,12 @@ func (f *Fallback) Status() FallbackStatus {
 // (Envoy's rules, a reload's new names), so that Status lists them, and
 // their count of fallback decisions starts at zero, before their first
 // decision rather than at it.
-func (f *Fallback) AddPolicies(limits map[string]guard.LimitPolicy) {
+func (f *Fallback) AddPolicies(limits map[string]limit.Policy) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	for name, p := range limits {
-		if _, ok := f.policies[guard.LimitPolicyName(name)]; !ok {
-			f.policies[guard.LimitPolicyName(name)] = &policyState{mode: p.OnStoreError}
+		if _, ok := f.policies[limit.PolicyName(name)]; !ok {
+			f.policies[limit.PolicyName(name)] = &policyState{mode: p.OnStoreError}
 		}
 	}
 }
@@ -70,7 +70,7 @@ func (s FallbackStatus) InFallback() []string {
 
 // note records, per policy, whether its decisions go to the fallback, and
 // logs each change once.
-func (f *Fallback) note(takes []guard.Take, fell bool) {
+func (f *Fallback) note(takes []limit.Take, fell bool) {
 	if !fell && !f.anyInFallback(takes) {
 		return // the common case: read-locked only
 	}
@@ -103,7 +103,7 @@ func (f *Fallback) note(takes []guard.Take, fell bool) {
 
 // anyInFallback reports whether a policy of takes is marked in fallback
 // (or is not known yet).
-func (f *Fallback) anyInFallback(takes []guard.Take) bool {
+func (f *Fallback) anyInFallback(takes []limit.Take) bool {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
 	for _, t := range takes {
