@@ -3,20 +3,11 @@ package guard
 import (
 	"context"
 	"fmt"
-	"math"
 	"time"
 
 	"github.com/otpguard/otpguard/internal/limit"
 	"github.com/otpguard/otpguard/internal/problem"
 )
-
-// RetrySeconds is d as the whole seconds of a Retry-After header, rounded
-// up and at least 1: a client told "0" would retry at once and be refused
-// again. Every place that tells a wait in seconds (the header, the RateLimit
-// field's t, a message) rounds with it, so that they agree.
-func RetrySeconds(d time.Duration) int {
-	return max(1, int(math.Ceil(d.Seconds())))
-}
 
 // newCodeIn is how long until a new code may be sent to phone as far as the
 // number's own limits say: its cooldown and its per-number window, read
@@ -55,5 +46,5 @@ func (s *codebook) tooManyAttempts(ctx context.Context, phone string) *problem.E
 		return &problem.Error{Code: problem.CodeTooManyAttempts, Message: "too many wrong guesses; request a new code"}
 	}
 	return &problem.Error{Code: problem.CodeTooManyAttempts, RetryAfter: wait,
-		Message: fmt.Sprintf("too many wrong guesses; a new code may be requested in %d s", RetrySeconds(wait))}
+		Message: fmt.Sprintf("too many wrong guesses; a new code may be requested in %d s", problem.RetrySeconds(wait))}
 }

@@ -1,4 +1,4 @@
-package app
+package config
 
 import (
 	"bytes"
@@ -31,8 +31,8 @@ const (
 
 // TestSettingsReference: docs/reference.md's table of environment
 // variables is the list of settings (settings.go), written out. After a
-// change to the list: go generate ./internal/app (go test -run
-// TestSettingsReference ./internal/app -args -update).
+// change to the list: go generate ./internal/config (go test -run
+// TestSettingsReference ./internal/config -args -update).
 func TestSettingsReference(t *testing.T) {
 	doc, err := os.ReadFile(referencePath)
 	if err != nil {
@@ -52,7 +52,7 @@ func TestSettingsReference(t *testing.T) {
 		return
 	}
 	if diff := cmp.Diff(want, string(doc[begin:end])); diff != "" {
-		t.Errorf("%s's settings section is not the list's; run go generate ./internal/app (-want +got):\n%s", referencePath, diff)
+		t.Errorf("%s's settings section is not the list's; run go generate ./internal/config (-want +got):\n%s", referencePath, diff)
 	}
 }
 
@@ -103,7 +103,7 @@ and the load command ` + "`otpguard-load`" + ` reads ` + "`OTPGUARD_API_KEY`" + 
 // aside: no file, the defaults), and the defaults other packages own are
 // the list's.
 func TestSettingsDefaults(t *testing.T) {
-	unset, err := LoadConfig(func(string) string { return "" })
+	unset, err := Load(func(string) string { return "" })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -112,7 +112,7 @@ func TestSettingsDefaults(t *testing.T) {
 			continue
 		}
 		t.Run(s.name, func(t *testing.T) {
-			set, err := LoadConfig(func(k string) string { return map[string]string{s.name: s.def}[k] })
+			set, err := Load(func(k string) string { return map[string]string{s.name: s.def}[k] })
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -1,4 +1,4 @@
-package app
+package config
 
 import (
 	"os"
@@ -259,7 +259,7 @@ func TestLoadPoliciesRefusesWhatIsNotAFile(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			done := make(chan error, 1)
-			go func() { _, err := loadPolicies(tc.path); done <- err }()
+			go func() { _, err := LoadPolicies(tc.path); done <- err }()
 			var err error
 			select {
 			case err = <-done:
@@ -273,7 +273,7 @@ func TestLoadPoliciesRefusesWhatIsNotAFile(t *testing.T) {
 				return
 			}
 			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
-				t.Errorf("loadPolicies(%s) = %v, want an error saying %q", tc.name, err, tc.wantErr)
+				t.Errorf("LoadPolicies(%s) = %v, want an error saying %q", tc.name, err, tc.wantErr)
 			}
 		})
 	}

@@ -1,4 +1,4 @@
-package app
+package config
 
 import (
 	"strings"
@@ -20,7 +20,7 @@ func TestLogAllowedChecksBounds(t *testing.T) {
 		{"-5", 0},
 		{"ten", 0},
 	} {
-		cfg, err := LoadConfig(func(k string) string {
+		cfg, err := Load(func(k string) string {
 			if k == "OTPGUARD_LOG_ALLOWED_CHECKS" {
 				return tc.value
 			}

@@ -1,4 +1,4 @@
-package app
+package guarded
 
 import (
 	"context"
@@ -8,7 +8,7 @@ import (
 	"github.com/otpguard/otpguard/internal/limit"
 )
 
-var _ guard.Verifications = guardedStore{}
+var _ guard.Verifications = Store{}
 
 // verIDKey is the id's index key (store/verification.go): the first read
 // of GET /otp/verifications/{id}, whose node's breaker the read goes
@@ -17,7 +17,7 @@ func verIDKey(id string) limit.Key { return limit.Key{Space: "ver", ID: id, Name
 
 // Verification reads a verification record through the Fallback's breaker
 // and timeout: while Redis is away it answers 503 store_unavailable.
-func (g guardedStore) Verification(ctx context.Context, id string) (guard.Verification, error) {
+func (g Store) Verification(ctx context.Context, id string) (guard.Verification, error) {
 	var v guard.Verification
 	err := g.fb.DoFor(ctx, verIDKey(id), func(ctx context.Context) (err error) {
 		v, err = g.st.Verification(ctx, id)
@@ -30,7 +30,7 @@ func (g guardedStore) Verification(ctx context.Context, id string) (guard.Verifi
 }
 
 // CancelVerification cancels through the breaker and timeout.
-func (g guardedStore) CancelVerification(ctx context.Context, id string, now time.Time) (guard.Verification, bool, error) {
+func (g Store) CancelVerification(ctx context.Context, id string, now time.Time) (guard.Verification, bool, error) {
 	var v guard.Verification
 	var canceled bool
 	err := g.fb.DoFor(ctx, verIDKey(id), func(ctx context.Context) (err error) {

@@ -1,4 +1,4 @@
-package app
+package store_test
 
 import (
 	"bytes"
@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"log/slog"
 	"testing"
+
+	"github.com/otpguard/otpguard/internal/store"
 )
 
 func TestRedisLogLevels(t *testing.T) {
@@ -21,7 +23,7 @@ func TestRedisLogLevels(t *testing.T) {
 		{"redis: failed to close connection: %v", []any{"boom"}, "WARN", "go-redis: failed to close connection: boom"},
 	} {
 		var out bytes.Buffer
-		redisLog{slog.New(slog.NewJSONHandler(&out, &slog.HandlerOptions{Level: slog.LevelDebug}))}.Printf(context.Background(), tc.format, tc.args...)
+		store.ClientLog{slog.New(slog.NewJSONHandler(&out, &slog.HandlerOptions{Level: slog.LevelDebug}))}.Printf(context.Background(), tc.format, tc.args...)
 		var line map[string]any
 		if err := json.Unmarshal(out.Bytes(), &line); err != nil {
 			t.Fatalf("%s: not one JSON line: %q", tc.format, out.String())

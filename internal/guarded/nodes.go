@@ -1,4 +1,4 @@
-package app
+package guarded
 
 import (
 	"context"
@@ -20,7 +20,7 @@ import (
 
 // bySubjectNode groups the subjects of every event by the node that holds
 // them: per node, per event, the indexes of its subjects there.
-func (g guardedStore) bySubjectNode(counts []guard.ConversionCount) (nodes []string, parts []map[int][]int) {
+func (g Store) bySubjectNode(counts []guard.ConversionCount) (nodes []string, parts []map[int][]int) {
 	at := map[string]int{}
 	for i, c := range counts {
 		for j, k := range c.Subjects {
@@ -38,7 +38,7 @@ func (g guardedStore) bySubjectNode(counts []guard.ConversionCount) (nodes []str
 }
 
 // CountConversions counts the events, one batch per node.
-func (g guardedStore) CountConversions(ctx context.Context, window, delay time.Duration, counts []guard.ConversionCount) ([][]guard.Tally, error) {
+func (g Store) CountConversions(ctx context.Context, window, delay time.Duration, counts []guard.ConversionCount) ([][]guard.Tally, error) {
 	out := make([][]guard.Tally, len(counts))
 	for i, c := range counts {
 		out[i] = make([]guard.Tally, len(c.Subjects))
@@ -81,7 +81,7 @@ func (g guardedStore) CountConversions(ctx context.Context, window, delay time.D
 }
 
 // CountConversion counts one event, one call per node.
-func (g guardedStore) CountConversion(ctx context.Context, kind guard.ConversionKind, now time.Time, window, delay time.Duration, subjects []limit.Key) ([]guard.Tally, error) {
+func (g Store) CountConversion(ctx context.Context, kind guard.ConversionKind, now time.Time, window, delay time.Duration, subjects []limit.Key) ([]guard.Tally, error) {
 	ts, err := g.CountConversions(ctx, window, delay, []guard.ConversionCount{{Kind: kind, Now: now, Subjects: subjects}})
 	if err != nil {
 		return nil, err

@@ -1,4 +1,4 @@
-package app
+package config
 
 import (
 	"net"
@@ -71,18 +71,18 @@ func (c *Config) checkRedisNodes() error {
 	return cs.err()
 }
 
-// redisOptions is how store.NewUniversalClient is to connect (not the
+// RedisOptions is how store.NewUniversalClient is to connect (not the
 // embedded Redis).
-func (c *Config) redisOptions() store.RedisOptions {
+func (c *Config) RedisOptions() store.RedisOptions {
 	return store.RedisOptions{
-		URL: c.RedisURL, Timeout: c.RedisTimeout, MaxWait: c.maxWait(),
+		URL: c.RedisURL, Timeout: c.RedisTimeout, MaxWait: c.MaxWait(),
 		Mode: c.Redis.Mode, Addrs: c.Redis.Addrs, Master: c.Redis.Master,
 		Username: c.Redis.Username, Password: c.Redis.Password, TLS: c.Redis.TLS,
 	}
 }
 
-// redisTarget names the Redis for logs, without secrets.
-func (c *Config) redisTarget() string {
+// RedisTarget names the Redis for logs, without secrets.
+func (c *Config) RedisTarget() string {
 	switch c.Redis.Mode {
 	case store.RedisCluster:
 		return "cluster " + strings.Join(c.Redis.Addrs, ",")

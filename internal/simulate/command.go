@@ -1,4 +1,4 @@
-package main
+package simulate
 
 import (
 	"context"
@@ -9,14 +9,23 @@ import (
 	"os"
 	"runtime/debug"
 
-	"github.com/otpguard/otpguard/internal/simulate"
+	"github.com/otpguard/otpguard/internal/app"
 )
 
 const simulateUsage = "usage: otpguard simulate [--json FILE|-] SCENARIO.yaml"
 
-// simulateCmd runs `otpguard simulate`: the table goes to stdout (or the
-// JSON, with --json -), progress to stderr (docs/simulate.md).
-func simulateCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+// Command is `otpguard simulate`, for cmd/otpguard's list of subcommands.
+func Command() app.Command {
+	return app.Command{Name: "simulate", Run: func(ctx context.Context, args []string, env app.Env) error {
+		return command(ctx, args, env.Stdout, env.Stderr)
+	}, Usage: "  otpguard simulate [--json FILE|-] SCENARIO.yaml\n" +
+		"                          run a scenario against the real service on a virtual clock (docs/simulate.md)\n"}
+}
+
+// command runs `otpguard simulate` with the arguments after its name: the
+// table goes to stdout (or the JSON, with --json -), progress to stderr
+// (docs/simulate.md).
+func command(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("simulate", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	jsonOut := fs.String("json", "", "write the report as JSON to this file (- for stdout, instead of the table)")
@@ -37,11 +46,11 @@ func simulateCmd(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	// A run allocates much and keeps little: collecting less often
 	// saves a quarter of its time.
 	debug.SetGCPercent(400)
-	s, err := simulate.Load(rest[0])
+	s, err := Load(rest[0])
 	if err != nil {
 		return err
 	}
-	rep, err := simulate.Run(ctx, s, simulate.Options{Progress: stderr})
+	rep, err := Run(ctx, s, Options{Progress: stderr})
 	if err != nil {
 		return err
 	}

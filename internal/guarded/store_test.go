@@ -1,4 +1,4 @@
-package app
+package guarded
 
 import (
 	"context"
@@ -30,7 +30,7 @@ func TestAdvisoryCallsHonourTheBreaker(t *testing.T) {
 	fb := resilience.NewFallback(resilience.FallbackOptions{Counter: st, Codes: st, Timeout: 10 * time.Millisecond,
 		Breaker: resilience.BreakerOptions{Failures: 1, OpenFor: time.Hour}})
 	fb.ObserveProbe(context.Background(), errors.New("dial tcp 127.0.0.1:1: connection refused"))
-	g := guardedStore{fb: fb, st: st}
+	g := New(fb, st)
 	ctx := context.Background()
 	subject := []limit.Key{{Space: "conv", ID: "+4474", Name: "p"}}
 

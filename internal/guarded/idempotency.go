@@ -1,19 +1,11 @@
-package app
+package guarded
 
 import (
 	"context"
 	"time"
 
-	"github.com/otpguard/otpguard/internal/httpapi"
 	"github.com/otpguard/otpguard/internal/limit"
 )
-
-var _ httpapi.IdempotencyStore = guardedStore{}
-
-// WithIdempotencyWait sets how long a request with an Idempotency-Key
-// waits for the answer of the same request running elsewhere
-// (httpapi.DefaultIdempotencyWait otherwise).
-func WithIdempotencyWait(d time.Duration) Option { return func(o *options) { o.idempotencyWait = d } }
 
 // The idempotency keys reach Redis through the Fallback's breaker and
 // timeout: while Redis is away a key cannot be claimed and the request
@@ -24,7 +16,7 @@ func WithIdempotencyWait(d time.Duration) Option { return func(o *options) { o.i
 // idemKey is the record's key (store/idempotency.go), for its node.
 func idemKey(digest string) limit.Key { return limit.Key{Space: "idem", ID: digest, Name: "r"} }
 
-func (g guardedStore) ClaimIdempotencyKey(ctx context.Context, digest, body, token string, pending time.Duration) (string, []byte, error) {
+func (g Store) ClaimIdempotencyKey(ctx context.Context, digest, body, token string, pending time.Duration) (string, []byte, error) {
 	var state string
 	var answer []byte
 	err := g.fb.DoFor(ctx, idemKey(digest), func(ctx context.Context) (err error) {
@@ -37,7 +29,7 @@ func (g guardedStore) ClaimIdempotencyKey(ctx context.Context, digest, body, tok
 	return state, answer, nil
 }
 
-func (g guardedStore) FinishIdempotencyKey(ctx context.Context, digest, token string, answer []byte, ttl time.Duration) (bool, error) {
+func (g Store) FinishIdempotencyKey(ctx context.Context, digest, token string, answer []byte, ttl time.Duration) (bool, error) {
 	var ok bool
 	err := g.fb.DoFor(ctx, idemKey(digest), func(ctx context.Context) (err error) {
 		ok, err = g.st.FinishIdempotencyKey(ctx, digest, token, answer, ttl)
@@ -46,13 +38,13 @@ func (g guardedStore) FinishIdempotencyKey(ctx context.Context, digest, token st
 	return err == nil && ok, err
 }
 
-func (g guardedStore) ReleaseIdempotencyKey(ctx context.Context, digest, token string) error {
+func (g Store) ReleaseIdempotencyKey(ctx context.Context, digest, token string) error {
 	return g.fb.DoFor(ctx, idemKey(digest), func(ctx context.Context) error { return g.st.ReleaseIdempotencyKey(ctx, digest, token) })
 }
 
 // TakeKept4xx counts a kept 4xx answer of caller in an hour's fixed
 // window (the stores' own fixed-window script, one key per caller).
-func (g guardedStore) TakeKept4xx(ctx context.Context, caller string, lim int64) (bool, error) {
+func (g Store) TakeKept4xx(ctx context.Context, caller string, lim int64) (bool, error) {
 	var res []limit.Result
 	err := g.fb.Do(ctx, func(ctx context.Context) (err error) {
 		res, err = g.st.Take(ctx, []limit.Take{{Key: limit.Key{Space: "idem4xx", ID: caller, Name: "n"},
@@ -69,4 +61,4 @@ func (g guardedStore) TakeKept4xx(ctx context.Context, caller string, lim int64)
 // Idempotency-Key claim rides in the MULTI that takes its limits
 // (guard.SendClaim); on Cluster the record's slot is not the limits', so
 // the claim keeps its own round trip first.
-func (g guardedStore) ClaimsInSend() bool { return !g.st.Cluster() }
+func (g Store) ClaimsInSend() bool { return !g.st.Cluster() }

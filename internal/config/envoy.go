@@ -1,4 +1,4 @@
-package app
+package config
 
 import (
 	"fmt"
@@ -18,18 +18,18 @@ type EnvoyConfig struct {
 	// (OTPGUARD_ENVOY_MAX_DESCRIPTORS), entries per descriptor
 	// (OTPGUARD_ENVOY_MAX_ENTRIES).
 	MaxDescriptors, MaxEntries int
-	// Rules are Path's files, read and checked by LoadConfig.
+	// Rules are Path's files, read and checked by Load.
 	Rules *envoy.Rules
 }
 
 // On reports whether the gRPC listener is configured.
 func (e EnvoyConfig) On() bool { return e.Server.Addr != "" }
 
-// readEnvoyRules reads and loads the Envoy configuration at path, each
+// ReadEnvoyRules reads and loads the Envoy configuration at path, each
 // file as the policy file is read (readConfigFile): a FIFO, a device or a
 // file over 1 MiB is refused without blocking or filling memory, at
 // start-up as at a reload.
-func readEnvoyRules(path string) (*envoy.Rules, error) {
+func ReadEnvoyRules(path string) (*envoy.Rules, error) {
 	files, err := envoy.ReadFiles(path, readConfigFile)
 	if err != nil {
 		return nil, fmt.Errorf("OTPGUARD_ENVOY_CONFIG: %w", err)

@@ -1,16 +1,25 @@
-package app
+// Package config is what otpguard is told: the settings table (settings.go),
+// from which Load, Validate, `config check`, the unknown-setting warning and
+// docs/reference.md's table all come, and the policy file's YAML format and
+// checks. internal/app builds the service from a Config.
+package config
 
 import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"net/netip"
+	"net/url"
 	"os"
+	"path/filepath"
 	"slices"
 	"syscall"
 	"time"
 
 	"github.com/otpguard/otpguard/internal/guard"
+	"github.com/otpguard/otpguard/internal/sms"
+	"github.com/otpguard/otpguard/internal/sqlstore"
 )
 
 // Config is everything otpguard is told, parsed once from the environment
@@ -18,13 +27,13 @@ import (
 type Config struct {
 	Addr string
 	// DebugAddr, when set, serves Go's runtime profiles (net/http/pprof)
-	// on a listener of its own; loopback only (debug.go).
+	// on a listener of its own; loopback only (app/httpserver.go).
 	DebugAddr    string
 	RedisURL     string // "" = embedded miniredis
 	RedisTimeout time.Duration
 	// RedisMaxWait is how long a decision may wait for a Redis the probe
 	// vouches for, past RedisTimeout, before it is shed as overloaded; 0:
-	// max(1s, RedisTimeout) (see maxWait).
+	// max(1s, RedisTimeout) (see MaxWait).
 	RedisMaxWait time.Duration
 	// RedisPipelines is how many pipelines of coalesced commands may be on
 	// the wire at once (store.Coalescer); 0 sends each command on its own.
@@ -60,7 +69,7 @@ type Config struct {
 	// split limits divide by; 0 learns it from heartbeats in Redis.
 	Instances int
 
-	// Redis says how to reach a Redis Cluster or Sentinel (config_redis.go);
+	// Redis says how to reach a Redis Cluster or Sentinel (redis.go);
 	// a single server is RedisURL.
 	Redis RedisConfig
 
@@ -85,14 +94,14 @@ type Config struct {
 	Tracing TracingConfig
 
 	// Envoy is the gRPC listener for Envoy's rate-limit filter and the
-	// rules it decides by (config_envoy.go).
+	// rules it decides by (envoy.go).
 	Envoy EnvoyConfig
 
 	// Generated is set for secrets made up at start-up in embedded mode.
 	GeneratedAPIKey bool
 
 	// Warnings are said at start-up (logged by New, printed by config
-	// check): e.g. UnknownSettings; allWarnings adds those of the settings.
+	// check): e.g. UnknownSettings; AllWarnings adds those of the settings.
 	Warnings []string
 
 	// otel is what the OTEL_* variables say, as given; Tracing is what
@@ -110,11 +119,21 @@ type TwilioConfig struct {
 	StatusCallback      string
 }
 
+// Options is the Twilio sender's options for this account; transport nil
+// is the default one.
+func (t TwilioConfig) Options(transport http.RoundTripper) sms.TwilioOptions {
+	return sms.TwilioOptions{
+		AccountSID: t.AccountSID, AuthToken: t.AuthToken,
+		From: t.From, MessagingServiceSID: t.MessagingServiceSID,
+		BaseURL: t.BaseURL, StatusCallback: t.StatusCallback, Transport: transport,
+	}
+}
+
 // Embedded reports whether otpguard runs on its in-process Redis.
 func (c *Config) Embedded() bool { return c.RedisURL == "" && c.Redis.Mode == "single" }
 
-// maxWait is RedisMaxWait, or its default: max(1s, RedisTimeout).
-func (c *Config) maxWait() time.Duration {
+// MaxWait is RedisMaxWait, or its default: max(1s, RedisTimeout).
+func (c *Config) MaxWait() time.Duration {
 	if c.RedisMaxWait > 0 {
 		return c.RedisMaxWait
 	}
@@ -135,29 +154,29 @@ const DefaultRedisPipelines = 4
 const DefaultMaxInFlight = 256
 
 // DefaultLogAllowedChecks is one allowed /limits/check logged at info in
-// 100: a line per decision was 6 µs of otpguard's CPU per check (issue
-// 26), about a seventh of the check's cost, for lines that say nothing
-// the metrics do not. Refusals and errors are always logged.
+// 100: a line per decision costs a noticeable share of a check's CPU
+// (docs/benchmarks.md) for lines that say nothing the metrics do not.
+// Refusals and errors are always logged.
 const DefaultLogAllowedChecks = 100
 
-// LoadConfig reads the environment through getenv: every setting in the
+// Load reads the environment through getenv: every setting in the
 // list (settings.go), then what the OTEL_* variables mean together and the
 // policy file OTPGUARD_CONFIG names. Secrets may come from files:
 // OTPGUARD_HMAC_KEY_FILE instead of OTPGUARD_HMAC_KEY, and so for the API
 // and ops keys, the Redis and database URLs (which may hold a password),
 // the Redis password and the Twilio token.
-func LoadConfig(getenv func(string) string) (*Config, error) {
+func Load(getenv func(string) string) (*Config, error) {
 	c := &Config{}
 	errs := []error{parseSettings(c, getenv)}
 	var err error
 	if c.Tracing, err = c.otel.tracing(); err != nil {
 		errs = append(errs, err)
 	}
-	if c.Policies, err = loadPolicies(c.ConfigFile); err != nil {
+	if c.Policies, err = LoadPolicies(c.ConfigFile); err != nil {
 		errs = append(errs, err)
 	}
 	if c.Envoy.Path != "" {
-		if c.Envoy.Rules, err = readEnvoyRules(c.Envoy.Path); err != nil {
+		if c.Envoy.Rules, err = ReadEnvoyRules(c.Envoy.Path); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -170,12 +189,13 @@ func LoadConfig(getenv func(string) string) (*Config, error) {
 // Validate checks every setting and their combinations: what production
 // mode requires, and that each choice has what it needs. `otpguard config
 // check` runs it, so that it finds every mistake serve would.
-func (c *Config) Validate() error { return c.validate(false) }
+func (c *Config) Validate() error { return c.ValidateWithSender(false) }
 
-// validate is Validate; senderGiven says the SMS sender is supplied by the
-// caller (app.WithSender), so OTPGUARD_SMS may be left unset. Each
-// setting's own check runs first (settings.go), then the combinations.
-func (c *Config) validate(senderGiven bool) error {
+// ValidateWithSender is Validate for a service whose SMS sender the caller
+// may supply (senderGiven: app.WithSender), so that OTPGUARD_SMS may then be
+// left unset. Each setting's own check runs first (settings.go), then the
+// combinations.
+func (c *Config) ValidateWithSender(senderGiven bool) error {
 	var errs []error
 	for _, s := range settings {
 		if s.check == nil {
@@ -271,7 +291,7 @@ func (c *Config) checkTwilio() error {
 	if (t.From == "") == (t.MessagingServiceSID == "") {
 		cs.add("TWILIO_FROM or TWILIO_MESSAGING_SERVICE_SID: set exactly one with OTPGUARD_SMS=twilio")
 	} else if t.AccountSID != "" && t.AuthToken != "" {
-		if _, err := newTwilio(c, nil); err != nil { // its numbers and URLs
+		if _, err := sms.NewTwilio(t.Options(nil)); err != nil { // its numbers and URLs
 			cs = append(cs, err)
 		}
 	}
@@ -318,8 +338,9 @@ func readConfigFile(path string) ([]byte, error) {
 	return b, nil
 }
 
-// loadPolicies reads the YAML policy file over the defaults (policyfile.go).
-func loadPolicies(path string) (guard.Policies, error) {
+// LoadPolicies reads the YAML policy file at path over the defaults
+// (policyfile.go); "" is the defaults. Start-up and every reload read it so.
+func LoadPolicies(path string) (guard.Policies, error) {
 	if path == "" {
 		return guard.DefaultPolicies(), nil
 	}
@@ -337,23 +358,23 @@ func loadPolicies(path string) (guard.Policies, error) {
 // Describe writes what `otpguard config check` prints: where Redis and the
 // SMS go, then the effective policies as YAML.
 func (c *Config) Describe(w io.Writer) error {
-	redis := c.redisTarget()
+	redis := c.RedisTarget()
 	if c.Embedded() {
 		redis = "embedded (miniredis, not shared between instances)"
 	}
 	fmt.Fprintf(w, "# configuration is valid\n# redis: %s\n# sms: %s\n", redis, or(c.SMS, "console"))
 	fmt.Fprintf(w, "# tracing: %s\n", c.Tracing.describe())
-	for _, warn := range c.allWarnings() {
+	for _, warn := range c.AllWarnings() {
 		fmt.Fprintf(w, "# warning: %s\n", warn)
 	}
 	return encodePolicies(w, c.Policies)
 }
 
-// allWarnings is what serve logs at start-up and config check prints, from
+// AllWarnings is what serve logs at start-up and config check prints, from
 // one list: Warnings (e.g. UnknownSettings), then what the settings
 // themselves deserve a word on. Embedded mode makes up its ops key and is
 // one instance by design, so neither of these concerns it.
-func (c *Config) allWarnings() []string {
+func (c *Config) AllWarnings() []string {
 	out := slices.Clone(c.Warnings)
 	if c.Embedded() {
 		return out
@@ -365,4 +386,22 @@ func (c *Config) allWarnings() []string {
 		out = append(out, "ops database is a local SQLite file: instances do not share the deny-list or the audit trail; set OTPGUARD_DATABASE_URL (PostgreSQL) when running several")
 	}
 	return out
+}
+
+// DatabaseLabel names the ops database for logs, without secrets: the
+// SQLite file, or the redacted URL.
+func (c *Config) DatabaseLabel() string {
+	if c.DatabaseURL == "" {
+		return filepath.Join(c.DataDir, sqlstore.SQLiteFile)
+	}
+	return redactURL(c.DatabaseURL)
+}
+
+// redactURL hides the password of a redis:// URL for logs.
+func redactURL(s string) string {
+	u, err := url.Parse(s)
+	if err != nil {
+		return "(unparsable URL)"
+	}
+	return u.Redacted()
 }

@@ -1,4 +1,4 @@
-package app
+package config
 
 import (
 	"bytes"
@@ -97,8 +97,8 @@ type fileVelocity struct {
 	Floor    int64              `yaml:"floor"`
 	Factor   float64            `yaml:"factor"`
 	Lookback fileDuration       `yaml:"lookback"`
-	// MinConversion is accepted and ignored: an hour's credit is now its
-	// verified sends (docs/abuse.md), so old policy files still load.
+	// MinConversion is accepted and ignored, so that policy files that set
+	// it still load: an hour's credit is its verified sends (docs/abuse.md).
 	MinConversion float64          `yaml:"min_conversion,omitempty"`
 	Expected      map[string]int64 `yaml:"expected"`
 	QuarantineFor fileDuration     `yaml:"quarantine_for"`

@@ -1,4 +1,4 @@
-package app
+package config
 
 import (
 	"net/netip"
@@ -13,7 +13,7 @@ import (
 //go:generate go test -run TestSettingsReference . -args -update
 
 // setting is one environment variable otpguard reads (miniflux's parser
-// style): LoadConfig parses it into the Config, Validate runs its check,
+// style): Load parses it into the Config, Validate runs its check,
 // UnknownSettings knows its name, and docs/reference.md's table of
 // environment variables is written from it (settings_reference_test.go).
 type setting struct {
@@ -174,7 +174,7 @@ var settings = []setting{
 	{name: "TWILIO_STATUS_CALLBACK_URL", defDoc: "none", example: "https://otpguard.example/sms/status",
 		doc:   "delivery status callback set on each message, and the URL `POST /sms/status` checks Twilio's signature against",
 		parse: text(func(c *Config) *string { return &c.Twilio.StatusCallback })},
-	// otp.challenge: type captcha (challenge.go).
+	// otp.challenge: type captcha (captcha.go).
 	{name: "OTPGUARD_CAPTCHA_VERIFY_URL", defDoc: "none", example: "https://challenges.cloudflare.com/turnstile/v0/siteverify",
 		doc:   "the CAPTCHA provider's `siteverify` (Turnstile, hCaptcha, reCAPTCHA); required with `otp.challenge.type: captcha`",
 		parse: text(func(c *Config) *string { return &c.Captcha.VerifyURL })},
@@ -210,7 +210,7 @@ var settings = []setting{
 	{name: "OTEL_TRACES_EXPORTER", defDoc: "`otlp` when an endpoint is set", example: "none",
 		doc:   "`otlp` turns tracing on (to the exporter's default `localhost` endpoint without one); `none` keeps it off",
 		parse: text(func(c *Config) *string { return &c.otel.exporter })},
-	{name: "OTEL_EXPORTER_OTLP_PROTOCOL", def: otlpHTTP, example: "grpc",
+	{name: "OTEL_EXPORTER_OTLP_PROTOCOL", def: OTLPHTTP, example: "grpc",
 		doc:   "`http/protobuf` or `grpc`",
 		parse: text(func(c *Config) *string { return &c.otel.protocol })},
 	{name: "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", defDoc: "unset: as `OTEL_EXPORTER_OTLP_PROTOCOL`", example: "grpc",
