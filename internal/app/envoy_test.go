@@ -258,7 +258,11 @@ func serveEnvoy(t *testing.T, env map[string]string) (a *App, c pb.RateLimitServ
 			return errors.New("Run did not return after its context ended")
 		}
 	}
-	t.Cleanup(func() { stop() })
+	t.Cleanup(func() {
+		if err := stop(); err != nil {
+			t.Error(err)
+		}
+	})
 	return a, envoyClient(t, a), stop
 }
 

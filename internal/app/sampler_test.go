@@ -36,7 +36,11 @@ func TestUntrustedCallersCannotForceSampling(t *testing.T) {
 			exp := tracetest.NewInMemoryExporter()
 			tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp),
 				sdktrace.WithSampler(newSampler(config.TracingConfig{Sampler: tc.sampler, Ratio: tc.ratio})))
-			defer tp.Shutdown(context.Background())
+			defer func() {
+				if err := tp.Shutdown(context.Background()); err != nil {
+					t.Error(err)
+				}
+			}()
 			h := httpapi.Traced(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}), tp, propagation.TraceContext{}, trusted)
 			req := httptest.NewRequest("GET", "/otp/verifications/x", nil)
 			req.RemoteAddr = tc.peer
