@@ -88,7 +88,7 @@ func (w *wiring) startFallback(ctx context.Context) (err error) {
 // openOpsDesk connects the SQL store and starts the ops jobs (ops.go).
 func (w *wiring) openOpsDesk(ctx context.Context) (err error) {
 	a := w.a
-	if a.ops, err = startOps(ctx, a.cfg, a.log, w.metrics, w.guarded, a.store, w.o); err != nil {
+	if a.ops, err = startOps(ctx, a.cfg, a.log, w.metrics, w.guarded, a.store.Sessions, w.o); err != nil {
 		return err
 	}
 	a.onClose(func() { a.closeErr = errors.Join(a.closeErr, a.ops.Close()) })
@@ -152,12 +152,12 @@ func (w *wiring) newOTP(p guard.OTPPolicy) *guard.OTP {
 		// failures never refuse a send.
 		Conversions: w.guarded, AutoBlock: a.ops.desk, Abuse: w.abuseMetrics.Hooks(),
 		// Replayed status callbacks: advisory too (a failed check records).
-		Deliveries: a.store,
+		Deliveries: a.store.Deliveries,
 		// The country velocity rule's count goes out with the send's
 		// limits, through the Fallback (Fallback.TakeSend); Volumes is
 		// asked directly for its refunds, verify credits and quarantines
 		// (guard/velocity.go says how it meets a failing store).
-		Volumes: a.store,
+		Volumes: a.store.Velocity,
 		// GET and cancel of a verification: through the breaker.
 		Verifications: w.guarded,
 		// The ops desk's emergency overrides tighten the file (ops/overrides.go).

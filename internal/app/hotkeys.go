@@ -55,15 +55,15 @@ func startHotKeys(ctx context.Context, cfg *config.Config, rdb redis.UniversalCl
 // timeout in place of the decision timeout (OTPGUARD_REDIS_TIMEOUT). It has
 // no timing hook: syncs are not decisions, and would skew the latency the
 // Redis metrics report.
-func syncStore(cfg *config.Config, rdb redis.UniversalClient, timeout time.Duration) (*store.Redis, func(), error) {
+func syncStore(cfg *config.Config, rdb redis.UniversalClient, timeout time.Duration) (*store.Counters, func(), error) {
 	c, err := ownClient(cfg, rdb, func(o *store.RedisOptions) { o.Timeout, o.MaxWait = timeout, 0 })
 	if err != nil {
 		return nil, nil, err
 	}
 	if cfg.Redis.Mode == store.RedisCluster {
-		return store.NewClusterRedis(c, cfg.RedisPrefix).WithLimitShards(cfg.LimitShards), func() { c.Close() }, nil
+		return store.NewClusterRedis(c, cfg.RedisPrefix).WithLimitShards(cfg.LimitShards).Counters, func() { c.Close() }, nil
 	}
-	return store.NewRedis(c, cfg.RedisPrefix).WithLimitShards(cfg.LimitShards), func() { c.Close() }, nil
+	return store.NewRedis(c, cfg.RedisPrefix).WithLimitShards(cfg.LimitShards).Counters, func() { c.Close() }, nil
 }
 
 // ownClient is a client of its own to the Redis rdb reaches (the embedded

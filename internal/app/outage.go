@@ -41,6 +41,14 @@ type outage struct {
 	masters []string
 }
 
+// fallbackStore is what the Fallback decides through: the counters, and
+// the trust marks it reads before a send's limits (it asks its Counter
+// for guard.Trusts, resilience/trust.go).
+type fallbackStore struct {
+	*store.Counters
+	*store.TrustMarks
+}
+
 // newOutage wires the heartbeat and the Fallback over the Redis store, and
 // registers their metrics.
 func newOutage(cfg *config.Config, rdb redis.UniversalClient, st *store.Redis, opts options, log *slog.Logger) (*outage, error) {
@@ -72,12 +80,12 @@ func newOutage(cfg *config.Config, rdb redis.UniversalClient, st *store.Redis, o
 		instances, o.from = func() int { return n }, "config"
 	}
 	o.fallback = resilience.NewFallback(resilience.FallbackOptions{
-		Counter: st, Codes: st, Timeout: cfg.RedisTimeout, Instances: instances,
+		Counter: fallbackStore{st.Counters, st.TrustMarks}, Codes: st.Codes, Timeout: cfg.RedisTimeout, Instances: instances,
 		Breaker: opts.breaker, Policies: &cfg.Policies, Logger: log, Now: opts.now,
 		Ceiling: cfg.MaxWait(), ProbeEvery: o.probeEvery, ProbeTimeout: o.probeTimeout,
 		// Recovery dials the decision pool here, outside any decision.
 		Warm:   func(ctx context.Context) error { return rdb.Ping(ctx).Err() },
-		NodeOf: nodeOf(rdb, st),
+		NodeOf: nodeOf(rdb, st.Counters),
 	})
 	o.cluster, _ = rdb.(*redis.ClusterClient)
 	return o, nil
@@ -122,8 +130,8 @@ func (o *outage) start(ctx context.Context, log *slog.Logger) (stop func()) {
 }
 
 // nodeOf names a key's node for the Fallback on Redis Cluster: its
-// master's address (store.Redis.Master). nil (one node) otherwise.
-func nodeOf(rdb redis.UniversalClient, st *store.Redis) func(limit.Key) string {
+// master's address (store.Counters.Master). nil (one node) otherwise.
+func nodeOf(rdb redis.UniversalClient, st *store.Counters) func(limit.Key) string {
 	if _, ok := rdb.(*redis.ClusterClient); !ok {
 		return nil
 	}

@@ -49,7 +49,7 @@ func (w *wiring) openRedis(ctx context.Context) error {
 		a.store = store.NewClusterRedis(a.rdb, cfg.RedisPrefix)
 	}
 	// The Fallback waits for the calls the Coalescer can abandon on the
-	// caller's goroutine (store.Redis.TakeAbandons).
+	// caller's goroutine (store.Counters.TakeAbandons).
 	a.store.WithLimitShards(cfg.LimitShards).WithCoalescer(co)
 	return nil
 }

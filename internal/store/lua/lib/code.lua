@@ -1,4 +1,4 @@
--- lib_code are the helpers of the code scripts. status_of reads a record
+-- lib/code.lua are the helpers of the code scripts. status_of reads a record
 -- and derives expired: {s, c, u, e, a, x}, or false when there is none.
 local function status_of(vk, ck, id)
   local r = redis.call('HMGET', vk, 's', 'c', 'u', 'e', 'a', 'x')

@@ -1,4 +1,4 @@
--- lib_base is what every counter script starts with: the functions its
+-- lib/base.lua is what every counter script starts with: the functions its
 -- decisions call per take, as locals (a global, and math.floor's table,
 -- is a hash lookup at every call; a local is not), and Redis's clock.
 local call, pcall_call, floor, ceil, format, tonumber = redis.call, redis.pcall, math.floor, math.ceil, string.format, tonumber
@@ -11,7 +11,7 @@ local function now_us()
   return t[1] * 1000000 + t[2]
 end
 -- check_slice reports whether now (µs) falls in slice idx of slices of
--- slice ms (lib_limit's time-slice hashes).
+-- slice ms (lib/limit.lua's time-slice hashes).
 local function check_slice(now, slice, idx)
   return floor(now / (slice * 1000)) == idx
 end

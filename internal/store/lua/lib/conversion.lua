@@ -1,4 +1,4 @@
--- lib_conversion counts the conversion watch's events (count_conversion,
+-- lib/conversion.lua counts the conversion watch's events (count_conversion,
 -- count_conversions).
 --
 -- A subject is one hash (key) of per-minute buckets: field "<kind>:<minute>"

@@ -1,6 +1,6 @@
--- lib_take is what the take scripts share: what a bucket holds, and the
+-- lib/take.lua is what the take scripts share: what a bucket holds, and the
 -- decision of a batch of takes, which take_many (one key per counter,
--- lib_bucket) and take_limits (fields of time-slice hashes, lib_limit)
+-- lib/bucket.lua) and take_limits (fields of time-slice hashes, lib/limit.lua)
 -- run alike: they differ only in where a limit's state is read and
 -- written, so one loop decides for both and neither can drift.
 -- tokens_left is what a bucket holds when it is full again in d
@@ -41,7 +41,7 @@ local function decide_takes(all, n, at, stride, now, open)
     local shadow, held, counted = flags % 2 == 1, math.floor(flags / 2) % 2 == 1, flags >= 4
     local apply = all or not held
     local s = open(i, kind, param, at)
-    local allowed, a, b, c
+    local allowed, remaining, retry_after, reset_after -- a bucket's reply: µs
     if kind == 1 then
       if cost == 0 then
         allowed = s.count <= limit
@@ -52,27 +52,32 @@ local function decide_takes(all, n, at, stride, now, open)
           if s.left < 0 then s.left = param end
         end
       end
-      a, b, c = s.count, s.left, 0
     else
       local burst = limit * param
       local new_tat = math.floor(s.tat + cost * param + 0.5)
       if new_tat - now > burst + 0.5 then
         allowed = false
-        a = tokens_left(burst, s.tat - now, param)
-        b, c = math.ceil(new_tat - now - burst), math.ceil(s.tat - now)
+        remaining = tokens_left(burst, s.tat - now, param)
+        retry_after, reset_after = math.ceil(new_tat - now - burst), math.ceil(s.tat - now)
       else
         allowed = true
         if cost > 0 and apply then s.tat = new_tat end
-        a = tokens_left(burst, new_tat - now, param)
-        b, c = 0, math.ceil(new_tat - now)
+        remaining = tokens_left(burst, new_tat - now, param)
+        retry_after, reset_after = 0, math.ceil(new_tat - now)
       end
     end
     if all and (held or (not allowed and not shadow)) then stop = true end
     out[#out + 1] = allowed and 1 or 0
     out[#out + 1] = ((allowed or counted) and apply and cost > 0) and 1 or 0
-    out[#out + 1] = a
-    out[#out + 1] = b
-    out[#out + 1] = c
+    if kind == 1 then
+      out[#out + 1] = s.count
+      out[#out + 1] = s.left
+      out[#out + 1] = 0
+    else
+      out[#out + 1] = remaining
+      out[#out + 1] = retry_after
+      out[#out + 1] = reset_after
+    end
     at = at + stride
   end
   if stop then

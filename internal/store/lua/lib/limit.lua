@@ -1,4 +1,4 @@
--- lib_limit is how the /limits/check limits are kept: many limits per
+-- lib/limit.lua is how the /limits/check limits are kept: many limits per
 -- Redis key, in time-slice hashes (docs/scaling.md, "Where the keys live").
 --
 -- A limit's state lives at most one slice length L (ms): a fixed window
@@ -82,8 +82,8 @@ local function window_at(v, where, slice, idx, window, now_ms)
     count = floor(n / slice)
     rel = n - count * slice
   else
-    local c, r = string.match(v, '^(%d+):(%d+)$')
-    count, rel = tonumber(c), tonumber(r)
+    local packed_count, packed_rel = string.match(v, '^(%d+):(%d+)$')
+    count, rel = tonumber(packed_count), tonumber(packed_rel)
   end
   local start = (where and idx or idx - 1) * slice + rel
   if start + window <= now_ms then return {count = 0, where = where} end
@@ -170,9 +170,9 @@ local function settle(n, cur, prev, field, flags, limit, param, cost, slice, idx
       call('HDEL', cur, field)
       w = window_at(v, false, slice, idx, param, now_ms)
     end
-    local a, b, c, d, e = take_window(cur, prev, field, flags, limit, param, cost, slice, idx, now_ms, delta, w)
-    if b == 0 and not v then call('HDEL', cur, field) end
-    return a, b, c, d, e
+    local allowed, spent, count, left = take_window(cur, prev, field, flags, limit, param, cost, slice, idx, now_ms, delta, w)
+    if spent == 0 and not v then call('HDEL', cur, field) end
+    return allowed, spent, count, left, 0
   end
   local count, undo = floor(n / slice), format('%.0f', -added)
   if count >= 2^53 / slice - 1 then -- n past 2^53 may be rounded: read the window exactly
@@ -227,7 +227,7 @@ local function take_one(k, at, now)
     tonumber(ARGV[at + 2]), tonumber(ARGV[at + 3]), tonumber(ARGV[at + 4]), slice, idx, now, floor(now / 1000))}
 end
 
--- take_group is take_limits: n takes, decided as lib_take's decide_takes
+-- take_group is take_limits: n takes, decided as lib/take.lua's decide_takes
 -- (all or nothing if all), on the fields of time-slice hashes. KEYS[k +
 -- 2i - 2] and KEYS[k + 2i - 1] are take i's cur and prev hashes, ARGV from
 -- at eight values per take: decide_takes' five, then slice ms, slice index

@@ -1,13 +1,13 @@
--- lib_bucket is how a bucket on a key of its own is kept (the scripts
--- that use it follow lib_take, which has the clock).
+-- lib/bucket.lua is how a bucket on a key of its own is kept (the scripts
+-- that use it follow lib/take.lua, which has the clock).
 --
 -- A bucket is one number: the moment it will be full again (GCRA's
 -- "theoretical arrival time", TAT), in microseconds. It is kept in the
 -- key's expiry, not its value: the key expires at the first millisecond at
 -- or after the TAT, and its value is how many microseconds before that the
 -- TAT falls (0 to 999). Redis shares the objects of integers below 10,000,
--- so a bucket is a key with a TTL and nothing else: about 117 bytes against
--- 181 for the usual {tokens, last} hash (docs/benchmarks.md). A missing key
+-- so a bucket is a key with a TTL and nothing else, smaller than the usual
+-- {tokens, last} hash. A missing key
 -- is a full bucket, and the key expires exactly when the bucket is full
 -- again, so an idle bucket costs nothing. (Shared integers need a
 -- maxmemory-policy that is not LRU/LFU; a limits Redis runs noeviction.)
