@@ -59,8 +59,8 @@ func descriptors(n, entries int) *pb.RateLimitRequest {
 func TestShouldRateLimitBounds(t *testing.T) {
 	st, trips, _ := redistest.Store(t)
 	rules := rulesOf(t, deepYAML(envoy.DefaultMaxEntries+1))
-	byDefault := start(t, st, rules, envoy.Options{})
-	small := start(t, st, rules, envoy.Options{MaxDescriptors: 3, MaxEntries: 2})
+	byDefault := start(t, st.Counters, rules, envoy.Options{})
+	small := start(t, st.Counters, rules, envoy.Options{MaxDescriptors: 3, MaxEntries: 2})
 	for _, tc := range []struct {
 		name     string
 		in       *instance

@@ -27,7 +27,7 @@ func withLimit(req *pb.RateLimitRequest, i int, rpu uint32, unit typev3.RateLimi
 // domain no file names, OK without a limit.
 func TestLimitOverride(t *testing.T) {
 	st, _, _ := redistest.Store(t)
-	in := start(t, st, rulesOf(t, basicYAML, `
+	in := start(t, st.Counters, rulesOf(t, basicYAML, `
 domain: shadowed
 descriptors:
   - key: k

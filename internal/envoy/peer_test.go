@@ -65,7 +65,7 @@ func singleRedis(url string, n int) setup {
 		prefix := redistest.Prefix()
 		var cs clients
 		for range n {
-			cs = append(cs, start(t, storeAt(t, url, prefix), rules(), envoy.Options{}).client)
+			cs = append(cs, start(t, storeAt(t, url, prefix).Counters, rules(), envoy.Options{}).client)
 		}
 		return cs
 	}

@@ -50,7 +50,7 @@ func TestPeerSequencesOnCluster(t *testing.T) {
 			}
 			t.Cleanup(func() { u.Close() })
 			st := store.NewClusterRedis(u.(*redis.ClusterClient), prefix)
-			cs = append(cs, start(t, st, rules(), envoy.Options{}).client)
+			cs = append(cs, start(t, st.Counters, rules(), envoy.Options{}).client)
 		}
 		return cs
 	}
@@ -61,7 +61,7 @@ func TestPeerSequencesOnCluster(t *testing.T) {
 // round trip (one slot: a single Redis).
 func TestOneRoundTrip(t *testing.T) {
 	st, trips, _ := redistest.Store(t)
-	in := start(t, st, rulesOf(t, basicYAML, anotherYAML), envoy.Options{})
+	in := start(t, st.Counters, rulesOf(t, basicYAML, anotherYAML), envoy.Options{})
 	trips.Reset()
 	expect(t, in.client, "three descriptors", request("another", [][][2]string{{{"key2", "a"}}, {{"key3", "a"}}, {{"key4", "a"}}}, 1),
 		response(OK, status(OK, 20, MIN, 19), status(OK, 10, HOUR, 9), status(OK, 20, DAY, 19)))
@@ -92,7 +92,7 @@ func TestOutage(t *testing.T) {
 	}
 	t.Cleanup(func() { rdb.Close() })
 	rec := &recorder{}
-	fb := resilience.NewFallback(resilience.FallbackOptions{Counter: store.NewRedis(rdb, redistest.Prefix()), Timeout: 10 * time.Millisecond})
+	fb := resilience.NewFallback(resilience.FallbackOptions{Counter: store.NewRedis(rdb, redistest.Prefix()).Counters, Timeout: 10 * time.Millisecond})
 	rules := rulesOf(t, outageYAML)
 	in := startWith(t, limit.New(rules.Policies, fb, nil), rules, envoy.Options{Recorder: rec})
 

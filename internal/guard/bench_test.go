@@ -55,7 +55,7 @@ func BenchmarkOTPSend(b *testing.B) {
 			if err := p.Validate(); err != nil {
 				b.Fatal(err)
 			}
-			otp := guard.NewOTP(guard.OTPOptions{Policy: p.OTP, Counter: s, Codes: s, Sender: guardtest.Sender{},
+			otp := guard.NewOTP(guard.OTPOptions{Policy: p.OTP, Counter: s.Counters, Codes: s.Codes, Sender: guardtest.Sender{},
 				HMACKey: []byte("0123456789abcdef0123456789abcdef")})
 			ctx := context.Background()
 			i := 0
@@ -85,7 +85,7 @@ func BenchmarkLimiterCheck(b *testing.B) {
 			policies := map[string]limit.Policy{
 				"api": {Algorithm: limit.TokenBucket, Capacity: 1_000_000_000, RefillPerSecond: 1_000_000, OnStoreError: limit.FallbackOpen},
 			}
-			l := limit.New(policies, s, nil)
+			l := limit.New(policies, s.Counters, nil)
 			ctx := context.Background()
 			checks := make([]limit.Check, batch)
 			i := 0

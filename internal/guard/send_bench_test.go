@@ -35,8 +35,8 @@ func BenchmarkOTPSendDefault(b *testing.B) {
 	if err := p.Validate(); err != nil {
 		b.Fatal(err)
 	}
-	otp := guard.NewOTP(guard.OTPOptions{Policy: p.OTP, Counter: s, Codes: s, Sender: guardtest.Sender{},
-		HMACKey: []byte("0123456789abcdef0123456789abcdef"), Volumes: s, Conversions: watch})
+	otp := guard.NewOTP(guard.OTPOptions{Policy: p.OTP, Counter: s.Counters, Codes: s.Codes, Sender: guardtest.Sender{},
+		HMACKey: []byte("0123456789abcdef0123456789abcdef"), Volumes: s.Velocity, Conversions: watch.Conversions})
 	b.Cleanup(func() { closeOTP(otp) })
 	ctx := context.Background()
 	i := 0
@@ -82,8 +82,8 @@ func TestDefaultSendRoundTrips(t *testing.T) {
 	if err := p.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	otp := guard.NewOTP(guard.OTPOptions{Policy: p.OTP, Counter: s, Codes: s, Sender: guardtest.Sender{},
-		HMACKey: []byte("0123456789abcdef0123456789abcdef"), Volumes: s, Conversions: watch})
+	otp := guard.NewOTP(guard.OTPOptions{Policy: p.OTP, Counter: s.Counters, Codes: s.Codes, Sender: guardtest.Sender{},
+		HMACKey: []byte("0123456789abcdef0123456789abcdef"), Volumes: s.Velocity, Conversions: watch.Conversions})
 	t.Cleanup(otp.Close)
 	ctx := context.Background()
 	req := guard.SendRequest{Phone: "+919812345678", ClientIP: "203.0.113.7"}

@@ -30,8 +30,8 @@ func trustOTP(t *testing.T, newFloor, trustFloor int64, now func() time.Time) (*
 	if err := p.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	otp := guard.NewOTP(guard.OTPOptions{Policy: p.OTP, Counter: s, Codes: s, Sender: guardtest.Sender{}, Now: now,
-		HMACKey: []byte("0123456789abcdef0123456789abcdef"), Volumes: s, Trusts: s})
+	otp := guard.NewOTP(guard.OTPOptions{Policy: p.OTP, Counter: s.Counters, Codes: s.Codes, Sender: guardtest.Sender{}, Now: now,
+		HMACKey: []byte("0123456789abcdef0123456789abcdef"), Volumes: s.Velocity, Trusts: s.TrustMarks})
 	t.Cleanup(otp.Close)
 	return otp, rt
 }
@@ -133,8 +133,8 @@ func TestVerifiedNumberTrustedNextDay(t *testing.T) {
 				t.Fatal(err)
 			}
 			out := &guardtest.Outbox{}
-			otp := guard.NewOTP(guard.OTPOptions{Policy: p.OTP, Counter: s, Codes: s, Sender: out, Now: clock,
-				HMACKey: []byte("0123456789abcdef0123456789abcdef"), Volumes: s, Trusts: s})
+			otp := guard.NewOTP(guard.OTPOptions{Policy: p.OTP, Counter: s.Counters, Codes: s.Codes, Sender: out, Now: clock,
+				HMACKey: []byte("0123456789abcdef0123456789abcdef"), Volumes: s.Velocity, Trusts: s.TrustMarks})
 			t.Cleanup(otp.Close)
 			ctx := context.Background()
 			user := gb(1)
@@ -187,8 +187,8 @@ func TestAutoBlockSparesTrusted(t *testing.T) {
 			s, _, _ := redistest.Store(t)
 			p := guard.DefaultPolicies()
 			p.FillDefaults()
-			otp := guard.NewOTP(guard.OTPOptions{Policy: p.OTP, Counter: s, Codes: s, Sender: guardtest.Sender{},
-				HMACKey: []byte("0123456789abcdef0123456789abcdef"), Volumes: s, Trusts: s,
+			otp := guard.NewOTP(guard.OTPOptions{Policy: p.OTP, Counter: s.Counters, Codes: s.Codes, Sender: guardtest.Sender{},
+				HMACKey: []byte("0123456789abcdef0123456789abcdef"), Volumes: s.Velocity, Trusts: s.TrustMarks,
 				Deny: denyAll{guard.DenyEntry{ID: 1, Pattern: "+44", Author: tc.author}}})
 			t.Cleanup(otp.Close)
 			ctx := context.Background()
@@ -227,9 +227,9 @@ func TestTrustedVerifyCreditsNoBaseline(t *testing.T) {
 	if err := p.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	out, credits := &guardtest.Outbox{}, &creditCounter{Volumes: s}
-	otp := guard.NewOTP(guard.OTPOptions{Policy: p.OTP, Counter: s, Codes: s, Sender: out,
-		HMACKey: []byte("0123456789abcdef0123456789abcdef"), Volumes: credits, Trusts: s})
+	out, credits := &guardtest.Outbox{}, &creditCounter{Volumes: s.Velocity}
+	otp := guard.NewOTP(guard.OTPOptions{Policy: p.OTP, Counter: s.Counters, Codes: s.Codes, Sender: out,
+		HMACKey: []byte("0123456789abcdef0123456789abcdef"), Volumes: credits, Trusts: s.TrustMarks})
 	t.Cleanup(otp.Close)
 	ctx := context.Background()
 	user := gb(1)

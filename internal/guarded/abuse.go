@@ -19,13 +19,13 @@ var _ ops.AbuseCounters = Store{}
 var abuseKey = limit.Key{Space: "ops:abuse", ID: "abuse", Name: "alerts"}
 
 func (g Store) AddAbuse(ctx context.Context, counts []ops.AbuseCounts, alerts []ops.AbuseAlert, now time.Time) error {
-	return g.fb.DoFor(ctx, abuseKey, func(ctx context.Context) error { return g.st.AddAbuse(ctx, counts, alerts, now) })
+	return g.fb.DoFor(ctx, abuseKey, func(ctx context.Context) error { return g.st.AbuseCounters.AddAbuse(ctx, counts, alerts, now) })
 }
 
 func (g Store) ReadAbuse(ctx context.Context, hours []int64) (ops.AbuseData, error) {
 	var d ops.AbuseData
 	err := g.fb.DoFor(ctx, abuseKey, func(ctx context.Context) (err error) {
-		d, err = g.st.ReadAbuse(ctx, hours)
+		d, err = g.st.AbuseCounters.ReadAbuse(ctx, hours)
 		return err
 	})
 	if err != nil {
@@ -37,7 +37,7 @@ func (g Store) ReadAbuse(ctx context.Context, hours []int64) (ops.AbuseData, err
 func (g Store) ReadVolumes(ctx context.Context, regions []string, hour int64) ([]ops.CountryVolume, error) {
 	var vs []ops.CountryVolume
 	err := g.fb.DoFor(ctx, abuseKey, func(ctx context.Context) (err error) {
-		vs, err = g.st.ReadVolumes(ctx, regions, hour)
+		vs, err = g.st.AbuseCounters.ReadVolumes(ctx, regions, hour)
 		return err
 	})
 	if err != nil {

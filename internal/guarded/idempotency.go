@@ -20,7 +20,7 @@ func (g Store) ClaimIdempotencyKey(ctx context.Context, digest, body, token stri
 	var state string
 	var answer []byte
 	err := g.fb.DoFor(ctx, idemKey(digest), func(ctx context.Context) (err error) {
-		state, answer, err = g.st.ClaimIdempotencyKey(ctx, digest, body, token, pending)
+		state, answer, err = g.st.IdempotencyKeys.ClaimIdempotencyKey(ctx, digest, body, token, pending)
 		return err
 	})
 	if err != nil {
@@ -32,14 +32,14 @@ func (g Store) ClaimIdempotencyKey(ctx context.Context, digest, body, token stri
 func (g Store) FinishIdempotencyKey(ctx context.Context, digest, token string, answer []byte, ttl time.Duration) (bool, error) {
 	var ok bool
 	err := g.fb.DoFor(ctx, idemKey(digest), func(ctx context.Context) (err error) {
-		ok, err = g.st.FinishIdempotencyKey(ctx, digest, token, answer, ttl)
+		ok, err = g.st.IdempotencyKeys.FinishIdempotencyKey(ctx, digest, token, answer, ttl)
 		return err
 	})
 	return err == nil && ok, err
 }
 
 func (g Store) ReleaseIdempotencyKey(ctx context.Context, digest, token string) error {
-	return g.fb.DoFor(ctx, idemKey(digest), func(ctx context.Context) error { return g.st.ReleaseIdempotencyKey(ctx, digest, token) })
+	return g.fb.DoFor(ctx, idemKey(digest), func(ctx context.Context) error { return g.st.IdempotencyKeys.ReleaseIdempotencyKey(ctx, digest, token) })
 }
 
 // TakeKept4xx counts a kept 4xx answer of caller in an hour's fixed
@@ -47,7 +47,7 @@ func (g Store) ReleaseIdempotencyKey(ctx context.Context, digest, token string) 
 func (g Store) TakeKept4xx(ctx context.Context, caller string, lim int64) (bool, error) {
 	var res []limit.Result
 	err := g.fb.Do(ctx, func(ctx context.Context) (err error) {
-		res, err = g.st.Take(ctx, []limit.Take{{Key: limit.Key{Space: "idem4xx", ID: caller, Name: "n"},
+		res, err = g.st.Counters.Take(ctx, []limit.Take{{Key: limit.Key{Space: "idem4xx", ID: caller, Name: "n"},
 			Algorithm: limit.FixedWindow, Limit: lim, Window: time.Hour, Cost: 1, SpendIfAllowed: true}})
 		return err
 	})

@@ -59,7 +59,7 @@ func (g Store) CountConversions(ctx context.Context, window, delay time.Duration
 			}
 			var ts [][]guard.Tally
 			errs[p] = g.fb.DoFor(ctx, sub[0].Subjects[0], func(ctx context.Context) (err error) {
-				ts, err = g.st.CountConversions(ctx, window, delay, sub)
+				ts, err = g.st.Conversions.CountConversions(ctx, window, delay, sub)
 				return err
 			})
 			if errs[p] != nil || len(ts) != len(sub) {

@@ -48,35 +48,35 @@ var (
 func (g Store) ClaimAlert(ctx context.Context, subject limit.Key, ttl time.Duration) (bool, error) {
 	var ok bool
 	err := g.fb.DoFor(ctx, subject, func(ctx context.Context) (err error) {
-		ok, err = g.st.ClaimAlert(ctx, subject, ttl)
+		ok, err = g.st.Conversions.ClaimAlert(ctx, subject, ttl)
 		return err
 	})
 	return err == nil && ok, err
 }
 
 func (g Store) ReleaseAlert(ctx context.Context, subject limit.Key) error {
-	return g.fb.DoFor(ctx, subject, func(ctx context.Context) error { return g.st.ReleaseAlert(ctx, subject) })
+	return g.fb.DoFor(ctx, subject, func(ctx context.Context) error { return g.st.Conversions.ReleaseAlert(ctx, subject) })
 }
 
 func (g Store) NoteBlock(ctx context.Context, b guard.Block) error {
-	return g.fb.Do(ctx, func(ctx context.Context) error { return g.st.NoteBlock(ctx, b) })
+	return g.fb.Do(ctx, func(ctx context.Context) error { return g.st.Blocks.NoteBlock(ctx, b) })
 }
 
 // NoteBlockRefundVolume: the note and a refused send's velocity refund
 // in one round trip (store), through the breaker as the note alone.
 func (g Store) NoteBlockRefundVolume(ctx context.Context, b guard.Block, k limit.Key, at time.Time) error {
-	return g.fb.Do(ctx, func(ctx context.Context) error { return g.st.NoteBlockRefundVolume(ctx, b, k, at) })
+	return g.fb.Do(ctx, func(ctx context.Context) error { return g.st.Blocks.NoteBlockRefundVolume(ctx, b, k, at) })
 }
 
 func (g Store) EndBlock(ctx context.Context, phone string, reason problem.Code) error {
-	return g.fb.Do(ctx, func(ctx context.Context) error { return g.st.EndBlock(ctx, phone, reason) })
+	return g.fb.Do(ctx, func(ctx context.Context) error { return g.st.Blocks.EndBlock(ctx, phone, reason) })
 }
 
 func (g Store) ListBlocks(ctx context.Context, match func(phone string) bool, n int) ([]ops.BlockedNumber, int, error) {
 	var bs []ops.BlockedNumber
 	var total int
 	err := g.fb.Do(ctx, func(ctx context.Context) (err error) {
-		bs, total, err = g.st.ListBlocks(ctx, match, n)
+		bs, total, err = g.st.Blocks.ListBlocks(ctx, match, n)
 		return err
 	})
 	if err != nil {
@@ -86,7 +86,7 @@ func (g Store) ListBlocks(ctx context.Context, match func(phone string) bool, n 
 }
 
 func (g Store) Unblock(ctx context.Context, phone string, counters []limit.Key) error {
-	return g.fb.Do(ctx, func(ctx context.Context) error { return g.st.Unblock(ctx, phone, counters) })
+	return g.fb.Do(ctx, func(ctx context.Context) error { return g.st.Blocks.Unblock(ctx, phone, counters) })
 }
 
 var _ guard.Trusts = Store{}
@@ -96,7 +96,7 @@ var _ guard.Trusts = Store{}
 func (g Store) MarkTrusted(ctx context.Context, marks []guard.TrustMark, ttl time.Duration) (int, error) {
 	var n int
 	err := g.fb.Do(ctx, func(ctx context.Context) (err error) {
-		n, err = g.st.MarkTrusted(ctx, marks, ttl)
+		n, err = g.st.TrustMarks.MarkTrusted(ctx, marks, ttl)
 		return err
 	})
 	return n, err
@@ -105,7 +105,7 @@ func (g Store) MarkTrusted(ctx context.Context, marks []guard.TrustMark, ttl tim
 func (g Store) Trusted(ctx context.Context, mark limit.Key) (bool, error) {
 	var ok bool
 	err := g.fb.Do(ctx, func(ctx context.Context) (err error) {
-		ok, err = g.st.Trusted(ctx, mark)
+		ok, err = g.st.TrustMarks.Trusted(ctx, mark)
 		return err
 	})
 	return err == nil && ok, err

@@ -27,7 +27,7 @@ func TestAdvisoryCallsHonourTheBreaker(t *testing.T) {
 	sent := &redistest.RoundTrips{}
 	rdb.AddHook(sent)
 	st := store.NewRedis(rdb, "og:")
-	fb := resilience.NewFallback(resilience.FallbackOptions{Counter: st, Codes: st, Timeout: 10 * time.Millisecond,
+	fb := resilience.NewFallback(resilience.FallbackOptions{Counter: st.Counters, Codes: st.Codes, Timeout: 10 * time.Millisecond,
 		Breaker: resilience.BreakerOptions{Failures: 1, OpenFor: time.Hour}})
 	fb.ObserveProbe(context.Background(), errors.New("dial tcp 127.0.0.1:1: connection refused"))
 	g := New(fb, st)

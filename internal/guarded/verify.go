@@ -20,7 +20,7 @@ func verIDKey(id string) limit.Key { return limit.Key{Space: "ver", ID: id, Name
 func (g Store) Verification(ctx context.Context, id string) (guard.Verification, error) {
 	var v guard.Verification
 	err := g.fb.DoFor(ctx, verIDKey(id), func(ctx context.Context) (err error) {
-		v, err = g.st.Verification(ctx, id)
+		v, err = g.st.Codes.Verification(ctx, id)
 		return err
 	})
 	if err != nil {
@@ -34,7 +34,7 @@ func (g Store) CancelVerification(ctx context.Context, id string, now time.Time)
 	var v guard.Verification
 	var canceled bool
 	err := g.fb.DoFor(ctx, verIDKey(id), func(ctx context.Context) (err error) {
-		v, canceled, err = g.st.CancelVerification(ctx, id, now)
+		v, canceled, err = g.st.Codes.CancelVerification(ctx, id, now)
 		return err
 	})
 	if err != nil {

@@ -82,7 +82,7 @@ func TestLimitMemoryPerKey(t *testing.T) {
 					takes = append(takes, limit.Take{Key: limit.Key{Space: "lim:api", ID: tc.id(i), Name: "tb"},
 						Algorithm: limit.TokenBucket, Limit: 100, Rate: 1.0 / 60, Cost: 1, AllOrNothing: true})
 				}
-				if _, err := s.Take(ctx, takes); err != nil {
+				if _, err := s.Counters.Take(ctx, takes); err != nil {
 					t.Fatal(err)
 				}
 			}

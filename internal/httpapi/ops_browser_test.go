@@ -44,7 +44,7 @@ func seedAttack(t *testing.T, oc *opsCluster) {
 	now := time.Now()
 	for i := range 300 {
 		reason := []problem.Code{problem.CodeCooldown, problem.CodePhoneRateLimited, problem.CodeTooManyAttempts}[i%3]
-		if err := n.redis.NoteBlock(ctx, guard.Block{Phone: fmt.Sprintf("+91981%07d", i), Country: "IN", Reason: reason,
+		if err := n.redis.Blocks.NoteBlock(ctx, guard.Block{Phone: fmt.Sprintf("+91981%07d", i), Country: "IN", Reason: reason,
 			Count: int64(3 + i%4), Until: now.Add(time.Duration(5+i%50) * time.Minute)}); err != nil {
 			t.Fatal(err)
 		}
@@ -61,7 +61,7 @@ func seedAttack(t *testing.T, oc *opsCluster) {
 	}
 	alerts = append(alerts, ops.AbuseAlert{Rule: "velocity", Scope: "country", Subject: "PK", Country: "PK", Outcome: "unusual_volume", At: now,
 		Until: now.Truncate(time.Hour).Add(time.Hour), Detail: "country=PK unusual volume: 50 sends this hour against the limit 50 (baseline 0, floor 50, factor 3)"})
-	if err := n.redis.AddAbuse(ctx, nil, alerts, now); err != nil {
+	if err := n.redis.AbuseCounters.AddAbuse(ctx, nil, alerts, now); err != nil {
 		t.Fatal(err)
 	}
 	for _, p := range []string{"+88213", "+4490987"} {

@@ -198,7 +198,7 @@ func TestBudgetRefundAndOneLog(t *testing.T) {
 	reg := metrics.New()
 	abuse := metrics.NewAbuse(reg)
 	out := &guardtest.Outbox{}
-	otp := guard.NewOTP(guard.OTPOptions{Policy: p.OTP, Counter: st, Codes: st, Sender: out,
+	otp := guard.NewOTP(guard.OTPOptions{Policy: p.OTP, Counter: st.Counters, Codes: st.Codes, Sender: out,
 		HMACKey: []byte("0123456789abcdef0123456789abcdef"), Logger: log, Abuse: abuse.Hooks()})
 	ctx := context.Background()
 	send := func(phone string) problem.Code {

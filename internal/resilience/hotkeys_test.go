@@ -39,21 +39,21 @@ func (f *flaky) Sync(ctx context.Context, items []limit.SyncItem) ([]limit.SyncS
 	if f.down.Load() {
 		return nil, errRefused
 	}
-	return f.st.Sync(ctx, items)
+	return f.st.Counters.Sync(ctx, items)
 }
 
 func (f *flaky) Take(ctx context.Context, takes []limit.Take) ([]limit.Result, error) {
 	if f.down.Load() {
 		return nil, errRefused
 	}
-	return f.st.Take(ctx, takes)
+	return f.st.Counters.Take(ctx, takes)
 }
 
 func (f *flaky) Refund(ctx context.Context, takes []limit.Take) error {
 	if f.down.Load() {
 		return errRefused
 	}
-	return f.st.Refund(ctx, takes)
+	return f.st.Counters.Refund(ctx, takes)
 }
 
 // recorder is one instance's Syncer: it keeps what the instance's last
@@ -253,7 +253,7 @@ func TestSyncModeOvershootIsBounded(t *testing.T) {
 					t.Errorf("window %d: allowed only %d of %d: sync mode starves", w, allowed, lim)
 				}
 				// No count is lost: Redis holds exactly what was allowed.
-				n, _ := s.store.Sync(context.Background(), []limit.SyncItem{{Take: take}})
+				n, _ := s.store.Counters.Sync(context.Background(), []limit.SyncItem{{Take: take}})
 				if global := lim - n[0].Remaining; global != allowed {
 					t.Errorf("window %d: Redis counted %d, instances allowed %d", w, global, allowed)
 				}
@@ -300,7 +300,7 @@ func TestSyncModeLosesNoCountsWhileRedisIsDown(t *testing.T) {
 	s.flaky.down.Store(false)
 	after, _ := s.run(3 * interval)
 	s.settle()
-	st, err := s.store.Sync(context.Background(), []limit.SyncItem{{Take: take}})
+	st, err := s.store.Counters.Sync(context.Background(), []limit.SyncItem{{Take: take}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -508,8 +508,8 @@ func TestSyncModeFollowsOnStoreErrorWhileSyncFails(t *testing.T) {
 		"open":   syncMode(limit.Policy{Algorithm: limit.TokenBucket, Capacity: 100, RefillPerSecond: 1, OnStoreError: limit.FallbackOpen}),
 		"local":  syncMode(limit.Policy{Algorithm: limit.FixedWindow, Limit: 100, Window: window, OnStoreError: limit.FallbackLocal, LocalLimit: 3}),
 	}
-	fb := resilience.NewFallback(resilience.FallbackOptions{Counter: st, Timeout: time.Second, Instances: func() int { return n }, Now: clk.now})
-	hot := resilience.NewHotKeys(resilience.HotKeysOptions{Store: st, Instances: func() int { return n }, Now: clk.now})
+	fb := resilience.NewFallback(resilience.FallbackOptions{Counter: st.Counters, Timeout: time.Second, Instances: func() int { return n }, Now: clk.now})
+	hot := resilience.NewHotKeys(resilience.HotKeysOptions{Store: st.Counters, Instances: func() int { return n }, Now: clk.now})
 	lim := limit.New(pols, fb, nil).WithHotKeys(hot)
 	// spend checks policy up to 200 times and returns how many were
 	// allowed, the mode of the last decision, and the last error.
@@ -690,7 +690,7 @@ func TestHotKeySyncLargeTable(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { rdb.Close() })
-	h := resilience.NewHotKeys(resilience.HotKeysOptions{Store: store.NewRedis(rdb, tg.Prefix)})
+	h := resilience.NewHotKeys(resilience.HotKeysOptions{Store: store.NewRedis(rdb, tg.Prefix).Counters})
 	for i := range keys {
 		tk := limit.Take{Key: limit.Key{Space: "lim:large", ID: fmt.Sprint(i), Name: "fw"}, Algorithm: limit.FixedWindow, Limit: 10, Window: time.Minute, Cost: 1}
 		h.Decide(tk, time.Second)
@@ -738,9 +738,9 @@ func BenchmarkHotKey(b *testing.B) {
 				l.SyncInterval = interval
 				pols.Limits["hot"] = l
 			}
-			lim := limit.New(pols.Limits, st, nil)
+			lim := limit.New(pols.Limits, st.Counters, nil)
 			if mode == limit.ModeSync {
-				h := resilience.NewHotKeys(resilience.HotKeysOptions{Store: st})
+				h := resilience.NewHotKeys(resilience.HotKeysOptions{Store: st.Counters})
 				ctx, cancel := context.WithCancel(context.Background())
 				done := make(chan struct{})
 				go func() { // the sync loop internal/app runs

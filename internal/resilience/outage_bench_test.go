@@ -48,7 +48,7 @@ func BenchmarkOutageDecision(b *testing.B) {
 				if err := s.LoadScripts(context.Background()); err != nil {
 					b.Fatal(err)
 				}
-				f := resilience.NewFallback(resilience.FallbackOptions{Counter: s, Codes: s, Timeout: timeout, Breaker: st.breaker,
+				f := resilience.NewFallback(resilience.FallbackOptions{Counter: s.Counters, Codes: s.Codes, Timeout: timeout, Breaker: st.breaker,
 					Instances: func() int { return 1 }})
 				lim := limit.New(map[string]limit.Policy{
 					"api": {Algorithm: limit.TokenBucket, Capacity: 1 << 30, RefillPerSecond: 1 << 19, OnStoreError: limit.FallbackOpen},

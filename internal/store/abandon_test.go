@@ -181,7 +181,7 @@ func TestTakeAbandons(t *testing.T) {
 	counting := limit.Take{Key: limit.Key{Space: "otp", ID: "k", Name: "sends"}, Algorithm: limit.FixedWindow,
 		Limit: 5, Window: time.Minute, Cost: 1} // INCRBY + PEXPIRE NX in a MULTI
 	st := store.NewRedis(rdb, target.Prefix)
-	if st.TakeAbandons([]limit.Take{lim}) {
+	if st.Counters.TakeAbandons([]limit.Take{lim}) {
 		t.Error("without a Coalescer: abandons")
 	}
 	c, stop := store.Coalesce(rdb, store.CoalesceOptions{Pipelines: 1})
@@ -196,12 +196,12 @@ func TestTakeAbandons(t *testing.T) {
 		{"a counting window (MULTI)", []limit.Take{counting}, false},
 		{"a counting window beside a bucket (MULTI)", []limit.Take{bucket, counting}, false},
 	} {
-		if got := st.TakeAbandons(tc.takes); got != tc.want {
+		if got := st.Counters.TakeAbandons(tc.takes); got != tc.want {
 			t.Errorf("%s: abandons %v, want %v", tc.what, got, tc.want)
 		}
 	}
 	stop()
-	if st.TakeAbandons([]limit.Take{lim}) {
+	if st.Counters.TakeAbandons([]limit.Take{lim}) {
 		t.Error("after the Coalescer's stop: abandons")
 	}
 }
@@ -216,7 +216,7 @@ func TestLimitTakeLeavesAHeldPipeline(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
-		_, err := st.Take(ctx, []limit.Take{take})
+		_, err := st.Counters.Take(ctx, []limit.Take{take})
 		done <- err
 	}()
 	within(t, g.entered, "the script's pipeline on the wire")

@@ -25,13 +25,13 @@ func TestAbuseCountersBounded(t *testing.T) {
 	countries := map[string]int64{"NG|s": 2000, "NG|r": 7, "NG|r:budget_exhausted": 7}
 	alerts := []ops.AbuseAlert{{Rule: "conversion", Scope: "prefix", Subject: "+23480", Country: "NG", Outcome: "blocked",
 		At: now, Until: now.Add(time.Hour), Detail: "prefix=+23480 ..."}}
-	if err := s.AddAbuse(ctx, []ops.AbuseCounts{{Hour: h, Countries: countries, Prefixes: prefixes}}, alerts, now); err != nil {
+	if err := s.AbuseCounters.AddAbuse(ctx, []ops.AbuseCounts{{Hour: h, Countries: countries, Prefixes: prefixes}}, alerts, now); err != nil {
 		t.Fatal(err)
 	}
 	// A subject already held keeps counting after the cap is reached.
 	var held string
 	rt.Reset()
-	d, err := s.ReadAbuse(ctx, []int64{h, h - 1})
+	d, err := s.AbuseCounters.ReadAbuse(ctx, []int64{h, h - 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -58,10 +58,10 @@ func TestAbuseCountersBounded(t *testing.T) {
 	if len(d.Alerts) != 1 || d.Alerts[0].Subject != "+23480" || !d.Alerts[0].Until.Equal(now.Add(time.Hour)) {
 		t.Errorf("alerts: %+v", d.Alerts)
 	}
-	if err := s.AddAbuse(ctx, []ops.AbuseCounts{{Hour: h, Prefixes: map[string]int64{held: 5}}}, nil, now); err != nil {
+	if err := s.AbuseCounters.AddAbuse(ctx, []ops.AbuseCounts{{Hour: h, Prefixes: map[string]int64{held: 5}}}, nil, now); err != nil {
 		t.Fatal(err)
 	}
-	d, err = s.ReadAbuse(ctx, []int64{h})
+	d, err = s.AbuseCounters.ReadAbuse(ctx, []int64{h})
 	if err != nil {
 		t.Fatal(err)
 	}

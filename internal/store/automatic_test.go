@@ -28,7 +28,7 @@ func TestTakeSendTrustedSkipsAutomatic(t *testing.T) {
 			rt := &redistest.RoundTrips{}
 			b.rdb.AddHook(rt)
 			marked := limit.Key{Space: "otp:tr", ID: "GB", Name: "m1"}
-			if _, err := s.MarkTrusted(ctx, []guard.TrustMark{{Key: marked}}, time.Hour); err != nil {
+			if _, err := s.TrustMarks.MarkTrusted(ctx, []guard.TrustMark{{Key: marked}}, time.Hour); err != nil {
 				t.Fatal(err)
 			}
 			auto := func(id string, limit int64) limit.Take {
@@ -42,7 +42,7 @@ func TestTakeSendTrustedSkipsAutomatic(t *testing.T) {
 				vol := sendVolume(time.Now(), 100)
 				vol.Mark, vol.TrustedKey, vol.TFloor, vol.TFactor = mark, limit.Key{Space: "otp:vel", ID: "GB", Name: "t"}, 100, 3
 				rt.Reset()
-				res, vr, err := s.TakeSend(ctx, takes, vol)
+				res, vr, err := s.Counters.TakeSend(ctx, takes, vol)
 				if err != nil {
 					t.Fatal(err)
 				}

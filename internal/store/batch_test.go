@@ -30,7 +30,7 @@ func ltb(id string, capacity int64, rate float64, cost int64) limit.Take {
 
 func takeAll(t *testing.T, s *store.Redis, takes ...limit.Take) []limit.Result {
 	t.Helper()
-	res, err := s.Take(context.Background(), takes)
+	res, err := s.Counters.Take(context.Background(), takes)
 	if err != nil {
 		t.Fatalf("Take: %v", err)
 	}
@@ -192,7 +192,7 @@ func TestBatchExactUnderConcurrency(t *testing.T) {
 	for range 8 {
 		wg.Go(func() {
 			for range 20 {
-				r, err := s.Take(context.Background(), []limit.Take{lfw("x", 40, 1), ltb("x", 30, 0.001, 1)})
+				r, err := s.Counters.Take(context.Background(), []limit.Take{lfw("x", 40, 1), ltb("x", 30, 0.001, 1)})
 				if err != nil {
 					t.Error(err)
 					return

@@ -57,7 +57,7 @@ func benchTake(b *testing.B, mk func(id string) limit.Take, batch int) {
 		for j := range takes {
 			takes[j] = mk(ids[(i*batch+j)%len(ids)])
 		}
-		res, err := s.Take(ctx, takes)
+		res, err := s.Counters.Take(ctx, takes)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -127,7 +127,7 @@ func BenchmarkTakeTokenBucketParallel(b *testing.B) {
 		ctx := context.Background()
 		for pb.Next() {
 			i := next.Add(1)
-			res, err := s.Take(ctx, []limit.Take{bigBucket(ids[i%int64(len(ids))])})
+			res, err := s.Counters.Take(ctx, []limit.Take{bigBucket(ids[i%int64(len(ids))])})
 			if err != nil {
 				b.Error(err)
 				return

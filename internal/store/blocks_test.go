@@ -18,7 +18,7 @@ import (
 
 func listPhones(t *testing.T, s *store.Redis, match func(string) bool, n int) ([]string, int) {
 	t.Helper()
-	blocks, total, err := s.ListBlocks(context.Background(), match, n)
+	blocks, total, err := s.Blocks.ListBlocks(context.Background(), match, n)
 	if err != nil {
 		t.Fatalf("ListBlocks: %v", err)
 	}
@@ -38,7 +38,7 @@ func TestBlockIndex(t *testing.T) {
 			now := time.Now()
 			note := func(phone, country string, reason problem.Code, count int64, d time.Duration) {
 				t.Helper()
-				err := s.NoteBlock(ctx, guard.Block{Phone: phone, Country: country, Reason: reason, Count: count, Until: now.Add(d)})
+				err := s.Blocks.NoteBlock(ctx, guard.Block{Phone: phone, Country: country, Reason: reason, Count: count, Until: now.Add(d)})
 				if err != nil {
 					t.Fatalf("NoteBlock(%s): %v", phone, err)
 				}
@@ -62,7 +62,7 @@ func TestBlockIndex(t *testing.T) {
 				t.Errorf("filtered, first 1 (-want +got):\n%s; total %d, want 2", diff, total)
 			}
 
-			blocks, _, _ := s.ListBlocks(ctx, func(p string) bool { return p == "+919800000001" }, 1)
+			blocks, _, _ := s.Blocks.ListBlocks(ctx, func(p string) bool { return p == "+919800000001" }, 1)
 			want := ops.BlockedNumber{Block: guard.Block{Phone: "+919800000001", Country: "IN", Reason: problem.CodePhoneRateLimited,
 				Count: 4, Until: now.Add(time.Hour).Truncate(time.Millisecond).UTC()}}
 			if len(blocks) != 1 {
@@ -92,18 +92,18 @@ func TestBlockIndexLongerBlockStands(t *testing.T) {
 			ctx := context.Background()
 			now := time.Now()
 			const phone = "+919800000001"
-			if err := s.NoteBlock(ctx, guard.Block{Phone: phone, Reason: problem.CodePhoneRateLimited, Count: 4, Until: now.Add(time.Hour)}); err != nil {
+			if err := s.Blocks.NoteBlock(ctx, guard.Block{Phone: phone, Reason: problem.CodePhoneRateLimited, Count: 4, Until: now.Add(time.Hour)}); err != nil {
 				t.Error(err)
 			}
-			first, _, _ := s.ListBlocks(ctx, nil, 1)
+			first, _, _ := s.Blocks.ListBlocks(ctx, nil, 1)
 			time.Sleep(5 * time.Millisecond)
-			if err := s.NoteBlock(ctx, guard.Block{Phone: phone, Reason: problem.CodeCooldown, Count: 2, Until: now.Add(30 * time.Second)}); err != nil {
+			if err := s.Blocks.NoteBlock(ctx, guard.Block{Phone: phone, Reason: problem.CodeCooldown, Count: 2, Until: now.Add(30 * time.Second)}); err != nil {
 				t.Error(err)
 			}
-			if err := s.NoteBlock(ctx, guard.Block{Phone: phone, Reason: problem.CodePhoneRateLimited, Count: 5, Until: now.Add(time.Hour + time.Second)}); err != nil {
+			if err := s.Blocks.NoteBlock(ctx, guard.Block{Phone: phone, Reason: problem.CodePhoneRateLimited, Count: 5, Until: now.Add(time.Hour + time.Second)}); err != nil {
 				t.Error(err)
 			}
-			blocks, total, err := s.ListBlocks(ctx, nil, 10)
+			blocks, total, err := s.Blocks.ListBlocks(ctx, nil, 10)
 			if err != nil || total != 1 || len(blocks) != 1 {
 				t.Fatalf("got %v of %d (%v), want one block", blocks, total, err)
 			}
@@ -124,14 +124,14 @@ func TestBlockIndexPrunesEndedBlocks(t *testing.T) {
 			s := store.NewRedis(b.rdb, b.prefix)
 			ctx := context.Background()
 			short := time.Now().Add(150 * time.Millisecond)
-			if err := s.NoteBlock(ctx, guard.Block{Phone: "+14155550100", Reason: problem.CodeCooldown, Count: 2, Until: short}); err != nil {
+			if err := s.Blocks.NoteBlock(ctx, guard.Block{Phone: "+14155550100", Reason: problem.CodeCooldown, Count: 2, Until: short}); err != nil {
 				t.Error(err)
 			}
-			if err := s.NoteBlock(ctx, guard.Block{Phone: "+14155550101", Reason: problem.CodeCooldown, Count: 2, Until: time.Now().Add(time.Hour)}); err != nil {
+			if err := s.Blocks.NoteBlock(ctx, guard.Block{Phone: "+14155550101", Reason: problem.CodeCooldown, Count: 2, Until: time.Now().Add(time.Hour)}); err != nil {
 				t.Error(err)
 			}
 			// A block that has already ended is not noted at all.
-			if err := s.NoteBlock(ctx, guard.Block{Phone: "+14155550102", Reason: problem.CodeCooldown, Count: 2, Until: time.Now().Add(-time.Second)}); err != nil {
+			if err := s.Blocks.NoteBlock(ctx, guard.Block{Phone: "+14155550102", Reason: problem.CodeCooldown, Count: 2, Until: time.Now().Add(-time.Second)}); err != nil {
 				t.Error(err)
 			}
 			// Both live blocks are listed while the short one lasts (on a
@@ -184,17 +184,17 @@ func TestUnblock(t *testing.T) {
 			for _, tk := range []limit.Take{cooldown, sends, ip, cooldown} {
 				take1(t, s, tk)
 			}
-			if _, err := s.SaveCode(ctx, newCode(phone, []byte("mac"))); err != nil {
+			if _, err := s.Codes.SaveCode(ctx, newCode(phone, []byte("mac"))); err != nil {
 				t.Error(err)
 			}
-			if err := s.NoteBlock(ctx, guard.Block{Phone: phone, Reason: problem.CodeCooldown, Count: 2, Until: time.Now().Add(time.Minute)}); err != nil {
+			if err := s.Blocks.NoteBlock(ctx, guard.Block{Phone: phone, Reason: problem.CodeCooldown, Count: 2, Until: time.Now().Add(time.Minute)}); err != nil {
 				t.Error(err)
 			}
-			if err := s.NoteBlock(ctx, guard.Block{Phone: "+919800000002", Reason: problem.CodeCooldown, Count: 2, Until: time.Now().Add(time.Minute)}); err != nil {
+			if err := s.Blocks.NoteBlock(ctx, guard.Block{Phone: "+919800000002", Reason: problem.CodeCooldown, Count: 2, Until: time.Now().Add(time.Minute)}); err != nil {
 				t.Error(err)
 			}
 
-			if err := s.Unblock(ctx, phone, []limit.Key{cooldown.Key, sends.Key}); err != nil {
+			if err := s.Blocks.Unblock(ctx, phone, []limit.Key{cooldown.Key, sends.Key}); err != nil {
 				t.Fatal(err)
 			}
 			if r := take1(t, s, cooldown); !r.Allowed || r.Count != 1 {
@@ -206,7 +206,7 @@ func TestUnblock(t *testing.T) {
 			if r := take1(t, s, ip); r.Count != 2 {
 				t.Errorf("per-IP counter after unblock: count %d, want 2 (not the number's)", r.Count)
 			}
-			if _, err := s.GuessCode(ctx, phone, time.Now()); err != guard.ErrNotFound {
+			if _, err := s.Codes.GuessCode(ctx, phone, time.Now()); err != guard.ErrNotFound {
 				t.Errorf("code after unblock: %v, want ErrNotFound", err)
 			}
 			if phones, total := listPhones(t, s, nil, 10); total != 1 || phones[0] != "+919800000002" {
@@ -238,7 +238,7 @@ func TestNoteBlockRefundVolume(t *testing.T) {
 					}
 				}
 				for { // the hour's floor is spent
-					r, err := s.TakeVolume(ctx, *vol)
+					r, err := s.Velocity.TakeVolume(ctx, *vol)
 					if err != nil {
 						t.Fatal(err)
 					}
@@ -248,7 +248,7 @@ func TestNoteBlockRefundVolume(t *testing.T) {
 				}
 				rt := &redistest.RoundTrips{}
 				b.rdb.AddHook(rt)
-				err := s.NoteBlockRefundVolume(ctx, guard.Block{Phone: phone, Country: "GB", Reason: problem.CodeCooldown, Count: 1, Until: now.Add(time.Minute)},
+				err := s.Blocks.NoteBlockRefundVolume(ctx, guard.Block{Phone: phone, Country: "GB", Reason: problem.CodeCooldown, Count: 1, Until: now.Add(time.Minute)},
 					vol.Key, now)
 				if err != nil {
 					t.Fatal(err)
@@ -259,7 +259,7 @@ func TestNoteBlockRefundVolume(t *testing.T) {
 				if phones, _ := listPhones(t, s, func(p string) bool { return p == phone }, 10); len(phones) != 1 {
 					t.Errorf("round %d: block of %s not listed: %v", round, phone, phones)
 				}
-				if r, err := s.TakeVolume(ctx, *vol); err != nil || !r.Allowed {
+				if r, err := s.Velocity.TakeVolume(ctx, *vol); err != nil || !r.Allowed {
 					t.Errorf("round %d: after the refund: %+v %v, want allowed", round, r, err)
 				}
 			}

@@ -72,7 +72,7 @@ func limitsOnMasters(t *testing.T, st *store.Redis, rdb *redis.ClusterClient, n 
 	var ids []string
 	for i := 0; len(ids) < n && i < 1000; i++ {
 		id := fmt.Sprintf("s%d", i)
-		node, err := rdb.MasterForKey(context.Background(), st.LimitTagForTest(limit.Key{Space: "lim:x", ID: id}))
+		node, err := rdb.MasterForKey(context.Background(), st.Counters.LimitTagForTest(limit.Key{Space: "lim:x", ID: id}))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -92,7 +92,7 @@ func limitsOnMasters(t *testing.T, st *store.Redis, rdb *redis.ClusterClient, n 
 func limitCount(t *testing.T, st *store.Redis, tk limit.Take) int64 {
 	t.Helper()
 	tk.Cost = 0
-	res, err := st.Take(context.Background(), []limit.Take{tk})
+	res, err := st.Counters.Take(context.Background(), []limit.Take{tk})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -117,7 +117,7 @@ func TestClusterTakeSpansSlots(t *testing.T) {
 	}
 	for round := 1; round <= 4; round++ {
 		h.Reset()
-		res, err := st.Take(ctx, takes)
+		res, err := st.Counters.Take(ctx, takes)
 		if err != nil {
 			t.Fatalf("round %d: %v", round, err)
 		}
@@ -131,7 +131,7 @@ func TestClusterTakeSpansSlots(t *testing.T) {
 		}
 	}
 	h.Reset()
-	if err := st.Refund(ctx, takes); err != nil {
+	if err := st.Counters.Refund(ctx, takes); err != nil {
 		t.Fatal(err)
 	}
 	if got := h.N(); got != int64(len(ids)) {
@@ -167,7 +167,7 @@ func TestClusterTakeIsExactUnderConcurrency(t *testing.T) {
 	var wg sync.WaitGroup
 	for i := range batches {
 		wg.Go(func() {
-			if _, err := stores[i%clients].Take(context.Background(), takes); err != nil {
+			if _, err := stores[i%clients].Counters.Take(context.Background(), takes); err != nil {
 				t.Error(err)
 			}
 		})
@@ -197,20 +197,20 @@ func TestClusterBlocksAndUnblock(t *testing.T) {
 	counter := limit.Key{Space: "otp", ID: phone, Name: "sends"}
 	take := limit.Take{Key: counter, Algorithm: limit.FixedWindow, Limit: 1, Window: time.Minute, Cost: 1}
 	for range 2 {
-		if _, err := st.Take(ctx, []limit.Take{take}); err != nil {
+		if _, err := st.Counters.Take(ctx, []limit.Take{take}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if err := st.NoteBlock(ctx, guard.Block{Phone: phone, Reason: problem.CodePhoneRateLimited, Count: 2, Until: time.Now().Add(time.Hour)}); err != nil {
+	if err := st.Blocks.NoteBlock(ctx, guard.Block{Phone: phone, Reason: problem.CodePhoneRateLimited, Count: 2, Until: time.Now().Add(time.Hour)}); err != nil {
 		t.Fatal(err)
 	}
-	if bs, total, err := st.ListBlocks(ctx, nil, 10); err != nil || total != 1 || len(bs) != 1 || bs[0].Phone != phone {
+	if bs, total, err := st.Blocks.ListBlocks(ctx, nil, 10); err != nil || total != 1 || len(bs) != 1 || bs[0].Phone != phone {
 		t.Fatalf("ListBlocks = %v, %d, %v; want the one number", bs, total, err)
 	}
-	if err := st.Unblock(ctx, phone, []limit.Key{counter}); err != nil {
+	if err := st.Blocks.Unblock(ctx, phone, []limit.Key{counter}); err != nil {
 		t.Fatalf("Unblock on the cluster: %v", err)
 	}
-	if bs, total, err := st.ListBlocks(ctx, nil, 10); err != nil || total != 0 || len(bs) != 0 {
+	if bs, total, err := st.Blocks.ListBlocks(ctx, nil, 10); err != nil || total != 0 || len(bs) != 0 {
 		t.Errorf("ListBlocks after Unblock = %v, %d, %v; want none", bs, total, err)
 	}
 	if n := rdb.Exists(ctx, prefix+"otp:{"+phone+"}:sends").Val(); n != 0 {
@@ -233,7 +233,7 @@ func TestClusterNoteBlockRefundVolume(t *testing.T) {
 		Quarantine: limit.Key{Space: "otp:vel", ID: "GB", Name: "quarantine"},
 		Now:        now, Hour: now.Unix() / 3600, Lookback: 24, Floor: 2, QFloor: 1, Factor: 3, HistoryMinSends: 200}
 	for {
-		r, err := st.TakeVolume(ctx, *vol)
+		r, err := st.Velocity.TakeVolume(ctx, *vol)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -243,18 +243,18 @@ func TestClusterNoteBlockRefundVolume(t *testing.T) {
 	}
 	h.Reset()
 	const phone = "+447400123401"
-	if err := st.NoteBlockRefundVolume(ctx, guard.Block{Phone: phone, Country: "GB", Reason: problem.CodeCooldown, Count: 1, Until: now.Add(time.Minute)},
+	if err := st.Blocks.NoteBlockRefundVolume(ctx, guard.Block{Phone: phone, Country: "GB", Reason: problem.CodeCooldown, Count: 1, Until: now.Add(time.Minute)},
 		vol.Key, now); err != nil {
 		t.Fatal(err)
 	}
 	if h.N() != 1 {
 		t.Errorf("%d round trips, want 1 (one pipeline)", h.N())
 	}
-	blocks, _, err := st.ListBlocks(ctx, func(p string) bool { return p == phone }, 10)
+	blocks, _, err := st.Blocks.ListBlocks(ctx, func(p string) bool { return p == phone }, 10)
 	if err != nil || len(blocks) != 1 {
 		t.Errorf("block of %s: %v %v, want listed", phone, blocks, err)
 	}
-	if r, err := st.TakeVolume(ctx, *vol); err != nil || !r.Allowed {
+	if r, err := st.Velocity.TakeVolume(ctx, *vol); err != nil || !r.Allowed {
 		t.Errorf("after the refund: %+v %v, want allowed", r, err)
 	}
 }

@@ -92,7 +92,7 @@ func TestRedisCPUPerDecision(t *testing.T) {
 			return err
 		}},
 		{"token bucket, EVALSHA (now)", 1, func(i int) error {
-			_, err := s.Take(ctx, []limit.Take{bucket(i)})
+			_, err := s.Counters.Take(ctx, []limit.Take{bucket(i)})
 			return err
 		}},
 		{"fixed window, MULTI + EVALSHA + EXEC (before)", 1, func(i int) error {
@@ -103,7 +103,7 @@ func TestRedisCPUPerDecision(t *testing.T) {
 			return err
 		}},
 		{"fixed window, EVALSHA (now)", 1, func(i int) error {
-			_, err := s.Take(ctx, []limit.Take{window(i)})
+			_, err := s.Counters.Take(ctx, []limit.Take{window(i)})
 			return err
 		}},
 		{"batch of 10 (5 + 5), MULTI + 10 EVALSHA + EXEC (before)", 10, func(i int) error {
@@ -129,7 +129,7 @@ func TestRedisCPUPerDecision(t *testing.T) {
 					takes[j] = window(i*10 + j)
 				}
 			}
-			_, err := s.Take(ctx, takes)
+			_, err := s.Counters.Take(ctx, takes)
 			return err
 		}},
 	}
@@ -260,7 +260,7 @@ func TestRedisCPUPerSave(t *testing.T) {
 			return err
 		}},
 		{"EVALSHA (now)", func(i int) error {
-			_, err := s.SaveCode(ctx, code(i))
+			_, err := s.Codes.SaveCode(ctx, code(i))
 			return err
 		}},
 	}

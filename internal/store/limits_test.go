@@ -62,11 +62,11 @@ func TestLimitsDecideAsOneKeyPerLimit(t *testing.T) {
 		for i, tk := range takes {
 			old[i] = named(tk)
 		}
-		want, err := st.Take(ctx, old)
+		want, err := st.Counters.Take(ctx, old)
 		if err != nil {
 			t.Fatalf("step %d: one key per limit: %v", step, err)
 		}
-		got, err := st.Take(ctx, takes)
+		got, err := st.Counters.Take(ctx, takes)
 		if err != nil {
 			t.Fatalf("step %d: hashes: %v", step, err)
 		}
@@ -83,10 +83,10 @@ func TestLimitsDecideAsOneKeyPerLimit(t *testing.T) {
 				}
 			}
 			if len(back) > 0 {
-				if err := st.Refund(ctx, backOld); err != nil {
+				if err := st.Counters.Refund(ctx, backOld); err != nil {
 					t.Fatal(err)
 				}
-				if err := st.Refund(ctx, back); err != nil {
+				if err := st.Counters.Refund(ctx, back); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -139,7 +139,7 @@ func TestLimitsGoAwayUntouched(t *testing.T) {
 	bucket := limit.Take{Key: limit.Key{Space: "l:api", ID: "user:1"}, Algorithm: limit.TokenBucket, Limit: 10, Rate: 1, Cost: 5}
 	idle := bucket
 	idle.Key.ID = "user:2"
-	if _, err := st.Take(ctx, []limit.Take{bucket, idle}); err != nil {
+	if _, err := st.Counters.Take(ctx, []limit.Take{bucket, idle}); err != nil {
 		t.Fatal(err)
 	}
 	fields := func() (n int) {
@@ -154,7 +154,7 @@ func TestLimitsGoAwayUntouched(t *testing.T) {
 	}
 	for range 4 { // 4 x 4 s: user:1 is touched, user:2 is not
 		advance(4 * time.Second)
-		if _, err := st.Take(ctx, []limit.Take{bucket}); err != nil {
+		if _, err := st.Counters.Take(ctx, []limit.Take{bucket}); err != nil {
 			t.Fatal(err)
 		}
 		if n := fields(); n > 2 {
@@ -164,7 +164,7 @@ func TestLimitsGoAwayUntouched(t *testing.T) {
 	// 16 s after its last touch user:2's bucket would be full: the field may
 	// linger until its hash's end, at most 2 slices (20 s) after it.
 	advance(4 * time.Second)
-	cur, prev, field := st.LimitHashesForTest(idle)
+	cur, prev, field := st.Counters.LimitHashesForTest(idle)
 	if m.Exists(cur) && m.HGet(cur, field) != "" || m.Exists(prev) && m.HGet(prev, field) != "" {
 		t.Errorf("user:2's bucket is still stored 20 s (two slices) after its last touch")
 	}
@@ -187,7 +187,7 @@ func TestLimitsFollowRedisClock(t *testing.T) {
 	if err := st.LoadScripts(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	st.SetSkewForTest(-time.Hour.Milliseconds())
+	st.Counters.SetSkewForTest(-time.Hour.Milliseconds())
 	w := limit.Take{Key: limit.Key{Space: "l:w", ID: "k"}, Algorithm: limit.FixedWindow, Limit: 3, Window: time.Minute, Cost: 1, SpendIfAllowed: true}
 	allowed := 0
 	for i := range 5 {
@@ -217,7 +217,7 @@ func TestLimitSyncDebtOfOne(t *testing.T) {
 	m.SetTime(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
 	st := store.NewRedis(redistest.Client(t, "redis://"+m.Addr()), "og:")
 	b := limit.Take{Key: limit.Key{Space: "l:api", ID: "hot"}, Algorithm: limit.TokenBucket, Limit: 10, Rate: 1}
-	got, err := st.Sync(context.Background(), []limit.SyncItem{{Take: b, Delta: 11}})
+	got, err := st.Counters.Sync(context.Background(), []limit.SyncItem{{Take: b, Delta: 11}})
 	if err != nil {
 		t.Fatal(err)
 	}

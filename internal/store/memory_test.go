@@ -73,7 +73,7 @@ func fillOurs(t *testing.T, rdb *redis.Client) {
 		for j := i; j < min(i+memChunk, memBuckets); j++ {
 			takes = append(takes, memTake(memID(j)))
 		}
-		res, err := s.Take(ctx, takes)
+		res, err := s.Counters.Take(ctx, takes)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -118,7 +118,7 @@ func measureBuckets(t *testing.T, name string, fill func(*testing.T, *redis.Clie
 	}
 	warm := memTake("warm-up")
 	warm.Cost = 0
-	if _, err := s.Take(ctx, []limit.Take{warm}); err != nil {
+	if _, err := s.Counters.Take(ctx, []limit.Take{warm}); err != nil {
 		t.Fatal(err)
 	}
 

@@ -39,7 +39,7 @@ func benchJoinedChecks(b *testing.B, bucket bool) {
 	b.Cleanup(func() { _ = rdb.Close() })
 	ctx := context.Background()
 	st := NewRedis(rdb, "bench:")
-	r := st.limits
+	r := st.Counters.limits
 	if err := st.LoadScripts(ctx); err != nil {
 		b.Fatal(err)
 	}

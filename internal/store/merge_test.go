@@ -96,7 +96,7 @@ func takeTogether(t *testing.T, rdb *redis.Client, c *store.Coalescer, g *holdGa
 	out := make([]takeResult, len(reqs))
 	var wg sync.WaitGroup
 	for i, req := range reqs {
-		wg.Go(func() { out[i].res, out[i].err = stores[i].Take(ctx, req) })
+		wg.Go(func() { out[i].res, out[i].err = stores[i].Counters.Take(ctx, req) })
 		waitQueued(t, c, i+1)
 	}
 	close(g.release)
@@ -205,13 +205,13 @@ func TestJoinedRunAfterRefundToNothing(t *testing.T) {
 	}
 	run := func(at time.Duration) []takeResult {
 		m.SetTime(start.Add(at))
-		st.SetSkewForTest(start.Add(at).UnixMilli() - time.Now().UnixMilli())
+		st.Counters.SetSkewForTest(start.Add(at).UnixMilli() - time.Now().UnixMilli())
 		a, b := tk, tk
 		a.Key.ID, b.Key.ID = "a", "b"
 		return takeTogether(t, rdb, c, g, []*store.Redis{st, st}, [][]limit.Take{{a}, {b}})
 	}
 	first := run(0)
-	if err := st.Refund(ctx, []limit.Take{{Key: limit.Key{Space: "l:w", ID: "a"}, Algorithm: limit.FixedWindow, Limit: 4, Window: 3 * time.Second, Cost: 1}}); err != nil || first[0].err != nil {
+	if err := st.Counters.Refund(ctx, []limit.Take{{Key: limit.Key{Space: "l:w", ID: "a"}, Algorithm: limit.FixedWindow, Limit: 4, Window: 3 * time.Second, Cost: 1}}); err != nil || first[0].err != nil {
 		t.Fatal(err, first[0].err)
 	}
 	got := run(time.Second)
@@ -283,7 +283,7 @@ func decidesAsSequential(t *testing.T, steps int, maxStep time.Duration, rng *ra
 			d = 6 * time.Second
 		}
 		setTime(clearOfSlices(now.Add(d), pols).Sub(now))
-		joined.SetSkewForTest(now.UnixMilli() - time.Now().UnixMilli())
+		joined.Counters.SetSkewForTest(now.UnixMilli() - time.Now().UnixMilli())
 		reqs := next(rng)
 		stores := make([]*store.Redis, len(reqs))
 		for i := range reqs {
@@ -294,9 +294,9 @@ func decidesAsSequential(t *testing.T, steps int, maxStep time.Duration, rng *ra
 		if sizes := g.pipelines(); len(sizes) != 2 || sizes[1] > 1 && len(reqs) > 1 {
 			t.Fatalf("step %d: pipelines of %v commands for %d requests, want the held one and one of a single joined call", step, sizes, len(reqs))
 		}
-		seq.SetSkewForTest(now.UnixMilli() - time.Now().UnixMilli())
+		seq.Counters.SetSkewForTest(now.UnixMilli() - time.Now().UnixMilli())
 		for i, req := range reqs {
-			want, err := seq.Take(ctx, req)
+			want, err := seq.Counters.Take(ctx, req)
 			if err != nil || got[i].err != nil {
 				t.Fatalf("step %d, request %d: sequential: %v, joined: %v", step, i, err, got[i].err)
 			}
@@ -333,7 +333,7 @@ func refundSpent(t *testing.T, stores []*store.Redis, req []limit.Take, res []li
 		return
 	}
 	for _, s := range stores {
-		if err := s.Refund(context.Background(), back); err != nil {
+		if err := s.Counters.Refund(context.Background(), back); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -426,7 +426,7 @@ func TestJoinedStaleGroupIsRetriedAlone(t *testing.T) {
 	if err := good.LoadScripts(ctx); err != nil {
 		t.Fatal(err)
 	}
-	stale.SetSkewForTest(-time.Hour.Milliseconds())
+	stale.Counters.SetSkewForTest(-time.Hour.Milliseconds())
 	if err := rdb.ConfigResetStat(ctx).Err(); err != nil {
 		t.Fatal(err)
 	}
@@ -473,12 +473,12 @@ func TestJoinedCallsExactUnderConcurrency(t *testing.T) {
 		st := stores[w%2]
 		wg.Go(func() {
 			for range 25 {
-				if r, err := st.Take(ctx, checkOf("hot", 150)); err != nil {
+				if r, err := st.Counters.Take(ctx, checkOf("hot", 150)); err != nil {
 					t.Error(err)
 				} else if r[0].Allowed {
 					windows.Add(1)
 				}
-				if r, err := st.Take(ctx, []limit.Take{bucket, peek}); err != nil {
+				if r, err := st.Counters.Take(ctx, []limit.Take{bucket, peek}); err != nil {
 					t.Error(err)
 				} else if r[0].Allowed {
 					buckets.Add(1)
@@ -535,12 +535,12 @@ func TestJoinedRunFailureStopsOnlyItsCall(t *testing.T) {
 	ids, tags := []string{}, map[string]bool{}
 	for i := 0; len(ids) < 3; i++ {
 		id := fmt.Sprint("run", i)
-		if tag := st.LimitTagForTest(limit.Key{ID: id}); !tags[tag] {
+		if tag := st.Counters.LimitTagForTest(limit.Key{ID: id}); !tags[tag] {
 			tags[tag] = true
 			ids = append(ids, id)
 		}
 	}
-	cur, _, _ := st.LimitHashesForTest(checkOf(ids[1], 5)[0])
+	cur, _, _ := st.Counters.LimitHashesForTest(checkOf(ids[1], 5)[0])
 	if err := rdb.Set(ctx, cur, "not a hash", time.Minute).Err(); err != nil {
 		t.Fatal(err)
 	}
@@ -577,7 +577,7 @@ func TestJoinedStaleRunIsRetried(t *testing.T) {
 	if err := good.LoadScripts(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	stale.SetSkewForTest(-time.Hour.Milliseconds())
+	stale.Counters.SetSkewForTest(-time.Hour.Milliseconds())
 	reqs := [][]limit.Take{checkOf("s", 1), checkOf("t", 1), checkOf("g", 1)}
 	out := takeTogether(t, rdb, c, g, []*store.Redis{stale, stale, good}, reqs)
 	for i, r := range out {

@@ -95,7 +95,7 @@ func warm(t *testing.T, s *store.Redis) {
 	deadline := time.Now().Add(10 * time.Second)
 	ok := 0
 	for ok < 3 {
-		if _, err := s.Take(context.Background(), []limit.Take{fw("warm", 1000, time.Minute, 0)}); err == nil {
+		if _, err := s.Counters.Take(context.Background(), []limit.Take{fw("warm", 1000, time.Minute, 0)}); err == nil {
 			ok++
 		} else if time.Now().After(deadline) {
 			t.Fatalf("redis never answered within %v: %v", timeout, err)
@@ -158,14 +158,14 @@ func TestRedisTimeoutHolds(t *testing.T) {
 			ctx := context.Background()
 			calls := map[string]func() error{
 				"take": func() error {
-					_, err := s.Take(ctx, []limit.Take{fw("k", 5, time.Minute, 1), tb("k", 5, 1, 1)})
+					_, err := s.Counters.Take(ctx, []limit.Take{fw("k", 5, time.Minute, 1), tb("k", 5, 1, 1)})
 					return err
 				},
 				"guess": func() error {
-					_, err := s.GuessCode(ctx, "+14155550100", time.Now())
+					_, err := s.Codes.GuessCode(ctx, "+14155550100", time.Now())
 					return err
 				},
-				"save": func() error { _, err := s.SaveCode(ctx, newCode("+14155550100", []byte("mac"))); return err },
+				"save": func() error { _, err := s.Codes.SaveCode(ctx, newCode("+14155550100", []byte("mac"))); return err },
 			}
 			for range 10 {
 				for name, call := range calls {

@@ -44,16 +44,16 @@ type keyspace struct {
 // (Counters, Codes, ...); the types are embedded so that a caller of
 // several, the breaker's adapters in app, reaches each by its methods.
 type Redis struct {
-	*Counters
-	*Codes
-	*Velocity
-	*TrustMarks
-	*Blocks
-	*Conversions
-	*Deliveries
-	*AbuseCounters
-	*IdempotencyKeys
-	*Sessions
+	Counters        *Counters
+	Codes           *Codes
+	Velocity        *Velocity
+	TrustMarks      *TrustMarks
+	Blocks          *Blocks
+	Conversions     *Conversions
+	Deliveries      *Deliveries
+	AbuseCounters   *AbuseCounters
+	IdempotencyKeys *IdempotencyKeys
+	Sessions        *Sessions
 }
 
 // NewRedis returns a store over rdb whose keys all start with prefix

@@ -52,7 +52,7 @@ func tb(id string, capacity int64, rate float64, cost int64) limit.Take {
 
 func take1(t *testing.T, s *store.Redis, tk limit.Take) limit.Result {
 	t.Helper()
-	res, err := s.Take(context.Background(), []limit.Take{tk})
+	res, err := s.Counters.Take(context.Background(), []limit.Take{tk})
 	if err != nil {
 		t.Fatalf("Take(%v): %v", tk.Key, err)
 	}
@@ -102,7 +102,7 @@ func TestFixedWindowExactUnderConcurrency(t *testing.T) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				res, err := s.Take(context.Background(), []limit.Take{fw("burst", lim, time.Minute, 1)})
+				res, err := s.Counters.Take(context.Background(), []limit.Take{fw("burst", lim, time.Minute, 1)})
 				if err != nil {
 					t.Errorf("instance %d hit %d: %v", i, j, err)
 					return
@@ -265,7 +265,7 @@ func TestRefund(t *testing.T) {
 			w, k := fw("rf", 2, time.Minute, 1), tb("rf", 2, 0.01, 1)
 			take1(t, s, w)
 			take1(t, s, k)
-			if err := s.Refund(ctx, []limit.Take{w, k}); err != nil {
+			if err := s.Counters.Refund(ctx, []limit.Take{w, k}); err != nil {
 				t.Fatal(err)
 			}
 			if r := take1(t, s, fw("rf", 2, time.Minute, 0)); r.Remaining != 2 {
@@ -276,7 +276,7 @@ func TestRefund(t *testing.T) {
 			}
 			// Refunding what does not exist creates nothing.
 			gone := fw("never", 2, time.Minute, 1)
-			if err := s.Refund(ctx, []limit.Take{gone, tb("never", 2, 1, 1)}); err != nil {
+			if err := s.Counters.Refund(ctx, []limit.Take{gone, tb("never", 2, 1, 1)}); err != nil {
 				t.Fatal(err)
 			}
 			n, _ := b.rdb.Exists(ctx, b.prefix+"lim:t:{never}:fw", b.prefix+"lim:t:{never}:tb").Result()
@@ -301,7 +301,7 @@ func TestScriptFlushIsSurvived(t *testing.T) {
 	}
 	// The batch holds a fixed window too: it must count once, not twice,
 	// although the transaction is sent again for the script.
-	res, err := s.Take(ctx, []limit.Take{tb("f", 3, 1, 1), fw("f", 5, time.Minute, 1)})
+	res, err := s.Counters.Take(ctx, []limit.Take{tb("f", 3, 1, 1), fw("f", 5, time.Minute, 1)})
 	if err != nil {
 		t.Fatalf("Take after SCRIPT FLUSH: %v", err)
 	}
@@ -312,14 +312,14 @@ func TestScriptFlushIsSurvived(t *testing.T) {
 		t.Errorf("window after flush: remaining %d, want 4 (counted once)", res[1].Remaining)
 	}
 	c.ScriptFlush(ctx)
-	if err := s.Refund(ctx, []limit.Take{tb("f", 3, 1, 1)}); err != nil {
+	if err := s.Counters.Refund(ctx, []limit.Take{tb("f", 3, 1, 1)}); err != nil {
 		t.Fatalf("Refund after SCRIPT FLUSH: %v", err)
 	}
 	c.ScriptFlush(ctx)
-	if _, err := s.SaveCode(ctx, newCode("+14155550100", []byte("mac"))); err != nil {
+	if _, err := s.Codes.SaveCode(ctx, newCode("+14155550100", []byte("mac"))); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.GuessCode(ctx, "+14155550100", time.Now()); err != nil {
+	if _, err := s.Codes.GuessCode(ctx, "+14155550100", time.Now()); err != nil {
 		t.Fatalf("GuessCode after SCRIPT FLUSH: %v", err)
 	}
 }
@@ -331,14 +331,14 @@ func TestCodes(t *testing.T) {
 			s := store.NewRedis(b.rdb, b.prefix)
 			ctx := context.Background()
 			const phone = "+919800000000"
-			if _, err := s.GuessCode(ctx, phone, time.Now()); !errors.Is(err, guard.ErrNotFound) {
+			if _, err := s.Codes.GuessCode(ctx, phone, time.Now()); !errors.Is(err, guard.ErrNotFound) {
 				t.Fatalf("guess without code: %v, want ErrNotFound", err)
 			}
-			if _, err := s.SaveCode(ctx, newCode(phone, []byte{0, 1, 2, 255})); err != nil {
+			if _, err := s.Codes.SaveCode(ctx, newCode(phone, []byte{0, 1, 2, 255})); err != nil {
 				t.Fatal(err)
 			}
 			for i := 1; i <= 3; i++ {
-				g, err := s.GuessCode(ctx, phone, time.Now())
+				g, err := s.Codes.GuessCode(ctx, phone, time.Now())
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -347,19 +347,19 @@ func TestCodes(t *testing.T) {
 				}
 			}
 			// A new code resets the guess count.
-			if prev, err := s.SaveCode(ctx, newCode(phone, []byte("new"))); err != nil || prev != 3 {
+			if prev, err := s.Codes.SaveCode(ctx, newCode(phone, []byte("new"))); err != nil || prev != 3 {
 				t.Errorf("SaveCode over a code guessed 3 times: %d, %v; want 3", prev, err)
 			}
-			if g, _ := s.GuessCode(ctx, phone, time.Now()); g.Attempts != 1 {
+			if g, _ := s.Codes.GuessCode(ctx, phone, time.Now()); g.Attempts != 1 {
 				t.Errorf("after a new code: attempts %d, want 1", g.Attempts)
 			}
-			if c, _ := s.ConsumeCode(ctx, phone, []byte("old"), time.Now()); c == guard.ConsumedOK {
+			if c, _ := s.Codes.ConsumeCode(ctx, phone, []byte("old"), time.Now()); c == guard.ConsumedOK {
 				t.Errorf("consumed with a stale mac")
 			}
-			if c, _ := s.ConsumeCode(ctx, phone, []byte("new"), time.Now()); c != guard.ConsumedOK {
+			if c, _ := s.Codes.ConsumeCode(ctx, phone, []byte("new"), time.Now()); c != guard.ConsumedOK {
 				t.Errorf("consume with the live mac failed")
 			}
-			if c, _ := s.ConsumeCode(ctx, phone, []byte("new"), time.Now()); c == guard.ConsumedOK {
+			if c, _ := s.Codes.ConsumeCode(ctx, phone, []byte("new"), time.Now()); c == guard.ConsumedOK {
 				t.Errorf("consumed twice")
 			}
 		})
@@ -436,7 +436,7 @@ func TestPeekBatchIsOneRoundTrip(t *testing.T) {
 	b.rdb.AddHook(h)
 	take1(t, s, fw("seen", 5, time.Minute, 2))
 	h.Reset()
-	res, err := s.Take(ctx, []limit.Take{
+	res, err := s.Counters.Take(ctx, []limit.Take{
 		fw("fresh", 5, time.Minute, 0), tb("b", 5, 1, 1), fw("seen", 5, time.Minute, 0),
 		fw("hit", 5, time.Minute, 1), tb("b", 5, 1, 0),
 	})
@@ -486,19 +486,19 @@ func TestRedisErrorsMaskTheNumber(t *testing.T) {
 
 	unknown := sends
 	unknown.Algorithm = "leaky_bucket"
-	_, err := s.Take(ctx, []limit.Take{unknown})
+	_, err := s.Counters.Take(ctx, []limit.Take{unknown})
 	checkMasked(t, "unknown algorithm", err)
 
 	// The peek of a missing key comes first: its nil reply is what Exec
 	// reports, so the failure surfaces per key.
-	_, err = s.Take(ctx, []limit.Take{fw("fresh", 3, time.Minute, 0), sends})
+	_, err = s.Counters.Take(ctx, []limit.Take{fw("fresh", 3, time.Minute, 0), sends})
 	checkMasked(t, "take of a key of the wrong type", err)
 
 	// After SCRIPT FLUSH the refund is run again by EVAL, key by key.
 	if err := c.ScriptFlush(ctx).Err(); err != nil {
 		t.Fatal(err)
 	}
-	checkMasked(t, "refund of a key of the wrong type", s.Refund(ctx, []limit.Take{sends}))
+	checkMasked(t, "refund of a key of the wrong type", s.Counters.Refund(ctx, []limit.Take{sends}))
 }
 
 // TestClusterPeekCreatesNothing: on Redis Cluster, peeks travel in each
@@ -524,7 +524,7 @@ func TestClusterPeekCreatesNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	h.Reset()
-	res, err := st.Take(ctx, batch)
+	res, err := st.Counters.Take(ctx, batch)
 	if err != nil {
 		t.Fatalf("Take of a batch with peeks over 3 masters: %v", err)
 	}
@@ -536,7 +536,7 @@ func TestClusterPeekCreatesNothing(t *testing.T) {
 		if p, hit, after := res[3*i], res[3*i+1], res[3*i+2]; p.Count != 0 || p.Remaining != 3 || hit.Count != 1 || after.Count != 1 || after.Spent {
 			t.Errorf("%s: peek %+v, hit %+v, peek %+v; want counts 0, 1, 1", id, p, hit, after)
 		}
-		cur, prev, field := st.LimitHashesForTest(fresh(id))
+		cur, prev, field := st.Counters.LimitHashesForTest(fresh(id))
 		if n := rdb.HExists(ctx, cur, field).Val() || rdb.HExists(ctx, prev, field).Val(); n {
 			t.Errorf("%s: the peek created its limit", id)
 		}

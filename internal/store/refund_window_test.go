@@ -33,7 +33,7 @@ func TestRefundGivesBackInItsWindowOnly(t *testing.T) {
 			ctx := context.Background()
 			refund := func(takes ...limit.Take) {
 				t.Helper()
-				if err := s.Refund(ctx, takes); err != nil {
+				if err := s.Counters.Refund(ctx, takes); err != nil {
 					t.Fatalf("Refund: %v", err)
 				}
 			}
@@ -100,13 +100,13 @@ func TestRefundExactAcrossClients(t *testing.T) {
 		for j := range hits {
 			wg.Go(func() {
 				w := fw("many", 1000, time.Minute, 1)
-				res, err := s.Take(ctx, []limit.Take{w})
+				res, err := s.Counters.Take(ctx, []limit.Take{w})
 				if err != nil {
 					t.Errorf("Take: %v", err)
 					return
 				}
 				if j%2 == 0 {
-					if err := s.Refund(ctx, []limit.Take{refundOf(w, res[0])}); err != nil {
+					if err := s.Counters.Refund(ctx, []limit.Take{refundOf(w, res[0])}); err != nil {
 						t.Errorf("Refund: %v", err)
 					}
 				}
@@ -134,7 +134,7 @@ func TestClusterRefundOfANumberStaysInItsWindow(t *testing.T) {
 		n, _ := rdb.Get(ctx, prefix+"otp:{"+phone+"}:"+name).Int64()
 		return n
 	}
-	first, err := s.Take(ctx, takes)
+	first, err := s.Counters.Take(ctx, takes)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -142,17 +142,17 @@ func TestClusterRefundOfANumberStaysInItsWindow(t *testing.T) {
 	for n, _ := rdb.Exists(ctx, prefix+"otp:{"+phone+"}:cooldown").Result(); n != 0; n, _ = rdb.Exists(ctx, prefix+"otp:{"+phone+"}:cooldown").Result() {
 		time.Sleep(20 * time.Millisecond)
 	}
-	second, err := s.Take(ctx, takes)
+	second, err := s.Counters.Take(ctx, takes)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Refund(ctx, []limit.Take{refundOf(cooldown, first[0]), refundOf(sends, first[1])}); err != nil {
+	if err := s.Counters.Refund(ctx, []limit.Take{refundOf(cooldown, first[0]), refundOf(sends, first[1])}); err != nil {
 		t.Fatal(err)
 	}
 	if cd, n := get("cooldown"), get("sends"); cd != 1 || n != 1 {
 		t.Errorf("after the first send's refund: cooldown %d sends %d, want 1 1 (the new cooldown window's hit kept)", cd, n)
 	}
-	if err := s.Refund(ctx, []limit.Take{refundOf(cooldown, second[0]), refundOf(sends, second[1])}); err != nil {
+	if err := s.Counters.Refund(ctx, []limit.Take{refundOf(cooldown, second[0]), refundOf(sends, second[1])}); err != nil {
 		t.Fatal(err)
 	}
 	if cd, n := get("cooldown"), get("sends"); cd != 0 || n != 0 {

@@ -34,7 +34,7 @@ func checkTakeSend(t *testing.T, s *store.Redis, rt *redistest.RoundTrips, wantR
 		if rt != nil {
 			rt.Reset()
 		}
-		res, vr, err := s.TakeSend(ctx, takes, vol)
+		res, vr, err := s.Counters.TakeSend(ctx, takes, vol)
 		if err != nil {
 			t.Fatalf("send %d: %v", i, err)
 		}
@@ -91,7 +91,7 @@ func TestTakeSendOnCluster(t *testing.T) {
 	vol := sendVolume(time.Now(), 1)
 
 	rt.Reset()
-	res, vr, err := s.TakeSend(ctx, takes, vol)
+	res, vr, err := s.Counters.TakeSend(ctx, takes, vol)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -103,7 +103,7 @@ func TestTakeSendOnCluster(t *testing.T) {
 	}
 
 	rt.Reset()
-	res, vr, err = s.TakeSend(ctx, takes, vol)
+	res, vr, err = s.Counters.TakeSend(ctx, takes, vol)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -118,7 +118,7 @@ func TestTakeSendOnCluster(t *testing.T) {
 	}
 	// Nothing but the refused window was counted: the next send the number
 	// allows sees the second window and the velocity count where they were.
-	got, err := s.Take(ctx, []limit.Take{fw("b", 5, time.Minute, 1)})
+	got, err := s.Counters.Take(ctx, []limit.Take{fw("b", 5, time.Minute, 1)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -137,7 +137,7 @@ func TestTakeSendAfterScriptFlush(t *testing.T) {
 	if err := c.ScriptFlush(ctx).Err(); err != nil {
 		t.Fatal(err)
 	}
-	res, vr, err := s.TakeSend(ctx, []limit.Take{fw("a", 5, time.Minute, 1)}, sendVolume(time.Now(), 10))
+	res, vr, err := s.Counters.TakeSend(ctx, []limit.Take{fw("a", 5, time.Minute, 1)}, sendVolume(time.Now(), 10))
 	if err != nil {
 		t.Fatalf("TakeSend after SCRIPT FLUSH: %v", err)
 	}
@@ -170,7 +170,7 @@ func TestCountConversionsInOrder(t *testing.T) {
 			}
 			rt := &redistest.RoundTrips{}
 			b.rdb.AddHook(rt)
-			got, err := batched.CountConversions(ctx, time.Hour, 0, counts)
+			got, err := batched.Conversions.CountConversions(ctx, time.Hour, 0, counts)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -178,7 +178,7 @@ func TestCountConversionsInOrder(t *testing.T) {
 				t.Errorf("batch of %d events: %d round trips, want 1", len(counts), rt.N())
 			}
 			for i, c := range counts {
-				want, err := single.CountConversion(ctx, c.Kind, c.Now, time.Hour, 0, c.Subjects)
+				want, err := single.Conversions.CountConversion(ctx, c.Kind, c.Now, time.Hour, 0, c.Subjects)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -227,7 +227,7 @@ func TestCountConversionsManyCalls(t *testing.T) {
 		}
 		rt := &redistest.RoundTrips{}
 		rdb.AddHook(rt)
-		got, err := batched.CountConversions(ctx, time.Hour, 0, counts)
+		got, err := batched.Conversions.CountConversions(ctx, time.Hour, 0, counts)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -235,7 +235,7 @@ func TestCountConversionsManyCalls(t *testing.T) {
 			t.Errorf("batch of %d events: %d round trips, want 1", len(counts), rt.N())
 		}
 		for i, c := range counts {
-			want, err := single.CountConversion(ctx, c.Kind, c.Now, time.Hour, 0, c.Subjects)
+			want, err := single.Conversions.CountConversion(ctx, c.Kind, c.Now, time.Hour, 0, c.Subjects)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -26,7 +26,7 @@ func TestSyncModeIdleKeyIsOnlyRead(t *testing.T) {
 	keys := []string{tg.Prefix + "lim:idle:{w}:fw", tg.Prefix + "lim:idle:{b}:tb"}
 	sync := func(dw, db int64) []limit.SyncState {
 		t.Helper()
-		states, err := st.Sync(ctx, []limit.SyncItem{{Take: fw, Delta: dw}, {Take: tb, Delta: db}})
+		states, err := st.Counters.Sync(ctx, []limit.SyncItem{{Take: fw, Delta: dw}, {Take: tb, Delta: db}})
 		if err != nil {
 			t.Fatal(err)
 		}

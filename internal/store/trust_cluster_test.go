@@ -32,12 +32,12 @@ func TestClusterTrustedSend(t *testing.T) {
 	st, _, _, _ := clusterStore(t)
 	ctx := context.Background()
 	mark := limit.Key{Space: "otp:tr", ID: "NG", Name: "marked"}
-	if _, err := st.MarkTrusted(ctx, []guard.TrustMark{{Key: mark}}, time.Hour); err != nil {
+	if _, err := st.TrustMarks.MarkTrusted(ctx, []guard.TrustMark{{Key: mark}}, time.Hour); err != nil {
 		t.Fatal(err)
 	}
 	prefix := limit.Take{Key: limit.Key{Space: "otp:prefix", ID: "+234803", Name: "sends"}, Algorithm: limit.FixedWindow,
 		Limit: 1, Window: time.Minute, Cost: 1, Automatic: true}
-	if _, err := st.Take(ctx, []limit.Take{prefix}); err != nil { // the window is full
+	if _, err := st.Counters.Take(ctx, []limit.Take{prefix}); err != nil { // the window is full
 		t.Fatal(err)
 	}
 	cases := []struct {
@@ -50,7 +50,7 @@ func TestClusterTrustedSend(t *testing.T) {
 		{"unmarked", limit.Key{Space: "otp:tr", ID: "NG", Name: "other"}, false, false, false, false},
 	}
 	for _, tc := range cases {
-		res, vres, err := st.TakeSend(ctx, []limit.Take{prefix}, clusterVolume(tc.mark, false))
+		res, vres, err := st.Counters.TakeSend(ctx, []limit.Take{prefix}, clusterVolume(tc.mark, false))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -79,7 +79,7 @@ func TestClusterTrustedTierExact(t *testing.T) {
 	}
 	ctx := context.Background()
 	mark := limit.Key{Space: "otp:tr", ID: "NG", Name: "marked"}
-	if _, err := stores[0].MarkTrusted(ctx, []guard.TrustMark{{Key: mark}}, time.Hour); err != nil {
+	if _, err := stores[0].TrustMarks.MarkTrusted(ctx, []guard.TrustMark{{Key: mark}}, time.Hour); err != nil {
 		t.Fatal(err)
 	}
 	var allowed atomic.Int64
@@ -87,7 +87,7 @@ func TestClusterTrustedTierExact(t *testing.T) {
 	for i := range 40 {
 		wg.Go(func() {
 			v := clusterVolume(mark, i%2 == 0) // half known trusted, half by their mark
-			_, vres, err := stores[i%2].TakeSend(ctx, nil, v)
+			_, vres, err := stores[i%2].Counters.TakeSend(ctx, nil, v)
 			if err != nil {
 				t.Error(err)
 				return

@@ -34,13 +34,13 @@ func TestTrustedTier(t *testing.T) {
 			}
 			take := func(v guard.VolumeTake) guard.VolumeResult {
 				t.Helper()
-				r, err := s.TakeVolume(ctx, v)
+				r, err := s.Velocity.TakeVolume(ctx, v)
 				if err != nil {
 					t.Fatal(err)
 				}
 				return r
 			}
-			if _, err := s.MarkTrusted(ctx, []guard.TrustMark{{Key: mark}}, time.Hour); err != nil {
+			if _, err := s.TrustMarks.MarkTrusted(ctx, []guard.TrustMark{{Key: mark}}, time.Hour); err != nil {
 				t.Fatal(err)
 			}
 			steps := []struct {
@@ -67,7 +67,7 @@ func TestTrustedTier(t *testing.T) {
 			// A marked number's verify credits the trusted tier; an
 			// unmarked one's does not (it only sets the mark).
 			for _, k := range []limit.Key{mark, other} {
-				if _, err := s.MarkTrusted(ctx, []guard.TrustMark{{Key: k, Tier: tier, Hour: h - 1, Credit: true, TTL: 26 * time.Hour}}, time.Hour); err != nil {
+				if _, err := s.TrustMarks.MarkTrusted(ctx, []guard.TrustMark{{Key: k, Tier: tier, Hour: h - 1, Credit: true, TTL: 26 * time.Hour}}, time.Hour); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -75,7 +75,7 @@ func TestTrustedTier(t *testing.T) {
 				t.Errorf("trusted tier credit: %d verifies, want 1", v)
 			}
 			for _, k := range []limit.Key{mark, other} {
-				if ok, err := s.Trusted(ctx, k); err != nil || !ok {
+				if ok, err := s.TrustMarks.Trusted(ctx, k); err != nil || !ok {
 					t.Errorf("Trusted(%s) = %v, %v, want true", k.Name, ok, err)
 				}
 				ttl := b.rdb.PTTL(ctx, b.prefix+"otp:tr:{GB}:"+k.Name).Val()
@@ -83,7 +83,7 @@ func TestTrustedTier(t *testing.T) {
 					t.Errorf("mark %s: TTL %s, want about 1h", k.Name, ttl)
 				}
 			}
-			if ok, _ := s.Trusted(ctx, limit.Key{Space: "otp:tr", ID: "GB", Name: "m3"}); ok {
+			if ok, _ := s.TrustMarks.Trusted(ctx, limit.Key{Space: "otp:tr", ID: "GB", Name: "m3"}); ok {
 				t.Error("an unset mark reads trusted")
 			}
 		})

@@ -40,7 +40,7 @@ func TestUnverifiedBudget(t *testing.T) {
 			h := time.Now().Unix() / 3600
 			take := func(v guard.VolumeTake) guard.VolumeResult {
 				t.Helper()
-				r, err := s.TakeVolume(ctx, v)
+				r, err := s.Velocity.TakeVolume(ctx, v)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -58,7 +58,7 @@ func TestUnverifiedBudget(t *testing.T) {
 			verify := func(h int64, n int) {
 				t.Helper()
 				for range n {
-					if err := s.CountVerified(ctx, limit.Key{Space: "otp:vel", ID: "KZ", Name: "h"}, h, 26*time.Hour); err != nil {
+					if err := s.Velocity.CountVerified(ctx, limit.Key{Space: "otp:vel", ID: "KZ", Name: "h"}, h, 26*time.Hour); err != nil {
 						t.Fatal(err)
 					}
 				}
@@ -81,7 +81,7 @@ func TestUnverifiedBudget(t *testing.T) {
 				t.Fatalf("trusted tier: %d more sent, last %+v; want its floor 100 in all", n, r)
 			}
 			for range 60 {
-				if err := s.CountVerified(ctx, tv.TrustedKey, h, 26*time.Hour); err != nil {
+				if err := s.Velocity.CountVerified(ctx, tv.TrustedKey, h, 26*time.Hour); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -102,7 +102,7 @@ func TestUnverifiedBudget(t *testing.T) {
 			}
 			// A quarantine cuts the budget to a tenth (at least 1).
 			q := unverifiedVolume(h+1, 5)
-			if err := s.Quarantine(ctx, q.Quarantine, q.Now.Add(time.Hour), time.Hour); err != nil {
+			if err := s.Velocity.Quarantine(ctx, q.Quarantine, q.Now.Add(time.Hour), time.Hour); err != nil {
 				t.Fatal(err)
 			}
 			if n, r = sendAll(q); n != 1 || r.Unverified != 1 || !r.Quarantined {
@@ -149,7 +149,7 @@ func TestUnverifiedBudgetExact(t *testing.T) {
 			for i := range 60 {
 				wg.Go(func() {
 					v := unverifiedVolume(h, 20)
-					_, vres, err := stores[i%2].TakeSend(context.Background(), nil, &v)
+					_, vres, err := stores[i%2].Counters.TakeSend(context.Background(), nil, &v)
 					if err != nil {
 						t.Error(err)
 						return
@@ -192,7 +192,7 @@ func TestSolvedCapBackedByVerifies(t *testing.T) {
 				if budget {
 					v.Unverified = guard.UnverifiedTake{Floor: 20, Share: 0.1, NormalDefault: 800, NormalMin: 200}
 				}
-				r, err := s.TakeVolume(ctx, v)
+				r, err := s.Velocity.TakeVolume(ctx, v)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -208,7 +208,7 @@ func TestSolvedCapBackedByVerifies(t *testing.T) {
 				t.Fatalf("no verifies: %d solved sends, want the cap 5", got)
 			}
 			for range 4 {
-				if err := s.CountVerified(ctx, solvedKey, h, 2*time.Hour); err != nil {
+				if err := s.Velocity.CountVerified(ctx, solvedKey, h, 2*time.Hour); err != nil {
 					t.Fatal(err)
 				}
 			}

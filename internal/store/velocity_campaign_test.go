@@ -33,7 +33,7 @@ func runVelocityHour(t *testing.T, insts []*store.Redis, p velocityPopulation, h
 	for i := range p.tries {
 		tk := guard.VolumeTake{Key: key, Quarantine: qkey, Now: time.Unix(h*3600+int64(i%3600), 0), Hour: h,
 			Lookback: 168, Floor: 50, QFloor: 5, Factor: 3, HistoryMinSends: 200}
-		r, err := insts[i%len(insts)].TakeVolume(ctx, tk)
+		r, err := insts[i%len(insts)].Velocity.TakeVolume(ctx, tk)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -45,7 +45,7 @@ func runVelocityHour(t *testing.T, insts []*store.Redis, p velocityPopulation, h
 	}
 	// Verified codes, exact: the share of the sends, rounded down.
 	for i := range int64(float64(sent)*p.verify + 1e-9) {
-		if err := insts[int(i)%len(insts)].CountVerified(ctx, key, h, 170*time.Hour); err != nil {
+		if err := insts[int(i)%len(insts)].Velocity.CountVerified(ctx, key, h, 170*time.Hour); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -28,7 +28,7 @@ func TestVelocityBaseline(t *testing.T) {
 			h0 := time.Now().Unix() / 3600
 			take := func(h int64) guard.VolumeResult {
 				t.Helper()
-				r, err := s.TakeVolume(ctx, guard.VolumeTake{Key: key, Quarantine: qkey, Now: time.Unix(h*3600+60, 0),
+				r, err := s.Velocity.TakeVolume(ctx, guard.VolumeTake{Key: key, Quarantine: qkey, Now: time.Unix(h*3600+60, 0),
 					Hour: h, Lookback: 24, Floor: 10, QFloor: 1, Factor: 3, HistoryMinSends: 20})
 				if err != nil {
 					t.Fatal(err)
@@ -40,7 +40,7 @@ func TestVelocityBaseline(t *testing.T) {
 					sent++
 				}
 				for range verified {
-					if err := s.CountVerified(ctx, key, h, 26*time.Hour); err != nil {
+					if err := s.Velocity.CountVerified(ctx, key, h, 26*time.Hour); err != nil {
 						t.Fatal(err)
 					}
 				}
@@ -52,7 +52,7 @@ func TestVelocityBaseline(t *testing.T) {
 			}
 			normal := func(h int64) (float64, bool) {
 				t.Helper()
-				n, known, err := s.NormalConversion(ctx, key, h)
+				n, known, err := s.Velocity.NormalConversion(ctx, key, h)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -78,7 +78,7 @@ func TestVelocityBaseline(t *testing.T) {
 			if !r.Allowed || r.Baseline != 12 || r.Limit != 36 {
 				t.Fatalf("hour 3: %+v, want allowed, baseline 12, limit 36", r)
 			}
-			if err := s.RefundVolume(ctx, key, time.Unix((h0+3)*3600+60, 0)); err != nil {
+			if err := s.Velocity.RefundVolume(ctx, key, time.Unix((h0+3)*3600+60, 0)); err != nil {
 				t.Fatal(err)
 			}
 			// A day later the history is past the lookback: the floor again.
@@ -86,7 +86,7 @@ func TestVelocityBaseline(t *testing.T) {
 				t.Fatalf("after the lookback: %+v, want limit 10, baseline 0", r)
 			}
 			// Quarantined until hour 31: floor 1.
-			if err := s.Quarantine(ctx, qkey, time.Unix((h0+31)*3600, 0), time.Hour); err != nil {
+			if err := s.Velocity.Quarantine(ctx, qkey, time.Unix((h0+31)*3600, 0), time.Hour); err != nil {
 				t.Fatal(err)
 			}
 			if r := take(h0 + 30); r.Allowed || !r.Quarantined || r.Limit != 1 {
@@ -110,7 +110,7 @@ func TestVelocityExactUnderConcurrency(t *testing.T) {
 	var wg sync.WaitGroup
 	for range 40 {
 		wg.Go(func() {
-			r, err := s.TakeVolume(context.Background(), guard.VolumeTake{Key: key,
+			r, err := s.Velocity.TakeVolume(context.Background(), guard.VolumeTake{Key: key,
 				Quarantine: limit.Key{Space: "otp:vel", ID: "NG", Name: "quarantine"}, Now: time.Now(),
 				Hour: h, Lookback: 168, Floor: 25, QFloor: 2, Factor: 3, HistoryMinSends: 200})
 			if err != nil {
@@ -139,7 +139,7 @@ func TestVelocityMinuteShare(t *testing.T) {
 	h0 := time.Now().Unix() / 3600
 	take := func(h int64, minute int) guard.VolumeResult {
 		t.Helper()
-		r, err := s.TakeVolume(ctx, guard.VolumeTake{Key: key, Quarantine: limit.Key{Space: "otp:vel", ID: "FR", Name: "quarantine"},
+		r, err := s.Velocity.TakeVolume(ctx, guard.VolumeTake{Key: key, Quarantine: limit.Key{Space: "otp:vel", ID: "FR", Name: "quarantine"},
 			Now: time.Unix(h*3600+int64(minute)*60, 0), Hour: h, Lookback: 24, Floor: 10, QFloor: 1, Factor: 3, HistoryMinSends: 200, MinuteShare: 0.1})
 		if err != nil {
 			t.Fatal(err)
@@ -156,7 +156,7 @@ func TestVelocityMinuteShare(t *testing.T) {
 		t.Fatalf("hour 0 minute 0: %d, want the floor 10", got)
 	}
 	for range 10 {
-		if err := s.CountVerified(ctx, key, h0, 26*time.Hour); err != nil {
+		if err := s.Velocity.CountVerified(ctx, key, h0, 26*time.Hour); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -169,7 +169,7 @@ func TestVelocityMinuteShare(t *testing.T) {
 	if r := take(h0+1, 3); r.Count != 30 || r.Limit != 30 {
 		t.Fatalf("hour 1 full: %+v, want count 30, limit 30", r)
 	}
-	if err := s.RefundVolume(ctx, key, time.Unix((h0+1)*3600+2*60, 0)); err != nil {
+	if err := s.Velocity.RefundVolume(ctx, key, time.Unix((h0+1)*3600+2*60, 0)); err != nil {
 		t.Fatal(err)
 	}
 	if got := fill(h0+1, 3); got != 1 {

@@ -25,7 +25,7 @@ func newCode(phone string, mac []byte) guard.NewCode {
 
 func verificationStatus(t *testing.T, s *store.Redis, id string) guard.VerificationStatus {
 	t.Helper()
-	v, err := s.Verification(context.Background(), id)
+	v, err := s.Codes.Verification(context.Background(), id)
 	if err != nil {
 		t.Fatalf("Verification(%s): %v", id, err)
 	}
@@ -55,15 +55,15 @@ func TestVerificationLifecycle(t *testing.T) {
 			const phone = "+919800000001"
 			now := time.Now()
 
-			if _, err := s.Verification(ctx, "VE00000000000000000000000000000000"); !errors.Is(err, guard.ErrNotFound) {
+			if _, err := s.Codes.Verification(ctx, "VE00000000000000000000000000000000"); !errors.Is(err, guard.ErrNotFound) {
 				t.Errorf("unknown id: %v, want ErrNotFound", err)
 			}
 			// pending -> approved
 			a := newCode(phone, []byte("mac-a"))
-			if _, err := s.SaveCode(ctx, a); err != nil {
+			if _, err := s.Codes.SaveCode(ctx, a); err != nil {
 				t.Fatal(err)
 			}
-			v, err := s.Verification(ctx, a.VerificationID)
+			v, err := s.Codes.Verification(ctx, a.VerificationID)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -71,20 +71,20 @@ func TestVerificationLifecycle(t *testing.T) {
 				v.ExpiresAt.Sub(v.CreatedAt) != time.Minute || v.CreatedAt.UnixMilli() != a.Now.UnixMilli() {
 				t.Errorf("new verification: %+v", v)
 			}
-			g, err := s.GuessCode(ctx, phone, now)
+			g, err := s.Codes.GuessCode(ctx, phone, now)
 			if err != nil || g.VerificationID != a.VerificationID {
 				t.Fatalf("guess: %+v, %v; want the verification's id", g, err)
 			}
-			if v, _ := s.Verification(ctx, a.VerificationID); v.Attempts != 1 {
+			if v, _ := s.Codes.Verification(ctx, a.VerificationID); v.Attempts != 1 {
 				t.Errorf("attempts after a guess: %d, want 1", v.Attempts)
 			}
-			if c, err := s.ConsumeCode(ctx, phone, []byte("mac-a"), now); err != nil || c != guard.ConsumedOK {
+			if c, err := s.Codes.ConsumeCode(ctx, phone, []byte("mac-a"), now); err != nil || c != guard.ConsumedOK {
 				t.Fatalf("consume: %v, %v", c, err)
 			}
 			if st := verificationStatus(t, s, a.VerificationID); st != guard.StatusApproved {
 				t.Errorf("after a right guess: %s, want approved", st)
 			}
-			if _, ok, err := s.CancelVerification(ctx, a.VerificationID, now); err != nil || ok {
+			if _, ok, err := s.Codes.CancelVerification(ctx, a.VerificationID, now); err != nil || ok {
 				t.Errorf("cancel of an approved verification: canceled %v, %v; want refused", ok, err)
 			}
 			if st := verificationStatus(t, s, a.VerificationID); st != guard.StatusApproved {
@@ -93,73 +93,73 @@ func TestVerificationLifecycle(t *testing.T) {
 
 			// pending -> canceled by a new send (superseded); the new one pending
 			b, c := newCode(phone, []byte("mac-b")), newCode(phone, []byte("mac-c"))
-			if _, err := s.SaveCode(ctx, b); err != nil {
+			if _, err := s.Codes.SaveCode(ctx, b); err != nil {
 				t.Error(err)
 			}
-			if _, err := s.SaveCode(ctx, c); err != nil {
+			if _, err := s.Codes.SaveCode(ctx, c); err != nil {
 				t.Fatal(err)
 			}
 			if st := verificationStatus(t, s, b.VerificationID); st != guard.StatusCanceled {
 				t.Errorf("superseded: %s, want canceled", st)
 			}
-			if cons, _ := s.ConsumeCode(ctx, phone, []byte("mac-b"), now); cons == guard.ConsumedOK {
+			if cons, _ := s.Codes.ConsumeCode(ctx, phone, []byte("mac-b"), now); cons == guard.ConsumedOK {
 				t.Errorf("the superseded code was consumed")
 			}
 			// pending -> canceled: the code dies with it
-			v, ok, err := s.CancelVerification(ctx, c.VerificationID, now)
+			v, ok, err := s.Codes.CancelVerification(ctx, c.VerificationID, now)
 			if err != nil || !ok || v.Status != guard.StatusCanceled {
 				t.Fatalf("cancel: %+v, %v, %v", v, ok, err)
 			}
-			if _, err := s.GuessCode(ctx, phone, now); !errors.Is(err, guard.ErrNotFound) {
+			if _, err := s.Codes.GuessCode(ctx, phone, now); !errors.Is(err, guard.ErrNotFound) {
 				t.Errorf("guess after cancel: %v, want no code", err)
 			}
-			if v, ok, _ := s.CancelVerification(ctx, c.VerificationID, now); ok || v.Status != guard.StatusCanceled {
+			if v, ok, _ := s.Codes.CancelVerification(ctx, c.VerificationID, now); ok || v.Status != guard.StatusCanceled {
 				t.Errorf("second cancel: %+v, %v; want refused, canceled", v, ok)
 			}
 
 			// pending -> max_attempts_reached (the caller locks at the last wrong guess)
 			d := newCode(phone, []byte("mac-d"))
-			if _, err := s.SaveCode(ctx, d); err != nil {
+			if _, err := s.Codes.SaveCode(ctx, d); err != nil {
 				t.Error(err)
 			}
 			for range 3 {
-				if _, err := s.GuessCode(ctx, phone, now); err != nil {
+				if _, err := s.Codes.GuessCode(ctx, phone, now); err != nil {
 					t.Error(err)
 				}
 			}
-			if err := s.LockCode(ctx, phone, d.VerificationID, now); err != nil {
+			if err := s.Codes.LockCode(ctx, phone, d.VerificationID, now); err != nil {
 				t.Fatal(err)
 			}
-			v, _ = s.Verification(ctx, d.VerificationID)
+			v, _ = s.Codes.Verification(ctx, d.VerificationID)
 			if v.Status != guard.StatusMaxAttempts || v.Attempts != 3 {
 				t.Errorf("locked: %+v, want max_attempts_reached after 3", v)
 			}
-			if cons, _ := s.ConsumeCode(ctx, phone, []byte("mac-d"), now); cons != guard.ConsumedLocked {
+			if cons, _ := s.Codes.ConsumeCode(ctx, phone, []byte("mac-d"), now); cons != guard.ConsumedLocked {
 				t.Errorf("consume of a locked code: %v, want locked", cons)
 			}
 			// pending -> expired: the code is gone, the record stays.
 			f := newCode("+919800000002", []byte("mac-f"))
-			if _, err := s.SaveCode(ctx, f); err != nil {
+			if _, err := s.Codes.SaveCode(ctx, f); err != nil {
 				t.Error(err)
 			}
-			if err := s.DeleteCodeKeyForTest(ctx, f.Phone); err != nil {
+			if err := s.Codes.DeleteCodeKeyForTest(ctx, f.Phone); err != nil {
 				t.Fatal(err)
 			}
 			if st := verificationStatus(t, s, f.VerificationID); st != guard.StatusExpired {
 				t.Errorf("code gone: %s, want expired", st)
 			}
-			if v, ok, _ := s.CancelVerification(ctx, f.VerificationID, now); ok || v.Status != guard.StatusExpired {
+			if v, ok, _ := s.Codes.CancelVerification(ctx, f.VerificationID, now); ok || v.Status != guard.StatusExpired {
 				t.Errorf("cancel of an expired verification: %+v, %v; want refused, expired", v, ok)
 			}
 			// An SMS that never left takes its verification with it.
 			h := newCode("+919800000003", []byte("mac-h"))
-			if _, err := s.SaveCode(ctx, h); err != nil {
+			if _, err := s.Codes.SaveCode(ctx, h); err != nil {
 				t.Error(err)
 			}
-			if err := s.DeleteCode(ctx, h.Phone); err != nil {
+			if err := s.Codes.DeleteCode(ctx, h.Phone); err != nil {
 				t.Error(err)
 			}
-			if _, err := s.Verification(ctx, h.VerificationID); !errors.Is(err, guard.ErrNotFound) {
+			if _, err := s.Codes.Verification(ctx, h.VerificationID); !errors.Is(err, guard.ErrNotFound) {
 				t.Errorf("verification of an undelivered code: %v, want ErrNotFound", err)
 			}
 		})
@@ -176,14 +176,14 @@ func TestVerificationRaces(t *testing.T) {
 			const phone = "+919800000004"
 			now := time.Now()
 			c := newCode(phone, []byte("mac"))
-			if _, err := s.SaveCode(ctx, c); err != nil {
+			if _, err := s.Codes.SaveCode(ctx, c); err != nil {
 				t.Error(err)
 			}
 			var wins atomic.Int64
 			var wg sync.WaitGroup
 			for range 20 {
 				wg.Go(func() {
-					if cons, err := s.ConsumeCode(ctx, phone, []byte("mac"), now); err == nil && cons == guard.ConsumedOK {
+					if cons, err := s.Codes.ConsumeCode(ctx, phone, []byte("mac"), now); err == nil && cons == guard.ConsumedOK {
 						wins.Add(1)
 					}
 				})
@@ -194,17 +194,17 @@ func TestVerificationRaces(t *testing.T) {
 			}
 			for i := range 20 {
 				c := newCode(phone, []byte("mac"))
-				if _, err := s.SaveCode(ctx, c); err != nil {
+				if _, err := s.Codes.SaveCode(ctx, c); err != nil {
 					t.Error(err)
 				}
 				var approved, canceled bool
 				var wg sync.WaitGroup
 				wg.Go(func() {
-					cons, err := s.ConsumeCode(ctx, phone, []byte("mac"), now)
+					cons, err := s.Codes.ConsumeCode(ctx, phone, []byte("mac"), now)
 					approved = err == nil && cons == guard.ConsumedOK
 				})
 				wg.Go(func() {
-					_, ok, err := s.CancelVerification(ctx, c.VerificationID, now)
+					_, ok, err := s.Codes.CancelVerification(ctx, c.VerificationID, now)
 					canceled = err == nil && ok
 				})
 				wg.Wait()
@@ -215,7 +215,7 @@ func TestVerificationRaces(t *testing.T) {
 				case approved && st != guard.StatusApproved, canceled && st != guard.StatusCanceled:
 					t.Fatalf("round %d: approved %v canceled %v, status %s", i, approved, canceled, st)
 				}
-				if cons, _ := s.ConsumeCode(ctx, phone, []byte("mac"), now); cons == guard.ConsumedOK {
+				if cons, _ := s.Codes.ConsumeCode(ctx, phone, []byte("mac"), now); cons == guard.ConsumedOK {
 					t.Fatalf("round %d: the code lived on", i)
 				}
 			}
@@ -235,7 +235,7 @@ func TestIdempotencyClaim(t *testing.T) {
 			var wg sync.WaitGroup
 			for i := range 30 {
 				wg.Go(func() {
-					st, _, err := s.ClaimIdempotencyKey(ctx, "k1", "body", fmt.Sprint("t", i), time.Minute)
+					st, _, err := s.IdempotencyKeys.ClaimIdempotencyKey(ctx, "k1", "body", fmt.Sprint("t", i), time.Minute)
 					switch {
 					case err != nil:
 						t.Error(err)
@@ -250,13 +250,13 @@ func TestIdempotencyClaim(t *testing.T) {
 			if claimed.Load() != 1 || pending.Load() != 29 {
 				t.Fatalf("30 claims: %d claimed, %d pending; want 1 and 29", claimed.Load(), pending.Load())
 			}
-			if st, _, _ := s.ClaimIdempotencyKey(ctx, "k1", "other", "x", time.Minute); st != store.IdempotencyReused {
+			if st, _, _ := s.IdempotencyKeys.ClaimIdempotencyKey(ctx, "k1", "other", "x", time.Minute); st != store.IdempotencyReused {
 				t.Errorf("another body: %s, want reused", st)
 			}
 			// Only the claim's owner finishes it: find it by trying them all.
 			stored := 0
 			for i := range 30 {
-				if ok, err := s.FinishIdempotencyKey(ctx, "k1", fmt.Sprint("t", i), []byte("answer"), time.Hour); err != nil {
+				if ok, err := s.IdempotencyKeys.FinishIdempotencyKey(ctx, "k1", fmt.Sprint("t", i), []byte("answer"), time.Hour); err != nil {
 					t.Fatal(err)
 				} else if ok {
 					stored++
@@ -265,22 +265,22 @@ func TestIdempotencyClaim(t *testing.T) {
 			if stored != 1 {
 				t.Fatalf("answers stored: %d, want 1", stored)
 			}
-			if st, a, _ := s.ClaimIdempotencyKey(ctx, "k1", "body", "y", time.Minute); st != store.IdempotencyDone || string(a) != "answer" {
+			if st, a, _ := s.IdempotencyKeys.ClaimIdempotencyKey(ctx, "k1", "body", "y", time.Minute); st != store.IdempotencyDone || string(a) != "answer" {
 				t.Errorf("after the answer: %s %q, want done \"answer\"", st, a)
 			}
-			if _, _, err := s.ClaimIdempotencyKey(ctx, "k2", "body", "a", time.Minute); err != nil {
+			if _, _, err := s.IdempotencyKeys.ClaimIdempotencyKey(ctx, "k2", "body", "a", time.Minute); err != nil {
 				t.Error(err)
 			}
-			if err := s.ReleaseIdempotencyKey(ctx, "k2", "not-a"); err != nil {
+			if err := s.IdempotencyKeys.ReleaseIdempotencyKey(ctx, "k2", "not-a"); err != nil {
 				t.Fatal(err)
 			}
-			if st, _, _ := s.ClaimIdempotencyKey(ctx, "k2", "body", "b", time.Minute); st != store.IdempotencyPending {
+			if st, _, _ := s.IdempotencyKeys.ClaimIdempotencyKey(ctx, "k2", "body", "b", time.Minute); st != store.IdempotencyPending {
 				t.Errorf("released by another token: %s, want still pending", st)
 			}
-			if err := s.ReleaseIdempotencyKey(ctx, "k2", "a"); err != nil {
+			if err := s.IdempotencyKeys.ReleaseIdempotencyKey(ctx, "k2", "a"); err != nil {
 				t.Error(err)
 			}
-			if st, _, _ := s.ClaimIdempotencyKey(ctx, "k2", "body", "b", time.Minute); st != store.IdempotencyClaimed {
+			if st, _, _ := s.IdempotencyKeys.ClaimIdempotencyKey(ctx, "k2", "body", "b", time.Minute); st != store.IdempotencyClaimed {
 				t.Errorf("after release: %s, want claimed", st)
 			}
 		})
@@ -314,7 +314,7 @@ func TestSaveCodeCoalesced(t *testing.T) {
 		if ttl, err := rdb.PTTL(ctx, idKey).Result(); err != nil || ttl <= code.Retention-time.Minute || ttl > code.Retention {
 			t.Errorf("PTTL %s = %v, %v; want the retention %v", idKey, ttl, err, code.Retention)
 		}
-		if v, err := s.Verification(ctx, code.VerificationID); err != nil || v.Phone != code.Phone || v.Status != guard.StatusPending {
+		if v, err := s.Codes.Verification(ctx, code.VerificationID); err != nil || v.Phone != code.Phone || v.Status != guard.StatusPending {
 			t.Errorf("Verification(%s) = %+v, %v; want %s's, pending", code.VerificationID, v, err, code.Phone)
 		}
 	}
@@ -329,7 +329,7 @@ func TestSaveCodeCoalesced(t *testing.T) {
 	srv.Pause(300 * time.Millisecond) // the first save waits on the wire; the rest queue behind it
 	var wg sync.WaitGroup
 	for i := range senders {
-		wg.Go(func() { _, errs[i] = s.SaveCode(ctx, codes[i]) })
+		wg.Go(func() { _, errs[i] = s.Codes.SaveCode(ctx, codes[i]) })
 	}
 	wg.Wait()
 	pipelines, cmds := c.Stats()
@@ -348,7 +348,7 @@ func TestSaveCodeCoalesced(t *testing.T) {
 		t.Fatal(err)
 	}
 	code := newCode("+919800020099", []byte("mac"))
-	if _, err := s.SaveCode(ctx, code); err != nil {
+	if _, err := s.Codes.SaveCode(ctx, code); err != nil {
 		t.Fatalf("save after SCRIPT FLUSH: %v", err)
 	}
 	saved(code)
