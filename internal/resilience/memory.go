@@ -1,12 +1,13 @@
 package resilience
 
 import (
-	"github.com/otpguard/otpguard/internal/guard"
 	"math"
 	"sync"
 	"time"
 
 	"github.com/hashicorp/golang-lru/v2/simplelru"
+
+	"github.com/otpguard/otpguard/internal/guard"
 )
 
 // DefaultMemoryKeys bounds the in-memory fallback limiter: at most this many
@@ -14,6 +15,45 @@ import (
 // used evicted first, so a flood of distinct keys during an outage costs
 // memory once and no more.
 const DefaultMemoryKeys = 100_000
+
+// memory decides takes on this instance while the store cannot answer:
+// each under the limit its policy's mode gives it here (localLimit), in
+// the in-memory limiter.
+type memory struct {
+	limits    *memoryLimits
+	instances func() int
+}
+
+// Instances is the live instance count the split limit divides by.
+func (m *memory) Instances() int { return max(1, m.instances()) }
+
+// take decides t from memory.
+func (m *memory) take(t guard.Take, now time.Time) guard.Result {
+	limit, rate := m.localLimit(t)
+	return m.limits.take(t, limit, rate, now)
+}
+
+// refund gives back what take spent for t.
+func (m *memory) refund(t guard.Take, now time.Time) {
+	limit, rate := m.localLimit(t)
+	m.limits.refund(t, limit, rate, now)
+}
+
+// localLimit is what t may spend on this instance: LocalLimit (local) or
+// the split limit (open), with a bucket's refill scaled alike, so that an
+// empty bucket takes as long to refill as the shared one.
+func (m *memory) localLimit(t guard.Take) (limit int64, rate float64) {
+	switch mode(t) {
+	case guard.FallbackLocal:
+		limit = max(1, t.LocalLimit)
+	default:
+		limit = max(1, t.Limit/int64(m.Instances()))
+	}
+	if t.Algorithm == guard.TokenBucket && t.Limit > 0 {
+		rate = t.Rate * float64(limit) / float64(t.Limit)
+	}
+	return limit, rate
+}
 
 // memoryLimits is the in-memory limiter the Fallback decides with while the
 // shared store cannot answer: per key a fixed window or a token bucket, the
