@@ -224,15 +224,15 @@ func (s *Server) routes(apiKeys, opsKeys httpx.Keyring) {
 	// Ops: an ops key (bearer) or an ops session; an API key is 403. The
 	// page and its forms send the signed-out to /ops/login; the JSON API
 	// answers them 401. The handlers are the ops desk's (internal/opsweb).
-	desk := s.desk
-	ops, page := desk.RequireOps(false), desk.RequireOps(true)
-	e.GET("/ops/login", desk.LoginForm)
-	e.POST("/ops/login", desk.Login)
-	e.POST("/ops/logout", desk.Logout, page)
-	e.GET("/ops", desk.Page, page)
-	e.POST("/ops/actions/unblock", desk.FormUnblock, page, httpx.Audited)
-	e.POST("/ops/actions/deny", desk.FormDeny, page, httpx.Audited)
-	e.POST("/ops/actions/undeny", desk.FormUndeny, page, httpx.Audited)
+	signIn, desk, pages := s.desk.SignIn, s.desk.API, s.desk.Pages
+	ops, page := signIn.RequireOps(false), signIn.RequireOps(true)
+	e.GET("/ops/login", signIn.LoginForm)
+	e.POST("/ops/login", signIn.Login)
+	e.POST("/ops/logout", signIn.Logout, page)
+	e.GET("/ops", pages.Page, page)
+	e.POST("/ops/actions/unblock", pages.FormUnblock, page, httpx.Audited)
+	e.POST("/ops/actions/deny", pages.FormDeny, page, httpx.Audited)
+	e.POST("/ops/actions/undeny", pages.FormUndeny, page, httpx.Audited)
 	// The JSON API shows full numbers and audit rows: no cache keeps them.
 	e.GET("/ops/blocked", desk.ListBlocked, noStore, ops)
 	e.DELETE("/ops/blocked/:phone", desk.Unblock, noStore, ops, httpx.Audited)
@@ -244,15 +244,15 @@ func (s *Server) routes(apiKeys, opsKeys httpx.Keyring) {
 	e.GET("/ops/overrides", desk.ListOverrides, noStore, ops)
 	e.POST("/ops/overrides", desk.AddOverride, noStore, ops, s.idempotent, httpx.Audited)
 	e.DELETE("/ops/overrides/:id", desk.RemoveOverride, noStore, ops, httpx.Audited)
-	e.POST("/ops/actions/override", desk.FormOverride, page, httpx.Audited)
-	e.POST("/ops/actions/unoverride", desk.FormRemoveOverride, page, httpx.Audited)
+	e.POST("/ops/actions/override", pages.FormOverride, page, httpx.Audited)
+	e.POST("/ops/actions/unoverride", pages.FormRemoveOverride, page, httpx.Audited)
 	e.GET("/ops/abuse", desk.Abuse, noStore, ops)
 	// Trusted numbers an app verified before otpguard: a large body.
 	e.POST(importPath, desk.ImportTrusted, noStore, ops,
 		middleware.BodyLimit(strconv.Itoa(ImportBodyLimit/1024)+"KiB"), s.idempotent, httpx.Audited)
 	// Works without the ops desk (it reads no SQL): ops key only, through
 	// the sign-in limiter like every route that takes one.
-	e.GET("/ops/status", s.opsStatus, noStore, desk.RequireOpsKey)
+	e.GET("/ops/status", s.opsStatus, noStore, signIn.RequireOpsKey)
 }
 
 // chained is h behind mw (the first outermost), as echo would chain them

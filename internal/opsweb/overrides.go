@@ -52,7 +52,7 @@ func toOverrideItem(o guard.Override, p guard.OTPPolicy, now time.Time) override
 
 // ListOverrides: GET /ops/overrides. The overrides in force, oldest first,
 // with the time each has left.
-func (s *Handlers) ListOverrides(c echo.Context) error {
+func (s *API) ListOverrides(c echo.Context) error {
 	list, err := s.ops.Overrides(c.Request().Context())
 	if err != nil {
 		return err
@@ -80,7 +80,7 @@ const maxOverrideSeconds = int64(guard.MaxOverrideFor / time.Second)
 // AddOverride: POST /ops/overrides. Tightens one rule of the policy file
 // until it expires: 201 with the override; 422 override_looser when it
 // would loosen the file; 400 naming the field for anything else wrong.
-func (s *Handlers) AddOverride(c echo.Context) error {
+func (s *API) AddOverride(c echo.Context) error {
 	var req addOverrideRequest
 	if err := httpx.DecodeJSON(c, &req); err != nil {
 		return err
@@ -88,7 +88,7 @@ func (s *Handlers) AddOverride(c echo.Context) error {
 	lasts := time.Duration(0)
 	if req.ExpiresIn != nil {
 		if *req.ExpiresIn < 1 || *req.ExpiresIn > maxOverrideSeconds {
-			return s.fieldProblem(c, &guard.OverrideError{Field: "expires_in", Err: guard.Errorf(guard.CodeInvalidRequest,
+			return fieldProblem(c, &guard.OverrideError{Field: "expires_in", Err: guard.Errorf(guard.CodeInvalidRequest,
 				"expires_in: must be between 1 and %d seconds (7 days)", maxOverrideSeconds)})
 		}
 		lasts = time.Duration(*req.ExpiresIn) * time.Second
@@ -96,14 +96,14 @@ func (s *Handlers) AddOverride(c echo.Context) error {
 	o := guard.Override{Kind: guard.OverrideKind(req.Kind), Subject: req.Subject, Limit: req.Limit, Reason: req.Reason}
 	added, err := s.ops.AddOverride(c.Request().Context(), o, lasts, actorFrom(c))
 	if err != nil {
-		return s.fieldProblem(c, err)
+		return fieldProblem(c, err)
 	}
 	return c.JSON(http.StatusCreated, toOverrideItem(added, s.ops.FilePolicy(), s.ops.Now()))
 }
 
 // RemoveOverride: DELETE /ops/overrides/{id}. The file's value applies
 // again; 404 when there is no such override.
-func (s *Handlers) RemoveOverride(c echo.Context) error {
+func (s *API) RemoveOverride(c echo.Context) error {
 	id, err := strconv.ParseInt(c.Param("id"), 10, 64)
 	if err != nil || id < 1 {
 		return guard.Errorf(guard.CodeInvalidRequest, "id must be a positive integer")
@@ -117,7 +117,7 @@ func (s *Handlers) RemoveOverride(c echo.Context) error {
 // fieldProblem answers a refusal that names a field (guard.OverrideError)
 // with problem details carrying it as the extension member "field"; any
 // other error goes to the error handler.
-func (s *Handlers) fieldProblem(c echo.Context, err error) error {
+func fieldProblem(c echo.Context, err error) error {
 	var fe *guard.OverrideError
 	if !errors.As(err, &fe) {
 		return err

@@ -65,7 +65,7 @@ var overrideFormFields = []string{"kind", "subject", "limit", "expires_in", "rea
 // form, refilled with what was typed when it was refused. When the page
 // already found the database down it is not asked again (the page answers
 // within one database timeout).
-func (s *Handlers) overridesFor(c echo.Context, csrf string, dbDown bool) overridesSection {
+func (s *Pages) overridesFor(c echo.Context, csrf string, dbDown bool) overridesSection {
 	q := c.QueryParams()
 	sec := overridesSection{CSRF: csrf, Form: overrideForm{
 		Kind: q.Get("ov_kind"), Subject: q.Get("ov_subject"), Limit: q.Get("ov_limit"),
@@ -155,7 +155,7 @@ func overrideProblem(code guard.Code, field string, p guard.OTPPolicy, f overrid
 
 // FormOverride: POST /ops/actions/override. The page's override form: kind,
 // subject, limit, expires_in (a duration such as 24h) and reason.
-func (s *Handlers) FormOverride(c echo.Context) error {
+func (s *Pages) FormOverride(c echo.Context) error {
 	form := c.Request().PostFormValue
 	f := overrideForm{Kind: strings.TrimSpace(form("kind")), Subject: strings.TrimSpace(form("subject")),
 		Limit: strings.TrimSpace(form("limit")), ExpiresIn: strings.TrimSpace(form("expires_in")), Reason: strings.TrimSpace(form("reason"))}
@@ -207,7 +207,7 @@ func overrideConfirm(o guard.Override) string {
 // FormRemoveOverride: POST /ops/actions/unoverride. The page's remove
 // button; asks for a confirmation naming the override first (confirmed=1
 // skips it).
-func (s *Handlers) FormRemoveOverride(c echo.Context) error {
+func (s *Pages) FormRemoveOverride(c echo.Context) error {
 	raw := c.Request().PostFormValue("id")
 	id, err := strconv.ParseInt(raw, 10, 64)
 	if err != nil || id < 1 {
@@ -232,7 +232,7 @@ func (s *Handlers) FormRemoveOverride(c echo.Context) error {
 
 // backToOverrides answers the override form with 303 to the page: done, or
 // refused with the field at fault and what was typed, so nothing is lost.
-func (s *Handlers) backToOverrides(c echo.Context, f overrideForm, err error) error {
+func (s *Pages) backToOverrides(c echo.Context, f overrideForm, err error) error {
 	v := url.Values{}
 	if err == nil {
 		v.Set(qOvDone, "added")
