@@ -125,7 +125,7 @@ func (s *Server) decideChecks(ctx context.Context, req *checkRequest) (*guard.Li
 	items := req.Checks
 	inline := req.Policy != "" || req.Key != "" || req.Cost.set
 	// One check, the common case, is decided from an array on the stack:
-	// no slice of items nor of checks made for it (issue 26).
+	// no slice of items nor of checks made for it.
 	var one [1]guard.Check
 	checks := one[:]
 	switch {
@@ -205,8 +205,7 @@ func rateLimitFields(lim *guard.Limiter, d guard.Decision) (policy, fields strin
 	}
 	// Appended, not fmt.Sprintf'd (%q is strconv.Quote), under the keys'
 	// canonical forms, so Set need not canonicalise them on every request;
-	// both fields in one string and both values in one slice: two
-	// allocations, not four (issue 26).
+	// both fields in one string and both values in one slice.
 	var b [192]byte
 	pol := strconv.AppendQuote(b[:0], d.Policy)
 	q := append(pol, ";q="...)
