@@ -108,9 +108,8 @@ type Server struct {
 	log     *slog.Logger
 	checks  checkSample // request_log.go
 	metrics *metrics.Set
-	ready   func(ctx context.Context) (down []string, err error)
 	spec    []byte
-	status  func() StoreStatus // status.go
+	health  health // status.go
 
 	// The ops desk (a lock-out of API keys is audited there) and its
 	// handlers and sign-in (internal/opsweb).
@@ -125,9 +124,8 @@ type Server struct {
 
 	admission admission // admission.go
 
-	idempotency     IdempotencyStore // idempotency.go
-	idempotencyWait time.Duration
-	bufs            bufPool // answers and bodies of the hot path (limits_json.go)
+	idempotency idempotency // idempotency.go
+	bufs        bufPool     // answers and bodies of the hot path (limits_json.go)
 }
 
 // New builds the server and registers every route.
@@ -140,12 +138,12 @@ func New(o Options) *Server {
 	}
 	s := &Server{
 		echo: echo.New(), log: o.Logger,
-		metrics: o.Metrics, ready: o.Ready, spec: o.Spec, status: o.Status,
+		metrics: o.Metrics, spec: o.Spec, health: health{ready: o.Ready, status: o.Status, log: o.Logger},
 		ops: o.Ops, checks: newCheckSample(o.LogAllowedChecks),
 	}
 	apiKeys, opsKeys := httpx.NewKeyring(o.APIKeys), httpx.NewKeyring(o.OpsKeys)
 	s.desk = opsweb.New(opsweb.Options{Ops: o.Ops, Abuse: o.Abuse, Logger: o.Logger, APIKeys: apiKeys, OpsKeys: opsKeys,
-		SessionKey: o.SessionKey, Sessions: o.Sessions, SignIn: o.SignIn, State: s.instanceState,
+		SessionKey: o.SessionKey, Sessions: o.Sessions, SignIn: o.SignIn, State: s.health.instanceState,
 		Trust: func() opsweb.TrustImporter { return s.services().OTP }})
 	s.SetServices(Services{OTP: o.OTP, Limiter: o.Limiter})
 	s.statusCallback, s.abuseMetrics = o.StatusCallback, o.AbuseMetrics
@@ -158,9 +156,10 @@ func New(o Options) *Server {
 	} else {
 		s.admission = newAdmission(o.MaxInFlight, o.Metrics)
 	}
-	s.idempotency, s.idempotencyWait = o.Idempotency, o.IdempotencyWait
-	if s.idempotencyWait <= 0 {
-		s.idempotencyWait = DefaultIdempotencyWait
+	s.health.shed = s.admission.shed
+	s.idempotency = idempotency{store: o.Idempotency, wait: o.IdempotencyWait, log: o.Logger}
+	if s.idempotency.wait <= 0 {
+		s.idempotency.wait = DefaultIdempotencyWait
 	}
 	if s.abuseMetrics == nil {
 		s.abuseMetrics = metrics.NewAbuse(o.Metrics)
@@ -200,8 +199,8 @@ func (s *Server) routes(apiKeys, opsKeys httpx.Keyring) {
 	e.Use(middleware.BodyLimitWithConfig(middleware.BodyLimitConfig{Limit: strconv.Itoa(BodyLimit/1024) + "KiB",
 		Skipper: func(c echo.Context) bool { return c.Path() == importPath }}))
 
-	e.GET("/healthz", s.healthz)
-	e.GET("/readyz", s.readyz)
+	e.GET("/healthz", s.health.healthz)
+	e.GET("/readyz", s.health.readyz)
 	e.GET("/metrics", echo.WrapHandler(promhttp.HandlerFor(s.metrics.Registry, promhttp.HandlerOpts{})))
 	e.GET("/openapi.yaml", s.openapi)
 
@@ -209,9 +208,10 @@ func (s *Server) routes(apiKeys, opsKeys httpx.Keyring) {
 	// unknown paths, and a 404 must stay a 404, not a 401.
 	api := s.requireAPIKey(apiKeys, opsKeys)
 	admit := s.admission.middleware
+	idem := &s.idempotency
 	// An Idempotency-Key is claimed before admission: a request that
 	// waits for another's answer, or replays it, holds no decision slot.
-	e.POST("/otp/send", s.sendOTP, api, s.idempotentSend, admit, httpx.Audited)
+	e.POST("/otp/send", s.sendOTP, api, idem.idempotentSend, admit, httpx.Audited)
 	e.POST("/otp/verify", s.verifyOTP, api, admit, httpx.Audited)
 	e.GET("/otp/verifications/:id", s.getVerification, noStore, api, admit)
 	e.POST("/otp/verifications/:id/cancel", s.cancelVerification, noStore, api, admit, httpx.Audited)
@@ -237,22 +237,22 @@ func (s *Server) routes(apiKeys, opsKeys httpx.Keyring) {
 	e.GET("/ops/blocked", desk.ListBlocked, noStore, ops)
 	e.DELETE("/ops/blocked/:phone", desk.Unblock, noStore, ops, httpx.Audited)
 	e.GET("/ops/denylist", desk.ListDeny, noStore, ops)
-	e.POST("/ops/denylist", desk.AddDeny, noStore, ops, s.idempotent, httpx.Audited)
+	e.POST("/ops/denylist", desk.AddDeny, noStore, ops, idem.idempotent, httpx.Audited)
 	e.DELETE("/ops/denylist/:id", desk.RemoveDeny, noStore, ops, httpx.Audited)
 	e.GET("/ops/events", desk.ListEvents, noStore, ops)
 	// Emergency overrides of the policy file.
 	e.GET("/ops/overrides", desk.ListOverrides, noStore, ops)
-	e.POST("/ops/overrides", desk.AddOverride, noStore, ops, s.idempotent, httpx.Audited)
+	e.POST("/ops/overrides", desk.AddOverride, noStore, ops, idem.idempotent, httpx.Audited)
 	e.DELETE("/ops/overrides/:id", desk.RemoveOverride, noStore, ops, httpx.Audited)
 	e.POST("/ops/actions/override", pages.FormOverride, page, httpx.Audited)
 	e.POST("/ops/actions/unoverride", pages.FormRemoveOverride, page, httpx.Audited)
 	e.GET("/ops/abuse", desk.Abuse, noStore, ops)
 	// Trusted numbers an app verified before otpguard: a large body.
 	e.POST(importPath, desk.ImportTrusted, noStore, ops,
-		middleware.BodyLimit(strconv.Itoa(ImportBodyLimit/1024)+"KiB"), s.idempotent, httpx.Audited)
+		middleware.BodyLimit(strconv.Itoa(ImportBodyLimit/1024)+"KiB"), idem.idempotent, httpx.Audited)
 	// Works without the ops desk (it reads no SQL): ops key only, through
 	// the sign-in limiter like every route that takes one.
-	e.GET("/ops/status", s.opsStatus, noStore, signIn.RequireOpsKey)
+	e.GET("/ops/status", s.health.opsStatus, noStore, signIn.RequireOpsKey)
 }
 
 // chained is h behind mw (the first outermost), as echo would chain them
@@ -278,7 +278,7 @@ func noStore(next echo.HandlerFunc) echo.HandlerFunc {
 // (requestID), hands a handler's error to the error handler, so that the
 // status is the one answered, and then writes the request log line. One
 // middleware for the three: echo chains the global middleware anew on
-// every request, a closure each (issue 26).
+// every request, a closure each.
 func (s *Server) around(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		span, traced := traceStart(c)
@@ -309,36 +309,12 @@ func (s *Server) around(next echo.HandlerFunc) echo.HandlerFunc {
 // number. Never the body, never the query. It also feeds the HTTP metrics.
 // Its values are those echo's RequestLogger would give logRequest as this
 // server configured it (status, method, route, latency, request ID,
-// error); echo's passes them through a func value, a 240-byte allocation
-// per request on the hot path (issue 26).
+// error); echo's passes them through a func value, an allocation per
+// request on the hot path.
 func (s *Server) requestLog(c echo.Context, start time.Time, err error) {
 	req, res := c.Request(), c.Response()
 	s.logRequest(c, middleware.RequestLoggerValues{StartTime: start, Latency: time.Since(start),
 		Method: req.Method, RoutePath: c.Path(), RequestID: httpx.RequestID(c), Status: res.Status, Error: err})
-}
-
-// healthz: GET /healthz. The process is alive.
-func (s *Server) healthz(c echo.Context) error {
-	return c.JSON(http.StatusOK, map[string]string{"status": "ok"})
-}
-
-// readyz: GET /readyz. The shared store answers within its budget: on
-// Redis Cluster, some master does (a dead master costs only its own keys'
-// decisions, which its replica's promotion gives back); the body names
-// the masters that did not answer.
-func (s *Server) readyz(c echo.Context) error {
-	var down []string
-	if s.ready != nil {
-		ctx, cancel := context.WithTimeout(c.Request().Context(), time.Second)
-		defer cancel()
-		var err error
-		if down, err = s.ready(ctx); err != nil {
-			return s.notReady(c, err, down)
-		}
-	}
-	r := s.readyBody()
-	r.Down = down
-	return c.JSON(http.StatusOK, r)
 }
 
 // openapi: GET /openapi.yaml. The HTTP contract.
@@ -354,8 +330,8 @@ func requestID(c echo.Context) {
 	id := newRequestID(c.Request().Header.Get(echo.HeaderXRequestID))
 	// In the answer only, under its canonical key (Set would canonicalise
 	// it on every request): the request log and the audit read it there
-	// (httpx.RequestID). Written into the request's headers too, it grew
-	// their map on every request (issue 26).
+	// (httpx.RequestID); written into the request's headers too, it would
+	// grow their map on every request.
 	c.Response().Header()[echo.HeaderXRequestID] = []string{id}
 }
 
