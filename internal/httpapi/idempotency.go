@@ -27,9 +27,9 @@ import (
 // headers that describe it) for IdempotencyTTL. A later request with the
 // same key and body gets that answer again with Idempotent-Replayed: true
 // and runs nothing (a problem's request_id is this request's); with
-// another body, 422 idempotency_key_reused. A
-// request that finds the key claimed by one still running waits for its
-// answer, up to IdempotencyWait (or its own deadline), then answers 409
+// another body, 422 idempotency_key_reused. A request that finds the key
+// claimed by one still running waits for its answer, up to
+// IdempotencyWait (or its own deadline), then answers 409
 // idempotency_key_in_progress with Retry-After: 1.
 //
 // Kept: 2xx for IdempotencyTTL. A refusal is kept no longer than its
@@ -39,11 +39,11 @@ import (
 // pause that expires or is removed, a policy a reload changes, a
 // challenge the caller solves); other 4xx (404, 422 invalid_destination)
 // for IdempotencyRefusalTTL at most, and at most IdempotencyKept4xxPerHour
-// of them per caller, so free refusals cannot fill Redis. Not kept: 5xx (store_unavailable, overloaded,
-// provider_unavailable...): the claim is released, so a retry with the
-// same key runs afresh. While Redis cannot be reached the key cannot be
-// claimed: the request runs as one without a key (its own policy decides
-// it) and its answer is not kept.
+// of them per caller, so free refusals cannot fill Redis. Not kept: 5xx
+// (store_unavailable, overloaded, provider_unavailable...): the claim is
+// released, so a retry with the same key runs afresh. While Redis cannot
+// be reached the key cannot be claimed: the request runs as one without a
+// key (its own policy decides it) and its answer is not kept.
 
 // The header names.
 const (
