@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -84,17 +85,26 @@ type checkResponse struct {
 	Decisions []decisionJSON `json:"decisions"`
 }
 
+// limitHandlers are the handlers of POST /limits/check: the limiter in
+// force, the decisions' metrics, and the buffers of the hot path
+// (limits_json.go).
+type limitHandlers struct {
+	live    *atomic.Pointer[Services]
+	metrics *metrics.Set
+	bufs    bufPool
+}
+
 // checkLimits: POST /limits/check. Decides one check or a batch in one
 // round trip to Redis; 200 when allowed, 429 (same body) when not.
-func (s *Server) checkLimits(c echo.Context) error {
+func (l *limitHandlers) checkLimits(c echo.Context) error {
 	var req checkRequest
-	body := s.bufs.get()
+	body := l.bufs.get()
 	err := httpx.DecodeJSONInto(c, &req, body)
-	s.bufs.put(body)
+	l.bufs.put(body)
 	if err != nil {
 		return err
 	}
-	lim, batch, err := s.decideChecks(c.Request().Context(), &req)
+	lim, batch, err := l.decideChecks(c.Request().Context(), &req)
 	if err != nil {
 		return err
 	}
@@ -112,8 +122,8 @@ func (s *Server) checkLimits(c echo.Context) error {
 	if c.Request().URL.RawQuery != "" || c.Echo().Debug { // ?pretty: echo indents
 		return c.JSON(status, checkResponseOf(batch))
 	}
-	buf := s.bufs.get()
-	defer s.bufs.put(buf)
+	buf := l.bufs.get()
+	defer l.bufs.put(buf)
 	*buf = appendCheckResponse(*buf, batch)
 	return c.JSONBlob(status, *buf)
 }
@@ -121,7 +131,7 @@ func (s *Server) checkLimits(c echo.Context) error {
 // decideChecks decides a decoded /limits/check request and counts its
 // decisions in the metrics: the limiter (one
 // policy for the whole request) and the batch, or the error to answer.
-func (s *Server) decideChecks(ctx context.Context, req *checkRequest) (*guard.Limiter, guard.Batch, error) {
+func (l *limitHandlers) decideChecks(ctx context.Context, req *checkRequest) (*guard.Limiter, guard.Batch, error) {
 	items := req.Checks
 	inline := req.Policy != "" || req.Key != "" || req.Cost.set
 	// One check, the common case, is decided from an array on the stack:
@@ -147,10 +157,10 @@ func (s *Server) decideChecks(ctx context.Context, req *checkRequest) (*guard.Li
 			checks[i] = guard.Check{Policy: it.Policy, Key: it.Key, Cost: cost}
 		}
 	}
-	lim := s.services().Limiter
+	lim := l.live.Load().Limiter
 	batch, err := lim.Check(ctx, checks)
 	if err != nil {
-		s.metrics.Decision(metrics.PolicyBatch, outcome(err))
+		l.metrics.Decision(metrics.PolicyBatch, outcome(err))
 		if inline {
 			return nil, guard.Batch{}, asSent(err)
 		}
@@ -161,9 +171,9 @@ func (s *Server) decideChecks(ctx context.Context, req *checkRequest) (*guard.Li
 		if !d.WouldAllow {
 			o = string(guard.CodeRateLimited)
 		}
-		s.metrics.Decision(d.Policy, o)
+		l.metrics.Decision(d.Policy, o)
 		if d.Mode == guard.ModeMemory {
-			s.metrics.FromMemory(d.Policy)
+			l.metrics.FromMemory(d.Policy)
 		}
 	}
 	return lim, batch, nil

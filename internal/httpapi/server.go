@@ -118,14 +118,13 @@ type Server struct {
 	// The limit on wrong API keys per address (auth.go).
 	apiKeyLimit *ops.SignInLimiter
 
-	// The SMS status callback (smsstatus.go).
-	statusCallback StatusCallback
-	abuseMetrics   *metrics.Abuse
-
-	admission admission // admission.go
-
+	admission   admission   // admission.go
 	idempotency idempotency // idempotency.go
-	bufs        bufPool     // answers and bodies of the hot path (limits_json.go)
+
+	// The handlers of /otp/..., /limits/check and /sms/status.
+	otp    otpHandlers      // otp.go, verifications.go
+	limits limitHandlers    // limits.go
+	sms    smsStatusHandler // smsstatus.go
 }
 
 // New builds the server and registers every route.
@@ -146,7 +145,6 @@ func New(o Options) *Server {
 		SessionKey: o.SessionKey, Sessions: o.Sessions, SignIn: o.SignIn, State: s.health.instanceState,
 		Trust: func() opsweb.TrustImporter { return s.services().OTP }})
 	s.SetServices(Services{OTP: o.OTP, Limiter: o.Limiter})
-	s.statusCallback, s.abuseMetrics = o.StatusCallback, o.AbuseMetrics
 	s.apiKeyLimit = o.APIKeyLimit
 	if s.apiKeyLimit == nil {
 		s.apiKeyLimit = ops.NewAPIKeyLimiter(nil, ops.SignInLimit{})
@@ -161,9 +159,13 @@ func New(o Options) *Server {
 	if s.idempotency.wait <= 0 {
 		s.idempotency.wait = DefaultIdempotencyWait
 	}
-	if s.abuseMetrics == nil {
-		s.abuseMetrics = metrics.NewAbuse(o.Metrics)
+	abuseMetrics := o.AbuseMetrics
+	if abuseMetrics == nil {
+		abuseMetrics = metrics.NewAbuse(o.Metrics)
 	}
+	s.otp = otpHandlers{live: &s.live, metrics: o.Metrics}
+	s.limits = limitHandlers{live: &s.live, metrics: o.Metrics}
+	s.sms = smsStatusHandler{live: &s.live, callback: o.StatusCallback, metrics: abuseMetrics}
 	s.echo.HideBanner = true
 	// Forwarding headers are believed only from the trusted proxies
 	// (clientip.go).
@@ -211,15 +213,15 @@ func (s *Server) routes(apiKeys, opsKeys httpx.Keyring) {
 	idem := &s.idempotency
 	// An Idempotency-Key is claimed before admission: a request that
 	// waits for another's answer, or replays it, holds no decision slot.
-	e.POST("/otp/send", s.sendOTP, api, idem.idempotentSend, admit, httpx.Audited)
-	e.POST("/otp/verify", s.verifyOTP, api, admit, httpx.Audited)
-	e.GET("/otp/verifications/:id", s.getVerification, noStore, api, admit)
-	e.POST("/otp/verifications/:id/cancel", s.cancelVerification, noStore, api, admit, httpx.Audited)
+	e.POST("/otp/send", s.otp.sendOTP, api, idem.idempotentSend, admit, httpx.Audited)
+	e.POST("/otp/verify", s.otp.verifyOTP, api, admit, httpx.Audited)
+	e.GET("/otp/verifications/:id", s.otp.getVerification, noStore, api, admit)
+	e.POST("/otp/verifications/:id/cancel", s.otp.cancelVerification, noStore, api, admit, httpx.Audited)
 	// The hottest route: its middleware chained once here, not by echo on
 	// every request (a closure per middleware per request).
-	e.POST("/limits/check", chained(s.checkLimits, api, admit))
+	e.POST("/limits/check", chained(s.limits.checkLimits, api, admit))
 	// Twilio's delivery reports: its signature is the authentication.
-	e.POST("/sms/status", s.smsStatus, httpx.Audited)
+	e.POST("/sms/status", s.sms.smsStatus, httpx.Audited)
 
 	// Ops: an ops key (bearer) or an ops session; an API key is 403. The
 	// page and its forms send the signed-out to /ops/login; the JSON API
