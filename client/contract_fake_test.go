@@ -15,7 +15,7 @@ import (
 )
 
 // contractFake is a FAKE of otpguard's idempotency and verification
-// contract (issue 15): Idempotency-Key on POST /otp/send, verification_id
+// contract: Idempotency-Key on POST /otp/send, verification_id
 // and status on send and verify, GET /otp/verifications/{id} and POST
 // /otp/verifications/{id}/cancel. It keeps everything in memory and knows
 // nothing of limits. verificationTargets (verification_test.go) runs the

@@ -13,7 +13,8 @@
 //	otpguard-load -rate 0 -redis-benchmark 127.0.0.1:6379
 //
 // It stops by itself after -duration (or on Ctrl-C), and only targets
-// loopback addresses unless -allow-remote is given. See docs/benchmarks.md.
+// loopback addresses unless -allow-remote is given. docs/benchmarks.md
+// has the figures it produced, with their commands.
 package main
 
 import (

@@ -1,5 +1,5 @@
 #!/bin/bash
-# usage: docs/bench/peers.sh [rounds] [seconds]: issue 26's side-by-side. otpguard's POST /limits/check at
+# usage: docs/bench/peers.sh [rounds] [seconds]: otpguard beside its peers. otpguard's POST /limits/check at
 # its DEFAULT settings (log level info, OTPGUARD_LOG_ALLOWED_CHECKS 100; the fixed window "wide" of
 # docs/bench/policies.yaml, which no key reaches), a hand-written limiter (docs/bench/handwritten:
 # net/http + go-redis + go-redis/redis_rate) and envoyproxy/ratelimit's POST /json (the pinned version of

@@ -1,5 +1,5 @@
 #!/bin/bash
-# usage: [SETSID=1] [BEFORE=<dir>] docs/bench/redis-cpu.sh [rounds]: Redis CPU per /limits/check decision (issue 26, item 2),
+# usage: [SETSID=1] [BEFORE=<dir>] docs/bench/redis-cpu.sh [rounds]: Redis CPU per /limits/check decision,
 # on a private redis-server (a free port, no persistence), next to a bare redis-benchmark EVALSHA of
 # INCR + PEXPIRE on the same server, in alternating rounds. BEFORE=<dir> also runs the otpguard built
 # from <dir> (e.g. `git archive main | tar -x -C /tmp/main-src`) in each round, for before/after.
@@ -19,7 +19,7 @@ if [ -n "${BEFORE:-}" ]; then (cd "$BEFORE" && go build -o /tmp/bench-cpu/before
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
 # SETSID=1 starts it in a session (and so a scheduling autogroup) of its own, as a daemon's: it then
 # answers sooner than when it shares one with otpguard and wrk, and fewer checks share a script call
-# (docs/benchmarks.md, "Issue 26 met"). The machine's Redis on 6379, which peers.sh uses, is a daemon.
+# (docs/benchmarks.md, "Redis CPU per decision"). The machine's Redis on 6379, which peers.sh uses, is a daemon.
 ${SETSID:+setsid} redis-server --port $port --bind 127.0.0.1 --save "" --appendonly no --dir /tmp/bench-cpu >/tmp/bench-cpu/redis.log 2>&1 &
 rpid=$!
 trap 'kill $rpid 2>/dev/null' EXIT

@@ -1,5 +1,5 @@
 #!/bin/sh
-# docs/benchmarks.md section 2: a default OTP send before (BASE, a checkout
+# docs/benchmarks.md, "One OTP send": a default OTP send before (BASE, a checkout
 # of the base commit with this branch's benchmark files copied in) and
 # after (this tree), interleaved, three runs each, in one run.
 #

@@ -1,6 +1,6 @@
 #!/bin/bash
 # usage: [BASE=<checkout>] [PORT=18184] docs/bench/send-wrk.sh [rounds]
-# Issue 26 item 5 as the issue measured it: wrk -t2 -c16 -d8s on POST /otp/send, every
+# CPU per OTP send: wrk -t2 -c16 -d8s on POST /otp/send, every
 # request to a new number, every default rule on at limits out of reach (send-policies.yaml),
 # the console sender to /dev/null, one Redis. Prints otpguard's and Redis's CPU per send
 # (from /proc, read only) and sends/s. With BASE, a checkout of an older tree (e.g.
@@ -15,7 +15,7 @@ trees=(new); go build -o $out/otpguard-send-new ./cmd/otpguard || exit 1
 if [ -n "${BASE:-}" ]; then
   trees=(base new); (cd "$BASE" && go build -o $out/otpguard-send-base ./cmd/otpguard) || exit 1
 fi
-# A tree without the unverified budget (before issue 23) refuses its field: its file goes without it.
+# A tree without the unverified budget refuses its field: its file goes without it.
 if [ -n "${BASE:-}" ] && ! grep -rqs unverified_floor "$BASE/internal/app"; then
   sed 's/, unverified_floor: [0-9]*//' docs/bench/send-policies.yaml > $out/send-policies-base.yaml
 else

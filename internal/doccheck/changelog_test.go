@@ -38,8 +38,12 @@ func TestChangelog(t *testing.T) {
 // atLeast reports whether version a (X.Y.Z) is b or newer.
 func atLeast(a, b string) bool {
 	var x, y [3]int
-	fmt.Sscanf(a, "%d.%d.%d", &x[0], &x[1], &x[2])
-	fmt.Sscanf(b, "%d.%d.%d", &y[0], &y[1], &y[2])
+	if _, err := fmt.Sscanf(a, "%d.%d.%d", &x[0], &x[1], &x[2]); err != nil {
+		return false
+	}
+	if _, err := fmt.Sscanf(b, "%d.%d.%d", &y[0], &y[1], &y[2]); err != nil {
+		return false
+	}
 	for i := range x {
 		if x[i] != y[i] {
 			return x[i] > y[i]

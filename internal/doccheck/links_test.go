@@ -1,7 +1,8 @@
 // Package doccheck holds only tests: they keep README.md and docs/ true to
 // the code (the README's size, every relative link and anchor, and the
 // reference tables of docs/reference.md against the routes, problem codes
-// and metrics the code defines).
+// and metrics the code defines) and to the present (no issue number or
+// branch name outside the logs, docs/benchmarks.md a page, its log dated).
 package doccheck
 
 import (

@@ -68,7 +68,11 @@ func startWith(t *testing.T, lim envoy.Limiter, rules *envoy.Rules, o envoy.Opti
 	if err != nil {
 		t.Fatal(err)
 	}
-	go srv.Serve()
+	go func() {
+		if err := srv.Serve(); err != nil {
+			t.Error(err)
+		}
+	}()
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()

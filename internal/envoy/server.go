@@ -36,10 +36,10 @@ type Server struct {
 
 // streamWorkers is how many kept goroutines run calls. A call that finds
 // none idle runs on a new goroutine, whose stack grows again through
-// gRPC, the limiter and go-redis: with one worker per core and 64 calls in
-// flight (each waits for Redis), runtime.newstack was 5 % of the service's
-// CPU. Enough for the calls a gateway fleet keeps in flight; an idle
-// worker costs its stack.
+// gRPC, the limiter and go-redis on every call; each call waits for Redis,
+// so the workers must cover the calls in flight, not the cores. Enough
+// for the calls a gateway fleet keeps in flight; an idle worker costs
+// its stack.
 const streamWorkers = 256
 
 // The flow-control windows, static (Listen).

@@ -350,7 +350,8 @@ func (s *Service) respond(domain string, items []item, decisions []guard.Decisio
 }
 
 // answer is a response and the messages it points to, allocated together:
-// a call's answer costs three allocations, not two per descriptor more.
+// a call's answer costs three allocations, however many descriptors it
+// carries.
 type answer struct {
 	resp      ratelimitv3.RateLimitResponse
 	statuses  []ratelimitv3.RateLimitResponse_DescriptorStatus

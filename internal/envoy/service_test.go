@@ -199,7 +199,11 @@ func TestMutualTLS(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	go srv.Serve()
+	go func() {
+		if err := srv.Serve(); err != nil {
+			t.Error(err)
+		}
+	}()
 	defer srv.Stop(context.Background())
 	pool := x509.NewCertPool()
 	pool.AddCert(ca)

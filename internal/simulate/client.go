@@ -1,11 +1,9 @@
 package simulate
 
-// The client side of what issue 22 adds to the API, in one file so that it
-// is easy to adapt to the server as it lands: the "account" flag of a
-// send, the import of trusted numbers, and solving a 428
-// challenge_required. Until the server supports them, a scenario that
-// uses them counts what the server answers (a 400 invalid_request for an
-// unknown field, a 404 for the import).
+// The client side of trust and challenges, in one file: the "account"
+// flag of a send, the import of trusted numbers, and solving a 428
+// challenge_required as a client would, so that a scenario drives them
+// through the same API an app uses.
 
 import (
 	"context"

@@ -196,8 +196,8 @@ func (s *Scenario) validate() error {
 // names another population of its country that owns its users, and a
 // population that asks for returning tries can have a user to return to
 // in the run at all. Without that check the tries would silently go to
-// new numbers (the surge scenario asked for 60 % returning users and got
-// 4 %).
+// new numbers, and the run would measure another campaign than the one
+// the scenario describes.
 func (s *Scenario) validateReturning(i int) []error {
 	p := &s.Populations[i]
 	at := fmt.Sprintf("populations[%d]", i)

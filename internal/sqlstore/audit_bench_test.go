@@ -26,7 +26,7 @@ const benchPrefill = 300_000
 // E.164 number, region, address, request ID, a UID made at Record) written
 // by WriteEvents to a SQLite file already holding benchPrefill events. An
 // op is one event; batch is how many the AuditQueue hands over at once
-// (about 80 per 20 ms linger at 4,000 sends/s, issue 26's load).
+// (about 80 per 20 ms linger at 4,000 sends/s).
 //
 //	OTPGUARD_REQUIRE_SERVICES=1 go test -run '^$' -bench WriteEvents -benchtime 80000x -count 3 ./internal/sqlstore/
 //
@@ -35,15 +35,12 @@ const benchPrefill = 300_000
 // run) and garbage collection included. ns/op is wall time, waits on
 // fsync included; allocs/op are an event's.
 //
-// batch=80 is the writer as it is; each other case changes one thing, to
-// weigh it against it in one run. None paid (4 Dec 2026, 80000x, ratios
-// to batch=80): batch=400, a linger of 100 ms, 1.2x (likely because a
-// batch's dirty pages overflow the 2 MB page cache and are spilled before
-// the commit writes them again); with a 16 MiB cache 0.92x, not worth a
-// trail five times later and a cache that must grow with it; synchronous
-// NORMAL 1.05x (the fsync it saves is a tenth of the writer's CPU, and
-// an OS crash would lose commits); the old checkpoint interval, 1,000
-// pages, 1.35x.
+// batch=80 is the writer as it is; each other case changes one thing
+// (a longer linger's bigger batch, a bigger page cache, synchronous
+// NORMAL, a shorter checkpoint interval), to weigh it against the writer
+// in one run. The writer keeps its settings because none of them pays
+// for what it costs: a trail written later, a cache that must grow with
+// the table, or commits an OS crash would lose.
 func BenchmarkWriteEvents(b *testing.B) {
 	template := benchTemplate(b)
 	for _, c := range []struct {

@@ -76,7 +76,7 @@ func (l *lostAnswers) WriteEvents(ctx context.Context, events []guard.Event) err
 
 // The audit queue retries a batch whose answer was lost after its commit:
 // each event is still stored once, and the written counter equals the
-// rows (issue 23: 10 sends gave 51 rows).
+// rows, however many times the batch is retried.
 func TestAuditQueueRetryAfterLostAnswerStoresOnce(t *testing.T) {
 	forEachEngine(t, func(t *testing.T, s *sqlstore.SQL) {
 		log := &lostAnswers{SQL: s}

@@ -181,15 +181,15 @@ func openSQLite(dataDir string, tp trace.TracerProvider) (*SQL, error) {
 	// the upgrade. temp_store(MEMORY): a multi-row INSERT (the audit
 	// trail's batches) keeps a statement journal of every page it
 	// touches, so that it can be undone alone; in a temporary file that
-	// was a write syscall per page, a quarter of the batch's CPU. In
-	// memory it is a copy; the rows are no less durable (the journal only
-	// undoes a statement, the WAL commits it). wal_autocheckpoint(10000):
-	// the commit that takes the WAL past 10,000 pages (40 MB, the
-	// default is 1,000) copies them into the file and fsyncs it. Pages
-	// an audit batch dirties again and again (the table's last page, the
-	// ends of its indexes, their inner pages) are then copied once per
-	// 10,000 pages, not once per 1,000; the audit writer spent a third
-	// of its CPU in checkpoints (BenchmarkWriteEvents).
+	// is a write syscall per page, in memory a copy, and the rows are no
+	// less durable (the journal only undoes a statement, the WAL commits
+	// it). wal_autocheckpoint(10000): the commit that takes the WAL past
+	// 10,000 pages (40 MB, the default is 1,000) copies them into the
+	// file and fsyncs it. Pages an audit batch dirties again and again
+	// (the table's last page, the ends of its indexes, their inner pages)
+	// are then copied once per 10,000 pages, not once per 1,000: the
+	// checkpoints are a large share of the audit writer's work
+	// (BenchmarkWriteEvents weighs them).
 	dsn := path + "?_pragma=busy_timeout(5000)&_pragma=journal_mode(WAL)&_pragma=foreign_keys(1)&_pragma=temp_store(MEMORY)" +
 		"&_pragma=wal_autocheckpoint(10000)&_txlock=immediate"
 	db, err := openDB("sqlite", dsn, "sqlite", tp)

@@ -11,7 +11,7 @@ package main
 // client answers the server's SETTINGS and PINGs and honours its
 // connection window. -grpcgo drives grpc-go's client instead: the same
 // load at about twice the client's CPU per call, on the same two cores as
-// the servers (docs/benchmarks.md, "The load client's share").
+// the servers (docs/benchmarks-log.md, "The load client's share").
 
 import (
 	"bufio"
