@@ -4,7 +4,7 @@ import (
 	"testing"
 
 	"github.com/otpguard/otpguard/client"
-	"github.com/otpguard/otpguard/internal/guard"
+	"github.com/otpguard/otpguard/internal/limit"
 	"github.com/otpguard/otpguard/internal/otpguardtest"
 )
 
@@ -31,7 +31,7 @@ func (o outbox) lastCode(t *testing.T, phone string) string { return o.LastCode(
 
 func (g *otpguard) hitsOn(path string) int { return g.Hits(path) }
 
-func startOTPGuard(t *testing.T, limits map[string]guard.LimitPolicy) *otpguard {
+func startOTPGuard(t *testing.T, limits map[string]limit.Policy) *otpguard {
 	t.Helper()
 	s := otpguardtest.Start(t, limits)
 	return &otpguard{Server: s, out: outbox{s.Outbox}}

@@ -6,16 +6,16 @@ import (
 	"time"
 
 	"github.com/otpguard/otpguard/client"
-	"github.com/otpguard/otpguard/internal/guard"
+	"github.com/otpguard/otpguard/internal/limit"
 )
 
 // limitPolicies are the policies of the limit tests: windows and a
 // bucket that nothing in a test run refills.
-func limitPolicies() map[string]guard.LimitPolicy {
-	return map[string]guard.LimitPolicy{
-		"window": {Algorithm: guard.FixedWindow, Limit: 3, Window: time.Hour, OnStoreError: guard.FallbackOpen},
-		"bucket": {Algorithm: guard.TokenBucket, Capacity: 4, RefillPerSecond: 0.001, OnStoreError: guard.FallbackOpen},
-		"other":  {Algorithm: guard.FixedWindow, Limit: 100, Window: time.Hour, OnStoreError: guard.FallbackOpen},
+func limitPolicies() map[string]limit.Policy {
+	return map[string]limit.Policy{
+		"window": {Algorithm: limit.FixedWindow, Limit: 3, Window: time.Hour, OnStoreError: limit.FallbackOpen},
+		"bucket": {Algorithm: limit.TokenBucket, Capacity: 4, RefillPerSecond: 0.001, OnStoreError: limit.FallbackOpen},
+		"other":  {Algorithm: limit.FixedWindow, Limit: 100, Window: time.Hour, OnStoreError: limit.FallbackOpen},
 	}
 }
 

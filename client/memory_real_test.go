@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/otpguard/otpguard/client"
-	"github.com/otpguard/otpguard/internal/guard"
+	"github.com/otpguard/otpguard/internal/limit"
 	"github.com/otpguard/otpguard/internal/otpguardtest"
 )
 
@@ -24,8 +24,8 @@ func BenchmarkDeniedKeyMemoryOTPGuard(b *testing.B) {
 			name, size = "memory=on", client.DefaultDenialMemory
 		}
 		b.Run(name, func(b *testing.B) {
-			g := otpguardtest.Start(b, map[string]guard.LimitPolicy{
-				"hammer": {Algorithm: guard.FixedWindow, Limit: 10, Window: time.Second, OnStoreError: guard.FallbackOpen},
+			g := otpguardtest.Start(b, map[string]limit.Policy{
+				"hammer": {Algorithm: limit.FixedWindow, Limit: 10, Window: time.Second, OnStoreError: limit.FallbackOpen},
 			})
 			c, err := client.New(g.URL, client.WithAPIKey(otpguardtest.APIKey), client.WithDenialMemory(size))
 			if err != nil {

@@ -12,13 +12,13 @@ import (
 	"github.com/otpguard/otpguard/client"
 	"github.com/otpguard/otpguard/client/echolimit"
 	"github.com/otpguard/otpguard/client/limitmw"
-	"github.com/otpguard/otpguard/internal/guard"
+	"github.com/otpguard/otpguard/internal/limit"
 	"github.com/otpguard/otpguard/internal/otpguardtest"
 )
 
 func TestMiddlewareAgainstOTPGuard(t *testing.T) {
-	g := otpguardtest.Start(t, map[string]guard.LimitPolicy{
-		"per_user": {Algorithm: guard.FixedWindow, Limit: 2, Window: time.Hour, OnStoreError: guard.FallbackOpen},
+	g := otpguardtest.Start(t, map[string]limit.Policy{
+		"per_user": {Algorithm: limit.FixedWindow, Limit: 2, Window: time.Hour, OnStoreError: limit.FallbackOpen},
 	})
 	c, err := client.New(g.URL, client.WithAPIKey(otpguardtest.APIKey))
 	if err != nil {

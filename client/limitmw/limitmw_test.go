@@ -11,14 +11,14 @@ import (
 
 	"github.com/otpguard/otpguard/client"
 	"github.com/otpguard/otpguard/client/limitmw"
-	"github.com/otpguard/otpguard/internal/guard"
+	"github.com/otpguard/otpguard/internal/limit"
 	"github.com/otpguard/otpguard/internal/otpguardtest"
 )
 
-func policies() map[string]guard.LimitPolicy {
-	return map[string]guard.LimitPolicy{
-		"per_ip":   {Algorithm: guard.FixedWindow, Limit: 3, Window: time.Hour, OnStoreError: guard.FallbackOpen},
-		"per_user": {Algorithm: guard.FixedWindow, Limit: 100, Window: time.Hour, OnStoreError: guard.FallbackOpen},
+func policies() map[string]limit.Policy {
+	return map[string]limit.Policy{
+		"per_ip":   {Algorithm: limit.FixedWindow, Limit: 3, Window: time.Hour, OnStoreError: limit.FallbackOpen},
+		"per_user": {Algorithm: limit.FixedWindow, Limit: 100, Window: time.Hour, OnStoreError: limit.FallbackOpen},
 	}
 }
 

@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/otpguard/otpguard/internal/app"
-	"github.com/otpguard/otpguard/internal/guard"
+	"github.com/otpguard/otpguard/internal/limit"
 	"github.com/otpguard/otpguard/internal/store/redistest"
 )
 
@@ -111,8 +111,8 @@ func benchHandler(tb testing.TB, opts ...app.Option) (http.Handler, *redistest.R
 		tb.Fatal(err)
 	}
 	// A bucket that never denies: every decision writes.
-	cfg.Policies.Limits = map[string]guard.LimitPolicy{
-		"api": {Algorithm: guard.TokenBucket, Capacity: 1_000_000_000, RefillPerSecond: 1_000_000, OnStoreError: guard.FallbackOpen},
+	cfg.Policies.Limits = map[string]limit.Policy{
+		"api": {Algorithm: limit.TokenBucket, Capacity: 1_000_000_000, RefillPerSecond: 1_000_000, OnStoreError: limit.FallbackOpen},
 	}
 	cfg.Policies.FillDefaults()
 	a, err := app.New(context.Background(), cfg, append([]app.Option{app.WithOutput(io.Discard)}, opts...)...)

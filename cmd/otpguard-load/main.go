@@ -36,6 +36,7 @@ import (
 	"time"
 
 	"github.com/otpguard/otpguard/internal/guard"
+	"github.com/otpguard/otpguard/internal/limit"
 )
 
 func main() {
@@ -109,7 +110,7 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (*C
 	fs.DurationVar(&c.Timeout, "timeout", 5*time.Second, "timeout of one request")
 	fs.StringVar(&c.Policy, "policy", "default", "limit policy to check")
 	fs.IntVar(&c.Keys, "keys", 1000, "number of distinct keys, used round-robin")
-	fs.IntVar(&c.Batch, "batch", 1, fmt.Sprintf("checks per request (1..%d); a batch uses that many keys", guard.MaxBatch))
+	fs.IntVar(&c.Batch, "batch", 1, fmt.Sprintf("checks per request (1..%d); a batch uses that many keys", limit.MaxBatch))
 	fs.Int64Var(&c.Cost, "cost", 1, "cost of each check")
 	fs.StringVar(&c.KeyPrefix, "key-prefix", "", "prefix of the checked keys (default: load-<random>: so runs do not share buckets)")
 	fs.BoolVar(&c.AllowRemote, "allow-remote", false, "allow targets other than localhost/127.0.0.1/::1")
@@ -177,13 +178,13 @@ func (c *Config) Validate() error {
 	if c.Keys < 1 || c.Keys > maxKeys {
 		bad("-keys: must be between 1 and %d, got %d", maxKeys, c.Keys)
 	}
-	if c.Batch < 1 || c.Batch > guard.MaxBatch {
-		bad("-batch: must be between 1 and %d, got %d", guard.MaxBatch, c.Batch)
+	if c.Batch < 1 || c.Batch > limit.MaxBatch {
+		bad("-batch: must be between 1 and %d, got %d", limit.MaxBatch, c.Batch)
 	}
 	if c.Cost < 0 {
 		bad("-cost: must be 0 or more, got %d", c.Cost)
 	}
-	if err := guard.ValidateKey(c.KeyPrefix + "0"); err != nil {
+	if err := limit.ValidateKey(c.KeyPrefix + "0"); err != nil {
 		bad("-key-prefix: %v", err)
 	}
 	if c.SendShare < 0 || c.SendShare > 1 {

@@ -11,16 +11,16 @@ import (
 	"time"
 
 	"github.com/otpguard/otpguard/client/limitmw"
-	"github.com/otpguard/otpguard/internal/guard"
+	"github.com/otpguard/otpguard/internal/limit"
 	"github.com/otpguard/otpguard/internal/otpguardtest"
 )
 
 // The app against a real otpguard (app.New, on a real Redis, in process,
 // on a free port), itself served on a free port.
 
-func searchPolicy() map[string]guard.LimitPolicy {
-	return map[string]guard.LimitPolicy{
-		"search": {Algorithm: guard.FixedWindow, Limit: 3, Window: time.Hour, OnStoreError: guard.FallbackOpen},
+func searchPolicy() map[string]limit.Policy {
+	return map[string]limit.Policy{
+		"search": {Algorithm: limit.FixedWindow, Limit: 3, Window: time.Hour, OnStoreError: limit.FallbackOpen},
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/otpguard/otpguard/internal/guard"
+	"github.com/otpguard/otpguard/internal/limit"
 	"github.com/otpguard/otpguard/internal/ops"
 )
 
@@ -19,7 +20,7 @@ var _ ops.AbuseCounters = guardedStore{}
 
 // abuseKey names the attack view's hash tag (store/abuse.go: every key of
 // it in one slot), whose master's breaker its calls go through.
-var abuseKey = guard.Key{Space: "ops:abuse", ID: "abuse", Name: "alerts"}
+var abuseKey = limit.Key{Space: "ops:abuse", ID: "abuse", Name: "alerts"}
 
 func (g guardedStore) AddAbuse(ctx context.Context, counts []ops.AbuseCounts, alerts []ops.AbuseAlert, now time.Time) error {
 	return g.fb.DoFor(ctx, abuseKey, func(ctx context.Context) error { return g.st.AddAbuse(ctx, counts, alerts, now) })

@@ -11,6 +11,7 @@ import (
 	"github.com/otpguard/otpguard/internal/challenge"
 	"github.com/otpguard/otpguard/internal/guard"
 	"github.com/otpguard/otpguard/internal/httpapi"
+	"github.com/otpguard/otpguard/internal/limit"
 	"github.com/otpguard/otpguard/internal/metrics"
 	"github.com/otpguard/otpguard/internal/ops"
 	"github.com/otpguard/otpguard/internal/resilience"
@@ -163,10 +164,10 @@ func (a *App) newOTP(w *wiring, p guard.OTPPolicy) *guard.OTP {
 // repeated from memory until they expire: a hammered key costs Redis
 // nothing while it stays denied. Remembered per policy: a reload that
 // raises a limit lets the key through at once.
-func (a *App) newLimiter(w *wiring, limits map[string]guard.LimitPolicy) *guard.Limiter {
+func (a *App) newLimiter(w *wiring, limits map[string]limit.Policy) *limit.Limiter {
 	a.outage.fallback.AddPolicies(limits) // their series in otpguard_fallback_decisions_total
-	limiter := guard.NewLimiter(limits, a.outage.fallback, a.log).
-		WithDenials(guard.NewDenials(guard.DefaultDenials, w.o.now))
+	limiter := limit.New(limits, a.outage.fallback, a.log).
+		WithDenials(limit.NewDenials(limit.DefaultDenials, w.o.now))
 	if w.hot != nil {
 		limiter.WithHotKeys(w.hot)
 	}

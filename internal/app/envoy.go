@@ -11,12 +11,12 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/otpguard/otpguard/internal/envoy"
-	"github.com/otpguard/otpguard/internal/guard"
+	"github.com/otpguard/otpguard/internal/limit"
 	"github.com/otpguard/otpguard/internal/metrics"
 )
 
 // The Envoy rate-limit service (docs/envoy.md): its rules are read with
-// the configuration, decided by a guard.Limiter built like /limits/check's
+// the configuration, decided by a limit.Limiter built like /limits/check's
 // (through the Fallback, with the hot keys and remembered denials), served
 // by Run on OTPGUARD_GRPC_ADDR, and read again at SIGHUP.
 
@@ -24,7 +24,7 @@ import (
 type envoyPath struct {
 	cfg        EnvoyConfig
 	svc        *envoy.Service
-	newLimiter func(map[string]guard.LimitPolicy) *guard.Limiter
+	newLimiter func(map[string]limit.Policy) *limit.Limiter
 	log        *slog.Logger
 	reloads    *prometheus.CounterVec
 	addr       atomic.Pointer[net.Addr] // bound by serve
@@ -39,14 +39,14 @@ func (a *App) buildEnvoy(_ context.Context, w *wiring) error {
 	if !a.cfg.Envoy.On() {
 		return nil
 	}
-	a.envoy = newEnvoyPath(a.cfg.Envoy, w.metrics, w.tr, a.log, a.inFlight, func(p map[string]guard.LimitPolicy) *guard.Limiter {
+	a.envoy = newEnvoyPath(a.cfg.Envoy, w.metrics, w.tr, a.log, a.inFlight, func(p map[string]limit.Policy) *limit.Limiter {
 		return a.newLimiter(w, p)
 	})
 	return nil
 }
 
 func newEnvoyPath(cfg EnvoyConfig, metrics *metrics.Set, tr *tracing, log *slog.Logger, admission envoy.Admission,
-	newLimiter func(map[string]guard.LimitPolicy) *guard.Limiter) *envoyPath {
+	newLimiter func(map[string]limit.Policy) *limit.Limiter) *envoyPath {
 	e := &envoyPath{cfg: cfg, newLimiter: newLimiter, log: log,
 		reloads: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "otpguard_envoy_config_reload_total",

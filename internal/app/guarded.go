@@ -5,7 +5,9 @@ import (
 	"time"
 
 	"github.com/otpguard/otpguard/internal/guard"
+	"github.com/otpguard/otpguard/internal/limit"
 	"github.com/otpguard/otpguard/internal/ops"
+	"github.com/otpguard/otpguard/internal/problem"
 	"github.com/otpguard/otpguard/internal/resilience"
 	"github.com/otpguard/otpguard/internal/store"
 )
@@ -34,7 +36,7 @@ var (
 // The calls below read what their call wrote only when it returned (err ==
 // nil): after the Fallback gives up on a call, the call may still write.
 
-func (g guardedStore) ClaimAlert(ctx context.Context, subject guard.Key, ttl time.Duration) (bool, error) {
+func (g guardedStore) ClaimAlert(ctx context.Context, subject limit.Key, ttl time.Duration) (bool, error) {
 	var ok bool
 	err := g.fb.DoFor(ctx, subject, func(ctx context.Context) (err error) {
 		ok, err = g.st.ClaimAlert(ctx, subject, ttl)
@@ -43,7 +45,7 @@ func (g guardedStore) ClaimAlert(ctx context.Context, subject guard.Key, ttl tim
 	return err == nil && ok, err
 }
 
-func (g guardedStore) ReleaseAlert(ctx context.Context, subject guard.Key) error {
+func (g guardedStore) ReleaseAlert(ctx context.Context, subject limit.Key) error {
 	return g.fb.DoFor(ctx, subject, func(ctx context.Context) error { return g.st.ReleaseAlert(ctx, subject) })
 }
 
@@ -53,11 +55,11 @@ func (g guardedStore) NoteBlock(ctx context.Context, b guard.Block) error {
 
 // NoteBlockRefundVolume: the note and a refused send's velocity refund
 // in one round trip (store), through the breaker as the note alone.
-func (g guardedStore) NoteBlockRefundVolume(ctx context.Context, b guard.Block, k guard.Key, at time.Time) error {
+func (g guardedStore) NoteBlockRefundVolume(ctx context.Context, b guard.Block, k limit.Key, at time.Time) error {
 	return g.fb.Do(ctx, func(ctx context.Context) error { return g.st.NoteBlockRefundVolume(ctx, b, k, at) })
 }
 
-func (g guardedStore) EndBlock(ctx context.Context, phone string, reason guard.Code) error {
+func (g guardedStore) EndBlock(ctx context.Context, phone string, reason problem.Code) error {
 	return g.fb.Do(ctx, func(ctx context.Context) error { return g.st.EndBlock(ctx, phone, reason) })
 }
 
@@ -74,7 +76,7 @@ func (g guardedStore) ListBlocks(ctx context.Context, match func(phone string) b
 	return bs, total, nil
 }
 
-func (g guardedStore) Unblock(ctx context.Context, phone string, counters []guard.Key) error {
+func (g guardedStore) Unblock(ctx context.Context, phone string, counters []limit.Key) error {
 	return g.fb.Do(ctx, func(ctx context.Context) error { return g.st.Unblock(ctx, phone, counters) })
 }
 
@@ -91,7 +93,7 @@ func (g guardedStore) MarkTrusted(ctx context.Context, marks []guard.TrustMark, 
 	return n, err
 }
 
-func (g guardedStore) Trusted(ctx context.Context, mark guard.Key) (bool, error) {
+func (g guardedStore) Trusted(ctx context.Context, mark limit.Key) (bool, error) {
 	var ok bool
 	err := g.fb.Do(ctx, func(ctx context.Context) (err error) {
 		ok, err = g.st.Trusted(ctx, mark)

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/otpguard/otpguard/internal/guard"
+	"github.com/otpguard/otpguard/internal/limit"
 )
 
 // The conversion watch counts a send or a verify under several subjects
@@ -80,7 +81,7 @@ func (g guardedStore) CountConversions(ctx context.Context, window, delay time.D
 }
 
 // CountConversion counts one event, one call per node.
-func (g guardedStore) CountConversion(ctx context.Context, kind guard.ConversionKind, now time.Time, window, delay time.Duration, subjects []guard.Key) ([]guard.Tally, error) {
+func (g guardedStore) CountConversion(ctx context.Context, kind guard.ConversionKind, now time.Time, window, delay time.Duration, subjects []limit.Key) ([]guard.Tally, error) {
 	ts, err := g.CountConversions(ctx, window, delay, []guard.ConversionCount{{Kind: kind, Now: now, Subjects: subjects}})
 	if err != nil {
 		return nil, err
@@ -88,8 +89,8 @@ func (g guardedStore) CountConversion(ctx context.Context, kind guard.Conversion
 	return ts[0], nil
 }
 
-func pickKeys(keys []guard.Key, idx []int) []guard.Key {
-	out := make([]guard.Key, len(idx))
+func pickKeys(keys []limit.Key, idx []int) []limit.Key {
+	out := make([]limit.Key, len(idx))
 	for j, i := range idx {
 		out[j] = keys[i]
 	}

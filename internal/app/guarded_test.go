@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/otpguard/otpguard/internal/guard"
+	"github.com/otpguard/otpguard/internal/limit"
+	"github.com/otpguard/otpguard/internal/problem"
 	"github.com/otpguard/otpguard/internal/resilience"
 	"github.com/otpguard/otpguard/internal/store"
 	"github.com/otpguard/otpguard/internal/store/redistest"
@@ -30,7 +32,7 @@ func TestAdvisoryCallsHonourTheBreaker(t *testing.T) {
 	fb.ObserveProbe(context.Background(), errors.New("dial tcp 127.0.0.1:1: connection refused"))
 	g := guardedStore{fb: fb, st: st}
 	ctx := context.Background()
-	subject := []guard.Key{{Space: "conv", ID: "+4474", Name: "p"}}
+	subject := []limit.Key{{Space: "conv", ID: "+4474", Name: "p"}}
 
 	calls := map[string]error{}
 	_, calls["CountConversion"] = g.CountConversion(ctx, guard.ConversionSend, time.Now(), time.Hour, 2*time.Minute, subject)
@@ -38,14 +40,14 @@ func TestAdvisoryCallsHonourTheBreaker(t *testing.T) {
 		[]guard.ConversionCount{{Kind: guard.ConversionSend, Now: time.Now(), Subjects: subject}})
 	_, calls["ClaimAlert"] = g.ClaimAlert(ctx, subject[0], time.Hour)
 	calls["ReleaseAlert"] = g.ReleaseAlert(ctx, subject[0])
-	calls["NoteBlock"] = g.NoteBlock(ctx, guard.Block{Phone: "+447400123456", Reason: guard.CodeCooldown, Until: time.Now().Add(time.Minute)})
-	calls["NoteBlockRefundVolume"] = g.NoteBlockRefundVolume(ctx, guard.Block{Phone: "+447400123456", Reason: guard.CodeCooldown, Until: time.Now().Add(time.Minute)},
-		guard.Key{Space: "otp:vel", ID: "GB", Name: "h"}, time.Now())
-	calls["EndBlock"] = g.EndBlock(ctx, "+447400123456", guard.CodeCooldown)
+	calls["NoteBlock"] = g.NoteBlock(ctx, guard.Block{Phone: "+447400123456", Reason: problem.CodeCooldown, Until: time.Now().Add(time.Minute)})
+	calls["NoteBlockRefundVolume"] = g.NoteBlockRefundVolume(ctx, guard.Block{Phone: "+447400123456", Reason: problem.CodeCooldown, Until: time.Now().Add(time.Minute)},
+		limit.Key{Space: "otp:vel", ID: "GB", Name: "h"}, time.Now())
+	calls["EndBlock"] = g.EndBlock(ctx, "+447400123456", problem.CodeCooldown)
 	_, _, calls["ListBlocks"] = g.ListBlocks(ctx, nil, 10)
 	calls["Unblock"] = g.Unblock(ctx, "+447400123456", nil)
 	for name, err := range calls {
-		if !errors.Is(err, guard.ErrStoreUnavailable) {
+		if !errors.Is(err, limit.ErrStoreUnavailable) {
 			t.Errorf("%s with the breaker open: %v, want ErrStoreUnavailable", name, err)
 		}
 	}

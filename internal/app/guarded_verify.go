@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/otpguard/otpguard/internal/guard"
+	"github.com/otpguard/otpguard/internal/limit"
 )
 
 var _ guard.Verifications = guardedStore{}
@@ -12,7 +13,7 @@ var _ guard.Verifications = guardedStore{}
 // verIDKey is the id's index key (store/verification.go): the first read
 // of GET /otp/verifications/{id}, whose node's breaker the read goes
 // through on Redis Cluster (the record itself is on the number's node).
-func verIDKey(id string) guard.Key { return guard.Key{Space: "ver", ID: id, Name: "p"} }
+func verIDKey(id string) limit.Key { return limit.Key{Space: "ver", ID: id, Name: "p"} }
 
 // Verification reads a verification record through the Fallback's breaker
 // and timeout: while Redis is away it answers 503 store_unavailable.

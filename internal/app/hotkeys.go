@@ -7,7 +7,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/otpguard/otpguard/internal/guard"
+	"github.com/otpguard/otpguard/internal/limit"
 	"github.com/otpguard/otpguard/internal/resilience"
 	"github.com/otpguard/otpguard/internal/store"
 )
@@ -26,7 +26,7 @@ func startHotKeys(ctx context.Context, cfg *Config, rdb redis.UniversalClient,
 	instances func() int, log *slog.Logger) (*resilience.HotKeys, func(), error) {
 	tick := time.Duration(0)
 	for _, p := range cfg.Policies.Limits {
-		if p.Mode == guard.ModeSync && (tick == 0 || p.SyncInterval/4 < tick) {
+		if p.Mode == limit.ModeSync && (tick == 0 || p.SyncInterval/4 < tick) {
 			tick = p.SyncInterval / 4
 		}
 	}

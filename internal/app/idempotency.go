@@ -4,8 +4,8 @@ import (
 	"context"
 	"time"
 
-	"github.com/otpguard/otpguard/internal/guard"
 	"github.com/otpguard/otpguard/internal/httpapi"
+	"github.com/otpguard/otpguard/internal/limit"
 )
 
 var _ httpapi.IdempotencyStore = guardedStore{}
@@ -22,7 +22,7 @@ func WithIdempotencyWait(d time.Duration) Option { return func(o *options) { o.i
 // master's death costs only the records in its slots.
 
 // idemKey is the record's key (store/idempotency.go), for its node.
-func idemKey(digest string) guard.Key { return guard.Key{Space: "idem", ID: digest, Name: "r"} }
+func idemKey(digest string) limit.Key { return limit.Key{Space: "idem", ID: digest, Name: "r"} }
 
 func (g guardedStore) ClaimIdempotencyKey(ctx context.Context, digest, body, token string, pending time.Duration) (string, []byte, error) {
 	var state string
@@ -52,11 +52,11 @@ func (g guardedStore) ReleaseIdempotencyKey(ctx context.Context, digest, token s
 
 // TakeKept4xx counts a kept 4xx answer of caller in an hour's fixed
 // window (the stores' own fixed-window script, one key per caller).
-func (g guardedStore) TakeKept4xx(ctx context.Context, caller string, limit int64) (bool, error) {
-	var res []guard.Result
+func (g guardedStore) TakeKept4xx(ctx context.Context, caller string, lim int64) (bool, error) {
+	var res []limit.Result
 	err := g.fb.Do(ctx, func(ctx context.Context) (err error) {
-		res, err = g.st.Take(ctx, []guard.Take{{Key: guard.Key{Space: "idem4xx", ID: caller, Name: "n"},
-			Algorithm: guard.FixedWindow, Limit: limit, Window: time.Hour, Cost: 1, SpendIfAllowed: true}})
+		res, err = g.st.Take(ctx, []limit.Take{{Key: limit.Key{Space: "idem4xx", ID: caller, Name: "n"},
+			Algorithm: limit.FixedWindow, Limit: lim, Window: time.Hour, Cost: 1, SpendIfAllowed: true}})
 		return err
 	})
 	if err != nil || len(res) != 1 {

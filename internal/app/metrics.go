@@ -7,6 +7,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/otpguard/otpguard/internal/guard"
+	"github.com/otpguard/otpguard/internal/limit"
 	"github.com/otpguard/otpguard/internal/metrics"
 	"github.com/otpguard/otpguard/internal/resilience"
 )
@@ -79,7 +80,7 @@ func (f fallbackDecisions) Collect(ch chan<- prometheus.Metric) {
 	for _, p := range f.fb.Status().Policies {
 		// A limit policy is labelled by its name, as in
 		// otpguard_decisions_total, not by its "limits." status name.
-		label := strings.TrimPrefix(p.Policy, guard.LimitPolicyName(""))
+		label := strings.TrimPrefix(p.Policy, limit.PolicyName(""))
 		ch <- prometheus.MustNewConstMetric(fallbackDecisionsDesc, prometheus.CounterValue, float64(p.Fallbacks), label)
 	}
 }

@@ -14,8 +14,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/otpguard/otpguard/internal/guard"
 	"github.com/otpguard/otpguard/internal/httpapi"
+	"github.com/otpguard/otpguard/internal/limit"
 	"github.com/otpguard/otpguard/internal/resilience"
 	"github.com/otpguard/otpguard/internal/store"
 )
@@ -122,7 +122,7 @@ func (o *outage) start(ctx context.Context, log *slog.Logger) (stop func()) {
 
 // nodeOf names a key's node for the Fallback on Redis Cluster: its
 // master's address (store.Redis.Master). nil (one node) otherwise.
-func nodeOf(rdb redis.UniversalClient, st *store.Redis) func(guard.Key) string {
+func nodeOf(rdb redis.UniversalClient, st *store.Redis) func(limit.Key) string {
 	if _, ok := rdb.(*redis.ClusterClient); !ok {
 		return nil
 	}

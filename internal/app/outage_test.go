@@ -5,7 +5,7 @@ import (
 	"errors"
 	"testing"
 
-	"github.com/otpguard/otpguard/internal/guard"
+	"github.com/otpguard/otpguard/internal/limit"
 	"github.com/otpguard/otpguard/internal/resilience"
 )
 
@@ -14,7 +14,7 @@ import (
 // even when a ping failed in that round (a node still catching up), and
 // it is not reported afterwards.
 func TestPromotedMasterBreakerDropped(t *testing.T) {
-	fb := resilience.NewFallback(resilience.FallbackOptions{NodeOf: func(guard.Key) string { return "" },
+	fb := resilience.NewFallback(resilience.FallbackOptions{NodeOf: func(limit.Key) string { return "" },
 		Breaker: resilience.BreakerOptions{Failures: 1}})
 	o := &outage{fallback: fb}
 	ctx := context.Background()

@@ -11,6 +11,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/otpguard/otpguard/internal/guard"
+	"github.com/otpguard/otpguard/internal/limit"
 )
 
 // The policy file (OTPGUARD_CONFIG; README.md, "Policy file") is a format
@@ -36,8 +37,8 @@ type fileOTPPolicy struct {
 	PerIP              fileWindow            `yaml:"per_ip"`
 	DefaultRegion      string                `yaml:"default_region,omitempty"`
 	Message            string                `yaml:"message"`
-	Mode               guard.Mode            `yaml:"mode,omitempty"` // exists to be refused: OTP limits are always exact
-	OnStoreError       guard.FallbackMode    `yaml:"on_store_error"`
+	Mode               limit.Mode            `yaml:"mode,omitempty"` // exists to be refused: OTP limits are always exact
+	OnStoreError       limit.FallbackMode    `yaml:"on_store_error"`
 	LocalLimit         int64                 `yaml:"local_limit,omitempty"`
 	AllowedCountries   []string              `yaml:"allowed_countries"`
 	AllowedNumberTypes []string              `yaml:"allowed_number_types"`
@@ -62,17 +63,17 @@ type fileChallenge struct {
 	CutFor    fileDuration        `yaml:"cut_for"`
 }
 
-// fileLimitPolicy is one policy under limits: (guard.LimitPolicy).
+// fileLimitPolicy is one policy under limits: (limit.Policy).
 type fileLimitPolicy struct {
-	Algorithm       guard.Algorithm    `yaml:"algorithm"`
+	Algorithm       limit.Algorithm    `yaml:"algorithm"`
 	Capacity        int64              `yaml:"capacity,omitempty"`
 	RefillPerSecond float64            `yaml:"refill_per_second,omitempty"`
 	Limit           int64              `yaml:"limit,omitempty"`
 	Window          fileDuration       `yaml:"window,omitempty"`
 	Shadow          bool               `yaml:"shadow"`
-	OnStoreError    guard.FallbackMode `yaml:"on_store_error"`
+	OnStoreError    limit.FallbackMode `yaml:"on_store_error"`
 	LocalLimit      int64              `yaml:"local_limit,omitempty"`
-	Mode            guard.Mode         `yaml:"mode,omitempty"`
+	Mode            limit.Mode         `yaml:"mode,omitempty"`
 	SyncInterval    fileDuration       `yaml:"sync_interval,omitempty"`
 	Exact           bool               `yaml:"exact,omitempty"`
 }
@@ -246,7 +247,7 @@ func policyFile(p guard.Policies) filePolicies {
 				Expires: fileDuration(o.Challenge.Expires), Floor: o.Challenge.Floor, CutFor: fileDuration(o.Challenge.CutFor)},
 			Trust: toFileTrust(o.Trust),
 		},
-		Limits: convertMap(p.Limits, func(l guard.LimitPolicy) fileLimitPolicy {
+		Limits: convertMap(p.Limits, func(l limit.Policy) fileLimitPolicy {
 			return fileLimitPolicy{
 				Algorithm: l.Algorithm, Capacity: l.Capacity, RefillPerSecond: l.RefillPerSecond,
 				Limit: l.Limit, Window: fileDuration(l.Window),
@@ -293,8 +294,8 @@ func (f filePolicies) policies() guard.Policies {
 				Expires: time.Duration(o.Challenge.Expires), Floor: o.Challenge.Floor, CutFor: time.Duration(o.Challenge.CutFor)},
 			Trust: o.Trust.trust(),
 		},
-		Limits: convertMap(f.Limits, func(l fileLimitPolicy) guard.LimitPolicy {
-			return guard.LimitPolicy{
+		Limits: convertMap(f.Limits, func(l fileLimitPolicy) limit.Policy {
+			return limit.Policy{
 				Algorithm: l.Algorithm, Capacity: l.Capacity, RefillPerSecond: l.RefillPerSecond,
 				Limit: l.Limit, Window: time.Duration(l.Window),
 				Shadow: l.Shadow, OnStoreError: l.OnStoreError, LocalLimit: l.LocalLimit,

@@ -14,6 +14,7 @@ import (
 	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"github.com/otpguard/otpguard/internal/guard"
+	"github.com/otpguard/otpguard/internal/limit"
 )
 
 // everyField is a policy set with no field left zero, so that a field
@@ -29,8 +30,8 @@ func everyField() guard.Policies {
 			PerIP:              guard.Window{Limit: 25, Window: 2 * time.Hour},
 			DefaultRegion:      "IN",
 			Message:            "Code {code}",
-			Mode:               guard.ModeExact,
-			OnStoreError:       guard.FallbackLocal,
+			Mode:               limit.ModeExact,
+			OnStoreError:       limit.FallbackLocal,
 			LocalLimit:         2,
 			AllowedCountries:   []string{"IN", "GB"},
 			AllowedNumberTypes: []string{"mobile"},
@@ -51,10 +52,10 @@ func everyField() guard.Policies {
 				Floor: 7, CutFor: 6 * time.Hour},
 			Trust: guard.TrustPolicy{VerifiedWithin: 30 * 24 * time.Hour, Floor: 40, Factor: 2.5},
 		},
-		Limits: map[string]guard.LimitPolicy{
-			"bucket": {Algorithm: guard.TokenBucket, Capacity: 10, RefillPerSecond: 0.5, Limit: 1, Window: time.Minute,
-				Shadow: true, OnStoreError: guard.FallbackLocal, LocalLimit: 3,
-				Mode: guard.ModeSync, SyncInterval: 50 * time.Millisecond, Exact: true},
+		Limits: map[string]limit.Policy{
+			"bucket": {Algorithm: limit.TokenBucket, Capacity: 10, RefillPerSecond: 0.5, Limit: 1, Window: time.Minute,
+				Shadow: true, OnStoreError: limit.FallbackLocal, LocalLimit: 3,
+				Mode: limit.ModeSync, SyncInterval: 50 * time.Millisecond, Exact: true},
 		},
 	}
 }
@@ -163,15 +164,15 @@ func TestDecodePolicies(t *testing.T) {
 		{name: "limits replace the default policy",
 			file: "limits:\n  search: {algorithm: fixed_window, limit: 300, window: 1m}\n",
 			want: func(p *guard.Policies) {
-				p.Limits = map[string]guard.LimitPolicy{"search": {Algorithm: guard.FixedWindow, Limit: 300,
-					Window: time.Minute, OnStoreError: guard.FallbackOpen}}
+				p.Limits = map[string]limit.Policy{"search": {Algorithm: limit.FixedWindow, Limit: 300,
+					Window: time.Minute, OnStoreError: limit.FallbackOpen}}
 			}},
 		{name: "empty limits keep the default policy", file: "limits: {}\n", want: func(*guard.Policies) {}},
 		{name: "sync mode gets its default interval",
 			file: "limits:\n  hot: {algorithm: token_bucket, capacity: 5, refill_per_second: 1, mode: sync}\n",
 			want: func(p *guard.Policies) {
-				p.Limits = map[string]guard.LimitPolicy{"hot": {Algorithm: guard.TokenBucket, Capacity: 5, RefillPerSecond: 1,
-					OnStoreError: guard.FallbackOpen, Mode: guard.ModeSync, SyncInterval: guard.DefaultSyncInterval}}
+				p.Limits = map[string]limit.Policy{"hot": {Algorithm: limit.TokenBucket, Capacity: 5, RefillPerSecond: 1,
+					OnStoreError: limit.FallbackOpen, Mode: limit.ModeSync, SyncInterval: limit.DefaultSyncInterval}}
 			}},
 		{name: "conversion left empty is filled", file: "otp:\n  conversion: {mode: \"\"}\n", want: func(*guard.Policies) {}},
 		{name: "bad duration names its line",

@@ -8,6 +8,7 @@ import (
 
 	"github.com/otpguard/otpguard/internal/app"
 	"github.com/otpguard/otpguard/internal/guard"
+	"github.com/otpguard/otpguard/internal/limit"
 )
 
 // TestPolicyNamedLikeABuiltInIsRefusedAtStart: a limit policy that takes a
@@ -25,9 +26,9 @@ func TestPolicyNamedLikeABuiltInIsRefusedAtStart(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			cfg.Policies.Limits = map[string]guard.LimitPolicy{
-				name:  {Algorithm: guard.FixedWindow, Limit: 10, Window: 60e9, OnStoreError: guard.FallbackOpen},
-				"api": {Algorithm: guard.FixedWindow, Limit: 10, Window: 60e9, OnStoreError: guard.FallbackOpen},
+			cfg.Policies.Limits = map[string]limit.Policy{
+				name:  {Algorithm: limit.FixedWindow, Limit: 10, Window: 60e9, OnStoreError: limit.FallbackOpen},
+				"api": {Algorithm: limit.FixedWindow, Limit: 10, Window: 60e9, OnStoreError: limit.FallbackOpen},
 			}
 			a, err := app.New(context.Background(), cfg, app.WithOutput(io.Discard))
 			if err == nil {

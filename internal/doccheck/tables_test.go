@@ -150,11 +150,11 @@ func goFiles(t *testing.T, dir string) []*ast.File {
 }
 
 // TestProblemCodesTable: the problem codes table lists exactly the codes
-// package guard declares (constants of type Code), each with the status
+// package problem declares (constants of type Code), each with the status
 // httpx's statusOf gives it.
 func TestProblemCodesTable(t *testing.T) {
 	codes := map[string]string{} // constant name -> code
-	for _, f := range goFiles(t, filepath.Join(root, "internal", "guard")) {
+	for _, f := range goFiles(t, filepath.Join(root, "internal", "problem")) {
 		ast.Inspect(f, func(n ast.Node) bool {
 			vs, ok := n.(*ast.ValueSpec)
 			if !ok || vs.Type == nil || len(vs.Values) != len(vs.Names) {
@@ -179,7 +179,7 @@ func TestProblemCodesTable(t *testing.T) {
 	rows := tableRows(t, reference(t), "Problem codes")
 	got := column(t, rows, "code")
 	if diff := cmp.Diff(sorted(want), sorted(got)); diff != "" {
-		t.Errorf("docs/reference.md's problem codes against the guard.Code constants (-code +docs):\n%s", diff)
+		t.Errorf("docs/reference.md's problem codes against the problem.Code constants (-code +docs):\n%s", diff)
 	}
 	for _, r := range rows {
 		if st, ok := statuses[r[0]]; ok && len(r) > 1 && r[1] != strconv.Itoa(st) {

@@ -7,15 +7,15 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/otpguard/otpguard/internal/envoy"
-	"github.com/otpguard/otpguard/internal/guard"
 	"github.com/otpguard/otpguard/internal/httpapi"
+	"github.com/otpguard/otpguard/internal/limit"
 	"github.com/otpguard/otpguard/internal/metrics"
 )
 
 // limiterFunc is a hand-written fake of envoy.Limiter.
-type limiterFunc func(ctx context.Context, checks []guard.Check) (guard.Batch, error)
+type limiterFunc func(ctx context.Context, checks []limit.Check) (limit.Batch, error)
 
-func (f limiterFunc) Check(ctx context.Context, checks []guard.Check) (guard.Batch, error) {
+func (f limiterFunc) Check(ctx context.Context, checks []limit.Check) (limit.Batch, error) {
 	return f(ctx, checks)
 }
 
@@ -25,12 +25,12 @@ func (f limiterFunc) Check(ctx context.Context, checks []guard.Check) (guard.Bat
 // is a fake that allocates nothing, so the count is the service's (its
 // admission's included).
 func TestAllocationsPerCall(t *testing.T) {
-	decided := []guard.Decision{{Allowed: true, WouldAllow: true, Mode: guard.ModeExact, Remaining: 49}}
-	lim := limiterFunc(func(_ context.Context, checks []guard.Check) (guard.Batch, error) {
+	decided := []limit.Decision{{Allowed: true, WouldAllow: true, Mode: limit.ModeExact, Remaining: 49}}
+	lim := limiterFunc(func(_ context.Context, checks []limit.Check) (limit.Batch, error) {
 		if len(checks) != 1 || checks[0].Key == "" {
 			t.Errorf("checks %+v, want one with a key", checks)
 		}
-		return guard.Batch{Allowed: true, Decisions: decided}, nil
+		return limit.Batch{Allowed: true, Decisions: decided}, nil
 	})
 	// With the admission otpguard runs it with: taking a slot costs none.
 	svc := envoy.NewService(rulesOf(t, basicYAML), lim, envoy.Options{Metrics: envoy.NewMetrics(prometheus.NewRegistry()),

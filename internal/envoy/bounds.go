@@ -10,7 +10,7 @@ import (
 
 // What one call may ask, and how many calls are decided at once. A call is
 // the gateway's, but nothing in the protocol bounds it: a request of
-// 100,000 descriptors would be 5,000 round trips to Redis (guard.MaxBatch
+// 100,000 descriptors would be 5,000 round trips to Redis (limit.MaxBatch
 // checks a trip), and any number of calls could each hold a goroutine and
 // a share of Redis while the HTTP API sheds its own requests. So a call
 // past a bound is refused before anything is matched or counted, and
@@ -19,7 +19,7 @@ import (
 // DefaultMaxDescriptors is how many descriptors a call may carry unless
 // Options say otherwise: Envoy sends one per rate_limits action of the
 // route, a handful; 64 leave room for any route one writes and cost at
-// most a few round trips (guard.MaxBatch a round trip).
+// most a few round trips (limit.MaxBatch a round trip).
 const DefaultMaxDescriptors = 64
 
 // DefaultMaxEntries is how many entries one descriptor may carry unless

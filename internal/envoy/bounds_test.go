@@ -16,8 +16,8 @@ import (
 	grpcstatus "google.golang.org/grpc/status"
 
 	"github.com/otpguard/otpguard/internal/envoy"
-	"github.com/otpguard/otpguard/internal/guard"
 	"github.com/otpguard/otpguard/internal/httpapi"
+	"github.com/otpguard/otpguard/internal/limit"
 	"github.com/otpguard/otpguard/internal/metrics"
 	"github.com/otpguard/otpguard/internal/store/redistest"
 )
@@ -74,7 +74,7 @@ func TestShouldRateLimitBounds(t *testing.T) {
 		{"descriptors past the option", small, descriptors(4, 1), codes.InvalidArgument, 0},
 		{"entries past the option", small, descriptors(1, 3), codes.InvalidArgument, 0},
 		{"at the option's bounds", small, descriptors(3, 2), codes.OK, 1},
-		{"at the default bounds", byDefault, descriptors(guard.MaxBatch, envoy.DefaultMaxEntries), codes.OK, 1},
+		{"at the default bounds", byDefault, descriptors(limit.MaxBatch, envoy.DefaultMaxEntries), codes.OK, 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			trips.Reset()
@@ -96,12 +96,12 @@ type heldLimiter struct {
 	release chan struct{}
 }
 
-func (l heldLimiter) Check(_ context.Context, checks []guard.Check) (guard.Batch, error) {
+func (l heldLimiter) Check(_ context.Context, checks []limit.Check) (limit.Batch, error) {
 	l.entered <- struct{}{}
 	<-l.release
-	b := guard.Batch{Allowed: true, Decisions: make([]guard.Decision, len(checks))}
+	b := limit.Batch{Allowed: true, Decisions: make([]limit.Decision, len(checks))}
 	for i, c := range checks {
-		b.Decisions[i] = guard.Decision{Policy: c.Policy, Key: c.Key, Allowed: true, WouldAllow: true, Limit: 50, Remaining: 49}
+		b.Decisions[i] = limit.Decision{Policy: c.Policy, Key: c.Key, Allowed: true, WouldAllow: true, Limit: 50, Remaining: 49}
 	}
 	return b, nil
 }

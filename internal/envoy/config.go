@@ -1,7 +1,7 @@
 // Package envoy is Envoy's rate-limit protocol: the gRPC service
 // (envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit) and the
 // loader of envoyproxy/ratelimit's configuration format. Each rule of the
-// files becomes an otpguard limit policy, decided by guard.Limiter like
+// files becomes an otpguard limit policy, decided by limit.Limiter like
 // any /limits/check (docs/envoy.md).
 package envoy
 

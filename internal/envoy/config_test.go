@@ -10,7 +10,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/otpguard/otpguard/internal/envoy"
-	"github.com/otpguard/otpguard/internal/guard"
+	"github.com/otpguard/otpguard/internal/limit"
 )
 
 // TestLoadRefuses: what the peer refuses, and what otpguard cannot
@@ -119,18 +119,18 @@ descriptors:
   - key: ldap
     rate_limit: {unlimited: true}
 `)
-	want := map[string]guard.LimitPolicy{
-		"messaging.message_type=marketing.to_number": {Algorithm: guard.FixedWindow, Limit: 5, Window: 24 * time.Hour,
-			OnStoreError: guard.FallbackOpen, Independent: true},
-		"messaging.to_number": {Algorithm: guard.FixedWindow, Limit: 100, Window: 7 * 24 * time.Hour, Shadow: true,
-			OnStoreError: guard.FallbackOpen, Independent: true},
-		"messaging.api": {Algorithm: guard.TokenBucket, Capacity: 60, RefillPerSecond: 1, OnStoreError: guard.FallbackClosed,
-			Mode: guard.ModeSync, SyncInterval: 250 * time.Millisecond, Independent: true},
+	want := map[string]limit.Policy{
+		"messaging.message_type=marketing.to_number": {Algorithm: limit.FixedWindow, Limit: 5, Window: 24 * time.Hour,
+			OnStoreError: limit.FallbackOpen, Independent: true},
+		"messaging.to_number": {Algorithm: limit.FixedWindow, Limit: 100, Window: 7 * 24 * time.Hour, Shadow: true,
+			OnStoreError: limit.FallbackOpen, Independent: true},
+		"messaging.api": {Algorithm: limit.TokenBucket, Capacity: 60, RefillPerSecond: 1, OnStoreError: limit.FallbackClosed,
+			Mode: limit.ModeSync, SyncInterval: 250 * time.Millisecond, Independent: true},
 	}
 	// And one per unit for the descriptors carrying their own limit.
 	for unit, secs := range map[string]int64{"second": 1, "minute": 60, "hour": 3600, "day": 86400, "month": 30 * 86400, "year": 365 * 86400} {
-		want["messaging (limit override per "+unit+")"] = guard.LimitPolicy{Algorithm: guard.FixedWindow,
-			Window: time.Duration(secs) * time.Second, OnStoreError: guard.FallbackOpen, Independent: true}
+		want["messaging (limit override per "+unit+")"] = limit.Policy{Algorithm: limit.FixedWindow,
+			Window: time.Duration(secs) * time.Second, OnStoreError: limit.FallbackOpen, Independent: true}
 	}
 	if diff := cmp.Diff(want, r.Policies); diff != "" {
 		t.Errorf("policies (-want +got):\n%s", diff)

@@ -16,7 +16,7 @@ import (
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/otpguard/otpguard/internal/envoy"
-	"github.com/otpguard/otpguard/internal/guard"
+	"github.com/otpguard/otpguard/internal/limit"
 	"github.com/otpguard/otpguard/internal/resilience"
 )
 
@@ -52,10 +52,10 @@ func rulesOf(t *testing.T, files ...string) *envoy.Rules {
 
 // start serves rules over counter (the shared store, through a Fallback
 // as otpguard runs it) on 127.0.0.1:0 and dials it.
-func start(t *testing.T, counter guard.Counter, rules *envoy.Rules, o envoy.Options) *instance {
+func start(t *testing.T, counter limit.Counter, rules *envoy.Rules, o envoy.Options) *instance {
 	t.Helper()
 	fb := resilience.NewFallback(resilience.FallbackOptions{Counter: counter, Timeout: 5 * time.Second})
-	return startWith(t, guard.NewLimiter(rules.Policies, fb, nil), rules, o)
+	return startWith(t, limit.New(rules.Policies, fb, nil), rules, o)
 }
 
 func startWith(t *testing.T, lim envoy.Limiter, rules *envoy.Rules, o envoy.Options) *instance {

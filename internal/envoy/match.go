@@ -11,7 +11,7 @@ import (
 	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
 
-	"github.com/otpguard/otpguard/internal/guard"
+	"github.com/otpguard/otpguard/internal/limit"
 )
 
 // Match finds the rule of one descriptor as the peer finds it
@@ -107,9 +107,9 @@ func wildcardMatch(parts []string, value string) bool {
 }
 
 // keyOf is the counter's subject for a rule's variable values: each value
-// escaped (a byte guard.ValidateKey refuses, '.' and '=' become "=XX", an
+// escaped (a byte limit.ValidateKey refuses, '.' and '=' become "=XX", an
 // empty value "="), joined by '.'; "-" when there are none. Longer than
-// guard.MaxKeyLength less room for the window, it is "=H" and a digest:
+// limit.MaxKeyLength less room for the window, it is "=H" and a digest:
 // "=H" is no escape, so no escaped key looks like one.
 func keyOf(vars []string) string {
 	switch {
@@ -145,7 +145,7 @@ func keyOf(vars []string) string {
 }
 
 // maxSubject leaves room in a key for ":" and a window's start.
-const maxSubject = guard.MaxKeyLength - 12
+const maxSubject = limit.MaxKeyLength - 12
 
 // plainString reports whether v needs no escape and fits as a subject.
 func plainString(v string) bool {

@@ -10,7 +10,7 @@ import (
 	pb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 
 	"github.com/otpguard/otpguard/internal/envoy"
-	"github.com/otpguard/otpguard/internal/guard"
+	"github.com/otpguard/otpguard/internal/limit"
 	"github.com/otpguard/otpguard/internal/store"
 	"github.com/otpguard/otpguard/internal/store/redistest"
 )
@@ -409,7 +409,7 @@ descriptors:
 // TestShouldRateLimitRefusesEmpty: a request without domain or
 // descriptors is the gateway's mistake, not an outage.
 func TestShouldRateLimitRefusesEmpty(t *testing.T) {
-	in := startWith(t, guard.NewLimiter(nil, nil, nil), rulesOf(t, basicYAML), envoy.Options{})
+	in := startWith(t, limit.New(nil, nil, nil), rulesOf(t, basicYAML), envoy.Options{})
 	for _, req := range []*pb.RateLimitRequest{{Domain: "basic"}, request("", [][][2]string{{{"key1", "x"}}}, 1)} {
 		if _, err := in.client.ShouldRateLimit(t.Context(), req); err == nil {
 			t.Errorf("ShouldRateLimit(%v): no error, want InvalidArgument", req)

@@ -7,7 +7,7 @@ import (
 
 	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 
-	"github.com/otpguard/otpguard/internal/guard"
+	"github.com/otpguard/otpguard/internal/limit"
 )
 
 // Rules are the configuration files, loaded: per domain a tree of
@@ -19,7 +19,7 @@ type Rules struct {
 	// messaging.message_type=marketing.to_number; and per domain one for
 	// each unit a request's own limit may have (a descriptor's limit
 	// override), e.g. "messaging (limit override per minute)".
-	Policies map[string]guard.LimitPolicy
+	Policies map[string]limit.Policy
 	// Notes are what the files ask that otpguard accepts without acting
 	// on it (the peer's statsd naming, metadata), for the start-up log.
 	Notes []string
@@ -76,7 +76,7 @@ var unitSeconds = map[string]int64{
 // Load builds the rules of files, refusing what otpguard cannot honour
 // and naming the file and descriptor.
 func Load(files []File) (*Rules, error) {
-	r := &Rules{domains: map[string]*node{}, Policies: map[string]guard.LimitPolicy{}}
+	r := &Rules{domains: map[string]*node{}, Policies: map[string]limit.Policy{}}
 	from := map[string]string{}
 	for _, f := range files {
 		d := f.root.Domain
@@ -119,8 +119,8 @@ func (r *Rules) addOverrides(file, domain string) error {
 		if _, taken := r.Policies[name]; taken {
 			return fmt.Errorf("%s: domain %q: the policy name of its limit overrides, %q, is taken by another domain's descriptor", file, domain, name)
 		}
-		r.Policies[name] = guard.LimitPolicy{Algorithm: guard.FixedWindow, Window: time.Duration(unitSeconds[unit]) * time.Second,
-			OnStoreError: guard.FallbackOpen, Independent: true}
+		r.Policies[name] = limit.Policy{Algorithm: limit.FixedWindow, Window: time.Duration(unitSeconds[unit]) * time.Second,
+			OnStoreError: limit.FallbackOpen, Independent: true}
 	}
 	return nil
 }
@@ -199,56 +199,56 @@ func (r *Rules) load(file, path string, n *node, descs []fileDescriptor) error {
 }
 
 // ruleOf is the rule and limit policy of a descriptor with a rate_limit.
-func ruleOf(name string, d fileDescriptor) (*Rule, guard.LimitPolicy, error) {
+func ruleOf(name string, d fileDescriptor) (*Rule, limit.Policy, error) {
 	rl := d.RateLimit
 	unit := strings.ToUpper(rl.Unit)
 	secs, valid := unitSeconds[unit]
 	switch {
 	case rl.Unlimited && valid:
-		return nil, guard.LimitPolicy{}, fmt.Errorf("should not specify rate limit unit when unlimited")
+		return nil, limit.Policy{}, fmt.Errorf("should not specify rate limit unit when unlimited")
 	case rl.Unlimited && d.Metadata.OTPGuard != nil:
-		return nil, guard.LimitPolicy{}, fmt.Errorf("metadata.otpguard has nothing to shape on an unlimited rule")
+		return nil, limit.Policy{}, fmt.Errorf("metadata.otpguard has nothing to shape on an unlimited rule")
 	case !rl.Unlimited && !valid:
-		return nil, guard.LimitPolicy{}, fmt.Errorf("invalid rate limit unit '%s' (second, minute, hour, day, week, month or year)", rl.Unit)
+		return nil, limit.Policy{}, fmt.Errorf("invalid rate limit unit '%s' (second, minute, hour, day, week, month or year)", rl.Unit)
 	}
 	rule := &Rule{Name: rl.Name, Unlimited: rl.Unlimited, Shadow: d.ShadowMode, Quota: d.QuotaMode, Seconds: secs}
 	for _, rep := range rl.Replaces {
 		switch {
 		case rep.Name == "":
-			return nil, guard.LimitPolicy{}, fmt.Errorf("should not have an empty replaces entry")
+			return nil, limit.Policy{}, fmt.Errorf("should not have an empty replaces entry")
 		case rep.Name == rl.Name:
-			return nil, guard.LimitPolicy{}, fmt.Errorf("replaces should not contain name of same descriptor")
+			return nil, limit.Policy{}, fmt.Errorf("replaces should not contain name of same descriptor")
 		}
 		rule.Replaces = append(rule.Replaces, rep.Name)
 	}
 	if rl.Unlimited {
-		return rule, guard.LimitPolicy{}, nil
+		return rule, limit.Policy{}, nil
 	}
 	rule.Policy = name
 	rule.Limit = &ratelimitv3.RateLimitResponse_RateLimit{Name: rl.Name, RequestsPerUnit: rl.RequestsPerUnit,
 		Unit: ratelimitv3.RateLimitResponse_RateLimit_Unit(ratelimitv3.RateLimitResponse_RateLimit_Unit_value[unit])}
-	pol := guard.LimitPolicy{Algorithm: guard.FixedWindow, Limit: int64(rl.RequestsPerUnit),
+	pol := limit.Policy{Algorithm: limit.FixedWindow, Limit: int64(rl.RequestsPerUnit),
 		Window: time.Duration(secs) * time.Second, Shadow: d.ShadowMode,
-		OnStoreError: guard.FallbackOpen, Independent: true}
+		OnStoreError: limit.FallbackOpen, Independent: true}
 	if x := d.Metadata.OTPGuard; x != nil {
 		var err error
 		if pol, err = extend(pol, *x, secs); err != nil {
-			return nil, guard.LimitPolicy{}, fmt.Errorf("metadata.otpguard: %w", err)
+			return nil, limit.Policy{}, fmt.Errorf("metadata.otpguard: %w", err)
 		}
-		rule.Bucket = pol.Algorithm == guard.TokenBucket
+		rule.Bucket = pol.Algorithm == limit.TokenBucket
 	}
 	return rule, pol, nil
 }
 
 // extend applies a rule's metadata.otpguard to its policy.
-func extend(p guard.LimitPolicy, x Extension, secs int64) (guard.LimitPolicy, error) {
+func extend(p limit.Policy, x Extension, secs int64) (limit.Policy, error) {
 	switch x.Algorithm {
-	case "", string(guard.FixedWindow):
+	case "", string(limit.FixedWindow):
 		if x.Capacity != 0 || x.RefillPerSecond != 0 {
 			return p, fmt.Errorf("capacity and refill_per_second belong to algorithm: token_bucket")
 		}
-	case string(guard.TokenBucket):
-		p.Algorithm, p.Capacity, p.RefillPerSecond = guard.TokenBucket, p.Limit, float64(p.Limit)/float64(secs)
+	case string(limit.TokenBucket):
+		p.Algorithm, p.Capacity, p.RefillPerSecond = limit.TokenBucket, p.Limit, float64(p.Limit)/float64(secs)
 		if x.Capacity != 0 {
 			p.Capacity = x.Capacity
 		}
@@ -262,31 +262,31 @@ func extend(p guard.LimitPolicy, x Extension, secs int64) (guard.LimitPolicy, er
 	default:
 		return p, fmt.Errorf("algorithm must be fixed_window or token_bucket, got %q", x.Algorithm)
 	}
-	switch guard.FallbackMode(x.OnStoreError) {
+	switch limit.FallbackMode(x.OnStoreError) {
 	case "":
-	case guard.FallbackOpen, guard.FallbackClosed:
-		p.OnStoreError = guard.FallbackMode(x.OnStoreError)
-	case guard.FallbackLocal:
+	case limit.FallbackOpen, limit.FallbackClosed:
+		p.OnStoreError = limit.FallbackMode(x.OnStoreError)
+	case limit.FallbackLocal:
 		if x.LocalLimit < 1 {
 			return p, fmt.Errorf("on_store_error: local needs a local_limit of at least 1")
 		}
-		p.OnStoreError, p.LocalLimit = guard.FallbackLocal, x.LocalLimit
+		p.OnStoreError, p.LocalLimit = limit.FallbackLocal, x.LocalLimit
 	default:
 		return p, fmt.Errorf("on_store_error must be open, local or closed, got %q", x.OnStoreError)
 	}
-	if x.LocalLimit != 0 && p.OnStoreError != guard.FallbackLocal {
+	if x.LocalLimit != 0 && p.OnStoreError != limit.FallbackLocal {
 		return p, fmt.Errorf("local_limit only applies with on_store_error: local")
 	}
-	switch guard.Mode(x.Mode) {
-	case "", guard.ModeExact:
+	switch limit.Mode(x.Mode) {
+	case "", limit.ModeExact:
 		if x.SyncInterval != "" {
 			return p, fmt.Errorf("sync_interval only applies with mode: sync")
 		}
-	case guard.ModeSync:
-		if p.Algorithm != guard.TokenBucket {
+	case limit.ModeSync:
+		if p.Algorithm != limit.TokenBucket {
 			return p, fmt.Errorf("mode: sync needs algorithm: token_bucket (an Envoy window counts every hit, which hot keys do not)")
 		}
-		p.Mode, p.SyncInterval = guard.ModeSync, guard.DefaultSyncInterval
+		p.Mode, p.SyncInterval = limit.ModeSync, limit.DefaultSyncInterval
 		if x.SyncInterval != "" {
 			d, err := time.ParseDuration(x.SyncInterval)
 			if err != nil || d < 10*time.Millisecond || d > time.Minute {

@@ -18,13 +18,14 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/structpb"
 
-	"github.com/otpguard/otpguard/internal/guard"
+	"github.com/otpguard/otpguard/internal/limit"
+	"github.com/otpguard/otpguard/internal/problem"
 )
 
 // Limiter decides checks in one round trip per Redis slot
-// (guard.Limiter.Check).
+// (limit.Limiter.Check).
 type Limiter interface {
-	Check(ctx context.Context, checks []guard.Check) (guard.Batch, error)
+	Check(ctx context.Context, checks []limit.Check) (limit.Batch, error)
 }
 
 // Recorder counts decisions in otpguard's metrics, as /limits/check does
@@ -176,7 +177,7 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *ratelimitv3.RateLimi
 // plan matches each descriptor to its rule and lists the checks to make,
 // as the peer's constructLimitsToCheck: a rule named in another matched
 // rule's replaces is dropped.
-func (s *Service) plan(rules *Rules, req *ratelimitv3.RateLimitRequest, now int64) ([]item, []guard.Check, error) {
+func (s *Service) plan(rules *Rules, req *ratelimitv3.RateLimitRequest, now int64) ([]item, []limit.Check, error) {
 	items := make([]item, len(req.Descriptors))
 	var replacing map[string]bool
 	for i, d := range req.Descriptors {
@@ -214,7 +215,7 @@ func (s *Service) plan(rules *Rules, req *ratelimitv3.RateLimitRequest, now int6
 			items[i].state = itemChecked
 		}
 	}
-	checks := make([]guard.Check, 0, len(items))
+	checks := make([]limit.Check, 0, len(items))
 	for i := range items {
 		it := &items[i]
 		if it.state == itemChecked && it.rule.Name != "" && replacing[it.rule.Name] {
@@ -228,7 +229,7 @@ func (s *Service) plan(rules *Rules, req *ratelimitv3.RateLimitRequest, now int6
 			key = windowKey(key, it.rule.Seconds, now)
 		}
 		it.check = len(checks)
-		c := guard.Check{Policy: it.rule.Policy, Key: key, Cost: it.cost}
+		c := limit.Check{Policy: it.rule.Policy, Key: key, Cost: it.cost}
 		if it.rule.Override {
 			c.Override, c.Limit = true, int64(it.rule.Limit.RequestsPerUnit)
 		}
@@ -237,15 +238,15 @@ func (s *Service) plan(rules *Rules, req *ratelimitv3.RateLimitRequest, now int6
 	return items, checks, nil
 }
 
-// decide asks limiter for checks, at most guard.MaxBatch at a time (the
+// decide asks limiter for checks, at most limit.MaxBatch at a time (the
 // checks are Independent: splitting them changes no answer). unavailable
 // marks the checks of a batch refused because Redis could not answer and a
 // policy of it is closed.
-func decide(ctx context.Context, limiter Limiter, checks []guard.Check) ([]guard.Decision, []bool, error) {
-	var out []guard.Decision
+func decide(ctx context.Context, limiter Limiter, checks []limit.Check) ([]limit.Decision, []bool, error) {
+	var out []limit.Decision
 	var unavailable []bool
-	for at := 0; at < len(checks); at += guard.MaxBatch {
-		part := checks[at:min(len(checks), at+guard.MaxBatch)]
+	for at := 0; at < len(checks); at += limit.MaxBatch {
+		part := checks[at:min(len(checks), at+limit.MaxBatch)]
 		b, err := limiter.Check(ctx, part)
 		switch {
 		case err == nil && len(part) == len(checks) && len(b.Decisions) == len(checks):
@@ -255,26 +256,26 @@ func decide(ctx context.Context, limiter Limiter, checks []guard.Check) ([]guard
 		case err == nil:
 		case refusedForStore(err):
 			if out == nil {
-				out = make([]guard.Decision, len(checks))
+				out = make([]limit.Decision, len(checks))
 			}
 			if unavailable == nil {
 				unavailable = make([]bool, len(checks))
 			}
 			for j := range part {
 				unavailable[at+j] = true
-				out[at+j] = guard.Decision{Policy: part[j].Policy, Key: part[j].Key, Mode: guard.ModeFallback}
+				out[at+j] = limit.Decision{Policy: part[j].Policy, Key: part[j].Key, Mode: limit.ModeFallback}
 			}
 			continue
 		default:
 			return nil, nil, err
 		}
 		if out == nil {
-			out = make([]guard.Decision, len(checks))
+			out = make([]limit.Decision, len(checks))
 		}
 		copy(out[at:], b.Decisions)
 	}
 	if out == nil { // no checks
-		out = []guard.Decision{}
+		out = []limit.Decision{}
 	}
 	return out, unavailable, nil
 }
@@ -283,14 +284,14 @@ func decide(ctx context.Context, limiter Limiter, checks []guard.Check) ([]guard
 // Redis could not answer (a closed policy) or answered too slowly. Apart
 // from decide so that its errors.As target is only allocated on an error.
 func refusedForStore(err error) bool {
-	var gerr *guard.Error
-	return errors.As(err, &gerr) && (gerr.Code == guard.CodeStoreUnavailable || gerr.Code == guard.CodeOverloaded)
+	var gerr *problem.Error
+	return errors.As(err, &gerr) && (gerr.Code == problem.CodeStoreUnavailable || gerr.Code == problem.CodeOverloaded)
 }
 
 // respond composes the answer as the peer's shouldRateLimitWorker does:
 // OVER_LIMIT when a descriptor outside quota_mode is, or when every
 // quota_mode descriptor is.
-func (s *Service) respond(domain string, items []item, decisions []guard.Decision, unavailable []bool, now int64) *ratelimitv3.RateLimitResponse {
+func (s *Service) respond(domain string, items []item, decisions []limit.Decision, unavailable []bool, now int64) *ratelimitv3.RateLimitResponse {
 	a := newAnswer(len(items))
 	resp := &a.resp
 	failed, quotaTotal, quotaFailed := 0, 0, 0
@@ -311,7 +312,7 @@ func (s *Service) respond(domain string, items []item, decisions []guard.Decisio
 			continue
 		case itemTooCostly:
 			st.Code, st.CurrentLimit = ratelimitv3.RateLimitResponse_OVER_LIMIT, it.rule.Limit
-			st.DurationUntilReset = a.reset(i, it.rule, guard.Decision{}, now)
+			st.DurationUntilReset = a.reset(i, it.rule, limit.Decision{}, now)
 			if it.rule.Shadow {
 				st.Code = ratelimitv3.RateLimitResponse_OK
 			}
@@ -325,7 +326,7 @@ func (s *Service) respond(domain string, items []item, decisions []guard.Decisio
 				st.Code = ratelimitv3.RateLimitResponse_OVER_LIMIT
 			}
 			s.record(d, down)
-			if d.Mode == guard.ModeFallback {
+			if d.Mode == limit.ModeFallback {
 				fallback = append(fallback, it.rule.Policy)
 				storeDown = storeDown || down
 			}
@@ -372,7 +373,7 @@ func newAnswer(n int) *answer {
 
 // reset is status i's duration_until_reset: to the end of the aligned
 // window (whole seconds, as the peer's), or until a bucket is full.
-func (a *answer) reset(i int, r *Rule, d guard.Decision, now int64) *durationpb.Duration {
+func (a *answer) reset(i int, r *Rule, d limit.Decision, now int64) *durationpb.Duration {
 	dur := &a.durations[i]
 	if r.Bucket {
 		dur.Seconds = int64(math.Ceil(d.ResetAfter.Seconds()))
@@ -383,19 +384,19 @@ func (a *answer) reset(i int, r *Rule, d guard.Decision, now int64) *durationpb.
 }
 
 // record counts one decision as /limits/check counts its own.
-func (s *Service) record(d guard.Decision, down bool) {
+func (s *Service) record(d limit.Decision, down bool) {
 	if s.rec == nil {
 		return
 	}
 	switch {
 	case down:
-		s.rec.Decision(d.Policy, string(guard.CodeStoreUnavailable))
+		s.rec.Decision(d.Policy, string(problem.CodeStoreUnavailable))
 	case d.WouldAllow:
 		s.rec.Decision(d.Policy, "allowed")
 	default:
-		s.rec.Decision(d.Policy, string(guard.CodeRateLimited))
+		s.rec.Decision(d.Policy, string(problem.CodeRateLimited))
 	}
-	if d.Mode == guard.ModeMemory {
+	if d.Mode == limit.ModeMemory {
 		s.rec.FromMemory(d.Policy)
 	}
 }
@@ -408,7 +409,7 @@ func fallbackMetadata(policies []string, storeDown bool) *structpb.Struct {
 		list[i] = structpb.NewStringValue(p)
 	}
 	return &structpb.Struct{Fields: map[string]*structpb.Value{
-		"otpguard_decided_by":        structpb.NewStringValue(string(guard.ModeFallback)),
+		"otpguard_decided_by":        structpb.NewStringValue(string(limit.ModeFallback)),
 		"otpguard_fallback_policies": structpb.NewListValue(&structpb.ListValue{Values: list}),
 		"otpguard_store_unavailable": structpb.NewBoolValue(storeDown),
 	}}

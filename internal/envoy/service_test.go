@@ -28,7 +28,8 @@ import (
 	reflectionpb "google.golang.org/grpc/reflection/grpc_reflection_v1"
 
 	"github.com/otpguard/otpguard/internal/envoy"
-	"github.com/otpguard/otpguard/internal/guard"
+	"github.com/otpguard/otpguard/internal/limit"
+	"github.com/otpguard/otpguard/internal/problem"
 	"github.com/otpguard/otpguard/internal/resilience"
 	"github.com/otpguard/otpguard/internal/store"
 	"github.com/otpguard/otpguard/internal/store/redistest"
@@ -93,7 +94,7 @@ func TestOutage(t *testing.T) {
 	rec := &recorder{}
 	fb := resilience.NewFallback(resilience.FallbackOptions{Counter: store.NewRedis(rdb, redistest.Prefix()), Timeout: 10 * time.Millisecond})
 	rules := rulesOf(t, outageYAML)
-	in := startWith(t, guard.NewLimiter(rules.Policies, fb, nil), rules, envoy.Options{Recorder: rec})
+	in := startWith(t, limit.New(rules.Policies, fb, nil), rules, envoy.Options{Recorder: rec})
 
 	for i := range 4 { // open: the split limit, 3 over one instance
 		code, rem := OK, uint32(3-(i+1))
@@ -115,7 +116,7 @@ func TestOutage(t *testing.T) {
 	got := expect(t, in.client, "closed", request("outage", [][][2]string{{{"closed", "x"}}, {{"open", "y"}}}, 1),
 		response(OVER, status(OVER, 3, MIN, 0), status(OVER, 3, MIN, 0)))
 	expectMetadata(t, got, []string{"outage.closed", "outage.open"}, true)
-	if rec.n[[2]string{"outage.closed", string(guard.CodeStoreUnavailable)}] != 1 {
+	if rec.n[[2]string{"outage.closed", string(problem.CodeStoreUnavailable)}] != 1 {
 		t.Errorf("decisions recorded: %v, want one store_unavailable for outage.closed", rec.n)
 	}
 }
@@ -152,7 +153,7 @@ func (r *recorder) FromMemory(string) {}
 // TestHealthAndReflection: the listener answers gRPC health checks for
 // the service and lists it by reflection.
 func TestHealthAndReflection(t *testing.T) {
-	in := startWith(t, guard.NewLimiter(nil, nil, nil), rulesOf(t, basicYAML), envoy.Options{})
+	in := startWith(t, limit.New(nil, nil, nil), rulesOf(t, basicYAML), envoy.Options{})
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	h, err := grpc_health_v1.NewHealthClient(in.conn).Check(ctx, &grpc_health_v1.HealthCheckRequest{Service: envoy.ServiceName})
@@ -193,7 +194,7 @@ func TestMutualTLS(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	svc := envoy.NewService(rulesOf(t, basicYAML), guard.NewLimiter(nil, nil, nil), envoy.Options{})
+	svc := envoy.NewService(rulesOf(t, basicYAML), limit.New(nil, nil, nil), envoy.Options{})
 	srv, err := envoy.Listen(envoy.ServerConfig{Addr: "127.0.0.1:0", CertFile: filepath.Join(dir, "server.pem"),
 		KeyFile: filepath.Join(dir, "server.key"), ClientCAFile: filepath.Join(dir, "ca.pem")}, svc)
 	if err != nil {
@@ -272,7 +273,7 @@ func pemKey(t *testing.T, k *ecdsa.PrivateKey) []byte {
 func TestTraceFromMetadata(t *testing.T) {
 	rec := tracetest.NewSpanRecorder()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
-	in := startWith(t, guard.NewLimiter(nil, nil, nil), rulesOf(t, basicYAML),
+	in := startWith(t, limit.New(nil, nil, nil), rulesOf(t, basicYAML),
 		envoy.Options{TracerProvider: tp, Propagator: propagation.TraceContext{}})
 	ctx := metadata.AppendToOutgoingContext(context.Background(), "traceparent", "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01")
 	if _, err := in.client.ShouldRateLimit(ctx, request("foo", [][][2]string{{{"a", "b"}}}, 1)); err != nil {

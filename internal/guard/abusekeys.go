@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strconv"
 	"time"
+
+	"github.com/otpguard/otpguard/internal/limit"
 )
 
 // The keys of the abuse defences that the ops desk's attack view reads
@@ -12,11 +14,11 @@ import (
 // never spells a key of its own.
 
 // BudgetKeys are the spend budget's hour and day counters.
-func BudgetKeys() (hourKey, dayKey Key) { return budgetHourKey, budgetDayKey }
+func BudgetKeys() (hourKey, dayKey limit.Key) { return budgetHourKey, budgetDayKey }
 
 // VelocityKeys are a country's velocity counters (fields s:<hour>,
 // v:<hour>, b:<hour>) and its quarantine (when it ends, unix seconds).
-func VelocityKeys(region string) (counters, quarantine Key) {
+func VelocityKeys(region string) (counters, quarantine limit.Key) {
 	return velocityKey(region), quarantineKey(region)
 }
 

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/otpguard/otpguard/internal/guard"
+	"github.com/otpguard/otpguard/internal/limit"
 	"github.com/otpguard/otpguard/internal/store/redistest"
 )
 
@@ -77,26 +78,26 @@ func BenchmarkOTPSend(b *testing.B) {
 }
 
 // BenchmarkLimiterCheck is one /limits/check decision through
-// guard.Limiter.Check (policy lookup, key and cost validation, the store's
+// limit.Limiter.Check (policy lookup, key and cost validation, the store's
 // one round trip), for one check and for a batch of 10.
 func BenchmarkLimiterCheck(b *testing.B) {
 	for _, batch := range []int{1, 10} {
 		b.Run("batch="+strconv.Itoa(batch), func(b *testing.B) {
 			s, rt, _ := redistest.Store(b)
 			guard.WarmPhoneMetadata()
-			policies := map[string]guard.LimitPolicy{
-				"api": {Algorithm: guard.TokenBucket, Capacity: 1_000_000_000, RefillPerSecond: 1_000_000, OnStoreError: guard.FallbackOpen},
+			policies := map[string]limit.Policy{
+				"api": {Algorithm: limit.TokenBucket, Capacity: 1_000_000_000, RefillPerSecond: 1_000_000, OnStoreError: limit.FallbackOpen},
 			}
-			l := guard.NewLimiter(policies, s, nil)
+			l := limit.New(policies, s, nil)
 			ctx := context.Background()
-			checks := make([]guard.Check, batch)
+			checks := make([]limit.Check, batch)
 			i := 0
 			for b.Loop() {
 				if i == 0 {
 					rt.Reset()
 				}
 				for j := range checks {
-					checks[j] = guard.Check{Policy: "api", Key: "user:" + strconv.Itoa((i*batch+j)%1000), Cost: 1}
+					checks[j] = limit.Check{Policy: "api", Key: "user:" + strconv.Itoa((i*batch+j)%1000), Cost: 1}
 				}
 				res, err := l.Check(ctx, checks)
 				if err != nil {

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"time"
+
+	"github.com/otpguard/otpguard/internal/limit"
 )
 
 // BudgetUse is one window of the spend budget (otp.budget) as the shared
@@ -32,11 +34,11 @@ type BudgetUse struct {
 // left out. On an error the windows are returned with Known false.
 func (s *OTP) BudgetUse(ctx context.Context) ([]BudgetUse, error) {
 	var (
-		takes []Take
+		takes []limit.Take
 		out   []BudgetUse
 	)
 	e := s.enforced(s.now())
-	for _, key := range []Key{budgetHourKey, budgetDayKey} {
+	for _, key := range []limit.Key{budgetHourKey, budgetDayKey} {
 		l := e.Budget(key.Name)
 		if l.Limit <= 0 {
 			continue
@@ -44,8 +46,8 @@ func (s *OTP) BudgetUse(ctx context.Context) ([]BudgetUse, error) {
 		// No policy and closed: a failed read is an error, never a figure
 		// from memory, and it neither counts as a fallback decision nor
 		// moves the OTP policy in or out of fallback.
-		takes = append(takes, Take{Key: key, Algorithm: FixedWindow, Limit: l.Limit, Window: l.Window, Cost: 0,
-			OnStoreError: FallbackClosed})
+		takes = append(takes, limit.Take{Key: key, Algorithm: limit.FixedWindow, Limit: l.Limit, Window: l.Window, Cost: 0,
+			OnStoreError: limit.FallbackClosed})
 		out = append(out, BudgetUse{Window: key.Name, Limit: l.Limit, Override: l.Override})
 	}
 	if len(takes) == 0 {

@@ -8,6 +8,9 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/otpguard/otpguard/internal/limit"
+	"github.com/otpguard/otpguard/internal/problem"
 )
 
 // A challenge before a refusal (docs/abuse.md, "Challenges"). Where an
@@ -113,16 +116,22 @@ var ErrBadSolution = errors.New("the challenge's solution does not hold")
 // single-use key and how long it must live, and the country's velocity
 // counts, whose baseline is the solved cap.
 type SolvedUse struct {
-	Used Key // same hash tag as the VolumeTake's Key
+	Used limit.Key // same hash tag as the VolumeTake's Key
 	TTL  time.Duration
-	Base Key // the country's velocity counts (velocityKey); same hash tag
+	Base limit.Key // the country's velocity counts (velocityKey); same hash tag
 }
 
-func solvedKey(region string) Key { return Key{Space: "otp:vel", ID: region, Name: "solved"} }
+func solvedKey(region string) limit.Key {
+	return limit.Key{Space: "otp:vel", ID: region, Name: "solved"}
+}
 
-func solvedCutKey(region string) Key { return Key{Space: "otp:vel", ID: region, Name: "solvedcut"} }
+func solvedCutKey(region string) limit.Key {
+	return limit.Key{Space: "otp:vel", ID: region, Name: "solvedcut"}
+}
 
-func solutionKey(region, id string) Key { return Key{Space: "otp:vel", ID: region, Name: "used:" + id} }
+func solutionKey(region, id string) limit.Key {
+	return limit.Key{Space: "otp:vel", ID: region, Name: "used:" + id}
+}
 
 // DefaultChallenge is otp.challenge when the policy file says nothing:
 // proof of work, 100,000 at most (50,000 SHA-256 hashes on average: a
@@ -219,7 +228,7 @@ func (s *OTP) confirmSolved(ctx context.Context, phone Phone, ip, solution strin
 // challengeUnavailable is the refusal of a send whose challenge could not
 // be checked.
 func challengeUnavailable(err error) error {
-	return &Error{Code: CodeChallengeUnavailable, RetryAfter: 5 * time.Second, Err: err,
+	return &problem.Error{Code: problem.CodeChallengeUnavailable, RetryAfter: 5 * time.Second, Err: err,
 		Message: "the challenge could not be checked; try again shortly"}
 }
 
@@ -227,10 +236,10 @@ func challengeUnavailable(err error) error {
 // which a challenge may lift: not per number, per address, cooldown,
 // budget or an operator's action.
 func automaticRefusal(err error) bool {
-	switch ErrorCode(err) {
-	case CodePrefixRateLimited, CodeCountryRateLimited, CodeUnusualVolume:
+	switch problem.CodeOf(err) {
+	case problem.CodePrefixRateLimited, problem.CodeCountryRateLimited, problem.CodeUnusualVolume:
 		return !errors.Is(err, errOperatorLimit)
-	case CodeDenied:
+	case problem.CodeDenied:
 		return errors.Is(err, errAutomaticBlock)
 	}
 	return false
@@ -254,8 +263,8 @@ func (s *OTP) newChallenge(ctx context.Context, phone Phone, msg string, cause e
 		s.log.WarnContext(ctx, "issuing a challenge failed", "err", ierr)
 		return cause
 	}
-	e := &Error{Code: CodeChallengeRequired, Message: msg, Challenge: &c, Err: cause}
-	var ce *Error
+	e := &problem.Error{Code: problem.CodeChallengeRequired, Message: msg, Challenge: &c, Err: cause}
+	var ce *problem.Error
 	if errors.As(cause, &ce) {
 		e.Usage = ce.Usage
 	}
@@ -283,13 +292,13 @@ func (s *OTP) solvedTake(phone Phone, sol *Solution) *VolumeTake {
 func (s *OTP) solvedDenied(ctx context.Context, phone Phone, t VolumeTake, res VolumeResult) error {
 	if res.Reused {
 		return s.newChallenge(ctx, phone, "this solution was used already; solve the new challenge",
-			Errorf(CodeChallengeRequired, "solution reused"))
+			problem.Errorf(problem.CodeChallengeRequired, "solution reused"))
 	}
 	if f := s.abuse.hooks.VelocityRefused; f != nil {
 		f(region(phone))
 	}
 	retry := time.Unix((t.Hour+1)*3600, 0).Sub(t.Now)
-	return &Error{Code: CodeUnusualVolume, RetryAfter: retry, Usage: Usage(res.Count+1, res.Limit, time.Hour),
+	return &problem.Error{Code: problem.CodeUnusualVolume, RetryAfter: retry, Usage: Usage(res.Count+1, res.Limit, time.Hour),
 		Message: "unusually many challenged codes were sent to this country this hour; try again later"}
 }
 

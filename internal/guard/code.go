@@ -9,6 +9,9 @@ import (
 	"fmt"
 	"math/big"
 	"time"
+
+	"github.com/otpguard/otpguard/internal/limit"
+	"github.com/otpguard/otpguard/internal/problem"
 )
 
 // issued is a code made for a send: its digits, its life, and its
@@ -44,15 +47,15 @@ func (s *OTP) issueCode(ctx context.Context, phone Phone, tier Tier) (issued, er
 	}
 	if err == nil {
 		if prev >= s.policy.MaxVerifyAttempts { // it replaced a locked code: the lock-out is over
-			if err := s.blocks.EndBlock(context.WithoutCancel(ctx), phone.E164, CodeTooManyAttempts); err != nil {
+			if err := s.blocks.EndBlock(context.WithoutCancel(ctx), phone.E164, problem.CodeTooManyAttempts); err != nil {
 				s.log.WarnContext(ctx, "ending a lock-out block failed", "phone", MaskPhone(phone.E164), "err", err)
 			}
 		}
 		return issued{text: code, ttl: ttl, id: id}, nil
 	}
-	if !s.statelessCodes() || errors.Is(err, ErrOverloaded) { // overload is not an outage: no stateless code
-		s.log.Log(ctx, StoreFailureLevel(err), "saving code failed", "phone", MaskPhone(phone.E164), "err", err)
-		return issued{}, storeError(err)
+	if !s.statelessCodes() || errors.Is(err, problem.ErrOverloaded) { // overload is not an outage: no stateless code
+		s.log.Log(ctx, limit.StoreFailureLevel(err), "saving code failed", "phone", MaskPhone(phone.E164), "err", err)
+		return issued{}, limit.StoreError(err)
 	}
 	// Debug: the breaker and the policy log the outage once, not per send.
 	s.log.DebugContext(ctx, "saving code failed: sending a stateless code", "phone", MaskPhone(phone.E164), "err", err)
@@ -63,11 +66,11 @@ func (s *OTP) issueCode(ctx context.Context, phone Phone, tier Tier) (issued, er
 // checkCodeFormat refuses a guess that is not CodeLength digits.
 func (s *OTP) checkCodeFormat(code string) error {
 	if len(code) != s.policy.CodeLength {
-		return Errorf(CodeInvalidCode, "code must be %d digits", s.policy.CodeLength)
+		return problem.Errorf(problem.CodeInvalidCode, "code must be %d digits", s.policy.CodeLength)
 	}
 	for _, c := range code {
 		if c < '0' || c > '9' {
-			return Errorf(CodeInvalidCode, "code must be %d digits", s.policy.CodeLength)
+			return problem.Errorf(problem.CodeInvalidCode, "code must be %d digits", s.policy.CodeLength)
 		}
 	}
 	return nil

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"time"
+
+	"github.com/otpguard/otpguard/internal/limit"
 )
 
 // The conversion watch. Codes sent to real users are mostly verified;
@@ -66,12 +68,12 @@ type Conversions interface {
 	// CountConversion adds one event of kind, at now, to each subject and
 	// returns each subject's tally: the sends of the window that are
 	// older than delay, and the verifies of the whole window.
-	CountConversion(ctx context.Context, kind ConversionKind, now time.Time, window, delay time.Duration, subjects []Key) ([]Tally, error)
+	CountConversion(ctx context.Context, kind ConversionKind, now time.Time, window, delay time.Duration, subjects []limit.Key) ([]Tally, error)
 	// ClaimAlert reports whether this caller is the first, across all
 	// instances, to claim subject's alert within ttl.
-	ClaimAlert(ctx context.Context, subject Key, ttl time.Duration) (bool, error)
+	ClaimAlert(ctx context.Context, subject limit.Key, ttl time.Duration) (bool, error)
 	// ReleaseAlert gives a claim back (its alert could not be acted on).
-	ReleaseAlert(ctx context.Context, subject Key) error
+	ReleaseAlert(ctx context.Context, subject limit.Key) error
 }
 
 // AutoBlocker adds deny-list entries on the watch's behalf: the ops desk
@@ -125,19 +127,19 @@ const convTimeout = time.Second
 // conversionSubjects are the prefix tallies of phone at each depth, and
 // its country's; a solved send's (and its verify's) is its country's
 // solved tally alone (challenge.go).
-func (s *OTP) conversionSubjects(phone Phone, solved bool) []Key {
+func (s *OTP) conversionSubjects(phone Phone, solved bool) []limit.Key {
 	if solved {
-		return []Key{{Space: "conv:solved", ID: region(phone), Name: "m"}}
+		return []limit.Key{{Space: "conv:solved", ID: region(phone), Name: "m"}}
 	}
-	var out []Key
+	var out []limit.Key
 	seen := map[string]bool{}
 	for _, pp := range s.prefixLimits() {
 		if p := Prefix(phone.E164, pp.DigitsDropped); !seen[p] {
 			seen[p] = true
-			out = append(out, Key{Space: "conv:prefix", ID: p, Name: "m"})
+			out = append(out, limit.Key{Space: "conv:prefix", ID: p, Name: "m"})
 		}
 	}
-	return append(out, Key{Space: "conv:country", ID: region(phone), Name: "m"})
+	return append(out, limit.Key{Space: "conv:country", ID: region(phone), Name: "m"})
 }
 
 // watching reports whether the conversion watch applies to phone now.
@@ -147,7 +149,7 @@ func (s *OTP) watching(ctx context.Context, phone Phone) bool {
 		return false
 	}
 	// The store already failed in this decision: do not wait on it again.
-	return !StoreFailed(ctx)
+	return !limit.StoreFailed(ctx)
 }
 
 // watchSend queues a code that left: the watch counts it and judges its
@@ -167,7 +169,7 @@ func (s *OTP) watchVerify(ctx context.Context, phone Phone, solved bool) {
 
 // conversionAlert reports (and in block mode blocks) a subject whose
 // conversion fell below the threshold, once per period across instances.
-func (s *OTP) conversionAlert(ctx context.Context, phone Phone, subject Key, t Tally, th threshold) {
+func (s *OTP) conversionAlert(ctx context.Context, phone Phone, subject limit.Key, t Tally, th threshold) {
 	c := s.policy.Conversion
 	scope := subject.Space[len("conv:"):]
 	block := c.Mode == ConversionBlock && scope == "prefix"
@@ -179,7 +181,7 @@ func (s *OTP) conversionAlert(ctx context.Context, phone Phone, subject Key, t T
 	defer cancel()
 	// One claim per period of the service's clock (not a TTL alone), so
 	// that a test driving the clock sees the periods real time would.
-	claim := Key{Space: subject.Space, ID: subject.ID, Name: fmt.Sprintf("alert:%d", s.now().Unix()/int64(period/time.Second))}
+	claim := limit.Key{Space: subject.Space, ID: subject.ID, Name: fmt.Sprintf("alert:%d", s.now().Unix()/int64(period/time.Second))}
 	first, err := s.abuse.conv.ClaimAlert(cctx, claim, period)
 	if err != nil {
 		s.log.WarnContext(ctx, "conversion watch: claiming an alert failed", "err", err)

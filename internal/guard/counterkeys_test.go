@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/otpguard/otpguard/internal/limit"
 )
 
 // TestPhoneCounterKeysCoverSendLimits: every counter of a send that is the
@@ -14,7 +15,7 @@ import (
 func TestPhoneCounterKeysCoverSendLimits(t *testing.T) {
 	const phone = "+919800000000"
 	s := &OTP{policy: OTPPolicy{Cooldown: time.Second}}
-	var own []Key
+	var own []limit.Key
 	for _, l := range s.sendLimits(phone, "203.0.113.7", 0) {
 		if l.take.Key.Space == "otp" {
 			own = append(own, l.take.Key)

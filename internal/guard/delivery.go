@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/otpguard/otpguard/internal/problem"
 )
 
 // Delivery is the provider's report on one message (Twilio's status
@@ -120,15 +122,15 @@ func (s *OTP) deliver(ctx context.Context, phone Phone, code issued, sp spent) e
 		}
 	}
 	s.log.WarnContext(ctx, "sms not sent", "phone", MaskPhone(phone.E164), "err", err)
-	var e *Error
+	var e *problem.Error
 	if !errors.As(err, &e) {
-		e = &Error{Code: CodeProviderUnavailable, Message: "the SMS provider failed", Err: err}
+		e = &problem.Error{Code: problem.CodeProviderUnavailable, Message: "the SMS provider failed", Err: err}
 	}
 	notSent := errors.Is(err, ErrNotSent)
 	switch {
-	case e.Code == CodeInvalidDestination:
+	case e.Code == problem.CodeInvalidDestination:
 		s.giveBack(ctx, phone, sp, false)
-	case notSent && e.Code == CodeProviderUnavailable:
+	case notSent && e.Code == problem.CodeProviderUnavailable:
 		s.giveBack(ctx, phone, sp, true)
 		refused := *e
 		refused.RetryAfter = providerRetryAfter(err)

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/otpguard/otpguard/internal/guard"
+	"github.com/otpguard/otpguard/internal/limit"
+	"github.com/otpguard/otpguard/internal/problem"
 )
 
 // waitRefusal is a provider's refusal that says how long to wait.
@@ -29,21 +31,21 @@ func (f senderFunc) Send(context.Context, guard.Message) error { return f() }
 // address's count stays spent every time.
 func TestProviderRefusalAnswer(t *testing.T) {
 	unavailable := func(err error) error {
-		return &guard.Error{Code: guard.CodeProviderUnavailable, Message: "provider", Err: err}
+		return &problem.Error{Code: problem.CodeProviderUnavailable, Message: "provider", Err: err}
 	}
 	tests := []struct {
 		name      string
 		err       error
-		code      guard.Code
+		code      problem.Code
 		back      bool
 		wantRetry time.Duration
 	}{
-		{"refused, the provider's wait", unavailable(waitRefusal{7 * time.Second}), guard.CodeProviderUnavailable, true, 7 * time.Second},
-		{"refused, a wait past the bound", unavailable(waitRefusal{time.Hour}), guard.CodeProviderUnavailable, true, time.Minute},
-		{"refused, no wait", unavailable(guard.ErrNotSent), guard.CodeProviderUnavailable, true, guard.ProviderRetryAfter},
-		{"refused, not a guard.Error", guard.ErrNotSent, guard.CodeProviderUnavailable, true, guard.ProviderRetryAfter},
-		{"may have sent", unavailable(context.DeadlineExceeded), guard.CodeProviderUnavailable, false, 0},
-		{"the number refused", &guard.Error{Code: guard.CodeInvalidDestination, Err: guard.ErrNotSent}, guard.CodeInvalidDestination, false, 0},
+		{"refused, the provider's wait", unavailable(waitRefusal{7 * time.Second}), problem.CodeProviderUnavailable, true, 7 * time.Second},
+		{"refused, a wait past the bound", unavailable(waitRefusal{time.Hour}), problem.CodeProviderUnavailable, true, time.Minute},
+		{"refused, no wait", unavailable(guard.ErrNotSent), problem.CodeProviderUnavailable, true, guard.ProviderRetryAfter},
+		{"refused, not a problem.Error", guard.ErrNotSent, problem.CodeProviderUnavailable, true, guard.ProviderRetryAfter},
+		{"may have sent", unavailable(context.DeadlineExceeded), problem.CodeProviderUnavailable, false, 0},
+		{"the number refused", &problem.Error{Code: problem.CodeInvalidDestination, Err: guard.ErrNotSent}, problem.CodeInvalidDestination, false, 0},
 	}
 	const phone, ip = "+919800000000", "192.0.2.1"
 	for _, tt := range tests {
@@ -55,7 +57,7 @@ func TestProviderRefusalAnswer(t *testing.T) {
 				Sender: senderFunc(func() error { return tt.err })})
 			_, err := otp.Send(context.Background(), guard.SendRequest{Phone: phone, ClientIP: ip})
 			wantCode(t, err, tt.code)
-			var e *guard.Error
+			var e *problem.Error
 			if !errors.As(err, &e) || e.RetryAfter != tt.wantRetry {
 				t.Errorf("RetryAfter = %v, want %v", e.RetryAfter, tt.wantRetry)
 			}
@@ -68,7 +70,7 @@ func TestProviderRefusalAnswer(t *testing.T) {
 					t.Errorf("%s = %d, want %d", k.Name, got, want)
 				}
 			}
-			if got := st.fw[guard.Key{Space: "otp:ip", ID: ip, Name: "sends"}]; got != 1 {
+			if got := st.fw[limit.Key{Space: "otp:ip", ID: ip, Name: "sends"}]; got != 1 {
 				t.Errorf("address count = %d, want 1 (it stays spent)", got)
 			}
 		})

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/otpguard/otpguard/internal/problem"
 )
 
 // maxDenyDigits is the longest E.164 number; a longer pattern can match nothing.
@@ -46,7 +48,7 @@ func (d DenyEntry) Matches(e164 string, now time.Time) bool {
 // "+" followed by 1 to 15 ASCII digits.
 func ValidateDenyPattern(p string) error {
 	if !validDenyPattern(p) {
-		return Errorf(CodeInvalidRequest,
+		return problem.Errorf(problem.CodeInvalidRequest,
 			"pattern must be '+' followed by 1 to %d digits, like +919800000000 or +88213", maxDenyDigits)
 	}
 	return nil
@@ -71,7 +73,7 @@ func (s *OTP) checkDenied(phone Phone) error {
 		if e.Author == ConversionActor { // a challenge or trust may lift it
 			err = fmt.Errorf("%w: %w", err, errAutomaticBlock)
 		}
-		return &Error{Code: CodeDenied, Message: "this number may not receive codes", Err: err}
+		return &problem.Error{Code: problem.CodeDenied, Message: "this number may not receive codes", Err: err}
 	}
 	return nil
 }

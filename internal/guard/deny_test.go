@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/otpguard/otpguard/internal/guard"
+	"github.com/otpguard/otpguard/internal/problem"
 )
 
 func TestDenyEntryMatches(t *testing.T) {
@@ -71,8 +72,8 @@ func TestValidateDenyPattern(t *testing.T) {
 				}
 				return
 			}
-			if got := guard.ErrorCode(err); got != guard.CodeInvalidRequest {
-				t.Fatalf("ValidateDenyPattern(%q): code %q, want %q", tt.pattern, got, guard.CodeInvalidRequest)
+			if got := problem.CodeOf(err); got != problem.CodeInvalidRequest {
+				t.Fatalf("ValidateDenyPattern(%q): code %q, want %q", tt.pattern, got, problem.CodeInvalidRequest)
 			}
 		})
 	}

@@ -1,7 +1,7 @@
 package guard_test
 
-// The hand-written fakes the tests share: a store that can go down, an SMS
-// outbox and a clock. (The resilience tests keep their own copies.)
+// The hand-written fakes the tests share: a store that can go down and an SMS
+// outbox. (The resilience tests keep their own copies.)
 
 import (
 	"context"
@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/otpguard/otpguard/internal/guard"
+	"github.com/otpguard/otpguard/internal/limit"
+	"github.com/otpguard/otpguard/internal/problem"
 )
 
 var errRedisDown = errors.New("dial tcp 127.0.0.1:6379: connect: connection refused")
@@ -25,12 +27,12 @@ type outageStore struct {
 	down  bool
 	wait  bool // while down, block until the context ends, as a black hole does
 	calls atomic.Int64
-	fw    map[guard.Key]int64
+	fw    map[limit.Key]int64
 	codes map[string]guard.Guess
 }
 
 func newOutageStore() *outageStore {
-	return &outageStore{fw: map[guard.Key]int64{}, codes: map[string]guard.Guess{}}
+	return &outageStore{fw: map[limit.Key]int64{}, codes: map[string]guard.Guess{}}
 }
 
 func (f *outageStore) setDown(down bool) {
@@ -54,22 +56,22 @@ func (f *outageStore) fail(ctx context.Context) error {
 	return errRedisDown
 }
 
-func (f *outageStore) Take(ctx context.Context, takes []guard.Take) ([]guard.Result, error) {
+func (f *outageStore) Take(ctx context.Context, takes []limit.Take) ([]limit.Result, error) {
 	if err := f.fail(ctx); err != nil {
 		return nil, err
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	res := make([]guard.Result, len(takes))
+	res := make([]limit.Result, len(takes))
 	for i, t := range takes { // fixed windows only, that never expire: enough here
 		f.fw[t.Key] += t.Cost
 		c := f.fw[t.Key]
-		res[i] = guard.Result{Allowed: c <= t.Limit, Limit: t.Limit, Count: c, Remaining: max(0, t.Limit-c), Spent: t.Cost > 0}
+		res[i] = limit.Result{Allowed: c <= t.Limit, Limit: t.Limit, Count: c, Remaining: max(0, t.Limit-c), Spent: t.Cost > 0}
 	}
 	return res, nil
 }
 
-func (f *outageStore) Refund(ctx context.Context, takes []guard.Take) error {
+func (f *outageStore) Refund(ctx context.Context, takes []limit.Take) error {
 	if err := f.fail(ctx); err != nil {
 		return err
 	}
@@ -166,14 +168,9 @@ func (b *smsBox) last(t *testing.T) string {
 }
 
 // otpInstance is one instance: its own Fallback (memory, breaker) over the
-func wantCode(t *testing.T, err error, want guard.Code) {
+func wantCode(t *testing.T, err error, want problem.Code) {
 	t.Helper()
-	if got := guard.ErrorCode(err); got != want {
+	if got := problem.CodeOf(err); got != want {
 		t.Fatalf("got %q (%v), want %q", got, err, want)
 	}
 }
-
-// clock is an injected clock.
-type clock struct{ t time.Time }
-
-func (c *clock) now() time.Time { return c.t }

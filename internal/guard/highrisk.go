@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/nyaruka/phonenumbers"
+	"github.com/otpguard/otpguard/internal/problem"
 )
 
 // High-risk destinations (docs/abuse.md, "High-risk destinations"). The
@@ -65,6 +66,6 @@ func (s *OTP) checkHighRisk(phone Phone) (allowed bool, err error) {
 	if phone.num != nil {
 		cc = fmt.Sprintf("+%d", phone.num.GetCountryCode())
 	}
-	return false, Errorf(CodeCountryNotAllowed,
+	return false, problem.Errorf(problem.CodeCountryNotAllowed,
 		"codes are not sent to international network numbers (%s) unless the policy allows them (otp.allow_high_risk)", cc)
 }

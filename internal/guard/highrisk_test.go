@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/otpguard/otpguard/internal/guard"
+	"github.com/otpguard/otpguard/internal/problem"
 )
 
 // TestHighRiskDestinations: non-geographic numbers (+870, +881, +882, ...)
@@ -20,18 +21,18 @@ func TestHighRiskDestinations(t *testing.T) {
 		allow     []string
 		types     []string // nil: the default types
 		countries []string
-		want      guard.Code // "": sent
+		want      problem.Code // "": sent
 	}{
-		{name: "Inmarsat +870, typed mobile: refused", phone: "+870301234567", want: guard.CodeCountryNotAllowed},
-		{name: "GMSS satellite +881, typed mobile: refused", phone: "+881612345678", want: guard.CodeCountryNotAllowed},
-		{name: "international network +882, typed mobile: refused", phone: "+8823421234", want: guard.CodeCountryNotAllowed},
-		{name: "international network +883: refused", phone: "+883510012345", want: guard.CodeCountryNotAllowed},
-		{name: "premium rate +979: refused", phone: "+979123456789", want: guard.CodeCountryNotAllowed},
+		{name: "Inmarsat +870, typed mobile: refused", phone: "+870301234567", want: problem.CodeCountryNotAllowed},
+		{name: "GMSS satellite +881, typed mobile: refused", phone: "+881612345678", want: problem.CodeCountryNotAllowed},
+		{name: "international network +882, typed mobile: refused", phone: "+8823421234", want: problem.CodeCountryNotAllowed},
+		{name: "international network +883: refused", phone: "+883510012345", want: problem.CodeCountryNotAllowed},
+		{name: "premium rate +979: refused", phone: "+979123456789", want: problem.CodeCountryNotAllowed},
 		{name: "a geographic mobile: sent", phone: "+447400123456"},
 		{name: "+881 allowed by its prefix: sent", phone: "+881612345678", allow: []string{"+881"}},
-		{name: "+882 34 allowed, +870 still refused", phone: "+870301234567", allow: []string{"+88234"}, want: guard.CodeCountryNotAllowed},
+		{name: "+882 34 allowed, +870 still refused", phone: "+870301234567", allow: []string{"+88234"}, want: problem.CodeCountryNotAllowed},
 		{name: "allowed +881 with a country list: sent", phone: "+881612345678", allow: []string{"+881"}, countries: []string{"GB"}},
-		{name: "allowed +883 is voip: the type rule refuses", phone: "+883510012345", allow: []string{"+883"}, want: guard.CodeNumberTypeNotAllowed},
+		{name: "allowed +883 is voip: the type rule refuses", phone: "+883510012345", allow: []string{"+883"}, want: problem.CodeNumberTypeNotAllowed},
 		{name: "allowed +883 with voip allowed: sent", phone: "+883510012345", allow: []string{"+883"}, types: []string{"mobile", "voip"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -50,7 +51,7 @@ func TestHighRiskDestinations(t *testing.T) {
 			otp := guard.NewOTP(guard.OTPOptions{Policy: p.OTP, Counter: st, Codes: st, Sender: &smsBox{}, HMACKey: outageHMACKey})
 			t.Cleanup(otp.Close)
 			_, err := otp.Send(context.Background(), guard.SendRequest{Phone: tc.phone})
-			var ge *guard.Error
+			var ge *problem.Error
 			switch {
 			case tc.want == "" && err != nil:
 				t.Errorf("send %s: %v, want sent", tc.phone, err)

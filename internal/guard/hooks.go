@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"time"
+
+	"github.com/otpguard/otpguard/internal/limit"
+	"github.com/otpguard/otpguard/internal/problem"
 )
 
 // DenyChecker answers, from memory, whether a number is deny-listed. It is
@@ -20,10 +23,10 @@ type EventSink interface {
 
 // Block is a number that is refused now, and why.
 type Block struct {
-	Phone   string // E.164
-	Country string // ISO region, may be ""
-	Reason  Code   // cooldown, phone_rate_limited, too_many_attempts, ...
-	Count   int64  // the counter's value when it refused, where there is one
+	Phone   string       // E.164
+	Country string       // ISO region, may be ""
+	Reason  problem.Code // cooldown, phone_rate_limited, too_many_attempts, ...
+	Count   int64        // the counter's value when it refused, where there is one
 	Until   time.Time
 }
 
@@ -33,14 +36,14 @@ type Blocks interface {
 	NoteBlock(ctx context.Context, b Block) error
 	// EndBlock removes the number's block if it is for reason: a new code
 	// ends a lock-out by wrong guesses.
-	EndBlock(ctx context.Context, phone string, reason Code) error
+	EndBlock(ctx context.Context, phone string, reason problem.Code) error
 }
 
 // BlockVolumeRefunder is a Blocks whose store also keeps the country
 // velocity counts (Volumes): it notes a refused send's block and gives
 // back the send's count in k at at in one round trip (refused).
 type BlockVolumeRefunder interface {
-	NoteBlockRefundVolume(ctx context.Context, b Block, k Key, at time.Time) error
+	NoteBlockRefundVolume(ctx context.Context, b Block, k limit.Key, at time.Time) error
 }
 
 type noDeny struct{}
@@ -55,7 +58,7 @@ type noBlocks struct{}
 
 func (noBlocks) NoteBlock(context.Context, Block) error { return nil }
 
-func (noBlocks) EndBlock(context.Context, string, Code) error { return nil }
+func (noBlocks) EndBlock(context.Context, string, problem.Code) error { return nil }
 
 // record hands the decision to the audit sink: outcome is ok's label on
 // success and the refusal's code otherwise. Never the code itself.
@@ -67,10 +70,10 @@ func (s *OTP) record(ctx context.Context, action, ok string, phone Phone, ip str
 func (s *OTP) recordTier(ctx context.Context, action, ok string, phone Phone, ip string, err error, tier Tier) {
 	outcome := ok
 	if err != nil {
-		outcome = string(ErrorCode(err))
+		outcome = string(problem.CodeOf(err))
 	}
 	var detail string
-	if e, ok := errors.AsType[*Error](err); ok {
+	if e, ok := errors.AsType[*problem.Error](err); ok {
 		detail = e.Usage
 	}
 	s.events.Record(Event{At: s.now(), Action: action, Outcome: outcome, Phone: phone.E164, Country: phone.Region, IP: ip,

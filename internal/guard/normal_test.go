@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/otpguard/otpguard/internal/guard"
+	"github.com/otpguard/otpguard/internal/limit"
 )
 
 // normalVolumes is a fakeVolumes that knows each country's normal
@@ -16,7 +17,7 @@ type normalVolumes struct {
 	asked  int
 }
 
-func (f *normalVolumes) NormalConversion(context.Context, guard.Key, int64) (float64, bool, error) {
+func (f *normalVolumes) NormalConversion(context.Context, limit.Key, int64) (float64, bool, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.asked++

@@ -5,17 +5,14 @@ import (
 	"io"
 	"log/slog"
 	"time"
-)
 
-// StoreRetryAfter is the Retry-After of a 503 when the limit store is
-// unavailable and the policy fails closed (or an ops unblock failed): long
-// enough not to hammer a recovering Redis.
-const StoreRetryAfter = 60 * time.Second
+	"github.com/otpguard/otpguard/internal/limit"
+)
 
 // OTPOptions are the dependencies and rules of an OTP service.
 type OTPOptions struct {
 	Policy  OTPPolicy
-	Counter Counter
+	Counter limit.Counter
 	Codes   Codes
 	Sender  Sender
 	HMACKey []byte
@@ -66,7 +63,7 @@ type OTPOptions struct {
 // OTP sends and verifies one-time codes under exact, shared limits.
 type OTP struct {
 	policy     OTPPolicy
-	counter    Counter
+	counter    limit.Counter
 	codes      Codes
 	sender     Sender
 	hmacKey    []byte

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/nyaruka/phonenumbers"
+	"github.com/otpguard/otpguard/internal/problem"
 )
 
 // Emergency overrides (README.md, "Changing limits during an attack"): the
@@ -77,7 +78,7 @@ type Overrides interface {
 // fault (kind, subject, limit, expires_in, reason).
 type OverrideError struct {
 	Field string
-	Err   *Error
+	Err   *problem.Error
 }
 
 func (e *OverrideError) Error() string { return e.Err.Error() }
@@ -87,7 +88,7 @@ func (e *OverrideError) Unwrap() error { return e.Err }
 
 // overrideErr is an invalid_request naming field.
 func overrideErr(field, format string, args ...any) error {
-	return &OverrideError{Field: field, Err: Errorf(CodeInvalidRequest, "%s: %s", field, fmt.Sprintf(format, args...))}
+	return &OverrideError{Field: field, Err: problem.Errorf(problem.CodeInvalidRequest, "%s: %s", field, fmt.Sprintf(format, args...))}
 }
 
 // NormalizeOverride checks o's kind, subject and limit and puts the subject
@@ -128,12 +129,6 @@ func joinKinds() string {
 	}
 	return strings.Join(s, ", ")
 }
-
-// CodeOverrideLooser refuses an override that would loosen the policy file.
-const CodeOverrideLooser Code = "override_looser"
-
-// CodeCountryPaused refuses a send to a country the ops desk paused.
-const CodeCountryPaused Code = "country_paused"
 
 // FileLimit is the limit the policy p itself sets for what o tightens, and
 // the field that sets it; ok is false when p sets none (the rule is off or
@@ -203,7 +198,7 @@ func CheckTightens(p OTPPolicy, o Override) error {
 	if !ok || o.Limit <= file {
 		return nil
 	}
-	return &OverrideError{Field: "limit", Err: Errorf(CodeOverrideLooser,
+	return &OverrideError{Field: "limit", Err: problem.Errorf(problem.CodeOverrideLooser,
 		"limit: %d is looser than the policy file's %s (%d); an override can only tighten, so give at most %d",
 		o.Limit, field, file, file)}
 }
@@ -294,6 +289,6 @@ func (at overridesAt) checkPaused(region string, now time.Time) error {
 	if !ok {
 		return nil
 	}
-	return &Error{Code: CodeCountryPaused, Message: "sends to this country are paused by the ops desk; try again later",
+	return &problem.Error{Code: problem.CodeCountryPaused, Message: "sends to this country are paused by the ops desk; try again later",
 		RetryAfter: until.Sub(now)}
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/otpguard/otpguard/internal/guard"
+	"github.com/otpguard/otpguard/internal/problem"
 )
 
 // fakeOverrides is a fixed set of overrides.
@@ -40,29 +41,29 @@ func TestOverridesTightenSends(t *testing.T) {
 		// allowed is how many sends to distinct NG numbers pass before
 		// refusal with code; -1: none refused in 6.
 		allowed int
-		code    guard.Code
+		code    problem.Code
 	}{
 		{name: "no override", policy: policy(nil), allowed: -1},
-		{name: "prefix on a depth's counter", policy: policy(nil), allowed: 2, code: guard.CodePrefixRateLimited,
+		{name: "prefix on a depth's counter", policy: policy(nil), allowed: 2, code: problem.CodePrefixRateLimited,
 			over: []guard.Override{{Kind: guard.OverridePrefixLimit, Subject: "+2348031", Limit: 2, ExpiresAt: until}}},
-		{name: "prefix of its own", policy: policy(nil), allowed: 1, code: guard.CodePrefixRateLimited,
+		{name: "prefix of its own", policy: policy(nil), allowed: 1, code: problem.CodePrefixRateLimited,
 			over: []guard.Override{{Kind: guard.OverridePrefixLimit, Subject: "+23480312", Limit: 1, ExpiresAt: until}}},
 		{name: "prefix of other numbers", policy: policy(nil), allowed: -1,
 			over: []guard.Override{{Kind: guard.OverridePrefixLimit, Subject: "+4474", Limit: 1, ExpiresAt: until}}},
-		{name: "country without a file limit", policy: policy(nil), allowed: 3, code: guard.CodeCountryRateLimited,
+		{name: "country without a file limit", policy: policy(nil), allowed: 3, code: problem.CodeCountryRateLimited,
 			over: []guard.Override{{Kind: guard.OverrideCountryLimit, Subject: "NG", Limit: 3, ExpiresAt: until}}},
-		{name: "country below the file's wildcard", allowed: 2, code: guard.CodeCountryRateLimited,
+		{name: "country below the file's wildcard", allowed: 2, code: problem.CodeCountryRateLimited,
 			policy: policy(func(p *guard.OTPPolicy) { p.PerCountry = map[string]guard.Window{"*": {Limit: 5, Window: time.Hour}} }),
 			over:   []guard.Override{{Kind: guard.OverrideCountryLimit, Subject: "NG", Limit: 2, ExpiresAt: until}}},
-		{name: "the tightest of two", policy: policy(nil), allowed: 1, code: guard.CodeCountryRateLimited,
+		{name: "the tightest of two", policy: policy(nil), allowed: 1, code: problem.CodeCountryRateLimited,
 			over: []guard.Override{{Kind: guard.OverrideCountryLimit, Subject: "NG", Limit: 4, ExpiresAt: until},
 				{Kind: guard.OverrideCountryLimit, Subject: "NG", Limit: 1, ExpiresAt: until}}},
-		{name: "budget the file turns off", policy: policy(nil), allowed: 2, code: guard.CodeBudgetExhausted,
+		{name: "budget the file turns off", policy: policy(nil), allowed: 2, code: problem.CodeBudgetExhausted,
 			over: []guard.Override{{Kind: guard.OverrideBudgetDay, Limit: 2, ExpiresAt: until}}},
-		{name: "budget below the file's", allowed: 1, code: guard.CodeBudgetExhausted,
+		{name: "budget below the file's", allowed: 1, code: problem.CodeBudgetExhausted,
 			policy: policy(func(p *guard.OTPPolicy) { p.Budget.PerHour = 4 }),
 			over:   []guard.Override{{Kind: guard.OverrideBudgetHour, Limit: 1, ExpiresAt: until}}},
-		{name: "pause", policy: policy(nil), allowed: 0, code: guard.CodeCountryPaused,
+		{name: "pause", policy: policy(nil), allowed: 0, code: problem.CodeCountryPaused,
 			over: []guard.Override{{Kind: guard.OverrideCountryPause, Subject: "NG", ExpiresAt: until}}},
 		{name: "pause of another country", policy: policy(nil), allowed: -1,
 			over: []guard.Override{{Kind: guard.OverrideCountryPause, Subject: "GH", ExpiresAt: until}}},
@@ -79,8 +80,8 @@ func TestOverridesTightenSends(t *testing.T) {
 				_, err := otp.Send(ctx, guard.SendRequest{Phone: fmt.Sprintf("+23480312345%02d", i)})
 				if i == tc.allowed {
 					wantCode(t, err, tc.code)
-					var e *guard.Error
-					if tc.code == guard.CodeCountryPaused && (!errors.As(err, &e) || e.RetryAfter != time.Hour) {
+					var e *problem.Error
+					if tc.code == problem.CodeCountryPaused && (!errors.As(err, &e) || e.RetryAfter != time.Hour) {
 						t.Errorf("pause: RetryAfter %v, want the hour it has left", e)
 					}
 					return
@@ -104,26 +105,26 @@ func TestCheckTightens(t *testing.T) {
 	p.PrefixDepths = []guard.PrefixWindow{{Limit: 100, Window: time.Hour, DigitsDropped: 5}}
 	cases := []struct {
 		o    guard.Override
-		want guard.Code // "" allowed
+		want problem.Code // "" allowed
 	}{
 		{guard.Override{Kind: guard.OverrideCountryLimit, Subject: "NG", Limit: 10}, ""},
-		{guard.Override{Kind: guard.OverrideCountryLimit, Subject: "NG", Limit: 11}, guard.CodeOverrideLooser},
+		{guard.Override{Kind: guard.OverrideCountryLimit, Subject: "NG", Limit: 11}, problem.CodeOverrideLooser},
 		{guard.Override{Kind: guard.OverrideCountryLimit, Subject: "GH", Limit: 100}, ""},
-		{guard.Override{Kind: guard.OverrideCountryLimit, Subject: "GH", Limit: 101}, guard.CodeOverrideLooser},
-		{guard.Override{Kind: guard.OverrideBudgetHour, Limit: 51}, guard.CodeOverrideLooser},
+		{guard.Override{Kind: guard.OverrideCountryLimit, Subject: "GH", Limit: 101}, problem.CodeOverrideLooser},
+		{guard.Override{Kind: guard.OverrideBudgetHour, Limit: 51}, problem.CodeOverrideLooser},
 		{guard.Override{Kind: guard.OverrideBudgetDay, Limit: 1_000_000}, ""}, // the file has no daily budget
 		{guard.Override{Kind: guard.OverridePrefixLimit, Subject: "+234", Limit: 1_000_000}, ""},
 		// A prefix the file counts (NG mobiles have 13 digits: per_prefix
 		// drops 3, the depth 5): the override can only lower that counter.
 		{guard.Override{Kind: guard.OverridePrefixLimit, Subject: "+2348031234", Limit: 20}, ""},
-		{guard.Override{Kind: guard.OverridePrefixLimit, Subject: "+2348031234", Limit: 21}, guard.CodeOverrideLooser},
-		{guard.Override{Kind: guard.OverridePrefixLimit, Subject: "+23480312", Limit: 101}, guard.CodeOverrideLooser},
+		{guard.Override{Kind: guard.OverridePrefixLimit, Subject: "+2348031234", Limit: 21}, problem.CodeOverrideLooser},
+		{guard.Override{Kind: guard.OverridePrefixLimit, Subject: "+23480312", Limit: 101}, problem.CodeOverrideLooser},
 		{guard.Override{Kind: guard.OverridePrefixLimit, Subject: "+23480312", Limit: 100}, ""},
 		{guard.Override{Kind: guard.OverridePrefixLimit, Subject: "+2348031", Limit: 500}, ""}, // a limit of its own
 	}
 	for _, tc := range cases {
 		err := guard.CheckTightens(p, tc.o)
-		if got := guard.ErrorCode(err); got != tc.want {
+		if got := problem.CodeOf(err); got != tc.want {
 			t.Errorf("CheckTightens(%s %s %d) = %v, want %q", tc.o.Kind, tc.o.Subject, tc.o.Limit, err, tc.want)
 		}
 	}
@@ -167,11 +168,11 @@ func TestPauseOfGBCoversItsDependencies(t *testing.T) {
 	numbers := map[string]string{"GB": "+447400123456", "GG": "+447781123456", "JE": "+447797712345", "IM": "+447624123456"}
 	for _, tc := range []struct {
 		paused string
-		want   map[string]guard.Code // by the number's region; "" sent
+		want   map[string]problem.Code // by the number's region; "" sent
 	}{
-		{"GB", map[string]guard.Code{"GB": guard.CodeCountryPaused, "GG": guard.CodeCountryPaused,
-			"JE": guard.CodeCountryPaused, "IM": guard.CodeCountryPaused}},
-		{"JE", map[string]guard.Code{"GB": "", "GG": "", "JE": guard.CodeCountryPaused, "IM": ""}},
+		{"GB", map[string]problem.Code{"GB": problem.CodeCountryPaused, "GG": problem.CodeCountryPaused,
+			"JE": problem.CodeCountryPaused, "IM": problem.CodeCountryPaused}},
+		{"JE", map[string]problem.Code{"GB": "", "GG": "", "JE": problem.CodeCountryPaused, "IM": ""}},
 	} {
 		t.Run(tc.paused, func(t *testing.T) {
 			p := guard.DefaultPolicies()
@@ -186,7 +187,7 @@ func TestPauseOfGBCoversItsDependencies(t *testing.T) {
 				if res.Phone.Region != region {
 					t.Errorf("%s is in %s, want %s", number, res.Phone.Region, region)
 				}
-				if got := guard.ErrorCode(err); got != tc.want[region] {
+				if got := problem.CodeOf(err); got != tc.want[region] {
 					t.Errorf("pause of %s, send to %s (%s): %q (%v), want %q", tc.paused, number, region, got, err, tc.want[region])
 				}
 			}

@@ -6,6 +6,7 @@ import (
 	"unicode"
 
 	"github.com/nyaruka/phonenumbers"
+	"github.com/otpguard/otpguard/internal/problem"
 )
 
 // maxPhoneInput bounds what is handed to libphonenumber: no real number,
@@ -36,9 +37,9 @@ func parsePhone(raw, defaultRegion string, parse func(raw, region string) (*phon
 	raw = strings.TrimSpace(raw)
 	switch {
 	case raw == "":
-		return Phone{}, Errorf(CodeInvalidPhone, "phone is required")
+		return Phone{}, problem.Errorf(problem.CodeInvalidPhone, "phone is required")
 	case len(raw) > maxPhoneInput:
-		return Phone{}, Errorf(CodeInvalidPhone, "phone is longer than %d characters", maxPhoneInput)
+		return Phone{}, problem.Errorf(problem.CodeInvalidPhone, "phone is longer than %d characters", maxPhoneInput)
 	}
 	if !twoDigits(raw) {
 		// libphonenumber refuses it too (a number needs two decimal
@@ -61,7 +62,7 @@ func parsePhone(raw, defaultRegion string, parse func(raw, region string) (*phon
 	// done once more here and not a third time.
 	t := phonenumbers.GetNumberType(num)
 	if t == phonenumbers.UNKNOWN {
-		return Phone{}, Errorf(CodeInvalidPhone, "phone is not a valid number for its country")
+		return Phone{}, problem.Errorf(problem.CodeInvalidPhone, "phone is not a valid number for its country")
 	}
 	region = phonenumbers.GetRegionCodeForNumber(num)
 	if region == "ZZ" || region == "001" {
@@ -73,7 +74,7 @@ func parsePhone(raw, defaultRegion string, parse func(raw, region string) (*phon
 // unparsedPhone refuses a number libphonenumber cannot parse: a new
 // *Error each time, which its receiver may change.
 func unparsedPhone() error {
-	return &Error{Code: CodeInvalidPhone, Message: "phone does not parse as a number (write it in international format, e.g. +14155550100)"}
+	return &problem.Error{Code: problem.CodeInvalidPhone, Message: "phone does not parse as a number (write it in international format, e.g. +14155550100)"}
 }
 
 // twoDigits reports whether s holds at least two decimal digits (Unicode
@@ -136,11 +137,11 @@ func IPSubject(raw string) (string, error) {
 		return "", nil
 	}
 	if len(raw) > 64 {
-		return "", Errorf(CodeInvalidRequest, "client_ip is too long")
+		return "", problem.Errorf(problem.CodeInvalidRequest, "client_ip is too long")
 	}
 	addr, err := netip.ParseAddr(raw)
 	if err != nil || addr.Zone() != "" { // a zone names a local interface, never a caller
-		return "", Errorf(CodeInvalidRequest, "client_ip is not an IP address")
+		return "", problem.Errorf(problem.CodeInvalidRequest, "client_ip is not an IP address")
 	}
 	addr = addr.Unmap()
 	if addr.Is4() {
@@ -148,7 +149,7 @@ func IPSubject(raw string) (string, error) {
 	}
 	prefix, err := addr.Prefix(64)
 	if err != nil {
-		return "", Errorf(CodeInvalidRequest, "client_ip is not an IP address")
+		return "", problem.Errorf(problem.CodeInvalidRequest, "client_ip is not an IP address")
 	}
 	return prefix.String(), nil
 }
@@ -162,7 +163,7 @@ func (s *OTP) parseSend(req SendRequest) (Phone, string, error) {
 		return phone, "", err
 	}
 	if len(req.Challenge) > MaxChallengeSolution {
-		return phone, "", Errorf(CodeInvalidRequest, "challenge is longer than %d bytes", MaxChallengeSolution)
+		return phone, "", problem.Errorf(problem.CodeInvalidRequest, "challenge is longer than %d bytes", MaxChallengeSolution)
 	}
 	ip, err := IPSubject(req.ClientIP)
 	return phone, ip, err

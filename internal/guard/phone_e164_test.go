@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/nyaruka/phonenumbers"
+	"github.com/otpguard/otpguard/internal/problem"
 	"google.golang.org/protobuf/proto"
 )
 
@@ -108,7 +109,7 @@ func TestParsePhoneE164AsLibrary(t *testing.T) {
 		}
 		got, err := ParsePhone(raw, region)
 		want, wantErr := parsePhone(raw, region, phonenumbers.Parse)
-		if ErrorCode(err) != ErrorCode(wantErr) || fmt.Sprint(err) != fmt.Sprint(wantErr) {
+		if problem.CodeOf(err) != problem.CodeOf(wantErr) || fmt.Sprint(err) != fmt.Sprint(wantErr) {
 			t.Errorf("ParsePhone(%q, %q) error %v, want %v", raw, region, err, wantErr)
 			continue
 		}

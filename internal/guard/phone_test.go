@@ -3,12 +3,14 @@ package guard
 import (
 	"strings"
 	"testing"
+
+	"github.com/otpguard/otpguard/internal/problem"
 )
 
 func TestParsePhone(t *testing.T) {
 	for _, tc := range []struct {
 		raw, region, want, wantRegion string
-		code                          Code
+		code                          problem.Code
 	}{
 		{raw: "+91 98000 00000", want: "+919800000000", wantRegion: "IN"},
 		{raw: "+91-98000-00000", want: "+919800000000", wantRegion: "IN"},
@@ -16,15 +18,15 @@ func TestParsePhone(t *testing.T) {
 		{raw: "0091 98000 00000", region: "GB", want: "+919800000000", wantRegion: "IN"},
 		{raw: "98000 00000", region: "IN", want: "+919800000000", wantRegion: "IN"},
 		{raw: "(415) 555-0100", region: "us", want: "+14155550100", wantRegion: "US"},
-		{raw: "98000 00000", code: CodeInvalidPhone},
-		{raw: "", code: CodeInvalidPhone},
-		{raw: "+91 98", code: CodeInvalidPhone},
-		{raw: "hello", code: CodeInvalidPhone},
-		{raw: "+" + strings.Repeat("9", 80), code: CodeInvalidPhone},
+		{raw: "98000 00000", code: problem.CodeInvalidPhone},
+		{raw: "", code: problem.CodeInvalidPhone},
+		{raw: "+91 98", code: problem.CodeInvalidPhone},
+		{raw: "hello", code: problem.CodeInvalidPhone},
+		{raw: "+" + strings.Repeat("9", 80), code: problem.CodeInvalidPhone},
 	} {
 		t.Run(tc.raw, func(t *testing.T) {
 			got, err := ParsePhone(tc.raw, tc.region)
-			if ErrorCode(err) != tc.code {
+			if problem.CodeOf(err) != tc.code {
 				t.Fatalf("ParsePhone(%q) error %v, want code %q", tc.raw, err, tc.code)
 			}
 			if got.E164 != tc.want || got.Region != tc.wantRegion {
@@ -50,7 +52,7 @@ func TestIPSubject(t *testing.T) {
 	// A zone names an interface of the caller's own host: never an end
 	// user's address, and one with a NUL in it would poison the audit trail.
 	for _, bad := range []string{"not-an-ip", "fe80::1%eth0", "fe80::1%\x00"} {
-		if _, err := IPSubject(bad); ErrorCode(err) != CodeInvalidRequest {
+		if _, err := IPSubject(bad); problem.CodeOf(err) != problem.CodeInvalidRequest {
 			t.Errorf("IPSubject(%q) error %v, want invalid_request", bad, err)
 		}
 		if got := CleanIP(bad); got != "" {
@@ -80,8 +82,8 @@ func FuzzParsePhone(f *testing.F) {
 	f.Fuzz(func(t *testing.T, raw, region string) {
 		p, err := ParsePhone(raw, region)
 		if err != nil {
-			if ErrorCode(err) != CodeInvalidPhone {
-				t.Fatalf("ParsePhone(%q, %q): code %s, want invalid_phone", raw, region, ErrorCode(err))
+			if problem.CodeOf(err) != problem.CodeInvalidPhone {
+				t.Fatalf("ParsePhone(%q, %q): code %s, want invalid_phone", raw, region, problem.CodeOf(err))
 			}
 			return
 		}

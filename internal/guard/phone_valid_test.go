@@ -6,6 +6,7 @@ import (
 	"github.com/nyaruka/phonenumbers"
 
 	"github.com/otpguard/otpguard/internal/guard"
+	"github.com/otpguard/otpguard/internal/problem"
 )
 
 // TestParsePhoneAsLibphonenumber: ParsePhone finds a number's validity and
@@ -73,8 +74,8 @@ func TestParsePhoneRefusesJunkBeforeTheLibrary(t *testing.T) {
 			t.Errorf("libphonenumber parses %q: the pre-check must not refuse it", raw)
 		}
 		allocs := testing.AllocsPerRun(20, func() {
-			if _, err := guard.ParsePhone(raw, "IN"); guard.ErrorCode(err) != guard.CodeInvalidPhone {
-				t.Fatalf("ParsePhone(%q): %v, want %s", raw, err, guard.CodeInvalidPhone)
+			if _, err := guard.ParsePhone(raw, "IN"); problem.CodeOf(err) != problem.CodeInvalidPhone {
+				t.Fatalf("ParsePhone(%q): %v, want %s", raw, err, problem.CodeInvalidPhone)
 			}
 		})
 		if allocs > 2 {

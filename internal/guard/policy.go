@@ -3,6 +3,8 @@ package guard
 import (
 	"sort"
 	"time"
+
+	"github.com/otpguard/otpguard/internal/limit"
 )
 
 // Window is a fixed-window limit: at most Limit events per Window, the window
@@ -15,29 +17,6 @@ type Window struct {
 // OTPPolicyName is the name the OTP policy goes by in Take.Policy and in
 // the fallback's status.
 const OTPPolicyName = "otp"
-
-// LimitPolicyName is the name a limit policy goes by in Take.Policy and in
-// the fallback's status: "limits." and its name, as in the policy file.
-func LimitPolicyName(name string) string { return "limits." + name }
-
-// FallbackMode says what a policy does when the shared store cannot answer.
-type FallbackMode string
-
-// The fallback modes of a policy (on_store_error) (see the README, "When Redis is down").
-const (
-	FallbackClosed FallbackMode = "closed" // refuse with 503
-	FallbackLocal  FallbackMode = "local"  // a strict per-instance limit (local_limit)
-	FallbackOpen   FallbackMode = "open"   // allow through the split limit: limit / instances
-)
-
-// Algorithm names how a limit policy counts.
-type Algorithm string
-
-// The algorithms of /limits/check.
-const (
-	TokenBucket Algorithm = "token_bucket"
-	FixedWindow Algorithm = "fixed_window"
-)
 
 // OTPPolicy is the rule set of /otp/send and /otp/verify.
 type OTPPolicy struct {
@@ -53,8 +32,8 @@ type OTPPolicy struct {
 	// Message is the SMS text; "{code}" is replaced by the code.
 	Message string
 	// Mode exists to be refused: OTP limits are always exact.
-	Mode         Mode
-	OnStoreError FallbackMode
+	Mode         limit.Mode
+	OnStoreError limit.FallbackMode
 	// LocalLimit is the per-instance send limit per number and window
 	// when OnStoreError is "local".
 	LocalLimit int64
@@ -167,73 +146,10 @@ type ConversionPolicy struct {
 	HistoryMinSends int64
 }
 
-// LimitPolicy is one named policy of /limits/check.
-type LimitPolicy struct {
-	Algorithm Algorithm
-	// token_bucket
-	Capacity        int64
-	RefillPerSecond float64
-	// fixed_window
-	Limit  int64
-	Window time.Duration
-
-	Shadow       bool
-	OnStoreError FallbackMode
-	LocalLimit   int64
-
-	// Mode "sync" counts locally and syncs every SyncInterval (hot keys);
-	// "exact" (the default) asks Redis on every check.
-	Mode         Mode
-	SyncInterval time.Duration
-	// Exact forbids sync mode on this policy, as a guard against a later edit.
-	Exact bool
-	// Independent decides each check of the policy on its own, as
-	// envoyproxy/ratelimit decides a request's descriptors (internal/envoy):
-	// another check's denial neither holds nor refunds it, and a fixed
-	// window counts every hit, the one that denies included, so that a
-	// cost above the limit is taken (it denies, and counts). Not in the
-	// policy file: the Envoy rules set it.
-	Independent bool
-}
-
-// Mode says where a limit policy's decisions are taken.
-type Mode string
-
-// The modes of a limit policy.
-const (
-	ModeExact Mode = "exact" // every check is one atomic step in Redis
-	ModeSync  Mode = "sync"  // local counters with periodic sync
-)
-
-// The modes a Decision may carry besides a policy's own: how that one
-// decision was taken. They are never a policy's mode (Validate refuses
-// them there).
-const (
-	// ModeFallback: the shared store could not answer and the Fallback
-	// decided from this instance's memory, by the policy's on_store_error.
-	ModeFallback Mode = "fallback"
-	// ModeMemory: a denial repeated from this instance's memory of an
-	// exact denial that holds until a known time (Denials); as exact as
-	// ModeExact, without a round trip.
-	ModeMemory Mode = "memory"
-)
-
-// DefaultSyncInterval is a sync-mode policy's interval when it names none.
-const DefaultSyncInterval = time.Second
-
-// Max is the most a policy lets through at once: the bucket's capacity or
-// the window's limit.
-func (p LimitPolicy) Max() int64 {
-	if p.Algorithm == TokenBucket {
-		return p.Capacity
-	}
-	return p.Limit
-}
-
 // Policies is everything the policy file configures.
 type Policies struct {
 	OTP    OTPPolicy
-	Limits map[string]LimitPolicy
+	Limits map[string]limit.Policy
 }
 
 // DefaultPolicies are the policies used where the file says nothing.
@@ -247,7 +163,7 @@ func DefaultPolicies() Policies {
 			PerPhone:          Window{Limit: 3, Window: 10 * time.Minute},
 			PerIP:             Window{Limit: 20, Window: time.Hour},
 			Message:           "Your verification code is {code}",
-			OnStoreError:      FallbackClosed,
+			OnStoreError:      limit.FallbackClosed,
 			// The abuse defences (README.md, "Abuse defences").
 			AllowedNumberTypes: DefaultNumberTypes(),
 			PerPrefix:          DefaultPerPrefix(),
@@ -257,8 +173,8 @@ func DefaultPolicies() Policies {
 			Challenge:          DefaultChallenge(),
 			Trust:              DefaultTrust(),
 		},
-		Limits: map[string]LimitPolicy{
-			"default": {Algorithm: TokenBucket, Capacity: 50, RefillPerSecond: 5, OnStoreError: FallbackOpen},
+		Limits: map[string]limit.Policy{
+			"default": {Algorithm: limit.TokenBucket, Capacity: 50, RefillPerSecond: 5, OnStoreError: limit.FallbackOpen},
 		},
 	}
 }
@@ -333,7 +249,7 @@ func (p *Policies) LimitNames() []string {
 // the "default" one.
 func (p *Policies) FillDefaults() {
 	if p.OTP.OnStoreError == "" {
-		p.OTP.OnStoreError = FallbackClosed
+		p.OTP.OnStoreError = limit.FallbackClosed
 	}
 	p.OTP.fillAbuseDefaults()
 	if len(p.Limits) == 0 {
@@ -341,10 +257,10 @@ func (p *Policies) FillDefaults() {
 	}
 	for name, l := range p.Limits {
 		if l.OnStoreError == "" {
-			l.OnStoreError = FallbackOpen
+			l.OnStoreError = limit.FallbackOpen
 		}
-		if l.Mode == ModeSync && l.SyncInterval == 0 {
-			l.SyncInterval = DefaultSyncInterval
+		if l.Mode == limit.ModeSync && l.SyncInterval == 0 {
+			l.SyncInterval = limit.DefaultSyncInterval
 		}
 		p.Limits[name] = l
 	}

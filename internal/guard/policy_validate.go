@@ -3,21 +3,21 @@ package guard
 import (
 	"errors"
 	"fmt"
-	"math"
 	"regexp"
 	"slices"
 	"strings"
 	"time"
 
 	"github.com/nyaruka/phonenumbers"
+
+	"github.com/otpguard/otpguard/internal/limit"
 )
 
 // Bounds that keep policies sane: a typo such as "window: 10h0000m" should
 // fail at start-up, not lock numbers out for a year.
 const (
-	maxLimit      = 1_000_000_000
-	maxWindow     = 31 * 24 * time.Hour
-	maxRefill     = 1_000_000
+	maxLimit      = limit.MaxValue
+	maxWindow     = limit.MaxWindow
 	maxCodeTTL    = 10 * time.Minute
 	minCodeTTL    = 30 * time.Second
 	maxAttempts   = 20
@@ -75,8 +75,8 @@ func validateOTP(o OTPPolicy, bad func(string, string, ...any)) {
 	} else if len(o.Message) > 300 {
 		bad("otp.message", "must be at most 300 characters")
 	}
-	validateFallbackMode("otp", o.OnStoreError, o.LocalLimit, bad)
-	if o.Mode != "" && o.Mode != ModeExact {
+	limit.ValidateFallback("otp", o.OnStoreError, o.LocalLimit, bad)
+	if o.Mode != "" && o.Mode != limit.ModeExact {
 		bad("otp.mode", "OTP limits are always exact: sync mode would let codes through past the limit")
 	}
 	validateAbuse(o, bad)
@@ -84,7 +84,7 @@ func validateOTP(o OTPPolicy, bad func(string, string, ...any)) {
 
 // validateLimit checks one limit policy: its name, its algorithm's
 // figures, its fallback and its mode.
-func validateLimit(name string, l LimitPolicy, bad func(string, string, ...any)) {
+func validateLimit(name string, l limit.Policy, bad func(string, string, ...any)) {
 	field := "limits." + name
 	if len(name) > maxPolicyName || !policyName.MatchString(name) {
 		bad(field, "policy names are lower-case letters, digits, _ and -, at most %d characters", maxPolicyName)
@@ -93,81 +93,12 @@ func validateLimit(name string, l LimitPolicy, bad func(string, string, ...any))
 		bad(field, "%q is the name of one of otpguard's own policies in metrics (%s are reserved); choose another name",
 			name, strings.Join(ReservedPolicyNames, ", "))
 	}
-	validateAlgorithm(field, l, bad)
-	validateFallbackMode(field, l.OnStoreError, l.LocalLimit, bad)
-	validateMode(field, l, bad)
+	l.Validate(field, bad)
 }
 
-// validateAlgorithm checks a limit's figures for its algorithm, and that
-// it sets none of the other algorithm's.
-func validateAlgorithm(field string, l LimitPolicy, bad func(string, string, ...any)) {
-	switch l.Algorithm {
-	case TokenBucket:
-		if l.Capacity < 1 || l.Capacity > maxLimit {
-			bad(field+".capacity", "must be between 1 and %d, got %d", maxLimit, l.Capacity)
-		}
-		if !(l.RefillPerSecond > 0) || l.RefillPerSecond > maxRefill || math.IsInf(l.RefillPerSecond, 0) {
-			bad(field+".refill_per_second", "must be above 0 and at most %d, got %v", maxRefill, l.RefillPerSecond)
-		} else if full := time.Duration(float64(l.Capacity) / l.RefillPerSecond * float64(time.Second)); full > maxWindow {
-			bad(field, "an empty bucket takes %s to refill; at most %s", full.Round(time.Second), maxWindow)
-		}
-		if l.Limit != 0 || l.Window != 0 {
-			bad(field, "limit and window belong to fixed_window; a token_bucket has capacity and refill_per_second")
-		}
-	case FixedWindow:
-		validateWindow(field, Window{Limit: l.Limit, Window: l.Window}, bad)
-		if l.Capacity != 0 || l.RefillPerSecond != 0 {
-			bad(field, "capacity and refill_per_second belong to token_bucket; a fixed_window has limit and window")
-		}
-	default:
-		bad(field+".algorithm", "must be token_bucket or fixed_window, got %q", l.Algorithm)
-	}
-}
-
-// validateMode checks a limit's mode: exact, or sync with an interval (and
-// never on a policy marked exact).
-func validateMode(field string, l LimitPolicy, bad func(string, string, ...any)) {
-	switch l.Mode {
-	case "", ModeExact:
-		if l.SyncInterval != 0 {
-			bad(field+".sync_interval", "only applies with mode: sync")
-		}
-	case ModeSync:
-		if l.Exact {
-			bad(field+".mode", "sync mode is refused on a policy marked exact: true")
-		}
-		if l.SyncInterval < 10*time.Millisecond || l.SyncInterval > time.Minute {
-			bad(field+".sync_interval", "must be between 10ms and 1m, got %s", l.SyncInterval)
-		}
-	default:
-		bad(field+".mode", "must be exact or sync, got %q", l.Mode)
-	}
-}
-
+// validateWindow checks an OTP limit's window as a fixed window's.
 func validateWindow(field string, w Window, bad func(string, string, ...any)) {
-	if w.Limit < 1 || w.Limit > maxLimit {
-		bad(field+".limit", "must be between 1 and %d, got %d", maxLimit, w.Limit)
-	}
-	if w.Window < time.Second || w.Window > maxWindow {
-		bad(field+".window", "must be between 1s and %s, got %s", maxWindow, w.Window)
-	} else if w.Window%time.Millisecond != 0 {
-		bad(field+".window", "must be a whole number of milliseconds")
-	}
-}
-
-func validateFallbackMode(field string, m FallbackMode, localLimit int64, bad func(string, string, ...any)) {
-	switch m {
-	case FallbackClosed, FallbackOpen:
-		if localLimit != 0 {
-			bad(field+".local_limit", "only applies with on_store_error: local")
-		}
-	case FallbackLocal:
-		if localLimit < 1 || localLimit > maxLimit {
-			bad(field+".local_limit", "must be set (1 to %d) with on_store_error: local", maxLimit)
-		}
-	default:
-		bad(field+".on_store_error", "must be closed, local or open, got %q", m)
-	}
+	limit.ValidateWindow(field, w.Limit, w.Window, bad)
 }
 
 var isoCode = regexp.MustCompile(`^[A-Z]{2}$`)

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/nyaruka/phonenumbers"
+	"github.com/otpguard/otpguard/internal/limit"
+	"github.com/otpguard/otpguard/internal/problem"
 )
 
 // SMS pumping defences (README.md, "Abuse defences"). Pumping is many different numbers
@@ -95,11 +97,11 @@ func (s *OTP) checkDestination(phone Phone) error {
 		return err
 	}
 	if c := s.policy.AllowedCountries; len(c) > 0 && !highRisk && !slices.Contains(c, phone.Region) {
-		return Errorf(CodeCountryNotAllowed, "codes are not sent to numbers of this country")
+		return problem.Errorf(problem.CodeCountryNotAllowed, "codes are not sent to numbers of this country")
 	}
 	if allowed := s.policy.AllowedNumberTypes; len(allowed) > 0 {
 		if t := phone.Type(); !slices.Contains(allowed, t) {
-			return Errorf(CodeNumberTypeNotAllowed, "codes are not sent to this type of number (%s)", t)
+			return problem.Errorf(problem.CodeNumberTypeNotAllowed, "codes are not sent to this type of number (%s)", t)
 		}
 	}
 	return nil
@@ -107,8 +109,8 @@ func (s *OTP) checkDestination(phone Phone) error {
 
 // Budget keys: one hash tag for both, so they share a slot on Cluster.
 var (
-	budgetHourKey = Key{Space: "otp:budget", ID: "global", Name: "hour"}
-	budgetDayKey  = Key{Space: "otp:budget", ID: "global", Name: "day"}
+	budgetHourKey = limit.Key{Space: "otp:budget", ID: "global", Name: "hour"}
+	budgetDayKey  = limit.Key{Space: "otp:budget", ID: "global", Name: "day"}
 )
 
 // abuseTakes is what the automatic abuse rules add to one send: their
@@ -153,14 +155,14 @@ func (s *OTP) abuseRules(phone Phone, tier Tier, sol *Solution) abuseTakes {
 // per-IP limit: split (limit / N) with local or open, refused with closed.
 func (s *OTP) abuseLimits(phone Phone, safe, operatorOnly bool) []limitedTake {
 	mode := s.policy.OnStoreError
-	if mode == FallbackLocal { // local_limit is per number: shared limits get their share
-		mode = FallbackOpen
+	if mode == limit.FallbackLocal { // local_limit is per number: shared limits get their share
+		mode = limit.FallbackOpen
 	}
-	window := func(k Key, limit int64, w time.Duration) Take {
-		return Take{Key: k, Algorithm: FixedWindow, Limit: limit, Window: w, Cost: 1,
+	window := func(k limit.Key, lim int64, w time.Duration) limit.Take {
+		return limit.Take{Key: k, Algorithm: limit.FixedWindow, Limit: lim, Window: w, Cost: 1,
 			Policy: OTPPolicyName, OnStoreError: mode}
 	}
-	auto := func(t Take, automatic bool) Take { t.Automatic = automatic; return t }
+	auto := func(t limit.Take, automatic bool) limit.Take { t.Automatic = automatic; return t }
 	// The ops desk's overrides (override.go) lower these limits on the
 	// same counters, or add one where the file has none (enforced.go).
 	e := s.enforced(s.now())
@@ -175,8 +177,8 @@ func (s *OTP) abuseLimits(phone Phone, safe, operatorOnly bool) []limitedTake {
 		}
 		seen = append(seen, prefix)
 		ls = append(ls, limitedTake{
-			take:   auto(window(Key{"otp:prefix", prefix, "sends"}, l.Limit, l.Window), !l.Override),
-			denial: CodePrefixRateLimited, what: "too many codes were sent to numbers like this one; try again later",
+			take:   auto(window(limit.Key{Space: "otp:prefix", ID: prefix, Name: "sends"}, l.Limit, l.Window), !l.Override),
+			denial: problem.CodePrefixRateLimited, what: "too many codes were sent to numbers like this one; try again later",
 			operator: l.Override,
 		})
 	}
@@ -189,8 +191,8 @@ func (s *OTP) abuseLimits(phone Phone, safe, operatorOnly bool) []limitedTake {
 			w = DefaultOverrideWindow
 		}
 		ls = append(ls, limitedTake{
-			take:   window(Key{"otp:prefix", prefix, "sends"}, e.over.prefix[prefix], w),
-			denial: CodePrefixRateLimited, what: "too many codes were sent to numbers like this one; try again later",
+			take:   window(limit.Key{Space: "otp:prefix", ID: prefix, Name: "sends"}, e.over.prefix[prefix], w),
+			denial: problem.CodePrefixRateLimited, what: "too many codes were sent to numbers like this one; try again later",
 			operator: true,
 		})
 	}
@@ -201,8 +203,8 @@ func (s *OTP) abuseLimits(phone Phone, safe, operatorOnly bool) []limitedTake {
 		}
 		if l, _ := e.Country(region); l.Limit > 0 && (!operatorOnly || l.Override) {
 			ls = append(ls, limitedTake{
-				take:   auto(window(Key{"otp:country", region, "sends"}, l.Limit, l.Window), !l.Override),
-				denial: CodeCountryRateLimited, what: "too many codes were sent to this country; try again later",
+				take:   auto(window(limit.Key{Space: "otp:country", ID: region, Name: "sends"}, l.Limit, l.Window), !l.Override),
+				denial: problem.CodeCountryRateLimited, what: "too many codes were sent to this country; try again later",
 				operator: l.Override,
 			})
 		}
@@ -212,19 +214,19 @@ func (s *OTP) abuseLimits(phone Phone, safe, operatorOnly bool) []limitedTake {
 	// frees a message at once.
 	if b := e.Budget(budgetHourKey.Name); b.Limit > 0 {
 		ls = append(ls, limitedTake{take: window(budgetHourKey, b.Limit, b.Window), refundDenied: true,
-			denial: CodeBudgetExhausted, what: "the SMS budget for this hour is spent; try again later"})
+			denial: problem.CodeBudgetExhausted, what: "the SMS budget for this hour is spent; try again later"})
 	}
 	if b := e.Budget(budgetDayKey.Name); b.Limit > 0 {
 		ls = append(ls, limitedTake{take: window(budgetDayKey, b.Limit, b.Window), refundDenied: true,
-			denial: CodeBudgetExhausted, what: "the SMS budget for today is spent; try again later"})
+			denial: problem.CodeBudgetExhausted, what: "the SMS budget for today is spent; try again later"})
 	}
 	return ls
 }
 
 // budgetTakes are the budget takes among passed: what a send that surely
 // did not leave gives back.
-func budgetTakes(passed []Take) []Take {
-	var out []Take
+func budgetTakes(passed []limit.Take) []limit.Take {
+	var out []limit.Take
 	for _, t := range passed {
 		if t.Key.Space == budgetHourKey.Space {
 			out = append(out, t)
@@ -273,7 +275,7 @@ func newAbuseState(o OTPOptions) *abuseState {
 
 // budgetRefused counts a refusal by the budget and logs one error per
 // exhaustion period (per window, on this instance), not one per request.
-func (s *OTP) budgetRefused(ctx context.Context, k Key, res Result) {
+func (s *OTP) budgetRefused(ctx context.Context, k limit.Key, res limit.Result) {
 	if h := s.abuse.hooks.BudgetRefused; h != nil {
 		h(k.Name)
 	}

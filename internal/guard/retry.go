@@ -5,6 +5,9 @@ import (
 	"fmt"
 	"math"
 	"time"
+
+	"github.com/otpguard/otpguard/internal/limit"
+	"github.com/otpguard/otpguard/internal/problem"
 )
 
 // RetrySeconds is d as the whole seconds of a Retry-After header, rounded
@@ -22,17 +25,17 @@ func RetrySeconds(d time.Duration) int {
 // number's, and are not read. When the store cannot say, the cooldown is
 // the answer: the longest a cooldown can still run.
 func (s *OTP) newCodeIn(ctx context.Context, phone string) time.Duration {
-	takes := []Take{{Key: phoneSendsKey(phone), Algorithm: FixedWindow,
+	takes := []limit.Take{{Key: phoneSendsKey(phone), Algorithm: limit.FixedWindow,
 		Limit: s.policy.PerPhone.Limit, Window: s.policy.PerPhone.Window}}
 	if cd := s.policy.Cooldown; cd > 0 {
-		takes = append(takes, Take{Key: cooldownKey(phone), Algorithm: FixedWindow, Limit: 1, Window: cd})
+		takes = append(takes, limit.Take{Key: cooldownKey(phone), Algorithm: limit.FixedWindow, Limit: 1, Window: cd})
 	}
 	res, err := s.counter.Take(ctx, takes) // cost 0: peeks; no policy, closed: no fallback figures
 	if err == nil && len(res) != len(takes) {
 		err = fmt.Errorf("otp: store answered %d results for %d takes", len(res), len(takes))
 	}
 	if err != nil {
-		s.log.Log(ctx, StoreFailureLevel(err), "reading the send limits for a locked code failed", "phone", MaskPhone(phone), "err", err)
+		s.log.Log(ctx, limit.StoreFailureLevel(err), "reading the send limits for a locked code failed", "phone", MaskPhone(phone), "err", err)
 		return s.policy.Cooldown
 	}
 	var wait time.Duration
@@ -46,11 +49,11 @@ func (s *OTP) newCodeIn(ctx context.Context, phone string) time.Duration {
 
 // tooManyAttempts is the refusal of a guess at a locked code: it says when
 // a new code may be requested, and its RetryAfter says the same.
-func (s *OTP) tooManyAttempts(ctx context.Context, phone string) *Error {
+func (s *OTP) tooManyAttempts(ctx context.Context, phone string) *problem.Error {
 	wait := s.newCodeIn(ctx, phone)
 	if wait <= 0 {
-		return &Error{Code: CodeTooManyAttempts, Message: "too many wrong guesses; request a new code"}
+		return &problem.Error{Code: problem.CodeTooManyAttempts, Message: "too many wrong guesses; request a new code"}
 	}
-	return &Error{Code: CodeTooManyAttempts, RetryAfter: wait,
+	return &problem.Error{Code: problem.CodeTooManyAttempts, RetryAfter: wait,
 		Message: fmt.Sprintf("too many wrong guesses; a new code may be requested in %d s", RetrySeconds(wait))}
 }

@@ -3,6 +3,8 @@ package guard
 import (
 	"context"
 	"time"
+
+	"github.com/otpguard/otpguard/internal/limit"
 )
 
 // SendRequest asks for a code to be sent to Phone. ClientIP is the end user's
@@ -47,7 +49,7 @@ func (s *OTP) Send(ctx context.Context, req SendRequest) (SendResult, error) {
 		s.record(ctx, ActionOTPSend, "", phone, CleanIP(req.ClientIP), err)
 		return SendResult{}, err
 	}
-	res, err := s.send(WithDecision(ctx), phone, ip, req.Challenge, req.Account)
+	res, err := s.send(limit.WithDecision(ctx), phone, ip, req.Challenge, req.Account)
 	if _, lost := err.(*ClaimLost); lost {
 		return res, err // a duplicate of a request that runs or ran: that one is recorded
 	}

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/otpguard/otpguard/internal/guard"
+	"github.com/otpguard/otpguard/internal/problem"
 	"github.com/otpguard/otpguard/internal/store/redistest"
 )
 
@@ -100,7 +101,7 @@ func TestDefaultSendRoundTrips(t *testing.T) {
 	}
 	rt.Reset()
 	_, err := otp.Send(ctx, req)
-	if guard.ErrorCode(err) != guard.CodeCooldown {
+	if problem.CodeOf(err) != problem.CodeCooldown {
 		t.Fatalf("second send: %v, want cooldown", err)
 	}
 	// The take, the counters' refund and the velocity refund (the two

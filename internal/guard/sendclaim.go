@@ -5,6 +5,8 @@ import (
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/otpguard/otpguard/internal/limit"
 )
 
 // An Idempotency-Key's claim in a send's first round trip (issue 26): the
@@ -128,12 +130,12 @@ func (e *ClaimLost) Error() string { return "otp: idempotency key " + e.State }
 // given back everything this send counted: the takes the store spent
 // (the refusing one too: a duplicate is not an attempt) and the velocity
 // count.
-func (s *OTP) claimLost(ctx context.Context, takes []Take, res []Result, vol *VolumeTake, vres *VolumeResult) error {
+func (s *OTP) claimLost(ctx context.Context, takes []limit.Take, res []limit.Result, vol *VolumeTake, vres *VolumeResult) error {
 	c := SendClaimFrom(ctx)
 	if c == nil {
 		return nil
 	}
-	c.settle(ctx, !slices.ContainsFunc(res, func(r Result) bool { return r.Fallback }))
+	c.settle(ctx, !slices.ContainsFunc(res, func(r limit.Result) bool { return r.Fallback }))
 	state, answer, tried, _ := c.Outcome()
 	if !tried || state == ClaimClaimed {
 		return nil

@@ -6,12 +6,15 @@ import (
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/otpguard/otpguard/internal/limit"
+	"github.com/otpguard/otpguard/internal/problem"
 )
 
 // limitedTake is one send limit and the code that refuses it.
 type limitedTake struct {
-	take   Take
-	denial Code
+	take   limit.Take
+	denial problem.Code
 	what   string
 	// refundDenied: a denied hit is given back too (the budget's).
 	refundDenied bool
@@ -29,9 +32,9 @@ type limitedTake struct {
 // copy.
 func (s *OTP) sendLimits(phone, ip string, more int) []limitedTake {
 	mode := s.policy.OnStoreError
-	fallback := func(t Take, localLimit int64) Take {
+	fallback := func(t limit.Take, localLimit int64) limit.Take {
 		t.Policy, t.OnStoreError = OTPPolicyName, mode
-		if mode == FallbackLocal {
+		if mode == limit.FallbackLocal {
 			t.LocalLimit = localLimit
 		}
 		return t
@@ -39,24 +42,24 @@ func (s *OTP) sendLimits(phone, ip string, more int) []limitedTake {
 	ls := make([]limitedTake, 0, 3+more)
 	if cd := s.policy.Cooldown; cd > 0 {
 		ls = append(ls, limitedTake{
-			take:   fallback(Take{Key: cooldownKey(phone), Algorithm: FixedWindow, Limit: 1, Window: cd, Cost: 1}, 1),
-			denial: CodeCooldown, what: "a code was sent to this number moments ago",
+			take:   fallback(limit.Take{Key: cooldownKey(phone), Algorithm: limit.FixedWindow, Limit: 1, Window: cd, Cost: 1}, 1),
+			denial: problem.CodeCooldown, what: "a code was sent to this number moments ago",
 		})
 	}
 	ls = append(ls, limitedTake{
-		take: fallback(Take{Key: phoneSendsKey(phone), Algorithm: FixedWindow,
+		take: fallback(limit.Take{Key: phoneSendsKey(phone), Algorithm: limit.FixedWindow,
 			Limit: s.policy.PerPhone.Limit, Window: s.policy.PerPhone.Window, Cost: 1}, s.policy.LocalLimit),
-		denial: CodePhoneRateLimited, what: "too many codes were sent to this number",
+		denial: problem.CodePhoneRateLimited, what: "too many codes were sent to this number",
 	})
 	if ip != "" {
-		t := fallback(Take{Key: Key{"otp:ip", ip, "sends"}, Algorithm: FixedWindow,
+		t := fallback(limit.Take{Key: limit.Key{Space: "otp:ip", ID: ip, Name: "sends"}, Algorithm: limit.FixedWindow,
 			Limit: s.policy.PerIP.Limit, Window: s.policy.PerIP.Window, Cost: 1}, 0)
-		if mode == FallbackLocal { // local_limit is per number: an address gets its share
-			t.OnStoreError, t.LocalLimit = FallbackOpen, 0
+		if mode == limit.FallbackLocal { // local_limit is per number: an address gets its share
+			t.OnStoreError, t.LocalLimit = limit.FallbackOpen, 0
 		}
 		ls = append(ls, limitedTake{
 			take:   t,
-			denial: CodeIPRateLimited, what: "too many codes were requested from this address",
+			denial: problem.CodeIPRateLimited, what: "too many codes were requested from this address",
 		})
 	}
 	return ls
@@ -67,22 +70,22 @@ func (s *OTP) sendLimits(phone, ip string, more int) []limitedTake {
 // when the policy has no cooldown, as a policy in force earlier may have
 // set one. The per-IP counter is the address's, not the number's, and is
 // not listed. The ops desk deletes these keys to unblock a number.
-func PhoneCounterKeys(e164 string) []Key {
-	return []Key{cooldownKey(e164), phoneSendsKey(e164)}
+func PhoneCounterKeys(e164 string) []limit.Key {
+	return []limit.Key{cooldownKey(e164), phoneSendsKey(e164)}
 }
 
-func cooldownKey(e164 string) Key { return Key{"otp", e164, "cooldown"} }
+func cooldownKey(e164 string) limit.Key { return limit.Key{Space: "otp", ID: e164, Name: "cooldown"} }
 
-func phoneSendsKey(e164 string) Key { return Key{"otp", e164, "sends"} }
+func phoneSendsKey(e164 string) limit.Key { return limit.Key{Space: "otp", ID: e164, Name: "sends"} }
 
 // spent is what a send's spend counted: the takes the store (or the
 // fallback) counted, and the hour the velocity rule counted it in (zero:
 // it did not).
 type spent struct {
-	takes      []Take
+	takes      []limit.Take
 	velocityAt time.Time
-	velocity   Key  // what velocityAt counted under: the velocity rule's, the trusted tier's or the solved cap's
-	trusted    bool // the store found the number trusted
+	velocity   limit.Key // what velocityAt counted under: the velocity rule's, the trusted tier's or the solved cap's
+	trusted    bool      // the store found the number trusted
 }
 
 // spend takes every limit of a send at once: one Counter call, which the
@@ -103,7 +106,7 @@ type spent struct {
 // It returns what it spent, for a send that does not leave to give back
 // (giveBack).
 func (s *OTP) spend(ctx context.Context, phone Phone, limits []limitedTake, vol *VolumeTake) (spent, error) {
-	takes := make([]Take, len(limits))
+	takes := make([]limit.Take, len(limits))
 	for i, l := range limits {
 		takes[i] = l.take
 	}
@@ -122,11 +125,11 @@ func (s *OTP) spend(ctx context.Context, phone Phone, limits []limitedTake, vol 
 		// with the limits do not refuse it and give their count back.
 		s.refund(ctx, dropAutomatic(takes, res))
 	}
-	deny := slices.IndexFunc(res, func(r Result) bool { return !r.Allowed })
+	deny := slices.IndexFunc(res, func(r limit.Result) bool { return !r.Allowed })
 	// taken: what the store counted for this request, each refund going
 	// where it was counted (the fallback's memory or the store).
 	taken := countedTakes(takes, res, func(i int) bool { return i == deny && !limits[i].refundDenied })
-	fellBack := slices.ContainsFunc(res, func(r Result) bool { return r.Fallback })
+	fellBack := slices.ContainsFunc(res, func(r limit.Result) bool { return r.Fallback })
 	if deny >= 0 {
 		var vel spent // the volume count to give back, if any
 		if volumeCounted(vol, vres) {
@@ -141,7 +144,7 @@ func (s *OTP) spend(ctx context.Context, phone Phone, limits []limitedTake, vol 
 		// A solution's single use cannot be checked without the store
 		// (on Redis Cluster: without the master of the country's keys).
 		s.refund(ctx, taken)
-		return spent{}, StoreUnavailable(ErrStoreUnavailable, StoreRetryAfter)
+		return spent{}, limit.StoreUnavailable(limit.ErrStoreUnavailable, limit.StoreRetryAfter)
 	case vres != nil:
 		if !vres.Allowed {
 			return spent{}, s.volumeRefused(ctx, phone, *vol, *vres, taken)
@@ -171,7 +174,7 @@ func (s *OTP) spend(ctx context.Context, phone Phone, limits []limitedTake, vol 
 
 // takeSend takes the send's limits, and vol with them when the counter
 // is a SendCounter (nil VolumeResult otherwise).
-func (s *OTP) takeSend(ctx context.Context, takes []Take, vol *VolumeTake) ([]Result, *VolumeResult, error) {
+func (s *OTP) takeSend(ctx context.Context, takes []limit.Take, vol *VolumeTake) ([]limit.Result, *VolumeResult, error) {
 	if sc, ok := s.counter.(SendCounter); ok && vol != nil {
 		return sc.TakeSend(ctx, takes, vol)
 	}
@@ -185,15 +188,15 @@ func (s *OTP) spendFailed(ctx context.Context, err error) error {
 	if c := SendClaimFrom(ctx); c != nil {
 		c.settle(ctx, false)
 	}
-	s.log.Log(ctx, StoreFailureLevel(err), "limit store failed", "limit", "otp.send", "err", err)
-	return storeError(err)
+	s.log.Log(ctx, limit.StoreFailureLevel(err), "limit store failed", "limit", "otp.send", "err", err)
+	return limit.StoreError(err)
 }
 
 // countedTakes returns the takes the store counted (res[i].Spent), each
 // marked where it was counted (the fallback's memory or the store) and in
 // which window, but those skip names (nil: none).
-func countedTakes(takes []Take, res []Result, skip func(i int) bool) []Take {
-	counted := make([]Take, 0, len(res))
+func countedTakes(takes []limit.Take, res []limit.Result, skip func(i int) bool) []limit.Take {
+	counted := make([]limit.Take, 0, len(res))
 	for i, r := range res {
 		if !r.Spent || skip != nil && skip(i) {
 			continue
@@ -207,8 +210,8 @@ func countedTakes(takes []Take, res []Result, skip func(i int) bool) []Take {
 
 // dropAutomatic answers the automatic rules' takes allowed and not spent,
 // and returns those the store counted, to refund.
-func dropAutomatic(takes []Take, res []Result) []Take {
-	var counted []Take
+func dropAutomatic(takes []limit.Take, res []limit.Result) []limit.Take {
+	var counted []limit.Take
 	for i, t := range takes {
 		if !t.Automatic {
 			continue
@@ -217,7 +220,7 @@ func dropAutomatic(takes []Take, res []Result) []Take {
 			t.Fallback, t.WindowID = res[i].Fallback, res[i].WindowID
 			counted = append(counted, t)
 		}
-		res[i] = Result{Allowed: true}
+		res[i] = limit.Result{Allowed: true}
 	}
 	return counted
 }
@@ -228,7 +231,7 @@ func volumeCounted(vol *VolumeTake, vres *VolumeResult) bool {
 }
 
 // tierKey is the counters vol counted in.
-func tierKey(vol *VolumeTake, vres *VolumeResult) Key {
+func tierKey(vol *VolumeTake, vres *VolumeResult) limit.Key {
 	if vres.Trusted {
 		return vol.TrustedKey
 	}
@@ -238,7 +241,7 @@ func tierKey(vol *VolumeTake, vres *VolumeResult) Key {
 // refused answers the send refused by l (whose result is r): it gives
 // back what the send took (taken, and the volume count vel names),
 // at once, and notes the refusal.
-func (s *OTP) refused(ctx context.Context, phone Phone, l limitedTake, r Result, taken []Take, vel spent) error {
+func (s *OTP) refused(ctx context.Context, phone Phone, l limitedTake, r limit.Result, taken []limit.Take, vel spent) error {
 	// The refunds and the block's note go out at once: one round trip of
 	// latency. The number is blocked, not just its address. (Not noted
 	// when the fallback decided: the block index lives in the store.)
@@ -257,10 +260,10 @@ func (s *OTP) refused(ctx context.Context, phone Phone, l limitedTake, r Result,
 	}
 	s.refund(ctx, taken)
 	wg.Wait()
-	if l.denial == CodeBudgetExhausted {
+	if l.denial == problem.CodeBudgetExhausted {
 		s.budgetRefused(ctx, l.take.Key, r)
 	}
-	e := &Error{Code: l.denial, Message: l.what, RetryAfter: r.RetryAfter,
+	e := &problem.Error{Code: l.denial, Message: l.what, RetryAfter: r.RetryAfter,
 		Usage: Usage(r.Count, l.take.Limit, l.take.Window)}
 	if l.operator {
 		e.Err = errOperatorLimit
@@ -284,7 +287,7 @@ func (s *OTP) noteBlockRefundVolume(ctx context.Context, br BlockVolumeRefunder,
 // refused: the refund of what the limits took goes out while the refusal
 // is judged (its alert claims a round trip of its own), one round trip of
 // latency for both.
-func (s *OTP) volumeRefused(ctx context.Context, phone Phone, vol VolumeTake, vres VolumeResult, taken []Take) error {
+func (s *OTP) volumeRefused(ctx context.Context, phone Phone, vol VolumeTake, vres VolumeResult, taken []limit.Take) error {
 	var wg sync.WaitGroup
 	wg.Go(func() { s.refund(ctx, taken) })
 	err := s.velocityDenied(ctx, phone, vol, vres)
@@ -292,7 +295,7 @@ func (s *OTP) volumeRefused(ctx context.Context, phone Phone, vol VolumeTake, vr
 	return err
 }
 
-func (s *OTP) refund(ctx context.Context, takes []Take) {
+func (s *OTP) refund(ctx context.Context, takes []limit.Take) {
 	if len(takes) == 0 {
 		return
 	}
@@ -323,8 +326,8 @@ func (s *OTP) giveBack(ctx context.Context, phone Phone, sp spent, try bool) {
 
 // numberTakes are the number's own takes among passed: its cooldown and
 // its per-number window (PhoneCounterKeys).
-func numberTakes(passed []Take, e164 string) []Take {
-	var out []Take
+func numberTakes(passed []limit.Take, e164 string) []limit.Take {
+	var out []limit.Take
 	for _, t := range passed {
 		if t.Key == cooldownKey(e164) || t.Key == phoneSendsKey(e164) {
 			out = append(out, t)

@@ -9,6 +9,9 @@ import (
 	"fmt"
 	"strconv"
 	"time"
+
+	"github.com/otpguard/otpguard/internal/limit"
+	"github.com/otpguard/otpguard/internal/problem"
 )
 
 // Codes during an outage. A code must be stored to be checked on another
@@ -43,7 +46,7 @@ const statelessSteps = 3
 // statelessCodes reports whether this policy sends stateless codes when the
 // store cannot save one.
 func (s *OTP) statelessCodes() bool {
-	return s.policy.OnStoreError != FallbackClosed && len(s.hmacKey) > 0
+	return s.policy.OnStoreError != limit.FallbackClosed && len(s.hmacKey) > 0
 }
 
 func (s *OTP) stepLength() time.Duration {
@@ -98,11 +101,11 @@ func (s *OTP) recentStoreFailure(now time.Time) bool {
 
 // statelessTake is a counter of the stateless scheme: the guesses at a
 // number's codes, or the mark that a step's code was used.
-func (s *OTP) statelessTake(phone, name string, limit int64) Take {
-	t := Take{Key: Key{"otp", phone, name}, Algorithm: FixedWindow, Limit: limit,
+func (s *OTP) statelessTake(phone, name string, lim int64) limit.Take {
+	t := limit.Take{Key: limit.Key{Space: "otp", ID: phone, Name: name}, Algorithm: limit.FixedWindow, Limit: lim,
 		Window: s.policy.CodeTTL, Cost: 1, Policy: OTPPolicyName, OnStoreError: s.policy.OnStoreError}
-	if t.OnStoreError == FallbackLocal {
-		t.LocalLimit = limit
+	if t.OnStoreError == limit.FallbackLocal {
+		t.LocalLimit = lim
 	}
 	return t
 }
@@ -111,18 +114,18 @@ func (s *OTP) statelessTake(phone, name string, limit int64) Take {
 // counts the guess, compares, and marks the code used on a match.
 func (s *OTP) verifyStateless(ctx context.Context, phone Phone, code string) error {
 	now := s.now()
-	res, err := s.counter.Take(ctx, []Take{s.statelessTake(phone.E164, "sguess", int64(s.policy.MaxVerifyAttempts))})
+	res, err := s.counter.Take(ctx, []limit.Take{s.statelessTake(phone.E164, "sguess", int64(s.policy.MaxVerifyAttempts))})
 	if err != nil {
-		s.log.Log(ctx, StoreFailureLevel(err), "counting a guess failed", "phone", MaskPhone(phone.E164), "err", err)
-		return storeError(err)
+		s.log.Log(ctx, limit.StoreFailureLevel(err), "counting a guess failed", "phone", MaskPhone(phone.E164), "err", err)
+		return limit.StoreError(err)
 	}
 	if !res[0].Allowed {
-		return &Error{Code: CodeTooManyAttempts, Message: "too many wrong guesses; request a new code", RetryAfter: res[0].RetryAfter}
+		return &problem.Error{Code: problem.CodeTooManyAttempts, Message: "too many wrong guesses; request a new code", RetryAfter: res[0].RetryAfter}
 	}
 	k, ok := s.matchStateless(phone.E164, code, now)
 	if !ok {
 		left := int(res[0].Remaining)
-		return &Error{Code: CodeWrongCode, Message: "the code is wrong", AttemptsLeft: &left}
+		return &problem.Error{Code: problem.CodeWrongCode, Message: "the code is wrong", AttemptsLeft: &left}
 	}
 	return s.useStateless(ctx, phone, k)
 }
@@ -130,13 +133,13 @@ func (s *OTP) verifyStateless(ctx context.Context, phone Phone, code string) err
 // useStateless marks step's code used: of two uses (on one instance, or in
 // Redis) one wins.
 func (s *OTP) useStateless(ctx context.Context, phone Phone, step int64) error {
-	res, err := s.counter.Take(ctx, []Take{s.statelessTake(phone.E164, "used:"+strconv.FormatInt(step, 10), 1)})
+	res, err := s.counter.Take(ctx, []limit.Take{s.statelessTake(phone.E164, "used:"+strconv.FormatInt(step, 10), 1)})
 	if err != nil {
-		s.log.Log(ctx, StoreFailureLevel(err), "marking a code used failed", "phone", MaskPhone(phone.E164), "err", err)
-		return storeError(err)
+		s.log.Log(ctx, limit.StoreFailureLevel(err), "marking a code used failed", "phone", MaskPhone(phone.E164), "err", err)
+		return limit.StoreError(err)
 	}
 	if !res[0].Allowed {
-		return Errorf(CodeNoActiveCode, "the code was already used")
+		return problem.Errorf(problem.CodeNoActiveCode, "the code was already used")
 	}
 	return nil
 }

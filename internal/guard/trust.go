@@ -7,6 +7,9 @@ import (
 	"encoding/base64"
 	"fmt"
 	"time"
+
+	"github.com/otpguard/otpguard/internal/limit"
+	"github.com/otpguard/otpguard/internal/problem"
 )
 
 // Trusted numbers (docs/abuse.md, "Trusted numbers"). A send goes to a
@@ -83,15 +86,15 @@ type Trusts interface {
 	// set before (trusted verifies). Idempotent but for the credit.
 	MarkTrusted(ctx context.Context, marks []TrustMark, ttl time.Duration) (trusted int, err error)
 	// Trusted reports whether mark is set.
-	Trusted(ctx context.Context, mark Key) (bool, error)
+	Trusted(ctx context.Context, mark limit.Key) (bool, error)
 }
 
 // TrustMark is one number's mark: the key to set, and the trusted tier's
 // counters of its country and the hour to credit a verify to (Credit
 // false: an import, which credits nothing).
 type TrustMark struct {
-	Key    Key
-	Tier   Key
+	Key    limit.Key
+	Tier   limit.Key
 	Hour   int64
 	Credit bool
 	TTL    time.Duration // the tier counters' TTL
@@ -102,16 +105,18 @@ const MaxTrustImport = 10000
 
 // trustMarkKey is phone's mark: the first 128 bits of HMAC-SHA256(key,
 // "trust:" + E.164), base64url, under its country's hash tag.
-func trustMarkKey(hmacKey []byte, phone Phone) Key {
+func trustMarkKey(hmacKey []byte, phone Phone) limit.Key {
 	m := hmac.New(sha256.New, hmacKey)
 	m.Write([]byte("trust:"))
 	m.Write([]byte(phone.E164))
-	return Key{Space: "otp:tr", ID: region(phone), Name: base64.RawURLEncoding.EncodeToString(m.Sum(nil)[:16])}
+	return limit.Key{Space: "otp:tr", ID: region(phone), Name: base64.RawURLEncoding.EncodeToString(m.Sum(nil)[:16])}
 }
 
 // trustedTierKey is the trusted tier's hourly counters of a country:
 // the velocity rule's layout, its own key.
-func trustedTierKey(region string) Key { return Key{Space: "otp:vel", ID: region, Name: "t"} }
+func trustedTierKey(region string) limit.Key {
+	return limit.Key{Space: "otp:vel", ID: region, Name: "t"}
+}
 
 // trustOn reports whether marks are read and written.
 func (s *OTP) trustOn() bool {
@@ -181,7 +186,7 @@ func (s *OTP) trustTake(phone Phone, tier Tier, vol *VolumeTake) *VolumeTake {
 // reports whether it was (its mark was set before this verify): a trusted
 // verify, which teaches the new tier's baselines nothing (creditable).
 func (s *OTP) rememberVerified(ctx context.Context, phone Phone) bool {
-	if !s.trustOn() || s.safe(phone.E164) || StoreFailed(ctx) {
+	if !s.trustOn() || s.safe(phone.E164) || limit.StoreFailed(ctx) {
 		return false // a verify the store failed in waits on it no more
 	}
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), convTimeout)
@@ -209,10 +214,10 @@ type ImportResult struct {
 // once.
 func (s *OTP) ImportTrusted(ctx context.Context, numbers []string, actor string) (ImportResult, error) {
 	if len(numbers) > MaxTrustImport {
-		return ImportResult{}, Errorf(CodeInvalidRequest, "at most %d numbers per import, got %d", MaxTrustImport, len(numbers))
+		return ImportResult{}, problem.Errorf(problem.CodeInvalidRequest, "at most %d numbers per import, got %d", MaxTrustImport, len(numbers))
 	}
 	if !s.trustOn() {
-		return ImportResult{}, Errorf(CodeInvalidRequest, "trusted numbers are off (otp.trust.verified_within is 0)")
+		return ImportResult{}, problem.Errorf(problem.CodeInvalidRequest, "trusted numbers are off (otp.trust.verified_within is 0)")
 	}
 	var res ImportResult
 	marks := make([]TrustMark, 0, len(numbers))
@@ -231,8 +236,8 @@ func (s *OTP) ImportTrusted(ctx context.Context, numbers []string, actor string)
 	}
 	if len(marks) > 0 {
 		if _, err := s.trusts.MarkTrusted(ctx, marks, s.policy.Trust.VerifiedWithin); err != nil {
-			s.log.Log(ctx, StoreFailureLevel(err), "trust: import failed", "err", err)
-			return ImportResult{}, storeError(err)
+			s.log.Log(ctx, limit.StoreFailureLevel(err), "trust: import failed", "err", err)
+			return ImportResult{}, limit.StoreError(err)
 		}
 	}
 	res.Imported = len(marks)

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/otpguard/otpguard/internal/guard"
+	"github.com/otpguard/otpguard/internal/limit"
+	"github.com/otpguard/otpguard/internal/problem"
 	"github.com/otpguard/otpguard/internal/store/redistest"
 )
 
@@ -56,17 +58,17 @@ func TestTrustTiers(t *testing.T) {
 		name    string
 		n       int
 		account bool
-		want    guard.Code
+		want    problem.Code
 	}{
 		{"new 1", 1, false, ""}, {"new 2", 2, false, ""}, {"new 3", 3, false, ""},
-		{"new 4: refused", 4, false, guard.CodeUnusualVolume},
+		{"new 4: refused", 4, false, problem.CodeUnusualVolume},
 		{"account 1", 11, true, ""}, {"account 2", 12, true, ""}, {"account 3", 13, true, ""}, {"account 4", 14, true, ""},
-		{"account 5: the trusted cap", 15, true, guard.CodeUnusualVolume},
-		{"new 5: still refused", 5, false, guard.CodeUnusualVolume},
+		{"account 5: the trusted cap", 15, true, problem.CodeUnusualVolume},
+		{"new 5: still refused", 5, false, problem.CodeUnusualVolume},
 	}
 	for _, st := range steps {
 		_, err := otp.Send(ctx, guard.SendRequest{Phone: gb(st.n), ClientIP: fmt.Sprintf("203.0.113.%d", st.n), Account: st.account})
-		if got := guard.ErrorCode(err); got != st.want {
+		if got := problem.CodeOf(err); got != st.want {
 			t.Errorf("%s (%s): %q (%v), want %q", st.name, gb(st.n), got, err, st.want)
 		}
 	}
@@ -134,10 +136,10 @@ func TestVerifiedNumberTrustedNextDay(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
 		within time.Duration
-		want   guard.Code
+		want   problem.Code
 	}{
 		{"trust on", guard.DefaultVerifiedWithin, ""},
-		{"verified_within 0", 0, guard.CodeUnusualVolume},
+		{"verified_within 0", 0, problem.CodeUnusualVolume},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var now atomic.Int64
@@ -167,14 +169,14 @@ func TestVerifiedNumberTrustedNextDay(t *testing.T) {
 			}
 			now.Add(24 * 3600) // the next day
 			for n := 2; n < 10; n++ {
-				if _, err := otp.Send(ctx, guard.SendRequest{Phone: gb(n), ClientIP: fmt.Sprintf("203.0.113.%d", n)}); guard.ErrorCode(err) == guard.CodeUnusualVolume {
+				if _, err := otp.Send(ctx, guard.SendRequest{Phone: gb(n), ClientIP: fmt.Sprintf("203.0.113.%d", n)}); problem.CodeOf(err) == problem.CodeUnusualVolume {
 					break
 				} else if n == 9 {
 					t.Fatal("the country never refused a new number")
 				}
 			}
 			_, err := otp.Send(ctx, guard.SendRequest{Phone: user})
-			if got := guard.ErrorCode(err); got != tc.want {
+			if got := problem.CodeOf(err); got != tc.want {
 				t.Errorf("the verified number's send: %q (%v), want %q", got, err, tc.want)
 			}
 		})
@@ -195,13 +197,13 @@ func TestAutoBlockSparesTrusted(t *testing.T) {
 		n            int
 		account      bool
 		imported     bool
-		want         guard.Code
+		want         problem.Code
 	}{
-		{"watch block, new number", guard.ConversionActor, 1, false, false, guard.CodeDenied},
+		{"watch block, new number", guard.ConversionActor, 1, false, false, problem.CodeDenied},
 		{"watch block, account", guard.ConversionActor, 2, true, false, ""},
 		{"watch block, imported", guard.ConversionActor, 3, false, true, ""},
-		{"operator's entry, account", "ops:alice", 4, true, false, guard.CodeDenied},
-		{"operator's entry, imported", "ops:alice", 5, false, true, guard.CodeDenied},
+		{"operator's entry, account", "ops:alice", 4, true, false, problem.CodeDenied},
+		{"operator's entry, imported", "ops:alice", 5, false, true, problem.CodeDenied},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -219,7 +221,7 @@ func TestAutoBlockSparesTrusted(t *testing.T) {
 				}
 			}
 			_, err := otp.Send(ctx, guard.SendRequest{Phone: gb(tc.n), Account: tc.account})
-			if got := guard.ErrorCode(err); got != tc.want {
+			if got := problem.CodeOf(err); got != tc.want {
 				t.Errorf("got %q (%v), want %q", got, err, tc.want)
 			}
 		})
@@ -232,7 +234,7 @@ type creditCounter struct {
 	n atomic.Int64
 }
 
-func (c *creditCounter) CountVerified(ctx context.Context, k guard.Key, hour int64, ttl time.Duration) error {
+func (c *creditCounter) CountVerified(ctx context.Context, k limit.Key, hour int64, ttl time.Duration) error {
 	c.n.Add(1)
 	return c.Volumes.CountVerified(ctx, k, hour, ttl)
 }

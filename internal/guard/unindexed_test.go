@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/otpguard/otpguard/internal/guard"
+	"github.com/otpguard/otpguard/internal/limit"
 )
 
 // unindexedStore saves codes, but answers ErrUnindexed, as the store does
@@ -27,7 +28,7 @@ func (u unindexedStore) SaveCode(ctx context.Context, c guard.NewCode) (int, err
 func TestSendWithoutVerificationIndex(t *testing.T) {
 	st := newOutageStore()
 	p := guard.DefaultPolicies().OTP
-	p.OnStoreError = guard.FallbackClosed
+	p.OnStoreError = limit.FallbackClosed
 	box := &smsBox{}
 	otp := guard.NewOTP(guard.OTPOptions{Policy: p, Counter: st, Codes: unindexedStore{st}, Sender: box, HMACKey: outageHMACKey})
 	res, err := otp.Send(context.Background(), guard.SendRequest{Phone: "+447911123456"})

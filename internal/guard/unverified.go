@@ -4,6 +4,9 @@ import (
 	"context"
 	"fmt"
 	"time"
+
+	"github.com/otpguard/otpguard/internal/limit"
+	"github.com/otpguard/otpguard/internal/problem"
 )
 
 // The unverified budget (docs/abuse.md, "The unverified budget"). The
@@ -89,18 +92,18 @@ func (s *OTP) unverifiedDenied(ctx context.Context, phone Phone, t VolumeTake, r
 	retry := time.Unix((t.Now.Unix()/60+1)*60, 0).Sub(t.Now)
 	if s.abuse.conv != nil {
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), convTimeout)
-		first, err := s.abuse.conv.ClaimAlert(cctx, Key{Space: "otp:vel", ID: r, Name: fmt.Sprintf("unverified:%d", t.Hour)}, time.Hour+time.Minute)
+		first, err := s.abuse.conv.ClaimAlert(cctx, limit.Key{Space: "otp:vel", ID: r, Name: fmt.Sprintf("unverified:%d", t.Hour)}, time.Hour+time.Minute)
 		cancel()
 		if err == nil && first {
 			s.log.WarnContext(ctx, "UNVERIFIED BUDGET: new numbers of a country challenged until their codes are verified",
 				"country", r, "count", res.Count, "budget", res.Unverified, "baseline", res.Baseline)
-			s.events.Record(Event{At: s.now(), Action: ActionVelocity, Outcome: string(CodeUnusualVolume), Country: r,
+			s.events.Record(Event{At: s.now(), Action: ActionVelocity, Outcome: string(problem.CodeUnusualVolume), Country: r,
 				Actor: VelocityActor, TraceID: TraceID(ctx), RequestID: RequestID(ctx),
 				Detail: fmt.Sprintf("country=%s unverified budget: %d sends this hour ran %d ahead of their verifies (baseline %d%s)",
 					r, res.Count, res.Unverified, res.Baseline, map[bool]string{true: ", quarantined", false: ""}[res.Quarantined])})
 		}
 	}
-	return &Error{Code: CodeUnusualVolume, RetryAfter: retry, Usage: Usage(0, res.Unverified, time.Hour),
+	return &problem.Error{Code: problem.CodeUnusualVolume, RetryAfter: retry, Usage: Usage(0, res.Unverified, time.Hour),
 		Message: "too many codes sent to new numbers of this country are not verified yet; try again shortly"}
 }
 

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/otpguard/otpguard/internal/guard"
+	"github.com/otpguard/otpguard/internal/problem"
 )
 
 // TestUnverifiedBudgetSend: an untrusted send asks the store with the
@@ -53,13 +54,13 @@ func TestUnverifiedBudgetSend(t *testing.T) {
 	}}
 	box := &smsBox{}
 	_, err := build(nil, vol, box, fakeChallenger{}).Send(ctx, guard.SendRequest{Phone: "+2348031234567"})
-	wantCode(t, err, guard.CodeChallengeRequired)
-	var e *guard.Error
+	wantCode(t, err, problem.CodeChallengeRequired)
+	var e *problem.Error
 	if !errors.As(err, &e) || e.Challenge == nil {
 		t.Fatalf("%v: want a challenge", err)
 	}
-	var cause *guard.Error
-	if !errors.As(e.Err, &cause) || cause.Code != guard.CodeUnusualVolume || cause.RetryAfter != 30*time.Second {
+	var cause *problem.Error
+	if !errors.As(e.Err, &cause) || cause.Code != problem.CodeUnusualVolume || cause.RetryAfter != 30*time.Second {
 		t.Errorf("cause %v, want unusual_volume until the end of the minute (30s)", e.Err)
 	}
 	if box.count() != 0 {

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/nyaruka/phonenumbers"
+	"github.com/otpguard/otpguard/internal/limit"
+	"github.com/otpguard/otpguard/internal/problem"
 )
 
 // The country velocity rule (README.md, "Abuse defences"; docs/abuse.md).
@@ -29,8 +31,8 @@ import (
 
 // VolumeTake asks the store to count one send to a country in an hour.
 type VolumeTake struct {
-	Key        Key       // the country's counters
-	Quarantine Key       // set while the country is quarantined; same hash tag as Key
+	Key        limit.Key // the country's counters
+	Quarantine limit.Key // set while the country is quarantined; same hash tag as Key
 	Now        time.Time // the service's clock
 	Hour       int64     // the hour bucket: unix seconds / 3600 of Now
 	Lookback   int64     // hours before Hour the baseline looks at
@@ -56,8 +58,8 @@ type VolumeTake struct {
 	// set the send counts as trusted. NewOff: an untrusted send counts
 	// nothing (the velocity rule is off; only the trusted tier is kept).
 	Trusted    bool
-	Mark       Key
-	TrustedKey Key
+	Mark       limit.Key
+	TrustedKey limit.Key
 	TFloor     int64
 	TFactor    float64
 	NewOff     bool
@@ -102,12 +104,12 @@ type Volumes interface {
 	TakeVolume(ctx context.Context, t VolumeTake) (VolumeResult, error)
 	// RefundVolume gives back a send TakeVolume counted at (its hour and
 	// minute).
-	RefundVolume(ctx context.Context, k Key, at time.Time) error
+	RefundVolume(ctx context.Context, k limit.Key, at time.Time) error
 	// CountVerified counts one verified code in hour: the credit of the hour.
-	CountVerified(ctx context.Context, k Key, hour int64, ttl time.Duration) error
+	CountVerified(ctx context.Context, k limit.Key, hour int64, ttl time.Duration) error
 	// Quarantine records that the country is quarantined until until (the
 	// service's clock); the record expires ttl after it is made.
-	Quarantine(ctx context.Context, k Key, until time.Time, ttl time.Duration) error
+	Quarantine(ctx context.Context, k limit.Key, until time.Time, ttl time.Duration) error
 }
 
 // Normals reads a country's normal conversion, which the velocity rule
@@ -116,7 +118,7 @@ type Normals interface {
 	// NormalConversion is the country's verified sends / sends over the
 	// lookback before hour, as the velocity rule computed it in hour;
 	// known is false without enough history.
-	NormalConversion(ctx context.Context, k Key, hour int64) (rate float64, known bool, err error)
+	NormalConversion(ctx context.Context, k limit.Key, hour int64) (rate float64, known bool, err error)
 }
 
 // VelocityActor is the author of the velocity rule's audit events.
@@ -134,9 +136,11 @@ func region(p Phone) string {
 	return p.Region
 }
 
-func velocityKey(region string) Key { return Key{Space: "otp:vel", ID: region, Name: "h"} }
+func velocityKey(region string) limit.Key { return limit.Key{Space: "otp:vel", ID: region, Name: "h"} }
 
-func quarantineKey(region string) Key { return Key{Space: "otp:vel", ID: region, Name: "quarantine"} }
+func quarantineKey(region string) limit.Key {
+	return limit.Key{Space: "otp:vel", ID: region, Name: "quarantine"}
+}
 
 // hour is the hour bucket of t.
 func hour(t time.Time) int64 { return t.Unix() / 3600 }
@@ -170,10 +174,10 @@ func (s *OTP) volumeTake(phone Phone) VolumeTake {
 // counted (a refund is then owed if the send does not go on), in the
 // trusted tier or not, and the refusal, if any.
 func (s *OTP) takeVelocity(ctx context.Context, phone Phone, t VolumeTake) (counted, trusted bool, err error) {
-	if t.Solved != nil && StoreFailed(ctx) {
-		return false, false, StoreUnavailable(ErrStoreUnavailable, StoreRetryAfter) // single use needs the store
+	if t.Solved != nil && limit.StoreFailed(ctx) {
+		return false, false, limit.StoreUnavailable(limit.ErrStoreUnavailable, limit.StoreRetryAfter) // single use needs the store
 	}
-	if StoreFailed(ctx) {
+	if limit.StoreFailed(ctx) {
 		// The store failed earlier in this decision and the fallback let
 		// the send on: the velocity rule cannot be judged, the split
 		// limits and the spend budget bound it (README, "Cold start").
@@ -183,10 +187,10 @@ func (s *OTP) takeVelocity(ctx context.Context, phone Phone, t VolumeTake) (coun
 	res, err := s.abuse.volumes.TakeVolume(cctx, t)
 	cancel()
 	if err != nil {
-		NoteStoreFailure(ctx)
-		if s.policy.OnStoreError == FallbackClosed || t.Solved != nil {
-			s.log.Log(ctx, StoreFailureLevel(err), "limit store failed", "limit", "country_velocity", "err", err)
-			return false, false, StoreUnavailable(err, StoreRetryAfter)
+		limit.NoteStoreFailure(ctx)
+		if s.policy.OnStoreError == limit.FallbackClosed || t.Solved != nil {
+			s.log.Log(ctx, limit.StoreFailureLevel(err), "limit store failed", "limit", "country_velocity", "err", err)
+			return false, false, limit.StoreUnavailable(err, limit.StoreRetryAfter)
 		}
 		s.log.WarnContext(ctx, "country velocity: store failed; not judged", "err", err)
 		return false, false, nil
@@ -211,7 +215,7 @@ func (s *OTP) velocityDenied(ctx context.Context, phone Phone, t VolumeTake, res
 		if f := s.abuse.hooks.VelocityRefused; f != nil {
 			f(region(phone))
 		}
-		return &Error{Code: CodeUnusualVolume, RetryAfter: time.Unix((h+1)*3600, 0).Sub(now),
+		return &problem.Error{Code: problem.CodeUnusualVolume, RetryAfter: time.Unix((h+1)*3600, 0).Sub(now),
 			Usage:   Usage(res.Count+1, res.Limit, time.Hour),
 			Message: "unusually many codes were sent to returning numbers of this country this hour; try again later"}
 	}
@@ -224,7 +228,7 @@ func (s *OTP) velocityDenied(ctx context.Context, phone Phone, t VolumeTake, res
 	if span == "minute" {
 		usage = Usage(0, res.MinuteLimit, time.Minute)
 	}
-	return &Error{Code: CodeUnusualVolume, RetryAfter: retry, Usage: usage,
+	return &problem.Error{Code: problem.CodeUnusualVolume, RetryAfter: retry, Usage: usage,
 		Message: "unusually many codes were sent to this country this " + span + "; try again later"}
 }
 
@@ -237,7 +241,7 @@ func (s *OTP) velocityDenied(ctx context.Context, phone Phone, t VolumeTake, res
 // refunds in the same refusal do, and not convTimeout. A refund lost to a
 // fixed second on a busy host left a send that never went in the
 // country's hour, for real users to be refused by (unusual_volume).
-func (s *OTP) refundVelocity(ctx context.Context, k Key, at time.Time) {
+func (s *OTP) refundVelocity(ctx context.Context, k limit.Key, at time.Time) {
 	if err := s.abuse.volumes.RefundVolume(context.WithoutCancel(ctx), k, at); err != nil {
 		s.log.WarnContext(ctx, "country velocity: refund failed", "err", err)
 	}
@@ -308,13 +312,13 @@ func (s *OTP) velocityRefused(ctx context.Context, phone Phone, r string, h int6
 	var wg sync.WaitGroup
 	if s.countryNoteDue(r, end) {
 		wg.Go(func() {
-			s.noteBlock(ctx, Block{Phone: CountryPrefix(r), Country: r, Reason: CodeUnusualVolume, Count: res.Count, Until: end})
+			s.noteBlock(ctx, Block{Phone: CountryPrefix(r), Country: r, Reason: problem.CodeUnusualVolume, Count: res.Count, Until: end})
 		})
 	}
 	defer wg.Wait()
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), convTimeout)
 	defer cancel()
-	first, err := s.abuse.conv.ClaimAlert(cctx, Key{Space: "otp:vel", ID: r, Name: fmt.Sprintf("alert:%d", h)}, time.Hour+time.Minute)
+	first, err := s.abuse.conv.ClaimAlert(cctx, limit.Key{Space: "otp:vel", ID: r, Name: fmt.Sprintf("alert:%d", h)}, time.Hour+time.Minute)
 	if err != nil || !first {
 		return
 	}
@@ -330,7 +334,7 @@ func (s *OTP) velocityRefused(ctx context.Context, phone Phone, r string, h int6
 	s.log.ErrorContext(ctx, "UNUSUAL VOLUME: sends to a country refused for the rest of the hour (SMS pumping?)",
 		"country", r, "count", res.Count, "limit", res.Limit, "baseline", res.Baseline,
 		"retry_after", end.Sub(s.now()).Round(time.Second).String())
-	s.events.Record(Event{At: s.now(), Action: ActionVelocity, Outcome: string(CodeUnusualVolume), Country: r,
+	s.events.Record(Event{At: s.now(), Action: ActionVelocity, Outcome: string(problem.CodeUnusualVolume), Country: r,
 		Actor: VelocityActor, Detail: detail, TraceID: TraceID(ctx), RequestID: RequestID(ctx)})
 }
 

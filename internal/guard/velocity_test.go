@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/otpguard/otpguard/internal/guard"
+	"github.com/otpguard/otpguard/internal/limit"
+	"github.com/otpguard/otpguard/internal/problem"
 	"github.com/otpguard/otpguard/internal/resilience"
 )
 
@@ -35,7 +37,7 @@ func (f *fakeVolumes) TakeVolume(_ context.Context, t guard.VolumeTake) (guard.V
 	return f.take(t)
 }
 
-func (f *fakeVolumes) RefundVolume(ctx context.Context, _ guard.Key, at time.Time) error {
+func (f *fakeVolumes) RefundVolume(ctx context.Context, _ limit.Key, at time.Time) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.refunds = append(f.refunds, at.Unix()/3600)
@@ -45,14 +47,14 @@ func (f *fakeVolumes) RefundVolume(ctx context.Context, _ guard.Key, at time.Tim
 	return nil
 }
 
-func (f *fakeVolumes) CountVerified(_ context.Context, _ guard.Key, hour int64, _ time.Duration) error {
+func (f *fakeVolumes) CountVerified(_ context.Context, _ limit.Key, hour int64, _ time.Duration) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.verified = append(f.verified, hour)
 	return nil
 }
 
-func (f *fakeVolumes) Quarantine(context.Context, guard.Key, time.Time, time.Duration) error {
+func (f *fakeVolumes) Quarantine(context.Context, limit.Key, time.Time, time.Duration) error {
 	return nil
 }
 
@@ -60,7 +62,7 @@ func (f *fakeVolumes) Quarantine(context.Context, guard.Key, time.Time, time.Dur
 type failingSender struct{}
 
 func (failingSender) Send(context.Context, guard.Message) error {
-	return &guard.Error{Code: guard.CodeProviderUnavailable, Message: "refused", Err: guard.ErrNotSent}
+	return &problem.Error{Code: problem.CodeProviderUnavailable, Message: "refused", Err: guard.ErrNotSent}
 }
 
 // TestCountryVelocityRule: what Send and Verify ask of the velocity store,
@@ -115,8 +117,8 @@ func TestCountryVelocityRule(t *testing.T) {
 		box := &smsBox{}
 		otp, st := build(policy(nil), vol, box)
 		_, err := otp.Send(ctx, guard.SendRequest{Phone: "+2348031234567", ClientIP: "192.0.2.1"})
-		wantCode(t, err, guard.CodeUnusualVolume)
-		var e *guard.Error
+		wantCode(t, err, problem.CodeUnusualVolume)
+		var e *problem.Error
 		if !errors.As(err, &e) || e.RetryAfter != 40*time.Minute {
 			t.Errorf("RetryAfter: %v, want 40m (to the end of the hour)", e.RetryAfter)
 		}
@@ -138,8 +140,8 @@ func TestCountryVelocityRule(t *testing.T) {
 		}}
 		otp, _ := build(policy(nil), vol, &smsBox{})
 		_, err := otp.Send(ctx, guard.SendRequest{Phone: "+2348031234567"})
-		wantCode(t, err, guard.CodeUnusualVolume)
-		var e *guard.Error
+		wantCode(t, err, problem.CodeUnusualVolume)
+		var e *problem.Error
 		if !errors.As(err, &e) || e.RetryAfter != time.Minute {
 			t.Errorf("RetryAfter: %v, want 1m (to the end of the minute)", e.RetryAfter)
 		}
@@ -149,7 +151,7 @@ func TestCountryVelocityRule(t *testing.T) {
 		vol := &fakeVolumes{}
 		otp, _ := build(policy(nil), vol, failingSender{})
 		_, err := otp.Send(ctx, guard.SendRequest{Phone: "+2348031234567"})
-		wantCode(t, err, guard.CodeProviderUnavailable)
+		wantCode(t, err, problem.CodeProviderUnavailable)
 		if len(vol.refunds) != 1 || vol.refunds[0] != hour {
 			t.Errorf("refunds: %v, want [%d]", vol.refunds, hour)
 		}
@@ -168,9 +170,9 @@ func TestCountryVelocityRule(t *testing.T) {
 		}
 		otp, _ := build(policy(nil), &fakeVolumes{take: down}, &smsBox{})
 		_, err := otp.Send(ctx, guard.SendRequest{Phone: "+2348031234567"})
-		wantCode(t, err, guard.CodeStoreUnavailable)
+		wantCode(t, err, problem.CodeStoreUnavailable)
 		box := &smsBox{}
-		otp, _ = build(policy(func(p *guard.OTPPolicy) { p.OnStoreError = guard.FallbackOpen }), &fakeVolumes{take: down}, box)
+		otp, _ = build(policy(func(p *guard.OTPPolicy) { p.OnStoreError = limit.FallbackOpen }), &fakeVolumes{take: down}, box)
 		if _, err := otp.Send(ctx, guard.SendRequest{Phone: "+2348031234567"}); err != nil || box.count() != 1 {
 			t.Errorf("open: %v, %d SMS; want sent", err, box.count())
 		}
@@ -182,7 +184,7 @@ func TestCountryVelocityRule(t *testing.T) {
 		f := resilience.NewFallback(resilience.FallbackOptions{Counter: st, Codes: st, Now: func() time.Time { return now }})
 		vol := &fakeVolumes{}
 		box := &smsBox{}
-		otp := guard.NewOTP(guard.OTPOptions{Policy: policy(func(p *guard.OTPPolicy) { p.OnStoreError = guard.FallbackOpen }),
+		otp := guard.NewOTP(guard.OTPOptions{Policy: policy(func(p *guard.OTPPolicy) { p.OnStoreError = limit.FallbackOpen }),
 			Counter: f, Codes: f, Sender: box, HMACKey: outageHMACKey, Now: func() time.Time { return now },
 			LastStoreFailure: f.LastFailure, Volumes: vol})
 		if _, err := otp.Send(ctx, guard.SendRequest{Phone: "+2348031234567"}); err != nil || box.count() != 1 {

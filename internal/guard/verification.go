@@ -7,6 +7,9 @@ import (
 	"fmt"
 	"io"
 	"time"
+
+	"github.com/otpguard/otpguard/internal/limit"
+	"github.com/otpguard/otpguard/internal/problem"
 )
 
 // The verification lifecycle. Every code saved in the store is one
@@ -92,8 +95,8 @@ func ValidVerificationID(id string) bool {
 	return true
 }
 
-func verificationNotFound() *Error {
-	return Errorf(CodeVerificationNotFound, "no such verification (never created, or older than its retention)")
+func verificationNotFound() *problem.Error {
+	return problem.Errorf(problem.CodeVerificationNotFound, "no such verification (never created, or older than its retention)")
 }
 
 // Verification returns the verification id.
@@ -126,7 +129,7 @@ func (s *OTP) CancelVerification(ctx context.Context, id string) (Verification, 
 		phone = p
 	}
 	if !canceled {
-		err = &Error{Code: CodeVerificationNotPending, VerificationStatus: v.Status,
+		err = &problem.Error{Code: problem.CodeVerificationNotPending, VerificationStatus: string(v.Status),
 			Message: fmt.Sprintf("the verification is %s, not pending", v.Status)}
 		s.record(ctx, ActionOTPCancel, "", phone, "", err)
 		return v, err
@@ -139,6 +142,6 @@ func (s *OTP) verificationError(ctx context.Context, err error) error {
 	if errors.Is(err, ErrNotFound) {
 		return verificationNotFound()
 	}
-	s.log.Log(ctx, StoreFailureLevel(err), "reading a verification failed", "err", err)
-	return storeError(err)
+	s.log.Log(ctx, limit.StoreFailureLevel(err), "reading a verification failed", "err", err)
+	return limit.StoreError(err)
 }

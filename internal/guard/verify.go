@@ -4,6 +4,9 @@ import (
 	"context"
 	"crypto/hmac"
 	"errors"
+
+	"github.com/otpguard/otpguard/internal/limit"
+	"github.com/otpguard/otpguard/internal/problem"
 )
 
 // VerifyRequest checks Code against the code last sent to Phone.
@@ -39,7 +42,7 @@ func (s *OTP) VerifyCode(ctx context.Context, req VerifyRequest) (VerifyResult, 
 		s.record(ctx, ActionOTPVerify, "", phone, "", err)
 		return VerifyResult{}, err
 	}
-	ctx = WithDecision(ctx)
+	ctx = limit.WithDecision(ctx)
 	vid, err := s.verify(ctx, phone, req.Code)
 	s.record(ctx, ActionOTPVerify, OutcomeValid, phone, "", err)
 	if err != nil {
@@ -70,13 +73,13 @@ func (s *OTP) verify(ctx context.Context, phone Phone, code string) (string, err
 		// not may still be alive.
 		return "", s.verifyStateless(ctx, phone, code)
 	case errors.Is(err, ErrNotFound):
-		return "", Errorf(CodeNoActiveCode, "no code is waiting for this number (never sent, expired or already used)")
-	case err != nil && s.statelessCodes() && !errors.Is(err, ErrOverloaded):
+		return "", problem.Errorf(problem.CodeNoActiveCode, "no code is waiting for this number (never sent, expired or already used)")
+	case err != nil && s.statelessCodes() && !errors.Is(err, problem.ErrOverloaded):
 		s.log.DebugContext(ctx, "reading code failed: checking stateless codes", "phone", MaskPhone(phone.E164), "err", err)
 		return "", s.verifyStateless(ctx, phone, code)
 	case err != nil:
-		s.log.Log(ctx, StoreFailureLevel(err), "reading code failed", "phone", MaskPhone(phone.E164), "err", err)
-		return "", storeError(err)
+		s.log.Log(ctx, limit.StoreFailureLevel(err), "reading code failed", "phone", MaskPhone(phone.E164), "err", err)
+		return "", limit.StoreError(err)
 	}
 	if g.Attempts > s.policy.MaxVerifyAttempts {
 		return "", s.tooManyAttempts(ctx, phone.E164)
@@ -92,24 +95,24 @@ func (s *OTP) verify(ctx context.Context, phone Phone, code string) (string, err
 		left := s.policy.MaxVerifyAttempts - g.Attempts
 		if left == 0 { // this guess locked the code: the number is blocked until it expires
 			s.lockCode(ctx, phone, g.VerificationID)
-			s.noteBlock(ctx, Block{Phone: phone.E164, Country: phone.Region, Reason: CodeTooManyAttempts,
+			s.noteBlock(ctx, Block{Phone: phone.E164, Country: phone.Region, Reason: problem.CodeTooManyAttempts,
 				Count: int64(g.Attempts), Until: s.now().Add(g.TTL)})
 		}
-		return "", &Error{Code: CodeWrongCode, Message: "the code is wrong", AttemptsLeft: &left}
+		return "", &problem.Error{Code: problem.CodeWrongCode, Message: "the code is wrong", AttemptsLeft: &left}
 	}
 	consumed, err := s.codes.ConsumeCode(ctx, phone.E164, g.MAC, s.now())
 	if err != nil {
-		s.log.Log(ctx, StoreFailureLevel(err), "consuming code failed", "phone", MaskPhone(phone.E164), "err", err)
-		return "", storeError(err)
+		s.log.Log(ctx, limit.StoreFailureLevel(err), "consuming code failed", "phone", MaskPhone(phone.E164), "err", err)
+		return "", limit.StoreError(err)
 	}
 	switch consumed {
 	case ConsumedOK:
 		return g.VerificationID, nil
 	case ConsumedLocked: // a concurrent wrong guess used the last attempt first
-		return "", &Error{Code: CodeTooManyAttempts,
+		return "", &problem.Error{Code: problem.CodeTooManyAttempts,
 			Message: "too many wrong guesses; request a new code", RetryAfter: g.TTL}
 	}
-	return "", Errorf(CodeNoActiveCode, "the code was already used")
+	return "", problem.Errorf(problem.CodeNoActiveCode, "the code was already used")
 }
 
 // lockCode marks the verification of a code that a wrong guess just

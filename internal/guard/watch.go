@@ -6,6 +6,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/otpguard/otpguard/internal/limit"
 )
 
 // The conversion watch off the request path. A send or a verify decides
@@ -41,7 +43,7 @@ const (
 type ConversionCount struct {
 	Kind     ConversionKind
 	Now      time.Time
-	Subjects []Key
+	Subjects []limit.Key
 }
 
 // ConversionBatcher is a Conversions that counts many events in one round

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/otpguard/otpguard/internal/guard"
+	"github.com/otpguard/otpguard/internal/limit"
 )
 
 // fakeConversions is a hand-written guard.Conversions (not a batcher: one
@@ -17,12 +18,12 @@ type fakeConversions struct {
 	mu      sync.Mutex
 	events  []guard.ConversionKind
 	tally   guard.Tally
-	claims  []guard.Key
+	claims  []limit.Key
 	block   chan struct{}
 	entered chan struct{}
 }
 
-func (f *fakeConversions) CountConversion(_ context.Context, kind guard.ConversionKind, _ time.Time, _, _ time.Duration, subjects []guard.Key) ([]guard.Tally, error) {
+func (f *fakeConversions) CountConversion(_ context.Context, kind guard.ConversionKind, _ time.Time, _, _ time.Duration, subjects []limit.Key) ([]guard.Tally, error) {
 	if f.block != nil {
 		f.entered <- struct{}{}
 		<-f.block
@@ -37,14 +38,14 @@ func (f *fakeConversions) CountConversion(_ context.Context, kind guard.Conversi
 	return out, nil
 }
 
-func (f *fakeConversions) ClaimAlert(_ context.Context, k guard.Key, _ time.Duration) (bool, error) {
+func (f *fakeConversions) ClaimAlert(_ context.Context, k limit.Key, _ time.Duration) (bool, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.claims = append(f.claims, k)
 	return true, nil
 }
 
-func (f *fakeConversions) ReleaseAlert(context.Context, guard.Key) error { return nil }
+func (f *fakeConversions) ReleaseAlert(context.Context, limit.Key) error { return nil }
 
 func (f *fakeConversions) counted() []guard.ConversionKind {
 	f.mu.Lock()

@@ -14,6 +14,7 @@ import (
 
 	"github.com/otpguard/otpguard/internal/app"
 	"github.com/otpguard/otpguard/internal/guard"
+	"github.com/otpguard/otpguard/internal/problem"
 	"github.com/otpguard/otpguard/internal/sqlstore"
 )
 
@@ -118,7 +119,7 @@ func TestAbuseViewShowsOverrides(t *testing.T) {
 	for _, s := range []struct {
 		phone, code string
 		status      int
-	}{{ng, "", 200}, {gb1, "", 200}, {gb2, string(guard.CodeBudgetExhausted), 503}} {
+	}{{ng, "", 200}, {gb1, "", 200}, {gb2, string(problem.CodeBudgetExhausted), 503}} {
 		if status, code := oc.send(t, 0, s.phone); status != s.status || code != s.code {
 			t.Fatalf("send %s: %d %q, want %d %q (the override's budget of 2)", s.phone, status, code, s.status, s.code)
 		}

@@ -5,8 +5,8 @@ import (
 
 	"github.com/labstack/echo/v4"
 
-	"github.com/otpguard/otpguard/internal/guard"
 	"github.com/otpguard/otpguard/internal/metrics"
+	"github.com/otpguard/otpguard/internal/problem"
 )
 
 // admission bounds the decisions an instance works on at once. A decision
@@ -38,7 +38,7 @@ func newAdmission(maxInFlight int, m *metrics.Set) admission {
 func (a admission) middleware(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) (err error) {
 		if !a.enter(c.Path()) {
-			return guard.Overloaded(guard.ErrOverloaded)
+			return problem.Overloaded(problem.ErrOverloaded)
 		}
 		defer func() { a.leave(err, c.Path()) }()
 		return next(c)
@@ -69,7 +69,7 @@ func (a admission) leave(err error, route string) {
 	if a.slots != nil {
 		<-a.slots
 	}
-	if guard.ErrorCode(err) == guard.CodeOverloaded { // admitted, then given up on a healthy Redis
+	if problem.CodeOf(err) == problem.CodeOverloaded { // admitted, then given up on a healthy Redis
 		a.shedOne(route)
 	}
 }

@@ -3,8 +3,8 @@ package httpapi
 import (
 	"github.com/labstack/echo/v4"
 
-	"github.com/otpguard/otpguard/internal/guard"
 	"github.com/otpguard/otpguard/internal/httpx"
+	"github.com/otpguard/otpguard/internal/problem"
 )
 
 // requireAPIKey admits requests bearing an API key. An ops key is
@@ -21,7 +21,7 @@ func (s *Server) requireAPIKey(apiKeys, opsKeys httpx.Keyring) echo.MiddlewareFu
 			token, ok := httpx.Bearer(c)
 			if !ok {
 				c.Response().Header().Set(echo.HeaderWWWAuthenticate, `Bearer realm="otpguard"`)
-				return guard.Errorf(guard.CodeUnauthorized, "send Authorization: Bearer <API key>")
+				return problem.Errorf(problem.CodeUnauthorized, "send Authorization: Bearer <API key>")
 			}
 			good, opsKey := apiKeys.Holds(token), opsKeys.Holds(token)
 			ip := c.RealIP()
@@ -40,10 +40,10 @@ func (s *Server) requireAPIKey(apiKeys, opsKeys httpx.Keyring) echo.MiddlewareFu
 			case good:
 				return next(c)
 			case opsKey:
-				return guard.Errorf(guard.CodeForbidden, "this route needs an API key, not an ops key")
+				return problem.Errorf(problem.CodeForbidden, "this route needs an API key, not an ops key")
 			}
 			c.Response().Header().Set(echo.HeaderWWWAuthenticate, `Bearer realm="otpguard", error="invalid_token"`)
-			return guard.Errorf(guard.CodeUnauthorized, "the bearer key is not valid")
+			return problem.Errorf(problem.CodeUnauthorized, "the bearer key is not valid")
 		}
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/otpguard/otpguard/internal/guard"
+	"github.com/otpguard/otpguard/internal/limit"
 )
 
 // The formats one number arrives in: every one must build the same keys.
@@ -181,9 +182,9 @@ func TestCountingRule(t *testing.T) {
 
 func TestEveryKeyHasTTL(t *testing.T) {
 	p := defaults()
-	p.Limits = map[string]guard.LimitPolicy{
-		"tb": {Algorithm: guard.TokenBucket, Capacity: 5, RefillPerSecond: 1},
-		"fw": {Algorithm: guard.FixedWindow, Limit: 5, Window: time.Minute},
+	p.Limits = map[string]limit.Policy{
+		"tb": {Algorithm: limit.TokenBucket, Capacity: 5, RefillPerSecond: 1},
+		"fw": {Algorithm: limit.FixedWindow, Limit: 5, Window: time.Minute},
 	}
 	c := realCluster(t, 3, p)
 	burst(t, c, 60, "/otp/send", func(i int) string {

@@ -3,12 +3,12 @@ package httpapi
 import (
 	"testing"
 
-	"github.com/otpguard/otpguard/internal/guard"
 	"github.com/otpguard/otpguard/internal/httpx"
+	"github.com/otpguard/otpguard/internal/problem"
 )
 
 // FuzzDecode: whatever the body, decoding returns nil or a 400-class
-// *guard.Error, never a panic or an internal error.
+// *problem.Error, never a panic or an internal error.
 func FuzzDecode(f *testing.F) {
 	for _, s := range []string{`{"phone":"+919800000000","client_ip":"1.2.3.4"}`, `{"phone":1}`, `{`, ``, `null`,
 		`{"checks":[{"policy":"a","key":"b","cost":1}]}`, `{"policy":"a","cost":1e400}`, `{"x":1}`, `[]`, `{"a":1}{}`, "\xff"} {
@@ -22,7 +22,7 @@ func FuzzDecode(f *testing.F) {
 			if err == nil {
 				continue
 			}
-			if code := guard.ErrorCode(err); code != guard.CodeInvalidRequest {
+			if code := problem.CodeOf(err); code != problem.CodeInvalidRequest {
 				t.Fatalf("decode %q: code %s, want invalid_request", body, code)
 			}
 		}

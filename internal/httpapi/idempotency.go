@@ -16,7 +16,9 @@ import (
 
 	"github.com/otpguard/otpguard/internal/guard"
 	"github.com/otpguard/otpguard/internal/httpx"
+	"github.com/otpguard/otpguard/internal/limit"
 	"github.com/otpguard/otpguard/internal/opsweb"
+	"github.com/otpguard/otpguard/internal/problem"
 )
 
 // Idempotent requests (README.md, "Idempotent sends and the verification
@@ -141,7 +143,7 @@ func (m *idempotency) idempotentRoute(next echo.HandlerFunc, inSend bool) echo.H
 			return next(c)
 		}
 		if len(values) != 1 || !validIdempotencyKey(values[0]) {
-			return guard.Errorf(guard.CodeInvalidIdempotencyKey, "Idempotency-Key must be one header of 1 to %d printable ASCII characters", maxIdempotencyKey)
+			return problem.Errorf(problem.CodeInvalidIdempotencyKey, "Idempotency-Key must be one header of 1 to %d printable ASCII characters", maxIdempotencyKey)
 		}
 		body, err := io.ReadAll(c.Request().Body)
 		if err != nil {
@@ -205,13 +207,13 @@ func (m *idempotency) answerHeld(c echo.Context, next echo.HandlerFunc, cl idemC
 			cl.rewind(c)
 			return m.runClaimed(c, next, cl)
 		case "reused":
-			return guard.Errorf(guard.CodeIdempotencyKeyReused, "this Idempotency-Key was used with another request body")
+			return problem.Errorf(problem.CodeIdempotencyKeyReused, "this Idempotency-Key was used with another request body")
 		case "done":
 			return replay(c, answer)
 		}
 		// pending: the same request runs elsewhere; wait for its answer.
 		if !time.Now().Add(pause).Before(deadline) {
-			return &guard.Error{Code: guard.CodeIdempotencyKeyInProgress, RetryAfter: time.Second,
+			return &problem.Error{Code: problem.CodeIdempotencyKeyInProgress, RetryAfter: time.Second,
 				Message: "a request with this Idempotency-Key is still running; retry shortly"}
 		}
 		t := time.NewTimer(pause)
@@ -234,15 +236,15 @@ func (m *idempotency) answerHeld(c echo.Context, next echo.HandlerFunc, cl idemC
 // unclaimed runs a request whose key could not be claimed (err).
 func (m *idempotency) unclaimed(c echo.Context, next echo.HandlerFunc, err error) error {
 	ctx := c.Request().Context()
-	if errors.Is(err, guard.ErrOverloaded) {
-		return guard.Overloaded(err)
+	if errors.Is(err, problem.ErrOverloaded) {
+		return problem.Overloaded(err)
 	}
 	if ctx.Err() != nil {
 		return ctx.Err()
 	}
 	// Redis is away: run as without a key (the route's policy decides),
 	// keeping nothing.
-	m.log.Log(ctx, guard.StoreFailureLevel(err), "idempotency key not claimed: running without it", "err", err)
+	m.log.Log(ctx, limit.StoreFailureLevel(err), "idempotency key not claimed: running without it", "err", err)
 	return next(c)
 }
 

@@ -16,8 +16,8 @@ import (
 
 	"github.com/labstack/echo/v4"
 
-	"github.com/otpguard/otpguard/internal/guard"
 	"github.com/otpguard/otpguard/internal/httpx"
+	"github.com/otpguard/otpguard/internal/problem"
 )
 
 // storedAnswer is an answer as kept in the store.
@@ -35,15 +35,15 @@ var replayedHeaders = []string{echo.HeaderContentType, "Retry-After", "RateLimit
 // a deny entry or a pause expires or is removed, a reload changes the
 // policy, the caller solves the challenge. Replaying them would outlast
 // their cause.
-var causeCanEnd = map[guard.Code]bool{
-	guard.CodeDenied: true, guard.CodeCountryPaused: true, guard.CodeCountryNotAllowed: true,
-	guard.CodeNumberTypeNotAllowed: true, guard.CodeChallengeRequired: true, guard.CodeOverrideLooser: true,
+var causeCanEnd = map[problem.Code]bool{
+	problem.CodeDenied: true, problem.CodeCountryPaused: true, problem.CodeCountryNotAllowed: true,
+	problem.CodeNumberTypeNotAllowed: true, problem.CodeChallengeRequired: true, problem.CodeOverrideLooser: true,
 }
 
 // keepFor says how long an answer with status, from the handler's err, is
 // kept for replay: 0 not at all.
 func keepFor(status int, err error) time.Duration {
-	var ge *guard.Error
+	var ge *problem.Error
 	switch {
 	case status >= 200 && status < 300:
 		return IdempotencyTTL

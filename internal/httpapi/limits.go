@@ -12,9 +12,10 @@ import (
 
 	"github.com/labstack/echo/v4"
 
-	"github.com/otpguard/otpguard/internal/guard"
 	"github.com/otpguard/otpguard/internal/httpx"
+	"github.com/otpguard/otpguard/internal/limit"
 	"github.com/otpguard/otpguard/internal/metrics"
+	"github.com/otpguard/otpguard/internal/problem"
 )
 
 type checkItem struct {
@@ -60,7 +61,7 @@ func (c *costField) UnmarshalJSON(b []byte) error {
 func (c costField) value() (int64, error) {
 	switch {
 	case c.bad != "":
-		return 0, guard.Errorf(guard.CodeInvalidCost, "cost must be a whole number of at least 0, got %s", c.bad)
+		return 0, problem.Errorf(problem.CodeInvalidCost, "cost must be a whole number of at least 0, got %s", c.bad)
 	case !c.set:
 		return 1, nil
 	}
@@ -131,30 +132,30 @@ func (l *limitHandlers) checkLimits(c echo.Context) error {
 // decideChecks decides a decoded /limits/check request and counts its
 // decisions in the metrics: the limiter (one
 // policy for the whole request) and the batch, or the error to answer.
-func (l *limitHandlers) decideChecks(ctx context.Context, req *checkRequest) (*guard.Limiter, guard.Batch, error) {
+func (l *limitHandlers) decideChecks(ctx context.Context, req *checkRequest) (*limit.Limiter, limit.Batch, error) {
 	items := req.Checks
 	inline := req.Policy != "" || req.Key != "" || req.Cost.set
 	// One check, the common case, is decided from an array on the stack:
 	// no slice of items nor of checks made for it.
-	var one [1]guard.Check
+	var one [1]limit.Check
 	checks := one[:]
 	switch {
 	case inline && items != nil:
-		return nil, guard.Batch{}, guard.Errorf(guard.CodeInvalidRequest, "send either one check (policy, key, cost) or a batch (checks), not both")
+		return nil, limit.Batch{}, problem.Errorf(problem.CodeInvalidRequest, "send either one check (policy, key, cost) or a batch (checks), not both")
 	case inline:
 		cost, err := req.Cost.value()
 		if err != nil {
-			return nil, guard.Batch{}, err
+			return nil, limit.Batch{}, err
 		}
-		one[0] = guard.Check{Policy: req.Policy, Key: req.Key, Cost: cost}
+		one[0] = limit.Check{Policy: req.Policy, Key: req.Key, Cost: cost}
 	default:
-		checks = make([]guard.Check, len(items))
+		checks = make([]limit.Check, len(items))
 		for i, it := range items {
 			cost, err := it.Cost.value()
 			if err != nil {
-				return nil, guard.Batch{}, err
+				return nil, limit.Batch{}, err
 			}
-			checks[i] = guard.Check{Policy: it.Policy, Key: it.Key, Cost: cost}
+			checks[i] = limit.Check{Policy: it.Policy, Key: it.Key, Cost: cost}
 		}
 	}
 	lim := l.live.Load().Limiter
@@ -162,17 +163,17 @@ func (l *limitHandlers) decideChecks(ctx context.Context, req *checkRequest) (*g
 	if err != nil {
 		l.metrics.Decision(metrics.PolicyBatch, outcome(err))
 		if inline {
-			return nil, guard.Batch{}, asSent(err)
+			return nil, limit.Batch{}, asSent(err)
 		}
-		return nil, guard.Batch{}, err
+		return nil, limit.Batch{}, err
 	}
 	for _, d := range batch.Decisions {
 		o := "allowed"
 		if !d.WouldAllow {
-			o = string(guard.CodeRateLimited)
+			o = string(problem.CodeRateLimited)
 		}
 		l.metrics.Decision(d.Policy, o)
-		if d.Mode == guard.ModeMemory {
+		if d.Mode == limit.ModeMemory {
 			l.metrics.FromMemory(d.Policy)
 		}
 	}
@@ -181,7 +182,7 @@ func (l *limitHandlers) decideChecks(ctx context.Context, req *checkRequest) (*g
 
 // checkResponseOf is the answer as a value, for echo's encoder
 // (appendCheckResponse writes the same bytes without it).
-func checkResponseOf(batch guard.Batch) checkResponse {
+func checkResponseOf(batch limit.Batch) checkResponse {
 	resp := checkResponse{Allowed: batch.Allowed, Decisions: make([]decisionJSON, len(batch.Decisions))}
 	for i, d := range batch.Decisions {
 		resp.Decisions[i] = decisionJSON{
@@ -202,13 +203,13 @@ func checkResponseOf(batch guard.Batch) checkResponse {
 // window w seconds, r remaining, t seconds until the quota is whole again;
 // on a denial, t is the Retry-After (for a token bucket, when enough
 // tokens are back; the bucket is whole only later).
-func rateLimitFields(lim *guard.Limiter, d guard.Decision) (policy, fields string, ok bool) {
+func rateLimitFields(lim *limit.Limiter, d limit.Decision) (policy, fields string, ok bool) {
 	p, ok := lim.Policy(d.Policy)
 	if !ok {
 		return "", "", false
 	}
 	var w time.Duration
-	if p.Algorithm == guard.TokenBucket {
+	if p.Algorithm == limit.TokenBucket {
 		w = time.Duration(float64(p.Capacity) / p.RefillPerSecond * float64(time.Second))
 	} else {
 		w = p.Window
@@ -244,7 +245,7 @@ func ceilMs(d time.Duration) int64 {
 // them (policy, key, cost), not as the batch's first item (checks[0].key)
 // the limiter sees.
 func asSent(err error) error {
-	e, ok := errors.AsType[*guard.Error](err)
+	e, ok := errors.AsType[*problem.Error](err)
 	if !ok || !strings.HasPrefix(e.Message, "checks[0]") {
 		return err
 	}

@@ -5,7 +5,7 @@ import (
 	"strconv"
 	"sync"
 
-	"github.com/otpguard/otpguard/internal/guard"
+	"github.com/otpguard/otpguard/internal/limit"
 )
 
 // The answer of POST /limits/check is written by hand into a reused
@@ -37,7 +37,7 @@ func (b *bufPool) put(buf *[]byte) {
 }
 
 // appendCheckResponse appends the JSON of a /limits/check answer.
-func appendCheckResponse(dst []byte, batch guard.Batch) []byte {
+func appendCheckResponse(dst []byte, batch limit.Batch) []byte {
 	dst = append(dst, `{"allowed":`...)
 	dst = strconv.AppendBool(dst, batch.Allowed)
 	dst = append(dst, `,"decisions":[`...)
@@ -71,7 +71,7 @@ func appendCheckResponse(dst []byte, batch guard.Batch) []byte {
 }
 
 // appendJSONString appends s as a JSON string, as encoding/json writes it.
-// Policy names and keys are plain ASCII (guard.ValidateKey, policy name
+// Policy names and keys are plain ASCII (limit.ValidateKey, policy name
 // rules), which needs no escaping; anything else goes through
 // encoding/json.
 func appendJSONString(dst []byte, s string) []byte {

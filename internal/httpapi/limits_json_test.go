@@ -10,27 +10,27 @@ import (
 
 	"github.com/labstack/echo/v4"
 
-	"github.com/otpguard/otpguard/internal/guard"
+	"github.com/otpguard/otpguard/internal/limit"
 )
 
 // The hand-written answer of POST /limits/check is byte for byte what
 // echo's c.JSON (encoding/json) writes for checkResponse.
 func TestAppendCheckResponseMatchesEncodingJSON(t *testing.T) {
-	batches := []guard.Batch{
-		{Allowed: true, Decisions: []guard.Decision{{
-			Policy: "api", Key: "user:1", Mode: guard.ModeExact, Allowed: true, WouldAllow: true,
+	batches := []limit.Batch{
+		{Allowed: true, Decisions: []limit.Decision{{
+			Policy: "api", Key: "user:1", Mode: limit.ModeExact, Allowed: true, WouldAllow: true,
 			Limit: 100, Remaining: 99, ResetAfter: 1500 * time.Microsecond,
 		}}},
-		{Allowed: false, Decisions: []guard.Decision{
-			{Policy: "login-ip", Key: "10.0.0.1", Mode: guard.ModeFallback, Limit: 5, Remaining: 0,
+		{Allowed: false, Decisions: []limit.Decision{
+			{Policy: "login-ip", Key: "10.0.0.1", Mode: limit.ModeFallback, Limit: 5, Remaining: 0,
 				RetryAfter: 2*time.Second + time.Nanosecond, ResetAfter: time.Minute},
-			{Policy: "shadow_p", Key: "a+b=c@d/e.f:g-h_i", Mode: guard.ModeMemory, Allowed: true, Shadow: true,
+			{Policy: "shadow_p", Key: "a+b=c@d/e.f:g-h_i", Mode: limit.ModeMemory, Allowed: true, Shadow: true,
 				Limit: -1, Remaining: -3},
-			{Policy: "shadow_p", Key: "k", Mode: guard.ModeSync, Allowed: true, Shadow: true, WouldAllow: true},
+			{Policy: "shadow_p", Key: "k", Mode: limit.ModeSync, Allowed: true, Shadow: true, WouldAllow: true},
 		}},
 		// Not a valid key or policy name, but escaped as encoding/json does.
-		{Allowed: true, Decisions: []guard.Decision{{Policy: `a"b\c`, Key: "<x>&\u00e9\x01\u2028", Mode: guard.ModeExact}}},
-		{Allowed: true, Decisions: []guard.Decision{}},
+		{Allowed: true, Decisions: []limit.Decision{{Policy: `a"b\c`, Key: "<x>&\u00e9\x01\u2028", Mode: limit.ModeExact}}},
+		{Allowed: true, Decisions: []limit.Decision{}},
 	}
 	e := echo.New()
 	for i, b := range batches {

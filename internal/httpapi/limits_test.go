@@ -7,16 +7,17 @@ import (
 	"time"
 
 	"github.com/otpguard/otpguard/internal/guard"
+	"github.com/otpguard/otpguard/internal/limit"
 	"github.com/otpguard/otpguard/internal/store/redistest"
 )
 
 func limitPolicies() guard.Policies {
 	p := defaults()
-	p.Limits = map[string]guard.LimitPolicy{
-		"api":    {Algorithm: guard.TokenBucket, Capacity: 50, RefillPerSecond: 0.01},
-		"search": {Algorithm: guard.FixedWindow, Limit: 30, Window: time.Minute},
-		"fast":   {Algorithm: guard.TokenBucket, Capacity: 5, RefillPerSecond: 20},
-		"shadow": {Algorithm: guard.TokenBucket, Capacity: 1, RefillPerSecond: 0.01, Shadow: true},
+	p.Limits = map[string]limit.Policy{
+		"api":    {Algorithm: limit.TokenBucket, Capacity: 50, RefillPerSecond: 0.01},
+		"search": {Algorithm: limit.FixedWindow, Limit: 30, Window: time.Minute},
+		"fast":   {Algorithm: limit.TokenBucket, Capacity: 5, RefillPerSecond: 20},
+		"shadow": {Algorithm: limit.TokenBucket, Capacity: 1, RefillPerSecond: 0.01, Shadow: true},
 	}
 	return p
 }
@@ -104,8 +105,8 @@ func TestBatchIsOneRoundTrip(t *testing.T) {
 	c := realCluster(t, 1, limitPolicies())
 	h := &redistest.RoundTrips{}
 	c.instances[0].rdb.AddHook(h)
-	checks := make([]string, 0, guard.MaxBatch)
-	for i := range guard.MaxBatch {
+	checks := make([]string, 0, limit.MaxBatch)
+	for i := range limit.MaxBatch {
 		pol := []string{"api", "search"}[i%2]
 		checks = append(checks, fmt.Sprintf(`{"policy":%q,"key":"k%d"}`, pol, i))
 	}
@@ -118,7 +119,7 @@ func TestBatchIsOneRoundTrip(t *testing.T) {
 		t.Fatalf("batch: %d %s", r.Status, r.Body)
 	}
 	if got := h.N(); got != 1 {
-		t.Fatalf("a batch of %d checks took %d round trips, want 1", guard.MaxBatch, got)
+		t.Fatalf("a batch of %d checks took %d round trips, want 1", limit.MaxBatch, got)
 	}
 
 	// Denied is one round trip too, a single check or a batch, denied whole
@@ -212,8 +213,8 @@ func TestShadowPolicyAllowsAndReports(t *testing.T) {
 
 func TestBadLimitInput(t *testing.T) {
 	c, _ := miniCluster(t, 1, limitPolicies())
-	long := strings.Repeat("k", guard.MaxKeyLength+1)
-	many := strings.TrimSuffix(strings.Repeat(`{"policy":"api","key":"k"},`, guard.MaxBatch+1), ",")
+	long := strings.Repeat("k", limit.MaxKeyLength+1)
+	many := strings.TrimSuffix(strings.Repeat(`{"policy":"api","key":"k"},`, limit.MaxBatch+1), ",")
 	for _, tc := range []struct {
 		name, body string
 		status     int

@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/otpguard/otpguard/internal/guard"
+	"github.com/otpguard/otpguard/internal/limit"
 )
 
 // Services are the policy-dependent parts of the server: built from one
@@ -12,7 +13,7 @@ import (
 // so no request ever sees half of a policy.
 type Services struct {
 	OTP     *guard.OTP
-	Limiter *guard.Limiter
+	Limiter *limit.Limiter
 }
 
 // SetServices puts sv in force for every request that starts afterwards;

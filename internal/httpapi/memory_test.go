@@ -10,7 +10,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/otpguard/otpguard/internal/guard"
+	"github.com/otpguard/otpguard/internal/limit"
 	"github.com/otpguard/otpguard/internal/store"
 	"github.com/otpguard/otpguard/internal/store/redistest"
 )
@@ -34,7 +34,7 @@ func TestLimitMemoryPerKey(t *testing.T) {
 	const keys = 20_000
 	policies := defaults()
 	// A slow bucket: a bucket spent once lives for a minute.
-	policies.Limits = map[string]guard.LimitPolicy{"api": {Algorithm: guard.TokenBucket, Capacity: 100, RefillPerSecond: 1.0 / 60}}
+	policies.Limits = map[string]limit.Policy{"api": {Algorithm: limit.TokenBucket, Capacity: 100, RefillPerSecond: 1.0 / 60}}
 	ordinary := func(i int) string { return "user:" + strconv.Itoa(100000+i) } // og:lim:api:{user:123456}:tb, 27 characters
 	long := func(i int) string {                                               // a 64-character caller key (a session id, a hashed e-mail)
 		return fmt.Sprintf("session:%056x", i)
@@ -77,10 +77,10 @@ func TestLimitMemoryPerKey(t *testing.T) {
 				t.Fatal(err)
 			}
 			fill = func(from, to int) {
-				takes := make([]guard.Take, 0, to-from)
+				takes := make([]limit.Take, 0, to-from)
 				for i := from; i < to; i++ {
-					takes = append(takes, guard.Take{Key: guard.Key{Space: "lim:api", ID: tc.id(i), Name: "tb"},
-						Algorithm: guard.TokenBucket, Limit: 100, Rate: 1.0 / 60, Cost: 1, AllOrNothing: true})
+					takes = append(takes, limit.Take{Key: limit.Key{Space: "lim:api", ID: tc.id(i), Name: "tb"},
+						Algorithm: limit.TokenBucket, Limit: 100, Rate: 1.0 / 60, Cost: 1, AllOrNothing: true})
 				}
 				if _, err := s.Take(ctx, takes); err != nil {
 					t.Fatal(err)
@@ -90,8 +90,8 @@ func TestLimitMemoryPerKey(t *testing.T) {
 		}
 		n0, _ := rdb.DBSize(ctx).Result()
 		before := usedMemory(t, rdb)
-		for i := 0; i < keys; i += guard.MaxBatch {
-			fill(i, min(i+guard.MaxBatch, keys))
+		for i := 0; i < keys; i += limit.MaxBatch {
+			fill(i, min(i+limit.MaxBatch, keys))
 		}
 		after := usedMemory(t, rdb)
 		if tc.api {

@@ -34,6 +34,8 @@ import (
 	"github.com/otpguard/otpguard/internal/guard"
 	"github.com/otpguard/otpguard/internal/httpapi"
 	"github.com/otpguard/otpguard/internal/httpx"
+	"github.com/otpguard/otpguard/internal/limit"
+	"github.com/otpguard/otpguard/internal/problem"
 )
 
 // loadSpec loads api/openapi.yaml and checks it is a valid OpenAPI document.
@@ -120,18 +122,18 @@ func TestOpenAPIPathConversion(t *testing.T) {
 	}
 }
 
-// TestOpenAPIProblemCodesMatchGuard holds the spec's ProblemCode enum to the
-// guard.Code constants (read from the source, so a new code cannot be
+// TestOpenAPIProblemCodes holds the spec's ProblemCode enum to the
+// problem.Code constants (read from the source, so a new code cannot be
 // forgotten), and every code a response narrows to, to that enum.
-func TestOpenAPIProblemCodesMatchGuard(t *testing.T) {
+func TestOpenAPIProblemCodes(t *testing.T) {
 	doc := loadSpec(t)
 	var spec []string
 	for _, v := range doc.Components.Schemas["ProblemCode"].Value.Enum {
 		spec = append(spec, v.(string))
 	}
 	slices.Sort(spec)
-	if diff := cmp.Diff(guardCodes(t), spec); diff != "" {
-		t.Errorf("components.schemas.ProblemCode.enum differs from the guard.Code constants (-guard +spec):\n%s", diff)
+	if diff := cmp.Diff(problemCodes(t), spec); diff != "" {
+		t.Errorf("components.schemas.ProblemCode.enum differs from the problem.Code constants (-problem +spec):\n%s", diff)
 	}
 
 	for name, ref := range doc.Components.Responses {
@@ -153,10 +155,10 @@ func TestOpenAPIProblemCodesMatchGuard(t *testing.T) {
 	}
 }
 
-// guardCodes returns the values of every constant of type guard.Code.
-func guardCodes(t *testing.T) []string {
+// problemCodes returns the values of every constant of type problem.Code.
+func problemCodes(t *testing.T) []string {
 	t.Helper()
-	files, err := filepath.Glob("../guard/*.go")
+	files, err := filepath.Glob("../problem/*.go")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -186,7 +188,7 @@ func guardCodes(t *testing.T) []string {
 				for _, v := range vs.Values {
 					lit, ok := v.(*ast.BasicLit)
 					if !ok || lit.Kind != token.STRING {
-						t.Fatalf("%s: a guard.Code constant that is not a string literal", fset.Position(v.Pos()))
+						t.Fatalf("%s: a problem.Code constant that is not a string literal", fset.Position(v.Pos()))
 					}
 					s, err := strconv.Unquote(lit.Value)
 					if err != nil {
@@ -198,7 +200,7 @@ func guardCodes(t *testing.T) []string {
 		}
 	}
 	if len(codes) == 0 {
-		t.Fatal("found no guard.Code constants in ../guard")
+		t.Fatal("found no problem.Code constants in ../guard")
 	}
 	slices.Sort(codes)
 	return codes
@@ -245,8 +247,8 @@ func TestOpenAPIContract(t *testing.T) {
 		t.Fatal(err)
 	}
 	policies := defaults()
-	policies.Limits["login"] = guard.LimitPolicy{Algorithm: guard.FixedWindow, Limit: 2, Window: time.Minute}
-	policies.Limits["shadowed"] = guard.LimitPolicy{Algorithm: guard.TokenBucket, Capacity: 1, RefillPerSecond: 0.01, Shadow: true}
+	policies.Limits["login"] = limit.Policy{Algorithm: limit.FixedWindow, Limit: 2, Window: time.Minute}
+	policies.Limits["shadowed"] = limit.Policy{Algorithm: limit.TokenBucket, Capacity: 1, RefillPerSecond: 0.01, Shadow: true}
 	// A short wait for a running Idempotency-Key's answer: the 409 case.
 	c, m := miniCluster(t, 1, policies, app.WithIdempotencyWait(50*time.Millisecond))
 	env := contractEnv{c: c, m: m}
@@ -441,10 +443,10 @@ func TestOpenAPIContract(t *testing.T) {
 		{name: "send provider down", method: "POST", path: "/otp/send", body: `{"phone":"+14155550102"}`, status: 502, code: "provider_unavailable",
 			before: failSMS(errors.New("provider down")), after: failSMS(nil)},
 		{name: "send the provider refused", method: "POST", path: "/otp/send", body: `{"phone":"+14155550131"}`, status: 502, code: "provider_unavailable",
-			before: failSMS(&guard.Error{Code: guard.CodeProviderUnavailable, Message: "refused", Err: guard.ErrNotSent}), after: failSMS(nil),
+			before: failSMS(&problem.Error{Code: problem.CodeProviderUnavailable, Message: "refused", Err: guard.ErrNotSent}), after: failSMS(nil),
 			check: header("Retry-After", "5")},
 		{name: "send destination refused", method: "POST", path: "/otp/send", body: `{"phone":"+14155550103"}`, status: 422, code: "invalid_destination",
-			before: failSMS(guard.Errorf(guard.CodeInvalidDestination, "the provider refused the number")), after: failSMS(nil)},
+			before: failSMS(problem.Errorf(problem.CodeInvalidDestination, "the provider refused the number")), after: failSMS(nil)},
 
 		// POST /otp/verify
 		{name: "verify wrong code", method: "POST", path: "/otp/verify", bodyFn: verify(phone, wrongCode(phone)), status: 400, code: "wrong_code",

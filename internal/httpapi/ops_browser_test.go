@@ -16,6 +16,7 @@ import (
 	"github.com/otpguard/otpguard/internal/browsertest"
 	"github.com/otpguard/otpguard/internal/guard"
 	"github.com/otpguard/otpguard/internal/ops"
+	"github.com/otpguard/otpguard/internal/problem"
 	"github.com/otpguard/otpguard/internal/sqlstore"
 )
 
@@ -42,7 +43,7 @@ func seedAttack(t *testing.T, oc *opsCluster) {
 	n := oc.nodes[0]
 	now := time.Now()
 	for i := range 300 {
-		reason := []guard.Code{guard.CodeCooldown, guard.CodePhoneRateLimited, guard.CodeTooManyAttempts}[i%3]
+		reason := []problem.Code{problem.CodeCooldown, problem.CodePhoneRateLimited, problem.CodeTooManyAttempts}[i%3]
 		if err := n.redis.NoteBlock(ctx, guard.Block{Phone: fmt.Sprintf("+91981%07d", i), Country: "IN", Reason: reason,
 			Count: int64(3 + i%4), Until: now.Add(time.Duration(5+i%50) * time.Minute)}); err != nil {
 			t.Fatal(err)

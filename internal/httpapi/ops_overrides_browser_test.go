@@ -14,7 +14,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/otpguard/otpguard/internal/browsertest"
-	"github.com/otpguard/otpguard/internal/guard"
+	"github.com/otpguard/otpguard/internal/problem"
 	"github.com/otpguard/otpguard/internal/sqlstore"
 )
 
@@ -115,7 +115,7 @@ func TestOpsOverridesInChromium(t *testing.T) {
 	if !strings.Contains(rows, "1h 59m") && !strings.Contains(rows, "2h 00m") {
 		t.Errorf("overrides table lacks the 2 h override's time left (1h 59m or 2h 00m):\n%s", rows)
 	}
-	if status, code := oc.send(t, 0, "+2348031234567"); code != string(guard.CodeCountryPaused) {
+	if status, code := oc.send(t, 0, "+2348031234567"); code != string(problem.CodeCountryPaused) {
 		t.Errorf("send to NG after the pause from the page: %d %s, want country_paused", status, code)
 	}
 	section, err := chromedp.Run(ctx, chromedp.Screenshot(css(`#overrides`)))
@@ -139,7 +139,7 @@ func TestOpsOverridesInChromium(t *testing.T) {
 	if q := text(`#confirm-message`); !strings.Contains(q, "Remove the override pausing NG?") {
 		t.Errorf("the confirmation page asks %q, want it to name the pause of NG", q)
 	}
-	if _, code := oc.send(t, 0, "+2348031234569"); code != string(guard.CodeCountryPaused) {
+	if _, code := oc.send(t, 0, "+2348031234569"); code != string(problem.CodeCountryPaused) {
 		t.Errorf("send to NG while the removal waits for its confirmation: %s, want country_paused", code)
 	}
 	err = chromedp.Do(ctx,

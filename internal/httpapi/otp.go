@@ -10,6 +10,7 @@ import (
 	"github.com/otpguard/otpguard/internal/guard"
 	"github.com/otpguard/otpguard/internal/httpx"
 	"github.com/otpguard/otpguard/internal/metrics"
+	"github.com/otpguard/otpguard/internal/problem"
 )
 
 type sendRequest struct {
@@ -52,11 +53,11 @@ func (h *otpHandlers) sendOTP(c echo.Context) error {
 	}
 	logPhone(c, res.Phone.E164)
 	h.metrics.Decision(metrics.PolicySend, outcome(err))
-	switch code := guard.ErrorCode(err); code {
+	switch code := problem.CodeOf(err); code {
 	case "":
 		h.metrics.SMS(true)
 		h.metrics.SentTo(res.Phone.Region)
-	case guard.CodeProviderUnavailable, guard.CodeInvalidDestination:
+	case problem.CodeProviderUnavailable, problem.CodeInvalidDestination:
 		h.metrics.SMS(false)
 	}
 	if err != nil {
@@ -100,9 +101,9 @@ func outcome(err error) string {
 	if err == nil {
 		return "allowed"
 	}
-	var ge *guard.Error
+	var ge *problem.Error
 	if errors.As(err, &ge) {
 		return string(ge.Code)
 	}
-	return string(guard.CodeInternal)
+	return string(problem.CodeInternal)
 }

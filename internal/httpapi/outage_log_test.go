@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/otpguard/otpguard/internal/guard"
+	"github.com/otpguard/otpguard/internal/limit"
 	"github.com/otpguard/otpguard/internal/resilience"
 )
 
@@ -106,11 +106,11 @@ func TestOutageLogsOneLinePerOutage(t *testing.T) {
 // instance can recompute), and a new send works at once (its cooldown was
 // lost with it).
 func TestCodesLostOnEmptyRestart(t *testing.T) {
-	for _, mode := range []guard.FallbackMode{guard.FallbackClosed, guard.FallbackLocal} {
+	for _, mode := range []limit.FallbackMode{limit.FallbackClosed, limit.FallbackLocal} {
 		t.Run(string(mode), func(t *testing.T) {
 			p := outagePolicies()
 			p.OTP.OnStoreError = mode
-			if mode == guard.FallbackLocal {
+			if mode == limit.FallbackLocal {
 				p.OTP.LocalLimit = 1
 			}
 			oc := newOutageCluster(t, 2, p, outageOptions{Timeout: time.Second})
@@ -133,7 +133,7 @@ func TestCodesLostOnEmptyRestart(t *testing.T) {
 			// Under local, an instance that saw the store fail within a
 			// code_ttl checks stateless codes instead: wrong_code.
 			lost := strings.Contains(string(r.Body), `"no_active_code"`) ||
-				(mode == guard.FallbackLocal && strings.Contains(string(r.Body), `"wrong_code"`))
+				(mode == limit.FallbackLocal && strings.Contains(string(r.Body), `"wrong_code"`))
 			if r.Status != http.StatusBadRequest || !lost {
 				t.Fatalf("verify of a code sent before the empty restart: %d %s, want 400 no_active_code", r.Status, r.Body)
 			}

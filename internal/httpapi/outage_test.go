@@ -18,6 +18,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/otpguard/otpguard/internal/guard"
+	"github.com/otpguard/otpguard/internal/limit"
 	"github.com/otpguard/otpguard/internal/resilience"
 	"github.com/otpguard/otpguard/internal/store/redistest"
 )
@@ -25,11 +26,11 @@ import (
 func outagePolicies() guard.Policies {
 	p := defaults()
 	minute := time.Minute
-	p.Limits = map[string]guard.LimitPolicy{
-		"open-fw":   {Algorithm: guard.FixedWindow, Limit: 7, Window: minute, OnStoreError: guard.FallbackOpen},
-		"local-fw":  {Algorithm: guard.FixedWindow, Limit: 100, Window: minute, OnStoreError: guard.FallbackLocal, LocalLimit: 2},
-		"open-tb":   {Algorithm: guard.TokenBucket, Capacity: 10, RefillPerSecond: 0.001, OnStoreError: guard.FallbackOpen},
-		"closed-fw": {Algorithm: guard.FixedWindow, Limit: 100, Window: minute, OnStoreError: guard.FallbackClosed},
+	p.Limits = map[string]limit.Policy{
+		"open-fw":   {Algorithm: limit.FixedWindow, Limit: 7, Window: minute, OnStoreError: limit.FallbackOpen},
+		"local-fw":  {Algorithm: limit.FixedWindow, Limit: 100, Window: minute, OnStoreError: limit.FallbackLocal, LocalLimit: 2},
+		"open-tb":   {Algorithm: limit.TokenBucket, Capacity: 10, RefillPerSecond: 0.001, OnStoreError: limit.FallbackOpen},
+		"closed-fw": {Algorithm: limit.FixedWindow, Limit: 100, Window: minute, OnStoreError: limit.FallbackClosed},
 	}
 	return p
 }
@@ -208,7 +209,7 @@ func TestOutageSplitLimitConcurrent(t *testing.T) {
 	t.Parallel()
 	const n = 4
 	p := outagePolicies()
-	p.Limits["open-fw"] = guard.LimitPolicy{Algorithm: guard.FixedWindow, Limit: 10, Window: time.Minute, OnStoreError: guard.FallbackOpen}
+	p.Limits["open-fw"] = limit.Policy{Algorithm: limit.FixedWindow, Limit: 10, Window: time.Minute, OnStoreError: limit.FallbackOpen}
 	oc := newOutageCluster(t, n, p, outageOptions{})
 	oc.waitInstances(t, n)
 	oc.redis.Kill()
@@ -321,7 +322,7 @@ func TestOutageOTPLocal(t *testing.T) {
 	t.Parallel()
 	const n = 3
 	p := outagePolicies()
-	p.OTP.OnStoreError, p.OTP.LocalLimit, p.OTP.Cooldown = guard.FallbackLocal, 1, 0
+	p.OTP.OnStoreError, p.OTP.LocalLimit, p.OTP.Cooldown = limit.FallbackLocal, 1, 0
 	oc := newOutageCluster(t, n, p, outageOptions{Breaker: resilience.BreakerOptions{OpenFor: 200 * time.Millisecond}})
 	oc.waitInstances(t, n)
 	oc.proxy.BlackHole()

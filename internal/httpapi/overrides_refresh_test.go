@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/otpguard/otpguard/internal/guard"
+	"github.com/otpguard/otpguard/internal/problem"
 )
 
 // TestOverrideReachesEveryInstanceByItself: with OTPGUARD_DENYLIST_REFRESH
@@ -32,7 +32,7 @@ func TestOverrideReachesEveryInstanceByItself(t *testing.T) {
 			}
 
 			id := addOverride(t, oc, 0, `{"kind":"country_pause","subject":"NG","reason":"pumping wave"}`)
-			paused := sendOutcome{http.StatusForbidden, string(guard.CodeCountryPaused)}
+			paused := sendOutcome{http.StatusForbidden, string(problem.CodeCountryPaused)}
 			sent := sendOutcome{status: http.StatusOK}
 			took := sendUntil(t, oc, 1, ng, sent, paused)
 			t.Logf("instance 1 enforced the pause after %v", took)

@@ -11,6 +11,7 @@ import (
 	"github.com/otpguard/otpguard/internal/app"
 	"github.com/otpguard/otpguard/internal/guard"
 	"github.com/otpguard/otpguard/internal/ops"
+	"github.com/otpguard/otpguard/internal/problem"
 	"github.com/otpguard/otpguard/internal/sqlstore"
 )
 
@@ -71,7 +72,7 @@ func TestOverrideEnforcedByEveryInstance(t *testing.T) {
 			ng := numbers("+23480310%05d", 100)
 
 			id := addOverride(t, oc, 0, `{"kind":"country_pause","subject":"NG","reason":"pumping wave"}`)
-			if status, code := oc.send(t, 0, ng()); status != http.StatusForbidden || code != string(guard.CodeCountryPaused) {
+			if status, code := oc.send(t, 0, ng()); status != http.StatusForbidden || code != string(problem.CodeCountryPaused) {
 				t.Errorf("instance 0 right after the pause: %d %s, want 403 country_paused", status, code)
 			}
 			// Instance 1 has not refreshed yet: it still sends. (The refresh,
@@ -81,7 +82,7 @@ func TestOverrideEnforcedByEveryInstance(t *testing.T) {
 			}
 			oc.refresh(t, 1)
 			r := oc.do(t, 1, "POST", "/otp/send", `{"phone":"`+ng()+`"}`)
-			if r.Status != http.StatusForbidden || r.json(t)["code"] != string(guard.CodeCountryPaused) || r.Header.Get("Retry-After") == "" {
+			if r.Status != http.StatusForbidden || r.json(t)["code"] != string(problem.CodeCountryPaused) || r.Header.Get("Retry-After") == "" {
 				t.Errorf("instance 1 after its refresh: %d %s (Retry-After %q), want 403 country_paused with Retry-After",
 					r.Status, r.Body, r.Header.Get("Retry-After"))
 			}
@@ -135,7 +136,7 @@ func TestOverrideTightensNeverLoosens(t *testing.T) {
 
 	r := oc.ops(t, 0, "POST", "/ops/overrides", `{"kind":"country_limit","subject":"GB","limit":50,"reason":"wave"}`)
 	body := r.json(t)
-	if r.Status != http.StatusUnprocessableEntity || body["code"] != string(guard.CodeOverrideLooser) || body["field"] != "limit" ||
+	if r.Status != http.StatusUnprocessableEntity || body["code"] != string(problem.CodeOverrideLooser) || body["field"] != "limit" ||
 		!strings.Contains(fmt.Sprint(body["detail"]), "otp.per_country.GB.limit (4)") {
 		t.Errorf("looser override: %d %s, want 422 override_looser naming limit and otp.per_country.GB.limit (4)", r.Status, r.Body)
 	}
@@ -188,7 +189,7 @@ func TestOverrideExpires(t *testing.T) {
 	if status, code := oc.send(t, 1, gh()); status != http.StatusOK {
 		t.Fatalf("first send under a budget of 1: %d %s", status, code)
 	}
-	if status, code := oc.send(t, 0, gh()); status != http.StatusServiceUnavailable || code != string(guard.CodeBudgetExhausted) {
+	if status, code := oc.send(t, 0, gh()); status != http.StatusServiceUnavailable || code != string(problem.CodeBudgetExhausted) {
 		t.Errorf("second send under a budget of 1: %d %s, want 503 budget_exhausted", status, code)
 	}
 	clock.Add(61 * time.Second)

@@ -17,6 +17,7 @@ import (
 	"github.com/otpguard/otpguard/internal/guard"
 	"github.com/otpguard/otpguard/internal/httpx"
 	"github.com/otpguard/otpguard/internal/metrics"
+	"github.com/otpguard/otpguard/internal/problem"
 	"github.com/otpguard/otpguard/internal/store"
 	"github.com/otpguard/otpguard/internal/store/redistest"
 )
@@ -212,19 +213,19 @@ func TestBudgetRefundAndOneLog(t *testing.T) {
 	otp := guard.NewOTP(guard.OTPOptions{Policy: p.OTP, Counter: st, Codes: st, Sender: out,
 		HMACKey: []byte("0123456789abcdef0123456789abcdef"), Logger: log, Abuse: abuse.Hooks()})
 	ctx := context.Background()
-	send := func(phone string) guard.Code {
+	send := func(phone string) problem.Code {
 		_, err := otp.Send(ctx, guard.SendRequest{Phone: phone})
-		return guard.ErrorCode(err)
+		return problem.CodeOf(err)
 	}
 
-	out.fail = guard.Errorf(guard.CodeInvalidDestination, "refused")
-	if got := send("+919800000001"); got != guard.CodeInvalidDestination {
+	out.fail = problem.Errorf(problem.CodeInvalidDestination, "refused")
+	if got := send("+919800000001"); got != problem.CodeInvalidDestination {
 		t.Fatalf("refused send: got %q, want invalid_destination", got)
 	}
 	// A provider refusal that is not about the number (bad credentials)
 	// sent nothing either.
-	out.fail = &guard.Error{Code: guard.CodeProviderUnavailable, Message: "refused", Err: fmt.Errorf("401 (%w)", guard.ErrNotSent)}
-	if got := send("+919800000002"); got != guard.CodeProviderUnavailable {
+	out.fail = &problem.Error{Code: problem.CodeProviderUnavailable, Message: "refused", Err: fmt.Errorf("401 (%w)", guard.ErrNotSent)}
+	if got := send("+919800000002"); got != problem.CodeProviderUnavailable {
 		t.Fatalf("send the provider refused: got %q, want provider_unavailable", got)
 	}
 	out.fail = nil
@@ -234,7 +235,7 @@ func TestBudgetRefundAndOneLog(t *testing.T) {
 		}
 	}
 	for i := range 5 {
-		if got := send(fmt.Sprintf("+91980000002%d", i)); got != guard.CodeBudgetExhausted {
+		if got := send(fmt.Sprintf("+91980000002%d", i)); got != problem.CodeBudgetExhausted {
 			t.Fatalf("send over budget: got %q, want budget_exhausted", got)
 		}
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/otpguard/otpguard/internal/app"
 	"github.com/otpguard/otpguard/internal/guard"
+	"github.com/otpguard/otpguard/internal/limit"
 	"github.com/otpguard/otpguard/internal/store"
 	"github.com/otpguard/otpguard/internal/store/redistest"
 )
@@ -51,9 +52,9 @@ func TestLimitBurstIsExactOnRedisCluster(t *testing.T) { limitBurstIsExact(t, on
 func TestCrossSlotBatchIsExactOnRedisCluster(t *testing.T) {
 	const instances, requests = 4, 200
 	p := defaults()
-	p.Limits = map[string]guard.LimitPolicy{
-		"search": {Algorithm: guard.FixedWindow, Limit: 30, Window: time.Minute},
-		"big":    {Algorithm: guard.TokenBucket, Capacity: 1000, RefillPerSecond: 0.001},
+	p.Limits = map[string]limit.Policy{
+		"search": {Algorithm: limit.FixedWindow, Limit: 30, Window: time.Minute},
+		"big":    {Algorithm: limit.TokenBucket, Capacity: 1000, RefillPerSecond: 0.001},
 	}
 	c := onRedisCluster(t, instances, p)
 	k := redistest.OnMasters(t, c.instances[0].rdb.(*redis.ClusterClient), 3)
@@ -86,7 +87,7 @@ func TestCrossSlotBatchRoundTripsOnRedisCluster(t *testing.T) {
 	h := &redistest.RoundTrips{}
 	c.instances[0].rdb.AddHook(h)
 	var checks []string
-	for i := range guard.MaxBatch {
+	for i := range limit.MaxBatch {
 		checks = append(checks, fmt.Sprintf(`{"policy":"api","key":%q}`, k[i%3]))
 	}
 	// Warm the connections and each master's script cache (the harness
@@ -98,7 +99,7 @@ func TestCrossSlotBatchRoundTripsOnRedisCluster(t *testing.T) {
 		t.Fatalf("batch: %d %s", r.Status, r.Body)
 	}
 	if got := h.N(); got != 3 {
-		t.Errorf("a batch of %d checks over 3 masters took %d round trips, want 3 (one per master)", guard.MaxBatch, got)
+		t.Errorf("a batch of %d checks over 3 masters took %d round trips, want 3 (one per master)", limit.MaxBatch, got)
 	}
 
 	// search has 29 left: a batch asking 30 of it on one master is refused,
@@ -107,10 +108,10 @@ func TestCrossSlotBatchRoundTripsOnRedisCluster(t *testing.T) {
 	if r := c.do(t, 0, "POST", "/limits/check", deny); r.Status != 429 {
 		t.Fatalf("over-budget cross-slot batch: %d %s, want 429", r.Status, r.Body)
 	}
-	perKey := guard.MaxBatch / 3
+	perKey := limit.MaxBatch / 3
 	peek := c.do(t, 0, "POST", "/limits/check", fmt.Sprintf(`{"checks":[{"policy":"api","key":%q,"cost":0},{"policy":"search","key":%q,"cost":0},{"policy":"api","key":%q,"cost":0}]}`, k[0], k[1], k[2]))
 	ds := peek.json(t)["decisions"].([]any)
-	for i, want := range []float64{float64(50 - perKey - boolInt(guard.MaxBatch%3 > 0)), 29, float64(50 - perKey)} {
+	for i, want := range []float64{float64(50 - perKey - boolInt(limit.MaxBatch%3 > 0)), 29, float64(50 - perKey)} {
 		if got := ds[i].(map[string]any)["remaining"]; got != want {
 			t.Errorf("check %d remaining after the refused batch = %v, want %v (nothing spent)", i, got, want)
 		}

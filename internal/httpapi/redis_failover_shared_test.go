@@ -14,6 +14,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/otpguard/otpguard/internal/guard"
+	"github.com/otpguard/otpguard/internal/limit"
 	"github.com/otpguard/otpguard/internal/store"
 	"github.com/otpguard/otpguard/internal/store/redistest"
 )
@@ -32,15 +33,15 @@ import (
 // shared rule decided from memory is counted, and no breaker of the dead
 // master is left once the slot map no longer names it.
 func TestMasterDeathCostsOnlyItsOwnKeys(t *testing.T) {
-	const limit, perPhone, pace = 40, 3, 15 * time.Millisecond
+	const lim, perPhone, pace = 40, 3, 15 * time.Millisecond
 	rc := redistest.StartCluster(t)
 	p := defaults()
 	p.OTP.Cooldown = 0
 	p.OTP.PerPhone = guard.Window{Limit: perPhone, Window: time.Hour}
 	p.OTP.CountryVelocity.Mode = guard.VelocityOff
 	p.OTP.Conversion.Mode = guard.ConversionOff
-	p.Limits = map[string]guard.LimitPolicy{
-		"api": {Algorithm: guard.FixedWindow, Limit: limit, Window: time.Hour, OnStoreError: guard.FallbackClosed},
+	p.Limits = map[string]limit.Policy{
+		"api": {Algorithm: limit.FixedWindow, Limit: lim, Window: time.Hour, OnStoreError: limit.FallbackClosed},
 	}
 	cfg := testConfig(t, "", redistest.Prefix(), t.TempDir(), p)
 	cfg.Redis.Mode, cfg.Redis.Addrs = store.RedisCluster, rc.Addrs()
@@ -169,9 +170,9 @@ func TestMasterDeathCostsOnlyItsOwnKeys(t *testing.T) {
 		t.Errorf("/readyz never named the dead master %s in down", victim)
 	}
 	for i, k := range keys {
-		bound := int64(limit)
+		bound := int64(lim)
 		if i == 0 {
-			bound = 2 * limit
+			bound = 2 * lim
 		}
 		if got := count(k).Load(); got > bound {
 			t.Errorf("key %s allowed %d checks, over its bound %d", k, got, bound)

@@ -11,7 +11,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/otpguard/otpguard/internal/guard"
+	"github.com/otpguard/otpguard/internal/limit"
 	"github.com/otpguard/otpguard/internal/store"
 	"github.com/otpguard/otpguard/internal/store/redistest"
 )
@@ -24,12 +24,12 @@ import (
 // passes its bound: the limit on live masters, twice the limit on the
 // dead one (every write it took may be lost to asynchronous replication).
 func TestMasterFailoverOnRedisCluster(t *testing.T) {
-	const limit = 40
+	const lim = 40
 	rc := redistest.StartCluster(t)
 	p := defaults()
 	p.OTP.Cooldown = 0
-	p.Limits = map[string]guard.LimitPolicy{
-		"api": {Algorithm: guard.FixedWindow, Limit: limit, Window: time.Hour, OnStoreError: guard.FallbackClosed},
+	p.Limits = map[string]limit.Policy{
+		"api": {Algorithm: limit.FixedWindow, Limit: lim, Window: time.Hour, OnStoreError: limit.FallbackClosed},
 	}
 	cfg := testConfig(t, "", redistest.Prefix(), t.TempDir(), p)
 	cfg.Redis.Mode, cfg.Redis.Addrs = store.RedisCluster, rc.Addrs()
@@ -141,9 +141,9 @@ func TestMasterFailoverOnRedisCluster(t *testing.T) {
 		sendsLive.Load(), sendsLive5.Load(), unindexed.Load(), liveFell.Load())
 	watch.check(t)
 	for i, k := range keys {
-		bound := int64(limit)
+		bound := int64(lim)
 		if i == 0 {
-			bound = 2 * limit
+			bound = 2 * lim
 		}
 		if got := count(k).Load(); got > bound {
 			t.Errorf("key %s allowed %d checks, over its bound %d", k, got, bound)

@@ -14,6 +14,7 @@ import (
 	"github.com/otpguard/otpguard/internal/guard"
 	"github.com/otpguard/otpguard/internal/httpx"
 	"github.com/otpguard/otpguard/internal/ops"
+	"github.com/otpguard/otpguard/internal/problem"
 )
 
 // otpFile is one of two policy files that differ only in OTP rules, each
@@ -258,7 +259,7 @@ func decidedBy(t *testing.T, a otpAnswer, sms []string, sent map[string]int, det
 			return f, true
 		}
 		t.Errorf("%s attempt %d: expires_in %d and the SMS %q are no file's", a.phone, a.attempt, a.expiresIn, sms[i])
-	case a.status == http.StatusTooManyRequests && a.code == string(guard.CodePhoneRateLimited):
+	case a.status == http.StatusTooManyRequests && a.code == string(problem.CodePhoneRateLimited):
 		detail, ok := details[a.requestID]
 		var want []string
 		for _, f := range otpFiles {

@@ -11,6 +11,8 @@ import (
 
 	"github.com/otpguard/otpguard/internal/guard"
 	"github.com/otpguard/otpguard/internal/httpx"
+	"github.com/otpguard/otpguard/internal/limit"
+	"github.com/otpguard/otpguard/internal/problem"
 )
 
 // quietRoutes are scraped and probed every few seconds: their lines are
@@ -72,24 +74,24 @@ func (s *Server) logRequest(c echo.Context, v middleware.RequestLoggerValues) {
 // number the request concerned, "" for none.
 func (s *Server) logLine(ctx context.Context, v middleware.RequestLoggerValues, phone string) {
 	s.metrics.ObserveHTTP(v.Method, v.RoutePath, v.Status, v.Latency)
-	var code guard.Code
+	var code problem.Code
 	switch {
 	case v.Error != nil:
 		code = httpx.AsGuardError(v.Error).Code
 	case v.Status == 429: // a denied /limits/check answers with its decisions, not an error
-		code = guard.CodeRateLimited
+		code = problem.CodeRateLimited
 	}
 	level := slog.LevelInfo
 	switch {
 	case quietRoutes[v.RoutePath]:
 		level = slog.LevelDebug
-	case v.Status >= 500 && code == guard.CodeStoreUnavailable:
+	case v.Status >= 500 && code == problem.CodeStoreUnavailable:
 		// An outage refuses every request: the breaker tells it once
 		// (docs/outage.md), at WARN; a refused check is a debug line, for
 		// there may be thousands a second. Every other refusal (a send, a
 		// verify: an SMS's worth each) keeps its info line, so that the
 		// request ID a caller was answered finds it.
-		level = guard.StoreFailureLevel(v.Error)
+		level = limit.StoreFailureLevel(v.Error)
 		if level < slog.LevelInfo && v.RoutePath != checkRoute {
 			level = slog.LevelInfo
 		}

@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"github.com/otpguard/otpguard/internal/app"
-	"github.com/otpguard/otpguard/internal/guard"
+	"github.com/otpguard/otpguard/internal/limit"
 )
 
 // TestRequestLogSamplesAllowedChecks: of the allowed /limits/check answers
@@ -28,7 +28,7 @@ func TestRequestLogSamplesAllowedChecks(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p := whyPolicies()
-			p.Limits["big"] = guard.LimitPolicy{Algorithm: guard.FixedWindow, Limit: 1_000_000, Window: 3600e9}
+			p.Limits["big"] = limit.Policy{Algorithm: limit.FixedWindow, Limit: 1_000_000, Window: 3600e9}
 			p.FillDefaults()
 			c, logs := loggedInstance(t, tc.level, p, func(cfg *app.Config) {
 				if tc.every != 0 {

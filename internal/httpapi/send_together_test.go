@@ -13,6 +13,7 @@ import (
 
 	"github.com/otpguard/otpguard/internal/app"
 	"github.com/otpguard/otpguard/internal/guard"
+	"github.com/otpguard/otpguard/internal/problem"
 	"github.com/otpguard/otpguard/internal/store/redistest"
 )
 
@@ -99,7 +100,7 @@ func TestDeniedSendSpendsNoOtherBudget(t *testing.T) {
 		if st, code := sendFrom(t, c, 0, first, "203.0.113.1"); st != 200 {
 			t.Fatalf("first send: %d %s", st, code)
 		}
-		if st, code := sendFrom(t, c, 0, first, "203.0.113.2"); st != 429 || code != string(guard.CodePhoneRateLimited) {
+		if st, code := sendFrom(t, c, 0, first, "203.0.113.2"); st != 429 || code != string(problem.CodePhoneRateLimited) {
 			t.Fatalf("second send: %d %s, want 429 phone_rate_limited", st, code)
 		}
 		if got := rc.phone(first); got != 2 {
@@ -118,7 +119,7 @@ func TestDeniedSendSpendsNoOtherBudget(t *testing.T) {
 		if st, code := sendFrom(t, c, 0, first, "203.0.113.1"); st != 200 {
 			t.Fatalf("first send: %d %s", st, code)
 		}
-		if st, code := sendFrom(t, c, 0, second, "203.0.113.2"); st != 429 || code != string(guard.CodeUnusualVolume) {
+		if st, code := sendFrom(t, c, 0, second, "203.0.113.2"); st != 429 || code != string(problem.CodeUnusualVolume) {
 			t.Fatalf("second send: %d %s, want 429 unusual_volume", st, code)
 		}
 		if got := rc.phone(second); got != 0 {
@@ -137,7 +138,7 @@ func TestDeniedSendSpendsNoOtherBudget(t *testing.T) {
 		if st, code := sendFrom(t, c, 0, first, "203.0.113.1"); st != 200 {
 			t.Fatalf("first send: %d %s", st, code)
 		}
-		if st, code := sendFrom(t, c, 0, second, "203.0.113.2"); st != http.StatusServiceUnavailable || code != string(guard.CodeBudgetExhausted) {
+		if st, code := sendFrom(t, c, 0, second, "203.0.113.2"); st != http.StatusServiceUnavailable || code != string(problem.CodeBudgetExhausted) {
 			t.Fatalf("second send: %d %s, want 503 budget_exhausted", st, code)
 		}
 		if got := rc.budget(); got != 1 {
@@ -209,7 +210,7 @@ func TestSendLimitsTogetherExactAcrossInstances(t *testing.T) {
 			sentTo[phone(i)]++
 			sentFrom[ip(i)]++
 		case a.status == http.StatusTooManyRequests:
-			subject := map[string]string{string(guard.CodePhoneRateLimited): phone(i), string(guard.CodeIPRateLimited): ip(i)}[a.code]
+			subject := map[string]string{string(problem.CodePhoneRateLimited): phone(i), string(problem.CodeIPRateLimited): ip(i)}[a.code]
 			if refusedBy[a.code] == nil {
 				refusedBy[a.code] = map[string]int64{}
 			}
@@ -236,17 +237,17 @@ func TestSendLimitsTogetherExactAcrossInstances(t *testing.T) {
 	}
 	for i := range numbers {
 		n := phone(i)
-		if got, want := rc.phone(n), sentTo[n]+refusedBy[string(guard.CodePhoneRateLimited)][n]; got != want {
+		if got, want := rc.phone(n), sentTo[n]+refusedBy[string(problem.CodePhoneRateLimited)][n]; got != want {
 			t.Errorf("%s counter %d, want %d (sent) + %d (refused by it)", n, got, sentTo[n], want-sentTo[n])
 		}
 	}
 	for i := range addrs {
 		a := ip(i)
-		if got, want := rc.ip(a), sentFrom[a]+refusedBy[string(guard.CodeIPRateLimited)][a]; got != want {
+		if got, want := rc.ip(a), sentFrom[a]+refusedBy[string(problem.CodeIPRateLimited)][a]; got != want {
 			t.Errorf("%s counter %d, want %d (sent) + %d (refused by it)", a, got, sentFrom[a], want-sentFrom[a])
 		}
 	}
-	if got, want := rc.prefixes("+1415555"), int64(sent)+refusedBy[string(guard.CodePrefixRateLimited)][""]; got != want {
+	if got, want := rc.prefixes("+1415555"), int64(sent)+refusedBy[string(problem.CodePrefixRateLimited)][""]; got != want {
 		t.Errorf("prefix counter %d, want %d (sent) + %d (refused by it)", got, sent, want-int64(sent))
 	}
 	if got := rc.budget(); got != int64(sent) {

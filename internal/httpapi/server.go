@@ -22,6 +22,7 @@ import (
 
 	"github.com/otpguard/otpguard/internal/guard"
 	"github.com/otpguard/otpguard/internal/httpx"
+	"github.com/otpguard/otpguard/internal/limit"
 	"github.com/otpguard/otpguard/internal/metrics"
 	"github.com/otpguard/otpguard/internal/ops"
 	"github.com/otpguard/otpguard/internal/opsweb"
@@ -42,7 +43,7 @@ const importPath = "/ops/trusted-numbers"
 // Options are a server's dependencies.
 type Options struct {
 	OTP     *guard.OTP
-	Limiter *guard.Limiter
+	Limiter *limit.Limiter
 	APIKeys []string
 	OpsKeys []string
 	Logger  *slog.Logger

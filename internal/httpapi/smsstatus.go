@@ -9,6 +9,7 @@ import (
 
 	"github.com/otpguard/otpguard/internal/guard"
 	"github.com/otpguard/otpguard/internal/metrics"
+	"github.com/otpguard/otpguard/internal/problem"
 )
 
 // StatusCallback checks that a POST /sms/status comes from the SMS
@@ -42,22 +43,22 @@ type smsStatusHandler struct {
 // authentication; a missing or forged one is 403.
 func (h *smsStatusHandler) smsStatus(c echo.Context) error {
 	if h.callback == nil || h.live.Load().OTP == nil {
-		return guard.Errorf(guard.CodeNotFound, "no SMS status callback is configured (OTPGUARD_SMS=twilio and TWILIO_STATUS_CALLBACK_URL)")
+		return problem.Errorf(problem.CodeNotFound, "no SMS status callback is configured (OTPGUARD_SMS=twilio and TWILIO_STATUS_CALLBACK_URL)")
 	}
 	r := c.Request()
 	if err := r.ParseForm(); err != nil {
-		return &guard.Error{Code: guard.CodeInvalidRequest, Message: "the body must be a form (application/x-www-form-urlencoded)", Err: err}
+		return &problem.Error{Code: problem.CodeInvalidRequest, Message: "the body must be a form (application/x-www-form-urlencoded)", Err: err}
 	}
 	form := r.PostForm
 	if !h.callback.Verify(r.Header, form) {
-		return guard.Errorf(guard.CodeForbidden, "the X-Twilio-Signature does not match")
+		return problem.Errorf(problem.CodeForbidden, "the X-Twilio-Signature does not match")
 	}
 	status := form.Get("MessageStatus")
 	if status == "" {
 		status = form.Get("SmsStatus")
 	}
 	if status == "" {
-		return guard.Errorf(guard.CodeInvalidRequest, "MessageStatus is required")
+		return problem.Errorf(problem.CodeInvalidRequest, "MessageStatus is required")
 	}
 	label := status
 	if !twilioStatuses[label] {

@@ -10,9 +10,9 @@ import (
 
 	"github.com/labstack/echo/v4"
 
-	"github.com/otpguard/otpguard/internal/guard"
 	"github.com/otpguard/otpguard/internal/httpx"
 	"github.com/otpguard/otpguard/internal/opsweb"
+	"github.com/otpguard/otpguard/internal/problem"
 	"github.com/otpguard/otpguard/internal/resilience"
 )
 
@@ -145,9 +145,9 @@ func (h *health) notReady(c echo.Context, err error, down []string) error {
 	retry := httpx.RetrySeconds(readyRetryAfter)
 	body := notReadyJSON{
 		Problem: httpx.Problem{
-			Type: "urn:otpguard:problem:" + string(guard.CodeStoreUnavailable), Title: http.StatusText(http.StatusServiceUnavailable),
+			Type: "urn:otpguard:problem:" + string(problem.CodeStoreUnavailable), Title: http.StatusText(http.StatusServiceUnavailable),
 			Status: http.StatusServiceUnavailable, Detail: "the limit store does not answer",
-			Code: string(guard.CodeStoreUnavailable), RequestID: httpx.RequestID(c), RetryAfter: &retry,
+			Code: string(problem.CodeStoreUnavailable), RequestID: httpx.RequestID(c), RetryAfter: &retry,
 		},
 		Redis: "down", Breaker: r.Breaker, Nodes: r.Nodes, Down: down, Instances: r.Instances, InFallback: r.InFallback,
 	}
@@ -204,7 +204,7 @@ type statusJSON struct {
 // the ops database's state (with whether the deny-list is loaded).
 func (h *health) opsStatus(c echo.Context) error {
 	if h.status == nil {
-		return guard.Errorf(guard.CodeNotFound, "this server reports no store status")
+		return problem.Errorf(problem.CodeNotFound, "this server reports no store status")
 	}
 	st := h.status()
 	out := statusJSON{

@@ -18,6 +18,7 @@ import (
 
 	"github.com/otpguard/otpguard/internal/guard"
 	"github.com/otpguard/otpguard/internal/httpx"
+	"github.com/otpguard/otpguard/internal/problem"
 )
 
 // AttrCode is the span attribute holding a refused request's problem code
@@ -111,12 +112,12 @@ func traceEnd(c echo.Context, span trace.Span, err error) {
 // refusalCode is the problem code the request was answered with: the
 // error's, or rate_limited for a /limits/check that answered 429 with its
 // decisions; "" when it was not refused.
-func refusalCode(c echo.Context, err error) guard.Code {
+func refusalCode(c echo.Context, err error) problem.Code {
 	if err != nil {
 		return httpx.AsGuardError(err).Code
 	}
 	if c.Response().Status == http.StatusTooManyRequests {
-		return guard.CodeRateLimited
+		return problem.CodeRateLimited
 	}
 	return ""
 }

@@ -22,6 +22,7 @@ import (
 
 	"github.com/otpguard/otpguard/internal/app"
 	"github.com/otpguard/otpguard/internal/guard"
+	"github.com/otpguard/otpguard/internal/limit"
 	"github.com/otpguard/otpguard/internal/ops"
 	"github.com/otpguard/otpguard/internal/resilience"
 	"github.com/otpguard/otpguard/internal/store"
@@ -365,7 +366,7 @@ func TestTraceRefusal(t *testing.T) {
 // denial's code.
 func TestTraceCheck(t *testing.T) {
 	p := defaults()
-	p.Limits = map[string]guard.LimitPolicy{"login": {Algorithm: guard.FixedWindow, Limit: 1, Window: time.Minute}}
+	p.Limits = map[string]limit.Policy{"login": {Algorithm: limit.FixedWindow, Limit: 1, Window: time.Minute}}
 	ta := newTracedApp(t, p)
 	body := `{"policy":"login","key":"user:42"}`
 	w, spans := ta.do(t, "POST", "/limits/check", body)

@@ -19,6 +19,7 @@ import (
 
 	"github.com/otpguard/otpguard/internal/app"
 	"github.com/otpguard/otpguard/internal/guard"
+	"github.com/otpguard/otpguard/internal/limit"
 	"github.com/otpguard/otpguard/internal/store"
 	"github.com/otpguard/otpguard/internal/store/redistest"
 )
@@ -87,8 +88,8 @@ func whyPolicies() guard.Policies {
 	p := defaults()
 	p.OTP.AllowedCountries = []string{"IN", "GB"}
 	p.OTP.Budget = guard.Budget{PerHour: 10}
-	p.Limits = map[string]guard.LimitPolicy{
-		"api": {Algorithm: guard.TokenBucket, Capacity: 5, RefillPerSecond: 0.1},
+	p.Limits = map[string]limit.Policy{
+		"api": {Algorithm: limit.TokenBucket, Capacity: 5, RefillPerSecond: 0.1},
 	}
 	return p
 }

@@ -17,7 +17,7 @@ import (
 	"github.com/go-json-experiment/json/jsontext"
 	"github.com/labstack/echo/v4"
 
-	"github.com/otpguard/otpguard/internal/guard"
+	"github.com/otpguard/otpguard/internal/problem"
 )
 
 // DecodeJSON reads exactly one JSON object into v (whatever the
@@ -62,7 +62,7 @@ func bodyError(err error) error {
 	if errors.As(err, &tooLarge) || errors.Is(err, echo.ErrStatusRequestEntityTooLarge) {
 		return echo.ErrStatusRequestEntityTooLarge
 	}
-	return guard.Errorf(guard.CodeInvalidRequest, "could not read the request body")
+	return problem.Errorf(problem.CodeInvalidRequest, "could not read the request body")
 }
 
 // strict are the decoding rules of every body. Field names match exactly
@@ -81,10 +81,10 @@ var strict = jsonv2.JoinOptions(
 // DecodeBytes is DecodeJSON without the request, for fuzzing.
 func DecodeBytes(body []byte, v any) error {
 	if len(bytes.TrimSpace(body)) == 0 {
-		return guard.Errorf(guard.CodeInvalidRequest, "request body is empty; send a JSON object")
+		return problem.Errorf(problem.CodeInvalidRequest, "request body is empty; send a JSON object")
 	}
 	if err := jsonv2.Unmarshal(body, v, strict); err != nil {
-		return guard.Errorf(guard.CodeInvalidRequest, "%s", jsonReason(err))
+		return problem.Errorf(problem.CodeInvalidRequest, "%s", jsonReason(err))
 	}
 	return nil
 }

@@ -15,68 +15,70 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/otpguard/otpguard/internal/guard"
+	"github.com/otpguard/otpguard/internal/limit"
+	"github.com/otpguard/otpguard/internal/problem"
 )
 
 // statusOf is the one table from error codes to HTTP statuses.
-var statusOf = map[guard.Code]int{
-	guard.CodeInvalidRequest:      http.StatusBadRequest,
-	guard.CodeInvalidPhone:        http.StatusUnprocessableEntity,
-	guard.CodeInvalidCode:         http.StatusUnprocessableEntity,
-	guard.CodeInvalidKey:          http.StatusUnprocessableEntity,
-	guard.CodeInvalidCost:         http.StatusUnprocessableEntity,
-	guard.CodeUnknownPolicy:       http.StatusNotFound,
-	guard.CodeCooldown:            http.StatusTooManyRequests,
-	guard.CodePhoneRateLimited:    http.StatusTooManyRequests,
-	guard.CodeIPRateLimited:       http.StatusTooManyRequests,
-	guard.CodeRateLimited:         http.StatusTooManyRequests,
-	guard.CodeTooManyAttempts:     http.StatusTooManyRequests,
-	guard.CodeWrongCode:           http.StatusBadRequest,
-	guard.CodeNoActiveCode:        http.StatusBadRequest,
-	guard.CodeDenied:              http.StatusForbidden,
-	guard.CodeInvalidDestination:  http.StatusUnprocessableEntity,
-	guard.CodeProviderUnavailable: http.StatusBadGateway,
-	guard.CodeStoreUnavailable:    http.StatusServiceUnavailable,
-	guard.CodeDatabaseUnavailable: http.StatusServiceUnavailable,
-	guard.CodeOverloaded:          http.StatusServiceUnavailable,
-	guard.CodeUnauthorized:        http.StatusUnauthorized,
-	guard.CodeForbidden:           http.StatusForbidden,
-	guard.CodeNotFound:            http.StatusNotFound,
-	guard.CodeMethodNotAllowed:    http.StatusMethodNotAllowed,
-	guard.CodeBodyTooLarge:        http.StatusRequestEntityTooLarge,
-	guard.CodeInternal:            http.StatusInternalServerError,
+var statusOf = map[problem.Code]int{
+	problem.CodeInvalidRequest:      http.StatusBadRequest,
+	problem.CodeInvalidPhone:        http.StatusUnprocessableEntity,
+	problem.CodeInvalidCode:         http.StatusUnprocessableEntity,
+	problem.CodeInvalidKey:          http.StatusUnprocessableEntity,
+	problem.CodeInvalidCost:         http.StatusUnprocessableEntity,
+	problem.CodeUnknownPolicy:       http.StatusNotFound,
+	problem.CodeCooldown:            http.StatusTooManyRequests,
+	problem.CodePhoneRateLimited:    http.StatusTooManyRequests,
+	problem.CodeIPRateLimited:       http.StatusTooManyRequests,
+	problem.CodeRateLimited:         http.StatusTooManyRequests,
+	problem.CodeTooManyAttempts:     http.StatusTooManyRequests,
+	problem.CodeWrongCode:           http.StatusBadRequest,
+	problem.CodeNoActiveCode:        http.StatusBadRequest,
+	problem.CodeDenied:              http.StatusForbidden,
+	problem.CodeInvalidDestination:  http.StatusUnprocessableEntity,
+	problem.CodeProviderUnavailable: http.StatusBadGateway,
+	problem.CodeStoreUnavailable:    http.StatusServiceUnavailable,
+	problem.CodeDatabaseUnavailable: http.StatusServiceUnavailable,
+	problem.CodeOverloaded:          http.StatusServiceUnavailable,
+	problem.CodeUnauthorized:        http.StatusUnauthorized,
+	problem.CodeForbidden:           http.StatusForbidden,
+	problem.CodeNotFound:            http.StatusNotFound,
+	problem.CodeMethodNotAllowed:    http.StatusMethodNotAllowed,
+	problem.CodeBodyTooLarge:        http.StatusRequestEntityTooLarge,
+	problem.CodeInternal:            http.StatusInternalServerError,
 
 	// The abuse defences (README.md, "Abuse defences").
-	guard.CodeCountryNotAllowed:    http.StatusForbidden,
-	guard.CodeNumberTypeNotAllowed: http.StatusForbidden,
-	guard.CodePrefixRateLimited:    http.StatusTooManyRequests,
-	guard.CodeCountryRateLimited:   http.StatusTooManyRequests,
-	guard.CodeBudgetExhausted:      http.StatusServiceUnavailable,
-	guard.CodeUnusualVolume:        http.StatusTooManyRequests,
-	guard.CodeChallengeRequired:    http.StatusPreconditionRequired,
-	guard.CodeChallengeUnavailable: http.StatusServiceUnavailable,
+	problem.CodeCountryNotAllowed:    http.StatusForbidden,
+	problem.CodeNumberTypeNotAllowed: http.StatusForbidden,
+	problem.CodePrefixRateLimited:    http.StatusTooManyRequests,
+	problem.CodeCountryRateLimited:   http.StatusTooManyRequests,
+	problem.CodeBudgetExhausted:      http.StatusServiceUnavailable,
+	problem.CodeUnusualVolume:        http.StatusTooManyRequests,
+	problem.CodeChallengeRequired:    http.StatusPreconditionRequired,
+	problem.CodeChallengeUnavailable: http.StatusServiceUnavailable,
 
 	// Idempotent sends and the verification lifecycle (idempotency.go,
 	// verifications.go).
-	guard.CodeInvalidIdempotencyKey:    http.StatusBadRequest,
-	guard.CodeIdempotencyKeyReused:     http.StatusUnprocessableEntity,
-	guard.CodeIdempotencyKeyInProgress: http.StatusConflict,
-	guard.CodeVerificationNotFound:     http.StatusNotFound,
-	guard.CodeVerificationNotPending:   http.StatusConflict,
+	problem.CodeInvalidIdempotencyKey:    http.StatusBadRequest,
+	problem.CodeIdempotencyKeyReused:     http.StatusUnprocessableEntity,
+	problem.CodeIdempotencyKeyInProgress: http.StatusConflict,
+	problem.CodeVerificationNotFound:     http.StatusNotFound,
+	problem.CodeVerificationNotPending:   http.StatusConflict,
 	// The ops desk's emergency overrides (opsweb).
-	guard.CodeCountryPaused:  http.StatusForbidden,
-	guard.CodeOverrideLooser: http.StatusUnprocessableEntity,
+	problem.CodeCountryPaused:  http.StatusForbidden,
+	problem.CodeOverrideLooser: http.StatusUnprocessableEntity,
 }
 
 // codeOfStatus turns echo's own errors (unknown route, wrong method, body
 // too large) into codes, so they are problem details like every other error.
-var codeOfStatus = map[int]guard.Code{
-	http.StatusBadRequest:            guard.CodeInvalidRequest,
-	http.StatusUnauthorized:          guard.CodeUnauthorized,
-	http.StatusForbidden:             guard.CodeForbidden,
-	http.StatusNotFound:              guard.CodeNotFound,
-	http.StatusMethodNotAllowed:      guard.CodeMethodNotAllowed,
-	http.StatusRequestEntityTooLarge: guard.CodeBodyTooLarge,
-	http.StatusUnsupportedMediaType:  guard.CodeInvalidRequest,
+var codeOfStatus = map[int]problem.Code{
+	http.StatusBadRequest:            problem.CodeInvalidRequest,
+	http.StatusUnauthorized:          problem.CodeUnauthorized,
+	http.StatusForbidden:             problem.CodeForbidden,
+	http.StatusNotFound:              problem.CodeNotFound,
+	http.StatusMethodNotAllowed:      problem.CodeMethodNotAllowed,
+	http.StatusRequestEntityTooLarge: problem.CodeBodyTooLarge,
+	http.StatusUnsupportedMediaType:  problem.CodeInvalidRequest,
 }
 
 // Problem is an RFC 9457 problem details body, with otpguard's stable code.
@@ -110,8 +112,11 @@ type Challenge struct {
 	ID        string `json:"id,omitempty"`
 }
 
-func challengeOf(c *guard.Challenge) *Challenge {
-	if c == nil {
+// challengeOf is the challenge an Error carries (a *guard.Challenge), as
+// the problem shows it; nil when there is none.
+func challengeOf(v any) *Challenge {
+	c, ok := v.(*guard.Challenge)
+	if !ok || c == nil {
 		return nil
 	}
 	return &Challenge{Type: string(c.Type), Algorithm: c.Algorithm, Challenge: c.Challenge, Salt: c.Salt,
@@ -124,7 +129,7 @@ const StatusClientClosed = 499
 
 // Status is the HTTP status of an error code (0 for a code the table does
 // not hold: a 500).
-func Status(code guard.Code) int { return statusOf[code] }
+func Status(code problem.Code) int { return statusOf[code] }
 
 // ErrorHandler writes every error as problem details. Internal error text
 // goes to the log, never to the client.
@@ -173,7 +178,7 @@ func ProblemOf(err error, requestID string) Problem {
 		RequestID:    requestID,
 		AttemptsLeft: e.AttemptsLeft,
 
-		VerificationStatus: string(e.VerificationStatus),
+		VerificationStatus: e.VerificationStatus,
 		Challenge:          challengeOf(e.Challenge),
 	}
 	if e.RetryAfter > 0 {
@@ -186,15 +191,15 @@ func ProblemOf(err error, requestID string) Problem {
 // LogFailure logs a 5xx answer p to err on route (its internal text goes
 // here, never to the caller).
 func LogFailure(ctx context.Context, log *slog.Logger, route string, p Problem, err error) {
-	log.Log(ctx, guard.StoreFailureLevel(err), "request failed", "path", route, "code", p.Code,
+	log.Log(ctx, limit.StoreFailureLevel(err), "request failed", "path", route, "code", p.Code,
 		"request_id", p.RequestID, "err", err)
 }
 
-// AsGuardError is err as a *guard.Error: echo's own errors (unknown
+// AsGuardError is err as a *problem.Error: echo's own errors (unknown
 // route, wrong method, body too large) by their status, anything else an
 // internal error.
-func AsGuardError(err error) *guard.Error {
-	var ge *guard.Error
+func AsGuardError(err error) *problem.Error {
+	var ge *problem.Error
 	if errors.As(err, &ge) {
 		return ge
 	}
@@ -202,7 +207,7 @@ func AsGuardError(err error) *guard.Error {
 	if errors.As(err, &he) {
 		code, ok := codeOfStatus[he.Code]
 		if !ok {
-			code = guard.CodeInternal
+			code = problem.CodeInternal
 		}
 		msg := http.StatusText(he.Code)
 		switch he.Code {
@@ -213,9 +218,9 @@ func AsGuardError(err error) *guard.Error {
 		case http.StatusRequestEntityTooLarge:
 			msg = "request body is too large"
 		}
-		return &guard.Error{Code: code, Message: msg, Err: err}
+		return &problem.Error{Code: code, Message: msg, Err: err}
 	}
-	return &guard.Error{Code: guard.CodeInternal, Message: "internal error", Err: err}
+	return &problem.Error{Code: problem.CodeInternal, Message: "internal error", Err: err}
 }
 
 // RetrySeconds rounds up: a client told "0" would retry at once and be

@@ -76,7 +76,7 @@ func (m *Set) Decision(policy, outcome string) {
 	m.decisionOf.with(policy, outcome).Inc()
 }
 
-// FromMemory counts one limit check denied from memory (guard.ModeMemory).
+// FromMemory counts one limit check denied from memory (limit.ModeMemory).
 func (m *Set) FromMemory(policy string) {
 	m.memoryOf.with(policy, "").Inc()
 }

@@ -2,6 +2,7 @@ package metrics
 
 import (
 	"github.com/otpguard/otpguard/internal/guard"
+	"github.com/otpguard/otpguard/internal/problem"
 )
 
 // Series created at zero at start-up, so that an alert rule such as
@@ -12,16 +13,16 @@ import (
 // sendOutcomes and verifyOutcomes are the outcomes of /otp/send and
 // /otp/verify in otpguard_decisions_total.
 var (
-	sendOutcomes = []guard.Code{
-		guard.CodeCooldown, guard.CodePhoneRateLimited, guard.CodeIPRateLimited, guard.CodeDenied,
-		guard.CodeCountryNotAllowed, guard.CodeNumberTypeNotAllowed, guard.CodePrefixRateLimited,
-		guard.CodeCountryRateLimited, guard.CodeBudgetExhausted, guard.CodeUnusualVolume,
-		guard.CodeInvalidPhone, guard.CodeInvalidDestination, guard.CodeProviderUnavailable,
-		guard.CodeStoreUnavailable, guard.CodeOverloaded,
+	sendOutcomes = []problem.Code{
+		problem.CodeCooldown, problem.CodePhoneRateLimited, problem.CodeIPRateLimited, problem.CodeDenied,
+		problem.CodeCountryNotAllowed, problem.CodeNumberTypeNotAllowed, problem.CodePrefixRateLimited,
+		problem.CodeCountryRateLimited, problem.CodeBudgetExhausted, problem.CodeUnusualVolume,
+		problem.CodeInvalidPhone, problem.CodeInvalidDestination, problem.CodeProviderUnavailable,
+		problem.CodeStoreUnavailable, problem.CodeOverloaded,
 	}
-	verifyOutcomes = []guard.Code{
-		guard.CodeWrongCode, guard.CodeNoActiveCode, guard.CodeTooManyAttempts, guard.CodeInvalidPhone,
-		guard.CodeInvalidCode, guard.CodeStoreUnavailable, guard.CodeOverloaded,
+	verifyOutcomes = []problem.Code{
+		problem.CodeWrongCode, problem.CodeNoActiveCode, problem.CodeTooManyAttempts, problem.CodeInvalidPhone,
+		problem.CodeInvalidCode, problem.CodeStoreUnavailable, problem.CodeOverloaded,
 	}
 )
 
@@ -47,7 +48,7 @@ func (m *Set) Prepare(p guard.Policies) {
 	}
 	for _, name := range p.LimitNames() {
 		m.decisions.WithLabelValues(name, "allowed")
-		m.decisions.WithLabelValues(name, string(guard.CodeRateLimited))
+		m.decisions.WithLabelValues(name, string(problem.CodeRateLimited))
 		m.memory.WithLabelValues(name)
 	}
 	m.sms.WithLabelValues("sent")

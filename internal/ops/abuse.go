@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/otpguard/otpguard/internal/guard"
+	"github.com/otpguard/otpguard/internal/problem"
 )
 
 // The attack view's counters (GET /ops/abuse, the top of /ops). Every
@@ -293,7 +294,7 @@ func (a *AbuseRecorder) Flush(ctx context.Context) error {
 		counts = append(counts, *c)
 	}
 	err := a.o.Store.AddAbuse(ctx, counts, alerts, a.o.Now())
-	if err != nil && guard.ErrorCode(err) != guard.CodeOverloaded {
+	if err != nil && problem.CodeOf(err) != problem.CodeOverloaded {
 		// A failed (not timed out) call: keep the counts for the next flush.
 		// A call that timed out may have run: dropped rather than doubled.
 		if ctx.Err() == nil && !isTimeout(err) {

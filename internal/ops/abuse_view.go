@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/otpguard/otpguard/internal/guard"
+	"github.com/otpguard/otpguard/internal/limit"
 )
 
 // DefaultAbuseTop and MaxAbuseTop bound the country and prefix rows of one
@@ -165,7 +166,7 @@ func (d *AbuseDesk) Read(ctx context.Context, top int) (AbuseReport, error) {
 	}
 	data, err := d.o.Store.ReadAbuse(ctx, hours)
 	if err != nil {
-		return AbuseReport{}, guard.StoreUnavailable(err, 5*time.Second)
+		return AbuseReport{}, limit.StoreUnavailable(err, 5*time.Second)
 	}
 	rep := AbuseReport{At: now, Budget: budgetStates(data, e)}
 	// The last hour: the hour under way and the previous one (counts of the
@@ -213,7 +214,7 @@ func (d *AbuseDesk) addVelocityLimits(ctx context.Context, windows []AbuseWindow
 	}
 	vols, err := d.o.Store.ReadVolumes(ctx, regions, guard.VelocityHour(now.Unix()))
 	if err != nil {
-		return guard.StoreUnavailable(err, 5*time.Second)
+		return limit.StoreUnavailable(err, 5*time.Second)
 	}
 	for wi := range windows {
 		rows := windows[wi].Countries

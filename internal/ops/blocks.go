@@ -10,6 +10,8 @@ import (
 	"github.com/nyaruka/phonenumbers"
 
 	"github.com/otpguard/otpguard/internal/guard"
+	"github.com/otpguard/otpguard/internal/limit"
+	"github.com/otpguard/otpguard/internal/problem"
 )
 
 // Limits on one page of the blocked list. Paging deep into a list that
@@ -21,7 +23,7 @@ const (
 )
 
 // BlockedNumber is one row of the blocked list: a block from the index, or
-// a deny-list entry (Reason guard.CodeDenied, Phone the entry's pattern, which may
+// a deny-list entry (Reason problem.CodeDenied, Phone the entry's pattern, which may
 // be a prefix, and Until zero when the entry never expires).
 type BlockedNumber struct {
 	guard.Block
@@ -39,7 +41,7 @@ type BlockIndex interface {
 	ListBlocks(ctx context.Context, match func(phone string) bool, n int) ([]BlockedNumber, int, error)
 	// Unblock deletes the counters of phone, its code (and with it a
 	// verify lock-out) and its index entry.
-	Unblock(ctx context.Context, phone string, counters []guard.Key) error
+	Unblock(ctx context.Context, phone string, counters []limit.Key) error
 }
 
 // BlockFilter selects rows of the blocked list. Zero fields do not filter.
@@ -71,24 +73,24 @@ func (f BlockFilter) normalize() (BlockFilter, error) {
 			return r
 		}, f.Phone)
 		if guard.ValidateDenyPattern(p) != nil {
-			return f, guard.Errorf(guard.CodeInvalidRequest, "phone must be a number or its start in E.164, like +919800000000 or +9198")
+			return f, problem.Errorf(problem.CodeInvalidRequest, "phone must be a number or its start in E.164, like +919800000000 or +9198")
 		}
 		f.Phone = p
 	}
 	if f.Country != "" {
 		f.Country = strings.ToUpper(f.Country)
 		if len(f.Country) != 2 || f.Country[0] < 'A' || f.Country[0] > 'Z' || f.Country[1] < 'A' || f.Country[1] > 'Z' {
-			return f, guard.Errorf(guard.CodeInvalidRequest, "country must be an ISO 3166-1 alpha-2 code, like IN")
+			return f, problem.Errorf(problem.CodeInvalidRequest, "country must be an ISO 3166-1 alpha-2 code, like IN")
 		}
 	}
 	switch {
 	case f.Limit < 0 || f.Limit > MaxBlockLimit:
-		return f, guard.Errorf(guard.CodeInvalidRequest, "limit must be between 1 and %d", MaxBlockLimit)
+		return f, problem.Errorf(problem.CodeInvalidRequest, "limit must be between 1 and %d", MaxBlockLimit)
 	case f.Limit == 0:
 		f.Limit = DefaultBlockLimit
 	}
 	if f.Offset < 0 || f.Offset > MaxBlockOffset {
-		return f, guard.Errorf(guard.CodeInvalidRequest, "offset must be between 0 and %d", MaxBlockOffset)
+		return f, problem.Errorf(problem.CodeInvalidRequest, "offset must be between 0 and %d", MaxBlockOffset)
 	}
 	return f, nil
 }
@@ -153,7 +155,7 @@ func mergeBlocked(blocks []BlockedNumber, denies []guard.DenyEntry, offset, limi
 	for i := range denies {
 		e := denies[i]
 		b := BlockedNumber{
-			Block: guard.Block{Phone: e.Pattern, Country: regionOf(e.Pattern), Reason: guard.CodeDenied},
+			Block: guard.Block{Phone: e.Pattern, Country: regionOf(e.Pattern), Reason: problem.CodeDenied},
 			Since: e.CreatedAt,
 			Deny:  &e,
 		}

@@ -10,6 +10,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/otpguard/otpguard/internal/guard"
+	"github.com/otpguard/otpguard/internal/limit"
+	"github.com/otpguard/otpguard/internal/problem"
 )
 
 // maxDenyReason bounds a deny-list reason: a note, not a document.
@@ -133,7 +135,7 @@ func (d *Desk) Blocked(ctx context.Context, f BlockFilter) (BlockPage, error) {
 	}
 	blocks, total, err := d.o.Blocks.ListBlocks(ctx, match, f.Offset+f.Limit)
 	if err != nil {
-		return BlockPage{}, guard.StoreUnavailable(err, dbRetryAfter)
+		return BlockPage{}, limit.StoreUnavailable(err, dbRetryAfter)
 	}
 	now := d.o.Now()
 	var denies []guard.DenyEntry
@@ -162,7 +164,7 @@ func (d *Desk) Unblock(ctx context.Context, raw, actor string) (UnblockResult, e
 	}
 	if err := d.o.Blocks.Unblock(ctx, phone.E164, guard.PhoneCounterKeys(phone.E164)); err != nil {
 		d.o.Logger.ErrorContext(ctx, "unblock failed", "phone", guard.MaskPhone(phone.E164), "err", err)
-		return UnblockResult{}, guard.StoreUnavailable(err, guard.StoreRetryAfter)
+		return UnblockResult{}, limit.StoreUnavailable(err, limit.StoreRetryAfter)
 	}
 	d.audit(ctx, guard.Event{Action: ActionUnblock, Outcome: OutcomeUnblocked, Phone: phone.E164, Country: phone.Region, Actor: actor})
 	res := UnblockResult{Phone: phone}
@@ -204,14 +206,14 @@ func (d *Desk) AddDeny(ctx context.Context, e guard.DenyEntry, actor string) (gu
 		return guard.DenyEntry{}, err
 	}
 	if utf8.RuneCountInString(e.Reason) > maxDenyReason || !PlainText(e.Reason) {
-		return guard.DenyEntry{}, guard.Errorf(guard.CodeInvalidRequest, "reason must be text of at most %d characters, without control characters", maxDenyReason)
+		return guard.DenyEntry{}, problem.Errorf(problem.CodeInvalidRequest, "reason must be text of at most %d characters, without control characters", maxDenyReason)
 	}
 	now := d.o.Now()
 	if e.ExpiresAt != nil && !e.ExpiresAt.After(now) {
-		return guard.DenyEntry{}, guard.Errorf(guard.CodeInvalidRequest, "expires_at must be in the future")
+		return guard.DenyEntry{}, problem.Errorf(problem.CodeInvalidRequest, "expires_at must be in the future")
 	}
 	if e.ExpiresAt != nil && e.ExpiresAt.After(now.Add(MaxDenyFor)) {
-		return guard.DenyEntry{}, guard.Errorf(guard.CodeInvalidRequest, "expires_at must be at most 10 years ahead (%s)", now.Add(MaxDenyFor).UTC().Format(time.RFC3339))
+		return guard.DenyEntry{}, problem.Errorf(problem.CodeInvalidRequest, "expires_at must be at most 10 years ahead (%s)", now.Add(MaxDenyFor).UTC().Format(time.RFC3339))
 	}
 	e.ID, e.Author, e.CreatedAt = 0, actor, now
 	added, err := d.o.DenyList.AddDeny(ctx, e)
@@ -243,7 +245,7 @@ func (d *Desk) RemoveDeny(ctx context.Context, id int64, actor string) error {
 // Events returns one page of the audit trail, newest first.
 func (d *Desk) Events(ctx context.Context, f EventFilter) ([]guard.Event, error) {
 	if f.Limit < 0 || f.Limit > MaxEventLimit {
-		return nil, guard.Errorf(guard.CodeInvalidRequest, "limit must be between 1 and %d", MaxEventLimit)
+		return nil, problem.Errorf(problem.CodeInvalidRequest, "limit must be between 1 and %d", MaxEventLimit)
 	}
 	if f.PhonePrefix != "" {
 		if err := guard.ValidateDenyPattern(f.PhonePrefix); err != nil {
@@ -278,25 +280,25 @@ func (d *Desk) Activity(ctx context.Context, minutes int) ([]MinuteActivity, err
 		switch {
 		case c.Action == guard.ActionOTPSend && c.Outcome == guard.OutcomeSent:
 			out[i].Sends += c.N
-		case isBlockOutcome(c.Action, guard.Code(c.Outcome)):
+		case isBlockOutcome(c.Action, problem.Code(c.Outcome)):
 			out[i].Blocks += c.N
 		}
 	}
 	return out, nil
 }
 
-func isBlockOutcome(action string, outcome guard.Code) bool {
+func isBlockOutcome(action string, outcome problem.Code) bool {
 	switch action {
 	case guard.ActionOTPSend:
 		switch outcome {
-		case guard.CodeCooldown, guard.CodePhoneRateLimited, guard.CodeIPRateLimited, guard.CodeDenied,
-			guard.CodeCountryNotAllowed, guard.CodeNumberTypeNotAllowed, guard.CodePrefixRateLimited,
-			guard.CodeCountryRateLimited, guard.CodeBudgetExhausted, guard.CodeCountryPaused,
-			guard.CodeUnusualVolume, guard.CodeChallengeRequired:
+		case problem.CodeCooldown, problem.CodePhoneRateLimited, problem.CodeIPRateLimited, problem.CodeDenied,
+			problem.CodeCountryNotAllowed, problem.CodeNumberTypeNotAllowed, problem.CodePrefixRateLimited,
+			problem.CodeCountryRateLimited, problem.CodeBudgetExhausted, problem.CodeCountryPaused,
+			problem.CodeUnusualVolume, problem.CodeChallengeRequired:
 			return true
 		}
 	case guard.ActionOTPVerify:
-		return outcome == guard.CodeTooManyAttempts
+		return outcome == problem.CodeTooManyAttempts
 	}
 	return false
 }
@@ -360,18 +362,18 @@ func wholeNumber(pattern string) string {
 // dbError passes a domain error through, turns guard.ErrNotFound into not_found
 // and anything else into a 503.
 func dbError(err error) error {
-	var e *guard.Error
+	var e *problem.Error
 	switch {
 	case errors.As(err, &e):
 		return err
 	case errors.Is(err, guard.ErrNotFound):
-		return &guard.Error{Code: guard.CodeNotFound, Message: "no such entry", Err: err}
+		return &problem.Error{Code: problem.CodeNotFound, Message: "no such entry", Err: err}
 	}
 	return dbUnavailable(err)
 }
 
-func dbUnavailable(err error) *guard.Error {
-	return &guard.Error{Code: guard.CodeDatabaseUnavailable, Message: "the ops database is unreachable; try again shortly",
+func dbUnavailable(err error) *problem.Error {
+	return &problem.Error{Code: problem.CodeDatabaseUnavailable, Message: "the ops database is unreachable; try again shortly",
 		RetryAfter: dbRetryAfter, Err: err}
 }
 

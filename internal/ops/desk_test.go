@@ -10,7 +10,9 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/otpguard/otpguard/internal/guard"
+	"github.com/otpguard/otpguard/internal/limit"
 	"github.com/otpguard/otpguard/internal/ops"
+	"github.com/otpguard/otpguard/internal/problem"
 )
 
 // fakeBlocks is an ops.BlockIndex over a slice, most recent first.
@@ -18,12 +20,12 @@ type fakeBlocks struct {
 	blocks    []ops.BlockedNumber
 	err       error
 	unblocked []string
-	counters  []guard.Key
+	counters  []limit.Key
 }
 
 func (f *fakeBlocks) NoteBlock(context.Context, guard.Block) error { return nil }
 
-func (f *fakeBlocks) EndBlock(context.Context, string, guard.Code) error { return nil }
+func (f *fakeBlocks) EndBlock(context.Context, string, problem.Code) error { return nil }
 
 func (f *fakeBlocks) ListBlocks(_ context.Context, match func(string) bool, n int) ([]ops.BlockedNumber, int, error) {
 	if f.err != nil {
@@ -42,7 +44,7 @@ func (f *fakeBlocks) ListBlocks(_ context.Context, match func(string) bool, n in
 	return out, total, nil
 }
 
-func (f *fakeBlocks) Unblock(_ context.Context, phone string, counters []guard.Key) error {
+func (f *fakeBlocks) Unblock(_ context.Context, phone string, counters []limit.Key) error {
 	if f.err != nil {
 		return f.err
 	}
@@ -79,9 +81,9 @@ func newDesk(t *testing.T, entries []guard.DenyEntry) *deskFixture {
 	return d
 }
 
-func wantDeskCode(t *testing.T, err error, want guard.Code) {
+func wantDeskCode(t *testing.T, err error, want problem.Code) {
 	t.Helper()
-	if got := guard.ErrorCode(err); got != want {
+	if got := problem.CodeOf(err); got != want {
 		t.Fatalf("error code: got %q (%v), want %q", got, err, want)
 	}
 }
@@ -97,7 +99,7 @@ func TestUnblockClearsTheNumbersCounters(t *testing.T) {
 	if res.Phone.E164 != "+919800000000" || res.DeniedBy != nil {
 		t.Errorf("result: %+v", res)
 	}
-	want := []guard.Key{{Space: "otp", ID: "+919800000000", Name: "cooldown"}, {Space: "otp", ID: "+919800000000", Name: "sends"}}
+	want := []limit.Key{{Space: "otp", ID: "+919800000000", Name: "cooldown"}, {Space: "otp", ID: "+919800000000", Name: "sends"}}
 	if diff := cmp.Diff(want, d.blocks.counters); diff != "" {
 		t.Errorf("counters cleared (-want +got):\n%s", diff)
 	}
@@ -110,7 +112,7 @@ func TestUnblockClearsTheNumbersCounters(t *testing.T) {
 func TestUnblockRefusals(t *testing.T) {
 	d := newDesk(t, []guard.DenyEntry{{ID: 3, Pattern: "+9198"}})
 	_, err := d.desk.Unblock(context.Background(), "12345", "ops:abcd")
-	wantDeskCode(t, err, guard.CodeInvalidPhone)
+	wantDeskCode(t, err, problem.CodeInvalidPhone)
 
 	res, err := d.desk.Unblock(context.Background(), "+919800000000", "ops:abcd")
 	if err != nil || res.DeniedBy == nil || res.DeniedBy.ID != 3 {
@@ -119,7 +121,7 @@ func TestUnblockRefusals(t *testing.T) {
 
 	d.blocks.err = errors.New("redis down")
 	_, err = d.desk.Unblock(context.Background(), "+919800000000", "ops:abcd")
-	wantDeskCode(t, err, guard.CodeStoreUnavailable)
+	wantDeskCode(t, err, problem.CodeStoreUnavailable)
 }
 
 // TestDeskAuditFallsBackToQueue: an ops action is written at once, and
@@ -144,7 +146,7 @@ func TestDeskBlockedMergesDenyEntries(t *testing.T) {
 		{ID: 3, Pattern: "+447400123456", CreatedAt: at(15)},
 	})
 	block := func(phone, country string, min int) ops.BlockedNumber {
-		return ops.BlockedNumber{Block: guard.Block{Phone: phone, Country: country, Reason: guard.CodeCooldown, Until: at(31)}, Since: at(min)}
+		return ops.BlockedNumber{Block: guard.Block{Phone: phone, Country: country, Reason: problem.CodeCooldown, Until: at(31)}, Since: at(min)}
 	}
 	d.blocks.blocks = []ops.BlockedNumber{
 		block("+919800000001", "IN", 20),
@@ -189,17 +191,17 @@ func TestDeskBlockedMergesDenyEntries(t *testing.T) {
 		})
 	}
 	p, _ := d.desk.Blocked(context.Background(), ops.BlockFilter{Phone: "+88213"})
-	if len(p.Blocks) != 1 || p.Blocks[0].Reason != guard.CodeDenied || p.Blocks[0].Deny == nil || p.Blocks[0].Deny.Reason != "fraud" || !p.Blocks[0].Until.IsZero() {
+	if len(p.Blocks) != 1 || p.Blocks[0].Reason != problem.CodeDenied || p.Blocks[0].Deny == nil || p.Blocks[0].Deny.Reason != "fraud" || !p.Blocks[0].Until.IsZero() {
 		t.Errorf("deny entry row: %+v", p.Blocks)
 	}
 
 	for _, f := range []ops.BlockFilter{{Phone: "abc"}, {Country: "India"}, {Limit: ops.MaxBlockLimit + 1}, {Offset: -1}} {
 		_, err := d.desk.Blocked(context.Background(), f)
-		wantDeskCode(t, err, guard.CodeInvalidRequest)
+		wantDeskCode(t, err, problem.CodeInvalidRequest)
 	}
 	d.blocks.err = errors.New("redis down")
 	_, err := d.desk.Blocked(context.Background(), ops.BlockFilter{})
-	wantDeskCode(t, err, guard.CodeStoreUnavailable)
+	wantDeskCode(t, err, problem.CodeStoreUnavailable)
 }
 
 func TestDeskAddAndRemoveDeny(t *testing.T) {
@@ -231,7 +233,7 @@ func TestDeskAddAndRemoveDeny(t *testing.T) {
 	if p, _ := d.desk.Blocked(context.Background(), ops.BlockFilter{}); len(p.Blocks) != 1 {
 		t.Errorf("blocked after AddDeny: %+v, want the new entry", p.Blocks)
 	}
-	if err := d.desk.RemoveDeny(context.Background(), 2, "ops:abcd"); guard.ErrorCode(err) != guard.CodeNotFound {
+	if err := d.desk.RemoveDeny(context.Background(), 2, "ops:abcd"); problem.CodeOf(err) != problem.CodeNotFound {
 		t.Errorf("remove unknown id: %v, want not_found", err)
 	}
 	if err := d.desk.RemoveDeny(context.Background(), 1, "ops:abcd"); err != nil {
@@ -254,13 +256,13 @@ func TestDeskAddAndRemoveDeny(t *testing.T) {
 		"long reason":   {Pattern: "+44", Reason: string(make([]byte, 501))},
 		"invalid utf-8": {Pattern: "+44", Reason: "\xff"},
 	} {
-		if _, err := d.desk.AddDeny(context.Background(), e, "ops:abcd"); guard.ErrorCode(err) != guard.CodeInvalidRequest {
+		if _, err := d.desk.AddDeny(context.Background(), e, "ops:abcd"); problem.CodeOf(err) != problem.CodeInvalidRequest {
 			t.Errorf("%s: got %v, want invalid_request", name, err)
 		}
 	}
 	d.deny.add = func(guard.DenyEntry) (guard.DenyEntry, error) { return guard.DenyEntry{}, errors.New("db down") }
 	_, err = d.desk.AddDeny(context.Background(), guard.DenyEntry{Pattern: "+44"}, "ops:abcd")
-	wantDeskCode(t, err, guard.CodeDatabaseUnavailable)
+	wantDeskCode(t, err, problem.CodeDatabaseUnavailable)
 }
 
 type fakeActivity []ops.ActivityCount
@@ -308,7 +310,7 @@ func TestDeskEventsRefusesBadPrefix(t *testing.T) {
 	d.audit.list = func(ops.EventFilter) ([]guard.Event, error) { asked++; return nil, nil }
 	for _, p := range []string{"+91%", "91", "+"} {
 		_, err := d.desk.Events(context.Background(), ops.EventFilter{PhonePrefix: p})
-		wantDeskCode(t, err, guard.CodeInvalidRequest)
+		wantDeskCode(t, err, problem.CodeInvalidRequest)
 	}
 	if asked != 0 {
 		t.Errorf("the audit log was asked %d times, want 0", asked)

@@ -11,6 +11,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/otpguard/otpguard/internal/guard"
+	"github.com/otpguard/otpguard/internal/problem"
 )
 
 // The audit actions of the emergency overrides (README.md, "Changing
@@ -189,7 +190,7 @@ func (d *Desk) reloadOverrides(ctx context.Context) {
 }
 
 func fieldErr(field, format string, args ...any) error {
-	return &guard.OverrideError{Field: field, Err: guard.Errorf(guard.CodeInvalidRequest, "%s: %s", field, fmt.Sprintf(format, args...))}
+	return &guard.OverrideError{Field: field, Err: problem.Errorf(problem.CodeInvalidRequest, "%s: %s", field, fmt.Sprintf(format, args...))}
 }
 
 func countryOf(o guard.Override) string {

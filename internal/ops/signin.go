@@ -8,6 +8,8 @@ import (
 	"github.com/hashicorp/golang-lru/v2/expirable"
 
 	"github.com/otpguard/otpguard/internal/guard"
+	"github.com/otpguard/otpguard/internal/limit"
+	"github.com/otpguard/otpguard/internal/problem"
 )
 
 // SignInLimit bounds the failed sign-ins (a wrong ops key by form or
@@ -36,7 +38,7 @@ const (
 // address in the shared store like every other limit. One limiter counts
 // ops keys (NewSignInLimiter), another API keys (NewAPIKeyLimiter).
 type SignInLimiter struct {
-	counter guard.Counter
+	counter limit.Counter
 	limit   SignInLimit
 	space   string // of the counter's key
 	policy  string
@@ -54,7 +56,7 @@ const maxSuspects = 100_000
 // NewSignInLimiter returns the limiter of ops sign-ins, counting in
 // counter, which may be nil: then nothing is limited. A zero limit is
 // DefaultSignInLimit.
-func NewSignInLimiter(counter guard.Counter, limit SignInLimit) *SignInLimiter {
+func NewSignInLimiter(counter limit.Counter, limit SignInLimit) *SignInLimiter {
 	if limit == (SignInLimit{}) {
 		limit = DefaultSignInLimit
 	}
@@ -72,7 +74,7 @@ func NewSignInLimiter(counter guard.Counter, limit SignInLimit) *SignInLimiter {
 // that saw one refuses its right keys too. A guesser's right guess can slip
 // through only as the first key an instance compares from that address in
 // the window: at most one per instance per window beyond the limit.
-func NewAPIKeyLimiter(counter guard.Counter, limit SignInLimit) *SignInLimiter {
+func NewAPIKeyLimiter(counter limit.Counter, limit SignInLimit) *SignInLimiter {
 	if limit == (SignInLimit{}) {
 		limit = DefaultAPIKeyLimit
 	}
@@ -120,17 +122,17 @@ func (s *SignInLimiter) Admit(ctx context.Context, ip string, ok bool) (last boo
 			s.suspects.Add(subject, struct{}{})
 		}
 	}
-	take := guard.Take{
-		Key: guard.Key{Space: s.space, ID: subject, Name: "fails"}, Algorithm: guard.FixedWindow,
+	take := limit.Take{
+		Key: limit.Key{Space: s.space, ID: subject, Name: "fails"}, Algorithm: limit.FixedWindow,
 		Limit: l.Failures, Window: l.Window, Cost: 1,
-		Policy: s.policy, OnStoreError: guard.FallbackLocal, LocalLimit: l.Failures,
+		Policy: s.policy, OnStoreError: limit.FallbackLocal, LocalLimit: l.Failures,
 	}
 	if ok {
 		take.Cost = 0 // a peek
 	}
-	res, err := s.counter.Take(ctx, []guard.Take{take})
+	res, err := s.counter.Take(ctx, []limit.Take{take})
 	if err != nil {
-		return false, guard.StoreUnavailable(err, dbRetryAfter)
+		return false, limit.StoreUnavailable(err, dbRetryAfter)
 	}
 	r := res[0]
 	if !r.Allowed || (ok && r.Remaining <= 0) {
@@ -138,8 +140,8 @@ func (s *SignInLimiter) Admit(ctx context.Context, ip string, ok bool) (last boo
 		if wait <= 0 {
 			wait = r.ResetAfter
 		}
-		return false, &guard.Error{
-			Code:       guard.CodeTooManyAttempts,
+		return false, &problem.Error{
+			Code:       problem.CodeTooManyAttempts,
 			Message:    fmt.Sprintf("too many %s from this address; try again in %s", s.what, roundUp(wait)),
 			RetryAfter: wait,
 		}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/otpguard/otpguard/internal/guard"
 	"github.com/otpguard/otpguard/internal/ops"
+	"github.com/otpguard/otpguard/internal/problem"
 )
 
 // The attack view: GET /ops/abuse, and the section at the top of /ops.
@@ -146,14 +147,14 @@ type attackView struct {
 // (default 10, at most 50).
 func (s *API) Abuse(c echo.Context) error {
 	if s.view.abuse == nil {
-		return guard.Errorf(guard.CodeNotFound, "this server has no attack view")
+		return problem.Errorf(problem.CodeNotFound, "this server has no attack view")
 	}
 	top, err := intParam(c.QueryParams(), "top")
 	if err != nil {
 		return err
 	}
 	if top > ops.MaxAbuseTop {
-		return guard.Errorf(guard.CodeInvalidRequest, "top must be at most %d", ops.MaxAbuseTop)
+		return problem.Errorf(problem.CodeInvalidRequest, "top must be at most %d", ops.MaxAbuseTop)
 	}
 	v, err := s.view.read(c.Request().Context(), int(top))
 	if err != nil {
@@ -205,7 +206,7 @@ func (a *attackView) read(ctx context.Context, top int) (*abuseJSON, error) {
 	if a.ops != nil {
 		page, err := a.ops.Blocked(ctx, ops.BlockFilter{Limit: abuseBlocksPage})
 		if err != nil {
-			v.Errors = append(v.Errors, "blocked numbers: "+problemMessage(guard.ErrorCode(err)))
+			v.Errors = append(v.Errors, "blocked numbers: "+problemMessage(problem.CodeOf(err)))
 		}
 		v.Blocks.Total = page.Total
 		for _, b := range page.Blocks {

@@ -11,6 +11,7 @@ import (
 	"github.com/otpguard/otpguard/internal/guard"
 	"github.com/otpguard/otpguard/internal/httpx"
 	"github.com/otpguard/otpguard/internal/ops"
+	"github.com/otpguard/otpguard/internal/problem"
 )
 
 // blockedItem is one row of GET /ops/blocked.
@@ -86,7 +87,7 @@ type unblockResponse struct {
 func (s *API) Unblock(c echo.Context) error {
 	raw, err := url.PathUnescape(c.Param("phone"))
 	if err != nil {
-		return guard.Errorf(guard.CodeInvalidPhone, "phone is not a valid path segment")
+		return problem.Errorf(problem.CodeInvalidPhone, "phone is not a valid path segment")
 	}
 	res, err := s.ops.Unblock(c.Request().Context(), raw, actorFrom(c))
 	if err != nil {
@@ -148,10 +149,10 @@ func (s *API) AddDeny(c echo.Context) error {
 	e := guard.DenyEntry{Pattern: req.Pattern, Reason: req.Reason, ExpiresAt: req.ExpiresAt}
 	switch {
 	case req.ExpiresAt != nil && req.ExpiresIn != nil:
-		return guard.Errorf(guard.CodeInvalidRequest, "send expires_at or expires_in, not both")
+		return problem.Errorf(problem.CodeInvalidRequest, "send expires_at or expires_in, not both")
 	case req.ExpiresIn != nil:
 		if *req.ExpiresIn < 1 || *req.ExpiresIn > maxDenySeconds {
-			return guard.Errorf(guard.CodeInvalidRequest, "expires_in must be between 1 and %d seconds", maxDenySeconds)
+			return problem.Errorf(problem.CodeInvalidRequest, "expires_in must be between 1 and %d seconds", maxDenySeconds)
 		}
 		t := s.ops.Now().Add(time.Duration(*req.ExpiresIn) * time.Second)
 		e.ExpiresAt = &t
@@ -171,7 +172,7 @@ const maxDenySeconds = int64(ops.MaxDenyFor / time.Second)
 func (s *API) RemoveDeny(c echo.Context) error {
 	id, err := strconv.ParseInt(c.Param("id"), 10, 64)
 	if err != nil || id < 1 {
-		return guard.Errorf(guard.CodeInvalidRequest, "id must be a positive integer")
+		return problem.Errorf(problem.CodeInvalidRequest, "id must be a positive integer")
 	}
 	if err := s.ops.RemoveDeny(c.Request().Context(), id, actorFrom(c)); err != nil {
 		return err
@@ -240,11 +241,11 @@ func eventFilter(q url.Values) (ops.EventFilter, error) {
 	}
 	f.Action = q.Get("action")
 	if len(f.Action) > 64 || !ops.PlainText(f.Action) {
-		return f, guard.Errorf(guard.CodeInvalidRequest, "action must be an action name such as otp.send")
+		return f, problem.Errorf(problem.CodeInvalidRequest, "action must be an action name such as otp.send")
 	}
 	f.RequestID = q.Get("request_id")
 	if f.RequestID != "" && !httpx.PlainID(f.RequestID) {
-		return f, guard.Errorf(guard.CodeInvalidRequest, "request_id must be a request ID as X-Request-Id carries it")
+		return f, problem.Errorf(problem.CodeInvalidRequest, "request_id must be a request ID as X-Request-Id carries it")
 	}
 	var err error
 	if f.Since, err = timeParam(q, "since"); err != nil {
@@ -272,7 +273,7 @@ func intParam(q url.Values, name string) (int64, error) {
 	}
 	n, err := strconv.ParseInt(v, 10, 64)
 	if err != nil || n < 0 {
-		return 0, guard.Errorf(guard.CodeInvalidRequest, "%s must be a non-negative integer", name)
+		return 0, problem.Errorf(problem.CodeInvalidRequest, "%s must be a non-negative integer", name)
 	}
 	return n, nil
 }
@@ -285,7 +286,7 @@ func timeParam(q url.Values, name string) (time.Time, error) {
 	}
 	t, err := time.Parse(time.RFC3339, v)
 	if err != nil {
-		return time.Time{}, guard.Errorf(guard.CodeInvalidRequest, "%s must be an RFC 3339 time, like 2026-03-01T12:00:00Z", name)
+		return time.Time{}, problem.Errorf(problem.CodeInvalidRequest, "%s must be an RFC 3339 time, like 2026-03-01T12:00:00Z", name)
 	}
 	return t, nil
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/otpguard/otpguard/internal/guard"
 	"github.com/otpguard/otpguard/internal/httpx"
 	"github.com/otpguard/otpguard/internal/ops"
+	"github.com/otpguard/otpguard/internal/problem"
 )
 
 // doneMessages are the page's confirmations, by the done parameter.
@@ -25,19 +26,19 @@ var doneMessages = map[string]string{
 
 // problemMessage is what the page says of a refusal: fixed text per code,
 // so that no query parameter can put words on the page.
-func problemMessage(code guard.Code) string {
+func problemMessage(code problem.Code) string {
 	switch code {
-	case guard.CodeInvalidPhone:
+	case problem.CodeInvalidPhone:
 		return "that is not a valid phone number."
-	case guard.CodeInvalidRequest:
+	case problem.CodeInvalidRequest:
 		return "check the form: a pattern is + and 1 to 15 digits, an expiry a duration like 30m or 24h."
-	case guard.CodeNotFound:
+	case problem.CodeNotFound:
 		return "that entry no longer exists."
-	case guard.CodeStoreUnavailable:
+	case problem.CodeStoreUnavailable:
 		return "the store is unavailable; try again shortly."
-	case guard.CodeDatabaseUnavailable:
+	case problem.CodeDatabaseUnavailable:
 		return "the ops database is unreachable; try again shortly."
-	case guard.CodeForbidden:
+	case problem.CodeForbidden:
 		return "the form has expired; reload the page."
 	}
 	return "the action failed."
@@ -117,7 +118,7 @@ func (s *Pages) FormUndeny(c echo.Context) error {
 	raw := c.Request().PostFormValue("id")
 	id, err := strconv.ParseInt(raw, 10, 64)
 	if err != nil || id < 1 {
-		return s.backToPage(c, "", guard.Errorf(guard.CodeInvalidRequest, "id must be a positive integer"))
+		return s.backToPage(c, "", problem.Errorf(problem.CodeInvalidRequest, "id must be a positive integer"))
 	}
 	if !confirmed(c) {
 		what := "deny-list entry " + raw
@@ -138,7 +139,7 @@ func (s *Pages) FormUndeny(c echo.Context) error {
 func (s *Pages) backToPage(c echo.Context, done string, err error) error {
 	v := url.Values{}
 	if err != nil {
-		code := guard.ErrorCode(err)
+		code := problem.CodeOf(err)
 		if status := httpx.Status(code); status >= 500 || status == 0 {
 			s.log.ErrorContext(c.Request().Context(), "ops action failed", "path", c.Path(), "request_id", httpx.RequestID(c), "err", err)
 		}

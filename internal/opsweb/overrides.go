@@ -10,6 +10,7 @@ import (
 
 	"github.com/otpguard/otpguard/internal/guard"
 	"github.com/otpguard/otpguard/internal/httpx"
+	"github.com/otpguard/otpguard/internal/problem"
 )
 
 // The ops desk's emergency overrides (README.md, "Changing limits during an
@@ -88,7 +89,7 @@ func (s *API) AddOverride(c echo.Context) error {
 	lasts := time.Duration(0)
 	if req.ExpiresIn != nil {
 		if *req.ExpiresIn < 1 || *req.ExpiresIn > maxOverrideSeconds {
-			return fieldProblem(c, &guard.OverrideError{Field: "expires_in", Err: guard.Errorf(guard.CodeInvalidRequest,
+			return fieldProblem(c, &guard.OverrideError{Field: "expires_in", Err: problem.Errorf(problem.CodeInvalidRequest,
 				"expires_in: must be between 1 and %d seconds (7 days)", maxOverrideSeconds)})
 		}
 		lasts = time.Duration(*req.ExpiresIn) * time.Second
@@ -106,7 +107,7 @@ func (s *API) AddOverride(c echo.Context) error {
 func (s *API) RemoveOverride(c echo.Context) error {
 	id, err := strconv.ParseInt(c.Param("id"), 10, 64)
 	if err != nil || id < 1 {
-		return guard.Errorf(guard.CodeInvalidRequest, "id must be a positive integer")
+		return problem.Errorf(problem.CodeInvalidRequest, "id must be a positive integer")
 	}
 	if err := s.ops.RemoveOverride(c.Request().Context(), id, actorFrom(c)); err != nil {
 		return err

@@ -12,6 +12,7 @@ import (
 
 	"github.com/otpguard/otpguard/internal/guard"
 	"github.com/otpguard/otpguard/internal/httpx"
+	"github.com/otpguard/otpguard/internal/problem"
 )
 
 // overridesSection is what templates/overrides.html shows.
@@ -82,12 +83,12 @@ func (s *Pages) overridesFor(c echo.Context, csrf string, dbDown bool) overrides
 	case "removed":
 		sec.Flash = "Override removed: the policy file's value applies again."
 	}
-	if code := guard.Code(q.Get(qOvCode)); code != "" {
+	if code := problem.Code(q.Get(qOvCode)); code != "" {
 		sec.Field = fieldName(q.Get(qOvField))
 		sec.Problem = overrideProblem(code, sec.Field, s.ops.FilePolicy(), sec.Form)
 	}
 	if dbDown {
-		sec.Err = "Could not load the overrides: " + problemMessage(guard.CodeDatabaseUnavailable) +
+		sec.Err = "Could not load the overrides: " + problemMessage(problem.CodeDatabaseUnavailable) +
 			" Those already loaded stay in force until they expire."
 		return sec
 	}
@@ -127,16 +128,16 @@ func fieldName(f string) string {
 
 // overrideProblem is the section's message for a refused form: fixed text
 // per field, with the file's limit for a loosening one.
-func overrideProblem(code guard.Code, field string, p guard.OTPPolicy, f overrideForm) string {
+func overrideProblem(code problem.Code, field string, p guard.OTPPolicy, f overrideForm) string {
 	switch code {
-	case guard.CodeOverrideLooser:
+	case problem.CodeOverrideLooser:
 		limit, _ := strconv.ParseInt(f.Limit, 10, 64)
 		o, err := guard.NormalizeOverride(guard.Override{Kind: guard.OverrideKind(f.Kind), Subject: f.Subject, Limit: limit})
 		if file, name, ok := guard.FileLimit(p, o); err == nil && ok {
 			return "Limit: an override can only tighten the policy file; " + name + " is " + strconv.FormatInt(file, 10) + ", so give at most that."
 		}
 		return "Limit: an override can only tighten the policy file."
-	case guard.CodeInvalidRequest:
+	case problem.CodeInvalidRequest:
 		switch field {
 		case "kind":
 			return "Kind: choose what to tighten."
@@ -164,7 +165,7 @@ func (s *Pages) FormOverride(c echo.Context) error {
 	if f.Limit != "" {
 		n, err := strconv.ParseInt(f.Limit, 10, 64)
 		if err != nil {
-			return back(&guard.OverrideError{Field: "limit", Err: guard.Errorf(guard.CodeInvalidRequest, "limit: not a whole number")})
+			return back(&guard.OverrideError{Field: "limit", Err: problem.Errorf(problem.CodeInvalidRequest, "limit: not a whole number")})
 		}
 		o.Limit = n
 	}
@@ -172,7 +173,7 @@ func (s *Pages) FormOverride(c echo.Context) error {
 	if f.ExpiresIn != "" {
 		d, err := time.ParseDuration(f.ExpiresIn)
 		if err != nil || d < time.Second || d > guard.MaxOverrideFor {
-			return back(&guard.OverrideError{Field: "expires_in", Err: guard.Errorf(guard.CodeInvalidRequest, "expires_in: bad duration")})
+			return back(&guard.OverrideError{Field: "expires_in", Err: problem.Errorf(problem.CodeInvalidRequest, "expires_in: bad duration")})
 		}
 		lasts = d
 	}
@@ -211,7 +212,7 @@ func (s *Pages) FormRemoveOverride(c echo.Context) error {
 	raw := c.Request().PostFormValue("id")
 	id, err := strconv.ParseInt(raw, 10, 64)
 	if err != nil || id < 1 {
-		return s.backToPage(c, "", guard.Errorf(guard.CodeInvalidRequest, "id must be a positive integer"))
+		return s.backToPage(c, "", problem.Errorf(problem.CodeInvalidRequest, "id must be a positive integer"))
 	}
 	if !confirmed(c) {
 		question := "Remove override " + raw + "? The policy file's value applies again at once."
@@ -238,7 +239,7 @@ func (s *Pages) backToOverrides(c echo.Context, f overrideForm, err error) error
 		v.Set(qOvDone, "added")
 		return c.Redirect(http.StatusSeeOther, "/ops?"+v.Encode()+"#overrides")
 	}
-	code := guard.ErrorCode(err)
+	code := problem.CodeOf(err)
 	if status := httpx.Status(code); status >= 500 || status == 0 {
 		s.log.ErrorContext(c.Request().Context(), "ops action failed", "path", c.Path(), "request_id", httpx.RequestID(c), "err", err)
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/otpguard/otpguard/internal/guard"
 	"github.com/otpguard/otpguard/internal/httpx"
 	"github.com/otpguard/otpguard/internal/ops"
+	"github.com/otpguard/otpguard/internal/problem"
 )
 
 // Sizes of the page's lists.
@@ -109,7 +110,7 @@ func (s *Pages) loadPage(c echo.Context, form denyForm) opsPage {
 	}
 	p.Flash = doneMessages[q.Get("done")]
 	if code := q.Get("err"); code != "" {
-		p.Problem = problemMessage(guard.Code(code))
+		p.Problem = problemMessage(problem.Code(code))
 	}
 	p.Refresh, p.RefreshURL = refreshEvery, pageURL(q, "refresh", "0")
 	if q.Get("refresh") == "0" {
@@ -161,13 +162,13 @@ func (s *Pages) loadDatabaseParts(c echo.Context, p *opsPage) {
 	// are not asked: the page answers within one database timeout.
 	dbPart := func(what string, load func() error) string {
 		if p.DatabaseDown {
-			return "Could not load " + what + ": " + problemMessage(guard.CodeDatabaseUnavailable)
+			return "Could not load " + what + ": " + problemMessage(problem.CodeDatabaseUnavailable)
 		}
 		err := load()
 		if err == nil {
 			return ""
 		}
-		p.DatabaseDown = guard.ErrorCode(err) == guard.CodeDatabaseUnavailable
+		p.DatabaseDown = problem.CodeOf(err) == problem.CodeDatabaseUnavailable
 		return s.partFailed(c, what, err)
 	}
 	p.DenyErr = dbPart("the deny-list", func() error {
@@ -292,7 +293,7 @@ func pageEventFilter(q url.Values) (ops.EventFilter, eventQuery, error) {
 
 // partFailed logs why a part of the page failed and says so, safely.
 func (s *Pages) partFailed(c echo.Context, what string, err error) string {
-	code := guard.ErrorCode(err)
+	code := problem.CodeOf(err)
 	if status := httpx.Status(code); status >= 500 || status == 0 {
 		s.log.ErrorContext(c.Request().Context(), "ops page: loading "+what+" failed", "request_id", httpx.RequestID(c), "err", err)
 	}

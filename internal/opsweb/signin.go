@@ -10,8 +10,8 @@ import (
 
 	"github.com/labstack/echo/v4"
 
-	"github.com/otpguard/otpguard/internal/guard"
 	"github.com/otpguard/otpguard/internal/httpx"
+	"github.com/otpguard/otpguard/internal/problem"
 )
 
 // SessionStore keeps the ops sessions signed out before they expire,
@@ -66,7 +66,7 @@ func (s *SignIn) RequireOps(page bool) echo.MiddlewareFunc {
 							got = c.Request().PostFormValue(csrfField)
 						}
 						if !s.sessions.csrfOK(ck.Value, got) {
-							return guard.Errorf(guard.CodeForbidden, "missing or wrong CSRF token; reload the ops page")
+							return problem.Errorf(problem.CodeForbidden, "missing or wrong CSRF token; reload the ops page")
 						}
 					}
 					c.Set(ctxActor, actor)
@@ -78,7 +78,7 @@ func (s *SignIn) RequireOps(page bool) echo.MiddlewareFunc {
 				return c.Redirect(http.StatusSeeOther, "/ops/login")
 			}
 			c.Response().Header().Set(echo.HeaderWWWAuthenticate, `Bearer realm="otpguard"`)
-			return guard.Errorf(guard.CodeUnauthorized, "send Authorization: Bearer <ops key>, or sign in at /ops/login")
+			return problem.Errorf(problem.CodeUnauthorized, "send Authorization: Bearer <ops key>, or sign in at /ops/login")
 		}
 	}
 }
@@ -91,7 +91,7 @@ func (s *SignIn) RequireOpsKey(next echo.HandlerFunc) echo.HandlerFunc {
 		token, ok := httpx.Bearer(c)
 		if !ok {
 			c.Response().Header().Set(echo.HeaderWWWAuthenticate, `Bearer realm="otpguard"`)
-			return guard.Errorf(guard.CodeUnauthorized, "send Authorization: Bearer <ops key>")
+			return problem.Errorf(problem.CodeUnauthorized, "send Authorization: Bearer <ops key>")
 		}
 		if err := s.opsBearer(c, token); err != nil {
 			return err
@@ -115,10 +115,10 @@ func (s *SignIn) opsBearer(c echo.Context, token string) error {
 		c.Set(ctxActor, actor)
 		return nil
 	case apiKey:
-		return guard.Errorf(guard.CodeForbidden, "this route needs an ops key, not an API key")
+		return problem.Errorf(problem.CodeForbidden, "this route needs an ops key, not an API key")
 	}
 	c.Response().Header().Set(echo.HeaderWWWAuthenticate, `Bearer realm="otpguard", error="invalid_token"`)
-	return guard.Errorf(guard.CodeUnauthorized, "the bearer key is not valid")
+	return problem.Errorf(problem.CodeUnauthorized, "the bearer key is not valid")
 }
 
 // admitSignIn puts an ops key already compared (ok: right, or a key of
@@ -140,7 +140,7 @@ func (s *SignIn) admitSignIn(c echo.Context, ok bool) error {
 // and bounds the database work of the others as a whole (ops.Desk.Request).
 func (s *SignIn) opsReady(next echo.HandlerFunc, c echo.Context) error {
 	if s.ops == nil {
-		return &guard.Error{Code: guard.CodeStoreUnavailable, Message: "ops is not configured on this server", RetryAfter: time.Minute}
+		return &problem.Error{Code: problem.CodeStoreUnavailable, Message: "ops is not configured on this server", RetryAfter: time.Minute}
 	}
 	c.SetRequest(c.Request().WithContext(s.ops.Request(c.Request().Context())))
 	return next(c)
@@ -170,8 +170,8 @@ func (s *SignIn) Login(c echo.Context) error {
 	actor, ok := s.opsKeys.Actor(key)
 	apiKey := key != "" && s.apiKeys.Holds(key)
 	if err := s.admitSignIn(c, ok || apiKey); err != nil {
-		var ge *guard.Error
-		if errors.As(err, &ge) && ge.Code == guard.CodeTooManyAttempts {
+		var ge *problem.Error
+		if errors.As(err, &ge) && ge.Code == problem.CodeTooManyAttempts {
 			c.Response().Header().Set("Retry-After", strconv.Itoa(httpx.RetrySeconds(ge.RetryAfter)))
 			return render(c, http.StatusTooManyRequests, "login.html", loginData{Error: ge.Message})
 		}
@@ -208,7 +208,7 @@ func (s *SignIn) Logout(c echo.Context) error {
 			// Refuse rather than pretend: the cookie would be gone here, the
 			// token still good everywhere.
 			// The sign-out must reach the SQL store to outlive Redis.
-			return &guard.Error{Code: guard.CodeDatabaseUnavailable, Message: "could not sign the session out; try again",
+			return &problem.Error{Code: problem.CodeDatabaseUnavailable, Message: "could not sign the session out; try again",
 				RetryAfter: 5 * time.Second, Err: err}
 		}
 	}

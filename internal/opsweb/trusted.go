@@ -8,6 +8,7 @@ import (
 
 	"github.com/otpguard/otpguard/internal/guard"
 	"github.com/otpguard/otpguard/internal/httpx"
+	"github.com/otpguard/otpguard/internal/problem"
 )
 
 // TrustImporter marks numbers trusted (guard.OTP.ImportTrusted).
@@ -34,14 +35,14 @@ type importTrustedResponse struct {
 // answered by index, never logged.
 func (s *API) ImportTrusted(c echo.Context) error {
 	if s.trust == nil {
-		return guard.Errorf(guard.CodeNotFound, "trusted numbers are not served here")
+		return problem.Errorf(problem.CodeNotFound, "trusted numbers are not served here")
 	}
 	var req importTrustedRequest
 	if err := httpx.DecodeJSON(c, &req); err != nil {
 		return err
 	}
 	if req.Numbers == nil {
-		return guard.Errorf(guard.CodeInvalidRequest, "numbers is required: a list of E.164 numbers")
+		return problem.Errorf(problem.CodeInvalidRequest, "numbers is required: a list of E.164 numbers")
 	}
 	res, err := s.trust().ImportTrusted(c.Request().Context(), req.Numbers, actorFrom(c))
 	if err != nil {

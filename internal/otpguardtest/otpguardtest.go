@@ -17,6 +17,7 @@ import (
 
 	"github.com/otpguard/otpguard/internal/app"
 	"github.com/otpguard/otpguard/internal/guard"
+	"github.com/otpguard/otpguard/internal/limit"
 	"github.com/otpguard/otpguard/internal/store/redistest"
 )
 
@@ -88,7 +89,7 @@ func (s *Server) Stop() {
 
 // Start boots otpguard with the built-in policies, limits replaced by
 // limits when not nil. It stops when the test ends.
-func Start(t testing.TB, limits map[string]guard.LimitPolicy) *Server {
+func Start(t testing.TB, limits map[string]limit.Policy) *Server {
 	t.Helper()
 	pol := guard.DefaultPolicies()
 	if limits != nil {

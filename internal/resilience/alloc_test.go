@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/otpguard/otpguard/internal/guard"
+	"github.com/otpguard/otpguard/internal/limit"
 	"github.com/otpguard/otpguard/internal/resilience"
 )
 
@@ -18,7 +18,7 @@ func TestTakeAllocations(t *testing.T) {
 	f.ObserveProbe(context.Background(), nil)
 	ctx, cancel := context.WithCancel(context.Background()) // a request's, cancellable
 	defer cancel()
-	takes := []guard.Take{openTake}
+	takes := []limit.Take{openTake}
 	allocs := testing.AllocsPerRun(200, func() {
 		if _, err := f.Take(ctx, takes); err != nil {
 			t.Fatal(err)

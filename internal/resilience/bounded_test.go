@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/otpguard/otpguard/internal/guard"
+	"github.com/otpguard/otpguard/internal/limit"
+	"github.com/otpguard/otpguard/internal/problem"
 	"github.com/otpguard/otpguard/internal/resilience"
 )
 
@@ -22,7 +24,7 @@ type heldSendStore struct {
 	started  chan struct{}
 }
 
-func (h *heldSendStore) TakeSend(ctx context.Context, takes []guard.Take, vol *guard.VolumeTake) ([]guard.Result, *guard.VolumeResult, error) {
+func (h *heldSendStore) TakeSend(ctx context.Context, takes []limit.Take, vol *guard.VolumeTake) ([]limit.Result, *guard.VolumeResult, error) {
 	h.ran.Store(int64(goroutineID()))
 	h.returned.Store(false)
 	defer h.returned.Store(true)
@@ -59,8 +61,8 @@ func TestSendTimedOutOnTheCallersGoroutine(t *testing.T) {
 				<-st.started
 				f.ObserveProbe(context.Background(), tc.meantime)
 			}()
-			vol := &guard.VolumeTake{Key: guard.Key{Space: "otp", ID: "IN", Name: "vol"}}
-			res, vr, err := f.TakeSend(context.Background(), []guard.Take{openTake}, vol)
+			vol := &guard.VolumeTake{Key: limit.Key{Space: "otp", ID: "IN", Name: "vol"}}
+			res, vr, err := f.TakeSend(context.Background(), []limit.Take{openTake}, vol)
 			if got := st.ran.Load(); got != int64(goroutineID()) {
 				t.Errorf("TakeSend ran on goroutine %d, want the caller's %d", got, goroutineID())
 			}
@@ -68,7 +70,7 @@ func TestSendTimedOutOnTheCallersGoroutine(t *testing.T) {
 				t.Error("the store call was still running when TakeSend returned")
 			}
 			if tc.wantShed {
-				if !errors.Is(err, guard.ErrOverloaded) || f.Shed() != 1 {
+				if !errors.Is(err, problem.ErrOverloaded) || f.Shed() != 1 {
 					t.Fatalf("TakeSend: %v (shed %d), want ErrOverloaded and shed 1", err, f.Shed())
 				}
 				return

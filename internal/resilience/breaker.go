@@ -12,6 +12,8 @@ import (
 	"github.com/sony/gobreaker/v2"
 
 	"github.com/otpguard/otpguard/internal/guard"
+	"github.com/otpguard/otpguard/internal/limit"
+	"github.com/otpguard/otpguard/internal/problem"
 )
 
 // BreakerOptions tune when the Fallback stops waiting on the store. The
@@ -86,7 +88,7 @@ func newBreaker(b BreakerOptions, log *slog.Logger, closed func()) *gobreaker.Tw
 		IsSuccessful: answered,
 		// A caller that went away, or a call given up on while Redis was
 		// healthy, says nothing about Redis.
-		IsExcluded: func(err error) bool { return errors.Is(err, context.Canceled) || errors.Is(err, guard.ErrOverloaded) },
+		IsExcluded: func(err error) bool { return errors.Is(err, context.Canceled) || errors.Is(err, problem.ErrOverloaded) },
 	})
 }
 
@@ -126,7 +128,7 @@ func (c *calls) lastFailed() time.Time {
 //
 // n is the node the call goes to (nodes.go). On a single node, a decision
 // in which the store failed once fails its later calls at once
-// (guard.StoreFailed); on Redis Cluster another node may well answer them.
+// (limit.StoreFailed); on Redis Cluster another node may well answer them.
 func (c *calls) call(ctx context.Context, n *node, fn func(ctx context.Context) error) error {
 	return c.callAs(ctx, n, false, fn)
 }
@@ -135,18 +137,18 @@ func (c *calls) call(ctx context.Context, n *node, fn func(ctx context.Context) 
 // when abandons is true (Abandoner): wait then runs it on the caller's
 // goroutine.
 func (c *calls) callAs(ctx context.Context, n *node, abandons bool, fn func(ctx context.Context) error) error {
-	if !c.nodes.multi() && guard.StoreFailed(ctx) {
-		return fmt.Errorf("resilience: store failed earlier in this decision: %w", guard.ErrStoreUnavailable)
+	if !c.nodes.multi() && limit.StoreFailed(ctx) {
+		return fmt.Errorf("resilience: store failed earlier in this decision: %w", limit.ErrStoreUnavailable)
 	}
 	if st := n.breaker.State(); st != gobreaker.StateClosed && n.probing() {
 		// Only the probe tries Redis while the breaker is not closed.
 		c.failed()
-		return fmt.Errorf("resilience: redis breaker %s%s: %w", st, n.label(), guard.ErrStoreUnavailable)
+		return fmt.Errorf("resilience: redis breaker %s%s: %w", st, n.label(), limit.ErrStoreUnavailable)
 	}
 	done, err := n.breaker.Allow()
 	if err != nil {
 		c.failed()
-		return fmt.Errorf("resilience: redis breaker %s%s: %w (%w)", n.breaker.State(), n.label(), guard.ErrStoreUnavailable, err)
+		return fmt.Errorf("resilience: redis breaker %s%s: %w (%w)", n.breaker.State(), n.label(), limit.ErrStoreUnavailable, err)
 	}
 	err = c.wait(ctx, n, abandons, fn)
 	if err != nil && errors.Is(ctx.Err(), context.Canceled) {
@@ -159,8 +161,8 @@ func (c *calls) callAs(ctx context.Context, n *node, abandons bool, fn func(ctx 
 	if answered(err) {
 		n.callOK.Store(time.Now().UnixNano())
 	}
-	if !answered(err) && !errors.Is(err, guard.ErrOverloaded) {
-		guard.NoteStoreFailure(ctx)
+	if !answered(err) && !errors.Is(err, problem.ErrOverloaded) {
+		limit.NoteStoreFailure(ctx)
 		c.failed()
 	}
 	return err

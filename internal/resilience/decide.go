@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/otpguard/otpguard/internal/guard"
+	"github.com/otpguard/otpguard/internal/limit"
+	"github.com/otpguard/otpguard/internal/problem"
 )
 
 // decider decides a call's takes: by the store when it answers, from
@@ -15,7 +17,7 @@ import (
 // decides them node by node (nodetake.go), a send's trust mark first
 // (trust.go).
 type decider struct {
-	counter   guard.Counter
+	counter   limit.Counter
 	abandoner Abandoner // the counter, when it says which Takes abandon (inline.go)
 	calls     *calls
 	nodes     *nodes
@@ -27,7 +29,7 @@ type decider struct {
 }
 
 // takeAll is Fallback.Take.
-func (d *decider) takeAll(ctx context.Context, takes []guard.Take) ([]guard.Result, error) {
+func (d *decider) takeAll(ctx context.Context, takes []limit.Take) ([]limit.Result, error) {
 	if d.nodes.multi() {
 		res, _, err := d.takeByNode(ctx, takes, nil, false)
 		return res, err
@@ -37,7 +39,7 @@ func (d *decider) takeAll(ctx context.Context, takes []guard.Take) ([]guard.Resu
 }
 
 // takeSend is Fallback.TakeSend.
-func (d *decider) takeSend(ctx context.Context, takes []guard.Take, vol *guard.VolumeTake) ([]guard.Result, *guard.VolumeResult, error) {
+func (d *decider) takeSend(ctx context.Context, takes []limit.Take, vol *guard.VolumeTake) ([]limit.Result, *guard.VolumeResult, error) {
 	if d.nodes.multi() {
 		return d.takeSendByNode(ctx, takes, vol) // the trust mark first (trust.go)
 	}
@@ -49,7 +51,7 @@ func (d *decider) takeSend(ctx context.Context, takes []guard.Take, vol *guard.V
 	// vr is written by the call (on this goroutine: wait runs every call
 	// on its caller's); it is read only when the store answered.
 	var vr *guard.VolumeResult
-	res, stored, err := d.take(ctx, d.nodes.get(""), takes, false, false, func(ctx context.Context) ([]guard.Result, error) {
+	res, stored, err := d.take(ctx, d.nodes.get(""), takes, false, false, func(ctx context.Context) ([]limit.Result, error) {
 		r, v, err := sc.TakeSend(ctx, takes, vol)
 		vr = v
 		return r, err
@@ -61,7 +63,7 @@ func (d *decider) takeSend(ctx context.Context, takes []guard.Take, vol *guard.V
 }
 
 // abandons reports whether the counter abandons Take(ctx, takes).
-func (d *decider) abandons(takes []guard.Take) bool {
+func (d *decider) abandons(takes []limit.Take) bool {
 	return d.abandoner != nil && d.abandoner.TakeAbandons(takes)
 }
 
@@ -72,12 +74,12 @@ func (d *decider) abandons(takes []guard.Take) bool {
 // instead of failing the call. abandons says fn returns as soon as its
 // context is cancelled (Abandoner). A nil fn is d.counter.Take(ctx, takes):
 // no closure made for it on every check.
-func (d *decider) take(ctx context.Context, n *node, takes []guard.Take, side, abandons bool, fn func(ctx context.Context) ([]guard.Result, error)) (_ []guard.Result, stored bool, _ error) {
+func (d *decider) take(ctx context.Context, n *node, takes []limit.Take, side, abandons bool, fn func(ctx context.Context) ([]limit.Result, error)) (_ []limit.Result, stored bool, _ error) {
 	// got is written by the call (on this goroutine: wait runs every call
 	// on its caller's); it is read only when the store answered (err == nil).
-	var got []guard.Result
+	var got []limit.Result
 	err := d.calls.callAs(ctx, n, abandons, func(ctx context.Context) error {
-		var r []guard.Result
+		var r []limit.Result
 		var err error
 		if fn == nil {
 			r, err = d.counter.Take(ctx, takes)
@@ -90,12 +92,12 @@ func (d *decider) take(ctx context.Context, n *node, takes []guard.Take, side, a
 		got = r
 		return err
 	})
-	var res []guard.Result
+	var res []limit.Result
 	if err == nil {
 		d.policies.note(takes, false)
 		return got, true, nil
 	}
-	if errors.Is(err, guard.ErrOverloaded) {
+	if errors.Is(err, problem.ErrOverloaded) {
 		return nil, false, err // shed: never decided from memory, and no outage
 	}
 	d.policies.note(takes, true)
@@ -103,12 +105,12 @@ func (d *decider) take(ctx context.Context, n *node, takes []guard.Take, side, a
 		return nil, false, err
 	}
 	for _, t := range takes {
-		if mode(t) == guard.FallbackClosed && !side {
+		if mode(t) == limit.FallbackClosed && !side {
 			return nil, false, err
 		}
 	}
 	now := d.now()
-	res = make([]guard.Result, len(takes))
+	res = make([]limit.Result, len(takes))
 	for i, t := range takes {
 		res[i] = d.memory.take(t, now)
 		if side {
@@ -119,8 +121,8 @@ func (d *decider) take(ctx context.Context, n *node, takes []guard.Take, side, a
 }
 
 // refund is Fallback.Refund.
-func (d *decider) refund(ctx context.Context, takes []guard.Take) error {
-	var shared []guard.Take
+func (d *decider) refund(ctx context.Context, takes []limit.Take) error {
+	var shared []limit.Take
 	now := d.now()
 	for _, t := range takes {
 		if t.Fallback {
@@ -140,9 +142,9 @@ func (d *decider) refund(ctx context.Context, takes []guard.Take) error {
 	return errors.Join(errs...)
 }
 
-func mode(t guard.Take) guard.FallbackMode {
+func mode(t limit.Take) limit.FallbackMode {
 	if t.OnStoreError == "" {
-		return guard.FallbackClosed
+		return limit.FallbackClosed
 	}
 	return t.OnStoreError
 }

@@ -5,6 +5,6 @@
 // its status. It also owns the hot-key local counters of sync-mode policies
 // and the in-memory limiter the fallback decides with.
 //
-// It wraps guard's interfaces (guard.Counter, guard.Codes) and is wired in
+// It wraps guard's interfaces (limit.Counter, guard.Codes) and is wired in
 // by internal/app; guard never imports it.
 package resilience

@@ -6,11 +6,12 @@ import (
 	"time"
 
 	"github.com/otpguard/otpguard/internal/guard"
+	"github.com/otpguard/otpguard/internal/limit"
 )
 
 // FallbackOptions are the dependencies and settings of a Fallback.
 type FallbackOptions struct {
-	Counter guard.Counter
+	Counter limit.Counter
 	Codes   guard.Codes // may be nil when only the Counter is used
 	// Timeout bounds every store call (OTPGUARD_REDIS_TIMEOUT). The store's
 	// client must hold the same bound on its own (dial, pool, read, write);
@@ -38,7 +39,7 @@ type FallbackOptions struct {
 	// holds a key: each node has its own breaker and probe verdict, and a
 	// call's takes are decided per node, so one master's death sends only
 	// its own keys to the fallback (nodes.go). nil: one node.
-	NodeOf func(guard.Key) string
+	NodeOf func(limit.Key) string
 	// MemoryKeys bounds the in-memory limiter (DefaultMemoryKeys when 0).
 	MemoryKeys int
 	// Policies, when given, are listed by Status before their first decision.
@@ -108,7 +109,7 @@ var _ guard.SendCounter = (*Fallback)(nil)
 // Take asks the store; when it cannot answer, it decides every take from
 // memory by its policy's mode, or fails the whole call if any take's mode
 // is closed. On Redis Cluster the takes are decided per node.
-func (f *Fallback) Take(ctx context.Context, takes []guard.Take) ([]guard.Result, error) {
+func (f *Fallback) Take(ctx context.Context, takes []limit.Take) ([]limit.Result, error) {
 	return f.decide.takeAll(ctx, takes)
 }
 
@@ -116,13 +117,13 @@ func (f *Fallback) Take(ctx context.Context, takes []guard.Take) ([]guard.Result
 // is a SendCounter (otherwise vol is not taken: nil VolumeResult). When
 // the store cannot answer, the takes are decided as Take decides them and
 // vol is not taken.
-func (f *Fallback) TakeSend(ctx context.Context, takes []guard.Take, vol *guard.VolumeTake) ([]guard.Result, *guard.VolumeResult, error) {
+func (f *Fallback) TakeSend(ctx context.Context, takes []limit.Take, vol *guard.VolumeTake) ([]limit.Result, *guard.VolumeResult, error) {
 	return f.decide.takeSend(ctx, takes, vol)
 }
 
 // Refund gives back to memory what the fallback decided, and to the store
 // what the store did.
-func (f *Fallback) Refund(ctx context.Context, takes []guard.Take) error {
+func (f *Fallback) Refund(ctx context.Context, takes []limit.Take) error {
 	return f.decide.refund(ctx, takes)
 }
 
@@ -184,14 +185,14 @@ func (f *Fallback) Do(ctx context.Context, fn func(ctx context.Context) error) e
 
 // DoFor is Do for a call on the keys of one subject (k's hash tag): it
 // goes through the breaker of the node that holds k.
-func (f *Fallback) DoFor(ctx context.Context, k guard.Key, fn func(ctx context.Context) error) error {
+func (f *Fallback) DoFor(ctx context.Context, k limit.Key, fn func(ctx context.Context) error) error {
 	return f.calls.call(ctx, f.nodes.of(k), fn)
 }
 
 // NodeOf names the node that holds k: its master's address on Redis
 // Cluster, "" on a single Redis or Sentinel (one node). Callers that touch
 // keys of several subjects group them by it and make one DoFor per node.
-func (f *Fallback) NodeOf(k guard.Key) string { return f.nodes.name(k) }
+func (f *Fallback) NodeOf(k limit.Key) string { return f.nodes.name(k) }
 
 // ForgetNodes drops the named nodes that are not in live (the masters of
 // the current slot map), so that a dead master replaced by its replica
@@ -208,7 +209,7 @@ func (f *Fallback) SharedFallbacks() map[string]int64 { return f.shared.counted(
 // (Envoy's rules, a reload's new names), so that Status lists them, and
 // their count of fallback decisions starts at zero, before their first
 // decision rather than at it.
-func (f *Fallback) AddPolicies(limits map[string]guard.LimitPolicy) { f.policies.add(limits) }
+func (f *Fallback) AddPolicies(limits map[string]limit.Policy) { f.policies.add(limits) }
 
 // Status reports the breaker and the policies, sorted by name.
 func (f *Fallback) Status() FallbackStatus {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/otpguard/otpguard/internal/guard"
+	"github.com/otpguard/otpguard/internal/limit"
 	"github.com/otpguard/otpguard/internal/resilience"
 )
 
@@ -22,12 +23,12 @@ type outageStore struct {
 	down  bool
 	wait  bool // while down, block until the context ends, as a black hole does
 	calls atomic.Int64
-	fw    map[guard.Key]int64
+	fw    map[limit.Key]int64
 	codes map[string]guard.Guess
 }
 
 func newOutageStore() *outageStore {
-	return &outageStore{fw: map[guard.Key]int64{}, codes: map[string]guard.Guess{}}
+	return &outageStore{fw: map[limit.Key]int64{}, codes: map[string]guard.Guess{}}
 }
 
 func (f *outageStore) setDown(down bool) {
@@ -51,22 +52,22 @@ func (f *outageStore) fail(ctx context.Context) error {
 	return errRedisDown
 }
 
-func (f *outageStore) Take(ctx context.Context, takes []guard.Take) ([]guard.Result, error) {
+func (f *outageStore) Take(ctx context.Context, takes []limit.Take) ([]limit.Result, error) {
 	if err := f.fail(ctx); err != nil {
 		return nil, err
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	res := make([]guard.Result, len(takes))
+	res := make([]limit.Result, len(takes))
 	for i, t := range takes { // fixed windows only, that never expire: enough here
 		f.fw[t.Key] += t.Cost
 		c := f.fw[t.Key]
-		res[i] = guard.Result{Allowed: c <= t.Limit, Limit: t.Limit, Count: c, Remaining: max(0, t.Limit-c), Spent: t.Cost > 0}
+		res[i] = limit.Result{Allowed: c <= t.Limit, Limit: t.Limit, Count: c, Remaining: max(0, t.Limit-c), Spent: t.Cost > 0}
 	}
 	return res, nil
 }
 
-func (f *outageStore) Refund(ctx context.Context, takes []guard.Take) error {
+func (f *outageStore) Refund(ctx context.Context, takes []limit.Take) error {
 	if err := f.fail(ctx); err != nil {
 		return err
 	}
@@ -130,17 +131,17 @@ func (f *outageStore) DeleteCode(ctx context.Context, phone string) error {
 	return nil
 }
 
-func outageTake(id string, limit int64, mode guard.FallbackMode, local int64) guard.Take {
-	return guard.Take{Key: guard.Key{Space: "lim:p", ID: id, Name: "fw"}, Algorithm: guard.FixedWindow,
-		Limit: limit, Window: time.Minute, Cost: 1, Policy: "limits.p", OnStoreError: mode, LocalLimit: local}
+func outageTake(id string, lim int64, mode limit.FallbackMode, local int64) limit.Take {
+	return limit.Take{Key: limit.Key{Space: "lim:p", ID: id, Name: "fw"}, Algorithm: limit.FixedWindow,
+		Limit: lim, Window: time.Minute, Cost: 1, Policy: "limits.p", OnStoreError: mode, LocalLimit: local}
 }
 
 // fallbackAllowed takes t n times and counts the allowed.
-func fallbackAllowed(t *testing.T, c guard.Counter, tk guard.Take, n int) int {
+func fallbackAllowed(t *testing.T, c limit.Counter, tk limit.Take, n int) int {
 	t.Helper()
 	allowed := 0
 	for range n {
-		res, err := c.Take(context.Background(), []guard.Take{tk})
+		res, err := c.Take(context.Background(), []limit.Take{tk})
 		if err != nil {
 			t.Fatalf("Take: %v", err)
 		}
@@ -157,15 +158,15 @@ func fallbackAllowed(t *testing.T, c guard.Counter, tk guard.Take, n int) int {
 func TestFallbackModes(t *testing.T) {
 	tests := []struct {
 		name      string
-		take      guard.Take
+		take      limit.Take
 		instances int
 		want      int // allowed of 100
 	}{
-		{name: "local uses local_limit", take: outageTake("a", 50, guard.FallbackLocal, 3), instances: 4, want: 3},
-		{name: "open splits the limit", take: outageTake("b", 50, guard.FallbackOpen, 0), instances: 4, want: 12},
-		{name: "open with one instance", take: outageTake("c", 50, guard.FallbackOpen, 0), instances: 1, want: 50},
-		{name: "open rounds down to at least 1", take: outageTake("d", 3, guard.FallbackOpen, 0), instances: 5, want: 1},
-		{name: "open with no instance count", take: outageTake("e", 7, guard.FallbackOpen, 0), instances: 0, want: 7},
+		{name: "local uses local_limit", take: outageTake("a", 50, limit.FallbackLocal, 3), instances: 4, want: 3},
+		{name: "open splits the limit", take: outageTake("b", 50, limit.FallbackOpen, 0), instances: 4, want: 12},
+		{name: "open with one instance", take: outageTake("c", 50, limit.FallbackOpen, 0), instances: 1, want: 50},
+		{name: "open rounds down to at least 1", take: outageTake("d", 3, limit.FallbackOpen, 0), instances: 5, want: 1},
+		{name: "open with no instance count", take: outageTake("e", 7, limit.FallbackOpen, 0), instances: 0, want: 7},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -183,8 +184,8 @@ func TestFallbackClosedFails(t *testing.T) {
 	st := newOutageStore()
 	st.setDown(true)
 	f := resilience.NewFallback(resilience.FallbackOptions{Counter: st})
-	for _, mode := range []guard.FallbackMode{guard.FallbackClosed, ""} {
-		_, err := f.Take(context.Background(), []guard.Take{outageTake("a", 5, guard.FallbackOpen, 0), outageTake("b", 5, mode, 0)})
+	for _, mode := range []limit.FallbackMode{limit.FallbackClosed, ""} {
+		_, err := f.Take(context.Background(), []limit.Take{outageTake("a", 5, limit.FallbackOpen, 0), outageTake("b", 5, mode, 0)})
 		if err == nil {
 			t.Errorf("mode %q: a batch holding a closed take got decisions, want an error", mode)
 		}
@@ -196,8 +197,8 @@ func TestFallbackTokenBucket(t *testing.T) {
 	st := newOutageStore()
 	st.setDown(true)
 	f := resilience.NewFallback(resilience.FallbackOptions{Counter: st, Instances: func() int { return 2 }, Now: func() time.Time { return now }})
-	tk := guard.Take{Key: guard.Key{Space: "lim:b", ID: "k", Name: "tb"}, Algorithm: guard.TokenBucket,
-		Limit: 10, Rate: 2, Cost: 1, OnStoreError: guard.FallbackOpen}
+	tk := limit.Take{Key: limit.Key{Space: "lim:b", ID: "k", Name: "tb"}, Algorithm: limit.TokenBucket,
+		Limit: 10, Rate: 2, Cost: 1, OnStoreError: limit.FallbackOpen}
 	if got := fallbackAllowed(t, f, tk, 20); got != 5 {
 		t.Fatalf("burst: got %d, want capacity/N = 5", got)
 	}
@@ -205,7 +206,7 @@ func TestFallbackTokenBucket(t *testing.T) {
 	if got := fallbackAllowed(t, f, tk, 20); got != 1 {
 		t.Errorf("after 1s: got %d, want 1", got)
 	}
-	res, err := f.Take(context.Background(), []guard.Take{tk})
+	res, err := f.Take(context.Background(), []limit.Take{tk})
 	if err != nil || res[0].Allowed || res[0].RetryAfter != time.Second {
 		t.Errorf("denied take: got %+v %v, want denied with retry after 1s", res, err)
 	}
@@ -216,7 +217,7 @@ func TestFallbackFixedWindowExpires(t *testing.T) {
 	st := newOutageStore()
 	st.setDown(true)
 	f := resilience.NewFallback(resilience.FallbackOptions{Counter: st, Now: func() time.Time { return now }})
-	tk := outageTake("a", 10, guard.FallbackLocal, 2)
+	tk := outageTake("a", 10, limit.FallbackLocal, 2)
 	if got := fallbackAllowed(t, f, tk, 5); got != 2 {
 		t.Fatalf("got %d, want 2", got)
 	}
@@ -230,10 +231,10 @@ func TestFallbackRefundGoesWhereCounted(t *testing.T) {
 	st := newOutageStore()
 	f := resilience.NewFallback(resilience.FallbackOptions{Counter: st})
 	ctx := context.Background()
-	tk := outageTake("a", 10, guard.FallbackLocal, 1)
+	tk := outageTake("a", 10, limit.FallbackLocal, 1)
 
 	st.setDown(true)
-	res, err := f.Take(ctx, []guard.Take{tk})
+	res, err := f.Take(ctx, []limit.Take{tk})
 	if err != nil || !res[0].Allowed || !res[0].Fallback {
 		t.Fatalf("got %+v %v, want allowed by the fallback", res, err)
 	}
@@ -241,7 +242,7 @@ func TestFallbackRefundGoesWhereCounted(t *testing.T) {
 	before := st.calls.Load()
 	local := tk
 	local.Fallback = true
-	if err := f.Refund(ctx, []guard.Take{local}); err != nil {
+	if err := f.Refund(ctx, []limit.Take{local}); err != nil {
 		t.Fatal(err)
 	}
 	if st.calls.Load() != before {
@@ -258,10 +259,10 @@ func TestFallbackBreaker(t *testing.T) {
 	const openFor = 300 * time.Millisecond
 	f := resilience.NewFallback(resilience.FallbackOptions{Counter: st, Breaker: resilience.BreakerOptions{OpenFor: openFor}})
 	ctx := context.Background()
-	tk := outageTake("a", 1000, guard.FallbackOpen, 0)
-	take := func() guard.Result {
+	tk := outageTake("a", 1000, limit.FallbackOpen, 0)
+	take := func() limit.Result {
 		t.Helper()
-		res, err := f.Take(ctx, []guard.Take{tk})
+		res, err := f.Take(ctx, []limit.Take{tk})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -321,10 +322,10 @@ func TestFallbackBreaker(t *testing.T) {
 func TestFallbackBreakerOpensOnFailureRatio(t *testing.T) {
 	st := newOutageStore()
 	f := resilience.NewFallback(resilience.FallbackOptions{Counter: st})
-	tk := outageTake("a", 1000, guard.FallbackOpen, 0)
+	tk := outageTake("a", 1000, limit.FallbackOpen, 0)
 	for i := range 40 { // alternate: never 5 failures in a row, half of them failing
 		st.setDown(i%2 == 0)
-		if _, err := f.Take(context.Background(), []guard.Take{tk}); err != nil {
+		if _, err := f.Take(context.Background(), []limit.Take{tk}); err != nil {
 			t.Fatal(err)
 		}
 		if f.Status().Breaker == "open" {
@@ -345,7 +346,7 @@ func TestFallbackOneTimeoutPerDecision(t *testing.T) {
 	st.setDown(true)
 	f := resilience.NewFallback(resilience.FallbackOptions{Counter: st, Codes: st, Timeout: 20 * time.Millisecond})
 	p := guard.DefaultPolicies()
-	p.OTP.OnStoreError, p.OTP.LocalLimit = guard.FallbackLocal, 1
+	p.OTP.OnStoreError, p.OTP.LocalLimit = limit.FallbackLocal, 1
 	otp := guard.NewOTP(guard.OTPOptions{Policy: p.OTP, Counter: f, Codes: f, Sender: &smsBox{}, HMACKey: outageHMACKey})
 
 	// Each call waits out its timeout: one call is one timeout (not timed:
@@ -361,13 +362,13 @@ func TestFallbackOneTimeoutPerDecision(t *testing.T) {
 func TestFallbackStatus(t *testing.T) {
 	st := newOutageStore()
 	p := guard.DefaultPolicies()
-	p.Limits["p"] = guard.LimitPolicy{Algorithm: guard.FixedWindow, Limit: 5, Window: time.Minute, OnStoreError: guard.FallbackLocal, LocalLimit: 1}
+	p.Limits["p"] = limit.Policy{Algorithm: limit.FixedWindow, Limit: 5, Window: time.Minute, OnStoreError: limit.FallbackLocal, LocalLimit: 1}
 	f := resilience.NewFallback(resilience.FallbackOptions{Counter: st, Policies: &p, Instances: func() int { return 3 }})
 	if got := f.Status().InFallback(); len(got) != 0 {
 		t.Fatalf("in fallback before any failure: %v", got)
 	}
 	st.setDown(true)
-	fallbackAllowed(t, f, outageTake("a", 5, guard.FallbackLocal, 1), 1)
+	fallbackAllowed(t, f, outageTake("a", 5, limit.FallbackLocal, 1), 1)
 	s := f.Status()
 	if got := s.InFallback(); len(got) != 1 || got[0] != "limits.p" {
 		t.Errorf("in fallback: got %v, want [limits.p]", got)
@@ -376,7 +377,7 @@ func TestFallbackStatus(t *testing.T) {
 		t.Errorf("status: %+v", s)
 	}
 	st.setDown(false)
-	if _, err := f.Take(context.Background(), []guard.Take{outageTake("a", 5, guard.FallbackLocal, 1)}); err != nil {
+	if _, err := f.Take(context.Background(), []limit.Take{outageTake("a", 5, limit.FallbackLocal, 1)}); err != nil {
 		t.Fatal(err)
 	}
 	if got := f.Status().InFallback(); len(got) != 0 {
@@ -389,7 +390,7 @@ func TestLocalLimiterIsBounded(t *testing.T) {
 	st.setDown(true)
 	f := resilience.NewFallback(resilience.FallbackOptions{Counter: st, MemoryKeys: 100, Breaker: resilience.BreakerOptions{Failures: 1}})
 	for i := range 10_000 {
-		if _, err := f.Take(context.Background(), []guard.Take{outageTake(fmt.Sprint("flood", i), 5, guard.FallbackOpen, 0)}); err != nil {
+		if _, err := f.Take(context.Background(), []limit.Take{outageTake(fmt.Sprint("flood", i), 5, limit.FallbackOpen, 0)}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -406,10 +407,10 @@ func TestFallbackRefundStaysInItsWindow(t *testing.T) {
 	st.setDown(true)
 	f := resilience.NewFallback(resilience.FallbackOptions{Counter: st, Now: func() time.Time { return now }})
 	ctx := context.Background()
-	tk := outageTake("w", 10, guard.FallbackLocal, 2)
-	take := func() guard.Take {
+	tk := outageTake("w", 10, limit.FallbackLocal, 2)
+	take := func() limit.Take {
 		t.Helper()
-		res, err := f.Take(ctx, []guard.Take{tk})
+		res, err := f.Take(ctx, []limit.Take{tk})
 		if err != nil || !res[0].Allowed || !res[0].Fallback {
 			t.Fatalf("got %+v %v, want allowed by the fallback", res, err)
 		}
@@ -420,13 +421,13 @@ func TestFallbackRefundStaysInItsWindow(t *testing.T) {
 	old := take()
 	now = now.Add(time.Minute) // the window ends; the next hit starts another
 	cur := take()
-	if err := f.Refund(ctx, []guard.Take{old}); err != nil {
+	if err := f.Refund(ctx, []limit.Take{old}); err != nil {
 		t.Fatal(err)
 	}
 	if got := fallbackAllowed(t, f, tk, 5); got != 1 {
 		t.Errorf("after refunding the ended window's hit: %d allowed, want 1 (the new window's hit kept)", got)
 	}
-	if err := f.Refund(ctx, []guard.Take{cur}); err != nil {
+	if err := f.Refund(ctx, []limit.Take{cur}); err != nil {
 		t.Fatal(err)
 	}
 	if got := fallbackAllowed(t, f, tk, 5); got != 1 {

@@ -2,17 +2,18 @@ package resilience
 
 import (
 	"context"
-	"github.com/otpguard/otpguard/internal/guard"
 	"log/slog"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/otpguard/otpguard/internal/limit"
 )
 
 // Syncer adds deltas to hot keys and reads back their global state, in
 // one round trip for all keys.
 type Syncer interface {
-	Sync(ctx context.Context, items []guard.SyncItem) ([]guard.SyncState, error)
+	Sync(ctx context.Context, items []limit.SyncItem) ([]limit.SyncState, error)
 }
 
 // HotKeysOptions configure the local counters of sync-mode policies.
@@ -79,7 +80,7 @@ type HotKeys struct {
 	timeout   time.Duration
 
 	mu      sync.Mutex
-	entries map[guard.Key]*hotEntry
+	entries map[limit.Key]*hotEntry
 	failing bool // the last sync failed: checks go to the Limiter's counter
 
 	discarded atomic.Int64
@@ -87,7 +88,7 @@ type HotKeys struct {
 }
 
 type hotEntry struct {
-	take     guard.Take // the template: key and policy, Cost 0
+	take     limit.Take // the template: key and policy, Cost 0
 	interval time.Duration
 	avail    int64     // what all instances may spend until the next sync, as of the last
 	resetAt  time.Time // fixed window: when the current window ends
@@ -109,7 +110,7 @@ type delta struct {
 // NewHotKeys returns an empty table.
 func NewHotKeys(o HotKeysOptions) *HotKeys {
 	h := &HotKeys{store: o.Store, instances: o.Instances, now: o.Now, log: o.Logger, maxKeys: o.MaxKeys,
-		entries: map[guard.Key]*hotEntry{}}
+		entries: map[limit.Key]*hotEntry{}}
 	if h.instances == nil {
 		h.instances = func() int { return 1 }
 	}
@@ -142,23 +143,23 @@ func NewHotKeys(o HotKeysOptions) *HotKeys {
 //     what is left for all: fewer than N units left (every share rounds
 //     down to 0), or a cost above remaining / N. Redis decides those
 //     exactly, rather than no instance ever allowing them.
-func (h *HotKeys) Decide(t guard.Take, interval time.Duration) (res guard.Result, ok bool) {
+func (h *HotKeys) Decide(t limit.Take, interval time.Duration) (res limit.Result, ok bool) {
 	now := h.now()
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	e := h.entry(t, interval, now)
 	if e == nil {
-		return guard.Result{}, false
+		return limit.Result{}, false
 	}
 	// Used keys stay in the table and keep being synced: while syncs fail,
 	// their next sync is the probe that brings sync mode back.
 	e.lastUsed = now
 	h.roll(e, now)
 	if h.failing || (t.Cost > e.share && t.Cost <= e.avail) {
-		return guard.Result{}, false // decided exactly, as listed above
+		return limit.Result{}, false // decided exactly, as listed above
 	}
 
-	res = guard.Result{Limit: t.Limit, ResetAfter: e.resetAfter(now)}
+	res = limit.Result{Limit: t.Limit, ResetAfter: e.resetAfter(now)}
 	if e.spent+t.Cost <= e.share {
 		e.spent += t.Cost
 		if t.Cost > 0 {
@@ -167,7 +168,7 @@ func (h *HotKeys) Decide(t guard.Take, interval time.Duration) (res guard.Result
 		res.Allowed, res.Spent = true, t.Cost > 0
 	} else {
 		wait := e.nextSync.Sub(now)
-		if t.Algorithm == guard.FixedWindow {
+		if t.Algorithm == limit.FixedWindow {
 			wait = min(wait, e.resetAt.Sub(now))
 		}
 		res.RetryAfter = max(wait, time.Millisecond)
@@ -177,7 +178,7 @@ func (h *HotKeys) Decide(t guard.Take, interval time.Duration) (res guard.Result
 }
 
 // entry is t's entry, new when t.Key has none; nil when the table is full.
-func (h *HotKeys) entry(t guard.Take, interval time.Duration, now time.Time) *hotEntry {
+func (h *HotKeys) entry(t limit.Take, interval time.Duration, now time.Time) *hotEntry {
 	if e := h.entries[t.Key]; e != nil {
 		return e
 	}
@@ -195,7 +196,7 @@ func (h *HotKeys) entry(t guard.Take, interval time.Duration, now time.Time) *ho
 }
 
 // Refund gives back a local spend of a batch that was denied elsewhere.
-func (h *HotKeys) Refund(t guard.Take) {
+func (h *HotKeys) Refund(t limit.Take) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	e := h.entries[t.Key]
@@ -213,7 +214,7 @@ func (h *HotKeys) Refund(t guard.Take) {
 // roll starts a new local window when the current one has ended: every
 // instance then assumes a full window until its next sync says otherwise.
 func (h *HotKeys) roll(e *hotEntry, now time.Time) {
-	if e.take.Algorithm != guard.FixedWindow || now.Before(e.resetAt) {
+	if e.take.Algorithm != limit.FixedWindow || now.Before(e.resetAt) {
 		return
 	}
 	e.spent = 0
@@ -233,7 +234,7 @@ func (h *HotKeys) roll(e *hotEntry, now time.Time) {
 func (h *HotKeys) setShare(e *hotEntry, remaining int64) {
 	n := int64(max(1, h.instances()))
 	avail := remaining
-	if e.take.Algorithm == guard.TokenBucket {
+	if e.take.Algorithm == limit.TokenBucket {
 		avail = min(avail, e.take.Limit) + int64(e.take.Rate*e.interval.Seconds())
 	}
 	e.avail = max(0, avail)
@@ -249,7 +250,7 @@ func (e *hotEntry) add(n int64, now time.Time) {
 }
 
 func (e *hotEntry) resetAfter(now time.Time) time.Duration {
-	if e.take.Algorithm == guard.FixedWindow {
+	if e.take.Algorithm == limit.FixedWindow {
 		return max(0, e.resetAt.Sub(now))
 	}
 	return 0
@@ -260,8 +261,8 @@ func (e *hotEntry) resetAfter(now time.Time) time.Duration {
 func (h *HotKeys) live(e *hotEntry, now time.Time) {
 	keep := e.pending[:0]
 	for _, d := range e.pending {
-		stale := e.take.Algorithm == guard.FixedWindow && !now.Before(d.windowEnd)
-		if e.take.Algorithm == guard.TokenBucket {
+		stale := e.take.Algorithm == limit.FixedWindow && !now.Before(d.windowEnd)
+		if e.take.Algorithm == limit.TokenBucket {
 			stale = now.Sub(d.at) > time.Duration(float64(e.take.Limit)/e.take.Rate*float64(time.Second))
 		}
 		if stale {

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/otpguard/otpguard/internal/guard"
+	"github.com/otpguard/otpguard/internal/limit"
 )
 
 // SyncDue syncs every key whose interval has passed, Batch keys per round
@@ -32,7 +32,7 @@ func (h *HotKeys) SyncDue(ctx context.Context) error {
 // dueKey is one key of a sync: what was sent, and the entry it came from.
 type dueKey struct {
 	e    *hotEntry
-	item guard.SyncItem
+	item limit.SyncItem
 }
 
 // due collects the keys whose sync is due, with their unsent deltas, and
@@ -52,7 +52,7 @@ func (h *HotKeys) due(now time.Time) []dueKey {
 		}
 		// A zero delta is sent too: the store only reads that key (it never
 		// writes, so no window starts without a hit), for a fresh share.
-		due = append(due, dueKey{e: e, item: guard.SyncItem{Take: e.take, Delta: e.unsent()}})
+		due = append(due, dueKey{e: e, item: limit.SyncItem{Take: e.take, Delta: e.unsent()}})
 	}
 	return due
 }
@@ -60,7 +60,7 @@ func (h *HotKeys) due(now time.Time) []dueKey {
 // syncBatch sends one batch and, when it succeeded, gives each of its keys
 // its new share.
 func (h *HotKeys) syncBatch(ctx context.Context, batch []dueKey) error {
-	items := make([]guard.SyncItem, len(batch))
+	items := make([]limit.SyncItem, len(batch))
 	for i, d := range batch {
 		items[i] = d.item
 	}
@@ -80,7 +80,7 @@ func (h *HotKeys) syncBatch(ctx context.Context, batch []dueKey) error {
 	for i, d := range batch {
 		e := d.e
 		e.drop(d.item.Delta)
-		if e.take.Algorithm == guard.FixedWindow {
+		if e.take.Algorithm == limit.FixedWindow {
 			e.resetAt = now.Add(states[i].ResetAfter)
 		}
 		h.setShare(e, states[i].Remaining)

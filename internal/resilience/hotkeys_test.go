@@ -13,6 +13,8 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/otpguard/otpguard/internal/guard"
+	"github.com/otpguard/otpguard/internal/limit"
+	"github.com/otpguard/otpguard/internal/problem"
 	"github.com/otpguard/otpguard/internal/resilience"
 	"github.com/otpguard/otpguard/internal/store"
 	"github.com/otpguard/otpguard/internal/store/redistest"
@@ -33,21 +35,21 @@ type flaky struct {
 
 var errRefused = errors.New("connection refused")
 
-func (f *flaky) Sync(ctx context.Context, items []guard.SyncItem) ([]guard.SyncState, error) {
+func (f *flaky) Sync(ctx context.Context, items []limit.SyncItem) ([]limit.SyncState, error) {
 	if f.down.Load() {
 		return nil, errRefused
 	}
 	return f.st.Sync(ctx, items)
 }
 
-func (f *flaky) Take(ctx context.Context, takes []guard.Take) ([]guard.Result, error) {
+func (f *flaky) Take(ctx context.Context, takes []limit.Take) ([]limit.Result, error) {
 	if f.down.Load() {
 		return nil, errRefused
 	}
 	return f.st.Take(ctx, takes)
 }
 
-func (f *flaky) Refund(ctx context.Context, takes []guard.Take) error {
+func (f *flaky) Refund(ctx context.Context, takes []limit.Take) error {
 	if f.down.Load() {
 		return errRefused
 	}
@@ -62,7 +64,7 @@ type recorder struct {
 	syncs     int
 }
 
-func (r *recorder) Sync(ctx context.Context, items []guard.SyncItem) ([]guard.SyncState, error) {
+func (r *recorder) Sync(ctx context.Context, items []limit.SyncItem) ([]limit.SyncState, error) {
 	st, err := r.Syncer.Sync(ctx, items)
 	if err == nil {
 		r.remaining, r.syncs = st[0].Remaining, r.syncs+1
@@ -82,10 +84,10 @@ type sim struct {
 	prefix string
 	flaky  *flaky
 	hot    []*resilience.HotKeys
-	lims   []*guard.Limiter
+	lims   []*limit.Limiter
 	recs   []*recorder
-	take   guard.Take
-	check  guard.Check
+	take   limit.Take
+	check  limit.Check
 	tick   time.Duration
 	phase  []time.Duration // each instance syncs at its own offset, as real ones do
 	offers []int           // requests per instance per tick
@@ -100,7 +102,7 @@ type sim struct {
 	start, t0 time.Time
 }
 
-func newSim(t *testing.T, n int, take guard.Take, offers []int) *sim {
+func newSim(t *testing.T, n int, take limit.Take, offers []int) *sim {
 	t.Helper()
 	tg := redistest.New(t)
 	rdb := redistest.Client(t, tg.URL)
@@ -108,13 +110,13 @@ func newSim(t *testing.T, n int, take guard.Take, offers []int) *sim {
 		take: take, tick: 10 * time.Millisecond, offers: offers, localSince: make([]int64, n)}
 	s.flaky = &flaky{st: s.store}
 	name := strings.TrimPrefix(take.Key.Space, "l:")
-	s.check = guard.Check{Policy: name, Key: take.Key.ID, Cost: 1}
-	pols := map[string]guard.LimitPolicy{name: simPolicy(take)}
+	s.check = limit.Check{Policy: name, Key: take.Key.ID, Cost: 1}
+	pols := map[string]limit.Policy{name: simPolicy(take)}
 	for i := range n {
 		rec := &recorder{Syncer: s.flaky, remaining: take.Limit}
 		h := resilience.NewHotKeys(resilience.HotKeysOptions{Store: rec, Now: s.clk.now, Instances: func() int { return n }})
 		s.recs, s.hot = append(s.recs, rec), append(s.hot, h)
-		s.lims = append(s.lims, guard.NewLimiter(pols, s.flaky, nil).WithHotKeys(h))
+		s.lims = append(s.lims, limit.New(pols, s.flaky, nil).WithHotKeys(h))
 		phase := time.Duration(i) * interval / time.Duration(n)
 		s.phase = append(s.phase, phase-phase%s.tick)
 	}
@@ -122,9 +124,9 @@ func newSim(t *testing.T, n int, take guard.Take, offers []int) *sim {
 }
 
 // simPolicy is the sync-mode policy whose checks are take.
-func simPolicy(take guard.Take) guard.LimitPolicy {
-	p := guard.LimitPolicy{Algorithm: take.Algorithm, Mode: guard.ModeSync, SyncInterval: interval, OnStoreError: guard.FallbackClosed}
-	if take.Algorithm == guard.TokenBucket {
+func simPolicy(take limit.Take) limit.Policy {
+	p := limit.Policy{Algorithm: take.Algorithm, Mode: limit.ModeSync, SyncInterval: interval, OnStoreError: limit.FallbackClosed}
+	if take.Algorithm == limit.TokenBucket {
 		p.Capacity, p.RefillPerSecond = take.Limit, take.Rate
 	} else {
 		p.Limit, p.Window = take.Limit, take.Window
@@ -173,13 +175,13 @@ func (s *sim) advance(d time.Duration) {
 // were allowed.
 func (s *sim) offer(i int) (allowed int64) {
 	for range s.offers[i] {
-		b, err := s.lims[i].Check(context.Background(), []guard.Check{s.check})
+		b, err := s.lims[i].Check(context.Background(), []limit.Check{s.check})
 		if err != nil {
 			continue // the store is down: refused, as closed
 		}
 		if d := b.Decisions[0]; d.Allowed {
 			allowed++
-			if d.Mode == guard.ModeSync {
+			if d.Mode == limit.ModeSync {
 				s.localSince[i]++
 			} else {
 				s.exact++
@@ -195,7 +197,7 @@ func (s *sim) offer(i int) (allowed int64) {
 func (s *sim) sync(i int) error {
 	n := int64(len(s.hot))
 	avail := s.recs[i].remaining
-	if s.take.Algorithm == guard.TokenBucket {
+	if s.take.Algorithm == limit.TokenBucket {
 		avail = min(avail, s.take.Limit) + int64(s.take.Rate*interval.Seconds())
 	}
 	if share := max(0, avail) / n; s.localSince[i] > share {
@@ -224,7 +226,7 @@ func (s *sim) settle() {
 // stays within limit + A, and each instance spends at most its share
 // (remaining / N, rounded down) between two syncs (sim.sync checks it).
 func TestSyncModeOvershootIsBounded(t *testing.T) {
-	const n, limit = 4, 1000
+	const n, lim = 4, 1000
 	window := 10 * time.Second
 	for _, tc := range []struct {
 		name   string
@@ -235,24 +237,24 @@ func TestSyncModeOvershootIsBounded(t *testing.T) {
 		{"one instance only", []int{20, 0, 0, 0}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			take := guard.Take{Key: guard.LimitKey("sim", "hot"), Algorithm: guard.FixedWindow, Limit: limit, Window: window}
+			take := limit.Take{Key: limit.PolicyKey("sim", "hot"), Algorithm: limit.FixedWindow, Limit: lim, Window: window}
 			s := newSim(t, n, take, tc.offers)
 			for w := 1; w <= 2; w++ {
 				s.exact = 0
 				allowed, perInterval := s.run(window - 2*interval)
 				s.settle()
-				bound := limit + min(limit, perInterval)
+				bound := lim + min(lim, perInterval)
 				t.Logf("window %d: allowed %d of limit %d (%d decided exactly; bound %d = limit + A, A = %d allowed in one sync interval)",
-					w, allowed, limit, s.exact, bound, perInterval)
+					w, allowed, lim, s.exact, bound, perInterval)
 				if allowed > bound {
 					t.Fatalf("window %d: allowed %d, above the bound %d", w, allowed, bound)
 				}
-				if allowed < limit*9/10 {
-					t.Errorf("window %d: allowed only %d of %d: sync mode starves", w, allowed, limit)
+				if allowed < lim*9/10 {
+					t.Errorf("window %d: allowed only %d of %d: sync mode starves", w, allowed, lim)
 				}
 				// No count is lost: Redis holds exactly what was allowed.
-				n, _ := s.store.Sync(context.Background(), []guard.SyncItem{{Take: take}})
-				if global := limit - n[0].Remaining; global != allowed {
+				n, _ := s.store.Sync(context.Background(), []limit.SyncItem{{Take: take}})
+				if global := lim - n[0].Remaining; global != allowed {
 					t.Errorf("window %d: Redis counted %d, instances allowed %d", w, global, allowed)
 				}
 				// The window ends: Redis would expire the key now; the
@@ -279,8 +281,8 @@ func delLimits(t *testing.T, rdb *redis.Client, pattern string) {
 }
 
 func TestSyncModeLosesNoCountsWhileRedisIsDown(t *testing.T) {
-	const n, limit = 3, 10_000
-	take := guard.Take{Key: guard.LimitKey("sim", "down"), Algorithm: guard.FixedWindow, Limit: limit, Window: time.Minute}
+	const n, lim = 3, 10_000
+	take := limit.Take{Key: limit.PolicyKey("sim", "down"), Algorithm: limit.FixedWindow, Limit: lim, Window: time.Minute}
 	s := newSim(t, n, take, []int{3, 2, 1})
 	before, _ := s.run(5 * interval)
 	s.flaky.down.Store(true)
@@ -298,12 +300,12 @@ func TestSyncModeLosesNoCountsWhileRedisIsDown(t *testing.T) {
 	s.flaky.down.Store(false)
 	after, _ := s.run(3 * interval)
 	s.settle()
-	st, err := s.store.Sync(context.Background(), []guard.SyncItem{{Take: take}})
+	st, err := s.store.Sync(context.Background(), []limit.SyncItem{{Take: take}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	total := before + during + after
-	if global := limit - st[0].Remaining; global != total {
+	if global := lim - st[0].Remaining; global != total {
 		t.Fatalf("after recovery Redis counted %d, instances allowed %d (%d before, %d during, %d after the outage)",
 			global, total, before, during, after)
 	}
@@ -318,7 +320,7 @@ func TestSyncModeLosesNoCountsWhileRedisIsDown(t *testing.T) {
 // clock, which an injected clock cannot move.
 func TestSyncModeTokenBucket(t *testing.T) {
 	const n = 4
-	take := guard.Take{Key: guard.LimitKey("sim", "tb"), Algorithm: guard.TokenBucket, Limit: 200, Rate: 100}
+	take := limit.Take{Key: limit.PolicyKey("sim", "tb"), Algorithm: limit.TokenBucket, Limit: 200, Rate: 100}
 	s := newSim(t, n, take, []int{9, 3, 2, 1})
 	d := 3 * time.Second
 	s.paced, s.start, s.t0 = true, time.Now(), s.clk.t
@@ -337,7 +339,7 @@ func TestSyncModeTokenBucket(t *testing.T) {
 }
 
 func TestStaleDeltasAreDiscarded(t *testing.T) {
-	take := guard.Take{Key: guard.LimitKey("sim", "stale"), Algorithm: guard.FixedWindow, Limit: 100, Window: time.Second}
+	take := limit.Take{Key: limit.PolicyKey("sim", "stale"), Algorithm: limit.FixedWindow, Limit: 100, Window: time.Second}
 	s := newSim(t, 1, take, []int{1})
 	s.flaky.down.Store(true)
 	s.run(500 * time.Millisecond)
@@ -355,7 +357,7 @@ func TestStaleDeltasAreDiscarded(t *testing.T) {
 func TestHotKeyTableIsBounded(t *testing.T) {
 	h := resilience.NewHotKeys(resilience.HotKeysOptions{Store: nil, MaxKeys: 3})
 	for i := range 4 {
-		tk := guard.Take{Key: guard.Key{Space: "lim:x", ID: fmt.Sprint(i), Name: "fw"}, Algorithm: guard.FixedWindow, Limit: 5, Window: time.Second, Cost: 1}
+		tk := limit.Take{Key: limit.Key{Space: "lim:x", ID: fmt.Sprint(i), Name: "fw"}, Algorithm: limit.FixedWindow, Limit: 5, Window: time.Second, Cost: 1}
 		_, ok := h.Decide(tk, time.Second)
 		if want := i < 3; ok != want {
 			t.Fatalf("key %d: local = %v, want %v (table of 3)", i, ok, want)
@@ -369,12 +371,12 @@ func TestSyncModeRefused(t *testing.T) {
 		edit  func(*guard.Policies)
 		field string
 	}{
-		{"otp", func(p *guard.Policies) { p.OTP.Mode = guard.ModeSync }, "otp.mode"},
+		{"otp", func(p *guard.Policies) { p.OTP.Mode = limit.ModeSync }, "otp.mode"},
 		{"exact policy", func(p *guard.Policies) {
-			p.Limits["x"] = guard.LimitPolicy{Algorithm: guard.TokenBucket, Capacity: 5, RefillPerSecond: 1, Mode: guard.ModeSync, Exact: true}
+			p.Limits["x"] = limit.Policy{Algorithm: limit.TokenBucket, Capacity: 5, RefillPerSecond: 1, Mode: limit.ModeSync, Exact: true}
 		}, "limits.x.mode"},
 		{"unknown mode", func(p *guard.Policies) {
-			p.Limits["x"] = guard.LimitPolicy{Algorithm: guard.TokenBucket, Capacity: 5, RefillPerSecond: 1, Mode: "lazy"}
+			p.Limits["x"] = limit.Policy{Algorithm: limit.TokenBucket, Capacity: 5, RefillPerSecond: 1, Mode: "lazy"}
 		}, "limits.x.mode"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -388,29 +390,29 @@ func TestSyncModeRefused(t *testing.T) {
 		})
 	}
 	p := guard.DefaultPolicies()
-	p.Limits["hot"] = guard.LimitPolicy{Algorithm: guard.FixedWindow, Limit: 5, Window: time.Second, Mode: guard.ModeSync}
+	p.Limits["hot"] = limit.Policy{Algorithm: limit.FixedWindow, Limit: 5, Window: time.Second, Mode: limit.ModeSync}
 	p.FillDefaults()
 	if err := p.Validate(); err != nil {
 		t.Fatalf("a plain sync policy: %v", err)
 	}
-	if got := p.Limits["hot"].SyncInterval; got != guard.DefaultSyncInterval {
-		t.Errorf("default sync_interval = %v, want %v", got, guard.DefaultSyncInterval)
+	if got := p.Limits["hot"].SyncInterval; got != limit.DefaultSyncInterval {
+		t.Errorf("default sync_interval = %v, want %v", got, limit.DefaultSyncInterval)
 	}
 }
 
 // syncFunc is a Syncer that is a function.
-type syncFunc func(ctx context.Context, items []guard.SyncItem) ([]guard.SyncState, error)
+type syncFunc func(ctx context.Context, items []limit.SyncItem) ([]limit.SyncState, error)
 
-func (f syncFunc) Sync(ctx context.Context, items []guard.SyncItem) ([]guard.SyncState, error) {
+func (f syncFunc) Sync(ctx context.Context, items []limit.SyncItem) ([]limit.SyncState, error) {
 	return f(ctx, items)
 }
 
 // reads is a Syncer that reports remaining for every key.
 func reads(remaining int64) syncFunc {
-	return func(_ context.Context, items []guard.SyncItem) ([]guard.SyncState, error) {
-		out := make([]guard.SyncState, len(items))
+	return func(_ context.Context, items []limit.SyncItem) ([]limit.SyncState, error) {
+		out := make([]limit.SyncState, len(items))
 		for i := range out {
-			out[i] = guard.SyncState{Remaining: remaining, ResetAfter: time.Minute}
+			out[i] = limit.SyncState{Remaining: remaining, ResetAfter: time.Minute}
 		}
 		return out, nil
 	}
@@ -419,7 +421,7 @@ func reads(remaining int64) syncFunc {
 // spendLocally decides t until a local denial or a check handed back, at
 // most 10,000 times, and returns what was allowed locally and whether a
 // check was handed back.
-func spendLocally(h *resilience.HotKeys, t guard.Take) (allowed int64, handedBack bool) {
+func spendLocally(h *resilience.HotKeys, t limit.Take) (allowed int64, handedBack bool) {
 	for range 10_000 {
 		r, ok := h.Decide(t, interval)
 		if !ok {
@@ -438,13 +440,13 @@ func spendLocally(h *resilience.HotKeys, t guard.Take) (allowed int64, handedBac
 // share, is handed back to be decided exactly.
 func TestSyncModeShareIsRoundedDown(t *testing.T) {
 	const n = 4
-	fw := func(limit, cost int64) guard.Take {
-		return guard.Take{Key: guard.Key{Space: "lim:share", ID: "k", Name: "fw"}, Algorithm: guard.FixedWindow, Limit: limit, Window: time.Minute, Cost: cost}
+	fw := func(lim, cost int64) limit.Take {
+		return limit.Take{Key: limit.Key{Space: "lim:share", ID: "k", Name: "fw"}, Algorithm: limit.FixedWindow, Limit: lim, Window: time.Minute, Cost: cost}
 	}
-	tb := guard.Take{Key: guard.Key{Space: "lim:share", ID: "k", Name: "tb"}, Algorithm: guard.TokenBucket, Limit: 200, Rate: 100, Cost: 1}
+	tb := limit.Take{Key: limit.Key{Space: "lim:share", ID: "k", Name: "tb"}, Algorithm: limit.TokenBucket, Limit: 200, Rate: 100, Cost: 1}
 	for _, tc := range []struct {
 		name       string
-		take       guard.Take
+		take       limit.Take
 		remaining  int64 // what the sync reads
 		want       int64 // allowed locally until the sync after
 		handedBack bool
@@ -496,24 +498,24 @@ func TestSyncModeFollowsOnStoreErrorWhileSyncFails(t *testing.T) {
 	t.Cleanup(func() { rdb.Close() })
 	st := store.NewRedis(rdb, redistest.Prefix())
 	clk := &clock{t: time.Unix(1_700_000_000, 0)}
-	syncMode := func(p guard.LimitPolicy) guard.LimitPolicy {
-		p.Mode, p.SyncInterval = guard.ModeSync, interval
+	syncMode := func(p limit.Policy) limit.Policy {
+		p.Mode, p.SyncInterval = limit.ModeSync, interval
 		return p
 	}
 	window := time.Minute
-	pols := map[string]guard.LimitPolicy{
-		"closed": syncMode(guard.LimitPolicy{Algorithm: guard.FixedWindow, Limit: 100, Window: window, OnStoreError: guard.FallbackClosed}),
-		"open":   syncMode(guard.LimitPolicy{Algorithm: guard.TokenBucket, Capacity: 100, RefillPerSecond: 1, OnStoreError: guard.FallbackOpen}),
-		"local":  syncMode(guard.LimitPolicy{Algorithm: guard.FixedWindow, Limit: 100, Window: window, OnStoreError: guard.FallbackLocal, LocalLimit: 3}),
+	pols := map[string]limit.Policy{
+		"closed": syncMode(limit.Policy{Algorithm: limit.FixedWindow, Limit: 100, Window: window, OnStoreError: limit.FallbackClosed}),
+		"open":   syncMode(limit.Policy{Algorithm: limit.TokenBucket, Capacity: 100, RefillPerSecond: 1, OnStoreError: limit.FallbackOpen}),
+		"local":  syncMode(limit.Policy{Algorithm: limit.FixedWindow, Limit: 100, Window: window, OnStoreError: limit.FallbackLocal, LocalLimit: 3}),
 	}
 	fb := resilience.NewFallback(resilience.FallbackOptions{Counter: st, Timeout: time.Second, Instances: func() int { return n }, Now: clk.now})
 	hot := resilience.NewHotKeys(resilience.HotKeysOptions{Store: st, Instances: func() int { return n }, Now: clk.now})
-	lim := guard.NewLimiter(pols, fb, nil).WithHotKeys(hot)
+	lim := limit.New(pols, fb, nil).WithHotKeys(hot)
 	// spend checks policy up to 200 times and returns how many were
 	// allowed, the mode of the last decision, and the last error.
-	spend := func(policy string) (allowed int, mode guard.Mode, err error) {
+	spend := func(policy string) (allowed int, mode limit.Mode, err error) {
 		for range 200 {
-			b, err := lim.Check(context.Background(), []guard.Check{{Policy: policy, Key: "k", Cost: 1}})
+			b, err := lim.Check(context.Background(), []limit.Check{{Policy: policy, Key: "k", Cost: 1}})
 			if err != nil {
 				return allowed, "", err
 			}
@@ -528,7 +530,7 @@ func TestSyncModeFollowsOnStoreErrorWhileSyncFails(t *testing.T) {
 
 	// Redis up: each instance spends its share locally, 100 / 2.
 	for _, p := range []string{"closed", "open", "local"} {
-		if got, mode, err := spend(p); err != nil || got != 50 || mode != guard.ModeSync {
+		if got, mode, err := spend(p); err != nil || got != 50 || mode != limit.ModeSync {
 			t.Fatalf("%s, Redis up: allowed %d (mode %s, %v), want 50 in sync mode", p, got, mode, err)
 		}
 	}
@@ -542,7 +544,7 @@ func TestSyncModeFollowsOnStoreErrorWhileSyncFails(t *testing.T) {
 		t.Fatal("sync with Redis killed: no error")
 	}
 	_, _, err = spend("closed")
-	wantCode(t, err, guard.CodeStoreUnavailable)
+	wantCode(t, err, problem.CodeStoreUnavailable)
 	for _, tc := range []struct {
 		policy string
 		want   int
@@ -550,7 +552,7 @@ func TestSyncModeFollowsOnStoreErrorWhileSyncFails(t *testing.T) {
 		{"open", 100 / n}, // the split limit, not a local share spent before the outage
 		{"local", 3},      // local_limit
 	} {
-		if got, mode, err := spend(tc.policy); err != nil || got != tc.want || mode != guard.ModeFallback {
+		if got, mode, err := spend(tc.policy); err != nil || got != tc.want || mode != limit.ModeFallback {
 			t.Errorf("%s, Redis killed: allowed %d (mode %s, %v), want %d by the fallback", tc.policy, got, mode, err, tc.want)
 		}
 	}
@@ -568,7 +570,7 @@ func TestSyncModeFollowsOnStoreErrorWhileSyncFails(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	if got, mode, err := spend("closed"); err != nil || got == 0 || mode != guard.ModeSync {
+	if got, mode, err := spend("closed"); err != nil || got == 0 || mode != limit.ModeSync {
 		t.Errorf("closed, Redis back: allowed %d (mode %s, %v), want sync mode again", got, mode, err)
 	}
 }
@@ -576,20 +578,20 @@ func TestSyncModeFollowsOnStoreErrorWhileSyncFails(t *testing.T) {
 // counting is a Syncer in memory (windows that never end) that records
 // the size of each call and fails the call numbered fail (from 1).
 type counting struct {
-	counted map[guard.Key]int64
+	counted map[limit.Key]int64
 	sizes   []int
 	fail    int
 }
 
-func (c *counting) Sync(_ context.Context, items []guard.SyncItem) ([]guard.SyncState, error) {
+func (c *counting) Sync(_ context.Context, items []limit.SyncItem) ([]limit.SyncState, error) {
 	c.sizes = append(c.sizes, len(items))
 	if len(c.sizes) == c.fail {
 		return nil, errors.New("i/o timeout")
 	}
-	out := make([]guard.SyncState, len(items))
+	out := make([]limit.SyncState, len(items))
 	for i, it := range items {
 		c.counted[it.Key] += it.Delta
-		out[i] = guard.SyncState{Remaining: it.Limit - c.counted[it.Key], ResetAfter: time.Minute}
+		out[i] = limit.SyncState{Remaining: it.Limit - c.counted[it.Key], ResetAfter: time.Minute}
 	}
 	return out, nil
 }
@@ -599,10 +601,10 @@ func (c *counting) Sync(_ context.Context, items []guard.SyncItem) ([]guard.Sync
 func TestHotKeySyncBatches(t *testing.T) {
 	const keys = 1234
 	clk := &clock{t: time.Unix(1_700_000_000, 0)}
-	st := &counting{counted: map[guard.Key]int64{}, fail: 2}
+	st := &counting{counted: map[limit.Key]int64{}, fail: 2}
 	h := resilience.NewHotKeys(resilience.HotKeysOptions{Store: st, Now: clk.now, Batch: 500})
-	take := func(i int) guard.Take {
-		return guard.Take{Key: guard.Key{Space: "lim:batch", ID: fmt.Sprint(i), Name: "fw"}, Algorithm: guard.FixedWindow, Limit: 10, Window: time.Minute, Cost: 1}
+	take := func(i int) limit.Take {
+		return limit.Take{Key: limit.Key{Space: "lim:batch", ID: fmt.Sprint(i), Name: "fw"}, Algorithm: limit.FixedWindow, Limit: 10, Window: time.Minute, Cost: 1}
 	}
 	for i := range keys {
 		if r, ok := h.Decide(take(i), interval); !ok || !r.Allowed {
@@ -652,11 +654,11 @@ func TestHotKeyFlushCountsLost(t *testing.T) {
 		{"redis down", 1, 12},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			st := &counting{counted: map[guard.Key]int64{}, fail: tc.fail}
+			st := &counting{counted: map[limit.Key]int64{}, fail: tc.fail}
 			var logs strings.Builder
 			h := resilience.NewHotKeys(resilience.HotKeysOptions{Store: st, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 			for i, cost := range []int64{7, 5} {
-				tk := guard.Take{Key: guard.Key{Space: "lim:flush", ID: fmt.Sprint(i), Name: "fw"}, Algorithm: guard.FixedWindow, Limit: 100, Window: time.Minute, Cost: cost}
+				tk := limit.Take{Key: limit.Key{Space: "lim:flush", ID: fmt.Sprint(i), Name: "fw"}, Algorithm: limit.FixedWindow, Limit: 100, Window: time.Minute, Cost: cost}
 				h.Decide(tk, time.Hour)
 			}
 			h.Flush(context.Background())
@@ -690,7 +692,7 @@ func TestHotKeySyncLargeTable(t *testing.T) {
 	t.Cleanup(func() { rdb.Close() })
 	h := resilience.NewHotKeys(resilience.HotKeysOptions{Store: store.NewRedis(rdb, tg.Prefix)})
 	for i := range keys {
-		tk := guard.Take{Key: guard.Key{Space: "lim:large", ID: fmt.Sprint(i), Name: "fw"}, Algorithm: guard.FixedWindow, Limit: 10, Window: time.Minute, Cost: 1}
+		tk := limit.Take{Key: limit.Key{Space: "lim:large", ID: fmt.Sprint(i), Name: "fw"}, Algorithm: limit.FixedWindow, Limit: 10, Window: time.Minute, Cost: 1}
 		h.Decide(tk, time.Second)
 	}
 	start := time.Now()
@@ -724,20 +726,20 @@ func BenchmarkHotKey(b *testing.B) {
 	tg := redistest.New(b)
 	rdb := redistest.Client(b, tg.URL)
 	st := store.NewRedis(rdb, tg.Prefix)
-	policy := guard.LimitPolicy{Algorithm: guard.TokenBucket, Capacity: 1_000_000_000, RefillPerSecond: 1_000_000}
-	for _, mode := range []guard.Mode{guard.ModeExact, guard.ModeSync} {
+	policy := limit.Policy{Algorithm: limit.TokenBucket, Capacity: 1_000_000_000, RefillPerSecond: 1_000_000}
+	for _, mode := range []limit.Mode{limit.ModeExact, limit.ModeSync} {
 		b.Run(string(mode), func(b *testing.B) {
 			p := policy
 			p.Mode = mode
-			pols := guard.Policies{OTP: guard.DefaultPolicies().OTP, Limits: map[string]guard.LimitPolicy{"hot": p}}
+			pols := guard.Policies{OTP: guard.DefaultPolicies().OTP, Limits: map[string]limit.Policy{"hot": p}}
 			pols.FillDefaults()
-			if mode == guard.ModeSync {
+			if mode == limit.ModeSync {
 				l := pols.Limits["hot"]
 				l.SyncInterval = interval
 				pols.Limits["hot"] = l
 			}
-			lim := guard.NewLimiter(pols.Limits, st, nil)
-			if mode == guard.ModeSync {
+			lim := limit.New(pols.Limits, st, nil)
+			if mode == limit.ModeSync {
 				h := resilience.NewHotKeys(resilience.HotKeysOptions{Store: st})
 				ctx, cancel := context.WithCancel(context.Background())
 				done := make(chan struct{})
@@ -758,7 +760,7 @@ func BenchmarkHotKey(b *testing.B) {
 				defer func() { cancel(); <-done }()
 				lim.WithHotKeys(h)
 			}
-			checks := []guard.Check{{Policy: "hot", Key: "partner:1", Cost: 1}}
+			checks := []limit.Check{{Policy: "hot", Key: "partner:1", Cost: 1}}
 			b.ReportAllocs()
 			b.ResetTimer()
 			b.RunParallel(func(pb *testing.PB) {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/otpguard/otpguard/internal/guard"
+	"github.com/otpguard/otpguard/internal/limit"
 )
 
 // Abandoner is a Counter that says which of its Takes can be abandoned:
@@ -24,7 +25,7 @@ import (
 // probe's verdict as it starts (waitBounded). A Counter that is no
 // Abandoner has all its calls waited for so.
 type Abandoner interface {
-	TakeAbandons(takes []guard.Take) bool
+	TakeAbandons(takes []limit.Take) bool
 }
 
 // The causes with which waitInline ends a call.

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/otpguard/otpguard/internal/guard"
+	"github.com/otpguard/otpguard/internal/limit"
 	"github.com/otpguard/otpguard/internal/resilience"
 )
 
@@ -19,7 +20,7 @@ import (
 // Fallback then waits for them on the caller's goroutine.
 type abandoningStore struct{ *queuedStore }
 
-func (abandoningStore) TakeAbandons([]guard.Take) bool { return true }
+func (abandoningStore) TakeAbandons([]limit.Take) bool { return true }
 
 var _ resilience.Abandoner = abandoningStore{}
 
@@ -27,7 +28,7 @@ var _ resilience.Abandoner = abandoningStore{}
 // one deadline, waitBounded) and as an abandoningStore (given up on when
 // the probe stops vouching, waitInline): both ways of waiting must give
 // the same verdicts.
-func forEachWait(t *testing.T, test func(t *testing.T, st *queuedStore, counter guard.Counter)) {
+func forEachWait(t *testing.T, test func(t *testing.T, st *queuedStore, counter limit.Counter)) {
 	t.Run("bounded", func(t *testing.T) {
 		st := newQueuedStore()
 		test(t, st, st)
@@ -55,23 +56,23 @@ type placedStore struct {
 	unbound  int // calls whose context had no deadline
 }
 
-func (p *placedStore) Take(ctx context.Context, takes []guard.Take) ([]guard.Result, error) {
+func (p *placedStore) Take(ctx context.Context, takes []limit.Take) ([]limit.Result, error) {
 	p.mu.Lock()
 	p.ran = append(p.ran, goroutineID())
 	if _, ok := ctx.Deadline(); !ok {
 		p.unbound++
 	}
 	p.mu.Unlock()
-	res := make([]guard.Result, len(takes))
+	res := make([]limit.Result, len(takes))
 	for i, t := range takes {
-		res[i] = guard.Result{Allowed: true, Limit: t.Limit, Count: 1, Remaining: t.Limit - 1, Spent: true}
+		res[i] = limit.Result{Allowed: true, Limit: t.Limit, Count: 1, Remaining: t.Limit - 1, Spent: true}
 	}
 	return res, nil
 }
 
-func (p *placedStore) Refund(context.Context, []guard.Take) error { return nil }
+func (p *placedStore) Refund(context.Context, []limit.Take) error { return nil }
 
-func (p *placedStore) TakeAbandons([]guard.Take) bool { return p.abandons }
+func (p *placedStore) TakeAbandons([]limit.Take) bool { return p.abandons }
 
 // TestEveryTakeRunsOnTheCallersGoroutine: with the probe reporting (so
 // that wait watches the clock), every Take runs on the caller's own
@@ -84,7 +85,7 @@ func TestEveryTakeRunsOnTheCallersGoroutine(t *testing.T) {
 		f.ObserveProbe(context.Background(), nil)
 		const calls = 20
 		for range calls {
-			res, err := f.Take(context.Background(), []guard.Take{openTake})
+			res, err := f.Take(context.Background(), []limit.Take{openTake})
 			if err != nil || res[0].Fallback {
 				t.Fatalf("Take: %+v, %v; want the store's answer", res, err)
 			}
@@ -116,7 +117,7 @@ func TestInlineCallEndsAtTheTimeoutUnvouched(t *testing.T) {
 	// the breaker closed, so the call is made.
 	f := resilience.NewFallback(resilience.FallbackOptions{Counter: abandoningStore{st}, Timeout: time.Microsecond, Ceiling: time.Minute})
 	f.ObserveProbe(context.Background(), errors.New("dial tcp: connection refused"))
-	res, err := f.Take(context.Background(), []guard.Take{openTake})
+	res, err := f.Take(context.Background(), []limit.Take{openTake})
 	if err != nil || !res[0].Fallback {
 		t.Fatalf("Take: %+v, %v; want a fallback decision (open)", res, err)
 	}
@@ -144,7 +145,7 @@ func TestInlineCallerCancelIsTheCallersError(t *testing.T) {
 		}
 		cancel()
 	}()
-	_, err := f.Take(ctx, []guard.Take{openTake})
+	_, err := f.Take(ctx, []limit.Take{openTake})
 	if !errors.Is(err, context.Canceled) {
 		t.Fatalf("Take: %v, want %v", err, context.Canceled)
 	}
@@ -164,7 +165,7 @@ func BenchmarkWait(b *testing.B) {
 			f.ObserveProbe(context.Background(), nil)
 			ctx, cancel := context.WithCancel(context.Background()) // a request's, cancellable
 			defer cancel()
-			takes := []guard.Take{openTake}
+			takes := []limit.Take{openTake}
 			b.ReportAllocs()
 			b.RunParallel(func(pb *testing.PB) {
 				for pb.Next() {
@@ -181,7 +182,7 @@ func BenchmarkWait(b *testing.B) {
 // give-up channel as the Coalescer does.
 type quickStore struct{ abandons bool }
 
-func (q *quickStore) Take(ctx context.Context, takes []guard.Take) ([]guard.Result, error) {
+func (q *quickStore) Take(ctx context.Context, takes []limit.Take) ([]limit.Result, error) {
 	select {
 	case <-ctx.Done():
 		return nil, ctx.Err()
@@ -189,9 +190,9 @@ func (q *quickStore) Take(ctx context.Context, takes []guard.Take) ([]guard.Resu
 		return nil, context.Canceled
 	default:
 	}
-	return make([]guard.Result, len(takes)), nil
+	return make([]limit.Result, len(takes)), nil
 }
 
-func (q *quickStore) Refund(context.Context, []guard.Take) error { return nil }
+func (q *quickStore) Refund(context.Context, []limit.Take) error { return nil }
 
-func (q *quickStore) TakeAbandons([]guard.Take) bool { return q.abandons }
+func (q *quickStore) TakeAbandons([]limit.Take) bool { return q.abandons }

@@ -7,7 +7,7 @@ import (
 
 	"github.com/hashicorp/golang-lru/v2/simplelru"
 
-	"github.com/otpguard/otpguard/internal/guard"
+	"github.com/otpguard/otpguard/internal/limit"
 )
 
 // DefaultMemoryKeys bounds the in-memory fallback limiter: at most this many
@@ -28,31 +28,31 @@ type memory struct {
 func (m *memory) Instances() int { return max(1, m.instances()) }
 
 // take decides t from memory.
-func (m *memory) take(t guard.Take, now time.Time) guard.Result {
-	limit, rate := m.localLimit(t)
-	return m.limits.take(t, limit, rate, now)
+func (m *memory) take(t limit.Take, now time.Time) limit.Result {
+	lim, rate := m.localLimit(t)
+	return m.limits.take(t, lim, rate, now)
 }
 
 // refund gives back what take spent for t.
-func (m *memory) refund(t guard.Take, now time.Time) {
-	limit, rate := m.localLimit(t)
-	m.limits.refund(t, limit, rate, now)
+func (m *memory) refund(t limit.Take, now time.Time) {
+	lim, rate := m.localLimit(t)
+	m.limits.refund(t, lim, rate, now)
 }
 
 // localLimit is what t may spend on this instance: LocalLimit (local) or
 // the split limit (open), with a bucket's refill scaled alike, so that an
 // empty bucket takes as long to refill as the shared one.
-func (m *memory) localLimit(t guard.Take) (limit int64, rate float64) {
+func (m *memory) localLimit(t limit.Take) (lim int64, rate float64) {
 	switch mode(t) {
-	case guard.FallbackLocal:
-		limit = max(1, t.LocalLimit)
+	case limit.FallbackLocal:
+		lim = max(1, t.LocalLimit)
 	default:
-		limit = max(1, t.Limit/int64(m.Instances()))
+		lim = max(1, t.Limit/int64(m.Instances()))
 	}
-	if t.Algorithm == guard.TokenBucket && t.Limit > 0 {
-		rate = t.Rate * float64(limit) / float64(t.Limit)
+	if t.Algorithm == limit.TokenBucket && t.Limit > 0 {
+		rate = t.Rate * float64(lim) / float64(t.Limit)
 	}
-	return limit, rate
+	return lim, rate
 }
 
 // memoryLimits is the in-memory limiter the Fallback decides with while the
@@ -68,8 +68,8 @@ type memoryLimits struct {
 }
 
 type localKey struct {
-	guard.Key
-	alg guard.Algorithm
+	limit.Key
+	alg limit.Algorithm
 }
 
 // localCounter is a fixed window (count until reset) or a token bucket
@@ -95,7 +95,7 @@ func newMemoryLimits(maxKeys int) *memoryLimits {
 // take spends t.Cost from t's counter under limit (a window's events or a
 // bucket's capacity) and rate (tokens per second). Unlike the store's fixed
 // window, a denied hit is not counted: locally nothing needs refunding then.
-func (l *memoryLimits) take(t guard.Take, limit int64, rate float64, now time.Time) guard.Result {
+func (l *memoryLimits) take(t limit.Take, lim int64, rate float64, now time.Time) limit.Result {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	k := localKey{t.Key, t.Algorithm}
@@ -106,9 +106,9 @@ func (l *memoryLimits) take(t guard.Take, limit int64, rate float64, now time.Ti
 			l.keys.Add(k, c)
 		}
 	}
-	res := guard.Result{Limit: limit, Fallback: true}
-	if t.Algorithm == guard.TokenBucket {
-		c.refill(limit, rate, now)
+	res := limit.Result{Limit: lim, Fallback: true}
+	if t.Algorithm == limit.TokenBucket {
+		c.refill(lim, rate, now)
 		if float64(t.Cost) <= c.tokens {
 			c.tokens -= float64(t.Cost)
 			res.Allowed, res.Spent = true, t.Cost > 0
@@ -116,36 +116,36 @@ func (l *memoryLimits) take(t guard.Take, limit int64, rate float64, now time.Ti
 			res.RetryAfter = seconds((float64(t.Cost) - c.tokens) / rate)
 		}
 		res.Remaining = int64(math.Floor(c.tokens))
-		res.ResetAfter = seconds((float64(limit) - c.tokens) / rate)
+		res.ResetAfter = seconds((float64(lim) - c.tokens) / rate)
 		return res
 	}
 	if !now.Before(c.reset) {
 		c.count, c.reset = 0, now.Add(t.Window)
 	}
-	if c.count+t.Cost <= limit {
+	if c.count+t.Cost <= lim {
 		c.count += t.Cost
 		res.Allowed, res.Spent = true, t.Cost > 0
 	} else {
 		res.RetryAfter = c.reset.Sub(now)
 	}
 	res.Count = c.count
-	res.Remaining = max(0, limit-c.count)
+	res.Remaining = max(0, lim-c.count)
 	res.ResetAfter = c.reset.Sub(now)
 	res.WindowID = c.reset.UnixNano() // a later window ends later
 	return res
 }
 
 // refund gives back what take spent, if the counter is still there.
-func (l *memoryLimits) refund(t guard.Take, limit int64, rate float64, now time.Time) {
+func (l *memoryLimits) refund(t limit.Take, lim int64, rate float64, now time.Time) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	c, ok := l.keys.Peek(localKey{t.Key, t.Algorithm})
 	if !ok {
 		return
 	}
-	if t.Algorithm == guard.TokenBucket {
-		c.refill(limit, rate, now)
-		c.tokens = min(float64(limit), c.tokens+float64(t.Cost))
+	if t.Algorithm == limit.TokenBucket {
+		c.refill(lim, rate, now)
+		c.tokens = min(float64(lim), c.tokens+float64(t.Cost))
 		return
 	}
 	// Only in the window the hit counted in (t.WindowID, when named): a
@@ -164,16 +164,16 @@ func (l *memoryLimits) len() int {
 
 // refill brings a bucket up to now; a new one starts full. A smaller limit
 // (more instances came up) caps what it holds.
-func (c *localCounter) refill(limit int64, rate float64, now time.Time) {
+func (c *localCounter) refill(lim int64, rate float64, now time.Time) {
 	if c.at.IsZero() {
-		c.tokens, c.at = float64(limit), now
+		c.tokens, c.at = float64(lim), now
 		return
 	}
 	if el := now.Sub(c.at); el > 0 {
 		c.tokens += el.Seconds() * rate
 		c.at = now
 	}
-	c.tokens = min(c.tokens, float64(limit))
+	c.tokens = min(c.tokens, float64(lim))
 }
 
 func seconds(s float64) time.Duration {

@@ -10,7 +10,7 @@ import (
 
 	"github.com/sony/gobreaker/v2"
 
-	"github.com/otpguard/otpguard/internal/guard"
+	"github.com/otpguard/otpguard/internal/limit"
 )
 
 // A node is one Redis server the decisions reach: the one server of a
@@ -45,7 +45,7 @@ type node struct {
 // verdict on it: one ("") on a single Redis or Sentinel, a master each on
 // Redis Cluster. nodeOf names a key's node (nil: one node).
 type nodes struct {
-	nodeOf  func(guard.Key) string
+	nodeOf  func(limit.Key) string
 	breaker BreakerOptions
 	log     *slog.Logger
 	closed  func() // a node's breaker closed: its outage is over
@@ -53,7 +53,7 @@ type nodes struct {
 	m       map[string]*node
 }
 
-func newNodes(nodeOf func(guard.Key) string, b BreakerOptions, log *slog.Logger, closed func()) *nodes {
+func newNodes(nodeOf func(limit.Key) string, b BreakerOptions, log *slog.Logger, closed func()) *nodes {
 	return &nodes{nodeOf: nodeOf, breaker: b.withDefaults(), log: log, closed: closed, m: map[string]*node{}}
 }
 
@@ -80,7 +80,7 @@ func (ns *nodes) get(name string) *node {
 }
 
 // of is the node that holds k.
-func (ns *nodes) of(k guard.Key) *node {
+func (ns *nodes) of(k limit.Key) *node {
 	if ns.nodeOf == nil {
 		return ns.get("")
 	}
@@ -88,7 +88,7 @@ func (ns *nodes) of(k guard.Key) *node {
 }
 
 // name names the node that holds k (Fallback.NodeOf).
-func (ns *nodes) name(k guard.Key) string {
+func (ns *nodes) name(k limit.Key) string {
 	if ns.nodeOf == nil {
 		return ""
 	}
@@ -98,7 +98,7 @@ func (ns *nodes) name(k guard.Key) string {
 // code is the node that holds the number's code and records: the node of
 // its own keys (the hash tag is the number).
 func (ns *nodes) code(phone string) *node {
-	return ns.of(guard.Key{Space: "otp", ID: phone, Name: "code"})
+	return ns.of(limit.Key{Space: "otp", ID: phone, Name: "code"})
 }
 
 // multi reports whether keys may live on several nodes (Redis Cluster).
@@ -111,7 +111,7 @@ type group struct {
 }
 
 // groups splits takes by node, in order of first appearance.
-func (ns *nodes) groups(takes []guard.Take) []group {
+func (ns *nodes) groups(takes []limit.Take) []group {
 	var out []group
 	at := map[*node]int{}
 	for i, t := range takes {
@@ -128,7 +128,7 @@ func (ns *nodes) groups(takes []guard.Take) []group {
 }
 
 // refundGroups splits takes to refund by node (one group on one node).
-func (ns *nodes) refundGroups(takes []guard.Take) []group {
+func (ns *nodes) refundGroups(takes []limit.Take) []group {
 	if !ns.multi() {
 		idx := make([]int, len(takes))
 		for i := range idx {
@@ -139,8 +139,8 @@ func (ns *nodes) refundGroups(takes []guard.Take) []group {
 	return ns.groups(takes)
 }
 
-func pick(takes []guard.Take, idx []int) []guard.Take {
-	out := make([]guard.Take, len(idx))
+func pick(takes []limit.Take, idx []int) []limit.Take {
+	out := make([]limit.Take, len(idx))
 	for j, i := range idx {
 		out[j] = takes[i]
 	}

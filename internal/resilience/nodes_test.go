@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/otpguard/otpguard/internal/guard"
+	"github.com/otpguard/otpguard/internal/limit"
 	"github.com/otpguard/otpguard/internal/resilience"
 )
 
@@ -19,17 +20,17 @@ type nodeStore struct {
 	mu    sync.Mutex
 	of    map[string]string // key ID -> node
 	down  map[string]bool
-	fw    map[guard.Key]int64
+	fw    map[limit.Key]int64
 	calls [][]string // per call, the nodes of its keys
 }
 
 func newNodeStore(of map[string]string) *nodeStore {
-	return &nodeStore{of: of, down: map[string]bool{}, fw: map[guard.Key]int64{}}
+	return &nodeStore{of: of, down: map[string]bool{}, fw: map[limit.Key]int64{}}
 }
 
-func (s *nodeStore) nodeOf(k guard.Key) string { return s.of[k.ID] }
+func (s *nodeStore) nodeOf(k limit.Key) string { return s.of[k.ID] }
 
-func (s *nodeStore) enter(takes []guard.Take) error {
+func (s *nodeStore) enter(takes []limit.Take) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var nodes []string
@@ -47,22 +48,22 @@ func (s *nodeStore) enter(takes []guard.Take) error {
 	return nil
 }
 
-func (s *nodeStore) Take(_ context.Context, takes []guard.Take) ([]guard.Result, error) {
+func (s *nodeStore) Take(_ context.Context, takes []limit.Take) ([]limit.Result, error) {
 	if err := s.enter(takes); err != nil {
 		return nil, err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	res := make([]guard.Result, len(takes))
+	res := make([]limit.Result, len(takes))
 	for i, t := range takes {
 		s.fw[t.Key] += t.Cost
 		c := s.fw[t.Key]
-		res[i] = guard.Result{Allowed: c <= t.Limit, Limit: t.Limit, Count: c, Spent: t.Cost > 0}
+		res[i] = limit.Result{Allowed: c <= t.Limit, Limit: t.Limit, Count: c, Spent: t.Cost > 0}
 	}
 	return res, nil
 }
 
-func (s *nodeStore) Refund(_ context.Context, takes []guard.Take) error {
+func (s *nodeStore) Refund(_ context.Context, takes []limit.Take) error {
 	if err := s.enter(takes); err != nil {
 		return err
 	}
@@ -87,13 +88,13 @@ func (s *nodeStore) count(id string) int64 {
 
 // sendTakes are a send's parts: the number's own limit (closed), its
 // per-IP limit (closed) and a country limit (open), each on its node.
-func sendTakes() []guard.Take {
-	take := func(space, id string, mode guard.FallbackMode) guard.Take {
-		return guard.Take{Key: guard.Key{Space: space, ID: id, Name: "fw"}, Algorithm: guard.FixedWindow,
+func sendTakes() []limit.Take {
+	take := func(space, id string, mode limit.FallbackMode) limit.Take {
+		return limit.Take{Key: limit.Key{Space: space, ID: id, Name: "fw"}, Algorithm: limit.FixedWindow,
 			Limit: 10, Window: time.Minute, Cost: 1, Policy: guard.OTPPolicyName, OnStoreError: mode}
 	}
-	return []guard.Take{take("otp", "+447911000001", guard.FallbackClosed),
-		take("otp:ip", "198.51.100.7", guard.FallbackClosed), take("otp:cc", "GB", guard.FallbackOpen)}
+	return []limit.Take{take("otp", "+447911000001", limit.FallbackClosed),
+		take("otp:ip", "198.51.100.7", limit.FallbackClosed), take("otp:cc", "GB", limit.FallbackOpen)}
 }
 
 func newNodeFallback(s *nodeStore) *resilience.Fallback {

@@ -8,6 +8,7 @@ import (
 	"sync"
 
 	"github.com/otpguard/otpguard/internal/guard"
+	"github.com/otpguard/otpguard/internal/limit"
 )
 
 // takeByNode decides takes (and vol, when not nil) on Redis Cluster: one
@@ -32,7 +33,7 @@ import (
 // against the shared limits (per prefix, per country) on other nodes, and
 // a send the number's limit allowed could meet that passing count and be
 // refused. A check's parts (not send) go concurrently.
-func (d *decider) takeByNode(ctx context.Context, takes []guard.Take, vol *guard.VolumeTake, send bool) ([]guard.Result, *guard.VolumeResult, error) {
+func (d *decider) takeByNode(ctx context.Context, takes []limit.Take, vol *guard.VolumeTake, send bool) ([]limit.Result, *guard.VolumeResult, error) {
 	groups := d.nodes.groups(takes)
 	if vol != nil { // last, alone: counted only when every limit allowed
 		groups = append(groups, group{n: d.nodes.of(vol.Key)})
@@ -44,7 +45,7 @@ func (d *decider) takeByNode(ctx context.Context, takes []guard.Take, vol *guard
 	parts := make([]part, len(groups))
 	for i, g := range groups {
 		parts[i] = part{group: g, takes: pick(takes, g.idx), send: send}
-		parts[i].side = !slices.ContainsFunc(parts[i].takes, func(t guard.Take) bool { return t.Key.ID == lead })
+		parts[i].side = !slices.ContainsFunc(parts[i].takes, func(t limit.Take) bool { return t.Key.ID == lead })
 		if vol != nil && i == len(groups)-1 {
 			parts[i].vol = vol
 		}
@@ -54,7 +55,7 @@ func (d *decider) takeByNode(ctx context.Context, takes []guard.Take, vol *guard
 	} else {
 		d.runConcurrently(ctx, parts)
 	}
-	res := make([]guard.Result, len(takes))
+	res := make([]limit.Result, len(takes))
 	var vr *guard.VolumeResult
 	var failed error
 	for _, p := range parts {
@@ -79,11 +80,11 @@ func (d *decider) takeByNode(ctx context.Context, takes []guard.Take, vol *guard
 // part is the takes of one node and what deciding them gave.
 type part struct {
 	group
-	takes []guard.Take
+	takes []limit.Take
 	side  bool
 	send  bool // a send's part: its slots in order, as store.TakeSend takes them
 	vol   *guard.VolumeTake
-	res   []guard.Result
+	res   []limit.Result
 	vr    *guard.VolumeResult
 	err   error
 }
@@ -94,7 +95,7 @@ func (d *decider) run(ctx context.Context, p *part) {
 	// A plain Take, not a TakeSend: only those may abandon (Abandoner).
 	plain := sc == nil || (p.vol == nil && !p.send)
 	var vr *guard.VolumeResult // read only when the store answered
-	res, stored, err := d.take(ctx, p.n, p.takes, p.side, plain && d.abandons(p.takes), func(ctx context.Context) ([]guard.Result, error) {
+	res, stored, err := d.take(ctx, p.n, p.takes, p.side, plain && d.abandons(p.takes), func(ctx context.Context) ([]limit.Result, error) {
 		if plain {
 			return d.counter.Take(ctx, p.takes)
 		}
@@ -134,9 +135,9 @@ func (d *decider) runUntilDenied(ctx context.Context, parts []part) {
 	for i := range parts {
 		p := &parts[i]
 		if stop {
-			p.res = make([]guard.Result, len(p.takes))
+			p.res = make([]limit.Result, len(p.takes))
 			for j := range p.res {
-				p.res[j] = guard.Result{Allowed: true} // not counted: nothing to refund
+				p.res[j] = limit.Result{Allowed: true} // not counted: nothing to refund
 			}
 			if p.vol != nil {
 				p.vr = &guard.VolumeResult{}
@@ -144,14 +145,14 @@ func (d *decider) runUntilDenied(ctx context.Context, parts []part) {
 			continue
 		}
 		d.run(ctx, p)
-		stop = p.err != nil || slices.ContainsFunc(p.res, func(r guard.Result) bool { return !r.Allowed })
+		stop = p.err != nil || slices.ContainsFunc(p.res, func(r limit.Result) bool { return !r.Allowed })
 	}
 }
 
 // refundSpent gives back what the parts that answered spent, for a call
 // that failed as a whole.
-func (d *decider) refundSpent(ctx context.Context, takes []guard.Take, parts []part) {
-	var back []guard.Take
+func (d *decider) refundSpent(ctx context.Context, takes []limit.Take, parts []part) {
+	var back []limit.Take
 	for _, p := range parts {
 		if p.err != nil {
 			continue
@@ -167,7 +168,7 @@ func (d *decider) refundSpent(ctx context.Context, takes []guard.Take, parts []p
 	if len(back) == 0 {
 		return
 	}
-	if err := d.refund(context.WithoutCancel(ctx), back); err != nil && !errors.Is(err, guard.ErrStoreUnavailable) {
+	if err := d.refund(context.WithoutCancel(ctx), back); err != nil && !errors.Is(err, limit.ErrStoreUnavailable) {
 		d.log.Debug("refund of a failed call's other parts failed", "err", err)
 	}
 }

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/otpguard/otpguard/internal/guard"
+	"github.com/otpguard/otpguard/internal/limit"
+	"github.com/otpguard/otpguard/internal/problem"
 	"github.com/otpguard/otpguard/internal/resilience"
 )
 
@@ -56,14 +58,14 @@ func otpInstance(st *outageStore, p guard.OTPPolicy, box *smsBox, now func() tim
 
 func localOTP(localLimit int64) guard.OTPPolicy {
 	p := guard.DefaultPolicies().OTP
-	p.OnStoreError, p.LocalLimit = guard.FallbackLocal, localLimit
+	p.OnStoreError, p.LocalLimit = limit.FallbackLocal, localLimit
 	p.Cooldown = 0
 	return p
 }
 
-func wantCode(t *testing.T, err error, want guard.Code) {
+func wantCode(t *testing.T, err error, want problem.Code) {
 	t.Helper()
-	if got := guard.ErrorCode(err); got != want {
+	if got := problem.CodeOf(err); got != want {
 		t.Fatalf("got %q (%v), want %q", got, err, want)
 	}
 }
@@ -76,14 +78,14 @@ func TestOTPClosedSendsNothingWhileStoreDown(t *testing.T) {
 	ctx := context.Background()
 	for range 10 {
 		_, err := otp.Send(ctx, guard.SendRequest{Phone: "+14155550100"})
-		wantCode(t, err, guard.CodeStoreUnavailable)
-		var e *guard.Error
+		wantCode(t, err, problem.CodeStoreUnavailable)
+		var e *problem.Error
 		if !errors.As(err, &e) || e.RetryAfter != time.Minute {
 			t.Fatalf("retry after: got %+v, want 60s", e)
 		}
 	}
 	_, err := otp.Verify(ctx, guard.VerifyRequest{Phone: "+14155550100", Code: "123456"})
-	wantCode(t, err, guard.CodeStoreUnavailable)
+	wantCode(t, err, problem.CodeStoreUnavailable)
 	if n := box.count(); n != 0 {
 		t.Errorf("SMS sent while the store was down with on_store_error closed: %d, want 0", n)
 	}
@@ -101,14 +103,14 @@ func TestOutageLogsOncePerChange(t *testing.T) {
 	f := resilience.NewFallback(resilience.FallbackOptions{Counter: st, Codes: st, Logger: log, Breaker: resilience.BreakerOptions{Failures: failures}})
 	otp := guard.NewOTP(guard.OTPOptions{Policy: guard.DefaultPolicies().OTP, Counter: f, Codes: f, Sender: &smsBox{},
 		HMACKey: outageHMACKey, Logger: log, LastStoreFailure: f.LastFailure})
-	lim := guard.NewLimiter(map[string]guard.LimitPolicy{"api": {Algorithm: guard.FixedWindow, Limit: 5,
-		Window: time.Minute, OnStoreError: guard.FallbackClosed}}, f, log)
+	lim := limit.New(map[string]limit.Policy{"api": {Algorithm: limit.FixedWindow, Limit: 5,
+		Window: time.Minute, OnStoreError: limit.FallbackClosed}}, f, log)
 	const n = 100
 	for range n {
 		_, err := otp.Send(t.Context(), guard.SendRequest{Phone: "+14155550100"})
-		wantCode(t, err, guard.CodeStoreUnavailable)
-		_, err = lim.Check(t.Context(), []guard.Check{{Policy: "api", Key: "user:1", Cost: 1}})
-		wantCode(t, err, guard.CodeStoreUnavailable)
+		wantCode(t, err, problem.CodeStoreUnavailable)
+		_, err = lim.Check(t.Context(), []limit.Check{{Policy: "api", Key: "user:1", Cost: 1}})
+		wantCode(t, err, problem.CodeStoreUnavailable)
 	}
 	errorLines := strings.Count(logs.String(), `"level":"ERROR"`)
 	t.Logf("%d refused decisions during an outage: %d error lines", 2*n, errorLines)
@@ -133,10 +135,10 @@ func TestOTPLocalLimitPerInstance(t *testing.T) {
 	for round := range 5 {
 		for i, otp := range instances {
 			_, err := otp.Send(context.Background(), guard.SendRequest{Phone: "+14155550100", ClientIP: "203.0.113.9"})
-			switch guard.ErrorCode(err) {
+			switch problem.CodeOf(err) {
 			case "":
 				sent++
-			case guard.CodePhoneRateLimited:
+			case problem.CodePhoneRateLimited:
 			default:
 				t.Fatalf("round %d instance %d: %v", round, i, err)
 			}
@@ -170,12 +172,12 @@ func TestOTPStatelessCodeVerifiesOnAnotherInstance(t *testing.T) {
 		wrong = "111111"
 	}
 	_, err = b.Verify(ctx, guard.VerifyRequest{Phone: phone, Code: wrong})
-	wantCode(t, err, guard.CodeWrongCode)
+	wantCode(t, err, problem.CodeWrongCode)
 	if _, err := b.Verify(ctx, guard.VerifyRequest{Phone: phone, Code: code}); err != nil {
 		t.Fatalf("the code sent by instance a does not verify on instance b: %v", err)
 	}
 	_, err = b.Verify(ctx, guard.VerifyRequest{Phone: phone, Code: code})
-	wantCode(t, err, guard.CodeNoActiveCode)
+	wantCode(t, err, problem.CodeNoActiveCode)
 }
 
 func TestOTPStatelessGuessLimit(t *testing.T) {
@@ -196,13 +198,13 @@ func TestOTPStatelessGuessLimit(t *testing.T) {
 	}
 	for i := range p.MaxVerifyAttempts {
 		_, err := a.Verify(ctx, guard.VerifyRequest{Phone: phone, Code: wrong})
-		wantCode(t, err, guard.CodeWrongCode)
-		if left := *err.(*guard.Error).AttemptsLeft; left != p.MaxVerifyAttempts-i-1 {
+		wantCode(t, err, problem.CodeWrongCode)
+		if left := *err.(*problem.Error).AttemptsLeft; left != p.MaxVerifyAttempts-i-1 {
 			t.Errorf("guess %d: attempts left %d, want %d", i+1, left, p.MaxVerifyAttempts-i-1)
 		}
 	}
 	_, err := a.Verify(ctx, guard.VerifyRequest{Phone: phone, Code: code})
-	wantCode(t, err, guard.CodeTooManyAttempts)
+	wantCode(t, err, problem.CodeTooManyAttempts)
 }
 
 func TestOTPStatelessCodeLivesWithinTTL(t *testing.T) {
@@ -224,7 +226,7 @@ func TestOTPStatelessCodeLivesWithinTTL(t *testing.T) {
 
 	now = sent.Add(res.ExpiresIn) // dead at the end of its life, on every instance
 	_, err = otpInstance(st, p, box, clock).Verify(ctx, guard.VerifyRequest{Phone: phone, Code: code})
-	wantCode(t, err, guard.CodeWrongCode)
+	wantCode(t, err, problem.CodeWrongCode)
 
 	now = sent.Add(res.ExpiresIn - time.Millisecond) // alive just before
 	if _, err := otpInstance(st, p, box, clock).Verify(ctx, guard.VerifyRequest{Phone: phone, Code: code}); err != nil {
@@ -249,14 +251,14 @@ func TestOTPStatelessCodeAfterRecovery(t *testing.T) {
 	// codes: otherwise any number could be verified by guessing, no SMS sent.
 	fresh := otpInstance(st, localOTP(1), box, nil)
 	_, err := fresh.Verify(ctx, guard.VerifyRequest{Phone: phone, Code: code})
-	wantCode(t, err, guard.CodeNoActiveCode)
+	wantCode(t, err, problem.CodeNoActiveCode)
 
 	// One that did (within a code TTL) accepts it, once, through the store.
 	if _, err := a.Verify(ctx, guard.VerifyRequest{Phone: phone, Code: code}); err != nil {
 		t.Fatalf("verify after recovery: %v", err)
 	}
 	_, err = a.Verify(ctx, guard.VerifyRequest{Phone: phone, Code: code})
-	wantCode(t, err, guard.CodeNoActiveCode)
+	wantCode(t, err, problem.CodeNoActiveCode)
 	// A code sent now is a stored one again.
 	if _, err := a.Send(ctx, guard.SendRequest{Phone: phone}); err != nil {
 		t.Fatal(err)

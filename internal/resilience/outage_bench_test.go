@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/otpguard/otpguard/internal/guard"
+	"github.com/otpguard/otpguard/internal/limit"
 	"github.com/otpguard/otpguard/internal/resilience"
 	"github.com/otpguard/otpguard/internal/store"
 	"github.com/otpguard/otpguard/internal/store/redistest"
@@ -48,11 +49,11 @@ func BenchmarkOutageDecision(b *testing.B) {
 				}
 				f := resilience.NewFallback(resilience.FallbackOptions{Counter: s, Codes: s, Timeout: timeout, Breaker: st.breaker,
 					Instances: func() int { return 1 }})
-				lim := guard.NewLimiter(map[string]guard.LimitPolicy{
-					"api": {Algorithm: guard.TokenBucket, Capacity: 1 << 30, RefillPerSecond: 1 << 19, OnStoreError: guard.FallbackOpen},
+				lim := limit.New(map[string]limit.Policy{
+					"api": {Algorithm: limit.TokenBucket, Capacity: 1 << 30, RefillPerSecond: 1 << 19, OnStoreError: limit.FallbackOpen},
 				}, f, nil)
 				p := guard.DefaultPolicies().OTP
-				p.OnStoreError, p.LocalLimit, p.Cooldown = guard.FallbackLocal, 1<<30, 0
+				p.OnStoreError, p.LocalLimit, p.Cooldown = limit.FallbackLocal, 1<<30, 0
 				p.PerPhone.Limit, p.PerIP.Limit = 1<<30, 1<<30
 				otp := guard.NewOTP(guard.OTPOptions{Policy: p, Counter: f, Codes: f, Sender: noSMS{},
 					HMACKey: outageHMACKey, LastStoreFailure: f.LastFailure})
@@ -64,7 +65,7 @@ func BenchmarkOutageDecision(b *testing.B) {
 						_, err := otp.Send(ctx, guard.SendRequest{Phone: fmt.Sprintf("+1415555%04d", i%10000), ClientIP: "203.0.113.7"})
 						return err
 					}
-					_, err := lim.Check(ctx, []guard.Check{{Policy: "api", Key: fmt.Sprint("user:", i%1000), Cost: 1}})
+					_, err := lim.Check(ctx, []limit.Check{{Policy: "api", Key: fmt.Sprint("user:", i%1000), Cost: 1}})
 					return err
 				}
 				for range 50 { // warm the pool (and, holed, trip the breaker)

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/otpguard/otpguard/internal/guard"
+	"github.com/otpguard/otpguard/internal/limit"
+	"github.com/otpguard/otpguard/internal/problem"
 	"github.com/otpguard/otpguard/internal/resilience"
 )
 
@@ -17,26 +19,26 @@ import (
 // held until the test releases it, or until the caller's context ends.
 type queuedStore struct {
 	mu      sync.Mutex
-	count   map[guard.Key]int64
+	count   map[limit.Key]int64
 	release chan struct{}
 	calls   atomic.Int64
 	done    sync.WaitGroup // calls that have not returned yet
 }
 
 func newQueuedStore() *queuedStore {
-	return &queuedStore{count: map[guard.Key]int64{}, release: make(chan struct{})}
+	return &queuedStore{count: map[limit.Key]int64{}, release: make(chan struct{})}
 }
 
-func (q *queuedStore) Take(ctx context.Context, takes []guard.Take) ([]guard.Result, error) {
+func (q *queuedStore) Take(ctx context.Context, takes []limit.Take) ([]limit.Result, error) {
 	q.calls.Add(1)
 	q.done.Add(1)
 	defer q.done.Done()
 	q.mu.Lock()
-	res := make([]guard.Result, len(takes))
+	res := make([]limit.Result, len(takes))
 	for i, t := range takes {
 		q.count[t.Key] += t.Cost
 		c := q.count[t.Key]
-		res[i] = guard.Result{Allowed: c <= t.Limit, Limit: t.Limit, Count: c, Remaining: max(0, t.Limit-c), Spent: true}
+		res[i] = limit.Result{Allowed: c <= t.Limit, Limit: t.Limit, Count: c, Remaining: max(0, t.Limit-c), Spent: true}
 	}
 	q.mu.Unlock()
 	select {
@@ -49,17 +51,17 @@ func (q *queuedStore) Take(ctx context.Context, takes []guard.Take) ([]guard.Res
 	}
 }
 
-func (q *queuedStore) Refund(context.Context, []guard.Take) error { return nil }
+func (q *queuedStore) Refund(context.Context, []limit.Take) error { return nil }
 
 // overloadFallback is a Fallback with a tiny timeout, so that every reply
 // of a queuedStore is late.
-func overloadFallback(st guard.Counter, ceiling time.Duration) *resilience.Fallback {
+func overloadFallback(st limit.Counter, ceiling time.Duration) *resilience.Fallback {
 	return resilience.NewFallback(resilience.FallbackOptions{Counter: st, Timeout: time.Microsecond, Ceiling: ceiling,
 		Breaker: resilience.BreakerOptions{Failures: 1}})
 }
 
-var openTake = guard.Take{Key: guard.Key{Space: "lim", ID: "k", Name: "fw"}, Algorithm: guard.FixedWindow,
-	Limit: 10, Window: time.Minute, Cost: 1, Policy: "limits.api", OnStoreError: guard.FallbackOpen}
+var openTake = limit.Take{Key: limit.Key{Space: "lim", ID: "k", Name: "fw"}, Algorithm: limit.FixedWindow,
+	Limit: 10, Window: time.Minute, Cost: 1, Policy: "limits.api", OnStoreError: limit.FallbackOpen}
 
 // TestLateReplyFromHealthyRedisIsWaitedFor: while the probe vouches for
 // Redis, a reply past the timeout is the decision (exact, from Redis), not
@@ -68,17 +70,17 @@ func TestLateReplyFromHealthyRedisIsWaitedFor(t *testing.T) {
 	forEachWait(t, testLateReplyFromHealthyRedisIsWaitedFor)
 }
 
-func testLateReplyFromHealthyRedisIsWaitedFor(t *testing.T, st *queuedStore, counter guard.Counter) {
+func testLateReplyFromHealthyRedisIsWaitedFor(t *testing.T, st *queuedStore, counter limit.Counter) {
 	f := overloadFallback(counter, time.Minute)
 	f.ObserveProbe(context.Background(), nil)
 
 	type answer struct {
-		res []guard.Result
+		res []limit.Result
 		err error
 	}
 	got := make(chan answer, 1)
 	go func() {
-		res, err := f.Take(context.Background(), []guard.Take{openTake})
+		res, err := f.Take(context.Background(), []limit.Take{openTake})
 		got <- answer{res, err}
 	}()
 	// The timeout (1µs) passes while the reply is held.
@@ -107,11 +109,11 @@ func TestLateReplyWithoutProbeIsAStoreFailure(t *testing.T) {
 	forEachWait(t, testLateReplyWithoutProbeIsAStoreFailure)
 }
 
-func testLateReplyWithoutProbeIsAStoreFailure(t *testing.T, st *queuedStore, counter guard.Counter) {
+func testLateReplyWithoutProbeIsAStoreFailure(t *testing.T, st *queuedStore, counter limit.Counter) {
 	f := overloadFallback(counter, time.Minute)
 	f.ObserveProbe(context.Background(), errors.New("dial tcp: connection refused"))
 
-	res, err := f.Take(context.Background(), []guard.Take{openTake})
+	res, err := f.Take(context.Background(), []limit.Take{openTake})
 	if err != nil {
 		t.Fatalf("Take: %v, want a fallback decision (open)", err)
 	}
@@ -137,17 +139,17 @@ func TestNoReplyFromHealthyRedisIsShed(t *testing.T) {
 	forEachWait(t, testNoReplyFromHealthyRedisIsShed)
 }
 
-func testNoReplyFromHealthyRedisIsShed(t *testing.T, st *queuedStore, counter guard.Counter) {
+func testNoReplyFromHealthyRedisIsShed(t *testing.T, st *queuedStore, counter limit.Counter) {
 	defer st.done.Wait() // never released: the call ends at the ceiling
 	f := overloadFallback(counter, 30*time.Millisecond)
 	stop := keepVouching(f)
 	defer stop()
 
-	lim := guard.NewLimiter(map[string]guard.LimitPolicy{
-		"api": {Algorithm: guard.FixedWindow, Limit: 10, Window: time.Minute, OnStoreError: guard.FallbackOpen},
+	lim := limit.New(map[string]limit.Policy{
+		"api": {Algorithm: limit.FixedWindow, Limit: 10, Window: time.Minute, OnStoreError: limit.FallbackOpen},
 	}, f, nil)
-	_, err := lim.Check(context.Background(), []guard.Check{{Policy: "api", Key: "user:1", Cost: 1}})
-	if code := guard.ErrorCode(err); code != guard.CodeOverloaded {
+	_, err := lim.Check(context.Background(), []limit.Check{{Policy: "api", Key: "user:1", Cost: 1}})
+	if code := problem.CodeOf(err); code != problem.CodeOverloaded {
 		t.Fatalf("Check: code %q (%v), want overloaded", code, err)
 	}
 	if f.Shed() != 1 {
@@ -214,7 +216,7 @@ func TestProbeEndsTheOutage(t *testing.T) {
 	}
 	before := st.calls.Load()
 	for range 5 {
-		res, err := f.Take(ctx, []guard.Take{openTake})
+		res, err := f.Take(ctx, []limit.Take{openTake})
 		if err != nil || !res[0].Fallback {
 			t.Fatalf("Take while half-open: %+v, %v; want a fallback decision", res, err)
 		}
@@ -226,7 +228,7 @@ func TestProbeEndsTheOutage(t *testing.T) {
 	if got := f.Status().Breaker; got != "closed" || warmed.Load() != 1 {
 		t.Fatalf("after a good probe: breaker %s, warmed %d times; want closed, 1", got, warmed.Load())
 	}
-	res, err := f.Take(ctx, []guard.Take{openTake})
+	res, err := f.Take(ctx, []limit.Take{openTake})
 	if err != nil || res[0].Fallback {
 		t.Errorf("first decision after the outage: %+v, %v; want it from the store", res, err)
 	}
@@ -241,7 +243,7 @@ func TestDoMakesNoCallWhileOpen(t *testing.T) {
 	f.ObserveProbe(context.Background(), errRedisDown)
 	var calls int
 	err := f.Do(context.Background(), func(context.Context) error { calls++; return nil })
-	if !errors.Is(err, guard.ErrStoreUnavailable) || calls != 0 {
+	if !errors.Is(err, limit.ErrStoreUnavailable) || calls != 0 {
 		t.Errorf("Do while open: err %v, %d calls; want ErrStoreUnavailable and no call", err, calls)
 	}
 }
@@ -273,12 +275,12 @@ type timedOutProbeCase struct {
 	wantExact bool
 }
 
-func (tc timedOutProbeCase) run(t *testing.T, st *queuedStore, counter guard.Counter) {
+func (tc timedOutProbeCase) run(t *testing.T, st *queuedStore, counter limit.Counter) {
 	f := overloadFallback(counter, time.Minute)
 	f.ObserveProbe(context.Background(), nil)
 	if tc.firstCall {
 		go func() { st.release <- struct{}{} }()
-		if _, err := f.Take(context.Background(), []guard.Take{openTake}); err != nil {
+		if _, err := f.Take(context.Background(), []limit.Take{openTake}); err != nil {
 			t.Fatalf("first Take: %v", err)
 		}
 	}
@@ -289,7 +291,7 @@ func (tc timedOutProbeCase) run(t *testing.T, st *queuedStore, counter guard.Cou
 		time.Sleep(20 * time.Millisecond) // past the 1µs timeout
 		close(st.release)
 	}()
-	res, err := f.Take(context.Background(), []guard.Take{openTake})
+	res, err := f.Take(context.Background(), []limit.Take{openTake})
 	if err != nil {
 		t.Fatalf("Take: %v", err)
 	}

@@ -8,7 +8,7 @@ import (
 
 	"github.com/sony/gobreaker/v2"
 
-	"github.com/otpguard/otpguard/internal/guard"
+	"github.com/otpguard/otpguard/internal/problem"
 )
 
 // DefaultProbeEvery and DefaultProbeTimeout are how often the probe pings
@@ -181,7 +181,7 @@ func (c *calls) settle(ctx context.Context, n *node, err error, late bool) error
 // overloaded counts a call shed at the ceiling, cause its error.
 func (c *calls) overloaded(cause error) error {
 	c.shed.Add(1)
-	return fmt.Errorf("resilience: no answer within %s from a healthy redis: %w (%w)", c.ceiling, guard.ErrOverloaded, cause)
+	return fmt.Errorf("resilience: no answer within %s from a healthy redis: %w (%w)", c.ceiling, problem.ErrOverloaded, cause)
 }
 
 // unvouched is the error of a call past the timeout while the probe does

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/otpguard/otpguard/internal/guard"
+	"github.com/otpguard/otpguard/internal/limit"
 )
 
 // Shared keys on a dead master (Redis Cluster). A send's keys that are not
@@ -33,12 +34,12 @@ type sharedRules struct {
 	// limits is the last limit the store answered for a country's volume
 	// (per counting key: the velocity rule's, the trusted tier's, the
 	// solved cap's): what its split limit divides while its master is dead.
-	limits map[guard.Key]int64
+	limits map[limit.Key]int64
 }
 
 // ruleOf names the rule of a key, without its subject: "otp:ip:sends",
 // "otp:budget:hour", "otp:vel:h", "l:api". A few names in all.
-func ruleOf(k guard.Key) string {
+func ruleOf(k limit.Key) string {
 	return strings.TrimSuffix(k.Space+":"+k.Name, ":")
 }
 
@@ -52,7 +53,7 @@ func (s *sharedRules) fell(n *node, rule string) {
 	s.counts[rule]++
 	s.mu.Unlock()
 	if n.warnOnce(rule) {
-		s.log.Warn("shared limit decided from this instance's memory (split limit): its Redis master does not answer",
+		s.log.Warn("shared lim decided from this instance's memory (split lim): its Redis master does not answer",
 			"rule", rule, "node", n.name, "instances", s.memory.Instances())
 	}
 }
@@ -77,14 +78,14 @@ func (s *sharedRules) rememberVolume(vol *guard.VolumeTake, vr *guard.VolumeResu
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.limits == nil {
-		s.limits = map[guard.Key]int64{}
+		s.limits = map[limit.Key]int64{}
 	}
 	s.limits[k] = vr.Limit
 }
 
 // volumeLimit is the hour's limit to split for the counts under k: the
 // store's last answer, or floor when this instance has none.
-func (s *sharedRules) volumeLimit(k guard.Key, floor int64) int64 {
+func (s *sharedRules) volumeLimit(k limit.Key, floor int64) int64 {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if l, ok := s.limits[k]; ok {
@@ -104,9 +105,9 @@ func (s *sharedRules) volumeFromMemory(n *node, vol *guard.VolumeTake) *guard.Vo
 		return &guard.VolumeResult{Allowed: true, Fallback: true}
 	}
 	now := s.now()
-	take := func(k guard.Key, limit int64, window time.Duration) guard.Result {
-		return s.memory.limits.take(guard.Take{Key: k, Algorithm: guard.FixedWindow, Limit: limit, Window: window, Cost: 1,
-			Policy: guard.OTPPolicyName}, limit, 0, now)
+	take := func(k limit.Key, lim int64, window time.Duration) limit.Result {
+		return s.memory.limits.take(limit.Take{Key: k, Algorithm: limit.FixedWindow, Limit: lim, Window: window, Cost: 1,
+			Policy: guard.OTPPolicyName}, lim, 0, now)
 	}
 	k, floor := vol.Key, vol.Floor
 	if vol.Trusted {
@@ -119,9 +120,9 @@ func (s *sharedRules) volumeFromMemory(n *node, vol *guard.VolumeTake) *guard.Vo
 		// send refuses it (503), so nothing is counted here.
 		return &guard.VolumeResult{Allowed: true, Fallback: true}
 	}
-	limit := max(1, s.volumeLimit(k, max(1, floor))/int64(s.memory.Instances()))
-	r := take(k, limit, time.Hour)
-	return &guard.VolumeResult{Allowed: r.Allowed, Count: r.Count, Limit: limit, Trusted: vol.Trusted, Fallback: true}
+	lim := max(1, s.volumeLimit(k, max(1, floor))/int64(s.memory.Instances()))
+	r := take(k, lim, time.Hour)
+	return &guard.VolumeResult{Allowed: r.Allowed, Count: r.Count, Limit: lim, Trusted: vol.Trusted, Fallback: true}
 }
 
 // warnOnce reports whether rule is first to fall back on n in this outage

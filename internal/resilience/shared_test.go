@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/otpguard/otpguard/internal/guard"
+	"github.com/otpguard/otpguard/internal/limit"
 	"github.com/otpguard/otpguard/internal/resilience"
 )
 
@@ -21,19 +22,19 @@ type sendStore struct {
 	volLimit int64
 }
 
-func (s sendStore) TakeSend(ctx context.Context, takes []guard.Take, vol *guard.VolumeTake) ([]guard.Result, *guard.VolumeResult, error) {
+func (s sendStore) TakeSend(ctx context.Context, takes []limit.Take, vol *guard.VolumeTake) ([]limit.Result, *guard.VolumeResult, error) {
 	res, err := s.Take(ctx, takes)
 	if err != nil || vol == nil {
 		return res, nil, err
 	}
-	if err := s.enter([]guard.Take{{Key: vol.Key}}); err != nil {
+	if err := s.enter([]limit.Take{{Key: vol.Key}}); err != nil {
 		return nil, nil, err
 	}
 	return res, &guard.VolumeResult{Allowed: true, Count: 1, Limit: s.volLimit}, nil
 }
 
-func (s sendStore) Trusted(_ context.Context, mark guard.Key) (bool, error) {
-	return false, s.enter([]guard.Take{{Key: mark}})
+func (s sendStore) Trusted(_ context.Context, mark limit.Key) (bool, error) {
+	return false, s.enter([]limit.Take{{Key: mark}})
 }
 
 func (s sendStore) MarkTrusted(context.Context, []guard.TrustMark, time.Duration) (int, error) {
@@ -43,8 +44,8 @@ func (s sendStore) MarkTrusted(context.Context, []guard.TrustMark, time.Duration
 // volumeTake is the velocity rule's count of a send to GB, whose keys are
 // on node c.
 func volumeTake(newOff bool) *guard.VolumeTake {
-	return &guard.VolumeTake{Key: guard.Key{Space: "otp:vel", ID: "GB", Name: "h"}, Now: time.Unix(3600*500000, 0),
-		Floor: 50, Mark: guard.Key{Space: "otp:tr", ID: "GB", Name: "mark"}, NewOff: newOff}
+	return &guard.VolumeTake{Key: limit.Key{Space: "otp:vel", ID: "GB", Name: "h"}, Now: time.Unix(3600*500000, 0),
+		Floor: 50, Mark: limit.Key{Space: "otp:tr", ID: "GB", Name: "mark"}, NewOff: newOff}
 }
 
 // A send whose number's keys answer is never refused because its
@@ -125,7 +126,7 @@ func TestDeadCountryNodeLeavesSolvedToTheStore(t *testing.T) {
 	s.down["c"] = true
 	s.mu.Unlock()
 	vol := volumeTake(false)
-	vol.Solved = &guard.SolvedUse{Used: guard.Key{Space: "otp:vel", ID: "GB", Name: "solved:abc"}, TTL: time.Minute}
+	vol.Solved = &guard.SolvedUse{Used: limit.Key{Space: "otp:vel", ID: "GB", Name: "solved:abc"}, TTL: time.Minute}
 	for i := range 3 {
 		_, vr, err := f.TakeSend(context.Background(), sendTakes()[:2], vol)
 		if err != nil || vr == nil || !vr.Fallback || vr.Reused || vr.Count != 0 {

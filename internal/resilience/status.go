@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/otpguard/otpguard/internal/guard"
+	"github.com/otpguard/otpguard/internal/limit"
 )
 
 // FallbackStatus is what a Fallback knows of the store: its breaker, the
@@ -23,7 +24,7 @@ type FallbackStatus struct {
 // PolicyStatus is one policy as the Fallback last saw it.
 type PolicyStatus struct {
 	Policy       string // "otp" or "limits.<name>"
-	OnStoreError guard.FallbackMode
+	OnStoreError limit.FallbackMode
 	// InFallback says its last decision was taken without the store
 	// (refused, for closed), since Since.
 	InFallback bool
@@ -41,7 +42,7 @@ type policies struct {
 }
 
 type policyState struct {
-	mode       guard.FallbackMode
+	mode       limit.FallbackMode
 	inFallback bool
 	since      time.Time
 	fallbacks  int64
@@ -53,7 +54,7 @@ func newPolicies(p *guard.Policies, log *slog.Logger, now func() time.Time) *pol
 	if p != nil {
 		ps.m[guard.OTPPolicyName] = &policyState{mode: p.OTP.OnStoreError}
 		for name, l := range p.Limits {
-			ps.m[guard.LimitPolicyName(name)] = &policyState{mode: l.OnStoreError}
+			ps.m[limit.PolicyName(name)] = &policyState{mode: l.OnStoreError}
 		}
 	}
 	return ps
@@ -73,12 +74,12 @@ func (ps *policies) list() []PolicyStatus {
 }
 
 // add is Fallback.AddPolicies.
-func (ps *policies) add(limits map[string]guard.LimitPolicy) {
+func (ps *policies) add(limits map[string]limit.Policy) {
 	ps.mu.Lock()
 	defer ps.mu.Unlock()
 	for name, p := range limits {
-		if _, ok := ps.m[guard.LimitPolicyName(name)]; !ok {
-			ps.m[guard.LimitPolicyName(name)] = &policyState{mode: p.OnStoreError}
+		if _, ok := ps.m[limit.PolicyName(name)]; !ok {
+			ps.m[limit.PolicyName(name)] = &policyState{mode: p.OnStoreError}
 		}
 	}
 }
@@ -96,7 +97,7 @@ func (s FallbackStatus) InFallback() []string {
 
 // note records, per policy, whether its decisions go to the fallback, and
 // logs each change once.
-func (ps *policies) note(takes []guard.Take, fell bool) {
+func (ps *policies) note(takes []limit.Take, fell bool) {
 	if !fell && !ps.anyInFallback(takes) {
 		return // the common case: read-locked only
 	}
@@ -129,7 +130,7 @@ func (ps *policies) note(takes []guard.Take, fell bool) {
 
 // anyInFallback reports whether a policy of takes is marked in fallback
 // (or is not known yet).
-func (ps *policies) anyInFallback(takes []guard.Take) bool {
+func (ps *policies) anyInFallback(takes []limit.Take) bool {
 	ps.mu.RLock()
 	defer ps.mu.RUnlock()
 	for _, t := range takes {

@@ -5,12 +5,14 @@ import (
 	"errors"
 
 	"github.com/otpguard/otpguard/internal/guard"
+	"github.com/otpguard/otpguard/internal/limit"
+	"github.com/otpguard/otpguard/internal/problem"
 )
 
 // takeSendByNode is takeByNode for a send, with the number's trust mark
 // (guard/trust.go) read first when vol carries one. A send's parts go node
 // by node and stop at the first denial, so an automatic rule (a prefix or
-// country window, guard.Take.Automatic) on an earlier node would refuse a
+// country window, limit.Take.Automatic) on an earlier node would refuse a
 // trusted send before vol's node could find its mark: the store's own
 // per-slot send reads the mark first for the same reason
 // (store.clusterTrust). The read goes through vol's node's breaker; when
@@ -20,7 +22,7 @@ import (
 //
 // A send found untrusted with the velocity rule off (NewOff) counts
 // nothing in its country: vol's keys are then not touched at all.
-func (d *decider) takeSendByNode(ctx context.Context, takes []guard.Take, vol *guard.VolumeTake) ([]guard.Result, *guard.VolumeResult, error) {
+func (d *decider) takeSendByNode(ctx context.Context, takes []limit.Take, vol *guard.VolumeTake) ([]limit.Result, *guard.VolumeResult, error) {
 	vol, trusted, asked := d.trustFirst(ctx, vol)
 	if !trusted && vol != nil && vol.NewOff && !vol.Trusted && vol.Solved == nil && (asked || vol.Mark.ID == "") {
 		res, _, err := d.takeByNode(ctx, takes, nil, true)
@@ -32,7 +34,7 @@ func (d *decider) takeSendByNode(ctx context.Context, takes []guard.Take, vol *g
 	if !trusted {
 		return d.takeByNode(ctx, takes, vol, true)
 	}
-	var kept []guard.Take
+	var kept []limit.Take
 	var idx []int
 	for i, t := range takes {
 		if !t.Automatic {
@@ -43,9 +45,9 @@ func (d *decider) takeSendByNode(ctx context.Context, takes []guard.Take, vol *g
 	if err != nil {
 		return nil, nil, err
 	}
-	res := make([]guard.Result, len(takes))
+	res := make([]limit.Result, len(takes))
 	for i := range res {
-		res[i] = guard.Result{Allowed: true} // an automatic take: not counted
+		res[i] = limit.Result{Allowed: true} // an automatic take: not counted
 	}
 	for j, i := range idx {
 		res[i] = got[j]
@@ -68,13 +70,13 @@ func (d *decider) trustFirst(ctx context.Context, vol *guard.VolumeTake) (_ *gua
 		set, err = tr.Trusted(ctx, vol.Mark)
 		return err
 	})
-	if err != nil && !errors.Is(err, guard.ErrOverloaded) {
+	if err != nil && !errors.Is(err, problem.ErrOverloaded) {
 		d.shared.fell(n, vol.Mark.Space) // the mark's name is the number's HMAC: not a rule's
 	}
 	if err != nil || !set {
 		return vol, false, true
 	}
 	v := *vol
-	v.Trusted, v.Mark = true, guard.Key{}
+	v.Trusted, v.Mark = true, limit.Key{}
 	return &v, true, true
 }

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/otpguard/otpguard/internal/guard"
+	"github.com/otpguard/otpguard/internal/limit"
 	"github.com/otpguard/otpguard/internal/resilience"
 )
 
@@ -13,10 +14,10 @@ import (
 // (counted, in the trusted tier when the take says so) and keeps marks.
 type trustNodeStore struct {
 	*nodeStore
-	marks map[guard.Key]bool
+	marks map[limit.Key]bool
 }
 
-func (s *trustNodeStore) TakeSend(ctx context.Context, takes []guard.Take, vol *guard.VolumeTake) ([]guard.Result, *guard.VolumeResult, error) {
+func (s *trustNodeStore) TakeSend(ctx context.Context, takes []limit.Take, vol *guard.VolumeTake) ([]limit.Result, *guard.VolumeResult, error) {
 	res, err := s.Take(ctx, takes)
 	if err != nil || vol == nil {
 		return res, nil, err
@@ -29,7 +30,7 @@ func (s *trustNodeStore) MarkTrusted(context.Context, []guard.TrustMark, time.Du
 	return 0, nil
 }
 
-func (s *trustNodeStore) Trusted(_ context.Context, mark guard.Key) (bool, error) {
+func (s *trustNodeStore) Trusted(_ context.Context, mark limit.Key) (bool, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.calls = append(s.calls, []string{s.of[mark.ID]})
@@ -43,22 +44,22 @@ func (s *trustNodeStore) Trusted(_ context.Context, mark guard.Key) (bool, error
 // refused by the window and takes no volume.
 func TestTrustedSendByNode(t *testing.T) {
 	ns := newNodeStore(map[string]string{"+447911000001": "a", "+4479": "b", "GB": "c"})
-	mark := guard.Key{Space: "otp:tr", ID: "GB", Name: "marked"}
-	s := &trustNodeStore{nodeStore: ns, marks: map[guard.Key]bool{mark: true}}
+	mark := limit.Key{Space: "otp:tr", ID: "GB", Name: "marked"}
+	s := &trustNodeStore{nodeStore: ns, marks: map[limit.Key]bool{mark: true}}
 	f := resilience.NewFallback(resilience.FallbackOptions{Counter: s, NodeOf: ns.nodeOf,
 		Breaker: resilience.BreakerOptions{Failures: 3, OpenFor: time.Hour}})
-	own := guard.Take{Key: guard.Key{Space: "otp", ID: "+447911000001", Name: "sends"}, Algorithm: guard.FixedWindow,
-		Limit: 10, Window: time.Minute, Cost: 1, Policy: guard.OTPPolicyName, OnStoreError: guard.FallbackClosed}
-	prefix := guard.Take{Key: guard.Key{Space: "otp:prefix", ID: "+4479", Name: "sends"}, Algorithm: guard.FixedWindow,
-		Limit: 1, Window: time.Minute, Cost: 1, Policy: guard.OTPPolicyName, OnStoreError: guard.FallbackOpen, Automatic: true}
+	own := limit.Take{Key: limit.Key{Space: "otp", ID: "+447911000001", Name: "sends"}, Algorithm: limit.FixedWindow,
+		Limit: 10, Window: time.Minute, Cost: 1, Policy: guard.OTPPolicyName, OnStoreError: limit.FallbackClosed}
+	prefix := limit.Take{Key: limit.Key{Space: "otp:prefix", ID: "+4479", Name: "sends"}, Algorithm: limit.FixedWindow,
+		Limit: 1, Window: time.Minute, Cost: 1, Policy: guard.OTPPolicyName, OnStoreError: limit.FallbackOpen, Automatic: true}
 	ctx := context.Background()
-	if _, err := f.Take(ctx, []guard.Take{prefix}); err != nil { // the window is full
+	if _, err := f.Take(ctx, []limit.Take{prefix}); err != nil { // the window is full
 		t.Fatal(err)
 	}
-	vol := func(m guard.Key) *guard.VolumeTake {
-		return &guard.VolumeTake{Key: guard.Key{Space: "otp:vel", ID: "GB", Name: "h"}, Mark: m}
+	vol := func(m limit.Key) *guard.VolumeTake {
+		return &guard.VolumeTake{Key: limit.Key{Space: "otp:vel", ID: "GB", Name: "h"}, Mark: m}
 	}
-	res, vr, err := f.TakeSend(ctx, []guard.Take{own, prefix}, vol(mark))
+	res, vr, err := f.TakeSend(ctx, []limit.Take{own, prefix}, vol(mark))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -68,7 +69,7 @@ func TestTrustedSendByNode(t *testing.T) {
 	if c := ns.count("+4479"); c != 1 {
 		t.Errorf("the window holds %d, want 1 (the trusted send not counted)", c)
 	}
-	res, vr, err = f.TakeSend(ctx, []guard.Take{own, prefix}, vol(guard.Key{Space: "otp:tr", ID: "GB", Name: "other"}))
+	res, vr, err = f.TakeSend(ctx, []limit.Take{own, prefix}, vol(limit.Key{Space: "otp:tr", ID: "GB", Name: "other"}))
 	if err != nil {
 		t.Fatal(err)
 	}

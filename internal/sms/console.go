@@ -1,5 +1,5 @@
 // Package sms delivers one-time codes by SMS. Each sender implements
-// guard.Sender and reports failures as *guard.Error, so the domain and the
+// guard.Sender and reports failures as *problem.Error, so the domain and the
 // HTTP layer never see a provider's types.
 package sms
 
@@ -12,6 +12,7 @@ import (
 	"sync"
 
 	"github.com/otpguard/otpguard/internal/guard"
+	"github.com/otpguard/otpguard/internal/problem"
 )
 
 // Console is the development sender: it writes each message, code included,
@@ -59,9 +60,9 @@ func (c *Console) Send(ctx context.Context, m guard.Message) error {
 
 // unavailable wraps a failure that is not the destination's fault. Its
 // Message is fixed text: the cause stays in Err, for logs.
-func unavailable(err error) *guard.Error {
-	return &guard.Error{
-		Code:    guard.CodeProviderUnavailable,
+func unavailable(err error) *problem.Error {
+	return &problem.Error{
+		Code:    problem.CodeProviderUnavailable,
 		Message: "the SMS provider is unavailable; try again shortly",
 		Err:     err,
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/otpguard/otpguard/internal/guard"
+	"github.com/otpguard/otpguard/internal/problem"
 )
 
 // chunkWriter keeps every Write call apart. It has no lock on purpose: if
@@ -110,8 +111,8 @@ func TestConsoleSendErrors(t *testing.T) {
 				c = NewConsole(tt.w)
 			}
 			err := c.Send(tt.ctx, guard.Message{To: "+14155550100", Body: "code 493817"})
-			if got := guard.ErrorCode(err); got != guard.CodeProviderUnavailable {
-				t.Errorf("ErrorCode() = %q, want %q (err: %v)", got, guard.CodeProviderUnavailable, err)
+			if got := problem.CodeOf(err); got != problem.CodeProviderUnavailable {
+				t.Errorf("ErrorCode() = %q, want %q (err: %v)", got, problem.CodeProviderUnavailable, err)
 			}
 			if tt.w != nil && len(tt.w.chunks) != 0 {
 				t.Errorf("got writes %q, want none", tt.w.chunks)

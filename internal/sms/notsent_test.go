@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/otpguard/otpguard/internal/guard"
+	"github.com/otpguard/otpguard/internal/problem"
 )
 
 // resetConn answers nothing: it resets the connection (RST, SO_LINGER 0)
@@ -125,7 +126,7 @@ func TestTwilioSendUnavailable(t *testing.T) {
 
 			err := tw.Send(ctx, guard.Message{To: testTo, Body: testBody})
 
-			_ = checkSafeError(t, err, guard.CodeProviderUnavailable) // its checks are the test
+			_ = checkSafeError(t, err, problem.CodeProviderUnavailable) // its checks are the test
 			if tt.wantCause != nil && !errors.Is(err, tt.wantCause) {
 				t.Errorf("Send() error = %v, want %v in the chain", err, tt.wantCause)
 			}

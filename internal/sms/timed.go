@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/otpguard/otpguard/internal/guard"
+	"github.com/otpguard/otpguard/internal/problem"
 )
 
 // The outcomes of one call to the SMS provider, as Timed reports them
@@ -52,7 +53,7 @@ func outcome(err error) string {
 	switch {
 	case err == nil:
 		return OutcomeSent
-	case guard.ErrorCode(err) == guard.CodeInvalidDestination:
+	case problem.CodeOf(err) == problem.CodeInvalidDestination:
 		return OutcomeRefused
 	case errors.Is(err, guard.ErrNotSent):
 		return OutcomeRejected

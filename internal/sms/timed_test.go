@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/otpguard/otpguard/internal/guard"
+	"github.com/otpguard/otpguard/internal/problem"
 )
 
 type senderFunc func(context.Context, guard.Message) error
@@ -34,10 +35,10 @@ func TestTimedOutcomes(t *testing.T) {
 		want string
 	}{
 		{"sent", nil, OutcomeSent},
-		{"refused number", &guard.Error{Code: guard.CodeInvalidDestination, Message: "no"}, OutcomeRefused},
-		{"not sent", &guard.Error{Code: guard.CodeProviderUnavailable, Err: fmt.Errorf("401: %w", guard.ErrNotSent)}, OutcomeRejected},
-		{"deadline", &guard.Error{Code: guard.CodeProviderUnavailable, Err: context.DeadlineExceeded}, OutcomeTimeout},
-		{"net timeout", &guard.Error{Code: guard.CodeProviderUnavailable, Err: &url.Error{Op: "Post", URL: "x", Err: timeoutErr{}}}, OutcomeTimeout},
+		{"refused number", &problem.Error{Code: problem.CodeInvalidDestination, Message: "no"}, OutcomeRefused},
+		{"not sent", &problem.Error{Code: problem.CodeProviderUnavailable, Err: fmt.Errorf("401: %w", guard.ErrNotSent)}, OutcomeRejected},
+		{"deadline", &problem.Error{Code: problem.CodeProviderUnavailable, Err: context.DeadlineExceeded}, OutcomeTimeout},
+		{"net timeout", &problem.Error{Code: problem.CodeProviderUnavailable, Err: &url.Error{Op: "Post", URL: "x", Err: timeoutErr{}}}, OutcomeTimeout},
 		{"other error", errors.New("500 from the provider"), OutcomeError},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/otpguard/otpguard/internal/guard"
+	"github.com/otpguard/otpguard/internal/problem"
 	"github.com/twilio/twilio-go/client"
 	openapi "github.com/twilio/twilio-go/rest/api/v2010"
 )
@@ -190,7 +191,7 @@ func (t *Twilio) Send(ctx context.Context, m guard.Message) error {
 // and the like it quotes the To number, and no full number may reach a log.
 // When the exchange x proves the message was not taken (notSent), the
 // cause is a *NotSent with Twilio's Retry-After.
-func twilioError(err error, body string, x *exchange, now time.Time) *guard.Error {
+func twilioError(err error, body string, x *exchange, now time.Time) *problem.Error {
 	not := notSent(err, x)
 	var rest *client.TwilioRestError
 	if errors.As(err, &rest) {
@@ -202,8 +203,8 @@ func twilioError(err error, body string, x *exchange, now time.Time) *guard.Erro
 		wrapped = &NotSent{Wait: providerWait(x.retryAfter, now), Err: wrapped}
 	}
 	if rest != nil && refusesDestination(rest.Code) {
-		return &guard.Error{
-			Code:    guard.CodeInvalidDestination,
+		return &problem.Error{
+			Code:    problem.CodeInvalidDestination,
 			Message: "the SMS provider refused the destination number",
 			Err:     wrapped,
 		}

@@ -18,6 +18,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/otpguard/otpguard/internal/guard"
+	"github.com/otpguard/otpguard/internal/problem"
 	"github.com/twilio/twilio-go/client"
 )
 
@@ -112,15 +113,15 @@ func newTestTwilio(t *testing.T, o TwilioOptions) *Twilio {
 	return tw
 }
 
-// checkSafeError checks what every failed Send must honour: a *guard.Error
+// checkSafeError checks what every failed Send must honour: a *problem.Error
 // with the wanted code, a cause for the logs, and no trace of the body, the
 // code or the full To number anywhere in its text, nor in a log line
 // written as guard writes one ("err", err).
-func checkSafeError(t *testing.T, err error, want guard.Code) *guard.Error {
+func checkSafeError(t *testing.T, err error, want problem.Code) *problem.Error {
 	t.Helper()
-	var ge *guard.Error
+	var ge *problem.Error
 	if !errors.As(err, &ge) {
-		t.Fatalf("Send() error = %v (%T), want *guard.Error", err, err)
+		t.Fatalf("Send() error = %v (%T), want *problem.Error", err, err)
 	}
 	if ge.Code != want {
 		t.Errorf("Code = %q, want %q (err: %v)", ge.Code, want, err)
@@ -162,7 +163,7 @@ func TestTwilioSend(t *testing.T) {
 		prefix   string        // path appended to the server URL in BaseURL
 		reply    http.HandlerFunc
 		wantForm url.Values
-		wantCode guard.Code    // "" for success
+		wantCode problem.Code  // "" for success
 		wantRest int           // Twilio error code expected in the chain, 0 for none
 		wantText string        // in the error text: what is left of Twilio's message
 		wantWait time.Duration // the Retry-After passed on (guard.ProviderWait)
@@ -191,7 +192,7 @@ func TestTwilioSend(t *testing.T) {
 			opts:     TwilioOptions{From: testFrom},
 			reply:    twilioFails(400, 21211, "The 'To' number "+testTo+" is not a valid phone number."),
 			wantForm: form("To", testTo, "Body", testBody, "From", testFrom),
-			wantCode: guard.CodeInvalidDestination,
+			wantCode: problem.CodeInvalidDestination,
 			wantRest: 21211,
 			wantText: guard.MaskPhone(testTo),
 		},
@@ -200,7 +201,7 @@ func TestTwilioSend(t *testing.T) {
 			opts:     TwilioOptions{From: testFrom},
 			reply:    twilioFails(400, 21408, "Permission to send an SMS has not been enabled for the region indicated by the 'To' number: "+testTo+"."),
 			wantForm: form("To", testTo, "Body", testBody, "From", testFrom),
-			wantCode: guard.CodeInvalidDestination,
+			wantCode: problem.CodeInvalidDestination,
 			wantRest: 21408,
 			wantText: guard.MaskPhone(testTo),
 		},
@@ -209,7 +210,7 @@ func TestTwilioSend(t *testing.T) {
 			opts:     TwilioOptions{From: testFrom},
 			reply:    twilioFails(400, 21612, "The 'To' phone number: "+testTo+", is not currently reachable using the 'From' phone number: "+testFrom+" via SMS."),
 			wantForm: form("To", testTo, "Body", testBody, "From", testFrom),
-			wantCode: guard.CodeInvalidDestination,
+			wantCode: problem.CodeInvalidDestination,
 			wantRest: 21612,
 			wantText: guard.MaskPhone(testTo),
 		},
@@ -218,7 +219,7 @@ func TestTwilioSend(t *testing.T) {
 			opts:     TwilioOptions{From: testFrom},
 			reply:    twilioFails(400, 21614, "'To' number "+testTo+" is not a valid mobile number"),
 			wantForm: form("To", testTo, "Body", testBody, "From", testFrom),
-			wantCode: guard.CodeInvalidDestination,
+			wantCode: problem.CodeInvalidDestination,
 			wantRest: 21614,
 			wantText: guard.MaskPhone(testTo),
 		},
@@ -227,7 +228,7 @@ func TestTwilioSend(t *testing.T) {
 			opts:     TwilioOptions{From: testFrom},
 			reply:    twilioFails(400, 21606, "The 'From' phone number provided is not a valid message-capable Twilio phone number."),
 			wantForm: form("To", testTo, "Body", testBody, "From", testFrom),
-			wantCode: guard.CodeProviderUnavailable,
+			wantCode: problem.CodeProviderUnavailable,
 			wantRest: 21606,
 		},
 		{
@@ -235,7 +236,7 @@ func TestTwilioSend(t *testing.T) {
 			opts:     TwilioOptions{From: testFrom},
 			reply:    twilioFails(401, 20003, "Authenticate"),
 			wantForm: form("To", testTo, "Body", testBody, "From", testFrom),
-			wantCode: guard.CodeProviderUnavailable,
+			wantCode: problem.CodeProviderUnavailable,
 			wantRest: 20003,
 		},
 		{
@@ -243,7 +244,7 @@ func TestTwilioSend(t *testing.T) {
 			opts:     TwilioOptions{From: testFrom},
 			reply:    twilioFails(429, 20429, "Too Many Requests"),
 			wantForm: form("To", testTo, "Body", testBody, "From", testFrom),
-			wantCode: guard.CodeProviderUnavailable,
+			wantCode: problem.CodeProviderUnavailable,
 			wantRest: 20429,
 		},
 		{
@@ -254,7 +255,7 @@ func TestTwilioSend(t *testing.T) {
 				twilioFails(429, 20429, "Too Many Requests")(w, r)
 			},
 			wantForm: form("To", testTo, "Body", testBody, "From", testFrom),
-			wantCode: guard.CodeProviderUnavailable,
+			wantCode: problem.CodeProviderUnavailable,
 			wantRest: 20429,
 			wantWait: 7 * time.Second,
 		},
@@ -263,7 +264,7 @@ func TestTwilioSend(t *testing.T) {
 			opts:     TwilioOptions{From: testFrom},
 			reply:    twilioFails(500, 20500, "Internal Server Error"),
 			wantForm: form("To", testTo, "Body", testBody, "From", testFrom),
-			wantCode: guard.CodeProviderUnavailable,
+			wantCode: problem.CodeProviderUnavailable,
 			wantRest: 20500,
 		},
 		{
@@ -271,7 +272,7 @@ func TestTwilioSend(t *testing.T) {
 			opts:     TwilioOptions{From: testFrom},
 			reply:    twilioFails(400, 30007, "Message filtered: '"+testBody+"' looks like spam"),
 			wantForm: form("To", testTo, "Body", testBody, "From", testFrom),
-			wantCode: guard.CodeProviderUnavailable,
+			wantCode: problem.CodeProviderUnavailable,
 			wantRest: 30007,
 		},
 		{
@@ -279,7 +280,7 @@ func TestTwilioSend(t *testing.T) {
 			opts:     TwilioOptions{From: testFrom},
 			reply:    twilioFails(400, 30007, "Message filtered: content "+testCode+" looks like spam"),
 			wantForm: form("To", testTo, "Body", testBody, "From", testFrom),
-			wantCode: guard.CodeProviderUnavailable,
+			wantCode: problem.CodeProviderUnavailable,
 			wantRest: 30007,
 		},
 		{
@@ -289,7 +290,7 @@ func TestTwilioSend(t *testing.T) {
 				http.Error(w, "<html>bad gateway</html>", http.StatusBadGateway)
 			},
 			wantForm: form("To", testTo, "Body", testBody, "From", testFrom),
-			wantCode: guard.CodeProviderUnavailable,
+			wantCode: problem.CodeProviderUnavailable,
 		},
 		{
 			name: "403 from a proxy, not JSON",
@@ -298,7 +299,7 @@ func TestTwilioSend(t *testing.T) {
 				http.Error(w, "<html>forbidden</html>", http.StatusForbidden)
 			},
 			wantForm: form("To", testTo, "Body", testBody, "From", testFrom),
-			wantCode: guard.CodeProviderUnavailable,
+			wantCode: problem.CodeProviderUnavailable,
 		},
 		{
 			name: "201 with a body that is not JSON",
@@ -308,7 +309,7 @@ func TestTwilioSend(t *testing.T) {
 				_, _ = w.Write([]byte("queued"))
 			},
 			wantForm: form("To", testTo, "Body", testBody, "From", testFrom),
-			wantCode: guard.CodeProviderUnavailable,
+			wantCode: problem.CodeProviderUnavailable,
 		},
 	}
 	for _, tt := range tests {

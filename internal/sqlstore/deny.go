@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/otpguard/otpguard/internal/guard"
+	"github.com/otpguard/otpguard/internal/problem"
 )
 
 // AddDeny stores e (see ops.DenyList). The pattern is validated here too,
@@ -26,7 +27,7 @@ func (s *SQL) AddDeny(ctx context.Context, e guard.DenyEntry) (guard.DenyEntry, 
 		// A copy: the caller's pointer must not alias what we return.
 		t := truncMillis(*e.ExpiresAt)
 		if !t.After(e.CreatedAt) {
-			return guard.DenyEntry{}, guard.Errorf(guard.CodeInvalidRequest, "expires_at must be after created_at")
+			return guard.DenyEntry{}, problem.Errorf(problem.CodeInvalidRequest, "expires_at must be after created_at")
 		}
 		e.ExpiresAt = &t
 		expires = sql.NullInt64{Int64: t.UnixMilli(), Valid: true}

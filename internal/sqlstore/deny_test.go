@@ -10,6 +10,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/otpguard/otpguard/internal/guard"
+	"github.com/otpguard/otpguard/internal/problem"
 	"github.com/otpguard/otpguard/internal/sqlstore"
 )
 
@@ -124,8 +125,8 @@ func TestSQLAddDenyRejects(t *testing.T) {
 		for _, tt := range tests {
 			t.Run(tt.name, func(t *testing.T) {
 				_, err := s.AddDeny(t.Context(), tt.entry)
-				if got := guard.ErrorCode(err); got != guard.CodeInvalidRequest {
-					t.Errorf("AddDeny: error %v, code %q, want %q", err, got, guard.CodeInvalidRequest)
+				if got := problem.CodeOf(err); got != problem.CodeInvalidRequest {
+					t.Errorf("AddDeny: error %v, code %q, want %q", err, got, problem.CodeInvalidRequest)
 				}
 			})
 		}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/otpguard/otpguard/internal/guard"
+	"github.com/otpguard/otpguard/internal/problem"
 )
 
 // AddOverride stores an emergency override (see ops.OverrideList) and
@@ -22,7 +23,7 @@ func (s *SQL) AddOverride(ctx context.Context, o guard.Override) (guard.Override
 	}
 	o.CreatedAt, o.ExpiresAt = truncMillis(o.CreatedAt), truncMillis(o.ExpiresAt)
 	if !o.ExpiresAt.After(o.CreatedAt) {
-		return guard.Override{}, guard.Errorf(guard.CodeInvalidRequest, "expires_at must be after created_at")
+		return guard.Override{}, problem.Errorf(problem.CodeInvalidRequest, "expires_at must be after created_at")
 	}
 	err := s.db.QueryRowContext(ctx, s.rebind(
 		`INSERT INTO overrides (kind, subject, limit_value, reason, author, created_at, expires_at)

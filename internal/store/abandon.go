@@ -5,7 +5,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/otpguard/otpguard/internal/guard"
+	"github.com/otpguard/otpguard/internal/limit"
 )
 
 // A coalesced command's caller may give up on it: when its context ends,
@@ -155,7 +155,7 @@ func (r *Redis) WithCoalescer(c *Coalescer) *Redis {
 // sets only a deadline); so is a call without a Coalescer, or after its
 // stop. Those stay on the Fallback's worker, which can stop waiting while
 // the call goes on.
-func (r *Redis) TakeAbandons(takes []guard.Take) bool {
+func (r *Redis) TakeAbandons(takes []limit.Take) bool {
 	if !r.coalescer.Abandons() {
 		return false
 	}

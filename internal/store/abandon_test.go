@@ -10,6 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/otpguard/otpguard/internal/guard"
+	"github.com/otpguard/otpguard/internal/limit"
 	"github.com/otpguard/otpguard/internal/store"
 	"github.com/otpguard/otpguard/internal/store/redistest"
 )
@@ -174,33 +175,33 @@ func TestTakeAbandons(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer rdb.Close()
-	limit := guard.Take{Key: guard.Key{Space: "l:b", ID: "k"}, Algorithm: guard.TokenBucket, Limit: 5, Rate: 1, Cost: 1}
-	bucket := limit
+	lim := limit.Take{Key: limit.Key{Space: "l:b", ID: "k"}, Algorithm: limit.TokenBucket, Limit: 5, Rate: 1, Cost: 1}
+	bucket := lim
 	bucket.Key.Name = "b" // a named counter decided by its script alone
-	counting := guard.Take{Key: guard.Key{Space: "otp", ID: "k", Name: "sends"}, Algorithm: guard.FixedWindow,
+	counting := limit.Take{Key: limit.Key{Space: "otp", ID: "k", Name: "sends"}, Algorithm: limit.FixedWindow,
 		Limit: 5, Window: time.Minute, Cost: 1} // INCRBY + PEXPIRE NX in a MULTI
 	st := store.NewRedis(rdb, target.Prefix)
-	if st.TakeAbandons([]guard.Take{limit}) {
+	if st.TakeAbandons([]limit.Take{lim}) {
 		t.Error("without a Coalescer: abandons")
 	}
 	c, stop := store.Coalesce(rdb, store.CoalesceOptions{Pipelines: 1})
 	st.WithCoalescer(c)
 	for _, tc := range []struct {
 		what  string
-		takes []guard.Take
+		takes []limit.Take
 		want  bool
 	}{
-		{"a limit", []guard.Take{limit, limit}, true},
-		{"a scripted named counter", []guard.Take{bucket}, true},
-		{"a counting window (MULTI)", []guard.Take{counting}, false},
-		{"a counting window beside a bucket (MULTI)", []guard.Take{bucket, counting}, false},
+		{"a limit", []limit.Take{lim, lim}, true},
+		{"a scripted named counter", []limit.Take{bucket}, true},
+		{"a counting window (MULTI)", []limit.Take{counting}, false},
+		{"a counting window beside a bucket (MULTI)", []limit.Take{bucket, counting}, false},
 	} {
 		if got := st.TakeAbandons(tc.takes); got != tc.want {
 			t.Errorf("%s: abandons %v, want %v", tc.what, got, tc.want)
 		}
 	}
 	stop()
-	if st.TakeAbandons([]guard.Take{limit}) {
+	if st.TakeAbandons([]limit.Take{lim}) {
 		t.Error("after the Coalescer's stop: abandons")
 	}
 }
@@ -211,11 +212,11 @@ func TestTakeAbandons(t *testing.T) {
 func TestLimitTakeLeavesAHeldPipeline(t *testing.T) {
 	rdb, c, g, _ := gatedCoalescer(t)
 	st := store.NewRedis(rdb, redistest.Prefix()).WithCoalescer(c)
-	take := guard.Take{Key: guard.Key{Space: "l:b", ID: "k"}, Algorithm: guard.TokenBucket, Limit: 5, Rate: 1, Cost: 1}
+	take := limit.Take{Key: limit.Key{Space: "l:b", ID: "k"}, Algorithm: limit.TokenBucket, Limit: 5, Rate: 1, Cost: 1}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
-		_, err := st.Take(ctx, []guard.Take{take})
+		_, err := st.Take(ctx, []limit.Take{take})
 		done <- err
 	}()
 	within(t, g.entered, "the script's pipeline on the wire")

@@ -11,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/otpguard/otpguard/internal/guard"
+	"github.com/otpguard/otpguard/internal/limit"
 	"github.com/otpguard/otpguard/internal/ops"
 )
 
@@ -24,7 +25,7 @@ var _ ops.AbuseCounters = (*Redis)(nil)
 //
 // One hash tag, so that one script writes them all on Redis Cluster.
 
-func abuseKey(name string) guard.Key { return guard.Key{Space: "ops:abuse", ID: "abuse", Name: name} }
+func abuseKey(name string) limit.Key { return limit.Key{Space: "ops:abuse", ID: "abuse", Name: name} }
 
 // maxAlerts bounds the alerts hash: past it, ended alerts are pruned.
 const maxAlerts = 200

@@ -8,6 +8,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/otpguard/otpguard/internal/guard"
+	"github.com/otpguard/otpguard/internal/limit"
 )
 
 // A send's automatic windows, skipped for a trusted number in the send's
@@ -33,13 +34,13 @@ type automaticCall struct {
 // automatic counting windows of a send whose trust the store is to find
 // (vol carries the mark). None otherwise: the MULTI counts them, as
 // before.
-func automaticTakes(takes []guard.Take, vol *guard.VolumeTake) []int {
+func automaticTakes(takes []limit.Take, vol *guard.VolumeTake) []int {
 	if vol == nil || vol.Trusted || vol.Mark.ID == "" || vol.Solved != nil {
 		return nil
 	}
 	var idx []int
 	for i, t := range takes {
-		if t.Automatic && t.Algorithm == guard.FixedWindow && t.Cost > 0 && !t.SpendIfAllowed && !t.Hold {
+		if t.Automatic && t.Algorithm == limit.FixedWindow && t.Cost > 0 && !t.SpendIfAllowed && !t.Hold {
 			idx = append(idx, i)
 		}
 	}
@@ -48,7 +49,7 @@ func automaticTakes(takes []guard.Take, vol *guard.VolumeTake) []int {
 
 // queueAutomatic queues automaticScript for the takes idx names; nil when
 // idx is empty.
-func (r *Redis) queueAutomatic(ctx context.Context, pipe redis.Pipeliner, takes []guard.Take, idx []int, mark guard.Key) *automaticCall {
+func (r *Redis) queueAutomatic(ctx context.Context, pipe redis.Pipeliner, takes []limit.Take, idx []int, mark limit.Key) *automaticCall {
 	if len(idx) == 0 {
 		return nil
 	}
@@ -64,7 +65,7 @@ func (r *Redis) queueAutomatic(ctx context.Context, pipe redis.Pipeliner, takes 
 
 // readAutomatic writes automaticScript's answers into res: each window's
 // count, or, for a trusted number, allowed and not spent.
-func (r *Redis) readAutomatic(ctx context.Context, takes []guard.Take, a *automaticCall, res []guard.Result) error {
+func (r *Redis) readAutomatic(ctx context.Context, takes []limit.Take, a *automaticCall, res []limit.Result) error {
 	if isNoScript(a.cmd.Err()) { // it did not run: once more, loading it
 		a.cmd = automaticScript.Run(ctx, r.rdb, a.keys, a.args...)
 	}
@@ -74,7 +75,7 @@ func (r *Redis) readAutomatic(ctx context.Context, takes []guard.Take, a *automa
 	}
 	if len(v) == 1 && v[0] == 1 {
 		for _, i := range a.idx {
-			res[i] = guard.Result{Allowed: true}
+			res[i] = limit.Result{Allowed: true}
 		}
 		return nil
 	}
@@ -89,8 +90,8 @@ func (r *Redis) readAutomatic(ctx context.Context, takes []guard.Take, a *automa
 
 // withoutTakes is takes but those idx names (sorted), and the indexes of
 // the ones kept.
-func withoutTakes(takes []guard.Take, idx []int) ([]guard.Take, []int) {
-	rest := make([]guard.Take, 0, len(takes)-len(idx))
+func withoutTakes(takes []limit.Take, idx []int) ([]limit.Take, []int) {
+	rest := make([]limit.Take, 0, len(takes)-len(idx))
 	kept := make([]int, 0, len(takes)-len(idx))
 	for i, t := range takes {
 		if len(idx) > 0 && idx[0] == i {

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/otpguard/otpguard/internal/guard"
+	"github.com/otpguard/otpguard/internal/limit"
 	"github.com/otpguard/otpguard/internal/store"
 	"github.com/otpguard/otpguard/internal/store/redistest"
 )
@@ -26,20 +27,20 @@ func TestTakeSendTrustedSkipsAutomatic(t *testing.T) {
 			}
 			rt := &redistest.RoundTrips{}
 			b.rdb.AddHook(rt)
-			marked := guard.Key{Space: "otp:tr", ID: "GB", Name: "m1"}
+			marked := limit.Key{Space: "otp:tr", ID: "GB", Name: "m1"}
 			if _, err := s.MarkTrusted(ctx, []guard.TrustMark{{Key: marked}}, time.Hour); err != nil {
 				t.Fatal(err)
 			}
-			auto := func(id string, limit int64) guard.Take {
+			auto := func(id string, limit int64) limit.Take {
 				tk := fw(id, limit, time.Minute, 1)
 				tk.Automatic = true
 				return tk
 			}
-			takes := []guard.Take{fw("own", 10, time.Minute, 1), auto("pfx", 1), auto("cc", 5)}
-			send := func(mark guard.Key) ([]guard.Result, *guard.VolumeResult) {
+			takes := []limit.Take{fw("own", 10, time.Minute, 1), auto("pfx", 1), auto("cc", 5)}
+			send := func(mark limit.Key) ([]limit.Result, *guard.VolumeResult) {
 				t.Helper()
 				vol := sendVolume(time.Now(), 100)
-				vol.Mark, vol.TrustedKey, vol.TFloor, vol.TFactor = mark, guard.Key{Space: "otp:vel", ID: "GB", Name: "t"}, 100, 3
+				vol.Mark, vol.TrustedKey, vol.TFloor, vol.TFactor = mark, limit.Key{Space: "otp:vel", ID: "GB", Name: "t"}, 100, 3
 				rt.Reset()
 				res, vr, err := s.TakeSend(ctx, takes, vol)
 				if err != nil {
@@ -65,7 +66,7 @@ func TestTakeSendTrustedSkipsAutomatic(t *testing.T) {
 			if n := b.rdb.Exists(ctx, b.prefix+"lim:t:{pfx}:fw", b.prefix+"lim:t:{cc}:fw").Val(); n != 0 {
 				t.Errorf("marked: %d automatic windows written, want 0", n)
 			}
-			unmarked := guard.Key{Space: "otp:tr", ID: "GB", Name: "m2"}
+			unmarked := limit.Key{Space: "otp:tr", ID: "GB", Name: "m2"}
 			for i, want := range []bool{true, false} {
 				res, vr = send(unmarked)
 				if vr.Trusted {

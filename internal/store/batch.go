@@ -7,7 +7,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/otpguard/otpguard/internal/guard"
+	"github.com/otpguard/otpguard/internal/limit"
 )
 
 // The /limits/check path: one script call per decision, no MULTI/EXEC.
@@ -26,11 +26,11 @@ import (
 // counts every hit (OTP sends) stays a MULTI of INCRBY + PEXPIRE NX, as
 // the design requires; one of an Independent policy (the Envoy rules) is
 // takeManyScript's counting window, as atomic and one command.
-func scripted(t guard.Take) bool {
-	return t.Algorithm == guard.TokenBucket || (t.Algorithm == guard.FixedWindow && (t.SpendIfAllowed || t.Independent))
+func scripted(t limit.Take) bool {
+	return t.Algorithm == limit.TokenBucket || (t.Algorithm == limit.FixedWindow && (t.SpendIfAllowed || t.Independent))
 }
 
-func allScripted(takes []guard.Take) bool {
+func allScripted(takes []limit.Take) bool {
 	for _, t := range takes {
 		if !scripted(t) {
 			return false
@@ -44,13 +44,13 @@ func allScripted(takes []guard.Take) bool {
 // spends goes to its own script (tokenBucketScript, windowTakeScript);
 // anything else (several takes, a peek of a window, a held take) to
 // takeManyScript.
-func (r *Redis) takeScripted(ctx context.Context, takes []guard.Take) ([]guard.Result, error) {
+func (r *Redis) takeScripted(ctx context.Context, takes []limit.Take) ([]limit.Result, error) {
 	if len(takes) == 1 && !takes[0].Hold {
 		t := takes[0]
-		var res guard.Result
+		var res limit.Result
 		var err error
 		switch {
-		case t.Algorithm == guard.TokenBucket:
+		case t.Algorithm == limit.TokenBucket:
 			s := tokenBucketScript
 			args := append(s.args(1, 4), r.key(t.Key), t.Limit, interval(t.Rate), t.Cost)
 			res, err = r.bucketResult(ctx, t, s.run(ctx, r.rdb, args))
@@ -68,19 +68,19 @@ func (r *Redis) takeScripted(ctx context.Context, takes []guard.Take) ([]guard.R
 		if err != nil {
 			return nil, fmt.Errorf("store: take %s: %w", r.logKey(t.Key), err)
 		}
-		return []guard.Result{res}, nil
+		return []limit.Result{res}, nil
 	}
 	return r.takeMany(ctx, takes)
 }
 
 // windowCountResult reads windowCountScript's reply: counted, allowed or not.
-func windowCountResult(t guard.Take, cmd *redis.Cmd) (guard.Result, error) {
+func windowCountResult(t limit.Take, cmd *redis.Cmd) (limit.Result, error) {
 	v, err := cmd.Int64Slice()
 	if err != nil {
-		return guard.Result{}, err
+		return limit.Result{}, err
 	}
 	if len(v) != 2 {
-		return guard.Result{}, fmt.Errorf("window count script returned %d values, want 2", len(v))
+		return limit.Result{}, fmt.Errorf("window count script returned %d values, want 2", len(v))
 	}
 	return fixedWindowResult(t, v[0], time.Duration(v[1])*time.Millisecond), nil
 }
@@ -93,8 +93,8 @@ const (
 )
 
 // takeMany runs takeManyScript over takes: all or nothing when every take
-// asks for it (guard.Take.AllOrNothing), each on its own otherwise.
-func (r *Redis) takeMany(ctx context.Context, takes []guard.Take) ([]guard.Result, error) {
+// asks for it (limit.Take.AllOrNothing), each on its own otherwise.
+func (r *Redis) takeMany(ctx context.Context, takes []limit.Take) ([]limit.Result, error) {
 	// EVALSHA's arguments: the keys, then ARGV: all or nothing, and five
 	// per take.
 	args := takeManyScript.args(len(takes), 6*len(takes)+1)
@@ -107,7 +107,7 @@ func (r *Redis) takeMany(ctx context.Context, takes []guard.Take) ([]guard.Resul
 		if !t.AllOrNothing {
 			args[all] = 0
 		}
-		if t.Algorithm == guard.TokenBucket {
+		if t.Algorithm == limit.TokenBucket {
 			args = append(args, 2, manyFlags(t), t.Limit, interval(t.Rate), t.Cost)
 		} else {
 			args = append(args, 1, manyFlags(t), t.Limit, t.Window.Milliseconds(), t.Cost)
@@ -122,7 +122,7 @@ func (r *Redis) takeMany(ctx context.Context, takes []guard.Take) ([]guard.Resul
 
 // manyFlags is t's flags in takeManyScript's (and takeLimitsScript's)
 // arguments.
-func manyFlags(t guard.Take) int {
+func manyFlags(t limit.Take) int {
 	flags := 0
 	if t.Shadow {
 		flags |= manyShadow
@@ -138,15 +138,15 @@ func manyFlags(t guard.Take) int {
 
 // manyResults reads takeManyScript's (and takeLimitsScript's) reply, five
 // values per take.
-func manyResults(takes []guard.Take, v []int64) ([]guard.Result, error) {
+func manyResults(takes []limit.Take, v []int64) ([]limit.Result, error) {
 	if len(v) != 5*len(takes) {
 		return nil, fmt.Errorf("store: take: script returned %d values for %d takes, want %d", len(v), len(takes), 5*len(takes))
 	}
-	res := make([]guard.Result, len(takes))
+	res := make([]limit.Result, len(takes))
 	for i, t := range takes {
 		allowed, spent, a, b, c := v[5*i] == 1, v[5*i+1] == 1, v[5*i+2], v[5*i+3], v[5*i+4]
-		if t.Algorithm == guard.TokenBucket {
-			res[i] = guard.Result{Allowed: allowed, Limit: t.Limit, Remaining: a,
+		if t.Algorithm == limit.TokenBucket {
+			res[i] = limit.Result{Allowed: allowed, Limit: t.Limit, Remaining: a,
 				RetryAfter: time.Duration(b) * time.Microsecond, ResetAfter: time.Duration(c) * time.Microsecond}
 		} else {
 			res[i] = fixedWindowResult(t, a, time.Duration(b)*time.Millisecond)

@@ -9,26 +9,26 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/otpguard/otpguard/internal/guard"
+	"github.com/otpguard/otpguard/internal/limit"
 	"github.com/otpguard/otpguard/internal/store"
 	"github.com/otpguard/otpguard/internal/store/redistest"
 )
 
 // limit takes, as /limits/check makes them (guard.takeFor): a window
 // spends only if it allows, and a batch is all or nothing.
-func lfw(id string, limit, cost int64) guard.Take {
+func lfw(id string, limit, cost int64) limit.Take {
 	t := fw(id, limit, time.Minute, cost)
 	t.SpendIfAllowed, t.AllOrNothing = true, true
 	return t
 }
 
-func ltb(id string, capacity int64, rate float64, cost int64) guard.Take {
+func ltb(id string, capacity int64, rate float64, cost int64) limit.Take {
 	t := tb(id, capacity, rate, cost)
 	t.AllOrNothing = true
 	return t
 }
 
-func takeAll(t *testing.T, s *store.Redis, takes ...guard.Take) []guard.Result {
+func takeAll(t *testing.T, s *store.Redis, takes ...limit.Take) []limit.Result {
 	t.Helper()
 	res, err := s.Take(context.Background(), takes)
 	if err != nil {
@@ -153,7 +153,7 @@ func TestBatchAllOrNothingInOneStep(t *testing.T) {
 			}
 
 			// Held: decided, nothing written, a fresh key not created.
-			held := []guard.Take{lfw("d", 5, 1), ltb("d", 5, 0.01, 1)}
+			held := []limit.Take{lfw("d", 5, 1), ltb("d", 5, 0.01, 1)}
 			for i := range held {
 				held[i].Hold = true
 			}
@@ -192,7 +192,7 @@ func TestBatchExactUnderConcurrency(t *testing.T) {
 	for range 8 {
 		wg.Go(func() {
 			for range 20 {
-				r, err := s.Take(context.Background(), []guard.Take{lfw("x", 40, 1), ltb("x", 30, 0.001, 1)})
+				r, err := s.Take(context.Background(), []limit.Take{lfw("x", 40, 1), ltb("x", 30, 0.001, 1)})
 				if err != nil {
 					t.Error(err)
 					return
@@ -247,7 +247,7 @@ func TestScriptedTakesSurviveScriptFlush(t *testing.T) {
 	c := redistest.Client(t, srv.URL())
 	s := store.NewRedis(c, "p:")
 	ctx := context.Background()
-	for name, takes := range map[string][]guard.Take{
+	for name, takes := range map[string][]limit.Take{
 		"bucket": {ltb("b", 3, 1, 1)},
 		"window": {lfw("w", 5, 1)},
 		"batch":  {ltb("m", 3, 1, 1), lfw("m", 5, 1)},
@@ -257,7 +257,7 @@ func TestScriptedTakesSurviveScriptFlush(t *testing.T) {
 		}
 		for i, r := range takeAll(t, s, takes...) {
 			want := int64(2) // a bucket of 3
-			if takes[i].Algorithm == guard.FixedWindow {
+			if takes[i].Algorithm == limit.FixedWindow {
 				want = 4 // a window of 5
 			}
 			if !r.Allowed || !r.Spent || r.Remaining != want {

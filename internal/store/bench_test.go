@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/otpguard/otpguard/internal/guard"
+	"github.com/otpguard/otpguard/internal/limit"
 	"github.com/otpguard/otpguard/internal/store/redistest"
 )
 
@@ -34,21 +34,21 @@ func benchIDs() []string {
 
 // bigBucket never denies in a benchmark, so every decision takes the
 // longer path of the script (GET, then SET with PX).
-func bigBucket(id string) guard.Take {
-	return guard.Take{Key: guard.Key{Space: "lim:api", ID: id, Name: "tb"}, Algorithm: guard.TokenBucket,
+func bigBucket(id string) limit.Take {
+	return limit.Take{Key: limit.Key{Space: "lim:api", ID: id, Name: "tb"}, Algorithm: limit.TokenBucket,
 		Limit: 1_000_000_000, Rate: 1_000_000, Cost: 1}
 }
 
-func bigWindow(id string) guard.Take {
-	return guard.Take{Key: guard.Key{Space: "lim:search", ID: id, Name: "fw"}, Algorithm: guard.FixedWindow,
+func bigWindow(id string) limit.Take {
+	return limit.Take{Key: limit.Key{Space: "lim:search", ID: id, Name: "fw"}, Algorithm: limit.FixedWindow,
 		Limit: 1_000_000_000, Window: time.Minute, Cost: 1}
 }
 
-func benchTake(b *testing.B, mk func(id string) guard.Take, batch int) {
+func benchTake(b *testing.B, mk func(id string) limit.Take, batch int) {
 	s, rt, _ := redistest.Store(b)
 	ctx := context.Background()
 	ids := benchIDs()
-	takes := make([]guard.Take, batch)
+	takes := make([]limit.Take, batch)
 	i := 0
 	for b.Loop() {
 		if i == 0 { // b.Loop resets the timer on its first call: count from here
@@ -105,7 +105,7 @@ func BenchmarkTakeBatch10(b *testing.B) { benchTake(b, bigBucket, 10) }
 // BenchmarkTakeBatch10Mixed is a batch of 5 token buckets and 5 fixed
 // windows: still one round trip.
 func BenchmarkTakeBatch10Mixed(b *testing.B) {
-	benchTake(b, func(id string) guard.Take {
+	benchTake(b, func(id string) limit.Take {
 		if id[len(id)-1]%2 == 0 {
 			return bigBucket(id)
 		}
@@ -127,7 +127,7 @@ func BenchmarkTakeTokenBucketParallel(b *testing.B) {
 		ctx := context.Background()
 		for pb.Next() {
 			i := next.Add(1)
-			res, err := s.Take(ctx, []guard.Take{bigBucket(ids[i%int64(len(ids))])})
+			res, err := s.Take(ctx, []limit.Take{bigBucket(ids[i%int64(len(ids))])})
 			if err != nil {
 				b.Error(err)
 				return

@@ -9,7 +9,9 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/otpguard/otpguard/internal/guard"
+	"github.com/otpguard/otpguard/internal/limit"
 	"github.com/otpguard/otpguard/internal/ops"
+	"github.com/otpguard/otpguard/internal/problem"
 )
 
 // The block index lists the numbers refused now without scanning Redis:
@@ -62,7 +64,7 @@ var _ guard.BlockVolumeRefunder = (*Redis)(nil)
 // missed the first's. No MULTI: each script is atomic alone, and on Redis
 // Cluster their keys are in different slots (go-redis sends each to its
 // master, both at once).
-func (r *Redis) NoteBlockRefundVolume(ctx context.Context, b guard.Block, k guard.Key, at time.Time) error {
+func (r *Redis) NoteBlockRefundVolume(ctx context.Context, b guard.Block, k limit.Key, at time.Time) error {
 	noteKeys, noteArgs := r.blockKeys(b.Phone), []any{b.Phone, b.Until.UnixMilli(), string(b.Reason), b.Count, b.Country}
 	refundKeys, refundArgs := []string{r.key(k)}, []any{at.Unix() / 3600, at.Unix() / 60}
 	pipe := r.rdb.Pipeline()
@@ -93,7 +95,7 @@ func (r *Redis) NoteBlockRefundVolume(ctx context.Context, b guard.Block, k guar
 var endBlockScript = script("end_block")
 
 // EndBlock removes the number's block if it is for reason (endBlockScript).
-func (r *Redis) EndBlock(ctx context.Context, phone string, reason guard.Code) error {
+func (r *Redis) EndBlock(ctx context.Context, phone string, reason problem.Code) error {
 	if err := endBlockScript.Run(ctx, r.rdb, r.blockKeys(phone), phone, string(reason)).Err(); err != nil {
 		return fmt.Errorf("store: end block: %w", err)
 	}
@@ -179,7 +181,7 @@ func (r *Redis) readBlocks(ctx context.Context, phones []string) ([]ops.BlockedN
 			return nil, fmt.Errorf("store: read block of %s: malformed hash", guard.MaskPhone(phones[i]))
 		}
 		out = append(out, ops.BlockedNumber{
-			Block: guard.Block{Phone: phones[i], Country: h["country"], Reason: guard.Code(h["reason"]),
+			Block: guard.Block{Phone: phones[i], Country: h["country"], Reason: problem.Code(h["reason"]),
 				Count: count, Until: time.UnixMilli(until).UTC()},
 			Since: time.UnixMilli(since).UTC(),
 		})
@@ -190,7 +192,7 @@ func (r *Redis) readBlocks(ctx context.Context, phones []string) ([]ops.BlockedN
 // Unblock deletes the number's counters and code and its index entry, in
 // one MULTI (on Redis Cluster, one per slot, concurrently: the number's
 // keys and the index live in two or more).
-func (r *Redis) Unblock(ctx context.Context, phone string, counters []guard.Key) error {
+func (r *Redis) Unblock(ctx context.Context, phone string, counters []limit.Key) error {
 	del := make([]string, 0, len(counters)+1)
 	for _, k := range counters {
 		del = append(del, r.key(k))

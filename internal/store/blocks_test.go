@@ -9,7 +9,9 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/otpguard/otpguard/internal/guard"
+	"github.com/otpguard/otpguard/internal/limit"
 	"github.com/otpguard/otpguard/internal/ops"
+	"github.com/otpguard/otpguard/internal/problem"
 	"github.com/otpguard/otpguard/internal/store"
 	"github.com/otpguard/otpguard/internal/store/redistest"
 )
@@ -34,7 +36,7 @@ func TestBlockIndex(t *testing.T) {
 			s := store.NewRedis(b.rdb, b.prefix)
 			ctx := context.Background()
 			now := time.Now()
-			note := func(phone, country string, reason guard.Code, count int64, d time.Duration) {
+			note := func(phone, country string, reason problem.Code, count int64, d time.Duration) {
 				t.Helper()
 				err := s.NoteBlock(ctx, guard.Block{Phone: phone, Country: country, Reason: reason, Count: count, Until: now.Add(d)})
 				if err != nil {
@@ -42,9 +44,9 @@ func TestBlockIndex(t *testing.T) {
 				}
 				time.Sleep(3 * time.Millisecond) // distinct start times
 			}
-			note("+919800000001", "IN", guard.CodePhoneRateLimited, 4, time.Hour)
-			note("+14155550100", "US", guard.CodeCooldown, 2, time.Minute)
-			note("+919800000002", "IN", guard.CodeTooManyAttempts, 5, 10*time.Minute)
+			note("+919800000001", "IN", problem.CodePhoneRateLimited, 4, time.Hour)
+			note("+14155550100", "US", problem.CodeCooldown, 2, time.Minute)
+			note("+919800000002", "IN", problem.CodeTooManyAttempts, 5, 10*time.Minute)
 
 			phones, total := listPhones(t, s, nil, 10)
 			if diff := cmp.Diff([]string{"+919800000002", "+14155550100", "+919800000001"}, phones); diff != "" || total != 3 {
@@ -61,7 +63,7 @@ func TestBlockIndex(t *testing.T) {
 			}
 
 			blocks, _, _ := s.ListBlocks(ctx, func(p string) bool { return p == "+919800000001" }, 1)
-			want := ops.BlockedNumber{Block: guard.Block{Phone: "+919800000001", Country: "IN", Reason: guard.CodePhoneRateLimited,
+			want := ops.BlockedNumber{Block: guard.Block{Phone: "+919800000001", Country: "IN", Reason: problem.CodePhoneRateLimited,
 				Count: 4, Until: now.Add(time.Hour).Truncate(time.Millisecond).UTC()}}
 			if len(blocks) != 1 {
 				t.Fatalf("got %d blocks, want 1", len(blocks))
@@ -90,16 +92,16 @@ func TestBlockIndexLongerBlockStands(t *testing.T) {
 			ctx := context.Background()
 			now := time.Now()
 			const phone = "+919800000001"
-			s.NoteBlock(ctx, guard.Block{Phone: phone, Reason: guard.CodePhoneRateLimited, Count: 4, Until: now.Add(time.Hour)})
+			s.NoteBlock(ctx, guard.Block{Phone: phone, Reason: problem.CodePhoneRateLimited, Count: 4, Until: now.Add(time.Hour)})
 			first, _, _ := s.ListBlocks(ctx, nil, 1)
 			time.Sleep(5 * time.Millisecond)
-			s.NoteBlock(ctx, guard.Block{Phone: phone, Reason: guard.CodeCooldown, Count: 2, Until: now.Add(30 * time.Second)})
-			s.NoteBlock(ctx, guard.Block{Phone: phone, Reason: guard.CodePhoneRateLimited, Count: 5, Until: now.Add(time.Hour + time.Second)})
+			s.NoteBlock(ctx, guard.Block{Phone: phone, Reason: problem.CodeCooldown, Count: 2, Until: now.Add(30 * time.Second)})
+			s.NoteBlock(ctx, guard.Block{Phone: phone, Reason: problem.CodePhoneRateLimited, Count: 5, Until: now.Add(time.Hour + time.Second)})
 			blocks, total, err := s.ListBlocks(ctx, nil, 10)
 			if err != nil || total != 1 || len(blocks) != 1 {
 				t.Fatalf("got %v of %d (%v), want one block", blocks, total, err)
 			}
-			if blocks[0].Reason != guard.CodePhoneRateLimited || blocks[0].Count != 5 {
+			if blocks[0].Reason != problem.CodePhoneRateLimited || blocks[0].Count != 5 {
 				t.Errorf("block: %s count %d, want phone_rate_limited count 5", blocks[0].Reason, blocks[0].Count)
 			}
 			if !blocks[0].Since.Equal(first[0].Since) {
@@ -116,10 +118,10 @@ func TestBlockIndexPrunesEndedBlocks(t *testing.T) {
 			s := store.NewRedis(b.rdb, b.prefix)
 			ctx := context.Background()
 			short := time.Now().Add(150 * time.Millisecond)
-			s.NoteBlock(ctx, guard.Block{Phone: "+14155550100", Reason: guard.CodeCooldown, Count: 2, Until: short})
-			s.NoteBlock(ctx, guard.Block{Phone: "+14155550101", Reason: guard.CodeCooldown, Count: 2, Until: time.Now().Add(time.Hour)})
+			s.NoteBlock(ctx, guard.Block{Phone: "+14155550100", Reason: problem.CodeCooldown, Count: 2, Until: short})
+			s.NoteBlock(ctx, guard.Block{Phone: "+14155550101", Reason: problem.CodeCooldown, Count: 2, Until: time.Now().Add(time.Hour)})
 			// A block that has already ended is not noted at all.
-			s.NoteBlock(ctx, guard.Block{Phone: "+14155550102", Reason: guard.CodeCooldown, Count: 2, Until: time.Now().Add(-time.Second)})
+			s.NoteBlock(ctx, guard.Block{Phone: "+14155550102", Reason: problem.CodeCooldown, Count: 2, Until: time.Now().Add(-time.Second)})
 			// Both live blocks are listed while the short one lasts (on a
 			// machine too busy to look within its 150ms, it has rightly
 			// gone, and only the wait below tells).
@@ -162,19 +164,19 @@ func TestUnblock(t *testing.T) {
 			ctx := context.Background()
 			const phone = "+919800000001"
 			cooldown := fw(phone, 1, time.Minute, 1)
-			cooldown.Key = guard.Key{Space: "otp", ID: phone, Name: "cooldown"}
+			cooldown.Key = limit.Key{Space: "otp", ID: phone, Name: "cooldown"}
 			sends := fw(phone, 3, time.Hour, 1)
-			sends.Key = guard.Key{Space: "otp", ID: phone, Name: "sends"}
+			sends.Key = limit.Key{Space: "otp", ID: phone, Name: "sends"}
 			ip := fw("203.0.113.7", 10, time.Hour, 1)
-			ip.Key = guard.Key{Space: "otp:ip", ID: "203.0.113.7", Name: "sends"}
-			for _, tk := range []guard.Take{cooldown, sends, ip, cooldown} {
+			ip.Key = limit.Key{Space: "otp:ip", ID: "203.0.113.7", Name: "sends"}
+			for _, tk := range []limit.Take{cooldown, sends, ip, cooldown} {
 				take1(t, s, tk)
 			}
 			s.SaveCode(ctx, newCode(phone, []byte("mac")))
-			s.NoteBlock(ctx, guard.Block{Phone: phone, Reason: guard.CodeCooldown, Count: 2, Until: time.Now().Add(time.Minute)})
-			s.NoteBlock(ctx, guard.Block{Phone: "+919800000002", Reason: guard.CodeCooldown, Count: 2, Until: time.Now().Add(time.Minute)})
+			s.NoteBlock(ctx, guard.Block{Phone: phone, Reason: problem.CodeCooldown, Count: 2, Until: time.Now().Add(time.Minute)})
+			s.NoteBlock(ctx, guard.Block{Phone: "+919800000002", Reason: problem.CodeCooldown, Count: 2, Until: time.Now().Add(time.Minute)})
 
-			if err := s.Unblock(ctx, phone, []guard.Key{cooldown.Key, sends.Key}); err != nil {
+			if err := s.Unblock(ctx, phone, []limit.Key{cooldown.Key, sends.Key}); err != nil {
 				t.Fatal(err)
 			}
 			if r := take1(t, s, cooldown); !r.Allowed || r.Count != 1 {
@@ -228,7 +230,7 @@ func TestNoteBlockRefundVolume(t *testing.T) {
 				}
 				rt := &redistest.RoundTrips{}
 				b.rdb.AddHook(rt)
-				err := s.NoteBlockRefundVolume(ctx, guard.Block{Phone: phone, Country: "GB", Reason: guard.CodeCooldown, Count: 1, Until: now.Add(time.Minute)},
+				err := s.NoteBlockRefundVolume(ctx, guard.Block{Phone: phone, Country: "GB", Reason: problem.CodeCooldown, Count: 1, Until: now.Add(time.Minute)},
 					vol.Key, now)
 				if err != nil {
 					t.Fatal(err)

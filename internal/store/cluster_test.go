@@ -11,6 +11,8 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/otpguard/otpguard/internal/guard"
+	"github.com/otpguard/otpguard/internal/limit"
+	"github.com/otpguard/otpguard/internal/problem"
 	"github.com/otpguard/otpguard/internal/store"
 	"github.com/otpguard/otpguard/internal/store/redistest"
 )
@@ -70,7 +72,7 @@ func limitsOnMasters(t *testing.T, st *store.Redis, rdb *redis.ClusterClient, n 
 	var ids []string
 	for i := 0; len(ids) < n && i < 1000; i++ {
 		id := fmt.Sprintf("s%d", i)
-		node, err := rdb.MasterForKey(context.Background(), st.LimitTagForTest(guard.Key{Space: "lim:x", ID: id}))
+		node, err := rdb.MasterForKey(context.Background(), st.LimitTagForTest(limit.Key{Space: "lim:x", ID: id}))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -87,14 +89,14 @@ func limitsOnMasters(t *testing.T, st *store.Redis, rdb *redis.ClusterClient, n 
 
 // limitCount is a limit's count (a window's) or remaining (a bucket's),
 // read by a peek through the store.
-func limitCount(t *testing.T, st *store.Redis, tk guard.Take) int64 {
+func limitCount(t *testing.T, st *store.Redis, tk limit.Take) int64 {
 	t.Helper()
 	tk.Cost = 0
-	res, err := st.Take(context.Background(), []guard.Take{tk})
+	res, err := st.Take(context.Background(), []limit.Take{tk})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if tk.Algorithm == guard.TokenBucket {
+	if tk.Algorithm == limit.TokenBucket {
 		return res[0].Remaining
 	}
 	return res[0].Count
@@ -104,11 +106,11 @@ func TestClusterTakeSpansSlots(t *testing.T) {
 	st, rdb, h, _ := clusterStore(t)
 	ctx := context.Background()
 	ids := limitsOnMasters(t, st, rdb, 3)
-	var takes []guard.Take
+	var takes []limit.Take
 	for _, id := range ids {
 		takes = append(takes,
-			guard.Take{Key: guard.Key{Space: "lim:x", ID: id}, Algorithm: guard.FixedWindow, Limit: 3, Window: time.Minute, Cost: 1},
-			guard.Take{Key: guard.Key{Space: "lim:y", ID: id}, Algorithm: guard.TokenBucket, Limit: 3, Rate: 0.01, Cost: 1})
+			limit.Take{Key: limit.Key{Space: "lim:x", ID: id}, Algorithm: limit.FixedWindow, Limit: 3, Window: time.Minute, Cost: 1},
+			limit.Take{Key: limit.Key{Space: "lim:y", ID: id}, Algorithm: limit.TokenBucket, Limit: 3, Rate: 0.01, Cost: 1})
 	}
 	if err := st.LoadScripts(ctx); err != nil {
 		t.Fatal(err)
@@ -158,9 +160,9 @@ func TestClusterTakeIsExactUnderConcurrency(t *testing.T) {
 		t.Cleanup(func() { u.Close() })
 		stores[i] = store.NewClusterRedis(u, prefix)
 	}
-	var takes []guard.Take
+	var takes []limit.Take
 	for _, id := range ids {
-		takes = append(takes, guard.Take{Key: guard.Key{Space: "lim:x", ID: id}, Algorithm: guard.FixedWindow, Limit: 1000, Window: time.Minute, Cost: 1})
+		takes = append(takes, limit.Take{Key: limit.Key{Space: "lim:x", ID: id}, Algorithm: limit.FixedWindow, Limit: 1000, Window: time.Minute, Cost: 1})
 	}
 	var wg sync.WaitGroup
 	for i := range batches {
@@ -192,20 +194,20 @@ func TestClusterBlocksAndUnblock(t *testing.T) {
 	st, rdb, _, prefix := clusterStore(t)
 	ctx := context.Background()
 	const phone = "+919800000077"
-	counter := guard.Key{Space: "otp", ID: phone, Name: "sends"}
-	take := guard.Take{Key: counter, Algorithm: guard.FixedWindow, Limit: 1, Window: time.Minute, Cost: 1}
+	counter := limit.Key{Space: "otp", ID: phone, Name: "sends"}
+	take := limit.Take{Key: counter, Algorithm: limit.FixedWindow, Limit: 1, Window: time.Minute, Cost: 1}
 	for range 2 {
-		if _, err := st.Take(ctx, []guard.Take{take}); err != nil {
+		if _, err := st.Take(ctx, []limit.Take{take}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if err := st.NoteBlock(ctx, guard.Block{Phone: phone, Reason: guard.CodePhoneRateLimited, Count: 2, Until: time.Now().Add(time.Hour)}); err != nil {
+	if err := st.NoteBlock(ctx, guard.Block{Phone: phone, Reason: problem.CodePhoneRateLimited, Count: 2, Until: time.Now().Add(time.Hour)}); err != nil {
 		t.Fatal(err)
 	}
 	if bs, total, err := st.ListBlocks(ctx, nil, 10); err != nil || total != 1 || len(bs) != 1 || bs[0].Phone != phone {
 		t.Fatalf("ListBlocks = %v, %d, %v; want the one number", bs, total, err)
 	}
-	if err := st.Unblock(ctx, phone, []guard.Key{counter}); err != nil {
+	if err := st.Unblock(ctx, phone, []limit.Key{counter}); err != nil {
 		t.Fatalf("Unblock on the cluster: %v", err)
 	}
 	if bs, total, err := st.ListBlocks(ctx, nil, 10); err != nil || total != 0 || len(bs) != 0 {
@@ -227,8 +229,8 @@ func TestClusterNoteBlockRefundVolume(t *testing.T) {
 		t.Fatal(err)
 	}
 	now := time.Now()
-	vol := &guard.VolumeTake{Key: guard.Key{Space: "otp:vel", ID: "GB", Name: "h"},
-		Quarantine: guard.Key{Space: "otp:vel", ID: "GB", Name: "quarantine"},
+	vol := &guard.VolumeTake{Key: limit.Key{Space: "otp:vel", ID: "GB", Name: "h"},
+		Quarantine: limit.Key{Space: "otp:vel", ID: "GB", Name: "quarantine"},
 		Now:        now, Hour: now.Unix() / 3600, Lookback: 24, Floor: 2, QFloor: 1, Factor: 3, HistoryMinSends: 200}
 	for {
 		r, err := st.TakeVolume(ctx, *vol)
@@ -241,7 +243,7 @@ func TestClusterNoteBlockRefundVolume(t *testing.T) {
 	}
 	h.Reset()
 	const phone = "+447400123401"
-	if err := st.NoteBlockRefundVolume(ctx, guard.Block{Phone: phone, Country: "GB", Reason: guard.CodeCooldown, Count: 1, Until: now.Add(time.Minute)},
+	if err := st.NoteBlockRefundVolume(ctx, guard.Block{Phone: phone, Country: "GB", Reason: problem.CodeCooldown, Count: 1, Until: now.Add(time.Minute)},
 		vol.Key, now); err != nil {
 		t.Fatal(err)
 	}

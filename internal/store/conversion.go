@@ -10,6 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/otpguard/otpguard/internal/guard"
+	"github.com/otpguard/otpguard/internal/limit"
 )
 
 var _ guard.Conversions = (*Redis)(nil)
@@ -27,7 +28,7 @@ var conversionScript = script("count_conversion")
 // conversionScript). Subjects live in different hash slots (prefixes, a
 // country), so each is its own call, sent concurrently: one round trip of
 // latency, on a single node or a Cluster.
-func (r *Redis) CountConversion(ctx context.Context, kind guard.ConversionKind, now time.Time, window, delay time.Duration, subjects []guard.Key) ([]guard.Tally, error) {
+func (r *Redis) CountConversion(ctx context.Context, kind guard.ConversionKind, now time.Time, window, delay time.Duration, subjects []limit.Key) ([]guard.Tally, error) {
 	secs := max(conversionBucket, int64(window/time.Second))
 	delayBuckets := int64((delay + conversionBucket*time.Second - 1) / (conversionBucket * time.Second))
 	out := make([]guard.Tally, len(subjects))
@@ -192,7 +193,7 @@ func (r *Redis) countConversionsBySubject(ctx context.Context, secs, delayBucket
 
 // ClaimAlert sets the subject's alert key if it is not set (SET NX PX):
 // the first caller in ttl, on any instance, gets true.
-func (r *Redis) ClaimAlert(ctx context.Context, subject guard.Key, ttl time.Duration) (bool, error) {
+func (r *Redis) ClaimAlert(ctx context.Context, subject limit.Key, ttl time.Duration) (bool, error) {
 	pipe := r.rdb.TxPipeline()
 	cmd := pipe.SetNX(ctx, r.key(subject), 1, ttl)
 	if _, err := pipe.Exec(ctx); err != nil && err != redis.Nil {
@@ -202,7 +203,7 @@ func (r *Redis) ClaimAlert(ctx context.Context, subject guard.Key, ttl time.Dura
 }
 
 // ReleaseAlert deletes the subject's alert key.
-func (r *Redis) ReleaseAlert(ctx context.Context, subject guard.Key) error {
+func (r *Redis) ReleaseAlert(ctx context.Context, subject limit.Key) error {
 	if err := r.rdb.Del(ctx, r.key(subject)).Err(); err != nil {
 		return fmt.Errorf("store: release alert %s: %w", r.logKey(subject), err)
 	}
@@ -214,7 +215,7 @@ func (r *Redis) ReleaseAlert(ctx context.Context, subject guard.Key) error {
 // replayed status callback is recorded once. The message id is the hash
 // tag.
 func (r *Redis) ClaimDelivery(ctx context.Context, messageID, status string, ttl time.Duration) (bool, error) {
-	k := guard.Key{Space: "sms", ID: messageID, Name: "status:" + status}
+	k := limit.Key{Space: "sms", ID: messageID, Name: "status:" + status}
 	pipe := r.rdb.TxPipeline()
 	cmd := pipe.SetNX(ctx, r.key(k), 1, ttl)
 	// SET NX of a key already set replies nil (redis.Nil): not the first.

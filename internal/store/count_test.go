@@ -5,13 +5,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/otpguard/otpguard/internal/guard"
+	"github.com/otpguard/otpguard/internal/limit"
 	"github.com/otpguard/otpguard/internal/store/redistest"
 )
 
-// counting is a take of an Envoy rule (guard.LimitPolicy.Independent): a
+// counting is a take of an Envoy rule (limit.Policy.Independent): a
 // fixed window that counts every hit, decided on its own.
-func counting(id string, limit, cost int64) guard.Take {
+func counting(id string, limit, cost int64) limit.Take {
 	t := fw(id, limit, time.Minute, cost)
 	t.Independent = true
 	return t
@@ -33,7 +33,7 @@ func TestCountingWindow(t *testing.T) {
 		t.Run(fmt.Sprintf("batch=%v", batch), func(t *testing.T) {
 			id := fmt.Sprintf("c%v", batch)
 			for i, st := range seq {
-				takes := []guard.Take{counting(id, 5, st.cost)}
+				takes := []limit.Take{counting(id, 5, st.cost)}
 				if batch { // beside a take that is over its limit: no hold, no refund
 					takes = append(takes, counting(id+"-other", 0, 1))
 				}

@@ -12,6 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/otpguard/otpguard/internal/guard"
+	"github.com/otpguard/otpguard/internal/limit"
 	"github.com/otpguard/otpguard/internal/store"
 	"github.com/otpguard/otpguard/internal/store/redistest"
 )
@@ -73,9 +74,9 @@ func TestRedisCPUPerDecision(t *testing.T) {
 		t.Fatal(err)
 	}
 	id := func(i int) string { return "user:" + strconv.Itoa(100000+i%1000) }
-	bucket := func(i int) guard.Take { return ltb(id(i), 1_000_000_000, 1_000_000, 1) }
-	window := func(i int) guard.Take { return lfw(id(i), 1_000_000_000, 1) }
-	key := func(tk guard.Take) string {
+	bucket := func(i int) limit.Take { return ltb(id(i), 1_000_000_000, 1_000_000, 1) }
+	window := func(i int) limit.Take { return lfw(id(i), 1_000_000_000, 1) }
+	key := func(tk limit.Take) string {
 		return "og:" + tk.Key.Space + ":{" + tk.Key.ID + "}:" + tk.Key.Name
 	}
 	forms := []struct {
@@ -91,7 +92,7 @@ func TestRedisCPUPerDecision(t *testing.T) {
 			return err
 		}},
 		{"token bucket, EVALSHA (now)", 1, func(i int) error {
-			_, err := s.Take(ctx, []guard.Take{bucket(i)})
+			_, err := s.Take(ctx, []limit.Take{bucket(i)})
 			return err
 		}},
 		{"fixed window, MULTI + EVALSHA + EXEC (before)", 1, func(i int) error {
@@ -102,7 +103,7 @@ func TestRedisCPUPerDecision(t *testing.T) {
 			return err
 		}},
 		{"fixed window, EVALSHA (now)", 1, func(i int) error {
-			_, err := s.Take(ctx, []guard.Take{window(i)})
+			_, err := s.Take(ctx, []limit.Take{window(i)})
 			return err
 		}},
 		{"batch of 10 (5 + 5), MULTI + 10 EVALSHA + EXEC (before)", 10, func(i int) error {
@@ -120,7 +121,7 @@ func TestRedisCPUPerDecision(t *testing.T) {
 			return err
 		}},
 		{"batch of 10 (5 + 5), one EVALSHA (now)", 10, func(i int) error {
-			takes := make([]guard.Take, 10)
+			takes := make([]limit.Take, 10)
 			for j := range takes {
 				if j%2 == 0 {
 					takes[j] = bucket(i*10 + j)

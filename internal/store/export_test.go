@@ -6,7 +6,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/otpguard/otpguard/internal/guard"
+	"github.com/otpguard/otpguard/internal/limit"
 )
 
 // The single-check scripts, for tests that call them the way the store
@@ -57,11 +57,11 @@ func LuaScriptsForTest() (libs map[string][]string, shas map[string]string) {
 }
 
 // LimitTagForTest is the hash tag of k's limit hashes (k a limit).
-func (r *Redis) LimitTagForTest(k guard.Key) string { return r.limitTag(k) }
+func (r *Redis) LimitTagForTest(k limit.Key) string { return r.limitTag(k) }
 
 // LimitHashesForTest names t's limit hashes (current and previous slice)
 // and its field, as the store would now.
-func (r *Redis) LimitHashesForTest(t guard.Take) (cur, prev, field string) {
+func (r *Redis) LimitHashesForTest(t limit.Take) (cur, prev, field string) {
 	ref := r.limitRef(t, r.redisNowMs())
 	return ref.cur, ref.prev, ref.field
 }
@@ -71,7 +71,7 @@ func (r *Redis) LimitHashesForTest(t guard.Take) (cur, prev, field string) {
 func (r *Redis) SetSkewForTest(ms int64) { r.skew.Store(ms) }
 
 // SliceLenForTest is t's slice length in ms (t a limit).
-func SliceLenForTest(t guard.Take) int64 { return sliceLen(t) }
+func SliceLenForTest(t limit.Take) int64 { return sliceLen(t) }
 
 // JoinsOnForTest reports whether a Coalescer joins script calls on rdb.
 func JoinsOnForTest(rdb redis.UniversalClient) bool { return joinsOn(rdb) }

@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/otpguard/otpguard/internal/guard"
+	"github.com/otpguard/otpguard/internal/limit"
 )
 
 // Idempotency keys (httpapi/idempotency.go). One hash per caller and key,
@@ -45,7 +45,7 @@ var finishIdempotencyScript = script("finish_idempotency_key")
 var releaseIdempotencyScript = script("release_idempotency_key")
 
 func (r *Redis) idempotencyKey(digest string) string {
-	return r.key(guard.Key{Space: "idem", ID: digest, Name: "r"})
+	return r.key(limit.Key{Space: "idem", ID: digest, Name: "r"})
 }
 
 // ClaimIdempotencyKey claims digest for a request whose body digest is

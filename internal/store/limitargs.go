@@ -6,7 +6,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/otpguard/otpguard/internal/guard"
+	"github.com/otpguard/otpguard/internal/limit"
 )
 
 // The arguments of the limits scripts (take_limit, take_limits,
@@ -33,8 +33,8 @@ type limitVals struct {
 
 // param is the take's window (ms) or, for a token bucket, its refill
 // interval (µs per token), as the scripts read it.
-func (v *limitVals) param(t guard.Take) any {
-	if t.Algorithm == guard.TokenBucket {
+func (v *limitVals) param(t limit.Take) any {
+	if t.Algorithm == limit.TokenBucket {
 		return &v.interval
 	}
 	return &v.window
@@ -42,8 +42,8 @@ func (v *limitVals) param(t guard.Take) any {
 
 // kind is the take's algorithm as the scripts read it: 1 a fixed window,
 // 2 a token bucket.
-func kind(t guard.Take) int {
-	if t.Algorithm == guard.TokenBucket {
+func kind(t limit.Take) int {
+	if t.Algorithm == limit.TokenBucket {
 		return 2
 	}
 	return 1
@@ -53,7 +53,7 @@ func kind(t guard.Take) int {
 // clock at nowMs: each take's two hashes as the call's keys, with room for
 // more ARGV values, and the takes' values for the ARGV to point at. Every
 // take's hashes are one string: three allocations whatever the takes.
-func (r *Redis) limitArgs(s hotScript, takes []guard.Take, nowMs int64, more int) ([]any, []limitVals) {
+func (r *Redis) limitArgs(s hotScript, takes []limit.Take, nowMs int64, more int) ([]any, []limitVals) {
 	vals := make([]limitVals, len(takes))
 	args := s.args(2*len(takes), 2*len(takes)+more)
 	var buf [192]byte
@@ -68,7 +68,7 @@ func (r *Redis) limitArgs(s hotScript, takes []guard.Take, nowMs int64, more int
 		b, at = r.appendLimitKeys(b, t.Key.Space, v.field, v.idx)
 		ends = append(ends, at, len(b))
 		v.limit, v.cost, v.window = t.Limit, t.Cost, t.Window.Milliseconds()
-		if t.Algorithm == guard.TokenBucket {
+		if t.Algorithm == limit.TokenBucket {
 			v.interval = interval(t.Rate)
 		}
 	}

@@ -10,7 +10,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/otpguard/otpguard/internal/guard"
+	"github.com/otpguard/otpguard/internal/limit"
 )
 
 // replyRediser is a fake rediser whose Process answers every script call
@@ -27,12 +27,12 @@ func (f *replyRediser) Process(_ context.Context, cmd redis.Cmder) error {
 	return nil
 }
 
-func limitTake(id string, bucket bool) guard.Take {
+func limitTake(id string, bucket bool) limit.Take {
 	if bucket {
-		return guard.Take{Key: guard.Key{Space: "l:api", ID: id}, Algorithm: guard.TokenBucket,
+		return limit.Take{Key: limit.Key{Space: "l:api", ID: id}, Algorithm: limit.TokenBucket,
 			Limit: 1_000_000_000, Rate: 1_000_000, Cost: 1, AllOrNothing: true}
 	}
-	return guard.Take{Key: guard.Key{Space: "l:wide", ID: id}, Algorithm: guard.FixedWindow,
+	return limit.Take{Key: limit.Key{Space: "l:wide", ID: id}, Algorithm: limit.FixedWindow,
 		Limit: 1_000_000_000, Window: time.Hour, Cost: 1, SpendIfAllowed: true, AllOrNothing: true}
 }
 
@@ -63,7 +63,7 @@ func TestTakeLimitArguments(t *testing.T) {
 	long := strings.Repeat("k", 40) // past maxPlainID: its digest is the field
 	for _, tc := range []struct {
 		name   string
-		take   guard.Take
+		take   limit.Take
 		kind   int
 		param  any
 		cost   int64
@@ -72,10 +72,10 @@ func TestTakeLimitArguments(t *testing.T) {
 		{"window", limitTake("user:42", false), 1, int64(3_600_000), 1, takeLimitScript},
 		{"bucket", limitTake("user:42", true), 2, float64(1), 1, takeLimitScript},
 		{"long id", limitTake(long, false), 1, int64(3_600_000), 1, takeLimitScript},
-		{"big cost", func() guard.Take { tk := limitTake("user:7", false); tk.Cost = 1_000_000; return tk }(), 1, int64(3_600_000), 1_000_000, takeLimitScript},
+		{"big cost", func() limit.Take { tk := limitTake("user:7", false); tk.Cost = 1_000_000; return tk }(), 1, int64(3_600_000), 1_000_000, takeLimitScript},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if _, err := r.takeLimits(context.Background(), []guard.Take{tc.take}); err != nil {
+			if _, err := r.takeLimits(context.Background(), []limit.Take{tc.take}); err != nil {
 				t.Fatal(err)
 			}
 			ref := r.limitRef(tc.take, r.redisNowMs())
@@ -96,7 +96,7 @@ func TestTakeLimitAllocations(t *testing.T) {
 	f := &replyRediser{reply: []any{int64(1), int64(1), int64(7), int64(0), int64(0)}}
 	r := &Redis{rdb: f, prefix: "og:", shards: DefaultLimitShards}
 	ctx := context.Background()
-	takes := []guard.Take{limitTake("user:42", false)}
+	takes := []limit.Take{limitTake("user:42", false)}
 	allocs := testing.AllocsPerRun(200, func() {
 		res, err := r.takeLimits(ctx, takes)
 		if err != nil || len(res) != 1 || !res[0].Allowed || res[0].Count != 7 {
@@ -121,14 +121,14 @@ func TestJoinedRunsFromLimitArgs(t *testing.T) {
 	ctx := context.Background()
 	var cmds []*redis.Cmd
 	for _, id := range []string{"user:1", "user:2", "user:3"} {
-		if _, err := r.takeLimits(ctx, []guard.Take{limitTake(id, false)}); err != nil {
+		if _, err := r.takeLimits(ctx, []limit.Take{limitTake(id, false)}); err != nil {
 			t.Fatal(err)
 		}
 		cmds = append(cmds, redis.NewCmd(ctx, f.last...))
 	}
 	other := limitTake("user:4", false)
 	other.Limit = 5
-	if _, err := r.takeLimits(ctx, []guard.Take{other}); err != nil {
+	if _, err := r.takeLimits(ctx, []limit.Take{other}); err != nil {
 		t.Fatal(err)
 	}
 	cmds = append(cmds, redis.NewCmd(ctx, f.last...))

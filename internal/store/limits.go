@@ -8,10 +8,10 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/otpguard/otpguard/internal/guard"
+	"github.com/otpguard/otpguard/internal/limit"
 )
 
-// The /limits/check limits (keys without a Name, guard.LimitKey) live many
+// The /limits/check limits (keys without a Name, limit.PolicyKey) live many
 // to a Redis key: each limit is a field of a time-slice hash named by its
 // policy, a slice of time and a shard of its id (lua/lib_limit.lua keeps
 // them; docs/scaling.md, "Where the keys live"). One key and one TTL per
@@ -62,12 +62,12 @@ func (r *Redis) WithLimitShards(n int) *Redis {
 }
 
 // isLimit reports whether k is a /limits/check limit (no Name).
-func isLimit(k guard.Key) bool { return k.Name == "" }
+func isLimit(k limit.Key) bool { return k.Name == "" }
 
 // allLimits reports whether every take is a limit, and refuses a mix of
 // limits and named counters in one call: they are kept differently and no
 // caller mixes them.
-func allLimits(takes []guard.Take) (bool, error) {
+func allLimits(takes []limit.Take) (bool, error) {
 	n := 0
 	for _, t := range takes {
 		if isLimit(t.Key) {
@@ -83,9 +83,9 @@ func allLimits(takes []guard.Take) (bool, error) {
 // sliceLen is a take's slice length in ms: its window, or its bucket's
 // time from empty to full (with the half µs a rounded TAT may run late),
 // at least minSlice.
-func sliceLen(t guard.Take) int64 {
+func sliceLen(t limit.Take) int64 {
 	ms := t.Window.Milliseconds()
-	if t.Algorithm == guard.TokenBucket {
+	if t.Algorithm == limit.TokenBucket {
 		ms = int64(math.Ceil((float64(t.Limit)*interval(t.Rate) + 1) / 1000))
 	}
 	return max(ms, minSlice.Milliseconds())
@@ -115,7 +115,7 @@ func shardOf(field string, shards uint32) uint32 {
 // limitTag is the hash tag of a limit's hashes, which decides its Cluster
 // slot: "{" + shard + "}". Every policy's hashes of one caller key share
 // it, as before: the checks of one key are one slot.
-func (r *Redis) limitTag(k guard.Key) string {
+func (r *Redis) limitTag(k limit.Key) string {
 	return "{" + strconv.FormatUint(uint64(r.shard(limitID(k.ID))), 10) + "}"
 }
 
@@ -129,7 +129,7 @@ func LimitHashTag(key string, shards int) string {
 
 // limitRef names t's hashes for the slice that nowMs (the store's estimate
 // of Redis's clock) falls in.
-func (r *Redis) limitRef(t guard.Take, nowMs int64) limitRef {
+func (r *Redis) limitRef(t limit.Take, nowMs int64) limitRef {
 	field := limitID(t.Key.ID)
 	slice := sliceLen(t)
 	idx := nowMs / slice
@@ -189,7 +189,7 @@ func (r *Redis) runLimits(ctx context.Context, s hotScript, build func(nowMs int
 //
 // A single take that spends goes to takeLimitScript, the same decision
 // without a batch's bookkeeping.
-func (r *Redis) takeLimits(ctx context.Context, takes []guard.Take) ([]guard.Result, error) {
+func (r *Redis) takeLimits(ctx context.Context, takes []limit.Take) ([]limit.Result, error) {
 	s, one := takeLimitsScript, len(takes) == 1 && takes[0].Cost > 0 && !takes[0].Hold
 	if one {
 		s = takeLimitScript
@@ -206,7 +206,7 @@ func (r *Redis) takeLimits(ctx context.Context, takes []guard.Take) ([]guard.Res
 				args[all] = 0
 			}
 			flags := manyFlags(t)
-			if t.Algorithm != guard.TokenBucket && !t.SpendIfAllowed {
+			if t.Algorithm != limit.TokenBucket && !t.SpendIfAllowed {
 				flags |= manyCount // a window that counts every hit, as hitWindow
 			}
 			v := &vals[i]
@@ -221,7 +221,7 @@ func (r *Redis) takeLimits(ctx context.Context, takes []guard.Take) ([]guard.Res
 }
 
 // refundLimits gives back what takeLimits spent (refundLimitsScript).
-func (r *Redis) refundLimits(ctx context.Context, takes []guard.Take) error {
+func (r *Redis) refundLimits(ctx context.Context, takes []limit.Take) error {
 	var buf [3]int64
 	_, err := r.runLimits(ctx, refundLimitsScript, func(nowMs int64) []any {
 		args, vals := r.limitArgs(refundLimitsScript, takes, nowMs, 6*len(takes))
@@ -238,8 +238,8 @@ func (r *Redis) refundLimits(ctx context.Context, takes []guard.Take) error {
 }
 
 // syncLimits is Sync for items that are all limits (syncLimitsScript).
-func (r *Redis) syncLimits(ctx context.Context, items []guard.SyncItem) ([]guard.SyncState, error) {
-	takes := make([]guard.Take, len(items))
+func (r *Redis) syncLimits(ctx context.Context, items []limit.SyncItem) ([]limit.SyncState, error) {
+	takes := make([]limit.Take, len(items))
 	for i, it := range items {
 		takes[i] = it.Take
 	}
@@ -258,15 +258,15 @@ func (r *Redis) syncLimits(ctx context.Context, items []guard.SyncItem) ([]guard
 	if len(v) != 2*len(items) {
 		return nil, fmt.Errorf("store: sync: script returned %d values for %d items, want %d", len(v), len(items), 2*len(items))
 	}
-	out := make([]guard.SyncState, len(items))
+	out := make([]limit.SyncState, len(items))
 	for i, it := range items {
 		a, b := v[2*i], v[2*i+1]
-		if it.Algorithm == guard.TokenBucket {
-			out[i] = guard.SyncState{Remaining: a, ResetAfter: time.Duration(b) * time.Microsecond}
+		if it.Algorithm == limit.TokenBucket {
+			out[i] = limit.SyncState{Remaining: a, ResetAfter: time.Duration(b) * time.Microsecond}
 			continue
 		}
 		res := fixedWindowResult(it.Take, a, time.Duration(b)*time.Millisecond)
-		out[i] = guard.SyncState{Remaining: it.Limit - res.Count, ResetAfter: res.ResetAfter}
+		out[i] = limit.SyncState{Remaining: it.Limit - res.Count, ResetAfter: res.ResetAfter}
 	}
 	return out, nil
 }

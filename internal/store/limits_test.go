@@ -8,7 +8,7 @@ import (
 
 	"github.com/alicebob/miniredis/v2"
 
-	"github.com/otpguard/otpguard/internal/guard"
+	"github.com/otpguard/otpguard/internal/limit"
 	"github.com/otpguard/otpguard/internal/store"
 	"github.com/otpguard/otpguard/internal/store/redistest"
 )
@@ -21,18 +21,18 @@ import (
 // limitPolicies are the takes the differential test draws from: buckets
 // with whole and fractional refill intervals, a window that spends only
 // when it allows and an Envoy rule's counting window.
-func limitPolicies() []guard.Take {
-	return []guard.Take{
-		{Key: guard.Key{Space: "l:b"}, Algorithm: guard.TokenBucket, Limit: 5, Rate: 2},
-		{Key: guard.Key{Space: "l:f"}, Algorithm: guard.TokenBucket, Limit: 3, Rate: 3}, // 333333.333 µs a token
-		{Key: guard.Key{Space: "l:w"}, Algorithm: guard.FixedWindow, Limit: 4, Window: 3 * time.Second, SpendIfAllowed: true},
-		{Key: guard.Key{Space: "l:c"}, Algorithm: guard.FixedWindow, Limit: 3, Window: 1500 * time.Millisecond, Independent: true},
+func limitPolicies() []limit.Take {
+	return []limit.Take{
+		{Key: limit.Key{Space: "l:b"}, Algorithm: limit.TokenBucket, Limit: 5, Rate: 2},
+		{Key: limit.Key{Space: "l:f"}, Algorithm: limit.TokenBucket, Limit: 3, Rate: 3}, // 333333.333 µs a token
+		{Key: limit.Key{Space: "l:w"}, Algorithm: limit.FixedWindow, Limit: 4, Window: 3 * time.Second, SpendIfAllowed: true},
+		{Key: limit.Key{Space: "l:c"}, Algorithm: limit.FixedWindow, Limit: 3, Window: 1500 * time.Millisecond, Independent: true},
 	}
 }
 
 // named is tk on a key of its own (a Name: the layout before), which the
 // store keeps as one key with a TTL.
-func named(tk guard.Take) guard.Take {
+func named(tk limit.Take) limit.Take {
 	tk.Key.Name = "x"
 	return tk
 }
@@ -50,15 +50,15 @@ func TestLimitsDecideAsOneKeyPerLimit(t *testing.T) {
 	ctx := context.Background()
 	rng := rand.New(rand.NewPCG(26, 1))
 	pols, ids := limitPolicies(), []string{"a", "b", "c", "user:1000123", "session:0123456789abcdef0123456789abcdef"}
-	draw := func() guard.Take {
+	draw := func() limit.Take {
 		tk := pols[rng.IntN(len(pols))]
 		tk.Key.ID = ids[rng.IntN(len(ids))]
 		tk.Cost = int64(rng.IntN(3))
 		return tk
 	}
-	both := func(step int, takes []guard.Take) {
+	both := func(step int, takes []limit.Take) {
 		t.Helper()
-		old := make([]guard.Take, len(takes))
+		old := make([]limit.Take, len(takes))
 		for i, tk := range takes {
 			old[i] = named(tk)
 		}
@@ -76,7 +76,7 @@ func TestLimitsDecideAsOneKeyPerLimit(t *testing.T) {
 			}
 		}
 		if rng.IntN(5) == 0 { // give back what was spent
-			var back, backOld []guard.Take
+			var back, backOld []limit.Take
 			for i := range takes {
 				if got[i].Spent && !takes[i].Independent {
 					back, backOld = append(back, takes[i]), append(backOld, old[i])
@@ -102,7 +102,7 @@ func TestLimitsDecideAsOneKeyPerLimit(t *testing.T) {
 		m.FastForward(d)
 		switch rng.IntN(4) {
 		case 0: // a batch of the buckets and the window, all or nothing
-			var batch []guard.Take
+			var batch []limit.Take
 			for range 1 + rng.IntN(3) {
 				tk := draw()
 				if tk.Independent {
@@ -115,7 +115,7 @@ func TestLimitsDecideAsOneKeyPerLimit(t *testing.T) {
 				both(step, batch)
 			}
 		default:
-			both(step, []guard.Take{draw()})
+			both(step, []limit.Take{draw()})
 		}
 	}
 }
@@ -136,10 +136,10 @@ func TestLimitsGoAwayUntouched(t *testing.T) {
 		m.FastForward(d)
 	}
 	// A bucket of 10 refilling 1/s: a slice of 10 s.
-	bucket := guard.Take{Key: guard.Key{Space: "l:api", ID: "user:1"}, Algorithm: guard.TokenBucket, Limit: 10, Rate: 1, Cost: 5}
+	bucket := limit.Take{Key: limit.Key{Space: "l:api", ID: "user:1"}, Algorithm: limit.TokenBucket, Limit: 10, Rate: 1, Cost: 5}
 	idle := bucket
 	idle.Key.ID = "user:2"
-	if _, err := st.Take(ctx, []guard.Take{bucket, idle}); err != nil {
+	if _, err := st.Take(ctx, []limit.Take{bucket, idle}); err != nil {
 		t.Fatal(err)
 	}
 	fields := func() (n int) {
@@ -154,7 +154,7 @@ func TestLimitsGoAwayUntouched(t *testing.T) {
 	}
 	for range 4 { // 4 x 4 s: user:1 is touched, user:2 is not
 		advance(4 * time.Second)
-		if _, err := st.Take(ctx, []guard.Take{bucket}); err != nil {
+		if _, err := st.Take(ctx, []limit.Take{bucket}); err != nil {
 			t.Fatal(err)
 		}
 		if n := fields(); n > 2 {
@@ -188,7 +188,7 @@ func TestLimitsFollowRedisClock(t *testing.T) {
 		t.Fatal(err)
 	}
 	st.SetSkewForTest(-time.Hour.Milliseconds())
-	w := guard.Take{Key: guard.Key{Space: "l:w", ID: "k"}, Algorithm: guard.FixedWindow, Limit: 3, Window: time.Minute, Cost: 1, SpendIfAllowed: true}
+	w := limit.Take{Key: limit.Key{Space: "l:w", ID: "k"}, Algorithm: limit.FixedWindow, Limit: 3, Window: time.Minute, Cost: 1, SpendIfAllowed: true}
 	allowed := 0
 	for i := range 5 {
 		h.Reset()
@@ -216,8 +216,8 @@ func TestLimitSyncDebtOfOne(t *testing.T) {
 	m := miniredis.RunT(t)
 	m.SetTime(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
 	st := store.NewRedis(redistest.Client(t, "redis://"+m.Addr()), "og:")
-	b := guard.Take{Key: guard.Key{Space: "l:api", ID: "hot"}, Algorithm: guard.TokenBucket, Limit: 10, Rate: 1}
-	got, err := st.Sync(context.Background(), []guard.SyncItem{{Take: b, Delta: 11}})
+	b := limit.Take{Key: limit.Key{Space: "l:api", ID: "hot"}, Algorithm: limit.TokenBucket, Limit: 10, Rate: 1}
+	got, err := st.Sync(context.Background(), []limit.SyncItem{{Take: b, Delta: 11}})
 	if err != nil {
 		t.Fatal(err)
 	}

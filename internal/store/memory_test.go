@@ -10,7 +10,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/otpguard/otpguard/internal/guard"
+	"github.com/otpguard/otpguard/internal/limit"
 	"github.com/otpguard/otpguard/internal/store"
 	"github.com/otpguard/otpguard/internal/store/redistest"
 )
@@ -32,8 +32,8 @@ const (
 // memPolicy is a slow bucket (capacity 100, one token a minute), so that a
 // bucket spent once lives for a minute: long enough that none expires
 // while the others are being made, even under -race.
-func memTake(id string) guard.Take {
-	return guard.Take{Key: guard.Key{Space: "lim:api", ID: id, Name: "tb"}, Algorithm: guard.TokenBucket,
+func memTake(id string) limit.Take {
+	return limit.Take{Key: limit.Key{Space: "lim:api", ID: id, Name: "tb"}, Algorithm: limit.TokenBucket,
 		Limit: 100, Rate: 1.0 / 60, Cost: 1}
 }
 
@@ -67,7 +67,7 @@ func TestBucketMemory(t *testing.T) {
 func fillOurs(t *testing.T, rdb *redis.Client) {
 	s := store.NewRedis(rdb, "og:")
 	ctx := context.Background()
-	takes := make([]guard.Take, 0, memChunk)
+	takes := make([]limit.Take, 0, memChunk)
 	for i := 0; i < memBuckets; i += memChunk {
 		takes = takes[:0]
 		for j := i; j < min(i+memChunk, memBuckets); j++ {
@@ -118,7 +118,7 @@ func measureBuckets(t *testing.T, name string, fill func(*testing.T, *redis.Clie
 	}
 	warm := memTake("warm-up")
 	warm.Cost = 0
-	if _, err := s.Take(ctx, []guard.Take{warm}); err != nil {
+	if _, err := s.Take(ctx, []limit.Take{warm}); err != nil {
 		t.Fatal(err)
 	}
 

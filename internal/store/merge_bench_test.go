@@ -9,7 +9,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/otpguard/otpguard/internal/guard"
+	"github.com/otpguard/otpguard/internal/limit"
 )
 
 // BenchmarkJoinedChecks sends joined calls of 13 one-limit checks of one
@@ -50,11 +50,11 @@ func benchJoinedChecks(b *testing.B, bucket bool) {
 		for i := range cmds {
 			id := "wrk1-" + strconv.Itoa(n%2) + ":" + strconv.Itoa(n%1000)
 			n++
-			tk := guard.Take{Key: guard.Key{Space: "l:wide", ID: id}, Algorithm: guard.FixedWindow,
+			tk := limit.Take{Key: limit.Key{Space: "l:wide", ID: id}, Algorithm: limit.FixedWindow,
 				Limit: 1_000_000_000, Window: time.Hour, Cost: 1, SpendIfAllowed: true}
 			kind, param := 1, any(tk.Window.Milliseconds())
 			if bucket {
-				tk = guard.Take{Key: guard.Key{Space: "l:api", ID: id}, Algorithm: guard.TokenBucket,
+				tk = limit.Take{Key: limit.Key{Space: "l:api", ID: id}, Algorithm: limit.TokenBucket,
 					Limit: 1_000_000_000, Rate: 1_000_000, Cost: 1}
 				kind, param = 2, interval(tk.Rate)
 			}

@@ -13,7 +13,7 @@ import (
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/otpguard/otpguard/internal/guard"
+	"github.com/otpguard/otpguard/internal/limit"
 	"github.com/otpguard/otpguard/internal/store"
 	"github.com/otpguard/otpguard/internal/store/redistest"
 )
@@ -75,7 +75,7 @@ func joinedClient(t *testing.T, url string) (*redis.Client, *store.Coalescer, *h
 }
 
 type takeResult struct {
-	res []guard.Result
+	res []limit.Result
 	err error
 }
 
@@ -85,7 +85,7 @@ const holdKey = "merge_test:hold"
 // takeTogether runs each of reqs on its store (stores[i]) concurrently,
 // queued in order behind a held pipeline, so that they go out together in
 // the next one, in that order; it returns their results.
-func takeTogether(t *testing.T, rdb *redis.Client, c *store.Coalescer, g *holdGate, stores []*store.Redis, reqs [][]guard.Take) []takeResult {
+func takeTogether(t *testing.T, rdb *redis.Client, c *store.Coalescer, g *holdGate, stores []*store.Redis, reqs [][]limit.Take) []takeResult {
 	t.Helper()
 	ctx := context.Background()
 	g.armed.Store(true)
@@ -112,7 +112,7 @@ func takeTogether(t *testing.T, rdb *redis.Client, c *store.Coalescer, g *holdGa
 // ahead of miniredis's frozen one by the real time the step takes (long
 // on a loaded machine), and a call that names the next slice is retried
 // on its own, in an order the sequential run cannot follow.
-func clearOfSlices(now time.Time, pols []guard.Take) time.Time {
+func clearOfSlices(now time.Time, pols []limit.Take) time.Time {
 	for moved := true; moved; {
 		moved = false
 		for _, p := range pols {
@@ -135,17 +135,17 @@ func clearOfSlices(now time.Time, pols []guard.Take) time.Time {
 // same keys, fields and values in Redis.
 func TestJoinedCallsDecideAsSequential(t *testing.T) {
 	pols, ids := limitPolicies(), []string{"a", "b", "c", "user:1000123"}
-	decidesAsSequential(t, 600, 1500*time.Millisecond, rand.New(rand.NewPCG(26, 2)), pols, func(rng *rand.Rand) [][]guard.Take {
-		draw := func() guard.Take {
+	decidesAsSequential(t, 600, 1500*time.Millisecond, rand.New(rand.NewPCG(26, 2)), pols, func(rng *rand.Rand) [][]limit.Take {
+		draw := func() limit.Take {
 			tk := pols[rng.IntN(len(pols))]
 			tk.Key.ID = ids[rng.IntN(len(ids))]
 			tk.Cost = int64(rng.IntN(3))
 			return tk
 		}
-		reqs := make([][]guard.Take, 1+rng.IntN(6))
+		reqs := make([][]limit.Take, 1+rng.IntN(6))
 		for i := range reqs {
 			if rng.IntN(3) > 0 {
-				reqs[i] = []guard.Take{draw()} // a check (or a peek): take_limit, or take_limits for a peek
+				reqs[i] = []limit.Take{draw()} // a check (or a peek): take_limit, or take_limits for a peek
 				continue
 			}
 			for range 1 + rng.IntN(3) {
@@ -169,20 +169,20 @@ func TestJoinedCallsDecideAsSequential(t *testing.T) {
 // ("count:start": l:h, whose cost is 2^40).
 func TestJoinedRunsDecideAsSequential(t *testing.T) {
 	pols := append(limitPolicies(),
-		guard.Take{Key: guard.Key{Space: "l:h"}, Algorithm: guard.FixedWindow, Limit: 1 << 53, Window: 3 * time.Second, SpendIfAllowed: true},
-		guard.Take{Key: guard.Key{Space: "l:s"}, Algorithm: guard.FixedWindow, Limit: 2, Window: 400 * time.Millisecond, SpendIfAllowed: true})
-	windows := []guard.Take{pols[2], pols[3], pols[4], pols[5]}
+		limit.Take{Key: limit.Key{Space: "l:h"}, Algorithm: limit.FixedWindow, Limit: 1 << 53, Window: 3 * time.Second, SpendIfAllowed: true},
+		limit.Take{Key: limit.Key{Space: "l:s"}, Algorithm: limit.FixedWindow, Limit: 2, Window: 400 * time.Millisecond, SpendIfAllowed: true})
+	windows := []limit.Take{pols[2], pols[3], pols[4], pols[5]}
 	ids := []string{"a", "b", "c"}
-	decidesAsSequential(t, 600, 600*time.Millisecond, rand.New(rand.NewPCG(26, 3)), pols, func(rng *rand.Rand) [][]guard.Take {
+	decidesAsSequential(t, 600, 600*time.Millisecond, rand.New(rand.NewPCG(26, 3)), pols, func(rng *rand.Rand) [][]limit.Take {
 		tk := windows[rng.IntN(len(windows))]
 		tk.Cost = 1 + int64(rng.IntN(3))
 		if tk.Key.Space == "l:h" {
 			tk.Cost = 1 << 40
 		}
-		reqs := make([][]guard.Take, 2+rng.IntN(7))
+		reqs := make([][]limit.Take, 2+rng.IntN(7))
 		for i := range reqs {
 			tk.Key.ID = ids[rng.IntN(len(ids))]
-			reqs[i] = []guard.Take{tk}
+			reqs[i] = []limit.Take{tk}
 		}
 		return reqs
 	})
@@ -194,7 +194,7 @@ func TestJoinedRunsDecideAsSequential(t *testing.T) {
 // counts it in the window that runs, not in a new one.
 func TestJoinedRunAfterRefundToNothing(t *testing.T) {
 	m := miniredis.RunT(t)
-	tk := guard.Take{Key: guard.Key{Space: "l:w"}, Algorithm: guard.FixedWindow, Limit: 4, Window: 3 * time.Second, Cost: 1, SpendIfAllowed: true}
+	tk := limit.Take{Key: limit.Key{Space: "l:w"}, Algorithm: limit.FixedWindow, Limit: 4, Window: 3 * time.Second, Cost: 1, SpendIfAllowed: true}
 	start := time.UnixMilli(1_900_000_000_000 / 3000 * 3000) // a slice's first ms
 	m.SetTime(start)
 	rdb, c, g := joinedClient(t, "redis://"+m.Addr())
@@ -208,10 +208,10 @@ func TestJoinedRunAfterRefundToNothing(t *testing.T) {
 		st.SetSkewForTest(start.Add(at).UnixMilli() - time.Now().UnixMilli())
 		a, b := tk, tk
 		a.Key.ID, b.Key.ID = "a", "b"
-		return takeTogether(t, rdb, c, g, []*store.Redis{st, st}, [][]guard.Take{{a}, {b}})
+		return takeTogether(t, rdb, c, g, []*store.Redis{st, st}, [][]limit.Take{{a}, {b}})
 	}
 	first := run(0)
-	if err := st.Refund(ctx, []guard.Take{{Key: guard.Key{Space: "l:w", ID: "a"}, Algorithm: guard.FixedWindow, Limit: 4, Window: 3 * time.Second, Cost: 1}}); err != nil || first[0].err != nil {
+	if err := st.Refund(ctx, []limit.Take{{Key: limit.Key{Space: "l:w", ID: "a"}, Algorithm: limit.FixedWindow, Limit: 4, Window: 3 * time.Second, Cost: 1}}); err != nil || first[0].err != nil {
 		t.Fatal(err, first[0].err)
 	}
 	got := run(time.Second)
@@ -236,9 +236,9 @@ func TestJoinedRunOnRedis(t *testing.T) {
 		t.Fatal(err)
 	}
 	const cost = 1 << 36 // 2^53 / 60,000 (the slice, ms) is about 2.2 hits
-	tk := guard.Take{Key: guard.Key{Space: "l:h", ID: "k"}, Algorithm: guard.FixedWindow, Limit: 7 * cost, Window: time.Minute, Cost: cost, SpendIfAllowed: true}
+	tk := limit.Take{Key: limit.Key{Space: "l:h", ID: "k"}, Algorithm: limit.FixedWindow, Limit: 7 * cost, Window: time.Minute, Cost: cost, SpendIfAllowed: true}
 	for i := int64(1); i <= 4; i++ {
-		got := takeTogether(t, rdb, c, g, []*store.Redis{st, st}, [][]guard.Take{{tk}, {tk}})
+		got := takeTogether(t, rdb, c, g, []*store.Redis{st, st}, [][]limit.Take{{tk}, {tk}})
 		for k, r := range got {
 			hit := 2*(i-1) + int64(k) + 1
 			allowed, want := hit <= 7, min(hit, 7)*cost // the 8th is denied and counts nothing
@@ -256,7 +256,7 @@ func TestJoinedRunOnRedis(t *testing.T) {
 // time, with refunds after some and a clock that moves across the slices
 // of pols: each request must get the same results from both, and after
 // each step the two servers must hold the same keys, fields and values.
-func decidesAsSequential(t *testing.T, steps int, maxStep time.Duration, rng *rand.Rand, pols []guard.Take, next func(*rand.Rand) [][]guard.Take) {
+func decidesAsSequential(t *testing.T, steps int, maxStep time.Duration, rng *rand.Rand, pols []limit.Take, next func(*rand.Rand) [][]limit.Take) {
 	t.Helper()
 	now := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
 	mj, ms := miniredis.RunT(t), miniredis.RunT(t)
@@ -321,9 +321,9 @@ func decidesAsSequential(t *testing.T, steps int, maxStep time.Duration, rng *ra
 }
 
 // refundSpent gives back, on each store, what res says req spent.
-func refundSpent(t *testing.T, stores []*store.Redis, req []guard.Take, res []guard.Result) {
+func refundSpent(t *testing.T, stores []*store.Redis, req []limit.Take, res []limit.Result) {
 	t.Helper()
-	var back []guard.Take
+	var back []limit.Take
 	for i := range req {
 		if res[i].Spent && !req[i].Independent {
 			back = append(back, req[i])
@@ -340,16 +340,16 @@ func refundSpent(t *testing.T, stores []*store.Redis, req []guard.Take, res []gu
 }
 
 // checkOf is a one-limit check of a window of limit on id (take_limit).
-func checkOf(id string, limit int64) []guard.Take {
-	return []guard.Take{{Key: guard.Key{Space: "l:w", ID: id}, Algorithm: guard.FixedWindow, Limit: limit, Window: time.Minute, Cost: 1, SpendIfAllowed: true}}
+func checkOf(id string, lim int64) []limit.Take {
+	return []limit.Take{{Key: limit.Key{Space: "l:w", ID: id}, Algorithm: limit.FixedWindow, Limit: lim, Window: time.Minute, Cost: 1, SpendIfAllowed: true}}
 }
 
 // batchOf is an all-or-nothing batch of a bucket and a window on id
 // (take_limits).
-func batchOf(id string) []guard.Take {
-	return []guard.Take{
-		{Key: guard.Key{Space: "l:b", ID: id}, Algorithm: guard.TokenBucket, Limit: 100, Rate: 0.001, Cost: 1, AllOrNothing: true},
-		{Key: guard.Key{Space: "l:w", ID: id}, Algorithm: guard.FixedWindow, Limit: 100, Window: time.Minute, Cost: 1, SpendIfAllowed: true, AllOrNothing: true},
+func batchOf(id string) []limit.Take {
+	return []limit.Take{
+		{Key: limit.Key{Space: "l:b", ID: id}, Algorithm: limit.TokenBucket, Limit: 100, Rate: 0.001, Cost: 1, AllOrNothing: true},
+		{Key: limit.Key{Space: "l:w", ID: id}, Algorithm: limit.FixedWindow, Limit: 100, Window: time.Minute, Cost: 1, SpendIfAllowed: true, AllOrNothing: true},
 	}
 }
 
@@ -367,7 +367,7 @@ func TestJoinedCallIsOneScriptCall(t *testing.T) {
 		t.Fatal(err)
 	}
 	stores := make([]*store.Redis, 20)
-	reqs := make([][]guard.Take, 20)
+	reqs := make([][]limit.Take, 20)
 	for i := range reqs {
 		stores[i], reqs[i] = st, checkOf("k", 15) // 15 of the 20 (10 checks, 10 batches) allowed
 		if i%2 == 1 {
@@ -431,7 +431,7 @@ func TestJoinedStaleGroupIsRetriedAlone(t *testing.T) {
 		t.Fatal(err)
 	}
 	g.pipelines()
-	out := takeTogether(t, rdb, c, g, []*store.Redis{stale, good}, [][]guard.Take{checkOf("s", 1), batchOf("g")})
+	out := takeTogether(t, rdb, c, g, []*store.Redis{stale, good}, [][]limit.Take{checkOf("s", 1), batchOf("g")})
 	for i, r := range out {
 		if r.err != nil || !r.res[0].Allowed || r.res[0].Count != 1 && r.res[0].Remaining != 99 {
 			t.Errorf("request %d: %+v, %v: want allowed, counted once", i, r.res, r.err)
@@ -465,8 +465,8 @@ func TestJoinedCallsExactUnderConcurrency(t *testing.T) {
 	if err := stores[0].LoadScripts(ctx); err != nil {
 		t.Fatal(err)
 	}
-	bucket := guard.Take{Key: guard.Key{Space: "l:b", ID: "hot"}, Algorithm: guard.TokenBucket, Limit: 120, Rate: 0.001, Cost: 1, AllOrNothing: true}
-	peek := guard.Take{Key: guard.Key{Space: "l:w", ID: "other"}, Algorithm: guard.FixedWindow, Limit: 5, Window: time.Minute, AllOrNothing: true}
+	bucket := limit.Take{Key: limit.Key{Space: "l:b", ID: "hot"}, Algorithm: limit.TokenBucket, Limit: 120, Rate: 0.001, Cost: 1, AllOrNothing: true}
+	peek := limit.Take{Key: limit.Key{Space: "l:w", ID: "other"}, Algorithm: limit.FixedWindow, Limit: 5, Window: time.Minute, AllOrNothing: true}
 	var windows, buckets atomic.Int64
 	var wg sync.WaitGroup
 	for w := range 32 {
@@ -478,7 +478,7 @@ func TestJoinedCallsExactUnderConcurrency(t *testing.T) {
 				} else if r[0].Allowed {
 					windows.Add(1)
 				}
-				if r, err := st.Take(ctx, []guard.Take{bucket, peek}); err != nil {
+				if r, err := st.Take(ctx, []limit.Take{bucket, peek}); err != nil {
 					t.Error(err)
 				} else if r[0].Allowed {
 					buckets.Add(1)
@@ -535,7 +535,7 @@ func TestJoinedRunFailureStopsOnlyItsCall(t *testing.T) {
 	ids, tags := []string{}, map[string]bool{}
 	for i := 0; len(ids) < 3; i++ {
 		id := fmt.Sprint("run", i)
-		if tag := st.LimitTagForTest(guard.Key{ID: id}); !tags[tag] {
+		if tag := st.LimitTagForTest(limit.Key{ID: id}); !tags[tag] {
 			tags[tag] = true
 			ids = append(ids, id)
 		}
@@ -544,7 +544,7 @@ func TestJoinedRunFailureStopsOnlyItsCall(t *testing.T) {
 	if err := rdb.Set(ctx, cur, "not a hash", time.Minute).Err(); err != nil {
 		t.Fatal(err)
 	}
-	reqs := [][]guard.Take{checkOf(ids[0], 5), checkOf(ids[1], 5), checkOf(ids[2], 5)}
+	reqs := [][]limit.Take{checkOf(ids[0], 5), checkOf(ids[1], 5), checkOf(ids[2], 5)}
 	if err := rdb.ConfigResetStat(ctx).Err(); err != nil {
 		t.Fatal(err)
 	}
@@ -578,7 +578,7 @@ func TestJoinedStaleRunIsRetried(t *testing.T) {
 		t.Fatal(err)
 	}
 	stale.SetSkewForTest(-time.Hour.Milliseconds())
-	reqs := [][]guard.Take{checkOf("s", 1), checkOf("t", 1), checkOf("g", 1)}
+	reqs := [][]limit.Take{checkOf("s", 1), checkOf("t", 1), checkOf("g", 1)}
 	out := takeTogether(t, rdb, c, g, []*store.Redis{stale, stale, good}, reqs)
 	for i, r := range out {
 		if r.err != nil || !r.res[0].Allowed || r.res[0].Count != 1 {

@@ -13,6 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/otpguard/otpguard/internal/guard"
+	"github.com/otpguard/otpguard/internal/limit"
 	"github.com/otpguard/otpguard/internal/store"
 	"github.com/otpguard/otpguard/internal/store/redistest"
 )
@@ -94,7 +95,7 @@ func warm(t *testing.T, s *store.Redis) {
 	deadline := time.Now().Add(10 * time.Second)
 	ok := 0
 	for ok < 3 {
-		if _, err := s.Take(context.Background(), []guard.Take{fw("warm", 1000, time.Minute, 0)}); err == nil {
+		if _, err := s.Take(context.Background(), []limit.Take{fw("warm", 1000, time.Minute, 0)}); err == nil {
 			ok++
 		} else if time.Now().After(deadline) {
 			t.Fatalf("redis never answered within %v: %v", timeout, err)
@@ -157,7 +158,7 @@ func TestRedisTimeoutHolds(t *testing.T) {
 			ctx := context.Background()
 			calls := map[string]func() error{
 				"take": func() error {
-					_, err := s.Take(ctx, []guard.Take{fw("k", 5, time.Minute, 1), tb("k", 5, 1, 1)})
+					_, err := s.Take(ctx, []limit.Take{fw("k", 5, time.Minute, 1), tb("k", 5, 1, 1)})
 					return err
 				},
 				"guess": func() error {

@@ -19,6 +19,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/otpguard/otpguard/internal/guard"
+	"github.com/otpguard/otpguard/internal/limit"
 )
 
 // rediser is what Redis needs of a go-redis client: a single node, a
@@ -61,7 +62,7 @@ func NewRedis(rdb rediser, prefix string) *Redis {
 // id + "}" (og:l:api{user:42}) only for error texts (logKey), with an id
 // longer than maxPlainID bytes replaced by its digest (limitID), as in
 // the field.
-func (r *Redis) key(k guard.Key) string {
+func (r *Redis) key(k limit.Key) string {
 	var b strings.Builder
 	if k.Name == "" {
 		id := limitID(k.ID)
@@ -88,9 +89,9 @@ const maxPlainID = 32
 
 // limitID is id, or for an id longer than maxPlainID bytes "#" and the
 // first 96 bits of its SHA-256 in unpadded base64url: 17 bytes whatever
-// the key's length (up to guard.MaxKeyLength, 128), so a long caller key
+// the key's length (up to limit.MaxKeyLength, 128), so a long caller key
 // costs Redis no more than a short one. "#" is not a character a caller
-// key may hold (guard.ValidateKey), so no plain key can look like a
+// key may hold (limit.ValidateKey), so no plain key can look like a
 // digest. Two long keys share a limit only if their digests collide: by
 // chance, about once in 2^48 pairs of distinct keys; on purpose, it takes
 // finding a SHA-256 collision on 96 bits for two keys of the caller's own,
@@ -105,7 +106,7 @@ func limitID(id string) string {
 
 // logKey is key(k) with its ID masked (guard.MaskPhone), for error texts:
 // an ID is often a phone number, and these errors reach the logs.
-func (r *Redis) logKey(k guard.Key) string {
+func (r *Redis) logKey(k limit.Key) string {
 	k.ID = guard.MaskPhone(k.ID)
 	return r.key(k)
 }
@@ -134,14 +135,14 @@ func (r *Redis) LoadScripts(ctx context.Context) error {
 // the window at the first hit and lets no later hit push it back, and both
 // sit in one MULTI so that no counter ever lives without a TTL. Never
 // GET-then-SET, never INCR then a separate EXPIRE.
-func (r *Redis) Take(ctx context.Context, takes []guard.Take) ([]guard.Result, error) {
+func (r *Redis) Take(ctx context.Context, takes []limit.Take) ([]limit.Result, error) {
 	if r.cluster {
 		return bySlot(ctx, takes, r.takeKey, r.take)
 	}
 	return r.take(ctx, takes)
 }
 
-func (r *Redis) take(ctx context.Context, takes []guard.Take) ([]guard.Result, error) {
+func (r *Redis) take(ctx context.Context, takes []limit.Take) ([]limit.Result, error) {
 	if limits, err := allLimits(takes); err != nil || limits {
 		if err != nil {
 			return nil, err
@@ -170,20 +171,20 @@ func (r *Redis) take(ctx context.Context, takes []guard.Take) ([]guard.Result, e
 // window INCRBY + PEXPIRE NX + PTTL (GET + PTTL for a peek, cost 0;
 // windowTakeScript when the take spends only if allowed), per token bucket
 // an EVALSHA of tokenBucketScript.
-func (r *Redis) queueTakes(ctx context.Context, pipe redis.Pipeliner, takes []guard.Take) ([][]redis.Cmder, error) {
+func (r *Redis) queueTakes(ctx context.Context, pipe redis.Pipeliner, takes []limit.Take) ([][]redis.Cmder, error) {
 	cmds := make([][]redis.Cmder, len(takes))
 	for i, t := range takes {
 		key := r.key(t.Key)
 		switch {
 		case t.Hold:
 			return nil, fmt.Errorf("store: take %s: a held take must be decided by a script alone (token bucket, or fixed window with SpendIfAllowed), not in a batch with a counting window", r.logKey(t.Key))
-		case t.Algorithm == guard.FixedWindow && t.Cost == 0:
+		case t.Algorithm == limit.FixedWindow && t.Cost == 0:
 			cmds[i] = peekWindow(ctx, pipe, key)
-		case t.Algorithm == guard.FixedWindow && t.SpendIfAllowed:
+		case t.Algorithm == limit.FixedWindow && t.SpendIfAllowed:
 			cmds[i] = []redis.Cmder{windowTakeScript.EvalSha(ctx, pipe, []string{key}, t.Cost, t.Limit, t.Window.Milliseconds())}
-		case t.Algorithm == guard.FixedWindow:
+		case t.Algorithm == limit.FixedWindow:
 			cmds[i] = hitWindow(ctx, pipe, key, t.Cost, t.Window)
-		case t.Algorithm == guard.TokenBucket:
+		case t.Algorithm == limit.TokenBucket:
 			cmds[i] = []redis.Cmder{tokenBucketScript.EvalSha(ctx, pipe, []string{key}, t.Limit, interval(t.Rate), t.Cost)}
 		default:
 			return nil, fmt.Errorf("store: take %s: unknown algorithm %q", r.logKey(t.Key), t.Algorithm)
@@ -193,12 +194,12 @@ func (r *Redis) queueTakes(ctx context.Context, pipe redis.Pipeliner, takes []gu
 }
 
 // readTakes reads the replies queueTakes queued, once the MULTI ran.
-func (r *Redis) readTakes(ctx context.Context, takes []guard.Take, cmds [][]redis.Cmder) ([]guard.Result, error) {
-	res := make([]guard.Result, len(takes))
+func (r *Redis) readTakes(ctx context.Context, takes []limit.Take, cmds [][]redis.Cmder) ([]limit.Result, error) {
+	res := make([]limit.Result, len(takes))
 	var err error
 	for i, t := range takes {
 		switch {
-		case t.Algorithm == guard.TokenBucket:
+		case t.Algorithm == limit.TokenBucket:
 			res[i], err = r.bucketResult(ctx, t, cmds[i][0].(*redis.Cmd))
 		case t.Cost == 0:
 			res[i], err = peekResult(t, cmds[i])
@@ -237,17 +238,17 @@ func peekWindow(ctx context.Context, pipe redis.Pipeliner, key string) []redis.C
 	return []redis.Cmder{pipe.Get(ctx, key), pipe.PTTL(ctx, key)}
 }
 
-func windowResult(t guard.Take, cmds []redis.Cmder) (guard.Result, error) {
+func windowResult(t limit.Take, cmds []redis.Cmder) (limit.Result, error) {
 	for _, c := range cmds {
 		if c.Err() != nil {
-			return guard.Result{}, c.Err()
+			return limit.Result{}, c.Err()
 		}
 	}
 	count := cmds[0].(*redis.IntCmd).Val()
 	res := fixedWindowResult(t, count, cmds[2].(*redis.DurationCmd).Val())
 	end, err := cmds[3].(*redis.Cmd).Int64()
 	if err != nil {
-		return guard.Result{}, fmt.Errorf("pexpiretime: %w", err)
+		return limit.Result{}, fmt.Errorf("pexpiretime: %w", err)
 	}
 	if end > 0 { // -1 (no TTL) and -2 (no key) name no window
 		res.WindowID = end
@@ -257,17 +258,17 @@ func windowResult(t guard.Take, cmds []redis.Cmder) (guard.Result, error) {
 
 // peekResult reads peekWindow's replies: a missing key is an untouched
 // window, count 0 with all of it ahead.
-func peekResult(t guard.Take, cmds []redis.Cmder) (guard.Result, error) {
+func peekResult(t limit.Take, cmds []redis.Cmder) (limit.Result, error) {
 	count, err := cmds[0].(*redis.StringCmd).Int64()
 	switch {
 	case errors.Is(err, redis.Nil):
 		count = 0
 	case err != nil:
-		return guard.Result{}, err
+		return limit.Result{}, err
 	}
 	ttl, err := cmds[1].(*redis.DurationCmd).Result()
 	if err != nil {
-		return guard.Result{}, err
+		return limit.Result{}, err
 	}
 	return fixedWindowResult(t, count, ttl), nil
 }
@@ -275,11 +276,11 @@ func peekResult(t guard.Take, cmds []redis.Cmder) (guard.Result, error) {
 // fixedWindowResult is the Result of a window holding count with ttl to
 // run. A negative ttl (-2: no key, the peek of a fresh window; -1: no TTL,
 // which the MULTI never leaves) reads as the whole window.
-func fixedWindowResult(t guard.Take, count int64, ttl time.Duration) guard.Result {
+func fixedWindowResult(t limit.Take, count int64, ttl time.Duration) limit.Result {
 	if ttl < 0 {
 		ttl = t.Window
 	}
-	res := guard.Result{
+	res := limit.Result{
 		Allowed:    count <= t.Limit,
 		Limit:      t.Limit,
 		Count:      count,
@@ -295,16 +296,16 @@ func fixedWindowResult(t guard.Take, count int64, ttl time.Duration) guard.Resul
 
 // windowTakeResult reads windowTakeScript's reply: Spent only when it
 // allowed.
-func (r *Redis) windowTakeResult(ctx context.Context, t guard.Take, cmd *redis.Cmd) (guard.Result, error) {
+func (r *Redis) windowTakeResult(ctx context.Context, t limit.Take, cmd *redis.Cmd) (limit.Result, error) {
 	if isNoScript(cmd.Err()) { // as in bucketResult: it did not run, so run it
 		cmd = windowTakeScript.Run(ctx, r.rdb, []string{r.key(t.Key)}, t.Cost, t.Limit, t.Window.Milliseconds())
 	}
 	v, err := cmd.Int64Slice()
 	if err != nil {
-		return guard.Result{}, err
+		return limit.Result{}, err
 	}
 	if len(v) != 3 {
-		return guard.Result{}, fmt.Errorf("window script returned %d values, want 3", len(v))
+		return limit.Result{}, fmt.Errorf("window script returned %d values, want 3", len(v))
 	}
 	res := fixedWindowResult(t, v[1], time.Duration(v[2])*time.Millisecond)
 	res.Allowed, res.Spent = v[0] == 1, v[0] == 1
@@ -316,7 +317,7 @@ func (r *Redis) windowTakeResult(ctx context.Context, t guard.Take, cmd *redis.C
 	return res, nil
 }
 
-func (r *Redis) bucketResult(ctx context.Context, t guard.Take, cmd *redis.Cmd) (guard.Result, error) {
+func (r *Redis) bucketResult(ctx context.Context, t limit.Take, cmd *redis.Cmd) (limit.Result, error) {
 	if isNoScript(cmd.Err()) {
 		// The server lost its script cache (restart, SCRIPT FLUSH). The
 		// script did not run, so running it again counts once: EVAL it,
@@ -325,13 +326,13 @@ func (r *Redis) bucketResult(ctx context.Context, t guard.Take, cmd *redis.Cmd) 
 	}
 	v, err := cmd.Int64Slice()
 	if err != nil {
-		return guard.Result{}, err
+		return limit.Result{}, err
 	}
 	if len(v) != 4 {
-		return guard.Result{}, fmt.Errorf("token bucket script returned %d values, want 4", len(v))
+		return limit.Result{}, fmt.Errorf("token bucket script returned %d values, want 4", len(v))
 	}
 	allowed := v[0] == 1
-	return guard.Result{
+	return limit.Result{
 		Allowed:    allowed,
 		Limit:      t.Limit,
 		Remaining:  v[1],
@@ -346,9 +347,9 @@ func (r *Redis) bucketResult(ctx context.Context, t guard.Take, cmd *redis.Cmd) 
 // counters of one slot change together). The scripts never create a key,
 // and a fixed window named by its Result's WindowID is given back only
 // while that window runs.
-func (r *Redis) Refund(ctx context.Context, takes []guard.Take) error {
+func (r *Redis) Refund(ctx context.Context, takes []limit.Take) error {
 	if r.cluster {
-		_, err := bySlot(ctx, takes, r.takeKey, func(ctx context.Context, part []guard.Take) ([]struct{}, error) {
+		_, err := bySlot(ctx, takes, r.takeKey, func(ctx context.Context, part []limit.Take) ([]struct{}, error) {
 			return make([]struct{}, len(part)), r.refund(ctx, part)
 		})
 		return err
@@ -356,7 +357,7 @@ func (r *Redis) Refund(ctx context.Context, takes []guard.Take) error {
 	return r.refund(ctx, takes)
 }
 
-func (r *Redis) refund(ctx context.Context, takes []guard.Take) error {
+func (r *Redis) refund(ctx context.Context, takes []limit.Take) error {
 	if limits, err := allLimits(takes); err != nil || limits {
 		if err != nil {
 			return err
@@ -366,7 +367,7 @@ func (r *Redis) refund(ctx context.Context, takes []guard.Take) error {
 	if len(takes) == 1 { // one script is atomic alone: no MULTI around it
 		t, key := takes[0], []string{r.key(takes[0].Key)}
 		var err error
-		if t.Algorithm == guard.TokenBucket {
+		if t.Algorithm == limit.TokenBucket {
 			err = tokenRefundScript.Run(ctx, r.rdb, key, interval(t.Rate), t.Cost).Err()
 		} else {
 			err = windowRefundScript.Run(ctx, r.rdb, key, t.Cost, t.WindowID).Err()
@@ -379,7 +380,7 @@ func (r *Redis) refund(ctx context.Context, takes []guard.Take) error {
 	pipe := r.rdb.TxPipeline()
 	for _, t := range takes {
 		key := []string{r.key(t.Key)}
-		if t.Algorithm == guard.TokenBucket {
+		if t.Algorithm == limit.TokenBucket {
 			tokenRefundScript.EvalSha(ctx, pipe, key, interval(t.Rate), t.Cost)
 		} else {
 			windowRefundScript.EvalSha(ctx, pipe, key, t.Cost, t.WindowID)
@@ -397,7 +398,7 @@ func (r *Redis) refund(ctx context.Context, takes []guard.Take) error {
 			continue
 		}
 		t, key := takes[i], []string{r.key(takes[i].Key)}
-		if t.Algorithm == guard.TokenBucket {
+		if t.Algorithm == limit.TokenBucket {
 			err = tokenRefundScript.Run(ctx, r.rdb, key, interval(t.Rate), t.Cost).Err()
 		} else {
 			err = windowRefundScript.Run(ctx, r.rdb, key, t.Cost, t.WindowID).Err()

@@ -15,6 +15,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/otpguard/otpguard/internal/guard"
+	"github.com/otpguard/otpguard/internal/limit"
 	"github.com/otpguard/otpguard/internal/store"
 	"github.com/otpguard/otpguard/internal/store/redistest"
 )
@@ -41,17 +42,17 @@ func backends(t *testing.T) map[string]func(t *testing.T) backend {
 	}
 }
 
-func fw(id string, limit int64, window time.Duration, cost int64) guard.Take {
-	return guard.Take{Key: guard.Key{Space: "lim:t", ID: id, Name: "fw"}, Algorithm: guard.FixedWindow, Limit: limit, Window: window, Cost: cost}
+func fw(id string, lim int64, window time.Duration, cost int64) limit.Take {
+	return limit.Take{Key: limit.Key{Space: "lim:t", ID: id, Name: "fw"}, Algorithm: limit.FixedWindow, Limit: lim, Window: window, Cost: cost}
 }
 
-func tb(id string, capacity int64, rate float64, cost int64) guard.Take {
-	return guard.Take{Key: guard.Key{Space: "lim:t", ID: id, Name: "tb"}, Algorithm: guard.TokenBucket, Limit: capacity, Rate: rate, Cost: cost}
+func tb(id string, capacity int64, rate float64, cost int64) limit.Take {
+	return limit.Take{Key: limit.Key{Space: "lim:t", ID: id, Name: "tb"}, Algorithm: limit.TokenBucket, Limit: capacity, Rate: rate, Cost: cost}
 }
 
-func take1(t *testing.T, s *store.Redis, tk guard.Take) guard.Result {
+func take1(t *testing.T, s *store.Redis, tk limit.Take) limit.Result {
 	t.Helper()
-	res, err := s.Take(context.Background(), []guard.Take{tk})
+	res, err := s.Take(context.Background(), []limit.Take{tk})
 	if err != nil {
 		t.Fatalf("Take(%v): %v", tk.Key, err)
 	}
@@ -91,7 +92,7 @@ func TestFixedWindowCountsAndExpires(t *testing.T) {
 // several clients (standing in for several otpguard instances).
 func TestFixedWindowExactUnderConcurrency(t *testing.T) {
 	b := backends(t)["redis"](t)
-	const instances, hits, limit = 4, 200, 37
+	const instances, hits, lim = 4, 200, 37
 	var allowed atomic.Int64
 	var wg sync.WaitGroup
 	for i := range instances {
@@ -101,7 +102,7 @@ func TestFixedWindowExactUnderConcurrency(t *testing.T) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				res, err := s.Take(context.Background(), []guard.Take{fw("burst", limit, time.Minute, 1)})
+				res, err := s.Take(context.Background(), []limit.Take{fw("burst", lim, time.Minute, 1)})
 				if err != nil {
 					t.Errorf("instance %d hit %d: %v", i, j, err)
 					return
@@ -113,8 +114,8 @@ func TestFixedWindowExactUnderConcurrency(t *testing.T) {
 		}
 	}
 	wg.Wait()
-	if got := allowed.Load(); got != limit {
-		t.Fatalf("allowed %d of %d concurrent hits, want exactly %d", got, hits, limit)
+	if got := allowed.Load(); got != lim {
+		t.Fatalf("allowed %d of %d concurrent hits, want exactly %d", got, hits, lim)
 	}
 }
 
@@ -264,7 +265,7 @@ func TestRefund(t *testing.T) {
 			w, k := fw("rf", 2, time.Minute, 1), tb("rf", 2, 0.01, 1)
 			take1(t, s, w)
 			take1(t, s, k)
-			if err := s.Refund(ctx, []guard.Take{w, k}); err != nil {
+			if err := s.Refund(ctx, []limit.Take{w, k}); err != nil {
 				t.Fatal(err)
 			}
 			if r := take1(t, s, fw("rf", 2, time.Minute, 0)); r.Remaining != 2 {
@@ -275,7 +276,7 @@ func TestRefund(t *testing.T) {
 			}
 			// Refunding what does not exist creates nothing.
 			gone := fw("never", 2, time.Minute, 1)
-			if err := s.Refund(ctx, []guard.Take{gone, tb("never", 2, 1, 1)}); err != nil {
+			if err := s.Refund(ctx, []limit.Take{gone, tb("never", 2, 1, 1)}); err != nil {
 				t.Fatal(err)
 			}
 			n, _ := b.rdb.Exists(ctx, b.prefix+"lim:t:{never}:fw", b.prefix+"lim:t:{never}:tb").Result()
@@ -300,7 +301,7 @@ func TestScriptFlushIsSurvived(t *testing.T) {
 	}
 	// The batch holds a fixed window too: it must count once, not twice,
 	// although the transaction is sent again for the script.
-	res, err := s.Take(ctx, []guard.Take{tb("f", 3, 1, 1), fw("f", 5, time.Minute, 1)})
+	res, err := s.Take(ctx, []limit.Take{tb("f", 3, 1, 1), fw("f", 5, time.Minute, 1)})
 	if err != nil {
 		t.Fatalf("Take after SCRIPT FLUSH: %v", err)
 	}
@@ -311,7 +312,7 @@ func TestScriptFlushIsSurvived(t *testing.T) {
 		t.Errorf("window after flush: remaining %d, want 4 (counted once)", res[1].Remaining)
 	}
 	c.ScriptFlush(ctx)
-	if err := s.Refund(ctx, []guard.Take{tb("f", 3, 1, 1)}); err != nil {
+	if err := s.Refund(ctx, []limit.Take{tb("f", 3, 1, 1)}); err != nil {
 		t.Fatalf("Refund after SCRIPT FLUSH: %v", err)
 	}
 	c.ScriptFlush(ctx)
@@ -375,7 +376,7 @@ func TestFixedWindowPeek(t *testing.T) {
 			s := store.NewRedis(b.rdb, b.prefix)
 			ctx := context.Background()
 			key := b.prefix + "lim:t:{pk}:fw"
-			peek := func() guard.Result { t.Helper(); return take1(t, s, fw("pk", 3, time.Minute, 0)) }
+			peek := func() limit.Result { t.Helper(); return take1(t, s, fw("pk", 3, time.Minute, 0)) }
 			state := func() (string, time.Duration) {
 				t.Helper()
 				v, err := b.rdb.Get(ctx, key).Result()
@@ -385,7 +386,7 @@ func TestFixedWindowPeek(t *testing.T) {
 				return v, b.rdb.PTTL(ctx, key).Val()
 			}
 
-			want := guard.Result{Allowed: true, Limit: 3, Remaining: 3, ResetAfter: time.Minute}
+			want := limit.Result{Allowed: true, Limit: 3, Remaining: 3, ResetAfter: time.Minute}
 			if got := peek(); got != want {
 				t.Errorf("peek at a fresh window: %+v, want %+v", got, want)
 			}
@@ -435,7 +436,7 @@ func TestPeekBatchIsOneRoundTrip(t *testing.T) {
 	b.rdb.AddHook(h)
 	take1(t, s, fw("seen", 5, time.Minute, 2))
 	h.Reset()
-	res, err := s.Take(ctx, []guard.Take{
+	res, err := s.Take(ctx, []limit.Take{
 		fw("fresh", 5, time.Minute, 0), tb("b", 5, 1, 1), fw("seen", 5, time.Minute, 0),
 		fw("hit", 5, time.Minute, 1), tb("b", 5, 1, 0),
 	})
@@ -460,7 +461,7 @@ func TestPeekBatchIsOneRoundTrip(t *testing.T) {
 // subject masked.
 func TestRedisErrorsMaskTheNumber(t *testing.T) {
 	const phone = "+919800000000"
-	sends := guard.Take{Key: guard.Key{Space: "otp", ID: phone, Name: "sends"}, Algorithm: guard.FixedWindow, Limit: 3, Window: time.Minute, Cost: 1}
+	sends := limit.Take{Key: limit.Key{Space: "otp", ID: phone, Name: "sends"}, Algorithm: limit.FixedWindow, Limit: 3, Window: time.Minute, Cost: 1}
 	checkMasked := func(t *testing.T, what string, err error) {
 		t.Helper()
 		if err == nil {
@@ -485,19 +486,19 @@ func TestRedisErrorsMaskTheNumber(t *testing.T) {
 
 	unknown := sends
 	unknown.Algorithm = "leaky_bucket"
-	_, err := s.Take(ctx, []guard.Take{unknown})
+	_, err := s.Take(ctx, []limit.Take{unknown})
 	checkMasked(t, "unknown algorithm", err)
 
 	// The peek of a missing key comes first: its nil reply is what Exec
 	// reports, so the failure surfaces per key.
-	_, err = s.Take(ctx, []guard.Take{fw("fresh", 3, time.Minute, 0), sends})
+	_, err = s.Take(ctx, []limit.Take{fw("fresh", 3, time.Minute, 0), sends})
 	checkMasked(t, "take of a key of the wrong type", err)
 
 	// After SCRIPT FLUSH the refund is run again by EVAL, key by key.
 	if err := c.ScriptFlush(ctx).Err(); err != nil {
 		t.Fatal(err)
 	}
-	checkMasked(t, "refund of a key of the wrong type", s.Refund(ctx, []guard.Take{sends}))
+	checkMasked(t, "refund of a key of the wrong type", s.Refund(ctx, []limit.Take{sends}))
 }
 
 // TestClusterPeekCreatesNothing: on Redis Cluster, peeks travel in each
@@ -507,15 +508,15 @@ func TestClusterPeekCreatesNothing(t *testing.T) {
 	st, rdb, h, _ := clusterStore(t)
 	ctx := context.Background()
 	ids := limitsOnMasters(t, st, rdb, 3)
-	window := func(id string, cost int64) guard.Take {
-		return guard.Take{Key: guard.Key{Space: "lim:x", ID: id}, Algorithm: guard.FixedWindow, Limit: 3, Window: time.Minute, Cost: cost}
+	window := func(id string, cost int64) limit.Take {
+		return limit.Take{Key: limit.Key{Space: "lim:x", ID: id}, Algorithm: limit.FixedWindow, Limit: 3, Window: time.Minute, Cost: cost}
 	}
-	fresh := func(id string) guard.Take {
+	fresh := func(id string) limit.Take {
 		tk := window(id, 0)
 		tk.Key.Space = "lim:fresh"
 		return tk
 	}
-	var batch []guard.Take
+	var batch []limit.Take
 	for _, id := range ids {
 		batch = append(batch, fresh(id), window(id, 1), window(id, 0))
 	}

@@ -10,7 +10,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/otpguard/otpguard/internal/guard"
+	"github.com/otpguard/otpguard/internal/limit"
 )
 
 // The ways to reach Redis (RedisOptions.Mode).
@@ -31,11 +31,11 @@ func NewClusterRedis(rdb rediser, prefix string) *Redis {
 }
 
 // takeKey is what decides t's Cluster slot (slotKey).
-func (r *Redis) takeKey(t guard.Take) string { return r.slotKey(t.Key) }
+func (r *Redis) takeKey(t limit.Take) string { return r.slotKey(t.Key) }
 
 // slotKey is what decides k's Cluster slot: its key, or for a limit the
 // hash tag of its hashes (limits.go).
-func (r *Redis) slotKey(k guard.Key) string {
+func (r *Redis) slotKey(k limit.Key) string {
 	if isLimit(k) {
 		return r.limitTag(k)
 	}
@@ -148,7 +148,7 @@ func checkEveryMaster(ctx context.Context, c *redis.ClusterClient) error {
 // slot's master in the client's cached slot map (no round trip once the
 // map is loaded). It is "" off a cluster, or while no map can be read.
 // The Fallback keeps a breaker per name (resilience.FallbackOptions.NodeOf).
-func (r *Redis) Master(k guard.Key) string {
+func (r *Redis) Master(k limit.Key) string {
 	c, ok := r.rdb.(*redis.ClusterClient)
 	if !ok {
 		return ""

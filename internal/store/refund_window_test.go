@@ -6,14 +6,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/otpguard/otpguard/internal/guard"
+	"github.com/otpguard/otpguard/internal/limit"
 	"github.com/otpguard/otpguard/internal/store"
 	"github.com/otpguard/otpguard/internal/store/redistest"
 )
 
 // refundOf is t as a caller hands it back to Refund: with the window its
 // hit counted in (res.WindowID).
-func refundOf(t guard.Take, res guard.Result) guard.Take {
+func refundOf(t limit.Take, res limit.Result) limit.Take {
 	t.WindowID = res.WindowID
 	return t
 }
@@ -31,7 +31,7 @@ func TestRefundGivesBackInItsWindowOnly(t *testing.T) {
 			}
 			s := store.NewRedis(b.rdb, b.prefix)
 			ctx := context.Background()
-			refund := func(takes ...guard.Take) {
+			refund := func(takes ...limit.Take) {
 				t.Helper()
 				if err := s.Refund(ctx, takes); err != nil {
 					t.Fatalf("Refund: %v", err)
@@ -100,13 +100,13 @@ func TestRefundExactAcrossClients(t *testing.T) {
 		for j := range hits {
 			wg.Go(func() {
 				w := fw("many", 1000, time.Minute, 1)
-				res, err := s.Take(ctx, []guard.Take{w})
+				res, err := s.Take(ctx, []limit.Take{w})
 				if err != nil {
 					t.Errorf("Take: %v", err)
 					return
 				}
 				if j%2 == 0 {
-					if err := s.Refund(ctx, []guard.Take{refundOf(w, res[0])}); err != nil {
+					if err := s.Refund(ctx, []limit.Take{refundOf(w, res[0])}); err != nil {
 						t.Errorf("Refund: %v", err)
 					}
 				}
@@ -126,9 +126,9 @@ func TestClusterRefundOfANumberStaysInItsWindow(t *testing.T) {
 	s, rdb, _, prefix := clusterStore(t)
 	ctx := context.Background()
 	const phone = "+919800000000"
-	cooldown := guard.Take{Key: guard.Key{Space: "otp", ID: phone, Name: "cooldown"}, Algorithm: guard.FixedWindow, Limit: 1, Window: 50 * time.Millisecond, Cost: 1}
-	sends := guard.Take{Key: guard.Key{Space: "otp", ID: phone, Name: "sends"}, Algorithm: guard.FixedWindow, Limit: 3, Window: time.Minute, Cost: 1}
-	takes := []guard.Take{cooldown, sends}
+	cooldown := limit.Take{Key: limit.Key{Space: "otp", ID: phone, Name: "cooldown"}, Algorithm: limit.FixedWindow, Limit: 1, Window: 50 * time.Millisecond, Cost: 1}
+	sends := limit.Take{Key: limit.Key{Space: "otp", ID: phone, Name: "sends"}, Algorithm: limit.FixedWindow, Limit: 3, Window: time.Minute, Cost: 1}
+	takes := []limit.Take{cooldown, sends}
 	get := func(name string) int64 {
 		t.Helper()
 		n, _ := rdb.Get(ctx, prefix+"otp:{"+phone+"}:"+name).Int64()
@@ -146,13 +146,13 @@ func TestClusterRefundOfANumberStaysInItsWindow(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Refund(ctx, []guard.Take{refundOf(cooldown, first[0]), refundOf(sends, first[1])}); err != nil {
+	if err := s.Refund(ctx, []limit.Take{refundOf(cooldown, first[0]), refundOf(sends, first[1])}); err != nil {
 		t.Fatal(err)
 	}
 	if cd, n := get("cooldown"), get("sends"); cd != 1 || n != 1 {
 		t.Errorf("after the first send's refund: cooldown %d sends %d, want 1 1 (the new cooldown window's hit kept)", cd, n)
 	}
-	if err := s.Refund(ctx, []guard.Take{refundOf(cooldown, second[0]), refundOf(sends, second[1])}); err != nil {
+	if err := s.Refund(ctx, []limit.Take{refundOf(cooldown, second[0]), refundOf(sends, second[1])}); err != nil {
 		t.Fatal(err)
 	}
 	if cd, n := get("cooldown"), get("sends"); cd != 0 || n != 0 {

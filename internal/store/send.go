@@ -10,6 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/otpguard/otpguard/internal/guard"
+	"github.com/otpguard/otpguard/internal/limit"
 )
 
 // An OTP send's limits in one round trip (guard.OTP.spend). On a single
@@ -37,7 +38,7 @@ var _ guard.SendCounter = (*Redis)(nil)
 // TakeSend takes the limits of takes and, when vol is not nil, the
 // velocity count, in one round trip (on Cluster one per hash slot, in
 // order, stopping at a refusal).
-func (r *Redis) TakeSend(ctx context.Context, takes []guard.Take, vol *guard.VolumeTake) ([]guard.Result, *guard.VolumeResult, error) {
+func (r *Redis) TakeSend(ctx context.Context, takes []limit.Take, vol *guard.VolumeTake) ([]limit.Result, *guard.VolumeResult, error) {
 	if r.cluster {
 		return r.takeSendCluster(ctx, takes, vol)
 	}
@@ -74,7 +75,7 @@ func (r *Redis) TakeSend(ctx context.Context, takes []guard.Take, vol *guard.Vol
 	if err != nil {
 		return nil, nil, err
 	}
-	res := make([]guard.Result, len(takes))
+	res := make([]limit.Result, len(takes))
 	for n, i := range kept {
 		res[i] = got[n]
 	}
@@ -118,15 +119,15 @@ func carryClaim(claim *guard.SendClaim, cmd *redis.Cmd) {
 // group that refuses ends the send: the groups after it are answered
 // allowed and not spent (nothing to refund), and the velocity count is
 // not taken.
-func (r *Redis) takeSendCluster(ctx context.Context, takes []guard.Take, vol *guard.VolumeTake) ([]guard.Result, *guard.VolumeResult, error) {
-	res := make([]guard.Result, len(takes))
+func (r *Redis) takeSendCluster(ctx context.Context, takes []limit.Take, vol *guard.VolumeTake) ([]limit.Result, *guard.VolumeResult, error) {
+	res := make([]limit.Result, len(takes))
 	vol, skip, err := r.clusterTrust(ctx, vol)
 	if err != nil {
 		return nil, nil, err
 	}
 	for i := 0; i < len(takes); {
 		if skip && takes[i].Automatic { // trusted: the automatic rules are not taken
-			res[i] = guard.Result{Allowed: true}
+			res[i] = limit.Result{Allowed: true}
 			i++
 			continue
 		}
@@ -145,9 +146,9 @@ func (r *Redis) takeSendCluster(ctx context.Context, takes []guard.Take, vol *gu
 			return nil, nil, err
 		}
 		copy(res[i:n], got)
-		if slices.ContainsFunc(got, func(r guard.Result) bool { return !r.Allowed }) {
+		if slices.ContainsFunc(got, func(r limit.Result) bool { return !r.Allowed }) {
 			for j := n; j < len(takes); j++ {
-				res[j] = guard.Result{Allowed: true} // not counted: nothing to refund
+				res[j] = limit.Result{Allowed: true} // not counted: nothing to refund
 			}
 			if vol == nil {
 				return res, nil, nil
@@ -189,14 +190,14 @@ func (r *Redis) clusterTrust(ctx context.Context, vol *guard.VolumeTake) (*guard
 		return vol, false, nil
 	}
 	v := *vol
-	v.Trusted, v.Mark = true, guard.Key{}
+	v.Trusted, v.Mark = true, limit.Key{}
 	return &v, true, nil
 }
 
 // spentTakes are the takes whose results say they were spent, each
 // naming the window it was counted in (a refund gives back only there).
-func spentTakes(takes []guard.Take, res []guard.Result) []guard.Take {
-	var spent []guard.Take
+func spentTakes(takes []limit.Take, res []limit.Result) []limit.Take {
+	var spent []limit.Take
 	for i, r := range res {
 		if r.Spent {
 			t := takes[i]

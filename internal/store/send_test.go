@@ -8,13 +8,14 @@ import (
 	"github.com/alicebob/miniredis/v2"
 
 	"github.com/otpguard/otpguard/internal/guard"
+	"github.com/otpguard/otpguard/internal/limit"
 	"github.com/otpguard/otpguard/internal/store"
 	"github.com/otpguard/otpguard/internal/store/redistest"
 )
 
 func sendVolume(now time.Time, floor int64) *guard.VolumeTake {
-	return &guard.VolumeTake{Key: guard.Key{Space: "otp:vel", ID: "GB", Name: "h"},
-		Quarantine: guard.Key{Space: "otp:vel", ID: "GB", Name: "quarantine"},
+	return &guard.VolumeTake{Key: limit.Key{Space: "otp:vel", ID: "GB", Name: "h"},
+		Quarantine: limit.Key{Space: "otp:vel", ID: "GB", Name: "quarantine"},
 		Now:        now, Hour: now.Unix() / 3600, Lookback: 24, Floor: floor, QFloor: 1, Factor: 3, HistoryMinSends: 200}
 }
 
@@ -24,7 +25,7 @@ func sendVolume(now time.Time, floor int64) *guard.VolumeTake {
 func checkTakeSend(t *testing.T, s *store.Redis, rt *redistest.RoundTrips, wantRT int64) {
 	t.Helper()
 	ctx := context.Background()
-	takes := []guard.Take{fw("a", 1, time.Minute, 1), fw("b", 5, time.Minute, 1)}
+	takes := []limit.Take{fw("a", 1, time.Minute, 1), fw("b", 5, time.Minute, 1)}
 	vol := sendVolume(time.Now(), 1)
 	for i, want := range []struct {
 		a, b, vol bool
@@ -83,7 +84,7 @@ func TestTakeSendOnCluster(t *testing.T) {
 	if err := s.LoadScripts(ctx); err != nil {
 		t.Fatal(err)
 	}
-	takes := []guard.Take{fw("a", 1, time.Minute, 1), fw("b", 5, time.Minute, 1)}
+	takes := []limit.Take{fw("a", 1, time.Minute, 1), fw("b", 5, time.Minute, 1)}
 	if store.Slot("{a}") == store.Slot("{b}") {
 		t.Fatal("the test needs its two keys in different slots")
 	}
@@ -117,7 +118,7 @@ func TestTakeSendOnCluster(t *testing.T) {
 	}
 	// Nothing but the refused window was counted: the next send the number
 	// allows sees the second window and the velocity count where they were.
-	got, err := s.Take(ctx, []guard.Take{fw("b", 5, time.Minute, 1)})
+	got, err := s.Take(ctx, []limit.Take{fw("b", 5, time.Minute, 1)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -136,7 +137,7 @@ func TestTakeSendAfterScriptFlush(t *testing.T) {
 	if err := c.ScriptFlush(ctx).Err(); err != nil {
 		t.Fatal(err)
 	}
-	res, vr, err := s.TakeSend(ctx, []guard.Take{fw("a", 5, time.Minute, 1)}, sendVolume(time.Now(), 10))
+	res, vr, err := s.TakeSend(ctx, []limit.Take{fw("a", 5, time.Minute, 1)}, sendVolume(time.Now(), 10))
 	if err != nil {
 		t.Fatalf("TakeSend after SCRIPT FLUSH: %v", err)
 	}
@@ -159,13 +160,13 @@ func TestCountConversionsInOrder(t *testing.T) {
 				t.Fatal(err)
 			}
 			now := time.Now()
-			x := guard.Key{Space: "conv:prefix", ID: "+447400", Name: "m"}
-			y := guard.Key{Space: "conv:country", ID: "GB", Name: "m"}
+			x := limit.Key{Space: "conv:prefix", ID: "+447400", Name: "m"}
+			y := limit.Key{Space: "conv:country", ID: "GB", Name: "m"}
 			counts := []guard.ConversionCount{
-				{Kind: guard.ConversionSend, Now: now, Subjects: []guard.Key{x, y}},
-				{Kind: guard.ConversionVerify, Now: now, Subjects: []guard.Key{x, y}},
-				{Kind: guard.ConversionSend, Now: now, Subjects: []guard.Key{x}},
-				{Kind: guard.ConversionSend, Now: now, Subjects: []guard.Key{x, y}},
+				{Kind: guard.ConversionSend, Now: now, Subjects: []limit.Key{x, y}},
+				{Kind: guard.ConversionVerify, Now: now, Subjects: []limit.Key{x, y}},
+				{Kind: guard.ConversionSend, Now: now, Subjects: []limit.Key{x}},
+				{Kind: guard.ConversionSend, Now: now, Subjects: []limit.Key{x, y}},
 			}
 			rt := &redistest.RoundTrips{}
 			b.rdb.AddHook(rt)
@@ -205,16 +206,16 @@ func TestCountConversionsManyCalls(t *testing.T) {
 	single := store.NewRedis(rdb, "single:")
 	ctx := context.Background()
 	now := time.Now()
-	x := guard.Key{Space: "conv:prefix", ID: "+2348", Name: "m"}
-	y := guard.Key{Space: "conv:country", ID: "NG", Name: "m"}
-	z := guard.Key{Space: "conv:prefix", ID: "+23480", Name: "m"}
+	x := limit.Key{Space: "conv:prefix", ID: "+2348", Name: "m"}
+	y := limit.Key{Space: "conv:country", ID: "NG", Name: "m"}
+	z := limit.Key{Space: "conv:prefix", ID: "+23480", Name: "m"}
 	var counts []guard.ConversionCount
 	for i := range 50 { // 150 counts: three script calls
 		kind := guard.ConversionSend
 		if i%3 == 2 {
 			kind = guard.ConversionVerify
 		}
-		counts = append(counts, guard.ConversionCount{Kind: kind, Now: now.Add(time.Duration(i) * time.Second), Subjects: []guard.Key{x, y, z}})
+		counts = append(counts, guard.ConversionCount{Kind: kind, Now: now.Add(time.Duration(i) * time.Second), Subjects: []limit.Key{x, y, z}})
 	}
 	for round, flush := range []bool{false, true} {
 		if flush {

@@ -7,7 +7,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/otpguard/otpguard/internal/guard"
+	"github.com/otpguard/otpguard/internal/limit"
 )
 
 // Ops sessions are signed tokens that every instance checks alone; signing
@@ -15,7 +15,7 @@ import (
 // they expire are kept here, each until it would have expired.
 
 func (r *Redis) sessionKey(id string) string {
-	return r.key(guard.Key{Space: "ops:session", ID: id, Name: "revoked"})
+	return r.key(limit.Key{Space: "ops:session", ID: id, Name: "revoked"})
 }
 
 // RevokeSession marks the session id signed out until until (its expiry).

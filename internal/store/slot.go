@@ -13,7 +13,7 @@ import (
 // split: one MULTI/EXEC per slot, all sent at once, each to the master of
 // its slot, and the answers put back in the batch's order. Each part is
 // still atomic; the batch as a whole is kept all-or-nothing by the caller,
-// which refunds the parts of a denied batch (guard.Limiter).
+// which refunds the parts of a denied batch (limit.Limiter).
 
 // slotCount is the number of hash slots of Redis Cluster.
 const slotCount = 16384

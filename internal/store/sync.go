@@ -8,12 +8,12 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/otpguard/otpguard/internal/guard"
+	"github.com/otpguard/otpguard/internal/limit"
 )
 
 // Sync adds what an instance counted on its own to each hot key and reads
 // back the global state, all items in one round trip (sync mode; the
-// caller, guard.HotKeys, keeps batches small). A fixed window is the same
+// caller, limit.HotKeys, keeps batches small). A fixed window is the same
 // MULTI as Take (INCRBY delta, PEXPIRE NX, PTTL): the delta lands in the
 // current window, which it starts if there is none. A token bucket takes
 // the delta through tokenSyncScript.
@@ -23,14 +23,14 @@ import (
 // start a window, or rewrite a bucket, that no hit started.
 //
 // On Redis Cluster, one MULTI/EXEC per hash slot, sent concurrently.
-func (r *Redis) Sync(ctx context.Context, items []guard.SyncItem) ([]guard.SyncState, error) {
+func (r *Redis) Sync(ctx context.Context, items []limit.SyncItem) ([]limit.SyncState, error) {
 	if r.cluster {
-		return bySlot(ctx, items, func(it guard.SyncItem) string { return r.takeKey(it.Take) }, r.sync)
+		return bySlot(ctx, items, func(it limit.SyncItem) string { return r.takeKey(it.Take) }, r.sync)
 	}
 	return r.sync(ctx, items)
 }
 
-func (r *Redis) sync(ctx context.Context, items []guard.SyncItem) ([]guard.SyncState, error) {
+func (r *Redis) sync(ctx context.Context, items []limit.SyncItem) ([]limit.SyncState, error) {
 	limits := 0
 	for _, it := range items {
 		if isLimit(it.Key) {
@@ -48,11 +48,11 @@ func (r *Redis) sync(ctx context.Context, items []guard.SyncItem) ([]guard.SyncS
 	for i, it := range items {
 		key := r.key(it.Key)
 		switch {
-		case it.Algorithm == guard.FixedWindow && it.Delta == 0:
+		case it.Algorithm == limit.FixedWindow && it.Delta == 0:
 			cmds[i] = peekWindow(ctx, pipe, key)
-		case it.Algorithm == guard.FixedWindow:
+		case it.Algorithm == limit.FixedWindow:
 			cmds[i] = hitWindow(ctx, pipe, key, it.Delta, it.Window)
-		case it.Algorithm == guard.TokenBucket:
+		case it.Algorithm == limit.TokenBucket:
 			cmds[i] = []redis.Cmder{bucketSyncScript(it).EvalSha(ctx, pipe, []string{key}, it.Limit, interval(it.Rate), it.Delta)}
 		default:
 			return nil, fmt.Errorf("store: sync %s: unknown algorithm %q", r.logKey(it.Key), it.Algorithm)
@@ -63,19 +63,19 @@ func (r *Redis) sync(ctx context.Context, items []guard.SyncItem) ([]guard.SyncS
 	if _, err := pipe.Exec(ctx); err != nil && !isNoScript(err) && !errors.Is(err, redis.Nil) {
 		return nil, fmt.Errorf("store: sync: %w", err)
 	}
-	out := make([]guard.SyncState, len(items))
+	out := make([]limit.SyncState, len(items))
 	for i, it := range items {
-		var res guard.Result
+		var res limit.Result
 		var err error
 		switch {
-		case it.Algorithm == guard.TokenBucket:
+		case it.Algorithm == limit.TokenBucket:
 			out[i], err = r.bucketSync(ctx, it, cmds[i][0].(*redis.Cmd))
 		case it.Delta == 0:
 			res, err = peekResult(it.Take, cmds[i])
-			out[i] = guard.SyncState{Remaining: it.Limit - res.Count, ResetAfter: res.ResetAfter}
+			out[i] = limit.SyncState{Remaining: it.Limit - res.Count, ResetAfter: res.ResetAfter}
 		default:
 			res, err = windowResult(it.Take, cmds[i])
-			out[i] = guard.SyncState{Remaining: it.Limit - res.Count, ResetAfter: res.ResetAfter}
+			out[i] = limit.SyncState{Remaining: it.Limit - res.Count, ResetAfter: res.ResetAfter}
 		}
 		if err != nil {
 			return nil, fmt.Errorf("store: sync %s: %w", r.logKey(it.Key), err)
@@ -87,20 +87,20 @@ func (r *Redis) sync(ctx context.Context, items []guard.SyncItem) ([]guard.SyncS
 // bucketSyncScript is the script that syncs it: with nothing to add, the
 // token bucket script at cost 0, which only reads (tokenSyncScript would
 // rewrite the key).
-func bucketSyncScript(it guard.SyncItem) *redis.Script {
+func bucketSyncScript(it limit.SyncItem) *redis.Script {
 	if it.Delta == 0 {
 		return tokenBucketScript.Script
 	}
 	return tokenSyncScript
 }
 
-func (r *Redis) bucketSync(ctx context.Context, it guard.SyncItem, cmd *redis.Cmd) (guard.SyncState, error) {
+func (r *Redis) bucketSync(ctx context.Context, it limit.SyncItem, cmd *redis.Cmd) (limit.SyncState, error) {
 	if isNoScript(cmd.Err()) { // did not run: running it now counts once
 		cmd = bucketSyncScript(it).Run(ctx, r.rdb, []string{r.key(it.Key)}, it.Limit, interval(it.Rate), it.Delta)
 	}
 	v, err := cmd.Int64Slice()
 	if err != nil {
-		return guard.SyncState{}, err
+		return limit.SyncState{}, err
 	}
 	// tokenSyncScript: {remaining, reset_after_us}; tokenBucketScript:
 	// {allowed, remaining, retry_after_us, reset_after_us}.
@@ -109,7 +109,7 @@ func (r *Redis) bucketSync(ctx context.Context, it guard.SyncItem, cmd *redis.Cm
 		remaining, reset = 1, 3
 	}
 	if len(v) != reset+1 {
-		return guard.SyncState{}, fmt.Errorf("token sync script returned %d values, want %d", len(v), reset+1)
+		return limit.SyncState{}, fmt.Errorf("token sync script returned %d values, want %d", len(v), reset+1)
 	}
-	return guard.SyncState{Remaining: v[remaining], ResetAfter: time.Duration(v[reset]) * time.Microsecond}, nil
+	return limit.SyncState{Remaining: v[remaining], ResetAfter: time.Duration(v[reset]) * time.Microsecond}, nil
 }

@@ -8,7 +8,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/otpguard/otpguard/internal/guard"
+	"github.com/otpguard/otpguard/internal/limit"
 	"github.com/otpguard/otpguard/internal/store"
 	"github.com/otpguard/otpguard/internal/store/redistest"
 )
@@ -21,12 +21,12 @@ func TestSyncModeIdleKeyIsOnlyRead(t *testing.T) {
 	tg := redistest.New(t)
 	rdb := redistest.Client(t, tg.URL)
 	st := store.NewRedis(rdb, tg.Prefix)
-	fw := guard.Take{Key: guard.Key{Space: "lim:idle", ID: "w", Name: "fw"}, Algorithm: guard.FixedWindow, Limit: 10, Window: time.Minute}
-	tb := guard.Take{Key: guard.Key{Space: "lim:idle", ID: "b", Name: "tb"}, Algorithm: guard.TokenBucket, Limit: 10, Rate: 0.01}
+	fw := limit.Take{Key: limit.Key{Space: "lim:idle", ID: "w", Name: "fw"}, Algorithm: limit.FixedWindow, Limit: 10, Window: time.Minute}
+	tb := limit.Take{Key: limit.Key{Space: "lim:idle", ID: "b", Name: "tb"}, Algorithm: limit.TokenBucket, Limit: 10, Rate: 0.01}
 	keys := []string{tg.Prefix + "lim:idle:{w}:fw", tg.Prefix + "lim:idle:{b}:tb"}
-	sync := func(dw, db int64) []guard.SyncState {
+	sync := func(dw, db int64) []limit.SyncState {
 		t.Helper()
-		states, err := st.Sync(ctx, []guard.SyncItem{{Take: fw, Delta: dw}, {Take: tb, Delta: db}})
+		states, err := st.Sync(ctx, []limit.SyncItem{{Take: fw, Delta: dw}, {Take: tb, Delta: db}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -34,7 +34,7 @@ func TestSyncModeIdleKeyIsOnlyRead(t *testing.T) {
 	}
 	// wrote runs a sync of dw, db between WATCH and EXEC on the keys, and
 	// reports whether it wrote them.
-	wrote := func(dw, db int64) (states []guard.SyncState, wrote bool) {
+	wrote := func(dw, db int64) (states []limit.SyncState, wrote bool) {
 		t.Helper()
 		err := rdb.Watch(ctx, func(tx *redis.Tx) error {
 			states = sync(dw, db)

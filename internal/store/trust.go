@@ -9,6 +9,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/otpguard/otpguard/internal/guard"
+	"github.com/otpguard/otpguard/internal/limit"
 )
 
 var _ guard.Trusts = (*Redis)(nil)
@@ -72,7 +73,7 @@ func (r *Redis) MarkTrusted(ctx context.Context, marks []guard.TrustMark, ttl ti
 }
 
 // Trusted reports whether mark is set (one EXISTS).
-func (r *Redis) Trusted(ctx context.Context, mark guard.Key) (bool, error) {
+func (r *Redis) Trusted(ctx context.Context, mark limit.Key) (bool, error) {
 	cmd := redis.NewIntCmd(ctx, "exists", r.key(mark))
 	_ = r.rdb.Process(ctx, cmd)
 	n, err := cmd.Result()

@@ -8,18 +8,19 @@ import (
 	"time"
 
 	"github.com/otpguard/otpguard/internal/guard"
+	"github.com/otpguard/otpguard/internal/limit"
 	"github.com/otpguard/otpguard/internal/store"
 	"github.com/otpguard/otpguard/internal/store/redistest"
 )
 
 // clusterVolume is a send's volume take for country NG on the caller's
 // clock: the new tier's floor 1, the trusted tier's 10.
-func clusterVolume(mark guard.Key, trusted bool) *guard.VolumeTake {
+func clusterVolume(mark limit.Key, trusted bool) *guard.VolumeTake {
 	h := time.Now().Unix() / 3600
-	return &guard.VolumeTake{Key: guard.Key{Space: "otp:vel", ID: "NG", Name: "h"},
-		Quarantine: guard.Key{Space: "otp:vel", ID: "NG", Name: "quarantine"},
+	return &guard.VolumeTake{Key: limit.Key{Space: "otp:vel", ID: "NG", Name: "h"},
+		Quarantine: limit.Key{Space: "otp:vel", ID: "NG", Name: "quarantine"},
 		Now:        time.Unix(h*3600+60, 0), Hour: h, Lookback: 24, Floor: 1, QFloor: 1, Factor: 3,
-		Trusted: trusted, Mark: mark, TrustedKey: guard.Key{Space: "otp:vel", ID: "NG", Name: "t"}, TFloor: 10, TFactor: 3}
+		Trusted: trusted, Mark: mark, TrustedKey: limit.Key{Space: "otp:vel", ID: "NG", Name: "t"}, TFloor: 10, TFactor: 3}
 }
 
 // TestClusterTrustedSend: on Redis Cluster a marked number's send is not
@@ -30,26 +31,26 @@ func clusterVolume(mark guard.Key, trusted bool) *guard.VolumeTake {
 func TestClusterTrustedSend(t *testing.T) {
 	st, _, _, _ := clusterStore(t)
 	ctx := context.Background()
-	mark := guard.Key{Space: "otp:tr", ID: "NG", Name: "marked"}
+	mark := limit.Key{Space: "otp:tr", ID: "NG", Name: "marked"}
 	if _, err := st.MarkTrusted(ctx, []guard.TrustMark{{Key: mark}}, time.Hour); err != nil {
 		t.Fatal(err)
 	}
-	prefix := guard.Take{Key: guard.Key{Space: "otp:prefix", ID: "+234803", Name: "sends"}, Algorithm: guard.FixedWindow,
+	prefix := limit.Take{Key: limit.Key{Space: "otp:prefix", ID: "+234803", Name: "sends"}, Algorithm: limit.FixedWindow,
 		Limit: 1, Window: time.Minute, Cost: 1, Automatic: true}
-	if _, err := st.Take(ctx, []guard.Take{prefix}); err != nil { // the window is full
+	if _, err := st.Take(ctx, []limit.Take{prefix}); err != nil { // the window is full
 		t.Fatal(err)
 	}
 	cases := []struct {
 		name                    string
-		mark                    guard.Key
+		mark                    limit.Key
 		prefixAllowed, trusted  bool
 		volumeTaken, volCounted bool
 	}{
 		{"marked", mark, true, true, true, true},
-		{"unmarked", guard.Key{Space: "otp:tr", ID: "NG", Name: "other"}, false, false, false, false},
+		{"unmarked", limit.Key{Space: "otp:tr", ID: "NG", Name: "other"}, false, false, false, false},
 	}
 	for _, tc := range cases {
-		res, vres, err := st.TakeSend(ctx, []guard.Take{prefix}, clusterVolume(tc.mark, false))
+		res, vres, err := st.TakeSend(ctx, []limit.Take{prefix}, clusterVolume(tc.mark, false))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -77,7 +78,7 @@ func TestClusterTrustedTierExact(t *testing.T) {
 		stores[i] = store.NewClusterRedis(u, prefix)
 	}
 	ctx := context.Background()
-	mark := guard.Key{Space: "otp:tr", ID: "NG", Name: "marked"}
+	mark := limit.Key{Space: "otp:tr", ID: "NG", Name: "marked"}
 	if _, err := stores[0].MarkTrusted(ctx, []guard.TrustMark{{Key: mark}}, time.Hour); err != nil {
 		t.Fatal(err)
 	}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/otpguard/otpguard/internal/guard"
+	"github.com/otpguard/otpguard/internal/limit"
 	"github.com/otpguard/otpguard/internal/store"
 )
 
@@ -22,12 +23,12 @@ func TestTrustedTier(t *testing.T) {
 			s := store.NewRedis(b.rdb, b.prefix)
 			ctx := context.Background()
 			h := time.Now().Unix() / 3600
-			mark := guard.Key{Space: "otp:tr", ID: "GB", Name: "m1"}
-			other := guard.Key{Space: "otp:tr", ID: "GB", Name: "m2"}
-			tier := guard.Key{Space: "otp:vel", ID: "GB", Name: "t"}
-			vt := func(trusted bool, m guard.Key, newOff bool) guard.VolumeTake {
-				return guard.VolumeTake{Key: guard.Key{Space: "otp:vel", ID: "GB", Name: "h"},
-					Quarantine: guard.Key{Space: "otp:vel", ID: "GB", Name: "quarantine"},
+			mark := limit.Key{Space: "otp:tr", ID: "GB", Name: "m1"}
+			other := limit.Key{Space: "otp:tr", ID: "GB", Name: "m2"}
+			tier := limit.Key{Space: "otp:vel", ID: "GB", Name: "t"}
+			vt := func(trusted bool, m limit.Key, newOff bool) guard.VolumeTake {
+				return guard.VolumeTake{Key: limit.Key{Space: "otp:vel", ID: "GB", Name: "h"},
+					Quarantine: limit.Key{Space: "otp:vel", ID: "GB", Name: "quarantine"},
 					Now:        time.Unix(h*3600+60, 0), Hour: h, Lookback: 24, Floor: 2, QFloor: 1, Factor: 3,
 					Trusted: trusted, Mark: m, TrustedKey: tier, TFloor: 3, TFactor: 2, NewOff: newOff}
 			}
@@ -48,13 +49,13 @@ func TestTrustedTier(t *testing.T) {
 				allowed, trusted bool
 				count            int64
 			}{
-				{"known trusted", vt(true, guard.Key{}, false), true, true, 1},
+				{"known trusted", vt(true, limit.Key{}, false), true, true, 1},
 				{"marked", vt(false, mark, false), true, true, 2},
 				{"unmarked: new tier", vt(false, other, false), true, false, 1},
 				{"new tier", vt(false, other, false), true, false, 2},
 				{"new tier full", vt(false, other, false), false, false, 2},
 				{"marked, still room", vt(false, mark, false), true, true, 3},
-				{"trusted tier full", vt(true, guard.Key{}, false), false, true, 3},
+				{"trusted tier full", vt(true, limit.Key{}, false), false, true, 3},
 				{"unmarked with the rule off: nothing counted", vt(false, other, true), true, false, 0},
 			}
 			for _, st := range steps {
@@ -65,7 +66,7 @@ func TestTrustedTier(t *testing.T) {
 			}
 			// A marked number's verify credits the trusted tier; an
 			// unmarked one's does not (it only sets the mark).
-			for _, k := range []guard.Key{mark, other} {
+			for _, k := range []limit.Key{mark, other} {
 				if _, err := s.MarkTrusted(ctx, []guard.TrustMark{{Key: k, Tier: tier, Hour: h - 1, Credit: true, TTL: 26 * time.Hour}}, time.Hour); err != nil {
 					t.Fatal(err)
 				}
@@ -73,7 +74,7 @@ func TestTrustedTier(t *testing.T) {
 			if v, _ := b.rdb.HGet(ctx, b.prefix+"otp:vel:{GB}:t", "v:"+itoa(h-1)).Int64(); v != 1 {
 				t.Errorf("trusted tier credit: %d verifies, want 1", v)
 			}
-			for _, k := range []guard.Key{mark, other} {
+			for _, k := range []limit.Key{mark, other} {
 				if ok, err := s.Trusted(ctx, k); err != nil || !ok {
 					t.Errorf("Trusted(%s) = %v, %v, want true", k.Name, ok, err)
 				}
@@ -82,7 +83,7 @@ func TestTrustedTier(t *testing.T) {
 					t.Errorf("mark %s: TTL %s, want about 1h", k.Name, ttl)
 				}
 			}
-			if ok, _ := s.Trusted(ctx, guard.Key{Space: "otp:tr", ID: "GB", Name: "m3"}); ok {
+			if ok, _ := s.Trusted(ctx, limit.Key{Space: "otp:tr", ID: "GB", Name: "m3"}); ok {
 				t.Error("an unset mark reads trusted")
 			}
 		})

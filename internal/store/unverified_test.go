@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/otpguard/otpguard/internal/guard"
+	"github.com/otpguard/otpguard/internal/limit"
 	"github.com/otpguard/otpguard/internal/store"
 	"github.com/otpguard/otpguard/internal/store/redistest"
 )
@@ -17,10 +18,10 @@ import (
 // hour h: velocity floor 50, factor 3, the unverified budget's floor
 // ufloor (share 0.1, normal 80 % while unknown).
 func unverifiedVolume(h int64, ufloor int64) guard.VolumeTake {
-	return guard.VolumeTake{Key: guard.Key{Space: "otp:vel", ID: "KZ", Name: "h"},
-		Quarantine: guard.Key{Space: "otp:vel", ID: "KZ", Name: "quarantine"},
+	return guard.VolumeTake{Key: limit.Key{Space: "otp:vel", ID: "KZ", Name: "h"},
+		Quarantine: limit.Key{Space: "otp:vel", ID: "KZ", Name: "quarantine"},
 		Now:        time.Unix(h*3600+60, 0), Hour: h, Lookback: 24, Floor: 50, QFloor: 5, Factor: 3, HistoryMinSends: 20,
-		TrustedKey: guard.Key{Space: "otp:vel", ID: "KZ", Name: "t"}, TFloor: 100, TFactor: 3,
+		TrustedKey: limit.Key{Space: "otp:vel", ID: "KZ", Name: "t"}, TFloor: 100, TFactor: 3,
 		Unverified: guard.UnverifiedTake{Floor: ufloor, Share: 0.1, NormalDefault: 800, NormalMin: 200}}
 }
 
@@ -57,7 +58,7 @@ func TestUnverifiedBudget(t *testing.T) {
 			verify := func(h int64, n int) {
 				t.Helper()
 				for range n {
-					if err := s.CountVerified(ctx, guard.Key{Space: "otp:vel", ID: "KZ", Name: "h"}, h, 26*time.Hour); err != nil {
+					if err := s.CountVerified(ctx, limit.Key{Space: "otp:vel", ID: "KZ", Name: "h"}, h, 26*time.Hour); err != nil {
 						t.Fatal(err)
 					}
 				}
@@ -179,15 +180,15 @@ func TestSolvedCapBackedByVerifies(t *testing.T) {
 			s := store.NewRedis(b.rdb, b.prefix)
 			ctx := context.Background()
 			h := time.Now().Unix() / 3600
-			solvedKey := guard.Key{Space: "otp:vel", ID: "UZ", Name: "solved"}
+			solvedKey := limit.Key{Space: "otp:vel", ID: "UZ", Name: "solved"}
 			n := 0
 			take := func(budget bool) guard.VolumeResult {
 				t.Helper()
 				n++
-				v := guard.VolumeTake{Key: solvedKey, Quarantine: guard.Key{Space: "otp:vel", ID: "UZ", Name: "solvedcut"},
+				v := guard.VolumeTake{Key: solvedKey, Quarantine: limit.Key{Space: "otp:vel", ID: "UZ", Name: "solvedcut"},
 					Now: time.Unix(h*3600+60, 0), Hour: h, Lookback: 24, Floor: 5, QFloor: 1, Factor: 1,
-					Solved: &guard.SolvedUse{Used: guard.Key{Space: "otp:vel", ID: "UZ", Name: fmt.Sprintf("used:%d", n)},
-						TTL: time.Minute, Base: guard.Key{Space: "otp:vel", ID: "UZ", Name: "h"}}}
+					Solved: &guard.SolvedUse{Used: limit.Key{Space: "otp:vel", ID: "UZ", Name: fmt.Sprintf("used:%d", n)},
+						TTL: time.Minute, Base: limit.Key{Space: "otp:vel", ID: "UZ", Name: "h"}}}
 				if budget {
 					v.Unverified = guard.UnverifiedTake{Floor: 20, Share: 0.1, NormalDefault: 800, NormalMin: 200}
 				}

@@ -9,6 +9,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/otpguard/otpguard/internal/guard"
+	"github.com/otpguard/otpguard/internal/limit"
 )
 
 var _ guard.Volumes = (*Redis)(nil)
@@ -30,7 +31,7 @@ func (r *Redis) TakeVolume(ctx context.Context, t guard.VolumeTake) (guard.Volum
 }
 
 // RefundVolume gives back one send counted at (velocityRefundScript).
-func (r *Redis) RefundVolume(ctx context.Context, k guard.Key, at time.Time) error {
+func (r *Redis) RefundVolume(ctx context.Context, k limit.Key, at time.Time) error {
 	if err := velocityRefundScript.Run(ctx, r.rdb, []string{r.key(k)}, at.Unix()/3600, at.Unix()/60).Err(); err != nil {
 		return fmt.Errorf("store: refund volume %s: %w", r.key(k), err)
 	}
@@ -39,7 +40,7 @@ func (r *Redis) RefundVolume(ctx context.Context, k guard.Key, at time.Time) err
 
 // CountVerified counts one verified code in hour: HINCRBY and EXPIRE in
 // one MULTI, so the hash never lives without a TTL.
-func (r *Redis) CountVerified(ctx context.Context, k guard.Key, hour int64, ttl time.Duration) error {
+func (r *Redis) CountVerified(ctx context.Context, k limit.Key, hour int64, ttl time.Duration) error {
 	key := r.key(k)
 	pipe := r.rdb.TxPipeline()
 	pipe.HIncrBy(ctx, key, fmt.Sprintf("v:%d", hour), 1)
@@ -55,7 +56,7 @@ var _ guard.Normals = (*Redis)(nil)
 // NormalConversion reads the country's normal conversion that velocityScript
 // cached for hour ("n:<hour>", permille): known is false when the hour has
 // no figure yet, or its history was too thin (-1).
-func (r *Redis) NormalConversion(ctx context.Context, k guard.Key, hour int64) (float64, bool, error) {
+func (r *Redis) NormalConversion(ctx context.Context, k limit.Key, hour int64) (float64, bool, error) {
 	cmd := redis.NewStringCmd(ctx, "HGET", r.key(k), fmt.Sprintf("n:%d", hour))
 	err := r.rdb.Process(ctx, cmd)
 	var n int64
@@ -76,7 +77,7 @@ func (r *Redis) NormalConversion(ctx context.Context, k guard.Key, hour int64) (
 // Quarantine records that the country's quarantine lasts until until (the
 // service's clock), in a key that expires ttl after it is set: velocityScript
 // compares the time, the TTL only cleans up.
-func (r *Redis) Quarantine(ctx context.Context, k guard.Key, until time.Time, ttl time.Duration) error {
+func (r *Redis) Quarantine(ctx context.Context, k limit.Key, until time.Time, ttl time.Duration) error {
 	pipe := r.rdb.TxPipeline()
 	pipe.Set(ctx, r.key(k), until.Unix(), ttl)
 	if _, err := pipe.Exec(ctx); err != nil {

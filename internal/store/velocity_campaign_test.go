@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/otpguard/otpguard/internal/guard"
+	"github.com/otpguard/otpguard/internal/limit"
 	"github.com/otpguard/otpguard/internal/store"
 	"github.com/otpguard/otpguard/internal/store/redistest"
 )
@@ -24,11 +25,11 @@ type velocityPopulation struct {
 // runVelocityHour tries p's sends of hour h, alternating between the
 // instances (one Redis, several clients), verifies p.verify of the codes
 // that left, and answers the sends that left and the hour's limit.
-func runVelocityHour(t *testing.T, insts []*store.Redis, p velocityPopulation, h int64) (sent, limit int64) {
+func runVelocityHour(t *testing.T, insts []*store.Redis, p velocityPopulation, h int64) (sent, lim int64) {
 	t.Helper()
 	ctx := context.Background()
-	key := guard.Key{Space: "otp:vel", ID: p.country, Name: "h"}
-	qkey := guard.Key{Space: "otp:vel", ID: p.country, Name: "quarantine"}
+	key := limit.Key{Space: "otp:vel", ID: p.country, Name: "h"}
+	qkey := limit.Key{Space: "otp:vel", ID: p.country, Name: "quarantine"}
 	for i := range p.tries {
 		tk := guard.VolumeTake{Key: key, Quarantine: qkey, Now: time.Unix(h*3600+int64(i%3600), 0), Hour: h,
 			Lookback: 168, Floor: 50, QFloor: 5, Factor: 3, HistoryMinSends: 200}
@@ -36,7 +37,7 @@ func runVelocityHour(t *testing.T, insts []*store.Redis, p velocityPopulation, h
 		if err != nil {
 			t.Fatal(err)
 		}
-		limit = r.Limit
+		lim = r.Limit
 		if !r.Allowed {
 			break // the rest of the hour is refused too
 		}
@@ -48,7 +49,7 @@ func runVelocityHour(t *testing.T, insts []*store.Redis, p velocityPopulation, h
 			t.Fatal(err)
 		}
 	}
-	return sent, limit
+	return sent, lim
 }
 
 // TestVelocityAllowanceByHour drives the country velocity script over the
@@ -74,11 +75,11 @@ func TestVelocityAllowanceByHour(t *testing.T) {
 	var byHour []string
 	var first int64
 	for i := range int64(10) {
-		sent, limit := runVelocityHour(t, insts, attacker, h0+i)
+		sent, lim := runVelocityHour(t, insts, attacker, h0+i)
 		realSent, realLimit := runVelocityHour(t, insts, real, h0+i)
 		byHour = append(byHour, fmt.Sprint(sent))
 		t.Logf("hour %d: attacker (30 %% verified) %d SMS, limit %d; real users (85 %%) %d of %d, limit %d",
-			i+1, sent, limit, realSent, real.tries, realLimit)
+			i+1, sent, lim, realSent, real.tries, realLimit)
 		if i == 0 {
 			first = sent
 		}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/otpguard/otpguard/internal/guard"
+	"github.com/otpguard/otpguard/internal/limit"
 	"github.com/otpguard/otpguard/internal/store"
 )
 
@@ -22,8 +23,8 @@ func TestVelocityBaseline(t *testing.T) {
 			b := mk(t)
 			s := store.NewRedis(b.rdb, b.prefix)
 			ctx := context.Background()
-			key := guard.Key{Space: "otp:vel", ID: "GB", Name: "h"}
-			qkey := guard.Key{Space: "otp:vel", ID: "GB", Name: "quarantine"}
+			key := limit.Key{Space: "otp:vel", ID: "GB", Name: "h"}
+			qkey := limit.Key{Space: "otp:vel", ID: "GB", Name: "quarantine"}
 			h0 := time.Now().Unix() / 3600
 			take := func(h int64) guard.VolumeResult {
 				t.Helper()
@@ -103,14 +104,14 @@ func TestVelocityBaseline(t *testing.T) {
 func TestVelocityExactUnderConcurrency(t *testing.T) {
 	b := backends(t)["redis"](t)
 	s := store.NewRedis(b.rdb, b.prefix)
-	key := guard.Key{Space: "otp:vel", ID: "NG", Name: "h"}
+	key := limit.Key{Space: "otp:vel", ID: "NG", Name: "h"}
 	h := time.Now().Unix() / 3600
 	var allowed atomic.Int64
 	var wg sync.WaitGroup
 	for range 40 {
 		wg.Go(func() {
 			r, err := s.TakeVolume(context.Background(), guard.VolumeTake{Key: key,
-				Quarantine: guard.Key{Space: "otp:vel", ID: "NG", Name: "quarantine"}, Now: time.Now(),
+				Quarantine: limit.Key{Space: "otp:vel", ID: "NG", Name: "quarantine"}, Now: time.Now(),
 				Hour: h, Lookback: 168, Floor: 25, QFloor: 2, Factor: 3, HistoryMinSends: 200})
 			if err != nil {
 				t.Error(err)
@@ -134,11 +135,11 @@ func TestVelocityMinuteShare(t *testing.T) {
 	b := backends(t)["redis"](t)
 	s := store.NewRedis(b.rdb, b.prefix)
 	ctx := context.Background()
-	key := guard.Key{Space: "otp:vel", ID: "FR", Name: "h"}
+	key := limit.Key{Space: "otp:vel", ID: "FR", Name: "h"}
 	h0 := time.Now().Unix() / 3600
 	take := func(h int64, minute int) guard.VolumeResult {
 		t.Helper()
-		r, err := s.TakeVolume(ctx, guard.VolumeTake{Key: key, Quarantine: guard.Key{Space: "otp:vel", ID: "FR", Name: "quarantine"},
+		r, err := s.TakeVolume(ctx, guard.VolumeTake{Key: key, Quarantine: limit.Key{Space: "otp:vel", ID: "FR", Name: "quarantine"},
 			Now: time.Unix(h*3600+int64(minute)*60, 0), Hour: h, Lookback: 24, Floor: 10, QFloor: 1, Factor: 3, HistoryMinSends: 200, MinuteShare: 0.1})
 		if err != nil {
 			t.Fatal(err)

@@ -10,6 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/otpguard/otpguard/internal/guard"
+	"github.com/otpguard/otpguard/internal/limit"
 )
 
 // Codes and their verifications (guard/verification.go). Per number, in
@@ -66,17 +67,17 @@ var readVerificationScript = script("read_verification")
 var cancelVerificationScript = script("cancel_verification")
 
 func (r *Redis) codeKey(phone string) string {
-	return r.key(guard.Key{Space: "otp", ID: phone, Name: "code"})
+	return r.key(limit.Key{Space: "otp", ID: phone, Name: "code"})
 }
 
 // verPrefix is the start of the number's record keys; the id ends them.
 func (r *Redis) verPrefix(phone string) string {
-	return r.key(guard.Key{Space: "otp", ID: phone, Name: "ver:"})
+	return r.key(limit.Key{Space: "otp", ID: phone, Name: "ver:"})
 }
 
 // verIDKey maps an id to its number.
 func (r *Redis) verIDKey(id string) string {
-	return r.key(guard.Key{Space: "ver", ID: id, Name: "p"})
+	return r.key(limit.Key{Space: "ver", ID: id, Name: "p"})
 }
 
 func ms(t time.Time) int64 { return t.UnixMilli() }

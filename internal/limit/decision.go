@@ -1,4 +1,4 @@
-package guard
+package limit
 
 import (
 	"context"
@@ -18,8 +18,7 @@ func WithDecision(ctx context.Context) context.Context {
 }
 
 // decisionCtx is a context marked as one decision: the caller's, with the
-// mark in the same allocation (context.WithValue and the mark were two,
-// on every check).
+// mark in the same allocation, so that marking a check allocates once.
 type decisionCtx struct {
 	context.Context
 	d decision

@@ -1,4 +1,4 @@
-package guard_test
+package limit_test
 
 import (
 	"context"
@@ -10,7 +10,7 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/otpguard/otpguard/internal/guard"
+	"github.com/otpguard/otpguard/internal/limit"
 )
 
 // TestStoreFailureLevel: what an outage does to every request (the open
@@ -23,7 +23,7 @@ func TestStoreFailureLevel(t *testing.T) {
 		err  error
 		want slog.Level
 	}{
-		{fmt.Errorf("guard: redis breaker open: %w", guard.ErrStoreUnavailable), slog.LevelDebug},
+		{fmt.Errorf("guard: redis breaker open: %w", limit.ErrStoreUnavailable), slog.LevelDebug},
 		{fmt.Errorf("store: take: %w", context.DeadlineExceeded), slog.LevelDebug},
 		{fmt.Errorf("store: take: %w", opErr), slog.LevelDebug},
 		{fmt.Errorf("store: take: %w", io.EOF), slog.LevelDebug},
@@ -31,7 +31,7 @@ func TestStoreFailureLevel(t *testing.T) {
 		{errors.New("store: take: WRONGTYPE Operation against a key holding the wrong kind of value"), slog.LevelError},
 		{errors.New("store: take: token bucket script returned 3 values, want 4"), slog.LevelError},
 	} {
-		if got := guard.StoreFailureLevel(tc.err); got != tc.want {
+		if got := limit.StoreFailureLevel(tc.err); got != tc.want {
 			t.Errorf("StoreFailureLevel(%v) = %v, want %v", tc.err, got, tc.want)
 		}
 	}

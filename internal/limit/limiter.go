@@ -1,10 +1,18 @@
-package guard
+// Package limit is otpguard's limiter: the policies of /limits/check and
+// of the Envoy rules, their algorithms (token bucket, fixed window), the
+// decisions, and the counter model the OTP rules (package guard) count
+// with too. It reaches the shared store through Counter, implemented by
+// package store and wrapped by package resilience, and refuses with
+// package problem's errors. It knows nothing of HTTP, gRPC, Redis or OTP.
+package limit
 
 import (
 	"context"
 	"fmt"
 	"log/slog"
 	"time"
+
+	"github.com/otpguard/otpguard/internal/problem"
 )
 
 // Bounds on /limits/check input.
@@ -129,8 +137,8 @@ func (l *Limiter) take(ctx context.Context, w *checkWork) error {
 		return nil
 	}
 	// The takes for the store, and where each came from (at[j]); when none
-	// was decided here, takes themselves, in order (at nil): two
-	// allocations fewer on the hot path.
+	// was decided here, takes themselves, in order (at nil), which
+	// allocates nothing on the hot path.
 	exact, at := takes, []int(nil)
 	if locals > 0 {
 		exact, at = make([]Take, 0, len(takes)-locals), make([]int, 0, len(takes)-locals)
@@ -201,30 +209,29 @@ func sharesKey(takes []Take, j int) bool {
 	return false
 }
 
-// limitPolicy is a policy with the names its takes carry (LimitKey's
-// space, LimitPolicyName), made once: built per check they were two of
-// the hot path's allocations (issue 26).
+// limitPolicy is a policy with the names its takes carry (PolicyKey's
+// space, PolicyName), made once rather than per check.
 type limitPolicy struct {
-	LimitPolicy
+	Policy
 	space, name string
 }
 
-// NewLimiter returns a Limiter over validated policies.
-func NewLimiter(policies map[string]LimitPolicy, counter Counter, log *slog.Logger) *Limiter {
+// New returns a Limiter over validated policies.
+func New(policies map[string]Policy, counter Counter, log *slog.Logger) *Limiter {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
 	pols := make(map[string]limitPolicy, len(policies))
 	for name, p := range policies {
-		pols[name] = limitPolicy{LimitPolicy: p, space: LimitKey(name, "").Space, name: LimitPolicyName(name)}
+		pols[name] = limitPolicy{Policy: p, space: PolicyKey(name, "").Space, name: PolicyName(name)}
 	}
 	return &Limiter{policies: pols, counter: counter, log: log}
 }
 
 // Policy returns the named policy.
-func (l *Limiter) Policy(name string) (LimitPolicy, bool) {
+func (l *Limiter) Policy(name string) (Policy, bool) {
 	p, ok := l.policies[name]
-	return p.LimitPolicy, ok
+	return p.Policy, ok
 }
 
 // Check decides a batch in one round trip to the store. A batch spends all
@@ -237,9 +244,9 @@ func (l *Limiter) Policy(name string) (LimitPolicy, bool) {
 func (l *Limiter) Check(ctx context.Context, checks []Check) (Batch, error) {
 	switch {
 	case len(checks) == 0:
-		return Batch{}, Errorf(CodeInvalidRequest, "no checks given")
+		return Batch{}, problem.Errorf(problem.CodeInvalidRequest, "no checks given")
 	case len(checks) > MaxBatch:
-		return Batch{}, Errorf(CodeInvalidRequest, "at most %d checks per request, got %d", MaxBatch, len(checks))
+		return Batch{}, problem.Errorf(problem.CodeInvalidRequest, "at most %d checks per request, got %d", MaxBatch, len(checks))
 	}
 	w := newCheckWork(len(checks))
 	if err := l.takes(checks, w); err != nil {
@@ -248,7 +255,7 @@ func (l *Limiter) Check(ctx context.Context, checks []Check) (Batch, error) {
 	ctx = withDecisionIn(ctx, &w.ctx) // a dead store costs one timeout per request
 	if err := l.take(ctx, w); err != nil {
 		l.log.Log(ctx, StoreFailureLevel(err), "limit store failed", "err", err)
-		return Batch{}, storeError(err)
+		return Batch{}, StoreError(err)
 	}
 	takes, pols, res, modes := w.takes, w.pols, w.res, w.modes
 
@@ -299,7 +306,7 @@ func (l *Limiter) Check(ctx context.Context, checks []Check) (Batch, error) {
 // checkWork is what one Check works in: its takes and their policies,
 // the results, where each was decided, the decisions answered and the
 // decision's context. A batch of one, the common case, has it all in one
-// allocation, where it was seven (issue 26).
+// allocation.
 type checkWork struct {
 	takes     []Take
 	pols      []checkPolicy
@@ -318,7 +325,7 @@ type checkWork struct {
 }
 
 // checkPolicy is what a decision reads of its check's policy besides the
-// Take: a copy of the whole LimitPolicy was some 90 bytes more per check.
+// Take, rather than a copy of the whole Policy per check.
 type checkPolicy struct {
 	Mode         Mode
 	SyncInterval time.Duration
@@ -339,24 +346,24 @@ func newCheckWork(n int) *checkWork {
 func (l *Limiter) takes(checks []Check, w *checkWork) error {
 	for i, c := range checks {
 		if c.Policy == "" {
-			return Errorf(CodeInvalidRequest, "checks[%d].policy is required", i)
+			return problem.Errorf(problem.CodeInvalidRequest, "checks[%d].policy is required", i)
 		}
 		lp, ok := l.policies[c.Policy]
-		p := lp.LimitPolicy
+		p := lp.Policy
 		if !ok {
-			return Errorf(CodeUnknownPolicy, "checks[%d]: no policy named %q", i, c.Policy)
+			return problem.Errorf(problem.CodeUnknownPolicy, "checks[%d]: no policy named %q", i, c.Policy)
 		}
 		if err := ValidateKey(c.Key); err != nil {
-			return Errorf(CodeInvalidKey, "checks[%d].key: %s", i, err.(*Error).Message)
+			return problem.Errorf(problem.CodeInvalidKey, "checks[%d].key: %s", i, err.(*problem.Error).Message)
 		}
 		if c.Override {
-			if p.Algorithm != FixedWindow || c.Limit < 0 || c.Limit > maxLimit {
-				return Errorf(CodeInvalidRequest, "checks[%d]: a limit of %d cannot override policy %q", i, c.Limit, c.Policy)
+			if p.Algorithm != FixedWindow || c.Limit < 0 || c.Limit > MaxValue {
+				return problem.Errorf(problem.CodeInvalidRequest, "checks[%d]: a limit of %d cannot override policy %q", i, c.Limit, c.Policy)
 			}
 			p.Limit = c.Limit
 		}
-		if c.Cost < 0 || (c.Cost > p.Max() && !p.Independent) || c.Cost > maxLimit {
-			return Errorf(CodeInvalidCost, "checks[%d].cost must be between 0 and %d for policy %q, got %d", i, p.Max(), c.Policy, c.Cost)
+		if c.Cost < 0 || (c.Cost > p.Max() && !p.Independent) || c.Cost > MaxValue {
+			return problem.Errorf(problem.CodeInvalidCost, "checks[%d].cost must be between 0 and %d for policy %q, got %d", i, p.Max(), c.Policy, c.Cost)
 		}
 		w.takes[i] = takeFor(c, p, lp.space, lp.name)
 		w.pols[i] = checkPolicy{Mode: p.Mode, SyncInterval: p.SyncInterval, Shadow: p.Shadow}
@@ -364,11 +371,11 @@ func (l *Limiter) takes(checks []Check, w *checkWork) error {
 	return nil
 }
 
-// takeFor is the Take of one check (space and name: LimitKey's space and
-// LimitPolicyName of its policy). When the store cannot answer, the
+// takeFor is the Take of one check (space and name: PolicyKey's space and
+// PolicyName of its policy). When the store cannot answer, the
 // Fallback decides it by the policy's on_store_error (a batch holding a
 // closed policy is refused whole).
-func takeFor(c Check, p LimitPolicy, space, name string) Take {
+func takeFor(c Check, p Policy, space, name string) Take {
 	t := Take{Key: Key{Space: space, ID: c.Key}, Algorithm: p.Algorithm, Cost: c.Cost,
 		Policy: name, OnStoreError: p.OnStoreError, LocalLimit: p.LocalLimit,
 		AllOrNothing: true, Shadow: p.Shadow}
@@ -384,20 +391,20 @@ func takeFor(c Check, p LimitPolicy, space, name string) Take {
 	return t
 }
 
-// LimitKey is the counter of a /limits/check policy for a caller's key:
+// PolicyKey is the counter of a /limits/check policy for a caller's key:
 // space "l:" + policy and no name, since the policy implies its algorithm
 // (the store renders it og:l:api{user:42}, docs/scaling.md).
-func LimitKey(policy, key string) Key { return Key{Space: "l:" + policy, ID: key} }
+func PolicyKey(policy, key string) Key { return Key{Space: "l:" + policy, ID: key} }
 
 // ValidateKey accepts caller keys of 1 to MaxKeyLength characters from
 // letters, digits and _ . : @ / + = -. Braces are refused: they would break
 // the hash tag that keeps a subject in one Redis Cluster slot.
 func ValidateKey(k string) error {
 	if k == "" {
-		return Errorf(CodeInvalidKey, "must not be empty")
+		return problem.Errorf(problem.CodeInvalidKey, "must not be empty")
 	}
 	if len(k) > MaxKeyLength {
-		return Errorf(CodeInvalidKey, "must be at most %d characters, got %d", MaxKeyLength, len(k))
+		return problem.Errorf(problem.CodeInvalidKey, "must be at most %d characters, got %d", MaxKeyLength, len(k))
 	}
 	// By rune, not byte: a refused 'к' is named 'к', not the 'Ð' of its
 	// first byte, at its position in characters.
@@ -407,7 +414,7 @@ func ValidateKey(k string) error {
 		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9':
 		case c == '_' || c == '.' || c == ':' || c == '@' || c == '/' || c == '+' || c == '=' || c == '-':
 		default:
-			return Errorf(CodeInvalidKey, "character %q at %d is not allowed (use ASCII letters, digits and _.:@/+=-)", c, pos)
+			return problem.Errorf(problem.CodeInvalidKey, "character %q at %d is not allowed (use ASCII letters, digits and _.:@/+=-)", c, pos)
 		}
 		pos++
 	}
