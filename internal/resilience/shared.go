@@ -53,7 +53,7 @@ func (s *sharedRules) fell(n *node, rule string) {
 	s.counts[rule]++
 	s.mu.Unlock()
 	if n.warnOnce(rule) {
-		s.log.Warn("shared lim decided from this instance's memory (split lim): its Redis master does not answer",
+		s.log.Warn("shared limit decided from this instance's memory (split limit): its Redis master does not answer",
 			"rule", rule, "node", n.name, "instances", s.memory.Instances())
 	}
 }
