@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/otpguard/otpguard/internal/app"
+	"github.com/otpguard/otpguard/internal/guard/guardtest"
 	"github.com/otpguard/otpguard/internal/store/redistest"
 )
 
@@ -41,7 +42,7 @@ func TestRecordMemory(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a, err := app.New(context.Background(), cfg, app.WithOutput(io.Discard), app.WithSender(nopSender{}))
+	a, err := app.New(context.Background(), cfg, app.WithOutput(io.Discard), app.WithSender(guardtest.Sender{}))
 	if err != nil {
 		t.Fatal(err)
 	}

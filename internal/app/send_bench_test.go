@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/otpguard/otpguard/internal/app"
-	"github.com/otpguard/otpguard/internal/guard"
+	"github.com/otpguard/otpguard/internal/guard/guardtest"
 	"github.com/otpguard/otpguard/internal/store/redistest"
 )
 
@@ -121,7 +121,7 @@ func sendBenchApp(tb testing.TB) (http.Handler, *app.App, *redistest.RoundTrips)
 	// script), at a floor no run reaches: nobody verifies these codes.
 	p.CountryVelocity.Floor, p.CountryVelocity.UnverifiedFloor = huge, huge
 	cfg.Policies.FillDefaults()
-	a, err := app.New(context.Background(), cfg, app.WithOutput(io.Discard), app.WithSender(nopSender{}))
+	a, err := app.New(context.Background(), cfg, app.WithOutput(io.Discard), app.WithSender(guardtest.Sender{}))
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -147,10 +147,6 @@ func TestSendBenchSetup(t *testing.T) {
 }
 
 const sendBenchKey = "bench-key-0123456789abcdef"
-
-type nopSender struct{}
-
-func (nopSender) Send(context.Context, guard.Message) error { return nil }
 
 // processCPU is the user and system CPU this process has used.
 func processCPU(b *testing.B) time.Duration {

@@ -8,7 +8,6 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -19,6 +18,7 @@ import (
 	"github.com/otpguard/otpguard/internal/app"
 	"github.com/otpguard/otpguard/internal/challenge"
 	"github.com/otpguard/otpguard/internal/guard"
+	"github.com/otpguard/otpguard/internal/guard/guardtest"
 	"github.com/otpguard/otpguard/internal/store/redistest"
 )
 
@@ -157,25 +157,6 @@ func (h *requestTrips) ProcessPipelineHook(next redis.ProcessPipelineHook) redis
 	}
 }
 
-// lastCodes keeps the last code sent to each number.
-type lastCodes struct {
-	mu   sync.Mutex
-	last map[string]string
-}
-
-func (c *lastCodes) Send(_ context.Context, m guard.Message) error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.last[m.To] = regexp.MustCompile(`\d{4,10}`).FindString(m.Body)
-	return nil
-}
-
-func (c *lastCodes) code(to string) string {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.last[to]
-}
-
 // TestSendRoundTripsHTTP: every kind of POST /otp/send, through the service
 // as app.New builds it with its default defences (the deny-list, the
 // destination rules, the prefix and country windows, the country velocity
@@ -204,7 +185,7 @@ func TestSendRoundTripsHTTP(t *testing.T) {
 	p.CountryVelocity.Floor, p.CountryVelocity.MinuteShare = 2, 0
 	p.Challenge.MaxNumber = 1000
 	cfg.Policies.FillDefaults()
-	out := &lastCodes{last: map[string]string{}}
+	out := &guardtest.Outbox{}
 	a, err := app.New(context.Background(), cfg, app.WithOutput(io.Discard), app.WithSender(out))
 	if err != nil {
 		t.Fatal(err)
@@ -255,7 +236,7 @@ func TestSendRoundTripsHTTP(t *testing.T) {
 
 	// The number verifies its code (which marks it trusted) and an operator
 	// unblocks it, so the cooldown lets the next send through.
-	if status, resp := post("/otp/verify", `{"phone":"`+known+`","code":"`+out.code(known)+`"}`); status != http.StatusOK {
+	if status, resp := post("/otp/verify", `{"phone":"`+known+`","code":"`+out.Code(known)+`"}`); status != http.StatusOK {
 		t.Fatalf("verify: %d %s", status, resp)
 	}
 	if _, err := a.Ops().Unblock(context.Background(), known, "test"); err != nil {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/otpguard/otpguard/internal/guard"
+	"github.com/otpguard/otpguard/internal/guard/guardtest"
 	"github.com/otpguard/otpguard/internal/limit"
 	"github.com/otpguard/otpguard/internal/store/redistest"
 )
@@ -20,10 +21,6 @@ import (
 //
 // roundtrips/op counts what the client sent to Redis per decision (a
 // MULTI/EXEC is one), with a go-redis hook; connection set-up is not counted.
-
-type noSender struct{}
-
-func (noSender) Send(context.Context, guard.Message) error { return nil }
 
 // BenchmarkOTPSend is one /otp/send decision through guard.OTP.Send: parse
 // the number, one round trip for every limit (one MULTI, each limit its own
@@ -58,7 +55,7 @@ func BenchmarkOTPSend(b *testing.B) {
 			if err := p.Validate(); err != nil {
 				b.Fatal(err)
 			}
-			otp := guard.NewOTP(guard.OTPOptions{Policy: p.OTP, Counter: s, Codes: s, Sender: noSender{},
+			otp := guard.NewOTP(guard.OTPOptions{Policy: p.OTP, Counter: s, Codes: s, Sender: guardtest.Sender{},
 				HMACKey: []byte("0123456789abcdef0123456789abcdef")})
 			ctx := context.Background()
 			i := 0

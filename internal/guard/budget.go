@@ -3,10 +3,34 @@ package guard
 import (
 	"context"
 	"fmt"
+	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/otpguard/otpguard/internal/limit"
 )
+
+// Budget keys: one hash tag for both, so they share a slot on Cluster.
+var (
+	budgetHourKey = limit.Key{Space: "otp:budget", ID: "global", Name: "hour"}
+	budgetDayKey  = limit.Key{Space: "otp:budget", ID: "global", Name: "day"}
+)
+
+// budget is the spend budget's bookkeeping beside its limits (which are
+// abuse limits, enforced.go): the log of its exhaustion, and its use.
+type budget struct {
+	policy    OTPPolicy
+	overrides Overrides
+	counter   limit.Counter // use's peek
+	hooks     AbuseHooks
+	log       *slog.Logger
+	now       func() time.Time
+
+	mu sync.Mutex
+	// exhaustedUntil is, per budget window, the end of the exhaustion
+	// period this instance has already logged.
+	exhaustedUntil map[string]time.Time
+}
 
 // BudgetUse is one window of the spend budget (otp.budget) as the shared
 // store counts it.
@@ -26,18 +50,18 @@ type BudgetUse struct {
 	ResetAfter time.Duration
 }
 
-// BudgetUse reads the spend budget's windows without spending: one peek of
+// use reads the spend budget's windows without spending: one peek of
 // each configured window, in one call through the store (and so through
 // the Fallback's breaker and timeout when the store is one: an open
 // breaker answers at once). The limits are those a send meets now, the
 // ops desk's overrides included (Enforced); windows without one (off) are
 // left out. On an error the windows are returned with Known false.
-func (s *OTP) BudgetUse(ctx context.Context) ([]BudgetUse, error) {
+func (s *budget) use(ctx context.Context) ([]BudgetUse, error) {
 	var (
 		takes []limit.Take
 		out   []BudgetUse
 	)
-	e := s.enforced(s.now())
+	e := EnforcedAt(s.policy, s.overrides, s.now())
 	for _, key := range []limit.Key{budgetHourKey, budgetDayKey} {
 		l := e.Budget(key.Name)
 		if l.Limit <= 0 {
@@ -67,4 +91,23 @@ func (s *OTP) BudgetUse(ctx context.Context) ([]BudgetUse, error) {
 		out[i].Used, out[i].Known, out[i].ResetAfter = r.Count, true, r.ResetAfter
 	}
 	return out, nil
+}
+
+// refused counts a refusal by the budget and logs one error per
+// exhaustion period (per window, on this instance), not one per request.
+func (s *budget) refused(ctx context.Context, k limit.Key, res limit.Result) {
+	if h := s.hooks.BudgetRefused; h != nil {
+		h(k.Name)
+	}
+	now := s.now()
+	s.mu.Lock()
+	first := !now.Before(s.exhaustedUntil[k.Name])
+	if first {
+		s.exhaustedUntil[k.Name] = now.Add(res.RetryAfter)
+	}
+	s.mu.Unlock()
+	if first {
+		s.log.ErrorContext(ctx, "SMS BUDGET EXHAUSTED: refusing every send until the window ends",
+			"window", k.Name, "limit", res.Limit, "retry_after", res.RetryAfter.Round(time.Second).String())
+	}
 }

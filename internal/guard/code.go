@@ -7,6 +7,8 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
+	"io"
+	"log/slog"
 	"math/big"
 	"time"
 
@@ -22,24 +24,39 @@ type issued struct {
 	id   string
 }
 
+// codebook makes the codes of sends and checks the guesses of verifies.
+type codebook struct {
+	policy    OTPPolicy
+	codes     Codes
+	random    io.Reader
+	hmacKey   []byte
+	counter   limit.Counter // a locked code's wait (newCodeIn)
+	stateless *stateless
+	marks     solvedMarks
+	audit     *audit // a lock-out's block
+	log       *slog.Logger
+	now       func() time.Time
+}
+
 // issueCode makes the code to send. A random code, saved as its HMAC with
 // a new verification (whose id it returns), when the store takes it;
 // otherwise, unless the policy is closed, the stateless code of the
 // current step, which needs no store and has no verification (id "").
-func (s *OTP) issueCode(ctx context.Context, phone Phone, tier Tier) (issued, error) {
+func (s *codebook) issueCode(ctx context.Context, phone Phone, tier Tier) (issued, error) {
 	code, err := s.newCode()
 	if err != nil {
 		return issued{}, fmt.Errorf("otp: new code: %w", err)
 	}
+	mac := s.mac(phone.E164, code)
 	id, err := newVerificationID(s.random)
 	if err != nil {
 		return issued{}, err
 	}
 	if tier == TierSolved { // its verify counts in the solved tier's watch (challenge.go)
-		id = s.markSolved(id)
+		id = s.marks.apply(id)
 	}
 	ttl := s.policy.CodeTTL
-	prev, err := s.codes.SaveCode(ctx, NewCode{Phone: phone.E164, MAC: s.mac(phone.E164, code), TTL: ttl,
+	prev, err := s.codes.SaveCode(ctx, NewCode{Phone: phone.E164, MAC: mac, TTL: ttl,
 		VerificationID: id, MaxAttempts: s.policy.MaxVerifyAttempts, Now: s.now(), Retention: VerificationRetention})
 	if errors.Is(err, ErrUnindexed) { // saved, but GET /otp/verifications/{id} cannot find it: no id
 		s.log.DebugContext(ctx, "code saved without its verification id's index", "phone", MaskPhone(phone.E164), "err", err)
@@ -47,24 +64,26 @@ func (s *OTP) issueCode(ctx context.Context, phone Phone, tier Tier) (issued, er
 	}
 	if err == nil {
 		if prev >= s.policy.MaxVerifyAttempts { // it replaced a locked code: the lock-out is over
-			if err := s.blocks.EndBlock(context.WithoutCancel(ctx), phone.E164, problem.CodeTooManyAttempts); err != nil {
+			if err := s.audit.blocks.EndBlock(context.WithoutCancel(ctx), phone.E164, problem.CodeTooManyAttempts); err != nil {
 				s.log.WarnContext(ctx, "ending a lock-out block failed", "phone", MaskPhone(phone.E164), "err", err)
 			}
 		}
 		return issued{text: code, ttl: ttl, id: id}, nil
 	}
-	if !s.statelessCodes() || errors.Is(err, problem.ErrOverloaded) { // overload is not an outage: no stateless code
-		s.log.Log(ctx, limit.StoreFailureLevel(err), "saving code failed", "phone", MaskPhone(phone.E164), "err", err)
-		return issued{}, limit.StoreError(err)
+	// Overload is not an outage: no stateless code.
+	if !errors.Is(err, problem.ErrOverloaded) {
+		if code, ttl, ok := s.stateless.current(phone.E164, s.now()); ok {
+			// Debug: the breaker and the policy log the outage once, not per send.
+			s.log.DebugContext(ctx, "saving code failed: sending a stateless code", "phone", MaskPhone(phone.E164), "err", err)
+			return issued{text: code, ttl: ttl}, nil
+		}
 	}
-	// Debug: the breaker and the policy log the outage once, not per send.
-	s.log.DebugContext(ctx, "saving code failed: sending a stateless code", "phone", MaskPhone(phone.E164), "err", err)
-	code, ttl = s.statelessNow(phone.E164, s.now())
-	return issued{text: code, ttl: ttl}, nil
+	s.log.Log(ctx, limit.StoreFailureLevel(err), "saving code failed", "phone", MaskPhone(phone.E164), "err", err)
+	return issued{}, limit.StoreError(err)
 }
 
 // checkCodeFormat refuses a guess that is not CodeLength digits.
-func (s *OTP) checkCodeFormat(code string) error {
+func (s *codebook) checkCodeFormat(code string) error {
 	if len(code) != s.policy.CodeLength {
 		return problem.Errorf(problem.CodeInvalidCode, "code must be %d digits", s.policy.CodeLength)
 	}
@@ -77,7 +96,7 @@ func (s *OTP) checkCodeFormat(code string) error {
 }
 
 // newCode draws a uniformly random code of CodeLength digits.
-func (s *OTP) newCode() (string, error) {
+func (s *codebook) newCode() (string, error) {
 	max := new(big.Int).Exp(big.NewInt(10), big.NewInt(int64(s.policy.CodeLength)), nil)
 	n, err := rand.Int(s.random, max)
 	if err != nil {
@@ -88,10 +107,74 @@ func (s *OTP) newCode() (string, error) {
 
 // mac binds the code to the number, so a stored HMAC is useless for any
 // other number and reveals nothing without the key.
-func (s *OTP) mac(phone, code string) []byte {
+func (s *codebook) mac(phone, code string) []byte {
 	m := hmac.New(sha256.New, s.hmacKey)
 	m.Write([]byte(phone))
 	m.Write([]byte{0})
 	m.Write([]byte(code))
 	return m.Sum(nil)
+}
+
+// verify checks code and returns the verification it approved ("" for a
+// stateless code).
+func (s *codebook) verify(ctx context.Context, phone Phone, code string) (string, error) {
+	g, err := s.codes.GuessCode(ctx, phone.E164, s.now())
+	switch {
+	case errors.Is(err, ErrNotFound) && s.stateless.on() && s.stateless.recentFailure(s.now()):
+		// Redis answers again, but a stateless code sent while it did
+		// not may still be alive.
+		return "", s.stateless.verify(ctx, phone, code)
+	case errors.Is(err, ErrNotFound):
+		return "", problem.Errorf(problem.CodeNoActiveCode, "no code is waiting for this number (never sent, expired or already used)")
+	case err != nil && s.stateless.on() && !errors.Is(err, problem.ErrOverloaded):
+		s.log.DebugContext(ctx, "reading code failed: checking stateless codes", "phone", MaskPhone(phone.E164), "err", err)
+		return "", s.stateless.verify(ctx, phone, code)
+	case err != nil:
+		s.log.Log(ctx, limit.StoreFailureLevel(err), "reading code failed", "phone", MaskPhone(phone.E164), "err", err)
+		return "", limit.StoreError(err)
+	}
+	if g.Attempts > s.policy.MaxVerifyAttempts {
+		return "", s.tooManyAttempts(ctx, phone.E164)
+	}
+	if !hmac.Equal(g.MAC, s.mac(phone.E164, code)) {
+		if s.stateless.on() && s.stateless.recentFailure(s.now()) {
+			// The stored code may be one whose save timed out but ran,
+			// while the SMS carried a stateless code. The guess is counted.
+			if k, ok := s.stateless.match(phone.E164, code, s.now()); ok {
+				return "", s.stateless.use(ctx, phone, k)
+			}
+		}
+		left := s.policy.MaxVerifyAttempts - g.Attempts
+		if left == 0 { // this guess locked the code: the number is blocked until it expires
+			s.lockCode(ctx, phone, g.VerificationID)
+			s.audit.noteBlock(ctx, Block{Phone: phone.E164, Country: phone.Region, Reason: problem.CodeTooManyAttempts,
+				Count: int64(g.Attempts), Until: s.now().Add(g.TTL)})
+		}
+		return "", &problem.Error{Code: problem.CodeWrongCode, Message: "the code is wrong", AttemptsLeft: &left}
+	}
+	consumed, err := s.codes.ConsumeCode(ctx, phone.E164, g.MAC, s.now())
+	if err != nil {
+		s.log.Log(ctx, limit.StoreFailureLevel(err), "consuming code failed", "phone", MaskPhone(phone.E164), "err", err)
+		return "", limit.StoreError(err)
+	}
+	switch consumed {
+	case ConsumedOK:
+		return g.VerificationID, nil
+	case ConsumedLocked: // a concurrent wrong guess used the last attempt first
+		return "", &problem.Error{Code: problem.CodeTooManyAttempts,
+			Message: "too many wrong guesses; request a new code", RetryAfter: g.TTL}
+	}
+	return "", problem.Errorf(problem.CodeNoActiveCode, "the code was already used")
+}
+
+// lockCode marks the verification of a code that a wrong guess just
+// locked max_attempts_reached. A lost mark is mended by the next guess,
+// which the store refuses and marks (GuessCode).
+func (s *codebook) lockCode(ctx context.Context, phone Phone, id string) {
+	if id == "" {
+		return
+	}
+	if err := s.codes.LockCode(context.WithoutCancel(ctx), phone.E164, id, s.now()); err != nil {
+		s.log.WarnContext(ctx, "marking a locked verification failed", "phone", MaskPhone(phone.E164), "err", err)
+	}
 }

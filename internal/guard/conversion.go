@@ -3,6 +3,7 @@ package guard
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/otpguard/otpguard/internal/limit"
@@ -89,14 +90,33 @@ type threshold struct {
 	normal float64 // the country's normal conversion; 0: not known or not asked
 }
 
+// conversionWatch counts the sends and verifies of an OTP service in
+// their prefixes' and country's tallies, off the request path (watch.go),
+// and raises the alerts of those that fall below the threshold.
+type conversionWatch struct {
+	policy    ConversionPolicy
+	conv      Conversions // nil: no conversion watch
+	autoBlock AutoBlocker
+	hooks     AbuseHooks
+	safe      safeList
+	prefixes  []PrefixWindow // the prefix depths (prefixLimits)
+	velocity  *velocity
+	solved    *solvedCap
+	events    EventSink
+	log       *slog.Logger
+	now       func() time.Time
+	// q is the queue and its drainer; nil without conv.
+	q *watchQueue
+}
+
 // convThreshold is the threshold of a tally of e's subjects. The country's
 // normal (the velocity rule's verified sends / sends over its lookback) is
 // read only for a tally that could fall below relative x normal, once per
 // country and batch (normals; -1: not known).
-func (s *OTP) convThreshold(e watchEvent, t Tally, normals map[string]float64) threshold {
-	c := s.policy.Conversion
+func (s *conversionWatch) convThreshold(e watchEvent, t Tally, normals map[string]float64) threshold {
+	c := s.policy
 	th := threshold{rate: c.MinRate}
-	n, ok := s.abuse.volumes.(Normals)
+	n, ok := s.velocity.volumes.(Normals)
 	if !ok || c.Relative <= 0 || t.Sends < c.MinSends || t.Rate() >= c.Relative || t.Rate() < c.MinRate {
 		return th
 	}
@@ -127,13 +147,13 @@ const convTimeout = time.Second
 // conversionSubjects are the prefix tallies of phone at each depth, and
 // its country's; a solved send's (and its verify's) is its country's
 // solved tally alone (challenge.go).
-func (s *OTP) conversionSubjects(phone Phone, solved bool) []limit.Key {
+func (s *conversionWatch) conversionSubjects(phone Phone, solved bool) []limit.Key {
 	if solved {
 		return []limit.Key{{Space: "conv:solved", ID: region(phone), Name: "m"}}
 	}
 	var out []limit.Key
 	seen := map[string]bool{}
-	for _, pp := range s.prefixLimits() {
+	for _, pp := range s.prefixes {
 		if p := Prefix(phone.E164, pp.DigitsDropped); !seen[p] {
 			seen[p] = true
 			out = append(out, limit.Key{Space: "conv:prefix", ID: p, Name: "m"})
@@ -142,35 +162,25 @@ func (s *OTP) conversionSubjects(phone Phone, solved bool) []limit.Key {
 	return append(out, limit.Key{Space: "conv:country", ID: region(phone), Name: "m"})
 }
 
-// watching reports whether the conversion watch applies to phone now.
-func (s *OTP) watching(ctx context.Context, phone Phone) bool {
-	m := s.policy.Conversion.Mode
-	if s.abuse.conv == nil || m == "" || m == ConversionOff || !s.creditable(phone) {
-		return false
-	}
-	// The store already failed in this decision: do not wait on it again.
-	return !limit.StoreFailed(ctx)
-}
-
-// watchSend queues a code that left: the watch counts it and judges its
+// send queues a code that left: the watch counts it and judges its
 // prefixes and country after the answer (watch.go).
-func (s *OTP) watchSend(ctx context.Context, phone Phone, tier Tier) {
+func (s *conversionWatch) send(ctx context.Context, phone Phone, tier Tier) {
 	if tier == TierTrusted { // trusted sends teach no baseline (creditable)
 		return
 	}
-	s.enqueueWatch(ctx, phone, ConversionSend, tier == TierSolved)
+	s.enqueue(ctx, phone, ConversionSend, tier == TierSolved)
 }
 
-// watchVerify queues a successful verify: it raises its prefix's and
+// verify queues a successful verify: it raises its prefix's and
 // country's conversion (the solved tally's, for a solved send's code).
-func (s *OTP) watchVerify(ctx context.Context, phone Phone, solved bool) {
-	s.enqueueWatch(ctx, phone, ConversionVerify, solved)
+func (s *conversionWatch) verify(ctx context.Context, phone Phone, solved bool) {
+	s.enqueue(ctx, phone, ConversionVerify, solved)
 }
 
 // conversionAlert reports (and in block mode blocks) a subject whose
 // conversion fell below the threshold, once per period across instances.
-func (s *OTP) conversionAlert(ctx context.Context, phone Phone, subject limit.Key, t Tally, th threshold) {
-	c := s.policy.Conversion
+func (s *conversionWatch) conversionAlert(ctx context.Context, phone Phone, subject limit.Key, t Tally, th threshold) {
+	c := s.policy
 	scope := subject.Space[len("conv:"):]
 	block := c.Mode == ConversionBlock && scope == "prefix"
 	period := ConversionWindow
@@ -182,7 +192,7 @@ func (s *OTP) conversionAlert(ctx context.Context, phone Phone, subject limit.Ke
 	// One claim per period of the service's clock (not a TTL alone), so
 	// that a test driving the clock sees the periods real time would.
 	claim := limit.Key{Space: subject.Space, ID: subject.ID, Name: fmt.Sprintf("alert:%d", s.now().Unix()/int64(period/time.Second))}
-	first, err := s.abuse.conv.ClaimAlert(cctx, claim, period)
+	first, err := s.conv.ClaimAlert(cctx, claim, period)
 	if err != nil {
 		s.log.WarnContext(ctx, "conversion watch: claiming an alert failed", "err", err)
 		return
@@ -197,23 +207,23 @@ func (s *OTP) conversionAlert(ctx context.Context, phone Phone, subject limit.Ke
 			t.Verifies, t.Sends, c.Delay, 100*t.Rate(), c.Relative, 100*th.normal)
 	}
 	action := OutcomeReported
-	if qf := s.policy.CountryVelocity.QuarantineFor; c.Mode == ConversionBlock && scope == "country" && s.quarantine(cctx, subject.ID, qf) {
+	if qf := s.velocity.policy.QuarantineFor; c.Mode == ConversionBlock && scope == "country" && s.velocity.quarantine(cctx, subject.ID, qf) {
 		action = OutcomeQuarantined
 		reason += fmt.Sprintf("; country velocity floor cut to a tenth for %s", qf)
 	}
-	if c.Mode == ConversionBlock && scope == "solved" && s.cutSolved(cctx, subject.ID) {
+	if c.Mode == ConversionBlock && scope == "solved" && s.solved.cut(cctx, subject.ID) {
 		action = OutcomeQuarantined
 		reason += "; the country's solved-challenge cap cut to a tenth"
 	}
 	if block {
-		if s.abuse.autoBlock == nil {
+		if s.autoBlock == nil {
 			s.log.ErrorContext(ctx, "conversion watch: block mode without a deny-list: only reporting", "prefix", subject.ID)
 		} else {
 			until := s.now().Add(c.BlockFor)
-			e, err := s.abuse.autoBlock.AddDeny(cctx, DenyEntry{Pattern: subject.ID, Reason: reason, ExpiresAt: &until}, ConversionActor)
+			e, err := s.autoBlock.AddDeny(cctx, DenyEntry{Pattern: subject.ID, Reason: reason, ExpiresAt: &until}, ConversionActor)
 			if err != nil {
 				s.log.ErrorContext(ctx, "conversion watch: adding the block failed; the next send tries again", "prefix", subject.ID, "err", err)
-				if rerr := s.abuse.conv.ReleaseAlert(cctx, claim); rerr != nil {
+				if rerr := s.conv.ReleaseAlert(cctx, claim); rerr != nil {
 					s.log.WarnContext(ctx, "conversion watch: releasing the alert failed", "err", rerr)
 				}
 				return
@@ -222,7 +232,7 @@ func (s *OTP) conversionAlert(ctx context.Context, phone Phone, subject limit.Ke
 			reason += fmt.Sprintf("; deny-list entry %d until %s", e.ID, until.UTC().Format(time.RFC3339))
 		}
 	}
-	if h := s.abuse.hooks.ConversionAlert; h != nil {
+	if h := s.hooks.ConversionAlert; h != nil {
 		h(scope, action)
 	}
 	s.log.ErrorContext(ctx, "CONVERSION ALERT: codes are sent but not verified (SMS pumping?)",

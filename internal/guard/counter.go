@@ -11,7 +11,7 @@ import (
 // country velocity count together: in one round trip on a single Redis
 // (one MULTI/EXEC), one per hash slot in parallel on Redis Cluster. Each
 // limit and the velocity count stay their own atomic unit; the caller
-// refunds what a denied send must not keep (OTP.spend).
+// refunds what a denied send must not keep (spender.spend).
 type SendCounter interface {
 	// TakeSend is Take, plus vol (when not nil) in the same round trip.
 	// The VolumeResult is nil when vol was not taken: the store could not

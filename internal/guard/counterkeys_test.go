@@ -14,7 +14,7 @@ import (
 // sendLimits later.
 func TestPhoneCounterKeysCoverSendLimits(t *testing.T) {
 	const phone = "+919800000000"
-	s := &OTP{policy: OTPPolicy{Cooldown: time.Second}}
+	s := &spender{policy: OTPPolicy{Cooldown: time.Second}}
 	var own []limit.Key
 	for _, l := range s.sendLimits(phone, "203.0.113.7", 0) {
 		if l.take.Key.Space == "otp" {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 	"time"
 
@@ -40,7 +41,19 @@ const maxMessageID = 64
 // deliveryTimeout bounds the replay check: it must never hold a callback up.
 const deliveryTimeout = time.Second
 
-// RecordDelivery puts a delivery report in the audit trail and reports
+// courier hands codes to the SMS provider and records its reports on them.
+type courier struct {
+	message    string // otp.message
+	sender     Sender
+	codes      Codes // an undelivered code is deleted
+	deliveries Deliveries
+	events     EventSink
+	spend      *spender // what a send the provider surely did not take gives back
+	log        *slog.Logger
+	now        func() time.Time
+}
+
+// recordDelivery puts a delivery report in the audit trail and reports
 // whether it did: a report already recorded (the same message id and
 // status, on any instance, within DeliveryReplayWindow) is a replay and is
 // not recorded again. When the replay check cannot reach its store the
@@ -48,7 +61,7 @@ const deliveryTimeout = time.Second
 //
 // The number is normalised as /otp/send does; one that does not parse is
 // recorded without it (the report is still worth keeping).
-func (s *OTP) RecordDelivery(ctx context.Context, d Delivery) bool {
+func (s *courier) recordDelivery(ctx context.Context, d Delivery) bool {
 	if len(d.MessageID) > maxMessageID {
 		d.MessageID = d.MessageID[:maxMessageID]
 	}
@@ -108,8 +121,8 @@ const maxProviderRetryAfter = time.Minute
 //     (provider_unavailable): the number's cooldown and per-number count
 //     are given back too (giveBack with try), and the answer says when to try
 //     again (the provider's Retry-After, else ProviderRetryAfter).
-func (s *OTP) deliver(ctx context.Context, phone Phone, code issued, sp spent) error {
-	body := strings.ReplaceAll(s.policy.Message, "{code}", code.text)
+func (s *courier) deliver(ctx context.Context, phone Phone, code issued, sp spent) error {
+	body := strings.ReplaceAll(s.message, "{code}", code.text)
 	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), providerTimeout)
 	err := s.sender.Send(pctx, Message{To: phone.E164, Body: body})
 	cancel()
@@ -129,14 +142,14 @@ func (s *OTP) deliver(ctx context.Context, phone Phone, code issued, sp spent) e
 	notSent := errors.Is(err, ErrNotSent)
 	switch {
 	case e.Code == problem.CodeInvalidDestination:
-		s.giveBack(ctx, phone, sp, false)
+		s.spend.giveBack(ctx, phone, sp, false)
 	case notSent && e.Code == problem.CodeProviderUnavailable:
-		s.giveBack(ctx, phone, sp, true)
+		s.spend.giveBack(ctx, phone, sp, true)
 		refused := *e
 		refused.RetryAfter = providerRetryAfter(err)
 		return &refused
 	case notSent:
-		s.giveBack(ctx, phone, sp, false)
+		s.spend.giveBack(ctx, phone, sp, false)
 	}
 	return e
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/otpguard/otpguard/internal/guard"
+	"github.com/otpguard/otpguard/internal/guard/guardtest"
 	"github.com/otpguard/otpguard/internal/limit"
 	"github.com/otpguard/otpguard/internal/problem"
 )
@@ -17,11 +18,6 @@ type waitRefusal struct{ wait time.Duration }
 func (w waitRefusal) Error() string               { return "429" }
 func (w waitRefusal) Unwrap() error               { return guard.ErrNotSent }
 func (w waitRefusal) ProviderWait() time.Duration { return w.wait }
-
-// senderFunc is a guard.Sender of one function.
-type senderFunc func() error
-
-func (f senderFunc) Send(context.Context, guard.Message) error { return f() }
 
 // TestProviderRefusalAnswer: what a send the provider failed gives back
 // and tells. A refusal (ErrNotSent) of the message gives the number's
@@ -52,9 +48,9 @@ func TestProviderRefusalAnswer(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			p := guard.DefaultPolicies()
 			p.FillDefaults()
-			st := newOutageStore()
+			st := guardtest.NewOutageStore()
 			otp := guard.NewOTP(guard.OTPOptions{Policy: p.OTP, Counter: st, Codes: st, HMACKey: outageHMACKey,
-				Sender: senderFunc(func() error { return tt.err })})
+				Sender: guardtest.Sender{SendFn: func(context.Context, guard.Message) error { return tt.err }}})
 			_, err := otp.Send(context.Background(), guard.SendRequest{Phone: phone, ClientIP: ip})
 			wantCode(t, err, tt.code)
 			var e *problem.Error
@@ -66,11 +62,11 @@ func TestProviderRefusalAnswer(t *testing.T) {
 				want = 0
 			}
 			for _, k := range guard.PhoneCounterKeys(phone) {
-				if got := st.fw[k]; got != want {
+				if got := st.Count(k); got != want {
 					t.Errorf("%s = %d, want %d", k.Name, got, want)
 				}
 			}
-			if got := st.fw[limit.Key{Space: "otp:ip", ID: ip, Name: "sends"}]; got != 1 {
+			if got := st.Count(limit.Key{Space: "otp:ip", ID: ip, Name: "sends"}); got != 1 {
 				t.Errorf("address count = %d, want 1 (it stays spent)", got)
 			}
 		})

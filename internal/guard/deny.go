@@ -66,8 +66,15 @@ func validDenyPattern(p string) bool {
 	return true
 }
 
+// denyCheck is a send's deny-list step.
+type denyCheck struct {
+	deny  DenyChecker
+	trust *trust // an automatic block spares a trusted number
+	now   func() time.Time
+}
+
 // checkDenied refuses a deny-listed number, before any counter is spent.
-func (s *OTP) checkDenied(phone Phone) error {
+func (s *denyCheck) checkDenied(phone Phone) error {
 	if e, ok := s.deny.Denied(phone.E164, s.now()); ok {
 		err := fmt.Errorf("deny-list entry %d (%s)", e.ID, MaskPhone(e.Pattern))
 		if e.Author == ConversionActor { // a challenge or trust may lift it
@@ -83,14 +90,14 @@ func (s *OTP) checkDenied(phone Phone) error {
 // solved send (challenge.go) nor a trusted number (trust.go: the app's
 // word, or its mark read at once), which it then answers TierTrusted; an
 // operator's entry refuses every number.
-func (s *OTP) checkDeniedTier(ctx context.Context, phone Phone, tier Tier, account bool) (Tier, error) {
+func (s *denyCheck) checkDeniedTier(ctx context.Context, phone Phone, tier Tier, account bool) (Tier, error) {
 	err := s.checkDenied(phone)
 	switch {
 	case err == nil || !automaticRefusal(err):
 		return tier, err
 	case tier != TierNew:
 		return tier, nil
-	case s.trustedNow(ctx, phone, account):
+	case s.trust.trustedNow(ctx, phone, account):
 		return TierTrusted, nil
 	}
 	return tier, err

@@ -1,6 +1,14 @@
 package guard
 
-import "time"
+import (
+	"maps"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/otpguard/otpguard/internal/limit"
+	"github.com/otpguard/otpguard/internal/problem"
+)
 
 // Enforced is the OTP policy's shared limits (per prefix, per country,
 // the spend budget) as a send meets them at one moment: the policy file's,
@@ -21,11 +29,6 @@ func EnforcedAt(p OTPPolicy, overrides Overrides, now time.Time) Enforced {
 		list = overrides.ActiveOverrides()
 	}
 	return Enforced{policy: p, over: overridesIn(list, now)}
-}
-
-// enforced is the service's policy as the overrides in force at now make it.
-func (s *OTP) enforced(now time.Time) Enforced {
-	return EnforcedAt(s.policy, s.abuse.overrides, now)
 }
 
 // InForce is one limit as enforced.
@@ -94,4 +97,100 @@ func (e Enforced) Prefix(prefix string, pw PrefixWindow) InForce {
 	}
 	l, o := tightest(pw.Limit, e.over.prefix[prefix])
 	return InForce{Limit: l, Window: pw.Window, Override: o}
+}
+
+// Prefix is the number minus its last digitsDropped digits (never less
+// than "+" and two digits): the subject of the per-prefix limit and of
+// the conversion watch.
+func Prefix(e164 string, digitsDropped int) string {
+	return e164[:max(min(3, len(e164)), len(e164)-digitsDropped)]
+}
+
+// prefixLimits are p's per_prefix and the coarser prefix_depths, finest
+// first. A depth's key names only the prefix, so two depths that drop the same
+// number of digits would share a counter: validation refuses that.
+func prefixLimits(p OTPPolicy) []PrefixWindow {
+	return append([]PrefixWindow{p.PerPrefix}, p.PrefixDepths...)
+}
+
+// enforced is the service's policy as the overrides in force at now make it.
+func (s *pumping) enforced(now time.Time) Enforced {
+	return EnforcedAt(s.policy, s.overrides, now)
+}
+
+// abuseLimits are the limits of one send after the number's own:
+// per prefix and per country (not for safe-listed numbers; with
+// operatorOnly, for a solved or trusted send, only those an operator's
+// override set), then the spend budget. The file's own prefix and country
+// limits are marked Automatic (the store skips them once it finds the
+// number trusted). When the store cannot answer they fall back like the
+// per-IP limit: split (limit / N) with local or open, refused with closed.
+func (s *pumping) abuseLimits(phone Phone, safe, operatorOnly bool) []limitedTake {
+	mode := s.policy.OnStoreError
+	if mode == limit.FallbackLocal { // local_limit is per number: shared limits get their share
+		mode = limit.FallbackOpen
+	}
+	window := func(k limit.Key, lim int64, w time.Duration) limit.Take {
+		return limit.Take{Key: k, Algorithm: limit.FixedWindow, Limit: lim, Window: w, Cost: 1,
+			Policy: OTPPolicyName, OnStoreError: mode}
+	}
+	auto := func(t limit.Take, automatic bool) limit.Take { t.Automatic = automatic; return t }
+	// The ops desk's overrides (override.go) lower these limits on the
+	// same counters, or add one where the file has none (enforced.go).
+	e := s.enforced(s.now())
+	depths := prefixLimits(s.policy)
+	ls := make([]limitedTake, 0, len(depths)+2)
+	seen := make([]string, 0, len(depths)) // the prefixes counted: a few
+	for _, pp := range depths {
+		prefix := Prefix(phone.E164, pp.DigitsDropped)
+		l := e.Prefix(prefix, pp)
+		if safe || l.Limit <= 0 || slices.Contains(seen, prefix) || (operatorOnly && !l.Override) { // a short number: two depths, one prefix
+			continue
+		}
+		seen = append(seen, prefix)
+		ls = append(ls, limitedTake{
+			take:   auto(window(limit.Key{Space: "otp:prefix", ID: prefix, Name: "sends"}, l.Limit, l.Window), !l.Override),
+			denial: problem.CodePrefixRateLimited, what: "too many codes were sent to numbers like this one; try again later",
+			operator: l.Override,
+		})
+	}
+	for _, prefix := range slices.Sorted(maps.Keys(e.over.prefix)) { // the prefix overrides the file's depths do not count
+		if safe || slices.Contains(seen, prefix) || !strings.HasPrefix(phone.E164, prefix) {
+			continue
+		}
+		w := s.policy.PerPrefix.Window
+		if w <= 0 {
+			w = DefaultOverrideWindow
+		}
+		ls = append(ls, limitedTake{
+			take:   window(limit.Key{Space: "otp:prefix", ID: prefix, Name: "sends"}, e.over.prefix[prefix], w),
+			denial: problem.CodePrefixRateLimited, what: "too many codes were sent to numbers like this one; try again later",
+			operator: true,
+		})
+	}
+	if !safe && (len(s.policy.PerCountry) > 0 || e.over.country != nil) {
+		region := phone.Region
+		if region == "" {
+			region = "001" // non-geographic numbers (+800, +882...)
+		}
+		if l, _ := e.Country(region); l.Limit > 0 && (!operatorOnly || l.Override) {
+			ls = append(ls, limitedTake{
+				take:   auto(window(limit.Key{Space: "otp:country", ID: region, Name: "sends"}, l.Limit, l.Window), !l.Override),
+				denial: problem.CodeCountryRateLimited, what: "too many codes were sent to this country; try again later",
+				operator: l.Override,
+			})
+		}
+	}
+	// The budget refunds its own denied hit: a spent budget then stays at
+	// exactly its limit, so a later refund (a send the provider refused)
+	// frees a message at once.
+	if b := e.Budget(budgetHourKey.Name); b.Limit > 0 {
+		ls = append(ls, limitedTake{take: window(budgetHourKey, b.Limit, b.Window), refundDenied: true,
+			denial: problem.CodeBudgetExhausted, what: "the SMS budget for this hour is spent; try again later"})
+	}
+	if b := e.Budget(budgetDayKey.Name); b.Limit > 0 {
+		ls = append(ls, limitedTake{take: window(budgetDayKey, b.Limit, b.Window), refundDenied: true,
+			denial: problem.CodeBudgetExhausted, what: "the SMS budget for today is spent; try again later"})
+	}
+	return ls
 }

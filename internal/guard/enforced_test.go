@@ -8,6 +8,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/otpguard/otpguard/internal/guard"
+	"github.com/otpguard/otpguard/internal/guard/guardtest"
 )
 
 // TestEnforced: the limits the attack view and the budget gauges show are
@@ -80,8 +81,8 @@ func TestBudgetUseWithOverrides(t *testing.T) {
 	p := guard.DefaultPolicies()
 	p.OTP.Budget.PerHour = 50
 	p.FillDefaults()
-	st := newOutageStore()
-	otp := guard.NewOTP(guard.OTPOptions{Policy: p.OTP, Counter: st, Codes: st, Sender: &smsBox{}, HMACKey: outageHMACKey,
+	st := guardtest.NewOutageStore()
+	otp := guard.NewOTP(guard.OTPOptions{Policy: p.OTP, Counter: st, Codes: st, Sender: &guardtest.Outbox{}, HMACKey: outageHMACKey,
 		Now: func() time.Time { return now }, Overrides: fakeOverrides{
 			{Kind: guard.OverrideBudgetHour, Limit: 2, ExpiresAt: now.Add(time.Hour)},
 			{Kind: guard.OverrideBudgetDay, Limit: 9, ExpiresAt: now.Add(time.Hour)},

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/nyaruka/phonenumbers"
+
 	"github.com/otpguard/otpguard/internal/problem"
 )
 
@@ -49,15 +50,15 @@ func highRiskPrefix(p string) bool {
 }
 
 // checkHighRisk refuses a non-geographic number (no region) that
-// otp.allow_high_risk does not name: 403 country_not_allowed, as a number
-// outside the allowed countries, since it has no country. It reports
+// otp.allow_high_risk (allow) does not name: 403 country_not_allowed, as
+// a number outside the allowed countries, since it has no country. It reports
 // whether the number is high-risk and allowed (then the country list,
 // which it cannot be on, does not apply to it).
-func (s *OTP) checkHighRisk(phone Phone) (allowed bool, err error) {
+func checkHighRisk(allow []string, phone Phone) (allowed bool, err error) {
 	if phone.Region != "" {
 		return false, nil
 	}
-	for _, p := range s.policy.AllowHighRisk {
+	for _, p := range allow {
 		if strings.HasPrefix(phone.E164, p) {
 			return true, nil
 		}

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/otpguard/otpguard/internal/guard"
+	"github.com/otpguard/otpguard/internal/guard/guardtest"
 	"github.com/otpguard/otpguard/internal/problem"
 )
 
@@ -47,8 +48,8 @@ func TestHighRiskDestinations(t *testing.T) {
 			if err := p.Validate(); err != nil {
 				t.Fatal(err)
 			}
-			st := newOutageStore()
-			otp := guard.NewOTP(guard.OTPOptions{Policy: p.OTP, Counter: st, Codes: st, Sender: &smsBox{}, HMACKey: outageHMACKey})
+			st := guardtest.NewOutageStore()
+			otp := guard.NewOTP(guard.OTPOptions{Policy: p.OTP, Counter: st, Codes: st, Sender: &guardtest.Outbox{}, HMACKey: outageHMACKey})
 			t.Cleanup(otp.Close)
 			_, err := otp.Send(context.Background(), guard.SendRequest{Phone: tc.phone})
 			var ge *problem.Error

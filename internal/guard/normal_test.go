@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/otpguard/otpguard/internal/guard"
+	"github.com/otpguard/otpguard/internal/guard/guardtest"
 	"github.com/otpguard/otpguard/internal/limit"
 )
 
@@ -53,8 +54,8 @@ func TestWatchJudgesAgainstTheCountrysNormal(t *testing.T) {
 			if err := p.Validate(); err != nil {
 				t.Fatal(err)
 			}
-			st := newOutageStore()
-			otp := guard.NewOTP(guard.OTPOptions{Policy: p.OTP, Counter: st, Codes: st, Sender: &smsBox{}, HMACKey: outageHMACKey,
+			st := guardtest.NewOutageStore()
+			otp := guard.NewOTP(guard.OTPOptions{Policy: p.OTP, Counter: st, Codes: st, Sender: &guardtest.Outbox{}, HMACKey: outageHMACKey,
 				Conversions: conv, Volumes: vol})
 			t.Cleanup(otp.Close)
 			ctx := context.Background()

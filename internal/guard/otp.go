@@ -1,6 +1,7 @@
 package guard
 
 import (
+	"context"
 	"crypto/rand"
 	"io"
 	"log/slog"
@@ -60,29 +61,24 @@ type OTPOptions struct {
 	Trusts Trusts
 }
 
-// OTP sends and verifies one-time codes under exact, shared limits.
+// OTP sends and verifies one-time codes under exact, shared limits. It
+// lists the steps of a send and of a verify in order (send.go, verify.go);
+// each step is a small type of its own concept, built and wired here.
 type OTP struct {
 	policy     OTPPolicy
-	counter    limit.Counter
-	codes      Codes
-	sender     Sender
-	hmacKey    []byte
-	log        *slog.Logger
-	random     io.Reader
-	deny       DenyChecker
-	events     EventSink
-	blocks     Blocks
-	now        func() time.Time
-	deliveries Deliveries
-	// lastStoreFailure: see OTPOptions.LastStoreFailure.
-	lastStoreFailure func() time.Time
-	abuse            *abuseState
-	// watch is the conversion watch's queue (watch.go); nil without
-	// Conversions.
-	watch         *watchQueue
-	verifications Verifications
-	challenger    Challenger
-	trusts        Trusts
+	audit      *audit
+	challenges *challenges
+	deny       *denyCheck
+	pumping    *pumping
+	budget     *budget
+	trust      *trust
+	velocity   *velocity
+	solved     *solvedCap
+	spend      *spender
+	codes      *codebook
+	courier    *courier
+	watch      *conversionWatch
+	records    *verificationRecords
 }
 
 // NewOTP returns an OTP service. The policy must have passed Validate.
@@ -108,17 +104,129 @@ func NewOTP(o OTPOptions) *OTP {
 	if o.LastStoreFailure == nil {
 		o.LastStoreFailure = func() time.Time { return time.Time{} }
 	}
-	s := &OTP{
-		policy: o.Policy, counter: o.Counter, codes: o.Codes, sender: o.Sender,
-		hmacKey: o.HMACKey, log: o.Logger, random: o.Random,
-		deny: o.Deny, events: o.Events, blocks: o.Blocks, now: o.Now,
-		lastStoreFailure: o.LastStoreFailure, abuse: newAbuseState(o),
-		deliveries: o.Deliveries, verifications: o.Verifications, challenger: o.Challenger,
-		trusts: o.Trusts,
+	p, log, now := o.Policy, o.Logger, o.Now
+	safe := safeList(p.SafeList)
+	s := &OTP{policy: p,
+		audit: &audit{events: o.Events, blocks: o.Blocks, log: log, now: now},
+		challenges: &challenges{challenger: o.Challenger, log: log, now: now,
+			on: o.Challenger != nil && o.Volumes != nil && p.Challenge.Type != ChallengeOff && p.Challenge.Type != ""},
+		pumping: &pumping{policy: p, overrides: o.Overrides, safe: safe, log: log, now: now},
+		budget: &budget{policy: p, overrides: o.Overrides, counter: o.Counter, hooks: o.Abuse,
+			log: log, now: now, exhaustedUntil: map[string]time.Time{}},
+		trust: &trust{trusts: o.Trusts, policy: p.Trust, hmacKey: o.HMACKey, safe: safe, events: o.Events, log: log, now: now},
+		velocity: &velocity{policy: p.CountryVelocity, historyMinSends: p.Conversion.HistoryMinSends,
+			onStoreError: p.OnStoreError, safe: safe, volumes: o.Volumes, conv: o.Conversions, hooks: o.Abuse,
+			log: log, now: now, noted: map[string]time.Time{}},
+		solved: &solvedCap{policy: p.Challenge, volumes: o.Volumes, hooks: o.Abuse, log: log, now: now},
+		spend:  &spender{policy: p, counter: o.Counter, blocks: o.Blocks, volumes: o.Volumes, log: log, now: now},
+		watch: &conversionWatch{policy: p.Conversion, prefixes: prefixLimits(p), conv: o.Conversions, autoBlock: o.AutoBlock, hooks: o.Abuse,
+			safe: safe, events: o.Events, log: log, now: now},
 	}
+	unverified := &unverifiedBudget{hooks: o.Abuse,
+		conv: o.Conversions, events: o.Events, log: log, now: now}
+	s.challenges.spend = s.spend
+	s.deny = &denyCheck{deny: o.Deny, trust: s.trust, now: now}
+	s.pumping.velocity = s.velocity
+	s.trust.velocity = s.velocity
+	s.velocity.audit, s.velocity.unverified, s.velocity.solved = s.audit, unverified, s.solved
+	s.velocity.challenge, s.velocity.challenges, s.velocity.trust = p.Challenge, s.challenges, s.trust
+	s.solved.velocity, s.solved.challenges = s.velocity, s.challenges
+	s.spend.audit, s.spend.velocity, s.spend.budget = s.audit, s.velocity, s.budget
+	s.codes = &codebook{policy: p, codes: o.Codes, random: o.Random, hmacKey: o.HMACKey, counter: o.Counter,
+		stateless: &stateless{policy: p, hmacKey: o.HMACKey, counter: o.Counter,
+			lastStoreFailure: o.LastStoreFailure, log: log, now: now},
+		marks: solvedMarks{key: o.HMACKey}, audit: s.audit, log: log, now: now}
+	s.courier = &courier{message: p.Message, sender: o.Sender, codes: o.Codes, deliveries: o.Deliveries,
+		events: o.Events, spend: s.spend, log: log, now: now}
+	s.watch.velocity, s.watch.solved = s.velocity, s.solved
+	s.records = &verificationRecords{store: o.Verifications, audit: s.audit, log: log, now: now}
 	if o.Conversions != nil {
-		s.watch = newWatchQueue(o.WatchQueue)
-		go s.runWatch()
+		s.watch.q = newWatchQueue(o.WatchQueue)
+		go s.watch.run()
 	}
 	return s
 }
+
+// Send checks the limits, stores a new code's HMAC and sends the code.
+// Every send is recorded (audited), refused or not: a stream of bad
+// numbers is worth seeing too.
+//
+// Counting rule: the limits (cooldown, per number, per IP, the abuse
+// limits, the country velocity rule) are taken together, each an atomic
+// fixed-window hit (spend). The first in that order that denies keeps the
+// attempt; the others are refunded, so a denied request spends no other
+// budget. A send the provider then fails still counts, as the provider
+// may have delivered it, unless the provider surely did not take it: then
+// the number's try is given back (delivery.go).
+func (s *OTP) Send(ctx context.Context, req SendRequest) (SendResult, error) {
+	phone, ip, auditIP, err := parseSend(req, s.policy.DefaultRegion)
+	if err != nil {
+		s.audit.record(ctx, ActionOTPSend, "", phone, auditIP, err)
+		return SendResult{}, err
+	}
+	dctx := limit.WithDecision(ctx)
+	res, err := s.send(dctx, phone, ip, req.Challenge, req.Account)
+	if _, lost := err.(*ClaimLost); lost {
+		return res, err // a duplicate of a request that runs or ran: that one is recorded
+	}
+	s.audit.recordTier(ctx, ActionOTPSend, OutcomeSent, phone, auditIP, err, res.Tier)
+	res.Phone = phone // on a refusal too: the caller's log names it (masked)
+	return res, err
+}
+
+// Verification returns the verification id (verification.go).
+func (s *OTP) Verification(ctx context.Context, id string) (Verification, error) {
+	return s.records.get(ctx, id)
+}
+
+// CancelVerification kills the code of a pending verification and marks
+// it canceled. A verification that is no longer pending is refused with
+// verification_not_pending and its status: an approved code cannot be
+// canceled, nor a canceled one approved (the store decides both in one
+// atomic step).
+func (s *OTP) CancelVerification(ctx context.Context, id string) (Verification, error) {
+	return s.records.cancel(ctx, id)
+}
+
+// RecordDelivery puts a delivery report in the audit trail and reports
+// whether it did: a report already recorded (the same message id and
+// status, on any instance, within DeliveryReplayWindow) is a replay and is
+// not recorded again. When the replay check cannot reach its store the
+// report is recorded: a report counted twice beats one lost (delivery.go).
+func (s *OTP) RecordDelivery(ctx context.Context, d Delivery) bool {
+	return s.courier.recordDelivery(ctx, d)
+}
+
+// ImportTrusted marks numbers trusted for verified_within (an operator's
+// import of the numbers an app verified before it used otpguard), and
+// records it in the audit trail with the counts only (no number).
+// Idempotent: importing a number again only renews its mark. Imported
+// counts distinct numbers: a number listed twice is marked, and counted,
+// once (trust.go).
+func (s *OTP) ImportTrusted(ctx context.Context, numbers []string, actor string) (ImportResult, error) {
+	return s.trust.importTrusted(ctx, numbers, actor)
+}
+
+// BudgetUse reads the spend budget's windows without spending, with the
+// limits a send meets now, the ops desk's overrides included; windows
+// that are off are left out. On an error the windows are returned with
+// Known false (budget.go).
+func (s *OTP) BudgetUse(ctx context.Context) ([]BudgetUse, error) {
+	return s.budget.use(ctx)
+}
+
+// WatchQueued is how many conversion watch events wait in the queue.
+func (s *OTP) WatchQueued() int { return s.watch.queued() }
+
+// Flush waits until every watch event queued before it was counted and
+// judged (its alerts raised), or ctx ends. Without a watch it returns at
+// once.
+func (s *OTP) Flush(ctx context.Context) error { return s.watch.flush(ctx) }
+
+// Close drains the watch queue (counting and judging what is in it) and
+// stops its goroutine. Events queued after Close are dropped. Safe to call
+// more than once.
+func (s *OTP) Close() { s.watch.close() }
+
+// WatchDropped is how many conversion watch events a full queue dropped.
+func (s *OTP) WatchDropped() int64 { return s.watch.dropped() }

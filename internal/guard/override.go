@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/nyaruka/phonenumbers"
+
 	"github.com/otpguard/otpguard/internal/problem"
 )
 
@@ -275,8 +276,10 @@ func pauseCover(region string) string {
 	return ""
 }
 
-// checkPaused refuses a send to a paused country until the pause ends.
-func (at overridesAt) checkPaused(region string, now time.Time) error {
+// checkPaused refuses a send to a country one of overrides pauses at
+// now, until the pause ends.
+func checkPaused(overrides Overrides, region string, now time.Time) error {
+	at := overridesIn(overrides.ActiveOverrides(), now)
 	if region == "" {
 		region = "001"
 	}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/otpguard/otpguard/internal/guard"
+	"github.com/otpguard/otpguard/internal/guard/guardtest"
 	"github.com/otpguard/otpguard/internal/store/redistest"
 )
 
@@ -37,7 +38,7 @@ func BenchmarkOTPSendOverrides(b *testing.B) {
 			if err := p.Validate(); err != nil {
 				b.Fatal(err)
 			}
-			otp := guard.NewOTP(guard.OTPOptions{Policy: p.OTP, Counter: s, Codes: s, Sender: noSender{},
+			otp := guard.NewOTP(guard.OTPOptions{Policy: p.OTP, Counter: s, Codes: s, Sender: guardtest.Sender{},
 				HMACKey: []byte("0123456789abcdef0123456789abcdef"), Overrides: c.over})
 			ctx := context.Background()
 			i := 0

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/otpguard/otpguard/internal/guard"
+	"github.com/otpguard/otpguard/internal/guard/guardtest"
 	"github.com/otpguard/otpguard/internal/problem"
 )
 
@@ -73,8 +74,8 @@ func TestOverridesTightenSends(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			st := newOutageStore()
-			otp := guard.NewOTP(guard.OTPOptions{Policy: tc.policy, Counter: st, Codes: st, Sender: &smsBox{}, HMACKey: outageHMACKey,
+			st := guardtest.NewOutageStore()
+			otp := guard.NewOTP(guard.OTPOptions{Policy: tc.policy, Counter: st, Codes: st, Sender: &guardtest.Outbox{}, HMACKey: outageHMACKey,
 				Now: func() time.Time { return now }, Overrides: fakeOverrides(tc.over)})
 			for i := range 6 {
 				_, err := otp.Send(ctx, guard.SendRequest{Phone: fmt.Sprintf("+23480312345%02d", i)})
@@ -178,8 +179,8 @@ func TestPauseOfGBCoversItsDependencies(t *testing.T) {
 			p := guard.DefaultPolicies()
 			p.OTP.CountryVelocity.Mode = guard.VelocityOff
 			p.FillDefaults()
-			st := newOutageStore()
-			otp := guard.NewOTP(guard.OTPOptions{Policy: p.OTP, Counter: st, Codes: st, Sender: &smsBox{}, HMACKey: outageHMACKey,
+			st := guardtest.NewOutageStore()
+			otp := guard.NewOTP(guard.OTPOptions{Policy: p.OTP, Counter: st, Codes: st, Sender: &guardtest.Outbox{}, HMACKey: outageHMACKey,
 				Now: func() time.Time { return now }, Overrides: fakeOverrides([]guard.Override{
 					{Kind: guard.OverrideCountryPause, Subject: tc.paused, ExpiresAt: now.Add(time.Hour)}})})
 			for region, number := range numbers {

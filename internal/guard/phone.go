@@ -6,6 +6,7 @@ import (
 	"unicode"
 
 	"github.com/nyaruka/phonenumbers"
+
 	"github.com/otpguard/otpguard/internal/problem"
 )
 
@@ -107,16 +108,6 @@ func WarmPhoneMetadata() {
 	_, _ = ParsePhone("+14155550100", "")
 }
 
-// MaskPhone keeps the country code and the last two digits of an E.164 number
-// ("+91********00"): enough to tell numbers apart in logs, not enough to
-// reach anyone.
-func MaskPhone(e164 string) string {
-	if len(e164) <= 5 {
-		return strings.Repeat("*", len(e164))
-	}
-	return e164[:3] + strings.Repeat("*", len(e164)-5) + e164[len(e164)-2:]
-}
-
 // CleanIP is the end user's address as the audit trail records it: the
 // canonical form of an address IPSubject accepted, "" for anything else.
 func CleanIP(raw string) string {
@@ -154,17 +145,19 @@ func IPSubject(raw string) (string, error) {
 	return prefix.String(), nil
 }
 
-// parseSend reads a send's number (to E.164) and the end user's address
-// (its per-IP subject; "" for none). The number is returned when it parsed,
-// for the audit record of a refusal.
-func (s *OTP) parseSend(req SendRequest) (Phone, string, error) {
-	phone, err := ParsePhone(req.Phone, s.policy.DefaultRegion)
+// parseSend reads a send's number (to E.164, in defaultRegion when it has
+// no country code) and the end user's address: its per-IP subject ("" for
+// none), and as the audit trail records it (CleanIP), which is returned on
+// a refusal too, as is the number when it parsed.
+func parseSend(req SendRequest, defaultRegion string) (phone Phone, ip, auditIP string, err error) {
+	auditIP = CleanIP(req.ClientIP)
+	phone, err = ParsePhone(req.Phone, defaultRegion)
 	if err != nil {
-		return phone, "", err
+		return phone, "", auditIP, err
 	}
 	if len(req.Challenge) > MaxChallengeSolution {
-		return phone, "", problem.Errorf(problem.CodeInvalidRequest, "challenge is longer than %d bytes", MaxChallengeSolution)
+		return phone, "", auditIP, problem.Errorf(problem.CodeInvalidRequest, "challenge is longer than %d bytes", MaxChallengeSolution)
 	}
-	ip, err := IPSubject(req.ClientIP)
-	return phone, ip, err
+	ip, err = IPSubject(req.ClientIP)
+	return phone, ip, auditIP, err
 }

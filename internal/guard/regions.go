@@ -16,3 +16,12 @@ func Regions() []string {
 	slices.Sort(out)
 	return out
 }
+
+// region is the region a number counts in for the rules kept per
+// country: its own, or "001" for non-geographic numbers.
+func region(p Phone) string {
+	if p.Region == "" {
+		return "001" // non-geographic numbers (+800, +882...)
+	}
+	return p.Region
+}

@@ -3,20 +3,11 @@ package guard
 import (
 	"context"
 	"fmt"
-	"math"
 	"time"
 
 	"github.com/otpguard/otpguard/internal/limit"
 	"github.com/otpguard/otpguard/internal/problem"
 )
-
-// RetrySeconds is d as the whole seconds of a Retry-After header, rounded
-// up and at least 1: a client told "0" would retry at once and be refused
-// again. Every place that tells a wait in seconds (the header, the RateLimit
-// field's t, a message) rounds with it, so that they agree.
-func RetrySeconds(d time.Duration) int {
-	return max(1, int(math.Ceil(d.Seconds())))
-}
 
 // newCodeIn is how long until a new code may be sent to phone as far as the
 // number's own limits say: its cooldown and its per-number window, read
@@ -24,7 +15,7 @@ func RetrySeconds(d time.Duration) int {
 // per-IP and shared limits are the caller's and everyone's, not the
 // number's, and are not read. When the store cannot say, the cooldown is
 // the answer: the longest a cooldown can still run.
-func (s *OTP) newCodeIn(ctx context.Context, phone string) time.Duration {
+func (s *codebook) newCodeIn(ctx context.Context, phone string) time.Duration {
 	takes := []limit.Take{{Key: phoneSendsKey(phone), Algorithm: limit.FixedWindow,
 		Limit: s.policy.PerPhone.Limit, Window: s.policy.PerPhone.Window}}
 	if cd := s.policy.Cooldown; cd > 0 {
@@ -49,11 +40,11 @@ func (s *OTP) newCodeIn(ctx context.Context, phone string) time.Duration {
 
 // tooManyAttempts is the refusal of a guess at a locked code: it says when
 // a new code may be requested, and its RetryAfter says the same.
-func (s *OTP) tooManyAttempts(ctx context.Context, phone string) *problem.Error {
+func (s *codebook) tooManyAttempts(ctx context.Context, phone string) *problem.Error {
 	wait := s.newCodeIn(ctx, phone)
 	if wait <= 0 {
 		return &problem.Error{Code: problem.CodeTooManyAttempts, Message: "too many wrong guesses; request a new code"}
 	}
 	return &problem.Error{Code: problem.CodeTooManyAttempts, RetryAfter: wait,
-		Message: fmt.Sprintf("too many wrong guesses; a new code may be requested in %d s", RetrySeconds(wait))}
+		Message: fmt.Sprintf("too many wrong guesses; a new code may be requested in %d s", problem.RetrySeconds(wait))}
 }

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/otpguard/otpguard/internal/guard"
+	"github.com/otpguard/otpguard/internal/guard/guardtest"
 	"github.com/otpguard/otpguard/internal/problem"
 	"github.com/otpguard/otpguard/internal/store/redistest"
 )
@@ -34,7 +35,7 @@ func BenchmarkOTPSendDefault(b *testing.B) {
 	if err := p.Validate(); err != nil {
 		b.Fatal(err)
 	}
-	otp := guard.NewOTP(guard.OTPOptions{Policy: p.OTP, Counter: s, Codes: s, Sender: noSender{},
+	otp := guard.NewOTP(guard.OTPOptions{Policy: p.OTP, Counter: s, Codes: s, Sender: guardtest.Sender{},
 		HMACKey: []byte("0123456789abcdef0123456789abcdef"), Volumes: s, Conversions: watch})
 	b.Cleanup(func() { closeOTP(otp) })
 	ctx := context.Background()
@@ -81,7 +82,7 @@ func TestDefaultSendRoundTrips(t *testing.T) {
 	if err := p.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	otp := guard.NewOTP(guard.OTPOptions{Policy: p.OTP, Counter: s, Codes: s, Sender: noSender{},
+	otp := guard.NewOTP(guard.OTPOptions{Policy: p.OTP, Counter: s, Codes: s, Sender: guardtest.Sender{},
 		HMACKey: []byte("0123456789abcdef0123456789abcdef"), Volumes: s, Conversions: watch})
 	t.Cleanup(otp.Close)
 	ctx := context.Background()

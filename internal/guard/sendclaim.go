@@ -2,14 +2,11 @@ package guard
 
 import (
 	"context"
-	"slices"
 	"sync"
 	"time"
-
-	"github.com/otpguard/otpguard/internal/limit"
 )
 
-// An Idempotency-Key's claim in a send's first round trip (issue 26): the
+// An Idempotency-Key's claim in a send's first round trip: the
 // HTTP layer (httpapi/idempotency.go) does not claim the key on a round
 // trip of its own before a send; it hands the claim to the send in its
 // context (WithSendClaim), and a store that can (store.Redis on a single
@@ -125,24 +122,20 @@ type ClaimLost struct {
 
 func (e *ClaimLost) Error() string { return "otp: idempotency key " + e.State }
 
-// claimLost settles ctx's claim, if any, after the send's limits were
-// taken, and returns a *ClaimLost when another request holds it, having
-// given back everything this send counted: the takes the store spent
-// (the refusing one too: a duplicate is not an attempt) and the velocity
-// count.
-func (s *OTP) claimLost(ctx context.Context, takes []limit.Take, res []limit.Result, vol *VolumeTake, vres *VolumeResult) error {
+// settleClaim settles ctx's claim, if any, once the send's limits were
+// taken (storeAnswered: the store answered them, so it may have carried
+// the claim), and returns a *ClaimLost when another request holds it: the
+// send must then give back everything it counted, the refusing take too
+// (a duplicate is not an attempt), and its velocity count.
+func settleClaim(ctx context.Context, storeAnswered bool) *ClaimLost {
 	c := SendClaimFrom(ctx)
 	if c == nil {
 		return nil
 	}
-	c.settle(ctx, !slices.ContainsFunc(res, func(r limit.Result) bool { return r.Fallback }))
+	c.settle(ctx, storeAnswered)
 	state, answer, tried, _ := c.Outcome()
 	if !tried || state == ClaimClaimed {
 		return nil
-	}
-	s.refund(ctx, countedTakes(takes, res, nil))
-	if volumeCounted(vol, vres) {
-		s.refundVelocity(ctx, tierKey(vol, vres), vol.Now)
 	}
 	return &ClaimLost{State: state, Answer: answer}
 }

@@ -16,7 +16,7 @@ import (
 // A message certainly not sent is not counted against the number: its
 // cooldown, its per-number count, its place in the SMS budget and its
 // count in the country's hour are given back, so the user's next try is
-// not refused for a code that never came (OTP.deliver). The per-address
+// not refused for a code that never came (courier.deliver). The per-address
 // and the automatic abuse limits stay spent.
 var ErrNotSent = errors.New("the provider did not take the message")
 

@@ -3,6 +3,7 @@ package guard
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"slices"
 	"sync"
 	"time"
@@ -23,6 +24,20 @@ type limitedTake struct {
 	operator bool
 }
 
+// spender takes a send's limits and gives back what a send that does not
+// leave spent.
+type spender struct {
+	policy   OTPPolicy
+	counter  limit.Counter
+	blocks   Blocks
+	audit    *audit
+	velocity *velocity
+	volumes  Volumes // the velocity counts' refunds
+	budget   *budget // the budget's refusal is logged once per period
+	log      *slog.Logger
+	now      func() time.Time
+}
+
 // sendLimits are the limits of one send. When the store cannot answer they
 // fall back by the policy's on_store_error: with local, the cooldown is one
 // send per number per cooldown and the per-number limit is local_limit, on
@@ -30,7 +45,7 @@ type limitedTake struct {
 // open, all three are split; with closed, the send is refused. The slice
 // leaves room for the more limits the abuse rules add, appended without a
 // copy.
-func (s *OTP) sendLimits(phone, ip string, more int) []limitedTake {
+func (s *spender) sendLimits(phone, ip string, more int) []limitedTake {
 	mode := s.policy.OnStoreError
 	fallback := func(t limit.Take, localLimit int64) limit.Take {
 		t.Policy, t.OnStoreError = OTPPolicyName, mode
@@ -103,9 +118,12 @@ type spent struct {
 // one higher than it will settle at: it can be refused, never allowed
 // beyond a limit (docs/limits.md, "One round trip per send").
 //
-// It returns what it spent, for a send that does not leave to give back
-// (giveBack).
-func (s *OTP) spend(ctx context.Context, phone Phone, limits []limitedTake, vol *VolumeTake) (spent, error) {
+// The limits are the number's and the address's (sendLimits), then the
+// abuse rules'. It returns what it spent, for a send that does not leave
+// to give back (giveBack).
+func (s *spender) spend(ctx context.Context, phone Phone, ip string, abuse abuseTakes) (spent, error) {
+	limits := append(s.sendLimits(phone.E164, ip, len(abuse.limits)), abuse.limits...)
+	vol := abuse.velocity
 	takes := make([]limit.Take, len(limits))
 	for i, l := range limits {
 		takes[i] = l.take
@@ -117,8 +135,12 @@ func (s *OTP) spend(ctx context.Context, phone Phone, limits []limitedTake, vol 
 	if err != nil {
 		return spent{}, s.spendFailed(ctx, err)
 	}
-	if err := s.claimLost(ctx, takes, res, vol, vres); err != nil { // sendclaim.go
-		return spent{}, err
+	if lost := settleClaim(ctx, !slices.ContainsFunc(res, func(r limit.Result) bool { return r.Fallback })); lost != nil {
+		s.refund(ctx, countedTakes(takes, res, nil))
+		if volumeCounted(vol, vres) {
+			s.refundVolume(ctx, tierKey(vol, vres), vol.Now)
+		}
+		return spent{}, lost
 	}
 	if vres != nil && vres.Trusted {
 		// The store found the number trusted: the automatic rules counted
@@ -161,7 +183,7 @@ func (s *OTP) spend(ctx context.Context, phone Phone, limits []limitedTake, vol 
 	}
 	// A counter that cannot take the velocity rule with the limits: it
 	// comes last, as its own step.
-	counted, trusted, err := s.takeVelocity(ctx, phone, *vol)
+	counted, trusted, err := s.velocity.settle(ctx, phone, *vol, nil)
 	if err != nil {
 		s.refund(ctx, taken)
 		return spent{}, err
@@ -174,7 +196,7 @@ func (s *OTP) spend(ctx context.Context, phone Phone, limits []limitedTake, vol 
 
 // takeSend takes the send's limits, and vol with them when the counter
 // is a SendCounter (nil VolumeResult otherwise).
-func (s *OTP) takeSend(ctx context.Context, takes []limit.Take, vol *VolumeTake) ([]limit.Result, *VolumeResult, error) {
+func (s *spender) takeSend(ctx context.Context, takes []limit.Take, vol *VolumeTake) ([]limit.Result, *VolumeResult, error) {
 	if sc, ok := s.counter.(SendCounter); ok && vol != nil {
 		return sc.TakeSend(ctx, takes, vol)
 	}
@@ -184,10 +206,8 @@ func (s *OTP) takeSend(ctx context.Context, takes []limit.Take, vol *VolumeTake)
 
 // spendFailed is spend's error when the store failed it: no
 // Idempotency-Key claim was made then (a late answer is not taken).
-func (s *OTP) spendFailed(ctx context.Context, err error) error {
-	if c := SendClaimFrom(ctx); c != nil {
-		c.settle(ctx, false)
-	}
+func (s *spender) spendFailed(ctx context.Context, err error) error {
+	_ = settleClaim(ctx, false) // the store did not answer: it carried no claim, none is lost
 	s.log.Log(ctx, limit.StoreFailureLevel(err), "limit store failed", "limit", "otp.send", "err", err)
 	return limit.StoreError(err)
 }
@@ -241,7 +261,7 @@ func tierKey(vol *VolumeTake, vres *VolumeResult) limit.Key {
 // refused answers the send refused by l (whose result is r): it gives
 // back what the send took (taken, and the volume count vel names),
 // at once, and notes the refusal.
-func (s *OTP) refused(ctx context.Context, phone Phone, l limitedTake, r limit.Result, taken []limit.Take, vel spent) error {
+func (s *spender) refused(ctx context.Context, phone Phone, l limitedTake, r limit.Result, taken []limit.Take, vel spent) error {
 	// The refunds and the block's note go out at once: one round trip of
 	// latency. The number is blocked, not just its address. (Not noted
 	// when the fallback decided: the block index lives in the store.)
@@ -252,16 +272,16 @@ func (s *OTP) refused(ctx context.Context, phone Phone, l limitedTake, r limit.R
 		wg.Go(func() { s.noteBlockRefundVolume(ctx, br, b, vel) })
 	} else {
 		if velocity {
-			wg.Go(func() { s.refundVelocity(ctx, vel.velocity, vel.velocityAt) })
+			wg.Go(func() { s.refundVolume(ctx, vel.velocity, vel.velocityAt) })
 		}
 		if note {
-			wg.Go(func() { s.noteBlock(ctx, b) })
+			wg.Go(func() { s.audit.noteBlock(ctx, b) })
 		}
 	}
 	s.refund(ctx, taken)
 	wg.Wait()
 	if l.denial == problem.CodeBudgetExhausted {
-		s.budgetRefused(ctx, l.take.Key, r)
+		s.budget.refused(ctx, l.take.Key, r)
 	}
 	e := &problem.Error{Code: l.denial, Message: l.what, RetryAfter: r.RetryAfter,
 		Usage: Usage(r.Count, l.take.Limit, l.take.Window)}
@@ -275,8 +295,8 @@ func (s *OTP) refused(ctx context.Context, phone Phone, l limitedTake, r limit.R
 // volume count (vel) in one store call. It carries a refund, so it gets
 // the store's budget (through the Fallback: its timeout, or up to the
 // ceiling while the probe vouches for Redis), not convTimeout
-// (refundVelocity says why).
-func (s *OTP) noteBlockRefundVolume(ctx context.Context, br BlockVolumeRefunder, b Block, vel spent) {
+// (refundVolume says why).
+func (s *spender) noteBlockRefundVolume(ctx context.Context, br BlockVolumeRefunder, b Block, vel spent) {
 	if err := br.NoteBlockRefundVolume(context.WithoutCancel(ctx), b, vel.velocity, vel.velocityAt); err != nil {
 		// A lost refund only ever refuses more, never allows more.
 		s.log.WarnContext(ctx, "noting a block and refunding its country count failed", "phone", MaskPhone(b.Phone), "err", err)
@@ -287,15 +307,15 @@ func (s *OTP) noteBlockRefundVolume(ctx context.Context, br BlockVolumeRefunder,
 // refused: the refund of what the limits took goes out while the refusal
 // is judged (its alert claims a round trip of its own), one round trip of
 // latency for both.
-func (s *OTP) volumeRefused(ctx context.Context, phone Phone, vol VolumeTake, vres VolumeResult, taken []limit.Take) error {
+func (s *spender) volumeRefused(ctx context.Context, phone Phone, vol VolumeTake, vres VolumeResult, taken []limit.Take) error {
 	var wg sync.WaitGroup
 	wg.Go(func() { s.refund(ctx, taken) })
-	err := s.velocityDenied(ctx, phone, vol, vres)
+	_, _, err := s.velocity.settle(ctx, phone, vol, &vres)
 	wg.Wait()
 	return err
 }
 
-func (s *OTP) refund(ctx context.Context, takes []limit.Take) {
+func (s *spender) refund(ctx context.Context, takes []limit.Take) {
 	if len(takes) == 0 {
 		return
 	}
@@ -305,33 +325,17 @@ func (s *OTP) refund(ctx context.Context, takes []limit.Take) {
 	}
 }
 
-// giveBack returns what a send that surely did not leave spent: its budget,
-// its count in the country's hour and, with try, the number's own limits
-// (its cooldown and per-number count), each in the window it was counted
-// in (Take.WindowID), in one refund. The per-address and the automatic
-// abuse limits stay spent: they bound how many provider calls one address
-// or one range of numbers costs, and a refusal an attacker provokes (a
-// flood that meets the provider's rate limit, numbers it refuses) must not
-// hand them back.
-func (s *OTP) giveBack(ctx context.Context, phone Phone, sp spent, try bool) {
-	back := budgetTakes(sp.takes)
-	if try {
-		back = append(back, numberTakes(sp.takes, phone.E164)...)
+// refundVolume gives back a send counted at under k (the velocity
+// rule's, the trusted tier's or the solved cap's counts) that did not leave.
+//
+// A refund is part of the count, not of the watch: it gets the store's
+// Redis budget (the client bounds a call without a deadline by
+// max(OTPGUARD_REDIS_TIMEOUT, OTPGUARD_REDIS_MAX_WAIT)), as the limits'
+// refunds in the same refusal do, and not convTimeout: a lost refund
+// leaves a send that never went in the country's hour, for real users
+// to be refused by (unusual_volume).
+func (s *spender) refundVolume(ctx context.Context, k limit.Key, at time.Time) {
+	if err := s.volumes.RefundVolume(context.WithoutCancel(ctx), k, at); err != nil {
+		s.log.WarnContext(ctx, "country velocity: refund failed", "err", err)
 	}
-	s.refund(ctx, back)
-	if !sp.velocityAt.IsZero() {
-		s.refundVelocity(ctx, sp.velocity, sp.velocityAt)
-	}
-}
-
-// numberTakes are the number's own takes among passed: its cooldown and
-// its per-number window (PhoneCounterKeys).
-func numberTakes(passed []limit.Take, e164 string) []limit.Take {
-	var out []limit.Take
-	for _, t := range passed {
-		if t.Key == cooldownKey(e164) || t.Key == phoneSendsKey(e164) {
-			out = append(out, t)
-		}
-	}
-	return out
 }

@@ -7,6 +7,7 @@ import (
 	"crypto/subtle"
 	"encoding/binary"
 	"fmt"
+	"log/slog"
 	"strconv"
 	"time"
 
@@ -43,20 +44,31 @@ import (
 // can be used once per instance.
 const statelessSteps = 3
 
-// statelessCodes reports whether this policy sends stateless codes when the
+// stateless makes and checks the stateless codes of an OTP service.
+type stateless struct {
+	policy  OTPPolicy
+	hmacKey []byte
+	counter limit.Counter // the guesses and the used marks
+	// lastStoreFailure: see OTPOptions.LastStoreFailure.
+	lastStoreFailure func() time.Time
+	log              *slog.Logger
+	now              func() time.Time
+}
+
+// on reports whether this policy sends stateless codes when the
 // store cannot save one.
-func (s *OTP) statelessCodes() bool {
+func (s *stateless) on() bool {
 	return s.policy.OnStoreError != limit.FallbackClosed && len(s.hmacKey) > 0
 }
 
-func (s *OTP) stepLength() time.Duration {
+func (s *stateless) stepLength() time.Duration {
 	return max(time.Second, s.policy.CodeTTL/statelessSteps)
 }
 
-func (s *OTP) step(t time.Time) int64 { return t.UnixNano() / int64(s.stepLength()) }
+func (s *stateless) step(t time.Time) int64 { return t.UnixNano() / int64(s.stepLength()) }
 
-// statelessCode is the code of phone in step.
-func (s *OTP) statelessCode(phone string, step int64) string {
+// code is the code of phone in step.
+func (s *stateless) code(phone string, step int64) string {
 	m := hmac.New(sha256.New, s.hmacKey)
 	m.Write([]byte("otpguard stateless code v1\x00"))
 	m.Write([]byte(phone))
@@ -72,36 +84,40 @@ func (s *OTP) statelessCode(phone string, step int64) string {
 	return fmt.Sprintf("%0*d", s.policy.CodeLength, binary.BigEndian.Uint64(sum[:8])%mod)
 }
 
-// statelessNow is the code to send now and how long it stays valid.
-func (s *OTP) statelessNow(phone string, now time.Time) (string, time.Duration) {
+// current is the code to send now and how long it stays valid; ok is
+// false when the policy sends no stateless codes (on).
+func (s *stateless) current(phone string, now time.Time) (code string, ttl time.Duration, ok bool) {
+	if !s.on() {
+		return "", 0, false
+	}
 	k := s.step(now)
 	start := time.Unix(0, k*int64(s.stepLength()))
-	return s.statelessCode(phone, k), start.Add(s.policy.CodeTTL).Sub(now)
+	return s.code(phone, k), start.Add(s.policy.CodeTTL).Sub(now), true
 }
 
-// matchStateless compares code with every live step's code, all of them
+// match compares code with every live step's code, all of them
 // every time, and returns the step that matched.
-func (s *OTP) matchStateless(phone, code string, now time.Time) (int64, bool) {
+func (s *stateless) match(phone, code string, now time.Time) (int64, bool) {
 	cur := s.step(now)
 	var found int64 = -1
 	for k := cur - statelessSteps + 1; k <= cur; k++ {
-		if subtle.ConstantTimeCompare([]byte(s.statelessCode(phone, k)), []byte(code)) == 1 {
+		if subtle.ConstantTimeCompare([]byte(s.code(phone, k)), []byte(code)) == 1 {
 			found = k
 		}
 	}
 	return found, found >= 0
 }
 
-// recentStoreFailure reports whether stateless codes may be in circulation: the
+// recentFailure reports whether stateless codes may be in circulation: the
 // store failed within the last code TTL.
-func (s *OTP) recentStoreFailure(now time.Time) bool {
+func (s *stateless) recentFailure(now time.Time) bool {
 	last := s.lastStoreFailure()
 	return !last.IsZero() && now.Sub(last) < s.policy.CodeTTL
 }
 
-// statelessTake is a counter of the stateless scheme: the guesses at a
+// take is a counter of the stateless scheme: the guesses at a
 // number's codes, or the mark that a step's code was used.
-func (s *OTP) statelessTake(phone, name string, lim int64) limit.Take {
+func (s *stateless) take(phone, name string, lim int64) limit.Take {
 	t := limit.Take{Key: limit.Key{Space: "otp", ID: phone, Name: name}, Algorithm: limit.FixedWindow, Limit: lim,
 		Window: s.policy.CodeTTL, Cost: 1, Policy: OTPPolicyName, OnStoreError: s.policy.OnStoreError}
 	if t.OnStoreError == limit.FallbackLocal {
@@ -110,11 +126,11 @@ func (s *OTP) statelessTake(phone, name string, lim int64) limit.Take {
 	return t
 }
 
-// verifyStateless checks code against the number's stateless codes:
+// verify checks code against the number's stateless codes:
 // counts the guess, compares, and marks the code used on a match.
-func (s *OTP) verifyStateless(ctx context.Context, phone Phone, code string) error {
+func (s *stateless) verify(ctx context.Context, phone Phone, code string) error {
 	now := s.now()
-	res, err := s.counter.Take(ctx, []limit.Take{s.statelessTake(phone.E164, "sguess", int64(s.policy.MaxVerifyAttempts))})
+	res, err := s.counter.Take(ctx, []limit.Take{s.take(phone.E164, "sguess", int64(s.policy.MaxVerifyAttempts))})
 	if err != nil {
 		s.log.Log(ctx, limit.StoreFailureLevel(err), "counting a guess failed", "phone", MaskPhone(phone.E164), "err", err)
 		return limit.StoreError(err)
@@ -122,18 +138,18 @@ func (s *OTP) verifyStateless(ctx context.Context, phone Phone, code string) err
 	if !res[0].Allowed {
 		return &problem.Error{Code: problem.CodeTooManyAttempts, Message: "too many wrong guesses; request a new code", RetryAfter: res[0].RetryAfter}
 	}
-	k, ok := s.matchStateless(phone.E164, code, now)
+	k, ok := s.match(phone.E164, code, now)
 	if !ok {
 		left := int(res[0].Remaining)
 		return &problem.Error{Code: problem.CodeWrongCode, Message: "the code is wrong", AttemptsLeft: &left}
 	}
-	return s.useStateless(ctx, phone, k)
+	return s.use(ctx, phone, k)
 }
 
-// useStateless marks step's code used: of two uses (on one instance, or in
+// use marks step's code used: of two uses (on one instance, or in
 // Redis) one wins.
-func (s *OTP) useStateless(ctx context.Context, phone Phone, step int64) error {
-	res, err := s.counter.Take(ctx, []limit.Take{s.statelessTake(phone.E164, "used:"+strconv.FormatInt(step, 10), 1)})
+func (s *stateless) use(ctx context.Context, phone Phone, step int64) error {
+	res, err := s.counter.Take(ctx, []limit.Take{s.take(phone.E164, "used:"+strconv.FormatInt(step, 10), 1)})
 	if err != nil {
 		s.log.Log(ctx, limit.StoreFailureLevel(err), "marking a code used failed", "phone", MaskPhone(phone.E164), "err", err)
 		return limit.StoreError(err)

@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/otpguard/otpguard/internal/limit"
@@ -31,28 +32,6 @@ import (
 // mark and takes the right tier's count in one atomic step, in the round
 // trip the send's limits already make (store.TakeSend), also on Redis
 // Cluster. The price: on Cluster a country's marks live in one slot.
-
-// Tier is how far a send's number is trusted; it decides which automatic
-// rules apply (abuseRules).
-type Tier int
-
-// The tiers of a send.
-const (
-	TierNew     Tier = iota // untrusted: every automatic rule applies
-	TierSolved              // solved a challenge: a tier of its own, not trust
-	TierTrusted             // verified before, imported, or an account's number
-)
-
-// String names the tier as the desk and the logs show it.
-func (t Tier) String() string {
-	switch t {
-	case TierSolved:
-		return "solved"
-	case TierTrusted:
-		return "trusted"
-	}
-	return "new"
-}
 
 // TrustPolicy is otp.trust. VerifiedWithin 0 turns the marks off: no
 // verify sets one, no send reads one, and an import is refused (a mark
@@ -112,42 +91,33 @@ func trustMarkKey(hmacKey []byte, phone Phone) limit.Key {
 	return limit.Key{Space: "otp:tr", ID: region(phone), Name: base64.RawURLEncoding.EncodeToString(m.Sum(nil)[:16])}
 }
 
-// trustedTierKey is the trusted tier's hourly counters of a country:
-// the velocity rule's layout, its own key.
-func trustedTierKey(region string) limit.Key {
-	return limit.Key{Space: "otp:vel", ID: region, Name: "t"}
+// trust is what a send and a verify do with trusted numbers: read and set
+// their marks, and count the trusted tier.
+type trust struct {
+	trusts  Trusts // nil: only the account flag trusts
+	policy  TrustPolicy
+	hmacKey []byte
+	safe    safeList
+	// velocity: the volume count a trusted send completes; its volumes
+	// nil: no volume store, the mark is read on its own.
+	velocity *velocity
+	events   EventSink
+	log      *slog.Logger
+	now      func() time.Time
 }
 
-// trustOn reports whether marks are read and written.
-func (s *OTP) trustOn() bool {
-	return s.trusts != nil && s.policy.Trust.VerifiedWithin > 0
-}
-
-// trustStep is the send's trust decision, before the abuse rules: the
-// app's word (account) trusts at once; otherwise the number's mark is
-// read in the store, in the velocity script when the send takes one
-// (abuseRules, then spend), or here with one round trip of its own when
-// no script goes out (the velocity rule off or no volume store).
-func (s *OTP) trustStep(ctx context.Context, phone Phone, account bool) Tier {
-	if account {
-		return TierTrusted
-	}
-	if s.safe(phone.E164) || s.abuse.volumes != nil {
-		return TierNew // with volumes, the script reads the mark
-	}
-	if s.trustedNow(ctx, phone, false) { // a store failure: judged new
-		return TierTrusted
-	}
-	return TierNew
+// on reports whether marks are read and written.
+func (s *trust) on() bool {
+	return s.trusts != nil && s.policy.VerifiedWithin > 0
 }
 
 // trustedNow reports whether phone is trusted, reading its mark at once
 // (one round trip): for a send an automatic block would refuse.
-func (s *OTP) trustedNow(ctx context.Context, phone Phone, account bool) bool {
+func (s *trust) trustedNow(ctx context.Context, phone Phone, account bool) bool {
 	if account {
 		return true
 	}
-	if !s.trustOn() {
+	if !s.on() {
 		return false
 	}
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), convTimeout)
@@ -156,44 +126,19 @@ func (s *OTP) trustedNow(ctx context.Context, phone Phone, account bool) bool {
 	return err == nil && ok
 }
 
-// trustTake completes the volume count of a send of tier: the trusted
-// tier's counters and cap, and the mark for the script to read when the
-// tier is not known yet. Nil when the send counts no volume.
-func (s *OTP) trustTake(phone Phone, tier Tier, vol *VolumeTake) *VolumeTake {
-	if s.abuse.volumes == nil || s.safe(phone.E164) {
-		return vol
-	}
-	if vol == nil {
-		if tier != TierTrusted && !s.trustOn() {
-			return nil
-		}
-		v := s.volumeTake(phone)
-		v.NewOff = true // the velocity rule is off: only the trusted tier counts
-		vol = &v
-	}
-	tp := s.policy.Trust
-	vol.Trusted = tier == TierTrusted
-	vol.TrustedKey = trustedTierKey(region(phone))
-	vol.TFloor, vol.TFactor = max(1, tp.Floor), max(1, tp.Factor)
-	if !vol.Trusted && s.trustOn() {
-		vol.Mark = trustMarkKey(s.hmacKey, phone)
-	}
-	return vol
-}
-
 // rememberVerified marks phone trusted for verified_within from now and
 // credits the verify to the trusted tier when the number was trusted; it
 // reports whether it was (its mark was set before this verify): a trusted
 // verify, which teaches the new tier's baselines nothing (creditable).
-func (s *OTP) rememberVerified(ctx context.Context, phone Phone) bool {
-	if !s.trustOn() || s.safe(phone.E164) || limit.StoreFailed(ctx) {
+func (s *trust) rememberVerified(ctx context.Context, phone Phone) bool {
+	if !s.on() || s.safe.has(phone.E164) || limit.StoreFailed(ctx) {
 		return false // a verify the store failed in waits on it no more
 	}
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), convTimeout)
 	defer cancel()
 	m := TrustMark{Key: trustMarkKey(s.hmacKey, phone), Tier: trustedTierKey(region(phone)),
-		Hour: hour(s.now()), Credit: true, TTL: s.policy.CountryVelocity.ttl()}
-	n, err := s.trusts.MarkTrusted(cctx, []TrustMark{m}, s.policy.Trust.VerifiedWithin)
+		Hour: hour(s.now()), Credit: true, TTL: s.velocity.policy.ttl()}
+	n, err := s.trusts.MarkTrusted(cctx, []TrustMark{m}, s.policy.VerifiedWithin)
 	if err != nil {
 		s.log.WarnContext(ctx, "trust: remembering a verified number failed", "err", err)
 	}
@@ -206,17 +151,17 @@ type ImportResult struct {
 	Invalid  []int // indexes of the numbers that are not valid E.164
 }
 
-// ImportTrusted marks numbers trusted for verified_within (an operator's
+// importTrusted marks numbers trusted for verified_within (an operator's
 // import of the numbers an app verified before it used otpguard), and
 // records it in the audit trail with the counts only (no number).
 // Idempotent: importing a number again only renews its mark. Imported
 // counts distinct numbers: a number listed twice is marked, and counted,
 // once.
-func (s *OTP) ImportTrusted(ctx context.Context, numbers []string, actor string) (ImportResult, error) {
+func (s *trust) importTrusted(ctx context.Context, numbers []string, actor string) (ImportResult, error) {
 	if len(numbers) > MaxTrustImport {
 		return ImportResult{}, problem.Errorf(problem.CodeInvalidRequest, "at most %d numbers per import, got %d", MaxTrustImport, len(numbers))
 	}
-	if !s.trustOn() {
+	if !s.on() {
 		return ImportResult{}, problem.Errorf(problem.CodeInvalidRequest, "trusted numbers are off (otp.trust.verified_within is 0)")
 	}
 	var res ImportResult
@@ -235,7 +180,7 @@ func (s *OTP) ImportTrusted(ctx context.Context, numbers []string, actor string)
 		marks = append(marks, TrustMark{Key: trustMarkKey(s.hmacKey, p)})
 	}
 	if len(marks) > 0 {
-		if _, err := s.trusts.MarkTrusted(ctx, marks, s.policy.Trust.VerifiedWithin); err != nil {
+		if _, err := s.trusts.MarkTrusted(ctx, marks, s.policy.VerifiedWithin); err != nil {
 			s.log.Log(ctx, limit.StoreFailureLevel(err), "trust: import failed", "err", err)
 			return ImportResult{}, limit.StoreError(err)
 		}

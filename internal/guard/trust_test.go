@@ -3,13 +3,12 @@ package guard_test
 import (
 	"context"
 	"fmt"
-	"regexp"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/otpguard/otpguard/internal/guard"
+	"github.com/otpguard/otpguard/internal/guard/guardtest"
 	"github.com/otpguard/otpguard/internal/limit"
 	"github.com/otpguard/otpguard/internal/problem"
 	"github.com/otpguard/otpguard/internal/store/redistest"
@@ -31,7 +30,7 @@ func trustOTP(t *testing.T, newFloor, trustFloor int64, now func() time.Time) (*
 	if err := p.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	otp := guard.NewOTP(guard.OTPOptions{Policy: p.OTP, Counter: s, Codes: s, Sender: noSender{}, Now: now,
+	otp := guard.NewOTP(guard.OTPOptions{Policy: p.OTP, Counter: s, Codes: s, Sender: guardtest.Sender{}, Now: now,
 		HMACKey: []byte("0123456789abcdef0123456789abcdef"), Volumes: s, Trusts: s})
 	t.Cleanup(otp.Close)
 	return otp, rt
@@ -107,28 +106,6 @@ func TestTrustRoundTrips(t *testing.T) {
 	}
 }
 
-// codeSender keeps the last message sent to each number.
-type codeSender struct {
-	mu   sync.Mutex
-	last map[string]string
-}
-
-func (c *codeSender) Send(_ context.Context, m guard.Message) error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.last == nil {
-		c.last = map[string]string{}
-	}
-	c.last[m.To] = regexp.MustCompile(`\d{4,10}`).FindString(m.Body)
-	return nil
-}
-
-func (c *codeSender) code(to string) string {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.last[to]
-}
-
 // TestVerifiedNumberTrustedNextDay: a number that verified a code is
 // trusted the next day (on a driven clock) while its country refuses new
 // numbers; with verified_within 0 it is not.
@@ -155,7 +132,7 @@ func TestVerifiedNumberTrustedNextDay(t *testing.T) {
 			if err := p.Validate(); err != nil {
 				t.Fatal(err)
 			}
-			out := &codeSender{}
+			out := &guardtest.Outbox{}
 			otp := guard.NewOTP(guard.OTPOptions{Policy: p.OTP, Counter: s, Codes: s, Sender: out, Now: clock,
 				HMACKey: []byte("0123456789abcdef0123456789abcdef"), Volumes: s, Trusts: s})
 			t.Cleanup(otp.Close)
@@ -164,7 +141,7 @@ func TestVerifiedNumberTrustedNextDay(t *testing.T) {
 			if _, err := otp.Send(ctx, guard.SendRequest{Phone: user}); err != nil {
 				t.Fatal(err)
 			}
-			if _, err := otp.Verify(ctx, guard.VerifyRequest{Phone: user, Code: out.code(user)}); err != nil {
+			if _, err := otp.Verify(ctx, guard.VerifyRequest{Phone: user, Code: out.Code(user)}); err != nil {
 				t.Fatalf("verify: %v", err)
 			}
 			now.Add(24 * 3600) // the next day
@@ -210,7 +187,7 @@ func TestAutoBlockSparesTrusted(t *testing.T) {
 			s, _, _ := redistest.Store(t)
 			p := guard.DefaultPolicies()
 			p.FillDefaults()
-			otp := guard.NewOTP(guard.OTPOptions{Policy: p.OTP, Counter: s, Codes: s, Sender: noSender{},
+			otp := guard.NewOTP(guard.OTPOptions{Policy: p.OTP, Counter: s, Codes: s, Sender: guardtest.Sender{},
 				HMACKey: []byte("0123456789abcdef0123456789abcdef"), Volumes: s, Trusts: s,
 				Deny: denyAll{guard.DenyEntry{ID: 1, Pattern: "+44", Author: tc.author}}})
 			t.Cleanup(otp.Close)
@@ -250,7 +227,7 @@ func TestTrustedVerifyCreditsNoBaseline(t *testing.T) {
 	if err := p.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	out, credits := &codeSender{}, &creditCounter{Volumes: s}
+	out, credits := &guardtest.Outbox{}, &creditCounter{Volumes: s}
 	otp := guard.NewOTP(guard.OTPOptions{Policy: p.OTP, Counter: s, Codes: s, Sender: out,
 		HMACKey: []byte("0123456789abcdef0123456789abcdef"), Volumes: credits, Trusts: s})
 	t.Cleanup(otp.Close)
@@ -267,7 +244,7 @@ func TestTrustedVerifyCreditsNoBaseline(t *testing.T) {
 		if res.Tier != want.tier {
 			t.Errorf("send %d: tier %v, want %v", i+1, res.Tier, want.tier)
 		}
-		if _, err := otp.Verify(ctx, guard.VerifyRequest{Phone: user, Code: out.code(user)}); err != nil {
+		if _, err := otp.Verify(ctx, guard.VerifyRequest{Phone: user, Code: out.Code(user)}); err != nil {
 			t.Fatalf("verify %d: %v", i+1, err)
 		}
 		if got := credits.n.Load(); got != want.credits {

@@ -6,16 +6,17 @@ import (
 	"testing"
 
 	"github.com/otpguard/otpguard/internal/guard"
+	"github.com/otpguard/otpguard/internal/guard/guardtest"
 	"github.com/otpguard/otpguard/internal/limit"
 )
 
 // unindexedStore saves codes, but answers ErrUnindexed, as the store does
 // on Redis Cluster when the verification id's index (on another master)
 // could not be written.
-type unindexedStore struct{ *outageStore }
+type unindexedStore struct{ *guardtest.OutageStore }
 
 func (u unindexedStore) SaveCode(ctx context.Context, c guard.NewCode) (int, error) {
-	prev, err := u.outageStore.SaveCode(ctx, c)
+	prev, err := u.OutageStore.SaveCode(ctx, c)
 	if err != nil {
 		return prev, err
 	}
@@ -26,10 +27,10 @@ func (u unindexedStore) SaveCode(ctx context.Context, c guard.NewCode) (int, err
 // verification_id, and verifies: the number's own keys answered, so the
 // send is not refused, even under closed.
 func TestSendWithoutVerificationIndex(t *testing.T) {
-	st := newOutageStore()
+	st := guardtest.NewOutageStore()
 	p := guard.DefaultPolicies().OTP
 	p.OnStoreError = limit.FallbackClosed
-	box := &smsBox{}
+	box := &guardtest.Outbox{}
 	otp := guard.NewOTP(guard.OTPOptions{Policy: p, Counter: st, Codes: unindexedStore{st}, Sender: box, HMACKey: outageHMACKey})
 	res, err := otp.Send(context.Background(), guard.SendRequest{Phone: "+447911123456"})
 	if err != nil {
@@ -38,7 +39,7 @@ func TestSendWithoutVerificationIndex(t *testing.T) {
 	if res.VerificationID != "" {
 		t.Errorf("verification_id %q for a record that cannot be read by id", res.VerificationID)
 	}
-	if _, err := otp.Verify(context.Background(), guard.VerifyRequest{Phone: "+447911123456", Code: box.last(t)}); err != nil {
+	if _, err := otp.Verify(context.Background(), guard.VerifyRequest{Phone: "+447911123456", Code: box.Last(t)}); err != nil {
 		t.Errorf("the saved code did not verify: %v", err)
 	}
 }

@@ -3,6 +3,7 @@ package guard
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/otpguard/otpguard/internal/limit"
@@ -67,32 +68,30 @@ const (
 	unverifiedNormalMin     = 200
 )
 
-// unverifiedTake is the budget the policy gives an untrusted send: none
-// without challenges, since what it holds back must meet a challenge,
-// never a refusal (real users' new numbers arrive with the attacker's).
-func (s *OTP) unverifiedTake() UnverifiedTake {
-	v := s.policy.CountryVelocity
-	if v.UnverifiedFloor <= 0 || !s.challenging() {
-		return UnverifiedTake{}
-	}
-	return UnverifiedTake{Floor: v.UnverifiedFloor, Share: v.UnverifiedShare,
-		NormalDefault: unverifiedNormalDefault, NormalMin: unverifiedNormalMin}
+// unverifiedBudget answers the refusals of the unverified budget (the
+// velocity rule gives a send its budget: velocity.unverifiedTake).
+type unverifiedBudget struct {
+	hooks  AbuseHooks
+	conv   Conversions // the alert's claim; nil: no alert
+	events EventSink
+	log    *slog.Logger
+	now    func() time.Time
 }
 
-// unverifiedDenied is the refusal of a send the unverified budget refused
+// denied is the refusal of a send the unverified budget refused
 // (a challenge instead, when challenges are on): until the end of the
 // minute, when the verifies of the codes in flight may have made room.
 // It counts in the velocity rule's metric and, once per country and hour
 // across instances, in the audit trail.
-func (s *OTP) unverifiedDenied(ctx context.Context, phone Phone, t VolumeTake, res VolumeResult) error {
+func (s *unverifiedBudget) denied(ctx context.Context, phone Phone, t VolumeTake, res VolumeResult) error {
 	r := region(phone)
-	if f := s.abuse.hooks.VelocityRefused; f != nil {
+	if f := s.hooks.VelocityRefused; f != nil {
 		f(r)
 	}
 	retry := time.Unix((t.Now.Unix()/60+1)*60, 0).Sub(t.Now)
-	if s.abuse.conv != nil {
+	if s.conv != nil {
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), convTimeout)
-		first, err := s.abuse.conv.ClaimAlert(cctx, limit.Key{Space: "otp:vel", ID: r, Name: fmt.Sprintf("unverified:%d", t.Hour)}, time.Hour+time.Minute)
+		first, err := s.conv.ClaimAlert(cctx, limit.Key{Space: "otp:vel", ID: r, Name: fmt.Sprintf("unverified:%d", t.Hour)}, time.Hour+time.Minute)
 		cancel()
 		if err == nil && first {
 			s.log.WarnContext(ctx, "UNVERIFIED BUDGET: new numbers of a country challenged until their codes are verified",
@@ -105,21 +104,4 @@ func (s *OTP) unverifiedDenied(ctx context.Context, phone Phone, t VolumeTake, r
 	}
 	return &problem.Error{Code: problem.CodeUnusualVolume, RetryAfter: retry, Usage: Usage(0, res.Unverified, time.Hour),
 		Message: "too many codes sent to new numbers of this country are not verified yet; try again shortly"}
-}
-
-// solvedCountTTL is how long a country's solved counts live after a
-// verify's count: the store's own TTL for them (store: solvedTTL).
-const solvedCountTTL = 2 * time.Hour
-
-// creditSolved counts the verify of a solved send's code in its country's
-// solved counts, which back the hour's solved sends (take_solved.lua).
-func (s *OTP) creditSolved(ctx context.Context, phone Phone) {
-	if s.abuse.volumes == nil || s.unverifiedTake().Floor == 0 {
-		return
-	}
-	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), convTimeout)
-	defer cancel()
-	if err := s.abuse.volumes.CountVerified(cctx, solvedKey(region(phone)), hour(s.now()), solvedCountTTL); err != nil {
-		s.log.WarnContext(ctx, "challenge: counting a solved verify failed", "err", err)
-	}
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/otpguard/otpguard/internal/guard"
+	"github.com/otpguard/otpguard/internal/guard/guardtest"
 	"github.com/otpguard/otpguard/internal/problem"
 )
 
@@ -15,7 +16,7 @@ import (
 // refusal is unusual_volume until the minute ends, nothing sent.
 func TestUnverifiedBudgetSend(t *testing.T) {
 	now := time.Date(2026, 3, 1, 12, 20, 30, 0, time.UTC)
-	build := func(edit func(*guard.CountryVelocity), vol *fakeVolumes, box *smsBox, ch guard.Challenger) *guard.OTP {
+	build := func(edit func(*guard.CountryVelocity), vol *fakeVolumes, box *guardtest.Outbox, ch guard.Challenger) *guard.OTP {
 		p := guard.DefaultPolicies()
 		p.OTP.Cooldown = 0
 		if edit != nil {
@@ -25,7 +26,7 @@ func TestUnverifiedBudgetSend(t *testing.T) {
 		if err := p.Validate(); err != nil {
 			t.Fatal(err)
 		}
-		st := newOutageStore()
+		st := guardtest.NewOutageStore()
 		return guard.NewOTP(guard.OTPOptions{Policy: p.OTP, Counter: st, Codes: st, Sender: box, HMACKey: outageHMACKey,
 			Now: func() time.Time { return now }, Volumes: vol, Challenger: ch})
 	}
@@ -42,7 +43,7 @@ func TestUnverifiedBudgetSend(t *testing.T) {
 	}
 	for _, tc := range cases {
 		vol := &fakeVolumes{}
-		if _, err := build(tc.edit, vol, &smsBox{}, tc.ch).Send(ctx, guard.SendRequest{Phone: "+2348031234567"}); err != nil {
+		if _, err := build(tc.edit, vol, &guardtest.Outbox{}, tc.ch).Send(ctx, guard.SendRequest{Phone: "+2348031234567"}); err != nil {
 			t.Fatal(err)
 		}
 		if len(vol.takes) != 1 || vol.takes[0].Unverified != tc.want {
@@ -52,7 +53,7 @@ func TestUnverifiedBudgetSend(t *testing.T) {
 	vol := &fakeVolumes{take: func(guard.VolumeTake) (guard.VolumeResult, error) {
 		return guard.VolumeResult{Count: 30, Limit: 150, Unverified: 20}, nil
 	}}
-	box := &smsBox{}
+	box := &guardtest.Outbox{}
 	_, err := build(nil, vol, box, fakeChallenger{}).Send(ctx, guard.SendRequest{Phone: "+2348031234567"})
 	wantCode(t, err, problem.CodeChallengeRequired)
 	var e *problem.Error
@@ -63,8 +64,8 @@ func TestUnverifiedBudgetSend(t *testing.T) {
 	if !errors.As(e.Err, &cause) || cause.Code != problem.CodeUnusualVolume || cause.RetryAfter != 30*time.Second {
 		t.Errorf("cause %v, want unusual_volume until the end of the minute (30s)", e.Err)
 	}
-	if box.count() != 0 {
-		t.Errorf("SMS sent: %d, want 0", box.count())
+	if box.Count() != 0 {
+		t.Errorf("SMS sent: %d, want 0", box.Count())
 	}
 }
 

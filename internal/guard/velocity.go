@@ -2,13 +2,11 @@ package guard
 
 import (
 	"context"
-	"fmt"
+	"log/slog"
 	"sync"
 	"time"
 
-	"github.com/nyaruka/phonenumbers"
 	"github.com/otpguard/otpguard/internal/limit"
-	"github.com/otpguard/otpguard/internal/problem"
 )
 
 // The country velocity rule (README.md, "Abuse defences"; docs/abuse.md).
@@ -121,20 +119,10 @@ type Normals interface {
 	NormalConversion(ctx context.Context, k limit.Key, hour int64) (rate float64, known bool, err error)
 }
 
-// VelocityActor is the author of the velocity rule's audit events.
-const VelocityActor = "otpguard:country-velocity"
-
 // velocityTTL is how long a country's counters outlive their last write:
 // the lookback and one hour more, so the oldest hour is still there when
 // the baseline reads it.
 func (v CountryVelocity) ttl() time.Duration { return v.Lookback + 2*time.Hour }
-
-func region(p Phone) string {
-	if p.Region == "" {
-		return "001" // non-geographic numbers (+800, +882...)
-	}
-	return p.Region
-}
 
 func velocityKey(region string) limit.Key { return limit.Key{Space: "otp:vel", ID: region, Name: "h"} }
 
@@ -142,219 +130,170 @@ func quarantineKey(region string) limit.Key {
 	return limit.Key{Space: "otp:vel", ID: region, Name: "quarantine"}
 }
 
+// trustedTierKey is the trusted tier's hourly counters of a country:
+// the velocity rule's layout, its own key.
+func trustedTierKey(region string) limit.Key {
+	return limit.Key{Space: "otp:vel", ID: region, Name: "t"}
+}
+
+func solvedKey(region string) limit.Key {
+	return limit.Key{Space: "otp:vel", ID: region, Name: "solved"}
+}
+
+func solvedCutKey(region string) limit.Key {
+	return limit.Key{Space: "otp:vel", ID: region, Name: "solvedcut"}
+}
+
+func solutionKey(region, id string) limit.Key {
+	return limit.Key{Space: "otp:vel", ID: region, Name: "used:" + id}
+}
+
 // hour is the hour bucket of t.
 func hour(t time.Time) int64 { return t.Unix() / 3600 }
 
-// velocityOn reports whether the rule applies to phone.
-func (s *OTP) velocityOn(safe bool) bool {
-	return s.abuse.volumes != nil && s.policy.CountryVelocity.Mode == VelocityEnforce && !safe
+// velocity is the country velocity rule of an OTP service: its counts,
+// its refusals and their alerts, its credit and quarantines.
+type velocity struct {
+	policy CountryVelocity
+	// historyMinSends is conversion.history_min_sends.
+	historyMinSends int64
+	onStoreError    limit.FallbackMode
+	safe            safeList
+	volumes         Volumes // nil: no country velocity rule
+	conv            Conversions
+	hooks           AbuseHooks
+	audit           *audit
+	// The tiers a send's count may be in, and the refusals of their caps.
+	challenge  ChallengePolicy
+	challenges *challenges
+	trust      *trust
+	unverified *unverifiedBudget
+	solved     *solvedCap
+	log        *slog.Logger
+	now        func() time.Time
+
+	mu sync.Mutex
+	// noted is, per country, the end of the velocity block this instance
+	// last noted in the block index (refused).
+	noted map[string]time.Time
 }
 
-// velocityFloor is the country's floor: the larger of the policy's floor
+// on reports whether the rule applies to phone.
+func (s *velocity) on(safe bool) bool {
+	return s.volumes != nil && s.policy.Mode == VelocityEnforce && !safe
+}
+
+// floor is the country's floor: the larger of the policy's floor
 // and the volume declared for it.
 func (v CountryVelocity) floor(region string) int64 {
 	return max(v.Floor, v.Expected[region])
 }
 
-// volumeTake is the velocity rule's count of one send to phone's country
+// take is the velocity rule's count of one send to phone's country
 // in the hour under way.
-func (s *OTP) volumeTake(phone Phone) VolumeTake {
-	v := s.policy.CountryVelocity
+func (s *velocity) take(phone Phone) VolumeTake {
+	v := s.policy
 	r := region(phone)
 	now := s.now()
 	fl := v.floor(r)
 	return VolumeTake{Key: velocityKey(r), Quarantine: quarantineKey(r), Now: now, Hour: hour(now),
 		Lookback: int64(v.Lookback / time.Hour), Floor: fl, QFloor: max(1, fl/10),
-		Factor: v.Factor, HistoryMinSends: s.policy.Conversion.HistoryMinSends, MinuteShare: v.MinuteShare,
+		Factor: v.Factor, HistoryMinSends: s.historyMinSends, MinuteShare: v.MinuteShare,
 		Unverified: s.unverifiedTake()}
 }
 
-// takeVelocity counts one send to phone's country in the hour under way,
-// on its own (a counter that is not a SendCounter). It returns whether it
-// counted (a refund is then owed if the send does not go on), in the
-// trusted tier or not, and the refusal, if any.
-func (s *OTP) takeVelocity(ctx context.Context, phone Phone, t VolumeTake) (counted, trusted bool, err error) {
-	if t.Solved != nil && limit.StoreFailed(ctx) {
-		return false, false, limit.StoreUnavailable(limit.ErrStoreUnavailable, limit.StoreRetryAfter) // single use needs the store
+// volumeFor is the count of a send of tier in its country's hour: the
+// solved cap's for a solved send (sol), else the velocity rule's unless
+// the number is safe-listed (safe) or trusted, completed with the trusted
+// tier (trustedTake). Nil when the send counts no volume.
+func (s *velocity) volumeFor(phone Phone, tier Tier, sol *Solution, safe bool) *VolumeTake {
+	if tier == TierSolved && sol != nil {
+		return s.solvedTake(phone, sol)
 	}
-	if limit.StoreFailed(ctx) {
-		// The store failed earlier in this decision and the fallback let
-		// the send on: the velocity rule cannot be judged, the split
-		// limits and the spend budget bound it (README, "Cold start").
-		return false, false, nil
+	var vol *VolumeTake
+	if s.on(safe) && tier != TierTrusted {
+		v := s.take(phone)
+		vol = &v
 	}
-	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), convTimeout)
-	res, err := s.abuse.volumes.TakeVolume(cctx, t)
-	cancel()
-	if err != nil {
-		limit.NoteStoreFailure(ctx)
-		if s.policy.OnStoreError == limit.FallbackClosed || t.Solved != nil {
-			s.log.Log(ctx, limit.StoreFailureLevel(err), "limit store failed", "limit", "country_velocity", "err", err)
-			return false, false, limit.StoreUnavailable(err, limit.StoreRetryAfter)
+	return s.trustedTake(phone, tier, vol)
+}
+
+// trustedTake completes the volume count of a send of tier: the trusted
+// tier's counters and cap, and the mark for the script to read when the
+// tier is not known yet. Nil when the send counts no volume.
+func (s *velocity) trustedTake(phone Phone, tier Tier, vol *VolumeTake) *VolumeTake {
+	if s.volumes == nil || s.safe.has(phone.E164) {
+		return vol
+	}
+	if vol == nil {
+		if tier != TierTrusted && !s.trust.on() {
+			return nil
 		}
-		s.log.WarnContext(ctx, "country velocity: store failed; not judged", "err", err)
-		return false, false, nil
+		v := s.take(phone)
+		v.NewOff = true // the velocity rule is off: only the trusted tier counts
+		vol = &v
 	}
-	if res.Allowed {
-		return volumeCounted(&t, &res), res.Trusted, nil
+	tp := s.trust.policy
+	vol.Trusted = tier == TierTrusted
+	vol.TrustedKey = trustedTierKey(region(phone))
+	vol.TFloor, vol.TFactor = max(1, tp.Floor), max(1, tp.Factor)
+	if !vol.Trusted && s.trust.on() {
+		vol.Mark = trustMarkKey(s.trust.hmacKey, phone)
 	}
-	return false, false, s.velocityDenied(ctx, phone, t, res)
+	return vol
 }
 
-// velocityDenied is the refusal of a send the velocity rule refused (res),
-// told to the metrics, the log and the ops desk (velocityRefused).
-func (s *OTP) velocityDenied(ctx context.Context, phone Phone, t VolumeTake, res VolumeResult) error {
-	if t.Solved != nil {
-		return s.solvedDenied(ctx, phone, t, res)
+// solvedTake is the solved cap's count of one send: the velocity rule's
+// mechanism on the solved tier's own counts, the solution's single-use key
+// taken in the same atomic step.
+func (s *velocity) solvedTake(phone Phone, sol *Solution) *VolumeTake {
+	r := region(phone)
+	t := s.take(phone)
+	t.Key, t.Quarantine = solvedKey(r), solvedCutKey(r)
+	t.Floor = s.challenge.Floor
+	if t.Floor <= 0 {
+		t.Floor = s.policy.floor(r)
 	}
-	if res.Unverified > 0 && !res.Trusted {
-		return s.unverifiedDenied(ctx, phone, t, res)
-	}
-	now, h := t.Now, t.Hour
-	if res.Trusted { // the trusted tier's cap: no country alert, the new tier is not refusing
-		if f := s.abuse.hooks.VelocityRefused; f != nil {
-			f(region(phone))
-		}
-		return &problem.Error{Code: problem.CodeUnusualVolume, RetryAfter: time.Unix((h+1)*3600, 0).Sub(now),
-			Usage:   Usage(res.Count+1, res.Limit, time.Hour),
-			Message: "unusually many codes were sent to returning numbers of this country this hour; try again later"}
-	}
-	retry, span := time.Unix((h+1)*3600, 0).Sub(now), "hour"
-	if res.Count < res.Limit { // the minute's share is spent, not the hour
-		retry, span = time.Unix((now.Unix()/60+1)*60, 0).Sub(now), "minute"
-	}
-	s.velocityRefused(ctx, phone, region(phone), h, res, now.Add(retry))
-	usage := Usage(res.Count+1, res.Limit, time.Hour)
-	if span == "minute" {
-		usage = Usage(0, res.MinuteLimit, time.Minute)
-	}
-	return &problem.Error{Code: problem.CodeUnusualVolume, RetryAfter: retry, Usage: usage,
-		Message: "unusually many codes were sent to this country this " + span + "; try again later"}
+	t.QFloor, t.Factor, t.MinuteShare = max(1, t.Floor/10), 1, 0
+	t.Solved = &SolvedUse{Used: solutionKey(r, sol.ID), TTL: max(time.Second, sol.Expires.Sub(t.Now)), Base: velocityKey(r)}
+	return &t
 }
 
-// refundVelocity gives back a send counted at under k (the velocity
-// rule's, the trusted tier's or the solved cap's counts) that did not leave.
-//
-// A refund is part of the count, not of the watch: it gets the store's
-// Redis budget (the client bounds a call without a deadline by
-// max(OTPGUARD_REDIS_TIMEOUT, OTPGUARD_REDIS_MAX_WAIT)), as the limits'
-// refunds in the same refusal do, and not convTimeout. A refund lost to a
-// fixed second on a busy host left a send that never went in the
-// country's hour, for real users to be refused by (unusual_volume).
-func (s *OTP) refundVelocity(ctx context.Context, k limit.Key, at time.Time) {
-	if err := s.abuse.volumes.RefundVolume(context.WithoutCancel(ctx), k, at); err != nil {
-		s.log.WarnContext(ctx, "country velocity: refund failed", "err", err)
+// unverifiedTake is the unverified budget the policy gives an untrusted
+// send (unverified.go): none without challenges, since what it holds back
+// must meet a challenge, never a refusal (real users' new numbers arrive
+// with the attacker's).
+func (s *velocity) unverifiedTake() UnverifiedTake {
+	v := s.policy
+	if v.UnverifiedFloor <= 0 || !s.challenges.on {
+		return UnverifiedTake{}
 	}
-}
-
-// creditable reports whether a send to phone, or the verify of its code,
-// counts in the baselines of the country and prefix rules (the velocity
-// credit and normal, the conversion watch's tallies): only untrusted
-// traffic does, so a surge of returning users never spends the room new
-// numbers get and their conversion never hides an attack. Today that is
-// every number off the safe list whose send is not TierTrusted (watchSend)
-// and whose verify is not a trusted number's (VerifyCode, rememberVerified).
-func (s *OTP) creditable(phone Phone) bool {
-	return !s.safe(phone.E164)
+	return UnverifiedTake{Floor: v.UnverifiedFloor, Share: v.UnverifiedShare,
+		NormalDefault: unverifiedNormalDefault, NormalMin: unverifiedNormalMin}
 }
 
 // creditVerify counts a verified code towards its country's baseline.
-func (s *OTP) creditVerify(ctx context.Context, phone Phone) {
-	if !s.velocityOn(!s.creditable(phone)) {
+func (s *velocity) creditVerify(ctx context.Context, phone Phone) {
+	if !s.on(!s.safe.creditable(phone)) {
 		return
 	}
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), convTimeout)
 	defer cancel()
-	v := s.policy.CountryVelocity
-	if err := s.abuse.volumes.CountVerified(cctx, velocityKey(region(phone)), hour(s.now()), v.ttl()); err != nil {
+	v := s.policy
+	if err := s.volumes.CountVerified(cctx, velocityKey(region(phone)), hour(s.now()), v.ttl()); err != nil {
 		s.log.WarnContext(ctx, "country velocity: counting a verify failed", "err", err)
 	}
 }
 
 // quarantine drops a country's floor for ttl (the conversion watch found
 // its codes unverified).
-func (s *OTP) quarantine(ctx context.Context, region string, ttl time.Duration) bool {
-	if s.abuse.volumes == nil || s.policy.CountryVelocity.Mode != VelocityEnforce {
+func (s *velocity) quarantine(ctx context.Context, region string, ttl time.Duration) bool {
+	if s.volumes == nil || s.policy.Mode != VelocityEnforce {
 		return false
 	}
-	if err := s.abuse.volumes.Quarantine(ctx, quarantineKey(region), s.now().Add(ttl), ttl); err != nil {
+	if err := s.volumes.Quarantine(ctx, quarantineKey(region), s.now().Add(ttl), ttl); err != nil {
 		s.log.WarnContext(ctx, "country velocity: quarantine failed", "country", region, "err", err)
 		return false
 	}
-	return true
-}
-
-// CountryPrefix is the "+" and calling code of an ISO region ("NG" ->
-// "+234"): how a country shows in the ops desk's block list.
-func CountryPrefix(region string) string {
-	if cc := phonenumbers.GetCountryCodeForRegion(region); cc != 0 {
-		return fmt.Sprintf("+%d", cc)
-	}
-	return "+" + region
-}
-
-// velocityRefused tells the metrics of every refusal and, once per country
-// and hour across instances, logs an error and records an audit event. It
-// notes the country on the ops desk's block list until the refusal's end
-// (end: the hour's, or the minute's) beside the alert's claim, so that the
-// refusal waits on one round trip for both: once per instance and end
-// (countryNoteDue), not only after the claim, which made the hour's first
-// refusal wait on the two one after the other. note_block.lua keeps the
-// block's start and the later end, so a note from each instance is one
-// block.
-func (s *OTP) velocityRefused(ctx context.Context, phone Phone, r string, h int64, res VolumeResult, end time.Time) {
-	if f := s.abuse.hooks.VelocityRefused; f != nil {
-		f(r)
-	}
-	if s.abuse.conv == nil {
-		return
-	}
-	var wg sync.WaitGroup
-	if s.countryNoteDue(r, end) {
-		wg.Go(func() {
-			s.noteBlock(ctx, Block{Phone: CountryPrefix(r), Country: r, Reason: problem.CodeUnusualVolume, Count: res.Count, Until: end})
-		})
-	}
-	defer wg.Wait()
-	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), convTimeout)
-	defer cancel()
-	first, err := s.abuse.conv.ClaimAlert(cctx, limit.Key{Space: "otp:vel", ID: r, Name: fmt.Sprintf("alert:%d", h)}, time.Hour+time.Minute)
-	if err != nil || !first {
-		return
-	}
-	if f := s.abuse.hooks.VelocityAlert; f != nil {
-		f(r)
-	}
-	detail := fmt.Sprintf("country=%s unusual volume: %d sends this hour against the limit %d (baseline %d, floor %d, factor %g%s)",
-		r, res.Count, res.Limit, res.Baseline, s.policy.CountryVelocity.floor(r), s.policy.CountryVelocity.Factor,
-		map[bool]string{true: ", quarantined", false: ""}[res.Quarantined])
-	if res.Count < res.Limit {
-		detail += fmt.Sprintf("; this minute reached its cap %d", res.MinuteLimit)
-	}
-	s.log.ErrorContext(ctx, "UNUSUAL VOLUME: sends to a country refused for the rest of the hour (SMS pumping?)",
-		"country", r, "count", res.Count, "limit", res.Limit, "baseline", res.Baseline,
-		"retry_after", end.Sub(s.now()).Round(time.Second).String())
-	s.events.Record(Event{At: s.now(), Action: ActionVelocity, Outcome: string(problem.CodeUnusualVolume), Country: r,
-		Actor: VelocityActor, Detail: detail, TraceID: TraceID(ctx), RequestID: RequestID(ctx)})
-}
-
-// countryNoteDue reports whether a velocity block of country r ending at
-// end outlasts what this instance noted, and takes it as noted: the
-// refusals of one hour (or minute) note the country once per instance.
-// Ends already past are forgotten, so the map holds the countries refused
-// now.
-func (s *OTP) countryNoteDue(r string, end time.Time) bool {
-	now := s.now()
-	s.abuse.mu.Lock()
-	defer s.abuse.mu.Unlock()
-	if !end.After(s.abuse.countryNoted[r]) {
-		return false
-	}
-	for c, e := range s.abuse.countryNoted {
-		if !e.After(now) {
-			delete(s.abuse.countryNoted, c)
-		}
-	}
-	s.abuse.countryNoted[r] = end
 	return true
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/otpguard/otpguard/internal/guard"
+	"github.com/otpguard/otpguard/internal/guard/guardtest"
 	"github.com/otpguard/otpguard/internal/limit"
 	"github.com/otpguard/otpguard/internal/problem"
 	"github.com/otpguard/otpguard/internal/resilience"
@@ -59,11 +60,9 @@ func (f *fakeVolumes) Quarantine(context.Context, limit.Key, time.Time, time.Dur
 }
 
 // failingSender refuses every message as the provider would a bad number.
-type failingSender struct{}
-
-func (failingSender) Send(context.Context, guard.Message) error {
+var failingSender = guardtest.Sender{SendFn: func(context.Context, guard.Message) error {
 	return &problem.Error{Code: problem.CodeProviderUnavailable, Message: "refused", Err: guard.ErrNotSent}
-}
+}}
 
 // TestCountryVelocityRule: what Send and Verify ask of the velocity store,
 // and what a refusal or a failure of it does to the send.
@@ -83,8 +82,8 @@ func TestCountryVelocityRule(t *testing.T) {
 		}
 		return p.OTP
 	}
-	build := func(p guard.OTPPolicy, vol *fakeVolumes, sender guard.Sender) (*guard.OTP, *outageStore) {
-		st := newOutageStore()
+	build := func(p guard.OTPPolicy, vol *fakeVolumes, sender guard.Sender) (*guard.OTP, *guardtest.OutageStore) {
+		st := guardtest.NewOutageStore()
 		return guard.NewOTP(guard.OTPOptions{Policy: p, Counter: st, Codes: st, Sender: sender, HMACKey: outageHMACKey,
 			Now: func() time.Time { return now }, Volumes: vol}), st
 	}
@@ -92,7 +91,7 @@ func TestCountryVelocityRule(t *testing.T) {
 
 	t.Run("asks with the hour, the floor and the declared volume", func(t *testing.T) {
 		vol := &fakeVolumes{}
-		otp, _ := build(policy(nil), vol, &smsBox{})
+		otp, _ := build(policy(nil), vol, &guardtest.Outbox{})
 		for _, phone := range []string{"+2348031234567", "+447400123456"} {
 			if _, err := otp.Send(ctx, guard.SendRequest{Phone: phone}); err != nil {
 				t.Fatal(err)
@@ -114,7 +113,7 @@ func TestCountryVelocityRule(t *testing.T) {
 		vol := &fakeVolumes{take: func(guard.VolumeTake) (guard.VolumeResult, error) {
 			return guard.VolumeResult{Count: 50, Limit: 50}, nil
 		}}
-		box := &smsBox{}
+		box := &guardtest.Outbox{}
 		otp, st := build(policy(nil), vol, box)
 		_, err := otp.Send(ctx, guard.SendRequest{Phone: "+2348031234567", ClientIP: "192.0.2.1"})
 		wantCode(t, err, problem.CodeUnusualVolume)
@@ -122,23 +121,21 @@ func TestCountryVelocityRule(t *testing.T) {
 		if !errors.As(err, &e) || e.RetryAfter != 40*time.Minute {
 			t.Errorf("RetryAfter: %v, want 40m (to the end of the hour)", e.RetryAfter)
 		}
-		if box.count() != 0 {
-			t.Errorf("SMS sent: %d, want 0", box.count())
+		if box.Count() != 0 {
+			t.Errorf("SMS sent: %d, want 0", box.Count())
 		}
-		st.mu.Lock()
-		for k, v := range st.fw {
+		for k, v := range st.Counts() {
 			if v != 0 {
 				t.Errorf("counter %v: %d after the refusal, want refunded to 0", k, v)
 			}
 		}
-		st.mu.Unlock()
 	})
 
 	t.Run("the minute's cap: unusual_volume until the minute ends", func(t *testing.T) {
 		vol := &fakeVolumes{take: func(guard.VolumeTake) (guard.VolumeResult, error) {
 			return guard.VolumeResult{Count: 60, Limit: 480, MinuteLimit: 50}, nil
 		}}
-		otp, _ := build(policy(nil), vol, &smsBox{})
+		otp, _ := build(policy(nil), vol, &guardtest.Outbox{})
 		_, err := otp.Send(ctx, guard.SendRequest{Phone: "+2348031234567"})
 		wantCode(t, err, problem.CodeUnusualVolume)
 		var e *problem.Error
@@ -149,7 +146,7 @@ func TestCountryVelocityRule(t *testing.T) {
 
 	t.Run("a send that surely did not leave gives its hour back", func(t *testing.T) {
 		vol := &fakeVolumes{}
-		otp, _ := build(policy(nil), vol, failingSender{})
+		otp, _ := build(policy(nil), vol, failingSender)
 		_, err := otp.Send(ctx, guard.SendRequest{Phone: "+2348031234567"})
 		wantCode(t, err, problem.CodeProviderUnavailable)
 		if len(vol.refunds) != 1 || vol.refunds[0] != hour {
@@ -168,27 +165,27 @@ func TestCountryVelocityRule(t *testing.T) {
 		down := func(guard.VolumeTake) (guard.VolumeResult, error) {
 			return guard.VolumeResult{}, errors.New("connection refused")
 		}
-		otp, _ := build(policy(nil), &fakeVolumes{take: down}, &smsBox{})
+		otp, _ := build(policy(nil), &fakeVolumes{take: down}, &guardtest.Outbox{})
 		_, err := otp.Send(ctx, guard.SendRequest{Phone: "+2348031234567"})
 		wantCode(t, err, problem.CodeStoreUnavailable)
-		box := &smsBox{}
+		box := &guardtest.Outbox{}
 		otp, _ = build(policy(func(p *guard.OTPPolicy) { p.OnStoreError = limit.FallbackOpen }), &fakeVolumes{take: down}, box)
-		if _, err := otp.Send(ctx, guard.SendRequest{Phone: "+2348031234567"}); err != nil || box.count() != 1 {
-			t.Errorf("open: %v, %d SMS; want sent", err, box.count())
+		if _, err := otp.Send(ctx, guard.SendRequest{Phone: "+2348031234567"}); err != nil || box.Count() != 1 {
+			t.Errorf("open: %v, %d SMS; want sent", err, box.Count())
 		}
 	})
 
 	t.Run("not asked when the fallback decided the send", func(t *testing.T) {
-		st := newOutageStore()
-		st.setDown(true)
+		st := guardtest.NewOutageStore()
+		st.SetDown(true)
 		f := resilience.NewFallback(resilience.FallbackOptions{Counter: st, Codes: st, Now: func() time.Time { return now }})
 		vol := &fakeVolumes{}
-		box := &smsBox{}
+		box := &guardtest.Outbox{}
 		otp := guard.NewOTP(guard.OTPOptions{Policy: policy(func(p *guard.OTPPolicy) { p.OnStoreError = limit.FallbackOpen }),
 			Counter: f, Codes: f, Sender: box, HMACKey: outageHMACKey, Now: func() time.Time { return now },
 			LastStoreFailure: f.LastFailure, Volumes: vol})
-		if _, err := otp.Send(ctx, guard.SendRequest{Phone: "+2348031234567"}); err != nil || box.count() != 1 {
-			t.Fatalf("open, store down: %v, %d SMS; want sent by the fallback", err, box.count())
+		if _, err := otp.Send(ctx, guard.SendRequest{Phone: "+2348031234567"}); err != nil || box.Count() != 1 {
+			t.Fatalf("open, store down: %v, %d SMS; want sent by the fallback", err, box.Count())
 		}
 		if len(vol.takes) != 0 {
 			t.Errorf("velocity store asked %d times while the fallback decided; want 0", len(vol.takes))
@@ -197,11 +194,11 @@ func TestCountryVelocityRule(t *testing.T) {
 
 	t.Run("safe-listed numbers and mode off are not asked", func(t *testing.T) {
 		vol := &fakeVolumes{}
-		otp, _ := build(policy(func(p *guard.OTPPolicy) { p.SafeList = []string{"+234803"} }), vol, &smsBox{})
+		otp, _ := build(policy(func(p *guard.OTPPolicy) { p.SafeList = []string{"+234803"} }), vol, &guardtest.Outbox{})
 		if _, err := otp.Send(ctx, guard.SendRequest{Phone: "+2348031234567"}); err != nil {
 			t.Fatal(err)
 		}
-		otp, _ = build(policy(func(p *guard.OTPPolicy) { p.CountryVelocity.Mode = guard.VelocityOff }), vol, &smsBox{})
+		otp, _ = build(policy(func(p *guard.OTPPolicy) { p.CountryVelocity.Mode = guard.VelocityOff }), vol, &guardtest.Outbox{})
 		if _, err := otp.Send(ctx, guard.SendRequest{Phone: "+2348031234567"}); err != nil {
 			t.Fatal(err)
 		}
@@ -212,12 +209,12 @@ func TestCountryVelocityRule(t *testing.T) {
 
 	t.Run("a verified code credits its hour", func(t *testing.T) {
 		vol := &fakeVolumes{}
-		box := &smsBox{}
+		box := &guardtest.Outbox{}
 		otp, _ := build(policy(nil), vol, box)
 		if _, err := otp.Send(ctx, guard.SendRequest{Phone: "+2348031234567"}); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := otp.Verify(ctx, guard.VerifyRequest{Phone: "+2348031234567", Code: box.last(t)}); err != nil {
+		if _, err := otp.Verify(ctx, guard.VerifyRequest{Phone: "+2348031234567", Code: box.Last(t)}); err != nil {
 			t.Fatal(err)
 		}
 		if len(vol.verified) != 1 || vol.verified[0] != hour {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"time"
 
 	"github.com/otpguard/otpguard/internal/limit"
@@ -99,28 +100,36 @@ func verificationNotFound() *problem.Error {
 	return problem.Errorf(problem.CodeVerificationNotFound, "no such verification (never created, or older than its retention)")
 }
 
-// Verification returns the verification id.
-func (s *OTP) Verification(ctx context.Context, id string) (Verification, error) {
-	if !ValidVerificationID(id) || s.verifications == nil {
+// verificationRecords reads and cancels the records of verifications.
+type verificationRecords struct {
+	store Verifications // nil: GET and cancel answer 404
+	audit *audit
+	log   *slog.Logger
+	now   func() time.Time
+}
+
+// get returns the verification id.
+func (s *verificationRecords) get(ctx context.Context, id string) (Verification, error) {
+	if !ValidVerificationID(id) || s.store == nil {
 		return Verification{}, verificationNotFound()
 	}
-	v, err := s.verifications.Verification(ctx, id)
+	v, err := s.store.Verification(ctx, id)
 	if err != nil {
 		return Verification{}, s.verificationError(ctx, err)
 	}
 	return v, nil
 }
 
-// CancelVerification kills the code of a pending verification and marks
+// cancel kills the code of a pending verification and marks
 // it canceled. A verification that is no longer pending is refused with
 // verification_not_pending and its status: an approved code cannot be
 // canceled, nor a canceled one approved (the store decides both in one
 // atomic step).
-func (s *OTP) CancelVerification(ctx context.Context, id string) (Verification, error) {
-	if !ValidVerificationID(id) || s.verifications == nil {
+func (s *verificationRecords) cancel(ctx context.Context, id string) (Verification, error) {
+	if !ValidVerificationID(id) || s.store == nil {
 		return Verification{}, verificationNotFound()
 	}
-	v, canceled, err := s.verifications.CancelVerification(ctx, id, s.now())
+	v, canceled, err := s.store.CancelVerification(ctx, id, s.now())
 	if err != nil {
 		return Verification{}, s.verificationError(ctx, err)
 	}
@@ -131,14 +140,14 @@ func (s *OTP) CancelVerification(ctx context.Context, id string) (Verification, 
 	if !canceled {
 		err = &problem.Error{Code: problem.CodeVerificationNotPending, VerificationStatus: string(v.Status),
 			Message: fmt.Sprintf("the verification is %s, not pending", v.Status)}
-		s.record(ctx, ActionOTPCancel, "", phone, "", err)
+		s.audit.record(ctx, ActionOTPCancel, "", phone, "", err)
 		return v, err
 	}
-	s.record(ctx, ActionOTPCancel, OutcomeCanceled, phone, "", nil)
+	s.audit.record(ctx, ActionOTPCancel, OutcomeCanceled, phone, "", nil)
 	return v, nil
 }
 
-func (s *OTP) verificationError(ctx context.Context, err error) error {
+func (s *verificationRecords) verificationError(ctx context.Context, err error) error {
 	if errors.Is(err, ErrNotFound) {
 		return verificationNotFound()
 	}

@@ -16,24 +16,23 @@ import (
 // answers; one goroutine per OTP service drains the queue in batches and
 // counts the events of a whole batch in one round trip (ConversionBatcher;
 // one call per event otherwise), then judges each send's tallies and raises
-// the alerts, as the request did before. The watch's store calls still go
+// the alerts. The watch's store calls still go
 // through the Fallback's breaker (app's guardedStore): while it is open the
 // drain makes no Redis call.
 //
-// A full queue drops the new event and counts it (WatchDropped, exported as
-// otpguard_conversion_watch_dropped_total):
-// the watch sees a little less, and no request ever waits on it. Close
-// drains what is queued; Flush waits until what was queued before it has
-// been counted and judged (tests, and shutdown).
+// A full queue drops the new event and counts it (WatchDropped, exported
+// as otpguard_conversion_watch_dropped_total): the watch sees a little
+// less, and no request ever waits on it. Close drains what is queued;
+// Flush waits until what was queued before it has been counted and judged
+// (tests, and shutdown).
 
 // Defaults of the watch queue.
 const (
 	DefaultWatchQueue = 4096 // events waiting at most
 	watchBatch        = 64   // events counted in one round trip at most
 	// watchLinger is how long the drainer waits after an event for more to
-	// join its batch (a Flush or Close cuts it short). At a send every
-	// millisecond or so a batch was one event: one round trip per send,
-	// about a tenth of a send's CPU; lingering makes it one per linger.
+	// join its batch (a Flush or Close cuts it short), so that a busy
+	// service makes one round trip per linger rather than one per send.
 	// The watch's windows are minutes: its judgement is that much later.
 	watchLinger = 10 * time.Millisecond
 )
@@ -82,13 +81,23 @@ func newWatchQueue(size int) *watchQueue {
 	return &watchQueue{ch: make(chan watchEvent, size), quit: make(chan struct{}), stopped: make(chan struct{})}
 }
 
+// watching reports whether the conversion watch applies to phone now.
+func (s *conversionWatch) watching(ctx context.Context, phone Phone) bool {
+	m := s.policy.Mode
+	if s.conv == nil || m == "" || m == ConversionOff || !s.safe.creditable(phone) {
+		return false
+	}
+	// The store already failed in this decision: do not wait on it again.
+	return !limit.StoreFailed(ctx)
+}
+
 // enqueue puts the event of a request that counts for the watch in the
 // queue, or drops it when the queue is full.
-func (s *OTP) enqueueWatch(ctx context.Context, phone Phone, kind ConversionKind, solved bool) {
+func (s *conversionWatch) enqueue(ctx context.Context, phone Phone, kind ConversionKind, solved bool) {
 	if !s.watching(ctx, phone) {
 		return
 	}
-	q := s.watch
+	q := s.q
 	select {
 	case <-q.stopped: // closed: nobody drains the queue any more
 	default:
@@ -105,9 +114,9 @@ func (s *OTP) enqueueWatch(ctx context.Context, phone Phone, kind ConversionKind
 	}
 }
 
-// runWatch drains the queue until Close, then drains what is left.
-func (s *OTP) runWatch() {
-	q := s.watch
+// run drains the queue until Close, then drains what is left.
+func (s *conversionWatch) run() {
+	q := s.q
 	defer close(q.stopped)
 	batch := make([]watchEvent, 0, watchBatch)
 	for {
@@ -129,10 +138,10 @@ func (s *OTP) runWatch() {
 				if len(batch) == 0 {
 					return
 				}
-				s.watchBatch(batch)
+				s.batch(batch)
 			}
 		}
-		s.watchBatch(q.gather(batch))
+		s.batch(q.gather(batch))
 	}
 }
 
@@ -160,8 +169,8 @@ func (q *watchQueue) gather(batch []watchEvent) []watchEvent {
 	return batch
 }
 
-// watchBatch counts a batch's events and judges its sends, in order.
-func (s *OTP) watchBatch(batch []watchEvent) {
+// batch counts a batch's events and judges its sends, in order.
+func (s *conversionWatch) batch(batch []watchEvent) {
 	var events []watchEvent
 	counts := make([]ConversionCount, 0, len(batch))
 	for _, e := range batch {
@@ -181,13 +190,13 @@ func (s *OTP) watchBatch(batch []watchEvent) {
 					continue
 				}
 				for j, t := range tallies[i] {
-					if th := s.convThreshold(e, t, normals); t.Sends >= s.policy.Conversion.MinSends && t.Rate() < th.rate {
+					if th := s.convThreshold(e, t, normals); t.Sends >= s.policy.MinSends && t.Rate() < th.rate {
 						s.conversionAlert(e.ctx, e.phone, counts[i].Subjects[j], t, th)
 					}
 				}
 			}
 		}
-		s.watch.overflowed.Store(false)
+		s.q.overflowed.Store(false)
 	}
 	for _, e := range batch {
 		if e.done != nil {
@@ -198,12 +207,12 @@ func (s *OTP) watchBatch(batch []watchEvent) {
 
 // countConversions counts the events in one round trip when the store can
 // batch them, one call each otherwise.
-func (s *OTP) countConversions(counts []ConversionCount) ([][]Tally, error) {
+func (s *conversionWatch) countConversions(counts []ConversionCount) ([][]Tally, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), convTimeout)
 	defer cancel()
-	w, d := ConversionWindow, s.policy.Conversion.Delay
+	w, d := ConversionWindow, s.policy.Delay
 	var out [][]Tally
-	if b, ok := s.abuse.conv.(ConversionBatcher); ok {
+	if b, ok := s.conv.(ConversionBatcher); ok {
 		var err error
 		if out, err = b.CountConversions(ctx, w, d, counts); err != nil {
 			return nil, err
@@ -214,7 +223,7 @@ func (s *OTP) countConversions(counts []ConversionCount) ([][]Tally, error) {
 	} else {
 		out = make([][]Tally, len(counts))
 		for i, c := range counts {
-			t, err := s.abuse.conv.CountConversion(ctx, c.Kind, c.Now, w, d, c.Subjects)
+			t, err := s.conv.CountConversion(ctx, c.Kind, c.Now, w, d, c.Subjects)
 			if err != nil {
 				return nil, err
 			}
@@ -229,25 +238,24 @@ func (s *OTP) countConversions(counts []ConversionCount) ([][]Tally, error) {
 	return out, nil
 }
 
-// WatchQueued is how many conversion watch events wait in the queue.
-func (s *OTP) WatchQueued() int {
-	if s.watch == nil {
+// queued is how many events wait in the queue.
+func (s *conversionWatch) queued() int {
+	if s.q == nil {
 		return 0
 	}
-	return len(s.watch.ch)
+	return len(s.q.ch)
 }
 
-// Flush waits until every watch event queued before it was counted and
-// judged (its alerts raised), or ctx ends. Without a watch it returns at
-// once.
-func (s *OTP) Flush(ctx context.Context) error {
-	if s.watch == nil {
+// flush waits until every event queued before it was counted and judged
+// (its alerts raised), or ctx ends. Without a queue it returns at once.
+func (s *conversionWatch) flush(ctx context.Context) error {
+	if s.q == nil {
 		return nil
 	}
 	done := make(chan struct{})
 	select {
-	case s.watch.ch <- watchEvent{done: done}:
-	case <-s.watch.stopped:
+	case s.q.ch <- watchEvent{done: done}:
+	case <-s.q.stopped:
 		return nil
 	case <-ctx.Done():
 		return ctx.Err()
@@ -255,28 +263,28 @@ func (s *OTP) Flush(ctx context.Context) error {
 	select {
 	case <-done:
 		return nil
-	case <-s.watch.stopped: // closed meanwhile: Close drained it
+	case <-s.q.stopped: // closed meanwhile: close drained it
 		return nil
 	case <-ctx.Done():
 		return ctx.Err()
 	}
 }
 
-// Close drains the watch queue (counting and judging what is in it) and
-// stops its goroutine. Events queued after Close are dropped. Safe to call
-// more than once.
-func (s *OTP) Close() {
-	if s.watch == nil {
+// close drains the queue (counting and judging what is in it) and stops
+// its goroutine. Events queued after close are dropped. Safe to call more
+// than once.
+func (s *conversionWatch) close() {
+	if s.q == nil {
 		return
 	}
-	s.watch.once.Do(func() { close(s.watch.quit) })
-	<-s.watch.stopped
+	s.q.once.Do(func() { close(s.q.quit) })
+	<-s.q.stopped
 }
 
-// WatchDropped is how many conversion watch events a full queue dropped.
-func (s *OTP) WatchDropped() int64 {
-	if s.watch == nil {
+// dropped is how many events a full queue dropped.
+func (s *conversionWatch) dropped() int64 {
+	if s.q == nil {
 		return 0
 	}
-	return s.watch.dropped.Load()
+	return s.q.dropped.Load()
 }

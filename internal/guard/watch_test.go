@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/otpguard/otpguard/internal/guard"
+	"github.com/otpguard/otpguard/internal/guard/guardtest"
 	"github.com/otpguard/otpguard/internal/limit"
 )
 
@@ -64,8 +65,8 @@ func watchOTP(t *testing.T, conv guard.Conversions, queue int) *guard.OTP {
 	if err := p.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	st := newOutageStore()
-	otp := guard.NewOTP(guard.OTPOptions{Policy: p.OTP, Counter: st, Codes: st, Sender: &smsBox{}, HMACKey: outageHMACKey,
+	st := guardtest.NewOutageStore()
+	otp := guard.NewOTP(guard.OTPOptions{Policy: p.OTP, Counter: st, Codes: st, Sender: &guardtest.Outbox{}, HMACKey: outageHMACKey,
 		Conversions: conv, WatchQueue: queue})
 	t.Cleanup(otp.Close)
 	return otp

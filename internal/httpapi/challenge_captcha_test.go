@@ -121,7 +121,7 @@ func TestCaptchaChallenge(t *testing.T) {
 		t.Fatalf("the same token again: %d %s, want 429 cooldown", r.Status, r.Body)
 	}
 	wantCalls(t, fake, 3, "another number's id, a good token, the same again")
-	if got := c.out.sentTo("+447400300003"); got != 1 {
+	if got := c.out.SentTo("+447400300003"); got != 1 {
 		t.Fatalf("SMS sent: %d, want 1", got)
 	}
 }
@@ -174,7 +174,7 @@ func TestCaptchaTokenConfirmedOnce(t *testing.T) {
 		t.Fatalf("one token sent %d times: %d sent, %d challenged again; want 1 and %d", tries, ok.Load(), again.Load(), tries-1)
 	}
 	wantCalls(t, fake, 1, "one token sent many times")
-	if got := c.out.sentTo("+447400320001"); got != 1 {
+	if got := c.out.SentTo("+447400320001"); got != 1 {
 		t.Fatalf("SMS sent: %d, want 1", got)
 	}
 }

@@ -141,7 +141,7 @@ func challengeRoundTrip(t *testing.T, onCluster bool) {
 		t.Fatalf("solved send: %d %s", r.Status, r.Body)
 	}
 	holdToSpec(t, sendWith("+447400100002", sol), r)
-	if got := c.out.sentTo("+447400100002"); got != 1 {
+	if got := c.out.SentTo("+447400100002"); got != 1 {
 		t.Fatalf("SMS to the solved number: got %d, want 1", got)
 	}
 	cases := []struct {
@@ -167,10 +167,10 @@ func challengeRoundTrip(t *testing.T, onCluster bool) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			before := c.out.count()
+			before := c.out.Count()
 			r := c.do(t, 1, "POST", "/otp/send", sendWith(tc.phone, tc.solution()))
 			challengeOf(t, r) // refused with a new challenge
-			if got := c.out.count(); got != before {
+			if got := c.out.Count(); got != before {
 				t.Fatalf("SMS sent: %d more, want none", got-before)
 			}
 		})

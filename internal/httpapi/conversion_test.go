@@ -67,7 +67,7 @@ func TestConversionWatchBlocks(t *testing.T) {
 		if i == 4 {
 			continue
 		}
-		r := oc.do(t, i+1, "POST", "/otp/verify", `{"phone":"`+phone+`","code":"`+oc.out.lastCode(t, phone)+`"}`)
+		r := oc.do(t, i+1, "POST", "/otp/verify", `{"phone":"`+phone+`","code":"`+oc.out.LastCode(t, phone)+`"}`)
 		if r.Status != http.StatusOK {
 			t.Fatalf("verify %s: %d %s", phone, r.Status, r.Body)
 		}

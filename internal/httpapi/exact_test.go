@@ -97,13 +97,13 @@ func otpSendBurstIsExact(t *testing.T, start func(*testing.T, int, guard.Policie
 			tc.policies(&p)
 			c := start(t, instances, p)
 			statuses := burst(t, c, requests, "/otp/send", tc.body)
-			if got := c.out.count(); got != tc.want {
+			if got := c.out.Count(); got != tc.want {
 				t.Errorf("%d requests over %d instances sent %d messages, want exactly %d", requests, instances, got, tc.want)
 			}
 			if statuses[200] != tc.want || statuses[429] != requests-tc.want {
 				t.Errorf("statuses = %v, want %d x 200 and %d x 429", statuses, tc.want, requests-tc.want)
 			}
-			t.Logf("%s: %d requests, %d instances, %d messages sent, statuses %v", tc.name, requests, instances, c.out.count(), statuses)
+			t.Logf("%s: %d requests, %d instances, %d messages sent, statuses %v", tc.name, requests, instances, c.out.Count(), statuses)
 		})
 	}
 }

@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -17,6 +16,7 @@ import (
 
 	"github.com/otpguard/otpguard/internal/app"
 	"github.com/otpguard/otpguard/internal/guard"
+	"github.com/otpguard/otpguard/internal/guard/guardtest"
 	"github.com/otpguard/otpguard/internal/store"
 	"github.com/otpguard/otpguard/internal/store/redistest"
 )
@@ -26,53 +26,6 @@ const (
 	opsKey = "test-ops-key-0123456789"
 )
 
-// outbox is a guard.Sender that keeps what it was asked to send.
-type outbox struct {
-	mu   sync.Mutex
-	sent []guard.Message
-	// fail, when set, is returned instead of sending.
-	fail error
-	// hold, when set, is received from before each send: a provider that
-	// keeps the request in flight until the test lets it go. Each send
-	// held says so on held first.
-	hold, held chan struct{}
-}
-
-func (o *outbox) Send(_ context.Context, m guard.Message) error {
-	if o.hold != nil {
-		o.held <- struct{}{}
-		<-o.hold
-	}
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	if o.fail != nil {
-		return o.fail
-	}
-	o.sent = append(o.sent, m)
-	return nil
-}
-
-func (o *outbox) count() int {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	return len(o.sent)
-}
-
-// lastCode returns the code of the last message sent to phone.
-func (o *outbox) lastCode(t *testing.T, phone string) string {
-	t.Helper()
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	for i := len(o.sent) - 1; i >= 0; i-- {
-		if o.sent[i].To == phone {
-			f := strings.Fields(o.sent[i].Body)
-			return f[len(f)-1]
-		}
-	}
-	t.Fatalf("no message was sent to %s", phone)
-	return ""
-}
-
 // instance is one otpguard server with its own Redis client, as one of
 // several stateless instances behind a load balancer. It is built by
 // app.New, as the binary builds it.
@@ -80,14 +33,14 @@ type instance struct {
 	srv *httptest.Server
 	rdb redis.UniversalClient
 	app *app.App
-	out *outbox // what it was asked to send (shared in a cluster)
+	out *guardtest.Outbox // what it was asked to send (shared in a cluster)
 }
 
 // cluster is several instances sharing one Redis, one key prefix, one HMAC
 // key and one outbox.
 type cluster struct {
 	instances []*instance
-	out       *outbox
+	out       *guardtest.Outbox
 	prefix    string
 	url       string
 }
@@ -127,7 +80,7 @@ func testConfig(t testing.TB, url, prefix, dataDir string, policies guard.Polici
 }
 
 // startInstance builds one instance with app.New and serves it.
-func startInstance(t testing.TB, cfg *app.Config, out *outbox, opts ...app.Option) *instance {
+func startInstance(t testing.TB, cfg *app.Config, out *guardtest.Outbox, opts ...app.Option) *instance {
 	t.Helper()
 	opts = append([]app.Option{app.WithSender(out), app.WithOutput(io.Discard)}, opts...)
 	a, err := app.New(context.Background(), cfg, opts...)
@@ -157,7 +110,7 @@ func miniCluster(t *testing.T, n int, policies guard.Policies, opts ...app.Optio
 	if err := cfg.Policies.Validate(); err != nil {
 		t.Fatalf("policies: %v", err)
 	}
-	c := &cluster{out: &outbox{}, prefix: cfg.RedisPrefix, url: cfg.RedisURL}
+	c := &cluster{out: &guardtest.Outbox{}, prefix: cfg.RedisPrefix, url: cfg.RedisURL}
 	for range n {
 		// Handed over: start-up's version check asks INFO server, which
 		// miniredis does not answer.
@@ -185,7 +138,7 @@ func newClusterConfig(t *testing.T, n int, cfg *app.Config, opts ...app.Option) 
 	if err := cfg.Policies.Validate(); err != nil {
 		t.Fatalf("policies: %v", err)
 	}
-	c := &cluster{out: &outbox{}, prefix: cfg.RedisPrefix, url: cfg.RedisURL}
+	c := &cluster{out: &guardtest.Outbox{}, prefix: cfg.RedisPrefix, url: cfg.RedisURL}
 	for range n {
 		c.instances = append(c.instances, startInstance(t, cfg, c.out, opts...))
 	}

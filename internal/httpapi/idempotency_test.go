@@ -103,7 +103,7 @@ func TestIdempotentSendAcrossInstances(t *testing.T) {
 	for _, in := range c.instances {
 		in.rdb.AddHook(claimCounter{claims})
 	}
-	c.out.hold, c.out.held = make(chan struct{}), make(chan struct{}, 1)
+	c.out.Hold, c.out.Held = make(chan struct{}), make(chan struct{}, 1)
 	const n = 50
 	body := `{"phone":"+14155550120","client_ip":"203.0.113.9"}`
 	key := map[string]string{"Idempotency-Key": "order-7f3a/attempt"}
@@ -112,19 +112,19 @@ func TestIdempotentSendAcrossInstances(t *testing.T) {
 	for i := range n {
 		wg.Go(func() { res[i] = c.doWith(t, i, "POST", "/otp/send", body, apiKey, key) })
 	}
-	<-c.out.held
+	<-c.out.Held
 	// Every request has tried its claim once (49 found it pending) before
 	// the first may answer.
 	for deadline := time.Now().Add(time.Minute); claims.Load() < n && time.Now().Before(deadline); {
 		time.Sleep(5 * time.Millisecond)
 	}
-	close(c.out.hold)
+	close(c.out.Hold)
 	wg.Wait()
 	if claims.Load() < n {
 		t.Fatalf("only %d of %d requests reached their claim while the first was held", claims.Load(), n)
 	}
 
-	if got := c.out.count(); got != 1 {
+	if got := c.out.Count(); got != 1 {
 		t.Errorf("SMS sent: %d, want 1", got)
 	}
 	first, replayed := 0, 0
@@ -153,7 +153,7 @@ func TestIdempotentSendAcrossInstances(t *testing.T) {
 	if r.Status != 429 || r.json(t)["code"] != "cooldown" || r.Header.Get("Idempotent-Replayed") != "" {
 		t.Errorf("a new key: %d %s, want a fresh 429 cooldown", r.Status, r.Body)
 	}
-	if got := c.out.count(); got != 1 {
+	if got := c.out.Count(); got != 1 {
 		t.Errorf("SMS sent: %d, want still 1", got)
 	}
 	// The 49 duplicates counted their limits with their claim (one MULTI)
@@ -173,20 +173,18 @@ func TestIdempotencyNotKept(t *testing.T) {
 	c, _ := miniCluster(t, 2, p)
 	key := map[string]string{"Idempotency-Key": "k"}
 	body := `{"phone":"+14155550122"}`
-	c.out.fail = fmt.Errorf("provider down")
+	c.out.SetFail(fmt.Errorf("provider down"))
 	if r := c.doWith(t, 0, "POST", "/otp/send", body, apiKey, key); r.Status != 502 {
 		t.Fatalf("provider down: %d %s, want 502", r.Status, r.Body)
 	}
-	c.out.mu.Lock()
-	c.out.fail = nil
-	c.out.mu.Unlock()
+	c.out.SetFail(nil)
 	if r := c.doWith(t, 1, "POST", "/otp/send", body, apiKey, key); r.Status != 200 || r.Header.Get("Idempotent-Replayed") != "" {
 		t.Fatalf("retry after a 502: %d %s, want a fresh 200", r.Status, r.Body)
 	}
 	if r := c.doWith(t, 0, "POST", "/otp/send", body, apiKey, key); r.Status != 200 || r.Header.Get("Idempotent-Replayed") != "true" {
 		t.Fatalf("retry after the 200: %d %s, want it replayed", r.Status, r.Body)
 	}
-	if got := c.out.count(); got != 1 {
+	if got := c.out.Count(); got != 1 {
 		t.Errorf("SMS sent: %d, want 1", got)
 	}
 	for _, k := range []string{"", "clé", "a\tb", strings.Repeat("x", 256)} {
@@ -260,13 +258,13 @@ func TestIdempotentDuplicateRunsAfterRelease(t *testing.T) {
 	c, _ := miniCluster(t, 2, p)
 	claims := &atomic.Int64{}
 	c.instances[1].rdb.AddHook(claimCounter{claims})
-	c.out.hold, c.out.held = make(chan struct{}), make(chan struct{}, 1)
-	c.out.fail = fmt.Errorf("provider down")
+	c.out.Hold, c.out.Held = make(chan struct{}), make(chan struct{}, 1)
+	c.out.SetFail(fmt.Errorf("provider down"))
 	key := map[string]string{"Idempotency-Key": "dup"}
 	body := `{"phone":"+14155550127","client_ip":"203.0.113.11"}`
 	first, second := make(chan response, 1), make(chan response, 1)
 	go func() { first <- c.doWith(t, 0, "POST", "/otp/send", body, apiKey, key) }()
-	<-c.out.held
+	<-c.out.Held
 	go func() { second <- c.doWith(t, 1, "POST", "/otp/send", body, apiKey, key) }()
 	// The duplicate's claim in its send, then at least one poll.
 	for deadline := time.Now().Add(time.Minute); claims.Load() < 2 && time.Now().Before(deadline); {
@@ -275,7 +273,7 @@ func TestIdempotentDuplicateRunsAfterRelease(t *testing.T) {
 	if claims.Load() < 2 {
 		t.Fatalf("the duplicate made %d claims, want its send's and a poll", claims.Load())
 	}
-	close(c.out.hold)
+	close(c.out.Hold)
 	if r := <-first; r.Status != 502 {
 		t.Fatalf("the holder: %d %s, want 502", r.Status, r.Body)
 	}

@@ -42,7 +42,7 @@ func TestBadOTPInput(t *testing.T) {
 			}
 		})
 	}
-	if n := c.out.count(); n != 0 {
+	if n := c.out.Count(); n != 0 {
 		t.Errorf("bad input sent %d messages, want 0", n)
 	}
 }

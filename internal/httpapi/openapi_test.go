@@ -260,11 +260,11 @@ func TestOpenAPIContract(t *testing.T) {
 		}
 	}
 	lastCode := func(phone string) func(t *testing.T, e contractEnv) string {
-		return func(t *testing.T, e contractEnv) string { return e.c.out.lastCode(t, phone) }
+		return func(t *testing.T, e contractEnv) string { return e.c.out.LastCode(t, phone) }
 	}
 	wrongCode := func(phone string) func(t *testing.T, e contractEnv) string {
 		return func(t *testing.T, e contractEnv) string {
-			if e.c.out.lastCode(t, phone) == "000000" {
+			if e.c.out.LastCode(t, phone) == "000000" {
 				return "111111"
 			}
 			return "000000"
@@ -272,9 +272,7 @@ func TestOpenAPIContract(t *testing.T) {
 	}
 	failSMS := func(err error) func(t *testing.T, e contractEnv) {
 		return func(t *testing.T, e contractEnv) {
-			e.c.out.mu.Lock()
-			e.c.out.fail = err
-			e.c.out.mu.Unlock()
+			e.c.out.SetFail(err)
 		}
 	}
 	attemptsLeft := func(want float64) func(t *testing.T, r response) {
@@ -423,11 +421,11 @@ func TestOpenAPIContract(t *testing.T) {
 				// (Set before any send of this case: Send reads them unlocked.
 				// Never unset: once hold is closed, later sends pass, each
 				// leaving a token in held's ample buffer.)
-				e.c.out.hold, e.c.out.held = make(chan struct{}), make(chan struct{}, 1000)
+				e.c.out.Hold, e.c.out.Held = make(chan struct{}), make(chan struct{}, 1000)
 				go post(e.c.instances[0].srv.URL+"/otp/send", `{"phone":"+14155550110"}`, idem("k-3"))
-				<-e.c.out.held
+				<-e.c.out.Held
 			},
-			after: func(t *testing.T, e contractEnv) { close(e.c.out.hold) }},
+			after: func(t *testing.T, e contractEnv) { close(e.c.out.Hold) }},
 		{name: "send again in cooldown", method: "POST", path: "/otp/send", body: `{"phone":"+14155550100"}`, status: 429, code: "cooldown"},
 		{name: "send invalid phone", method: "POST", path: "/otp/send", body: `{"phone":"12345"}`, status: 422, code: "invalid_phone"},
 		{name: "send invalid client_ip", method: "POST", path: "/otp/send", body: `{"phone":"+14155550101","client_ip":"not-an-ip"}`, status: 400, code: "invalid_request"},

@@ -107,7 +107,7 @@ func TestAbuseViewDuringAttack(t *testing.T) {
 	for i := range 10 {
 		phone := fmt.Sprintf("+447400%06d", 100+i)
 		expect(i, phone, http.StatusOK, "")
-		r := oc.do(t, i+1, "POST", "/otp/verify", `{"phone":"`+phone+`","code":"`+oc.out.lastCode(t, phone)+`"}`)
+		r := oc.do(t, i+1, "POST", "/otp/verify", `{"phone":"`+phone+`","code":"`+oc.out.LastCode(t, phone)+`"}`)
 		if r.Status != http.StatusOK {
 			t.Fatalf("verify %s: %d %s", phone, r.Status, r.Body)
 		}

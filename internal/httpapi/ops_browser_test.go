@@ -29,7 +29,7 @@ func seedAttack(t *testing.T, oc *opsCluster) {
 	for i := range 10 { // legitimate, verified
 		phone := fmt.Sprintf("+447400%06d", 200+i)
 		oc.send(t, i, phone)
-		oc.do(t, i, "POST", "/otp/verify", `{"phone":"`+phone+`","code":"`+oc.out.lastCode(t, phone)+`"}`)
+		oc.do(t, i, "POST", "/otp/verify", `{"phone":"`+phone+`","code":"`+oc.out.LastCode(t, phone)+`"}`)
 	}
 	for i := range 24 {
 		oc.send(t, i, fmt.Sprintf("+234803%07d", 2000+i))

@@ -127,7 +127,7 @@ func TestOpsDatabaseDown(t *testing.T) {
 		if status, code := oc.send(t, i, phone); status != http.StatusOK {
 			t.Fatalf("send %s with the database down: %d %s, want 200", phone, status, code)
 		}
-		r := oc.do(t, i+1, "POST", "/otp/verify", `{"phone":"`+phone+`","code":"`+oc.out.lastCode(t, phone)+`"}`)
+		r := oc.do(t, i+1, "POST", "/otp/verify", `{"phone":"`+phone+`","code":"`+oc.out.LastCode(t, phone)+`"}`)
 		if r.Status != http.StatusOK {
 			t.Fatalf("verify %s with the database down: %d %s", phone, r.Status, r.Body)
 		}
@@ -290,7 +290,7 @@ func TestOpsDatabaseUnreachableAtStart(t *testing.T) {
 	if status, code := oc.send(t, 0, phone); status != http.StatusOK {
 		t.Fatalf("send before the database connected: %d %s, want 200", status, code)
 	}
-	if r := oc.do(t, 0, "POST", "/otp/verify", `{"phone":"`+phone+`","code":"`+oc.out.lastCode(t, phone)+`"}`); r.Status != http.StatusOK {
+	if r := oc.do(t, 0, "POST", "/otp/verify", `{"phone":"`+phone+`","code":"`+oc.out.LastCode(t, phone)+`"}`); r.Status != http.StatusOK {
 		t.Errorf("verify before the database connected: %d %s", r.Status, r.Body)
 	}
 	if r := oc.do(t, 0, "POST", "/limits/check", `{"policy":"default","key":"user:42"}`); r.Status != http.StatusOK {

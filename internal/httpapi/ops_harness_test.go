@@ -12,6 +12,7 @@ import (
 
 	"github.com/otpguard/otpguard/internal/app"
 	"github.com/otpguard/otpguard/internal/guard"
+	"github.com/otpguard/otpguard/internal/guard/guardtest"
 	"github.com/otpguard/otpguard/internal/httpx"
 	"github.com/otpguard/otpguard/internal/ops"
 	"github.com/otpguard/otpguard/internal/sqlstore"
@@ -110,7 +111,7 @@ func newOpsCluster(t *testing.T, cfg opsConfig) *opsCluster {
 	} else {
 		tg = redistest.New(t)
 	}
-	oc := &opsCluster{cluster: &cluster{out: &outbox{}, prefix: tg.Prefix, url: tg.URL}, redis: own, cfg: cfg, pol: policies}
+	oc := &opsCluster{cluster: &cluster{out: &guardtest.Outbox{}, prefix: tg.Prefix, url: tg.URL}, redis: own, cfg: cfg, pol: policies}
 	switch cfg.engine {
 	case sqlstore.EnginePostgres:
 		oc.sqlURL = sqltest.Postgres(t)

@@ -67,7 +67,7 @@ func TestOpsNewCodeEndsLockout(t *testing.T) {
 		t.Fatalf("send: %d", status)
 	}
 	wrong := "000000"
-	if oc.out.lastCode(t, phone) == wrong {
+	if oc.out.LastCode(t, phone) == wrong {
 		wrong = "111111"
 	}
 	for range p.OTP.MaxVerifyAttempts {
@@ -119,7 +119,7 @@ func TestOpsBlockedAfterRealSends(t *testing.T) {
 		t.Fatalf("send: %d", status)
 	}
 	wrong := "000000"
-	if oc.out.lastCode(t, "+447400123456") == wrong {
+	if oc.out.LastCode(t, "+447400123456") == wrong {
 		wrong = "111111"
 	}
 	for range 5 {
@@ -178,7 +178,7 @@ func TestOpsUnblockLetsNumberSendAgain(t *testing.T) {
 	if status, code := oc.send(t, 0, phone); status != 200 {
 		t.Fatalf("send after unblock: %d %s, want 200", status, code)
 	}
-	code := oc.out.lastCode(t, phone)
+	code := oc.out.LastCode(t, phone)
 
 	// A verify lock-out is lifted too: the number gets a fresh code.
 	for range 5 {
@@ -194,7 +194,7 @@ func TestOpsUnblockLetsNumberSendAgain(t *testing.T) {
 	if status, code := oc.send(t, 1, phone); status != 200 {
 		t.Fatalf("send after the second unblock: %d %s", status, code)
 	}
-	if r := oc.do(t, 1, "POST", "/otp/verify", `{"phone":"`+phone+`","code":"`+oc.out.lastCode(t, phone)+`"}`); r.Status != 200 {
+	if r := oc.do(t, 1, "POST", "/otp/verify", `{"phone":"`+phone+`","code":"`+oc.out.LastCode(t, phone)+`"}`); r.Status != 200 {
 		t.Fatalf("verify the new code: %d %s", r.Status, r.Body)
 	}
 

@@ -10,6 +10,7 @@ import (
 
 	"github.com/otpguard/otpguard/internal/app"
 	"github.com/otpguard/otpguard/internal/guard"
+	"github.com/otpguard/otpguard/internal/guard/guardtest"
 	"github.com/otpguard/otpguard/internal/resilience"
 	"github.com/otpguard/otpguard/internal/store"
 	"github.com/otpguard/otpguard/internal/store/redistest"
@@ -66,7 +67,7 @@ func newOutageCluster(t *testing.T, n int, policies guard.Policies, o outageOpti
 	if err := cfg.Policies.Validate(); err != nil {
 		t.Fatalf("policies: %v", err)
 	}
-	oc := &outageCluster{cluster: &cluster{out: &outbox{}, prefix: cfg.RedisPrefix, url: url}, redis: srv, proxy: proxy}
+	oc := &outageCluster{cluster: &cluster{out: &guardtest.Outbox{}, prefix: cfg.RedisPrefix, url: url}, redis: srv, proxy: proxy}
 	for range n {
 		in := startInstance(t, cfg, oc.out, app.WithHeartbeat(100*time.Millisecond, time.Second), app.WithBreaker(o.Breaker), app.WithOutput(o.Output))
 		oc.instances = append(oc.instances, in)

@@ -118,7 +118,7 @@ func TestCodesLostOnEmptyRestart(t *testing.T) {
 			if r := oc.do(t, 0, "POST", "/otp/send", `{"phone":"`+phone+`"}`); r.Status != http.StatusOK {
 				t.Fatalf("send: %d %s", r.Status, r.Body)
 			}
-			code := oc.out.lastCode(t, phone)
+			code := oc.out.LastCode(t, phone)
 			oc.redis.Kill()
 			oc.redis.Restart()
 			var r response
@@ -140,7 +140,7 @@ func TestCodesLostOnEmptyRestart(t *testing.T) {
 			if r := oc.do(t, 0, "POST", "/otp/send", `{"phone":"`+phone+`"}`); r.Status != http.StatusOK {
 				t.Fatalf("a new send after the restart: %d %s, want 200", r.Status, r.Body)
 			}
-			if r := oc.do(t, 1, "POST", "/otp/verify", `{"phone":"`+phone+`","code":"`+oc.out.lastCode(t, phone)+`"}`); r.Status != http.StatusOK {
+			if r := oc.do(t, 1, "POST", "/otp/verify", `{"phone":"`+phone+`","code":"`+oc.out.LastCode(t, phone)+`"}`); r.Status != http.StatusOK {
 				t.Errorf("verify of the new code: %d %s, want 200", r.Status, r.Body)
 			}
 		})

@@ -195,7 +195,7 @@ func TestOutageEveryPolicyKeepsItsMode(t *testing.T) {
 					t.Errorf("instance %d: verify got %d %s, want 503", i, r.Status, r.Body)
 				}
 			}
-			if n := oc.out.count(); n != 0 {
+			if n := oc.out.Count(); n != 0 {
 				t.Errorf("%d SMS sent while Redis was down with OTP closed, want 0", n)
 			}
 		})
@@ -307,7 +307,7 @@ func TestOutageRedisRestartedEmpty(t *testing.T) {
 	if r := oc.do(t, 0, "POST", "/otp/send", `{"phone":"+14155550107"}`); r.Status != http.StatusOK {
 		t.Errorf("send after the restart: %d %s", r.Status, r.Body)
 	}
-	if r := oc.do(t, 1, "POST", "/otp/verify", fmt.Sprintf(`{"phone":"+14155550107","code":%q}`, oc.out.lastCode(t, "+14155550107"))); r.Status != http.StatusOK {
+	if r := oc.do(t, 1, "POST", "/otp/verify", fmt.Sprintf(`{"phone":"+14155550107","code":%q}`, oc.out.LastCode(t, "+14155550107"))); r.Status != http.StatusOK {
 		t.Errorf("verify after the restart on another instance: %d %s", r.Status, r.Body)
 	}
 	if bad := oc.keysWithoutTTL(t); len(bad) > 0 {
@@ -341,10 +341,10 @@ func TestOutageOTPLocal(t *testing.T) {
 			}
 		}
 	}
-	if got := oc.out.count(); got != n {
+	if got := oc.out.Count(); got != n {
 		t.Errorf("%d SMS sent, want N x local_limit = %d", got, n)
 	}
-	code := oc.out.lastCode(t, phone)
+	code := oc.out.LastCode(t, phone)
 	wrong := "000000"
 	if code == wrong {
 		wrong = "111111"
@@ -375,7 +375,7 @@ func TestOutageOTPLocal(t *testing.T) {
 		send := oc.do(t, 0, "POST", "/otp/send", fmt.Sprintf(`{"phone":%q}`, other))
 		var verify response
 		if send.Status == http.StatusOK {
-			verify = oc.do(t, 2, "POST", "/otp/verify", fmt.Sprintf(`{"phone":%q,"code":%q}`, other, oc.out.lastCode(t, other)))
+			verify = oc.do(t, 2, "POST", "/otp/verify", fmt.Sprintf(`{"phone":%q,"code":%q}`, other, oc.out.LastCode(t, other)))
 			if verify.Status == http.StatusOK {
 				break
 			}

@@ -18,11 +18,11 @@ func TestShedRequestsSpendNothing(t *testing.T) {
 	cfg := testConfig(t, tg.URL, tg.Prefix, t.TempDir(), limitPolicies())
 	cfg.MaxInFlight = 1
 	c := newClusterConfig(t, 1, cfg)
-	c.out.hold, c.out.held = make(chan struct{}), make(chan struct{}, 1)
+	c.out.Hold, c.out.Held = make(chan struct{}), make(chan struct{}, 1)
 
 	sent := make(chan response, 1)
 	go func() { sent <- c.do(t, 0, "POST", "/otp/send", `{"phone":"+14155550100"}`) }()
-	<-c.out.held // the send holds the only slot, its provider call in flight
+	<-c.out.Held // the send holds the only slot, its provider call in flight
 
 	r := c.do(t, 0, "POST", "/limits/check", `{"policy":"search","key":"user:1"}`)
 	if r.Status != http.StatusServiceUnavailable || r.json(t)["code"] != "overloaded" || r.Header.Get("Retry-After") != "1" {
@@ -32,7 +32,7 @@ func TestShedRequestsSpendNothing(t *testing.T) {
 		t.Errorf(`otpguard_shed_total{route="/limits/check"} = %s, want 1`, got)
 	}
 
-	close(c.out.hold)
+	close(c.out.Hold)
 	if s := <-sent; s.Status != http.StatusOK {
 		t.Fatalf("the held send: %d %s", s.Status, s.Body)
 	}

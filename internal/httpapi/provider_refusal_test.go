@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/otpguard/otpguard/internal/app"
+	"github.com/otpguard/otpguard/internal/guard/guardtest"
 	"github.com/otpguard/otpguard/internal/sms"
 	"github.com/otpguard/otpguard/internal/store/redistest"
 )
@@ -173,7 +174,7 @@ func TestProviderTimeoutStaysSpent(t *testing.T) {
 	}
 	tg := redistest.New(t)
 	cfg := testConfig(t, tg.URL, tg.Prefix, t.TempDir(), defaults())
-	c := &cluster{instances: []*instance{startInstance(t, cfg, &outbox{}, app.WithSender(tw))}}
+	c := &cluster{instances: []*instance{startInstance(t, cfg, &guardtest.Outbox{}, app.WithSender(tw))}}
 
 	for n, tc := range []struct {
 		name   string

@@ -167,7 +167,7 @@ func (w *campaignWorld) runMinute(t *testing.T, events []event, verifies []strin
 	wg.Wait()
 	for i, phone := range verifies {
 		wg.Go(func() {
-			r := w.oc.do(t, i, "POST", "/otp/verify", `{"phone":"`+phone+`","code":"`+w.oc.out.lastCode(t, phone)+`"}`)
+			r := w.oc.do(t, i, "POST", "/otp/verify", `{"phone":"`+phone+`","code":"`+w.oc.out.LastCode(t, phone)+`"}`)
 			if r.Status != http.StatusOK {
 				t.Errorf("legitimate verify %s: %d %s", phone, r.Status, r.Body)
 			}

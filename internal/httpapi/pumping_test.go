@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/otpguard/otpguard/internal/guard"
+	"github.com/otpguard/otpguard/internal/guard/guardtest"
 	"github.com/otpguard/otpguard/internal/httpx"
 	"github.com/otpguard/otpguard/internal/metrics"
 	"github.com/otpguard/otpguard/internal/problem"
@@ -33,19 +34,6 @@ func problemCode(t testing.TB, r response) string {
 		t.Fatalf("status %d, body %q is not a problem: %v", r.Status, r.Body, err)
 	}
 	return p.Code
-}
-
-// sentTo counts the SMS the outbox holds for numbers starting with prefix.
-func (o *outbox) sentTo(prefix string) int {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	n := 0
-	for _, m := range o.sent {
-		if strings.HasPrefix(m.To, prefix) {
-			n++
-		}
-	}
-	return n
 }
 
 // TestPumpingAttackSimulation: a script requests codes for many distinct
@@ -105,8 +93,8 @@ func TestPumpingAttackSimulation(t *testing.T) {
 	}
 	wg.Wait()
 
-	left := c.out.sentTo(attackPrefix)
-	premium := c.out.sentTo("+44909")
+	left := c.out.SentTo(attackPrefix)
+	premium := c.out.SentTo("+44909")
 	t.Logf("attack: %d requests for distinct numbers of %s from %d addresses: %d SMS left (prefix budget %d), %d refused prefix_rate_limited",
 		attack, attackPrefix, attack, left, prefixBudget, attackRefused.Load())
 	t.Logf("premium-rate: %d requests, %d SMS left, %d refused number_type_not_allowed", attack, premium, premiumRefused.Load())
@@ -173,8 +161,8 @@ func TestBudgetExactAcrossInstances(t *testing.T) {
 	}
 	wg.Wait()
 	t.Logf("%d concurrent sends over 4 instances, budget %d per hour: %d SMS left, %d refused budget_exhausted",
-		sends, budget, c.out.count(), exhausted.Load())
-	if got := c.out.count(); got != budget || sent.Load() != budget {
+		sends, budget, c.out.Count(), exhausted.Load())
+	if got := c.out.Count(); got != budget || sent.Load() != budget {
 		t.Errorf("SMS sent: outbox %d, 200s %d, want exactly %d", got, sent.Load(), budget)
 	}
 	if got := exhausted.Load(); got != sends-budget {
@@ -209,7 +197,7 @@ func TestBudgetRefundAndOneLog(t *testing.T) {
 	log := slog.New(slog.NewJSONHandler(&lockedWriter{w: &logs, mu: &mu}, nil))
 	reg := metrics.New()
 	abuse := metrics.NewAbuse(reg)
-	out := &outbox{}
+	out := &guardtest.Outbox{}
 	otp := guard.NewOTP(guard.OTPOptions{Policy: p.OTP, Counter: st, Codes: st, Sender: out,
 		HMACKey: []byte("0123456789abcdef0123456789abcdef"), Logger: log, Abuse: abuse.Hooks()})
 	ctx := context.Background()
@@ -218,17 +206,17 @@ func TestBudgetRefundAndOneLog(t *testing.T) {
 		return problem.CodeOf(err)
 	}
 
-	out.fail = problem.Errorf(problem.CodeInvalidDestination, "refused")
+	out.SetFail(problem.Errorf(problem.CodeInvalidDestination, "refused"))
 	if got := send("+919800000001"); got != problem.CodeInvalidDestination {
 		t.Fatalf("refused send: got %q, want invalid_destination", got)
 	}
 	// A provider refusal that is not about the number (bad credentials)
 	// sent nothing either.
-	out.fail = &problem.Error{Code: problem.CodeProviderUnavailable, Message: "refused", Err: fmt.Errorf("401 (%w)", guard.ErrNotSent)}
+	out.SetFail(&problem.Error{Code: problem.CodeProviderUnavailable, Message: "refused", Err: fmt.Errorf("401 (%w)", guard.ErrNotSent)})
 	if got := send("+919800000002"); got != problem.CodeProviderUnavailable {
 		t.Fatalf("send the provider refused: got %q, want provider_unavailable", got)
 	}
-	out.fail = nil
+	out.SetFail(nil)
 	for i := range 3 { // the refused ones gave their messages back: 3 still leave
 		if got := send(fmt.Sprintf("+91980000001%d", i)); got != "" {
 			t.Fatalf("send %d: got %q, want sent", i, got)
@@ -239,7 +227,7 @@ func TestBudgetRefundAndOneLog(t *testing.T) {
 			t.Fatalf("send over budget: got %q, want budget_exhausted", got)
 		}
 	}
-	if got := out.count(); got != 3 {
+	if got := out.Count(); got != 3 {
 		t.Errorf("SMS sent: got %d, want 3", got)
 	}
 	mu.Lock()
@@ -329,7 +317,7 @@ func TestDestinationRules(t *testing.T) {
 		})
 	}
 	// Refusals by destination spent nothing: the number was never counted.
-	if got := c.out.count(); got != 4 {
+	if got := c.out.Count(); got != 4 {
 		t.Errorf("SMS sent: got %d, want 4", got)
 	}
 }

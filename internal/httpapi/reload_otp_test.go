@@ -187,11 +187,8 @@ func sendAnswer(t *testing.T, r response) (code string, expiresIn int) {
 // smsByPhone is the instance's outbox, each number's messages in the order
 // they were sent.
 func smsByPhone(in *instance) map[string][]string {
-	o := in.out
-	o.mu.Lock()
-	defer o.mu.Unlock()
 	by := map[string][]string{}
-	for _, m := range o.sent {
+	for _, m := range in.out.Sent() {
 		by[m.To] = append(by[m.To], m.Body)
 	}
 	return by

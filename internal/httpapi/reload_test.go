@@ -14,6 +14,7 @@ import (
 
 	"github.com/otpguard/otpguard/internal/app"
 	"github.com/otpguard/otpguard/internal/guard"
+	"github.com/otpguard/otpguard/internal/guard/guardtest"
 	"github.com/otpguard/otpguard/internal/store/redistest"
 )
 
@@ -53,7 +54,7 @@ func reloadInstance(t *testing.T, body string) (*instance, string) {
 	tg := redistest.New(t)
 	cfg := testConfig(t, tg.URL, tg.Prefix, t.TempDir(), policyFromYAML(t, path))
 	cfg.ConfigFile = path
-	return startInstance(t, cfg, &outbox{}), path
+	return startInstance(t, cfg, &guardtest.Outbox{}), path
 }
 
 func writeFile(t *testing.T, path, body string) {

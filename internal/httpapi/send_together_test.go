@@ -17,7 +17,7 @@ import (
 	"github.com/otpguard/otpguard/internal/store/redistest"
 )
 
-// An OTP send's limits go out together (guard.OTP.spend, store.TakeSend):
+// An OTP send's limits go out together (guard's spend step, store.TakeSend):
 // one MULTI on a single Redis, the denier keeps its attempt, everything
 // else the request counted is refunded. These tests read the counters in
 // Redis after the answers.
@@ -219,7 +219,7 @@ func TestSendLimitsTogetherExactAcrossInstances(t *testing.T) {
 			t.Fatalf("request %d: %d %s", i, a.status, a.code)
 		}
 	}
-	if got := c.out.count(); got != sent {
+	if got := c.out.Count(); got != sent {
 		t.Errorf("%d messages for %d answers 200", got, sent)
 	}
 	if sent > 25 {

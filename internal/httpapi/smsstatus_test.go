@@ -21,6 +21,7 @@ import (
 	"github.com/otpguard/otpguard/api"
 	"github.com/otpguard/otpguard/internal/app"
 	"github.com/otpguard/otpguard/internal/guard"
+	"github.com/otpguard/otpguard/internal/guard/guardtest"
 	"github.com/otpguard/otpguard/internal/httpapi"
 	"github.com/otpguard/otpguard/internal/metrics"
 	"github.com/otpguard/otpguard/internal/sms"
@@ -72,7 +73,7 @@ func TestSMSStatusCallback(t *testing.T) {
 	p := defaults()
 	p.FillDefaults()
 	rec := &events{}
-	otp := guard.NewOTP(guard.OTPOptions{Policy: p.OTP, Sender: &outbox{}, Events: rec})
+	otp := guard.NewOTP(guard.OTPOptions{Policy: p.OTP, Sender: &guardtest.Outbox{}, Events: rec})
 	reg := metrics.New()
 	newServer := func(cb httpapi.StatusCallback) *httptest.Server {
 		srv := httptest.NewServer(httpapi.New(httpapi.Options{OTP: otp, APIKeys: []string{apiKey}, Spec: api.OpenAPI,

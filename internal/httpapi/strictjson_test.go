@@ -103,7 +103,7 @@ func TestStrictJSONAndPlainReasons(t *testing.T) {
 			}
 		})
 	}
-	if n := oc.out.count(); n != 0 {
+	if n := oc.out.Count(); n != 0 {
 		t.Errorf("refused bodies sent %d messages, want 0", n)
 	}
 }

@@ -64,7 +64,7 @@ func TestTrustedNumberSentWhileCountryRefuses(t *testing.T) {
 	if code := trustSend(t, oc, 0, returning, false); code != "" {
 		t.Fatalf("first send: %s", code)
 	}
-	r := oc.do(t, 1, "POST", "/otp/verify", `{"phone":"`+returning+`","code":"`+oc.out.lastCode(t, returning)+`"}`)
+	r := oc.do(t, 1, "POST", "/otp/verify", `{"phone":"`+returning+`","code":"`+oc.out.LastCode(t, returning)+`"}`)
 	if r.Status != http.StatusOK {
 		t.Fatalf("verify: %d %s", r.Status, r.Body)
 	}

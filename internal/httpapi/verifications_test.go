@@ -44,7 +44,7 @@ func TestVerificationLifecycleHTTP(t *testing.T) {
 		if st != "pending" || b["to"] != phone || b["attempts"] != 0.0 || b["max_attempts"] != 3.0 {
 			t.Fatalf("new verification: %v", b)
 		}
-		code := c.out.lastCode(t, phone)
+		code := c.out.LastCode(t, phone)
 		verify(t, c, 1, wrong(code))
 		r := verify(t, c, 0, code)
 		if r.Status != 200 || r.json(t)["verification_id"] != id || r.json(t)["status"] != "approved" {
@@ -61,7 +61,7 @@ func TestVerificationLifecycleHTTP(t *testing.T) {
 
 	t.Run("a new send supersedes: the old one is canceled, its code dead", func(t *testing.T) {
 		old := sendID(t, c, 0, phone)
-		oldCode := c.out.lastCode(t, phone)
+		oldCode := c.out.LastCode(t, phone)
 		fresh := sendID(t, c, 1, phone)
 		if st, _ := statusOf(t, c, 0, old); st != "canceled" {
 			t.Fatalf("superseded: %s, want canceled", st)
@@ -69,7 +69,7 @@ func TestVerificationLifecycleHTTP(t *testing.T) {
 		if st, _ := statusOf(t, c, 0, fresh); st != "pending" {
 			t.Fatalf("new: %s, want pending", st)
 		}
-		if c.out.lastCode(t, phone) != oldCode {
+		if c.out.LastCode(t, phone) != oldCode {
 			if r := verify(t, c, 0, oldCode); r.Status != 400 {
 				t.Fatalf("old code: %d %s, want 400", r.Status, r.Body)
 			}
@@ -78,7 +78,7 @@ func TestVerificationLifecycleHTTP(t *testing.T) {
 
 	t.Run("canceled: the code is dead", func(t *testing.T) {
 		id := sendID(t, c, 0, phone)
-		code := c.out.lastCode(t, phone)
+		code := c.out.LastCode(t, phone)
 		r := c.do(t, 1, "POST", "/otp/verifications/"+id+"/cancel", "")
 		if r.Status != 200 || r.json(t)["status"] != "canceled" {
 			t.Fatalf("cancel: %d %s, want 200 canceled", r.Status, r.Body)
@@ -93,7 +93,7 @@ func TestVerificationLifecycleHTTP(t *testing.T) {
 
 	t.Run("max_attempts_reached at the last wrong guess", func(t *testing.T) {
 		id := sendID(t, c, 0, phone)
-		code := c.out.lastCode(t, phone)
+		code := c.out.LastCode(t, phone)
 		for i := range 2 {
 			verify(t, c, i, wrong(code))
 			if st, _ := statusOf(t, c, 0, id); st != "pending" {
@@ -115,7 +115,7 @@ func TestVerificationLifecycleHTTP(t *testing.T) {
 	t.Run("concurrent right guesses: one approval", func(t *testing.T) {
 		for round := range 5 {
 			id := sendID(t, c, 0, phone)
-			code := c.out.lastCode(t, phone)
+			code := c.out.LastCode(t, phone)
 			statuses := burst(t, c, 20, "/otp/verify", func(int) string { return verifyBody(code) })
 			if statuses[200] != 1 {
 				t.Fatalf("round %d: %v, want exactly one 200", round, statuses)
@@ -130,7 +130,7 @@ func TestVerificationLifecycleHTTP(t *testing.T) {
 		counts := map[string]int{}
 		for round := range 20 {
 			id := sendID(t, c, 0, phone)
-			code := c.out.lastCode(t, phone)
+			code := c.out.LastCode(t, phone)
 			var v, x response
 			var wg sync.WaitGroup
 			wg.Go(func() { v = verify(t, c, round, code) })

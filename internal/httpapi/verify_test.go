@@ -43,7 +43,7 @@ func TestVerify(t *testing.T) {
 
 	t.Run("right code once, on any instance", func(t *testing.T) {
 		sendTo(t, c, 0)
-		code := c.out.lastCode(t, phone)
+		code := c.out.LastCode(t, phone)
 		if r := verify(t, c, 1, code); r.Status != 200 || r.json(t)["valid"] != true {
 			t.Fatalf("verify: %d %s, want 200 valid", r.Status, r.Body)
 		}
@@ -55,7 +55,7 @@ func TestVerify(t *testing.T) {
 
 	t.Run("wrong guesses count down, then lock even the right code", func(t *testing.T) {
 		sendTo(t, c, 0)
-		code := c.out.lastCode(t, phone)
+		code := c.out.LastCode(t, phone)
 		for left := 2; left >= 0; left-- {
 			r := verify(t, c, left, wrong(code))
 			if r.Status != 400 || r.json(t)["code"] != "wrong_code" || r.json(t)["attempts_left"] != float64(left) {
@@ -72,16 +72,16 @@ func TestVerify(t *testing.T) {
 		}
 		// A new code unlocks, with a fresh guess count.
 		sendTo(t, c, 1)
-		if r := verify(t, c, 1, c.out.lastCode(t, phone)); r.Status != 200 {
+		if r := verify(t, c, 1, c.out.LastCode(t, phone)); r.Status != 200 {
 			t.Fatalf("new code after lock-out: %d %s, want 200", r.Status, r.Body)
 		}
 	})
 
 	t.Run("a new code replaces the old one", func(t *testing.T) {
 		sendTo(t, c, 0)
-		old := c.out.lastCode(t, phone)
+		old := c.out.LastCode(t, phone)
 		sendTo(t, c, 1)
-		fresh := c.out.lastCode(t, phone)
+		fresh := c.out.LastCode(t, phone)
 		if old != fresh {
 			if r := verify(t, c, 0, old); r.Status != 400 {
 				t.Fatalf("old code: %d %s, want 400", r.Status, r.Body)
@@ -94,7 +94,7 @@ func TestVerify(t *testing.T) {
 
 	t.Run("concurrent correct guesses: exactly one wins", func(t *testing.T) {
 		sendTo(t, c, 0)
-		code := c.out.lastCode(t, phone)
+		code := c.out.LastCode(t, phone)
 		statuses := burst(t, c, 40, "/otp/verify", func(int) string { return verifyBody(code) })
 		// The guess limit (3) also refuses some: what matters is one 200.
 		if statuses[200] != 1 {
@@ -104,7 +104,7 @@ func TestVerify(t *testing.T) {
 
 	t.Run("concurrent wrong guesses: exactly max are judged", func(t *testing.T) {
 		sendTo(t, c, 0)
-		code := c.out.lastCode(t, phone)
+		code := c.out.LastCode(t, phone)
 		const n = 50
 		statuses := burst(t, c, n, "/otp/verify", func(int) string { return verifyBody(wrong(code)) })
 		if statuses[400] != 3 || statuses[429] != n-3 {
@@ -118,7 +118,7 @@ func TestCodeExpires(t *testing.T) {
 	p.OTP.CodeTTL = time.Minute
 	c, m := miniCluster(t, 1, p)
 	sendTo(t, c, 0)
-	code := c.out.lastCode(t, phone)
+	code := c.out.LastCode(t, phone)
 	m.FastForward(61 * time.Second)
 	if r := verify(t, c, 0, code); r.Status != 400 || r.json(t)["code"] != "no_active_code" {
 		t.Fatalf("verify after expiry: %d %s, want 400 no_active_code", r.Status, r.Body)
@@ -127,7 +127,7 @@ func TestCodeExpires(t *testing.T) {
 
 func TestProviderFailure(t *testing.T) {
 	c, _ := miniCluster(t, 1, defaults())
-	c.out.fail = fmt.Errorf("boom")
+	c.out.SetFail(fmt.Errorf("boom"))
 	r := c.do(t, 0, "POST", "/otp/send", `{"phone":"`+phone+`"}`)
 	if r.Status != 502 || r.json(t)["code"] != "provider_unavailable" {
 		t.Fatalf("send with a failing provider: %d %s, want 502 provider_unavailable", r.Status, r.Body)

@@ -19,6 +19,7 @@ import (
 
 	"github.com/otpguard/otpguard/internal/app"
 	"github.com/otpguard/otpguard/internal/guard"
+	"github.com/otpguard/otpguard/internal/guard/guardtest"
 	"github.com/otpguard/otpguard/internal/limit"
 	"github.com/otpguard/otpguard/internal/store"
 	"github.com/otpguard/otpguard/internal/store/redistest"
@@ -237,7 +238,7 @@ func loggedInstance(t *testing.T, level string, p guard.Policies, tune ...func(*
 	}
 	t.Cleanup(func() { rdb.Close() })
 	logs := &syncBuffer{}
-	c := &cluster{out: &outbox{}, prefix: cfg.RedisPrefix, url: cfg.RedisURL}
+	c := &cluster{out: &guardtest.Outbox{}, prefix: cfg.RedisPrefix, url: cfg.RedisURL}
 	c.instances = append(c.instances, startInstance(t, cfg, c.out, app.WithRedis(rdb), app.WithOutput(logs)))
 	return c, logs
 }
@@ -348,7 +349,7 @@ func TestTooManyAttemptsSaysWhenToAskAgain(t *testing.T) {
 			tc.policy(&p)
 			c, _ := miniCluster(t, 1, p)
 			sendTo(t, c, 0)
-			code := c.out.lastCode(t, phone)
+			code := c.out.LastCode(t, phone)
 			if r := verify(t, c, 0, wrong(code)); r.Status != 400 {
 				t.Fatalf("wrong guess: %d %s", r.Status, r.Body)
 			}

@@ -26,10 +26,7 @@ import (
 // body's size is already bounded by the BodyLimit middleware.
 func DecodeJSON(c echo.Context, v any) error {
 	body, err := io.ReadAll(c.Request().Body)
-	if err != nil {
-		return bodyError(err)
-	}
-	return DecodeBytes(body, v)
+	return decoded(body, err, v)
 }
 
 // DecodeJSONInto is DecodeJSON reading the body into *buf, which the
@@ -49,20 +46,30 @@ func DecodeJSONInto(c echo.Context, v any, buf *[]byte) error {
 		}
 		if err != nil {
 			*buf = b
-			return bodyError(err)
+			return decoded(nil, err, v)
 		}
 	}
 	*buf = b
-	return DecodeBytes(b, v)
+	return decoded(b, nil, v)
 }
 
-// bodyError is the answer to a body that could not be read.
-func bodyError(err error) error {
+// decoded is the answer to a body read with readErr and decoded into v:
+// nil, 413 for a body past the limit, or a problem saying what is wrong.
+func decoded(body []byte, readErr error, v any) error {
 	var tooLarge *http.MaxBytesError
-	if errors.As(err, &tooLarge) || errors.Is(err, echo.ErrStatusRequestEntityTooLarge) {
+	reason := ""
+	switch {
+	case errors.As(readErr, &tooLarge) || errors.Is(readErr, echo.ErrStatusRequestEntityTooLarge):
 		return echo.ErrStatusRequestEntityTooLarge
+	case readErr != nil:
+		reason = "could not read the request body"
+	default:
+		reason = bodyReason(body, v)
 	}
-	return problem.Errorf(problem.CodeInvalidRequest, "could not read the request body")
+	if reason == "" {
+		return nil
+	}
+	return problem.Errorf(problem.CodeInvalidRequest, "%s", reason)
 }
 
 // strict are the decoding rules of every body. Field names match exactly
@@ -79,14 +86,18 @@ var strict = jsonv2.JoinOptions(
 )
 
 // DecodeBytes is DecodeJSON without the request, for fuzzing.
-func DecodeBytes(body []byte, v any) error {
+func DecodeBytes(body []byte, v any) error { return decoded(body, nil, v) }
+
+// bodyReason decodes body into v, and says what is wrong with it ("" when
+// nothing is).
+func bodyReason(body []byte, v any) string {
 	if len(bytes.TrimSpace(body)) == 0 {
-		return problem.Errorf(problem.CodeInvalidRequest, "request body is empty; send a JSON object")
+		return "request body is empty; send a JSON object"
 	}
 	if err := jsonv2.Unmarshal(body, v, strict); err != nil {
-		return problem.Errorf(problem.CodeInvalidRequest, "%s", jsonReason(err))
+		return jsonReason(err)
 	}
-	return nil
+	return ""
 }
 
 // jsonReason says what is wrong with a body, naming the field by its path

@@ -225,7 +225,7 @@ func AsGuardError(err error) *problem.Error {
 
 // RetrySeconds rounds up: a client told "0" would retry at once and be
 // refused again.
-func RetrySeconds(d time.Duration) int { return guard.RetrySeconds(d) }
+func RetrySeconds(d time.Duration) int { return problem.RetrySeconds(d) }
 
 // RequestID is the request's ID, as the answer's X-Request-Id carries it.
 func RequestID(c echo.Context) string {

@@ -119,6 +119,53 @@ func (d *Denials) remember(t Take, r Result, sent time.Time) {
 // come back without the counters they stood for).
 func (d *Denials) forget() { d.keys.Purge() }
 
+// learn takes in what the store answered for takes exact (sent at sent;
+// at maps each to its check, nil when exact are every check in order,
+// pols are the checks' policies). When the store did not answer, or a
+// fallback decided for it, Redis may come back from a restart or a
+// failover without the counters behind the remembered denials, and counts
+// then start over there: forget them rather than deny what Redis would
+// allow. Otherwise each answer is remembered, but for a sync-mode check's
+// and for one sharing its key with another take of the batch: such an
+// answer depends on the other checks (the store decides them in order),
+// and is not Redis's alone to remember.
+func (d *Denials) learn(exact []Take, got []Result, err error, sent time.Time, at []int, pols []checkPolicy) {
+	if err != nil || anyFallback(got) {
+		d.forget()
+	}
+	if err != nil {
+		return
+	}
+	for j := range exact {
+		i := j
+		if at != nil {
+			i = at[j]
+		}
+		if pols[i].Mode != ModeSync && !sharesKey(exact, j) {
+			d.remember(exact[j], got[j], sent)
+		}
+	}
+}
+
+func anyFallback(res []Result) bool {
+	for _, r := range res {
+		if r.Fallback {
+			return true
+		}
+	}
+	return false
+}
+
+// sharesKey reports whether another take of takes has takes[j]'s key.
+func sharesKey(takes []Take, j int) bool {
+	for i, t := range takes {
+		if i != j && t.Key == takes[j].Key {
+			return true
+		}
+	}
+	return false
+}
+
 // memorable: only takes whose denial holds until a known time. A fixed
 // window that counts every hit (OTP) is not asked here.
 func memorable(t Take) bool {

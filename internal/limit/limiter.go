@@ -159,12 +159,8 @@ func (l *Limiter) take(ctx context.Context, w *checkWork) error {
 	if err == nil && len(got) != len(exact) {
 		err = fmt.Errorf("limits: store answered %d results for %d takes", len(got), len(exact))
 	}
-	if l.denials != nil && (err != nil || anyFallback(got)) {
-		// Redis did not answer: it may come back from a restart or a
-		// failover without the counters behind the remembered denials, and
-		// then counts start over there. Forget them rather than deny what
-		// Redis would allow.
-		l.denials.forget()
+	if l.denials != nil {
+		l.denials.learn(exact, got, err, sent, at, pols)
 	}
 	if err != nil {
 		for i := range takes { // the batch is refused: give back what was spent here
@@ -180,33 +176,8 @@ func (l *Limiter) take(ctx context.Context, w *checkWork) error {
 			i = at[j]
 		}
 		res[i] = got[j]
-		// A check's answer depends on the other checks of its batch only
-		// through a key they share (the store decides them in order): such
-		// a denial is not Redis's alone to remember.
-		if l.denials != nil && pols[i].Mode != ModeSync && !sharesKey(exact, j) {
-			l.denials.remember(exact[j], got[j], sent)
-		}
 	}
 	return nil
-}
-
-func anyFallback(res []Result) bool {
-	for _, r := range res {
-		if r.Fallback {
-			return true
-		}
-	}
-	return false
-}
-
-// sharesKey reports whether another take of takes has takes[j]'s key.
-func sharesKey(takes []Take, j int) bool {
-	for i, t := range takes {
-		if i != j && t.Key == takes[j].Key {
-			return true
-		}
-	}
-	return false
 }
 
 // limitPolicy is a policy with the names its takes carry (PolicyKey's
@@ -365,30 +336,10 @@ func (l *Limiter) takes(checks []Check, w *checkWork) error {
 		if c.Cost < 0 || (c.Cost > p.Max() && !p.Independent) || c.Cost > MaxValue {
 			return problem.Errorf(problem.CodeInvalidCost, "checks[%d].cost must be between 0 and %d for policy %q, got %d", i, p.Max(), c.Policy, c.Cost)
 		}
-		w.takes[i] = takeFor(c, p, lp.space, lp.name)
+		w.takes[i] = p.take(c, lp.space, lp.name)
 		w.pols[i] = checkPolicy{Mode: p.Mode, SyncInterval: p.SyncInterval, Shadow: p.Shadow}
 	}
 	return nil
-}
-
-// takeFor is the Take of one check (space and name: PolicyKey's space and
-// PolicyName of its policy). When the store cannot answer, the
-// Fallback decides it by the policy's on_store_error (a batch holding a
-// closed policy is refused whole).
-func takeFor(c Check, p Policy, space, name string) Take {
-	t := Take{Key: Key{Space: space, ID: c.Key}, Algorithm: p.Algorithm, Cost: c.Cost,
-		Policy: name, OnStoreError: p.OnStoreError, LocalLimit: p.LocalLimit,
-		AllOrNothing: true, Shadow: p.Shadow}
-	switch p.Algorithm {
-	case TokenBucket:
-		t.Limit, t.Rate = p.Capacity, p.RefillPerSecond
-	default:
-		t.Limit, t.Window, t.SpendIfAllowed = p.Limit, p.Window, true
-	}
-	if p.Independent { // each on its own; a window counts every hit
-		t.AllOrNothing, t.SpendIfAllowed, t.Independent = false, false, true
-	}
-	return t
 }
 
 // PolicyKey is the counter of a /limits/check policy for a caller's key:

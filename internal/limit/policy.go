@@ -87,3 +87,23 @@ func (p Policy) Max() int64 {
 	}
 	return p.Limit
 }
+
+// take is the Take of one check of p (space and name: PolicyKey's space and
+// PolicyName of its policy). When the store cannot answer, the
+// Fallback decides it by the policy's on_store_error (a batch holding a
+// closed policy is refused whole).
+func (p Policy) take(c Check, space, name string) Take {
+	t := Take{Key: Key{Space: space, ID: c.Key}, Algorithm: p.Algorithm, Cost: c.Cost,
+		Policy: name, OnStoreError: p.OnStoreError, LocalLimit: p.LocalLimit,
+		AllOrNothing: true, Shadow: p.Shadow}
+	switch p.Algorithm {
+	case TokenBucket:
+		t.Limit, t.Rate = p.Capacity, p.RefillPerSecond
+	default:
+		t.Limit, t.Window, t.SpendIfAllowed = p.Limit, p.Window, true
+	}
+	if p.Independent { // each on its own; a window counts every hit
+		t.AllOrNothing, t.SpendIfAllowed, t.Independent = false, false, true
+	}
+	return t
+}

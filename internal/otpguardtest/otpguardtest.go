@@ -10,13 +10,13 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/otpguard/otpguard/internal/app"
 	"github.com/otpguard/otpguard/internal/guard"
+	"github.com/otpguard/otpguard/internal/guard/guardtest"
 	"github.com/otpguard/otpguard/internal/limit"
 	"github.com/otpguard/otpguard/internal/store/redistest"
 )
@@ -27,41 +27,8 @@ const (
 	OpsKey = "otpguardtest-ops-key-0123456789"
 )
 
-// Outbox is a guard.Sender that keeps what it was asked to send.
-type Outbox struct {
-	mu   sync.Mutex
-	sent []guard.Message
-}
-
-// Send keeps m.
-func (o *Outbox) Send(_ context.Context, m guard.Message) error {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	o.sent = append(o.sent, m)
-	return nil
-}
-
-// Count is how many messages were sent.
-func (o *Outbox) Count() int {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	return len(o.sent)
-}
-
-// LastCode is the code of the last message sent to phone (E.164).
-func (o *Outbox) LastCode(t testing.TB, phone string) string {
-	t.Helper()
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	for i := len(o.sent) - 1; i >= 0; i-- {
-		if o.sent[i].To == phone {
-			f := strings.Fields(o.sent[i].Body)
-			return f[len(f)-1]
-		}
-	}
-	t.Fatalf("no message was sent to %s", phone)
-	return ""
-}
+// Outbox is the SMS outbox each instance sends to (guardtest's).
+type Outbox = guardtest.Outbox
 
 // Server is one running otpguard.
 type Server struct {

@@ -2,134 +2,17 @@ package resilience_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/otpguard/otpguard/internal/guard"
+	"github.com/otpguard/otpguard/internal/guard/guardtest"
 	"github.com/otpguard/otpguard/internal/limit"
 	"github.com/otpguard/otpguard/internal/resilience"
 )
 
-var errRedisDown = errors.New("dial tcp 127.0.0.1:6379: connect: connection refused")
-
-// outageStore is a hand-written Counter and Codes: in memory while up, failing
-// (after wait, or at once) while down. It counts the calls that reach it.
-type outageStore struct {
-	mu    sync.Mutex
-	down  bool
-	wait  bool // while down, block until the context ends, as a black hole does
-	calls atomic.Int64
-	fw    map[limit.Key]int64
-	codes map[string]guard.Guess
-}
-
-func newOutageStore() *outageStore {
-	return &outageStore{fw: map[limit.Key]int64{}, codes: map[string]guard.Guess{}}
-}
-
-func (f *outageStore) setDown(down bool) {
-	f.mu.Lock()
-	f.down = down
-	f.mu.Unlock()
-}
-
-func (f *outageStore) fail(ctx context.Context) error {
-	f.calls.Add(1)
-	f.mu.Lock()
-	down, wait := f.down, f.wait
-	f.mu.Unlock()
-	if !down {
-		return nil
-	}
-	if wait {
-		<-ctx.Done()
-		return fmt.Errorf("i/o timeout: %w", ctx.Err())
-	}
-	return errRedisDown
-}
-
-func (f *outageStore) Take(ctx context.Context, takes []limit.Take) ([]limit.Result, error) {
-	if err := f.fail(ctx); err != nil {
-		return nil, err
-	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	res := make([]limit.Result, len(takes))
-	for i, t := range takes { // fixed windows only, that never expire: enough here
-		f.fw[t.Key] += t.Cost
-		c := f.fw[t.Key]
-		res[i] = limit.Result{Allowed: c <= t.Limit, Limit: t.Limit, Count: c, Remaining: max(0, t.Limit-c), Spent: t.Cost > 0}
-	}
-	return res, nil
-}
-
-func (f *outageStore) Refund(ctx context.Context, takes []limit.Take) error {
-	if err := f.fail(ctx); err != nil {
-		return err
-	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	for _, t := range takes {
-		f.fw[t.Key] -= t.Cost
-	}
-	return nil
-}
-
-func (f *outageStore) SaveCode(ctx context.Context, c guard.NewCode) (int, error) {
-	if err := f.fail(ctx); err != nil {
-		return 0, err
-	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.codes[c.Phone] = guard.Guess{MAC: c.MAC, TTL: c.TTL, VerificationID: c.VerificationID}
-	return 0, nil
-}
-
-func (f *outageStore) GuessCode(ctx context.Context, phone string, _ time.Time) (guard.Guess, error) {
-	if err := f.fail(ctx); err != nil {
-		return guard.Guess{}, err
-	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	g, ok := f.codes[phone]
-	if !ok {
-		return guard.Guess{}, guard.ErrNotFound
-	}
-	g.Attempts++
-	f.codes[phone] = g
-	return g, nil
-}
-
-func (f *outageStore) ConsumeCode(ctx context.Context, phone string, mac []byte, _ time.Time) (guard.Consumed, error) {
-	if err := f.fail(ctx); err != nil {
-		return guard.ConsumedNot, err
-	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if _, ok := f.codes[phone]; !ok {
-		return guard.ConsumedNot, nil
-	}
-	delete(f.codes, phone)
-	return guard.ConsumedOK, nil
-}
-
-func (f *outageStore) LockCode(ctx context.Context, phone, id string, now time.Time) error {
-	return f.fail(ctx)
-}
-
-func (f *outageStore) DeleteCode(ctx context.Context, phone string) error {
-	if err := f.fail(ctx); err != nil {
-		return err
-	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	delete(f.codes, phone)
-	return nil
-}
+var errRedisDown = guardtest.ErrRedisDown
 
 func outageTake(id string, lim int64, mode limit.FallbackMode, local int64) limit.Take {
 	return limit.Take{Key: limit.Key{Space: "lim:p", ID: id, Name: "fw"}, Algorithm: limit.FixedWindow,
@@ -170,8 +53,8 @@ func TestFallbackModes(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			st := newOutageStore()
-			st.setDown(true)
+			st := guardtest.NewOutageStore()
+			st.SetDown(true)
 			f := resilience.NewFallback(resilience.FallbackOptions{Counter: st, Instances: func() int { return tc.instances }})
 			if got := fallbackAllowed(t, f, tc.take, 100); got != tc.want {
 				t.Errorf("allowed: got %d of 100, want %d", got, tc.want)
@@ -181,8 +64,8 @@ func TestFallbackModes(t *testing.T) {
 }
 
 func TestFallbackClosedFails(t *testing.T) {
-	st := newOutageStore()
-	st.setDown(true)
+	st := guardtest.NewOutageStore()
+	st.SetDown(true)
 	f := resilience.NewFallback(resilience.FallbackOptions{Counter: st})
 	for _, mode := range []limit.FallbackMode{limit.FallbackClosed, ""} {
 		_, err := f.Take(context.Background(), []limit.Take{outageTake("a", 5, limit.FallbackOpen, 0), outageTake("b", 5, mode, 0)})
@@ -194,8 +77,8 @@ func TestFallbackClosedFails(t *testing.T) {
 
 func TestFallbackTokenBucket(t *testing.T) {
 	now := time.Unix(1_700_000_000, 0)
-	st := newOutageStore()
-	st.setDown(true)
+	st := guardtest.NewOutageStore()
+	st.SetDown(true)
 	f := resilience.NewFallback(resilience.FallbackOptions{Counter: st, Instances: func() int { return 2 }, Now: func() time.Time { return now }})
 	tk := limit.Take{Key: limit.Key{Space: "lim:b", ID: "k", Name: "tb"}, Algorithm: limit.TokenBucket,
 		Limit: 10, Rate: 2, Cost: 1, OnStoreError: limit.FallbackOpen}
@@ -214,8 +97,8 @@ func TestFallbackTokenBucket(t *testing.T) {
 
 func TestFallbackFixedWindowExpires(t *testing.T) {
 	now := time.Unix(1_700_000_000, 0)
-	st := newOutageStore()
-	st.setDown(true)
+	st := guardtest.NewOutageStore()
+	st.SetDown(true)
 	f := resilience.NewFallback(resilience.FallbackOptions{Counter: st, Now: func() time.Time { return now }})
 	tk := outageTake("a", 10, limit.FallbackLocal, 2)
 	if got := fallbackAllowed(t, f, tk, 5); got != 2 {
@@ -228,34 +111,34 @@ func TestFallbackFixedWindowExpires(t *testing.T) {
 }
 
 func TestFallbackRefundGoesWhereCounted(t *testing.T) {
-	st := newOutageStore()
+	st := guardtest.NewOutageStore()
 	f := resilience.NewFallback(resilience.FallbackOptions{Counter: st})
 	ctx := context.Background()
 	tk := outageTake("a", 10, limit.FallbackLocal, 1)
 
-	st.setDown(true)
+	st.SetDown(true)
 	res, err := f.Take(ctx, []limit.Take{tk})
 	if err != nil || !res[0].Allowed || !res[0].Fallback {
 		t.Fatalf("got %+v %v, want allowed by the fallback", res, err)
 	}
-	st.setDown(false)
-	before := st.calls.Load()
+	st.SetDown(false)
+	before := st.Calls()
 	local := tk
 	local.Fallback = true
 	if err := f.Refund(ctx, []limit.Take{local}); err != nil {
 		t.Fatal(err)
 	}
-	if st.calls.Load() != before {
+	if st.Calls() != before {
 		t.Error("a refund of a fallback decision reached the store")
 	}
-	st.setDown(true)
+	st.SetDown(true)
 	if got := fallbackAllowed(t, f, tk, 3); got != 1 {
 		t.Errorf("after the refund: got %d allowed, want local_limit 1 again", got)
 	}
 }
 
 func TestFallbackBreaker(t *testing.T) {
-	st := newOutageStore()
+	st := guardtest.NewOutageStore()
 	const openFor = 300 * time.Millisecond
 	f := resilience.NewFallback(resilience.FallbackOptions{Counter: st, Breaker: resilience.BreakerOptions{OpenFor: openFor}})
 	ctx := context.Background()
@@ -270,9 +153,9 @@ func TestFallbackBreaker(t *testing.T) {
 	}
 
 	// One failure among successes does not open it.
-	st.setDown(true)
+	st.SetDown(true)
 	take()
-	st.setDown(false)
+	st.SetDown(false)
 	for range 10 {
 		if take().Fallback {
 			t.Fatal("a healthy store's answer went to the fallback")
@@ -285,7 +168,7 @@ func TestFallbackBreaker(t *testing.T) {
 	// Consistent failure opens it: then the store is not called at all,
 	// for OpenFor (the breaker's own clock): what a machine too busy to
 	// keep pace decides after that is a probe, and is not held to it.
-	st.setDown(true)
+	st.SetDown(true)
 	for range 4 {
 		take()
 	}
@@ -295,7 +178,7 @@ func TestFallbackBreaker(t *testing.T) {
 		t.Fatalf("after 5 failures: breaker %s, want open", got)
 	}
 	for range 100 {
-		calls := st.calls.Load()
+		calls := st.Calls()
 		r := take()
 		if time.Since(opened) >= openFor {
 			break
@@ -303,13 +186,13 @@ func TestFallbackBreaker(t *testing.T) {
 		if !r.Fallback {
 			t.Fatal("an open breaker's decision came from the store")
 		}
-		if got := st.calls.Load() - calls; got != 0 {
+		if got := st.Calls() - calls; got != 0 {
 			t.Fatalf("open breaker: %d calls reached the store, want 0", got)
 		}
 	}
 
 	// The store heals: after OpenFor one probe goes through and closes it.
-	st.setDown(false)
+	st.SetDown(false)
 	time.Sleep(openFor + 50*time.Millisecond)
 	if take().Fallback {
 		t.Error("the probe's decision came from the fallback")
@@ -320,11 +203,11 @@ func TestFallbackBreaker(t *testing.T) {
 }
 
 func TestFallbackBreakerOpensOnFailureRatio(t *testing.T) {
-	st := newOutageStore()
+	st := guardtest.NewOutageStore()
 	f := resilience.NewFallback(resilience.FallbackOptions{Counter: st})
 	tk := outageTake("a", 1000, limit.FallbackOpen, 0)
 	for i := range 40 { // alternate: never 5 failures in a row, half of them failing
-		st.setDown(i%2 == 0)
+		st.SetDown(i%2 == 0)
 		if _, err := f.Take(context.Background(), []limit.Take{tk}); err != nil {
 			t.Fatal(err)
 		}
@@ -341,33 +224,33 @@ func TestFallbackBreakerOpensOnFailureRatio(t *testing.T) {
 // TestFallbackOneTimeoutPerDecision: once the store failed within a decision,
 // the rest of the decision does not wait on it again.
 func TestFallbackOneTimeoutPerDecision(t *testing.T) {
-	st := newOutageStore()
-	st.wait = true
-	st.setDown(true)
+	st := guardtest.NewOutageStore()
+	st.SetWait(true)
+	st.SetDown(true)
 	f := resilience.NewFallback(resilience.FallbackOptions{Counter: st, Codes: st, Timeout: 20 * time.Millisecond})
 	p := guard.DefaultPolicies()
 	p.OTP.OnStoreError, p.OTP.LocalLimit = limit.FallbackLocal, 1
-	otp := guard.NewOTP(guard.OTPOptions{Policy: p.OTP, Counter: f, Codes: f, Sender: &smsBox{}, HMACKey: outageHMACKey})
+	otp := guard.NewOTP(guard.OTPOptions{Policy: p.OTP, Counter: f, Codes: f, Sender: &guardtest.Outbox{}, HMACKey: outageHMACKey})
 
 	// Each call waits out its timeout: one call is one timeout (not timed:
 	// BenchmarkOutageDecision measures it).
 	if _, err := otp.Send(context.Background(), guard.SendRequest{Phone: "+14155550100", ClientIP: "203.0.113.7"}); err != nil {
 		t.Fatalf("send: %v", err)
 	}
-	if got := st.calls.Load(); got != 1 {
+	if got := st.Calls(); got != 1 {
 		t.Errorf("store calls in one send (cooldown, number, address, save): got %d, want 1", got)
 	}
 }
 
 func TestFallbackStatus(t *testing.T) {
-	st := newOutageStore()
+	st := guardtest.NewOutageStore()
 	p := guard.DefaultPolicies()
 	p.Limits["p"] = limit.Policy{Algorithm: limit.FixedWindow, Limit: 5, Window: time.Minute, OnStoreError: limit.FallbackLocal, LocalLimit: 1}
 	f := resilience.NewFallback(resilience.FallbackOptions{Counter: st, Policies: &p, Instances: func() int { return 3 }})
 	if got := f.Status().InFallback(); len(got) != 0 {
 		t.Fatalf("in fallback before any failure: %v", got)
 	}
-	st.setDown(true)
+	st.SetDown(true)
 	fallbackAllowed(t, f, outageTake("a", 5, limit.FallbackLocal, 1), 1)
 	s := f.Status()
 	if got := s.InFallback(); len(got) != 1 || got[0] != "limits.p" {
@@ -376,7 +259,7 @@ func TestFallbackStatus(t *testing.T) {
 	if s.Instances != 3 || s.LastFailure.IsZero() || len(s.Policies) != 3 {
 		t.Errorf("status: %+v", s)
 	}
-	st.setDown(false)
+	st.SetDown(false)
 	if _, err := f.Take(context.Background(), []limit.Take{outageTake("a", 5, limit.FallbackLocal, 1)}); err != nil {
 		t.Fatal(err)
 	}
@@ -386,8 +269,8 @@ func TestFallbackStatus(t *testing.T) {
 }
 
 func TestLocalLimiterIsBounded(t *testing.T) {
-	st := newOutageStore()
-	st.setDown(true)
+	st := guardtest.NewOutageStore()
+	st.SetDown(true)
 	f := resilience.NewFallback(resilience.FallbackOptions{Counter: st, MemoryKeys: 100, Breaker: resilience.BreakerOptions{Failures: 1}})
 	for i := range 10_000 {
 		if _, err := f.Take(context.Background(), []limit.Take{outageTake(fmt.Sprint("flood", i), 5, limit.FallbackOpen, 0)}); err != nil {
@@ -403,8 +286,8 @@ func TestLocalLimiterIsBounded(t *testing.T) {
 // counted gives back in that hit's window only, not in one started since.
 func TestFallbackRefundStaysInItsWindow(t *testing.T) {
 	now := time.Unix(1_700_000_000, 0)
-	st := newOutageStore()
-	st.setDown(true)
+	st := guardtest.NewOutageStore()
+	st.SetDown(true)
 	f := resilience.NewFallback(resilience.FallbackOptions{Counter: st, Now: func() time.Time { return now }})
 	ctx := context.Background()
 	tk := outageTake("w", 10, limit.FallbackLocal, 2)

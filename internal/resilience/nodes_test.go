@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/otpguard/otpguard/internal/guard"
+	"github.com/otpguard/otpguard/internal/guard/guardtest"
 	"github.com/otpguard/otpguard/internal/limit"
 	"github.com/otpguard/otpguard/internal/resilience"
 )
@@ -187,10 +188,10 @@ func TestNumbersNodeDownRefundsTheOtherParts(t *testing.T) {
 
 // unindexedCodes saves codes but answers guard.ErrUnindexed, as the store
 // does when only the verification id's index (another master) failed.
-type unindexedCodes struct{ *outageStore }
+type unindexedCodes struct{ *guardtest.OutageStore }
 
 func (u unindexedCodes) SaveCode(ctx context.Context, c guard.NewCode) (int, error) {
-	if _, err := u.outageStore.SaveCode(ctx, c); err != nil {
+	if _, err := u.OutageStore.SaveCode(ctx, c); err != nil {
 		return 0, err
 	}
 	return 2, errors.Join(guard.ErrUnindexed, errors.New("connection refused"))
@@ -200,7 +201,7 @@ func (u unindexedCodes) SaveCode(ctx context.Context, c guard.NewCode) (int, err
 // the error reaches the caller with the previous attempts, and the
 // node's breaker stays closed however often it happens.
 func TestUnindexedCodeKeepsTheBreakerClosed(t *testing.T) {
-	st := newOutageStore()
+	st := guardtest.NewOutageStore()
 	f := resilience.NewFallback(resilience.FallbackOptions{Counter: st, Codes: unindexedCodes{st},
 		Breaker: resilience.BreakerOptions{Failures: 2, OpenFor: time.Hour}})
 	for range 10 {

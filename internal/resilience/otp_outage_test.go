@@ -6,11 +6,11 @@ import (
 	"errors"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/otpguard/otpguard/internal/guard"
+	"github.com/otpguard/otpguard/internal/guard/guardtest"
 	"github.com/otpguard/otpguard/internal/limit"
 	"github.com/otpguard/otpguard/internal/problem"
 	"github.com/otpguard/otpguard/internal/resilience"
@@ -18,39 +18,9 @@ import (
 
 var outageHMACKey = []byte("0123456789abcdef0123456789abcdef")
 
-// smsBox is a guard.Sender that keeps what it was asked to send.
-type smsBox struct {
-	mu   sync.Mutex
-	sent []guard.Message
-}
-
-func (b *smsBox) Send(_ context.Context, m guard.Message) error {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.sent = append(b.sent, m)
-	return nil
-}
-
-func (b *smsBox) count() int {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return len(b.sent)
-}
-
-func (b *smsBox) last(t *testing.T) string {
-	t.Helper()
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if len(b.sent) == 0 {
-		t.Fatal("no SMS was sent")
-	}
-	f := strings.Fields(b.sent[len(b.sent)-1].Body)
-	return f[len(f)-1]
-}
-
 // otpInstance is one instance: its own Fallback (memory, breaker) over the
 // shared store.
-func otpInstance(st *outageStore, p guard.OTPPolicy, box *smsBox, now func() time.Time) *guard.OTP {
+func otpInstance(st *guardtest.OutageStore, p guard.OTPPolicy, box *guardtest.Outbox, now func() time.Time) *guard.OTP {
 	f := resilience.NewFallback(resilience.FallbackOptions{Counter: st, Codes: st, Now: now})
 	return guard.NewOTP(guard.OTPOptions{Policy: p, Counter: f, Codes: f, Sender: box, HMACKey: outageHMACKey,
 		Now: now, LastStoreFailure: f.LastFailure})
@@ -71,9 +41,9 @@ func wantCode(t *testing.T, err error, want problem.Code) {
 }
 
 func TestOTPClosedSendsNothingWhileStoreDown(t *testing.T) {
-	st := newOutageStore()
-	st.setDown(true)
-	box := &smsBox{}
+	st := guardtest.NewOutageStore()
+	st.SetDown(true)
+	box := &guardtest.Outbox{}
 	otp := otpInstance(st, guard.DefaultPolicies().OTP, box, nil)
 	ctx := context.Background()
 	for range 10 {
@@ -86,7 +56,7 @@ func TestOTPClosedSendsNothingWhileStoreDown(t *testing.T) {
 	}
 	_, err := otp.Verify(ctx, guard.VerifyRequest{Phone: "+14155550100", Code: "123456"})
 	wantCode(t, err, problem.CodeStoreUnavailable)
-	if n := box.count(); n != 0 {
+	if n := box.Count(); n != 0 {
 		t.Errorf("SMS sent while the store was down with on_store_error closed: %d, want 0", n)
 	}
 }
@@ -95,13 +65,13 @@ func TestOTPClosedSendsNothingWhileStoreDown(t *testing.T) {
 // fallback say so once; the requests it refuses do not each add an error
 // line on top (they log at debug).
 func TestOutageLogsOncePerChange(t *testing.T) {
-	st := newOutageStore()
-	st.setDown(true)
+	st := guardtest.NewOutageStore()
+	st.SetDown(true)
 	var logs bytes.Buffer
 	log := slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	const failures = 3 // in a row, to open the breaker
 	f := resilience.NewFallback(resilience.FallbackOptions{Counter: st, Codes: st, Logger: log, Breaker: resilience.BreakerOptions{Failures: failures}})
-	otp := guard.NewOTP(guard.OTPOptions{Policy: guard.DefaultPolicies().OTP, Counter: f, Codes: f, Sender: &smsBox{},
+	otp := guard.NewOTP(guard.OTPOptions{Policy: guard.DefaultPolicies().OTP, Counter: f, Codes: f, Sender: &guardtest.Outbox{},
 		HMACKey: outageHMACKey, Logger: log, LastStoreFailure: f.LastFailure})
 	lim := limit.New(map[string]limit.Policy{"api": {Algorithm: limit.FixedWindow, Limit: 5,
 		Window: time.Minute, OnStoreError: limit.FallbackClosed}}, f, log)
@@ -123,9 +93,9 @@ func TestOutageLogsOncePerChange(t *testing.T) {
 }
 
 func TestOTPLocalLimitPerInstance(t *testing.T) {
-	st := newOutageStore()
-	st.setDown(true)
-	box := &smsBox{}
+	st := guardtest.NewOutageStore()
+	st.SetDown(true)
+	box := &guardtest.Outbox{}
 	const n, local = 3, 2
 	var instances []*guard.OTP
 	for range n {
@@ -144,15 +114,15 @@ func TestOTPLocalLimitPerInstance(t *testing.T) {
 			}
 		}
 	}
-	if sent != n*local || box.count() != n*local {
-		t.Errorf("sent %d (SMS %d), want N x local_limit = %d", sent, box.count(), n*local)
+	if sent != n*local || box.Count() != n*local {
+		t.Errorf("sent %d (SMS %d), want N x local_limit = %d", sent, box.Count(), n*local)
 	}
 }
 
 func TestOTPStatelessCodeVerifiesOnAnotherInstance(t *testing.T) {
-	st := newOutageStore()
-	st.setDown(true)
-	box := &smsBox{}
+	st := guardtest.NewOutageStore()
+	st.SetDown(true)
+	box := &guardtest.Outbox{}
 	a := otpInstance(st, localOTP(1), box, nil)
 	b := otpInstance(st, localOTP(1), box, nil)
 	ctx := context.Background()
@@ -166,7 +136,7 @@ func TestOTPStatelessCodeVerifiesOnAnotherInstance(t *testing.T) {
 	if res.ExpiresIn <= ttl*2/3 || res.ExpiresIn > ttl {
 		t.Errorf("expires in %v, want in (2/3 x %v, %v]", res.ExpiresIn, ttl, ttl)
 	}
-	code := box.last(t)
+	code := box.Last(t)
 	wrong := "000000"
 	if code == wrong {
 		wrong = "111111"
@@ -181,9 +151,9 @@ func TestOTPStatelessCodeVerifiesOnAnotherInstance(t *testing.T) {
 }
 
 func TestOTPStatelessGuessLimit(t *testing.T) {
-	st := newOutageStore()
-	st.setDown(true)
-	box := &smsBox{}
+	st := guardtest.NewOutageStore()
+	st.SetDown(true)
+	box := &guardtest.Outbox{}
 	p := localOTP(1)
 	a := otpInstance(st, p, box, nil)
 	ctx := context.Background()
@@ -191,7 +161,7 @@ func TestOTPStatelessGuessLimit(t *testing.T) {
 	if _, err := a.Send(ctx, guard.SendRequest{Phone: phone}); err != nil {
 		t.Fatal(err)
 	}
-	code := box.last(t)
+	code := box.Last(t)
 	wrong := "000000"
 	if code == wrong {
 		wrong = "111111"
@@ -208,9 +178,9 @@ func TestOTPStatelessGuessLimit(t *testing.T) {
 }
 
 func TestOTPStatelessCodeLivesWithinTTL(t *testing.T) {
-	st := newOutageStore()
-	st.setDown(true)
-	box := &smsBox{}
+	st := guardtest.NewOutageStore()
+	st.SetDown(true)
+	box := &guardtest.Outbox{}
 	now := time.Date(2026, 3, 1, 12, 0, 7, 0, time.UTC)
 	clock := func() time.Time { return now }
 	p := localOTP(5)
@@ -221,7 +191,7 @@ func TestOTPStatelessCodeLivesWithinTTL(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	code := box.last(t)
+	code := box.Last(t)
 	sent := now
 
 	now = sent.Add(res.ExpiresIn) // dead at the end of its life, on every instance
@@ -235,17 +205,17 @@ func TestOTPStatelessCodeLivesWithinTTL(t *testing.T) {
 }
 
 func TestOTPStatelessCodeAfterRecovery(t *testing.T) {
-	st := newOutageStore()
-	st.setDown(true)
-	box := &smsBox{}
+	st := guardtest.NewOutageStore()
+	st.SetDown(true)
+	box := &guardtest.Outbox{}
 	a := otpInstance(st, localOTP(1), box, nil)
 	ctx := context.Background()
 	const phone = "+14155550104"
 	if _, err := a.Send(ctx, guard.SendRequest{Phone: phone}); err != nil {
 		t.Fatal(err)
 	}
-	code := box.last(t)
-	st.setDown(false)
+	code := box.Last(t)
+	st.SetDown(false)
 
 	// An instance that never saw the store fail does not accept stateless
 	// codes: otherwise any number could be verified by guessing, no SMS sent.
@@ -263,7 +233,7 @@ func TestOTPStatelessCodeAfterRecovery(t *testing.T) {
 	if _, err := a.Send(ctx, guard.SendRequest{Phone: phone}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := fresh.Verify(ctx, guard.VerifyRequest{Phone: phone, Code: box.last(t)}); err != nil {
+	if _, err := fresh.Verify(ctx, guard.VerifyRequest{Phone: phone, Code: box.Last(t)}); err != nil {
 		t.Errorf("a code sent after recovery does not verify on another instance: %v", err)
 	}
 }

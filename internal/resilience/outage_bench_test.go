@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/otpguard/otpguard/internal/guard"
+	"github.com/otpguard/otpguard/internal/guard/guardtest"
 	"github.com/otpguard/otpguard/internal/limit"
 	"github.com/otpguard/otpguard/internal/resilience"
 	"github.com/otpguard/otpguard/internal/store"
@@ -55,7 +56,7 @@ func BenchmarkOutageDecision(b *testing.B) {
 				p := guard.DefaultPolicies().OTP
 				p.OnStoreError, p.LocalLimit, p.Cooldown = limit.FallbackLocal, 1<<30, 0
 				p.PerPhone.Limit, p.PerIP.Limit = 1<<30, 1<<30
-				otp := guard.NewOTP(guard.OTPOptions{Policy: p, Counter: f, Codes: f, Sender: noSMS{},
+				otp := guard.NewOTP(guard.OTPOptions{Policy: p, Counter: f, Codes: f, Sender: guardtest.Sender{},
 					HMACKey: outageHMACKey, LastStoreFailure: f.LastFailure})
 				ctx := context.Background()
 				i := 0
@@ -101,7 +102,3 @@ func BenchmarkOutageDecision(b *testing.B) {
 		}
 	}
 }
-
-type noSMS struct{}
-
-func (noSMS) Send(context.Context, guard.Message) error { return nil }

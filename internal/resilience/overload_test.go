@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/otpguard/otpguard/internal/guard"
+	"github.com/otpguard/otpguard/internal/guard/guardtest"
 	"github.com/otpguard/otpguard/internal/limit"
 	"github.com/otpguard/otpguard/internal/problem"
 	"github.com/otpguard/otpguard/internal/resilience"
@@ -187,7 +188,7 @@ func keepVouching(f *resilience.Fallback) (stop func()) {
 // half-open closes it by warming the decision pool (Warm), so the first
 // decision after an outage needs no dial.
 func TestProbeEndsTheOutage(t *testing.T) {
-	st := newOutageStore()
+	st := guardtest.NewOutageStore()
 	var warmed atomic.Int64
 	f := resilience.NewFallback(resilience.FallbackOptions{Counter: st, Codes: st, Timeout: time.Second,
 		Breaker: resilience.BreakerOptions{Failures: 1, OpenFor: 100 * time.Millisecond},
@@ -214,14 +215,14 @@ func TestProbeEndsTheOutage(t *testing.T) {
 		}
 		time.Sleep(time.Millisecond)
 	}
-	before := st.calls.Load()
+	before := st.Calls()
 	for range 5 {
 		res, err := f.Take(ctx, []limit.Take{openTake})
 		if err != nil || !res[0].Fallback {
 			t.Fatalf("Take while half-open: %+v, %v; want a fallback decision", res, err)
 		}
 	}
-	if n := st.calls.Load() - before; n != 0 {
+	if n := st.Calls() - before; n != 0 {
 		t.Errorf("decisions made %d store calls while half-open, want 0: only the probe tries Redis", n)
 	}
 	f.ObserveProbe(ctx, nil)
@@ -238,7 +239,7 @@ func TestProbeEndsTheOutage(t *testing.T) {
 // the block index) goes through Do, which touches no connection while the
 // breaker is open.
 func TestDoMakesNoCallWhileOpen(t *testing.T) {
-	f := resilience.NewFallback(resilience.FallbackOptions{Counter: newOutageStore(), Timeout: time.Second,
+	f := resilience.NewFallback(resilience.FallbackOptions{Counter: guardtest.NewOutageStore(), Timeout: time.Second,
 		Breaker: resilience.BreakerOptions{Failures: 1, OpenFor: time.Hour}})
 	f.ObserveProbe(context.Background(), errRedisDown)
 	var calls int

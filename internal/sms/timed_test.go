@@ -10,12 +10,9 @@ import (
 	"time"
 
 	"github.com/otpguard/otpguard/internal/guard"
+	"github.com/otpguard/otpguard/internal/guard/guardtest"
 	"github.com/otpguard/otpguard/internal/problem"
 )
-
-type senderFunc func(context.Context, guard.Message) error
-
-func (f senderFunc) Send(ctx context.Context, m guard.Message) error { return f(ctx, m) }
 
 type timeoutErr struct{}
 
@@ -43,7 +40,7 @@ func TestTimedOutcomes(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var got []string
-			s := Timed(senderFunc(func(context.Context, guard.Message) error { return tc.err }),
+			s := Timed(guardtest.Sender{SendFn: func(context.Context, guard.Message) error { return tc.err }},
 				func(outcome string, _ time.Duration) { got = append(got, outcome) })
 			if err := s.Send(context.Background(), guard.Message{To: "+14155550100"}); err != tc.err {
 				t.Errorf("Send returned %v, want the provider's %v", err, tc.err)

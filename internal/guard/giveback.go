@@ -1,0 +1,50 @@
+package guard
+
+import (
+	"context"
+
+	"github.com/otpguard/otpguard/internal/limit"
+)
+
+// giveBack returns what a send that surely did not leave spent: its budget,
+// its count in the country's hour and, with try, the number's own limits
+// (its cooldown and per-number count), each in the window it was counted
+// in (Take.WindowID), in one refund. The per-address and the automatic
+// abuse limits stay spent: they bound how many provider calls one address
+// or one range of numbers costs, and a refusal an attacker provokes (a
+// flood that meets the provider's rate limit, numbers it refuses) must not
+// hand them back.
+func (s *spender) giveBack(ctx context.Context, phone Phone, sp spent, try bool) {
+	back := budgetTakes(sp.takes)
+	if try {
+		back = append(back, numberTakes(sp.takes, phone.E164)...)
+	}
+	s.refund(ctx, back)
+	if !sp.velocityAt.IsZero() {
+		s.refundVolume(ctx, sp.velocity, sp.velocityAt)
+	}
+}
+
+// numberTakes are the number's own takes among passed: its cooldown and
+// its per-number window (PhoneCounterKeys).
+func numberTakes(passed []limit.Take, e164 string) []limit.Take {
+	var out []limit.Take
+	for _, t := range passed {
+		if t.Key == cooldownKey(e164) || t.Key == phoneSendsKey(e164) {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+// budgetTakes are the budget takes among passed: what a send that surely
+// did not leave gives back.
+func budgetTakes(passed []limit.Take) []limit.Take {
+	var out []limit.Take
+	for _, t := range passed {
+		if t.Key.Space == budgetHourKey.Space {
+			out = append(out, t)
+		}
+	}
+	return out
+}

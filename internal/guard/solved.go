@@ -1,0 +1,84 @@
+package guard
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	"github.com/otpguard/otpguard/internal/limit"
+	"github.com/otpguard/otpguard/internal/problem"
+)
+
+// The solved tier (challenge.go): a send whose challenge was solved meets
+// the solved cap per country and hour instead of the automatic rules, and
+// the verification it makes carries a mark (solvedmark.go), so that its
+// verify counts in the solved tier's own conversion watch.
+
+// SolvedUse is what a VolumeTake of the solved tier adds: the solution's
+// single-use key and how long it must live, and the country's velocity
+// counts, whose baseline is the solved cap.
+type SolvedUse struct {
+	Used limit.Key // same hash tag as the VolumeTake's Key
+	TTL  time.Duration
+	Base limit.Key // the country's velocity counts (velocityKey); same hash tag
+}
+
+// solvedCap is the solved tier's cap per country and hour, and its cut.
+type solvedCap struct {
+	policy     ChallengePolicy
+	velocity   *velocity   // the rule whose mechanism the cap reuses
+	challenges *challenges // a reused solution gets a new challenge
+	volumes    Volumes
+	hooks      AbuseHooks
+	log        *slog.Logger
+	now        func() time.Time
+}
+
+// denied is the refusal of a solved send: its solution was used
+// already (a new challenge), or the country's solved cap is spent.
+func (s *solvedCap) denied(ctx context.Context, phone Phone, t VolumeTake, res VolumeResult) error {
+	if res.Reused {
+		return s.challenges.newChallenge(ctx, phone, "this solution was used already; solve the new challenge",
+			problem.Errorf(problem.CodeChallengeRequired, "solution reused"))
+	}
+	if f := s.hooks.VelocityRefused; f != nil {
+		f(region(phone))
+	}
+	retry := time.Unix((t.Hour+1)*3600, 0).Sub(t.Now)
+	return &problem.Error{Code: problem.CodeUnusualVolume, RetryAfter: retry, Usage: Usage(res.Count+1, res.Limit, time.Hour),
+		Message: "unusually many challenged codes were sent to this country this hour; try again later"}
+}
+
+// cut cuts a country's solved cap to a tenth (its solved sends are
+// not verified).
+func (s *solvedCap) cut(ctx context.Context, region string) bool {
+	if s.volumes == nil {
+		return false
+	}
+	d := s.policy.CutFor
+	if d <= 0 {
+		d = s.velocity.policy.QuarantineFor
+	}
+	if err := s.volumes.Quarantine(ctx, solvedCutKey(region), s.now().Add(d), d); err != nil {
+		s.log.WarnContext(ctx, "challenge: cutting the solved cap failed", "country", region, "err", err)
+		return false
+	}
+	return true
+}
+
+// solvedCountTTL is how long a country's solved counts live after a
+// verify's count: the store's own TTL for them (store: solvedTTL).
+const solvedCountTTL = 2 * time.Hour
+
+// credit counts the verify of a solved send's code in its country's
+// solved counts, which back the hour's solved sends (take_solved.lua).
+func (s *solvedCap) credit(ctx context.Context, phone Phone) {
+	if s.volumes == nil || s.velocity.unverifiedTake().Floor == 0 {
+		return
+	}
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), convTimeout)
+	defer cancel()
+	if err := s.volumes.CountVerified(cctx, solvedKey(region(phone)), hour(s.now()), solvedCountTTL); err != nil {
+		s.log.WarnContext(ctx, "challenge: counting a solved verify failed", "err", err)
+	}
+}
