@@ -24,6 +24,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/otpguard/otpguard/internal/app"
+	"github.com/otpguard/otpguard/internal/config"
 	"github.com/otpguard/otpguard/internal/guard"
 )
 
@@ -43,7 +44,7 @@ func registeredNames(t *testing.T) map[string]bool {
 // (`label="value"`) its series carry.
 func registeredSeries(t *testing.T) (names map[string]bool, pairs map[string]map[string]bool) {
 	t.Helper()
-	cfg, err := app.LoadConfig(func(k string) string {
+	cfg, err := config.Load(func(k string) string {
 		if k == "OTPGUARD_DATA_DIR" {
 			return t.TempDir()
 		}

@@ -12,7 +12,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
-	"github.com/otpguard/otpguard/internal/app"
+	"github.com/otpguard/otpguard/internal/config"
 	"github.com/otpguard/otpguard/internal/store/redistest"
 )
 
@@ -151,7 +151,7 @@ func TestComposeFile(t *testing.T) {
 	if !strings.Contains(env["OTPGUARD_REDIS_URL"], "//redis:") {
 		t.Errorf("otpguard: OTPGUARD_REDIS_URL=%s: want the compose service redis", env["OTPGUARD_REDIS_URL"])
 	}
-	cfg, err := app.LoadConfig(func(k string) string { return env[k] })
+	cfg, err := config.Load(func(k string) string { return env[k] })
 	if err == nil {
 		err = cfg.Validate()
 	}

@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/otpguard/otpguard/internal/app"
+	"github.com/otpguard/otpguard/internal/config"
 )
 
 // knownSettings returns every variable otpguard reads (each name
@@ -18,7 +18,7 @@ import (
 func knownSettings(t *testing.T) map[string]bool {
 	t.Helper()
 	known := map[string]bool{}
-	if _, err := app.LoadConfig(func(k string) string { known[k] = true; return "" }); err != nil {
+	if _, err := config.Load(func(k string) string { known[k] = true; return "" }); err != nil {
 		t.Fatal(err)
 	}
 	return known
@@ -149,7 +149,7 @@ func TestSystemdUnit(t *testing.T) {
 	}
 	// The example policy file the walk installs where OTPGUARD_CONFIG says.
 	env["OTPGUARD_CONFIG"], env["OTPGUARD_DATA_DIR"] = "systemd/policies.yaml", dir
-	cfg, err := app.LoadConfig(func(k string) string { return env[k] })
+	cfg, err := config.Load(func(k string) string { return env[k] })
 	if err == nil {
 		err = cfg.Validate()
 	}
@@ -164,7 +164,7 @@ func TestSystemdUnit(t *testing.T) {
 	for k, v := range env {
 		environ = append(environ, k+"="+v)
 	}
-	if w := app.UnknownSettings(environ); len(w) > 0 {
+	if w := config.UnknownSettings(environ); len(w) > 0 {
 		t.Errorf("unknown settings: %q", w)
 	}
 }

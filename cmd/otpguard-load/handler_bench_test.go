@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/otpguard/otpguard/internal/app"
+	"github.com/otpguard/otpguard/internal/config"
 	"github.com/otpguard/otpguard/internal/limit"
 	"github.com/otpguard/otpguard/internal/store/redistest"
 )
@@ -106,7 +107,7 @@ func benchHandler(tb testing.TB, opts ...app.Option) (http.Handler, *redistest.R
 		"OTPGUARD_REDIS_URL": tg.URL, "OTPGUARD_REDIS_PREFIX": tg.Prefix, "OTPGUARD_API_KEYS": benchKey,
 		"OTPGUARD_HMAC_KEY": "0123456789abcdef0123456789abcdef", "OTPGUARD_DATA_DIR": tb.TempDir(), "OTPGUARD_LOG_LEVEL": "warn", "OTPGUARD_SMS": "console",
 	}
-	cfg, err := app.LoadConfig(func(k string) string { return env[k] })
+	cfg, err := config.Load(func(k string) string { return env[k] })
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/otpguard/otpguard/internal/app"
+	"github.com/otpguard/otpguard/internal/config"
 )
 
 func TestBody(t *testing.T) {
@@ -88,7 +89,7 @@ func TestParseBenchCSV(t *testing.T) {
 // on its embedded defaults.
 func TestRunShortAttack(t *testing.T) {
 	env := map[string]string{"OTPGUARD_API_KEYS": "load-test-key-0123456789", "OTPGUARD_DATA_DIR": t.TempDir(), "OTPGUARD_LOG_LEVEL": "error"}
-	cfg, err := app.LoadConfig(func(k string) string { return env[k] })
+	cfg, err := config.Load(func(k string) string { return env[k] })
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -37,7 +37,9 @@ func TestDrainFinishesItsWork(t *testing.T) {
 	var mu sync.Mutex
 	sms := map[string]int{} // messages the fake Twilio took, per number
 	fake := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		r.ParseForm()
+		if err := r.ParseForm(); err != nil {
+			t.Errorf("fake Twilio: %v", err)
+		}
 		arrived <- struct{}{}
 		<-release // slow: each answers once the test lets one go
 		mu.Lock()
@@ -45,7 +47,7 @@ func TestDrainFinishesItsWork(t *testing.T) {
 		mu.Unlock()
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(201)
-		w.Write([]byte(`{"sid":"SM1","status":"queued"}`))
+		_, _ = w.Write([]byte(`{"sid":"SM1","status":"queued"}`)) // a caller that gave up reads nothing
 	}))
 	defer fake.Close()
 	defer func() { // none left hanging, whatever failed

@@ -4,15 +4,12 @@ import (
 	"runtime/debug"
 )
 
-// The collector's defaults. At Go's own GOGC=100 a server answering
-// 10,000 checks a second (a live heap of about 9 MB, some 5 KB allocated
-// per check) starts a collection every ~200 ms and marks for ~8 ms of it:
-// about 4 % of the time a request may meet a collection, more than the
-// 1 % a p99 looks at. GOGC=400 makes it one collection a second, ~1 % of
-// the time, for about 35 MB more RSS (docs/benchmarks.md, "Allocations per
-// check, and the collector"). The soft memory limit keeps a server whose
-// live heap grows (many hot keys, a large deny-list) from taking 5x it:
-// near the limit the collector runs more often instead.
+// The collector's defaults. A busy server's small live heap makes Go's own
+// GOGC=100 collect several times a second, often enough that a p99 request
+// meets a collection; GOGC=400 collects a quarter as often for a little
+// more memory (docs/benchmarks.md). The soft memory limit keeps a server
+// whose live heap grows (many hot keys, a large deny-list) from taking 5x
+// it: near the limit the collector runs more often instead.
 const (
 	defaultGCPercent   = 400
 	defaultMemoryLimit = 512 << 20 // bytes

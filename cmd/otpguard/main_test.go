@@ -148,7 +148,7 @@ func (p *program) call(t *testing.T, method, path, body, key string) (int, map[s
 	}
 	defer res.Body.Close()
 	var m map[string]any
-	json.NewDecoder(res.Body).Decode(&m)
+	_ = json.NewDecoder(res.Body).Decode(&m) // an answer without a JSON body leaves m nil; callers check the status
 	return res.StatusCode, m
 }
 
@@ -295,7 +295,9 @@ func captchaVars(policies, verifyURL string, more ...string) map[string]string {
 
 func TestConfigCheckPrintsPolicies(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "p.yaml")
-	os.WriteFile(path, []byte("otp:\n  cooldown: 45s\nlimits:\n  search: {algorithm: fixed_window, limit: 300, window: 1m}\n"), 0o600)
+	if err := os.WriteFile(path, []byte("otp:\n  cooldown: 45s\nlimits:\n  search: {algorithm: fixed_window, limit: 300, window: 1m}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	var out strings.Builder
 	if err := run(context.Background(), []string{"otpguard", "config", "check"}, env(map[string]string{"OTPGUARD_CONFIG": path}), &out); err != nil {
 		t.Fatal(err)
@@ -319,7 +321,9 @@ func TestVersionAndUsage(t *testing.T) {
 
 func TestSyncModeThroughTheBinary(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "p.yaml")
-	os.WriteFile(path, []byte("limits:\n  partner: {algorithm: fixed_window, limit: 100, window: 1m, mode: sync, sync_interval: 50ms}\n"), 0o600)
+	if err := os.WriteFile(path, []byte("limits:\n  partner: {algorithm: fixed_window, limit: 100, window: 1m, mode: sync, sync_interval: 50ms}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	p := boot(t, map[string]string{"OTPGUARD_CONFIG": path})
 	status, body := p.post(t, "/limits/check", `{"policy":"partner","key":"p1","cost":1}`)
 	if status != 200 {
@@ -355,7 +359,9 @@ func TestStartsWhileRedisIsDown(t *testing.T) {
 func TestEmbeddedRedisKeepsTime(t *testing.T) {
 	t.Parallel() // its own embedded Redis and data directory
 	path := filepath.Join(t.TempDir(), "p.yaml")
-	os.WriteFile(path, []byte("otp:\n  cooldown: 1s\nlimits:\n  fast: {algorithm: token_bucket, capacity: 1, refill_per_second: 4}\n"), 0o600)
+	if err := os.WriteFile(path, []byte("otp:\n  cooldown: 1s\nlimits:\n  fast: {algorithm: token_bucket, capacity: 1, refill_per_second: 4}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	p := boot(t, map[string]string{"OTPGUARD_CONFIG": path})
 	// refused asks twice within d, on try's own key: the first must be
 	// allowed, the second refused while d has not passed.

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/otpguard/otpguard/internal/app"
+	"github.com/otpguard/otpguard/internal/config"
 	"github.com/otpguard/otpguard/internal/sqlstore"
 	"github.com/otpguard/otpguard/internal/sqlstore/sqltest"
 	"github.com/otpguard/otpguard/internal/store/redistest"
@@ -157,7 +157,7 @@ func TestOpsConfigErrors(t *testing.T) {
 			}
 		})
 	}
-	cfg, err := app.LoadConfig(env(nil))
+	cfg, err := config.Load(env(nil))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -21,19 +21,21 @@ func TestTwilioThroughTheBinary(t *testing.T) {
 			http.Error(w, `{"code":20003,"message":"Authenticate","status":401}`, http.StatusUnauthorized)
 			return
 		}
-		r.ParseForm()
+		if err := r.ParseForm(); err != nil {
+			t.Errorf("fake Twilio: %v", err)
+		}
 		w.Header().Set("Content-Type", "application/json")
 		if to := r.PostForm.Get("To"); to == refused {
 			// As real Twilio does, the message quotes the number.
 			w.WriteHeader(400)
-			w.Write([]byte(`{"code":21211,"message":"The 'To' number ` + to + ` is not a valid phone number.","more_info":"https://www.twilio.com/docs/errors/21211","status":400}`))
+			_, _ = w.Write([]byte(`{"code":21211,"message":"The 'To' number ` + to + ` is not a valid phone number.","more_info":"https://www.twilio.com/docs/errors/21211","status":400}`))
 			return
 		}
 		mu.Lock()
 		bodies = append(bodies, r.PostForm.Get("To")+" "+r.PostForm.Get("From")+" "+r.PostForm.Get("Body"))
 		mu.Unlock()
 		w.WriteHeader(201)
-		w.Write([]byte(`{"sid":"SM1","status":"queued"}`))
+		_, _ = w.Write([]byte(`{"sid":"SM1","status":"queued"}`))
 	}))
 	defer fake.Close()
 

@@ -12,7 +12,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/otpguard/otpguard/internal/app"
+	otpconfig "github.com/otpguard/otpguard/internal/config"
 	"github.com/otpguard/otpguard/internal/guard"
 )
 
@@ -100,7 +100,7 @@ func TestConfig(t *testing.T) {
 // TestTryPolicies: the policy file of the README's try-it-by-hand steps
 // loads, and makes a country's second new number meet a challenge.
 func TestTryPolicies(t *testing.T) {
-	cfg, err := app.LoadConfig(func(k string) string {
+	cfg, err := otpconfig.Load(func(k string) string {
 		return map[string]string{"OTPGUARD_CONFIG": "policies.yaml"}[k]
 	})
 	if err != nil {

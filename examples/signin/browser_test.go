@@ -18,8 +18,8 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/otpguard/otpguard/client"
-	"github.com/otpguard/otpguard/internal/app"
 	"github.com/otpguard/otpguard/internal/browsertest"
+	otpconfig "github.com/otpguard/otpguard/internal/config"
 	"github.com/otpguard/otpguard/internal/guard"
 	"github.com/otpguard/otpguard/internal/otpguardtest"
 )
@@ -262,8 +262,8 @@ func TestStandInCaptchaInChromium(t *testing.T) {
 	t.Cleanup(siteverify.Close)
 	pol := challengePolicies()
 	pol.OTP.Challenge.Type = guard.ChallengeCaptcha
-	g := otpguardtest.StartWith(t, pol, func(cfg *app.Config) {
-		cfg.Captcha = app.CaptchaConfig{VerifyURL: siteverify.URL, Secret: "standin-secret", SiteKey: "standin-site-key",
+	g := otpguardtest.StartWith(t, pol, func(cfg *otpconfig.Config) {
+		cfg.Captcha = otpconfig.CaptchaConfig{VerifyURL: siteverify.URL, Secret: "standin-secret", SiteKey: "standin-site-key",
 			Hostnames: []string{"127.0.0.1"}, Timeout: 2 * time.Second}
 	})
 	c, err := client.New(g.URL, client.WithAPIKey(otpguardtest.APIKey))

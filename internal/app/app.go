@@ -5,13 +5,13 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
-	"net/url"
 	"os"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/otpguard/otpguard/internal/config"
 	"github.com/otpguard/otpguard/internal/guard"
 	"github.com/otpguard/otpguard/internal/httpapi"
 	"github.com/otpguard/otpguard/internal/metrics"
@@ -29,7 +29,7 @@ const startupTimeout = 5 * time.Second
 // behind it (Redis, the fallback, the ops side, the hot keys), wired once,
 // here, for the binary and for every test that boots the service.
 type App struct {
-	cfg     *Config
+	cfg     *config.Config
 	log     *slog.Logger
 	rdb     redis.UniversalClient
 	store   *store.Redis
@@ -67,7 +67,7 @@ type options struct {
 	tracerProvider trace.TracerProvider
 	sqlTracer      trace.TracerProvider
 
-	idempotencyWait time.Duration // idempotency.go
+	idempotencyWait time.Duration
 	// policy is the OTP policy in force, for the ops desk's overrides (set
 	// by New, not by an Option).
 	policy func() guard.OTPPolicy
@@ -109,39 +109,45 @@ func WithSignInLimit(l ops.SignInLimit) Option { return func(o *options) { o.sig
 // (ops.DefaultAPIKeyLimit otherwise).
 func WithAPIKeyLimit(l ops.SignInLimit) Option { return func(o *options) { o.apiKeys = l } }
 
+// WithIdempotencyWait sets how long a request with an Idempotency-Key
+// waits for the answer of the same request running elsewhere
+// (httpapi.DefaultIdempotencyWait otherwise).
+func WithIdempotencyWait(d time.Duration) Option { return func(o *options) { o.idempotencyWait = d } }
+
 // New builds the service cfg describes: it connects to Redis (or starts
 // the embedded one), opens and migrates the SQL store, and starts the
 // heartbeat, the ops jobs and the hot-key syncs. In embedded mode it fills
 // in the secrets cfg leaves unset. Close releases what New started. Each
 // step is in build.go, in this order; each registers what Close undoes.
-func New(ctx context.Context, cfg *Config, opts ...Option) (_ *App, err error) {
+func New(ctx context.Context, cfg *config.Config, opts ...Option) (_ *App, err error) {
 	metricSet := metrics.New()
 	w := &wiring{o: options{output: os.Stdout}, metrics: metricSet, abuseMetrics: metrics.NewAbuse(metricSet)}
 	for _, opt := range opts {
 		opt(&w.o)
 	}
 	a := &App{cfg: cfg, log: newLogger(w.o.output, cfg.LogLevel)}
+	w.a = a
 	defer func() {
 		if err != nil { // undo what was started, last first
 			a.Close()
 		}
 	}()
-	for _, step := range []func(context.Context, *wiring) error{
-		a.checkConfig,
-		a.setUpTracing, // first, so that its flush at Close runs last
-		a.openRedis,
-		a.loadScripts,
-		a.startFallback,
-		a.openOpsDesk,
-		a.buildSender,
-		a.watchAbuse,
-		a.syncHotKeys,
-		a.buildGuard,
-		a.boundInFlight,
-		a.buildEnvoy,
-		a.buildServer,
+	for _, step := range []func(context.Context) error{
+		w.checkConfig,
+		w.setUpTracing, // first, so that its flush at Close runs last
+		w.openRedis,
+		w.loadScripts,
+		w.startFallback,
+		w.openOpsDesk,
+		w.buildSender,
+		w.watchAbuse,
+		w.syncHotKeys,
+		w.buildGuard,
+		w.boundInFlight,
+		w.buildEnvoy,
+		w.buildServer,
 	} {
-		if err := step(ctx, w); err != nil {
+		if err := step(ctx); err != nil {
 			return nil, err
 		}
 	}
@@ -179,7 +185,7 @@ func (a *App) Ops() *ops.Desk { return a.ops.desk }
 
 // SQL is the ops database (deny-list, audit trail, sign-outs); nil until
 // this instance has connected to it.
-func (a *App) SQL() *sqlstore.SQL { return a.ops.db.sql.Load() }
+func (a *App) SQL() *sqlstore.SQL { return a.ops.db.SQL() }
 
 // SignOuts is this instance's copy of the ops sign-outs.
 func (a *App) SignOuts() *ops.SignOuts { return a.ops.signOuts }
@@ -214,13 +220,4 @@ func newLogger(w io.Writer, level string) *slog.Logger {
 	var l slog.Level
 	_ = l.UnmarshalText([]byte(level))
 	return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: l}))
-}
-
-// redactURL hides the password of a redis:// URL for logs.
-func redactURL(s string) string {
-	u, err := url.Parse(s)
-	if err != nil {
-		return "(unparsable URL)"
-	}
-	return u.Redacted()
 }

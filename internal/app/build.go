@@ -9,7 +9,9 @@ import (
 
 	"github.com/otpguard/otpguard/api"
 	"github.com/otpguard/otpguard/internal/challenge"
+	"github.com/otpguard/otpguard/internal/config"
 	"github.com/otpguard/otpguard/internal/guard"
+	"github.com/otpguard/otpguard/internal/guarded"
 	"github.com/otpguard/otpguard/internal/httpapi"
 	"github.com/otpguard/otpguard/internal/limit"
 	"github.com/otpguard/otpguard/internal/metrics"
@@ -17,14 +19,15 @@ import (
 	"github.com/otpguard/otpguard/internal/resilience"
 )
 
-// wiring is what New's steps hand on to the ones after them; the App keeps
-// what outlives New.
+// wiring is New's steps, each a method, and what they hand on to the
+// ones after them; the App (a) keeps what outlives New.
 type wiring struct {
+	a            *App
 	o            options
 	tr           *tracing
 	metrics      *metrics.Set
 	abuseMetrics *metrics.Abuse
-	guarded      guardedStore // the store through the breaker (guarded.go)
+	guarded      guarded.Store // the store through the breaker
 	sender       guard.Sender
 	hot          *resilience.HotKeys // nil: no limit syncs its counts
 	first        httpapi.Services    // what the policy at start-up decides
@@ -34,7 +37,8 @@ type wiring struct {
 
 // checkConfig fills in what embedded mode may leave unset, refuses a
 // configuration serve could not honour, and says its warnings.
-func (a *App) checkConfig(_ context.Context, w *wiring) error {
+func (w *wiring) checkConfig(_ context.Context) error {
+	a := w.a
 	cfg, log := a.cfg, a.log
 	if cfg.Embedded() && w.o.rdb == nil {
 		if err := fillEmbeddedSecrets(cfg, log); err != nil {
@@ -44,10 +48,10 @@ func (a *App) checkConfig(_ context.Context, w *wiring) error {
 			return err
 		}
 	}
-	if err := cfg.validate(w.o.sender != nil); err != nil {
+	if err := cfg.ValidateWithSender(w.o.sender != nil); err != nil {
 		return err
 	}
-	for _, warn := range cfg.allWarnings() {
+	for _, warn := range cfg.AllWarnings() {
 		log.Warn(warn)
 	}
 	return nil
@@ -55,7 +59,8 @@ func (a *App) checkConfig(_ context.Context, w *wiring) error {
 
 // setUpTracing starts the tracer provider the OTEL_* variables ask for
 // (tracing.go).
-func (a *App) setUpTracing(ctx context.Context, w *wiring) error {
+func (w *wiring) setUpTracing(ctx context.Context) error {
+	a := w.a
 	tr, err := startTracing(ctx, a.cfg, &w.o, a.log, a.onClose)
 	if err != nil {
 		return err
@@ -67,21 +72,23 @@ func (a *App) setUpTracing(ctx context.Context, w *wiring) error {
 // startFallback puts the Fallback between every decision and Redis
 // (outage.go) and starts its probe and heartbeat, which run until Close:
 // through the drain, and for the writers that flush after it.
-func (a *App) startFallback(ctx context.Context, w *wiring) (err error) {
+func (w *wiring) startFallback(ctx context.Context) (err error) {
+	a := w.a
 	guard.WarmPhoneMetadata()
 	if a.outage, err = newOutage(a.cfg, a.rdb, a.store, w.o, a.log); err != nil {
 		return err
 	}
 	registerOutage(w.metrics.Registry, a.outage)
 	a.onClose(a.outage.start(ctx, a.log))
-	w.guarded = guardedStore{fb: a.outage.fallback, st: a.store}
+	w.guarded = guarded.New(a.outage.fallback, a.store)
 	w.o.policy = func() guard.OTPPolicy { return a.live.policy().OTP }
 	return nil
 }
 
 // openOpsDesk connects the SQL store and starts the ops jobs (ops.go).
-func (a *App) openOpsDesk(ctx context.Context, w *wiring) (err error) {
-	if a.ops, err = startOps(ctx, a.cfg, a.log, w.metrics, w.guarded, a.store, w.o); err != nil {
+func (w *wiring) openOpsDesk(ctx context.Context) (err error) {
+	a := w.a
+	if a.ops, err = startOps(ctx, a.cfg, a.log, w.metrics, w.guarded, a.store.Sessions, w.o); err != nil {
 		return err
 	}
 	a.onClose(func() { a.closeErr = errors.Join(a.closeErr, a.ops.Close()) })
@@ -90,7 +97,8 @@ func (a *App) openOpsDesk(ctx context.Context, w *wiring) (err error) {
 
 // watchAbuse starts the attack view (GET /ops/abuse): the OTP rules'
 // events are tallied per hour in Redis beside the audit trail.
-func (a *App) watchAbuse(_ context.Context, w *wiring) error {
+func (w *wiring) watchAbuse(_ context.Context) error {
+	a := w.a
 	abuse, stop := startAbuseView(w.guarded, w.o.policy, a.ops.overrides, a.ops.deny, w.o.now, a.log)
 	a.onClose(stop)
 	a.abuse = abuse
@@ -100,7 +108,8 @@ func (a *App) watchAbuse(_ context.Context, w *wiring) error {
 // syncHotKeys starts the hot keys' syncs. They stop first in Close, once
 // Run has drained the requests that spend hot-key counts: their last sync
 // sees all of them, and Redis and the heartbeat are still there for it.
-func (a *App) syncHotKeys(ctx context.Context, w *wiring) error {
+func (w *wiring) syncHotKeys(ctx context.Context) error {
+	a := w.a
 	hot, stop, err := startHotKeys(ctx, a.cfg, a.rdb, a.outage.fallback.Instances, a.log)
 	if err != nil {
 		return err
@@ -115,10 +124,11 @@ func (a *App) syncHotKeys(ctx context.Context, w *wiring) error {
 
 // buildGuard builds what the policy decides, once per policy: at start
 // and at every reload (reload.go), around the long-lived parts.
-func (a *App) buildGuard(_ context.Context, w *wiring) error {
-	w.captchaCalls = challenge.NewProviderCalls(a.cfg.captchaCalls())
+func (w *wiring) buildGuard(_ context.Context) error {
+	a := w.a
+	w.captchaCalls = challenge.NewProviderCalls(a.cfg.CaptchaCalls())
 	a.live = newLive(a.cfg, a.log, w.metrics, func(p guard.Policies) httpapi.Services {
-		return httpapi.Services{OTP: a.newOTP(w, p.OTP), Limiter: a.newLimiter(w, p.Limits)}
+		return httpapi.Services{OTP: w.newOTP(p.OTP), Limiter: w.newLimiter(p.Limits)}
 	})
 	w.first = a.live.build(a.cfg.Policies)
 	a.live.setOTP(w.first.OTP)
@@ -131,7 +141,8 @@ func (a *App) buildGuard(_ context.Context, w *wiring) error {
 }
 
 // newOTP is the OTP rules of one policy.
-func (a *App) newOTP(w *wiring, p guard.OTPPolicy) *guard.OTP {
+func (w *wiring) newOTP(p guard.OTPPolicy) *guard.OTP {
+	a := w.a
 	fb := a.outage.fallback
 	return guard.NewOTP(guard.OTPOptions{
 		Policy: p, Counter: fb, Codes: fb,
@@ -141,12 +152,12 @@ func (a *App) newOTP(w *wiring, p guard.OTPPolicy) *guard.OTP {
 		// failures never refuse a send.
 		Conversions: w.guarded, AutoBlock: a.ops.desk, Abuse: w.abuseMetrics.Hooks(),
 		// Replayed status callbacks: advisory too (a failed check records).
-		Deliveries: a.store,
+		Deliveries: a.store.Deliveries,
 		// The country velocity rule's count goes out with the send's
 		// limits, through the Fallback (Fallback.TakeSend); Volumes is
 		// asked directly for its refunds, verify credits and quarantines
 		// (guard/velocity.go says how it meets a failing store).
-		Volumes: a.store,
+		Volumes: a.store.Velocity,
 		// GET and cancel of a verification: through the breaker.
 		Verifications: w.guarded,
 		// The ops desk's emergency overrides tighten the file (ops/overrides.go).
@@ -164,7 +175,8 @@ func (a *App) newOTP(w *wiring, p guard.OTPPolicy) *guard.OTP {
 // repeated from memory until they expire: a hammered key costs Redis
 // nothing while it stays denied. Remembered per policy: a reload that
 // raises a limit lets the key through at once.
-func (a *App) newLimiter(w *wiring, limits map[string]limit.Policy) *limit.Limiter {
+func (w *wiring) newLimiter(limits map[string]limit.Policy) *limit.Limiter {
+	a := w.a
 	a.outage.fallback.AddPolicies(limits) // their series in otpguard_fallback_decisions_total
 	limiter := limit.New(limits, a.outage.fallback, a.log).
 		WithDenials(limit.NewDenials(limit.DefaultDenials, w.o.now))
@@ -177,14 +189,16 @@ func (a *App) newLimiter(w *wiring, limits map[string]limit.Policy) *limit.Limit
 // boundInFlight builds the one bound on decisions in flight
 // (OTPGUARD_MAX_IN_FLIGHT) that the API's routes and Envoy's gRPC service
 // share: a flood of either is shed before it takes the other's slots.
-func (a *App) boundInFlight(_ context.Context, w *wiring) error {
+func (w *wiring) boundInFlight(_ context.Context) error {
+	a := w.a
 	a.inFlight = httpapi.NewAdmission(a.cfg.MaxInFlight, w.metrics)
 	return nil
 }
 
 // buildServer builds the HTTP side: the API, the ops desk's routes,
 // /metrics and the probes, traced as the OTEL_* variables say.
-func (a *App) buildServer(_ context.Context, w *wiring) error {
+func (w *wiring) buildServer(_ context.Context) error {
+	a := w.a
 	rdb, fb := a.rdb, a.outage.fallback
 	srv := httpapi.New(httpapi.Options{
 		OTP: w.first.OTP, Limiter: w.first.Limiter, APIKeys: a.cfg.APIKeys, OpsKeys: a.cfg.OpsKeys,
@@ -221,7 +235,7 @@ func (a *App) storeStatus() httpapi.StoreStatus {
 // fillEmbeddedSecrets makes up what embedded mode may leave unset: an API
 // key (printed, so the walk-through works) and an HMAC key (random: codes
 // die with the process, as the embedded Redis does).
-func fillEmbeddedSecrets(cfg *Config, log *slog.Logger) error {
+func fillEmbeddedSecrets(cfg *config.Config, log *slog.Logger) error {
 	if len(cfg.HMACKey) == 0 {
 		cfg.HMACKey = make([]byte, 32)
 		if _, err := rand.Read(cfg.HMACKey); err != nil {

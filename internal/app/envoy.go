@@ -10,6 +10,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/otpguard/otpguard/internal/config"
 	"github.com/otpguard/otpguard/internal/envoy"
 	"github.com/otpguard/otpguard/internal/limit"
 	"github.com/otpguard/otpguard/internal/metrics"
@@ -22,7 +23,7 @@ import (
 
 // envoyPath is this instance's Envoy service.
 type envoyPath struct {
-	cfg        EnvoyConfig
+	cfg        config.EnvoyConfig
 	svc        *envoy.Service
 	newLimiter func(map[string]limit.Policy) *limit.Limiter
 	log        *slog.Logger
@@ -35,17 +36,18 @@ type envoyPath struct {
 // limiter is built as /limits/check's (newLimiter), around the same
 // Fallback, hot keys and metrics, and its calls take the API's in-flight
 // slots (boundInFlight).
-func (a *App) buildEnvoy(_ context.Context, w *wiring) error {
+func (w *wiring) buildEnvoy(_ context.Context) error {
+	a := w.a
 	if !a.cfg.Envoy.On() {
 		return nil
 	}
 	a.envoy = newEnvoyPath(a.cfg.Envoy, w.metrics, w.tr, a.log, a.inFlight, func(p map[string]limit.Policy) *limit.Limiter {
-		return a.newLimiter(w, p)
+		return w.newLimiter(p)
 	})
 	return nil
 }
 
-func newEnvoyPath(cfg EnvoyConfig, metrics *metrics.Set, tr *tracing, log *slog.Logger, admission envoy.Admission,
+func newEnvoyPath(cfg config.EnvoyConfig, metrics *metrics.Set, tr *tracing, log *slog.Logger, admission envoy.Admission,
 	newLimiter func(map[string]limit.Policy) *limit.Limiter) *envoyPath {
 	e := &envoyPath{cfg: cfg, newLimiter: newLimiter, log: log,
 		reloads: prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -78,7 +80,7 @@ func (e *envoyPath) noted(r *envoy.Rules) {
 func (e *envoyPath) reload(ctx context.Context) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	rules, err := readEnvoyRules(e.cfg.Path)
+	rules, err := config.ReadEnvoyRules(e.cfg.Path)
 	if err != nil {
 		e.reloads.WithLabelValues("error").Inc()
 		e.log.ErrorContext(ctx, "ENVOY CONFIG RELOAD FAILED: the rules in force are kept", "path", e.cfg.Path, "err", err)

@@ -12,6 +12,7 @@ import (
 	commonv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	pb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 
+	"github.com/otpguard/otpguard/internal/config"
 	"github.com/otpguard/otpguard/internal/store/redistest"
 )
 
@@ -28,7 +29,7 @@ func TestEnvoyFallbackDecisionsCounted(t *testing.T) {
 		"OTPGUARD_REDIS_URL": redistest.RefusedURL(t), "OTPGUARD_HMAC_KEY": "0123456789abcdef0123456789abcdef",
 		"OTPGUARD_API_KEYS": "envoy-fallback-key-0123456789", "OTPGUARD_OPS_KEYS": "envoy-fallback-ops-0123456789",
 		"OTPGUARD_SMS": "console", "OTPGUARD_HTTP_SERVER": "net/http"}
-	cfg, err := LoadConfig(func(k string) string { return env[k] })
+	cfg, err := config.Load(func(k string) string { return env[k] })
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -18,6 +18,8 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
+
+	"github.com/otpguard/otpguard/internal/config"
 )
 
 func writeEnvoyRules(t *testing.T, path, yaml string) {
@@ -36,7 +38,7 @@ func TestEnvoyServed(t *testing.T) {
 	writeEnvoyRules(t, rules, "domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: day, requests_per_unit: 2}\n")
 	env := map[string]string{"OTPGUARD_DATA_DIR": t.TempDir(), "OTPGUARD_ADDR": "127.0.0.1:0",
 		"OTPGUARD_GRPC_ADDR": "127.0.0.1:0", "OTPGUARD_ENVOY_CONFIG": dir}
-	cfg, err := LoadConfig(func(k string) string { return env[k] })
+	cfg, err := config.Load(func(k string) string { return env[k] })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -98,7 +100,7 @@ func TestEnvoyServed(t *testing.T) {
 }
 
 // TestEnvoyReloadRefusesWhatIsNotAFile: a rule file is read only when it
-// is a regular file (a link to one is fine) of at most maxConfigFile
+// is a regular file (a link to one is fine) of at most (1 << 20)
 // bytes, as the policy file is. A FIFO named *.yaml must not block the
 // reload (nor, through it, every later reload and the shutdown), and a
 // link to /dev/zero must not fill memory: each is refused, the rules in
@@ -143,7 +145,7 @@ func TestEnvoyReloadRefusesWhatIsNotAFile(t *testing.T) {
 			return os.Symlink(t.TempDir(), p) // a link: WalkDir lists it as a file
 		}},
 		{"too big", "larger than 1 MiB", func(p string) error {
-			return os.WriteFile(p, []byte("domain: b\n#"+strings.Repeat("x", maxConfigFile)+"\n"), 0o600)
+			return os.WriteFile(p, []byte("domain: b\n#"+strings.Repeat("x", (1<<20))+"\n"), 0o600)
 		}},
 	} {
 		if err := tc.make(bad); err != nil {
@@ -230,7 +232,7 @@ func TestEnvoySharesInFlightSlots(t *testing.T) {
 // listener.
 func serveEnvoy(t *testing.T, env map[string]string) (a *App, c pb.RateLimitServiceClient, stop func() error) {
 	t.Helper()
-	cfg, err := LoadConfig(func(k string) string { return env[k] })
+	cfg, err := config.Load(func(k string) string { return env[k] })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -256,7 +258,11 @@ func serveEnvoy(t *testing.T, env map[string]string) (a *App, c pb.RateLimitServ
 			return errors.New("Run did not return after its context ended")
 		}
 	}
-	t.Cleanup(func() { stop() })
+	t.Cleanup(func() {
+		if err := stop(); err != nil {
+			t.Error(err)
+		}
+	})
 	return a, envoyClient(t, a), stop
 }
 
@@ -279,7 +285,7 @@ func TestEnvoySettings(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			tt.env["OTPGUARD_DATA_DIR"] = t.TempDir()
-			cfg, err := LoadConfig(func(k string) string { return tt.env[k] })
+			cfg, err := config.Load(func(k string) string { return tt.env[k] })
 			if err == nil {
 				err = cfg.Validate()
 			}

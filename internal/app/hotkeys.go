@@ -7,6 +7,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/otpguard/otpguard/internal/config"
 	"github.com/otpguard/otpguard/internal/limit"
 	"github.com/otpguard/otpguard/internal/resilience"
 	"github.com/otpguard/otpguard/internal/store"
@@ -22,7 +23,7 @@ const syncTimeout = time.Second
 // to send their pending counts. The counters do not stop with ctx: call
 // stop once the HTTP server has drained, so that the last sync sees what
 // the last requests spent.
-func startHotKeys(ctx context.Context, cfg *Config, rdb redis.UniversalClient,
+func startHotKeys(ctx context.Context, cfg *config.Config, rdb redis.UniversalClient,
 	instances func() int, log *slog.Logger) (*resilience.HotKeys, func(), error) {
 	tick := time.Duration(0)
 	for _, p := range cfg.Policies.Limits {
@@ -54,22 +55,22 @@ func startHotKeys(ctx context.Context, cfg *Config, rdb redis.UniversalClient,
 // timeout in place of the decision timeout (OTPGUARD_REDIS_TIMEOUT). It has
 // no timing hook: syncs are not decisions, and would skew the latency the
 // Redis metrics report.
-func syncStore(cfg *Config, rdb redis.UniversalClient, timeout time.Duration) (*store.Redis, func(), error) {
+func syncStore(cfg *config.Config, rdb redis.UniversalClient, timeout time.Duration) (*store.Counters, func(), error) {
 	c, err := ownClient(cfg, rdb, func(o *store.RedisOptions) { o.Timeout, o.MaxWait = timeout, 0 })
 	if err != nil {
 		return nil, nil, err
 	}
 	if cfg.Redis.Mode == store.RedisCluster {
-		return store.NewClusterRedis(c, cfg.RedisPrefix).WithLimitShards(cfg.LimitShards), func() { c.Close() }, nil
+		return store.NewClusterRedis(c, cfg.RedisPrefix).WithLimitShards(cfg.LimitShards).Counters, func() { c.Close() }, nil
 	}
-	return store.NewRedis(c, cfg.RedisPrefix).WithLimitShards(cfg.LimitShards), func() { c.Close() }, nil
+	return store.NewRedis(c, cfg.RedisPrefix).WithLimitShards(cfg.LimitShards).Counters, func() { c.Close() }, nil
 }
 
 // ownClient is a client of its own to the Redis rdb reaches (the embedded
 // one too), as configured but changed by tune: the hot-key syncs and the
 // probe must not queue behind decisions, nor decisions behind them.
-func ownClient(cfg *Config, rdb redis.UniversalClient, tune func(*store.RedisOptions)) (redis.UniversalClient, error) {
-	o := cfg.redisOptions()
+func ownClient(cfg *config.Config, rdb redis.UniversalClient, tune func(*store.RedisOptions)) (redis.UniversalClient, error) {
+	o := cfg.RedisOptions()
 	if c, ok := rdb.(*redis.Client); ok && cfg.RedisURL == "" && cfg.Redis.Mode == store.RedisSingle {
 		o.URL = "redis://" + c.Options().Addr // the embedded miniredis
 	}

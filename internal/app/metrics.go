@@ -6,6 +6,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/otpguard/otpguard/internal/config"
 	"github.com/otpguard/otpguard/internal/guard"
 	"github.com/otpguard/otpguard/internal/limit"
 	"github.com/otpguard/otpguard/internal/metrics"
@@ -16,7 +17,7 @@ import (
 // the build, the spend budget read at scrape time, and every series an
 // alert rule may read created at zero. The budget is read through the OTP
 // service in force (a reload may change it).
-func registerRequestMetrics(m *metrics.Set, a *metrics.Abuse, cfg *Config, otp func() *guard.OTP) {
+func registerRequestMetrics(m *metrics.Set, a *metrics.Abuse, cfg *config.Config, otp func() *guard.OTP) {
 	b := Build()
 	m.RegisterBuildInfo(b.Version, b.Commit, b.Go)
 	m.RegisterBudget(func(ctx context.Context) ([]guard.BudgetUse, error) { return otp().BudgetUse(ctx) })

@@ -8,12 +8,12 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"path/filepath"
 	"sync"
 	"time"
 
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/otpguard/otpguard/internal/config"
 	"github.com/otpguard/otpguard/internal/httpapi"
 	"github.com/otpguard/otpguard/internal/metrics"
 	"github.com/otpguard/otpguard/internal/ops"
@@ -26,9 +26,9 @@ const (
 	auditFlushTimeout = 5 * time.Second
 	retentionInterval = time.Hour
 	// auditLinger batches the audit trail's writes: every send is an
-	// event, and one SQLite transaction per event was a fifth of a send's
-	// CPU (docs/benchmarks.md, section 2). Events reach the trail up to
-	// this much later.
+	// event, and a transaction per event would cost a large share of a
+	// send's CPU (docs/benchmarks.md). Events reach the trail up to this
+	// much later.
 	auditLinger = 20 * time.Millisecond
 )
 
@@ -36,9 +36,9 @@ const (
 // deny-list cache, the sign-outs and the audit queue, with their
 // background jobs.
 type opsStack struct {
-	cfg *Config
-	// db is the SQL store, once connected (database.go).
-	db       *database
+	cfg *config.Config
+	// db is the SQL store, once connected.
+	db       *sqlstore.Lazy
 	deny     *ops.DenyCache
 	signOuts *ops.SignOuts
 	audit    *ops.AuditQueue
@@ -79,8 +79,8 @@ const (
 // events, enforces an empty deny-list, answers the ops routes that need
 // the database with 503 database_unavailable, and connects (and migrates)
 // in the background.
-func startOps(ctx context.Context, cfg *Config, log *slog.Logger, metricSet *metrics.Set, blocks ops.BlockIndex, shared ops.SharedSignOuts, opts options) (*opsStack, error) {
-	o := &opsStack{cfg: cfg, db: &database{}, sessionKey: opsSessionKey(cfg.HMACKey), log: log, sqlTracer: opts.sqlTracer}
+func startOps(ctx context.Context, cfg *config.Config, log *slog.Logger, metricSet *metrics.Set, blocks ops.BlockIndex, shared ops.SharedSignOuts, opts options) (*opsStack, error) {
+	o := &opsStack{cfg: cfg, db: &sqlstore.Lazy{}, sessionKey: opsSessionKey(cfg.HMACKey), log: log, sqlTracer: opts.sqlTracer}
 	om := metrics.NewOps(metricSet, func() int {
 		if o.audit == nil {
 			return 0
@@ -90,7 +90,7 @@ func startOps(ctx context.Context, cfg *Config, log *slog.Logger, metricSet *met
 	o.now = opts.now
 	o.overrides = ops.NewOverrideCache(o.db, opts.now, log)
 	o.deny = ops.NewDenyCache(o.db, ops.DenyCacheOptions{Refresh: cfg.DenyListRefresh, Logger: log,
-		OnRefresh: func(n int, err error) { o.db.denyReloaded(err); om.DenyReloaded(n, err) },
+		OnRefresh: func(n int, err error) { o.db.DenyReloaded(err); om.DenyReloaded(n, err) },
 		Also:      o.overrides.Reload})
 	o.signOuts = ops.NewSignOuts(o.db, ops.SignOutsOptions{Shared: shared, Refresh: cfg.DenyListRefresh, Logger: log})
 	o.audit = ops.NewAuditQueue(o.db, ops.AuditQueueOptions{Logger: log, OnDrop: om.AuditDropped, OnWrite: om.AuditWritten,
@@ -108,7 +108,7 @@ func startOps(ctx context.Context, cfg *Config, log *slog.Logger, metricSet *met
 	case errors.Is(err, sqlstore.ErrDatabaseUnreachable):
 		log.Error("OPS DATABASE UNREACHABLE at start-up: serving OTP sends and limit checks; the deny-list is EMPTY until it loads, "+
 			"audit events wait in the queue, and the ops routes that need the database answer 503 until it connects (retrying in the background)",
-			"database", databaseLabel(cfg), "err", err)
+			"database", cfg.DatabaseLabel(), "err", err)
 		o.wg.Add(1)
 		go func() { defer o.wg.Done(); o.connect() }()
 	case err != nil:
@@ -133,7 +133,7 @@ func startOps(ctx context.Context, cfg *Config, log *slog.Logger, metricSet *met
 // and starts the retention job. At start-up a failure to load is fatal;
 // later (connect) it is retried by the refreshers.
 func (o *opsStack) connected(ctx context.Context, db *sqlstore.SQL) error {
-	o.db.sql.Store(db)
+	o.db.Connect(db)
 	sctx, cancel := context.WithTimeout(ctx, startupTimeout)
 	defer cancel()
 	if err := o.deny.Reload(sctx); err != nil {
@@ -194,7 +194,7 @@ func (o *opsStack) Close() error {
 	if lost := o.audit.Close(ctx); lost > 0 {
 		err = fmt.Errorf("%d audit events lost at shutdown: the ops database did not take them within %s", lost, auditFlushTimeout)
 	}
-	if db := o.db.sql.Load(); db != nil {
+	if db := o.db.SQL(); db != nil {
 		if cerr := db.Close(); cerr != nil {
 			o.log.Warn("closing the ops database failed", "err", cerr)
 		}
@@ -204,20 +204,20 @@ func (o *opsStack) Close() error {
 
 // status is the ops database's state for /ops/status.
 func (o *opsStack) status() httpapi.DatabaseStatus {
-	state, since, loaded := o.db.state()
+	state, since, loaded := o.db.State()
 	return httpapi.DatabaseStatus{State: state, Since: since, DenyListLoaded: loaded, DenyEntries: len(o.deny.Entries())}
 }
 
 // openOpsStore opens the SQL store and applies the migrations, or, with
 // OTPGUARD_AUTO_MIGRATE=false, refuses a schema that lacks some.
-func openOpsStore(ctx context.Context, cfg *Config, log *slog.Logger, tp trace.TracerProvider) (*sqlstore.SQL, error) {
+func openOpsStore(ctx context.Context, cfg *config.Config, log *slog.Logger, tp trace.TracerProvider) (*sqlstore.SQL, error) {
 	sctx, cancel := context.WithTimeout(ctx, startupTimeout)
 	defer cancel()
 	db, err := sqlstore.Open(sctx, cfg.DatabaseURL, cfg.DataDir, sqlstore.Options{Timeout: cfg.DatabaseTimeout, TracerProvider: tp})
 	if err != nil {
 		return nil, fmt.Errorf("ops database: %w", err)
 	}
-	where := databaseLabel(cfg)
+	where := cfg.DatabaseLabel()
 	// unreachable tells a database that stopped answering (retried) from
 	// one that answered no (fatal).
 	unreachable := func(err error) error {
@@ -248,13 +248,6 @@ func openOpsStore(ctx context.Context, cfg *Config, log *slog.Logger, tp trace.T
 	return db, nil
 }
 
-func databaseLabel(cfg *Config) string {
-	if cfg.DatabaseURL == "" {
-		return filepath.Join(cfg.DataDir, sqlstore.SQLiteFile)
-	}
-	return redactURL(cfg.DatabaseURL)
-}
-
 // opsSessionKey derives the key that signs ops sessions from the HMAC key,
 // which every instance shares: a session made on one instance is good on
 // all, and the key for codes is never used for anything else as is.
@@ -269,7 +262,7 @@ func opsSessionKey(hmacKey []byte) []byte {
 
 // fillEmbeddedOpsKey makes up an ops key in embedded mode when none is set,
 // and prints it, as fillEmbeddedSecrets does the API key.
-func fillEmbeddedOpsKey(cfg *Config, log *slog.Logger) error {
+func fillEmbeddedOpsKey(cfg *config.Config, log *slog.Logger) error {
 	if len(cfg.OpsKeys) > 0 {
 		return nil
 	}
@@ -282,10 +275,10 @@ func fillEmbeddedOpsKey(cfg *Config, log *slog.Logger) error {
 	return nil
 }
 
-// Migrate opens the SQL store cfg names, applies the pending migrations
+// runMigrations opens the SQL store cfg names, applies the pending migrations
 // when up is true, and writes the state of each migration to w
 // (`otpguard migrate up|status`).
-func Migrate(ctx context.Context, cfg *Config, up bool, w io.Writer) error {
+func runMigrations(ctx context.Context, cfg *config.Config, up bool, w io.Writer) error {
 	sctx, cancel := context.WithTimeout(ctx, startupTimeout)
 	defer cancel()
 	db, err := sqlstore.Open(sctx, cfg.DatabaseURL, cfg.DataDir, sqlstore.Options{Timeout: cfg.DatabaseTimeout})
@@ -293,7 +286,7 @@ func Migrate(ctx context.Context, cfg *Config, up bool, w io.Writer) error {
 		return err
 	}
 	defer db.Close()
-	fmt.Fprintf(w, "# %s database %s\n", db.Engine(), databaseLabel(cfg))
+	fmt.Fprintf(w, "# %s database %s\n", db.Engine(), cfg.DatabaseLabel())
 	if up {
 		if err := db.Migrate(ctx); err != nil {
 			return err

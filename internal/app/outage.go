@@ -14,6 +14,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/otpguard/otpguard/internal/config"
 	"github.com/otpguard/otpguard/internal/httpapi"
 	"github.com/otpguard/otpguard/internal/limit"
 	"github.com/otpguard/otpguard/internal/resilience"
@@ -40,9 +41,17 @@ type outage struct {
 	masters []string
 }
 
+// fallbackStore is what the Fallback decides through: the counters, and
+// the trust marks it reads before a send's limits (it asks its Counter
+// for guard.Trusts, resilience/trust.go).
+type fallbackStore struct {
+	*store.Counters
+	*store.TrustMarks
+}
+
 // newOutage wires the heartbeat and the Fallback over the Redis store, and
 // registers their metrics.
-func newOutage(cfg *Config, rdb redis.UniversalClient, st *store.Redis, opts options, log *slog.Logger) (*outage, error) {
+func newOutage(cfg *config.Config, rdb redis.UniversalClient, st *store.Redis, opts options, log *slog.Logger) (*outage, error) {
 	o := &outage{from: "heartbeat", done: make(chan struct{}), probeDone: make(chan struct{}),
 		probeEvery: cmp.Or(opts.probeEvery, resilience.DefaultProbeEvery),
 		// A ping may take as long as a store call may: with a Redis
@@ -71,12 +80,12 @@ func newOutage(cfg *Config, rdb redis.UniversalClient, st *store.Redis, opts opt
 		instances, o.from = func() int { return n }, "config"
 	}
 	o.fallback = resilience.NewFallback(resilience.FallbackOptions{
-		Counter: st, Codes: st, Timeout: cfg.RedisTimeout, Instances: instances,
+		Counter: fallbackStore{st.Counters, st.TrustMarks}, Codes: st.Codes, Timeout: cfg.RedisTimeout, Instances: instances,
 		Breaker: opts.breaker, Policies: &cfg.Policies, Logger: log, Now: opts.now,
-		Ceiling: cfg.maxWait(), ProbeEvery: o.probeEvery, ProbeTimeout: o.probeTimeout,
+		Ceiling: cfg.MaxWait(), ProbeEvery: o.probeEvery, ProbeTimeout: o.probeTimeout,
 		// Recovery dials the decision pool here, outside any decision.
 		Warm:   func(ctx context.Context) error { return rdb.Ping(ctx).Err() },
-		NodeOf: nodeOf(rdb, st),
+		NodeOf: nodeOf(rdb, st.Counters),
 	})
 	o.cluster, _ = rdb.(*redis.ClusterClient)
 	return o, nil
@@ -121,8 +130,8 @@ func (o *outage) start(ctx context.Context, log *slog.Logger) (stop func()) {
 }
 
 // nodeOf names a key's node for the Fallback on Redis Cluster: its
-// master's address (store.Redis.Master). nil (one node) otherwise.
-func nodeOf(rdb redis.UniversalClient, st *store.Redis) func(limit.Key) string {
+// master's address (store.Counters.Master). nil (one node) otherwise.
+func nodeOf(rdb redis.UniversalClient, st *store.Counters) func(limit.Key) string {
 	if _, ok := rdb.(*redis.ClusterClient); !ok {
 		return nil
 	}
@@ -197,9 +206,9 @@ func (o *outage) endRound(masters []string, failed bool) (reload bool) {
 // readyCheck is GET /readyz's question to Redis. On one node: a ping. On
 // Redis Cluster: a ping to every master of the slot map, at once; ready
 // while any answers (a dead master costs only its own slots, which its
-// replica's promotion gives back), down naming those that did not. A ping
-// to a random node, as the cluster client's own Ping is, answered 503 or
-// 200 by chance while a master was dead.
+// replica's promotion gives back), down naming those that did not. The
+// cluster client's own Ping goes to a random node, and would answer 503
+// or 200 by chance while a master is dead.
 func readyCheck(rdb redis.UniversalClient) func(ctx context.Context) ([]string, error) {
 	cc, ok := rdb.(*redis.ClusterClient)
 	if !ok {

@@ -10,13 +10,15 @@ import (
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/otpguard/otpguard/internal/config"
 	"github.com/otpguard/otpguard/internal/store"
 )
 
 // openRedis connects to Redis (or takes the caller's client, WithRedis),
 // times and traces its commands, coalesces them into pipelines and puts
 // the store over it.
-func (a *App) openRedis(ctx context.Context, w *wiring) error {
+func (w *wiring) openRedis(ctx context.Context) error {
+	a := w.a
 	cfg := a.cfg
 	if w.o.rdb != nil {
 		a.rdb = w.o.rdb
@@ -39,7 +41,7 @@ func (a *App) openRedis(ctx context.Context, w *wiring) error {
 		// go beside it: commands behind a slow reply still go out in time.
 		var stop func()
 		co, stop = store.Coalesce(a.rdb, store.CoalesceOptions{Pipelines: cfg.RedisPipelines,
-			Stall: cfg.RedisTimeout / 2, Timeout: cfg.maxWait()})
+			Stall: cfg.RedisTimeout / 2, Timeout: cfg.MaxWait()})
 		a.onClose(stop)
 	}
 	a.store = store.NewRedis(a.rdb, cfg.RedisPrefix)
@@ -47,13 +49,14 @@ func (a *App) openRedis(ctx context.Context, w *wiring) error {
 		a.store = store.NewClusterRedis(a.rdb, cfg.RedisPrefix)
 	}
 	// The Fallback waits for the calls the Coalescer can abandon on the
-	// caller's goroutine (store.Redis.TakeAbandons).
+	// caller's goroutine (store.Counters.TakeAbandons).
 	a.store.WithLimitShards(cfg.LimitShards).WithCoalescer(co)
 	return nil
 }
 
 // loadScripts preloads the Lua scripts into Redis's script cache.
-func (a *App) loadScripts(ctx context.Context, _ *wiring) error {
+func (w *wiring) loadScripts(ctx context.Context) error {
+	a := w.a
 	sctx, cancel := context.WithTimeout(ctx, startupTimeout)
 	err := a.store.LoadScripts(sctx)
 	cancel()
@@ -65,10 +68,10 @@ func (a *App) loadScripts(ctx context.Context, _ *wiring) error {
 }
 
 // connectRedis connects to Redis as configured (single, cluster or
-// sentinel; config_redis.go), or starts the embedded
+// sentinel; internal/config), or starts the embedded
 // miniredis, and checks the server can run otpguard's commands.
-func connectRedis(ctx context.Context, cfg *Config, log *slog.Logger) (redis.UniversalClient, func(), error) {
-	redis.SetLogger(redisLog{log}) // go-redis has one logger per process: the last App's
+func connectRedis(ctx context.Context, cfg *config.Config, log *slog.Logger) (redis.UniversalClient, func(), error) {
+	redis.SetLogger(store.ClientLog{Log: log}) // go-redis has one logger per process: the last App's
 	if cfg.Embedded() {
 		m := miniredis.NewMiniRedis()
 		if err := m.Start(); err != nil {
@@ -77,7 +80,7 @@ func connectRedis(ctx context.Context, cfg *Config, log *slog.Logger) (redis.Uni
 		log.Warn("EMBEDDED REDIS: limits live in this process only and are NOT shared between instances; set OTPGUARD_REDIS_URL for production",
 			"redis", "miniredis")
 		stopClock := driveClock(m, 10*time.Millisecond)
-		rdb, err := store.NewRedisClient(store.RedisOptions{URL: "redis://" + m.Addr(), Timeout: cfg.RedisTimeout, MaxWait: cfg.maxWait()})
+		rdb, err := store.NewRedisClient(store.RedisOptions{URL: "redis://" + m.Addr(), Timeout: cfg.RedisTimeout, MaxWait: cfg.MaxWait()})
 		if err != nil {
 			stopClock()
 			m.Close()
@@ -85,7 +88,7 @@ func connectRedis(ctx context.Context, cfg *Config, log *slog.Logger) (redis.Uni
 		}
 		return rdb, func() { rdb.Close(); stopClock(); m.Close() }, nil
 	}
-	rdb, err := store.NewUniversalClient(cfg.redisOptions())
+	rdb, err := store.NewUniversalClient(cfg.RedisOptions())
 	if err != nil {
 		return nil, nil, err
 	}
@@ -97,50 +100,17 @@ func connectRedis(ctx context.Context, cfg *Config, log *slog.Logger) (redis.Uni
 		// serves by each policy's on_store_error until Redis answers (the
 		// breaker probes it), and checks nothing it cannot reach.
 		log.Error("REDIS UNREACHABLE at start-up: serving by each policy's on_store_error until it answers",
-			"redis", cfg.redisTarget(), "err", err)
+			"redis", cfg.RedisTarget(), "err", err)
 	case err != nil:
 		rdb.Close()
-		return nil, nil, fmt.Errorf("redis at %s: %w", cfg.redisTarget(), err)
+		return nil, nil, fmt.Errorf("redis at %s: %w", cfg.RedisTarget(), err)
 	default:
-		log.Info("redis connected", "redis", cfg.redisTarget(), "mode", cfg.Redis.Mode, "timeout", cfg.RedisTimeout.String())
-		for _, w := range clusterWarnings(sctx, rdb) {
+		log.Info("redis connected", "redis", cfg.RedisTarget(), "mode", cfg.Redis.Mode, "timeout", cfg.RedisTimeout.String())
+		for _, w := range config.ClusterWarnings(sctx, rdb) {
 			log.Warn(w)
 		}
 	}
 	return rdb, func() { rdb.Close() }, nil
-}
-
-// clusterWarnings are what Redis Cluster's settings deserve a word on (at
-// start-up, and by `otpguard config check`): masters that require full
-// coverage (store.ClusterCoverage). None off a cluster.
-func clusterWarnings(ctx context.Context, rdb redis.UniversalClient) []string {
-	cc, ok := rdb.(*redis.ClusterClient)
-	if !ok {
-		return nil
-	}
-	cov, err := store.ClusterCoverage(ctx, cc)
-	if err != nil {
-		return []string{fmt.Sprintf("could not read cluster-require-full-coverage from the redis cluster (%v): make sure it is no on every node", err)}
-	}
-	return cov.Warnings()
-}
-
-// RedisWarnings connects to the configured Redis Cluster for `otpguard
-// config check` and returns what its settings deserve a word on
-// (clusterWarnings); nothing in the other modes, which it does not
-// connect to.
-func RedisWarnings(ctx context.Context, cfg *Config) []string {
-	if cfg.Embedded() || cfg.Redis.Mode != store.RedisCluster {
-		return nil
-	}
-	rdb, err := store.NewUniversalClient(cfg.redisOptions())
-	if err != nil {
-		return []string{fmt.Sprintf("redis cluster: %v", err)}
-	}
-	defer rdb.Close()
-	sctx, cancel := context.WithTimeout(ctx, startupTimeout)
-	defer cancel()
-	return clusterWarnings(sctx, rdb)
 }
 
 // driveClock makes the embedded Redis keep time. miniredis neither

@@ -5,12 +5,16 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
+	"os/signal"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/otpguard/otpguard/internal/config"
 	"github.com/otpguard/otpguard/internal/guard"
 	"github.com/otpguard/otpguard/internal/httpapi"
 	"github.com/otpguard/otpguard/internal/metrics"
@@ -55,7 +59,7 @@ type reloadOutcome struct {
 	err error
 }
 
-func newLive(cfg *Config, log *slog.Logger, metricSet *metrics.Set, build func(guard.Policies) httpapi.Services) *live {
+func newLive(cfg *config.Config, log *slog.Logger, metricSet *metrics.Set, build func(guard.Policies) httpapi.Services) *live {
 	l := &live{path: cfg.ConfigFile, log: log, build: build,
 		reloads: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "otpguard_config_reload_total",
@@ -139,7 +143,7 @@ func (l *live) read() (guard.Policies, error) {
 	if l.path == "" {
 		return guard.Policies{}, ErrNoPolicyFile
 	}
-	p, err := loadPolicies(l.path)
+	p, err := config.LoadPolicies(l.path)
 	if err != nil {
 		return guard.Policies{}, err
 	}
@@ -171,4 +175,27 @@ func (a *App) policyStatus() *httpapi.PolicyFileStatus {
 		st.OverridesLoadedAt = c.LoadedAt()
 	}
 	return st
+}
+
+// reloadOnSIGHUP reloads the policy file at every SIGHUP until ctx ends or
+// stop is called (README.md, "Changing limits during an attack"). A bad
+// file keeps the policy in force; Reload logs and counts it.
+func reloadOnSIGHUP(ctx context.Context, a *App) (stop func()) {
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-hup:
+				a.Logger().Info("SIGHUP: reloading the policy file")
+				_ = a.Reload(ctx) // logged, counted and shown in /ops/status inside
+			}
+		}
+	}()
+	return func() { signal.Stop(hup); cancel(); <-done }
 }

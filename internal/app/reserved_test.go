@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/otpguard/otpguard/internal/app"
+	"github.com/otpguard/otpguard/internal/config"
 	"github.com/otpguard/otpguard/internal/guard"
 	"github.com/otpguard/otpguard/internal/limit"
 )
@@ -17,7 +18,7 @@ import (
 func TestPolicyNamedLikeABuiltInIsRefusedAtStart(t *testing.T) {
 	for _, name := range guard.ReservedPolicyNames {
 		t.Run(name, func(t *testing.T) {
-			cfg, err := app.LoadConfig(func(k string) string {
+			cfg, err := config.Load(func(k string) string {
 				if k == "OTPGUARD_DATA_DIR" {
 					return t.TempDir()
 				}

@@ -4,15 +4,17 @@ import (
 	"crypto/rand"
 	"strings"
 
+	"github.com/otpguard/otpguard/internal/config"
+
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/otpguard/otpguard/internal/httpapi"
 )
 
-// sampler is OTEL_TRACES_SAMPLER[_ARG] as the SDK builds it from the
+// newSampler is OTEL_TRACES_SAMPLER[_ARG] as the SDK builds it from the
 // environment, behind peerSampler.
-func (t TracingConfig) sampler() sdktrace.Sampler {
+func newSampler(t config.TracingConfig) sdktrace.Sampler {
 	var root sdktrace.Sampler
 	switch strings.TrimPrefix(t.Sampler, "parentbased_") {
 	case "always_off":

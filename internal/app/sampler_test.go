@@ -11,6 +11,7 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
+	"github.com/otpguard/otpguard/internal/config"
 	"github.com/otpguard/otpguard/internal/httpapi"
 )
 
@@ -34,8 +35,12 @@ func TestUntrustedCallersCannotForceSampling(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			exp := tracetest.NewInMemoryExporter()
 			tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp),
-				sdktrace.WithSampler(TracingConfig{Sampler: tc.sampler, Ratio: tc.ratio}.sampler()))
-			defer tp.Shutdown(context.Background())
+				sdktrace.WithSampler(newSampler(config.TracingConfig{Sampler: tc.sampler, Ratio: tc.ratio})))
+			defer func() {
+				if err := tp.Shutdown(context.Background()); err != nil {
+					t.Error(err)
+				}
+			}()
 			h := httpapi.Traced(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}), tp, propagation.TraceContext{}, trusted)
 			req := httptest.NewRequest("GET", "/otp/verifications/x", nil)
 			req.RemoteAddr = tc.peer

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/otpguard/otpguard/internal/app"
+	"github.com/otpguard/otpguard/internal/config"
 	"github.com/otpguard/otpguard/internal/guard/guardtest"
 	"github.com/otpguard/otpguard/internal/store/redistest"
 )
@@ -107,7 +108,7 @@ func sendBenchApp(tb testing.TB) (http.Handler, *app.App, *redistest.RoundTrips)
 		// 503s, and this measures the work of a send, not the fallback.
 		"OTPGUARD_REDIS_TIMEOUT": "1s",
 	}
-	cfg, err := app.LoadConfig(func(k string) string { return env[k] })
+	cfg, err := config.Load(func(k string) string { return env[k] })
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -5,6 +5,7 @@ import (
 	"io"
 	"net/http"
 
+	"github.com/otpguard/otpguard/internal/config"
 	"github.com/otpguard/otpguard/internal/guard"
 	"github.com/otpguard/otpguard/internal/httpapi"
 	"github.com/otpguard/otpguard/internal/sms"
@@ -12,7 +13,8 @@ import (
 
 // buildSender is how codes leave: the caller's sender (WithSender) or the
 // configured one, timed per provider.
-func (a *App) buildSender(_ context.Context, w *wiring) error {
+func (w *wiring) buildSender(_ context.Context) error {
+	a := w.a
 	sender, provider := w.o.sender, "custom"
 	if sender == nil {
 		var err error
@@ -25,25 +27,16 @@ func (a *App) buildSender(_ context.Context, w *wiring) error {
 	return nil
 }
 
-func newSender(cfg *Config, stdout io.Writer, transport http.RoundTripper) (guard.Sender, error) {
+func newSender(cfg *config.Config, stdout io.Writer, transport http.RoundTripper) (guard.Sender, error) {
 	if cfg.SMS != "twilio" { // console, or unset in embedded mode
 		return sms.NewConsole(stdout), nil
 	}
-	return newTwilio(cfg, transport)
-}
-
-// newTwilio builds the Twilio sender; transport nil is the default one.
-func newTwilio(cfg *Config, transport http.RoundTripper) (*sms.Twilio, error) {
-	return sms.NewTwilio(sms.TwilioOptions{
-		AccountSID: cfg.Twilio.AccountSID, AuthToken: cfg.Twilio.AuthToken,
-		From: cfg.Twilio.From, MessagingServiceSID: cfg.Twilio.MessagingServiceSID,
-		BaseURL: cfg.Twilio.BaseURL, StatusCallback: cfg.Twilio.StatusCallback, Transport: transport,
-	})
+	return sms.NewTwilio(cfg.Twilio.Options(transport))
 }
 
 // statusCallback is what POST /sms/status checks Twilio's signature with;
 // nil (the route answers 404) unless Twilio sends with a status callback.
-func statusCallback(cfg *Config) httpapi.StatusCallback {
+func statusCallback(cfg *config.Config) httpapi.StatusCallback {
 	if cfg.SMS != "twilio" || cfg.Twilio.StatusCallback == "" || cfg.Twilio.AuthToken == "" {
 		return nil
 	}

@@ -19,56 +19,9 @@ import (
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
 	"google.golang.org/grpc"
 	"google.golang.org/protobuf/proto"
-)
 
-func TestTracingSettings(t *testing.T) {
-	for _, tc := range []struct {
-		name string
-		env  map[string]string
-		want TracingConfig
-		err  string
-	}{
-		{name: "nothing set: off"},
-		{name: "an endpoint turns it on, over HTTP by default",
-			env:  map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://collector:4318"},
-			want: TracingConfig{Enabled: true, Protocol: otlpHTTP, Endpoint: "http://collector:4318", Sampler: "parentbased_always_on", Ratio: 1}},
-		{name: "a traces endpoint wins",
-			env:  map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://a:4318", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "http://b:4318/v1/traces"},
-			want: TracingConfig{Enabled: true, Protocol: otlpHTTP, Endpoint: "http://b:4318/v1/traces", Sampler: "parentbased_always_on", Ratio: 1}},
-		{name: "otlp exporter named, gRPC, ratio sampler",
-			env: map[string]string{"OTEL_TRACES_EXPORTER": "otlp", "OTEL_EXPORTER_OTLP_PROTOCOL": "grpc",
-				"OTEL_TRACES_SAMPLER": "parentbased_traceidratio", "OTEL_TRACES_SAMPLER_ARG": "0.25"},
-			want: TracingConfig{Enabled: true, Protocol: otlpGRPC, Sampler: "parentbased_traceidratio", Ratio: 0.25}},
-		{name: "the traces protocol wins",
-			env:  map[string]string{"OTEL_TRACES_EXPORTER": "otlp", "OTEL_EXPORTER_OTLP_PROTOCOL": "grpc", "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL": "http/protobuf"},
-			want: TracingConfig{Enabled: true, Protocol: otlpHTTP, Sampler: "parentbased_always_on", Ratio: 1}},
-		{name: "SDK disabled", env: map[string]string{"OTEL_SDK_DISABLED": "TRUE", "OTEL_EXPORTER_OTLP_ENDPOINT": "http://c:4318"}},
-		{name: "exporter none", env: map[string]string{"OTEL_TRACES_EXPORTER": "none", "OTEL_EXPORTER_OTLP_ENDPOINT": "http://c:4318"}},
-		{name: "unknown exporter", env: map[string]string{"OTEL_TRACES_EXPORTER": "zipkin"}, err: "OTEL_TRACES_EXPORTER"},
-		{name: "http/json is not spoken", env: map[string]string{"OTEL_TRACES_EXPORTER": "otlp", "OTEL_EXPORTER_OTLP_PROTOCOL": "http/json"},
-			err: "OTEL_EXPORTER_OTLP_PROTOCOL"},
-		{name: "unknown sampler", env: map[string]string{"OTEL_TRACES_EXPORTER": "otlp", "OTEL_TRACES_SAMPLER": "sometimes"},
-			err: "OTEL_TRACES_SAMPLER"},
-		{name: "bad ratio", env: map[string]string{"OTEL_TRACES_EXPORTER": "otlp", "OTEL_TRACES_SAMPLER": "traceidratio", "OTEL_TRACES_SAMPLER_ARG": "2"},
-			err: "OTEL_TRACES_SAMPLER_ARG"},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			cfg, err := LoadConfig(func(k string) string { return tc.env[k] })
-			if tc.err != "" {
-				if err == nil || !strings.Contains(err.Error(), tc.err) {
-					t.Fatalf("error %v, want one naming %s", err, tc.err)
-				}
-				return
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			if got := cfg.Tracing; got != tc.want {
-				t.Fatalf("got %+v; want %+v", got, tc.want)
-			}
-		})
-	}
-}
+	"github.com/otpguard/otpguard/internal/config"
+)
 
 // collector keeps the spans an OTLP exporter sent it.
 type collector struct {
@@ -163,13 +116,13 @@ func startGRPCCollector(t *testing.T) (*collector, string) {
 // over OTLP/HTTP and over OTLP/gRPC, under the service name
 // OTEL_SERVICE_NAME gives; the request log line carries the trace ID.
 func TestTracingExportsOTLP(t *testing.T) {
-	for _, protocol := range []string{otlpHTTP, otlpGRPC} {
+	for _, protocol := range []string{config.OTLPHTTP, config.OTLPGRPC} {
 		t.Run(protocol, func(t *testing.T) {
 			var (
 				c        *collector
 				endpoint string
 			)
-			if protocol == otlpGRPC {
+			if protocol == config.OTLPGRPC {
 				c, endpoint = startGRPCCollector(t)
 			} else {
 				c, endpoint = httpCollector(t)
@@ -179,7 +132,7 @@ func TestTracingExportsOTLP(t *testing.T) {
 			t.Setenv("OTEL_SERVICE_NAME", "otpguard-test")
 			t.Setenv("OTEL_TRACES_SAMPLER", "always_on")
 			t.Setenv("OTPGUARD_DATA_DIR", t.TempDir())
-			cfg, err := LoadConfig(os.Getenv)
+			cfg, err := config.Load(os.Getenv)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -222,7 +175,7 @@ func TestTracingExportsOTLP(t *testing.T) {
 			if redisChildren == 0 {
 				t.Errorf("no Redis span under the send among %d exported", len(spans))
 			}
-			if protocol == otlpHTTP {
+			if protocol == config.OTLPHTTP {
 				c.mu.Lock()
 				if len(c.proto) == 0 || c.proto[0] != "application/x-protobuf" {
 					t.Errorf("exported as %v, want application/x-protobuf", c.proto)
@@ -255,7 +208,7 @@ func requestTraceID(t *testing.T, log, route string) string {
 // Tracing off: no trace_id in the request log line.
 func TestTracingOffLogsNoTraceID(t *testing.T) {
 	t.Setenv("OTPGUARD_DATA_DIR", t.TempDir())
-	cfg, err := LoadConfig(func(k string) string {
+	cfg, err := config.Load(func(k string) string {
 		if k == "OTPGUARD_DATA_DIR" {
 			return os.Getenv(k)
 		}

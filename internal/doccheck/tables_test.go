@@ -23,6 +23,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/otpguard/otpguard/internal/app"
+	"github.com/otpguard/otpguard/internal/config"
 )
 
 // reference is docs/reference.md.
@@ -293,7 +294,7 @@ limits:
 `), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	cfg, err := app.LoadConfig(func(k string) string {
+	cfg, err := config.Load(func(k string) string {
 		return map[string]string{"OTPGUARD_DATA_DIR": dir, "OTPGUARD_CONFIG": policy, "OTPGUARD_LOG_LEVEL": "error"}[k]
 	})
 	if err != nil {

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/otpguard/otpguard/internal/app"
+	"github.com/otpguard/otpguard/internal/config"
 	"github.com/otpguard/otpguard/internal/guard"
 )
 
@@ -53,13 +53,13 @@ func (f *fakeSiteverify) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // against fake, where a country's second untrusted send in an hour is
 // challenged (challengePolicy(10)); tune edits the policies and the
 // configuration further. Its first send spends the country's hour.
-func captchaCluster(t *testing.T, fake *fakeSiteverify, tune func(*guard.Policies, *app.Config)) *cluster {
+func captchaCluster(t *testing.T, fake *fakeSiteverify, tune func(*guard.Policies, *config.Config)) *cluster {
 	t.Helper()
 	srv := httptest.NewServer(fake)
 	t.Cleanup(srv.Close)
 	p := challengePolicy(10)
 	p.OTP.Challenge.Type = guard.ChallengeCaptcha
-	c, _ := challengeCluster(t, false, p, func(cfg *app.Config) {
+	c, _ := challengeCluster(t, false, p, func(cfg *config.Config) {
 		cfg.Captcha.VerifyURL, cfg.Captcha.Secret, cfg.Captcha.SiteKey = srv.URL, "s3cret", "site-1"
 		cfg.Captcha.Hostnames = []string{"app.example"}
 		tune(&cfg.Policies, cfg)
@@ -96,7 +96,7 @@ func wantCalls(t *testing.T, fake *fakeSiteverify, want int64, when string) {
 // after the provider failed, it gets a new challenge.
 func TestCaptchaChallenge(t *testing.T) {
 	fake := &fakeSiteverify{}
-	c := captchaCluster(t, fake, func(p *guard.Policies, _ *app.Config) { p.OTP.Cooldown = time.Minute })
+	c := captchaCluster(t, fake, func(p *guard.Policies, _ *config.Config) { p.OTP.Cooldown = time.Minute })
 	id := captchaID(t, c, "+447400300002")
 	challengeOf(t, c.do(t, 0, "POST", "/otp/send", sendWith("+447400300002", id+".bad")))
 	wantCalls(t, fake, 1, "a refused token")
@@ -132,7 +132,7 @@ func TestCaptchaChallenge(t *testing.T) {
 func TestCaptchaProviderAfterLimits(t *testing.T) {
 	const refused = 10
 	fake := &fakeSiteverify{}
-	c := captchaCluster(t, fake, func(p *guard.Policies, _ *app.Config) { p.OTP.Cooldown = time.Minute })
+	c := captchaCluster(t, fake, func(p *guard.Policies, _ *config.Config) { p.OTP.Cooldown = time.Minute })
 	ids := make([]string, refused+1)
 	for i := range ids {
 		ids[i] = captchaID(t, c, "+447400310001")
@@ -153,7 +153,7 @@ func TestCaptchaProviderAfterLimits(t *testing.T) {
 func TestCaptchaTokenConfirmedOnce(t *testing.T) {
 	const tries = 8
 	fake := &fakeSiteverify{}
-	c := captchaCluster(t, fake, func(p *guard.Policies, _ *app.Config) { p.OTP.PerPhone.Limit = 100 })
+	c := captchaCluster(t, fake, func(p *guard.Policies, _ *config.Config) { p.OTP.PerPhone.Limit = 100 })
 	body := sendWith("+447400320001", captchaID(t, c, "+447400320001")+".good")
 	var ok, again atomic.Int64
 	var wg sync.WaitGroup
@@ -185,7 +185,7 @@ func TestCaptchaTokenConfirmedOnce(t *testing.T) {
 // the solved cap (nothing was sent).
 func TestCaptchaAnswerHeldToSettings(t *testing.T) {
 	fake := &fakeSiteverify{}
-	c := captchaCluster(t, fake, func(p *guard.Policies, cfg *app.Config) {
+	c := captchaCluster(t, fake, func(p *guard.Policies, cfg *config.Config) {
 		p.OTP.Cooldown, p.OTP.Challenge.Floor = time.Minute, 1 // one solved send this hour
 		cfg.Captcha.Action, cfg.Captcha.MinScore = "otp_send", 0.5
 	})
@@ -216,7 +216,7 @@ func TestCaptchaAnswerHeldToSettings(t *testing.T) {
 func TestCaptchaHungProviderLeavesSlots(t *testing.T) {
 	const slots, calls = 8, 2
 	fake := &fakeSiteverify{hang: make(chan struct{})}
-	c := captchaCluster(t, fake, func(p *guard.Policies, cfg *app.Config) {
+	c := captchaCluster(t, fake, func(p *guard.Policies, cfg *config.Config) {
 		p.Limits = limitPolicies().Limits
 		cfg.MaxInFlight, cfg.Captcha.MaxInFlight, cfg.Captcha.Timeout = slots, calls, 10*time.Second
 	})

@@ -18,6 +18,7 @@ import (
 
 	"github.com/otpguard/otpguard/internal/app"
 	"github.com/otpguard/otpguard/internal/challenge"
+	"github.com/otpguard/otpguard/internal/config"
 	"github.com/otpguard/otpguard/internal/guard"
 	"github.com/otpguard/otpguard/internal/httpx"
 	"github.com/otpguard/otpguard/internal/store"
@@ -46,10 +47,10 @@ func challengePolicy(solvedCap int64) guard.Policies {
 
 // challengeCluster starts two instances on a driven clock, on a real
 // Redis or (onCluster) a Redis Cluster.
-func challengeCluster(t *testing.T, onCluster bool, p guard.Policies, tune func(*app.Config)) (*cluster, *testClock) {
+func challengeCluster(t *testing.T, onCluster bool, p guard.Policies, tune func(*config.Config)) (*cluster, *testClock) {
 	t.Helper()
 	clock := &testClock{now: time.Date(2026, 1, 1, 10, 1, 0, 0, time.UTC)}
-	var cfg *app.Config
+	var cfg *config.Config
 	if onCluster {
 		rc := redistest.SharedCluster(t)
 		cfg = testConfig(t, "", redistest.Prefix(), t.TempDir(), p)
@@ -125,7 +126,7 @@ func TestChallengeRoundTripOnRedisCluster(t *testing.T) { challengeRoundTrip(t, 
 // send through once, on either instance, for its own number only, before
 // it expires, and only with its signature.
 func challengeRoundTrip(t *testing.T, onCluster bool) {
-	c, clock := challengeCluster(t, onCluster, challengePolicy(10), func(*app.Config) {})
+	c, clock := challengeCluster(t, onCluster, challengePolicy(10), func(*config.Config) {})
 	if r := c.do(t, 0, "POST", "/otp/send", `{"phone":"+447400100001"}`); r.Status != http.StatusOK {
 		t.Fatalf("first send: %d %s", r.Status, r.Body)
 	}
@@ -192,7 +193,7 @@ func challengeRoundTrip(t *testing.T, onCluster bool) {
 // get exactly the solved cap; the rest are refused unusual_volume.
 func TestSolvedCapIsExact(t *testing.T) {
 	const solvedCap, tries = 5, 24
-	c, _ := challengeCluster(t, false, challengePolicy(solvedCap), func(*app.Config) {})
+	c, _ := challengeCluster(t, false, challengePolicy(solvedCap), func(*config.Config) {})
 	if r := c.do(t, 0, "POST", "/otp/send", `{"phone":"+447400200000"}`); r.Status != http.StatusOK {
 		t.Fatalf("first send: %d %s", r.Status, r.Body)
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/otpguard/otpguard/internal/app"
+	"github.com/otpguard/otpguard/internal/config"
 	"github.com/otpguard/otpguard/internal/guard"
 	"github.com/otpguard/otpguard/internal/guard/guardtest"
 	"github.com/otpguard/otpguard/internal/store"
@@ -65,9 +66,9 @@ var hmacKey = []byte("0123456789abcdef0123456789abcdef")
 // testConfig is the configuration of a test instance on the Redis at url:
 // the production defaults, with the test's keys and policies, a SQLite
 // store in dataDir and a generous Redis timeout (testRedisTimeout).
-func testConfig(t testing.TB, url, prefix, dataDir string, policies guard.Policies) *app.Config {
+func testConfig(t testing.TB, url, prefix, dataDir string, policies guard.Policies) *config.Config {
 	t.Helper()
-	cfg, err := app.LoadConfig(func(string) string { return "" })
+	cfg, err := config.Load(func(string) string { return "" })
 	if err != nil {
 		t.Fatalf("LoadConfig: %v", err)
 	}
@@ -80,7 +81,7 @@ func testConfig(t testing.TB, url, prefix, dataDir string, policies guard.Polici
 }
 
 // startInstance builds one instance with app.New and serves it.
-func startInstance(t testing.TB, cfg *app.Config, out *guardtest.Outbox, opts ...app.Option) *instance {
+func startInstance(t testing.TB, cfg *config.Config, out *guardtest.Outbox, opts ...app.Option) *instance {
 	t.Helper()
 	opts = append([]app.Option{app.WithSender(out), app.WithOutput(io.Discard)}, opts...)
 	a, err := app.New(context.Background(), cfg, opts...)
@@ -133,7 +134,7 @@ func newCluster(t *testing.T, n int, url, prefix string, policies guard.Policies
 
 // newClusterConfig starts n instances of cfg (redis_cluster_test.go
 // connects them to a Redis Cluster).
-func newClusterConfig(t *testing.T, n int, cfg *app.Config, opts ...app.Option) *cluster {
+func newClusterConfig(t *testing.T, n int, cfg *config.Config, opts ...app.Option) *cluster {
 	t.Helper()
 	if err := cfg.Policies.Validate(); err != nil {
 		t.Fatalf("policies: %v", err)

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/otpguard/otpguard/internal/app"
+	"github.com/otpguard/otpguard/internal/config"
 	"github.com/otpguard/otpguard/internal/guard/guardtest"
 	"github.com/otpguard/otpguard/internal/sms"
 	"github.com/otpguard/otpguard/internal/store/redistest"
@@ -90,7 +91,7 @@ func TestProviderRefusalGivesTheTryBack(t *testing.T) {
 	tg := redistest.New(t)
 	cfg := testConfig(t, tg.URL, tg.Prefix, t.TempDir(), defaults())
 	cfg.SMS = "twilio"
-	cfg.Twilio = app.TwilioConfig{AccountSID: "AC0123", AuthToken: "token", From: "+15005550006", BaseURL: fake.URL}
+	cfg.Twilio = config.TwilioConfig{AccountSID: "AC0123", AuthToken: "token", From: "+15005550006", BaseURL: fake.URL}
 	c := &cluster{}
 	for range 2 {
 		a, err := app.New(context.Background(), cfg, app.WithOutput(io.Discard))

@@ -9,7 +9,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/otpguard/otpguard/internal/app"
+	"github.com/otpguard/otpguard/internal/config"
 	"github.com/otpguard/otpguard/internal/guard"
 	"github.com/otpguard/otpguard/internal/limit"
 	"github.com/otpguard/otpguard/internal/store"
@@ -28,11 +28,11 @@ func TestMain(m *testing.M) {
 // each with its own cluster client, as otpguard connects in cluster mode.
 func onRedisCluster(t *testing.T, n int, policies guard.Policies) *cluster {
 	t.Helper()
-	return onRedisClusterWith(t, n, policies, func(*app.Config) {})
+	return onRedisClusterWith(t, n, policies, func(*config.Config) {})
 }
 
 // onRedisClusterWith is onRedisCluster with tune applied to the config.
-func onRedisClusterWith(t *testing.T, n int, policies guard.Policies, tune func(*app.Config)) *cluster {
+func onRedisClusterWith(t *testing.T, n int, policies guard.Policies, tune func(*config.Config)) *cluster {
 	t.Helper()
 	rc := redistest.SharedCluster(t)
 	cfg := testConfig(t, "", redistest.Prefix(), t.TempDir(), policies)
@@ -82,7 +82,7 @@ func TestCrossSlotBatchRoundTripsOnRedisCluster(t *testing.T) {
 	// Uncoalesced, so that each master's script call is a pipeline of its
 	// own that the hook can count (coalesced, calls to several masters may
 	// share one go-redis pipeline: coalesce_test.go covers that).
-	c := onRedisClusterWith(t, 1, limitPolicies(), func(cfg *app.Config) { cfg.RedisPipelines = 0 })
+	c := onRedisClusterWith(t, 1, limitPolicies(), func(cfg *config.Config) { cfg.RedisPipelines = 0 })
 	k := redistest.OnMasters(t, c.instances[0].rdb.(*redis.ClusterClient), 3)
 	h := &redistest.RoundTrips{}
 	c.instances[0].rdb.AddHook(h)

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/otpguard/otpguard/internal/app"
+	"github.com/otpguard/otpguard/internal/config"
 	"github.com/otpguard/otpguard/internal/guard"
 	"github.com/otpguard/otpguard/internal/guard/guardtest"
 	"github.com/otpguard/otpguard/internal/store/redistest"
@@ -33,7 +33,7 @@ limits:
 // policyFromYAML is what the file says, as the instance starts with it.
 func policyFromYAML(t *testing.T, path string) guard.Policies {
 	t.Helper()
-	cfg, err := app.LoadConfig(func(k string) string {
+	cfg, err := config.Load(func(k string) string {
 		if k == "OTPGUARD_CONFIG" {
 			return path
 		}

@@ -4,7 +4,7 @@ import (
 	"strconv"
 	"testing"
 
-	"github.com/otpguard/otpguard/internal/app"
+	"github.com/otpguard/otpguard/internal/config"
 	"github.com/otpguard/otpguard/internal/limit"
 )
 
@@ -30,7 +30,7 @@ func TestRequestLogSamplesAllowedChecks(t *testing.T) {
 			p := whyPolicies()
 			p.Limits["big"] = limit.Policy{Algorithm: limit.FixedWindow, Limit: 1_000_000, Window: 3600e9}
 			p.FillDefaults()
-			c, logs := loggedInstance(t, tc.level, p, func(cfg *app.Config) {
+			c, logs := loggedInstance(t, tc.level, p, func(cfg *config.Config) {
 				if tc.every != 0 {
 					cfg.LogAllowedChecks = tc.every
 				}

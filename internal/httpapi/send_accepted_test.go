@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/otpguard/otpguard/internal/app"
+	"github.com/otpguard/otpguard/internal/config"
 	"github.com/otpguard/otpguard/internal/store/redistest"
 )
 
@@ -44,7 +45,7 @@ func TestSendAcceptedByProviderIsFinished(t *testing.T) {
 	tg := redistest.New(t)
 	cfg := testConfig(t, tg.URL, tg.Prefix, t.TempDir(), defaults())
 	cfg.SMS = "twilio"
-	cfg.Twilio = app.TwilioConfig{AccountSID: "AC0123", AuthToken: "token", From: "+15005550006", BaseURL: fake.URL}
+	cfg.Twilio = config.TwilioConfig{AccountSID: "AC0123", AuthToken: "token", From: "+15005550006", BaseURL: fake.URL}
 	a, err := app.New(context.Background(), cfg, app.WithOutput(io.Discard))
 	if err != nil {
 		t.Fatalf("app.New: %v", err)

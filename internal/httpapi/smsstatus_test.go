@@ -19,7 +19,7 @@ import (
 	"github.com/getkin/kin-openapi/routers/gorillamux"
 
 	"github.com/otpguard/otpguard/api"
-	"github.com/otpguard/otpguard/internal/app"
+	"github.com/otpguard/otpguard/internal/config"
 	"github.com/otpguard/otpguard/internal/guard"
 	"github.com/otpguard/otpguard/internal/guard/guardtest"
 	"github.com/otpguard/otpguard/internal/httpapi"
@@ -177,7 +177,7 @@ func TestSMSStatusReplayCountedOnce(t *testing.T) {
 	tg := redistest.New(t)
 	cfg := testConfig(t, tg.URL, tg.Prefix, t.TempDir(), defaults())
 	cfg.SMS = "twilio"
-	cfg.Twilio = app.TwilioConfig{AccountSID: "AC0123", AuthToken: statusToken, From: "+15005550006", StatusCallback: statusURL}
+	cfg.Twilio = config.TwilioConfig{AccountSID: "AC0123", AuthToken: statusToken, From: "+15005550006", StatusCallback: statusURL}
 	c := newClusterConfig(t, 2, cfg)
 
 	post := func(i int, form url.Values) int {

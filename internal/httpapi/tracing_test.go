@@ -21,6 +21,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/otpguard/otpguard/internal/app"
+	"github.com/otpguard/otpguard/internal/config"
 	"github.com/otpguard/otpguard/internal/guard"
 	"github.com/otpguard/otpguard/internal/limit"
 	"github.com/otpguard/otpguard/internal/ops"
@@ -87,7 +88,7 @@ func newTracedApp(t *testing.T, policies guard.Policies, opts ...app.Option) *tr
 	tw := newFakeTwilio(t)
 	cfg := testConfig(t, "redis://"+m.Addr(), redistest.Prefix(), t.TempDir(), policies)
 	cfg.SMS = "twilio"
-	cfg.Twilio = app.TwilioConfig{AccountSID: twilioSID, AuthToken: "0123456789abcdef0123456789abcdef",
+	cfg.Twilio = config.TwilioConfig{AccountSID: twilioSID, AuthToken: "0123456789abcdef0123456789abcdef",
 		From: "+15005550006", BaseURL: tw.URL}
 	rdb, err := store.NewRedisClient(store.RedisOptions{URL: cfg.RedisURL, Timeout: cfg.RedisTimeout})
 	if err != nil {

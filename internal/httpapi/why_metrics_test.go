@@ -18,6 +18,7 @@ import (
 	"github.com/prometheus/common/model"
 
 	"github.com/otpguard/otpguard/internal/app"
+	"github.com/otpguard/otpguard/internal/config"
 	"github.com/otpguard/otpguard/internal/guard"
 	"github.com/otpguard/otpguard/internal/guard/guardtest"
 	"github.com/otpguard/otpguard/internal/limit"
@@ -224,7 +225,7 @@ func (s *syncBuffer) requestLines(t *testing.T) []map[string]any {
 
 // loggedInstance starts one instance on a miniredis logging at level to a
 // buffer, its configuration changed by tune.
-func loggedInstance(t *testing.T, level string, p guard.Policies, tune ...func(*app.Config)) (*cluster, *syncBuffer) {
+func loggedInstance(t *testing.T, level string, p guard.Policies, tune ...func(*config.Config)) (*cluster, *syncBuffer) {
 	t.Helper()
 	m := miniredis.RunT(t)
 	cfg := testConfig(t, "redis://"+m.Addr(), redistest.Prefix(), t.TempDir(), p)

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/otpguard/otpguard/internal/app"
+	"github.com/otpguard/otpguard/internal/config"
 	"github.com/otpguard/otpguard/internal/guard"
 	"github.com/otpguard/otpguard/internal/guard/guardtest"
 	"github.com/otpguard/otpguard/internal/limit"
@@ -68,10 +69,10 @@ func Start(t testing.TB, limits map[string]limit.Policy) *Server {
 // StartWith boots otpguard with the policies pol (defaults filled in) and
 // the configuration tune changes when not nil (a CAPTCHA provider, say).
 // It stops when the test ends.
-func StartWith(t testing.TB, pol guard.Policies, tune func(*app.Config)) *Server {
+func StartWith(t testing.TB, pol guard.Policies, tune func(*config.Config)) *Server {
 	t.Helper()
 	rt := redistest.New(t)
-	cfg, err := app.LoadConfig(func(string) string { return "" })
+	cfg, err := config.Load(func(string) string { return "" })
 	if err != nil {
 		t.Fatalf("LoadConfig: %v", err)
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/alicebob/miniredis/v2"
 
 	"github.com/otpguard/otpguard/internal/app"
+	"github.com/otpguard/otpguard/internal/config"
 	"github.com/otpguard/otpguard/internal/guard"
 	"github.com/otpguard/otpguard/internal/store"
 )
@@ -131,7 +132,7 @@ func newDeployment(ctx context.Context, n int, policy string, at time.Time) (_ *
 		"OTPGUARD_DENYLIST_REFRESH": "1m", // refreshed on the virtual clock instead (refreshDeny)
 	}
 	for range n {
-		cfg, err := app.LoadConfig(func(k string) string { return env[k] })
+		cfg, err := config.Load(func(k string) string { return env[k] })
 		if err != nil {
 			return nil, fmt.Errorf("simulate: %w", err)
 		}

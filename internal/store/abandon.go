@@ -4,8 +4,6 @@ import (
 	"context"
 
 	"github.com/redis/go-redis/v9"
-
-	"github.com/otpguard/otpguard/internal/limit"
 )
 
 // A coalesced command's caller may give up on it: when its context ends,
@@ -128,37 +126,4 @@ func claim(batch []*coalesced) []*coalesced {
 	}
 	clear(batch[len(kept):]) // hold nothing given up on
 	return kept
-}
-
-// WithCoalescer tells r that c carries its client's single commands (c
-// must be on r's client) and returns r: TakeAbandons then says which
-// calls return as soon as their context ends.
-func (r *Redis) WithCoalescer(c *Coalescer) *Redis {
-	r.coalescer = c
-	return r
-}
-
-// TakeAbandons reports whether Take(ctx, takes) returns as soon as ctx is
-// cancelled, leaving the store call to go on without it. This is where
-// the Fallback learns it may wait for a call on its caller's goroutine
-// (resilience.Abandoner): true only when every command Take sends for
-// takes is one script call (or a few, one after another) through a
-// running Coalescer, which honours cancellation while queued and on the
-// wire. That is the /limits/check path (takeLimits) and the takes scripts
-// decide alone (takeScripted), on one node or per slot (bySlot's parts
-// each return at once).
-//
-// Everything else must not be abandoned there: a MULTI/EXEC (the OTP
-// send counters) is never coalesced, and go-redis, once a command or a
-// transaction is written, reads its reply until the context's deadline or
-// the read timeout whatever a cancellation says (pool.Conn.WithReader
-// sets only a deadline); so is a call without a Coalescer, or after its
-// stop. Those stay on the Fallback's worker, which can stop waiting while
-// the call goes on.
-func (r *Redis) TakeAbandons(takes []limit.Take) bool {
-	if !r.coalescer.Abandons() {
-		return false
-	}
-	limits, err := allLimits(takes)
-	return err != nil || limits || allScripted(takes)
 }

@@ -15,7 +15,11 @@ import (
 	"github.com/otpguard/otpguard/internal/ops"
 )
 
-var _ ops.AbuseCounters = (*Redis)(nil)
+// AbuseCounters keeps the attack view's counters and alerts, and reads
+// the velocity counters and the spend budget for it.
+type AbuseCounters struct{ keyspace }
+
+var _ ops.AbuseCounters = (*AbuseCounters)(nil)
 
 // The attack view's counters (ops/abuse.go):
 //
@@ -47,7 +51,7 @@ type alertJSON struct {
 
 // AddAbuse adds the attack view's counts, one script per hour (the alerts
 // travel with the first).
-func (r *Redis) AddAbuse(ctx context.Context, counts []ops.AbuseCounts, alerts []ops.AbuseAlert, now time.Time) error {
+func (r *AbuseCounters) AddAbuse(ctx context.Context, counts []ops.AbuseCounts, alerts []ops.AbuseAlert, now time.Time) error {
 	if len(counts) == 0 {
 		counts = []ops.AbuseCounts{{Hour: now.Unix() / 3600}}
 	}
@@ -85,7 +89,7 @@ type pipeliner interface {
 	Pipeline() redis.Pipeliner
 }
 
-func (r *Redis) pipeline() (redis.Pipeliner, error) {
+func (r *AbuseCounters) pipeline() (redis.Pipeliner, error) {
 	p, ok := r.rdb.(pipeliner)
 	if !ok {
 		return nil, errors.New("store: the redis client cannot pipeline")
@@ -95,7 +99,7 @@ func (r *Redis) pipeline() (redis.Pipeliner, error) {
 
 // ReadAbuse reads the hours' counters, the alerts and the spend budget in
 // one round trip (on Cluster, one per node, concurrently).
-func (r *Redis) ReadAbuse(ctx context.Context, hours []int64) (ops.AbuseData, error) {
+func (r *AbuseCounters) ReadAbuse(ctx context.Context, hours []int64) (ops.AbuseData, error) {
 	pipe, err := r.pipeline()
 	if err != nil {
 		return ops.AbuseData{}, err
@@ -160,7 +164,7 @@ func budgetWindow(v *redis.StringCmd, ttl *redis.DurationCmd) ops.BudgetWindow {
 
 // ReadVolumes reads the countries' velocity counters for hour: the sends
 // counted, the baseline (if computed this hour) and the quarantine.
-func (r *Redis) ReadVolumes(ctx context.Context, regions []string, hour int64) ([]ops.CountryVolume, error) {
+func (r *AbuseCounters) ReadVolumes(ctx context.Context, regions []string, hour int64) ([]ops.CountryVolume, error) {
 	if len(regions) == 0 {
 		return nil, nil
 	}

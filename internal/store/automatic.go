@@ -32,8 +32,7 @@ type automaticCall struct {
 
 // automaticTakes are the indexes of the takes automaticScript counts: the
 // automatic counting windows of a send whose trust the store is to find
-// (vol carries the mark). None otherwise: the MULTI counts them, as
-// before.
+// (vol carries the mark). None otherwise: the MULTI counts them.
 func automaticTakes(takes []limit.Take, vol *guard.VolumeTake) []int {
 	if vol == nil || vol.Trusted || vol.Mark.ID == "" || vol.Solved != nil {
 		return nil
@@ -49,7 +48,7 @@ func automaticTakes(takes []limit.Take, vol *guard.VolumeTake) []int {
 
 // queueAutomatic queues automaticScript for the takes idx names; nil when
 // idx is empty.
-func (r *Redis) queueAutomatic(ctx context.Context, pipe redis.Pipeliner, takes []limit.Take, idx []int, mark limit.Key) *automaticCall {
+func (r *sends) queueAutomatic(ctx context.Context, pipe redis.Pipeliner, takes []limit.Take, idx []int, mark limit.Key) *automaticCall {
 	if len(idx) == 0 {
 		return nil
 	}
@@ -65,7 +64,7 @@ func (r *Redis) queueAutomatic(ctx context.Context, pipe redis.Pipeliner, takes 
 
 // readAutomatic writes automaticScript's answers into res: each window's
 // count, or, for a trusted number, allowed and not spent.
-func (r *Redis) readAutomatic(ctx context.Context, takes []limit.Take, a *automaticCall, res []limit.Result) error {
+func (r *sends) readAutomatic(ctx context.Context, takes []limit.Take, a *automaticCall, res []limit.Result) error {
 	if isNoScript(a.cmd.Err()) { // it did not run: once more, loading it
 		a.cmd = automaticScript.Run(ctx, r.rdb, a.keys, a.args...)
 	}

@@ -13,8 +13,8 @@ import (
 // The /limits/check path: one script call per decision, no MULTI/EXEC.
 //
 // A script already runs atomically, so a MULTI/EXEC around it buys nothing
-// and costs Redis the MULTI, the EXEC and the queueing of every command
-// (measured with INFO commandstats, docs/benchmarks.md). A check is one
+// and costs Redis the MULTI, the EXEC and the queueing of every command.
+// A check is one
 // EVALSHA; the checks of one batch on one hash slot are one EVALSHA of
 // takeManyScript. Each is an independent command, so a client that
 // pipelines concurrent requests' commands (auto-pipelining) can put many
@@ -44,7 +44,7 @@ func allScripted(takes []limit.Take) bool {
 // spends goes to its own script (tokenBucketScript, windowTakeScript);
 // anything else (several takes, a peek of a window, a held take) to
 // takeManyScript.
-func (r *Redis) takeScripted(ctx context.Context, takes []limit.Take) ([]limit.Result, error) {
+func (r *Counters) takeScripted(ctx context.Context, takes []limit.Take) ([]limit.Result, error) {
 	if len(takes) == 1 && !takes[0].Hold {
 		t := takes[0]
 		var res limit.Result
@@ -94,7 +94,7 @@ const (
 
 // takeMany runs takeManyScript over takes: all or nothing when every take
 // asks for it (limit.Take.AllOrNothing), each on its own otherwise.
-func (r *Redis) takeMany(ctx context.Context, takes []limit.Take) ([]limit.Result, error) {
+func (r *Counters) takeMany(ctx context.Context, takes []limit.Take) ([]limit.Result, error) {
 	// EVALSHA's arguments: the keys, then ARGV: all or nothing, and five
 	// per take.
 	args := takeManyScript.args(len(takes), 6*len(takes)+1)
@@ -144,12 +144,14 @@ func manyResults(takes []limit.Take, v []int64) ([]limit.Result, error) {
 	}
 	res := make([]limit.Result, len(takes))
 	for i, t := range takes {
-		allowed, spent, a, b, c := v[5*i] == 1, v[5*i+1] == 1, v[5*i+2], v[5*i+3], v[5*i+4]
+		// After allowed and spent, a bucket's {remaining, retry_after µs,
+		// reset_after µs} or a window's {count, left ms, 0}.
+		allowed, spent, vals := v[5*i] == 1, v[5*i+1] == 1, v[5*i+2:5*i+5]
 		if t.Algorithm == limit.TokenBucket {
-			res[i] = limit.Result{Allowed: allowed, Limit: t.Limit, Remaining: a,
-				RetryAfter: time.Duration(b) * time.Microsecond, ResetAfter: time.Duration(c) * time.Microsecond}
+			res[i] = limit.Result{Allowed: allowed, Limit: t.Limit, Remaining: vals[0],
+				RetryAfter: time.Duration(vals[1]) * time.Microsecond, ResetAfter: time.Duration(vals[2]) * time.Microsecond}
 		} else {
-			res[i] = fixedWindowResult(t, a, time.Duration(b)*time.Millisecond)
+			res[i] = fixedWindowResult(t, vals[0], time.Duration(vals[1])*time.Millisecond)
 			res[i].Allowed = allowed
 			res[i].RetryAfter = 0
 			if !allowed {

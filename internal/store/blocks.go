@@ -29,9 +29,16 @@ import (
 // maxBlockScan bounds how many blocked numbers a filtered listing reads.
 const maxBlockScan = 50000
 
-var _ ops.BlockIndex = (*Redis)(nil)
+// Blocks keeps the block index; Unblock also deletes the number's code
+// (Codes).
+type Blocks struct {
+	keyspace
+	codes *Codes
+}
 
-func (r *Redis) blockKeys(phone string) []string {
+var _ ops.BlockIndex = (*Blocks)(nil)
+
+func (r *Blocks) blockKeys(phone string) []string {
 	base := r.prefix + "ops:{blocks}:"
 	return []string{base + "ends", base + "recent", base + "b:" + phone}
 }
@@ -46,7 +53,7 @@ var noteBlockScript = script("note_block")
 var listBlocksScript = script("list_blocks")
 
 // NoteBlock adds b to the index (noteBlockScript).
-func (r *Redis) NoteBlock(ctx context.Context, b guard.Block) error {
+func (r *Blocks) NoteBlock(ctx context.Context, b guard.Block) error {
 	err := noteBlockScript.Run(ctx, r.rdb, r.blockKeys(b.Phone),
 		b.Phone, b.Until.UnixMilli(), string(b.Reason), b.Count, b.Country).Err()
 	if err != nil {
@@ -55,16 +62,16 @@ func (r *Redis) NoteBlock(ctx context.Context, b guard.Block) error {
 	return nil
 }
 
-var _ guard.BlockVolumeRefunder = (*Redis)(nil)
+var _ guard.BlockVolumeRefunder = (*Blocks)(nil)
 
 // NoteBlockRefundVolume notes b (noteBlockScript) and gives back one send
 // counted at under k (velocityRefundScript) in one pipeline: the two
-// notes of a refused send, one round trip. As two single calls they went
+// notes of a refused send, one round trip (two single calls would go
 // through the coalescer one pipeline after the other whenever the second
-// missed the first's. No MULTI: each script is atomic alone, and on Redis
+// missed the first's). No MULTI: each script is atomic alone, and on Redis
 // Cluster their keys are in different slots (go-redis sends each to its
 // master, both at once).
-func (r *Redis) NoteBlockRefundVolume(ctx context.Context, b guard.Block, k limit.Key, at time.Time) error {
+func (r *Blocks) NoteBlockRefundVolume(ctx context.Context, b guard.Block, k limit.Key, at time.Time) error {
 	noteKeys, noteArgs := r.blockKeys(b.Phone), []any{b.Phone, b.Until.UnixMilli(), string(b.Reason), b.Count, b.Country}
 	refundKeys, refundArgs := []string{r.key(k)}, []any{at.Unix() / 3600, at.Unix() / 60}
 	pipe := r.rdb.Pipeline()
@@ -95,7 +102,7 @@ func (r *Redis) NoteBlockRefundVolume(ctx context.Context, b guard.Block, k limi
 var endBlockScript = script("end_block")
 
 // EndBlock removes the number's block if it is for reason (endBlockScript).
-func (r *Redis) EndBlock(ctx context.Context, phone string, reason problem.Code) error {
+func (r *Blocks) EndBlock(ctx context.Context, phone string, reason problem.Code) error {
 	if err := endBlockScript.Run(ctx, r.rdb, r.blockKeys(phone), phone, string(reason)).Err(); err != nil {
 		return fmt.Errorf("store: end block: %w", err)
 	}
@@ -105,7 +112,7 @@ func (r *Redis) EndBlock(ctx context.Context, phone string, reason problem.Code)
 // ListBlocks returns the first n live blocks whose phone passes match,
 // most recently begun first, and how many pass in all (see
 // ops.BlockIndex). With a match it reads at most maxBlockScan numbers.
-func (r *Redis) ListBlocks(ctx context.Context, match func(phone string) bool, n int) ([]ops.BlockedNumber, int, error) {
+func (r *Blocks) ListBlocks(ctx context.Context, match func(phone string) bool, n int) ([]ops.BlockedNumber, int, error) {
 	want := n
 	if match != nil {
 		want = maxBlockScan
@@ -155,7 +162,7 @@ func (r *Redis) ListBlocks(ctx context.Context, match func(phone string) bool, n
 
 // readBlocks reads the hashes of phones in one round trip, skipping those
 // that have expired.
-func (r *Redis) readBlocks(ctx context.Context, phones []string) ([]ops.BlockedNumber, error) {
+func (r *Blocks) readBlocks(ctx context.Context, phones []string) ([]ops.BlockedNumber, error) {
 	out := make([]ops.BlockedNumber, 0, len(phones))
 	if len(phones) == 0 {
 		return out, nil
@@ -192,12 +199,12 @@ func (r *Redis) readBlocks(ctx context.Context, phones []string) ([]ops.BlockedN
 // Unblock deletes the number's counters and code and its index entry, in
 // one MULTI (on Redis Cluster, one per slot, concurrently: the number's
 // keys and the index live in two or more).
-func (r *Redis) Unblock(ctx context.Context, phone string, counters []limit.Key) error {
+func (r *Blocks) Unblock(ctx context.Context, phone string, counters []limit.Key) error {
 	del := make([]string, 0, len(counters)+1)
 	for _, k := range counters {
 		del = append(del, r.key(k))
 	}
-	del = append(del, r.codeKey(phone))
+	del = append(del, r.codes.codeKey(phone))
 	idx := r.blockKeys(phone)
 	if r.cluster {
 		return r.unblockBySlot(ctx, phone, del, idx)
@@ -211,4 +218,27 @@ func (r *Redis) Unblock(ctx context.Context, phone string, counters []limit.Key)
 		return fmt.Errorf("store: unblock: %w", err)
 	}
 	return nil
+}
+
+// unblockBySlot is Unblock on Redis Cluster: a DEL per slot of the
+// number's keys, and the index entry in the index's slot, concurrently.
+func (r *Blocks) unblockBySlot(ctx context.Context, phone string, del, idx []string) error {
+	keys := append(append([]string(nil), del...), idx[0])
+	_, err := bySlot(ctx, keys, func(k string) string { return k }, func(ctx context.Context, part []string) ([]struct{}, error) {
+		pipe := r.rdb.TxPipeline()
+		for _, k := range part {
+			if k == idx[0] {
+				pipe.ZRem(ctx, idx[0], phone)
+				pipe.ZRem(ctx, idx[1], phone)
+				pipe.Del(ctx, idx[2])
+			} else {
+				pipe.Del(ctx, k)
+			}
+		}
+		if _, err := pipe.Exec(ctx); err != nil {
+			return nil, fmt.Errorf("store: unblock: %w", err)
+		}
+		return make([]struct{}, len(part)), nil
+	})
+	return err
 }

@@ -92,11 +92,17 @@ func TestBlockIndexLongerBlockStands(t *testing.T) {
 			ctx := context.Background()
 			now := time.Now()
 			const phone = "+919800000001"
-			s.NoteBlock(ctx, guard.Block{Phone: phone, Reason: problem.CodePhoneRateLimited, Count: 4, Until: now.Add(time.Hour)})
+			if err := s.NoteBlock(ctx, guard.Block{Phone: phone, Reason: problem.CodePhoneRateLimited, Count: 4, Until: now.Add(time.Hour)}); err != nil {
+				t.Error(err)
+			}
 			first, _, _ := s.ListBlocks(ctx, nil, 1)
 			time.Sleep(5 * time.Millisecond)
-			s.NoteBlock(ctx, guard.Block{Phone: phone, Reason: problem.CodeCooldown, Count: 2, Until: now.Add(30 * time.Second)})
-			s.NoteBlock(ctx, guard.Block{Phone: phone, Reason: problem.CodePhoneRateLimited, Count: 5, Until: now.Add(time.Hour + time.Second)})
+			if err := s.NoteBlock(ctx, guard.Block{Phone: phone, Reason: problem.CodeCooldown, Count: 2, Until: now.Add(30 * time.Second)}); err != nil {
+				t.Error(err)
+			}
+			if err := s.NoteBlock(ctx, guard.Block{Phone: phone, Reason: problem.CodePhoneRateLimited, Count: 5, Until: now.Add(time.Hour + time.Second)}); err != nil {
+				t.Error(err)
+			}
 			blocks, total, err := s.ListBlocks(ctx, nil, 10)
 			if err != nil || total != 1 || len(blocks) != 1 {
 				t.Fatalf("got %v of %d (%v), want one block", blocks, total, err)
@@ -118,10 +124,16 @@ func TestBlockIndexPrunesEndedBlocks(t *testing.T) {
 			s := store.NewRedis(b.rdb, b.prefix)
 			ctx := context.Background()
 			short := time.Now().Add(150 * time.Millisecond)
-			s.NoteBlock(ctx, guard.Block{Phone: "+14155550100", Reason: problem.CodeCooldown, Count: 2, Until: short})
-			s.NoteBlock(ctx, guard.Block{Phone: "+14155550101", Reason: problem.CodeCooldown, Count: 2, Until: time.Now().Add(time.Hour)})
+			if err := s.NoteBlock(ctx, guard.Block{Phone: "+14155550100", Reason: problem.CodeCooldown, Count: 2, Until: short}); err != nil {
+				t.Error(err)
+			}
+			if err := s.NoteBlock(ctx, guard.Block{Phone: "+14155550101", Reason: problem.CodeCooldown, Count: 2, Until: time.Now().Add(time.Hour)}); err != nil {
+				t.Error(err)
+			}
 			// A block that has already ended is not noted at all.
-			s.NoteBlock(ctx, guard.Block{Phone: "+14155550102", Reason: problem.CodeCooldown, Count: 2, Until: time.Now().Add(-time.Second)})
+			if err := s.NoteBlock(ctx, guard.Block{Phone: "+14155550102", Reason: problem.CodeCooldown, Count: 2, Until: time.Now().Add(-time.Second)}); err != nil {
+				t.Error(err)
+			}
 			// Both live blocks are listed while the short one lasts (on a
 			// machine too busy to look within its 150ms, it has rightly
 			// gone, and only the wait below tells).
@@ -172,9 +184,15 @@ func TestUnblock(t *testing.T) {
 			for _, tk := range []limit.Take{cooldown, sends, ip, cooldown} {
 				take1(t, s, tk)
 			}
-			s.SaveCode(ctx, newCode(phone, []byte("mac")))
-			s.NoteBlock(ctx, guard.Block{Phone: phone, Reason: problem.CodeCooldown, Count: 2, Until: time.Now().Add(time.Minute)})
-			s.NoteBlock(ctx, guard.Block{Phone: "+919800000002", Reason: problem.CodeCooldown, Count: 2, Until: time.Now().Add(time.Minute)})
+			if _, err := s.SaveCode(ctx, newCode(phone, []byte("mac"))); err != nil {
+				t.Error(err)
+			}
+			if err := s.NoteBlock(ctx, guard.Block{Phone: phone, Reason: problem.CodeCooldown, Count: 2, Until: time.Now().Add(time.Minute)}); err != nil {
+				t.Error(err)
+			}
+			if err := s.NoteBlock(ctx, guard.Block{Phone: "+919800000002", Reason: problem.CodeCooldown, Count: 2, Until: time.Now().Add(time.Minute)}); err != nil {
+				t.Error(err)
+			}
 
 			if err := s.Unblock(ctx, phone, []limit.Key{cooldown.Key, sends.Key}); err != nil {
 				t.Fatal(err)

@@ -24,24 +24,22 @@ import (
 // family of scripts (the /limits/check scripts) go as one call of its
 // joining script, which runs each as it would have run, in order, and
 // answers each on its own (merge.go). Transactions (MULTI/EXEC, the OTP
-// send counters) are not coalesced: they go out as before, on a connection
-// of their own.
+// send counters) are not coalesced: they go out on a connection of their
+// own.
 //
 // A caller whose context ends is answered ctx.Err() at once, unlike
 // go-redis's own calls, which wait for the reply (or the deadline) once
 // sent: a command still queued is then dropped unsent, one on the wire
 // goes on and its reply is dropped (abandon.go). So the Fallback waits for
 // a coalesced decision on the caller's goroutine and ends it by cancelling
-// its context (Abandons, Redis.TakeAbandons).
+// its context (Abandons, Counters.TakeAbandons).
 //
 // One pipeline has the wire at a time: the commands that arrive while it is
 // out wait and go together in the next, so the busier otpguard is, the more
 // commands share a write (and Redis reads them in one event). Only a
 // pipeline out for longer than Stall lets another go, up to Pipelines at
 // once, so that a slow or lost reply does not hold up every decision of
-// the instance. On a saturated 2-core host one pipeline at a time carried
-// 13 commands per write against 4 with four free-running pipelines, and
-// Redis spent 13 % less CPU per check (docs/benchmarks.md, 0.00).
+// the instance.
 //
 // It is a go-redis hook: added to a client (Coalesce), it stands in for the
 // client's own write of each single command.
@@ -197,7 +195,7 @@ func (c *Coalescer) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 		// A caller that may give up has the pipeline carry a stand-in
 		// (abandon.go): what the pipeline writes after the caller went is
 		// then nobody's. A context that never ends needs none; a command
-		// of a type without a stand-in waits for its reply, as before.
+		// of a type without a stand-in waits for its reply.
 		// Its waiter may also give up before ctx ends (guard.GiveUp: the
 		// Fallback's inline wait), which is the same leaving.
 		var leave, giveUp <-chan struct{}
@@ -245,12 +243,11 @@ func (c *Coalescer) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 // Pipelines workers run for the Coalescer's life: while the token is held,
 // new commands gather in the queue and go out together next. Kept
 // goroutines, not one per pipeline: a pipeline is deep (go-redis and its
-// hooks), and a fresh goroutine grew its stack on every one (the CPU
-// profile in docs/benchmarks.md, section 0).
+// hooks), and a fresh goroutine would grow its stack on every one.
 func (c *Coalescer) work() {
 	defer c.done.Done()
 	batch := make([]*coalesced, 0, c.maxBatch)
-	// One Pipeline per worker, reused: a fresh one per batch was four
+	// One Pipeline per worker, reused: a fresh one per batch costs
 	// allocations (go-redis binds its methods in closures). Exec hands
 	// its commands back and keeps none, so nothing outlives its reply.
 	pipe := c.rdb.Pipeline()

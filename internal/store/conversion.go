@@ -13,7 +13,11 @@ import (
 	"github.com/otpguard/otpguard/internal/limit"
 )
 
-var _ guard.Conversions = (*Redis)(nil)
+// Conversions keeps the conversion watch's sliding windows and the
+// claims of its alerts.
+type Conversions struct{ keyspace }
+
+var _ guard.Conversions = (*Conversions)(nil)
 
 // conversionBucket is the resolution of the conversion watch's sliding
 // window: one-minute buckets.
@@ -28,7 +32,7 @@ var conversionScript = script("count_conversion")
 // conversionScript). Subjects live in different hash slots (prefixes, a
 // country), so each is its own call, sent concurrently: one round trip of
 // latency, on a single node or a Cluster.
-func (r *Redis) CountConversion(ctx context.Context, kind guard.ConversionKind, now time.Time, window, delay time.Duration, subjects []limit.Key) ([]guard.Tally, error) {
+func (r *Conversions) CountConversion(ctx context.Context, kind guard.ConversionKind, now time.Time, window, delay time.Duration, subjects []limit.Key) ([]guard.Tally, error) {
 	secs := max(conversionBucket, int64(window/time.Second))
 	delayBuckets := int64((delay + conversionBucket*time.Second - 1) / (conversionBucket * time.Second))
 	out := make([]guard.Tally, len(subjects))
@@ -56,7 +60,7 @@ func (r *Redis) CountConversion(ctx context.Context, kind guard.ConversionKind, 
 	return out, nil
 }
 
-var _ guard.ConversionBatcher = (*Redis)(nil)
+var _ guard.ConversionBatcher = (*Conversions)(nil)
 
 // conversionsScript counts many of the watch's counts in one call
 // (lua/count_conversions.lua).
@@ -71,13 +75,12 @@ const conversionsPerCall = 64
 // in one round trip, in the batch's order, so each event's tallies are
 // what CountConversion would have answered at its turn. On a single
 // Redis, one pipeline of conversionsScript calls, each up to
-// conversionsPerCall counts (an event's subjects are one count each): a
-// send's four subjects were four script calls, each its own command to
-// write, run and read. On Redis Cluster the subjects are in different
+// conversionsPerCall counts (an event's subjects are one count each), not
+// a command to write, run and read per subject. On Redis Cluster the subjects are in different
 // hash slots, so each is its own conversionScript call, in one pipeline
 // that go-redis sends to their masters, one write per node. No MULTI:
 // each script call is atomic alone, and the events are independent.
-func (r *Redis) CountConversions(ctx context.Context, window, delay time.Duration, counts []guard.ConversionCount) ([][]guard.Tally, error) {
+func (r *Conversions) CountConversions(ctx context.Context, window, delay time.Duration, counts []guard.ConversionCount) ([][]guard.Tally, error) {
 	secs := max(conversionBucket, int64(window/time.Second))
 	delayBuckets := int64((delay + conversionBucket*time.Second - 1) / (conversionBucket * time.Second))
 	if r.cluster {
@@ -151,7 +154,7 @@ func (r *Redis) CountConversions(ctx context.Context, window, delay time.Duratio
 
 // countConversionsBySubject is CountConversions on Redis Cluster: one
 // conversionScript call per event and subject, in one pipeline.
-func (r *Redis) countConversionsBySubject(ctx context.Context, secs, delayBuckets int64, counts []guard.ConversionCount) ([][]guard.Tally, error) {
+func (r *Conversions) countConversionsBySubject(ctx context.Context, secs, delayBuckets int64, counts []guard.ConversionCount) ([][]guard.Tally, error) {
 	pipe := r.rdb.Pipeline()
 	cmds := make([][]*redis.Cmd, len(counts))
 	args := func(c guard.ConversionCount) []any {
@@ -193,7 +196,7 @@ func (r *Redis) countConversionsBySubject(ctx context.Context, secs, delayBucket
 
 // ClaimAlert sets the subject's alert key if it is not set (SET NX PX):
 // the first caller in ttl, on any instance, gets true.
-func (r *Redis) ClaimAlert(ctx context.Context, subject limit.Key, ttl time.Duration) (bool, error) {
+func (r *Conversions) ClaimAlert(ctx context.Context, subject limit.Key, ttl time.Duration) (bool, error) {
 	pipe := r.rdb.TxPipeline()
 	cmd := pipe.SetNX(ctx, r.key(subject), 1, ttl)
 	if _, err := pipe.Exec(ctx); err != nil && err != redis.Nil {
@@ -203,24 +206,9 @@ func (r *Redis) ClaimAlert(ctx context.Context, subject limit.Key, ttl time.Dura
 }
 
 // ReleaseAlert deletes the subject's alert key.
-func (r *Redis) ReleaseAlert(ctx context.Context, subject limit.Key) error {
+func (r *Conversions) ReleaseAlert(ctx context.Context, subject limit.Key) error {
 	if err := r.rdb.Del(ctx, r.key(subject)).Err(); err != nil {
 		return fmt.Errorf("store: release alert %s: %w", r.logKey(subject), err)
 	}
 	return nil
-}
-
-// ClaimDelivery sets the key of messageID's status report if it is not set
-// (SET NX PX): the first caller in ttl, on any instance, gets true, so a
-// replayed status callback is recorded once. The message id is the hash
-// tag.
-func (r *Redis) ClaimDelivery(ctx context.Context, messageID, status string, ttl time.Duration) (bool, error) {
-	k := limit.Key{Space: "sms", ID: messageID, Name: "status:" + status}
-	pipe := r.rdb.TxPipeline()
-	cmd := pipe.SetNX(ctx, r.key(k), 1, ttl)
-	// SET NX of a key already set replies nil (redis.Nil): not the first.
-	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
-		return false, fmt.Errorf("store: claim delivery: %w", err)
-	}
-	return cmd.Val(), nil
 }

@@ -21,7 +21,7 @@ var Interval = interval
 
 // DeleteCodeKeyForTest deletes the number's code and nothing else, as its
 // TTL running out does.
-func (r *Redis) DeleteCodeKeyForTest(ctx context.Context, phone string) error {
+func (r *Codes) DeleteCodeKeyForTest(ctx context.Context, phone string) error {
 	return r.rdb.Del(ctx, r.codeKey(phone)).Err()
 }
 
@@ -46,29 +46,28 @@ func (c *Coalescer) Queued() int { return len(c.queue) }
 // LuaFilesForTest is the embedded lua/ directory.
 var LuaFilesForTest = luaFiles
 
-// LuaScriptsForTest lists luaScripts: each script's name, its libraries,
-// and its SHA.
-func LuaScriptsForTest() (libs map[string][]string, shas map[string]string) {
-	libs, shas = map[string][]string{}, map[string]string{}
+// LuaScriptsForTest lists luaScripts: each script's name and its SHA.
+func LuaScriptsForTest() (shas map[string]string) {
+	shas = map[string]string{}
 	for name, s := range luaScripts {
-		libs[name], shas[name] = s.libs, s.script.Hash()
+		shas[name] = s.script.Hash()
 	}
-	return libs, shas
+	return shas
 }
 
 // LimitTagForTest is the hash tag of k's limit hashes (k a limit).
-func (r *Redis) LimitTagForTest(k limit.Key) string { return r.limitTag(k) }
+func (r *Counters) LimitTagForTest(k limit.Key) string { return r.limits.tag(k) }
 
 // LimitHashesForTest names t's limit hashes (current and previous slice)
 // and its field, as the store would now.
-func (r *Redis) LimitHashesForTest(t limit.Take) (cur, prev, field string) {
-	ref := r.limitRef(t, r.redisNowMs())
+func (r *Counters) LimitHashesForTest(t limit.Take) (cur, prev, field string) {
+	ref := r.limits.limitRef(t, r.limits.redisNowMs())
 	return ref.cur, ref.prev, ref.field
 }
 
 // SetSkewForTest sets what the store believes Redis's clock is ahead of
 // this host's, in ms.
-func (r *Redis) SetSkewForTest(ms int64) { r.skew.Store(ms) }
+func (r *Counters) SetSkewForTest(ms int64) { r.limits.skew.Store(ms) }
 
 // SliceLenForTest is t's slice length in ms (t a limit).
 func SliceLenForTest(t limit.Take) int64 { return sliceLen(t) }
@@ -80,8 +79,8 @@ func JoinsOnForTest(rdb redis.UniversalClient) bool { return joinsOn(rdb) }
 // it the way the store did before (inside a MULTI with the id's SET).
 var SaveCodeScriptForTest = saveCodeScript.Script
 
-// LuaSourceForTest is the source of the script of lua/<name>.lua, its
-// libraries included, as Redis runs it.
+// LuaSourceForTest is the source of the script of lua/<name>.lua, as
+// Redis runs it.
 func LuaSourceForTest(name string) string { return luaScripts[name].src }
 
 // WindowReplyForTest is windowReply: a window run's two values for a call

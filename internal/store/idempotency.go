@@ -44,15 +44,19 @@ var finishIdempotencyScript = script("finish_idempotency_key")
 // (lua/release_idempotency_key.lua).
 var releaseIdempotencyScript = script("release_idempotency_key")
 
-func (r *Redis) idempotencyKey(digest string) string {
+// IdempotencyKeys keeps the Idempotency-Keys' claims and answers.
+type IdempotencyKeys struct{ keyspace }
+
+// recordKey is the hash of the key whose digest is digest.
+func (r *IdempotencyKeys) recordKey(digest string) string {
 	return r.key(limit.Key{Space: "idem", ID: digest, Name: "r"})
 }
 
 // ClaimIdempotencyKey claims digest for a request whose body digest is
 // body, under token, for pending; or returns the state that holds it and,
 // when done, the stored answer.
-func (r *Redis) ClaimIdempotencyKey(ctx context.Context, digest, body, token string, pending time.Duration) (string, []byte, error) {
-	v, err := claimIdempotencyScript.Run(ctx, r.rdb, []string{r.idempotencyKey(digest)}, body, token, pending.Milliseconds()).Slice()
+func (r *IdempotencyKeys) ClaimIdempotencyKey(ctx context.Context, digest, body, token string, pending time.Duration) (string, []byte, error) {
+	v, err := claimIdempotencyScript.Run(ctx, r.rdb, []string{r.recordKey(digest)}, body, token, pending.Milliseconds()).Slice()
 	if err != nil {
 		return "", nil, fmt.Errorf("store: claim idempotency key: %w", err)
 	}
@@ -84,8 +88,8 @@ func claimReply(v []any) (string, []byte, error) {
 
 // FinishIdempotencyKey stores the answer of the claim token for ttl.
 // Returns false when the claim was no longer token's.
-func (r *Redis) FinishIdempotencyKey(ctx context.Context, digest, token string, answer []byte, ttl time.Duration) (bool, error) {
-	n, err := finishIdempotencyScript.Run(ctx, r.rdb, []string{r.idempotencyKey(digest)}, token, answer, ttl.Milliseconds()).Int64()
+func (r *IdempotencyKeys) FinishIdempotencyKey(ctx context.Context, digest, token string, answer []byte, ttl time.Duration) (bool, error) {
+	n, err := finishIdempotencyScript.Run(ctx, r.rdb, []string{r.recordKey(digest)}, token, answer, ttl.Milliseconds()).Int64()
 	if err != nil {
 		return false, fmt.Errorf("store: store idempotent answer: %w", err)
 	}
@@ -93,8 +97,8 @@ func (r *Redis) FinishIdempotencyKey(ctx context.Context, digest, token string, 
 }
 
 // ReleaseIdempotencyKey frees the claim token, keeping no answer.
-func (r *Redis) ReleaseIdempotencyKey(ctx context.Context, digest, token string) error {
-	if err := releaseIdempotencyScript.Run(ctx, r.rdb, []string{r.idempotencyKey(digest)}, token).Err(); err != nil {
+func (r *IdempotencyKeys) ReleaseIdempotencyKey(ctx context.Context, digest, token string) error {
+	if err := releaseIdempotencyScript.Run(ctx, r.rdb, []string{r.recordKey(digest)}, token).Err(); err != nil {
 		return fmt.Errorf("store: release idempotency key: %w", err)
 	}
 	return nil

@@ -12,9 +12,8 @@ import (
 // The arguments of the limits scripts (take_limit, take_limits,
 // refund_limits, sync_limits) without an allocation per value. A string or
 // a number above 255 put into an `any` is boxed: one allocation each, and
-// a one-limit check's EVALSHA held eight such values (its two hashes, its
-// field, its limit, window or rate, slice and slice index) on top of the
-// strings of its two hashes and their numbers (issue 26). Here each take's
+// a one-limit check's EVALSHA holds eight such values (its two hashes, its
+// field, its limit, window or rate, slice and slice index). Here each take's
 // values live in one limitVals of a slice made once per call, and the
 // arguments point at them: go-redis writes a *string, *int64 or *float64
 // as it writes the value (proto.Writer.WriteArg), reads a *string key for
@@ -53,7 +52,7 @@ func kind(t limit.Take) int {
 // clock at nowMs: each take's two hashes as the call's keys, with room for
 // more ARGV values, and the takes' values for the ARGV to point at. Every
 // take's hashes are one string: three allocations whatever the takes.
-func (r *Redis) limitArgs(s hotScript, takes []limit.Take, nowMs int64, more int) ([]any, []limitVals) {
+func (r *limitHashes) limitArgs(s hotScript, takes []limit.Take, nowMs int64, more int) ([]any, []limitVals) {
 	vals := make([]limitVals, len(takes))
 	args := s.args(2*len(takes), 2*len(takes)+more)
 	var buf [192]byte

@@ -59,7 +59,7 @@ func plain(args []any) []any {
 // read, are the hashes, field and numbers limitRef and the script expect.
 func TestTakeLimitArguments(t *testing.T) {
 	f := &replyRediser{reply: []any{int64(1), int64(1), int64(7), int64(0), int64(0)}}
-	r := &Redis{rdb: f, prefix: "og:", shards: DefaultLimitShards}
+	r := &limitHashes{keyspace: keyspace{rdb: f, prefix: "og:"}, shards: DefaultLimitShards}
 	long := strings.Repeat("k", 40) // past maxPlainID: its digest is the field
 	for _, tc := range []struct {
 		name   string
@@ -75,7 +75,7 @@ func TestTakeLimitArguments(t *testing.T) {
 		{"big cost", func() limit.Take { tk := limitTake("user:7", false); tk.Cost = 1_000_000; return tk }(), 1, int64(3_600_000), 1_000_000, takeLimitScript},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if _, err := r.takeLimits(context.Background(), []limit.Take{tc.take}); err != nil {
+			if _, err := r.take(context.Background(), []limit.Take{tc.take}); err != nil {
 				t.Fatal(err)
 			}
 			ref := r.limitRef(tc.take, r.redisNowMs())
@@ -94,11 +94,11 @@ func TestTakeLimitArguments(t *testing.T) {
 // work. Boxed one by one, the arguments alone were about ten (issue 26).
 func TestTakeLimitAllocations(t *testing.T) {
 	f := &replyRediser{reply: []any{int64(1), int64(1), int64(7), int64(0), int64(0)}}
-	r := &Redis{rdb: f, prefix: "og:", shards: DefaultLimitShards}
+	r := &limitHashes{keyspace: keyspace{rdb: f, prefix: "og:"}, shards: DefaultLimitShards}
 	ctx := context.Background()
 	takes := []limit.Take{limitTake("user:42", false)}
 	allocs := testing.AllocsPerRun(200, func() {
-		res, err := r.takeLimits(ctx, takes)
+		res, err := r.take(ctx, takes)
 		if err != nil || len(res) != 1 || !res[0].Allowed || res[0].Count != 7 {
 			t.Fatalf("takeLimits: %+v, %v", res, err)
 		}
@@ -117,18 +117,18 @@ func TestTakeLimitAllocations(t *testing.T) {
 // compare what the arguments point to.
 func TestJoinedRunsFromLimitArgs(t *testing.T) {
 	f := &replyRediser{reply: []any{int64(1), int64(1), int64(7), int64(0), int64(0)}}
-	r := &Redis{rdb: f, prefix: "og:", shards: DefaultLimitShards}
+	r := &limitHashes{keyspace: keyspace{rdb: f, prefix: "og:"}, shards: DefaultLimitShards}
 	ctx := context.Background()
 	var cmds []*redis.Cmd
 	for _, id := range []string{"user:1", "user:2", "user:3"} {
-		if _, err := r.takeLimits(ctx, []limit.Take{limitTake(id, false)}); err != nil {
+		if _, err := r.take(ctx, []limit.Take{limitTake(id, false)}); err != nil {
 			t.Fatal(err)
 		}
 		cmds = append(cmds, redis.NewCmd(ctx, f.last...))
 	}
 	other := limitTake("user:4", false)
 	other.Limit = 5
-	if _, err := r.takeLimits(ctx, []limit.Take{other}); err != nil {
+	if _, err := r.take(ctx, []limit.Take{other}); err != nil {
 		t.Fatal(err)
 	}
 	cmds = append(cmds, redis.NewCmd(ctx, f.last...))

@@ -6,6 +6,7 @@ import (
 	"hash/crc32"
 	"math"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/otpguard/otpguard/internal/limit"
@@ -13,12 +14,11 @@ import (
 
 // The /limits/check limits (keys without a Name, limit.PolicyKey) live many
 // to a Redis key: each limit is a field of a time-slice hash named by its
-// policy, a slice of time and a shard of its id (lua/lib_limit.lua keeps
-// them; docs/scaling.md, "Where the keys live"). One key and one TTL per
-// limit costs Redis 7.0 about 90 B before the key's name (two dict entries
-// and their table slots); a field of a small hash (a listpack) costs its
-// name and a few bytes of value, and the hash's own cost is shared by the
-// fields of its shard (docs/benchmarks.md, section 8).
+// policy, a slice of time and a shard of its id (lua/lib/limit.lua keeps
+// them; docs/scaling.md, "Where the keys live"). A key and a TTL per
+// limit cost Redis two dict entries and their table slots; a field of a
+// small hash (a listpack) costs its name and a few bytes of value, and the
+// hash's own cost is shared by the fields of its shard.
 //
 //	og:l:api:29049123{1234}  field user:42  value 41977512
 //	     |   |        |            |              bucket: TAT, µs after the slice's start
@@ -51,14 +51,14 @@ const minSlice = time.Second
 // from the reply), twice if the slice ends in between.
 const limitRetries = 3
 
-// WithLimitShards sets the shards per policy and slice of the limits'
-// hashes (n > 0) and returns r. Every instance on one Redis must use the
-// same n: another n names other hashes, and the limits start again.
-func (r *Redis) WithLimitShards(n int) *Redis {
-	if n > 0 {
-		r.shards = uint32(n)
-	}
-	return r
+// limitHashes keeps the /limits/check limits in their time-slice hashes.
+type limitHashes struct {
+	keyspace
+	// shards is the shards per policy and slice (WithLimitShards).
+	shards uint32
+	// skew is Redis's clock less this host's, in ms, as last seen by a
+	// limits script (runLimits): it names the slices.
+	skew atomic.Int64
 }
 
 // isLimit reports whether k is a /limits/check limit (no Name).
@@ -99,7 +99,7 @@ type limitRef struct {
 }
 
 // shard is the shard of a limit's field (its id, limitID).
-func (r *Redis) shard(field string) uint32 { return shardOf(field, r.shards) }
+func (r *limitHashes) shard(field string) uint32 { return shardOf(field, r.shards) }
 
 // shardOf is crc32.ChecksumIEEE(field) % shards, over the string itself:
 // crc32's own functions take a []byte that escapes (they call through a
@@ -112,10 +112,10 @@ func shardOf(field string, shards uint32) uint32 {
 	return ^crc % shards
 }
 
-// limitTag is the hash tag of a limit's hashes, which decides its Cluster
+// tag is the hash tag of a limit's hashes, which decides its Cluster
 // slot: "{" + shard + "}". Every policy's hashes of one caller key share
-// it, as before: the checks of one key are one slot.
-func (r *Redis) limitTag(k limit.Key) string {
+// it: the checks of one key are one slot.
+func (r *limitHashes) tag(k limit.Key) string {
 	return "{" + strconv.FormatUint(uint64(r.shard(limitID(k.ID))), 10) + "}"
 }
 
@@ -129,7 +129,7 @@ func LimitHashTag(key string, shards int) string {
 
 // limitRef names t's hashes for the slice that nowMs (the store's estimate
 // of Redis's clock) falls in.
-func (r *Redis) limitRef(t limit.Take, nowMs int64) limitRef {
+func (r *limitHashes) limitRef(t limit.Take, nowMs int64) limitRef {
 	field := limitID(t.Key.ID)
 	slice := sliceLen(t)
 	idx := nowMs / slice
@@ -141,7 +141,7 @@ func (r *Redis) limitRef(t limit.Take, nowMs int64) limitRef {
 // appendLimitKeys appends to b the names of the hashes of field in space
 // for slice idx and the one before, prefix + space + ":" + idx + "{" +
 // shard + "}" each, and returns b and where the second begins.
-func (r *Redis) appendLimitKeys(b []byte, space, field string, idx int64) (_ []byte, at int) {
+func (r *limitHashes) appendLimitKeys(b []byte, space, field string, idx int64) (_ []byte, at int) {
 	shard := uint64(r.shard(field))
 	for i := range 2 {
 		b = append(b, r.prefix...)
@@ -159,13 +159,13 @@ func (r *Redis) appendLimitKeys(b []byte, space, field string, idx int64) (_ []b
 }
 
 // redisNowMs is the store's estimate of Redis's clock, in ms.
-func (r *Redis) redisNowMs() int64 { return time.Now().UnixMilli() + r.skew.Load() }
+func (r *limitHashes) redisNowMs() int64 { return time.Now().UnixMilli() + r.skew.Load() }
 
 // runLimits runs a limits script built by build (for Redis's clock at
 // nowMs) until Redis's clock agrees with the slices it names: a reply of
 // {-1, -1, now µs} wrote nothing, and teaches the store the skew. The
 // reply's numbers go into dst's memory when it has room.
-func (r *Redis) runLimits(ctx context.Context, s hotScript, build func(nowMs int64) []any, dst []int64) ([]int64, error) {
+func (r *limitHashes) runLimits(ctx context.Context, s hotScript, build func(nowMs int64) []any, dst []int64) ([]int64, error) {
 	for range limitRetries {
 		v, err := int64s(s.run(ctx, r.rdb, build(r.redisNowMs())), dst)
 		if err != nil {
@@ -183,13 +183,13 @@ func (r *Redis) runLimits(ctx context.Context, s hotScript, build func(nowMs int
 	return nil, fmt.Errorf("the Redis clock left the slice %d times in a row", limitRetries)
 }
 
-// takeLimits decides takes, all limits (and on Redis Cluster all of one
+// take decides takes, all limits (and on Redis Cluster all of one
 // slot), in one call of takeLimitsScript: take_many's decisions on the
 // time-slice hashes.
 //
 // A single take that spends goes to takeLimitScript, the same decision
 // without a batch's bookkeeping.
-func (r *Redis) takeLimits(ctx context.Context, takes []limit.Take) ([]limit.Result, error) {
+func (r *limitHashes) take(ctx context.Context, takes []limit.Take) ([]limit.Result, error) {
 	s, one := takeLimitsScript, len(takes) == 1 && takes[0].Cost > 0 && !takes[0].Hold
 	if one {
 		s = takeLimitScript
@@ -220,8 +220,8 @@ func (r *Redis) takeLimits(ctx context.Context, takes []limit.Take) ([]limit.Res
 	return manyResults(takes, v)
 }
 
-// refundLimits gives back what takeLimits spent (refundLimitsScript).
-func (r *Redis) refundLimits(ctx context.Context, takes []limit.Take) error {
+// refund gives back what take spent (refundLimitsScript).
+func (r *limitHashes) refund(ctx context.Context, takes []limit.Take) error {
 	var buf [3]int64
 	_, err := r.runLimits(ctx, refundLimitsScript, func(nowMs int64) []any {
 		args, vals := r.limitArgs(refundLimitsScript, takes, nowMs, 6*len(takes))
@@ -237,8 +237,8 @@ func (r *Redis) refundLimits(ctx context.Context, takes []limit.Take) error {
 	return nil
 }
 
-// syncLimits is Sync for items that are all limits (syncLimitsScript).
-func (r *Redis) syncLimits(ctx context.Context, items []limit.SyncItem) ([]limit.SyncState, error) {
+// sync is Sync for items that are all limits (syncLimitsScript).
+func (r *limitHashes) sync(ctx context.Context, items []limit.SyncItem) ([]limit.SyncState, error) {
 	takes := make([]limit.Take, len(items))
 	for i, it := range items {
 		takes[i] = it.Take
@@ -260,12 +260,13 @@ func (r *Redis) syncLimits(ctx context.Context, items []limit.SyncItem) ([]limit
 	}
 	out := make([]limit.SyncState, len(items))
 	for i, it := range items {
-		a, b := v[2*i], v[2*i+1]
-		if it.Algorithm == limit.TokenBucket {
-			out[i] = limit.SyncState{Remaining: a, ResetAfter: time.Duration(b) * time.Microsecond}
+		if it.Algorithm == limit.TokenBucket { // {remaining, reset_after µs}
+			remaining, resetAfter := v[2*i], v[2*i+1]
+			out[i] = limit.SyncState{Remaining: remaining, ResetAfter: time.Duration(resetAfter) * time.Microsecond}
 			continue
 		}
-		res := fixedWindowResult(it.Take, a, time.Duration(b)*time.Millisecond)
+		count, left := v[2*i], v[2*i+1] // {count, left ms}
+		res := fixedWindowResult(it.Take, count, time.Duration(left)*time.Millisecond)
 		out[i] = limit.SyncState{Remaining: it.Limit - res.Count, ResetAfter: res.ResetAfter}
 	}
 	return out, nil

@@ -95,8 +95,8 @@ func joinableCall(cmd redis.Cmder) (*joinable, *redis.Cmd, int) {
 // joins gathers one pipeline's joinable calls by family, each group up to
 // maxJoinKeys keys. Its first groups, and a group's lone call, need no
 // allocation: at a few thousand checks a second most pipelines carry one
-// call of one family, which the slices made for it cost two allocations
-// (issue 26).
+// call of one family, for which slices of its own would cost two
+// allocations.
 type joins struct {
 	first [2]joinGroup
 	n     int         // groups in first

@@ -38,8 +38,9 @@ func benchJoinedChecks(b *testing.B, bucket bool) {
 	rdb := redis.NewClient(&redis.Options{Addr: addr})
 	b.Cleanup(func() { _ = rdb.Close() })
 	ctx := context.Background()
-	r := NewRedis(rdb, "bench:")
-	if err := r.LoadScripts(ctx); err != nil {
+	st := NewRedis(rdb, "bench:")
+	r := st.limits
+	if err := st.LoadScripts(ctx); err != nil {
 		b.Fatal(err)
 	}
 	j := joinables[takeLimitScript.Hash()]

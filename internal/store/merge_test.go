@@ -160,7 +160,7 @@ func TestJoinedCallsDecideAsSequential(t *testing.T) {
 }
 
 // TestJoinedRunsDecideAsSequential is TestJoinedCallsDecideAsSequential
-// for runs (one policy's checks in a row, lib_limit's bump): 600 steps of
+// for runs (one policy's checks in a row, lib/limit.lua's bump): 600 steps of
 // two to eight checks of one window policy and one cost on a few ids, so
 // that a run meets every state a window's field can be in: in cur or
 // prev, running, ended in cur (l:s, a window shorter than its 1 s slice)

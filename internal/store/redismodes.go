@@ -9,8 +9,6 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-
-	"github.com/otpguard/otpguard/internal/limit"
 )
 
 // The ways to reach Redis (RedisOptions.Mode).
@@ -19,51 +17,6 @@ const (
 	RedisCluster  = "cluster"  // Redis Cluster, by seed nodes
 	RedisSentinel = "sentinel" // a master watched by Sentinels, by sentinel addresses and master name
 )
-
-// NewClusterRedis returns a store over a Redis Cluster client: as
-// NewRedis, but a batch whose keys span hash slots is sent as one
-// MULTI/EXEC per slot, concurrently (slot.go), since neither Redis nor
-// go-redis run a transaction across slots.
-func NewClusterRedis(rdb rediser, prefix string) *Redis {
-	r := NewRedis(rdb, prefix)
-	r.cluster = true
-	return r
-}
-
-// takeKey is what decides t's Cluster slot (slotKey).
-func (r *Redis) takeKey(t limit.Take) string { return r.slotKey(t.Key) }
-
-// slotKey is what decides k's Cluster slot: its key, or for a limit the
-// hash tag of its hashes (limits.go).
-func (r *Redis) slotKey(k limit.Key) string {
-	if isLimit(k) {
-		return r.limitTag(k)
-	}
-	return r.key(k)
-}
-
-// unblockBySlot is Unblock on Redis Cluster: a DEL per slot of the
-// number's keys, and the index entry in the index's slot, concurrently.
-func (r *Redis) unblockBySlot(ctx context.Context, phone string, del, idx []string) error {
-	keys := append(append([]string(nil), del...), idx[0])
-	_, err := bySlot(ctx, keys, func(k string) string { return k }, func(ctx context.Context, part []string) ([]struct{}, error) {
-		pipe := r.rdb.TxPipeline()
-		for _, k := range part {
-			if k == idx[0] {
-				pipe.ZRem(ctx, idx[0], phone)
-				pipe.ZRem(ctx, idx[1], phone)
-				pipe.Del(ctx, idx[2])
-			} else {
-				pipe.Del(ctx, k)
-			}
-		}
-		if _, err := pipe.Exec(ctx); err != nil {
-			return nil, fmt.Errorf("store: unblock: %w", err)
-		}
-		return make([]struct{}, len(part)), nil
-	})
-	return err
-}
 
 // NewUniversalClient builds a client for o.Mode with the same promise as
 // NewRedisClient: every call returns within Timeout, and no command is
@@ -142,20 +95,4 @@ func checkEveryMaster(ctx context.Context, c *redis.ClusterClient) error {
 		return fmt.Errorf("store: redis cluster: %w", classifyStartupError(err))
 	}
 	return nil
-}
-
-// Master names the node that holds k on Redis Cluster: the address of its
-// slot's master in the client's cached slot map (no round trip once the
-// map is loaded). It is "" off a cluster, or while no map can be read.
-// The Fallback keeps a breaker per name (resilience.FallbackOptions.NodeOf).
-func (r *Redis) Master(k limit.Key) string {
-	c, ok := r.rdb.(*redis.ClusterClient)
-	if !ok {
-		return ""
-	}
-	m, err := c.MasterForKey(context.Background(), r.slotKey(k))
-	if err != nil {
-		return ""
-	}
-	return m.Options().Addr
 }

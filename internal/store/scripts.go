@@ -10,11 +10,18 @@ import (
 )
 
 // The Lua scripts, one file each in lua/, named by what it decides, with
-// its reasoning in a comment at its top. Each one is one atomic decision
-// on the keys of one hash slot, so it runs unchanged on a single node and
-// on Redis Cluster; one exception, take_automatic, spans slots and runs on
-// a single node only (its comment says why). Scripts are called by SHA (EVALSHA) and fall back to
-// EVAL when the server lost its script cache.
+// its reasoning in a comment at its top. Each file is the whole script as
+// Redis runs it, so that the line of an error Redis reports is the file's.
+// The code that scripts share lives in lua/lib/ and is copied into each
+// script that uses it between "-- begin lib/<name>.lua" and "-- end
+// lib/<name>.lua" (TestLuaLibraries holds the copies to lua/lib/, and
+// rewrites them with -update).
+//
+// Each script is one atomic decision on the keys of one hash slot, so it
+// runs unchanged on a single node and on Redis Cluster; one exception,
+// take_automatic, spans slots and runs on a single node only (its comment
+// says why). Scripts are called by SHA (EVALSHA) and fall back to EVAL
+// when the server lost its script cache.
 //
 // Times are integer microseconds from Redis TIME: one clock for every
 // otpguard instance, so no instance's clock skew can mint tokens (and the
@@ -25,122 +32,46 @@ import (
 //go:embed lua/*.lua
 var luaFiles embed.FS
 
-// luaScripts is the one list of the scripts: each one's file in lua/ (by
-// name, without ".lua") and the library files its source follows, in
-// order (a library may use the ones before it). Every script is built
-// from it (script), LoadScripts preloads every one, and
-// TestLuaFilesAreListed holds it and lua/ to each other.
-var luaScripts = buildScripts(map[string][]string{
-	"take_bucket":   bucketLibs,
-	"refund_bucket": bucketLibs,
-	"sync_bucket":   bucketLibs,
-	"take_many":     bucketLibs,
-	"take_window":   nil,
-	"count_window":  nil,
-	"refund_window": nil,
-	"take_limit":    limitLibs,
-	"take_limits":   limitLibs,
-	"refund_limits": limitLibs,
-	"sync_limits":   limitLibs,
+// luaScripts is the one list of the scripts, by the name of their file in
+// lua/ (without ".lua"). Every script is built from it (script),
+// LoadScripts preloads every one, and TestLuaFilesAreListed holds it and
+// lua/ to each other.
+var luaScripts = buildScripts(
+	"take_bucket", "refund_bucket", "sync_bucket", "take_many",
+	"take_window", "count_window", "refund_window",
+	"take_limit", "take_limits", "refund_limits", "sync_limits", "take_limits_many",
 
-	"take_limits_many": {"lib_base"}, // and lazyLibs'
+	"take_volume", "take_solved", "refund_volume",
+	"count_conversion", "count_conversions", "trust_mark", "take_automatic",
 
-	"take_volume":       nil,
-	"take_solved":       nil,
-	"refund_volume":     nil,
-	"count_conversion":  {"lib_conversion"},
-	"count_conversions": {"lib_conversion"},
-	"trust_mark":        nil,
-	"take_automatic":    nil,
+	"save_code", "guess_code", "consume_code", "lock_code", "delete_code",
+	"read_verification", "cancel_verification",
 
-	"save_code":           nil,
-	"guess_code":          nil,
-	"consume_code":        nil,
-	"lock_code":           nil,
-	"delete_code":         nil,
-	"read_verification":   {"lib_code"},
-	"cancel_verification": {"lib_code"},
+	"claim_idempotency_key", "finish_idempotency_key", "release_idempotency_key",
 
-	"claim_idempotency_key":   nil,
-	"finish_idempotency_key":  nil,
-	"release_idempotency_key": nil,
-
-	"beat":             nil,
-	"add_abuse_counts": nil,
-	"note_block":       nil,
-	"list_blocks":      nil,
-	"end_block":        nil,
-})
-
-// The libraries of the counters' scripts: lib_base (local names for the
-// functions they call, the clock), lib_take (a bucket's remaining, the
-// batch decision that take_many and take_limits share), then how the
-// counters are kept: a key each (lib_bucket) or fields of time-slice
-// hashes (lib_limit).
-var (
-	bucketLibs = []string{"lib_base", "lib_take", "lib_bucket"}
-	limitLibs  = []string{"lib_base", "lib_take", "lib_limit"}
+	"beat", "add_abuse_counts", "note_block", "list_blocks", "end_block",
 )
 
-// lazyLibs are libraries a script builds only when a call needs them: a
-// script runs its libraries' definitions at every call (22k instructions
-// of Redis's a call for lib_take and lib_limit, half what the joined
-// script's common call spends on its own work), and the joined
-// /limits/check script's common call (runs of fixed windows' hits in cur)
-// needs none of theirs. Their source goes into a function whose first
-// call builds them (libs(), in the script), after the script's libraries
-// and before its own source, and returns the names exports lists.
-var lazyLibs = map[string]struct{ libs, exports []string }{
-	"take_limits_many": {libs: []string{"lib_take", "lib_limit"}, exports: []string{"settle", "take_at", "take_one", "take_group"}},
-}
-
-// luaScript is one script of luaScripts: its source (libraries first) and
-// the go-redis script built from it.
+// luaScript is one script of luaScripts: its source and the go-redis
+// script built from it.
 type luaScript struct {
-	libs   []string
 	src    string
 	script *redis.Script
 }
 
-// buildScripts reads every script of list (name -> libraries) from
-// luaFiles. A name without its file is a programming error, found at
-// start-up by every test of the package.
-func buildScripts(list map[string][]string) map[string]luaScript {
-	out := make(map[string]luaScript, len(list))
-	for name, libs := range list {
-		src := ""
-		for _, lib := range libs {
-			src += luaSource(lib)
+// buildScripts reads every script of names from luaFiles. A name without
+// its file is a programming error, found at start-up by every test of the
+// package.
+func buildScripts(names ...string) map[string]luaScript {
+	out := make(map[string]luaScript, len(names))
+	for _, name := range names {
+		b, err := luaFiles.ReadFile("lua/" + name + ".lua")
+		if err != nil {
+			panic(fmt.Sprintf("store: lua script %s: %v", name, err))
 		}
-		if lazy, ok := lazyLibs[name]; ok {
-			src += lazySource(lazy.libs, lazy.exports)
-		}
-		src += luaSource(name)
-		out[name] = luaScript{libs: libs, src: src, script: redis.NewScript(src)}
+		out[name] = luaScript{src: string(b), script: redis.NewScript(string(b))}
 	}
 	return out
-}
-
-// lazySource is the Lua of lazyLibs: libraries built by the first call of
-// libs(), which returns a table of the names in exports.
-func lazySource(libs, exports []string) string {
-	src := "local built\nlocal function libs()\nif built then return built end\n"
-	for _, lib := range libs {
-		src += luaSource(lib)
-	}
-	src += "built = {"
-	for _, name := range exports {
-		src += name + " = " + name + ", "
-	}
-	return src + "}\nreturn built\nend\n"
-}
-
-func luaSource(name string) string {
-	b, err := luaFiles.ReadFile("lua/" + name + ".lua")
-	if err != nil {
-		panic(fmt.Sprintf("store: lua script %s: %v", name, err))
-	}
-	return string(b)
 }
 
 // script is the script of lua/<name>.lua, which luaScripts must list.
@@ -201,8 +132,7 @@ func TokenBucketScript() (src, sha string) {
 // or batch. Its callers build the EVALSHA's arguments in one slice (args)
 // and run sends it as it is: go-redis's Script.Run takes the keys and the
 // arguments apart, copies them into a slice of its own and boxes the SHA
-// and each key again, two or three allocations a call more
-// (BenchmarkTakeTokenBucket, BenchmarkTakeBatch10).
+// and each key again: allocations on every call of the hot path.
 type hotScript struct {
 	*redis.Script
 	sha any // Hash(), boxed once

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -33,17 +32,23 @@ import (
 // whatever the others answer, and the caller refunds what a denied send
 // must not keep (the counting rule, guard.OTP.spend).
 
-var _ guard.SendCounter = (*Redis)(nil)
+// sends is Counters.TakeSend: an OTP send's limits, its automatic windows
+// (automatic.go), the velocity count (Velocity) and an Idempotency-Key's
+// claim (IdempotencyKeys), in one MULTI.
+type sends struct {
+	keyspace
+	counters    *Counters
+	velocity    *Velocity
+	idempotency *IdempotencyKeys
+}
 
-// TakeSend takes the limits of takes and, when vol is not nil, the
-// velocity count, in one round trip (on Cluster one per hash slot, in
-// order, stopping at a refusal).
-func (r *Redis) TakeSend(ctx context.Context, takes []limit.Take, vol *guard.VolumeTake) ([]limit.Result, *guard.VolumeResult, error) {
+// take is TakeSend.
+func (r *sends) take(ctx context.Context, takes []limit.Take, vol *guard.VolumeTake) ([]limit.Result, *guard.VolumeResult, error) {
 	if r.cluster {
-		return r.takeSendCluster(ctx, takes, vol)
+		return r.takeCluster(ctx, takes, vol)
 	}
 	if vol == nil {
-		res, err := r.Take(ctx, takes)
+		res, err := r.counters.Take(ctx, takes)
 		return res, nil, err
 	}
 	pipe := r.rdb.TxPipeline()
@@ -52,18 +57,18 @@ func (r *Redis) TakeSend(ctx context.Context, takes []limit.Take, vol *guard.Vol
 	claim := guard.SendClaimFrom(ctx)
 	var ccmd *redis.Cmd
 	if claim != nil {
-		ccmd = claimIdempotencyScript.EvalSha(ctx, pipe, []string{r.idempotencyKey(claim.Digest)}, claim.Body, claim.Token, claim.Pending.Milliseconds())
+		ccmd = claimIdempotencyScript.EvalSha(ctx, pipe, []string{r.idempotency.recordKey(claim.Digest)}, claim.Body, claim.Token, claim.Pending.Milliseconds())
 	}
 	// The automatic windows of a send whose trust the velocity script is
 	// to find go in a script that reads the mark too (automatic.go).
 	autoIdx := automaticTakes(takes, vol)
 	rest, kept := withoutTakes(takes, autoIdx)
-	cmds, err := r.queueTakes(ctx, pipe, rest)
+	cmds, err := r.counters.queueTakes(ctx, pipe, rest)
 	if err != nil {
 		return nil, nil, err
 	}
 	auto := r.queueAutomatic(ctx, pipe, takes, autoIdx, vol.Mark)
-	vscript, vkeys, vargs := r.volumeCall(*vol)
+	vscript, vkeys, vargs := r.velocity.volumeCall(*vol)
 	vcmd := vscript.EvalSha(ctx, pipe, vkeys, vargs...)
 	// As in take: a NOSCRIPT or a peek's redis.Nil is one command's reply,
 	// read below; any other error failed the round trip.
@@ -71,7 +76,7 @@ func (r *Redis) TakeSend(ctx context.Context, takes []limit.Take, vol *guard.Vol
 	if err != nil && !isNoScript(err) && !errors.Is(err, redis.Nil) {
 		return nil, nil, fmt.Errorf("store: take send: %w", err)
 	}
-	got, err := r.readTakes(ctx, rest, cmds)
+	got, err := r.counters.readTakes(ctx, rest, cmds)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -89,7 +94,7 @@ func (r *Redis) TakeSend(ctx context.Context, takes []limit.Take, vol *guard.Vol
 		// running it again counts once (EVAL, which reloads the cache).
 		vcmd = vscript.Run(ctx, r.rdb, vkeys, vargs...)
 	}
-	vres, err := r.volumeResult(*vol, vcmd)
+	vres, err := r.velocity.volumeResult(*vol, vcmd)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -113,13 +118,13 @@ func carryClaim(claim *guard.SendClaim, cmd *redis.Cmd) {
 	}
 }
 
-// takeSendCluster takes the limits one slot at a time, in their order (a
+// takeCluster takes the limits one slot at a time, in their order (a
 // group is a run of takes in one slot: the number's cooldown and per-number
 // window are one), each group one MULTI, and the velocity count last. A
 // group that refuses ends the send: the groups after it are answered
 // allowed and not spent (nothing to refund), and the velocity count is
 // not taken.
-func (r *Redis) takeSendCluster(ctx context.Context, takes []limit.Take, vol *guard.VolumeTake) ([]limit.Result, *guard.VolumeResult, error) {
+func (r *sends) takeCluster(ctx context.Context, takes []limit.Take, vol *guard.VolumeTake) ([]limit.Result, *guard.VolumeResult, error) {
 	res := make([]limit.Result, len(takes))
 	vol, skip, err := r.clusterTrust(ctx, vol)
 	if err != nil {
@@ -136,11 +141,11 @@ func (r *Redis) takeSendCluster(ctx context.Context, takes []limit.Take, vol *gu
 		for n < len(takes) && Slot(r.key(takes[n].Key)) == slot {
 			n++
 		}
-		got, err := r.Take(ctx, takes[i:n])
+		got, err := r.counters.Take(ctx, takes[i:n])
 		if err != nil {
 			// What earlier groups counted goes back, as the caller gives
 			// back nothing of a request the store failed.
-			if rerr := r.Refund(context.WithoutCancel(ctx), spentTakes(takes[:i], res[:i])); rerr != nil {
+			if rerr := r.counters.Refund(context.WithoutCancel(ctx), spentTakes(takes[:i], res[:i])); rerr != nil {
 				err = errors.Join(err, rerr)
 			}
 			return nil, nil, err
@@ -160,9 +165,9 @@ func (r *Redis) takeSendCluster(ctx context.Context, takes []limit.Take, vol *gu
 	if vol == nil {
 		return res, nil, nil
 	}
-	vres, err := r.TakeVolume(ctx, *vol)
+	vres, err := r.velocity.TakeVolume(ctx, *vol)
 	if err != nil {
-		if rerr := r.Refund(context.WithoutCancel(ctx), spentTakes(takes, res)); rerr != nil {
+		if rerr := r.counters.Refund(context.WithoutCancel(ctx), spentTakes(takes, res)); rerr != nil {
 			err = errors.Join(err, rerr)
 		}
 		return nil, nil, err
@@ -176,7 +181,7 @@ func (r *Redis) takeSendCluster(ctx context.Context, takes []limit.Take, vol *gu
 // could find it trusted. One more round trip, on Cluster only. It returns
 // the take to send (known trusted, or as it was) and whether the automatic
 // takes are skipped.
-func (r *Redis) clusterTrust(ctx context.Context, vol *guard.VolumeTake) (*guard.VolumeTake, bool, error) {
+func (r *sends) clusterTrust(ctx context.Context, vol *guard.VolumeTake) (*guard.VolumeTake, bool, error) {
 	if vol == nil || vol.Trusted || vol.Mark.ID == "" {
 		return vol, false, nil
 	}
@@ -206,49 +211,4 @@ func spentTakes(takes []limit.Take, res []limit.Result) []limit.Take {
 		}
 	}
 	return spent
-}
-
-// volumeArgs are velocityScript's keys and arguments for t. Without a
-// trusted tier or a mark, the keys the script does not read repeat
-// KEYS[1] and KEYS[2] (one slot for all).
-func (r *Redis) volumeArgs(t guard.VolumeTake) ([]string, []any) {
-	ttl := int64((time.Duration(t.Lookback+2) * time.Hour) / time.Second)
-	keys := []string{r.key(t.Key), r.key(t.Quarantine), "", ""}
-	keys[2], keys[3] = keys[0], keys[1]
-	if t.TrustedKey.ID != "" {
-		keys[2] = r.key(t.TrustedKey)
-	}
-	hasMark := t.Mark.ID != ""
-	if hasMark {
-		keys[3] = r.key(t.Mark)
-	}
-	return keys, []any{t.Hour, t.Lookback, t.Floor, t.QFloor, t.Factor, t.HistoryMinSends, ttl, t.Now.Unix(), t.Now.Unix() / 60,
-		t.MinuteShare, flag(t.Trusted), t.TFloor, t.TFactor, flag(t.NewOff), flag(hasMark),
-		t.Unverified.Floor, t.Unverified.Share, t.Unverified.NormalDefault, t.Unverified.NormalMin}
-}
-
-func flag(b bool) int {
-	if b {
-		return 1
-	}
-	return 0
-}
-
-// volumeResult reads velocityScript's reply.
-func (r *Redis) volumeResult(t guard.VolumeTake, cmd *redis.Cmd) (guard.VolumeResult, error) {
-	v, err := cmd.Int64Slice()
-	if err != nil {
-		return guard.VolumeResult{}, fmt.Errorf("store: take volume %s: %w", r.key(t.Key), err)
-	}
-	if len(v) != 7 && len(v) != 8 {
-		return guard.VolumeResult{}, fmt.Errorf("store: take volume %s: script returned %d values, want 7 or 8", r.key(t.Key), len(v))
-	}
-	// The seventh value: the solved cap's "reused", the velocity rule's
-	// "trusted"; an eighth: the unverified budget that refused.
-	res := guard.VolumeResult{Allowed: v[0] == 1, Count: v[1], Limit: v[2], Baseline: v[3], Quarantined: v[4] == 1,
-		MinuteLimit: v[5], Reused: t.Solved != nil && v[6] == 1, Trusted: t.Solved == nil && v[6] == 1}
-	if len(v) == 8 {
-		res.Unverified = v[7]
-	}
-	return res, nil
 }

@@ -14,12 +14,15 @@ import (
 // out must reach every instance too, so the sessions signed out before
 // they expire are kept here, each until it would have expired.
 
-func (r *Redis) sessionKey(id string) string {
+// Sessions keeps the ops sessions signed out before they expire.
+type Sessions struct{ keyspace }
+
+func (r *Sessions) sessionKey(id string) string {
 	return r.key(limit.Key{Space: "ops:session", ID: id, Name: "revoked"})
 }
 
 // RevokeSession marks the session id signed out until until (its expiry).
-func (r *Redis) RevokeSession(ctx context.Context, id string, until time.Time) error {
+func (r *Sessions) RevokeSession(ctx context.Context, id string, until time.Time) error {
 	pipe := r.rdb.TxPipeline()
 	pipe.SetArgs(ctx, r.sessionKey(id), 1, redis.SetArgs{ExpireAt: until})
 	if _, err := pipe.Exec(ctx); err != nil {
@@ -29,7 +32,7 @@ func (r *Redis) RevokeSession(ctx context.Context, id string, until time.Time) e
 }
 
 // SessionRevoked reports whether the session id was signed out.
-func (r *Redis) SessionRevoked(ctx context.Context, id string) (bool, error) {
+func (r *Sessions) SessionRevoked(ctx context.Context, id string) (bool, error) {
 	pipe := r.rdb.TxPipeline()
 	n := pipe.Exists(ctx, r.sessionKey(id))
 	if _, err := pipe.Exec(ctx); err != nil {

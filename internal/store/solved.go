@@ -21,7 +21,7 @@ const solvedTTL = 2 * time.Hour
 
 // volumeCall is the script, keys and arguments of a VolumeTake: the
 // velocity rule's, or the solved cap's.
-func (r *Redis) volumeCall(t guard.VolumeTake) (*redis.Script, []string, []any) {
+func (r *Velocity) volumeCall(t guard.VolumeTake) (*redis.Script, []string, []any) {
 	if t.Solved == nil {
 		keys, args := r.volumeArgs(t)
 		return velocityScript, keys, args

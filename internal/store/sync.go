@@ -23,14 +23,14 @@ import (
 // start a window, or rewrite a bucket, that no hit started.
 //
 // On Redis Cluster, one MULTI/EXEC per hash slot, sent concurrently.
-func (r *Redis) Sync(ctx context.Context, items []limit.SyncItem) ([]limit.SyncState, error) {
+func (r *Counters) Sync(ctx context.Context, items []limit.SyncItem) ([]limit.SyncState, error) {
 	if r.cluster {
 		return bySlot(ctx, items, func(it limit.SyncItem) string { return r.takeKey(it.Take) }, r.sync)
 	}
 	return r.sync(ctx, items)
 }
 
-func (r *Redis) sync(ctx context.Context, items []limit.SyncItem) ([]limit.SyncState, error) {
+func (r *Counters) sync(ctx context.Context, items []limit.SyncItem) ([]limit.SyncState, error) {
 	limits := 0
 	for _, it := range items {
 		if isLimit(it.Key) {
@@ -39,7 +39,7 @@ func (r *Redis) sync(ctx context.Context, items []limit.SyncItem) ([]limit.SyncS
 	}
 	switch {
 	case limits == len(items) && limits > 0:
-		return r.syncLimits(ctx, items)
+		return r.limits.sync(ctx, items)
 	case limits > 0:
 		return nil, fmt.Errorf("store: sync: %d of %d items are /limits/check limits: a call holds limits or named counters, not both", limits, len(items))
 	}
@@ -94,7 +94,7 @@ func bucketSyncScript(it limit.SyncItem) *redis.Script {
 	return tokenSyncScript
 }
 
-func (r *Redis) bucketSync(ctx context.Context, it limit.SyncItem, cmd *redis.Cmd) (limit.SyncState, error) {
+func (r *Counters) bucketSync(ctx context.Context, it limit.SyncItem, cmd *redis.Cmd) (limit.SyncState, error) {
 	if isNoScript(cmd.Err()) { // did not run: running it now counts once
 		cmd = bucketSyncScript(it).Run(ctx, r.rdb, []string{r.key(it.Key)}, it.Limit, interval(it.Rate), it.Delta)
 	}

@@ -12,7 +12,10 @@ import (
 	"github.com/otpguard/otpguard/internal/limit"
 )
 
-var _ guard.Trusts = (*Redis)(nil)
+// TrustMarks keeps trusted numbers' marks.
+type TrustMarks struct{ keyspace }
+
+var _ guard.Trusts = (*TrustMarks)(nil)
 
 // Trusted numbers' marks (guard/trust.go): one string key per number,
 // og:otp:tr:{<country>}:<128-bit HMAC, base64url>, value "1", with a TTL of
@@ -32,7 +35,7 @@ var trustMarkScript = script("trust_mark")
 // goes through trustMarkScript, which credits a trusted number's verify to
 // its tier; an import's is a plain SET with PX: idempotent. It returns
 // how many verifies' marks were set before (trusted verifies).
-func (r *Redis) MarkTrusted(ctx context.Context, marks []guard.TrustMark, ttl time.Duration) (int, error) {
+func (r *TrustMarks) MarkTrusted(ctx context.Context, marks []guard.TrustMark, ttl time.Duration) (int, error) {
 	if len(marks) == 0 {
 		return 0, nil
 	}
@@ -73,7 +76,7 @@ func (r *Redis) MarkTrusted(ctx context.Context, marks []guard.TrustMark, ttl ti
 }
 
 // Trusted reports whether mark is set (one EXISTS).
-func (r *Redis) Trusted(ctx context.Context, mark limit.Key) (bool, error) {
+func (r *TrustMarks) Trusted(ctx context.Context, mark limit.Key) (bool, error) {
 	cmd := redis.NewIntCmd(ctx, "exists", r.key(mark))
 	_ = r.rdb.Process(ctx, cmd)
 	n, err := cmd.Result()

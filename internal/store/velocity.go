@@ -12,7 +12,13 @@ import (
 	"github.com/otpguard/otpguard/internal/limit"
 )
 
-var _ guard.Volumes = (*Redis)(nil)
+// Velocity keeps the country velocity rule's counts (guard/velocity.go)
+// and the solved tier's cap (solved.go): a send's count goes out with its
+// limits (TakeSend), the rest are its refunds, verify credits and
+// quarantines.
+type Velocity struct{ keyspace }
+
+var _ guard.Volumes = (*Velocity)(nil)
 
 // velocityScript is the country velocity rule's decision (guard/velocity.go)
 // (lua/take_volume.lua).
@@ -25,13 +31,13 @@ var velocityRefundScript = script("refund_volume")
 
 // TakeVolume runs velocityScript for one send (TakeSend runs it with the
 // send's limits).
-func (r *Redis) TakeVolume(ctx context.Context, t guard.VolumeTake) (guard.VolumeResult, error) {
+func (r *Velocity) TakeVolume(ctx context.Context, t guard.VolumeTake) (guard.VolumeResult, error) {
 	script, keys, args := r.volumeCall(t)
 	return r.volumeResult(t, script.Run(ctx, r.rdb, keys, args...))
 }
 
 // RefundVolume gives back one send counted at (velocityRefundScript).
-func (r *Redis) RefundVolume(ctx context.Context, k limit.Key, at time.Time) error {
+func (r *Velocity) RefundVolume(ctx context.Context, k limit.Key, at time.Time) error {
 	if err := velocityRefundScript.Run(ctx, r.rdb, []string{r.key(k)}, at.Unix()/3600, at.Unix()/60).Err(); err != nil {
 		return fmt.Errorf("store: refund volume %s: %w", r.key(k), err)
 	}
@@ -40,7 +46,7 @@ func (r *Redis) RefundVolume(ctx context.Context, k limit.Key, at time.Time) err
 
 // CountVerified counts one verified code in hour: HINCRBY and EXPIRE in
 // one MULTI, so the hash never lives without a TTL.
-func (r *Redis) CountVerified(ctx context.Context, k limit.Key, hour int64, ttl time.Duration) error {
+func (r *Velocity) CountVerified(ctx context.Context, k limit.Key, hour int64, ttl time.Duration) error {
 	key := r.key(k)
 	pipe := r.rdb.TxPipeline()
 	pipe.HIncrBy(ctx, key, fmt.Sprintf("v:%d", hour), 1)
@@ -51,12 +57,12 @@ func (r *Redis) CountVerified(ctx context.Context, k limit.Key, hour int64, ttl 
 	return nil
 }
 
-var _ guard.Normals = (*Redis)(nil)
+var _ guard.Normals = (*Velocity)(nil)
 
 // NormalConversion reads the country's normal conversion that velocityScript
 // cached for hour ("n:<hour>", permille): known is false when the hour has
 // no figure yet, or its history was too thin (-1).
-func (r *Redis) NormalConversion(ctx context.Context, k limit.Key, hour int64) (float64, bool, error) {
+func (r *Velocity) NormalConversion(ctx context.Context, k limit.Key, hour int64) (float64, bool, error) {
 	cmd := redis.NewStringCmd(ctx, "HGET", r.key(k), fmt.Sprintf("n:%d", hour))
 	err := r.rdb.Process(ctx, cmd)
 	var n int64
@@ -77,11 +83,56 @@ func (r *Redis) NormalConversion(ctx context.Context, k limit.Key, hour int64) (
 // Quarantine records that the country's quarantine lasts until until (the
 // service's clock), in a key that expires ttl after it is set: velocityScript
 // compares the time, the TTL only cleans up.
-func (r *Redis) Quarantine(ctx context.Context, k limit.Key, until time.Time, ttl time.Duration) error {
+func (r *Velocity) Quarantine(ctx context.Context, k limit.Key, until time.Time, ttl time.Duration) error {
 	pipe := r.rdb.TxPipeline()
 	pipe.Set(ctx, r.key(k), until.Unix(), ttl)
 	if _, err := pipe.Exec(ctx); err != nil {
 		return fmt.Errorf("store: quarantine %s: %w", r.key(k), err)
 	}
 	return nil
+}
+
+// volumeArgs are velocityScript's keys and arguments for t. Without a
+// trusted tier or a mark, the keys the script does not read repeat
+// KEYS[1] and KEYS[2] (one slot for all).
+func (r *Velocity) volumeArgs(t guard.VolumeTake) ([]string, []any) {
+	ttl := int64((time.Duration(t.Lookback+2) * time.Hour) / time.Second)
+	keys := []string{r.key(t.Key), r.key(t.Quarantine), "", ""}
+	keys[2], keys[3] = keys[0], keys[1]
+	if t.TrustedKey.ID != "" {
+		keys[2] = r.key(t.TrustedKey)
+	}
+	hasMark := t.Mark.ID != ""
+	if hasMark {
+		keys[3] = r.key(t.Mark)
+	}
+	return keys, []any{t.Hour, t.Lookback, t.Floor, t.QFloor, t.Factor, t.HistoryMinSends, ttl, t.Now.Unix(), t.Now.Unix() / 60,
+		t.MinuteShare, flag(t.Trusted), t.TFloor, t.TFactor, flag(t.NewOff), flag(hasMark),
+		t.Unverified.Floor, t.Unverified.Share, t.Unverified.NormalDefault, t.Unverified.NormalMin}
+}
+
+func flag(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// volumeResult reads velocityScript's reply.
+func (r *Velocity) volumeResult(t guard.VolumeTake, cmd *redis.Cmd) (guard.VolumeResult, error) {
+	v, err := cmd.Int64Slice()
+	if err != nil {
+		return guard.VolumeResult{}, fmt.Errorf("store: take volume %s: %w", r.key(t.Key), err)
+	}
+	if len(v) != 7 && len(v) != 8 {
+		return guard.VolumeResult{}, fmt.Errorf("store: take volume %s: script returned %d values, want 7 or 8", r.key(t.Key), len(v))
+	}
+	// The seventh value: the solved cap's "reused", the velocity rule's
+	// "trusted"; an eighth: the unverified budget that refused.
+	res := guard.VolumeResult{Allowed: v[0] == 1, Count: v[1], Limit: v[2], Baseline: v[3], Quarantined: v[4] == 1,
+		MinuteLimit: v[5], Reused: t.Solved != nil && v[6] == 1, Trusted: t.Solved == nil && v[6] == 1}
+	if len(v) == 8 {
+		res.Unverified = v[7]
+	}
+	return res, nil
 }

@@ -66,17 +66,25 @@ var readVerificationScript = script("read_verification")
 // (KEYS[1], id ARGV[1]) and marks it canceled (lua/cancel_verification.lua).
 var cancelVerificationScript = script("cancel_verification")
 
-func (r *Redis) codeKey(phone string) string {
+// Codes keeps the codes and their verification records.
+type Codes struct{ keyspace }
+
+var (
+	_ guard.Codes         = (*Codes)(nil)
+	_ guard.Verifications = (*Codes)(nil)
+)
+
+func (r *Codes) codeKey(phone string) string {
 	return r.key(limit.Key{Space: "otp", ID: phone, Name: "code"})
 }
 
 // verPrefix is the start of the number's record keys; the id ends them.
-func (r *Redis) verPrefix(phone string) string {
+func (r *Codes) verPrefix(phone string) string {
 	return r.key(limit.Key{Space: "otp", ID: phone, Name: "ver:"})
 }
 
 // verIDKey maps an id to its number.
-func (r *Redis) verIDKey(id string) string {
+func (r *Codes) verIDKey(id string) string {
 	return r.key(limit.Key{Space: "ver", ID: id, Name: "p"})
 }
 
@@ -89,7 +97,7 @@ func ms(t time.Time) int64 { return t.UnixMilli() }
 // own: when only the mapping fails, the code is saved and the error is
 // guard.ErrUnindexed (the record cannot be read by id; the send answers no
 // verification_id).
-func (r *Redis) SaveCode(ctx context.Context, c guard.NewCode) (int, error) {
+func (r *Codes) SaveCode(ctx context.Context, c guard.NewCode) (int, error) {
 	if r.cluster {
 		return r.saveCodeBySlot(ctx, c)
 	}
@@ -109,7 +117,7 @@ func (r *Redis) SaveCode(ctx context.Context, c guard.NewCode) (int, error) {
 
 // saveCodeBySlot is SaveCode on Redis Cluster: the number's keys first,
 // then the id's.
-func (r *Redis) saveCodeBySlot(ctx context.Context, c guard.NewCode) (int, error) {
+func (r *Codes) saveCodeBySlot(ctx context.Context, c guard.NewCode) (int, error) {
 	keys := []string{r.codeKey(c.Phone), r.verPrefix(c.Phone) + c.VerificationID}
 	args := []any{c.MAC, c.TTL.Milliseconds(), c.VerificationID, ms(c.Now), c.MaxAttempts,
 		c.Retention.Milliseconds(), r.verPrefix(c.Phone), ms(c.Now.Add(c.TTL))}
@@ -136,7 +144,7 @@ func setEx(ctx context.Context, rdb rediser, key, value string, ttl time.Duratio
 }
 
 // GuessCode counts a guess and returns the stored code (guessCodeScript).
-func (r *Redis) GuessCode(ctx context.Context, phone string, now time.Time) (guard.Guess, error) {
+func (r *Codes) GuessCode(ctx context.Context, phone string, now time.Time) (guard.Guess, error) {
 	v, err := guessCodeScript.Run(ctx, r.rdb, []string{r.codeKey(phone)}, r.verPrefix(phone), ms(now)).Slice()
 	if errors.Is(err, redis.Nil) {
 		return guard.Guess{}, guard.ErrNotFound
@@ -160,7 +168,7 @@ func (r *Redis) GuessCode(ctx context.Context, phone string, now time.Time) (gua
 
 // ConsumeCode deletes the code if it is still mac and approves its record
 // (consumeCodeScript).
-func (r *Redis) ConsumeCode(ctx context.Context, phone string, mac []byte, now time.Time) (guard.Consumed, error) {
+func (r *Codes) ConsumeCode(ctx context.Context, phone string, mac []byte, now time.Time) (guard.Consumed, error) {
 	n, err := consumeCodeScript.Run(ctx, r.rdb, []string{r.codeKey(phone)}, mac, r.verPrefix(phone), ms(now)).Int64()
 	if err != nil {
 		return guard.ConsumedNot, fmt.Errorf("store: consume code: %w", err)
@@ -175,7 +183,7 @@ func (r *Redis) ConsumeCode(ctx context.Context, phone string, mac []byte, now t
 }
 
 // LockCode marks the record id max_attempts_reached (lockCodeScript).
-func (r *Redis) LockCode(ctx context.Context, phone, id string, now time.Time) error {
+func (r *Codes) LockCode(ctx context.Context, phone, id string, now time.Time) error {
 	if err := lockCodeScript.Run(ctx, r.rdb, []string{r.codeKey(phone)}, id, r.verPrefix(phone), ms(now)).Err(); err != nil {
 		return fmt.Errorf("store: lock code: %w", err)
 	}
@@ -183,7 +191,7 @@ func (r *Redis) LockCode(ctx context.Context, phone, id string, now time.Time) e
 }
 
 // DeleteCode removes the number's code and its record (deleteCodeScript).
-func (r *Redis) DeleteCode(ctx context.Context, phone string) error {
+func (r *Codes) DeleteCode(ctx context.Context, phone string) error {
 	if err := deleteCodeScript.Run(ctx, r.rdb, []string{r.codeKey(phone)}, r.verPrefix(phone)).Err(); err != nil {
 		return fmt.Errorf("store: delete code: %w", err)
 	}
@@ -192,7 +200,7 @@ func (r *Redis) DeleteCode(ctx context.Context, phone string) error {
 
 // Verification returns the record of id: its number from the id's key,
 // then the record, its status derived (readVerificationScript).
-func (r *Redis) Verification(ctx context.Context, id string) (guard.Verification, error) {
+func (r *Codes) Verification(ctx context.Context, id string) (guard.Verification, error) {
 	phone, err := r.verificationPhone(ctx, id)
 	if err != nil {
 		return guard.Verification{}, err
@@ -209,7 +217,7 @@ func (r *Redis) Verification(ctx context.Context, id string) (guard.Verification
 
 // CancelVerification cancels the record of id if it is pending
 // (cancelVerificationScript).
-func (r *Redis) CancelVerification(ctx context.Context, id string, now time.Time) (guard.Verification, bool, error) {
+func (r *Codes) CancelVerification(ctx context.Context, id string, now time.Time) (guard.Verification, bool, error) {
 	phone, err := r.verificationPhone(ctx, id)
 	if err != nil {
 		return guard.Verification{}, false, err
@@ -232,7 +240,7 @@ func (r *Redis) CancelVerification(ctx context.Context, id string, now time.Time
 	return ver, canceled == 1, err
 }
 
-func (r *Redis) verificationPhone(ctx context.Context, id string) (string, error) {
+func (r *Codes) verificationPhone(ctx context.Context, id string) (string, error) {
 	pipe := r.rdb.TxPipeline()
 	get := pipe.Get(ctx, r.verIDKey(id))
 	_, err := pipe.Exec(ctx)

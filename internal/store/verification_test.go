@@ -93,7 +93,9 @@ func TestVerificationLifecycle(t *testing.T) {
 
 			// pending -> canceled by a new send (superseded); the new one pending
 			b, c := newCode(phone, []byte("mac-b")), newCode(phone, []byte("mac-c"))
-			s.SaveCode(ctx, b)
+			if _, err := s.SaveCode(ctx, b); err != nil {
+				t.Error(err)
+			}
 			if _, err := s.SaveCode(ctx, c); err != nil {
 				t.Fatal(err)
 			}
@@ -117,9 +119,13 @@ func TestVerificationLifecycle(t *testing.T) {
 
 			// pending -> max_attempts_reached (the caller locks at the last wrong guess)
 			d := newCode(phone, []byte("mac-d"))
-			s.SaveCode(ctx, d)
+			if _, err := s.SaveCode(ctx, d); err != nil {
+				t.Error(err)
+			}
 			for range 3 {
-				s.GuessCode(ctx, phone, now)
+				if _, err := s.GuessCode(ctx, phone, now); err != nil {
+					t.Error(err)
+				}
 			}
 			if err := s.LockCode(ctx, phone, d.VerificationID, now); err != nil {
 				t.Fatal(err)
@@ -133,7 +139,9 @@ func TestVerificationLifecycle(t *testing.T) {
 			}
 			// pending -> expired: the code is gone, the record stays.
 			f := newCode("+919800000002", []byte("mac-f"))
-			s.SaveCode(ctx, f)
+			if _, err := s.SaveCode(ctx, f); err != nil {
+				t.Error(err)
+			}
 			if err := s.DeleteCodeKeyForTest(ctx, f.Phone); err != nil {
 				t.Fatal(err)
 			}
@@ -145,8 +153,12 @@ func TestVerificationLifecycle(t *testing.T) {
 			}
 			// An SMS that never left takes its verification with it.
 			h := newCode("+919800000003", []byte("mac-h"))
-			s.SaveCode(ctx, h)
-			s.DeleteCode(ctx, h.Phone)
+			if _, err := s.SaveCode(ctx, h); err != nil {
+				t.Error(err)
+			}
+			if err := s.DeleteCode(ctx, h.Phone); err != nil {
+				t.Error(err)
+			}
 			if _, err := s.Verification(ctx, h.VerificationID); !errors.Is(err, guard.ErrNotFound) {
 				t.Errorf("verification of an undelivered code: %v, want ErrNotFound", err)
 			}
@@ -164,7 +176,9 @@ func TestVerificationRaces(t *testing.T) {
 			const phone = "+919800000004"
 			now := time.Now()
 			c := newCode(phone, []byte("mac"))
-			s.SaveCode(ctx, c)
+			if _, err := s.SaveCode(ctx, c); err != nil {
+				t.Error(err)
+			}
 			var wins atomic.Int64
 			var wg sync.WaitGroup
 			for range 20 {
@@ -180,7 +194,9 @@ func TestVerificationRaces(t *testing.T) {
 			}
 			for i := range 20 {
 				c := newCode(phone, []byte("mac"))
-				s.SaveCode(ctx, c)
+				if _, err := s.SaveCode(ctx, c); err != nil {
+					t.Error(err)
+				}
 				var approved, canceled bool
 				var wg sync.WaitGroup
 				wg.Go(func() {
@@ -252,14 +268,18 @@ func TestIdempotencyClaim(t *testing.T) {
 			if st, a, _ := s.ClaimIdempotencyKey(ctx, "k1", "body", "y", time.Minute); st != store.IdempotencyDone || string(a) != "answer" {
 				t.Errorf("after the answer: %s %q, want done \"answer\"", st, a)
 			}
-			s.ClaimIdempotencyKey(ctx, "k2", "body", "a", time.Minute)
+			if _, _, err := s.ClaimIdempotencyKey(ctx, "k2", "body", "a", time.Minute); err != nil {
+				t.Error(err)
+			}
 			if err := s.ReleaseIdempotencyKey(ctx, "k2", "not-a"); err != nil {
 				t.Fatal(err)
 			}
 			if st, _, _ := s.ClaimIdempotencyKey(ctx, "k2", "body", "b", time.Minute); st != store.IdempotencyPending {
 				t.Errorf("released by another token: %s, want still pending", st)
 			}
-			s.ReleaseIdempotencyKey(ctx, "k2", "a")
+			if err := s.ReleaseIdempotencyKey(ctx, "k2", "a"); err != nil {
+				t.Error(err)
+			}
 			if st, _, _ := s.ClaimIdempotencyKey(ctx, "k2", "body", "b", time.Minute); st != store.IdempotencyClaimed {
 				t.Errorf("after release: %s, want claimed", st)
 			}

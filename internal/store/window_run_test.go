@@ -18,7 +18,7 @@ import (
 )
 
 // A fixed window's run (take_limits_many's tag 4: HINCRBY first, then
-// lib_limit's settle) must decide and store as take_limit does, from any
+// lib/limit.lua's settle) must decide and store as take_limit does, from any
 // state a window's field can be in. These tests build the state, run the
 // one and then the other on it, and compare the replies, the hashes and
 // whether each hash has a TTL.

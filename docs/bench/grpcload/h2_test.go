@@ -52,7 +52,11 @@ func TestLeanClientAgainstGRPCServer(t *testing.T) {
 	srv := grpc.NewServer()
 	fake := &fakeService{seen: make(chan *pb.RateLimitRequest, 1)}
 	pb.RegisterRateLimitServiceServer(srv, fake)
-	go srv.Serve(lis)
+	go func() {
+		if err := srv.Serve(lis); err != nil {
+			t.Error(err)
+		}
+	}()
 	defer srv.Stop()
 
 	c := config{addr: lis.Addr().String(), domain: "bench", key: "user", values: 10}

@@ -5,15 +5,13 @@
 --
 -- A trusted number's send does not keep the automatic windows: the
 -- velocity script (take_volume) finds the mark in the same MULTI, and
--- before this script the windows were counted there anyway and given back
--- in a round trip of its own. Reading the mark here, in the same MULTI,
--- means they are never counted: one round trip fewer for every trusted
--- send, and nothing to refund.
+-- reading it here too means the windows are never counted, so there is
+-- nothing to refund in a round trip of its own.
 --
--- Each window is what a MULTI's hit is (store/redis.go, hitWindow):
+-- Each window is what a MULTI's hit is (store/counters.go, hitWindow):
 -- INCRBY counts, PEXPIRE ... NX starts the window at its first hit and no
 -- later hit pushes it back, PTTL says what is left; the script keeps the
--- three one atomic step, as the MULTI did.
+-- three one atomic step, as a MULTI does.
 --
 -- Single Redis only: the mark lives in its country's hash slot, the
 -- windows in their prefixes', so this script spans slots, which only a

@@ -30,53 +30,53 @@
 if redis.call('EXISTS', KEYS[4]) == 1 then
   return {0, 0, 0, 0, 0, 0, 1}
 end
-local h = tonumber(ARGV[1])
+local hour = tonumber(ARGV[1])
 local lookback = tonumber(ARGV[2])
 local floor = tonumber(ARGV[3])
-local base = tonumber(redis.call('HGET', KEYS[3], 'b:' .. h))
+local base = tonumber(redis.call('HGET', KEYS[3], 'b:' .. hour))
 if not base then
   local all = redis.call('HGETALL', KEYS[3])
-  local s, v = {}, {}
+  local sends_in, verified_in = {}, {}
   for i = 1, #all, 2 do
-    local kind, b = string.match(all[i], '^(%a):(%d+)$')
-    b = tonumber(b)
-    if b and b < h and b >= h - lookback then
-      if kind == 's' then s[b] = tonumber(all[i + 1]) elseif kind == 'v' then v[b] = tonumber(all[i + 1]) end
+    local kind, field_hour = string.match(all[i], '^(%a):(%d+)$')
+    field_hour = tonumber(field_hour)
+    if field_hour and field_hour < hour and field_hour >= hour - lookback then
+      if kind == 's' then sends_in[field_hour] = tonumber(all[i + 1]) elseif kind == 'v' then verified_in[field_hour] = tonumber(all[i + 1]) end
     end
   end
   base = 0
-  for b, n in pairs(s) do
-    local credit = math.min(n, v[b] or 0) -- verified sends, as take_volume
+  for field_hour, n in pairs(sends_in) do
+    local credit = math.min(n, verified_in[field_hour] or 0) -- verified sends, as take_volume
     if credit > base then base = credit end
   end
 end
 local limit = math.max(floor, base)
 local cut = 0
-local cu = tonumber(redis.call('GET', KEYS[2]))
-if cu and cu > tonumber(ARGV[5]) then
+local cut_until = tonumber(redis.call('GET', KEYS[2]))
+if cut_until and cut_until > tonumber(ARGV[5]) then
   cut = 1
   limit = math.max(1, math.floor(limit / 10))
 end
-local sv = redis.call('HMGET', KEYS[1], 's:' .. h, 'v:' .. h)
-local count = tonumber(sv[1]) or 0
+local sent_verified = redis.call('HMGET', KEYS[1], 's:' .. hour, 'v:' .. hour)
+local count = tonumber(sent_verified[1]) or 0
 local backed = 0
-local ndef = tonumber(ARGV[7]) or 0
-if ndef > 0 then
-  local normal = tonumber(redis.call('HGET', KEYS[3], 'n:' .. h))
-  if not normal or normal < 0 then normal = ndef end
+local normal_default = tonumber(ARGV[7]) or 0
+if normal_default > 0 then
+  local normal = tonumber(redis.call('HGET', KEYS[3], 'n:' .. hour))
+  if not normal or normal < 0 then normal = normal_default end
   normal = math.max(normal, tonumber(ARGV[8]))
-  backed = (tonumber(sv[2]) or 0) * 1000 / normal
+  backed = (tonumber(sent_verified[2]) or 0) * 1000 / normal
 end
 if count + 1 - backed > limit then
   return {0, count, limit, base, cut, 0, 0}
 end
 redis.call('SET', KEYS[4], 1, 'PX', ARGV[6])
-count = redis.call('HINCRBY', KEYS[1], 's:' .. h, 1)
+count = redis.call('HINCRBY', KEYS[1], 's:' .. hour, 1)
 if count == 1 then
   local old = {}
   for _, f in ipairs(redis.call('HKEYS', KEYS[1])) do
-    local b = tonumber(string.match(f, '^[sv]:(%d+)$'))
-    if not b or b < h - 1 then old[#old + 1] = f end
+    local field_hour = tonumber(string.match(f, '^[sv]:(%d+)$'))
+    if not field_hour or field_hour < hour - 1 then old[#old + 1] = f end
   end
   if #old > 0 then redis.call('HDEL', KEYS[1], unpack(old)) end
 end

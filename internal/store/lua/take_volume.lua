@@ -49,89 +49,89 @@
 -- imported users are not held to the trusted floor while they verify). A
 -- refusal by the budget answers an eighth value, the budget; every other
 -- reply has seven.
-local h = tonumber(ARGV[1])
+local hour = tonumber(ARGV[1])
 local lookback = tonumber(ARGV[2])
 local floor = tonumber(ARGV[3])
 local factor = tonumber(ARGV[5])
 local share = tonumber(ARGV[10])
-local K = KEYS[1]
+local key = KEYS[1]
 local trusted = 0
 if ARGV[11] == '1' or (ARGV[15] == '1' and redis.call('EXISTS', KEYS[4]) == 1) then
-  trusted, K = 1, KEYS[3]
+  trusted, key = 1, KEYS[3]
   floor, factor, share = tonumber(ARGV[12]), tonumber(ARGV[13]), 0
 elseif ARGV[14] == '1' then
   return {1, 0, 0, 0, 0, 0, 0}
 end
-local q = 0
-local qu = trusted == 0 and tonumber(redis.call('GET', KEYS[2]))
-if qu and qu > tonumber(ARGV[8]) then
-  q = 1
+local quarantined = 0
+local quarantine_until = trusted == 0 and tonumber(redis.call('GET', KEYS[2]))
+if quarantine_until and quarantine_until > tonumber(ARGV[8]) then
+  quarantined = 1
   floor = tonumber(ARGV[4])
 end
-local minhist = tonumber(ARGV[6])
-local m = tonumber(ARGV[9])
-local vals = redis.call('HMGET', K, 'b:' .. h, 's:' .. h, 'm:' .. m, 'v:' .. h, 'n:' .. h)
+local min_history = tonumber(ARGV[6])
+local minute = tonumber(ARGV[9])
+local vals = redis.call('HMGET', key, 'b:' .. hour, 's:' .. hour, 'm:' .. minute, 'v:' .. hour, 'n:' .. hour)
 local base = tonumber(vals[1])
 local normal = tonumber(vals[5])
 if not base then
-  local all = redis.call('HGETALL', K)
-  local s, v, old = {}, {}, {}
+  local all = redis.call('HGETALL', key)
+  local sends_in, verified_in, old = {}, {}, {}
   for i = 1, #all, 2 do
-    local kind, b = string.match(all[i], '^(%a):(%d+)$')
-    b = tonumber(b)
-    if not b or (kind == 'm' and b < m - 1) or (kind ~= 'm' and b < h - lookback) or ((kind == 'b' or kind == 'n') and b ~= h) then
+    local kind, field_at = string.match(all[i], '^(%a):(%d+)$')
+    field_at = tonumber(field_at)
+    if not field_at or (kind == 'm' and field_at < minute - 1) or (kind ~= 'm' and field_at < hour - lookback) or ((kind == 'b' or kind == 'n') and field_at ~= hour) then
       old[#old + 1] = all[i]
     elseif kind == 's' then
-      s[b] = tonumber(all[i + 1])
+      sends_in[field_at] = tonumber(all[i + 1])
     elseif kind == 'v' then
-      v[b] = tonumber(all[i + 1])
+      verified_in[field_at] = tonumber(all[i + 1])
     end
   end
   base = 0
   local sends, verified = 0, 0
-  for b, n in pairs(s) do
-    if b < h then
-      local credit = math.min(n, v[b] or 0)
+  for field_at, n in pairs(sends_in) do
+    if field_at < hour then
+      local credit = math.min(n, verified_in[field_at] or 0)
       if credit > base then base = credit end
       sends = sends + n
       verified = verified + credit
     end
   end
   normal = -1
-  if sends > 0 and sends >= minhist then normal = math.floor(1000 * verified / sends) end
-  if #old > 0 then redis.call('HDEL', K, unpack(old)) end
-  redis.call('HSET', K, 'b:' .. h, base, 'n:' .. h, normal)
-  redis.call('EXPIRE', K, ARGV[7])
+  if sends > 0 and sends >= min_history then normal = math.floor(1000 * verified / sends) end
+  if #old > 0 then redis.call('HDEL', key, unpack(old)) end
+  redis.call('HSET', key, 'b:' .. hour, base, 'n:' .. hour, normal)
+  redis.call('EXPIRE', key, ARGV[7])
 end
 local limit = math.max(floor, math.floor(factor * base + 1e-9))
 local count = tonumber(vals[2]) or 0
-local ufloor = tonumber(ARGV[16]) or 0
-local ucap = 0
+local unverified_floor = tonumber(ARGV[16]) or 0
+local unverified_cap = 0
 local verified = tonumber(vals[4]) or 0
-if ufloor > 0 then
+if unverified_floor > 0 then
   limit = math.max(limit, math.floor(factor * math.min(count, verified) + 1e-9))
 end
-if trusted == 0 and ufloor > 0 then
-  ucap = math.max(ufloor, math.ceil(tonumber(ARGV[17]) * base - 1e-9))
-  if q == 1 then ucap = math.max(1, math.floor(ucap / 10)) end
+if trusted == 0 and unverified_floor > 0 then
+  unverified_cap = math.max(unverified_floor, math.ceil(tonumber(ARGV[17]) * base - 1e-9))
+  if quarantined == 1 then unverified_cap = math.max(1, math.floor(unverified_cap / 10)) end
   if not normal or normal < 0 then normal = tonumber(ARGV[18]) end
   normal = math.max(normal, tonumber(ARGV[19]))
-  if count + 1 <= limit and count + 1 - verified * 1000 / normal > ucap then
-    return {0, count, limit, base, q, 0, trusted, ucap}
+  if count + 1 <= limit and count + 1 - verified * 1000 / normal > unverified_cap then
+    return {0, count, limit, base, quarantined, 0, trusted, unverified_cap}
   end
 end
 if count + 1 > limit then
-  return {0, count, limit, base, q, 0, trusted}
+  return {0, count, limit, base, quarantined, 0, trusted}
 end
-local mcap = 0
+local minute_cap = 0
 if share > 0 then
-  if q == 1 then share = share / 10 end
-  mcap = math.max(floor, math.ceil(limit * share - 1e-9))
-  if (tonumber(vals[3]) or 0) + 1 > mcap then
-    return {0, count, limit, base, q, mcap, trusted}
+  if quarantined == 1 then share = share / 10 end
+  minute_cap = math.max(floor, math.ceil(limit * share - 1e-9))
+  if (tonumber(vals[3]) or 0) + 1 > minute_cap then
+    return {0, count, limit, base, quarantined, minute_cap, trusted}
   end
-  redis.call('HINCRBY', K, 'm:' .. m, 1)
+  redis.call('HINCRBY', key, 'm:' .. minute, 1)
 end
-count = redis.call('HINCRBY', K, 's:' .. h, 1)
-redis.call('EXPIRE', K, ARGV[7])
-return {1, count, limit, base, q, mcap, trusted}
+count = redis.call('HINCRBY', key, 's:' .. hour, 1)
+redis.call('EXPIRE', key, ARGV[7])
+return {1, count, limit, base, quarantined, minute_cap, trusted}

@@ -1,0 +1,44 @@
+package guarded
+
+import (
+	"context"
+	"time"
+
+	"github.com/otpguard/otpguard/internal/guard"
+	"github.com/otpguard/otpguard/internal/limit"
+)
+
+var _ guard.Verifications = Store{}
+
+// verIDKey is the id's index key (store/verification.go): the first read
+// of GET /otp/verifications/{id}, whose node's breaker the read goes
+// through on Redis Cluster (the record itself is on the number's node).
+func verIDKey(id string) limit.Key { return limit.Key{Space: "ver", ID: id, Name: "p"} }
+
+// Verification reads a verification record through the Fallback's breaker
+// and timeout: while Redis is away it answers 503 store_unavailable.
+func (g Store) Verification(ctx context.Context, id string) (guard.Verification, error) {
+	var v guard.Verification
+	err := g.fb.DoFor(ctx, verIDKey(id), func(ctx context.Context) (err error) {
+		v, err = g.st.Verification(ctx, id)
+		return err
+	})
+	if err != nil {
+		return guard.Verification{}, err
+	}
+	return v, nil
+}
+
+// CancelVerification cancels through the breaker and timeout.
+func (g Store) CancelVerification(ctx context.Context, id string, now time.Time) (guard.Verification, bool, error) {
+	var v guard.Verification
+	var canceled bool
+	err := g.fb.DoFor(ctx, verIDKey(id), func(ctx context.Context) (err error) {
+		v, canceled, err = g.st.CancelVerification(ctx, id, now)
+		return err
+	})
+	if err != nil {
+		return guard.Verification{}, false, err
+	}
+	return v, canceled, nil
+}
