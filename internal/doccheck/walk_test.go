@@ -15,8 +15,8 @@ var walks = []struct {
 	name  string
 	entry string
 }{
-	{"send", "internal/httpapi.(*Server).sendOTP"},
-	{"check", "internal/httpapi.(*Server).checkLimits"},
+	{"send", "internal/httpapi.(*otpHandlers).sendOTP"},
+	{"check", "internal/httpapi.(*limitHandlers).checkLimits"},
 }
 
 // maxReturns bounds each walk's returns to a file it already left (the

@@ -9,6 +9,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"io"
+	"log/slog"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -28,9 +29,9 @@ import (
 // headers that describe it) for IdempotencyTTL. A later request with the
 // same key and body gets that answer again with Idempotent-Replayed: true
 // and runs nothing (a problem's request_id is this request's); with
-// another body, 422 idempotency_key_reused. A
-// request that finds the key claimed by one still running waits for its
-// answer, up to IdempotencyWait (or its own deadline), then answers 409
+// another body, 422 idempotency_key_reused. A request that finds the key
+// claimed by one still running waits for its answer, up to
+// IdempotencyWait (or its own deadline), then answers 409
 // idempotency_key_in_progress with Retry-After: 1.
 //
 // Kept: 2xx for IdempotencyTTL. A refusal is kept no longer than its
@@ -40,11 +41,11 @@ import (
 // pause that expires or is removed, a policy a reload changes, a
 // challenge the caller solves); other 4xx (404, 422 invalid_destination)
 // for IdempotencyRefusalTTL at most, and at most IdempotencyKept4xxPerHour
-// of them per caller, so free refusals cannot fill Redis. Not kept: 5xx (store_unavailable, overloaded,
-// provider_unavailable...): the claim is released, so a retry with the
-// same key runs afresh. While Redis cannot be reached the key cannot be
-// claimed: the request runs as one without a key (its own policy decides
-// it) and its answer is not kept.
+// of them per caller, so free refusals cannot fill Redis. Not kept: 5xx
+// (store_unavailable, overloaded, provider_unavailable...): the claim is
+// released, so a retry with the same key runs afresh. While Redis cannot
+// be reached the key cannot be claimed: the request runs as one without a
+// key (its own policy decides it) and its answer is not kept.
 
 // The header names.
 const (
@@ -112,24 +113,33 @@ type SendClaimer interface {
 	ClaimsInSend() bool
 }
 
+// idempotency is the Idempotency-Key middleware: a request's claim, the
+// wait for the same request running elsewhere, and its kept answer
+// (idempotency_answer.go).
+type idempotency struct {
+	store IdempotencyStore // nil: the header is ignored
+	wait  time.Duration
+	log   *slog.Logger
+}
+
 // idempotent makes a route idempotent under an Idempotency-Key header. It
 // runs after the credential check: the key is scoped to the caller's API
 // or ops key (or ops session).
-func (s *Server) idempotent(next echo.HandlerFunc) echo.HandlerFunc {
-	return s.idempotentRoute(next, false)
+func (m *idempotency) idempotent(next echo.HandlerFunc) echo.HandlerFunc {
+	return m.idempotentRoute(next, false)
 }
 
 // idempotentSend is idempotent for POST /otp/send: where the store can,
 // the claim goes with the send's limits (runInSend).
-func (s *Server) idempotentSend(next echo.HandlerFunc) echo.HandlerFunc {
-	sc, ok := s.idempotency.(SendClaimer)
-	return s.idempotentRoute(next, ok && sc.ClaimsInSend())
+func (m *idempotency) idempotentSend(next echo.HandlerFunc) echo.HandlerFunc {
+	sc, ok := m.store.(SendClaimer)
+	return m.idempotentRoute(next, ok && sc.ClaimsInSend())
 }
 
-func (s *Server) idempotentRoute(next echo.HandlerFunc, inSend bool) echo.HandlerFunc {
+func (m *idempotency) idempotentRoute(next echo.HandlerFunc, inSend bool) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		values := c.Request().Header.Values(HeaderIdempotencyKey)
-		if len(values) == 0 || s.idempotency == nil {
+		if len(values) == 0 || m.store == nil {
 			return next(c)
 		}
 		if len(values) != 1 || !validIdempotencyKey(values[0]) {
@@ -150,9 +160,9 @@ func (s *Server) idempotentRoute(next echo.HandlerFunc, inSend bool) echo.Handle
 		bodySum := hex.EncodeToString(sum[:])
 		cl := idemClaim{digest: digest, caller: caller, token: newClaimToken(), body: body}
 		if inSend {
-			return s.runInSend(c, next, cl, bodySum)
+			return m.runInSend(c, next, cl, bodySum)
 		}
-		return s.claimAndRun(c, next, cl, bodySum)
+		return m.claimAndRun(c, next, cl, bodySum)
 	}
 }
 
@@ -169,24 +179,24 @@ func (cl idemClaim) rewind(c echo.Context) {
 	c.Request().Body = io.NopCloser(bytes.NewReader(cl.body))
 }
 
-func (s *Server) claimAndRun(c echo.Context, next echo.HandlerFunc, cl idemClaim, bodySum string) error {
+func (m *idempotency) claimAndRun(c echo.Context, next echo.HandlerFunc, cl idemClaim, bodySum string) error {
 	ctx := c.Request().Context()
-	state, answer, err := s.idempotency.ClaimIdempotencyKey(ctx, cl.digest, bodySum, cl.token, IdempotencyPendingTTL)
+	state, answer, err := m.store.ClaimIdempotencyKey(ctx, cl.digest, bodySum, cl.token, IdempotencyPendingTTL)
 	if err != nil {
-		return s.unclaimed(c, next, err)
+		return m.unclaimed(c, next, err)
 	}
 	if state == "claimed" {
-		return s.runClaimed(c, next, cl)
+		return m.runClaimed(c, next, cl)
 	}
-	return s.answerHeld(c, next, cl, bodySum, state, answer)
+	return m.answerHeld(c, next, cl, bodySum, state, answer)
 }
 
 // answerHeld answers a request whose key another holds (state): 422 for
 // another body, the kept answer, or (pending) that answer once stored,
 // polling the store, claiming the key if it is freed meanwhile.
-func (s *Server) answerHeld(c echo.Context, next echo.HandlerFunc, cl idemClaim, bodySum, state string, answer []byte) error {
+func (m *idempotency) answerHeld(c echo.Context, next echo.HandlerFunc, cl idemClaim, bodySum, state string, answer []byte) error {
 	ctx := c.Request().Context()
-	deadline := time.Now().Add(s.idempotencyWait)
+	deadline := time.Now().Add(m.wait)
 	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
 		deadline = d
 	}
@@ -195,7 +205,7 @@ func (s *Server) answerHeld(c echo.Context, next echo.HandlerFunc, cl idemClaim,
 		switch state {
 		case "claimed":
 			cl.rewind(c)
-			return s.runClaimed(c, next, cl)
+			return m.runClaimed(c, next, cl)
 		case "reused":
 			return problem.Errorf(problem.CodeIdempotencyKeyReused, "this Idempotency-Key was used with another request body")
 		case "done":
@@ -215,16 +225,16 @@ func (s *Server) answerHeld(c echo.Context, next echo.HandlerFunc, cl idemClaim,
 		}
 		pause = min(2*pause, 100*time.Millisecond)
 		var err error
-		state, answer, err = s.idempotency.ClaimIdempotencyKey(ctx, cl.digest, bodySum, cl.token, IdempotencyPendingTTL)
+		state, answer, err = m.store.ClaimIdempotencyKey(ctx, cl.digest, bodySum, cl.token, IdempotencyPendingTTL)
 		if err != nil {
 			cl.rewind(c)
-			return s.unclaimed(c, next, err)
+			return m.unclaimed(c, next, err)
 		}
 	}
 }
 
 // unclaimed runs a request whose key could not be claimed (err).
-func (s *Server) unclaimed(c echo.Context, next echo.HandlerFunc, err error) error {
+func (m *idempotency) unclaimed(c echo.Context, next echo.HandlerFunc, err error) error {
 	ctx := c.Request().Context()
 	if errors.Is(err, problem.ErrOverloaded) {
 		return problem.Overloaded(err)
@@ -234,7 +244,7 @@ func (s *Server) unclaimed(c echo.Context, next echo.HandlerFunc, err error) err
 	}
 	// Redis is away: run as without a key (the route's policy decides),
 	// keeping nothing.
-	s.log.Log(ctx, limit.StoreFailureLevel(err), "idempotency key not claimed: running without it", "err", err)
+	m.log.Log(ctx, limit.StoreFailureLevel(err), "idempotency key not claimed: running without it", "err", err)
 	return next(c)
 }
 
@@ -253,10 +263,10 @@ func (s *Server) unclaimed(c echo.Context, next echo.HandlerFunc, err error) err
 // (Over HTTP/2 the stream ends when the handler returns: a client that
 // waits for its end, not for Content-Length bytes, still waits on the
 // store.)
-func (s *Server) runClaimed(c echo.Context, next echo.HandlerFunc, cl idemClaim) error {
+func (m *idempotency) runClaimed(c echo.Context, next echo.HandlerFunc, cl idemClaim) error {
 	rec := &answerRecorder{ResponseWriter: c.Response().Writer}
 	c.Response().Writer = rec
-	return s.keepAnswer(c, rec, cl, next(c))
+	return m.keepAnswer(c, rec, cl, next(c))
 }
 
 // runInSend runs a send with its claim in the send's first round trip
@@ -267,10 +277,10 @@ func (s *Server) runClaimed(c echo.Context, next echo.HandlerFunc, cl idemClaim)
 // malformed number, a deny entry) made none: its answer, if one that is
 // kept, is claimed and stored after it left; one Redis could not take is
 // not kept, as when a claim cannot reach Redis.
-func (s *Server) runInSend(c echo.Context, next echo.HandlerFunc, cl idemClaim, bodySum string) error {
+func (m *idempotency) runInSend(c echo.Context, next echo.HandlerFunc, cl idemClaim, bodySum string) error {
 	sc := &guard.SendClaim{Digest: cl.digest, Body: bodySum, Token: cl.token, Pending: IdempotencyPendingTTL,
 		Separate: func(ctx context.Context) (string, []byte, error) {
-			return s.idempotency.ClaimIdempotencyKey(ctx, cl.digest, bodySum, cl.token, IdempotencyPendingTTL)
+			return m.store.ClaimIdempotencyKey(ctx, cl.digest, bodySum, cl.token, IdempotencyPendingTTL)
 		}}
 	req := c.Request()
 	c.SetRequest(req.WithContext(guard.WithSendClaim(req.Context(), sc)))
@@ -281,10 +291,10 @@ func (s *Server) runInSend(c echo.Context, next echo.HandlerFunc, cl idemClaim, 
 	state, answer, tried, reached := sc.Outcome()
 	switch {
 	case tried && state == guard.ClaimClaimed:
-		return s.keepAnswer(c, rec, cl, err)
+		return m.keepAnswer(c, rec, cl, err)
 	case tried:
 		c.Response().Writer = rec.ResponseWriter // nothing written: the send returned ClaimLost
-		return s.answerHeld(c, next, cl, bodySum, state, answer)
+		return m.answerHeld(c, next, cl, bodySum, state, answer)
 	}
 	if err != nil {
 		c.Error(err) // into rec: not sent yet
@@ -297,19 +307,19 @@ func (s *Server) runInSend(c echo.Context, next echo.HandlerFunc, cl idemClaim, 
 	// A refusal before the limits that is kept (422 invalid_destination):
 	// the key is claimed now (its one round trip), and a kept answer
 	// replayed instead.
-	state, answer, cerr := s.idempotency.ClaimIdempotencyKey(req.Context(), cl.digest, bodySum, cl.token, IdempotencyPendingTTL)
+	state, answer, cerr := m.store.ClaimIdempotencyKey(req.Context(), cl.digest, bodySum, cl.token, IdempotencyPendingTTL)
 	if cerr != nil || state == guard.ClaimClaimed {
 		rec.send()
 		c.Response().Writer = rec.ResponseWriter
 		if cerr != nil {
 			return err // not kept, as when a claim cannot reach Redis
 		}
-		return s.keep(c, rec.body.Bytes(), cl, err)
+		return m.keep(c, rec.body.Bytes(), cl, err)
 	}
 	c.Response().Writer = rec.ResponseWriter // rec's answer is dropped
 	resp := c.Response()
 	resp.Committed, resp.Status, resp.Size = false, 0, 0
-	return s.answerHeld(c, next, cl, bodySum, state, answer)
+	return m.answerHeld(c, next, cl, bodySum, state, answer)
 }
 
 // idempotencyDigest names a caller's key in the store: the API key and the

@@ -63,7 +63,7 @@ func keepFor(status int, err error) time.Duration {
 
 // keepAnswer sends the answer rec holds (none when nil: sent already) and
 // then keeps it under cl's claim, or releases the claim (runClaimed).
-func (s *Server) keepAnswer(c echo.Context, rec *answerRecorder, cl idemClaim, err error) error {
+func (m *idempotency) keepAnswer(c echo.Context, rec *answerRecorder, cl idemClaim, err error) error {
 	if err != nil {
 		// Written now, to be recorded; the error goes on to the request
 		// log, and echo's handler, seeing the answer written, writes none.
@@ -71,18 +71,18 @@ func (s *Server) keepAnswer(c echo.Context, rec *answerRecorder, cl idemClaim, e
 	}
 	rec.send()
 	c.Response().Writer = rec.ResponseWriter
-	return s.keep(c, rec.body.Bytes(), cl, err)
+	return m.keep(c, rec.body.Bytes(), cl, err)
 }
 
 // keep keeps body, the answer sent, under cl's claim, or releases it.
-func (s *Server) keep(c echo.Context, body []byte, cl idemClaim, err error) error {
+func (m *idempotency) keep(c echo.Context, body []byte, cl idemClaim, err error) error {
 	ctx := context.WithoutCancel(c.Request().Context())
 	status := c.Response().Status
 	// A success is kept even when the caller has gone: the send it
 	// answers is done (the SMS left), and the caller's retry must get it.
 	// Any other answer of a request cut short may be the cut's.
 	finished := c.Request().Context().Err() == nil || status >= 200 && status < 300
-	if ttl := keepFor(status, err); ttl > 0 && len(body) <= maxStoredAnswer && finished && s.mayKeep(ctx, status, cl.caller) {
+	if ttl := keepFor(status, err); ttl > 0 && len(body) <= maxStoredAnswer && finished && m.mayKeep(ctx, status, cl.caller) {
 		a := storedAnswer{Status: status, Header: map[string]string{}, Body: body}
 		for _, h := range replayedHeaders {
 			if v := c.Response().Header().Get(h); v != "" {
@@ -91,20 +91,20 @@ func (s *Server) keep(c echo.Context, body []byte, cl idemClaim, err error) erro
 		}
 		b, merr := json.Marshal(a)
 		if merr == nil {
-			ok, ferr := s.idempotency.FinishIdempotencyKey(ctx, cl.digest, cl.token, b, ttl)
+			ok, ferr := m.store.FinishIdempotencyKey(ctx, cl.digest, cl.token, b, ttl)
 			switch {
 			case ferr != nil:
 				// The claim expires (IdempotencyPendingTTL); until then a
 				// retry is 409.
-				s.log.WarnContext(ctx, "storing an idempotent answer failed", "err", ferr)
+				m.log.WarnContext(ctx, "storing an idempotent answer failed", "err", ferr)
 			case !ok:
-				s.log.WarnContext(ctx, "an idempotency claim expired before its answer was stored")
+				m.log.WarnContext(ctx, "an idempotency claim expired before its answer was stored")
 			}
 			return err
 		}
 	}
-	if rerr := s.idempotency.ReleaseIdempotencyKey(ctx, cl.digest, cl.token); rerr != nil {
-		s.log.WarnContext(ctx, "releasing an idempotency key failed", "err", rerr)
+	if rerr := m.store.ReleaseIdempotencyKey(ctx, cl.digest, cl.token); rerr != nil {
+		m.log.WarnContext(ctx, "releasing an idempotency key failed", "err", rerr)
 	}
 	return err
 }
@@ -112,11 +112,11 @@ func (s *Server) keep(c echo.Context, body []byte, cl idemClaim, err error) erro
 // mayKeep: a success is always kept; a 4xx only within the caller's
 // hourly cap (IdempotencyKept4xxPerHour). When the count cannot be taken
 // the 4xx is not kept: nothing is lost but a replay of a refusal.
-func (s *Server) mayKeep(ctx context.Context, status int, caller string) bool {
+func (m *idempotency) mayKeep(ctx context.Context, status int, caller string) bool {
 	if status < 400 {
 		return true
 	}
-	ok, err := s.idempotency.TakeKept4xx(ctx, caller, IdempotencyKept4xxPerHour)
+	ok, err := m.store.TakeKept4xx(ctx, caller, IdempotencyKept4xxPerHour)
 	return err == nil && ok
 }
 

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -85,17 +86,26 @@ type checkResponse struct {
 	Decisions []decisionJSON `json:"decisions"`
 }
 
+// limitHandlers are the handlers of POST /limits/check: the limiter in
+// force, the decisions' metrics, and the buffers of the hot path
+// (limits_json.go).
+type limitHandlers struct {
+	live    *atomic.Pointer[Services]
+	metrics *metrics.Set
+	bufs    bufPool
+}
+
 // checkLimits: POST /limits/check. Decides one check or a batch in one
 // round trip to Redis; 200 when allowed, 429 (same body) when not.
-func (s *Server) checkLimits(c echo.Context) error {
+func (l *limitHandlers) checkLimits(c echo.Context) error {
 	var req checkRequest
-	body := s.bufs.get()
+	body := l.bufs.get()
 	err := httpx.DecodeJSONInto(c, &req, body)
-	s.bufs.put(body)
+	l.bufs.put(body)
 	if err != nil {
 		return err
 	}
-	lim, batch, err := s.decideChecks(c.Request().Context(), &req)
+	lim, batch, err := l.decideChecks(c.Request().Context(), &req)
 	if err != nil {
 		return err
 	}
@@ -113,8 +123,8 @@ func (s *Server) checkLimits(c echo.Context) error {
 	if c.Request().URL.RawQuery != "" || c.Echo().Debug { // ?pretty: echo indents
 		return c.JSON(status, checkResponseOf(batch))
 	}
-	buf := s.bufs.get()
-	defer s.bufs.put(buf)
+	buf := l.bufs.get()
+	defer l.bufs.put(buf)
 	*buf = appendCheckResponse(*buf, batch)
 	return c.JSONBlob(status, *buf)
 }
@@ -122,11 +132,11 @@ func (s *Server) checkLimits(c echo.Context) error {
 // decideChecks decides a decoded /limits/check request and counts its
 // decisions in the metrics: the limiter (one
 // policy for the whole request) and the batch, or the error to answer.
-func (s *Server) decideChecks(ctx context.Context, req *checkRequest) (*limit.Limiter, limit.Batch, error) {
+func (l *limitHandlers) decideChecks(ctx context.Context, req *checkRequest) (*limit.Limiter, limit.Batch, error) {
 	items := req.Checks
 	inline := req.Policy != "" || req.Key != "" || req.Cost.set
 	// One check, the common case, is decided from an array on the stack:
-	// no slice of items nor of checks made for it (issue 26).
+	// no slice of items nor of checks made for it.
 	var one [1]limit.Check
 	checks := one[:]
 	switch {
@@ -148,10 +158,10 @@ func (s *Server) decideChecks(ctx context.Context, req *checkRequest) (*limit.Li
 			checks[i] = limit.Check{Policy: it.Policy, Key: it.Key, Cost: cost}
 		}
 	}
-	lim := s.services().Limiter
+	lim := l.live.Load().Limiter
 	batch, err := lim.Check(ctx, checks)
 	if err != nil {
-		s.metrics.Decision(metrics.PolicyBatch, outcome(err))
+		l.metrics.Decision(metrics.PolicyBatch, outcome(err))
 		if inline {
 			return nil, limit.Batch{}, asSent(err)
 		}
@@ -162,9 +172,9 @@ func (s *Server) decideChecks(ctx context.Context, req *checkRequest) (*limit.Li
 		if !d.WouldAllow {
 			o = string(problem.CodeRateLimited)
 		}
-		s.metrics.Decision(d.Policy, o)
+		l.metrics.Decision(d.Policy, o)
 		if d.Mode == limit.ModeMemory {
-			s.metrics.FromMemory(d.Policy)
+			l.metrics.FromMemory(d.Policy)
 		}
 	}
 	return lim, batch, nil
@@ -206,8 +216,7 @@ func rateLimitFields(lim *limit.Limiter, d limit.Decision) (policy, fields strin
 	}
 	// Appended, not fmt.Sprintf'd (%q is strconv.Quote), under the keys'
 	// canonical forms, so Set need not canonicalise them on every request;
-	// both fields in one string and both values in one slice: two
-	// allocations, not four (issue 26).
+	// both fields in one string and both values in one slice.
 	var b [192]byte
 	pol := strconv.AppendQuote(b[:0], d.Policy)
 	q := append(pol, ";q="...)

@@ -10,11 +10,10 @@ import (
 
 // The answer of POST /limits/check is written by hand into a reused
 // buffer: it is the hottest path, and encoding/json's reflection and
-// buffers were about 5 % of otpguard's CPU per check at saturation
-// (docs/benchmarks.md, section 0). The bytes are those encoding/json
-// writes through echo's c.JSON for checkResponse (same field order,
-// omitempty, HTML-safe escaping, a final newline); the tests in
-// limits_json_test.go hold the two to each other.
+// buffers cost it a visible share of its CPU. The bytes are those
+// encoding/json writes through echo's c.JSON for checkResponse (same
+// field order, omitempty, HTML-safe escaping, a final newline); the tests
+// in limits_json_test.go hold the two to each other.
 
 // bufPool keeps the buffers of answers and request bodies.
 type bufPool struct{ p sync.Pool }

@@ -3,6 +3,7 @@ package httpapi
 import (
 	"errors"
 	"net/http"
+	"sync/atomic"
 
 	"github.com/labstack/echo/v4"
 
@@ -32,25 +33,32 @@ type sendResponse struct {
 	VerificationID string `json:"verification_id,omitempty"`
 }
 
+// otpHandlers are the handlers of /otp/... (otp.go, verifications.go):
+// the OTP service in force, and the decisions' metrics.
+type otpHandlers struct {
+	live    *atomic.Pointer[Services]
+	metrics *metrics.Set
+}
+
 // sendOTP: POST /otp/send. Sends a new code to a number within its limits.
-func (s *Server) sendOTP(c echo.Context) error {
+func (h *otpHandlers) sendOTP(c echo.Context) error {
 	var req sendRequest
 	if err := httpx.DecodeJSON(c, &req); err != nil {
 		return err
 	}
-	res, err := s.services().OTP.Send(c.Request().Context(), guard.SendRequest{Phone: req.Phone, ClientIP: req.ClientIP,
+	res, err := h.live.Load().OTP.Send(c.Request().Context(), guard.SendRequest{Phone: req.Phone, ClientIP: req.ClientIP,
 		Challenge: req.Challenge, Account: req.Account})
 	if _, lost := err.(*guard.ClaimLost); lost {
 		return err // a duplicate: its Idempotency-Key's holder answers it (idempotency.go)
 	}
 	logPhone(c, res.Phone.E164)
-	s.metrics.Decision(metrics.PolicySend, outcome(err))
+	h.metrics.Decision(metrics.PolicySend, outcome(err))
 	switch code := problem.CodeOf(err); code {
 	case "":
-		s.metrics.SMS(true)
-		s.metrics.SentTo(res.Phone.Region)
+		h.metrics.SMS(true)
+		h.metrics.SentTo(res.Phone.Region)
 	case problem.CodeProviderUnavailable, problem.CodeInvalidDestination:
-		s.metrics.SMS(false)
+		h.metrics.SMS(false)
 	}
 	if err != nil {
 		return err
@@ -73,14 +81,14 @@ type verifyResponse struct {
 }
 
 // verifyOTP: POST /otp/verify. Checks a code and consumes it on a match.
-func (s *Server) verifyOTP(c echo.Context) error {
+func (h *otpHandlers) verifyOTP(c echo.Context) error {
 	var req verifyRequest
 	if err := httpx.DecodeJSON(c, &req); err != nil {
 		return err
 	}
-	res, err := s.services().OTP.VerifyCode(c.Request().Context(), guard.VerifyRequest{Phone: req.Phone, Code: req.Code})
+	res, err := h.live.Load().OTP.VerifyCode(c.Request().Context(), guard.VerifyRequest{Phone: req.Phone, Code: req.Code})
 	logPhone(c, res.Phone.E164)
-	s.metrics.Decision(metrics.PolicyVerify, outcome(err))
+	h.metrics.Decision(metrics.PolicyVerify, outcome(err))
 	if err != nil {
 		return err
 	}

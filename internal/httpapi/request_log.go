@@ -31,9 +31,9 @@ var zeroStatuses = map[string][]int{
 const checkRoute = "/limits/check"
 
 // checkSample picks the allowed checks whose request line is written at
-// info: the first and then one in every. A line per decision was 6 µs of
-// otpguard's CPU per check (about a seventh of it; issue 26) and says
-// nothing the metrics do not; refusals and errors, which an operator
+// info: the first and then one in every. A line per decision is a large
+// share of a check's CPU and says nothing the metrics do not; refusals
+// and errors, which an operator
 // looks for by request ID, are never sampled. The others go to debug, so
 // OTPGUARD_LOG_LEVEL=debug still has a line per request.
 type checkSample struct {

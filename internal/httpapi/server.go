@@ -109,9 +109,8 @@ type Server struct {
 	log     *slog.Logger
 	checks  checkSample // request_log.go
 	metrics *metrics.Set
-	ready   func(ctx context.Context) (down []string, err error)
 	spec    []byte
-	status  func() StoreStatus // status.go
+	health  health // status.go
 
 	// The ops desk (a lock-out of API keys is audited there) and its
 	// handlers and sign-in (internal/opsweb).
@@ -120,15 +119,13 @@ type Server struct {
 	// The limit on wrong API keys per address (auth.go).
 	apiKeyLimit *ops.SignInLimiter
 
-	// The SMS status callback (smsstatus.go).
-	statusCallback StatusCallback
-	abuseMetrics   *metrics.Abuse
+	admission   admission   // admission.go
+	idempotency idempotency // idempotency.go
 
-	admission admission // admission.go
-
-	idempotency     IdempotencyStore // idempotency.go
-	idempotencyWait time.Duration
-	bufs            bufPool // answers and bodies of the hot path (limits_json.go)
+	// The handlers of /otp/..., /limits/check and /sms/status.
+	otp    otpHandlers      // otp.go, verifications.go
+	limits limitHandlers    // limits.go
+	sms    smsStatusHandler // smsstatus.go
 }
 
 // New builds the server and registers every route.
@@ -141,15 +138,14 @@ func New(o Options) *Server {
 	}
 	s := &Server{
 		echo: echo.New(), log: o.Logger,
-		metrics: o.Metrics, ready: o.Ready, spec: o.Spec, status: o.Status,
+		metrics: o.Metrics, spec: o.Spec, health: health{ready: o.Ready, status: o.Status, log: o.Logger},
 		ops: o.Ops, checks: newCheckSample(o.LogAllowedChecks),
 	}
 	apiKeys, opsKeys := httpx.NewKeyring(o.APIKeys), httpx.NewKeyring(o.OpsKeys)
 	s.desk = opsweb.New(opsweb.Options{Ops: o.Ops, Abuse: o.Abuse, Logger: o.Logger, APIKeys: apiKeys, OpsKeys: opsKeys,
-		SessionKey: o.SessionKey, Sessions: o.Sessions, SignIn: o.SignIn, State: s.instanceState,
+		SessionKey: o.SessionKey, Sessions: o.Sessions, SignIn: o.SignIn, State: s.health.instanceState,
 		Trust: func() opsweb.TrustImporter { return s.services().OTP }})
 	s.SetServices(Services{OTP: o.OTP, Limiter: o.Limiter})
-	s.statusCallback, s.abuseMetrics = o.StatusCallback, o.AbuseMetrics
 	s.apiKeyLimit = o.APIKeyLimit
 	if s.apiKeyLimit == nil {
 		s.apiKeyLimit = ops.NewAPIKeyLimiter(nil, ops.SignInLimit{})
@@ -159,13 +155,18 @@ func New(o Options) *Server {
 	} else {
 		s.admission = newAdmission(o.MaxInFlight, o.Metrics)
 	}
-	s.idempotency, s.idempotencyWait = o.Idempotency, o.IdempotencyWait
-	if s.idempotencyWait <= 0 {
-		s.idempotencyWait = DefaultIdempotencyWait
+	s.health.shed = s.admission.shed
+	s.idempotency = idempotency{store: o.Idempotency, wait: o.IdempotencyWait, log: o.Logger}
+	if s.idempotency.wait <= 0 {
+		s.idempotency.wait = DefaultIdempotencyWait
 	}
-	if s.abuseMetrics == nil {
-		s.abuseMetrics = metrics.NewAbuse(o.Metrics)
+	abuseMetrics := o.AbuseMetrics
+	if abuseMetrics == nil {
+		abuseMetrics = metrics.NewAbuse(o.Metrics)
 	}
+	s.otp = otpHandlers{live: &s.live, metrics: o.Metrics}
+	s.limits = limitHandlers{live: &s.live, metrics: o.Metrics}
+	s.sms = smsStatusHandler{live: &s.live, callback: o.StatusCallback, metrics: abuseMetrics}
 	s.echo.HideBanner = true
 	// Forwarding headers are believed only from the trusted proxies
 	// (clientip.go).
@@ -201,8 +202,8 @@ func (s *Server) routes(apiKeys, opsKeys httpx.Keyring) {
 	e.Use(middleware.BodyLimitWithConfig(middleware.BodyLimitConfig{Limit: strconv.Itoa(BodyLimit/1024) + "KiB",
 		Skipper: func(c echo.Context) bool { return c.Path() == importPath }}))
 
-	e.GET("/healthz", s.healthz)
-	e.GET("/readyz", s.readyz)
+	e.GET("/healthz", s.health.healthz)
+	e.GET("/readyz", s.health.readyz)
 	e.GET("/metrics", echo.WrapHandler(promhttp.HandlerFor(s.metrics.Registry, promhttp.HandlerOpts{})))
 	e.GET("/openapi.yaml", s.openapi)
 
@@ -210,50 +211,51 @@ func (s *Server) routes(apiKeys, opsKeys httpx.Keyring) {
 	// unknown paths, and a 404 must stay a 404, not a 401.
 	api := s.requireAPIKey(apiKeys, opsKeys)
 	admit := s.admission.middleware
+	idem := &s.idempotency
 	// An Idempotency-Key is claimed before admission: a request that
 	// waits for another's answer, or replays it, holds no decision slot.
-	e.POST("/otp/send", s.sendOTP, api, s.idempotentSend, admit, httpx.Audited)
-	e.POST("/otp/verify", s.verifyOTP, api, admit, httpx.Audited)
-	e.GET("/otp/verifications/:id", s.getVerification, noStore, api, admit)
-	e.POST("/otp/verifications/:id/cancel", s.cancelVerification, noStore, api, admit, httpx.Audited)
+	e.POST("/otp/send", s.otp.sendOTP, api, idem.idempotentSend, admit, httpx.Audited)
+	e.POST("/otp/verify", s.otp.verifyOTP, api, admit, httpx.Audited)
+	e.GET("/otp/verifications/:id", s.otp.getVerification, noStore, api, admit)
+	e.POST("/otp/verifications/:id/cancel", s.otp.cancelVerification, noStore, api, admit, httpx.Audited)
 	// The hottest route: its middleware chained once here, not by echo on
 	// every request (a closure per middleware per request).
-	e.POST("/limits/check", chained(s.checkLimits, api, admit))
+	e.POST("/limits/check", chained(s.limits.checkLimits, api, admit))
 	// Twilio's delivery reports: its signature is the authentication.
-	e.POST("/sms/status", s.smsStatus, httpx.Audited)
+	e.POST("/sms/status", s.sms.smsStatus, httpx.Audited)
 
 	// Ops: an ops key (bearer) or an ops session; an API key is 403. The
 	// page and its forms send the signed-out to /ops/login; the JSON API
 	// answers them 401. The handlers are the ops desk's (internal/opsweb).
-	desk := s.desk
-	ops, page := desk.RequireOps(false), desk.RequireOps(true)
-	e.GET("/ops/login", desk.LoginForm)
-	e.POST("/ops/login", desk.Login)
-	e.POST("/ops/logout", desk.Logout, page)
-	e.GET("/ops", desk.Page, page)
-	e.POST("/ops/actions/unblock", desk.FormUnblock, page, httpx.Audited)
-	e.POST("/ops/actions/deny", desk.FormDeny, page, httpx.Audited)
-	e.POST("/ops/actions/undeny", desk.FormUndeny, page, httpx.Audited)
+	signIn, desk, pages := s.desk.SignIn, s.desk.API, s.desk.Pages
+	ops, page := signIn.RequireOps(false), signIn.RequireOps(true)
+	e.GET("/ops/login", signIn.LoginForm)
+	e.POST("/ops/login", signIn.Login)
+	e.POST("/ops/logout", signIn.Logout, page)
+	e.GET("/ops", pages.Page, page)
+	e.POST("/ops/actions/unblock", pages.FormUnblock, page, httpx.Audited)
+	e.POST("/ops/actions/deny", pages.FormDeny, page, httpx.Audited)
+	e.POST("/ops/actions/undeny", pages.FormUndeny, page, httpx.Audited)
 	// The JSON API shows full numbers and audit rows: no cache keeps them.
 	e.GET("/ops/blocked", desk.ListBlocked, noStore, ops)
 	e.DELETE("/ops/blocked/:phone", desk.Unblock, noStore, ops, httpx.Audited)
 	e.GET("/ops/denylist", desk.ListDeny, noStore, ops)
-	e.POST("/ops/denylist", desk.AddDeny, noStore, ops, s.idempotent, httpx.Audited)
+	e.POST("/ops/denylist", desk.AddDeny, noStore, ops, idem.idempotent, httpx.Audited)
 	e.DELETE("/ops/denylist/:id", desk.RemoveDeny, noStore, ops, httpx.Audited)
 	e.GET("/ops/events", desk.ListEvents, noStore, ops)
 	// Emergency overrides of the policy file.
 	e.GET("/ops/overrides", desk.ListOverrides, noStore, ops)
-	e.POST("/ops/overrides", desk.AddOverride, noStore, ops, s.idempotent, httpx.Audited)
+	e.POST("/ops/overrides", desk.AddOverride, noStore, ops, idem.idempotent, httpx.Audited)
 	e.DELETE("/ops/overrides/:id", desk.RemoveOverride, noStore, ops, httpx.Audited)
-	e.POST("/ops/actions/override", desk.FormOverride, page, httpx.Audited)
-	e.POST("/ops/actions/unoverride", desk.FormRemoveOverride, page, httpx.Audited)
+	e.POST("/ops/actions/override", pages.FormOverride, page, httpx.Audited)
+	e.POST("/ops/actions/unoverride", pages.FormRemoveOverride, page, httpx.Audited)
 	e.GET("/ops/abuse", desk.Abuse, noStore, ops)
 	// Trusted numbers an app verified before otpguard: a large body.
 	e.POST(importPath, desk.ImportTrusted, noStore, ops,
-		middleware.BodyLimit(strconv.Itoa(ImportBodyLimit/1024)+"KiB"), s.idempotent, httpx.Audited)
+		middleware.BodyLimit(strconv.Itoa(ImportBodyLimit/1024)+"KiB"), idem.idempotent, httpx.Audited)
 	// Works without the ops desk (it reads no SQL): ops key only, through
 	// the sign-in limiter like every route that takes one.
-	e.GET("/ops/status", s.opsStatus, noStore, desk.RequireOpsKey)
+	e.GET("/ops/status", s.health.opsStatus, noStore, signIn.RequireOpsKey)
 }
 
 // chained is h behind mw (the first outermost), as echo would chain them
@@ -279,7 +281,7 @@ func noStore(next echo.HandlerFunc) echo.HandlerFunc {
 // (requestID), hands a handler's error to the error handler, so that the
 // status is the one answered, and then writes the request log line. One
 // middleware for the three: echo chains the global middleware anew on
-// every request, a closure each (issue 26).
+// every request, a closure each.
 func (s *Server) around(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		span, traced := traceStart(c)
@@ -310,36 +312,12 @@ func (s *Server) around(next echo.HandlerFunc) echo.HandlerFunc {
 // number. Never the body, never the query. It also feeds the HTTP metrics.
 // Its values are those echo's RequestLogger would give logRequest as this
 // server configured it (status, method, route, latency, request ID,
-// error); echo's passes them through a func value, a 240-byte allocation
-// per request on the hot path (issue 26).
+// error); echo's passes them through a func value, an allocation per
+// request on the hot path.
 func (s *Server) requestLog(c echo.Context, start time.Time, err error) {
 	req, res := c.Request(), c.Response()
 	s.logRequest(c, middleware.RequestLoggerValues{StartTime: start, Latency: time.Since(start),
 		Method: req.Method, RoutePath: c.Path(), RequestID: httpx.RequestID(c), Status: res.Status, Error: err})
-}
-
-// healthz: GET /healthz. The process is alive.
-func (s *Server) healthz(c echo.Context) error {
-	return c.JSON(http.StatusOK, map[string]string{"status": "ok"})
-}
-
-// readyz: GET /readyz. The shared store answers within its budget: on
-// Redis Cluster, some master does (a dead master costs only its own keys'
-// decisions, which its replica's promotion gives back); the body names
-// the masters that did not answer.
-func (s *Server) readyz(c echo.Context) error {
-	var down []string
-	if s.ready != nil {
-		ctx, cancel := context.WithTimeout(c.Request().Context(), time.Second)
-		defer cancel()
-		var err error
-		if down, err = s.ready(ctx); err != nil {
-			return s.notReady(c, err, down)
-		}
-	}
-	r := s.readyBody()
-	r.Down = down
-	return c.JSON(http.StatusOK, r)
 }
 
 // openapi: GET /openapi.yaml. The HTTP contract.
@@ -355,8 +333,8 @@ func requestID(c echo.Context) {
 	id := newRequestID(c.Request().Header.Get(echo.HeaderXRequestID))
 	// In the answer only, under its canonical key (Set would canonicalise
 	// it on every request): the request log and the audit read it there
-	// (httpx.RequestID). Written into the request's headers too, it grew
-	// their map on every request (issue 26).
+	// (httpx.RequestID); written into the request's headers too, it would
+	// grow their map on every request.
 	c.Response().Header()[echo.HeaderXRequestID] = []string{id}
 }
 

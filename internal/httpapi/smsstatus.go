@@ -3,10 +3,12 @@ package httpapi
 import (
 	"net/http"
 	"net/url"
+	"sync/atomic"
 
 	"github.com/labstack/echo/v4"
 
 	"github.com/otpguard/otpguard/internal/guard"
+	"github.com/otpguard/otpguard/internal/metrics"
 	"github.com/otpguard/otpguard/internal/problem"
 )
 
@@ -28,12 +30,19 @@ var twilioStatuses = map[string]bool{
 	"partially_delivered": true, "canceled": true, "receiving": true, "received": true,
 }
 
+// smsStatusHandler is the handler of POST /sms/status.
+type smsStatusHandler struct {
+	live     *atomic.Pointer[Services]
+	callback StatusCallback // nil: 404
+	metrics  *metrics.Abuse
+}
+
 // smsStatus: POST /sms/status. Twilio's delivery status callback. No
 // bearer key: the X-Twilio-Signature (HMAC-SHA1 of the callback URL and
 // the sorted form parameters, keyed with the auth token) is the
 // authentication; a missing or forged one is 403.
-func (s *Server) smsStatus(c echo.Context) error {
-	if s.statusCallback == nil || s.services().OTP == nil {
+func (h *smsStatusHandler) smsStatus(c echo.Context) error {
+	if h.callback == nil || h.live.Load().OTP == nil {
 		return problem.Errorf(problem.CodeNotFound, "no SMS status callback is configured (OTPGUARD_SMS=twilio and TWILIO_STATUS_CALLBACK_URL)")
 	}
 	r := c.Request()
@@ -41,7 +50,7 @@ func (s *Server) smsStatus(c echo.Context) error {
 		return &problem.Error{Code: problem.CodeInvalidRequest, Message: "the body must be a form (application/x-www-form-urlencoded)", Err: err}
 	}
 	form := r.PostForm
-	if !s.statusCallback.Verify(r.Header, form) {
+	if !h.callback.Verify(r.Header, form) {
 		return problem.Errorf(problem.CodeForbidden, "the X-Twilio-Signature does not match")
 	}
 	status := form.Get("MessageStatus")
@@ -61,8 +70,8 @@ func (s *Server) smsStatus(c echo.Context) error {
 	}
 	// A replay (the same message and status, already recorded on any
 	// instance) is answered as the first was, and counted nowhere.
-	if s.services().OTP.RecordDelivery(r.Context(), guard.Delivery{MessageID: sid, To: form.Get("To"), Status: label, ErrorCode: form.Get("ErrorCode")}) {
-		s.abuseMetrics.SMSStatus(label)
+	if h.live.Load().OTP.RecordDelivery(r.Context(), guard.Delivery{MessageID: sid, To: form.Get("To"), Status: label, ErrorCode: form.Get("ErrorCode")}) {
+		h.metrics.SMSStatus(label)
 	}
 	return c.NoContent(http.StatusNoContent)
 }

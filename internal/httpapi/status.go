@@ -1,8 +1,11 @@
 package httpapi
 
 import (
+	"context"
+	"log/slog"
 	"net/http"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -46,6 +49,40 @@ type DatabaseStatus struct {
 	DenyEntries    int
 }
 
+// health answers whether this instance and its store are up: GET
+// /healthz, GET /readyz and GET /ops/status, and the state the ops desk's
+// attack view shows.
+type health struct {
+	ready  func(ctx context.Context) (down []string, err error)
+	status func() StoreStatus
+	shed   *atomic.Int64 // requests shed by admission since start
+	log    *slog.Logger
+}
+
+// healthz: GET /healthz. The process is alive.
+func (h *health) healthz(c echo.Context) error {
+	return c.JSON(http.StatusOK, map[string]string{"status": "ok"})
+}
+
+// readyz: GET /readyz. The shared store answers within its budget: on
+// Redis Cluster, some master does (a dead master costs only its own keys'
+// decisions, which its replica's promotion gives back); the body names
+// the masters that did not answer.
+func (h *health) readyz(c echo.Context) error {
+	var down []string
+	if h.ready != nil {
+		ctx, cancel := context.WithTimeout(c.Request().Context(), time.Second)
+		defer cancel()
+		var err error
+		if down, err = h.ready(ctx); err != nil {
+			return h.notReady(c, err, down)
+		}
+	}
+	r := h.readyBody()
+	r.Down = down
+	return c.JSON(http.StatusOK, r)
+}
+
 type readyJSON struct {
 	Status     string     `json:"status"`
 	Redis      string     `json:"redis,omitempty"`
@@ -57,10 +94,10 @@ type readyJSON struct {
 }
 
 // readyBody is /readyz's answer when the store answers.
-func (s *Server) readyBody() readyJSON {
+func (h *health) readyBody() readyJSON {
 	r := readyJSON{Status: "ready"}
-	if s.status != nil {
-		st := s.status()
+	if h.status != nil {
+		st := h.status()
 		r.Redis, r.Breaker, r.Instances, r.InFallback = redisState(st.RedisUp), st.Breaker, st.Instances, st.InFallback()
 		r.Nodes = nodesJSON(st.Nodes)
 	}
@@ -102,9 +139,9 @@ type notReadyJSON struct {
 // readyRetryAfter is when a load balancer should ask /readyz again.
 const readyRetryAfter = 5 * time.Second
 
-func (s *Server) notReady(c echo.Context, err error, down []string) error {
-	s.log.DebugContext(c.Request().Context(), "readyz: the limit store does not answer", "err", err)
-	r := s.readyBody()
+func (h *health) notReady(c echo.Context, err error, down []string) error {
+	h.log.DebugContext(c.Request().Context(), "readyz: the limit store does not answer", "err", err)
+	r := h.readyBody()
 	retry := httpx.RetrySeconds(readyRetryAfter)
 	body := notReadyJSON{
 		Problem: httpx.Problem{
@@ -165,11 +202,11 @@ type statusJSON struct {
 // opsStatus: GET /ops/status. Redis's state, the breaker's, the instance
 // count the split limits divide by, which policies are in fallback, and
 // the ops database's state (with whether the deny-list is loaded).
-func (s *Server) opsStatus(c echo.Context) error {
-	if s.status == nil {
+func (h *health) opsStatus(c echo.Context) error {
+	if h.status == nil {
 		return problem.Errorf(problem.CodeNotFound, "this server reports no store status")
 	}
-	st := s.status()
+	st := h.status()
 	out := statusJSON{
 		Status: "ok", Redis: redisState(st.RedisUp), RedisSince: timePtr(st.RedisSince),
 		Breaker: st.Breaker, Nodes: nodesJSON(st.Nodes), Instances: st.Instances, InstancesFrom: st.InstancesFrom,
@@ -206,12 +243,12 @@ func timePtr(t time.Time) *time.Time {
 
 // instanceState is this instance's health as the ops desk's attack view
 // shows it (opsweb.Options.State).
-func (s *Server) instanceState() opsweb.State {
-	st := opsweb.State{Status: "ok", InFallback: []string{}, Shed: s.admission.shed.Load()}
-	if s.status == nil {
+func (h *health) instanceState() opsweb.State {
+	st := opsweb.State{Status: "ok", InFallback: []string{}, Shed: h.shed.Load()}
+	if h.status == nil {
 		return st
 	}
-	ss := s.status()
+	ss := h.status()
 	st.Redis, st.Breaker, st.Instances, st.InFallback = redisState(ss.RedisUp), ss.Breaker, ss.Instances, ss.InFallback()
 	st.StoreShed, st.StoreLate = ss.StoreShed, ss.StoreLate
 	if d := ss.Database; d != nil {

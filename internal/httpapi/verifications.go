@@ -28,8 +28,8 @@ func newVerificationResponse(v guard.Verification) verificationResponse {
 }
 
 // getVerification: GET /otp/verifications/{id}. A verification's status.
-func (s *Server) getVerification(c echo.Context) error {
-	v, err := s.services().OTP.Verification(c.Request().Context(), c.Param("id"))
+func (h *otpHandlers) getVerification(c echo.Context) error {
+	v, err := h.live.Load().OTP.Verification(c.Request().Context(), c.Param("id"))
 	if err != nil {
 		return err
 	}
@@ -38,8 +38,8 @@ func (s *Server) getVerification(c echo.Context) error {
 
 // cancelVerification: POST /otp/verifications/{id}/cancel. Kills a
 // pending verification's code.
-func (s *Server) cancelVerification(c echo.Context) error {
-	v, err := s.services().OTP.CancelVerification(c.Request().Context(), c.Param("id"))
+func (h *otpHandlers) cancelVerification(c echo.Context) error {
+	v, err := h.live.Load().OTP.CancelVerification(c.Request().Context(), c.Param("id"))
 	if err != nil {
 		return err
 	}

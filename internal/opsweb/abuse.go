@@ -132,13 +132,21 @@ type abuseBlocksJSON struct {
 	First []blockedItem `json:"first"`
 }
 
+// attackView reads the attack view, for GET /ops/abuse and the top of
+// the page.
+type attackView struct {
+	abuse *ops.AbuseDesk // nil: no attack view
+	ops   *ops.Desk      // nil: no blocked numbers in it
+	state func() State
+}
+
 // Abuse: GET /ops/abuse. The attack view: the spend budget, sends,
 // refusals and verifications by country and prefix over the last hour and
 // day, the live alerts and automatic blocks, the blocked numbers and this
 // instance's outage and shedding state. ?top= sets the rows per list
 // (default 10, at most 50).
-func (s *Handlers) Abuse(c echo.Context) error {
-	if s.abuse == nil {
+func (s *API) Abuse(c echo.Context) error {
+	if s.view.abuse == nil {
 		return problem.Errorf(problem.CodeNotFound, "this server has no attack view")
 	}
 	top, err := intParam(c.QueryParams(), "top")
@@ -148,23 +156,23 @@ func (s *Handlers) Abuse(c echo.Context) error {
 	if top > ops.MaxAbuseTop {
 		return problem.Errorf(problem.CodeInvalidRequest, "top must be at most %d", ops.MaxAbuseTop)
 	}
-	v, err := s.abuseView(c.Request().Context(), int(top))
+	v, err := s.view.read(c.Request().Context(), int(top))
 	if err != nil {
 		return err
 	}
 	return c.JSON(http.StatusOK, v)
 }
 
-// abuseView builds the view. The store's counters failing is an error
+// read builds the view. The store's counters failing is an error
 // (503); the blocked numbers failing is noted in Errors.
-func (s *Handlers) abuseView(ctx context.Context, top int) (*abuseJSON, error) {
-	rep, err := s.abuse.Read(ctx, top)
+func (a *attackView) read(ctx context.Context, top int) (*abuseJSON, error) {
+	rep, err := a.abuse.Read(ctx, top)
 	if err != nil {
 		return nil, err
 	}
 	now := rep.At
 	v := &abuseJSON{At: now.UTC(), Alerts: []abuseAlertJSON{}, AutoBlocks: []abuseAutoJSON{}}
-	v.State = s.instanceState()
+	v.State = a.instanceState()
 	for _, b := range rep.Budget {
 		w := abuseBudgetWindowJSON{Enabled: b.Limit > 0, Used: b.Used, Limit: b.Limit, Override: b.Override, Exhausted: b.Exhausted,
 			Remaining: max(0, b.Limit-b.Used), ResetsIn: seconds(b.ResetsIn)}
@@ -195,8 +203,8 @@ func (s *Handlers) abuseView(ctx context.Context, top int) (*abuseJSON, error) {
 		v.AutoBlocks = append(v.AutoBlocks, a)
 	}
 	v.Blocks.First = []blockedItem{}
-	if s.ops != nil {
-		page, err := s.ops.Blocked(ctx, ops.BlockFilter{Limit: abuseBlocksPage})
+	if a.ops != nil {
+		page, err := a.ops.Blocked(ctx, ops.BlockFilter{Limit: abuseBlocksPage})
 		if err != nil {
 			v.Errors = append(v.Errors, "blocked numbers: "+problemMessage(problem.CodeOf(err)))
 		}
@@ -209,11 +217,11 @@ func (s *Handlers) abuseView(ctx context.Context, top int) (*abuseJSON, error) {
 }
 
 // instanceState is Options.State's answer; "ok" when there is none.
-func (s *Handlers) instanceState() State {
-	if s.state == nil {
+func (a *attackView) instanceState() State {
+	if a.state == nil {
 		return State{Status: "ok", InFallback: []string{}}
 	}
-	return s.state()
+	return a.state()
 }
 
 func seconds(d time.Duration) int64 { return int64(max(0, d.Round(time.Second)/time.Second)) }

@@ -50,7 +50,7 @@ func toBlockedItem(b ops.BlockedNumber, now time.Time) blockedItem {
 
 // ListBlocked: GET /ops/blocked. The numbers refused now and why, most
 // recent first, deny-list entries included.
-func (s *Handlers) ListBlocked(c echo.Context) error {
+func (s *API) ListBlocked(c echo.Context) error {
 	q := c.QueryParams()
 	limit, err := intParam(q, "limit")
 	if err != nil {
@@ -84,7 +84,7 @@ type unblockResponse struct {
 
 // Unblock: DELETE /ops/blocked/{phone}. Clears the number's send counters,
 // cooldown and code (and so a verify lock-out); audited with the actor.
-func (s *Handlers) Unblock(c echo.Context) error {
+func (s *API) Unblock(c echo.Context) error {
 	raw, err := url.PathUnescape(c.Param("phone"))
 	if err != nil {
 		return problem.Errorf(problem.CodeInvalidPhone, "phone is not a valid path segment")
@@ -120,7 +120,7 @@ type denyListResponse struct {
 }
 
 // ListDeny: GET /ops/denylist. The live deny-list, oldest first.
-func (s *Handlers) ListDeny(c echo.Context) error {
+func (s *API) ListDeny(c echo.Context) error {
 	entries, err := s.ops.DenyEntries(c.Request().Context())
 	if err != nil {
 		return err
@@ -141,7 +141,7 @@ type addDenyRequest struct {
 
 // AddDeny: POST /ops/denylist. Deny-lists a number or a prefix; every
 // instance enforces it within its refresh interval (this one at once).
-func (s *Handlers) AddDeny(c echo.Context) error {
+func (s *API) AddDeny(c echo.Context) error {
 	var req addDenyRequest
 	if err := httpx.DecodeJSON(c, &req); err != nil {
 		return err
@@ -169,7 +169,7 @@ const maxDenySeconds = int64(ops.MaxDenyFor / time.Second)
 
 // RemoveDeny: DELETE /ops/denylist/{id}. Removes an entry; 404 when there
 // is none.
-func (s *Handlers) RemoveDeny(c echo.Context) error {
+func (s *API) RemoveDeny(c echo.Context) error {
 	id, err := strconv.ParseInt(c.Param("id"), 10, 64)
 	if err != nil || id < 1 {
 		return problem.Errorf(problem.CodeInvalidRequest, "id must be a positive integer")
@@ -206,7 +206,7 @@ type eventsResponse struct {
 
 // ListEvents: GET /ops/events. The audit trail, newest first, filtered by
 // phone, action, request ID and time, paged by before_id.
-func (s *Handlers) ListEvents(c echo.Context) error {
+func (s *API) ListEvents(c echo.Context) error {
 	f, err := eventFilter(c.QueryParams())
 	if err != nil {
 		return err

@@ -81,9 +81,9 @@ func TestOpsRouteSQLSharesOneDeadline(t *testing.T) {
 				Audit: db, DatabaseTimeout: timeout})
 			h := opsweb.New(opsweb.Options{Ops: desk, OpsKeys: httpx.NewKeyring([]string{key})})
 			e := echo.New()
-			e.POST("/ops/denylist", h.AddDeny, h.RequireOps(false))
-			e.DELETE("/ops/denylist/:id", h.RemoveDeny, h.RequireOps(false))
-			e.GET("/ops/events", h.ListEvents, h.RequireOps(false))
+			e.POST("/ops/denylist", h.API.AddDeny, h.SignIn.RequireOps(false))
+			e.DELETE("/ops/denylist/:id", h.API.RemoveDeny, h.SignIn.RequireOps(false))
+			e.GET("/ops/events", h.API.ListEvents, h.SignIn.RequireOps(false))
 
 			req := httptest.NewRequest(tt.method, tt.path, strings.NewReader(tt.body))
 			req.Header.Set("Authorization", "Bearer "+key)

@@ -52,19 +52,19 @@ type confirmPage struct {
 	Fields                        map[string]string
 }
 
-func (s *Handlers) confirm(c echo.Context, action, message, button string, fields map[string]string) error {
+func (s *Pages) confirm(c echo.Context, action, message, button string, fields map[string]string) error {
 	p := confirmPage{Action: action, Message: message, Button: button, Fields: fields}
 	if sess, ok := c.Get(ctxSession).(string); ok {
 		p.CSRF = s.sessions.csrf(sess)
 	}
-	return s.render(c, http.StatusOK, "confirm.html", p)
+	return render(c, http.StatusOK, "confirm.html", p)
 }
 
 func confirmed(c echo.Context) bool { return c.Request().PostFormValue("confirmed") == "1" }
 
 // FormUnblock: POST /ops/actions/unblock. The page's unblock button; asks
 // for a confirmation naming the number first (confirmed=1 skips it).
-func (s *Handlers) FormUnblock(c echo.Context) error {
+func (s *Pages) FormUnblock(c echo.Context) error {
 	phone := strings.TrimSpace(c.Request().PostFormValue("phone"))
 	if !confirmed(c) {
 		return s.confirm(c, "/ops/actions/unblock", "Unblock "+phone+"? Its limits are cleared and it may receive a code at once.",
@@ -78,7 +78,7 @@ func (s *Handlers) FormUnblock(c echo.Context) error {
 // reason and expires_in (a duration such as 30m or 24h; empty for never).
 // A field it refuses is named and the page keeps what was typed; a pattern
 // that covers whole countries (+1) needs confirm_country=yes.
-func (s *Handlers) FormDeny(c echo.Context) error {
+func (s *Pages) FormDeny(c echo.Context) error {
 	form := c.Request().PostFormValue
 	f := denyForm{Pattern: strings.TrimSpace(form("pattern")), Reason: strings.TrimSpace(form("reason")),
 		ExpiresIn: strings.TrimSpace(form("expires_in")), Errors: map[string]string{}}
@@ -106,7 +106,7 @@ func (s *Handlers) FormDeny(c echo.Context) error {
 	}
 	if len(f.Errors) > 0 {
 		p := s.loadPage(c, f)
-		return s.render(c, http.StatusBadRequest, "ops.html", p)
+		return render(c, http.StatusBadRequest, "ops.html", p)
 	}
 	_, err := s.ops.AddDeny(c.Request().Context(), e, actorFrom(c))
 	return s.backToPage(c, "denied", err)
@@ -114,7 +114,7 @@ func (s *Handlers) FormDeny(c echo.Context) error {
 
 // FormUndeny: POST /ops/actions/undeny. The page's deny-list remove
 // button; asks for a confirmation naming the pattern first.
-func (s *Handlers) FormUndeny(c echo.Context) error {
+func (s *Pages) FormUndeny(c echo.Context) error {
 	raw := c.Request().PostFormValue("id")
 	id, err := strconv.ParseInt(raw, 10, 64)
 	if err != nil || id < 1 {
@@ -136,7 +136,7 @@ func (s *Handlers) FormUndeny(c echo.Context) error {
 }
 
 // backToPage answers a form with 303 to the page, which says what happened.
-func (s *Handlers) backToPage(c echo.Context, done string, err error) error {
+func (s *Pages) backToPage(c echo.Context, done string, err error) error {
 	v := url.Values{}
 	if err != nil {
 		code := problem.CodeOf(err)

@@ -38,17 +38,41 @@ type Options struct {
 	Trust func() TrustImporter
 }
 
-// Handlers are the ops desk's HTTP handlers and its sign-in middleware.
+// Handlers are the ops desk's HTTP handlers, in three rooms: the sign-in
+// and its middleware, the JSON API of /ops/..., and the page with its
+// forms.
 type Handlers struct {
-	ops              *ops.Desk
-	abuse            *ops.AbuseDesk
+	SignIn *SignIn
+	API    *API
+	Pages  *Pages
+}
+
+// SignIn is the ops sign-in: the middleware that admits an ops key or
+// session (signin.go), the sign-in form and signing out.
+type SignIn struct {
+	ops              *ops.Desk // nil: every ops route answers 503
 	log              *slog.Logger
 	apiKeys, opsKeys httpx.Keyring
 	sessions         sessions
 	revoked          SessionStore
 	signInLimit      *ops.SignInLimiter
-	state            func() State
-	trust            func() TrustImporter
+}
+
+// API is the JSON handlers of /ops/... (api.go, overrides.go, abuse.go,
+// trusted.go).
+type API struct {
+	ops   *ops.Desk
+	view  *attackView
+	trust func() TrustImporter
+}
+
+// Pages is the ops page and its forms (page.go, forms.go,
+// overrides_page.go).
+type Pages struct {
+	ops      *ops.Desk
+	view     *attackView
+	sessions sessions // the page's CSRF token
+	log      *slog.Logger
 }
 
 // New builds the handlers.
@@ -59,9 +83,12 @@ func New(o Options) *Handlers {
 	if o.SignIn == nil {
 		o.SignIn = ops.NewSignInLimiter(nil, ops.SignInLimit{})
 	}
+	ss := newSessions(o.SessionKey, o.OpsKeys)
+	view := &attackView{abuse: o.Abuse, ops: o.Ops, state: o.State}
 	return &Handlers{
-		ops: o.Ops, abuse: o.Abuse, log: o.Logger, apiKeys: o.APIKeys, opsKeys: o.OpsKeys,
-		sessions: newSessions(o.SessionKey, o.OpsKeys), revoked: o.Sessions, signInLimit: o.SignIn, state: o.State,
-		trust: o.Trust,
+		SignIn: &SignIn{ops: o.Ops, log: o.Logger, apiKeys: o.APIKeys, opsKeys: o.OpsKeys, sessions: ss,
+			revoked: o.Sessions, signInLimit: o.SignIn},
+		API:   &API{ops: o.Ops, view: view, trust: o.Trust},
+		Pages: &Pages{ops: o.Ops, view: view, sessions: ss, log: o.Logger},
 	}
 }

@@ -95,13 +95,13 @@ const refreshEvery = 30
 // Page: GET /ops. The ops page: the attack view, blocked numbers, the
 // deny-list, recent events and a chart of the last hour. A part whose
 // store fails shows the failure; the rest still renders.
-func (s *Handlers) Page(c echo.Context) error {
+func (s *Pages) Page(c echo.Context) error {
 	p := s.loadPage(c, denyForm{})
-	return s.render(c, http.StatusOK, "ops.html", p)
+	return render(c, http.StatusOK, "ops.html", p)
 }
 
 // loadPage reads every part of the page for the request's query.
-func (s *Handlers) loadPage(c echo.Context, form denyForm) opsPage {
+func (s *Pages) loadPage(c echo.Context, form denyForm) opsPage {
 	ctx := c.Request().Context()
 	q := c.QueryParams()
 	p := opsPage{Actor: actorFrom(c), Phone: q.Get("phone"), Country: q.Get("country"), DenyForm: form, Sections: map[string]any{}}
@@ -118,8 +118,8 @@ func (s *Handlers) loadPage(c echo.Context, form denyForm) opsPage {
 	}
 	now := s.ops.Now()
 
-	if s.abuse != nil {
-		v, err := s.abuseView(ctx, 8)
+	if s.view.abuse != nil {
+		v, err := s.view.read(ctx, 8)
 		if err != nil {
 			p.AbuseErr = s.partFailed(c, "the attack view", err)
 		}
@@ -133,7 +133,7 @@ func (s *Handlers) loadPage(c echo.Context, form denyForm) opsPage {
 }
 
 // loadBlocked reads the page of blocked numbers the query asks for.
-func (s *Handlers) loadBlocked(c echo.Context, p *opsPage, now time.Time) {
+func (s *Pages) loadBlocked(c echo.Context, p *opsPage, now time.Time) {
 	ctx, q := c.Request().Context(), c.QueryParams()
 	offset, _ := strconv.Atoi(q.Get("offset"))
 	offset = min(max(0, offset), ops.MaxBlockOffset)
@@ -156,7 +156,7 @@ func (s *Handlers) loadBlocked(c echo.Context, p *opsPage, now time.Time) {
 
 // loadDatabaseParts reads the parts the ops database holds: the deny-list,
 // the events and the chart.
-func (s *Handlers) loadDatabaseParts(c echo.Context, p *opsPage) {
+func (s *Pages) loadDatabaseParts(c echo.Context, p *opsPage) {
 	ctx, q := c.Request().Context(), c.QueryParams()
 	// The parts the database holds. Once it has failed to answer, the rest
 	// are not asked: the page answers within one database timeout.
@@ -292,7 +292,7 @@ func pageEventFilter(q url.Values) (ops.EventFilter, eventQuery, error) {
 }
 
 // partFailed logs why a part of the page failed and says so, safely.
-func (s *Handlers) partFailed(c echo.Context, what string, err error) string {
+func (s *Pages) partFailed(c echo.Context, what string, err error) string {
 	code := problem.CodeOf(err)
 	if status := httpx.Status(code); status >= 500 || status == 0 {
 		s.log.ErrorContext(c.Request().Context(), "ops page: loading "+what+" failed", "request_id", httpx.RequestID(c), "err", err)

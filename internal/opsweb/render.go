@@ -110,7 +110,7 @@ var pageFuncs = template.FuncMap{
 
 // render writes the named template, or a problem when it fails (before
 // anything was written).
-func (s *Handlers) render(c echo.Context, status int, name string, data any) error {
+func render(c echo.Context, status int, name string, data any) error {
 	var b bytes.Buffer
 	if err := opsTemplates.ExecuteTemplate(&b, name, data); err != nil {
 		return fmt.Errorf("opsweb: render %s: %w", name, err)

@@ -29,7 +29,7 @@ const sessionCheckTimeout = 500 * time.Millisecond
 // say (a sign-out not in this instance's cache yet, and Redis down), the
 // session is let in (logged): the ops page is most needed during a Redis
 // outage, and the token is still signed and expires in hours.
-func (s *Handlers) signedOut(c echo.Context, token string) bool {
+func (s *SignIn) signedOut(c echo.Context, token string) bool {
 	if s.revoked == nil {
 		return false
 	}
@@ -49,7 +49,7 @@ func (s *Handlers) signedOut(c echo.Context, token string) bool {
 //
 // page routes (the HTML page and its forms) send a request with no
 // credentials to the sign-in form; API routes answer it with 401.
-func (s *Handlers) RequireOps(page bool) echo.MiddlewareFunc {
+func (s *SignIn) RequireOps(page bool) echo.MiddlewareFunc {
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
 		return func(c echo.Context) error {
 			if token, ok := httpx.Bearer(c); ok {
@@ -86,7 +86,7 @@ func (s *Handlers) RequireOps(page bool) echo.MiddlewareFunc {
 // RequireOpsKey admits an ops key (Authorization: Bearer) only, through
 // the same sign-in limiter and audit as RequireOps; it needs no ops desk
 // (GET /ops/status reads no SQL).
-func (s *Handlers) RequireOpsKey(next echo.HandlerFunc) echo.HandlerFunc {
+func (s *SignIn) RequireOpsKey(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		token, ok := httpx.Bearer(c)
 		if !ok {
@@ -104,7 +104,7 @@ func (s *Handlers) RequireOpsKey(next echo.HandlerFunc) echo.HandlerFunc {
 // limiter of the caller's address before its outcome is acted on, a wrong
 // one audited as a failed sign-in. An API key is 403 and not a failure.
 // On success the actor is set on c.
-func (s *Handlers) opsBearer(c echo.Context, token string) error {
+func (s *SignIn) opsBearer(c echo.Context, token string) error {
 	actor, ok := s.opsKeys.Actor(token)
 	apiKey := s.apiKeys.Holds(token)
 	if err := s.admitSignIn(c, ok || apiKey); err != nil {
@@ -125,7 +125,7 @@ func (s *Handlers) opsBearer(c echo.Context, token string) error {
 // the other kind) to the sign-in limiter of the caller's address
 // (ops.SignInLimiter.Admit), and audits a wrong one that was let through
 // to be refused as a failed sign-in.
-func (s *Handlers) admitSignIn(c echo.Context, ok bool) error {
+func (s *SignIn) admitSignIn(c echo.Context, ok bool) error {
 	ip := c.RealIP()
 	if _, err := s.signInLimit.Admit(c.Request().Context(), ip, ok); err != nil {
 		return err
@@ -138,7 +138,7 @@ func (s *Handlers) admitSignIn(c echo.Context, ok bool) error {
 
 // opsReady refuses ops requests on a server built without the ops desk,
 // and bounds the database work of the others as a whole (ops.Desk.Request).
-func (s *Handlers) opsReady(next echo.HandlerFunc, c echo.Context) error {
+func (s *SignIn) opsReady(next echo.HandlerFunc, c echo.Context) error {
 	if s.ops == nil {
 		return &problem.Error{Code: problem.CodeStoreUnavailable, Message: "ops is not configured on this server", RetryAfter: time.Minute}
 	}
@@ -156,15 +156,15 @@ func actorFrom(c echo.Context) string {
 }
 
 // LoginForm: GET /ops/login. The sign-in form.
-func (s *Handlers) LoginForm(c echo.Context) error {
-	return s.render(c, http.StatusOK, "login.html", loginData{})
+func (s *SignIn) LoginForm(c echo.Context) error {
+	return render(c, http.StatusOK, "login.html", loginData{})
 }
 
 type loginData struct{ Error string }
 
 // Login: POST /ops/login. Trades the ops key (form field key) for a session
 // cookie and goes to the ops page.
-func (s *Handlers) Login(c echo.Context) error {
+func (s *SignIn) Login(c echo.Context) error {
 	// The body only: a key in the query string would sit in proxies' logs.
 	key := strings.TrimSpace(c.Request().PostFormValue("key"))
 	actor, ok := s.opsKeys.Actor(key)
@@ -173,7 +173,7 @@ func (s *Handlers) Login(c echo.Context) error {
 		var ge *problem.Error
 		if errors.As(err, &ge) && ge.Code == problem.CodeTooManyAttempts {
 			c.Response().Header().Set("Retry-After", strconv.Itoa(httpx.RetrySeconds(ge.RetryAfter)))
-			return s.render(c, http.StatusTooManyRequests, "login.html", loginData{Error: ge.Message})
+			return render(c, http.StatusTooManyRequests, "login.html", loginData{Error: ge.Message})
 		}
 		return err
 	}
@@ -182,9 +182,9 @@ func (s *Handlers) Login(c echo.Context) error {
 			if s.ops != nil {
 				s.ops.RecordLogin(httpx.AuditContext(c), "", c.RealIP(), false)
 			}
-			return s.render(c, http.StatusForbidden, "login.html", loginData{Error: "That is an API key. The ops page needs an ops key (OTPGUARD_OPS_KEYS)."})
+			return render(c, http.StatusForbidden, "login.html", loginData{Error: "That is an API key. The ops page needs an ops key (OTPGUARD_OPS_KEYS)."})
 		}
-		return s.render(c, http.StatusUnauthorized, "login.html", loginData{Error: "That is not an ops key."})
+		return render(c, http.StatusUnauthorized, "login.html", loginData{Error: "That is not an ops key."})
 	}
 	token, exp := s.sessions.issue(actor)
 	c.SetCookie(&http.Cookie{
@@ -200,7 +200,7 @@ func (s *Handlers) Login(c echo.Context) error {
 // Logout: POST /ops/logout. Signs the session out on every instance (the
 // token is kept as revoked in the SQL store, and in Redis, until it would
 // have expired) and clears the cookie.
-func (s *Handlers) Logout(c echo.Context) error {
+func (s *SignIn) Logout(c echo.Context) error {
 	if token, ok := c.Get(ctxSession).(string); ok && s.revoked != nil {
 		ctx, cancel := context.WithTimeout(c.Request().Context(), sessionCheckTimeout)
 		defer cancel()

@@ -33,7 +33,7 @@ type importTrustedResponse struct {
 // "Trusted numbers"): the numbers an app verified before it used otpguard.
 // At most guard.MaxTrustImport per call; idempotent; the invalid ones are
 // answered by index, never logged.
-func (s *Handlers) ImportTrusted(c echo.Context) error {
+func (s *API) ImportTrusted(c echo.Context) error {
 	if s.trust == nil {
 		return problem.Errorf(problem.CodeNotFound, "trusted numbers are not served here")
 	}

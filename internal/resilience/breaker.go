@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/sony/gobreaker/v2"
@@ -90,6 +92,35 @@ func newBreaker(b BreakerOptions, log *slog.Logger, closed func()) *gobreaker.Tw
 	})
 }
 
+// calls makes each store call through its node's breaker, within the
+// timeout, and past it, up to the ceiling, while the probe vouches for
+// Redis (probe.go, inline.go). It counts what became of the calls.
+type calls struct {
+	nodes   *nodes
+	timeout time.Duration
+	ceiling time.Duration
+	fresh   time.Duration // one probe round, ProbeEvery + ProbeTimeout
+	probeTO time.Duration
+	warm    func(ctx context.Context) error
+	now     func() time.Time
+	waits   sync.Pool // *inlineWait, each with its timer (inline.go)
+
+	lastFailure atomic.Int64 // unix nanoseconds of the last failed store call
+	shed        atomic.Int64 // calls given up on while Redis was healthy
+	late        atomic.Int64 // calls answered past the timeout by a healthy Redis
+}
+
+func (c *calls) failed() { c.lastFailure.Store(c.now().UnixNano()) }
+
+// lastFailed is when a store call last failed (zero: never).
+func (c *calls) lastFailed() time.Time {
+	n := c.lastFailure.Load()
+	if n == 0 {
+		return time.Time{}
+	}
+	return time.Unix(0, n)
+}
+
 // call makes one store call through the breaker. It waits for the store
 // as long as Redis is known to be healthy (wait), and fails at once while
 // the breaker is not closed: then only the probe tries Redis (without a
@@ -98,28 +129,28 @@ func newBreaker(b BreakerOptions, log *slog.Logger, closed func()) *gobreaker.Tw
 // n is the node the call goes to (nodes.go). On a single node, a decision
 // in which the store failed once fails its later calls at once
 // (limit.StoreFailed); on Redis Cluster another node may well answer them.
-func (f *Fallback) call(ctx context.Context, n *node, fn func(ctx context.Context) error) error {
-	return f.callAs(ctx, n, false, fn)
+func (c *calls) call(ctx context.Context, n *node, fn func(ctx context.Context) error) error {
+	return c.callAs(ctx, n, false, fn)
 }
 
 // callAs is call for fn that returns as soon as its context is cancelled
 // when abandons is true (Abandoner): wait then runs it on the caller's
 // goroutine.
-func (f *Fallback) callAs(ctx context.Context, n *node, abandons bool, fn func(ctx context.Context) error) error {
-	if !f.multiNode() && limit.StoreFailed(ctx) {
+func (c *calls) callAs(ctx context.Context, n *node, abandons bool, fn func(ctx context.Context) error) error {
+	if !c.nodes.multi() && limit.StoreFailed(ctx) {
 		return fmt.Errorf("resilience: store failed earlier in this decision: %w", limit.ErrStoreUnavailable)
 	}
 	if st := n.breaker.State(); st != gobreaker.StateClosed && n.probing() {
 		// Only the probe tries Redis while the breaker is not closed.
-		f.failed()
+		c.failed()
 		return fmt.Errorf("resilience: redis breaker %s%s: %w", st, n.label(), limit.ErrStoreUnavailable)
 	}
 	done, err := n.breaker.Allow()
 	if err != nil {
-		f.failed()
+		c.failed()
 		return fmt.Errorf("resilience: redis breaker %s%s: %w (%w)", n.breaker.State(), n.label(), limit.ErrStoreUnavailable, err)
 	}
-	err = f.wait(ctx, n, abandons, fn)
+	err = c.wait(ctx, n, abandons, fn)
 	if err != nil && errors.Is(ctx.Err(), context.Canceled) {
 		// The caller gave up: that says nothing about the store.
 		err = errors.Join(err, ctx.Err())
@@ -132,7 +163,7 @@ func (f *Fallback) callAs(ctx context.Context, n *node, abandons bool, fn func(c
 	}
 	if !answered(err) && !errors.Is(err, problem.ErrOverloaded) {
 		limit.NoteStoreFailure(ctx)
-		f.failed()
+		c.failed()
 	}
 	return err
 }
@@ -141,28 +172,6 @@ func (f *Fallback) callAs(ctx context.Context, n *node, abandons bool, fn func(c
 // found, or a code saved whose id's index (on another node) was not.
 func answered(err error) bool {
 	return err == nil || errors.Is(err, guard.ErrNotFound) || errors.Is(err, guard.ErrUnindexed)
-}
-
-// Do makes a call that decides nothing (the conversion watch, the block
-// index) through the breaker and the timeout: while the breaker is open it
-// fails at once with ErrStoreUnavailable and touches no connection, so an
-// outage costs such callers microseconds, not a timeout each.
-//
-// On Redis Cluster a Do touches keys of its own choosing: it goes through
-// a breaker of its own (node "*"), opened by its calls' failures and
-// tried again by them, never by the probe. DoFor, for work on one
-// subject's keys, follows the slot map instead.
-func (f *Fallback) Do(ctx context.Context, fn func(ctx context.Context) error) error {
-	if f.multiNode() {
-		return f.call(ctx, f.node("*"), fn)
-	}
-	return f.call(ctx, f.node(""), fn)
-}
-
-// DoFor is Do for a call on the keys of one subject (k's hash tag): it
-// goes through the breaker of the node that holds k.
-func (f *Fallback) DoFor(ctx context.Context, k limit.Key, fn func(ctx context.Context) error) error {
-	return f.call(ctx, f.nodeFor(k), fn)
 }
 
 // label names n in an error, when it has a name.

@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/otpguard/otpguard/internal/guard"
-	"github.com/otpguard/otpguard/internal/limit"
 )
 
 // The code calls below read what their call wrote only when it returned
@@ -15,7 +14,7 @@ import (
 // SaveCode saves through the breaker, within the timeout.
 func (f *Fallback) SaveCode(ctx context.Context, c guard.NewCode) (int, error) {
 	var prev int
-	err := f.call(ctx, f.codeNode(c.Phone), func(ctx context.Context) (err error) {
+	err := f.calls.call(ctx, f.nodes.code(c.Phone), func(ctx context.Context) (err error) {
 		prev, err = f.codes.SaveCode(ctx, c)
 		return err
 	})
@@ -31,7 +30,7 @@ func (f *Fallback) SaveCode(ctx context.Context, c guard.NewCode) (int, error) {
 // GuessCode reads through the breaker, within the timeout.
 func (f *Fallback) GuessCode(ctx context.Context, phone string, now time.Time) (guard.Guess, error) {
 	var g guard.Guess
-	err := f.call(ctx, f.codeNode(phone), func(ctx context.Context) error {
+	err := f.calls.call(ctx, f.nodes.code(phone), func(ctx context.Context) error {
 		var err error
 		g, err = f.codes.GuessCode(ctx, phone, now)
 		return err
@@ -45,7 +44,7 @@ func (f *Fallback) GuessCode(ctx context.Context, phone string, now time.Time) (
 // ConsumeCode consumes through the breaker, within the timeout.
 func (f *Fallback) ConsumeCode(ctx context.Context, phone string, mac []byte, now time.Time) (guard.Consumed, error) {
 	var c guard.Consumed
-	err := f.call(ctx, f.codeNode(phone), func(ctx context.Context) error {
+	err := f.calls.call(ctx, f.nodes.code(phone), func(ctx context.Context) error {
 		var err error
 		c, err = f.codes.ConsumeCode(ctx, phone, mac, now)
 		return err
@@ -58,16 +57,10 @@ func (f *Fallback) ConsumeCode(ctx context.Context, phone string, mac []byte, no
 
 // DeleteCode deletes through the breaker, within the timeout.
 func (f *Fallback) DeleteCode(ctx context.Context, phone string) error {
-	return f.call(ctx, f.codeNode(phone), func(ctx context.Context) error { return f.codes.DeleteCode(ctx, phone) })
+	return f.calls.call(ctx, f.nodes.code(phone), func(ctx context.Context) error { return f.codes.DeleteCode(ctx, phone) })
 }
 
 // LockCode marks through the breaker, within the timeout.
 func (f *Fallback) LockCode(ctx context.Context, phone, id string, now time.Time) error {
-	return f.call(ctx, f.codeNode(phone), func(ctx context.Context) error { return f.codes.LockCode(ctx, phone, id, now) })
-}
-
-// codeNode is the node that holds the number's code and records: the
-// node of its own keys (the hash tag is the number).
-func (f *Fallback) codeNode(phone string) *node {
-	return f.nodeFor(limit.Key{Space: "otp", ID: phone, Name: "code"})
+	return f.calls.call(ctx, f.nodes.code(phone), func(ctx context.Context) error { return f.codes.LockCode(ctx, phone, id, now) })
 }

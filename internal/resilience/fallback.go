@@ -2,16 +2,11 @@ package resilience
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"log/slog"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/otpguard/otpguard/internal/guard"
 	"github.com/otpguard/otpguard/internal/limit"
-	"github.com/otpguard/otpguard/internal/problem"
 )
 
 // FallbackOptions are the dependencies and settings of a Fallback.
@@ -29,8 +24,8 @@ type FallbackOptions struct {
 	Ceiling time.Duration
 	// ProbeEvery is how often the probe reports (ObserveProbe); its last
 	// verdict vouches for Redis (healthy), up to ten rounds of
-	// ProbeEvery+ProbeTimeout old. Defaults 50ms and 100ms. Without probe reports, a call past
-	// Timeout is a store failure, as it always was.
+	// ProbeEvery+ProbeTimeout old. Defaults 50ms and 100ms. Without probe
+	// reports, a call past Timeout is a store failure.
 	ProbeEvery, ProbeTimeout time.Duration
 	// Warm, when set, is what the probe runs through the decision client
 	// to end an outage (half-open): it dials the decision pool outside any
@@ -64,42 +59,17 @@ type FallbackOptions struct {
 //
 // A call that timed out may still have counted in the store: it is never
 // retried; its decision is taken by the fallback, as unknown.
+//
+// Fallback is the face the rest of otpguard sees; the work is done by the
+// parts below, each in the file of its concept.
 type Fallback struct {
-	counter   limit.Counter
-	codes     guard.Codes
-	timeout   time.Duration
-	ceiling   time.Duration
-	fresh     time.Duration // one probe round, ProbeEvery + ProbeTimeout
-	probeTO   time.Duration
-	warm      func(ctx context.Context) error
-	instances func() int
-	local     *memoryLimits
-	log       *slog.Logger
-	now       func() time.Time
-	abandoner Abandoner // the counter, when it says which Takes abandon (inline.go)
-	waits     sync.Pool // *inlineWait, each with its timer (inline.go)
-
-	lastFailure atomic.Int64 // unix nanoseconds of the last failed store call
-	// nodes are the store's nodes, each with its breaker and the probe's
-	// verdict on it (nodes.go): one ("") on a single Redis or Sentinel, a
-	// master each on Redis Cluster. nodeOf names a key's node.
-	nodeOf  func(limit.Key) string
-	breaker BreakerOptions
-	nodesMu sync.RWMutex
-	nodes   map[string]*node
-	shared  sharedRules  // shared keys decided from memory (shared.go)
-	shed    atomic.Int64 // calls given up on while Redis was healthy
-	late    atomic.Int64 // calls answered past the timeout by a healthy Redis
-
-	mu       sync.RWMutex
-	policies map[string]*policyState
-}
-
-type policyState struct {
-	mode       limit.FallbackMode
-	inFallback bool
-	since      time.Time
-	fallbacks  int64
+	decide   *decider     // takes and refunds (decide.go, nodetake.go, trust.go)
+	calls    *calls       // each store call, within the timeout (breaker.go, probe.go, inline.go)
+	nodes    *nodes       // the nodes, each with its breaker (nodes.go)
+	memory   *memory      // the in-memory limits (memory.go)
+	shared   *sharedRules // shared keys decided from memory (shared.go)
+	policies *policies    // each policy's state (status.go)
+	codes    guard.Codes
 }
 
 // NewFallback returns a Fallback over o.Counter (and o.Codes).
@@ -122,185 +92,129 @@ func NewFallback(o FallbackOptions) *Fallback {
 	if o.ProbeTimeout <= 0 {
 		o.ProbeTimeout = DefaultProbeTimeout
 	}
-	f := &Fallback{
-		counter: o.Counter, codes: o.Codes, timeout: o.Timeout, instances: o.Instances,
-		ceiling: o.Ceiling, fresh: o.ProbeEvery + o.ProbeTimeout, probeTO: o.ProbeTimeout, warm: o.Warm,
-		local: newMemoryLimits(o.MemoryKeys), log: o.Logger, now: o.Now,
-		policies: map[string]*policyState{},
-	}
-	if o.Policies != nil {
-		f.policies[guard.OTPPolicyName] = &policyState{mode: o.Policies.OTP.OnStoreError}
-		for name, p := range o.Policies.Limits {
-			f.policies[limit.PolicyName(name)] = &policyState{mode: p.OnStoreError}
-		}
-	}
-	f.breaker, f.nodeOf, f.nodes = o.Breaker.withDefaults(), o.NodeOf, map[string]*node{}
-	f.abandoner, _ = o.Counter.(Abandoner)
-	return f
-}
-
-func (f *Fallback) failed() { f.lastFailure.Store(f.now().UnixNano()) }
-
-// Observe takes the result of a call made outside the Fallback (the
-// heartbeat), so LastFailure sees an outage even with no traffic.
-func (f *Fallback) Observe(err error) {
-	if err != nil {
-		f.failed()
-	}
-}
-
-// LastFailure is when a store call last failed (zero: never).
-func (f *Fallback) LastFailure() time.Time {
-	n := f.lastFailure.Load()
-	if n == 0 {
-		return time.Time{}
-	}
-	return time.Unix(0, n)
-}
-
-// Take asks the store; when it cannot answer, it decides every take from
-// memory by its policy's mode, or fails the whole call if any take's mode
-// is closed.
-//
-// On Redis Cluster the takes are decided per node (takeByNode).
-func (f *Fallback) Take(ctx context.Context, takes []limit.Take) ([]limit.Result, error) {
-	if f.multiNode() {
-		res, _, err := f.takeByNode(ctx, takes, nil, false)
-		return res, err
-	}
-	res, _, err := f.take(ctx, f.node(""), takes, false, f.abandons(takes), nil)
-	return res, err
+	pol := newPolicies(o.Policies, o.Logger, o.Now)
+	ns := newNodes(o.NodeOf, o.Breaker, o.Logger, pol.leave)
+	cs := &calls{nodes: ns, timeout: o.Timeout, ceiling: o.Ceiling, fresh: o.ProbeEvery + o.ProbeTimeout,
+		probeTO: o.ProbeTimeout, warm: o.Warm, now: o.Now}
+	mem := &memory{limits: newMemoryLimits(o.MemoryKeys), instances: o.Instances}
+	sh := &sharedRules{memory: mem, log: o.Logger, now: o.Now}
+	d := &decider{counter: o.Counter, calls: cs, nodes: ns, memory: mem, shared: sh, policies: pol,
+		log: o.Logger, now: o.Now}
+	d.abandoner, _ = o.Counter.(Abandoner)
+	return &Fallback{decide: d, calls: cs, nodes: ns, memory: mem, shared: sh, policies: pol, codes: o.Codes}
 }
 
 var _ guard.SendCounter = (*Fallback)(nil)
+
+// Take asks the store; when it cannot answer, it decides every take from
+// memory by its policy's mode, or fails the whole call if any take's mode
+// is closed. On Redis Cluster the takes are decided per node.
+func (f *Fallback) Take(ctx context.Context, takes []limit.Take) ([]limit.Result, error) {
+	return f.decide.takeAll(ctx, takes)
+}
 
 // TakeSend takes a send's limits and vol in one store call when the store
 // is a SendCounter (otherwise vol is not taken: nil VolumeResult). When
 // the store cannot answer, the takes are decided as Take decides them and
 // vol is not taken.
 func (f *Fallback) TakeSend(ctx context.Context, takes []limit.Take, vol *guard.VolumeTake) ([]limit.Result, *guard.VolumeResult, error) {
-	if f.multiNode() {
-		return f.takeSendByNode(ctx, takes, vol) // the trust mark first (trust.go)
-	}
-	sc, ok := f.counter.(guard.SendCounter)
-	if !ok || vol == nil {
-		res, err := f.Take(ctx, takes)
-		return res, nil, err
-	}
-	// vr is written by the call (on this goroutine: wait runs every call
-	// on its caller's); it is read only when the store answered.
-	var vr *guard.VolumeResult
-	res, stored, err := f.take(ctx, f.node(""), takes, false, false, func(ctx context.Context) ([]limit.Result, error) {
-		r, v, err := sc.TakeSend(ctx, takes, vol)
-		vr = v
-		return r, err
-	})
-	if err != nil || !stored {
-		return res, nil, err
-	}
-	return res, vr, nil
-}
-
-// take makes one store call (fn) for takes, on node n, and decides them
-// from memory when the store cannot answer. stored says the store
-// answered. side says none of takes is of the call's own subject (see
-// takeByNode): its closed takes are then decided by the split limit
-// instead of failing the call. abandons says fn returns as soon as its
-// context is cancelled (Abandoner). A nil fn is f.counter.Take(ctx, takes):
-// no closure made for it on every check.
-func (f *Fallback) take(ctx context.Context, n *node, takes []limit.Take, side, abandons bool, fn func(ctx context.Context) ([]limit.Result, error)) (_ []limit.Result, stored bool, _ error) {
-	// got is written by the call (on this goroutine: wait runs every call
-	// on its caller's); it is read only when the store answered (err == nil).
-	var got []limit.Result
-	err := f.callAs(ctx, n, abandons, func(ctx context.Context) error {
-		var r []limit.Result
-		var err error
-		if fn == nil {
-			r, err = f.counter.Take(ctx, takes)
-		} else {
-			r, err = fn(ctx)
-		}
-		if err == nil && len(r) != len(takes) {
-			err = fmt.Errorf("resilience: store answered %d results for %d takes", len(r), len(takes))
-		}
-		got = r
-		return err
-	})
-	var res []limit.Result
-	if err == nil {
-		f.note(takes, false)
-		return got, true, nil
-	}
-	if errors.Is(err, problem.ErrOverloaded) {
-		return nil, false, err // shed: never decided from memory, and no outage
-	}
-	f.note(takes, true)
-	if errors.Is(err, context.Canceled) && ctx.Err() != nil {
-		return nil, false, err
-	}
-	for _, t := range takes {
-		if mode(t) == limit.FallbackClosed && !side {
-			return nil, false, err
-		}
-	}
-	now := f.now()
-	res = make([]limit.Result, len(takes))
-	for i, t := range takes {
-		lim, rate := f.localLimit(t)
-		res[i] = f.local.take(t, lim, rate, now)
-		if side {
-			f.sharedFell(n, ruleOf(t.Key))
-		}
-	}
-	return res, false, nil
+	return f.decide.takeSend(ctx, takes, vol)
 }
 
 // Refund gives back to memory what the fallback decided, and to the store
 // what the store did.
 func (f *Fallback) Refund(ctx context.Context, takes []limit.Take) error {
-	var shared []limit.Take
-	now := f.now()
-	for _, t := range takes {
-		if t.Fallback {
-			lim, rate := f.localLimit(t)
-			f.local.refund(t, lim, rate, now)
-		} else {
-			shared = append(shared, t)
-		}
-	}
-	if len(shared) == 0 {
-		return nil
-	}
-	var errs []error
-	for _, g := range f.refundGroups(shared) {
-		part := pick(shared, g.idx)
-		errs = append(errs, f.call(ctx, g.n, func(ctx context.Context) error { return f.counter.Refund(ctx, part) }))
-	}
-	return errors.Join(errs...)
-}
-
-func mode(t limit.Take) limit.FallbackMode {
-	if t.OnStoreError == "" {
-		return limit.FallbackClosed
-	}
-	return t.OnStoreError
-}
-
-// localLimit is what t may spend on this instance: LocalLimit (local) or
-// the split limit (open), with a bucket's refill scaled alike, so that an
-// empty bucket takes as long to refill as the shared one.
-func (f *Fallback) localLimit(t limit.Take) (lim int64, rate float64) {
-	switch mode(t) {
-	case limit.FallbackLocal:
-		lim = max(1, t.LocalLimit)
-	default:
-		lim = max(1, t.Limit/int64(f.Instances()))
-	}
-	if t.Algorithm == limit.TokenBucket && t.Limit > 0 {
-		rate = t.Rate * float64(lim) / float64(t.Limit)
-	}
-	return lim, rate
+	return f.decide.refund(ctx, takes)
 }
 
 // Instances is the live instance count the split limit divides by.
-func (f *Fallback) Instances() int { return max(1, f.instances()) }
+func (f *Fallback) Instances() int { return f.memory.Instances() }
+
+// Observe takes the result of a call made outside the Fallback (the
+// heartbeat), so LastFailure sees an outage even with no traffic.
+func (f *Fallback) Observe(err error) {
+	if err != nil {
+		f.calls.failed()
+	}
+}
+
+// LastFailure is when a store call last failed (zero: never).
+func (f *Fallback) LastFailure() time.Time { return f.calls.lastFailed() }
+
+// Late is how many calls a healthy Redis answered past the timeout: each
+// would have been a fallback decision (or a refusal) without the probe. A
+// rising count says this host is saturated.
+func (f *Fallback) Late() int64 { return f.calls.late.Load() }
+
+// Shed is how many calls were given up on while Redis was healthy.
+func (f *Fallback) Shed() int64 { return f.calls.shed.Load() }
+
+// ObserveProbe takes one result of the probe, a ping on a warm connection
+// of its own (store.Probe). A success vouches for Redis: calls past the
+// timeout are waited for instead of failing; so does a ping that timed out
+// while calls got their replies since the last verdict (healthy). Results
+// count in the breaker like calls, so a dead Redis opens it with no
+// traffic; and while the breaker is half-open the probe alone tries Redis,
+// through Warm, so no decision meets a cold pool.
+func (f *Fallback) ObserveProbe(ctx context.Context, err error) {
+	f.calls.observeProbe(ctx, "", err)
+}
+
+// ObserveNodeProbe is ObserveProbe for one node of a Redis Cluster (its
+// master's address, as FallbackOptions.NodeOf names it). Warm is run
+// only for the one node of a single Redis or Sentinel ("").
+func (f *Fallback) ObserveNodeProbe(ctx context.Context, name string, err error) {
+	f.calls.observeProbe(ctx, name, err)
+}
+
+// Do makes a call that decides nothing (the conversion watch, the block
+// index) through the breaker and the timeout: while the breaker is open it
+// fails at once with ErrStoreUnavailable and touches no connection, so an
+// outage costs such callers microseconds, not a timeout each.
+//
+// On Redis Cluster a Do touches keys of its own choosing: it goes through
+// a breaker of its own (node "*"), opened by its calls' failures and
+// tried again by them, never by the probe. DoFor, for work on one
+// subject's keys, follows the slot map instead.
+func (f *Fallback) Do(ctx context.Context, fn func(ctx context.Context) error) error {
+	if f.nodes.multi() {
+		return f.calls.call(ctx, f.nodes.get("*"), fn)
+	}
+	return f.calls.call(ctx, f.nodes.get(""), fn)
+}
+
+// DoFor is Do for a call on the keys of one subject (k's hash tag): it
+// goes through the breaker of the node that holds k.
+func (f *Fallback) DoFor(ctx context.Context, k limit.Key, fn func(ctx context.Context) error) error {
+	return f.calls.call(ctx, f.nodes.of(k), fn)
+}
+
+// NodeOf names the node that holds k: its master's address on Redis
+// Cluster, "" on a single Redis or Sentinel (one node). Callers that touch
+// keys of several subjects group them by it and make one DoFor per node.
+func (f *Fallback) NodeOf(k limit.Key) string { return f.nodes.name(k) }
+
+// ForgetNodes drops the named nodes that are not in live (the masters of
+// the current slot map), so that a dead master replaced by its replica
+// no longer counts in Status. A key still mapped to a forgotten node (a
+// client whose map is not reloaded yet) makes it again, breaker closed.
+func (f *Fallback) ForgetNodes(live []string) { f.nodes.forget(live) }
+
+// SharedFallbacks is, per rule ("otp:ip:sends", "otp:vel:h", ...), how
+// many of its decisions were taken from memory because its key's master
+// did not answer while the request's own keys' did (Redis Cluster).
+func (f *Fallback) SharedFallbacks() map[string]int64 { return f.shared.counted() }
+
+// AddPolicies makes the limit policies of limits known that are not yet
+// (Envoy's rules, a reload's new names), so that Status lists them, and
+// their count of fallback decisions starts at zero, before their first
+// decision rather than at it.
+func (f *Fallback) AddPolicies(limits map[string]limit.Policy) { f.policies.add(limits) }
+
+// Status reports the breaker and the policies, sorted by name.
+func (f *Fallback) Status() FallbackStatus {
+	s := FallbackStatus{Instances: f.Instances(), LastFailure: f.LastFailure(), MemoryKeys: f.memory.limits.len()}
+	s.Breaker, s.Nodes = f.nodes.status()
+	s.Policies = f.policies.list()
+	return s
+}

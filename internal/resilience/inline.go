@@ -28,11 +28,6 @@ type Abandoner interface {
 	TakeAbandons(takes []limit.Take) bool
 }
 
-// abandons reports whether f's counter abandons Take(ctx, takes).
-func (f *Fallback) abandons(takes []limit.Take) bool {
-	return f.abandoner != nil && f.abandoner.TakeAbandons(takes)
-}
-
 // The causes with which waitInline ends a call.
 var (
 	errUnvouched = errors.New("resilience: past the timeout, and the probe does not vouch for redis")
@@ -47,28 +42,28 @@ var (
 // probe stops vouching (a store failure) or at the ceiling
 // (shed). The verdicts and counters are waitBounded's.
 //
-// No context is derived from ctx: context.WithCancelCause registered with
-// the caller's context and removed itself again on every call, about 4 %
-// of otpguard's CPU on the gRPC path (docs/benchmarks.md). The caller's
-// own end still reaches the call through ctx.Done, as before.
-func (f *Fallback) waitInline(ctx context.Context, n *node, fn func(ctx context.Context) error) error {
-	w := f.startWait(n)
-	err := fn(&inlineCtx{Context: ctx, ceiling: w.start.Add(f.ceiling), giveUp: w.giveUp})
-	late, cause := f.endWait(w)
+// No context is derived from ctx: deriving one registers with the
+// caller's context and removes itself again on every call, a cost on the
+// hottest path. The caller's own end still reaches the call through
+// ctx.Done.
+func (c *calls) waitInline(ctx context.Context, n *node, fn func(ctx context.Context) error) error {
+	w := c.startWait(n)
+	err := fn(&inlineCtx{Context: ctx, ceiling: w.start.Add(c.ceiling), giveUp: w.giveUp})
+	late, cause := c.endWait(w)
 	switch {
 	case err == nil:
-		return f.settle(ctx, n, nil, late)
+		return c.settle(ctx, n, nil, late)
 	case ctx.Err() != nil:
 		return ctx.Err() // the caller went
 	case cause == errUnvouched:
-		return f.unvouched()
+		return c.unvouched()
 	case cause == errCeiling:
 		if late {
-			f.late.Add(1)
+			c.late.Add(1)
 		}
-		return f.overloaded(context.DeadlineExceeded)
+		return c.overloaded(context.DeadlineExceeded)
 	}
-	return f.settle(ctx, n, err, late)
+	return c.settle(ctx, n, err, late)
 }
 
 // inlineCtx is a waitInline call's context: the caller's, with the
@@ -104,7 +99,7 @@ func (c *inlineCtx) Value(key any) any {
 // fired may have its function still to run, which must never meet the
 // next call.
 type inlineWait struct {
-	f      *Fallback
+	c      *calls
 	t      *time.Timer   // runs fire
 	giveUp chan struct{} // closed by fire, with cause set
 
@@ -117,10 +112,10 @@ type inlineWait struct {
 }
 
 // startWait arms a kept or new inlineWait for a call on n.
-func (f *Fallback) startWait(n *node) *inlineWait {
-	w, _ := f.waits.Get().(*inlineWait)
+func (c *calls) startWait(n *node) *inlineWait {
+	w, _ := c.waits.Get().(*inlineWait)
 	if w == nil {
-		w = &inlineWait{f: f, giveUp: make(chan struct{})}
+		w = &inlineWait{c: c, giveUp: make(chan struct{})}
 		w.mu.Lock() // fire reads t under it
 		w.t = time.AfterFunc(time.Hour, w.fire)
 		w.t.Stop()
@@ -128,7 +123,7 @@ func (f *Fallback) startWait(n *node) *inlineWait {
 		w.mu.Lock()
 	}
 	w.n, w.cause, w.start, w.late, w.over = n, nil, time.Now(), false, false
-	w.t.Reset(f.timeout)
+	w.t.Reset(c.timeout)
 	w.mu.Unlock()
 	return w
 }
@@ -136,7 +131,7 @@ func (f *Fallback) startWait(n *node) *inlineWait {
 // endWait stops w's timer (a firing in progress then does nothing), keeps
 // w if its timer never fired, and says whether the call was waited for
 // past the timeout and why the timer gave up on it, if it did.
-func (f *Fallback) endWait(w *inlineWait) (late bool, cause error) {
+func (c *calls) endWait(w *inlineWait) (late bool, cause error) {
 	w.mu.Lock()
 	w.over = true
 	pending := w.t.Stop()
@@ -144,7 +139,7 @@ func (f *Fallback) endWait(w *inlineWait) (late bool, cause error) {
 	w.n = nil
 	w.mu.Unlock()
 	if pending {
-		f.waits.Put(w)
+		c.waits.Put(w)
 	}
 	return late, cause
 }
@@ -163,15 +158,15 @@ func (w *inlineWait) fire() {
 	if w.over {
 		return
 	}
-	if !w.n.healthy(w.f.fresh) {
+	if !w.n.healthy(w.c.fresh) {
 		w.giveUpWith(errUnvouched)
 		return
 	}
-	left := w.f.ceiling - time.Since(w.start)
+	left := w.c.ceiling - time.Since(w.start)
 	if left <= 0 {
 		w.giveUpWith(errCeiling)
 		return
 	}
 	w.late = true
-	w.t.Reset(min(w.f.fresh/2, left)) // look again before the probe's word goes stale
+	w.t.Reset(min(w.c.fresh/2, left)) // look again before the probe's word goes stale
 }

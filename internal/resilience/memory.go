@@ -16,6 +16,45 @@ import (
 // memory once and no more.
 const DefaultMemoryKeys = 100_000
 
+// memory decides takes on this instance while the store cannot answer:
+// each under the limit its policy's mode gives it here (localLimit), in
+// the in-memory limiter.
+type memory struct {
+	limits    *memoryLimits
+	instances func() int
+}
+
+// Instances is the live instance count the split limit divides by.
+func (m *memory) Instances() int { return max(1, m.instances()) }
+
+// take decides t from memory.
+func (m *memory) take(t limit.Take, now time.Time) limit.Result {
+	lim, rate := m.localLimit(t)
+	return m.limits.take(t, lim, rate, now)
+}
+
+// refund gives back what take spent for t.
+func (m *memory) refund(t limit.Take, now time.Time) {
+	lim, rate := m.localLimit(t)
+	m.limits.refund(t, lim, rate, now)
+}
+
+// localLimit is what t may spend on this instance: LocalLimit (local) or
+// the split limit (open), with a bucket's refill scaled alike, so that an
+// empty bucket takes as long to refill as the shared one.
+func (m *memory) localLimit(t limit.Take) (lim int64, rate float64) {
+	switch mode(t) {
+	case limit.FallbackLocal:
+		lim = max(1, t.LocalLimit)
+	default:
+		lim = max(1, t.Limit/int64(m.Instances()))
+	}
+	if t.Algorithm == limit.TokenBucket && t.Limit > 0 {
+		rate = t.Rate * float64(lim) / float64(t.Limit)
+	}
+	return lim, rate
+}
+
 // memoryLimits is the in-memory limiter the Fallback decides with while the
 // shared store cannot answer: per key a fixed window or a token bucket, the
 // same arithmetic as the store's, on this instance's clock.

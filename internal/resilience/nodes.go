@@ -1,6 +1,7 @@
 package resilience
 
 import (
+	"log/slog"
 	"slices"
 	"sort"
 	"sync"
@@ -40,48 +41,68 @@ type node struct {
 	warned map[string]bool
 }
 
-// node returns the node named name, made (with a closed breaker) on first use.
-func (f *Fallback) node(name string) *node {
-	f.nodesMu.RLock()
-	n := f.nodes[name]
-	f.nodesMu.RUnlock()
+// nodes are the store's nodes, each with its breaker and the probe's
+// verdict on it: one ("") on a single Redis or Sentinel, a master each on
+// Redis Cluster. nodeOf names a key's node (nil: one node).
+type nodes struct {
+	nodeOf  func(limit.Key) string
+	breaker BreakerOptions
+	log     *slog.Logger
+	closed  func() // a node's breaker closed: its outage is over
+	mu      sync.RWMutex
+	m       map[string]*node
+}
+
+func newNodes(nodeOf func(limit.Key) string, b BreakerOptions, log *slog.Logger, closed func()) *nodes {
+	return &nodes{nodeOf: nodeOf, breaker: b.withDefaults(), log: log, closed: closed, m: map[string]*node{}}
+}
+
+// get returns the node named name, made (with a closed breaker) on first use.
+func (ns *nodes) get(name string) *node {
+	ns.mu.RLock()
+	n := ns.m[name]
+	ns.mu.RUnlock()
 	if n != nil {
 		return n
 	}
-	f.nodesMu.Lock()
-	defer f.nodesMu.Unlock()
-	if n = f.nodes[name]; n == nil {
-		log := f.log
+	ns.mu.Lock()
+	defer ns.mu.Unlock()
+	if n = ns.m[name]; n == nil {
+		log := ns.log
 		if name != "" {
 			log = log.With("node", name)
 		}
 		n = &node{name: name}
-		n.breaker = newBreaker(f.breaker, log, func() { f.leaveFallback(); n.recovered() })
-		f.nodes[name] = n
+		n.breaker = newBreaker(ns.breaker, log, func() { ns.closed(); n.recovered() })
+		ns.m[name] = n
 	}
 	return n
 }
 
-// nodeFor is the node that holds k.
-func (f *Fallback) nodeFor(k limit.Key) *node {
-	if f.nodeOf == nil {
-		return f.node("")
+// of is the node that holds k.
+func (ns *nodes) of(k limit.Key) *node {
+	if ns.nodeOf == nil {
+		return ns.get("")
 	}
-	return f.node(f.nodeOf(k))
+	return ns.get(ns.nodeOf(k))
 }
 
-// NodeOf names the node that holds k: its master's address on Redis
-// Cluster, "" on a single Redis or Sentinel (one node). Callers that touch
-// keys of several subjects group them by it and make one DoFor per node.
-func (f *Fallback) NodeOf(k limit.Key) string {
-	if f.nodeOf == nil {
+// name names the node that holds k (Fallback.NodeOf).
+func (ns *nodes) name(k limit.Key) string {
+	if ns.nodeOf == nil {
 		return ""
 	}
-	return f.nodeOf(k)
+	return ns.nodeOf(k)
 }
 
-// multiNode reports whether keys may live on several nodes (Redis Cluster).
-func (f *Fallback) multiNode() bool { return f.nodeOf != nil }
+// code is the node that holds the number's code and records: the node of
+// its own keys (the hash tag is the number).
+func (ns *nodes) code(phone string) *node {
+	return ns.of(limit.Key{Space: "otp", ID: phone, Name: "code"})
+}
+
+// multi reports whether keys may live on several nodes (Redis Cluster).
+func (ns *nodes) multi() bool { return ns.nodeOf != nil }
 
 // group is the takes of one call that live on one node.
 type group struct {
@@ -90,11 +111,11 @@ type group struct {
 }
 
 // groups splits takes by node, in order of first appearance.
-func (f *Fallback) groups(takes []limit.Take) []group {
+func (ns *nodes) groups(takes []limit.Take) []group {
 	var out []group
 	at := map[*node]int{}
 	for i, t := range takes {
-		n := f.nodeFor(t.Key)
+		n := ns.of(t.Key)
 		g, ok := at[n]
 		if !ok {
 			g = len(out)
@@ -104,6 +125,18 @@ func (f *Fallback) groups(takes []limit.Take) []group {
 		out[g].idx = append(out[g].idx, i)
 	}
 	return out
+}
+
+// refundGroups splits takes to refund by node (one group on one node).
+func (ns *nodes) refundGroups(takes []limit.Take) []group {
+	if !ns.multi() {
+		idx := make([]int, len(takes))
+		for i := range idx {
+			idx[i] = i
+		}
+		return []group{{n: ns.get(""), idx: idx}}
+	}
+	return ns.groups(takes)
 }
 
 func pick(takes []limit.Take, idx []int) []limit.Take {
@@ -120,14 +153,14 @@ type NodeStatus struct {
 	Breaker string // closed, half-open or open
 }
 
-// nodeStatus lists the nodes, sorted by name, and the worst breaker state
+// status lists the nodes, sorted by name, and the worst breaker state
 // among them (open, then half-open, then closed).
-func (f *Fallback) nodeStatus() (worst string, out []NodeStatus) {
-	f.nodesMu.RLock()
-	for _, n := range f.nodes {
+func (ns *nodes) status() (worst string, out []NodeStatus) {
+	ns.mu.RLock()
+	for _, n := range ns.m {
 		out = append(out, NodeStatus{Node: n.name, Breaker: n.breaker.State().String()})
 	}
-	f.nodesMu.RUnlock()
+	ns.mu.RUnlock()
 	sort.Slice(out, func(i, j int) bool { return out[i].Node < out[j].Node })
 	rank := map[string]int{"closed": 0, "half-open": 1, "open": 2}
 	worst = "closed"
@@ -146,16 +179,13 @@ func (n *node) healthy(fresh time.Duration) bool {
 	return n.vouch.Load() && at != 0 && time.Since(time.Unix(0, at)) <= staleVerdicts*fresh
 }
 
-// ForgetNodes drops the named nodes that are not in live (the masters of
-// the current slot map), so that a dead master replaced by its replica
-// no longer counts in Status. A key still mapped to a forgotten node (a
-// client whose map is not reloaded yet) makes it again, breaker closed.
-func (f *Fallback) ForgetNodes(live []string) {
-	f.nodesMu.Lock()
-	defer f.nodesMu.Unlock()
-	for name := range f.nodes {
+// forget drops the named nodes that are not in live (Fallback.ForgetNodes).
+func (ns *nodes) forget(live []string) {
+	ns.mu.Lock()
+	defer ns.mu.Unlock()
+	for name := range ns.m {
 		if name != "" && name != "*" && !slices.Contains(live, name) {
-			delete(f.nodes, name)
+			delete(ns.m, name)
 		}
 	}
 }

@@ -33,10 +33,10 @@ import (
 // against the shared limits (per prefix, per country) on other nodes, and
 // a send the number's limit allowed could meet that passing count and be
 // refused. A check's parts (not send) go concurrently.
-func (f *Fallback) takeByNode(ctx context.Context, takes []limit.Take, vol *guard.VolumeTake, send bool) ([]limit.Result, *guard.VolumeResult, error) {
-	groups := f.groups(takes)
+func (d *decider) takeByNode(ctx context.Context, takes []limit.Take, vol *guard.VolumeTake, send bool) ([]limit.Result, *guard.VolumeResult, error) {
+	groups := d.nodes.groups(takes)
 	if vol != nil { // last, alone: counted only when every limit allowed
-		groups = append(groups, group{n: f.nodeFor(vol.Key)})
+		groups = append(groups, group{n: d.nodes.of(vol.Key)})
 	}
 	lead := ""
 	if len(takes) > 0 {
@@ -51,9 +51,9 @@ func (f *Fallback) takeByNode(ctx context.Context, takes []limit.Take, vol *guar
 		}
 	}
 	if send {
-		f.runUntilDenied(ctx, parts)
+		d.runUntilDenied(ctx, parts)
 	} else {
-		f.runConcurrently(ctx, parts)
+		d.runConcurrently(ctx, parts)
 	}
 	res := make([]limit.Result, len(takes))
 	var vr *guard.VolumeResult
@@ -71,7 +71,7 @@ func (f *Fallback) takeByNode(ctx context.Context, takes []limit.Take, vol *guar
 		}
 	}
 	if failed != nil {
-		f.refundSpent(ctx, takes, parts)
+		d.refundSpent(ctx, takes, parts)
 		return nil, nil, failed
 	}
 	return res, vr, nil
@@ -90,14 +90,14 @@ type part struct {
 }
 
 // run decides p on its node.
-func (f *Fallback) run(ctx context.Context, p *part) {
-	sc, _ := f.counter.(guard.SendCounter)
+func (d *decider) run(ctx context.Context, p *part) {
+	sc, _ := d.counter.(guard.SendCounter)
 	// A plain Take, not a TakeSend: only those may abandon (Abandoner).
 	plain := sc == nil || (p.vol == nil && !p.send)
 	var vr *guard.VolumeResult // read only when the store answered
-	res, stored, err := f.take(ctx, p.n, p.takes, p.side, plain && f.abandons(p.takes), func(ctx context.Context) ([]limit.Result, error) {
+	res, stored, err := d.take(ctx, p.n, p.takes, p.side, plain && d.abandons(p.takes), func(ctx context.Context) ([]limit.Result, error) {
 		if plain {
-			return f.counter.Take(ctx, p.takes)
+			return d.counter.Take(ctx, p.takes)
 		}
 		r, v, err := sc.TakeSend(ctx, p.takes, p.vol)
 		vr = v
@@ -107,22 +107,22 @@ func (f *Fallback) run(ctx context.Context, p *part) {
 	switch {
 	case stored && p.vol != nil:
 		p.vr = vr
-		f.rememberVolume(p.vol, vr)
+		d.shared.rememberVolume(p.vol, vr)
 	case err == nil && p.vol != nil:
 		// vol's node did not answer (its part holds no key of the
 		// number's): the rule decides from memory, as any shared key.
-		p.vr = f.volumeFromMemory(p.n, p.vol)
+		p.vr = d.shared.volumeFromMemory(p.n, p.vol)
 	}
 }
 
-func (f *Fallback) runConcurrently(ctx context.Context, parts []part) {
+func (d *decider) runConcurrently(ctx context.Context, parts []part) {
 	if len(parts) == 1 {
-		f.run(ctx, &parts[0])
+		d.run(ctx, &parts[0])
 		return
 	}
 	var wg sync.WaitGroup
 	for i := range parts {
-		wg.Go(func() { f.run(ctx, &parts[i]) })
+		wg.Go(func() { d.run(ctx, &parts[i]) })
 	}
 	wg.Wait()
 }
@@ -130,7 +130,7 @@ func (f *Fallback) runConcurrently(ctx context.Context, parts []part) {
 // runUntilDenied decides the parts in order; after a denial (or a
 // failure) the rest are answered allowed and not counted, and vol, when
 // not taken yet, is answered not counted.
-func (f *Fallback) runUntilDenied(ctx context.Context, parts []part) {
+func (d *decider) runUntilDenied(ctx context.Context, parts []part) {
 	stop := false
 	for i := range parts {
 		p := &parts[i]
@@ -144,14 +144,14 @@ func (f *Fallback) runUntilDenied(ctx context.Context, parts []part) {
 			}
 			continue
 		}
-		f.run(ctx, p)
+		d.run(ctx, p)
 		stop = p.err != nil || slices.ContainsFunc(p.res, func(r limit.Result) bool { return !r.Allowed })
 	}
 }
 
 // refundSpent gives back what the parts that answered spent, for a call
 // that failed as a whole.
-func (f *Fallback) refundSpent(ctx context.Context, takes []limit.Take, parts []part) {
+func (d *decider) refundSpent(ctx context.Context, takes []limit.Take, parts []part) {
 	var back []limit.Take
 	for _, p := range parts {
 		if p.err != nil {
@@ -168,19 +168,7 @@ func (f *Fallback) refundSpent(ctx context.Context, takes []limit.Take, parts []
 	if len(back) == 0 {
 		return
 	}
-	if err := f.Refund(context.WithoutCancel(ctx), back); err != nil && !errors.Is(err, limit.ErrStoreUnavailable) {
-		f.log.Debug("refund of a failed call's other parts failed", "err", err)
+	if err := d.refund(context.WithoutCancel(ctx), back); err != nil && !errors.Is(err, limit.ErrStoreUnavailable) {
+		d.log.Debug("refund of a failed call's other parts failed", "err", err)
 	}
-}
-
-// refundGroups splits takes to refund by node (one group on one node).
-func (f *Fallback) refundGroups(takes []limit.Take) []group {
-	if !f.multiNode() {
-		idx := make([]int, len(takes))
-		for i := range idx {
-			idx[i] = i
-		}
-		return []group{{n: f.node(""), idx: idx}}
-	}
-	return f.groups(takes)
 }

@@ -45,22 +45,10 @@ func timedOut(err error) bool {
 	return errors.Is(err, context.DeadlineExceeded) || (errors.As(err, &t) && t.Timeout())
 }
 
-// ObserveProbe takes one result of the probe, a ping on a warm connection
-// of its own (store.Probe). A success vouches for Redis: calls past the
-// timeout are waited for instead of failing; so does a ping that timed out
-// while calls got their replies since the last verdict (healthy). Results count in the breaker
-// like calls, so a dead Redis opens it with no traffic; and while the
-// breaker is half-open the probe alone tries Redis, through Warm, so no
-// decision meets a cold pool.
-func (f *Fallback) ObserveProbe(ctx context.Context, err error) {
-	f.ObserveNodeProbe(ctx, "", err)
-}
-
-// ObserveNodeProbe is ObserveProbe for one node of a Redis Cluster (its
-// master's address, as FallbackOptions.NodeOf names it). Warm is run
-// only for the one node of a single Redis or Sentinel ("").
-func (f *Fallback) ObserveNodeProbe(ctx context.Context, name string, err error) {
-	n := f.node(name)
+// observeProbe is Fallback.ObserveNodeProbe: the probe's result on the
+// node named name.
+func (c *calls) observeProbe(ctx context.Context, name string, err error) {
+	n := c.nodes.get(name)
 	n.probeSeen.Store(true)
 	now := time.Now().UnixNano()
 	prev := n.verdictAt.Swap(now)
@@ -69,9 +57,8 @@ func (f *Fallback) ObserveNodeProbe(ctx context.Context, name string, err error)
 		n.lateRounds.Store(0)
 	case n.callOK.Load() > prev:
 		// The ping was late, but calls got their replies since the last
-		// verdict: this host is saturated, Redis is not failing (measured:
-		// with the ping alone deciding, up to 64 % of decisions fell to
-		// the fallback at a load average of 30). Not a failure anywhere.
+		// verdict: this host is saturated, Redis is not failing. Not a
+		// failure anywhere.
 		n.lateRounds.Store(0)
 		n.vouch.Store(true)
 		return
@@ -83,7 +70,7 @@ func (f *Fallback) ObserveNodeProbe(ctx context.Context, name string, err error)
 	}
 	n.vouch.Store(err == nil)
 	if err != nil {
-		f.failed()
+		c.failed()
 	}
 	switch n.breaker.State() {
 	case gobreaker.StateClosed:
@@ -98,9 +85,9 @@ func (f *Fallback) ObserveNodeProbe(ctx context.Context, name string, err error)
 		if aerr != nil {
 			return
 		}
-		if err == nil && f.warm != nil && name == "" {
-			wctx, cancel := context.WithTimeout(ctx, f.probeTO)
-			err = f.warm(wctx)
+		if err == nil && c.warm != nil && name == "" {
+			wctx, cancel := context.WithTimeout(ctx, c.probeTO)
+			err = c.warm(wctx)
 			cancel()
 		}
 		done(err)
@@ -119,19 +106,19 @@ func (f *Fallback) ObserveNodeProbe(ctx context.Context, name string, err error)
 // soon as its waiter gives up on it (Abandoner): the probe is then looked
 // at again while it runs (waitInline). Any other call is held to one
 // deadline chosen as it starts (waitBounded).
-func (f *Fallback) wait(ctx context.Context, n *node, abandons bool, fn func(ctx context.Context) error) error {
-	if f.timeout <= 0 {
+func (c *calls) wait(ctx context.Context, n *node, abandons bool, fn func(ctx context.Context) error) error {
+	if c.timeout <= 0 {
 		return fn(ctx)
 	}
-	if !n.probing() { // no probe: the timeout alone decides, as before
-		cctx, cancel := context.WithTimeout(ctx, f.timeout)
+	if !n.probing() { // no probe: the timeout alone decides
+		cctx, cancel := context.WithTimeout(ctx, c.timeout)
 		defer cancel()
 		return fn(cctx)
 	}
 	if abandons {
-		return f.waitInline(ctx, n, fn)
+		return c.waitInline(ctx, n, fn)
 	}
-	return f.waitBounded(ctx, n, fn)
+	return c.waitBounded(ctx, n, fn)
 }
 
 // waitBounded is wait for a call that cannot be abandoned (a send's
@@ -146,75 +133,59 @@ func (f *Fallback) wait(ctx context.Context, n *node, abandons bool, fn func(ctx
 //   - not vouched for: the timeout. A call unanswered by then is a store
 //     failure, and the fallback decides.
 //
-// The verdicts are the ones a worker's caller gave (a call the fallback
-// decides is never also read from the store; one that timed out may have
-// counted there, as ever), and no caller waits past the ceiling.
-// What differs is when the probe is looked at: a worker's caller looked
-// again at the timeout and every half probe round after, and stopped
-// waiting as soon as the probe stopped vouching, leaving the call to run
-// on. Here a call begun while Redis was vouched for is waited for up to
-// the ceiling even if the probe stops vouching meanwhile (an outage's
-// first calls then wait up to the ceiling, not ~3 probe rounds), and one
-// begun while it was not ends at the timeout even if the probe comes to
-// vouch meanwhile. What it saves: the hand-off to a worker and back (two
-// goroutine switches, a channel and a timer per call): a send took 0.94 of
-// the CPU it took on a worker (docs/benchmarks.md, section 2.000).
-func (f *Fallback) waitBounded(ctx context.Context, n *node, fn func(ctx context.Context) error) error {
+// A call begun while Redis was vouched for is waited for up to the
+// ceiling even if the probe stops vouching meanwhile, and one begun while
+// it was not ends at the timeout even if the probe comes to vouch
+// meanwhile: the call never leaves its caller's goroutine, at the price
+// of the probe being looked at only once.
+func (c *calls) waitBounded(ctx context.Context, n *node, fn func(ctx context.Context) error) error {
 	start := time.Now()
-	vouched := n.healthy(f.fresh)
-	limit := f.timeout
+	vouched := n.healthy(c.fresh)
+	limit := c.timeout
 	if vouched {
-		limit = f.ceiling
+		limit = c.ceiling
 	}
 	cctx, cancel := context.WithDeadline(ctx, start.Add(limit))
 	err := fn(cctx)
 	over := cctx.Err() // read before cancel, which would set it
 	cancel()
-	late := vouched && time.Since(start) > f.timeout
+	late := vouched && time.Since(start) > c.timeout
 	switch {
 	case err == nil:
-		return f.settle(ctx, n, nil, late)
+		return c.settle(ctx, n, nil, late)
 	case ctx.Err() != nil:
 		return ctx.Err() // the caller went, or its own deadline passed
 	case over != nil && !vouched:
-		return f.unvouched()
+		return c.unvouched()
 	case over != nil:
 		// At the ceiling. go-redis may say so as a network timeout, which
 		// is no context.DeadlineExceeded: settle must see one.
 		err = errors.Join(err, context.DeadlineExceeded)
 	}
-	return f.settle(ctx, n, err, late)
+	return c.settle(ctx, n, err, late)
 }
 
 // settle is the verdict on a call that returned err, late when it was
 // still waited for past the timeout: a deadline met while Redis is
 // healthy sheds the call.
-func (f *Fallback) settle(ctx context.Context, n *node, err error, late bool) error {
+func (c *calls) settle(ctx context.Context, n *node, err error, late bool) error {
 	if late {
-		f.late.Add(1)
+		c.late.Add(1)
 	}
-	if err != nil && errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil && n.healthy(f.fresh) {
-		return f.overloaded(err)
+	if err != nil && errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil && n.healthy(c.fresh) {
+		return c.overloaded(err)
 	}
 	return err
 }
 
 // overloaded counts a call shed at the ceiling, cause its error.
-func (f *Fallback) overloaded(cause error) error {
-	f.shed.Add(1)
-	return fmt.Errorf("resilience: no answer within %s from a healthy redis: %w (%w)", f.ceiling, problem.ErrOverloaded, cause)
+func (c *calls) overloaded(cause error) error {
+	c.shed.Add(1)
+	return fmt.Errorf("resilience: no answer within %s from a healthy redis: %w (%w)", c.ceiling, problem.ErrOverloaded, cause)
 }
 
 // unvouched is the error of a call past the timeout while the probe does
 // not vouch for Redis.
-func (f *Fallback) unvouched() error {
-	return fmt.Errorf("resilience: no answer within %s, and the probe does not vouch for redis: %w", f.timeout, context.DeadlineExceeded)
+func (c *calls) unvouched() error {
+	return fmt.Errorf("resilience: no answer within %s, and the probe does not vouch for redis: %w", c.timeout, context.DeadlineExceeded)
 }
-
-// Late is how many calls a healthy Redis answered past the timeout: each
-// would have been a fallback decision (or a refusal) without the probe. A
-// rising count says this host is saturated.
-func (f *Fallback) Late() int64 { return f.late.Load() }
-
-// Shed is how many calls were given up on while Redis was healthy.
-func (f *Fallback) Shed() int64 { return f.shed.Load() }

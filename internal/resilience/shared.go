@@ -1,6 +1,7 @@
 package resilience
 
 import (
+	"log/slog"
 	"maps"
 	"strings"
 	"sync"
@@ -24,6 +25,10 @@ import (
 // sharedRules counts, per rule, the decisions taken from memory because
 // the rule's key was on a node that did not answer.
 type sharedRules struct {
+	memory *memory // what a rule is decided with, and the instances it splits by
+	log    *slog.Logger
+	now    func() time.Time
+
 	mu     sync.Mutex
 	counts map[string]int64
 	// limits is the last limit the store answered for a country's volume
@@ -38,33 +43,31 @@ func ruleOf(k limit.Key) string {
 	return strings.TrimSuffix(k.Space+":"+k.Name, ":")
 }
 
-// sharedFell notes that rule was decided from memory because node n did
-// not answer: counted each time, logged once per outage of n.
-func (f *Fallback) sharedFell(n *node, rule string) {
-	f.shared.mu.Lock()
-	if f.shared.counts == nil {
-		f.shared.counts = map[string]int64{}
+// fell notes that rule was decided from memory because node n did not
+// answer: counted each time, logged once per outage of n.
+func (s *sharedRules) fell(n *node, rule string) {
+	s.mu.Lock()
+	if s.counts == nil {
+		s.counts = map[string]int64{}
 	}
-	f.shared.counts[rule]++
-	f.shared.mu.Unlock()
+	s.counts[rule]++
+	s.mu.Unlock()
 	if n.warnOnce(rule) {
-		f.log.Warn("shared limit decided from this instance's memory (split limit): its Redis master does not answer",
-			"rule", rule, "node", n.name, "instances", f.Instances())
+		s.log.Warn("shared limit decided from this instance's memory (split limit): its Redis master does not answer",
+			"rule", rule, "node", n.name, "instances", s.memory.Instances())
 	}
 }
 
-// SharedFallbacks is, per rule ("otp:ip:sends", "otp:vel:h", ...), how
-// many of its decisions were taken from memory because its key's master
-// did not answer while the request's own keys' did (Redis Cluster).
-func (f *Fallback) SharedFallbacks() map[string]int64 {
-	f.shared.mu.Lock()
-	defer f.shared.mu.Unlock()
-	return maps.Clone(f.shared.counts)
+// counted is Fallback.SharedFallbacks.
+func (s *sharedRules) counted() map[string]int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return maps.Clone(s.counts)
 }
 
 // rememberVolume keeps the limit the store answered for vol (vr), for its
 // split limit should its master die.
-func (f *Fallback) rememberVolume(vol *guard.VolumeTake, vr *guard.VolumeResult) {
+func (s *sharedRules) rememberVolume(vol *guard.VolumeTake, vr *guard.VolumeResult) {
 	if vr == nil || vr.Limit <= 0 || vr.Reused {
 		return
 	}
@@ -72,20 +75,20 @@ func (f *Fallback) rememberVolume(vol *guard.VolumeTake, vr *guard.VolumeResult)
 	if vr.Trusted {
 		k = vol.TrustedKey
 	}
-	f.shared.mu.Lock()
-	defer f.shared.mu.Unlock()
-	if f.shared.limits == nil {
-		f.shared.limits = map[limit.Key]int64{}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.limits == nil {
+		s.limits = map[limit.Key]int64{}
 	}
-	f.shared.limits[k] = vr.Limit
+	s.limits[k] = vr.Limit
 }
 
 // volumeLimit is the hour's limit to split for the counts under k: the
 // store's last answer, or floor when this instance has none.
-func (f *Fallback) volumeLimit(k limit.Key, floor int64) int64 {
-	f.shared.mu.Lock()
-	defer f.shared.mu.Unlock()
-	if l, ok := f.shared.limits[k]; ok {
+func (s *sharedRules) volumeLimit(k limit.Key, floor int64) int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if l, ok := s.limits[k]; ok {
 		return l
 	}
 	return floor
@@ -94,29 +97,30 @@ func (f *Fallback) volumeLimit(k limit.Key, floor int64) int64 {
 // volumeFromMemory decides vol on this instance while its node n does not
 // answer: the hour's count under the split limit of the last limit the
 // store gave (the floor if none); a solved send is left to the caller,
-// which cannot check its single use here. An untrusted send with the velocity rule off (NewOff) counts
-// nothing. The result says Fallback: nothing was counted in the store.
-func (f *Fallback) volumeFromMemory(n *node, vol *guard.VolumeTake) *guard.VolumeResult {
+// which cannot check its single use here. An untrusted send with the
+// velocity rule off (NewOff) counts nothing. The result says Fallback:
+// nothing was counted in the store.
+func (s *sharedRules) volumeFromMemory(n *node, vol *guard.VolumeTake) *guard.VolumeResult {
 	if vol.NewOff && !vol.Trusted {
 		return &guard.VolumeResult{Allowed: true, Fallback: true}
 	}
-	now := f.now()
+	now := s.now()
 	take := func(k limit.Key, lim int64, window time.Duration) limit.Result {
-		return f.local.take(limit.Take{Key: k, Algorithm: limit.FixedWindow, Limit: lim, Window: window, Cost: 1,
+		return s.memory.limits.take(limit.Take{Key: k, Algorithm: limit.FixedWindow, Limit: lim, Window: window, Cost: 1,
 			Policy: guard.OTPPolicyName}, lim, 0, now)
 	}
 	k, floor := vol.Key, vol.Floor
 	if vol.Trusted {
 		k, floor = vol.TrustedKey, vol.TFloor
 	}
-	f.sharedFell(n, ruleOf(k))
+	s.fell(n, ruleOf(k))
 	if vol.Solved != nil {
 		// A solution's single use is the store's to check: one
 		// instance's memory would let it be spent once per instance. The
 		// send refuses it (503), so nothing is counted here.
 		return &guard.VolumeResult{Allowed: true, Fallback: true}
 	}
-	lim := max(1, f.volumeLimit(k, max(1, floor))/int64(f.Instances()))
+	lim := max(1, s.volumeLimit(k, max(1, floor))/int64(s.memory.Instances()))
 	r := take(k, lim, time.Hour)
 	return &guard.VolumeResult{Allowed: r.Allowed, Count: r.Count, Limit: lim, Trusted: vol.Trusted, Fallback: true}
 }

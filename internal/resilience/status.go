@@ -1,9 +1,12 @@
 package resilience
 
 import (
+	"log/slog"
 	"sort"
+	"sync"
 	"time"
 
+	"github.com/otpguard/otpguard/internal/guard"
 	"github.com/otpguard/otpguard/internal/limit"
 )
 
@@ -29,30 +32,54 @@ type PolicyStatus struct {
 	Fallbacks  int64 // decisions taken without the store since start
 }
 
-// Status reports the breaker and the policies, sorted by name.
-func (f *Fallback) Status() FallbackStatus {
-	s := FallbackStatus{Instances: f.Instances(), LastFailure: f.LastFailure(), MemoryKeys: f.local.len()}
-	s.Breaker, s.Nodes = f.nodeStatus()
-	f.mu.RLock()
-	for name, p := range f.policies {
-		s.Policies = append(s.Policies, PolicyStatus{Policy: name, OnStoreError: p.mode,
-			InFallback: p.inFallback, Since: p.since, Fallbacks: p.fallbacks})
-	}
-	f.mu.RUnlock()
-	sort.Slice(s.Policies, func(i, j int) bool { return s.Policies[i].Policy < s.Policies[j].Policy })
-	return s
+// policies is each policy's state as the decisions left it: whether its
+// last decision went to the fallback, since when, and how many did.
+type policies struct {
+	log *slog.Logger
+	now func() time.Time
+	mu  sync.RWMutex
+	m   map[string]*policyState
 }
 
-// AddPolicies makes the limit policies of limits known that are not yet
-// (Envoy's rules, a reload's new names), so that Status lists them, and
-// their count of fallback decisions starts at zero, before their first
-// decision rather than at it.
-func (f *Fallback) AddPolicies(limits map[string]limit.Policy) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
+type policyState struct {
+	mode       limit.FallbackMode
+	inFallback bool
+	since      time.Time
+	fallbacks  int64
+}
+
+// newPolicies knows the policies of p (nil: none yet).
+func newPolicies(p *guard.Policies, log *slog.Logger, now func() time.Time) *policies {
+	ps := &policies{log: log, now: now, m: map[string]*policyState{}}
+	if p != nil {
+		ps.m[guard.OTPPolicyName] = &policyState{mode: p.OTP.OnStoreError}
+		for name, l := range p.Limits {
+			ps.m[limit.PolicyName(name)] = &policyState{mode: l.OnStoreError}
+		}
+	}
+	return ps
+}
+
+// list is every policy's status, sorted by name.
+func (ps *policies) list() []PolicyStatus {
+	var out []PolicyStatus
+	ps.mu.RLock()
+	for name, p := range ps.m {
+		out = append(out, PolicyStatus{Policy: name, OnStoreError: p.mode,
+			InFallback: p.inFallback, Since: p.since, Fallbacks: p.fallbacks})
+	}
+	ps.mu.RUnlock()
+	sort.Slice(out, func(i, j int) bool { return out[i].Policy < out[j].Policy })
+	return out
+}
+
+// add is Fallback.AddPolicies.
+func (ps *policies) add(limits map[string]limit.Policy) {
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
 	for name, p := range limits {
-		if _, ok := f.policies[limit.PolicyName(name)]; !ok {
-			f.policies[limit.PolicyName(name)] = &policyState{mode: p.OnStoreError}
+		if _, ok := ps.m[limit.PolicyName(name)]; !ok {
+			ps.m[limit.PolicyName(name)] = &policyState{mode: p.OnStoreError}
 		}
 	}
 }
@@ -70,21 +97,21 @@ func (s FallbackStatus) InFallback() []string {
 
 // note records, per policy, whether its decisions go to the fallback, and
 // logs each change once.
-func (f *Fallback) note(takes []limit.Take, fell bool) {
-	if !fell && !f.anyInFallback(takes) {
+func (ps *policies) note(takes []limit.Take, fell bool) {
+	if !fell && !ps.anyInFallback(takes) {
 		return // the common case: read-locked only
 	}
-	now := f.now()
-	f.mu.Lock()
-	defer f.mu.Unlock()
+	now := ps.now()
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
 	for _, t := range takes {
 		if t.Policy == "" {
 			continue
 		}
-		p := f.policies[t.Policy]
+		p := ps.m[t.Policy]
 		if p == nil { // a policy not given in the options: its first take tells its mode
 			p = &policyState{mode: mode(t)}
-			f.policies[t.Policy] = p
+			ps.m[t.Policy] = p
 		}
 		if fell {
 			p.fallbacks++
@@ -94,36 +121,36 @@ func (f *Fallback) note(takes []limit.Take, fell bool) {
 		}
 		p.inFallback, p.since = fell, now
 		if fell {
-			f.log.Info("policy in fallback: the shared store does not answer", "policy", t.Policy, "on_store_error", string(p.mode))
+			ps.log.Info("policy in fallback: the shared store does not answer", "policy", t.Policy, "on_store_error", string(p.mode))
 		} else {
-			f.log.Info("policy back on the shared store", "policy", t.Policy)
+			ps.log.Info("policy back on the shared store", "policy", t.Policy)
 		}
 	}
 }
 
 // anyInFallback reports whether a policy of takes is marked in fallback
 // (or is not known yet).
-func (f *Fallback) anyInFallback(takes []limit.Take) bool {
-	f.mu.RLock()
-	defer f.mu.RUnlock()
+func (ps *policies) anyInFallback(takes []limit.Take) bool {
+	ps.mu.RLock()
+	defer ps.mu.RUnlock()
 	for _, t := range takes {
-		if p := f.policies[t.Policy]; t.Policy != "" && (p == nil || p.inFallback) {
+		if p := ps.m[t.Policy]; t.Policy != "" && (p == nil || p.inFallback) {
 			return true
 		}
 	}
 	return false
 }
 
-// leaveFallback marks every policy back on the store: the breaker closed,
-// so the next decision of each goes to Redis.
-func (f *Fallback) leaveFallback() {
-	now := f.now()
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	for name, p := range f.policies {
+// leave marks every policy back on the store: a breaker closed, so the
+// next decision of each goes to Redis.
+func (ps *policies) leave() {
+	now := ps.now()
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	for name, p := range ps.m {
 		if p.inFallback {
 			p.inFallback, p.since = false, now
-			f.log.Info("policy back on the shared store", "policy", name)
+			ps.log.Info("policy back on the shared store", "policy", name)
 		}
 	}
 }

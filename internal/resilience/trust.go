@@ -22,17 +22,17 @@ import (
 //
 // A send found untrusted with the velocity rule off (NewOff) counts
 // nothing in its country: vol's keys are then not touched at all.
-func (f *Fallback) takeSendByNode(ctx context.Context, takes []limit.Take, vol *guard.VolumeTake) ([]limit.Result, *guard.VolumeResult, error) {
-	vol, trusted, asked := f.trustFirst(ctx, vol)
+func (d *decider) takeSendByNode(ctx context.Context, takes []limit.Take, vol *guard.VolumeTake) ([]limit.Result, *guard.VolumeResult, error) {
+	vol, trusted, asked := d.trustFirst(ctx, vol)
 	if !trusted && vol != nil && vol.NewOff && !vol.Trusted && vol.Solved == nil && (asked || vol.Mark.ID == "") {
-		res, _, err := f.takeByNode(ctx, takes, nil, true)
+		res, _, err := d.takeByNode(ctx, takes, nil, true)
 		if err != nil {
 			return nil, nil, err
 		}
 		return res, &guard.VolumeResult{Allowed: true}, nil // not counted
 	}
 	if !trusted {
-		return f.takeByNode(ctx, takes, vol, true)
+		return d.takeByNode(ctx, takes, vol, true)
 	}
 	var kept []limit.Take
 	var idx []int
@@ -41,7 +41,7 @@ func (f *Fallback) takeSendByNode(ctx context.Context, takes []limit.Take, vol *
 			kept, idx = append(kept, t), append(idx, i)
 		}
 	}
-	got, vr, err := f.takeByNode(ctx, kept, vol, true)
+	got, vr, err := d.takeByNode(ctx, kept, vol, true)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -59,19 +59,19 @@ func (f *Fallback) takeSendByNode(ctx context.Context, takes []limit.Take, vol *
 // keeps marks: vol known trusted (the mark cleared) and true when it is
 // set; asked says the mark was read (or its node did not answer: the send
 // is then untrusted, as a shared rule decided from memory).
-func (f *Fallback) trustFirst(ctx context.Context, vol *guard.VolumeTake) (_ *guard.VolumeTake, trusted, asked bool) {
-	tr, ok := f.counter.(guard.Trusts)
+func (d *decider) trustFirst(ctx context.Context, vol *guard.VolumeTake) (_ *guard.VolumeTake, trusted, asked bool) {
+	tr, ok := d.counter.(guard.Trusts)
 	if !ok || vol == nil || vol.Trusted || vol.Mark.ID == "" {
 		return vol, false, false
 	}
 	var set bool
-	n := f.nodeFor(vol.Key)
-	err := f.call(ctx, n, func(ctx context.Context) (err error) {
+	n := d.nodes.of(vol.Key)
+	err := d.calls.call(ctx, n, func(ctx context.Context) (err error) {
 		set, err = tr.Trusted(ctx, vol.Mark)
 		return err
 	})
 	if err != nil && !errors.Is(err, problem.ErrOverloaded) {
-		f.sharedFell(n, vol.Mark.Space) // the mark's name is the number's HMAC: not a rule's
+		d.shared.fell(n, vol.Mark.Space) // the mark's name is the number's HMAC: not a rule's
 	}
 	if err != nil || !set {
 		return vol, false, true
