@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -253,4 +254,25 @@ func asSent(err error) error {
 	c.Message = strings.TrimPrefix(e.Message, "checks[0]")
 	c.Message = strings.TrimPrefix(strings.TrimPrefix(c.Message, "."), ": ")
 	return &c
+}
+
+// bufPool keeps the buffers of answers and request bodies.
+type bufPool struct{ p sync.Pool }
+
+// largest buffer kept: a full batch's answer or body is a few KiB.
+const maxPooledBuf = 64 << 10
+
+func (b *bufPool) get() *[]byte {
+	if v, ok := b.p.Get().(*[]byte); ok {
+		*v = (*v)[:0]
+		return v
+	}
+	buf := make([]byte, 0, 1024)
+	return &buf
+}
+
+func (b *bufPool) put(buf *[]byte) {
+	if cap(*buf) <= maxPooledBuf {
+		b.p.Put(buf)
+	}
 }

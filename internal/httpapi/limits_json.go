@@ -3,7 +3,6 @@ package httpapi
 import (
 	"encoding/json"
 	"strconv"
-	"sync"
 
 	"github.com/otpguard/otpguard/internal/limit"
 )
@@ -14,27 +13,6 @@ import (
 // encoding/json writes through echo's c.JSON for checkResponse (same
 // field order, omitempty, HTML-safe escaping, a final newline); the tests
 // in limits_json_test.go hold the two to each other.
-
-// bufPool keeps the buffers of answers and request bodies.
-type bufPool struct{ p sync.Pool }
-
-// largest buffer kept: a full batch's answer or body is a few KiB.
-const maxPooledBuf = 64 << 10
-
-func (b *bufPool) get() *[]byte {
-	if v, ok := b.p.Get().(*[]byte); ok {
-		*v = (*v)[:0]
-		return v
-	}
-	buf := make([]byte, 0, 1024)
-	return &buf
-}
-
-func (b *bufPool) put(buf *[]byte) {
-	if cap(*buf) <= maxPooledBuf {
-		b.p.Put(buf)
-	}
-}
 
 // appendCheckResponse appends the JSON of a /limits/check answer.
 func appendCheckResponse(dst []byte, batch limit.Batch) []byte {
