@@ -155,7 +155,9 @@ func TestConversionWatchMonitor(t *testing.T) {
 		for _, line := range strings.Split(string(r.Body), "\n") {
 			if strings.HasPrefix(line, `otpguard_conversion_alerts_total{action="reported",scope="prefix"}`) {
 				var v float64
-				fmt.Sscan(strings.Fields(line)[1], &v)
+				if _, err := fmt.Sscan(strings.Fields(line)[1], &v); err != nil {
+					t.Fatalf("metrics line %q: %v", line, err)
+				}
 				alerts += v
 			}
 		}

@@ -357,7 +357,9 @@ func TestOpsEvents(t *testing.T) {
 			Events []map[string]any `json:"events"`
 			Next   any              `json:"next_before_id"`
 		}
-		json.Unmarshal(r.Body, &body)
+		if err := json.Unmarshal(r.Body, &body); err != nil {
+			t.Fatalf("/ops/events: %v", err)
+		}
 		return r.Status, body.Events, body.Next
 	}
 	_, all, _ := get("")

@@ -435,7 +435,9 @@ func TestPumpingCampaigns(t *testing.T) {
 		for _, line := range strings.Split(string(r.Body), "\n") {
 			if strings.HasPrefix(line, `otpguard_velocity_alerts_total{country="NG"}`) {
 				var x float64
-				fmt.Sscan(strings.Fields(line)[1], &x)
+				if _, err := fmt.Sscan(strings.Fields(line)[1], &x); err != nil {
+					t.Fatalf("metrics line %q: %v", line, err)
+				}
 				alerts += x
 			}
 		}
