@@ -22,5 +22,5 @@ var ErrNotFound = errors.New("not found")
 // id's index (the id -> number key, on another master of a Redis Cluster)
 // was not: the code verifies, but its record cannot be read by id, so the
 // send answers no verification_id. It is not a failure of the number's
-// own keys (store.Redis.SaveCode).
+// own keys (store.Codes.SaveCode).
 var ErrUnindexed = errors.New("the verification id was not indexed")

@@ -13,8 +13,8 @@ type GiveUpKey struct{}
 //
 // It exists so that resilience's inline wait need not derive a cancellable
 // context per call: context.WithCancelCause registers with the caller's
-// context and removes itself again, about 4 % of otpguard's CPU on the
-// gRPC path (docs/benchmarks.md, "Envoy gRPC").
+// context and removes itself again, a visible share of otpguard's CPU
+// on the gRPC path (docs/benchmarks.md).
 func GiveUp(ctx context.Context) <-chan struct{} {
 	ch, _ := ctx.Value(GiveUpKey{}).(<-chan struct{})
 	return ch

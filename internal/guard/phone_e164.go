@@ -15,8 +15,8 @@ var errNotE164 = errors.New("guard: not a number parseE164 answers for")
 
 // parseNumber is phonenumbers.Parse(raw, region), by a shorter road for
 // canonical E.164 ("+919812345678"), which nearly every client sends: the
-// library runs a dozen regular expressions over any input (the one for
-// extensions alone was 4 % of a send's CPU), most of them to find out
+// library runs a dozen regular expressions over any input (a visible
+// share of a send's CPU, docs/benchmarks.md), most of them to find out
 // what "+" followed by digits already says.
 func parseNumber(raw, region string) (*phonenumbers.PhoneNumber, error) {
 	num, err := parseE164(raw, region)

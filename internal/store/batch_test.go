@@ -14,7 +14,7 @@ import (
 	"github.com/otpguard/otpguard/internal/store/redistest"
 )
 
-// limit takes, as /limits/check makes them (guard.takeFor): a window
+// limit takes, as /limits/check makes them (limit.Policy's take): a window
 // spends only if it allows, and a batch is all or nothing.
 func lfw(id string, limit, cost int64) limit.Take {
 	t := fw(id, limit, time.Minute, cost)

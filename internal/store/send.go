@@ -12,7 +12,7 @@ import (
 	"github.com/otpguard/otpguard/internal/limit"
 )
 
-// An OTP send's limits in one round trip (guard.OTP.spend). On a single
+// An OTP send's limits in one round trip (guard's spend step). On a single
 // Redis every limit and the country velocity rule's count go out in one
 // MULTI/EXEC: each fixed window is its own INCRBY + PEXPIRE NX (the
 // design's rule, never GET-then-SET), the velocity rule its own script
@@ -30,7 +30,7 @@ import (
 //
 // Nothing here decides whether the send goes on: every limit is counted
 // whatever the others answer, and the caller refunds what a denied send
-// must not keep (the counting rule, guard.OTP.spend).
+// must not keep (the counting rule of guard's spend step).
 
 // sends is Counters.TakeSend: an OTP send's limits, its automatic windows
 // (automatic.go), the velocity count (Velocity) and an Idempotency-Key's

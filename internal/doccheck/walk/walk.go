@@ -160,7 +160,7 @@ func (p *Program) check(pkg listed, imp types.Importer) error {
 
 // name is a function's name as Walk takes it: the package's path inside
 // the module, then the function, or the method with its receiver:
-// `internal/httpapi.(*Server).sendOTP`, `internal/guard.Error.Error`.
+// `internal/httpapi.(*otpHandlers).sendOTP`, `internal/guard.Error.Error`.
 func (p *Program) name(fn *types.Func) string {
 	fn = fn.Origin()
 	pkg := p.rel(fn.Pkg().Path())
@@ -255,7 +255,7 @@ type Walk []Step
 // through the module's own functions.
 func (p *Program) Walk(entry string) (Walk, error) {
 	if _, ok := p.funcs[entry]; !ok {
-		return nil, fmt.Errorf("walk: no function %s in %s (names read like internal/httpapi.(*Server).sendOTP)", entry, p.module)
+		return nil, fmt.Errorf("walk: no function %s in %s (names read like internal/httpapi.(*otpHandlers).sendOTP)", entry, p.module)
 	}
 	var w Walk
 	seen := map[string]bool{}
