@@ -32,7 +32,7 @@ type codebook struct {
 	hmacKey   []byte
 	counter   limit.Counter // a locked code's wait (newCodeIn)
 	stateless *stateless
-	marks     solvedMarks
+	marks     tierMarks
 	audit     *audit // a lock-out's block
 	log       *slog.Logger
 	now       func() time.Time
@@ -52,9 +52,8 @@ func (s *codebook) issueCode(ctx context.Context, phone Phone, tier Tier) (issue
 	if err != nil {
 		return issued{}, err
 	}
-	if tier == TierSolved { // its verify counts in the solved tier's watch (challenge.go)
-		id = s.marks.apply(id)
-	}
+	// Its verify is credited to the tier the send counted in (tiermark.go).
+	id = s.marks.apply(id, tier)
 	ttl := s.policy.CodeTTL
 	prev, err := s.codes.SaveCode(ctx, NewCode{Phone: phone.E164, MAC: mac, TTL: ttl,
 		VerificationID: id, MaxAttempts: s.policy.MaxVerifyAttempts, Now: s.now(), Retention: VerificationRetention})

@@ -135,7 +135,7 @@ func NewOTP(o OTPOptions) *OTP {
 	s.codes = &codebook{policy: p, codes: o.Codes, random: o.Random, hmacKey: o.HMACKey, counter: o.Counter,
 		stateless: &stateless{policy: p, hmacKey: o.HMACKey, counter: o.Counter,
 			lastStoreFailure: o.LastStoreFailure, log: log, now: now},
-		marks: solvedMarks{key: o.HMACKey}, audit: s.audit, log: log, now: now}
+		marks: tierMarks{key: o.HMACKey}, audit: s.audit, log: log, now: now}
 	s.courier = &courier{message: p.Message, sender: o.Sender, codes: o.Codes, deliveries: o.Deliveries,
 		events: o.Events, spend: s.spend, log: log, now: now}
 	s.watch.velocity, s.watch.solved = s.velocity, s.solved

@@ -68,7 +68,11 @@ func (s *OTP) send(ctx context.Context, phone Phone, ip, solution string, accoun
 	if err := s.challenges.confirmSolved(ctx, phone, ip, solution, abuse.velocity, spent); err != nil {
 		return SendResult{}, err
 	}
-	// A new code, saved as its HMAC, or a stateless one (code.go).
+	if spent.trusted { // the store found the number's mark (trust.go)
+		tier = TierTrusted
+	}
+	// A new code, saved as its HMAC, or a stateless one; its verification
+	// carries the tier, for its verify's credit (code.go).
 	code, err := s.codes.issueCode(ctx, phone, tier)
 	if err != nil {
 		s.spend.giveBack(ctx, phone, spent, false)
@@ -79,9 +83,6 @@ func (s *OTP) send(ctx context.Context, phone Phone, ip, solution string, accoun
 		return SendResult{}, err
 	}
 	// Count it for the conversion watch (conversion.go).
-	if spent.trusted { // the store found the number's mark (trust.go)
-		tier = TierTrusted
-	}
 	s.watch.send(ctx, phone, tier)
 	return SendResult{Phone: phone, ExpiresIn: code.ttl, VerificationID: code.id, Tier: tier}, nil
 }

@@ -11,7 +11,7 @@ import (
 
 // The solved tier (challenge.go): a send whose challenge was solved meets
 // the solved cap per country and hour instead of the automatic rules, and
-// the verification it makes carries a mark (solvedmark.go), so that its
+// the verification it makes carries a mark (tiermark.go), so that its
 // verify counts in the solved tier's own conversion watch.
 
 // SolvedUse is what a VolumeTake of the solved tier adds: the solution's

@@ -60,9 +60,10 @@ func DefaultTrust() TrustPolicy {
 // name no number in clear. Each call is one round trip.
 type Trusts interface {
 	// MarkTrusted sets the marks, each expiring ttl from now, and counts
-	// credit verifies (the marks that were set before) in the trusted
-	// tier of their country's hour; it returns how many credit marks were
-	// set before (trusted verifies). Idempotent but for the credit.
+	// credit verifies (the marks that were set before, and those of codes
+	// sent in the trusted tier) in the trusted tier of their country's
+	// hour; it returns how many verifies it credited there (trusted
+	// verifies). Idempotent but for the credit.
 	MarkTrusted(ctx context.Context, marks []TrustMark, ttl time.Duration) (trusted int, err error)
 	// Trusted reports whether mark is set.
 	Trusted(ctx context.Context, mark limit.Key) (bool, error)
@@ -70,13 +71,17 @@ type Trusts interface {
 
 // TrustMark is one number's mark: the key to set, and the trusted tier's
 // counters of its country and the hour to credit a verify to (Credit
-// false: an import, which credits nothing).
+// false: an import, which credits nothing). A verify is credited when the
+// mark was set before it, or when its code was sent in the trusted tier
+// (SentTrusted: the app's account flag, whose number may have no mark
+// yet), since that is where its send counted.
 type TrustMark struct {
-	Key    limit.Key
-	Tier   limit.Key
-	Hour   int64
-	Credit bool
-	TTL    time.Duration // the tier counters' TTL
+	Key         limit.Key
+	Tier        limit.Key
+	Hour        int64
+	Credit      bool
+	SentTrusted bool
+	TTL         time.Duration // the tier counters' TTL
 }
 
 // MaxTrustImport is the most numbers one import may name.
@@ -127,22 +132,26 @@ func (s *trust) trustedNow(ctx context.Context, phone Phone, account bool) bool 
 }
 
 // rememberVerified marks phone trusted for verified_within from now and
-// credits the verify to the trusted tier when the number was trusted; it
-// reports whether it was (its mark was set before this verify): a trusted
-// verify, which teaches the new tier's baselines nothing (creditable).
-func (s *trust) rememberVerified(ctx context.Context, phone Phone) bool {
+// credits the verify to the trusted tier when its code was sent there
+// (sent, the tier its verification carries) or the number was trusted
+// (its mark was set before this verify); it reports whether either held:
+// a trusted verify, which teaches the new tier's baselines nothing
+// (creditable). A trusted send's verify is one whatever the store
+// answers, so that it never falls to the new tier.
+func (s *trust) rememberVerified(ctx context.Context, phone Phone, sent Tier) bool {
+	sentTrusted := sent == TierTrusted
 	if !s.on() || s.safe.has(phone.E164) || limit.StoreFailed(ctx) {
-		return false // a verify the store failed in waits on it no more
+		return sentTrusted // a verify the store failed in waits on it no more
 	}
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), convTimeout)
 	defer cancel()
 	m := TrustMark{Key: trustMarkKey(s.hmacKey, phone), Tier: trustedTierKey(region(phone)),
-		Hour: hour(s.now()), Credit: true, TTL: s.velocity.policy.ttl()}
+		Hour: hour(s.now()), Credit: true, SentTrusted: sentTrusted, TTL: s.velocity.policy.ttl()}
 	n, err := s.trusts.MarkTrusted(cctx, []TrustMark{m}, s.policy.VerifiedWithin)
 	if err != nil {
 		s.log.WarnContext(ctx, "trust: remembering a verified number failed", "err", err)
 	}
-	return n > 0
+	return sentTrusted || n > 0
 }
 
 // ImportResult is the answer to an import of trusted numbers.

@@ -252,3 +252,57 @@ func TestTrustedVerifyCreditsNoBaseline(t *testing.T) {
 		}
 	}
 }
+
+// TestAccountVerifyCreditsTrustedTier: the verify of a code sent with the
+// app's account flag to a number with no mark yet is credited where the
+// send counted, the trusted tier: none to the new tier's baseline, and the
+// next hour the trusted tier's cap is factor x those verifies.
+func TestAccountVerifyCreditsTrustedTier(t *testing.T) {
+	var now atomic.Int64
+	now.Store(time.Now().UTC().Truncate(time.Hour).Unix())
+	clock := func() time.Time { return time.Unix(now.Load(), 0) }
+	s, _, _ := redistest.Store(t)
+	p := guard.DefaultPolicies()
+	p.OTP.Cooldown = 0
+	p.OTP.CountryVelocity.MinuteShare = 0
+	p.OTP.Trust.Floor = 2
+	p.FillDefaults()
+	if err := p.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	out, credits := &guardtest.Outbox{}, &creditCounter{Volumes: s.Velocity}
+	otp := guard.NewOTP(guard.OTPOptions{Policy: p.OTP, Counter: s.Counters, Codes: s.Codes, Sender: out, Now: clock,
+		HMACKey: []byte("0123456789abcdef0123456789abcdef"), Volumes: credits, Trusts: s.TrustMarks})
+	t.Cleanup(otp.Close)
+	ctx := context.Background()
+	for n := 1; n <= 2; n++ {
+		res, err := otp.Send(ctx, guard.SendRequest{Phone: gb(n), ClientIP: fmt.Sprintf("203.0.113.%d", n), Account: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Tier != guard.TierTrusted {
+			t.Errorf("account send %d: tier %v, want trusted", n, res.Tier)
+		}
+		if _, err := otp.Verify(ctx, guard.VerifyRequest{Phone: gb(n), Code: out.Code(gb(n))}); err != nil {
+			t.Fatalf("verify %d: %v", n, err)
+		}
+	}
+	if got := credits.n.Load(); got != 0 {
+		t.Errorf("account sends' verifies: %d credits to the new tier, want 0", got)
+	}
+	now.Add(3600) // the next hour: cap max(floor 2, 3 x 2 credited)
+	sent := 0
+	for n := 11; n <= 20; n++ {
+		_, err := otp.Send(ctx, guard.SendRequest{Phone: gb(n), ClientIP: fmt.Sprintf("203.0.113.%d", n), Account: true})
+		switch problem.CodeOf(err) {
+		case "":
+			sent++
+		case problem.CodeUnusualVolume:
+		default:
+			t.Fatalf("account send %d: %v", n, err)
+		}
+	}
+	if sent != 6 {
+		t.Errorf("the next hour's account sends: %d sent, want 6 (3 x 2 credited verifies)", sent)
+	}
+}

@@ -45,11 +45,17 @@ func (s *OTP) VerifyCode(ctx context.Context, req VerifyRequest) (VerifyResult, 
 	if err != nil {
 		return VerifyResult{Phone: phone}, err // the number, for the caller's log
 	}
-	// A solved send's code counts in the solved tier's watch, and credits
-	// no baseline (challenge.go); the verify of a number trusted before it
-	// counts in neither (trust.go, creditable), so the mark goes first.
-	solved := s.codes.marks.solved(vid)
-	if trusted := s.trust.rememberVerified(ctx, phone); !trusted {
+	// The verify is credited to the tier its send counted in, which the
+	// verification carries (tiermark.go): a solved send's code counts in
+	// the solved tier's watch, and credits no baseline (challenge.go); a
+	// trusted send's (an account's number too, marked or not) and the
+	// verify of a number trusted before it count in neither (trust.go,
+	// creditable), so the mark goes first. A stateless code has no
+	// verification: its verify is credited as a new send's unless the
+	// number was marked.
+	sent := s.codes.marks.tier(vid)
+	solved := sent == TierSolved
+	if trusted := s.trust.rememberVerified(ctx, phone, sent); !trusted {
 		s.watch.verify(ctx, phone, solved)
 		if !solved {
 			s.velocity.creditVerify(ctx, phone)

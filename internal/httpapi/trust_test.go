@@ -161,6 +161,42 @@ func TestTrustedTierCapExact(t *testing.T) {
 	}
 }
 
+// TestAccountVerifyGrowsTrustedTier: an app that flags its users with
+// account: true and never imports them: their codes' verifies (on the
+// other instance) are credited to the trusted tier, where the sends
+// counted, so the next hour its cap is factor 3 x the 10 verified, not the
+// floor of 10.
+func TestAccountVerifyGrowsTrustedTier(t *testing.T) {
+	oc, clock := trustWorld(t)
+	send := func(n int) string {
+		t.Helper()
+		body := fmt.Sprintf(`{"phone":%q,"account":true,"client_ip":"10.8.0.%d"}`, gbMobile(n), n)
+		r := oc.do(t, n%2, "POST", "/otp/send", body)
+		if r.Status == http.StatusOK {
+			return ""
+		}
+		return problemCode(t, r)
+	}
+	for n := range 10 {
+		if code := send(n); code != "" {
+			t.Fatalf("account send %d: %s", n, code)
+		}
+		phone := gbMobile(n)
+		r := oc.do(t, (n+1)%2, "POST", "/otp/verify", `{"phone":"`+phone+`","code":"`+oc.out.LastCode(t, phone)+`"}`)
+		if r.Status != http.StatusOK {
+			t.Fatalf("verify %d: %d %s", n, r.Status, r.Body)
+		}
+	}
+	clock.Add(time.Hour)
+	got := map[string]int{}
+	for n := 100; n < 131; n++ {
+		got[send(n)]++
+	}
+	if got[""] != 30 || got["unusual_volume"] != 1 {
+		t.Errorf("the next hour's account sends: %v, want 30 sent and 1 unusual_volume", got)
+	}
+}
+
 // TestTrustedNumbersImport: the import's validation and idempotency.
 func TestTrustedNumbersImport(t *testing.T) {
 	oc, _ := trustWorld(t)

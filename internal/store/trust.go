@@ -32,9 +32,10 @@ var trustMarkScript = script("trust_mark")
 
 // MarkTrusted sets the marks, each for ttl, in one round trip (a pipeline;
 // on Cluster go-redis sends it one per node). A verify's mark (Credit)
-// goes through trustMarkScript, which credits a trusted number's verify to
-// its tier; an import's is a plain SET with PX: idempotent. It returns
-// how many verifies' marks were set before (trusted verifies).
+// goes through trustMarkScript, which credits the verify of a trusted
+// number or of a trusted send's code to its tier; an import's is a plain
+// SET with PX: idempotent. It returns how many verifies it credited there
+// (trusted verifies).
 func (r *TrustMarks) MarkTrusted(ctx context.Context, marks []guard.TrustMark, ttl time.Duration) (int, error) {
 	if len(marks) == 0 {
 		return 0, nil
@@ -52,7 +53,7 @@ func (r *TrustMarks) MarkTrusted(ctx context.Context, marks []guard.TrustMark, t
 			continue
 		}
 		keys := []string{r.key(m.Key), r.key(m.Tier)}
-		args := []any{ttl.Milliseconds(), 1, m.Hour, int64(m.TTL / time.Second)}
+		args := []any{ttl.Milliseconds(), 1, m.Hour, int64(m.TTL / time.Second), flag(m.SentTrusted)}
 		runs = append(runs, scripted{trustMarkScript.EvalSha(ctx, pipe, keys, args...), keys, args})
 	}
 	_, err := pipe.Exec(ctx)

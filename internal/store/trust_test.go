@@ -14,8 +14,9 @@ import (
 // TestTrustedTier drives the velocity script's two tiers: a send the
 // caller knows trusted, or whose mark is set, counts in the trusted tier
 // against its own floor; an unmarked one in the new tier; with NewOff an
-// unmarked send counts nothing; a verify of a marked number credits the
-// trusted tier, and an import's mark expires on time.
+// unmarked send counts nothing; a verify of a marked number, or of a
+// trusted send's code, credits the trusted tier, and an import's mark
+// expires on time.
 func TestTrustedTier(t *testing.T) {
 	for name, mk := range backends(t) {
 		t.Run(name, func(t *testing.T) {
@@ -25,6 +26,7 @@ func TestTrustedTier(t *testing.T) {
 			h := time.Now().Unix() / 3600
 			mark := limit.Key{Space: "otp:tr", ID: "GB", Name: "m1"}
 			other := limit.Key{Space: "otp:tr", ID: "GB", Name: "m2"}
+			account := limit.Key{Space: "otp:tr", ID: "GB", Name: "m4"}
 			tier := limit.Key{Space: "otp:vel", ID: "GB", Name: "t"}
 			vt := func(trusted bool, m limit.Key, newOff bool) guard.VolumeTake {
 				return guard.VolumeTake{Key: limit.Key{Space: "otp:vel", ID: "GB", Name: "h"},
@@ -64,17 +66,29 @@ func TestTrustedTier(t *testing.T) {
 					t.Errorf("%s: allowed %v trusted %v count %d, want %v %v %d", st.name, r.Allowed, r.Trusted, r.Count, st.allowed, st.trusted, st.count)
 				}
 			}
-			// A marked number's verify credits the trusted tier; an
-			// unmarked one's does not (it only sets the mark).
-			for _, k := range []limit.Key{mark, other} {
-				if _, err := s.TrustMarks.MarkTrusted(ctx, []guard.TrustMark{{Key: k, Tier: tier, Hour: h - 1, Credit: true, TTL: 26 * time.Hour}}, time.Hour); err != nil {
+			// A marked number's verify credits the trusted tier, and so
+			// does an unmarked one's whose code was sent in the trusted
+			// tier (an account's); an unmarked new send's does not (it
+			// only sets the mark).
+			for _, v := range []struct {
+				name        string
+				k           limit.Key
+				sentTrusted bool
+				want        int
+			}{{"marked", mark, false, 1}, {"unmarked, new send", other, false, 0}, {"unmarked, trusted send", account, true, 1}} {
+				got, err := s.TrustMarks.MarkTrusted(ctx, []guard.TrustMark{{Key: v.k, Tier: tier, Hour: h - 1, Credit: true,
+					SentTrusted: v.sentTrusted, TTL: 26 * time.Hour}}, time.Hour)
+				if err != nil {
 					t.Fatal(err)
 				}
+				if got != v.want {
+					t.Errorf("%s verify: %d credited, want %d", v.name, got, v.want)
+				}
 			}
-			if v, _ := b.rdb.HGet(ctx, b.prefix+"otp:vel:{GB}:t", "v:"+itoa(h-1)).Int64(); v != 1 {
-				t.Errorf("trusted tier credit: %d verifies, want 1", v)
+			if v, _ := b.rdb.HGet(ctx, b.prefix+"otp:vel:{GB}:t", "v:"+itoa(h-1)).Int64(); v != 2 {
+				t.Errorf("trusted tier credit: %d verifies, want 2", v)
 			}
-			for _, k := range []limit.Key{mark, other} {
+			for _, k := range []limit.Key{mark, other, account} {
 				if ok, err := s.TrustMarks.Trusted(ctx, k); err != nil || !ok {
 					t.Errorf("Trusted(%s) = %v, %v, want true", k.Name, ok, err)
 				}
