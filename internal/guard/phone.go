@@ -106,6 +106,7 @@ func typeName(t phonenumbers.PhoneNumberType) string {
 // so the first request does not pay for it.
 func WarmPhoneMetadata() {
 	_, _ = ParsePhone("+14155550100", "")
+	warmCarriers()
 }
 
 // CleanIP is the end user's address as the audit trail records it: the
