@@ -68,6 +68,9 @@ type options struct {
 	sqlTracer      trace.TracerProvider
 
 	idempotencyWait time.Duration
+	// risk answers otp.risk's lookups instead of Twilio Lookup
+	// (WithRiskLookup); nil: the configured client.
+	risk guard.RiskLookup
 	// policy is the OTP policy in force, for the ops desk's overrides (set
 	// by New, not by an Option).
 	policy func() guard.OTPPolicy
@@ -113,6 +116,10 @@ func WithAPIKeyLimit(l ops.SignInLimit) Option { return func(o *options) { o.api
 // waits for the answer of the same request running elsewhere
 // (httpapi.DefaultIdempotencyWait otherwise).
 func WithIdempotencyWait(d time.Duration) Option { return func(o *options) { o.idempotencyWait = d } }
+
+// WithRiskLookup asks l for the network's risk score of a number (otp.risk)
+// instead of Twilio Lookup: the simulator's fake, a test's server.
+func WithRiskLookup(l guard.RiskLookup) Option { return func(o *options) { o.risk = l } }
 
 // New builds the service cfg describes: it connects to Redis (or starts
 // the embedded one), opens and migrates the SQL store, and starts the
