@@ -39,6 +39,9 @@ type Scenario struct {
 	Policy string `yaml:"policy"`
 	// Prices are USD per SMS by country, over DefaultPrices.
 	Prices map[string]float64 `yaml:"prices"`
+	// LookupPrice is USD per risk lookup (the network's score of a
+	// number); default 0.01.
+	LookupPrice float64 `yaml:"lookup_price"`
 	// Populations are who sends.
 	Populations []Population `yaml:"populations"`
 }
@@ -80,7 +83,42 @@ type Population struct {
 	// Prefixes are the E.164 ranges numbers are drawn from; by default
 	// uniformly random valid mobile numbers of Country.
 	Prefixes []string `yaml:"prefixes"`
+	// Carriers, when set, are the only carriers of Country whose ranges
+	// new numbers are drawn from (libphonenumber's English names, matched
+	// by guard.CarrierKey: "mtn" names MTN).
+	Carriers []string `yaml:"carriers"`
+	// Risk is the share of its numbers the network scores high and low;
+	// nil: DefaultRisk.
+	Risk *RiskShares `yaml:"risk"`
+	// Role is RoleUser (the default) or RoleAttacker: whose figures the
+	// report's summary counts this population's as.
+	Role string `yaml:"role"`
 }
+
+// RiskShares are the shares of a population's numbers the network scores
+// high (RiskHigh) and low (RiskLow); the rest score RiskMid. In a risk
+// block given, a share left out is 0.
+type RiskShares struct {
+	High *float64 `yaml:"high"`
+	Low  *float64 `yaml:"low"`
+}
+
+// The scores the fake network gives, and the shares of a population
+// without a risk block: most real numbers score low, a few high.
+const (
+	RiskHigh           = 90
+	RiskMid            = 50
+	RiskLow            = 10
+	defaultRiskHigh    = 0.01
+	defaultRiskLow     = 0.9
+	defaultLookupPrice = 0.01
+)
+
+// The roles of a population.
+const (
+	RoleUser     = "user"
+	RoleAttacker = "attacker"
+)
 
 // Duration is a Go duration in the scenario ("168h", "90m").
 type Duration time.Duration
@@ -137,7 +175,7 @@ func Parse(b []byte) (*Scenario, error) {
 	if err := dec.Decode(&root); err != nil {
 		return nil, fmt.Errorf("not YAML: %w", err)
 	}
-	s := &Scenario{Instances: 2, Seed: 1}
+	s := &Scenario{Instances: 2, Seed: 1, LookupPrice: defaultLookupPrice}
 	if err := checkFields(&root, s); err != nil {
 		return nil, err
 	}
@@ -173,6 +211,9 @@ func (s *Scenario) validate() error {
 		if p < 0 || p > 10 {
 			bad("prices.%s: %v USD per SMS is outside 0 to 10", c, p)
 		}
+	}
+	if s.LookupPrice < 0 || s.LookupPrice > 10 {
+		bad("lookup_price: %v USD per lookup is outside 0 to 10", s.LookupPrice)
 	}
 	if len(s.Populations) == 0 {
 		bad("populations: at least one is required")
@@ -318,7 +359,7 @@ func (p *Population) validate(at string, campaign time.Duration) []error {
 			bad("prefixes[%d]: %v", i, err)
 		}
 	}
-	return errs
+	return append(errs, p.validateSignals(at)...)
 }
 
 // bounds is the population's time in the campaign, as offsets from Start.
