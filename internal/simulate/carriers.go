@@ -150,48 +150,17 @@ func (s *numberSource) drawOfCarriers(r *rand.Rand) string {
 	}
 }
 
-// validateSignals checks the fields of what the service may learn from
-// outside a try: the carriers, the network's risk shares and the role.
-func (p *Population) validateSignals(at string) []error {
-	var errs []error
-	bad := func(format string, args ...any) {
-		errs = append(errs, fmt.Errorf(at+"."+format, args...))
+// validateCarriers checks p's carriers: of its country's ranges, and
+// not with prefixes.
+func (p *Population) validateCarriers() error {
+	switch {
+	case len(p.Carriers) == 0:
+		return nil
+	case len(p.Prefixes) > 0:
+		return fmt.Errorf("give carriers or prefixes, not both (prefixes are ranges already)")
+	case !knownCountry(p.Country) || p.Country == internationalC:
+		return nil // the country's own error says it
 	}
-	if len(p.Carriers) > 0 {
-		switch {
-		case len(p.Prefixes) > 0:
-			bad("carriers: give carriers or prefixes, not both (prefixes are ranges already)")
-		case knownCountry(p.Country) && p.Country != internationalC:
-			if _, err := populationSource(p); err != nil {
-				bad("carriers: %v", err)
-			}
-		}
-	}
-	if p.Risk != nil {
-		high, low := p.riskShares()
-		if high < 0 || high > 1 || low < 0 || low > 1 || high+low > 1 {
-			bad("risk: high %v and low %v must be shares between 0 and 1 that add up to at most 1", high, low)
-		}
-	}
-	if p.Role != "" && p.Role != RoleUser && p.Role != RoleAttacker {
-		bad("role: %q is not %s or %s", p.Role, RoleUser, RoleAttacker)
-	}
-	return errs
+	_, err := populationSource(p)
+	return err
 }
-
-// riskShares are the shares of p's numbers scored high and low.
-func (p *Population) riskShares() (high, low float64) {
-	if p.Risk == nil {
-		return defaultRiskHigh, defaultRiskLow
-	}
-	if p.Risk.High != nil {
-		high = *p.Risk.High
-	}
-	if p.Risk.Low != nil {
-		low = *p.Risk.Low
-	}
-	return high, low
-}
-
-// attacker reports whether p's figures are the attacker's.
-func (p *Population) attacker() bool { return p.Role == RoleAttacker }

@@ -9,6 +9,7 @@ package simulate
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"sync"
 	"time"
@@ -75,6 +76,28 @@ func (n *riskNetwork) take() int {
 // of its own, apart from the one its tries and numbers are drawn from.
 func riskStream(seed uint64, i int) *rand.Rand {
 	return rand.New(rand.NewPCG(seed, 1<<32|uint64(i)))
+}
+
+// riskShares are the shares of p's numbers scored high and low.
+func (p *Population) riskShares() (high, low float64) {
+	if p.Risk == nil {
+		return defaultRiskHigh, defaultRiskLow
+	}
+	if p.Risk.High != nil {
+		high = *p.Risk.High
+	}
+	if p.Risk.Low != nil {
+		low = *p.Risk.Low
+	}
+	return high, low
+}
+
+// validateRisk checks p's risk shares.
+func (p *Population) validateRisk() error {
+	if high, low := p.riskShares(); high < 0 || high > 1 || low < 0 || low > 1 || high+low > 1 {
+		return fmt.Errorf("high %v and low %v must be shares between 0 and 1 that add up to at most 1", high, low)
+	}
+	return nil
 }
 
 // score draws one number's score from p's risk shares.

@@ -359,8 +359,20 @@ func (p *Population) validate(at string, campaign time.Duration) []error {
 			bad("prefixes[%d]: %v", i, err)
 		}
 	}
-	return append(errs, p.validateSignals(at)...)
+	if err := p.validateCarriers(); err != nil {
+		bad("carriers: %v", err)
+	}
+	if err := p.validateRisk(); err != nil {
+		bad("risk: %v", err)
+	}
+	if p.Role != "" && p.Role != RoleUser && p.Role != RoleAttacker {
+		bad("role: %q is not %s or %s", p.Role, RoleUser, RoleAttacker)
+	}
+	return errs
 }
+
+// attacker reports whether p's figures are the attacker's.
+func (p *Population) attacker() bool { return p.Role == RoleAttacker }
 
 // bounds is the population's time in the campaign, as offsets from Start.
 func (p *Population) bounds(campaign time.Duration) (from, until time.Duration) {
