@@ -10,9 +10,10 @@ package simulate
 import (
 	"encoding/json"
 	"fmt"
+	"net"
 	"net/http"
-	"net/http/httptest"
 	"sync"
+	"time"
 )
 
 // The settings the instances are given for the fake provider.
@@ -24,22 +25,29 @@ const (
 
 // captchaProvider is the fake siteverify.
 type captchaProvider struct {
-	srv    *httptest.Server
+	srv    *http.Server
+	url    string
 	mu     sync.Mutex
 	tokens map[string]bool // made by the solver, not yet verified
 	made   int
 }
 
-func newCaptchaProvider() *captchaProvider {
-	c := &captchaProvider{tokens: map[string]bool{}}
-	c.srv = httptest.NewServer(http.HandlerFunc(c.siteverify))
-	return c
+// newCaptchaProvider starts the provider on a free port of the loopback.
+func newCaptchaProvider() (*captchaProvider, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, fmt.Errorf("simulate: the fake CAPTCHA provider: %w", err)
+	}
+	c := &captchaProvider{tokens: map[string]bool{}, url: "http://" + ln.Addr().String() + "/siteverify"}
+	c.srv = &http.Server{Handler: http.HandlerFunc(c.siteverify), ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = c.srv.Serve(ln) }() // ends with Close
+	return c, nil
 }
 
 // verifyURL is the provider's siteverify (OTPGUARD_CAPTCHA_VERIFY_URL).
-func (c *captchaProvider) verifyURL() string { return c.srv.URL + "/siteverify" }
+func (c *captchaProvider) verifyURL() string { return c.url }
 
-func (c *captchaProvider) Close() { c.srv.Close() }
+func (c *captchaProvider) Close() { _ = c.srv.Close() }
 
 // token is a token the solver made: one widget solved.
 func (c *captchaProvider) token() string {

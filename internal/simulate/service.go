@@ -99,7 +99,9 @@ func newDeployment(ctx context.Context, n int, policy string, at time.Time) (_ *
 	}()
 	d.clock.Set(at)
 	d.risk = newRiskNetwork(d.clock.Now)
-	d.captcha = newCaptchaProvider()
+	if d.captcha, err = newCaptchaProvider(); err != nil {
+		return nil, err
+	}
 	d.closers = append(d.closers, d.captcha.Close)
 	d.redis = miniredis.NewMiniRedis()
 	if err := d.redis.Start(); err != nil {

@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"errors"
 	"math"
+	"net/http"
+	"net/url"
 	"slices"
 	"strings"
 	"testing"
@@ -294,6 +296,47 @@ func TestReportSignalKeys(t *testing.T) {
 	for _, unwanted := range []string{"risk lookups", "carrier", "real users without"} {
 		if strings.Contains(table.String(), unwanted) {
 			t.Errorf("a report without the new fields writes %q:\n%s", unwanted, table.String())
+		}
+	}
+}
+
+// TestCaptchaProviderAcceptsTheSolversTokensOnce: the fake siteverify
+// says success, on the simulated site, for a token the solver made,
+// once, with the right secret; for any other token, false.
+func TestCaptchaProviderAcceptsTheSolversTokensOnce(t *testing.T) {
+	c, err := newCaptchaProvider()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ask := func(secret, token string) (ok bool, host string) {
+		t.Helper()
+		resp, err := http.PostForm(c.verifyURL(), url.Values{"secret": {secret}, "response": {token}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var ans struct {
+			Success  bool   `json:"success"`
+			Hostname string `json:"hostname"`
+		}
+		if err := json.NewDecoder(resp.Body).Decode(&ans); err != nil {
+			t.Fatal(err)
+		}
+		return ans.Success, ans.Hostname
+	}
+	made, other := c.token(), c.token()
+	for _, tc := range []struct {
+		name, secret, token string
+		want                bool
+	}{
+		{"a token the solver made", captchaSecret, made, true},
+		{"the same token again", captchaSecret, made, false},
+		{"a token nobody made", captchaSecret, "simulated-token-99", false},
+		{"the wrong secret", "guess", other, false},
+	} {
+		if ok, host := ask(tc.secret, tc.token); ok != tc.want || (ok && host != captchaHost) {
+			t.Errorf("%s: got success %v on %q, want %v on %q", tc.name, ok, host, tc.want, captchaHost)
 		}
 	}
 }
