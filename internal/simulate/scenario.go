@@ -4,7 +4,10 @@
 // real users and attackers through the instances' HTTP handlers, so that
 // a week of history and a day of attack take seconds to minutes. It
 // counts what each population tried, was sent, challenged, refused and
-// verified, and what the SMS cost (docs/simulate.md).
+// verified, and what the SMS cost; with the signals a scenario may give
+// (the carriers its numbers come from, the network's risk score of each,
+// whose figures are the attacker's), also by carrier, the lookups of the
+// score, and a summary by role (docs/simulate.md).
 package simulate
 
 import (
