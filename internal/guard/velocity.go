@@ -65,6 +65,9 @@ type VolumeTake struct {
 	// Unverified is the unverified budget of an untrusted send (unverified.go);
 	// its zero value is off.
 	Unverified UnverifiedTake
+	// Carrier is the send's carrier's share of the country's room, for an
+	// untrusted send (carriershare.go); its zero value is off.
+	Carrier CarrierTake
 }
 
 // VolumeResult is the store's answer to a VolumeTake.
@@ -84,6 +87,9 @@ type VolumeResult struct {
 	// Unverified is the unverified budget that refused the send (0: it
 	// did not).
 	Unverified int64
+	// Carrier: the carrier's share refused the send (carriershare.go);
+	// Count, Limit and Unverified are then the carrier's.
+	Carrier bool
 	// Fallback: the store did not answer for the country's keys (their
 	// Redis Cluster master is dead) and this instance decided from memory,
 	// by the split limit; nothing was counted in the store, so nothing is
@@ -101,10 +107,11 @@ type Volumes interface {
 	// TakeVolume counts one send if the hour stays within its limit.
 	TakeVolume(ctx context.Context, t VolumeTake) (VolumeResult, error)
 	// RefundVolume gives back a send TakeVolume counted at (its hour and
-	// minute).
-	RefundVolume(ctx context.Context, k limit.Key, at time.Time) error
-	// CountVerified counts one verified code in hour: the credit of the hour.
-	CountVerified(ctx context.Context, k limit.Key, hour int64, ttl time.Duration) error
+	// minute) under k, and under its carrier's counts (ID empty: none).
+	RefundVolume(ctx context.Context, k, carrier limit.Key, at time.Time) error
+	// CountVerified counts one verified code in hour: the credit of the
+	// hour, in k and its carrier's counts (ID empty: none) in one step.
+	CountVerified(ctx context.Context, k, carrier limit.Key, hour int64, ttl time.Duration) error
 	// Quarantine records that the country is quarantined until until (the
 	// service's clock); the record expires ttl after it is made.
 	Quarantine(ctx context.Context, k limit.Key, until time.Time, ttl time.Duration) error
@@ -199,7 +206,7 @@ func (s *velocity) take(phone Phone) VolumeTake {
 	return VolumeTake{Key: velocityKey(r), Quarantine: quarantineKey(r), Now: now, Hour: hour(now),
 		Lookback: int64(v.Lookback / time.Hour), Floor: fl, QFloor: max(1, fl/10),
 		Factor: v.Factor, HistoryMinSends: s.historyMinSends, MinuteShare: v.MinuteShare,
-		Unverified: s.unverifiedTake()}
+		Unverified: s.unverifiedTake(), Carrier: s.carrierTake(phone)}
 }
 
 // volumeFor is the count of a send of tier in its country's hour: the
@@ -256,6 +263,7 @@ func (s *velocity) solvedTake(phone Phone, sol *Solution) *VolumeTake {
 	}
 	t.QFloor, t.Factor, t.MinuteShare = max(1, t.Floor/10), 1, 0
 	t.Solved = &SolvedUse{Used: solutionKey(r, sol.ID), TTL: max(time.Second, sol.Expires.Sub(t.Now)), Base: velocityKey(r)}
+	t.Carrier = carrierSolved(t.Carrier)
 	return &t
 }
 
@@ -280,7 +288,7 @@ func (s *velocity) creditVerify(ctx context.Context, phone Phone) {
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), convTimeout)
 	defer cancel()
 	v := s.policy
-	if err := s.volumes.CountVerified(cctx, velocityKey(region(phone)), hour(s.now()), v.ttl()); err != nil {
+	if err := s.volumes.CountVerified(cctx, velocityKey(region(phone)), s.carrierTake(phone).Key, hour(s.now()), v.ttl()); err != nil {
 		s.log.WarnContext(ctx, "country velocity: counting a verify failed", "err", err)
 	}
 }

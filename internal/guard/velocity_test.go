@@ -38,7 +38,7 @@ func (f *fakeVolumes) TakeVolume(_ context.Context, t guard.VolumeTake) (guard.V
 	return f.take(t)
 }
 
-func (f *fakeVolumes) RefundVolume(ctx context.Context, _ limit.Key, at time.Time) error {
+func (f *fakeVolumes) RefundVolume(ctx context.Context, _, _ limit.Key, at time.Time) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.refunds = append(f.refunds, at.Unix()/3600)
@@ -48,7 +48,7 @@ func (f *fakeVolumes) RefundVolume(ctx context.Context, _ limit.Key, at time.Tim
 	return nil
 }
 
-func (f *fakeVolumes) CountVerified(_ context.Context, _ limit.Key, hour int64, _ time.Duration) error {
+func (f *fakeVolumes) CountVerified(_ context.Context, _, _ limit.Key, hour int64, _ time.Duration) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.verified = append(f.verified, hour)

@@ -26,8 +26,15 @@ func (r *Velocity) volumeCall(t guard.VolumeTake) (*redis.Script, []string, []an
 		keys, args := r.volumeArgs(t)
 		return velocityScript, keys, args
 	}
-	return solvedScript,
-		[]string{r.key(t.Key), r.key(t.Quarantine), r.key(t.Solved.Base), r.key(t.Solved.Used)},
-		[]any{t.Hour, t.Lookback, t.Floor, int64(solvedTTL / time.Second), t.Now.Unix(),
-			max(1, t.Solved.TTL.Milliseconds()), t.Unverified.NormalDefault, t.Unverified.NormalMin}
+	keys := []string{r.key(t.Key), r.key(t.Quarantine), r.key(t.Solved.Base), r.key(t.Solved.Used)}
+	args := []any{t.Hour, t.Lookback, t.Floor, int64(solvedTTL / time.Second), t.Now.Unix(),
+		max(1, t.Solved.TTL.Milliseconds()), t.Unverified.NormalDefault, t.Unverified.NormalMin}
+	// The carrier's share of the cap (KEYS[5..7], ARGV[9..11];
+	// guard/carriershare.go): its solved counts, its cut and its velocity
+	// counts, whose share it reads. Without one, nothing more is sent.
+	if c := t.Carrier; c.On() {
+		keys = append(keys, r.key(c.Key), r.key(c.Cut), r.key(c.Share))
+		args = append(args, c.FloorShare, t.HistoryMinSends, int64((time.Duration(t.Lookback+2)*time.Hour)/time.Second))
+	}
+	return solvedScript, keys, args
 }
