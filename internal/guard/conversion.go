@@ -151,7 +151,7 @@ const convTimeout = time.Second
 // when the carriers split the country's room (carriershare.go).
 func (s *conversionWatch) conversionSubjects(phone Phone, solved bool) []limit.Key {
 	if solved {
-		if c := s.velocity.carrierTake(phone); c.On() {
+		if c := s.velocity.carrierTake(phone, false); c.FloorShare > 0 {
 			return []limit.Key{{Space: "conv:solved", ID: region(phone), Name: c.Key.Name + ":m"}}
 		}
 		return []limit.Key{{Space: "conv:solved", ID: region(phone), Name: "m"}}

@@ -65,7 +65,7 @@ func (s *solvedCap) cut(ctx context.Context, region, carrier string) bool {
 	}
 	k := solvedCutKey(region)
 	if carrier != "" {
-		k = carrierSolvedCutKey(region, carrier)
+		_, _, k = carrierKeys(region, carrier)
 	}
 	if err := s.volumes.Quarantine(ctx, k, s.now().Add(d), d); err != nil {
 		s.log.WarnContext(ctx, "challenge: cutting the solved cap failed", "country", region, "carrier", carrier, "err", err)
@@ -86,7 +86,7 @@ func (s *solvedCap) credit(ctx context.Context, phone Phone) {
 	}
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), convTimeout)
 	defer cancel()
-	c := carrierSolved(s.velocity.carrierTake(phone)).Key
+	c := s.velocity.carrierTake(phone, true).Key
 	if err := s.volumes.CountVerified(cctx, solvedKey(region(phone)), c, hour(s.now()), solvedCountTTL); err != nil {
 		s.log.WarnContext(ctx, "challenge: counting a solved verify failed", "err", err)
 	}

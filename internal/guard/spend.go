@@ -262,10 +262,7 @@ func tierKey(vol *VolumeTake, vres *VolumeResult) volumeCount {
 	if vres.Trusted {
 		return volumeCount{tier: vol.TrustedKey}
 	}
-	if vol.Carrier.On() {
-		return volumeCount{tier: vol.Key, carrier: vol.Carrier.Key}
-	}
-	return volumeCount{tier: vol.Key}
+	return volumeCount{tier: vol.Key, carrier: vol.Carrier.Key} // no carrier: its Key is empty
 }
 
 // refused answers the send refused by l (whose result is r): it gives

@@ -92,9 +92,11 @@ func (s *unverifiedBudget) denied(ctx context.Context, phone Phone, t VolumeTake
 	// A carrier's share of the budget refused (carriershare.go): its own
 	// alert, naming the carrier.
 	claim, whose, carrier, subject := fmt.Sprintf("unverified:%d", t.Hour), "a country", "", "this country"
+	carrierDetail := ""
 	if res.Carrier {
 		claim = t.Carrier.Key.Name + ":" + claim
 		whose, carrier, subject = "a carrier of a country", t.Carrier.Name, "this carrier in this country"
+		carrierDetail = " carrier=" + carrier
 	}
 	if s.conv != nil {
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), convTimeout)
@@ -109,7 +111,7 @@ func (s *unverifiedBudget) denied(ctx context.Context, phone Phone, t VolumeTake
 			s.events.Record(Event{At: s.now(), Action: ActionVelocity, Outcome: string(problem.CodeUnusualVolume), Country: r,
 				Carrier: carrier, Actor: VelocityActor, TraceID: TraceID(ctx), RequestID: RequestID(ctx),
 				Detail: fmt.Sprintf("country=%s%s unverified budget: %d sends this hour ran %d ahead of their verifies (baseline %d%s)",
-					r, carrierDetail(t, res), res.Count, res.Unverified, res.Baseline, map[bool]string{true: ", quarantined", false: ""}[res.Quarantined])})
+					r, carrierDetail, res.Count, res.Unverified, res.Baseline, map[bool]string{true: ", quarantined", false: ""}[res.Quarantined])})
 		}
 	}
 	return &problem.Error{Code: problem.CodeUnusualVolume, RetryAfter: retry, Usage: Usage(0, res.Unverified, time.Hour),

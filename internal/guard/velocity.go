@@ -206,23 +206,26 @@ func (s *velocity) take(phone Phone) VolumeTake {
 	return VolumeTake{Key: velocityKey(r), Quarantine: quarantineKey(r), Now: now, Hour: hour(now),
 		Lookback: int64(v.Lookback / time.Hour), Floor: fl, QFloor: max(1, fl/10),
 		Factor: v.Factor, HistoryMinSends: s.historyMinSends, MinuteShare: v.MinuteShare,
-		Unverified: s.unverifiedTake(), Carrier: s.carrierTake(phone)}
+		Unverified: s.unverifiedTake()}
 }
 
 // volumeFor is the count of a send of tier in its country's hour: the
 // solved cap's for a solved send (sol), else the velocity rule's unless
 // the number is safe-listed (safe) or trusted, completed with the trusted
-// tier (trustedTake). Nil when the send counts no volume.
+// tier (trustedTake), and with the carrier's share of the country's room
+// (carriershare.go). Nil when the send counts no volume.
 func (s *velocity) volumeFor(phone Phone, tier Tier, sol *Solution, safe bool) *VolumeTake {
-	if tier == TierSolved && sol != nil {
-		return s.solvedTake(phone, sol)
-	}
 	var vol *VolumeTake
-	if s.on(safe) && tier != TierTrusted {
-		v := s.take(phone)
-		vol = &v
+	if tier == TierSolved && sol != nil {
+		vol = s.solvedTake(phone, sol)
+	} else {
+		if s.on(safe) && tier != TierTrusted {
+			v := s.take(phone)
+			vol = &v
+		}
+		vol = s.trustedTake(phone, tier, vol)
 	}
-	return s.trustedTake(phone, tier, vol)
+	return s.withCarrier(phone, vol)
 }
 
 // trustedTake completes the volume count of a send of tier: the trusted
@@ -263,7 +266,6 @@ func (s *velocity) solvedTake(phone Phone, sol *Solution) *VolumeTake {
 	}
 	t.QFloor, t.Factor, t.MinuteShare = max(1, t.Floor/10), 1, 0
 	t.Solved = &SolvedUse{Used: solutionKey(r, sol.ID), TTL: max(time.Second, sol.Expires.Sub(t.Now)), Base: velocityKey(r)}
-	t.Carrier = carrierSolved(t.Carrier)
 	return &t
 }
 
@@ -288,7 +290,7 @@ func (s *velocity) creditVerify(ctx context.Context, phone Phone) {
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), convTimeout)
 	defer cancel()
 	v := s.policy
-	if err := s.volumes.CountVerified(cctx, velocityKey(region(phone)), s.carrierTake(phone).Key, hour(s.now()), v.ttl()); err != nil {
+	if err := s.volumes.CountVerified(cctx, velocityKey(region(phone)), s.carrierTake(phone, false).Key, hour(s.now()), v.ttl()); err != nil {
 		s.log.WarnContext(ctx, "country velocity: counting a verify failed", "err", err)
 	}
 }

@@ -32,7 +32,7 @@ func (r *Velocity) volumeCall(t guard.VolumeTake) (*redis.Script, []string, []an
 	// The carrier's share of the cap (KEYS[5..7], ARGV[9..11];
 	// guard/carriershare.go): its solved counts, its cut and its velocity
 	// counts, whose share it reads. Without one, nothing more is sent.
-	if c := t.Carrier; c.On() {
+	if c := t.Carrier; c.FloorShare > 0 {
 		keys = append(keys, r.key(c.Key), r.key(c.Cut), r.key(c.Share))
 		args = append(args, c.FloorShare, t.HistoryMinSends, int64((time.Duration(t.Lookback+2)*time.Hour)/time.Second))
 	}

@@ -125,7 +125,7 @@ func (r *Velocity) volumeArgs(t guard.VolumeTake) ([]string, []any) {
 	}
 	// The carrier's share (KEYS[5], ARGV[20]; guard/carriershare.go).
 	carrierShare := 0.0
-	if t.Carrier.On() {
+	if t.Carrier.FloorShare > 0 {
 		keys[4], carrierShare = r.key(t.Carrier.Key), t.Carrier.FloorShare
 	}
 	return keys, []any{t.Hour, t.Lookback, t.Floor, t.QFloor, t.Factor, t.HistoryMinSends, ttl, t.Now.Unix(), t.Now.Unix() / 60,
