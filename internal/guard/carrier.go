@@ -88,8 +88,11 @@ type CarrierTake struct {
 	Key  limit.Key // the carrier's counts: the velocity rule's, or the solved tier's
 	// The solved tier: Cut holds while the carrier's solved cap is cut,
 	// and Share is the carrier's velocity counts, whose share it reads.
-	Cut        limit.Key
-	Share      limit.Key
+	Cut   limit.Key
+	Share limit.Key
+	// Since holds the hour the country's carriers were first counted:
+	// the country's history before it is no carrier's.
+	Since      limit.Key
 	FloorShare float64
 }
 
@@ -98,11 +101,13 @@ type CarrierTake struct {
 // of the country's.
 func carrierTakeOf(phone Phone, floorShare float64, solved bool) CarrierTake {
 	c := CarrierOf(phone)
-	counts, solvedCounts, cut := carrierKeys(region(phone), c.Key)
+	r := region(phone)
+	counts, solvedCounts, cut := carrierKeys(r, c.Key)
+	since := limit.Key{Space: "otp:vel", ID: r, Name: "carriers"}
 	if solved {
-		return CarrierTake{Name: c.Name, Key: solvedCounts, Cut: cut, Share: counts, FloorShare: floorShare}
+		return CarrierTake{Name: c.Name, Key: solvedCounts, Cut: cut, Share: counts, Since: since, FloorShare: floorShare}
 	}
-	return CarrierTake{Name: c.Name, Key: counts, FloorShare: floorShare}
+	return CarrierTake{Name: c.Name, Key: counts, Since: since, FloorShare: floorShare}
 }
 
 // carrierKeys are a carrier's keys within its country's velocity rule:

@@ -210,7 +210,8 @@ func TestCarrierTake(t *testing.T) {
 		}
 		box.SetFail(&problem.Error{Code: problem.CodeProviderUnavailable, Message: "refused", Err: guard.ErrNotSent})
 		_, _ = otp.Send(ctx, guard.SendRequest{Phone: "+2348031234568"})
-		want, wantKey := guard.CarrierTake{Name: "MTN", Key: mtn, FloorShare: guard.DefaultCarrierFloorShare}, mtn
+		want, wantKey := guard.CarrierTake{Name: "MTN", Key: mtn, Since: limit.Key{Space: "otp:vel", ID: "NG", Name: "carriers"},
+			FloorShare: guard.DefaultCarrierFloorShare}, mtn
 		if !split {
 			want, wantKey = guard.CarrierTake{}, limit.Key{}
 		}

@@ -27,13 +27,17 @@ func (c carrierCountry) carrier(name string) limit.Key {
 	return limit.Key{Space: "otp:vel", ID: c.region, Name: "c:" + name}
 }
 
+func (c carrierCountry) since() limit.Key {
+	return limit.Key{Space: "otp:vel", ID: c.region, Name: "carriers"}
+}
+
 // take is the velocity take of one send to carrier (none: "") in hour h,
 // with the unverified budget's floor (0: off).
 func (c carrierCountry) take(h int64, carrier string, unverifiedFloor int64) guard.VolumeTake {
 	t := guard.VolumeTake{Key: c.key(), Quarantine: limit.Key{Space: "otp:vel", ID: c.region, Name: "quarantine"},
 		Now: time.Unix(h*3600+60, 0), Hour: h, Lookback: 24, Floor: 50, QFloor: 5, Factor: 3, HistoryMinSends: 20}
 	if carrier != "" {
-		t.Carrier = guard.CarrierTake{Name: carrier, Key: c.carrier(carrier), FloorShare: 0.1}
+		t.Carrier = guard.CarrierTake{Name: carrier, Key: c.carrier(carrier), Since: c.since(), FloorShare: 0.1}
 	}
 	if unverifiedFloor > 0 {
 		t.Unverified = guard.UnverifiedTake{Floor: unverifiedFloor, Share: 0.1, NormalDefault: 800, NormalMin: 200}
@@ -122,6 +126,33 @@ func TestCarrierSplit(t *testing.T) {
 			}
 			if got, r := fillCarrier(t, s.Velocity, thin, h0, "vodafone", 0, 1000); got != 0 || r.Carrier {
 				t.Fatalf("thin history, a second carrier: %d sent, refusal %+v; want the country's refusal", got, r)
+			}
+
+			// History from before the carriers were counted is no carrier's:
+			// no split until the hours since hold enough, then the shares.
+			before := carrierCountry{region: "CM"}
+			for h := h0 - 2; h < h0; h++ {
+				if got, _ := fillCarrier(t, s.Velocity, before, h, "", 0, 50); got != 50 {
+					t.Fatalf("CM's history, hour %d: %d sent, want 50", h-h0, got)
+				}
+				for range 50 {
+					if err := s.Velocity.CountVerified(ctx, before.key(), limit.Key{}, h, 26*time.Hour); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			if got, r := fillCarrier(t, s.Velocity, before, h0, "mtn", 0, 1000); got != 150 || r.Carrier {
+				t.Fatalf("CM's first hour with carriers: %d sent to mtn, refusal %+v; want the country's 150", got, r)
+			}
+			for range 150 {
+				if err := s.Velocity.CountVerified(ctx, before.key(), before.carrier("mtn"), h0, 26*time.Hour); err != nil {
+					t.Fatal(err)
+				}
+			}
+			// An hour later the hour since holds 150 verified sends, all mtn's:
+			// orange, without any, gets its floor of the country's 450.
+			if got, r := fillCarrier(t, s.Velocity, before, h0+1, "orange", 0, 1000); got != 5 || !r.Carrier || r.Limit != 5 {
+				t.Fatalf("CM's second hour: %d sent to orange, refusal %+v; want its floor 5", got, r)
 			}
 		})
 	}
@@ -227,7 +258,7 @@ func TestCarrierSolvedCut(t *testing.T) {
 					Floor: 10, QFloor: 1, Factor: 1, HistoryMinSends: 20,
 					Solved: &guard.SolvedUse{Used: key(fmt.Sprintf("used:%d", n)), TTL: time.Minute, Base: c.key()},
 					Carrier: guard.CarrierTake{Name: carrier, Key: key("c:" + carrier + ":solved"), Cut: key("c:" + carrier + ":solvedcut"),
-						Share: c.carrier(carrier), FloorShare: 0.1}}
+						Share: c.carrier(carrier), Since: c.since(), FloorShare: 0.1}}
 			}
 			fill := func(carrier string) (int, guard.VolumeResult) {
 				t.Helper()

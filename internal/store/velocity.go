@@ -114,8 +114,8 @@ func (r *Velocity) Quarantine(ctx context.Context, k limit.Key, until time.Time,
 // repeat KEYS[1] and KEYS[2] (one slot for all).
 func (r *Velocity) volumeArgs(t guard.VolumeTake) ([]string, []any) {
 	ttl := int64((time.Duration(t.Lookback+2) * time.Hour) / time.Second)
-	keys := []string{r.key(t.Key), r.key(t.Quarantine), "", "", ""}
-	keys[2], keys[3], keys[4] = keys[0], keys[1], keys[0]
+	keys := []string{r.key(t.Key), r.key(t.Quarantine), "", "", "", ""}
+	keys[2], keys[3], keys[4], keys[5] = keys[0], keys[1], keys[0], keys[0]
 	if t.TrustedKey.ID != "" {
 		keys[2] = r.key(t.TrustedKey)
 	}
@@ -123,10 +123,10 @@ func (r *Velocity) volumeArgs(t guard.VolumeTake) ([]string, []any) {
 	if hasMark {
 		keys[3] = r.key(t.Mark)
 	}
-	// The carrier's share (KEYS[5], ARGV[20]; guard/carriershare.go).
+	// The carrier's share (KEYS[5], KEYS[6], ARGV[20]; guard/carriershare.go).
 	carrierShare := 0.0
 	if t.Carrier.FloorShare > 0 {
-		keys[4], carrierShare = r.key(t.Carrier.Key), t.Carrier.FloorShare
+		keys[4], keys[5], carrierShare = r.key(t.Carrier.Key), r.key(t.Carrier.Since), t.Carrier.FloorShare
 	}
 	return keys, []any{t.Hour, t.Lookback, t.Floor, t.QFloor, t.Factor, t.HistoryMinSends, ttl, t.Now.Unix(), t.Now.Unix() / 60,
 		t.MinuteShare, flag(t.Trusted), t.TFloor, t.TFactor, flag(t.NewOff), flag(hasMark),

@@ -33,8 +33,9 @@
 -- the cut of the carrier's solved cap ends, KEYS[7] is the carrier's
 -- velocity counts (whose share it reads, computing and caching it as
 -- take_volume does when the hour has none yet: ARGV[10] the country's
--- history_min_sends, ARGV[11] that hash's TTL). All share the country's
--- hash tag. The carrier's cap is carrier_room(share, the country's cap)
+-- history_min_sends, ARGV[11] that hash's TTL; KEYS[8] the hour the
+-- country's carriers were first counted). All share the country's hash
+-- tag. The carrier's cap is carrier_room(share, the country's cap)
 -- (lib/carrier.lua; its floor ARGV[9] x the solved floor), a tenth while
 -- the carrier's cut holds, and holds the carrier's solved sends its own
 -- verifies do not back; the country's cap still holds first. So the
@@ -43,22 +44,25 @@
 -- {0, count, cap, baseline, cut, 0, 0, 0, 1}: the carrier's. An allowed
 -- send counts in both hashes.
 -- begin lib/carrier.lua
--- lib/carrier.lua is a carrier's share of its country's room (guard/carrier.go;
+-- lib/carrier.lua is a carrier's share of its country's room (guard/carriershare.go;
 -- take_volume, take_solved).
 --
 -- A carrier's counts are a hash of the velocity rule's layout within the
 -- country's hash tag: "s:<hour>" its sends, "v:<hour>" its verifies, and
 -- "p:<hour>" its share for that hour in permille. The share is the
--- carrier's credited sends over the lookback (min(sends, verifies) of each
--- hour before hour) / the country's (country_key, the velocity rule's
--- hash), computed once per hour and cached: carriers split the country's
--- room by what their real users verified, so a ring on one carrier's
--- ranges spends that carrier's share, not the country's. While the
--- country's history is too thin to judge by (fewer than min_history sends
--- over the lookback, the normal conversion's test) or holds no credit, the
--- share is 1000: no split. The carrier's old fields are pruned when the
--- share is computed; the key's TTL (ttl seconds) is refreshed.
-local function carrier_credit(key, hour, lookback)
+-- carrier's credited sends (min(sends, verifies) of each hour) / the
+-- country's (country_key, the velocity rule's hash), over the hours of the
+-- lookback before hour since the carriers were first counted (since_key
+-- holds that hour; set by the first share computed, its TTL refreshed by
+-- each): a country's verified history that predates its carriers' counts
+-- is no carrier's. It is computed once per hour and cached: carriers
+-- split the country's room by what their real users verified, so a ring
+-- on one carrier's ranges spends that carrier's share, not the country's.
+-- While those hours are too thin to judge by (fewer than min_history
+-- sends, the normal conversion's test) or hold no credit, the share is
+-- 1000: no split. The carrier's old fields are pruned when the share is
+-- computed; the keys' TTL (ttl seconds) is refreshed.
+local function carrier_credit(key, hour, lookback, from)
   local all = redis.call('HGETALL', key)
   local sends_in, verified_in, old = {}, {}, {}
   for i = 1, #all, 2 do
@@ -74,7 +78,7 @@ local function carrier_credit(key, hour, lookback)
   end
   local sends, credit = 0, 0
   for field_at, n in pairs(sends_in) do
-    if field_at < hour then
+    if field_at < hour and field_at >= from then
       sends = sends + n
       credit = credit + math.min(n, verified_in[field_at] or 0)
     end
@@ -82,11 +86,14 @@ local function carrier_credit(key, hour, lookback)
   return sends, credit, old
 end
 
-local function carrier_share(country_key, key, hour, lookback, min_history, ttl)
+local function carrier_share(country_key, key, since_key, hour, lookback, min_history, ttl)
   local share = tonumber(redis.call('HGET', key, 'p:' .. hour))
   if share then return share end
-  local country_sends, country_credit = carrier_credit(country_key, hour, lookback)
-  local _, credit, old = carrier_credit(key, hour, lookback)
+  local since = tonumber(redis.call('GET', since_key)) or hour
+  redis.call('SET', since_key, since, 'EX', ttl)
+  local from = math.max(since, hour - lookback)
+  local country_sends, country_credit = carrier_credit(country_key, hour, lookback, from)
+  local _, credit, old = carrier_credit(key, hour, lookback, from)
   share = 1000
   if country_sends > 0 and country_sends >= min_history and country_credit > 0 then
     share = math.min(1000, math.floor(1000 * credit / country_credit))
@@ -154,7 +161,7 @@ end
 local carrier_floor_share = tonumber(ARGV[9]) or 0
 local carrier_count = 0
 if carrier_floor_share > 0 then
-  local share = carrier_share(KEYS[3], KEYS[7], hour, lookback, tonumber(ARGV[10]), ARGV[11])
+  local share = carrier_share(KEYS[3], KEYS[7], KEYS[8], hour, lookback, tonumber(ARGV[10]), ARGV[11])
   local carrier_limit = carrier_room(share, limit, carrier_floor_share, floor)
   local carrier_cut = 0
   local carrier_cut_until = tonumber(redis.call('GET', KEYS[6]))

@@ -61,25 +61,29 @@
 -- first and still hold, so the carriers together never pass the country's
 -- limit. A refusal by the carrier answers nine values: count, limit and
 -- (eighth, 0 when the limit refused) budget are the carrier's, the ninth
--- is 1. An allowed send counts in both hashes. Without ARGV[20], KEYS[5]
--- repeats KEYS[1] and is not read.
+-- is 1. An allowed send counts in both hashes. KEYS[6] holds the hour the
+-- country's carriers were first counted (lib/carrier.lua). Without
+-- ARGV[20], KEYS[5] and KEYS[6] repeat KEYS[1] and are not read.
 -- begin lib/carrier.lua
--- lib/carrier.lua is a carrier's share of its country's room (guard/carrier.go;
+-- lib/carrier.lua is a carrier's share of its country's room (guard/carriershare.go;
 -- take_volume, take_solved).
 --
 -- A carrier's counts are a hash of the velocity rule's layout within the
 -- country's hash tag: "s:<hour>" its sends, "v:<hour>" its verifies, and
 -- "p:<hour>" its share for that hour in permille. The share is the
--- carrier's credited sends over the lookback (min(sends, verifies) of each
--- hour before hour) / the country's (country_key, the velocity rule's
--- hash), computed once per hour and cached: carriers split the country's
--- room by what their real users verified, so a ring on one carrier's
--- ranges spends that carrier's share, not the country's. While the
--- country's history is too thin to judge by (fewer than min_history sends
--- over the lookback, the normal conversion's test) or holds no credit, the
--- share is 1000: no split. The carrier's old fields are pruned when the
--- share is computed; the key's TTL (ttl seconds) is refreshed.
-local function carrier_credit(key, hour, lookback)
+-- carrier's credited sends (min(sends, verifies) of each hour) / the
+-- country's (country_key, the velocity rule's hash), over the hours of the
+-- lookback before hour since the carriers were first counted (since_key
+-- holds that hour; set by the first share computed, its TTL refreshed by
+-- each): a country's verified history that predates its carriers' counts
+-- is no carrier's. It is computed once per hour and cached: carriers
+-- split the country's room by what their real users verified, so a ring
+-- on one carrier's ranges spends that carrier's share, not the country's.
+-- While those hours are too thin to judge by (fewer than min_history
+-- sends, the normal conversion's test) or hold no credit, the share is
+-- 1000: no split. The carrier's old fields are pruned when the share is
+-- computed; the keys' TTL (ttl seconds) is refreshed.
+local function carrier_credit(key, hour, lookback, from)
   local all = redis.call('HGETALL', key)
   local sends_in, verified_in, old = {}, {}, {}
   for i = 1, #all, 2 do
@@ -95,7 +99,7 @@ local function carrier_credit(key, hour, lookback)
   end
   local sends, credit = 0, 0
   for field_at, n in pairs(sends_in) do
-    if field_at < hour then
+    if field_at < hour and field_at >= from then
       sends = sends + n
       credit = credit + math.min(n, verified_in[field_at] or 0)
     end
@@ -103,11 +107,14 @@ local function carrier_credit(key, hour, lookback)
   return sends, credit, old
 end
 
-local function carrier_share(country_key, key, hour, lookback, min_history, ttl)
+local function carrier_share(country_key, key, since_key, hour, lookback, min_history, ttl)
   local share = tonumber(redis.call('HGET', key, 'p:' .. hour))
   if share then return share end
-  local country_sends, country_credit = carrier_credit(country_key, hour, lookback)
-  local _, credit, old = carrier_credit(key, hour, lookback)
+  local since = tonumber(redis.call('GET', since_key)) or hour
+  redis.call('SET', since_key, since, 'EX', ttl)
+  local from = math.max(since, hour - lookback)
+  local country_sends, country_credit = carrier_credit(country_key, hour, lookback, from)
+  local _, credit, old = carrier_credit(key, hour, lookback, from)
   share = 1000
   if country_sends > 0 and country_sends >= min_history and country_credit > 0 then
     share = math.min(1000, math.floor(1000 * credit / country_credit))
@@ -205,7 +212,7 @@ local carrier_floor_share = tonumber(ARGV[20]) or 0
 local carrier_on = trusted == 0 and carrier_floor_share > 0
 if carrier_on then
   local carrier_key = KEYS[5]
-  local share = carrier_share(KEYS[1], carrier_key, hour, lookback, min_history, ARGV[7])
+  local share = carrier_share(KEYS[1], carrier_key, KEYS[6], hour, lookback, min_history, ARGV[7])
   local carrier_vals = redis.call('HMGET', carrier_key, 's:' .. hour, 'v:' .. hour)
   local carrier_count = tonumber(carrier_vals[1]) or 0
   local carrier_verified = tonumber(carrier_vals[2]) or 0
