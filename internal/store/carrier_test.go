@@ -195,6 +195,27 @@ func TestCarrierUnverifiedBudget(t *testing.T) {
 	}
 }
 
+// TestCarrierGrowsWithItsVerifies: with the unverified budget on, a
+// carrier's users who verify grow its limit within the hour past its
+// share (factor x its verified sends), as a country's do.
+func TestCarrierGrowsWithItsVerifies(t *testing.T) {
+	b := backends(t)["miniredis"](t)
+	s := store.NewRedis(b.rdb, b.prefix)
+	ctx := context.Background()
+	c := carrierCountry{region: "RW"}
+	h0 := time.Now().Unix()/3600 - 50
+	seedCarriers(t, s.Velocity, c, h0)
+	for i := range 30 { // glo's share is 15
+		r, err := s.Velocity.TakeVolume(ctx, c.take(h0, "glo", 20))
+		if err != nil || !r.Allowed {
+			t.Fatalf("glo's send %d, each verified: %+v, %v; want allowed", i, r, err)
+		}
+		if err := s.Velocity.CountVerified(ctx, c.key(), c.carrier("glo"), h0, 26*time.Hour); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 // TestCarrierExactUnderConcurrency: three instances sharing one Redis,
 // 60 concurrent sends to glo (share 15) and 200 to mtn (share 135): exactly
 // 15 and 135 are counted, together exactly the country's 150, and the
