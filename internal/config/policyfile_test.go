@@ -40,7 +40,8 @@ func everyField() guard.Policies {
 			PrefixDepths:       []guard.PrefixWindow{{Limit: 400, Window: time.Hour, DigitsDropped: 6}},
 			CountryVelocity: guard.CountryVelocity{Mode: guard.VelocityEnforce, Floor: 80, Factor: 4,
 				Lookback: 72 * time.Hour, Expected: map[string]int64{"NG": 500},
-				QuarantineFor: 12 * time.Hour, MinuteShare: 0.25, UnverifiedFloor: 15, UnverifiedShare: 0.2},
+				QuarantineFor: 12 * time.Hour, MinuteShare: 0.25, UnverifiedFloor: 15, UnverifiedShare: 0.2,
+				CarrierSplit: true, CarrierFloorShare: 0.2},
 			PerCountry: map[string]guard.Window{
 				"IN": {Limit: 2000, Window: time.Hour},
 				"*":  {Limit: 200, Window: time.Hour},
@@ -175,6 +176,10 @@ func TestDecodePolicies(t *testing.T) {
 					OnStoreError: limit.FallbackOpen, Mode: limit.ModeSync, SyncInterval: limit.DefaultSyncInterval}}
 			}},
 		{name: "conversion left empty is filled", file: "otp:\n  conversion: {mode: \"\"}\n", want: func(*guard.Policies) {}},
+		{name: "carrier split off keeps the rest of the velocity rule", file: "otp:\n  country_velocity: {carrier_split: false}\n",
+			want: func(p *guard.Policies) { p.OTP.CountryVelocity.CarrierSplit = false }},
+		{name: "carrier floor share", file: "otp:\n  country_velocity: {carrier_floor_share: 0.25}\n",
+			want: func(p *guard.Policies) { p.OTP.CountryVelocity.CarrierFloorShare = 0.25 }},
 		{name: "bad duration names its line",
 			file:    "limits:\n  api:\n    algorithm: fixed_window\n    limit: 10\n    window: 1mm\n",
 			wantErr: []string{"line 5", `"1mm" is not a duration`}},
