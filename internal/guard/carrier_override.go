@@ -68,16 +68,23 @@ func SubjectName(region, carrier string) string {
 	return region + " / " + carrier
 }
 
+// CarrierSubjectName is a carrier subject in its canonical form
+// (CarrierSubject.String, "NG/mtn") for people: SubjectName with the key
+// in capitals, "NG / MTN", as the overrides and the alerts keep the key,
+// not libphonenumber's spelling. Anything else is returned as is.
+func CarrierSubjectName(subject string) string {
+	region, key, ok := strings.Cut(subject, "/")
+	if !ok || region == "" || key == "" {
+		return subject
+	}
+	return SubjectName(region, strings.ToUpper(key))
+}
+
 // OverrideSubjectName is o's subject for people: a carrier override's as
-// SubjectName, its key in capitals ("NG / MTN": the override keeps the key,
-// not libphonenumber's spelling); any other's as stored.
+// CarrierSubjectName ("NG / MTN"), any other's as stored.
 func OverrideSubjectName(o Override) string {
 	if o.Kind != OverrideCarrierPause && o.Kind != OverrideCarrierLimit {
 		return o.Subject
 	}
-	region, key, ok := strings.Cut(o.Subject, "/")
-	if !ok {
-		return o.Subject
-	}
-	return SubjectName(region, strings.ToUpper(key))
+	return CarrierSubjectName(o.Subject)
 }

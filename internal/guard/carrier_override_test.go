@@ -87,6 +87,8 @@ func TestSubjectName(t *testing.T) {
 		{guard.SubjectName("", "Airtel"), "001 / Airtel"},
 		{guard.OverrideSubjectName(guard.Override{Kind: guard.OverrideCarrierPause, Subject: "NG/mtn"}), "NG / MTN"},
 		{guard.OverrideSubjectName(guard.Override{Kind: guard.OverrideCountryPause, Subject: "NG"}), "NG"},
+		{guard.CarrierSubjectName("IN/vodafone-idea"), "IN / VODAFONE-IDEA"},
+		{guard.CarrierSubjectName("+2348031"), "+2348031"},
 	} {
 		if tc.got != tc.want {
 			t.Errorf("got %q, want %q", tc.got, tc.want)

@@ -62,8 +62,8 @@ type AbuseCounts struct {
 // AbuseAlert is an alert of the conversion watch or the country velocity
 // rule, shown until it ends.
 type AbuseAlert struct {
-	Scope   string // "prefix" or "country"
-	Subject string // the prefix (+91987650) or the region (NG)
+	Scope   string // "prefix", "country" or "carrier"
+	Subject string // the prefix (+91987650), the region (NG) or the carrier ("NG / MTN")
 	Country string
 	Rule    string // "conversion" or "velocity"
 	Outcome string // reported, blocked, quarantined, unusual_volume
@@ -233,12 +233,17 @@ func (a *AbuseRecorder) count(e guard.Event, kinds []string) {
 }
 
 // alertOf reads an alert from the event the rule recorded: its detail
-// starts with "<scope>=<subject> " (guard/conversion.go, velocity.go).
+// starts with "<scope>=<subject> " (guard/conversion.go, velocity.go). A
+// carrier's subject is its canonical form, "carrier=NG/mtn", shown as
+// "NG / MTN" (guard.CarrierSubjectName).
 func (a *AbuseRecorder) alertOf(e guard.Event) (AbuseAlert, bool) {
 	head, _, _ := strings.Cut(e.Detail, " ")
 	scope, subject, ok := strings.Cut(head, "=")
-	if !ok || (scope != "prefix" && scope != "country") || subject == "" || len(subject) > 32 {
+	if !ok || (scope != "prefix" && scope != "country" && scope != "carrier") || subject == "" || len(subject) > 40 {
 		return AbuseAlert{}, false
+	}
+	if scope == "carrier" {
+		subject = guard.CarrierSubjectName(subject)
 	}
 	al := AbuseAlert{Scope: scope, Subject: subject, Country: Region(e.Country), Outcome: e.Outcome, At: e.At, Detail: e.Detail}
 	p := a.o.Policy()

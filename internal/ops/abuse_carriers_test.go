@@ -122,3 +122,22 @@ func TestAbuseViewCarriers(t *testing.T) {
 		t.Errorf("carrier rows (-want +got):\n%s", diff)
 	}
 }
+
+// TestCarrierAlertNamed: a rule's alert on a carrier ("carrier=NG/mtn" at
+// the head of its detail) is shown as "NG / MTN".
+func TestCarrierAlertNamed(t *testing.T) {
+	st := &fakeAbuseCounters{counts: map[string]int64{}}
+	now := time.Unix(1_780_000_000, 0)
+	r := ops.NewAbuseRecorder(ops.AbuseRecorderOptions{Store: st, Policy: func() guard.OTPPolicy { return guard.DefaultPolicies().OTP },
+		Now: func() time.Time { return now }})
+	r.Record(guard.Event{At: now, Action: guard.ActionVelocity, Outcome: "unusual_volume", Country: "NG",
+		Detail: "carrier=NG/mtn 412 sends this hour, over 120"})
+	r.Record(guard.Event{At: now, Action: guard.ActionVelocity, Outcome: "unusual_volume", Country: "NG",
+		Detail: "operator=NG/mtn not a scope the view knows"})
+	if err := r.Flush(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if len(st.alerts) != 1 || st.alerts[0].Scope != "carrier" || st.alerts[0].Subject != "NG / MTN" || st.alerts[0].Country != "NG" {
+		t.Errorf("alerts %+v, want one of scope carrier, subject NG / MTN, country NG", st.alerts)
+	}
+}
