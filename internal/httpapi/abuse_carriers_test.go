@@ -103,3 +103,33 @@ func TestAbuseViewCarriers(t *testing.T) {
 		}
 	}
 }
+
+// TestCarrierOverrideForm: the desk's override form offers the carrier
+// kinds, takes "NG / MTN" and lists the override as such; a country that
+// is none comes back refused, naming the subject.
+func TestCarrierOverrideForm(t *testing.T) {
+	oc := newOpsCluster(t, opsConfig{engine: sqlstore.EngineSQLite})
+	page := oc.ops(t, 0, "GET", "/ops", "")
+	for _, option := range []string{`<option value="carrier_limit"`, `<option value="carrier_pause"`} {
+		if !strings.Contains(string(page.Body), option) {
+			t.Errorf("the override form has no %s", option)
+		}
+	}
+	r := oc.formWithID(t, 0, "/ops/actions/override", "kind=carrier_pause&subject=NG+%2F+MTN&reason=wave&expires_in=1h", opsKey, "carrier-form-1")
+	if r.Status != http.StatusSeeOther || !strings.Contains(r.Header.Get("Location"), "ov_done=added") {
+		t.Fatalf("the form, NG / MTN: %d %s, want 303 to ov_done=added", r.Status, r.Header.Get("Location"))
+	}
+	list := oc.ops(t, 0, "GET", "/ops/overrides", "").json(t)["overrides"].([]any)
+	if len(list) != 1 || list[0].(map[string]any)["subject"] != "NG/mtn" {
+		t.Fatalf("overrides after the form: %v, want NG/mtn", list)
+	}
+	page = oc.ops(t, 0, "GET", "/ops", "")
+	row := regexp.MustCompile(`(?s)<tr class="override-row".*?</tr>`).Find(page.Body)
+	if !strings.Contains(string(row), "Pause a carrier of a country") || !strings.Contains(string(row), "NG / MTN") {
+		t.Errorf("the override's row: want its kind and NG / MTN:\n%s", row)
+	}
+	r = oc.formWithID(t, 0, "/ops/actions/override", "kind=carrier_limit&subject=XX%2FMTN&limit=5&reason=wave", opsKey, "carrier-form-2")
+	if loc := r.Header.Get("Location"); r.Status != http.StatusSeeOther || !strings.Contains(loc, "ov_err=unknown_country") || !strings.Contains(loc, "ov_field=subject") {
+		t.Errorf("the form, XX/MTN: %d %s, want 303 back with unknown_country on subject", r.Status, loc)
+	}
+}
