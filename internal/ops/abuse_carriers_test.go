@@ -23,7 +23,9 @@ type readAbuseData struct {
 	data ops.AbuseData
 }
 
-func (r *readAbuseData) ReadAbuse(context.Context, []int64) (ops.AbuseData, error) { return r.data, nil }
+func (r *readAbuseData) ReadAbuse(context.Context, []int64) (ops.AbuseData, error) {
+	return r.data, nil
+}
 
 func TestAbuseRecorderCountsChallengesByCarrier(t *testing.T) {
 	st := &fakeAbuseCounters{counts: map[string]int64{}}
