@@ -15,6 +15,8 @@ import (
 const (
 	OverrideCountryLimit = "country_limit"   // lowers otp.per_country for Subject (ISO 3166-1 alpha-2, or "001")
 	OverrideCountryPause = "country_pause"   // refuses every send to Subject's country (403 country_paused); no Limit
+	OverrideCarrierLimit = "carrier_limit"   // limits the sends to Subject's carrier of a country ("NG / MTN") to Limit an hour (429 carrier_rate_limited)
+	OverrideCarrierPause = "carrier_pause"   // refuses every send to Subject's carrier of a country (403 carrier_paused); no Limit
 	OverridePrefixLimit  = "prefix_limit"    // limits the sends under Subject ("+" and 1 to 15 digits)
 	OverrideBudgetHour   = "budget_per_hour" // lowers otp.budget's hourly limit; no Subject
 	OverrideBudgetDay    = "budget_per_day"  // lowers otp.budget's daily limit; no Subject
@@ -24,7 +26,9 @@ const (
 type Override struct {
 	ID      int64  `json:"id"`
 	Kind    string `json:"kind"`              // one of the Override* kinds
-	Subject string `json:"subject,omitempty"` // the country or prefix; empty for the budgets
+	Subject string `json:"subject,omitempty"` // the country, carrier ("NG/mtn") or prefix; empty for the budgets
+	// SubjectName is a carrier's subject as people read it, "NG / MTN".
+	SubjectName string `json:"subject_name,omitempty"`
 	// Limit is the override's (nil for a pause); FileLimit the policy
 	// file's for the same rule (nil when the file has none). What applies
 	// is the lower.
@@ -43,7 +47,7 @@ type Override struct {
 // with code override_looser (Field "limit").
 type OverrideRequest struct {
 	Kind    string // one of the Override* kinds
-	Subject string // the country or prefix; empty for the budgets
+	Subject string // the country, carrier ("NG / MTN") or prefix; empty for the budgets
 	Limit   int64  // sends per the rule's window; 0 (absent) for a pause
 	// ExpiresIn is how long it lasts, in whole seconds; 0: otpguard's
 	// default (24 h); at most 7 days.

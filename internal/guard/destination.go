@@ -6,16 +6,17 @@ import (
 	"github.com/otpguard/otpguard/internal/problem"
 )
 
-// Destinations a send may go to: the countries paused by the ops desk
-// (override.go), the high-risk numbering (highrisk.go), the allowed
-// countries and the allowed number types (numbertype.go).
+// Destinations a send may go to: the countries and carriers paused by the
+// ops desk (override.go, carrier_override.go), the high-risk numbering
+// (highrisk.go), the allowed countries and the allowed number types
+// (numbertype.go).
 
 // checkDestination refuses high-risk destinations the policy does not
 // allow (highrisk.go), and numbers outside the allowed countries and
 // number types.
 func (s *pumping) checkDestination(phone Phone) error {
 	if now := s.now(); s.overrides != nil {
-		if err := checkPaused(s.overrides, phone.Region, now); err != nil {
+		if err := checkPaused(s.overrides, phone, now); err != nil {
 			return err
 		}
 	}

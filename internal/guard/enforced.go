@@ -99,6 +99,25 @@ func (e Enforced) Prefix(prefix string, pw PrefixWindow) InForce {
 	return InForce{Limit: l, Window: pw.Window, Override: o}
 }
 
+// Carrier is the ops desk's limit on the sends to the carrier subject
+// (CarrierSubject.String, "NG/mtn") in DefaultOverrideWindow (Limit 0:
+// none). The policy file has no limit of its own per carrier: an
+// override's is the only one, counted on a counter of its own.
+func (e Enforced) Carrier(subject string) InForce {
+	l := e.over.carrier[subject]
+	if l <= 0 {
+		return InForce{}
+	}
+	return InForce{Limit: l, Window: DefaultOverrideWindow, Override: true}
+}
+
+// CarrierPause is when the ops desk's pause of the carrier subject ends;
+// ok is false when it is not paused.
+func (e Enforced) CarrierPause(subject string) (until time.Time, ok bool) {
+	until, ok = e.over.carrierPaused[subject]
+	return until, ok
+}
+
 // Prefix is the number minus its last digitsDropped digits (never less
 // than "+" and two digits): the subject of the per-prefix limit and of
 // the conversion watch.
@@ -119,7 +138,7 @@ func (s *pumping) enforced(now time.Time) Enforced {
 }
 
 // abuseLimits are the limits of one send after the number's own:
-// per prefix and per country (not for safe-listed numbers; with
+// per prefix, per carrier (an override's only) and per country (not for safe-listed numbers; with
 // operatorOnly, for a solved or trusted send, only those an operator's
 // override set), then the spend budget. The file's own prefix and country
 // limits are marked Automatic (the store skips them once it finds the
@@ -167,6 +186,16 @@ func (s *pumping) abuseLimits(phone Phone, safe, operatorOnly bool) []limitedTak
 			denial: problem.CodePrefixRateLimited, what: "too many codes were sent to numbers like this one; try again later",
 			operator: true,
 		})
+	}
+	if !safe && e.over.carrier != nil { // the ops desk's limit on the number's carrier, on a counter of its own
+		subject := carrierSubject(phone)
+		if l := e.Carrier(subject); l.Limit > 0 {
+			ls = append(ls, limitedTake{
+				take:   window(limit.Key{Space: "otp:carrier", ID: subject, Name: "sends"}, l.Limit, l.Window),
+				denial: problem.CodeCarrierRateLimited, what: "too many codes were sent to numbers of this carrier; try again later",
+				operator: true,
+			})
+		}
 	}
 	if !safe && (len(s.policy.PerCountry) > 0 || e.over.country != nil) {
 		region := phone.Region

@@ -12,8 +12,9 @@ import (
 )
 
 // Emergency overrides (README.md, "Changing limits during an attack"): the
-// ops desk tightens the policy file's country, prefix and budget limits, or
-// pauses a country, for a while, on every instance at once. An override
+// ops desk tightens the policy file's country, prefix and budget limits,
+// limits one carrier of a country, or pauses a country or one of its
+// carriers, for a while, on every instance at once. An override
 // only ever tightens: what applies is the lower of the file's limit and the
 // override's, and removing or outliving an override returns to the file's.
 
@@ -27,6 +28,11 @@ const (
 	OverrideCountryLimit OverrideKind = "country_limit"
 	// OverrideCountryPause refuses every send to one country.
 	OverrideCountryPause OverrideKind = "country_pause"
+	// OverrideCarrierLimit limits the sends to one carrier of a country
+	// (Subject, "NG/mtn": CarrierSubject) in a fixed window of an hour;
+	// OverrideCarrierPause refuses every send to it (carrier_override.go).
+	OverrideCarrierLimit OverrideKind = "carrier_limit"
+	OverrideCarrierPause OverrideKind = "carrier_pause"
 	// OverridePrefixLimit limits the sends to the numbers under one prefix
 	// (Subject, "+" and 1 to 15 digits).
 	OverridePrefixLimit OverrideKind = "prefix_limit"
@@ -36,7 +42,8 @@ const (
 )
 
 // OverrideKinds lists every kind, in the order the ops page offers them.
-var OverrideKinds = []OverrideKind{OverrideCountryLimit, OverrideCountryPause, OverridePrefixLimit, OverrideBudgetHour, OverrideBudgetDay}
+var OverrideKinds = []OverrideKind{OverrideCountryLimit, OverrideCountryPause, OverrideCarrierLimit, OverrideCarrierPause,
+	OverridePrefixLimit, OverrideBudgetHour, OverrideBudgetDay}
 
 // Bounds of an override's life: DefaultOverrideFor when none is given, at
 // most MaxOverrideFor, so that a forgotten emergency measure ends by itself.
@@ -53,7 +60,7 @@ const (
 type Override struct {
 	ID      int64
 	Kind    OverrideKind
-	Subject string // the country or prefix; "" for the budgets
+	Subject string // the country, carrier ("NG/mtn") or prefix; "" for the budgets
 	Limit   int64  // 0 for a pause
 	Reason  string
 	Author  string
@@ -93,7 +100,8 @@ func overrideErr(field, format string, args ...any) error {
 }
 
 // NormalizeOverride checks o's kind, subject and limit and puts the subject
-// in its canonical form (an upper-case country).
+// in its canonical form (an upper-case country; a carrier as
+// CarrierSubject.String, "NG/mtn").
 func NormalizeOverride(o Override) (Override, error) {
 	o.Subject = strings.TrimSpace(o.Subject)
 	switch o.Kind {
@@ -102,6 +110,12 @@ func NormalizeOverride(o Override) (Override, error) {
 		if o.Subject != "001" && (len(o.Subject) != 2 || phonenumbers.GetCountryCodeForRegion(o.Subject) == 0) {
 			return o, overrideErr("subject", "must be an ISO 3166-1 alpha-2 country code such as NG (or 001 for non-geographic numbers), got %q", o.Subject)
 		}
+	case OverrideCarrierLimit, OverrideCarrierPause:
+		c, err := ParseCarrierSubject(o.Subject)
+		if err != nil {
+			return o, err
+		}
+		o.Subject = c.String()
 	case OverridePrefixLimit:
 		if err := ValidateDenyPattern(o.Subject); err != nil {
 			return o, overrideErr("subject", "must be a number prefix: + and 1 to 15 digits, such as +2348031")
@@ -113,9 +127,9 @@ func NormalizeOverride(o Override) (Override, error) {
 	default:
 		return o, overrideErr("kind", "must be one of %s", joinKinds())
 	}
-	if o.Kind == OverrideCountryPause {
+	if o.Kind == OverrideCountryPause || o.Kind == OverrideCarrierPause {
 		if o.Limit != 0 {
-			return o, overrideErr("limit", "must be empty for a pause: a paused country gets no sends at all")
+			return o, overrideErr("limit", "must be empty for a pause: a paused country or carrier gets no sends at all")
 		}
 	} else if o.Limit < 1 || o.Limit > maxLimit {
 		return o, overrideErr("limit", "must be between 1 and %d, got %d", maxLimit, o.Limit)
@@ -207,12 +221,14 @@ func CheckTightens(p OTPPolicy, o Override) error {
 // overridesAt is what the overrides in force at now change in the OTP
 // rules; the zero value changes nothing.
 type overridesAt struct {
-	paused   map[string]time.Time // country -> until
-	country  map[string]int64
-	prefix   map[string]int64
-	hour     int64
-	day      int64
-	nonEmpty bool
+	paused        map[string]time.Time // country -> until
+	carrierPaused map[string]time.Time // carrier subject ("NG/mtn") -> until
+	country       map[string]int64
+	carrier       map[string]int64 // carrier subject -> limit
+	prefix        map[string]int64
+	hour          int64
+	day           int64
+	nonEmpty      bool
 }
 
 // tighter is the lower of two limits, 0 meaning none.
@@ -238,6 +254,16 @@ func overridesIn(list []Override, now time.Time) overridesAt {
 				at.paused = map[string]time.Time{}
 			}
 			at.paused[o.Subject] = later(at.paused[o.Subject], o.ExpiresAt)
+		case OverrideCarrierPause:
+			if at.carrierPaused == nil {
+				at.carrierPaused = map[string]time.Time{}
+			}
+			at.carrierPaused[o.Subject] = later(at.carrierPaused[o.Subject], o.ExpiresAt)
+		case OverrideCarrierLimit:
+			if at.carrier == nil {
+				at.carrier = map[string]int64{}
+			}
+			at.carrier[o.Subject] = tighter(at.carrier[o.Subject], o.Limit)
 		case OverrideCountryLimit:
 			if at.country == nil {
 				at.country = map[string]int64{}
@@ -276,10 +302,12 @@ func pauseCover(region string) string {
 	return ""
 }
 
-// checkPaused refuses a send to a country one of overrides pauses at
-// now, until the pause ends.
-func checkPaused(overrides Overrides, region string, now time.Time) error {
+// checkPaused refuses a send to a country, or to a carrier of a country,
+// one of overrides pauses at now, until the pause ends; the country's
+// pause first.
+func checkPaused(overrides Overrides, phone Phone, now time.Time) error {
 	at := overridesIn(overrides.ActiveOverrides(), now)
+	region := phone.Region
 	if region == "" {
 		region = "001"
 	}
@@ -289,9 +317,16 @@ func checkPaused(overrides Overrides, region string, now time.Time) error {
 			until, ok = u, true
 		}
 	}
-	if !ok {
+	if ok {
+		return &problem.Error{Code: problem.CodeCountryPaused, Message: "sends to this country are paused by the ops desk; try again later",
+			RetryAfter: until.Sub(now)}
+	}
+	if len(at.carrierPaused) == 0 { // the carrier is looked up only when one is paused
 		return nil
 	}
-	return &problem.Error{Code: problem.CodeCountryPaused, Message: "sends to this country are paused by the ops desk; try again later",
-		RetryAfter: until.Sub(now)}
+	if until, ok := at.carrierPaused[carrierSubject(phone)]; ok {
+		return &problem.Error{Code: problem.CodeCarrierPaused, Message: "sends to this carrier are paused by the ops desk; try again later",
+			RetryAfter: until.Sub(now)}
+	}
+	return nil
 }

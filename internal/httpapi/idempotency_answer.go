@@ -36,7 +36,7 @@ var replayedHeaders = []string{echo.HeaderContentType, "Retry-After", "RateLimit
 // policy, the caller solves the challenge. Replaying them would outlast
 // their cause.
 var causeCanEnd = map[problem.Code]bool{
-	problem.CodeDenied: true, problem.CodeCountryPaused: true, problem.CodeCountryNotAllowed: true,
+	problem.CodeDenied: true, problem.CodeCountryPaused: true, problem.CodeCarrierPaused: true, problem.CodeCountryNotAllowed: true,
 	problem.CodeNumberTypeNotAllowed: true, problem.CodeChallengeRequired: true, problem.CodeOverrideLooser: true,
 }
 

@@ -65,8 +65,11 @@ var statusOf = map[problem.Code]int{
 	problem.CodeVerificationNotFound:     http.StatusNotFound,
 	problem.CodeVerificationNotPending:   http.StatusConflict,
 	// The ops desk's emergency overrides (opsweb).
-	problem.CodeCountryPaused:  http.StatusForbidden,
-	problem.CodeOverrideLooser: http.StatusUnprocessableEntity,
+	problem.CodeCountryPaused:      http.StatusForbidden,
+	problem.CodeCarrierPaused:      http.StatusForbidden,
+	problem.CodeCarrierRateLimited: http.StatusTooManyRequests,
+	problem.CodeOverrideLooser:     http.StatusUnprocessableEntity,
+	problem.CodeUnknownCountry:     http.StatusUnprocessableEntity,
 }
 
 // codeOfStatus turns echo's own errors (unknown route, wrong method, body

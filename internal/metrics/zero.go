@@ -18,7 +18,7 @@ var (
 		problem.CodeCountryNotAllowed, problem.CodeNumberTypeNotAllowed, problem.CodePrefixRateLimited,
 		problem.CodeCountryRateLimited, problem.CodeBudgetExhausted, problem.CodeUnusualVolume,
 		problem.CodeInvalidPhone, problem.CodeInvalidDestination, problem.CodeProviderUnavailable,
-		problem.CodeStoreUnavailable, problem.CodeOverloaded,
+		problem.CodeStoreUnavailable, problem.CodeOverloaded, problem.CodeCarrierRateLimited,
 	}
 	verifyOutcomes = []problem.Code{
 		problem.CodeWrongCode, problem.CodeNoActiveCode, problem.CodeTooManyAttempts, problem.CodeInvalidPhone,

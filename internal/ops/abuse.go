@@ -21,6 +21,11 @@ import (
 //	countries: "<REGION>|s" sent, "|t" sent to trusted numbers, "|v" verified, "|r" refused, "|r:<code>" refused by code
 //	prefixes:  "<prefix>|<REGION>|<depth>|s" (and v, r): depth 0 is
 //	           per_prefix, depth i prefix_depths[i-1]
+//	carriers:  "<REGION>|<carrier key>|<carrier name>|s" (and v, r,
+//	           r:challenge_required): the number's original carrier
+//	           (guard.CarrierOf), keyed by its normalised key, its name
+//	           kept for people; past the cap a country's new carriers count
+//	           as "<REGION>|~other|other|<kind>"
 //
 // They are counted from the audit events the OTP rules already emit (the
 // AbuseRecorder is an EventSink beside the audit queue), in memory, and
@@ -37,6 +42,7 @@ const AbuseTTL = 25 * time.Hour
 const (
 	MaxCountryFields = 1200 // ~250 regions x (s, v, r) and the refusal codes met
 	MaxPrefixFields  = 900  // 300 prefixes x (s, v, r)
+	MaxCarrierFields = 1200 // 300 carriers of the countries met x (s, v, r, challenged)
 	// maxPendingFields bounds what one instance holds while the store does
 	// not answer; past it, new counts are dropped (and counted).
 	maxPendingFields = 20000
@@ -50,13 +56,14 @@ type AbuseCounts struct {
 	Hour      int64 // unix seconds / 3600 of the service's clock
 	Countries map[string]int64
 	Prefixes  map[string]int64
+	Carriers  map[string]int64
 }
 
 // AbuseAlert is an alert of the conversion watch or the country velocity
 // rule, shown until it ends.
 type AbuseAlert struct {
-	Scope   string // "prefix" or "country"
-	Subject string // the prefix (+91987650) or the region (NG)
+	Scope   string // "prefix", "country" or "carrier"
+	Subject string // the prefix (+91987650), the region (NG) or the carrier ("NG / MTN")
 	Country string
 	Rule    string // "conversion" or "velocity"
 	Outcome string // reported, blocked, quarantined, unusual_volume
@@ -70,6 +77,7 @@ type AbuseHour struct {
 	Hour      int64
 	Countries map[string]int64
 	Prefixes  map[string]int64
+	Carriers  map[string]int64
 }
 
 // Budget window as read back: the counter and how long it still runs.
@@ -150,8 +158,8 @@ func Region(r string) string {
 	return r
 }
 
-// Record counts one event: sends, refusals and verifications by country
-// and prefix, and the alerts of the conversion watch and velocity rule.
+// Record counts one event: sends, refusals and verifications by country,
+// carrier and prefix, and the alerts of the conversion watch and velocity rule.
 func (a *AbuseRecorder) Record(e guard.Event) {
 	switch e.Action {
 	case guard.ActionOTPSend, guard.ActionOTPVerify:
@@ -187,11 +195,12 @@ func (a *AbuseRecorder) count(e guard.Event, kinds []string) {
 	region := Region(e.Country)
 	p := a.o.Policy()
 	h := e.At.Unix() / 3600
+	carrier := carrierField(e.Phone, region) // libphonenumber, outside the lock
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	c := a.pending[h]
 	if c == nil {
-		c = &AbuseCounts{Hour: h, Countries: map[string]int64{}, Prefixes: map[string]int64{}}
+		c = newAbuseCounts(h)
 		a.pending[h] = c
 	}
 	add := func(m map[string]int64, f string) {
@@ -206,6 +215,9 @@ func (a *AbuseRecorder) count(e guard.Event, kinds []string) {
 	}
 	for _, k := range kinds {
 		add(c.Countries, region+"|"+k)
+		if carrierKind(k) {
+			add(c.Carriers, carrier+k)
+		}
 	}
 	seen := map[string]bool{}
 	for depth, pw := range p.PrefixLimits() {
@@ -221,12 +233,17 @@ func (a *AbuseRecorder) count(e guard.Event, kinds []string) {
 }
 
 // alertOf reads an alert from the event the rule recorded: its detail
-// starts with "<scope>=<subject> " (guard/conversion.go, velocity.go).
+// starts with "<scope>=<subject> " (guard/conversion.go, velocity.go). A
+// carrier's subject is its canonical form, "carrier=NG/mtn", shown as
+// "NG / MTN" (guard.CarrierSubjectName).
 func (a *AbuseRecorder) alertOf(e guard.Event) (AbuseAlert, bool) {
 	head, _, _ := strings.Cut(e.Detail, " ")
 	scope, subject, ok := strings.Cut(head, "=")
-	if !ok || (scope != "prefix" && scope != "country") || subject == "" || len(subject) > 32 {
+	if !ok || (scope != "prefix" && scope != "country" && scope != "carrier") || subject == "" || len(subject) > 40 {
 		return AbuseAlert{}, false
+	}
+	if scope == "carrier" {
+		subject = guard.CarrierSubjectName(subject)
 	}
 	al := AbuseAlert{Scope: scope, Subject: subject, Country: Region(e.Country), Outcome: e.Outcome, At: e.At, Detail: e.Detail}
 	p := a.o.Policy()
@@ -310,10 +327,10 @@ func (a *AbuseRecorder) mergeBack(counts []AbuseCounts, alerts []AbuseAlert) {
 	for _, c := range counts {
 		p := a.pending[c.Hour]
 		if p == nil {
-			p = &AbuseCounts{Hour: c.Hour, Countries: map[string]int64{}, Prefixes: map[string]int64{}}
+			p = newAbuseCounts(c.Hour)
 			a.pending[c.Hour] = p
 		}
-		for _, m := range [][2]map[string]int64{{p.Countries, c.Countries}, {p.Prefixes, c.Prefixes}} {
+		for _, m := range [][2]map[string]int64{{p.Countries, c.Countries}, {p.Prefixes, c.Prefixes}, {p.Carriers, c.Carriers}} {
 			for f, n := range m[1] {
 				if _, ok := m[0][f]; !ok {
 					if a.fields >= maxPendingFields {

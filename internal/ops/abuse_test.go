@@ -34,6 +34,9 @@ func (f *fakeAbuseCounters) AddAbuse(_ context.Context, counts []ops.AbuseCounts
 		for k, n := range c.Prefixes {
 			f.counts["p "+k] += n
 		}
+		for k, n := range c.Carriers {
+			f.counts["k "+k] += n
+		}
 	}
 	f.alerts = append(f.alerts, alerts...)
 	return nil
@@ -75,6 +78,8 @@ func TestAbuseRecorder(t *testing.T) {
 		"c NG|s": 1, "c NG|r": 1, "c NG|r:country_rate_limited": 1, "c NG|v": 1,
 		"p +234803123|NG|0|s": 1, "p +234803123|NG|0|r": 1, "p +234803123|NG|0|v": 1,
 		"p +2348031|NG|1|s": 1, "p +234803|NG|2|s": 1,
+		// The number's carrier: sends, refusals, verifications, not by code.
+		"k NG|mtn|MTN|s": 1, "k NG|mtn|MTN|r": 1, "k NG|mtn|MTN|v": 1, "k NG|mtn|MTN|r:country_rate_limited": 0,
 	}
 	for k, n := range want {
 		if st.counts[k] != n {

@@ -105,6 +105,8 @@ type CountryRow struct {
 	Country string // ISO region, "001" non-geographic, "~other" past the cap
 	AbuseTally
 	Limits []AbuseLimit
+	// Carriers are the country's carriers, busiest first (abuse_carriers.go).
+	Carriers []CarrierRow
 }
 
 // PrefixRow is one prefix of a window.
@@ -277,10 +279,12 @@ func window(name string, hours []AbuseHour, since time.Time, top int, p guard.OT
 	w := AbuseWindow{Name: name, Since: since}
 	countries := map[string]*CountryRow{}
 	prefixes := map[string]*PrefixRow{}
+	carriers := map[string]map[string]*CarrierRow{}
 	depths := p.PrefixLimits()
 	for _, h := range hours {
 		addCountries(countries, &w.Total, h.Countries)
 		addPrefixes(prefixes, h.Prefixes, depths, e)
+		addCarriers(carriers, h.Carriers)
 	}
 	for _, r := range countries {
 		r.Limits = append(r.Limits, countryLimits(r.Country, e)...)
@@ -293,6 +297,7 @@ func window(name string, hours []AbuseHour, since time.Time, top int, p guard.OT
 	w.CountriesTotal, w.PrefixesTotal = len(w.Countries), len(w.Prefixes)
 	w.Countries = w.Countries[:min(top, len(w.Countries))]
 	w.Prefixes = w.Prefixes[:min(top, len(w.Prefixes))]
+	attachCarriers(w.Countries, carriers, e)
 	return w
 }
 

@@ -194,14 +194,19 @@ func fieldErr(field, format string, args ...any) error {
 }
 
 func countryOf(o guard.Override) string {
-	if o.Kind == guard.OverrideCountryLimit || o.Kind == guard.OverrideCountryPause {
+	switch o.Kind {
+	case guard.OverrideCountryLimit, guard.OverrideCountryPause:
 		return o.Subject
+	case guard.OverrideCarrierLimit, guard.OverrideCarrierPause:
+		region, _, _ := strings.Cut(o.Subject, "/")
+		return region
 	}
 	return ""
 }
 
 // overrideDetail is the audit detail of an override: what, how tight,
-// until when and why. A prefix is shown masked, as numbers are in logs.
+// until when and why. A prefix is shown masked, as numbers are in logs; a
+// carrier also as people read it (carrier="NG / MTN").
 func overrideDetail(o guard.Override) string {
 	s := fmt.Sprintf("id=%d kind=%s", o.ID, o.Kind)
 	if o.Subject != "" {
@@ -210,8 +215,11 @@ func overrideDetail(o guard.Override) string {
 			subject = guard.MaskPhone(subject)
 		}
 		s += " subject=" + subject
+		if o.Kind == guard.OverrideCarrierLimit || o.Kind == guard.OverrideCarrierPause {
+			s += ` carrier="` + guard.OverrideSubjectName(o) + `"`
+		}
 	}
-	if o.Kind != guard.OverrideCountryPause {
+	if o.Kind != guard.OverrideCountryPause && o.Kind != guard.OverrideCarrierPause {
 		s += fmt.Sprintf(" limit=%d", o.Limit)
 	}
 	return s + " expires=" + o.ExpiresAt.UTC().Format(time.RFC3339) + " reason=" + o.Reason

@@ -92,6 +92,22 @@ type abuseCountryJSON struct {
 	CallingCode string `json:"calling_code,omitempty"`
 	abuseTallyJSON
 	Limits []abuseLimitJSON `json:"limits"`
+	// Carriers are the country's carriers, busiest first (ops.CarrierRow).
+	Carriers []abuseCarrierJSON `json:"carriers"`
+}
+
+// abuseCarrierJSON is one carrier of a country: its key ("mtn", "~other"
+// for the rest), libphonenumber's name and the desk's ("NG / MTN"), its
+// counts and the ops desk's overrides in force on it.
+type abuseCarrierJSON struct {
+	Carrier     string `json:"carrier"`
+	Name        string `json:"name"`
+	SubjectName string `json:"subject_name"`
+	abuseTallyJSON
+	Limits []abuseLimitJSON `json:"limits"`
+	// Paused: a carrier_pause holds it, PausedSecondsLeft more seconds.
+	Paused            bool   `json:"paused"`
+	PausedSecondsLeft *int64 `json:"paused_seconds_left,omitempty"`
 }
 
 type abusePrefixJSON struct {
@@ -183,7 +199,7 @@ func (a *attackView) read(ctx context.Context, top int) (*abuseJSON, error) {
 		}
 	}
 	for _, w := range rep.Windows {
-		j := toWindowJSON(w)
+		j := toWindowJSON(w, now)
 		if w.Name == "hour" {
 			v.LastHour = &j
 		} else {
@@ -246,7 +262,7 @@ func toLimitJSON(l ops.AbuseLimit) abuseLimitJSON {
 	return j
 }
 
-func toWindowJSON(w ops.AbuseWindow) abuseWindowJSON {
+func toWindowJSON(w ops.AbuseWindow, now time.Time) abuseWindowJSON {
 	j := abuseWindowJSON{Since: w.Since.UTC(), Total: toTallyJSON(w.Total), Countries: []abuseCountryJSON{}, Prefixes: []abusePrefixJSON{},
 		CountriesTotal: w.CountriesTotal, PrefixesTotal: w.PrefixesTotal}
 	for _, c := range w.Countries {
@@ -257,6 +273,7 @@ func toWindowJSON(w ops.AbuseWindow) abuseWindowJSON {
 		for _, l := range c.Limits {
 			cj.Limits = append(cj.Limits, toLimitJSON(l))
 		}
+		cj.Carriers = toCarriersJSON(c, now)
 		j.Countries = append(j.Countries, cj)
 	}
 	for _, p := range w.Prefixes {
@@ -268,4 +285,21 @@ func toWindowJSON(w ops.AbuseWindow) abuseWindowJSON {
 		j.Prefixes = append(j.Prefixes, pj)
 	}
 	return j
+}
+
+func toCarriersJSON(c ops.CountryRow, now time.Time) []abuseCarrierJSON {
+	out := make([]abuseCarrierJSON, 0, len(c.Carriers))
+	for _, k := range c.Carriers {
+		kj := abuseCarrierJSON{Carrier: k.Key, Name: k.Name, SubjectName: k.SubjectName(c.Country), abuseTallyJSON: toTallyJSON(k.AbuseTally),
+			Limits: []abuseLimitJSON{}, Paused: !k.PausedUntil.IsZero()}
+		for _, l := range k.Limits {
+			kj.Limits = append(kj.Limits, toLimitJSON(l))
+		}
+		if kj.Paused {
+			left := seconds(k.PausedUntil.Sub(now))
+			kj.PausedSecondsLeft = &left
+		}
+		out = append(out, kj)
+	}
+	return out
 }

@@ -22,6 +22,8 @@ type overrideItem struct {
 	ID      int64  `json:"id"`
 	Kind    string `json:"kind"`
 	Subject string `json:"subject,omitempty"`
+	// SubjectName is a carrier's subject as people read it ("NG / MTN").
+	SubjectName string `json:"subject_name,omitempty"`
 	// Limit is the override's; FileLimit the policy file's for the same
 	// rule (absent when the file has none); what applies is the lower.
 	Limit            *int64    `json:"limit,omitempty"`
@@ -41,7 +43,10 @@ func toOverrideItem(o guard.Override, p guard.OTPPolicy, now time.Time) override
 	it := overrideItem{ID: o.ID, Kind: string(o.Kind), Subject: o.Subject, Reason: o.Reason, Author: o.Author,
 		CreatedAt: o.CreatedAt.UTC(), ExpiresAt: o.ExpiresAt.UTC(),
 		ExpiresInSeconds: max(0, int64((o.ExpiresAt.Sub(now)+time.Second-1)/time.Second))}
-	if o.Kind != guard.OverrideCountryPause {
+	if o.Kind == guard.OverrideCarrierLimit || o.Kind == guard.OverrideCarrierPause {
+		it.SubjectName = guard.OverrideSubjectName(o)
+	}
+	if o.Kind != guard.OverrideCountryPause && o.Kind != guard.OverrideCarrierPause {
 		l := o.Limit
 		it.Limit = &l
 	}
@@ -80,7 +85,8 @@ const maxOverrideSeconds = int64(guard.MaxOverrideFor / time.Second)
 
 // AddOverride: POST /ops/overrides. Tightens one rule of the policy file
 // until it expires: 201 with the override; 422 override_looser when it
-// would loosen the file; 400 naming the field for anything else wrong.
+// would loosen the file; 422 unknown_country for a carrier of no country;
+// 400 naming the field for anything else wrong.
 func (s *API) AddOverride(c echo.Context) error {
 	var req addOverrideRequest
 	if err := httpx.DecodeJSON(c, &req); err != nil {

@@ -48,6 +48,8 @@ type overrideForm struct {
 var overrideKindLabels = map[guard.OverrideKind]string{
 	guard.OverrideCountryLimit: "Tighten a country's limit",
 	guard.OverrideCountryPause: "Pause a country",
+	guard.OverrideCarrierLimit: "Limit a carrier of a country",
+	guard.OverrideCarrierPause: "Pause a carrier of a country",
 	guard.OverridePrefixLimit:  "Limit a prefix",
 	guard.OverrideBudgetHour:   "Lower the hourly budget",
 	guard.OverrideBudgetDay:    "Lower the daily budget",
@@ -103,8 +105,10 @@ func (s *Pages) overridesFor(c echo.Context, csrf string, dbDown bool) overrides
 			Left: timeLeft(o.ExpiresAt, now), Until: o.ExpiresAt.UTC(), Limit: "paused", FileLimit: "none", Confirm: overrideConfirm(o)}
 		if o.Subject == "" {
 			r.Subject = "all sends"
+		} else {
+			r.Subject = guard.OverrideSubjectName(o) // a carrier: "NG / MTN"
 		}
-		if o.Kind != guard.OverrideCountryPause {
+		if o.Kind != guard.OverrideCountryPause && o.Kind != guard.OverrideCarrierPause {
 			r.Limit = strconv.FormatInt(o.Limit, 10)
 		}
 		if f, _, ok := guard.FileLimit(p, o); ok {
@@ -137,14 +141,16 @@ func overrideProblem(code problem.Code, field string, p guard.OTPPolicy, f overr
 			return "Limit: an override can only tighten the policy file; " + name + " is " + strconv.FormatInt(file, 10) + ", so give at most that."
 		}
 		return "Limit: an override can only tighten the policy file."
+	case problem.CodeUnknownCountry:
+		return "Country, carrier or prefix: a carrier's country is an ISO code such as NG, then / and the carrier (NG / MTN)."
 	case problem.CodeInvalidRequest:
 		switch field {
 		case "kind":
 			return "Kind: choose what to tighten."
 		case "subject":
-			return "Country or prefix: a country is an ISO code such as NG; a prefix is + and 1 to 15 digits; budgets take none."
+			return "Country, carrier or prefix: a country is an ISO code such as NG; a carrier is its country, / and its name (NG / MTN); a prefix is + and 1 to 15 digits; budgets take none."
 		case "limit":
-			return "Limit: a whole number of sends, at least 1 (leave it empty to pause a country)."
+			return "Limit: a whole number of sends, at least 1 (leave it empty to pause a country or a carrier)."
 		case "expires_in":
 			return "Lasts: a duration such as 30m, 24h or 72h, of at most 7 days."
 		case "reason":
@@ -182,15 +188,15 @@ func (s *Pages) FormOverride(c echo.Context) error {
 }
 
 // overrideName says what an override does, for the question before its
-// removal: "pausing NG", "limiting GB to 5", "lowering the hourly budget
-// to 2".
+// removal: "pausing NG", "pausing NG / MTN", "limiting GB to 5", "lowering
+// the hourly budget to 2".
 func overrideName(o guard.Override) string {
 	n := strconv.FormatInt(o.Limit, 10)
 	switch o.Kind {
-	case guard.OverrideCountryPause:
-		return "pausing " + o.Subject
-	case guard.OverrideCountryLimit, guard.OverridePrefixLimit:
-		return "limiting " + o.Subject + " to " + n
+	case guard.OverrideCountryPause, guard.OverrideCarrierPause:
+		return "pausing " + guard.OverrideSubjectName(o)
+	case guard.OverrideCountryLimit, guard.OverridePrefixLimit, guard.OverrideCarrierLimit:
+		return "limiting " + guard.OverrideSubjectName(o) + " to " + n
 	case guard.OverrideBudgetHour:
 		return "lowering the hourly budget to " + n
 	case guard.OverrideBudgetDay:

@@ -89,6 +89,12 @@ var pageFuncs = template.FuncMap{
 		return out
 	},
 	"left": func(secs int64) string { return timeLeft(time.Unix(secs, 0), time.Unix(0, 0)) },
+	"deref": func(n *int64) int64 {
+		if n == nil {
+			return 0
+		}
+		return *n
+	},
 	"budget": func(name string, w abuseBudgetWindowJSON) budgetView {
 		v := budgetView{Name: name, W: w}
 		if w.Limit > 0 {

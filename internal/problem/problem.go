@@ -69,6 +69,14 @@ const (
 	CodeOverrideLooser Code = "override_looser"
 	// CodeCountryPaused refuses a send to a country the ops desk paused.
 	CodeCountryPaused Code = "country_paused"
+	// CodeCarrierPaused refuses a send to a carrier of a country the ops
+	// desk paused; CodeCarrierRateLimited a send past the ops desk's limit
+	// on one carrier of a country.
+	CodeCarrierPaused      Code = "carrier_paused"
+	CodeCarrierRateLimited Code = "carrier_rate_limited"
+	// CodeUnknownCountry refuses an override naming a country that has no
+	// numbering plan (POST /ops/overrides).
+	CodeUnknownCountry Code = "unknown_country"
 )
 
 // Error is the one error type of the domains. Message is safe to show to a

@@ -73,6 +73,19 @@ func TestSQLOverrides(t *testing.T) {
 			t.Errorf("ListOverrides after removal (-want +got):\n%s", diff)
 		}
 
+		// The kinds of a carrier of a country are stored as the others.
+		carrier := add(guard.Override{Kind: guard.OverrideCarrierPause, Subject: "NG/mtn", Reason: "wave on one carrier", Author: "alice",
+			CreatedAt: now, ExpiresAt: now.Add(time.Hour)})
+		carrierLimit := add(guard.Override{Kind: guard.OverrideCarrierLimit, Subject: "NG/airtel", Limit: 50, Reason: "wave", Author: "alice",
+			CreatedAt: now, ExpiresAt: now.Add(time.Hour)})
+		got, err = s.ListOverrides(ctx, now)
+		if err != nil {
+			t.Fatalf("ListOverrides: %v", err)
+		}
+		if diff := cmp.Diff([]guard.Override{prefix, carrier, carrierLimit}, got); diff != "" {
+			t.Errorf("ListOverrides with a carrier's (-want +got):\n%s", diff)
+		}
+
 		// The table refuses what the desk would: an unknown kind, no reason.
 		for name, o := range map[string]guard.Override{
 			"unknown kind": {Kind: "country_boost", Subject: "NG", Limit: 1, Reason: "x", CreatedAt: now, ExpiresAt: now.Add(time.Hour)},

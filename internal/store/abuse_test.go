@@ -69,3 +69,38 @@ func TestAbuseCountersBounded(t *testing.T) {
 		t.Errorf("held subject after the cap: %d, want 6", got)
 	}
 }
+
+// TestAbuseCarriersBoundedPerCountry: the carriers' hash takes no new
+// carrier past its cap; a country's new carriers then count under that
+// country's "other" carrier, not another country's, and a carrier it
+// holds keeps counting. Real Redis: the cap is the script's.
+func TestAbuseCarriersBoundedPerCountry(t *testing.T) {
+	s, _, _ := redistest.Store(t)
+	ctx := context.Background()
+	now := time.Unix(1_780_000_000, 0)
+	h := now.Unix() / 3600
+	fill := map[string]int64{}
+	for i := range ops.MaxCarrierFields { // the cap, by carriers of GH
+		fill[fmt.Sprintf("GH|c%d|C%d|s", i, i)] = 1
+	}
+	if err := s.AbuseCounters.AddAbuse(ctx, []ops.AbuseCounts{{Hour: h, Carriers: fill}}, nil, now); err != nil {
+		t.Fatal(err)
+	}
+	more := map[string]int64{"NG|mtn|MTN|s": 4, "NG|mtn|MTN|r:challenge_required": 2, "NG|glo|Glo|s": 3, "GH|c7|C7|s": 5}
+	if err := s.AbuseCounters.AddAbuse(ctx, []ops.AbuseCounts{{Hour: h, Carriers: more}}, nil, now); err != nil {
+		t.Fatal(err)
+	}
+	d, err := s.AbuseCounters.ReadAbuse(ctx, []int64{h})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := d.Hours[0].Carriers
+	for f, want := range map[string]int64{"NG|~other|other|s": 7, "NG|~other|other|r:challenge_required": 2, "NG|mtn|MTN|s": 0, "GH|c7|C7|s": 6} {
+		if got[f] != want {
+			t.Errorf("carriers[%q] = %d, want %d", f, got[f], want)
+		}
+	}
+	if len(got) != ops.MaxCarrierFields+2 {
+		t.Errorf("carrier hash: %d fields, want the cap %d and NG's two others", len(got), ops.MaxCarrierFields)
+	}
+}

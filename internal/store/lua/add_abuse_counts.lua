@@ -1,16 +1,19 @@
 -- add_abuse_counts adds one hour's counts (and the alerts) in one atomic step.
 --
--- KEYS: the hour's country hash, its prefix hash, the alerts hash.
+-- KEYS: the hour's country hash, its prefix hash, its carrier hash, the
+-- alerts hash.
 -- ARGV: ttl seconds, country cap, prefix cap, now (unix seconds), alerts
--- cap, then n country pairs (field, delta) after n, the same for
--- prefixes, then the alerts (field, value). A hash that holds its cap of fields takes no new
--- subject: the count goes to "~other|<kind>" instead, so a campaign over a
--- million numbers cannot grow it. Alerts whose end is past are pruned
--- once the alerts hash holds more than ARGV[5] (maxAlerts).
+-- cap, carrier cap, then n country pairs (field, delta) after n, the same
+-- for prefixes, the same for carriers, then the alerts (field, value). A
+-- hash that holds its cap of fields takes no new subject: the count goes
+-- to "~other|<kind>" instead, or for a carrier ("<region>|<key>|<name>|
+-- <kind>") to its country's "<region>|~other|other|<kind>", so a campaign
+-- over a million numbers cannot grow it. Alerts whose end is past are
+-- pruned once the alerts hash holds more than ARGV[5] (maxAlerts).
 local ttl = tonumber(ARGV[1])
 local now = tonumber(ARGV[4])
-local i = 6
-local function add(key, cap)
+local i = 7
+local function add(key, cap, per_country)
   local n = tonumber(ARGV[i]); i = i + 1
   if n == 0 then return end
   local len = redis.call('HLEN', key)
@@ -21,26 +24,31 @@ local function add(key, cap)
       if redis.call('HINCRBY', key, f, d) == d then len = len + 1 end
     else
       local kind = string.match(f, '|([^|]+)$') or 's'
-      redis.call('HINCRBY', key, '~other|' .. kind, d)
+      local other = '~other|' .. kind
+      if per_country then
+        other = (string.match(f, '^([^|]*)|') or '') .. '|~other|other|' .. kind
+      end
+      redis.call('HINCRBY', key, other, d)
     end
   end
   redis.call('EXPIRE', key, ttl)
 end
-add(KEYS[1], tonumber(ARGV[2]))
-add(KEYS[2], tonumber(ARGV[3]))
+add(KEYS[1], tonumber(ARGV[2]), false)
+add(KEYS[2], tonumber(ARGV[3]), false)
+add(KEYS[3], tonumber(ARGV[6]), true)
 local n = tonumber(ARGV[i]); i = i + 1
 if n > 0 then
   for j = 1, n do
-    redis.call('HSET', KEYS[3], ARGV[i], ARGV[i + 1])
+    redis.call('HSET', KEYS[4], ARGV[i], ARGV[i + 1])
     i = i + 2
   end
-  if redis.call('HLEN', KEYS[3]) > tonumber(ARGV[5]) then
-    local all = redis.call('HGETALL', KEYS[3])
+  if redis.call('HLEN', KEYS[4]) > tonumber(ARGV[5]) then
+    local all = redis.call('HGETALL', KEYS[4])
     for k = 1, #all, 2 do
       local u = tonumber(string.match(all[k + 1], '^(%d+) '))
-      if not u or u <= now then redis.call('HDEL', KEYS[3], all[k]) end
+      if not u or u <= now then redis.call('HDEL', KEYS[4], all[k]) end
     end
   end
-  redis.call('EXPIRE', KEYS[3], ttl)
+  redis.call('EXPIRE', KEYS[4], ttl)
 end
 return 1
