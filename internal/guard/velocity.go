@@ -65,6 +65,13 @@ type VolumeTake struct {
 	// Unverified is the unverified budget of an untrusted send (unverified.go);
 	// its zero value is off.
 	Unverified UnverifiedTake
+
+	// Risk (ID not empty): the number's cached risk answer, same hash tag
+	// as Key, for the store to read with the count and answer in
+	// VolumeResult.Risk (riskstep.go). Vouched: the count is the vouched
+	// tier's cap (its refusal is the tier's, not the country's).
+	Risk    limit.Key
+	Vouched bool
 }
 
 // VolumeResult is the store's answer to a VolumeTake.
@@ -84,6 +91,9 @@ type VolumeResult struct {
 	// Unverified is the unverified budget that refused the send (0: it
 	// did not).
 	Unverified int64
+	// Risk is the number's cached risk answer, when VolumeTake.Risk
+	// asked for it and the store read it.
+	Risk RiskCached
 	// Fallback: the store did not answer for the country's keys (their
 	// Redis Cluster master is dead) and this instance decided from memory,
 	// by the split limit; nothing was counted in the store, so nothing is

@@ -67,6 +67,8 @@ var statusOf = map[problem.Code]int{
 	// The ops desk's emergency overrides (opsweb).
 	problem.CodeCountryPaused:  http.StatusForbidden,
 	problem.CodeOverrideLooser: http.StatusUnprocessableEntity,
+	// The network's risk score (guard/risk.go).
+	problem.CodeHighRiskNumber: http.StatusForbidden,
 }
 
 // codeOfStatus turns echo's own errors (unknown route, wrong method, body

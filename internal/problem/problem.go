@@ -69,6 +69,9 @@ const (
 	CodeOverrideLooser Code = "override_looser"
 	// CodeCountryPaused refuses a send to a country the ops desk paused.
 	CodeCountryPaused Code = "country_paused"
+	// CodeHighRiskNumber refuses a send to a number the network's risk
+	// score (otp.risk) puts at or above refuse_above, or blocks.
+	CodeHighRiskNumber Code = "high_risk_number"
 )
 
 // Error is the one error type of the domains. Message is safe to show to a
