@@ -106,9 +106,16 @@ func (r *Velocity) volumeArgs(t guard.VolumeTake) ([]string, []any) {
 	if hasMark {
 		keys[3] = r.key(t.Mark)
 	}
-	return keys, []any{t.Hour, t.Lookback, t.Floor, t.QFloor, t.Factor, t.HistoryMinSends, ttl, t.Now.Unix(), t.Now.Unix() / 60,
+	args := []any{t.Hour, t.Lookback, t.Floor, t.QFloor, t.Factor, t.HistoryMinSends, ttl, t.Now.Unix(), t.Now.Unix() / 60,
 		t.MinuteShare, flag(t.Trusted), t.TFloor, t.TFactor, flag(t.NewOff), flag(hasMark),
 		t.Unverified.Floor, t.Unverified.Share, t.Unverified.NormalDefault, t.Unverified.NormalMin}
+	// The number's cached risk answer, read with the count (KEYS[5],
+	// ARGV[20]); without one, KEYS[5] repeats KEYS[1].
+	risk := keys[0]
+	if t.Risk.ID != "" {
+		risk = r.key(t.Risk)
+	}
+	return append(keys, risk), append(args, flag(t.Risk.ID != ""))
 }
 
 func flag(b bool) int {
@@ -124,15 +131,25 @@ func (r *Velocity) volumeResult(t guard.VolumeTake, cmd *redis.Cmd) (guard.Volum
 	if err != nil {
 		return guard.VolumeResult{}, fmt.Errorf("store: take volume %s: %w", r.key(t.Key), err)
 	}
+	var risk []int64 // the cached risk answer's five values, when asked
+	if t.Risk.ID != "" && t.Solved == nil {
+		if len(v) != 13 {
+			return guard.VolumeResult{}, fmt.Errorf("store: take volume %s: script returned %d values, want 13", r.key(t.Key), len(v))
+		}
+		v, risk = v[:8], v[8:]
+	}
 	if len(v) != 7 && len(v) != 8 {
 		return guard.VolumeResult{}, fmt.Errorf("store: take volume %s: script returned %d values, want 7 or 8", r.key(t.Key), len(v))
 	}
 	// The seventh value: the solved cap's "reused", the velocity rule's
-	// "trusted"; an eighth: the unverified budget that refused.
+	// "trusted"; an eighth: the unverified budget that refused (0: none).
 	res := guard.VolumeResult{Allowed: v[0] == 1, Count: v[1], Limit: v[2], Baseline: v[3], Quarantined: v[4] == 1,
 		MinuteLimit: v[5], Reused: t.Solved != nil && v[6] == 1, Trusted: t.Solved == nil && v[6] == 1}
 	if len(v) == 8 {
 		res.Unverified = v[7]
+	}
+	if risk != nil {
+		res.Risk = riskReply(risk)
 	}
 	return res, nil
 }

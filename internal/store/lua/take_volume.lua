@@ -49,6 +49,21 @@
 -- imported users are not held to the trusted floor while they verify). A
 -- refusal by the budget answers an eighth value, the budget; every other
 -- reply has seven.
+--
+-- The number's cached risk answer (guard/riskstep.go), when ARGV[20] is 1:
+-- KEYS[5], a hash of the country's hash tag (s score, t fetched at in unix
+-- seconds, b blocked, l line type code), is read first, and every reply
+-- then carries, after an eighth value (0 when the budget did not refuse),
+-- found (0 or 1), score, fetched at, blocked and line type code: a
+-- refusal already holds the score, in the send's own round trip.
+local risk = ARGV[20] == '1' and redis.call('HMGET', KEYS[5], 's', 't', 'b', 'l')
+local function reply(r)
+  if not risk then return r end
+  r[8] = r[8] or 0
+  r[9] = risk[1] and 1 or 0
+  for i = 1, 4 do r[9 + i] = tonumber(risk[i]) or 0 end
+  return r
+end
 local hour = tonumber(ARGV[1])
 local lookback = tonumber(ARGV[2])
 local floor = tonumber(ARGV[3])
@@ -60,7 +75,7 @@ if ARGV[11] == '1' or (ARGV[15] == '1' and redis.call('EXISTS', KEYS[4]) == 1) t
   trusted, key = 1, KEYS[3]
   floor, factor, share = tonumber(ARGV[12]), tonumber(ARGV[13]), 0
 elseif ARGV[14] == '1' then
-  return {1, 0, 0, 0, 0, 0, 0}
+  return reply({1, 0, 0, 0, 0, 0, 0})
 end
 local quarantined = 0
 local quarantine_until = trusted == 0 and tonumber(redis.call('GET', KEYS[2]))
@@ -117,21 +132,21 @@ if trusted == 0 and unverified_floor > 0 then
   if not normal or normal < 0 then normal = tonumber(ARGV[18]) end
   normal = math.max(normal, tonumber(ARGV[19]))
   if count + 1 <= limit and count + 1 - verified * 1000 / normal > unverified_cap then
-    return {0, count, limit, base, quarantined, 0, trusted, unverified_cap}
+    return reply({0, count, limit, base, quarantined, 0, trusted, unverified_cap})
   end
 end
 if count + 1 > limit then
-  return {0, count, limit, base, quarantined, 0, trusted}
+  return reply({0, count, limit, base, quarantined, 0, trusted})
 end
 local minute_cap = 0
 if share > 0 then
   if quarantined == 1 then share = share / 10 end
   minute_cap = math.max(floor, math.ceil(limit * share - 1e-9))
   if (tonumber(vals[3]) or 0) + 1 > minute_cap then
-    return {0, count, limit, base, quarantined, minute_cap, trusted}
+    return reply({0, count, limit, base, quarantined, minute_cap, trusted})
   end
   redis.call('HINCRBY', key, 'm:' .. minute, 1)
 end
 count = redis.call('HINCRBY', key, 's:' .. hour, 1)
 redis.call('EXPIRE', key, ARGV[7])
-return {1, count, limit, base, quarantined, minute_cap, trusted}
+return reply({1, count, limit, base, quarantined, minute_cap, trusted})
