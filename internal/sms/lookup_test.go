@@ -114,4 +114,3 @@ func TestLookupFailures(t *testing.T) {
 		t.Error("wrong credentials: no error")
 	}
 }
-
