@@ -33,6 +33,10 @@ type wiring struct {
 	first        httpapi.Services    // what the policy at start-up decides
 	// captchaCalls bounds the CAPTCHA provider's calls under way, every policy's.
 	captchaCalls *challenge.ProviderCalls
+	// riskLookup answers otp.risk's lookups (nil: none, the rule is off),
+	// every policy's; riskHooks count them (risk.go).
+	riskLookup guard.RiskLookup
+	riskHooks  guard.RiskHooks
 }
 
 // checkConfig fills in what embedded mode may leave unset, refuses a
@@ -168,6 +172,10 @@ func (w *wiring) newOTP(p guard.OTPPolicy) *guard.OTP {
 		// send's round trip; written at each verify and by imports,
 		// through the breaker.
 		Trusts: w.guarded,
+		// otp.risk: the network's risk score, asked where a send would be
+		// challenged; its cache is read by the velocity script with the
+		// count, and on its own straight from the store (risk.go).
+		RiskLookup: w.riskLookup, Risks: a.store.Risks, RiskHooks: w.riskHooks,
 	})
 }
 
