@@ -373,3 +373,51 @@ func TestRiskRoundTrips(t *testing.T) {
 	t.Logf("sequential round trips: cached score %d, lookup then mid %d, lookup then low %d, solved tier %d",
 		withCache, lookupMid, lookupLow, solved)
 }
+
+// TestRiskOptInCountries: a send to a country of otp.risk.countries is
+// judged before its limits, with the country's velocity floor not spent:
+// a high score is refused, a low and a mid one go on to their limits;
+// once the floor is spent, a low score's refusal finds it cached and
+// sends it in the vouched tier, a mid one's gets the challenge; each
+// number is asked once.
+func TestRiskOptInCountries(t *testing.T) {
+	tg := redistest.New(t)
+	high, low, mid := gbNumber(5, 1), gbNumber(5, 2), gbNumber(5, 3)
+	f := &fakeRisk{answers: map[string]guard.RiskAnswer{high: {Score: 90}, low: {Score: 2}}, def: guard.RiskAnswer{Score: 50}}
+	a, _ := riskApp(t, tg, f, nil, func(p *guard.OTPPolicy) {
+		p.CountryVelocity.Floor, p.Risk.Countries = 3, []string{"GB"}
+	})
+	h := a.Handler()
+	p := func(i int) string { return gbNumber(5, i) }
+	steps := []struct {
+		name   string
+		phone  string
+		status int
+		calls  int64
+	}{
+		{"high", high, http.StatusForbidden, 1},
+		{"low: its limits", low, http.StatusOK, 1},
+		{"mid: its limits", mid, http.StatusOK, 1},
+		{"the floor", p(10), http.StatusOK, 1},
+		{"low, the floor spent: vouched, the score cached", p(11), http.StatusOK, 1},
+		{"mid, the floor spent: the challenge, the score cached", p(12), http.StatusPreconditionRequired, 1},
+	}
+	f.set(func(f *fakeRisk) { f.answers[p(11)] = guard.RiskAnswer{Score: 1} })
+	for _, st := range steps {
+		before := f.calls.Load()
+		if status, code := riskSend(t, h, st.phone); status != st.status {
+			t.Errorf("%s: %d %s, want %d", st.name, status, code, st.status)
+		}
+		if n := f.calls.Load() - before; n != st.calls {
+			t.Errorf("%s: %d lookups, want %d", st.name, n, st.calls)
+		}
+	}
+	// A number of another country is not judged before its limits.
+	before := f.calls.Load()
+	if status, code := riskSend(t, h, "+2348031234567"); status != http.StatusOK {
+		t.Errorf("another country: %d %s, want 200", status, code)
+	}
+	if n := f.calls.Load() - before; n != 0 {
+		t.Errorf("another country: %d lookups, want 0", n)
+	}
+}

@@ -96,11 +96,15 @@ func (s *risk) verdict(a RiskAnswer) riskVerdict {
 
 // before asks the velocity script to read an untrusted send's cached
 // score with its count, and judges a send to a country of
-// otp.risk.countries before its limits, abuse the rules it would meet: a high score refuses (abuse
-// carries the refusal, which spend answers at once), a low one replaces
-// the rules with the vouched tier's; otherwise abuse stays, marked asked.
-// A number whose trust mark is set is not judged (it is read with the
-// cache, one round trip).
+// otp.risk.countries before its limits, abuse the rules it would meet: a
+// high score (or a line type the policy does not allow) refuses at once
+// (abuse carries the refusal, which spend answers before it takes
+// anything). Any other answer leaves abuse as it is: a low score is now
+// cached, and should an automatic rule refuse the send, the refusal finds
+// it there (instead) and the send goes to the vouched tier; without an
+// answer the send is marked asked, so that its refusal does not ask
+// again. A number whose trust mark is set is not judged (the mark is read
+// with the cache, one round trip).
 func (s *risk) before(ctx context.Context, phone Phone, tier Tier, abuse abuseTakes) abuseTakes {
 	if abuse.velocity != nil && !abuse.velocity.Trusted && abuse.velocity.Solved == nil {
 		// An automatic refusal of an untrusted send consults its risk
@@ -110,27 +114,21 @@ func (s *risk) before(ctx context.Context, phone Phone, tier Tier, abuse abuseTa
 	if !s.on() || tier != TierNew || !slices.Contains(s.policy.Countries, phone.Region) || s.pumping.safe.has(phone.E164) {
 		return abuse
 	}
-	abuse.riskAsked = true
 	var mark limit.Key
 	if s.trust.on() {
 		mark = trustMarkKey(s.trust.hmacKey, phone)
 	}
 	c, err := s.read(ctx, phone, mark)
 	if err != nil || c.Trusted {
+		abuse.riskAsked = err != nil
 		return abuse
 	}
 	a, ok := s.answer(ctx, phone, c)
-	if !ok {
-		return abuse
-	}
-	if rerr := s.refusal(a); rerr != nil {
-		abuse.refusal = rerr
-		return abuse
-	}
-	if s.verdict(a) == riskLow {
-		v := s.vouched(phone)
-		v.riskAsked = true
-		return v
+	switch {
+	case !ok:
+		abuse.riskAsked = true
+	default:
+		abuse.refusal = s.refusal(a)
 	}
 	return abuse
 }
