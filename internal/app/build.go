@@ -148,6 +148,10 @@ func (w *wiring) buildGuard(_ context.Context) error {
 func (w *wiring) newOTP(p guard.OTPPolicy) *guard.OTP {
 	a := w.a
 	fb := a.outage.fallback
+	if p.Risk.Mode == guard.RiskOn && w.riskLookup == nil && w.first.OTP != nil {
+		// A reload turned otp.risk on; start-up warned of its own policy.
+		a.log.Warn("reloaded otp.risk.mode is on but no risk lookup is available: the risk score stays off")
+	}
 	return guard.NewOTP(guard.OTPOptions{
 		Policy: p, Counter: fb, Codes: fb,
 		Sender: w.sender, HMACKey: a.cfg.HMACKey, Logger: a.log, LastStoreFailure: fb.LastFailure,

@@ -20,6 +20,7 @@ import (
 	"github.com/otpguard/otpguard/internal/config"
 	"github.com/otpguard/otpguard/internal/guard"
 	"github.com/otpguard/otpguard/internal/guard/guardtest"
+	"github.com/otpguard/otpguard/internal/sms/smstest"
 	"github.com/otpguard/otpguard/internal/store/redistest"
 )
 
@@ -67,12 +68,15 @@ const riskOpsKey = "ops-key-0123456789abcdef"
 // riskApp is one instance on tg's Redis with otp.risk on and lookup as
 // its lookup (nil: none, the Twilio account unset), the policy changed by
 // policy; log receives its start-up log.
-func riskApp(t *testing.T, tg redistest.Target, lookup guard.RiskLookup, log io.Writer, policy func(p *guard.OTPPolicy)) (*app.App, *guardtest.Outbox) {
+func riskApp(t *testing.T, tg redistest.Target, lookup guard.RiskLookup, log io.Writer, policy func(p *guard.OTPPolicy), vars ...string) (*app.App, *guardtest.Outbox) {
 	t.Helper()
 	env := map[string]string{
 		"OTPGUARD_REDIS_URL": tg.URL, "OTPGUARD_REDIS_PREFIX": tg.Prefix, "OTPGUARD_API_KEYS": sendBenchKey,
 		"OTPGUARD_OPS_KEYS": riskOpsKey, "OTPGUARD_HMAC_KEY": "0123456789abcdef0123456789abcdef",
 		"OTPGUARD_DATA_DIR": t.TempDir(), "OTPGUARD_LOG_LEVEL": "warn", "OTPGUARD_REDIS_TIMEOUT": "5s",
+	}
+	for i := 0; i+1 < len(vars); i += 2 {
+		env[vars[i]] = vars[i+1]
 	}
 	cfg, err := config.Load(func(k string) string { return env[k] })
 	if err != nil {
@@ -419,5 +423,36 @@ func TestRiskOptInCountries(t *testing.T) {
 	}
 	if n := f.calls.Load() - before; n != 0 {
 		t.Errorf("another country: %d lookups, want 0", n)
+	}
+}
+
+// TestRiskTwilioLookup: with the Twilio account set (and its base URL at
+// the fake Lookup API) and no lookup of the caller's, the service asks
+// Twilio Lookup through twilio-go: a magic high number is refused, a
+// magic low one sent, a hung API is the challenge.
+func TestRiskTwilioLookup(t *testing.T) {
+	tg := redistest.New(t)
+	const sid, token = "AC00000000000000000000000000000002", "token0123456789"
+	f := smstest.NewLookup(t, sid, token)
+	a, _ := riskApp(t, tg, nil, nil, nil, "TWILIO_ACCOUNT_SID", sid, "TWILIO_AUTH_TOKEN", token, "TWILIO_API_BASE_URL", f.URL)
+	h := a.Handler()
+	if status, code := riskSend(t, h, gbNumber(6, 0)); status != http.StatusOK {
+		t.Fatalf("the floor's send: %d %s", status, code)
+	}
+	if status, code := riskSend(t, h, smstest.MagicHigh); status != http.StatusForbidden || code != "high_risk_number" {
+		t.Errorf("magic high: %d %s, want 403 high_risk_number", status, code)
+	}
+	if status, code := riskSend(t, h, smstest.MagicLow); status != http.StatusOK {
+		t.Errorf("magic low: %d %s, want 200", status, code)
+	}
+	if status, code := riskSend(t, h, smstest.MagicModerate); status != http.StatusPreconditionRequired {
+		t.Errorf("magic moderate: %d %s, want 428", status, code)
+	}
+	f.SetMode(smstest.LookupHang)
+	if status, code := riskSend(t, h, gbNumber(6, 1)); status != http.StatusPreconditionRequired {
+		t.Errorf("hung Lookup: %d %s, want 428", status, code)
+	}
+	if n := f.Calls(); n != 4 {
+		t.Errorf("%d lookups reached the fake, want 4", n)
 	}
 }

@@ -25,16 +25,16 @@ type LookupAnswer struct {
 // documents +447772000001 as its SMS pumping risk example (carrier risk
 // "moderate", score 61, not blocked). The table of the other magic numbers
 // on Twilio's "Testing SMS Pumping Risk with Magic Numbers" page could not
-// be read when this fake was written, so the others are the fake's own,
-// in the UK's range reserved for drama (+44 7700 900xxx), one per class a
-// caller must tell apart.
+// be read when this fake was written, so the others are the fake's own
+// (valid UK mobile numbers, +44 7400 900xxx), one per class a caller must
+// tell apart.
 const (
 	MagicModerate = "+447772000001" // Twilio's example: moderate, 61
-	MagicLow      = "+447700900001" // low, 5, mobile
-	MagicHigh     = "+447700900002" // high, 95, blocked
-	MagicHighOnly = "+447700900003" // high, 80, not blocked
-	MagicVoIP     = "+447700900004" // low, 10, nonFixedVoip
-	MagicPremium  = "+447700900005" // low, 3, premium
+	MagicLow      = "+447400900001" // low, 5, mobile
+	MagicHigh     = "+447400900002" // high, 95, blocked
+	MagicHighOnly = "+447400900003" // high, 80, not blocked
+	MagicVoIP     = "+447400900004" // low, 10, nonFixedVoip
+	MagicPremium  = "+447400900005" // low, 3, premium
 )
 
 // LookupAnswers are the magic numbers' answers; any other number answers
