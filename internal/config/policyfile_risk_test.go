@@ -59,3 +59,31 @@ func TestDecodeRisk(t *testing.T) {
 		}
 	}
 }
+
+// TestRiskWarning: otp.risk mode on without the Twilio account (and no
+// lookup of the program's own) is warned of, by config check too; with
+// the account, or a lookup given, or mode off, nothing is said.
+func TestRiskWarning(t *testing.T) {
+	c := &Config{Policies: guard.DefaultPolicies()}
+	if w := c.RiskWarning(false); w != "" {
+		t.Errorf("mode off: %q, want none", w)
+	}
+	c.Policies.OTP.Risk.Mode = guard.RiskOn
+	if w := c.RiskWarning(false); !strings.Contains(w, "otp.risk.mode is on but no risk lookup is available") {
+		t.Errorf("mode on, no account: %q, want the warning", w)
+	}
+	var out strings.Builder
+	if err := c.Describe(&out); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), "# warning: otp.risk.mode is on but no risk lookup is available") {
+		t.Errorf("config check does not say it:\n%s", out.String())
+	}
+	if w := c.RiskWarning(true); w != "" {
+		t.Errorf("mode on, a lookup given: %q, want none", w)
+	}
+	c.Twilio.AccountSID, c.Twilio.AuthToken = "AC0123", "token"
+	if w := c.RiskWarning(false); w != "" {
+		t.Errorf("mode on, the account set: %q, want none", w)
+	}
+}
