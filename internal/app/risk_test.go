@@ -456,3 +456,59 @@ func TestRiskTwilioLookup(t *testing.T) {
 		t.Errorf("%d lookups reached the fake, want 4", n)
 	}
 }
+
+// TestRiskSolvedCap: a solved send the solved cap refuses consults the
+// score too: a mid one leaves the cap's refusal; a low one (after the
+// operator cleared the mid score and the network changed its mind) sends
+// it in the vouched tier.
+func TestRiskSolvedCap(t *testing.T) {
+	tg := redistest.New(t)
+	f := &fakeRisk{answers: map[string]guard.RiskAnswer{}, def: guard.RiskAnswer{Score: 50}}
+	a, _ := riskApp(t, tg, f, nil, func(p *guard.OTPPolicy) { p.Challenge.Floor = 1 })
+	h := a.Handler()
+	challenged := func(phone string) string {
+		t.Helper()
+		status, body := riskDo(h, http.MethodPost, "/otp/send", sendBenchKey, `{"phone":"`+phone+`"}`)
+		if status != http.StatusPreconditionRequired {
+			t.Fatalf("%s: %d %s, want 428", guard.MaskPhone(phone), status, body)
+		}
+		var p struct {
+			Challenge guard.Challenge `json:"challenge"`
+		}
+		if err := json.Unmarshal(body, &p); err != nil {
+			t.Fatal(err)
+		}
+		p.Challenge.Type = guard.ChallengePoW
+		return challenge.Solve(p.Challenge)
+	}
+	solved := func(phone, sol string) (int, string) {
+		status, body := riskDo(h, http.MethodPost, "/otp/send", sendBenchKey, `{"phone":"`+phone+`","challenge":"`+sol+`"}`)
+		var p struct {
+			Code string `json:"code"`
+		}
+		_ = json.Unmarshal(body, &p)
+		return status, p.Code
+	}
+	if status, code := riskSend(t, h, gbNumber(7, 0)); status != http.StatusOK {
+		t.Fatalf("the floor's send: %d %s", status, code)
+	}
+	first, second, third := gbNumber(7, 1), gbNumber(7, 2), gbNumber(7, 3)
+	if status, code := solved(first, challenged(first)); status != http.StatusOK {
+		t.Fatalf("the solved cap's send: %d %s", status, code)
+	}
+	if status, code := solved(second, challenged(second)); status != http.StatusTooManyRequests || code != "unusual_volume" {
+		t.Errorf("mid, the solved cap spent: %d %s, want 429 unusual_volume", status, code)
+	}
+	sol := challenged(third) // mid: cached
+	f.set(func(f *fakeRisk) { f.answers[third] = guard.RiskAnswer{Score: 4} })
+	if status, body := riskDo(h, http.MethodDelete, "/ops/risk/"+strings.Replace(third, "+", "%2B", 1), riskOpsKey, ""); status != http.StatusOK {
+		t.Fatalf("DELETE /ops/risk: %d %s", status, body)
+	}
+	before := f.calls.Load()
+	if status, code := solved(third, sol); status != http.StatusOK {
+		t.Errorf("low, the solved cap spent: %d %s, want 200 (vouched)", status, code)
+	}
+	if n := f.calls.Load() - before; n != 1 {
+		t.Errorf("%d lookups, want 1", n)
+	}
+}

@@ -53,10 +53,11 @@ func (s *risk) on() bool {
 	return s.policy.Mode == RiskOn && s.lookup != nil && s.risks != nil && s.pumping.velocity.volumes != nil
 }
 
-// key is the cache key the velocity script reads with a send of tier
-// (ID "": none): only an untrusted send may be refused for a score.
+// key is the cache key the velocity (or solved cap's) script reads with a
+// send of tier (ID "": none): only an untrusted or a solved send may be
+// refused for a score.
 func (s *risk) key(phone Phone, tier Tier) limit.Key {
-	if !s.on() || tier != TierNew || s.pumping.safe.has(phone.E164) {
+	if !s.on() || tier == TierTrusted || s.pumping.safe.has(phone.E164) {
 		return limit.Key{}
 	}
 	return riskKey(s.hmacKey, phone)
@@ -106,9 +107,10 @@ func (s *risk) verdict(a RiskAnswer) riskVerdict {
 // again. A number whose trust mark is set is not judged (the mark is read
 // with the cache, one round trip).
 func (s *risk) before(ctx context.Context, phone Phone, tier Tier, abuse abuseTakes) abuseTakes {
-	if abuse.velocity != nil && !abuse.velocity.Trusted && abuse.velocity.Solved == nil {
-		// An automatic refusal of an untrusted send consults its risk
-		// score: the script reads a cached one with the count.
+	if abuse.velocity != nil && !abuse.velocity.Trusted {
+		// An automatic refusal of an untrusted send, or the solved cap's
+		// of a solved one, consults its risk score: the script reads a
+		// cached one with the count.
 		abuse.velocity.Risk = s.key(phone, tier)
 	}
 	if !s.on() || tier != TierNew || !slices.Contains(s.policy.Countries, phone.Region) || s.pumping.safe.has(phone.E164) {

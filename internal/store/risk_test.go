@@ -2,6 +2,7 @@ package store_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -14,7 +15,8 @@ import (
 
 // TestRiskCache: a cached answer is read back whole, on its own (with a
 // trust mark of its hash tag) and by the velocity script with a send's
-// count, in every reply the script gives (allowed, refused, NewOff); a
+// count, in every reply the script gives (allowed, refused, NewOff), and
+// by the solved cap's script (allowed, refused); a
 // send that does not ask gets the script's usual reply; a cleared answer
 // is gone, and the cache expires with its TTL.
 func TestRiskCache(t *testing.T) {
@@ -79,6 +81,29 @@ func TestRiskCache(t *testing.T) {
 				}
 				if diff := cmp.Diff(st.risk, r.Risk); diff != "" {
 					t.Errorf("%s: risk (-want +got):\n%s", st.name, diff)
+				}
+			}
+
+			// The solved cap's script answers it the same way (floor 1:
+			// the second solved send is refused).
+			solved := func(id string) guard.VolumeTake {
+				v := vt(k, false)
+				v.Key = limit.Key{Space: "otp:vel", ID: "GB", Name: "solved"}
+				v.Quarantine = limit.Key{Space: "otp:vel", ID: "GB", Name: "solvedcut"}
+				v.Solved = &guard.SolvedUse{Used: limit.Key{Space: "otp:vel", ID: "GB", Name: "used:" + id}, TTL: time.Minute,
+					Base: limit.Key{Space: "otp:vel", ID: "GB", Name: "h"}}
+				return v
+			}
+			for i, allowed := range []bool{true, false} {
+				r, err := s.Velocity.TakeVolume(ctx, solved(fmt.Sprint(i)))
+				if err != nil {
+					t.Fatalf("solved %d: %v", i, err)
+				}
+				if r.Allowed != allowed {
+					t.Errorf("solved %d: allowed %t, want %t", i, r.Allowed, allowed)
+				}
+				if diff := cmp.Diff(want, r.Risk); diff != "" {
+					t.Errorf("solved %d: risk (-want +got):\n%s", i, diff)
 				}
 			}
 

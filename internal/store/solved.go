@@ -26,8 +26,14 @@ func (r *Velocity) volumeCall(t guard.VolumeTake) (*redis.Script, []string, []an
 		keys, args := r.volumeArgs(t)
 		return velocityScript, keys, args
 	}
+	// The number's cached risk answer, read with the count (KEYS[5],
+	// ARGV[9]); without one, KEYS[5] repeats KEYS[1].
+	risk := r.key(t.Key)
+	if t.Risk.ID != "" {
+		risk = r.key(t.Risk)
+	}
 	return solvedScript,
-		[]string{r.key(t.Key), r.key(t.Quarantine), r.key(t.Solved.Base), r.key(t.Solved.Used)},
+		[]string{r.key(t.Key), r.key(t.Quarantine), r.key(t.Solved.Base), r.key(t.Solved.Used), risk},
 		[]any{t.Hour, t.Lookback, t.Floor, int64(solvedTTL / time.Second), t.Now.Unix(),
-			max(1, t.Solved.TTL.Milliseconds()), t.Unverified.NormalDefault, t.Unverified.NormalMin}
+			max(1, t.Solved.TTL.Milliseconds()), t.Unverified.NormalDefault, t.Unverified.NormalMin, flag(t.Risk.ID != "")}
 }

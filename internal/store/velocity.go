@@ -132,7 +132,7 @@ func (r *Velocity) volumeResult(t guard.VolumeTake, cmd *redis.Cmd) (guard.Volum
 		return guard.VolumeResult{}, fmt.Errorf("store: take volume %s: %w", r.key(t.Key), err)
 	}
 	var risk []int64 // the cached risk answer's five values, when asked
-	if t.Risk.ID != "" && t.Solved == nil {
+	if t.Risk.ID != "" {
 		if len(v) != 13 {
 			return guard.VolumeResult{}, fmt.Errorf("store: take volume %s: script returned %d values, want 13", r.key(t.Key), len(v))
 		}

@@ -27,8 +27,21 @@
 -- (unix seconds), TTL of the solution's key (ms), normal default, normal
 -- least (permille; 0: sends alone are capped).
 -- Returns {allowed, count, limit, baseline, cut, 0, reused}.
+--
+-- The number's cached risk answer (guard/riskstep.go), when ARGV[9] is 1:
+-- KEYS[5], of the country's hash tag, is read first and every reply then
+-- carries an eighth value 0 and its five values (found, score, fetched
+-- at, blocked, line type code), as take_volume.lua's do.
+local risk = ARGV[9] == '1' and redis.call('HMGET', KEYS[5], 's', 't', 'b', 'l')
+local function reply(r)
+  if not risk then return r end
+  r[8] = 0
+  r[9] = risk[1] and 1 or 0
+  for i = 1, 4 do r[9 + i] = tonumber(risk[i]) or 0 end
+  return r
+end
 if redis.call('EXISTS', KEYS[4]) == 1 then
-  return {0, 0, 0, 0, 0, 0, 1}
+  return reply({0, 0, 0, 0, 0, 0, 1})
 end
 local hour = tonumber(ARGV[1])
 local lookback = tonumber(ARGV[2])
@@ -68,7 +81,7 @@ if normal_default > 0 then
   backed = (tonumber(sent_verified[2]) or 0) * 1000 / normal
 end
 if count + 1 - backed > limit then
-  return {0, count, limit, base, cut, 0, 0}
+  return reply({0, count, limit, base, cut, 0, 0})
 end
 redis.call('SET', KEYS[4], 1, 'PX', ARGV[6])
 count = redis.call('HINCRBY', KEYS[1], 's:' .. hour, 1)
@@ -81,4 +94,4 @@ if count == 1 then
   if #old > 0 then redis.call('HDEL', KEYS[1], unpack(old)) end
 end
 redis.call('EXPIRE', KEYS[1], ARGV[4])
-return {1, count, limit, base, cut, 0, 0}
+return reply({1, count, limit, base, cut, 0, 0})
