@@ -147,6 +147,7 @@ func New(ctx context.Context, cfg *config.Config, opts ...Option) (_ *App, err e
 		w.startFallback,
 		w.openOpsDesk,
 		w.buildSender,
+		w.buildRiskLookup,
 		w.watchAbuse,
 		w.syncHotKeys,
 		w.buildGuard,

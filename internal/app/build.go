@@ -33,6 +33,10 @@ type wiring struct {
 	first        httpapi.Services    // what the policy at start-up decides
 	// captchaCalls bounds the CAPTCHA provider's calls under way, every policy's.
 	captchaCalls *challenge.ProviderCalls
+	// riskLookup answers otp.risk's lookups (nil: none, the rule is off),
+	// every policy's; riskHooks count them (risk.go).
+	riskLookup guard.RiskLookup
+	riskHooks  guard.RiskHooks
 }
 
 // checkConfig fills in what embedded mode may leave unset, refuses a
@@ -144,6 +148,10 @@ func (w *wiring) buildGuard(_ context.Context) error {
 func (w *wiring) newOTP(p guard.OTPPolicy) *guard.OTP {
 	a := w.a
 	fb := a.outage.fallback
+	if p.Risk.Mode == guard.RiskOn && w.riskLookup == nil && w.first.OTP != nil {
+		// A reload turned otp.risk on; start-up warned of its own policy.
+		a.log.Warn("reloaded otp.risk.mode is on but no risk lookup is available: the risk score stays off")
+	}
 	return guard.NewOTP(guard.OTPOptions{
 		Policy: p, Counter: fb, Codes: fb,
 		Sender: w.sender, HMACKey: a.cfg.HMACKey, Logger: a.log, LastStoreFailure: fb.LastFailure,
@@ -168,6 +176,10 @@ func (w *wiring) newOTP(p guard.OTPPolicy) *guard.OTP {
 		// send's round trip; written at each verify and by imports,
 		// through the breaker.
 		Trusts: w.guarded,
+		// otp.risk: the network's risk score, asked where a send would be
+		// challenged; its cache is read by the velocity script with the
+		// count, and on its own straight from the store (risk.go).
+		RiskLookup: w.riskLookup, Risks: a.store.Risks, RiskHooks: w.riskHooks,
 	})
 }
 

@@ -57,6 +57,7 @@ type Config struct {
 	SMS        string
 	Twilio     TwilioConfig
 	Captcha    CaptchaConfig
+	Risk       RiskConfig
 	ConfigFile string
 	LogLevel   string
 	// LogAllowedChecks: one allowed /limits/check answer in N is logged at
@@ -365,6 +366,9 @@ func (c *Config) Describe(w io.Writer) error {
 	fmt.Fprintf(w, "# configuration is valid\n# redis: %s\n# sms: %s\n", redis, or(c.SMS, "console"))
 	fmt.Fprintf(w, "# tracing: %s\n", c.Tracing.describe())
 	for _, warn := range c.AllWarnings() {
+		fmt.Fprintf(w, "# warning: %s\n", warn)
+	}
+	if warn := c.RiskWarning(false); warn != "" {
 		fmt.Fprintf(w, "# warning: %s\n", warn)
 	}
 	return encodePolicies(w, c.Policies)

@@ -52,6 +52,7 @@ type fileOTPPolicy struct {
 	SafeList           []string              `yaml:"safe_list"`
 	Challenge          fileChallenge         `yaml:"challenge"`
 	Trust              fileTrust             `yaml:"trust"`
+	Risk               fileRisk              `yaml:"risk"`
 }
 
 // fileChallenge is otp.challenge (guard.ChallengePolicy).
@@ -250,6 +251,7 @@ func policyFile(p guard.Policies) filePolicies {
 			Challenge: fileChallenge{Type: o.Challenge.Type, MaxNumber: o.Challenge.MaxNumber,
 				Expires: fileDuration(o.Challenge.Expires), Floor: o.Challenge.Floor, CutFor: fileDuration(o.Challenge.CutFor)},
 			Trust: toFileTrust(o.Trust),
+			Risk:  toFileRisk(o.Risk),
 		},
 		Limits: convertMap(p.Limits, func(l limit.Policy) fileLimitPolicy {
 			return fileLimitPolicy{
@@ -298,6 +300,7 @@ func (f filePolicies) policies() guard.Policies {
 			Challenge: guard.ChallengePolicy{Type: o.Challenge.Type, MaxNumber: o.Challenge.MaxNumber,
 				Expires: time.Duration(o.Challenge.Expires), Floor: o.Challenge.Floor, CutFor: time.Duration(o.Challenge.CutFor)},
 			Trust: o.Trust.trust(),
+			Risk:  o.Risk.risk(),
 		},
 		Limits: convertMap(f.Limits, func(l fileLimitPolicy) limit.Policy {
 			return limit.Policy{

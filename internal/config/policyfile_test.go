@@ -52,6 +52,9 @@ func everyField() guard.Policies {
 			Challenge: guard.ChallengePolicy{Type: guard.ChallengeCaptcha, MaxNumber: 50_000, Expires: 2 * time.Minute,
 				Floor: 7, CutFor: 6 * time.Hour},
 			Trust: guard.TrustPolicy{VerifiedWithin: 30 * 24 * time.Hour, Floor: 40, Factor: 2.5},
+			Risk: guard.RiskPolicy{Mode: guard.RiskOn, RefuseAbove: 80, AllowBelow: 20, HighFor: 12 * time.Hour,
+				LowFor: 240 * time.Hour, MidFor: 48 * time.Hour, Countries: []string{"NG", "PK"}, VouchedFloor: 30,
+				PerHour: 100, PerDay: 1000, Timeout: time.Second},
 		},
 		Limits: map[string]limit.Policy{
 			"bucket": {Algorithm: limit.TokenBucket, Capacity: 10, RefillPerSecond: 0.5, Limit: 1, Window: time.Minute,

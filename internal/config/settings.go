@@ -7,6 +7,7 @@ import (
 
 	"github.com/otpguard/otpguard/internal/challenge"
 	"github.com/otpguard/otpguard/internal/envoy"
+	"github.com/otpguard/otpguard/internal/sms"
 	"github.com/otpguard/otpguard/internal/store"
 )
 
@@ -199,6 +200,16 @@ var settings = []setting{
 	{name: "OTPGUARD_CAPTCHA_MAX_IN_FLIGHT", defDoc: "`16`, at most a quarter of `OTPGUARD_MAX_IN_FLIGHT`", example: "8",
 		doc:   "`siteverify` calls one instance has under way at once; a send past it is `503 challenge_unavailable` at once, so a slow provider holds no more of the in-flight slots (1..half of `OTPGUARD_MAX_IN_FLIGHT`)",
 		parse: whole(func(c *Config) *int { return &c.Captcha.MaxInFlight }), check: checkCaptchaMaxInFlight},
+	// otp.risk: the Twilio Lookup client (risk.go).
+	{name: "OTPGUARD_RISK_LOOKUP_TIMEOUT", def: sms.DefaultLookupTimeout.String(), example: "2s",
+		doc:   "the Lookup client's own bound on one risk lookup (100ms..10s); `otp.risk.timeout` (default `1500ms`) bounds it per policy, the shorter wins; a lookup that does not answer in time is no answer (the send gets the challenge)",
+		parse: duration(func(c *Config) *time.Duration { return &c.Risk.Timeout }), check: checkRiskTimeout},
+	{name: "OTPGUARD_RISK_LOOKUP_MAX_IN_FLIGHT", defDoc: "`8`, at most a quarter of `OTPGUARD_MAX_IN_FLIGHT`", example: "4",
+		doc:   "risk lookups one instance has under way at once; one past it is no answer at once (never queued), so a slow Lookup holds no more of the in-flight slots (1..half of `OTPGUARD_MAX_IN_FLIGHT`)",
+		parse: whole(func(c *Config) *int { return &c.Risk.MaxInFlight }), check: checkRiskMaxInFlight},
+	{name: "OTPGUARD_RISK_LOOKUP_PRICE", def: strconv.FormatFloat(DefaultRiskLookupPrice, 'f', -1, 64), example: "0.025",
+		doc:   "what one risk lookup costs, in US dollars, for `otpguard_risk_lookup_cost_usd_total` (an estimate by default: set your contract's price) (0..10)",
+		parse: decimal(func(c *Config) *float64 { return &c.Risk.Price }), check: checkRiskPrice},
 	// Tracing: the standard OTEL_* variables, read as given; what they
 	// mean together is otelEnv.tracing's (tracing.go).
 	{name: "OTEL_EXPORTER_OTLP_ENDPOINT", defDoc: "unset: tracing off", example: "http://otel-collector:4318",

@@ -138,6 +138,7 @@ type challenges struct {
 	// that is not off, and a volume store to keep a solution's single use).
 	on    bool
 	spend *spender // what a send the provider refused gives back
+	risk  *risk    // the network's risk score, asked before a challenge (riskstep.go)
 	log   *slog.Logger
 	now   func() time.Time
 }

@@ -68,6 +68,8 @@ const (
 	ActionSMSStatus   = "sms.status"       // a delivery status report
 	ActionOTPCancel   = "otp.cancel"       // POST /otp/verifications/{id}/cancel
 	ActionTrustImport = "otp.trust.import" // POST /ops/trusted-numbers
+	ActionRiskLookup  = "otp.risk.lookup"  // a risk score asked of the network (risk.go)
+	ActionRiskClear   = "otp.risk.clear"   // DELETE /ops/risk/{phone}
 )
 
 // The outcomes the OTP rules record (Event.Outcome) besides the Code of a

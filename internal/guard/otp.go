@@ -59,6 +59,12 @@ type OTPOptions struct {
 	// Trusts remembers trusted numbers (trust.go); nil: only the account
 	// flag trusts.
 	Trusts Trusts
+	// RiskLookup asks the network for a number's risk score and Risks
+	// caches the answers (otp.risk, riskstep.go); either nil: the rule is
+	// off. RiskHooks tell metrics of each lookup.
+	RiskLookup RiskLookup
+	Risks      Risks
+	RiskHooks  RiskHooks
 }
 
 // OTP sends and verifies one-time codes under exact, shared limits. It
@@ -74,6 +80,7 @@ type OTP struct {
 	trust      *trust
 	velocity   *velocity
 	solved     *solvedCap
+	risk       *risk
 	spend      *spender
 	codes      *codebook
 	courier    *courier
@@ -125,6 +132,10 @@ func NewOTP(o OTPOptions) *OTP {
 	unverified := &unverifiedBudget{hooks: o.Abuse,
 		conv: o.Conversions, events: o.Events, log: log, now: now}
 	s.challenges.spend = s.spend
+	s.risk = &risk{policy: p.Risk, lookup: o.RiskLookup, risks: o.Risks, counter: o.Counter, hmacKey: o.HMACKey,
+		types: p.AllowedNumberTypes, pumping: s.pumping, spend: s.spend, trust: s.trust, hooks: o.RiskHooks,
+		events: o.Events, log: log, now: now}
+	s.challenges.risk = s.risk
 	s.deny = &denyCheck{deny: o.Deny, trust: s.trust, now: now}
 	s.pumping.velocity = s.velocity
 	s.trust.velocity = s.velocity
@@ -206,6 +217,21 @@ func (s *OTP) RecordDelivery(ctx context.Context, d Delivery) bool {
 func (s *OTP) ImportTrusted(ctx context.Context, numbers []string, actor string) (ImportResult, error) {
 	return s.trust.importTrusted(ctx, numbers, actor)
 }
+
+// ClearRisk deletes the cached risk answer of phone (an operator's word:
+// its next refused send asks the network again), recorded in the audit
+// trail without the number in clear; false: none was cached.
+func (s *OTP) ClearRisk(ctx context.Context, phone, actor string) (bool, error) {
+	p, err := ParsePhone(phone, s.policy.DefaultRegion)
+	if err != nil {
+		return false, err
+	}
+	return s.risk.clear(ctx, p, actor)
+}
+
+// RiskOn reports whether risk scores are asked (otp.risk.mode on and a
+// lookup available).
+func (s *OTP) RiskOn() bool { return s.risk.on() }
 
 // BudgetUse reads the spend budget's windows without spending, with the
 // limits a send meets now, the ops desk's overrides included; windows

@@ -61,6 +61,8 @@ type OTPPolicy struct {
 	// (challenge.go).
 	Challenge ChallengePolicy
 	Trust     TrustPolicy
+	// Risk is otp.risk: the network's risk score (risk.go).
+	Risk RiskPolicy
 }
 
 // PrefixWindow is the fixed-window limit of every number prefix: the
@@ -177,6 +179,7 @@ func DefaultPolicies() Policies {
 			Conversion:         DefaultConversion(),
 			Challenge:          DefaultChallenge(),
 			Trust:              DefaultTrust(),
+			Risk:               DefaultRisk(),
 		},
 		Limits: map[string]limit.Policy{
 			"default": {Algorithm: limit.TokenBucket, Capacity: 50, RefillPerSecond: 5, OnStoreError: limit.FallbackOpen},
@@ -286,5 +289,8 @@ func (o *OTPPolicy) fillAbuseDefaults() {
 	}
 	if o.Trust == (TrustPolicy{}) {
 		o.Trust = DefaultTrust()
+	}
+	if o.Risk.Mode == "" {
+		o.Risk = DefaultRisk()
 	}
 }

@@ -170,6 +170,7 @@ func validateAbuse(o OTPPolicy, bad func(string, string, ...any)) {
 	validateVelocity(o.CountryVelocity, bad)
 	validateChallenge(o.Challenge, bad)
 	validateTrust(o.Trust, bad)
+	validateRisk(o.Risk, bad)
 	for _, c := range sortedKeys(o.PerCountry) {
 		if c != "*" && !validateRegion("otp.per_country."+c, c, bad) {
 			continue

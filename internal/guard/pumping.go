@@ -31,6 +31,11 @@ type pumping struct {
 type abuseTakes struct {
 	limits   []limitedTake
 	velocity *VolumeTake
+	// refusal (nil: none) refuses the send before its limits: an opt-in
+	// country's high risk score (riskstep.go). riskAsked: the send's score
+	// was judged before its limits, and is not asked about again.
+	refusal   error
+	riskAsked bool
 }
 
 // abuseRules are the automatic abuse rules of a send to phone: the prefix

@@ -53,15 +53,19 @@ func (s *OTP) send(ctx context.Context, phone Phone, ip, solution string, accoun
 	// The automatic abuse rules: per prefix, per country and the country
 	// velocity rule, with the spend budget (pumping.go, velocity.go); a
 	// solved send meets the solved cap instead (challenge.go), a trusted
-	// one its tier's cap (trust.go).
-	abuse := s.pumping.abuseRules(phone, tier, sol)
+	// one its tier's cap (trust.go). An opt-in country's untrusted send
+	// has its risk score judged first (riskstep.go).
+	abuse := s.risk.before(ctx, phone, tier, s.pumping.abuseRules(phone, tier, sol))
 	// Spend the number's and the address's limits and the abuse rules' in
 	// one round trip; a refusal refunds the rest (spend.go), and an
-	// automatic rule's refusal of an untrusted send is a challenge instead
-	// (challenge.go).
+	// automatic rule's refusal asks the risk score, then is a challenge
+	// for an untrusted send (challenge.go); a low score spends the send
+	// again in the vouched tier, which goes on.
 	spent, err := s.spend.spend(ctx, phone, ip, abuse)
 	if err != nil {
-		return SendResult{}, s.challenges.challengeInstead(ctx, phone, tier, err)
+		if spent, err = s.challenges.refused(ctx, phone, ip, tier, spent, err); err != nil {
+			return SendResult{}, err
+		}
 	}
 	// A CAPTCHA's token goes to its provider only now, once: every limit
 	// let the send through and its single use is taken (challenge.go).

@@ -101,6 +101,12 @@ type spent struct {
 	velocityAt time.Time
 	velocity   volumeCount // what velocityAt counted under
 	trusted    bool        // the store found the number trusted
+	// On a refusal: the number's cached risk answer as the store read it
+	// with the count, and whether the score was judged before the limits
+	// (riskstep.go).
+	risk        RiskCached
+	riskAsked   bool
+	storeFailed bool // the store failed (or a fallback decided) in the spend
 }
 
 // spend takes every limit of a send at once: one Counter call, which the
@@ -122,6 +128,9 @@ type spent struct {
 // abuse rules'. It returns what it spent, for a send that does not leave
 // to give back (giveBack).
 func (s *spender) spend(ctx context.Context, phone Phone, ip string, abuse abuseTakes) (spent, error) {
+	if abuse.refusal != nil { // refused before its limits: nothing taken
+		return spent{riskAsked: true}, abuse.refusal
+	}
 	limits := append(s.sendLimits(phone.E164, ip, len(abuse.limits)), abuse.limits...)
 	vol := abuse.velocity
 	takes := make([]limit.Take, len(limits))
@@ -157,19 +166,20 @@ func (s *spender) spend(ctx context.Context, phone Phone, ip string, abuse abuse
 		if volumeCounted(vol, vres) {
 			vel = spent{velocityAt: vol.Now, velocity: tierKey(vol, vres)}
 		}
-		return spent{}, s.refused(ctx, phone, limits[deny], res[deny], taken, vel)
+		return riskRead(vres, abuse, slices.ContainsFunc(res, func(r limit.Result) bool { return r.Fallback })), s.refused(ctx, phone, limits[deny], res[deny], taken, vel)
 	}
 	switch {
 	case vol == nil:
 		return spent{takes: taken}, nil
-	case vol.Solved != nil && (vres != nil && vres.Fallback || vres == nil && fellBack):
+	case (vol.Solved != nil || vol.Vouched) && (vres != nil && vres.Fallback || vres == nil && fellBack):
 		// A solution's single use cannot be checked without the store
-		// (on Redis Cluster: without the master of the country's keys).
+		// (on Redis Cluster: without the master of the country's keys),
+		// nor the vouched tier's cap, which only the store keeps exact.
 		s.refund(ctx, taken)
 		return spent{}, limit.StoreUnavailable(limit.ErrStoreUnavailable, limit.StoreRetryAfter)
 	case vres != nil:
 		if !vres.Allowed {
-			return spent{}, s.volumeRefused(ctx, phone, *vol, *vres, taken)
+			return riskRead(vres, abuse, fellBack), s.volumeRefused(ctx, phone, *vol, *vres, taken)
 		}
 		if !volumeCounted(vol, vres) {
 			return spent{takes: taken, trusted: vres.Trusted}, nil
@@ -186,12 +196,22 @@ func (s *spender) spend(ctx context.Context, phone Phone, ip string, abuse abuse
 	counted, trusted, err := s.velocity.settle(ctx, phone, *vol, nil)
 	if err != nil {
 		s.refund(ctx, taken)
-		return spent{}, err
+		return riskRead(nil, abuse, true), err
 	}
 	if !counted {
 		return spent{takes: taken}, nil
 	}
 	return spent{takes: taken, velocityAt: vol.Now, velocity: tierKey(vol, &VolumeResult{Trusted: trusted}), trusted: trusted}, nil
+}
+
+// riskRead is the spent of a refused send: the cached risk answer the
+// store read with its count (vres), and whether abuse was judged before.
+func riskRead(vres *VolumeResult, abuse abuseTakes, fellBack bool) spent {
+	sp := spent{riskAsked: abuse.riskAsked, storeFailed: fellBack}
+	if vres != nil {
+		sp.risk, sp.storeFailed = vres.Risk, fellBack || vres.Fallback
+	}
+	return sp
 }
 
 // takeSend takes the send's limits, and vol with them when the counter

@@ -36,8 +36,9 @@ func (s *velocity) settle(ctx context.Context, phone Phone, t VolumeTake, refusa
 // counted (a refund is then owed if the send does not go on), in the
 // trusted tier or not, and the refusal, if any.
 func (s *velocity) takeAlone(ctx context.Context, phone Phone, t VolumeTake) (counted, trusted bool, err error) {
-	if t.Solved != nil && limit.StoreFailed(ctx) {
-		return false, false, limit.StoreUnavailable(limit.ErrStoreUnavailable, limit.StoreRetryAfter) // single use needs the store
+	if (t.Solved != nil || t.Vouched) && limit.StoreFailed(ctx) {
+		// single use, and the vouched cap, need the store
+		return false, false, limit.StoreUnavailable(limit.ErrStoreUnavailable, limit.StoreRetryAfter)
 	}
 	if limit.StoreFailed(ctx) {
 		// The store failed earlier in this decision and the fallback let
@@ -50,7 +51,7 @@ func (s *velocity) takeAlone(ctx context.Context, phone Phone, t VolumeTake) (co
 	cancel()
 	if err != nil {
 		limit.NoteStoreFailure(ctx)
-		if s.onStoreError == limit.FallbackClosed || t.Solved != nil {
+		if s.onStoreError == limit.FallbackClosed || t.Solved != nil || t.Vouched {
 			s.log.Log(ctx, limit.StoreFailureLevel(err), "limit store failed", "limit", "country_velocity", "err", err)
 			return false, false, limit.StoreUnavailable(err, limit.StoreRetryAfter)
 		}
@@ -68,6 +69,11 @@ func (s *velocity) takeAlone(ctx context.Context, phone Phone, t VolumeTake) (co
 func (s *velocity) denied(ctx context.Context, phone Phone, t VolumeTake, res VolumeResult) error {
 	if t.Solved != nil {
 		return s.solved.denied(ctx, phone, t, res)
+	}
+	if t.Vouched { // no country alert: the new tier is not refusing
+		return &problem.Error{Code: problem.CodeUnusualVolume, RetryAfter: time.Unix((t.Hour+1)*3600, 0).Sub(t.Now),
+			Usage: Usage(res.Count+1, res.Limit, time.Hour), Err: errVouchedCap,
+			Message: "unusually many codes were sent to low-risk numbers of this country this hour; try again later"}
 	}
 	if res.Unverified > 0 && !res.Trusted {
 		return s.unverified.denied(ctx, phone, t, res)

@@ -68,6 +68,13 @@ type VolumeTake struct {
 	// Carrier is the send's carrier's share of the country's room, for an
 	// untrusted send (carriershare.go); its zero value is off.
 	Carrier CarrierTake
+
+	// Risk (ID not empty): the number's cached risk answer, same hash tag
+	// as Key, for the store to read with the count and answer in
+	// VolumeResult.Risk (riskstep.go). Vouched: the count is the vouched
+	// tier's cap (its refusal is the tier's, not the country's).
+	Risk    limit.Key
+	Vouched bool
 }
 
 // VolumeResult is the store's answer to a VolumeTake.
@@ -90,6 +97,9 @@ type VolumeResult struct {
 	// Carrier: the carrier's share refused the send (carriershare.go);
 	// Count, Limit and Unverified are then the carrier's.
 	Carrier bool
+	// Risk is the number's cached risk answer, when VolumeTake.Risk
+	// asked for it and the store read it.
+	Risk RiskCached
 	// Fallback: the store did not answer for the country's keys (their
 	// Redis Cluster master is dead) and this instance decided from memory,
 	// by the split limit; nothing was counted in the store, so nothing is

@@ -38,6 +38,7 @@ var replayedHeaders = []string{echo.HeaderContentType, "Retry-After", "RateLimit
 var causeCanEnd = map[problem.Code]bool{
 	problem.CodeDenied: true, problem.CodeCountryPaused: true, problem.CodeCarrierPaused: true, problem.CodeCountryNotAllowed: true,
 	problem.CodeNumberTypeNotAllowed: true, problem.CodeChallengeRequired: true, problem.CodeOverrideLooser: true,
+	problem.CodeHighRiskNumber: true, // an operator may clear the score
 }
 
 // keepFor says how long an answer with status, from the handler's err, is

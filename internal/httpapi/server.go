@@ -144,7 +144,8 @@ func New(o Options) *Server {
 	apiKeys, opsKeys := httpx.NewKeyring(o.APIKeys), httpx.NewKeyring(o.OpsKeys)
 	s.desk = opsweb.New(opsweb.Options{Ops: o.Ops, Abuse: o.Abuse, Logger: o.Logger, APIKeys: apiKeys, OpsKeys: opsKeys,
 		SessionKey: o.SessionKey, Sessions: o.Sessions, SignIn: o.SignIn, State: s.health.instanceState,
-		Trust: func() opsweb.TrustImporter { return s.services().OTP }})
+		Trust: func() opsweb.TrustImporter { return s.services().OTP },
+		Risk:  func() opsweb.RiskClearer { return s.services().OTP }})
 	s.SetServices(Services{OTP: o.OTP, Limiter: o.Limiter})
 	s.apiKeyLimit = o.APIKeyLimit
 	if s.apiKeyLimit == nil {
@@ -236,6 +237,7 @@ func (s *Server) routes(apiKeys, opsKeys httpx.Keyring) {
 	e.POST("/ops/actions/unblock", pages.FormUnblock, page, httpx.Audited)
 	e.POST("/ops/actions/deny", pages.FormDeny, page, httpx.Audited)
 	e.POST("/ops/actions/undeny", pages.FormUndeny, page, httpx.Audited)
+	e.POST("/ops/actions/clear-risk", pages.FormClearRisk, page, httpx.Audited)
 	// The JSON API shows full numbers and audit rows: no cache keeps them.
 	e.GET("/ops/blocked", desk.ListBlocked, noStore, ops)
 	e.DELETE("/ops/blocked/:phone", desk.Unblock, noStore, ops, httpx.Audited)
@@ -250,6 +252,8 @@ func (s *Server) routes(apiKeys, opsKeys httpx.Keyring) {
 	e.POST("/ops/actions/override", pages.FormOverride, page, httpx.Audited)
 	e.POST("/ops/actions/unoverride", pages.FormRemoveOverride, page, httpx.Audited)
 	e.GET("/ops/abuse", desk.Abuse, noStore, ops)
+	// The network's risk score of a number (otp.risk): forgotten.
+	e.DELETE("/ops/risk/:phone", desk.ClearRisk, noStore, ops, httpx.Audited)
 	// Trusted numbers an app verified before otpguard: a large body.
 	e.POST(importPath, desk.ImportTrusted, noStore, ops,
 		middleware.BodyLimit(strconv.Itoa(ImportBodyLimit/1024)+"KiB"), idem.idempotent, httpx.Audited)

@@ -70,6 +70,8 @@ var statusOf = map[problem.Code]int{
 	problem.CodeCarrierRateLimited: http.StatusTooManyRequests,
 	problem.CodeOverrideLooser:     http.StatusUnprocessableEntity,
 	problem.CodeUnknownCountry:     http.StatusUnprocessableEntity,
+	// The network's risk score (guard/risk.go).
+	problem.CodeHighRiskNumber: http.StatusForbidden,
 }
 
 // codeOfStatus turns echo's own errors (unknown route, wrong method, body

@@ -18,7 +18,7 @@ import (
 // instance sees the same figures because they live in the shared store,
 // one small hash per clock hour and dimension:
 //
-//	countries: "<REGION>|s" sent, "|t" sent to trusted numbers, "|v" verified, "|r" refused, "|r:<code>" refused by code
+//	countries: "<REGION>|s" sent, "|t" sent to trusted numbers, "|v" verified, "|r" refused, "|r:<code>" refused by code, "|k" risk lookups asked
 //	prefixes:  "<prefix>|<REGION>|<depth>|s" (and v, r): depth 0 is
 //	           per_prefix, depth i prefix_depths[i-1]
 //	carriers:  "<REGION>|<carrier key>|<carrier name>|s" (and v, r,
@@ -180,6 +180,10 @@ func (a *AbuseRecorder) Record(e guard.Event) {
 			kinds = []string{"r", "r:" + e.Outcome}
 		}
 		a.count(e, kinds)
+	case guard.ActionRiskLookup: // the country's lookups asked (none over the budget)
+		if e.Outcome != "over_budget" {
+			a.count(e, []string{"k"})
+		}
 	case guard.ActionConversion, guard.ActionVelocity:
 		if al, ok := a.alertOf(e); ok {
 			a.mu.Lock()
@@ -219,7 +223,7 @@ func (a *AbuseRecorder) count(e guard.Event, kinds []string) {
 			add(c.Carriers, carrier+k)
 		}
 	}
-	seen := map[string]bool{}
+	seen := map[string]bool{"": e.Phone == ""} // no number (a risk lookup's event): no prefix
 	for depth, pw := range p.PrefixLimits() {
 		prefix := guard.Prefix(e.Phone, pw.DigitsDropped)
 		if seen[prefix] {

@@ -65,6 +65,11 @@ func TestAbuseRecorder(t *testing.T) {
 	r.Record(guard.Event{At: now, Action: guard.ActionOTPSend, Outcome: "invalid_phone"}) // no number: no subject
 	r.Record(guard.Event{At: now, Action: guard.ActionConversion, Outcome: guard.OutcomeBlocked, Country: "NG",
 		Detail: "prefix=+234803123 conversion watch: ..."})
+	// Risk lookups count per country (no number, no prefix); one the
+	// budget did not allow was not asked.
+	for _, outcome := range []string{"high", "error", "over_budget"} {
+		r.Record(guard.Event{At: now, Action: guard.ActionRiskLookup, Outcome: outcome, Country: "NG"})
+	}
 
 	// A failed flush keeps the counts for the next.
 	st.err = errors.New("redis: connection refused")
@@ -75,7 +80,7 @@ func TestAbuseRecorder(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := map[string]int64{
-		"c NG|s": 1, "c NG|r": 1, "c NG|r:country_rate_limited": 1, "c NG|v": 1,
+		"c NG|s": 1, "c NG|r": 1, "c NG|r:country_rate_limited": 1, "c NG|v": 1, "c NG|k": 2,
 		"p +234803123|NG|0|s": 1, "p +234803123|NG|0|r": 1, "p +234803123|NG|0|v": 1,
 		"p +2348031|NG|1|s": 1, "p +234803|NG|2|s": 1,
 		// The number's carrier: sends, refusals, verifications, not by code.

@@ -52,6 +52,9 @@ type AbuseTally struct {
 	// Trusted counts the sends to trusted numbers, among Sends (countries
 	// and totals only; guard/trust.go).
 	Trusted int64
+	// RiskLookups counts the risk score lookups asked (countries and
+	// totals only; guard/riskstep.go).
+	RiskLookups int64
 }
 
 // CodeChallengeRequired is the refusal code of a send answered with a
@@ -77,6 +80,8 @@ func (t *AbuseTally) add(kind string, n int64) {
 		t.Verifications += n
 	case kind == "t":
 		t.Trusted += n
+	case kind == "k":
+		t.RiskLookups += n
 	case kind == "r":
 		t.Refusals += n
 	case strings.HasPrefix(kind, "r:"):

@@ -294,7 +294,7 @@ func isBlockOutcome(action string, outcome problem.Code) bool {
 		case problem.CodeCooldown, problem.CodePhoneRateLimited, problem.CodeIPRateLimited, problem.CodeDenied,
 			problem.CodeCountryNotAllowed, problem.CodeNumberTypeNotAllowed, problem.CodePrefixRateLimited,
 			problem.CodeCountryRateLimited, problem.CodeBudgetExhausted, problem.CodeCountryPaused,
-			problem.CodeUnusualVolume, problem.CodeChallengeRequired, problem.CodeCarrierPaused, problem.CodeCarrierRateLimited:
+			problem.CodeUnusualVolume, problem.CodeChallengeRequired, problem.CodeCarrierPaused, problem.CodeCarrierRateLimited, problem.CodeHighRiskNumber:
 			return true
 		}
 	case guard.ActionOTPVerify:

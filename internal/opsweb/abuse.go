@@ -75,6 +75,8 @@ type abuseTallyJSON struct {
 	// Challenged the sends answered with a challenge, among Refusals.
 	TrustedSends int64 `json:"trusted_sends"`
 	Challenged   int64 `json:"challenged"`
+	// RiskLookups are the risk score lookups asked (otp.risk).
+	RiskLookups int64 `json:"risk_lookups"`
 }
 
 type abuseLimitJSON struct {
@@ -244,7 +246,7 @@ func seconds(d time.Duration) int64 { return int64(max(0, d.Round(time.Second)/t
 
 func toTallyJSON(t ops.AbuseTally) abuseTallyJSON {
 	j := abuseTallyJSON{Sends: t.Sends, Refusals: t.Refusals, Verifications: t.Verifications, RefusalsByCode: t.ByCode,
-		TrustedSends: t.Trusted, Challenged: t.Challenged()}
+		TrustedSends: t.Trusted, Challenged: t.Challenged(), RiskLookups: t.RiskLookups}
 	if r, ok := t.ConversionRate(); ok {
 		r = math.Round(r*1000) / 1000
 		j.ConversionRate = &r

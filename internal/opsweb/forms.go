@@ -19,9 +19,10 @@ import (
 
 // doneMessages are the page's confirmations, by the done parameter.
 var doneMessages = map[string]string{
-	"unblocked": "Unblocked: the number may receive a code again.",
-	"denied":    "Added to the deny-list. Every instance enforces it within seconds.",
-	"undenied":  "Removed from the deny-list.",
+	"unblocked":    "Unblocked: the number may receive a code again.",
+	"denied":       "Added to the deny-list. Every instance enforces it within seconds.",
+	"undenied":     "Removed from the deny-list.",
+	"risk_cleared": "Risk score cleared: the number's next refused send asks the network again.",
 }
 
 // problemMessage is what the page says of a refusal: fixed text per code,

@@ -36,6 +36,9 @@ type Options struct {
 	// Trust imports trusted numbers (POST /ops/trusted-numbers): the OTP
 	// service in force; nil: 404.
 	Trust func() TrustImporter
+	// Risk clears numbers' cached risk scores (DELETE /ops/risk/{phone}):
+	// the OTP service in force; nil: 404.
+	Risk func() RiskClearer
 }
 
 // Handlers are the ops desk's HTTP handlers, in three rooms: the sign-in
@@ -59,11 +62,12 @@ type SignIn struct {
 }
 
 // API is the JSON handlers of /ops/... (api.go, overrides.go, abuse.go,
-// trusted.go).
+// trusted.go, risk.go).
 type API struct {
 	ops   *ops.Desk
 	view  *attackView
 	trust func() TrustImporter
+	risk  func() RiskClearer
 }
 
 // Pages is the ops page and its forms (page.go, forms.go,
@@ -72,6 +76,7 @@ type Pages struct {
 	ops      *ops.Desk
 	view     *attackView
 	sessions sessions // the page's CSRF token
+	risk     func() RiskClearer
 	log      *slog.Logger
 }
 
@@ -88,7 +93,7 @@ func New(o Options) *Handlers {
 	return &Handlers{
 		SignIn: &SignIn{ops: o.Ops, log: o.Logger, apiKeys: o.APIKeys, opsKeys: o.OpsKeys, sessions: ss,
 			revoked: o.Sessions, signInLimit: o.SignIn},
-		API:   &API{ops: o.Ops, view: view, trust: o.Trust},
-		Pages: &Pages{ops: o.Ops, view: view, sessions: ss, log: o.Logger},
+		API:   &API{ops: o.Ops, view: view, trust: o.Trust, risk: o.Risk},
+		Pages: &Pages{ops: o.Ops, view: view, sessions: ss, risk: o.Risk, log: o.Logger},
 	}
 }

@@ -77,6 +77,9 @@ const (
 	// CodeUnknownCountry refuses an override naming a country that has no
 	// numbering plan (POST /ops/overrides).
 	CodeUnknownCountry Code = "unknown_country"
+	// CodeHighRiskNumber refuses a send to a number the network's risk
+	// score (otp.risk) puts at or above refuse_above, or blocks.
+	CodeHighRiskNumber Code = "high_risk_number"
 )
 
 // Error is the one error type of the domains. Message is safe to show to a

@@ -48,6 +48,7 @@ type Redis struct {
 	Codes           *Codes
 	Velocity        *Velocity
 	TrustMarks      *TrustMarks
+	Risks           *Risks
 	Blocks          *Blocks
 	Conversions     *Conversions
 	Deliveries      *Deliveries
@@ -81,6 +82,7 @@ func newRedis(ks keyspace) *Redis {
 		Codes:           codes,
 		Velocity:        velocity,
 		TrustMarks:      &TrustMarks{keyspace: ks},
+		Risks:           &Risks{keyspace: ks},
 		Blocks:          &Blocks{keyspace: ks, codes: codes},
 		Conversions:     &Conversions{keyspace: ks},
 		Deliveries:      &Deliveries{keyspace: ks},

@@ -32,10 +32,21 @@ func (r *Velocity) volumeCall(t guard.VolumeTake) (*redis.Script, []string, []an
 	// The carrier's share of the cap (KEYS[5..8], ARGV[9..11];
 	// guard/carriershare.go): its solved counts, its cut, its velocity
 	// counts, whose share it reads, and when the country's carriers were
-	// first counted. Without one, nothing more is sent.
+	// first counted. Without one, nothing more is sent unless the risk
+	// answer follows: then the carrier's places repeat KEYS[1] and
+	// ARGV[9] is 0 (off).
 	if c := t.Carrier; c.FloorShare > 0 {
 		keys = append(keys, r.key(c.Key), r.key(c.Cut), r.key(c.Share), r.key(c.Since))
 		args = append(args, c.FloorShare, t.HistoryMinSends, int64((time.Duration(t.Lookback+2)*time.Hour)/time.Second))
+	} else if t.Risk.ID != "" {
+		keys = append(keys, keys[0], keys[0], keys[0], keys[0])
+		args = append(args, 0, 0, 0)
+	}
+	// The number's cached risk answer, read with the count (KEYS[9],
+	// ARGV[12]).
+	if t.Risk.ID != "" {
+		keys = append(keys, r.key(t.Risk))
+		args = append(args, 1)
 	}
 	return solvedScript, keys, args
 }

@@ -128,10 +128,17 @@ func (r *Velocity) volumeArgs(t guard.VolumeTake) ([]string, []any) {
 	if t.Carrier.FloorShare > 0 {
 		keys[4], keys[5], carrierShare = r.key(t.Carrier.Key), r.key(t.Carrier.Since), t.Carrier.FloorShare
 	}
-	return keys, []any{t.Hour, t.Lookback, t.Floor, t.QFloor, t.Factor, t.HistoryMinSends, ttl, t.Now.Unix(), t.Now.Unix() / 60,
+	args := []any{t.Hour, t.Lookback, t.Floor, t.QFloor, t.Factor, t.HistoryMinSends, ttl, t.Now.Unix(), t.Now.Unix() / 60,
 		t.MinuteShare, flag(t.Trusted), t.TFloor, t.TFactor, flag(t.NewOff), flag(hasMark),
 		t.Unverified.Floor, t.Unverified.Share, t.Unverified.NormalDefault, t.Unverified.NormalMin,
 		carrierShare}
+	// The number's cached risk answer, read with the count (KEYS[7],
+	// ARGV[21]); without one, KEYS[7] repeats KEYS[1].
+	risk := keys[0]
+	if t.Risk.ID != "" {
+		risk = r.key(t.Risk)
+	}
+	return append(keys, risk), append(args, flag(t.Risk.ID != ""))
 }
 
 func flag(b bool) int {
@@ -147,12 +154,19 @@ func (r *Velocity) volumeResult(t guard.VolumeTake, cmd *redis.Cmd) (guard.Volum
 	if err != nil {
 		return guard.VolumeResult{}, fmt.Errorf("store: take volume %s: %w", r.key(t.Key), err)
 	}
+	var risk []int64 // the cached risk answer's five values, when asked
+	if t.Risk.ID != "" {
+		if len(v) != 14 {
+			return guard.VolumeResult{}, fmt.Errorf("store: take volume %s: script returned %d values, want 14", r.key(t.Key), len(v))
+		}
+		v, risk = v[:9], v[9:]
+	}
 	if len(v) < 7 || len(v) > 9 {
 		return guard.VolumeResult{}, fmt.Errorf("store: take volume %s: script returned %d values, want 7 to 9", r.key(t.Key), len(v))
 	}
 	// The seventh value: the solved cap's "reused", the velocity rule's
-	// "trusted"; an eighth: the unverified budget that refused; a ninth:
-	// the carrier's share refused (its count, limit and budget).
+	// "trusted"; an eighth: the unverified budget that refused (0: none); a
+	// ninth: the carrier's share refused (its count, limit and budget).
 	res := guard.VolumeResult{Allowed: v[0] == 1, Count: v[1], Limit: v[2], Baseline: v[3], Quarantined: v[4] == 1,
 		MinuteLimit: v[5], Reused: t.Solved != nil && v[6] == 1, Trusted: t.Solved == nil && v[6] == 1}
 	if len(v) >= 8 {
@@ -160,6 +174,9 @@ func (r *Velocity) volumeResult(t guard.VolumeTake, cmd *redis.Cmd) (guard.Volum
 	}
 	if len(v) == 9 {
 		res.Carrier = v[8] == 1
+	}
+	if risk != nil {
+		res.Risk = riskReply(risk)
 	}
 	return res, nil
 }

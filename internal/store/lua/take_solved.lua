@@ -112,8 +112,22 @@ local function carrier_room(share, room, floor_share, country_floor)
   return math.min(room, math.max(floor, math.ceil(share * room / 1000 - 1e-9)))
 end
 -- end lib/carrier.lua
+-- The number's cached risk answer (guard/riskstep.go), when ARGV[12] is 1:
+-- KEYS[9], of the country's hash tag, is read first and every reply then
+-- carries an eighth value 0, a ninth (1 when the carrier refused) and its
+-- five values (found, score, fetched
+-- at, blocked, line type code), as take_volume.lua's do.
+local risk = ARGV[12] == '1' and redis.call('HMGET', KEYS[9], 's', 't', 'b', 'l')
+local function reply(r)
+  if not risk then return r end
+  r[8] = r[8] or 0
+  r[9] = r[9] or 0
+  r[10] = risk[1] and 1 or 0
+  for i = 1, 4 do r[10 + i] = tonumber(risk[i]) or 0 end
+  return r
+end
 if redis.call('EXISTS', KEYS[4]) == 1 then
-  return {0, 0, 0, 0, 0, 0, 1}
+  return reply({0, 0, 0, 0, 0, 0, 1})
 end
 local hour = tonumber(ARGV[1])
 local lookback = tonumber(ARGV[2])
@@ -155,7 +169,7 @@ if normal_default > 0 then
   backed_normal = normal
 end
 if count + 1 - backed > limit then
-  return {0, count, limit, base, cut, 0, 0}
+  return reply({0, count, limit, base, cut, 0, 0})
 end
 -- The carrier's share of the cap (see above).
 local carrier_floor_share = tonumber(ARGV[9]) or 0
@@ -174,7 +188,7 @@ if carrier_floor_share > 0 then
   local carrier_backed = 0
   if backed_normal then carrier_backed = (tonumber(carrier_vals[2]) or 0) * 1000 / backed_normal end
   if carrier_count + 1 - carrier_backed > carrier_limit then
-    return {0, carrier_count, carrier_limit, base, carrier_cut, 0, 0, 0, 1}
+    return reply({0, carrier_count, carrier_limit, base, carrier_cut, 0, 0, 0, 1})
   end
 end
 redis.call('SET', KEYS[4], 1, 'PX', ARGV[6])
@@ -200,4 +214,4 @@ if carrier_floor_share > 0 then -- the carrier's count, beside the country's
   end
   redis.call('EXPIRE', KEYS[5], ARGV[4])
 end
-return {1, count, limit, base, cut, 0, 0}
+return reply({1, count, limit, base, cut, 0, 0})

@@ -133,6 +133,21 @@ local function carrier_room(share, room, floor_share, country_floor)
   return math.min(room, math.max(floor, math.ceil(share * room / 1000 - 1e-9)))
 end
 -- end lib/carrier.lua
+-- The number's cached risk answer (guard/riskstep.go), when ARGV[21] is 1:
+-- KEYS[7], a hash of the country's hash tag (s score, t fetched at in unix
+-- seconds, b blocked, l line type code), is read first, and every reply
+-- then carries, after an eighth value (0 when the budget did not refuse)
+-- and a ninth (1 when the carrier refused, else 0), found (0 or 1), score, fetched at, blocked and line type code: a
+-- refusal already holds the score, in the send's own round trip.
+local risk = ARGV[21] == '1' and redis.call('HMGET', KEYS[7], 's', 't', 'b', 'l')
+local function reply(r)
+  if not risk then return r end
+  r[8] = r[8] or 0
+  r[9] = r[9] or 0
+  r[10] = risk[1] and 1 or 0
+  for i = 1, 4 do r[10 + i] = tonumber(risk[i]) or 0 end
+  return r
+end
 local hour = tonumber(ARGV[1])
 local lookback = tonumber(ARGV[2])
 local floor = tonumber(ARGV[3])
@@ -144,7 +159,7 @@ if ARGV[11] == '1' or (ARGV[15] == '1' and redis.call('EXISTS', KEYS[4]) == 1) t
   trusted, key = 1, KEYS[3]
   floor, factor, share = tonumber(ARGV[12]), tonumber(ARGV[13]), 0
 elseif ARGV[14] == '1' then
-  return {1, 0, 0, 0, 0, 0, 0}
+  return reply({1, 0, 0, 0, 0, 0, 0})
 end
 local quarantined = 0
 local quarantine_until = trusted == 0 and tonumber(redis.call('GET', KEYS[2]))
@@ -201,11 +216,11 @@ if trusted == 0 and unverified_floor > 0 then
   if not normal or normal < 0 then normal = tonumber(ARGV[18]) end
   normal = math.max(normal, tonumber(ARGV[19]))
   if count + 1 <= limit and count + 1 - verified * 1000 / normal > unverified_cap then
-    return {0, count, limit, base, quarantined, 0, trusted, unverified_cap}
+    return reply({0, count, limit, base, quarantined, 0, trusted, unverified_cap})
   end
 end
 if count + 1 > limit then
-  return {0, count, limit, base, quarantined, 0, trusted}
+  return reply({0, count, limit, base, quarantined, 0, trusted})
 end
 -- The carrier's share of the room (see above).
 local carrier_floor_share = tonumber(ARGV[20]) or 0
@@ -223,11 +238,11 @@ if carrier_on then
   if unverified_cap > 0 then
     local carrier_cap = carrier_room(share, unverified_cap, carrier_floor_share, unverified_floor)
     if carrier_count + 1 <= carrier_limit and carrier_count + 1 - carrier_verified * 1000 / normal > carrier_cap then
-      return {0, carrier_count, carrier_limit, base, quarantined, 0, trusted, carrier_cap, 1}
+      return reply({0, carrier_count, carrier_limit, base, quarantined, 0, trusted, carrier_cap, 1})
     end
   end
   if carrier_count + 1 > carrier_limit then
-    return {0, carrier_count, carrier_limit, base, quarantined, 0, trusted, 0, 1}
+    return reply({0, carrier_count, carrier_limit, base, quarantined, 0, trusted, 0, 1})
   end
 end
 local minute_cap = 0
@@ -235,7 +250,7 @@ if share > 0 then
   if quarantined == 1 then share = share / 10 end
   minute_cap = math.max(floor, math.ceil(limit * share - 1e-9))
   if (tonumber(vals[3]) or 0) + 1 > minute_cap then
-    return {0, count, limit, base, quarantined, minute_cap, trusted}
+    return reply({0, count, limit, base, quarantined, minute_cap, trusted})
   end
   redis.call('HINCRBY', key, 'm:' .. minute, 1)
 end
@@ -245,4 +260,4 @@ if carrier_on then -- the carrier's count, beside the country's
   redis.call('HINCRBY', KEYS[5], 's:' .. hour, 1)
   redis.call('EXPIRE', KEYS[5], ARGV[7])
 end
-return {1, count, limit, base, quarantined, minute_cap, trusted}
+return reply({1, count, limit, base, quarantined, minute_cap, trusted})

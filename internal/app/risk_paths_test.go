@@ -1,0 +1,170 @@
+package app_test
+
+import (
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/otpguard/otpguard/internal/challenge"
+	"github.com/otpguard/otpguard/internal/guard"
+	"github.com/otpguard/otpguard/internal/sms/smstest"
+	"github.com/otpguard/otpguard/internal/store/redistest"
+)
+
+// TestRiskRoundTrips counts the round trips a send waits on, on the
+// shared client: a challenged send with the risk score off, the same with
+// a cached (mid) score, which adds none, a send that needs a lookup
+// (mid: challenged; low: sent in the vouched tier), and a solved-tier
+// send to compare with.
+func TestRiskRoundTrips(t *testing.T) {
+	tg := redistest.New(t)
+	f := &fakeRisk{answers: map[string]guard.RiskAnswer{}, def: guard.RiskAnswer{Score: 50}}
+	a, _ := riskApp(t, tg, f, nil, nil)
+	trips := &requestTrips{hold: 200 * time.Millisecond}
+	a.Redis().AddHook(trips)
+	h := a.Handler()
+	send := func(name, body string, want int) (seq int, resp []byte) {
+		t.Helper()
+		trips.start()
+		req := httptest.NewRequest(http.MethodPost, "/otp/send", strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+sendBenchKey)
+		req.Header.Set("Content-Type", "application/json")
+		w := httptest.NewRecorder()
+		h.ServeHTTP(flushMark{w, trips}, req)
+		total, seq, names := trips.stop()
+		t.Logf("%s: %d, %d round trips, %d sequential: %v", name, w.Code, total, seq, names)
+		if w.Code != want {
+			t.Fatalf("%s: %d %s, want %d", name, w.Code, w.Body, want)
+		}
+		return seq, w.Body.Bytes()
+	}
+	phone := func(i int) string { return `{"phone":"` + gbNumber(4, i) + `"}` }
+	send("the floor's send", phone(0), http.StatusOK)
+	// A challenged send whose number has a cached mid score: the script
+	// read it with the count.
+	cached := gbNumber(4, 1)
+	if status, code := riskSend(t, h, cached); status != http.StatusPreconditionRequired {
+		t.Fatalf("caching a mid score: %d %s", status, code)
+	}
+	calls := f.calls.Load()
+	withCache, resp := send("challenged, cached score", phone(1), http.StatusPreconditionRequired)
+	if f.calls.Load() != calls {
+		t.Errorf("a cached score was asked again")
+	}
+	lookupMid, _ := send("challenged after a lookup (mid)", phone(2), http.StatusPreconditionRequired)
+	f.set(func(f *fakeRisk) { f.def = guard.RiskAnswer{Score: 5} })
+	lookupLow, _ := send("sent after a lookup (low, vouched)", phone(3), http.StatusOK)
+
+	var p struct {
+		Challenge guard.Challenge `json:"challenge"`
+	}
+	if err := json.Unmarshal(resp, &p); err != nil {
+		t.Fatal(err)
+	}
+	p.Challenge.Type = guard.ChallengePoW
+	solved, _ := send("solved tier", `{"phone":"`+cached+`","challenge":"`+challenge.Solve(p.Challenge)+`"}`, http.StatusOK)
+	// The figures docs/abuse.md states ("The risk score"): a cached score
+	// adds none; a lookup adds the budget's and the cache's round trips,
+	// and a low score the vouched tier's spend and the code's save.
+	for _, c := range []struct {
+		name      string
+		got, most int
+	}{{"challenged with a cached score", withCache, 2}, {"a lookup then mid", lookupMid, 4},
+		{"a lookup then low", lookupLow, 6}, {"the solved tier", solved, 2}} {
+		if c.got > c.most {
+			t.Errorf("%s: %d sequential round trips, want at most %d", c.name, c.got, c.most)
+		}
+	}
+	t.Logf("sequential round trips: cached score %d, lookup then mid %d, lookup then low %d, solved tier %d",
+		withCache, lookupMid, lookupLow, solved)
+}
+
+// TestRiskSolvedCap: a solved send the solved cap refuses consults the
+// score too: a mid one leaves the cap's refusal; a low one (after the
+// operator cleared the mid score and the network changed its mind) sends
+// it in the vouched tier.
+func TestRiskSolvedCap(t *testing.T) {
+	tg := redistest.New(t)
+	f := &fakeRisk{answers: map[string]guard.RiskAnswer{}, def: guard.RiskAnswer{Score: 50}}
+	a, _ := riskApp(t, tg, f, nil, func(p *guard.OTPPolicy) { p.Challenge.Floor = 1 })
+	h := a.Handler()
+	challenged := func(phone string) string {
+		t.Helper()
+		status, body := riskDo(h, http.MethodPost, "/otp/send", sendBenchKey, `{"phone":"`+phone+`"}`)
+		if status != http.StatusPreconditionRequired {
+			t.Fatalf("%s: %d %s, want 428", guard.MaskPhone(phone), status, body)
+		}
+		var p struct {
+			Challenge guard.Challenge `json:"challenge"`
+		}
+		if err := json.Unmarshal(body, &p); err != nil {
+			t.Fatal(err)
+		}
+		p.Challenge.Type = guard.ChallengePoW
+		return challenge.Solve(p.Challenge)
+	}
+	solved := func(phone, sol string) (int, string) {
+		status, body := riskDo(h, http.MethodPost, "/otp/send", sendBenchKey, `{"phone":"`+phone+`","challenge":"`+sol+`"}`)
+		var p struct {
+			Code string `json:"code"`
+		}
+		_ = json.Unmarshal(body, &p)
+		return status, p.Code
+	}
+	if status, code := riskSend(t, h, gbNumber(7, 0)); status != http.StatusOK {
+		t.Fatalf("the floor's send: %d %s", status, code)
+	}
+	first, second, third := gbNumber(7, 1), gbNumber(7, 2), gbNumber(7, 3)
+	if status, code := solved(first, challenged(first)); status != http.StatusOK {
+		t.Fatalf("the solved cap's send: %d %s", status, code)
+	}
+	if status, code := solved(second, challenged(second)); status != http.StatusTooManyRequests || code != "unusual_volume" {
+		t.Errorf("mid, the solved cap spent: %d %s, want 429 unusual_volume", status, code)
+	}
+	sol := challenged(third) // mid: cached
+	f.set(func(f *fakeRisk) { f.answers[third] = guard.RiskAnswer{Score: 4} })
+	if status, body := riskDo(h, http.MethodDelete, "/ops/risk/"+strings.Replace(third, "+", "%2B", 1), riskOpsKey, ""); status != http.StatusOK {
+		t.Fatalf("DELETE /ops/risk: %d %s", status, body)
+	}
+	before := f.calls.Load()
+	if status, code := solved(third, sol); status != http.StatusOK {
+		t.Errorf("low, the solved cap spent: %d %s, want 200 (vouched)", status, code)
+	}
+	if n := f.calls.Load() - before; n != 1 {
+		t.Errorf("%d lookups, want 1", n)
+	}
+}
+
+// TestRiskTwilioLookup: with the Twilio account set (and its base URL at
+// the fake Lookup API) and no lookup of the caller's, the service asks
+// Twilio Lookup through twilio-go: a magic high number is refused, a
+// magic low one sent, a hung API is the challenge.
+func TestRiskTwilioLookup(t *testing.T) {
+	tg := redistest.New(t)
+	const sid, token = "AC00000000000000000000000000000002", "token0123456789"
+	f := smstest.NewLookup(t, sid, token)
+	a, _ := riskApp(t, tg, nil, nil, nil, "TWILIO_ACCOUNT_SID", sid, "TWILIO_AUTH_TOKEN", token, "TWILIO_API_BASE_URL", f.URL)
+	h := a.Handler()
+	if status, code := riskSend(t, h, gbNumber(6, 0)); status != http.StatusOK {
+		t.Fatalf("the floor's send: %d %s", status, code)
+	}
+	if status, code := riskSend(t, h, smstest.MagicHigh); status != http.StatusForbidden || code != "high_risk_number" {
+		t.Errorf("magic high: %d %s, want 403 high_risk_number", status, code)
+	}
+	if status, code := riskSend(t, h, smstest.MagicLow); status != http.StatusOK {
+		t.Errorf("magic low: %d %s, want 200", status, code)
+	}
+	if status, code := riskSend(t, h, smstest.MagicModerate); status != http.StatusPreconditionRequired {
+		t.Errorf("magic moderate: %d %s, want 428", status, code)
+	}
+	f.SetMode(smstest.LookupHang)
+	if status, code := riskSend(t, h, gbNumber(6, 1)); status != http.StatusPreconditionRequired {
+		t.Errorf("hung Lookup: %d %s, want 428", status, code)
+	}
+	if n := f.Calls(); n != 4 {
+		t.Errorf("%d lookups reached the fake, want 4", n)
+	}
+}

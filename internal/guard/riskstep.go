@@ -1,0 +1,346 @@
+package guard
+
+import (
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"time"
+
+	"github.com/otpguard/otpguard/internal/limit"
+	"github.com/otpguard/otpguard/internal/problem"
+)
+
+// What a send does with the network's risk score (risk.go). The score is
+// asked where a send would otherwise be challenged or refused: an
+// untrusted send an automatic rule refused, and a solved send the solved
+// cap refused (the challenges step, challenge.go, consults it before it
+// answers 428), and, before its limits, every untrusted send to a country
+// of otp.risk.countries. A cached answer comes with the refusal: the
+// velocity script reads it in the send's own round trip (VolumeTake.Risk).
+// Without one, a lookup is taken from the deployment's budget (an hour and
+// a day window; a budget the store cannot count means no lookup), asked
+// within otp.risk.timeout and cached. A low score spends the send again in
+// the vouched tier: its own cap per country and hour, exact in the store,
+// with every per-number, per-address, cooldown and operator limit and the
+// spend budget; the vouched tier is not trust, and the send keeps its tier
+// (new or solved) for its verification's mark and its verify's credit.
+
+// risk is the risk step of a send.
+type risk struct {
+	policy  RiskPolicy
+	lookup  RiskLookup // nil: no lookup available, the rule is off
+	risks   Risks      // the cache; nil: off
+	counter limit.Counter
+	hmacKey []byte
+	types   []string // otp.allowed_number_types
+	pumping *pumping
+	spend   *spender
+	trust   *trust
+	hooks   RiskHooks
+	events  EventSink
+	log     *slog.Logger
+	now     func() time.Time
+}
+
+// on reports whether scores are asked: mode on, a lookup, a cache, and
+// the volume store the vouched tier counts in.
+func (s *risk) on() bool {
+	return s.policy.Mode == RiskOn && s.lookup != nil && s.risks != nil && s.pumping.velocity.volumes != nil
+}
+
+// key is the cache key the velocity (or solved cap's) script reads with a
+// send of tier (ID "": none): only an untrusted or a solved send may be
+// refused for a score.
+func (s *risk) key(phone Phone, tier Tier) limit.Key {
+	if !s.on() || tier == TierTrusted || s.pumping.safe.has(phone.E164) {
+		return limit.Key{}
+	}
+	return riskKey(s.hmacKey, phone)
+}
+
+// riskVerdict is what an answer says of a send.
+type riskVerdict int
+
+const (
+	riskNone riskVerdict = iota // no answer, or one too old for its class
+	riskHigh
+	riskMid
+	riskLow
+)
+
+func (v riskVerdict) String() string {
+	return [...]string{"none", "high", "mid", "low"}[v]
+}
+
+// verdict is a's class under the policy in force, none when a is older
+// than its class is cached for (a policy reloaded with a shorter time
+// does not keep older answers): never an allow on a stale low score.
+func (s *risk) verdict(a RiskAnswer) riskVerdict {
+	p, age := s.policy, s.now().Sub(a.At)
+	v, keep := riskMid, p.MidFor
+	switch {
+	case a.Blocked || a.Score >= p.RefuseAbove:
+		v, keep = riskHigh, p.HighFor
+	case a.Score <= p.AllowBelow:
+		v, keep = riskLow, p.LowFor
+	}
+	if age > keep || age < -time.Minute { // from a clock far ahead: not trusted either
+		return riskNone
+	}
+	return v
+}
+
+// before asks the velocity script to read an untrusted send's cached
+// score with its count, and judges a send to a country of
+// otp.risk.countries before its limits, abuse the rules it would meet: a
+// high score (or a line type the policy does not allow) refuses at once
+// (abuse carries the refusal, which spend answers before it takes
+// anything). Any other answer leaves abuse as it is: a low score is now
+// cached, and should an automatic rule refuse the send, the refusal finds
+// it there (instead) and the send goes to the vouched tier; without an
+// answer the send is marked asked, so that its refusal does not ask
+// again. A number whose trust mark is set is not judged (the mark is read
+// with the cache, one round trip).
+func (s *risk) before(ctx context.Context, phone Phone, tier Tier, abuse abuseTakes) abuseTakes {
+	if abuse.velocity != nil && !abuse.velocity.Trusted {
+		// An automatic refusal of an untrusted send, or the solved cap's
+		// of a solved one, consults its risk score: the script reads a
+		// cached one with the count.
+		abuse.velocity.Risk = s.key(phone, tier)
+	}
+	if !s.on() || tier != TierNew || !slices.Contains(s.policy.Countries, phone.Region) || s.pumping.safe.has(phone.E164) {
+		return abuse
+	}
+	var mark limit.Key
+	if s.trust.on() {
+		mark = trustMarkKey(s.trust.hmacKey, phone)
+	}
+	c, err := s.read(ctx, phone, mark)
+	if err != nil || c.Trusted {
+		abuse.riskAsked = err != nil
+		return abuse
+	}
+	a, ok := s.answer(ctx, phone, c)
+	switch {
+	case !ok:
+		abuse.riskAsked = true
+	default:
+		abuse.refusal = s.refusal(a)
+	}
+	return abuse
+}
+
+// vouched is the rules of a send in the vouched tier: the operator's
+// overrides and the spend budget (as a solved send's), and the tier's own
+// cap per country and hour (the velocity script on the tier's counters,
+// its limit the floor).
+func (s *risk) vouched(phone Phone) abuseTakes {
+	r, now := region(phone), s.now()
+	vol := &VolumeTake{Key: vouchedKey(r), Quarantine: vouchedCutKey(r), Now: now, Hour: hour(now),
+		Floor: s.policy.VouchedFloor, QFloor: s.policy.VouchedFloor, Vouched: true}
+	return abuseTakes{limits: s.pumping.abuseLimits(phone, false, true), velocity: vol}
+}
+
+// refusal is the refusal a's answer makes: a line type the policy does not
+// allow (as the static type would be refused), or a high score; nil
+// otherwise.
+func (s *risk) refusal(a RiskAnswer) error {
+	if t := riskNumberType(a.LineType); t != "" && len(s.types) > 0 && !slices.Contains(s.types, t) {
+		return problem.Errorf(problem.CodeNumberTypeNotAllowed, "codes are not sent to this type of number (%s)", t)
+	}
+	if s.verdict(a) != riskHigh {
+		return nil
+	}
+	age := max(0, s.now().Sub(a.At)).Round(time.Second)
+	msg := fmt.Sprintf("the network's risk score of this number is %d (fetched %s ago); codes are not sent to it", a.Score, age)
+	if a.Blocked {
+		msg = fmt.Sprintf("the network blocks this number (risk score %d, fetched %s ago); codes are not sent to it", a.Score, age)
+	}
+	return &problem.Error{Code: problem.CodeHighRiskNumber, Message: msg,
+		Usage: fmt.Sprintf("risk score %d (refuse_above %d), blocked %t, age %s", a.Score, s.policy.RefuseAbove, a.Blocked, age)}
+}
+
+// answer is phone's answer: the cached one (c, when the send's script
+// read it; else read now), or one asked of the network within the
+// budget, and cached. ok false: none (the store failed, the budget is
+// spent or uncountable, the lookup failed or was slow).
+func (s *risk) answer(ctx context.Context, phone Phone, c RiskCached) (RiskAnswer, bool) {
+	if !c.Read {
+		var err error
+		if c, err = s.read(ctx, phone, limit.Key{}); err != nil {
+			return RiskAnswer{}, false
+		}
+	}
+	if c.Found && s.verdict(c.Answer) != riskNone {
+		return c.Answer, true
+	}
+	return s.ask(ctx, phone)
+}
+
+// read reads phone's cached answer (and mark, when its ID is set).
+func (s *risk) read(ctx context.Context, phone Phone, mark limit.Key) (RiskCached, error) {
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), convTimeout)
+	defer cancel()
+	c, err := s.risks.CachedRisk(cctx, riskKey(s.hmacKey, phone), mark)
+	if err != nil {
+		s.log.WarnContext(ctx, "risk: reading a cached score failed", "err", err)
+	}
+	return c, err
+}
+
+// ask takes one lookup from the budget, asks the network and caches its
+// answer for its class's time.
+func (s *risk) ask(ctx context.Context, phone Phone) (RiskAnswer, bool) {
+	if !s.takeBudget(ctx) {
+		s.told(ctx, phone, "over_budget", 0, RiskAnswer{})
+		return RiskAnswer{}, false
+	}
+	lctx, cancel := context.WithTimeout(ctx, s.policy.Timeout)
+	start := time.Now()
+	a, err := s.lookup.LookupRisk(lctx, phone.E164)
+	d := time.Since(start)
+	cancel()
+	if err != nil {
+		s.log.WarnContext(ctx, "risk: lookup failed", "phone", MaskPhone(phone.E164), "err", err)
+		s.told(ctx, phone, "error", d, RiskAnswer{})
+		return RiskAnswer{}, false
+	}
+	a.At = s.now()
+	v := s.verdict(a)
+	s.told(ctx, phone, v.String(), d, a)
+	keep := map[riskVerdict]time.Duration{riskHigh: s.policy.HighFor, riskLow: s.policy.LowFor, riskMid: s.policy.MidFor}[v]
+	cctx, ccancel := context.WithTimeout(context.WithoutCancel(ctx), convTimeout)
+	defer ccancel()
+	if err := s.risks.CacheRisk(cctx, riskKey(s.hmacKey, phone), a, keep); err != nil {
+		s.log.WarnContext(ctx, "risk: caching a score failed", "err", err)
+	}
+	return a, true
+}
+
+// takeBudget takes one lookup from the hour's and the day's windows, all
+// instances together (each window a MULTI INCR + EXPIRE NX). A window
+// that refuses, a store that fails or a fallback's answer (the counter
+// could not count it in the store) mean no lookup; what was counted for
+// a lookup not made is given back.
+func (s *risk) takeBudget(ctx context.Context) bool {
+	hk, dk := riskBudgetKeys()
+	w := func(k limit.Key, n int64, d time.Duration) limit.Take {
+		return limit.Take{Key: k, Algorithm: limit.FixedWindow, Limit: n, Window: d, Cost: 1,
+			Policy: OTPPolicyName, OnStoreError: limit.FallbackClosed}
+	}
+	takes := []limit.Take{w(hk, s.policy.PerHour, time.Hour), w(dk, s.policy.PerDay, 24*time.Hour)}
+	res, err := s.counter.Take(ctx, takes)
+	if err != nil || len(res) != len(takes) {
+		return false
+	}
+	if !slices.ContainsFunc(res, func(r limit.Result) bool { return !r.Allowed || r.Fallback }) {
+		return true
+	}
+	var back []limit.Take
+	for i, r := range res {
+		if r.Spent {
+			t := takes[i]
+			t.Fallback, t.WindowID = r.Fallback, r.WindowID
+			back = append(back, t)
+		}
+	}
+	if err := s.counter.Refund(context.WithoutCancel(ctx), back); len(back) > 0 && err != nil {
+		s.log.WarnContext(ctx, "risk: refunding the lookup budget failed", "err", err) // refuses more, never allows more
+	}
+	return false
+}
+
+// told tells the metrics and the audit trail of one lookup (result:
+// high, low, mid, none, error or over_budget): the score and the
+// country, never the number.
+func (s *risk) told(ctx context.Context, phone Phone, result string, d time.Duration, a RiskAnswer) {
+	if f := s.hooks.Lookup; f != nil {
+		f(result, d)
+	}
+	detail := fmt.Sprintf("took %s", d.Round(time.Millisecond))
+	if result != "over_budget" && result != "error" {
+		detail = fmt.Sprintf("score %d, blocked %t, line type %q, took %s", a.Score, a.Blocked, a.LineType, d.Round(time.Millisecond))
+	}
+	s.events.Record(Event{At: s.now(), Action: ActionRiskLookup, Outcome: result, Country: phone.Region,
+		Detail: detail, TraceID: TraceID(ctx), RequestID: RequestID(ctx)})
+}
+
+// clear deletes phone's cached answer (an operator's word), recorded in
+// the audit trail with the country only.
+func (s *risk) clear(ctx context.Context, phone Phone, actor string) (bool, error) {
+	if s.risks == nil {
+		return false, nil
+	}
+	ok, err := s.risks.ClearRisk(ctx, riskKey(s.hmacKey, phone))
+	if err != nil {
+		s.log.Log(ctx, limit.StoreFailureLevel(err), "risk: clearing a score failed", "err", err)
+		return false, limit.StoreError(err)
+	}
+	outcome := "cleared"
+	if !ok {
+		outcome = "none"
+	}
+	s.events.Record(Event{At: s.now(), Action: ActionRiskClear, Outcome: outcome, Country: phone.Region, Actor: actor,
+		Detail: "number " + MaskPhone(phone.E164), TraceID: TraceID(ctx), RequestID: RequestID(ctx)})
+	return ok, nil
+}
+
+// riskNumberType is the otp.allowed_number_types name of Lookup's line
+// type t; "" when t says nothing (the static type stands).
+func riskNumberType(t string) string {
+	switch t {
+	case "mobile":
+		return "mobile"
+	case "landline":
+		return "fixed_line"
+	case "fixedVoip", "nonFixedVoip":
+		return "voip"
+	case "personal":
+		return "personal_number"
+	case "tollFree":
+		return "toll_free"
+	case "premium":
+		return "premium_rate"
+	case "sharedCost":
+		return "shared_cost"
+	case "uan", "voicemail", "pager":
+		return t
+	}
+	return ""
+}
+
+// riskKey is the cache key of phone's answer: the first 128 bits of
+// HMAC-SHA256(key, "risk:" + E.164), base64url, under the country's hash
+// tag (as trustMarkKey), so that the velocity script reads it with the
+// country's counts.
+func riskKey(hmacKey []byte, phone Phone) limit.Key {
+	m := hmac.New(sha256.New, hmacKey)
+	m.Write([]byte("risk:"))
+	m.Write([]byte(phone.E164))
+	return limit.Key{Space: "otp:risk", ID: region(phone), Name: base64.RawURLEncoding.EncodeToString(m.Sum(nil)[:16])}
+}
+
+// riskBudgetKeys are the lookup budget's counters: one hour and one day
+// window for the whole deployment.
+func riskBudgetKeys() (hourKey, dayKey limit.Key) {
+	return limit.Key{Space: "otp:risk", ID: "budget", Name: "h"}, limit.Key{Space: "otp:risk", ID: "budget", Name: "d"}
+}
+
+// vouchedKey is the vouched tier's hourly counters of a country (the
+// velocity rule's layout, its own key); vouchedCutKey is never set: the
+// tier has no cut, and the script wants a quarantine key of the tag.
+func vouchedKey(region string) limit.Key {
+	return limit.Key{Space: "otp:vel", ID: region, Name: "vouched"}
+}
+
+func vouchedCutKey(region string) limit.Key {
+	return limit.Key{Space: "otp:vel", ID: region, Name: "vouchedcut"}
+}
+
+// errVouchedCap marks a refusal by the vouched tier's cap.
+var errVouchedCap = errors.New("the vouched tier's cap")
