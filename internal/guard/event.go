@@ -64,6 +64,7 @@ const (
 	ActionSMSStatus   = "sms.status"       // a delivery status report
 	ActionOTPCancel   = "otp.cancel"       // POST /otp/verifications/{id}/cancel
 	ActionTrustImport = "otp.trust.import" // POST /ops/trusted-numbers
+	ActionTrustHeld   = "otp.trust.held"   // trust marks held: a country's hour of unusual new-number volume
 )
 
 // The outcomes the OTP rules record (Event.Outcome) besides the Code of a

@@ -224,6 +224,9 @@ func validateVelocity(v CountryVelocity, bad func(string, string, ...any)) {
 	if !(v.UnverifiedShare >= 0 && v.UnverifiedShare <= 10) {
 		bad("otp.country_velocity.unverified_share", "must be between 0 and 10, got %v", v.UnverifiedShare)
 	}
+	if v.GrowthPerDay != 0 && !(v.GrowthPerDay >= 1 && v.GrowthPerDay <= 1000) {
+		bad("otp.country_velocity.growth_per_day", "must be between 1 and 1000 (0: the default, %v), got %v", float64(DefaultGrowthPerDay), v.GrowthPerDay)
+	}
 	if v.QuarantineFor < time.Minute || v.QuarantineFor > maxWindow {
 		bad("otp.country_velocity.quarantine_for", "must be between 1m and %s, got %s", maxWindow, v.QuarantineFor)
 	}
@@ -274,6 +277,9 @@ func validateTrust(t TrustPolicy, bad func(string, string, ...any)) {
 	}
 	if !(t.Factor >= 1 && t.Factor <= 1000) {
 		bad("otp.trust.factor", "must be between 1 and 1000, got %v", t.Factor)
+	}
+	if t.HoldFor < 0 || t.HoldFor > maxHoldFor {
+		bad("otp.trust.hold_for", "must be between 0 (never held) and %s, got %s", maxHoldFor, t.HoldFor)
 	}
 }
 

@@ -49,6 +49,38 @@
 -- imported users are not held to the trusted floor while they verify). A
 -- refusal by the budget answers an eighth value, the budget; every other
 -- reply has seven.
+--
+-- The bounded pace (guard/velocity.go), when ARGV[20] (growth per day) >
+-- 0, on whichever hash the send counts in (its own counts only): "d:<day>"
+-- (day = hour / 24) records the baseline the hash had at the start of
+-- each day (its first baseline of the day), kept three days. The day's
+-- ceiling "c:<hour>" is ARGV[20] x the largest baseline recorded on the
+-- days before, at least the floor (a hash with no recorded day starts as
+-- if its day before had the floor for baseline): the hour's baseline is
+-- at most the ceiling, and the growth within the hour at most factor x
+-- the ceiling, so neither the verifies of earlier hours nor the hour's own
+-- can take a hash past ARGV[20] x its day before. The mark KEYS[4] is read
+-- by lib/mark.lua with now ARGV[8]: a held mark does not trust yet.
+-- begin lib/mark.lua
+-- lib/mark.lua reads a trusted number's mark (guard/trust.go) the one way
+-- every script that reads it must (take_volume, take_automatic,
+-- trust_mark, read_trust_mark). A mark's value is the time (unix seconds
+-- of the service's clock) from which it counts: "1" for a mark that counts
+-- at once (a verify in a normal hour, an import, an account's number), a
+-- later time for a mark earned in an hour whose new numbers ran above
+-- their country's normal (held: its number verifies as any other, but is
+-- not trusted until then). mark_start is that time, or nil without a mark;
+-- mark_counts says whether the mark trusts its number at now.
+local function mark_start(key)
+  local v = redis.call('GET', key)
+  if not v then return nil end
+  return tonumber(v) or 0
+end
+local function mark_counts(key, now)
+  local start = mark_start(key)
+  return start ~= nil and start <= now
+end
+-- end lib/mark.lua
 local hour = tonumber(ARGV[1])
 local lookback = tonumber(ARGV[2])
 local floor = tonumber(ARGV[3])
@@ -56,12 +88,13 @@ local factor = tonumber(ARGV[5])
 local share = tonumber(ARGV[10])
 local key = KEYS[1]
 local trusted = 0
-if ARGV[11] == '1' or (ARGV[15] == '1' and redis.call('EXISTS', KEYS[4]) == 1) then
+if ARGV[11] == '1' or (ARGV[15] == '1' and mark_counts(KEYS[4], tonumber(ARGV[8]))) then
   trusted, key = 1, KEYS[3]
   floor, factor, share = tonumber(ARGV[12]), tonumber(ARGV[13]), 0
 elseif ARGV[14] == '1' then
   return {1, 0, 0, 0, 0, 0, 0}
 end
+local growth, pace_start = tonumber(ARGV[20]) or 0, floor -- the pace: growth per day, its start
 local quarantined = 0
 local quarantine_until = trusted == 0 and tonumber(redis.call('GET', KEYS[2]))
 if quarantine_until and quarantine_until > tonumber(ARGV[8]) then
@@ -70,16 +103,20 @@ if quarantine_until and quarantine_until > tonumber(ARGV[8]) then
 end
 local min_history = tonumber(ARGV[6])
 local minute = tonumber(ARGV[9])
-local vals = redis.call('HMGET', key, 'b:' .. hour, 's:' .. hour, 'm:' .. minute, 'v:' .. hour, 'n:' .. hour)
+local vals = redis.call('HMGET', key, 'b:' .. hour, 's:' .. hour, 'm:' .. minute, 'v:' .. hour, 'n:' .. hour, 'c:' .. hour)
 local base = tonumber(vals[1])
 local normal = tonumber(vals[5])
-if not base then
+local ceiling = tonumber(vals[6])
+if not base or (growth > 0 and not ceiling) then
   local all = redis.call('HGETALL', key)
-  local sends_in, verified_in, old = {}, {}, {}
+  local sends_in, verified_in, old, days = {}, {}, {}, {}
+  local day = math.floor(hour / 24)
   for i = 1, #all, 2 do
     local kind, field_at = string.match(all[i], '^(%a):(%d+)$')
     field_at = tonumber(field_at)
-    if not field_at or (kind == 'm' and field_at < minute - 1) or (kind ~= 'm' and field_at < hour - lookback) or ((kind == 'b' or kind == 'n') and field_at ~= hour) then
+    if kind == 'd' and field_at and field_at >= day - 3 then
+      days[field_at] = tonumber(all[i + 1])
+    elseif not field_at or (kind == 'm' and field_at < minute - 1) or (kind ~= 'm' and field_at < hour - lookback) or ((kind == 'b' or kind == 'n' or kind == 'c') and field_at ~= hour) then
       old[#old + 1] = all[i]
     elseif kind == 's' then
       sends_in[field_at] = tonumber(all[i + 1])
@@ -100,6 +137,18 @@ if not base then
   normal = -1
   if sends > 0 and sends >= min_history then normal = math.floor(1000 * verified / sends) end
   if #old > 0 then redis.call('HDEL', key, unpack(old)) end
+  -- The bounded pace: the day's ceiling caps the baseline; the day's
+  -- first baseline is recorded for the days after.
+  if growth > 0 then
+    local before = pace_start
+    for at, recorded in pairs(days) do
+      if at < day and recorded > before then before = recorded end
+    end
+    ceiling = math.floor(growth * before + 1e-9)
+    base = math.min(base, ceiling)
+    if not days[day] then redis.call('HSET', key, 'd:' .. day, base) end
+    redis.call('HSET', key, 'c:' .. hour, ceiling)
+  end
   redis.call('HSET', key, 'b:' .. hour, base, 'n:' .. hour, normal)
   redis.call('EXPIRE', key, ARGV[7])
 end
@@ -109,7 +158,9 @@ local unverified_floor = tonumber(ARGV[16]) or 0
 local unverified_cap = 0
 local verified = tonumber(vals[4]) or 0
 if unverified_floor > 0 then
-  limit = math.max(limit, math.floor(factor * math.min(count, verified) + 1e-9))
+  local grown = math.floor(factor * math.min(count, verified) + 1e-9)
+  if growth > 0 and ceiling then grown = math.min(grown, math.floor(factor * ceiling + 1e-9)) end -- the pace
+  limit = math.max(limit, grown)
 end
 if trusted == 0 and unverified_floor > 0 then
   unverified_cap = math.max(unverified_floor, math.ceil(tonumber(ARGV[17]) * base - 1e-9))

@@ -1,0 +1,77 @@
+package guard
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/otpguard/otpguard/internal/limit"
+)
+
+// Trust that cannot be minted in bulk (docs/abuse.md). An attacker that
+// owns its numbers verifies every code, and verified sends are what the
+// baselines learn from and what trust is earned by. Two bounds keep it
+// from minting either in bulk.
+//
+// The bounded pace (otp.country_velocity.growth_per_day, default 2): a
+// tier's counts of a country (the new numbers' and the trusted tier's,
+// each its own hash; the store's script applies it to whichever hash the
+// send counts in) remember the baseline they had at the start of each day,
+// and no hour of a day may have a baseline above growth_per_day x the
+// largest such baseline of the days before (at least the floor: a country
+// with no recorded day starts as if its day before had the floor for
+// baseline). The growth within the hour that the hour's own verified sends
+// earn (unverified.go) stops at factor x that same ceiling. Real users'
+// surges over the week's busiest hour pass up to factor x growth_per_day
+// of it while they verify; a ring that verifies every code can double its
+// country's room a day, no faster.
+//
+// Held marks (otp.trust.hold_for, default 72h): a verify's trust mark
+// earned in an hour whose untrusted sends, or the hour before's, ran above
+// the country's normal limit (max(floor, factor x baseline), before the
+// growth within the hour: what only verifying its own codes at volume
+// takes an hour past) counts only hold_for after it was earned. Its number
+// verifies normally, and its sends are a new number's until then. The
+// mark's script decides it from the country's counts in the same atomic
+// step, under the same hash tag: no extra round trip. Imports and the
+// app's account flag are never held (the app vouches); a mark that exists
+// keeps its time.
+
+// holdIfAbnormal completes a verify's mark with what the store needs to
+// hold it: nothing when holds are off or the velocity rule does not count
+// the country's new numbers (its counts are what an hour is judged by).
+func (s *trust) holdIfAbnormal(m *TrustMark, phone Phone) {
+	v := s.velocity
+	if s.policy.HoldFor <= 0 || v == nil || !v.on(false) {
+		return
+	}
+	r := region(phone)
+	m.Hold, m.Volume = s.policy.HoldFor, velocityKey(r)
+	m.Floor, m.Factor = v.policy.floor(r), v.policy.Factor
+}
+
+// held counts a mark written held: in the metric each time, and once per
+// country and hour across instances in the audit trail and the log.
+func (s *trust) held(ctx context.Context, phone Phone, hr int64) {
+	r := region(phone)
+	v := s.velocity
+	if f := v.hooks.TrustMarkHeld; f != nil {
+		f(r)
+	}
+	if v.conv == nil {
+		return
+	}
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), convTimeout)
+	first, err := v.conv.ClaimAlert(cctx, limit.Key{Space: "otp:tr", ID: r, Name: fmt.Sprintf("held:%d", hr)}, time.Hour+time.Minute)
+	cancel()
+	if err != nil || !first {
+		return
+	}
+	until := s.now().Add(s.policy.HoldFor)
+	s.log.WarnContext(ctx, "TRUST HELD: numbers verified in an hour of unusual new-number volume are not trusted yet",
+		"country", r, "until", until)
+	s.events.Record(Event{At: s.now(), Action: ActionTrustHeld, Outcome: "held", Country: r, Actor: VelocityActor,
+		TraceID: TraceID(ctx), RequestID: RequestID(ctx),
+		Detail: fmt.Sprintf("country=%s trust marks earned this hour count from %s (hold %s): its new numbers ran above the country's normal",
+			r, until.UTC().Format(time.RFC3339), s.policy.HoldFor)})
+}
