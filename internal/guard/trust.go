@@ -101,7 +101,7 @@ type TrustMark struct {
 
 	// The hold of a verify's mark (pace.go); Hold 0: never held. Volume is
 	// the country's velocity counts (same hash tag as Key), whose hour is
-	// judged against its normal limit max(Floor, Factor x baseline).
+	// abnormal above max(Floor, Factor x its baseline).
 	Hold   time.Duration
 	Now    time.Time
 	Volume limit.Key

@@ -13,11 +13,14 @@
 -- new mark earned in an hour whose new numbers ran above their country's
 -- normal counts only from now + the hold. The hour is abnormal when the
 -- untrusted sends of the hour ("s:<ARGV[3]>" of KEYS[3], the velocity
--- rule's hash of new numbers), or of the hour before, exceed the hour's
--- normal limit max(ARGV[8], floor(ARGV[9] x "b:<hour>")): the limit of
--- the country's baseline, before the growth its own verifies earn within
--- the hour, which is how a ring that verifies its own codes goes past it.
--- An hour without "b:<hour>" counted no new number yet and is not judged.
+-- rule's hash of new numbers), or of the hour before, exceed
+-- max(ARGV[8], floor(ARGV[9] x "b:<hour>")): the floor, or a multiple of
+-- the country's baseline for the hour (guard/pace.go: growth per day, so
+-- one hour above it is more than a day's growth). Real users' hours send
+-- about their baseline / their conversion; a ring that verifies its own
+-- codes goes past it within the hour, and the hour before keeps the
+-- hours after it judged while it runs. An hour without "b:<hour>"
+-- counted no new number yet and is not judged.
 -- A mark that exists keeps its time (a trusted number stays trusted, a
 -- held one is not held longer); a code sent in the trusted tier (ARGV[5],
 -- the app's word) is never held and lifts a hold. A held mark lives the
