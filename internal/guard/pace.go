@@ -3,6 +3,7 @@ package guard
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/otpguard/otpguard/internal/limit"
@@ -41,6 +42,28 @@ import (
 // app's account flag are never held (the app vouches); a mark that exists
 // keeps its time.
 
+// heldNotes is, per country, the last hour whose held marks this instance
+// claimed the audit of.
+type heldNotes struct {
+	mu    sync.Mutex
+	hours map[string]int64
+}
+
+// noteHeld reports whether this instance has not yet claimed country r's
+// hour hr, and notes it.
+func (s *trust) noteHeld(r string, hr int64) bool {
+	s.heldNoted.mu.Lock()
+	defer s.heldNoted.mu.Unlock()
+	if s.heldNoted.hours == nil {
+		s.heldNoted.hours = map[string]int64{}
+	}
+	if s.heldNoted.hours[r] >= hr {
+		return false
+	}
+	s.heldNoted.hours[r] = hr
+	return true
+}
+
 // holdIfAbnormal completes a verify's mark with what the store needs to
 // hold it: nothing when holds are off or the velocity rule does not count
 // the country's new numbers (its counts are what an hour is judged by).
@@ -58,14 +81,17 @@ func (s *trust) holdIfAbnormal(m *TrustMark, phone Phone) {
 }
 
 // held counts a mark written held: in the metric each time, and once per
-// country and hour across instances in the audit trail and the log.
+// country and hour across instances in the audit trail and the log. The
+// claim is asked once per country and hour by each instance (heldNoted),
+// so the verifies of an abnormal hour wait on no extra round trip but the
+// first.
 func (s *trust) held(ctx context.Context, phone Phone, hr int64) {
 	r := region(phone)
 	v := s.velocity
 	if f := v.hooks.TrustMarkHeld; f != nil {
 		f(r)
 	}
-	if v.conv == nil {
+	if v.conv == nil || !s.noteHeld(r, hr) {
 		return
 	}
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), convTimeout)

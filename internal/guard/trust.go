@@ -134,6 +134,8 @@ type trust struct {
 	events   EventSink
 	log      *slog.Logger
 	now      func() time.Time
+	// heldNoted: the hours whose held marks this instance audited (pace.go).
+	heldNoted heldNotes
 }
 
 // on reports whether marks are read and written.
