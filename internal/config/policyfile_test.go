@@ -40,7 +40,8 @@ func everyField() guard.Policies {
 			PrefixDepths:       []guard.PrefixWindow{{Limit: 400, Window: time.Hour, DigitsDropped: 6}},
 			CountryVelocity: guard.CountryVelocity{Mode: guard.VelocityEnforce, Floor: 80, Factor: 4,
 				Lookback: 72 * time.Hour, Expected: map[string]int64{"NG": 500},
-				QuarantineFor: 12 * time.Hour, MinuteShare: 0.25, UnverifiedFloor: 15, UnverifiedShare: 0.2},
+				QuarantineFor: 12 * time.Hour, MinuteShare: 0.25, UnverifiedFloor: 15, UnverifiedShare: 0.2,
+				GrowthPerDay: 1.5},
 			PerCountry: map[string]guard.Window{
 				"IN": {Limit: 2000, Window: time.Hour},
 				"*":  {Limit: 200, Window: time.Hour},
@@ -50,7 +51,7 @@ func everyField() guard.Policies {
 			SafeList:   []string{"+14155550100", "+4474001"},
 			Challenge: guard.ChallengePolicy{Type: guard.ChallengeCaptcha, MaxNumber: 50_000, Expires: 2 * time.Minute,
 				Floor: 7, CutFor: 6 * time.Hour},
-			Trust: guard.TrustPolicy{VerifiedWithin: 30 * 24 * time.Hour, Floor: 40, Factor: 2.5},
+			Trust: guard.TrustPolicy{VerifiedWithin: 30 * 24 * time.Hour, Floor: 40, Factor: 2.5, HoldFor: 48 * time.Hour},
 		},
 		Limits: map[string]limit.Policy{
 			"bucket": {Algorithm: limit.TokenBucket, Capacity: 10, RefillPerSecond: 0.5, Limit: 1, Window: time.Minute,
@@ -175,6 +176,13 @@ func TestDecodePolicies(t *testing.T) {
 					OnStoreError: limit.FallbackOpen, Mode: limit.ModeSync, SyncInterval: limit.DefaultSyncInterval}}
 			}},
 		{name: "conversion left empty is filled", file: "otp:\n  conversion: {mode: \"\"}\n", want: func(*guard.Policies) {}},
+		{name: "growth_per_day 0 is the default", file: "otp:\n  country_velocity: {mode: enforce, floor: 50, factor: 3, lookback: 168h, quarantine_for: 24h, minute_share: 0.1, unverified_floor: 20, unverified_share: 0.1, growth_per_day: 0}\n",
+			want: func(*guard.Policies) {}},
+		{name: "growth_per_day set", file: "otp:\n  country_velocity: {mode: enforce, floor: 50, factor: 3, lookback: 168h, quarantine_for: 24h, minute_share: 0.1, unverified_floor: 20, unverified_share: 0.1, growth_per_day: 3}\n",
+			want: func(p *guard.Policies) { p.OTP.CountryVelocity.GrowthPerDay = 3 }},
+		{name: "trust without hold_for holds for the default", file: "otp:\n  trust: {floor: 100}\n", want: func(*guard.Policies) {}},
+		{name: "hold_for 0 holds nothing", file: "otp:\n  trust: {hold_for: 0s}\n",
+			want: func(p *guard.Policies) { p.OTP.Trust.HoldFor = 0 }},
 		{name: "bad duration names its line",
 			file:    "limits:\n  api:\n    algorithm: fixed_window\n    limit: 10\n    window: 1mm\n",
 			wantErr: []string{"line 5", `"1mm" is not a duration`}},
