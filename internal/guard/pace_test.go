@@ -10,6 +10,7 @@ import (
 
 	"github.com/otpguard/otpguard/internal/guard"
 	"github.com/otpguard/otpguard/internal/guard/guardtest"
+	"github.com/otpguard/otpguard/internal/limit"
 	"github.com/otpguard/otpguard/internal/store/redistest"
 )
 
@@ -77,6 +78,7 @@ func TestHeldMarkWaitsItsTime(t *testing.T) {
 	now.Store(time.Now().UTC().Truncate(24*time.Hour).Unix() + 9*3600) // 09:00 of today
 	clock := func() time.Time { return time.Unix(now.Load(), 0) }
 	s, rt, _ := redistest.Store(t)
+	watch, _, _ := redistest.Store(t) // the watch's counts, off the counted client
 	p := guard.DefaultPolicies()
 	p.OTP.Cooldown = 0
 	p.OTP.CountryVelocity.Floor = 2
@@ -89,7 +91,7 @@ func TestHeldMarkWaitsItsTime(t *testing.T) {
 	out, events := &guardtest.Outbox{}, &guardtest.Events{}
 	otp := guard.NewOTP(guard.OTPOptions{Policy: p.OTP, Counter: s.Counters, Codes: s.Codes, Sender: out, Now: clock,
 		HMACKey: []byte("0123456789abcdef0123456789abcdef"), Volumes: s.Velocity, Trusts: s.TrustMarks,
-		Conversions: s.Conversions, Events: events,
+		Conversions: claimsOn{Conversions: watch.Conversions, claims: s.Conversions}, Events: events,
 		Abuse: guard.AbuseHooks{TrustMarkHeld: func(country string) {
 			if country == "GB" {
 				held.Add(1)
@@ -152,4 +154,16 @@ func TestHeldMarkWaitsItsTime(t *testing.T) {
 	if got := send(4); got != guard.TierTrusted {
 		t.Errorf("a held number after the hold: tier %v, want trusted", got)
 	}
+}
+
+// claimsOn is a guard.Conversions whose alert claims go to claims: the
+// conversion watch counts in the background, on a client whose round trips
+// a test does not count, while a verify's audit claim is one of its own.
+type claimsOn struct {
+	guard.Conversions
+	claims guard.Conversions
+}
+
+func (c claimsOn) ClaimAlert(ctx context.Context, subject limit.Key, ttl time.Duration) (bool, error) {
+	return c.claims.ClaimAlert(ctx, subject, ttl)
 }
