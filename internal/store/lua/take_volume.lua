@@ -50,7 +50,7 @@
 -- refusal by the budget answers an eighth value, the budget; every other
 -- reply has seven.
 --
--- The bounded pace (guard/velocity.go), when ARGV[20] (growth per day) >
+-- The bounded pace (guard/pace.go), when ARGV[20] (growth per day) >
 -- 0, on whichever hash the send counts in (its own counts only): "d:<day>"
 -- (day = hour / 24) records the baseline the hash had at the start of
 -- each day (its first baseline of the day), kept three days. The day's
