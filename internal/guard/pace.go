@@ -17,9 +17,9 @@ import (
 // The bounded pace (otp.country_velocity.growth_per_day, default 2): a
 // tier's counts of a country (the new numbers' and the trusted tier's,
 // each its own hash; the store's script applies it to whichever hash the
-// send counts in) remember the baseline they had at the start of each day,
-// and no hour of a day may have a baseline above growth_per_day x the
-// largest such baseline of the days before (at least the floor: a country
+// send counts in) remember the largest baseline they had in each day, and
+// no hour of a day may have a baseline above growth_per_day x the largest
+// such baseline of the three days before (at least the floor: a country
 // with no recorded day starts as if its day before had the floor for
 // baseline). The growth within the hour that the hour's own verified sends
 // earn (unverified.go) stops at factor x that same ceiling. Real users'

@@ -52,14 +52,14 @@
 --
 -- The bounded pace (guard/pace.go), when ARGV[20] (growth per day) >
 -- 0, on whichever hash the send counts in (its own counts only): "d:<day>"
--- (day = hour / 24) records the baseline the hash had at the start of
--- each day (its first baseline of the day), kept three days. The day's
--- ceiling "c:<hour>" is ARGV[20] x the largest baseline recorded on the
--- days before, at least the floor (a hash with no recorded day starts as
--- if its day before had the floor for baseline): the hour's baseline is
--- at most the ceiling, and the growth within the hour at most factor x
--- the ceiling, so neither the verifies of earlier hours nor the hour's own
--- can take a hash past ARGV[20] x its day before. The mark KEYS[4] is read
+-- (day = hour / 24) records the largest baseline the hash had in each day
+-- (after the cap), kept three days. The day's ceiling "c:<hour>" is
+-- ARGV[20] x the largest baseline recorded on the days before, at least
+-- the floor (a hash with no recorded day starts as if its day before had
+-- the floor for baseline): the hour's baseline is at most the ceiling,
+-- and the growth within the hour at most factor x the ceiling, so neither
+-- the verifies of earlier hours nor the hour's own can take a hash past
+-- ARGV[20] x its day before. The mark KEYS[4] is read
 -- by lib/mark.lua with now ARGV[8]: a held mark does not trust yet.
 -- begin lib/mark.lua
 -- lib/mark.lua reads a trusted number's mark (guard/trust.go) the one way
@@ -138,7 +138,7 @@ if not base or (growth > 0 and not ceiling) then
   if sends > 0 and sends >= min_history then normal = math.floor(1000 * verified / sends) end
   if #old > 0 then redis.call('HDEL', key, unpack(old)) end
   -- The bounded pace: the day's ceiling caps the baseline; the day's
-  -- first baseline is recorded for the days after.
+  -- largest baseline is recorded for the days after.
   if growth > 0 then
     local before = pace_start
     for at, recorded in pairs(days) do
@@ -146,7 +146,7 @@ if not base or (growth > 0 and not ceiling) then
     end
     ceiling = math.floor(growth * before + 1e-9)
     base = math.min(base, ceiling)
-    if not days[day] then redis.call('HSET', key, 'd:' .. day, base) end
+    if base > (days[day] or -1) then redis.call('HSET', key, 'd:' .. day, base) end
     redis.call('HSET', key, 'c:' .. hour, ceiling)
   end
   redis.call('HSET', key, 'b:' .. hour, base, 'n:' .. hour, normal)
