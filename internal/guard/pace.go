@@ -19,13 +19,14 @@ import (
 // each its own hash; the store's script applies it to whichever hash the
 // send counts in) remember the largest baseline they had in each day, and
 // no hour of a day may have a baseline above growth_per_day x the largest
-// such baseline of the three days before (at least the floor: a country
-// with no recorded day starts as if its day before had the floor for
-// baseline). The growth within the hour that the hour's own verified sends
-// earn (unverified.go) stops at factor x that same ceiling. Real users'
-// surges over the week's busiest hour pass up to factor x growth_per_day
-// of it while they verify; a ring that verifies every code can double its
-// country's room a day, no faster.
+// such baseline of the three days before, at least the floor. Counts with
+// no record at all take the history they have as the day before's: a
+// country without history starts from the floor, one whose history the
+// pace meets for the first time keeps it. The growth within the hour that
+// the hour's own verified sends earn (unverified.go) stops at factor x
+// that same ceiling. Real users' surges over the week's busiest hour pass
+// up to factor x growth_per_day of it while they verify; a ring that
+// verifies every code can double its country's room a day, no faster.
 //
 // Held marks (otp.trust.hold_for, default 72h): a verify's trust mark
 // earned in an hour whose untrusted sends, or the hour before's, ran above
@@ -34,13 +35,13 @@ import (
 // country's busiest verified hour. Real users send about their baseline /
 // their conversion (1.2x at 85 %); a ring that verifies its own codes goes
 // past it by the growth within the hour, and its hour keeps the next one
-// judged while it runs. Without the pace the multiple is the velocity
-// factor (the hour's limit before that growth). Its number verifies
-// normally, and its sends are a new number's until then. The
-// mark's script decides it from the country's counts in the same atomic
-// step, under the same hash tag: no extra round trip. Imports and the
-// app's account flag are never held (the app vouches); a mark that exists
-// keeps its time.
+// judged while it runs. A policy without the pace (GrowthPerDay 0, which a
+// policy file never gives) judges by the velocity factor instead: the
+// hour's limit before that growth. Its number verifies normally, and its
+// sends are a new number's until then. The mark's script decides it from
+// the country's counts in the same atomic step, under the same hash tag:
+// no extra round trip. Imports and the app's account flag are never held
+// (the app vouches); a mark that exists keeps its time.
 
 // heldNotes is, per country, the last hour whose held marks this instance
 // claimed the audit of.

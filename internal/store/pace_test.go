@@ -189,3 +189,37 @@ func TestPaceWithinHourBoundedForTrustedTier(t *testing.T) {
 		})
 	}
 }
+
+// TestPaceKeepsAHistoryItFinds: a country whose history was earned before
+// the pace (or before its records expired) is not cut below it: its first
+// hour under the pace records that history as the day before's, so its
+// limit stays factor x its baseline, that hour and the next.
+func TestPaceKeepsAHistoryItFinds(t *testing.T) {
+	for name, mk := range backends(t) {
+		t.Run(name, func(t *testing.T) {
+			b := mk(t)
+			s := store.NewRedis(b.rdb, b.prefix)
+			ctx := context.Background()
+			start := time.Unix(time.Now().Unix()/86400*86400+9*3600, 0)
+			const floor, verified = 5, 200
+			for range verified { // an hour of 200 verified sends, without the pace
+				v := paceVolume(start, floor, 0)
+				if r, err := s.Velocity.TakeVolume(ctx, v); err != nil || !r.Allowed {
+					t.Fatalf("history send: %+v, %v", r, err)
+				}
+				if err := s.Velocity.CountVerified(ctx, v.Key, v.Hour, time.Hour); err != nil {
+					t.Fatal(err)
+				}
+			}
+			for h := 1; h <= 2; h++ {
+				r, err := s.Velocity.TakeVolume(ctx, paceVolume(start.Add(time.Duration(h)*time.Hour), floor, 2))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if r.Baseline != verified || r.Limit != 3*verified {
+					t.Errorf("hour %d under the pace: baseline %d, limit %d; want %d and %d (its history kept)", h, r.Baseline, r.Limit, verified, 3*verified)
+				}
+			}
+		})
+	}
+}

@@ -55,12 +55,15 @@
 -- (day = hour / 24) records the largest baseline the hash had in each day
 -- (after the cap), kept three days. The day's ceiling "c:<hour>" is
 -- ARGV[20] x the largest baseline recorded on the days before, at least
--- the floor (a hash with no recorded day starts as if its day before had
--- the floor for baseline): the hour's baseline is at most the ceiling,
--- and the growth within the hour at most factor x the ceiling, so neither
--- the verifies of earlier hours nor the hour's own can take a hash past
--- ARGV[20] x its day before. The mark KEYS[4] is read
--- by lib/mark.lua with now ARGV[8]: a held mark does not trust yet.
+-- the floor. A hash with no record at all (its first hour under the pace:
+-- a country without history, or one that had it before the pace, or one
+-- quiet for days) records the baseline its history gives as the day
+-- before's: a country without history starts from the floor, one with
+-- history from that history, never cut below it. The hour's baseline is at
+-- most the ceiling, and the growth within the hour at most factor x the
+-- ceiling, so neither the verifies of earlier hours nor the hour's own can
+-- take a hash past ARGV[20] x its day before. The mark KEYS[4] is read by
+-- lib/mark.lua with now ARGV[8]: a held mark does not trust yet.
 -- begin lib/mark.lua
 -- lib/mark.lua reads a trusted number's mark (guard/trust.go) the one way
 -- every script that reads it must (take_volume, take_automatic,
@@ -140,9 +143,14 @@ if not base or (growth > 0 and not ceiling) then
   -- The bounded pace: the day's ceiling caps the baseline; the day's
   -- largest baseline is recorded for the days after.
   if growth > 0 then
-    local before = pace_start
+    local before, recorded_any = pace_start, false
     for at, recorded in pairs(days) do
+      recorded_any = true
       if at < day and recorded > before then before = recorded end
+    end
+    if not recorded_any then -- no record at all: the history it has is the day before's
+      before = math.max(before, base)
+      redis.call('HSET', key, 'd:' .. (day - 1), base)
     end
     ceiling = math.floor(growth * before + 1e-9)
     base = math.min(base, ceiling)
