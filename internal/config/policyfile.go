@@ -106,6 +106,9 @@ type fileVelocity struct {
 	// UnverifiedFloor and UnverifiedShare: the unverified budget.
 	UnverifiedFloor int64   `yaml:"unverified_floor"`
 	UnverifiedShare float64 `yaml:"unverified_share"`
+	// CarrierSplit and CarrierFloorShare: the carriers split a country's room.
+	CarrierSplit      bool    `yaml:"carrier_split"`
+	CarrierFloorShare float64 `yaml:"carrier_floor_share"`
 	// GrowthPerDay: the bounded pace; 0 or left out is the default.
 	GrowthPerDay float64 `yaml:"growth_per_day,omitempty"`
 }
@@ -245,6 +248,7 @@ func policyFile(p guard.Policies) filePolicies {
 				Expected:      convertMap(o.CountryVelocity.Expected, func(n int64) int64 { return n }),
 				QuarantineFor: fileDuration(o.CountryVelocity.QuarantineFor), MinuteShare: o.CountryVelocity.MinuteShare,
 				UnverifiedFloor: o.CountryVelocity.UnverifiedFloor, UnverifiedShare: o.CountryVelocity.UnverifiedShare,
+				CarrierSplit: o.CountryVelocity.CarrierSplit, CarrierFloorShare: o.CountryVelocity.CarrierFloorShare,
 				GrowthPerDay: o.CountryVelocity.GrowthPerDay},
 			Budget: fileBudget{PerHour: o.Budget.PerHour, PerDay: o.Budget.PerDay},
 			Conversion: fileConversion{Mode: o.Conversion.Mode, MinRate: o.Conversion.MinRate,
@@ -293,6 +297,7 @@ func (f filePolicies) policies() guard.Policies {
 				Expected:      convertMap(o.CountryVelocity.Expected, func(n int64) int64 { return n }),
 				QuarantineFor: time.Duration(o.CountryVelocity.QuarantineFor), MinuteShare: o.CountryVelocity.MinuteShare,
 				UnverifiedFloor: o.CountryVelocity.UnverifiedFloor, UnverifiedShare: o.CountryVelocity.UnverifiedShare,
+				CarrierSplit: o.CountryVelocity.CarrierSplit, CarrierFloorShare: o.CountryVelocity.CarrierFloorShare,
 				GrowthPerDay: o.CountryVelocity.GrowthPerDay},
 			Budget: guard.Budget{PerHour: o.Budget.PerHour, PerDay: o.Budget.PerDay},
 			Conversion: guard.ConversionPolicy{Mode: o.Conversion.Mode, MinRate: o.Conversion.MinRate,

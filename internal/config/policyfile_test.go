@@ -41,7 +41,7 @@ func everyField() guard.Policies {
 			CountryVelocity: guard.CountryVelocity{Mode: guard.VelocityEnforce, Floor: 80, Factor: 4,
 				Lookback: 72 * time.Hour, Expected: map[string]int64{"NG": 500},
 				QuarantineFor: 12 * time.Hour, MinuteShare: 0.25, UnverifiedFloor: 15, UnverifiedShare: 0.2,
-				GrowthPerDay: 1.5},
+				CarrierSplit: true, CarrierFloorShare: 0.2, GrowthPerDay: 1.5},
 			PerCountry: map[string]guard.Window{
 				"IN": {Limit: 2000, Window: time.Hour},
 				"*":  {Limit: 200, Window: time.Hour},
@@ -176,6 +176,10 @@ func TestDecodePolicies(t *testing.T) {
 					OnStoreError: limit.FallbackOpen, Mode: limit.ModeSync, SyncInterval: limit.DefaultSyncInterval}}
 			}},
 		{name: "conversion left empty is filled", file: "otp:\n  conversion: {mode: \"\"}\n", want: func(*guard.Policies) {}},
+		{name: "carrier split off keeps the rest of the velocity rule", file: "otp:\n  country_velocity: {carrier_split: false}\n",
+			want: func(p *guard.Policies) { p.OTP.CountryVelocity.CarrierSplit = false }},
+		{name: "carrier floor share", file: "otp:\n  country_velocity: {carrier_floor_share: 0.25}\n",
+			want: func(p *guard.Policies) { p.OTP.CountryVelocity.CarrierFloorShare = 0.25 }},
 		{name: "growth_per_day 0 is the default", file: "otp:\n  country_velocity: {mode: enforce, floor: 50, factor: 3, lookback: 168h, quarantine_for: 24h, minute_share: 0.1, unverified_floor: 20, unverified_share: 0.1, growth_per_day: 0}\n",
 			want: func(*guard.Policies) {}},
 		{name: "growth_per_day set", file: "otp:\n  country_velocity: {mode: enforce, floor: 50, factor: 3, lookback: 168h, quarantine_for: 24h, minute_share: 0.1, unverified_floor: 20, unverified_share: 0.1, growth_per_day: 3}\n",

@@ -97,6 +97,11 @@ type CountryVelocity struct {
 	// not back, max(UnverifiedFloor, UnverifiedShare x baseline).
 	UnverifiedFloor int64
 	UnverifiedShare float64
+	// CarrierSplit: each country's room is split among its carriers by
+	// their share of its verified sends (carriershare.go); each carrier's
+	// floors are at least CarrierFloorShare of the country's (at least 1).
+	CarrierSplit      bool
+	CarrierFloorShare float64
 	// GrowthPerDay (0: off; the policy file's default 2) is the bounded
 	// pace (pace.go): how many times a day a country's baseline, and its
 	// trusted tier's, may grow.
@@ -230,7 +235,8 @@ func DefaultPrefixDepths() []PrefixWindow {
 func DefaultCountryVelocity() CountryVelocity {
 	return CountryVelocity{Mode: VelocityEnforce, Floor: DefaultVelocityFloor, Factor: DefaultVelocityFactor,
 		Lookback: DefaultVelocityLookback, QuarantineFor: DefaultQuarantineFor, MinuteShare: DefaultMinuteShare,
-		UnverifiedFloor: DefaultUnverifiedFloor, UnverifiedShare: DefaultUnverifiedShare, GrowthPerDay: DefaultGrowthPerDay}
+		UnverifiedFloor: DefaultUnverifiedFloor, UnverifiedShare: DefaultUnverifiedShare,
+		CarrierSplit: true, CarrierFloorShare: DefaultCarrierFloorShare, GrowthPerDay: DefaultGrowthPerDay}
 }
 
 // DefaultConversion is the conversion watch when the policy file names none.

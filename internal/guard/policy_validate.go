@@ -227,6 +227,9 @@ func validateVelocity(v CountryVelocity, bad func(string, string, ...any)) {
 	if v.GrowthPerDay != 0 && !(v.GrowthPerDay >= 1 && v.GrowthPerDay <= 1000) {
 		bad("otp.country_velocity.growth_per_day", "must be between 1 and 1000 (0: the default, %v), got %v", float64(DefaultGrowthPerDay), v.GrowthPerDay)
 	}
+	if v.CarrierSplit && !(v.CarrierFloorShare > 0 && v.CarrierFloorShare <= 1) {
+		bad("otp.country_velocity.carrier_floor_share", "must be above 0 and at most 1 while carrier_split is on, got %v", v.CarrierFloorShare)
+	}
 	if v.QuarantineFor < time.Minute || v.QuarantineFor > maxWindow {
 		bad("otp.country_velocity.quarantine_for", "must be between 1m and %s, got %s", maxWindow, v.QuarantineFor)
 	}

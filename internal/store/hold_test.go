@@ -45,7 +45,7 @@ func TestHeldTrustMark(t *testing.T) {
 					if err != nil || !r.Allowed {
 						t.Fatalf("send: %+v, %v", r, err)
 					}
-					if err := s.Velocity.CountVerified(ctx, v.Key, v.Hour, time.Hour); err != nil {
+					if err := s.Velocity.CountVerified(ctx, v.Key, limit.Key{}, v.Hour, time.Hour); err != nil {
 						t.Fatal(err)
 					}
 				}

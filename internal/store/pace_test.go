@@ -48,7 +48,7 @@ func runRing(t *testing.T, s *store.Redis, start time.Time, hours, perMinute int
 					continue
 				}
 				out[h].sent++
-				if err := s.Velocity.CountVerified(ctx, v.Key, v.Hour, 9*24*time.Hour); err != nil {
+				if err := s.Velocity.CountVerified(ctx, v.Key, limit.Key{}, v.Hour, 9*24*time.Hour); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -179,7 +179,7 @@ func TestPaceWithinHourBoundedForTrustedTier(t *testing.T) {
 					break
 				}
 				sent++
-				if err := s.Velocity.CountVerified(ctx, v.TrustedKey, v.Hour, time.Hour); err != nil {
+				if err := s.Velocity.CountVerified(ctx, v.TrustedKey, limit.Key{}, v.Hour, time.Hour); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -207,7 +207,7 @@ func TestPaceKeepsAHistoryItFinds(t *testing.T) {
 				if r, err := s.Velocity.TakeVolume(ctx, v); err != nil || !r.Allowed {
 					t.Fatalf("history send: %+v, %v", r, err)
 				}
-				if err := s.Velocity.CountVerified(ctx, v.Key, v.Hour, time.Hour); err != nil {
+				if err := s.Velocity.CountVerified(ctx, v.Key, limit.Key{}, v.Hour, time.Hour); err != nil {
 					t.Fatal(err)
 				}
 			}
