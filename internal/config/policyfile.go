@@ -110,14 +110,18 @@ type fileVelocity struct {
 	// CarrierSplit and CarrierFloorShare: the carriers split a country's room.
 	CarrierSplit      bool    `yaml:"carrier_split"`
 	CarrierFloorShare float64 `yaml:"carrier_floor_share"`
+	// GrowthPerDay: the bounded pace; 0 or left out is the default.
+	GrowthPerDay float64 `yaml:"growth_per_day,omitempty"`
 }
 
-// fileTrust is otp.trust (guard.TrustPolicy). VerifiedWithin is a
-// pointer so that an explicit 0 (off) differs from leaving it out (90 days).
+// fileTrust is otp.trust (guard.TrustPolicy). VerifiedWithin and HoldFor
+// are pointers so that an explicit 0 (off) differs from leaving them out
+// (90 days, 72 hours).
 type fileTrust struct {
 	VerifiedWithin *fileDuration `yaml:"verified_within"`
 	Floor          int64         `yaml:"floor"`
 	Factor         float64       `yaml:"factor"`
+	HoldFor        *fileDuration `yaml:"hold_for,omitempty"`
 }
 
 // trust is otp.trust as the domain's policy; all left out: the zero policy,
@@ -126,9 +130,12 @@ func (t fileTrust) trust() guard.TrustPolicy {
 	if t == (fileTrust{}) {
 		return guard.TrustPolicy{}
 	}
-	p := guard.TrustPolicy{VerifiedWithin: guard.DefaultVerifiedWithin, Floor: t.Floor, Factor: t.Factor}
+	p := guard.TrustPolicy{VerifiedWithin: guard.DefaultVerifiedWithin, Floor: t.Floor, Factor: t.Factor, HoldFor: guard.DefaultHoldFor}
 	if t.VerifiedWithin != nil {
 		p.VerifiedWithin = time.Duration(*t.VerifiedWithin)
+	}
+	if t.HoldFor != nil {
+		p.HoldFor = time.Duration(*t.HoldFor)
 	}
 	if p.Floor == 0 {
 		p.Floor = guard.DefaultTrustFloor
@@ -143,8 +150,8 @@ func toFileTrust(t guard.TrustPolicy) fileTrust {
 	if t == (guard.TrustPolicy{}) {
 		return fileTrust{}
 	}
-	d := fileDuration(t.VerifiedWithin)
-	return fileTrust{VerifiedWithin: &d, Floor: t.Floor, Factor: t.Factor}
+	d, h := fileDuration(t.VerifiedWithin), fileDuration(t.HoldFor)
+	return fileTrust{VerifiedWithin: &d, Floor: t.Floor, Factor: t.Factor, HoldFor: &h}
 }
 
 // fileBudget is otp.budget (guard.Budget).
@@ -242,7 +249,8 @@ func policyFile(p guard.Policies) filePolicies {
 				Expected:      convertMap(o.CountryVelocity.Expected, func(n int64) int64 { return n }),
 				QuarantineFor: fileDuration(o.CountryVelocity.QuarantineFor), MinuteShare: o.CountryVelocity.MinuteShare,
 				UnverifiedFloor: o.CountryVelocity.UnverifiedFloor, UnverifiedShare: o.CountryVelocity.UnverifiedShare,
-				CarrierSplit: o.CountryVelocity.CarrierSplit, CarrierFloorShare: o.CountryVelocity.CarrierFloorShare},
+				CarrierSplit: o.CountryVelocity.CarrierSplit, CarrierFloorShare: o.CountryVelocity.CarrierFloorShare,
+				GrowthPerDay: o.CountryVelocity.GrowthPerDay},
 			Budget: fileBudget{PerHour: o.Budget.PerHour, PerDay: o.Budget.PerDay},
 			Conversion: fileConversion{Mode: o.Conversion.Mode, MinRate: o.Conversion.MinRate,
 				MinSends: o.Conversion.MinSends, BlockFor: fileDuration(o.Conversion.BlockFor),
@@ -291,7 +299,8 @@ func (f filePolicies) policies() guard.Policies {
 				Expected:      convertMap(o.CountryVelocity.Expected, func(n int64) int64 { return n }),
 				QuarantineFor: time.Duration(o.CountryVelocity.QuarantineFor), MinuteShare: o.CountryVelocity.MinuteShare,
 				UnverifiedFloor: o.CountryVelocity.UnverifiedFloor, UnverifiedShare: o.CountryVelocity.UnverifiedShare,
-				CarrierSplit: o.CountryVelocity.CarrierSplit, CarrierFloorShare: o.CountryVelocity.CarrierFloorShare},
+				CarrierSplit: o.CountryVelocity.CarrierSplit, CarrierFloorShare: o.CountryVelocity.CarrierFloorShare,
+				GrowthPerDay: o.CountryVelocity.GrowthPerDay},
 			Budget: guard.Budget{PerHour: o.Budget.PerHour, PerDay: o.Budget.PerDay},
 			Conversion: guard.ConversionPolicy{Mode: o.Conversion.Mode, MinRate: o.Conversion.MinRate,
 				MinSends: o.Conversion.MinSends, BlockFor: time.Duration(o.Conversion.BlockFor),

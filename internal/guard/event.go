@@ -70,6 +70,7 @@ const (
 	ActionTrustImport = "otp.trust.import" // POST /ops/trusted-numbers
 	ActionRiskLookup  = "otp.risk.lookup"  // a risk score asked of the network (risk.go)
 	ActionRiskClear   = "otp.risk.clear"   // DELETE /ops/risk/{phone}
+	ActionTrustHeld   = "otp.trust.held"   // trust marks held: a country's hour of unusual new-number volume
 )
 
 // The outcomes the OTP rules record (Event.Outcome) besides the Code of a

@@ -104,6 +104,10 @@ type CountryVelocity struct {
 	// floors are at least CarrierFloorShare of the country's (at least 1).
 	CarrierSplit      bool
 	CarrierFloorShare float64
+	// GrowthPerDay (0: off; the policy file's default 2) is the bounded
+	// pace (pace.go): how many times a day a country's baseline, and its
+	// trusted tier's, may grow.
+	GrowthPerDay float64
 }
 
 // VelocityMode turns the country velocity rule on or off.
@@ -204,6 +208,7 @@ const (
 	DefaultMinuteShare      = 0.1
 	DefaultUnverifiedFloor  = 20
 	DefaultUnverifiedShare  = 0.1
+	DefaultGrowthPerDay     = 2
 )
 
 // DefaultNumberTypes are the number types allowed when the policy file
@@ -234,7 +239,7 @@ func DefaultCountryVelocity() CountryVelocity {
 	return CountryVelocity{Mode: VelocityEnforce, Floor: DefaultVelocityFloor, Factor: DefaultVelocityFactor,
 		Lookback: DefaultVelocityLookback, QuarantineFor: DefaultQuarantineFor, MinuteShare: DefaultMinuteShare,
 		UnverifiedFloor: DefaultUnverifiedFloor, UnverifiedShare: DefaultUnverifiedShare,
-		CarrierSplit: true, CarrierFloorShare: DefaultCarrierFloorShare}
+		CarrierSplit: true, CarrierFloorShare: DefaultCarrierFloorShare, GrowthPerDay: DefaultGrowthPerDay}
 }
 
 // DefaultConversion is the conversion watch when the policy file names none.
@@ -286,6 +291,9 @@ func (o *OTPPolicy) fillAbuseDefaults() {
 	v := &o.CountryVelocity
 	if v.Mode == "" {
 		*v = DefaultCountryVelocity()
+	}
+	if v.GrowthPerDay == 0 {
+		v.GrowthPerDay = DefaultGrowthPerDay
 	}
 	if o.Trust == (TrustPolicy{}) {
 		o.Trust = DefaultTrust()

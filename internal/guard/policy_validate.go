@@ -225,6 +225,9 @@ func validateVelocity(v CountryVelocity, bad func(string, string, ...any)) {
 	if !(v.UnverifiedShare >= 0 && v.UnverifiedShare <= 10) {
 		bad("otp.country_velocity.unverified_share", "must be between 0 and 10, got %v", v.UnverifiedShare)
 	}
+	if v.GrowthPerDay != 0 && !(v.GrowthPerDay >= 1 && v.GrowthPerDay <= 1000) {
+		bad("otp.country_velocity.growth_per_day", "must be between 1 and 1000 (0: the default, %v), got %v", float64(DefaultGrowthPerDay), v.GrowthPerDay)
+	}
 	if v.CarrierSplit && !(v.CarrierFloorShare > 0 && v.CarrierFloorShare <= 1) {
 		bad("otp.country_velocity.carrier_floor_share", "must be above 0 and at most 1 while carrier_split is on, got %v", v.CarrierFloorShare)
 	}
@@ -278,6 +281,9 @@ func validateTrust(t TrustPolicy, bad func(string, string, ...any)) {
 	}
 	if !(t.Factor >= 1 && t.Factor <= 1000) {
 		bad("otp.trust.factor", "must be between 1 and 1000, got %v", t.Factor)
+	}
+	if t.HoldFor < 0 || t.HoldFor > maxHoldFor {
+		bad("otp.trust.hold_for", "must be between 0 (never held) and %s, got %s", maxHoldFor, t.HoldFor)
 	}
 }
 

@@ -72,4 +72,7 @@ type AbuseHooks struct {
 	// across instances.
 	VelocityRefused func(country string)
 	VelocityAlert   func(country string)
+	// TrustMarkHeld is told of every trust mark written held (pace.go),
+	// with the country.
+	TrustMarkHeld func(country string)
 }

@@ -42,6 +42,10 @@ type TrustPolicy struct {
 	// busiest credited hour of trusted sends over the velocity lookback).
 	Floor  int64
 	Factor float64
+	// HoldFor (0: never held) is how long a mark earned in an hour whose
+	// new numbers ran above their country's normal waits before it
+	// counts (pace.go).
+	HoldFor time.Duration
 }
 
 // Defaults of otp.trust.
@@ -49,11 +53,13 @@ const (
 	DefaultVerifiedWithin = 90 * 24 * time.Hour
 	DefaultTrustFloor     = 100
 	DefaultTrustFactor    = 3
+	DefaultHoldFor        = 72 * time.Hour
+	maxHoldFor            = 30 * 24 * time.Hour
 )
 
 // DefaultTrust is otp.trust when the policy file names none.
 func DefaultTrust() TrustPolicy {
-	return TrustPolicy{VerifiedWithin: DefaultVerifiedWithin, Floor: DefaultTrustFloor, Factor: DefaultTrustFactor}
+	return TrustPolicy{VerifiedWithin: DefaultVerifiedWithin, Floor: DefaultTrustFloor, Factor: DefaultTrustFactor, HoldFor: DefaultHoldFor}
 }
 
 // Trusts remembers trusted numbers by their marks (TrustMark): keys that
@@ -62,11 +68,21 @@ type Trusts interface {
 	// MarkTrusted sets the marks, each expiring ttl from now, and counts
 	// credit verifies (the marks that were set before, and those of codes
 	// sent in the trusted tier) in the trusted tier of their country's
-	// hour; it returns how many verifies it credited there (trusted
-	// verifies). Idempotent but for the credit.
-	MarkTrusted(ctx context.Context, marks []TrustMark, ttl time.Duration) (trusted int, err error)
-	// Trusted reports whether mark is set.
-	Trusted(ctx context.Context, mark limit.Key) (bool, error)
+	// hour, and writes a verify's mark held when its hour was abnormal
+	// (TrustMark.Hold); it answers how many verifies it credited there
+	// (trusted verifies) and how many marks it held. Idempotent but for
+	// the credit.
+	MarkTrusted(ctx context.Context, marks []TrustMark, ttl time.Duration) (Marked, error)
+	// Trusted reports whether mark counts at now: set, and not held past
+	// now.
+	Trusted(ctx context.Context, mark limit.Key, now time.Time) (bool, error)
+}
+
+// Marked is what MarkTrusted did: Trusted verifies credited to the
+// trusted tier, Held marks written held.
+type Marked struct {
+	Trusted int
+	Held    int
 }
 
 // TrustMark is one number's mark: the key to set, and the trusted tier's
@@ -82,6 +98,15 @@ type TrustMark struct {
 	Credit      bool
 	SentTrusted bool
 	TTL         time.Duration // the tier counters' TTL
+
+	// The hold of a verify's mark (pace.go); Hold 0: never held. Volume is
+	// the country's velocity counts (same hash tag as Key), whose hour is
+	// abnormal above max(Floor, Factor x its baseline).
+	Hold   time.Duration
+	Now    time.Time
+	Volume limit.Key
+	Floor  int64
+	Factor float64
 }
 
 // MaxTrustImport is the most numbers one import may name.
@@ -109,6 +134,8 @@ type trust struct {
 	events   EventSink
 	log      *slog.Logger
 	now      func() time.Time
+	// heldNoted: the hours whose held marks this instance audited (pace.go).
+	heldNoted heldNotes
 }
 
 // on reports whether marks are read and written.
@@ -127,7 +154,7 @@ func (s *trust) trustedNow(ctx context.Context, phone Phone, account bool) bool 
 	}
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), convTimeout)
 	defer cancel()
-	ok, err := s.trusts.Trusted(cctx, trustMarkKey(s.hmacKey, phone))
+	ok, err := s.trusts.Trusted(cctx, trustMarkKey(s.hmacKey, phone), s.now())
 	return err == nil && ok
 }
 
@@ -145,13 +172,18 @@ func (s *trust) rememberVerified(ctx context.Context, phone Phone, sent Tier) bo
 	}
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), convTimeout)
 	defer cancel()
+	now := s.now()
 	m := TrustMark{Key: trustMarkKey(s.hmacKey, phone), Tier: trustedTierKey(region(phone)),
-		Hour: hour(s.now()), Credit: true, SentTrusted: sentTrusted, TTL: s.velocity.policy.ttl()}
+		Hour: hour(now), Credit: true, SentTrusted: sentTrusted, TTL: s.velocity.policy.ttl(), Now: now}
+	s.holdIfAbnormal(&m, phone)
 	n, err := s.trusts.MarkTrusted(cctx, []TrustMark{m}, s.policy.VerifiedWithin)
 	if err != nil {
 		s.log.WarnContext(ctx, "trust: remembering a verified number failed", "err", err)
 	}
-	return sentTrusted || n > 0
+	if n.Held > 0 {
+		s.held(ctx, phone, m.Hour)
+	}
+	return sentTrusted || n.Trusted > 0
 }
 
 // ImportResult is the answer to an import of trusted numbers.

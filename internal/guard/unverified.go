@@ -34,8 +34,9 @@ import (
 //
 // With the budget on, the hour's own verified sends count as a credited
 // hour for the velocity limit (growth within the hour from verified sends
-// only), so a surge of real users, or a fresh deployment's first hour, is
-// not held to last week's volume while its users verify.
+// only, up to the day's ceiling of the bounded pace, pace.go), so a surge
+// of real users, or a fresh deployment's first hour, is not held to last
+// week's volume while its users verify.
 //
 // The solved tier's cap (challenge.go) is held the same way: with the
 // budget on, it caps the hour's solved sends that their verifies do not

@@ -75,6 +75,9 @@ type VolumeTake struct {
 	// tier's cap (its refusal is the tier's, not the country's).
 	Risk    limit.Key
 	Vouched bool
+	// GrowthPerDay (0: off) is the bounded pace of the hash the send
+	// counts in, its tier's (pace.go).
+	GrowthPerDay float64
 }
 
 // VolumeResult is the store's answer to a VolumeTake.
@@ -216,7 +219,7 @@ func (s *velocity) take(phone Phone) VolumeTake {
 	return VolumeTake{Key: velocityKey(r), Quarantine: quarantineKey(r), Now: now, Hour: hour(now),
 		Lookback: int64(v.Lookback / time.Hour), Floor: fl, QFloor: max(1, fl/10),
 		Factor: v.Factor, HistoryMinSends: s.historyMinSends, MinuteShare: v.MinuteShare,
-		Unverified: s.unverifiedTake()}
+		Unverified: s.unverifiedTake(), GrowthPerDay: v.GrowthPerDay}
 }
 
 // volumeFor is the count of a send of tier in its country's hour: the

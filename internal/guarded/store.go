@@ -93,8 +93,8 @@ var _ guard.Trusts = Store{}
 
 // MarkTrusted and Trusted go through the breaker: a verify or an import
 // waits on no Redis the probe finds dead.
-func (g Store) MarkTrusted(ctx context.Context, marks []guard.TrustMark, ttl time.Duration) (int, error) {
-	var n int
+func (g Store) MarkTrusted(ctx context.Context, marks []guard.TrustMark, ttl time.Duration) (guard.Marked, error) {
+	var n guard.Marked
 	err := g.fb.Do(ctx, func(ctx context.Context) (err error) {
 		n, err = g.st.TrustMarks.MarkTrusted(ctx, marks, ttl)
 		return err
@@ -102,10 +102,10 @@ func (g Store) MarkTrusted(ctx context.Context, marks []guard.TrustMark, ttl tim
 	return n, err
 }
 
-func (g Store) Trusted(ctx context.Context, mark limit.Key) (bool, error) {
+func (g Store) Trusted(ctx context.Context, mark limit.Key, now time.Time) (bool, error) {
 	var ok bool
 	err := g.fb.Do(ctx, func(ctx context.Context) (err error) {
-		ok, err = g.st.TrustMarks.Trusted(ctx, mark)
+		ok, err = g.st.TrustMarks.Trusted(ctx, mark, now)
 		return err
 	})
 	return err == nil && ok, err

@@ -13,6 +13,7 @@ type Abuse struct {
 	conversionAlerts *prometheus.CounterVec
 	velocityRefused  *prometheus.CounterVec
 	velocityAlerts   *prometheus.CounterVec
+	trustHeld        *prometheus.CounterVec
 	smsStatus        *prometheus.CounterVec
 }
 
@@ -35,12 +36,16 @@ func NewAbuse(m *Set) *Abuse {
 			Name: "otpguard_velocity_alerts_total",
 			Help: "Countries the country velocity rule began refusing, once per country and hour across instances (alert on any increase).",
 		}, []string{"country"}),
+		trustHeld: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "otpguard_trust_marks_held_total",
+			Help: "Trust marks written held: earned by a verify in an hour whose new numbers ran above their country's normal, by country.",
+		}, []string{"country"}),
 		smsStatus: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "otpguard_sms_status_total",
 			Help: "Delivery status reports from the SMS provider (POST /sms/status), by status.",
 		}, []string{"status"}),
 	}
-	m.Registry.MustRegister(a.budgetRefused, a.conversionAlerts, a.velocityRefused, a.velocityAlerts, a.smsStatus)
+	m.Registry.MustRegister(a.budgetRefused, a.conversionAlerts, a.velocityRefused, a.velocityAlerts, a.trustHeld, a.smsStatus)
 	return a
 }
 
@@ -51,6 +56,7 @@ func (a *Abuse) Hooks() guard.AbuseHooks {
 		ConversionAlert: func(scope, action string) { a.conversionAlerts.WithLabelValues(scope, action).Inc() },
 		VelocityRefused: func(country string) { a.velocityRefused.WithLabelValues(country).Inc() },
 		VelocityAlert:   func(country string) { a.velocityAlerts.WithLabelValues(country).Inc() },
+		TrustMarkHeld:   func(country string) { a.trustHeld.WithLabelValues(country).Inc() },
 	}
 }
 

@@ -40,12 +40,12 @@ func (s sendStore) TakeSend(ctx context.Context, takes []limit.Take, vol *guard.
 	return res, &guard.VolumeResult{Allowed: true, Count: 1, Limit: s.volLimit}, nil
 }
 
-func (s sendStore) Trusted(_ context.Context, mark limit.Key) (bool, error) {
+func (s sendStore) Trusted(_ context.Context, mark limit.Key, _ time.Time) (bool, error) {
 	return false, s.enter([]limit.Take{{Key: mark}})
 }
 
-func (s sendStore) MarkTrusted(context.Context, []guard.TrustMark, time.Duration) (int, error) {
-	return 0, nil
+func (s sendStore) MarkTrusted(context.Context, []guard.TrustMark, time.Duration) (guard.Marked, error) {
+	return guard.Marked{}, nil
 }
 
 // volumeTake is the velocity rule's count of a send to GB, whose keys are

@@ -67,7 +67,7 @@ func (d *decider) trustFirst(ctx context.Context, vol *guard.VolumeTake) (_ *gua
 	var set bool
 	n := d.nodes.of(vol.Key)
 	err := d.calls.call(ctx, n, func(ctx context.Context) (err error) {
-		set, err = tr.Trusted(ctx, vol.Mark)
+		set, err = tr.Trusted(ctx, vol.Mark, vol.Now)
 		return err
 	})
 	if err != nil && !errors.Is(err, problem.ErrOverloaded) {

@@ -26,11 +26,11 @@ func (s *trustNodeStore) TakeSend(ctx context.Context, takes []limit.Take, vol *
 	return res, &guard.VolumeResult{Allowed: true, Count: 1, Trusted: trusted}, nil
 }
 
-func (s *trustNodeStore) MarkTrusted(context.Context, []guard.TrustMark, time.Duration) (int, error) {
-	return 0, nil
+func (s *trustNodeStore) MarkTrusted(context.Context, []guard.TrustMark, time.Duration) (guard.Marked, error) {
+	return guard.Marked{}, nil
 }
 
-func (s *trustNodeStore) Trusted(_ context.Context, mark limit.Key) (bool, error) {
+func (s *trustNodeStore) Trusted(_ context.Context, mark limit.Key, _ time.Time) (bool, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.calls = append(s.calls, []string{s.of[mark.ID]})

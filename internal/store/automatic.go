@@ -18,7 +18,7 @@ import (
 // nothing to give back: two round trips, as a new number's, not three.
 
 // automaticScript counts the automatic windows unless KEYS[1], the trust
-// mark, is set (lua/take_automatic.lua).
+// mark, counts at ARGV[1] (lua/take_automatic.lua).
 var automaticScript = script("take_automatic")
 
 // automaticCall is the automatic windows of one send, counted by
@@ -46,14 +46,15 @@ func automaticTakes(takes []limit.Take, vol *guard.VolumeTake) []int {
 	return idx
 }
 
-// queueAutomatic queues automaticScript for the takes idx names; nil when
-// idx is empty.
-func (r *sends) queueAutomatic(ctx context.Context, pipe redis.Pipeliner, takes []limit.Take, idx []int, mark limit.Key) *automaticCall {
+// queueAutomatic queues automaticScript for the takes idx names, the
+// mark read at now; nil when idx is empty.
+func (r *sends) queueAutomatic(ctx context.Context, pipe redis.Pipeliner, takes []limit.Take, idx []int, mark limit.Key, now time.Time) *automaticCall {
 	if len(idx) == 0 {
 		return nil
 	}
-	a := &automaticCall{idx: idx, keys: make([]string, 0, len(idx)+1), args: make([]any, 0, 2*len(idx))}
+	a := &automaticCall{idx: idx, keys: make([]string, 0, len(idx)+1), args: make([]any, 0, 1+2*len(idx))}
 	a.keys = append(a.keys, r.key(mark))
+	a.args = append(a.args, now.Unix())
 	for _, i := range idx {
 		a.keys = append(a.keys, r.key(takes[i].Key))
 		a.args = append(a.args, takes[i].Cost, takes[i].Window.Milliseconds())

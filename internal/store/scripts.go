@@ -42,7 +42,7 @@ var luaScripts = buildScripts(
 	"take_limit", "take_limits", "refund_limits", "sync_limits", "take_limits_many",
 
 	"take_volume", "take_solved", "refund_volume",
-	"count_conversion", "count_conversions", "trust_mark", "take_automatic",
+	"count_conversion", "count_conversions", "trust_mark", "read_trust_mark", "take_automatic",
 
 	"save_code", "guess_code", "consume_code", "lock_code", "delete_code",
 	"read_verification", "cancel_verification",

@@ -67,7 +67,7 @@ func (r *sends) take(ctx context.Context, takes []limit.Take, vol *guard.VolumeT
 	if err != nil {
 		return nil, nil, err
 	}
-	auto := r.queueAutomatic(ctx, pipe, takes, autoIdx, vol.Mark)
+	auto := r.queueAutomatic(ctx, pipe, takes, autoIdx, vol.Mark, vol.Now)
 	vscript, vkeys, vargs := r.velocity.volumeCall(*vol)
 	vcmd := vscript.EvalSha(ctx, pipe, vkeys, vargs...)
 	// As in take: a NOSCRIPT or a peek's redis.Nil is one command's reply,
@@ -178,20 +178,20 @@ func (r *sends) takeCluster(ctx context.Context, takes []limit.Take, vol *guard.
 // clusterTrust reads the number's trust mark first, when vol carries one:
 // on Cluster the limits go one slot at a time and stop at a refusal, so
 // an automatic rule would refuse a trusted send before the velocity script
-// could find it trusted. One more round trip, on Cluster only. It returns
+// could find it trusted. One more round trip, on Cluster only; the mark is
+// read as every reader reads it (readMarkScript: a held mark does not
+// trust yet). It returns
 // the take to send (known trusted, or as it was) and whether the automatic
 // takes are skipped.
 func (r *sends) clusterTrust(ctx context.Context, vol *guard.VolumeTake) (*guard.VolumeTake, bool, error) {
 	if vol == nil || vol.Trusted || vol.Mark.ID == "" {
 		return vol, false, nil
 	}
-	cmd := redis.NewIntCmd(ctx, "exists", r.key(vol.Mark))
-	_ = r.rdb.Process(ctx, cmd)
-	n, err := cmd.Result()
+	ok, err := readMark(ctx, r.rdb, r.key(vol.Mark), vol.Now)
 	if err != nil {
-		return nil, false, fmt.Errorf("store: read trust mark: %w", err)
+		return nil, false, err
 	}
-	if n == 0 {
+	if !ok {
 		return vol, false, nil
 	}
 	v := *vol

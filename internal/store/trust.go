@@ -2,7 +2,6 @@ package store
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -18,27 +17,35 @@ type TrustMarks struct{ keyspace }
 var _ guard.Trusts = (*TrustMarks)(nil)
 
 // Trusted numbers' marks (guard/trust.go): one string key per number,
-// og:otp:tr:{<country>}:<128-bit HMAC, base64url>, value "1", with a TTL of
-// otp.trust.verified_within renewed at each verify. A key of its own per
-// number keeps expiry exact and the layout plain Redis 7.0 (a hash bucketed
-// by a prefix of the HMAC would be smaller, but its fields cannot expire
-// one by one before Redis 7.4's HPEXPIRE); docs/benchmarks.md states the
-// bytes per number. The country hash tag lets the velocity script read
-// the mark with the count (velocityScript).
+// og:otp:tr:{<country>}:<128-bit HMAC, base64url>, with a TTL of
+// otp.trust.verified_within renewed at each verify. Its value is the time
+// (unix seconds of the service's clock) from which it counts: "1" for a
+// mark that counts at once, a later time for a held one (lib/mark.lua
+// reads it for every script; readMarkScript for the Go side). A key of
+// its own per number keeps expiry exact and the layout plain Redis 7.0 (a
+// hash bucketed by a prefix of the HMAC would be smaller, but its fields
+// cannot expire one by one before Redis 7.4's HPEXPIRE); docs/benchmarks.md
+// states the bytes per number. The country hash tag lets the velocity
+// script read the mark with the count (velocityScript), and the mark's
+// script read the country's counts when it decides a hold.
 
-// trustMarkScript sets one mark, crediting a trusted number's verify
-// (lua/trust_mark.lua).
+// trustMarkScript sets one mark, crediting a trusted number's verify and
+// holding a mark earned in an abnormal hour (lua/trust_mark.lua).
 var trustMarkScript = script("trust_mark")
+
+// readMarkScript reads one mark at a time (lua/read_trust_mark.lua).
+var readMarkScript = script("read_trust_mark")
 
 // MarkTrusted sets the marks, each for ttl, in one round trip (a pipeline;
 // on Cluster go-redis sends it one per node). A verify's mark (Credit)
 // goes through trustMarkScript, which credits the verify of a trusted
-// number or of a trusted send's code to its tier; an import's is a plain
-// SET with PX: idempotent. It returns how many verifies it credited there
-// (trusted verifies).
-func (r *TrustMarks) MarkTrusted(ctx context.Context, marks []guard.TrustMark, ttl time.Duration) (int, error) {
+// number or of a trusted send's code to its tier, and writes the mark
+// held when its hour was abnormal (m.Hold); an import's is a plain SET
+// with PX, never held: idempotent. It answers how many verifies it
+// credited there (trusted verifies) and how many marks it held.
+func (r *TrustMarks) MarkTrusted(ctx context.Context, marks []guard.TrustMark, ttl time.Duration) (guard.Marked, error) {
 	if len(marks) == 0 {
-		return 0, nil
+		return guard.Marked{}, nil
 	}
 	pipe := r.rdb.Pipeline()
 	type scripted struct {
@@ -52,35 +59,46 @@ func (r *TrustMarks) MarkTrusted(ctx context.Context, marks []guard.TrustMark, t
 			pipe.Set(ctx, r.key(m.Key), "1", ttl)
 			continue
 		}
-		keys := []string{r.key(m.Key), r.key(m.Tier)}
-		args := []any{ttl.Milliseconds(), 1, m.Hour, int64(m.TTL / time.Second), flag(m.SentTrusted)}
+		keys := []string{r.key(m.Key), r.key(m.Tier), r.key(m.Tier)}
+		hold := int64(0)
+		if m.Hold > 0 && m.Volume.ID != "" {
+			keys[2], hold = r.key(m.Volume), int64(m.Hold/time.Second)
+		}
+		args := []any{ttl.Milliseconds(), 1, m.Hour, int64(m.TTL / time.Second), flag(m.SentTrusted),
+			m.Now.Unix(), hold, m.Floor, m.Factor}
 		runs = append(runs, scripted{trustMarkScript.EvalSha(ctx, pipe, keys, args...), keys, args})
 	}
 	_, err := pipe.Exec(ctx)
 	if err != nil && !isNoScript(err) {
-		return 0, fmt.Errorf("store: mark trusted: %w", err)
+		return guard.Marked{}, fmt.Errorf("store: mark trusted: %w", err)
 	}
-	trusted := 0
+	var res guard.Marked
 	for _, s := range runs {
 		if isNoScript(s.cmd.Err()) { // it did not run: once more, loading it
 			s.cmd = trustMarkScript.Run(ctx, r.rdb, s.keys, s.args...)
 		}
-		was, err := s.cmd.Int64()
-		if err != nil && !errors.Is(err, redis.Nil) {
-			return 0, fmt.Errorf("store: mark trusted: %w", err)
+		v, err := s.cmd.Int64Slice()
+		if err != nil {
+			return guard.Marked{}, fmt.Errorf("store: mark trusted: %w", err)
 		}
-		if was == 1 {
-			trusted++
+		if len(v) != 2 {
+			return guard.Marked{}, fmt.Errorf("store: mark trusted: script returned %d values, want 2", len(v))
 		}
+		res.Trusted += int(v[0])
+		res.Held += int(v[1])
 	}
-	return trusted, nil
+	return res, nil
 }
 
-// Trusted reports whether mark is set (one EXISTS).
-func (r *TrustMarks) Trusted(ctx context.Context, mark limit.Key) (bool, error) {
-	cmd := redis.NewIntCmd(ctx, "exists", r.key(mark))
-	_ = r.rdb.Process(ctx, cmd)
-	n, err := cmd.Result()
+// Trusted reports whether mark counts at now: set, and not held past now
+// (readMarkScript, one round trip).
+func (r *TrustMarks) Trusted(ctx context.Context, mark limit.Key, now time.Time) (bool, error) {
+	return readMark(ctx, r.rdb, r.key(mark), now)
+}
+
+// readMark runs readMarkScript on the mark key at now.
+func readMark(ctx context.Context, rdb rediser, key string, now time.Time) (bool, error) {
+	n, err := readMarkScript.Run(ctx, rdb, []string{key}, now.Unix()).Int64()
 	if err != nil {
 		return false, fmt.Errorf("store: read trust mark: %w", err)
 	}

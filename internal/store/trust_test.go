@@ -77,11 +77,11 @@ func TestTrustedTier(t *testing.T) {
 				want        int
 			}{{"marked", mark, false, 1}, {"unmarked, new send", other, false, 0}, {"unmarked, trusted send", account, true, 1}} {
 				got, err := s.TrustMarks.MarkTrusted(ctx, []guard.TrustMark{{Key: v.k, Tier: tier, Hour: h - 1, Credit: true,
-					SentTrusted: v.sentTrusted, TTL: 26 * time.Hour}}, time.Hour)
+					SentTrusted: v.sentTrusted, TTL: 26 * time.Hour, Now: time.Now()}}, time.Hour)
 				if err != nil {
 					t.Fatal(err)
 				}
-				if got != v.want {
+				if got.Trusted != v.want || got.Held != 0 {
 					t.Errorf("%s verify: %d credited, want %d", v.name, got, v.want)
 				}
 			}
@@ -89,7 +89,7 @@ func TestTrustedTier(t *testing.T) {
 				t.Errorf("trusted tier credit: %d verifies, want 2", v)
 			}
 			for _, k := range []limit.Key{mark, other, account} {
-				if ok, err := s.TrustMarks.Trusted(ctx, k); err != nil || !ok {
+				if ok, err := s.TrustMarks.Trusted(ctx, k, time.Now()); err != nil || !ok {
 					t.Errorf("Trusted(%s) = %v, %v, want true", k.Name, ok, err)
 				}
 				ttl := b.rdb.PTTL(ctx, b.prefix+"otp:tr:{GB}:"+k.Name).Val()
@@ -97,7 +97,7 @@ func TestTrustedTier(t *testing.T) {
 					t.Errorf("mark %s: TTL %s, want about 1h", k.Name, ttl)
 				}
 			}
-			if ok, _ := s.TrustMarks.Trusted(ctx, limit.Key{Space: "otp:tr", ID: "GB", Name: "m3"}); ok {
+			if ok, _ := s.TrustMarks.Trusted(ctx, limit.Key{Space: "otp:tr", ID: "GB", Name: "m3"}, time.Now()); ok {
 				t.Error("an unset mark reads trusted")
 			}
 		})

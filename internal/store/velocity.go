@@ -131,9 +131,9 @@ func (r *Velocity) volumeArgs(t guard.VolumeTake) ([]string, []any) {
 	args := []any{t.Hour, t.Lookback, t.Floor, t.QFloor, t.Factor, t.HistoryMinSends, ttl, t.Now.Unix(), t.Now.Unix() / 60,
 		t.MinuteShare, flag(t.Trusted), t.TFloor, t.TFactor, flag(t.NewOff), flag(hasMark),
 		t.Unverified.Floor, t.Unverified.Share, t.Unverified.NormalDefault, t.Unverified.NormalMin,
-		carrierShare}
+		carrierShare, t.GrowthPerDay}
 	// The number's cached risk answer, read with the count (KEYS[7],
-	// ARGV[21]); without one, KEYS[7] repeats KEYS[1].
+	// ARGV[22]); without one, KEYS[7] repeats KEYS[1].
 	risk := keys[0]
 	if t.Risk.ID != "" {
 		risk = r.key(t.Risk)

@@ -133,13 +133,49 @@ local function carrier_room(share, room, floor_share, country_floor)
   return math.min(room, math.max(floor, math.ceil(share * room / 1000 - 1e-9)))
 end
 -- end lib/carrier.lua
--- The number's cached risk answer (guard/riskstep.go), when ARGV[21] is 1:
+--
+-- The bounded pace (guard/pace.go), when ARGV[21] (growth per day) >
+-- 0, on whichever hash the send counts in (its own counts only): "d:<day>"
+-- (day = hour / 24) records the largest baseline the hash had in each day
+-- (after the cap), kept three days. The day's ceiling "c:<hour>" is
+-- ARGV[21] x the largest baseline recorded on the days before, at least
+-- the floor. A hash with no record at all (its first hour under the pace:
+-- a country without history, or one that had it before the pace, or one
+-- quiet for days) records the baseline its history gives as the day
+-- before's: a country without history starts from the floor, one with
+-- history from that history, never cut below it. The hour's baseline is at
+-- most the ceiling, and the growth within the hour at most factor x the
+-- ceiling, so neither the verifies of earlier hours nor the hour's own can
+-- take a hash past ARGV[21] x its day before. The mark KEYS[4] is read by
+-- lib/mark.lua with now ARGV[8]: a held mark does not trust yet.
+-- begin lib/mark.lua
+-- lib/mark.lua reads a trusted number's mark (guard/trust.go) the one way
+-- every script that reads it must (take_volume, take_automatic,
+-- trust_mark, read_trust_mark). A mark's value is the time (unix seconds
+-- of the service's clock) from which it counts: "1" for a mark that counts
+-- at once (a verify in a normal hour, an import, an account's number), a
+-- later time for a mark earned in an hour whose new numbers ran above
+-- their country's normal (held: its number verifies as any other, but is
+-- not trusted until then). mark_start is that time, or nil without a mark;
+-- mark_counts says whether the mark trusts its number at now.
+local function mark_start(key)
+  local v = redis.call('GET', key)
+  if not v then return nil end
+  return tonumber(v) or 0
+end
+local function mark_counts(key, now)
+  local start = mark_start(key)
+  return start ~= nil and start <= now
+end
+-- end lib/mark.lua
+-- The number's cached risk answer (guard/riskstep.go), when ARGV[22] is 1:
 -- KEYS[7], a hash of the country's hash tag (s score, t fetched at in unix
 -- seconds, b blocked, l line type code), is read first, and every reply
 -- then carries, after an eighth value (0 when the budget did not refuse)
--- and a ninth (1 when the carrier refused, else 0), found (0 or 1), score, fetched at, blocked and line type code: a
--- refusal already holds the score, in the send's own round trip.
-local risk = ARGV[21] == '1' and redis.call('HMGET', KEYS[7], 's', 't', 'b', 'l')
+-- and a ninth (1 when the carrier refused, else 0), found (0 or 1),
+-- score, fetched at, blocked and line type code: a refusal already holds
+-- the score, in the send's own round trip.
+local risk = ARGV[22] == '1' and redis.call('HMGET', KEYS[7], 's', 't', 'b', 'l')
 local function reply(r)
   if not risk then return r end
   r[8] = r[8] or 0
@@ -155,12 +191,13 @@ local factor = tonumber(ARGV[5])
 local share = tonumber(ARGV[10])
 local key = KEYS[1]
 local trusted = 0
-if ARGV[11] == '1' or (ARGV[15] == '1' and redis.call('EXISTS', KEYS[4]) == 1) then
+if ARGV[11] == '1' or (ARGV[15] == '1' and mark_counts(KEYS[4], tonumber(ARGV[8]))) then
   trusted, key = 1, KEYS[3]
   floor, factor, share = tonumber(ARGV[12]), tonumber(ARGV[13]), 0
 elseif ARGV[14] == '1' then
   return reply({1, 0, 0, 0, 0, 0, 0})
 end
+local growth, pace_start = tonumber(ARGV[21]) or 0, floor -- the pace: growth per day, its start
 local quarantined = 0
 local quarantine_until = trusted == 0 and tonumber(redis.call('GET', KEYS[2]))
 if quarantine_until and quarantine_until > tonumber(ARGV[8]) then
@@ -169,16 +206,20 @@ if quarantine_until and quarantine_until > tonumber(ARGV[8]) then
 end
 local min_history = tonumber(ARGV[6])
 local minute = tonumber(ARGV[9])
-local vals = redis.call('HMGET', key, 'b:' .. hour, 's:' .. hour, 'm:' .. minute, 'v:' .. hour, 'n:' .. hour)
+local vals = redis.call('HMGET', key, 'b:' .. hour, 's:' .. hour, 'm:' .. minute, 'v:' .. hour, 'n:' .. hour, 'c:' .. hour)
 local base = tonumber(vals[1])
 local normal = tonumber(vals[5])
-if not base then
+local ceiling = tonumber(vals[6])
+if not base or (growth > 0 and not ceiling) then
   local all = redis.call('HGETALL', key)
-  local sends_in, verified_in, old = {}, {}, {}
+  local sends_in, verified_in, old, days = {}, {}, {}, {}
+  local day = math.floor(hour / 24)
   for i = 1, #all, 2 do
     local kind, field_at = string.match(all[i], '^(%a):(%d+)$')
     field_at = tonumber(field_at)
-    if not field_at or (kind == 'm' and field_at < minute - 1) or (kind ~= 'm' and field_at < hour - lookback) or ((kind == 'b' or kind == 'n') and field_at ~= hour) then
+    if kind == 'd' and field_at and field_at >= day - 3 then
+      days[field_at] = tonumber(all[i + 1])
+    elseif not field_at or (kind == 'm' and field_at < minute - 1) or (kind ~= 'm' and field_at < hour - lookback) or ((kind == 'b' or kind == 'n' or kind == 'c') and field_at ~= hour) then
       old[#old + 1] = all[i]
     elseif kind == 's' then
       sends_in[field_at] = tonumber(all[i + 1])
@@ -199,6 +240,23 @@ if not base then
   normal = -1
   if sends > 0 and sends >= min_history then normal = math.floor(1000 * verified / sends) end
   if #old > 0 then redis.call('HDEL', key, unpack(old)) end
+  -- The bounded pace: the day's ceiling caps the baseline; the day's
+  -- largest baseline is recorded for the days after.
+  if growth > 0 then
+    local before, recorded_any = pace_start, false
+    for at, recorded in pairs(days) do
+      recorded_any = true
+      if at < day and recorded > before then before = recorded end
+    end
+    if not recorded_any then -- no record at all: the history it has is the day before's
+      before = math.max(before, base)
+      redis.call('HSET', key, 'd:' .. (day - 1), base)
+    end
+    ceiling = math.floor(growth * before + 1e-9)
+    base = math.min(base, ceiling)
+    if base > (days[day] or -1) then redis.call('HSET', key, 'd:' .. day, base) end
+    redis.call('HSET', key, 'c:' .. hour, ceiling)
+  end
   redis.call('HSET', key, 'b:' .. hour, base, 'n:' .. hour, normal)
   redis.call('EXPIRE', key, ARGV[7])
 end
@@ -208,7 +266,9 @@ local unverified_floor = tonumber(ARGV[16]) or 0
 local unverified_cap = 0
 local verified = tonumber(vals[4]) or 0
 if unverified_floor > 0 then
-  limit = math.max(limit, math.floor(factor * math.min(count, verified) + 1e-9))
+  local grown = math.floor(factor * math.min(count, verified) + 1e-9)
+  if growth > 0 and ceiling then grown = math.min(grown, math.floor(factor * ceiling + 1e-9)) end -- the pace
+  limit = math.max(limit, grown)
 end
 if trusted == 0 and unverified_floor > 0 then
   unverified_cap = math.max(unverified_floor, math.ceil(tonumber(ARGV[17]) * base - 1e-9))
