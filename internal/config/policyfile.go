@@ -106,6 +106,10 @@ type fileVelocity struct {
 	// UnverifiedFloor and UnverifiedShare: the unverified budget.
 	UnverifiedFloor int64   `yaml:"unverified_floor"`
 	UnverifiedShare float64 `yaml:"unverified_share"`
+	// ColdPerHour, ColdPerDay and ColdBelow: the cold room.
+	ColdPerHour int64 `yaml:"cold_per_hour"`
+	ColdPerDay  int64 `yaml:"cold_per_day"`
+	ColdBelow   int64 `yaml:"cold_below"`
 }
 
 // fileTrust is otp.trust (guard.TrustPolicy). VerifiedWithin is a
@@ -237,7 +241,8 @@ func policyFile(p guard.Policies) filePolicies {
 				Factor: o.CountryVelocity.Factor, Lookback: fileDuration(o.CountryVelocity.Lookback),
 				Expected:      convertMap(o.CountryVelocity.Expected, func(n int64) int64 { return n }),
 				QuarantineFor: fileDuration(o.CountryVelocity.QuarantineFor), MinuteShare: o.CountryVelocity.MinuteShare,
-				UnverifiedFloor: o.CountryVelocity.UnverifiedFloor, UnverifiedShare: o.CountryVelocity.UnverifiedShare},
+				UnverifiedFloor: o.CountryVelocity.UnverifiedFloor, UnverifiedShare: o.CountryVelocity.UnverifiedShare,
+				ColdPerHour: o.CountryVelocity.ColdPerHour, ColdPerDay: o.CountryVelocity.ColdPerDay, ColdBelow: o.CountryVelocity.ColdBelow},
 			Budget: fileBudget{PerHour: o.Budget.PerHour, PerDay: o.Budget.PerDay},
 			Conversion: fileConversion{Mode: o.Conversion.Mode, MinRate: o.Conversion.MinRate,
 				MinSends: o.Conversion.MinSends, BlockFor: fileDuration(o.Conversion.BlockFor),
@@ -284,7 +289,8 @@ func (f filePolicies) policies() guard.Policies {
 				Factor: o.CountryVelocity.Factor, Lookback: time.Duration(o.CountryVelocity.Lookback),
 				Expected:      convertMap(o.CountryVelocity.Expected, func(n int64) int64 { return n }),
 				QuarantineFor: time.Duration(o.CountryVelocity.QuarantineFor), MinuteShare: o.CountryVelocity.MinuteShare,
-				UnverifiedFloor: o.CountryVelocity.UnverifiedFloor, UnverifiedShare: o.CountryVelocity.UnverifiedShare},
+				UnverifiedFloor: o.CountryVelocity.UnverifiedFloor, UnverifiedShare: o.CountryVelocity.UnverifiedShare,
+				ColdPerHour: o.CountryVelocity.ColdPerHour, ColdPerDay: o.CountryVelocity.ColdPerDay, ColdBelow: o.CountryVelocity.ColdBelow},
 			Budget: guard.Budget{PerHour: o.Budget.PerHour, PerDay: o.Budget.PerDay},
 			Conversion: guard.ConversionPolicy{Mode: o.Conversion.Mode, MinRate: o.Conversion.MinRate,
 				MinSends: o.Conversion.MinSends, BlockFor: time.Duration(o.Conversion.BlockFor),

@@ -224,6 +224,7 @@ func validateVelocity(v CountryVelocity, bad func(string, string, ...any)) {
 	if !(v.UnverifiedShare >= 0 && v.UnverifiedShare <= 10) {
 		bad("otp.country_velocity.unverified_share", "must be between 0 and 10, got %v", v.UnverifiedShare)
 	}
+	validateColdRoom(v, bad)
 	if v.QuarantineFor < time.Minute || v.QuarantineFor > maxWindow {
 		bad("otp.country_velocity.quarantine_for", "must be between 1m and %s, got %s", maxWindow, v.QuarantineFor)
 	}
@@ -233,6 +234,24 @@ func validateVelocity(v CountryVelocity, bad func(string, string, ...any)) {
 		} else if n := v.Expected[c]; n < 1 || n > maxLimit {
 			bad("otp.country_velocity.expected."+c, "must be between 1 and %d sends per hour, got %d", maxLimit, n)
 		}
+	}
+}
+
+// validateColdRoom checks the cold room's settings of otp.country_velocity.
+func validateColdRoom(v CountryVelocity, bad func(string, string, ...any)) {
+	if v.ColdPerHour < 0 || v.ColdPerHour > maxLimit {
+		bad("otp.country_velocity.cold_per_hour", "must be between 0 (off) and %d sends per hour, got %d", maxLimit, v.ColdPerHour)
+		return
+	}
+	if v.ColdPerHour == 0 {
+		return
+	}
+	if v.ColdPerDay != 0 && (v.ColdPerDay < v.ColdPerHour || v.ColdPerDay > maxLimit) {
+		bad("otp.country_velocity.cold_per_day", "must be 0 (no daily window) or between cold_per_hour (%d) and %d sends per day, got %d",
+			v.ColdPerHour, maxLimit, v.ColdPerDay)
+	}
+	if v.ColdBelow < 1 || v.ColdBelow > maxLimit {
+		bad("otp.country_velocity.cold_below", "must be between 1 and %d verified sends in a country's busiest hour, got %d", maxLimit, v.ColdBelow)
 	}
 }
 

@@ -13,6 +13,7 @@ type Abuse struct {
 	conversionAlerts *prometheus.CounterVec
 	velocityRefused  *prometheus.CounterVec
 	velocityAlerts   *prometheus.CounterVec
+	coldRoomRefused  *prometheus.CounterVec
 	smsStatus        *prometheus.CounterVec
 }
 
@@ -35,12 +36,16 @@ func NewAbuse(m *Set) *Abuse {
 			Name: "otpguard_velocity_alerts_total",
 			Help: "Countries the country velocity rule began refusing, once per country and hour across instances (alert on any increase).",
 		}, []string{"country"}),
+		coldRoomRefused: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "otpguard_cold_room_refused_total",
+			Help: "Untrusted sends refused (or challenged) because the cold room, shared by every country without verified history, is full this hour or day, by country.",
+		}, []string{"country"}),
 		smsStatus: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "otpguard_sms_status_total",
 			Help: "Delivery status reports from the SMS provider (POST /sms/status), by status.",
 		}, []string{"status"}),
 	}
-	m.Registry.MustRegister(a.budgetRefused, a.conversionAlerts, a.velocityRefused, a.velocityAlerts, a.smsStatus)
+	m.Registry.MustRegister(a.budgetRefused, a.conversionAlerts, a.velocityRefused, a.velocityAlerts, a.coldRoomRefused, a.smsStatus)
 	return a
 }
 
@@ -51,6 +56,7 @@ func (a *Abuse) Hooks() guard.AbuseHooks {
 		ConversionAlert: func(scope, action string) { a.conversionAlerts.WithLabelValues(scope, action).Inc() },
 		VelocityRefused: func(country string) { a.velocityRefused.WithLabelValues(country).Inc() },
 		VelocityAlert:   func(country string) { a.velocityAlerts.WithLabelValues(country).Inc() },
+		ColdRoomRefused: func(country string) { a.coldRoomRefused.WithLabelValues(country).Inc() },
 	}
 }
 

@@ -17,7 +17,13 @@ import (
 // slow round trip on a busy machine is measured, not turned into an error.
 func Store(tb testing.TB) (*store.Redis, *RoundTrips, *redis.Client) {
 	tb.Helper()
-	tg := New(tb)
+	return StoreAt(tb, New(tb))
+}
+
+// StoreAt is Store on tg's Redis and key prefix: each call is one more
+// instance's client, with its own RoundTrips, on the same keys.
+func StoreAt(tb testing.TB, tg Target) (*store.Redis, *RoundTrips, *redis.Client) {
+	tb.Helper()
 	rdb, err := store.NewRedisClient(store.RedisOptions{URL: tg.URL, Timeout: 5 * time.Second})
 	if err != nil {
 		tb.Fatal(err)
