@@ -16,6 +16,7 @@ import (
 	"github.com/otpguard/otpguard/internal/guard/guardtest"
 	"github.com/otpguard/otpguard/internal/limit"
 	"github.com/otpguard/otpguard/internal/problem"
+	"github.com/otpguard/otpguard/internal/resilience"
 	"github.com/otpguard/otpguard/internal/store/redistest"
 )
 
@@ -492,5 +493,40 @@ func TestColdRoomPolicyValidation(t *testing.T) {
 	p.OTP.CountryVelocity.ColdPerHour, p.OTP.CountryVelocity.ColdBelow = 0, 0
 	if err := p.Validate(); err != nil {
 		t.Errorf("room off: %v, want valid", err)
+	}
+}
+
+// TestColdRoomSplitWhenStoreDown: with Redis down and on_store_error
+// open, the room is decided from this instance's memory like the other
+// shared windows: its split limit (cold_per_hour / N), every country cold
+// (no reply to read).
+func TestColdRoomSplitWhenStoreDown(t *testing.T) {
+	now := time.Date(2026, 3, 1, 12, 20, 0, 0, time.UTC)
+	p := guard.DefaultPolicies()
+	p.OTP.Cooldown = 0
+	p.OTP.OnStoreError = limit.FallbackOpen
+	p.OTP.CountryVelocity.ColdPerHour = 12
+	p.FillDefaults()
+	if err := p.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	st := guardtest.NewOutageStore()
+	st.SetDown(true)
+	f := resilience.NewFallback(resilience.FallbackOptions{Counter: st, Codes: st, Now: func() time.Time { return now },
+		Instances: func() int { return 3 }})
+	box := &guardtest.Outbox{}
+	otp := guard.NewOTP(guard.OTPOptions{Policy: p.OTP, Counter: f, Codes: f, Sender: box, HMACKey: outageHMACKey,
+		Now: func() time.Time { return now }, LastStoreFailure: f.LastFailure, Volumes: &fakeVolumes{}})
+	t.Cleanup(otp.Close)
+	countries := []string{"DE", "FR", "NG"}
+	for n := range 6 {
+		_, err := otp.Send(context.Background(), guard.SendRequest{Phone: mobileOf(t, countries[n%3], n), ClientIP: fmt.Sprintf("203.0.113.%d", n+1)})
+		want := problem.Code("")
+		if n >= 4 { // 12 / 3 instances
+			want = problem.CodeUnusualVolume
+		}
+		if got := problem.CodeOf(err); got != want {
+			t.Errorf("send %d with the store down: %q (%v), want %q", n+1, got, err, want)
+		}
 	}
 }
