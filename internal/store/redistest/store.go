@@ -60,3 +60,19 @@ func OnMasters(tb testing.TB, rdb *redis.ClusterClient, n int) []string {
 	}
 	return ids
 }
+
+// ClusterStoreAt is a store on the Redis Cluster c with prefix, reached as
+// otpguard reaches one (NewUniversalClient, mode cluster), with a
+// RoundTrips hook: each call is one more instance's client on the same
+// keys.
+func ClusterStoreAt(tb testing.TB, c *Cluster, prefix string) (*store.Redis, *RoundTrips) {
+	tb.Helper()
+	u, err := store.NewUniversalClient(store.RedisOptions{Mode: store.RedisCluster, Addrs: c.Addrs(), Timeout: 5 * time.Second})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { u.Close() })
+	h := &RoundTrips{}
+	u.AddHook(h)
+	return store.NewClusterRedis(u, prefix), h
+}
