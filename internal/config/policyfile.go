@@ -110,6 +110,9 @@ type fileVelocity struct {
 	ColdPerHour int64 `yaml:"cold_per_hour"`
 	ColdPerDay  int64 `yaml:"cold_per_day"`
 	ColdBelow   int64 `yaml:"cold_below"`
+	// CarrierSplit and CarrierFloorShare: the carriers split a country's room.
+	CarrierSplit      bool    `yaml:"carrier_split"`
+	CarrierFloorShare float64 `yaml:"carrier_floor_share"`
 }
 
 // fileTrust is otp.trust (guard.TrustPolicy). VerifiedWithin is a
@@ -242,7 +245,8 @@ func policyFile(p guard.Policies) filePolicies {
 				Expected:      convertMap(o.CountryVelocity.Expected, func(n int64) int64 { return n }),
 				QuarantineFor: fileDuration(o.CountryVelocity.QuarantineFor), MinuteShare: o.CountryVelocity.MinuteShare,
 				UnverifiedFloor: o.CountryVelocity.UnverifiedFloor, UnverifiedShare: o.CountryVelocity.UnverifiedShare,
-				ColdPerHour: o.CountryVelocity.ColdPerHour, ColdPerDay: o.CountryVelocity.ColdPerDay, ColdBelow: o.CountryVelocity.ColdBelow},
+				ColdPerHour: o.CountryVelocity.ColdPerHour, ColdPerDay: o.CountryVelocity.ColdPerDay, ColdBelow: o.CountryVelocity.ColdBelow,
+				CarrierSplit: o.CountryVelocity.CarrierSplit, CarrierFloorShare: o.CountryVelocity.CarrierFloorShare},
 			Budget: fileBudget{PerHour: o.Budget.PerHour, PerDay: o.Budget.PerDay},
 			Conversion: fileConversion{Mode: o.Conversion.Mode, MinRate: o.Conversion.MinRate,
 				MinSends: o.Conversion.MinSends, BlockFor: fileDuration(o.Conversion.BlockFor),
@@ -290,7 +294,8 @@ func (f filePolicies) policies() guard.Policies {
 				Expected:      convertMap(o.CountryVelocity.Expected, func(n int64) int64 { return n }),
 				QuarantineFor: time.Duration(o.CountryVelocity.QuarantineFor), MinuteShare: o.CountryVelocity.MinuteShare,
 				UnverifiedFloor: o.CountryVelocity.UnverifiedFloor, UnverifiedShare: o.CountryVelocity.UnverifiedShare,
-				ColdPerHour: o.CountryVelocity.ColdPerHour, ColdPerDay: o.CountryVelocity.ColdPerDay, ColdBelow: o.CountryVelocity.ColdBelow},
+				ColdPerHour: o.CountryVelocity.ColdPerHour, ColdPerDay: o.CountryVelocity.ColdPerDay, ColdBelow: o.CountryVelocity.ColdBelow,
+				CarrierSplit: o.CountryVelocity.CarrierSplit, CarrierFloorShare: o.CountryVelocity.CarrierFloorShare},
 			Budget: guard.Budget{PerHour: o.Budget.PerHour, PerDay: o.Budget.PerDay},
 			Conversion: guard.ConversionPolicy{Mode: o.Conversion.Mode, MinRate: o.Conversion.MinRate,
 				MinSends: o.Conversion.MinSends, BlockFor: time.Duration(o.Conversion.BlockFor),

@@ -28,9 +28,10 @@ type Blocks interface {
 
 // BlockVolumeRefunder is a Blocks whose store also keeps the country
 // velocity counts (Volumes): it notes a refused send's block and gives
-// back the send's count in k at at in one round trip (refused).
+// back the send's count in k (and its carrier's, ID empty: none) at at
+// in one round trip (refused).
 type BlockVolumeRefunder interface {
-	NoteBlockRefundVolume(ctx context.Context, b Block, k limit.Key, at time.Time) error
+	NoteBlockRefundVolume(ctx context.Context, b Block, k, carrier limit.Key, at time.Time) error
 }
 
 type noBlocks struct{}

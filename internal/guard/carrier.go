@@ -5,6 +5,8 @@ import (
 	"unicode"
 
 	"github.com/nyaruka/phonenumbers"
+
+	"github.com/otpguard/otpguard/internal/limit"
 )
 
 // The carrier of a number (docs/abuse.md, "The carrier"). A pumping ring
@@ -76,4 +78,44 @@ func warmCarriers() {
 	if p, err := ParsePhone("+2348031234567", ""); err == nil {
 		_ = CarrierOf(p)
 	}
+}
+
+// CarrierTake is the carrier's part of a VolumeTake (carriershare.go):
+// FloorShare 0 is off (no split, the keys empty). The keys share the
+// country's hash tag.
+type CarrierTake struct {
+	Name string    // for people: "MTN", "unknown"
+	Key  limit.Key // the carrier's counts: the velocity rule's, or the solved tier's
+	// The solved tier: Cut holds while the carrier's solved cap is cut,
+	// and Share is the carrier's velocity counts, whose share it reads.
+	Cut   limit.Key
+	Share limit.Key
+	// Since holds the hour the country's carriers were first counted:
+	// the country's history before it is no carrier's.
+	Since      limit.Key
+	FloorShare float64
+}
+
+// carrierTakeOf is the carrier part of a send to phone: the velocity
+// rule's, or the solved tier's (solved), each carrier's floors floorShare
+// of the country's.
+func carrierTakeOf(phone Phone, floorShare float64, solved bool) CarrierTake {
+	c := CarrierOf(phone)
+	r := region(phone)
+	counts, solvedCounts, cut := carrierKeys(r, c.Key)
+	since := limit.Key{Space: "otp:vel", ID: r, Name: "carriers"}
+	if solved {
+		return CarrierTake{Name: c.Name, Key: solvedCounts, Cut: cut, Share: counts, Since: since, FloorShare: floorShare}
+	}
+	return CarrierTake{Name: c.Name, Key: counts, Since: since, FloorShare: floorShare}
+}
+
+// carrierKeys are a carrier's keys within its country's velocity rule:
+// its counts ("s:<hour>" sends, "v:<hour>" verifies, "p:<hour>" its
+// share), its solved counts, and the cut of its solved cap.
+func carrierKeys(region, carrier string) (counts, solved, cut limit.Key) {
+	name := "c:" + carrier
+	return limit.Key{Space: "otp:vel", ID: region, Name: name},
+		limit.Key{Space: "otp:vel", ID: region, Name: name + ":solved"},
+		limit.Key{Space: "otp:vel", ID: region, Name: name + ":solvedcut"}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/otpguard/otpguard/internal/limit"
@@ -146,9 +147,13 @@ const convTimeout = time.Second
 
 // conversionSubjects are the prefix tallies of phone at each depth, and
 // its country's; a solved send's (and its verify's) is its country's
-// solved tally alone (challenge.go).
+// solved tally alone (challenge.go), or its carrier's within the country
+// when the carriers split the country's room (carriershare.go).
 func (s *conversionWatch) conversionSubjects(phone Phone, solved bool) []limit.Key {
 	if solved {
+		if c := s.velocity.carrierTake(phone, false); c.FloorShare > 0 {
+			return []limit.Key{{Space: "conv:solved", ID: region(phone), Name: c.Key.Name + ":m"}}
+		}
 		return []limit.Key{{Space: "conv:solved", ID: region(phone), Name: "m"}}
 	}
 	var out []limit.Key
@@ -191,7 +196,13 @@ func (s *conversionWatch) conversionAlert(ctx context.Context, phone Phone, subj
 	defer cancel()
 	// One claim per period of the service's clock (not a TTL alone), so
 	// that a test driving the clock sees the periods real time would.
-	claim := limit.Key{Space: subject.Space, ID: subject.ID, Name: fmt.Sprintf("alert:%d", s.now().Unix()/int64(period/time.Second))}
+	// A carrier's solved tally ("c:<carrier>:m") is a subject of its own.
+	carrier, carrierName := solvedCarrier(subject), ""
+	claimName := fmt.Sprintf("alert:%d", s.now().Unix()/int64(period/time.Second))
+	if carrier != "" {
+		claimName, carrierName = "c:"+carrier+":"+claimName, CarrierOf(phone).Name
+	}
+	claim := limit.Key{Space: subject.Space, ID: subject.ID, Name: claimName}
 	first, err := s.conv.ClaimAlert(cctx, claim, period)
 	if err != nil {
 		s.log.WarnContext(ctx, "conversion watch: claiming an alert failed", "err", err)
@@ -211,9 +222,13 @@ func (s *conversionWatch) conversionAlert(ctx context.Context, phone Phone, subj
 		action = OutcomeQuarantined
 		reason += fmt.Sprintf("; country velocity floor cut to a tenth for %s", qf)
 	}
-	if c.Mode == ConversionBlock && scope == "solved" && s.solved.cut(cctx, subject.ID) {
+	if c.Mode == ConversionBlock && scope == "solved" && s.solved.cut(cctx, subject.ID, carrier) {
 		action = OutcomeQuarantined
-		reason += "; the country's solved-challenge cap cut to a tenth"
+		if carrier != "" {
+			reason += "; the carrier's solved-challenge cap in the country cut to a tenth"
+		} else {
+			reason += "; the country's solved-challenge cap cut to a tenth"
+		}
 	}
 	if block {
 		if s.autoBlock == nil {
@@ -235,13 +250,31 @@ func (s *conversionWatch) conversionAlert(ctx context.Context, phone Phone, subj
 	if h := s.hooks.ConversionAlert; h != nil {
 		h(scope, action)
 	}
-	s.log.ErrorContext(ctx, "CONVERSION ALERT: codes are sent but not verified (SMS pumping?)",
-		"scope", scope, "subject", subject.ID, "action", action, "mode", string(c.Mode),
-		"sends", t.Sends, "verifies", t.Verifies, "min_rate", c.MinRate, "threshold", th.rate)
+	attrs := []any{"scope", scope, "subject", subject.ID, "action", action, "mode", string(c.Mode),
+		"sends", t.Sends, "verifies", t.Verifies, "min_rate", c.MinRate, "threshold", th.rate}
+	detail := fmt.Sprintf("%s=%s %s", scope, subject.ID, reason)
+	if carrierName != "" {
+		attrs = append(attrs, "carrier", carrierName)
+		detail = fmt.Sprintf("%s=%s carrier=%s %s", scope, subject.ID, carrierName, reason)
+	}
+	s.log.ErrorContext(ctx, "CONVERSION ALERT: codes are sent but not verified (SMS pumping?)", attrs...)
 	country := phone.Region
 	if scope == "country" || scope == "solved" {
 		country = subject.ID
 	}
-	s.events.Record(Event{At: s.now(), Action: ActionConversion, Outcome: action, Country: country,
-		Actor: ConversionActor, Detail: fmt.Sprintf("%s=%s %s", scope, subject.ID, reason), TraceID: TraceID(ctx), RequestID: RequestID(ctx)})
+	s.events.Record(Event{At: s.now(), Action: ActionConversion, Outcome: action, Country: country, Carrier: carrierName,
+		Actor: ConversionActor, Detail: detail, TraceID: TraceID(ctx), RequestID: RequestID(ctx)})
+}
+
+// solvedCarrier is the carrier key of a carrier's solved tally
+// ("c:<carrier>:m"), "" for any other subject.
+func solvedCarrier(subject limit.Key) string {
+	if subject.Space != "conv:solved" {
+		return ""
+	}
+	k, ok := strings.CutPrefix(subject.Name, "c:")
+	if !ok {
+		return ""
+	}
+	return strings.TrimSuffix(k, ":m")
 }

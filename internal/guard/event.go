@@ -34,6 +34,10 @@ type Event struct {
 	// Trusted: a send that went to a trusted number (trust.go), for the
 	// attack view's counts. Not stored in the audit trail.
 	Trusted bool
+	// Carrier is the display name of the carrier an abuse rule's event
+	// concerns ("MTN"; carriershare.go), "" for a country's or none. Not
+	// stored in the audit trail, whose Detail names it ("carrier=MTN").
+	Carrier string
 }
 
 // NewEventUID returns a fresh Event.UID.

@@ -104,6 +104,11 @@ type CountryVelocity struct {
 	ColdPerHour int64
 	ColdPerDay  int64
 	ColdBelow   int64
+	// CarrierSplit: each country's room is split among its carriers by
+	// their share of its verified sends (carriershare.go); each carrier's
+	// floors are at least CarrierFloorShare of the country's (at least 1).
+	CarrierSplit      bool
+	CarrierFloorShare float64
 }
 
 // VelocityMode turns the country velocity rule on or off.
@@ -238,7 +243,8 @@ func DefaultCountryVelocity() CountryVelocity {
 	return CountryVelocity{Mode: VelocityEnforce, Floor: DefaultVelocityFloor, Factor: DefaultVelocityFactor,
 		Lookback: DefaultVelocityLookback, QuarantineFor: DefaultQuarantineFor, MinuteShare: DefaultMinuteShare,
 		UnverifiedFloor: DefaultUnverifiedFloor, UnverifiedShare: DefaultUnverifiedShare,
-		ColdPerHour: DefaultColdPerHour, ColdPerDay: DefaultColdPerDay, ColdBelow: DefaultColdBelow}
+		ColdPerHour: DefaultColdPerHour, ColdPerDay: DefaultColdPerDay, ColdBelow: DefaultColdBelow,
+		CarrierSplit: true, CarrierFloorShare: DefaultCarrierFloorShare}
 }
 
 // DefaultConversion is the conversion watch when the policy file names none.

@@ -225,6 +225,9 @@ func validateVelocity(v CountryVelocity, bad func(string, string, ...any)) {
 		bad("otp.country_velocity.unverified_share", "must be between 0 and 10, got %v", v.UnverifiedShare)
 	}
 	validateColdRoom(v, bad)
+	if v.CarrierSplit && !(v.CarrierFloorShare > 0 && v.CarrierFloorShare <= 1) {
+		bad("otp.country_velocity.carrier_floor_share", "must be above 0 and at most 1 while carrier_split is on, got %v", v.CarrierFloorShare)
+	}
 	if v.QuarantineFor < time.Minute || v.QuarantineFor > maxWindow {
 		bad("otp.country_velocity.quarantine_for", "must be between 1m and %s, got %s", maxWindow, v.QuarantineFor)
 	}

@@ -37,6 +37,8 @@ func TestAbusePolicyValidationNamesTheField(t *testing.T) {
 			o.Conversion.Mode, o.Conversion.BlockFor = guard.ConversionBlock, time.Second
 		}, "otp.conversion.block_for"},
 		{"safe list", func(o *guard.OTPPolicy) { o.SafeList = []string{"+9198", "9198"} }, "otp.safe_list[1]"},
+		{"carrier floor share", func(o *guard.OTPPolicy) { o.CountryVelocity.CarrierFloorShare = 1.5 }, "otp.country_velocity.carrier_floor_share"},
+		{"carrier floor share 0", func(o *guard.OTPPolicy) { o.CountryVelocity.CarrierFloorShare = 0 }, "otp.country_velocity.carrier_floor_share"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p := guard.DefaultPolicies()

@@ -45,13 +45,17 @@ func (s *solvedCap) denied(ctx context.Context, phone Phone, t VolumeTake, res V
 		f(region(phone))
 	}
 	retry := time.Unix((t.Hour+1)*3600, 0).Sub(t.Now)
-	return &problem.Error{Code: problem.CodeUnusualVolume, RetryAfter: retry, Usage: Usage(res.Count+1, res.Limit, time.Hour),
-		Message: "unusually many challenged codes were sent to this country this hour; try again later"}
+	msg := "unusually many challenged codes were sent to this country this hour; try again later"
+	if res.Carrier { // the carrier's share of the cap, or its cut (carriershare.go)
+		msg = "unusually many challenged codes were sent to this carrier's numbers in this country this hour; try again later"
+	}
+	return &problem.Error{Code: problem.CodeUnusualVolume, RetryAfter: retry, Usage: Usage(res.Count+1, res.Limit, time.Hour), Message: msg}
 }
 
 // cut cuts a country's solved cap to a tenth (its solved sends are
-// not verified).
-func (s *solvedCap) cut(ctx context.Context, region string) bool {
+// not verified), or only its carrier's when carrier names one (the
+// solved tier's conversion watch judges each carrier; carriershare.go).
+func (s *solvedCap) cut(ctx context.Context, region, carrier string) bool {
 	if s.volumes == nil {
 		return false
 	}
@@ -59,8 +63,12 @@ func (s *solvedCap) cut(ctx context.Context, region string) bool {
 	if d <= 0 {
 		d = s.velocity.policy.QuarantineFor
 	}
-	if err := s.volumes.Quarantine(ctx, solvedCutKey(region), s.now().Add(d), d); err != nil {
-		s.log.WarnContext(ctx, "challenge: cutting the solved cap failed", "country", region, "err", err)
+	k := solvedCutKey(region)
+	if carrier != "" {
+		_, _, k = carrierKeys(region, carrier)
+	}
+	if err := s.volumes.Quarantine(ctx, k, s.now().Add(d), d); err != nil {
+		s.log.WarnContext(ctx, "challenge: cutting the solved cap failed", "country", region, "carrier", carrier, "err", err)
 		return false
 	}
 	return true
@@ -78,7 +86,8 @@ func (s *solvedCap) credit(ctx context.Context, phone Phone) {
 	}
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), convTimeout)
 	defer cancel()
-	if err := s.volumes.CountVerified(cctx, solvedKey(region(phone)), hour(s.now()), solvedCountTTL); err != nil {
+	c := s.velocity.carrierTake(phone, true).Key
+	if err := s.volumes.CountVerified(cctx, solvedKey(region(phone)), c, hour(s.now()), solvedCountTTL); err != nil {
 		s.log.WarnContext(ctx, "challenge: counting a solved verify failed", "err", err)
 	}
 }

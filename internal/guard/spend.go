@@ -103,8 +103,8 @@ func phoneSendsKey(e164 string) limit.Key { return limit.Key{Space: "otp", ID: e
 type spent struct {
 	takes      []limit.Take
 	velocityAt time.Time
-	velocity   limit.Key // what velocityAt counted under: the velocity rule's, the trusted tier's or the solved cap's
-	trusted    bool      // the store found the number trusted
+	velocity   volumeCount // what velocityAt counted under
+	trusted    bool        // the store found the number trusted
 }
 
 // spend takes every limit of a send at once: one Counter call, which the
@@ -259,12 +259,19 @@ func volumeCounted(vol *VolumeTake, vres *VolumeResult) bool {
 	return vres != nil && vres.Allowed && !vres.Fallback && (vres.Trusted || !vol.NewOff)
 }
 
+// volumeCount is where a send's volume count went: its tier's counters
+// (the velocity rule's, the trusted tier's or the solved cap's) and its
+// carrier's within them (ID empty: none; carriershare.go).
+type volumeCount struct {
+	tier, carrier limit.Key
+}
+
 // tierKey is the counters vol counted in.
-func tierKey(vol *VolumeTake, vres *VolumeResult) limit.Key {
+func tierKey(vol *VolumeTake, vres *VolumeResult) volumeCount {
 	if vres.Trusted {
-		return vol.TrustedKey
+		return volumeCount{tier: vol.TrustedKey}
 	}
-	return vol.Key
+	return volumeCount{tier: vol.Key, carrier: vol.Carrier.Key} // no carrier: its Key is empty
 }
 
 // refused answers the send refused by l (whose result is r): it gives
@@ -306,7 +313,7 @@ func (s *spender) refused(ctx context.Context, phone Phone, l limitedTake, r lim
 // ceiling while the probe vouches for Redis), not convTimeout
 // (refundVolume says why).
 func (s *spender) noteBlockRefundVolume(ctx context.Context, br BlockVolumeRefunder, b Block, vel spent) {
-	if err := br.NoteBlockRefundVolume(context.WithoutCancel(ctx), b, vel.velocity, vel.velocityAt); err != nil {
+	if err := br.NoteBlockRefundVolume(context.WithoutCancel(ctx), b, vel.velocity.tier, vel.velocity.carrier, vel.velocityAt); err != nil {
 		// A lost refund only ever refuses more, never allows more.
 		s.log.WarnContext(ctx, "noting a block and refunding its country count failed", "phone", MaskPhone(b.Phone), "err", err)
 	}
@@ -335,7 +342,8 @@ func (s *spender) refund(ctx context.Context, takes []limit.Take) {
 }
 
 // refundVolume gives back a send counted at under k (the velocity
-// rule's, the trusted tier's or the solved cap's counts) that did not leave.
+// rule's, the trusted tier's or the solved cap's counts, and its
+// carrier's) that did not leave.
 //
 // A refund is part of the count, not of the watch: it gets the store's
 // Redis budget (the client bounds a call without a deadline by
@@ -343,8 +351,8 @@ func (s *spender) refund(ctx context.Context, takes []limit.Take) {
 // refunds in the same refusal do, and not convTimeout: a lost refund
 // leaves a send that never went in the country's hour, for real users
 // to be refused by (unusual_volume).
-func (s *spender) refundVolume(ctx context.Context, k limit.Key, at time.Time) {
-	if err := s.volumes.RefundVolume(context.WithoutCancel(ctx), k, at); err != nil {
+func (s *spender) refundVolume(ctx context.Context, k volumeCount, at time.Time) {
+	if err := s.volumes.RefundVolume(context.WithoutCancel(ctx), k.tier, k.carrier, at); err != nil {
 		s.log.WarnContext(ctx, "country velocity: refund failed", "err", err)
 	}
 }

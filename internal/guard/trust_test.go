@@ -211,9 +211,9 @@ type creditCounter struct {
 	n atomic.Int64
 }
 
-func (c *creditCounter) CountVerified(ctx context.Context, k limit.Key, hour int64, ttl time.Duration) error {
+func (c *creditCounter) CountVerified(ctx context.Context, k, carrier limit.Key, hour int64, ttl time.Duration) error {
 	c.n.Add(1)
-	return c.Volumes.CountVerified(ctx, k, hour, ttl)
+	return c.Volumes.CountVerified(ctx, k, carrier, hour, ttl)
 }
 
 // TestTrustedVerifyCreditsNoBaseline: a new number's first verify credits

@@ -89,19 +89,31 @@ func (s *unverifiedBudget) denied(ctx context.Context, phone Phone, t VolumeTake
 		f(r)
 	}
 	retry := time.Unix((t.Now.Unix()/60+1)*60, 0).Sub(t.Now)
+	// A carrier's share of the budget refused (carriershare.go): its own
+	// alert, naming the carrier.
+	claim, whose, carrier, subject := fmt.Sprintf("unverified:%d", t.Hour), "a country", "", "this country"
+	carrierDetail := ""
+	if res.Carrier {
+		claim = t.Carrier.Key.Name + ":" + claim
+		whose, carrier, subject = "a carrier of a country", t.Carrier.Name, "this carrier in this country"
+		carrierDetail = " carrier=" + carrier
+	}
 	if s.conv != nil {
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), convTimeout)
-		first, err := s.conv.ClaimAlert(cctx, limit.Key{Space: "otp:vel", ID: r, Name: fmt.Sprintf("unverified:%d", t.Hour)}, time.Hour+time.Minute)
+		first, err := s.conv.ClaimAlert(cctx, limit.Key{Space: "otp:vel", ID: r, Name: claim}, time.Hour+time.Minute)
 		cancel()
 		if err == nil && first {
-			s.log.WarnContext(ctx, "UNVERIFIED BUDGET: new numbers of a country challenged until their codes are verified",
-				"country", r, "count", res.Count, "budget", res.Unverified, "baseline", res.Baseline)
+			attrs := []any{"country", r, "count", res.Count, "budget", res.Unverified, "baseline", res.Baseline}
+			if carrier != "" {
+				attrs = append(attrs, "carrier", carrier)
+			}
+			s.log.WarnContext(ctx, "UNVERIFIED BUDGET: new numbers of "+whose+" challenged until their codes are verified", attrs...)
 			s.events.Record(Event{At: s.now(), Action: ActionVelocity, Outcome: string(problem.CodeUnusualVolume), Country: r,
-				Actor: VelocityActor, TraceID: TraceID(ctx), RequestID: RequestID(ctx),
-				Detail: fmt.Sprintf("country=%s unverified budget: %d sends this hour ran %d ahead of their verifies (baseline %d%s)",
-					r, res.Count, res.Unverified, res.Baseline, map[bool]string{true: ", quarantined", false: ""}[res.Quarantined])})
+				Carrier: carrier, Actor: VelocityActor, TraceID: TraceID(ctx), RequestID: RequestID(ctx),
+				Detail: fmt.Sprintf("country=%s%s unverified budget: %d sends this hour ran %d ahead of their verifies (baseline %d%s)",
+					r, carrierDetail, res.Count, res.Unverified, res.Baseline, map[bool]string{true: ", quarantined", false: ""}[res.Quarantined])})
 		}
 	}
 	return &problem.Error{Code: problem.CodeUnusualVolume, RetryAfter: retry, Usage: Usage(0, res.Unverified, time.Hour),
-		Message: "too many codes sent to new numbers of this country are not verified yet; try again shortly"}
+		Message: "too many codes sent to new numbers of " + subject + " are not verified yet; try again shortly"}
 }

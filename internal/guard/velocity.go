@@ -65,6 +65,9 @@ type VolumeTake struct {
 	// Unverified is the unverified budget of an untrusted send (unverified.go);
 	// its zero value is off.
 	Unverified UnverifiedTake
+	// Carrier is the send's carrier's share of the country's room, for an
+	// untrusted send (carriershare.go); its zero value is off.
+	Carrier CarrierTake
 }
 
 // VolumeResult is the store's answer to a VolumeTake.
@@ -84,6 +87,9 @@ type VolumeResult struct {
 	// Unverified is the unverified budget that refused the send (0: it
 	// did not).
 	Unverified int64
+	// Carrier: the carrier's share refused the send (carriershare.go);
+	// Count, Limit and Unverified are then the carrier's.
+	Carrier bool
 	// Fallback: the store did not answer for the country's keys (their
 	// Redis Cluster master is dead) and this instance decided from memory,
 	// by the split limit; nothing was counted in the store, so nothing is
@@ -101,10 +107,11 @@ type Volumes interface {
 	// TakeVolume counts one send if the hour stays within its limit.
 	TakeVolume(ctx context.Context, t VolumeTake) (VolumeResult, error)
 	// RefundVolume gives back a send TakeVolume counted at (its hour and
-	// minute).
-	RefundVolume(ctx context.Context, k limit.Key, at time.Time) error
-	// CountVerified counts one verified code in hour: the credit of the hour.
-	CountVerified(ctx context.Context, k limit.Key, hour int64, ttl time.Duration) error
+	// minute) under k, and under its carrier's counts (ID empty: none).
+	RefundVolume(ctx context.Context, k, carrier limit.Key, at time.Time) error
+	// CountVerified counts one verified code in hour: the credit of the
+	// hour, in k and its carrier's counts (ID empty: none) in one step.
+	CountVerified(ctx context.Context, k, carrier limit.Key, hour int64, ttl time.Duration) error
 	// Quarantine records that the country is quarantined until until (the
 	// service's clock); the record expires ttl after it is made.
 	Quarantine(ctx context.Context, k limit.Key, until time.Time, ttl time.Duration) error
@@ -205,17 +212,20 @@ func (s *velocity) take(phone Phone) VolumeTake {
 // volumeFor is the count of a send of tier in its country's hour: the
 // solved cap's for a solved send (sol), else the velocity rule's unless
 // the number is safe-listed (safe) or trusted, completed with the trusted
-// tier (trustedTake). Nil when the send counts no volume.
+// tier (trustedTake), and with the carrier's share of the country's room
+// (carriershare.go). Nil when the send counts no volume.
 func (s *velocity) volumeFor(phone Phone, tier Tier, sol *Solution, safe bool) *VolumeTake {
-	if tier == TierSolved && sol != nil {
-		return s.solvedTake(phone, sol)
-	}
 	var vol *VolumeTake
-	if s.on(safe) && tier != TierTrusted {
-		v := s.take(phone)
-		vol = &v
+	if tier == TierSolved && sol != nil {
+		vol = s.solvedTake(phone, sol)
+	} else {
+		if s.on(safe) && tier != TierTrusted {
+			v := s.take(phone)
+			vol = &v
+		}
+		vol = s.trustedTake(phone, tier, vol)
 	}
-	return s.trustedTake(phone, tier, vol)
+	return s.withCarrier(phone, vol)
 }
 
 // trustedTake completes the volume count of a send of tier: the trusted
@@ -280,7 +290,7 @@ func (s *velocity) creditVerify(ctx context.Context, phone Phone) {
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), convTimeout)
 	defer cancel()
 	v := s.policy
-	if err := s.volumes.CountVerified(cctx, velocityKey(region(phone)), hour(s.now()), v.ttl()); err != nil {
+	if err := s.volumes.CountVerified(cctx, velocityKey(region(phone)), s.carrierTake(phone, false).Key, hour(s.now()), v.ttl()); err != nil {
 		s.log.WarnContext(ctx, "country velocity: counting a verify failed", "err", err)
 	}
 }

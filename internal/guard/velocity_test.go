@@ -23,6 +23,10 @@ type fakeVolumes struct {
 	takes    []guard.VolumeTake
 	refunds  []int64
 	verified []int64
+	// refundCarriers and verifiedCarriers: the carrier keys refunds and
+	// credits came with (carriershare.go).
+	refundCarriers   []limit.Key
+	verifiedCarriers []limit.Key
 	// refundDeadlines: how many refunds came with a deadline of guard's
 	// own (the store's client bounds a call that has none).
 	refundDeadlines int
@@ -38,20 +42,22 @@ func (f *fakeVolumes) TakeVolume(_ context.Context, t guard.VolumeTake) (guard.V
 	return f.take(t)
 }
 
-func (f *fakeVolumes) RefundVolume(ctx context.Context, _ limit.Key, at time.Time) error {
+func (f *fakeVolumes) RefundVolume(ctx context.Context, _, carrier limit.Key, at time.Time) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.refunds = append(f.refunds, at.Unix()/3600)
+	f.refundCarriers = append(f.refundCarriers, carrier)
 	if _, ok := ctx.Deadline(); ok {
 		f.refundDeadlines++
 	}
 	return nil
 }
 
-func (f *fakeVolumes) CountVerified(_ context.Context, _ limit.Key, hour int64, _ time.Duration) error {
+func (f *fakeVolumes) CountVerified(_ context.Context, _, carrier limit.Key, hour int64, _ time.Duration) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.verified = append(f.verified, hour)
+	f.verifiedCarriers = append(f.verifiedCarriers, carrier)
 	return nil
 }
 

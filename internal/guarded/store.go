@@ -64,8 +64,8 @@ func (g Store) NoteBlock(ctx context.Context, b guard.Block) error {
 
 // NoteBlockRefundVolume: the note and a refused send's velocity refund
 // in one round trip (store), through the breaker as the note alone.
-func (g Store) NoteBlockRefundVolume(ctx context.Context, b guard.Block, k limit.Key, at time.Time) error {
-	return g.fb.Do(ctx, func(ctx context.Context) error { return g.st.Blocks.NoteBlockRefundVolume(ctx, b, k, at) })
+func (g Store) NoteBlockRefundVolume(ctx context.Context, b guard.Block, k, carrier limit.Key, at time.Time) error {
+	return g.fb.Do(ctx, func(ctx context.Context) error { return g.st.Blocks.NoteBlockRefundVolume(ctx, b, k, carrier, at) })
 }
 
 func (g Store) EndBlock(ctx context.Context, phone string, reason problem.Code) error {

@@ -42,7 +42,7 @@ func TestAdvisoryCallsHonourTheBreaker(t *testing.T) {
 	calls["ReleaseAlert"] = g.ReleaseAlert(ctx, subject[0])
 	calls["NoteBlock"] = g.NoteBlock(ctx, guard.Block{Phone: "+447400123456", Reason: problem.CodeCooldown, Until: time.Now().Add(time.Minute)})
 	calls["NoteBlockRefundVolume"] = g.NoteBlockRefundVolume(ctx, guard.Block{Phone: "+447400123456", Reason: problem.CodeCooldown, Until: time.Now().Add(time.Minute)},
-		limit.Key{Space: "otp:vel", ID: "GB", Name: "h"}, time.Now())
+		limit.Key{Space: "otp:vel", ID: "GB", Name: "h"}, limit.Key{}, time.Now())
 	calls["EndBlock"] = g.EndBlock(ctx, "+447400123456", problem.CodeCooldown)
 	_, _, calls["ListBlocks"] = g.ListBlocks(ctx, nil, 10)
 	calls["Unblock"] = g.Unblock(ctx, "+447400123456", nil)

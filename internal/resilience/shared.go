@@ -66,9 +66,10 @@ func (s *sharedRules) counted() map[string]int64 {
 }
 
 // rememberVolume keeps the limit the store answered for vol (vr), for its
-// split limit should its master die.
+// split limit should its master die. A carrier's refusal answers the
+// carrier's limit, not the country's: it is not kept.
 func (s *sharedRules) rememberVolume(vol *guard.VolumeTake, vr *guard.VolumeResult) {
-	if vr == nil || vr.Limit <= 0 || vr.Reused {
+	if vr == nil || vr.Limit <= 0 || vr.Reused || vr.Carrier {
 		return
 	}
 	k := vol.Key

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -20,6 +21,9 @@ import (
 type sendStore struct {
 	*nodeStore
 	volLimit int64
+	// carrierRefuses (nil: never): the volume is refused by the send's
+	// carrier's share, whose limit is 2.
+	carrierRefuses *atomic.Bool
 }
 
 func (s sendStore) TakeSend(ctx context.Context, takes []limit.Take, vol *guard.VolumeTake) ([]limit.Result, *guard.VolumeResult, error) {
@@ -29,6 +33,9 @@ func (s sendStore) TakeSend(ctx context.Context, takes []limit.Take, vol *guard.
 	}
 	if err := s.enter([]limit.Take{{Key: vol.Key}}); err != nil {
 		return nil, nil, err
+	}
+	if s.carrierRefuses != nil && s.carrierRefuses.Load() {
+		return res, &guard.VolumeResult{Count: 2, Limit: 2, Carrier: true}, nil
 	}
 	return res, &guard.VolumeResult{Allowed: true, Count: 1, Limit: s.volLimit}, nil
 }
@@ -89,6 +96,31 @@ func TestDeadCountryNodeDecidesVolumeFromMemory(t *testing.T) {
 	}
 	if n := strings.Count(logs.String(), "level=WARN msg=\"shared limit decided from this instance's memory"); n != 2 {
 		t.Errorf("%d WARN lines, want 2 (the trust mark's rule and the volume's, once each):\n%s", n, logs.String())
+	}
+}
+
+// A carrier's refusal answers the carrier's limit: the split limit of a
+// dead country node stays the country's.
+func TestCarrierRefusalKeepsTheCountrysSplitLimit(t *testing.T) {
+	refuses := &atomic.Bool{}
+	s := sendStore{nodeStore: newNodeStore(map[string]string{"+447911000001": "a", "198.51.100.7": "b", "GB": "c"}),
+		volLimit: 8, carrierRefuses: refuses}
+	f := resilience.NewFallback(resilience.FallbackOptions{Counter: s, NodeOf: s.nodeOf, Instances: func() int { return 2 },
+		Breaker: resilience.BreakerOptions{Failures: 3, OpenFor: time.Hour}, Logger: slog.New(slog.DiscardHandler)})
+	ctx := context.Background()
+	takes := sendTakes()[:2]
+	if _, vr, err := f.TakeSend(ctx, takes, volumeTake(false)); err != nil || vr == nil || !vr.Allowed {
+		t.Fatalf("the country's answer: %+v, %v", vr, err)
+	}
+	refuses.Store(true)
+	if _, vr, err := f.TakeSend(ctx, takes, volumeTake(false)); err != nil || vr == nil || !vr.Carrier {
+		t.Fatalf("the carrier's refusal: %+v, %v", vr, err)
+	}
+	s.mu.Lock()
+	s.down["c"] = true
+	s.mu.Unlock()
+	if _, vr, err := f.TakeSend(ctx, takes, volumeTake(false)); err != nil || vr == nil || !vr.Fallback || vr.Limit != 4 {
+		t.Fatalf("the country's node dead: %+v, %v; want the split of the country's 8, 4", vr, err)
 	}
 }
 

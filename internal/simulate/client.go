@@ -40,22 +40,27 @@ type challenge struct {
 	Salt      string `json:"salt,omitempty"`
 	MaxNumber int    `json:"maxnumber,omitempty"`
 	Signature string `json:"signature,omitempty"`
+	// CAPTCHA: the provider's site key and the signed ID to send back
+	// with the provider's token ("<id>.<token>").
+	SiteKey string `json:"site_key,omitempty"`
+	ID      string `json:"id,omitempty"`
 }
-
-// captchaToken is a token the fake CAPTCHA provider accepts.
-const captchaToken = "pass"
 
 // maxWork bounds a proof of work the simulator computes (a client would
 // give up too).
 const maxWork = 10_000_000
 
 // solve answers c as a client would: it computes the proof of work, or
-// hands over a token the fake CAPTCHA provider accepts. ok is false for a
-// challenge it cannot solve.
-func solve(c *challenge) (solution string, ok bool) {
+// solves the widget, which the fake CAPTCHA provider will accept once, and
+// sends back its ID and token. ok is false for a challenge it cannot
+// solve.
+func (d *deployment) solve(c *challenge) (solution string, ok bool) {
 	switch c.Type {
 	case "captcha":
-		return captchaToken, true
+		if c.ID == "" {
+			return "", false
+		}
+		return c.ID + "." + d.captcha.token(), true
 	case "pow":
 		if c.Algorithm != "SHA-256" {
 			return "", false

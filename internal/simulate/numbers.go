@@ -22,6 +22,11 @@ type numberSource struct {
 	ranges []numberRange
 	// country, when set, is the region every number drawn must belong to.
 	country string
+	// carriers, when set, are the keys (guard.CarrierKey) of the only
+	// carriers numbers are drawn from, and weights the ranges' shares of
+	// the draws (restrictToCarriers); unset, every range weighs the same.
+	carriers map[string]bool
+	weights  []float64
 }
 
 // numberRange is a leading part of E.164 numbers ("+234803") and the
@@ -144,8 +149,26 @@ func (nr numberRange) complete(r *rand.Rand, n int, region string) (string, bool
 	return phonenumbers.Format(num, phonenumbers.E164), true
 }
 
-// draw returns a new valid number.
+// populationSource is the number source of p: its prefixes, or its
+// country's mobiles, of its carriers when it names some.
+func populationSource(p *Population) (*numberSource, error) {
+	s, err := newNumberSource(p.Country, p.Prefixes)
+	if err != nil || len(p.Carriers) == 0 {
+		return s, err
+	}
+	if err := s.restrictToCarriers(p.Country, p.Carriers); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// draw returns a new valid number. Without carriers it makes exactly the
+// draws it made before carriers existed, so that a seeded report of a
+// scenario that names none stays what it was (TestDefaultDrawsUnchanged).
 func (s *numberSource) draw(r *rand.Rand) string {
+	if s.carriers != nil {
+		return s.drawOfCarriers(r)
+	}
 	for {
 		nr := s.ranges[r.IntN(len(s.ranges))]
 		for range 100 {

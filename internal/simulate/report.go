@@ -37,9 +37,42 @@ type Counts struct {
 	Returning           int `json:"returning"`
 	ReturningChallenged int `json:"returning_challenged"`
 	ReturningRefused    int `json:"returning_refused"`
+	// Lookups is how many times the service asked the network for a
+	// number's risk score on its tries, and LookupCost what they cost in
+	// USD (the scenario's lookup_price each). Left out when none.
+	Lookups    int     `json:"lookups,omitempty"`
+	LookupCost float64 `json:"lookup_cost,omitempty"`
+	// Carriers splits the tries by the carrier of their number
+	// (guard.CarrierOf's name), when the scenario names carriers.
+	Carriers map[string]*CarrierCounts `json:"carriers,omitempty"`
+}
+
+// CarrierCounts are one carrier's share of a population's Counts.
+type CarrierCounts struct {
+	Tried      int `json:"tried"`
+	Sent       int `json:"sent"`
+	Challenged int `json:"challenged"`
+	Refused    int `json:"refused"`
 }
 
 func newCounts() *Counts { return &Counts{RefusedByCode: map[string]int{}} }
+
+// ofCarrier is the counts of carrier; for "" (carriers not counted), a
+// throwaway.
+func (c *Counts) ofCarrier(carrier string) *CarrierCounts {
+	if carrier == "" {
+		return &CarrierCounts{}
+	}
+	if c.Carriers == nil {
+		c.Carriers = map[string]*CarrierCounts{}
+	}
+	cc := c.Carriers[carrier]
+	if cc == nil {
+		cc = &CarrierCounts{}
+		c.Carriers[carrier] = cc
+	}
+	return cc
+}
 
 // Hour is one hour of the campaign.
 type Hour struct {
@@ -52,13 +85,38 @@ type Hour struct {
 type Report struct {
 	Populations map[string]*Counts `json:"populations"`
 	Hours       []Hour             `json:"hours"`
+	// Summary is the headline figures, when a population is the
+	// attacker's (role: attacker).
+	Summary *Summary `json:"summary,omitempty"`
 	// order is the scenario's order of populations, for the table.
 	order []string
+	// byCarrier: the scenario names carriers, so tries are counted by
+	// carrier too.
+	byCarrier bool
+}
+
+// Summary sums the campaign's figures by role: what real users lost, and
+// what the attackers got and cost.
+type Summary struct {
+	// UsersTried and UsersWithoutCode are the users' (role user) tries,
+	// and how many of them got no code (tried - sent).
+	UsersTried       int `json:"users_tried"`
+	UsersWithoutCode int `json:"users_without_code"`
+	// AttackersTried, AttackersSent and AttackersCost are the attackers'
+	// (role attacker) tries, SMS sent and their cost in USD.
+	AttackersTried int     `json:"attackers_tried"`
+	AttackersSent  int     `json:"attackers_sent"`
+	AttackersCost  float64 `json:"attackers_cost"`
+	// Lookups and LookupCost are every population's risk lookups and
+	// their cost in USD.
+	Lookups    int     `json:"lookups"`
+	LookupCost float64 `json:"lookup_cost"`
 }
 
 func newReport(s *Scenario) *Report {
 	r := &Report{Populations: map[string]*Counts{}}
 	for _, p := range s.Populations {
+		r.byCarrier = r.byCarrier || len(p.Carriers) > 0
 		r.order = append(r.order, p.Name)
 		r.Populations[p.Name] = newCounts()
 	}
@@ -86,17 +144,45 @@ func (r *Report) counts(s *Scenario, name string, t time.Time) []*Counts {
 	return []*Counts{r.Populations[name], r.Hours[h].Populations[name]}
 }
 
-// roundCosts rounds every cost to the cent, once the run is over.
-func (r *Report) roundCosts() {
+// roundCosts prices the lookups at lookupPrice each and rounds every
+// cost to the cent, once the run is over.
+func (r *Report) roundCosts(lookupPrice float64) {
 	round := func(m map[string]*Counts) {
 		for _, c := range m {
-			c.Cost = math.Round(c.Cost*100) / 100
+			c.Cost = cents(c.Cost)
+			c.LookupCost = cents(float64(c.Lookups) * lookupPrice)
 		}
 	}
 	round(r.Populations)
 	for _, h := range r.Hours {
 		round(h.Populations)
 	}
+}
+
+func cents(usd float64) float64 { return math.Round(usd*100) / 100 }
+
+// summarise sums the campaign by role, when s has an attacker's
+// population; a report without one has no summary.
+func (r *Report) summarise(s *Scenario) {
+	if !slices.ContainsFunc(s.Populations, func(p Population) bool { return p.attacker() }) {
+		return
+	}
+	sum := &Summary{}
+	for _, p := range s.Populations {
+		c := r.Populations[p.Name]
+		sum.Lookups += c.Lookups
+		sum.LookupCost += c.LookupCost
+		if p.attacker() {
+			sum.AttackersTried += c.Tried
+			sum.AttackersSent += c.Sent
+			sum.AttackersCost += c.Cost
+			continue
+		}
+		sum.UsersTried += c.Tried
+		sum.UsersWithoutCode += c.Tried - c.Sent
+	}
+	sum.AttackersCost, sum.LookupCost = cents(sum.AttackersCost), cents(sum.LookupCost)
+	r.Summary = sum
 }
 
 // WriteJSON writes the report as JSON.
@@ -121,7 +207,52 @@ func (r *Report) WriteTable(w io.Writer) error {
 	for _, name := range r.order {
 		row(tw, "total", "", name, r.Populations[name])
 	}
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	return r.writeSignals(w)
+}
+
+// writeSignals writes what the table above leaves out, each part only
+// when the run has it (so a report without them reads as before): the
+// risk lookups, the tries by carrier and the summary by role.
+func (r *Report) writeSignals(w io.Writer) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	if slices.ContainsFunc(r.order, func(n string) bool { return r.Populations[n].Lookups > 0 }) {
+		fmt.Fprintln(tw, "\npopulation\trisk lookups\tlookup cost USD\t")
+		for _, name := range r.order {
+			c := r.Populations[name]
+			fmt.Fprintf(tw, "%s\t%d\t%.2f\t\n", name, c.Lookups, c.LookupCost)
+		}
+	}
+	if r.byCarrier {
+		fmt.Fprintln(tw, "\npopulation\tcarrier\ttried\tsent\tchallenged\trefused\t")
+		for _, name := range r.order {
+			m := r.Populations[name].Carriers
+			for _, carrier := range slices.Sorted(maps.Keys(m)) {
+				cc := m[carrier]
+				fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t\n", name, carrier, cc.Tried, cc.Sent, cc.Challenged, cc.Refused)
+			}
+		}
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if s := r.Summary; s != nil {
+		_, err := fmt.Fprintf(w, "\nreal users without a code: %d of %d (%s)\nattackers' SMS: %d of %d tried (%s), %.2f USD\nrisk lookups: %d, %.2f USD\n",
+			s.UsersWithoutCode, s.UsersTried, percent(s.UsersWithoutCode, s.UsersTried),
+			s.AttackersSent, s.AttackersTried, percent(s.AttackersSent, s.AttackersTried), s.AttackersCost, s.Lookups, s.LookupCost)
+		return err
+	}
+	return nil
+}
+
+// percent is n of total as "3.5 %"; "-" of none.
+func percent(n, total int) string {
+	if total == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.1f %%", 100*float64(n)/float64(total))
 }
 
 func row(w io.Writer, hour, start, name string, c *Counts) {

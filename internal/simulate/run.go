@@ -48,6 +48,7 @@ func Run(ctx context.Context, s *Scenario, o Options) (*Report, error) {
 	}
 	for i, ps := range r.pops {
 		ps.pool = r.pops[s.owner(i)].pool // returning_to: the owner's users
+		ps.risk = d.risk
 	}
 	end := s.Start.Add(time.Duration(s.Duration))
 	for m := begin; m.Before(end); m = m.Add(time.Minute) {
@@ -60,7 +61,8 @@ func Run(ctx context.Context, s *Scenario, o Options) (*Report, error) {
 		r.minute(ctx, m)
 	}
 	r.verifyUntil(ctx, end.Add(time.Hour)) // the last minute's codes
-	r.rep.roundCosts()
+	r.rep.roundCosts(s.LookupPrice)
+	r.rep.summarise(s)
 	r.reportMissed()
 	fmt.Fprintf(r.progress, "simulate: %d requests in %s\n", r.requests, time.Since(started).Round(time.Second/10))
 	return r.rep, nil
@@ -132,16 +134,31 @@ func (r *runner) try(ctx context.Context, ps *popState, t time.Time) {
 			f(c)
 		}
 	}
+	carrier := "" // counted by carrier only when the report has carriers
+	if r.rep.byCarrier {
+		carrier = carrierOfNumber(phone).Name
+	}
+	// The lookups of the network's score this try's sends made are its.
+	defer func() {
+		if n := r.d.risk.take(); n > 0 {
+			add(func(c *Counts) { c.Lookups += n })
+		}
+	}()
 	add(func(c *Counts) {
 		c.Tried++
 		c.Returning += b2i(known)
+		c.ofCarrier(carrier).Tried++
 	})
 	ans := r.send(ctx, body)
 	if ans.problem.Code == codeChallenge {
-		add(func(c *Counts) { c.Challenged++; c.ReturningChallenged += b2i(known) })
+		add(func(c *Counts) {
+			c.Challenged++
+			c.ReturningChallenged += b2i(known)
+			c.ofCarrier(carrier).Challenged++
+		})
 		solution, ok := "", false
 		if solves && ans.problem.Challenge != nil {
-			solution, ok = solve(ans.problem.Challenge)
+			solution, ok = r.d.solve(ans.problem.Challenge)
 		}
 		if !ok {
 			return
@@ -150,11 +167,16 @@ func (r *runner) try(ctx context.Context, ps *popState, t time.Time) {
 		ans = r.send(ctx, body)
 	}
 	if ans.status != http.StatusOK {
-		add(func(c *Counts) { c.Refused++; c.RefusedByCode[ans.problem.Code]++; c.ReturningRefused += b2i(known) })
+		add(func(c *Counts) {
+			c.Refused++
+			c.RefusedByCode[ans.problem.Code]++
+			c.ReturningRefused += b2i(known)
+			c.ofCarrier(carrier).Refused++
+		})
 		return
 	}
 	price := r.s.price(p.Country)
-	add(func(c *Counts) { c.Sent++; c.Cost += price })
+	add(func(c *Counts) { c.Sent++; c.Cost += price; c.ofCarrier(carrier).Sent++ })
 	if verifies {
 		heap.Push(&r.verifies, pending{due: t.Add(time.Minute), phone: phone, pop: ps, counts: counts, seq: r.requests})
 	}
@@ -198,6 +220,10 @@ func (r *runner) verifyUntil(ctx context.Context, t time.Time) {
 		r.d.advance(v.due)
 		r.requests++
 		ans := r.d.do(ctx, http.MethodPost, "/otp/verify", apiKey, map[string]string{"phone": v.phone, "code": r.d.out.code(v.phone)})
+		looked := r.d.risk.take()
+		for _, c := range v.counts {
+			c.Lookups += looked
+		}
 		if ans.status == http.StatusOK {
 			for _, c := range v.counts {
 				c.Verified++
@@ -222,6 +248,7 @@ func (r *runner) endHistory(ctx context.Context) {
 			ps.makeUpUsers(r.s)
 		}
 		n, err := r.d.importTrusted(ctx, ps.pool.users)
+		r.d.risk.take() // an import is no population's try
 		if err != nil {
 			fmt.Fprintf(r.progress, "import: %s: %d of %d users imported; then %v\n", ps.p.Name, n, len(ps.pool.users), err)
 			continue
@@ -270,11 +297,15 @@ func (q *verifyQueue) Pop() any {
 
 // popState is a population's state in a run.
 type popState struct {
-	p    *Population
-	rng  *rand.Rand
-	src  *numberSource
-	pool *userPool // its users: its own, or those of the population it returns to
-	acc  float64   // tries owed from earlier minutes' fractions
+	p   *Population
+	rng *rand.Rand
+	src *numberSource
+	// scores is the stream its numbers' risk scores are drawn from, and
+	// risk the network that keeps them (nil: none kept).
+	scores *rand.Rand
+	risk   *riskNetwork
+	pool   *userPool // its users: its own, or those of the population it returns to
+	acc    float64   // tries owed from earlier minutes' fractions
 	// returningDraws is how many of its tries in the campaign were
 	// returning ones; missed, how many of them found no user free to
 	// return and went to a new number.
@@ -292,13 +323,13 @@ type userPool struct {
 
 func newPopState(s *Scenario, i int) (*popState, error) {
 	p := &s.Populations[i]
-	src, err := newNumberSource(p.Country, p.Prefixes)
+	src, err := populationSource(p)
 	if err != nil {
 		return nil, err
 	}
 	// Each population draws from its own stream: adding one leaves the
 	// others' draws as they were.
-	return &popState{p: p, rng: rand.New(rand.NewPCG(s.Seed, uint64(i)+1)), src: src, acc: 0.5,
+	return &popState{p: p, rng: rand.New(rand.NewPCG(s.Seed, uint64(i)+1)), src: src, acc: 0.5, scores: riskStream(s.Seed, i),
 		pool: &userPool{known: map[string]bool{}, last: map[string]time.Time{}, ips: map[string]string{}}}, nil
 }
 
@@ -344,7 +375,7 @@ func (ps *popState) pick(returning bool, t time.Time) (phone string, found bool)
 		}
 	}
 	if phone == "" {
-		phone = ps.src.draw(ps.rng)
+		phone = ps.newNumber()
 	}
 	pool.last[phone] = t
 	return phone, found
@@ -356,6 +387,15 @@ const (
 	returningEvery = 24 * time.Hour
 	returningDraws = 5
 )
+
+// newNumber draws a new number and has the network score it.
+func (ps *popState) newNumber() string {
+	phone := ps.src.draw(ps.rng)
+	if ps.risk != nil {
+		ps.risk.made(phone, func() int { return ps.p.score(ps.scores) })
+	}
+	return phone
+}
 
 // remember adds a verified number to the pool's users.
 func (pool *userPool) remember(phone string) {
@@ -375,7 +415,7 @@ func (ps *popState) makeUpUsers(s *Scenario) {
 		}
 	}
 	for range min(maxImported, int(7*perDay)) {
-		ps.pool.remember(ps.src.draw(ps.rng))
+		ps.pool.remember(ps.newNumber())
 	}
 }
 

@@ -4,7 +4,10 @@
 // real users and attackers through the instances' HTTP handlers, so that
 // a week of history and a day of attack take seconds to minutes. It
 // counts what each population tried, was sent, challenged, refused and
-// verified, and what the SMS cost (docs/simulate.md).
+// verified, and what the SMS cost; with the signals a scenario may give
+// (the carriers its numbers come from, the network's risk score of each,
+// whose figures are the attacker's), also by carrier, the lookups of the
+// score, and a summary by role (docs/simulate.md).
 package simulate
 
 import (
@@ -39,6 +42,9 @@ type Scenario struct {
 	Policy string `yaml:"policy"`
 	// Prices are USD per SMS by country, over DefaultPrices.
 	Prices map[string]float64 `yaml:"prices"`
+	// LookupPrice is USD per risk lookup (the network's score of a
+	// number); default 0.01.
+	LookupPrice float64 `yaml:"lookup_price"`
 	// Populations are who sends.
 	Populations []Population `yaml:"populations"`
 }
@@ -80,7 +86,42 @@ type Population struct {
 	// Prefixes are the E.164 ranges numbers are drawn from; by default
 	// uniformly random valid mobile numbers of Country.
 	Prefixes []string `yaml:"prefixes"`
+	// Carriers, when set, are the only carriers of Country whose ranges
+	// new numbers are drawn from (libphonenumber's English names, matched
+	// by guard.CarrierKey: "mtn" names MTN).
+	Carriers []string `yaml:"carriers"`
+	// Risk is the share of its numbers the network scores high and low;
+	// nil: DefaultRisk.
+	Risk *RiskShares `yaml:"risk"`
+	// Role is RoleUser (the default) or RoleAttacker: whose figures the
+	// report's summary counts this population's as.
+	Role string `yaml:"role"`
 }
+
+// RiskShares are the shares of a population's numbers the network scores
+// high (RiskHigh) and low (RiskLow); the rest score RiskMid. In a risk
+// block given, a share left out is 0.
+type RiskShares struct {
+	High *float64 `yaml:"high"`
+	Low  *float64 `yaml:"low"`
+}
+
+// The scores the fake network gives, and the shares of a population
+// without a risk block: most real numbers score low, a few high.
+const (
+	RiskHigh           = 90
+	RiskMid            = 50
+	RiskLow            = 10
+	defaultRiskHigh    = 0.01
+	defaultRiskLow     = 0.9
+	defaultLookupPrice = 0.01
+)
+
+// The roles of a population.
+const (
+	RoleUser     = "user"
+	RoleAttacker = "attacker"
+)
 
 // Duration is a Go duration in the scenario ("168h", "90m").
 type Duration time.Duration
@@ -137,7 +178,7 @@ func Parse(b []byte) (*Scenario, error) {
 	if err := dec.Decode(&root); err != nil {
 		return nil, fmt.Errorf("not YAML: %w", err)
 	}
-	s := &Scenario{Instances: 2, Seed: 1}
+	s := &Scenario{Instances: 2, Seed: 1, LookupPrice: defaultLookupPrice}
 	if err := checkFields(&root, s); err != nil {
 		return nil, err
 	}
@@ -173,6 +214,9 @@ func (s *Scenario) validate() error {
 		if p < 0 || p > 10 {
 			bad("prices.%s: %v USD per SMS is outside 0 to 10", c, p)
 		}
+	}
+	if s.LookupPrice < 0 || s.LookupPrice > 10 {
+		bad("lookup_price: %v USD per lookup is outside 0 to 10", s.LookupPrice)
 	}
 	if len(s.Populations) == 0 {
 		bad("populations: at least one is required")
@@ -318,8 +362,20 @@ func (p *Population) validate(at string, campaign time.Duration) []error {
 			bad("prefixes[%d]: %v", i, err)
 		}
 	}
+	if err := p.validateCarriers(); err != nil {
+		bad("carriers: %v", err)
+	}
+	if err := p.validateRisk(); err != nil {
+		bad("risk: %v", err)
+	}
+	if p.Role != "" && p.Role != RoleUser && p.Role != RoleAttacker {
+		bad("role: %q is not %s or %s", p.Role, RoleUser, RoleAttacker)
+	}
 	return errs
 }
+
+// attacker reports whether p's figures are the attacker's.
+func (p *Population) attacker() bool { return p.Role == RoleAttacker }
 
 // bounds is the population's time in the campaign, as offsets from Start.
 func (p *Population) bounds(campaign time.Duration) (from, until time.Duration) {

@@ -80,8 +80,12 @@ type deployment struct {
 	redisAt   time.Time // where the embedded Redis's TTLs were last moved to
 	instances []*app.App
 	out       *outbox
-	next      int // the instance the next request goes to
-	closers   []func()
+	// risk is the network's fake Lookup, and captcha the fake CAPTCHA
+	// provider, that every instance asks.
+	risk    *riskNetwork
+	captcha *captchaProvider
+	next    int // the instance the next request goes to
+	closers []func()
 }
 
 // newDeployment starts n instances with the policy file policy ("" for
@@ -94,6 +98,11 @@ func newDeployment(ctx context.Context, n int, policy string, at time.Time) (_ *
 		}
 	}()
 	d.clock.Set(at)
+	d.risk = newRiskNetwork(d.clock.Now)
+	if d.captcha, err = newCaptchaProvider(); err != nil {
+		return nil, err
+	}
+	d.closers = append(d.closers, d.captcha.Close)
 	d.redis = miniredis.NewMiniRedis()
 	if err := d.redis.Start(); err != nil {
 		return nil, fmt.Errorf("simulate: embedded redis: %w", err)
@@ -130,6 +139,14 @@ func newDeployment(ctx context.Context, n int, policy string, at time.Time) (_ *
 		"OTPGUARD_REDIS_TIMEOUT":    "10s",
 		"OTPGUARD_REDIS_MAX_WAIT":   "1m",
 		"OTPGUARD_DENYLIST_REFRESH": "1m", // refreshed on the virtual clock instead (refreshDeny)
+		// The fake CAPTCHA provider, for a policy of otp.challenge.type
+		// captcha (a policy of another type never asks it); the longest
+		// timeout, for the reason above.
+		"OTPGUARD_CAPTCHA_VERIFY_URL": d.captcha.verifyURL(),
+		"OTPGUARD_CAPTCHA_SECRET":     captchaSecret,
+		"OTPGUARD_CAPTCHA_SITE_KEY":   captchaSiteKey,
+		"OTPGUARD_CAPTCHA_HOSTNAMES":  captchaHost,
+		"OTPGUARD_CAPTCHA_TIMEOUT":    "10s",
 	}
 	for range n {
 		cfg, err := config.Load(func(k string) string { return env[k] })
@@ -143,7 +160,8 @@ func newDeployment(ctx context.Context, n int, policy string, at time.Time) (_ *
 			return nil, err
 		}
 		d.closers = append(d.closers, func() { rdb.Close() })
-		a, err := app.New(ctx, cfg, app.WithRedis(rdb), app.WithSender(d.out), app.WithClock(d.clock.Now), app.WithOutput(io.Discard))
+		a, err := app.New(ctx, cfg, app.WithRedis(rdb), app.WithSender(d.out), app.WithClock(d.clock.Now), app.WithOutput(io.Discard),
+			app.WithRiskLookup(d.risk))
 		if err != nil {
 			return nil, fmt.Errorf("simulate: instance: %w", err)
 		}

@@ -65,15 +65,18 @@ func (r *Blocks) NoteBlock(ctx context.Context, b guard.Block) error {
 var _ guard.BlockVolumeRefunder = (*Blocks)(nil)
 
 // NoteBlockRefundVolume notes b (noteBlockScript) and gives back one send
-// counted at under k (velocityRefundScript) in one pipeline: the two
+// counted at under k and its carrier's counts (velocityRefundScript) in one pipeline: the two
 // notes of a refused send, one round trip (two single calls would go
 // through the coalescer one pipeline after the other whenever the second
 // missed the first's). No MULTI: each script is atomic alone, and on Redis
 // Cluster their keys are in different slots (go-redis sends each to its
 // master, both at once).
-func (r *Blocks) NoteBlockRefundVolume(ctx context.Context, b guard.Block, k limit.Key, at time.Time) error {
+func (r *Blocks) NoteBlockRefundVolume(ctx context.Context, b guard.Block, k, carrier limit.Key, at time.Time) error {
 	noteKeys, noteArgs := r.blockKeys(b.Phone), []any{b.Phone, b.Until.UnixMilli(), string(b.Reason), b.Count, b.Country}
 	refundKeys, refundArgs := []string{r.key(k)}, []any{at.Unix() / 3600, at.Unix() / 60}
+	if carrier.ID != "" { // the carrier's count goes back with the country's (same hash tag)
+		refundKeys = append(refundKeys, r.key(carrier))
+	}
 	pipe := r.rdb.Pipeline()
 	note := noteBlockScript.EvalSha(ctx, pipe, noteKeys, noteArgs...)
 	refund := velocityRefundScript.EvalSha(ctx, pipe, refundKeys, refundArgs...)

@@ -249,7 +249,7 @@ func TestNoteBlockRefundVolume(t *testing.T) {
 				rt := &redistest.RoundTrips{}
 				b.rdb.AddHook(rt)
 				err := s.Blocks.NoteBlockRefundVolume(ctx, guard.Block{Phone: phone, Country: "GB", Reason: problem.CodeCooldown, Count: 1, Until: now.Add(time.Minute)},
-					vol.Key, now)
+					vol.Key, limit.Key{}, now)
 				if err != nil {
 					t.Fatal(err)
 				}

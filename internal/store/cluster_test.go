@@ -244,7 +244,7 @@ func TestClusterNoteBlockRefundVolume(t *testing.T) {
 	h.Reset()
 	const phone = "+447400123401"
 	if err := st.Blocks.NoteBlockRefundVolume(ctx, guard.Block{Phone: phone, Country: "GB", Reason: problem.CodeCooldown, Count: 1, Until: now.Add(time.Minute)},
-		vol.Key, now); err != nil {
+		vol.Key, limit.Key{}, now); err != nil {
 		t.Fatal(err)
 	}
 	if h.N() != 1 {

@@ -26,8 +26,16 @@ func (r *Velocity) volumeCall(t guard.VolumeTake) (*redis.Script, []string, []an
 		keys, args := r.volumeArgs(t)
 		return velocityScript, keys, args
 	}
-	return solvedScript,
-		[]string{r.key(t.Key), r.key(t.Quarantine), r.key(t.Solved.Base), r.key(t.Solved.Used)},
-		[]any{t.Hour, t.Lookback, t.Floor, int64(solvedTTL / time.Second), t.Now.Unix(),
-			max(1, t.Solved.TTL.Milliseconds()), t.Unverified.NormalDefault, t.Unverified.NormalMin}
+	keys := []string{r.key(t.Key), r.key(t.Quarantine), r.key(t.Solved.Base), r.key(t.Solved.Used)}
+	args := []any{t.Hour, t.Lookback, t.Floor, int64(solvedTTL / time.Second), t.Now.Unix(),
+		max(1, t.Solved.TTL.Milliseconds()), t.Unverified.NormalDefault, t.Unverified.NormalMin}
+	// The carrier's share of the cap (KEYS[5..8], ARGV[9..11];
+	// guard/carriershare.go): its solved counts, its cut, its velocity
+	// counts, whose share it reads, and when the country's carriers were
+	// first counted. Without one, nothing more is sent.
+	if c := t.Carrier; c.FloorShare > 0 {
+		keys = append(keys, r.key(c.Key), r.key(c.Cut), r.key(c.Share), r.key(c.Since))
+		args = append(args, c.FloorShare, t.HistoryMinSends, int64((time.Duration(t.Lookback+2)*time.Hour)/time.Second))
+	}
+	return solvedScript, keys, args
 }

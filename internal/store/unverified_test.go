@@ -58,7 +58,7 @@ func TestUnverifiedBudget(t *testing.T) {
 			verify := func(h int64, n int) {
 				t.Helper()
 				for range n {
-					if err := s.Velocity.CountVerified(ctx, limit.Key{Space: "otp:vel", ID: "KZ", Name: "h"}, h, 26*time.Hour); err != nil {
+					if err := s.Velocity.CountVerified(ctx, limit.Key{Space: "otp:vel", ID: "KZ", Name: "h"}, limit.Key{}, h, 26*time.Hour); err != nil {
 						t.Fatal(err)
 					}
 				}
@@ -81,7 +81,7 @@ func TestUnverifiedBudget(t *testing.T) {
 				t.Fatalf("trusted tier: %d more sent, last %+v; want its floor 100 in all", n, r)
 			}
 			for range 60 {
-				if err := s.Velocity.CountVerified(ctx, tv.TrustedKey, h, 26*time.Hour); err != nil {
+				if err := s.Velocity.CountVerified(ctx, tv.TrustedKey, limit.Key{}, h, 26*time.Hour); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -208,7 +208,7 @@ func TestSolvedCapBackedByVerifies(t *testing.T) {
 				t.Fatalf("no verifies: %d solved sends, want the cap 5", got)
 			}
 			for range 4 {
-				if err := s.Velocity.CountVerified(ctx, solvedKey, h, 2*time.Hour); err != nil {
+				if err := s.Velocity.CountVerified(ctx, solvedKey, limit.Key{}, h, 2*time.Hour); err != nil {
 					t.Fatal(err)
 				}
 			}

@@ -36,21 +36,38 @@ func (r *Velocity) TakeVolume(ctx context.Context, t guard.VolumeTake) (guard.Vo
 	return r.volumeResult(t, script.Run(ctx, r.rdb, keys, args...))
 }
 
-// RefundVolume gives back one send counted at (velocityRefundScript).
-func (r *Velocity) RefundVolume(ctx context.Context, k limit.Key, at time.Time) error {
-	if err := velocityRefundScript.Run(ctx, r.rdb, []string{r.key(k)}, at.Unix()/3600, at.Unix()/60).Err(); err != nil {
+// RefundVolume gives back one send counted at under k and its carrier's
+// counts (ID empty: none) (velocityRefundScript).
+func (r *Velocity) RefundVolume(ctx context.Context, k, carrier limit.Key, at time.Time) error {
+	if err := velocityRefundScript.Run(ctx, r.rdb, r.refundKeys(k, carrier), at.Unix()/3600, at.Unix()/60).Err(); err != nil {
 		return fmt.Errorf("store: refund volume %s: %w", r.key(k), err)
 	}
 	return nil
 }
 
-// CountVerified counts one verified code in hour: HINCRBY and EXPIRE in
-// one MULTI, so the hash never lives without a TTL.
-func (r *Velocity) CountVerified(ctx context.Context, k limit.Key, hour int64, ttl time.Duration) error {
+// refundKeys are velocityRefundScript's keys: the counts, then the
+// carrier's when there is one (same hash tag).
+func (r *Velocity) refundKeys(k, carrier limit.Key) []string {
+	if carrier.ID == "" {
+		return []string{r.key(k)}
+	}
+	return []string{r.key(k), r.key(carrier)}
+}
+
+// CountVerified counts one verified code in hour, in k and its carrier's
+// counts (ID empty: none): HINCRBY and EXPIRE of each in one MULTI, so
+// neither hash lives without a TTL, and the two share the country's hash
+// tag (one slot on Cluster, one round trip).
+func (r *Velocity) CountVerified(ctx context.Context, k, carrier limit.Key, hour int64, ttl time.Duration) error {
 	key := r.key(k)
 	pipe := r.rdb.TxPipeline()
 	pipe.HIncrBy(ctx, key, fmt.Sprintf("v:%d", hour), 1)
 	pipe.Expire(ctx, key, ttl)
+	if carrier.ID != "" {
+		ckey := r.key(carrier)
+		pipe.HIncrBy(ctx, ckey, fmt.Sprintf("v:%d", hour), 1)
+		pipe.Expire(ctx, ckey, ttl)
+	}
 	if _, err := pipe.Exec(ctx); err != nil {
 		return fmt.Errorf("store: count verified %s: %w", key, err)
 	}
@@ -93,12 +110,12 @@ func (r *Velocity) Quarantine(ctx context.Context, k limit.Key, until time.Time,
 }
 
 // volumeArgs are velocityScript's keys and arguments for t. Without a
-// trusted tier or a mark, the keys the script does not read repeat
-// KEYS[1] and KEYS[2] (one slot for all).
+// trusted tier, a mark or a carrier, the keys the script does not read
+// repeat KEYS[1] and KEYS[2] (one slot for all).
 func (r *Velocity) volumeArgs(t guard.VolumeTake) ([]string, []any) {
 	ttl := int64((time.Duration(t.Lookback+2) * time.Hour) / time.Second)
-	keys := []string{r.key(t.Key), r.key(t.Quarantine), "", ""}
-	keys[2], keys[3] = keys[0], keys[1]
+	keys := []string{r.key(t.Key), r.key(t.Quarantine), "", "", "", ""}
+	keys[2], keys[3], keys[4], keys[5] = keys[0], keys[1], keys[0], keys[0]
 	if t.TrustedKey.ID != "" {
 		keys[2] = r.key(t.TrustedKey)
 	}
@@ -106,9 +123,15 @@ func (r *Velocity) volumeArgs(t guard.VolumeTake) ([]string, []any) {
 	if hasMark {
 		keys[3] = r.key(t.Mark)
 	}
+	// The carrier's share (KEYS[5], KEYS[6], ARGV[20]; guard/carriershare.go).
+	carrierShare := 0.0
+	if t.Carrier.FloorShare > 0 {
+		keys[4], keys[5], carrierShare = r.key(t.Carrier.Key), r.key(t.Carrier.Since), t.Carrier.FloorShare
+	}
 	return keys, []any{t.Hour, t.Lookback, t.Floor, t.QFloor, t.Factor, t.HistoryMinSends, ttl, t.Now.Unix(), t.Now.Unix() / 60,
 		t.MinuteShare, flag(t.Trusted), t.TFloor, t.TFactor, flag(t.NewOff), flag(hasMark),
-		t.Unverified.Floor, t.Unverified.Share, t.Unverified.NormalDefault, t.Unverified.NormalMin}
+		t.Unverified.Floor, t.Unverified.Share, t.Unverified.NormalDefault, t.Unverified.NormalMin,
+		carrierShare}
 }
 
 func flag(b bool) int {
@@ -124,15 +147,19 @@ func (r *Velocity) volumeResult(t guard.VolumeTake, cmd *redis.Cmd) (guard.Volum
 	if err != nil {
 		return guard.VolumeResult{}, fmt.Errorf("store: take volume %s: %w", r.key(t.Key), err)
 	}
-	if len(v) != 7 && len(v) != 8 {
-		return guard.VolumeResult{}, fmt.Errorf("store: take volume %s: script returned %d values, want 7 or 8", r.key(t.Key), len(v))
+	if len(v) < 7 || len(v) > 9 {
+		return guard.VolumeResult{}, fmt.Errorf("store: take volume %s: script returned %d values, want 7 to 9", r.key(t.Key), len(v))
 	}
 	// The seventh value: the solved cap's "reused", the velocity rule's
-	// "trusted"; an eighth: the unverified budget that refused.
+	// "trusted"; an eighth: the unverified budget that refused; a ninth:
+	// the carrier's share refused (its count, limit and budget).
 	res := guard.VolumeResult{Allowed: v[0] == 1, Count: v[1], Limit: v[2], Baseline: v[3], Quarantined: v[4] == 1,
 		MinuteLimit: v[5], Reused: t.Solved != nil && v[6] == 1, Trusted: t.Solved == nil && v[6] == 1}
-	if len(v) == 8 {
+	if len(v) >= 8 {
 		res.Unverified = v[7]
+	}
+	if len(v) == 9 {
+		res.Carrier = v[8] == 1
 	}
 	return res, nil
 }

@@ -45,7 +45,7 @@ func runVelocityHour(t *testing.T, insts []*store.Redis, p velocityPopulation, h
 	}
 	// Verified codes, exact: the share of the sends, rounded down.
 	for i := range int64(float64(sent)*p.verify + 1e-9) {
-		if err := insts[int(i)%len(insts)].Velocity.CountVerified(ctx, key, h, 170*time.Hour); err != nil {
+		if err := insts[int(i)%len(insts)].Velocity.CountVerified(ctx, key, limit.Key{}, h, 170*time.Hour); err != nil {
 			t.Fatal(err)
 		}
 	}

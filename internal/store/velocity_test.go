@@ -40,7 +40,7 @@ func TestVelocityBaseline(t *testing.T) {
 					sent++
 				}
 				for range verified {
-					if err := s.Velocity.CountVerified(ctx, key, h, 26*time.Hour); err != nil {
+					if err := s.Velocity.CountVerified(ctx, key, limit.Key{}, h, 26*time.Hour); err != nil {
 						t.Fatal(err)
 					}
 				}
@@ -78,7 +78,7 @@ func TestVelocityBaseline(t *testing.T) {
 			if !r.Allowed || r.Baseline != 12 || r.Limit != 36 {
 				t.Fatalf("hour 3: %+v, want allowed, baseline 12, limit 36", r)
 			}
-			if err := s.Velocity.RefundVolume(ctx, key, time.Unix((h0+3)*3600+60, 0)); err != nil {
+			if err := s.Velocity.RefundVolume(ctx, key, limit.Key{}, time.Unix((h0+3)*3600+60, 0)); err != nil {
 				t.Fatal(err)
 			}
 			// A day later the history is past the lookback: the floor again.
@@ -156,7 +156,7 @@ func TestVelocityMinuteShare(t *testing.T) {
 		t.Fatalf("hour 0 minute 0: %d, want the floor 10", got)
 	}
 	for range 10 {
-		if err := s.Velocity.CountVerified(ctx, key, h0, 26*time.Hour); err != nil {
+		if err := s.Velocity.CountVerified(ctx, key, limit.Key{}, h0, 26*time.Hour); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -169,7 +169,7 @@ func TestVelocityMinuteShare(t *testing.T) {
 	if r := take(h0+1, 3); r.Count != 30 || r.Limit != 30 {
 		t.Fatalf("hour 1 full: %+v, want count 30, limit 30", r)
 	}
-	if err := s.Velocity.RefundVolume(ctx, key, time.Unix((h0+1)*3600+2*60, 0)); err != nil {
+	if err := s.Velocity.RefundVolume(ctx, key, limit.Key{}, time.Unix((h0+1)*3600+2*60, 0)); err != nil {
 		t.Fatal(err)
 	}
 	if got := fill(h0+1, 3); got != 1 {

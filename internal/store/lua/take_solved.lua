@@ -25,8 +25,93 @@
 --
 -- ARGV: hour, lookback (hours), floor, TTL of KEYS[1] (seconds), now
 -- (unix seconds), TTL of the solution's key (ms), normal default, normal
--- least (permille; 0: sends alone are capped).
+-- least (permille; 0: sends alone are capped), then the carrier's (above).
 -- Returns {allowed, count, limit, baseline, cut, 0, reused}.
+--
+-- The carrier (guard/carrier.go), when ARGV[9] > 0: KEYS[5] is the send's
+-- carrier's solved counts ("s:<hour>", "v:<hour>"), KEYS[6] holds when
+-- the cut of the carrier's solved cap ends, KEYS[7] is the carrier's
+-- velocity counts (whose share it reads, computing and caching it as
+-- take_volume does when the hour has none yet: ARGV[10] the country's
+-- history_min_sends, ARGV[11] that hash's TTL; KEYS[8] the hour the
+-- country's carriers were first counted). All share the country's hash
+-- tag. The carrier's cap is carrier_room(share, the country's cap)
+-- (lib/carrier.lua; its floor ARGV[9] x the solved floor), a tenth while
+-- the carrier's cut holds, and holds the carrier's solved sends its own
+-- verifies do not back; the country's cap still holds first. So the
+-- conversion watch cuts the carrier a bot's solved sends go to, and the
+-- other carriers' new users keep theirs. A refusal by the carrier answers
+-- {0, count, cap, baseline, cut, 0, 0, 0, 1}: the carrier's. An allowed
+-- send counts in both hashes.
+-- begin lib/carrier.lua
+-- lib/carrier.lua is a carrier's share of its country's room (guard/carriershare.go;
+-- take_volume, take_solved).
+--
+-- A carrier's counts are a hash of the velocity rule's layout within the
+-- country's hash tag: "s:<hour>" its sends, "v:<hour>" its verifies, and
+-- "p:<hour>" its share for that hour in permille. The share is the
+-- carrier's credited sends (min(sends, verifies) of each hour) / the
+-- country's (country_key, the velocity rule's hash), over the hours of the
+-- lookback before hour since the carriers were first counted (since_key
+-- holds that hour; set by the first share computed, its TTL refreshed by
+-- each): a country's verified history that predates its carriers' counts
+-- is no carrier's. It is computed once per hour and cached: carriers
+-- split the country's room by what their real users verified, so a ring
+-- on one carrier's ranges spends that carrier's share, not the country's.
+-- While those hours are too thin to judge by (fewer than min_history
+-- sends, the normal conversion's test) or hold no credit, the share is
+-- 1000: no split. The carrier's old fields are pruned when the share is
+-- computed; the keys' TTL (ttl seconds) is refreshed.
+local function carrier_credit(key, hour, lookback, from)
+  local all = redis.call('HGETALL', key)
+  local sends_in, verified_in, old = {}, {}, {}
+  for i = 1, #all, 2 do
+    local kind, field_at = string.match(all[i], '^(%a):(%d+)$')
+    field_at = tonumber(field_at)
+    if not field_at or (kind ~= 'm' and field_at < hour - lookback) or (kind == 'p' and field_at ~= hour) then
+      old[#old + 1] = all[i]
+    elseif kind == 's' then
+      sends_in[field_at] = tonumber(all[i + 1])
+    elseif kind == 'v' then
+      verified_in[field_at] = tonumber(all[i + 1])
+    end
+  end
+  local sends, credit = 0, 0
+  for field_at, n in pairs(sends_in) do
+    if field_at < hour and field_at >= from then
+      sends = sends + n
+      credit = credit + math.min(n, verified_in[field_at] or 0)
+    end
+  end
+  return sends, credit, old
+end
+
+local function carrier_share(country_key, key, since_key, hour, lookback, min_history, ttl)
+  local share = tonumber(redis.call('HGET', key, 'p:' .. hour))
+  if share then return share end
+  local since = tonumber(redis.call('GET', since_key)) or hour
+  redis.call('SET', since_key, since, 'EX', ttl)
+  local from = math.max(since, hour - lookback)
+  local country_sends, country_credit = carrier_credit(country_key, hour, lookback, from)
+  local _, credit, old = carrier_credit(key, hour, lookback, from)
+  share = 1000
+  if country_sends > 0 and country_sends >= min_history and country_credit > 0 then
+    share = math.min(1000, math.floor(1000 * credit / country_credit))
+  end
+  if #old > 0 then redis.call('HDEL', key, unpack(old)) end
+  redis.call('HSET', key, 'p:' .. hour, share)
+  redis.call('EXPIRE', key, ttl)
+  return share
+end
+
+-- carrier_room is a carrier's part of a country's room: max(its floor,
+-- ceil(share x room)), never above room. Its floor is floor_share of the
+-- country's floor, at least 1.
+local function carrier_room(share, room, floor_share, country_floor)
+  local floor = math.max(1, math.ceil(floor_share * country_floor - 1e-9))
+  return math.min(room, math.max(floor, math.ceil(share * room / 1000 - 1e-9)))
+end
+-- end lib/carrier.lua
 if redis.call('EXISTS', KEYS[4]) == 1 then
   return {0, 0, 0, 0, 0, 0, 1}
 end
@@ -60,15 +145,37 @@ end
 local sent_verified = redis.call('HMGET', KEYS[1], 's:' .. hour, 'v:' .. hour)
 local count = tonumber(sent_verified[1]) or 0
 local backed = 0
+local backed_normal = nil -- the normal the verifies back sends by (nil: off)
 local normal_default = tonumber(ARGV[7]) or 0
 if normal_default > 0 then
   local normal = tonumber(redis.call('HGET', KEYS[3], 'n:' .. hour))
   if not normal or normal < 0 then normal = normal_default end
   normal = math.max(normal, tonumber(ARGV[8]))
   backed = (tonumber(sent_verified[2]) or 0) * 1000 / normal
+  backed_normal = normal
 end
 if count + 1 - backed > limit then
   return {0, count, limit, base, cut, 0, 0}
+end
+-- The carrier's share of the cap (see above).
+local carrier_floor_share = tonumber(ARGV[9]) or 0
+local carrier_count = 0
+if carrier_floor_share > 0 then
+  local share = carrier_share(KEYS[3], KEYS[7], KEYS[8], hour, lookback, tonumber(ARGV[10]), ARGV[11])
+  local carrier_limit = carrier_room(share, limit, carrier_floor_share, floor)
+  local carrier_cut = 0
+  local carrier_cut_until = tonumber(redis.call('GET', KEYS[6]))
+  if carrier_cut_until and carrier_cut_until > tonumber(ARGV[5]) then
+    carrier_cut = 1
+    carrier_limit = math.max(1, math.floor(carrier_limit / 10))
+  end
+  local carrier_vals = redis.call('HMGET', KEYS[5], 's:' .. hour, 'v:' .. hour)
+  carrier_count = tonumber(carrier_vals[1]) or 0
+  local carrier_backed = 0
+  if backed_normal then carrier_backed = (tonumber(carrier_vals[2]) or 0) * 1000 / backed_normal end
+  if carrier_count + 1 - carrier_backed > carrier_limit then
+    return {0, carrier_count, carrier_limit, base, carrier_cut, 0, 0, 0, 1}
+  end
 end
 redis.call('SET', KEYS[4], 1, 'PX', ARGV[6])
 count = redis.call('HINCRBY', KEYS[1], 's:' .. hour, 1)
@@ -81,4 +188,16 @@ if count == 1 then
   if #old > 0 then redis.call('HDEL', KEYS[1], unpack(old)) end
 end
 redis.call('EXPIRE', KEYS[1], ARGV[4])
+if carrier_floor_share > 0 then -- the carrier's count, beside the country's
+  local carrier_now = redis.call('HINCRBY', KEYS[5], 's:' .. hour, 1)
+  if carrier_now == 1 then
+    local old = {}
+    for _, f in ipairs(redis.call('HKEYS', KEYS[5])) do
+      local field_hour = tonumber(string.match(f, '^[sv]:(%d+)$'))
+      if not field_hour or field_hour < hour - 1 then old[#old + 1] = f end
+    end
+    if #old > 0 then redis.call('HDEL', KEYS[5], unpack(old)) end
+  end
+  redis.call('EXPIRE', KEYS[5], ARGV[4])
+end
 return {1, count, limit, base, cut, 0, 0}

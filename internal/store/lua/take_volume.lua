@@ -49,6 +49,90 @@
 -- imported users are not held to the trusted floor while they verify). A
 -- refusal by the budget answers an eighth value, the budget; every other
 -- reply has seven.
+--
+-- The carrier (guard/carrier.go), for an untrusted send when ARGV[20] > 0:
+-- KEYS[5] is the send's carrier's counts within the country (same hash
+-- tag), and the carriers split the country's room: the carrier's limit is
+-- carrier_room(share, limit) (lib/carrier.lua: max(ARGV[20] x the floor,
+-- ceil(share x limit)), never above the country's), grown within the hour
+-- by the carrier's own verified sends as the country's is, and with the
+-- unverified budget on, the carrier's sends its own verifies do not back
+-- may be at most carrier_room(share, budget). The country's checks come
+-- first and still hold, so the carriers together never pass the country's
+-- limit. A refusal by the carrier answers nine values: count, limit and
+-- (eighth, 0 when the limit refused) budget are the carrier's, the ninth
+-- is 1. An allowed send counts in both hashes. KEYS[6] holds the hour the
+-- country's carriers were first counted (lib/carrier.lua). Without
+-- ARGV[20], KEYS[5] and KEYS[6] repeat KEYS[1] and are not read.
+-- begin lib/carrier.lua
+-- lib/carrier.lua is a carrier's share of its country's room (guard/carriershare.go;
+-- take_volume, take_solved).
+--
+-- A carrier's counts are a hash of the velocity rule's layout within the
+-- country's hash tag: "s:<hour>" its sends, "v:<hour>" its verifies, and
+-- "p:<hour>" its share for that hour in permille. The share is the
+-- carrier's credited sends (min(sends, verifies) of each hour) / the
+-- country's (country_key, the velocity rule's hash), over the hours of the
+-- lookback before hour since the carriers were first counted (since_key
+-- holds that hour; set by the first share computed, its TTL refreshed by
+-- each): a country's verified history that predates its carriers' counts
+-- is no carrier's. It is computed once per hour and cached: carriers
+-- split the country's room by what their real users verified, so a ring
+-- on one carrier's ranges spends that carrier's share, not the country's.
+-- While those hours are too thin to judge by (fewer than min_history
+-- sends, the normal conversion's test) or hold no credit, the share is
+-- 1000: no split. The carrier's old fields are pruned when the share is
+-- computed; the keys' TTL (ttl seconds) is refreshed.
+local function carrier_credit(key, hour, lookback, from)
+  local all = redis.call('HGETALL', key)
+  local sends_in, verified_in, old = {}, {}, {}
+  for i = 1, #all, 2 do
+    local kind, field_at = string.match(all[i], '^(%a):(%d+)$')
+    field_at = tonumber(field_at)
+    if not field_at or (kind ~= 'm' and field_at < hour - lookback) or (kind == 'p' and field_at ~= hour) then
+      old[#old + 1] = all[i]
+    elseif kind == 's' then
+      sends_in[field_at] = tonumber(all[i + 1])
+    elseif kind == 'v' then
+      verified_in[field_at] = tonumber(all[i + 1])
+    end
+  end
+  local sends, credit = 0, 0
+  for field_at, n in pairs(sends_in) do
+    if field_at < hour and field_at >= from then
+      sends = sends + n
+      credit = credit + math.min(n, verified_in[field_at] or 0)
+    end
+  end
+  return sends, credit, old
+end
+
+local function carrier_share(country_key, key, since_key, hour, lookback, min_history, ttl)
+  local share = tonumber(redis.call('HGET', key, 'p:' .. hour))
+  if share then return share end
+  local since = tonumber(redis.call('GET', since_key)) or hour
+  redis.call('SET', since_key, since, 'EX', ttl)
+  local from = math.max(since, hour - lookback)
+  local country_sends, country_credit = carrier_credit(country_key, hour, lookback, from)
+  local _, credit, old = carrier_credit(key, hour, lookback, from)
+  share = 1000
+  if country_sends > 0 and country_sends >= min_history and country_credit > 0 then
+    share = math.min(1000, math.floor(1000 * credit / country_credit))
+  end
+  if #old > 0 then redis.call('HDEL', key, unpack(old)) end
+  redis.call('HSET', key, 'p:' .. hour, share)
+  redis.call('EXPIRE', key, ttl)
+  return share
+end
+
+-- carrier_room is a carrier's part of a country's room: max(its floor,
+-- ceil(share x room)), never above room. Its floor is floor_share of the
+-- country's floor, at least 1.
+local function carrier_room(share, room, floor_share, country_floor)
+  local floor = math.max(1, math.ceil(floor_share * country_floor - 1e-9))
+  return math.min(room, math.max(floor, math.ceil(share * room / 1000 - 1e-9)))
+end
+-- end lib/carrier.lua
 local hour = tonumber(ARGV[1])
 local lookback = tonumber(ARGV[2])
 local floor = tonumber(ARGV[3])
@@ -123,6 +207,29 @@ end
 if count + 1 > limit then
   return {0, count, limit, base, quarantined, 0, trusted}
 end
+-- The carrier's share of the room (see above).
+local carrier_floor_share = tonumber(ARGV[20]) or 0
+local carrier_on = trusted == 0 and carrier_floor_share > 0
+if carrier_on then
+  local carrier_key = KEYS[5]
+  local share = carrier_share(KEYS[1], carrier_key, KEYS[6], hour, lookback, min_history, ARGV[7])
+  local carrier_vals = redis.call('HMGET', carrier_key, 's:' .. hour, 'v:' .. hour)
+  local carrier_count = tonumber(carrier_vals[1]) or 0
+  local carrier_verified = tonumber(carrier_vals[2]) or 0
+  local carrier_limit = carrier_room(share, limit, carrier_floor_share, floor)
+  if unverified_floor > 0 then
+    carrier_limit = math.min(limit, math.max(carrier_limit, math.floor(factor * math.min(carrier_count, carrier_verified) + 1e-9)))
+  end
+  if unverified_cap > 0 then
+    local carrier_cap = carrier_room(share, unverified_cap, carrier_floor_share, unverified_floor)
+    if carrier_count + 1 <= carrier_limit and carrier_count + 1 - carrier_verified * 1000 / normal > carrier_cap then
+      return {0, carrier_count, carrier_limit, base, quarantined, 0, trusted, carrier_cap, 1}
+    end
+  end
+  if carrier_count + 1 > carrier_limit then
+    return {0, carrier_count, carrier_limit, base, quarantined, 0, trusted, 0, 1}
+  end
+end
 local minute_cap = 0
 if share > 0 then
   if quarantined == 1 then share = share / 10 end
@@ -134,4 +241,8 @@ if share > 0 then
 end
 count = redis.call('HINCRBY', key, 's:' .. hour, 1)
 redis.call('EXPIRE', key, ARGV[7])
+if carrier_on then -- the carrier's count, beside the country's
+  redis.call('HINCRBY', KEYS[5], 's:' .. hour, 1)
+  redis.call('EXPIRE', KEYS[5], ARGV[7])
+end
 return {1, count, limit, base, quarantined, minute_cap, trusted}

@@ -1,0 +1,48 @@
+package guard
+
+// The carriers split a country's room (docs/abuse.md, "The carrier"). A
+// pumping ring earns only on the ranges of the carriers whose termination
+// it shares, while a country's real users spread over its carriers; yet
+// the velocity rule, the unverified budget and the solved cap hold a
+// country as one, so a ring on one carrier spends the whole country's room
+// and every carrier's new users are refused behind it. So each send also
+// counts in its carrier's hash within the country (same hash tag: the same
+// script and atomic step, one slot on Cluster), and each carrier gets its
+// share of the country's room: its credited sends over the lookback / the
+// country's, computed once per hour with the baseline, and at least a
+// small floor (floor_share of the country's floor, at least 1). The
+// country's limits still hold, so the carriers never add to the country's
+// room, they split it. While the country's history is too thin to judge
+// by (the normal conversion's history_min_sends) the share is 1: no split.
+// A country whose numbers have no carrier data is one carrier, "unknown",
+// whose share is 1. The solved tier's conversion watch judges each
+// carrier of a country apart, and a low solved conversion cuts that
+// carrier's solved cap (conversion.go): a bot on one carrier spends that
+// carrier's room and cut, and the other carriers' new users keep theirs.
+
+// DefaultCarrierFloorShare is otp.country_velocity.carrier_floor_share:
+// a carrier's floors are this share of its country's, at least 1.
+const DefaultCarrierFloorShare = 0.1
+
+// carrierSplit reports whether the policy splits each country's room
+// among its carriers.
+func (v CountryVelocity) carrierSplit() bool { return v.CarrierSplit && v.CarrierFloorShare > 0 }
+
+// withCarrier completes vol, the count of an untrusted or a solved send,
+// with its carrier's share (nil, known trusted, or the velocity rule off: as it is).
+func (s *velocity) withCarrier(phone Phone, vol *VolumeTake) *VolumeTake {
+	if vol == nil || vol.Trusted || vol.NewOff || !s.policy.carrierSplit() {
+		return vol
+	}
+	vol.Carrier = carrierTakeOf(phone, s.policy.CarrierFloorShare, vol.Solved != nil)
+	return vol
+}
+
+// carrierTake is the velocity rule's carrier part of a send to phone
+// (zero: no split), for a verify's credit and the watch's subjects.
+func (s *velocity) carrierTake(phone Phone, solved bool) CarrierTake {
+	if !s.policy.carrierSplit() {
+		return CarrierTake{}
+	}
+	return carrierTakeOf(phone, s.policy.CarrierFloorShare, solved)
+}
