@@ -107,6 +107,10 @@ type fileVelocity struct {
 	// UnverifiedFloor and UnverifiedShare: the unverified budget.
 	UnverifiedFloor int64   `yaml:"unverified_floor"`
 	UnverifiedShare float64 `yaml:"unverified_share"`
+	// ColdPerHour, ColdPerDay and ColdBelow: the cold room.
+	ColdPerHour int64 `yaml:"cold_per_hour"`
+	ColdPerDay  int64 `yaml:"cold_per_day"`
+	ColdBelow   int64 `yaml:"cold_below"`
 	// CarrierSplit and CarrierFloorShare: the carriers split a country's room.
 	CarrierSplit      bool    `yaml:"carrier_split"`
 	CarrierFloorShare float64 `yaml:"carrier_floor_share"`
@@ -249,6 +253,7 @@ func policyFile(p guard.Policies) filePolicies {
 				Expected:      convertMap(o.CountryVelocity.Expected, func(n int64) int64 { return n }),
 				QuarantineFor: fileDuration(o.CountryVelocity.QuarantineFor), MinuteShare: o.CountryVelocity.MinuteShare,
 				UnverifiedFloor: o.CountryVelocity.UnverifiedFloor, UnverifiedShare: o.CountryVelocity.UnverifiedShare,
+				ColdPerHour: o.CountryVelocity.ColdPerHour, ColdPerDay: o.CountryVelocity.ColdPerDay, ColdBelow: o.CountryVelocity.ColdBelow,
 				CarrierSplit: o.CountryVelocity.CarrierSplit, CarrierFloorShare: o.CountryVelocity.CarrierFloorShare,
 				GrowthPerDay: o.CountryVelocity.GrowthPerDay},
 			Budget: fileBudget{PerHour: o.Budget.PerHour, PerDay: o.Budget.PerDay},
@@ -299,6 +304,7 @@ func (f filePolicies) policies() guard.Policies {
 				Expected:      convertMap(o.CountryVelocity.Expected, func(n int64) int64 { return n }),
 				QuarantineFor: time.Duration(o.CountryVelocity.QuarantineFor), MinuteShare: o.CountryVelocity.MinuteShare,
 				UnverifiedFloor: o.CountryVelocity.UnverifiedFloor, UnverifiedShare: o.CountryVelocity.UnverifiedShare,
+				ColdPerHour: o.CountryVelocity.ColdPerHour, ColdPerDay: o.CountryVelocity.ColdPerDay, ColdBelow: o.CountryVelocity.ColdBelow,
 				CarrierSplit: o.CountryVelocity.CarrierSplit, CarrierFloorShare: o.CountryVelocity.CarrierFloorShare,
 				GrowthPerDay: o.CountryVelocity.GrowthPerDay},
 			Budget: guard.Budget{PerHour: o.Budget.PerHour, PerDay: o.Budget.PerDay},

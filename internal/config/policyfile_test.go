@@ -41,6 +41,7 @@ func everyField() guard.Policies {
 			CountryVelocity: guard.CountryVelocity{Mode: guard.VelocityEnforce, Floor: 80, Factor: 4,
 				Lookback: 72 * time.Hour, Expected: map[string]int64{"NG": 500},
 				QuarantineFor: 12 * time.Hour, MinuteShare: 0.25, UnverifiedFloor: 15, UnverifiedShare: 0.2,
+				ColdPerHour: 40, ColdPerDay: 200, ColdBelow: 5,
 				CarrierSplit: true, CarrierFloorShare: 0.2, GrowthPerDay: 1.5},
 			PerCountry: map[string]guard.Window{
 				"IN": {Limit: 2000, Window: time.Hour},
@@ -178,6 +179,8 @@ func TestDecodePolicies(t *testing.T) {
 				p.Limits = map[string]limit.Policy{"hot": {Algorithm: limit.TokenBucket, Capacity: 5, RefillPerSecond: 1,
 					OnStoreError: limit.FallbackOpen, Mode: limit.ModeSync, SyncInterval: limit.DefaultSyncInterval}}
 			}},
+		{name: "cold_per_hour 0 turns the cold room off, its neighbours kept", file: "otp:\n  country_velocity: {cold_per_hour: 0}\n",
+			want: func(p *guard.Policies) { p.OTP.CountryVelocity.ColdPerHour = 0 }},
 		{name: "conversion left empty is filled", file: "otp:\n  conversion: {mode: \"\"}\n", want: func(*guard.Policies) {}},
 		{name: "carrier split off keeps the rest of the velocity rule", file: "otp:\n  country_velocity: {carrier_split: false}\n",
 			want: func(p *guard.Policies) { p.OTP.CountryVelocity.CarrierSplit = false }},

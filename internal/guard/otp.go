@@ -143,6 +143,12 @@ func NewOTP(o OTPOptions) *OTP {
 	s.velocity.challenge, s.velocity.challenges, s.velocity.trust = p.Challenge, s.challenges, s.trust
 	s.solved.velocity, s.solved.challenges = s.velocity, s.challenges
 	s.spend.audit, s.spend.velocity, s.spend.budget = s.audit, s.velocity, s.budget
+	room := &coldRoom{policy: p.CountryVelocity, mode: p.OnStoreError, counter: o.Counter, hooks: o.Abuse,
+		conv: o.Conversions, events: o.Events, log: log, now: now, warm: map[string]time.Time{}}
+	if room.mode == limit.FallbackLocal { // local_limit is per number: the room gets its share, as the other shared limits
+		room.mode = limit.FallbackOpen
+	}
+	s.pumping.room, s.spend.room = room, room
 	s.codes = &codebook{policy: p, codes: o.Codes, random: o.Random, hmacKey: o.HMACKey, counter: o.Counter,
 		stateless: &stateless{policy: p, hmacKey: o.HMACKey, counter: o.Counter,
 			lastStoreFailure: o.LastStoreFailure, log: log, now: now},

@@ -99,6 +99,13 @@ type CountryVelocity struct {
 	// not back, max(UnverifiedFloor, UnverifiedShare x baseline).
 	UnverifiedFloor int64
 	UnverifiedShare float64
+	// ColdPerHour (0: off) and ColdPerDay (0: no daily window) are the cold
+	// room (coldroom.go): the untrusted sends of every country whose
+	// baseline is below ColdBelow, together, per hour and per day, on top
+	// of each country's own limits. A country in Expected is never cold.
+	ColdPerHour int64
+	ColdPerDay  int64
+	ColdBelow   int64
 	// CarrierSplit: each country's room is split among its carriers by
 	// their share of its verified sends (carriershare.go); each carrier's
 	// floors are at least CarrierFloorShare of the country's (at least 1).
@@ -209,6 +216,9 @@ const (
 	DefaultUnverifiedFloor  = 20
 	DefaultUnverifiedShare  = 0.1
 	DefaultGrowthPerDay     = 2
+	DefaultColdPerHour      = 30
+	DefaultColdPerDay       = 150
+	DefaultColdBelow        = 10
 )
 
 // DefaultNumberTypes are the number types allowed when the policy file
@@ -234,11 +244,14 @@ func DefaultPrefixDepths() []PrefixWindow {
 
 // DefaultCountryVelocity is the country velocity rule when the policy file
 // names none: on, 50 an hour for a country without history, 3 times the
-// busiest credited hour of the last 7 days for one with.
+// busiest credited hour of the last 7 days for one with; the untrusted
+// sends of every country under 10 verified sends in its busiest hour
+// share one room of 30 an hour and 150 a day.
 func DefaultCountryVelocity() CountryVelocity {
 	return CountryVelocity{Mode: VelocityEnforce, Floor: DefaultVelocityFloor, Factor: DefaultVelocityFactor,
 		Lookback: DefaultVelocityLookback, QuarantineFor: DefaultQuarantineFor, MinuteShare: DefaultMinuteShare,
 		UnverifiedFloor: DefaultUnverifiedFloor, UnverifiedShare: DefaultUnverifiedShare,
+		ColdPerHour: DefaultColdPerHour, ColdPerDay: DefaultColdPerDay, ColdBelow: DefaultColdBelow,
 		CarrierSplit: true, CarrierFloorShare: DefaultCarrierFloorShare, GrowthPerDay: DefaultGrowthPerDay}
 }
 

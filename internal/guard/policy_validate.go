@@ -228,6 +228,7 @@ func validateVelocity(v CountryVelocity, bad func(string, string, ...any)) {
 	if v.GrowthPerDay != 0 && !(v.GrowthPerDay >= 1 && v.GrowthPerDay <= 1000) {
 		bad("otp.country_velocity.growth_per_day", "must be between 1 and 1000 (0: the default, %v), got %v", float64(DefaultGrowthPerDay), v.GrowthPerDay)
 	}
+	validateColdRoom(v, bad)
 	if v.CarrierSplit && !(v.CarrierFloorShare > 0 && v.CarrierFloorShare <= 1) {
 		bad("otp.country_velocity.carrier_floor_share", "must be above 0 and at most 1 while carrier_split is on, got %v", v.CarrierFloorShare)
 	}
@@ -240,6 +241,24 @@ func validateVelocity(v CountryVelocity, bad func(string, string, ...any)) {
 		} else if n := v.Expected[c]; n < 1 || n > maxLimit {
 			bad("otp.country_velocity.expected."+c, "must be between 1 and %d sends per hour, got %d", maxLimit, n)
 		}
+	}
+}
+
+// validateColdRoom checks the cold room's settings of otp.country_velocity.
+func validateColdRoom(v CountryVelocity, bad func(string, string, ...any)) {
+	if v.ColdPerHour < 0 || v.ColdPerHour > maxLimit {
+		bad("otp.country_velocity.cold_per_hour", "must be between 0 (off) and %d sends per hour, got %d", maxLimit, v.ColdPerHour)
+		return
+	}
+	if v.ColdPerHour == 0 {
+		return
+	}
+	if v.ColdPerDay != 0 && (v.ColdPerDay < v.ColdPerHour || v.ColdPerDay > maxLimit) {
+		bad("otp.country_velocity.cold_per_day", "must be 0 (no daily window) or between cold_per_hour (%d) and %d sends per day, got %d",
+			v.ColdPerHour, maxLimit, v.ColdPerDay)
+	}
+	if v.ColdBelow < 1 || v.ColdBelow > maxLimit {
+		bad("otp.country_velocity.cold_below", "must be between 1 and %d verified sends in a country's busiest hour, got %d", maxLimit, v.ColdBelow)
 	}
 }
 

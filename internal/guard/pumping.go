@@ -21,6 +21,7 @@ type pumping struct {
 	overrides Overrides // the ops desk's emergency overrides (override.go); nil: none
 	safe      safeList
 	velocity  *velocity
+	room      *coldRoom
 	log       *slog.Logger
 	now       func() time.Time
 }
@@ -54,8 +55,11 @@ func (s *pumping) abuseRules(phone Phone, tier Tier, sol *Solution) abuseTakes {
 		return abuseTakes{limits: s.abuseLimits(phone, false, true), velocity: s.velocity.volumeFor(phone, tier, sol, safe)}
 	}
 	vol := s.velocity.volumeFor(phone, tier, nil, safe)
-	// The operator's overrides stay for a trusted send, the file's rules go.
-	return abuseTakes{limits: s.abuseLimits(phone, safe, tier == TierTrusted), velocity: vol}
+	// The operator's overrides stay for a trusted send, the file's rules
+	// go; an untrusted send to a cold country takes the cold room too,
+	// last (coldroom.go).
+	limits := s.abuseLimits(phone, safe, tier == TierTrusted)
+	return abuseTakes{limits: append(limits, s.room.takes(phone, tier, vol)...), velocity: vol}
 }
 
 // AbuseHooks tell metrics what the abuse defences did. Nil fields are
@@ -75,4 +79,7 @@ type AbuseHooks struct {
 	// TrustMarkHeld is told of every trust mark written held (pace.go),
 	// with the country.
 	TrustMarkHeld func(country string)
+	// ColdRoomRefused is told of every send the cold room refuses
+	// (coldroom.go), with the country.
+	ColdRoomRefused func(country string)
 }

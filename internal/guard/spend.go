@@ -22,6 +22,9 @@ type limitedTake struct {
 	// operator: the ops desk's override set this limit; its refusal is
 	// an operator's, which no challenge lifts (challenge.go).
 	operator bool
+	// cold: a window of the cold room, which the velocity reply settles
+	// (coldroom.go).
+	cold bool
 }
 
 // spender takes a send's limits and gives back what a send that does not
@@ -34,6 +37,7 @@ type spender struct {
 	velocity *velocity
 	volumes  Volumes // the velocity counts' refunds
 	budget   *budget // the budget's refusal is logged once per period
+	room     *coldRoom
 	log      *slog.Logger
 	now      func() time.Time
 }
@@ -144,13 +148,18 @@ func (s *spender) spend(ctx context.Context, phone Phone, ip string, abuse abuse
 	if err != nil {
 		return spent{}, s.spendFailed(ctx, err)
 	}
+	// The velocity reply says whether the country is cold: the room's
+	// windows of a warm one are answered allowed and given back here
+	// (coldroom.go).
+	vres, warm := s.room.settle(ctx, phone, limits, takes, res, vol, vres)
 	if lost := settleClaim(ctx, !slices.ContainsFunc(res, func(r limit.Result) bool { return r.Fallback })); lost != nil {
-		s.refund(ctx, countedTakes(takes, res, nil))
+		s.refund(ctx, append(countedTakes(takes, res, nil), warm...))
 		if volumeCounted(vol, vres) {
 			s.refundVolume(ctx, tierKey(vol, vres), vol.Now)
 		}
 		return spent{}, lost
 	}
+	s.refund(ctx, warm)
 	if vres != nil && vres.Trusted {
 		// The store found the number trusted: the automatic rules counted
 		// with the limits do not refuse it and give their count back.

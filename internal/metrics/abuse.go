@@ -14,6 +14,7 @@ type Abuse struct {
 	velocityRefused  *prometheus.CounterVec
 	velocityAlerts   *prometheus.CounterVec
 	trustHeld        *prometheus.CounterVec
+	coldRoomRefused  *prometheus.CounterVec
 	smsStatus        *prometheus.CounterVec
 }
 
@@ -40,12 +41,16 @@ func NewAbuse(m *Set) *Abuse {
 			Name: "otpguard_trust_marks_held_total",
 			Help: "Trust marks written held: earned by a verify in an hour whose new numbers ran above their country's normal, by country.",
 		}, []string{"country"}),
+		coldRoomRefused: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "otpguard_cold_room_refused_total",
+			Help: "Untrusted sends refused (or challenged) because the cold room, shared by every country without verified history, is full this hour or day, by country.",
+		}, []string{"country"}),
 		smsStatus: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "otpguard_sms_status_total",
 			Help: "Delivery status reports from the SMS provider (POST /sms/status), by status.",
 		}, []string{"status"}),
 	}
-	m.Registry.MustRegister(a.budgetRefused, a.conversionAlerts, a.velocityRefused, a.velocityAlerts, a.trustHeld, a.smsStatus)
+	m.Registry.MustRegister(a.budgetRefused, a.conversionAlerts, a.velocityRefused, a.velocityAlerts, a.trustHeld, a.coldRoomRefused, a.smsStatus)
 	return a
 }
 
@@ -57,6 +62,7 @@ func (a *Abuse) Hooks() guard.AbuseHooks {
 		VelocityRefused: func(country string) { a.velocityRefused.WithLabelValues(country).Inc() },
 		VelocityAlert:   func(country string) { a.velocityAlerts.WithLabelValues(country).Inc() },
 		TrustMarkHeld:   func(country string) { a.trustHeld.WithLabelValues(country).Inc() },
+		ColdRoomRefused: func(country string) { a.coldRoomRefused.WithLabelValues(country).Inc() },
 	}
 }
 

@@ -12,6 +12,8 @@ type Events struct {
 	events []guard.Event
 }
 
+var _ guard.EventSink = (*Events)(nil)
+
 // Record keeps e.
 func (s *Events) Record(e guard.Event) {
 	s.mu.Lock()

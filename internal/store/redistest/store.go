@@ -17,7 +17,13 @@ import (
 // slow round trip on a busy machine is measured, not turned into an error.
 func Store(tb testing.TB) (*store.Redis, *RoundTrips, *redis.Client) {
 	tb.Helper()
-	tg := New(tb)
+	return StoreAt(tb, New(tb))
+}
+
+// StoreAt is Store on tg's Redis and key prefix: each call is one more
+// instance's client, with its own RoundTrips, on the same keys.
+func StoreAt(tb testing.TB, tg Target) (*store.Redis, *RoundTrips, *redis.Client) {
+	tb.Helper()
 	rdb, err := store.NewRedisClient(store.RedisOptions{URL: tg.URL, Timeout: 5 * time.Second})
 	if err != nil {
 		tb.Fatal(err)
@@ -53,4 +59,20 @@ func OnMasters(tb testing.TB, rdb *redis.ClusterClient, n int) []string {
 		tb.Fatalf("found subjects on %d masters, want %d", len(ids), n)
 	}
 	return ids
+}
+
+// ClusterStoreAt is a store on the Redis Cluster c with prefix, reached as
+// otpguard reaches one (NewUniversalClient, mode cluster), with a
+// RoundTrips hook: each call is one more instance's client on the same
+// keys.
+func ClusterStoreAt(tb testing.TB, c *Cluster, prefix string) (*store.Redis, *RoundTrips) {
+	tb.Helper()
+	u, err := store.NewUniversalClient(store.RedisOptions{Mode: store.RedisCluster, Addrs: c.Addrs(), Timeout: 5 * time.Second})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { u.Close() })
+	h := &RoundTrips{}
+	u.AddHook(h)
+	return store.NewClusterRedis(u, prefix), h
 }
