@@ -95,27 +95,3 @@ type CarrierTake struct {
 	Since      limit.Key
 	FloorShare float64
 }
-
-// carrierTakeOf is the carrier part of a send to phone: the velocity
-// rule's, or the solved tier's (solved), each carrier's floors floorShare
-// of the country's.
-func carrierTakeOf(phone Phone, floorShare float64, solved bool) CarrierTake {
-	c := CarrierOf(phone)
-	r := region(phone)
-	counts, solvedCounts, cut := carrierKeys(r, c.Key)
-	since := limit.Key{Space: "otp:vel", ID: r, Name: "carriers"}
-	if solved {
-		return CarrierTake{Name: c.Name, Key: solvedCounts, Cut: cut, Share: counts, Since: since, FloorShare: floorShare}
-	}
-	return CarrierTake{Name: c.Name, Key: counts, Since: since, FloorShare: floorShare}
-}
-
-// carrierKeys are a carrier's keys within its country's velocity rule:
-// its counts ("s:<hour>" sends, "v:<hour>" verifies, "p:<hour>" its
-// share), its solved counts, and the cut of its solved cap.
-func carrierKeys(region, carrier string) (counts, solved, cut limit.Key) {
-	name := "c:" + carrier
-	return limit.Key{Space: "otp:vel", ID: region, Name: name},
-		limit.Key{Space: "otp:vel", ID: region, Name: name + ":solved"},
-		limit.Key{Space: "otp:vel", ID: region, Name: name + ":solvedcut"}
-}

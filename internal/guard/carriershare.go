@@ -1,5 +1,7 @@
 package guard
 
+import "github.com/otpguard/otpguard/internal/limit"
+
 // The carriers split a country's room (docs/abuse.md, "The carrier"). A
 // pumping ring earns only on the ranges of the carriers whose termination
 // it shares, while a country's real users spread over its carriers; yet
@@ -45,4 +47,28 @@ func (s *velocity) carrierTake(phone Phone, solved bool) CarrierTake {
 		return CarrierTake{}
 	}
 	return carrierTakeOf(phone, s.policy.CarrierFloorShare, solved)
+}
+
+// carrierTakeOf is the carrier part of a send to phone: the velocity
+// rule's, or the solved tier's (solved), each carrier's floors floorShare
+// of the country's.
+func carrierTakeOf(phone Phone, floorShare float64, solved bool) CarrierTake {
+	c := CarrierOf(phone)
+	r := region(phone)
+	counts, solvedCounts, cut := carrierKeys(r, c.Key)
+	since := limit.Key{Space: "otp:vel", ID: r, Name: "carriers"}
+	if solved {
+		return CarrierTake{Name: c.Name, Key: solvedCounts, Cut: cut, Share: counts, Since: since, FloorShare: floorShare}
+	}
+	return CarrierTake{Name: c.Name, Key: counts, Since: since, FloorShare: floorShare}
+}
+
+// carrierKeys are a carrier's keys within its country's velocity rule:
+// its counts ("s:<hour>" sends, "v:<hour>" verifies, "p:<hour>" its
+// share), its solved counts, and the cut of its solved cap.
+func carrierKeys(region, carrier string) (counts, solved, cut limit.Key) {
+	name := "c:" + carrier
+	return limit.Key{Space: "otp:vel", ID: region, Name: name},
+		limit.Key{Space: "otp:vel", ID: region, Name: name + ":solved"},
+		limit.Key{Space: "otp:vel", ID: region, Name: name + ":solvedcut"}
 }

@@ -135,17 +135,6 @@ func (s *risk) before(ctx context.Context, phone Phone, tier Tier, abuse abuseTa
 	return abuse
 }
 
-// vouched is the rules of a send in the vouched tier: the operator's
-// overrides and the spend budget (as a solved send's), and the tier's own
-// cap per country and hour (the velocity script on the tier's counters,
-// its limit the floor).
-func (s *risk) vouched(phone Phone) abuseTakes {
-	r, now := region(phone), s.now()
-	vol := &VolumeTake{Key: vouchedKey(r), Quarantine: vouchedCutKey(r), Now: now, Hour: hour(now),
-		Floor: s.policy.VouchedFloor, QFloor: s.policy.VouchedFloor, Vouched: true}
-	return abuseTakes{limits: s.pumping.abuseLimits(phone, false, true), velocity: vol}
-}
-
 // refusal is the refusal a's answer makes: a line type the policy does not
 // allow (as the static type would be refused), or a high score; nil
 // otherwise.
@@ -329,17 +318,6 @@ func riskKey(hmacKey []byte, phone Phone) limit.Key {
 // window for the whole deployment.
 func riskBudgetKeys() (hourKey, dayKey limit.Key) {
 	return limit.Key{Space: "otp:risk", ID: "budget", Name: "h"}, limit.Key{Space: "otp:risk", ID: "budget", Name: "d"}
-}
-
-// vouchedKey is the vouched tier's hourly counters of a country (the
-// velocity rule's layout, its own key); vouchedCutKey is never set: the
-// tier has no cut, and the script wants a quarantine key of the tag.
-func vouchedKey(region string) limit.Key {
-	return limit.Key{Space: "otp:vel", ID: region, Name: "vouched"}
-}
-
-func vouchedCutKey(region string) limit.Key {
-	return limit.Key{Space: "otp:vel", ID: region, Name: "vouchedcut"}
 }
 
 // errVouchedCap marks a refusal by the vouched tier's cap.
