@@ -72,6 +72,9 @@ type AbuseTally struct {
 	// Refusals (countries and totals; 0 for prefixes).
 	TrustedSends int64 `json:"trusted_sends"`
 	Challenged   int64 `json:"challenged"`
+	// RiskLookups are the network risk score lookups (otp.risk) asked
+	// for the sends.
+	RiskLookups int64 `json:"risk_lookups"`
 }
 
 // AbuseLimit is a limit of the policy that applies to a country or prefix.
@@ -92,6 +95,21 @@ type AbuseCountry struct {
 	Country     string       `json:"country"`
 	CallingCode string       `json:"calling_code,omitempty"`
 	Limits      []AbuseLimit `json:"limits"`
+	// Carriers are the country's carriers (at most 5, and every one an
+	// override holds; the rest one "~other" row).
+	Carriers []AbuseCarrier `json:"carriers,omitempty"`
+}
+
+// AbuseCarrier is one carrier of a country, as "NG / MTN".
+type AbuseCarrier struct {
+	AbuseTally
+	Carrier     string       `json:"carrier"`      // its key: "mtn"; "unknown"; "~other"
+	Name        string       `json:"name"`         // libphonenumber's spelling: "MTN"
+	SubjectName string       `json:"subject_name"` // "NG / MTN"
+	Limits      []AbuseLimit `json:"limits"`       // the carrier_limit override in force
+	Paused      bool         `json:"paused"`       // a carrier_pause override holds
+	// PausedSecondsLeft is, with Paused, the seconds until the pause ends.
+	PausedSecondsLeft int64 `json:"paused_seconds_left,omitempty"`
 }
 
 // AbusePrefix is one prefix's tally ("~other" for those past the cap).

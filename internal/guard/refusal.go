@@ -46,7 +46,7 @@ func (s *risk) instead(ctx context.Context, phone Phone, ip string, tier Tier, r
 	if s.verdict(a) != riskLow {
 		return spent{}, nil, false
 	}
-	sp, err = s.spend.spend(ctx, phone, ip, s.vouched(phone))
+	sp, err = s.spend.spend(ctx, phone, ip, s.vouched(phone, refused.baseline))
 	if err != nil && (errors.Is(err, errVouchedCap) || problem.CodeOf(err) == problem.CodeStoreUnavailable) {
 		return spent{}, nil, false // the vouched tier cannot take it: the challenge
 	}

@@ -89,8 +89,8 @@ const (
 	DefaultRiskLowFor       = 720 * time.Hour
 	DefaultRiskMidFor       = 720 * time.Hour
 	DefaultRiskVouchedFloor = 50
-	DefaultRiskPerHour      = 200
-	DefaultRiskPerDay       = 2000
+	DefaultRiskPerHour      = 1000
+	DefaultRiskPerDay       = 10000
 	DefaultRiskTimeout      = 1500 * time.Millisecond
 )
 

@@ -110,7 +110,8 @@ type spent struct {
 	// (riskstep.go).
 	risk        RiskCached
 	riskAsked   bool
-	storeFailed bool // the store failed (or a fallback decided) in the spend
+	baseline    int64 // the refused count's baseline: the country's busiest verified hour
+	storeFailed bool  // the store failed (or a fallback decided) in the spend
 }
 
 // spend takes every limit of a send at once: one Counter call, which the
@@ -218,7 +219,7 @@ func (s *spender) spend(ctx context.Context, phone Phone, ip string, abuse abuse
 func riskRead(vres *VolumeResult, abuse abuseTakes, fellBack bool) spent {
 	sp := spent{riskAsked: abuse.riskAsked, storeFailed: fellBack}
 	if vres != nil {
-		sp.risk, sp.storeFailed = vres.Risk, fellBack || vres.Fallback
+		sp.risk, sp.storeFailed, sp.baseline = vres.Risk, fellBack || vres.Fallback, vres.Baseline
 	}
 	return sp
 }

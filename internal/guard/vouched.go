@@ -8,12 +8,17 @@ import "github.com/otpguard/otpguard/internal/limit"
 
 // vouched is the rules of a send in the vouched tier: the operator's
 // overrides and the spend budget (as a solved send's), and the tier's own
-// cap per country and hour (the velocity script on the tier's counters,
-// its limit the floor).
-func (s *risk) vouched(phone Phone) abuseTakes {
+// cap per country and hour, max(vouched_floor, factor x baseline), where
+// baseline is the country's busiest verified hour of the lookback as the
+// refused count read it: a country whose real users the network vouches
+// for is not held to the floor while a bot spends its new numbers' room,
+// and the cap stays what the country's verified history earned, which a
+// ring's low-scored numbers (verifying nothing) do not raise.
+func (s *risk) vouched(phone Phone, baseline int64) abuseTakes {
 	r, now := region(phone), s.now()
+	floor := max(s.policy.VouchedFloor, int64(s.pumping.velocity.policy.Factor*float64(baseline)))
 	vol := &VolumeTake{Key: vouchedKey(r), Quarantine: vouchedCutKey(r), Now: now, Hour: hour(now),
-		Floor: s.policy.VouchedFloor, QFloor: s.policy.VouchedFloor, Vouched: true}
+		Floor: floor, QFloor: floor, Vouched: true}
 	return abuseTakes{limits: s.pumping.abuseLimits(phone, false, true), velocity: vol}
 }
 

@@ -54,8 +54,11 @@
 -- KEYS[5] is the send's carrier's counts within the country (same hash
 -- tag), and the carriers split the country's room: the carrier's limit is
 -- carrier_room(share, limit) (lib/carrier.lua: max(ARGV[20] x the floor,
--- ceil(share x limit)), never above the country's), grown within the hour
--- by the carrier's own verified sends as the country's is, and with the
+-- ceil(share x limit)), never above the country's). Its own verified sends
+-- do not grow it within the hour past its share: a ring that owns one
+-- carrier's numbers and verifies every code would grow it without bound,
+-- while a real surge spreads over the carriers and grows the country's
+-- limit, of which each carrier keeps its share. With the
 -- unverified budget on, the carrier's sends its own verifies do not back
 -- may be at most carrier_room(share, budget). The country's checks come
 -- first and still hold, so the carriers together never pass the country's
@@ -292,9 +295,6 @@ if carrier_on then
   local carrier_count = tonumber(carrier_vals[1]) or 0
   local carrier_verified = tonumber(carrier_vals[2]) or 0
   local carrier_limit = carrier_room(share, limit, carrier_floor_share, floor)
-  if unverified_floor > 0 then
-    carrier_limit = math.min(limit, math.max(carrier_limit, math.floor(factor * math.min(carrier_count, carrier_verified) + 1e-9)))
-  end
   if unverified_cap > 0 then
     local carrier_cap = carrier_room(share, unverified_cap, carrier_floor_share, unverified_floor)
     if carrier_count + 1 <= carrier_limit and carrier_count + 1 - carrier_verified * 1000 / normal > carrier_cap then
