@@ -41,7 +41,7 @@ func (l *eventLog) find(s string) (guard.Event, bool) {
 
 // acceptingChallenger holds every non-empty solution, each its own
 // single use.
-type acceptingChallenger struct{ now func() time.Time }
+type acceptingChallenger struct{}
 
 func (acceptingChallenger) Issue(string, time.Time) (guard.Challenge, error) {
 	return guard.Challenge{Type: guard.ChallengePoW, Challenge: "c"}, nil

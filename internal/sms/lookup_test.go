@@ -80,16 +80,16 @@ func TestLookupFailures(t *testing.T) {
 		return err
 	}
 	f.SetMode(smstest.Lookup500)
-	ask("500")
+	_ = ask("500") // ask holds the error itself
 	f.SetMode(smstest.LookupHang)
 	start := time.Now()
-	ask("hang")
+	_ = ask("hang")
 	if d := time.Since(start); d > 5*time.Second {
 		t.Errorf("hang: gave up after %s, want about the 200ms timeout", d)
 	}
 	f.Delay = time.Second
 	f.SetMode(smstest.LookupSlow)
-	ask("slow")
+	_ = ask("slow")
 
 	// One call hangs and holds the only slot: the next fails at once.
 	f.SetMode(smstest.LookupHang)
