@@ -11,7 +11,7 @@ import (
 )
 
 // TestDecodeRisk: otp.risk over its defaults (off, 75/25, 24h/720h/720h,
-// vouched 50, 200 an hour, 2000 a day, 1500ms), country codes in either
+// vouched 50, 1000 an hour, 10000 a day, 1500ms), country codes in either
 // case, and each bad value refused naming its field.
 func TestDecodeRisk(t *testing.T) {
 	p, err := decodePolicies([]byte("otp:\n  risk:\n    mode: on\n    countries: [ng, PK]\n    refuse_above: 80\n"))
@@ -31,7 +31,7 @@ func TestDecodeRisk(t *testing.T) {
 		t.Fatal(err)
 	}
 	if d := def.OTP.Risk; d.Mode != guard.RiskOff || d.RefuseAbove != 75 || d.AllowBelow != 25 || d.HighFor != 24*time.Hour ||
-		d.LowFor != 720*time.Hour || d.MidFor != 720*time.Hour || d.VouchedFloor != 50 || d.PerHour != 200 || d.PerDay != 2000 ||
+		d.LowFor != 720*time.Hour || d.MidFor != 720*time.Hour || d.VouchedFloor != 50 || d.PerHour != 1000 || d.PerDay != 10000 ||
 		d.Timeout != 1500*time.Millisecond {
 		t.Errorf("otp.risk left out: %+v, want the documented defaults", d)
 	}
