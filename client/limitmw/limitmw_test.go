@@ -116,10 +116,6 @@ func TestLimitsAgainstOTPGuard(t *testing.T) {
 }
 
 func TestFailureChoice(t *testing.T) {
-	g := otpguardtest.Start(t, policies())
-	url := g.URL
-	g.Stop() // otpguard is gone: connections are refused
-
 	release := make(chan struct{})
 	hang := httptest.NewServer(http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) {
 		select {
@@ -130,6 +126,11 @@ func TestFailureChoice(t *testing.T) {
 	t.Cleanup(hang.Close)
 	t.Cleanup(func() { close(release) }) // first: let hang's handlers end
 	live := otpguardtest.Start(t, policies())
+	// Stopped last, so that no listener of this test can take its port
+	// again: a stopped otpguard's connections are refused.
+	g := otpguardtest.Start(t, policies())
+	url := g.URL
+	g.Stop()
 
 	tests := []struct {
 		name     string
