@@ -6,8 +6,11 @@ package browsertest
 
 import (
 	"context"
+	"flag"
+	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -64,4 +67,50 @@ func ArtifactDir(t testing.TB) string {
 		return dir
 	}
 	return t.TempDir()
+}
+
+// docsPictures: -docs.pictures makes Picture write the docs' pictures too.
+var docsPictures = flag.Bool("docs.pictures", false, "browser tests: rewrite the pictures of docs/ (docs/ops-page.png, ...) from the pages they render")
+
+// Picture keeps a screenshot the docs show as docs/<name>: in ArtifactDir
+// always, and in the repository's docs/ when the test runs with
+// -docs.pictures, so that the pictures are made by the tests that check
+// the page and cannot drift from it:
+//
+//	go test -count=1 -run Chromium ./internal/httpapi -args -docs.pictures
+func Picture(t testing.TB, name string, png []byte) {
+	t.Helper()
+	dirs := []string{ArtifactDir(t)}
+	if *docsPictures {
+		root, err := repoRoot()
+		if err != nil {
+			t.Fatal(err)
+		}
+		dirs = append(dirs, filepath.Join(root, "docs"))
+	}
+	for _, dir := range dirs {
+		path := filepath.Join(dir, name)
+		if err := os.WriteFile(path, png, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("picture: %s", path)
+	}
+}
+
+// repoRoot is the directory of go.mod, above the test's own.
+func repoRoot() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return dir, nil
+		}
+		up := filepath.Dir(dir)
+		if up == dir {
+			return "", fmt.Errorf("browsertest: no go.mod above the test's directory")
+		}
+		dir = up
+	}
 }

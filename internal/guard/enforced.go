@@ -111,6 +111,13 @@ func (e Enforced) Carrier(subject string) InForce {
 	return InForce{Limit: l, Window: DefaultOverrideWindow, Override: true}
 }
 
+// CountryPause is when the ops desk's pause of region ("001" for
+// non-geographic numbers) ends, a pause of GB covering GG, JE and IM as a
+// send meets it; ok is false when it is not paused.
+func (e Enforced) CountryPause(region string) (until time.Time, ok bool) {
+	return e.over.countryPause(region)
+}
+
 // CarrierPause is when the ops desk's pause of the carrier subject ends;
 // ok is false when it is not paused.
 func (e Enforced) CarrierPause(subject string) (until time.Time, ok bool) {

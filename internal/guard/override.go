@@ -302,6 +302,18 @@ func pauseCover(region string) string {
 	return ""
 }
 
+// countryPause is when the pause of region ends, its covering country's
+// (pauseCover) included; ok is false when neither is paused.
+func (at overridesAt) countryPause(region string) (until time.Time, ok bool) {
+	until, ok = at.paused[region]
+	if cover := pauseCover(region); cover != "" {
+		if u, paused := at.paused[cover]; paused && (!ok || u.After(until)) {
+			until, ok = u, true
+		}
+	}
+	return until, ok
+}
+
 // checkPaused refuses a send to a country, or to a carrier of a country,
 // one of overrides pauses at now, until the pause ends; the country's
 // pause first.
@@ -311,13 +323,7 @@ func checkPaused(overrides Overrides, phone Phone, now time.Time) error {
 	if region == "" {
 		region = "001"
 	}
-	until, ok := at.paused[region]
-	if cover := pauseCover(region); cover != "" {
-		if u, paused := at.paused[cover]; paused && (!ok || u.After(until)) {
-			until, ok = u, true
-		}
-	}
-	if ok {
+	if until, ok := at.countryPause(region); ok {
 		return &problem.Error{Code: problem.CodeCountryPaused, Message: "sends to this country are paused by the ops desk; try again later",
 			RetryAfter: until.Sub(now)}
 	}

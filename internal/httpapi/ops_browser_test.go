@@ -3,8 +3,6 @@ package httpapi_test
 import (
 	"context"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -277,13 +275,8 @@ func TestOpsPageInChromium(t *testing.T) {
 		shots[w.name] = png
 	}
 
-	dir := browsertest.ArtifactDir(t)
 	for name, png := range shots {
-		path := filepath.Join(dir, name)
-		if err := os.WriteFile(path, png, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		t.Logf("screenshot: %s", path)
+		browsertest.Picture(t, name, png)
 	}
 }
 

@@ -121,6 +121,7 @@ func TestOpsContract(t *testing.T) {
 		{name: "form deny a country confirmed", method: "POST", path: "/ops/actions/deny", contentType: form, body: "pattern=%2B1&confirm_country=yes&expires_in=1m", status: 303},
 		{name: "form undeny asks first", method: "POST", path: "/ops/actions/undeny", contentType: form, body: "id=2", status: 200},
 		{name: "form undeny", method: "POST", path: "/ops/actions/undeny", contentType: form, body: "id=2&confirmed=1", status: 303},
+		{name: "form trust import", method: "POST", path: "/ops/actions/trust-import", contentType: form, body: "numbers=%2B447400123456%0A%2B447400123457", status: 303},
 		{name: "form without key", method: "POST", path: "/ops/actions/undeny", contentType: form, body: "id=2", key: noKey, status: 303, badRequest: true},
 		{name: "logout", method: "POST", path: "/ops/logout", contentType: form, body: "", status: 303},
 		// "login wrong key" spent one failure; this is the second, the last.

@@ -172,7 +172,7 @@ func eventsSet(n int) (base time.Time, events []guard.Event) {
 // each filter of the page's event list (action, outcome, number or
 // prefix, country, time, and together) lists exactly the events it
 // should, newest first, and paging through "older" links lists each once,
-// in 50s, ending on the last event (no empty page after a full one).
+// in 25s, ending on the last event (no empty page after a full one).
 func TestOpsPageEventFilters(t *testing.T) {
 	oc := newOpsCluster(t, opsConfig{engine: sqlstore.EngineSQLite})
 	base, events := eventsSet(130)
@@ -188,21 +188,21 @@ func TestOpsPageEventFilters(t *testing.T) {
 		want  func(i int, e guard.Event) bool
 		pages []int
 	}{
-		{"no filter", url.Values{}, func(int, guard.Event) bool { return true }, []int{50, 50, 30}},
+		{"no filter", url.Values{}, func(int, guard.Event) bool { return true }, []int{25, 25, 25, 25, 25, 5}},
 		{"action", url.Values{"action": {"otp.verify"}},
-			func(_ int, e guard.Event) bool { return e.Action == guard.ActionOTPVerify }, []int{26}},
+			func(_ int, e guard.Event) bool { return e.Action == guard.ActionOTPVerify }, []int{25, 1}},
 		{"outcome", url.Values{"outcome": {"phone_rate_limited"}},
-			func(_ int, e guard.Event) bool { return e.Outcome == "phone_rate_limited" }, []int{35}},
+			func(_ int, e guard.Event) bool { return e.Outcome == "phone_rate_limited" }, []int{25, 10}},
 		{"prefix", url.Values{"number": {"+9198"}},
-			func(i int, _ guard.Event) bool { return i%4 == 0 }, []int{33}},
+			func(i int, _ guard.Event) bool { return i%4 == 0 }, []int{25, 8}},
 		{"whole number", url.Values{"number": {events[6].Phone}},
 			func(i int, _ guard.Event) bool { return i == 6 }, []int{1}},
 		{"country as typed", url.Values{"ev_country": {" in "}},
-			func(_ int, e guard.Event) bool { return e.Country == "IN" }, []int{50, 16}},
+			func(_ int, e guard.Event) bool { return e.Country == "IN" }, []int{25, 25, 16}},
 		{"from and to", url.Values{"since": {browserTime(30)}, "until": {minute(90).Format(time.RFC3339)}},
-			func(i int, _ guard.Event) bool { return i >= 30 && i < 90 }, []int{50, 10}},
-		{"exactly one page", url.Values{"ev_country": {"IN"}, "since": {browserTime(30)}},
-			func(i int, e guard.Event) bool { return i >= 30 && e.Country == "IN" }, []int{50}},
+			func(i int, _ guard.Event) bool { return i >= 30 && i < 90 }, []int{25, 25, 10}},
+		{"exactly one page", url.Values{"ev_country": {"IN"}, "since": {browserTime(81)}},
+			func(i int, e guard.Event) bool { return i >= 81 && e.Country == "IN" }, []int{25}},
 		{"all together", url.Values{"action": {"otp.send"}, "outcome": {"sent"}, "number": {"+44"}, "ev_country": {"GB"},
 			"since": {browserTime(10)}, "until": {browserTime(120)}},
 			func(i int, e guard.Event) bool {

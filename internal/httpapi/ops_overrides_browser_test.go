@@ -2,8 +2,6 @@ package httpapi_test
 
 import (
 	"cmp"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -204,11 +202,7 @@ func TestOpsOverridesInChromium(t *testing.T) {
 		t.Errorf("overrides left: %v, want GB's limit alone (the dismissed dialog removed nothing)", list)
 	}
 
-	path := filepath.Join(browsertest.ArtifactDir(t), "ops-overrides.png")
-	if err := os.WriteFile(path, section, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("screenshot: %s", path)
+	browsertest.Picture(t, "ops-overrides.png", section)
 }
 
 // TestOpsOverridesOnAPhone: at 390 px, with one override in force, the

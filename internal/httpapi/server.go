@@ -37,8 +37,12 @@ const BodyLimit = 16 << 10
 // separated, with room to spare. 512 KiB.
 const ImportBodyLimit = 512 << 10
 
-// importPath is the one route whose body may pass BodyLimit.
-const importPath = "/ops/trusted-numbers"
+// importPath and importFormPath, the API's import and the page's, are
+// the routes whose body may pass BodyLimit (up to ImportBodyLimit).
+const (
+	importPath     = "/ops/trusted-numbers"
+	importFormPath = "/ops/actions/trust-import"
+)
 
 // Options are a server's dependencies.
 type Options struct {
@@ -201,7 +205,7 @@ func (s *Server) routes(apiKeys, opsKeys httpx.Keyring) {
 	e.Use(s.around) // the span (tracing.go), the request ID, the request log
 	// "KiB": echo reads "16K" as 16,000 bytes.
 	e.Use(middleware.BodyLimitWithConfig(middleware.BodyLimitConfig{Limit: strconv.Itoa(BodyLimit/1024) + "KiB",
-		Skipper: func(c echo.Context) bool { return c.Path() == importPath }}))
+		Skipper: func(c echo.Context) bool { return c.Path() == importPath || c.Path() == importFormPath }}))
 
 	e.GET("/healthz", s.health.healthz)
 	e.GET("/readyz", s.health.readyz)
@@ -238,6 +242,10 @@ func (s *Server) routes(apiKeys, opsKeys httpx.Keyring) {
 	e.POST("/ops/actions/deny", pages.FormDeny, page, httpx.Audited)
 	e.POST("/ops/actions/undeny", pages.FormUndeny, page, httpx.Audited)
 	e.POST("/ops/actions/clear-risk", pages.FormClearRisk, page, httpx.Audited)
+	// The page's import: the limit before the session's check, which
+	// reads the form.
+	e.POST(importFormPath, pages.FormImportTrusted, middleware.BodyLimit(strconv.Itoa(ImportBodyLimit/1024)+"KiB"),
+		page, httpx.Audited)
 	// The JSON API shows full numbers and audit rows: no cache keeps them.
 	e.GET("/ops/blocked", desk.ListBlocked, noStore, ops)
 	e.DELETE("/ops/blocked/:phone", desk.Unblock, noStore, ops, httpx.Audited)

@@ -143,3 +143,38 @@ func TestCarrierAlertNamed(t *testing.T) {
 		t.Errorf("alerts %+v, want one of scope carrier, subject NG / MTN, country NG", st.alerts)
 	}
 }
+
+// TestAbuseViewCountryPaused: a country_pause in force is in the row of
+// the country it refuses (a pause of GB in Jersey's too, as a send meets
+// it), with when it ends; a country nobody paused has none.
+func TestAbuseViewCountryPaused(t *testing.T) {
+	now := time.Unix(1_780_000_000, 0)
+	h := now.Unix() / 3600
+	st := &readAbuseData{data: ops.AbuseData{Hours: make([]ops.AbuseHour, 25)}}
+	for i := range st.data.Hours {
+		st.data.Hours[i].Hour = h - int64(i)
+	}
+	st.data.Hours[0].Countries = map[string]int64{"NG|s": 70, "JE|s": 3, "GH|s": 2, "~other|s": 1}
+	ngUntil, gbUntil := now.Add(30*time.Minute), now.Add(2*time.Hour)
+	overrides := fixedOverrides{
+		{Kind: guard.OverrideCountryPause, Subject: "NG", ExpiresAt: ngUntil},
+		{Kind: guard.OverrideCountryPause, Subject: "GB", ExpiresAt: gbUntil},
+		{Kind: guard.OverrideCountryPause, Subject: "GH", ExpiresAt: now.Add(-time.Minute)}, // ended
+	}
+	pol := guard.DefaultPolicies().OTP
+	pol.CountryVelocity.Mode = guard.VelocityOff
+	d := ops.NewAbuseDesk(ops.AbuseDeskOptions{Store: st, Policy: func() guard.OTPPolicy { return pol },
+		Overrides: overrides, Now: func() time.Time { return now }})
+	rep, err := d.Read(context.Background(), 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]time.Time{}
+	for _, c := range rep.Windows[0].Countries {
+		got[c.Country] = c.PausedUntil
+	}
+	want := map[string]time.Time{"NG": ngUntil, "JE": gbUntil, "GH": {}, ops.OtherField: {}}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("paused until, by country row (-want +got):\n%s", diff)
+	}
+}

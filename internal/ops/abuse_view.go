@@ -112,6 +112,9 @@ type CountryRow struct {
 	Limits []AbuseLimit
 	// Carriers are the country's carriers, busiest first (abuse_carriers.go).
 	Carriers []CarrierRow
+	// PausedUntil is when the ops desk's country_pause of the country
+	// ends (zero: not paused), so that the row says what refuses it.
+	PausedUntil time.Time
 }
 
 // PrefixRow is one prefix of a window.
@@ -293,6 +296,9 @@ func window(name string, hours []AbuseHour, since time.Time, top int, p guard.OT
 	}
 	for _, r := range countries {
 		r.Limits = append(r.Limits, countryLimits(r.Country, e)...)
+		if until, ok := e.CountryPause(r.Country); ok && r.Country != OtherField {
+			r.PausedUntil = until
+		}
 		w.Countries = append(w.Countries, *r)
 	}
 	for _, r := range prefixes {

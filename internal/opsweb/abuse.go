@@ -96,6 +96,9 @@ type abuseCountryJSON struct {
 	Limits []abuseLimitJSON `json:"limits"`
 	// Carriers are the country's carriers, busiest first (ops.CarrierRow).
 	Carriers []abuseCarrierJSON `json:"carriers"`
+	// Paused: a country_pause holds it, PausedSecondsLeft more seconds.
+	Paused            bool   `json:"paused"`
+	PausedSecondsLeft *int64 `json:"paused_seconds_left,omitempty"`
 }
 
 // abuseCarrierJSON is one carrier of a country: its key ("mtn", "~other"
@@ -276,6 +279,10 @@ func toWindowJSON(w ops.AbuseWindow, now time.Time) abuseWindowJSON {
 			cj.Limits = append(cj.Limits, toLimitJSON(l))
 		}
 		cj.Carriers = toCarriersJSON(c, now)
+		if !c.PausedUntil.IsZero() {
+			left := seconds(c.PausedUntil.Sub(now))
+			cj.Paused, cj.PausedSecondsLeft = true, &left
+		}
 		j.Countries = append(j.Countries, cj)
 	}
 	for _, p := range w.Prefixes {

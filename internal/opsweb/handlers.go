@@ -77,6 +77,7 @@ type Pages struct {
 	view     *attackView
 	sessions sessions // the page's CSRF token
 	risk     func() RiskClearer
+	trust    func() TrustImporter
 	log      *slog.Logger
 }
 
@@ -94,6 +95,6 @@ func New(o Options) *Handlers {
 		SignIn: &SignIn{ops: o.Ops, log: o.Logger, apiKeys: o.APIKeys, opsKeys: o.OpsKeys, sessions: ss,
 			revoked: o.Sessions, signInLimit: o.SignIn},
 		API:   &API{ops: o.Ops, view: view, trust: o.Trust, risk: o.Risk},
-		Pages: &Pages{ops: o.Ops, view: view, sessions: ss, risk: o.Risk, log: o.Logger},
+		Pages: &Pages{ops: o.Ops, view: view, sessions: ss, risk: o.Risk, trust: o.Trust, log: o.Logger},
 	}
 }

@@ -19,7 +19,8 @@ import (
 // Sizes of the page's lists.
 const (
 	pageBlocks = 25
-	pageEvents = 50
+	// pageEvents is a phone's worth of events: older ones on demand.
+	pageEvents = 25
 	chartMins  = 60
 )
 
@@ -28,9 +29,18 @@ type opsPage struct {
 	Phone, Country string // the blocked list's filter
 	Flash, Problem string
 
-	// The attack view (abuse.go), at the top of the page.
+	// The attack view (abuse.go), at the top of the page, and its alerts
+	// with the actions that answer them (alerts_page.go).
 	Abuse    *abuseJSON
 	AbuseErr string
+	Alerts   []pageAlert
+	// State is this instance's health: shown whether or not the attack
+	// view could be read (nil: the server has no attack view).
+	State *State
+	// Trust: the page offers the trusted-number import (trust_page.go);
+	// TrustProblem says why the last one was refused.
+	Trust        bool
+	TrustProblem string
 	// Refresh is how often the page reloads itself, in seconds (0: paused);
 	// RefreshURL turns it off, or on again.
 	Refresh    int
@@ -119,11 +129,18 @@ func (s *Pages) loadPage(c echo.Context, form denyForm) opsPage {
 	now := s.ops.Now()
 
 	if s.view.abuse != nil {
+		st := s.view.instanceState()
+		p.State = &st
 		v, err := s.view.read(ctx, 8)
 		if err != nil {
 			p.AbuseErr = s.partFailed(c, "the attack view", err)
 		}
 		p.Abuse = v
+		p.Alerts = pageAlerts(v, s.ops.FilePolicy())
+	}
+	p.Trust, p.TrustProblem = s.trust != nil, trustProblem(problem.Code(q.Get(qTrustErr)))
+	if q.Get("done") == "trusted" {
+		p.Flash = trustedFlash(q)
 	}
 
 	s.loadBlocked(c, &p, now)

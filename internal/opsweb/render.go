@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/labstack/echo/v4"
 
@@ -45,11 +46,16 @@ func sha256b64(s string) string {
 	return base64.StdEncoding.EncodeToString(sum[:])
 }
 
-// budgetView is one budget card.
+// budgetView is one budget card. A budget that is off counts nothing, so
+// its card shows the sends of the attack view's window instead (Sent
+// since Since), never a 0 that is not true.
 type budgetView struct {
 	Name    string
 	W       abuseBudgetWindowJSON
 	Percent int64
+	Counted bool
+	Sent    int64
+	Since   time.Time
 }
 
 // windowView is one window of the attack view as the page lays it out.
@@ -89,14 +95,27 @@ var pageFuncs = template.FuncMap{
 		return out
 	},
 	"left": func(secs int64) string { return timeLeft(time.Unix(secs, 0), time.Unix(0, 0)) },
+	// clip is the first n characters of s, and "…" when there is more: a
+	// long request ID or detail, shown whole when unfolded.
+	"clip": func(s string, n int) string {
+		r := []rune(s)
+		if len(r) <= n {
+			return s
+		}
+		return string(r[:n]) + "…"
+	},
+	"long": func(s string, n int) bool { return utf8.RuneCountInString(s) > n },
 	"deref": func(n *int64) int64 {
 		if n == nil {
 			return 0
 		}
 		return *n
 	},
-	"budget": func(name string, w abuseBudgetWindowJSON) budgetView {
+	"budget": func(name string, w abuseBudgetWindowJSON, sent *abuseWindowJSON) budgetView {
 		v := budgetView{Name: name, W: w}
+		if sent != nil {
+			v.Counted, v.Sent, v.Since = true, sent.Total.Sends, sent.Since
+		}
 		if w.Limit > 0 {
 			v.Percent = min(100, w.Used*100/w.Limit)
 		}

@@ -1,0 +1,139 @@
+package httpapi_test
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"mime/multipart"
+	"net/http"
+	"net/url"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/otpguard/otpguard/internal/guard"
+	"github.com/otpguard/otpguard/internal/sqlstore"
+)
+
+// postPage posts a form of the page to instance i with the ops key and
+// returns the answer without following its redirect.
+func postPage(t *testing.T, oc *opsCluster, i int, path, contentType string, body []byte) *http.Response {
+	t.Helper()
+	req, err := http.NewRequest("POST", oc.instances[i].srv.URL+path, bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+opsKey)
+	req.Header.Set("Content-Type", contentType)
+	client := http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	res, err := client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = io.Copy(io.Discard, res.Body)
+	_ = res.Body.Close()
+	return res
+}
+
+// TestOpsPageTrustImport: the page's import takes pasted numbers and a
+// CSV file together, hands them to the API's import (its validation, its
+// limit, its audit event) and says what it did; a refusal is said beside
+// the form; a body past the import's limit is 413.
+func TestOpsPageTrustImport(t *testing.T) {
+	oc, _ := trustWorld(t)
+	multi := func(text, file string) (string, []byte) {
+		var b bytes.Buffer
+		w := multipart.NewWriter(&b)
+		_ = w.WriteField("numbers", text)
+		if file != "" {
+			f, err := w.CreateFormFile("file", "trusted.csv")
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, _ = f.Write([]byte(file))
+		}
+		_ = w.Close()
+		return w.FormDataContentType(), b.Bytes()
+	}
+	many := strings.Repeat("+447400123456\n", guard.MaxTrustImport+1)
+	form := "application/x-www-form-urlencoded"
+	tests := []struct {
+		name, contentType string
+		body              []byte
+		status            int
+		location, flash   string
+	}{
+		{"pasted and a file", "", nil, 303, "/ops?done=trusted&imported=4&invalid=2#trust-import",
+			"Imported 4 trusted numbers; 2 not valid numbers were left out."},
+		{"pasted only, no file part", form, []byte(url.Values{"numbers": {"+447400123470, +447400123471"}}.Encode()), 303,
+			"/ops?done=trusted&imported=2&invalid=0#trust-import", "Imported 2 trusted numbers."},
+		{"nothing", form, []byte("numbers=+%0A"), 303, "/ops?trust_err=invalid_request#trust-import", ""},
+		{"past the import's count", form, []byte(url.Values{"numbers": {many}}.Encode()), 303, "/ops?trust_err=invalid_request#trust-import", ""},
+		{"past the body limit", form, []byte("numbers=" + strings.Repeat("%2B447400123456%0A", 35000)), 413, "", ""},
+	}
+	tests[0].contentType, tests[0].body = multi("+447400123456\n+447400123457, x", "phone\n+447400123458\n+919812345678\n")
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			res := postPage(t, oc, 0, "/ops/actions/trust-import", tt.contentType, tt.body)
+			if res.StatusCode != tt.status || res.Header.Get("Location") != tt.location {
+				t.Fatalf("got %d to %q, want %d to %q", res.StatusCode, res.Header.Get("Location"), tt.status, tt.location)
+			}
+			if tt.location == "" {
+				return
+			}
+			page := string(oc.ops(t, 0, "GET", strings.TrimSuffix(tt.location, "#trust-import"), "").Body)
+			if tt.flash != "" && !strings.Contains(page, `<p class="flash ok" id="flash">`+tt.flash+`</p>`) {
+				t.Errorf("the page does not say %q", tt.flash)
+			}
+			if tt.flash == "" && !strings.Contains(page, `id="trust-problem"`) {
+				t.Errorf("the page does not say why the import was refused")
+			}
+		})
+	}
+	opsWait(t, "the page's imports in the audit trail", func() bool {
+		r := oc.ops(t, 0, "GET", "/ops/events?action=otp.trust.import", "")
+		return r.Status == 200 && containsAll(string(r.Body), "imported=4 invalid=2", "imported=2 invalid=0")
+	})
+}
+
+// TestOpsPageBudgetOffSaysWhatWasSent: with no spend budget the budget
+// cards say "off" and how many codes the window sent, not "0 sent".
+func TestOpsPageBudgetOffSaysWhatWasSent(t *testing.T) {
+	oc := newOpsCluster(t, opsConfig{engine: sqlstore.EngineSQLite})
+	for _, phone := range []string{"+447400123456", "+447400123457", "+447400123458"} {
+		if status, code := oc.send(t, 0, phone); status != 200 {
+			t.Fatalf("send %s: %d %s", phone, status, code)
+		}
+	}
+	if err := oc.instances[0].app.FlushAbuse(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	page := oc.ops(t, 0, "GET", "/ops", "").Body
+	for _, w := range []string{"hour", "day"} {
+		card := regexp.MustCompile(`(?s)<div class="card budget *" data-window="Spend budget, ` + w + `">.*?</div>\s*</div>`).Find(page)
+		text := regexp.MustCompile(`<[^>]+>`).ReplaceAllString(string(card), "")
+		if !strings.Contains(text, "off") || !strings.Contains(text, "3 sent since") {
+			t.Errorf("the %s budget's card: %q, want off and 3 sent", w, strings.Join(strings.Fields(text), " "))
+		}
+	}
+}
+
+// TestOpsPageRedisDown: with Redis gone the page keeps this instance's
+// health line and says which figures it cannot show; the blocked numbers'
+// count is unknown, not 0.
+func TestOpsPageRedisDown(t *testing.T) {
+	oc := newOpsCluster(t, opsConfig{engine: sqlstore.EngineSQLite, ownRedis: true})
+	if status, code := oc.send(t, 0, "+447400123456"); status != 200 {
+		t.Fatalf("send: %d %s", status, code)
+	}
+	oc.redis.Kill()
+	page := string(oc.ops(t, 0, "GET", "/ops", "").Body)
+	for _, want := range []string{`id="health"`, `id="attack-error"`, `id="stale"`, `Blocked numbers <span class="muted">(unknown;`} {
+		if !strings.Contains(page, want) {
+			t.Errorf("the page with Redis down lacks %s", want)
+		}
+	}
+	if strings.Contains(page, `Blocked numbers <span class="muted">(0;`) {
+		t.Error("the page with Redis down says 0 numbers are blocked")
+	}
+}
