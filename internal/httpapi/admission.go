@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"sync/atomic"
+	"time"
 
 	"github.com/labstack/echo/v4"
 
@@ -24,10 +25,13 @@ type admission struct {
 	slots   chan struct{} // nil: no bound
 	metrics *metrics.Set
 	shed    *atomic.Int64 // requests shed since start, for the attack view
+	// shedAt is when the last request was shed (unix nanoseconds, 0:
+	// never): the desk's status says "shedding" while it is recent.
+	shedAt *atomic.Int64
 }
 
 func newAdmission(maxInFlight int, m *metrics.Set) admission {
-	a := admission{metrics: m, shed: new(atomic.Int64)}
+	a := admission{metrics: m, shed: new(atomic.Int64), shedAt: new(atomic.Int64)}
 	if maxInFlight > 0 {
 		a.slots = make(chan struct{}, maxInFlight)
 	}
@@ -47,6 +51,7 @@ func (a admission) middleware(next echo.HandlerFunc) echo.HandlerFunc {
 
 func (a admission) shedOne(route string) {
 	a.shed.Add(1)
+	a.shedAt.Store(time.Now().UnixNano())
 	a.metrics.Shed(route)
 }
 

@@ -74,7 +74,9 @@ func TestOpsPageRefreshMarkup(t *testing.T) {
 	doc := parsePage(t, r.Body)
 	got := readRefresh(t, doc)
 	want := refreshState{DataRefresh: "30", MetaRefresh: "30", Toggle: "pause", ToggleHref: "/ops?ev_country=IN&refresh=0",
-		Hidden: map[string]string{"/ops#blocked": "", "/ops#events": ""}}
+		// The number search sends no refresh: its answer never refreshes
+		// (each refresh would be another audited look-up).
+		Hidden: map[string]string{"/ops#blocked": "", "/ops#events": "", "/ops#search": ""}}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("a refreshing page (-want +got):\n%s", diff)
 	}
@@ -97,7 +99,7 @@ func TestOpsPageRefreshMarkup(t *testing.T) {
 	paused := opsPageGet(t, oc, got.ToggleHref)
 	got = readRefresh(t, paused)
 	want = refreshState{DataRefresh: "0", Toggle: "resume", ToggleHref: "/ops?ev_country=IN",
-		Hidden: map[string]string{"/ops#blocked": "0", "/ops#events": "0"}}
+		Hidden: map[string]string{"/ops#blocked": "0", "/ops#events": "0", "/ops#search": ""}}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("a paused page (-want +got):\n%s", diff)
 	}
@@ -107,5 +109,10 @@ func TestOpsPageRefreshMarkup(t *testing.T) {
 	}
 	if got := readRefresh(t, opsPageGet(t, oc, got.ToggleHref)); got.DataRefresh != "30" || got.MetaRefresh != "30" {
 		t.Errorf("resumed page: %+v, want it refreshing every 30 s again", got)
+	}
+	// A number search's answer does not refresh: each refresh would look
+	// the number up, and audit it, again. Resuming leaves the answer.
+	if got := readRefresh(t, opsPageGet(t, oc, "/ops?q=%2B14155550100")); got.DataRefresh != "0" || got.MetaRefresh != "" || got.ToggleHref != "/ops" {
+		t.Errorf("a search answer: %+v, want it not refreshing", got)
 	}
 }

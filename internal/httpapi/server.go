@@ -149,7 +149,13 @@ func New(o Options) *Server {
 	s.desk = opsweb.New(opsweb.Options{Ops: o.Ops, Abuse: o.Abuse, Logger: o.Logger, APIKeys: apiKeys, OpsKeys: opsKeys,
 		SessionKey: o.SessionKey, Sessions: o.Sessions, SignIn: o.SignIn, State: s.health.instanceState,
 		Trust: func() opsweb.TrustImporter { return s.services().OTP },
-		Risk:  func() opsweb.RiskClearer { return s.services().OTP }})
+		Risk:  func() opsweb.RiskClearer { return s.services().OTP },
+		Numbers: func() ops.NumberInspector {
+			if otp := s.services().OTP; otp != nil {
+				return otp
+			}
+			return nil // no typed nil: the look-up answers without it
+		}})
 	s.SetServices(Services{OTP: o.OTP, Limiter: o.Limiter})
 	s.apiKeyLimit = o.APIKeyLimit
 	if s.apiKeyLimit == nil {
@@ -160,7 +166,7 @@ func New(o Options) *Server {
 	} else {
 		s.admission = newAdmission(o.MaxInFlight, o.Metrics)
 	}
-	s.health.shed = s.admission.shed
+	s.health.shed, s.health.shedAt = s.admission.shed, s.admission.shedAt
 	s.idempotency = idempotency{store: o.Idempotency, wait: o.IdempotencyWait, log: o.Logger}
 	if s.idempotency.wait <= 0 {
 		s.idempotency.wait = DefaultIdempotencyWait
@@ -237,7 +243,7 @@ func (s *Server) routes(apiKeys, opsKeys httpx.Keyring) {
 	e.GET("/ops/login", signIn.LoginForm)
 	e.POST("/ops/login", signIn.Login)
 	e.POST("/ops/logout", signIn.Logout, page)
-	e.GET("/ops", pages.Page, page)
+	e.GET("/ops", pages.Page, page, httpx.Audited) // the number search is audited
 	e.POST("/ops/actions/unblock", pages.FormUnblock, page, httpx.Audited)
 	e.POST("/ops/actions/deny", pages.FormDeny, page, httpx.Audited)
 	e.POST("/ops/actions/undeny", pages.FormUndeny, page, httpx.Audited)
@@ -246,6 +252,7 @@ func (s *Server) routes(apiKeys, opsKeys httpx.Keyring) {
 	// reads the form.
 	e.POST(importFormPath, pages.FormImportTrusted, middleware.BodyLimit(strconv.Itoa(ImportBodyLimit/1024)+"KiB"),
 		page, httpx.Audited)
+	e.POST("/ops/actions/trust", pages.FormTrust, page, httpx.Audited)
 	// The JSON API shows full numbers and audit rows: no cache keeps them.
 	e.GET("/ops/blocked", desk.ListBlocked, noStore, ops)
 	e.DELETE("/ops/blocked/:phone", desk.Unblock, noStore, ops, httpx.Audited)
@@ -253,6 +260,8 @@ func (s *Server) routes(apiKeys, opsKeys httpx.Keyring) {
 	e.POST("/ops/denylist", desk.AddDeny, noStore, ops, idem.idempotent, httpx.Audited)
 	e.DELETE("/ops/denylist/:id", desk.RemoveDeny, noStore, ops, httpx.Audited)
 	e.GET("/ops/events", desk.ListEvents, noStore, ops)
+	// "Why did +X get no code?": what the service knows of one number.
+	e.GET("/ops/numbers/:phone", desk.LookUpNumber, noStore, ops, httpx.Audited)
 	// Emergency overrides of the policy file.
 	e.GET("/ops/overrides", desk.ListOverrides, noStore, ops)
 	e.POST("/ops/overrides", desk.AddOverride, noStore, ops, idem.idempotent, httpx.Audited)

@@ -56,6 +56,7 @@ type health struct {
 	ready  func(ctx context.Context) (down []string, err error)
 	status func() StoreStatus
 	shed   *atomic.Int64 // requests shed by admission since start
+	shedAt *atomic.Int64 // when admission last shed one (unix ns; 0: never)
 	log    *slog.Logger
 }
 
@@ -245,12 +246,20 @@ func timePtr(t time.Time) *time.Time {
 // shows it (opsweb.Options.State).
 func (h *health) instanceState() opsweb.State {
 	st := opsweb.State{Status: "ok", InFallback: []string{}, Shed: h.shed.Load()}
+	if at := h.shedAt.Load(); at != 0 {
+		st.ShedAt = time.Unix(0, at)
+	}
 	if h.status == nil {
 		return st
 	}
 	ss := h.status()
 	st.Redis, st.Breaker, st.Instances, st.InFallback = redisState(ss.RedisUp), ss.Breaker, ss.Instances, ss.InFallback()
 	st.StoreShed, st.StoreLate = ss.StoreShed, ss.StoreLate
+	for _, n := range ss.Nodes {
+		if n.Node != "" && n.Breaker == "open" {
+			st.NodesDown = append(st.NodesDown, n.Node)
+		}
+	}
 	if d := ss.Database; d != nil {
 		st.Database = d.State
 		if d.State != "up" || !d.DenyListLoaded {

@@ -124,7 +124,7 @@ func TestTrustedNumberSentWhileCountryRefuses(t *testing.T) {
 		return false
 	})
 	page := oc.ops(t, 1, "GET", "/ops", "")
-	if body := string(page.Body); !strings.Contains(body, "abuse alert active") || strings.Contains(body, "all systems normal") {
+	if body := string(page.Body); !strings.Contains(body, `id="status-badge" data-code="alert"`) || strings.Contains(body, "all systems normal") {
 		t.Errorf("GET /ops while GB's velocity alert is active: the badge is not the alert's")
 	}
 }

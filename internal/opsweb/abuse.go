@@ -45,6 +45,11 @@ type State struct {
 	StoreShed int64  `json:"store_shed"`
 	StoreLate int64  `json:"store_late"`
 	Database  string `json:"database,omitempty"`
+	// NodesDown are the Redis Cluster masters whose breaker is open, and
+	// ShedAt when this instance last shed a request (zero: never); the
+	// desk's status reads them (status.go).
+	NodesDown []string  `json:"-"`
+	ShedAt    time.Time `json:"-"`
 }
 
 type abuseBudgetJSON struct {

@@ -19,10 +19,11 @@ import (
 
 // doneMessages are the page's confirmations, by the done parameter.
 var doneMessages = map[string]string{
-	"unblocked":    "Unblocked: the number may receive a code again.",
-	"denied":       "Added to the deny-list. Every instance enforces it within seconds.",
-	"undenied":     "Removed from the deny-list.",
-	"risk_cleared": "Risk score cleared: the number's next refused send asks the network again.",
+	"unblocked":      "Unblocked: the number may receive a code again.",
+	"denied":         "Added to the deny-list. Every instance enforces it within seconds.",
+	"undenied":       "Removed from the deny-list.",
+	"risk_cleared":   "Risk score cleared: the number's next refused send asks the network again.",
+	"number_trusted": "Trusted: the number is marked as if it had just verified a code.",
 }
 
 // problemMessage is what the page says of a refusal: fixed text per code,
@@ -147,6 +148,11 @@ func (s *Pages) backToPage(c echo.Context, done string, err error) error {
 		v.Set("err", string(code))
 	} else {
 		v.Set("done", done)
+	}
+	// An action taken from the number search goes back to its answer.
+	if q := strings.TrimSpace(c.Request().PostFormValue("back_q")); q != "" && len(q) <= maxSearch {
+		v.Set("q", q)
+		return c.Redirect(http.StatusSeeOther, "/ops?"+v.Encode()+"#search")
 	}
 	return c.Redirect(http.StatusSeeOther, "/ops?"+v.Encode())
 }

@@ -39,6 +39,10 @@ type Options struct {
 	// Risk clears numbers' cached risk scores (DELETE /ops/risk/{phone}):
 	// the OTP service in force; nil: 404.
 	Risk func() RiskClearer
+	// Numbers reads what the OTP rules hold of a number for the desk's
+	// look-up (GET /ops/numbers/{phone}, the page's search): the OTP
+	// service in force; nil: the look-up answers without it.
+	Numbers func() ops.NumberInspector
 }
 
 // Handlers are the ops desk's HTTP handlers, in three rooms: the sign-in
@@ -64,10 +68,11 @@ type SignIn struct {
 // API is the JSON handlers of /ops/... (api.go, overrides.go, abuse.go,
 // trusted.go, risk.go).
 type API struct {
-	ops   *ops.Desk
-	view  *attackView
-	trust func() TrustImporter
-	risk  func() RiskClearer
+	ops     *ops.Desk
+	view    *attackView
+	trust   func() TrustImporter
+	risk    func() RiskClearer
+	numbers func() ops.NumberInspector
 }
 
 // Pages is the ops page and its forms (page.go, forms.go,
@@ -78,6 +83,7 @@ type Pages struct {
 	sessions sessions // the page's CSRF token
 	risk     func() RiskClearer
 	trust    func() TrustImporter
+	numbers  func() ops.NumberInspector
 	log      *slog.Logger
 }
 
@@ -94,7 +100,7 @@ func New(o Options) *Handlers {
 	return &Handlers{
 		SignIn: &SignIn{ops: o.Ops, log: o.Logger, apiKeys: o.APIKeys, opsKeys: o.OpsKeys, sessions: ss,
 			revoked: o.Sessions, signInLimit: o.SignIn},
-		API:   &API{ops: o.Ops, view: view, trust: o.Trust, risk: o.Risk},
-		Pages: &Pages{ops: o.Ops, view: view, sessions: ss, risk: o.Risk, trust: o.Trust, log: o.Logger},
+		API:   &API{ops: o.Ops, view: view, trust: o.Trust, risk: o.Risk, numbers: o.Numbers},
+		Pages: &Pages{ops: o.Ops, view: view, sessions: ss, risk: o.Risk, trust: o.Trust, numbers: o.Numbers, log: o.Logger},
 	}
 }

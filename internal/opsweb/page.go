@@ -146,6 +146,8 @@ func (s *Pages) loadPage(c echo.Context, form denyForm) opsPage {
 	s.loadBlocked(c, &p, now)
 	s.loadDatabaseParts(c, &p)
 	p.Overrides = s.overridesFor(c, p.CSRF, p.DatabaseDown)
+	s.loadSearch(c, &p) // search.go
+	s.loadStatus(&p)    // status.go
 	return p
 }
 

@@ -1,0 +1,93 @@
+package guard
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/otpguard/otpguard/internal/limit"
+)
+
+// NumberState is what the OTP rules hold of one number now, read without
+// spending anything: the ops desk's answer to "why did +X get no code?"
+// (ops.Desk.LookUp). A part the store could not read is left unknown and
+// its error named in Errors; the rest still answer.
+type NumberState struct {
+	// Sends is the number's own send window (otp.per_phone) and Cooldown
+	// its cooldown (otp.cooldown; Limit 0: no cooldown): Count used,
+	// ResetAfter until it is full again. Known false: not read.
+	Sends, Cooldown WindowState
+	// Trusted: the number's trust mark is set and counts now (a verify
+	// within otp.trust.verified_within, or an import). TrustKnown: marks
+	// are kept and the read answered.
+	Trusted, TrustKnown bool
+	// Risk is the network's cached risk answer (otp.risk), nil when none
+	// is cached or risk scores are off.
+	Risk *RiskAnswer
+	// Errors name the parts that could not be read ("limits: ...").
+	Errors []string
+}
+
+// WindowState is one of a number's windows as read.
+type WindowState struct {
+	Known      bool
+	Count      int64
+	Limit      int64
+	Window     time.Duration
+	ResetAfter time.Duration
+}
+
+// Refusing reports whether the window refuses the next send now.
+func (w WindowState) Refusing() bool { return w.Known && w.Limit > 0 && w.Count >= w.Limit }
+
+// Inspect reads what the OTP rules hold of phone: its send window and
+// cooldown (peeked, as a locked code's wait is: cost 0, one round trip),
+// its trust mark and its cached risk score. It changes nothing and
+// records nothing; the desk audits the look-up.
+func (s *OTP) Inspect(ctx context.Context, phone Phone) NumberState {
+	var st NumberState
+	p := s.policy
+	takes := []limit.Take{{Key: phoneSendsKey(phone.E164), Algorithm: limit.FixedWindow, Limit: p.PerPhone.Limit, Window: p.PerPhone.Window}}
+	if p.Cooldown > 0 {
+		takes = append(takes, limit.Take{Key: cooldownKey(phone.E164), Algorithm: limit.FixedWindow, Limit: 1, Window: p.Cooldown})
+	}
+	res, err := s.codes.counter.Take(ctx, takes)
+	if err == nil && len(res) != len(takes) {
+		err = fmt.Errorf("otp: store answered %d results for %d takes", len(res), len(takes))
+	}
+	if err != nil {
+		st.Errors = append(st.Errors, "limits: "+err.Error())
+	} else {
+		st.Sends = windowState(res[0], takes[0])
+		if len(res) > 1 {
+			st.Cooldown = windowState(res[1], takes[1])
+		}
+	}
+	if s.trust.on() {
+		ok, err := s.trust.trusts.Trusted(ctx, trustMarkKey(s.trust.hmacKey, phone), s.trust.now())
+		if err != nil {
+			st.Errors = append(st.Errors, "trust mark: "+err.Error())
+		} else {
+			st.Trusted, st.TrustKnown = ok, true
+		}
+	}
+	if s.risk.risks != nil {
+		c, err := s.risk.risks.CachedRisk(ctx, riskKey(s.risk.hmacKey, phone), limit.Key{})
+		switch {
+		case err != nil:
+			st.Errors = append(st.Errors, "risk score: "+err.Error())
+		case c.Found:
+			a := c.Answer
+			st.Risk = &a
+		}
+	}
+	return st
+}
+
+func windowState(r limit.Result, t limit.Take) WindowState {
+	w := WindowState{Known: !r.Fallback, Count: r.Count, Limit: t.Limit, Window: t.Window}
+	if r.Count > 0 {
+		w.ResetAfter = r.ResetAfter
+	}
+	return w
+}
