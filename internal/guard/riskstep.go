@@ -183,9 +183,11 @@ func (s *risk) read(ctx context.Context, phone Phone, mark limit.Key) (RiskCache
 }
 
 // ask takes one lookup from the budget, asks the network and caches its
-// answer for its class's time.
+// answer for its class's time. A lookup whose answer refuses the send
+// earns its place in the hour's window back (earnBack).
 func (s *risk) ask(ctx context.Context, phone Phone) (RiskAnswer, bool) {
-	if !s.takeBudget(ctx) {
+	hour, ok := s.takeBudget(ctx)
+	if !ok {
 		s.told(ctx, phone, "over_budget", 0, RiskAnswer{})
 		return RiskAnswer{}, false
 	}
@@ -202,6 +204,9 @@ func (s *risk) ask(ctx context.Context, phone Phone) (RiskAnswer, bool) {
 	a.At = s.now()
 	v := s.verdict(a)
 	s.told(ctx, phone, v.String(), d, a)
+	if s.refusal(a) != nil {
+		s.earnBack(ctx, hour)
+	}
 	keep := map[riskVerdict]time.Duration{riskHigh: s.policy.HighFor, riskLow: s.policy.LowFor, riskMid: s.policy.MidFor}[v]
 	cctx, ccancel := context.WithTimeout(context.WithoutCancel(ctx), convTimeout)
 	defer ccancel()
@@ -216,7 +221,7 @@ func (s *risk) ask(ctx context.Context, phone Phone) (RiskAnswer, bool) {
 // that refuses, a store that fails or a fallback's answer (the counter
 // could not count it in the store) mean no lookup; what was counted for
 // a lookup not made is given back.
-func (s *risk) takeBudget(ctx context.Context) bool {
+func (s *risk) takeBudget(ctx context.Context) (hour limit.Take, ok bool) {
 	hk, dk := riskBudgetKeys()
 	w := func(k limit.Key, n int64, d time.Duration) limit.Take {
 		return limit.Take{Key: k, Algorithm: limit.FixedWindow, Limit: n, Window: d, Cost: 1,
@@ -225,10 +230,12 @@ func (s *risk) takeBudget(ctx context.Context) bool {
 	takes := []limit.Take{w(hk, s.policy.PerHour, time.Hour), w(dk, s.policy.PerDay, 24*time.Hour)}
 	res, err := s.counter.Take(ctx, takes)
 	if err != nil || len(res) != len(takes) {
-		return false
+		return limit.Take{}, false
 	}
 	if !slices.ContainsFunc(res, func(r limit.Result) bool { return !r.Allowed || r.Fallback }) {
-		return true
+		hour = takes[0]
+		hour.WindowID = res[0].WindowID
+		return hour, true
 	}
 	var back []limit.Take
 	for i, r := range res {
@@ -241,7 +248,24 @@ func (s *risk) takeBudget(ctx context.Context) bool {
 	if err := s.counter.Refund(context.WithoutCancel(ctx), back); len(back) > 0 && err != nil {
 		s.log.WarnContext(ctx, "risk: refunding the lookup budget failed", "err", err) // refuses more, never allows more
 	}
-	return false
+	return limit.Take{}, false
+}
+
+// earnBack gives a lookup that refused its send (a high score, a blocked
+// number, a line type the policy does not allow) its place in the hour's
+// window back, in the window it was counted in (hour.WindowID), and keeps
+// it in the day's. Such a lookup paid: it refused a number the
+// challenge would have let a solving bot spend an SMS or a solved place
+// on, for a fraction of an SMS's price. A bot whose numbers score high
+// therefore cannot drain the hour's lookups before real users are asked;
+// its lookups are bounded by the day's window, the money cap, which is
+// never given back. A bot of numbers the network does not refuse spends
+// the hour as before. A refund that fails leaves the place spent: fewer
+// lookups, never more.
+func (s *risk) earnBack(ctx context.Context, hour limit.Take) {
+	if err := s.counter.Refund(context.WithoutCancel(ctx), []limit.Take{hour}); err != nil {
+		s.log.WarnContext(ctx, "risk: giving back a paying lookup's hour failed", "err", err)
+	}
 }
 
 // told tells the metrics and the audit trail of one lookup (result:
