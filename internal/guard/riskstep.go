@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/otpguard/otpguard/internal/limit"
@@ -204,8 +205,12 @@ func (s *risk) ask(ctx context.Context, phone Phone) (RiskAnswer, bool) {
 	a.At = s.now()
 	v := s.verdict(a)
 	s.told(ctx, phone, v.String(), d, a)
+	// The hour's place given back and the answer cached are in two
+	// slots (the budget's tag, the country's): two round trips, made
+	// side by side so that the send waits on one.
+	var wg sync.WaitGroup
 	if s.refusal(a) != nil {
-		s.earnBack(ctx, hour)
+		wg.Go(func() { s.earnBack(ctx, hour) })
 	}
 	keep := map[riskVerdict]time.Duration{riskHigh: s.policy.HighFor, riskLow: s.policy.LowFor, riskMid: s.policy.MidFor}[v]
 	cctx, ccancel := context.WithTimeout(context.WithoutCancel(ctx), convTimeout)
@@ -213,6 +218,7 @@ func (s *risk) ask(ctx context.Context, phone Phone) (RiskAnswer, bool) {
 	if err := s.risks.CacheRisk(cctx, riskKey(s.hmacKey, phone), a, keep); err != nil {
 		s.log.WarnContext(ctx, "risk: caching a score failed", "err", err)
 	}
+	wg.Wait()
 	return a, true
 }
 
