@@ -126,7 +126,8 @@ func (s *risk) before(ctx context.Context, phone Phone, tier Tier, abuse abuseTa
 		abuse.riskAsked = err != nil
 		return abuse
 	}
-	a, ok := s.answer(ctx, phone, c)
+	a, ok, cached := s.answer(ctx, phone, c)
+	cached() // the send's script reads it should a rule refuse the send
 	switch {
 	case !ok:
 		abuse.riskAsked = true
@@ -158,16 +159,18 @@ func (s *risk) refusal(a RiskAnswer) error {
 // answer is phone's answer: the cached one (c, when the send's script
 // read it; else read now), or one asked of the network within the
 // budget, and cached. ok false: none (the store failed, the budget is
-// spent or uncountable, the lookup failed or was slow).
-func (s *risk) answer(ctx context.Context, phone Phone, c RiskCached) (RiskAnswer, bool) {
+// spent or uncountable, the lookup failed or was slow). cached waits
+// for the new answer's cache write (a no-op when none is made): the
+// caller may make its next round trip beside it.
+func (s *risk) answer(ctx context.Context, phone Phone, c RiskCached) (a RiskAnswer, ok bool, cached func()) {
 	if !c.Read {
 		var err error
 		if c, err = s.read(ctx, phone, limit.Key{}); err != nil {
-			return RiskAnswer{}, false
+			return RiskAnswer{}, false, func() {}
 		}
 	}
 	if c.Found && s.verdict(c.Answer) != riskNone {
-		return c.Answer, true
+		return c.Answer, true, func() {}
 	}
 	return s.ask(ctx, phone)
 }
@@ -184,13 +187,16 @@ func (s *risk) read(ctx context.Context, phone Phone, mark limit.Key) (RiskCache
 }
 
 // ask takes one lookup from the budget, asks the network and caches its
-// answer for its class's time. A lookup whose answer refuses the send
-// earns its place in the hour's window back (earnBack).
-func (s *risk) ask(ctx context.Context, phone Phone) (RiskAnswer, bool) {
+// answer for its class's time; cached waits for the cache write (and a
+// refusing answer's earn-back), which go out side by side as ask
+// returns. A lookup whose answer refuses the send earns its place in the
+// hour's window back (earnBack).
+func (s *risk) ask(ctx context.Context, phone Phone) (a RiskAnswer, ok bool, cached func()) {
+	none := func() {}
 	hour, ok := s.takeBudget(ctx)
 	if !ok {
 		s.told(ctx, phone, "over_budget", 0, RiskAnswer{})
-		return RiskAnswer{}, false
+		return RiskAnswer{}, false, none
 	}
 	lctx, cancel := context.WithTimeout(ctx, s.policy.Timeout)
 	start := time.Now()
@@ -200,26 +206,28 @@ func (s *risk) ask(ctx context.Context, phone Phone) (RiskAnswer, bool) {
 	if err != nil {
 		s.log.WarnContext(ctx, "risk: lookup failed", "phone", MaskPhone(phone.E164), "err", err)
 		s.told(ctx, phone, "error", d, RiskAnswer{})
-		return RiskAnswer{}, false
+		return RiskAnswer{}, false, none
 	}
 	a.At = s.now()
 	v := s.verdict(a)
 	s.told(ctx, phone, v.String(), d, a)
 	// The hour's place given back and the answer cached are in two
 	// slots (the budget's tag, the country's): two round trips, made
-	// side by side so that the send waits on one.
+	// side by side, and beside the caller's next one (a low score's
+	// vouched spend), so that the send waits on one for all.
 	var wg sync.WaitGroup
 	if s.refusal(a) != nil {
 		wg.Go(func() { s.earnBack(ctx, hour) })
 	}
 	keep := map[riskVerdict]time.Duration{riskHigh: s.policy.HighFor, riskLow: s.policy.LowFor, riskMid: s.policy.MidFor}[v]
-	cctx, ccancel := context.WithTimeout(context.WithoutCancel(ctx), convTimeout)
-	defer ccancel()
-	if err := s.risks.CacheRisk(cctx, riskKey(s.hmacKey, phone), a, keep); err != nil {
-		s.log.WarnContext(ctx, "risk: caching a score failed", "err", err)
-	}
-	wg.Wait()
-	return a, true
+	wg.Go(func() {
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), convTimeout)
+		defer cancel()
+		if err := s.risks.CacheRisk(cctx, riskKey(s.hmacKey, phone), a, keep); err != nil {
+			s.log.WarnContext(ctx, "risk: caching a score failed", "err", err)
+		}
+	})
+	return a, true, wg.Wait
 }
 
 // takeBudget takes one lookup from the hour's and the day's windows, all
