@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/otpguard/otpguard/internal/limit"
@@ -125,7 +126,8 @@ func (s *risk) before(ctx context.Context, phone Phone, tier Tier, abuse abuseTa
 		abuse.riskAsked = err != nil
 		return abuse
 	}
-	a, ok := s.answer(ctx, phone, c)
+	a, ok, cached := s.answer(ctx, phone, c)
+	cached() // the send's script reads it should a rule refuse the send
 	switch {
 	case !ok:
 		abuse.riskAsked = true
@@ -157,16 +159,18 @@ func (s *risk) refusal(a RiskAnswer) error {
 // answer is phone's answer: the cached one (c, when the send's script
 // read it; else read now), or one asked of the network within the
 // budget, and cached. ok false: none (the store failed, the budget is
-// spent or uncountable, the lookup failed or was slow).
-func (s *risk) answer(ctx context.Context, phone Phone, c RiskCached) (RiskAnswer, bool) {
+// spent or uncountable, the lookup failed or was slow). cached waits
+// for the new answer's cache write (a no-op when none is made): the
+// caller may make its next round trip beside it.
+func (s *risk) answer(ctx context.Context, phone Phone, c RiskCached) (a RiskAnswer, ok bool, cached func()) {
 	if !c.Read {
 		var err error
 		if c, err = s.read(ctx, phone, limit.Key{}); err != nil {
-			return RiskAnswer{}, false
+			return RiskAnswer{}, false, func() {}
 		}
 	}
 	if c.Found && s.verdict(c.Answer) != riskNone {
-		return c.Answer, true
+		return c.Answer, true, func() {}
 	}
 	return s.ask(ctx, phone)
 }
@@ -183,11 +187,16 @@ func (s *risk) read(ctx context.Context, phone Phone, mark limit.Key) (RiskCache
 }
 
 // ask takes one lookup from the budget, asks the network and caches its
-// answer for its class's time.
-func (s *risk) ask(ctx context.Context, phone Phone) (RiskAnswer, bool) {
-	if !s.takeBudget(ctx) {
+// answer for its class's time; cached waits for the cache write (and a
+// refusing answer's earn-back), which go out side by side as ask
+// returns. A lookup whose answer refuses the send earns its place in the
+// hour's window back (earnBack).
+func (s *risk) ask(ctx context.Context, phone Phone) (a RiskAnswer, ok bool, cached func()) {
+	none := func() {}
+	hour, ok := s.takeBudget(ctx)
+	if !ok {
 		s.told(ctx, phone, "over_budget", 0, RiskAnswer{})
-		return RiskAnswer{}, false
+		return RiskAnswer{}, false, none
 	}
 	lctx, cancel := context.WithTimeout(ctx, s.policy.Timeout)
 	start := time.Now()
@@ -197,18 +206,28 @@ func (s *risk) ask(ctx context.Context, phone Phone) (RiskAnswer, bool) {
 	if err != nil {
 		s.log.WarnContext(ctx, "risk: lookup failed", "phone", MaskPhone(phone.E164), "err", err)
 		s.told(ctx, phone, "error", d, RiskAnswer{})
-		return RiskAnswer{}, false
+		return RiskAnswer{}, false, none
 	}
 	a.At = s.now()
 	v := s.verdict(a)
 	s.told(ctx, phone, v.String(), d, a)
-	keep := map[riskVerdict]time.Duration{riskHigh: s.policy.HighFor, riskLow: s.policy.LowFor, riskMid: s.policy.MidFor}[v]
-	cctx, ccancel := context.WithTimeout(context.WithoutCancel(ctx), convTimeout)
-	defer ccancel()
-	if err := s.risks.CacheRisk(cctx, riskKey(s.hmacKey, phone), a, keep); err != nil {
-		s.log.WarnContext(ctx, "risk: caching a score failed", "err", err)
+	// The hour's place given back and the answer cached are in two
+	// slots (the budget's tag, the country's): two round trips, made
+	// side by side, and beside the caller's next one (a low score's
+	// vouched spend), so that the send waits on one for all.
+	var wg sync.WaitGroup
+	if s.refusal(a) != nil {
+		wg.Go(func() { s.earnBack(ctx, hour) })
 	}
-	return a, true
+	keep := map[riskVerdict]time.Duration{riskHigh: s.policy.HighFor, riskLow: s.policy.LowFor, riskMid: s.policy.MidFor}[v]
+	wg.Go(func() {
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), convTimeout)
+		defer cancel()
+		if err := s.risks.CacheRisk(cctx, riskKey(s.hmacKey, phone), a, keep); err != nil {
+			s.log.WarnContext(ctx, "risk: caching a score failed", "err", err)
+		}
+	})
+	return a, true, wg.Wait
 }
 
 // takeBudget takes one lookup from the hour's and the day's windows, all
@@ -216,7 +235,7 @@ func (s *risk) ask(ctx context.Context, phone Phone) (RiskAnswer, bool) {
 // that refuses, a store that fails or a fallback's answer (the counter
 // could not count it in the store) mean no lookup; what was counted for
 // a lookup not made is given back.
-func (s *risk) takeBudget(ctx context.Context) bool {
+func (s *risk) takeBudget(ctx context.Context) (hour limit.Take, ok bool) {
 	hk, dk := riskBudgetKeys()
 	w := func(k limit.Key, n int64, d time.Duration) limit.Take {
 		return limit.Take{Key: k, Algorithm: limit.FixedWindow, Limit: n, Window: d, Cost: 1,
@@ -225,10 +244,12 @@ func (s *risk) takeBudget(ctx context.Context) bool {
 	takes := []limit.Take{w(hk, s.policy.PerHour, time.Hour), w(dk, s.policy.PerDay, 24*time.Hour)}
 	res, err := s.counter.Take(ctx, takes)
 	if err != nil || len(res) != len(takes) {
-		return false
+		return limit.Take{}, false
 	}
 	if !slices.ContainsFunc(res, func(r limit.Result) bool { return !r.Allowed || r.Fallback }) {
-		return true
+		hour = takes[0]
+		hour.WindowID = res[0].WindowID
+		return hour, true
 	}
 	var back []limit.Take
 	for i, r := range res {
@@ -241,7 +262,24 @@ func (s *risk) takeBudget(ctx context.Context) bool {
 	if err := s.counter.Refund(context.WithoutCancel(ctx), back); len(back) > 0 && err != nil {
 		s.log.WarnContext(ctx, "risk: refunding the lookup budget failed", "err", err) // refuses more, never allows more
 	}
-	return false
+	return limit.Take{}, false
+}
+
+// earnBack gives a lookup that refused its send (a high score, a blocked
+// number, a line type the policy does not allow) its place in the hour's
+// window back, in the window it was counted in (hour.WindowID), and keeps
+// it in the day's. Such a lookup paid: it refused a number the
+// challenge would have let a solving bot spend an SMS or a solved place
+// on, for a fraction of an SMS's price. A bot whose numbers score high
+// therefore cannot drain the hour's lookups before real users are asked;
+// its lookups are bounded by the day's window, the money cap, which is
+// never given back. A bot of numbers the network does not refuse spends
+// the hour as before. A refund that fails leaves the place spent: fewer
+// lookups, never more.
+func (s *risk) earnBack(ctx context.Context, hour limit.Take) {
+	if err := s.counter.Refund(context.WithoutCancel(ctx), []limit.Take{hour}); err != nil {
+		s.log.WarnContext(ctx, "risk: giving back a paying lookup's hour failed", "err", err)
+	}
 }
 
 // told tells the metrics and the audit trail of one lookup (result:
