@@ -7,28 +7,30 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"runtime/debug"
 
 	"github.com/otpguard/otpguard/internal/app"
 )
 
-const simulateUsage = "usage: otpguard simulate [--json FILE|-] SCENARIO.yaml"
+const simulateUsage = "usage: otpguard simulate [--json FILE|-] [--html FILE] SCENARIO.yaml"
 
 // Command is `otpguard simulate`, for cmd/otpguard's list of subcommands.
 func Command() app.Command {
 	return app.Command{Name: "simulate", Run: func(ctx context.Context, args []string, env app.Env) error {
 		return command(ctx, args, env.Stdout, env.Stderr)
-	}, Usage: "  otpguard simulate [--json FILE|-] SCENARIO.yaml\n" +
+	}, Usage: "  otpguard simulate [--json FILE|-] [--html FILE] SCENARIO.yaml\n" +
 		"                          run a scenario against the real service on a virtual clock (docs/simulate.md)\n"}
 }
 
 // command runs `otpguard simulate` with the arguments after its name: the
-// table goes to stdout (or the JSON, with --json -), progress to stderr
-// (docs/simulate.md).
+// table goes to stdout (or the JSON, with --json -), progress to stderr,
+// and the report to the files --json and --html name (docs/simulate.md).
 func command(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("simulate", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	jsonOut := fs.String("json", "", "write the report as JSON to this file (- for stdout, instead of the table)")
+	htmlOut := fs.String("html", "", "write the report as one self-contained HTML page to this file")
 	// The scenario may come before or after the flag.
 	if err := fs.Parse(args); err != nil {
 		return fmt.Errorf("%w\n%s", err, simulateUsage)
@@ -54,22 +56,32 @@ func command(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if err != nil {
 		return err
 	}
+	if *htmlOut != "" {
+		if err := writeFile(*htmlOut, func(w io.Writer) error { return rep.WriteHTML(w, filepath.Base(rest[0])) }); err != nil {
+			return err
+		}
+	}
 	switch *jsonOut {
 	case "-":
 		return rep.WriteJSON(stdout)
 	case "":
 		return rep.WriteTable(stdout)
 	}
-	f, err := os.Create(*jsonOut)
-	if err != nil {
-		return err
-	}
-	if err := rep.WriteJSON(f); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
+	if err := writeFile(*jsonOut, rep.WriteJSON); err != nil {
 		return err
 	}
 	return rep.WriteTable(stdout)
+}
+
+// writeFile creates the file at path and has write fill it.
+func writeFile(path string, write func(io.Writer) error) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if err := write(f); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }

@@ -1,6 +1,7 @@
 package simulate
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -8,7 +9,6 @@ import (
 	"math"
 	"slices"
 	"strings"
-	"text/tabwriter"
 	"time"
 )
 
@@ -88,8 +88,10 @@ type Report struct {
 	// Summary is the headline figures, when a population is the
 	// attacker's (role: attacker).
 	Summary *Summary `json:"summary,omitempty"`
-	// order is the scenario's order of populations, for the table.
+	// order is the scenario's order of populations, for the table;
+	// roles, each one's role (RoleUser or RoleAttacker).
 	order []string
+	roles map[string]string
 	// byCarrier: the scenario names carriers, so tries are counted by
 	// carrier too.
 	byCarrier bool
@@ -114,10 +116,11 @@ type Summary struct {
 }
 
 func newReport(s *Scenario) *Report {
-	r := &Report{Populations: map[string]*Counts{}}
+	r := &Report{Populations: map[string]*Counts{}, roles: map[string]string{}}
 	for _, p := range s.Populations {
 		r.byCarrier = r.byCarrier || len(p.Carriers) > 0
 		r.order = append(r.order, p.Name)
+		r.roles[p.Name] = cmp.Or(p.Role, RoleUser)
 		r.Populations[p.Name] = newCounts()
 	}
 	hours := int(math.Ceil(time.Duration(s.Duration).Hours()))
@@ -192,61 +195,6 @@ func (r *Report) WriteJSON(w io.Writer) error {
 	return enc.Encode(r)
 }
 
-// WriteTable writes a table per hour and per population, then the
-// campaign's totals.
-func (r *Report) WriteTable(w io.Writer) error {
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "hour\tstart\tpopulation\ttried\tsent\tchallenged\trefused\tverified\tcost USD\treturning (challenged, refused)\trefused by code\t")
-	for _, h := range r.Hours {
-		for _, name := range r.order {
-			if c := h.Populations[name]; c.Tried > 0 {
-				row(tw, fmt.Sprint(h.Hour), h.Start.Format("01-02 15:04"), name, c)
-			}
-		}
-	}
-	for _, name := range r.order {
-		row(tw, "total", "", name, r.Populations[name])
-	}
-	if err := tw.Flush(); err != nil {
-		return err
-	}
-	return r.writeSignals(w)
-}
-
-// writeSignals writes what the table above leaves out, each part only
-// when the run has it (so a report without them reads as before): the
-// risk lookups, the tries by carrier and the summary by role.
-func (r *Report) writeSignals(w io.Writer) error {
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	if slices.ContainsFunc(r.order, func(n string) bool { return r.Populations[n].Lookups > 0 }) {
-		fmt.Fprintln(tw, "\npopulation\trisk lookups\tlookup cost USD\t")
-		for _, name := range r.order {
-			c := r.Populations[name]
-			fmt.Fprintf(tw, "%s\t%d\t%.2f\t\n", name, c.Lookups, c.LookupCost)
-		}
-	}
-	if r.byCarrier {
-		fmt.Fprintln(tw, "\npopulation\tcarrier\ttried\tsent\tchallenged\trefused\t")
-		for _, name := range r.order {
-			m := r.Populations[name].Carriers
-			for _, carrier := range slices.Sorted(maps.Keys(m)) {
-				cc := m[carrier]
-				fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t\n", name, carrier, cc.Tried, cc.Sent, cc.Challenged, cc.Refused)
-			}
-		}
-	}
-	if err := tw.Flush(); err != nil {
-		return err
-	}
-	if s := r.Summary; s != nil {
-		_, err := fmt.Fprintf(w, "\nreal users without a code: %d of %d (%s)\nattackers' SMS: %d of %d tried (%s), %.2f USD\nrisk lookups: %d, %.2f USD\n",
-			s.UsersWithoutCode, s.UsersTried, percent(s.UsersWithoutCode, s.UsersTried),
-			s.AttackersSent, s.AttackersTried, percent(s.AttackersSent, s.AttackersTried), s.AttackersCost, s.Lookups, s.LookupCost)
-		return err
-	}
-	return nil
-}
-
 // percent is n of total as "3.5 %"; "-" of none.
 func percent(n, total int) string {
 	if total == 0 {
@@ -255,14 +203,16 @@ func percent(n, total int) string {
 	return fmt.Sprintf("%.1f %%", 100*float64(n)/float64(total))
 }
 
-func row(w io.Writer, hour, start, name string, c *Counts) {
-	fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t%.2f\t%d (%d, %d)\t%s\t\n", hour, start, name,
-		c.Tried, c.Sent, c.Challenged, c.Refused, c.Verified, c.Cost,
-		c.Returning, c.ReturningChallenged, c.ReturningRefused, codes(c.RefusedByCode))
+// codes is "unusual_volume 30, cooldown 2", most first; "-" for none.
+func codes(m map[string]int) string {
+	if len(m) == 0 {
+		return "-"
+	}
+	return strings.Join(codeList(m), ", ")
 }
 
-// codes is "unusual_volume 30, cooldown 2", most first.
-func codes(m map[string]int) string {
+// codeList is ["unusual_volume 30", "cooldown 2"], most first.
+func codeList(m map[string]int) []string {
 	keys := slices.Collect(maps.Keys(m))
 	slices.SortFunc(keys, func(a, b string) int {
 		if m[a] != m[b] {
@@ -274,8 +224,5 @@ func codes(m map[string]int) string {
 	for _, k := range keys {
 		parts = append(parts, fmt.Sprintf("%s %d", k, m[k]))
 	}
-	if len(parts) == 0 {
-		return "-"
-	}
-	return strings.Join(parts, ", ")
+	return parts
 }
