@@ -34,6 +34,11 @@ type Event struct {
 	// Trusted: a send that went to a trusted number (trust.go), for the
 	// attack view's counts. Not stored in the audit trail.
 	Trusted bool
+	// Solved: a send after a solved challenge (the solved tier; challenge.go),
+	// sent or refused by the solved cap, for the attack view's counts: the
+	// cap's refusal answers unusual_volume as the velocity rule's does, and
+	// this is how the desk tells them apart. Not stored in the audit trail.
+	Solved bool
 	// Carrier is the display name of the carrier an abuse rule's event
 	// concerns ("MTN"; carriershare.go), "" for a country's or none. Not
 	// stored in the audit trail, whose Detail names it ("carrier=MTN").

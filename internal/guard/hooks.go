@@ -44,7 +44,8 @@ func (s *audit) record(ctx context.Context, action, ok string, phone Phone, ip s
 	s.recordTier(ctx, action, ok, phone, ip, err, TierNew)
 }
 
-// recordTier is record, for a send of tier.
+// recordTier is record, for a send of tier: a solved send's event, and
+// the solved cap's refusal's (errSolvedCap), are marked Solved.
 func (s *audit) recordTier(ctx context.Context, action, ok string, phone Phone, ip string, err error, tier Tier) {
 	outcome := ok
 	if err != nil {
@@ -55,5 +56,6 @@ func (s *audit) recordTier(ctx context.Context, action, ok string, phone Phone, 
 		detail = e.Usage
 	}
 	s.events.Record(Event{At: s.now(), Action: action, Outcome: outcome, Phone: phone.E164, Country: phone.Region, IP: ip,
-		Detail: detail, TraceID: TraceID(ctx), RequestID: RequestID(ctx), Trusted: err == nil && tier == TierTrusted})
+		Detail: detail, TraceID: TraceID(ctx), RequestID: RequestID(ctx), Trusted: err == nil && tier == TierTrusted,
+		Solved: err == nil && tier == TierSolved || errors.Is(err, errSolvedCap)})
 }

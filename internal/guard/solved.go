@@ -2,6 +2,7 @@ package guard
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"time"
 
@@ -49,8 +50,15 @@ func (s *solvedCap) denied(ctx context.Context, phone Phone, t VolumeTake, res V
 	if res.Carrier { // the carrier's share of the cap, or its cut (carriershare.go)
 		msg = "unusually many challenged codes were sent to this carrier's numbers in this country this hour; try again later"
 	}
-	return &problem.Error{Code: problem.CodeUnusualVolume, RetryAfter: retry, Usage: Usage(res.Count+1, res.Limit, time.Hour), Message: msg}
+	return &problem.Error{Code: problem.CodeUnusualVolume, RetryAfter: retry, Usage: Usage(res.Count+1, res.Limit, time.Hour), Message: msg,
+		Err: errSolvedCap}
 }
+
+// errSolvedCap marks a refusal by the solved cap: its code is the velocity
+// rule's (unusual_volume; the API's answer does not change), and the audit
+// event is marked Solved by it (recordTier), so the desk can tell the two
+// apart.
+var errSolvedCap = errors.New("the solved cap")
 
 // cut cuts a country's solved cap to a tenth (its solved sends are
 // not verified), or only its carrier's when carrier names one (the

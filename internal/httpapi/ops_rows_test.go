@@ -3,14 +3,18 @@ package httpapi_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"io"
 	"mime/multipart"
 	"net/http"
 	"net/url"
+	"reflect"
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/otpguard/otpguard/internal/app"
 	"github.com/otpguard/otpguard/internal/guard"
 	"github.com/otpguard/otpguard/internal/sqlstore"
 )
@@ -135,5 +139,88 @@ func TestOpsPageRedisDown(t *testing.T) {
 	}
 	if strings.Contains(page, `Blocked numbers <span class="muted">(0;`) {
 		t.Error("the page with Redis down says 0 numbers are blocked")
+	}
+}
+
+// TestOpsPageSolvedRow: a send after a solved challenge and one the
+// solved-challenge cap refused (unusual_volume, as the velocity rule's)
+// show in GB's row, in GET /ops/abuse and on the page, as a solved send,
+// a refusal over the cap and the cap spent; the status badge names the
+// spent cap. Velocity floor 1 and solved cap 1, on a driven clock.
+func TestOpsPageSolvedRow(t *testing.T) {
+	clock := &testClock{now: time.Date(2026, 1, 1, 10, 1, 0, 0, time.UTC)}
+	p := challengePolicy(1)
+	oc := newOpsCluster(t, opsConfig{engine: sqlstore.EngineSQLite, policies: &p, opts: []app.Option{app.WithClock(clock.Now)}})
+	if r := oc.do(t, 0, "POST", "/otp/send", `{"phone":"+447400100001"}`); r.Status != http.StatusOK {
+		t.Fatalf("first send: %d %s", r.Status, r.Body)
+	}
+	for _, s := range []struct{ phone, code string }{{"+447400100002", ""}, {"+447400100003", "unusual_volume"}} {
+		sol := solve(t, challengeOf(t, oc.do(t, 0, "POST", "/otp/send", `{"phone":"`+s.phone+`"}`)))
+		if r := oc.do(t, 0, "POST", "/otp/send", sendWith(s.phone, sol)); problemCode(t, r) != s.code {
+			t.Fatalf("solved send to %s: %d %s, want %q", s.phone, r.Status, r.Body, s.code)
+		}
+	}
+	if err := oc.instances[0].app.FlushAbuse(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+
+	r := oc.ops(t, 0, "GET", "/ops/abuse", "")
+	var v struct {
+		SolvedCapSpent []string `json:"solved_cap_spent"`
+		LastHour       struct {
+			Countries []struct {
+				Country           string
+				SolvedSends       int64 `json:"solved_sends"`
+				SolvedCapRefusals int64 `json:"solved_cap_refusals"`
+				SolvedCapSpent    bool  `json:"solved_cap_spent"`
+				Carriers          []struct {
+					SolvedSends       int64 `json:"solved_sends"`
+					SolvedCapRefusals int64 `json:"solved_cap_refusals"`
+					SolvedCapSpent    bool  `json:"solved_cap_spent"`
+				}
+			}
+		} `json:"last_hour"`
+	}
+	if err := json.Unmarshal(r.Body, &v); err != nil || r.Status != http.StatusOK {
+		t.Fatalf("GET /ops/abuse: %d %s (%v)", r.Status, r.Body, err)
+	}
+	type counts struct {
+		Solved, Capped int64
+		Spent          bool
+	}
+	var gb, carriers counts
+	for _, c := range v.LastHour.Countries {
+		if c.Country == "GB" {
+			gb = counts{c.SolvedSends, c.SolvedCapRefusals, c.SolvedCapSpent}
+			for _, k := range c.Carriers {
+				carriers.Solved, carriers.Capped = carriers.Solved+k.SolvedSends, carriers.Capped+k.SolvedCapRefusals
+				carriers.Spent = carriers.Spent || k.SolvedCapSpent
+			}
+		}
+	}
+	page := oc.ops(t, 0, "GET", "/ops", "").Body
+	row := regexp.MustCompile(`(?s)<tr class="country-row" data-country="GB">.*?</tr>`).Find(page)
+	cell := regexp.MustCompile(`(?s)<td data-label="Solved".*?</td>`).Find(row)
+	text := func(b []byte) string {
+		return strings.Join(strings.Fields(regexp.MustCompile(`<[^>]+>`).ReplaceAllString(string(b), "")), " ")
+	}
+	badge := regexp.MustCompile(`(?s)<span class="badge [a-z]+" id="status-badge".*?</span>|<li class="[a-z]+" data-code="solved_cap">.*?</li>`).FindAll(page, -1)
+	var badgeText []string
+	for _, b := range badge {
+		badgeText = append(badgeText, text(b))
+	}
+	for _, c := range []struct {
+		name      string
+		got, want any
+	}{
+		{"GB's row in GET /ops/abuse", gb, counts{1, 1, true}},
+		{"GB's carriers in GET /ops/abuse", carriers, counts{1, 1, true}},
+		{"solved_cap_spent", v.SolvedCapSpent, []string{"GB"}},
+		{"GB's Solved cell on the page", text(cell), "1 · 1 over the cap spent"},
+		{"the status names the spent cap", strings.Contains(strings.Join(badgeText, " | "), "Solved-challenge cap spent in GB"), true},
+	} {
+		if !reflect.DeepEqual(c.got, c.want) {
+			t.Errorf("%s: got %v, want %v", c.name, c.got, c.want)
+		}
 	}
 }

@@ -18,11 +18,12 @@ import (
 // instance sees the same figures because they live in the shared store,
 // one small hash per clock hour and dimension:
 //
-//	countries: "<REGION>|s" sent, "|t" sent to trusted numbers, "|v" verified, "|r" refused, "|r:<code>" refused by code, "|k" risk lookups asked
+//	countries: "<REGION>|s" sent, "|t" sent to trusted numbers, "|v" verified, "|r" refused, "|r:<code>" refused by code, "|k" risk lookups asked,
+//	           "|solved" sent after a solved challenge, "|solved_cap" refused by the solved cap (abuse_solved.go)
 //	prefixes:  "<prefix>|<REGION>|<depth>|s" (and v, r): depth 0 is
 //	           per_prefix, depth i prefix_depths[i-1]
 //	carriers:  "<REGION>|<carrier key>|<carrier name>|s" (and v, r,
-//	           r:challenge_required): the number's original carrier
+//	           r:challenge_required, solved, solved_cap): the number's original carrier
 //	           (guard.CarrierOf), keyed by its normalised key, its name
 //	           kept for people; past the cap a country's new carriers count
 //	           as "<REGION>|~other|other|<kind>"
@@ -42,7 +43,7 @@ const AbuseTTL = 25 * time.Hour
 const (
 	MaxCountryFields = 1200 // ~250 regions x (s, v, r) and the refusal codes met
 	MaxPrefixFields  = 900  // 300 prefixes x (s, v, r)
-	MaxCarrierFields = 1200 // 300 carriers of the countries met x (s, v, r, challenged)
+	MaxCarrierFields = 1800 // 300 carriers of the countries met x (s, v, r, challenged, solved, solved_cap)
 	// maxPendingFields bounds what one instance holds while the store does
 	// not answer; past it, new counts are dropped (and counted).
 	maxPendingFields = 20000
@@ -178,6 +179,9 @@ func (a *AbuseRecorder) Record(e guard.Event) {
 			kinds = []string{"s"}
 		default:
 			kinds = []string{"r", "r:" + e.Outcome}
+		}
+		if e.Solved && e.Action == guard.ActionOTPSend { // a send after a solved challenge (abuse_solved.go)
+			kinds = solvedKinds(kinds, e.Outcome == guard.OutcomeSent)
 		}
 		a.count(e, kinds)
 	case guard.ActionRiskLookup: // the country's lookups asked (none over the budget)

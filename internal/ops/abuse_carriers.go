@@ -31,11 +31,12 @@ func newAbuseCounts(hour int64) *AbuseCounts {
 }
 
 // carrierKind reports whether the carriers count kind: sends, refusals,
-// verifications and the challenges among the refusals; not the trusted
+// verifications, the challenges among the refusals and the solved tier's
+// sends and cap refusals (the cap has a carrier's share); not the trusted
 // sends or the refusals' other codes, which the country rows show.
 func carrierKind(kind string) bool {
 	switch kind {
-	case "s", "v", "r", "r:" + CodeChallengeRequired:
+	case "s", "v", "r", "r:" + CodeChallengeRequired, kindSolved, kindSolvedCap:
 		return true
 	}
 	return false
@@ -68,6 +69,9 @@ type CarrierRow struct {
 	// PausedUntil when its carrier_pause ends (zero: not paused).
 	Limits      []AbuseLimit
 	PausedUntil time.Time
+	// SolvedCapSpent: the solved cap (or the carrier's share of it)
+	// refused a send to the carrier in the clock hour under way.
+	SolvedCapSpent bool
 }
 
 // SubjectName is the row as the desk names it, "NG / MTN".
@@ -134,6 +138,7 @@ func attachCarriers(countries []CountryRow, rows map[string]map[string]*CarrierR
 				other = &CarrierRow{Key: OtherCarrier, Name: OtherCarrierName}
 			}
 			other.addTally(r.AbuseTally)
+			other.SolvedCapSpent = other.SolvedCapSpent || r.SolvedCapSpent
 		}
 		if other != nil {
 			kept = append(kept, *other)
@@ -159,6 +164,8 @@ func (r *CarrierRow) addTally(t AbuseTally) {
 	r.Refusals += t.Refusals
 	r.Verifications += t.Verifications
 	r.Trusted += t.Trusted
+	r.Solved += t.Solved
+	r.SolvedCapped += t.SolvedCapped
 	for code, n := range t.ByCode {
 		if r.ByCode == nil {
 			r.ByCode = map[string]int64{}

@@ -55,6 +55,10 @@ type AbuseTally struct {
 	// RiskLookups counts the risk score lookups asked (countries and
 	// totals only; guard/riskstep.go).
 	RiskLookups int64
+	// Solved counts the sends after a solved challenge, among Sends, and
+	// SolvedCapped the sends the solved cap refused, among Refusals
+	// (their code is unusual_volume; abuse_solved.go).
+	Solved, SolvedCapped int64
 }
 
 // CodeChallengeRequired is the refusal code of a send answered with a
@@ -82,6 +86,10 @@ func (t *AbuseTally) add(kind string, n int64) {
 		t.Trusted += n
 	case kind == "k":
 		t.RiskLookups += n
+	case kind == kindSolved:
+		t.Solved += n
+	case kind == kindSolvedCap:
+		t.SolvedCapped += n
 	case kind == "r":
 		t.Refusals += n
 	case strings.HasPrefix(kind, "r:"):
@@ -115,6 +123,9 @@ type CountryRow struct {
 	// PausedUntil is when the ops desk's country_pause of the country
 	// ends (zero: not paused), so that the row says what refuses it.
 	PausedUntil time.Time
+	// SolvedCapSpent: the solved cap refused a send to the country in the
+	// clock hour under way (abuse_solved.go).
+	SolvedCapSpent bool
 }
 
 // PrefixRow is one prefix of a window.
@@ -156,6 +167,10 @@ type AbuseReport struct {
 	Windows    []AbuseWindow
 	Alerts     []AbuseAlert
 	AutoBlocks []guard.DenyEntry
+	// SolvedCapSpent are the countries whose solved cap refused a send in
+	// the clock hour under way, sorted: all of them, not only the rows
+	// shown (the desk's status names them; abuse_solved.go).
+	SolvedCapSpent []string
 }
 
 // Read builds the view: the last hour is the clock hour under way and the
@@ -181,14 +196,21 @@ func (d *AbuseDesk) Read(ctx context.Context, top int) (AbuseReport, error) {
 	rep := AbuseReport{At: now, Budget: budgetStates(data, e)}
 	// The last hour: the hour under way and the previous one (counts of the
 	// clock hour: between 60 and 120 minutes); the last day: 24 hours.
+	// The solved cap is per clock hour: what it refused in the hour under
+	// way marks the rows of both windows.
+	spent, spentCarriers := solvedSpentNow(data.Hours[0])
 	rep.Windows = []AbuseWindow{
-		window("hour", data.Hours[:2], time.Unix((cur-1)*3600, 0), top, p, e),
-		window("day", data.Hours[:24], time.Unix((cur-23)*3600, 0), top, p, e),
+		window("hour", data.Hours[:2], time.Unix((cur-1)*3600, 0), top, p, e, spent, spentCarriers),
+		window("day", data.Hours[:24], time.Unix((cur-23)*3600, 0), top, p, e, spent, spentCarriers),
 	}
 	if err := d.addVelocityLimits(ctx, rep.Windows, p, now); err != nil {
 		return AbuseReport{}, err
 	}
 	rep.Alerts = liveAlerts(data.Alerts, now)
+	for c := range spent {
+		rep.SolvedCapSpent = append(rep.SolvedCapSpent, c)
+	}
+	slices.Sort(rep.SolvedCapSpent)
 	rep.AutoBlocks = d.autoBlocks(now)
 	return rep, nil
 }
@@ -282,8 +304,10 @@ func (d *AbuseDesk) autoBlocks(now time.Time) []guard.DenyEntry {
 }
 
 // window sums the counts of hours into the top rows, each with the limit
-// that applies to it now (e).
-func window(name string, hours []AbuseHour, since time.Time, top int, p guard.OTPPolicy, e guard.Enforced) AbuseWindow {
+// that applies to it now (e) and whether the solved cap refused it in the
+// hour under way (spent: countries, spentCarriers: "<region>|<key>").
+func window(name string, hours []AbuseHour, since time.Time, top int, p guard.OTPPolicy, e guard.Enforced,
+	spent, spentCarriers map[string]bool) AbuseWindow {
 	w := AbuseWindow{Name: name, Since: since}
 	countries := map[string]*CountryRow{}
 	prefixes := map[string]*PrefixRow{}
@@ -299,7 +323,13 @@ func window(name string, hours []AbuseHour, since time.Time, top int, p guard.OT
 		if until, ok := e.CountryPause(r.Country); ok && r.Country != OtherField {
 			r.PausedUntil = until
 		}
+		r.SolvedCapSpent = spent[r.Country]
 		w.Countries = append(w.Countries, *r)
+	}
+	for region, rows := range carriers {
+		for key, r := range rows {
+			r.SolvedCapSpent = spentCarriers[region+"|"+key]
+		}
 	}
 	for _, r := range prefixes {
 		w.Prefixes = append(w.Prefixes, *r)

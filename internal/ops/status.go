@@ -54,10 +54,10 @@ type StatusInput struct {
 	// PausedCountries and PausedCarriers are the subjects of the pause
 	// overrides in force ("NG", "NG/mtn").
 	PausedCountries, PausedCarriers []string
-	// SolvedCapSpent are the countries whose solved-challenge cap is spent
-	// this hour. The page does not fill it yet: the solved tier's refusal
-	// (unusual_volume) is not told apart from the velocity rule's in the
-	// counts the attack view reads.
+	// SolvedCapSpent are the countries whose solved-challenge cap refused a
+	// send this clock hour (AbuseReport.SolvedCapSpent: the solved tier's
+	// refusals are counted apart from the velocity rule's, whose code they
+	// share).
 	SolvedCapSpent []string
 	// RedisDown: the probe says Redis does not answer. Breaker is the
 	// store breaker's state ("closed", "open", "half-open"; "" unknown).

@@ -28,6 +28,9 @@ type abuseJSON struct {
 	AutoBlocks []abuseAutoJSON  `json:"auto_blocks"`
 	Blocks     abuseBlocksJSON  `json:"blocks"`
 	Errors     []string         `json:"errors,omitempty"`
+	// SolvedCapSpent are the countries whose solved-challenge cap refused
+	// a send in the clock hour under way (ops.AbuseReport.SolvedCapSpent).
+	SolvedCapSpent []string `json:"solved_cap_spent"`
 }
 
 // State is this instance's health as the attack view shows it, from the
@@ -82,6 +85,11 @@ type abuseTallyJSON struct {
 	Challenged   int64 `json:"challenged"`
 	// RiskLookups are the risk score lookups asked (otp.risk).
 	RiskLookups int64 `json:"risk_lookups"`
+	// SolvedSends are the sends after a solved challenge, among Sends;
+	// SolvedCapRefusals the sends the solved cap refused, among Refusals
+	// (their code, unusual_volume, is the velocity rule's too).
+	SolvedSends       int64 `json:"solved_sends"`
+	SolvedCapRefusals int64 `json:"solved_cap_refusals"`
 }
 
 type abuseLimitJSON struct {
@@ -104,6 +112,8 @@ type abuseCountryJSON struct {
 	// Paused: a country_pause holds it, PausedSecondsLeft more seconds.
 	Paused            bool   `json:"paused"`
 	PausedSecondsLeft *int64 `json:"paused_seconds_left,omitempty"`
+	// SolvedCapSpent: the solved cap refused a send to it this clock hour.
+	SolvedCapSpent bool `json:"solved_cap_spent"`
 }
 
 // abuseCarrierJSON is one carrier of a country: its key ("mtn", "~other"
@@ -118,6 +128,9 @@ type abuseCarrierJSON struct {
 	// Paused: a carrier_pause holds it, PausedSecondsLeft more seconds.
 	Paused            bool   `json:"paused"`
 	PausedSecondsLeft *int64 `json:"paused_seconds_left,omitempty"`
+	// SolvedCapSpent: the solved cap (or the carrier's share of it)
+	// refused a send to it this clock hour.
+	SolvedCapSpent bool `json:"solved_cap_spent"`
 }
 
 type abusePrefixJSON struct {
@@ -197,7 +210,8 @@ func (a *attackView) read(ctx context.Context, top int) (*abuseJSON, error) {
 		return nil, err
 	}
 	now := rep.At
-	v := &abuseJSON{At: now.UTC(), Alerts: []abuseAlertJSON{}, AutoBlocks: []abuseAutoJSON{}}
+	v := &abuseJSON{At: now.UTC(), Alerts: []abuseAlertJSON{}, AutoBlocks: []abuseAutoJSON{},
+		SolvedCapSpent: append([]string{}, rep.SolvedCapSpent...)}
 	v.State = a.instanceState()
 	for _, b := range rep.Budget {
 		w := abuseBudgetWindowJSON{Enabled: b.Limit > 0, Used: b.Used, Limit: b.Limit, Override: b.Override, Exhausted: b.Exhausted,
@@ -254,7 +268,8 @@ func seconds(d time.Duration) int64 { return int64(max(0, d.Round(time.Second)/t
 
 func toTallyJSON(t ops.AbuseTally) abuseTallyJSON {
 	j := abuseTallyJSON{Sends: t.Sends, Refusals: t.Refusals, Verifications: t.Verifications, RefusalsByCode: t.ByCode,
-		TrustedSends: t.Trusted, Challenged: t.Challenged(), RiskLookups: t.RiskLookups}
+		TrustedSends: t.Trusted, Challenged: t.Challenged(), RiskLookups: t.RiskLookups,
+		SolvedSends: t.Solved, SolvedCapRefusals: t.SolvedCapped}
 	if r, ok := t.ConversionRate(); ok {
 		r = math.Round(r*1000) / 1000
 		j.ConversionRate = &r
@@ -276,7 +291,8 @@ func toWindowJSON(w ops.AbuseWindow, now time.Time) abuseWindowJSON {
 	j := abuseWindowJSON{Since: w.Since.UTC(), Total: toTallyJSON(w.Total), Countries: []abuseCountryJSON{}, Prefixes: []abusePrefixJSON{},
 		CountriesTotal: w.CountriesTotal, PrefixesTotal: w.PrefixesTotal}
 	for _, c := range w.Countries {
-		cj := abuseCountryJSON{Country: c.Country, abuseTallyJSON: toTallyJSON(c.AbuseTally), Limits: []abuseLimitJSON{}}
+		cj := abuseCountryJSON{Country: c.Country, abuseTallyJSON: toTallyJSON(c.AbuseTally), Limits: []abuseLimitJSON{},
+			SolvedCapSpent: c.SolvedCapSpent}
 		if c.Country != ops.OtherField {
 			cj.CallingCode = guard.CountryPrefix(c.Country)
 		}
@@ -305,7 +321,7 @@ func toCarriersJSON(c ops.CountryRow, now time.Time) []abuseCarrierJSON {
 	out := make([]abuseCarrierJSON, 0, len(c.Carriers))
 	for _, k := range c.Carriers {
 		kj := abuseCarrierJSON{Carrier: k.Key, Name: k.Name, SubjectName: k.SubjectName(c.Country), abuseTallyJSON: toTallyJSON(k.AbuseTally),
-			Limits: []abuseLimitJSON{}, Paused: !k.PausedUntil.IsZero()}
+			Limits: []abuseLimitJSON{}, Paused: !k.PausedUntil.IsZero(), SolvedCapSpent: k.SolvedCapSpent}
 		for _, l := range k.Limits {
 			kj.Limits = append(kj.Limits, toLimitJSON(l))
 		}

@@ -47,6 +47,7 @@ func statusInput(st State, v *abuseJSON, now time.Time) ops.StatusInput {
 	for _, a := range v.Alerts {
 		in.Alerts = append(in.Alerts, a.Subject)
 	}
+	in.SolvedCapSpent = v.SolvedCapSpent
 	return in
 }
 

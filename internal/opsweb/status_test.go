@@ -11,7 +11,7 @@ import (
 
 // TestStatusInput: what the instance's state and the attack view say
 // reaches ops.DeriveStatus: a recent shed, a dead master, the budgets, the
-// alerts; an old shed does not.
+// alerts, the solved cap spent; an old shed does not.
 func TestStatusInput(t *testing.T) {
 	now := time.Unix(1_800_000_000, 0)
 	view := &abuseJSON{Budget: abuseBudgetJSON{Hour: abuseBudgetWindowJSON{Exhausted: true, ResetsIn: 60}},
@@ -29,6 +29,7 @@ func TestStatusInput(t *testing.T) {
 		{"Redis down", State{Redis: "down", Breaker: "open"}, nil, []string{"redis_down"}},
 		{"the database connecting", State{Redis: "up", Breaker: "closed", Database: "connecting"}, nil, []string{"database_connecting"}},
 		{"the attack view's budget and alert", State{Redis: "up", Breaker: "closed"}, view, []string{"budget_hour", "alert"}},
+		{"the solved cap spent", State{Redis: "up", Breaker: "closed"}, &abuseJSON{SolvedCapSpent: []string{"NG"}}, []string{"solved_cap"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
