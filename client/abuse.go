@@ -22,6 +22,9 @@ type AbuseView struct {
 	Blocks     AbuseBlocks  `json:"blocks"`
 	// Errors names the parts that could not be read; the rest is shown.
 	Errors []string `json:"errors,omitempty"`
+	// SolvedCapSpent are the countries whose solved-challenge cap refused
+	// a send in the clock hour under way.
+	SolvedCapSpent []string `json:"solved_cap_spent"`
 }
 
 // AbuseState is the answering instance's view of the outage and overload
@@ -75,6 +78,11 @@ type AbuseTally struct {
 	// RiskLookups are the network risk score lookups (otp.risk) asked
 	// for the sends.
 	RiskLookups int64 `json:"risk_lookups"`
+	// SolvedSends are the sends after a solved challenge, among Sends;
+	// SolvedCapRefusals the sends the solved cap refused, among Refusals
+	// (their code, unusual_volume, is the velocity rule's too).
+	SolvedSends       int64 `json:"solved_sends"`
+	SolvedCapRefusals int64 `json:"solved_cap_refusals"`
 }
 
 // AbuseLimit is a limit of the policy that applies to a country or prefix.
@@ -98,6 +106,12 @@ type AbuseCountry struct {
 	// Carriers are the country's carriers (at most 5, and every one an
 	// override holds; the rest one "~other" row).
 	Carriers []AbuseCarrier `json:"carriers,omitempty"`
+	// Paused: a country_pause override holds it, PausedSecondsLeft more
+	// seconds.
+	Paused            bool  `json:"paused"`
+	PausedSecondsLeft int64 `json:"paused_seconds_left,omitempty"`
+	// SolvedCapSpent: the solved cap refused a send to it this clock hour.
+	SolvedCapSpent bool `json:"solved_cap_spent"`
 }
 
 // AbuseCarrier is one carrier of a country, as "NG / MTN".
@@ -110,6 +124,9 @@ type AbuseCarrier struct {
 	Paused      bool         `json:"paused"`       // a carrier_pause override holds
 	// PausedSecondsLeft is, with Paused, the seconds until the pause ends.
 	PausedSecondsLeft int64 `json:"paused_seconds_left,omitempty"`
+	// SolvedCapSpent: the solved cap (or the carrier's share of it)
+	// refused a send to it this clock hour.
+	SolvedCapSpent bool `json:"solved_cap_spent"`
 }
 
 // AbusePrefix is one prefix's tally ("~other" for those past the cap).
