@@ -188,7 +188,14 @@ func DeriveStatus(in StatusInput) Status {
 	if in.Shedding {
 		add(rankShedding, LevelDegraded, "shedding", "Overloaded: this instance is shedding requests (503 overloaded)")
 	}
-	slices.SortStableFunc(cs, func(a, b Condition) int { return a.rank - b.rank })
+	// Refusals before degradations (a half-open breaker ranks with an open
+	// one, but refuses nothing), then by rank.
+	slices.SortStableFunc(cs, func(a, b Condition) int {
+		if a.Level != b.Level {
+			return int(b.Level - a.Level)
+		}
+		return a.rank - b.rank
+	})
 	st := Status{Conditions: cs}
 	for _, c := range cs {
 		st.Level = max(st.Level, c.Level)

@@ -44,6 +44,8 @@ func TestDeriveStatus(t *testing.T) {
 			PausedCarriers: []string{"NG/mtn"}, Alerts: []string{"PK"}, PausedCountries: []string{"PK"}, NodesDown: []string{"n1"},
 			BudgetHourSpent: true, BudgetDaySpent: true, Breaker: "open"}, ops.LevelRefusing,
 			[]string{"breaker_open", "budget_day", "budget_hour", "node_down", "country_paused", "alert", "carrier_paused", "solved_cap", "database_down", "shedding"}},
+		{"the breaker half-open below a spent budget", ops.StatusInput{Breaker: "half-open", BudgetHourSpent: true}, ops.LevelRefusing,
+			[]string{"budget_hour", "breaker_half_open"}},
 		{"degraded below a refusal", ops.StatusInput{Shedding: true, PausedCarriers: []string{"NG/mtn"}}, ops.LevelRefusing,
 			[]string{"carrier_paused", "shedding"}},
 	}
