@@ -30,7 +30,7 @@ import (
 // slot and the next send is answered 503 overloaded. The dead master is
 // real: the master of the heartbeat's slot is killed with its replica (so
 // no promotion ends the state while the page loads), and the badge names
-// it, not "Redis is down", whose every master does not answer.
+// it, not "Redis is down": the other masters answer.
 func TestOpsStatusBadgeShedAndDeadMasterInChromium(t *testing.T) {
 	exe := browsertest.Chromium(t)
 	rc := redistest.StartCluster(t)
