@@ -255,8 +255,15 @@ func (h *health) instanceState() opsweb.State {
 	ss := h.status()
 	st.Redis, st.Breaker, st.Instances, st.InFallback = redisState(ss.RedisUp), ss.Breaker, ss.Instances, ss.InFallback()
 	st.StoreShed, st.StoreLate = ss.StoreShed, ss.StoreLate
+	// A master's breaker half-open is its outage being probed: its slots'
+	// decisions still go to the fallback. "*" (calls across masters) is no
+	// master.
 	for _, n := range ss.Nodes {
-		if n.Node != "" && n.Breaker == "open" {
+		if n.Node == "" || n.Node == "*" {
+			continue
+		}
+		st.Masters++
+		if n.Breaker != "closed" {
 			st.NodesDown = append(st.NodesDown, n.Node)
 		}
 	}

@@ -63,8 +63,12 @@ type StatusInput struct {
 	// store breaker's state ("closed", "open", "half-open"; "" unknown).
 	RedisDown bool
 	Breaker   string
-	// NodesDown are the Redis Cluster masters whose breaker is open.
+	// NodesDown are the Redis Cluster masters whose breaker is not closed
+	// (open, or half-open: probed after an outage, its slots' decisions
+	// still go to the fallback), and Masters how many masters the instance
+	// knows (0: one node, a single Redis or Sentinel).
 	NodesDown []string
+	Masters   int
 	// InFallback are the policies deciding from memory now.
 	InFallback []string
 	// Database is the ops database's state ("up", "down", "connecting";
@@ -135,10 +139,18 @@ func DeriveStatus(in StatusInput) Status {
 	add := func(rank int, l Level, code, text string) {
 		cs = append(cs, Condition{Level: l, Code: code, Text: text, rank: rank})
 	}
+	// On Redis Cluster the breaker is the worst master's and the
+	// heartbeat's key lives on one master: while some masters answer, a
+	// dead one is node_down, not all of Redis down.
+	partial := in.Masters > 0 && len(in.NodesDown) > 0 && len(in.NodesDown) < in.Masters
+	storeDown := false // every decision takes its policy's on_store_error
 	switch {
+	case partial:
 	case in.RedisDown:
+		storeDown = true
 		add(rankRedisDown, LevelRefusing, "redis_down", "Redis is down: decisions take each policy's on_store_error (OTP sends refused where closed)")
 	case in.Breaker == "open":
+		storeDown = true
 		add(rankBreakerOpen, LevelRefusing, "breaker_open", "Redis breaker open: decisions take each policy's on_store_error (OTP sends refused where closed)")
 	case in.Breaker == "half-open":
 		add(rankBreakerOpen, LevelDegraded, "breaker_half_open", "Redis breaker half-open: probing Redis after an outage")
@@ -164,7 +176,7 @@ func DeriveStatus(in StatusInput) Status {
 	if len(in.SolvedCapSpent) > 0 {
 		add(rankSolvedCap, LevelDegraded, "solved_cap", "Solved-challenge cap spent in "+listOf(in.SolvedCapSpent)+": challenged sends are refused this hour")
 	}
-	if len(in.InFallback) > 0 && !in.RedisDown && in.Breaker != "open" {
+	if len(in.InFallback) > 0 && !storeDown {
 		add(rankFallback, LevelDegraded, "fallback", "In fallback: "+listOf(in.InFallback)+" decided from memory")
 	}
 	switch {
@@ -176,7 +188,14 @@ func DeriveStatus(in StatusInput) Status {
 	if in.Shedding {
 		add(rankShedding, LevelDegraded, "shedding", "Overloaded: this instance is shedding requests (503 overloaded)")
 	}
-	slices.SortStableFunc(cs, func(a, b Condition) int { return a.rank - b.rank })
+	// Refusals before degradations (a half-open breaker ranks with an open
+	// one, but refuses nothing), then by rank.
+	slices.SortStableFunc(cs, func(a, b Condition) int {
+		if a.Level != b.Level {
+			return int(b.Level - a.Level)
+		}
+		return a.rank - b.rank
+	})
 	st := Status{Conditions: cs}
 	for _, c := range cs {
 		st.Level = max(st.Level, c.Level)

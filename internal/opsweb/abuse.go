@@ -48,10 +48,12 @@ type State struct {
 	StoreShed int64  `json:"store_shed"`
 	StoreLate int64  `json:"store_late"`
 	Database  string `json:"database,omitempty"`
-	// NodesDown are the Redis Cluster masters whose breaker is open, and
+	// NodesDown are the Redis Cluster masters whose breaker is not closed,
+	// Masters how many masters this instance knows (0: not a cluster), and
 	// ShedAt when this instance last shed a request (zero: never); the
 	// desk's status reads them (status.go).
 	NodesDown []string  `json:"-"`
+	Masters   int       `json:"-"`
 	ShedAt    time.Time `json:"-"`
 }
 

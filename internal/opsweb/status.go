@@ -36,7 +36,7 @@ func (s *Pages) loadStatus(p *opsPage) {
 // states ops.DeriveStatus weighs; v may be nil (no attack view, or it
 // failed to load).
 func statusInput(st State, v *abuseJSON, now time.Time) ops.StatusInput {
-	in := ops.StatusInput{RedisDown: st.Redis == "down", Breaker: st.Breaker, NodesDown: st.NodesDown,
+	in := ops.StatusInput{RedisDown: st.Redis == "down", Breaker: st.Breaker, NodesDown: st.NodesDown, Masters: st.Masters,
 		InFallback: st.InFallback, Database: st.Database,
 		Shedding: !st.ShedAt.IsZero() && now.Sub(st.ShedAt) < sheddingWithin}
 	if v == nil {

@@ -10,8 +10,9 @@ import (
 )
 
 // TestStatusInput: what the instance's state and the attack view say
-// reaches ops.DeriveStatus: a recent shed, a dead master, the budgets, the
-// alerts, the solved cap spent; an old shed does not.
+// reaches ops.DeriveStatus: a recent shed, a dead master (the heartbeat's
+// too: not all of Redis), the budgets, the alerts, the solved cap spent;
+// an old shed does not.
 func TestStatusInput(t *testing.T) {
 	now := time.Unix(1_800_000_000, 0)
 	view := &abuseJSON{Budget: abuseBudgetJSON{Hour: abuseBudgetWindowJSON{Exhausted: true, ResetsIn: 60}},
@@ -26,7 +27,10 @@ func TestStatusInput(t *testing.T) {
 		{"shed a moment ago", State{Redis: "up", Breaker: "closed", ShedAt: now.Add(-10 * time.Second)}, nil, []string{"shedding"}},
 		{"shed long ago", State{Redis: "up", Breaker: "closed", ShedAt: now.Add(-time.Hour)}, nil, nil},
 		{"a dead master", State{Redis: "up", Breaker: "closed", NodesDown: []string{"10.0.0.3:7001"}}, nil, []string{"node_down"}},
+		{"the heartbeat's master dead", State{Redis: "down", Breaker: "open", NodesDown: []string{"10.0.0.3:7001"}, Masters: 3}, nil, []string{"node_down"}},
 		{"Redis down", State{Redis: "down", Breaker: "open"}, nil, []string{"redis_down"}},
+		{"every master dead", State{Redis: "down", Breaker: "open", NodesDown: []string{"a:1", "b:1", "c:1"}, Masters: 3}, nil,
+			[]string{"redis_down", "node_down"}},
 		{"the database connecting", State{Redis: "up", Breaker: "closed", Database: "connecting"}, nil, []string{"database_connecting"}},
 		{"the attack view's budget and alert", State{Redis: "up", Breaker: "closed"}, view, []string{"budget_hour", "alert"}},
 		{"the solved cap spent", State{Redis: "up", Breaker: "closed"}, &abuseJSON{SolvedCapSpent: []string{"NG"}}, []string{"solved_cap"}},
