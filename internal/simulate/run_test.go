@@ -2,37 +2,76 @@ package simulate
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
+	"fmt"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
 )
 
+// run runs testdata/name afresh.
 func run(t *testing.T, name string) *Report {
 	t.Helper()
-	s, err := Load(filepath.Join("testdata", name))
+	rep, progress, err := runScenario(t.Context(), name)
 	if err != nil {
-		t.Fatalf("Load: %v", err)
+		t.Fatalf("Run %s: %v\n%s", name, err, progress)
 	}
-	var progress bytes.Buffer
-	rep, err := Run(t.Context(), s, Options{Progress: &progress})
-	if err != nil {
-		t.Fatalf("Run: %v\n%s", err, progress.String())
-	}
-	t.Logf("%s: %s", name, progress.String())
+	t.Logf("%s: %s", name, progress)
 	return rep
 }
+
+func runScenario(ctx context.Context, name string) (*Report, string, error) {
+	s, err := Load(filepath.Join("testdata", name))
+	if err != nil {
+		return nil, "", err
+	}
+	var progress bytes.Buffer
+	rep, err := Run(ctx, s, Options{Progress: &progress})
+	return rep, progress.String(), err
+}
+
+// shared is the report of testdata/name, run once for every test that
+// reads it: the tests only read a report, and a run is the expensive
+// part.
+func shared(t *testing.T, name string) *Report {
+	t.Helper()
+	sharedRuns.Lock()
+	once, ok := sharedRuns.m[name]
+	if !ok {
+		once = sync.OnceValues(func() (*Report, error) {
+			rep, progress, err := runScenario(context.Background(), name)
+			if err != nil {
+				return nil, fmt.Errorf("%w\n%s", err, progress)
+			}
+			return rep, nil
+		})
+		sharedRuns.m[name] = once
+	}
+	sharedRuns.Unlock()
+	rep, err := once()
+	if err != nil {
+		t.Fatalf("Run %s: %v", name, err)
+	}
+	return rep
+}
+
+var sharedRuns = struct {
+	sync.Mutex
+	m map[string]func() (*Report, error)
+}{m: map[string]func() (*Report, error){}}
 
 // TestBudgetRefusals runs one SMS a minute for two hours through the
 // real service with a spend budget of 30 an hour: each hour's window
 // sends exactly 30 and refuses the rest as budget_exhausted, and every
 // code sent is typed and verified.
 func TestBudgetRefusals(t *testing.T) {
-	rep := run(t, "budget-scenario.yaml")
+	rep := shared(t, "budget-scenario.yaml")
 	want := &Counts{Tried: 120, Sent: 60, Refused: 60, Verified: 60, Cost: 60 * DefaultPrices["GB"],
 		RefusedByCode: map[string]int{"budget_exhausted": 60}}
 	if diff := cmp.Diff(want, rep.Populations["GB users"]); diff != "" {
@@ -80,7 +119,7 @@ func TestRunIsRepeatable(t *testing.T) {
 // TestReportJSONShape holds the JSON's keys to what docs/simulate.md
 // documents.
 func TestReportJSONShape(t *testing.T) {
-	rep := run(t, "budget-scenario.yaml")
+	rep := shared(t, "budget-scenario.yaml")
 	var buf bytes.Buffer
 	if err := rep.WriteJSON(&buf); err != nil {
 		t.Fatal(err)

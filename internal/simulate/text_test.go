@@ -2,34 +2,19 @@ package simulate
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
-	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 	"unicode/utf8"
 )
 
-// reportRun is the report of testdata/report-scenario.yaml, run once for
-// the tests that read a real report (a run takes seconds under -race).
-var reportRun = sync.OnceValues(func() (*Report, error) {
-	s, err := Load(filepath.Join("testdata", "report-scenario.yaml"))
-	if err != nil {
-		return nil, err
-	}
-	return Run(context.Background(), s, Options{})
-})
-
-// realReport is reportRun's report and its JSON, decoded.
+// realReport is the report of testdata/report-scenario.yaml (shared)
+// and its JSON, decoded.
 func realReport(t *testing.T) (*Report, jsonReport) {
 	t.Helper()
-	rep, err := reportRun()
-	if err != nil {
-		t.Fatalf("run report-scenario.yaml: %v", err)
-	}
+	rep := shared(t, "report-scenario.yaml")
 	var buf bytes.Buffer
 	if err := rep.WriteJSON(&buf); err != nil {
 		t.Fatal(err)
