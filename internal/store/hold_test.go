@@ -199,3 +199,52 @@ func TestMarkReadersAgree(t *testing.T) {
 		})
 	}
 }
+
+// TestHeldTrustMarkProRata: an hour is judged at the verify's minute by
+// the share of its line gone (at least the floor), so the same count of
+// new numbers holds a mark early in its hour and not late in it; the hour
+// before is judged by its whole line.
+func TestHeldTrustMarkProRata(t *testing.T) {
+	const base, factor, floor = 30, 2, 2 // the whole line: 60 new numbers
+	cases := []struct {
+		name          string
+		minute        int64 // of the verify's hour
+		sends, before int   // new numbers sent in the hour so far, and in the hour before
+		held          bool
+	}{
+		{"a quarter gone, above its quarter", 15, 20, 0, true},
+		{"a quarter gone, at its quarter", 15, 15, 0, false},
+		{"three quarters gone, the same count", 45, 20, 0, false},
+		{"the hour's first minute, within the floor", 0, 2, 0, false},
+		{"the hour's first minute, above the floor", 0, 3, 0, true},
+		{"the hour before within its whole line", 30, 1, 60, false},
+		{"the hour before above its whole line", 30, 1, 61, true},
+	}
+	for name, mk := range backends(t) {
+		t.Run(name, func(t *testing.T) {
+			b := mk(t)
+			s := store.NewRedis(b.rdb, b.prefix)
+			ctx := context.Background()
+			h := time.Now().Unix()/3600 - 10
+			for i, c := range cases {
+				hr := h + int64(2*i) // an hour and the one before each, apart from the others'
+				b.rdb.HSet(ctx, b.prefix+"otp:vel:{KE}:h", "b:"+itoa(hr), base, "s:"+itoa(hr), c.sends, "s:"+itoa(hr-1), c.before)
+				now := time.Unix(hr*3600+c.minute*60, 0)
+				m := holdMark("pr"+itoa(int64(i)), now, false)
+				m.Floor, m.Factor = floor, factor
+				got, err := s.TrustMarks.MarkTrusted(ctx, []guard.TrustMark{m}, time.Hour)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if want := map[bool]int{true: 1}[c.held]; got.Held != want {
+					t.Errorf("%s: held %d, want %d", c.name, got.Held, want)
+				}
+				ok, err := s.TrustMarks.Trusted(ctx, m.Key, now)
+				if err != nil || ok == c.held {
+					t.Errorf("%s: trusted %v, %v, want %v", c.name, ok, err, !c.held)
+				}
+			}
+			b.rdb.Del(ctx, b.prefix+"otp:vel:{KE}:h")
+		})
+	}
+}

@@ -13,14 +13,19 @@
 -- new mark earned in an hour whose new numbers ran above their country's
 -- normal counts only from now + the hold. The hour is abnormal when the
 -- untrusted sends of the hour ("s:<ARGV[3]>" of KEYS[3], the velocity
--- rule's hash of new numbers), or of the hour before, exceed
+-- rule's hash of new numbers) exceed the hour's line pro rata, or those
+-- of the hour before exceed its whole line. The line is
 -- max(ARGV[8], floor(ARGV[9] x "b:<hour>")): the floor, or a multiple of
 -- the country's baseline for the hour (guard/pace.go: growth per day, so
--- one hour above it is more than a day's growth). Real users' hours send
--- about their baseline / their conversion; a ring that verifies its own
--- codes goes past it within the hour, and the hour before keeps the
--- hours after it judged while it runs. An hour without "b:<hour>"
--- counted no new number yet and is not judged.
+-- one hour above it is more than a day's growth). Pro rata: at the
+-- verify's minute the hour has had only that share of its line, at least
+-- the floor, so a farm that verifies its own codes is judged from its
+-- first minutes, not once it has filled a quiet hour's whole line. Real
+-- users' hours send about their baseline / their conversion, spread over
+-- the hour; a ring that verifies its own codes goes past it within
+-- minutes, and the hour before keeps the hours after it judged while it
+-- runs. An hour without "b:<hour>" counted no new number yet and is not
+-- judged.
 -- A mark that exists keeps its time (a trusted number stays trusted, a
 -- held one is not held longer); a code sent in the trusted tier (ARGV[5],
 -- the app's word) is never held and lifts a hold. A held mark lives the
@@ -61,8 +66,12 @@ elseif hold > 0 then
   local f = redis.call('HMGET', KEYS[3], 's:' .. hour, 's:' .. (hour - 1), 'b:' .. hour)
   local base = tonumber(f[3])
   if base then
-    local normal_limit = math.max(tonumber(ARGV[8]), math.floor(tonumber(ARGV[9]) * base + 1e-9))
-    if (tonumber(f[1]) or 0) > normal_limit or (tonumber(f[2]) or 0) > normal_limit then
+    local floor_sends = tonumber(ARGV[8])
+    local normal_limit = tonumber(ARGV[9]) * base
+    local hour_gone = math.min(math.max(now - hour * 3600, 0), 3600) / 3600
+    local line_now = math.max(floor_sends, math.floor(normal_limit * hour_gone + 1e-9))
+    local line_whole = math.max(floor_sends, math.floor(normal_limit + 1e-9))
+    if (tonumber(f[1]) or 0) > line_now or (tonumber(f[2]) or 0) > line_whole then
       counts_from, held = now + hold, 1
     end
   end
