@@ -9,10 +9,25 @@ import (
 
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
+	lua "github.com/yuin/gopher-lua"
 
 	"github.com/otpguard/otpguard/internal/config"
 	"github.com/otpguard/otpguard/internal/store"
 )
+
+// The embedded Redis (here and in the simulator, which builds its
+// service with this package) runs the store's scripts in gopher-lua, which keeps
+// every positive integer key below lua.MaxArrayIndex (64 Mi by default)
+// in a table's array part, padded with nils up to the key: the velocity
+// scripts' tables keyed by hour (unix seconds / 3600, near half a
+// million) pad half a million slots each time a country's baseline is
+// computed, enough for a send to outlast the Redis timeout on a busy
+// machine and answer store_unavailable. Real Redis's Lua keeps such keys
+// in the hash part. With the bound at 1<<18 an hour's key goes to the
+// hash part here too, while the scripts' sequences (replies, ARGV, fields
+// to delete: at most a few thousand) stay in the array part, where # and
+// ipairs read them. Set once, before any script runs.
+func init() { lua.MaxArrayIndex = 1 << 18 }
 
 // openRedis connects to Redis (or takes the caller's client, WithRedis),
 // times and traces its commands, coalesces them into pipelines and puts

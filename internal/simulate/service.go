@@ -16,7 +16,6 @@ import (
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
-	lua "github.com/yuin/gopher-lua"
 
 	"github.com/otpguard/otpguard/internal/app"
 	"github.com/otpguard/otpguard/internal/config"
@@ -44,19 +43,6 @@ func (c *clock) Set(t time.Time) { c.ns.Store(t.UnixNano()) }
 // most 10m15s. The rules of the service's clock (velocity, conversion)
 // are exact.
 const redisTick = 15 * time.Second
-
-// The embedded Redis runs the store's scripts in gopher-lua, which keeps
-// every positive integer key below lua.MaxArrayIndex (64 Mi by default)
-// in a table's array part, padded with nils up to the key: the velocity
-// scripts' tables keyed by hour (unix seconds / 3600, near half a
-// million) pad half a million slots each time a country's baseline is
-// computed, enough for a send to outlast the Redis timeout on a busy
-// machine and answer store_unavailable. Real Redis's Lua keeps such keys
-// in the hash part. With the bound at 1<<18 an hour's key goes to the
-// hash part here too, while the scripts' sequences (replies, ARGV, fields
-// to delete: at most a few thousand) stay in the array part, where # and
-// ipairs read them. Set once, before any script runs.
-func init() { lua.MaxArrayIndex = 1 << 18 }
 
 // outbox is the SMS provider: it keeps the last code sent to each number,
 // which the simulated user reads and types.
