@@ -116,7 +116,7 @@ func NewOTP(o OTPOptions) *OTP {
 	s := &OTP{policy: p,
 		audit: &audit{events: o.Events, blocks: o.Blocks, log: log, now: now},
 		challenges: &challenges{challenger: o.Challenger, log: log, now: now,
-			on: o.Challenger != nil && o.Volumes != nil && p.Challenge.Type != ChallengeOff && p.Challenge.Type != ""},
+			on: o.Challenger != nil && o.Volumes != nil && p.Challenge.On()},
 		pumping: &pumping{policy: p, overrides: o.Overrides, safe: safe, log: log, now: now},
 		budget: &budget{policy: p, overrides: o.Overrides, counter: o.Counter, hooks: o.Abuse,
 			log: log, now: now, exhaustedUntil: map[string]time.Time{}},

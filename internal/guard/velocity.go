@@ -271,14 +271,8 @@ func (s *velocity) trustedTake(phone Phone, tier Tier, vol *VolumeTake) *VolumeT
 // taken in the same atomic step.
 func (s *velocity) solvedTake(phone Phone, sol *Solution) *VolumeTake {
 	r := region(phone)
-	t := s.take(phone)
-	t.Key, t.Quarantine = solvedKey(r), solvedCutKey(r)
-	t.Floor = s.challenge.Floor
-	if t.Floor <= 0 {
-		t.Floor = s.policy.floor(r)
-	}
-	t.QFloor, t.Factor, t.MinuteShare = max(1, t.Floor/10), 1, 0
-	t.Solved = &SolvedUse{Used: solutionKey(r, sol.ID), TTL: max(time.Second, sol.Expires.Sub(t.Now)), Base: velocityKey(r)}
+	t := solvedCapTake(s.policy, s.challenge, s.historyMinSends, s.unverifiedTake(), r, s.now())
+	t.Solved.Used, t.Solved.TTL = solutionKey(r, sol.ID), max(time.Second, sol.Expires.Sub(t.Now))
 	return &t
 }
 
@@ -287,8 +281,12 @@ func (s *velocity) solvedTake(phone Phone, sol *Solution) *VolumeTake {
 // must meet a challenge, never a refusal (real users' new numbers arrive
 // with the attacker's).
 func (s *velocity) unverifiedTake() UnverifiedTake {
-	v := s.policy
-	if v.UnverifiedFloor <= 0 || !s.challenges.on {
+	return unverifiedTakeOf(s.policy, s.challenges.on)
+}
+
+// unverifiedTakeOf is unverifiedTake for the rule v, challenges on or not.
+func unverifiedTakeOf(v CountryVelocity, challenges bool) UnverifiedTake {
+	if v.UnverifiedFloor <= 0 || !challenges {
 		return UnverifiedTake{}
 	}
 	return UnverifiedTake{Floor: v.UnverifiedFloor, Share: v.UnverifiedShare,
