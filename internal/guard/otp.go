@@ -50,6 +50,9 @@ type OTPOptions struct {
 	// Verifications reads and cancels verification records
 	// (verification.go); nil: GET and cancel answer 404.
 	Verifications Verifications
+	// CodeStates reads a number's live code without counting a guess,
+	// for Inspect (inspect.go); nil: Inspect leaves its code unknown.
+	CodeStates CodeReader
 	// Overrides are the ops desk's emergency overrides (override.go); nil:
 	// the policy as is.
 	Overrides Overrides
@@ -149,7 +152,7 @@ func NewOTP(o OTPOptions) *OTP {
 		room.mode = limit.FallbackOpen
 	}
 	s.pumping.room, s.spend.room = room, room
-	s.codes = &codebook{policy: p, codes: o.Codes, random: o.Random, hmacKey: o.HMACKey, counter: o.Counter,
+	s.codes = &codebook{policy: p, codes: o.Codes, states: o.CodeStates, random: o.Random, hmacKey: o.HMACKey, counter: o.Counter,
 		stateless: &stateless{policy: p, hmacKey: o.HMACKey, counter: o.Counter,
 			lastStoreFailure: o.LastStoreFailure, log: log, now: now},
 		marks: tierMarks{key: o.HMACKey}, audit: s.audit, log: log, now: now}
