@@ -24,24 +24,6 @@ type SolvedUse struct {
 	Base limit.Key // the country's velocity counts (velocityKey); same hash tag
 }
 
-// solvedCapTake is the solved cap's count in region's hour at now,
-// without its solution: the take of a send after a solved challenge
-// (velocity.solvedTake) and the one the ops desk reads the cap in force
-// by (SolvedCapTake), so that the two cannot tell two caps. Its floor is
-// the challenge's (otp.challenge.floor), else the country's velocity
-// floor; the cap is max(floor, the country's baseline), a tenth while
-// cut, each carrier's its share (carriershare.go).
-func solvedCapTake(v CountryVelocity, c ChallengePolicy, historyMinSends int64, unverified UnverifiedTake, r string, now time.Time) VolumeTake {
-	fl := c.Floor
-	if fl <= 0 {
-		fl = v.floor(r)
-	}
-	return VolumeTake{Key: solvedKey(r), Quarantine: solvedCutKey(r), Now: now, Hour: hour(now),
-		Lookback: int64(v.Lookback / time.Hour), Floor: fl, QFloor: max(1, fl/10), Factor: 1,
-		HistoryMinSends: historyMinSends, Unverified: unverified, GrowthPerDay: v.GrowthPerDay,
-		Solved: &SolvedUse{Base: velocityKey(r)}}
-}
-
 // SolvedCapTake is the take of a send after a solved challenge to
 // region's numbers of carrier (its key, CarrierKey; "" for the country's
 // cap alone) at now under p, without a solution: what the ops desk reads

@@ -276,6 +276,24 @@ func (s *velocity) solvedTake(phone Phone, sol *Solution) *VolumeTake {
 	return &t
 }
 
+// solvedCapTake is the solved cap's count in region's hour at now,
+// without its solution: the take of a send after a solved challenge
+// (velocity.solvedTake) and the one the ops desk reads the cap in force
+// by (SolvedCapTake, solved.go), so that the two cannot tell two caps. Its floor is
+// the challenge's (otp.challenge.floor), else the country's velocity
+// floor; the cap is max(floor, the country's baseline), a tenth while
+// cut, each carrier's its share (carriershare.go).
+func solvedCapTake(v CountryVelocity, c ChallengePolicy, historyMinSends int64, unverified UnverifiedTake, r string, now time.Time) VolumeTake {
+	fl := c.Floor
+	if fl <= 0 {
+		fl = v.floor(r)
+	}
+	return VolumeTake{Key: solvedKey(r), Quarantine: solvedCutKey(r), Now: now, Hour: hour(now),
+		Lookback: int64(v.Lookback / time.Hour), Floor: fl, QFloor: max(1, fl/10), Factor: 1,
+		HistoryMinSends: historyMinSends, Unverified: unverified, GrowthPerDay: v.GrowthPerDay,
+		Solved: &SolvedUse{Base: velocityKey(r)}}
+}
+
 // unverifiedTake is the unverified budget the policy gives an untrusted
 // send (unverified.go): none without challenges, since what it holds back
 // must meet a challenge, never a refusal (real users' new numbers arrive
