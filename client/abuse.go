@@ -112,6 +112,9 @@ type AbuseCountry struct {
 	PausedSecondsLeft int64 `json:"paused_seconds_left,omitempty"`
 	// SolvedCapSpent: the solved cap refused a send to it this clock hour.
 	SolvedCapSpent bool `json:"solved_cap_spent"`
+	// SolvedCap is the solved cap in force this clock hour; nil when
+	// challenges are off and for "~other".
+	SolvedCap *AbuseSolvedCap `json:"solved_cap,omitempty"`
 }
 
 // AbuseCarrier is one carrier of a country, as "NG / MTN".
@@ -127,6 +130,23 @@ type AbuseCarrier struct {
 	// SolvedCapSpent: the solved cap (or the carrier's share of it)
 	// refused a send to it this clock hour.
 	SolvedCapSpent bool `json:"solved_cap_spent"`
+	// SolvedCap is the carrier's share of the solved cap in force this
+	// clock hour; nil when the carriers do not split the country's room.
+	SolvedCap *AbuseSolvedCap `json:"solved_cap,omitempty"`
+}
+
+// AbuseSolvedCap is the solved-challenge cap in force on a country or a
+// carrier this clock hour, as the next send after a solved challenge
+// would meet it.
+type AbuseSolvedCap struct {
+	Limit int64 `json:"limit"`
+	// Used is the solved sends it holds this hour, less those their
+	// verifies back.
+	Used int64 `json:"used"`
+	// Full: the next send after a solved challenge is refused.
+	Full bool `json:"full"`
+	// Cut: the solved tier's conversion watch cut it to a tenth.
+	Cut bool `json:"cut"`
 }
 
 // AbusePrefix is one prefix's tally ("~other" for those past the cap).

@@ -146,6 +146,24 @@ func TestOpsAgainstOTPGuard(t *testing.T) {
 	if _, err := c.Send(ctx, client.SendRequest{Phone: phone}); !client.IsCode(err, client.CodeCooldown) {
 		t.Fatalf("second send: %v, want cooldown", err)
 	}
+	// LookUpNumber answers why: the cooldown, and the live code's two
+	// wrong guesses of five (read without counting a third).
+	right := g.out.lastCode(t, phone)
+	for range 2 {
+		wrong := map[bool]string{true: "111111", false: "000000"}[right == "000000"]
+		if _, err := c.Verify(ctx, client.VerifyRequest{Phone: phone, Code: wrong}); !client.IsCode(err, client.CodeWrongCode) {
+			t.Fatalf("wrong Verify: %v, want wrong_code", err)
+		}
+	}
+	for range 2 { // a second look-up sees the same: looking counts nothing
+		a, err := c.LookUpNumber(ctx, "+91 98000 00000")
+		if err != nil || a.Phone != phone || len(a.Refusing) != 1 || a.Refusing[0].Code != "cooldown" {
+			t.Fatalf("LookUpNumber = %+v, %v; want %s refused by its cooldown", a, err, phone)
+		}
+		if a.HasCode == nil || !*a.HasCode || a.Code == nil || a.Code.Guesses != 2 || a.Code.MaxAttempts != 5 || a.Code.Locked {
+			t.Errorf("LookUpNumber's code = %+v (has %v), want 2 of 5 guesses, not locked", a.Code, a.HasCode)
+		}
+	}
 	blocks, err := c.Blocked(ctx, client.BlockFilter{Phone: phone})
 	if err != nil || blocks.Total != 1 || len(blocks.Blocks) != 1 || blocks.Blocks[0].Phone != phone {
 		t.Fatalf("Blocked = %+v, %v; want the number", blocks, err)

@@ -38,6 +38,7 @@ func TestOpsTypesMatchSpec(t *testing.T) {
 		{"BlockedList", client.Blocks{}},
 		{"Event", client.Event{}},
 		{"StoreStatus", client.Status{}},
+		{"NumberAnswer", client.NumberAnswer{}},
 	} {
 		s := doc.Components.Schemas[tc.schema]
 		if s == nil {

@@ -168,6 +168,8 @@ func (w *wiring) newOTP(p guard.OTPPolicy) *guard.OTP {
 		Volumes: a.store.Velocity,
 		// GET and cancel of a verification: through the breaker.
 		Verifications: w.guarded,
+		// The number search's read of a live code: through the breaker.
+		CodeStates: w.guarded,
 		// The ops desk's emergency overrides tighten the file (ops/overrides.go).
 		Overrides: a.ops.overrides,
 		// otp.challenge: a challenge before an automatic refusal (challenge.go).

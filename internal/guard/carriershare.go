@@ -53,8 +53,11 @@ func (s *velocity) carrierTake(phone Phone, solved bool) CarrierTake {
 // rule's, or the solved tier's (solved), each carrier's floors floorShare
 // of the country's.
 func carrierTakeOf(phone Phone, floorShare float64, solved bool) CarrierTake {
-	c := CarrierOf(phone)
-	r := region(phone)
+	return carrierTakeFor(region(phone), CarrierOf(phone), floorShare, solved)
+}
+
+// carrierTakeFor is carrierTakeOf for carrier c of region r.
+func carrierTakeFor(r string, c Carrier, floorShare float64, solved bool) CarrierTake {
 	counts, solvedCounts, cut := carrierKeys(r, c.Key)
 	since := limit.Key{Space: "otp:vel", ID: r, Name: "carriers"}
 	if solved {

@@ -60,6 +60,10 @@ type ChallengePolicy struct {
 	CutFor time.Duration
 }
 
+// On reports whether the policy asks for challenges (a type other than
+// off); the service asks only with a challenger and a store too.
+func (c ChallengePolicy) On() bool { return c.Type != ChallengeOff && c.Type != "" }
+
 // Challenge is what a client must solve. Type "pow": ALTCHA's fields
 // (Algorithm, Challenge, Salt, MaxNumber, Signature); type "captcha": the
 // provider's SiteKey and the signed ID the client sends back with the

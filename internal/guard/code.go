@@ -28,6 +28,7 @@ type issued struct {
 type codebook struct {
 	policy    OTPPolicy
 	codes     Codes
+	states    CodeReader // nil: Inspect does not read the code
 	random    io.Reader
 	hmacKey   []byte
 	counter   limit.Counter // a locked code's wait (newCodeIn)

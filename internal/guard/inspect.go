@@ -2,6 +2,7 @@ package guard
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -24,8 +25,29 @@ type NumberState struct {
 	// Risk is the network's cached risk answer (otp.risk), nil when none
 	// is cached or risk scores are off.
 	Risk *RiskAnswer
+	// Code is the number's live code, nil when it has none; CodeKnown:
+	// it was read (a CodeReader answered).
+	Code      *CodeState
+	CodeKnown bool
 	// Errors name the parts that could not be read ("limits: ...").
 	Errors []string
+}
+
+// CodeState is a number's live code as read without counting a guess:
+// the wrong guesses used of its maximum (otp.max_verify_attempts), whether
+// its verification is locked (max_attempts_reached: a wrong guess used the
+// last attempt; the code stays until it expires, refusing every guess),
+// and how long the code still lives.
+type CodeState struct {
+	Guesses, MaxAttempts int64
+	Locked               bool
+	ExpiresIn            time.Duration
+}
+
+// CodeReader reads a number's live code without counting a guess or
+// changing anything (store.Codes.ReadCode): ErrNotFound when it has none.
+type CodeReader interface {
+	ReadCode(ctx context.Context, phone string) (CodeState, error)
 }
 
 // WindowState is one of a number's windows as read.
@@ -42,8 +64,9 @@ func (w WindowState) Refusing() bool { return w.Known && w.Limit > 0 && w.Count 
 
 // Inspect reads what the OTP rules hold of phone: its send window and
 // cooldown (peeked, as a locked code's wait is: cost 0, one round trip),
-// its trust mark and its cached risk score. It changes nothing and
-// records nothing; the desk audits the look-up.
+// its live code's guesses (CodeReader: no guess counted), its trust mark
+// and its cached risk score. It changes nothing and records nothing; the
+// desk audits the look-up.
 func (s *OTP) Inspect(ctx context.Context, phone Phone) NumberState {
 	var st NumberState
 	p := s.policy
@@ -61,6 +84,17 @@ func (s *OTP) Inspect(ctx context.Context, phone Phone) NumberState {
 		st.Sends = windowState(res[0], takes[0])
 		if len(res) > 1 {
 			st.Cooldown = windowState(res[1], takes[1])
+		}
+	}
+	if r := s.codes.states; r != nil {
+		c, err := r.ReadCode(ctx, phone.E164)
+		switch {
+		case errors.Is(err, ErrNotFound):
+			st.CodeKnown = true
+		case err != nil:
+			st.Errors = append(st.Errors, "code: "+err.Error())
+		default:
+			st.Code, st.CodeKnown = &c, true
 		}
 	}
 	if s.trust.on() {

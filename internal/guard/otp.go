@@ -50,6 +50,9 @@ type OTPOptions struct {
 	// Verifications reads and cancels verification records
 	// (verification.go); nil: GET and cancel answer 404.
 	Verifications Verifications
+	// CodeStates reads a number's live code without counting a guess,
+	// for Inspect (inspect.go); nil: Inspect leaves its code unknown.
+	CodeStates CodeReader
 	// Overrides are the ops desk's emergency overrides (override.go); nil:
 	// the policy as is.
 	Overrides Overrides
@@ -116,7 +119,7 @@ func NewOTP(o OTPOptions) *OTP {
 	s := &OTP{policy: p,
 		audit: &audit{events: o.Events, blocks: o.Blocks, log: log, now: now},
 		challenges: &challenges{challenger: o.Challenger, log: log, now: now,
-			on: o.Challenger != nil && o.Volumes != nil && p.Challenge.Type != ChallengeOff && p.Challenge.Type != ""},
+			on: o.Challenger != nil && o.Volumes != nil && p.Challenge.On()},
 		pumping: &pumping{policy: p, overrides: o.Overrides, safe: safe, log: log, now: now},
 		budget: &budget{policy: p, overrides: o.Overrides, counter: o.Counter, hooks: o.Abuse,
 			log: log, now: now, exhaustedUntil: map[string]time.Time{}},
@@ -149,7 +152,7 @@ func NewOTP(o OTPOptions) *OTP {
 		room.mode = limit.FallbackOpen
 	}
 	s.pumping.room, s.spend.room = room, room
-	s.codes = &codebook{policy: p, codes: o.Codes, random: o.Random, hmacKey: o.HMACKey, counter: o.Counter,
+	s.codes = &codebook{policy: p, codes: o.Codes, states: o.CodeStates, random: o.Random, hmacKey: o.HMACKey, counter: o.Counter,
 		stateless: &stateless{policy: p, hmacKey: o.HMACKey, counter: o.Counter,
 			lastStoreFailure: o.LastStoreFailure, log: log, now: now},
 		marks: tierMarks{key: o.HMACKey}, audit: s.audit, log: log, now: now}

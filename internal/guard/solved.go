@@ -24,6 +24,21 @@ type SolvedUse struct {
 	Base limit.Key // the country's velocity counts (velocityKey); same hash tag
 }
 
+// SolvedCapTake is the take of a send after a solved challenge to
+// region's numbers of carrier (its key, CarrierKey; "" for the country's
+// cap alone) at now under p, without a solution: what the ops desk reads
+// the solved cap in force with (read only), by the figures the send's
+// own take carries.
+func SolvedCapTake(p OTPPolicy, region, carrier string, now time.Time) VolumeTake {
+	v := p.CountryVelocity
+	u := unverifiedTakeOf(v, p.Challenge.On())
+	t := solvedCapTake(v, p.Challenge, p.Conversion.HistoryMinSends, u, region, now)
+	if carrier != "" && v.carrierSplit() {
+		t.Carrier = carrierTakeFor(region, Carrier{Key: carrier}, v.CarrierFloorShare, true)
+	}
+	return t
+}
+
 // solvedCap is the solved tier's cap per country and hour, and its cut.
 type solvedCap struct {
 	policy     ChallengePolicy

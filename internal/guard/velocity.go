@@ -271,15 +271,27 @@ func (s *velocity) trustedTake(phone Phone, tier Tier, vol *VolumeTake) *VolumeT
 // taken in the same atomic step.
 func (s *velocity) solvedTake(phone Phone, sol *Solution) *VolumeTake {
 	r := region(phone)
-	t := s.take(phone)
-	t.Key, t.Quarantine = solvedKey(r), solvedCutKey(r)
-	t.Floor = s.challenge.Floor
-	if t.Floor <= 0 {
-		t.Floor = s.policy.floor(r)
-	}
-	t.QFloor, t.Factor, t.MinuteShare = max(1, t.Floor/10), 1, 0
-	t.Solved = &SolvedUse{Used: solutionKey(r, sol.ID), TTL: max(time.Second, sol.Expires.Sub(t.Now)), Base: velocityKey(r)}
+	t := solvedCapTake(s.policy, s.challenge, s.historyMinSends, s.unverifiedTake(), r, s.now())
+	t.Solved.Used, t.Solved.TTL = solutionKey(r, sol.ID), max(time.Second, sol.Expires.Sub(t.Now))
 	return &t
+}
+
+// solvedCapTake is the solved cap's count in region's hour at now,
+// without its solution: the take of a send after a solved challenge
+// (velocity.solvedTake) and the one the ops desk reads the cap in force
+// by (SolvedCapTake, solved.go), so that the two cannot tell two caps. Its floor is
+// the challenge's (otp.challenge.floor), else the country's velocity
+// floor; the cap is max(floor, the country's baseline), a tenth while
+// cut, each carrier's its share (carriershare.go).
+func solvedCapTake(v CountryVelocity, c ChallengePolicy, historyMinSends int64, unverified UnverifiedTake, r string, now time.Time) VolumeTake {
+	fl := c.Floor
+	if fl <= 0 {
+		fl = v.floor(r)
+	}
+	return VolumeTake{Key: solvedKey(r), Quarantine: solvedCutKey(r), Now: now, Hour: hour(now),
+		Lookback: int64(v.Lookback / time.Hour), Floor: fl, QFloor: max(1, fl/10), Factor: 1,
+		HistoryMinSends: historyMinSends, Unverified: unverified, GrowthPerDay: v.GrowthPerDay,
+		Solved: &SolvedUse{Base: velocityKey(r)}}
 }
 
 // unverifiedTake is the unverified budget the policy gives an untrusted
@@ -287,8 +299,12 @@ func (s *velocity) solvedTake(phone Phone, sol *Solution) *VolumeTake {
 // must meet a challenge, never a refusal (real users' new numbers arrive
 // with the attacker's).
 func (s *velocity) unverifiedTake() UnverifiedTake {
-	v := s.policy
-	if v.UnverifiedFloor <= 0 || !s.challenges.on {
+	return unverifiedTakeOf(s.policy, s.challenges.on)
+}
+
+// unverifiedTakeOf is unverifiedTake for the rule v, challenges on or not.
+func unverifiedTakeOf(v CountryVelocity, challenges bool) UnverifiedTake {
+	if v.UnverifiedFloor <= 0 || !challenges {
 		return UnverifiedTake{}
 	}
 	return UnverifiedTake{Floor: v.UnverifiedFloor, Share: v.UnverifiedShare,

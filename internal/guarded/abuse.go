@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/otpguard/otpguard/internal/guard"
 	"github.com/otpguard/otpguard/internal/limit"
 	"github.com/otpguard/otpguard/internal/ops"
 )
@@ -44,4 +45,16 @@ func (g Store) ReadVolumes(ctx context.Context, regions []string, hour int64) ([
 		return nil, err
 	}
 	return vs, nil
+}
+
+func (g Store) ReadSolvedCaps(ctx context.Context, takes []guard.VolumeTake) ([]ops.SolvedCap, error) {
+	var cs []ops.SolvedCap
+	err := g.fb.DoFor(ctx, abuseKey, func(ctx context.Context) (err error) {
+		cs, err = g.st.AbuseCounters.ReadSolvedCaps(ctx, takes)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return cs, nil
 }

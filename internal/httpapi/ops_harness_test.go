@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"net/http"
 	"net/netip"
 	"strings"
@@ -78,6 +79,9 @@ type opsConfig struct {
 	ownRedis bool
 	// opts are handed to every app.New (app.WithClock, ...).
 	opts []app.Option
+	// logs, when set, receives every instance's log at logLevel.
+	logs     io.Writer
+	logLevel string
 }
 
 // loopback trusts the test's own requests as if they came from a proxy.
@@ -146,7 +150,12 @@ func (oc *opsCluster) start(t *testing.T, policies guard.Policies, cfg opsConfig
 	for _, p := range cfg.trustProxies {
 		c.TrustedProxies = append(c.TrustedProxies, netip.MustParsePrefix(p))
 	}
-	in := startInstance(t, c, oc.out, append([]app.Option{app.WithSignInLimit(cfg.signIn), app.WithAPIKeyLimit(cfg.apiKeys)}, cfg.opts...)...)
+	opts := append([]app.Option{app.WithSignInLimit(cfg.signIn), app.WithAPIKeyLimit(cfg.apiKeys)}, cfg.opts...)
+	if cfg.logs != nil {
+		c.LogLevel = cfg.logLevel
+		opts = append(opts, app.WithOutput(cfg.logs))
+	}
+	in := startInstance(t, c, oc.out, opts...)
 	a := in.app
 	oc.instances = append(oc.instances, in)
 	oc.nodes = append(oc.nodes, &opsNode{db: a.SQL(), redis: a.Store(), deny: a.DenyCache(), audit: a.AuditQueue(), desk: a.Ops()})

@@ -142,19 +142,22 @@ func TestOpsPageRedisDown(t *testing.T) {
 	}
 }
 
-// TestOpsPageSolvedRow: a send after a solved challenge and one the
+// TestOpsPageSolvedRow: sends after a solved challenge and one the
 // solved-challenge cap refused (unusual_volume, as the velocity rule's)
-// show in GB's row, in GET /ops/abuse and on the page, as a solved send,
-// a refusal over the cap and the cap spent; the status badge names the
-// spent cap. Velocity floor 1 and solved cap 1, on a driven clock.
+// show in GB's row, in GET /ops/abuse and on the page, as solved sends,
+// the cap in force with what it holds ("2 of 2 this hour"), a refusal
+// over the cap and the cap spent; the cap shown is the one the refusal
+// names (its audit detail, "3 of 2 per 1h"); the status badge names the
+// spent cap. Velocity floor 1 and solved cap 2, on a driven clock.
 func TestOpsPageSolvedRow(t *testing.T) {
 	clock := &testClock{now: time.Date(2026, 1, 1, 10, 1, 0, 0, time.UTC)}
-	p := challengePolicy(1)
+	p := challengePolicy(2)
 	oc := newOpsCluster(t, opsConfig{engine: sqlstore.EngineSQLite, policies: &p, opts: []app.Option{app.WithClock(clock.Now)}})
 	if r := oc.do(t, 0, "POST", "/otp/send", `{"phone":"+447400100001"}`); r.Status != http.StatusOK {
 		t.Fatalf("first send: %d %s", r.Status, r.Body)
 	}
-	for _, s := range []struct{ phone, code string }{{"+447400100002", ""}, {"+447400100003", "unusual_volume"}} {
+	const refused = "+447400100004"
+	for _, s := range []struct{ phone, code string }{{"+447400100002", ""}, {"+447400100003", ""}, {refused, "unusual_volume"}} {
 		sol := solve(t, challengeOf(t, oc.do(t, 0, "POST", "/otp/send", `{"phone":"`+s.phone+`"}`)))
 		if r := oc.do(t, 0, "POST", "/otp/send", sendWith(s.phone, sol)); problemCode(t, r) != s.code {
 			t.Fatalf("solved send to %s: %d %s, want %q", s.phone, r.Status, r.Body, s.code)
@@ -163,20 +166,38 @@ func TestOpsPageSolvedRow(t *testing.T) {
 	if err := oc.instances[0].app.FlushAbuse(t.Context()); err != nil {
 		t.Fatal(err)
 	}
+	// The cap the take enforced, as its refusal's audit event names it.
+	usage := regexp.MustCompile(`\b\d+ of (\d+) per 1h\b`)
+	var enforced string
+	opsWait(t, "the solved cap's refusal in the audit trail", func() bool {
+		for _, e := range oc.eventsIn(t, refused) {
+			if m := usage.FindStringSubmatch(e.Detail); e.Outcome == "unusual_volume" && m != nil {
+				enforced = m[1]
+				return true
+			}
+		}
+		return false
+	})
 
 	r := oc.ops(t, 0, "GET", "/ops/abuse", "")
+	type solvedCap struct {
+		Limit, Used int64
+		Full, Cut   bool
+	}
 	var v struct {
 		SolvedCapSpent []string `json:"solved_cap_spent"`
 		LastHour       struct {
 			Countries []struct {
 				Country           string
-				SolvedSends       int64 `json:"solved_sends"`
-				SolvedCapRefusals int64 `json:"solved_cap_refusals"`
-				SolvedCapSpent    bool  `json:"solved_cap_spent"`
+				SolvedSends       int64      `json:"solved_sends"`
+				SolvedCapRefusals int64      `json:"solved_cap_refusals"`
+				SolvedCapSpent    bool       `json:"solved_cap_spent"`
+				SolvedCap         *solvedCap `json:"solved_cap"`
 				Carriers          []struct {
-					SolvedSends       int64 `json:"solved_sends"`
-					SolvedCapRefusals int64 `json:"solved_cap_refusals"`
-					SolvedCapSpent    bool  `json:"solved_cap_spent"`
+					SolvedSends       int64      `json:"solved_sends"`
+					SolvedCapRefusals int64      `json:"solved_cap_refusals"`
+					SolvedCapSpent    bool       `json:"solved_cap_spent"`
+					SolvedCap         *solvedCap `json:"solved_cap"`
 				}
 			}
 		} `json:"last_hour"`
@@ -189,12 +210,17 @@ func TestOpsPageSolvedRow(t *testing.T) {
 		Spent          bool
 	}
 	var gb, carriers counts
+	var gbCap *solvedCap
+	var carrierCaps []solvedCap // of the carriers solved sends went to
 	for _, c := range v.LastHour.Countries {
 		if c.Country == "GB" {
-			gb = counts{c.SolvedSends, c.SolvedCapRefusals, c.SolvedCapSpent}
+			gb, gbCap = counts{c.SolvedSends, c.SolvedCapRefusals, c.SolvedCapSpent}, c.SolvedCap
 			for _, k := range c.Carriers {
 				carriers.Solved, carriers.Capped = carriers.Solved+k.SolvedSends, carriers.Capped+k.SolvedCapRefusals
 				carriers.Spent = carriers.Spent || k.SolvedCapSpent
+				if k.SolvedSends > 0 && k.SolvedCap != nil {
+					carrierCaps = append(carrierCaps, *k.SolvedCap)
+				}
 			}
 		}
 	}
@@ -213,10 +239,13 @@ func TestOpsPageSolvedRow(t *testing.T) {
 		name      string
 		got, want any
 	}{
-		{"GB's row in GET /ops/abuse", gb, counts{1, 1, true}},
-		{"GB's carriers in GET /ops/abuse", carriers, counts{1, 1, true}},
+		{"the cap the refusal names", enforced, "2"},
+		{"GB's row in GET /ops/abuse", gb, counts{2, 1, true}},
+		{"GB's solved cap in GET /ops/abuse", gbCap, &solvedCap{Limit: 2, Used: 2, Full: true}},
+		{"GB's carriers in GET /ops/abuse", carriers, counts{2, 1, true}},
+		{"the solved carriers' caps (no history: the country's)", carrierCaps, []solvedCap{{Limit: 2, Used: 2, Full: true}}},
 		{"solved_cap_spent", v.SolvedCapSpent, []string{"GB"}},
-		{"GB's Solved cell on the page", text(cell), "1 · 1 over the cap spent"},
+		{"GB's Solved cell on the page", text(cell), "2 · " + enforced + " of " + enforced + " this hour · 1 over the cap spent"},
 		{"the status names the spent cap", strings.Contains(strings.Join(badgeText, " | "), "Solved-challenge cap spent in GB"), true},
 	} {
 		if !reflect.DeepEqual(c.got, c.want) {

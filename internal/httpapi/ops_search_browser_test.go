@@ -25,6 +25,7 @@ const (
 	searchTrusted = "+447400900003"
 	searchLimited = "+447400900004" // sent to, then refused by its cooldown (which gives its count back)
 	searchUnknown = "+447400900005"
+	searchGuessed = "+447400900006" // sent to, then two wrong guesses at its code
 )
 
 // seedSearch puts one number in each state the search tells apart.
@@ -48,7 +49,18 @@ func seedSearch(t *testing.T, oc *opsCluster) {
 	if _, code := oc.send(t, 0, searchLimited); code != string(problem.CodeCooldown) {
 		t.Fatalf("second send: %q, want cooldown", code)
 	}
-	opsWait(t, "the sends in the audit trail", func() bool { return len(oc.eventsIn(t, searchLimited)) == 2 })
+	if status, _ := oc.send(t, 0, searchGuessed); status != http.StatusOK {
+		t.Fatalf("send: %d", status)
+	}
+	wrong := map[bool]string{true: "111111", false: "000000"}[oc.out.LastCode(t, searchGuessed) == "000000"]
+	for range 2 {
+		if r := oc.do(t, 0, "POST", "/otp/verify", `{"phone":"`+searchGuessed+`","code":"`+wrong+`"}`); problemCode(t, r) != "wrong_code" {
+			t.Fatalf("wrong guess: %d %s", r.Status, r.Body)
+		}
+	}
+	opsWait(t, "the sends and guesses in the audit trail", func() bool {
+		return len(oc.eventsIn(t, searchLimited)) == 2 && len(oc.eventsIn(t, searchGuessed)) == 3
+	})
 }
 
 // TestOpsNumberSearchInChromium asks the page's search, in a real Chromium
@@ -100,8 +112,11 @@ func TestOpsNumberSearchInChromium(t *testing.T) {
 			want:        map[string]string{"#number-last": "cooldown", "#number-sends": "1 of 3", "#number-cooldown": "left"},
 			wantActions: []string{"unblock", "trust", "deny"}},
 		{name: "unknown", typed: "+44 7400 900 005", phone: searchUnknown,
-			want:        map[string]string{"#number-last": "none", "#number-blocks": "none", "#number-trusted": "no"},
+			want:        map[string]string{"#number-last": "none", "#number-blocks": "none", "#number-trusted": "no", "#number-code": "none live"},
 			wantActions: []string{"trust", "deny"}},
+		{name: "two wrong guesses", typed: "+44-7400-900-006", phone: searchGuessed, wantRefusing: []string{"cooldown"},
+			want:        map[string]string{"#number-code": "2 of 5 wrong guesses, expires in"},
+			wantActions: []string{"unblock", "trust", "deny"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -2,6 +2,7 @@ package httpapi_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"slices"
 	"testing"
@@ -25,18 +26,25 @@ func TestOpsLookUpNumber(t *testing.T) {
 		Sends    *struct{ Count, Limit int64 }
 		Trusted  *bool
 		Events   []struct{ Action, Outcome string }
+		Code     *struct {
+			Guesses     int64 `json:"guesses"`
+			MaxAttempts int64 `json:"max_attempts"`
+			Locked      bool  `json:"locked"`
+		}
 	}
 	tests := []struct {
 		name, path   string
 		wantRefusing []string
 		wantTrusted  bool
 		wantEvents   int
+		wantGuesses  string // the live code's "guesses of max"; "" none
 	}{
-		{"blocked", "/ops/numbers/%2B44%207400%20900001", []string{"too_many_attempts"}, false, 0},
-		{"deny-listed", "/ops/numbers/%2B447400900002", []string{"denied"}, false, 1}, // ops.deny.add
-		{"trusted", "/ops/numbers/+44-7400-900003", nil, true, 0},
-		{"rate-limited", "/ops/numbers/%2B447400900004", []string{"cooldown"}, false, 2},
-		{"unknown", "/ops/numbers/%2B447400900005", nil, false, 0},
+		{"blocked", "/ops/numbers/%2B44%207400%20900001", []string{"too_many_attempts"}, false, 0, ""},
+		{"deny-listed", "/ops/numbers/%2B447400900002", []string{"denied"}, false, 1, ""}, // ops.deny.add
+		{"trusted", "/ops/numbers/+44-7400-900003", nil, true, 0, ""},
+		{"rate-limited", "/ops/numbers/%2B447400900004", []string{"cooldown"}, false, 2, "0 of 5"},
+		{"unknown", "/ops/numbers/%2B447400900005", nil, false, 0, ""},
+		{"two wrong guesses", "/ops/numbers/+44-7400-900-006", []string{"cooldown"}, false, 3, "2 of 5"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -57,6 +65,16 @@ func TestOpsLookUpNumber(t *testing.T) {
 			}
 			if len(a.Events) != tt.wantEvents {
 				t.Errorf("events: got %d (%+v), want %d", len(a.Events), a.Events, tt.wantEvents)
+			}
+			guesses := ""
+			if a.Code != nil {
+				guesses = fmt.Sprintf("%d of %d", a.Code.Guesses, a.Code.MaxAttempts)
+				if a.Code.Locked {
+					guesses += " locked"
+				}
+			}
+			if guesses != tt.wantGuesses {
+				t.Errorf("code: got %q, want %q", guesses, tt.wantGuesses)
 			}
 			if slices.Contains(codes, "denied") && (a.DeniedBy == nil || a.DeniedBy.Pattern != searchDenied) {
 				t.Errorf("denied_by: got %+v, want %s", a.DeniedBy, searchDenied)

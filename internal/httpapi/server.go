@@ -240,43 +240,43 @@ func (s *Server) routes(apiKeys, opsKeys httpx.Keyring) {
 	// answers them 401. The handlers are the ops desk's (internal/opsweb).
 	signIn, desk, pages := s.desk.SignIn, s.desk.API, s.desk.Pages
 	ops, page := signIn.RequireOps(false), signIn.RequireOps(true)
-	e.GET("/ops/login", signIn.LoginForm)
-	e.POST("/ops/login", signIn.Login)
-	e.POST("/ops/logout", signIn.Logout, page)
-	e.GET("/ops", pages.Page, page, httpx.Audited) // the number search is audited
-	e.POST("/ops/actions/unblock", pages.FormUnblock, page, httpx.Audited)
-	e.POST("/ops/actions/deny", pages.FormDeny, page, httpx.Audited)
-	e.POST("/ops/actions/undeny", pages.FormUndeny, page, httpx.Audited)
-	e.POST("/ops/actions/clear-risk", pages.FormClearRisk, page, httpx.Audited)
+	e.GET("/ops/login", signIn.LoginForm, opsPrivate)
+	e.POST("/ops/login", signIn.Login, opsPrivate)
+	e.POST("/ops/logout", signIn.Logout, opsPrivate, page)
+	e.GET("/ops", pages.Page, opsPrivate, page, httpx.Audited) // the number search is audited
+	e.POST("/ops/actions/unblock", pages.FormUnblock, opsPrivate, page, httpx.Audited)
+	e.POST("/ops/actions/deny", pages.FormDeny, opsPrivate, page, httpx.Audited)
+	e.POST("/ops/actions/undeny", pages.FormUndeny, opsPrivate, page, httpx.Audited)
+	e.POST("/ops/actions/clear-risk", pages.FormClearRisk, opsPrivate, page, httpx.Audited)
 	// The page's import: the limit before the session's check, which
 	// reads the form.
-	e.POST(importFormPath, pages.FormImportTrusted, middleware.BodyLimit(strconv.Itoa(ImportBodyLimit/1024)+"KiB"),
+	e.POST(importFormPath, pages.FormImportTrusted, opsPrivate, middleware.BodyLimit(strconv.Itoa(ImportBodyLimit/1024)+"KiB"),
 		page, httpx.Audited)
-	e.POST("/ops/actions/trust", pages.FormTrust, page, httpx.Audited)
+	e.POST("/ops/actions/trust", pages.FormTrust, opsPrivate, page, httpx.Audited)
 	// The JSON API shows full numbers and audit rows: no cache keeps them.
-	e.GET("/ops/blocked", desk.ListBlocked, noStore, ops)
-	e.DELETE("/ops/blocked/:phone", desk.Unblock, noStore, ops, httpx.Audited)
-	e.GET("/ops/denylist", desk.ListDeny, noStore, ops)
-	e.POST("/ops/denylist", desk.AddDeny, noStore, ops, idem.idempotent, httpx.Audited)
-	e.DELETE("/ops/denylist/:id", desk.RemoveDeny, noStore, ops, httpx.Audited)
-	e.GET("/ops/events", desk.ListEvents, noStore, ops)
+	e.GET("/ops/blocked", desk.ListBlocked, opsPrivate, ops)
+	e.DELETE("/ops/blocked/:phone", desk.Unblock, opsPrivate, ops, httpx.Audited)
+	e.GET("/ops/denylist", desk.ListDeny, opsPrivate, ops)
+	e.POST("/ops/denylist", desk.AddDeny, opsPrivate, ops, idem.idempotent, httpx.Audited)
+	e.DELETE("/ops/denylist/:id", desk.RemoveDeny, opsPrivate, ops, httpx.Audited)
+	e.GET("/ops/events", desk.ListEvents, opsPrivate, ops)
 	// "Why did +X get no code?": what the service knows of one number.
-	e.GET("/ops/numbers/:phone", desk.LookUpNumber, noStore, ops, httpx.Audited)
+	e.GET("/ops/numbers/:phone", desk.LookUpNumber, opsPrivate, ops, httpx.Audited)
 	// Emergency overrides of the policy file.
-	e.GET("/ops/overrides", desk.ListOverrides, noStore, ops)
-	e.POST("/ops/overrides", desk.AddOverride, noStore, ops, idem.idempotent, httpx.Audited)
-	e.DELETE("/ops/overrides/:id", desk.RemoveOverride, noStore, ops, httpx.Audited)
-	e.POST("/ops/actions/override", pages.FormOverride, page, httpx.Audited)
-	e.POST("/ops/actions/unoverride", pages.FormRemoveOverride, page, httpx.Audited)
-	e.GET("/ops/abuse", desk.Abuse, noStore, ops)
+	e.GET("/ops/overrides", desk.ListOverrides, opsPrivate, ops)
+	e.POST("/ops/overrides", desk.AddOverride, opsPrivate, ops, idem.idempotent, httpx.Audited)
+	e.DELETE("/ops/overrides/:id", desk.RemoveOverride, opsPrivate, ops, httpx.Audited)
+	e.POST("/ops/actions/override", pages.FormOverride, opsPrivate, page, httpx.Audited)
+	e.POST("/ops/actions/unoverride", pages.FormRemoveOverride, opsPrivate, page, httpx.Audited)
+	e.GET("/ops/abuse", desk.Abuse, opsPrivate, ops)
 	// The network's risk score of a number (otp.risk): forgotten.
-	e.DELETE("/ops/risk/:phone", desk.ClearRisk, noStore, ops, httpx.Audited)
+	e.DELETE("/ops/risk/:phone", desk.ClearRisk, opsPrivate, ops, httpx.Audited)
 	// Trusted numbers an app verified before otpguard: a large body.
-	e.POST(importPath, desk.ImportTrusted, noStore, ops,
+	e.POST(importPath, desk.ImportTrusted, opsPrivate, ops,
 		middleware.BodyLimit(strconv.Itoa(ImportBodyLimit/1024)+"KiB"), idem.idempotent, httpx.Audited)
 	// Works without the ops desk (it reads no SQL): ops key only, through
 	// the sign-in limiter like every route that takes one.
-	e.GET("/ops/status", s.health.opsStatus, noStore, signIn.RequireOpsKey)
+	e.GET("/ops/status", s.health.opsStatus, opsPrivate, signIn.RequireOpsKey)
 }
 
 // chained is h behind mw (the first outermost), as echo would chain them
@@ -293,6 +293,20 @@ func chained(h echo.HandlerFunc, mw ...echo.MiddlewareFunc) echo.HandlerFunc {
 func noStore(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		c.Response().Header().Set(echo.HeaderCacheControl, "no-store")
+		return next(c)
+	}
+}
+
+// opsPrivate marks an ops desk's answer, refusals and redirects
+// included, as not to be kept by a browser or proxy cache (no-store),
+// and keeps its address out of the Referer of any request it leads to
+// (no-referrer): a searched number sits in the page's URL (/ops?q=,
+// /ops/numbers/{phone}).
+func opsPrivate(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		h := c.Response().Header()
+		h.Set(echo.HeaderCacheControl, "no-store")
+		h.Set("Referrer-Policy", "no-referrer")
 		return next(c)
 	}
 }

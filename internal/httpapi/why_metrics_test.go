@@ -204,6 +204,13 @@ func (s *syncBuffer) Write(p []byte) (int, error) {
 	return s.b.Write(p)
 }
 
+// bytes is a copy of what was logged so far.
+func (s *syncBuffer) bytes() []byte {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return bytes.Clone(s.b.Bytes())
+}
+
 // lines are the JSON lines logged so far with msg "request".
 func (s *syncBuffer) requestLines(t *testing.T) []map[string]any {
 	t.Helper()

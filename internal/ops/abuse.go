@@ -111,6 +111,9 @@ type AbuseCounters interface {
 	ReadAbuse(ctx context.Context, hours []int64) (AbuseData, error)
 	// ReadVolumes reads the velocity state of the countries in hour.
 	ReadVolumes(ctx context.Context, regions []string, hour int64) ([]CountryVolume, error)
+	// ReadSolvedCaps reads, without counting, the solved cap in force of
+	// each take (guard.SolvedCapTake) as a send's take would meet it.
+	ReadSolvedCaps(ctx context.Context, takes []guard.VolumeTake) ([]SolvedCap, error)
 }
 
 // AbuseRecorderOptions configure an AbuseRecorder.

@@ -72,6 +72,10 @@ type CarrierRow struct {
 	// SolvedCapSpent: the solved cap (or the carrier's share of it)
 	// refused a send to the carrier in the clock hour under way.
 	SolvedCapSpent bool
+	// SolvedCap is the carrier's share of the solved cap in force this
+	// clock hour; nil when the carriers do not split the country's room,
+	// for the "other" row, or when it was not read.
+	SolvedCap *SolvedCap
 }
 
 // SubjectName is the row as the desk names it, "NG / MTN".

@@ -1,6 +1,14 @@
 package ops
 
-import "strings"
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/otpguard/otpguard/internal/guard"
+	"github.com/otpguard/otpguard/internal/limit"
+)
 
 // The attack view's solved tier: a send after a solved challenge meets the
 // solved-challenge cap per country and hour instead of the automatic rules
@@ -45,4 +53,84 @@ func solvedSpentNow(h AbuseHour) (countries, carriers map[string]bool) {
 		}
 	}
 	return countries, carriers
+}
+
+// SolvedCap is the solved cap in force on a country or carrier in the
+// clock hour under way, as a send's take would meet it now (the same
+// figures: guard.SolvedCapTake and the store's shared script functions):
+// Limit, the sends it holds this hour (Used: those sent after a solved
+// challenge, less those their verifies back), Full when the next send
+// after a solved challenge would be refused, and Cut while the solved
+// tier's conversion watch has cut it to a tenth.
+type SolvedCap struct {
+	Limit, Used int64
+	Full, Cut   bool
+}
+
+// solvedSubject is a row whose solved cap is read: a country, or one of
+// its carriers (carrier: its key).
+type solvedSubject struct{ country, carrier string }
+
+// addSolvedCaps gives each country row of windows, and each of its
+// carriers when the carriers split the country's room, the solved cap in
+// force, in one more round trip; none when p's challenges are off.
+func (d *AbuseDesk) addSolvedCaps(ctx context.Context, windows []AbuseWindow, p guard.OTPPolicy, now time.Time) error {
+	if !p.Challenge.On() {
+		return nil
+	}
+	index := map[solvedSubject]int{}
+	var takes []guard.VolumeTake
+	ask := func(s solvedSubject) {
+		if _, ok := index[s]; ok {
+			return
+		}
+		t := guard.SolvedCapTake(p, s.country, s.carrier, now)
+		if s.carrier != "" && t.Carrier.FloorShare == 0 {
+			return // no split: the country's cap is the carrier's
+		}
+		index[s] = len(takes)
+		takes = append(takes, t)
+	}
+	for _, w := range windows {
+		for _, c := range w.Countries {
+			if c.Country == OtherField {
+				continue
+			}
+			ask(solvedSubject{c.Country, ""})
+			for _, k := range c.Carriers {
+				if k.Key != OtherCarrier {
+					ask(solvedSubject{c.Country, k.Key})
+				}
+			}
+		}
+	}
+	if len(takes) == 0 {
+		return nil
+	}
+	caps, err := d.o.Store.ReadSolvedCaps(ctx, takes)
+	if err != nil {
+		return limit.StoreUnavailable(err, 5*time.Second)
+	}
+	if len(caps) != len(takes) {
+		return limit.StoreUnavailable(fmt.Errorf("ops: solved caps: %d answers for %d", len(caps), len(takes)), 5*time.Second)
+	}
+	capOf := func(s solvedSubject) *SolvedCap {
+		i, ok := index[s]
+		if !ok {
+			return nil
+		}
+		c := caps[i]
+		return &c
+	}
+	for _, w := range windows {
+		for ci := range w.Countries {
+			c := &w.Countries[ci]
+			c.SolvedCap = capOf(solvedSubject{c.Country, ""})
+			for ki := range c.Carriers {
+				k := &c.Carriers[ki]
+				k.SolvedCap = capOf(solvedSubject{c.Country, k.Key})
+			}
+		}
+	}
+	return nil
 }

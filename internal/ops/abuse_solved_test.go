@@ -2,6 +2,7 @@ package ops_test
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -13,10 +14,13 @@ import (
 )
 
 // hourCounters is an AbuseCounters that keeps each hour's counts apart and
-// reads them back as the store does.
+// reads them back as the store does. The solved caps it is asked for
+// are kept (asked), each answered its floor as the limit and, for a
+// carrier, its floor share in thousandths as what it holds.
 type hourCounters struct {
 	mu    sync.Mutex
 	hours map[int64]ops.AbuseHour
+	asked []guard.VolumeTake
 }
 
 func (h *hourCounters) AddAbuse(_ context.Context, counts []ops.AbuseCounts, _ []ops.AbuseAlert, _ time.Time) error {
@@ -53,6 +57,17 @@ func (h *hourCounters) ReadAbuse(_ context.Context, hours []int64) (ops.AbuseDat
 
 func (h *hourCounters) ReadVolumes(context.Context, []string, int64) ([]ops.CountryVolume, error) {
 	return nil, nil
+}
+
+func (h *hourCounters) ReadSolvedCaps(_ context.Context, takes []guard.VolumeTake) ([]ops.SolvedCap, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.asked = append(h.asked, takes...)
+	out := make([]ops.SolvedCap, len(takes))
+	for i, t := range takes {
+		out[i] = ops.SolvedCap{Limit: t.Floor, Used: int64(t.Carrier.FloorShare * 1000), Cut: t.Carrier.FloorShare > 0}
+	}
+	return out, nil
 }
 
 // TestAbuseViewSolved: the sends after a solved challenge and the solved
@@ -130,6 +145,77 @@ func TestAbuseViewSolved(t *testing.T) {
 			}
 			if diff := cmp.Diff(tt.spentIn, rep.SolvedCapSpent); diff != "" {
 				t.Errorf("solved cap spent in (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestAbuseViewSolvedCaps: with challenges on, each country row and each
+// of its carriers (when the carriers split the country's room) is asked
+// its solved cap by the take a solved send would make
+// (guard.SolvedCapTake), once whatever the windows, and carries the
+// answer; the "other" rows and a policy without challenges ask nothing.
+func TestAbuseViewSolvedCaps(t *testing.T) {
+	now := time.Unix(1_780_000_000, 0)
+	const mtn, glo = "+2348031234567", "+2348051234567" // NG / MTN, NG / Glo
+	on := guard.DefaultPolicies().OTP
+	on.Challenge.Floor = 40
+	on.CountryVelocity.Mode = guard.VelocityOff // hourCounters reads no velocity state
+	noSplit := on
+	noSplit.CountryVelocity.CarrierSplit = false
+	off := on
+	off.Challenge.Type = guard.ChallengeOff
+	tests := []struct {
+		name      string
+		policy    guard.OTPPolicy
+		wantAsked []string // "<country solved key>|<carrier solved key>"
+		wantNG    *ops.SolvedCap
+		wantMTN   *ops.SolvedCap
+	}{
+		{"challenges on, carriers split", on, []string{"NG|", "NG|c:glo:solved", "NG|c:mtn:solved"},
+			&ops.SolvedCap{Limit: 40}, &ops.SolvedCap{Limit: 40, Used: 100, Cut: true}},
+		{"carriers not split: the country's cap alone", noSplit, []string{"NG|"}, &ops.SolvedCap{Limit: 40}, nil},
+		{"challenges off: no solved cap", off, nil, nil, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			st := &hourCounters{hours: map[int64]ops.AbuseHour{}}
+			policy := func() guard.OTPPolicy { return tt.policy }
+			r := ops.NewAbuseRecorder(ops.AbuseRecorderOptions{Store: st, Policy: policy, Now: func() time.Time { return now }})
+			for _, phone := range []string{mtn, mtn, glo} {
+				r.Record(guard.Event{At: now, Action: guard.ActionOTPSend, Outcome: guard.OutcomeSent, Phone: phone, Country: "NG"})
+			}
+			if err := r.Flush(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			d := ops.NewAbuseDesk(ops.AbuseDeskOptions{Store: st, Policy: policy, Now: func() time.Time { return now }})
+			rep, err := d.Read(context.Background(), 10)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var asked []string
+			for _, k := range st.asked {
+				asked = append(asked, k.Key.ID+"|"+k.Carrier.Key.Name)
+				if k.Hour != now.Unix()/3600 || k.Solved == nil || k.Solved.Base.ID != "NG" {
+					t.Errorf("take %+v: want the hour under way and NG's baseline", k)
+				}
+			}
+			slices.Sort(asked)
+			if diff := cmp.Diff(tt.wantAsked, asked); diff != "" {
+				t.Errorf("asked (-want +got):\n%s", diff)
+			}
+			for _, w := range rep.Windows {
+				c := w.Countries[0]
+				if diff := cmp.Diff(tt.wantNG, c.SolvedCap); diff != "" {
+					t.Errorf("%s: NG's solved cap (-want +got):\n%s", w.Name, diff)
+				}
+				for _, k := range c.Carriers {
+					if k.Key == "mtn" {
+						if diff := cmp.Diff(tt.wantMTN, k.SolvedCap); diff != "" {
+							t.Errorf("%s: NG / MTN's solved cap (-want +got):\n%s", w.Name, diff)
+						}
+					}
+				}
 			}
 		})
 	}

@@ -50,6 +50,10 @@ func (f *fakeAbuseCounters) ReadVolumes(context.Context, []string, int64) ([]ops
 	return nil, nil
 }
 
+func (f *fakeAbuseCounters) ReadSolvedCaps(_ context.Context, takes []guard.VolumeTake) ([]ops.SolvedCap, error) {
+	return make([]ops.SolvedCap, len(takes)), nil
+}
+
 func TestAbuseRecorder(t *testing.T) {
 	st := &fakeAbuseCounters{counts: map[string]int64{}}
 	pol := guard.DefaultPolicies().OTP

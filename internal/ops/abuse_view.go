@@ -31,7 +31,8 @@ type AbuseDeskOptions struct {
 
 // AbuseDesk reads the attack view: two store round trips per view (the
 // counters of 24 hours, the alerts and the budget; then the velocity
-// state of the countries shown), whatever the traffic.
+// state of the countries shown), and a third with challenges on (the
+// solved caps of the rows shown), whatever the traffic.
 type AbuseDesk struct{ o AbuseDeskOptions }
 
 // NewAbuseDesk returns the attack view's reader.
@@ -125,6 +126,9 @@ type CountryRow struct {
 	// SolvedCapSpent: the solved cap refused a send to the country in the
 	// clock hour under way (abuse_solved.go).
 	SolvedCapSpent bool
+	// SolvedCap is the solved cap in force on the country this clock
+	// hour; nil when challenges are off or it was not read.
+	SolvedCap *SolvedCap
 }
 
 // PrefixRow is one prefix of a window.
@@ -203,6 +207,9 @@ func (d *AbuseDesk) Read(ctx context.Context, top int) (AbuseReport, error) {
 		window("day", data.Hours[:24], time.Unix((cur-23)*3600, 0), top, p, e, spent, spentCarriers),
 	}
 	if err := d.addVelocityLimits(ctx, rep.Windows, p, now); err != nil {
+		return AbuseReport{}, err
+	}
+	if err := d.addSolvedCaps(ctx, rep.Windows, p, now); err != nil {
 		return AbuseReport{}, err
 	}
 	rep.Alerts = liveAlerts(data.Alerts, now)

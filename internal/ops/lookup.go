@@ -33,7 +33,8 @@ type NumberAnswer struct {
 	// Blocks are its entries in the block index (cooldown,
 	// phone_rate_limited, too_many_attempts, ...), most recent first.
 	Blocks []BlockedNumber
-	// State is its windows, trust mark and risk score (NumberInspector);
+	// State is its windows, live code, trust mark and risk score
+	// (NumberInspector);
 	// zero when there is no OTP service to ask.
 	State guard.NumberState
 	// Events are its last sends, verifies and ops actions, newest first.
@@ -51,7 +52,7 @@ type Reason struct {
 
 // LookUp answers what the desk knows of the number raw (any spelling
 // /otp/send takes, read in the OTP policy's default region): the deny-list,
-// the block index, its windows, trust mark and risk score (in; nil: not
+// the block index, its windows, live code, trust mark and risk score (in; nil: not
 // asked), and its last events. The look-up is audited with actor and the
 // number masked. Errors of the parts are in the answer; only a number that
 // does not parse is an error.
@@ -79,7 +80,7 @@ func (d *Desk) LookUp(ctx context.Context, raw, actor string, in NumberInspector
 	if in != nil {
 		a.State = in.Inspect(ctx, phone)
 		if len(a.State.Errors) > 0 {
-			a.Errors = append(a.Errors, "limits, trust mark or risk score: "+problemText(problem.CodeStoreUnavailable))
+			a.Errors = append(a.Errors, "limits, code, trust mark or risk score: "+problemText(problem.CodeStoreUnavailable))
 		}
 	}
 	a.Events, err = d.Events(ctx, EventFilter{Phone: phone.E164, Limit: lookupEvents})

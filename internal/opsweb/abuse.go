@@ -116,6 +116,9 @@ type abuseCountryJSON struct {
 	PausedSecondsLeft *int64 `json:"paused_seconds_left,omitempty"`
 	// SolvedCapSpent: the solved cap refused a send to it this clock hour.
 	SolvedCapSpent bool `json:"solved_cap_spent"`
+	// SolvedCap is the solved cap in force this clock hour (nil:
+	// challenges off, or the "~other" row).
+	SolvedCap *abuseSolvedCapJSON `json:"solved_cap,omitempty"`
 }
 
 // abuseCarrierJSON is one carrier of a country: its key ("mtn", "~other"
@@ -133,6 +136,29 @@ type abuseCarrierJSON struct {
 	// SolvedCapSpent: the solved cap (or the carrier's share of it)
 	// refused a send to it this clock hour.
 	SolvedCapSpent bool `json:"solved_cap_spent"`
+	// SolvedCap is the carrier's share of the solved cap in force this
+	// clock hour (nil: the carriers do not split the country's room, or
+	// the "~other" row).
+	SolvedCap *abuseSolvedCapJSON `json:"solved_cap,omitempty"`
+}
+
+// abuseSolvedCapJSON is the solved-challenge cap in force on a row this
+// clock hour (ops.SolvedCap): its limit, the sends it holds, whether the
+// next send after a solved challenge is refused, and whether the solved
+// tier's conversion watch cut it to a tenth.
+type abuseSolvedCapJSON struct {
+	Limit int64 `json:"limit"`
+	Used  int64 `json:"used"`
+	Full  bool  `json:"full"`
+	Cut   bool  `json:"cut"`
+}
+
+// toSolvedCapJSON is c as the view shows it; nil for nil.
+func toSolvedCapJSON(c *ops.SolvedCap) *abuseSolvedCapJSON {
+	if c == nil {
+		return nil
+	}
+	return &abuseSolvedCapJSON{Limit: c.Limit, Used: c.Used, Full: c.Full, Cut: c.Cut}
 }
 
 type abusePrefixJSON struct {
@@ -294,7 +320,7 @@ func toWindowJSON(w ops.AbuseWindow, now time.Time) abuseWindowJSON {
 		CountriesTotal: w.CountriesTotal, PrefixesTotal: w.PrefixesTotal}
 	for _, c := range w.Countries {
 		cj := abuseCountryJSON{Country: c.Country, abuseTallyJSON: toTallyJSON(c.AbuseTally), Limits: []abuseLimitJSON{},
-			SolvedCapSpent: c.SolvedCapSpent}
+			SolvedCapSpent: c.SolvedCapSpent, SolvedCap: toSolvedCapJSON(c.SolvedCap)}
 		if c.Country != ops.OtherField {
 			cj.CallingCode = guard.CountryPrefix(c.Country)
 		}
@@ -323,7 +349,8 @@ func toCarriersJSON(c ops.CountryRow, now time.Time) []abuseCarrierJSON {
 	out := make([]abuseCarrierJSON, 0, len(c.Carriers))
 	for _, k := range c.Carriers {
 		kj := abuseCarrierJSON{Carrier: k.Key, Name: k.Name, SubjectName: k.SubjectName(c.Country), abuseTallyJSON: toTallyJSON(k.AbuseTally),
-			Limits: []abuseLimitJSON{}, Paused: !k.PausedUntil.IsZero(), SolvedCapSpent: k.SolvedCapSpent}
+			Limits: []abuseLimitJSON{}, Paused: !k.PausedUntil.IsZero(), SolvedCapSpent: k.SolvedCapSpent,
+			SolvedCap: toSolvedCapJSON(k.SolvedCap)}
 		for _, l := range k.Limits {
 			kj.Limits = append(kj.Limits, toLimitJSON(l))
 		}

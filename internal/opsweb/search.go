@@ -32,6 +32,16 @@ type numberWindowJSON struct {
 	Refusing      bool  `json:"refusing"`
 }
 
+// numberCodeJSON is the number's live code: the wrong guesses used of
+// its maximum, whether it is locked (max_attempts_reached), and when it
+// expires.
+type numberCodeJSON struct {
+	Guesses     int64 `json:"guesses"`
+	MaxAttempts int64 `json:"max_attempts"`
+	Locked      bool  `json:"locked"`
+	ExpiresIn   int64 `json:"expires_in_seconds"`
+}
+
 type numberReasonJSON struct {
 	Code     string `json:"code"`
 	Text     string `json:"text"`
@@ -55,6 +65,10 @@ type numberJSON struct {
 	Blocks   []blockedItem      `json:"blocks"`
 	Sends    *numberWindowJSON  `json:"sends,omitempty"`
 	Cooldown *numberWindowJSON  `json:"cooldown,omitempty"`
+	// Code is its live code, nil when it has none or it was not read
+	// (HasCode says which: nil when not read).
+	Code    *numberCodeJSON `json:"code,omitempty"`
+	HasCode *bool           `json:"has_code,omitempty"`
 	// Trusted is nil when trust marks are off or could not be read.
 	Trusted *bool           `json:"trusted,omitempty"`
 	Risk    *numberRiskJSON `json:"risk,omitempty"`
@@ -81,6 +95,13 @@ func toNumberJSON(a ops.NumberAnswer) numberJSON {
 		j.Blocks = append(j.Blocks, toBlockedItem(b, a.At))
 	}
 	j.Sends, j.Cooldown = toWindowState(a.State.Sends), toWindowState(a.State.Cooldown)
+	if a.State.CodeKnown {
+		has := a.State.Code != nil
+		j.HasCode = &has
+	}
+	if c := a.State.Code; c != nil {
+		j.Code = &numberCodeJSON{Guesses: c.Guesses, MaxAttempts: c.MaxAttempts, Locked: c.Locked, ExpiresIn: seconds(c.ExpiresIn)}
+	}
 	if a.State.TrustKnown {
 		t := a.State.Trusted
 		j.Trusted = &t
@@ -106,7 +127,8 @@ func toWindowState(w guard.WindowState) *numberWindowJSON {
 // LookUpNumber: GET /ops/numbers/{phone}. What the service knows of one
 // number (any spelling /otp/send takes): what refuses its next send now and
 // when each clears, the deny-list entry and blocks that hold it, its send
-// window and cooldown, its trust mark and cached risk score, and its last
+// window and cooldown, its live code's wrong guesses of the maximum and
+// whether it is locked, its trust mark and cached risk score, and its last
 // events. Audited as ops.lookup with the actor and the number masked.
 func (s *API) LookUpNumber(c echo.Context) error {
 	raw, err := url.PathUnescape(c.Param("phone"))

@@ -41,11 +41,11 @@ var luaScripts = buildScripts(
 	"take_window", "count_window", "refund_window",
 	"take_limit", "take_limits", "refund_limits", "sync_limits", "take_limits_many",
 
-	"take_volume", "take_solved", "refund_volume",
+	"take_volume", "take_solved", "read_solved_cap", "refund_volume",
 	"count_conversion", "count_conversions", "trust_mark", "read_trust_mark", "take_automatic",
 
 	"save_code", "guess_code", "consume_code", "lock_code", "delete_code",
-	"read_verification", "cancel_verification",
+	"read_verification", "cancel_verification", "read_code",
 
 	"claim_idempotency_key", "finish_idempotency_key", "release_idempotency_key",
 

@@ -1,11 +1,14 @@
 package store
 
 import (
+	"context"
+	"fmt"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/otpguard/otpguard/internal/guard"
+	"github.com/otpguard/otpguard/internal/ops"
 )
 
 // The solved tier's cap (guard/challenge.go) goes where the velocity
@@ -49,4 +52,66 @@ func (r *Velocity) volumeCall(t guard.VolumeTake) (*redis.Script, []string, []an
 		args = append(args, 1)
 	}
 	return solvedScript, keys, args
+}
+
+// readSolvedCapScript reads the solved cap in force of one take, writing
+// nothing: lib/solved.lua's figures, take_solved's own
+// (lua/read_solved_cap.lua).
+var readSolvedCapScript = script("read_solved_cap")
+
+// ReadSolvedCaps reads the solved cap in force of each take
+// (guard.SolvedCapTake; its carrier's share when it names one), for the
+// attack view's rows: one script call each, in one pipeline (on Cluster,
+// one per node).
+func (r *AbuseCounters) ReadSolvedCaps(ctx context.Context, takes []guard.VolumeTake) ([]ops.SolvedCap, error) {
+	if len(takes) == 0 {
+		return nil, nil
+	}
+	pipe, err := r.pipeline()
+	if err != nil {
+		return nil, err
+	}
+	type call struct {
+		keys []string
+		args []any
+		cmd  *redis.Cmd
+	}
+	calls := make([]call, len(takes))
+	for i, t := range takes {
+		c := &calls[i]
+		c.keys, c.args = r.solvedCapArgs(t)
+		c.cmd = readSolvedCapScript.EvalSha(ctx, pipe, c.keys, c.args...)
+	}
+	// Each reply is read below: a NOSCRIPT is one command's answer.
+	if _, err := pipe.Exec(ctx); err != nil && !isNoScript(err) {
+		return nil, fmt.Errorf("store: read solved caps: %w", err)
+	}
+	out := make([]ops.SolvedCap, len(takes))
+	for i, c := range calls {
+		cmd := c.cmd
+		if isNoScript(cmd.Err()) { // the server lost its script cache: read again
+			cmd = readSolvedCapScript.Run(ctx, r.rdb, c.keys, c.args...)
+		}
+		v, err := cmd.Int64Slice()
+		switch {
+		case err != nil:
+			return nil, fmt.Errorf("store: read solved cap %s: %w", c.keys[0], err)
+		case len(v) != 5:
+			return nil, fmt.Errorf("store: read solved cap %s: script returned %d values, want 5", c.keys[0], len(v))
+		}
+		out[i] = ops.SolvedCap{Limit: v[0], Used: v[1], Full: v[2] == 1, Cut: v[3] == 1}
+	}
+	return out, nil
+}
+
+// solvedCapArgs are readSolvedCapScript's keys and arguments for t: those
+// of take_solved (volumeCall) that the cap reads.
+func (r *AbuseCounters) solvedCapArgs(t guard.VolumeTake) ([]string, []any) {
+	keys := []string{r.key(t.Key), r.key(t.Quarantine), r.key(t.Solved.Base)}
+	args := []any{t.Hour, t.Lookback, t.Floor, t.Now.Unix(), t.Unverified.NormalDefault, t.Unverified.NormalMin}
+	if c := t.Carrier; c.FloorShare > 0 {
+		keys = append(keys, r.key(c.Key), r.key(c.Cut), r.key(c.Share), r.key(c.Since))
+		args = append(args, c.FloorShare, t.HistoryMinSends)
+	}
+	return keys, args
 }

@@ -62,6 +62,11 @@ var deleteCodeScript = script("delete_code")
 // status derived against the code KEYS[2] (lua/read_verification.lua).
 var readVerificationScript = script("read_verification")
 
+// readCodeScript reads the number's live code (KEYS[1]) and its record
+// without counting a guess: {guesses, max, status, pttl}; nil when there
+// is no code (lua/read_code.lua).
+var readCodeScript = script("read_code")
+
 // cancelVerificationScript deletes the code (KEYS[2]) of a pending record
 // (KEYS[1], id ARGV[1]) and marks it canceled (lua/cancel_verification.lua).
 var cancelVerificationScript = script("cancel_verification")
@@ -164,6 +169,37 @@ func (r *Codes) GuessCode(ctx context.Context, phone string, now time.Time) (gua
 	}
 	return guard.Guess{MAC: []byte(mac), Attempts: int(attempts), TTL: time.Duration(max(pttl, 0)) * time.Millisecond,
 		VerificationID: id}, nil
+}
+
+var _ guard.CodeReader = (*Codes)(nil)
+
+// ReadCode reads the number's live code as the ops desk shows it, counting
+// nothing (readCodeScript): the guesses counted against it, capped at its
+// maximum, and whether its verification is locked; guard.ErrNotFound
+// when it has none.
+func (r *Codes) ReadCode(ctx context.Context, phone string) (guard.CodeState, error) {
+	v, err := readCodeScript.Run(ctx, r.rdb, []string{r.codeKey(phone)}, r.verPrefix(phone)).Slice()
+	if errors.Is(err, redis.Nil) {
+		return guard.CodeState{}, guard.ErrNotFound
+	}
+	if err != nil {
+		return guard.CodeState{}, fmt.Errorf("store: read code: %w", err)
+	}
+	if len(v) != 4 {
+		return guard.CodeState{}, fmt.Errorf("store: read code: script returned %d values, want 4", len(v))
+	}
+	guesses, ok1 := v[0].(int64)
+	maxAttempts, ok2 := v[1].(int64)
+	status, ok3 := v[2].(string)
+	pttl, ok4 := v[3].(int64)
+	if !ok1 || !ok2 || !ok3 || !ok4 {
+		return guard.CodeState{}, fmt.Errorf("store: read code: unexpected reply %T %T %T %T", v[0], v[1], v[2], v[3])
+	}
+	if maxAttempts > 0 { // guess_code counts the guesses refused past the max too
+		guesses = min(guesses, maxAttempts)
+	}
+	return guard.CodeState{Guesses: guesses, MaxAttempts: maxAttempts, Locked: status == string(guard.StatusMaxAttempts),
+		ExpiresIn: time.Duration(max(pttl, 0)) * time.Millisecond}, nil
 }
 
 // ConsumeCode deletes the code if it is still mac and approves its record

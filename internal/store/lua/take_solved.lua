@@ -13,7 +13,8 @@
 -- hour (its cached "b:<hour>"; computed the same way, read only, when the
 -- velocity rule has not run this hour); while the cut holds it is a
 -- tenth (at least 1). Only the hour under way matters: the first send of
--- an hour drops the hours before the last.
+-- an hour drops the hours before the last. The cap's figures are
+-- lib/solved.lua's, which read_solved_cap shows on the ops desk.
 --
 -- With ARGV[7] > 0 (the unverified budget is on, guard/unverified.go) the
 -- cap holds the hour's solved sends that their verifies do not back:
@@ -86,22 +87,41 @@ local function carrier_credit(key, hour, lookback, from)
   return sends, credit, old
 end
 
+-- carrier_share_from is the share computed from the counts, from hour
+-- since on (the first hour the country's carriers were counted), and the
+-- carrier's fields it finds old: it writes nothing.
+local function carrier_share_from(country_key, key, since, hour, lookback, min_history)
+  local from = math.max(since, hour - lookback)
+  local country_sends, country_credit = carrier_credit(country_key, hour, lookback, from)
+  local _, credit, old = carrier_credit(key, hour, lookback, from)
+  local share = 1000
+  if country_sends > 0 and country_sends >= min_history and country_credit > 0 then
+    share = math.min(1000, math.floor(1000 * credit / country_credit))
+  end
+  return share, old
+end
+
 local function carrier_share(country_key, key, since_key, hour, lookback, min_history, ttl)
   local share = tonumber(redis.call('HGET', key, 'p:' .. hour))
   if share then return share end
   local since = tonumber(redis.call('GET', since_key)) or hour
   redis.call('SET', since_key, since, 'EX', ttl)
-  local from = math.max(since, hour - lookback)
-  local country_sends, country_credit = carrier_credit(country_key, hour, lookback, from)
-  local _, credit, old = carrier_credit(key, hour, lookback, from)
-  share = 1000
-  if country_sends > 0 and country_sends >= min_history and country_credit > 0 then
-    share = math.min(1000, math.floor(1000 * credit / country_credit))
-  end
+  local old
+  share, old = carrier_share_from(country_key, key, since, hour, lookback, min_history)
   if #old > 0 then redis.call('HDEL', key, unpack(old)) end
   redis.call('HSET', key, 'p:' .. hour, share)
   redis.call('EXPIRE', key, ttl)
   return share
+end
+
+-- carrier_share_now is the share carrier_share would answer now, read
+-- only (read_solved_cap): the hour's cached share, or the one it would
+-- compute.
+local function carrier_share_now(country_key, key, since_key, hour, lookback, min_history)
+  local share = tonumber(redis.call('HGET', key, 'p:' .. hour))
+  if share then return share end
+  local since = tonumber(redis.call('GET', since_key)) or hour
+  return (carrier_share_from(country_key, key, since, hour, lookback, min_history))
 end
 
 -- carrier_room is a carrier's part of a country's room: max(its floor,
@@ -112,6 +132,80 @@ local function carrier_room(share, room, floor_share, country_floor)
   return math.min(room, math.max(floor, math.ceil(share * room / 1000 - 1e-9)))
 end
 -- end lib/carrier.lua
+-- begin lib/solved.lua
+-- lib/solved.lua is the solved tier's cap for an hour (guard/solved.go;
+-- take_solved counts a send against it, read_solved_cap shows it on the
+-- ops desk): one set of functions, so that the desk's figure is the cap a
+-- send meets. It follows lib/carrier.lua, whose carrier_room it calls.
+--
+-- solved_cap is a country's cap: max(floor, baseline), where the baseline
+-- is the velocity rule's for the hour (velocity_key's cached "b:<hour>";
+-- computed the same way, read only, when the velocity rule has not run
+-- this hour: its busiest verified hour of the lookback); while the cut
+-- (cut_key: when it ends, unix seconds of the service's clock) holds, a
+-- tenth of it (at least 1). Returns cap, baseline, cut (0 or 1).
+local function solved_cap(velocity_key, cut_key, hour, lookback, floor, now)
+  local base = tonumber(redis.call('HGET', velocity_key, 'b:' .. hour))
+  if not base then
+    local all = redis.call('HGETALL', velocity_key)
+    local sends_in, verified_in = {}, {}
+    for i = 1, #all, 2 do
+      local kind, field_hour = string.match(all[i], '^(%a):(%d+)$')
+      field_hour = tonumber(field_hour)
+      if field_hour and field_hour < hour and field_hour >= hour - lookback then
+        if kind == 's' then sends_in[field_hour] = tonumber(all[i + 1]) elseif kind == 'v' then verified_in[field_hour] = tonumber(all[i + 1]) end
+      end
+    end
+    base = 0
+    for field_hour, n in pairs(sends_in) do
+      local credit = math.min(n, verified_in[field_hour] or 0) -- verified sends, as take_volume
+      if credit > base then base = credit end
+    end
+  end
+  local cap = math.max(floor, base)
+  local cut = 0
+  local cut_until = tonumber(redis.call('GET', cut_key))
+  if cut_until and cut_until > now then
+    cut = 1
+    cap = math.max(1, math.floor(cap / 10))
+  end
+  return cap, base, cut
+end
+
+-- solved_normal is the normal conversion (permille) by which a solved
+-- hash's verifies back its sends: the velocity rule's "n:<hour>", or
+-- normal_default while unknown, at least normal_min; nil when the
+-- unverified budget is off (normal_default 0: sends alone are capped).
+local function solved_normal(velocity_key, hour, normal_default, normal_min)
+  if normal_default <= 0 then return nil end
+  local normal = tonumber(redis.call('HGET', velocity_key, 'n:' .. hour))
+  if not normal or normal < 0 then normal = normal_default end
+  return math.max(normal, normal_min)
+end
+
+-- solved_counts is what a solved hash (counts_key: "s:<hour>" sends,
+-- "v:<hour>" verifies) holds against its cap this hour: its sends, and
+-- how many of them its verifies back (normal: solved_normal; 0 when it is
+-- nil). A send is allowed while sends + 1 - backed <= cap.
+local function solved_counts(counts_key, hour, normal)
+  local vals = redis.call('HMGET', counts_key, 's:' .. hour, 'v:' .. hour)
+  local sends = tonumber(vals[1]) or 0
+  if not normal then return sends, 0 end
+  return sends, (tonumber(vals[2]) or 0) * 1000 / normal
+end
+
+-- solved_carrier_cap is a carrier's part of its country's cap (share, in
+-- permille: lib/carrier.lua), its floor floor_share x the solved floor; a
+-- tenth while the carrier's cut (cut_key) holds. Returns cap, cut.
+local function solved_carrier_cap(share, country_cap, floor_share, floor, cut_key, now)
+  local cap = carrier_room(share, country_cap, floor_share, floor)
+  local cut_until = tonumber(redis.call('GET', cut_key))
+  if cut_until and cut_until > now then
+    return math.max(1, math.floor(cap / 10)), 1
+  end
+  return cap, 0
+end
+-- end lib/solved.lua
 -- The number's cached risk answer (guard/riskstep.go), when ARGV[12] is 1:
 -- KEYS[9], of the country's hash tag, is read first and every reply then
 -- carries an eighth value 0, a ninth (1 when the carrier refused) and its
@@ -132,61 +226,19 @@ end
 local hour = tonumber(ARGV[1])
 local lookback = tonumber(ARGV[2])
 local floor = tonumber(ARGV[3])
-local base = tonumber(redis.call('HGET', KEYS[3], 'b:' .. hour))
-if not base then
-  local all = redis.call('HGETALL', KEYS[3])
-  local sends_in, verified_in = {}, {}
-  for i = 1, #all, 2 do
-    local kind, field_hour = string.match(all[i], '^(%a):(%d+)$')
-    field_hour = tonumber(field_hour)
-    if field_hour and field_hour < hour and field_hour >= hour - lookback then
-      if kind == 's' then sends_in[field_hour] = tonumber(all[i + 1]) elseif kind == 'v' then verified_in[field_hour] = tonumber(all[i + 1]) end
-    end
-  end
-  base = 0
-  for field_hour, n in pairs(sends_in) do
-    local credit = math.min(n, verified_in[field_hour] or 0) -- verified sends, as take_volume
-    if credit > base then base = credit end
-  end
-end
-local limit = math.max(floor, base)
-local cut = 0
-local cut_until = tonumber(redis.call('GET', KEYS[2]))
-if cut_until and cut_until > tonumber(ARGV[5]) then
-  cut = 1
-  limit = math.max(1, math.floor(limit / 10))
-end
-local sent_verified = redis.call('HMGET', KEYS[1], 's:' .. hour, 'v:' .. hour)
-local count = tonumber(sent_verified[1]) or 0
-local backed = 0
-local backed_normal = nil -- the normal the verifies back sends by (nil: off)
-local normal_default = tonumber(ARGV[7]) or 0
-if normal_default > 0 then
-  local normal = tonumber(redis.call('HGET', KEYS[3], 'n:' .. hour))
-  if not normal or normal < 0 then normal = normal_default end
-  normal = math.max(normal, tonumber(ARGV[8]))
-  backed = (tonumber(sent_verified[2]) or 0) * 1000 / normal
-  backed_normal = normal
-end
+local now = tonumber(ARGV[5])
+local limit, base, cut = solved_cap(KEYS[3], KEYS[2], hour, lookback, floor, now)
+local normal = solved_normal(KEYS[3], hour, tonumber(ARGV[7]) or 0, tonumber(ARGV[8]) or 0)
+local count, backed = solved_counts(KEYS[1], hour, normal)
 if count + 1 - backed > limit then
   return reply({0, count, limit, base, cut, 0, 0})
 end
 -- The carrier's share of the cap (see above).
 local carrier_floor_share = tonumber(ARGV[9]) or 0
-local carrier_count = 0
 if carrier_floor_share > 0 then
   local share = carrier_share(KEYS[3], KEYS[7], KEYS[8], hour, lookback, tonumber(ARGV[10]), ARGV[11])
-  local carrier_limit = carrier_room(share, limit, carrier_floor_share, floor)
-  local carrier_cut = 0
-  local carrier_cut_until = tonumber(redis.call('GET', KEYS[6]))
-  if carrier_cut_until and carrier_cut_until > tonumber(ARGV[5]) then
-    carrier_cut = 1
-    carrier_limit = math.max(1, math.floor(carrier_limit / 10))
-  end
-  local carrier_vals = redis.call('HMGET', KEYS[5], 's:' .. hour, 'v:' .. hour)
-  carrier_count = tonumber(carrier_vals[1]) or 0
-  local carrier_backed = 0
-  if backed_normal then carrier_backed = (tonumber(carrier_vals[2]) or 0) * 1000 / backed_normal end
+  local carrier_limit, carrier_cut = solved_carrier_cap(share, limit, carrier_floor_share, floor, KEYS[6], now)
+  local carrier_count, carrier_backed = solved_counts(KEYS[5], hour, normal)
   if carrier_count + 1 - carrier_backed > carrier_limit then
     return reply({0, carrier_count, carrier_limit, base, carrier_cut, 0, 0, 0, 1})
   end

@@ -110,22 +110,41 @@ local function carrier_credit(key, hour, lookback, from)
   return sends, credit, old
 end
 
+-- carrier_share_from is the share computed from the counts, from hour
+-- since on (the first hour the country's carriers were counted), and the
+-- carrier's fields it finds old: it writes nothing.
+local function carrier_share_from(country_key, key, since, hour, lookback, min_history)
+  local from = math.max(since, hour - lookback)
+  local country_sends, country_credit = carrier_credit(country_key, hour, lookback, from)
+  local _, credit, old = carrier_credit(key, hour, lookback, from)
+  local share = 1000
+  if country_sends > 0 and country_sends >= min_history and country_credit > 0 then
+    share = math.min(1000, math.floor(1000 * credit / country_credit))
+  end
+  return share, old
+end
+
 local function carrier_share(country_key, key, since_key, hour, lookback, min_history, ttl)
   local share = tonumber(redis.call('HGET', key, 'p:' .. hour))
   if share then return share end
   local since = tonumber(redis.call('GET', since_key)) or hour
   redis.call('SET', since_key, since, 'EX', ttl)
-  local from = math.max(since, hour - lookback)
-  local country_sends, country_credit = carrier_credit(country_key, hour, lookback, from)
-  local _, credit, old = carrier_credit(key, hour, lookback, from)
-  share = 1000
-  if country_sends > 0 and country_sends >= min_history and country_credit > 0 then
-    share = math.min(1000, math.floor(1000 * credit / country_credit))
-  end
+  local old
+  share, old = carrier_share_from(country_key, key, since, hour, lookback, min_history)
   if #old > 0 then redis.call('HDEL', key, unpack(old)) end
   redis.call('HSET', key, 'p:' .. hour, share)
   redis.call('EXPIRE', key, ttl)
   return share
+end
+
+-- carrier_share_now is the share carrier_share would answer now, read
+-- only (read_solved_cap): the hour's cached share, or the one it would
+-- compute.
+local function carrier_share_now(country_key, key, since_key, hour, lookback, min_history)
+  local share = tonumber(redis.call('HGET', key, 'p:' .. hour))
+  if share then return share end
+  local since = tonumber(redis.call('GET', since_key)) or hour
+  return (carrier_share_from(country_key, key, since, hour, lookback, min_history))
 end
 
 -- carrier_room is a carrier's part of a country's room: max(its floor,

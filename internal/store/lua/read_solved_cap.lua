@@ -1,0 +1,200 @@
+-- read_solved_cap is the solved tier's cap in force this hour for one
+-- country, or one carrier of it, as take_solved would meet it now, read
+-- only: the ops desk's "Solved 12 of 40" (ops/abuse_solved.go). The
+-- figures are lib/solved.lua's, the same functions take_solved counts a
+-- send by, so that the desk cannot show another cap than the one that
+-- refuses.
+--
+-- KEYS and ARGV as take_solved's: KEYS[1] the country's solved counts,
+-- KEYS[2] its cut, KEYS[3] the velocity rule's hash (its baseline and
+-- normal); ARGV[1] hour, ARGV[2] lookback (hours), ARGV[3] floor, ARGV[4]
+-- now (unix seconds), ARGV[5] and ARGV[6] the normal default and least
+-- (permille; 0: sends alone are capped). With ARGV[7] > 0 (the carrier's
+-- floor share) the carrier's: KEYS[4] its solved counts, KEYS[5] its cut,
+-- KEYS[6] its velocity counts (its share: the hour's cached one, or the
+-- one take_solved would compute; nothing is written), KEYS[7] the hour the
+-- country's carriers were first counted, ARGV[8] history_min_sends. All
+-- share the country's hash tag.
+--
+-- Returns {cap, used, full, cut, baseline}: used is the sends the cap
+-- holds this hour (its sends less those verifies back, rounded up), full
+-- 1 when the next solved send would be refused; the carrier's when asked.
+-- begin lib/carrier.lua
+-- lib/carrier.lua is a carrier's share of its country's room (guard/carriershare.go;
+-- take_volume, take_solved).
+--
+-- A carrier's counts are a hash of the velocity rule's layout within the
+-- country's hash tag: "s:<hour>" its sends, "v:<hour>" its verifies, and
+-- "p:<hour>" its share for that hour in permille. The share is the
+-- carrier's credited sends (min(sends, verifies) of each hour) / the
+-- country's (country_key, the velocity rule's hash), over the hours of the
+-- lookback before hour since the carriers were first counted (since_key
+-- holds that hour; set by the first share computed, its TTL refreshed by
+-- each): a country's verified history that predates its carriers' counts
+-- is no carrier's. It is computed once per hour and cached: carriers
+-- split the country's room by what their real users verified, so a ring
+-- on one carrier's ranges spends that carrier's share, not the country's.
+-- While those hours are too thin to judge by (fewer than min_history
+-- sends, the normal conversion's test) or hold no credit, the share is
+-- 1000: no split. The carrier's old fields are pruned when the share is
+-- computed; the keys' TTL (ttl seconds) is refreshed.
+local function carrier_credit(key, hour, lookback, from)
+  local all = redis.call('HGETALL', key)
+  local sends_in, verified_in, old = {}, {}, {}
+  for i = 1, #all, 2 do
+    local kind, field_at = string.match(all[i], '^(%a):(%d+)$')
+    field_at = tonumber(field_at)
+    if not field_at or (kind ~= 'm' and field_at < hour - lookback) or (kind == 'p' and field_at ~= hour) then
+      old[#old + 1] = all[i]
+    elseif kind == 's' then
+      sends_in[field_at] = tonumber(all[i + 1])
+    elseif kind == 'v' then
+      verified_in[field_at] = tonumber(all[i + 1])
+    end
+  end
+  local sends, credit = 0, 0
+  for field_at, n in pairs(sends_in) do
+    if field_at < hour and field_at >= from then
+      sends = sends + n
+      credit = credit + math.min(n, verified_in[field_at] or 0)
+    end
+  end
+  return sends, credit, old
+end
+
+-- carrier_share_from is the share computed from the counts, from hour
+-- since on (the first hour the country's carriers were counted), and the
+-- carrier's fields it finds old: it writes nothing.
+local function carrier_share_from(country_key, key, since, hour, lookback, min_history)
+  local from = math.max(since, hour - lookback)
+  local country_sends, country_credit = carrier_credit(country_key, hour, lookback, from)
+  local _, credit, old = carrier_credit(key, hour, lookback, from)
+  local share = 1000
+  if country_sends > 0 and country_sends >= min_history and country_credit > 0 then
+    share = math.min(1000, math.floor(1000 * credit / country_credit))
+  end
+  return share, old
+end
+
+local function carrier_share(country_key, key, since_key, hour, lookback, min_history, ttl)
+  local share = tonumber(redis.call('HGET', key, 'p:' .. hour))
+  if share then return share end
+  local since = tonumber(redis.call('GET', since_key)) or hour
+  redis.call('SET', since_key, since, 'EX', ttl)
+  local old
+  share, old = carrier_share_from(country_key, key, since, hour, lookback, min_history)
+  if #old > 0 then redis.call('HDEL', key, unpack(old)) end
+  redis.call('HSET', key, 'p:' .. hour, share)
+  redis.call('EXPIRE', key, ttl)
+  return share
+end
+
+-- carrier_share_now is the share carrier_share would answer now, read
+-- only (read_solved_cap): the hour's cached share, or the one it would
+-- compute.
+local function carrier_share_now(country_key, key, since_key, hour, lookback, min_history)
+  local share = tonumber(redis.call('HGET', key, 'p:' .. hour))
+  if share then return share end
+  local since = tonumber(redis.call('GET', since_key)) or hour
+  return (carrier_share_from(country_key, key, since, hour, lookback, min_history))
+end
+
+-- carrier_room is a carrier's part of a country's room: max(its floor,
+-- ceil(share x room)), never above room. Its floor is floor_share of the
+-- country's floor, at least 1.
+local function carrier_room(share, room, floor_share, country_floor)
+  local floor = math.max(1, math.ceil(floor_share * country_floor - 1e-9))
+  return math.min(room, math.max(floor, math.ceil(share * room / 1000 - 1e-9)))
+end
+-- end lib/carrier.lua
+-- begin lib/solved.lua
+-- lib/solved.lua is the solved tier's cap for an hour (guard/solved.go;
+-- take_solved counts a send against it, read_solved_cap shows it on the
+-- ops desk): one set of functions, so that the desk's figure is the cap a
+-- send meets. It follows lib/carrier.lua, whose carrier_room it calls.
+--
+-- solved_cap is a country's cap: max(floor, baseline), where the baseline
+-- is the velocity rule's for the hour (velocity_key's cached "b:<hour>";
+-- computed the same way, read only, when the velocity rule has not run
+-- this hour: its busiest verified hour of the lookback); while the cut
+-- (cut_key: when it ends, unix seconds of the service's clock) holds, a
+-- tenth of it (at least 1). Returns cap, baseline, cut (0 or 1).
+local function solved_cap(velocity_key, cut_key, hour, lookback, floor, now)
+  local base = tonumber(redis.call('HGET', velocity_key, 'b:' .. hour))
+  if not base then
+    local all = redis.call('HGETALL', velocity_key)
+    local sends_in, verified_in = {}, {}
+    for i = 1, #all, 2 do
+      local kind, field_hour = string.match(all[i], '^(%a):(%d+)$')
+      field_hour = tonumber(field_hour)
+      if field_hour and field_hour < hour and field_hour >= hour - lookback then
+        if kind == 's' then sends_in[field_hour] = tonumber(all[i + 1]) elseif kind == 'v' then verified_in[field_hour] = tonumber(all[i + 1]) end
+      end
+    end
+    base = 0
+    for field_hour, n in pairs(sends_in) do
+      local credit = math.min(n, verified_in[field_hour] or 0) -- verified sends, as take_volume
+      if credit > base then base = credit end
+    end
+  end
+  local cap = math.max(floor, base)
+  local cut = 0
+  local cut_until = tonumber(redis.call('GET', cut_key))
+  if cut_until and cut_until > now then
+    cut = 1
+    cap = math.max(1, math.floor(cap / 10))
+  end
+  return cap, base, cut
+end
+
+-- solved_normal is the normal conversion (permille) by which a solved
+-- hash's verifies back its sends: the velocity rule's "n:<hour>", or
+-- normal_default while unknown, at least normal_min; nil when the
+-- unverified budget is off (normal_default 0: sends alone are capped).
+local function solved_normal(velocity_key, hour, normal_default, normal_min)
+  if normal_default <= 0 then return nil end
+  local normal = tonumber(redis.call('HGET', velocity_key, 'n:' .. hour))
+  if not normal or normal < 0 then normal = normal_default end
+  return math.max(normal, normal_min)
+end
+
+-- solved_counts is what a solved hash (counts_key: "s:<hour>" sends,
+-- "v:<hour>" verifies) holds against its cap this hour: its sends, and
+-- how many of them its verifies back (normal: solved_normal; 0 when it is
+-- nil). A send is allowed while sends + 1 - backed <= cap.
+local function solved_counts(counts_key, hour, normal)
+  local vals = redis.call('HMGET', counts_key, 's:' .. hour, 'v:' .. hour)
+  local sends = tonumber(vals[1]) or 0
+  if not normal then return sends, 0 end
+  return sends, (tonumber(vals[2]) or 0) * 1000 / normal
+end
+
+-- solved_carrier_cap is a carrier's part of its country's cap (share, in
+-- permille: lib/carrier.lua), its floor floor_share x the solved floor; a
+-- tenth while the carrier's cut (cut_key) holds. Returns cap, cut.
+local function solved_carrier_cap(share, country_cap, floor_share, floor, cut_key, now)
+  local cap = carrier_room(share, country_cap, floor_share, floor)
+  local cut_until = tonumber(redis.call('GET', cut_key))
+  if cut_until and cut_until > now then
+    return math.max(1, math.floor(cap / 10)), 1
+  end
+  return cap, 0
+end
+-- end lib/solved.lua
+local hour = tonumber(ARGV[1])
+local lookback = tonumber(ARGV[2])
+local floor = tonumber(ARGV[3])
+local now = tonumber(ARGV[4])
+local cap, base, cut = solved_cap(KEYS[3], KEYS[2], hour, lookback, floor, now)
+local normal = solved_normal(KEYS[3], hour, tonumber(ARGV[5]) or 0, tonumber(ARGV[6]) or 0)
+local counts_key = KEYS[1]
+local carrier_floor_share = tonumber(ARGV[7]) or 0
+if carrier_floor_share > 0 then
+  local share = carrier_share_now(KEYS[3], KEYS[6], KEYS[7], hour, lookback, tonumber(ARGV[8]))
+  cap, cut = solved_carrier_cap(share, cap, carrier_floor_share, floor, KEYS[5], now)
+  counts_key = KEYS[4]
+end
+local sends, backed = solved_counts(counts_key, hour, normal)
+local full = 0
+if sends + 1 - backed > cap then full = 1 end
+return {cap, math.max(0, math.ceil(sends - backed - 1e-9)), full, cut, base}
