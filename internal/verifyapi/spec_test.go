@@ -86,21 +86,29 @@ func loadSpecs(t *testing.T) specs {
 	return specs{twilio: doc, errorDoc: &errSchema}
 }
 
-// check holds one answer to its schema: a success to the schema Twilio's
-// document gives its route, method and status (a status the document does
-// not list is a failure), an error to the error body's schema.
+// check holds one answer to its schema (problems) and fails t for each
+// difference.
 func (s specs) check(t *testing.T, x exchange) {
 	t.Helper()
+	for _, p := range s.problems(x) {
+		t.Errorf("%s %s %d: %s\n%s", x.method, x.path, x.status, p, x.body)
+	}
+}
+
+// problems holds one answer to its schema: a success to the schema
+// Twilio's document gives its route, method and status (a status the
+// document does not list is a problem), with every field the schema
+// names present; an error to the error body's schema.
+func (s specs) problems(x exchange) []string {
 	var v any
 	if err := json.Unmarshal(x.body, &v); err != nil {
-		t.Errorf("%s %s %d: not JSON: %v: %s", x.method, x.path, x.status, err, x.body)
-		return
+		return []string{"not JSON: " + err.Error()}
 	}
 	if x.status >= 400 {
 		if err := s.errorDoc.VisitJSON(v); err != nil {
-			t.Errorf("%s %s %d: the error body does not match verify_error.json: %v\n%s", x.method, x.path, x.status, err, x.body)
+			return []string{"the error body does not match verify_error.json: " + err.Error()}
 		}
-		return
+		return nil
 	}
 	path := ""
 	for _, p := range specPaths {
@@ -111,33 +119,31 @@ func (s specs) check(t *testing.T, x exchange) {
 	}
 	item := s.twilio.Paths.Find(path)
 	if item == nil {
-		t.Errorf("%s %s: no such path in Twilio's document", x.method, x.path)
-		return
+		return []string{"no such path in Twilio's document"}
 	}
 	op := item.GetOperation(x.method)
 	if op == nil {
-		t.Errorf("%s %s: no such operation in Twilio's document", x.method, path)
-		return
+		return []string{"no such operation in Twilio's document"}
 	}
 	res := op.Responses.Status(x.status)
 	if res == nil || res.Value == nil {
-		t.Errorf("%s %s: status %d is not one Twilio's document lists", x.method, path, x.status)
-		return
+		return []string{"a status Twilio's document does not list"}
 	}
 	mt := res.Value.Content.Get("application/json")
 	if mt == nil || mt.Schema == nil {
-		t.Errorf("%s %s %d: no JSON schema in Twilio's document", x.method, path, x.status)
-		return
+		return []string{"no JSON schema in Twilio's document"}
 	}
+	var out []string
 	if err := mt.Schema.Value.VisitJSON(v); err != nil {
-		t.Errorf("%s %s %d: the answer does not match Twilio's schema: %v\n%s", x.method, path, x.status, err, x.body)
+		out = append(out, "the answer does not match Twilio's schema: "+err.Error())
 	}
 	// Twilio's schemas require nothing; Verify answers every field, and
 	// so does otpguard (null where it has nothing to say).
 	obj, _ := v.(map[string]any)
 	for name := range mt.Schema.Value.Properties {
 		if _, ok := obj[name]; !ok {
-			t.Errorf("%s %s %d: field %q of Twilio's schema is missing", x.method, path, x.status, name)
+			out = append(out, "field "+name+" of Twilio's schema is missing")
 		}
 	}
+	return out
 }
