@@ -151,3 +151,22 @@ func TestDefaultService(t *testing.T) {
 		t.Errorf("Status=expired: %d %v, want 400 60200", status, v)
 	}
 }
+
+// TestWrongCredentialsLockOut: wrong Verify credentials count with the
+// wrong API keys of the address; once spent (10 a minute) every
+// credential from it, a right one too, is 429 20429 (not 60202, a code's
+// spent guesses).
+func TestWrongCredentialsLockOut(t *testing.T) {
+	srv := startTwoServices(t)
+	u := srv.URL + "/v2/Services/" + serviceA
+	for i := range 10 {
+		if status, v := call(t, http.MethodGet, u, "", "", keyA, "wrong", ""); status != http.StatusUnauthorized {
+			t.Fatalf("wrong credential %d: %d %v, want 401", i+1, status, v)
+		}
+	}
+	for _, pass := range []string{"wrong", secretA} {
+		if status, v := call(t, http.MethodGet, u, "", "", keyA, pass, ""); status != http.StatusTooManyRequests || v["code"] != float64(20429) {
+			t.Errorf("after 10 wrong credentials, %q: %d %v, want 429 20429", pass, status, v)
+		}
+	}
+}

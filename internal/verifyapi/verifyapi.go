@@ -11,6 +11,7 @@ package verifyapi
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"net/http"
 	"time"
@@ -102,7 +103,7 @@ func (h *Handlers) Authenticate(next echo.HandlerFunc) echo.HandlerFunc {
 		ip := c.RealIP()
 		last, err := h.lockout.Admit(c.Request().Context(), ip, good)
 		if err != nil {
-			return err
+			return lockedOutError(err)
 		}
 		if last && h.lockedOut != nil {
 			h.lockedOut(c, ip)
@@ -118,6 +119,17 @@ func (h *Handlers) Authenticate(next echo.HandlerFunc) echo.HandlerFunc {
 		c.Set(tenantKey, tenant)
 		return next(c)
 	}
+}
+
+// lockedOutError is the limiter's refusal of an address that has spent
+// its wrong credentials as Verify's 20429: its too_many_attempts would
+// read as 60202, a code's spent guesses.
+func lockedOutError(err error) error {
+	var pe *problem.Error
+	if errors.As(err, &pe) && pe.Code == problem.CodeTooManyAttempts {
+		return &problem.Error{Code: problem.CodeRateLimited, Message: pe.Message, RetryAfter: pe.RetryAfter, Err: err}
+	}
+	return err
 }
 
 func requestOf(c echo.Context) (State, *Tenant) {
