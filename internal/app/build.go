@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/base64"
 	"errors"
+	"fmt"
 	"log/slog"
 
 	"github.com/otpguard/otpguard/api"
@@ -17,6 +18,7 @@ import (
 	"github.com/otpguard/otpguard/internal/metrics"
 	"github.com/otpguard/otpguard/internal/ops"
 	"github.com/otpguard/otpguard/internal/resilience"
+	"github.com/otpguard/otpguard/internal/verifyapi"
 )
 
 // wiring is New's steps, each a method, and what they hand on to the
@@ -131,10 +133,20 @@ func (w *wiring) syncHotKeys(ctx context.Context) error {
 func (w *wiring) buildGuard(_ context.Context) error {
 	a := w.a
 	w.captchaCalls = challenge.NewProviderCalls(a.cfg.CaptchaCalls())
-	a.live = newLive(a.cfg, a.log, w.metrics, func(p guard.Policies) httpapi.Services {
-		return httpapi.Services{OTP: w.newOTP(p.OTP), Limiter: w.newLimiter(p.Limits)}
+	a.live = newLive(a.cfg, a.log, w.metrics, func(p guard.Policies) (httpapi.Services, error) {
+		// The services' secrets first: a file that cannot be read keeps
+		// the policy in force (a reload) or stops the start.
+		tenants, err := verifyapi.NewTenants(p.Services, config.ReadSecretFile)
+		if err != nil {
+			return httpapi.Services{}, err
+		}
+		return httpapi.Services{OTP: w.newOTP(p.OTP), Limiter: w.newLimiter(p.Limits), Tenants: tenants}, nil
 	})
-	w.first = a.live.build(a.cfg.Policies)
+	first, err := a.live.build(a.cfg.Policies)
+	if err != nil {
+		return fmt.Errorf("app: policy services: %w", err)
+	}
+	w.first = first
 	a.live.setOTP(w.first.OTP)
 	registerWatch(w.metrics.Registry, a.live.otp)
 	// Runs before the ops jobs stop (closers run last first): the watch's
@@ -215,7 +227,7 @@ func (w *wiring) buildServer(_ context.Context) error {
 	a := w.a
 	rdb, fb := a.rdb, a.outage.fallback
 	srv := httpapi.New(httpapi.Options{
-		OTP: w.first.OTP, Limiter: w.first.Limiter, APIKeys: a.cfg.APIKeys, OpsKeys: a.cfg.OpsKeys,
+		OTP: w.first.OTP, Limiter: w.first.Limiter, Tenants: w.first.Tenants, APIKeys: a.cfg.APIKeys, OpsKeys: a.cfg.OpsKeys,
 		Logger: a.log, LogAllowedChecks: a.cfg.LogAllowedChecks, Metrics: w.metrics, Spec: api.OpenAPI,
 		Ops: a.ops.desk, SessionKey: a.ops.sessionKey, Sessions: a.ops.signOuts,
 		Ready:  readyCheck(rdb),

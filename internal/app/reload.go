@@ -38,7 +38,7 @@ var ErrNoPolicyFile = errors.New("no policy file to reload: OTPGUARD_CONFIG is n
 type live struct {
 	path   string
 	log    *slog.Logger
-	build  func(guard.Policies) httpapi.Services
+	build  func(guard.Policies) (httpapi.Services, error)
 	server *httpapi.Server // set once New has built it
 
 	mu sync.Mutex // one reload at a time
@@ -59,7 +59,7 @@ type reloadOutcome struct {
 	err error
 }
 
-func newLive(cfg *config.Config, log *slog.Logger, metricSet *metrics.Set, build func(guard.Policies) httpapi.Services) *live {
+func newLive(cfg *config.Config, log *slog.Logger, metricSet *metrics.Set, build func(guard.Policies) (httpapi.Services, error)) *live {
 	l := &live{path: cfg.ConfigFile, log: log, build: build,
 		reloads: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "otpguard_config_reload_total",
@@ -119,13 +119,16 @@ func (l *live) reload(ctx context.Context) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	p, err := l.read()
+	var next httpapi.Services
+	if err == nil {
+		next, err = l.build(p) // reads the services' secret files
+	}
 	l.last.Store(&reloadOutcome{at: time.Now(), err: err})
 	if err != nil {
 		l.reloads.WithLabelValues("error").Inc()
 		l.log.ErrorContext(ctx, "POLICY RELOAD FAILED: the policy in force is kept", "file", l.path, "err", err)
 		return err
 	}
-	next := l.build(p)
 	l.server.SetServices(next)
 	// The replaced service's watch counts what it has queued, then stops;
 	// a request still finishing on it after that drops its watch event

@@ -23,8 +23,9 @@ import (
 
 // filePolicies is the whole policy file.
 type filePolicies struct {
-	OTP    fileOTPPolicy              `yaml:"otp"`
-	Limits map[string]fileLimitPolicy `yaml:"limits"`
+	OTP      fileOTPPolicy              `yaml:"otp"`
+	Limits   map[string]fileLimitPolicy `yaml:"limits"`
+	Services []fileService              `yaml:"services,omitempty"` // policyfile_services.go
 }
 
 // fileOTPPolicy is the file's otp: section (guard.OTPPolicy).
@@ -266,6 +267,7 @@ func policyFile(p guard.Policies) filePolicies {
 			Trust: toFileTrust(o.Trust),
 			Risk:  toFileRisk(o.Risk),
 		},
+		Services: toFileServices(p.Services),
 		Limits: convertMap(p.Limits, func(l limit.Policy) fileLimitPolicy {
 			return fileLimitPolicy{
 				Algorithm: l.Algorithm, Capacity: l.Capacity, RefillPerSecond: l.RefillPerSecond,
@@ -317,6 +319,7 @@ func (f filePolicies) policies() guard.Policies {
 			Trust: o.Trust.trust(),
 			Risk:  o.Risk.risk(),
 		},
+		Services: servicesOf(f.Services),
 		Limits: convertMap(f.Limits, func(l fileLimitPolicy) limit.Policy {
 			return limit.Policy{
 				Algorithm: l.Algorithm, Capacity: l.Capacity, RefillPerSecond: l.RefillPerSecond,

@@ -62,6 +62,9 @@ func everyField() guard.Policies {
 				Shadow: true, OnStoreError: limit.FallbackLocal, LocalLimit: 3,
 				Mode: limit.ModeSync, SyncInterval: 50 * time.Millisecond, Exact: true},
 		},
+		Services: []guard.Service{{SID: "VA0123456789abcdef0123456789abcdef", FriendlyName: "Shop",
+			AccountSID: "AC0123456789abcdef0123456789abcdef", Default: true,
+			Credentials: []guard.ServiceCredential{{SID: "SK0123456789abcdef0123456789abcdef", SecretFile: "/run/secrets/shop"}}}},
 	}
 }
 

@@ -43,12 +43,14 @@ type codebook struct {
 // a new verification (whose id it returns), when the store takes it;
 // otherwise, unless the policy is closed, the stateless code of the
 // current step, which needs no store and has no verification (id "").
-func (s *codebook) issueCode(ctx context.Context, phone Phone, tier Tier) (issued, error) {
+// A code of a named service (service.go) is saved as that service's, and
+// is never stateless: a stateless code has no record to say whose it is.
+func (s *codebook) issueCode(ctx context.Context, phone Phone, tier Tier, service string) (issued, error) {
 	code, err := s.newCode()
 	if err != nil {
 		return issued{}, fmt.Errorf("otp: new code: %w", err)
 	}
-	mac := s.mac(phone.E164, code)
+	mac := s.mac(phone.E164, service, code)
 	id, err := newVerificationID(s.random)
 	if err != nil {
 		return issued{}, err
@@ -57,7 +59,8 @@ func (s *codebook) issueCode(ctx context.Context, phone Phone, tier Tier) (issue
 	id = s.marks.apply(id, tier)
 	ttl := s.policy.CodeTTL
 	prev, err := s.codes.SaveCode(ctx, NewCode{Phone: phone.E164, MAC: mac, TTL: ttl,
-		VerificationID: id, MaxAttempts: s.policy.MaxVerifyAttempts, Now: s.now(), Retention: VerificationRetention})
+		VerificationID: id, MaxAttempts: s.policy.MaxVerifyAttempts, Now: s.now(), Retention: VerificationRetention,
+		Service: service})
 	if errors.Is(err, ErrUnindexed) { // saved, but GET /otp/verifications/{id} cannot find it: no id
 		s.log.DebugContext(ctx, "code saved without its verification id's index", "phone", MaskPhone(phone.E164), "err", err)
 		id, err = "", nil
@@ -71,7 +74,7 @@ func (s *codebook) issueCode(ctx context.Context, phone Phone, tier Tier) (issue
 		return issued{text: code, ttl: ttl, id: id}, nil
 	}
 	// Overload is not an outage: no stateless code.
-	if !errors.Is(err, problem.ErrOverloaded) {
+	if !errors.Is(err, problem.ErrOverloaded) && service == DefaultService {
 		if code, ttl, ok := s.stateless.current(phone.E164, s.now()); ok {
 			// Debug: the breaker and the policy log the outage once, not per send.
 			s.log.DebugContext(ctx, "saving code failed: sending a stateless code", "phone", MaskPhone(phone.E164), "err", err)
@@ -106,27 +109,36 @@ func (s *codebook) newCode() (string, error) {
 }
 
 // mac binds the code to the number, so a stored HMAC is useless for any
-// other number and reveals nothing without the key.
-func (s *codebook) mac(phone, code string) []byte {
+// other number and reveals nothing without the key; and a named service's
+// code to its service, so that consuming one service's code can never
+// consume another's with the same digits. The default service's is the
+// MAC of number and code alone, as before services.
+func (s *codebook) mac(phone, service, code string) []byte {
 	m := hmac.New(sha256.New, s.hmacKey)
 	m.Write([]byte(phone))
 	m.Write([]byte{0})
 	m.Write([]byte(code))
+	if service != DefaultService {
+		m.Write([]byte{0})
+		m.Write([]byte(service))
+	}
 	return m.Sum(nil)
 }
 
-// verify checks code and returns the verification it approved ("" for a
-// stateless code).
-func (s *codebook) verify(ctx context.Context, phone Phone, code string) (string, error) {
-	g, err := s.codes.GuessCode(ctx, phone.E164, s.now())
+// verify checks code, a guess of of's service (and verification), and
+// returns the verification it approved ("" for a stateless code, which
+// only the default service has).
+func (s *codebook) verify(ctx context.Context, phone Phone, code string, of GuessOf) (string, error) {
+	g, err := s.codes.GuessCode(ctx, phone.E164, of, s.now())
+	stateless := s.stateless.on() && of.Service == DefaultService && of.VerificationID == ""
 	switch {
-	case errors.Is(err, ErrNotFound) && s.stateless.on() && s.stateless.recentFailure(s.now()):
+	case errors.Is(err, ErrNotFound) && stateless && s.stateless.recentFailure(s.now()):
 		// Redis answers again, but a stateless code sent while it did
 		// not may still be alive.
 		return "", s.stateless.verify(ctx, phone, code)
 	case errors.Is(err, ErrNotFound):
 		return "", problem.Errorf(problem.CodeNoActiveCode, "no code is waiting for this number (never sent, expired or already used)")
-	case err != nil && s.stateless.on() && !errors.Is(err, problem.ErrOverloaded):
+	case err != nil && stateless && !errors.Is(err, problem.ErrOverloaded):
 		s.log.DebugContext(ctx, "reading code failed: checking stateless codes", "phone", MaskPhone(phone.E164), "err", err)
 		return "", s.stateless.verify(ctx, phone, code)
 	case err != nil:
@@ -136,8 +148,8 @@ func (s *codebook) verify(ctx context.Context, phone Phone, code string) (string
 	if g.Attempts > s.policy.MaxVerifyAttempts {
 		return "", s.tooManyAttempts(ctx, phone.E164)
 	}
-	if !hmac.Equal(g.MAC, s.mac(phone.E164, code)) {
-		if s.stateless.on() && s.stateless.recentFailure(s.now()) {
+	if !hmac.Equal(g.MAC, s.mac(phone.E164, of.Service, code)) {
+		if stateless && s.stateless.recentFailure(s.now()) {
 			// The stored code may be one whose save timed out but ran,
 			// while the SMS carried a stateless code. The guess is counted.
 			if k, ok := s.stateless.match(phone.E164, code, s.now()); ok {
@@ -150,7 +162,8 @@ func (s *codebook) verify(ctx context.Context, phone Phone, code string) (string
 			s.audit.noteBlock(ctx, Block{Phone: phone.E164, Country: phone.Region, Reason: problem.CodeTooManyAttempts,
 				Count: int64(g.Attempts), Until: s.now().Add(g.TTL)})
 		}
-		return "", &problem.Error{Code: problem.CodeWrongCode, Message: "the code is wrong", AttemptsLeft: &left}
+		return "", &problem.Error{Code: problem.CodeWrongCode, Message: "the code is wrong", AttemptsLeft: &left,
+			VerificationID: g.VerificationID}
 	}
 	consumed, err := s.codes.ConsumeCode(ctx, phone.E164, g.MAC, s.now())
 	if err != nil {

@@ -40,6 +40,19 @@ type NewCode struct {
 	MaxAttempts    int
 	Now            time.Time     // created_at
 	Retention      time.Duration // how long the verification record is kept
+	// Service owns the code and its verification ("" the default
+	// service, service.go): only its guesses count against the code.
+	Service string
+}
+
+// GuessOf says whose guess it is: the service guessing ("" the default
+// service) and, when set, the verification it guesses for. A live code
+// of another service, or of another verification, is not found, and its
+// guesses are not counted: one service cannot spend, or lock, another's
+// code.
+type GuessOf struct {
+	Service        string
+	VerificationID string
 }
 
 // Codes stores OTP codes, as HMACs, one live code per number, each with
@@ -52,8 +65,9 @@ type Codes interface {
 	// code it replaced (0 if none).
 	SaveCode(ctx context.Context, c NewCode) (prevAttempts int, err error)
 	// GuessCode counts one guess atomically (on the verification too) and
-	// returns the stored code; ErrNotFound when the number has no live code.
-	GuessCode(ctx context.Context, phone string, now time.Time) (Guess, error)
+	// returns the stored code; ErrNotFound when the number has no live
+	// code of the guess's service (and verification, when named).
+	GuessCode(ctx context.Context, phone string, of GuessOf, now time.Time) (Guess, error)
 	// ConsumeCode deletes the code if it is still mac and its verification
 	// is still pending, and approves the verification; otherwise it says
 	// why not.

@@ -71,7 +71,8 @@ const (
 	ActionConversion  = "otp.conversion"   // a conversion alert
 	ActionVelocity    = "otp.velocity"     // a country refused for unusual volume
 	ActionSMSStatus   = "sms.status"       // a delivery status report
-	ActionOTPCancel   = "otp.cancel"       // POST /otp/verifications/{id}/cancel
+	ActionOTPCancel   = "otp.cancel"       // POST /otp/verifications/{id}/cancel, Verify's Status=canceled
+	ActionOTPApprove  = "otp.approve"      // Verify's Status=approved: approved without a code
 	ActionTrustImport = "otp.trust.import" // POST /ops/trusted-numbers
 	ActionRiskLookup  = "otp.risk.lookup"  // a risk score asked of the network (risk.go)
 	ActionRiskClear   = "otp.risk.clear"   // DELETE /ops/risk/{phone}
@@ -92,4 +93,7 @@ const (
 	OutcomeQuarantined = "quarantined"
 	// OutcomeCanceled: otp.cancel killed a pending verification's code.
 	OutcomeCanceled = "canceled"
+	// OutcomeApproved: otp.approve approved a pending verification
+	// without its code.
+	OutcomeApproved = "approved"
 )

@@ -185,7 +185,7 @@ func (s *OTP) Send(ctx context.Context, req SendRequest) (SendResult, error) {
 		return SendResult{}, err
 	}
 	dctx := limit.WithDecision(ctx)
-	res, err := s.send(dctx, phone, ip, req.Challenge, req.Account)
+	res, err := s.send(dctx, phone, ip, req)
 	if _, lost := err.(*ClaimLost); lost {
 		return res, err // a duplicate of a request that runs or ran: that one is recorded
 	}
@@ -194,19 +194,32 @@ func (s *OTP) Send(ctx context.Context, req SendRequest) (SendResult, error) {
 	return res, err
 }
 
-// Verification returns the verification id (verification.go).
-func (s *OTP) Verification(ctx context.Context, id string) (Verification, error) {
-	return s.records.get(ctx, id)
+// Verification returns the verification id of service ("" the default
+// service); another service's is verification_not_found
+// (verification.go).
+func (s *OTP) Verification(ctx context.Context, service, id string) (Verification, error) {
+	return s.records.get(ctx, service, id)
 }
 
-// CancelVerification kills the code of a pending verification and marks
-// it canceled. A verification that is no longer pending is refused with
-// verification_not_pending and its status: an approved code cannot be
-// canceled, nor a canceled one approved (the store decides both in one
-// atomic step).
-func (s *OTP) CancelVerification(ctx context.Context, id string) (Verification, error) {
-	return s.records.cancel(ctx, id)
+// CancelVerification kills the code of a pending verification of service
+// and marks it canceled. A verification that is no longer pending is
+// refused with verification_not_pending and its status: an approved code
+// cannot be canceled, nor a canceled one approved (the store decides both
+// in one atomic step).
+func (s *OTP) CancelVerification(ctx context.Context, service, id string) (Verification, error) {
+	return s.records.end(ctx, service, id, StatusCanceled)
 }
+
+// ApproveVerification approves a pending verification of service without
+// its code (Verify's Status=approved), as CancelVerification cancels it.
+// Nothing is credited: no code was proved (verification.go).
+func (s *OTP) ApproveVerification(ctx context.Context, service, id string) (Verification, error) {
+	return s.records.end(ctx, service, id, StatusApproved)
+}
+
+// CodeLength is the length of the codes this policy sends (Verify's
+// service answers it).
+func (s *OTP) CodeLength() int { return s.policy.CodeLength }
 
 // RecordDelivery puts a delivery report in the audit trail and reports
 // whether it did: a report already recorded (the same message id and

@@ -168,6 +168,9 @@ type ConversionPolicy struct {
 type Policies struct {
 	OTP    OTPPolicy
 	Limits map[string]limit.Policy
+	// Services are the tenants of the Verify routes (service.go); none:
+	// the default service only, reached by the API keys.
+	Services []Service
 }
 
 // DefaultPolicies are the policies used where the file says nothing.

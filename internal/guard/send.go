@@ -17,6 +17,9 @@ type SendRequest struct {
 	// account, so the send is trusted (trust.go). An app must set it only
 	// for numbers it already knows, never for a number a sign-up typed.
 	Account bool
+	// Service sends the code ("" the default service, service.go): it
+	// owns the verification. Every limit counts as for any other send.
+	Service string
 }
 
 // SendResult says where the code went and how long it lives.
@@ -32,7 +35,8 @@ type SendResult struct {
 
 // send is the pipeline of a parsed send: its steps in order, each in the
 // file of its concept, each returning here. The first refusal ends it.
-func (s *OTP) send(ctx context.Context, phone Phone, ip, solution string, account bool) (SendResult, error) {
+func (s *OTP) send(ctx context.Context, phone Phone, ip string, req SendRequest) (SendResult, error) {
+	solution, account := req.Challenge, req.Account
 	// A solution that holds makes the send TierSolved (challenge.go).
 	tier, sol, err := s.challenges.solvedTier(ctx, phone, ip, solution)
 	if err != nil {
@@ -77,7 +81,7 @@ func (s *OTP) send(ctx context.Context, phone Phone, ip, solution string, accoun
 	}
 	// A new code, saved as its HMAC, or a stateless one; its verification
 	// carries the tier, for its verify's credit (code.go).
-	code, err := s.codes.issueCode(ctx, phone, tier)
+	code, err := s.codes.issueCode(ctx, phone, tier, req.Service)
 	if err != nil {
 		s.spend.giveBack(ctx, phone, spent, false)
 		return SendResult{}, err

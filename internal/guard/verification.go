@@ -56,6 +56,8 @@ type Verification struct {
 	// Attempts counts the guesses compared with the code, at most
 	// MaxAttempts (max_verify_attempts when the code was sent).
 	Attempts, MaxAttempts int
+	// Service owns the verification ("" the default service, service.go).
+	Service string
 }
 
 // Verifications reads and cancels verification records.
@@ -64,10 +66,20 @@ type Verifications interface {
 	// (expired); ErrNotFound when there is none (never was, or older than
 	// the retention).
 	Verification(ctx context.Context, id string) (Verification, error)
-	// CancelVerification deletes the code of id and marks it canceled if
-	// it is pending; canceled says whether it did. The record returned is
-	// the current one either way.
-	CancelVerification(ctx context.Context, id string, now time.Time) (v Verification, canceled bool, err error)
+	// EndVerification deletes the code of e.ID and marks it e.Status
+	// (canceled or approved) if it is pending; ended says whether it did.
+	// The record returned is the current one either way; a record of
+	// another service than e.Service is ErrNotFound.
+	EndVerification(ctx context.Context, e Ending, now time.Time) (v Verification, ended bool, err error)
+}
+
+// Ending is an app's end of a pending verification: canceled, or
+// approved without a code (Verify's "Status=approved": the app verified
+// the user by other means).
+type Ending struct {
+	ID      string
+	Service string // "" the default service
+	Status  VerificationStatus
 }
 
 // verificationIDPrefix starts every id (Twilio's are "VE" and 32 hex digits).
@@ -108,8 +120,9 @@ type verificationRecords struct {
 	now   func() time.Time
 }
 
-// get returns the verification id.
-func (s *verificationRecords) get(ctx context.Context, id string) (Verification, error) {
+// get returns the verification id of service: another service's is not
+// found, as if it did not exist.
+func (s *verificationRecords) get(ctx context.Context, service, id string) (Verification, error) {
 	if !ValidVerificationID(id) || s.store == nil {
 		return Verification{}, verificationNotFound()
 	}
@@ -117,19 +130,29 @@ func (s *verificationRecords) get(ctx context.Context, id string) (Verification,
 	if err != nil {
 		return Verification{}, s.verificationError(ctx, err)
 	}
+	if v.Service != service {
+		return Verification{}, verificationNotFound()
+	}
 	return v, nil
 }
 
-// cancel kills the code of a pending verification and marks
-// it canceled. A verification that is no longer pending is refused with
-// verification_not_pending and its status: an approved code cannot be
-// canceled, nor a canceled one approved (the store decides both in one
-// atomic step).
-func (s *verificationRecords) cancel(ctx context.Context, id string) (Verification, error) {
+// end kills the code of a pending verification of service and marks it
+// canceled, or approved. A verification that is no longer pending is
+// refused with verification_not_pending and its status: an approved code
+// cannot be canceled, nor a canceled one approved (the store decides both
+// in one atomic step). Another service's verification is not found, in
+// the same step. An approval without a code is audited as otp.approve and
+// credits nothing: no trust mark, no conversion, no baseline (no code was
+// proved).
+func (s *verificationRecords) end(ctx context.Context, service, id string, status VerificationStatus) (Verification, error) {
 	if !ValidVerificationID(id) || s.store == nil {
 		return Verification{}, verificationNotFound()
 	}
-	v, canceled, err := s.store.CancelVerification(ctx, id, s.now())
+	action, outcome := ActionOTPCancel, OutcomeCanceled
+	if status == StatusApproved {
+		action, outcome = ActionOTPApprove, OutcomeApproved
+	}
+	v, ended, err := s.store.EndVerification(ctx, Ending{ID: id, Service: service, Status: status}, s.now())
 	if err != nil {
 		return Verification{}, s.verificationError(ctx, err)
 	}
@@ -137,13 +160,13 @@ func (s *verificationRecords) cancel(ctx context.Context, id string) (Verificati
 	if p, perr := ParsePhone(v.Phone, ""); perr == nil {
 		phone = p
 	}
-	if !canceled {
+	if !ended {
 		err = &problem.Error{Code: problem.CodeVerificationNotPending, VerificationStatus: string(v.Status),
 			Message: fmt.Sprintf("the verification is %s, not pending", v.Status)}
-		s.audit.record(ctx, ActionOTPCancel, "", phone, "", err)
+		s.audit.record(ctx, action, "", phone, "", err)
 		return v, err
 	}
-	s.audit.record(ctx, ActionOTPCancel, OutcomeCanceled, phone, "", nil)
+	s.audit.record(ctx, action, outcome, phone, "", nil)
 	return v, nil
 }
 

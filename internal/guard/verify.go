@@ -6,10 +6,14 @@ import (
 	"github.com/otpguard/otpguard/internal/limit"
 )
 
-// VerifyRequest checks Code against the code last sent to Phone.
+// VerifyRequest checks Code against the code last sent to Phone by
+// Service ("" the default service, service.go); with VerificationID, only
+// if that code is still that verification's.
 type VerifyRequest struct {
-	Phone string
-	Code  string
+	Phone          string
+	Code           string
+	Service        string
+	VerificationID string
 }
 
 // Verify counts the guess, then compares it in constant time, and consumes
@@ -40,7 +44,7 @@ func (s *OTP) VerifyCode(ctx context.Context, req VerifyRequest) (VerifyResult, 
 		return VerifyResult{}, err
 	}
 	ctx = limit.WithDecision(ctx)
-	vid, err := s.codes.verify(ctx, phone, req.Code)
+	vid, err := s.codes.verify(ctx, phone, req.Code, GuessOf{Service: req.Service, VerificationID: req.VerificationID})
 	s.audit.record(ctx, ActionOTPVerify, OutcomeValid, phone, "", err)
 	if err != nil {
 		return VerifyResult{Phone: phone}, err // the number, for the caller's log

@@ -29,12 +29,12 @@ func (g Store) Verification(ctx context.Context, id string) (guard.Verification,
 	return v, nil
 }
 
-// CancelVerification cancels through the breaker and timeout.
-func (g Store) CancelVerification(ctx context.Context, id string, now time.Time) (guard.Verification, bool, error) {
+// EndVerification cancels or approves through the breaker and timeout.
+func (g Store) EndVerification(ctx context.Context, e guard.Ending, now time.Time) (guard.Verification, bool, error) {
 	var v guard.Verification
 	var canceled bool
-	err := g.fb.DoFor(ctx, verIDKey(id), func(ctx context.Context) (err error) {
-		v, canceled, err = g.st.Codes.CancelVerification(ctx, id, now)
+	err := g.fb.DoFor(ctx, verIDKey(e.ID), func(ctx context.Context) (err error) {
+		v, canceled, err = g.st.Codes.EndVerification(ctx, e, now)
 		return err
 	})
 	if err != nil {

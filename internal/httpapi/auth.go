@@ -30,11 +30,7 @@ func (s *Server) requireAPIKey(apiKeys, opsKeys httpx.Keyring) echo.MiddlewareFu
 				return err
 			}
 			if last {
-				s.log.WarnContext(c.Request().Context(), "an address has sent the limit's wrong API keys; refusing it until the window ends",
-					"ip", ip, "failures", s.apiKeyLimit.Limit().Failures, "window", s.apiKeyLimit.Limit().Window.String())
-				if s.ops != nil {
-					s.ops.RecordKeyLockout(httpx.AuditContext(c), ip, s.apiKeyLimit.Limit())
-				}
+				s.lockedOut(c, ip)
 			}
 			switch {
 			case good:
@@ -45,5 +41,16 @@ func (s *Server) requireAPIKey(apiKeys, opsKeys httpx.Keyring) echo.MiddlewareFu
 			c.Response().Header().Set(echo.HeaderWWWAuthenticate, `Bearer realm="otpguard", error="invalid_token"`)
 			return problem.Errorf(problem.CodeUnauthorized, "the bearer key is not valid")
 		}
+	}
+}
+
+// lockedOut logs and audits an address that has just sent its last wrong
+// API key or Verify credential (they share the limiter): refused until the
+// window ends.
+func (s *Server) lockedOut(c echo.Context, ip string) {
+	s.log.WarnContext(c.Request().Context(), "an address has sent the limit's wrong API keys; refusing it until the window ends",
+		"ip", ip, "failures", s.apiKeyLimit.Limit().Failures, "window", s.apiKeyLimit.Limit().Window.String())
+	if s.ops != nil {
+		s.ops.RecordKeyLockout(httpx.AuditContext(c), ip, s.apiKeyLimit.Limit())
 	}
 }

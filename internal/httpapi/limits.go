@@ -162,7 +162,7 @@ func (l *limitHandlers) decideChecks(ctx context.Context, req *checkRequest) (*l
 	lim := l.live.Load().Limiter
 	batch, err := lim.Check(ctx, checks)
 	if err != nil {
-		l.metrics.Decision(metrics.PolicyBatch, outcome(err))
+		l.metrics.Decision(metrics.PolicyBatch, metrics.Outcome(err))
 		if inline {
 			return nil, limit.Batch{}, asSent(err)
 		}

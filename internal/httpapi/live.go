@@ -5,6 +5,7 @@ import (
 
 	"github.com/otpguard/otpguard/internal/guard"
 	"github.com/otpguard/otpguard/internal/limit"
+	"github.com/otpguard/otpguard/internal/verifyapi"
 )
 
 // Services are the policy-dependent parts of the server: built from one
@@ -14,6 +15,9 @@ import (
 type Services struct {
 	OTP     *guard.OTP
 	Limiter *limit.Limiter
+	// Tenants are the policy file's services, for the Verify routes
+	// (internal/verifyapi); nil: none, every Verify request is 401.
+	Tenants *verifyapi.Tenants
 }
 
 // SetServices puts sv in force for every request that starts afterwards;

@@ -1,7 +1,6 @@
 package httpapi
 
 import (
-	"errors"
 	"net/http"
 	"sync/atomic"
 
@@ -52,7 +51,7 @@ func (h *otpHandlers) sendOTP(c echo.Context) error {
 		return err // a duplicate: its Idempotency-Key's holder answers it (idempotency.go)
 	}
 	logPhone(c, res.Phone.E164)
-	h.metrics.Decision(metrics.PolicySend, outcome(err))
+	h.metrics.Decision(metrics.PolicySend, metrics.Outcome(err))
 	switch code := problem.CodeOf(err); code {
 	case "":
 		h.metrics.SMS(true)
@@ -88,22 +87,10 @@ func (h *otpHandlers) verifyOTP(c echo.Context) error {
 	}
 	res, err := h.live.Load().OTP.VerifyCode(c.Request().Context(), guard.VerifyRequest{Phone: req.Phone, Code: req.Code})
 	logPhone(c, res.Phone.E164)
-	h.metrics.Decision(metrics.PolicyVerify, outcome(err))
+	h.metrics.Decision(metrics.PolicyVerify, metrics.Outcome(err))
 	if err != nil {
 		return err
 	}
 	return c.JSON(http.StatusOK, verifyResponse{Valid: true, Phone: res.Phone.E164,
 		Status: string(guard.StatusApproved), VerificationID: res.VerificationID})
-}
-
-// outcome labels a decision for metrics: "allowed" or the refusal's code.
-func outcome(err error) string {
-	if err == nil {
-		return "allowed"
-	}
-	var ge *problem.Error
-	if errors.As(err, &ge) {
-		return string(ge.Code)
-	}
-	return string(problem.CodeInternal)
 }

@@ -50,23 +50,16 @@ func (c checkSample) logged() bool {
 	return c.every == 1 || c.seen.Add(1)%c.every == 1
 }
 
-// logPhoneKey is where a handler leaves the number (E.164) its request
-// concerned, for the request log line to mask.
-const logPhoneKey = "otpguard.phone"
-
-// logPhone notes the number a request concerned, for its log line.
-func logPhone(c echo.Context, e164 string) {
-	if e164 != "" {
-		c.Set(logPhoneKey, e164)
-	}
-}
+// logPhone notes the number a request concerned, for its log line
+// (httpx.LogPhone: the Verify routes note theirs the same way).
+func logPhone(c echo.Context, e164 string) { httpx.LogPhone(c, e164) }
 
 // logRequest records one answered request: the HTTP metrics, then one log
 // line (at debug for the allowed checks checkSample leaves out) with method, route, status, latency_ms (a float), request_id, and
 // for a refusal its code and the masked number when there is one, and the
 // trace ID when the request is traced.
 func (s *Server) logRequest(c echo.Context, v middleware.RequestLoggerValues) {
-	phone, _ := c.Get(logPhoneKey).(string)
+	phone := httpx.LoggedPhone(c)
 	s.logLine(c.Request().Context(), v, phone)
 }
 

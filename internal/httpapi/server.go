@@ -26,6 +26,7 @@ import (
 	"github.com/otpguard/otpguard/internal/metrics"
 	"github.com/otpguard/otpguard/internal/ops"
 	"github.com/otpguard/otpguard/internal/opsweb"
+	"github.com/otpguard/otpguard/internal/verifyapi"
 )
 
 // BodyLimit bounds every request body: the largest legitimate one, a full
@@ -48,6 +49,9 @@ const (
 type Options struct {
 	OTP     *guard.OTP
 	Limiter *limit.Limiter
+	// Tenants are the policy file's services (the Verify routes); nil:
+	// none.
+	Tenants *verifyapi.Tenants
 	APIKeys []string
 	OpsKeys []string
 	Logger  *slog.Logger
@@ -130,6 +134,8 @@ type Server struct {
 	otp    otpHandlers      // otp.go, verifications.go
 	limits limitHandlers    // limits.go
 	sms    smsStatusHandler // smsstatus.go
+	// The Verify v2-compatible routes (internal/verifyapi).
+	verify *verifyapi.Handlers
 }
 
 // New builds the server and registers every route.
@@ -156,7 +162,7 @@ func New(o Options) *Server {
 			}
 			return nil // no typed nil: the look-up answers without it
 		}})
-	s.SetServices(Services{OTP: o.OTP, Limiter: o.Limiter})
+	s.SetServices(Services{OTP: o.OTP, Limiter: o.Limiter, Tenants: o.Tenants})
 	s.apiKeyLimit = o.APIKeyLimit
 	if s.apiKeyLimit == nil {
 		s.apiKeyLimit = ops.NewAPIKeyLimiter(nil, ops.SignInLimit{})
@@ -178,6 +184,12 @@ func New(o Options) *Server {
 	s.otp = otpHandlers{live: &s.live, metrics: o.Metrics}
 	s.limits = limitHandlers{live: &s.live, metrics: o.Metrics}
 	s.sms = smsStatusHandler{live: &s.live, callback: o.StatusCallback, metrics: abuseMetrics}
+	s.verify = verifyapi.New(verifyapi.Options{Metrics: o.Metrics, Lockout: s.apiKeyLimit, Logger: o.Logger,
+		State: func() verifyapi.State {
+			sv := s.services()
+			return verifyapi.State{OTP: sv.OTP, Tenants: sv.Tenants}
+		},
+		LockedOut: s.lockedOut})
 	s.echo.HideBanner = true
 	// Forwarding headers are believed only from the trusted proxies
 	// (clientip.go).
@@ -234,6 +246,16 @@ func (s *Server) routes(apiKeys, opsKeys httpx.Keyring) {
 	e.POST("/limits/check", chained(s.limits.checkLimits, api, admit))
 	// Twilio's delivery reports: its signature is the authentication.
 	e.POST("/sms/status", s.sms.smsStatus, httpx.Audited)
+
+	// Twilio Verify v2's routes for SMS (internal/verifyapi): a service's
+	// HTTP Basic credential; every error in Verify's body (verify.Answer).
+	v := s.verify
+	vauth := []echo.MiddlewareFunc{v.Answer, noStore, v.Authenticate, admit, httpx.Audited}
+	e.POST("/v2/Services/:ServiceSid/Verifications", v.CreateVerification, vauth...)
+	e.GET("/v2/Services/:ServiceSid/Verifications/:Sid", v.FetchVerification, vauth...)
+	e.POST("/v2/Services/:ServiceSid/Verifications/:Sid", v.UpdateVerification, vauth...)
+	e.POST("/v2/Services/:ServiceSid/VerificationCheck", v.CheckVerification, vauth...)
+	e.GET("/v2/Services/:Sid", v.FetchService, v.Answer, noStore, v.Authenticate)
 
 	// Ops: an ops key (bearer) or an ops session; an API key is 403. The
 	// page and its forms send the signed-out to /ops/login; the JSON API

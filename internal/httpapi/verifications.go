@@ -29,7 +29,7 @@ func newVerificationResponse(v guard.Verification) verificationResponse {
 
 // getVerification: GET /otp/verifications/{id}. A verification's status.
 func (h *otpHandlers) getVerification(c echo.Context) error {
-	v, err := h.live.Load().OTP.Verification(c.Request().Context(), c.Param("id"))
+	v, err := h.live.Load().OTP.Verification(c.Request().Context(), guard.DefaultService, c.Param("id"))
 	if err != nil {
 		return err
 	}
@@ -39,7 +39,7 @@ func (h *otpHandlers) getVerification(c echo.Context) error {
 // cancelVerification: POST /otp/verifications/{id}/cancel. Kills a
 // pending verification's code.
 func (h *otpHandlers) cancelVerification(c echo.Context) error {
-	v, err := h.live.Load().OTP.CancelVerification(c.Request().Context(), c.Param("id"))
+	v, err := h.live.Load().OTP.CancelVerification(c.Request().Context(), guard.DefaultService, c.Param("id"))
 	if err != nil {
 		return err
 	}

@@ -41,3 +41,21 @@ func PlainID(id string) bool {
 	}
 	return true
 }
+
+// logPhoneKey is where a handler leaves the number (E.164) its request
+// concerned, for the request log line to mask.
+const logPhoneKey = "otpguard.phone"
+
+// LogPhone notes the number a request concerned, for its log line (which
+// masks it).
+func LogPhone(c echo.Context, e164 string) {
+	if e164 != "" {
+		c.Set(logPhoneKey, e164)
+	}
+}
+
+// LoggedPhone is the number LogPhone noted; "" for none.
+func LoggedPhone(c echo.Context) string {
+	phone, _ := c.Get(logPhoneKey).(string)
+	return phone
+}

@@ -1,6 +1,8 @@
 package metrics
 
 import (
+	"errors"
+
 	"github.com/otpguard/otpguard/internal/guard"
 	"github.com/otpguard/otpguard/internal/problem"
 )
@@ -106,4 +108,16 @@ func policyCountries(p guard.Policies) []string {
 		add(r)
 	}
 	return out
+}
+
+// Outcome labels a decision: "allowed" or the refusal's code.
+func Outcome(err error) string {
+	if err == nil {
+		return "allowed"
+	}
+	var pe *problem.Error
+	if errors.As(err, &pe) {
+		return string(pe.Code)
+	}
+	return string(problem.CodeInternal)
 }

@@ -92,8 +92,11 @@ type Error struct {
 	Code       Code
 	Message    string
 	RetryAfter time.Duration // > 0 when waiting helps (429, 503)
-	// AttemptsLeft is set on a wrong guess against a live code.
-	AttemptsLeft *int
+	// AttemptsLeft is set on a wrong guess against a live code, and
+	// VerificationID to the code's verification (for the Verify routes'
+	// answer; /otp/verify does not show it).
+	AttemptsLeft   *int
+	VerificationID string
 	// VerificationStatus is the current status of a verification that a
 	// request could not change (verification_not_pending).
 	VerificationStatus string

@@ -28,11 +28,11 @@ func (f *Fallback) SaveCode(ctx context.Context, c guard.NewCode) (int, error) {
 }
 
 // GuessCode reads through the breaker, within the timeout.
-func (f *Fallback) GuessCode(ctx context.Context, phone string, now time.Time) (guard.Guess, error) {
+func (f *Fallback) GuessCode(ctx context.Context, phone string, of guard.GuessOf, now time.Time) (guard.Guess, error) {
 	var g guard.Guess
 	err := f.calls.call(ctx, f.nodes.code(phone), func(ctx context.Context) error {
 		var err error
-		g, err = f.codes.GuessCode(ctx, phone, now)
+		g, err = f.codes.GuessCode(ctx, phone, of, now)
 		return err
 	})
 	if err != nil {

@@ -206,7 +206,7 @@ func TestUnblock(t *testing.T) {
 			if r := take1(t, s, ip); r.Count != 2 {
 				t.Errorf("per-IP counter after unblock: count %d, want 2 (not the number's)", r.Count)
 			}
-			if _, err := s.Codes.GuessCode(ctx, phone, time.Now()); err != guard.ErrNotFound {
+			if _, err := s.Codes.GuessCode(ctx, phone, guard.GuessOf{}, time.Now()); err != guard.ErrNotFound {
 				t.Errorf("code after unblock: %v, want ErrNotFound", err)
 			}
 			if phones, total := listPhones(t, s, nil, 10); total != 1 || phones[0] != "+919800000002" {

@@ -30,7 +30,7 @@ func TestReadCode(t *testing.T) {
 			}
 			guess := func() {
 				t.Helper()
-				if _, err := s.Codes.GuessCode(ctx, phone, time.Now()); err != nil {
+				if _, err := s.Codes.GuessCode(ctx, phone, guard.GuessOf{}, time.Now()); err != nil {
 					t.Fatal(err)
 				}
 			}

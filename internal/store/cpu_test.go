@@ -255,7 +255,7 @@ func TestRedisCPUPerSave(t *testing.T) {
 			pipe := rdb.TxPipeline()
 			pipe.Set(ctx, "og:ver:{"+c.VerificationID+"}:p", c.Phone, c.Retention)
 			store.SaveCodeScriptForTest.EvalSha(ctx, pipe, []string{"og:otp:{" + c.Phone + "}:code", ver + c.VerificationID},
-				c.MAC, c.TTL.Milliseconds(), c.VerificationID, c.Now.UnixMilli(), c.MaxAttempts, c.Retention.Milliseconds(), ver, c.Now.Add(c.TTL).UnixMilli())
+				c.MAC, c.TTL.Milliseconds(), c.VerificationID, c.Now.UnixMilli(), c.MaxAttempts, c.Retention.Milliseconds(), ver, c.Now.Add(c.TTL).UnixMilli(), c.Service)
 			_, err := pipe.Exec(ctx)
 			return err
 		}},

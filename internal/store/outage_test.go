@@ -162,7 +162,7 @@ func TestRedisTimeoutHolds(t *testing.T) {
 					return err
 				},
 				"guess": func() error {
-					_, err := s.Codes.GuessCode(ctx, "+14155550100", time.Now())
+					_, err := s.Codes.GuessCode(ctx, "+14155550100", guard.GuessOf{}, time.Now())
 					return err
 				},
 				"save": func() error { _, err := s.Codes.SaveCode(ctx, newCode("+14155550100", []byte("mac"))); return err },

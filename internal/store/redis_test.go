@@ -319,7 +319,7 @@ func TestScriptFlushIsSurvived(t *testing.T) {
 	if _, err := s.Codes.SaveCode(ctx, newCode("+14155550100", []byte("mac"))); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Codes.GuessCode(ctx, "+14155550100", time.Now()); err != nil {
+	if _, err := s.Codes.GuessCode(ctx, "+14155550100", guard.GuessOf{}, time.Now()); err != nil {
 		t.Fatalf("GuessCode after SCRIPT FLUSH: %v", err)
 	}
 }
@@ -331,14 +331,14 @@ func TestCodes(t *testing.T) {
 			s := store.NewRedis(b.rdb, b.prefix)
 			ctx := context.Background()
 			const phone = "+919800000000"
-			if _, err := s.Codes.GuessCode(ctx, phone, time.Now()); !errors.Is(err, guard.ErrNotFound) {
+			if _, err := s.Codes.GuessCode(ctx, phone, guard.GuessOf{}, time.Now()); !errors.Is(err, guard.ErrNotFound) {
 				t.Fatalf("guess without code: %v, want ErrNotFound", err)
 			}
 			if _, err := s.Codes.SaveCode(ctx, newCode(phone, []byte{0, 1, 2, 255})); err != nil {
 				t.Fatal(err)
 			}
 			for i := 1; i <= 3; i++ {
-				g, err := s.Codes.GuessCode(ctx, phone, time.Now())
+				g, err := s.Codes.GuessCode(ctx, phone, guard.GuessOf{}, time.Now())
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -350,7 +350,7 @@ func TestCodes(t *testing.T) {
 			if prev, err := s.Codes.SaveCode(ctx, newCode(phone, []byte("new"))); err != nil || prev != 3 {
 				t.Errorf("SaveCode over a code guessed 3 times: %d, %v; want 3", prev, err)
 			}
-			if g, _ := s.Codes.GuessCode(ctx, phone, time.Now()); g.Attempts != 1 {
+			if g, _ := s.Codes.GuessCode(ctx, phone, guard.GuessOf{}, time.Now()); g.Attempts != 1 {
 				t.Errorf("after a new code: attempts %d, want 1", g.Attempts)
 			}
 			if c, _ := s.Codes.ConsumeCode(ctx, phone, []byte("old"), time.Now()); c == guard.ConsumedOK {

@@ -45,7 +45,7 @@ var luaScripts = buildScripts(
 	"count_conversion", "count_conversions", "trust_mark", "read_trust_mark", "take_automatic",
 
 	"save_code", "guess_code", "consume_code", "lock_code", "delete_code",
-	"read_verification", "cancel_verification", "read_code",
+	"read_verification", "end_verification", "read_code",
 
 	"claim_idempotency_key", "finish_idempotency_key", "release_idempotency_key",
 

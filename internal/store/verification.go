@@ -16,9 +16,11 @@ import (
 // Codes and their verifications (guard/verification.go). Per number, in
 // the number's hash slot:
 //
-//	og:otp:{+E164}:code        hash m (HMAC of the code), a (guesses), v (verification id); TTL code_ttl
+//	og:otp:{+E164}:code        hash m (HMAC of the code), a (guesses), v (verification id),
+//	                           o (its service; absent: the default service); TTL code_ttl
 //	og:otp:{+E164}:ver:<id>    hash s (status), c, u, e (created, updated, expires: unix ms),
-//	                           a (guesses compared), x (max attempts), r (superseded by); TTL 24 h
+//	                           a (guesses compared), x (max attempts), r (superseded by),
+//	                           o (its service; absent: the default service); TTL 24 h
 //
 // and per id, in the id's slot, og:ver:{<id>}:p -> the number (TTL 24 h),
 // which GET /otp/verifications/{id} reads first to find the number's slot.
@@ -67,9 +69,10 @@ var readVerificationScript = script("read_verification")
 // is no code (lua/read_code.lua).
 var readCodeScript = script("read_code")
 
-// cancelVerificationScript deletes the code (KEYS[2]) of a pending record
-// (KEYS[1], id ARGV[1]) and marks it canceled (lua/cancel_verification.lua).
-var cancelVerificationScript = script("cancel_verification")
+// endVerificationScript deletes the code (KEYS[2]) of a pending record
+// (KEYS[1], id ARGV[1]) of the service ARGV[3] and marks it canceled or
+// approved (lua/end_verification.lua).
+var endVerificationScript = script("end_verification")
 
 // Codes keeps the codes and their verification records.
 type Codes struct{ keyspace }
@@ -109,10 +112,10 @@ func (r *Codes) SaveCode(ctx context.Context, c guard.NewCode) (int, error) {
 	// Built as one EVALSHA (hotScript): no MULTI/EXEC, which the
 	// Coalescer does not carry and Redis parses as two more commands.
 	prefix := r.verPrefix(c.Phone)
-	args := saveCodeScript.args(3, 12)
+	args := saveCodeScript.args(3, 13)
 	args = append(args, r.codeKey(c.Phone), prefix+c.VerificationID, r.verIDKey(c.VerificationID),
 		c.MAC, c.TTL.Milliseconds(), c.VerificationID, ms(c.Now), c.MaxAttempts,
-		c.Retention.Milliseconds(), prefix, ms(c.Now.Add(c.TTL)), c.Phone)
+		c.Retention.Milliseconds(), prefix, ms(c.Now.Add(c.TTL)), c.Service, c.Phone)
 	prev, err := saveCodeScript.run(ctx, r.rdb, args).Int64()
 	if err != nil {
 		return 0, fmt.Errorf("store: save code: %w", err)
@@ -125,7 +128,7 @@ func (r *Codes) SaveCode(ctx context.Context, c guard.NewCode) (int, error) {
 func (r *Codes) saveCodeBySlot(ctx context.Context, c guard.NewCode) (int, error) {
 	keys := []string{r.codeKey(c.Phone), r.verPrefix(c.Phone) + c.VerificationID}
 	args := []any{c.MAC, c.TTL.Milliseconds(), c.VerificationID, ms(c.Now), c.MaxAttempts,
-		c.Retention.Milliseconds(), r.verPrefix(c.Phone), ms(c.Now.Add(c.TTL))}
+		c.Retention.Milliseconds(), r.verPrefix(c.Phone), ms(c.Now.Add(c.TTL)), c.Service}
 	// The number's keys first: the id's key lives on another master,
 	// whose death must not refuse a send to a number on a live one.
 	prev, err := saveCodeScript.Run(ctx, r.rdb, keys, args...).Int64()
@@ -148,9 +151,11 @@ func setEx(ctx context.Context, rdb rediser, key, value string, ttl time.Duratio
 	return set.Err()
 }
 
-// GuessCode counts a guess and returns the stored code (guessCodeScript).
-func (r *Codes) GuessCode(ctx context.Context, phone string, now time.Time) (guard.Guess, error) {
-	v, err := guessCodeScript.Run(ctx, r.rdb, []string{r.codeKey(phone)}, r.verPrefix(phone), ms(now)).Slice()
+// GuessCode counts a guess of of's service (and verification) and
+// returns the stored code (guessCodeScript).
+func (r *Codes) GuessCode(ctx context.Context, phone string, of guard.GuessOf, now time.Time) (guard.Guess, error) {
+	v, err := guessCodeScript.Run(ctx, r.rdb, []string{r.codeKey(phone)}, r.verPrefix(phone), ms(now),
+		of.Service, of.VerificationID).Slice()
 	if errors.Is(err, redis.Nil) {
 		return guard.Guess{}, guard.ErrNotFound
 	}
@@ -251,26 +256,28 @@ func (r *Codes) Verification(ctx context.Context, id string) (guard.Verification
 	return parseVerification(id, phone, v)
 }
 
-// CancelVerification cancels the record of id if it is pending
-// (cancelVerificationScript).
-func (r *Codes) CancelVerification(ctx context.Context, id string, now time.Time) (guard.Verification, bool, error) {
+// EndVerification ends the record e.ID of e.Service as e.Status if it is
+// pending (endVerificationScript).
+func (r *Codes) EndVerification(ctx context.Context, e guard.Ending, now time.Time) (guard.Verification, bool, error) {
+	id := e.ID
 	phone, err := r.verificationPhone(ctx, id)
 	if err != nil {
 		return guard.Verification{}, false, err
 	}
-	v, err := cancelVerificationScript.Run(ctx, r.rdb, []string{r.verPrefix(phone) + id, r.codeKey(phone)}, id, ms(now)).Slice()
+	v, err := endVerificationScript.Run(ctx, r.rdb, []string{r.verPrefix(phone) + id, r.codeKey(phone)},
+		id, ms(now), e.Service, string(e.Status)).Slice()
 	if errors.Is(err, redis.Nil) {
 		return guard.Verification{}, false, guard.ErrNotFound
 	}
 	if err != nil {
-		return guard.Verification{}, false, fmt.Errorf("store: cancel verification: %w", err)
+		return guard.Verification{}, false, fmt.Errorf("store: end verification: %w", err)
 	}
 	if len(v) < 1 {
-		return guard.Verification{}, false, fmt.Errorf("store: cancel verification: empty reply")
+		return guard.Verification{}, false, fmt.Errorf("store: end verification: empty reply")
 	}
 	canceled, ok := v[0].(int64)
 	if !ok {
-		return guard.Verification{}, false, fmt.Errorf("store: cancel verification: unexpected reply %T", v[0])
+		return guard.Verification{}, false, fmt.Errorf("store: end verification: unexpected reply %T", v[0])
 	}
 	ver, err := parseVerification(id, phone, v[1:])
 	return ver, canceled == 1, err
@@ -289,12 +296,13 @@ func (r *Codes) verificationPhone(ctx context.Context, id string) (string, error
 	return get.Val(), nil
 }
 
-// parseVerification reads {s, c, u, e, a, x}.
+// parseVerification reads {s, c, u, e, a, x, o}; o, the service, is ""
+// for the default service's.
 func parseVerification(id, phone string, v []any) (guard.Verification, error) {
-	if len(v) != 6 {
-		return guard.Verification{}, fmt.Errorf("store: verification: %d fields, want 6", len(v))
+	if len(v) != 7 {
+		return guard.Verification{}, fmt.Errorf("store: verification: %d fields, want 7", len(v))
 	}
-	var f [6]string
+	var f [7]string
 	for i, x := range v {
 		s, ok := x.(string)
 		if !ok {
@@ -311,5 +319,5 @@ func parseVerification(id, phone string, v []any) (guard.Verification, error) {
 	}
 	return guard.Verification{ID: id, Phone: phone, Status: guard.VerificationStatus(f[0]),
 		CreatedAt: time.UnixMilli(n[0]).UTC(), UpdatedAt: time.UnixMilli(n[1]).UTC(), ExpiresAt: time.UnixMilli(n[2]).UTC(),
-		Attempts: int(n[3]), MaxAttempts: int(n[4])}, nil
+		Attempts: int(n[3]), MaxAttempts: int(n[4]), Service: f[6]}, nil
 }

@@ -71,7 +71,7 @@ func TestVerificationLifecycle(t *testing.T) {
 				v.ExpiresAt.Sub(v.CreatedAt) != time.Minute || v.CreatedAt.UnixMilli() != a.Now.UnixMilli() {
 				t.Errorf("new verification: %+v", v)
 			}
-			g, err := s.Codes.GuessCode(ctx, phone, now)
+			g, err := s.Codes.GuessCode(ctx, phone, guard.GuessOf{}, now)
 			if err != nil || g.VerificationID != a.VerificationID {
 				t.Fatalf("guess: %+v, %v; want the verification's id", g, err)
 			}
@@ -84,7 +84,7 @@ func TestVerificationLifecycle(t *testing.T) {
 			if st := verificationStatus(t, s, a.VerificationID); st != guard.StatusApproved {
 				t.Errorf("after a right guess: %s, want approved", st)
 			}
-			if _, ok, err := s.Codes.CancelVerification(ctx, a.VerificationID, now); err != nil || ok {
+			if _, ok, err := s.Codes.EndVerification(ctx, guard.Ending{ID: a.VerificationID, Status: guard.StatusCanceled}, now); err != nil || ok {
 				t.Errorf("cancel of an approved verification: canceled %v, %v; want refused", ok, err)
 			}
 			if st := verificationStatus(t, s, a.VerificationID); st != guard.StatusApproved {
@@ -106,14 +106,14 @@ func TestVerificationLifecycle(t *testing.T) {
 				t.Errorf("the superseded code was consumed")
 			}
 			// pending -> canceled: the code dies with it
-			v, ok, err := s.Codes.CancelVerification(ctx, c.VerificationID, now)
+			v, ok, err := s.Codes.EndVerification(ctx, guard.Ending{ID: c.VerificationID, Status: guard.StatusCanceled}, now)
 			if err != nil || !ok || v.Status != guard.StatusCanceled {
 				t.Fatalf("cancel: %+v, %v, %v", v, ok, err)
 			}
-			if _, err := s.Codes.GuessCode(ctx, phone, now); !errors.Is(err, guard.ErrNotFound) {
+			if _, err := s.Codes.GuessCode(ctx, phone, guard.GuessOf{}, now); !errors.Is(err, guard.ErrNotFound) {
 				t.Errorf("guess after cancel: %v, want no code", err)
 			}
-			if v, ok, _ := s.Codes.CancelVerification(ctx, c.VerificationID, now); ok || v.Status != guard.StatusCanceled {
+			if v, ok, _ := s.Codes.EndVerification(ctx, guard.Ending{ID: c.VerificationID, Status: guard.StatusCanceled}, now); ok || v.Status != guard.StatusCanceled {
 				t.Errorf("second cancel: %+v, %v; want refused, canceled", v, ok)
 			}
 
@@ -123,7 +123,7 @@ func TestVerificationLifecycle(t *testing.T) {
 				t.Error(err)
 			}
 			for range 3 {
-				if _, err := s.Codes.GuessCode(ctx, phone, now); err != nil {
+				if _, err := s.Codes.GuessCode(ctx, phone, guard.GuessOf{}, now); err != nil {
 					t.Error(err)
 				}
 			}
@@ -148,7 +148,7 @@ func TestVerificationLifecycle(t *testing.T) {
 			if st := verificationStatus(t, s, f.VerificationID); st != guard.StatusExpired {
 				t.Errorf("code gone: %s, want expired", st)
 			}
-			if v, ok, _ := s.Codes.CancelVerification(ctx, f.VerificationID, now); ok || v.Status != guard.StatusExpired {
+			if v, ok, _ := s.Codes.EndVerification(ctx, guard.Ending{ID: f.VerificationID, Status: guard.StatusCanceled}, now); ok || v.Status != guard.StatusExpired {
 				t.Errorf("cancel of an expired verification: %+v, %v; want refused, expired", v, ok)
 			}
 			// An SMS that never left takes its verification with it.
@@ -204,7 +204,7 @@ func TestVerificationRaces(t *testing.T) {
 					approved = err == nil && cons == guard.ConsumedOK
 				})
 				wg.Go(func() {
-					_, ok, err := s.Codes.CancelVerification(ctx, c.VerificationID, now)
+					_, ok, err := s.Codes.EndVerification(ctx, guard.Ending{ID: c.VerificationID, Status: guard.StatusCanceled}, now)
 					canceled = err == nil && ok
 				})
 				wg.Wait()

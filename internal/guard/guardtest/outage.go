@@ -126,7 +126,7 @@ func (f *OutageStore) SaveCode(ctx context.Context, c guard.NewCode) (int, error
 }
 
 // GuessCode counts a guess at the number's code.
-func (f *OutageStore) GuessCode(ctx context.Context, phone string, _ time.Time) (guard.Guess, error) {
+func (f *OutageStore) GuessCode(ctx context.Context, phone string, _ guard.GuessOf, _ time.Time) (guard.Guess, error) {
 	if err := f.fail(ctx); err != nil {
 		return guard.Guess{}, err
 	}

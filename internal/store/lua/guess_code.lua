@@ -5,8 +5,14 @@
 -- too (up to its max). A guess past the max is refused by the caller
 -- without comparing, and changes no status: the wrong guess that used the
 -- last attempt locks the record (lock_code), while a right guess
--- counted before it may still approve it. ARGV: record key prefix, now ms.
+-- counted before it may still approve it. ARGV: record key prefix, now
+-- ms, the guessing service ('' the default service), the verification
+-- guessed for ('' any). A code of another service, or of another
+-- verification, is no code for this guess: nil, and nothing counted.
 if redis.call('EXISTS', KEYS[1]) == 0 then return false end
+local owner = redis.call('HMGET', KEYS[1], 'o', 'v')
+if (owner[1] or '') ~= ARGV[3] then return false end
+if ARGV[4] ~= '' and owner[2] ~= ARGV[4] then return false end
 local a = redis.call('HINCRBY', KEYS[1], 'a', 1)
 local f = redis.call('HMGET', KEYS[1], 'm', 'v')
 local id = f[2] or ''

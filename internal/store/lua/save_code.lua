@@ -1,18 +1,19 @@
 -- save_code replaces the number's code (KEYS[1]) and creates its
 -- record (KEYS[2]): a record still pending for the code it replaces is
 -- canceled (superseded by the new one). ARGV: mac, code TTL ms, id, now
--- ms, max attempts, retention ms, record key prefix, expires ms. Returns
+-- ms, max attempts, retention ms, record key prefix, expires ms, the
+-- service that owns the code ('' the default service: no field). Returns
 -- the guesses counted against the replaced code.
 --
 -- On a single Redis it also maps the id to the number: KEYS[3], the id's
--- key, set to ARGV[9] (the number) for the record's retention, first, as
+-- key, set to ARGV[10] (the number) for the record's retention, first, as
 -- the MULTI that held this script and the SET did. The id's key is in
 -- another hash slot, which only a single node allows; one script call
 -- instead of a MULTI is one command the Coalescer can carry with other
 -- requests' (store/coalesce.go). On Redis Cluster the id's key lives on
 -- another master: the store sets it on its own, after (store/verification.go).
 if KEYS[3] then
-  redis.call('SET', KEYS[3], ARGV[9], 'PX', ARGV[6])
+  redis.call('SET', KEYS[3], ARGV[10], 'PX', ARGV[6])
 end
 local prev = redis.call('HMGET', KEYS[1], 'a', 'v')
 if prev[2] then
@@ -23,6 +24,10 @@ if prev[2] then
 end
 redis.call('DEL', KEYS[1])
 redis.call('HSET', KEYS[1], 'm', ARGV[1], 'a', 0, 'v', ARGV[3])
+if ARGV[9] ~= '' then
+  redis.call('HSET', KEYS[1], 'o', ARGV[9])
+  redis.call('HSET', KEYS[2], 'o', ARGV[9])
+end
 redis.call('PEXPIRE', KEYS[1], ARGV[2])
 redis.call('HSET', KEYS[2], 's', 'pending', 'c', ARGV[4], 'u', ARGV[4], 'e', ARGV[8], 'a', 0, 'x', ARGV[5])
 redis.call('PEXPIRE', KEYS[2], ARGV[6])

@@ -1,0 +1,110 @@
+package guard
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Services are tenants of one deployment (the policy file's services:
+// section): each owns the verifications its sends create, and a
+// credential of one cannot read, check, cancel or approve another's. A
+// service is named by a Twilio Verify service SID ("VA" and 32 hex
+// digits) and reached through the Verify v2-compatible routes.
+//
+// The default service is the deployment's own: the API keys of /otp/...
+// (OTPGUARD_API_KEYS) act for it, and every verification made before
+// services existed is its. Its owner tag is "" (DefaultService). A service
+// of the file marked default is that same tenant reached through the
+// Verify routes too; the others are tenants of their own.
+//
+// What a service does not have yet: a policy of its own (every service
+// sends under the deployment's otp: policy), limits and automatic rules
+// counted apart (a number's and a country's limits count every service's
+// sends together), and its own rows in metrics and the attack view.
+
+// DefaultService is the owner tag of the default service's verifications.
+const DefaultService = ""
+
+// Service is one tenant of the policy file's services: section.
+type Service struct {
+	// SID is the Verify service SID the routes name ("VA" + 32 hex).
+	SID string
+	// FriendlyName is what GET /v2/Services/{Sid} answers.
+	FriendlyName string
+	// AccountSID ("AC" + 32 hex) is the account the answers name.
+	AccountSID string
+	// Default: this service is the deployment's default service (its
+	// verifications are the /otp API's).
+	Default bool
+	// Credentials are the HTTP Basic credentials that act for it.
+	Credentials []ServiceCredential
+}
+
+// ServiceCredential is a Basic credential: an account SID ("AC") or API
+// key SID ("SK") as user name, and its token or secret, read from
+// SecretFile (never written in the policy file).
+type ServiceCredential struct {
+	SID        string
+	SecretFile string
+}
+
+// Owner is the tag the service's verifications carry: "" for the default
+// service, else its SID.
+func (s Service) Owner() string {
+	if s.Default {
+		return DefaultService
+	}
+	return s.SID
+}
+
+// ValidSID reports whether sid is prefix and 32 hex digits, as Twilio
+// writes SIDs.
+func ValidSID(sid, prefix string) bool {
+	if len(sid) != len(prefix)+32 || sid[:len(prefix)] != prefix {
+		return false
+	}
+	for _, c := range sid[len(prefix):] {
+		if (c < '0' || c > '9') && (c < 'a' || c > 'f') && (c < 'A' || c > 'F') {
+			return false
+		}
+	}
+	return true
+}
+
+// validateServices checks the services: section as a whole.
+func validateServices(services []Service) error {
+	var errs []error
+	seen := map[string]bool{}
+	defaults := 0
+	for i, s := range services {
+		where := fmt.Sprintf("services[%d]", i)
+		if !ValidSID(s.SID, "VA") {
+			errs = append(errs, fmt.Errorf("%s.sid %q: want VA and 32 hex digits", where, s.SID))
+		}
+		if seen[s.SID] {
+			errs = append(errs, fmt.Errorf("%s.sid %q: named twice", where, s.SID))
+		}
+		seen[s.SID] = true
+		if !ValidSID(s.AccountSID, "AC") {
+			errs = append(errs, fmt.Errorf("%s.account_sid %q: want AC and 32 hex digits", where, s.AccountSID))
+		}
+		if s.Default {
+			defaults++
+		}
+		if len(s.Credentials) == 0 {
+			errs = append(errs, fmt.Errorf("%s.credentials: at least one is needed", where))
+		}
+		for j, c := range s.Credentials {
+			if !ValidSID(c.SID, "AC") && !ValidSID(c.SID, "SK") {
+				errs = append(errs, fmt.Errorf("%s.credentials[%d].sid %q: want an account SID (AC...) or API key SID (SK...)", where, j, c.SID))
+			}
+			if c.SecretFile == "" {
+				errs = append(errs, fmt.Errorf("%s.credentials[%d].secret_file: the file holding the token or secret is required", where, j))
+			}
+		}
+	}
+	if defaults > 1 {
+		errs = append(errs, errors.New("services: at most one service may be the default"))
+	}
+	return errors.Join(errs...)
+}
