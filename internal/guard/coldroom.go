@@ -15,18 +15,29 @@ import (
 // limit kept per country multiplies by the countries: a campaign that
 // sends each of 35 quiet countries a little under its floor every hour is
 // refused by none of them. So the untrusted sends of every country
-// without verified history (its baseline, the verified sends of its
-// busiest hour over the lookback, under cold_below) also share one room
-// of the deployment, cold_per_hour an hour and cold_per_day a day, on top
-// of their own limits: however many countries a campaign spreads over, it
-// gets at most the room. A country declared in expected is never cold; a
-// country leaves the room as its verified history grows. Trusted,
-// safe-listed and solved sends never touch it.
+// without verified history also share one room of the deployment,
+// cold_per_hour an hour and cold_per_day in any 24 hours, on top of their
+// own limits: however many countries a campaign spreads over, it gets at
+// most the room. A country declared in expected is never cold; a country
+// leaves the room as its verified history grows. Trusted, safe-listed and
+// solved sends never touch it.
 //
-// The room's windows are two fixed windows on keys of the deployment,
+// A country is warm when its warmth (VolumeResult.Warmth) reaches
+// cold_below: its busiest credited hour, in the new numbers' tier or the
+// trusted tier, among the hours of the lookback that ended a day or more
+// ago, or the numbers an operator imported over the lookback. Not the
+// hour's baseline: a ring that verifies its own codes would raise it
+// within the hour and leave the room. The last day's hours do not count
+// in either tier, so verifying (or farming trust) cannot warm a country
+// within a day; a new market's real users warm it a day after their
+// first hour of cold_below verified sends, an import at once.
+//
+// The room's hour is a fixed window on a key of the deployment, its day a
+// sliding one (24 hourly slices of Redis's clock in one hash, the count
+// the sum of the last 24: any 24 hours hold at most cold_per_day), both
 // counted with the send's other limits in its round trip. Whether a
 // country is cold is known for certain only from the velocity script's
-// reply in that same round trip (its Baseline), so each instance keeps
+// reply in that same round trip (its Warmth), so each instance keeps
 // what the replies said of each country for coldReadingFor, and takes the
 // room for a country it has no warm reading for. When the reply then shows
 // the country warm, the room's count is given back (a refund: one round
@@ -38,10 +49,16 @@ import (
 // count, so the reply is asked for alone (one more round trip, then).
 
 // The room's windows: deployment-wide, one hash tag (one slot on Cluster).
+// The day is a hash of hourly slices (limit.Take.Slice), a key of its
+// own: the fixed window it replaces, "day", was a string.
 var (
 	coldHourKey = limit.Key{Space: "otp:cold", ID: "global", Name: "hour"}
-	coldDayKey  = limit.Key{Space: "otp:cold", ID: "global", Name: "day"}
+	coldDayKey  = limit.Key{Space: "otp:cold", ID: "global", Name: "day:hours"}
 )
+
+// coldDaySlice is the slice of the room's sliding day: an hour, so that
+// any 24 clock hours of Redis hold at most cold_per_day.
+const coldDaySlice = time.Hour
 
 // coldReadingFor is how long an instance holds a country warm after a
 // velocity reply said so (the service's clock). A baseline moves by the
@@ -92,8 +109,10 @@ func (c *coldRoom) takes(phone Phone, tier Tier, vol *VolumeTake) []limitedTake 
 	ls := []limitedTake{window(coldHourKey, c.policy.ColdPerHour, time.Hour,
 		"new numbers of quiet countries share one room this hour, and it is full; try again later")}
 	if c.policy.ColdPerDay > 0 {
-		ls = append(ls, window(coldDayKey, c.policy.ColdPerDay, 24*time.Hour,
-			"new numbers of quiet countries share one room today, and it is full; try again later"))
+		day := window(coldDayKey, c.policy.ColdPerDay, 24*time.Hour,
+			"new numbers of quiet countries share one room a day, and the last 24 hours filled it; try again later")
+		day.take.Slice = coldDaySlice
+		ls = append(ls, day)
 	}
 	return ls
 }
@@ -107,27 +126,27 @@ func (c *coldRoom) warmNow(region string) bool {
 }
 
 // learn keeps what a velocity reply said of region: warm when its
-// baseline reaches cold_below, else cold (forgotten).
-func (c *coldRoom) learn(region string, baseline int64) {
+// warmth reaches cold_below, else cold (forgotten).
+func (c *coldRoom) learn(region string, warmth int64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if baseline >= c.policy.ColdBelow {
+	if warmth >= c.policy.ColdBelow {
 		c.warm[region] = c.now().Add(coldReadingFor)
 		return
 	}
 	delete(c.warm, region)
 }
 
-// baseline is the country's baseline in vres, the velocity rule's reply
-// to vol; false when vres is not one: no reply (a limit refused first on
+// warmth is the country's warmth in vres, the velocity rule's reply to
+// vol; false when vres is not one: no reply (a limit refused first on
 // Cluster), the fallback's, the trusted tier's, the solved cap's, or a
 // count the rule did not judge (NewOff). A reply of the rule has its
 // hour's limit, never 0.
-func baseline(vol *VolumeTake, vres *VolumeResult) (int64, bool) {
+func warmth(vol *VolumeTake, vres *VolumeResult) (int64, bool) {
 	if vol == nil || vres == nil || vol.Solved != nil || vol.NewOff || vres.Trusted || vres.Fallback || vres.Limit <= 0 {
 		return 0, false
 	}
-	return vres.Baseline, true
+	return vres.Warmth, true
 }
 
 // settle reads the send's velocity reply (vres) for the room, once its
@@ -140,9 +159,9 @@ func baseline(vol *VolumeTake, vres *VolumeResult) (int64, bool) {
 func (c *coldRoom) settle(ctx context.Context, phone Phone, limits []limitedTake, takes []limit.Take, res []limit.Result,
 	vol *VolumeTake, vres *VolumeResult) (*VolumeResult, []limit.Take) {
 	r := region(phone)
-	base, read := baseline(vol, vres)
+	warm, read := warmth(vol, vres)
 	if read {
-		c.learn(r, base)
+		c.learn(r, warm)
 	}
 	room := -1
 	for i, l := range limits {
@@ -165,12 +184,12 @@ func (c *coldRoom) settle(ctx context.Context, phone Phone, limits []limitedTake
 	if refused && !read && !res[deny].Fallback && (vres == nil || !vres.Trusted && !vres.Fallback) {
 		if v := c.replyAlone(ctx, vol); v != nil {
 			vres = v
-			if base, read = baseline(vol, vres); read {
-				c.learn(r, base)
+			if warm, read = warmth(vol, vres); read {
+				c.learn(r, warm)
 			}
 		}
 	}
-	if read && base >= c.policy.ColdBelow {
+	if read && warm >= c.policy.ColdBelow {
 		return vres, dropCold(limits, takes, res)
 	}
 	if refused && (vres == nil || !vres.Trusted) {

@@ -137,15 +137,20 @@ func (f *coldFleet) send(i int, phone string, n int, account bool) error {
 	return err
 }
 
-// warmUp gives region a verified history through the store: an hour ago
-// (the service's clock), n sends, each verified, from an instance with
-// the room off (the room's windows run on Redis's clock, not the
-// service's). Its baseline is then n. No instance of the fleet has read
-// it.
+// warmHistoryAgo is how long before the clock a test's verified history
+// is written: a day and an hour, since only hours that ended a day ago or
+// more warm a country.
+const warmHistoryAgo = 25 * 3600
+
+// warmUp gives region a verified history through the store: a day and an
+// hour ago (the service's clock), n sends, each verified, from an
+// instance with the room off (the room's windows run on Redis's clock,
+// not the service's). Its warmth is then n. No instance of the fleet has
+// read it.
 func (f *coldFleet) warmUp(t *testing.T, region string, n int) {
 	t.Helper()
-	f.now.Add(-3600)
-	defer f.now.Add(3600)
+	f.now.Add(-warmHistoryAgo)
+	defer f.now.Add(warmHistoryAgo)
 	for k := range n {
 		phone := mobileOf(t, region, 900+k)
 		if _, err := f.history.Send(context.Background(), guard.SendRequest{Phone: phone,

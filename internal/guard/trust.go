@@ -70,8 +70,9 @@ type Trusts interface {
 	// sent in the trusted tier) in the trusted tier of their country's
 	// hour, and writes a verify's mark held when its hour was abnormal
 	// (TrustMark.Hold); it answers how many verifies it credited there
-	// (trusted verifies) and how many marks it held. Idempotent but for
-	// the credit.
+	// (trusted verifies) and how many marks it held; an import's marks
+	// with a Tier are counted there as imported. Idempotent but for the
+	// credit and the import's count.
 	MarkTrusted(ctx context.Context, marks []TrustMark, ttl time.Duration) (Marked, error)
 	// Trusted reports whether mark counts at now: set, and not held past
 	// now.
@@ -87,7 +88,8 @@ type Marked struct {
 
 // TrustMark is one number's mark: the key to set, and the trusted tier's
 // counters of its country and the hour to credit a verify to (Credit
-// false: an import, which credits nothing). A verify is credited when the
+// false: an import, which credits no verify; with Tier set it is counted
+// there as imported, and Volume's warmth of the hour is read again). A verify is credited when the
 // mark was set before it, or when its code was sent in the trusted tier
 // (SentTrusted: the app's account flag, whose number may have no mark
 // yet), since that is where its send counted.
@@ -186,6 +188,20 @@ func (s *trust) rememberVerified(ctx context.Context, phone Phone, sent Tier) bo
 	return sentTrusted || n.Trusted > 0
 }
 
+// importMark is an imported number's mark. With the velocity rule's
+// counts, the import is counted in its country's trusted tier (Tier, at
+// the hour under way), where it warms the country at once (coldroom.go):
+// an operator's import is the one word on a country's users that no ring
+// can give.
+func (s *trust) importMark(p Phone) TrustMark {
+	m := TrustMark{Key: trustMarkKey(s.hmacKey, p)}
+	if v := s.velocity; v != nil && v.volumes != nil {
+		r := region(p)
+		m.Tier, m.Volume, m.Hour, m.TTL, m.Now = trustedTierKey(r), velocityKey(r), hour(s.now()), v.policy.ttl(), s.now()
+	}
+	return m
+}
+
 // ImportResult is the answer to an import of trusted numbers.
 type ImportResult struct {
 	Imported int
@@ -218,7 +234,7 @@ func (s *trust) importTrusted(ctx context.Context, numbers []string, actor strin
 			continue
 		}
 		seen[p.E164] = true
-		marks = append(marks, TrustMark{Key: trustMarkKey(s.hmacKey, p)})
+		marks = append(marks, s.importMark(p))
 	}
 	if len(marks) > 0 {
 		if _, err := s.trusts.MarkTrusted(ctx, marks, s.policy.VerifiedWithin); err != nil {

@@ -100,6 +100,11 @@ type VolumeResult struct {
 	// Carrier: the carrier's share refused the send (carriershare.go);
 	// Count, Limit and Unverified are then the carrier's.
 	Carrier bool
+	// Warmth is the country's verified history at least a day old, for
+	// an untrusted send of the velocity rule (coldroom.go): its busiest
+	// credited hour in either tier that ended a day or more ago, or the
+	// numbers an operator imported over the lookback, the larger.
+	Warmth int64
 	// Risk is the number's cached risk answer, when VolumeTake.Risk
 	// asked for it and the store read it.
 	Risk RiskCached

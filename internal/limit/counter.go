@@ -21,8 +21,16 @@ type Take struct {
 	Algorithm Algorithm
 	Limit     int64         // fixed window: events per window; token bucket: capacity
 	Window    time.Duration // fixed window length
-	Rate      float64       // token bucket refill, tokens per second
-	Cost      int64         // 0 peeks
+	// Slice (fixed window, counting hits only; 0: none) keeps the window
+	// as a sliding one: its count is the sum of the slices of this length
+	// (the store's clock) that the last Window covers, so that no span of
+	// Window holds more than Limit, where two back-to-back fixed windows
+	// can hold twice it. Result.WindowID then names the hit's slice, for
+	// its refund. Where the store cannot answer, the fallback keeps it as
+	// a fixed window.
+	Slice time.Duration
+	Rate  float64 // token bucket refill, tokens per second
+	Cost  int64   // 0 peeks
 	// SpendIfAllowed (fixed window): a denied hit writes nothing, as a
 	// token bucket's never does. Unset, the hit that denies is counted:
 	// OTP sends count every attempt ("the counter that denies keeps the

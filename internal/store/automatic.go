@@ -52,19 +52,20 @@ func (r *sends) queueAutomatic(ctx context.Context, pipe redis.Pipeliner, takes 
 	if len(idx) == 0 {
 		return nil
 	}
-	a := &automaticCall{idx: idx, keys: make([]string, 0, len(idx)+1), args: make([]any, 0, 1+2*len(idx))}
+	a := &automaticCall{idx: idx, keys: make([]string, 0, len(idx)+1), args: make([]any, 0, 1+3*len(idx))}
 	a.keys = append(a.keys, r.key(mark))
 	a.args = append(a.args, now.Unix())
 	for _, i := range idx {
 		a.keys = append(a.keys, r.key(takes[i].Key))
-		a.args = append(a.args, takes[i].Cost, takes[i].Window.Milliseconds())
+		a.args = append(a.args, takes[i].Cost, takes[i].Window.Milliseconds(), takes[i].Slice.Milliseconds())
 	}
 	a.cmd = automaticScript.EvalSha(ctx, pipe, a.keys, a.args...)
 	return a
 }
 
 // readAutomatic writes automaticScript's answers into res: each window's
-// count, or, for a trusted number, allowed and not spent.
+// count (and a sliding window's slice, for its refund), or, for a trusted
+// number, allowed and not spent.
 func (r *sends) readAutomatic(ctx context.Context, takes []limit.Take, a *automaticCall, res []limit.Result) error {
 	if isNoScript(a.cmd.Err()) { // it did not run: once more, loading it
 		a.cmd = automaticScript.Run(ctx, r.rdb, a.keys, a.args...)
@@ -79,11 +80,12 @@ func (r *sends) readAutomatic(ctx context.Context, takes []limit.Take, a *automa
 		}
 		return nil
 	}
-	if len(v) != 1+2*len(a.idx) {
+	if len(v) != 1+3*len(a.idx) {
 		return fmt.Errorf("store: take automatic windows: script returned %d values for %d windows", len(v), len(a.idx))
 	}
 	for n, i := range a.idx {
-		res[i] = fixedWindowResult(takes[i], v[1+2*n], time.Duration(v[2+2*n])*time.Millisecond)
+		res[i] = fixedWindowResult(takes[i], v[1+3*n], time.Duration(v[2+3*n])*time.Millisecond)
+		res[i].WindowID = v[3+3*n] // a sliding window's slice; 0: any
 	}
 	return nil
 }

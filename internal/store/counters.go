@@ -112,6 +112,10 @@ func (r *Counters) queueTakes(ctx context.Context, pipe redis.Pipeliner, takes [
 		switch {
 		case t.Hold:
 			return nil, fmt.Errorf("store: take %s: a held take must be decided by a script alone (token bucket, or fixed window with SpendIfAllowed), not in a batch with a counting window", r.logKey(t.Key))
+		case t.Algorithm == limit.FixedWindow && t.Slice > 0 && (t.Cost == 0 || t.SpendIfAllowed):
+			return nil, fmt.Errorf("store: take %s: a sliding window counts every hit: no peek, no spend-if-allowed", r.logKey(t.Key))
+		case t.Algorithm == limit.FixedWindow && t.Slice > 0:
+			cmds[i] = []redis.Cmder{slidingScript.EvalSha(ctx, pipe, []string{key}, slidingArgs(t)...)}
 		case t.Algorithm == limit.FixedWindow && t.Cost == 0:
 			cmds[i] = peekWindow(ctx, pipe, key)
 		case t.Algorithm == limit.FixedWindow && t.SpendIfAllowed:
@@ -135,6 +139,8 @@ func (r *Counters) readTakes(ctx context.Context, takes []limit.Take, cmds [][]r
 		switch {
 		case t.Algorithm == limit.TokenBucket:
 			res[i], err = r.bucketResult(ctx, t, cmds[i][0].(*redis.Cmd))
+		case t.Slice > 0:
+			res[i], err = r.slidingResult(ctx, t, cmds[i][0].(*redis.Cmd))
 		case t.Cost == 0:
 			res[i], err = peekResult(t, cmds[i])
 		case t.SpendIfAllowed:
@@ -300,12 +306,7 @@ func (r *Counters) refund(ctx context.Context, takes []limit.Take) error {
 	}
 	if len(takes) == 1 { // one script is atomic alone: no MULTI around it
 		t, key := takes[0], []string{r.key(takes[0].Key)}
-		var err error
-		if t.Algorithm == limit.TokenBucket {
-			err = tokenRefundScript.Run(ctx, r.rdb, key, interval(t.Rate), t.Cost).Err()
-		} else {
-			err = windowRefundScript.Run(ctx, r.rdb, key, t.Cost, t.WindowID).Err()
-		}
+		err := refundScript(t).Run(ctx, r.rdb, key, refundArgs(t)...).Err()
 		if err != nil {
 			return fmt.Errorf("store: refund %s: %w", r.logKey(t.Key), err)
 		}
@@ -314,11 +315,7 @@ func (r *Counters) refund(ctx context.Context, takes []limit.Take) error {
 	pipe := r.rdb.TxPipeline()
 	for _, t := range takes {
 		key := []string{r.key(t.Key)}
-		if t.Algorithm == limit.TokenBucket {
-			tokenRefundScript.EvalSha(ctx, pipe, key, interval(t.Rate), t.Cost)
-		} else {
-			windowRefundScript.EvalSha(ctx, pipe, key, t.Cost, t.WindowID)
-		}
+		refundScript(t).EvalSha(ctx, pipe, key, refundArgs(t)...)
 	}
 	cmds, err := pipe.Exec(ctx)
 	if err == nil {
@@ -332,16 +329,32 @@ func (r *Counters) refund(ctx context.Context, takes []limit.Take) error {
 			continue
 		}
 		t, key := takes[i], []string{r.key(takes[i].Key)}
-		if t.Algorithm == limit.TokenBucket {
-			err = tokenRefundScript.Run(ctx, r.rdb, key, interval(t.Rate), t.Cost).Err()
-		} else {
-			err = windowRefundScript.Run(ctx, r.rdb, key, t.Cost, t.WindowID).Err()
-		}
+		err = refundScript(t).Run(ctx, r.rdb, key, refundArgs(t)...).Err()
 		if err != nil {
 			return fmt.Errorf("store: refund %s: %w", r.logKey(t.Key), err)
 		}
 	}
 	return nil
+}
+
+// refundScript is the script that gives back what t spent: a token
+// bucket's, a sliding window's (by its slice) or a fixed window's (by its
+// window), with its arguments refundArgs.
+func refundScript(t limit.Take) *redis.Script {
+	switch {
+	case t.Algorithm == limit.TokenBucket:
+		return tokenRefundScript
+	case t.Slice > 0:
+		return slidingRefundScript
+	}
+	return windowRefundScript
+}
+
+func refundArgs(t limit.Take) []any {
+	if t.Algorithm == limit.TokenBucket {
+		return []any{interval(t.Rate), t.Cost}
+	}
+	return []any{t.Cost, t.WindowID}
 }
 
 // TakeSend takes the limits of takes and, when vol is not nil, the

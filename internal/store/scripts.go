@@ -38,7 +38,7 @@ var luaFiles embed.FS
 // lua/ to each other.
 var luaScripts = buildScripts(
 	"take_bucket", "refund_bucket", "sync_bucket", "take_many",
-	"take_window", "count_window", "refund_window",
+	"take_window", "count_window", "refund_window", "take_sliding", "refund_sliding",
 	"take_limit", "take_limits", "refund_limits", "sync_limits", "take_limits_many",
 
 	"take_volume", "take_solved", "read_solved_cap", "refund_volume",

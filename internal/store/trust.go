@@ -54,9 +54,13 @@ func (r *TrustMarks) MarkTrusted(ctx context.Context, marks []guard.TrustMark, t
 		args []any
 	}
 	var runs []scripted
+	var imports []guard.TrustMark
 	for _, m := range marks {
 		if !m.Credit {
 			pipe.Set(ctx, r.key(m.Key), "1", ttl)
+			if m.Tier.ID != "" {
+				imports = append(imports, m)
+			}
 			continue
 		}
 		keys := []string{r.key(m.Key), r.key(m.Tier), r.key(m.Tier)}
@@ -87,7 +91,50 @@ func (r *TrustMarks) MarkTrusted(ctx context.Context, marks []guard.TrustMark, t
 		res.Trusted += int(v[0])
 		res.Held += int(v[1])
 	}
+	if err := r.countImports(ctx, imports); err != nil {
+		return guard.Marked{}, err
+	}
 	return res, nil
+}
+
+// countImports counts imported marks in their country's trusted tier,
+// "i:<hour>" of the tier's hash (the velocity rule's layout, so that it
+// leaves the hash with the lookback), and drops the hour's cached warmth
+// ("w:<hour>" of the country's counts, lua/take_volume.lua), so that the
+// next send reads the import: per country one MULTI of HINCRBY, EXPIRE
+// (no hash without a TTL) and HDEL, on keys of one hash tag. An import
+// names at most guard.MaxTrustImport numbers, a few countries.
+func (r *TrustMarks) countImports(ctx context.Context, imports []guard.TrustMark) error {
+	if len(imports) == 0 {
+		return nil
+	}
+	type tier struct {
+		tier, volume limit.Key
+		hour         int64
+	}
+	counts, ttls := map[tier]int64{}, map[tier]time.Duration{}
+	var order []tier
+	for _, m := range imports {
+		k := tier{m.Tier, m.Volume, m.Hour}
+		if _, ok := counts[k]; !ok {
+			order = append(order, k)
+		}
+		counts[k]++
+		ttls[k] = m.TTL
+	}
+	pipe := r.rdb.TxPipeline()
+	for _, k := range order {
+		key := r.key(k.tier)
+		pipe.HIncrBy(ctx, key, fmt.Sprintf("i:%d", k.hour), counts[k])
+		pipe.Expire(ctx, key, ttls[k])
+		if k.volume.ID != "" {
+			pipe.HDel(ctx, r.key(k.volume), fmt.Sprintf("w:%d", k.hour))
+		}
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		return fmt.Errorf("store: count imports: %w", err)
+	}
+	return nil
 }
 
 // Trusted reports whether mark counts at now: set, and not held past now

@@ -154,26 +154,37 @@ func (r *Velocity) volumeResult(t guard.VolumeTake, cmd *redis.Cmd) (guard.Volum
 	if err != nil {
 		return guard.VolumeResult{}, fmt.Errorf("store: take volume %s: %w", r.key(t.Key), err)
 	}
-	var risk []int64 // the cached risk answer's five values, when asked
-	if t.Risk.ID != "" {
-		if len(v) != 14 {
-			return guard.VolumeResult{}, fmt.Errorf("store: take volume %s: script returned %d values, want 14", r.key(t.Key), len(v))
-		}
-		v, risk = v[:9], v[9:]
+	// The velocity rule's reply has ten values, the solved cap's seven to
+	// nine; the cached risk answer's five follow, when asked (the solved
+	// cap's then after nine).
+	minLen, maxLen := 7, 9
+	if t.Solved == nil {
+		minLen, maxLen = 10, 10
 	}
-	if len(v) < 7 || len(v) > 9 {
-		return guard.VolumeResult{}, fmt.Errorf("store: take volume %s: script returned %d values, want 7 to 9", r.key(t.Key), len(v))
+	var risk []int64
+	if t.Risk.ID != "" {
+		if len(v) != maxLen+5 {
+			return guard.VolumeResult{}, fmt.Errorf("store: take volume %s: script returned %d values, want %d", r.key(t.Key), len(v), maxLen+5)
+		}
+		v, risk = v[:maxLen], v[maxLen:]
+	}
+	if len(v) < minLen || len(v) > maxLen {
+		return guard.VolumeResult{}, fmt.Errorf("store: take volume %s: script returned %d values, want %d to %d", r.key(t.Key), len(v), minLen, maxLen)
 	}
 	// The seventh value: the solved cap's "reused", the velocity rule's
 	// "trusted"; an eighth: the unverified budget that refused (0: none); a
-	// ninth: the carrier's share refused (its count, limit and budget).
+	// ninth: the carrier's share refused (its count, limit and budget); a
+	// tenth: the country's warmth (guard/coldroom.go).
 	res := guard.VolumeResult{Allowed: v[0] == 1, Count: v[1], Limit: v[2], Baseline: v[3], Quarantined: v[4] == 1,
 		MinuteLimit: v[5], Reused: t.Solved != nil && v[6] == 1, Trusted: t.Solved == nil && v[6] == 1}
 	if len(v) >= 8 {
 		res.Unverified = v[7]
 	}
-	if len(v) == 9 {
+	if len(v) >= 9 {
 		res.Carrier = v[8] == 1
+	}
+	if len(v) == 10 { // the velocity rule's: the country's warmth
+		res.Warmth = v[9]
 	}
 	if risk != nil {
 		res.Risk = riskReply(risk)

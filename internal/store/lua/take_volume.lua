@@ -24,8 +24,9 @@
 -- tenth of that share while quarantined), so that a burst cannot spend the
 -- hour in one minute; minute fields older than the last are pruned with
 -- the hours. Returns {allowed, count, limit, baseline, quarantined,
--- minute cap (0: none)}; refused with count < limit means the minute's
--- cap refused.
+-- minute cap (0: none), ...} (ten values, the tenth the country's
+-- warmth, below; five more with the risk answer); refused with count <
+-- limit means the minute's cap refused.
 --
 -- The trusted tier (guard/trust.go) is the same rule on its own hash
 -- (KEYS[3]) with its own floor and factor (ARGV[12], ARGV[13]), no
@@ -47,8 +48,8 @@
 -- verified sends count as a credited hour for the limit of either tier
 -- (growth within the hour, from verified sends only: a fresh deployment's
 -- imported users are not held to the trusted floor while they verify). A
--- refusal by the budget answers an eighth value, the budget; every other
--- reply has seven.
+-- refusal by the budget answers an eighth value, the budget (0 in every
+-- other reply).
 --
 -- The carrier (guard/carrier.go), for an untrusted send when ARGV[20] > 0:
 -- KEYS[5] is the send's carrier's counts within the country (same hash
@@ -193,18 +194,66 @@ end
 -- The number's cached risk answer (guard/riskstep.go), when ARGV[22] is 1:
 -- KEYS[7], a hash of the country's hash tag (s score, t fetched at in unix
 -- seconds, b blocked, l line type code), is read first, and every reply
--- then carries, after an eighth value (0 when the budget did not refuse)
--- and a ninth (1 when the carrier refused, else 0), found (0 or 1),
--- score, fetched at, blocked and line type code: a refusal already holds
--- the score, in the send's own round trip.
+-- then carries, after its ten values, found (0 or 1), score, fetched at,
+-- blocked and line type code: a refusal already holds the score, in the
+-- send's own round trip.
+--
+-- Warmth (guard/coldroom.go), for an untrusted send: the country's
+-- verified history at least a day old, "w:<hour>", computed with the
+-- baseline once per hour and cached. It is the largest of: the busiest
+-- credited hour of this hash among the hours of the lookback that ended
+-- 24 hours or more before the hour under way; the same of the trusted
+-- tier's hash (KEYS[3], when it is another key); and the numbers an
+-- operator imported into the trusted tier over the lookback ("i:<hour>"
+-- of KEYS[3], store/trust.go). The hours of the last day do not count,
+-- so a ring that verifies its own codes cannot warm its country within a
+-- day in either tier; an import is the operator's word and counts at
+-- once. Every reply carries it as its tenth value (0 for a trusted send,
+-- or a count the rule did not judge), after the eighth and ninth (0 when
+-- absent); the risk answer's five values follow.
+local warmth = 0
 local risk = ARGV[22] == '1' and redis.call('HMGET', KEYS[7], 's', 't', 'b', 'l')
 local function reply(r)
-  if not risk then return r end
   r[8] = r[8] or 0
   r[9] = r[9] or 0
-  r[10] = risk[1] and 1 or 0
-  for i = 1, 4 do r[10 + i] = tonumber(risk[i]) or 0 end
+  r[10] = warmth
+  if not risk then return r end
+  r[11] = risk[1] and 1 or 0
+  for i = 1, 4 do r[11 + i] = tonumber(risk[i]) or 0 end
   return r
+end
+-- busiest_before is the largest credit, min(sends, verifies), of the
+-- hours in [from, to] of sends_in and verified_in.
+local function busiest_before(sends_in, verified_in, from, to)
+  local most = 0
+  for field_at, n in pairs(sends_in) do
+    if field_at >= from and field_at <= to then
+      local credit = math.min(n, verified_in[field_at] or 0)
+      if credit > most then most = credit end
+    end
+  end
+  return most
+end
+-- tier_warmth is the trusted tier's part of the warmth: its busiest
+-- credited hour in [from, to], or the numbers imported since from, the
+-- larger. It writes nothing (the tier's own sends prune its hash).
+local function tier_warmth(tier_key, from, to)
+  local all = redis.call('HGETALL', tier_key)
+  local sends_in, verified_in, imported = {}, {}, 0
+  for i = 1, #all, 2 do
+    local kind, field_at = string.match(all[i], '^(%a):(%d+)$')
+    field_at = tonumber(field_at)
+    if field_at and field_at >= from then
+      if kind == 's' then
+        sends_in[field_at] = tonumber(all[i + 1])
+      elseif kind == 'v' then
+        verified_in[field_at] = tonumber(all[i + 1])
+      elseif kind == 'i' then
+        imported = imported + (tonumber(all[i + 1]) or 0)
+      end
+    end
+  end
+  return math.max(imported, busiest_before(sends_in, verified_in, from, to))
 end
 local hour = tonumber(ARGV[1])
 local lookback = tonumber(ARGV[2])
@@ -228,11 +277,12 @@ if quarantine_until and quarantine_until > tonumber(ARGV[8]) then
 end
 local min_history = tonumber(ARGV[6])
 local minute = tonumber(ARGV[9])
-local vals = redis.call('HMGET', key, 'b:' .. hour, 's:' .. hour, 'm:' .. minute, 'v:' .. hour, 'n:' .. hour, 'c:' .. hour)
+local vals = redis.call('HMGET', key, 'b:' .. hour, 's:' .. hour, 'm:' .. minute, 'v:' .. hour, 'n:' .. hour, 'c:' .. hour, 'w:' .. hour)
 local base = tonumber(vals[1])
 local normal = tonumber(vals[5])
 local ceiling = tonumber(vals[6])
-if not base or (growth > 0 and not ceiling) then
+warmth = tonumber(vals[7]) or 0
+if not base or (growth > 0 and not ceiling) or (trusted == 0 and not vals[7]) then
   local all = redis.call('HGETALL', key)
   local sends_in, verified_in, old, days = {}, {}, {}, {}
   local day = math.floor(hour / 24)
@@ -241,7 +291,7 @@ if not base or (growth > 0 and not ceiling) then
     field_at = tonumber(field_at)
     if kind == 'd' and field_at and field_at >= day - 3 then
       days[field_at] = tonumber(all[i + 1])
-    elseif not field_at or (kind == 'm' and field_at < minute - 1) or (kind ~= 'm' and field_at < hour - lookback) or ((kind == 'b' or kind == 'n' or kind == 'c') and field_at ~= hour) then
+    elseif not field_at or (kind == 'm' and field_at < minute - 1) or (kind ~= 'm' and field_at < hour - lookback) or ((kind == 'b' or kind == 'n' or kind == 'c' or kind == 'w') and field_at ~= hour) then
       old[#old + 1] = all[i]
     elseif kind == 's' then
       sends_in[field_at] = tonumber(all[i + 1])
@@ -280,6 +330,11 @@ if not base or (growth > 0 and not ceiling) then
     redis.call('HSET', key, 'c:' .. hour, ceiling)
   end
   redis.call('HSET', key, 'b:' .. hour, base, 'n:' .. hour, normal)
+  if trusted == 0 then -- warmth (see above)
+    warmth = busiest_before(sends_in, verified_in, hour - lookback, hour - 24)
+    if KEYS[3] ~= key then warmth = math.max(warmth, tier_warmth(KEYS[3], hour - lookback, hour - 24)) end
+    redis.call('HSET', key, 'w:' .. hour, warmth)
+  end
   redis.call('EXPIRE', key, ARGV[7])
 end
 local limit = math.max(floor, math.floor(factor * base + 1e-9))
