@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/otpguard/otpguard/internal/app"
+	"github.com/otpguard/otpguard/internal/browsertest"
 	"github.com/otpguard/otpguard/internal/guard"
 	"github.com/otpguard/otpguard/internal/sqlstore"
 )
@@ -252,4 +253,13 @@ func TestOpsPageSolvedRow(t *testing.T) {
 			t.Errorf("%s: got %v, want %v", c.name, c.got, c.want)
 		}
 	}
+	// The badge as an on-call person reads it, in a real Chromium: the
+	// refusal fired GB's alert, which heads the badge; the spent cap is one
+	// tap away under it.
+	exe := browsertest.Chromium(t)
+	ctx := browsertest.Headless(t, exe, 2*time.Minute)
+	base := oc.instances[0].srv.URL
+	signInChromium(t, ctx, base, `#status-badge`)
+	checkBadge(t, ctx, base, badgeWant{code: "alert", class: "bad", text: "GB",
+		more: "Solved-challenge cap spent in GB"})
 }
