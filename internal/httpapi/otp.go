@@ -9,7 +9,6 @@ import (
 	"github.com/otpguard/otpguard/internal/guard"
 	"github.com/otpguard/otpguard/internal/httpx"
 	"github.com/otpguard/otpguard/internal/metrics"
-	"github.com/otpguard/otpguard/internal/problem"
 )
 
 type sendRequest struct {
@@ -51,14 +50,7 @@ func (h *otpHandlers) sendOTP(c echo.Context) error {
 		return err // a duplicate: its Idempotency-Key's holder answers it (idempotency.go)
 	}
 	logPhone(c, res.Phone.E164)
-	h.metrics.Decision(metrics.PolicySend, metrics.Outcome(err))
-	switch code := problem.CodeOf(err); code {
-	case "":
-		h.metrics.SMS(true)
-		h.metrics.SentTo(res.Phone.Region)
-	case problem.CodeProviderUnavailable, problem.CodeInvalidDestination:
-		h.metrics.SMS(false)
-	}
+	h.metrics.Send(res.Phone.Region, err)
 	if err != nil {
 		return err
 	}

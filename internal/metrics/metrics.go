@@ -11,6 +11,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/otpguard/otpguard/internal/problem"
 )
 
 // Set is otpguard's Prometheus metrics, on a registry of their own (no
@@ -87,6 +89,21 @@ func (m *Set) SMS(sent bool) {
 		m.sms.WithLabelValues("sent").Inc()
 	} else {
 		m.sms.WithLabelValues("failed").Inc()
+	}
+}
+
+// Send counts a send's decision and the SMS it made or failed to make
+// (err nil: sent to region), the same for every route that sends
+// (/otp/send, Verify's Verifications): the provider's refusals are SMS
+// that failed, the guard's refusals no SMS at all.
+func (m *Set) Send(region string, err error) {
+	m.Decision(PolicySend, Outcome(err))
+	switch problem.CodeOf(err) {
+	case "":
+		m.SMS(true)
+		m.SentTo(region)
+	case problem.CodeProviderUnavailable, problem.CodeInvalidDestination:
+		m.SMS(false)
 	}
 }
 

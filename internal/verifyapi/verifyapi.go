@@ -164,14 +164,7 @@ func (h *Handlers) CreateVerification(c echo.Context) error {
 	res, err := st.OTP.Send(c.Request().Context(), guard.SendRequest{Phone: f["To"], ClientIP: f["DeviceIp"],
 		Challenge: f[paramChallenge], Service: t.Owner})
 	httpx.LogPhone(c, res.Phone.E164)
-	h.metrics.Decision(metrics.PolicySend, metrics.Outcome(err))
-	switch problem.CodeOf(err) {
-	case "":
-		h.metrics.SMS(true)
-		h.metrics.SentTo(res.Phone.Region)
-	case problem.CodeProviderUnavailable, problem.CodeInvalidDestination:
-		h.metrics.SMS(false)
-	}
+	h.metrics.Send(res.Phone.Region, err)
 	if err != nil {
 		return err
 	}
