@@ -106,9 +106,16 @@ func TestDrainFinishesItsWork(t *testing.T) {
 			answered <- struct{}{}
 		})
 	}
-	for i := range sends {
+	for i := 0; i < sends; {
 		select {
 		case <-arrived:
+			i++
+		case <-answered: // a send that never reached the fake Twilio: say why
+			for range sends {
+				release <- struct{}{} // buffered: none left hanging
+			}
+			wg.Wait()
+			t.Fatalf("%d of %d sends reached the fake Twilio; the answers: %v", i, sends, answers)
 		case <-time.After(30 * time.Second):
 			t.Fatalf("%d of %d sends reached the fake Twilio", i, sends)
 		}

@@ -59,7 +59,9 @@ func newOutage(cfg *config.Config, rdb redis.UniversalClient, st *store.Redis, o
 		// raised for it), a shorter ping would never vouch for it.
 		probeTimeout: max(resilience.DefaultProbeTimeout, cfg.RedisTimeout)}
 	probe, err := ownClient(cfg, rdb, func(po *store.RedisOptions) {
-		po.Timeout, po.MaxWait, po.PoolSize = o.probeTimeout, 0, 1
+		// A ping is waited for past its timeout (Fallback.Probe), so its
+		// steps may take the probe's patience.
+		po.Timeout, po.MaxWait, po.PoolSize = o.probeTimeout, resilience.ProbePatience(o.probeEvery, o.probeTimeout), 1
 	})
 	if err != nil {
 		return nil, err
@@ -145,12 +147,7 @@ func (o *outage) probeOnce(ctx context.Context) {
 		o.probeMasters(ctx, pc)
 		return
 	}
-	pctx, cancel := context.WithTimeout(ctx, o.probeTimeout)
-	err := o.probe.Ping(pctx).Err()
-	cancel()
-	if ctx.Err() == nil {
-		o.fallback.ObserveProbe(ctx, err)
-	}
+	o.fallback.Probe(ctx, func(pctx context.Context) error { return o.probe.Ping(pctx).Err() })
 }
 
 // probeMasters pings every master of the cluster, each reported to the
@@ -163,20 +160,21 @@ func (o *outage) probeOnce(ctx context.Context) {
 // The nodes of masters that left the slot map are dropped each round
 // (Fallback.ForgetNodes).
 func (o *outage) probeMasters(ctx context.Context, pc *redis.ClusterClient) {
-	pctx, cancel := context.WithTimeout(ctx, o.probeTimeout)
+	pctx, cancel := context.WithTimeout(ctx, resilience.ProbePatience(o.probeEvery, o.probeTimeout))
 	defer cancel()
 	var mu sync.Mutex
 	var masters []string
 	failed := false
-	err := pc.ForEachMaster(pctx, func(pctx context.Context, c *redis.Client) error {
+	err := pc.ForEachMaster(pctx, func(_ context.Context, c *redis.Client) error {
 		addr := c.Options().Addr
-		err := c.Ping(pctx).Err()
+		var err error
+		o.fallback.ProbeNode(ctx, addr, func(pctx context.Context) error {
+			err = c.Ping(pctx).Err()
+			return err
+		})
 		mu.Lock()
 		masters, failed = append(masters, addr), failed || err != nil
 		mu.Unlock()
-		if ctx.Err() == nil {
-			o.fallback.ObserveNodeProbe(ctx, addr, err)
-		}
 		return err
 	})
 	if ctx.Err() != nil {

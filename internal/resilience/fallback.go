@@ -160,6 +160,19 @@ func (f *Fallback) ObserveProbe(ctx context.Context, err error) {
 	f.calls.observeProbe(ctx, "", err)
 }
 
+// Probe runs ping, the probe's ping on a connection of its own, and
+// tells the Fallback as ObserveProbe does, patiently: a ping past the
+// probe's timeout is a late verdict then, and its answer, if it comes
+// within ProbePatience, vouches for Redis after all (probe.go).
+func (f *Fallback) Probe(ctx context.Context, ping func(context.Context) error) {
+	f.calls.probe(ctx, "", ping)
+}
+
+// ProbeNode is Probe for one node of a Redis Cluster (ObserveNodeProbe).
+func (f *Fallback) ProbeNode(ctx context.Context, name string, ping func(context.Context) error) {
+	f.calls.probe(ctx, name, ping)
+}
+
 // ObserveNodeProbe is ObserveProbe for one node of a Redis Cluster (its
 // master's address, as FallbackOptions.NodeOf names it). Warm is run
 // only for the one node of a single Redis or Sentinel ("").

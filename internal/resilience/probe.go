@@ -45,6 +45,52 @@ func timedOut(err error) bool {
 	return errors.Is(err, context.DeadlineExceeded) || (errors.As(err, &t) && t.Timeout())
 }
 
+// ProbePatience is how long the probe waits on one ping (Fallback.Probe):
+// lateRoundsToFail probe rounds, the time after which a ping still
+// unanswered has stopped the vouching anyway. The probe's client must let
+// a ping's read take that long.
+func ProbePatience(every, timeout time.Duration) time.Duration {
+	return lateRoundsToFail * (every + timeout)
+}
+
+// errPingLate is the verdict on a ping still unanswered at the probe's
+// timeout, or a round after: a timeout, though the ping goes on.
+var errPingLate = fmt.Errorf("resilience: the probe's ping is not answered yet: %w", context.DeadlineExceeded)
+
+// probe runs one ping on the node named name and gives its verdicts: a
+// late one (errPingLate) at the probe's timeout and at every round after
+// while the ping goes on, then the ping's own outcome, within
+// ProbePatience. A ping that was late and then answered vouches for
+// Redis: on a saturated host (this process, or the proxy and Redis
+// beside it, not scheduled for a while) every ping may come back past the
+// timeout, and a ping given up on at the timeout would take such a host
+// for a black hole once three in a row did; a black hole never answers,
+// and its late verdicts stop the vouching as soon as before.
+func (c *calls) probe(ctx context.Context, name string, ping func(context.Context) error) {
+	pctx, cancel := context.WithTimeout(ctx, ProbePatience(c.fresh-c.probeTO, c.probeTO))
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- ping(pctx) }()
+	t := time.NewTimer(c.probeTO)
+	defer t.Stop()
+	for {
+		select {
+		case err := <-done:
+			if ctx.Err() == nil {
+				c.observeProbe(ctx, name, err)
+			}
+			return
+		case <-t.C:
+			if ctx.Err() != nil {
+				<-done
+				return
+			}
+			c.observeProbe(ctx, name, errPingLate)
+			t.Reset(c.fresh)
+		}
+	}
+}
+
 // observeProbe is Fallback.ObserveNodeProbe: the probe's result on the
 // node named name.
 func (c *calls) observeProbe(ctx context.Context, name string, err error) {
