@@ -100,6 +100,9 @@ func TestEveryVariableIsKnown(t *testing.T) {
 	var environ []string
 	for _, dir := range []string{"..", "../../cmd/otpguard"} {
 		err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+			if err == nil && d.IsDir() && d.Name() == "testdata" {
+				return filepath.SkipDir // no package: the go tool skips it too (twilio-node lives there)
+			}
 			if err != nil || d.IsDir() || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") ||
 				strings.Contains(path, "redistest") || strings.Contains(path, "sqltest") {
 				return err

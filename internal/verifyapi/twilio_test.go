@@ -85,14 +85,22 @@ var codeIn = regexp.MustCompile(`\d{6}`)
 // lastCode is the code of the last SMS to phone.
 func lastCode(t *testing.T, srv *otpguardtest.Server, phone string) string {
 	t.Helper()
-	sent := srv.Outbox.Sent()
+	code, ok := sentCode(srv.Outbox, phone)
+	if !ok {
+		t.Fatalf("no SMS to %s", phone)
+	}
+	return code
+}
+
+// sentCode is the code of the last SMS to phone in the outbox, if any.
+func sentCode(o *otpguardtest.Outbox, phone string) (string, bool) {
+	sent := o.Sent()
 	for i := len(sent) - 1; i >= 0; i-- {
 		if sent[i].To == phone {
-			return codeIn.FindString(sent[i].Body)
+			return codeIn.FindString(sent[i].Body), true
 		}
 	}
-	t.Fatalf("no SMS to %s", phone)
-	return ""
+	return "", false
 }
 
 // restError is err as twilio-go's *client.TwilioRestError.
