@@ -81,12 +81,11 @@ func (c *calls) probe(ctx context.Context, name string, ping func(context.Contex
 			}
 			return
 		case <-t.C:
-			if ctx.Err() != nil {
-				<-done
-				return
+			// Once ctx ends, the ping ends with it (pctx), unobserved.
+			if ctx.Err() == nil {
+				c.observeProbe(ctx, name, errPingLate)
+				t.Reset(c.fresh)
 			}
-			c.observeProbe(ctx, name, errPingLate)
-			t.Reset(c.fresh)
 		}
 	}
 }
