@@ -43,7 +43,7 @@ const deliveryTimeout = time.Second
 
 // courier hands codes to the SMS provider and records its reports on them.
 type courier struct {
-	message    string // otp.message
+	messages   messages // otp.message, otp.messages (locale.go)
 	sender     Sender
 	codes      Codes // an undelivered code is deleted
 	deliveries Deliveries
@@ -108,7 +108,8 @@ const ProviderRetryAfter = 5 * time.Second
 // provider's own trouble, not the user's to wait out.
 const maxProviderRetryAfter = time.Minute
 
-// deliver hands code to the SMS provider. When that fails, the code is
+// deliver hands code to the SMS provider, in the text of locale
+// (canonical, "" none). When that fails, the code is
 // deleted: never delivered, as far as we know, so not left guessable (a
 // stateless code cannot be taken back; it dies with its step). What the
 // send spent stays spent, since the provider may have delivered it, unless
@@ -121,8 +122,8 @@ const maxProviderRetryAfter = time.Minute
 //     (provider_unavailable): the number's cooldown and per-number count
 //     are given back too (giveBack with try), and the answer says when to try
 //     again (the provider's Retry-After, else ProviderRetryAfter).
-func (s *courier) deliver(ctx context.Context, phone Phone, code issued, sp spent) error {
-	body := strings.ReplaceAll(s.message, "{code}", code.text)
+func (s *courier) deliver(ctx context.Context, phone Phone, code issued, sp spent, locale string) error {
+	body := strings.ReplaceAll(s.messages.template(locale), "{code}", code.text)
 	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), providerTimeout)
 	err := s.sender.Send(pctx, Message{To: phone.E164, Body: body})
 	cancel()
