@@ -53,6 +53,41 @@ type courier struct {
 	now        func() time.Time
 }
 
+// messages are a policy's SMS texts by locale: otp.messages over the
+// built-in translations (while otp.message is the built-in one), and
+// otp.message for every other locale and for none.
+type messages struct {
+	fallback string            // otp.message
+	byLocale map[string]string // canonical locale -> template
+}
+
+func newMessages(p OTPPolicy) messages {
+	m := messages{fallback: p.Message, byLocale: map[string]string{}}
+	if p.Message == DefaultMessage {
+		for l, t := range builtinMessages {
+			m.byLocale[l] = t
+		}
+	}
+	for l, t := range p.Messages {
+		m.byLocale[l] = t
+	}
+	return m
+}
+
+// template is the text for locale (canonical, "" none): its own, its base
+// language's ("pt" of "pt-BR"), else otp.message.
+func (m messages) template(locale string) string {
+	if t, ok := m.byLocale[locale]; ok && locale != "" {
+		return t
+	}
+	if lang, _, region := strings.Cut(locale, "-"); region {
+		if t, ok := m.byLocale[lang]; ok {
+			return t
+		}
+	}
+	return m.fallback
+}
+
 // recordDelivery puts a delivery report in the audit trail and reports
 // whether it did: a report already recorded (the same message id and
 // status, on any instance, within DeliveryReplayWindow) is a replay and is

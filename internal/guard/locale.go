@@ -8,10 +8,10 @@ import (
 
 // A send may ask for its SMS in a language: Verify's Locale, /otp/send's
 // locale. The text is the policy's template for that locale (otp.messages),
-// else for its base language (pt-BR -> pt), else otp.message. Locales are
-// the ones Twilio Verify lists, so that an app written against Verify
-// sends nothing otpguard refuses and Verify would take (docs/verify.md,
-// "Locale").
+// else for its base language (pt-BR -> pt), else otp.message (the
+// courier's choice, delivery.go). Locales are the ones Twilio Verify
+// lists, so that an app written against Verify sends nothing otpguard
+// refuses and Verify would take (docs/verify.md, "Locale").
 
 // supportedLocales are the locales Twilio Verify documents for its SMS
 // template (https://www.twilio.com/docs/verify/supported-languages), as
@@ -57,15 +57,6 @@ func LocaleProblem(param, locale string) *problem.Error {
 		param, locale, strings.Join(supportedLocales, ", "))
 }
 
-// baseLanguage is the language of a locale: "pt" of "pt-BR", "" when the
-// locale is a language already.
-func baseLanguage(locale string) string {
-	if i := strings.IndexByte(locale, '-'); i > 0 {
-		return locale[:i]
-	}
-	return ""
-}
-
 // DefaultMessage is otp.message when the policy file says nothing.
 const DefaultMessage = "Your verification code is {code}"
 
@@ -81,36 +72,4 @@ var builtinMessages = map[string]string{
 	"fr": "Votre code de vérification est {code}",
 	"it": "Il tuo codice di verifica è {code}",
 	"pt": "O seu código de verificação é {code}",
-}
-
-// messages are a policy's SMS texts by locale: otp.messages over the
-// built-in translations (while otp.message is the built-in one), and
-// otp.message for every other locale and for none.
-type messages struct {
-	fallback string            // otp.message
-	byLocale map[string]string // canonical locale -> template
-}
-
-func newMessages(p OTPPolicy) messages {
-	m := messages{fallback: p.Message, byLocale: map[string]string{}}
-	if p.Message == DefaultMessage {
-		for l, t := range builtinMessages {
-			m.byLocale[l] = t
-		}
-	}
-	for l, t := range p.Messages {
-		m.byLocale[l] = t
-	}
-	return m
-}
-
-// template is the text for locale (canonical, "" none): its own, its base
-// language's, else otp.message.
-func (m messages) template(locale string) string {
-	for _, l := range []string{locale, baseLanguage(locale)} {
-		if t, ok := m.byLocale[l]; ok && l != "" {
-			return t
-		}
-	}
-	return m.fallback
 }

@@ -3,6 +3,7 @@ package guard_test
 import (
 	"context"
 	"regexp"
+	"strings"
 	"testing"
 
 	"github.com/otpguard/otpguard/internal/guard"
@@ -77,7 +78,7 @@ func TestMessagesValidation(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			p := guard.DefaultPolicies()
 			p.OTP.Messages = tc.messages
-			if err := p.Validate(); err == nil || !regexp.MustCompile(regexp.QuoteMeta(tc.field) + ":").MatchString(err.Error()) {
+			if err := p.Validate(); err == nil || !strings.Contains(err.Error(), tc.field+":") {
 				t.Errorf("Validate: %v, want an error naming %s", err, tc.field)
 			}
 		})

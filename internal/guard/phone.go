@@ -160,6 +160,9 @@ func parseSend(req *SendRequest, defaultRegion string) (phone Phone, ip, auditIP
 	if len(req.Challenge) > MaxChallengeSolution {
 		return phone, "", auditIP, problem.Errorf(problem.CodeInvalidRequest, "challenge is longer than %d bytes", MaxChallengeSolution)
 	}
+	if ip, err = IPSubject(req.ClientIP); err != nil {
+		return phone, "", auditIP, err
+	}
 	if req.Locale != "" {
 		l, ok := CanonicalLocale(req.Locale)
 		if !ok {
@@ -167,6 +170,5 @@ func parseSend(req *SendRequest, defaultRegion string) (phone Phone, ip, auditIP
 		}
 		req.Locale = l
 	}
-	ip, err = IPSubject(req.ClientIP)
-	return phone, ip, auditIP, err
+	return phone, ip, auditIP, nil
 }
