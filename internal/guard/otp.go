@@ -181,7 +181,7 @@ func NewOTP(o OTPOptions) *OTP {
 func (s *OTP) Send(ctx context.Context, req SendRequest) (SendResult, error) {
 	phone, ip, auditIP, err := parseSend(&req, s.policy.DefaultRegion)
 	if err != nil {
-		s.audit.record(ctx, ActionOTPSend, "", phone, auditIP, err)
+		s.audit.record(ctx, ActionOTPSend, "", phone, auditIP, req.Service, err)
 		return SendResult{}, err
 	}
 	dctx := limit.WithDecision(ctx)
@@ -189,7 +189,7 @@ func (s *OTP) Send(ctx context.Context, req SendRequest) (SendResult, error) {
 	if _, lost := err.(*ClaimLost); lost {
 		return res, err // a duplicate of a request that runs or ran: that one is recorded
 	}
-	s.audit.recordTier(ctx, ActionOTPSend, OutcomeSent, phone, auditIP, err, res.Tier)
+	s.audit.recordTier(ctx, ActionOTPSend, OutcomeSent, phone, auditIP, req.Service, err, res.Tier)
 	res.Phone = phone // on a refusal too: the caller's log names it (masked)
 	return res, err
 }
