@@ -208,8 +208,11 @@ func (c *Client) RemoveDeny(ctx context.Context, id int64) error {
 
 // EventFilter narrows GET /ops/events; zero fields are not sent.
 type EventFilter struct {
-	Phone    string
-	Action   string // e.g. "otp.send"
+	Phone  string
+	Action string // e.g. "otp.send"
+	// Service is a Verify service SID: only the events of its calls
+	// through the Verify routes.
+	Service  string
 	Since    time.Time
 	Until    time.Time
 	Limit    int
@@ -232,6 +235,9 @@ type Event struct {
 	// tracing is on.
 	RequestID string `json:"request_id"`
 	TraceID   string `json:"trace_id,omitempty"`
+	// Service is the Verify service SID the call acted for; empty for the
+	// default service and for events no service caused.
+	Service string `json:"service,omitempty"`
 }
 
 // Events is one page of the audit trail, newest first.
@@ -246,6 +252,7 @@ func (c *Client) Events(ctx context.Context, f EventFilter) (*Events, error) {
 	q := url.Values{}
 	setStr(q, "phone", f.Phone)
 	setStr(q, "action", f.Action)
+	setStr(q, "service", f.Service)
 	if !f.Since.IsZero() {
 		q.Set("since", f.Since.UTC().Format(time.RFC3339))
 	}

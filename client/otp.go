@@ -26,6 +26,10 @@ type SendRequest struct {
 	// for numbers the app already knows (a sign-in, a saved number), never
 	// for a number typed into a sign-up form.
 	Account bool `json:"account,omitempty"`
+	// Locale is the language of the SMS: one of the locales Twilio Verify
+	// lists ("es", "pt-BR", ...), whose text the policy's otp.messages
+	// gives (else its base language's, else otp.message). Optional.
+	Locale string `json:"locale,omitempty"`
 	// IdempotencyKey, when set, is sent as the Idempotency-Key header:
 	// the same key with the same body answers the first answer and sends
 	// nothing more, so Send is retried on network errors. Use one key per

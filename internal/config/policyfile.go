@@ -38,7 +38,8 @@ type fileOTPPolicy struct {
 	PerIP              fileWindow            `yaml:"per_ip"`
 	DefaultRegion      string                `yaml:"default_region,omitempty"`
 	Message            string                `yaml:"message"`
-	Mode               limit.Mode            `yaml:"mode,omitempty"` // exists to be refused: OTP limits are always exact
+	Messages           map[string]string     `yaml:"messages,omitempty"` // locale -> text (guard/locale.go)
+	Mode               limit.Mode            `yaml:"mode,omitempty"`     // exists to be refused: OTP limits are always exact
 	OnStoreError       limit.FallbackMode    `yaml:"on_store_error"`
 	LocalLimit         int64                 `yaml:"local_limit,omitempty"`
 	AllowedCountries   []string              `yaml:"allowed_countries"`
@@ -240,6 +241,7 @@ func policyFile(p guard.Policies) filePolicies {
 			PerIP:              toFileWindow(o.PerIP),
 			DefaultRegion:      o.DefaultRegion,
 			Message:            o.Message,
+			Messages:           convertMap(o.Messages, func(m string) string { return m }),
 			Mode:               o.Mode,
 			OnStoreError:       o.OnStoreError,
 			LocalLimit:         o.LocalLimit,
@@ -292,6 +294,7 @@ func (f filePolicies) policies() guard.Policies {
 			PerIP:              o.PerIP.window(),
 			DefaultRegion:      o.DefaultRegion,
 			Message:            o.Message,
+			Messages:           convertMap(o.Messages, func(m string) string { return m }),
 			Mode:               o.Mode,
 			OnStoreError:       o.OnStoreError,
 			LocalLimit:         o.LocalLimit,

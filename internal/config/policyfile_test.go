@@ -30,6 +30,7 @@ func everyField() guard.Policies {
 			PerIP:              guard.Window{Limit: 25, Window: 2 * time.Hour},
 			DefaultRegion:      "IN",
 			Message:            "Code {code}",
+			Messages:           map[string]string{"es": "Código {code}", "pt-BR": "Código {code}"},
 			Mode:               limit.ModeExact,
 			OnStoreError:       limit.FallbackLocal,
 			LocalLimit:         2,

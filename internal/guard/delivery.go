@@ -43,7 +43,7 @@ const deliveryTimeout = time.Second
 
 // courier hands codes to the SMS provider and records its reports on them.
 type courier struct {
-	message    string // otp.message
+	messages   messages // otp.message and otp.messages, by locale
 	sender     Sender
 	codes      Codes // an undelivered code is deleted
 	deliveries Deliveries
@@ -51,6 +51,41 @@ type courier struct {
 	spend      *spender // what a send the provider surely did not take gives back
 	log        *slog.Logger
 	now        func() time.Time
+}
+
+// messages are a policy's SMS texts by locale: otp.messages over the
+// built-in translations (while otp.message is the built-in one), and
+// otp.message for every other locale and for none.
+type messages struct {
+	fallback string            // otp.message
+	byLocale map[string]string // canonical locale -> template
+}
+
+func newMessages(p OTPPolicy) messages {
+	m := messages{fallback: p.Message, byLocale: map[string]string{}}
+	if p.Message == DefaultMessage {
+		for l, t := range builtinMessages {
+			m.byLocale[l] = t
+		}
+	}
+	for l, t := range p.Messages {
+		m.byLocale[l] = t
+	}
+	return m
+}
+
+// template is the text for locale (canonical, "" none): its own, its base
+// language's ("pt" of "pt-BR"), else otp.message.
+func (m messages) template(locale string) string {
+	if t, ok := m.byLocale[locale]; ok && locale != "" {
+		return t
+	}
+	if lang, _, region := strings.Cut(locale, "-"); region {
+		if t, ok := m.byLocale[lang]; ok {
+			return t
+		}
+	}
+	return m.fallback
 }
 
 // recordDelivery puts a delivery report in the audit trail and reports
@@ -108,7 +143,8 @@ const ProviderRetryAfter = 5 * time.Second
 // provider's own trouble, not the user's to wait out.
 const maxProviderRetryAfter = time.Minute
 
-// deliver hands code to the SMS provider. When that fails, the code is
+// deliver hands code to the SMS provider, in the text of locale
+// (canonical, "" none). When that fails, the code is
 // deleted: never delivered, as far as we know, so not left guessable (a
 // stateless code cannot be taken back; it dies with its step). What the
 // send spent stays spent, since the provider may have delivered it, unless
@@ -121,8 +157,8 @@ const maxProviderRetryAfter = time.Minute
 //     (provider_unavailable): the number's cooldown and per-number count
 //     are given back too (giveBack with try), and the answer says when to try
 //     again (the provider's Retry-After, else ProviderRetryAfter).
-func (s *courier) deliver(ctx context.Context, phone Phone, code issued, sp spent) error {
-	body := strings.ReplaceAll(s.message, "{code}", code.text)
+func (s *courier) deliver(ctx context.Context, phone Phone, code issued, sp spent, locale string) error {
+	body := strings.ReplaceAll(s.messages.template(locale), "{code}", code.text)
 	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), providerTimeout)
 	err := s.sender.Send(pctx, Message{To: phone.E164, Body: body})
 	cancel()

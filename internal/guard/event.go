@@ -18,6 +18,10 @@ type Event struct {
 	Country string // ISO 3166 region, may be ""
 	IP      string
 	Actor   string // API key id or ops user, may be ""
+	// Service is the Verify service SID a send, check, cancel or approval
+	// acted for (service.go); "" for the default service (every /otp/...
+	// call) and for the events no service caused.
+	Service string
 	Detail  string
 	// TraceID is the trace ID of the request that led to the event
 	// (WithTraceID), "" when tracing is off or no request caused it.

@@ -39,14 +39,15 @@ type audit struct {
 }
 
 // record hands the decision to the audit sink: outcome is ok's label on
-// success and the refusal's code otherwise. Never the code itself.
-func (s *audit) record(ctx context.Context, action, ok string, phone Phone, ip string, err error) {
-	s.recordTier(ctx, action, ok, phone, ip, err, TierNew)
+// success and the refusal's code otherwise; service is the service the
+// call acted for ("" the default service). Never the code itself.
+func (s *audit) record(ctx context.Context, action, ok string, phone Phone, ip, service string, err error) {
+	s.recordTier(ctx, action, ok, phone, ip, service, err, TierNew)
 }
 
 // recordTier is record, for a send of tier: a solved send's event, and
 // the solved cap's refusal's (errSolvedCap), are marked Solved.
-func (s *audit) recordTier(ctx context.Context, action, ok string, phone Phone, ip string, err error, tier Tier) {
+func (s *audit) recordTier(ctx context.Context, action, ok string, phone Phone, ip, service string, err error, tier Tier) {
 	outcome := ok
 	if err != nil {
 		outcome = string(problem.CodeOf(err))
@@ -56,6 +57,6 @@ func (s *audit) recordTier(ctx context.Context, action, ok string, phone Phone, 
 		detail = e.Usage
 	}
 	s.events.Record(Event{At: s.now(), Action: action, Outcome: outcome, Phone: phone.E164, Country: phone.Region, IP: ip,
-		Detail: detail, TraceID: TraceID(ctx), RequestID: RequestID(ctx), Trusted: err == nil && tier == TierTrusted,
+		Service: service, Detail: detail, TraceID: TraceID(ctx), RequestID: RequestID(ctx), Trusted: err == nil && tier == TierTrusted,
 		Solved: err == nil && tier == TierSolved || errors.Is(err, errSolvedCap)})
 }

@@ -156,7 +156,7 @@ func NewOTP(o OTPOptions) *OTP {
 		stateless: &stateless{policy: p, hmacKey: o.HMACKey, counter: o.Counter,
 			lastStoreFailure: o.LastStoreFailure, log: log, now: now},
 		marks: tierMarks{key: o.HMACKey}, audit: s.audit, log: log, now: now}
-	s.courier = &courier{message: p.Message, sender: o.Sender, codes: o.Codes, deliveries: o.Deliveries,
+	s.courier = &courier{messages: newMessages(p), sender: o.Sender, codes: o.Codes, deliveries: o.Deliveries,
 		events: o.Events, spend: s.spend, log: log, now: now}
 	s.watch.velocity, s.watch.solved = s.velocity, s.solved
 	s.records = &verificationRecords{store: o.Verifications, audit: s.audit, log: log, now: now}
@@ -179,9 +179,9 @@ func NewOTP(o OTPOptions) *OTP {
 // may have delivered it, unless the provider surely did not take it: then
 // the number's try is given back (delivery.go).
 func (s *OTP) Send(ctx context.Context, req SendRequest) (SendResult, error) {
-	phone, ip, auditIP, err := parseSend(req, s.policy.DefaultRegion)
+	phone, ip, auditIP, err := parseSend(&req, s.policy.DefaultRegion)
 	if err != nil {
-		s.audit.record(ctx, ActionOTPSend, "", phone, auditIP, err)
+		s.audit.record(ctx, ActionOTPSend, "", phone, auditIP, req.Service, err)
 		return SendResult{}, err
 	}
 	dctx := limit.WithDecision(ctx)
@@ -189,7 +189,7 @@ func (s *OTP) Send(ctx context.Context, req SendRequest) (SendResult, error) {
 	if _, lost := err.(*ClaimLost); lost {
 		return res, err // a duplicate of a request that runs or ran: that one is recorded
 	}
-	s.audit.recordTier(ctx, ActionOTPSend, OutcomeSent, phone, auditIP, err, res.Tier)
+	s.audit.recordTier(ctx, ActionOTPSend, OutcomeSent, phone, auditIP, req.Service, err, res.Tier)
 	res.Phone = phone // on a refusal too: the caller's log names it (masked)
 	return res, err
 }

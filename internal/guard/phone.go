@@ -149,8 +149,9 @@ func IPSubject(raw string) (string, error) {
 // parseSend reads a send's number (to E.164, in defaultRegion when it has
 // no country code) and the end user's address: its per-IP subject ("" for
 // none), and as the audit trail records it (CleanIP), which is returned on
-// a refusal too, as is the number when it parsed.
-func parseSend(req SendRequest, defaultRegion string) (phone Phone, ip, auditIP string, err error) {
+// a refusal too, as is the number when it parsed. The locale, when named,
+// must be a supported one: req.Locale is left spelt as Twilio spells it.
+func parseSend(req *SendRequest, defaultRegion string) (phone Phone, ip, auditIP string, err error) {
 	auditIP = CleanIP(req.ClientIP)
 	phone, err = ParsePhone(req.Phone, defaultRegion)
 	if err != nil {
@@ -159,6 +160,15 @@ func parseSend(req SendRequest, defaultRegion string) (phone Phone, ip, auditIP 
 	if len(req.Challenge) > MaxChallengeSolution {
 		return phone, "", auditIP, problem.Errorf(problem.CodeInvalidRequest, "challenge is longer than %d bytes", MaxChallengeSolution)
 	}
-	ip, err = IPSubject(req.ClientIP)
-	return phone, ip, auditIP, err
+	if ip, err = IPSubject(req.ClientIP); err != nil {
+		return phone, "", auditIP, err
+	}
+	if req.Locale != "" {
+		l, ok := CanonicalLocale(req.Locale)
+		if !ok {
+			return phone, "", auditIP, LocaleProblem("locale", req.Locale)
+		}
+		req.Locale = l
+	}
+	return phone, ip, auditIP, nil
 }

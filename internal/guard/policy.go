@@ -31,6 +31,11 @@ type OTPPolicy struct {
 	DefaultRegion string
 	// Message is the SMS text; "{code}" is replaced by the code.
 	Message string
+	// Messages are the SMS texts of locales (a supported locale, as
+	// Twilio spells it -> a text like Message): a send that names a
+	// locale gets its text, else its base language's, else Message
+	// (locale.go).
+	Messages map[string]string
 	// Mode exists to be refused: OTP limits are always exact.
 	Mode         limit.Mode
 	OnStoreError limit.FallbackMode
@@ -183,7 +188,7 @@ func DefaultPolicies() Policies {
 			Cooldown:          30 * time.Second,
 			PerPhone:          Window{Limit: 3, Window: 10 * time.Minute},
 			PerIP:             Window{Limit: 20, Window: time.Hour},
-			Message:           "Your verification code is {code}",
+			Message:           DefaultMessage,
 			OnStoreError:      limit.FallbackClosed,
 			// The abuse defences (README.md, "Abuse defences").
 			AllowedNumberTypes: DefaultNumberTypes(),

@@ -3,6 +3,7 @@ package guard
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"regexp"
 	"slices"
 	"strings"
@@ -73,16 +74,30 @@ func validateOTP(o OTPPolicy, bad func(string, string, ...any)) {
 	if o.DefaultRegion != "" {
 		validateRegion("otp.default_region", strings.ToUpper(o.DefaultRegion), bad)
 	}
-	if !strings.Contains(o.Message, "{code}") {
-		bad("otp.message", "must contain {code}")
-	} else if len(o.Message) > 300 {
-		bad("otp.message", "must be at most 300 characters")
+	validateMessage("otp.message", o.Message, bad)
+	for _, l := range slices.Sorted(maps.Keys(o.Messages)) {
+		field := "otp.messages." + l
+		if c, ok := CanonicalLocale(l); !ok {
+			bad(field, "%q is not a supported locale: use one of %s", l, strings.Join(supportedLocales, ", "))
+		} else if c != l {
+			bad(field, "write the locale as %q", c)
+		}
+		validateMessage(field, o.Messages[l], bad)
 	}
 	limit.ValidateFallback("otp", o.OnStoreError, o.LocalLimit, bad)
 	if o.Mode != "" && o.Mode != limit.ModeExact {
 		bad("otp.mode", "OTP limits are always exact: sync mode would let codes through past the limit")
 	}
 	validateAbuse(o, bad)
+}
+
+// validateMessage checks an SMS text: it carries the code, and fits.
+func validateMessage(field, m string, bad func(string, string, ...any)) {
+	if !strings.Contains(m, "{code}") {
+		bad(field, "must contain {code}")
+	} else if len(m) > 300 {
+		bad(field, "must be at most 300 characters")
+	}
 }
 
 // validateLimit checks one limit policy: its name, its algorithm's

@@ -20,6 +20,9 @@ type SendRequest struct {
 	// Service sends the code ("" the default service, service.go): it
 	// owns the verification. Every limit counts as for any other send.
 	Service string
+	// Locale is the language of the SMS (locale.go): one of
+	// SupportedLocales, in any case; "" the policy's otp.message.
+	Locale string
 }
 
 // SendResult says where the code went and how long it lives.
@@ -87,7 +90,7 @@ func (s *OTP) send(ctx context.Context, phone Phone, ip string, req SendRequest)
 		return SendResult{}, err
 	}
 	// Hand it to the SMS provider (delivery.go).
-	if err := s.courier.deliver(ctx, phone, code, spent); err != nil {
+	if err := s.courier.deliver(ctx, phone, code, spent, req.Locale); err != nil {
 		return SendResult{}, err
 	}
 	// Count it for the conversion watch (conversion.go).

@@ -163,10 +163,10 @@ func (s *verificationRecords) end(ctx context.Context, service, id string, statu
 	if !ended {
 		err = &problem.Error{Code: problem.CodeVerificationNotPending, VerificationStatus: string(v.Status),
 			Message: fmt.Sprintf("the verification is %s, not pending", v.Status)}
-		s.audit.record(ctx, action, "", phone, "", err)
+		s.audit.record(ctx, action, "", phone, "", service, err)
 		return v, err
 	}
-	s.audit.record(ctx, action, outcome, phone, "", nil)
+	s.audit.record(ctx, action, outcome, phone, "", service, nil)
 	return v, nil
 }
 

@@ -40,12 +40,12 @@ func (s *OTP) VerifyCode(ctx context.Context, req VerifyRequest) (VerifyResult, 
 		err = s.codes.checkCodeFormat(req.Code)
 	}
 	if err != nil {
-		s.audit.record(ctx, ActionOTPVerify, "", phone, "", err)
+		s.audit.record(ctx, ActionOTPVerify, "", phone, "", req.Service, err)
 		return VerifyResult{}, err
 	}
 	ctx = limit.WithDecision(ctx)
 	vid, err := s.codes.verify(ctx, phone, req.Code, GuessOf{Service: req.Service, VerificationID: req.VerificationID})
-	s.audit.record(ctx, ActionOTPVerify, OutcomeValid, phone, "", err)
+	s.audit.record(ctx, ActionOTPVerify, OutcomeValid, phone, "", req.Service, err)
 	if err != nil {
 		return VerifyResult{Phone: phone}, err // the number, for the caller's log
 	}

@@ -19,6 +19,9 @@ type sendRequest struct {
 	// Account: the number belongs to an existing account of the app
 	// (guard.SendRequest.Account).
 	Account bool `json:"account"`
+	// Locale is the language of the SMS, one of Verify's locales
+	// (guard.SendRequest.Locale); "" otp.message.
+	Locale string `json:"locale"`
 }
 
 type sendResponse struct {
@@ -45,7 +48,7 @@ func (h *otpHandlers) sendOTP(c echo.Context) error {
 		return err
 	}
 	res, err := h.live.Load().OTP.Send(c.Request().Context(), guard.SendRequest{Phone: req.Phone, ClientIP: req.ClientIP,
-		Challenge: req.Challenge, Account: req.Account})
+		Challenge: req.Challenge, Account: req.Account, Locale: req.Locale})
 	if _, lost := err.(*guard.ClaimLost); lost {
 		return err // a duplicate: its Idempotency-Key's holder answers it (idempotency.go)
 	}

@@ -172,6 +172,9 @@ func TestReloadBadFileKeepsPolicy(t *testing.T) {
 		"invalid": policyYAML(7, 0, 3), // limit 0 is refused by validation
 		"unknown": "limits:\n  a: {algorithm: fixed_window, limt: 5, window: 1h}\n",
 		"yaml":    "limits: [",
+		// otp.messages is held to otp.message's rules on a reload too.
+		"message without code": strings.Replace(policyYAML(7, 8, 3), "otp:\n", "otp:\n  messages: {es: \"Tu código\"}\n", 1),
+		"message of no locale": strings.Replace(policyYAML(7, 8, 3), "otp:\n", "otp:\n  messages: {es-MX: \"Código {code}\"}\n", 1),
 		// Not a policy: each of these once reloaded "ok" with the
 		// built-in defaults in force.
 		"empty":           "",

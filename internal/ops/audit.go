@@ -44,6 +44,9 @@ type EventFilter struct {
 	Action string
 	// RequestID selects the events of one request (its X-Request-Id).
 	RequestID string
+	// Service selects the events of one Verify service (its SID): its
+	// sends, checks, cancels and approvals.
+	Service string
 	// Outcome, Country (ISO region) and PhonePrefix (+ and digits: the
 	// numbers that start with it) narrow the list further (the ops page's
 	// event filter).

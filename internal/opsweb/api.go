@@ -195,6 +195,9 @@ type eventItem struct {
 	TraceID string `json:"trace_id,omitempty"`
 	// RequestID: the X-Request-Id of the request behind the event.
 	RequestID string `json:"request_id"`
+	// Service is the Verify service SID the call acted for; absent for
+	// the default service.
+	Service string `json:"service,omitempty"`
 }
 
 type eventsResponse struct {
@@ -205,7 +208,7 @@ type eventsResponse struct {
 }
 
 // ListEvents: GET /ops/events. The audit trail, newest first, filtered by
-// phone, action, request ID and time, paged by before_id.
+// phone, action, request ID, Verify service and time, paged by before_id.
 func (s *API) ListEvents(c echo.Context) error {
 	f, err := eventFilter(c.QueryParams())
 	if err != nil {
@@ -218,7 +221,8 @@ func (s *API) ListEvents(c echo.Context) error {
 	res := eventsResponse{Events: make([]eventItem, 0, len(events))}
 	for _, e := range events {
 		res.Events = append(res.Events, eventItem{ID: e.ID, At: e.At, Action: e.Action, Outcome: e.Outcome,
-			Phone: e.Phone, Country: e.Country, IP: e.IP, Actor: e.Actor, Detail: e.Detail, TraceID: e.TraceID, RequestID: e.RequestID})
+			Phone: e.Phone, Country: e.Country, IP: e.IP, Actor: e.Actor, Detail: e.Detail, TraceID: e.TraceID, RequestID: e.RequestID,
+			Service: e.Service})
 	}
 	limit := f.Limit
 	if limit == 0 {
@@ -246,6 +250,10 @@ func eventFilter(q url.Values) (ops.EventFilter, error) {
 	f.RequestID = q.Get("request_id")
 	if f.RequestID != "" && !httpx.PlainID(f.RequestID) {
 		return f, problem.Errorf(problem.CodeInvalidRequest, "request_id must be a request ID as X-Request-Id carries it")
+	}
+	f.Service = q.Get("service")
+	if f.Service != "" && !guard.ValidSID(f.Service, "VA") {
+		return f, problem.Errorf(problem.CodeInvalidRequest, "service must be a Verify service SID: VA and 32 hex digits")
 	}
 	var err error
 	if f.Since, err = timeParam(q, "since"); err != nil {

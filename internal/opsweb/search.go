@@ -111,7 +111,8 @@ func toNumberJSON(a ops.NumberAnswer) numberJSON {
 	}
 	for _, e := range a.Events {
 		j.Events = append(j.Events, eventItem{ID: e.ID, At: e.At, Action: e.Action, Outcome: e.Outcome, Phone: e.Phone,
-			Country: e.Country, IP: e.IP, Actor: e.Actor, Detail: e.Detail, TraceID: e.TraceID, RequestID: e.RequestID})
+			Country: e.Country, IP: e.IP, Actor: e.Actor, Detail: e.Detail, TraceID: e.TraceID, RequestID: e.RequestID,
+			Service: e.Service})
 	}
 	return j
 }

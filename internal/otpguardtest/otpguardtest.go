@@ -68,7 +68,9 @@ func Start(t testing.TB, limits map[string]limit.Policy) *Server {
 
 // StartWith boots otpguard with the policies pol (defaults filled in) and
 // the configuration tune changes when not nil (a CAPTCHA provider, say).
-// It stops when the test ends.
+// Codes go to the Outbox, unless tune sets SMS to "twilio" (with
+// Twilio.BaseURL a fake of Twilio's API): then they go there. It stops
+// when the test ends.
 func StartWith(t testing.TB, pol guard.Policies, tune func(*config.Config)) *Server {
 	t.Helper()
 	rt := redistest.New(t)
@@ -91,7 +93,11 @@ func StartWith(t testing.TB, pol guard.Policies, tune func(*config.Config)) *Ser
 		tune(cfg)
 	}
 	s := &Server{Outbox: &Outbox{}, hits: map[string]int{}}
-	s.app, err = app.New(context.Background(), cfg, app.WithSender(s.Outbox), app.WithOutput(io.Discard))
+	opts := []app.Option{app.WithOutput(io.Discard)}
+	if cfg.SMS != "twilio" { // tune chose Twilio (a fake of it): codes go there, the outbox stays empty
+		opts = append(opts, app.WithSender(s.Outbox))
+	}
+	s.app, err = app.New(context.Background(), cfg, opts...)
 	if err != nil {
 		t.Fatalf("app.New: %v", err)
 	}

@@ -11,15 +11,15 @@ import (
 	"github.com/otpguard/otpguard/internal/ops"
 )
 
-const eventColumns = "at, action, outcome, phone, country, ip, actor, detail, trace_id, request_id, uid"
+const eventColumns = "at, action, outcome, phone, country, ip, actor, detail, trace_id, request_id, uid, service"
 
 // eventSelect reads eventColumns back; rows written before events had a
 // UID hold NULL there.
-const eventSelect = "id, at, action, outcome, phone, country, ip, actor, detail, trace_id, request_id, COALESCE(uid, '')"
+const eventSelect = "id, at, action, outcome, phone, country, ip, actor, detail, trace_id, request_id, COALESCE(uid, ''), service"
 
 // insertChunk is how many events share one INSERT: few round trips for a
 // big batch, and far below either engine's limit on bound parameters
-// (11 per row; SQLite allows 32766, PostgreSQL 65535).
+// (12 per row; SQLite allows 32766, PostgreSQL 65535).
 const insertChunk = 200
 
 // pruneChunk bounds how many rows one DELETE removes. A huge single delete
@@ -54,12 +54,12 @@ func (s *SQL) WriteEvents(ctx context.Context, events []guard.Event) error {
 		chunk := events[start:min(start+insertChunk, len(events))]
 		var q strings.Builder
 		q.WriteString("INSERT INTO audit_events (" + eventColumns + ") VALUES ")
-		args := make([]any, 0, 11*len(chunk))
+		args := make([]any, 0, 12*len(chunk))
 		for i, e := range chunk {
 			if i > 0 {
 				q.WriteString(", ")
 			}
-			q.WriteString("(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
+			q.WriteString("(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
 			at := e.At
 			if at.IsZero() {
 				at = now
@@ -70,7 +70,7 @@ func (s *SQL) WriteEvents(ctx context.Context, events []guard.Event) error {
 			}
 			args = append(args, at.UnixMilli(), storable(e.Action), storable(e.Outcome), storable(e.Phone),
 				storable(e.Country), storable(e.IP), storable(e.Actor), storable(e.Detail), storable(e.TraceID), storable(e.RequestID),
-				storable(uid))
+				storable(uid), storable(e.Service))
 		}
 		q.WriteString(" ON CONFLICT (uid) DO NOTHING")
 		if _, err := tx.ExecContext(ctx, s.rebind(q.String()), args...); err != nil {
@@ -112,6 +112,9 @@ func (s *SQL) ListEvents(ctx context.Context, f ops.EventFilter) ([]guard.Event,
 	}
 	if f.RequestID != "" {
 		where, args = append(where, "request_id = ?"), append(args, f.RequestID)
+	}
+	if f.Service != "" {
+		where, args = append(where, "service = ?"), append(args, f.Service)
 	}
 	if f.Outcome != "" {
 		where, args = append(where, "outcome = ?"), append(args, f.Outcome)
@@ -162,7 +165,7 @@ func (s *SQL) ListEvents(ctx context.Context, f ops.EventFilter) ([]guard.Event,
 			e  guard.Event
 			at int64
 		)
-		if err := rows.Scan(&e.ID, &at, &e.Action, &e.Outcome, &e.Phone, &e.Country, &e.IP, &e.Actor, &e.Detail, &e.TraceID, &e.RequestID, &e.UID); err != nil {
+		if err := rows.Scan(&e.ID, &at, &e.Action, &e.Outcome, &e.Phone, &e.Country, &e.IP, &e.Actor, &e.Detail, &e.TraceID, &e.RequestID, &e.UID, &e.Service); err != nil {
 			return nil, fmt.Errorf("store: list events: %w", err)
 		}
 		e.At = fromMillis(at)

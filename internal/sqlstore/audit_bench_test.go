@@ -124,7 +124,7 @@ func benchTemplate(b *testing.B) string {
 		INSERT INTO audit_events (`+eventColumns+`)
 		SELECT ? + i, 'otp.send', CASE WHEN i % 10 = 0 THEN 'phone_rate_limited' ELSE 'sent' END,
 			'+9198' || printf('%08d', abs(random()) % 100000000), 'IN', '203.0.113.' || (abs(random()) % 256), '', '', '',
-			lower(hex(randomblob(16))), lower(hex(randomblob(16)))
+			lower(hex(randomblob(16))), lower(hex(randomblob(16))), ''
 		FROM n`, benchPrefill, time.Now().Add(-24*time.Hour).UnixMilli())
 	if err != nil {
 		b.Fatal(err)

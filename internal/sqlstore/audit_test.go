@@ -17,6 +17,12 @@ import (
 
 var t0 = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 
+// Two Verify services' SIDs, as the audit keeps them.
+const (
+	serviceA = "VA0000000000000000000000000000000a"
+	serviceB = "VA0000000000000000000000000000000b"
+)
+
 func writeEvents(t *testing.T, s *sqlstore.SQL, events []guard.Event) {
 	t.Helper()
 	if err := s.WriteEvents(t.Context(), events); err != nil {
@@ -54,9 +60,12 @@ func wantNewestFirst(t *testing.T, events []guard.Event) {
 func TestSQLListEventsFilters(t *testing.T) {
 	written := []guard.Event{
 		{At: t0, Action: "otp.send", Outcome: "sent", Phone: "+919800000001", Country: "IN", IP: "203.0.113.7", Actor: "key_app", Detail: "e1"},
-		{At: t0.Add(1 * time.Second), Action: "otp.send", Outcome: "phone_rate_limited", Phone: "+919800000001", Country: "IN", IP: "203.0.113.7", Actor: "key_app", Detail: "e2", RequestID: "req-2"},
-		{At: t0.Add(2 * time.Second), Action: "otp.verify", Outcome: "wrong_code", Phone: "+919800000001", Country: "IN", IP: "2001:db8::1", Actor: "key_app", Detail: "e3"},
-		{At: t0.Add(3 * time.Second), Action: "otp.send", Outcome: "sent", Phone: "+447700900001", Country: "GB", IP: "198.51.100.2", Actor: "key_app", Detail: "e4"},
+		{At: t0.Add(1 * time.Second), Action: "otp.send", Outcome: "phone_rate_limited", Phone: "+919800000001", Country: "IN", IP: "203.0.113.7", Actor: "key_app", Detail: "e2", RequestID: "req-2",
+			Service: serviceA},
+		{At: t0.Add(2 * time.Second), Action: "otp.verify", Outcome: "wrong_code", Phone: "+919800000001", Country: "IN", IP: "2001:db8::1", Actor: "key_app", Detail: "e3",
+			Service: serviceA},
+		{At: t0.Add(3 * time.Second), Action: "otp.send", Outcome: "sent", Phone: "+447700900001", Country: "GB", IP: "198.51.100.2", Actor: "key_app", Detail: "e4",
+			Service: serviceB},
 		{At: t0.Add(4 * time.Second), Action: "ops.deny.add", Outcome: "ok", Actor: "alice", Detail: "e5", RequestID: "4f1c2a0b9d8e7f6a5b4c3d2e1f0a9b8c"},
 		// Sub-millisecond part: stored and returned as milliseconds.
 		{At: t0.Add(5*time.Second + 700*time.Microsecond), Action: "otp.verify", Outcome: "valid", Phone: "+447700900001", Country: "GB", IP: "198.51.100.2", Actor: "key_app", Detail: "e6"},
@@ -92,6 +101,11 @@ func TestSQLListEventsFilters(t *testing.T) {
 			{"request id", ops.EventFilter{RequestID: "req-2"}, []string{"e2"}},
 			{"another request id", ops.EventFilter{RequestID: "4f1c2a0b9d8e7f6a5b4c3d2e1f0a9b8c"}, []string{"e5"}},
 			{"unknown request id", ops.EventFilter{RequestID: "req-9"}, []string{}},
+			{"service", ops.EventFilter{Service: serviceA}, []string{"e3", "e2"}},
+			{"another service", ops.EventFilter{Service: serviceB}, []string{"e4"}},
+			{"a service of no event", ops.EventFilter{Service: "VA000000000000000000000000000000cc"}, []string{}},
+			{"service and action", ops.EventFilter{Service: serviceA, Action: "otp.verify"}, []string{"e3"}},
+			{"service and phone", ops.EventFilter{Service: serviceB, Phone: "+919800000001"}, []string{}},
 			{"request id and phone", ops.EventFilter{RequestID: "req-2", Phone: "+447700900001"}, []string{}},
 			{"since is inclusive", ops.EventFilter{Since: t0.Add(2 * time.Second)}, []string{"e6", "e5", "e4", "e3"}},
 			{"until is exclusive", ops.EventFilter{Until: t0.Add(2 * time.Second)}, []string{"e2", "e1"}},

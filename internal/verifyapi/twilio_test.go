@@ -33,21 +33,25 @@ const (
 func startTwoServices(t *testing.T) *otpguardtest.Server {
 	t.Helper()
 	dir := t.TempDir()
-	secret := func(name, value string) string {
-		p := filepath.Join(dir, name)
-		if err := os.WriteFile(p, []byte(value+"\n"), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		return p
-	}
 	pol := guard.DefaultPolicies()
 	pol.Services = []guard.Service{
 		{SID: serviceA, FriendlyName: "Shop", AccountSID: accountA,
-			Credentials: []guard.ServiceCredential{{SID: keyA, SecretFile: secret("a", secretA)}}},
+			Credentials: []guard.ServiceCredential{{SID: keyA, SecretFile: writeSecret(t, dir, "a", secretA)}}},
 		{SID: serviceB, FriendlyName: "Bank", AccountSID: accountB,
-			Credentials: []guard.ServiceCredential{{SID: accountB, SecretFile: secret("b", secretB)}}},
+			Credentials: []guard.ServiceCredential{{SID: accountB, SecretFile: writeSecret(t, dir, "b", secretB)}}},
 	}
 	return otpguardtest.StartWith(t, pol, nil)
+}
+
+// writeSecret writes a credential's secret file (with the trailing
+// newline an editor leaves) and returns its path.
+func writeSecret(t *testing.T, dir, name, secret string) string {
+	t.Helper()
+	p := filepath.Join(dir, name)
+	if err := os.WriteFile(p, []byte(secret+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
 }
 
 // rebased sends twilio-go's requests to otpguard: only the scheme and

@@ -143,8 +143,10 @@ func base(c echo.Context) string { return c.Scheme() + "://" + c.Request().Host 
 
 // CreateVerification: POST /v2/Services/{ServiceSid}/Verifications. Sends
 // a code to To by SMS within every otpguard limit (guard.OTP.Send, as POST
-// /otp/send); DeviceIp is the user's address (the per-address limit).
-// Channel whatsapp or call is 60200 in this version.
+// /otp/send); DeviceIp is the user's address (the per-address limit);
+// Locale the language of the text, one of Verify's locales (else 60200,
+// before anything is counted). Channel whatsapp or call is 60200 in this
+// version.
 func (h *Handlers) CreateVerification(c echo.Context) error {
 	f, err := readForm(c, "To", "Channel", "Locale", "DeviceIp", paramChallenge)
 	if err != nil {
@@ -160,9 +162,14 @@ func (h *Handlers) CreateVerification(c echo.Context) error {
 	case ch != channelSMS:
 		return invalidParameter("invalid parameter Channel: " + ch)
 	}
+	if l := f["Locale"]; l != "" {
+		if _, ok := guard.CanonicalLocale(l); !ok {
+			return guard.LocaleProblem("Locale", l)
+		}
+	}
 	st, t := requestOf(c)
 	res, err := st.OTP.Send(c.Request().Context(), guard.SendRequest{Phone: f["To"], ClientIP: f["DeviceIp"],
-		Challenge: f[paramChallenge], Service: t.Owner})
+		Challenge: f[paramChallenge], Service: t.Owner, Locale: f["Locale"]})
 	httpx.LogPhone(c, res.Phone.E164)
 	h.metrics.Send(res.Phone.Region, err)
 	if err != nil {
