@@ -264,6 +264,34 @@ func (c *Client) Events(ctx context.Context, f EventFilter) (*Events, error) {
 	return opsGet[Events](ctx, c, "/ops/events", q)
 }
 
+// Service is one Verify service of the deployment, as GET /ops/services
+// lists it: never a secret.
+type Service struct {
+	// SID is the Verify service SID (VA...); empty for the default
+	// service when the policy file marks none default.
+	SID          string `json:"sid"`
+	FriendlyName string `json:"friendly_name"`
+	AccountSID   string `json:"account_sid"`
+	// Default: the default service, for which the API keys act.
+	Default bool `json:"default"`
+	// CredentialSIDs name its credentials (account or API key SIDs).
+	CredentialSIDs []string `json:"credential_sids"`
+	Note           string   `json:"note,omitempty"`
+}
+
+// Services lists the Verify services in force, the default service
+// first: GET /ops/services. A deployment that names none lists the
+// default service alone.
+func (c *Client) Services(ctx context.Context) ([]Service, error) {
+	v, err := opsGet[struct {
+		Services []Service `json:"services"`
+	}](ctx, c, "/ops/services", nil)
+	if err != nil {
+		return nil, err
+	}
+	return v.Services, nil
+}
+
 func opsGet[T any](ctx context.Context, c *Client, path string, q url.Values) (*T, error) {
 	r, err := c.do(ctx, call{method: http.MethodGet, path: path, query: q, ops: true, retry: true}, http.StatusOK)
 	if err != nil {

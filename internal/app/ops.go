@@ -96,7 +96,7 @@ func startOps(ctx context.Context, cfg *config.Config, log *slog.Logger, metricS
 	o.audit = ops.NewAuditQueue(o.db, ops.AuditQueueOptions{Logger: log, OnDrop: om.AuditDropped, OnWrite: om.AuditWritten,
 		Linger: auditLinger})
 	o.desk = ops.NewDesk(ops.DeskOptions{
-		Blocks: blocks, DenyList: o.db, Deny: o.deny, Audit: o.db, Activity: o.db, Events: o.audit, OnWrite: om.AuditWritten,
+		Blocks: blocks, DenyList: o.db, Deny: o.deny, Audit: o.db, Activity: o.db, ServiceActivity: o.db, Events: o.audit, OnWrite: om.AuditWritten,
 		DatabaseTimeout: cfg.DatabaseTimeout,
 		DefaultRegion:   cfg.Policies.OTP.DefaultRegion, Logger: log, Now: opts.now,
 		Overrides: o.db, OverrideCache: o.overrides, Policy: opts.policy,

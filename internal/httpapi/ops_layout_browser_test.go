@@ -155,7 +155,7 @@ func TestOpsPageFitsAHand(t *testing.T) {
 			// Each link of the bar brings its section under the bar; the bar
 			// stays at the top of the screen.
 			links := evalJS[[]string](t, ctx, `Array.from(document.querySelectorAll('nav.sections a')).map(a => a.getAttribute('href'))`)
-			want := []string{"#attack", "#alerts", "#countries", "#overrides", "#blocked", "#denylist", "#events"}
+			want := []string{"#attack", "#alerts", "#countries", "#overrides", "#services", "#blocked", "#denylist", "#events"}
 			if strings.Join(links, " ") != strings.Join(want, " ") {
 				t.Errorf("the section bar links %v, want %v", links, want)
 			}

@@ -161,7 +161,8 @@ func New(o Options) *Server {
 				return otp
 			}
 			return nil // no typed nil: the look-up answers without it
-		}})
+		},
+		Services: func() []guard.Service { return s.services().Tenants.Services() }})
 	s.SetServices(Services{OTP: o.OTP, Limiter: o.Limiter, Tenants: o.Tenants})
 	s.apiKeyLimit = o.APIKeyLimit
 	if s.apiKeyLimit == nil {
@@ -291,6 +292,8 @@ func (s *Server) routes(apiKeys, opsKeys httpx.Keyring) {
 	e.POST("/ops/actions/override", pages.FormOverride, opsPrivate, page, httpx.Audited)
 	e.POST("/ops/actions/unoverride", pages.FormRemoveOverride, opsPrivate, page, httpx.Audited)
 	e.GET("/ops/abuse", desk.Abuse, opsPrivate, ops)
+	// The Verify services in force: from the policy, no secret.
+	e.GET("/ops/services", desk.ListServices, opsPrivate, ops)
 	// The network's risk score of a number (otp.risk): forgotten.
 	e.DELETE("/ops/risk/:phone", desk.ClearRisk, opsPrivate, ops, httpx.Audited)
 	// Trusted numbers an app verified before otpguard: a large body.

@@ -63,6 +63,8 @@ type DeskOptions struct {
 	Deny     *DenyCache
 	Audit    AuditLog
 	Activity Activity
+	// ServiceActivity counts each service's day (services.go).
+	ServiceActivity ServiceActivity
 	// Events takes an ops action's audit event when writing it directly
 	// fails, so that the action is recorded once the database returns.
 	Events guard.EventSink

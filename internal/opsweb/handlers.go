@@ -8,6 +8,7 @@ package opsweb
 import (
 	"log/slog"
 
+	"github.com/otpguard/otpguard/internal/guard"
 	"github.com/otpguard/otpguard/internal/httpx"
 	"github.com/otpguard/otpguard/internal/ops"
 )
@@ -43,6 +44,9 @@ type Options struct {
 	// look-up (GET /ops/numbers/{phone}, the page's search): the OTP
 	// service in force; nil: the look-up answers without it.
 	Numbers func() ops.NumberInspector
+	// Services lists the Verify services in force (GET /ops/services,
+	// the page's services); nil: the default service alone.
+	Services func() []guard.Service
 }
 
 // Handlers are the ops desk's HTTP handlers, in three rooms: the sign-in
@@ -66,13 +70,14 @@ type SignIn struct {
 }
 
 // API is the JSON handlers of /ops/... (api.go, overrides.go, abuse.go,
-// trusted.go, risk.go).
+// trusted.go, risk.go, services.go).
 type API struct {
-	ops     *ops.Desk
-	view    *attackView
-	trust   func() TrustImporter
-	risk    func() RiskClearer
-	numbers func() ops.NumberInspector
+	ops      *ops.Desk
+	view     *attackView
+	trust    func() TrustImporter
+	risk     func() RiskClearer
+	numbers  func() ops.NumberInspector
+	services func() []guard.Service
 }
 
 // Pages is the ops page and its forms (page.go, forms.go,
@@ -84,6 +89,7 @@ type Pages struct {
 	risk     func() RiskClearer
 	trust    func() TrustImporter
 	numbers  func() ops.NumberInspector
+	services func() []guard.Service
 	log      *slog.Logger
 }
 
@@ -100,7 +106,8 @@ func New(o Options) *Handlers {
 	return &Handlers{
 		SignIn: &SignIn{ops: o.Ops, log: o.Logger, apiKeys: o.APIKeys, opsKeys: o.OpsKeys, sessions: ss,
 			revoked: o.Sessions, signInLimit: o.SignIn},
-		API:   &API{ops: o.Ops, view: view, trust: o.Trust, risk: o.Risk, numbers: o.Numbers},
-		Pages: &Pages{ops: o.Ops, view: view, sessions: ss, risk: o.Risk, trust: o.Trust, numbers: o.Numbers, log: o.Logger},
+		API: &API{ops: o.Ops, view: view, trust: o.Trust, risk: o.Risk, numbers: o.Numbers, services: o.Services},
+		Pages: &Pages{ops: o.Ops, view: view, sessions: ss, risk: o.Risk, trust: o.Trust, numbers: o.Numbers,
+			services: o.Services, log: o.Logger},
 	}
 }

@@ -96,7 +96,9 @@ type denyForm struct {
 // eventQuery is the event list's filter as typed.
 type eventQuery struct {
 	Action, Outcome, Number, Country, Since, Until string
-	Before                                         int64
+	// Service is a Verify service SID (VA...): that service's events.
+	Service string
+	Before  int64
 }
 
 // refreshEvery is how often the page reloads itself by default.
@@ -174,7 +176,7 @@ func (s *Pages) loadBlocked(c echo.Context, p *opsPage, now time.Time) {
 }
 
 // loadDatabaseParts reads the parts the ops database holds: the deny-list,
-// the events and the chart.
+// the events, the chart and the services' counts.
 func (s *Pages) loadDatabaseParts(c echo.Context, p *opsPage) {
 	ctx, q := c.Request().Context(), c.QueryParams()
 	// The parts the database holds. Once it has failed to answer, the rest
@@ -221,6 +223,7 @@ func (s *Pages) loadDatabaseParts(c echo.Context, p *opsPage) {
 		}
 		return err
 	})
+	s.loadServices(c, p, dbPart) // services.go
 }
 
 // pageURL is the page's URL with the query q and one parameter set (or
@@ -257,11 +260,11 @@ type fieldError struct{ field, msg string }
 func (e fieldError) Error() string { return e.field + ": " + e.msg }
 
 // pageEventFilter reads the event filter of the page: action, outcome,
-// number or prefix, country, since, until (RFC 3339 or the browser's
-// 2006-01-02T15:04, UTC) and before (an event ID).
+// number or prefix, country, Verify service, since, until (RFC 3339 or
+// the browser's 2006-01-02T15:04, UTC) and before (an event ID).
 func pageEventFilter(q url.Values) (ops.EventFilter, eventQuery, error) {
 	ev := eventQuery{Action: q.Get("action"), Outcome: q.Get("outcome"), Number: q.Get("number"),
-		Country: q.Get("ev_country"), Since: q.Get("since"), Until: q.Get("until")}
+		Country: q.Get("ev_country"), Since: q.Get("since"), Until: q.Get("until"), Service: q.Get("service")}
 	// One more than a page: "older" is linked only when there is an
 	// older event, never to an empty page after a full one.
 	f := ops.EventFilter{Limit: pageEvents + 1}
@@ -282,6 +285,12 @@ func pageEventFilter(q url.Values) (ops.EventFilter, eventQuery, error) {
 			return f, ev, fieldError{"Country", "two letters, like IN"}
 		}
 		f.Country = c
+	}
+	if sid := strings.TrimSpace(ev.Service); sid != "" {
+		if !guard.ValidSID(sid, "VA") {
+			return f, ev, fieldError{"Service", "a Verify service SID: VA and 32 hex digits"}
+		}
+		f.Service = sid
 	}
 	for _, t := range []struct {
 		name string

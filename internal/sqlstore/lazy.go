@@ -30,10 +30,11 @@ type Lazy struct {
 }
 
 var (
-	_ ops.DenyList  = (*Lazy)(nil)
-	_ ops.AuditLog  = (*Lazy)(nil)
-	_ ops.Activity  = (*Lazy)(nil)
-	_ ops.Retention = (*Lazy)(nil)
+	_ ops.DenyList        = (*Lazy)(nil)
+	_ ops.AuditLog        = (*Lazy)(nil)
+	_ ops.Activity        = (*Lazy)(nil)
+	_ ops.ServiceActivity = (*Lazy)(nil)
+	_ ops.Retention       = (*Lazy)(nil)
 )
 
 // Connect puts db in service: every call from now on goes to it.
@@ -119,6 +120,15 @@ func (d *Lazy) CountActivity(ctx context.Context, since, until time.Time) ([]ops
 		return nil, err
 	}
 	return s.CountActivity(ctx, since, until)
+}
+
+// CountByService implements ops.ServiceActivity.
+func (d *Lazy) CountByService(ctx context.Context, since, until time.Time) ([]ops.ServiceCount, error) {
+	s, err := d.get()
+	if err != nil {
+		return nil, err
+	}
+	return s.CountByService(ctx, since, until)
 }
 
 // RevokeSession keeps the ops session id signed out until until

@@ -14,7 +14,12 @@ import (
 type Tenant struct {
 	SID, FriendlyName, AccountSID string
 	Owner                         string
-	keys                          httpx.Keyring
+	// Default: the service marked default (its Owner is "").
+	Default bool
+	// CredentialSIDs name its credentials, for the ops desk; their
+	// secrets are only in keys, as digests.
+	CredentialSIDs []string
+	keys           httpx.Keyring
 }
 
 // Tenants are the services in force, replaced whole with the policy.
@@ -30,7 +35,9 @@ func NewTenants(services []guard.Service, read func(path string) ([]byte, error)
 	t := &Tenants{list: make([]Tenant, 0, len(services))}
 	for _, s := range services {
 		keys := make([]string, 0, len(s.Credentials))
+		sids := make([]string, 0, len(s.Credentials))
 		for _, c := range s.Credentials {
+			sids = append(sids, c.SID)
 			b, err := read(c.SecretFile)
 			if err != nil {
 				return nil, fmt.Errorf("verifyapi: service %s: credential %s: %w", s.SID, c.SID, err)
@@ -42,9 +49,27 @@ func NewTenants(services []guard.Service, read func(path string) ([]byte, error)
 			keys = append(keys, c.SID+":"+secret)
 		}
 		t.list = append(t.list, Tenant{SID: s.SID, FriendlyName: s.FriendlyName, AccountSID: s.AccountSID,
-			Owner: s.Owner(), keys: httpx.NewKeyring(keys)})
+			Owner: s.Owner(), Default: s.Default, CredentialSIDs: sids, keys: httpx.NewKeyring(keys)})
 	}
 	return t, nil
+}
+
+// Services lists the services in force for the ops desk, in the policy
+// file's order: each credential by its SID alone (no secret file, no
+// secret, no digest). None when t is nil.
+func (t *Tenants) Services() []guard.Service {
+	if t == nil {
+		return nil
+	}
+	out := make([]guard.Service, 0, len(t.list))
+	for _, tn := range t.list {
+		s := guard.Service{SID: tn.SID, FriendlyName: tn.FriendlyName, AccountSID: tn.AccountSID, Default: tn.Default}
+		for _, sid := range tn.CredentialSIDs {
+			s.Credentials = append(s.Credentials, guard.ServiceCredential{SID: sid})
+		}
+		out = append(out, s)
+	}
+	return out
 }
 
 // authenticate finds the tenant sid that the Basic credential user:pass
