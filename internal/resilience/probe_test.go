@@ -5,7 +5,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/otpguard/otpguard/internal/limit"
 	"github.com/otpguard/otpguard/internal/resilience"
 )
 
@@ -45,21 +44,7 @@ func TestProbeWaitsOutALatePing(t *testing.T) {
 			for range tc.rounds {
 				f.Probe(context.Background(), tc.ping)
 			}
-			go func() {
-				time.Sleep(20 * time.Millisecond) // past the 1µs timeout
-				close(st.release)
-			}()
-			res, err := f.Take(context.Background(), []limit.Take{openTake})
-			if err != nil {
-				t.Fatalf("Take: %v", err)
-			}
-			if res[0].Fallback == tc.wantExact {
-				t.Errorf("fallback decision = %v, want %v", res[0].Fallback, !tc.wantExact)
-			}
-			if got, want := f.Status().Breaker, map[bool]string{true: "closed", false: "open"}[tc.wantExact]; got != want {
-				t.Errorf("breaker %s, want %s", got, want)
-			}
-			st.done.Wait()
+			checkLateReply(t, f, st, tc.wantExact)
 		})
 	}
 }
