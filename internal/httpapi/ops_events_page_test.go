@@ -306,7 +306,7 @@ func TestOpsPageEventFilterKeepsWhatWasTyped(t *testing.T) {
 		t.Fatal(err)
 	}
 	typed := map[string]string{"action": "otp.send", "outcome": "sent", "number": "+9198", "ev_country": "in",
-		"since": "2026-03-01T12:00", "until": "2026-03-01T13:00:00Z"}
+		"since": "2026-03-01T12:00", "until": "2026-03-01T13:00:00Z", "service": ""}
 	tests := []struct {
 		name    string
 		change  map[string]string
