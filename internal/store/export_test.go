@@ -69,6 +69,13 @@ func (r *Counters) LimitHashesForTest(t limit.Take) (cur, prev, field string) {
 // this host's, in ms.
 func (r *Counters) SetSkewForTest(ms int64) { r.limits.skew.Store(ms) }
 
+// SetClockForTest makes now the store's idea of this host's clock (ms),
+// with no skew: a test that drives miniredis's clock names its slices.
+func (r *Counters) SetClockForTest(now func() int64) {
+	r.limits.clock = now
+	r.limits.skew.Store(0)
+}
+
 // SliceLenForTest is t's slice length in ms (t a limit).
 func SliceLenForTest(t limit.Take) int64 { return sliceLen(t) }
 

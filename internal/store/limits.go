@@ -59,6 +59,10 @@ type limitHashes struct {
 	// skew is Redis's clock less this host's, in ms, as last seen by a
 	// limits script (runLimits): it names the slices.
 	skew atomic.Int64
+	// clock is this host's clock in ms; nil is time.Now. Tests that drive
+	// Redis's clock hold it still with it (SetClockForTest), so that a
+	// slow step on a loaded machine does not move the store's estimate.
+	clock func() int64
 }
 
 // isLimit reports whether k is a /limits/check limit (no Name).
@@ -159,7 +163,15 @@ func (r *limitHashes) appendLimitKeys(b []byte, space, field string, idx int64) 
 }
 
 // redisNowMs is the store's estimate of Redis's clock, in ms.
-func (r *limitHashes) redisNowMs() int64 { return time.Now().UnixMilli() + r.skew.Load() }
+func (r *limitHashes) redisNowMs() int64 { return r.hostNowMs() + r.skew.Load() }
+
+// hostNowMs is this host's clock, in ms.
+func (r *limitHashes) hostNowMs() int64 {
+	if r.clock != nil {
+		return r.clock()
+	}
+	return time.Now().UnixMilli()
+}
 
 // runLimits runs a limits script built by build (for Redis's clock at
 // nowMs) until Redis's clock agrees with the slices it names: a reply of
@@ -175,7 +187,7 @@ func (r *limitHashes) runLimits(ctx context.Context, s hotScript, build func(now
 		// or a sync (two per item, a bucket's remaining may be -1) has as
 		// many.
 		if len(v) == 3 && v[0] == -1 && v[1] == -1 {
-			r.skew.Store(v[2]/1000 - time.Now().UnixMilli())
+			r.skew.Store(v[2]/1000 - r.hostNowMs())
 			continue
 		}
 		return v, nil

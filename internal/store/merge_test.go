@@ -107,25 +107,6 @@ func takeTogether(t *testing.T, rdb *redis.Client, c *store.Coalescer, g *holdGa
 	return out
 }
 
-// clearOfSlices moves now forward, if need be, so that no slice of pols
-// ends within 250 ms after it: a store's estimate of Redis's clock runs
-// ahead of miniredis's frozen one by the real time the step takes (long
-// on a loaded machine), and a call that names the next slice is retried
-// on its own, in an order the sequential run cannot follow.
-func clearOfSlices(now time.Time, pols []limit.Take) time.Time {
-	for moved := true; moved; {
-		moved = false
-		for _, p := range pols {
-			slice := store.SliceLenForTest(p)
-			ms := now.UnixMilli()
-			if (ms+250)/slice != ms/slice {
-				now, moved = now.Add(60*time.Millisecond), true
-			}
-		}
-	}
-	return now
-}
-
 // TestJoinedCallsDecideAsSequential: 600 random steps, each of one to
 // six concurrent requests (a check, a peek, an all-or-nothing batch, a
 // held take) on limits that overlap, with refunds and a clock that moves
@@ -135,7 +116,7 @@ func clearOfSlices(now time.Time, pols []limit.Take) time.Time {
 // same keys, fields and values in Redis.
 func TestJoinedCallsDecideAsSequential(t *testing.T) {
 	pols, ids := limitPolicies(), []string{"a", "b", "c", "user:1000123"}
-	decidesAsSequential(t, 600, 1500*time.Millisecond, rand.New(rand.NewPCG(26, 2)), pols, func(rng *rand.Rand) [][]limit.Take {
+	decidesAsSequential(t, 600, 1500*time.Millisecond, rand.New(rand.NewPCG(26, 2)), func(rng *rand.Rand) [][]limit.Take {
 		draw := func() limit.Take {
 			tk := pols[rng.IntN(len(pols))]
 			tk.Key.ID = ids[rng.IntN(len(ids))]
@@ -173,7 +154,7 @@ func TestJoinedRunsDecideAsSequential(t *testing.T) {
 		limit.Take{Key: limit.Key{Space: "l:s"}, Algorithm: limit.FixedWindow, Limit: 2, Window: 400 * time.Millisecond, SpendIfAllowed: true})
 	windows := []limit.Take{pols[2], pols[3], pols[4], pols[5]}
 	ids := []string{"a", "b", "c"}
-	decidesAsSequential(t, 600, 600*time.Millisecond, rand.New(rand.NewPCG(26, 3)), pols, func(rng *rand.Rand) [][]limit.Take {
+	decidesAsSequential(t, 600, 600*time.Millisecond, rand.New(rand.NewPCG(26, 3)), func(rng *rand.Rand) [][]limit.Take {
 		tk := windows[rng.IntN(len(windows))]
 		tk.Cost = 1 + int64(rng.IntN(3))
 		if tk.Key.Space == "l:h" {
@@ -253,10 +234,10 @@ func TestJoinedRunOnRedis(t *testing.T) {
 // clock moved up to maxStep before it, or now and then 6 s) on a
 // coalesced store, each step's concurrently in one joined call, and on a
 // store that runs them one after another on another server at the same
-// time, with refunds after some and a clock that moves across the slices
-// of pols: each request must get the same results from both, and after
+// time, with refunds after some and a clock that moves across the
+// limits' slices: each request must get the same results from both, and after
 // each step the two servers must hold the same keys, fields and values.
-func decidesAsSequential(t *testing.T, steps int, maxStep time.Duration, rng *rand.Rand, pols []limit.Take, next func(*rand.Rand) [][]limit.Take) {
+func decidesAsSequential(t *testing.T, steps int, maxStep time.Duration, rng *rand.Rand, next func(*rand.Rand) [][]limit.Take) {
 	t.Helper()
 	now := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
 	mj, ms := miniredis.RunT(t), miniredis.RunT(t)
@@ -272,7 +253,13 @@ func decidesAsSequential(t *testing.T, steps int, maxStep time.Duration, rng *ra
 	joined := store.NewRedis(rdb, "og:").WithLimitShards(4)
 	seq := store.NewRedis(redistest.Client(t, "redis://"+ms.Addr()), "og:").WithLimitShards(4)
 	ctx := context.Background()
+	// Both stores read the clock miniredis is held at: however long a
+	// step takes on a loaded machine, no call names a slice Redis is not
+	// in, and none is retried on its own.
+	var nowMs atomic.Int64
+	nowMs.Store(now.UnixMilli())
 	for _, s := range []*store.Redis{joined, seq} {
+		s.Counters.SetClockForTest(nowMs.Load)
 		if err := s.LoadScripts(ctx); err != nil {
 			t.Fatal(err)
 		}
@@ -282,8 +269,8 @@ func decidesAsSequential(t *testing.T, steps int, maxStep time.Duration, rng *ra
 		if rng.IntN(50) == 0 {
 			d = 6 * time.Second
 		}
-		setTime(clearOfSlices(now.Add(d), pols).Sub(now))
-		joined.Counters.SetSkewForTest(now.UnixMilli() - time.Now().UnixMilli())
+		setTime(d)
+		nowMs.Store(now.UnixMilli())
 		reqs := next(rng)
 		stores := make([]*store.Redis, len(reqs))
 		for i := range reqs {
@@ -294,7 +281,6 @@ func decidesAsSequential(t *testing.T, steps int, maxStep time.Duration, rng *ra
 		if sizes := g.pipelines(); len(sizes) != 2 || sizes[1] > 1 && len(reqs) > 1 {
 			t.Fatalf("step %d: pipelines of %v commands for %d requests, want the held one and one of a single joined call", step, sizes, len(reqs))
 		}
-		seq.Counters.SetSkewForTest(now.UnixMilli() - time.Now().UnixMilli())
 		for i, req := range reqs {
 			want, err := seq.Counters.Take(ctx, req)
 			if err != nil || got[i].err != nil {
