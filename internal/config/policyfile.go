@@ -113,11 +113,21 @@ type fileVelocity struct {
 	ColdPerHour int64 `yaml:"cold_per_hour"`
 	ColdPerDay  int64 `yaml:"cold_per_day"`
 	ColdBelow   int64 `yaml:"cold_below"`
+	// ColdWarmConversion: left out is the default (0.8), 0 is off.
+	ColdWarmConversion *float64 `yaml:"cold_warm_conversion,omitempty"`
 	// CarrierSplit and CarrierFloorShare: the carriers split a country's room.
 	CarrierSplit      bool    `yaml:"carrier_split"`
 	CarrierFloorShare float64 `yaml:"carrier_floor_share"`
 	// GrowthPerDay: the bounded pace; 0 or left out is the default.
 	GrowthPerDay float64 `yaml:"growth_per_day,omitempty"`
+}
+
+// warmConversion is cold_warm_conversion, its default when left out.
+func (v fileVelocity) warmConversion() float64 {
+	if v.ColdWarmConversion == nil {
+		return guard.DefaultColdWarmConversion
+	}
+	return *v.ColdWarmConversion
 }
 
 // fileTrust is otp.trust (guard.TrustPolicy). VerifiedWithin and HoldFor
@@ -258,7 +268,7 @@ func policyFile(p guard.Policies) filePolicies {
 				UnverifiedFloor: o.CountryVelocity.UnverifiedFloor, UnverifiedShare: o.CountryVelocity.UnverifiedShare,
 				ColdPerHour: o.CountryVelocity.ColdPerHour, ColdPerDay: o.CountryVelocity.ColdPerDay, ColdBelow: o.CountryVelocity.ColdBelow,
 				CarrierSplit: o.CountryVelocity.CarrierSplit, CarrierFloorShare: o.CountryVelocity.CarrierFloorShare,
-				GrowthPerDay: o.CountryVelocity.GrowthPerDay},
+				GrowthPerDay: o.CountryVelocity.GrowthPerDay, ColdWarmConversion: &o.CountryVelocity.ColdWarmConversion},
 			Budget: fileBudget{PerHour: o.Budget.PerHour, PerDay: o.Budget.PerDay},
 			Conversion: fileConversion{Mode: o.Conversion.Mode, MinRate: o.Conversion.MinRate,
 				MinSends: o.Conversion.MinSends, BlockFor: fileDuration(o.Conversion.BlockFor),
@@ -311,7 +321,7 @@ func (f filePolicies) policies() guard.Policies {
 				UnverifiedFloor: o.CountryVelocity.UnverifiedFloor, UnverifiedShare: o.CountryVelocity.UnverifiedShare,
 				ColdPerHour: o.CountryVelocity.ColdPerHour, ColdPerDay: o.CountryVelocity.ColdPerDay, ColdBelow: o.CountryVelocity.ColdBelow,
 				CarrierSplit: o.CountryVelocity.CarrierSplit, CarrierFloorShare: o.CountryVelocity.CarrierFloorShare,
-				GrowthPerDay: o.CountryVelocity.GrowthPerDay},
+				GrowthPerDay: o.CountryVelocity.GrowthPerDay, ColdWarmConversion: o.CountryVelocity.warmConversion()},
 			Budget: guard.Budget{PerHour: o.Budget.PerHour, PerDay: o.Budget.PerDay},
 			Conversion: guard.ConversionPolicy{Mode: o.Conversion.Mode, MinRate: o.Conversion.MinRate,
 				MinSends: o.Conversion.MinSends, BlockFor: time.Duration(o.Conversion.BlockFor),

@@ -42,7 +42,7 @@ func everyField() guard.Policies {
 			CountryVelocity: guard.CountryVelocity{Mode: guard.VelocityEnforce, Floor: 80, Factor: 4,
 				Lookback: 72 * time.Hour, Expected: map[string]int64{"NG": 500},
 				QuarantineFor: 12 * time.Hour, MinuteShare: 0.25, UnverifiedFloor: 15, UnverifiedShare: 0.2,
-				ColdPerHour: 40, ColdPerDay: 200, ColdBelow: 5,
+				ColdPerHour: 40, ColdPerDay: 200, ColdBelow: 5, ColdWarmConversion: 0.7,
 				CarrierSplit: true, CarrierFloorShare: 0.2, GrowthPerDay: 1.5},
 			PerCountry: map[string]guard.Window{
 				"IN": {Limit: 2000, Window: time.Hour},
@@ -194,6 +194,8 @@ func TestDecodePolicies(t *testing.T) {
 			want: func(*guard.Policies) {}},
 		{name: "growth_per_day set", file: "otp:\n  country_velocity: {mode: enforce, floor: 50, factor: 3, lookback: 168h, quarantine_for: 24h, minute_share: 0.1, unverified_floor: 20, unverified_share: 0.1, growth_per_day: 3}\n",
 			want: func(p *guard.Policies) { p.OTP.CountryVelocity.GrowthPerDay = 3 }},
+		{name: "cold_warm_conversion 0 is off", file: "otp:\n  country_velocity: {cold_warm_conversion: 0}\n",
+			want: func(p *guard.Policies) { p.OTP.CountryVelocity.ColdWarmConversion = 0 }},
 		{name: "trust without hold_for holds for the default", file: "otp:\n  trust: {floor: 100}\n", want: func(*guard.Policies) {}},
 		{name: "hold_for 0 holds nothing", file: "otp:\n  trust: {hold_for: 0s}\n",
 			want: func(p *guard.Policies) { p.OTP.Trust.HoldFor = 0 }},

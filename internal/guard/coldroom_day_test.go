@@ -2,7 +2,6 @@ package guard_test
 
 import (
 	"context"
-	"fmt"
 	"strconv"
 	"strings"
 	"testing"
@@ -60,25 +59,42 @@ func TestColdRoomDaySlides(t *testing.T) {
 // script's reply (a send of an instance with no reading takes the room,
 // and gives it back when the reply shows the country warm): cold_below
 // verified sends in an hour that ended a day ago or more, in the new
-// numbers' tier or the trusted tier (the app's account flag), or
-// cold_below numbers an operator imported; not the same verified sends
-// an hour ago (a ring verifying its own codes, or farming trust, within
-// the day), nor fewer imports.
+// numbers' tier (when the day-old hours hold history_min_sends sends, at
+// least cold_warm_conversion of them verified) or the trusted tier (the
+// app's account flag), or cold_below numbers an operator imported; not
+// the same verified sends an hour ago (a ring verifying its own codes, or
+// farming trust, within the day), nor fewer imports, nor day-old hours
+// too few or too little verified (a ring verifying 70 % in the room).
 func TestColdRoomWarmth(t *testing.T) {
-	const dayAgo, hourAgo = warmHistoryAgo, 3600
+	const dayAgo, hourAgo, below = warmHistoryAgo, 3600, guard.DefaultColdBelow
+	// dayOld is a day-old hour of below sends, each verified, and hours
+	// of below sends before it, verified of each verified, up to
+	// history_min_sends sends: its warmth is below either way.
+	dayOld := func(verified int) func(*coldFleet) {
+		return func(f *coldFleet) {
+			f.historyAt(t, "DE", below, below, dayAgo, false, 900)
+			f.padHistory(t, "DE", below, verified)
+		}
+	}
 	for _, tc := range []struct {
 		name     string
 		history  func(f *coldFleet)
 		wantRoom int64 // the room's count after one send to DE: 0 warm, 1 cold
 	}{
 		{"no history", func(*coldFleet) {}, 1},
-		{"verified a day ago", func(f *coldFleet) { f.verifiedAgo(t, "DE", guard.DefaultColdBelow, dayAgo, false) }, 0},
-		{"verified an hour ago", func(f *coldFleet) { f.verifiedAgo(t, "DE", guard.DefaultColdBelow, hourAgo, false) }, 1},
-		{"verified a day ago, too few", func(f *coldFleet) { f.verifiedAgo(t, "DE", guard.DefaultColdBelow-1, dayAgo, false) }, 1},
-		{"trusted tier a day ago", func(f *coldFleet) { f.verifiedAgo(t, "DE", guard.DefaultColdBelow, dayAgo, true) }, 0},
-		{"trusted tier an hour ago", func(f *coldFleet) { f.verifiedAgo(t, "DE", guard.DefaultColdBelow, hourAgo, true) }, 1},
-		{"imported", func(f *coldFleet) { f.imported(t, "DE", guard.DefaultColdBelow) }, 0},
-		{"imported, too few", func(f *coldFleet) { f.imported(t, "DE", guard.DefaultColdBelow-1) }, 1},
+		{"verified a day ago", func(f *coldFleet) { f.warmUp(t, "DE", below) }, 0},
+		{"verified a day ago, 81 % of the day-old sends", dayOld(below * 8 / 10), 0},
+		{"verified a day ago, 72 % of the day-old sends", dayOld(below * 7 / 10), 1},
+		{"verified a day ago, too few sends in all", func(f *coldFleet) { f.historyAt(t, "DE", below, below, dayAgo, false, 900) }, 1},
+		{"verified an hour ago", func(f *coldFleet) {
+			f.historyAt(t, "DE", below, below, hourAgo, false, 900)
+			f.padHistory(t, "DE", below, below)
+		}, 1},
+		{"verified a day ago, too few", func(f *coldFleet) { f.warmUp(t, "DE", below-1) }, 1},
+		{"trusted tier a day ago", func(f *coldFleet) { f.historyAt(t, "DE", below, below, dayAgo, true, 900) }, 0},
+		{"trusted tier an hour ago", func(f *coldFleet) { f.historyAt(t, "DE", below, below, hourAgo, true, 900) }, 1},
+		{"imported", func(f *coldFleet) { f.imported(t, "DE", below) }, 0},
+		{"imported, too few", func(f *coldFleet) { f.imported(t, "DE", below-1) }, 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newColdFleetOn(t, 1, 30, 150, nil, nil, false)
@@ -90,25 +106,6 @@ func TestColdRoomWarmth(t *testing.T) {
 				t.Errorf("the room after a send to DE: %d, want %d (%s)", got, tc.wantRoom, map[int64]string{0: "warm", 1: "cold"}[tc.wantRoom])
 			}
 		})
-	}
-}
-
-// verifiedAgo sends n codes to new numbers of region ago seconds before
-// the clock, each verified, from the fleet's instance with the room off;
-// account sends them in the trusted tier (the app's account flag).
-func (f *coldFleet) verifiedAgo(t *testing.T, region string, n int, ago int64, account bool) {
-	t.Helper()
-	f.now.Add(-ago)
-	defer f.now.Add(ago)
-	for k := range n {
-		phone := mobileOf(t, region, 500+k)
-		if _, err := f.history.Send(context.Background(), guard.SendRequest{Phone: phone, Account: account,
-			ClientIP: fmt.Sprintf("192.0.2.%d", k%250+1)}); err != nil {
-			t.Fatalf("history send %d to %s: %v", k, region, err)
-		}
-		if _, err := f.history.Verify(context.Background(), guard.VerifyRequest{Phone: phone, Code: f.box.Code(phone)}); err != nil {
-			t.Fatalf("history verify %d: %v", k, err)
-		}
 	}
 }
 

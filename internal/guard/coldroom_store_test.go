@@ -76,17 +76,7 @@ func TestColdRoomAsksAlone(t *testing.T) {
 	off := p.OTP
 	off.CountryVelocity.ColdPerHour = 0
 	history := build(s.Counters, off)
-	now.Add(-warmHistoryAgo)
-	for n := range guard.DefaultColdBelow { // GB's history
-		phone := gb(100 + n)
-		if _, err := history.Send(ctx, guard.SendRequest{Phone: phone, ClientIP: fmt.Sprintf("203.0.113.%d", n+1)}); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := history.Verify(ctx, guard.VerifyRequest{Phone: phone, Code: box.Code(phone)}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	now.Add(warmHistoryAgo)
+	warmHistory(t, history, box, &now, "GB", guard.DefaultColdBelow, guard.DefaultColdBelow) // GB's history
 	sc := &slotOrder{Counter: s.Counters, volumes: s.Velocity}
 	otp := build(sc, p.OTP)
 	for n := range 2 {
@@ -197,17 +187,7 @@ func TestColdRoomOnRedisCluster(t *testing.T) {
 	off := p.OTP
 	off.CountryVelocity.ColdPerHour = 0
 	history, _ := build(off)
-	now.Add(-warmHistoryAgo)
-	for n := range guard.DefaultColdBelow { // GB's history
-		phone := gb(100 + n)
-		if _, err := history.Send(ctx, guard.SendRequest{Phone: phone, ClientIP: fmt.Sprintf("203.0.113.%d", n+1)}); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := history.Verify(ctx, guard.VerifyRequest{Phone: phone, Code: box.Code(phone)}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	now.Add(warmHistoryAgo)
+	warmHistory(t, history, box, &now, "GB", guard.DefaultColdBelow, guard.DefaultColdBelow) // GB's history
 	filler, _ := build(p.OTP)
 	for n := range 2 {
 		if _, err := filler.Send(ctx, guard.SendRequest{Phone: mobileOf(t, "DE", n), ClientIP: fmt.Sprintf("198.51.100.%d", n+1)}); err != nil {

@@ -142,22 +142,67 @@ func (f *coldFleet) send(i int, phone string, n int, account bool) error {
 // more warm a country.
 const warmHistoryAgo = 25 * 3600
 
-// warmUp gives region a verified history through the store: a day and an
-// hour ago (the service's clock), n sends, each verified, from an
+// warmUp gives region a warmth of n (warmHistory) from the fleet's
 // instance with the room off (the room's windows run on Redis's clock,
-// not the service's). Its warmth is then n. No instance of the fleet has
-// read it.
+// not the service's). No instance of the fleet has read it.
 func (f *coldFleet) warmUp(t *testing.T, region string, n int) {
 	t.Helper()
-	f.now.Add(-warmHistoryAgo)
-	defer f.now.Add(warmHistoryAgo)
-	for k := range n {
-		phone := mobileOf(t, region, 900+k)
-		if _, err := f.history.Send(context.Background(), guard.SendRequest{Phone: phone,
-			ClientIP: fmt.Sprintf("192.0.2.%d", k%250+1)}); err != nil {
+	warmHistory(t, f.history, f.box, &f.now, region, n, n)
+}
+
+// padHistory writes the hours of history before warmHistory's day-old
+// hour (padHistory of warmHistory) from the fleet's history instance.
+func (f *coldFleet) padHistory(t *testing.T, region string, sends, verified int) {
+	t.Helper()
+	padHistory(t, f.history, f.box, &f.now, region, sends, verified)
+}
+
+// historyAt is sendHistory from the fleet's instance with the room off.
+func (f *coldFleet) historyAt(t *testing.T, region string, sends, verified int, ago int64, account bool, first int) {
+	t.Helper()
+	sendHistory(t, f.history, f.box, &f.now, region, sends, verified, ago, account, first)
+}
+
+// warmHistory gives region, through otp and the store, a verified history
+// that warms it to n: a day and an hour before the service's clock (now),
+// n sends, each verified, and as many hours of n sends before it, each
+// with verified of them verified, as bring the day-old hours to
+// conversion.history_min_sends sends, which warming takes
+// (cold_warm_conversion).
+func warmHistory(t *testing.T, otp *guard.OTP, box *guardtest.Outbox, now *atomic.Int64, region string, n, verified int) {
+	t.Helper()
+	sendHistory(t, otp, box, now, region, n, n, warmHistoryAgo, false, 900)
+	padHistory(t, otp, box, now, region, n, verified)
+}
+
+// padHistory writes hours of sends (verified of each verified) to new
+// numbers of region before warmHistory's day-old hour, until the day-old
+// hours hold conversion.history_min_sends sends with that hour's.
+func padHistory(t *testing.T, otp *guard.OTP, box *guardtest.Outbox, now *atomic.Int64, region string, sends, verified int) {
+	t.Helper()
+	for h := 1; h*sends < guard.DefaultHistoryMin; h++ {
+		sendHistory(t, otp, box, now, region, sends, verified, warmHistoryAgo+int64(h)*3600, false, 3000+h*sends)
+	}
+}
+
+// sendHistory has otp send codes to sends new numbers of region (mobileOf
+// from first) ago seconds before the service's clock (now), each from an
+// address of its own, and verifies the first verified of them; account
+// sends them in the trusted tier (the app's account flag).
+func sendHistory(t *testing.T, otp *guard.OTP, box *guardtest.Outbox, now *atomic.Int64, region string, sends, verified int, ago int64, account bool, first int) {
+	t.Helper()
+	now.Add(-ago)
+	defer now.Add(ago)
+	for k := range sends {
+		phone := mobileOf(t, region, first+k)
+		if _, err := otp.Send(context.Background(), guard.SendRequest{Phone: phone, Account: account,
+			ClientIP: fmt.Sprintf("192.0.%d.%d", 2+(first+k)/250%200, (first+k)%250+1)}); err != nil {
 			t.Fatalf("history send %d to %s: %v", k, region, err)
 		}
-		if _, err := f.history.Verify(context.Background(), guard.VerifyRequest{Phone: phone, Code: f.box.Code(phone)}); err != nil {
+		if k >= verified {
+			continue
+		}
+		if _, err := otp.Verify(context.Background(), guard.VerifyRequest{Phone: phone, Code: box.Code(phone)}); err != nil {
 			t.Fatalf("history verify %d: %v", k, err)
 		}
 	}

@@ -111,6 +111,13 @@ type CountryVelocity struct {
 	ColdPerHour int64
 	ColdPerDay  int64
 	ColdBelow   int64
+	// ColdWarmConversion (0: off) is what a country's day-old new-number
+	// hours must show, taken together, to warm it: at least
+	// conversion.history_min_sends sends, at least this share of them
+	// verified. A ring that verifies half its codes in the room would
+	// otherwise warm its country a day later and be judged by its own
+	// conversion (coldroom.go).
+	ColdWarmConversion float64
 	// CarrierSplit: each country's room is split among its carriers by
 	// their share of its verified sends (carriershare.go); each carrier's
 	// floors are at least CarrierFloorShare of the country's (at least 1).
@@ -227,6 +234,9 @@ const (
 	DefaultColdPerHour      = 30
 	DefaultColdPerDay       = 150
 	DefaultColdBelow        = 10
+	// DefaultColdWarmConversion is the share of a country's day-old new
+	// numbers that must have verified for them to warm it.
+	DefaultColdWarmConversion = 0.8
 )
 
 // DefaultNumberTypes are the number types allowed when the policy file
@@ -260,7 +270,7 @@ func DefaultCountryVelocity() CountryVelocity {
 		Lookback: DefaultVelocityLookback, QuarantineFor: DefaultQuarantineFor, MinuteShare: DefaultMinuteShare,
 		UnverifiedFloor: DefaultUnverifiedFloor, UnverifiedShare: DefaultUnverifiedShare,
 		ColdPerHour: DefaultColdPerHour, ColdPerDay: DefaultColdPerDay, ColdBelow: DefaultColdBelow,
-		CarrierSplit: true, CarrierFloorShare: DefaultCarrierFloorShare, GrowthPerDay: DefaultGrowthPerDay}
+		ColdWarmConversion: DefaultColdWarmConversion, CarrierSplit: true, CarrierFloorShare: DefaultCarrierFloorShare, GrowthPerDay: DefaultGrowthPerDay}
 }
 
 // DefaultConversion is the conversion watch when the policy file names none.

@@ -278,6 +278,9 @@ func validateColdRoom(v CountryVelocity, bad func(string, string, ...any)) {
 	if v.ColdBelow < 1 || v.ColdBelow > maxLimit {
 		bad("otp.country_velocity.cold_below", "must be between 1 and %d verified sends in a country's busiest hour, got %d", maxLimit, v.ColdBelow)
 	}
+	if !(v.ColdWarmConversion >= 0 && v.ColdWarmConversion <= 1) {
+		bad("otp.country_velocity.cold_warm_conversion", "must be between 0 (off) and 1, the share of a country's day-old sends verified, got %v", v.ColdWarmConversion)
+	}
 }
 
 // validateConversion checks otp.conversion.

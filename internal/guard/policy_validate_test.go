@@ -39,6 +39,8 @@ func TestAbusePolicyValidationNamesTheField(t *testing.T) {
 		{"safe list", func(o *guard.OTPPolicy) { o.SafeList = []string{"+9198", "9198"} }, "otp.safe_list[1]"},
 		{"carrier floor share", func(o *guard.OTPPolicy) { o.CountryVelocity.CarrierFloorShare = 1.5 }, "otp.country_velocity.carrier_floor_share"},
 		{"carrier floor share 0", func(o *guard.OTPPolicy) { o.CountryVelocity.CarrierFloorShare = 0 }, "otp.country_velocity.carrier_floor_share"},
+		{"cold warm conversion above 1", func(o *guard.OTPPolicy) { o.CountryVelocity.ColdWarmConversion = 1.5 }, "otp.country_velocity.cold_warm_conversion"},
+		{"cold warm conversion below 0", func(o *guard.OTPPolicy) { o.CountryVelocity.ColdWarmConversion = -0.1 }, "otp.country_velocity.cold_warm_conversion"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p := guard.DefaultPolicies()

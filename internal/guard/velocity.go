@@ -78,6 +78,10 @@ type VolumeTake struct {
 	// GrowthPerDay (0: off) is the bounded pace of the hash the send
 	// counts in, its tier's (pace.go).
 	GrowthPerDay float64
+	// WarmConversion (0: off) is the share of the country's day-old new
+	// numbers that must have verified, over at least HistoryMinSends
+	// sends, for those hours to warm it (coldroom.go).
+	WarmConversion float64
 }
 
 // VolumeResult is the store's answer to a VolumeTake.
@@ -224,7 +228,7 @@ func (s *velocity) take(phone Phone) VolumeTake {
 	return VolumeTake{Key: velocityKey(r), Quarantine: quarantineKey(r), Now: now, Hour: hour(now),
 		Lookback: int64(v.Lookback / time.Hour), Floor: fl, QFloor: max(1, fl/10),
 		Factor: v.Factor, HistoryMinSends: s.historyMinSends, MinuteShare: v.MinuteShare,
-		Unverified: s.unverifiedTake(), GrowthPerDay: v.GrowthPerDay}
+		Unverified: s.unverifiedTake(), GrowthPerDay: v.GrowthPerDay, WarmConversion: v.ColdWarmConversion}
 }
 
 // volumeFor is the count of a send of tier in its country's hour: the

@@ -133,12 +133,13 @@ func (r *Velocity) volumeArgs(t guard.VolumeTake) ([]string, []any) {
 		t.Unverified.Floor, t.Unverified.Share, t.Unverified.NormalDefault, t.Unverified.NormalMin,
 		carrierShare, t.GrowthPerDay}
 	// The number's cached risk answer, read with the count (KEYS[7],
-	// ARGV[22]); without one, KEYS[7] repeats KEYS[1].
+	// ARGV[22]); without one, KEYS[7] repeats KEYS[1]. ARGV[23]: the
+	// conversion day-old hours need to warm the country.
 	risk := keys[0]
 	if t.Risk.ID != "" {
 		risk = r.key(t.Risk)
 	}
-	return append(keys, risk), append(args, flag(t.Risk.ID != ""))
+	return append(keys, risk), append(args, flag(t.Risk.ID != ""), t.WarmConversion)
 }
 
 func flag(b bool) int {

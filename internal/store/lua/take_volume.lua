@@ -210,7 +210,12 @@ end
 -- day in either tier; an import is the operator's word and counts at
 -- once. Every reply carries it as its tenth value (0 for a trusted send,
 -- or a count the rule did not judge), after the eighth and ninth (0 when
--- absent); the risk answer's five values follow.
+-- absent); the risk answer's five values follow. With ARGV[23] > 0, this
+-- hash's day-old hours warm the country only when, taken together, they
+-- hold at least ARGV[6] sends and at least ARGV[23] of them verified
+-- (their credits): a ring that verifies half its codes in the room, a
+-- few an hour, would otherwise warm its country a day later and then be
+-- judged by its own conversion.
 local warmth = 0
 local risk = ARGV[22] == '1' and redis.call('HMGET', KEYS[7], 's', 't', 'b', 'l')
 local function reply(r)
@@ -223,16 +228,18 @@ local function reply(r)
   return r
 end
 -- busiest_before is the largest credit, min(sends, verifies), of the
--- hours in [from, to] of sends_in and verified_in.
+-- hours in [from, to] of sends_in and verified_in; with the sends and
+-- the credits of those hours together.
 local function busiest_before(sends_in, verified_in, from, to)
-  local most = 0
+  local most, sends, credits = 0, 0, 0
   for field_at, n in pairs(sends_in) do
     if field_at >= from and field_at <= to then
       local credit = math.min(n, verified_in[field_at] or 0)
       if credit > most then most = credit end
+      sends, credits = sends + n, credits + credit
     end
   end
-  return most
+  return most, sends, credits
 end
 -- tier_warmth is the trusted tier's part of the warmth: its busiest
 -- credited hour in [from, to], or the numbers imported since from, the
@@ -253,7 +260,7 @@ local function tier_warmth(tier_key, from, to)
       end
     end
   end
-  return math.max(imported, busiest_before(sends_in, verified_in, from, to))
+  return math.max(imported, (busiest_before(sends_in, verified_in, from, to)))
 end
 local hour = tonumber(ARGV[1])
 local lookback = tonumber(ARGV[2])
@@ -331,7 +338,12 @@ if not base or (growth > 0 and not ceiling) or (trusted == 0 and not vals[7]) th
   end
   redis.call('HSET', key, 'b:' .. hour, base, 'n:' .. hour, normal)
   if trusted == 0 then -- warmth (see above)
-    warmth = busiest_before(sends_in, verified_in, hour - lookback, hour - 24)
+    local day_old_sends, day_old_credits
+    warmth, day_old_sends, day_old_credits = busiest_before(sends_in, verified_in, hour - lookback, hour - 24)
+    local warm_conversion = tonumber(ARGV[23]) or 0
+    if warm_conversion > 0 and (day_old_sends < min_history or day_old_credits < warm_conversion * day_old_sends) then
+      warmth = 0
+    end
     if KEYS[3] ~= key then warmth = math.max(warmth, tier_warmth(KEYS[3], hour - lookback, hour - 24)) end
     redis.call('HSET', key, 'w:' .. hour, warmth)
   end
