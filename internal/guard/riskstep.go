@@ -115,6 +115,9 @@ func (s *risk) before(ctx context.Context, phone Phone, tier Tier, abuse abuseTa
 		abuse.velocity.Risk = s.key(phone, tier)
 	}
 	if !s.on() || tier != TierNew || !slices.Contains(s.policy.Countries, phone.Region) || s.pumping.safe.has(phone.E164) {
+		// Should a rule refuse the send, its lookup's place is taken
+		// beside its first round trip (riskbudget.go).
+		abuse.lookup = s.hold(phone, tier, abuse)
 		return abuse
 	}
 	var mark limit.Key
@@ -126,7 +129,7 @@ func (s *risk) before(ctx context.Context, phone Phone, tier Tier, abuse abuseTa
 		abuse.riskAsked = err != nil
 		return abuse
 	}
-	a, ok, cached := s.answer(ctx, phone, c)
+	a, ok, cached := s.answer(ctx, phone, c, nil)
 	cached() // the send's script reads it should a rule refuse the send
 	switch {
 	case !ok:
@@ -156,13 +159,18 @@ func (s *risk) refusal(a RiskAnswer) error {
 		Usage: fmt.Sprintf("risk score %d (refuse_above %d), blocked %t, age %s", a.Score, s.policy.RefuseAbove, a.Blocked, age)}
 }
 
-// answer is phone's answer: the cached one (c, when the send's script
-// read it; else read now), or one asked of the network within the
-// budget, and cached. ok false: none (the store failed, the budget is
-// spent or uncountable, the lookup failed or was slow). cached waits
-// for the new answer's cache write (a no-op when none is made): the
-// caller may make its next round trip beside it.
-func (s *risk) answer(ctx context.Context, phone Phone, c RiskCached) (a RiskAnswer, ok bool, cached func()) {
+// answer is phone's answer: the one the send's hold asked for (h, when
+// it started a lookup beside the refusal's give-backs, riskbudget.go),
+// the cached one (c, when the send's script read it; else read now), or
+// one asked of the network within the budget, and cached. ok false: none
+// (the store failed, the budget is spent or uncountable, the lookup
+// failed or was slow). cached waits for the new answer's cache write (a
+// no-op when none is made): the caller may make its next round trip
+// beside it.
+func (s *risk) answer(ctx context.Context, phone Phone, c RiskCached, h *lookupHold) (a RiskAnswer, ok bool, cached func()) {
+	if a, ok, started := h.asked(); started {
+		return a, ok, func() {}
+	}
 	if !c.Read {
 		var err error
 		if c, err = s.read(ctx, phone, limit.Key{}); err != nil {
@@ -187,17 +195,25 @@ func (s *risk) read(ctx context.Context, phone Phone, mark limit.Key) (RiskCache
 }
 
 // ask takes one lookup from the budget, asks the network and caches its
-// answer for its class's time; cached waits for the cache write (and a
-// refusing answer's earn-back), which go out side by side as ask
-// returns. A lookup whose answer refuses the send earns its place in the
-// hour's window back (earnBack).
+// answer for its class's time (lookUp); cached waits for the cache write
+// (and a refusing answer's earn-back), which go out side by side as ask
+// returns.
 func (s *risk) ask(ctx context.Context, phone Phone) (a RiskAnswer, ok bool, cached func()) {
-	none := func() {}
 	hour, ok := s.takeBudget(ctx)
 	if !ok {
 		s.told(ctx, phone, "over_budget", 0, RiskAnswer{})
-		return RiskAnswer{}, false, none
+		return RiskAnswer{}, false, func() {}
 	}
+	return s.lookUp(ctx, phone, hour)
+}
+
+// lookUp asks the network of phone, its place in the budget taken (hour:
+// the hour's window it was counted in), and caches the answer for its
+// class's time; cached waits for the cache write (and a refusing answer's
+// earn-back), which go out side by side as lookUp returns. A lookup whose
+// answer refuses the send earns its place in the hour's window back
+// (earnBack).
+func (s *risk) lookUp(ctx context.Context, phone Phone, hour limit.Take) (a RiskAnswer, ok bool, cached func()) {
 	lctx, cancel := context.WithTimeout(ctx, s.policy.Timeout)
 	start := time.Now()
 	a, err := s.lookup.LookupRisk(lctx, phone.E164)
@@ -206,15 +222,15 @@ func (s *risk) ask(ctx context.Context, phone Phone) (a RiskAnswer, ok bool, cac
 	if err != nil {
 		s.log.WarnContext(ctx, "risk: lookup failed", "phone", MaskPhone(phone.E164), "err", err)
 		s.told(ctx, phone, "error", d, RiskAnswer{})
-		return RiskAnswer{}, false, none
+		return RiskAnswer{}, false, func() {}
 	}
 	a.At = s.now()
 	v := s.verdict(a)
 	s.told(ctx, phone, v.String(), d, a)
 	// The hour's place given back and the answer cached are in two
 	// slots (the budget's tag, the country's): two round trips, made
-	// side by side, and beside the caller's next one (a low score's
-	// vouched spend), so that the send waits on one for all.
+	// side by side, and beside the caller's next one, so that the send
+	// waits on one for all.
 	var wg sync.WaitGroup
 	if s.refusal(a) != nil {
 		wg.Go(func() { s.earnBack(ctx, hour) })
@@ -228,58 +244,6 @@ func (s *risk) ask(ctx context.Context, phone Phone) (a RiskAnswer, ok bool, cac
 		}
 	})
 	return a, true, wg.Wait
-}
-
-// takeBudget takes one lookup from the hour's and the day's windows, all
-// instances together (each window a MULTI INCR + EXPIRE NX). A window
-// that refuses, a store that fails or a fallback's answer (the counter
-// could not count it in the store) mean no lookup; what was counted for
-// a lookup not made is given back.
-func (s *risk) takeBudget(ctx context.Context) (hour limit.Take, ok bool) {
-	hk, dk := riskBudgetKeys()
-	w := func(k limit.Key, n int64, d time.Duration) limit.Take {
-		return limit.Take{Key: k, Algorithm: limit.FixedWindow, Limit: n, Window: d, Cost: 1,
-			Policy: OTPPolicyName, OnStoreError: limit.FallbackClosed}
-	}
-	takes := []limit.Take{w(hk, s.policy.PerHour, time.Hour), w(dk, s.policy.PerDay, 24*time.Hour)}
-	res, err := s.counter.Take(ctx, takes)
-	if err != nil || len(res) != len(takes) {
-		return limit.Take{}, false
-	}
-	if !slices.ContainsFunc(res, func(r limit.Result) bool { return !r.Allowed || r.Fallback }) {
-		hour = takes[0]
-		hour.WindowID = res[0].WindowID
-		return hour, true
-	}
-	var back []limit.Take
-	for i, r := range res {
-		if r.Spent {
-			t := takes[i]
-			t.Fallback, t.WindowID = r.Fallback, r.WindowID
-			back = append(back, t)
-		}
-	}
-	if err := s.counter.Refund(context.WithoutCancel(ctx), back); len(back) > 0 && err != nil {
-		s.log.WarnContext(ctx, "risk: refunding the lookup budget failed", "err", err) // refuses more, never allows more
-	}
-	return limit.Take{}, false
-}
-
-// earnBack gives a lookup that refused its send (a high score, a blocked
-// number, a line type the policy does not allow) its place in the hour's
-// window back, in the window it was counted in (hour.WindowID), and keeps
-// it in the day's. Such a lookup paid: it refused a number the
-// challenge would have let a solving bot spend an SMS or a solved place
-// on, for a fraction of an SMS's price. A bot whose numbers score high
-// therefore cannot drain the hour's lookups before real users are asked;
-// its lookups are bounded by the day's window, the money cap, which is
-// never given back. A bot of numbers the network does not refuse spends
-// the hour as before. A refund that fails leaves the place spent: fewer
-// lookups, never more.
-func (s *risk) earnBack(ctx context.Context, hour limit.Take) {
-	if err := s.counter.Refund(context.WithoutCancel(ctx), []limit.Take{hour}); err != nil {
-		s.log.WarnContext(ctx, "risk: giving back a paying lookup's hour failed", "err", err)
-	}
 }
 
 // told tells the metrics and the audit trail of one lookup (result:
@@ -350,12 +314,6 @@ func riskKey(hmacKey []byte, phone Phone) limit.Key {
 	m.Write([]byte("risk:"))
 	m.Write([]byte(phone.E164))
 	return limit.Key{Space: "otp:risk", ID: region(phone), Name: base64.RawURLEncoding.EncodeToString(m.Sum(nil)[:16])}
-}
-
-// riskBudgetKeys are the lookup budget's counters: one hour and one day
-// window for the whole deployment.
-func riskBudgetKeys() (hourKey, dayKey limit.Key) {
-	return limit.Key{Space: "otp:risk", ID: "budget", Name: "h"}, limit.Key{Space: "otp:risk", ID: "budget", Name: "d"}
 }
 
 // errVouchedCap marks a refusal by the vouched tier's cap.
