@@ -38,7 +38,7 @@ type abuseTakes struct {
 	refusal   error
 	riskAsked bool
 	// lookup (nil: none) is the place in the lookup budget the send takes
-	// beside its first round trip, for its refusal's score (riskbudget.go).
+	// beside its first round trip, for its refusal's score (riskstep.go).
 	lookup *lookupHold
 }
 

@@ -64,7 +64,7 @@ func (s *OTP) send(ctx context.Context, phone Phone, ip string, req SendRequest)
 	// has its risk score judged first (riskstep.go).
 	abuse := s.risk.before(ctx, phone, tier, s.pumping.abuseRules(phone, tier, sol))
 	// Its place in the lookup budget, taken beside the spend for a
-	// refusal's score, is settled before the answer leaves (riskbudget.go).
+	// refusal's score, is settled before the answer leaves (riskstep.go).
 	defer abuse.lookup.wait(ctx)
 	// Spend the number's and the address's limits and the abuse rules' in
 	// one round trip; a refusal refunds the rest (spend.go), and an

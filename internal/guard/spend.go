@@ -119,7 +119,7 @@ type spent struct {
 	riskAsked   bool
 	baseline    int64 // the refused count's baseline: the country's busiest verified hour
 	storeFailed bool  // the store failed (or a fallback decided) in the spend
-	// lookup is the send's place in the lookup budget (riskbudget.go),
+	// lookup is the send's place in the lookup budget (riskstep.go),
 	// its lookup started when the refusal asks the score.
 	lookup *lookupHold
 }
@@ -153,12 +153,12 @@ func (s *spender) spend(ctx context.Context, phone Phone, ip string, abuse abuse
 		takes[i] = l.take
 	}
 	// The lookup budget's place of a send whose refusal may ask its risk
-	// score goes beside (riskbudget.go); the place is settled once this
+	// score goes beside (riskstep.go); the place is settled once this
 	// round trip has answered: a refusal below may start its lookup,
 	// anything else gives it back.
 	var hold sync.WaitGroup
-	if abuse.lookup != nil {
-		hold.Go(func() { abuse.lookup.take(ctx) })
+	if h := abuse.lookup; h != nil {
+		hold.Go(func() { h.res, h.err = s.counter.Take(ctx, h.takes) })
 	}
 	res, vres, err := s.takeSend(ctx, takes, vol)
 	hold.Wait()
