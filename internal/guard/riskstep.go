@@ -377,15 +377,10 @@ func (s *risk) giveBudgetBack(ctx context.Context, counted []limit.Take) {
 
 // earnBack gives a lookup that refused its send (a high score, a blocked
 // number, a line type the policy does not allow) its place in the hour's
-// window back, in the window it was counted in (hour.WindowID), and keeps
-// it in the day's. Such a lookup paid: it refused a number the
-// challenge would have let a solving bot spend an SMS or a solved place
-// on, for a fraction of an SMS's price. A bot whose numbers score high
-// therefore cannot drain the hour's lookups before real users are asked;
-// its lookups are bounded by the day's window, the money cap, which is
-// never given back. A bot of numbers the network does not refuse spends
-// the hour as before. A refund that fails leaves the place spent: fewer
-// lookups, never more.
+// window back, in the window it was counted in, and keeps it in the
+// day's, the money cap: such a lookup paid, so a bot whose numbers score
+// high cannot drain the hour's lookups before real users are asked
+// (docs/abuse.md). A refund that fails leaves the place spent.
 func (s *risk) earnBack(ctx context.Context, hour limit.Take) {
 	if err := s.counter.Refund(context.WithoutCancel(ctx), []limit.Take{hour}); err != nil {
 		s.log.WarnContext(ctx, "risk: giving back a paying lookup's hour failed", "err", err)
@@ -398,17 +393,13 @@ func riskBudgetKeys() (hourKey, dayKey limit.Key) {
 	return limit.Key{Space: "otp:risk", ID: "budget", Name: "h"}, limit.Key{Space: "otp:risk", ID: "budget", Name: "d"}
 }
 
-// lookupHold is one lookup's place in the budget, taken beside a send's
-// first round trip (the spend takes its takes, spend.go) for a send whose refusal by an automatic rule
-// would ask its risk score: an untrusted (or solved) send while otp.risk
-// is on. Once the first round trip has answered, settle either starts the
-// lookup at once, when the send was refused by an automatic rule and its
-// number has no score cached (the lookup and the answer's cache write
-// then run beside the refusal's give-backs), or gives the place back in
-// the background, beside the send's next round trip. Most holds go back:
-// the budget's windows count a send's place only while it is in flight,
-// and the windows at rest count the lookups made (less the hours earned
-// back); a send in flight may make another find the budget spent for a
+// lookupHold is one lookup's place in the budget, taken beside the first
+// round trip (spend takes its takes) of a send whose refusal by an
+// automatic rule would ask its score. settle then starts the lookup at
+// once for such a refusal with no score cached (it and its cache write
+// run beside the refusal's give-backs), or gives the place back beside
+// the send's next round trip. At rest the windows count the lookups made;
+// a place in flight may make another send find the budget spent for a
 // moment (fewer lookups, never more).
 type lookupHold struct {
 	risk  *risk

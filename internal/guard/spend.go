@@ -27,11 +27,16 @@ type limitedTake struct {
 	cold bool
 }
 
-// automatic reports whether l's refusal is an automatic rule's (as
-// automaticRefusal judges its error): the prefix and country windows,
-// unless an operator's override set them.
+// automatic reports whether l's refusal is an automatic rule's, as
+// automaticRefusal judges the error refused makes of it: the prefix and
+// country windows and the cold room's, unless an operator's override set
+// them.
 func (l limitedTake) automatic() bool {
-	return (l.denial == problem.CodePrefixRateLimited || l.denial == problem.CodeCountryRateLimited) && !l.operator
+	switch l.denial {
+	case problem.CodePrefixRateLimited, problem.CodeCountryRateLimited, problem.CodeUnusualVolume:
+		return !l.operator
+	}
+	return false
 }
 
 // spender takes a send's limits and gives back what a send that does not
