@@ -1,9 +1,14 @@
 package app_test
 
 import (
+	"context"
 	"net/http"
+	"slices"
+	"sync"
 	"testing"
+	"time"
 
+	"github.com/otpguard/otpguard/internal/app"
 	"github.com/otpguard/otpguard/internal/guard"
 	"github.com/otpguard/otpguard/internal/store/redistest"
 )
@@ -56,4 +61,74 @@ func TestRiskBudgetEarnBack(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestRiskBudgetExactConcurrent: the lookup budget's place is taken
+// beside a send's first round trip and given back when the send does not
+// ask its score; over two instances on one Redis, concurrent sends (new
+// numbers refused by the velocity floor, each wanting a lookup; numbers
+// whose mid score is cached, which want none; the first sends of other
+// countries, let through) leave the budget's hour and day windows
+// counting exactly the lookups made, and never more than the hour's. (How
+// many of the refused sends get a lookup is not fixed: a place in flight
+// for a send that gives it back can make another find the hour spent.)
+func TestRiskBudgetExactConcurrent(t *testing.T) {
+	tg := redistest.New(t)
+	f := &fakeRisk{def: guard.RiskAnswer{Score: 50}, delay: 20 * time.Millisecond}
+	const perHour = 10
+	var hs []http.Handler
+	var first *app.App
+	for range 2 {
+		a, _ := riskApp(t, tg, f, nil, func(p *guard.OTPPolicy) { p.Risk.PerHour, p.Risk.PerDay = perHour, 100 })
+		if first == nil {
+			first = a
+		}
+		hs = append(hs, a.Handler())
+	}
+	if status, code := riskSend(t, hs[0], gbNumber(40, 0)); status != http.StatusOK {
+		t.Fatalf("the floor's send: %d %s", status, code)
+	}
+	var cached []string
+	for i := range 4 {
+		phone := gbNumber(41, i)
+		if status, code := riskSend(t, hs[i%2], phone); status != http.StatusPreconditionRequired {
+			t.Fatalf("caching a mid score: %d %s", status, code)
+		}
+		cached = append(cached, phone)
+	}
+	phones := slices.Clone(cached)
+	for i := range 24 {
+		phones = append(phones, gbNumber(42, i))
+	}
+	phones = append(phones, "+4915123456789", "+33612345678", "+31612345678", "+919800000001", "+2348031234567", "+34612345678")
+	var mu sync.Mutex
+	counts := map[int]int{}
+	var wg sync.WaitGroup
+	for i, phone := range phones {
+		wg.Go(func() {
+			status, _ := riskSend(t, hs[i%2], phone)
+			mu.Lock()
+			counts[status]++
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	if counts[http.StatusOK]+counts[http.StatusPreconditionRequired] != len(phones) {
+		t.Errorf("%d sends: %v, want each 200 or 428", len(phones), counts)
+	}
+	lookups := f.calls.Load()
+	hk, dk := tg.Prefix+"otp:risk:{budget}:h", tg.Prefix+"otp:risk:{budget}:d"
+	for _, k := range []string{hk, dk} {
+		n, err := first.Redis().Get(context.Background(), k).Int64()
+		if err != nil {
+			t.Fatalf("reading %s: %v", k, err)
+		}
+		if n != lookups {
+			t.Errorf("%s counts %d, want the %d lookups made", k, n, lookups)
+		}
+	}
+	if lookups > perHour {
+		t.Errorf("%d lookups, want at most the hour's %d", lookups, perHour)
+	}
+	t.Logf("%d lookups, answers %v", lookups, counts)
 }

@@ -69,15 +69,17 @@ func TestRiskRoundTrips(t *testing.T) {
 	p.Challenge.Type = guard.ChallengePoW
 	solved, _ := send("solved tier", `{"phone":"`+cached+`","challenge":"`+challenge.Solve(p.Challenge)+`"}`, http.StatusOK)
 	// The figures docs/abuse.md states ("The risk score"): a cached score
-	// adds none; a lookup adds the budget's and the cache's round trips,
-	// and a low score the vouched tier's spend (beside the cache's write)
-	// and the code's save.
+	// adds none; a lookup adds none either (its budget's place is taken
+	// beside the send's first round trip, and the lookup and its cache
+	// write, with a high score's hour given back, go beside the refusal's
+	// give-backs); a low score adds the vouched tier's spend (after the
+	// give-backs, whose limits it takes again) and the code's save.
 	for _, c := range []struct {
 		name      string
 		got, most int
-	}{{"challenged with a cached score", withCache, 2}, {"a lookup then mid", lookupMid, 4},
-		{"a lookup then high (its hour given back beside the cache's write)", lookupHigh, 4},
-		{"a lookup then low", lookupLow, 5}, {"the solved tier", solved, 2}} {
+	}{{"challenged with a cached score", withCache, 2}, {"a lookup then mid", lookupMid, 2},
+		{"a lookup then high (its hour given back beside the cache's write)", lookupHigh, 2},
+		{"a lookup then low", lookupLow, 4}, {"the solved tier", solved, 2}} {
 		if c.got > c.most {
 			t.Errorf("%s: %d sequential round trips, want at most %d", c.name, c.got, c.most)
 		}

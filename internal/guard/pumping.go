@@ -37,6 +37,9 @@ type abuseTakes struct {
 	// was judged before its limits, and is not asked about again.
 	refusal   error
 	riskAsked bool
+	// lookup (nil: none) is the place in the lookup budget the send takes
+	// beside its first round trip, for its refusal's score (riskstep.go).
+	lookup *lookupHold
 }
 
 // abuseRules are the automatic abuse rules of a send to phone: the prefix

@@ -36,7 +36,7 @@ func (s *risk) instead(ctx context.Context, phone Phone, ip string, tier Tier, r
 	if !s.on() || refused.riskAsked || refused.storeFailed || tier == TierTrusted || !automaticRefusal(err) || s.pumping.safe.has(phone.E164) {
 		return spent{}, nil, false
 	}
-	a, ok, cached := s.answer(ctx, phone, refused.risk)
+	a, ok, cached := s.answer(ctx, phone, refused.risk, refused.lookup)
 	defer cached() // beside the vouched tier's spend, when a low score makes one
 	if !ok {
 		return spent{}, nil, false

@@ -183,3 +183,23 @@ type RiskHooks struct {
 	// was made).
 	Lookup func(result string, d time.Duration)
 }
+
+// clear deletes phone's cached answer (an operator's word), recorded in
+// the audit trail with the country only.
+func (s *risk) clear(ctx context.Context, phone Phone, actor string) (bool, error) {
+	if s.risks == nil {
+		return false, nil
+	}
+	ok, err := s.risks.ClearRisk(ctx, riskKey(s.hmacKey, phone))
+	if err != nil {
+		s.log.Log(ctx, limit.StoreFailureLevel(err), "risk: clearing a score failed", "err", err)
+		return false, limit.StoreError(err)
+	}
+	outcome := "cleared"
+	if !ok {
+		outcome = "none"
+	}
+	s.events.Record(Event{At: s.now(), Action: ActionRiskClear, Outcome: outcome, Country: phone.Region, Actor: actor,
+		Detail: "number " + MaskPhone(phone.E164), TraceID: TraceID(ctx), RequestID: RequestID(ctx)})
+	return ok, nil
+}

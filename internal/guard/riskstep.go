@@ -24,8 +24,9 @@ import (
 // of otp.risk.countries. A cached answer comes with the refusal: the
 // velocity script reads it in the send's own round trip (VolumeTake.Risk).
 // Without one, a lookup is taken from the deployment's budget (an hour and
-// a day window; a budget the store cannot count means no lookup), asked
-// within otp.risk.timeout and cached. A low score spends the send again in
+// a day window, its place taken beside the send's first round trip:
+// lookupHold; a budget the store cannot count means no lookup), asked
+// within otp.risk.timeout beside the refusal's give-backs, and cached. A low score spends the send again in
 // the vouched tier: its own cap per country and hour, exact in the store,
 // with every per-number, per-address, cooldown and operator limit and the
 // spend budget; the vouched tier is not trust, and the send keeps its tier
@@ -114,9 +115,18 @@ func (s *risk) before(ctx context.Context, phone Phone, tier Tier, abuse abuseTa
 		// cached one with the count.
 		abuse.velocity.Risk = s.key(phone, tier)
 	}
-	if !s.on() || tier != TierNew || !slices.Contains(s.policy.Countries, phone.Region) || s.pumping.safe.has(phone.E164) {
-		return abuse
+	if s.on() && tier == TierNew && slices.Contains(s.policy.Countries, phone.Region) && !s.pumping.safe.has(phone.E164) {
+		return s.judge(ctx, phone, abuse)
 	}
+	// Should a rule refuse the send, its lookup's place is taken beside
+	// its first round trip (lookupHold).
+	abuse.lookup = s.hold(phone, tier, abuse)
+	return abuse
+}
+
+// judge judges a send to a country of otp.risk.countries before its
+// limits (before).
+func (s *risk) judge(ctx context.Context, phone Phone, abuse abuseTakes) abuseTakes {
 	var mark limit.Key
 	if s.trust.on() {
 		mark = trustMarkKey(s.trust.hmacKey, phone)
@@ -126,7 +136,7 @@ func (s *risk) before(ctx context.Context, phone Phone, tier Tier, abuse abuseTa
 		abuse.riskAsked = err != nil
 		return abuse
 	}
-	a, ok, cached := s.answer(ctx, phone, c)
+	a, ok, cached := s.answer(ctx, phone, c, nil)
 	cached() // the send's script reads it should a rule refuse the send
 	switch {
 	case !ok:
@@ -156,13 +166,18 @@ func (s *risk) refusal(a RiskAnswer) error {
 		Usage: fmt.Sprintf("risk score %d (refuse_above %d), blocked %t, age %s", a.Score, s.policy.RefuseAbove, a.Blocked, age)}
 }
 
-// answer is phone's answer: the cached one (c, when the send's script
-// read it; else read now), or one asked of the network within the
-// budget, and cached. ok false: none (the store failed, the budget is
-// spent or uncountable, the lookup failed or was slow). cached waits
-// for the new answer's cache write (a no-op when none is made): the
-// caller may make its next round trip beside it.
-func (s *risk) answer(ctx context.Context, phone Phone, c RiskCached) (a RiskAnswer, ok bool, cached func()) {
+// answer is phone's answer: the one the send's hold asked for (h, when
+// it started a lookup beside the refusal's give-backs, riskbudget.go),
+// the cached one (c, when the send's script read it; else read now), or
+// one asked of the network within the budget, and cached. ok false: none
+// (the store failed, the budget is spent or uncountable, the lookup
+// failed or was slow). cached waits for the new answer's cache write (a
+// no-op when none is made): the caller may make its next round trip
+// beside it.
+func (s *risk) answer(ctx context.Context, phone Phone, c RiskCached, h *lookupHold) (a RiskAnswer, ok bool, cached func()) {
+	if a, ok, started := h.asked(); started {
+		return a, ok, func() {}
+	}
 	if !c.Read {
 		var err error
 		if c, err = s.read(ctx, phone, limit.Key{}); err != nil {
@@ -187,17 +202,25 @@ func (s *risk) read(ctx context.Context, phone Phone, mark limit.Key) (RiskCache
 }
 
 // ask takes one lookup from the budget, asks the network and caches its
-// answer for its class's time; cached waits for the cache write (and a
-// refusing answer's earn-back), which go out side by side as ask
-// returns. A lookup whose answer refuses the send earns its place in the
-// hour's window back (earnBack).
+// answer for its class's time (lookUp); cached waits for the cache write
+// (and a refusing answer's earn-back), which go out side by side as ask
+// returns.
 func (s *risk) ask(ctx context.Context, phone Phone) (a RiskAnswer, ok bool, cached func()) {
-	none := func() {}
 	hour, ok := s.takeBudget(ctx)
 	if !ok {
 		s.told(ctx, phone, "over_budget", 0, RiskAnswer{})
-		return RiskAnswer{}, false, none
+		return RiskAnswer{}, false, func() {}
 	}
+	return s.lookUp(ctx, phone, hour)
+}
+
+// lookUp asks the network of phone, its place in the budget taken (hour:
+// the hour's window it was counted in), and caches the answer for its
+// class's time; cached waits for the cache write (and a refusing answer's
+// earn-back), which go out side by side as lookUp returns. A lookup whose
+// answer refuses the send earns its place in the hour's window back
+// (earnBack).
+func (s *risk) lookUp(ctx context.Context, phone Phone, hour limit.Take) (a RiskAnswer, ok bool, cached func()) {
 	lctx, cancel := context.WithTimeout(ctx, s.policy.Timeout)
 	start := time.Now()
 	a, err := s.lookup.LookupRisk(lctx, phone.E164)
@@ -206,15 +229,15 @@ func (s *risk) ask(ctx context.Context, phone Phone) (a RiskAnswer, ok bool, cac
 	if err != nil {
 		s.log.WarnContext(ctx, "risk: lookup failed", "phone", MaskPhone(phone.E164), "err", err)
 		s.told(ctx, phone, "error", d, RiskAnswer{})
-		return RiskAnswer{}, false, none
+		return RiskAnswer{}, false, func() {}
 	}
 	a.At = s.now()
 	v := s.verdict(a)
 	s.told(ctx, phone, v.String(), d, a)
 	// The hour's place given back and the answer cached are in two
 	// slots (the budget's tag, the country's): two round trips, made
-	// side by side, and beside the caller's next one (a low score's
-	// vouched spend), so that the send waits on one for all.
+	// side by side, and beside the caller's next one, so that the send
+	// waits on one for all.
 	var wg sync.WaitGroup
 	if s.refusal(a) != nil {
 		wg.Go(func() { s.earnBack(ctx, hour) })
@@ -230,58 +253,6 @@ func (s *risk) ask(ctx context.Context, phone Phone) (a RiskAnswer, ok bool, cac
 	return a, true, wg.Wait
 }
 
-// takeBudget takes one lookup from the hour's and the day's windows, all
-// instances together (each window a MULTI INCR + EXPIRE NX). A window
-// that refuses, a store that fails or a fallback's answer (the counter
-// could not count it in the store) mean no lookup; what was counted for
-// a lookup not made is given back.
-func (s *risk) takeBudget(ctx context.Context) (hour limit.Take, ok bool) {
-	hk, dk := riskBudgetKeys()
-	w := func(k limit.Key, n int64, d time.Duration) limit.Take {
-		return limit.Take{Key: k, Algorithm: limit.FixedWindow, Limit: n, Window: d, Cost: 1,
-			Policy: OTPPolicyName, OnStoreError: limit.FallbackClosed}
-	}
-	takes := []limit.Take{w(hk, s.policy.PerHour, time.Hour), w(dk, s.policy.PerDay, 24*time.Hour)}
-	res, err := s.counter.Take(ctx, takes)
-	if err != nil || len(res) != len(takes) {
-		return limit.Take{}, false
-	}
-	if !slices.ContainsFunc(res, func(r limit.Result) bool { return !r.Allowed || r.Fallback }) {
-		hour = takes[0]
-		hour.WindowID = res[0].WindowID
-		return hour, true
-	}
-	var back []limit.Take
-	for i, r := range res {
-		if r.Spent {
-			t := takes[i]
-			t.Fallback, t.WindowID = r.Fallback, r.WindowID
-			back = append(back, t)
-		}
-	}
-	if err := s.counter.Refund(context.WithoutCancel(ctx), back); len(back) > 0 && err != nil {
-		s.log.WarnContext(ctx, "risk: refunding the lookup budget failed", "err", err) // refuses more, never allows more
-	}
-	return limit.Take{}, false
-}
-
-// earnBack gives a lookup that refused its send (a high score, a blocked
-// number, a line type the policy does not allow) its place in the hour's
-// window back, in the window it was counted in (hour.WindowID), and keeps
-// it in the day's. Such a lookup paid: it refused a number the
-// challenge would have let a solving bot spend an SMS or a solved place
-// on, for a fraction of an SMS's price. A bot whose numbers score high
-// therefore cannot drain the hour's lookups before real users are asked;
-// its lookups are bounded by the day's window, the money cap, which is
-// never given back. A bot of numbers the network does not refuse spends
-// the hour as before. A refund that fails leaves the place spent: fewer
-// lookups, never more.
-func (s *risk) earnBack(ctx context.Context, hour limit.Take) {
-	if err := s.counter.Refund(context.WithoutCancel(ctx), []limit.Take{hour}); err != nil {
-		s.log.WarnContext(ctx, "risk: giving back a paying lookup's hour failed", "err", err)
-	}
-}
-
 // told tells the metrics and the audit trail of one lookup (result:
 // high, low, mid, none, error or over_budget): the score and the
 // country, never the number.
@@ -295,26 +266,6 @@ func (s *risk) told(ctx context.Context, phone Phone, result string, d time.Dura
 	}
 	s.events.Record(Event{At: s.now(), Action: ActionRiskLookup, Outcome: result, Country: phone.Region,
 		Detail: detail, TraceID: TraceID(ctx), RequestID: RequestID(ctx)})
-}
-
-// clear deletes phone's cached answer (an operator's word), recorded in
-// the audit trail with the country only.
-func (s *risk) clear(ctx context.Context, phone Phone, actor string) (bool, error) {
-	if s.risks == nil {
-		return false, nil
-	}
-	ok, err := s.risks.ClearRisk(ctx, riskKey(s.hmacKey, phone))
-	if err != nil {
-		s.log.Log(ctx, limit.StoreFailureLevel(err), "risk: clearing a score failed", "err", err)
-		return false, limit.StoreError(err)
-	}
-	outcome := "cleared"
-	if !ok {
-		outcome = "none"
-	}
-	s.events.Record(Event{At: s.now(), Action: ActionRiskClear, Outcome: outcome, Country: phone.Region, Actor: actor,
-		Detail: "number " + MaskPhone(phone.E164), TraceID: TraceID(ctx), RequestID: RequestID(ctx)})
-	return ok, nil
 }
 
 // riskNumberType is the otp.allowed_number_types name of Lookup's line
@@ -352,10 +303,177 @@ func riskKey(hmacKey []byte, phone Phone) limit.Key {
 	return limit.Key{Space: "otp:risk", ID: region(phone), Name: base64.RawURLEncoding.EncodeToString(m.Sum(nil)[:16])}
 }
 
+// The lookup budget: an hour's and a day's fixed window
+// for the whole deployment, each a MULTI INCR + EXPIRE NX in the store,
+// so that the lookups of every instance count together. A send whose
+// refusal may ask its risk score takes its place beside its first round
+// trip (lookupHold), so that the lookup waits on no round trip of its
+// own; a place the send does not use goes back beside its next one.
+
+// budgetTakes are the budget's two windows, one lookup each.
+func (s *risk) budgetTakes() []limit.Take {
+	hk, dk := riskBudgetKeys()
+	w := func(k limit.Key, n int64, d time.Duration) limit.Take {
+		return limit.Take{Key: k, Algorithm: limit.FixedWindow, Limit: n, Window: d, Cost: 1,
+			Policy: OTPPolicyName, OnStoreError: limit.FallbackClosed}
+	}
+	return []limit.Take{w(hk, s.policy.PerHour, time.Hour), w(dk, s.policy.PerDay, 24*time.Hour)}
+}
+
+// countBudget takes one lookup from the hour's and the day's windows, all
+// instances together. ok: both windows let it through in the store; a
+// window that refuses, a store that fails or a fallback's answer (the
+// counter could not count it in the store: a dead Cluster master) mean
+// no lookup. counted is what the store (or the fallback) counted, each
+// in its window, to give back when no lookup is made; hour is the hour's
+// take as counted, for earnBack.
+func (s *risk) countBudget(ctx context.Context) (hour limit.Take, counted []limit.Take, ok bool) {
+	takes := s.budgetTakes()
+	res, err := s.counter.Take(ctx, takes)
+	return budgetCounted(takes, res, err)
+}
+
+// budgetCounted reads the budget's answer (res, err) to its takes, as
+// countBudget says.
+func budgetCounted(takes []limit.Take, res []limit.Result, err error) (hour limit.Take, counted []limit.Take, ok bool) {
+	if err != nil || len(res) != len(takes) {
+		return limit.Take{}, nil, false
+	}
+	for i, r := range res {
+		if r.Spent {
+			t := takes[i]
+			t.Fallback, t.WindowID = r.Fallback, r.WindowID
+			counted = append(counted, t)
+		}
+	}
+	if slices.ContainsFunc(res, func(r limit.Result) bool { return !r.Allowed || r.Fallback }) {
+		return limit.Take{}, counted, false
+	}
+	hour = takes[0]
+	hour.WindowID = res[0].WindowID
+	return hour, counted, true
+}
+
+// takeBudget takes one lookup from the budget (countBudget); what was
+// counted for a lookup not made is given back.
+func (s *risk) takeBudget(ctx context.Context) (hour limit.Take, ok bool) {
+	hour, counted, ok := s.countBudget(ctx)
+	if !ok {
+		s.giveBudgetBack(ctx, counted)
+	}
+	return hour, ok
+}
+
+// giveBudgetBack gives back what was counted for a lookup not made. A
+// refund that fails leaves the place spent: fewer lookups, never more.
+func (s *risk) giveBudgetBack(ctx context.Context, counted []limit.Take) {
+	if len(counted) == 0 {
+		return
+	}
+	if err := s.counter.Refund(context.WithoutCancel(ctx), counted); err != nil {
+		s.log.WarnContext(ctx, "risk: refunding the lookup budget failed", "err", err)
+	}
+}
+
+// earnBack gives a lookup that refused its send (a high score, a blocked
+// number, a line type the policy does not allow) its place in the hour's
+// window back, in the window it was counted in, and keeps it in the
+// day's, the money cap: such a lookup paid, so a bot whose numbers score
+// high cannot drain the hour's lookups before real users are asked
+// (docs/abuse.md). A refund that fails leaves the place spent.
+func (s *risk) earnBack(ctx context.Context, hour limit.Take) {
+	if err := s.counter.Refund(context.WithoutCancel(ctx), []limit.Take{hour}); err != nil {
+		s.log.WarnContext(ctx, "risk: giving back a paying lookup's hour failed", "err", err)
+	}
+}
+
 // riskBudgetKeys are the lookup budget's counters: one hour and one day
 // window for the whole deployment.
 func riskBudgetKeys() (hourKey, dayKey limit.Key) {
 	return limit.Key{Space: "otp:risk", ID: "budget", Name: "h"}, limit.Key{Space: "otp:risk", ID: "budget", Name: "d"}
+}
+
+// lookupHold is one lookup's place in the budget, taken beside the first
+// round trip (spend takes its takes) of a send whose refusal by an
+// automatic rule would ask its score. settle then starts the lookup at
+// once for such a refusal with no score cached (it and its cache write
+// run beside the refusal's give-backs), or gives the place back beside
+// the send's next round trip. At rest the windows count the lookups made;
+// a place in flight may make another send find the budget spent for a
+// moment (fewer lookups, never more).
+type lookupHold struct {
+	risk  *risk
+	phone Phone
+	takes []limit.Take // the budget's windows, one lookup each
+
+	// The store's answer to takes, from the spend's round trip.
+	res []limit.Result
+	err error
+
+	once    sync.Once
+	started bool // the lookup was started (answer waits for it)
+	answer  RiskAnswer
+	found   bool // the lookup answered
+	wg      sync.WaitGroup
+}
+
+// hold is the lookup hold of a send of tier to phone whose abuse rules
+// are abuse (nil: its refusal asks no score, or the score was judged
+// before its limits).
+func (s *risk) hold(phone Phone, tier Tier, abuse abuseTakes) *lookupHold {
+	if abuse.refusal != nil || abuse.riskAsked || abuse.velocity == nil || abuse.velocity.Risk.ID == "" || tier == TierTrusted {
+		return nil
+	}
+	return &lookupHold{risk: s, phone: phone, takes: s.budgetTakes()}
+}
+
+// settle starts the lookup when the send's refusal (automatic: by an
+// automatic rule; sp: what spend read with it) asks the score and the
+// number has none cached; otherwise it gives the place back in the
+// background. Only its first call counts.
+func (h *lookupHold) settle(ctx context.Context, sp spent, automatic bool) {
+	if h == nil {
+		return
+	}
+	h.once.Do(func() {
+		hour, counted, ok := budgetCounted(h.takes, h.res, h.err)
+		c := sp.risk
+		if !automatic || sp.storeFailed || !c.Read || c.Found && h.risk.verdict(c.Answer) != riskNone {
+			h.wg.Go(func() { h.risk.giveBudgetBack(ctx, counted) })
+			return
+		}
+		h.started = true
+		h.wg.Go(func() {
+			if !ok {
+				h.risk.giveBudgetBack(ctx, counted)
+				h.risk.told(ctx, h.phone, "over_budget", 0, RiskAnswer{})
+				return
+			}
+			a, ok, cached := h.risk.lookUp(ctx, h.phone, hour)
+			cached()
+			h.answer, h.found = a, ok
+		})
+	})
+}
+
+// asked reports whether the lookup was started, and then waits for its
+// answer (ok false: none, the budget spent or the lookup failed).
+func (h *lookupHold) asked() (a RiskAnswer, ok, started bool) {
+	if h == nil || !h.started {
+		return RiskAnswer{}, false, false
+	}
+	h.wg.Wait()
+	return h.answer, h.found, true
+}
+
+// wait gives back a place not settled yet and waits for what settle
+// started: the send's answer leaves with its budget settled.
+func (h *lookupHold) wait(ctx context.Context) {
+	if h == nil {
+		return
+	}
+	h.settle(ctx, spent{}, false)
+	h.wg.Wait()
 }
 
 // errVouchedCap marks a refusal by the vouched tier's cap.

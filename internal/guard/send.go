@@ -63,6 +63,9 @@ func (s *OTP) send(ctx context.Context, phone Phone, ip string, req SendRequest)
 	// one its tier's cap (trust.go). An opt-in country's untrusted send
 	// has its risk score judged first (riskstep.go).
 	abuse := s.risk.before(ctx, phone, tier, s.pumping.abuseRules(phone, tier, sol))
+	// Its place in the lookup budget, taken beside the spend for a
+	// refusal's score, is settled before the answer leaves (riskstep.go).
+	defer abuse.lookup.wait(ctx)
 	// Spend the number's and the address's limits and the abuse rules' in
 	// one round trip; a refusal refunds the rest (spend.go), and an
 	// automatic rule's refusal asks the risk score, then is a challenge

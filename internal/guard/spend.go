@@ -27,6 +27,18 @@ type limitedTake struct {
 	cold bool
 }
 
+// automatic reports whether l's refusal is an automatic rule's, as
+// automaticRefusal judges the error refused makes of it: the prefix and
+// country windows and the cold room's, unless an operator's override set
+// them.
+func (l limitedTake) automatic() bool {
+	switch l.denial {
+	case problem.CodePrefixRateLimited, problem.CodeCountryRateLimited, problem.CodeUnusualVolume:
+		return !l.operator
+	}
+	return false
+}
+
 // spender takes a send's limits and gives back what a send that does not
 // leave spent.
 type spender struct {
@@ -112,6 +124,9 @@ type spent struct {
 	riskAsked   bool
 	baseline    int64 // the refused count's baseline: the country's busiest verified hour
 	storeFailed bool  // the store failed (or a fallback decided) in the spend
+	// lookup is the send's place in the lookup budget (riskstep.go),
+	// its lookup started when the refusal asks the score.
+	lookup *lookupHold
 }
 
 // spend takes every limit of a send at once: one Counter call, which the
@@ -142,7 +157,17 @@ func (s *spender) spend(ctx context.Context, phone Phone, ip string, abuse abuse
 	for i, l := range limits {
 		takes[i] = l.take
 	}
+	// The lookup budget's place of a send whose refusal may ask its risk
+	// score goes beside (riskstep.go); the place is settled once this
+	// round trip has answered: a refusal below may start its lookup,
+	// anything else gives it back.
+	var hold sync.WaitGroup
+	if h := abuse.lookup; h != nil {
+		hold.Go(func() { h.res, h.err = s.counter.Take(ctx, h.takes) })
+	}
 	res, vres, err := s.takeSend(ctx, takes, vol)
+	hold.Wait()
+	defer abuse.lookup.settle(ctx, spent{}, false)
 	if err == nil && len(res) != len(takes) {
 		err = fmt.Errorf("otp: store answered %d results for %d takes", len(res), len(takes))
 	}
@@ -176,7 +201,11 @@ func (s *spender) spend(ctx context.Context, phone Phone, ip string, abuse abuse
 		if volumeCounted(vol, vres) {
 			vel = spent{velocityAt: vol.Now, velocity: tierKey(vol, vres)}
 		}
-		return riskRead(vres, abuse, slices.ContainsFunc(res, func(r limit.Result) bool { return r.Fallback })), s.refused(ctx, phone, limits[deny], res[deny], taken, vel)
+		sp := riskRead(vres, abuse, fellBack)
+		// An automatic rule's refusal starts its lookup now, beside the
+		// give-backs below.
+		abuse.lookup.settle(ctx, sp, limits[deny].automatic())
+		return sp, s.refused(ctx, phone, limits[deny], res[deny], taken, vel)
 	}
 	switch {
 	case vol == nil:
@@ -189,7 +218,9 @@ func (s *spender) spend(ctx context.Context, phone Phone, ip string, abuse abuse
 		return spent{}, limit.StoreUnavailable(limit.ErrStoreUnavailable, limit.StoreRetryAfter)
 	case vres != nil:
 		if !vres.Allowed {
-			return riskRead(vres, abuse, fellBack), s.volumeRefused(ctx, phone, *vol, *vres, taken)
+			sp := riskRead(vres, abuse, fellBack)
+			abuse.lookup.settle(ctx, sp, !vres.Reused && !vol.Vouched) // every such refusal is automatic but a reused solution's
+			return sp, s.volumeRefused(ctx, phone, *vol, *vres, taken)
 		}
 		if !volumeCounted(vol, vres) {
 			return spent{takes: taken, trusted: vres.Trusted}, nil
@@ -217,7 +248,7 @@ func (s *spender) spend(ctx context.Context, phone Phone, ip string, abuse abuse
 // riskRead is the spent of a refused send: the cached risk answer the
 // store read with its count (vres), and whether abuse was judged before.
 func riskRead(vres *VolumeResult, abuse abuseTakes, fellBack bool) spent {
-	sp := spent{riskAsked: abuse.riskAsked, storeFailed: fellBack}
+	sp := spent{riskAsked: abuse.riskAsked, storeFailed: fellBack, lookup: abuse.lookup}
 	if vres != nil {
 		sp.risk, sp.storeFailed, sp.baseline = vres.Risk, fellBack || vres.Fallback, vres.Baseline
 	}
