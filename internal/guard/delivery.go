@@ -166,7 +166,7 @@ func (s *courier) deliver(ctx context.Context, phone Phone, code issued, sp spen
 		return nil
 	}
 	if code.id != "" {
-		if derr := s.codes.DeleteCode(context.WithoutCancel(ctx), phone.E164); derr != nil {
+		if derr := s.codes.DeleteCode(context.WithoutCancel(ctx), phone.E164, code.service); derr != nil {
 			s.log.WarnContext(ctx, "deleting undelivered code failed", "phone", MaskPhone(phone.E164), "err", derr)
 		}
 	}
