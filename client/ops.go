@@ -211,7 +211,8 @@ type EventFilter struct {
 	Phone  string
 	Action string // e.g. "otp.send"
 	// Service is a Verify service SID: only the events of its calls
-	// through the Verify routes.
+	// through the Verify routes; "default": only the events that name no
+	// service (the default service's, the desk's own, delivery reports).
 	Service  string
 	Since    time.Time
 	Until    time.Time

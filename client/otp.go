@@ -28,7 +28,8 @@ type SendRequest struct {
 	Account bool `json:"account,omitempty"`
 	// Locale is the language of the SMS: one of the locales Twilio Verify
 	// lists ("es", "pt-BR", ...), whose text the policy's otp.messages
-	// gives (else its base language's, else otp.message). Optional.
+	// gives (else its base language's, else otp.message). Optional:
+	// without it, the language of the number's country.
 	Locale string `json:"locale,omitempty"`
 	// IdempotencyKey, when set, is sent as the Idempotency-Key header:
 	// the same key with the same body answers the first answer and sends

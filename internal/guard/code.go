@@ -16,12 +16,13 @@ import (
 	"github.com/otpguard/otpguard/internal/problem"
 )
 
-// issued is a code made for a send: its digits, its life, and its
-// verification ("" for a stateless code).
+// issued is a code made for a send: its digits, its life, its
+// verification ("" for a stateless code) and the service that owns it.
 type issued struct {
-	text string
-	ttl  time.Duration
-	id   string
+	text    string
+	ttl     time.Duration
+	id      string
+	service string
 }
 
 // codebook makes the codes of sends and checks the guesses of verifies.
@@ -71,7 +72,7 @@ func (s *codebook) issueCode(ctx context.Context, phone Phone, tier Tier, servic
 				s.log.WarnContext(ctx, "ending a lock-out block failed", "phone", MaskPhone(phone.E164), "err", err)
 			}
 		}
-		return issued{text: code, ttl: ttl, id: id}, nil
+		return issued{text: code, ttl: ttl, id: id, service: service}, nil
 	}
 	// Overload is not an outage: no stateless code.
 	if !errors.Is(err, problem.ErrOverloaded) && service == DefaultService {
@@ -158,14 +159,14 @@ func (s *codebook) verify(ctx context.Context, phone Phone, code string, of Gues
 		}
 		left := s.policy.MaxVerifyAttempts - g.Attempts
 		if left == 0 { // this guess locked the code: the number is blocked until it expires
-			s.lockCode(ctx, phone, g.VerificationID)
+			s.lockCode(ctx, phone, of.Service, g.VerificationID)
 			s.audit.noteBlock(ctx, Block{Phone: phone.E164, Country: phone.Region, Reason: problem.CodeTooManyAttempts,
 				Count: int64(g.Attempts), Until: s.now().Add(g.TTL)})
 		}
 		return "", &problem.Error{Code: problem.CodeWrongCode, Message: "the code is wrong", AttemptsLeft: &left,
 			VerificationID: g.VerificationID}
 	}
-	consumed, err := s.codes.ConsumeCode(ctx, phone.E164, g.MAC, s.now())
+	consumed, err := s.codes.ConsumeCode(ctx, phone.E164, of.Service, g.MAC, s.now())
 	if err != nil {
 		s.log.Log(ctx, limit.StoreFailureLevel(err), "consuming code failed", "phone", MaskPhone(phone.E164), "err", err)
 		return "", limit.StoreError(err)
@@ -183,11 +184,11 @@ func (s *codebook) verify(ctx context.Context, phone Phone, code string, of Gues
 // lockCode marks the verification of a code that a wrong guess just
 // locked max_attempts_reached. A lost mark is mended by the next guess,
 // which the store refuses and marks (GuessCode).
-func (s *codebook) lockCode(ctx context.Context, phone Phone, id string) {
+func (s *codebook) lockCode(ctx context.Context, phone Phone, service, id string) {
 	if id == "" {
 		return
 	}
-	if err := s.codes.LockCode(context.WithoutCancel(ctx), phone.E164, id, s.now()); err != nil {
+	if err := s.codes.LockCode(context.WithoutCancel(ctx), phone.E164, service, id, s.now()); err != nil {
 		s.log.WarnContext(ctx, "marking a locked verification failed", "phone", MaskPhone(phone.E164), "err", err)
 	}
 }

@@ -55,11 +55,12 @@ type GuessOf struct {
 	VerificationID string
 }
 
-// Codes stores OTP codes, as HMACs, one live code per number, each with
+// Codes stores OTP codes, as HMACs, one live code per number and service
+// (service.go: a service's send never replaces another's code), each with
 // its verification record; a code and its record change together, in one
 // atomic step.
 type Codes interface {
-	// SaveCode replaces the number's code, with a fresh guess count, and
+	// SaveCode replaces the number's code of c.Service, with a fresh guess count, and
 	// creates its verification (pending); a pending verification of the
 	// replaced code is canceled. It returns the guesses counted against the
 	// code it replaced (0 if none).
@@ -68,15 +69,16 @@ type Codes interface {
 	// returns the stored code; ErrNotFound when the number has no live
 	// code of the guess's service (and verification, when named).
 	GuessCode(ctx context.Context, phone string, of GuessOf, now time.Time) (Guess, error)
-	// ConsumeCode deletes the code if it is still mac and its verification
+	// ConsumeCode deletes service's code if it is still mac and its verification
 	// is still pending, and approves the verification; otherwise it says
 	// why not.
-	ConsumeCode(ctx context.Context, phone string, mac []byte, now time.Time) (Consumed, error)
-	// DeleteCode removes the number's code, if any, and its verification.
-	DeleteCode(ctx context.Context, phone string) error
+	ConsumeCode(ctx context.Context, phone, service string, mac []byte, now time.Time) (Consumed, error)
+	// DeleteCode removes the number's code of service, if any, and its
+	// verification.
+	DeleteCode(ctx context.Context, phone, service string) error
 	// LockCode marks the verification id, if it is still the number's
-	// live code and pending, max_attempts_reached.
-	LockCode(ctx context.Context, phone, id string, now time.Time) error
+	// live code of service and pending, max_attempts_reached.
+	LockCode(ctx context.Context, phone, service, id string, now time.Time) error
 }
 
 // Consumed is what ConsumeCode did.

@@ -74,19 +74,8 @@ func newMessages(p OTPPolicy) messages {
 	return m
 }
 
-// template is the text for locale (canonical, "" none): its own, its base
-// language's ("pt" of "pt-BR"), else otp.message.
-func (m messages) template(locale string) string {
-	if t, ok := m.byLocale[locale]; ok && locale != "" {
-		return t
-	}
-	if lang, _, region := strings.Cut(locale, "-"); region {
-		if t, ok := m.byLocale[lang]; ok {
-			return t
-		}
-	}
-	return m.fallback
-}
+// template is the text for locale (canonical, "" none).
+func (m messages) template(locale string) string { return m.text(locale).template }
 
 // recordDelivery puts a delivery report in the audit trail and reports
 // whether it did: a report already recorded (the same message id and
@@ -157,8 +146,8 @@ const maxProviderRetryAfter = time.Minute
 //     (provider_unavailable): the number's cooldown and per-number count
 //     are given back too (giveBack with try), and the answer says when to try
 //     again (the provider's Retry-After, else ProviderRetryAfter).
-func (s *courier) deliver(ctx context.Context, phone Phone, code issued, sp spent, locale string) error {
-	body := strings.ReplaceAll(s.messages.template(locale), "{code}", code.text)
+func (s *courier) deliver(ctx context.Context, phone Phone, code issued, sp spent, t text) error {
+	body := strings.ReplaceAll(t.template, "{code}", code.text)
 	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), providerTimeout)
 	err := s.sender.Send(pctx, Message{To: phone.E164, Body: body})
 	cancel()
@@ -166,7 +155,7 @@ func (s *courier) deliver(ctx context.Context, phone Phone, code issued, sp spen
 		return nil
 	}
 	if code.id != "" {
-		if derr := s.codes.DeleteCode(context.WithoutCancel(ctx), phone.E164); derr != nil {
+		if derr := s.codes.DeleteCode(context.WithoutCancel(ctx), phone.E164, code.service); derr != nil {
 			s.log.WarnContext(ctx, "deleting undelivered code failed", "phone", MaskPhone(phone.E164), "err", derr)
 		}
 	}

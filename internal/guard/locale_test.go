@@ -76,3 +76,61 @@ func TestCanonicalLocale(t *testing.T) {
 		}
 	}
 }
+
+// TestPickByNumber: a send naming no locale gets the text of its number's
+// country's language when there is one, else otp.message; a locale named
+// wins; a deployment's own otp.message is never replaced by a built-in
+// translation. The text says which locale it is in.
+func TestPickByNumber(t *testing.T) {
+	const own = "Acme: your code is {code}."
+	def := newMessages(OTPPolicy{Message: DefaultMessage})
+	mine := newMessages(OTPPolicy{Message: own, Messages: map[string]string{"nl": "Acme: uw code is {code}."}})
+	for _, tc := range []struct {
+		name           string
+		m              messages
+		locale, region string
+		want           text
+	}{
+		{"Germany", def, "", "DE", text{builtinMessages["de"], "de"}},
+		{"Austria", def, "", "AT", text{builtinMessages["de"], "de"}},
+		{"Switzerland is German", def, "", "CH", text{builtinMessages["de"], "de"}},
+		{"Mexico", def, "", "MX", text{builtinMessages["es"], "es"}},
+		{"Brazil: pt-BR, pt's text", def, "", "BR", text{builtinMessages["pt"], "pt"}},
+		{"Mozambique", def, "", "MZ", text{builtinMessages["pt"], "pt"}},
+		{"Italy", def, "", "IT", text{builtinMessages["it"], "it"}},
+		{"Réunion is France", def, "", "RE", text{builtinMessages["fr"], "fr"}},
+		{"Belgium is Dutch: no built-in text", def, "", "BE", text{DefaultMessage, "en"}},
+		{"the United States", def, "", "US", text{DefaultMessage, "en"}},
+		{"a country not listed", def, "", "IN", text{DefaultMessage, "en"}},
+		{"no country", def, "", "", text{DefaultMessage, "en"}},
+		{"the locale named wins", def, "it", "DE", text{builtinMessages["it"], "it"}},
+		{"an own message is not translated", mine, "", "DE", text{own, ""}},
+		{"an own message's own translation", mine, "", "BE", text{"Acme: uw code is {code}.", "nl"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := tc.m.pick(tc.locale, tc.region); got != tc.want {
+				t.Errorf("pick(%q, %q) = %+v, want %+v", tc.locale, tc.region, got, tc.want)
+			}
+		})
+	}
+}
+
+// TestCountryLocales: every language of the table is a supported locale,
+// spelt as Twilio spells it, and every built-in text has a country.
+func TestCountryLocales(t *testing.T) {
+	has := map[string]bool{}
+	for region, l := range countryLocales {
+		if c, ok := CanonicalLocale(l); !ok || c != l {
+			t.Errorf("%s: %q is not a supported locale as Twilio spells it", region, l)
+		}
+		if len(region) != 2 || strings.ToUpper(region) != region {
+			t.Errorf("%q: want an ISO 3166-1 alpha-2 code", region)
+		}
+		has[strings.SplitN(l, "-", 2)[0]] = true
+	}
+	for l := range builtinMessages {
+		if !has[l] {
+			t.Errorf("the built-in %s text: no country speaks it", l)
+		}
+	}
+}

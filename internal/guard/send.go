@@ -21,7 +21,8 @@ type SendRequest struct {
 	// owns the verification. Every limit counts as for any other send.
 	Service string
 	// Locale is the language of the SMS (locale.go): one of
-	// SupportedLocales, in any case; "" the policy's otp.message.
+	// SupportedLocales, in any case; "" the language of the number's
+	// country (numberlocale.go), else the policy's otp.message.
 	Locale string
 }
 
@@ -34,6 +35,10 @@ type SendResult struct {
 	VerificationID string
 	// Tier is the send's tier (trust.go).
 	Tier Tier
+	// Locale is the language of the text sent (delivery.go's text): the
+	// locale whose template it was, "en" for the built-in otp.message, ""
+	// for a deployment's own.
+	Locale string
 }
 
 // send is the pipeline of a parsed send: its steps in order, each in the
@@ -92,11 +97,13 @@ func (s *OTP) send(ctx context.Context, phone Phone, ip string, req SendRequest)
 		s.spend.giveBack(ctx, phone, spent, false)
 		return SendResult{}, err
 	}
-	// Hand it to the SMS provider (delivery.go).
-	if err := s.courier.deliver(ctx, phone, code, spent, req.Locale); err != nil {
+	// Hand it to the SMS provider (delivery.go), in the language asked
+	// for, else the number's country's (numberlocale.go).
+	t := s.courier.messages.pick(req.Locale, phone.Region)
+	if err := s.courier.deliver(ctx, phone, code, spent, t); err != nil {
 		return SendResult{}, err
 	}
 	// Count it for the conversion watch (conversion.go).
 	s.watch.send(ctx, phone, tier)
-	return SendResult{Phone: phone, ExpiresIn: code.ttl, VerificationID: code.id, Tier: tier}, nil
+	return SendResult{Phone: phone, ExpiresIn: code.ttl, VerificationID: code.id, Tier: tier, Locale: t.locale}, nil
 }

@@ -17,6 +17,10 @@ import (
 // of the file marked default is that same tenant reached through the
 // Verify routes too; the others are tenants of their own.
 //
+// A number has one live code per service (Codes): a service's send
+// supersedes only its own earlier code, and its wrong guesses lock only
+// its own code.
+//
 // What a service does not have yet: a policy of its own (every service
 // sends under the deployment's otp: policy), limits and automatic rules
 // counted apart (a number's and a country's limits count every service's

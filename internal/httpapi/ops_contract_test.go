@@ -118,6 +118,8 @@ func TestOpsContract(t *testing.T) {
 		{name: "services with API key", method: "GET", path: "/ops/services", key: apiKey, status: 403, code: "forbidden"},
 		{name: "events of a service", method: "GET", path: "/ops/events?service=VA0123456789abcdef0123456789abcdef", status: 200},
 		{name: "page events of a service", method: "GET", path: "/ops?service=VA0123456789abcdef0123456789abcdef", status: 200},
+		{name: "events of the default service", method: "GET", path: "/ops/events?service=default", status: 200},
+		{name: "page events of the default service", method: "GET", path: "/ops?service=default", status: 200},
 		{name: "page", method: "GET", path: "/ops", status: 200},
 		{name: "page without key", method: "GET", path: "/ops", key: noKey, status: 303, badRequest: true},
 		{name: "page with API key", method: "GET", path: "/ops", key: apiKey, status: 403, code: "forbidden"},

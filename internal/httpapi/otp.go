@@ -20,7 +20,7 @@ type sendRequest struct {
 	// (guard.SendRequest.Account).
 	Account bool `json:"account"`
 	// Locale is the language of the SMS, one of Verify's locales
-	// (guard.SendRequest.Locale); "" otp.message.
+	// (guard.SendRequest.Locale); "" the number's country's language.
 	Locale string `json:"locale"`
 }
 

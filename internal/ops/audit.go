@@ -47,6 +47,11 @@ type EventFilter struct {
 	// Service selects the events of one Verify service (its SID): its
 	// sends, checks, cancels and approvals.
 	Service string
+	// DefaultService selects the events that name no service: the
+	// default service's (the /otp API's, and a service marked default),
+	// with the desk's own and the delivery reports, which name none
+	// either. Not with Service.
+	DefaultService bool
 	// Outcome, Country (ISO region) and PhonePrefix (+ and digits: the
 	// numbers that start with it) narrow the list further (the ops page's
 	// event filter).

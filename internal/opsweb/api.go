@@ -252,8 +252,11 @@ func eventFilter(q url.Values) (ops.EventFilter, error) {
 		return f, problem.Errorf(problem.CodeInvalidRequest, "request_id must be a request ID as X-Request-Id carries it")
 	}
 	f.Service = q.Get("service")
+	if f.Service == DefaultServiceParam {
+		f.Service, f.DefaultService = "", true
+	}
 	if f.Service != "" && !guard.ValidSID(f.Service, "VA") {
-		return f, problem.Errorf(problem.CodeInvalidRequest, "service must be a Verify service SID: VA and 32 hex digits")
+		return f, problem.Errorf(problem.CodeInvalidRequest, "service must be a Verify service SID (VA and 32 hex digits) or default")
 	}
 	var err error
 	if f.Since, err = timeParam(q, "since"); err != nil {

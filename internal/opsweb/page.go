@@ -96,7 +96,8 @@ type denyForm struct {
 // eventQuery is the event list's filter as typed.
 type eventQuery struct {
 	Action, Outcome, Number, Country, Since, Until string
-	// Service is a Verify service SID (VA...): that service's events.
+	// Service is a Verify service SID (VA...): that service's events;
+	// or default (DefaultServiceParam): the events that name none.
 	Service string
 	Before  int64
 }
@@ -286,10 +287,12 @@ func pageEventFilter(q url.Values) (ops.EventFilter, eventQuery, error) {
 		}
 		f.Country = c
 	}
-	if sid := strings.TrimSpace(ev.Service); sid != "" {
-		if !guard.ValidSID(sid, "VA") {
-			return f, ev, fieldError{"Service", "a Verify service SID: VA and 32 hex digits"}
-		}
+	switch sid := strings.TrimSpace(ev.Service); {
+	case sid == DefaultServiceParam:
+		f.DefaultService = true
+	case sid != "" && !guard.ValidSID(sid, "VA"):
+		return f, ev, fieldError{"Service", "a Verify service SID (VA and 32 hex digits) or default"}
+	case sid != "":
 		f.Service = sid
 	}
 	for _, t := range []struct {

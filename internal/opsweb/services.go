@@ -10,6 +10,11 @@ import (
 	"github.com/otpguard/otpguard/internal/ops"
 )
 
+// DefaultServiceParam is the service filter of GET /ops/events and the
+// page's event filter that selects the default service's events (those
+// that name no service), as a SID selects a service's.
+const DefaultServiceParam = "default"
+
 // defaultNote is the row of the default service when no service of the
 // policy file is marked default: the API keys act for it, and it has no
 // SID, account or credential of its own.
@@ -77,8 +82,8 @@ func (s *API) ListServices(c echo.Context) error {
 type pageService struct {
 	serviceItem
 	Sends, Verified int64
-	// EventsURL lists its events; "" for the default service, whose
-	// events carry no SID.
+	// EventsURL lists its events (service=default for the default
+	// service's, whose events carry no SID).
 	EventsURL string
 }
 
@@ -106,11 +111,11 @@ func (s *Pages) loadServices(c echo.Context, p *opsPage, dbPart func(string, fun
 	for _, it := range serviceList(services) {
 		row := pageService{serviceItem: it}
 		owner := it.SID
+		sel := it.SID
 		if it.Default {
-			owner = guard.DefaultService
-		} else {
-			row.EventsURL = "/ops?" + url.Values{"service": {it.SID}}.Encode() + "#events"
+			owner, sel = guard.DefaultService, DefaultServiceParam
 		}
+		row.EventsURL = "/ops?" + url.Values{"service": {sel}}.Encode() + "#events"
 		row.Sends, row.Verified = counts[owner].Sends, counts[owner].Verified
 		sec.Rows = append(sec.Rows, row)
 	}

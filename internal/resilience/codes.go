@@ -42,11 +42,11 @@ func (f *Fallback) GuessCode(ctx context.Context, phone string, of guard.GuessOf
 }
 
 // ConsumeCode consumes through the breaker, within the timeout.
-func (f *Fallback) ConsumeCode(ctx context.Context, phone string, mac []byte, now time.Time) (guard.Consumed, error) {
+func (f *Fallback) ConsumeCode(ctx context.Context, phone, service string, mac []byte, now time.Time) (guard.Consumed, error) {
 	var c guard.Consumed
 	err := f.calls.call(ctx, f.nodes.code(phone), func(ctx context.Context) error {
 		var err error
-		c, err = f.codes.ConsumeCode(ctx, phone, mac, now)
+		c, err = f.codes.ConsumeCode(ctx, phone, service, mac, now)
 		return err
 	})
 	if err != nil {
@@ -56,11 +56,13 @@ func (f *Fallback) ConsumeCode(ctx context.Context, phone string, mac []byte, no
 }
 
 // DeleteCode deletes through the breaker, within the timeout.
-func (f *Fallback) DeleteCode(ctx context.Context, phone string) error {
-	return f.calls.call(ctx, f.nodes.code(phone), func(ctx context.Context) error { return f.codes.DeleteCode(ctx, phone) })
+func (f *Fallback) DeleteCode(ctx context.Context, phone, service string) error {
+	return f.calls.call(ctx, f.nodes.code(phone), func(ctx context.Context) error { return f.codes.DeleteCode(ctx, phone, service) })
 }
 
 // LockCode marks through the breaker, within the timeout.
-func (f *Fallback) LockCode(ctx context.Context, phone, id string, now time.Time) error {
-	return f.calls.call(ctx, f.nodes.code(phone), func(ctx context.Context) error { return f.codes.LockCode(ctx, phone, id, now) })
+func (f *Fallback) LockCode(ctx context.Context, phone, service, id string, now time.Time) error {
+	return f.calls.call(ctx, f.nodes.code(phone), func(ctx context.Context) error {
+		return f.codes.LockCode(ctx, phone, service, id, now)
+	})
 }

@@ -116,6 +116,9 @@ func (s *SQL) ListEvents(ctx context.Context, f ops.EventFilter) ([]guard.Event,
 	if f.Service != "" {
 		where, args = append(where, "service = ?"), append(args, f.Service)
 	}
+	if f.DefaultService {
+		where = append(where, "service = ''")
+	}
 	if f.Outcome != "" {
 		where, args = append(where, "outcome = ?"), append(args, f.Outcome)
 	}

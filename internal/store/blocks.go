@@ -199,7 +199,9 @@ func (r *Blocks) readBlocks(ctx context.Context, phones []string) ([]ops.Blocked
 	return out, nil
 }
 
-// Unblock deletes the number's counters and code and its index entry, in
+// Unblock deletes the number's counters and the default service's code
+// (a named service's lock ends with its code's TTL or its next send) and
+// its index entry, in
 // one MULTI (on Redis Cluster, one per slot, concurrently: the number's
 // keys and the index live in two or more).
 func (r *Blocks) Unblock(ctx context.Context, phone string, counters []limit.Key) error {
@@ -207,7 +209,7 @@ func (r *Blocks) Unblock(ctx context.Context, phone string, counters []limit.Key
 	for _, k := range counters {
 		del = append(del, r.key(k))
 	}
-	del = append(del, r.codes.codeKey(phone))
+	del = append(del, r.codes.codeKey(phone, guard.DefaultService))
 	idx := r.blockKeys(phone)
 	if r.cluster {
 		return r.unblockBySlot(ctx, phone, del, idx)

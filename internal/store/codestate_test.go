@@ -56,7 +56,7 @@ func TestReadCode(t *testing.T) {
 				{"two wrong guesses", func() { guess(); guess() }, guard.CodeState{Guesses: 2, MaxAttempts: 3}},
 				{"the last one, locked", func() {
 					guess()
-					if err := s.Codes.LockCode(ctx, phone, c.VerificationID, time.Now()); err != nil {
+					if err := s.Codes.LockCode(ctx, phone, guard.DefaultService, c.VerificationID, time.Now()); err != nil {
 						t.Fatal(err)
 					}
 				}, guard.CodeState{Guesses: 3, MaxAttempts: 3, Locked: true}},

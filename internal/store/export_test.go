@@ -6,6 +6,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/otpguard/otpguard/internal/guard"
 	"github.com/otpguard/otpguard/internal/limit"
 )
 
@@ -22,7 +23,7 @@ var Interval = interval
 // DeleteCodeKeyForTest deletes the number's code and nothing else, as its
 // TTL running out does.
 func (r *Codes) DeleteCodeKeyForTest(ctx context.Context, phone string) error {
-	return r.rdb.Del(ctx, r.codeKey(phone)).Err()
+	return r.rdb.Del(ctx, r.codeKey(phone, guard.DefaultService)).Err()
 }
 
 // Timer is a Coalescer worker's stall timer.

@@ -363,13 +363,13 @@ func TestCodes(t *testing.T) {
 			if g, _ := s.Codes.GuessCode(ctx, phone, guard.GuessOf{}, time.Now()); g.Attempts != 1 {
 				t.Errorf("after a new code: attempts %d, want 1", g.Attempts)
 			}
-			if c, _ := s.Codes.ConsumeCode(ctx, phone, []byte("old"), time.Now()); c == guard.ConsumedOK {
+			if c, _ := s.Codes.ConsumeCode(ctx, phone, guard.DefaultService, []byte("old"), time.Now()); c == guard.ConsumedOK {
 				t.Errorf("consumed with a stale mac")
 			}
-			if c, _ := s.Codes.ConsumeCode(ctx, phone, []byte("new"), time.Now()); c != guard.ConsumedOK {
+			if c, _ := s.Codes.ConsumeCode(ctx, phone, guard.DefaultService, []byte("new"), time.Now()); c != guard.ConsumedOK {
 				t.Errorf("consume with the live mac failed")
 			}
-			if c, _ := s.Codes.ConsumeCode(ctx, phone, []byte("new"), time.Now()); c == guard.ConsumedOK {
+			if c, _ := s.Codes.ConsumeCode(ctx, phone, guard.DefaultService, []byte("new"), time.Now()); c == guard.ConsumedOK {
 				t.Errorf("consumed twice")
 			}
 		})

@@ -14,10 +14,11 @@ import (
 )
 
 // Codes and their verifications (guard/verification.go). Per number, in
-// the number's hash slot:
+// the number's hash slot, one live code per service:
 //
-//	og:otp:{+E164}:code        hash m (HMAC of the code), a (guesses), v (verification id),
-//	                           o (its service; absent: the default service); TTL code_ttl
+//	og:otp:{+E164}:code        the default service's code: hash m (HMAC of the code),
+//	                           a (guesses), v (verification id); TTL code_ttl
+//	og:otp:{+E164}:code:<SID>  a named service's code (the same fields and o, its SID)
 //	og:otp:{+E164}:ver:<id>    hash s (status), c, u, e (created, updated, expires: unix ms),
 //	                           a (guesses compared), x (max attempts), r (superseded by),
 //	                           o (its service; absent: the default service); TTL 24 h
@@ -33,6 +34,10 @@ import (
 // the id stored in the code: a key computed in the script rather than
 // passed in KEYS, but always in the slot of KEYS[1] (the same {+E164} hash
 // tag), which is what Redis Cluster needs of a script.
+//
+// The scripts that reach a code from a record (read_verification,
+// end_verification) compute its service's code key from the default's
+// (lua/lib/code.lua), in the same slot.
 //
 // A record's status says pending until its code ends; "expired" is derived
 // when read: pending, but the number's code no longer carries its id (the
@@ -61,7 +66,8 @@ var lockCodeScript = script("lock_code")
 var deleteCodeScript = script("delete_code")
 
 // readVerificationScript returns the record KEYS[1] of id ARGV[1] with its
-// status derived against the code KEYS[2] (lua/read_verification.lua).
+// status derived against its service's code of the number whose default
+// code key is KEYS[2] (lua/read_verification.lua).
 var readVerificationScript = script("read_verification")
 
 // readCodeScript reads the number's live code (KEYS[1]) and its record
@@ -69,9 +75,10 @@ var readVerificationScript = script("read_verification")
 // is no code (lua/read_code.lua).
 var readCodeScript = script("read_code")
 
-// endVerificationScript deletes the code (KEYS[2]) of a pending record
-// (KEYS[1], id ARGV[1]) of the service ARGV[3] and marks it canceled or
-// approved (lua/end_verification.lua).
+// endVerificationScript deletes the code of a pending record (KEYS[1], id
+// ARGV[1]) of the service ARGV[3], that service's code of the number whose
+// default code key is KEYS[2], and marks it canceled or approved
+// (lua/end_verification.lua).
 var endVerificationScript = script("end_verification")
 
 // Codes keeps the codes and their verification records.
@@ -82,8 +89,15 @@ var (
 	_ guard.Verifications = (*Codes)(nil)
 )
 
-func (r *Codes) codeKey(phone string) string {
-	return r.key(limit.Key{Space: "otp", ID: phone, Name: "code"})
+// codeKey is the number's live code of service: the default service's
+// keeps the name it had before services, so that an upgrade loses no
+// live code; a named service's adds its SID (lua/lib/code.lua's code_key).
+func (r *Codes) codeKey(phone, service string) string {
+	name := "code"
+	if service != guard.DefaultService {
+		name += ":" + service
+	}
+	return r.key(limit.Key{Space: "otp", ID: phone, Name: name})
 }
 
 // verPrefix is the start of the number's record keys; the id ends them.
@@ -98,7 +112,7 @@ func (r *Codes) verIDKey(id string) string {
 
 func ms(t time.Time) int64 { return t.UnixMilli() }
 
-// SaveCode replaces the number's code with c's and creates its record,
+// SaveCode replaces c's service's code of the number with c's and creates its record,
 // and maps the id to the number (saveCodeScript): on one server in the
 // same script call, one EVALSHA that the Coalescer carries with other
 // requests' commands; on Redis Cluster (another slot) after it, on its
@@ -113,7 +127,7 @@ func (r *Codes) SaveCode(ctx context.Context, c guard.NewCode) (int, error) {
 	// Coalescer does not carry and Redis parses as two more commands.
 	prefix := r.verPrefix(c.Phone)
 	args := saveCodeScript.args(3, 13)
-	args = append(args, r.codeKey(c.Phone), prefix+c.VerificationID, r.verIDKey(c.VerificationID),
+	args = append(args, r.codeKey(c.Phone, c.Service), prefix+c.VerificationID, r.verIDKey(c.VerificationID),
 		c.MAC, c.TTL.Milliseconds(), c.VerificationID, ms(c.Now), c.MaxAttempts,
 		c.Retention.Milliseconds(), prefix, ms(c.Now.Add(c.TTL)), c.Service, c.Phone)
 	prev, err := saveCodeScript.run(ctx, r.rdb, args).Int64()
@@ -126,7 +140,7 @@ func (r *Codes) SaveCode(ctx context.Context, c guard.NewCode) (int, error) {
 // saveCodeBySlot is SaveCode on Redis Cluster: the number's keys first,
 // then the id's.
 func (r *Codes) saveCodeBySlot(ctx context.Context, c guard.NewCode) (int, error) {
-	keys := []string{r.codeKey(c.Phone), r.verPrefix(c.Phone) + c.VerificationID}
+	keys := []string{r.codeKey(c.Phone, c.Service), r.verPrefix(c.Phone) + c.VerificationID}
 	args := []any{c.MAC, c.TTL.Milliseconds(), c.VerificationID, ms(c.Now), c.MaxAttempts,
 		c.Retention.Milliseconds(), r.verPrefix(c.Phone), ms(c.Now.Add(c.TTL)), c.Service}
 	// The number's keys first: the id's key lives on another master,
@@ -154,7 +168,7 @@ func setEx(ctx context.Context, rdb rediser, key, value string, ttl time.Duratio
 // GuessCode counts a guess of of's service (and verification) and
 // returns the stored code (guessCodeScript).
 func (r *Codes) GuessCode(ctx context.Context, phone string, of guard.GuessOf, now time.Time) (guard.Guess, error) {
-	v, err := guessCodeScript.Run(ctx, r.rdb, []string{r.codeKey(phone)}, r.verPrefix(phone), ms(now),
+	v, err := guessCodeScript.Run(ctx, r.rdb, []string{r.codeKey(phone, of.Service)}, r.verPrefix(phone), ms(now),
 		of.Service, of.VerificationID).Slice()
 	if errors.Is(err, redis.Nil) {
 		return guard.Guess{}, guard.ErrNotFound
@@ -178,12 +192,13 @@ func (r *Codes) GuessCode(ctx context.Context, phone string, of guard.GuessOf, n
 
 var _ guard.CodeReader = (*Codes)(nil)
 
-// ReadCode reads the number's live code as the ops desk shows it, counting
+// ReadCode reads the number's live code of the default service as the
+// ops desk shows it, counting
 // nothing (readCodeScript): the guesses counted against it, capped at its
 // maximum, and whether its verification is locked; guard.ErrNotFound
 // when it has none.
 func (r *Codes) ReadCode(ctx context.Context, phone string) (guard.CodeState, error) {
-	v, err := readCodeScript.Run(ctx, r.rdb, []string{r.codeKey(phone)}, r.verPrefix(phone)).Slice()
+	v, err := readCodeScript.Run(ctx, r.rdb, []string{r.codeKey(phone, guard.DefaultService)}, r.verPrefix(phone)).Slice()
 	if errors.Is(err, redis.Nil) {
 		return guard.CodeState{}, guard.ErrNotFound
 	}
@@ -207,10 +222,10 @@ func (r *Codes) ReadCode(ctx context.Context, phone string) (guard.CodeState, er
 		ExpiresIn: time.Duration(max(pttl, 0)) * time.Millisecond}, nil
 }
 
-// ConsumeCode deletes the code if it is still mac and approves its record
-// (consumeCodeScript).
-func (r *Codes) ConsumeCode(ctx context.Context, phone string, mac []byte, now time.Time) (guard.Consumed, error) {
-	n, err := consumeCodeScript.Run(ctx, r.rdb, []string{r.codeKey(phone)}, mac, r.verPrefix(phone), ms(now)).Int64()
+// ConsumeCode deletes service's code of the number if it is still mac
+// and approves its record (consumeCodeScript).
+func (r *Codes) ConsumeCode(ctx context.Context, phone, service string, mac []byte, now time.Time) (guard.Consumed, error) {
+	n, err := consumeCodeScript.Run(ctx, r.rdb, []string{r.codeKey(phone, service)}, mac, r.verPrefix(phone), ms(now)).Int64()
 	if err != nil {
 		return guard.ConsumedNot, fmt.Errorf("store: consume code: %w", err)
 	}
@@ -223,17 +238,19 @@ func (r *Codes) ConsumeCode(ctx context.Context, phone string, mac []byte, now t
 	return guard.ConsumedNot, nil
 }
 
-// LockCode marks the record id max_attempts_reached (lockCodeScript).
-func (r *Codes) LockCode(ctx context.Context, phone, id string, now time.Time) error {
-	if err := lockCodeScript.Run(ctx, r.rdb, []string{r.codeKey(phone)}, id, r.verPrefix(phone), ms(now)).Err(); err != nil {
+// LockCode marks the record id, of service's live code, max_attempts_reached
+// (lockCodeScript).
+func (r *Codes) LockCode(ctx context.Context, phone, service, id string, now time.Time) error {
+	if err := lockCodeScript.Run(ctx, r.rdb, []string{r.codeKey(phone, service)}, id, r.verPrefix(phone), ms(now)).Err(); err != nil {
 		return fmt.Errorf("store: lock code: %w", err)
 	}
 	return nil
 }
 
-// DeleteCode removes the number's code and its record (deleteCodeScript).
-func (r *Codes) DeleteCode(ctx context.Context, phone string) error {
-	if err := deleteCodeScript.Run(ctx, r.rdb, []string{r.codeKey(phone)}, r.verPrefix(phone)).Err(); err != nil {
+// DeleteCode removes service's code of the number and its record
+// (deleteCodeScript).
+func (r *Codes) DeleteCode(ctx context.Context, phone, service string) error {
+	if err := deleteCodeScript.Run(ctx, r.rdb, []string{r.codeKey(phone, service)}, r.verPrefix(phone)).Err(); err != nil {
 		return fmt.Errorf("store: delete code: %w", err)
 	}
 	return nil
@@ -246,7 +263,7 @@ func (r *Codes) Verification(ctx context.Context, id string) (guard.Verification
 	if err != nil {
 		return guard.Verification{}, err
 	}
-	v, err := readVerificationScript.Run(ctx, r.rdb, []string{r.verPrefix(phone) + id, r.codeKey(phone)}, id).Slice()
+	v, err := readVerificationScript.Run(ctx, r.rdb, []string{r.verPrefix(phone) + id, r.codeKey(phone, guard.DefaultService)}, id).Slice()
 	if errors.Is(err, redis.Nil) {
 		return guard.Verification{}, guard.ErrNotFound
 	}
@@ -264,7 +281,7 @@ func (r *Codes) EndVerification(ctx context.Context, e guard.Ending, now time.Ti
 	if err != nil {
 		return guard.Verification{}, false, err
 	}
-	v, err := endVerificationScript.Run(ctx, r.rdb, []string{r.verPrefix(phone) + id, r.codeKey(phone)},
+	v, err := endVerificationScript.Run(ctx, r.rdb, []string{r.verPrefix(phone) + id, r.codeKey(phone, guard.DefaultService)},
 		id, ms(now), e.Service, string(e.Status)).Slice()
 	if errors.Is(err, redis.Nil) {
 		return guard.Verification{}, false, guard.ErrNotFound

@@ -78,7 +78,7 @@ func TestVerificationLifecycle(t *testing.T) {
 			if v, _ := s.Codes.Verification(ctx, a.VerificationID); v.Attempts != 1 {
 				t.Errorf("attempts after a guess: %d, want 1", v.Attempts)
 			}
-			if c, err := s.Codes.ConsumeCode(ctx, phone, []byte("mac-a"), now); err != nil || c != guard.ConsumedOK {
+			if c, err := s.Codes.ConsumeCode(ctx, phone, guard.DefaultService, []byte("mac-a"), now); err != nil || c != guard.ConsumedOK {
 				t.Fatalf("consume: %v, %v", c, err)
 			}
 			if st := verificationStatus(t, s, a.VerificationID); st != guard.StatusApproved {
@@ -102,7 +102,7 @@ func TestVerificationLifecycle(t *testing.T) {
 			if st := verificationStatus(t, s, b.VerificationID); st != guard.StatusCanceled {
 				t.Errorf("superseded: %s, want canceled", st)
 			}
-			if cons, _ := s.Codes.ConsumeCode(ctx, phone, []byte("mac-b"), now); cons == guard.ConsumedOK {
+			if cons, _ := s.Codes.ConsumeCode(ctx, phone, guard.DefaultService, []byte("mac-b"), now); cons == guard.ConsumedOK {
 				t.Errorf("the superseded code was consumed")
 			}
 			// pending -> canceled: the code dies with it
@@ -127,14 +127,14 @@ func TestVerificationLifecycle(t *testing.T) {
 					t.Error(err)
 				}
 			}
-			if err := s.Codes.LockCode(ctx, phone, d.VerificationID, now); err != nil {
+			if err := s.Codes.LockCode(ctx, phone, guard.DefaultService, d.VerificationID, now); err != nil {
 				t.Fatal(err)
 			}
 			v, _ = s.Codes.Verification(ctx, d.VerificationID)
 			if v.Status != guard.StatusMaxAttempts || v.Attempts != 3 {
 				t.Errorf("locked: %+v, want max_attempts_reached after 3", v)
 			}
-			if cons, _ := s.Codes.ConsumeCode(ctx, phone, []byte("mac-d"), now); cons != guard.ConsumedLocked {
+			if cons, _ := s.Codes.ConsumeCode(ctx, phone, guard.DefaultService, []byte("mac-d"), now); cons != guard.ConsumedLocked {
 				t.Errorf("consume of a locked code: %v, want locked", cons)
 			}
 			// pending -> expired: the code is gone, the record stays.
@@ -156,7 +156,7 @@ func TestVerificationLifecycle(t *testing.T) {
 			if _, err := s.Codes.SaveCode(ctx, h); err != nil {
 				t.Error(err)
 			}
-			if err := s.Codes.DeleteCode(ctx, h.Phone); err != nil {
+			if err := s.Codes.DeleteCode(ctx, h.Phone, guard.DefaultService); err != nil {
 				t.Error(err)
 			}
 			if _, err := s.Codes.Verification(ctx, h.VerificationID); !errors.Is(err, guard.ErrNotFound) {
@@ -183,7 +183,7 @@ func TestVerificationRaces(t *testing.T) {
 			var wg sync.WaitGroup
 			for range 20 {
 				wg.Go(func() {
-					if cons, err := s.Codes.ConsumeCode(ctx, phone, []byte("mac"), now); err == nil && cons == guard.ConsumedOK {
+					if cons, err := s.Codes.ConsumeCode(ctx, phone, guard.DefaultService, []byte("mac"), now); err == nil && cons == guard.ConsumedOK {
 						wins.Add(1)
 					}
 				})
@@ -200,7 +200,7 @@ func TestVerificationRaces(t *testing.T) {
 				var approved, canceled bool
 				var wg sync.WaitGroup
 				wg.Go(func() {
-					cons, err := s.Codes.ConsumeCode(ctx, phone, []byte("mac"), now)
+					cons, err := s.Codes.ConsumeCode(ctx, phone, guard.DefaultService, []byte("mac"), now)
 					approved = err == nil && cons == guard.ConsumedOK
 				})
 				wg.Go(func() {
@@ -215,7 +215,7 @@ func TestVerificationRaces(t *testing.T) {
 				case approved && st != guard.StatusApproved, canceled && st != guard.StatusCanceled:
 					t.Fatalf("round %d: approved %v canceled %v, status %s", i, approved, canceled, st)
 				}
-				if cons, _ := s.Codes.ConsumeCode(ctx, phone, []byte("mac"), now); cons == guard.ConsumedOK {
+				if cons, _ := s.Codes.ConsumeCode(ctx, phone, guard.DefaultService, []byte("mac"), now); cons == guard.ConsumedOK {
 					t.Fatalf("round %d: the code lived on", i)
 				}
 			}

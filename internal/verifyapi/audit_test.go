@@ -42,7 +42,8 @@ func serviceEvents(t *testing.T, srv *otpguardtest.Server, q url.Values, phones 
 // TestVerifyAuditNamesService: the sends, checks, cancels and approvals
 // made through the Verify routes carry their service's SID in the audit
 // trail, and GET /ops/events?service= lists one service's; /otp/...'s
-// events, the default service's, carry none. The events are written to
+// events, the default service's, carry none, and service=default lists
+// them. The events are written to
 // SQL off the request path: the test reads until they are all there.
 func TestVerifyAuditNamesService(t *testing.T) {
 	srv := startTwoServices(t)
@@ -98,12 +99,13 @@ func TestVerifyAuditNamesService(t *testing.T) {
 		{serviceA, want[3:]},
 		{serviceB, want[1:3]},
 		{"VA000000000000000000000000000000cc", nil},
+		{"default", want[:1]}, // the default service's: the events that name no service
 	} {
 		if got := serviceEvents(t, srv, url.Values{"service": {tc.service}}, phones); !slices.Equal(got, tc.want) {
 			t.Errorf("?service=%s:\n got %v\nwant %v", tc.service, got, tc.want)
 		}
 	}
-	for _, bad := range []string{"VA00", "AC0000000000000000000000000000000a", "default"} {
+	for _, bad := range []string{"VA00", "AC0000000000000000000000000000000a", "Default", "none"} {
 		if status, v := call(t, http.MethodGet, srv.URL+"/ops/events?service="+bad, "", "", "", "", otpguardtest.OpsKey); status != http.StatusBadRequest || v["code"] != "invalid_request" {
 			t.Errorf("?service=%s: %d %v, want 400 invalid_request", bad, status, v)
 		}

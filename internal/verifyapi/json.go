@@ -33,6 +33,11 @@ type verificationJSON struct {
 	DateUpdated      string        `json:"date_updated"`
 	SNA              *struct{}     `json:"sna"`
 	URL              *string       `json:"url"`
+	// Locale is otpguard's, beside Twilio's resource: on a create, the
+	// language of the SMS sent (the Locale asked for, else the number's
+	// country's; guard.SendResult.Locale), absent when it was a
+	// deployment's own otp.message, and on a read.
+	Locale string `json:"locale,omitempty"`
 }
 
 // sendAttempt is one of send_code_attempts: otpguard makes one per

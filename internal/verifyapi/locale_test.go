@@ -127,3 +127,54 @@ func TestTwilioGoVerifyLocale(t *testing.T) {
 		sp.check(t, x)
 	}
 }
+
+// TestTwilioGoVerifyLocaleFromNumber: without Locale, the SMS that (a fake
+// of) Twilio receives is in the language of the number's country, as
+// Verify writes it: German for a +49 number, French for +33, the policy's
+// Portuguese for +55 (pt-BR, its base language's text); otp.message for a
+// country of no text (+44) or none listed (+91). The answer's locale says
+// which; Locale, when given, wins over the number.
+func TestTwilioGoVerifyLocaleFromNumber(t *testing.T) {
+	twilio := newFakeMessages(t)
+	pol := guard.DefaultPolicies()
+	pol.OTP.Messages = map[string]string{"pt": "Seu código é {code}"}
+	pol.Services = []guard.Service{{SID: serviceA, FriendlyName: "Shop", AccountSID: accountA,
+		Credentials: []guard.ServiceCredential{{SID: keyA, SecretFile: writeSecret(t, t.TempDir(), "a", secretA)}}}}
+	srv := otpguardtest.StartWith(t, pol, func(c *config.Config) {
+		c.SMS = "twilio"
+		c.Twilio = config.TwilioConfig{AccountSID: "AC00000000000000000000000000000001", AuthToken: "token0123456789",
+			From: "+14155550100", BaseURL: twilio.URL}
+	})
+	rec := &recorder{next: http.DefaultTransport}
+	a := twilioVerify(t, srv.URL, keyA, secretA, rec)
+	for _, tc := range []struct {
+		phone, locale, wantLocale string
+		want                      *regexp.Regexp
+	}{
+		{"+4915123456789", "", "de", regexp.MustCompile(`^Ihr Bestätigungscode lautet \d{6}$`)},
+		{"+33612345678", "", "fr", regexp.MustCompile(`^Votre code de vérification est \d{6}$`)},
+		{"+5511987654321", "", "pt", regexp.MustCompile(`^Seu código é \d{6}$`)},
+		{"+447400123456", "", "en", regexp.MustCompile(`^Your verification code is \d{6}$`)},
+		{"+919812345678", "", "en", regexp.MustCompile(`^Your verification code is \d{6}$`)},
+		{"+4915123456780", "es", "es", regexp.MustCompile(`^Tu código de verificación es \d{6}$`)},
+	} {
+		_, err := a.CreateVerification(serviceA, (&verify.CreateVerificationParams{}).SetTo(tc.phone).SetChannel("sms").SetLocale(tc.locale))
+		if err != nil {
+			t.Fatalf("CreateVerification to %s: %v", tc.phone, err)
+		}
+		if bodies := twilio.to(tc.phone); len(bodies) != 1 || !tc.want.MatchString(bodies[0]) {
+			t.Errorf("%s, Locale %q: Twilio got %q, want one message matching %s", tc.phone, tc.locale, bodies, tc.want)
+		}
+		seen := rec.exchanges()
+		var got struct {
+			Locale string `json:"locale"`
+		}
+		if err := json.Unmarshal(seen[len(seen)-1].body, &got); err != nil || got.Locale != tc.wantLocale {
+			t.Errorf("%s, Locale %q: the answer's locale %q (%v), want %q", tc.phone, tc.locale, got.Locale, err, tc.wantLocale)
+		}
+	}
+	sp := loadSpecs(t)
+	for _, x := range rec.exchanges() {
+		sp.check(t, x)
+	}
+}

@@ -145,7 +145,8 @@ func base(c echo.Context) string { return c.Scheme() + "://" + c.Request().Host 
 // a code to To by SMS within every otpguard limit (guard.OTP.Send, as POST
 // /otp/send); DeviceIp is the user's address (the per-address limit);
 // Locale the language of the text, one of Verify's locales (else 60200,
-// before anything is counted). Channel whatsapp or call is 60200 in this
+// before anything is counted), else the number's country's; the answer's
+// locale says which was sent. Channel whatsapp or call is 60200 in this
 // version.
 func (h *Handlers) CreateVerification(c echo.Context) error {
 	f, err := readForm(c, "To", "Channel", "Locale", "DeviceIp", paramChallenge)
@@ -178,7 +179,9 @@ func (h *Handlers) CreateVerification(c echo.Context) error {
 	now := h.now()
 	v := guard.Verification{ID: res.VerificationID, Phone: res.Phone.E164, Status: guard.StatusPending,
 		CreatedAt: now, UpdatedAt: now}
-	return c.JSON(http.StatusCreated, newVerification(t, v, base(c)))
+	out := newVerification(t, v, base(c))
+	out.Locale = res.Locale
+	return c.JSON(http.StatusCreated, out)
 }
 
 // FetchVerification: GET /v2/Services/{ServiceSid}/Verifications/{Sid}.

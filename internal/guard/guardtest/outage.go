@@ -142,7 +142,7 @@ func (f *OutageStore) GuessCode(ctx context.Context, phone string, _ guard.Guess
 }
 
 // ConsumeCode deletes the number's code if there is one.
-func (f *OutageStore) ConsumeCode(ctx context.Context, phone string, _ []byte, _ time.Time) (guard.Consumed, error) {
+func (f *OutageStore) ConsumeCode(ctx context.Context, phone, _ string, _ []byte, _ time.Time) (guard.Consumed, error) {
 	if err := f.fail(ctx); err != nil {
 		return guard.ConsumedNot, err
 	}
@@ -156,12 +156,12 @@ func (f *OutageStore) ConsumeCode(ctx context.Context, phone string, _ []byte, _
 }
 
 // LockCode does nothing but fail while down.
-func (f *OutageStore) LockCode(ctx context.Context, _, _ string, _ time.Time) error {
+func (f *OutageStore) LockCode(ctx context.Context, _, _, _ string, _ time.Time) error {
 	return f.fail(ctx)
 }
 
 // DeleteCode deletes the number's code.
-func (f *OutageStore) DeleteCode(ctx context.Context, phone string) error {
+func (f *OutageStore) DeleteCode(ctx context.Context, phone, _ string) error {
 	if err := f.fail(ctx); err != nil {
 		return err
 	}

@@ -1,4 +1,5 @@
--- read_code reads the number's live code (KEYS[1]) without counting a
+-- read_code reads the number's live code of the default service (KEYS[1],
+-- its code key: lib/code.lua) without counting a
 -- guess, for the ops desk's number search (guard.OTP.Inspect): the
 -- guesses counted against it (its "a", which guess_code counts before
 -- the caller compares, past the max too), its verification's max and
@@ -11,14 +12,23 @@
 -- them to it; go test ./internal/store -run TestLuaLibraries -update
 -- rewrites them).
 -- begin lib/code.lua
--- lib/code.lua are the helpers of the code scripts. status_of reads a record
--- and derives expired: {s, c, u, e, a, x, o}, or false when there is none
--- (o, the service, is '' for the default service's).
-local function status_of(vk, ck, id)
+-- lib/code.lua are the helpers of the code scripts. Each service keeps its
+-- own live code per number: code_key(base, service) is the number's code
+-- key of service, base (the default service's key, unchanged since
+-- before services) for the default service ('') and base .. ':' .. its
+-- SID for another, in base's hash slot. status_of reads a record and
+-- derives expired against its own service's code: {s, c, u, e, a, x, o},
+-- or false when there is none (o, the service, is '' for the default
+-- service's).
+local function code_key(base, service)
+  if service == '' then return base end
+  return base .. ':' .. service
+end
+local function status_of(vk, base, id)
   local r = redis.call('HMGET', vk, 's', 'c', 'u', 'e', 'a', 'x', 'o')
   if not r[1] then return false end
   r[7] = r[7] or ''
-  if r[1] == 'pending' and redis.call('HGET', ck, 'v') ~= id then r[1] = 'expired' end
+  if r[1] == 'pending' and redis.call('HGET', code_key(base, r[7]), 'v') ~= id then r[1] = 'expired' end
   return r
 end
 -- end lib/code.lua

@@ -1,6 +1,7 @@
--- save_code replaces the number's code (KEYS[1]) and creates its
--- record (KEYS[2]): a record still pending for the code it replaces is
--- canceled (superseded by the new one). ARGV: mac, code TTL ms, id, now
+-- save_code replaces the service's code of the number (KEYS[1]: each
+-- service keeps its own, lib/code.lua) and creates its record (KEYS[2]):
+-- a record still pending for the code it replaces, the same service's, is
+-- canceled (superseded by the new one); other services' codes stay. ARGV: mac, code TTL ms, id, now
 -- ms, max attempts, retention ms, record key prefix, expires ms, the
 -- service that owns the code ('' the default service: no field). Returns
 -- the guesses counted against the replaced code.
