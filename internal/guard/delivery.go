@@ -160,7 +160,7 @@ const maxProviderRetryAfter = time.Minute
 func (s *courier) deliver(ctx context.Context, phone Phone, code issued, sp spent, locale string) error {
 	body := strings.ReplaceAll(s.messages.template(locale), "{code}", code.text)
 	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), providerTimeout)
-	err := s.sender.Send(pctx, Message{To: phone.E164, Body: body})
+	err := s.sender.Send(pctx, Message{To: phone.E164, Body: body, Code: code.text, Locale: locale})
 	cancel()
 	if err == nil {
 		return nil
