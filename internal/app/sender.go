@@ -13,13 +13,13 @@ import (
 )
 
 // buildSender is how codes leave: the caller's sender (WithSender) for
-// every channel, or the configured ones, each timed per provider and
+// every channel the settings turn on, or the configured ones, each timed per provider and
 // channel.
 func (w *wiring) buildSender(_ context.Context) error {
 	a := w.a
 	senders, provider := sms.Channels{}, "custom"
-	if w.o.sender != nil {
-		for _, ch := range guard.Channels() {
+	if w.o.sender != nil { // the channels the settings turn on, all by the caller's sender
+		for _, ch := range a.cfg.Channels() {
 			senders[ch] = w.o.sender
 		}
 	} else {
@@ -32,7 +32,7 @@ func (w *wiring) buildSender(_ context.Context) error {
 	for ch, s := range senders {
 		senders[ch] = sms.Timed(s, w.metrics.ProviderCalls(provider, ch, sms.Outcomes()))
 	}
-	w.sender = senders
+	w.sender, w.channels = senders, senders.Offers()
 	return nil
 }
 

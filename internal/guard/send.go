@@ -23,6 +23,9 @@ type SendRequest struct {
 	// Locale is the language of the SMS (locale.go): one of
 	// SupportedLocales, in any case; "" the policy's otp.message.
 	Locale string
+	// Channel is how the code goes (channel.go): ChannelSMS ("" too),
+	// ChannelWhatsApp or ChannelCall, if this deployment offers it.
+	Channel string
 }
 
 // SendResult says where the code went and how long it lives.
@@ -34,6 +37,8 @@ type SendResult struct {
 	VerificationID string
 	// Tier is the send's tier (trust.go).
 	Tier Tier
+	// Channel is the channel the code went by.
+	Channel string
 }
 
 // send is the pipeline of a parsed send: its steps in order, each in the
@@ -89,11 +94,11 @@ func (s *OTP) send(ctx context.Context, phone Phone, ip string, req SendRequest)
 		s.spend.giveBack(ctx, phone, spent, false)
 		return SendResult{}, err
 	}
-	// Hand it to the SMS provider (delivery.go).
-	if err := s.courier.deliver(ctx, phone, code, spent, req.Locale); err != nil {
+	// Hand it to the provider of its channel (delivery.go).
+	if err := s.courier.deliver(ctx, phone, code, spent, req.Locale, req.Channel); err != nil {
 		return SendResult{}, err
 	}
 	// Count it for the conversion watch (conversion.go).
 	s.watch.send(ctx, phone, tier)
-	return SendResult{Phone: phone, ExpiresIn: code.ttl, VerificationID: code.id, Tier: tier}, nil
+	return SendResult{Phone: phone, ExpiresIn: code.ttl, VerificationID: code.id, Tier: tier, Channel: req.Channel}, nil
 }
