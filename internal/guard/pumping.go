@@ -37,6 +37,9 @@ type abuseTakes struct {
 	// was judged before its limits, and is not asked about again.
 	refusal   error
 	riskAsked bool
+	// channel is the send's (channel.go): its own per-number window and
+	// its price in the budget (spend.go).
+	channel string
 }
 
 // abuseRules are the automatic abuse rules of a send to phone: the prefix

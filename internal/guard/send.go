@@ -73,6 +73,7 @@ func (s *OTP) send(ctx context.Context, phone Phone, ip string, req SendRequest)
 	// automatic rule's refusal asks the risk score, then is a challenge
 	// for an untrusted send (challenge.go); a low score spends the send
 	// again in the vouched tier, which goes on.
+	abuse.channel = req.Channel
 	spent, err := s.spend.spend(ctx, phone, ip, abuse)
 	if err != nil {
 		if spent, err = s.challenges.refused(ctx, phone, ip, tier, spent, err); err != nil {

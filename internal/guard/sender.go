@@ -43,16 +43,6 @@ type Message struct {
 	Locale string
 }
 
-// The channels a code can go by.
-const (
-	ChannelSMS      = "sms"
-	ChannelWhatsApp = "whatsapp"
-	ChannelCall     = "call"
-)
-
-// Channels lists every channel, SMS first.
-func Channels() []string { return []string{ChannelSMS, ChannelWhatsApp, ChannelCall} }
-
 // Sender delivers SMS. Implementations return an *Error with
 // CodeInvalidDestination when the provider refuses the number, and
 // CodeProviderUnavailable when the provider cannot be reached or fails,
