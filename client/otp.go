@@ -31,6 +31,9 @@ type SendRequest struct {
 	// gives (else its base language's, else otp.message). Optional:
 	// without it, the language of the number's country.
 	Locale string `json:"locale,omitempty"`
+	// Channel is how the code goes: "sms" (also ""), "whatsapp" or
+	// "call", if the server offers it (else an *Error invalid_request).
+	Channel string `json:"channel,omitempty"`
 	// IdempotencyKey, when set, is sent as the Idempotency-Key header:
 	// the same key with the same body answers the first answer and sends
 	// nothing more, so Send is retried on network errors. Use one key per
@@ -44,6 +47,8 @@ type SendResponse struct {
 	Phone          string `json:"phone"`  // E.164
 	ExpiresIn      int    `json:"expires_in"`
 	VerificationID string `json:"verification_id,omitempty"`
+	// Channel is the channel the code went by ("" from older servers).
+	Channel string `json:"channel,omitempty"`
 	// Replayed is true when otpguard answered with the first answer of an
 	// earlier send with the same idempotency key (header
 	// Idempotent-Replayed): no second SMS went out.

@@ -31,6 +31,7 @@ type wiring struct {
 	abuseMetrics *metrics.Abuse
 	guarded      guarded.Store // the store through the breaker
 	sender       guard.Sender
+	channels     []string            // the channels sender offers (sms.Channels.Offers)
 	hot          *resilience.HotKeys // nil: no limit syncs its counts
 	first        httpapi.Services    // what the policy at start-up decides
 	// captchaCalls bounds the CAPTCHA provider's calls under way, every policy's.
@@ -166,7 +167,7 @@ func (w *wiring) newOTP(p guard.OTPPolicy) *guard.OTP {
 	}
 	return guard.NewOTP(guard.OTPOptions{
 		Policy: p, Counter: fb, Codes: fb,
-		Sender: w.sender, HMACKey: a.cfg.HMACKey, Logger: a.log, LastStoreFailure: fb.LastFailure,
+		Sender: w.sender, Channels: w.channels, HMACKey: a.cfg.HMACKey, Logger: a.log, LastStoreFailure: fb.LastFailure,
 		Deny: a.ops.deny, Events: ops.Tee(a.ops.audit, a.abuse.recorder), Blocks: w.guarded, Now: w.o.now,
 		// The conversion watch is advisory: through the breaker, but its
 		// failures never refuse a send.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"net/http"
+	"slices"
 
 	"github.com/otpguard/otpguard/internal/config"
 	"github.com/otpguard/otpguard/internal/guard"
@@ -11,27 +12,57 @@ import (
 	"github.com/otpguard/otpguard/internal/sms"
 )
 
-// buildSender is how codes leave: the caller's sender (WithSender) or the
-// configured one, timed per provider.
+// buildSender is how codes leave: the caller's sender (WithSender) for
+// every channel the settings turn on, or the configured ones, each timed per provider and
+// channel.
 func (w *wiring) buildSender(_ context.Context) error {
 	a := w.a
-	sender, provider := w.o.sender, "custom"
-	if sender == nil {
+	senders, provider := sms.Channels{}, "custom"
+	if w.o.sender != nil { // the channels the settings turn on, all by the caller's sender
+		for _, ch := range a.cfg.Channels() {
+			senders[ch] = w.o.sender
+		}
+	} else {
 		var err error
-		if sender, err = newSender(a.cfg, w.o.output, w.tr.smsTransport()); err != nil {
+		if senders, err = newSenders(a.cfg, w.o.output, w.tr.smsTransport()); err != nil {
 			return err
 		}
 		provider = a.cfg.SMS
 	}
-	w.sender = sms.Timed(sender, w.metrics.ProviderCalls(provider, sms.Outcomes()))
+	for ch, s := range senders {
+		senders[ch] = sms.Timed(s, w.metrics.ProviderCalls(provider, ch, sms.Outcomes()))
+	}
+	w.sender, w.channels = senders, senders.Offers()
 	return nil
 }
 
-func newSender(cfg *config.Config, stdout io.Writer, transport http.RoundTripper) (guard.Sender, error) {
+// newSenders are the senders of the channels cfg turns on: the console
+// prints every one of them, Twilio sends each by its API.
+func newSenders(cfg *config.Config, stdout io.Writer, transport http.RoundTripper) (sms.Channels, error) {
+	on := cfg.Channels()
 	if cfg.SMS != "twilio" { // console, or unset in embedded mode
-		return sms.NewConsole(stdout), nil
+		console, out := sms.NewConsole(stdout), sms.Channels{}
+		for _, ch := range on {
+			out[ch] = console
+		}
+		return out, nil
 	}
-	return sms.NewTwilio(cfg.Twilio.Options(transport))
+	out := sms.Channels{}
+	var err error
+	if out[guard.ChannelSMS], err = sms.NewTwilio(cfg.Twilio.Options(transport)); err != nil {
+		return nil, err
+	}
+	if slices.Contains(on, guard.ChannelWhatsApp) {
+		if out[guard.ChannelWhatsApp], err = sms.NewWhatsApp(cfg.Twilio.WhatsAppOptions(transport)); err != nil {
+			return nil, err
+		}
+	}
+	if slices.Contains(on, guard.ChannelCall) {
+		if out[guard.ChannelCall], err = sms.NewVoice(cfg.Twilio.VoiceOptions(transport)); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
 }
 
 // statusCallback is what POST /sms/status checks Twilio's signature with;

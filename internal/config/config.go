@@ -14,6 +14,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"syscall"
 	"time"
 
@@ -118,6 +119,11 @@ type TwilioConfig struct {
 	MessagingServiceSID string
 	BaseURL             string
 	StatusCallback      string
+	// The other channels' senders (channels.go): a channel is on when
+	// its settings are set.
+	WhatsAppFrom       string
+	WhatsAppContentSID string
+	VoiceFrom          string
 }
 
 // Options is the Twilio sender's options for this account; transport nil
@@ -296,6 +302,7 @@ func (c *Config) checkTwilio() error {
 			cs = append(cs, err)
 		}
 	}
+	cs = append(cs, t.checkChannels()...)
 	return cs.err()
 }
 
@@ -364,6 +371,7 @@ func (c *Config) Describe(w io.Writer) error {
 		redis = "embedded (miniredis, not shared between instances)"
 	}
 	fmt.Fprintf(w, "# configuration is valid\n# redis: %s\n# sms: %s\n", redis, or(c.SMS, "console"))
+	fmt.Fprintf(w, "# channels: %s\n", strings.Join(c.Channels(), ", "))
 	fmt.Fprintf(w, "# tracing: %s\n", c.Tracing.describe())
 	for _, warn := range c.AllWarnings() {
 		fmt.Fprintf(w, "# warning: %s\n", warn)

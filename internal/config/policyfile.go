@@ -30,31 +30,38 @@ type filePolicies struct {
 
 // fileOTPPolicy is the file's otp: section (guard.OTPPolicy).
 type fileOTPPolicy struct {
-	CodeLength         int                   `yaml:"code_length"`
-	CodeTTL            fileDuration          `yaml:"code_ttl"`
-	MaxVerifyAttempts  int                   `yaml:"max_verify_attempts"`
-	Cooldown           fileDuration          `yaml:"cooldown"`
-	PerPhone           fileWindow            `yaml:"per_phone"`
-	PerIP              fileWindow            `yaml:"per_ip"`
-	DefaultRegion      string                `yaml:"default_region,omitempty"`
-	Message            string                `yaml:"message"`
-	Messages           map[string]string     `yaml:"messages,omitempty"` // locale -> text (guard/locale.go)
-	Mode               limit.Mode            `yaml:"mode,omitempty"`     // exists to be refused: OTP limits are always exact
-	OnStoreError       limit.FallbackMode    `yaml:"on_store_error"`
-	LocalLimit         int64                 `yaml:"local_limit,omitempty"`
-	AllowedCountries   []string              `yaml:"allowed_countries"`
-	AllowedNumberTypes []string              `yaml:"allowed_number_types"`
-	AllowHighRisk      []string              `yaml:"allow_high_risk"`
-	PerPrefix          filePrefixWindow      `yaml:"per_prefix"`
-	PrefixDepths       []filePrefixWindow    `yaml:"prefix_depths"`
-	PerCountry         map[string]fileWindow `yaml:"per_country"`
-	CountryVelocity    fileVelocity          `yaml:"country_velocity"`
-	Budget             fileBudget            `yaml:"budget"`
-	Conversion         fileConversion        `yaml:"conversion"`
-	SafeList           []string              `yaml:"safe_list"`
-	Challenge          fileChallenge         `yaml:"challenge"`
-	Trust              fileTrust             `yaml:"trust"`
-	Risk               fileRisk              `yaml:"risk"`
+	CodeLength         int                    `yaml:"code_length"`
+	CodeTTL            fileDuration           `yaml:"code_ttl"`
+	MaxVerifyAttempts  int                    `yaml:"max_verify_attempts"`
+	Cooldown           fileDuration           `yaml:"cooldown"`
+	PerPhone           fileWindow             `yaml:"per_phone"`
+	PerIP              fileWindow             `yaml:"per_ip"`
+	DefaultRegion      string                 `yaml:"default_region,omitempty"`
+	Message            string                 `yaml:"message"`
+	Messages           map[string]string      `yaml:"messages,omitempty"` // locale -> text (guard/locale.go)
+	Mode               limit.Mode             `yaml:"mode,omitempty"`     // exists to be refused: OTP limits are always exact
+	OnStoreError       limit.FallbackMode     `yaml:"on_store_error"`
+	LocalLimit         int64                  `yaml:"local_limit,omitempty"`
+	AllowedCountries   []string               `yaml:"allowed_countries"`
+	AllowedNumberTypes []string               `yaml:"allowed_number_types"`
+	AllowHighRisk      []string               `yaml:"allow_high_risk"`
+	PerPrefix          filePrefixWindow       `yaml:"per_prefix"`
+	PrefixDepths       []filePrefixWindow     `yaml:"prefix_depths"`
+	PerCountry         map[string]fileWindow  `yaml:"per_country"`
+	CountryVelocity    fileVelocity           `yaml:"country_velocity"`
+	Budget             fileBudget             `yaml:"budget"`
+	Conversion         fileConversion         `yaml:"conversion"`
+	SafeList           []string               `yaml:"safe_list"`
+	Challenge          fileChallenge          `yaml:"challenge"`
+	Trust              fileTrust              `yaml:"trust"`
+	Risk               fileRisk               `yaml:"risk"`
+	Channels           map[string]fileChannel `yaml:"channels"`
+}
+
+// fileChannel is one channel of otp.channels (guard.ChannelPolicy).
+type fileChannel struct {
+	PerPhone fileWindow `yaml:"per_phone"`
+	Price    int64      `yaml:"price"`
 }
 
 // fileChallenge is otp.challenge (guard.ChallengePolicy).
@@ -278,6 +285,9 @@ func policyFile(p guard.Policies) filePolicies {
 				Expires: fileDuration(o.Challenge.Expires), Floor: o.Challenge.Floor, CutFor: fileDuration(o.Challenge.CutFor)},
 			Trust: toFileTrust(o.Trust),
 			Risk:  toFileRisk(o.Risk),
+			Channels: convertMap(o.Channels, func(c guard.ChannelPolicy) fileChannel {
+				return fileChannel{PerPhone: toFileWindow(c.PerPhone), Price: c.Price}
+			}),
 		},
 		Services: toFileServices(p.Services),
 		Limits: convertMap(p.Limits, func(l limit.Policy) fileLimitPolicy {
@@ -331,6 +341,9 @@ func (f filePolicies) policies() guard.Policies {
 				Expires: time.Duration(o.Challenge.Expires), Floor: o.Challenge.Floor, CutFor: time.Duration(o.Challenge.CutFor)},
 			Trust: o.Trust.trust(),
 			Risk:  o.Risk.risk(),
+			Channels: convertMap(o.Channels, func(c fileChannel) guard.ChannelPolicy {
+				return guard.ChannelPolicy{PerPhone: c.PerPhone.window(), Price: c.Price}
+			}),
 		},
 		Services: servicesOf(f.Services),
 		Limits: convertMap(f.Limits, func(l fileLimitPolicy) limit.Policy {

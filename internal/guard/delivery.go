@@ -132,8 +132,8 @@ const ProviderRetryAfter = 5 * time.Second
 // provider's own trouble, not the user's to wait out.
 const maxProviderRetryAfter = time.Minute
 
-// deliver hands code to the SMS provider, in the text of locale
-// (canonical, "" none). When that fails, the code is
+// deliver hands code to the provider of channel, in text t (its locale
+// the voice's language). When that fails, the code is
 // deleted: never delivered, as far as we know, so not left guessable (a
 // stateless code cannot be taken back; it dies with its step). What the
 // send spent stays spent, since the provider may have delivered it, unless
@@ -146,10 +146,10 @@ const maxProviderRetryAfter = time.Minute
 //     (provider_unavailable): the number's cooldown and per-number count
 //     are given back too (giveBack with try), and the answer says when to try
 //     again (the provider's Retry-After, else ProviderRetryAfter).
-func (s *courier) deliver(ctx context.Context, phone Phone, code issued, sp spent, t text) error {
+func (s *courier) deliver(ctx context.Context, phone Phone, code issued, sp spent, t text, channel string) error {
 	body := strings.ReplaceAll(t.template, "{code}", code.text)
 	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), providerTimeout)
-	err := s.sender.Send(pctx, Message{To: phone.E164, Body: body})
+	err := s.sender.Send(pctx, Message{To: phone.E164, Body: body, Code: code.text, Locale: t.locale, Channel: channel})
 	cancel()
 	if err == nil {
 		return nil

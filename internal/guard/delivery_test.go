@@ -61,7 +61,7 @@ func TestProviderRefusalAnswer(t *testing.T) {
 			if tt.back {
 				want = 0
 			}
-			for _, k := range guard.PhoneCounterKeys(phone) {
+			for _, k := range guard.PhoneCounterKeys(phone)[:2] { // an SMS's: its cooldown and window
 				if got := st.Count(k); got != want {
 					t.Errorf("%s = %d, want %d", k.Name, got, want)
 				}

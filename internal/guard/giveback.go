@@ -30,7 +30,8 @@ func (s *spender) giveBack(ctx context.Context, phone Phone, sp spent, try bool)
 func numberTakes(passed []limit.Take, e164 string) []limit.Take {
 	var out []limit.Take
 	for _, t := range passed {
-		if t.Key == cooldownKey(e164) || t.Key == phoneSendsKey(e164) {
+		if t.Key == cooldownKey(e164) || t.Key == phoneSendsKey(e164) ||
+			t.Key == channelSendsKey(e164, ChannelWhatsApp) || t.Key == channelSendsKey(e164, ChannelCall) {
 			out = append(out, t)
 		}
 	}

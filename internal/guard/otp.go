@@ -16,9 +16,12 @@ type OTPOptions struct {
 	Counter limit.Counter
 	Codes   Codes
 	Sender  Sender
-	HMACKey []byte
-	Logger  *slog.Logger
-	Random  io.Reader // crypto/rand.Reader when nil
+	// Channels are the channels Sender offers beside SMS (channel.go):
+	// whatsapp, call; nil: SMS only.
+	Channels []string
+	HMACKey  []byte
+	Logger   *slog.Logger
+	Random   io.Reader // crypto/rand.Reader when nil
 	// Optional: a deny-list, an audit sink and a block index. Nil means
 	// none (nothing denied, nothing recorded).
 	Deny   DenyChecker
@@ -89,6 +92,7 @@ type OTP struct {
 	courier    *courier
 	watch      *conversionWatch
 	records    *verificationRecords
+	channels   channels
 }
 
 // NewOTP returns an OTP service. The policy must have passed Validate.
@@ -116,7 +120,7 @@ func NewOTP(o OTPOptions) *OTP {
 	}
 	p, log, now := o.Policy, o.Logger, o.Now
 	safe := safeList(p.SafeList)
-	s := &OTP{policy: p,
+	s := &OTP{policy: p, channels: newChannels(o.Channels),
 		audit: &audit{events: o.Events, blocks: o.Blocks, log: log, now: now},
 		challenges: &challenges{challenger: o.Challenger, log: log, now: now,
 			on: o.Challenger != nil && o.Volumes != nil && p.Challenge.On()},
@@ -180,6 +184,9 @@ func NewOTP(o OTPOptions) *OTP {
 // the number's try is given back (delivery.go).
 func (s *OTP) Send(ctx context.Context, req SendRequest) (SendResult, error) {
 	phone, ip, auditIP, err := parseSend(&req, s.policy.DefaultRegion)
+	if err == nil {
+		req.Channel, err = s.channels.check(req.Channel)
+	}
 	if err != nil {
 		s.audit.record(ctx, ActionOTPSend, "", phone, auditIP, req.Service, err)
 		return SendResult{}, err

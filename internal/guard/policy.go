@@ -68,6 +68,10 @@ type OTPPolicy struct {
 	Trust     TrustPolicy
 	// Risk is otp.risk: the network's risk score (risk.go).
 	Risk RiskPolicy
+	// Channels is otp.channels: each channel's own per-number window and
+	// price in the budget (channel.go); a channel it leaves out has its
+	// default (DefaultChannelPolicies).
+	Channels map[string]ChannelPolicy
 }
 
 // PrefixWindow is the fixed-window limit of every number prefix: the
@@ -206,6 +210,7 @@ func DefaultPolicies() Policies {
 			Challenge:          DefaultChallenge(),
 			Trust:              DefaultTrust(),
 			Risk:               DefaultRisk(),
+			Channels:           DefaultChannelPolicies(),
 		},
 		Limits: map[string]limit.Policy{
 			"default": {Algorithm: limit.TokenBucket, Capacity: 50, RefillPerSecond: 5, OnStoreError: limit.FallbackOpen},
@@ -331,5 +336,41 @@ func (o *OTPPolicy) fillAbuseDefaults() {
 	}
 	if o.Risk.Mode == "" {
 		o.Risk = DefaultRisk()
+	}
+	if o.Channels == nil {
+		o.Channels = map[string]ChannelPolicy{}
+	}
+	for ch, c := range DefaultChannelPolicies() { // a channel the file leaves out
+		if _, ok := o.Channels[ch]; !ok {
+			o.Channels[ch] = c
+		}
+	}
+}
+
+// ChannelPolicy is one channel's entry of otp.channels: its own window of
+// sends per number, counted beside per_phone (which counts every
+// channel's), and its price, what one send takes from the spend budget
+// (otp.budget counts SMS: an SMS's price is 1).
+type ChannelPolicy struct {
+	PerPhone Window // Limit 0: no window of its own
+	Price    int64
+}
+
+// Defaults of otp.channels: WhatsApp costs about an SMS; a call costs
+// several and is what toll fraud pumps, so fewer per number.
+const (
+	DefaultWhatsAppPerPhone = 3
+	DefaultCallPerPhone     = 2
+	DefaultCallPrice        = 5
+)
+
+// DefaultChannelPolicies are otp.channels when the policy file names
+// none: sms price 1 (its window is per_phone); whatsapp 3 per number in
+// 10 minutes, price 1; call 2 per number an hour, price 5.
+func DefaultChannelPolicies() map[string]ChannelPolicy {
+	return map[string]ChannelPolicy{
+		ChannelSMS:      {Price: 1},
+		ChannelWhatsApp: {PerPhone: Window{Limit: DefaultWhatsAppPerPhone, Window: 10 * time.Minute}, Price: 1},
+		ChannelCall:     {PerPhone: Window{Limit: DefaultCallPerPhone, Window: time.Hour}, Price: DefaultCallPrice},
 	}
 }

@@ -42,6 +42,7 @@ func (p *Policies) Validate() error {
 		errs = append(errs, fmt.Errorf("%s: %s", field, fmt.Sprintf(format, args...)))
 	}
 	validateOTP(p.OTP, bad)
+	validateChannels(p.OTP.Channels, bad)
 	for _, name := range p.LimitNames() {
 		validateLimit(name, p.Limits[name], bad)
 	}

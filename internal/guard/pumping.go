@@ -40,6 +40,9 @@ type abuseTakes struct {
 	// lookup (nil: none) is the place in the lookup budget the send takes
 	// beside its first round trip, for its refusal's score (riskstep.go).
 	lookup *lookupHold
+	// channel is the send's (channel.go): its own per-number window and
+	// its price in the budget (spend.go).
+	channel string
 }
 
 // abuseRules are the automatic abuse rules of a send to phone: the prefix

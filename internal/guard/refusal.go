@@ -47,7 +47,9 @@ func (s *risk) instead(ctx context.Context, phone Phone, ip string, tier Tier, r
 	if s.verdict(a) != riskLow {
 		return spent{}, nil, false
 	}
-	sp, err = s.spend.spend(ctx, phone, ip, s.vouched(phone, refused.baseline))
+	vouched := s.vouched(phone, refused.baseline)
+	vouched.channel = refused.channel
+	sp, err = s.spend.spend(ctx, phone, ip, vouched)
 	if err != nil && (errors.Is(err, errVouchedCap) || problem.CodeOf(err) == problem.CodeStoreUnavailable) {
 		return spent{}, nil, false // the vouched tier cannot take it: the challenge
 	}

@@ -24,6 +24,9 @@ type SendRequest struct {
 	// SupportedLocales, in any case; "" the language of the number's
 	// country (numberlocale.go), else the policy's otp.message.
 	Locale string
+	// Channel is how the code goes (channel.go): ChannelSMS ("" too),
+	// ChannelWhatsApp or ChannelCall, if this deployment offers it.
+	Channel string
 }
 
 // SendResult says where the code went and how long it lives.
@@ -39,6 +42,8 @@ type SendResult struct {
 	// locale whose template it was, "en" for the built-in otp.message, ""
 	// for a deployment's own.
 	Locale string
+	// Channel is the channel the code went by.
+	Channel string
 }
 
 // send is the pipeline of a parsed send: its steps in order, each in the
@@ -76,6 +81,7 @@ func (s *OTP) send(ctx context.Context, phone Phone, ip string, req SendRequest)
 	// automatic rule's refusal asks the risk score, then is a challenge
 	// for an untrusted send (challenge.go); a low score spends the send
 	// again in the vouched tier, which goes on.
+	abuse.channel = req.Channel
 	spent, err := s.spend.spend(ctx, phone, ip, abuse)
 	if err != nil {
 		if spent, err = s.challenges.refused(ctx, phone, ip, tier, spent, err); err != nil {
@@ -97,13 +103,13 @@ func (s *OTP) send(ctx context.Context, phone Phone, ip string, req SendRequest)
 		s.spend.giveBack(ctx, phone, spent, false)
 		return SendResult{}, err
 	}
-	// Hand it to the SMS provider (delivery.go), in the language asked
-	// for, else the number's country's (numberlocale.go).
+	// Hand it to the provider of its channel (delivery.go), in the
+	// language asked for, else the number's country's (numberlocale.go).
 	t := s.courier.messages.pick(req.Locale, phone.Region)
-	if err := s.courier.deliver(ctx, phone, code, spent, t); err != nil {
+	if err := s.courier.deliver(ctx, phone, code, spent, t, req.Channel); err != nil {
 		return SendResult{}, err
 	}
 	// Count it for the conversion watch (conversion.go).
 	s.watch.send(ctx, phone, tier)
-	return SendResult{Phone: phone, ExpiresIn: code.ttl, VerificationID: code.id, Tier: tier, Locale: t.locale}, nil
+	return SendResult{Phone: phone, ExpiresIn: code.ttl, VerificationID: code.id, Tier: tier, Locale: t.locale, Channel: req.Channel}, nil
 }

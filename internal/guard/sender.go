@@ -28,10 +28,19 @@ type ProviderWait interface {
 	ProviderWait() time.Duration
 }
 
-// Message is one SMS to send. Body contains the code: never log it.
+// Message is one code to send. Body and Code contain the code: never log
+// them.
 type Message struct {
 	To   string // E.164
-	Body string
+	Body string // the text: the policy's message with the code
+	// Channel is how it goes: ChannelSMS (also ""), ChannelWhatsApp or
+	// ChannelCall. A sender of one channel ignores it.
+	Channel string
+	// Code is the code alone: a WhatsApp template's variable, a call's
+	// digits.
+	Code string
+	// Locale is the send's locale (canonical, "" none): a call's voice.
+	Locale string
 }
 
 // Sender delivers SMS. Implementations return an *Error with

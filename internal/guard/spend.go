@@ -61,7 +61,7 @@ type spender struct {
 // open, all three are split; with closed, the send is refused. The slice
 // leaves room for the more limits the abuse rules add, appended without a
 // copy.
-func (s *spender) sendLimits(phone, ip string, more int) []limitedTake {
+func (s *spender) sendLimits(phone, ip, channel string, more int) []limitedTake {
 	mode := s.policy.OnStoreError
 	fallback := func(t limit.Take, localLimit int64) limit.Take {
 		t.Policy, t.OnStoreError = OTPPolicyName, mode
@@ -70,7 +70,7 @@ func (s *spender) sendLimits(phone, ip string, more int) []limitedTake {
 		}
 		return t
 	}
-	ls := make([]limitedTake, 0, 3+more)
+	ls := make([]limitedTake, 0, 4+more)
 	if cd := s.policy.Cooldown; cd > 0 {
 		ls = append(ls, limitedTake{
 			take:   fallback(limit.Take{Key: cooldownKey(phone), Algorithm: limit.FixedWindow, Limit: 1, Window: cd, Cost: 1}, 1),
@@ -82,6 +82,15 @@ func (s *spender) sendLimits(phone, ip string, more int) []limitedTake {
 			Limit: s.policy.PerPhone.Limit, Window: s.policy.PerPhone.Window, Cost: 1}, s.policy.LocalLimit),
 		denial: problem.CodePhoneRateLimited, what: "too many codes were sent to this number",
 	})
+	// The channel's own window beside it (otp.channels; SMS has none): a
+	// refusal of the number's too.
+	if c := s.policy.Channels[channel]; channel != ChannelSMS && c.PerPhone.Limit > 0 {
+		ls = append(ls, limitedTake{
+			take: fallback(limit.Take{Key: channelSendsKey(phone, channel), Algorithm: limit.FixedWindow,
+				Limit: c.PerPhone.Limit, Window: c.PerPhone.Window, Cost: 1}, c.PerPhone.Limit),
+			denial: problem.CodePhoneRateLimited, what: "too many codes were sent to this number by " + channel,
+		})
+	}
 	if ip != "" {
 		t := fallback(limit.Take{Key: limit.Key{Space: "otp:ip", ID: ip, Name: "sends"}, Algorithm: limit.FixedWindow,
 			Limit: s.policy.PerIP.Limit, Window: s.policy.PerIP.Window, Cost: 1}, 0)
@@ -96,18 +105,38 @@ func (s *spender) sendLimits(phone, ip string, more int) []limitedTake {
 	return ls
 }
 
+// priced charges the spend budget's takes among limits a channel's price
+// (otp.channels; an SMS's is 1): a refund gives back what was charged.
+func priced(limits []limitedTake, price int64) {
+	if price <= 1 {
+		return
+	}
+	for i := range limits {
+		if limits[i].take.Key.Space == budgetHourKey.Space {
+			limits[i].take.Cost = price
+		}
+	}
+}
+
 // PhoneCounterKeys are the keys Send counts a number's own sends under:
 // its cooldown and its per-number window. The cooldown key is listed even
 // when the policy has no cooldown, as a policy in force earlier may have
 // set one. The per-IP counter is the address's, not the number's, and is
 // not listed. The ops desk deletes these keys to unblock a number.
 func PhoneCounterKeys(e164 string) []limit.Key {
-	return []limit.Key{cooldownKey(e164), phoneSendsKey(e164)}
+	return []limit.Key{cooldownKey(e164), phoneSendsKey(e164),
+		channelSendsKey(e164, ChannelWhatsApp), channelSendsKey(e164, ChannelCall)}
 }
 
 func cooldownKey(e164 string) limit.Key { return limit.Key{Space: "otp", ID: e164, Name: "cooldown"} }
 
 func phoneSendsKey(e164 string) limit.Key { return limit.Key{Space: "otp", ID: e164, Name: "sends"} }
+
+// channelSendsKey counts a number's sends by channel (not SMS), beside
+// its per-number window: the same hash tag, so one slot.
+func channelSendsKey(e164, channel string) limit.Key {
+	return limit.Key{Space: "otp", ID: e164, Name: channel + "_sends"}
+}
 
 // spent is what a send's spend counted: the takes the store (or the
 // fallback) counted, and the hour the velocity rule counted it in (zero:
@@ -126,7 +155,8 @@ type spent struct {
 	storeFailed bool  // the store failed (or a fallback decided) in the spend
 	// lookup is the send's place in the lookup budget (riskstep.go),
 	// its lookup started when the refusal asks the score.
-	lookup *lookupHold
+	lookup  *lookupHold
+	channel string
 }
 
 // spend takes every limit of a send at once: one Counter call, which the
@@ -151,7 +181,8 @@ func (s *spender) spend(ctx context.Context, phone Phone, ip string, abuse abuse
 	if abuse.refusal != nil { // refused before its limits: nothing taken
 		return spent{riskAsked: true}, abuse.refusal
 	}
-	limits := append(s.sendLimits(phone.E164, ip, len(abuse.limits)), abuse.limits...)
+	limits := append(s.sendLimits(phone.E164, ip, abuse.channel, len(abuse.limits)), abuse.limits...)
+	priced(limits, s.policy.Channels[abuse.channel].Price)
 	vol := abuse.velocity
 	takes := make([]limit.Take, len(limits))
 	for i, l := range limits {
@@ -248,7 +279,7 @@ func (s *spender) spend(ctx context.Context, phone Phone, ip string, abuse abuse
 // riskRead is the spent of a refused send: the cached risk answer the
 // store read with its count (vres), and whether abuse was judged before.
 func riskRead(vres *VolumeResult, abuse abuseTakes, fellBack bool) spent {
-	sp := spent{riskAsked: abuse.riskAsked, storeFailed: fellBack, lookup: abuse.lookup}
+	sp := spent{riskAsked: abuse.riskAsked, storeFailed: fellBack, lookup: abuse.lookup, channel: abuse.channel}
 	if vres != nil {
 		sp.risk, sp.storeFailed, sp.baseline = vres.Risk, fellBack || vres.Fallback, vres.Baseline
 	}

@@ -22,6 +22,9 @@ type sendRequest struct {
 	// Locale is the language of the SMS, one of Verify's locales
 	// (guard.SendRequest.Locale); "" the number's country's language.
 	Locale string `json:"locale"`
+	// Channel is how the code goes: sms ("" too), whatsapp or call, if
+	// this deployment offers it (guard.SendRequest.Channel).
+	Channel string `json:"channel"`
 }
 
 type sendResponse struct {
@@ -32,6 +35,8 @@ type sendResponse struct {
 	// VerificationID is absent for a stateless code (sent while Redis
 	// was away), which has no verification record.
 	VerificationID string `json:"verification_id,omitempty"`
+	// Channel is the channel the code went by.
+	Channel string `json:"channel"`
 }
 
 // otpHandlers are the handlers of /otp/... (otp.go, verifications.go):
@@ -48,7 +53,7 @@ func (h *otpHandlers) sendOTP(c echo.Context) error {
 		return err
 	}
 	res, err := h.live.Load().OTP.Send(c.Request().Context(), guard.SendRequest{Phone: req.Phone, ClientIP: req.ClientIP,
-		Challenge: req.Challenge, Account: req.Account, Locale: req.Locale})
+		Challenge: req.Challenge, Account: req.Account, Locale: req.Locale, Channel: req.Channel})
 	if _, lost := err.(*guard.ClaimLost); lost {
 		return err // a duplicate: its Idempotency-Key's holder answers it (idempotency.go)
 	}
@@ -58,7 +63,7 @@ func (h *otpHandlers) sendOTP(c echo.Context) error {
 		return err
 	}
 	return c.JSON(http.StatusOK, sendResponse{Status: string(guard.StatusPending), Phone: res.Phone.E164,
-		ExpiresIn: int(res.ExpiresIn.Seconds()), VerificationID: res.VerificationID})
+		ExpiresIn: int(res.ExpiresIn.Seconds()), VerificationID: res.VerificationID, Channel: res.Channel})
 }
 
 type verifyRequest struct {

@@ -3,6 +3,7 @@ package httpapi
 import (
 	"net/http"
 	"net/url"
+	"strings"
 	"sync/atomic"
 
 	"github.com/labstack/echo/v4"
@@ -22,12 +23,36 @@ type StatusCallback interface {
 	Verify(header http.Header, form url.Values) bool
 }
 
-// twilioStatuses are the message statuses Twilio reports; anything else
-// is counted as "other", so a forged label cannot grow the metric.
+// twilioStatuses are the message and call statuses Twilio reports;
+// anything else is counted as "other", so a forged label cannot grow the
+// metric.
 var twilioStatuses = map[string]bool{
 	"accepted": true, "scheduled": true, "queued": true, "sending": true, "sent": true,
 	"delivered": true, "undelivered": true, "failed": true, "read": true,
 	"partially_delivered": true, "canceled": true, "receiving": true, "received": true,
+	// a call's (CallStatus)
+	"initiated": true, "ringing": true, "in-progress": true, "completed": true, "busy": true, "no-answer": true,
+}
+
+// statusReport reads one report of a status callback: a message's (SMS
+// or WhatsApp, MessageStatus; SmsStatus of older callbacks) or a call's
+// (CallStatus). A WhatsApp report's To is a "whatsapp:" address; the
+// number is what is recorded.
+func statusReport(form url.Values) guard.Delivery {
+	first := func(names ...string) string {
+		for _, n := range names {
+			if v := form.Get(n); v != "" {
+				return v
+			}
+		}
+		return ""
+	}
+	return guard.Delivery{
+		MessageID: first("MessageSid", "SmsSid", "CallSid"),
+		To:        strings.TrimPrefix(form.Get("To"), "whatsapp:"),
+		Status:    first("MessageStatus", "SmsStatus", "CallStatus"),
+		ErrorCode: form.Get("ErrorCode"),
+	}
 }
 
 // smsStatusHandler is the handler of POST /sms/status.
@@ -37,7 +62,8 @@ type smsStatusHandler struct {
 	metrics  *metrics.Abuse
 }
 
-// smsStatus: POST /sms/status. Twilio's delivery status callback. No
+// smsStatus: POST /sms/status. Twilio's delivery status callback, of
+// every channel's messages and calls (statusReport). No
 // bearer key: the X-Twilio-Signature (HMAC-SHA1 of the callback URL and
 // the sorted form parameters, keyed with the auth token) is the
 // authentication; a missing or forged one is 403.
@@ -53,25 +79,17 @@ func (h *smsStatusHandler) smsStatus(c echo.Context) error {
 	if !h.callback.Verify(r.Header, form) {
 		return problem.Errorf(problem.CodeForbidden, "the X-Twilio-Signature does not match")
 	}
-	status := form.Get("MessageStatus")
-	if status == "" {
-		status = form.Get("SmsStatus")
+	d := statusReport(form)
+	if d.Status == "" {
+		return problem.Errorf(problem.CodeInvalidRequest, "MessageStatus (or a call's CallStatus) is required")
 	}
-	if status == "" {
-		return problem.Errorf(problem.CodeInvalidRequest, "MessageStatus is required")
-	}
-	label := status
-	if !twilioStatuses[label] {
-		label = "other"
-	}
-	sid := form.Get("MessageSid")
-	if sid == "" {
-		sid = form.Get("SmsSid")
+	if !twilioStatuses[d.Status] {
+		d.Status = "other"
 	}
 	// A replay (the same message and status, already recorded on any
 	// instance) is answered as the first was, and counted nowhere.
-	if h.live.Load().OTP.RecordDelivery(r.Context(), guard.Delivery{MessageID: sid, To: form.Get("To"), Status: label, ErrorCode: form.Get("ErrorCode")}) {
-		h.metrics.SMSStatus(label)
+	if h.live.Load().OTP.RecordDelivery(r.Context(), d) {
+		h.metrics.SMSStatus(d.Status)
 	}
 	return c.NoContent(http.StatusNoContent)
 }

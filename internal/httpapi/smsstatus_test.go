@@ -92,6 +92,9 @@ func TestSMSStatusCallback(t *testing.T) {
 	// one twilio-go's validator accepts.
 	valid := twilioSignature(statusToken, statusURL, form)
 	failed := url.Values{"MessageSid": {"SM1"}, "MessageStatus": {"undelivered"}, "To": {"+919800000001"}, "ErrorCode": {"30003"}}
+	// The other channels report to the same URL, signed alike.
+	whatsapp := url.Values{"MessageSid": {"SM2"}, "MessageStatus": {"read"}, "To": {"whatsapp:+919800000002"}, "ChannelPrefix": {"whatsapp"}}
+	call := url.Values{"CallSid": {"CA3"}, "CallStatus": {"no-answer"}, "To": {"+919800000003"}, "Direction": {"outbound-api"}}
 
 	for _, tc := range []struct {
 		name   string
@@ -103,6 +106,9 @@ func TestSMSStatusCallback(t *testing.T) {
 	}{
 		{"valid signature", configured, form, valid, 204, ""},
 		{"valid signature, undelivered", configured, failed, twilioSignature(statusToken, statusURL, failed), 204, ""},
+		{"valid signature, whatsapp", configured, whatsapp, twilioSignature(statusToken, statusURL, whatsapp), 204, ""},
+		{"valid signature, call", configured, call, twilioSignature(statusToken, statusURL, call), 204, ""},
+		{"forged signature of a call", configured, call, twilioSignature("not-the-token", statusURL, call), 403, "forbidden"},
 		{"forged signature", configured, form, twilioSignature("not-the-token", statusURL, form), 403, "forbidden"},
 		{"signature of another URL", configured, form, twilioSignature(statusToken, "https://evil.example/sms/status", form), 403, "forbidden"},
 		{"tampered body", configured, url.Values{"MessageSid": {"SMx"}, "MessageStatus": {"delivered"}, "To": {"+919800000000"}, "AccountSid": {"AC0123"}, "ApiVersion": {"2010-04-01"}}, valid, 403, "forbidden"},
@@ -153,8 +159,14 @@ func TestSMSStatusCallback(t *testing.T) {
 
 	rec.mu.Lock()
 	defer rec.mu.Unlock()
-	if len(rec.e) != 2 {
-		t.Fatalf("audit events: got %d, want 2 (the valid reports only): %+v", len(rec.e), rec.e)
+	if len(rec.e) != 4 {
+		t.Fatalf("audit events: got %d, want 4 (the valid reports only): %+v", len(rec.e), rec.e)
+	}
+	if e := rec.e[2]; e.Outcome != "read" || e.Phone != "+919800000002" || !strings.Contains(e.Detail, "sid=SM2") {
+		t.Errorf("audit event of the whatsapp report: %+v", e)
+	}
+	if e := rec.e[3]; e.Outcome != "no-answer" || e.Phone != "+919800000003" || !strings.Contains(e.Detail, "sid=CA3") {
+		t.Errorf("audit event of the call's report: %+v", e)
 	}
 	if e := rec.e[0]; e.Action != guard.ActionSMSStatus || e.Outcome != "delivered" || e.Phone != "+919800000000" || e.Country != "IN" {
 		t.Errorf("audit event: %+v", e)
@@ -162,7 +174,7 @@ func TestSMSStatusCallback(t *testing.T) {
 	if e := rec.e[1]; e.Outcome != "undelivered" || !strings.Contains(e.Detail, "error_code=30003") {
 		t.Errorf("audit event of the undelivered report: %+v", e)
 	}
-	for status, want := range map[string]float64{"delivered": 1, "undelivered": 1} {
+	for status, want := range map[string]float64{"delivered": 1, "undelivered": 1, "read": 1, "no-answer": 1} {
 		if got := metricValue(t, reg, `otpguard_sms_status_total{status="`+status+`"}`); got != want {
 			t.Errorf("otpguard_sms_status_total{status=%s}: got %v, want %v", status, got, want)
 		}

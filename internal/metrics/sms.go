@@ -43,10 +43,10 @@ func newSMSMetrics(reg prometheus.Registerer) *smsMetrics {
 	m := &smsMetrics{
 		provider: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name: "otpguard_sms_provider_duration_seconds",
-			Help: "Calls to the SMS provider, by provider (twilio, console) and outcome (sent, invalid_destination, not_sent, timeout, error): how long each took.",
+			Help: "Calls to the SMS provider, by provider (twilio, console), channel (sms, whatsapp, call) and outcome (sent, invalid_destination, not_sent, timeout, error): how long each took.",
 			// Twilio answers in 100-500 ms; its timeout is 10 s.
 			Buckets: []float64{.01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10},
-		}, []string{"provider", "outcome"}),
+		}, []string{"provider", "channel", "outcome"}),
 		countries: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "otpguard_sms_sent_by_country_total",
 			Help: "Codes sent (the provider took the message), by the number's country: an ISO 3166 region libphonenumber knows, or other.",
@@ -71,19 +71,19 @@ func (m *Set) SentTo(region string) {
 	c.get().Inc()
 }
 
-// ProviderCalls returns what records one call to provider in
+// ProviderCalls returns what records one call to provider on channel in
 // otpguard_sms_provider_duration_seconds (sms.Timed's observe): its
 // outcomes' series are created at once, at zero, and found with one map
 // read per call.
-func (m *Set) ProviderCalls(provider string, outcomes []string) func(outcome string, d time.Duration) {
+func (m *Set) ProviderCalls(provider, channel string, outcomes []string) func(outcome string, d time.Duration) {
 	byOutcome := make(map[string]prometheus.Observer, len(outcomes))
 	for _, o := range outcomes {
-		byOutcome[o] = m.smsCalls.provider.WithLabelValues(provider, o)
+		byOutcome[o] = m.smsCalls.provider.WithLabelValues(provider, channel, o)
 	}
 	return func(outcome string, d time.Duration) {
 		h := byOutcome[outcome]
 		if h == nil {
-			h = m.smsCalls.provider.WithLabelValues(provider, outcome)
+			h = m.smsCalls.provider.WithLabelValues(provider, channel, outcome)
 		}
 		h.Observe(d.Seconds())
 	}

@@ -32,8 +32,9 @@ func NewConsole(w io.Writer) *Console {
 
 // consoleLine is the wire shape of one line; the field order is the output order.
 type consoleLine struct {
-	To   string `json:"to"`
-	Body string `json:"body"`
+	To      string `json:"to"`
+	Body    string `json:"body"`
+	Channel string `json:"channel,omitempty"` // whatsapp, call; SMS says none
 }
 
 // Send writes m as one JSON line. It refuses a done ctx like a real provider
@@ -47,7 +48,7 @@ func (c *Console) Send(ctx context.Context, m guard.Message) error {
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
 	enc.SetEscapeHTML(false) // keep "<", ">" and "&" readable in a terminal
-	if err := enc.Encode(consoleLine{To: m.To, Body: m.Body}); err != nil {
+	if err := enc.Encode(consoleLine{To: m.To, Body: m.Body, Channel: consoleChannel(m.Channel)}); err != nil {
 		return unavailable(fmt.Errorf("sms: console: encode: %w", err))
 	}
 	c.mu.Lock()
@@ -66,4 +67,13 @@ func unavailable(err error) *problem.Error {
 		Message: "the SMS provider is unavailable; try again shortly",
 		Err:     err,
 	}
+}
+
+// consoleChannel is the channel a console line names: none for SMS, so
+// that an SMS's line is as it always was.
+func consoleChannel(channel string) string {
+	if channel == guard.ChannelSMS {
+		return ""
+	}
+	return channel
 }

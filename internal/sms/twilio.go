@@ -52,122 +52,29 @@ type TwilioOptions struct {
 // 2010-04-01 Messages resource) with the official twilio-go client. It is
 // safe for concurrent use.
 type Twilio struct {
-	creds          *client.Credentials // read-only after NewTwilio
-	accountSID     string
-	from           string
-	serviceSID     string
-	statusCallback string
-	base           *url.URL // nil: the real Twilio API
-	timeout        time.Duration
-	transport      http.RoundTripper // shared, so connections are reused across sends
+	account    *twilioAccount
+	from       string
+	serviceSID string
 }
 
 // NewTwilio checks o and returns a Twilio sender. It reports every problem
 // at once, so a misconfigured deployment fails at boot rather than on the
 // first code sent.
 func NewTwilio(o TwilioOptions) (*Twilio, error) {
-	var errs []error
-	bad := func(format string, args ...any) {
-		errs = append(errs, fmt.Errorf("sms: twilio: "+format, args...))
-	}
-	// twilio-go refuses credentials with other characters on every request
-	// (its error 21222/21224); checking here turns that into a boot error.
-	switch {
-	case o.AccountSID == "":
-		bad("account SID is required")
-	case !strings.HasPrefix(o.AccountSID, "AC") || !alphanumeric(o.AccountSID):
-		bad("account SID must be \"AC\" followed by letters and digits")
-	}
-	switch {
-	case o.AuthToken == "":
-		bad("auth token is required")
-	case !alphanumeric(o.AuthToken):
-		bad("auth token must be letters and digits only")
-	}
+	account, errs := newTwilioAccount(o)
 	if (o.From == "") == (o.MessagingServiceSID == "") {
-		bad("set exactly one of From and MessagingServiceSID")
-	}
-	if o.StatusCallback != "" {
-		if _, err := parseHTTPURL(o.StatusCallback); err != nil {
-			bad("status callback: %w", err)
-		}
-	}
-	var base *url.URL
-	if o.BaseURL != "" {
-		u, err := parseHTTPURL(o.BaseURL)
-		switch {
-		case err != nil:
-			bad("base URL: %w", err)
-		case u.RawQuery != "" || u.Fragment != "":
-			// Twilio's paths are appended to it; a query would be dropped.
-			bad("base URL %q: query and fragment are not allowed", o.BaseURL)
-		}
-		base = u
-	}
-	if o.Timeout < 0 {
-		bad("timeout must not be negative, got %s", o.Timeout)
+		errs = append(errs, errors.New("sms: twilio: set exactly one of From and MessagingServiceSID"))
 	}
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
 	}
-	timeout := o.Timeout
-	if timeout == 0 {
-		timeout = defaultTwilioTimeout
-	}
-	transport := o.Transport
-	if transport == nil {
-		transport = http.DefaultTransport
-	}
-	return &Twilio{
-		creds:          client.NewCredentials(o.AccountSID, o.AuthToken),
-		accountSID:     o.AccountSID,
-		from:           o.From,
-		serviceSID:     o.MessagingServiceSID,
-		statusCallback: o.StatusCallback,
-		base:           base,
-		timeout:        timeout,
-		transport:      transport,
-	}, nil
+	return &Twilio{account: account, from: o.From, serviceSID: o.MessagingServiceSID}, nil
 }
 
 // Send asks Twilio to deliver m. A nil error means Twilio accepted (queued)
 // the message, not that it reached the phone; delivery is reported to
 // StatusCallback. The call ends at the earlier of ctx and the Timeout.
 func (t *Twilio) Send(ctx context.Context, m guard.Message) error {
-	if err := ctx.Err(); err != nil { // no call made: surely not sent
-		return unavailable(&NotSent{Err: fmt.Errorf("sms: twilio: send: %w", err)})
-	}
-	// twilio-go builds every request on context.Background() and takes no
-	// context. The only way to make a call end with ctx is an http.Client
-	// bound to it, so each Send gets its own; the connection pool lives in
-	// the shared transport. The timeout is a context deadline, not
-	// http.Client.Timeout: ctxTransport replaces the request's context, and
-	// with it the deadline http.Client would have put there.
-	ctx, cancel := context.WithTimeout(ctx, t.timeout)
-	// Cancelling also frees error replies: twilio-go decodes but never
-	// closes their bodies.
-	defer cancel()
-
-	x := &exchange{} // what the call saw, for telling a refusal (notSent)
-	c := &client.Client{
-		Credentials: t.creds,
-		HTTPClient: &http.Client{
-			Transport: ctxTransport{ctx: ctx, next: t.transport, x: x},
-			// As twilio-go's default client: a redirect is never followed,
-			// so credentials are never sent to another host.
-			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
-		},
-	}
-	c.SetAccountSid(t.accountSID)
-	var bc client.BaseClient = c
-	if t.base != nil {
-		bc = rebased{Client: c, base: t.base}
-	}
-	// A RequestHandler literal rather than client.NewRequestHandler, which
-	// reads TWILIO_EDGE and TWILIO_REGION from the environment: all of this
-	// sender's configuration comes from TwilioOptions.
-	api := openapi.NewApiService(&client.RequestHandler{Client: bc})
-
 	params := &openapi.CreateMessageParams{}
 	params.SetTo(m.To).SetBody(m.Body)
 	if t.serviceSID != "" {
@@ -175,13 +82,13 @@ func (t *Twilio) Send(ctx context.Context, m guard.Message) error {
 	} else {
 		params.SetFrom(t.from)
 	}
-	if t.statusCallback != "" {
-		params.SetStatusCallback(t.statusCallback)
+	if cb := t.account.statusCallback; cb != "" {
+		params.SetStatusCallback(cb)
 	}
-	if _, err := api.CreateMessage(params); err != nil {
-		return twilioError(err, m.Body, x, time.Now())
-	}
-	return nil
+	return t.account.call(ctx, "create message", smsRefusals, func(api *openapi.ApiService) error {
+		_, err := api.CreateMessage(params)
+		return err
+	}, m.Body, m.Code)
 }
 
 // twilioError turns a twilio-go failure into the domain's error. The
@@ -191,18 +98,21 @@ func (t *Twilio) Send(ctx context.Context, m guard.Message) error {
 // and the like it quotes the To number, and no full number may reach a log.
 // When the exchange x proves the message was not taken (notSent), the
 // cause is a *NotSent with Twilio's Retry-After.
-func twilioError(err error, body string, x *exchange, now time.Time) *problem.Error {
+//
+// op names the call ("create message"); refuses tells the codes that mean
+// the destination refused; secrets are the texts that carry the code.
+func twilioError(err error, op string, refuses map[int]bool, x *exchange, now time.Time, secrets ...string) *problem.Error {
 	not := notSent(err, x)
 	var rest *client.TwilioRestError
 	if errors.As(err, &rest) {
-		rest = loggableRestError(rest, body)
+		rest = loggableRestError(rest, secrets...)
 		err = rest // not wrapped: whatever wrapped it may quote its text
 	}
-	var wrapped error = fmt.Errorf("sms: twilio: create message: %w", err)
+	var wrapped error = fmt.Errorf("sms: twilio: %s: %w", op, err)
 	if not {
 		wrapped = &NotSent{Wait: providerWait(x.retryAfter, now), Err: wrapped}
 	}
-	if rest != nil && refusesDestination(rest.Code) {
+	if rest != nil && refuses[rest.Code] {
 		return &problem.Error{
 			Code:    problem.CodeInvalidDestination,
 			Message: "the SMS provider refused the destination number",
@@ -222,10 +132,15 @@ func twilioError(err error, body string, x *exchange, now time.Time) *problem.Er
 // Nor may the code: a refusal that quotes the message (a filter's "Message
 // filtered: '...'") would put it in the log, so the body is cut out, and
 // any other run of 4 or more digits is hidden too, a code quoted alone.
-func loggableRestError(e *client.TwilioRestError, body string) *client.TwilioRestError {
+//
+// secrets are cut out longest first (the message, the TwiML, then the
+// code alone, which a spaced code's digits do not form a run of).
+func loggableRestError(e *client.TwilioRestError, secrets ...string) *client.TwilioRestError {
 	msg := e.Message
-	if body != "" {
-		msg = strings.ReplaceAll(msg, body, "<the message>")
+	for _, s := range secrets {
+		if s != "" {
+			msg = strings.ReplaceAll(msg, s, "<the message>")
+		}
 	}
 	return &client.TwilioRestError{
 		Code:     e.Code,
@@ -257,21 +172,17 @@ func maskNumbers(s string) string {
 	})
 }
 
-// refusesDestination reports whether a Twilio error code means the number
-// itself will not take our SMS, so retrying cannot help and the user must
-// give another number. Every other code (20003 bad credentials, 20429 rate
+// smsRefusals are the Twilio error codes that mean the number itself
+// will not take our SMS, so retrying cannot help and the user must give
+// another number. Every other code (20003 bad credentials, 20429 rate
 // limit, 21606 our From cannot send SMS, 5xx...) is our side's problem and
 // reads as provider_unavailable. See https://www.twilio.com/docs/api/errors.
-func refusesDestination(code int) bool {
-	switch code {
-	case 21211, // the 'To' number is not a valid phone number
-		21408, // sending to the To number's region is not enabled on the account
-		21610, // the recipient unsubscribed (replied STOP)
-		21612, // the To number cannot be reached by SMS from this sender
-		21614: // the To number is not a mobile number
-		return true
-	}
-	return false
+var smsRefusals = map[int]bool{
+	21211: true, // the 'To' number is not a valid phone number
+	21408: true, // sending to the To number's region is not enabled on the account
+	21610: true, // the recipient unsubscribed (replied STOP)
+	21612: true, // the To number cannot be reached by SMS from this sender
+	21614: true, // the To number is not a mobile number
 }
 
 // ctxTransport binds every request of one Send to that Send's context,

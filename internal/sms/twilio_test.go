@@ -429,8 +429,8 @@ func TestNewTwilio(t *testing.T) {
 				}
 				return
 			}
-			if tw.timeout != tt.wantTimeout {
-				t.Errorf("timeout = %v, want %v", tw.timeout, tt.wantTimeout)
+			if tw.account.timeout != tt.wantTimeout {
+				t.Errorf("timeout = %v, want %v", tw.account.timeout, tt.wantTimeout)
 			}
 		})
 	}

@@ -13,8 +13,10 @@ import (
 // dateFormat is Verify's: ISO 8601 in UTC, to the second.
 const dateFormat = "2006-01-02T15:04:05Z"
 
-// channelSMS is the only channel of this version (docs/verify.md).
-const channelSMS = "sms"
+// channelSMS is the channel a record shows: records do not keep the
+// channel their code went by, so only a create's answer names another
+// (docs/verify.md, "Channels").
+const channelSMS = guard.ChannelSMS
 
 // verificationJSON is a Verification resource.
 type verificationJSON struct {
@@ -118,6 +120,17 @@ func newVerification(t *Tenant, v guard.Verification, base string) verificationJ
 		out.URL = &u
 	}
 	return out
+}
+
+// sentBy is v's answer for a code sent by channel: its channel and its
+// one send attempt's.
+func (v verificationJSON) sentBy(channel string) verificationJSON {
+	if channel == "" {
+		return v
+	}
+	v.Channel = channel
+	v.SendCodeAttempts = []sendAttempt{{Channel: channel, Time: v.SendCodeAttempts[0].Time}}
+	return v
 }
 
 // newCheck is a check's answer from the verification v it checked.

@@ -146,8 +146,8 @@ func base(c echo.Context) string { return c.Scheme() + "://" + c.Request().Host 
 // /otp/send); DeviceIp is the user's address (the per-address limit);
 // Locale the language of the text, one of Verify's locales (else 60200,
 // before anything is counted), else the number's country's; the answer's
-// locale says which was sent. Channel whatsapp or call is 60200 in this
-// version.
+// locale says which was sent. Channel whatsapp or call is sent by that
+// channel when this deployment offers it, else 60200 saying it is off.
 func (h *Handlers) CreateVerification(c echo.Context) error {
 	f, err := readForm(c, "To", "Channel", "Locale", "DeviceIp", paramChallenge)
 	if err != nil {
@@ -158,9 +158,11 @@ func (h *Handlers) CreateVerification(c echo.Context) error {
 		return invalidParameter("missing required parameter To")
 	case ch == "":
 		return invalidParameter("missing required parameter Channel")
-	case ch == "whatsapp" || ch == "call":
-		return invalidParameter("Channel " + ch + " is not available on otpguard yet: use sms")
-	case ch != channelSMS:
+	case ch == guard.ChannelWhatsApp || ch == guard.ChannelCall:
+		if !requestState(c).OTP.Offers(ch) {
+			return invalidParameter("Channel " + ch + " is off on this otpguard (its sender is not configured): use sms")
+		}
+	case ch != guard.ChannelSMS:
 		return invalidParameter("invalid parameter Channel: " + ch)
 	}
 	if l := f["Locale"]; l != "" {
@@ -170,7 +172,7 @@ func (h *Handlers) CreateVerification(c echo.Context) error {
 	}
 	st, t := requestOf(c)
 	res, err := st.OTP.Send(c.Request().Context(), guard.SendRequest{Phone: f["To"], ClientIP: f["DeviceIp"],
-		Challenge: f[paramChallenge], Service: t.Owner, Locale: f["Locale"]})
+		Challenge: f[paramChallenge], Service: t.Owner, Locale: f["Locale"], Channel: f["Channel"]})
 	httpx.LogPhone(c, res.Phone.E164)
 	h.metrics.Send(res.Phone.Region, err)
 	if err != nil {
@@ -179,7 +181,7 @@ func (h *Handlers) CreateVerification(c echo.Context) error {
 	now := h.now()
 	v := guard.Verification{ID: res.VerificationID, Phone: res.Phone.E164, Status: guard.StatusPending,
 		CreatedAt: now, UpdatedAt: now}
-	out := newVerification(t, v, base(c))
+	out := newVerification(t, v, base(c)).sentBy(res.Channel)
 	out.Locale = res.Locale
 	return c.JSON(http.StatusCreated, out)
 }
@@ -233,4 +235,10 @@ func (h *Handlers) FetchService(c echo.Context) error {
 	}
 	st, t := requestOf(c)
 	return c.JSON(http.StatusOK, newService(t, st.OTP.CodeLength(), base(c)))
+}
+
+// requestState is the request's State.
+func requestState(c echo.Context) State {
+	st, _ := requestOf(c)
+	return st
 }
