@@ -116,21 +116,8 @@ func (l *Lookup) LookupRisk(ctx context.Context, e164 string) (guard.RiskAnswer,
 	}
 	ctx, cancel := context.WithTimeout(ctx, l.timeout)
 	defer cancel() // also frees error replies, whose bodies twilio-go never closes
-	// As Twilio.Send: twilio-go takes no context, so each call gets an
-	// http.Client bound to ctx; a redirect is never followed.
-	c := &client.Client{
-		Credentials: l.creds,
-		HTTPClient: &http.Client{
-			Transport:     ctxTransport{ctx: ctx, next: l.transport, x: &exchange{}},
-			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
-		},
-	}
-	c.SetAccountSid(l.accountSID)
-	var bc client.BaseClient = c
-	if l.base != nil {
-		bc = rebased{Client: c, base: l.base}
-	}
-	api := lookups.NewApiService(&client.RequestHandler{Client: bc})
+	// As a send: each call gets an http.Client bound to ctx.
+	api := lookups.NewApiService(callHandler(ctx, l.creds, l.accountSID, l.base, l.transport, &exchange{}))
 	params := &lookups.FetchPhoneNumberParams{}
 	params.SetFields(lookupFields)
 	resp, err := api.FetchPhoneNumber(e164, params)

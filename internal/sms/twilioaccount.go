@@ -107,26 +107,33 @@ func (a *twilioAccount) call(ctx context.Context, op string, refuses map[int]boo
 	defer cancel()
 
 	x := &exchange{} // what the call saw, for telling a refusal (notSent)
-	c := &client.Client{
-		Credentials: a.creds,
-		HTTPClient: &http.Client{
-			Transport: ctxTransport{ctx: ctx, next: a.transport, x: x},
-			// As twilio-go's default client: a redirect is never followed,
-			// so credentials are never sent to another host.
-			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
-		},
-	}
-	c.SetAccountSid(a.accountSID)
-	var bc client.BaseClient = c
-	if a.base != nil {
-		bc = rebased{Client: c, base: a.base}
-	}
-	// A RequestHandler literal rather than client.NewRequestHandler, which
-	// reads TWILIO_EDGE and TWILIO_REGION from the environment: all of this
-	// sender's configuration comes from TwilioOptions.
-	api := openapi.NewApiService(&client.RequestHandler{Client: bc})
+	api := openapi.NewApiService(callHandler(ctx, a.creds, a.accountSID, a.base, a.transport, x))
 	if err := do(api); err != nil {
 		return twilioError(err, op, refuses, x, time.Now(), secrets...)
 	}
 	return nil
+}
+
+// callHandler is twilio-go's request handler for one call bound to ctx
+// (twilio-go takes no context): the account's credentials, its base URL
+// (base, nil the real API), and an http.Client whose transport records
+// the exchange in x and which, as twilio-go's default client, never
+// follows a redirect, so credentials are never sent to another host. A
+// RequestHandler literal rather than client.NewRequestHandler, which
+// reads TWILIO_EDGE and TWILIO_REGION from the environment: all of the
+// configuration comes from the options.
+func callHandler(ctx context.Context, creds *client.Credentials, accountSID string, base *url.URL, transport http.RoundTripper, x *exchange) *client.RequestHandler {
+	c := &client.Client{
+		Credentials: creds,
+		HTTPClient: &http.Client{
+			Transport:     ctxTransport{ctx: ctx, next: transport, x: x},
+			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+		},
+	}
+	c.SetAccountSid(accountSID)
+	var bc client.BaseClient = c
+	if base != nil {
+		bc = rebased{Client: c, base: base}
+	}
+	return &client.RequestHandler{Client: bc}
 }
