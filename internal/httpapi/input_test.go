@@ -16,7 +16,7 @@ func TestBadOTPInput(t *testing.T) {
 	}{
 		{"malformed JSON", "/otp/send", `{"phone":`, 400, "invalid_request"},
 		{"phone as number", "/otp/send", `{"phone":919800000000}`, 400, "invalid_request"},
-		{"unknown field", "/otp/send", `{"phone":"+919800000000","channel":"sms"}`, 400, "invalid_request"},
+		{"unknown field", "/otp/send", `{"phone":"+919800000000","chanel":"sms"}`, 400, "invalid_request"},
 		{"null body", "/otp/send", `null`, 422, "invalid_phone"},
 		{"huge body", "/otp/send", huge, 413, "body_too_large"},
 		{"empty phone", "/otp/send", `{"phone":""}`, 422, "invalid_phone"},

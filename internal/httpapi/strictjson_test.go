@@ -36,8 +36,8 @@ func TestStrictJSONAndPlainReasons(t *testing.T) {
 			status: 400, code: "invalid_request", want: []string{"duplicate", `"pattern"`}},
 		{name: "case variant of an ops field", path: "/ops/denylist", key: opsKey, body: `{"Pattern":"+88213"}`,
 			status: 400, code: "invalid_request", want: []string{`"Pattern"`}},
-		{name: "unknown field", path: "/otp/send", body: `{"phone":"+919800000000","channel":"sms"}`,
-			status: 400, code: "invalid_request", want: []string{"unknown field", `"channel"`}},
+		{name: "unknown field", path: "/otp/send", body: `{"phone":"+919800000000","chanel":"sms"}`,
+			status: 400, code: "invalid_request", want: []string{"unknown field", `"chanel"`}},
 
 		// Misleading texts, now plain.
 		{name: "Cyrillic key", path: "/limits/check", body: `{"policy":"default","key":"ключ"}`,

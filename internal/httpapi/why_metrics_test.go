@@ -118,7 +118,7 @@ func TestMetricsFromStart(t *testing.T) {
 		{"otpguard_shed_total", "route", "/otp/send"},
 		{"otpguard_http_requests_total", "method", "POST", "route", "/otp/send", "status", "429"},
 		{"otpguard_http_request_duration_seconds", "method", "POST", "route", "/limits/check", "status", "503"},
-		{"otpguard_sms_provider_duration_seconds", "provider", "custom", "outcome", "timeout"},
+		{"otpguard_sms_provider_duration_seconds", "provider", "custom", "channel", "sms", "outcome", "timeout"},
 		{"otpguard_sms_budget_used", "window", "hour"},
 	} {
 		wantSample(t, fams, 0, s[0], s[1:]...)
@@ -165,7 +165,7 @@ func TestMetricsFromStart(t *testing.T) {
 	wantSample(t, fams, 1, "otpguard_http_requests_total", "method", "DELETE", "route", "/ops/blocked/:phone", "status", "403")
 	wantSample(t, fams, 1, "otpguard_sms_sent_by_country_total", "country", "IN")
 	wantSample(t, fams, 0, "otpguard_sms_sent_by_country_total", "country", "GB")
-	wantSample(t, fams, 1, "otpguard_sms_provider_duration_seconds", "provider", "custom", "outcome", "sent")
+	wantSample(t, fams, 1, "otpguard_sms_provider_duration_seconds", "provider", "custom", "channel", "sms", "outcome", "sent")
 	wantSample(t, fams, 1, "otpguard_decisions_total", "policy", "otp_send", "outcome", "cooldown")
 	wantSample(t, fams, 1, "otpguard_decisions_total", "policy", "otp_send", "outcome", "country_not_allowed")
 	// One send left: the budget counted it (the refusals came before it).

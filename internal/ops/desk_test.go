@@ -99,7 +99,8 @@ func TestUnblockClearsTheNumbersCounters(t *testing.T) {
 	if res.Phone.E164 != "+919800000000" || res.DeniedBy != nil {
 		t.Errorf("result: %+v", res)
 	}
-	want := []limit.Key{{Space: "otp", ID: "+919800000000", Name: "cooldown"}, {Space: "otp", ID: "+919800000000", Name: "sends"}}
+	want := []limit.Key{{Space: "otp", ID: "+919800000000", Name: "cooldown"}, {Space: "otp", ID: "+919800000000", Name: "sends"},
+		{Space: "otp", ID: "+919800000000", Name: "whatsapp_sends"}, {Space: "otp", ID: "+919800000000", Name: "call_sends"}}
 	if diff := cmp.Diff(want, d.blocks.counters); diff != "" {
 		t.Errorf("counters cleared (-want +got):\n%s", diff)
 	}

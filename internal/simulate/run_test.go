@@ -200,13 +200,17 @@ func TestReturningUsersNeverChallenged(t *testing.T) {
 func TestSurgeReturnsToItsCountrysUsers(t *testing.T) {
 	rep := run(t, "surge.yaml")
 	c := rep.Populations["IN surge"]
-	// It asks for 60 %: 28 of 54 go to a user who has not tried today,
-	// the rest to new numbers. On a machine so loaded that the embedded
-	// Redis times out (store_unavailable in the history) the users differ:
-	// 21 of 54 under -race at a load of 24 on 2 cores. Without returning_to
-	// none would.
-	if c.Returning < c.Tried/3 || c.ReturningChallenged != 0 || c.ReturningRefused != 0 {
-		t.Errorf("IN surge: %d of %d tries returning, %d challenged, %d refused; want a third at least, none challenged or refused",
+	// It asks for 60 %: of 54 tries, those that find a user who has not
+	// tried today return, the rest go to new numbers. The country is 36
+	// hours old: its day-old hours hold too few sends to warm it
+	// (cold_warm_conversion), so its new users of the history met the cold
+	// room's challenges, and those who did not solve them are not users to
+	// return to: 17 of 54 return (a third or more before the rule). On a
+	// machine so loaded that the embedded Redis times out
+	// (store_unavailable in the history) the users differ again. Without
+	// returning_to none would.
+	if c.Returning < c.Tried/4 || c.ReturningChallenged != 0 || c.ReturningRefused != 0 {
+		t.Errorf("IN surge: %d of %d tries returning, %d challenged, %d refused; want a quarter at least, none challenged or refused",
 			c.Returning, c.Tried, c.ReturningChallenged, c.ReturningRefused)
 	}
 	if c.Challenged == 0 {
