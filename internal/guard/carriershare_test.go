@@ -154,22 +154,29 @@ func TestCarrierBotSpendsItsShare(t *testing.T) {
 
 // TestCarrierSolvedCut: a bot that solves every challenge on MTN's ranges
 // and verifies nothing meets the solved tier's conversion watch, which
-// cuts MTN's solved cap, not Nigeria's: Glo's new users who solve still
-// get their codes.
+// cuts MTN's solved cap, not Nigeria's: Glo's new users, who solve and
+// verify, keep the country's solved conversion up and still get their
+// codes.
 func TestCarrierSolvedCut(t *testing.T) {
 	s := newCarrierService(t, true)
 	ctx := context.Background()
-	send := func(phone string, n int) error {
-		_, err := s.otp.Send(ctx, guard.SendRequest{Phone: phone, Challenge: fmt.Sprintf("solution-%d", n)})
-		return err
+	send := s.solvedSender()
+	for i := range 25 {
+		phone := fmt.Sprintf("+2348053%06d", i)
+		if err := send(phone); err != nil {
+			t.Fatalf("Glo's user %d: %v", i, err)
+		}
+		if _, err := s.otp.VerifyCode(ctx, guard.VerifyRequest{Phone: phone, Code: s.box.Code(phone)}); err != nil {
+			t.Fatalf("Glo's user %d verifying: %v", i, err)
+		}
 	}
 	for i := range 25 {
-		if err := send(fmt.Sprintf("+2348033%06d", i), i); err != nil {
+		if err := send(fmt.Sprintf("+2348033%06d", i)); err != nil {
 			t.Fatalf("bot send %d: %v", i, err)
 		}
 	}
 	s.advance(3 * time.Minute) // past conversion.delay: the bot's codes count unverified
-	if err := send("+2348033100000", 100); err != nil {
+	if err := send("+2348033100000"); err != nil {
 		t.Fatalf("bot send after the delay: %v", err)
 	}
 	if err := s.otp.Flush(ctx); err != nil {
@@ -179,14 +186,62 @@ func TestCarrierSolvedCut(t *testing.T) {
 	if !ok || ev.Action != guard.ActionConversion || ev.Outcome != guard.OutcomeQuarantined || ev.Carrier != "MTN" {
 		t.Fatalf("audit: %+v (found %v), want the solved watch cutting NG / MTN", ev, ok)
 	}
+	if ev, ok := s.events.find("the country's solved-challenge cap cut"); ok {
+		t.Errorf("audit: %+v, want the country's solved cap left whole", ev)
+	}
 	var e *problem.Error
-	if err := send("+2348033100001", 101); !errors.As(err, &e) || e.Code != problem.CodeUnusualVolume || !strings.Contains(e.Message, "carrier") {
+	if err := send("+2348033100001"); !errors.As(err, &e) || e.Code != problem.CodeUnusualVolume || !strings.Contains(e.Message, "carrier") {
 		t.Errorf("MTN after the cut: %v, want unusual_volume naming the carrier", err)
 	}
 	for i := range 10 {
-		if err := send(fmt.Sprintf("+2348053%06d", i), 200+i); err != nil {
+		if err := send(fmt.Sprintf("+2348053%06d", 100+i)); err != nil {
 			t.Fatalf("Glo's solved send %d after MTN's cut: %v", i, err)
 		}
+	}
+}
+
+// TestCarrierSolvedCutSpread: the same bot spread over MTN, Glo and
+// Airtel moves Nigeria's solved conversion as well as each carrier's, and
+// the watch cuts the country's solved cap, so the carriers' floors cannot
+// add up to more than the country's cut.
+func TestCarrierSolvedCutSpread(t *testing.T) {
+	s := newCarrierService(t, true)
+	ctx := context.Background()
+	send := s.solvedSender()
+	for _, r := range []string{"803", "805", "802"} { // MTN, Glo, Airtel
+		for i := range 10 {
+			if err := send(fmt.Sprintf("+234%s3%06d", r, i)); err != nil {
+				t.Fatalf("bot send %d to +234%s: %v", i, r, err)
+			}
+		}
+	}
+	s.advance(3 * time.Minute)
+	if err := send("+2348033100000"); err != nil {
+		t.Fatalf("bot send after the delay: %v", err)
+	}
+	if err := s.otp.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	ev, ok := s.events.find("the country's solved-challenge cap cut")
+	if !ok || ev.Action != guard.ActionConversion || ev.Outcome != guard.OutcomeQuarantined || ev.Carrier != "" || ev.Country != "NG" {
+		t.Fatalf("audit: %+v (found %v), want the solved watch cutting NG's solved cap", ev, ok)
+	}
+	for _, phone := range []string{"+2348023200000", "+2348053200000", "+2348093200000"} {
+		var e *problem.Error
+		if err := send(phone); !errors.As(err, &e) || e.Code != problem.CodeUnusualVolume || strings.Contains(e.Message, "carrier") {
+			t.Errorf("%s after the country's cut: %v, want unusual_volume for the country", phone, err)
+		}
+	}
+}
+
+// solvedSender sends a code after a solved challenge, each with a
+// solution of its own.
+func (s *carrierService) solvedSender() func(phone string) error {
+	n := 0
+	return func(phone string) error {
+		n++
+		_, err := s.otp.Send(context.Background(), guard.SendRequest{Phone: phone, Challenge: fmt.Sprintf("solution-%d", n)})
+		return err
 	}
 }
 

@@ -147,14 +147,20 @@ const convTimeout = time.Second
 
 // conversionSubjects are the prefix tallies of phone at each depth, and
 // its country's; a solved send's (and its verify's) is its country's
-// solved tally alone (challenge.go), or its carrier's within the country
-// when the carriers split the country's room (carriershare.go).
+// solved tally alone (challenge.go), and its carrier's within the country
+// when the carriers split the country's room (carriershare.go). The
+// country's is judged beside its carriers' because the carriers' floors
+// add up: a bot spread over every carrier would keep each cut carrier's
+// floor, more in all than the country's cut. A bot on one carrier moves
+// the country's tally only by that carrier's share of the cap, so the
+// country is cut only when most of its solved sends go unverified.
 func (s *conversionWatch) conversionSubjects(phone Phone, solved bool) []limit.Key {
 	if solved {
+		country := limit.Key{Space: "conv:solved", ID: region(phone), Name: "m"}
 		if c := s.velocity.carrierTake(phone, false); c.FloorShare > 0 {
-			return []limit.Key{{Space: "conv:solved", ID: region(phone), Name: c.Key.Name + ":m"}}
+			return []limit.Key{{Space: "conv:solved", ID: region(phone), Name: c.Key.Name + ":m"}, country}
 		}
-		return []limit.Key{{Space: "conv:solved", ID: region(phone), Name: "m"}}
+		return []limit.Key{country}
 	}
 	var out []limit.Key
 	seen := map[string]bool{}
