@@ -43,6 +43,8 @@ type NewCode struct {
 	// Service owns the code and its verification ("" the default
 	// service, service.go): only its guesses count against the code.
 	Service string
+	// Channel is how the code goes (channel.go), kept in its record.
+	Channel string
 }
 
 // GuessOf says whose guess it is: the service guessing ("" the default

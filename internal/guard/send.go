@@ -98,7 +98,7 @@ func (s *OTP) send(ctx context.Context, phone Phone, ip string, req SendRequest)
 	}
 	// A new code, saved as its HMAC, or a stateless one; its verification
 	// carries the tier, for its verify's credit (code.go).
-	code, err := s.codes.issueCode(ctx, phone, tier, req.Service)
+	code, err := s.codes.issueCode(ctx, phone, tier, req.Service, req.Channel)
 	if err != nil {
 		s.spend.giveBack(ctx, phone, spent, false)
 		return SendResult{}, err

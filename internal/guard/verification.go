@@ -58,6 +58,9 @@ type Verification struct {
 	Attempts, MaxAttempts int
 	// Service owns the verification ("" the default service, service.go).
 	Service string
+	// Channel is how its code went (channel.go): ChannelSMS unless it
+	// says otherwise.
+	Channel string
 }
 
 // Verifications reads and cancels verification records.

@@ -41,8 +41,13 @@ func TestSendChannelJSON(t *testing.T) {
 			}
 			continue
 		}
-		if got := r.json(t)["channel"]; got != tc.want {
+		answer := r.json(t)
+		if got := answer["channel"]; got != tc.want {
 			t.Errorf("channel %s: the answer says %v, want %s", tc.channel, got, tc.want)
+		}
+		// Its verification record keeps the channel.
+		if v := c.do(t, 0, "GET", "/otp/verifications/"+answer["verification_id"].(string), ""); v.json(t)["channel"] != tc.want {
+			t.Errorf("channel %s: the verification %d %s, want channel %s", tc.channel, v.Status, v.Body, tc.want)
 		}
 		last := sent[len(sent)-1]
 		if last.To != tc.phone || last.Channel != tc.want || len(last.Code) != 6 {

@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"cmp"
 	"net/http"
 	"time"
 
@@ -14,6 +15,7 @@ type verificationResponse struct {
 	VerificationID string    `json:"verification_id"`
 	To             string    `json:"to"`
 	Status         string    `json:"status"`
+	Channel        string    `json:"channel"`
 	CreatedAt      time.Time `json:"created_at"`
 	UpdatedAt      time.Time `json:"updated_at"`
 	ExpiresAt      time.Time `json:"expires_at"`
@@ -22,7 +24,7 @@ type verificationResponse struct {
 }
 
 func newVerificationResponse(v guard.Verification) verificationResponse {
-	return verificationResponse{VerificationID: v.ID, To: v.Phone, Status: string(v.Status),
+	return verificationResponse{VerificationID: v.ID, To: v.Phone, Status: string(v.Status), Channel: cmp.Or(v.Channel, guard.ChannelSMS),
 		CreatedAt: v.CreatedAt, UpdatedAt: v.UpdatedAt, ExpiresAt: v.ExpiresAt,
 		Attempts: v.Attempts, MaxAttempts: v.MaxAttempts}
 }

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -126,10 +127,10 @@ func (r *Codes) SaveCode(ctx context.Context, c guard.NewCode) (int, error) {
 	// Built as one EVALSHA (hotScript): no MULTI/EXEC, which the
 	// Coalescer does not carry and Redis parses as two more commands.
 	prefix := r.verPrefix(c.Phone)
-	args := saveCodeScript.args(3, 13)
+	args := saveCodeScript.args(3, 14)
 	args = append(args, r.codeKey(c.Phone, c.Service), prefix+c.VerificationID, r.verIDKey(c.VerificationID),
 		c.MAC, c.TTL.Milliseconds(), c.VerificationID, ms(c.Now), c.MaxAttempts,
-		c.Retention.Milliseconds(), prefix, ms(c.Now.Add(c.TTL)), c.Service, c.Phone)
+		c.Retention.Milliseconds(), prefix, ms(c.Now.Add(c.TTL)), c.Service, c.Phone, c.Channel)
 	prev, err := saveCodeScript.run(ctx, r.rdb, args).Int64()
 	if err != nil {
 		return 0, fmt.Errorf("store: save code: %w", err)
@@ -142,7 +143,7 @@ func (r *Codes) SaveCode(ctx context.Context, c guard.NewCode) (int, error) {
 func (r *Codes) saveCodeBySlot(ctx context.Context, c guard.NewCode) (int, error) {
 	keys := []string{r.codeKey(c.Phone, c.Service), r.verPrefix(c.Phone) + c.VerificationID}
 	args := []any{c.MAC, c.TTL.Milliseconds(), c.VerificationID, ms(c.Now), c.MaxAttempts,
-		c.Retention.Milliseconds(), r.verPrefix(c.Phone), ms(c.Now.Add(c.TTL)), c.Service}
+		c.Retention.Milliseconds(), r.verPrefix(c.Phone), ms(c.Now.Add(c.TTL)), c.Service, "", c.Channel}
 	// The number's keys first: the id's key lives on another master,
 	// whose death must not refuse a send to a number on a live one.
 	prev, err := saveCodeScript.Run(ctx, r.rdb, keys, args...).Int64()
@@ -313,13 +314,14 @@ func (r *Codes) verificationPhone(ctx context.Context, id string) (string, error
 	return get.Val(), nil
 }
 
-// parseVerification reads {s, c, u, e, a, x, o}; o, the service, is ""
-// for the default service's.
+// parseVerification reads {s, c, u, e, a, x, o, h}; o, the service, is
+// "" for the default service's, h, the channel, "" for SMS (and in
+// records written before channels were kept).
 func parseVerification(id, phone string, v []any) (guard.Verification, error) {
-	if len(v) != 7 {
-		return guard.Verification{}, fmt.Errorf("store: verification: %d fields, want 7", len(v))
+	if len(v) != 8 {
+		return guard.Verification{}, fmt.Errorf("store: verification: %d fields, want 8", len(v))
 	}
-	var f [7]string
+	var f [8]string
 	for i, x := range v {
 		s, ok := x.(string)
 		if !ok {
@@ -336,5 +338,5 @@ func parseVerification(id, phone string, v []any) (guard.Verification, error) {
 	}
 	return guard.Verification{ID: id, Phone: phone, Status: guard.VerificationStatus(f[0]),
 		CreatedAt: time.UnixMilli(n[0]).UTC(), UpdatedAt: time.UnixMilli(n[1]).UTC(), ExpiresAt: time.UnixMilli(n[2]).UTC(),
-		Attempts: int(n[3]), MaxAttempts: int(n[4]), Service: f[6]}, nil
+		Attempts: int(n[3]), MaxAttempts: int(n[4]), Service: f[6], Channel: cmp.Or(f[7], guard.ChannelSMS)}, nil
 }

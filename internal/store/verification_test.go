@@ -1,6 +1,7 @@
 package store_test
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -42,6 +43,32 @@ func codeStores(t *testing.T) map[string]func(t *testing.T) *store.Redis {
 		m[name] = func(t *testing.T) *store.Redis { b := mk(t); return store.NewRedis(b.rdb, b.prefix) }
 	}
 	return m
+}
+
+// TestVerificationKeepsChannel: a record keeps the channel its code went
+// by, read back by id and by its end; an SMS code's record says sms.
+func TestVerificationKeepsChannel(t *testing.T) {
+	for name, mk := range codeStores(t) {
+		t.Run(name, func(t *testing.T) {
+			s := mk(t)
+			ctx := context.Background()
+			for _, ch := range []string{"", guard.ChannelSMS, guard.ChannelWhatsApp, guard.ChannelCall} {
+				c := newCode("+919800000002", []byte("mac-"+ch))
+				c.Channel = ch
+				if _, err := s.Codes.SaveCode(ctx, c); err != nil {
+					t.Fatal(err)
+				}
+				want := cmp.Or(ch, guard.ChannelSMS)
+				if v, err := s.Codes.Verification(ctx, c.VerificationID); err != nil || v.Channel != want {
+					t.Errorf("channel %q: read %q, %v; want %q", ch, v.Channel, err, want)
+				}
+				v, _, err := s.Codes.EndVerification(ctx, guard.Ending{ID: c.VerificationID, Status: guard.StatusCanceled}, time.Now())
+				if err != nil || v.Channel != want {
+					t.Errorf("channel %q: ended %q, %v; want %q", ch, v.Channel, err, want)
+				}
+			}
+		})
+	}
 }
 
 // TestVerificationLifecycle walks every transition in the store: pending,

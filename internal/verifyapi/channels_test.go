@@ -99,8 +99,12 @@ func TestTwilioGoVerifyChannels(t *testing.T) {
 		t.Errorf("Twilio got %s %v, want a WhatsApp template message", got.path, got.form)
 	}
 	chk, err := a.CreateVerificationCheck(serviceA, (&verify.CreateVerificationCheckParams{}).SetTo(waPhone).SetCode(vars["1"]))
-	if err != nil || *chk.Status != "approved" {
-		t.Errorf("checking the WhatsApp code: %+v, %v; want approved", chk, err)
+	if err != nil || *chk.Status != "approved" || *chk.Channel != "whatsapp" {
+		t.Errorf("checking the WhatsApp code: %+v, %v; want approved by whatsapp", chk, err)
+	}
+	// The record keeps its channel: a fetch says whatsapp too.
+	if f, err := a.FetchVerification(serviceA, *v.Sid); err != nil || *f.Channel != "whatsapp" || (*f.SendCodeAttempts)[0].(map[string]any)["channel"] != "whatsapp" {
+		t.Errorf("fetching the WhatsApp verification: %+v, %v; want channel whatsapp", f, err)
 	}
 
 	v, err = a.CreateVerification(serviceA, (&verify.CreateVerificationParams{}).SetTo(callPhone).SetChannel("call").SetLocale("fr"))

@@ -1,6 +1,7 @@
 package verifyapi
 
 import (
+	"cmp"
 	"time"
 
 	"github.com/otpguard/otpguard/internal/guard"
@@ -12,11 +13,6 @@ import (
 
 // dateFormat is Verify's: ISO 8601 in UTC, to the second.
 const dateFormat = "2006-01-02T15:04:05Z"
-
-// channelSMS is the channel a record shows: records do not keep the
-// channel their code went by, so only a create's answer names another
-// (docs/verify.md, "Channels").
-const channelSMS = guard.ChannelSMS
 
 // verificationJSON is a Verification resource.
 type verificationJSON struct {
@@ -111,9 +107,10 @@ func strPtr(s string) *string {
 // newVerification is the record v of tenant t as Verify shows it; base
 // is the scheme and host the request came to, for url.
 func newVerification(t *Tenant, v guard.Verification, base string) verificationJSON {
+	ch := channelOf(v)
 	out := verificationJSON{SID: strPtr(v.ID), ServiceSID: t.SID, AccountSID: t.AccountSID, To: v.Phone,
-		Channel: channelSMS, Status: string(v.Status), Valid: v.Status == guard.StatusApproved,
-		SendCodeAttempts: []sendAttempt{{Channel: channelSMS, Time: date(v.CreatedAt)}},
+		Channel: ch, Status: string(v.Status), Valid: v.Status == guard.StatusApproved,
+		SendCodeAttempts: []sendAttempt{{Channel: ch, Time: date(v.CreatedAt)}},
 		DateCreated:      date(v.CreatedAt), DateUpdated: date(v.UpdatedAt)}
 	if v.ID != "" {
 		u := base + "/v2/Services/" + t.SID + "/Verifications/" + v.ID
@@ -122,21 +119,15 @@ func newVerification(t *Tenant, v guard.Verification, base string) verificationJ
 	return out
 }
 
-// sentBy is v's answer for a code sent by channel: its channel and its
-// one send attempt's.
-func (v verificationJSON) sentBy(channel string) verificationJSON {
-	if channel == "" {
-		return v
-	}
-	v.Channel = channel
-	v.SendCodeAttempts = []sendAttempt{{Channel: channel, Time: v.SendCodeAttempts[0].Time}}
-	return v
-}
+// channelOf is the channel v's code went by, as its record keeps it: SMS
+// when it says none (a code sent before records kept their channel, or
+// a stateless code, which has no record).
+func channelOf(v guard.Verification) string { return cmp.Or(v.Channel, guard.ChannelSMS) }
 
 // newCheck is a check's answer from the verification v it checked.
 func newCheck(t *Tenant, v guard.Verification) checkJSON {
 	return checkJSON{SID: strPtr(v.ID), ServiceSID: t.SID, AccountSID: t.AccountSID, To: v.Phone,
-		Channel: channelSMS, Status: string(v.Status), Valid: v.Status == guard.StatusApproved,
+		Channel: channelOf(v), Status: string(v.Status), Valid: v.Status == guard.StatusApproved,
 		DateCreated: datePtr(v.CreatedAt), DateUpdated: datePtr(v.UpdatedAt), SNAAttemptsErrorCodes: []string{}}
 }
 

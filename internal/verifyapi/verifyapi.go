@@ -180,8 +180,8 @@ func (h *Handlers) CreateVerification(c echo.Context) error {
 	}
 	now := h.now()
 	v := guard.Verification{ID: res.VerificationID, Phone: res.Phone.E164, Status: guard.StatusPending,
-		CreatedAt: now, UpdatedAt: now}
-	out := newVerification(t, v, base(c)).sentBy(res.Channel)
+		CreatedAt: now, UpdatedAt: now, Channel: res.Channel}
+	out := newVerification(t, v, base(c))
 	out.Locale = res.Locale
 	return c.JSON(http.StatusCreated, out)
 }

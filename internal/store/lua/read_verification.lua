@@ -10,17 +10,17 @@
 -- key of service, base (the default service's key, unchanged since
 -- before services) for the default service ('') and base .. ':' .. its
 -- SID for another, in base's hash slot. status_of reads a record and
--- derives expired against its own service's code: {s, c, u, e, a, x, o},
--- or false when there is none (o, the service, is '' for the default
--- service's).
+-- derives expired against its own service's code: {s, c, u, e, a, x, o,
+-- h}, or false when there is none (o, the service, is '' for the default
+-- service's; h, the channel the code went by, '' for SMS).
 local function code_key(base, service)
   if service == '' then return base end
   return base .. ':' .. service
 end
 local function status_of(vk, base, id)
-  local r = redis.call('HMGET', vk, 's', 'c', 'u', 'e', 'a', 'x', 'o')
+  local r = redis.call('HMGET', vk, 's', 'c', 'u', 'e', 'a', 'x', 'o', 'h')
   if not r[1] then return false end
-  r[7] = r[7] or ''
+  r[7], r[8] = r[7] or '', r[8] or ''
   if r[1] == 'pending' and redis.call('HGET', code_key(base, r[7]), 'v') ~= id then r[1] = 'expired' end
   return r
 end

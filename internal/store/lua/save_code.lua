@@ -3,8 +3,9 @@
 -- a record still pending for the code it replaces, the same service's, is
 -- canceled (superseded by the new one); other services' codes stay. ARGV: mac, code TTL ms, id, now
 -- ms, max attempts, retention ms, record key prefix, expires ms, the
--- service that owns the code ('' the default service: no field). Returns
--- the guesses counted against the replaced code.
+-- service that owns the code ('' the default service: no field), the
+-- number (below), the channel the code goes by ('' or 'sms': no field).
+-- Returns the guesses counted against the replaced code.
 --
 -- On a single Redis it also maps the id to the number: KEYS[3], the id's
 -- key, set to ARGV[10] (the number) for the record's retention, first, as
@@ -31,5 +32,8 @@ if ARGV[9] ~= '' then
 end
 redis.call('PEXPIRE', KEYS[1], ARGV[2])
 redis.call('HSET', KEYS[2], 's', 'pending', 'c', ARGV[4], 'u', ARGV[4], 'e', ARGV[8], 'a', 0, 'x', ARGV[5])
+if ARGV[11] and ARGV[11] ~= '' and ARGV[11] ~= 'sms' then
+  redis.call('HSET', KEYS[2], 'h', ARGV[11])
+end
 redis.call('PEXPIRE', KEYS[2], ARGV[6])
 return tonumber(prev[1]) or 0
