@@ -18,6 +18,7 @@ type Delivery struct {
 	To        string
 	Status    string // queued, sent, delivered, undelivered, failed, ...
 	ErrorCode string
+	Channel   string // the channel of the message or call reported on (channel.go)
 }
 
 // Deliveries remembers which delivery reports were recorded, across
@@ -103,6 +104,9 @@ func (s *courier) recordDelivery(ctx context.Context, d Delivery) bool {
 	}
 	e := Event{At: s.now(), Action: ActionSMSStatus, Outcome: d.Status,
 		Detail: fmt.Sprintf("sid=%s", d.MessageID), TraceID: TraceID(ctx), RequestID: RequestID(ctx)}
+	if d.Channel != "" && d.Channel != ChannelSMS {
+		e.Detail += " channel=" + d.Channel
+	}
 	if d.ErrorCode != "" {
 		e.Detail += " error_code=" + d.ErrorCode
 	}

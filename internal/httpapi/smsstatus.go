@@ -37,7 +37,8 @@ var twilioStatuses = map[string]bool{
 // statusReport reads one report of a status callback: a message's (SMS
 // or WhatsApp, MessageStatus; SmsStatus of older callbacks) or a call's
 // (CallStatus). A WhatsApp report's To is a "whatsapp:" address; the
-// number is what is recorded.
+// number is what is recorded, and the channel is told by the address
+// and by a call's CallSid.
 func statusReport(form url.Values) guard.Delivery {
 	first := func(names ...string) string {
 		for _, n := range names {
@@ -47,11 +48,20 @@ func statusReport(form url.Values) guard.Delivery {
 		}
 		return ""
 	}
+	to, whatsapp := strings.CutPrefix(form.Get("To"), "whatsapp:")
+	channel := guard.ChannelSMS
+	switch {
+	case whatsapp:
+		channel = guard.ChannelWhatsApp
+	case form.Get("MessageSid") == "" && form.Get("SmsSid") == "" && form.Get("CallSid") != "":
+		channel = guard.ChannelCall
+	}
 	return guard.Delivery{
 		MessageID: first("MessageSid", "SmsSid", "CallSid"),
-		To:        strings.TrimPrefix(form.Get("To"), "whatsapp:"),
+		To:        to,
 		Status:    first("MessageStatus", "SmsStatus", "CallStatus"),
 		ErrorCode: form.Get("ErrorCode"),
+		Channel:   channel,
 	}
 }
 
@@ -89,7 +99,7 @@ func (h *smsStatusHandler) smsStatus(c echo.Context) error {
 	// A replay (the same message and status, already recorded on any
 	// instance) is answered as the first was, and counted nowhere.
 	if h.live.Load().OTP.RecordDelivery(r.Context(), d) {
-		h.metrics.SMSStatus(d.Status)
+		h.metrics.SMSStatus(d.Status, d.Channel)
 	}
 	return c.NoContent(http.StatusNoContent)
 }

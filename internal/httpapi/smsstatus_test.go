@@ -174,9 +174,13 @@ func TestSMSStatusCallback(t *testing.T) {
 	if e := rec.e[1]; e.Outcome != "undelivered" || !strings.Contains(e.Detail, "error_code=30003") {
 		t.Errorf("audit event of the undelivered report: %+v", e)
 	}
-	for status, want := range map[string]float64{"delivered": 1, "undelivered": 1, "read": 1, "no-answer": 1} {
-		if got := metricValue(t, reg, `otpguard_sms_status_total{status="`+status+`"}`); got != want {
-			t.Errorf("otpguard_sms_status_total{status=%s}: got %v, want %v", status, got, want)
+	if e := rec.e[2]; !strings.Contains(e.Detail, "channel=whatsapp") {
+		t.Errorf("audit event of the whatsapp report: %+v, want its channel", e)
+	}
+	for series, want := range map[string]float64{`channel="sms",status="delivered"`: 1, `channel="sms",status="undelivered"`: 1,
+		`channel="whatsapp",status="read"`: 1, `channel="call",status="no-answer"`: 1, `channel="sms",status="read"`: 0} {
+		if got := metricValue(t, reg, `otpguard_sms_status_total{`+series+`}`); got != want {
+			t.Errorf("otpguard_sms_status_total{%s}: got %v, want %v", series, got, want)
 		}
 	}
 }
@@ -209,7 +213,7 @@ func TestSMSStatusReplayCountedOnce(t *testing.T) {
 		for i := range c.instances {
 			r := c.doKey(t, i, "GET", "/metrics", "", "")
 			for _, line := range strings.Split(string(r.Body), "\n") {
-				if strings.HasPrefix(line, `otpguard_sms_status_total{status="`+status+`"}`) {
+				if strings.HasPrefix(line, `otpguard_sms_status_total{channel="sms",status="`+status+`"}`) {
 					v, _ := strconv.ParseFloat(strings.Fields(line)[1], 64)
 					sum += v
 				}

@@ -114,7 +114,7 @@ func TestMetricsFromStart(t *testing.T) {
 		{"otpguard_sms_sent_by_country_total", "country", "IN"},
 		{"otpguard_sms_sent_by_country_total", "country", "other"},
 		{"otpguard_sms_total", "result", "failed"},
-		{"otpguard_sms_status_total", "status", "undelivered"},
+		{"otpguard_sms_status_total", "status", "undelivered", "channel", "sms"},
 		{"otpguard_shed_total", "route", "/otp/send"},
 		{"otpguard_http_requests_total", "method", "POST", "route", "/otp/send", "status", "429"},
 		{"otpguard_http_request_duration_seconds", "method", "POST", "route", "/limits/check", "status", "503"},

@@ -47,8 +47,8 @@ func NewAbuse(m *Set) *Abuse {
 		}, []string{"country"}),
 		smsStatus: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "otpguard_sms_status_total",
-			Help: "Delivery status reports from the SMS provider (POST /sms/status), by status.",
-		}, []string{"status"}),
+			Help: "Delivery status reports from the SMS provider (POST /sms/status), by status and channel (sms, whatsapp, call).",
+		}, []string{"status", "channel"}),
 	}
 	m.Registry.MustRegister(a.budgetRefused, a.conversionAlerts, a.velocityRefused, a.velocityAlerts, a.trustHeld, a.coldRoomRefused, a.smsStatus)
 	return a
@@ -66,5 +66,5 @@ func (a *Abuse) Hooks() guard.AbuseHooks {
 	}
 }
 
-// SMSStatus counts one delivery report.
-func (a *Abuse) SMSStatus(status string) { a.smsStatus.WithLabelValues(status).Inc() }
+// SMSStatus counts one delivery report of a message or call of channel.
+func (a *Abuse) SMSStatus(status, channel string) { a.smsStatus.WithLabelValues(status, channel).Inc() }

@@ -77,7 +77,7 @@ func (a *Abuse) Prepare(p guard.Policies) {
 		}
 	}
 	for _, st := range []string{"delivered", "undelivered", "failed"} {
-		a.smsStatus.WithLabelValues(st)
+		a.smsStatus.WithLabelValues(st, guard.ChannelSMS)
 	}
 	for _, r := range policyCountries(p) {
 		a.velocityRefused.WithLabelValues(r)
