@@ -85,8 +85,8 @@ func (g Store) ListBlocks(ctx context.Context, match func(phone string) bool, n 
 	return bs, total, nil
 }
 
-func (g Store) Unblock(ctx context.Context, phone string, counters []limit.Key) error {
-	return g.fb.Do(ctx, func(ctx context.Context) error { return g.st.Blocks.Unblock(ctx, phone, counters) })
+func (g Store) Unblock(ctx context.Context, phone string, counters []limit.Key, services ...string) error {
+	return g.fb.Do(ctx, func(ctx context.Context) error { return g.st.Blocks.Unblock(ctx, phone, counters, services...) })
 }
 
 var _ guard.Trusts = Store{}

@@ -39,9 +39,10 @@ type BlockIndex interface {
 	// them when match is nil), most recently noted first: the first n, and
 	// how many passed in all.
 	ListBlocks(ctx context.Context, match func(phone string) bool, n int) ([]BlockedNumber, int, error)
-	// Unblock deletes the counters of phone, its code (and with it a
-	// verify lock-out) and its index entry.
-	Unblock(ctx context.Context, phone string, counters []limit.Key) error
+	// Unblock deletes the counters of phone, its code of the default
+	// service and of each of services (and with them a verify lock-out)
+	// and its index entry.
+	Unblock(ctx context.Context, phone string, counters []limit.Key, services ...string) error
 }
 
 // BlockFilter selects rows of the blocked list. Zero fields do not filter.

@@ -44,7 +44,7 @@ func (f *fakeBlocks) ListBlocks(_ context.Context, match func(string) bool, n in
 	return out, total, nil
 }
 
-func (f *fakeBlocks) Unblock(_ context.Context, phone string, counters []limit.Key) error {
+func (f *fakeBlocks) Unblock(_ context.Context, phone string, counters []limit.Key, _ ...string) error {
 	if f.err != nil {
 		return f.err
 	}

@@ -89,7 +89,7 @@ func (s *API) Unblock(c echo.Context) error {
 	if err != nil {
 		return problem.Errorf(problem.CodeInvalidPhone, "phone is not a valid path segment")
 	}
-	res, err := s.ops.Unblock(c.Request().Context(), raw, actorFrom(c))
+	res, err := s.ops.Unblock(c.Request().Context(), raw, actorFrom(c), serviceSIDs(s.services)...)
 	if err != nil {
 		return err
 	}

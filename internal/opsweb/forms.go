@@ -72,7 +72,7 @@ func (s *Pages) FormUnblock(c echo.Context) error {
 		return s.confirm(c, "/ops/actions/unblock", "Unblock "+phone+"? Its limits are cleared and it may receive a code at once.",
 			"Unblock "+phone, map[string]string{"phone": phone})
 	}
-	_, err := s.ops.Unblock(c.Request().Context(), phone, actorFrom(c))
+	_, err := s.ops.Unblock(c.Request().Context(), phone, actorFrom(c), serviceSIDs(s.services)...)
 	return s.backToPage(c, "unblocked", err)
 }
 

@@ -121,3 +121,16 @@ func (s *Pages) loadServices(c echo.Context, p *opsPage, dbPart func(string, fun
 	}
 	p.Sections["services"] = sec
 }
+
+// serviceSIDs are the SIDs of the services in force (none without
+// services), whose codes an unblock clears beside the default service's.
+func serviceSIDs(services func() []guard.Service) []string {
+	if services == nil {
+		return nil
+	}
+	var out []string
+	for _, s := range services() {
+		out = append(out, s.SID)
+	}
+	return out
+}

@@ -199,17 +199,21 @@ func (r *Blocks) readBlocks(ctx context.Context, phones []string) ([]ops.Blocked
 	return out, nil
 }
 
-// Unblock deletes the number's counters and the default service's code
-// (a named service's lock ends with its code's TTL or its next send) and
-// its index entry, in
-// one MULTI (on Redis Cluster, one per slot, concurrently: the number's
-// keys and the index live in two or more).
-func (r *Blocks) Unblock(ctx context.Context, phone string, counters []limit.Key) error {
-	del := make([]string, 0, len(counters)+1)
+// Unblock deletes the number's counters, the default service's code and
+// each of services' (each service keeps its own code and lock) and its
+// index entry, in one MULTI (on Redis Cluster, one per slot,
+// concurrently: the number's keys and the index live in two or more).
+func (r *Blocks) Unblock(ctx context.Context, phone string, counters []limit.Key, services ...string) error {
+	del := make([]string, 0, len(counters)+1+len(services))
 	for _, k := range counters {
 		del = append(del, r.key(k))
 	}
 	del = append(del, r.codes.codeKey(phone, guard.DefaultService))
+	for _, s := range services {
+		if s != guard.DefaultService {
+			del = append(del, r.codes.codeKey(phone, s))
+		}
+	}
 	idx := r.blockKeys(phone)
 	if r.cluster {
 		return r.unblockBySlot(ctx, phone, del, idx)

@@ -168,6 +168,12 @@ func TestBlockIndexPrunesEndedBlocks(t *testing.T) {
 	}
 }
 
+// The services of TestUnblock.
+const (
+	unblockSvcA = "VA00000000000000000000000000000001"
+	unblockSvcB = "VA00000000000000000000000000000002"
+)
+
 func TestUnblock(t *testing.T) {
 	for name, mk := range backends(t) {
 		t.Run(name, func(t *testing.T) {
@@ -187,6 +193,15 @@ func TestUnblock(t *testing.T) {
 			if _, err := s.Codes.SaveCode(ctx, newCode(phone, []byte("mac"))); err != nil {
 				t.Error(err)
 			}
+			// Two named services' codes of the number: the unblock names
+			// one, whose code goes; the other's stays.
+			for _, svc := range []string{unblockSvcA, unblockSvcB} {
+				c := newCode(phone, []byte("mac-"+svc))
+				c.Service = svc
+				if _, err := s.Codes.SaveCode(ctx, c); err != nil {
+					t.Error(err)
+				}
+			}
 			if err := s.Blocks.NoteBlock(ctx, guard.Block{Phone: phone, Reason: problem.CodeCooldown, Count: 2, Until: time.Now().Add(time.Minute)}); err != nil {
 				t.Error(err)
 			}
@@ -194,7 +209,7 @@ func TestUnblock(t *testing.T) {
 				t.Error(err)
 			}
 
-			if err := s.Blocks.Unblock(ctx, phone, []limit.Key{cooldown.Key, sends.Key}); err != nil {
+			if err := s.Blocks.Unblock(ctx, phone, []limit.Key{cooldown.Key, sends.Key}, unblockSvcA); err != nil {
 				t.Fatal(err)
 			}
 			if r := take1(t, s, cooldown); !r.Allowed || r.Count != 1 {
@@ -208,6 +223,12 @@ func TestUnblock(t *testing.T) {
 			}
 			if _, err := s.Codes.GuessCode(ctx, phone, guard.GuessOf{}, time.Now()); err != guard.ErrNotFound {
 				t.Errorf("code after unblock: %v, want ErrNotFound", err)
+			}
+			if _, err := s.Codes.GuessCode(ctx, phone, guard.GuessOf{Service: unblockSvcA}, time.Now()); err != guard.ErrNotFound {
+				t.Errorf("the named service's code after unblock: %v, want ErrNotFound", err)
+			}
+			if _, err := s.Codes.GuessCode(ctx, phone, guard.GuessOf{Service: unblockSvcB}, time.Now()); err != nil {
+				t.Errorf("another service's code after unblock: %v, want it kept", err)
 			}
 			if phones, total := listPhones(t, s, nil, 10); total != 1 || phones[0] != "+919800000002" {
 				t.Errorf("index after unblock: %v (total %d), want only the other number", phones, total)
