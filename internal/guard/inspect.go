@@ -26,9 +26,11 @@ type NumberState struct {
 	// is cached or risk scores are off.
 	Risk *RiskAnswer
 	// Code is the number's live code, nil when it has none; CodeKnown:
-	// it was read (a CodeReader answered).
-	Code      *CodeState
-	CodeKnown bool
+	// it was read (a CodeReader answered). It is the default service's;
+	// ServiceCodes are the named services' asked for, in their order.
+	Code         *CodeState
+	CodeKnown    bool
+	ServiceCodes []ServiceCode
 	// Errors name the parts that could not be read ("limits: ...").
 	Errors []string
 }
@@ -44,10 +46,19 @@ type CodeState struct {
 	ExpiresIn            time.Duration
 }
 
-// CodeReader reads a number's live code without counting a guess or
-// changing anything (store.Codes.ReadCode): ErrNotFound when it has none.
+// ServiceCode is a named service's live code of the number (each service
+// keeps its own, service.go): nil when it has none; Known: it was read.
+type ServiceCode struct {
+	Service string
+	Code    *CodeState
+	Known   bool
+}
+
+// CodeReader reads a number's live code of service ("" the default
+// service) without counting a guess or changing anything
+// (store.Codes.ReadCode): ErrNotFound when it has none.
 type CodeReader interface {
-	ReadCode(ctx context.Context, phone string) (CodeState, error)
+	ReadCode(ctx context.Context, phone, service string) (CodeState, error)
 }
 
 // WindowState is one of a number's windows as read.
@@ -64,10 +75,11 @@ func (w WindowState) Refusing() bool { return w.Known && w.Limit > 0 && w.Count 
 
 // Inspect reads what the OTP rules hold of phone: its send window and
 // cooldown (peeked, as a locked code's wait is: cost 0, one round trip),
-// its live code's guesses (CodeReader: no guess counted), its trust mark
-// and its cached risk score. It changes nothing and records nothing; the
-// desk audits the look-up.
-func (s *OTP) Inspect(ctx context.Context, phone Phone) NumberState {
+// its live code's guesses (CodeReader: no guess counted), the default
+// service's and each of services', its trust mark and its cached risk
+// score. It changes nothing and records nothing; the desk audits the
+// look-up.
+func (s *OTP) Inspect(ctx context.Context, phone Phone, services ...string) NumberState {
 	var st NumberState
 	p := s.policy
 	takes := []limit.Take{{Key: phoneSendsKey(phone.E164), Algorithm: limit.FixedWindow, Limit: p.PerPhone.Limit, Window: p.PerPhone.Window}}
@@ -87,14 +99,10 @@ func (s *OTP) Inspect(ctx context.Context, phone Phone) NumberState {
 		}
 	}
 	if r := s.codes.states; r != nil {
-		c, err := r.ReadCode(ctx, phone.E164)
-		switch {
-		case errors.Is(err, ErrNotFound):
-			st.CodeKnown = true
-		case err != nil:
-			st.Errors = append(st.Errors, "code: "+err.Error())
-		default:
-			st.Code, st.CodeKnown = &c, true
+		st.Code, st.CodeKnown = readCode(ctx, r, phone, DefaultService, &st.Errors)
+		for _, svc := range services {
+			c, known := readCode(ctx, r, phone, svc, &st.Errors)
+			st.ServiceCodes = append(st.ServiceCodes, ServiceCode{Service: svc, Code: c, Known: known})
 		}
 	}
 	if s.trust.on() {
@@ -116,6 +124,24 @@ func (s *OTP) Inspect(ctx context.Context, phone Phone) NumberState {
 		}
 	}
 	return st
+}
+
+// readCode reads phone's live code of service: nil when it has none,
+// known false when the read failed (its error added to errs).
+func readCode(ctx context.Context, r CodeReader, phone Phone, service string, errs *[]string) (*CodeState, bool) {
+	c, err := r.ReadCode(ctx, phone.E164, service)
+	switch {
+	case errors.Is(err, ErrNotFound):
+		return nil, true
+	case err != nil:
+		name := "code"
+		if service != DefaultService {
+			name += " of " + service
+		}
+		*errs = append(*errs, name+": "+err.Error())
+		return nil, false
+	}
+	return &c, true
 }
 
 func windowState(r limit.Result, t limit.Take) WindowState {

@@ -48,10 +48,10 @@ var _ guard.CodeReader = Store{}
 // ReadCode reads a number's live code (the ops desk's number search)
 // through the breaker and timeout of the number's node: while Redis is
 // away the look-up says the code could not be read.
-func (g Store) ReadCode(ctx context.Context, phone string) (guard.CodeState, error) {
+func (g Store) ReadCode(ctx context.Context, phone, service string) (guard.CodeState, error) {
 	var c guard.CodeState
 	err := g.fb.DoFor(ctx, limit.Key{Space: "otp", ID: phone, Name: "code"}, func(ctx context.Context) (err error) {
-		c, err = g.st.Codes.ReadCode(ctx, phone)
+		c, err = g.st.Codes.ReadCode(ctx, phone, service)
 		return err
 	})
 	if err != nil {

@@ -20,7 +20,7 @@ const lookupEvents = 10
 // NumberInspector reads what the OTP rules hold of one number without
 // spending (guard.OTP.Inspect).
 type NumberInspector interface {
-	Inspect(ctx context.Context, phone guard.Phone) guard.NumberState
+	Inspect(ctx context.Context, phone guard.Phone, services ...string) guard.NumberState
 }
 
 // NumberAnswer is what the desk knows of one number: the answer to "why
@@ -53,10 +53,11 @@ type Reason struct {
 // LookUp answers what the desk knows of the number raw (any spelling
 // /otp/send takes, read in the OTP policy's default region): the deny-list,
 // the block index, its windows, live code, trust mark and risk score (in; nil: not
-// asked), and its last events. The look-up is audited with actor and the
-// number masked. Errors of the parts are in the answer; only a number that
+// asked), and its last events. The live codes read are the default
+// service's and each of services' (the Verify services in force). The
+// look-up is audited with actor and the number masked. Errors of the parts are in the answer; only a number that
 // does not parse is an error.
-func (d *Desk) LookUp(ctx context.Context, raw, actor string, in NumberInspector) (NumberAnswer, error) {
+func (d *Desk) LookUp(ctx context.Context, raw, actor string, in NumberInspector, services ...string) (NumberAnswer, error) {
 	phone, err := guard.ParsePhone(raw, d.o.DefaultRegion)
 	if err != nil {
 		return NumberAnswer{}, err
@@ -78,7 +79,7 @@ func (d *Desk) LookUp(ctx context.Context, raw, actor string, in NumberInspector
 		}
 	}
 	if in != nil {
-		a.State = in.Inspect(ctx, phone)
+		a.State = in.Inspect(ctx, phone, services...)
 		if len(a.State.Errors) > 0 {
 			a.Errors = append(a.Errors, "limits, code, trust mark or risk score: "+problemText(problem.CodeStoreUnavailable))
 		}

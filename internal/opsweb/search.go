@@ -42,6 +42,14 @@ type numberCodeJSON struct {
 	ExpiresIn   int64 `json:"expires_in_seconds"`
 }
 
+// numberServiceCodeJSON is a Verify service's live code of the number:
+// each service keeps its own.
+type numberServiceCodeJSON struct {
+	Service string          `json:"service"`
+	Code    *numberCodeJSON `json:"code,omitempty"`
+	HasCode *bool           `json:"has_code,omitempty"`
+}
+
 type numberReasonJSON struct {
 	Code     string `json:"code"`
 	Text     string `json:"text"`
@@ -69,6 +77,9 @@ type numberJSON struct {
 	// (HasCode says which: nil when not read).
 	Code    *numberCodeJSON `json:"code,omitempty"`
 	HasCode *bool           `json:"has_code,omitempty"`
+	// ServiceCodes are the Verify services' live codes of the number,
+	// each as Code and HasCode are the default service's.
+	ServiceCodes []numberServiceCodeJSON `json:"service_codes,omitempty"`
 	// Trusted is nil when trust marks are off or could not be read.
 	Trusted *bool           `json:"trusted,omitempty"`
 	Risk    *numberRiskJSON `json:"risk,omitempty"`
@@ -95,12 +106,10 @@ func toNumberJSON(a ops.NumberAnswer) numberJSON {
 		j.Blocks = append(j.Blocks, toBlockedItem(b, a.At))
 	}
 	j.Sends, j.Cooldown = toWindowState(a.State.Sends), toWindowState(a.State.Cooldown)
-	if a.State.CodeKnown {
-		has := a.State.Code != nil
-		j.HasCode = &has
-	}
-	if c := a.State.Code; c != nil {
-		j.Code = &numberCodeJSON{Guesses: c.Guesses, MaxAttempts: c.MaxAttempts, Locked: c.Locked, ExpiresIn: seconds(c.ExpiresIn)}
+	j.Code, j.HasCode = toCodeJSON(a.State.Code, a.State.CodeKnown)
+	for _, sc := range a.State.ServiceCodes {
+		c, has := toCodeJSON(sc.Code, sc.Known)
+		j.ServiceCodes = append(j.ServiceCodes, numberServiceCodeJSON{Service: sc.Service, Code: c, HasCode: has})
 	}
 	if a.State.TrustKnown {
 		t := a.State.Trusted
@@ -115,6 +124,18 @@ func toNumberJSON(a ops.NumberAnswer) numberJSON {
 			Service: e.Service})
 	}
 	return j
+}
+
+// toCodeJSON is a live code c and whether there is one (nil: not read).
+func toCodeJSON(c *guard.CodeState, known bool) (*numberCodeJSON, *bool) {
+	if !known {
+		return nil, nil
+	}
+	has := c != nil
+	if c == nil {
+		return nil, &has
+	}
+	return &numberCodeJSON{Guesses: c.Guesses, MaxAttempts: c.MaxAttempts, Locked: c.Locked, ExpiresIn: seconds(c.ExpiresIn)}, &has
 }
 
 func toWindowState(w guard.WindowState) *numberWindowJSON {
@@ -136,7 +157,7 @@ func (s *API) LookUpNumber(c echo.Context) error {
 	if err != nil || len(raw) > maxSearch {
 		return problem.Errorf(problem.CodeInvalidPhone, "phone is not a valid path segment")
 	}
-	a, err := s.ops.LookUp(c.Request().Context(), raw, actorFrom(c), inspector(s.numbers))
+	a, err := s.ops.LookUp(c.Request().Context(), raw, actorFrom(c), inspector(s.numbers), serviceSIDs(s.services)...)
 	if err != nil {
 		return err
 	}
@@ -189,7 +210,7 @@ func (s *Pages) loadSearch(c echo.Context, p *opsPage) {
 		v.Problem = problemMessage(problem.CodeInvalidPhone)
 		return
 	}
-	a, err := s.ops.LookUp(c.Request().Context(), q, actorFrom(c), inspector(s.numbers))
+	a, err := s.ops.LookUp(c.Request().Context(), q, actorFrom(c), inspector(s.numbers), serviceSIDs(s.services)...)
 	if err != nil {
 		v.Problem = problemMessage(problem.CodeOf(err))
 		return

@@ -193,13 +193,13 @@ func (r *Codes) GuessCode(ctx context.Context, phone string, of guard.GuessOf, n
 
 var _ guard.CodeReader = (*Codes)(nil)
 
-// ReadCode reads the number's live code of the default service as the
-// ops desk shows it, counting
-// nothing (readCodeScript): the guesses counted against it, capped at its
-// maximum, and whether its verification is locked; guard.ErrNotFound
-// when it has none.
-func (r *Codes) ReadCode(ctx context.Context, phone string) (guard.CodeState, error) {
-	v, err := readCodeScript.Run(ctx, r.rdb, []string{r.codeKey(phone, guard.DefaultService)}, r.verPrefix(phone)).Slice()
+// ReadCode reads the number's live code of service ("" the default
+// service) as the ops desk shows it, counting nothing (readCodeScript):
+// the guesses counted against it, capped at its maximum, and whether its
+// verification is locked; guard.ErrNotFound when it has none.
+func (r *Codes) ReadCode(ctx context.Context, phone, service string) (guard.CodeState, error) {
+	keys := []string{r.codeKey(phone, service), r.codeKey(phone, guard.DefaultService)}
+	v, err := readCodeScript.Run(ctx, r.rdb, keys, r.verPrefix(phone)).Slice()
 	if errors.Is(err, redis.Nil) {
 		return guard.CodeState{}, guard.ErrNotFound
 	}

@@ -4,7 +4,10 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
+	"maps"
 	"net/http"
+	"net/url"
 	"strings"
 	"sync"
 	"testing"
@@ -273,6 +276,63 @@ func TestOneLiveCodePerService(t *testing.T) {
 			if v, err := cl[0].FetchVerification(svc, sids[svc+phone]); err != nil || *v.Status != want {
 				t.Errorf("%s's verification for %s: %+v, %v; want %s", svc, phone, v, err, want)
 			}
+		}
+	}
+
+	// Phase 5: the desk's number search shows each service's code, B's
+	// locked; its unblock clears B's code, and with it the lock.
+	serviceCodes := func() map[string]any {
+		t.Helper()
+		var n struct {
+			ServiceCodes []struct {
+				Service string         `json:"service"`
+				HasCode *bool          `json:"has_code"`
+				Code    map[string]any `json:"code"`
+			} `json:"service_codes"`
+		}
+		opsCall(t, x.URL, http.MethodGet, "/ops/numbers/"+url.PathEscape(lockedPhone), &n)
+		out := map[string]any{}
+		for _, sc := range n.ServiceCodes {
+			if sc.HasCode == nil {
+				t.Fatalf("the desk could not read %s's code", sc.Service)
+			}
+			out[sc.Service] = *sc.HasCode
+			if sc.Code != nil {
+				out[sc.Service] = sc.Code["locked"]
+			}
+		}
+		return out
+	}
+	if got, want := serviceCodes(), map[string]any{serviceA: false, serviceB: true}; !maps.Equal(got, want) {
+		t.Errorf("the desk's codes of %s (locked, or has a code): %v, want %v", lockedPhone, got, want)
+	}
+	opsCall(t, y.URL, http.MethodDelete, "/ops/blocked/"+url.PathEscape(lockedPhone), nil)
+	if got, want := serviceCodes(), map[string]any{serviceA: false, serviceB: false}; !maps.Equal(got, want) {
+		t.Errorf("the desk's codes of %s after its unblock: %v, want %v", lockedPhone, got, want)
+	}
+}
+
+// opsCall calls an ops route with the ops key and decodes its JSON answer
+// into out (nil: none read); anything but a 2xx fails the test.
+func opsCall(t *testing.T, base, method, path string, out any) {
+	t.Helper()
+	req, err := http.NewRequest(method, base+path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+otpguardtest.OpsKey)
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	if res.StatusCode/100 != 2 {
+		b, _ := io.ReadAll(res.Body)
+		t.Fatalf("%s %s: %d %s", method, path, res.StatusCode, b)
+	}
+	if out != nil {
+		if err := json.NewDecoder(res.Body).Decode(out); err != nil {
+			t.Fatalf("%s %s: %v", method, path, err)
 		}
 	}
 }

@@ -1,5 +1,6 @@
--- read_code reads the number's live code of the default service (KEYS[1],
--- its code key: lib/code.lua) without counting a
+-- read_code reads the number's live code of one service (KEYS[1], its
+-- code key: lib/code.lua; KEYS[2] the default service's, the base of
+-- every service's key) without counting a
 -- guess, for the ops desk's number search (guard.OTP.Inspect): the
 -- guesses counted against it (its "a", which guess_code counts before
 -- the caller compares, past the max too), its verification's max and
@@ -36,7 +37,7 @@ if redis.call('EXISTS', KEYS[1]) == 0 then return false end
 local code = redis.call('HMGET', KEYS[1], 'a', 'v')
 local guesses = tonumber(code[1]) or 0
 local id = code[2] or ''
-local record = id ~= '' and status_of(ARGV[1] .. id, KEYS[1], id)
+local record = id ~= '' and status_of(ARGV[1] .. id, KEYS[2], id)
 local pttl = redis.call('PTTL', KEYS[1])
 if not record then return {guesses, 0, '', pttl} end
 return {guesses, tonumber(record[6]) or 0, record[1], pttl}
