@@ -38,36 +38,56 @@ import (
 // judged while it runs. A policy without the pace (GrowthPerDay 0, which a
 // policy file never gives) judges by the velocity factor instead: the
 // hour's limit before that growth. Its number verifies normally, and its
-// sends are a new number's until then. The mark's script decides it from
-// the country's counts in the same atomic step, under the same hash tag:
-// no extra round trip. Imports and the app's account flag are never held
-// (the app vouches); a mark that exists keeps its time.
+// sends are a new number's until then.
+//
+// Per carrier: while the carriers split the country's room
+// (carriershare.go), the hour is judged by the number's carrier: held when
+// the carrier's untrusted sends of the hour, or of the hour before, ran
+// above its part of the same line (carrier_room of its share, at least the
+// carrier floor). A ring owns numbers in the ranges of the carriers whose
+// termination it shares, so a farm on one carrier holds the marks of that
+// carrier's hour, and the real users of the other carriers, new in the
+// same hour, earn marks that count at once. The country's test is not kept
+// beside it: it would hold every carrier's users again whenever a farm on
+// one carrier made the country's hour abnormal. A farm spread over every
+// carrier makes every carrier's hour abnormal as it did the country's, and
+// one that stays under every carrier's line earns no more than under the
+// country's, but for the carriers' floors (a tenth of the country's floor
+// each), and must own numbers on every carrier to do it. While a carrier's
+// share is 1000 (a country's history too thin to split, or one carrier)
+// the country's counts judge, as without the split.
+//
+// The mark's script decides it from the country's (and the carrier's)
+// counts in the same atomic step, under the same hash tag: no extra round
+// trip. Imports and the app's account flag are never held (the app
+// vouches); a mark that exists keeps its time.
 
-// heldNotes is, per country, the last hour whose held marks this instance
-// claimed the audit of.
+// heldNotes is, per country (and carrier), the last hour whose held marks
+// this instance claimed the audit of.
 type heldNotes struct {
 	mu    sync.Mutex
 	hours map[string]int64
 }
 
-// noteHeld reports whether this instance has not yet claimed country r's
-// hour hr, and notes it.
-func (s *trust) noteHeld(r string, hr int64) bool {
+// noteHeld reports whether this instance has not yet claimed subject's
+// hour hr (a country, or "<country>/<carrier key>"), and notes it.
+func (s *trust) noteHeld(subject string, hr int64) bool {
 	s.heldNoted.mu.Lock()
 	defer s.heldNoted.mu.Unlock()
 	if s.heldNoted.hours == nil {
 		s.heldNoted.hours = map[string]int64{}
 	}
-	if s.heldNoted.hours[r] >= hr {
+	if s.heldNoted.hours[subject] >= hr {
 		return false
 	}
-	s.heldNoted.hours[r] = hr
+	s.heldNoted.hours[subject] = hr
 	return true
 }
 
 // holdIfAbnormal completes a verify's mark with what the store needs to
 // hold it: nothing when holds are off or the velocity rule does not count
-// the country's new numbers (its counts are what an hour is judged by).
+// the country's new numbers (its counts are what an hour is judged by);
+// the carrier's counts too while the carriers split the country.
 func (s *trust) holdIfAbnormal(m *TrustMark, phone Phone) {
 	v := s.velocity
 	if s.policy.HoldFor <= 0 || v == nil || !v.on(false) {
@@ -79,33 +99,46 @@ func (s *trust) holdIfAbnormal(m *TrustMark, phone Phone) {
 	if m.Factor <= 0 {
 		m.Factor = v.policy.Factor
 	}
+	if c := v.carrierTake(phone, false); c.FloorShare > 0 {
+		m.Carrier, m.CarrierFloorShare = c.Key, c.FloorShare
+	}
 }
 
 // held counts a mark written held: in the metric each time, and once per
-// country and hour across instances in the audit trail and the log. The
-// claim is asked once per country and hour by each instance (heldNoted),
-// so the verifies of an abnormal hour wait on no extra round trip but the
-// first.
-func (s *trust) held(ctx context.Context, phone Phone, hr int64) {
+// country (or carrier, byCarrier: its carrier's counts judged the hour)
+// and hour across instances in the audit trail and the log. The claim is
+// asked once per subject and hour by each instance (heldNoted), so the
+// verifies of an abnormal hour wait on no extra round trip but the first.
+func (s *trust) held(ctx context.Context, phone Phone, hr int64, byCarrier bool) {
 	r := region(phone)
 	v := s.velocity
-	if f := v.hooks.TrustMarkHeld; f != nil {
-		f(r)
+	var c Carrier
+	subject, claim, whose := r, fmt.Sprintf("held:%d", hr), "the country's normal"
+	if byCarrier {
+		c = CarrierOf(phone)
+		subject, claim = r+"/"+c.Key, fmt.Sprintf("held:%s:%d", c.Key, hr)
+		whose = "its share of the country's normal"
 	}
-	if v.conv == nil || !s.noteHeld(r, hr) {
+	if f := v.hooks.TrustMarkHeld; f != nil {
+		f(r, c.Name)
+	}
+	if v.conv == nil || !s.noteHeld(subject, hr) {
 		return
 	}
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), convTimeout)
-	first, err := v.conv.ClaimAlert(cctx, limit.Key{Space: "otp:tr", ID: r, Name: fmt.Sprintf("held:%d", hr)}, time.Hour+time.Minute)
+	first, err := v.conv.ClaimAlert(cctx, limit.Key{Space: "otp:tr", ID: r, Name: claim}, time.Hour+time.Minute)
 	cancel()
 	if err != nil || !first {
 		return
 	}
 	until := s.now().Add(s.policy.HoldFor)
-	s.log.WarnContext(ctx, "TRUST HELD: numbers verified in an hour of unusual new-number volume are not trusted yet",
-		"country", r, "until", until)
-	s.events.Record(Event{At: s.now(), Action: ActionTrustHeld, Outcome: "held", Country: r, Actor: VelocityActor,
+	attrs, scope := []any{"country", r, "until", until}, "country="+r
+	if byCarrier {
+		attrs, scope = append(attrs, "carrier", c.Name), scope+" carrier="+c.Name
+	}
+	s.log.WarnContext(ctx, "TRUST HELD: numbers verified in an hour of unusual new-number volume are not trusted yet", attrs...)
+	s.events.Record(Event{At: s.now(), Action: ActionTrustHeld, Outcome: "held", Country: r, Carrier: c.Name, Actor: VelocityActor,
 		TraceID: TraceID(ctx), RequestID: RequestID(ctx),
-		Detail: fmt.Sprintf("country=%s trust marks earned this hour count from %s (hold %s): its new numbers ran above the country's normal",
-			r, until.UTC().Format(time.RFC3339), s.policy.HoldFor)})
+		Detail: fmt.Sprintf("%s trust marks earned this hour count from %s (hold %s): its new numbers ran above %s",
+			scope, until.UTC().Format(time.RFC3339), s.policy.HoldFor, whose)})
 }

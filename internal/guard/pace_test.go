@@ -92,7 +92,7 @@ func TestHeldMarkWaitsItsTime(t *testing.T) {
 	otp := guard.NewOTP(guard.OTPOptions{Policy: p.OTP, Counter: s.Counters, Codes: s.Codes, Sender: out, Now: clock,
 		HMACKey: []byte("0123456789abcdef0123456789abcdef"), Volumes: s.Velocity, Trusts: s.TrustMarks,
 		Conversions: claimsOn{Conversions: watch.Conversions, claims: s.Conversions}, Events: events,
-		Abuse: guard.AbuseHooks{TrustMarkHeld: func(country string) {
+		Abuse: guard.AbuseHooks{TrustMarkHeld: func(country, _ string) {
 			if country == "GB" {
 				held.Add(1)
 			}

@@ -83,8 +83,9 @@ type AbuseHooks struct {
 	VelocityRefused func(country string)
 	VelocityAlert   func(country string)
 	// TrustMarkHeld is told of every trust mark written held (pace.go),
-	// with the country.
-	TrustMarkHeld func(country string)
+	// with the country and, when its carrier's counts judged its hour, the
+	// carrier's name ("" when the country's did).
+	TrustMarkHeld func(country, carrier string)
 	// ColdRoomRefused is told of every send the cold room refuses
 	// (coldroom.go), with the country.
 	ColdRoomRefused func(country string)

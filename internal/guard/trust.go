@@ -80,10 +80,12 @@ type Trusts interface {
 }
 
 // Marked is what MarkTrusted did: Trusted verifies credited to the
-// trusted tier, Held marks written held.
+// trusted tier, Held marks written held, ByCarrier marks whose hour was
+// judged by their carrier's counts (pace.go), held or not.
 type Marked struct {
-	Trusted int
-	Held    int
+	Trusted   int
+	Held      int
+	ByCarrier int
 }
 
 // TrustMark is one number's mark: the key to set, and the trusted tier's
@@ -103,12 +105,17 @@ type TrustMark struct {
 
 	// The hold of a verify's mark (pace.go); Hold 0: never held. Volume is
 	// the country's velocity counts (same hash tag as Key), whose hour is
-	// abnormal above max(Floor, Factor x its baseline).
-	Hold   time.Duration
-	Now    time.Time
-	Volume limit.Key
-	Floor  int64
-	Factor float64
+	// abnormal above max(Floor, Factor x its baseline). With
+	// CarrierFloorShare > 0, Carrier is the number's carrier's counts
+	// within the country (carriershare.go), which judge the hour instead
+	// while the carriers split the country's room.
+	Hold              time.Duration
+	Now               time.Time
+	Volume            limit.Key
+	Floor             int64
+	Factor            float64
+	Carrier           limit.Key
+	CarrierFloorShare float64
 }
 
 // MaxTrustImport is the most numbers one import may name.
@@ -183,7 +190,7 @@ func (s *trust) rememberVerified(ctx context.Context, phone Phone, sent Tier) bo
 		s.log.WarnContext(ctx, "trust: remembering a verified number failed", "err", err)
 	}
 	if n.Held > 0 {
-		s.held(ctx, phone, m.Hour)
+		s.held(ctx, phone, m.Hour, n.ByCarrier > 0)
 	}
 	return sentTrusted || n.Trusted > 0
 }

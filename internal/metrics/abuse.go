@@ -39,8 +39,8 @@ func NewAbuse(m *Set) *Abuse {
 		}, []string{"country"}),
 		trustHeld: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "otpguard_trust_marks_held_total",
-			Help: "Trust marks written held: earned by a verify in an hour whose new numbers ran above their country's normal, by country.",
-		}, []string{"country"}),
+			Help: "Trust marks written held: earned by a verify in an hour whose new numbers ran above their country's normal (their carrier's share of it while the carriers split the country), by country and carrier (\"\" when the country judged).",
+		}, []string{"country", "carrier"}),
 		coldRoomRefused: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "otpguard_cold_room_refused_total",
 			Help: "Untrusted sends refused (or challenged) because the cold room, shared by every country without verified history, is full this hour or day, by country.",
@@ -61,7 +61,7 @@ func (a *Abuse) Hooks() guard.AbuseHooks {
 		ConversionAlert: func(scope, action string) { a.conversionAlerts.WithLabelValues(scope, action).Inc() },
 		VelocityRefused: func(country string) { a.velocityRefused.WithLabelValues(country).Inc() },
 		VelocityAlert:   func(country string) { a.velocityAlerts.WithLabelValues(country).Inc() },
-		TrustMarkHeld:   func(country string) { a.trustHeld.WithLabelValues(country).Inc() },
+		TrustMarkHeld:   func(country, carrier string) { a.trustHeld.WithLabelValues(country, carrier).Inc() },
 		ColdRoomRefused: func(country string) { a.coldRoomRefused.WithLabelValues(country).Inc() },
 	}
 }

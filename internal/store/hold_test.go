@@ -248,3 +248,70 @@ func TestHeldTrustMarkProRata(t *testing.T) {
 		})
 	}
 }
+
+// TestHeldTrustMarkByCarrier: with a carrier floor share, a mark's hour is
+// judged by its carrier's counts (KEYS[4]) against its part of each line,
+// carrier_room(share, line): the share cached for the hour, or the hour
+// before's; at least the carrier floor (a tenth of 20: 2). A farm's
+// carrier above its part is held where the country is too; another
+// carrier within its part in the same hour is not; a share of 1000 or
+// none cached, or no floor share (no split), leaves the country to judge.
+func TestHeldTrustMarkByCarrier(t *testing.T) {
+	const base, factor, floor = 100, 2, 20 // the whole line 200; at :30, 100
+	cases := []struct {
+		name                string
+		floorShare          float64
+		country, before     int    // the country's new numbers this hour and the hour before
+		carrier, carrierBef int    // the carrier's
+		share, shareBefore  string // "p:<hour>" and "p:<hour-1>", "": none cached
+		held, byCarrier     bool
+	}{
+		{"the farm's carrier above its part", 0.1, 150, 0, 60, 0, "100", "", true, true},
+		{"another carrier within its part, the same hour", 0.1, 150, 0, 40, 0, "800", "", false, true},
+		{"the farm's carrier within its part", 0.1, 150, 0, 10, 0, "100", "", false, true},
+		{"without the split: the country", 0, 150, 0, 40, 0, "800", "", true, false},
+		{"a share of 1000: the country", 0.1, 150, 0, 10, 0, "1000", "", true, false},
+		{"no share cached: the country", 0.1, 150, 0, 0, 0, "", "", true, false},
+		{"the hour before above its whole part", 0.1, 0, 21, 0, 21, "", "100", true, true},
+		{"the hour before within its whole part", 0.1, 0, 21, 0, 20, "", "100", false, true},
+		{"no share: above the carrier floor", 0.1, 3, 0, 3, 0, "0", "", true, true},
+		{"no share: within the carrier floor", 0.1, 3, 0, 2, 0, "0", "", false, true},
+	}
+	for name, mk := range backends(t) {
+		t.Run(name, func(t *testing.T) {
+			b := mk(t)
+			s := store.NewRedis(b.rdb, b.prefix)
+			ctx := context.Background()
+			h := time.Now().Unix()/3600 - 30
+			for i, c := range cases {
+				hr := h + int64(2*i)
+				b.rdb.HSet(ctx, b.prefix+"otp:vel:{KE}:h", "b:"+itoa(hr), base, "s:"+itoa(hr), c.country, "s:"+itoa(hr-1), c.before)
+				ck := limit.Key{Space: "otp:vel", ID: "KE", Name: "c:x" + itoa(int64(i))}
+				b.rdb.HSet(ctx, b.prefix+"otp:vel:{KE}:"+ck.Name, "s:"+itoa(hr), c.carrier, "s:"+itoa(hr-1), c.carrierBef)
+				if c.share != "" {
+					b.rdb.HSet(ctx, b.prefix+"otp:vel:{KE}:"+ck.Name, "p:"+itoa(hr), c.share)
+				}
+				if c.shareBefore != "" {
+					b.rdb.HSet(ctx, b.prefix+"otp:vel:{KE}:"+ck.Name, "p:"+itoa(hr-1), c.shareBefore)
+				}
+				now := time.Unix(hr*3600+30*60, 0)
+				m := holdMark("ca"+itoa(int64(i)), now, false)
+				m.Floor, m.Factor, m.Carrier, m.CarrierFloorShare = floor, factor, ck, c.floorShare
+				got, err := s.TrustMarks.MarkTrusted(ctx, []guard.TrustMark{m}, time.Hour)
+				if err != nil {
+					t.Fatal(err)
+				}
+				want := guard.Marked{Held: map[bool]int{true: 1}[c.held], ByCarrier: map[bool]int{true: 1}[c.byCarrier]}
+				if got != want {
+					t.Errorf("%s: %+v, want %+v", c.name, got, want)
+				}
+				ok, err := s.TrustMarks.Trusted(ctx, m.Key, now)
+				if err != nil || ok == c.held {
+					t.Errorf("%s: trusted %v, %v, want %v", c.name, ok, err, !c.held)
+				}
+				b.rdb.Del(ctx, b.prefix+"otp:vel:{KE}:"+ck.Name)
+			}
+			b.rdb.Del(ctx, b.prefix+"otp:vel:{KE}:h")
+		})
+	}
+}

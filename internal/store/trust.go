@@ -40,9 +40,11 @@ var readMarkScript = script("read_trust_mark")
 // on Cluster go-redis sends it one per node). A verify's mark (Credit)
 // goes through trustMarkScript, which credits the verify of a trusted
 // number or of a trusted send's code to its tier, and writes the mark
-// held when its hour was abnormal (m.Hold); an import's is a plain SET
-// with PX, never held: idempotent. It answers how many verifies it
-// credited there (trusted verifies) and how many marks it held.
+// held when its hour was abnormal (m.Hold), judged by the mark's
+// carrier's counts while the carriers split the country (m.Carrier); an
+// import's is a plain SET with PX, never held: idempotent. It answers how
+// many verifies it credited there (trusted verifies), how many marks it
+// held, and how many of the marks' hours its carriers judged.
 func (r *TrustMarks) MarkTrusted(ctx context.Context, marks []guard.TrustMark, ttl time.Duration) (guard.Marked, error) {
 	if len(marks) == 0 {
 		return guard.Marked{}, nil
@@ -63,13 +65,16 @@ func (r *TrustMarks) MarkTrusted(ctx context.Context, marks []guard.TrustMark, t
 			}
 			continue
 		}
-		keys := []string{r.key(m.Key), r.key(m.Tier), r.key(m.Tier)}
-		hold := int64(0)
+		keys := []string{r.key(m.Key), r.key(m.Tier), r.key(m.Tier), r.key(m.Tier)}
+		hold, carrierShare := int64(0), 0.0
 		if m.Hold > 0 && m.Volume.ID != "" {
-			keys[2], hold = r.key(m.Volume), int64(m.Hold/time.Second)
+			keys[2], keys[3], hold = r.key(m.Volume), r.key(m.Volume), int64(m.Hold/time.Second)
+			if m.CarrierFloorShare > 0 && m.Carrier.ID != "" {
+				keys[3], carrierShare = r.key(m.Carrier), m.CarrierFloorShare
+			}
 		}
 		args := []any{ttl.Milliseconds(), 1, m.Hour, int64(m.TTL / time.Second), flag(m.SentTrusted),
-			m.Now.Unix(), hold, m.Floor, m.Factor}
+			m.Now.Unix(), hold, m.Floor, m.Factor, carrierShare}
 		runs = append(runs, scripted{trustMarkScript.EvalSha(ctx, pipe, keys, args...), keys, args})
 	}
 	_, err := pipe.Exec(ctx)
@@ -85,11 +90,12 @@ func (r *TrustMarks) MarkTrusted(ctx context.Context, marks []guard.TrustMark, t
 		if err != nil {
 			return guard.Marked{}, fmt.Errorf("store: mark trusted: %w", err)
 		}
-		if len(v) != 2 {
-			return guard.Marked{}, fmt.Errorf("store: mark trusted: script returned %d values, want 2", len(v))
+		if len(v) != 3 {
+			return guard.Marked{}, fmt.Errorf("store: mark trusted: script returned %d values, want 3", len(v))
 		}
 		res.Trusted += int(v[0])
 		res.Held += int(v[1])
+		res.ByCarrier += int(v[2])
 	}
 	if err := r.countImports(ctx, imports); err != nil {
 		return guard.Marked{}, err
