@@ -46,7 +46,8 @@ type codebook struct {
 // current step, which needs no store and has no verification (id "").
 // A code of a named service (service.go) is saved as that service's, and
 // is never stateless: a stateless code has no record to say whose it is.
-func (s *codebook) issueCode(ctx context.Context, phone Phone, tier Tier, service string) (issued, error) {
+// A fallback send's (fellBack, fallback.go) is marked as such.
+func (s *codebook) issueCode(ctx context.Context, phone Phone, tier Tier, service string, fellBack bool) (issued, error) {
 	code, err := s.newCode()
 	if err != nil {
 		return issued{}, fmt.Errorf("otp: new code: %w", err)
@@ -58,6 +59,9 @@ func (s *codebook) issueCode(ctx context.Context, phone Phone, tier Tier, servic
 	}
 	// Its verify is credited to the tier the send counted in (tiermark.go).
 	id = s.marks.apply(id, tier)
+	if fellBack && tier == TierNew {
+		id = s.marks.applyFallback(id)
+	}
 	ttl := s.policy.CodeTTL
 	prev, err := s.codes.SaveCode(ctx, NewCode{Phone: phone.E164, MAC: mac, TTL: ttl,
 		VerificationID: id, MaxAttempts: s.policy.MaxVerifyAttempts, Now: s.now(), Retention: VerificationRetention,

@@ -198,7 +198,7 @@ func (s *OTP) Send(ctx context.Context, req SendRequest) (SendResult, error) {
 	}
 	s.audit.recordTier(ctx, ActionOTPSend, OutcomeSent, phone, auditIP, req.Service, err, res.Tier)
 	res.Phone = phone // on a refusal too: the caller's log names it (masked)
-	return res, err
+	return res, s.offerFallback(req.Channel, err)
 }
 
 // Verification returns the verification id of service ("" the default
