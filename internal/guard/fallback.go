@@ -2,6 +2,7 @@ package guard
 
 import (
 	"errors"
+	"slices"
 
 	"github.com/otpguard/otpguard/internal/problem"
 )
@@ -41,21 +42,20 @@ func validateFallback(ch string, bad func(field, format string, args ...any)) {
 	}
 }
 
-// FallbackChannel is the channel a challenged or automatically refused
-// SMS send is offered: otp.fallback_channel when this deployment offers
-// it, else "".
-func (s *OTP) FallbackChannel() string {
-	if fb := s.policy.FallbackChannel; fb != "" && s.Offers(fb) {
+// fallbackOf is the channel a challenged or automatically refused SMS
+// send is offered: the policy's fallback when the deployment offers it,
+// else "".
+func fallbackOf(p OTPPolicy, offered channels) string {
+	if fb := p.FallbackChannel; fb != "" && slices.Contains(offered, fb) {
 		return fb
 	}
 	return ""
 }
 
-// unheld reports whether the automatic rules spare a send by channel:
-// the fallback channel's.
-func (s *OTP) unheld(channel string) bool {
-	return channel != "" && channel == s.FallbackChannel()
-}
+// FallbackChannel is the channel a challenged or automatically refused
+// SMS send is offered (otp.fallback_channel, when this deployment offers
+// it); "" none.
+func (s *OTP) FallbackChannel() string { return s.fallback }
 
 // offerFallback names the fallback channel in the refusal (err) of a send
 // by channel when it is SMS and a challenge or an automatic rule held it;
@@ -72,11 +72,4 @@ func (s *OTP) offerFallback(channel string, err error) error {
 	offered := *e
 	offered.Fallback = fb
 	return &offered
-}
-
-// unheldRules are the abuse rules of a send by the fallback channel: the
-// ops desk's overrides and the spend budget, none of the file's automatic
-// limits, no volume count.
-func (s *pumping) unheldRules(phone Phone) abuseTakes {
-	return abuseTakes{limits: s.abuseLimits(phone, s.safe.has(phone.E164), true)}
 }

@@ -52,7 +52,7 @@ func (s *OTP) send(ctx context.Context, phone Phone, ip string, req SendRequest)
 	solution, account := req.Challenge, req.Account
 	// A send by the fallback channel meets none of the automatic rules
 	// (fallback.go): a solution does nothing for it.
-	unheld := s.unheld(req.Channel)
+	unheld := s.fallback != "" && req.Channel == s.fallback
 	if unheld {
 		solution = ""
 	}
