@@ -2,7 +2,9 @@ package config
 
 import (
 	"errors"
+	"fmt"
 	"net/http"
+	"slices"
 
 	"github.com/otpguard/otpguard/internal/guard"
 	"github.com/otpguard/otpguard/internal/sms"
@@ -60,4 +62,15 @@ func (t TwilioConfig) checkChannels() []error {
 		}
 	}
 	return errs
+}
+
+// checkFallback: otp.fallback_channel names a channel these settings turn
+// on; a fallback that cannot send would be offered to nobody.
+func (c *Config) checkFallback() error {
+	fb := c.Policies.OTP.FallbackChannel
+	if fb == "" || slices.Contains(c.Channels(), fb) {
+		return nil
+	}
+	return fmt.Errorf("policy file %s: otp.fallback_channel: the %s channel is off (set TWILIO_WHATSAPP_FROM and TWILIO_WHATSAPP_CONTENT_SID to turn it on)",
+		or(c.ConfigFile, "(defaults)"), fb)
 }

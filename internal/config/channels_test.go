@@ -74,3 +74,32 @@ func TestChannels(t *testing.T) {
 		})
 	}
 }
+
+// TestFallbackChannelOn: otp.fallback_channel must name a channel these
+// settings turn on; none is always fine.
+func TestFallbackChannelOn(t *testing.T) {
+	for _, tc := range []struct {
+		name, fallback string
+		whatsApp       bool
+		wantErr        bool
+	}{
+		{name: "none", fallback: ""},
+		{name: "whatsapp on", fallback: "whatsapp", whatsApp: true},
+		{name: "whatsapp off", fallback: "whatsapp", wantErr: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg, err := Load(func(string) string { return "" })
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tc.whatsApp {
+				cfg.Twilio.WhatsAppFrom, cfg.Twilio.WhatsAppContentSID = "+14155550111", "HX0123456789abcdef0123456789abcdef"
+			}
+			cfg.Policies.OTP.FallbackChannel = tc.fallback
+			err = cfg.checkPolicies()
+			if got := err != nil; got != tc.wantErr || (err != nil && !strings.Contains(err.Error(), "otp.fallback_channel")) {
+				t.Errorf("checkPolicies() = %v, want an error naming otp.fallback_channel: %v", err, tc.wantErr)
+			}
+		})
+	}
+}

@@ -311,7 +311,7 @@ func (c *Config) checkPolicies() error {
 	if err := c.Policies.Validate(); err != nil {
 		return fmt.Errorf("policy file %s: %w", or(c.ConfigFile, "(defaults)"), err)
 	}
-	return nil
+	return c.checkFallback()
 }
 
 // maxConfigFile bounds the size of each configuration file otpguard reads:

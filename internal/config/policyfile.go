@@ -56,6 +56,7 @@ type fileOTPPolicy struct {
 	Trust              fileTrust              `yaml:"trust"`
 	Risk               fileRisk               `yaml:"risk"`
 	Channels           map[string]fileChannel `yaml:"channels"`
+	FallbackChannel    string                 `yaml:"fallback_channel"`
 }
 
 // fileChannel is one channel of otp.channels (guard.ChannelPolicy).
@@ -288,6 +289,7 @@ func policyFile(p guard.Policies) filePolicies {
 			Channels: convertMap(o.Channels, func(c guard.ChannelPolicy) fileChannel {
 				return fileChannel{PerPhone: toFileWindow(c.PerPhone), Price: c.Price}
 			}),
+			FallbackChannel: o.FallbackChannel,
 		},
 		Services: toFileServices(p.Services),
 		Limits: convertMap(p.Limits, func(l limit.Policy) fileLimitPolicy {
@@ -344,6 +346,7 @@ func (f filePolicies) policies() guard.Policies {
 			Channels: convertMap(o.Channels, func(c fileChannel) guard.ChannelPolicy {
 				return guard.ChannelPolicy{PerPhone: c.PerPhone.window(), Price: c.Price}
 			}),
+			FallbackChannel: o.FallbackChannel,
 		},
 		Services: servicesOf(f.Services),
 		Limits: convertMap(f.Limits, func(l fileLimitPolicy) limit.Policy {

@@ -46,8 +46,10 @@ type codebook struct {
 // current step, which needs no store and has no verification (id "").
 // A code of a named service (service.go) is saved as that service's, and
 // is never stateless: a stateless code has no record to say whose it is.
-// Its record keeps the channel it goes by.
-func (s *codebook) issueCode(ctx context.Context, phone Phone, tier Tier, service, channel string) (issued, error) {
+// Its record keeps the channel it goes by (req.Channel). A fallback
+// send's (fellBack, fallback.go) is marked as such.
+func (s *codebook) issueCode(ctx context.Context, phone Phone, tier Tier, req SendRequest, fellBack bool) (issued, error) {
+	service := req.Service
 	code, err := s.newCode()
 	if err != nil {
 		return issued{}, fmt.Errorf("otp: new code: %w", err)
@@ -59,10 +61,13 @@ func (s *codebook) issueCode(ctx context.Context, phone Phone, tier Tier, servic
 	}
 	// Its verify is credited to the tier the send counted in (tiermark.go).
 	id = s.marks.apply(id, tier)
+	if fellBack && tier == TierNew {
+		id = s.marks.applyFallback(id)
+	}
 	ttl := s.policy.CodeTTL
 	prev, err := s.codes.SaveCode(ctx, NewCode{Phone: phone.E164, MAC: mac, TTL: ttl,
 		VerificationID: id, MaxAttempts: s.policy.MaxVerifyAttempts, Now: s.now(), Retention: VerificationRetention,
-		Service: service, Channel: channel})
+		Service: service, Channel: req.Channel})
 	if errors.Is(err, ErrUnindexed) { // saved, but GET /otp/verifications/{id} cannot find it: no id
 		s.log.DebugContext(ctx, "code saved without its verification id's index", "phone", MaskPhone(phone.E164), "err", err)
 		id, err = "", nil

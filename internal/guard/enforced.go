@@ -144,6 +144,13 @@ func (s *pumping) enforced(now time.Time) Enforced {
 	return EnforcedAt(s.policy, s.overrides, now)
 }
 
+// unheldRules are the abuse rules of a send by the fallback channel
+// (fallback.go): the ops desk's overrides and the spend budget, none of
+// the file's automatic limits, no volume count.
+func (s *pumping) unheldRules(phone Phone) abuseTakes {
+	return abuseTakes{limits: s.abuseLimits(phone, s.safe.has(phone.E164), true)}
+}
+
 // abuseLimits are the limits of one send after the number's own:
 // per prefix, per carrier (an override's only) and per country (not for safe-listed numbers; with
 // operatorOnly, for a solved or trusted send, only those an operator's

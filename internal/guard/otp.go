@@ -93,6 +93,7 @@ type OTP struct {
 	watch      *conversionWatch
 	records    *verificationRecords
 	channels   channels
+	fallback   string // the fallback channel (fallback.go); "" none
 }
 
 // NewOTP returns an OTP service. The policy must have passed Validate.
@@ -120,7 +121,7 @@ func NewOTP(o OTPOptions) *OTP {
 	}
 	p, log, now := o.Policy, o.Logger, o.Now
 	safe := safeList(p.SafeList)
-	s := &OTP{policy: p, channels: newChannels(o.Channels),
+	s := &OTP{policy: p, channels: newChannels(o.Channels), fallback: fallbackOf(p, newChannels(o.Channels)),
 		audit: &audit{events: o.Events, blocks: o.Blocks, log: log, now: now},
 		challenges: &challenges{challenger: o.Challenger, log: log, now: now,
 			on: o.Challenger != nil && o.Volumes != nil && p.Challenge.On()},
@@ -198,7 +199,7 @@ func (s *OTP) Send(ctx context.Context, req SendRequest) (SendResult, error) {
 	}
 	s.audit.recordTier(ctx, ActionOTPSend, OutcomeSent, phone, auditIP, req.Service, err, res.Tier)
 	res.Phone = phone // on a refusal too: the caller's log names it (masked)
-	return res, err
+	return res, s.offerFallback(req.Channel, err)
 }
 
 // Verification returns the verification id of service ("" the default

@@ -72,6 +72,10 @@ type OTPPolicy struct {
 	// price in the budget (channel.go); a channel it leaves out has its
 	// default (DefaultChannelPolicies).
 	Channels map[string]ChannelPolicy
+	// FallbackChannel is otp.fallback_channel: the channel an SMS send
+	// that a challenge or an automatic rule holds is offered instead, and
+	// which the automatic rules do not hold (fallback.go); "" none.
+	FallbackChannel string
 }
 
 // PrefixWindow is the fixed-window limit of every number prefix: the

@@ -43,6 +43,7 @@ func (p *Policies) Validate() error {
 	}
 	validateOTP(p.OTP, bad)
 	validateChannels(p.OTP.Channels, bad)
+	validateFallback(p.OTP.FallbackChannel, bad)
 	for _, name := range p.LimitNames() {
 		validateLimit(name, p.Limits[name], bad)
 	}

@@ -41,6 +41,9 @@ func TestAbusePolicyValidationNamesTheField(t *testing.T) {
 		{"carrier floor share 0", func(o *guard.OTPPolicy) { o.CountryVelocity.CarrierFloorShare = 0 }, "otp.country_velocity.carrier_floor_share"},
 		{"cold warm conversion above 1", func(o *guard.OTPPolicy) { o.CountryVelocity.ColdWarmConversion = 1.5 }, "otp.country_velocity.cold_warm_conversion"},
 		{"cold warm conversion below 0", func(o *guard.OTPPolicy) { o.CountryVelocity.ColdWarmConversion = -0.1 }, "otp.country_velocity.cold_warm_conversion"},
+		{"fallback by SMS", func(o *guard.OTPPolicy) { o.FallbackChannel = guard.ChannelSMS }, "otp.fallback_channel"},
+		{"fallback by call, which the automatic rules hold", func(o *guard.OTPPolicy) { o.FallbackChannel = guard.ChannelCall }, "otp.fallback_channel"},
+		{"fallback by no channel", func(o *guard.OTPPolicy) { o.FallbackChannel = "telegram" }, "otp.fallback_channel"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p := guard.DefaultPolicies()
@@ -54,6 +57,10 @@ func TestAbusePolicyValidationNamesTheField(t *testing.T) {
 	p := guard.DefaultPolicies()
 	if err := p.Validate(); err != nil {
 		t.Errorf("defaults: %v", err)
+	}
+	p.OTP.FallbackChannel = guard.ChannelWhatsApp
+	if err := p.Validate(); err != nil {
+		t.Errorf("fallback_channel whatsapp: %v", err)
 	}
 }
 

@@ -50,15 +50,22 @@ type SendResult struct {
 // file of its concept, each returning here. The first refusal ends it.
 func (s *OTP) send(ctx context.Context, phone Phone, ip string, req SendRequest) (SendResult, error) {
 	solution, account := req.Challenge, req.Account
+	// A send by the fallback channel meets none of the automatic rules
+	// (fallback.go): a solution does nothing for it.
+	unheld := s.fallback != "" && req.Channel == s.fallback
+	if unheld {
+		solution = ""
+	}
 	// A solution that holds makes the send TierSolved (challenge.go).
 	tier, sol, err := s.challenges.solvedTier(ctx, phone, ip, solution)
 	if err != nil {
 		return SendResult{}, err
 	}
 	// Who may receive codes at all: the deny-list (deny.go; the conversion
-	// watch's automatic blocks spare a solved send and a trusted number),
-	// then the paused, allowed countries and number types (pumping.go).
-	if tier, err = s.deny.checkDeniedTier(ctx, phone, tier, account); err != nil {
+	// watch's automatic blocks spare a solved send, a trusted number and
+	// the fallback channel), then the paused, allowed countries and number
+	// types (pumping.go).
+	if tier, err = s.deny.checkDeniedTier(ctx, phone, tier, account); err != nil && !(unheld && automaticRefusal(err)) {
 		return SendResult{}, s.challenges.challengeInstead(ctx, phone, tier, err)
 	}
 	if err := s.pumping.checkDestination(phone); err != nil {
@@ -71,8 +78,12 @@ func (s *OTP) send(ctx context.Context, phone Phone, ip string, req SendRequest)
 	// velocity rule, with the spend budget (pumping.go, velocity.go); a
 	// solved send meets the solved cap instead (challenge.go), a trusted
 	// one its tier's cap (trust.go). An opt-in country's untrusted send
-	// has its risk score judged first (riskstep.go).
-	abuse := s.risk.before(ctx, phone, tier, s.pumping.abuseRules(phone, tier, sol))
+	// has its risk score judged first (riskstep.go). The fallback
+	// channel's send keeps only the ops desk's limits and the budget.
+	abuse := s.pumping.unheldRules(phone)
+	if !unheld {
+		abuse = s.risk.before(ctx, phone, tier, s.pumping.abuseRules(phone, tier, sol))
+	}
 	// Its place in the lookup budget, taken beside the spend for a
 	// refusal's score, is settled before the answer leaves (riskstep.go).
 	defer abuse.lookup.wait(ctx)
@@ -98,7 +109,7 @@ func (s *OTP) send(ctx context.Context, phone Phone, ip string, req SendRequest)
 	}
 	// A new code, saved as its HMAC, or a stateless one; its verification
 	// carries the tier, for its verify's credit (code.go).
-	code, err := s.codes.issueCode(ctx, phone, tier, req.Service, req.Channel)
+	code, err := s.codes.issueCode(ctx, phone, tier, req, unheld)
 	if err != nil {
 		s.spend.giveBack(ctx, phone, spent, false)
 		return SendResult{}, err
@@ -109,7 +120,10 @@ func (s *OTP) send(ctx context.Context, phone Phone, ip string, req SendRequest)
 	if err := s.courier.deliver(ctx, phone, code, spent, t, req.Channel); err != nil {
 		return SendResult{}, err
 	}
-	// Count it for the conversion watch (conversion.go).
-	s.watch.send(ctx, phone, tier)
+	// Count it for the conversion watch (conversion.go), unless the
+	// automatic rules spared it.
+	if !unheld {
+		s.watch.send(ctx, phone, tier)
+	}
 	return SendResult{Phone: phone, ExpiresIn: code.ttl, VerificationID: code.id, Tier: tier, Locale: t.locale, Channel: req.Channel}, nil
 }

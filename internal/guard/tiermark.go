@@ -31,8 +31,16 @@ func tierMarkLabel(t Tier) (label string, ok bool) {
 	return "", false
 }
 
+// fallbackMarkLabel is the MAC's label of a fallback send's verification
+// (fallback.go): a send of the new tier whose verify credits no tier.
+const fallbackMarkLabel = "otpguard fallback verification\x00"
+
 func (s tierMarks) mark(t Tier, b []byte) []byte {
 	label, _ := tierMarkLabel(t)
+	return s.markAs(label, b)
+}
+
+func (s tierMarks) markAs(label string, b []byte) []byte {
 	m := hmac.New(sha256.New, s.key)
 	m.Write([]byte(label))
 	m.Write(b)
@@ -42,15 +50,24 @@ func (s tierMarks) mark(t Tier, b []byte) []byte {
 // apply rewrites a new verification ID's last bytes into tier's mark; a
 // new send's ID is returned as it is.
 func (s tierMarks) apply(id string, t Tier) string {
-	if _, ok := tierMarkLabel(t); !ok {
+	label, ok := tierMarkLabel(t)
+	if !ok {
 		return id
 	}
+	return s.applyAs(id, label)
+}
+
+// applyFallback rewrites a fallback send's new verification ID's last
+// bytes into the fallback's mark.
+func (s tierMarks) applyFallback(id string) string { return s.applyAs(id, fallbackMarkLabel) }
+
+func (s tierMarks) applyAs(id, label string) string {
 	b, err := hex.DecodeString(id[len(verificationIDPrefix):])
 	if err != nil || len(b) <= tierMarkLen {
 		return id
 	}
 	n := len(b) - tierMarkLen
-	copy(b[n:], s.mark(t, b[:n]))
+	copy(b[n:], s.markAs(label, b[:n]))
 	return verificationIDPrefix + hex.EncodeToString(b)
 }
 
@@ -72,4 +89,18 @@ func (s tierMarks) tier(id string) Tier {
 		}
 	}
 	return TierNew
+}
+
+// fellBack reports whether id carries the fallback's mark (a fallback
+// send's verification, fallback.go).
+func (s tierMarks) fellBack(id string) bool {
+	if !ValidVerificationID(id) {
+		return false
+	}
+	b, err := hex.DecodeString(id[len(verificationIDPrefix):])
+	if err != nil {
+		return false
+	}
+	n := len(b) - tierMarkLen
+	return hmac.Equal(b[n:], s.markAs(fallbackMarkLabel, b[:n]))
 }

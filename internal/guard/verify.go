@@ -57,9 +57,11 @@ func (s *OTP) VerifyCode(ctx context.Context, req VerifyRequest) (VerifyResult, 
 	// creditable), so the mark goes first. A stateless code has no
 	// verification: its verify is credited as a new send's unless the
 	// number was marked.
+	// A fallback send's verify credits no tier's watch or baseline
+	// (fallback.go): the send counted in none.
 	sent := s.codes.marks.tier(vid)
-	solved := sent == TierSolved
-	if trusted := s.trust.rememberVerified(ctx, phone, sent); !trusted {
+	solved, fellBack := sent == TierSolved, sent == TierNew && s.codes.marks.fellBack(vid)
+	if trusted := s.trust.rememberVerified(ctx, phone, sent); !trusted && !fellBack {
 		s.watch.verify(ctx, phone, solved)
 		if !solved {
 			s.velocity.creditVerify(ctx, phone)

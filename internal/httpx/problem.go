@@ -101,6 +101,24 @@ type Problem struct {
 	VerificationStatus string `json:"verification_status,omitempty"`
 	// Challenge: what to solve (428 challenge_required).
 	Challenge *Challenge `json:"challenge,omitempty"`
+	// Fallback: the channel open to a send a challenge or an automatic
+	// rule held (otp.fallback_channel).
+	Fallback *Fallback `json:"fallback,omitempty"`
+}
+
+// Fallback names the channel a held SMS send may be sent by instead: the
+// same send again with this channel meets none of the automatic rules.
+type Fallback struct {
+	Channel string `json:"channel"`
+}
+
+// FallbackOf is the fallback an Error offers, as the problem shows it;
+// nil when it offers none.
+func FallbackOf(e *problem.Error) *Fallback {
+	if e == nil || e.Fallback == "" {
+		return nil
+	}
+	return &Fallback{Channel: e.Fallback}
 }
 
 // Challenge is a challenge_required answer's challenge object: type "pow"
@@ -185,6 +203,7 @@ func ProblemOf(err error, requestID string) Problem {
 
 		VerificationStatus: e.VerificationStatus,
 		Challenge:          challengeOf(e.Challenge),
+		Fallback:           FallbackOf(e),
 	}
 	if e.RetryAfter > 0 {
 		s := RetrySeconds(e.RetryAfter)

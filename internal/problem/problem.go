@@ -107,7 +107,10 @@ type Error struct {
 	// Challenge is set on challenge_required: what to solve, a
 	// *guard.Challenge.
 	Challenge any
-	Err       error
+	// Fallback names the channel a send a challenge or an automatic rule
+	// held may be sent by instead (otp.fallback_channel); "" none.
+	Fallback string
+	Err      error
 }
 
 func (e *Error) Error() string {

@@ -1,9 +1,10 @@
 package simulate
 
 // The client side of trust and challenges, in one file: the "account"
-// flag of a send, the import of trusted numbers, and solving a 428
-// challenge_required as a client would, so that a scenario drives them
-// through the same API an app uses.
+// flag of a send, the import of trusted numbers, solving a 428
+// challenge_required and taking the fallback channel a held send is
+// offered as a client would, so that a scenario drives them through the
+// same API an app uses.
 
 import (
 	"context"
@@ -24,6 +25,13 @@ type sendBody struct {
 	Account bool `json:"account,omitempty"`
 	// Challenge is the solution of the challenge a 428 asked for.
 	Challenge string `json:"challenge,omitempty"`
+	// Channel is the fallback channel a held send was offered; "" SMS.
+	Channel string `json:"channel,omitempty"`
+}
+
+// fallback is a held send's offer of another channel (otp.fallback_channel).
+type fallback struct {
+	Channel string `json:"channel"`
 }
 
 // codeChallenge is the problem code of a send that must solve a challenge
@@ -94,4 +102,24 @@ func (d *deployment) importTrusted(ctx context.Context, numbers []string) (int, 
 		numbers = numbers[n:]
 	}
 	return done, nil
+}
+
+// fallBack sends body again by the channel a held send was offered, as a
+// user who takes it does, and reports whether it went: its code counts
+// as the try's, in FallbackSends (not Sent, nor Cost: the scenario's
+// prices are an SMS's); its refusal is the try's.
+func (r *runner) fallBack(ctx context.Context, body sendBody, channel string, add func(func(c *Counts)), known bool, carrier string) bool {
+	body.Channel, body.Challenge = channel, ""
+	ans := r.send(ctx, body)
+	if ans.status != http.StatusOK {
+		add(func(c *Counts) {
+			c.Refused++
+			c.RefusedByCode[ans.problem.Code]++
+			c.ReturningRefused += b2i(known)
+			c.ofCarrier(carrier).Refused++
+		})
+		return false
+	}
+	add(func(c *Counts) { c.FallbackSends++ })
+	return true
 }

@@ -24,7 +24,13 @@ type Counts struct {
 	// Refused is how many tries ended refused: outright, or on the resend
 	// of a solved challenge. Tried = Sent + Refused + challenges not solved.
 	Refused int `json:"refused"`
-	// Verified is how many codes sent were verified.
+	// FallbackSends is how many tries got their code by the fallback
+	// channel a held SMS send was offered (not in Sent, nor in Cost:
+	// a pumping ring earns nothing by them). Tried = Sent +
+	// FallbackSends + Refused + challenges neither solved nor taken
+	// by the fallback. Left out when none.
+	FallbackSends int `json:"fallback_sends,omitempty"`
+	// Verified is how many codes sent (SMS or fallback) were verified.
 	Verified int `json:"verified"`
 	// Cost is what the SMS sent cost, in USD.
 	Cost float64 `json:"cost"`
@@ -101,9 +107,14 @@ type Report struct {
 // what the attackers got and cost.
 type Summary struct {
 	// UsersTried and UsersWithoutCode are the users' (role user) tries,
-	// and how many of them got no code (tried - sent).
+	// and how many of them got no code (tried - sent - fallback sends).
 	UsersTried       int `json:"users_tried"`
 	UsersWithoutCode int `json:"users_without_code"`
+	// UsersFallbackSends and AttackersFallbackSends are the codes sent
+	// by the fallback channel; the attackers' are not in AttackersSent.
+	// Left out when none.
+	UsersFallbackSends     int `json:"users_fallback_sends,omitempty"`
+	AttackersFallbackSends int `json:"attackers_fallback_sends,omitempty"`
 	// AttackersTried, AttackersSent and AttackersCost are the attackers'
 	// (role attacker) tries, SMS sent and their cost in USD.
 	AttackersTried int     `json:"attackers_tried"`
@@ -179,10 +190,12 @@ func (r *Report) summarise(s *Scenario) {
 			sum.AttackersTried += c.Tried
 			sum.AttackersSent += c.Sent
 			sum.AttackersCost += c.Cost
+			sum.AttackersFallbackSends += c.FallbackSends
 			continue
 		}
 		sum.UsersTried += c.Tried
-		sum.UsersWithoutCode += c.Tried - c.Sent
+		sum.UsersWithoutCode += c.Tried - c.Sent - c.FallbackSends
+		sum.UsersFallbackSends += c.FallbackSends
 	}
 	sum.AttackersCost, sum.LookupCost = cents(sum.AttackersCost), cents(sum.LookupCost)
 	r.Summary = sum

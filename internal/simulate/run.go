@@ -119,6 +119,10 @@ func (r *runner) try(ctx context.Context, ps *popState, t time.Time) {
 	// differently leaves the rest of the run's draws where they were.
 	returning, account, solves, verifies := ps.rng.Float64() < p.Returning, ps.rng.Float64() < p.Account,
 		ps.rng.Float64() < p.Solve, ps.rng.Float64() < p.Verify
+	// A population that takes a fallback draws for it, whether one is
+	// offered or not; one that does not draws nothing more, so that its
+	// runs stay as they were.
+	takes := p.Fallback > 0 && ps.rng.Float64() < p.Fallback
 	phone, found := ps.pick(returning, t)
 	known := ps.pool.known[phone] // a number verified or imported: trusted
 	body := sendBody{Phone: phone, ClientIP: r.ipFor(ps, phone), Account: account}
@@ -150,12 +154,23 @@ func (r *runner) try(ctx context.Context, ps *popState, t time.Time) {
 		c.ofCarrier(carrier).Tried++
 	})
 	ans := r.send(ctx, body)
+	// A user who takes the fallback channel sends again by it at once,
+	// rather than solve the challenge; or after a solved send was held.
+	fallBack := func() {
+		if r.fallBack(ctx, body, ans.problem.Fallback.Channel, add, known, carrier) && verifies {
+			heap.Push(&r.verifies, pending{due: t.Add(time.Minute), phone: phone, pop: ps, counts: counts, seq: r.requests})
+		}
+	}
 	if ans.problem.Code == codeChallenge {
 		add(func(c *Counts) {
 			c.Challenged++
 			c.ReturningChallenged += b2i(known)
 			c.ofCarrier(carrier).Challenged++
 		})
+		if takes && ans.problem.Fallback != nil {
+			fallBack()
+			return
+		}
 		solution, ok := "", false
 		if solves && ans.problem.Challenge != nil {
 			solution, ok = r.d.solve(ans.problem.Challenge)
@@ -165,6 +180,10 @@ func (r *runner) try(ctx context.Context, ps *popState, t time.Time) {
 		}
 		body.Challenge = solution
 		ans = r.send(ctx, body)
+	}
+	if takes && ans.problem.Fallback != nil {
+		fallBack()
+		return
 	}
 	if ans.status != http.StatusOK {
 		add(func(c *Counts) {

@@ -257,3 +257,36 @@ func TestSharedPoolReturnsOnceADay(t *testing.T) {
 		t.Errorf("a number the surge verified is not among the users' numbers")
 	}
 }
+
+// TestFallbackUsers: with the policy's fallback channel, the users who
+// take it get their codes by it while an attacker holds the country's
+// SMS: fewer are left without a code than in the same run without the
+// fallback, their codes by it are counted apart (not in sent, nor
+// cost) and verified, and the attacker's figures are its SMS alone.
+func TestFallbackUsers(t *testing.T) {
+	with, without := shared(t, "fallback.yaml"), shared(t, "fallback-none.yaml")
+	users, attacker := with.Populations["GB users"], with.Populations["GB attacker"]
+	if users.FallbackSends == 0 || users.Verified <= users.Sent {
+		t.Errorf("users: %d codes by the fallback, %d verified of %d SMS; want some by the fallback, verified beyond the SMS",
+			users.FallbackSends, users.Verified, users.Sent)
+	}
+	if attacker.FallbackSends != 0 || with.Summary.AttackersSent != attacker.Sent || with.Summary.AttackersFallbackSends != 0 {
+		t.Errorf("attacker: %d by the fallback, summary %d SMS of its %d; want none by the fallback, its SMS alone",
+			attacker.FallbackSends, with.Summary.AttackersSent, attacker.Sent)
+	}
+	if got, want := with.Summary.UsersWithoutCode, users.Tried-users.Sent-users.FallbackSends; got != want {
+		t.Errorf("users without a code: %d, want tried - sent - fallback = %d", got, want)
+	}
+	if with.Summary.UsersFallbackSends != users.FallbackSends || users.Cost != cents(float64(users.Sent)*DefaultPrices["GB"]) {
+		t.Errorf("summary's fallback %d, cost %v; want %d, the SMS's alone", with.Summary.UsersFallbackSends, users.Cost, users.FallbackSends)
+	}
+	for name, c := range without.Populations {
+		if c.FallbackSends != 0 {
+			t.Errorf("%s without the policy's fallback: %d codes by it, want none", name, c.FallbackSends)
+		}
+	}
+	if with.Summary.UsersWithoutCode >= without.Summary.UsersWithoutCode {
+		t.Errorf("users without a code: %d with the fallback, %d without; want fewer with it",
+			with.Summary.UsersWithoutCode, without.Summary.UsersWithoutCode)
+	}
+}

@@ -79,6 +79,10 @@ type Population struct {
 	Verify float64 `yaml:"verify"`
 	// Solve is the share of challenges (428) solved and resent.
 	Solve float64 `yaml:"solve"`
+	// Fallback is the share of its users who take the channel a held SMS
+	// send is offered (the policy's otp.fallback_channel): they send again
+	// by it at once, rather than solve the challenge.
+	Fallback float64 `yaml:"fallback"`
 	// Account is the share of tries sent with "account": true.
 	Account float64 `yaml:"account"`
 	// RotateIP: a new client address per try; otherwise each user keeps one.
@@ -352,7 +356,7 @@ func (p *Population) validate(at string, campaign time.Duration) []error {
 	for _, f := range []struct {
 		name string
 		v    float64
-	}{{"returning", p.Returning}, {"verify", p.Verify}, {"solve", p.Solve}, {"account", p.Account}} {
+	}{{"returning", p.Returning}, {"verify", p.Verify}, {"solve", p.Solve}, {"account", p.Account}, {"fallback", p.Fallback}} {
 		if f.v < 0 || f.v > 1 {
 			bad("%s: %v is not a share between 0 and 1", f.name, f.v)
 		}

@@ -81,6 +81,7 @@ func TestParseRefuses(t *testing.T) {
 		{"bad bool", "    rotate_ip: true", "    rotate_ip: yes please", "populations[1].rotate_ip (line"},
 		{"share above 1", "    verify: 0.85", "    verify: 85", "populations[0].verify: 85 is not a share"},
 		{"negative share", "    returning: 0.6", "    returning: -0.1", "populations[0].returning"},
+		{"fallback above 1", "    verify: 0.85", "    verify: 0.85\n    fallback: 2", "populations[0].fallback: 2 is not a share"},
 		{"no rate", "    peak_per_hour: 100\n", "", "populations[0].peak_per_hour, per_minute"},
 		{"two rates", "    per_minute: 2", "    per_minute: 2\n    peak_per_hour: 5", "populations[1].peak_per_hour, per_minute"},
 		{"unknown country", "country: GB", "country: XY", "populations[0].country"},

@@ -131,6 +131,10 @@ func newDeployment(ctx context.Context, n int, policy string, at time.Time) (_ *
 		"OTPGUARD_INSTANCES": strconv.Itoa(n),
 		"OTPGUARD_ADDR":      "127.0.0.1:0",
 		"OTPGUARD_SMS":       "console", // replaced by the outbox
+		// The whatsapp channel on, to the outbox too, for a policy's
+		// otp.fallback_channel; a scenario without one never names it.
+		"TWILIO_WHATSAPP_FROM":        "+14155550111",
+		"TWILIO_WHATSAPP_CONTENT_SID": "HX0123456789abcdef0123456789abcdef",
 		// A generous budget: the simulation measures the policy, not the
 		// latency of a busy machine, which must not pass for an outage (the
 		// timeout, the most the setting allows) or an overload (the
@@ -212,6 +216,7 @@ type answer struct {
 type problem struct {
 	Code      string     `json:"code"`
 	Challenge *challenge `json:"challenge,omitempty"`
+	Fallback  *fallback  `json:"fallback,omitempty"`
 }
 
 // do sends one request to the next instance (round robin) through its

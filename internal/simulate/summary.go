@@ -12,8 +12,8 @@ type headline struct {
 	Name string
 	Role string // RoleUser or RoleAttacker
 	// Tried, Sent and Cost (USD, the SMS) are the population's campaign
-	// counts; WithoutCode is Tried - Sent, and Percent it as a share of
-	// Tried ("7.4 %", "-" of none).
+	// counts (Sent the SMS); WithoutCode is Tried - Sent - FallbackSends,
+	// and Percent it as a share of Tried ("7.4 %", "-" of none).
 	Tried, Sent, WithoutCode int
 	Percent                  string
 	Cost                     float64
@@ -25,7 +25,7 @@ func (r *Report) headlines() []headline {
 	for _, name := range r.order {
 		c := r.Populations[name]
 		out = append(out, headline{Name: name, Role: r.roles[name], Tried: c.Tried, Sent: c.Sent,
-			WithoutCode: c.Tried - c.Sent, Percent: percent(c.Tried-c.Sent, c.Tried), Cost: c.Cost})
+			WithoutCode: c.Tried - c.Sent - c.FallbackSends, Percent: percent(c.Tried-c.Sent-c.FallbackSends, c.Tried), Cost: c.Cost})
 	}
 	return out
 }

@@ -36,6 +36,10 @@ func (r *Report) WriteTable(w io.Writer) error {
 		fmt.Fprintf(bw, "\nreal users without a code: %d of %d (%s)\nattackers' SMS: %d of %d tried (%s), %s USD\nrisk lookups: %d, %s USD\n",
 			s.UsersWithoutCode, s.UsersTried, percent(s.UsersWithoutCode, s.UsersTried),
 			s.AttackersSent, s.AttackersTried, percent(s.AttackersSent, s.AttackersTried), usd(s.AttackersCost), s.Lookups, usd(s.LookupCost))
+		if s.UsersFallbackSends+s.AttackersFallbackSends > 0 {
+			fmt.Fprintf(bw, "codes by the fallback channel (not in sent, nor cost): users %d, attackers %d\n",
+				s.UsersFallbackSends, s.AttackersFallbackSends)
+		}
 	}
 	for _, name := range r.order {
 		r.writePopulation(bw, name)
@@ -59,6 +63,9 @@ func (r *Report) writePopulation(w io.Writer, name string) {
 	g.write(w)
 	for _, line := range wrap("refused by code: ", codeList(total.RefusedByCode), tableWidth) {
 		fmt.Fprintln(w, line)
+	}
+	if total.FallbackSends > 0 {
+		fmt.Fprintf(w, "fallback: %d codes by the fallback channel (not in sent, nor cost)\n", total.FallbackSends)
 	}
 	if total.Returning > 0 { // the goal: 0 challenged, 0 refused
 		fmt.Fprintf(w, "returning: %d tries to trusted numbers, %d of them challenged, %d refused\n",

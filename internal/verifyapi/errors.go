@@ -40,20 +40,33 @@ func moreInfo(code int) string {
 }
 
 // verifyError is Verify's error body (code, message, more_info, status),
-// and otpguard's details where it has more to say (a challenge).
+// and otpguard's details where it has more to say (a challenge, a
+// fallback channel).
 type verifyError struct {
-	Code     int            `json:"code"`
-	Message  string         `json:"message"`
-	MoreInfo string         `json:"more_info"`
-	Status   int            `json:"status"`
-	Details  *challengeInfo `json:"details,omitempty"`
+	Code     int           `json:"code"`
+	Message  string        `json:"message"`
+	MoreInfo string        `json:"more_info"`
+	Status   int           `json:"status"`
+	Details  *errorDetails `json:"details,omitempty"`
 }
 
-// challengeInfo is the details of a 428001: the challenge as /otp/send's
-// 428 gives it, and how a caller that can solve it sends the solution.
-type challengeInfo struct {
-	Challenge *httpx.Challenge `json:"challenge"`
-	Solution  string           `json:"solution"`
+// errorDetails is otpguard's details of a refusal: a 428001's challenge
+// as /otp/send's 428 gives it, and how a caller that can solve it sends
+// the solution; the channel open instead when the policy has a fallback
+// (a 428001, or an automatic rule's 20429 or 60410) and how to take it.
+// twilio-go's TwilioRestError and twilio-node's RestException keep
+// details as they came.
+type errorDetails struct {
+	Challenge *httpx.Challenge `json:"challenge,omitempty"`
+	Solution  string           `json:"solution,omitempty"`
+	Fallback  *fallbackInfo    `json:"fallback,omitempty"`
+}
+
+// fallbackInfo is the fallback channel of a held SMS send
+// (otp.fallback_channel, docs/verify.md "A fallback channel").
+type fallbackInfo struct {
+	Channel string `json:"channel"`
+	Retry   string `json:"retry"`
 }
 
 // codeOf maps otpguard's refusals to Verify's code and status; a code
@@ -105,8 +118,15 @@ func verifyErrorOf(err error) (verifyError, int) {
 	}
 	v := verifyError{Code: m.code, Message: p.Detail, MoreInfo: moreInfo(m.code), Status: m.status}
 	if p.Challenge != nil {
-		v.Details = &challengeInfo{Challenge: p.Challenge,
+		v.Details = &errorDetails{Challenge: p.Challenge,
 			Solution: "solve it, then create the verification again with the form parameter " + paramChallenge + "=<solution>"}
+	}
+	if p.Fallback != nil {
+		if v.Details == nil {
+			v.Details = &errorDetails{}
+		}
+		v.Details.Fallback = &fallbackInfo{Channel: p.Fallback.Channel,
+			Retry: "create the verification again with Channel=" + p.Fallback.Channel}
 	}
 	retry := 0
 	if p.RetryAfter != nil {

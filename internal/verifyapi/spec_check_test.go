@@ -33,6 +33,10 @@ func TestSpecCheckCatches(t *testing.T) {
 			[]byte(`{"code":20404,"message":"no","more_info":"https://x","status":404,"detail":"x"}`)}, "verify_error.json"},
 		{"an error without more_info", exchange{"GET", svc, 404,
 			[]byte(`{"code":20404,"message":"no","status":404}`)}, "verify_error.json"},
+		{"a fallback channel", exchange{"POST", svc + "/Verifications", 429,
+			[]byte(`{"code":20429,"message":"no","more_info":"https://www.twilio.com/docs/errors/20429","status":429,"details":{"fallback":{"channel":"whatsapp","retry":"x"}}}`)}, ""},
+		{"empty details", exchange{"POST", svc + "/Verifications", 429,
+			[]byte(`{"code":20429,"message":"no","more_info":"https://www.twilio.com/docs/errors/20429","status":429,"details":{}}`)}, "verify_error.json"},
 		{"a problem details body", exchange{"GET", svc, 401,
 			[]byte(`{"type":"urn:otpguard:problem:unauthorized","status":401,"code":"unauthorized"}`)}, "verify_error.json"},
 	} {
