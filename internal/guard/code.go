@@ -10,6 +10,7 @@ import (
 	"io"
 	"log/slog"
 	"math/big"
+	"sync"
 	"time"
 
 	"github.com/otpguard/otpguard/internal/limit"
@@ -46,7 +47,12 @@ type codebook struct {
 // current step, which needs no store and has no verification (id "").
 // A code of a named service (service.go) is saved as that service's, and
 // is never stateless: a stateless code has no record to say whose it is.
-func (s *codebook) issueCode(ctx context.Context, phone Phone, tier Tier, service string) (issued, error) {
+//
+// A low-scored send's place in the vouched tier (beside; nil: none) is
+// taken beside the save, one round trip for both (vouchedplace.go); when
+// it is refused, the code saved beside it is deleted and the place's
+// answer is the send's.
+func (s *codebook) issueCode(ctx context.Context, phone Phone, tier Tier, service string, beside *vouchedPlace) (issued, error) {
 	code, err := s.newCode()
 	if err != nil {
 		return issued{}, fmt.Errorf("otp: new code: %w", err)
@@ -59,19 +65,33 @@ func (s *codebook) issueCode(ctx context.Context, phone Phone, tier Tier, servic
 	// Its verify is credited to the tier the send counted in (tiermark.go).
 	id = s.marks.apply(id, tier)
 	ttl := s.policy.CodeTTL
+	var placed sync.WaitGroup
+	var refused error
+	if beside != nil {
+		placed.Go(func() { refused = beside.take(ctx) })
+	}
 	prev, err := s.codes.SaveCode(ctx, NewCode{Phone: phone.E164, MAC: mac, TTL: ttl,
 		VerificationID: id, MaxAttempts: s.policy.MaxVerifyAttempts, Now: s.now(), Retention: VerificationRetention,
 		Service: service})
+	placed.Wait()
 	if errors.Is(err, ErrUnindexed) { // saved, but GET /otp/verifications/{id} cannot find it: no id
 		s.log.DebugContext(ctx, "code saved without its verification id's index", "phone", MaskPhone(phone.E164), "err", err)
 		id, err = "", nil
 	}
-	if err == nil {
-		if prev >= s.policy.MaxVerifyAttempts { // it replaced a locked code: the lock-out is over
-			if err := s.audit.blocks.EndBlock(context.WithoutCancel(ctx), phone.E164, problem.CodeTooManyAttempts); err != nil {
-				s.log.WarnContext(ctx, "ending a lock-out block failed", "phone", MaskPhone(phone.E164), "err", err)
+	if err == nil && prev >= s.policy.MaxVerifyAttempts { // it replaced a locked code: the lock-out is over
+		if err := s.audit.blocks.EndBlock(context.WithoutCancel(ctx), phone.E164, problem.CodeTooManyAttempts); err != nil {
+			s.log.WarnContext(ctx, "ending a lock-out block failed", "phone", MaskPhone(phone.E164), "err", err)
+		}
+	}
+	if refused != nil { // the vouched tier refused the place: the code never leaves
+		if err == nil {
+			if err := s.codes.DeleteCode(context.WithoutCancel(ctx), phone.E164, service); err != nil {
+				s.log.WarnContext(ctx, "deleting a code the vouched tier refused failed", "phone", MaskPhone(phone.E164), "err", err)
 			}
 		}
+		return issued{}, refused
+	}
+	if err == nil {
 		return issued{text: code, ttl: ttl, id: id, service: service}, nil
 	}
 	// Overload is not an outage: no stateless code.
