@@ -416,25 +416,24 @@ func tierKey(vol *VolumeTake, vres *VolumeResult) volumeCount {
 // at once, and notes the refusal.
 func (s *spender) refused(ctx context.Context, phone Phone, l limitedTake, r limit.Result, taken []limit.Take, vel spent) error {
 	// The refunds and the block's note go out at once: one round trip of
-	// latency. The number is blocked, not just its address. (Not noted
-	// when the fallback decided: the block index lives in the store.)
+	// latency, waited for as refused returns, or beside the send's next
+	// steps (goBeside). The number is blocked, not just its address. (Not
+	// noted when the fallback decided: the block index lives in the store.)
+	var wg sync.WaitGroup
+	defer goBeside(ctx, wg.Wait)
 	velocity, note := !vel.velocityAt.IsZero(), l.take.Key.Space == "otp" && !r.Fallback
 	b := Block{Phone: phone.E164, Country: phone.Region, Reason: l.denial, Count: r.Count, Until: s.now().Add(r.RetryAfter)}
-	goBeside(ctx, func() {
-		var wg sync.WaitGroup
-		if br, ok := s.blocks.(BlockVolumeRefunder); ok && velocity && note {
-			wg.Go(func() { s.noteBlockRefundVolume(ctx, br, b, vel) })
-		} else {
-			if velocity {
-				wg.Go(func() { s.refundVolume(ctx, vel.velocity, vel.velocityAt) })
-			}
-			if note {
-				wg.Go(func() { s.audit.noteBlock(ctx, b) })
-			}
+	if br, ok := s.blocks.(BlockVolumeRefunder); ok && velocity && note {
+		wg.Go(func() { s.noteBlockRefundVolume(ctx, br, b, vel) })
+	} else {
+		if velocity {
+			wg.Go(func() { s.refundVolume(ctx, vel.velocity, vel.velocityAt) })
 		}
-		s.refund(ctx, taken)
-		wg.Wait()
-	})
+		if note {
+			wg.Go(func() { s.audit.noteBlock(ctx, b) })
+		}
+	}
+	wg.Go(func() { s.refund(ctx, taken) })
 	if l.denial == problem.CodeBudgetExhausted {
 		s.budget.refused(ctx, l.take.Key, r)
 	}
