@@ -10,6 +10,7 @@ import (
 	"io"
 	"log/slog"
 	"math/big"
+	"sync"
 	"time"
 
 	"github.com/otpguard/otpguard/internal/limit"
@@ -40,6 +41,14 @@ type codebook struct {
 	now       func() time.Time
 }
 
+// issuing is how a send's code is issued beyond its request: whether it
+// fell back (fallback.go), and its place in the vouched tier to take
+// beside the save (nil: none).
+type issuing struct {
+	fellBack bool
+	beside   *vouchedPlace
+}
+
 // issueCode makes the code to send. A random code, saved as its HMAC with
 // a new verification (whose id it returns), when the store takes it;
 // otherwise, unless the policy is closed, the stateless code of the
@@ -47,9 +56,14 @@ type codebook struct {
 // A code of a named service (service.go) is saved as that service's, and
 // is never stateless: a stateless code has no record to say whose it is.
 // Its record keeps the channel it goes by (req.Channel). A fallback
-// send's (fellBack, fallback.go) is marked as such.
-func (s *codebook) issueCode(ctx context.Context, phone Phone, tier Tier, req SendRequest, fellBack bool) (issued, error) {
-	service := req.Service
+// send's (how.fellBack, fallback.go) is marked as such.
+//
+// A low-scored send's place in the vouched tier (how.beside; nil: none)
+// is taken beside the save, one round trip for both (vouchedplace.go);
+// when it is refused, the code saved beside it is deleted and the
+// place's answer is the send's.
+func (s *codebook) issueCode(ctx context.Context, phone Phone, tier Tier, req SendRequest, how issuing) (issued, error) {
+	service, beside := req.Service, how.beside
 	code, err := s.newCode()
 	if err != nil {
 		return issued{}, fmt.Errorf("otp: new code: %w", err)
@@ -61,23 +75,37 @@ func (s *codebook) issueCode(ctx context.Context, phone Phone, tier Tier, req Se
 	}
 	// Its verify is credited to the tier the send counted in (tiermark.go).
 	id = s.marks.apply(id, tier)
-	if fellBack && tier == TierNew {
+	if how.fellBack && tier == TierNew {
 		id = s.marks.applyFallback(id)
 	}
 	ttl := s.policy.CodeTTL
+	var placed sync.WaitGroup
+	var refused error
+	if beside != nil {
+		placed.Go(func() { refused = beside.take(ctx) })
+	}
 	prev, err := s.codes.SaveCode(ctx, NewCode{Phone: phone.E164, MAC: mac, TTL: ttl,
 		VerificationID: id, MaxAttempts: s.policy.MaxVerifyAttempts, Now: s.now(), Retention: VerificationRetention,
 		Service: service, Channel: req.Channel})
+	placed.Wait()
 	if errors.Is(err, ErrUnindexed) { // saved, but GET /otp/verifications/{id} cannot find it: no id
 		s.log.DebugContext(ctx, "code saved without its verification id's index", "phone", MaskPhone(phone.E164), "err", err)
 		id, err = "", nil
 	}
-	if err == nil {
-		if prev >= s.policy.MaxVerifyAttempts { // it replaced a locked code: the lock-out is over
-			if err := s.audit.blocks.EndBlock(context.WithoutCancel(ctx), phone.E164, problem.CodeTooManyAttempts); err != nil {
-				s.log.WarnContext(ctx, "ending a lock-out block failed", "phone", MaskPhone(phone.E164), "err", err)
+	if err == nil && prev >= s.policy.MaxVerifyAttempts { // it replaced a locked code: the lock-out is over
+		if err := s.audit.blocks.EndBlock(context.WithoutCancel(ctx), phone.E164, problem.CodeTooManyAttempts); err != nil {
+			s.log.WarnContext(ctx, "ending a lock-out block failed", "phone", MaskPhone(phone.E164), "err", err)
+		}
+	}
+	if refused != nil { // the vouched tier refused the place: the code never leaves
+		if err == nil {
+			if err := s.codes.DeleteCode(context.WithoutCancel(ctx), phone.E164, service); err != nil {
+				s.log.WarnContext(ctx, "deleting a code the vouched tier refused failed", "phone", MaskPhone(phone.E164), "err", err)
 			}
 		}
+		return issued{}, refused
+	}
+	if err == nil {
 		return issued{text: code, ttl: ttl, id: id, service: service}, nil
 	}
 	// Overload is not an outage: no stateless code.

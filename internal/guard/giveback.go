@@ -13,15 +13,22 @@ import (
 // abuse limits stay spent: they bound how many provider calls one address
 // or one range of numbers costs, and a refusal an attacker provokes (a
 // flood that meets the provider's rate limit, numbers it refuses) must not
-// hand them back.
+// hand them back. A send whose place the vouched tier refused gives back
+// all it held, as a challenged send does (vouchedplace.go).
 func (s *spender) giveBack(ctx context.Context, phone Phone, sp spent, try bool) {
 	back := budgetTakes(sp.takes)
 	if try {
 		back = append(back, numberTakes(sp.takes, phone.E164)...)
 	}
+	if v := sp.vouched; v != nil && v.refused {
+		back = sp.takes
+	}
 	s.refund(ctx, back)
 	if !sp.velocityAt.IsZero() {
 		s.refundVolume(ctx, sp.velocity, sp.velocityAt)
+	}
+	if v := sp.vouched; v != nil && v.counted {
+		s.refundVolume(ctx, volumeCount{tier: v.vol.Key, carrier: v.vol.Carrier.Key}, v.vol.Now)
 	}
 }
 

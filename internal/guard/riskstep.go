@@ -5,7 +5,6 @@ import (
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/base64"
-	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -26,11 +25,14 @@ import (
 // Without one, a lookup is taken from the deployment's budget (an hour and
 // a day window, its place taken beside the send's first round trip:
 // lookupHold; a budget the store cannot count means no lookup), asked
-// within otp.risk.timeout beside the refusal's give-backs, and cached. A low score spends the send again in
-// the vouched tier: its own cap per country and hour, exact in the store,
-// with every per-number, per-address, cooldown and operator limit and the
-// spend budget; the vouched tier is not trust, and the send keeps its tier
-// (new or solved) for its verification's mark and its verify's credit.
+// within otp.risk.timeout beside the refusal's give-backs, and cached
+// beside the send's next round trip. While the score is asked the refusal
+// holds the counts the vouched tier keeps (heldTakes); a low score keeps
+// them and takes the tier's own cap per country and hour beside the
+// code's save (vouchedplace.go), any other answer gives them back. The
+// vouched tier is not trust: the send keeps every per-number,
+// per-address, cooldown and operator limit and the spend budget, and its
+// tier (new or solved) for its verification's mark and its verify's credit.
 
 // risk is the risk step of a send.
 type risk struct {
@@ -167,13 +169,12 @@ func (s *risk) refusal(a RiskAnswer) error {
 }
 
 // answer is phone's answer: the one the send's hold asked for (h, when
-// it started a lookup beside the refusal's give-backs, riskbudget.go),
-// the cached one (c, when the send's script read it; else read now), or
-// one asked of the network within the budget, and cached. ok false: none
-// (the store failed, the budget is spent or uncountable, the lookup
-// failed or was slow). cached waits for the new answer's cache write (a
-// no-op when none is made): the caller may make its next round trip
-// beside it.
+// it started a lookup), the cached one (c, when the send's script read
+// it; else read now), or one asked of the network within the budget, and
+// cached. ok false: none (the store failed, the budget is spent or
+// uncountable, the lookup failed or was slow). cached waits for the new
+// answer's cache write (a no-op when none is made, or the hold waits):
+// the caller may make its next round trip beside it.
 func (s *risk) answer(ctx context.Context, phone Phone, c RiskCached, h *lookupHold) (a RiskAnswer, ok bool, cached func()) {
 	if a, ok, started := h.asked(); started {
 		return a, ok, func() {}
@@ -201,10 +202,7 @@ func (s *risk) read(ctx context.Context, phone Phone, mark limit.Key) (RiskCache
 	return c, err
 }
 
-// ask takes one lookup from the budget, asks the network and caches its
-// answer for its class's time (lookUp); cached waits for the cache write
-// (and a refusing answer's earn-back), which go out side by side as ask
-// returns.
+// ask takes one lookup from the budget and asks the network (lookUp).
 func (s *risk) ask(ctx context.Context, phone Phone) (a RiskAnswer, ok bool, cached func()) {
 	hour, ok := s.takeBudget(ctx)
 	if !ok {
@@ -216,10 +214,8 @@ func (s *risk) ask(ctx context.Context, phone Phone) (a RiskAnswer, ok bool, cac
 
 // lookUp asks the network of phone, its place in the budget taken (hour:
 // the hour's window it was counted in), and caches the answer for its
-// class's time; cached waits for the cache write (and a refusing answer's
-// earn-back), which go out side by side as lookUp returns. A lookup whose
-// answer refuses the send earns its place in the hour's window back
-// (earnBack).
+// class's time; cached waits for the cache write and, for an answer that
+// refuses the send, its hour's place given back (earnBack).
 func (s *risk) lookUp(ctx context.Context, phone Phone, hour limit.Take) (a RiskAnswer, ok bool, cached func()) {
 	lctx, cancel := context.WithTimeout(ctx, s.policy.Timeout)
 	start := time.Now()
@@ -234,10 +230,8 @@ func (s *risk) lookUp(ctx context.Context, phone Phone, hour limit.Take) (a Risk
 	a.At = s.now()
 	v := s.verdict(a)
 	s.told(ctx, phone, v.String(), d, a)
-	// The hour's place given back and the answer cached are in two
-	// slots (the budget's tag, the country's): two round trips, made
-	// side by side, and beside the caller's next one, so that the send
-	// waits on one for all.
+	// Two slots (the budget's tag, the country's): two round trips, side
+	// by side and beside the caller's next one.
 	var wg sync.WaitGroup
 	if s.refusal(a) != nil {
 		wg.Go(func() { s.earnBack(ctx, hour) })
@@ -303,12 +297,10 @@ func riskKey(hmacKey []byte, phone Phone) limit.Key {
 	return limit.Key{Space: "otp:risk", ID: region(phone), Name: base64.RawURLEncoding.EncodeToString(m.Sum(nil)[:16])}
 }
 
-// The lookup budget: an hour's and a day's fixed window
-// for the whole deployment, each a MULTI INCR + EXPIRE NX in the store,
-// so that the lookups of every instance count together. A send whose
-// refusal may ask its risk score takes its place beside its first round
-// trip (lookupHold), so that the lookup waits on no round trip of its
-// own; a place the send does not use goes back beside its next one.
+// The lookup budget: an hour's and a day's fixed window for the whole
+// deployment, each a MULTI INCR + EXPIRE NX in the store, so that the
+// lookups of every instance count together; a send's place is taken
+// beside its first round trip (lookupHold).
 
 // budgetTakes are the budget's two windows, one lookup each.
 func (s *risk) budgetTakes() []limit.Take {
@@ -396,11 +388,11 @@ func riskBudgetKeys() (hourKey, dayKey limit.Key) {
 // lookupHold is one lookup's place in the budget, taken beside the first
 // round trip (spend takes its takes) of a send whose refusal by an
 // automatic rule would ask its score. settle then starts the lookup at
-// once for such a refusal with no score cached (it and its cache write
-// run beside the refusal's give-backs), or gives the place back beside
-// the send's next round trip. At rest the windows count the lookups made;
-// a place in flight may make another send find the budget spent for a
-// moment (fewer lookups, never more).
+// once for such a refusal with no score cached (it runs beside the
+// refusal's give-backs, its cache write beside the send's next round
+// trip), or gives the place back beside that round trip. At rest the
+// windows count the lookups made; a place in flight may make another
+// send find the budget spent for a moment (fewer lookups, never more).
 type lookupHold struct {
 	risk  *risk
 	phone Phone
@@ -410,11 +402,12 @@ type lookupHold struct {
 	res []limit.Result
 	err error
 
-	once    sync.Once
-	started bool // the lookup was started (answer waits for it)
-	answer  RiskAnswer
-	found   bool // the lookup answered
-	wg      sync.WaitGroup
+	once     sync.Once
+	started  bool // the lookup was started (answer waits for it)
+	answer   RiskAnswer
+	found    bool           // the lookup answered
+	answered sync.WaitGroup // the answer is in (asked)
+	wg       sync.WaitGroup // and its cache write done (wait)
 }
 
 // hold is the lookup hold of a send of tier to phone whose abuse rules
@@ -430,39 +423,47 @@ func (s *risk) hold(phone Phone, tier Tier, abuse abuseTakes) *lookupHold {
 // settle starts the lookup when the send's refusal (automatic: by an
 // automatic rule; sp: what spend read with it) asks the score and the
 // number has none cached; otherwise it gives the place back in the
-// background. Only its first call counts.
-func (h *lookupHold) settle(ctx context.Context, sp spent, automatic bool) {
+// background. Only its first call counts. vouchable: the lookup was
+// started, or the refusal found a low score cached: the score may send
+// it to the vouched tier, so the refusal holds the tier's counts
+// (heldTakes).
+func (h *lookupHold) settle(ctx context.Context, sp spent, automatic bool) (vouchable bool) {
 	if h == nil {
-		return
+		return false
 	}
 	h.once.Do(func() {
 		hour, counted, ok := budgetCounted(h.takes, h.res, h.err)
 		c := sp.risk
 		if !automatic || sp.storeFailed || !c.Read || c.Found && h.risk.verdict(c.Answer) != riskNone {
+			vouchable = automatic && !sp.storeFailed && c.Read && c.Found && h.risk.verdict(c.Answer) == riskLow
 			h.wg.Go(func() { h.risk.giveBudgetBack(ctx, counted) })
 			return
 		}
-		h.started = true
+		h.started, vouchable = true, true
+		h.answered.Add(1)
 		h.wg.Go(func() {
-			if !ok {
+			cached := func() {}
+			if ok {
+				h.answer, h.found, cached = h.risk.lookUp(ctx, h.phone, hour)
+			} else {
 				h.risk.giveBudgetBack(ctx, counted)
 				h.risk.told(ctx, h.phone, "over_budget", 0, RiskAnswer{})
-				return
 			}
-			a, ok, cached := h.risk.lookUp(ctx, h.phone, hour)
+			h.answered.Done()
 			cached()
-			h.answer, h.found = a, ok
 		})
 	})
+	return vouchable
 }
 
 // asked reports whether the lookup was started, and then waits for its
-// answer (ok false: none, the budget spent or the lookup failed).
+// answer (ok false: none, the budget spent or the lookup failed), not
+// for its cache write (wait does).
 func (h *lookupHold) asked() (a RiskAnswer, ok, started bool) {
 	if h == nil || !h.started {
 		return RiskAnswer{}, false, false
 	}
-	h.wg.Wait()
+	h.answered.Wait()
 	return h.answer, h.found, true
 }
 
@@ -475,6 +476,3 @@ func (h *lookupHold) wait(ctx context.Context) {
 	h.settle(ctx, spent{}, false)
 	h.wg.Wait()
 }
-
-// errVouchedCap marks a refusal by the vouched tier's cap.
-var errVouchedCap = errors.New("the vouched tier's cap")

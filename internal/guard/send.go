@@ -90,8 +90,8 @@ func (s *OTP) send(ctx context.Context, phone Phone, ip string, req SendRequest)
 	// Spend the number's and the address's limits and the abuse rules' in
 	// one round trip; a refusal refunds the rest (spend.go), and an
 	// automatic rule's refusal asks the risk score, then is a challenge
-	// for an untrusted send (challenge.go); a low score spends the send
-	// again in the vouched tier, which goes on.
+	// for an untrusted send (challenge.go); a low score lets the send on
+	// in the vouched tier, its place taken with the code (refusal.go).
 	abuse.channel = req.Channel
 	spent, err := s.spend.spend(ctx, phone, ip, abuse)
 	if err != nil {
@@ -108,8 +108,9 @@ func (s *OTP) send(ctx context.Context, phone Phone, ip string, req SendRequest)
 		tier = TierTrusted
 	}
 	// A new code, saved as its HMAC, or a stateless one; its verification
-	// carries the tier, for its verify's credit (code.go).
-	code, err := s.codes.issueCode(ctx, phone, tier, req, unheld)
+	// carries the tier, for its verify's credit (code.go). A low-scored
+	// send's place in the vouched tier is taken beside the save.
+	code, err := s.codes.issueCode(ctx, phone, tier, req, issuing{fellBack: unheld, beside: spent.vouched})
 	if err != nil {
 		s.spend.giveBack(ctx, phone, spent, false)
 		return SendResult{}, err

@@ -157,6 +157,15 @@ type spent struct {
 	// its lookup started when the refusal asks the score.
 	lookup  *lookupHold
 	channel string
+	// held (holds: set) are the counts a refusal keeps while its score
+	// is asked or a cached low one is weighed (heldTakes): the vouched
+	// tier's own, which a low score keeps and any other answer gives
+	// back (refusal.go).
+	held  []limit.Take
+	holds bool
+	// vouched is a low-scored send's place in the vouched tier, taken
+	// beside its code's save (vouchedplace.go); nil: none.
+	vouched *vouchedPlace
 }
 
 // spend takes every limit of a send at once: one Counter call, which the
@@ -172,7 +181,9 @@ type spent struct {
 // and so is the velocity count, so a denied request spends no other budget.
 // Between the take and the refund a concurrent request may see a counter
 // one higher than it will settle at: it can be refused, never allowed
-// beyond a limit (docs/limits.md, "One round trip per send").
+// beyond a limit (docs/limits.md, "One round trip per send"). An
+// automatic rule's refusal whose risk score is asked holds the counts the
+// vouched tier would take again until the answer (heldTakes).
 //
 // The limits are the number's and the address's (sendLimits), then the
 // abuse rules'. It returns what it spent, for a send that does not leave
@@ -235,7 +246,10 @@ func (s *spender) spend(ctx context.Context, phone Phone, ip string, abuse abuse
 		sp := riskRead(vres, abuse, fellBack)
 		// An automatic rule's refusal starts its lookup now, beside the
 		// give-backs below.
-		abuse.lookup.settle(ctx, sp, limits[deny].automatic())
+		if abuse.lookup.settle(ctx, sp, limits[deny].automatic()) {
+			sp.held, taken, sp.holds = heldTakes(taken)
+			ctx = context.WithValue(ctx, besideKey{}, abuse.lookup)
+		}
 		return sp, s.refused(ctx, phone, limits[deny], res[deny], taken, vel)
 	}
 	switch {
@@ -250,7 +264,11 @@ func (s *spender) spend(ctx context.Context, phone Phone, ip string, abuse abuse
 	case vres != nil:
 		if !vres.Allowed {
 			sp := riskRead(vres, abuse, fellBack)
-			abuse.lookup.settle(ctx, sp, !vres.Reused && !vol.Vouched) // every such refusal is automatic but a reused solution's
+			// Every such refusal is automatic but a reused solution's.
+			if abuse.lookup.settle(ctx, sp, !vres.Reused && !vol.Vouched) {
+				sp.held, taken, sp.holds = heldTakes(taken)
+				ctx = context.WithValue(ctx, besideKey{}, abuse.lookup)
+			}
 			return sp, s.volumeRefused(ctx, phone, *vol, *vres, taken)
 		}
 		if !volumeCounted(vol, vres) {
@@ -284,6 +302,42 @@ func riskRead(vres *VolumeResult, abuse abuseTakes, fellBack bool) spent {
 		sp.risk, sp.storeFailed, sp.baseline = vres.Risk, fellBack || vres.Fallback, vres.Baseline
 	}
 	return sp
+}
+
+// heldTakes splits what a refused send counted (taken, the refusing take
+// left out) while its score may send it to the vouched tier: held, the
+// tier's own limits (every limit but the automatic rules': the number's,
+// the address's, the operator's and the spend budget), which a low score
+// keeps instead of taking them again after the answer, and back, the
+// automatic rules', given back now. A held count is a send's in flight:
+// until the answer, a concurrent send may find it spent (the number's
+// cooldown, say), never one more.
+func heldTakes(taken []limit.Take) (held, back []limit.Take, holds bool) {
+	for _, t := range taken {
+		if t.Automatic {
+			back = append(back, t)
+		} else {
+			held = append(held, t)
+		}
+	}
+	return held, back, true
+}
+
+// besideKey carries, in a refused send's context, the lookup hold its
+// give-backs and telling go beside (goBeside): a refusal whose score may
+// send it to the vouched tier holds that tier's counts (heldTakes), and
+// what it gives back and tells is nothing its answer waits for.
+type besideKey struct{}
+
+// goBeside runs f beside the send's next steps when ctx carries a hold
+// (the send waits for it as it leaves, lookupHold.wait: the answer
+// leaves with the store settled), and at once otherwise.
+func goBeside(ctx context.Context, f func()) {
+	if h, _ := ctx.Value(besideKey{}).(*lookupHold); h != nil {
+		h.wg.Go(f)
+		return
+	}
+	f()
 }
 
 // takeSend takes the send's limits, and vol with them when the counter
@@ -362,9 +416,11 @@ func tierKey(vol *VolumeTake, vres *VolumeResult) volumeCount {
 // at once, and notes the refusal.
 func (s *spender) refused(ctx context.Context, phone Phone, l limitedTake, r limit.Result, taken []limit.Take, vel spent) error {
 	// The refunds and the block's note go out at once: one round trip of
-	// latency. The number is blocked, not just its address. (Not noted
-	// when the fallback decided: the block index lives in the store.)
+	// latency, waited for as refused returns, or beside the send's next
+	// steps (goBeside). The number is blocked, not just its address. (Not
+	// noted when the fallback decided: the block index lives in the store.)
 	var wg sync.WaitGroup
+	defer goBeside(ctx, wg.Wait)
 	velocity, note := !vel.velocityAt.IsZero(), l.take.Key.Space == "otp" && !r.Fallback
 	b := Block{Phone: phone.E164, Country: phone.Region, Reason: l.denial, Count: r.Count, Until: s.now().Add(r.RetryAfter)}
 	if br, ok := s.blocks.(BlockVolumeRefunder); ok && velocity && note {
@@ -377,8 +433,7 @@ func (s *spender) refused(ctx context.Context, phone Phone, l limitedTake, r lim
 			wg.Go(func() { s.audit.noteBlock(ctx, b) })
 		}
 	}
-	s.refund(ctx, taken)
-	wg.Wait()
+	wg.Go(func() { s.refund(ctx, taken) })
 	if l.denial == problem.CodeBudgetExhausted {
 		s.budget.refused(ctx, l.take.Key, r)
 	}
@@ -410,7 +465,7 @@ func (s *spender) volumeRefused(ctx context.Context, phone Phone, vol VolumeTake
 	var wg sync.WaitGroup
 	wg.Go(func() { s.refund(ctx, taken) })
 	_, _, err := s.velocity.settle(ctx, phone, vol, &vres)
-	wg.Wait()
+	goBeside(ctx, wg.Wait)
 	return err
 }
 

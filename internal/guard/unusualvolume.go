@@ -92,11 +92,11 @@ func (s *velocity) denied(ctx context.Context, phone Phone, t VolumeTake, res Vo
 		retry, span = time.Unix((now.Unix()/60+1)*60, 0).Sub(now), "minute"
 	}
 	if res.Carrier { // the carrier's share of the hour (carriershare.go)
-		s.refusedCarrier(ctx, phone, t, res, now.Add(retry))
+		goBeside(ctx, func() { s.refusedCarrier(ctx, phone, t, res, now.Add(retry)) })
 		return &problem.Error{Code: problem.CodeUnusualVolume, RetryAfter: retry, Usage: Usage(res.Count+1, res.Limit, time.Hour),
 			Message: "unusually many codes were sent to this carrier's numbers in this country this hour; try again later"}
 	}
-	s.refused(ctx, phone, region(phone), h, res, now.Add(retry))
+	goBeside(ctx, func() { s.refused(ctx, phone, region(phone), h, res, now.Add(retry)) })
 	usage := Usage(res.Count+1, res.Limit, time.Hour)
 	if span == "minute" {
 		usage = Usage(0, res.MinuteLimit, time.Minute)

@@ -100,21 +100,28 @@ func (s *unverifiedBudget) denied(ctx context.Context, phone Phone, t VolumeTake
 		carrierDetail = " carrier=" + carrier
 	}
 	if s.conv != nil {
-		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), convTimeout)
-		first, err := s.conv.ClaimAlert(cctx, limit.Key{Space: "otp:vel", ID: r, Name: claim}, time.Hour+time.Minute)
-		cancel()
-		if err == nil && first {
-			attrs := []any{"country", r, "count", res.Count, "budget", res.Unverified, "baseline", res.Baseline}
-			if carrier != "" {
-				attrs = append(attrs, "carrier", carrier)
-			}
-			s.log.WarnContext(ctx, "UNVERIFIED BUDGET: new numbers of "+whose+" challenged until their codes are verified", attrs...)
-			s.events.Record(Event{At: s.now(), Action: ActionVelocity, Outcome: string(problem.CodeUnusualVolume), Country: r,
-				Carrier: carrier, Actor: VelocityActor, TraceID: TraceID(ctx), RequestID: RequestID(ctx),
-				Detail: fmt.Sprintf("country=%s%s unverified budget: %d sends this hour ran %d ahead of their verifies (baseline %d%s)",
-					r, carrierDetail, res.Count, res.Unverified, res.Baseline, map[bool]string{true: ", quarantined", false: ""}[res.Quarantined])})
-		}
+		goBeside(ctx, func() { s.alert(ctx, r, claim, whose, carrier, carrierDetail, res) })
 	}
 	return &problem.Error{Code: problem.CodeUnusualVolume, RetryAfter: retry, Usage: Usage(0, res.Unverified, time.Hour),
 		Message: "too many codes sent to new numbers of " + subject + " are not verified yet; try again shortly"}
+}
+
+// alert claims the budget's alert of the hour (claim) across instances;
+// the first claim logs and records it.
+func (s *unverifiedBudget) alert(ctx context.Context, r, claim, whose, carrier, carrierDetail string, res VolumeResult) {
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), convTimeout)
+	first, err := s.conv.ClaimAlert(cctx, limit.Key{Space: "otp:vel", ID: r, Name: claim}, time.Hour+time.Minute)
+	cancel()
+	if err != nil || !first {
+		return
+	}
+	attrs := []any{"country", r, "count", res.Count, "budget", res.Unverified, "baseline", res.Baseline}
+	if carrier != "" {
+		attrs = append(attrs, "carrier", carrier)
+	}
+	s.log.WarnContext(ctx, "UNVERIFIED BUDGET: new numbers of "+whose+" challenged until their codes are verified", attrs...)
+	s.events.Record(Event{At: s.now(), Action: ActionVelocity, Outcome: string(problem.CodeUnusualVolume), Country: r,
+		Carrier: carrier, Actor: VelocityActor, TraceID: TraceID(ctx), RequestID: RequestID(ctx),
+		Detail: fmt.Sprintf("country=%s%s unverified budget: %d sends this hour ran %d ahead of their verifies (baseline %d%s)",
+			r, carrierDetail, res.Count, res.Unverified, res.Baseline, map[bool]string{true: ", quarantined", false: ""}[res.Quarantined])})
 }

@@ -1,6 +1,10 @@
 package guard
 
-import "github.com/otpguard/otpguard/internal/limit"
+import (
+	"errors"
+
+	"github.com/otpguard/otpguard/internal/limit"
+)
 
 // The vouched tier (docs/abuse.md, "The risk score"): a send the network
 // scores low goes out in a tier of its own with its own cap per country
@@ -32,3 +36,6 @@ func vouchedKey(region string) limit.Key {
 func vouchedCutKey(region string) limit.Key {
 	return limit.Key{Space: "otp:vel", ID: region, Name: "vouchedcut"}
 }
+
+// errVouchedCap marks a refusal by the vouched tier's cap.
+var errVouchedCap = errors.New("the vouched tier's cap")

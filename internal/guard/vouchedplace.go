@@ -1,0 +1,76 @@
+package guard
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+
+	"github.com/otpguard/otpguard/internal/limit"
+	"github.com/otpguard/otpguard/internal/problem"
+)
+
+// vouchedPlace is a low-scored send's place in the vouched tier's cap
+// (vouched.go), taken beside its code's save (codebook.issueCode): the
+// send holds every other limit of the tier from its first round trip
+// (heldTakes), so after the lookup it waits on one round trip for the
+// place and the code together. The cap is exact in the store: the place
+// is taken by the velocity script alone, through the counter, and a
+// store that cannot answer it is no place.
+//
+// Should the cap refuse (or the store fail), the code saved beside it
+// never leaves: it is deleted, as an undelivered one is, and like one it
+// has replaced the number's earlier code. The send then gives back what
+// it held (giveBack) and gets what it would without a score (without:
+// the challenge).
+type vouchedPlace struct {
+	counter  limit.Counter
+	velocity *velocity
+	phone    Phone
+	vol      VolumeTake
+	log      *slog.Logger
+	// without is the send's answer without its score (challenges.refused).
+	without func(ctx context.Context) error
+
+	// What take did, read once it returned: counted (a refund is owed
+	// if the send does not leave), or refused (the send holds nothing).
+	counted, refused bool
+}
+
+// take takes the place: nil, or the send's answer without it.
+func (v *vouchedPlace) take(ctx context.Context) error {
+	err := v.count(ctx)
+	if err == nil {
+		v.counted = true
+		return nil
+	}
+	v.refused = true
+	if errors.Is(err, errVouchedCap) || problem.CodeOf(err) == problem.CodeStoreUnavailable {
+		return v.without(ctx)
+	}
+	return err // overloaded: shed, as any send's count is
+}
+
+// count counts the send in the tier's hour: with a SendCounter, the
+// velocity script alone (with no Idempotency-Key claim, which the send's
+// first round trip carried), and on its own otherwise (velocity.settle).
+// A refusal is the tier's (errVouchedCap); a call that timed out may have
+// counted, and is not retried nor refunded: fewer sends, never more.
+func (v *vouchedPlace) count(ctx context.Context) error {
+	sc, ok := v.counter.(SendCounter)
+	if !ok {
+		_, _, err := v.velocity.settle(ctx, v.phone, v.vol, nil)
+		return err
+	}
+	_, vres, err := sc.TakeSend(context.WithValue(ctx, sendClaimKey{}, (*SendClaim)(nil)), nil, &v.vol)
+	switch {
+	case err != nil:
+		v.log.Log(ctx, limit.StoreFailureLevel(err), "limit store failed", "limit", "otp.risk.vouched", "err", err)
+		return limit.StoreError(err)
+	case vres == nil || vres.Fallback: // the fallback cannot keep the cap exact
+		return limit.StoreUnavailable(limit.ErrStoreUnavailable, limit.StoreRetryAfter)
+	case !vres.Allowed:
+		_, _, err := v.velocity.settle(ctx, v.phone, v.vol, vres)
+		return err
+	}
+	return nil
+}
