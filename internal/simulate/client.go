@@ -112,12 +112,7 @@ func (r *runner) fallBack(ctx context.Context, body sendBody, channel string, ad
 	body.Channel, body.Challenge = channel, ""
 	ans := r.send(ctx, body)
 	if ans.status != http.StatusOK {
-		add(func(c *Counts) {
-			c.Refused++
-			c.RefusedByCode[ans.problem.Code]++
-			c.ReturningRefused += b2i(known)
-			c.ofCarrier(carrier).Refused++
-		})
+		add(countRefusal(ans, known, carrier))
 		return false
 	}
 	add(func(c *Counts) { c.FallbackSends++ })

@@ -186,18 +186,24 @@ func (r *runner) try(ctx context.Context, ps *popState, t time.Time) {
 		return
 	}
 	if ans.status != http.StatusOK {
-		add(func(c *Counts) {
-			c.Refused++
-			c.RefusedByCode[ans.problem.Code]++
-			c.ReturningRefused += b2i(known)
-			c.ofCarrier(carrier).Refused++
-		})
+		add(countRefusal(ans, known, carrier))
 		return
 	}
 	price := r.s.price(p.Country)
 	add(func(c *Counts) { c.Sent++; c.Cost += price; c.ofCarrier(carrier).Sent++ })
 	if verifies {
 		heap.Push(&r.verifies, pending{due: t.Add(time.Minute), phone: phone, pop: ps, counts: counts, seq: r.requests})
+	}
+}
+
+// countRefusal counts a try refused with ans: in the refusals, by its code,
+// as a returning try's (known) and in its carrier's row.
+func countRefusal(ans answer, known bool, carrier string) func(c *Counts) {
+	return func(c *Counts) {
+		c.Refused++
+		c.RefusedByCode[ans.problem.Code]++
+		c.ReturningRefused += b2i(known)
+		c.ofCarrier(carrier).Refused++
 	}
 }
 
