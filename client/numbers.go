@@ -24,6 +24,10 @@ type NumberAnswer struct {
 	// could not be read.
 	HasCode *bool       `json:"has_code,omitempty"`
 	Code    *NumberCode `json:"code,omitempty"`
+	// ServiceCodes are each Verify service's live code of the number
+	// (each service keeps its own), as HasCode and Code are the default
+	// service's; empty without services.
+	ServiceCodes []NumberServiceCode `json:"service_codes,omitempty"`
 	// Trusted: its trust mark is set; nil when marks are off or could
 	// not be read.
 	Trusted *bool       `json:"trusted,omitempty"`
@@ -49,6 +53,13 @@ type NumberWindow struct {
 	WindowSeconds   int64 `json:"window_seconds"`
 	ResetsInSeconds int64 `json:"resets_in_seconds"`
 	Refusing        bool  `json:"refusing"` // the next send would pass the limit
+}
+
+// NumberServiceCode is a Verify service's live code of a number.
+type NumberServiceCode struct {
+	Service string      `json:"service"` // the service's SID
+	HasCode *bool       `json:"has_code,omitempty"`
+	Code    *NumberCode `json:"code,omitempty"`
 }
 
 // NumberCode is a number's live code, read without counting a guess.

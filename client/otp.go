@@ -130,7 +130,8 @@ const (
 type Verification struct {
 	ID          string    `json:"verification_id"`
 	To          string    `json:"to"`
-	Status      string    `json:"status"` // one of the Status constants
+	Status      string    `json:"status"`  // one of the Status constants
+	Channel     string    `json:"channel"` // how the code went: sms, whatsapp or call
 	CreatedAt   time.Time `json:"created_at"`
 	UpdatedAt   time.Time `json:"updated_at"`
 	ExpiresAt   time.Time `json:"expires_at"`
