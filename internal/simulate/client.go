@@ -118,3 +118,14 @@ func (r *runner) fallBack(ctx context.Context, body sendBody, channel string, ad
 	add(func(c *Counts) { c.FallbackSends++ })
 	return true
 }
+
+// countRefusal counts a try refused with ans: in the refusals, by its code,
+// as a returning try's (known) and in its carrier's row.
+func countRefusal(ans answer, known bool, carrier string) func(c *Counts) {
+	return func(c *Counts) {
+		c.Refused++
+		c.RefusedByCode[ans.problem.Code]++
+		c.ReturningRefused += b2i(known)
+		c.ofCarrier(carrier).Refused++
+	}
+}

@@ -196,17 +196,6 @@ func (r *runner) try(ctx context.Context, ps *popState, t time.Time) {
 	}
 }
 
-// countRefusal counts a try refused with ans: in the refusals, by its code,
-// as a returning try's (known) and in its carrier's row.
-func countRefusal(ans answer, known bool, carrier string) func(c *Counts) {
-	return func(c *Counts) {
-		c.Refused++
-		c.RefusedByCode[ans.problem.Code]++
-		c.ReturningRefused += b2i(known)
-		c.ofCarrier(carrier).Refused++
-	}
-}
-
 func (r *runner) send(ctx context.Context, body sendBody) answer {
 	r.requests++
 	return r.d.do(ctx, http.MethodPost, "/otp/send", apiKey, body)
