@@ -122,15 +122,19 @@ func (s *Pages) loadServices(c echo.Context, p *opsPage, dbPart func(string, fun
 	p.Sections["services"] = sec
 }
 
-// serviceSIDs are the SIDs of the services in force (none without
-// services), whose codes an unblock clears beside the default service's.
+// serviceSIDs are the owners of the named services in force (none
+// without services), whose codes the desk reads and an unblock clears
+// beside the default service's. A service marked default is left out:
+// its codes are the default service's.
 func serviceSIDs(services func() []guard.Service) []string {
 	if services == nil {
 		return nil
 	}
 	var out []string
 	for _, s := range services() {
-		out = append(out, s.SID)
+		if o := s.Owner(); o != guard.DefaultService {
+			out = append(out, o)
+		}
 	}
 	return out
 }
