@@ -2,6 +2,7 @@ package guard
 
 import (
 	"context"
+	"slices"
 
 	"github.com/otpguard/otpguard/internal/limit"
 )
@@ -18,7 +19,7 @@ import (
 func (s *spender) giveBack(ctx context.Context, phone Phone, sp spent, try bool) {
 	back := budgetTakes(sp.takes)
 	if try {
-		back = append(back, numberTakes(sp.takes, phone.E164)...)
+		back = append(back, numberTakes(sp.takes, phone)...)
 	}
 	if v := sp.vouched; v != nil && v.refused {
 		back = sp.takes
@@ -33,12 +34,12 @@ func (s *spender) giveBack(ctx context.Context, phone Phone, sp spent, try bool)
 }
 
 // numberTakes are the number's own takes among passed: its cooldown and
-// its per-number window (PhoneCounterKeys).
-func numberTakes(passed []limit.Take, e164 string) []limit.Take {
+// its per-number windows (PhoneCounterKeys), its service's.
+func numberTakes(passed []limit.Take, phone Phone) []limit.Take {
+	own := PhoneCounterKeys(phone.E164, phone.service)
 	var out []limit.Take
 	for _, t := range passed {
-		if t.Key == cooldownKey(e164) || t.Key == phoneSendsKey(e164) ||
-			t.Key == channelSendsKey(e164, ChannelWhatsApp) || t.Key == channelSendsKey(e164, ChannelCall) {
+		if slices.Contains(own, t.Key) {
 			out = append(out, t)
 		}
 	}
