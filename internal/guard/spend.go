@@ -137,9 +137,13 @@ func PhoneCounterKeys(e164 string, services ...string) []limit.Key {
 	return out
 }
 
-func cooldownKey(p Phone) limit.Key { return limit.Key{Space: "otp", ID: p.E164, Name: p.own("cooldown")} }
+func cooldownKey(p Phone) limit.Key {
+	return limit.Key{Space: "otp", ID: p.E164, Name: p.own("cooldown")}
+}
 
-func phoneSendsKey(p Phone) limit.Key { return limit.Key{Space: "otp", ID: p.E164, Name: p.own("sends")} }
+func phoneSendsKey(p Phone) limit.Key {
+	return limit.Key{Space: "otp", ID: p.E164, Name: p.own("sends")}
+}
 
 // channelSendsKey counts a number's sends by channel (not SMS), beside
 // its per-number window: the same hash tag, so one slot.
