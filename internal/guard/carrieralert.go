@@ -15,7 +15,7 @@ import (
 // carrier. The country is not noted on the ops desk's block list: its
 // other carriers' numbers still get codes.
 func (s *velocity) refusedCarrier(ctx context.Context, phone Phone, t VolumeTake, res VolumeResult, end time.Time) {
-	r, id := region(phone), room(phone)
+	r, id := region(phone), phone.in(region(phone))
 	if f := s.hooks.VelocityRefused; f != nil {
 		f(r)
 	}

@@ -53,7 +53,7 @@ func (s *velocity) carrierTake(phone Phone, solved bool) CarrierTake {
 // rule's, or the solved tier's (solved), each carrier's floors floorShare
 // of the country's.
 func carrierTakeOf(phone Phone, floorShare float64, solved bool) CarrierTake {
-	return carrierTakeFor(room(phone), CarrierOf(phone), floorShare, solved)
+	return carrierTakeFor(phone.in(region(phone)), CarrierOf(phone), floorShare, solved)
 }
 
 // carrierTakeFor is carrierTakeOf for carrier c of the country's room

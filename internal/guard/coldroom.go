@@ -98,7 +98,7 @@ func (c *coldRoom) takes(phone Phone, tier Tier, vol *VolumeTake) []limitedTake 
 	if c.policy.ColdPerHour <= 0 || tier != TierNew || vol == nil || vol.NewOff || vol.Trusted || vol.Solved != nil {
 		return nil
 	}
-	if c.policy.Expected[region(phone)] > 0 || c.warmNow(room(phone)) {
+	if c.policy.Expected[region(phone)] > 0 || c.warmNow(phone.in(region(phone))) {
 		return nil
 	}
 	hourKey, dayKey := coldKeys(phone)
@@ -160,7 +160,7 @@ func warmth(vol *VolumeTake, vres *VolumeResult) (int64, bool) {
 // returns the reply to decide the send with.
 func (c *coldRoom) settle(ctx context.Context, phone Phone, limits []limitedTake, takes []limit.Take, res []limit.Result,
 	vol *VolumeTake, vres *VolumeResult) (*VolumeResult, []limit.Take) {
-	r := room(phone)
+	r := phone.in(region(phone))
 	warm, read := warmth(vol, vres)
 	if read {
 		c.learn(r, warm)

@@ -121,7 +121,7 @@ func (s *conversionWatch) convThreshold(e watchEvent, t Tally, normals map[strin
 	if !ok || c.Relative <= 0 || t.Sends < c.MinSends || t.Rate() >= c.Relative || t.Rate() < c.MinRate {
 		return th
 	}
-	r := room(e.phone)
+	r := e.phone.in(region(e.phone))
 	normal, seen := normals[r]
 	if !seen {
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(e.ctx), convTimeout)
@@ -156,9 +156,9 @@ const convTimeout = time.Second
 // country is cut only when most of its solved sends go unverified.
 func (s *conversionWatch) conversionSubjects(phone Phone, solved bool) []limit.Key {
 	if solved {
-		country := limit.Key{Space: "conv:solved", ID: room(phone), Name: "m"}
+		country := limit.Key{Space: "conv:solved", ID: phone.in(region(phone)), Name: "m"}
 		if c := s.velocity.carrierTake(phone, false); c.FloorShare > 0 {
-			return []limit.Key{{Space: "conv:solved", ID: room(phone), Name: c.Key.Name + ":m"}, country}
+			return []limit.Key{{Space: "conv:solved", ID: phone.in(region(phone)), Name: c.Key.Name + ":m"}, country}
 		}
 		return []limit.Key{country}
 	}
@@ -170,7 +170,7 @@ func (s *conversionWatch) conversionSubjects(phone Phone, solved bool) []limit.K
 			out = append(out, limit.Key{Space: "conv:prefix", ID: phone.in(p), Name: "m"})
 		}
 	}
-	return append(out, limit.Key{Space: "conv:country", ID: room(phone), Name: "m"})
+	return append(out, limit.Key{Space: "conv:country", ID: phone.in(region(phone)), Name: "m"})
 }
 
 // send queues a code that left: the watch counts it and judges its

@@ -2,7 +2,6 @@ package guard
 
 import (
 	"context"
-	"slices"
 
 	"github.com/otpguard/otpguard/internal/limit"
 )
@@ -34,12 +33,12 @@ func (s *spender) giveBack(ctx context.Context, phone Phone, sp spent, try bool)
 }
 
 // numberTakes are the number's own takes among passed: its cooldown and
-// its per-number windows (PhoneCounterKeys), its service's.
+// its per-number windows (PhoneCounterKeys), the keys of space "otp" that
+// the number names.
 func numberTakes(passed []limit.Take, phone Phone) []limit.Take {
-	own := PhoneCounterKeys(phone.E164, phone.service)
 	var out []limit.Take
 	for _, t := range passed {
-		if slices.Contains(own, t.Key) {
+		if t.Key.Space == "otp" && t.Key.ID == phone.E164 {
 			out = append(out, t)
 		}
 	}

@@ -94,7 +94,7 @@ func (s *trust) holdIfAbnormal(m *TrustMark, phone Phone) {
 		return
 	}
 	r := region(phone)
-	m.Hold, m.Volume = s.policy.HoldFor, velocityKey(room(phone))
+	m.Hold, m.Volume = s.policy.HoldFor, velocityKey(phone.in(region(phone)))
 	m.Floor, m.Factor = v.policy.floor(r), v.policy.GrowthPerDay
 	if m.Factor <= 0 {
 		m.Factor = v.policy.Factor
@@ -110,7 +110,7 @@ func (s *trust) holdIfAbnormal(m *TrustMark, phone Phone) {
 // asked once per subject and hour by each instance (heldNoted), so the
 // verifies of an abnormal hour wait on no extra round trip but the first.
 func (s *trust) held(ctx context.Context, phone Phone, hr int64, byCarrier bool) {
-	r, id := region(phone), room(phone)
+	r, id := region(phone), phone.in(region(phone))
 	v := s.velocity
 	var c Carrier
 	subject, claim, whose := id, fmt.Sprintf("held:%d", hr), "the country's normal"

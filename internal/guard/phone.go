@@ -161,7 +161,7 @@ func parseSend(req *SendRequest, defaultRegion string) (phone Phone, ip, auditIP
 	if err != nil {
 		return phone, "", auditIP, err
 	}
-	phone = phone.of(req.Service)
+	phone.service = req.Service // its rooms (room.go)
 	if len(req.Challenge) > MaxChallengeSolution {
 		return phone, "", auditIP, problem.Errorf(problem.CodeInvalidRequest, "challenge is longer than %d bytes", MaxChallengeSolution)
 	}

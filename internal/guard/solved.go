@@ -32,9 +32,10 @@ type SolvedUse struct {
 func SolvedCapTake(p OTPPolicy, region, service, carrier string, now time.Time) VolumeTake {
 	v := p.CountryVelocity
 	u := unverifiedTakeOf(v, p.Challenge.On())
-	t := solvedCapTake(v, p.Challenge, p.Conversion.HistoryMinSends, u, region, service, now)
+	id := RoomID(region, service)
+	t := solvedCapTake(v, p.Challenge, p.Conversion.HistoryMinSends, u, region, id, now)
 	if carrier != "" && v.carrierSplit() {
-		t.Carrier = carrierTakeFor(roomID(region, service), Carrier{Key: carrier}, v.CarrierFloorShare, true)
+		t.Carrier = carrierTakeFor(id, Carrier{Key: carrier}, v.CarrierFloorShare, true)
 	}
 	return t
 }
@@ -111,7 +112,7 @@ func (s *solvedCap) credit(ctx context.Context, phone Phone) {
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), convTimeout)
 	defer cancel()
 	c := s.velocity.carrierTake(phone, true).Key
-	if err := s.volumes.CountVerified(cctx, solvedKey(room(phone)), c, hour(s.now()), solvedCountTTL); err != nil {
+	if err := s.volumes.CountVerified(cctx, solvedKey(phone.in(region(phone))), c, hour(s.now()), solvedCountTTL); err != nil {
 		s.log.WarnContext(ctx, "challenge: counting a solved verify failed", "err", err)
 	}
 }

@@ -474,3 +474,19 @@ func (s *spender) refundVolume(ctx context.Context, k volumeCount, at time.Time)
 		s.log.WarnContext(ctx, "country velocity: refund failed", "err", err)
 	}
 }
+
+// A number's own counters, named in its service (room.go).
+
+func cooldownKey(p Phone) limit.Key {
+	return limit.Key{Space: "otp", ID: p.E164, Name: p.in("cooldown")}
+}
+
+func phoneSendsKey(p Phone) limit.Key {
+	return limit.Key{Space: "otp", ID: p.E164, Name: p.in("sends")}
+}
+
+// channelSendsKey counts a number's sends by channel (not SMS), beside
+// its per-number window: the same hash tag, so one slot.
+func channelSendsKey(p Phone, channel string) limit.Key {
+	return limit.Key{Space: "otp", ID: p.E164, Name: p.in(channel + "_sends")}
+}

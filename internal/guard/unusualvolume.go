@@ -122,7 +122,7 @@ func CountryPrefix(region string) string {
 // (noteDue). note_block.lua keeps the block's start and the later end, so
 // a note from each instance is one block.
 func (s *velocity) refused(ctx context.Context, phone Phone, h int64, res VolumeResult, end time.Time) {
-	r, id := region(phone), room(phone)
+	r, id := region(phone), phone.in(region(phone))
 	if f := s.hooks.VelocityRefused; f != nil {
 		f(r)
 	}

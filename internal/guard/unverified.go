@@ -110,7 +110,7 @@ func (s *unverifiedBudget) denied(ctx context.Context, phone Phone, t VolumeTake
 func (s *unverifiedBudget) alert(ctx context.Context, phone Phone, claim, whose, carrier, carrierDetail string, res VolumeResult) {
 	r := region(phone)
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), convTimeout)
-	first, err := s.conv.ClaimAlert(cctx, limit.Key{Space: "otp:vel", ID: room(phone), Name: claim}, time.Hour+time.Minute)
+	first, err := s.conv.ClaimAlert(cctx, limit.Key{Space: "otp:vel", ID: phone.in(region(phone)), Name: claim}, time.Hour+time.Minute)
 	cancel()
 	if err != nil || !first {
 		return

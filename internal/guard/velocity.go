@@ -225,7 +225,7 @@ func (v CountryVelocity) floor(region string) int64 {
 // in the hour under way.
 func (s *velocity) take(phone Phone) VolumeTake {
 	v := s.policy
-	r, id := region(phone), room(phone)
+	r, id := region(phone), phone.in(region(phone))
 	now := s.now()
 	fl := v.floor(r)
 	return VolumeTake{Key: velocityKey(id), Quarantine: quarantineKey(id), Now: now, Hour: hour(now),
@@ -270,7 +270,7 @@ func (s *velocity) trustedTake(phone Phone, tier Tier, vol *VolumeTake) *VolumeT
 	}
 	tp := s.trust.policy
 	vol.Trusted = tier == TierTrusted
-	vol.TrustedKey = trustedTierKey(room(phone))
+	vol.TrustedKey = trustedTierKey(phone.in(region(phone)))
 	vol.TFloor, vol.TFactor = max(1, tp.Floor), max(1, tp.Factor)
 	if !vol.Trusted && s.trust.on() {
 		vol.Mark = trustMarkKey(s.trust.hmacKey, phone)
@@ -282,25 +282,24 @@ func (s *velocity) trustedTake(phone Phone, tier Tier, vol *VolumeTake) *VolumeT
 // mechanism on the solved tier's own counts, the solution's single-use key
 // taken in the same atomic step.
 func (s *velocity) solvedTake(phone Phone, sol *Solution) *VolumeTake {
-	t := solvedCapTake(s.policy, s.challenge, s.historyMinSends, s.unverifiedTake(), region(phone), phone.service, s.now())
-	t.Solved.Used, t.Solved.TTL = solutionKey(room(phone), sol.ID), max(time.Second, sol.Expires.Sub(t.Now))
+	t := solvedCapTake(s.policy, s.challenge, s.historyMinSends, s.unverifiedTake(), region(phone), phone.in(region(phone)), s.now())
+	t.Solved.Used, t.Solved.TTL = solutionKey(phone.in(region(phone)), sol.ID), max(time.Second, sol.Expires.Sub(t.Now))
 	return &t
 }
 
-// solvedCapTake is the solved cap's count in region's hour at now, in
-// service's room,
+// solvedCapTake is the solved cap's count in region r's hour at now, in
+// its room id (room.go),
 // without its solution: the take of a send after a solved challenge
 // (velocity.solvedTake) and the one the ops desk reads the cap in force
 // by (SolvedCapTake, solved.go), so that the two cannot tell two caps. Its floor is
 // the challenge's (otp.challenge.floor), else the country's velocity
 // floor; the cap is max(floor, the country's baseline), a tenth while
 // cut, each carrier's its share (carriershare.go).
-func solvedCapTake(v CountryVelocity, c ChallengePolicy, historyMinSends int64, unverified UnverifiedTake, r, service string, now time.Time) VolumeTake {
+func solvedCapTake(v CountryVelocity, c ChallengePolicy, historyMinSends int64, unverified UnverifiedTake, r, id string, now time.Time) VolumeTake {
 	fl := c.Floor
 	if fl <= 0 {
 		fl = v.floor(r)
 	}
-	id := roomID(r, service)
 	return VolumeTake{Key: solvedKey(id), Quarantine: solvedCutKey(id), Now: now, Hour: hour(now),
 		Lookback: int64(v.Lookback / time.Hour), Floor: fl, QFloor: max(1, fl/10), Factor: 1,
 		HistoryMinSends: historyMinSends, Unverified: unverified, GrowthPerDay: v.GrowthPerDay,
@@ -332,7 +331,7 @@ func (s *velocity) creditVerify(ctx context.Context, phone Phone) {
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), convTimeout)
 	defer cancel()
 	v := s.policy
-	if err := s.volumes.CountVerified(cctx, velocityKey(room(phone)), s.carrierTake(phone, false).Key, hour(s.now()), v.ttl()); err != nil {
+	if err := s.volumes.CountVerified(cctx, velocityKey(phone.in(region(phone))), s.carrierTake(phone, false).Key, hour(s.now()), v.ttl()); err != nil {
 		s.log.WarnContext(ctx, "country velocity: counting a verify failed", "err", err)
 	}
 }

@@ -19,7 +19,7 @@ import (
 // and the cap stays what the country's verified history earned, which a
 // ring's low-scored numbers (verifying nothing) do not raise.
 func (s *risk) vouched(phone Phone, baseline int64) abuseTakes {
-	r, now := room(phone), s.now()
+	r, now := phone.in(region(phone)), s.now()
 	floor := max(s.policy.VouchedFloor, int64(s.pumping.velocity.policy.Factor*float64(baseline)))
 	vol := &VolumeTake{Key: vouchedKey(r), Quarantine: vouchedCutKey(r), Now: now, Hour: hour(now),
 		Floor: floor, QFloor: floor, Vouched: true}
