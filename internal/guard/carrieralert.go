@@ -15,7 +15,7 @@ import (
 // carrier. The country is not noted on the ops desk's block list: its
 // other carriers' numbers still get codes.
 func (s *velocity) refusedCarrier(ctx context.Context, phone Phone, t VolumeTake, res VolumeResult, end time.Time) {
-	r := region(phone)
+	r, id := region(phone), phone.in(region(phone))
 	if f := s.hooks.VelocityRefused; f != nil {
 		f(r)
 	}
@@ -24,7 +24,7 @@ func (s *velocity) refusedCarrier(ctx context.Context, phone Phone, t VolumeTake
 	}
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), convTimeout)
 	defer cancel()
-	first, err := s.conv.ClaimAlert(cctx, limit.Key{Space: "otp:vel", ID: r, Name: fmt.Sprintf("%s:alert:%d", t.Carrier.Key.Name, t.Hour)}, time.Hour+time.Minute)
+	first, err := s.conv.ClaimAlert(cctx, limit.Key{Space: "otp:vel", ID: id, Name: fmt.Sprintf("%s:alert:%d", t.Carrier.Key.Name, t.Hour)}, time.Hour+time.Minute)
 	if err != nil || !first {
 		return
 	}
@@ -37,5 +37,5 @@ func (s *velocity) refusedCarrier(ctx context.Context, phone Phone, t VolumeTake
 		"country", r, "carrier", t.Carrier.Name, "count", res.Count, "limit", res.Limit, "baseline", res.Baseline,
 		"retry_after", end.Sub(s.now()).Round(time.Second).String())
 	s.audit.events.Record(Event{At: s.now(), Action: ActionVelocity, Outcome: string(problem.CodeUnusualVolume), Country: r,
-		Carrier: t.Carrier.Name, Actor: VelocityActor, Detail: detail, TraceID: TraceID(ctx), RequestID: RequestID(ctx)})
+		Service: phone.service, Carrier: t.Carrier.Name, Actor: VelocityActor, Detail: detail, TraceID: TraceID(ctx), RequestID: RequestID(ctx)})
 }

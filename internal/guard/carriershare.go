@@ -53,13 +53,14 @@ func (s *velocity) carrierTake(phone Phone, solved bool) CarrierTake {
 // rule's, or the solved tier's (solved), each carrier's floors floorShare
 // of the country's.
 func carrierTakeOf(phone Phone, floorShare float64, solved bool) CarrierTake {
-	return carrierTakeFor(region(phone), CarrierOf(phone), floorShare, solved)
+	return carrierTakeFor(phone.in(region(phone)), CarrierOf(phone), floorShare, solved)
 }
 
-// carrierTakeFor is carrierTakeOf for carrier c of region r.
-func carrierTakeFor(r string, c Carrier, floorShare float64, solved bool) CarrierTake {
-	counts, solvedCounts, cut := carrierKeys(r, c.Key)
-	since := limit.Key{Space: "otp:vel", ID: r, Name: "carriers"}
+// carrierTakeFor is carrierTakeOf for carrier c of the country's room
+// (its ID, room.go).
+func carrierTakeFor(room string, c Carrier, floorShare float64, solved bool) CarrierTake {
+	counts, solvedCounts, cut := carrierKeys(room, c.Key)
+	since := limit.Key{Space: "otp:vel", ID: room, Name: "carriers"}
 	if solved {
 		return CarrierTake{Name: c.Name, Key: solvedCounts, Cut: cut, Share: counts, Since: since, FloorShare: floorShare}
 	}
@@ -69,9 +70,9 @@ func carrierTakeFor(r string, c Carrier, floorShare float64, solved bool) Carrie
 // carrierKeys are a carrier's keys within its country's velocity rule:
 // its counts ("s:<hour>" sends, "v:<hour>" verifies, "p:<hour>" its
 // share), its solved counts, and the cut of its solved cap.
-func carrierKeys(region, carrier string) (counts, solved, cut limit.Key) {
+func carrierKeys(room, carrier string) (counts, solved, cut limit.Key) {
 	name := "c:" + carrier
-	return limit.Key{Space: "otp:vel", ID: region, Name: name},
-		limit.Key{Space: "otp:vel", ID: region, Name: name + ":solved"},
-		limit.Key{Space: "otp:vel", ID: region, Name: name + ":solvedcut"}
+	return limit.Key{Space: "otp:vel", ID: room, Name: name},
+		limit.Key{Space: "otp:vel", ID: room, Name: name + ":solved"},
+		limit.Key{Space: "otp:vel", ID: room, Name: name + ":solvedcut"}
 }

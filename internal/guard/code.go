@@ -181,7 +181,7 @@ func (s *codebook) verify(ctx context.Context, phone Phone, code string, of Gues
 		return "", limit.StoreError(err)
 	}
 	if g.Attempts > s.policy.MaxVerifyAttempts {
-		return "", s.tooManyAttempts(ctx, phone.E164)
+		return "", s.tooManyAttempts(ctx, phone)
 	}
 	if !hmac.Equal(g.MAC, s.mac(phone.E164, of.Service, code)) {
 		if stateless && s.stateless.recentFailure(s.now()) {

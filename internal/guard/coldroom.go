@@ -48,13 +48,14 @@ import (
 // Redis Cluster a refusal by the room stops the send before its velocity
 // count, so the reply is asked for alone (one more round trip, then).
 
-// The room's windows: deployment-wide, one hash tag (one slot on Cluster).
-// The day is a hash of hourly slices (limit.Take.Slice), a key of its
-// own: the fixed window it replaces, "day", was a string.
-var (
-	coldHourKey = limit.Key{Space: "otp:cold", ID: "global", Name: "hour"}
-	coldDayKey  = limit.Key{Space: "otp:cold", ID: "global", Name: "day:hours"}
-)
+// coldKeys are the room's windows: deployment-wide for the default
+// service, a service's own for a named one (room.go); one hash tag (one
+// slot on Cluster). The day is a hash of hourly slices (limit.Take.Slice),
+// a key of its own: the fixed window it replaces, "day", was a string.
+func coldKeys(phone Phone) (hourKey, dayKey limit.Key) {
+	id := phone.in("global")
+	return limit.Key{Space: "otp:cold", ID: id, Name: "hour"}, limit.Key{Space: "otp:cold", ID: id, Name: "day:hours"}
+}
 
 // coldDaySlice is the slice of the room's sliding day: an hour, so that
 // any 24 clock hours of Redis hold at most cold_per_day.
@@ -97,19 +98,19 @@ func (c *coldRoom) takes(phone Phone, tier Tier, vol *VolumeTake) []limitedTake 
 	if c.policy.ColdPerHour <= 0 || tier != TierNew || vol == nil || vol.NewOff || vol.Trusted || vol.Solved != nil {
 		return nil
 	}
-	r := region(phone)
-	if c.policy.Expected[r] > 0 || c.warmNow(r) {
+	if c.policy.Expected[region(phone)] > 0 || c.warmNow(phone.in(region(phone))) {
 		return nil
 	}
+	hourKey, dayKey := coldKeys(phone)
 	window := func(k limit.Key, lim int64, w time.Duration, what string) limitedTake {
 		return limitedTake{take: limit.Take{Key: k, Algorithm: limit.FixedWindow, Limit: lim, Window: w, Cost: 1,
 			Policy: OTPPolicyName, OnStoreError: c.mode, Automatic: true},
 			denial: problem.CodeUnusualVolume, what: what, refundDenied: true, cold: true}
 	}
-	ls := []limitedTake{window(coldHourKey, c.policy.ColdPerHour, time.Hour,
+	ls := []limitedTake{window(hourKey, c.policy.ColdPerHour, time.Hour,
 		"new numbers of quiet countries share one room this hour, and it is full; try again later")}
 	if c.policy.ColdPerDay > 0 {
-		day := window(coldDayKey, c.policy.ColdPerDay, 24*time.Hour,
+		day := window(dayKey, c.policy.ColdPerDay, 24*time.Hour,
 			"new numbers of quiet countries share one room a day, and the last 24 hours filled it; try again later")
 		day.take.Slice = coldDaySlice
 		ls = append(ls, day)
@@ -117,24 +118,25 @@ func (c *coldRoom) takes(phone Phone, tier Tier, vol *VolumeTake) []limitedTake 
 	return ls
 }
 
-// warmNow reports whether this instance holds region warm.
-func (c *coldRoom) warmNow(region string) bool {
+// warmNow reports whether this instance holds a country's room (its ID,
+// room.go) warm.
+func (c *coldRoom) warmNow(room string) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	until, ok := c.warm[region]
+	until, ok := c.warm[room]
 	return ok && c.now().Before(until)
 }
 
-// learn keeps what a velocity reply said of region: warm when its
-// warmth reaches cold_below, else cold (forgotten).
-func (c *coldRoom) learn(region string, warmth int64) {
+// learn keeps what a velocity reply said of a country's room: warm when
+// its warmth reaches cold_below, else cold (forgotten).
+func (c *coldRoom) learn(room string, warmth int64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if warmth >= c.policy.ColdBelow {
-		c.warm[region] = c.now().Add(coldReadingFor)
+		c.warm[room] = c.now().Add(coldReadingFor)
 		return
 	}
-	delete(c.warm, region)
+	delete(c.warm, room)
 }
 
 // warmth is the country's warmth in vres, the velocity rule's reply to
@@ -158,7 +160,7 @@ func warmth(vol *VolumeTake, vres *VolumeResult) (int64, bool) {
 // returns the reply to decide the send with.
 func (c *coldRoom) settle(ctx context.Context, phone Phone, limits []limitedTake, takes []limit.Take, res []limit.Result,
 	vol *VolumeTake, vres *VolumeResult) (*VolumeResult, []limit.Take) {
-	r := region(phone)
+	r := phone.in(region(phone))
 	warm, read := warmth(vol, vres)
 	if read {
 		c.learn(r, warm)
@@ -193,7 +195,7 @@ func (c *coldRoom) settle(ctx context.Context, phone Phone, limits []limitedTake
 		return vres, dropCold(limits, takes, res)
 	}
 	if refused && (vres == nil || !vres.Trusted) {
-		c.refused(ctx, r, limits[deny], res[deny])
+		c.refused(ctx, phone, limits[deny], res[deny])
 	}
 	return vres, nil
 }
@@ -233,28 +235,29 @@ func dropCold(limits []limitedTake, takes []limit.Take, res []limit.Result) []li
 	return counted
 }
 
-// refused notes a send to region the room refused (l, with its result r):
+// refused notes a send to phone the room refused (l, with its result r):
 // the metric, and once per clock hour across instances the audit trail.
-func (c *coldRoom) refused(ctx context.Context, region string, l limitedTake, r limit.Result) {
+func (c *coldRoom) refused(ctx context.Context, phone Phone, l limitedTake, r limit.Result) {
+	country := region(phone)
 	if f := c.hooks.ColdRoomRefused; f != nil {
-		f(region)
+		f(country)
 	}
 	if c.conv == nil {
 		return
 	}
 	now := c.now()
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), convTimeout)
-	first, err := c.conv.ClaimAlert(cctx, limit.Key{Space: coldHourKey.Space, ID: coldHourKey.ID, Name: fmt.Sprintf("alert:%d", hour(now))},
+	first, err := c.conv.ClaimAlert(cctx, limit.Key{Space: l.take.Key.Space, ID: l.take.Key.ID, Name: fmt.Sprintf("alert:%d", hour(now))},
 		time.Hour+time.Minute)
 	cancel()
 	if err != nil || !first {
 		return
 	}
-	window := map[bool]string{true: "hour", false: "day"}[l.take.Key == coldHourKey]
+	window := map[bool]string{true: "hour", false: "day"}[l.take.Window == time.Hour]
 	c.log.WarnContext(ctx, "COLD ROOM SPENT: new numbers of quiet countries are challenged or refused until it frees",
-		"window", window, "limit", l.take.Limit, "country", region)
-	c.events.Record(Event{At: now, Action: ActionVelocity, Outcome: string(problem.CodeUnusualVolume), Country: region,
-		Actor: VelocityActor, TraceID: TraceID(ctx), RequestID: RequestID(ctx),
+		"window", window, "limit", l.take.Limit, "country", country)
+	c.events.Record(Event{At: now, Action: ActionVelocity, Outcome: string(problem.CodeUnusualVolume), Country: country,
+		Service: phone.service, Actor: VelocityActor, TraceID: TraceID(ctx), RequestID: RequestID(ctx),
 		Detail: fmt.Sprintf("cold room spent: the %s's %d untrusted sends to countries under %d verified sends an hour are used (%s); new numbers of quiet countries meet a challenge",
 			window, l.take.Limit, c.policy.ColdBelow, Usage(r.Count, l.take.Limit, l.take.Window))})
 }

@@ -121,14 +121,14 @@ func (s *conversionWatch) convThreshold(e watchEvent, t Tally, normals map[strin
 	if !ok || c.Relative <= 0 || t.Sends < c.MinSends || t.Rate() >= c.Relative || t.Rate() < c.MinRate {
 		return th
 	}
-	r := region(e.phone)
+	r := e.phone.in(region(e.phone))
 	normal, seen := normals[r]
 	if !seen {
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(e.ctx), convTimeout)
 		rate, known, err := n.NormalConversion(ctx, velocityKey(r), hour(e.at))
 		cancel()
 		if err != nil {
-			s.log.WarnContext(e.ctx, "conversion watch: reading the normal conversion failed", "country", r, "err", err)
+			s.log.WarnContext(e.ctx, "conversion watch: reading the normal conversion failed", "room", r, "err", err)
 		}
 		normal = -1
 		if err == nil && known {
@@ -156,9 +156,9 @@ const convTimeout = time.Second
 // country is cut only when most of its solved sends go unverified.
 func (s *conversionWatch) conversionSubjects(phone Phone, solved bool) []limit.Key {
 	if solved {
-		country := limit.Key{Space: "conv:solved", ID: region(phone), Name: "m"}
+		country := limit.Key{Space: "conv:solved", ID: phone.in(region(phone)), Name: "m"}
 		if c := s.velocity.carrierTake(phone, false); c.FloorShare > 0 {
-			return []limit.Key{{Space: "conv:solved", ID: region(phone), Name: c.Key.Name + ":m"}, country}
+			return []limit.Key{{Space: "conv:solved", ID: phone.in(region(phone)), Name: c.Key.Name + ":m"}, country}
 		}
 		return []limit.Key{country}
 	}
@@ -167,10 +167,10 @@ func (s *conversionWatch) conversionSubjects(phone Phone, solved bool) []limit.K
 	for _, pp := range s.prefixes {
 		if p := Prefix(phone.E164, pp.DigitsDropped); !seen[p] {
 			seen[p] = true
-			out = append(out, limit.Key{Space: "conv:prefix", ID: p, Name: "m"})
+			out = append(out, limit.Key{Space: "conv:prefix", ID: phone.in(p), Name: "m"})
 		}
 	}
-	return append(out, limit.Key{Space: "conv:country", ID: region(phone), Name: "m"})
+	return append(out, limit.Key{Space: "conv:country", ID: phone.in(region(phone)), Name: "m"})
 }
 
 // send queues a code that left: the watch counts it and judges its
@@ -241,7 +241,7 @@ func (s *conversionWatch) conversionAlert(ctx context.Context, phone Phone, subj
 			s.log.ErrorContext(ctx, "conversion watch: block mode without a deny-list: only reporting", "prefix", subject.ID)
 		} else {
 			until := s.now().Add(c.BlockFor)
-			e, err := s.autoBlock.AddDeny(cctx, DenyEntry{Pattern: subject.ID, Reason: reason, ExpiresAt: &until}, ConversionActor)
+			e, err := s.autoBlock.AddDeny(cctx, DenyEntry{Pattern: subjectOf(subject.ID), Reason: reason, ExpiresAt: &until}, ConversionActor)
 			if err != nil {
 				s.log.ErrorContext(ctx, "conversion watch: adding the block failed; the next send tries again", "prefix", subject.ID, "err", err)
 				if rerr := s.conv.ReleaseAlert(cctx, claim); rerr != nil {
@@ -266,9 +266,9 @@ func (s *conversionWatch) conversionAlert(ctx context.Context, phone Phone, subj
 	s.log.ErrorContext(ctx, "CONVERSION ALERT: codes are sent but not verified (SMS pumping?)", attrs...)
 	country := phone.Region
 	if scope == "country" || scope == "solved" {
-		country = subject.ID
+		country = region(phone)
 	}
-	s.events.Record(Event{At: s.now(), Action: ActionConversion, Outcome: action, Country: country, Carrier: carrierName,
+	s.events.Record(Event{At: s.now(), Action: ActionConversion, Outcome: action, Country: country, Service: phone.service, Carrier: carrierName,
 		Actor: ConversionActor, Detail: detail, TraceID: TraceID(ctx), RequestID: RequestID(ctx)})
 }
 

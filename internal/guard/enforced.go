@@ -182,7 +182,7 @@ func (s *pumping) abuseLimits(phone Phone, safe, operatorOnly bool) []limitedTak
 		}
 		seen = append(seen, prefix)
 		ls = append(ls, limitedTake{
-			take:   auto(window(limit.Key{Space: "otp:prefix", ID: prefix, Name: "sends"}, l.Limit, l.Window), !l.Override),
+			take:   auto(window(limit.Key{Space: "otp:prefix", ID: phone.in(prefix), Name: "sends"}, l.Limit, l.Window), !l.Override),
 			denial: problem.CodePrefixRateLimited, what: "too many codes were sent to numbers like this one; try again later",
 			operator: l.Override,
 		})
@@ -196,7 +196,7 @@ func (s *pumping) abuseLimits(phone Phone, safe, operatorOnly bool) []limitedTak
 			w = DefaultOverrideWindow
 		}
 		ls = append(ls, limitedTake{
-			take:   window(limit.Key{Space: "otp:prefix", ID: prefix, Name: "sends"}, e.over.prefix[prefix], w),
+			take:   window(limit.Key{Space: "otp:prefix", ID: phone.in(prefix), Name: "sends"}, e.over.prefix[prefix], w),
 			denial: problem.CodePrefixRateLimited, what: "too many codes were sent to numbers like this one; try again later",
 			operator: true,
 		})
@@ -205,7 +205,7 @@ func (s *pumping) abuseLimits(phone Phone, safe, operatorOnly bool) []limitedTak
 		subject := carrierSubject(phone)
 		if l := e.Carrier(subject); l.Limit > 0 {
 			ls = append(ls, limitedTake{
-				take:   window(limit.Key{Space: "otp:carrier", ID: subject, Name: "sends"}, l.Limit, l.Window),
+				take:   window(limit.Key{Space: "otp:carrier", ID: phone.in(subject), Name: "sends"}, l.Limit, l.Window),
 				denial: problem.CodeCarrierRateLimited, what: "too many codes were sent to numbers of this carrier; try again later",
 				operator: true,
 			})
@@ -218,7 +218,7 @@ func (s *pumping) abuseLimits(phone Phone, safe, operatorOnly bool) []limitedTak
 		}
 		if l, _ := e.Country(region); l.Limit > 0 && (!operatorOnly || l.Override) {
 			ls = append(ls, limitedTake{
-				take:   auto(window(limit.Key{Space: "otp:country", ID: region, Name: "sends"}, l.Limit, l.Window), !l.Override),
+				take:   auto(window(limit.Key{Space: "otp:country", ID: phone.in(region), Name: "sends"}, l.Limit, l.Window), !l.Override),
 				denial: problem.CodeCountryRateLimited, what: "too many codes were sent to this country; try again later",
 				operator: l.Override,
 			})

@@ -18,7 +18,7 @@ import (
 func (s *spender) giveBack(ctx context.Context, phone Phone, sp spent, try bool) {
 	back := budgetTakes(sp.takes)
 	if try {
-		back = append(back, numberTakes(sp.takes, phone.E164)...)
+		back = append(back, numberTakes(sp.takes, phone)...)
 	}
 	if v := sp.vouched; v != nil && v.refused {
 		back = sp.takes
@@ -33,12 +33,12 @@ func (s *spender) giveBack(ctx context.Context, phone Phone, sp spent, try bool)
 }
 
 // numberTakes are the number's own takes among passed: its cooldown and
-// its per-number window (PhoneCounterKeys).
-func numberTakes(passed []limit.Take, e164 string) []limit.Take {
+// its per-number windows (PhoneCounterKeys), the keys of space "otp" that
+// the number names.
+func numberTakes(passed []limit.Take, phone Phone) []limit.Take {
 	var out []limit.Take
 	for _, t := range passed {
-		if t.Key == cooldownKey(e164) || t.Key == phoneSendsKey(e164) ||
-			t.Key == channelSendsKey(e164, ChannelWhatsApp) || t.Key == channelSendsKey(e164, ChannelCall) {
+		if t.Key.Space == "otp" && t.Key.ID == phone.E164 {
 			out = append(out, t)
 		}
 	}

@@ -82,9 +82,9 @@ func (w WindowState) Refusing() bool { return w.Known && w.Limit > 0 && w.Count 
 func (s *OTP) Inspect(ctx context.Context, phone Phone, services ...string) NumberState {
 	var st NumberState
 	p := s.policy
-	takes := []limit.Take{{Key: phoneSendsKey(phone.E164), Algorithm: limit.FixedWindow, Limit: p.PerPhone.Limit, Window: p.PerPhone.Window}}
+	takes := []limit.Take{{Key: phoneSendsKey(phone), Algorithm: limit.FixedWindow, Limit: p.PerPhone.Limit, Window: p.PerPhone.Window}}
 	if p.Cooldown > 0 {
-		takes = append(takes, limit.Take{Key: cooldownKey(phone.E164), Algorithm: limit.FixedWindow, Limit: 1, Window: p.Cooldown})
+		takes = append(takes, limit.Take{Key: cooldownKey(phone), Algorithm: limit.FixedWindow, Limit: 1, Window: p.Cooldown})
 	}
 	res, err := s.codes.counter.Take(ctx, takes)
 	if err == nil && len(res) != len(takes) {

@@ -94,7 +94,7 @@ func (s *trust) holdIfAbnormal(m *TrustMark, phone Phone) {
 		return
 	}
 	r := region(phone)
-	m.Hold, m.Volume = s.policy.HoldFor, velocityKey(r)
+	m.Hold, m.Volume = s.policy.HoldFor, velocityKey(phone.in(region(phone)))
 	m.Floor, m.Factor = v.policy.floor(r), v.policy.GrowthPerDay
 	if m.Factor <= 0 {
 		m.Factor = v.policy.Factor
@@ -110,13 +110,13 @@ func (s *trust) holdIfAbnormal(m *TrustMark, phone Phone) {
 // asked once per subject and hour by each instance (heldNoted), so the
 // verifies of an abnormal hour wait on no extra round trip but the first.
 func (s *trust) held(ctx context.Context, phone Phone, hr int64, byCarrier bool) {
-	r := region(phone)
+	r, id := region(phone), phone.in(region(phone))
 	v := s.velocity
 	var c Carrier
-	subject, claim, whose := r, fmt.Sprintf("held:%d", hr), "the country's normal"
+	subject, claim, whose := id, fmt.Sprintf("held:%d", hr), "the country's normal"
 	if byCarrier {
 		c = CarrierOf(phone)
-		subject, claim = r+"/"+c.Key, fmt.Sprintf("held:%s:%d", c.Key, hr)
+		subject, claim = id+"/"+c.Key, fmt.Sprintf("held:%s:%d", c.Key, hr)
 		whose = "its share of the country's normal"
 	}
 	if f := v.hooks.TrustMarkHeld; f != nil {
@@ -126,7 +126,7 @@ func (s *trust) held(ctx context.Context, phone Phone, hr int64, byCarrier bool)
 		return
 	}
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), convTimeout)
-	first, err := v.conv.ClaimAlert(cctx, limit.Key{Space: "otp:tr", ID: r, Name: claim}, time.Hour+time.Minute)
+	first, err := v.conv.ClaimAlert(cctx, limit.Key{Space: "otp:tr", ID: id, Name: claim}, time.Hour+time.Minute)
 	cancel()
 	if err != nil || !first {
 		return
@@ -137,7 +137,7 @@ func (s *trust) held(ctx context.Context, phone Phone, hr int64, byCarrier bool)
 		attrs, scope = append(attrs, "carrier", c.Name), scope+" carrier="+c.Name
 	}
 	s.log.WarnContext(ctx, "TRUST HELD: numbers verified in an hour of unusual new-number volume are not trusted yet", attrs...)
-	s.events.Record(Event{At: s.now(), Action: ActionTrustHeld, Outcome: "held", Country: r, Carrier: c.Name, Actor: VelocityActor,
+	s.events.Record(Event{At: s.now(), Action: ActionTrustHeld, Outcome: "held", Country: r, Service: phone.service, Carrier: c.Name, Actor: VelocityActor,
 		TraceID: TraceID(ctx), RequestID: RequestID(ctx),
 		Detail: fmt.Sprintf("%s trust marks earned this hour count from %s (hold %s): its new numbers ran above %s",
 			scope, until.UTC().Format(time.RFC3339), s.policy.HoldFor, whose)})

@@ -20,6 +20,10 @@ type Phone struct {
 	Region string // ISO 3166-1 alpha-2, "IN"; "" when the number has none (e.g. +800)
 	num    *phonenumbers.PhoneNumber
 	typ    string // the number's type (Type), found by ParsePhone; "" when not parsed
+	// service is the service whose send or verify this is ("" the
+	// default service): its automatic rules and limits count in the
+	// service's rooms (room.go).
+	service string
 }
 
 // ParsePhone normalises raw to E.164 with libphonenumber, so that every way of
@@ -157,6 +161,7 @@ func parseSend(req *SendRequest, defaultRegion string) (phone Phone, ip, auditIP
 	if err != nil {
 		return phone, "", auditIP, err
 	}
+	phone.service = req.Service // its rooms (room.go)
 	if len(req.Challenge) > MaxChallengeSolution {
 		return phone, "", auditIP, problem.Errorf(problem.CodeInvalidRequest, "challenge is longer than %d bytes", MaxChallengeSolution)
 	}

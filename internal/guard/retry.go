@@ -15,7 +15,7 @@ import (
 // per-IP and shared limits are the caller's and everyone's, not the
 // number's, and are not read. When the store cannot say, the cooldown is
 // the answer: the longest a cooldown can still run.
-func (s *codebook) newCodeIn(ctx context.Context, phone string) time.Duration {
+func (s *codebook) newCodeIn(ctx context.Context, phone Phone) time.Duration {
 	takes := []limit.Take{{Key: phoneSendsKey(phone), Algorithm: limit.FixedWindow,
 		Limit: s.policy.PerPhone.Limit, Window: s.policy.PerPhone.Window}}
 	if cd := s.policy.Cooldown; cd > 0 {
@@ -26,7 +26,7 @@ func (s *codebook) newCodeIn(ctx context.Context, phone string) time.Duration {
 		err = fmt.Errorf("otp: store answered %d results for %d takes", len(res), len(takes))
 	}
 	if err != nil {
-		s.log.Log(ctx, limit.StoreFailureLevel(err), "reading the send limits for a locked code failed", "phone", MaskPhone(phone), "err", err)
+		s.log.Log(ctx, limit.StoreFailureLevel(err), "reading the send limits for a locked code failed", "phone", MaskPhone(phone.E164), "err", err)
 		return s.policy.Cooldown
 	}
 	var wait time.Duration
@@ -40,7 +40,7 @@ func (s *codebook) newCodeIn(ctx context.Context, phone string) time.Duration {
 
 // tooManyAttempts is the refusal of a guess at a locked code: it says when
 // a new code may be requested, and its RetryAfter says the same.
-func (s *codebook) tooManyAttempts(ctx context.Context, phone string) *problem.Error {
+func (s *codebook) tooManyAttempts(ctx context.Context, phone Phone) *problem.Error {
 	wait := s.newCodeIn(ctx, phone)
 	if wait <= 0 {
 		return &problem.Error{Code: problem.CodeTooManyAttempts, Message: "too many wrong guesses; request a new code"}

@@ -21,10 +21,12 @@ import (
 // supersedes only its own earlier code, and its wrong guesses lock only
 // its own code.
 //
+// A service counts its limits and automatic rules in rooms of its own
+// (room.go): one service's attacker spends none of another's users' room.
+//
 // What a service does not have yet: a policy of its own (every service
-// sends under the deployment's otp: policy), limits and automatic rules
-// counted apart (a number's and a country's limits count every service's
-// sends together), and its own rows in metrics and the attack view.
+// sends under the deployment's otp: policy), and its own rows in metrics
+// and the attack view.
 
 // DefaultService is the owner tag of the default service's verifications.
 const DefaultService = ""

@@ -24,17 +24,18 @@ type SolvedUse struct {
 	Base limit.Key // the country's velocity counts (velocityKey); same hash tag
 }
 
-// SolvedCapTake is the take of a send after a solved challenge to
-// region's numbers of carrier (its key, CarrierKey; "" for the country's
-// cap alone) at now under p, without a solution: what the ops desk reads
-// the solved cap in force with (read only), by the figures the send's
-// own take carries.
-func SolvedCapTake(p OTPPolicy, region, carrier string, now time.Time) VolumeTake {
+// SolvedCapTake is the take of a send of service ("" the default
+// service) after a solved challenge to region's numbers of carrier (its
+// key, CarrierKey; "" for the country's cap alone) at now under p,
+// without a solution: what the ops desk reads the solved cap in force
+// with (read only), by the figures the send's own take carries.
+func SolvedCapTake(p OTPPolicy, region, service, carrier string, now time.Time) VolumeTake {
 	v := p.CountryVelocity
 	u := unverifiedTakeOf(v, p.Challenge.On())
-	t := solvedCapTake(v, p.Challenge, p.Conversion.HistoryMinSends, u, region, now)
+	id := RoomID(region, service)
+	t := solvedCapTake(v, p.Challenge, p.Conversion.HistoryMinSends, u, region, id, now)
 	if carrier != "" && v.carrierSplit() {
-		t.Carrier = carrierTakeFor(region, Carrier{Key: carrier}, v.CarrierFloorShare, true)
+		t.Carrier = carrierTakeFor(id, Carrier{Key: carrier}, v.CarrierFloorShare, true)
 	}
 	return t
 }
@@ -75,10 +76,11 @@ func (s *solvedCap) denied(ctx context.Context, phone Phone, t VolumeTake, res V
 // apart.
 var errSolvedCap = errors.New("the solved cap")
 
-// cut cuts a country's solved cap to a tenth (its solved sends are
-// not verified), or only its carrier's when carrier names one (the
+// cut cuts the solved cap of a country's room (its ID, room.go) to a
+// tenth (its solved sends are not verified), or only its carrier's when
+// carrier names one (the
 // solved tier's conversion watch judges each carrier; carriershare.go).
-func (s *solvedCap) cut(ctx context.Context, region, carrier string) bool {
+func (s *solvedCap) cut(ctx context.Context, room, carrier string) bool {
 	if s.volumes == nil {
 		return false
 	}
@@ -86,12 +88,12 @@ func (s *solvedCap) cut(ctx context.Context, region, carrier string) bool {
 	if d <= 0 {
 		d = s.velocity.policy.QuarantineFor
 	}
-	k := solvedCutKey(region)
+	k := solvedCutKey(room)
 	if carrier != "" {
-		_, _, k = carrierKeys(region, carrier)
+		_, _, k = carrierKeys(room, carrier)
 	}
 	if err := s.volumes.Quarantine(ctx, k, s.now().Add(d), d); err != nil {
-		s.log.WarnContext(ctx, "challenge: cutting the solved cap failed", "country", region, "carrier", carrier, "err", err)
+		s.log.WarnContext(ctx, "challenge: cutting the solved cap failed", "room", room, "carrier", carrier, "err", err)
 		return false
 	}
 	return true
@@ -110,7 +112,7 @@ func (s *solvedCap) credit(ctx context.Context, phone Phone) {
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), convTimeout)
 	defer cancel()
 	c := s.velocity.carrierTake(phone, true).Key
-	if err := s.volumes.CountVerified(cctx, solvedKey(region(phone)), c, hour(s.now()), solvedCountTTL); err != nil {
+	if err := s.volumes.CountVerified(cctx, solvedKey(phone.in(region(phone))), c, hour(s.now()), solvedCountTTL); err != nil {
 		s.log.WarnContext(ctx, "challenge: counting a solved verify failed", "err", err)
 	}
 }

@@ -61,7 +61,7 @@ type spender struct {
 // open, all three are split; with closed, the send is refused. The slice
 // leaves room for the more limits the abuse rules add, appended without a
 // copy.
-func (s *spender) sendLimits(phone, ip, channel string, more int) []limitedTake {
+func (s *spender) sendLimits(phone Phone, ip, channel string, more int) []limitedTake {
 	mode := s.policy.OnStoreError
 	fallback := func(t limit.Take, localLimit int64) limit.Take {
 		t.Policy, t.OnStoreError = OTPPolicyName, mode
@@ -92,7 +92,7 @@ func (s *spender) sendLimits(phone, ip, channel string, more int) []limitedTake 
 		})
 	}
 	if ip != "" {
-		t := fallback(limit.Take{Key: limit.Key{Space: "otp:ip", ID: ip, Name: "sends"}, Algorithm: limit.FixedWindow,
+		t := fallback(limit.Take{Key: limit.Key{Space: "otp:ip", ID: phone.in(ip), Name: "sends"}, Algorithm: limit.FixedWindow,
 			Limit: s.policy.PerIP.Limit, Window: s.policy.PerIP.Window, Cost: 1}, 0)
 		if mode == limit.FallbackLocal { // local_limit is per number: an address gets its share
 			t.OnStoreError, t.LocalLimit = limit.FallbackOpen, 0
@@ -116,26 +116,6 @@ func priced(limits []limitedTake, price int64) {
 			limits[i].take.Cost = price
 		}
 	}
-}
-
-// PhoneCounterKeys are the keys Send counts a number's own sends under:
-// its cooldown and its per-number window. The cooldown key is listed even
-// when the policy has no cooldown, as a policy in force earlier may have
-// set one. The per-IP counter is the address's, not the number's, and is
-// not listed. The ops desk deletes these keys to unblock a number.
-func PhoneCounterKeys(e164 string) []limit.Key {
-	return []limit.Key{cooldownKey(e164), phoneSendsKey(e164),
-		channelSendsKey(e164, ChannelWhatsApp), channelSendsKey(e164, ChannelCall)}
-}
-
-func cooldownKey(e164 string) limit.Key { return limit.Key{Space: "otp", ID: e164, Name: "cooldown"} }
-
-func phoneSendsKey(e164 string) limit.Key { return limit.Key{Space: "otp", ID: e164, Name: "sends"} }
-
-// channelSendsKey counts a number's sends by channel (not SMS), beside
-// its per-number window: the same hash tag, so one slot.
-func channelSendsKey(e164, channel string) limit.Key {
-	return limit.Key{Space: "otp", ID: e164, Name: channel + "_sends"}
 }
 
 // spent is what a send's spend counted: the takes the store (or the
@@ -192,7 +172,7 @@ func (s *spender) spend(ctx context.Context, phone Phone, ip string, abuse abuse
 	if abuse.refusal != nil { // refused before its limits: nothing taken
 		return spent{riskAsked: true}, abuse.refusal
 	}
-	limits := append(s.sendLimits(phone.E164, ip, abuse.channel, len(abuse.limits)), abuse.limits...)
+	limits := append(s.sendLimits(phone, ip, abuse.channel, len(abuse.limits)), abuse.limits...)
 	priced(limits, s.policy.Channels[abuse.channel].Price)
 	vol := abuse.velocity
 	takes := make([]limit.Take, len(limits))
@@ -493,4 +473,20 @@ func (s *spender) refundVolume(ctx context.Context, k volumeCount, at time.Time)
 	if err := s.volumes.RefundVolume(context.WithoutCancel(ctx), k.tier, k.carrier, at); err != nil {
 		s.log.WarnContext(ctx, "country velocity: refund failed", "err", err)
 	}
+}
+
+// A number's own counters, named in its service (room.go).
+
+func cooldownKey(p Phone) limit.Key {
+	return limit.Key{Space: "otp", ID: p.E164, Name: p.in("cooldown")}
+}
+
+func phoneSendsKey(p Phone) limit.Key {
+	return limit.Key{Space: "otp", ID: p.E164, Name: p.in("sends")}
+}
+
+// channelSendsKey counts a number's sends by channel (not SMS), beside
+// its per-number window: the same hash tag, so one slot.
+func channelSendsKey(p Phone, channel string) limit.Key {
+	return limit.Key{Space: "otp", ID: p.E164, Name: p.in(channel + "_sends")}
 }

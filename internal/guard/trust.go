@@ -122,12 +122,14 @@ type TrustMark struct {
 const MaxTrustImport = 10000
 
 // trustMarkKey is phone's mark: the first 128 bits of HMAC-SHA256(key,
-// "trust:" + E.164), base64url, under its country's hash tag.
+// "trust:" + E.164), base64url, under its country's hash tag, in its
+// service's room (room.go): trust earned with one service is not
+// another's.
 func trustMarkKey(hmacKey []byte, phone Phone) limit.Key {
 	m := hmac.New(sha256.New, hmacKey)
 	m.Write([]byte("trust:"))
 	m.Write([]byte(phone.E164))
-	return limit.Key{Space: "otp:tr", ID: region(phone), Name: base64.RawURLEncoding.EncodeToString(m.Sum(nil)[:16])}
+	return limit.Key{Space: "otp:tr", ID: phone.in(region(phone)), Name: base64.RawURLEncoding.EncodeToString(m.Sum(nil)[:16])}
 }
 
 // trust is what a send and a verify do with trusted numbers: read and set
@@ -182,7 +184,7 @@ func (s *trust) rememberVerified(ctx context.Context, phone Phone, sent Tier) bo
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), convTimeout)
 	defer cancel()
 	now := s.now()
-	m := TrustMark{Key: trustMarkKey(s.hmacKey, phone), Tier: trustedTierKey(region(phone)),
+	m := TrustMark{Key: trustMarkKey(s.hmacKey, phone), Tier: trustedTierKey(phone.in(region(phone))),
 		Hour: hour(now), Credit: true, SentTrusted: sentTrusted, TTL: s.velocity.policy.ttl(), Now: now}
 	s.holdIfAbnormal(&m, phone)
 	n, err := s.trusts.MarkTrusted(cctx, []TrustMark{m}, s.policy.VerifiedWithin)
@@ -203,7 +205,7 @@ func (s *trust) rememberVerified(ctx context.Context, phone Phone, sent Tier) bo
 func (s *trust) importMark(p Phone) TrustMark {
 	m := TrustMark{Key: trustMarkKey(s.hmacKey, p)}
 	if v := s.velocity; v != nil && v.volumes != nil {
-		r := region(p)
+		r := p.in(region(p))
 		m.Tier, m.Volume, m.Hour, m.TTL, m.Now = trustedTierKey(r), velocityKey(r), hour(s.now()), v.policy.ttl(), s.now()
 	}
 	return m

@@ -96,7 +96,7 @@ func (s *velocity) denied(ctx context.Context, phone Phone, t VolumeTake, res Vo
 		return &problem.Error{Code: problem.CodeUnusualVolume, RetryAfter: retry, Usage: Usage(res.Count+1, res.Limit, time.Hour),
 			Message: "unusually many codes were sent to this carrier's numbers in this country this hour; try again later"}
 	}
-	goBeside(ctx, func() { s.refused(ctx, phone, region(phone), h, res, now.Add(retry)) })
+	goBeside(ctx, func() { s.refused(ctx, phone, h, res, now.Add(retry)) })
 	usage := Usage(res.Count+1, res.Limit, time.Hour)
 	if span == "minute" {
 		usage = Usage(0, res.MinuteLimit, time.Minute)
@@ -121,7 +121,8 @@ func CountryPrefix(region string) string {
 // refusal waits on one round trip for both: once per instance and end
 // (noteDue). note_block.lua keeps the block's start and the later end, so
 // a note from each instance is one block.
-func (s *velocity) refused(ctx context.Context, phone Phone, r string, h int64, res VolumeResult, end time.Time) {
+func (s *velocity) refused(ctx context.Context, phone Phone, h int64, res VolumeResult, end time.Time) {
+	r, id := region(phone), phone.in(region(phone))
 	if f := s.hooks.VelocityRefused; f != nil {
 		f(r)
 	}
@@ -129,7 +130,7 @@ func (s *velocity) refused(ctx context.Context, phone Phone, r string, h int64, 
 		return
 	}
 	var wg sync.WaitGroup
-	if s.noteDue(r, end) {
+	if s.noteDue(id, end) {
 		wg.Go(func() {
 			s.audit.noteBlock(ctx, Block{Phone: CountryPrefix(r), Country: r, Reason: problem.CodeUnusualVolume, Count: res.Count, Until: end})
 		})
@@ -137,7 +138,7 @@ func (s *velocity) refused(ctx context.Context, phone Phone, r string, h int64, 
 	defer wg.Wait()
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), convTimeout)
 	defer cancel()
-	first, err := s.conv.ClaimAlert(cctx, limit.Key{Space: "otp:vel", ID: r, Name: fmt.Sprintf("alert:%d", h)}, time.Hour+time.Minute)
+	first, err := s.conv.ClaimAlert(cctx, limit.Key{Space: "otp:vel", ID: id, Name: fmt.Sprintf("alert:%d", h)}, time.Hour+time.Minute)
 	if err != nil || !first {
 		return
 	}
@@ -154,10 +155,10 @@ func (s *velocity) refused(ctx context.Context, phone Phone, r string, h int64, 
 		"country", r, "count", res.Count, "limit", res.Limit, "baseline", res.Baseline,
 		"retry_after", end.Sub(s.now()).Round(time.Second).String())
 	s.audit.events.Record(Event{At: s.now(), Action: ActionVelocity, Outcome: string(problem.CodeUnusualVolume), Country: r,
-		Actor: VelocityActor, Detail: detail, TraceID: TraceID(ctx), RequestID: RequestID(ctx)})
+		Service: phone.service, Actor: VelocityActor, Detail: detail, TraceID: TraceID(ctx), RequestID: RequestID(ctx)})
 }
 
-// noteDue reports whether a velocity block of country r ending at
+// noteDue reports whether a velocity block of country room r ending at
 // end outlasts what this instance noted, and takes it as noted: the
 // refusals of one hour (or minute) note the country once per instance.
 // Ends already past are forgotten, so the map holds the countries refused

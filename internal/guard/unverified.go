@@ -85,9 +85,8 @@ type unverifiedBudget struct {
 // It counts in the velocity rule's metric and, once per country and hour
 // across instances, in the audit trail.
 func (s *unverifiedBudget) denied(ctx context.Context, phone Phone, t VolumeTake, res VolumeResult) error {
-	r := region(phone)
 	if f := s.hooks.VelocityRefused; f != nil {
-		f(r)
+		f(region(phone))
 	}
 	retry := time.Unix((t.Now.Unix()/60+1)*60, 0).Sub(t.Now)
 	// A carrier's share of the budget refused (carriershare.go): its own
@@ -100,17 +99,18 @@ func (s *unverifiedBudget) denied(ctx context.Context, phone Phone, t VolumeTake
 		carrierDetail = " carrier=" + carrier
 	}
 	if s.conv != nil {
-		goBeside(ctx, func() { s.alert(ctx, r, claim, whose, carrier, carrierDetail, res) })
+		goBeside(ctx, func() { s.alert(ctx, phone, claim, whose, carrier, carrierDetail, res) })
 	}
 	return &problem.Error{Code: problem.CodeUnusualVolume, RetryAfter: retry, Usage: Usage(0, res.Unverified, time.Hour),
 		Message: "too many codes sent to new numbers of " + subject + " are not verified yet; try again shortly"}
 }
 
-// alert claims the budget's alert of the hour (claim) across instances;
-// the first claim logs and records it.
-func (s *unverifiedBudget) alert(ctx context.Context, r, claim, whose, carrier, carrierDetail string, res VolumeResult) {
+// alert claims the budget's alert of the hour (claim) in phone's room
+// across instances; the first claim logs and records it.
+func (s *unverifiedBudget) alert(ctx context.Context, phone Phone, claim, whose, carrier, carrierDetail string, res VolumeResult) {
+	r := region(phone)
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), convTimeout)
-	first, err := s.conv.ClaimAlert(cctx, limit.Key{Space: "otp:vel", ID: r, Name: claim}, time.Hour+time.Minute)
+	first, err := s.conv.ClaimAlert(cctx, limit.Key{Space: "otp:vel", ID: phone.in(region(phone)), Name: claim}, time.Hour+time.Minute)
 	cancel()
 	if err != nil || !first {
 		return
@@ -121,7 +121,7 @@ func (s *unverifiedBudget) alert(ctx context.Context, r, claim, whose, carrier, 
 	}
 	s.log.WarnContext(ctx, "UNVERIFIED BUDGET: new numbers of "+whose+" challenged until their codes are verified", attrs...)
 	s.events.Record(Event{At: s.now(), Action: ActionVelocity, Outcome: string(problem.CodeUnusualVolume), Country: r,
-		Carrier: carrier, Actor: VelocityActor, TraceID: TraceID(ctx), RequestID: RequestID(ctx),
+		Service: phone.service, Carrier: carrier, Actor: VelocityActor, TraceID: TraceID(ctx), RequestID: RequestID(ctx),
 		Detail: fmt.Sprintf("country=%s%s unverified budget: %d sends this hour ran %d ahead of their verifies (baseline %d%s)",
 			r, carrierDetail, res.Count, res.Unverified, res.Baseline, map[bool]string{true: ", quarantined", false: ""}[res.Quarantined])})
 }

@@ -153,28 +153,31 @@ type Normals interface {
 // the baseline reads it.
 func (v CountryVelocity) ttl() time.Duration { return v.Lookback + 2*time.Hour }
 
-func velocityKey(region string) limit.Key { return limit.Key{Space: "otp:vel", ID: region, Name: "h"} }
+// A country's velocity keys are named by its room's ID (room.go): its
+// region, in its service's room.
 
-func quarantineKey(region string) limit.Key {
-	return limit.Key{Space: "otp:vel", ID: region, Name: "quarantine"}
+func velocityKey(room string) limit.Key { return limit.Key{Space: "otp:vel", ID: room, Name: "h"} }
+
+func quarantineKey(room string) limit.Key {
+	return limit.Key{Space: "otp:vel", ID: room, Name: "quarantine"}
 }
 
 // trustedTierKey is the trusted tier's hourly counters of a country:
 // the velocity rule's layout, its own key.
-func trustedTierKey(region string) limit.Key {
-	return limit.Key{Space: "otp:vel", ID: region, Name: "t"}
+func trustedTierKey(room string) limit.Key {
+	return limit.Key{Space: "otp:vel", ID: room, Name: "t"}
 }
 
-func solvedKey(region string) limit.Key {
-	return limit.Key{Space: "otp:vel", ID: region, Name: "solved"}
+func solvedKey(room string) limit.Key {
+	return limit.Key{Space: "otp:vel", ID: room, Name: "solved"}
 }
 
-func solvedCutKey(region string) limit.Key {
-	return limit.Key{Space: "otp:vel", ID: region, Name: "solvedcut"}
+func solvedCutKey(room string) limit.Key {
+	return limit.Key{Space: "otp:vel", ID: room, Name: "solvedcut"}
 }
 
-func solutionKey(region, id string) limit.Key {
-	return limit.Key{Space: "otp:vel", ID: region, Name: "used:" + id}
+func solutionKey(room, id string) limit.Key {
+	return limit.Key{Space: "otp:vel", ID: room, Name: "used:" + id}
 }
 
 // hour is the hour bucket of t.
@@ -222,10 +225,10 @@ func (v CountryVelocity) floor(region string) int64 {
 // in the hour under way.
 func (s *velocity) take(phone Phone) VolumeTake {
 	v := s.policy
-	r := region(phone)
+	r, id := region(phone), phone.in(region(phone))
 	now := s.now()
 	fl := v.floor(r)
-	return VolumeTake{Key: velocityKey(r), Quarantine: quarantineKey(r), Now: now, Hour: hour(now),
+	return VolumeTake{Key: velocityKey(id), Quarantine: quarantineKey(id), Now: now, Hour: hour(now),
 		Lookback: int64(v.Lookback / time.Hour), Floor: fl, QFloor: max(1, fl/10),
 		Factor: v.Factor, HistoryMinSends: s.historyMinSends, MinuteShare: v.MinuteShare,
 		Unverified: s.unverifiedTake(), GrowthPerDay: v.GrowthPerDay, WarmConversion: v.ColdWarmConversion}
@@ -267,7 +270,7 @@ func (s *velocity) trustedTake(phone Phone, tier Tier, vol *VolumeTake) *VolumeT
 	}
 	tp := s.trust.policy
 	vol.Trusted = tier == TierTrusted
-	vol.TrustedKey = trustedTierKey(region(phone))
+	vol.TrustedKey = trustedTierKey(phone.in(region(phone)))
 	vol.TFloor, vol.TFactor = max(1, tp.Floor), max(1, tp.Factor)
 	if !vol.Trusted && s.trust.on() {
 		vol.Mark = trustMarkKey(s.trust.hmacKey, phone)
@@ -279,28 +282,28 @@ func (s *velocity) trustedTake(phone Phone, tier Tier, vol *VolumeTake) *VolumeT
 // mechanism on the solved tier's own counts, the solution's single-use key
 // taken in the same atomic step.
 func (s *velocity) solvedTake(phone Phone, sol *Solution) *VolumeTake {
-	r := region(phone)
-	t := solvedCapTake(s.policy, s.challenge, s.historyMinSends, s.unverifiedTake(), r, s.now())
-	t.Solved.Used, t.Solved.TTL = solutionKey(r, sol.ID), max(time.Second, sol.Expires.Sub(t.Now))
+	t := solvedCapTake(s.policy, s.challenge, s.historyMinSends, s.unverifiedTake(), region(phone), phone.in(region(phone)), s.now())
+	t.Solved.Used, t.Solved.TTL = solutionKey(phone.in(region(phone)), sol.ID), max(time.Second, sol.Expires.Sub(t.Now))
 	return &t
 }
 
-// solvedCapTake is the solved cap's count in region's hour at now,
+// solvedCapTake is the solved cap's count in region r's hour at now, in
+// its room id (room.go),
 // without its solution: the take of a send after a solved challenge
 // (velocity.solvedTake) and the one the ops desk reads the cap in force
 // by (SolvedCapTake, solved.go), so that the two cannot tell two caps. Its floor is
 // the challenge's (otp.challenge.floor), else the country's velocity
 // floor; the cap is max(floor, the country's baseline), a tenth while
 // cut, each carrier's its share (carriershare.go).
-func solvedCapTake(v CountryVelocity, c ChallengePolicy, historyMinSends int64, unverified UnverifiedTake, r string, now time.Time) VolumeTake {
+func solvedCapTake(v CountryVelocity, c ChallengePolicy, historyMinSends int64, unverified UnverifiedTake, r, id string, now time.Time) VolumeTake {
 	fl := c.Floor
 	if fl <= 0 {
 		fl = v.floor(r)
 	}
-	return VolumeTake{Key: solvedKey(r), Quarantine: solvedCutKey(r), Now: now, Hour: hour(now),
+	return VolumeTake{Key: solvedKey(id), Quarantine: solvedCutKey(id), Now: now, Hour: hour(now),
 		Lookback: int64(v.Lookback / time.Hour), Floor: fl, QFloor: max(1, fl/10), Factor: 1,
 		HistoryMinSends: historyMinSends, Unverified: unverified, GrowthPerDay: v.GrowthPerDay,
-		Solved: &SolvedUse{Base: velocityKey(r)}}
+		Solved: &SolvedUse{Base: velocityKey(id)}}
 }
 
 // unverifiedTake is the unverified budget the policy gives an untrusted
@@ -328,19 +331,19 @@ func (s *velocity) creditVerify(ctx context.Context, phone Phone) {
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), convTimeout)
 	defer cancel()
 	v := s.policy
-	if err := s.volumes.CountVerified(cctx, velocityKey(region(phone)), s.carrierTake(phone, false).Key, hour(s.now()), v.ttl()); err != nil {
+	if err := s.volumes.CountVerified(cctx, velocityKey(phone.in(region(phone))), s.carrierTake(phone, false).Key, hour(s.now()), v.ttl()); err != nil {
 		s.log.WarnContext(ctx, "country velocity: counting a verify failed", "err", err)
 	}
 }
 
-// quarantine drops a country's floor for ttl (the conversion watch found
-// its codes unverified).
-func (s *velocity) quarantine(ctx context.Context, region string, ttl time.Duration) bool {
+// quarantine drops the floor of a country's room (its ID, room.go) for
+// ttl (the conversion watch found its codes unverified).
+func (s *velocity) quarantine(ctx context.Context, room string, ttl time.Duration) bool {
 	if s.volumes == nil || s.policy.Mode != VelocityEnforce {
 		return false
 	}
-	if err := s.volumes.Quarantine(ctx, quarantineKey(region), s.now().Add(ttl), ttl); err != nil {
-		s.log.WarnContext(ctx, "country velocity: quarantine failed", "country", region, "err", err)
+	if err := s.volumes.Quarantine(ctx, quarantineKey(room), s.now().Add(ttl), ttl); err != nil {
+		s.log.WarnContext(ctx, "country velocity: quarantine failed", "room", room, "err", err)
 		return false
 	}
 	return true

@@ -36,6 +36,7 @@ type VerifyResult struct {
 // VerifyCode is Verify, answering the verification approved too.
 func (s *OTP) VerifyCode(ctx context.Context, req VerifyRequest) (VerifyResult, error) {
 	phone, err := ParsePhone(req.Phone, s.policy.DefaultRegion)
+	phone = phone.of(req.Service) // its credit counts in the service's rooms (room.go)
 	if err == nil {
 		err = s.codes.checkCodeFormat(req.Code)
 	}

@@ -19,7 +19,7 @@ import (
 // and the cap stays what the country's verified history earned, which a
 // ring's low-scored numbers (verifying nothing) do not raise.
 func (s *risk) vouched(phone Phone, baseline int64) abuseTakes {
-	r, now := region(phone), s.now()
+	r, now := phone.in(region(phone)), s.now()
 	floor := max(s.policy.VouchedFloor, int64(s.pumping.velocity.policy.Factor*float64(baseline)))
 	vol := &VolumeTake{Key: vouchedKey(r), Quarantine: vouchedCutKey(r), Now: now, Hour: hour(now),
 		Floor: floor, QFloor: floor, Vouched: true}
@@ -29,12 +29,12 @@ func (s *risk) vouched(phone Phone, baseline int64) abuseTakes {
 // vouchedKey is the vouched tier's hourly counters of a country (the
 // velocity rule's layout, its own key); vouchedCutKey is never set: the
 // tier has no cut, and the script wants a quarantine key of the tag.
-func vouchedKey(region string) limit.Key {
-	return limit.Key{Space: "otp:vel", ID: region, Name: "vouched"}
+func vouchedKey(room string) limit.Key {
+	return limit.Key{Space: "otp:vel", ID: room, Name: "vouched"}
 }
 
-func vouchedCutKey(region string) limit.Key {
-	return limit.Key{Space: "otp:vel", ID: region, Name: "vouchedcut"}
+func vouchedCutKey(room string) limit.Key {
+	return limit.Key{Space: "otp:vel", ID: room, Name: "vouchedcut"}
 }
 
 // errVouchedCap marks a refusal by the vouched tier's cap.

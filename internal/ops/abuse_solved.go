@@ -84,7 +84,7 @@ func (d *AbuseDesk) addSolvedCaps(ctx context.Context, windows []AbuseWindow, p 
 		if _, ok := index[s]; ok {
 			return
 		}
-		t := guard.SolvedCapTake(p, s.country, s.carrier, now)
+		t := guard.SolvedCapTake(p, s.country, guard.DefaultService, s.carrier, now)
 		if s.carrier != "" && t.Carrier.FloorShare == 0 {
 			return // no split: the country's cap is the carrier's
 		}

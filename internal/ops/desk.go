@@ -159,14 +159,14 @@ type UnblockResult struct {
 
 // Unblock clears the number's send counters, cooldown and code (and with
 // it a verify lock-out), so that it may receive a code at once: the
-// default service's code, and each named service's of services (the
-// Verify services in force, whose codes are the number's too).
+// default service's, and each named service's of services (the Verify
+// services in force, whose codes and counters are the number's too).
 func (d *Desk) Unblock(ctx context.Context, raw, actor string, services ...string) (UnblockResult, error) {
 	phone, err := guard.ParsePhone(raw, d.o.DefaultRegion)
 	if err != nil {
 		return UnblockResult{}, err
 	}
-	if err := d.o.Blocks.Unblock(ctx, phone.E164, guard.PhoneCounterKeys(phone.E164), services...); err != nil {
+	if err := d.o.Blocks.Unblock(ctx, phone.E164, guard.PhoneCounterKeys(phone.E164, services...), services...); err != nil {
 		d.o.Logger.ErrorContext(ctx, "unblock failed", "phone", guard.MaskPhone(phone.E164), "err", err)
 		return UnblockResult{}, limit.StoreUnavailable(err, limit.StoreRetryAfter)
 	}

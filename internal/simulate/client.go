@@ -27,6 +27,9 @@ type sendBody struct {
 	Challenge string `json:"challenge,omitempty"`
 	// Channel is the fallback channel a held send was offered; "" SMS.
 	Channel string `json:"channel,omitempty"`
+	// Service: the send goes through this Verify service's route instead
+	// (tenants.go); "" the default service's /otp/send.
+	Service string `json:"-"`
 }
 
 // fallback is a held send's offer of another channel (otp.fallback_channel).

@@ -94,6 +94,12 @@ type Report struct {
 	// Summary is the headline figures, when a population is the
 	// attacker's (role: attacker).
 	Summary *Summary `json:"summary,omitempty"`
+	// Services are the campaign's counts per Verify service, when a
+	// population names one (tenants.go): each service's populations
+	// summed, the default service's as "default".
+	Services map[string]*Counts `json:"services,omitempty"`
+	// serviceOf is each population's row of Services.
+	serviceOf map[string]string
 	// order is the scenario's order of populations, for the table;
 	// roles, each one's role (RoleUser or RoleAttacker).
 	order []string
@@ -134,6 +140,16 @@ func newReport(s *Scenario) *Report {
 		r.roles[p.Name] = cmp.Or(p.Role, RoleUser)
 		r.Populations[p.Name] = newCounts()
 	}
+	if len(scenarioServices(s)) > 0 {
+		r.Services, r.serviceOf = map[string]*Counts{}, map[string]string{}
+		for _, p := range s.Populations {
+			row := cmp.Or(p.Service, defaultServiceRow)
+			r.serviceOf[p.Name] = row
+			if r.Services[row] == nil {
+				r.Services[row] = newCounts()
+			}
+		}
+	}
 	hours := int(math.Ceil(time.Duration(s.Duration).Hours()))
 	for h := range hours {
 		hr := Hour{Hour: h, Start: s.Start.Add(time.Duration(h) * time.Hour), Populations: map[string]*Counts{}}
@@ -155,7 +171,11 @@ func (r *Report) counts(s *Scenario, name string, t time.Time) []*Counts {
 	if h >= len(r.Hours) {
 		return nil
 	}
-	return []*Counts{r.Populations[name], r.Hours[h].Populations[name]}
+	out := []*Counts{r.Populations[name], r.Hours[h].Populations[name]}
+	if row, ok := r.serviceOf[name]; ok {
+		out = append(out, r.Services[row])
+	}
+	return out
 }
 
 // roundCosts prices the lookups at lookupPrice each and rounds every
@@ -168,6 +188,7 @@ func (r *Report) roundCosts(lookupPrice float64) {
 		}
 	}
 	round(r.Populations)
+	round(r.Services)
 	for _, h := range r.Hours {
 		round(h.Populations)
 	}

@@ -32,7 +32,7 @@ func Run(ctx context.Context, s *Scenario, o Options) (*Report, error) {
 	}
 	started := time.Now()
 	begin := s.Start.Add(-time.Duration(s.History))
-	d, err := newDeployment(ctx, s.Instances, s.Policy, begin)
+	d, err := newDeployment(ctx, s.Instances, s.Policy, scenarioServices(s), begin)
 	if err != nil {
 		return nil, err
 	}
@@ -125,7 +125,7 @@ func (r *runner) try(ctx context.Context, ps *popState, t time.Time) {
 	takes := p.Fallback > 0 && ps.rng.Float64() < p.Fallback
 	phone, found := ps.pick(returning, t)
 	known := ps.pool.known[phone] // a number verified or imported: trusted
-	body := sendBody{Phone: phone, ClientIP: r.ipFor(ps, phone), Account: account}
+	body := sendBody{Phone: phone, ClientIP: r.ipFor(ps, phone), Account: account, Service: p.Service}
 	counts := r.rep.counts(r.s, p.Name, t)
 	if counts == nil {
 		counts = []*Counts{r.hist[p.Name]}
@@ -198,6 +198,9 @@ func (r *runner) try(ctx context.Context, ps *popState, t time.Time) {
 
 func (r *runner) send(ctx context.Context, body sendBody) answer {
 	r.requests++
+	if body.Service != "" {
+		return r.d.sendVerify(ctx, body)
+	}
 	return r.d.do(ctx, http.MethodPost, "/otp/send", apiKey, body)
 }
 
@@ -233,7 +236,12 @@ func (r *runner) verifyUntil(ctx context.Context, t time.Time) {
 		v := heap.Pop(&r.verifies).(pending)
 		r.d.advance(v.due)
 		r.requests++
-		ans := r.d.do(ctx, http.MethodPost, "/otp/verify", apiKey, map[string]string{"phone": v.phone, "code": r.d.out.code(v.phone)})
+		var ans answer
+		if svc := v.pop.p.Service; svc != "" {
+			ans = r.d.checkVerify(ctx, svc, v.phone, r.d.out.code(v.phone))
+		} else {
+			ans = r.d.do(ctx, http.MethodPost, "/otp/verify", apiKey, map[string]string{"phone": v.phone, "code": r.d.out.code(v.phone)})
+		}
 		looked := r.d.risk.take()
 		for _, c := range v.counts {
 			c.Lookups += looked

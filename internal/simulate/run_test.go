@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -288,5 +289,38 @@ func TestFallbackUsers(t *testing.T) {
 	if with.Summary.UsersWithoutCode >= without.Summary.UsersWithoutCode {
 		t.Errorf("users without a code: %d with the fallback, %d without; want fewer with it",
 			with.Summary.UsersWithoutCode, without.Summary.UsersWithoutCode)
+	}
+}
+
+// TestServicesCountApart: a bot on service A's Verify routes
+// (testdata/services.yaml) leaves service B's users and the default
+// service's with exactly what they get without it
+// (services-quiet.yaml), while A's own users meet more challenges; the
+// report's service rows sum each service's populations.
+func TestServicesCountApart(t *testing.T) {
+	attacked, quiet := shared(t, "services.yaml"), shared(t, "services-quiet.yaml")
+	for _, name := range []string{"B users", "app users"} {
+		if diff := cmp.Diff(quiet.Populations[name], attacked.Populations[name]); diff != "" {
+			t.Errorf("%s: A's bot changed what they got (-quiet +attacked):\n%s", name, diff)
+		}
+	}
+	a, aQuiet := attacked.Populations["A users"], quiet.Populations["A users"]
+	if a.Challenged <= aQuiet.Challenged || attacked.Populations["A bot"].Sent >= attacked.Populations["A bot"].Tried {
+		t.Errorf("A's users challenged %d (quiet %d), A's bot sent %d of %d: want the bot held in A's rooms and A's users challenged more",
+			a.Challenged, aQuiet.Challenged, attacked.Populations["A bot"].Sent, attacked.Populations["A bot"].Tried)
+	}
+	rows := map[string][]string{"VA0000000000000000000000000000000a": {"A users", "A bot"},
+		"VA0000000000000000000000000000000b": {"B users"}, defaultServiceRow: {"app users"}}
+	if len(attacked.Services) != len(rows) {
+		t.Errorf("service rows %v, want %d", slices.Sorted(maps.Keys(attacked.Services)), len(rows))
+	}
+	for svc, pops := range rows {
+		var tried, sent int
+		for _, p := range pops {
+			tried, sent = tried+attacked.Populations[p].Tried, sent+attacked.Populations[p].Sent
+		}
+		if got := attacked.Services[svc]; got == nil || got.Tried != tried || got.Sent != sent {
+			t.Errorf("service %s's row %+v, want tried %d and sent %d, its populations'", svc, got, tried, sent)
+		}
 	}
 }

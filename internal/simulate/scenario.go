@@ -22,6 +22,8 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/nyaruka/phonenumbers"
+
+	"github.com/otpguard/otpguard/internal/guard"
 )
 
 // Scenario is one simulation: a deployment, its history and a campaign.
@@ -100,6 +102,10 @@ type Population struct {
 	// Role is RoleUser (the default) or RoleAttacker: whose figures the
 	// report's summary counts this population's as.
 	Role string `yaml:"role"`
+	// Service is the Verify service SID ("VA" and 32 hex digits) whose
+	// app this population's users use: its tries go through the service's
+	// Verify routes (tenants.go); "" the default service's /otp API.
+	Service string `yaml:"service"`
 }
 
 // RiskShares are the shares of a population's numbers the network scores
@@ -262,6 +268,9 @@ func (s *Scenario) validateReturning(i int) []error {
 		case s.Populations[j].Country != p.Country:
 			return []error{fmt.Errorf("%s.returning_to: %q is of country %s, this population of %s; users return in their own country",
 				at, p.ReturningTo, s.Populations[j].Country, p.Country)}
+		case s.Populations[j].Service != p.Service:
+			return []error{fmt.Errorf("%s.returning_to: %q uses service %q, this population %q; a number is trusted by the service it verified with",
+				at, p.ReturningTo, s.Populations[j].Service, p.Service)}
 		case p.Returning == 0:
 			return []error{fmt.Errorf("%s.returning_to: set, but returning is 0: no try returns (give returning a share)", at)}
 		case p.Imported:
@@ -374,6 +383,16 @@ func (p *Population) validate(at string, campaign time.Duration) []error {
 	}
 	if p.Role != "" && p.Role != RoleUser && p.Role != RoleAttacker {
 		bad("role: %q is not %s or %s", p.Role, RoleUser, RoleAttacker)
+	}
+	if p.Service != "" {
+		switch {
+		case !guard.ValidSID(p.Service, "VA"):
+			bad("service: %q is not a Verify service SID (VA and 32 hex digits)", p.Service)
+		case p.Account > 0:
+			bad("account: the Verify routes have no account flag; a service's population cannot set it")
+		case p.Imported:
+			bad("imported: imports are the default service's trust; a service's users cannot be imported")
+		}
 	}
 	return errs
 }

@@ -96,6 +96,11 @@ func TestParseRefuses(t *testing.T) {
 		{"bad price", "GB: 0.04", "GB: -1", "prices.GB"},
 		{"price of no country", "GB: 0.04", "XX: 0.04", "prices.XX"},
 		{"duplicate name", "name: attacker", "name: GB users", `populations[1].name: "GB users" is used twice`},
+		{"bad service", "    verify: 0.85", "    verify: 0.85\n    service: VA12", `populations[0].service: "VA12" is not a Verify service SID`},
+		{"service with account", "    verify: 0.85", "    verify: 0.85\n    account: 0.5\n    service: VA0000000000000000000000000000000a",
+			"populations[0].account: the Verify routes have no account flag"},
+		{"service imported", "    verify: 0.85", "    verify: 0.85\n    imported: true\n    service: VA0000000000000000000000000000000a",
+			"populations[0].imported: imports are the default service's"},
 		{"population not a mapping", "  - name: GB users\n", "  - just a name\n  - name: GB users\n", "populations[0] (line"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -89,8 +89,8 @@ type deployment struct {
 }
 
 // newDeployment starts n instances with the policy file policy ("" for
-// the defaults), the clock set to at.
-func newDeployment(ctx context.Context, n int, policy string, at time.Time) (_ *deployment, err error) {
+// the defaults) and services (tenants.go), the clock set to at.
+func newDeployment(ctx context.Context, n int, policy string, services []string, at time.Time) (_ *deployment, err error) {
 	d := &deployment{clock: &clock{}, out: &outbox{codes: map[string]string{}}}
 	defer func() {
 		if err != nil {
@@ -157,6 +157,9 @@ func newDeployment(ctx context.Context, n int, policy string, at time.Time) (_ *
 		if err != nil {
 			return nil, fmt.Errorf("simulate: %w", err)
 		}
+		if err := withServices(&cfg.Policies, services, dir); err != nil {
+			return nil, err
+		}
 		// Handed over: start-up's version check asks INFO server, which
 		// the embedded Redis does not answer.
 		rdb, err := store.NewRedisClient(store.RedisOptions{URL: cfg.RedisURL, Timeout: cfg.RedisTimeout})
@@ -219,16 +222,8 @@ type problem struct {
 	Fallback  *fallback  `json:"fallback,omitempty"`
 }
 
-// do sends one request to the next instance (round robin) through its
-// handler, and waits until that instance's conversion watch has judged
-// it, so that a run is the same every time.
+// do sends one JSON request with the key to the next instance (serve).
 func (d *deployment) do(ctx context.Context, method, path, key string, body any) answer {
-	a := d.instances[d.next%len(d.instances)]
-	d.next++
-	return d.doOn(ctx, a, method, path, key, body)
-}
-
-func (d *deployment) doOn(ctx context.Context, a *app.App, method, path, key string, body any) answer {
 	b, err := json.Marshal(body)
 	if err != nil {
 		return answer{status: 0, problem: problem{Code: "simulator_error"}}
@@ -236,10 +231,7 @@ func (d *deployment) doOn(ctx context.Context, a *app.App, method, path, key str
 	req := httptest.NewRequestWithContext(ctx, method, path, bytes.NewReader(b))
 	req.Header.Set("Authorization", "Bearer "+key)
 	req.Header.Set("Content-Type", "application/json")
-	req.RemoteAddr = "127.0.0.1:1"
-	rec := httptest.NewRecorder()
-	a.Handler().ServeHTTP(rec, req)
-	_ = a.FlushWatch(ctx)
+	rec := d.serve(ctx, req)
 	ans := answer{status: rec.Code}
 	if rec.Code != http.StatusOK {
 		_ = json.Unmarshal(rec.Body.Bytes(), &ans.problem)
@@ -248,4 +240,17 @@ func (d *deployment) doOn(ctx context.Context, a *app.App, method, path, key str
 		}
 	}
 	return ans
+}
+
+// serve hands req to the next instance (round robin) through its
+// handler, and waits until that instance's conversion watch has judged
+// it, so that a run is the same every time.
+func (d *deployment) serve(ctx context.Context, req *http.Request) *httptest.ResponseRecorder {
+	a := d.instances[d.next%len(d.instances)]
+	d.next++
+	req.RemoteAddr = "127.0.0.1:1"
+	rec := httptest.NewRecorder()
+	a.Handler().ServeHTTP(rec, req)
+	_ = a.FlushWatch(ctx)
+	return rec
 }

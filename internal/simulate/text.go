@@ -41,6 +41,15 @@ func (r *Report) WriteTable(w io.Writer) error {
 				s.UsersFallbackSends, s.AttackersFallbackSends)
 		}
 	}
+	if len(r.Services) > 0 {
+		var sg grid // a SID is long: no returning column
+		sg.add("service", "tried", "sent", "challenged", "refused", "verified", "cost USD")
+		for _, svc := range slices.Sorted(maps.Keys(r.Services)) {
+			sg.add(svc, countCells(r.Services[svc])[:6]...)
+		}
+		fmt.Fprintln(bw)
+		sg.write(bw)
+	}
 	for _, name := range r.order {
 		r.writePopulation(bw, name)
 	}

@@ -60,7 +60,7 @@ func TestReadSolvedCapIsTheTakesCap(t *testing.T) {
 					}
 					read := func() ops.SolvedCap {
 						t.Helper()
-						caps, err := s.AbuseCounters.ReadSolvedCaps(ctx, []guard.VolumeTake{guard.SolvedCapTake(p, region, tt.carrier, now)})
+						caps, err := s.AbuseCounters.ReadSolvedCaps(ctx, []guard.VolumeTake{guard.SolvedCapTake(p, region, guard.DefaultService, tt.carrier, now)})
 						if err != nil || len(caps) != 1 {
 							t.Fatalf("ReadSolvedCaps: %v, %v", caps, err)
 						}
@@ -71,7 +71,7 @@ func TestReadSolvedCapIsTheTakesCap(t *testing.T) {
 					}
 					sent, refusal := 0, guard.VolumeResult{}
 					for n := range 200 {
-						tk := guard.SolvedCapTake(p, region, tt.carrier, now)
+						tk := guard.SolvedCapTake(p, region, guard.DefaultService, tt.carrier, now)
 						tk.Solved.Used, tk.Solved.TTL = limit.Key{Space: "otp:vel", ID: region, Name: fmt.Sprintf("sol:%d", n)}, time.Minute
 						r, err := s.Velocity.TakeVolume(ctx, tk)
 						if err != nil {
@@ -113,13 +113,13 @@ func TestReadSolvedCapBackedByVerifies(t *testing.T) {
 	ctx := context.Background()
 	read := func() ops.SolvedCap {
 		t.Helper()
-		caps, err := s.AbuseCounters.ReadSolvedCaps(ctx, []guard.VolumeTake{guard.SolvedCapTake(p, "UZ", "", now)})
+		caps, err := s.AbuseCounters.ReadSolvedCaps(ctx, []guard.VolumeTake{guard.SolvedCapTake(p, "UZ", guard.DefaultService, "", now)})
 		if err != nil || len(caps) != 1 {
 			t.Fatalf("ReadSolvedCaps: %v, %v", caps, err)
 		}
 		return caps[0]
 	}
-	tk := guard.SolvedCapTake(p, "UZ", "", now)
+	tk := guard.SolvedCapTake(p, "UZ", guard.DefaultService, "", now)
 	if tk.Unverified.NormalDefault == 0 {
 		t.Fatalf("take %+v: want the unverified budget on", tk)
 	}

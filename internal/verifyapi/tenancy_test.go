@@ -102,8 +102,8 @@ func TestOneLiveCodePerService(t *testing.T) {
 		{SID: serviceB, FriendlyName: "Bank", AccountSID: accountB,
 			Credentials: []guard.ServiceCredential{{SID: accountB, SecretFile: writeSecret(t, t.TempDir(), "b", secretB)}}},
 	}
-	// The number's send limits are shared by the services: off here, so
-	// that three services may send to one number at once.
+	// Each service has its own send limits of a number (rooms_test.go);
+	// wide here, so that nothing but the codes is under test.
 	pol.OTP.Cooldown = 0
 	pol.OTP.PerPhone = guard.Window{Limit: 100, Window: time.Hour}
 	pol.OTP.PerIP = guard.Window{Limit: 1000, Window: time.Hour}
