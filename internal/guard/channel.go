@@ -62,8 +62,9 @@ func ChannelOff(name string) *problem.Error {
 	return problem.Errorf(problem.CodeInvalidRequest, "the %s channel is off on this deployment (its sender is not configured)", name)
 }
 
-// Offers reports whether this deployment sends codes by channel.
-func (s *OTP) Offers(channel string) bool { return slices.Contains(s.channels, channel) }
+// Offers reports whether this deployment sends codes by channel (a
+// service may offer fewer: servicepolicy.go).
+func (s *OTP) Offers(channel string) bool { return slices.Contains(s.policies.base.offered, channel) }
 
 // maxChannelPrice bounds a channel's price: a send worth more than a
 // thousand SMS is a typo.

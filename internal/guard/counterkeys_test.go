@@ -15,10 +15,10 @@ import (
 // sendLimits later.
 func TestPhoneCounterKeysCoverSendLimits(t *testing.T) {
 	const phone = "+919800000000"
-	s := &spender{policy: OTPPolicy{Cooldown: time.Second, Channels: DefaultChannelPolicies()}}
+	p := &OTPPolicy{Cooldown: time.Second, Channels: DefaultChannelPolicies()}
 	var own []limit.Key
 	for _, ch := range Channels() {
-		for _, l := range s.sendLimits(phone, "203.0.113.7", ch, 0) {
+		for _, l := range sendLimits(p, phone, "203.0.113.7", ch, 0) {
 			if l.take.Key.Space == "otp" && !slices.Contains(own, l.take.Key) {
 				own = append(own, l.take.Key)
 			}

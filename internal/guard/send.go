@@ -50,9 +50,12 @@ type SendResult struct {
 // file of its concept, each returning here. The first refusal ends it.
 func (s *OTP) send(ctx context.Context, phone Phone, ip string, req SendRequest) (SendResult, error) {
 	solution, account := req.Challenge, req.Account
+	// The policy of the send's service: the deployment's, or its overlay
+	// (servicepolicy.go).
+	pol := s.policies.of(req.Service)
 	// A send by the fallback channel meets none of the automatic rules
 	// (fallback.go): a solution does nothing for it.
-	unheld := s.fallback != "" && req.Channel == s.fallback
+	unheld := pol.fallback != "" && req.Channel == pol.fallback
 	if unheld {
 		solution = ""
 	}
@@ -92,7 +95,7 @@ func (s *OTP) send(ctx context.Context, phone Phone, ip string, req SendRequest)
 	// automatic rule's refusal asks the risk score, then is a challenge
 	// for an untrusted send (challenge.go); a low score lets the send on
 	// in the vouched tier, its place taken with the code (refusal.go).
-	abuse.channel = req.Channel
+	abuse.channel, abuse.service = req.Channel, req.Service
 	spent, err := s.spend.spend(ctx, phone, ip, abuse)
 	if err != nil {
 		if spent, err = s.challenges.refused(ctx, phone, ip, tier, spent, err); err != nil {
@@ -117,7 +120,7 @@ func (s *OTP) send(ctx context.Context, phone Phone, ip string, req SendRequest)
 	}
 	// Hand it to the provider of its channel (delivery.go), in the
 	// language asked for, else the number's country's (numberlocale.go).
-	t := s.courier.messages.pick(req.Locale, phone.Region)
+	t := pol.messages.pick(req.Locale, phone.Region)
 	if err := s.courier.deliver(ctx, phone, code, spent, t, req.Channel); err != nil {
 		return SendResult{}, err
 	}

@@ -37,7 +37,7 @@ type VerifyResult struct {
 func (s *OTP) VerifyCode(ctx context.Context, req VerifyRequest) (VerifyResult, error) {
 	phone, err := ParsePhone(req.Phone, s.policy.DefaultRegion)
 	if err == nil {
-		err = s.codes.checkCodeFormat(req.Code)
+		err = s.codes.checkCodeFormat(req.Service, req.Code)
 	}
 	if err != nil {
 		s.audit.record(ctx, ActionOTPVerify, "", phone, "", req.Service, err)
