@@ -47,6 +47,9 @@ type codebook struct {
 type issuing struct {
 	fellBack bool
 	beside   *vouchedPlace
+	// policy is the send's service's (servicepolicy.go): its code's
+	// length, life and guesses.
+	policy *servicePolicy
 }
 
 // issueCode makes the code to send. A random code, saved as its HMAC with
@@ -63,8 +66,7 @@ type issuing struct {
 // when it is refused, the code saved beside it is deleted and the
 // place's answer is the send's.
 func (s *codebook) issueCode(ctx context.Context, phone Phone, tier Tier, req SendRequest, how issuing) (issued, error) {
-	service, beside := req.Service, how.beside
-	p := s.policies.of(service)
+	service, beside, p := req.Service, how.beside, how.policy
 	code, err := newCode(s.random, p.CodeLength)
 	if err != nil {
 		return issued{}, fmt.Errorf("otp: new code: %w", err)

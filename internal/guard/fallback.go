@@ -57,12 +57,11 @@ func fallbackOf(p OTPPolicy, offered channels) string {
 // it); "" none.
 func (s *OTP) FallbackChannel() string { return s.policies.base.fallback }
 
-// offerFallback names the fallback channel of service in the refusal
-// (err) of a send by channel when it is SMS and a challenge or an
-// automatic rule held it; any other refusal stays as it is. A service
-// that does not offer the fallback channel has none.
-func (s *OTP) offerFallback(service, channel string, err error) error {
-	fb := s.policies.of(service).fallback
+// offerFallback names the fallback channel fb (the send's service's: a
+// service that does not offer it has none) in the refusal (err) of a
+// send by channel when it is SMS and a challenge or an automatic rule
+// held it; any other refusal stays as it is.
+func offerFallback(fb, channel string, err error) error {
 	var e *problem.Error
 	if fb == "" || channel != ChannelSMS || !errors.As(err, &e) {
 		return err

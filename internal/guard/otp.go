@@ -189,22 +189,25 @@ func NewOTP(o OTPOptions) *OTP {
 // may have delivered it, unless the provider surely did not take it: then
 // the number's try is given back (delivery.go).
 func (s *OTP) Send(ctx context.Context, req SendRequest) (SendResult, error) {
+	// The policy of the send's service: the deployment's, or its overlay
+	// (servicepolicy.go), handed down the steps.
+	pol := s.policies.of(req.Service)
 	phone, ip, auditIP, err := parseSend(&req, s.policy.DefaultRegion)
 	if err == nil {
-		req.Channel, err = s.policies.checkChannel(req.Service, req.Channel)
+		req.Channel, err = pol.checkChannel(req.Channel)
 	}
 	if err != nil {
 		s.audit.record(ctx, ActionOTPSend, "", phone, auditIP, req.Service, err)
 		return SendResult{}, err
 	}
 	dctx := limit.WithDecision(ctx)
-	res, err := s.send(dctx, phone, ip, req)
+	res, err := s.send(dctx, pol, phone, ip, req)
 	if _, lost := err.(*ClaimLost); lost {
 		return res, err // a duplicate of a request that runs or ran: that one is recorded
 	}
 	s.audit.recordTier(ctx, ActionOTPSend, OutcomeSent, phone, auditIP, req.Service, err, res.Tier)
 	res.Phone = phone // on a refusal too: the caller's log names it (masked)
-	return res, s.offerFallback(req.Service, req.Channel, err)
+	return res, offerFallback(pol.fallback, req.Channel, err)
 }
 
 // Verification returns the verification id of service ("" the default

@@ -48,11 +48,11 @@ type SendResult struct {
 
 // send is the pipeline of a parsed send: its steps in order, each in the
 // file of its concept, each returning here. The first refusal ends it.
-func (s *OTP) send(ctx context.Context, phone Phone, ip string, req SendRequest) (SendResult, error) {
+//
+// pol is the policy of the send's service (servicepolicy.go): its
+// channels, its number's limits and budget, its code and its text.
+func (s *OTP) send(ctx context.Context, pol *servicePolicy, phone Phone, ip string, req SendRequest) (SendResult, error) {
 	solution, account := req.Challenge, req.Account
-	// The policy of the send's service: the deployment's, or its overlay
-	// (servicepolicy.go).
-	pol := s.policies.of(req.Service)
 	// A send by the fallback channel meets none of the automatic rules
 	// (fallback.go): a solution does nothing for it.
 	unheld := pol.fallback != "" && req.Channel == pol.fallback
@@ -95,7 +95,7 @@ func (s *OTP) send(ctx context.Context, phone Phone, ip string, req SendRequest)
 	// automatic rule's refusal asks the risk score, then is a challenge
 	// for an untrusted send (challenge.go); a low score lets the send on
 	// in the vouched tier, its place taken with the code (refusal.go).
-	abuse.channel, abuse.service = req.Channel, req.Service
+	abuse.channel, abuse.policy = req.Channel, pol
 	spent, err := s.spend.spend(ctx, phone, ip, abuse)
 	if err != nil {
 		if spent, err = s.challenges.refused(ctx, phone, ip, tier, spent, err); err != nil {
@@ -113,7 +113,7 @@ func (s *OTP) send(ctx context.Context, phone Phone, ip string, req SendRequest)
 	// A new code, saved as its HMAC, or a stateless one; its verification
 	// carries the tier, for its verify's credit (code.go). A low-scored
 	// send's place in the vouched tier is taken beside the save.
-	code, err := s.codes.issueCode(ctx, phone, tier, req, issuing{fellBack: unheld, beside: spent.vouched})
+	code, err := s.codes.issueCode(ctx, phone, tier, req, issuing{fellBack: unheld, beside: spent.vouched, policy: pol})
 	if err != nil {
 		s.spend.giveBack(ctx, phone, spent, false)
 		return SendResult{}, err

@@ -19,7 +19,8 @@ import (
 // applied once per policy (NewOTP), and each step reads the policy of
 // the request's service where it reads a value (servicePolicies.of):
 // the code (code.go), the text (delivery.go), the channels (channel.go)
-// and the number's limits and the budget (spend.go).
+// and the number's limits and the budget (spend.go). A send looks its
+// service's up once and hands it down its steps.
 //
 // What a service may set is what a tenant owns: its codes (length, life,
 // guesses), its texts, the number's cooldown and per_phone window as its
@@ -58,15 +59,16 @@ type ServicePolicy struct {
 
 // servicePolicy is the policy one service's sends and verifies meet: the
 // deployment's with the service's overlay, and what the steps derive
-// from it.
+// from it. A send looks it up once (OTP.Send) and hands it down.
 type servicePolicy struct {
 	OTPPolicy
-	offered  channels // the channels its sends may name
-	fallback string   // its fallback channel (fallback.go); "" none
-	messages messages
-	// own is the service's own budget; ownID its counters' ID.
-	own   Budget
-	ownID string
+	deployment channels // the channels the deployment offers
+	offered    channels // those its sends may name
+	fallback   string   // its fallback channel (fallback.go); "" none
+	messages   messages
+	// ownBudget are its own budget's limits (none without one), spent
+	// after the deployment's (spend.go).
+	ownBudget []limitedTake
 }
 
 // servicePolicies are the policies of a deployment's services, by owner
@@ -81,8 +83,8 @@ type servicePolicies struct {
 // are the channels the deployment offers. The policy must have passed
 // Validate (and ValidateServiceChannels).
 func newServicePolicies(p OTPPolicy, services []Service, offered channels) *servicePolicies {
-	ps := &servicePolicies{base: &servicePolicy{OTPPolicy: p, offered: offered, fallback: fallbackOf(p, offered),
-		messages: newMessages(p)}}
+	ps := &servicePolicies{base: &servicePolicy{OTPPolicy: p, deployment: offered, offered: offered,
+		fallback: fallbackOf(p, offered), messages: newMessages(p)}}
 	for _, svc := range services {
 		if svc.OTP == nil || svc.Default {
 			continue
@@ -91,7 +93,8 @@ func newServicePolicies(p OTPPolicy, services []Service, offered channels) *serv
 			ps.by = map[string]*servicePolicy{}
 		}
 		o := svc.OTP
-		sp := &servicePolicy{OTPPolicy: overlay(p, o), offered: offered, own: o.Budget, ownID: "service:" + svc.SID}
+		sp := &servicePolicy{OTPPolicy: overlay(p, o), deployment: offered, offered: offered}
+		sp.ownBudget = budgetLimits(o.Budget, "service:"+svc.SID, p.OnStoreError)
 		if o.Channels != nil {
 			sp.offered = slices.DeleteFunc(slices.Clone(offered), func(ch string) bool { return !slices.Contains(o.Channels, ch) })
 		}
@@ -136,29 +139,13 @@ func (ps *servicePolicies) of(service string) *servicePolicy {
 	return ps.base
 }
 
-// checkChannel returns the channel a send of service named ("" is SMS),
-// or why it is refused: as channels.check, and a channel the deployment
-// offers but the service does not is refused as one it does not offer.
-func (ps *servicePolicies) checkChannel(service, name string) (string, error) {
-	ch, err := ps.base.offered.check(name)
-	if err != nil {
-		return "", err
-	}
-	if sp := ps.of(service); !slices.Contains(sp.offered, ch) {
-		return "", problem.Errorf(problem.CodeInvalidRequest, "the %s channel is off for this service: use %s",
-			ch, strings.Join(sp.offered, ", "))
-	}
-	return ch, nil
-}
-
-// budgetLimits are the service's own budget's limits (none without
-// one), beside the deployment's (enforced.go): its own counters, per
-// service, charged a channel's price as the deployment's are (priced).
-func (sp *servicePolicy) budgetLimits() []limitedTake {
-	if sp.own == (Budget{}) {
+// budgetLimits are a service's own budget b's limits (none without one),
+// beside the deployment's (enforced.go): its own counters (id), charged
+// a channel's price as the deployment's are (priced).
+func budgetLimits(b Budget, id string, mode limit.FallbackMode) []limitedTake {
+	if b == (Budget{}) {
 		return nil
 	}
-	mode := sp.OnStoreError
 	if mode == limit.FallbackLocal { // shared limits get their share (enforced.go)
 		mode = limit.FallbackOpen
 	}
@@ -169,13 +156,13 @@ func (sp *servicePolicy) budgetLimits() []limitedTake {
 		window time.Duration
 		what   string
 	}{
-		{budgetHourKey.Name, sp.own.PerHour, time.Hour, "this service's SMS budget for this hour is spent; try again later"},
-		{budgetDayKey.Name, sp.own.PerDay, 24 * time.Hour, "this service's SMS budget for today is spent; try again later"},
+		{budgetHourKey.Name, b.PerHour, time.Hour, "this service's SMS budget for this hour is spent; try again later"},
+		{budgetDayKey.Name, b.PerDay, 24 * time.Hour, "this service's SMS budget for today is spent; try again later"},
 	} {
 		if w.limit <= 0 {
 			continue
 		}
-		ls = append(ls, limitedTake{take: limit.Take{Key: limit.Key{Space: budgetHourKey.Space, ID: sp.ownID, Name: w.name},
+		ls = append(ls, limitedTake{take: limit.Take{Key: limit.Key{Space: budgetHourKey.Space, ID: id, Name: w.name},
 			Algorithm: limit.FixedWindow, Limit: w.limit, Window: w.window, Cost: 1, Policy: OTPPolicyName, OnStoreError: mode},
 			refundDenied: true, denial: problem.CodeBudgetExhausted, what: w.what})
 	}

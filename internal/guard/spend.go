@@ -42,7 +42,7 @@ func (l limitedTake) automatic() bool {
 // spender takes a send's limits and gives back what a send that does not
 // leave spent.
 type spender struct {
-	policies *servicePolicies // each service's number limits and budget
+	policies *servicePolicies // the deployment's policy, for a send that names none
 	counter  limit.Counter
 	blocks   Blocks
 	audit    *audit
@@ -158,7 +158,7 @@ type spent struct {
 	// its lookup started when the refusal asks the score.
 	lookup  *lookupHold
 	channel string
-	service string // the send's, whose policy its limits were (servicepolicy.go)
+	policy  *servicePolicy // the send's service's, whose limits these were (servicepolicy.go)
 	// held (holds: set) are the counts a refusal keeps while its score
 	// is asked or a cached low one is weighed (heldTakes): the vouched
 	// tier's own, which a low score keeps and any other answer gives
@@ -195,10 +195,12 @@ func (s *spender) spend(ctx context.Context, phone Phone, ip string, abuse abuse
 	if abuse.refusal != nil { // refused before its limits: nothing taken
 		return spent{riskAsked: true}, abuse.refusal
 	}
-	p := s.policies.of(abuse.service)
-	own := p.budgetLimits()
-	limits := append(sendLimits(&p.OTPPolicy, phone.E164, ip, abuse.channel, len(abuse.limits)+len(own)), abuse.limits...)
-	limits = append(limits, own...)
+	p := abuse.policy
+	if p == nil {
+		p = s.policies.base
+	}
+	limits := append(sendLimits(&p.OTPPolicy, phone.E164, ip, abuse.channel, len(abuse.limits)+len(p.ownBudget)), abuse.limits...)
+	limits = append(limits, p.ownBudget...)
 	priced(limits, p.Channels[abuse.channel].Price)
 	vol := abuse.velocity
 	takes := make([]limit.Take, len(limits))
@@ -303,7 +305,7 @@ func (s *spender) spend(ctx context.Context, phone Phone, ip string, abuse abuse
 // riskRead is the spent of a refused send: the cached risk answer the
 // store read with its count (vres), and whether abuse was judged before.
 func riskRead(vres *VolumeResult, abuse abuseTakes, fellBack bool) spent {
-	sp := spent{riskAsked: abuse.riskAsked, storeFailed: fellBack, lookup: abuse.lookup, channel: abuse.channel, service: abuse.service}
+	sp := spent{riskAsked: abuse.riskAsked, storeFailed: fellBack, lookup: abuse.lookup, channel: abuse.channel, policy: abuse.policy}
 	if vres != nil {
 		sp.risk, sp.storeFailed, sp.baseline = vres.Risk, fellBack || vres.Fallback, vres.Baseline
 	}
