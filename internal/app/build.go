@@ -141,7 +141,11 @@ func (w *wiring) buildGuard(_ context.Context) error {
 		if err != nil {
 			return httpapi.Services{}, err
 		}
-		return httpapi.Services{OTP: w.newOTP(p.OTP), Limiter: w.newLimiter(p.Limits), Tenants: tenants}, nil
+		// A service's channels are some of those the senders offer.
+		if err := guard.ValidateServiceChannels(p.Services, w.channels); err != nil {
+			return httpapi.Services{}, err
+		}
+		return httpapi.Services{OTP: w.newOTP(p.OTP, p.Services), Limiter: w.newLimiter(p.Limits), Tenants: tenants}, nil
 	})
 	first, err := a.live.build(a.cfg.Policies)
 	if err != nil {
@@ -157,8 +161,9 @@ func (w *wiring) buildGuard(_ context.Context) error {
 	return nil
 }
 
-// newOTP is the OTP rules of one policy.
-func (w *wiring) newOTP(p guard.OTPPolicy) *guard.OTP {
+// newOTP is the OTP rules of one policy: the deployment's otp: and its
+// services' overlays.
+func (w *wiring) newOTP(p guard.OTPPolicy, services []guard.Service) *guard.OTP {
 	a := w.a
 	fb := a.outage.fallback
 	if p.Risk.Mode == guard.RiskOn && w.riskLookup == nil && w.first.OTP != nil {
@@ -167,7 +172,7 @@ func (w *wiring) newOTP(p guard.OTPPolicy) *guard.OTP {
 	}
 	return guard.NewOTP(guard.OTPOptions{
 		Policy: p, Counter: fb, Codes: fb,
-		Sender: w.sender, Channels: w.channels, HMACKey: a.cfg.HMACKey, Logger: a.log, LastStoreFailure: fb.LastFailure,
+		Sender: w.sender, Channels: w.channels, Services: services, HMACKey: a.cfg.HMACKey, Logger: a.log, LastStoreFailure: fb.LastFailure,
 		Deny: a.ops.deny, Events: ops.Tee(a.ops.audit, a.abuse.recorder), Blocks: w.guarded, Now: w.o.now,
 		// The conversion watch is advisory: through the breaker, but its
 		// failures never refuse a send.

@@ -311,6 +311,9 @@ func (c *Config) checkPolicies() error {
 	if err := c.Policies.Validate(); err != nil {
 		return fmt.Errorf("policy file %s: %w", or(c.ConfigFile, "(defaults)"), err)
 	}
+	if err := guard.ValidateServiceChannels(c.Policies.Services, c.Channels()); err != nil {
+		return fmt.Errorf("policy file %s: %w", or(c.ConfigFile, "(defaults)"), err)
+	}
 	return c.checkFallback()
 }
 

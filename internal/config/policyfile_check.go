@@ -72,6 +72,8 @@ func checkNode(n *yaml.Node, t reflect.Type, path string, errs *[]error) {
 		return
 	}
 	switch t.Kind() {
+	case reflect.Pointer: // an optional section or value (a service's otp:)
+		checkNode(n, t.Elem(), path, errs)
 	case reflect.Struct:
 		if n.Kind != yaml.MappingNode {
 			bad("want a section of keys (%s), got %s", strings.Join(yamlFields(t), ", "), describeNode(n))

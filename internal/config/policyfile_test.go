@@ -68,8 +68,20 @@ func everyField() guard.Policies {
 		},
 		Services: []guard.Service{{SID: "VA0123456789abcdef0123456789abcdef", FriendlyName: "Shop",
 			AccountSID: "AC0123456789abcdef0123456789abcdef", Default: true,
-			Credentials: []guard.ServiceCredential{{SID: "SK0123456789abcdef0123456789abcdef", SecretFile: "/run/secrets/shop"}}}},
+			Credentials: []guard.ServiceCredential{{SID: "SK0123456789abcdef0123456789abcdef", SecretFile: "/run/secrets/shop"}}},
+			{SID: "VAfedcba9876543210fedcba9876543210", FriendlyName: "Bank", AccountSID: "AC0123456789abcdef0123456789abcdef",
+				Credentials: []guard.ServiceCredential{{SID: "SKfedcba9876543210fedcba9876543210", SecretFile: "/run/secrets/bank"}},
+				OTP:         everyServiceField()}},
 	}
+}
+
+// everyServiceField is a service's otp: block with every field set.
+func everyServiceField() *guard.ServicePolicy {
+	cd := time.Minute
+	return &guard.ServicePolicy{CodeLength: 8, CodeTTL: 10 * time.Minute, MaxVerifyAttempts: 3, Cooldown: &cd,
+		PerPhone: guard.Window{Limit: 2, Window: time.Hour}, Message: "Bank: your code is {code}",
+		Messages: map[string]string{"fr": "Banque : votre code est {code}"},
+		Channels: []string{guard.ChannelSMS, guard.ChannelWhatsApp}, Budget: guard.Budget{PerHour: 500, PerDay: 5000}}
 }
 
 // zeroFields lists the fields of v (a struct, walked into structs and the

@@ -95,17 +95,29 @@ func (s *budget) use(ctx context.Context) ([]BudgetUse, error) {
 
 // refused counts a refusal by the budget and logs one error per
 // exhaustion period (per window, on this instance), not one per request.
+// A service's own budget (servicepolicy.go) refuses that service only: it
+// is logged once per period as a warning, and not counted as the
+// deployment's.
 func (s *budget) refused(ctx context.Context, k limit.Key, res limit.Result) {
-	if h := s.hooks.BudgetRefused; h != nil {
+	own := k.ID != budgetHourKey.ID
+	if h := s.hooks.BudgetRefused; h != nil && !own {
 		h(k.Name)
 	}
-	now := s.now()
+	now, period := s.now(), k.Name
+	if own {
+		period = k.ID + "/" + k.Name
+	}
 	s.mu.Lock()
-	first := !now.Before(s.exhaustedUntil[k.Name])
+	first := !now.Before(s.exhaustedUntil[period])
 	if first {
-		s.exhaustedUntil[k.Name] = now.Add(res.RetryAfter)
+		s.exhaustedUntil[period] = now.Add(res.RetryAfter)
 	}
 	s.mu.Unlock()
+	if first && own {
+		s.log.WarnContext(ctx, "a service's own SMS budget is spent: refusing its sends until the window ends",
+			"budget", k.ID, "window", k.Name, "limit", res.Limit, "retry_after", res.RetryAfter.Round(time.Second).String())
+		return
+	}
 	if first {
 		s.log.ErrorContext(ctx, "SMS BUDGET EXHAUSTED: refusing every send until the window ends",
 			"window", k.Name, "limit", res.Limit, "retry_after", res.RetryAfter.Round(time.Second).String())

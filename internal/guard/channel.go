@@ -56,14 +56,31 @@ func (c channels) check(name string) (string, error) {
 	return name, nil
 }
 
+// checkChannel returns the channel a send under p named ("" is SMS), or
+// why it is refused: as channels.check, and a channel the deployment
+// offers but p's service does not (servicepolicy.go) is refused as one
+// the deployment does not offer is.
+func (p *servicePolicy) checkChannel(name string) (string, error) {
+	ch, err := p.deployment.check(name)
+	if err != nil {
+		return "", err
+	}
+	if !slices.Contains(p.offered, ch) {
+		return "", problem.Errorf(problem.CodeInvalidRequest, "the %s channel is off for this service: use %s",
+			ch, strings.Join(p.offered, ", "))
+	}
+	return ch, nil
+}
+
 // ChannelOff is the refusal of a channel this deployment does not offer:
 // its sender's settings are not set (docs/verify.md, "Channels").
 func ChannelOff(name string) *problem.Error {
 	return problem.Errorf(problem.CodeInvalidRequest, "the %s channel is off on this deployment (its sender is not configured)", name)
 }
 
-// Offers reports whether this deployment sends codes by channel.
-func (s *OTP) Offers(channel string) bool { return slices.Contains(s.channels, channel) }
+// Offers reports whether this deployment sends codes by channel (a
+// service may offer fewer: servicepolicy.go).
+func (s *OTP) Offers(channel string) bool { return slices.Contains(s.policies.base.offered, channel) }
 
 // maxChannelPrice bounds a channel's price: a send worth more than a
 // thousand SMS is a typo.

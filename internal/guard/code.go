@@ -28,7 +28,7 @@ type issued struct {
 
 // codebook makes the codes of sends and checks the guesses of verifies.
 type codebook struct {
-	policy    OTPPolicy
+	policies  *servicePolicies // each service's code length, life and guesses
 	codes     Codes
 	states    CodeReader // nil: Inspect does not read the code
 	random    io.Reader
@@ -47,6 +47,9 @@ type codebook struct {
 type issuing struct {
 	fellBack bool
 	beside   *vouchedPlace
+	// policy is the send's service's (servicepolicy.go): its code's
+	// length, life and guesses.
+	policy *servicePolicy
 }
 
 // issueCode makes the code to send. A random code, saved as its HMAC with
@@ -63,8 +66,8 @@ type issuing struct {
 // when it is refused, the code saved beside it is deleted and the
 // place's answer is the send's.
 func (s *codebook) issueCode(ctx context.Context, phone Phone, tier Tier, req SendRequest, how issuing) (issued, error) {
-	service, beside := req.Service, how.beside
-	code, err := s.newCode()
+	service, beside, p := req.Service, how.beside, how.policy
+	code, err := newCode(s.random, p.CodeLength)
 	if err != nil {
 		return issued{}, fmt.Errorf("otp: new code: %w", err)
 	}
@@ -78,21 +81,21 @@ func (s *codebook) issueCode(ctx context.Context, phone Phone, tier Tier, req Se
 	if how.fellBack && tier == TierNew {
 		id = s.marks.applyFallback(id)
 	}
-	ttl := s.policy.CodeTTL
+	ttl := p.CodeTTL
 	var placed sync.WaitGroup
 	var refused error
 	if beside != nil {
 		placed.Go(func() { refused = beside.take(ctx) })
 	}
 	prev, err := s.codes.SaveCode(ctx, NewCode{Phone: phone.E164, MAC: mac, TTL: ttl,
-		VerificationID: id, MaxAttempts: s.policy.MaxVerifyAttempts, Now: s.now(), Retention: VerificationRetention,
+		VerificationID: id, MaxAttempts: p.MaxVerifyAttempts, Now: s.now(), Retention: VerificationRetention,
 		Service: service, Channel: req.Channel})
 	placed.Wait()
 	if errors.Is(err, ErrUnindexed) { // saved, but GET /otp/verifications/{id} cannot find it: no id
 		s.log.DebugContext(ctx, "code saved without its verification id's index", "phone", MaskPhone(phone.E164), "err", err)
 		id, err = "", nil
 	}
-	if err == nil && prev >= s.policy.MaxVerifyAttempts { // it replaced a locked code: the lock-out is over
+	if err == nil && prev >= p.MaxVerifyAttempts { // it replaced a locked code: the lock-out is over
 		if err := s.audit.blocks.EndBlock(context.WithoutCancel(ctx), phone.E164, problem.CodeTooManyAttempts); err != nil {
 			s.log.WarnContext(ctx, "ending a lock-out block failed", "phone", MaskPhone(phone.E164), "err", err)
 		}
@@ -120,27 +123,29 @@ func (s *codebook) issueCode(ctx context.Context, phone Phone, tier Tier, req Se
 	return issued{}, limit.StoreError(err)
 }
 
-// checkCodeFormat refuses a guess that is not CodeLength digits.
-func (s *codebook) checkCodeFormat(code string) error {
-	if len(code) != s.policy.CodeLength {
-		return problem.Errorf(problem.CodeInvalidCode, "code must be %d digits", s.policy.CodeLength)
+// checkCodeFormat refuses a guess that is not the CodeLength digits of
+// service's policy.
+func (s *codebook) checkCodeFormat(service, code string) error {
+	n := s.policies.of(service).CodeLength
+	if len(code) != n {
+		return problem.Errorf(problem.CodeInvalidCode, "code must be %d digits", n)
 	}
 	for _, c := range code {
 		if c < '0' || c > '9' {
-			return problem.Errorf(problem.CodeInvalidCode, "code must be %d digits", s.policy.CodeLength)
+			return problem.Errorf(problem.CodeInvalidCode, "code must be %d digits", n)
 		}
 	}
 	return nil
 }
 
-// newCode draws a uniformly random code of CodeLength digits.
-func (s *codebook) newCode() (string, error) {
-	max := new(big.Int).Exp(big.NewInt(10), big.NewInt(int64(s.policy.CodeLength)), nil)
-	n, err := rand.Int(s.random, max)
+// newCode draws a uniformly random code of length digits.
+func newCode(random io.Reader, length int) (string, error) {
+	max := new(big.Int).Exp(big.NewInt(10), big.NewInt(int64(length)), nil)
+	n, err := rand.Int(random, max)
 	if err != nil {
 		return "", err
 	}
-	return fmt.Sprintf("%0*d", s.policy.CodeLength, n), nil
+	return fmt.Sprintf("%0*d", length, n), nil
 }
 
 // mac binds the code to the number, so a stored HMAC is useless for any
@@ -180,7 +185,8 @@ func (s *codebook) verify(ctx context.Context, phone Phone, code string, of Gues
 		s.log.Log(ctx, limit.StoreFailureLevel(err), "reading code failed", "phone", MaskPhone(phone.E164), "err", err)
 		return "", limit.StoreError(err)
 	}
-	if g.Attempts > s.policy.MaxVerifyAttempts {
+	p := s.policies.of(of.Service)
+	if g.Attempts > p.MaxVerifyAttempts {
 		return "", s.tooManyAttempts(ctx, phone)
 	}
 	if !hmac.Equal(g.MAC, s.mac(phone.E164, of.Service, code)) {
@@ -191,7 +197,7 @@ func (s *codebook) verify(ctx context.Context, phone Phone, code string, of Gues
 				return "", s.stateless.use(ctx, phone, k)
 			}
 		}
-		left := s.policy.MaxVerifyAttempts - g.Attempts
+		left := p.MaxVerifyAttempts - g.Attempts
 		if left == 0 { // this guess locked the code: the number is blocked until it expires
 			s.lockCode(ctx, phone, of.Service, g.VerificationID)
 			s.audit.noteBlock(ctx, Block{Phone: phone.E164, Country: phone.Region, Reason: problem.CodeTooManyAttempts,

@@ -15,11 +15,11 @@ import (
 // an ops unblock cannot miss one added to sendLimits later.
 func TestPhoneCounterKeysCoverSendLimits(t *testing.T) {
 	const phone, service = "+919800000000", "VA0123456789abcdef0123456789abcdef"
-	s := &spender{policy: OTPPolicy{Cooldown: time.Second, Channels: DefaultChannelPolicies()}}
+	p := &OTPPolicy{Cooldown: time.Second, Channels: DefaultChannelPolicies()}
 	var own []limit.Key
 	for _, svc := range []string{DefaultService, service} {
 		for _, ch := range Channels() {
-			for _, l := range s.sendLimits(Phone{E164: phone}.of(svc), "203.0.113.7", ch, 0) {
+			for _, l := range sendLimits(p, Phone{E164: phone}.of(svc), "203.0.113.7", ch, 0) {
 				if l.take.Key.Space == "otp" && !slices.Contains(own, l.take.Key) {
 					own = append(own, l.take.Key)
 				}

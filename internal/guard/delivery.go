@@ -44,7 +44,6 @@ const deliveryTimeout = time.Second
 
 // courier hands codes to the SMS provider and records its reports on them.
 type courier struct {
-	messages   messages // otp.message and otp.messages, by locale
 	sender     Sender
 	codes      Codes // an undelivered code is deleted
 	deliveries Deliveries

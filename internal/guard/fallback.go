@@ -55,13 +55,13 @@ func fallbackOf(p OTPPolicy, offered channels) string {
 // FallbackChannel is the channel a challenged or automatically refused
 // SMS send is offered (otp.fallback_channel, when this deployment offers
 // it); "" none.
-func (s *OTP) FallbackChannel() string { return s.fallback }
+func (s *OTP) FallbackChannel() string { return s.policies.base.fallback }
 
-// offerFallback names the fallback channel in the refusal (err) of a send
-// by channel when it is SMS and a challenge or an automatic rule held it;
-// any other refusal stays as it is.
-func (s *OTP) offerFallback(channel string, err error) error {
-	fb := s.FallbackChannel()
+// offerFallback names the fallback channel fb (the send's service's: a
+// service that does not offer it has none) in the refusal (err) of a
+// send by channel when it is SMS and a challenge or an automatic rule
+// held it; any other refusal stays as it is.
+func offerFallback(fb, channel string, err error) error {
 	var e *problem.Error
 	if fb == "" || channel != ChannelSMS || !errors.As(err, &e) {
 		return err

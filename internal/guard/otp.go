@@ -19,6 +19,9 @@ type OTPOptions struct {
 	// Channels are the channels Sender offers beside SMS (channel.go):
 	// whatsapp, call; nil: SMS only.
 	Channels []string
+	// Services are the policy file's services: those with an otp: block
+	// send and verify under it (servicepolicy.go); nil: none.
+	Services []Service
 	HMACKey  []byte
 	Logger   *slog.Logger
 	Random   io.Reader // crypto/rand.Reader when nil
@@ -92,8 +95,9 @@ type OTP struct {
 	courier    *courier
 	watch      *conversionWatch
 	records    *verificationRecords
-	channels   channels
-	fallback   string // the fallback channel (fallback.go); "" none
+	// policies are the deployment's policy and its services' (the
+	// channels offered, the fallback channel, the texts), by service.
+	policies *servicePolicies
 }
 
 // NewOTP returns an OTP service. The policy must have passed Validate.
@@ -121,7 +125,8 @@ func NewOTP(o OTPOptions) *OTP {
 	}
 	p, log, now := o.Policy, o.Logger, o.Now
 	safe := safeList(p.SafeList)
-	s := &OTP{policy: p, channels: newChannels(o.Channels), fallback: fallbackOf(p, newChannels(o.Channels)),
+	policies := newServicePolicies(p, o.Services, newChannels(o.Channels))
+	s := &OTP{policy: p, policies: policies,
 		audit: &audit{events: o.Events, blocks: o.Blocks, log: log, now: now},
 		challenges: &challenges{challenger: o.Challenger, log: log, now: now,
 			on: o.Challenger != nil && o.Volumes != nil && p.Challenge.On()},
@@ -133,7 +138,7 @@ func NewOTP(o OTPOptions) *OTP {
 			onStoreError: p.OnStoreError, safe: safe, volumes: o.Volumes, conv: o.Conversions, hooks: o.Abuse,
 			log: log, now: now, noted: map[string]time.Time{}},
 		solved: &solvedCap{policy: p.Challenge, volumes: o.Volumes, hooks: o.Abuse, log: log, now: now},
-		spend:  &spender{policy: p, counter: o.Counter, blocks: o.Blocks, volumes: o.Volumes, log: log, now: now},
+		spend:  &spender{policies: policies, counter: o.Counter, blocks: o.Blocks, volumes: o.Volumes, log: log, now: now},
 		watch: &conversionWatch{policy: p.Conversion, prefixes: prefixLimits(p), conv: o.Conversions, autoBlock: o.AutoBlock, hooks: o.Abuse,
 			safe: safe, events: o.Events, log: log, now: now},
 	}
@@ -157,11 +162,11 @@ func NewOTP(o OTPOptions) *OTP {
 		room.mode = limit.FallbackOpen
 	}
 	s.pumping.room, s.spend.room = room, room
-	s.codes = &codebook{policy: p, codes: o.Codes, states: o.CodeStates, random: o.Random, hmacKey: o.HMACKey, counter: o.Counter,
+	s.codes = &codebook{policies: policies, codes: o.Codes, states: o.CodeStates, random: o.Random, hmacKey: o.HMACKey, counter: o.Counter,
 		stateless: &stateless{policy: p, hmacKey: o.HMACKey, counter: o.Counter,
 			lastStoreFailure: o.LastStoreFailure, log: log, now: now},
 		marks: tierMarks{key: o.HMACKey}, audit: s.audit, log: log, now: now}
-	s.courier = &courier{messages: newMessages(p), sender: o.Sender, codes: o.Codes, deliveries: o.Deliveries,
+	s.courier = &courier{sender: o.Sender, codes: o.Codes, deliveries: o.Deliveries,
 		events: o.Events, spend: s.spend, log: log, now: now}
 	s.watch.velocity, s.watch.solved = s.velocity, s.solved
 	s.records = &verificationRecords{store: o.Verifications, audit: s.audit, log: log, now: now}
@@ -184,22 +189,25 @@ func NewOTP(o OTPOptions) *OTP {
 // may have delivered it, unless the provider surely did not take it: then
 // the number's try is given back (delivery.go).
 func (s *OTP) Send(ctx context.Context, req SendRequest) (SendResult, error) {
+	// The policy of the send's service: the deployment's, or its overlay
+	// (servicepolicy.go), handed down the steps.
+	pol := s.policies.of(req.Service)
 	phone, ip, auditIP, err := parseSend(&req, s.policy.DefaultRegion)
 	if err == nil {
-		req.Channel, err = s.channels.check(req.Channel)
+		req.Channel, err = pol.checkChannel(req.Channel)
 	}
 	if err != nil {
 		s.audit.record(ctx, ActionOTPSend, "", phone, auditIP, req.Service, err)
 		return SendResult{}, err
 	}
 	dctx := limit.WithDecision(ctx)
-	res, err := s.send(dctx, phone, ip, req)
+	res, err := s.send(dctx, pol, phone, ip, req)
 	if _, lost := err.(*ClaimLost); lost {
 		return res, err // a duplicate of a request that runs or ran: that one is recorded
 	}
 	s.audit.recordTier(ctx, ActionOTPSend, OutcomeSent, phone, auditIP, req.Service, err, res.Tier)
 	res.Phone = phone // on a refusal too: the caller's log names it (masked)
-	return res, s.offerFallback(req.Channel, err)
+	return res, offerFallback(pol.fallback, req.Channel, err)
 }
 
 // Verification returns the verification id of service ("" the default
@@ -225,9 +233,9 @@ func (s *OTP) ApproveVerification(ctx context.Context, service, id string) (Veri
 	return s.records.end(ctx, service, id, StatusApproved)
 }
 
-// CodeLength is the length of the codes this policy sends (Verify's
-// service answers it).
-func (s *OTP) CodeLength() int { return s.policy.CodeLength }
+// CodeLength is the length of the codes service ("" the default
+// service) sends, its own policy's (Verify's service answers it).
+func (s *OTP) CodeLength(service string) int { return s.policies.of(service).CodeLength }
 
 // RecordDelivery puts a delivery report in the audit trail and reports
 // whether it did: a report already recorded (the same message id and

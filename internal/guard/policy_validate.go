@@ -47,7 +47,7 @@ func (p *Policies) Validate() error {
 	for _, name := range p.LimitNames() {
 		validateLimit(name, p.Limits[name], bad)
 	}
-	if err := validateServices(p.Services); err != nil {
+	if err := validateServices(p.Services, p.OTP); err != nil {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)

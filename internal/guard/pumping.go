@@ -43,6 +43,9 @@ type abuseTakes struct {
 	// channel is the send's (channel.go): its own per-number window and
 	// its price in the budget (spend.go).
 	channel string
+	// policy is the send's service's (servicepolicy.go): its number's
+	// limits and its own budget (spend.go); nil: the deployment's.
+	policy *servicePolicy
 }
 
 // abuseRules are the automatic abuse rules of a send to phone: the prefix

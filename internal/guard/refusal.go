@@ -67,7 +67,7 @@ func (s *risk) instead(ctx context.Context, phone Phone, ip string, tier Tier, r
 		return spent{takes: refused.held, channel: refused.channel, vouched: &vouchedPlace{counter: s.counter,
 			velocity: s.pumping.velocity, phone: phone, vol: *vouched.velocity, log: s.log}}, nil, true
 	}
-	vouched.channel = refused.channel
+	vouched.channel, vouched.policy = refused.channel, refused.policy
 	sp, err = s.spend.spend(ctx, phone, ip, vouched)
 	if err != nil && (errors.Is(err, errVouchedCap) || problem.CodeOf(err) == problem.CodeStoreUnavailable) {
 		return spent{}, nil, false // the vouched tier cannot take it: the challenge

@@ -11,14 +11,16 @@ import (
 
 // newCodeIn is how long until a new code may be sent to phone as far as the
 // number's own limits say: its cooldown and its per-number window, read
-// without spending (one call, the keys share the number's slot). The
+// without spending (one call, the keys share the number's slot), as
+// service's policy sets them. The
 // per-IP and shared limits are the caller's and everyone's, not the
 // number's, and are not read. When the store cannot say, the cooldown is
 // the answer: the longest a cooldown can still run.
 func (s *codebook) newCodeIn(ctx context.Context, phone Phone) time.Duration {
+	p := s.policies.of(phone.service)
 	takes := []limit.Take{{Key: phoneSendsKey(phone), Algorithm: limit.FixedWindow,
-		Limit: s.policy.PerPhone.Limit, Window: s.policy.PerPhone.Window}}
-	if cd := s.policy.Cooldown; cd > 0 {
+		Limit: p.PerPhone.Limit, Window: p.PerPhone.Window}}
+	if cd := p.Cooldown; cd > 0 {
 		takes = append(takes, limit.Take{Key: cooldownKey(phone), Algorithm: limit.FixedWindow, Limit: 1, Window: cd})
 	}
 	res, err := s.counter.Take(ctx, takes) // cost 0: peeks; no policy, closed: no fallback figures
@@ -27,7 +29,7 @@ func (s *codebook) newCodeIn(ctx context.Context, phone Phone) time.Duration {
 	}
 	if err != nil {
 		s.log.Log(ctx, limit.StoreFailureLevel(err), "reading the send limits for a locked code failed", "phone", MaskPhone(phone.E164), "err", err)
-		return s.policy.Cooldown
+		return p.Cooldown
 	}
 	var wait time.Duration
 	for _, r := range res {

@@ -48,11 +48,14 @@ type SendResult struct {
 
 // send is the pipeline of a parsed send: its steps in order, each in the
 // file of its concept, each returning here. The first refusal ends it.
-func (s *OTP) send(ctx context.Context, phone Phone, ip string, req SendRequest) (SendResult, error) {
+//
+// pol is the policy of the send's service (servicepolicy.go): its
+// channels, its number's limits and budget, its code and its text.
+func (s *OTP) send(ctx context.Context, pol *servicePolicy, phone Phone, ip string, req SendRequest) (SendResult, error) {
 	solution, account := req.Challenge, req.Account
 	// A send by the fallback channel meets none of the automatic rules
 	// (fallback.go): a solution does nothing for it.
-	unheld := s.fallback != "" && req.Channel == s.fallback
+	unheld := pol.fallback != "" && req.Channel == pol.fallback
 	if unheld {
 		solution = ""
 	}
@@ -92,7 +95,7 @@ func (s *OTP) send(ctx context.Context, phone Phone, ip string, req SendRequest)
 	// automatic rule's refusal asks the risk score, then is a challenge
 	// for an untrusted send (challenge.go); a low score lets the send on
 	// in the vouched tier, its place taken with the code (refusal.go).
-	abuse.channel = req.Channel
+	abuse.channel, abuse.policy = req.Channel, pol
 	spent, err := s.spend.spend(ctx, phone, ip, abuse)
 	if err != nil {
 		if spent, err = s.challenges.refused(ctx, phone, ip, tier, spent, err); err != nil {
@@ -110,14 +113,14 @@ func (s *OTP) send(ctx context.Context, phone Phone, ip string, req SendRequest)
 	// A new code, saved as its HMAC, or a stateless one; its verification
 	// carries the tier, for its verify's credit (code.go). A low-scored
 	// send's place in the vouched tier is taken beside the save.
-	code, err := s.codes.issueCode(ctx, phone, tier, req, issuing{fellBack: unheld, beside: spent.vouched})
+	code, err := s.codes.issueCode(ctx, phone, tier, req, issuing{fellBack: unheld, beside: spent.vouched, policy: pol})
 	if err != nil {
 		s.spend.giveBack(ctx, phone, spent, false)
 		return SendResult{}, err
 	}
 	// Hand it to the provider of its channel (delivery.go), in the
 	// language asked for, else the number's country's (numberlocale.go).
-	t := s.courier.messages.pick(req.Locale, phone.Region)
+	t := pol.messages.pick(req.Locale, phone.Region)
 	if err := s.courier.deliver(ctx, phone, code, spent, t, req.Channel); err != nil {
 		return SendResult{}, err
 	}

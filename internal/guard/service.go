@@ -21,12 +21,13 @@ import (
 // supersedes only its own earlier code, and its wrong guesses lock only
 // its own code.
 //
-// A service counts its limits and automatic rules in rooms of its own
-// (room.go): one service's attacker spends none of another's users' room.
+// A service other than the default may have a policy of its own, an
+// overlay on the deployment's otp: policy (servicepolicy.go), and counts
+// its limits and automatic rules in rooms of its own (room.go): one
+// service's attacker spends none of another's users' room.
 //
-// What a service does not have yet: a policy of its own (every service
-// sends under the deployment's otp: policy), and its own rows in metrics
-// and the attack view.
+// What a service does not have yet: its own rows in metrics and the
+// attack view.
 
 // DefaultService is the owner tag of the default service's verifications.
 const DefaultService = ""
@@ -44,6 +45,10 @@ type Service struct {
 	Default bool
 	// Credentials are the HTTP Basic credentials that act for it.
 	Credentials []ServiceCredential
+	// OTP is its overlay on the deployment's otp: policy
+	// (servicepolicy.go); nil: the deployment's. The default service has
+	// none: its sends are the /otp API's.
+	OTP *ServicePolicy
 }
 
 // ServiceCredential is a Basic credential: an account SID ("AC") or API
@@ -77,9 +82,13 @@ func ValidSID(sid, prefix string) bool {
 	return true
 }
 
-// validateServices checks the services: section as a whole.
-func validateServices(services []Service) error {
+// validateServices checks the services: section as a whole, each
+// service's otp: block against the deployment's policy base.
+func validateServices(services []Service, base OTPPolicy) error {
 	var errs []error
+	bad := func(field, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("%s: %s", field, fmt.Sprintf(format, args...)))
+	}
 	seen := map[string]bool{}
 	defaults := 0
 	for i, s := range services {
@@ -96,6 +105,12 @@ func validateServices(services []Service) error {
 		}
 		if s.Default {
 			defaults++
+		}
+		switch {
+		case s.OTP != nil && s.Default:
+			bad(where+".otp", "the default service keeps the deployment's otp: policy (its sends are the /otp API's): set it there, or give this service no default")
+		case s.OTP != nil:
+			validateServicePolicy(where, s.OTP, base, bad)
 		}
 		if len(s.Credentials) == 0 {
 			errs = append(errs, fmt.Errorf("%s.credentials: at least one is needed", where))

@@ -42,7 +42,7 @@ func (l limitedTake) automatic() bool {
 // spender takes a send's limits and gives back what a send that does not
 // leave spent.
 type spender struct {
-	policy   OTPPolicy
+	policies *servicePolicies // the deployment's policy, for a send that names none
 	counter  limit.Counter
 	blocks   Blocks
 	audit    *audit
@@ -54,15 +54,16 @@ type spender struct {
 	now      func() time.Time
 }
 
-// sendLimits are the limits of one send. When the store cannot answer they
+// sendLimits are the limits of one send under p, its service's policy
+// (servicepolicy.go). When the store cannot answer they
 // fall back by the policy's on_store_error: with local, the cooldown is one
 // send per number per cooldown and the per-number limit is local_limit, on
 // each instance, while the per-IP limit is split (per_ip.limit / N); with
 // open, all three are split; with closed, the send is refused. The slice
 // leaves room for the more limits the abuse rules add, appended without a
 // copy.
-func (s *spender) sendLimits(phone Phone, ip, channel string, more int) []limitedTake {
-	mode := s.policy.OnStoreError
+func sendLimits(p *OTPPolicy, phone Phone, ip, channel string, more int) []limitedTake {
+	mode := p.OnStoreError
 	fallback := func(t limit.Take, localLimit int64) limit.Take {
 		t.Policy, t.OnStoreError = OTPPolicyName, mode
 		if mode == limit.FallbackLocal {
@@ -71,7 +72,7 @@ func (s *spender) sendLimits(phone Phone, ip, channel string, more int) []limite
 		return t
 	}
 	ls := make([]limitedTake, 0, 4+more)
-	if cd := s.policy.Cooldown; cd > 0 {
+	if cd := p.Cooldown; cd > 0 {
 		ls = append(ls, limitedTake{
 			take:   fallback(limit.Take{Key: cooldownKey(phone), Algorithm: limit.FixedWindow, Limit: 1, Window: cd, Cost: 1}, 1),
 			denial: problem.CodeCooldown, what: "a code was sent to this number moments ago",
@@ -79,12 +80,12 @@ func (s *spender) sendLimits(phone Phone, ip, channel string, more int) []limite
 	}
 	ls = append(ls, limitedTake{
 		take: fallback(limit.Take{Key: phoneSendsKey(phone), Algorithm: limit.FixedWindow,
-			Limit: s.policy.PerPhone.Limit, Window: s.policy.PerPhone.Window, Cost: 1}, s.policy.LocalLimit),
+			Limit: p.PerPhone.Limit, Window: p.PerPhone.Window, Cost: 1}, p.LocalLimit),
 		denial: problem.CodePhoneRateLimited, what: "too many codes were sent to this number",
 	})
 	// The channel's own window beside it (otp.channels; SMS has none): a
 	// refusal of the number's too.
-	if c := s.policy.Channels[channel]; channel != ChannelSMS && c.PerPhone.Limit > 0 {
+	if c := p.Channels[channel]; channel != ChannelSMS && c.PerPhone.Limit > 0 {
 		ls = append(ls, limitedTake{
 			take: fallback(limit.Take{Key: channelSendsKey(phone, channel), Algorithm: limit.FixedWindow,
 				Limit: c.PerPhone.Limit, Window: c.PerPhone.Window, Cost: 1}, c.PerPhone.Limit),
@@ -93,7 +94,7 @@ func (s *spender) sendLimits(phone Phone, ip, channel string, more int) []limite
 	}
 	if ip != "" {
 		t := fallback(limit.Take{Key: limit.Key{Space: "otp:ip", ID: phone.in(ip), Name: "sends"}, Algorithm: limit.FixedWindow,
-			Limit: s.policy.PerIP.Limit, Window: s.policy.PerIP.Window, Cost: 1}, 0)
+			Limit: p.PerIP.Limit, Window: p.PerIP.Window, Cost: 1}, 0)
 		if mode == limit.FallbackLocal { // local_limit is per number: an address gets its share
 			t.OnStoreError, t.LocalLimit = limit.FallbackOpen, 0
 		}
@@ -137,6 +138,7 @@ type spent struct {
 	// its lookup started when the refusal asks the score.
 	lookup  *lookupHold
 	channel string
+	policy  *servicePolicy // the send's service's, whose limits these were (servicepolicy.go)
 	// held (holds: set) are the counts a refusal keeps while its score
 	// is asked or a cached low one is weighed (heldTakes): the vouched
 	// tier's own, which a low score keeps and any other answer gives
@@ -166,14 +168,20 @@ type spent struct {
 // vouched tier would take again until the answer (heldTakes).
 //
 // The limits are the number's and the address's (sendLimits), then the
-// abuse rules'. It returns what it spent, for a send that does not leave
+// abuse rules', then the service's own budget (servicepolicy.go), each
+// as the send's service's policy sets it. It returns what it spent, for a send that does not leave
 // to give back (giveBack).
 func (s *spender) spend(ctx context.Context, phone Phone, ip string, abuse abuseTakes) (spent, error) {
 	if abuse.refusal != nil { // refused before its limits: nothing taken
 		return spent{riskAsked: true}, abuse.refusal
 	}
-	limits := append(s.sendLimits(phone, ip, abuse.channel, len(abuse.limits)), abuse.limits...)
-	priced(limits, s.policy.Channels[abuse.channel].Price)
+	p := abuse.policy
+	if p == nil {
+		p = s.policies.base
+	}
+	limits := append(sendLimits(&p.OTPPolicy, phone, ip, abuse.channel, len(abuse.limits)+len(p.ownBudget)), abuse.limits...)
+	limits = append(limits, p.ownBudget...)
+	priced(limits, p.Channels[abuse.channel].Price)
 	vol := abuse.velocity
 	takes := make([]limit.Take, len(limits))
 	for i, l := range limits {
@@ -277,7 +285,7 @@ func (s *spender) spend(ctx context.Context, phone Phone, ip string, abuse abuse
 // riskRead is the spent of a refused send: the cached risk answer the
 // store read with its count (vres), and whether abuse was judged before.
 func riskRead(vres *VolumeResult, abuse abuseTakes, fellBack bool) spent {
-	sp := spent{riskAsked: abuse.riskAsked, storeFailed: fellBack, lookup: abuse.lookup, channel: abuse.channel}
+	sp := spent{riskAsked: abuse.riskAsked, storeFailed: fellBack, lookup: abuse.lookup, channel: abuse.channel, policy: abuse.policy}
 	if vres != nil {
 		sp.risk, sp.storeFailed, sp.baseline = vres.Risk, fellBack || vres.Fallback, vres.Baseline
 	}

@@ -38,7 +38,7 @@ func (s *OTP) VerifyCode(ctx context.Context, req VerifyRequest) (VerifyResult, 
 	phone, err := ParsePhone(req.Phone, s.policy.DefaultRegion)
 	phone = phone.of(req.Service) // its credit counts in the service's rooms (room.go)
 	if err == nil {
-		err = s.codes.checkCodeFormat(req.Code)
+		err = s.codes.checkCodeFormat(req.Service, req.Code)
 	}
 	if err != nil {
 		s.audit.record(ctx, ActionOTPVerify, "", phone, "", req.Service, err)

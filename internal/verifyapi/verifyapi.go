@@ -147,7 +147,10 @@ func base(c echo.Context) string { return c.Scheme() + "://" + c.Request().Host 
 // Locale the language of the text, one of Verify's locales (else 60200,
 // before anything is counted), else the number's country's; the answer's
 // locale says which was sent. Channel whatsapp or call is sent by that
-// channel when this deployment offers it, else 60200 saying it is off.
+// channel when this deployment offers it, else 60200 saying it is off; a
+// channel the service's own policy leaves out (its otp.channels) is 60200
+// too. The code, its text and its limits are the service's policy's
+// (guard/servicepolicy.go).
 func (h *Handlers) CreateVerification(c echo.Context) error {
 	f, err := readForm(c, "To", "Channel", "Locale", "DeviceIp", paramChallenge)
 	if err != nil {
@@ -228,13 +231,13 @@ func (h *Handlers) UpdateVerification(c echo.Context) error {
 }
 
 // FetchService: GET /v2/Services/{Sid}. The service the credential acts
-// for.
+// for; its code_length is its own policy's.
 func (h *Handlers) FetchService(c echo.Context) error {
 	if _, err := readForm(c); err != nil {
 		return err
 	}
 	st, t := requestOf(c)
-	return c.JSON(http.StatusOK, newService(t, st.OTP.CodeLength(), base(c)))
+	return c.JSON(http.StatusOK, newService(t, st.OTP.CodeLength(t.Owner), base(c)))
 }
 
 // requestState is the request's State.
