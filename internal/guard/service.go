@@ -24,10 +24,24 @@ import (
 // What a service does not have yet: a policy of its own (every service
 // sends under the deployment's otp: policy), limits and automatic rules
 // counted apart (a number's and a country's limits count every service's
-// sends together), and its own rows in metrics and the attack view.
+// sends together). Its rows in metrics (the service label of the OTP
+// decisions) and in the attack view (ops/abuse_services.go) are built.
 
 // DefaultService is the owner tag of the default service's verifications.
 const DefaultService = ""
+
+// DefaultServiceLabel names the default service where a name must not be
+// empty: the metrics' service label, the attack view's service rows.
+const DefaultServiceLabel = "default"
+
+// ServiceLabel is owner as metrics and the attack view name it: its SID,
+// DefaultServiceLabel for the default service's "".
+func ServiceLabel(owner string) string {
+	if owner == DefaultService {
+		return DefaultServiceLabel
+	}
+	return owner
+}
 
 // Service is one tenant of the policy file's services: section.
 type Service struct {

@@ -175,6 +175,25 @@ type abuseWindowJSON struct {
 	CountriesTotal int                `json:"countries_total"`
 	Prefixes       []abusePrefixJSON  `json:"prefixes"`
 	PrefixesTotal  int                `json:"prefixes_total"`
+	// Services are each service's rows (ops.ServiceRow); absent when the
+	// policy file names no service.
+	Services []abuseServiceJSON `json:"services,omitempty"`
+}
+
+// abuseServiceJSON is one service in a window: "default" for the default
+// service (as the metrics' service label names it), else its SID.
+type abuseServiceJSON struct {
+	Service      string `json:"service"`
+	Default      bool   `json:"default"`
+	FriendlyName string `json:"friendly_name,omitempty"`
+	abuseTallyJSON
+	Countries      []abuseServiceCountryJSON `json:"countries"`
+	CountriesTotal int                       `json:"countries_total"`
+}
+
+type abuseServiceCountryJSON struct {
+	Country string `json:"country"`
+	abuseTallyJSON
 }
 
 type abuseAlertJSON struct {
@@ -341,6 +360,17 @@ func toWindowJSON(w ops.AbuseWindow, now time.Time) abuseWindowJSON {
 			pj.Limit = &l
 		}
 		j.Prefixes = append(j.Prefixes, pj)
+	}
+	for _, r := range w.Services {
+		sj := abuseServiceJSON{Service: guard.ServiceLabel(r.Service), FriendlyName: r.FriendlyName, abuseTallyJSON: toTallyJSON(r.AbuseTally),
+			Countries: []abuseServiceCountryJSON{}, CountriesTotal: r.CountriesTotal}
+		if r.Service == guard.DefaultService {
+			sj.Default = true
+		}
+		for _, c := range r.Countries {
+			sj.Countries = append(sj.Countries, abuseServiceCountryJSON{Country: c.Country, abuseTallyJSON: toTallyJSON(c.AbuseTally)})
+		}
+		j.Services = append(j.Services, sj)
 	}
 	return j
 }
