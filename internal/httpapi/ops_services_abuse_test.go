@@ -3,8 +3,10 @@ package httpapi_test
 import (
 	"context"
 	"encoding/json"
+	"io"
 	"net/http"
 	"net/url"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -39,7 +41,8 @@ func serviceRows(w client.AbuseWindow) []serviceRow {
 // TestAbuseViewServices: two Verify services and the default service
 // send to two countries; GET /ops/abuse gives each service its own rows,
 // the default service first, then the file's services in its order, in
-// both windows, with the refusals by code and the conversion.
+// both windows, with the refusals by code and the conversion; the
+// decisions' metrics carry the same services in their service label.
 func TestAbuseViewServices(t *testing.T) {
 	oc := servicesCluster(t, sqlstore.EngineSQLite, deskShop, deskBank)
 	serviceSend(t, oc, deskShop, "+2348031230001", true)
@@ -82,6 +85,28 @@ func TestAbuseViewServices(t *testing.T) {
 		}
 		if ng := shop.Countries[0]; ng.Country != "NG" || shop.CountriesTotal != 2 {
 			t.Errorf("Shop's countries: %+v (total %d), want NG first (busiest) of 2", shop.Countries, shop.CountriesTotal)
+		}
+	}
+	// The decisions' metrics tell the services apart the same way.
+	res, err := http.Get(oc.instances[0].srv.URL + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, err := io.ReadAll(res.Body)
+	res.Body.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		`otpguard_decisions_total{outcome="allowed",policy="otp_send",service="` + deskShop.sid + `"} 3`,
+		`otpguard_decisions_total{outcome="cooldown",policy="otp_send",service="` + deskShop.sid + `"} 1`,
+		`otpguard_decisions_total{outcome="allowed",policy="otp_verify",service="` + deskShop.sid + `"} 2`,
+		`otpguard_decisions_total{outcome="allowed",policy="otp_send",service="` + deskBank.sid + `"} 1`,
+		`otpguard_decisions_total{outcome="allowed",policy="otp_send",service="default"} 1`,
+		`otpguard_decisions_total{outcome="allowed",policy="otp_verify",service="default"} 0`,
+	} {
+		if !strings.Contains(string(body), want+"\n") {
+			t.Errorf("/metrics lacks %s", want)
 		}
 	}
 	// The countries' rows still count every service together.
