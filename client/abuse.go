@@ -203,6 +203,9 @@ type AbuseAlert struct {
 	Until       time.Time `json:"until"`
 	SecondsLeft int64     `json:"seconds_left"`
 	Detail      string    `json:"detail"`
+	// Service is the SID of the Verify service whose sends the rule
+	// judged; "" for the default service's.
+	Service string `json:"service,omitempty"`
 }
 
 // AutoBlock is a deny-list entry the conversion watch made, with the time

@@ -73,6 +73,10 @@ type AbuseAlert struct {
 	Subject string // the prefix (+91987650), the region (NG) or the carrier ("NG / MTN")
 	Country string
 	Rule    string // "conversion" or "velocity"
+	// Service is the SID of the service whose sends the rule judged; ""
+	// the default service's (and every alert before services counted
+	// apart): two services' alerts on one subject are two alerts.
+	Service string
 	Outcome string // reported, blocked, quarantined, unusual_volume
 	At      time.Time
 	Until   time.Time
@@ -270,7 +274,8 @@ func (a *AbuseRecorder) alertOf(e guard.Event) (AbuseAlert, bool) {
 	if scope == "carrier" {
 		subject = guard.CarrierSubjectName(subject)
 	}
-	al := AbuseAlert{Scope: scope, Subject: subject, Country: Region(e.Country), Outcome: e.Outcome, At: e.At, Detail: e.Detail}
+	al := AbuseAlert{Scope: scope, Subject: subject, Country: Region(e.Country), Service: e.Service, Outcome: e.Outcome, At: e.At,
+		Detail: e.Detail}
 	p := a.o.Policy()
 	switch e.Action {
 	case guard.ActionVelocity: // until the clock hour ends

@@ -146,3 +146,23 @@ func TestAbuseViewServices(t *testing.T) {
 		t.Errorf("without services: rows %+v, want none", s)
 	}
 }
+
+// TestAbuseAlertNamesService: a rule's alert names the service whose
+// sends it judged (the event's), so two services' alerts on one country
+// are two.
+func TestAbuseAlertNamesService(t *testing.T) {
+	st := &fakeAbuseCounters{counts: map[string]int64{}}
+	now := time.Unix(1_780_000_000, 0)
+	r := ops.NewAbuseRecorder(ops.AbuseRecorderOptions{Store: st, Policy: func() guard.OTPPolicy { return guard.DefaultPolicies().OTP },
+		Now: func() time.Time { return now }})
+	for _, service := range []string{guard.DefaultService, shopSID} {
+		r.Record(guard.Event{At: now, Action: guard.ActionVelocity, Outcome: "unusual_volume", Country: "NG", Service: service,
+			Detail: "country=NG over its hourly volume"})
+	}
+	if err := r.Flush(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if len(st.alerts) != 2 || st.alerts[0].Service != "" || st.alerts[1].Service != shopSID || st.alerts[1].Subject != "NG" {
+		t.Errorf("alerts: %+v, want the default service's and the shop's on NG", st.alerts)
+	}
+}

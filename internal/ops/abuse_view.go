@@ -301,7 +301,7 @@ func liveAlerts(alerts []AbuseAlert, now time.Time) []AbuseAlert {
 		if c := b.At.Compare(a.At); c != 0 {
 			return c
 		}
-		return strings.Compare(a.Rule+"|"+a.Scope+"|"+a.Subject, b.Rule+"|"+b.Scope+"|"+b.Subject)
+		return strings.Compare(a.Rule+"|"+a.Scope+"|"+a.Subject+"|"+a.Service, b.Rule+"|"+b.Scope+"|"+b.Subject+"|"+b.Service)
 	})
 	return out
 }

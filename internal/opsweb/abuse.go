@@ -197,7 +197,10 @@ type abuseServiceCountryJSON struct {
 }
 
 type abuseAlertJSON struct {
-	Rule        string    `json:"rule"`
+	Rule string `json:"rule"`
+	// Service is the SID of the service whose sends the rule judged;
+	// absent for the default service's.
+	Service     string    `json:"service,omitempty"`
 	Scope       string    `json:"scope"`
 	Subject     string    `json:"subject"`
 	Country     string    `json:"country,omitempty"`
@@ -278,7 +281,7 @@ func (a *attackView) read(ctx context.Context, top int) (*abuseJSON, error) {
 		}
 	}
 	for _, a := range rep.Alerts {
-		v.Alerts = append(v.Alerts, abuseAlertJSON{Rule: a.Rule, Scope: a.Scope, Subject: a.Subject, Country: a.Country,
+		v.Alerts = append(v.Alerts, abuseAlertJSON{Rule: a.Rule, Service: a.Service, Scope: a.Scope, Subject: a.Subject, Country: a.Country,
 			Outcome: a.Outcome, At: a.At.UTC(), Until: a.Until.UTC(), SecondsLeft: seconds(a.Until.Sub(now)), Detail: a.Detail})
 	}
 	for _, e := range rep.AutoBlocks {

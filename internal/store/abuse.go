@@ -27,7 +27,7 @@ var _ ops.AbuseCounters = (*AbuseCounters)(nil)
 //	<prefix>ops:abuse:{abuse}:p:<hour>  hash, prefixes' sent/verified/refused
 //	<prefix>ops:abuse:{abuse}:k:<hour>  hash, carriers' (per country) sent/verified/refused
 //	<prefix>ops:abuse:{abuse}:s:<hour>  hash, services' (per country) sent/verified/refused
-//	<prefix>ops:abuse:{abuse}:alerts    hash, rule|scope|subject -> "<until> <json>"
+//	<prefix>ops:abuse:{abuse}:alerts    hash, rule|scope|subject[|service] -> "<until> <json>"
 //
 // One hash tag, so that one script writes them all on Redis Cluster.
 
@@ -45,6 +45,7 @@ type alertJSON struct {
 	Subject string    `json:"subject"`
 	Country string    `json:"country"`
 	Rule    string    `json:"rule"`
+	Service string    `json:"service,omitempty"`
 	Outcome string    `json:"outcome"`
 	At      time.Time `json:"at"`
 	Until   time.Time `json:"until"`
@@ -75,7 +76,7 @@ func (r *AbuseCounters) AddAbuse(ctx context.Context, counts []ops.AbuseCounts, 
 			if err != nil {
 				return fmt.Errorf("store: add abuse: %w", err)
 			}
-			args = append(args, a.Rule+"|"+a.Scope+"|"+a.Subject, strconv.FormatInt(a.Until.Unix(), 10)+" "+string(v))
+			args = append(args, alertField(a), strconv.FormatInt(a.Until.Unix(), 10)+" "+string(v))
 		}
 		hs := strconv.FormatInt(c.Hour, 10)
 		keys := []string{r.key(abuseKey("c:" + hs)), r.key(abuseKey("p:" + hs)), r.key(abuseKey("k:" + hs)), r.key(abuseKey("s:" + hs)),
@@ -85,6 +86,17 @@ func (r *AbuseCounters) AddAbuse(ctx context.Context, counts []ops.AbuseCounts, 
 		}
 	}
 	return nil
+}
+
+// alertField is a's field in the alerts hash: its rule, scope and
+// subject, and its service when it is a named service's (the default
+// service's alerts keep the field they had before services).
+func alertField(a ops.AbuseAlert) string {
+	f := a.Rule + "|" + a.Scope + "|" + a.Subject
+	if a.Service != guard.DefaultService {
+		f += "|" + a.Service
+	}
+	return f
 }
 
 // pipeliner is what reading the attack view needs: a plain pipeline,

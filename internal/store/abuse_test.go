@@ -3,6 +3,7 @@ package store_test
 import (
 	"context"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -146,5 +147,43 @@ func TestAbuseServicesBoundedPerService(t *testing.T) {
 	}
 	if d.Hours[0].Countries["GB|s"] != 4 {
 		t.Errorf("countries: %v", d.Hours[0].Countries)
+	}
+}
+
+// TestAbuseAlertsPerService: two services' alerts of one rule on one
+// subject are two alerts, each naming its service; the default service's
+// keeps the field it had before services.
+func TestAbuseAlertsPerService(t *testing.T) {
+	tg := redistest.New(t)
+	s, _, rdb := redistest.StoreAt(t, tg)
+	ctx := context.Background()
+	now := time.Unix(1_780_000_000, 0)
+	const shop = "VA0123456789abcdef0123456789abcdef"
+	alert := func(service, outcome string) ops.AbuseAlert {
+		return ops.AbuseAlert{Rule: "velocity", Scope: "country", Subject: "NG", Country: "NG", Service: service, Outcome: outcome,
+			At: now, Until: now.Add(time.Hour), Detail: "country=NG ..."}
+	}
+	alerts := []ops.AbuseAlert{alert("", "unusual_volume"), alert(shop, "unusual_volume")}
+	if err := s.AbuseCounters.AddAbuse(ctx, nil, alerts, now); err != nil {
+		t.Fatal(err)
+	}
+	d, err := s.AbuseCounters.ReadAbuse(ctx, []int64{now.Unix() / 3600})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]bool{}
+	for _, a := range d.Alerts {
+		got[a.Service] = a.Subject == "NG"
+	}
+	if len(d.Alerts) != 2 || !got[""] || !got[shop] {
+		t.Errorf("alerts: %+v, want the default service's and the shop's on NG", d.Alerts)
+	}
+	fields, err := rdb.HKeys(ctx, tg.Prefix+"ops:abuse:{abuse}:alerts").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	slices.Sort(fields)
+	if want := []string{"velocity|country|NG", "velocity|country|NG|" + shop}; !slices.Equal(fields, want) {
+		t.Errorf("alert fields %v, want %v", fields, want)
 	}
 }
