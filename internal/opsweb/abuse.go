@@ -197,10 +197,7 @@ type abuseServiceCountryJSON struct {
 }
 
 type abuseAlertJSON struct {
-	Rule string `json:"rule"`
-	// Service is the SID of the service whose sends the rule judged;
-	// absent for the default service's.
-	Service     string    `json:"service,omitempty"`
+	Rule        string    `json:"rule"`
 	Scope       string    `json:"scope"`
 	Subject     string    `json:"subject"`
 	Country     string    `json:"country,omitempty"`
@@ -209,6 +206,9 @@ type abuseAlertJSON struct {
 	Until       time.Time `json:"until"`
 	SecondsLeft int64     `json:"seconds_left"`
 	Detail      string    `json:"detail"`
+	// Service is the SID of the service whose sends the rule judged;
+	// absent for the default service's.
+	Service string `json:"service,omitempty"`
 }
 
 type abuseAutoJSON struct {
@@ -366,10 +366,7 @@ func toWindowJSON(w ops.AbuseWindow, now time.Time) abuseWindowJSON {
 	}
 	for _, r := range w.Services {
 		sj := abuseServiceJSON{Service: guard.ServiceLabel(r.Service), FriendlyName: r.FriendlyName, abuseTallyJSON: toTallyJSON(r.AbuseTally),
-			Countries: []abuseServiceCountryJSON{}, CountriesTotal: r.CountriesTotal}
-		if r.Service == guard.DefaultService {
-			sj.Default = true
-		}
+			Default: r.Service == guard.DefaultService, Countries: []abuseServiceCountryJSON{}, CountriesTotal: r.CountriesTotal}
 		for _, c := range r.Countries {
 			sj.Countries = append(sj.Countries, abuseServiceCountryJSON{Country: c.Country, abuseTallyJSON: toTallyJSON(c.AbuseTally)})
 		}
