@@ -166,6 +166,30 @@ type AbuseWindow struct {
 	CountriesTotal int            `json:"countries_total"`
 	Prefixes       []AbusePrefix  `json:"prefixes"`
 	PrefixesTotal  int            `json:"prefixes_total"`
+	// Services are each Verify service's traffic, the default service
+	// first; empty when the policy file names no service.
+	Services []AbuseService `json:"services,omitempty"`
+}
+
+// AbuseService is one service's traffic in a window: its totals and its
+// busiest countries.
+type AbuseService struct {
+	AbuseTally
+	// Service is the Verify service SID, or "default" for the default
+	// service (the API keys' and the service marked default's).
+	Service      string `json:"service"`
+	Default      bool   `json:"default"`
+	FriendlyName string `json:"friendly_name,omitempty"`
+	// Countries are its busiest countries ("~other" for those past the
+	// cap), CountriesTotal how many it has.
+	Countries      []AbuseServiceCountry `json:"countries"`
+	CountriesTotal int                   `json:"countries_total"`
+}
+
+// AbuseServiceCountry is one country of a service.
+type AbuseServiceCountry struct {
+	AbuseTally
+	Country string `json:"country"`
 }
 
 // AbuseAlert is a live conversion or velocity alert.
@@ -179,6 +203,9 @@ type AbuseAlert struct {
 	Until       time.Time `json:"until"`
 	SecondsLeft int64     `json:"seconds_left"`
 	Detail      string    `json:"detail"`
+	// Service is the SID of the Verify service whose sends the rule
+	// judged; "" for the default service's.
+	Service string `json:"service,omitempty"`
 }
 
 // AutoBlock is a deny-list entry the conversion watch made, with the time

@@ -24,14 +24,18 @@ type abuseView struct {
 
 // startAbuseView starts the recorder's flusher; the returned stop flushes
 // once more and waits for it. The reader shows the limits of policy as
-// the overrides this instance enforces tighten them, as a send meets them.
-func startAbuseView(g guarded.Store, policy func() guard.OTPPolicy, overrides guard.Overrides, deny *ops.DenyCache, now func() time.Time, log *slog.Logger) (*abuseView, func()) {
+// the overrides this instance enforces tighten them, as a send meets them;
+// both count and show each service of services (the policy file's in
+// force) apart.
+func startAbuseView(g guarded.Store, policy func() guard.OTPPolicy, services func() []guard.Service, overrides guard.Overrides,
+	deny *ops.DenyCache, now func() time.Time, log *slog.Logger) (*abuseView, func()) {
 	if now == nil {
 		now = time.Now
 	}
 	v := &abuseView{
-		recorder: ops.NewAbuseRecorder(ops.AbuseRecorderOptions{Store: g, Policy: policy, Now: now, Logger: log}),
-		desk:     ops.NewAbuseDesk(ops.AbuseDeskOptions{Store: g, Policy: policy, Overrides: overrides, Deny: deny, Now: now}),
+		recorder: ops.NewAbuseRecorder(ops.AbuseRecorderOptions{Store: g, Policy: policy, Services: services, Now: now, Logger: log}),
+		desk: ops.NewAbuseDesk(ops.AbuseDeskOptions{Store: g, Policy: policy, Services: services, Overrides: overrides, Deny: deny,
+			Now: now}),
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup

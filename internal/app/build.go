@@ -106,7 +106,7 @@ func (w *wiring) openOpsDesk(ctx context.Context) (err error) {
 // events are tallied per hour in Redis beside the audit trail.
 func (w *wiring) watchAbuse(_ context.Context) error {
 	a := w.a
-	abuse, stop := startAbuseView(w.guarded, w.o.policy, a.ops.overrides, a.ops.deny, w.o.now, a.log)
+	abuse, stop := startAbuseView(w.guarded, w.o.policy, func() []guard.Service { return a.live.policy().Services }, a.ops.overrides, a.ops.deny, w.o.now, a.log)
 	a.onClose(stop)
 	a.abuse = abuse
 	return nil

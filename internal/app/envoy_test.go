@@ -88,8 +88,8 @@ func TestEnvoyServed(t *testing.T) {
 	w := httptest.NewRecorder()
 	a.Handler().ServeHTTP(w, httptest.NewRequest(http.MethodGet, "/metrics", nil))
 	for _, want := range []string{
-		`otpguard_decisions_total{outcome="allowed",policy="d.k"} 2`,
-		`otpguard_decisions_total{outcome="rate_limited",policy="d.k"} 1`,
+		`otpguard_decisions_total{outcome="allowed",policy="d.k",service=""} 2`,
+		`otpguard_decisions_total{outcome="rate_limited",policy="d.k",service=""} 1`,
 		`otpguard_envoy_descriptors_total{domain="d",result="decided"} 5`,
 		`otpguard_envoy_config_reload_total{result="error"} 1`,
 	} {

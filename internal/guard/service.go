@@ -24,13 +24,25 @@ import (
 // A service other than the default may have a policy of its own, an
 // overlay on the deployment's otp: policy (servicepolicy.go), and counts
 // its limits and automatic rules in rooms of its own (room.go): one
-// service's attacker spends none of another's users' room.
-//
-// What a service does not have yet: its own rows in metrics and the
-// attack view.
+// service's attacker spends none of another's users' room. Its rows in
+// metrics (the service label of the OTP decisions) and in the attack view
+// (ops/abuse_services.go) are its own.
 
 // DefaultService is the owner tag of the default service's verifications.
 const DefaultService = ""
+
+// DefaultServiceLabel names the default service where a name must not be
+// empty: the metrics' service label, the attack view's service rows.
+const DefaultServiceLabel = "default"
+
+// ServiceLabel is owner as metrics and the attack view name it: its SID,
+// DefaultServiceLabel for the default service's "".
+func ServiceLabel(owner string) string {
+	if owner == DefaultService {
+		return DefaultServiceLabel
+	}
+	return owner
+}
 
 // Service is one tenant of the policy file's services: section.
 type Service struct {

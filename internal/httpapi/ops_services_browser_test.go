@@ -1,6 +1,7 @@
 package httpapi_test
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"slices"
@@ -18,7 +19,8 @@ import (
 // send and verify; the page, in a real Chromium on a phone's viewport,
 // lists each with its day's sends and verified checks, and a service's
 // Events link opens the event list filtered to that service's events,
-// its SID in the filter's service field.
+// its SID in the filter's service field. The attack view's By service
+// table shows the same sends and verified checks.
 func TestOpsServicesInChromium(t *testing.T) {
 	exe := browsertest.Chromium(t)
 	oc := servicesCluster(t, sqlstore.EngineSQLite, deskShop, deskBank)
@@ -35,6 +37,10 @@ func TestOpsServicesInChromium(t *testing.T) {
 		deskShop.sid: {Service: deskShop.sid, Sends: 3, Verified: 2},
 		deskBank.sid: {Service: deskBank.sid, Sends: 1, Verified: 1},
 	})
+
+	if err := oc.instances[0].app.FlushAbuse(context.Background()); err != nil { // the attack view's counts
+		t.Fatal(err)
+	}
 
 	base := oc.instances[0].srv.URL
 	ctx := browsertest.Headless(t, exe, 3*time.Minute)
@@ -66,6 +72,22 @@ func TestOpsServicesInChromium(t *testing.T) {
 		}
 		if got := text(row + " .service-verified"); got != tc.verified {
 			t.Errorf("%s: verified %q, want %s", tc.name, got, tc.verified)
+		}
+		// The attack view's By service table, last hour: the same figures,
+		// the country under the service.
+		label := tc.sid
+		if label == "" {
+			label = "default"
+		}
+		abuse := fmt.Sprintf(`#services-hour tr.service-abuse-row[data-service=%q]`, label)
+		if got := text(abuse + ` td[data-label="Sent"]`); got != tc.sent {
+			t.Errorf("%s: the attack view's sent %q, want %s", tc.name, got, tc.sent)
+		}
+		if got := text(abuse + ` td[data-label="Verified"]`); got != tc.verified {
+			t.Errorf("%s: the attack view's verified %q, want %s", tc.name, got, tc.verified)
+		}
+		if got := text(abuse + ` + tr.service-country-row td[data-label="Country"]`); got != "GB" {
+			t.Errorf("%s: the attack view's country %q, want GB", tc.name, got)
 		}
 	}
 

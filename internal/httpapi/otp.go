@@ -58,7 +58,7 @@ func (h *otpHandlers) sendOTP(c echo.Context) error {
 		return err // a duplicate: its Idempotency-Key's holder answers it (idempotency.go)
 	}
 	logPhone(c, res.Phone.E164)
-	h.metrics.Send(res.Phone.Region, err)
+	h.metrics.Send(guard.DefaultService, res.Phone.Region, err)
 	if err != nil {
 		return err
 	}
@@ -87,7 +87,7 @@ func (h *otpHandlers) verifyOTP(c echo.Context) error {
 	}
 	res, err := h.live.Load().OTP.VerifyCode(c.Request().Context(), guard.VerifyRequest{Phone: req.Phone, Code: req.Code})
 	logPhone(c, res.Phone.E164)
-	h.metrics.Decision(metrics.PolicyVerify, metrics.Outcome(err))
+	h.metrics.Verify(guard.DefaultService, err)
 	if err != nil {
 		return err
 	}

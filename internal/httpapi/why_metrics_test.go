@@ -103,10 +103,10 @@ func TestMetricsFromStart(t *testing.T) {
 	c, _ := miniCluster(t, 1, whyPolicies())
 	fams := scrape(t, c, 0)
 	for _, s := range [][]string{
-		{"otpguard_decisions_total", "policy", "otp_send", "outcome", "budget_exhausted"},
-		{"otpguard_decisions_total", "policy", "otp_send", "outcome", "allowed"},
-		{"otpguard_decisions_total", "policy", "otp_verify", "outcome", "too_many_attempts"},
-		{"otpguard_decisions_total", "policy", "api", "outcome", "rate_limited"},
+		{"otpguard_decisions_total", "policy", "otp_send", "outcome", "budget_exhausted", "service", "default"},
+		{"otpguard_decisions_total", "policy", "otp_send", "outcome", "allowed", "service", "default"},
+		{"otpguard_decisions_total", "policy", "otp_verify", "outcome", "too_many_attempts", "service", "default"},
+		{"otpguard_decisions_total", "policy", "api", "outcome", "rate_limited", "service", ""},
 		{"otpguard_decisions_from_memory_total", "policy", "api"},
 		{"otpguard_budget_refused_total", "window", "hour"},
 		{"otpguard_conversion_alerts_total", "scope", "prefix", "action", "blocked"},
@@ -166,8 +166,8 @@ func TestMetricsFromStart(t *testing.T) {
 	wantSample(t, fams, 1, "otpguard_sms_sent_by_country_total", "country", "IN")
 	wantSample(t, fams, 0, "otpguard_sms_sent_by_country_total", "country", "GB")
 	wantSample(t, fams, 1, "otpguard_sms_provider_duration_seconds", "provider", "custom", "channel", "sms", "outcome", "sent")
-	wantSample(t, fams, 1, "otpguard_decisions_total", "policy", "otp_send", "outcome", "cooldown")
-	wantSample(t, fams, 1, "otpguard_decisions_total", "policy", "otp_send", "outcome", "country_not_allowed")
+	wantSample(t, fams, 1, "otpguard_decisions_total", "policy", "otp_send", "outcome", "cooldown", "service", "default")
+	wantSample(t, fams, 1, "otpguard_decisions_total", "policy", "otp_send", "outcome", "country_not_allowed", "service", "default")
 	// One send left: the budget counted it (the refusals came before it).
 	wantSample(t, fams, 1, "otpguard_sms_budget_used", "window", "hour")
 	if v, ok := sample(fams, "otpguard_sms_budget_reset_seconds", "window", "hour"); !ok || v <= 0 || v > 3600 {

@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
+	"github.com/otpguard/otpguard/internal/guard"
 	"github.com/otpguard/otpguard/internal/problem"
 )
 
@@ -39,8 +40,8 @@ func New() *Set {
 		Registry: prometheus.NewRegistry(),
 		decisions: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "otpguard_decisions_total",
-			Help: "Decisions by policy (otp_send, otp_verify or a limit policy) and outcome (allowed or the refusal's code).",
-		}, []string{"policy", "outcome"}),
+			Help: "Decisions by policy (otp_send, otp_verify or a limit policy), outcome (allowed or the refusal's code) and, for otp_send and otp_verify, service (a Verify service SID of the policy file, or default; empty for a limit policy).",
+		}, []string{"policy", "outcome", "service"}),
 		memory: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "otpguard_decisions_from_memory_total",
 			Help: "Limit checks denied from this instance's memory of an exact denial that still holds (mode memory), with no round trip to Redis, by policy. Also counted in otpguard_decisions_total.",
@@ -59,10 +60,10 @@ func New() *Set {
 			Help: "Requests shed with 503 overloaded, by route: more decisions in flight than OTPGUARD_MAX_IN_FLIGHT, or a call to a healthy Redis that outlived OTPGUARD_REDIS_MAX_WAIT.",
 		}, []string{"route"}),
 	}
-	m.decisionOf = newChildren(func(policy, outcome string) prometheus.Counter {
-		return m.decisions.WithLabelValues(policy, outcome)
+	m.decisionOf = newChildren(func(policy, outcome, service string) prometheus.Counter {
+		return m.decisions.WithLabelValues(policy, outcome, service)
 	})
-	m.memoryOf = newChildren(func(policy, _ string) prometheus.Counter { return m.memory.WithLabelValues(policy) })
+	m.memoryOf = newChildren(func(policy, _, _ string) prometheus.Counter { return m.memory.WithLabelValues(policy) })
 	m.redisOK = m.redis.WithLabelValues("ok")
 	for _, route := range []string{"/otp/send", "/otp/verify", "/limits/check"} {
 		m.shed.WithLabelValues(route) // from zero, so alert rules work before the first
@@ -73,14 +74,21 @@ func New() *Set {
 	return m
 }
 
-// Decision counts one decision.
+// Decision counts one decision of a limit policy (no service).
 func (m *Set) Decision(policy, outcome string) {
-	m.decisionOf.with(policy, outcome).Inc()
+	m.decisionOf.with(policy, outcome, "").Inc()
+}
+
+// Verify counts one OTP check's decision for service: the owner tag of a
+// service of the policy file ("" the default service, guard.Service.Owner),
+// never a caller's string, so that the label's values stay the file's.
+func (m *Set) Verify(service string, err error) {
+	m.decisionOf.with(PolicyVerify, Outcome(err), guard.ServiceLabel(service)).Inc()
 }
 
 // FromMemory counts one limit check denied from memory (limit.ModeMemory).
 func (m *Set) FromMemory(policy string) {
-	m.memoryOf.with(policy, "").Inc()
+	m.memoryOf.with(policy, "", "").Inc()
 }
 
 // SMS counts one SMS handed to the provider.
@@ -92,12 +100,12 @@ func (m *Set) SMS(sent bool) {
 	}
 }
 
-// Send counts a send's decision and the SMS it made or failed to make
-// (err nil: sent to region), the same for every route that sends
-// (/otp/send, Verify's Verifications): the provider's refusals are SMS
-// that failed, the guard's refusals no SMS at all.
-func (m *Set) Send(region string, err error) {
-	m.Decision(PolicySend, Outcome(err))
+// Send counts a send's decision for service (as Verify's) and the SMS it
+// made or failed to make (err nil: sent to region), the same for every
+// route that sends (/otp/send, Verify's Verifications): the provider's
+// refusals are SMS that failed, the guard's refusals no SMS at all.
+func (m *Set) Send(service, region string, err error) {
+	m.decisionOf.with(PolicySend, Outcome(err), guard.ServiceLabel(service)).Inc()
 	switch problem.CodeOf(err) {
 	case "":
 		m.SMS(true)

@@ -37,20 +37,24 @@ const (
 )
 
 // Prepare creates, at zero, the series of every policy and outcome p can
-// produce: decisions of the OTP routes and of each limit policy, the SMS
-// and Redis results, and the sends of each country p names.
+// produce: decisions of the OTP routes (for the default service and each
+// service p names) and of each limit policy, the SMS and Redis results,
+// and the sends of each country p names. A service a reload adds gets its
+// series with their first value.
 func (m *Set) Prepare(p guard.Policies) {
-	m.decisions.WithLabelValues(PolicySend, "allowed")
-	for _, c := range sendOutcomes {
-		m.decisions.WithLabelValues(PolicySend, string(c))
-	}
-	m.decisions.WithLabelValues(PolicyVerify, "allowed")
-	for _, c := range verifyOutcomes {
-		m.decisions.WithLabelValues(PolicyVerify, string(c))
+	for _, service := range serviceLabels(p.Services) {
+		m.decisions.WithLabelValues(PolicySend, "allowed", service)
+		for _, c := range sendOutcomes {
+			m.decisions.WithLabelValues(PolicySend, string(c), service)
+		}
+		m.decisions.WithLabelValues(PolicyVerify, "allowed", service)
+		for _, c := range verifyOutcomes {
+			m.decisions.WithLabelValues(PolicyVerify, string(c), service)
+		}
 	}
 	for _, name := range p.LimitNames() {
-		m.decisions.WithLabelValues(name, "allowed")
-		m.decisions.WithLabelValues(name, string(problem.CodeRateLimited))
+		m.decisions.WithLabelValues(name, "allowed", "")
+		m.decisions.WithLabelValues(name, string(problem.CodeRateLimited), "")
 		m.memory.WithLabelValues(name)
 	}
 	m.sms.WithLabelValues("sent")
@@ -83,6 +87,19 @@ func (a *Abuse) Prepare(p guard.Policies) {
 		a.velocityRefused.WithLabelValues(r)
 		a.velocityAlerts.WithLabelValues(r)
 	}
+}
+
+// serviceLabels are the service label's values services give: the
+// default service's, then each named service's SID (the service marked
+// default is the default service).
+func serviceLabels(services []guard.Service) []string {
+	out := []string{guard.DefaultServiceLabel}
+	for _, s := range services {
+		if !s.Default {
+			out = append(out, guard.ServiceLabel(s.Owner()))
+		}
+	}
+	return out
 }
 
 // policyCountries are the regions the OTP policy names: its allowed

@@ -27,6 +27,10 @@ import (
 //	           (guard.CarrierOf), keyed by its normalised key, its name
 //	           kept for people; past the cap a country's new carriers count
 //	           as "<REGION>|~other|other|<kind>"
+//	services:  "<service>|<REGION>|s" (and v, r, r:<code>): the service's
+//	           SID, "~default" for the default service (abuse_services.go);
+//	           counted only when the policy file names services; past the
+//	           cap a service's new countries count as "<service>|~other|<kind>"
 //
 // They are counted from the audit events the OTP rules already emit (the
 // AbuseRecorder is an EventSink beside the audit queue), in memory, and
@@ -44,6 +48,7 @@ const (
 	MaxCountryFields = 1200 // ~250 regions x (s, v, r) and the refusal codes met
 	MaxPrefixFields  = 900  // 300 prefixes x (s, v, r)
 	MaxCarrierFields = 1800 // 300 carriers of the countries met x (s, v, r, challenged, solved, solved_cap)
+	MaxServiceFields = 2400 // e.g. 10 services x 60 countries x (s, v, r and a refusal code)
 	// maxPendingFields bounds what one instance holds while the store does
 	// not answer; past it, new counts are dropped (and counted).
 	maxPendingFields = 20000
@@ -58,6 +63,7 @@ type AbuseCounts struct {
 	Countries map[string]int64
 	Prefixes  map[string]int64
 	Carriers  map[string]int64
+	Services  map[string]int64
 }
 
 // AbuseAlert is an alert of the conversion watch or the country velocity
@@ -67,6 +73,10 @@ type AbuseAlert struct {
 	Subject string // the prefix (+91987650), the region (NG) or the carrier ("NG / MTN")
 	Country string
 	Rule    string // "conversion" or "velocity"
+	// Service is the SID of the service whose sends the rule judged; ""
+	// the default service's (and every alert before services counted
+	// apart): two services' alerts on one subject are two alerts.
+	Service string
 	Outcome string // reported, blocked, quarantined, unusual_volume
 	At      time.Time
 	Until   time.Time
@@ -79,6 +89,7 @@ type AbuseHour struct {
 	Countries map[string]int64
 	Prefixes  map[string]int64
 	Carriers  map[string]int64
+	Services  map[string]int64
 }
 
 // Budget window as read back: the counter and how long it still runs.
@@ -120,9 +131,12 @@ type AbuseCounters interface {
 type AbuseRecorderOptions struct {
 	Store  AbuseCounters
 	Policy func() guard.OTPPolicy
-	Every  time.Duration // flush interval; 1 s when 0
-	Logger *slog.Logger
-	Now    func() time.Time
+	// Services are the policy file's services in force; nil or none: the
+	// recorder counts no service rows (abuse_services.go).
+	Services func() []guard.Service
+	Every    time.Duration // flush interval; 1 s when 0
+	Logger   *slog.Logger
+	Now      func() time.Time
 }
 
 // AbuseRecorder counts the OTP rules' events for the attack view and adds
@@ -207,6 +221,7 @@ func (a *AbuseRecorder) count(e guard.Event, kinds []string) {
 	p := a.o.Policy()
 	h := e.At.Unix() / 3600
 	carrier := carrierField(e.Phone, region) // libphonenumber, outside the lock
+	service, byService := a.serviceField(e.Service)
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	c := a.pending[h]
@@ -228,6 +243,9 @@ func (a *AbuseRecorder) count(e guard.Event, kinds []string) {
 		add(c.Countries, region+"|"+k)
 		if carrierKind(k) {
 			add(c.Carriers, carrier+k)
+		}
+		if byService && serviceKind(k) {
+			add(c.Services, service+"|"+region+"|"+k)
 		}
 	}
 	seen := map[string]bool{"": e.Phone == ""} // no number (a risk lookup's event): no prefix
@@ -256,7 +274,8 @@ func (a *AbuseRecorder) alertOf(e guard.Event) (AbuseAlert, bool) {
 	if scope == "carrier" {
 		subject = guard.CarrierSubjectName(subject)
 	}
-	al := AbuseAlert{Scope: scope, Subject: subject, Country: Region(e.Country), Outcome: e.Outcome, At: e.At, Detail: e.Detail}
+	al := AbuseAlert{Scope: scope, Subject: subject, Country: Region(e.Country), Service: e.Service, Outcome: e.Outcome, At: e.At,
+		Detail: e.Detail}
 	p := a.o.Policy()
 	switch e.Action {
 	case guard.ActionVelocity: // until the clock hour ends
@@ -341,7 +360,7 @@ func (a *AbuseRecorder) mergeBack(counts []AbuseCounts, alerts []AbuseAlert) {
 			p = newAbuseCounts(c.Hour)
 			a.pending[c.Hour] = p
 		}
-		for _, m := range [][2]map[string]int64{{p.Countries, c.Countries}, {p.Prefixes, c.Prefixes}, {p.Carriers, c.Carriers}} {
+		for _, m := range [][2]map[string]int64{{p.Countries, c.Countries}, {p.Prefixes, c.Prefixes}, {p.Carriers, c.Carriers}, {p.Services, c.Services}} {
 			for f, n := range m[1] {
 				if _, ok := m[0][f]; !ok {
 					if a.fields >= maxPendingFields {

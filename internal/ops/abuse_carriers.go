@@ -27,7 +27,8 @@ const (
 const maxCarrierName = 40
 
 func newAbuseCounts(hour int64) *AbuseCounts {
-	return &AbuseCounts{Hour: hour, Countries: map[string]int64{}, Prefixes: map[string]int64{}, Carriers: map[string]int64{}}
+	return &AbuseCounts{Hour: hour, Countries: map[string]int64{}, Prefixes: map[string]int64{}, Carriers: map[string]int64{},
+		Services: map[string]int64{}}
 }
 
 // carrierKind reports whether the carriers count kind: sends, refusals,

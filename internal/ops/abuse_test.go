@@ -37,6 +37,9 @@ func (f *fakeAbuseCounters) AddAbuse(_ context.Context, counts []ops.AbuseCounts
 		for k, n := range c.Carriers {
 			f.counts["k "+k] += n
 		}
+		for k, n := range c.Services {
+			f.counts["s "+k] += n
+		}
 	}
 	f.alerts = append(f.alerts, alerts...)
 	return nil

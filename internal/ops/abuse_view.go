@@ -26,7 +26,10 @@ type AbuseDeskOptions struct {
 	// by them as the send path does (guard.Enforced). nil: none.
 	Overrides guard.Overrides
 	Deny      *DenyCache // the automatic blocks; nil: none listed
-	Now       func() time.Time
+	// Services are the policy file's services in force; nil or none: the
+	// view has no service rows (abuse_services.go).
+	Services func() []guard.Service
+	Now      func() time.Time
 }
 
 // AbuseDesk reads the attack view: two store round trips per view (the
@@ -151,6 +154,9 @@ type AbuseWindow struct {
 	CountriesTotal int
 	Prefixes       []PrefixRow
 	PrefixesTotal  int
+	// Services are each service's rows (abuse_services.go); none when the
+	// policy file names no service.
+	Services []ServiceRow
 }
 
 // BudgetState is one spend budget window.
@@ -205,6 +211,11 @@ func (d *AbuseDesk) Read(ctx context.Context, top int) (AbuseReport, error) {
 	rep.Windows = []AbuseWindow{
 		window("hour", data.Hours[:2], time.Unix((cur-1)*3600, 0), top, p, e, spent, spentCarriers),
 		window("day", data.Hours[:24], time.Unix((cur-23)*3600, 0), top, p, e, spent, spentCarriers),
+	}
+	if d.o.Services != nil {
+		services := d.o.Services()
+		rep.Windows[0].Services = serviceRows(data.Hours[:2], services, top)
+		rep.Windows[1].Services = serviceRows(data.Hours[:24], services, top)
 	}
 	if err := d.addVelocityLimits(ctx, rep.Windows, p, now); err != nil {
 		return AbuseReport{}, err
@@ -290,7 +301,7 @@ func liveAlerts(alerts []AbuseAlert, now time.Time) []AbuseAlert {
 		if c := b.At.Compare(a.At); c != 0 {
 			return c
 		}
-		return strings.Compare(a.Rule+"|"+a.Scope+"|"+a.Subject, b.Rule+"|"+b.Scope+"|"+b.Subject)
+		return strings.Compare(a.Rule+"|"+a.Scope+"|"+a.Subject+"|"+a.Service, b.Rule+"|"+b.Scope+"|"+b.Subject+"|"+b.Service)
 	})
 	return out
 }

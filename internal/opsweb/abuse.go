@@ -175,6 +175,25 @@ type abuseWindowJSON struct {
 	CountriesTotal int                `json:"countries_total"`
 	Prefixes       []abusePrefixJSON  `json:"prefixes"`
 	PrefixesTotal  int                `json:"prefixes_total"`
+	// Services are each service's rows (ops.ServiceRow); absent when the
+	// policy file names no service.
+	Services []abuseServiceJSON `json:"services,omitempty"`
+}
+
+// abuseServiceJSON is one service in a window: "default" for the default
+// service (as the metrics' service label names it), else its SID.
+type abuseServiceJSON struct {
+	Service      string `json:"service"`
+	Default      bool   `json:"default"`
+	FriendlyName string `json:"friendly_name,omitempty"`
+	abuseTallyJSON
+	Countries      []abuseServiceCountryJSON `json:"countries"`
+	CountriesTotal int                       `json:"countries_total"`
+}
+
+type abuseServiceCountryJSON struct {
+	Country string `json:"country"`
+	abuseTallyJSON
 }
 
 type abuseAlertJSON struct {
@@ -187,6 +206,9 @@ type abuseAlertJSON struct {
 	Until       time.Time `json:"until"`
 	SecondsLeft int64     `json:"seconds_left"`
 	Detail      string    `json:"detail"`
+	// Service is the SID of the service whose sends the rule judged;
+	// absent for the default service's.
+	Service string `json:"service,omitempty"`
 }
 
 type abuseAutoJSON struct {
@@ -259,7 +281,7 @@ func (a *attackView) read(ctx context.Context, top int) (*abuseJSON, error) {
 		}
 	}
 	for _, a := range rep.Alerts {
-		v.Alerts = append(v.Alerts, abuseAlertJSON{Rule: a.Rule, Scope: a.Scope, Subject: a.Subject, Country: a.Country,
+		v.Alerts = append(v.Alerts, abuseAlertJSON{Rule: a.Rule, Service: a.Service, Scope: a.Scope, Subject: a.Subject, Country: a.Country,
 			Outcome: a.Outcome, At: a.At.UTC(), Until: a.Until.UTC(), SecondsLeft: seconds(a.Until.Sub(now)), Detail: a.Detail})
 	}
 	for _, e := range rep.AutoBlocks {
@@ -341,6 +363,14 @@ func toWindowJSON(w ops.AbuseWindow, now time.Time) abuseWindowJSON {
 			pj.Limit = &l
 		}
 		j.Prefixes = append(j.Prefixes, pj)
+	}
+	for _, r := range w.Services {
+		sj := abuseServiceJSON{Service: guard.ServiceLabel(r.Service), FriendlyName: r.FriendlyName, abuseTallyJSON: toTallyJSON(r.AbuseTally),
+			Default: r.Service == guard.DefaultService, Countries: []abuseServiceCountryJSON{}, CountriesTotal: r.CountriesTotal}
+		for _, c := range r.Countries {
+			sj.Countries = append(sj.Countries, abuseServiceCountryJSON{Country: c.Country, abuseTallyJSON: toTallyJSON(c.AbuseTally)})
+		}
+		j.Services = append(j.Services, sj)
 	}
 	return j
 }

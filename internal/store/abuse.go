@@ -26,7 +26,8 @@ var _ ops.AbuseCounters = (*AbuseCounters)(nil)
 //	<prefix>ops:abuse:{abuse}:c:<hour>  hash, countries' sent/verified/refused
 //	<prefix>ops:abuse:{abuse}:p:<hour>  hash, prefixes' sent/verified/refused
 //	<prefix>ops:abuse:{abuse}:k:<hour>  hash, carriers' (per country) sent/verified/refused
-//	<prefix>ops:abuse:{abuse}:alerts    hash, rule|scope|subject -> "<until> <json>"
+//	<prefix>ops:abuse:{abuse}:s:<hour>  hash, services' (per country) sent/verified/refused
+//	<prefix>ops:abuse:{abuse}:alerts    hash, rule|scope|subject[|service] -> "<until> <json>"
 //
 // One hash tag, so that one script writes them all on Redis Cluster.
 
@@ -44,6 +45,7 @@ type alertJSON struct {
 	Subject string    `json:"subject"`
 	Country string    `json:"country"`
 	Rule    string    `json:"rule"`
+	Service string    `json:"service,omitempty"`
 	Outcome string    `json:"outcome"`
 	At      time.Time `json:"at"`
 	Until   time.Time `json:"until"`
@@ -58,8 +60,8 @@ func (r *AbuseCounters) AddAbuse(ctx context.Context, counts []ops.AbuseCounts, 
 	}
 	ttl := int64(ops.AbuseTTL / time.Second)
 	for i, c := range counts {
-		args := []any{ttl, ops.MaxCountryFields, ops.MaxPrefixFields, now.Unix(), maxAlerts, ops.MaxCarrierFields}
-		for _, m := range []map[string]int64{c.Countries, c.Prefixes, c.Carriers} {
+		args := []any{ttl, ops.MaxCountryFields, ops.MaxPrefixFields, now.Unix(), maxAlerts, ops.MaxCarrierFields, ops.MaxServiceFields}
+		for _, m := range []map[string]int64{c.Countries, c.Prefixes, c.Carriers, c.Services} {
 			args = append(args, len(m))
 			for f, d := range m {
 				args = append(args, f, d)
@@ -74,15 +76,27 @@ func (r *AbuseCounters) AddAbuse(ctx context.Context, counts []ops.AbuseCounts, 
 			if err != nil {
 				return fmt.Errorf("store: add abuse: %w", err)
 			}
-			args = append(args, a.Rule+"|"+a.Scope+"|"+a.Subject, strconv.FormatInt(a.Until.Unix(), 10)+" "+string(v))
+			args = append(args, alertField(a), strconv.FormatInt(a.Until.Unix(), 10)+" "+string(v))
 		}
 		hs := strconv.FormatInt(c.Hour, 10)
-		keys := []string{r.key(abuseKey("c:" + hs)), r.key(abuseKey("p:" + hs)), r.key(abuseKey("k:" + hs)), r.key(abuseKey("alerts"))}
+		keys := []string{r.key(abuseKey("c:" + hs)), r.key(abuseKey("p:" + hs)), r.key(abuseKey("k:" + hs)), r.key(abuseKey("s:" + hs)),
+			r.key(abuseKey("alerts"))}
 		if err := abuseScript.Run(ctx, r.rdb, keys, args...).Err(); err != nil {
 			return fmt.Errorf("store: add abuse: %w", err)
 		}
 	}
 	return nil
+}
+
+// alertField is a's field in the alerts hash: its rule, scope and
+// subject, and its service when it is a named service's (the default
+// service's alerts keep the field they had before services).
+func alertField(a ops.AbuseAlert) string {
+	f := a.Rule + "|" + a.Scope + "|" + a.Subject
+	if a.Service != guard.DefaultService {
+		f += "|" + a.Service
+	}
+	return f
 }
 
 // pipeliner is what reading the attack view needs: a plain pipeline,
@@ -106,12 +120,12 @@ func (r *AbuseCounters) ReadAbuse(ctx context.Context, hours []int64) (ops.Abuse
 	if err != nil {
 		return ops.AbuseData{}, err
 	}
-	type hourCmds struct{ c, p, k *redis.MapStringStringCmd }
+	type hourCmds struct{ c, p, k, s *redis.MapStringStringCmd }
 	hcs := make([]hourCmds, len(hours))
 	for i, h := range hours {
 		hs := strconv.FormatInt(h, 10)
 		hcs[i] = hourCmds{pipe.HGetAll(ctx, r.key(abuseKey("c:"+hs))), pipe.HGetAll(ctx, r.key(abuseKey("p:"+hs))),
-			pipe.HGetAll(ctx, r.key(abuseKey("k:"+hs)))}
+			pipe.HGetAll(ctx, r.key(abuseKey("k:"+hs))), pipe.HGetAll(ctx, r.key(abuseKey("s:"+hs)))}
 	}
 	alerts := pipe.HGetAll(ctx, r.key(abuseKey("alerts")))
 	hk, dk := guard.BudgetKeys()
@@ -123,7 +137,7 @@ func (r *AbuseCounters) ReadAbuse(ctx context.Context, hours []int64) (ops.Abuse
 	var out ops.AbuseData
 	for i, h := range hours {
 		out.Hours = append(out.Hours, ops.AbuseHour{Hour: h, Countries: intFields(hcs[i].c.Val()), Prefixes: intFields(hcs[i].p.Val()),
-			Carriers: intFields(hcs[i].k.Val())})
+			Carriers: intFields(hcs[i].k.Val()), Services: intFields(hcs[i].s.Val())})
 	}
 	for _, v := range alerts.Val() {
 		_, js, ok := cutSpace(v)

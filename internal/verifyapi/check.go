@@ -8,7 +8,6 @@ import (
 
 	"github.com/otpguard/otpguard/internal/guard"
 	"github.com/otpguard/otpguard/internal/httpx"
-	"github.com/otpguard/otpguard/internal/metrics"
 	"github.com/otpguard/otpguard/internal/problem"
 )
 
@@ -47,7 +46,7 @@ func (h *Handlers) CheckVerification(c echo.Context) error {
 	}
 	res, err := st.OTP.VerifyCode(ctx, req)
 	httpx.LogPhone(c, res.Phone.E164)
-	h.metrics.Decision(metrics.PolicyVerify, metrics.Outcome(err))
+	h.metrics.Verify(t.Owner, err)
 	id := res.VerificationID
 	var pe *problem.Error
 	if err != nil {

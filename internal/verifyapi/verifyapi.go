@@ -177,7 +177,7 @@ func (h *Handlers) CreateVerification(c echo.Context) error {
 	res, err := st.OTP.Send(c.Request().Context(), guard.SendRequest{Phone: f["To"], ClientIP: f["DeviceIp"],
 		Challenge: f[paramChallenge], Service: t.Owner, Locale: f["Locale"], Channel: f["Channel"]})
 	httpx.LogPhone(c, res.Phone.E164)
-	h.metrics.Send(res.Phone.Region, err)
+	h.metrics.Send(t.Owner, res.Phone.Region, err)
 	if err != nil {
 		return err
 	}
