@@ -65,10 +65,18 @@ func (s *risk) instead(ctx context.Context, phone Phone, ip string, tier Tier, r
 	vouched := s.vouched(phone, refused.baseline)
 	if refused.holds {
 		return spent{takes: refused.held, channel: refused.channel, vouched: &vouchedPlace{counter: s.counter,
-			velocity: s.pumping.velocity, phone: phone, vol: *vouched.velocity, log: s.log}}, nil, true
+			velocity: s.pumping.velocity, phone: phone, vol: *vouched.velocity, uncut: refused.uncut, log: s.log}}, nil, true
 	}
 	vouched.channel, vouched.policy = refused.channel, refused.policy
 	sp, err = s.spend.spend(ctx, phone, ip, vouched)
+	if errors.Is(err, errVouchedCap) && refused.uncut != nil {
+		// A solved send the cap's cut refused: the cap without its cuts.
+		vouched.velocity = refused.uncut
+		sp, err = s.spend.spend(ctx, phone, ip, vouched)
+		if problem.CodeOf(err) == problem.CodeUnusualVolume {
+			return spent{}, nil, false
+		}
+	}
 	if err != nil && (errors.Is(err, errVouchedCap) || problem.CodeOf(err) == problem.CodeStoreUnavailable) {
 		return spent{}, nil, false // the vouched tier cannot take it: the challenge
 	}

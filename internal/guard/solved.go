@@ -22,6 +22,10 @@ type SolvedUse struct {
 	Used limit.Key // same hash tag as the VolumeTake's Key
 	TTL  time.Duration
 	Base limit.Key // the country's velocity counts (velocityKey); same hash tag
+	// Uncut: the cap without the conversion watch's cuts, the country's
+	// and its carrier's (vouched.go: a solved send the network vouches
+	// for, which the vouched tier's cap refused).
+	Uncut bool
 }
 
 // SolvedCapTake is the take of a send of service ("" the default

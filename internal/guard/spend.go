@@ -148,6 +148,9 @@ type spent struct {
 	// vouched is a low-scored send's place in the vouched tier, taken
 	// beside its code's save (vouchedplace.go); nil: none.
 	vouched *vouchedPlace
+	// uncut is, on a solved send a cut of the solved cap refused, its
+	// count without the cuts, which a low score may take (vouched.go).
+	uncut *VolumeTake
 }
 
 // spend takes every limit of a send at once: one Counter call, which the
@@ -252,6 +255,7 @@ func (s *spender) spend(ctx context.Context, phone Phone, ip string, abuse abuse
 	case vres != nil:
 		if !vres.Allowed {
 			sp := riskRead(vres, abuse, fellBack)
+			sp.uncut = uncutTake(vol, vres)
 			// Every such refusal is automatic but a reused solution's.
 			if abuse.lookup.settle(ctx, sp, !vres.Reused && !vol.Vouched) {
 				sp.held, taken, sp.holds = heldTakes(taken)
@@ -290,6 +294,19 @@ func riskRead(vres *VolumeResult, abuse abuseTakes, fellBack bool) spent {
 		sp.risk, sp.storeFailed, sp.baseline = vres.Risk, fellBack || vres.Fallback, vres.Baseline
 	}
 	return sp
+}
+
+// uncutTake is the count without the cuts of a solved send (vol) a cut
+// of the solved cap refused (vres: the country's, or its carrier's),
+// with no cached score to read again; nil for any other refusal.
+func uncutTake(vol *VolumeTake, vres *VolumeResult) *VolumeTake {
+	if vol.Solved == nil || vres.Reused || !vres.Quarantined {
+		return nil
+	}
+	u, used := *vol, *vol.Solved
+	used.Uncut = true
+	u.Solved, u.Risk = &used, limit.Key{}
+	return &u
 }
 
 // heldTakes splits what a refused send counted (taken, the refusing take

@@ -30,6 +30,9 @@ type vouchedPlace struct {
 	log      *slog.Logger
 	// without is the send's answer without its score (challenges.refused).
 	without func(ctx context.Context) error
+	// uncut (nil: none) is a solved send's count in the solved cap
+	// without its cuts (vouched.go), taken should the tier's cap refuse.
+	uncut *VolumeTake
 
 	// What take did, read once it returned: counted (a refund is owed
 	// if the send does not leave), or refused (the send holds nothing).
@@ -43,11 +46,33 @@ func (v *vouchedPlace) take(ctx context.Context) error {
 		v.counted = true
 		return nil
 	}
+	if errors.Is(err, errVouchedCap) && v.uncut != nil && v.countUncut(ctx) {
+		v.vol, v.counted = *v.uncut, true // its refund goes to the solved cap's counts
+		return nil
+	}
 	v.refused = true
 	if errors.Is(err, errVouchedCap) || problem.CodeOf(err) == problem.CodeStoreUnavailable {
 		return v.without(ctx)
 	}
 	return err // overloaded: shed, as any send's count is
+}
+
+// countUncut counts a solved send the tier's cap refused in the solved
+// cap without its cuts (v.uncut): one more round trip, only then. It
+// reports whether the cap counted it; a refusal, or a store that cannot
+// answer, is the send's answer without its score.
+func (v *vouchedPlace) countUncut(ctx context.Context) bool {
+	sc, ok := v.counter.(SendCounter)
+	if !ok {
+		counted, _, err := v.velocity.takeAlone(ctx, v.phone, *v.uncut)
+		return err == nil && counted
+	}
+	_, vres, err := sc.TakeSend(context.WithValue(ctx, sendClaimKey{}, (*SendClaim)(nil)), nil, v.uncut)
+	if err != nil {
+		v.log.Log(ctx, limit.StoreFailureLevel(err), "limit store failed", "limit", "otp.challenge.uncut", "err", err)
+		return false
+	}
+	return vres != nil && vres.Allowed && !vres.Fallback
 }
 
 // count counts the send in the tier's hour: with a SendCounter, the

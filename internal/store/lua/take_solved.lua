@@ -29,6 +29,11 @@
 -- least (permille; 0: sends alone are capped), then the carrier's (above).
 -- Returns {allowed, count, limit, baseline, cut, 0, reused}.
 --
+-- With ARGV[13] = 1 (guard/vouched.go: a send the network vouches for,
+-- which the vouched tier's cap refused) neither the country's cut nor
+-- its carrier's holds: the cap is max(floor, baseline), the carrier's its
+-- share of it, still holding the sends their verifies do not back.
+--
 -- The carrier (guard/carrier.go), when ARGV[9] > 0: KEYS[5] is the send's
 -- carrier's solved counts ("s:<hour>", "v:<hour>"), KEYS[6] holds when
 -- the cut of the carrier's solved cap ends, KEYS[7] is the carrier's
@@ -228,6 +233,8 @@ local lookback = tonumber(ARGV[2])
 local floor = tonumber(ARGV[3])
 local now = tonumber(ARGV[5])
 local limit, base, cut = solved_cap(KEYS[3], KEYS[2], hour, lookback, floor, now)
+local uncut = ARGV[13] == '1'
+if uncut then limit, cut = math.max(floor, base), 0 end
 local normal = solved_normal(KEYS[3], hour, tonumber(ARGV[7]) or 0, tonumber(ARGV[8]) or 0)
 local count, backed = solved_counts(KEYS[1], hour, normal)
 if count + 1 - backed > limit then
@@ -238,6 +245,7 @@ local carrier_floor_share = tonumber(ARGV[9]) or 0
 if carrier_floor_share > 0 then
   local share = carrier_share(KEYS[3], KEYS[7], KEYS[8], hour, lookback, tonumber(ARGV[10]), ARGV[11])
   local carrier_limit, carrier_cut = solved_carrier_cap(share, limit, carrier_floor_share, floor, KEYS[6], now)
+  if uncut then carrier_limit, carrier_cut = carrier_room(share, limit, carrier_floor_share, floor), 0 end
   local carrier_count, carrier_backed = solved_counts(KEYS[5], hour, normal)
   if carrier_count + 1 - carrier_backed > carrier_limit then
     return reply({0, carrier_count, carrier_limit, base, carrier_cut, 0, 0, 0, 1})
