@@ -29,8 +29,11 @@ import (
 // hour's baseline: a ring that verifies its own codes would raise it
 // within the hour and leave the room. The last day's hours do not count
 // in either tier, so verifying (or farming trust) cannot warm a country
-// within a day; a new market's real users warm it a day after their
-// first hour of cold_below verified sends, an import at once.
+// within a day; a new market's real users warm it once its day-old
+// new-number hours hold history_min_sends sends at cold_warm_conversion
+// (take_volume.lua): two days or more for a market held to the room,
+// whose day (cold_per_day) is under history_min_sends. An import warms it
+// at once, and so do its returning users' trusted hours a day old.
 //
 // The room's hour is a fixed window on a key of the deployment, its day a
 // sliding one (24 hourly slices of Redis's clock in one hash, the count
