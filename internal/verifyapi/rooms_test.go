@@ -13,19 +13,6 @@ import (
 	"github.com/otpguard/otpguard/internal/otpguardtest"
 )
 
-// twoTenants is a policy naming services A and B, its secrets in files.
-func twoTenants(t *testing.T, pol guard.Policies) guard.Policies {
-	t.Helper()
-	dir := t.TempDir()
-	pol.Services = []guard.Service{
-		{SID: serviceA, FriendlyName: "Shop", AccountSID: accountA,
-			Credentials: []guard.ServiceCredential{{SID: keyA, SecretFile: writeSecret(t, dir, "a", secretA)}}},
-		{SID: serviceB, FriendlyName: "Bank", AccountSID: accountB,
-			Credentials: []guard.ServiceCredential{{SID: accountB, SecretFile: writeSecret(t, dir, "b", secretB)}}},
-	}
-	return pol
-}
-
 // tenantClients are each service's twilio-go client on each instance.
 func tenantClients(t *testing.T, x, y *otpguardtest.Server) map[string][2]*verify.ApiService {
 	t.Helper()

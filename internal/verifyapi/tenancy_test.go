@@ -95,13 +95,7 @@ func codesOf(t *testing.T, phone string, boxes ...*otpguardtest.Outbox) map[stri
 // none; each code verifies on its own service only. A service's spent
 // guesses lock its own code only.
 func TestOneLiveCodePerService(t *testing.T) {
-	pol := guard.DefaultPolicies()
-	pol.Services = []guard.Service{
-		{SID: serviceA, FriendlyName: "Shop", AccountSID: accountA,
-			Credentials: []guard.ServiceCredential{{SID: keyA, SecretFile: writeSecret(t, t.TempDir(), "a", secretA)}}},
-		{SID: serviceB, FriendlyName: "Bank", AccountSID: accountB,
-			Credentials: []guard.ServiceCredential{{SID: accountB, SecretFile: writeSecret(t, t.TempDir(), "b", secretB)}}},
-	}
+	pol := twoTenants(t, guard.DefaultPolicies())
 	// Each service has its own send limits of a number (rooms_test.go);
 	// wide here, so that nothing but the codes is under test.
 	pol.OTP.Cooldown = 0

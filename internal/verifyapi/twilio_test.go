@@ -32,15 +32,20 @@ const (
 // policy file names services A and B, their secrets in files.
 func startTwoServices(t *testing.T) *otpguardtest.Server {
 	t.Helper()
+	return otpguardtest.StartWith(t, twoTenants(t, guard.DefaultPolicies()), nil)
+}
+
+// twoTenants is a policy naming services A and B, its secrets in files.
+func twoTenants(t *testing.T, pol guard.Policies) guard.Policies {
+	t.Helper()
 	dir := t.TempDir()
-	pol := guard.DefaultPolicies()
 	pol.Services = []guard.Service{
 		{SID: serviceA, FriendlyName: "Shop", AccountSID: accountA,
 			Credentials: []guard.ServiceCredential{{SID: keyA, SecretFile: writeSecret(t, dir, "a", secretA)}}},
 		{SID: serviceB, FriendlyName: "Bank", AccountSID: accountB,
 			Credentials: []guard.ServiceCredential{{SID: accountB, SecretFile: writeSecret(t, dir, "b", secretB)}}},
 	}
-	return otpguardtest.StartWith(t, pol, nil)
+	return pol
 }
 
 // writeSecret writes a credential's secret file (with the trailing
