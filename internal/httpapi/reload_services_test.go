@@ -21,9 +21,9 @@ func servicesYAML(dir string, sids ...string) string {
 	return s
 }
 
-// serviceStatus is GET /v2/Services/{sid}'s status with the credential
-// SK<sid's hex>:secret.
-func serviceStatus(t *testing.T, in *instance, sid, secret string) int {
+// getService is GET /v2/Services/{sid} with the credential
+// SK<sid's hex>:secret; the caller closes the body.
+func getService(t *testing.T, in *instance, sid, secret string) *http.Response {
 	t.Helper()
 	req, err := http.NewRequest(http.MethodGet, in.srv.URL+"/v2/Services/"+sid, nil)
 	if err != nil {
@@ -34,6 +34,13 @@ func serviceStatus(t *testing.T, in *instance, sid, secret string) int {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return res
+}
+
+// serviceStatus is GET /v2/Services/{sid}'s status (getService).
+func serviceStatus(t *testing.T, in *instance, sid, secret string) int {
+	t.Helper()
+	res := getService(t, in, sid, secret)
 	res.Body.Close()
 	return res.StatusCode
 }
@@ -77,19 +84,10 @@ func TestReloadServices(t *testing.T) {
 	}
 }
 
-// serviceCodeLength is GET /v2/Services/{sid}'s code_length with the
-// credential SK<sid's hex>:secret.
+// serviceCodeLength is GET /v2/Services/{sid}'s code_length (getService).
 func serviceCodeLength(t *testing.T, in *instance, sid, secret string) int {
 	t.Helper()
-	req, err := http.NewRequest(http.MethodGet, in.srv.URL+"/v2/Services/"+sid, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.SetBasicAuth("SK"+sid[2:], secret)
-	res, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
+	res := getService(t, in, sid, secret)
 	defer res.Body.Close()
 	var body struct {
 		CodeLength int `json:"code_length"`
