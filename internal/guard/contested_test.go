@@ -7,13 +7,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/alicebob/miniredis/v2"
-
 	"github.com/otpguard/otpguard/internal/guard"
 	"github.com/otpguard/otpguard/internal/guard/guardtest"
 	"github.com/otpguard/otpguard/internal/problem"
 	"github.com/otpguard/otpguard/internal/store"
-	"github.com/otpguard/otpguard/internal/store/redistest"
 )
 
 // countedLookup answers the network's risk score from a table (50, between,
@@ -37,20 +34,7 @@ func (l *countedLookup) LookupRisk(_ context.Context, e164 string) (guard.RiskAn
 // goes back to the room, for the next number's. A room no rule refused
 // for an hour asks nothing of the sends it takes. On a real Redis and on
 // miniredis.
-func TestContestedRoom(t *testing.T) {
-	for _, backend := range []string{"redis", "miniredis"} {
-		t.Run(backend, func(t *testing.T) {
-			var st *store.Redis
-			if backend == "redis" {
-				st, _, _ = redistest.StoreAt(t, redistest.New(t))
-			} else {
-				m := miniredis.RunT(t)
-				st = store.NewRedis(redistest.Client(t, "redis://"+m.Addr()), redistest.Prefix())
-			}
-			testContestedRoom(t, st)
-		})
-	}
-}
+func TestContestedRoom(t *testing.T) { onRedisAndMiniredis(t, testContestedRoom) }
 
 func testContestedRoom(t *testing.T, st *store.Redis) {
 	ctx := context.Background()
