@@ -3,6 +3,7 @@ package challenge_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -48,12 +49,17 @@ func TestPoW(t *testing.T) {
 	}
 }
 
-// BenchmarkSolve is the cost of the default difficulty to a Go solver
-// (docs/abuse.md, "Challenges").
+// BenchmarkSolve is the cost of the default difficulty to a Go solver,
+// and of ten times it: what a challenge that cost more under pressure
+// would ask of a bot (docs/abuse.md, "Challenges").
 func BenchmarkSolve(b *testing.B) {
-	p := challenge.NewPoW(key, guard.DefaultChallengeMaxNumber, time.Minute)
-	for b.Loop() {
-		c, _ := p.Issue("+447400100001", time.Now())
-		challenge.Solve(c)
+	for _, times := range []int64{1, 10} {
+		b.Run(fmt.Sprintf("max_number=%dx", times), func(b *testing.B) {
+			p := challenge.NewPoW(key, times*guard.DefaultChallengeMaxNumber, time.Minute)
+			for b.Loop() {
+				c, _ := p.Issue("+447400100001", time.Now())
+				challenge.Solve(c)
+			}
+		})
 	}
 }

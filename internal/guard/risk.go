@@ -10,8 +10,9 @@ import (
 
 // The network's risk score (docs/abuse.md, "The risk score"): Twilio
 // Lookup v2's SMS pumping risk for a number, asked only where a send
-// would otherwise be challenged or refused, since each lookup costs money
-// and a round trip.
+// would otherwise be challenged or refused, or takes a place in a room
+// whose places are contested (contested.go), since each lookup costs
+// money and a round trip.
 //
 // A score at or above refuse_above (or a number the network blocks)
 // refuses the send (403 high_risk_number); a score at or below

@@ -19,8 +19,9 @@ import (
 // asked where a send would otherwise be challenged or refused: an
 // untrusted send an automatic rule refused, and a solved send the solved
 // cap refused (the challenges step, challenge.go, consults it before it
-// answers 428), and, before its limits, every untrusted send to a country
-// of otp.risk.countries. A cached answer comes with the refusal: the
+// answers 428), an untrusted send a contested room took (contested.go),
+// and, before its limits, every untrusted send to a country of
+// otp.risk.countries. A cached answer comes with the refusal: the
 // velocity script reads it in the send's own round trip (VolumeTake.Risk).
 // Without one, a lookup is taken from the deployment's budget (an hour and
 // a day window, its place taken beside the send's first round trip:

@@ -101,6 +101,10 @@ func (s *OTP) send(ctx context.Context, pol *servicePolicy, phone Phone, ip stri
 		if spent, err = s.challenges.refused(ctx, phone, ip, tier, spent, err); err != nil {
 			return SendResult{}, err
 		}
+	} else if err := s.risk.contested(ctx, phone, spent); err != nil {
+		// A contested room's place, taken by a number the network scores
+		// high, goes back to the room (contested.go).
+		return SendResult{}, err
 	}
 	// A CAPTCHA's token goes to its provider only now, once: every limit
 	// let the send through and its single use is taken (challenge.go).

@@ -151,6 +151,9 @@ type spent struct {
 	// uncut is, on a solved send a cut of the solved cap refused, its
 	// count without the cuts, which a low score may take (vouched.go).
 	uncut *VolumeTake
+	// contested: a contested room took the send, whose score is asked
+	// (contested.go).
+	contested bool
 }
 
 // spend takes every limit of a send at once: one Counter call, which the
@@ -266,7 +269,11 @@ func (s *spender) spend(ctx context.Context, phone Phone, ip string, abuse abuse
 		if !volumeCounted(vol, vres) {
 			return spent{takes: taken, trusted: vres.Trusted}, nil
 		}
-		return spent{takes: taken, velocityAt: vol.Now, velocity: tierKey(vol, vres), trusted: vres.Trusted}, nil
+		sp := spent{takes: taken, velocityAt: vol.Now, velocity: tierKey(vol, vres), trusted: vres.Trusted}
+		if contestedRoom(vol, vres, abuse.lookup) { // its score is asked too (contested.go)
+			sp = contest(ctx, sp, vres, abuse.lookup)
+		}
+		return sp, nil
 	case fellBack:
 		// The fallback decided a limit (the breaker is open or the store
 		// failed in this decision): the velocity rule is not judged then,

@@ -109,6 +109,9 @@ type VolumeResult struct {
 	// credited hour in either tier that ended a day or more ago, or the
 	// numbers an operator imported over the lookback, the larger.
 	Warmth int64
+	// Contested: the velocity rule refused an untrusted send of the room
+	// in this hour or the last (contested.go).
+	Contested bool
 	// Risk is the number's cached risk answer, when VolumeTake.Risk
 	// asked for it and the store read it.
 	Risk RiskCached

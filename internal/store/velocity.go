@@ -155,12 +155,12 @@ func (r *Velocity) volumeResult(t guard.VolumeTake, cmd *redis.Cmd) (guard.Volum
 	if err != nil {
 		return guard.VolumeResult{}, fmt.Errorf("store: take volume %s: %w", r.key(t.Key), err)
 	}
-	// The velocity rule's reply has ten values, the solved cap's seven to
-	// nine; the cached risk answer's five follow, when asked (the solved
-	// cap's then after nine).
+	// The velocity rule's reply has eleven values, the solved cap's seven
+	// to nine; the cached risk answer's five follow, when asked (the
+	// solved cap's then after nine).
 	minLen, maxLen := 7, 9
 	if t.Solved == nil {
-		minLen, maxLen = 10, 10
+		minLen, maxLen = 11, 11
 	}
 	var risk []int64
 	if t.Risk.ID != "" {
@@ -175,7 +175,8 @@ func (r *Velocity) volumeResult(t guard.VolumeTake, cmd *redis.Cmd) (guard.Volum
 	// The seventh value: the solved cap's "reused", the velocity rule's
 	// "trusted"; an eighth: the unverified budget that refused (0: none); a
 	// ninth: the carrier's share refused (its count, limit and budget); a
-	// tenth: the country's warmth (guard/coldroom.go).
+	// tenth: the country's warmth (guard/coldroom.go); an eleventh: the
+	// room is contested (guard/contested.go).
 	res := guard.VolumeResult{Allowed: v[0] == 1, Count: v[1], Limit: v[2], Baseline: v[3], Quarantined: v[4] == 1,
 		MinuteLimit: v[5], Reused: t.Solved != nil && v[6] == 1, Trusted: t.Solved == nil && v[6] == 1}
 	if len(v) >= 8 {
@@ -184,8 +185,8 @@ func (r *Velocity) volumeResult(t guard.VolumeTake, cmd *redis.Cmd) (guard.Volum
 	if len(v) >= 9 {
 		res.Carrier = v[8] == 1
 	}
-	if len(v) == 10 { // the velocity rule's: the country's warmth
-		res.Warmth = v[9]
+	if len(v) == 11 { // the velocity rule's: the country's warmth, the contest
+		res.Warmth, res.Contested = v[9], v[10] == 1
 	}
 	if risk != nil {
 		res.Risk = riskReply(risk)

@@ -24,8 +24,9 @@
 -- tenth of that share while quarantined), so that a burst cannot spend the
 -- hour in one minute; minute fields older than the last are pruned with
 -- the hours. Returns {allowed, count, limit, baseline, quarantined,
--- minute cap (0: none), ...} (ten values, the tenth the country's
--- warmth, below; five more with the risk answer); refused with count <
+-- minute cap (0: none), ...} (eleven values, the tenth the country's
+-- warmth, the eleventh whether the room is contested, below; five more
+-- with the risk answer); refused with count <
 -- limit means the minute's cap refused.
 --
 -- The trusted tier (guard/trust.go) is the same rule on its own hash
@@ -194,9 +195,17 @@ end
 -- The number's cached risk answer (guard/riskstep.go), when ARGV[22] is 1:
 -- KEYS[7], a hash of the country's hash tag (s score, t fetched at in unix
 -- seconds, b blocked, l line type code), is read first, and every reply
--- then carries, after its ten values, found (0 or 1), score, fetched at,
+-- then carries, after its eleven values, found (0 or 1), score, fetched at,
 -- blocked and line type code: a refusal already holds the score, in the
 -- send's own round trip.
+--
+-- Contested (guard/contested.go): an untrusted send the rule refuses (the
+-- limit, the minute's cap, the unverified budget or the carrier's share)
+-- marks its hour in the hash ("x:<hour>"); while the hour under way or the
+-- one before holds the mark, every reply's eleventh value is 1 (0
+-- otherwise): the room's places are contested, and a send it takes has
+-- its risk score asked too, so that a bot's numbers the network scores
+-- high do not spend the places real users' would have had.
 --
 -- Warmth (guard/coldroom.go), for an untrusted send: the country's
 -- verified history at least a day old, "w:<hour>", computed with the
@@ -216,15 +225,16 @@ end
 -- (their credits): a ring that verifies half its codes in the room, a
 -- few an hour, would otherwise warm its country a day later and then be
 -- judged by its own conversion.
-local warmth = 0
+local warmth, contested = 0, 0
 local risk = ARGV[22] == '1' and redis.call('HMGET', KEYS[7], 's', 't', 'b', 'l')
 local function reply(r)
   r[8] = r[8] or 0
   r[9] = r[9] or 0
   r[10] = warmth
+  r[11] = contested
   if not risk then return r end
-  r[11] = risk[1] and 1 or 0
-  for i = 1, 4 do r[11 + i] = tonumber(risk[i]) or 0 end
+  r[12] = risk[1] and 1 or 0
+  for i = 1, 4 do r[12 + i] = tonumber(risk[i]) or 0 end
   return r
 end
 -- busiest_before is the largest credit, min(sends, verifies), of the
@@ -284,7 +294,18 @@ if quarantine_until and quarantine_until > tonumber(ARGV[8]) then
 end
 local min_history = tonumber(ARGV[6])
 local minute = tonumber(ARGV[9])
-local vals = redis.call('HMGET', key, 'b:' .. hour, 's:' .. hour, 'm:' .. minute, 'v:' .. hour, 'n:' .. hour, 'c:' .. hour, 'w:' .. hour)
+local vals = redis.call('HMGET', key, 'b:' .. hour, 's:' .. hour, 'm:' .. minute, 'v:' .. hour, 'n:' .. hour, 'c:' .. hour, 'w:' .. hour,
+  'x:' .. hour, 'x:' .. (hour - 1))
+if trusted == 0 and (vals[8] or vals[9]) then contested = 1 end
+-- refuse answers an untrusted send's refusal r, marking the hour contested.
+local function refuse(r)
+  if trusted == 0 then
+    redis.call('HSET', key, 'x:' .. hour, 1)
+    redis.call('EXPIRE', key, ARGV[7])
+    contested = 1
+  end
+  return reply(r)
+end
 local base = tonumber(vals[1])
 local normal = tonumber(vals[5])
 local ceiling = tonumber(vals[6])
@@ -365,11 +386,11 @@ if trusted == 0 and unverified_floor > 0 then
   if not normal or normal < 0 then normal = tonumber(ARGV[18]) end
   normal = math.max(normal, tonumber(ARGV[19]))
   if count + 1 <= limit and count + 1 - verified * 1000 / normal > unverified_cap then
-    return reply({0, count, limit, base, quarantined, 0, trusted, unverified_cap})
+    return refuse({0, count, limit, base, quarantined, 0, trusted, unverified_cap})
   end
 end
 if count + 1 > limit then
-  return reply({0, count, limit, base, quarantined, 0, trusted})
+  return refuse({0, count, limit, base, quarantined, 0, trusted})
 end
 -- The carrier's share of the room (see above).
 local carrier_floor_share = tonumber(ARGV[20]) or 0
@@ -384,11 +405,11 @@ if carrier_on then
   if unverified_cap > 0 then
     local carrier_cap = carrier_room(share, unverified_cap, carrier_floor_share, unverified_floor)
     if carrier_count + 1 <= carrier_limit and carrier_count + 1 - carrier_verified * 1000 / normal > carrier_cap then
-      return reply({0, carrier_count, carrier_limit, base, quarantined, 0, trusted, carrier_cap, 1})
+      return refuse({0, carrier_count, carrier_limit, base, quarantined, 0, trusted, carrier_cap, 1})
     end
   end
   if carrier_count + 1 > carrier_limit then
-    return reply({0, carrier_count, carrier_limit, base, quarantined, 0, trusted, 0, 1})
+    return refuse({0, carrier_count, carrier_limit, base, quarantined, 0, trusted, 0, 1})
   end
 end
 local minute_cap = 0
@@ -396,7 +417,7 @@ if share > 0 then
   if quarantined == 1 then share = share / 10 end
   minute_cap = math.max(floor, math.ceil(limit * share - 1e-9))
   if (tonumber(vals[3]) or 0) + 1 > minute_cap then
-    return reply({0, count, limit, base, quarantined, minute_cap, trusted})
+    return refuse({0, count, limit, base, quarantined, minute_cap, trusted})
   end
   redis.call('HINCRBY', key, 'm:' .. minute, 1)
 end
