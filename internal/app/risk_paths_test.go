@@ -17,13 +17,21 @@ import (
 // TestRiskRoundTrips counts the round trips a send waits on, on the
 // shared client: a challenged send with the risk score off, the same with
 // a cached (mid) score, which adds none, a send that needs a lookup
-// (mid: challenged; high: refused; low: sent in the vouched tier), and a
-// solved-tier send to compare with: each at most 2, the lookup's own
-// time aside.
+// (mid: challenged; high: refused; low: sent in the vouched tier), a
+// solved-tier send to compare with, and a low-scored solved send the
+// solved cap's cut refused while the vouched tier's cap is full (sent in
+// the solved cap without its cut), its score cached or asked: each at
+// most 2, the lookup's own time aside. The same send while the vouched
+// tier has room gives back the uncut place it took beside its place in
+// the tier after those 2, beside the provider's call: 3 here, where the
+// outbox answers at once.
 func TestRiskRoundTrips(t *testing.T) {
 	tg := redistest.New(t)
 	f := &fakeRisk{answers: map[string]guard.RiskAnswer{}, def: guard.RiskAnswer{Score: 50}}
-	a, _ := riskApp(t, tg, f, nil, nil)
+	// The solved cap 10 (its cut 1), the vouched tier's 6: lookupLow's
+	// sends and the given-back uncut place's fit in it, a few more fill
+	// it.
+	a, _ := riskApp(t, tg, f, nil, func(p *guard.OTPPolicy) { p.Challenge.Floor, p.Risk.VouchedFloor = 10, 6 })
 	trips := &requestTrips{hold: 200 * time.Millisecond}
 	a.Redis().AddHook(trips)
 	h := a.Handler()
@@ -89,6 +97,89 @@ func TestRiskRoundTrips(t *testing.T) {
 	}
 	p.Challenge.Type = guard.ChallengePoW
 	solved, _ := send("solved tier", `{"phone":"`+cached+`","challenge":"`+challenge.Solve(p.Challenge)+`"}`, http.StatusOK)
+
+	// solve is the solution of the challenge a 428's body carries.
+	solve := func(body []byte) string {
+		t.Helper()
+		var p struct {
+			Challenge guard.Challenge `json:"challenge"`
+		}
+		if err := json.Unmarshal(body, &p); err != nil {
+			t.Fatal(err)
+		}
+		p.Challenge.Type = guard.ChallengePoW
+		return challenge.Solve(p.Challenge)
+	}
+	clearScore := func(phone string) {
+		t.Helper()
+		path := "/ops/risk/" + strings.Replace(phone, "+", "%2B", 1)
+		if status, body := riskDo(h, http.MethodDelete, path, riskOpsKey, ""); status != http.StatusOK {
+			t.Fatalf("DELETE /ops/risk: %d %s", status, body)
+		}
+	}
+	// The solved cap is cut to 1, which the solved tier's send above holds.
+	cut := tg.Prefix + "otp:vel:{GB}:solvedcut"
+	if err := a.Redis().Set(t.Context(), cut, time.Now().Add(time.Hour).Unix(), time.Hour).Err(); err != nil {
+		t.Fatal(err)
+	}
+	// A number challenged while scored between, then scored low: its
+	// solved send, refused by the cut, is sent in the vouched tier, which
+	// has room, and gives back the uncut place it took beside: after the
+	// 2, beside the provider's call, which the outbox answers at once.
+	giveBack := -1
+	for i := 30; i < 33 && (giveBack < 0 || giveBack > 3); i++ {
+		x := gbNumber(4, i)
+		f.set(func(f *fakeRisk) { f.answers[x] = guard.RiskAnswer{Score: 50} })
+		status, body := riskDo(h, http.MethodPost, "/otp/send", sendBenchKey, phone(i))
+		if status != http.StatusPreconditionRequired {
+			t.Fatalf("challenging a number scored between: %d %s", status, body)
+		}
+		f.set(func(f *fakeRisk) { delete(f.answers, x) })
+		clearScore(x)
+		seq, _ := send("solved, cut, vouched room, a lookup then low (uncut given back)",
+			`{"phone":"`+x+`","challenge":"`+solve(body)+`"}`, http.StatusOK)
+		if giveBack < 0 || seq < giveBack {
+			giveBack = seq
+		}
+	}
+
+	// Low-scored numbers fill the vouched tier's cap, then are challenged
+	// (their low score cached). Each challenged number's solved send is
+	// refused by the cut, its place in the vouched tier too, and sent in
+	// the solved cap without its cut (9 places left).
+	var past []string // a challenged number and its solution, in turn
+	for i := 12; len(past) < 2*6 && i < 30; i++ {
+		status, body := riskDo(h, http.MethodPost, "/otp/send", sendBenchKey, phone(i))
+		switch status {
+		case http.StatusOK: // a place in the vouched tier
+			continue
+		case http.StatusPreconditionRequired:
+		default:
+			t.Fatalf("filling the vouched tier: %d %s", status, body)
+		}
+		past = append(past, gbNumber(4, i), solve(body))
+	}
+	if len(past) < 2*6 {
+		t.Fatalf("%d numbers challenged past the vouched tier's cap, want 6", len(past)/2)
+	}
+	// uncut sends each number of past[from:from+6] (3 of them) in turn,
+	// its score asked anew with ask, until one waits on at most 2.
+	uncut := func(name string, from int, ask bool) int {
+		t.Helper()
+		least := -1
+		for j := from; j < from+6 && (least < 0 || least > 2); j += 2 {
+			if ask {
+				clearScore(past[j])
+			}
+			seq, _ := send(name, `{"phone":"`+past[j]+`","challenge":"`+past[j+1]+`"}`, http.StatusOK)
+			if least < 0 || seq < least {
+				least = seq
+			}
+		}
+		return least
+	}
+	uncutCached := uncut("solved, cut, vouched full, cached low (uncut)", 0, false)
+	uncutLookup := uncut("solved, cut, vouched full, a lookup then low (uncut)", 6, true)
 	// The figures docs/abuse.md states ("The risk score"): a cached score
 	// adds none; a lookup adds none either (its budget's place is taken
 	// beside the send's first round trip, and the refusal's give-backs go
@@ -101,13 +192,17 @@ func TestRiskRoundTrips(t *testing.T) {
 		got, most int
 	}{{"the floor's send, no lookup", floor, 2}, {"challenged with a cached score", withCache, 2}, {"a lookup then mid", lookupMid, 2},
 		{"a lookup then high (its hour given back beside the cache's write)", lookupHigh, 2},
-		{"a lookup then low (the vouched place beside the code's save)", lookupLow, 2}, {"the solved tier", solved, 2}} {
+		{"a lookup then low (the vouched place beside the code's save)", lookupLow, 2}, {"the solved tier", solved, 2},
+		{"solved past the cut, vouched full, cached low (the uncut place beside the vouched one)", uncutCached, 2},
+		{"solved past the cut, vouched full, a lookup then low", uncutLookup, 2},
+		{"solved past the cut, vouched room (the uncut place given back beside the provider's call)", giveBack, 3}} {
 		if c.got > c.most {
 			t.Errorf("%s: %d sequential round trips, want at most %d", c.name, c.got, c.most)
 		}
 	}
-	t.Logf("sequential round trips: cached score %d, lookup then mid %d, then high %d, then low %d, solved tier %d",
-		withCache, lookupMid, lookupHigh, lookupLow, solved)
+	t.Logf("sequential round trips: cached score %d, lookup then mid %d, then high %d, then low %d, solved tier %d, "+
+		"solved past the cut and the vouched cap: cached low %d, a lookup then low %d; past the cut, the uncut place given back %d",
+		withCache, lookupMid, lookupHigh, lookupLow, solved, uncutCached, uncutLookup, giveBack)
 }
 
 // TestRiskSolvedCap: a solved send the solved cap refuses consults the

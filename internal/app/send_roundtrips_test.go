@@ -24,25 +24,30 @@ import (
 )
 
 // requestTrips counts the round trips on the service's shared Redis client
-// (a pipeline or MULTI counts once) while counting is on, and how many of
-// them began while none other was in flight: the sequential ones, which
-// the answer waits on one after the other. Calls go through the
-// coalescer and the fallback's workers, on contexts of their own, so it
-// counts by time, not by context; the work that runs after the answer on
-// its own goroutines (the conversion watch's batches, the abuse
-// recorder's counts, the heartbeat) is told apart by its keys and left
-// out. Each round trip is held for hold after Redis answered (200 ms: a
-// busy machine can delay a goroutine by tens of milliseconds), so that
-// round trips sent together overlap however the goroutines are scheduled.
-// A round trip begun after the answer was flushed to the caller (answered)
-// is counted apart, in after: the caller had its answer.
+// (a pipeline or MULTI counts once) while counting is on, and the longest
+// chain of them each begun after the one before it ended: the sequential
+// ones, which the answer waits on one after the other. A round trip's
+// place in the chain is one past the furthest of those that ended before
+// it began, so a round trip sent beside the second (a give-back) cannot
+// hide a third that follows the second, as counting those begun while
+// none other was in flight would. Calls go through the coalescer and the
+// fallback's workers, on contexts of their own, so it counts by time, not
+// by context; the work that runs after the answer on its own goroutines
+// (the conversion watch's batches, the abuse recorder's counts, the
+// heartbeat) is told apart by its keys and left out. Each round trip is
+// held for hold after Redis answered (200 ms: a busy machine can delay a
+// goroutine by tens of milliseconds), so that round trips sent together
+// overlap however the goroutines are scheduled. A round trip begun after
+// the answer was flushed to the caller (answered) is counted apart, in
+// after: the caller had its answer.
 type requestTrips struct {
 	hold time.Duration
 
-	mu                     sync.Mutex
-	on, answered           bool
-	inFlight, total, chain int
-	names, after           []string
+	mu           sync.Mutex
+	on, answered bool
+	total, chain int
+	ended        int // the furthest place in the chain of the round trips ended
+	names, after []string
 }
 
 // start turns counting on from zero; stop turns it off and returns the
@@ -50,7 +55,7 @@ type requestTrips struct {
 func (h *requestTrips) start() {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	h.on, h.answered, h.total, h.chain, h.names, h.after = true, false, 0, 0, nil, nil
+	h.on, h.answered, h.total, h.chain, h.ended, h.names, h.after = true, false, 0, 0, 0, nil, nil
 }
 
 func (h *requestTrips) stop() (total, sequential int, names []string) {
@@ -119,24 +124,22 @@ func (h *requestTrips) around(cmds []redis.Cmder, run func() error) error {
 		h.after = append(h.after, strings.Join(what, "+"))
 		counted = false
 	}
+	place := h.ended + 1
 	if counted {
 		h.total++
-		if h.inFlight == 0 {
-			h.chain++
-		}
-		h.inFlight++
+		h.chain = max(h.chain, place)
 		var what []string
 		for _, c := range cmds {
 			what = append(what, c.Name())
 		}
-		h.names = append(h.names, strings.Join(what, "+"))
+		h.names = append(h.names, fmt.Sprintf("%d:%s", place, strings.Join(what, "+")))
 	}
 	h.mu.Unlock()
 	err := run()
 	if counted {
 		time.Sleep(h.hold)
 		h.mu.Lock()
-		h.inFlight--
+		h.ended = max(h.ended, place)
 		h.mu.Unlock()
 	}
 	return err

@@ -33,7 +33,9 @@ func (l scoredLookup) LookupRisk(_ context.Context, e164 string) (guard.RiskAnsw
 // without its cut, not refused: a real surge's new numbers, most of which
 // the network vouches for, keep their codes behind a bot. The bot's
 // numbers scored between keep meeting the cut, and the low-scored ones
-// get no more than the uncut cap. On a real Redis and on miniredis.
+// get no more than the uncut cap. While the tier's cap has room, such a
+// send's uncut place, taken beside its place in the tier, is given back:
+// the uncut cap's count stays exact. On a real Redis and on miniredis.
 func TestVouchedSolvedPastTheCut(t *testing.T) {
 	for _, backend := range []string{"redis", "miniredis"} {
 		t.Run(backend, func(t *testing.T) {
@@ -57,7 +59,7 @@ func testVouchedSolvedPastTheCut(t *testing.T, st *store.Redis) {
 	v := &p.OTP.CountryVelocity
 	v.Floor, v.MinuteShare, v.ColdPerHour = 1, 0, 0
 	p.OTP.Challenge.Floor = 10 // cut: 1
-	p.OTP.Risk.Mode, p.OTP.Risk.VouchedFloor = guard.RiskOn, 1
+	p.OTP.Risk.Mode, p.OTP.Risk.VouchedFloor = guard.RiskOn, 3
 	p.FillDefaults()
 	if err := p.Validate(); err != nil {
 		t.Fatal(err)
@@ -94,10 +96,34 @@ func testVouchedSolvedPastTheCut(t *testing.T, st *store.Redis) {
 		t.Fatalf("the bot's first solved send, within the cut: %v", err)
 	}
 	wantCode(t, send("+447400100002"), problem.CodeUnusualVolume)
+	// Numbers challenged while scored between, then scored low (the
+	// cached score cleared): each solved send, refused by the cut, takes
+	// a place in the vouched tier, which has room, and its uncut place
+	// beside it, which it gives back.
+	for n := 20; n < 22; n++ {
+		_, err := otp.Send(ctx, guard.SendRequest{Phone: vouched(n)})
+		wantCode(t, err, problem.CodeChallengeRequired)
+		low[vouched(n)] = true
+		if _, err := otp.ClearRisk(ctx, vouched(n), "test"); err != nil {
+			t.Fatal(err)
+		}
+		solution++
+		if _, err := otp.Send(ctx, guard.SendRequest{Phone: vouched(n), Challenge: fmt.Sprintf("solution-%d", solution)}); err != nil {
+			t.Fatalf("low-scored solved send %d, the vouched tier's room: %v, want sent", n, err)
+		}
+	}
+	capTake := guard.SolvedCapTake(p.OTP, "GB", "", "", now)
+	caps, err := st.AbuseCounters.ReadSolvedCaps(ctx, []guard.VolumeTake{capTake})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := caps[0].Used, int64(1); got != want {
+		t.Errorf("the solved cap's count after 2 vouched sends past the cut: %d, want %d (the bot's): the uncut places given back", got, want)
+	}
 	if err := send(vouched(0)); err != nil {
 		t.Fatalf("a low score in the vouched tier: %v", err)
 	}
-	// The vouched tier's cap (1) is spent too: the low-scored numbers
+	// The vouched tier's cap (3) is spent too: the low-scored numbers
 	// that solve meet the solved cap without its cut, 10, of which the
 	// bot's send took 1.
 	for n := 1; n <= 9; n++ {
