@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"net/http/httptest"
-	"strings"
 	"testing"
 	"time"
 
@@ -40,17 +38,7 @@ func TestContestedRoundTrips(t *testing.T) {
 		least := -1
 		for _, i := range phones {
 			calls := f.calls.Load()
-			trips.start()
-			req := httptest.NewRequest(http.MethodPost, "/otp/send", strings.NewReader(`{"phone":"`+gbNumber(7, i)+`"}`))
-			req.Header.Set("Authorization", "Bearer "+sendBenchKey)
-			req.Header.Set("Content-Type", "application/json")
-			w := httptest.NewRecorder()
-			h.ServeHTTP(flushMark{w, trips}, req)
-			total, seq, names := trips.stop()
-			t.Logf("%s: %d, %d round trips, %d sequential: %v", name, w.Code, total, seq, names)
-			if w.Code != want {
-				t.Fatalf("%s: %d %s, want %d", name, w.Code, w.Body, want)
-			}
+			seq, _ := tripSend(t, h, trips, name, `{"phone":"`+gbNumber(7, i)+`"}`, want)
 			if f.calls.Load() != calls+1 {
 				t.Fatalf("%s: %d lookups, want 1", name, f.calls.Load()-calls)
 			}

@@ -37,18 +37,7 @@ func TestRiskRoundTrips(t *testing.T) {
 	h := a.Handler()
 	send := func(name, body string, want int) (seq int, resp []byte) {
 		t.Helper()
-		trips.start()
-		req := httptest.NewRequest(http.MethodPost, "/otp/send", strings.NewReader(body))
-		req.Header.Set("Authorization", "Bearer "+sendBenchKey)
-		req.Header.Set("Content-Type", "application/json")
-		w := httptest.NewRecorder()
-		h.ServeHTTP(flushMark{w, trips}, req)
-		total, seq, names := trips.stop()
-		t.Logf("%s: %d, %d round trips, %d sequential: %v", name, w.Code, total, seq, names)
-		if w.Code != want {
-			t.Fatalf("%s: %d %s, want %d", name, w.Code, w.Body, want)
-		}
-		return seq, w.Body.Bytes()
+		return tripSend(t, h, trips, name, body, want)
 	}
 	phone := func(i int) string { return `{"phone":"` + gbNumber(4, i) + `"}` }
 	// fewest sends to each of phones in turn until one waits on at most
@@ -290,4 +279,23 @@ func TestRiskTwilioLookup(t *testing.T) {
 	if n := f.Calls(); n != 4 {
 		t.Errorf("%d lookups reached the fake, want 4", n)
 	}
+}
+
+// tripSend posts body to /otp/send on h, counting its round trips on
+// trips, and returns how many of them it waited on one after another,
+// and the answer's body; an answer other than want fails the test.
+func tripSend(t *testing.T, h http.Handler, trips *requestTrips, name, body string, want int) (seq int, resp []byte) {
+	t.Helper()
+	trips.start()
+	req := httptest.NewRequest(http.MethodPost, "/otp/send", strings.NewReader(body))
+	req.Header.Set("Authorization", "Bearer "+sendBenchKey)
+	req.Header.Set("Content-Type", "application/json")
+	w := httptest.NewRecorder()
+	h.ServeHTTP(flushMark{w, trips}, req)
+	total, seq, names := trips.stop()
+	t.Logf("%s: %d, %d round trips, %d sequential: %v", name, w.Code, total, seq, names)
+	if w.Code != want {
+		t.Fatalf("%s: %d %s, want %d", name, w.Code, w.Body, want)
+	}
+	return seq, w.Body.Bytes()
 }

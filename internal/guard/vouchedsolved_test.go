@@ -6,14 +6,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/alicebob/miniredis/v2"
-
 	"github.com/otpguard/otpguard/internal/guard"
 	"github.com/otpguard/otpguard/internal/guard/guardtest"
 	"github.com/otpguard/otpguard/internal/limit"
 	"github.com/otpguard/otpguard/internal/problem"
 	"github.com/otpguard/otpguard/internal/store"
-	"github.com/otpguard/otpguard/internal/store/redistest"
 )
 
 // scoredLookup answers the network's risk score from a table: 10 (low)
@@ -36,20 +33,7 @@ func (l scoredLookup) LookupRisk(_ context.Context, e164 string) (guard.RiskAnsw
 // get no more than the uncut cap. While the tier's cap has room, such a
 // send's uncut place, taken beside its place in the tier, is given back:
 // the uncut cap's count stays exact. On a real Redis and on miniredis.
-func TestVouchedSolvedPastTheCut(t *testing.T) {
-	for _, backend := range []string{"redis", "miniredis"} {
-		t.Run(backend, func(t *testing.T) {
-			var st *store.Redis
-			if backend == "redis" {
-				st, _, _ = redistest.StoreAt(t, redistest.New(t))
-			} else {
-				m := miniredis.RunT(t)
-				st = store.NewRedis(redistest.Client(t, "redis://"+m.Addr()), redistest.Prefix())
-			}
-			testVouchedSolvedPastTheCut(t, st)
-		})
-	}
-}
+func TestVouchedSolvedPastTheCut(t *testing.T) { onRedisAndMiniredis(t, testVouchedSolvedPastTheCut) }
 
 func testVouchedSolvedPastTheCut(t *testing.T, st *store.Redis) {
 	ctx := context.Background()

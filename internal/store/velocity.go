@@ -37,9 +37,19 @@ func (r *Velocity) TakeVolume(ctx context.Context, t guard.VolumeTake) (guard.Vo
 }
 
 // RefundVolume gives back one send counted at under k and its carrier's
-// counts (ID empty: none) (velocityRefundScript).
+// counts (ID empty: none) (velocityRefundScript). It goes as a
+// transaction, as the send's other counters do, on a connection of its
+// own: a give-back issued beside another single command (the lookup
+// budget's) does not wait for the coalescer's next pipeline.
 func (r *Velocity) RefundVolume(ctx context.Context, k, carrier limit.Key, at time.Time) error {
-	if err := velocityRefundScript.Run(ctx, r.rdb, r.refundKeys(k, carrier), at.Unix()/3600, at.Unix()/60).Err(); err != nil {
+	keys, args := r.refundKeys(k, carrier), []any{at.Unix() / 3600, at.Unix() / 60}
+	pipe := r.rdb.TxPipeline()
+	velocityRefundScript.EvalSha(ctx, pipe, keys, args...)
+	_, err := pipe.Exec(ctx)
+	if isNoScript(err) { // not loaded (a restarted Redis): EVAL, once
+		err = velocityRefundScript.Run(ctx, r.rdb, keys, args...).Err()
+	}
+	if err != nil {
 		return fmt.Errorf("store: refund volume %s: %w", r.key(k), err)
 	}
 	return nil
