@@ -289,8 +289,9 @@ func riskNumberType(t string) string {
 
 // riskKey is the cache key of phone's answer: the first 128 bits of
 // HMAC-SHA256(key, "risk:" + E.164), base64url, under the country's hash
-// tag (as trustMarkKey), so that the velocity script reads it with the
-// country's counts.
+// tag (as trustMarkKey, but every service's), so that the velocity script
+// reads it with the country's counts (on Redis Cluster a named service's
+// room is in another slot: the store leaves it unread, VolumeResult.Risk).
 func riskKey(hmacKey []byte, phone Phone) limit.Key {
 	m := hmac.New(sha256.New, hmacKey)
 	m.Write([]byte("risk:"))

@@ -69,9 +69,11 @@ type VolumeTake struct {
 	// untrusted send (carriershare.go); its zero value is off.
 	Carrier CarrierTake
 
-	// Risk (ID not empty): the number's cached risk answer, same hash tag
-	// as Key, for the store to read with the count and answer in
-	// VolumeResult.Risk (riskstep.go). Vouched: the count is the vouched
+	// Risk (ID not empty): the number's cached risk answer, the
+	// country's hash tag, for the store to read with the count and answer
+	// in VolumeResult.Risk (riskstep.go) where it can: on Redis Cluster
+	// not with a named service's room (another slot), whose refusal then
+	// reads the cache on its own. Vouched: the count is the vouched
 	// tier's cap (its refusal is the tier's, not the country's).
 	Risk    limit.Key
 	Vouched bool

@@ -26,8 +26,14 @@ var _ guard.Risks = (*Risks)(nil)
 
 // CachedRisk reads the answer cached under k, and whether mark is set
 // (ID "": not read), in one MULTI: both share the country's hash tag.
+// A named service's mark carries the service in its tag too (guard/room.go):
+// on Cluster, in another slot, the two reads go in one pipeline instead
+// (go-redis sends each to its master), as nothing ties them.
 func (r *Risks) CachedRisk(ctx context.Context, k, mark limit.Key) (guard.RiskCached, error) {
 	pipe := r.rdb.TxPipeline()
+	if r.cluster && mark.ID != "" && Slot(r.key(mark)) != Slot(r.key(k)) {
+		pipe = r.rdb.Pipeline()
+	}
 	get := pipe.HMGet(ctx, r.key(k), "s", "t", "b", "l")
 	var exists *redis.IntCmd
 	if mark.ID != "" {

@@ -38,17 +38,18 @@ func (r *Velocity) volumeCall(t guard.VolumeTake) (*redis.Script, []string, []an
 	// first counted. Without one, nothing more is sent unless the risk
 	// answer follows: then the carrier's places repeat KEYS[1] and
 	// ARGV[9] is 0 (off).
+	read := r.readsRisk(t)
 	if c := t.Carrier; c.FloorShare > 0 {
 		keys = append(keys, r.key(c.Key), r.key(c.Cut), r.key(c.Share), r.key(c.Since))
 		args = append(args, c.FloorShare, t.HistoryMinSends, int64((time.Duration(t.Lookback+2)*time.Hour)/time.Second))
-	} else if t.Risk.ID != "" || t.Solved.Uncut {
+	} else if read || t.Solved.Uncut {
 		keys = append(keys, keys[0], keys[0], keys[0], keys[0])
 		args = append(args, 0, 0, 0)
 	}
 	// The number's cached risk answer, read with the count (KEYS[9],
-	// ARGV[12]); without one, KEYS[9] repeats KEYS[1] when ARGV[13]
-	// follows.
-	if t.Risk.ID != "" {
+	// ARGV[12]) where it may be (readsRisk); without one, KEYS[9] repeats
+	// KEYS[1] when ARGV[13] follows.
+	if read {
 		keys = append(keys, r.key(t.Risk))
 		args = append(args, 1)
 	} else if t.Solved.Uncut {

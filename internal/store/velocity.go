@@ -143,13 +143,25 @@ func (r *Velocity) volumeArgs(t guard.VolumeTake) ([]string, []any) {
 		t.Unverified.Floor, t.Unverified.Share, t.Unverified.NormalDefault, t.Unverified.NormalMin,
 		carrierShare, t.GrowthPerDay}
 	// The number's cached risk answer, read with the count (KEYS[7],
-	// ARGV[22]); without one, KEYS[7] repeats KEYS[1]. ARGV[23]: the
-	// conversion day-old hours need to warm the country.
-	risk := keys[0]
-	if t.Risk.ID != "" {
+	// ARGV[22]) where it may be (readsRisk); without one, KEYS[7] repeats
+	// KEYS[1]. ARGV[23]: the conversion day-old hours need to warm the
+	// country.
+	risk, read := keys[0], r.readsRisk(t)
+	if read {
 		risk = r.key(t.Risk)
 	}
-	return append(keys, risk), append(args, flag(t.Risk.ID != ""), t.WarmConversion)
+	return append(keys, risk), append(args, flag(read), t.WarmConversion)
+}
+
+// readsRisk reports whether t's script reads the cached risk answer t
+// asks for. The cache is every service's (the country's hash tag) and a
+// named service's room carries the service in its tag (guard/room.go):
+// on Cluster the two are in different slots, where one script cannot
+// read both (CROSSSLOT), so the reply carries no answer (Risk.Read
+// false) and the guard reads the cache in a round trip of its own
+// (guard/riskstep.go, answer).
+func (r *Velocity) readsRisk(t guard.VolumeTake) bool {
+	return t.Risk.ID != "" && (!r.cluster || Slot(r.key(t.Risk)) == Slot(r.key(t.Key)))
 }
 
 func flag(b bool) int {
@@ -167,13 +179,13 @@ func (r *Velocity) volumeResult(t guard.VolumeTake, cmd *redis.Cmd) (guard.Volum
 	}
 	// The velocity rule's reply has eleven values, the solved cap's seven
 	// to nine; the cached risk answer's five follow, when asked (the
-	// solved cap's then after nine).
+	// solved cap's then after nine), when read.
 	minLen, maxLen := 7, 9
 	if t.Solved == nil {
 		minLen, maxLen = 11, 11
 	}
 	var risk []int64
-	if t.Risk.ID != "" {
+	if r.readsRisk(t) {
 		if len(v) != maxLen+5 {
 			return guard.VolumeResult{}, fmt.Errorf("store: take volume %s: script returned %d values, want %d", r.key(t.Key), len(v), maxLen+5)
 		}
