@@ -44,9 +44,12 @@ func contest(ctx context.Context, sp spent, vres *VolumeResult, hold *lookupHold
 // contested is the score's word on sp, a send a contested room took: a
 // refusal, with everything the send counted given back, or nil.
 func (s *risk) contested(ctx context.Context, phone Phone, sp spent) error {
-	if !sp.contested || !sp.risk.Read {
+	if !sp.contested {
 		return nil
 	}
+	// An answer the store could not read with the count (a named
+	// service's room on Redis Cluster: the cache is in another slot) is
+	// read, and asked, in round trips of their own (answer).
 	a, ok, cached := s.answer(ctx, phone, sp.risk, sp.lookup)
 	defer cached()
 	if !ok {

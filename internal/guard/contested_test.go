@@ -13,10 +13,11 @@ import (
 	"github.com/otpguard/otpguard/internal/store"
 )
 
-// countedLookup answers the network's risk score from a table (50, between,
-// for any other number) and counts the lookups.
+// countedLookup answers the network's risk score from a table (def for
+// any other number) and counts the lookups.
 type countedLookup struct {
 	scores map[string]int
+	def    int
 	calls  atomic.Int64
 }
 
@@ -25,7 +26,7 @@ func (l *countedLookup) LookupRisk(_ context.Context, e164 string) (guard.RiskAn
 	if s, ok := l.scores[e164]; ok {
 		return guard.RiskAnswer{Score: s}, nil
 	}
-	return guard.RiskAnswer{Score: 50}, nil
+	return guard.RiskAnswer{Score: l.def}, nil
 }
 
 // TestContestedRoom: once the velocity rule has refused an untrusted send
@@ -50,7 +51,7 @@ func testContestedRoom(t *testing.T, st *store.Redis) {
 	}
 	high := func(n int) string { return fmt.Sprintf("+4474003%05d", n) }
 	mid := func(n int) string { return fmt.Sprintf("+4474004%05d", n) }
-	lookup := &countedLookup{scores: map[string]int{}}
+	lookup := &countedLookup{scores: map[string]int{}, def: 50}
 	for n := range 10 {
 		lookup.scores[high(n)] = 90
 	}

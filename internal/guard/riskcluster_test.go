@@ -3,8 +3,8 @@ package guard_test
 import (
 	"context"
 	"fmt"
-	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/otpguard/otpguard/internal/guard"
 	"github.com/otpguard/otpguard/internal/guard/guardtest"
@@ -12,21 +12,6 @@ import (
 	"github.com/otpguard/otpguard/internal/store"
 	"github.com/otpguard/otpguard/internal/store/redistest"
 )
-
-// countedLookup answers the network's risk score, 95 (high) for the
-// numbers in high and 10 (low) for any other, and counts its lookups.
-type countedLookup struct {
-	high  map[string]bool
-	calls atomic.Int64
-}
-
-func (l *countedLookup) LookupRisk(_ context.Context, e164 string) (guard.RiskAnswer, error) {
-	l.calls.Add(1)
-	if l.high[e164] {
-		return guard.RiskAnswer{Score: 95}, nil
-	}
-	return guard.RiskAnswer{Score: 10}, nil
-}
 
 // TestRiskOfAServiceOnRedisCluster: on Redis Cluster a named service's
 // room is in another slot than the risk cache every service shares, so
@@ -67,7 +52,7 @@ func TestRiskOfAServiceOnRedisCluster(t *testing.T) {
 				t.Fatal(err)
 			}
 			phones := []string{gb(0), gb(1), gb(1), gb(2)}
-			lookup := &countedLookup{high: map[string]bool{gb(1): true}}
+			lookup := &countedLookup{scores: map[string]int{gb(1): 95}, def: 10}
 			otp := guard.NewOTP(guard.OTPOptions{Policy: p.OTP, Services: p.Services, Counter: st.Counters, Codes: st.Codes,
 				Sender: &guardtest.Outbox{}, HMACKey: outageHMACKey, Volumes: st.Velocity, Trusts: st.TrustMarks,
 				RiskLookup: lookup, Risks: st.Risks})
@@ -107,4 +92,49 @@ func otherService(service string) string {
 		return overlaySID
 	}
 	return guard.DefaultService
+}
+
+// TestContestedRoomOfAServiceOnRedisCluster: a contested room asks the
+// score of the sends it takes in a named service's room on Redis Cluster
+// too, where the count cannot read the cache: the next hour's
+// high-scored send is refused and its place goes to the next number.
+func TestContestedRoomOfAServiceOnRedisCluster(t *testing.T) {
+	st, _ := redistest.ClusterStoreAt(t, redistest.SharedCluster(t), redistest.Prefix())
+	now := time.Now().Truncate(time.Hour).Add(10 * time.Minute)
+	p := guard.DefaultPolicies()
+	p.OTP.Cooldown = 0
+	v := &p.OTP.CountryVelocity
+	v.Floor, v.MinuteShare, v.ColdPerHour = 1, 0, 0
+	p.OTP.Risk.Mode = guard.RiskOn
+	p.Services = []guard.Service{overlayService(overlaySID, nil)}
+	p.FillDefaults()
+	if err := p.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	lookup := &countedLookup{scores: map[string]int{gb(1): 95}, def: 50}
+	otp := guard.NewOTP(guard.OTPOptions{Policy: p.OTP, Services: p.Services, Counter: st.Counters, Codes: st.Codes,
+		Sender: &guardtest.Outbox{}, HMACKey: outageHMACKey, Volumes: st.Velocity, Trusts: st.TrustMarks,
+		RiskLookup: lookup, Risks: st.Risks, Now: func() time.Time { return now }})
+	t.Cleanup(otp.Close)
+	for i, step := range []struct {
+		phone   string
+		later   time.Duration
+		want    problem.Code
+		lookups int64
+	}{
+		{gb(0), 0, "", 0},                                 // the room's one place, unasked
+		{gb(3), 0, problem.CodeUnusualVolume, 1},          // refused (mid): the room is contested
+		{gb(1), time.Hour, problem.CodeHighRiskNumber, 2}, // taken, asked, refused, given back
+		{gb(4), 0, "", 3},                                 // the place given back, asked (mid)
+	} {
+		now = now.Add(step.later)
+		_, err := otp.Send(context.Background(), guard.SendRequest{Phone: step.phone, Service: overlaySID,
+			ClientIP: fmt.Sprintf("198.51.102.%d", i+1)})
+		if got := problem.CodeOf(err); got != step.want {
+			t.Errorf("send %d: %q (%v), want %q", i+1, got, err, step.want)
+		}
+		if got := lookup.calls.Load(); got != step.lookups {
+			t.Errorf("after send %d: %d lookups, want %d", i+1, got, step.lookups)
+		}
+	}
 }
