@@ -65,8 +65,8 @@ func (s *risk) instead(ctx context.Context, phone Phone, ip string, tier Tier, r
 	vouched := s.vouched(phone, refused.baseline)
 	if refused.holds {
 		return spent{takes: refused.held, channel: refused.channel, vouched: &vouchedPlace{counter: s.counter,
-			velocity: s.pumping.velocity, spend: s.spend, phone: phone, vol: *vouched.velocity, uncut: refused.uncut,
-			hold: refused.lookup, log: s.log}}, nil, true
+			velocity: s.pumping.velocity, phone: phone, vol: *vouched.velocity, uncut: refused.uncut,
+			log: s.log}}, nil, true
 	}
 	vouched.channel, vouched.policy = refused.channel, refused.policy
 	sp, err = s.spend.spend(ctx, phone, ip, vouched)

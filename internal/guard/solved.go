@@ -26,6 +26,12 @@ type SolvedUse struct {
 	// and its carrier's (vouched.go: a solved send the network vouches
 	// for, which the vouched tier's cap refused).
 	Uncut bool
+	// Vouched (nil: none) is the send's place in the vouched tier's cap
+	// (a VolumeTake of vouched.go), tried first in the same atomic step:
+	// while that cap has room the send counts there and not in this cap
+	// (VolumeResult.Vouched), its solution taken all the same
+	// (vouchedplace.go).
+	Vouched *VolumeTake
 }
 
 // SolvedCapTake is the take of a send of service ("" the default

@@ -117,6 +117,10 @@ type VolumeResult struct {
 	// Risk is the number's cached risk answer, when VolumeTake.Risk
 	// asked for it and the store read it.
 	Risk RiskCached
+	// Vouched: the vouched tier's place the take tried first
+	// (SolvedUse.Vouched) counted the send; Count and Limit are the
+	// tier's, and the solved cap counted nothing.
+	Vouched bool
 	// Fallback: the store did not answer for the country's keys (their
 	// Redis Cluster master is dead) and this instance decided from memory,
 	// by the split limit; nothing was counted in the store, so nothing is

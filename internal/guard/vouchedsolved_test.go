@@ -31,8 +31,9 @@ func (l scoredLookup) LookupRisk(_ context.Context, e164 string) (guard.RiskAnsw
 // the network vouches for, keep their codes behind a bot. The bot's
 // numbers scored between keep meeting the cut, and the low-scored ones
 // get no more than the uncut cap. While the tier's cap has room, such a
-// send's uncut place, taken beside its place in the tier, is given back:
-// the uncut cap's count stays exact. On a real Redis and on miniredis.
+// send takes its place there and not its uncut place (one step tries the
+// tier's first): the uncut cap's count stays exact. On a real Redis and
+// on miniredis.
 func TestVouchedSolvedPastTheCut(t *testing.T) { onRedisAndMiniredis(t, testVouchedSolvedPastTheCut) }
 
 func testVouchedSolvedPastTheCut(t *testing.T, st *store.Redis) {
@@ -82,8 +83,7 @@ func testVouchedSolvedPastTheCut(t *testing.T, st *store.Redis) {
 	wantCode(t, send("+447400100002"), problem.CodeUnusualVolume)
 	// Numbers challenged while scored between, then scored low (the
 	// cached score cleared): each solved send, refused by the cut, takes
-	// a place in the vouched tier, which has room, and its uncut place
-	// beside it, which it gives back.
+	// a place in the vouched tier, which has room, and no uncut place.
 	for n := 20; n < 22; n++ {
 		_, err := otp.Send(ctx, guard.SendRequest{Phone: vouched(n)})
 		wantCode(t, err, problem.CodeChallengeRequired)
@@ -102,7 +102,7 @@ func testVouchedSolvedPastTheCut(t *testing.T, st *store.Redis) {
 		t.Fatal(err)
 	}
 	if got, want := caps[0].Used, int64(1); got != want {
-		t.Errorf("the solved cap's count after 2 vouched sends past the cut: %d, want %d (the bot's): the uncut places given back", got, want)
+		t.Errorf("the solved cap's count after 2 vouched sends past the cut: %d, want %d (the bot's): no uncut place taken", got, want)
 	}
 	if err := send(vouched(0)); err != nil {
 		t.Fatalf("a low score in the vouched tier: %v", err)

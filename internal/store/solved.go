@@ -32,33 +32,41 @@ func (r *Velocity) volumeCall(t guard.VolumeTake) (*redis.Script, []string, []an
 	keys := []string{r.key(t.Key), r.key(t.Quarantine), r.key(t.Solved.Base), r.key(t.Solved.Used)}
 	args := []any{t.Hour, t.Lookback, t.Floor, int64(solvedTTL / time.Second), t.Now.Unix(),
 		max(1, t.Solved.TTL.Milliseconds()), t.Unverified.NormalDefault, t.Unverified.NormalMin}
+	// The places below are each sent when it or one after it is in use;
+	// one not in use repeats KEYS[1], its arguments 0 (off).
+	vouched := t.Solved.Vouched
+	uncut := t.Solved.Uncut || vouched != nil
 	// The carrier's share of the cap (KEYS[5..8], ARGV[9..11];
 	// guard/carriershare.go): its solved counts, its cut, its velocity
 	// counts, whose share it reads, and when the country's carriers were
-	// first counted. Without one, nothing more is sent unless the risk
-	// answer follows: then the carrier's places repeat KEYS[1] and
-	// ARGV[9] is 0 (off).
+	// first counted.
 	read := r.readsRisk(t)
 	if c := t.Carrier; c.FloorShare > 0 {
 		keys = append(keys, r.key(c.Key), r.key(c.Cut), r.key(c.Share), r.key(c.Since))
 		args = append(args, c.FloorShare, t.HistoryMinSends, int64((time.Duration(t.Lookback+2)*time.Hour)/time.Second))
-	} else if read || t.Solved.Uncut {
+	} else if read || uncut {
 		keys = append(keys, keys[0], keys[0], keys[0], keys[0])
 		args = append(args, 0, 0, 0)
 	}
 	// The number's cached risk answer, read with the count (KEYS[9],
-	// ARGV[12]) where it may be (readsRisk); without one, KEYS[9] repeats
-	// KEYS[1] when ARGV[13] follows.
+	// ARGV[12]) where it may be (readsRisk).
 	if read {
 		keys = append(keys, r.key(t.Risk))
 		args = append(args, 1)
-	} else if t.Solved.Uncut {
+	} else if uncut {
 		keys = append(keys, keys[0])
 		args = append(args, 0)
 	}
 	// ARGV[13]: the cap without its cuts (guard/vouched.go).
-	if t.Solved.Uncut {
-		args = append(args, 1)
+	if uncut {
+		args = append(args, flag(t.Solved.Uncut))
+	}
+	// The vouched tier's place, tried first (KEYS[10], ARGV[14..16];
+	// guard/vouchedplace.go): its counts, its cap, its lookback and its
+	// counts' TTL, the velocity rule's (volumeArgs).
+	if vouched != nil {
+		keys = append(keys, r.key(vouched.Key))
+		args = append(args, max(1, vouched.Floor), vouched.Lookback, int64((time.Duration(vouched.Lookback+2)*time.Hour)/time.Second))
 	}
 	return solvedScript, keys, args
 }

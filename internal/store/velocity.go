@@ -178,11 +178,15 @@ func (r *Velocity) volumeResult(t guard.VolumeTake, cmd *redis.Cmd) (guard.Volum
 		return guard.VolumeResult{}, fmt.Errorf("store: take volume %s: %w", r.key(t.Key), err)
 	}
 	// The velocity rule's reply has eleven values, the solved cap's seven
-	// to nine; the cached risk answer's five follow, when asked (the
-	// solved cap's then after nine), when read.
+	// to nine (ten when the vouched tier's place was tried first); the
+	// cached risk answer's five follow, when asked and read (the solved
+	// cap's then after nine, or ten).
 	minLen, maxLen := 7, 9
-	if t.Solved == nil {
+	switch {
+	case t.Solved == nil:
 		minLen, maxLen = 11, 11
+	case t.Solved.Vouched != nil: // a tenth: the vouched tier counted it
+		minLen, maxLen = 10, 10
 	}
 	var risk []int64
 	if r.readsRisk(t) {
@@ -209,6 +213,9 @@ func (r *Velocity) volumeResult(t guard.VolumeTake, cmd *redis.Cmd) (guard.Volum
 	}
 	if len(v) == 11 { // the velocity rule's: the country's warmth, the contest
 		res.Warmth, res.Contested = v[9], v[10] == 1
+	}
+	if t.Solved != nil && len(v) == 10 {
+		res.Vouched = v[9] == 1
 	}
 	if risk != nil {
 		res.Risk = riskReply(risk)

@@ -34,6 +34,20 @@
 -- its carrier's holds: the cap is max(floor, baseline), the carrier's its
 -- share of it, still holding the sends their verifies do not back.
 --
+-- With ARGV[14] > 0 (guard/vouchedplace.go: a solved send the cut
+-- refused, which the network vouches for) the send's place in the
+-- vouched tier's cap is tried first, in the same step: KEYS[10] is the
+-- tier's counts (the velocity rule's layout, of the country's hash tag),
+-- ARGV[14] its cap, ARGV[15] its lookback (hours) and ARGV[16] its TTL
+-- (seconds). While the tier's hour holds fewer than the cap, the send
+-- counts there ("s:<hour>", as take_volume counts a vouched take, whose
+-- cap has no cut, share or budget) and its solution is taken, the solved
+-- counts untouched; else it meets the cap above (with ARGV[13], the cap
+-- without its cuts). So the send holds one place, never both, and waits
+-- on one round trip for it. Every reply then carries a tenth value, 1
+-- when the vouched tier counted it (its count and cap are the tier's),
+-- before the risk answer's five.
+--
 -- The carrier (guard/carrier.go), when ARGV[9] > 0: KEYS[5] is the send's
 -- carrier's solved counts ("s:<hour>", "v:<hour>"), KEYS[6] holds when
 -- the cut of the carrier's solved cap ends, KEYS[7] is the carrier's
@@ -213,16 +227,24 @@ end
 -- end lib/solved.lua
 -- The number's cached risk answer (guard/riskstep.go), when ARGV[12] is 1:
 -- KEYS[9], of the country's hash tag, is read first and every reply then
--- carries an eighth value 0, a ninth (1 when the carrier refused) and its
--- five values (found, score, fetched
--- at, blocked, line type code), as take_volume.lua's do.
+-- carries an eighth value 0, a ninth (1 when the carrier refused), the
+-- vouched tier's tenth when it was tried first, and its five values
+-- (found, score, fetched at, blocked, line type code), as
+-- take_volume.lua's do.
 local risk = ARGV[12] == '1' and redis.call('HMGET', KEYS[9], 's', 't', 'b', 'l')
-local function reply(r)
-  if not risk then return r end
+local vouched_cap = tonumber(ARGV[14]) or 0
+local function reply(r, in_vouched)
+  if not risk and vouched_cap == 0 then return r end
   r[8] = r[8] or 0
   r[9] = r[9] or 0
-  r[10] = risk[1] and 1 or 0
-  for i = 1, 4 do r[10 + i] = tonumber(risk[i]) or 0 end
+  local risk_at = 10
+  if vouched_cap > 0 then
+    r[10] = in_vouched and 1 or 0
+    risk_at = 11
+  end
+  if not risk then return r end
+  r[risk_at] = risk[1] and 1 or 0
+  for i = 1, 4 do r[risk_at + i] = tonumber(risk[i]) or 0 end
   return r
 end
 if redis.call('EXISTS', KEYS[4]) == 1 then
@@ -232,6 +254,29 @@ local hour = tonumber(ARGV[1])
 local lookback = tonumber(ARGV[2])
 local floor = tonumber(ARGV[3])
 local now = tonumber(ARGV[5])
+-- The vouched tier's place, tried first (see above). Its first send of
+-- an hour drops the fields of hours before its lookback, as take_volume's
+-- does; the fields take_volume caches for an hour ("b:", "n:", "w:") it
+-- computes on its own next take, finding none for the hour.
+if vouched_cap > 0 then
+  local vouched_key, vouched_lookback = KEYS[10], tonumber(ARGV[15])
+  local vouched_count = tonumber(redis.call('HGET', vouched_key, 's:' .. hour)) or 0
+  if vouched_count + 1 <= vouched_cap then
+    redis.call('SET', KEYS[4], 1, 'PX', ARGV[6])
+    vouched_count = redis.call('HINCRBY', vouched_key, 's:' .. hour, 1)
+    if vouched_count == 1 then
+      local old = {}
+      for _, f in ipairs(redis.call('HKEYS', vouched_key)) do
+        local kind, field_at = string.match(f, '^(%a):(%d+)$')
+        field_at = tonumber(field_at)
+        if field_at and kind ~= 'm' and kind ~= 'd' and field_at < hour - vouched_lookback then old[#old + 1] = f end
+      end
+      if #old > 0 then redis.call('HDEL', vouched_key, unpack(old)) end
+    end
+    redis.call('EXPIRE', vouched_key, ARGV[16])
+    return reply({1, vouched_count, vouched_cap, 0, 0, 0, 0}, true)
+  end
+end
 local limit, base, cut = solved_cap(KEYS[3], KEYS[2], hour, lookback, floor, now)
 local uncut = ARGV[13] == '1'
 if uncut then limit, cut = math.max(floor, base), 0 end
