@@ -76,27 +76,9 @@ func TestRiskRoundTrips(t *testing.T) {
 	f.set(func(f *fakeRisk) { f.def = guard.RiskAnswer{Score: 5} })
 	lookupLow := fewest("sent after a lookup (low, vouched)", http.StatusOK, 2, 3, 10, 11)
 
-	var p struct {
-		Challenge guard.Challenge `json:"challenge"`
-	}
-	if err := json.Unmarshal(resp, &p); err != nil {
-		t.Fatal(err)
-	}
-	p.Challenge.Type = guard.ChallengePoW
-	solved, _ := send("solved tier", `{"phone":"`+cached+`","challenge":"`+challenge.Solve(p.Challenge)+`"}`, http.StatusOK)
+	solved, _ := send("solved tier", `{"phone":"`+cached+`","challenge":"`+solveBody(t, resp)+`"}`, http.StatusOK)
 
-	// solve is the solution of the challenge a 428's body carries.
-	solve := func(body []byte) string {
-		t.Helper()
-		var p struct {
-			Challenge guard.Challenge `json:"challenge"`
-		}
-		if err := json.Unmarshal(body, &p); err != nil {
-			t.Fatal(err)
-		}
-		p.Challenge.Type = guard.ChallengePoW
-		return challenge.Solve(p.Challenge)
-	}
+	solve := func(body []byte) string { return solveBody(t, body) }
 	clearScore := func(phone string) {
 		t.Helper()
 		path := "/ops/risk/" + strings.Replace(phone, "+", "%2B", 1)
@@ -207,14 +189,7 @@ func TestRiskSolvedCap(t *testing.T) {
 		if status != http.StatusPreconditionRequired {
 			t.Fatalf("%s: %d %s, want 428", guard.MaskPhone(phone), status, body)
 		}
-		var p struct {
-			Challenge guard.Challenge `json:"challenge"`
-		}
-		if err := json.Unmarshal(body, &p); err != nil {
-			t.Fatal(err)
-		}
-		p.Challenge.Type = guard.ChallengePoW
-		return challenge.Solve(p.Challenge)
+		return solveBody(t, []byte(body))
 	}
 	solved := func(phone, sol string) (int, string) {
 		status, body := riskDo(h, http.MethodPost, "/otp/send", sendBenchKey, `{"phone":"`+phone+`","challenge":"`+sol+`"}`)
@@ -296,4 +271,17 @@ func tripSend(t *testing.T, h http.Handler, trips *requestTrips, name, body stri
 		t.Fatalf("%s: %d %s, want %d", name, w.Code, w.Body, want)
 	}
 	return seq, w.Body.Bytes()
+}
+
+// solveBody is the solution of the proof of work a 428's body carries.
+func solveBody(t *testing.T, body []byte) string {
+	t.Helper()
+	var p struct {
+		Challenge guard.Challenge `json:"challenge"`
+	}
+	if err := json.Unmarshal(body, &p); err != nil {
+		t.Fatal(err)
+	}
+	p.Challenge.Type = guard.ChallengePoW
+	return challenge.Solve(p.Challenge)
 }
